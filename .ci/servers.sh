@@ -1,0 +1,75 @@
+# Sourced by .ci/run and bench scripts: starts Valkey, MinIO and
+# fake-gcs-server on 127.0.0.1, exports their addresses for the tests, and
+# stops them (by PID) when the calling shell exits.
+
+WF_SERVER_BIN=${WRITEFENCE_SERVER_BIN:-/var/cache/writefence-ci/bin}
+WF_RUN_DIR=$(mktemp -d /tmp/writefence-servers.XXXXXX)
+WF_PIDS=()
+
+wf_stop_servers() {
+  local pid
+  for pid in "${WF_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${WF_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WF_RUN_DIR"
+}
+
+# wf_free_port prints a port in 20000-32000 that nothing listens on.
+wf_free_port() {
+  local p
+  while :; do
+    p=$(( 20000 + RANDOM % 12000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+  done
+}
+
+# wf_wait name pid command...: waits until command succeeds, failing early if
+# the server process died.
+wf_wait() {
+  local name=$1 pid=$2; shift 2
+  local i
+  for i in $(seq 1 300); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "servers: $name exited during start-up; its log:" >&2
+      cat "$WF_RUN_DIR/$name.log" >&2 || true
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "servers: $name not ready after 30 s; its log:" >&2
+  cat "$WF_RUN_DIR/$name.log" >&2 || true
+  return 1
+}
+
+wf_start_servers() {
+  local p p2
+  p=$(wf_free_port)
+  valkey-server --bind 127.0.0.1 --port "$p" --save '' --appendonly no --daemonize no \
+    >"$WF_RUN_DIR/valkey.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait valkey $! valkey-cli -p "$p" ping || return 1
+  export WRITEFENCE_VALKEY_ADDR=127.0.0.1:$p
+
+  p=$(wf_free_port); p2=$(wf_free_port)
+  mkdir -p "$WF_RUN_DIR/minio"
+  MINIO_ROOT_USER=writefence MINIO_ROOT_PASSWORD=writefence-secret MINIO_BROWSER=off MINIO_UPDATE=off \
+    "$WF_SERVER_BIN/minio" server "$WF_RUN_DIR/minio" --address "127.0.0.1:$p" \
+    --console-address "127.0.0.1:$p2" --quiet >"$WF_RUN_DIR/minio.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait minio $! curl -sf "http://127.0.0.1:$p/minio/health/ready" || return 1
+  export WRITEFENCE_S3_ENDPOINT=127.0.0.1:$p
+  export WRITEFENCE_S3_ACCESS_KEY=writefence
+  export WRITEFENCE_S3_SECRET_KEY=writefence-secret
+
+  p=$(wf_free_port)
+  "$WF_SERVER_BIN/fake-gcs-server" -scheme http -host 127.0.0.1 -port "$p" \
+    -public-host "127.0.0.1:$p" -backend memory >"$WF_RUN_DIR/fake-gcs.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait fake-gcs $! curl -sf "http://127.0.0.1:$p/storage/v1/b" || return 1
+  export WRITEFENCE_GCS_ENDPOINT=http://127.0.0.1:$p
+
+  # With this set, a test whose server address is missing fails instead of
+  # skipping.
+  export WRITEFENCE_REQUIRE_SERVERS=1
+  echo "servers: valkey $WRITEFENCE_VALKEY_ADDR, minio $WRITEFENCE_S3_ENDPOINT, fake-gcs $WRITEFENCE_GCS_ENDPOINT"
+}

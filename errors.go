@@ -1,0 +1,185 @@
+package writefence
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Sentinel errors. Test for them with errors.Is: the errors the library
+// returns wrap them and carry detail in the typed errors below.
+var (
+	// ErrNotFound reports that a key was never written (or was deleted).
+	ErrNotFound = errors.New("writefence: not found")
+
+	// ErrConflict reports that a conditional write was refused because the
+	// store's version of the key no longer matched the expected one.
+	ErrConflict = errors.New("writefence: version conflict")
+
+	// ErrStaleEpoch reports that a push was refused, before any write,
+	// because its epoch was not strictly greater than the recorded one.
+	ErrStaleEpoch = errors.New("writefence: stale epoch")
+
+	// ErrWire reports that a store or a record holds another wire identity
+	// than the one configured. It is final: retrying cannot change it.
+	ErrWire = errors.New("writefence: wire identity mismatch")
+
+	// ErrCorrupt reports that a stored record failed a decoding check. The
+	// fence fails closed on it and never overwrites the record.
+	ErrCorrupt = errors.New("writefence: corrupt record")
+
+	// ErrInvalidArgument reports an argument rejected before any I/O.
+	ErrInvalidArgument = errors.New("writefence: invalid argument")
+
+	// ErrTooLarge reports that a stored object exceeds the read limit of
+	// the store that read it; nothing beyond the limit was buffered.
+	ErrTooLarge = errors.New("writefence: object too large")
+
+	// ErrOutcomeUnknown reports that a write was sent but its result could
+	// not be learned: it may or may not have landed. Calling Push again
+	// with the same arguments settles it.
+	ErrOutcomeUnknown = errors.New("writefence: outcome unknown")
+)
+
+// InvalidArgumentError names the argument that was rejected and why.
+// It matches ErrInvalidArgument.
+type InvalidArgumentError struct {
+	Arg    string // the argument's name, e.g. "plugin" or "epoch"
+	Reason string // why it was rejected, lower case
+}
+
+func (e *InvalidArgumentError) Error() string {
+	return "writefence: invalid argument: " + e.Arg + ": " + e.Reason
+}
+
+// Unwrap returns ErrInvalidArgument.
+func (e *InvalidArgumentError) Unwrap() error { return ErrInvalidArgument }
+
+func invalidArg(arg, format string, a ...any) error {
+	return &InvalidArgumentError{Arg: arg, Reason: fmt.Sprintf(format, a...)}
+}
+
+// StaleEpochError is the detail of a push refused by the strict-epoch rule.
+// It matches ErrStaleEpoch.
+type StaleEpochError struct {
+	Key            string // the record's key
+	Epoch          uint64 // the epoch the refused push carried
+	RecordedEpoch  uint64 // the epoch the store records
+	RecordedWriter string // the writer of the recorded record
+}
+
+func (e *StaleEpochError) Error() string {
+	return fmt.Sprintf("writefence: stale epoch: push at epoch %d to %s refused: recorded epoch %d by %s",
+		e.Epoch, Escape(e.Key), e.RecordedEpoch, Escape(e.RecordedWriter))
+}
+
+// Unwrap returns ErrStaleEpoch.
+func (e *StaleEpochError) Unwrap() error { return ErrStaleEpoch }
+
+// CorruptError names the key, the version that was found corrupt and the
+// decoding check that failed. It matches ErrCorrupt. Version is what an
+// operator passes to an explicit overwrite of exactly that record.
+type CorruptError struct {
+	Key     string // the record's key; empty when decoding bytes alone
+	Version string // the store's version token of the corrupt record
+	Check   string // the check that failed, e.g. "header checksum"
+}
+
+func (e *CorruptError) Error() string {
+	s := "writefence: corrupt record: " + e.Check
+	if e.Key != "" {
+		s += ": key " + Escape(e.Key)
+	}
+	if e.Version != "" {
+		s += " version " + Escape(e.Version)
+	}
+	return s
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// WireError is the detail of a wire-identity refusal. It matches ErrWire.
+// When Absent is true the key held nothing and Found is empty.
+type WireError struct {
+	Key      string // the brand key or the record's key
+	Expected string // the configured identity
+	Found    string // the identity found, raw; Error escapes it
+	Absent   bool   // the key did not exist
+}
+
+func (e *WireError) Error() string {
+	if e.Absent {
+		return "writefence: wire: expected " + Escape(e.Expected) + " but " + Escape(e.Key) + " is absent"
+	}
+	return "writefence: wire: expected " + Escape(e.Expected) + " found " + Escape(e.Found) + " at " + Escape(e.Key)
+}
+
+// Unwrap returns ErrWire.
+func (e *WireError) Unwrap() error { return ErrWire }
+
+// TooLargeError is returned by a store whose read limit an object exceeds.
+// It matches ErrTooLarge.
+type TooLargeError struct {
+	Key   string
+	Limit int64 // the limit in bytes
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("writefence: object too large: %s exceeds %d bytes", Escape(e.Key), e.Limit)
+}
+
+// Unwrap returns ErrTooLarge.
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
+
+// OutcomeUnknownError reports a write whose result could not be learned.
+// It matches ErrOutcomeUnknown and, through Err, the cause (for example
+// context.DeadlineExceeded or a network error).
+type OutcomeUnknownError struct {
+	Key   string
+	Epoch uint64
+	Err   error // the error that hid the outcome
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("writefence: outcome unknown: push at epoch %d to %s: %v", e.Epoch, Escape(e.Key), e.Err)
+}
+
+// Unwrap returns ErrOutcomeUnknown and the cause.
+func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
+
+// maxEscaped bounds how many bytes of a value Escape prints.
+const maxEscaped = 256
+
+// Escape renders s for an error message or a log line: printable UTF-8 is
+// kept, quotes, backslashes, control bytes, non-printable runes and invalid
+// UTF-8 are escaped Go-style, and a value longer than 256 bytes is cut and
+// its full length stated, so a hostile stored value can neither forge a log
+// line nor flood one.
+func Escape(s string) string {
+	cut := len(s) > maxEscaped
+	v := s
+	if cut {
+		v = s[:maxEscaped]
+	}
+	var b []byte
+	for i := 0; i < len(v); {
+		r, size := utf8.DecodeRuneInString(v[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			b = append(b, `\x`...)
+			b = append(b, "0123456789abcdef"[v[i]>>4], "0123456789abcdef"[v[i]&0xf])
+		case r == '"' || r == '\\' || !strconv.IsPrint(r):
+			q := strconv.Quote(string(r))
+			b = append(b, q[1:len(q)-1]...)
+		default:
+			b = append(b, v[i:i+size]...)
+		}
+		i += size
+	}
+	if cut {
+		b = append(b, fmt.Sprintf("...(%d bytes)", len(s))...)
+	}
+	return string(b)
+}

@@ -1,0 +1,99 @@
+package writefence
+
+import (
+	"context"
+	"strconv"
+	"sync"
+)
+
+// MemStore is an in-memory ConditionalStore for tests, examples and the
+// command's demo. Its zero value is an empty store ready to use. Version
+// tokens are decimal numbers drawn from one counter, so a token never
+// repeats within a store. Get and PutIfVersion copy the bytes they are given
+// or return, so callers may reuse their buffers.
+//
+// MaxObjectSize, when positive, is the read limit of Get (zero means
+// DefaultMaxObjectSize); it is read without locking and must be set before
+// first use.
+type MemStore struct {
+	MaxObjectSize int64
+
+	mu      sync.Mutex // guards objects and counter
+	objects map[string]memObject
+	counter uint64
+}
+
+type memObject struct {
+	data    []byte
+	version string
+}
+
+var (
+	_ ConditionalStore = (*MemStore)(nil)
+	_ Deleter          = (*MemStore)(nil)
+)
+
+// Get implements ConditionalStore.
+func (m *MemStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	m.mu.Lock()
+	o, ok := m.objects[key]
+	m.mu.Unlock()
+	if !ok {
+		return nil, "", ErrNotFound
+	}
+	limit := m.MaxObjectSize
+	if limit <= 0 {
+		limit = DefaultMaxObjectSize
+	}
+	if int64(len(o.data)) > limit {
+		return nil, "", &TooLargeError{Key: key, Limit: limit}
+	}
+	return append([]byte(nil), o.data...), o.version, nil
+}
+
+// PutIfVersion implements ConditionalStore. The comparison and the write
+// happen under one lock, which is what makes them atomic.
+func (m *MemStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	buf := append([]byte(nil), data...)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.objects[key]
+	if ok != (expectVersion != "") || (ok && o.version != expectVersion) {
+		return "", ErrConflict
+	}
+	m.counter++
+	v := strconv.FormatUint(m.counter, 10)
+	if m.objects == nil {
+		m.objects = make(map[string]memObject)
+	}
+	m.objects[key] = memObject{data: buf, version: v}
+	return v, nil
+}
+
+// Delete implements Deleter.
+func (m *MemStore) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.objects, key)
+	m.mu.Unlock()
+	return nil
+}
+
+// Keys returns the keys the store holds, in no particular order.
+func (m *MemStore) Keys() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys := make([]string, 0, len(m.objects))
+	for k := range m.objects {
+		keys = append(keys, k)
+	}
+	return keys
+}

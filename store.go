@@ -1,0 +1,56 @@
+package writefence
+
+import "context"
+
+// ConditionalStore is the one storage primitive the fence needs: a read that
+// returns bytes and their version together, and a write decided atomically by
+// the server against an expected version.
+//
+// Implementations must be safe for concurrent use. The package's adapters
+// (MinioConditionalStore, GCSConditionalStore, ValkeyConditionalStore) and
+// MemStore implement it; writefencetest.TestConditionalStore checks any
+// implementation against this contract.
+type ConditionalStore interface {
+	// Get returns the bytes stored at key and the store's version token for
+	// exactly those bytes, both taken from one server response.
+	//
+	// A key that does not exist returns an error for which
+	// errors.Is(err, ErrNotFound). An object larger than the store's read
+	// limit returns an error for which errors.Is(err, ErrTooLarge), having
+	// read no more than the limit. Any other failure is returned wrapped and
+	// never matches ErrNotFound or ErrConflict.
+	//
+	// Version tokens are opaque and non-empty. For one key a token never
+	// names two different contents: if a later Get returns a token equal to
+	// one returned earlier, the bytes are the bytes returned then.
+	Get(ctx context.Context, key string) (data []byte, version string, err error)
+
+	// PutIfVersion stores data at key if and only if the store's current
+	// version of key equals expectVersion, decided atomically by the server.
+	// An empty expectVersion means the key must not exist (create-only).
+	// It returns the version token of the bytes written.
+	//
+	// A failed precondition returns an error for which
+	// errors.Is(err, ErrConflict) and writes nothing; that includes a
+	// non-empty expectVersion for a key that does not exist, which must not
+	// create it. Any other failure is returned wrapped and never matches
+	// ErrConflict or ErrNotFound; after such a failure the write may or may
+	// not have happened.
+	//
+	// A client-side read, compare and write is not an implementation: the
+	// gap between the compare and the write is the race this package closes.
+	PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (newVersion string, err error)
+}
+
+// Deleter is an optional capability of a ConditionalStore, found by type
+// assertion: an unconditional delete, used only on scratch keys (the probe,
+// tests). Deleting a key that does not exist is not an error. The fence never
+// deletes a record.
+type Deleter interface {
+	Delete(ctx context.Context, key string) error
+}
+
+// DefaultMaxObjectSize is the read limit of the package's stores when none
+// is configured: the largest payload a Fence accepts by default plus room
+// for a record header.
+const DefaultMaxObjectSize = DefaultMaxPayloadSize + MaxHeaderSize
