@@ -51,7 +51,9 @@ func (m *MemStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 	if int64(len(o.data)) > limit {
 		return nil, "", &TooLargeError{Key: key, Limit: limit}
 	}
-	return append([]byte(nil), o.data...), o.version, nil
+	data := make([]byte, len(o.data))
+	copy(data, o.data)
+	return data, o.version, nil
 }
 
 // PutIfVersion implements ConditionalStore. The comparison and the write

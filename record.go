@@ -74,7 +74,7 @@ func encodeRecord(identity, writer string, epoch uint64, digest [sha256.Size]byt
 	n := copy(b[fixedHeaderSize:], identity)
 	n += copy(b[fixedHeaderSize+n:], writer)
 	end := fixedHeaderSize + n
-	binary.BigEndian.PutUint32(b[end:], crc32.Checksum(b[:end], castagnoli))
+	binary.BigEndian.PutUint32(b[end:], crc32Castagnoli(b[:end]))
 	return append(b, payload...)
 }
 
@@ -108,7 +108,7 @@ func decodeHeader(b []byte) (header, string) {
 	if len(b) < end+checksumSize {
 		return h, "truncated header"
 	}
-	if binary.BigEndian.Uint32(b[end:]) != crc32.Checksum(b[:end], castagnoli) {
+	if binary.BigEndian.Uint32(b[end:]) != crc32Castagnoli(b[:end]) {
 		return h, "header checksum"
 	}
 	h.epoch = binary.BigEndian.Uint64(b[8:])
@@ -144,3 +144,5 @@ func decodeRecord(b []byte) (header, []byte, string) {
 	}
 	return h, payload, ""
 }
+
+func crc32Castagnoli(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

@@ -1,0 +1,341 @@
+package writefence_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+func mustKey(t testing.TB, plugin, shard string) string {
+	t.Helper()
+	key, err := writefence.ShardKey("", plugin, shard)
+	require.NoError(t, err)
+	return key
+}
+
+func requireLatest(t testing.TB, f *writefence.Fence, epoch uint64, writer, payload string) {
+	t.Helper()
+	e, w, p, err := f.Latest(context.Background(), "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, epoch, e)
+	assert.Equal(t, writer, w)
+	assert.Equal(t, payload, string(p))
+}
+
+func TestPushAndLatest(t *testing.T) {
+	ctx := context.Background()
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+
+	_, _, _, err := f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+	requireLatest(t, f, 1, "a", "one")
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 5, []byte("five")))
+	requireLatest(t, f, 5, "b", "five")
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 6, nil))
+	requireLatest(t, f, 6, "b", "")
+}
+
+// TestStaleRefusedWithoutWrite: an equal or lower epoch is refused from the
+// read alone; not one PutIfVersion reaches the store.
+func TestStaleRefusedWithoutWrite(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "leader", 7, []byte("x")))
+
+	for _, epoch := range []uint64{1, 6, 7} {
+		counting := &countingStore{ConditionalStore: mem}
+		f := &writefence.Fence{Store: counting}
+		err := f.Push(ctx, "wal", "0", "zombie", epoch, []byte("y"))
+		require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+		var stale *writefence.StaleEpochError
+		require.ErrorAs(t, err, &stale)
+		assert.Equal(t, writefence.StaleEpochError{Key: mustKey(t, "wal", "0"), Epoch: epoch, RecordedEpoch: 7, RecordedWriter: "leader"}, *stale)
+		assert.Equal(t, int64(0), counting.puts.Load(), "epoch %d: a stale push must not write", epoch)
+		assert.Equal(t, int64(1), counting.gets.Load())
+		assert.Equal(t,
+			`writefence: stale epoch: push at epoch `+strconv.FormatUint(epoch, 10)+` to writefence/s/wal/0 refused: recorded epoch 7 by leader`,
+			err.Error())
+	}
+	requireLatest(t, &writefence.Fence{Store: mem}, 7, "leader", "x")
+}
+
+func TestInvalidArguments(t *testing.T) {
+	ctx := context.Background()
+	counting := &countingStore{ConditionalStore: &writefence.MemStore{}}
+	f := &writefence.Fence{Store: counting, MaxPayloadSize: 16}
+	cases := []struct {
+		name                  string
+		fence                 *writefence.Fence
+		plugin, shard, writer string
+		epoch                 uint64
+		payload               []byte
+		arg                   string
+	}{
+		{"nil store", &writefence.Fence{}, "p", "s", "w", 1, nil, "store"},
+		{"empty plugin", f, "", "s", "w", 1, nil, "plugin"},
+		{"empty shard", f, "p", "", "w", 1, nil, "shard"},
+		{"long plugin", f, strings.Repeat("p", 257), "s", "w", 1, nil, "plugin"},
+		{"empty writer", f, "p", "s", "", 1, nil, "writer"},
+		{"long writer", f, "p", "s", strings.Repeat("w", writefence.MaxWriterLen+1), 1, nil, "writer"},
+		{"epoch 0", f, "p", "s", "w", 0, nil, "epoch"},
+		{"payload over limit", f, "p", "s", "w", 1, make([]byte, 17), "payload"},
+		{"identity too long", &writefence.Fence{Store: counting, Identity: strings.Repeat("i", 256)}, "p", "s", "w", 1, nil, "identity"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.fence.Push(ctx, tc.plugin, tc.shard, tc.writer, tc.epoch, tc.payload)
+			require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+			var ia *writefence.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			assert.Equal(t, tc.arg, ia.Arg)
+			assert.True(t, strings.HasPrefix(err.Error(), "writefence: invalid argument: "+tc.arg+": "), err.Error())
+		})
+	}
+	assert.Equal(t, int64(0), counting.roundTrips(), "invalid arguments must be refused before any I/O")
+
+	// The maximum epoch is valid, and nothing can follow it.
+	require.NoError(t, f.Push(ctx, "p", "s", "w", ^uint64(0), nil))
+	require.ErrorIs(t, f.Push(ctx, "p", "s", "w2", ^uint64(0), nil), writefence.ErrStaleEpoch)
+}
+
+// corruptions are records no valid writer produces; each must refuse.
+func corruptions(t *testing.T) map[string][]byte {
+	ctx := context.Background()
+	m := &writefence.MemStore{}
+	f := &writefence.Fence{Store: m}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 3, []byte("a healthy payload")))
+	good, _, err := m.Get(ctx, mustKey(t, "wal", "0"))
+	require.NoError(t, err)
+	flip := func(i int) []byte {
+		b := append([]byte(nil), good...)
+		b[i] ^= 0x40
+		return b
+	}
+	return map[string][]byte{
+		"truncated header":       good[:10],
+		"truncated payload":      good[:len(good)-3],
+		"flipped checksum byte":  flip(len(good) - len("a healthy payload") - 1),
+		"unknown format version": flip(4),
+		"trailing bytes":         append(append([]byte(nil), good...), '!'),
+		"random garbage":         []byte("\x8f\x13garbage that no version of the format ever wrote\x00\x01"),
+		"empty object":           {},
+		"flipped payload byte":   flip(len(good) - 1),
+	}
+}
+
+// TestCorruptFailsClosed: Push and Latest refuse a corrupt record with
+// ErrCorrupt naming the check and the version, and nothing is written.
+func TestCorruptFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	for name, rec := range corruptions(t) {
+		t.Run(name, func(t *testing.T) {
+			mem := &writefence.MemStore{}
+			key := mustKey(t, "wal", "0")
+			version, err := mem.PutIfVersion(ctx, key, rec, "")
+			require.NoError(t, err)
+			counting := &countingStore{ConditionalStore: mem}
+			f := &writefence.Fence{Store: counting}
+
+			err = f.Push(ctx, "wal", "0", "b", 1000, []byte("new"))
+			require.ErrorIs(t, err, writefence.ErrCorrupt)
+			var ce *writefence.CorruptError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, key, ce.Key)
+			assert.Equal(t, version, ce.Version)
+			assert.NotEmpty(t, ce.Check)
+			assert.Contains(t, err.Error(), ce.Check)
+
+			_, _, _, err = f.Latest(ctx, "wal", "0")
+			require.ErrorIs(t, err, writefence.ErrCorrupt)
+
+			assert.Equal(t, int64(0), counting.puts.Load(), "a corrupt record must never be overwritten")
+			data, v, err := mem.Get(ctx, key)
+			require.NoError(t, err)
+			assert.Equal(t, version, v)
+			assert.Equal(t, rec, data)
+		})
+	}
+}
+
+func TestOtherIdentityRefused(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	require.NoError(t, (&writefence.Fence{Store: mem, Identity: "other-format/v9\n"}).Push(ctx, "wal", "0", "a", 1, []byte("x")))
+
+	counting := &countingStore{ConditionalStore: mem}
+	f := &writefence.Fence{Store: counting}
+	err := f.Push(ctx, "wal", "0", "b", 2, []byte("y"))
+	require.ErrorIs(t, err, writefence.ErrWire)
+	var we *writefence.WireError
+	require.ErrorAs(t, err, &we)
+	assert.Equal(t, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: writefence.DefaultIdentity, Found: "other-format/v9\n"}, *we)
+	assert.Equal(t, `writefence: wire: expected writefence/v1 found other-format/v9\n at writefence/s/wal/0`, err.Error())
+	assert.Equal(t, int64(0), counting.puts.Load())
+
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrWire)
+}
+
+// TestReplayIsSuccess: a push whose reply was lost lands; calling Push again
+// with the same arguments reports success, not ErrStaleEpoch.
+func TestReplayIsSuccess(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	lost := &lostReplyStore{ConditionalStore: mem}
+	f := &writefence.Fence{Store: lost}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+
+	// The write lands, its reply is lost, and the store stays unreachable:
+	// the outcome cannot be learned.
+	lost.set(1, true)
+	err := f.Push(ctx, "wal", "0", "a", 2, []byte("two"))
+	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	require.ErrorIs(t, err, errLostReply)
+	require.NotErrorIs(t, err, writefence.ErrStaleEpoch)
+	requireLatest(t, &writefence.Fence{Store: mem}, 2, "a", "two")
+
+	// The store is back: the same call settles it as landed.
+	lost.set(0, false)
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, []byte("two")))
+
+	// Same epoch and writer but another payload is not a replay.
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 2, []byte("TWO")), writefence.ErrStaleEpoch)
+	// Nor is another writer with the same payload.
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 2, []byte("two")), writefence.ErrStaleEpoch)
+}
+
+// TestLostReplySettledByRead: when the reply is lost but the store can be
+// read, Push learns that its write landed and returns nil at once.
+func TestLostReplySettledByRead(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	lost := &lostReplyStore{ConditionalStore: mem, remaining: 1}
+	counting := &countingStore{ConditionalStore: lost}
+	f := &writefence.Fence{Store: counting}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+	assert.Equal(t, int64(1), counting.puts.Load(), "the landed write must not be repeated")
+	assert.Equal(t, int64(2), counting.gets.Load(), "one read to admit, one to settle")
+	requireLatest(t, f, 1, "a", "one")
+}
+
+func TestConflictsRetried(t *testing.T) {
+	ctx := context.Background()
+	for _, k := range []int{1, 3, writefence.DefaultMaxAttempts - 1} {
+		store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: k}
+		counting := &countingStore{ConditionalStore: store}
+		f := &writefence.Fence{Store: counting}
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")), "k=%d", k)
+		assert.Equal(t, int64(k+1), counting.puts.Load())
+		assert.Equal(t, int64(k+1), counting.gets.Load(), "every conflict re-reads")
+		t.Logf("%d injected conflicts: landed after %d writes", k, counting.puts.Load())
+	}
+}
+
+func TestEndlessConflicts(t *testing.T) {
+	ctx := context.Background()
+	store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: -1}
+	counting := &countingStore{ConditionalStore: store}
+	f := &writefence.Fence{Store: counting, MaxAttempts: 4}
+	err := f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrConflict)
+	require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.Equal(t, int64(4), counting.puts.Load(), "exactly MaxAttempts writes")
+
+	counting.puts.Store(0)
+	err = (&writefence.Fence{Store: counting}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrConflict)
+	assert.Equal(t, int64(writefence.DefaultMaxAttempts), counting.puts.Load())
+}
+
+func TestCancelledContextStopsRetries(t *testing.T) {
+	store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: -1}
+	counting := &countingStore{ConditionalStore: store}
+	f := &writefence.Fence{Store: counting, MaxAttempts: 1000, RetryDelay: 1 << 40}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Push(ctx, "wal", "0", "a", 1, []byte("x")) }()
+	require.Eventually(t, func() bool { return counting.puts.Load() == 1 }, timeout, tick)
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, int64(1), counting.puts.Load(), "no write after the cancel")
+
+	// A context cancelled before the call reaches no write either.
+	err = f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, int64(1), counting.puts.Load())
+}
+
+// TestSteadyStateOneRoundTrip: a writer pushing consecutive epochs makes one
+// store round trip per push, the conditional write, once it knows the
+// version; a foreign write in between costs one conflict and one read.
+func TestSteadyStateOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	counting := &countingStore{ConditionalStore: mem}
+	f := &writefence.Fence{Store: counting}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")))
+	before := counting.roundTrips()
+	for e := uint64(2); e <= 101; e++ {
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", e, []byte("x")))
+	}
+	assert.Equal(t, int64(100), counting.roundTrips()-before, "one round trip per push")
+
+	// Another fence (a new leader) writes epoch 200.
+	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "b", 200, []byte("y")))
+	before = counting.roundTrips()
+	err := f.Push(ctx, "wal", "0", "a", 102, []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch, "the cache never admits a push the store refuses")
+	assert.Equal(t, int64(2), counting.roundTrips()-before, "one conflicting write, one fresh read")
+	requireLatest(t, f, 200, "b", "y")
+}
+
+func TestPushFrom(t *testing.T) {
+	ctx := context.Background()
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+	epoch, err := f.PushFrom(ctx, writefence.StaticEpochSource(4), "wal", "0", "a", []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), epoch)
+	requireLatest(t, f, 4, "a", "x")
+
+	_, err = f.PushFrom(ctx, writefence.StaticEpochSource(4), "wal", "0", "b", []byte("y"))
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+
+	_, err = f.PushFrom(ctx, writefence.StaticEpochSource(0), "wal", "0", "a", []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+
+	errNoLease := errors.New("lease not held")
+	src := writefence.EpochSourceFunc(func(context.Context, string, string) (uint64, error) { return 0, errNoLease })
+	_, err = f.PushFrom(ctx, src, "wal", "0", "a", []byte("x"))
+	require.ErrorIs(t, err, errNoLease)
+	_, err = f.PushFrom(ctx, nil, "wal", "0", "a", []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	requireLatest(t, f, 4, "a", "x")
+}
+
+func TestEscape(t *testing.T) {
+	cases := map[string]string{
+		"plain/v1":       "plain/v1",
+		"line\nforged":   `line\nforged`,
+		"\x1b[31mred":    `\x1b[31mred`,
+		"nul\x00":        `nul\x00`,
+		"bad\xffutf8":    `bad\xffutf8`,
+		`quote"back\`:    `quote\"back\\`,
+		"é ok":           "é ok",
+		"\u202eoverride": `\u202eoverride`,
+	}
+	for in, want := range cases {
+		assert.Equal(t, want, writefence.Escape(in))
+	}
+	long := writefence.Escape(strings.Repeat("a", 10<<10))
+	assert.Equal(t, strings.Repeat("a", 256)+"...(10240 bytes)", long)
+}
