@@ -1,0 +1,202 @@
+package writefencetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/writefence/writefence"
+)
+
+// Size of every race: modest, so the suite stays quick against a real
+// server on a small machine, yet enough goroutines meet in each round to
+// expose a client-side compare. Races can still be missed; see the package
+// documentation.
+const (
+	raceRounds  = 20
+	raceWorkers = 16
+)
+
+// together runs n goroutines. Each runs before(i) (if before is non-nil),
+// then waits until all n have done so, then runs during(i); together returns
+// when all have finished. Holding them at one gate makes the during calls
+// reach the store as nearly at once as the scheduler allows.
+func together(n int, before, during func(i int)) {
+	var ready, done sync.WaitGroup
+	gate := make(chan struct{})
+	ready.Add(n)
+	done.Add(n)
+	for i := range n {
+		go func() {
+			defer done.Done()
+			if before != nil {
+				before(i)
+			}
+			ready.Done()
+			<-gate
+			during(i)
+		}()
+	}
+	ready.Wait()
+	close(gate)
+	done.Wait()
+}
+
+// tally sorts the results of one round into winners and losers, reporting
+// any loser whose error does not match want.
+type tally struct {
+	winners []int
+	losers  int
+	other   int
+}
+
+func (ty *tally) add(t *testing.T, round, i int, err, want error) {
+	t.Helper()
+	switch {
+	case err == nil:
+		ty.winners = append(ty.winners, i)
+	case errors.Is(err, want):
+		ty.losers++
+	default:
+		ty.other++
+		t.Errorf("round %d goroutine %d: %v; want nil or an error matching %v", round, i, err, want)
+	}
+}
+
+// racePayload is unique per round and goroutine, so the stored bytes name
+// the winner.
+func racePayload(round, i int) []byte {
+	return fmt.Appendf(nil, "round %d goroutine %d", round, i)
+}
+
+// testRaceUpdate makes every goroutine read the same token and then update
+// with it: exactly one update per round may land.
+func testRaceUpdate(t *testing.T, sc *scope) {
+	key := sc.key("race-update")
+	put(t, sc.s, key, []byte("round 0"), "")
+	var total tally
+	for r := 1; r <= raceRounds; r++ {
+		var (
+			read    = make([]string, raceWorkers)
+			readErr = make([]error, raceWorkers)
+			written = make([]string, raceWorkers)
+			errs    = make([]error, raceWorkers)
+		)
+		together(raceWorkers, func(i int) {
+			_, read[i], readErr[i] = sc.s.Get(t.Context(), key)
+		}, func(i int) {
+			if readErr[i] == nil {
+				written[i], errs[i] = sc.s.PutIfVersion(t.Context(), key, racePayload(r, i), read[i])
+			}
+		})
+		for i, err := range readErr {
+			if err != nil {
+				t.Fatalf("round %d goroutine %d: Get(%q): %v", r, i, key, err)
+			}
+			if read[i] != read[0] {
+				t.Fatalf("round %d: goroutines read versions %q and %q with no write in between", r, read[0], read[i])
+			}
+		}
+		var round tally
+		for i, err := range errs {
+			round.add(t, r, i, err, writefence.ErrConflict)
+		}
+		total.winners = append(total.winners, round.winners...)
+		total.losers += round.losers
+		total.other += round.other
+		if len(round.winners) != 1 {
+			t.Errorf("round %d: %d of %d updates with the same version %q landed; want exactly 1",
+				r, len(round.winners), raceWorkers, read[0])
+			continue
+		}
+		w := round.winners[0]
+		wantContent(t, sc.s, key, racePayload(r, w), written[w])
+	}
+	t.Logf("%d rounds x %d goroutines updating with one version: %d landed, %d conflicts, %d other errors",
+		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
+}
+
+// testRaceCreate makes every goroutine create the same new key: exactly one
+// create per round may land.
+func testRaceCreate(t *testing.T, sc *scope) {
+	var total tally
+	for r := 1; r <= raceRounds; r++ {
+		key := sc.key(fmt.Sprintf("race-create-%02d", r))
+		var (
+			written = make([]string, raceWorkers)
+			errs    = make([]error, raceWorkers)
+		)
+		together(raceWorkers, nil, func(i int) {
+			written[i], errs[i] = sc.s.PutIfVersion(t.Context(), key, racePayload(r, i), "")
+		})
+		var round tally
+		for i, err := range errs {
+			round.add(t, r, i, err, writefence.ErrConflict)
+		}
+		total.winners = append(total.winners, round.winners...)
+		total.losers += round.losers
+		total.other += round.other
+		if len(round.winners) != 1 {
+			t.Errorf("round %d: %d of %d create-only puts of %q landed; want exactly 1",
+				r, len(round.winners), raceWorkers, key)
+			continue
+		}
+		w := round.winners[0]
+		wantContent(t, sc.s, key, racePayload(r, w), written[w])
+	}
+	t.Logf("%d rounds x %d goroutines creating one key: %d landed, %d conflicts, %d other errors",
+		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
+}
+
+// testRaceFencePush makes writers push the same epoch to one shard through
+// writefence.Fence, with the epoch rising each round: exactly one push per
+// epoch may land, and Latest must return it. Each writer has its own Fence,
+// as separate processes would.
+func testRaceFencePush(t *testing.T, sc *scope) {
+	const plugin, shard = "writefencetest", "race"
+	prefix := sc.prefix + "fence/"
+	key, err := writefence.ShardKey(prefix, plugin, shard)
+	if err != nil {
+		t.Fatalf("ShardKey: %v", err)
+	}
+	sc.track(key)
+	fences := make([]*writefence.Fence, raceWorkers)
+	for i := range fences {
+		fences[i] = &writefence.Fence{Store: sc.s, Prefix: prefix}
+	}
+	writer := func(i int) string { return fmt.Sprintf("writer-%02d", i) }
+
+	var total tally
+	for r := 1; r <= raceRounds; r++ {
+		epoch := uint64(r)
+		errs := make([]error, raceWorkers)
+		together(raceWorkers, nil, func(i int) {
+			errs[i] = fences[i].Push(t.Context(), plugin, shard, writer(i), epoch, racePayload(r, i))
+		})
+		var round tally
+		for i, err := range errs {
+			round.add(t, r, i, err, writefence.ErrStaleEpoch)
+		}
+		total.winners = append(total.winners, round.winners...)
+		total.losers += round.losers
+		total.other += round.other
+		if len(round.winners) != 1 {
+			t.Errorf("round %d: %d of %d pushes at epoch %d landed; want exactly 1",
+				r, len(round.winners), raceWorkers, epoch)
+			continue
+		}
+		w := round.winners[0]
+		gotEpoch, gotWriter, gotPayload, err := fences[0].Latest(t.Context(), plugin, shard)
+		if err != nil {
+			t.Fatalf("round %d: Latest: %v", r, err)
+		}
+		if gotEpoch != epoch || gotWriter != writer(w) || !bytes.Equal(gotPayload, racePayload(r, w)) {
+			t.Errorf("round %d: Latest returned epoch %d writer %q payload %s; want the winner's epoch %d writer %q payload %q",
+				r, gotEpoch, gotWriter, describe(gotPayload), epoch, writer(w), racePayload(r, w))
+		}
+	}
+	t.Logf("%d rounds x %d writers pushing one epoch: %d landed, %d stale, %d other errors",
+		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
+}

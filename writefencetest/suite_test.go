@@ -1,0 +1,69 @@
+package writefencetest_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/writefencetest"
+)
+
+func TestMemStore(t *testing.T) {
+	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore {
+		return new(writefence.MemStore)
+	})
+}
+
+// countingStore is a MemStore that counts the writes that landed, so a test
+// can tell that the suite wrote something before checking it was removed.
+type countingStore struct {
+	*writefence.MemStore
+	landed atomic.Int64
+}
+
+func (s *countingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
+	if err == nil {
+		s.landed.Add(1)
+	}
+	return v, err
+}
+
+// TestSharedStoreIsCleanedUp runs the suite with one store for every
+// subtest, as a store over a shared bucket would be, and checks that the
+// subtests kept out of each other's way and deleted every key they wrote,
+// the fence's record included.
+func TestSharedStoreIsCleanedUp(t *testing.T) {
+	shared := &countingStore{MemStore: new(writefence.MemStore)}
+	ok := t.Run("suite", func(t *testing.T) {
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return shared })
+	})
+	require.True(t, ok, "the suite failed on a shared MemStore")
+	require.GreaterOrEqual(t, shared.landed.Load(), int64(3*20), "fewer writes landed than the three races of 20 rounds alone make")
+	require.Empty(t, shared.Keys(), "keys left behind by the suite")
+}
+
+// withoutDelete hides MemStore's Delete, as a store without the optional
+// capability would look.
+type withoutDelete struct{ writefence.ConditionalStore }
+
+// TestStoreWithoutDeleter checks that a store without writefence.Deleter
+// passes, with the subtest that needs a delete skipped, and that its keys
+// are left under the suite's prefix.
+func TestStoreWithoutDeleter(t *testing.T) {
+	mem := new(writefence.MemStore)
+	ok := t.Run("suite", func(t *testing.T) {
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore {
+			return withoutDelete{mem}
+		})
+	})
+	require.True(t, ok, "the suite failed on a MemStore without Delete")
+	keys := mem.Keys()
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		require.Regexp(t, `^writefencetest/[0-9a-f]{16}/`, k)
+	}
+}
