@@ -1,0 +1,227 @@
+package writefence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
+)
+
+// GCSConditionalStore is a ConditionalStore over one Google Cloud Storage
+// bucket. The version token is the object's generation in decimal; the
+// conditional write is a generation precondition decided by the server.
+//
+// MaxObjectSize is the read limit of Get in bytes; zero (or less) means
+// DefaultMaxObjectSize. It is read without locking and must be set before
+// first use.
+type GCSConditionalStore struct {
+	MaxObjectSize int64
+
+	client *storage.Client
+	bucket string
+}
+
+var (
+	_ ConditionalStore = (*GCSConditionalStore)(nil)
+	_ Deleter          = (*GCSConditionalStore)(nil)
+)
+
+// NewGCSConditionalStore returns a store that keeps its objects in bucket,
+// using the caller's client. The bucket must exist; the store never creates
+// or configures it.
+//
+// Server requirements: the JSON API's ifGenerationMatch and
+// ifGenerationMatch=0 (does-not-exist) preconditions on object inserts,
+// answered with HTTP 412 when they fail, and an x-goog-generation header on
+// reads. Cloud Storage has both; so does fake-gcs-server, when started with
+// -public-host set to its own address so the client's XML reads reach it.
+// Object versioning and retention policies on the bucket are not needed and
+// do not change the protocol; a bucket lifecycle rule that deletes objects
+// would delete records, so do not set one on the records' prefix.
+//
+// Retries follow the client's configuration (Client.SetRetry). Reads are
+// retried by the client; writes are not, see PutIfVersion.
+func NewGCSConditionalStore(client *storage.Client, bucket string) *GCSConditionalStore {
+	return &GCSConditionalStore{client: client, bucket: bucket}
+}
+
+func (s *GCSConditionalStore) limit() int64 {
+	if s.MaxObjectSize > 0 {
+		return s.MaxObjectSize
+	}
+	return DefaultMaxObjectSize
+}
+
+// Get implements ConditionalStore. The bytes and the generation come from
+// one reader, and so from one server response: the client pins any reopen
+// of a broken download to the generation of the first response.
+func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	limit := s.limit()
+	// ReadCompressed: the stored bytes as they are, so the size the server
+	// reports is the size we read.
+	r, err := s.client.Bucket(s.bucket).Object(key).ReadCompressed(true).NewReader(ctx)
+	if err != nil {
+		return nil, "", gcsError("get", key, err)
+	}
+	defer r.Close()
+	// Refuse before reading when the server already says it is too big.
+	if r.Attrs.Size > limit {
+		return nil, "", &TooLargeError{Key: key, Limit: limit}
+	}
+	// The reported size may be absent (-1); one byte past the limit is
+	// enough to tell.
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, "", gcsError("get", key, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, "", &TooLargeError{Key: key, Limit: limit}
+	}
+	gen := r.Attrs.Generation
+	if gen <= 0 {
+		return nil, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", Escape(key))
+	}
+	return data, strconv.FormatInt(gen, 10), nil
+}
+
+// PutIfVersion implements ConditionalStore. An empty expectVersion is sent as
+// ifGenerationMatch=0 (Conditions.DoesNotExist: the client refuses a
+// GenerationMatch of 0), a token as ifGenerationMatch=<generation>. A token
+// that is not a positive decimal generation returns an *InvalidArgumentError
+// and sends nothing.
+//
+// The object goes up in one multipart request (Writer.ChunkSize 0), never
+// as a resumable session. With ChunkSize 0 the client streams the body
+// without buffering it, so it cannot resend it and does not retry the
+// write, although it classes a write with a precondition as idempotent and
+// would otherwise retry it. Were a write retried after its first attempt
+// landed, the retry would fail its own precondition: the caller would see
+// ErrConflict for a write that happened, which the fence resolves by reading
+// the record afresh. A 429 is returned as a *GCSRateLimitError.
+func (s *GCSConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+	conds, err := gcsConditions(expectVersion)
+	if err != nil {
+		return "", err
+	}
+	w := s.client.Bucket(s.bucket).Object(key).If(conds).NewWriter(ctx)
+	w.ChunkSize = 0
+	// A fixed content type: the client would otherwise sniff the body.
+	w.ContentType = "application/octet-stream"
+	// The server checks the checksum before it commits, so a body damaged
+	// on the way is refused instead of stored.
+	w.CRC32C = crc32.Checksum(data, gcsCastagnoli)
+	w.SendCRC32C = true
+	if _, err := w.Write(data); err != nil {
+		_ = w.Close()
+		return "", gcsError("put", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return "", gcsError("put", key, err)
+	}
+	attrs := w.Attrs()
+	if attrs == nil || attrs.Generation <= 0 {
+		return "", fmt.Errorf("writefence: gcs put %s: the server sent no object generation", Escape(key))
+	}
+	return strconv.FormatInt(attrs.Generation, 10), nil
+}
+
+// Delete implements Deleter. It deletes the live object unconditionally; a
+// missing object is not an error.
+func (s *GCSConditionalStore) Delete(ctx context.Context, key string) error {
+	err := s.client.Bucket(s.bucket).Object(key).Delete(ctx)
+	if err == nil || errors.Is(err, storage.ErrObjectNotExist) {
+		return nil
+	}
+	return gcsError("delete", key, err)
+}
+
+// gcsCastagnoli is the CRC-32C table, the checksum Cloud Storage uses.
+var gcsCastagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// gcsConditions maps a version token to the write's precondition.
+func gcsConditions(expectVersion string) (storage.Conditions, error) {
+	if expectVersion == "" {
+		return storage.Conditions{DoesNotExist: true}, nil
+	}
+	g, err := strconv.ParseInt(expectVersion, 10, 64)
+	// The canonical form only: "+1" or "01" were never handed out.
+	if err != nil || g <= 0 || strconv.FormatInt(g, 10) != expectVersion {
+		return storage.Conditions{}, &InvalidArgumentError{
+			Arg:    "expectVersion",
+			Reason: Escape(expectVersion) + " is not a gcs object generation (a positive decimal integer)",
+		}
+	}
+	return storage.Conditions{GenerationMatch: g}, nil
+}
+
+// GCSRateLimitError reports that Cloud Storage refused a request with HTTP
+// 429 Too Many Requests. Cloud Storage allows about one update per second to
+// one object; a writer pushing faster than that to one shard is throttled.
+// The request was refused, not decided: it is neither ErrConflict nor
+// ErrNotFound, and the same call may be retried after a backoff of a second
+// or more. Err is the client's error (a *googleapi.Error), reachable with
+// errors.As.
+type GCSRateLimitError struct {
+	Op  string // "get", "put" or "delete"
+	Key string
+	Err error
+}
+
+func (e *GCSRateLimitError) Error() string {
+	return "writefence: gcs " + e.Op + " " + Escape(e.Key) + ": rate limited (http 429), retry after a backoff: " + e.Err.Error()
+}
+
+// Unwrap returns the client's error.
+func (e *GCSRateLimitError) Unwrap() error { return e.Err }
+
+// gcsWrapped carries a failure with its context. Unwrap reaches both the
+// package's sentinel, when there is one, and the client's own error.
+type gcsWrapped struct {
+	op, key string
+	kind    error // ErrConflict, ErrNotFound or nil
+	err     error
+}
+
+func (e *gcsWrapped) Error() string {
+	s := "writefence: gcs " + e.op + " " + Escape(e.key) + ": "
+	if e.kind != nil {
+		s += strings.TrimPrefix(e.kind.Error(), "writefence: ") + ": "
+	}
+	return s + e.err.Error()
+}
+
+func (e *gcsWrapped) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.err}
+	}
+	return []error{e.kind, e.err}
+}
+
+// gcsError classifies an error from the client. A missing object is
+// ErrNotFound only for a read: for a delete the caller handles it, and a
+// write with a precondition is answered 412, never 404.
+func gcsError(op, key string, err error) error {
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) {
+		switch gerr.Code {
+		case http.StatusPreconditionFailed:
+			return &gcsWrapped{op: op, key: key, kind: ErrConflict, err: err}
+		case http.StatusTooManyRequests:
+			return &GCSRateLimitError{Op: op, Key: key, Err: err}
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if op == "get" && errors.Is(err, storage.ErrObjectNotExist) {
+		return &gcsWrapped{op: op, key: key, kind: ErrNotFound, err: err}
+	}
+	return &gcsWrapped{op: op, key: key, err: err}
+}
