@@ -1,0 +1,245 @@
+package writefence
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// s3API is the part of minio-go the adapter uses. minio.Core implements it;
+// tests substitute their own. Core's GetObject and PutObject are used rather
+// than Client's because each is exactly one HTTP exchange: the body and the
+// ETag come from one response, and a record is never split into a multipart
+// upload, whose preconditions not every server honours.
+type s3API interface {
+	GetObject(ctx context.Context, bucket, key string, opts minio.GetObjectOptions) (io.ReadCloser, minio.ObjectInfo, http.Header, error)
+	PutObject(ctx context.Context, bucket, key string, data io.Reader, size int64, md5Base64, sha256Hex string, opts minio.PutObjectOptions) (minio.UploadInfo, error)
+	RemoveObject(ctx context.Context, bucket, key string, opts minio.RemoveObjectOptions) error
+}
+
+// S3 error codes the adapter classifies. minio-go names the first two; AWS
+// answers the third to conditional writes racing on one key.
+const (
+	s3NoSuchKey                  = minio.NoSuchKey
+	s3PreconditionFailed         = minio.PreconditionFailed
+	s3ConditionalRequestConflict = "ConditionalRequestConflict"
+)
+
+// MinioConditionalStore is a ConditionalStore over one bucket of an S3 API
+// server, reached through minio-go. Version tokens are the objects' ETags
+// without their quotes. It also implements Deleter.
+//
+// MaxObjectSize, when positive, is the read limit of Get (zero means
+// DefaultMaxObjectSize); set it before first use. A MinioConditionalStore is
+// safe for concurrent use.
+type MinioConditionalStore struct {
+	MaxObjectSize int64
+
+	api    s3API
+	bucket string
+}
+
+var (
+	_ ConditionalStore = (*MinioConditionalStore)(nil)
+	_ Deleter          = (*MinioConditionalStore)(nil)
+)
+
+// NewMinioConditionalStore returns a store that keeps its objects in bucket,
+// which must exist, using the caller's client.
+//
+// The server must implement S3 conditional writes: a PUT carrying
+// If-None-Match: * is refused when the key exists, and a PUT carrying
+// If-Match: "etag" is refused unless the key's current ETag is etag. AWS S3
+// supports both since 2024, and MinIO does; several other S3-compatible
+// services accept the headers and ignore them, which would make every write
+// unconditional, so check a server before trusting it.
+//
+// Every record is sent as one PUT of its exact length, whatever its size
+// (S3 accepts up to 5 GiB that way), never as a multipart upload. A
+// conditional PUT is sent once: the SDK's own retries are not used for it,
+// because a retry after a write that landed but whose answer was lost would
+// be refused by the write's own precondition and reported as a conflict.
+// Reads are retried as the client is configured.
+func NewMinioConditionalStore(client *minio.Client, bucket string) *MinioConditionalStore {
+	return &MinioConditionalStore{api: minio.Core{Client: client}, bucket: bucket}
+}
+
+// Get implements ConditionalStore with one GET: the bytes and the ETag come
+// from the same response. An object whose Content-Length exceeds the limit
+// is refused before its body is read; otherwise at most the limit plus one
+// byte is read.
+func (s *MinioConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	body, info, _, err := s.api.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, "", s.fail(ctx, "get", key, err, getKind)
+	}
+	defer body.Close()
+
+	limit := s.limit()
+	if info.Size > limit {
+		return nil, "", &TooLargeError{Key: key, Limit: limit}
+	}
+	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, "", s.fail(ctx, "get", key, err, nil)
+	}
+	if int64(len(data)) > limit {
+		return nil, "", &TooLargeError{Key: key, Limit: limit}
+	}
+	etag := normalizeETag(info.ETag)
+	if etag == "" {
+		return nil, "", &s3Error{op: "get", key: key, err: errNoETag}
+	}
+	return data, etag, nil
+}
+
+// PutIfVersion implements ConditionalStore with one conditional PUT:
+// If-None-Match: * when expectVersion is empty, If-Match otherwise. A 412,
+// a 409 ConditionalRequestConflict, and a 404 NoSuchKey answering If-Match
+// (MinIO's reply for a key that does not exist) are conflicts.
+func (s *MinioConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+	var opts minio.PutObjectOptions
+	if expectVersion == "" {
+		opts.SetMatchETagExcept("*")
+	} else {
+		// A token that no ETag can equal is a conflict by definition; it
+		// must not reach the header, where "*" or an embedded quote and
+		// comma would turn If-Match into a wider condition.
+		if !validETag(expectVersion) {
+			return "", &s3Error{op: "put", key: key, kind: ErrConflict, err: errBadToken}
+		}
+		opts.SetMatchETag(expectVersion)
+	}
+	// minio-go retries only a body it can rewind; hiding Seek sends the
+	// request exactly once (see NewMinioConditionalStore).
+	body := struct{ io.Reader }{bytes.NewReader(data)}
+	info, err := s.api.PutObject(ctx, s.bucket, key, body, int64(len(data)), "", "", opts)
+	if err != nil {
+		return "", s.fail(ctx, "put", key, err, func(r minio.ErrorResponse) error {
+			return putKind(r, expectVersion)
+		})
+	}
+	etag := normalizeETag(info.ETag)
+	if etag == "" {
+		return "", &s3Error{op: "put", key: key, err: errNoETag}
+	}
+	return etag, nil
+}
+
+// Delete implements Deleter. S3 reports success for a key that does not
+// exist; a NoSuchKey from a stricter server is treated the same way.
+func (s *MinioConditionalStore) Delete(ctx context.Context, key string) error {
+	err := s.api.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
+	if err == nil {
+		return nil
+	}
+	var r minio.ErrorResponse
+	if errors.As(err, &r) && r.Code == s3NoSuchKey {
+		return nil
+	}
+	return s.fail(ctx, "delete", key, err, nil)
+}
+
+func (s *MinioConditionalStore) limit() int64 {
+	if s.MaxObjectSize > 0 {
+		return s.MaxObjectSize
+	}
+	return DefaultMaxObjectSize
+}
+
+// fail wraps an SDK error. kind, when non-nil, names the sentinel an S3
+// error response stands for. A done context is returned as it is, so
+// cancellation is never mistaken for an answer from the server.
+func (s *MinioConditionalStore) fail(ctx context.Context, op, key string, err error, kind func(minio.ErrorResponse) error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	e := &s3Error{op: op, key: key, err: err}
+	var r minio.ErrorResponse
+	if kind != nil && errors.As(err, &r) {
+		e.kind = kind(r)
+	}
+	return e
+}
+
+// getKind: only a missing key is ErrNotFound. A missing bucket is a
+// misconfiguration, and calling it "not found" would invite a create.
+func getKind(r minio.ErrorResponse) error {
+	if r.Code == s3NoSuchKey {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func putKind(r minio.ErrorResponse, expectVersion string) error {
+	switch {
+	case r.StatusCode == http.StatusPreconditionFailed, r.Code == s3PreconditionFailed:
+		return ErrConflict
+	case r.Code == s3ConditionalRequestConflict:
+		return ErrConflict
+	case r.Code == s3NoSuchKey && expectVersion != "":
+		return ErrConflict
+	}
+	return nil
+}
+
+var (
+	errNoETag   = errors.New("response carries no etag")
+	errBadToken = errors.New("version token cannot be an s3 etag")
+)
+
+// normalizeETag strips the quotes S3 puts around an ETag, so the token is
+// the same whichever response or SDK path it came from.
+func normalizeETag(etag string) string {
+	if len(etag) >= 2 && etag[0] == '"' && etag[len(etag)-1] == '"' {
+		return etag[1 : len(etag)-1]
+	}
+	return etag
+}
+
+// validETag reports whether v can be the inside of an entity tag (RFC 9110
+// etagc: visible ASCII other than the double quote, or obs-text), and is not
+// the wildcard.
+func validETag(v string) bool {
+	if v == "*" {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c <= ' ' || c == '"' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// s3Error is a failed S3 call. Unwrap yields the SDK's error and, when the
+// failure is a conflict or a missing key, the sentinel, so that both
+// errors.Is(err, ErrConflict) and errors.As(err, &minio.ErrorResponse{})
+// hold.
+type s3Error struct {
+	op   string // "get", "put" or "delete"
+	key  string
+	kind error // ErrConflict, ErrNotFound or nil
+	err  error
+}
+
+func (e *s3Error) Error() string {
+	s := "writefence: s3 " + e.op + " " + Escape(e.key) + ": "
+	if e.kind != nil {
+		s += strings.TrimPrefix(e.kind.Error(), "writefence: ") + ": "
+	}
+	return s + e.err.Error()
+}
+
+func (e *s3Error) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.err}
+	}
+	return []error{e.kind, e.err}
+}
