@@ -1,0 +1,34 @@
+package writefence_test
+
+import (
+	"context"
+	"errors"
+	"log"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/writefence/writefence"
+)
+
+// A Fence over a standalone Valkey server. The store refuses a
+// cluster-enabled server before touching a key.
+func ExampleNewValkeyConditionalStore() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
+
+	store := writefence.NewValkeyConditionalStore(client)
+	store.Script = true // one round trip per write instead of two
+	fence := &writefence.Fence{Store: store}
+
+	ctx := context.Background()
+	err := fence.Push(ctx, "wal", "shard-7", "node-a", 42, []byte("segment 1138"))
+	var unsupported *writefence.ValkeyUnsupportedError
+	switch {
+	case errors.Is(err, writefence.ErrStaleEpoch):
+		log.Print("deposed: a push at epoch 42 or later already landed")
+	case errors.As(err, &unsupported):
+		log.Fatal(err) // a cluster: configuration, not a race
+	case err != nil:
+		log.Print(err)
+	}
+}
