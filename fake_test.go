@@ -66,6 +66,7 @@ func (s *ignoringStore) Get(ctx context.Context, key string) ([]byte, string, er
 }
 
 func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byte, _ string) (string, error) {
+	time.Sleep(50 * time.Microsecond) // the request's trip to the server
 	return unconditionalPut(ctx, &s.m, key, data)
 }
 

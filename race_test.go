@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +141,38 @@ func TestRaceEpochLadder(t *testing.T) {
 func isStale(err error) bool {
 	var s *writefence.StaleEpochError
 	return errors.As(err, &s)
+}
+
+// TestRaceCatchesBrokenStores shows the same-epoch race has teeth: over a
+// store that compares on the client side, or one that ignores
+// preconditions, several writers of one epoch land in the same round.
+func TestRaceCatchesBrokenStores(t *testing.T) {
+	const writers, rounds = 32, 20
+	ctx := context.Background()
+	stores := map[string]writefence.ConditionalStore{
+		"client-side compare":  &clientCompareStore{},
+		"ignores precondition": &ignoringStore{},
+	}
+	for name, store := range stores {
+		f := &writefence.Fence{Store: store}
+		worst := 0
+		for round := 1; round <= rounds; round++ {
+			var landed atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for w := range writers {
+				wg.Go(func() {
+					<-start
+					if f.Push(ctx, "wal", "0", fmt.Sprintf("w%d", w), uint64(round), []byte("x")) == nil {
+						landed.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			worst = max(worst, int(landed.Load()))
+		}
+		assert.Greater(t, worst, 1, "%s: the race never caught a double landing", name)
+		t.Logf("%s: up to %d writers landed the same epoch in one round", name, worst)
+	}
 }
