@@ -1,0 +1,79 @@
+// Package writefence makes a double write by a deposed or confused writer
+// impossible, on any storage that has an atomic conditional write.
+//
+// A replication process ships a shard's state (a WAL segment, a snapshot, a
+// manifest) to one mirror record in shared storage. Deciding "am I the
+// writer?" from a local view fails under partitions, pauses and restarts:
+// an old writer and a new one both push, and the mirror is silently
+// corrupted. writefence moves the decision into the storage's own
+// conditional write, where it cannot be stale.
+//
+// # The protocol
+//
+// Every push carries an epoch, a fencing token handed out by whatever elects
+// writers (see EpochSource). Fence.Push admits a push only if its epoch is
+// strictly greater than the epoch the record already holds, and lands the
+// new epoch and the payload together in one ConditionalStore.PutIfVersion,
+// conditioned on the version it read:
+//
+//  1. validate the arguments;
+//  2. read the record: absent is epoch 0; a corrupt record (ErrCorrupt) or a
+//     record of another wire identity (ErrWire) refuses, without writing;
+//  3. refuse unless epoch > recorded epoch (ErrStaleEpoch), without writing;
+//  4. write the record conditioned on the version read ("" = create-only);
+//  5. on ErrConflict, someone wrote in between: read afresh and go to 2,
+//     with bounded, jittered retries that honour the context.
+//
+// Because the comparison that matters is made by the server against the
+// version the writer read, a deposed writer, a zombie retrying the epoch it
+// was granted, and two writers handed the same epoch all end the same way:
+// at most one push per epoch ever lands, and the recorded epoch only rises.
+//
+// The store decides, never memory. A Fence remembers the version of the
+// record it last wrote and conditions its next write on it without reading
+// first (one round trip per push in steady state); if anyone else wrote in
+// between, that write conflicts and the fence reads afresh. A remembered
+// epoch never refuses a push on its own.
+//
+// # Lost replies
+//
+// A write whose reply was lost may or may not have landed. When Push finds
+// the record is exactly its own push (same epoch, writer and payload
+// digest) it reports success, so retrying never turns a writer's own landed
+// push into ErrStaleEpoch. When the outcome cannot be learned at all, Push
+// returns an error matching ErrOutcomeUnknown; calling Push again with the
+// same arguments settles it.
+//
+// # Records and keys
+//
+// One record per (plugin, shard), at the key ShardKey builds under a prefix
+// (DefaultPrefix by default). A record is a versioned header (format
+// version, wire identity, epoch, writer, payload length, payload SHA-256, a
+// CRC-32C over the header) followed by the payload. Decoding is strict:
+// truncation, trailing bytes, an unknown format version, epoch 0, an empty
+// writer or a checksum that disagrees is ErrCorrupt, naming the check. The
+// fence fails closed on a corrupt record and never overwrites it; an
+// operator settles it with an explicit PutIfVersion of exactly the version
+// reported in the CorruptError.
+//
+// Keys escape the plugin and shard names so that the mapping is injective
+// and no shard key reaches the reserved key space (where BrandKey lives).
+//
+// # Stores
+//
+// ConditionalStore is the one primitive. The package provides MemStore (in
+// memory, for tests and examples) and adapters for S3 through minio-go
+// (MinioConditionalStore), Google Cloud Storage (GCSConditionalStore) and
+// standalone Valkey or Redis (ValkeyConditionalStore). Package
+// writefencetest checks any implementation against the contract, races
+// included.
+//
+// # Errors
+//
+// Test errors with errors.Is against ErrNotFound, ErrConflict,
+// ErrStaleEpoch, ErrWire, ErrCorrupt, ErrInvalidArgument, ErrTooLarge and
+// ErrOutcomeUnknown; read the detail with errors.As into StaleEpochError,
+// CorruptError, WireError, InvalidArgumentError, TooLargeError or
+// OutcomeUnknownError. Messages are stable, lower case and prefixed
+// "writefence:"; stored bytes in them are escaped with Escape.
+package writefence
