@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/minio/minio-go/v7"
 )
@@ -115,10 +116,11 @@ func (s *MinioConditionalStore) PutIfVersion(ctx context.Context, key string, da
 		}
 		opts.SetMatchETag(expectVersion)
 	}
-	// minio-go retries only a body it can rewind; hiding Seek sends the
-	// request exactly once (see NewMinioConditionalStore).
-	body := struct{ io.Reader }{bytes.NewReader(data)}
+	// minio-go retries only a body it can rewind; a body without Seek is
+	// sent exactly once (see NewMinioConditionalStore).
+	body := &requestBody{r: bytes.NewReader(data)}
 	info, err := s.api.PutObject(ctx, s.bucket, key, body, int64(len(data)), "", "", opts)
+	body.close()
 	if err != nil {
 		return "", s.fail(ctx, "put", key, err, func(r minio.ErrorResponse) error {
 			return putKind(r, expectVersion)
@@ -242,4 +244,29 @@ func (e *s3Error) Unwrap() []error {
 		return []error{e.err}
 	}
 	return []error{e.kind, e.err}
+}
+
+// requestBody is a PUT body that cannot be read once PutIfVersion returns.
+// net/http may go on reading a request body after the response arrived (a
+// server that answers 412 before the upload ends), which would otherwise
+// read the caller's slice after we handed it back.
+type requestBody struct {
+	mu     sync.Mutex // held across each Read so close waits for it
+	r      *bytes.Reader
+	closed bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, io.ErrClosedPipe
+	}
+	return b.r.Read(p)
+}
+
+func (b *requestBody) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
 }
