@@ -61,6 +61,15 @@ type Fence struct {
 	// attempt n+1 is uniform in [0, min(RetryDelay<<n, 500ms)).
 	RetryDelay time.Duration
 
+	// VerifyPayloadOnPush makes Push read and verify the whole recorded
+	// record, payload digest included, before it writes. By default, on a
+	// store that implements PrefixReader, Push reads only the record's
+	// header and checks its checksum and the record's total size: one
+	// header's worth of bytes instead of the whole previous payload. A
+	// payload damaged under an intact header is then caught by Latest and
+	// by the store's own checksums, not by Push.
+	VerifyPayloadOnPush bool
+
 	mu    sync.Mutex // guards cache
 	cache map[string]cachedRecord
 }
@@ -197,14 +206,10 @@ func (f *Fence) push(ctx context.Context, p pushArgs) error {
 // Push. It returns the version to condition the write on, or done when the
 // record is already exactly this push, or the refusal.
 func (f *Fence) admit(ctx context.Context, p pushArgs) (version string, done bool, err error) {
-	data, version, err := f.Store.Get(ctx, p.key)
+	h, version, err := f.readHeader(ctx, p.key)
 	if errors.Is(err, ErrNotFound) {
 		return "", false, nil
 	}
-	if err != nil {
-		return "", false, fmt.Errorf("writefence: read %s: %w", Escape(p.key), err)
-	}
-	h, _, err := f.decode(p.key, version, data)
 	if err != nil {
 		return "", false, err
 	}
@@ -218,16 +223,66 @@ func (f *Fence) admit(ctx context.Context, p pushArgs) (version string, done boo
 	return version, false, nil
 }
 
+// readHeader reads the record at key and returns its checked header and
+// version. On a store that can read a prefix, and unless
+// VerifyPayloadOnPush is set, it reads only MaxHeaderSize bytes: the header
+// is checked (checksum, identity) and the record's size must equal the
+// header's size plus the payload length it declares; the payload digest is
+// then left to Latest and to the store's own integrity checks.
+func (f *Fence) readHeader(ctx context.Context, key string) (header, string, error) {
+	pr, ok := f.Store.(PrefixReader)
+	if !ok || f.VerifyPayloadOnPush {
+		data, version, err := f.Store.Get(ctx, key)
+		if err != nil {
+			return header{}, "", readError(key, err)
+		}
+		h, _, err := f.decode(key, version, data)
+		return h, version, err
+	}
+	prefix, size, version, err := pr.GetPrefix(ctx, key, MaxHeaderSize)
+	if err != nil {
+		return header{}, "", readError(key, err)
+	}
+	if size <= int64(len(prefix)) {
+		h, _, err := f.decode(key, version, prefix)
+		return h, version, err
+	}
+	h, check := decodeHeader(prefix)
+	if check == "" {
+		switch rest := uint64(size - int64(h.size)); {
+		case h.payloadLen > rest:
+			check = "truncated payload"
+		case h.payloadLen < rest:
+			check = "trailing bytes"
+		}
+	}
+	if check != "" {
+		return h, "", &CorruptError{Key: key, Version: version, Check: check}
+	}
+	return h, version, f.checkIdentity(key, h)
+}
+
+func readError(key string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("writefence: read %s: %w", Escape(key), err)
+}
+
 // decode checks a stored record strictly and against the fence's identity.
 func (f *Fence) decode(key, version string, data []byte) (header, []byte, error) {
 	h, payload, check := decodeRecord(data)
 	if check != "" {
 		return h, nil, &CorruptError{Key: key, Version: version, Check: check}
 	}
+	return h, payload, f.checkIdentity(key, h)
+}
+
+func (f *Fence) checkIdentity(key string, h header) error {
 	if id := f.identity(); h.identity != id {
-		return h, nil, &WireError{Key: key, Expected: id, Found: h.identity}
+		return &WireError{Key: key, Expected: id, Found: h.identity}
 	}
-	return h, payload, nil
+	return nil
 }
 
 // Latest returns the recorded epoch, writer and payload of (plugin, shard).

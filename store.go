@@ -54,3 +54,14 @@ type Deleter interface {
 // is configured: the largest payload a Fence accepts by default plus room
 // for a record header.
 const DefaultMaxObjectSize = DefaultMaxPayloadSize + MaxHeaderSize
+
+// PrefixReader is an optional capability of a ConditionalStore, found by
+// type assertion: reading the start of an object without its rest. A Fence
+// uses it to learn a record's header without downloading its payload.
+type PrefixReader interface {
+	// GetPrefix returns the first n bytes stored at key (all of them when
+	// the object is shorter), the object's total size, and the version
+	// token of the whole object, all from one server response. Errors are
+	// as for Get; n is at least 1.
+	GetPrefix(ctx context.Context, key string, n int64) (prefix []byte, size int64, version string, err error)
+}

@@ -1,0 +1,109 @@
+package writefence_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+// prefixStore adds PrefixReader to the in-memory store and counts the bytes
+// that reads return, as a ranged GET would transfer them.
+type prefixStore struct {
+	writefence.MemStore
+	bytesRead atomic.Int64
+}
+
+func (s *prefixStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	data, v, err := s.MemStore.Get(ctx, key)
+	s.bytesRead.Add(int64(len(data)))
+	return data, v, err
+}
+
+func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	data, v, err := s.MemStore.Get(ctx, key)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	prefix := data[:min(int64(len(data)), n)]
+	s.bytesRead.Add(int64(len(prefix)))
+	return prefix, int64(len(data)), v, nil
+}
+
+// TestColdPushReadsHeaderOnly: over a 16 MiB record, a push by a fresh
+// fence reads at most MaxHeaderSize bytes.
+func TestColdPushReadsHeaderOnly(t *testing.T) {
+	ctx := context.Background()
+	store := &prefixStore{}
+	big := make([]byte, 16<<20)
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 1, big))
+
+	store.bytesRead.Store(0)
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, big))
+	assert.LessOrEqual(t, store.bytesRead.Load(), int64(writefence.MaxHeaderSize))
+	t.Logf("cold push over a 16 MiB record read %d bytes", store.bytesRead.Load())
+
+	store.bytesRead.Store(0)
+	err := (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "c", 2, big)
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+	assert.LessOrEqual(t, store.bytesRead.Load(), int64(writefence.MaxHeaderSize))
+
+	// Asking for the payload to be verified reads it whole.
+	store.bytesRead.Store(0)
+	require.NoError(t, (&writefence.Fence{Store: store, VerifyPayloadOnPush: true}).Push(ctx, "wal", "0", "c", 3, nil))
+	assert.Greater(t, store.bytesRead.Load(), int64(16<<20))
+}
+
+// TestHeaderPathCorruption: reading the header alone still refuses every
+// corruption that shows in the header or in the record's size.
+func TestHeaderPathCorruption(t *testing.T) {
+	ctx := context.Background()
+	for name, rec := range corruptions(t) {
+		t.Run(name, func(t *testing.T) {
+			store := &prefixStore{}
+			_, err := store.PutIfVersion(ctx, mustKey(t, "wal", "0"), rec, "")
+			require.NoError(t, err)
+			err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 1000, []byte("new"))
+			require.ErrorIs(t, err, writefence.ErrCorrupt)
+		})
+	}
+
+	// A large record cut short or extended is caught from its size alone.
+	store := &prefixStore{}
+	f := &writefence.Fence{Store: store}
+	payload := make([]byte, 3*writefence.MaxHeaderSize)
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, payload))
+	key := mustKey(t, "wal", "0")
+	good, v, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	for name, bad := range map[string][]byte{
+		"truncated payload": good[:len(good)-1],
+		"trailing bytes":    append(append([]byte(nil), good...), 0),
+	} {
+		v2, err := store.PutIfVersion(ctx, key, bad, v)
+		require.NoError(t, err)
+		err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, nil)
+		var ce *writefence.CorruptError
+		require.ErrorAs(t, err, &ce, name)
+		assert.Equal(t, name, ce.Check)
+		assert.Equal(t, v2, ce.Version)
+		v = v2
+	}
+
+	// The documented limit of the header path: a payload byte damaged
+	// under an intact header of a record larger than one header read is
+	// not seen by Push; VerifyPayloadOnPush and Latest see it.
+	flipped := append([]byte(nil), good...)
+	flipped[len(flipped)-1] ^= 1
+	_, err = store.PutIfVersion(ctx, key, flipped, v)
+	require.NoError(t, err)
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	err = (&writefence.Fence{Store: store, VerifyPayloadOnPush: true}).Push(ctx, "wal", "0", "b", 3, nil)
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 3, nil))
+}
