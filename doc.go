@@ -76,4 +76,29 @@
 // CorruptError, WireError, InvalidArgumentError, TooLargeError or
 // OutcomeUnknownError. Messages are stable, lower case and prefixed
 // "writefence:"; stored bytes in them are escaped with Escape.
+//
+// # The wire identity
+//
+// A program must not write rows that readers of another format cannot
+// understand. Two places carry the identity (Fence.Identity, DefaultIdentity
+// when empty). Every record holds it, and every push and Latest refuses a
+// record of another identity with a *WireError (ErrWire) naming the one
+// found. And one reserved key per store, the brand key (BrandKey), holds it
+// as plain bytes, so a foreign program is refused at start-up, before it
+// touches any record. Brand holds the brand key three ways: Claim at a
+// writer's start-up (brands an empty store; of racing claimers exactly one
+// write lands and all learn the winner), Verify (reads only; an unbranded
+// store is refused) and Install for administration (writes the configured
+// identity or nothing, and reports which). A Fence given a Brand checks it
+// before it writes, once or before every push (BrandMode says which to use
+// when); a ValkeyConditionalStore with BrandKey set checks the brand inside
+// every write's own transaction. The refusals read
+//
+//	writefence: wire: expected <identity> but <key> is absent
+//	writefence: wire: expected <identity> found <value>
+//
+// with the found value escaped and cut short. A refusal is final: nothing
+// in the package retries it. Any other failure reading the brand (a
+// permission error, a key of the wrong type) is returned as such, never as
+// a refusal and never as "absent".
 package writefence

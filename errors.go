@@ -102,6 +102,15 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 // WireError is the detail of a wire-identity refusal. It matches ErrWire.
 // When Absent is true the key held nothing and Found is empty.
+//
+// Its message has one of two stable forms:
+//
+//	writefence: wire: expected <identity> but <key> is absent
+//	writefence: wire: expected <identity> found <value>
+//
+// The found value comes last and is escaped (see Escape), so it cannot
+// forge a field after it or another log line; an empty value prints as "".
+// The key of a found value travels in Key.
 type WireError struct {
 	Key      string // the brand key or the record's key
 	Expected string // the configured identity
@@ -113,7 +122,11 @@ func (e *WireError) Error() string {
 	if e.Absent {
 		return "writefence: wire: expected " + Escape(e.Expected) + " but " + Escape(e.Key) + " is absent"
 	}
-	return "writefence: wire: expected " + Escape(e.Expected) + " found " + Escape(e.Found) + " at " + Escape(e.Key)
+	found := Escape(e.Found)
+	if found == "" {
+		found = `""` // Escape escapes quotes, so no value prints as this
+	}
+	return "writefence: wire: expected " + Escape(e.Expected) + " found " + found
 }
 
 // Unwrap returns ErrWire.

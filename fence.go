@@ -61,6 +61,18 @@ type Fence struct {
 	// attempt n+1 is uniform in [0, min(RetryDelay<<n, 500ms)).
 	RetryDelay time.Duration
 
+	// Brand, when set, is the store-level wire identity checked before
+	// pushes as BrandCheck says (see brand.go). A nil Brand.Store means
+	// Store; Brand's identity must equal the fence's identity. Nil means
+	// no brand check; the record-level identity is checked regardless.
+	Brand *Brand
+
+	// BrandCheck says when Brand is checked; the zero value is
+	// BrandVerifyOnce. See BrandMode for which mode to use when.
+	BrandCheck BrandMode
+
+	brandOnce brandOnce // the kept outcome of a once-mode brand check
+
 	// VerifyPayloadOnPush makes Push read and verify the whole recorded
 	// record, payload digest included, before it writes. By default, on a
 	// store that implements PrefixReader, Push reads only the record's
@@ -118,6 +130,9 @@ type pushArgs struct {
 func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) error {
 	p, err := f.prepare(plugin, shard, writer, epoch, payload)
 	if err != nil {
+		return err
+	}
+	if err := f.checkBrand(ctx, true); err != nil {
 		return err
 	}
 	return f.push(ctx, p)
@@ -291,6 +306,9 @@ func (f *Fence) checkIdentity(key string, h header) error {
 func (f *Fence) Latest(ctx context.Context, plugin, shard string) (epoch uint64, writer string, payload []byte, err error) {
 	key, err := f.key(plugin, shard)
 	if err != nil {
+		return 0, "", nil, err
+	}
+	if err := f.checkBrand(ctx, false); err != nil {
 		return 0, "", nil, err
 	}
 	data, version, err := f.Store.Get(ctx, key)

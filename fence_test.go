@@ -178,7 +178,7 @@ func TestOtherIdentityRefused(t *testing.T) {
 	var we *writefence.WireError
 	require.ErrorAs(t, err, &we)
 	assert.Equal(t, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: writefence.DefaultIdentity, Found: "other-format/v9\n"}, *we)
-	assert.Equal(t, `writefence: wire: expected writefence/v1 found other-format/v9\n at writefence/s/wal/0`, err.Error())
+	assert.Equal(t, `writefence: wire: expected writefence/v1 found other-format/v9\n`, err.Error())
 	assert.Equal(t, int64(0), counting.puts.Load())
 
 	_, _, _, err = f.Latest(ctx, "wal", "0")

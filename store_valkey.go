@@ -59,6 +59,26 @@ type ValkeyConditionalStore struct {
 	// Script needs EVAL and EVALSHA to be allowed (ACL +@scripting).
 	Script bool
 
+	// BrandKey, when set, makes every write depend on the store's brand
+	// (see Brand): PutIfVersion to any other key reads BrandKey inside the
+	// write's own atomic step (WATCHed with the data key and checked before
+	// MULTI/EXEC, or inside the script), and writes only if it holds
+	// BrandIdentity. An absent brand or another value refuses with a
+	// *WireError (ErrWire) and writes nothing; a brand changed between the
+	// check and EXEC aborts the write with ErrConflict, and the retry sees
+	// the new brand. So no write lands while the brand is foreign, which a
+	// check before the write (Fence.BrandCheck) cannot promise. Writes to
+	// BrandKey itself are not checked, so a Brand over this store can claim
+	// or install it. A brand key of another type (WRONGTYPE), one the ACL
+	// user may not read (NOPERM) or one not in this store's layout fails
+	// the write with that error, never with ErrWire or ErrNotFound. Empty
+	// means no brand check.
+	BrandKey string
+
+	// BrandIdentity is the identity BrandKey must hold; empty means
+	// DefaultIdentity.
+	BrandIdentity string
+
 	client redis.UniversalClient
 
 	standalone atomic.Bool // set once the server was found standalone
@@ -180,7 +200,7 @@ func (s *ValkeyConditionalStore) Get(ctx context.Context, key string) ([]byte, s
 		return nil
 	})
 	if err != nil {
-		return nil, "", valkeyError("get", key, err)
+		return nil, "", valkeyError("get", key, valkeyQueuedError(err, exists, val))
 	}
 	if exists.Val() == 0 {
 		return nil, "", &valkeyWrapped{op: "get", key: key, kind: ErrNotFound}
@@ -202,6 +222,24 @@ func (s *ValkeyConditionalStore) PutIfVersion(ctx context.Context, key string, d
 	return s.putIfVersion(ctx, key, data, expectVersion, nil)
 }
 
+// valkeyBrand is the brand a write depends on; the zero value means none.
+type valkeyBrand struct{ key, identity string }
+
+// brandFor returns the brand a write to key must check.
+func (s *ValkeyConditionalStore) brandFor(key string) valkeyBrand {
+	if s.BrandKey == "" || key == s.BrandKey {
+		return valkeyBrand{}
+	}
+	return valkeyBrand{key: s.BrandKey, identity: orDefault(s.BrandIdentity, DefaultIdentity)}
+}
+
+// guard is the brand check as a guard of the WATCH path.
+func (b valkeyBrand) guard() valkeyGuard {
+	return valkeyGuard{key: b.key, check: func(value []byte, exists bool) error {
+		return compareBrand(b.key, b.identity, value, exists)
+	}}
+}
+
 // putIfVersion is PutIfVersion with guards, which only the WATCH path takes.
 func (s *ValkeyConditionalStore) putIfVersion(ctx context.Context, key string, data []byte, expectVersion string, guards []valkeyGuard) (string, error) {
 	if err := ctx.Err(); err != nil {
@@ -217,10 +255,14 @@ func (s *ValkeyConditionalStore) putIfVersion(ctx context.Context, key string, d
 	version := newValkeyVersion()
 	value := make([]byte, 0, len(version)+len(data))
 	value = append(append(value, version...), data...)
+	brand := s.brandFor(key)
 	var err error
 	if s.Script && len(guards) == 0 {
-		err = s.putScript(ctx, key, value, expectVersion)
+		err = s.putScript(ctx, key, value, expectVersion, brand)
 	} else {
+		if brand.key != "" {
+			guards = append(guards[:len(guards):len(guards)], brand.guard())
+		}
 		err = s.putWatch(ctx, key, value, expectVersion, guards)
 	}
 	if err != nil {
@@ -234,7 +276,8 @@ func (s *ValkeyConditionalStore) putIfVersion(ctx context.Context, key string, d
 // it holds: the value after its first 32 bytes (the token, in the store's
 // layout), cut at valkeyGuardLimit bytes. A non-nil error from check refuses
 // the write and is returned as is; a change to the key before EXEC aborts
-// the write with ErrConflict.
+// the write with ErrConflict. A guard key that exists but does not start
+// with a version token fails the write before check is called.
 type valkeyGuard struct {
 	key   string
 	check func(value []byte, exists bool) error
@@ -287,11 +330,14 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 			return valkeyError("put", key, err)
 		}
 		for i, g := range guards {
-			v := guardVals[i].Val()
-			if len(v) >= valkeyVersionLen {
+			v, exists := guardVals[i].Val(), guardExists[i].Val() != 0
+			if exists {
+				if len(v) < valkeyVersionLen || !validValkeyVersion(v[:valkeyVersionLen]) {
+					return errNotValkeyLayout("put", key, g.key)
+				}
 				v = v[valkeyVersionLen:]
 			}
-			if err := g.check([]byte(v), guardExists[i].Val() != 0); err != nil {
+			if err := g.check([]byte(v), exists); err != nil {
 				return err
 			}
 		}
@@ -337,16 +383,32 @@ func valkeyVersionMatches(exists bool, current, expectVersion string) bool {
 // so a key of another type fails with WRONGTYPE, as on the WATCH path. A
 // current token equal to the new one can only be this very write, applied
 // by an earlier attempt whose reply was lost: it reports success, so a
-// retried script never turns its own write into a conflict.
+// retried script never turns its own write into a conflict, even when the
+// brand changed since it landed (it was admitted under the right brand).
 //
-// KEYS[1]: the data key. ARGV[1]: the expected version, "" for absent.
-// ARGV[2]: the new value, version token then data. Returns 1 when written,
-// 0 on a failed precondition.
+// KEYS[1]: the data key; KEYS[2], when given, the brand key. ARGV[1]: the
+// expected version, "" for absent. ARGV[2]: the new value, version token
+// then data. ARGV[3]: the identity the brand key must hold. ARGV[4]: the
+// last byte index of the brand key to read. Returns 1 when written, 0 on a
+// failed precondition, or a brand refusal: {"absent"}, {"layout"} for a
+// value without a version token, or {"found", value}.
 var valkeyPutScript = redis.NewScript(`
 local current = redis.call('GETRANGE', KEYS[1], 0, 31)
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and current == string.sub(ARGV[2], 1, 32) then
   return 1
+end
+if KEYS[2] then
+  local brand = redis.call('GETRANGE', KEYS[2], 0, tonumber(ARGV[4]))
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    return {'absent'}
+  end
+  if string.len(brand) < 32 or not string.find(string.sub(brand, 1, 32), '^[0-9a-f]+$') then
+    return {'layout'}
+  end
+  if string.sub(brand, 33) ~= ARGV[3] then
+    return {'found', string.sub(brand, 33)}
+  end
 end
 if ARGV[1] == '' then
   if exists then return 0 end
@@ -358,15 +420,44 @@ return 1
 `)
 
 // putScript is the Script path.
-func (s *ValkeyConditionalStore) putScript(ctx context.Context, key string, value []byte, expectVersion string) error {
-	n, err := valkeyPutScript.Run(ctx, s.client, []string{key}, expectVersion, value).Int()
+func (s *ValkeyConditionalStore) putScript(ctx context.Context, key string, value []byte, expectVersion string, brand valkeyBrand) error {
+	keys := []string{key}
+	if brand.key != "" {
+		keys = append(keys, brand.key)
+	}
+	res, err := valkeyPutScript.Run(ctx, s.client, keys, expectVersion, value,
+		brand.identity, valkeyVersionLen+valkeyGuardLimit-1).Result()
 	if err != nil {
 		return valkeyError("put", key, err)
 	}
-	if n != 1 {
-		return &valkeyWrapped{op: "put", key: key, kind: ErrConflict}
+	switch r := res.(type) {
+	case int64:
+		if r != 1 {
+			return &valkeyWrapped{op: "put", key: key, kind: ErrConflict}
+		}
+		return nil
+	case []any:
+		if len(r) > 0 && brand.key != "" {
+			switch what, _ := r[0].(string); what {
+			case "absent":
+				return compareBrand(brand.key, brand.identity, nil, false)
+			case "layout":
+				return errNotValkeyLayout("put", key, brand.key)
+			case "found":
+				if len(r) == 2 {
+					found, _ := r[1].(string)
+					return compareBrand(brand.key, brand.identity, []byte(found), true)
+				}
+			}
+		}
 	}
-	return nil
+	return fmt.Errorf("writefence: valkey put %s: unexpected script reply %s", Escape(key), Escape(fmt.Sprint(res)))
+}
+
+// errNotValkeyLayout reports a further key a write depends on that exists
+// but was not written by this store.
+func errNotValkeyLayout(op, key, other string) error {
+	return fmt.Errorf("writefence: valkey %s %s: %s does not start with a version token: not written by this store", op, Escape(key), Escape(other))
 }
 
 // Delete implements Deleter.
@@ -432,6 +523,21 @@ func (e *valkeyWrapped) Unwrap() []error {
 		errs = append(errs, e.err)
 	}
 	return errs
+}
+
+// valkeyQueuedError returns, for a transaction the server discarded
+// (EXECABORT), the error of the first command it refused while queueing,
+// such as NOPERM, which says why; otherwise err.
+func valkeyQueuedError(err error, cmds ...redis.Cmder) error {
+	if !redis.IsExecAbortError(err) {
+		return err
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && !redis.IsExecAbortError(cerr) {
+			return cerr
+		}
+	}
+	return err
 }
 
 // valkeyError wraps a client or server error, such as WRONGTYPE, NOPERM or a

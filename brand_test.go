@@ -1,0 +1,411 @@
+package writefence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+// hookStore wraps a store, counts the calls per key and lets a test fail or
+// replace them.
+type hookStore struct {
+	writefence.ConditionalStore
+	// beforeGet, when set, may fail a Get before it reaches the store.
+	beforeGet func(key string) error
+	// afterPut, when set, replaces the result of a write that reached the
+	// store (it may have landed).
+	afterPut func(key string, err error) error
+
+	mu           sync.Mutex // guards the counters
+	gets, puts   map[string]int
+	landed       map[string]int // writes the store accepted
+	getsAll, all int
+}
+
+func newHookStore() *hookStore {
+	return &hookStore{ConditionalStore: &writefence.MemStore{}}
+}
+
+func (s *hookStore) count(m *map[string]int, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *m == nil {
+		*m = make(map[string]int)
+	}
+	(*m)[key]++
+}
+
+func (s *hookStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	s.count(&s.gets, key)
+	if s.beforeGet != nil {
+		if err := s.beforeGet(key); err != nil {
+			return nil, "", err
+		}
+	}
+	return s.ConditionalStore.Get(ctx, key)
+}
+
+func (s *hookStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.count(&s.puts, key)
+	v, err := s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
+	if err == nil {
+		s.count(&s.landed, key)
+	}
+	if s.afterPut != nil {
+		err = s.afterPut(key, err)
+	}
+	return v, err
+}
+
+// calls returns the gets, write attempts and landed writes on key.
+func (s *hookStore) calls(key string) (gets, puts, landed int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gets[key], s.puts[key], s.landed[key]
+}
+
+func (s *hookStore) value(t *testing.T, key string) string {
+	t.Helper()
+	data, _, err := s.ConditionalStore.Get(context.Background(), key)
+	require.NoError(t, err)
+	return string(data)
+}
+
+var brandKey = writefence.BrandKey("")
+
+// errDenied stands for a store's permission error.
+var errDenied = errors.New("access denied")
+
+func requireWire(t *testing.T, err error, want writefence.WireError) {
+	t.Helper()
+	require.ErrorIs(t, err, writefence.ErrWire)
+	var we *writefence.WireError
+	require.ErrorAs(t, err, &we)
+	assert.Equal(t, want, *we)
+}
+
+func TestBrandClaim(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	b := &writefence.Brand{Store: s}
+
+	require.NoError(t, b.Claim(ctx), "an empty store is claimed")
+	gets, puts, landed := s.calls(brandKey)
+	assert.Equal(t, [3]int{2, 1, 1}, [3]int{gets, puts, landed}, "read, create-only write, confirming read")
+	assert.Equal(t, writefence.DefaultIdentity, s.value(t, brandKey), "the brand key holds the identity's bytes")
+
+	require.NoError(t, b.Claim(ctx), "an equal brand is accepted")
+	gets, puts, _ = s.calls(brandKey)
+	assert.Equal(t, [2]int{3, 1}, [2]int{gets, puts}, "with one read and no write")
+
+	other := &writefence.Brand{Store: s, Identity: "other/v2"}
+	err := other.Claim(ctx)
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "other/v2", Found: writefence.DefaultIdentity})
+	assert.Equal(t, "writefence: wire: expected other/v2 found writefence/v1", err.Error())
+	gets, puts, _ = s.calls(brandKey)
+	assert.Equal(t, [2]int{4, 1}, [2]int{gets, puts}, "another brand is refused after one read, never retried, nothing written")
+}
+
+func TestBrandVerify(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	b := &writefence.Brand{Store: s, Identity: "mine/v1", Key: "p/_brand"}
+
+	err := b.Verify(ctx)
+	requireWire(t, err, writefence.WireError{Key: "p/_brand", Expected: "mine/v1", Absent: true})
+	assert.Equal(t, "writefence: wire: expected mine/v1 but p/_brand is absent", err.Error())
+	assert.NotErrorIs(t, err, writefence.ErrNotFound, "absent is a refusal, not a store miss")
+
+	_, err = s.ConditionalStore.PutIfVersion(ctx, "p/_brand", []byte("theirs/v3"), "")
+	require.NoError(t, err)
+	err = b.Verify(ctx)
+	requireWire(t, err, writefence.WireError{Key: "p/_brand", Expected: "mine/v1", Found: "theirs/v3"})
+	assert.Equal(t, "writefence: wire: expected mine/v1 found theirs/v3", err.Error())
+
+	require.NoError(t, (&writefence.Brand{Store: s, Identity: "theirs/v3", Key: "p/_brand"}).Verify(ctx))
+
+	gets, puts, _ := s.calls("p/_brand")
+	assert.Equal(t, 3, gets, "one read per Verify, refusals included")
+	assert.Zero(t, puts, "Verify never writes")
+}
+
+func TestBrandInstall(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	b := &writefence.Brand{Store: s, Identity: "mine/v1"}
+
+	installed, err := b.Install(ctx)
+	require.NoError(t, err)
+	assert.True(t, installed)
+	assert.Equal(t, "mine/v1", s.value(t, brandKey))
+
+	installed, err = b.Install(ctx)
+	require.NoError(t, err)
+	assert.False(t, installed, "already installed")
+
+	installed, err = (&writefence.Brand{Store: s, Identity: "theirs/v1"}).Install(ctx)
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "theirs/v1", Found: "mine/v1"})
+	assert.False(t, installed)
+	assert.Equal(t, "mine/v1", s.value(t, brandKey), "another brand is never overwritten")
+
+	_, puts, landed := s.calls(brandKey)
+	assert.Equal(t, [2]int{1, 1}, [2]int{puts, landed}, "one write, by the first install only")
+}
+
+// TestBrandInstallLosesRace: a brand written by a racer between Install's
+// read and its create-only write is read back, never overwritten.
+func TestBrandInstallLosesRace(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		racer     string
+		wantErr   bool
+		wantValue string
+	}{
+		{racer: "mine/v1", wantValue: "mine/v1"},
+		{racer: "theirs/v1", wantErr: true, wantValue: "theirs/v1"},
+	} {
+		s := newHookStore()
+		s.beforeGet = func(key string) error {
+			s.beforeGet = nil
+			_, err := s.ConditionalStore.PutIfVersion(ctx, key, []byte(tc.racer), "")
+			require.NoError(t, err)
+			return writefence.ErrNotFound
+		}
+		installed, err := (&writefence.Brand{Store: s, Identity: "mine/v1"}).Install(ctx)
+		assert.False(t, installed, tc.racer)
+		if tc.wantErr {
+			requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "mine/v1", Found: tc.racer})
+		} else {
+			require.NoError(t, err, tc.racer)
+		}
+		assert.Equal(t, tc.wantValue, s.value(t, brandKey))
+		_, puts, landed := s.calls(brandKey)
+		assert.Equal(t, [2]int{1, 0}, [2]int{puts, landed}, tc.racer)
+	}
+}
+
+// TestBrandRaceMem races 16 claimers or installers of two identities on an
+// empty MemStore; brand_integration_test.go does the same on real servers.
+func TestBrandRaceMem(t *testing.T) {
+	s := newHookStore()
+	for round := range 200 {
+		stats := raceBrand(t, s, fmt.Sprintf("mem/%d/_brand", round))
+		require.Equal(t, 1, stats.landed, "round %d", round)
+	}
+	installs := 0
+	for round := range 50 {
+		key := fmt.Sprintf("install/%d/_brand", round)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := range 16 {
+			wg.Go(func() {
+				installed, err := (&writefence.Brand{Store: s, Key: key, Identity: fmt.Sprint("id", i%2)}).Install(t.Context())
+				if installed {
+					mu.Lock()
+					installs++
+					mu.Unlock()
+				}
+				if err != nil {
+					assert.ErrorIs(t, err, writefence.ErrWire)
+				}
+			})
+		}
+		wg.Wait()
+		_, _, landed := s.calls(key)
+		require.Equal(t, 1, landed)
+	}
+	assert.Equal(t, 50, installs, "exactly one install per round reports installed")
+}
+
+// brandRace is what one round of raceBrand saw.
+type brandRace struct {
+	winner        string // the identity the brand key holds afterwards
+	won, refused  int    // claimers returning nil, refused with ErrWire
+	landed, wrote int    // writes that landed, write attempts
+}
+
+// raceBrand runs 16 claimers, 8 of identity A and 8 of identity B, against
+// key on an empty store, and checks that exactly one identity won: every
+// claimer of it returned nil and every other was refused naming it.
+func raceBrand(t *testing.T, s *hookStore, key string) brandRace {
+	t.Helper()
+	ids := [2]string{"brand-a/v1", "brand-b/v1"}
+	errs := make([]error, 16)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			errs[i] = (&writefence.Brand{Store: s, Identity: ids[i%2], Key: key}).Claim(t.Context())
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	var r brandRace
+	r.winner = s.value(t, key)
+	require.Contains(t, ids, r.winner)
+	for i, err := range errs {
+		if ids[i%2] == r.winner {
+			require.NoError(t, err, "claimer %d shares the winner's identity", i)
+			r.won++
+			continue
+		}
+		var we *writefence.WireError
+		require.ErrorAs(t, err, &we, "claimer %d", i)
+		require.ErrorIs(t, err, writefence.ErrWire)
+		require.Equal(t, r.winner, we.Found, "the refusal names the winner")
+		r.refused++
+	}
+	_, r.wrote, r.landed = s.calls(key)
+	require.Equal(t, [2]int{8, 8}, [2]int{r.won, r.refused})
+	return r
+}
+
+// TestBrandFoundEscaped: a hostile value at the brand key is refused with a
+// message that carries it escaped and bounded, by every way of holding the
+// brand; the typed error keeps the raw bytes.
+func TestBrandFoundEscaped(t *testing.T) {
+	ctx := context.Background()
+	cases := map[string]string{
+		"newline":      "writefence/v1\nwritefence: forged line",
+		"ansi":         "\x1b[2J\x1b[31mred",
+		"nul":          "writefence/v1\x00",
+		"invalid utf8": "\xff\xfe\xc3",
+		"10 KiB":       strings.Repeat("A", 10<<10),
+		"prefix":       writefence.DefaultIdentity + "x",
+		"quote":        `"" at writefence/_brand`,
+	}
+	for name, value := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := newHookStore()
+			_, err := s.ConditionalStore.PutIfVersion(ctx, brandKey, []byte(value), "")
+			require.NoError(t, err)
+			b := &writefence.Brand{Store: s}
+			_, installErr := b.Install(ctx)
+			for op, err := range map[string]error{"claim": b.Claim(ctx), "verify": b.Verify(ctx), "install": installErr} {
+				requireWire(t, err, writefence.WireError{Key: brandKey, Expected: writefence.DefaultIdentity, Found: value})
+				msg := err.Error()
+				assert.Equal(t, "writefence: wire: expected writefence/v1 found "+writefence.Escape(value), msg, op)
+				assert.Less(t, len(msg), 400, "%s: the message is bounded", op)
+				for i := 0; i < len(msg); i++ {
+					assert.True(t, msg[i] >= 0x20 && msg[i] < 0x7f, "%s: byte %#x at %d", op, msg[i], i)
+				}
+			}
+			gets, puts, _ := s.calls(brandKey)
+			assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "one read each, no write")
+		})
+	}
+}
+
+// TestBrandEmptyValue: an empty value is another value, not absent, and its
+// message says so unambiguously.
+func TestBrandEmptyValue(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	_, err := s.ConditionalStore.PutIfVersion(ctx, brandKey, nil, "")
+	require.NoError(t, err)
+	err = (&writefence.Brand{Store: s}).Claim(ctx)
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: writefence.DefaultIdentity})
+	assert.Equal(t, `writefence: wire: expected writefence/v1 found ""`, err.Error())
+	assert.Equal(t, `\"\"`, writefence.Escape(`""`), "no value prints as the empty value's form")
+}
+
+// TestBrandFailuresPassThrough: a failure that is not a refusal is returned
+// wrapped after one attempt, never as a refusal or as absent; a done ctx is
+// returned as is.
+func TestBrandFailuresPassThrough(t *testing.T) {
+	s := newHookStore()
+	s.beforeGet = func(string) error { return errDenied }
+	b := &writefence.Brand{Store: s}
+	_, installErr := b.Install(t.Context())
+	for op, err := range map[string]error{"claim": b.Claim(t.Context()), "verify": b.Verify(t.Context()), "install": installErr} {
+		require.ErrorIs(t, err, errDenied, op)
+		assert.NotErrorIs(t, err, writefence.ErrWire, op)
+		assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
+		assert.Equal(t, "writefence: brand: read writefence/_brand: access denied", err.Error(), op)
+	}
+	gets, puts, _ := s.calls(brandKey)
+	assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "one read each, never retried")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b = &writefence.Brand{Store: &writefence.MemStore{}}
+	_, installErr = b.Install(ctx)
+	for op, err := range map[string]error{"claim": b.Claim(ctx), "verify": b.Verify(ctx), "install": installErr} {
+		assert.Equal(t, context.Canceled, err, op)
+	}
+}
+
+// TestBrandClaimSettlesLostReply: the confirming read decides a claim whose
+// write reply was lost.
+func TestBrandClaimSettlesLostReply(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	s.afterPut = func(string, error) error { return errLostReply }
+	require.NoError(t, (&writefence.Brand{Store: s}).Claim(ctx), "the write landed and the read shows it")
+
+	s = newHookStore()
+	s.ConditionalStore = &refusingWrites{s.ConditionalStore}
+	err := (&writefence.Brand{Store: s}).Claim(ctx)
+	require.ErrorIs(t, err, errDenied)
+	assert.NotErrorIs(t, err, writefence.ErrWire)
+	assert.NotErrorIs(t, err, writefence.ErrNotFound)
+	assert.Equal(t, "writefence: brand: claim writefence/_brand: access denied", err.Error())
+	gets, puts, _ := s.calls(brandKey)
+	assert.Equal(t, [2]int{2, 1}, [2]int{gets, puts}, "no retry")
+}
+
+// refusingWrites refuses every write without performing it.
+type refusingWrites struct{ writefence.ConditionalStore }
+
+func (refusingWrites) PutIfVersion(context.Context, string, []byte, string) (string, error) {
+	return "", errDenied
+}
+
+func TestBrandInvalid(t *testing.T) {
+	ctx := context.Background()
+	for name, b := range map[string]*writefence.Brand{
+		"brand":    {},
+		"identity": {Store: &writefence.MemStore{}, Identity: strings.Repeat("x", writefence.MaxIdentityLen+1)},
+		"key":      {Store: &writefence.MemStore{}, Key: strings.Repeat("k", writefence.MaxKeyLen+1)},
+	} {
+		_, installErr := b.Install(ctx)
+		for op, err := range map[string]error{"claim": b.Claim(ctx), "verify": b.Verify(ctx), "install": installErr} {
+			var ia *writefence.InvalidArgumentError
+			require.ErrorAs(t, err, &ia, "%s %s", name, op)
+			assert.Equal(t, name, ia.Arg)
+		}
+	}
+}
+
+// TestBrandKeyReserved: the brand key sits in the reserved space under any
+// prefix, where no (plugin, shard) can reach, whatever the names.
+func TestBrandKeyReserved(t *testing.T) {
+	for _, prefix := range []string{"", "p/", "_", "s/", "x_brand/"} {
+		brand := writefence.BrandKey(prefix)
+		p := orDefault(prefix)
+		require.True(t, strings.HasPrefix(brand, p+"_"), "brand key %q is reserved under %q", brand, p)
+		n := 0
+		for _, plugin := range hostileNames {
+			for _, shard := range hostileNames {
+				key, err := writefence.ShardKey(prefix, plugin, shard)
+				if err != nil {
+					continue
+				}
+				n++
+				require.NotEqual(t, brand, key, "(%q, %q)", plugin, shard)
+				require.NotEqual(t, byte('_'), key[len(p)], "(%q, %q) -> %q starts in the reserved space", plugin, shard, key)
+			}
+		}
+		require.Greater(t, n, len(hostileNames)*len(hostileNames)/2)
+	}
+}
