@@ -24,10 +24,9 @@ type hookStore struct {
 	// store (it may have landed).
 	afterPut func(key string, err error) error
 
-	mu           sync.Mutex // guards the counters
-	gets, puts   map[string]int
-	landed       map[string]int // writes the store accepted
-	getsAll, all int
+	mu         sync.Mutex // guards the counters
+	gets, puts map[string]int
+	landed     map[string]int // writes the store accepted
 }
 
 func newHookStore() *hookStore {
