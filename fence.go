@@ -61,6 +61,16 @@ type Fence struct {
 	// attempt n+1 is uniform in [0, min(RetryDelay<<n, 500ms)).
 	RetryDelay time.Duration
 
+	// Probe, when true, runs Probe on Store once before the first push, on
+	// scratch keys in the reserved space under Prefix, and refuses every
+	// push with its *ProbeError (ErrUntrustedStore) if the store fails it.
+	// A pass and an untrusted verdict are kept for the Fence's lifetime; a
+	// failure to probe (network, auth, a done ctx) is returned by that
+	// push and the next push probes again. False means no probe.
+	Probe bool
+
+	probe probeState // the kept verdict of the probe
+
 	// Brand, when set, is the store-level wire identity checked before
 	// pushes as BrandCheck says (see brand.go). A nil Brand.Store means
 	// Store; Brand's identity must equal the fence's identity. Nil means
@@ -134,6 +144,11 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 	}
 	if err := f.checkBrand(ctx, true); err != nil {
 		return err
+	}
+	if f.Probe {
+		if err := f.checkProbe(ctx); err != nil {
+			return err
+		}
 	}
 	return f.push(ctx, p)
 }

@@ -1,0 +1,466 @@
+package writefence_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/api/option"
+
+	"github.com/writefence/writefence"
+)
+
+// Hostile and out-of-range input: every case must be refused with a clear,
+// typed error and must write nothing.
+
+// snapshot is every key of a MemStore with its bytes and version.
+func snapshot(t *testing.T, m *writefence.MemStore) map[string]string {
+	t.Helper()
+	s := make(map[string]string)
+	for _, k := range m.Keys() {
+		data, v, err := m.Get(t.Context(), k)
+		require.NoError(t, err)
+		s[k] = v + "\x00" + string(data)
+	}
+	return s
+}
+
+// recordClaiming returns a valid record whose header then claims payloadLen
+// bytes of payload, with the header checksum recomputed so that only the
+// length disagrees with the bytes present. It relies on the layout
+// documented in record.go.
+func recordClaiming(t *testing.T, writer string, epoch, payloadLen uint64) []byte {
+	t.Helper()
+	m := &writefence.MemStore{}
+	require.NoError(t, (&writefence.Fence{Store: m}).Push(t.Context(), "p", "s", writer, epoch, []byte("tiny")))
+	rec, _, err := m.Get(t.Context(), mustKey(t, "p", "s"))
+	require.NoError(t, err)
+	binary.BigEndian.PutUint64(rec[16:], payloadLen)
+	end := 56 + len(writefence.DefaultIdentity) + len(writer)
+	binary.BigEndian.PutUint32(rec[end:], crc32.Checksum(rec[:end], crc32.MakeTable(crc32.Castagnoli)))
+	return rec
+}
+
+func TestBadInputFence(t *testing.T) {
+	mem := &writefence.MemStore{}
+	seed := &writefence.Fence{Store: mem}
+	require.NoError(t, seed.Push(t.Context(), "wal", "0", "leader", 7, []byte("seven")))
+	require.NoError(t, seed.Push(t.Context(), "wal", "max", "leader", math.MaxUint64, []byte("last")))
+	hugeKey := mustKey(t, "wal", "huge")
+	hugeVersion, err := mem.PutIfVersion(t.Context(), hugeKey, recordClaiming(t, "leader", 3, 4<<30), "")
+	require.NoError(t, err)
+
+	counting := &countingStore{ConditionalStore: mem}
+	f := &writefence.Fence{Store: counting, MaxPayloadSize: 16}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	ctx := context.Background()
+	push := func(f *writefence.Fence, ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) func() error {
+		return func() error { return f.Push(ctx, plugin, shard, writer, epoch, payload) }
+	}
+	latest := func(f *writefence.Fence, ctx context.Context, plugin, shard string) func() error {
+		return func() error { _, _, _, err := f.Latest(ctx, plugin, shard); return err }
+	}
+	pushFrom := func(src writefence.EpochSource) func() error {
+		return func() error { _, err := f.PushFrom(ctx, src, "wal", "0", "w", nil); return err }
+	}
+	errSource := errors.New("no lease held")
+	otherIdentity := &writefence.Fence{Store: counting, Brand: &writefence.Brand{Identity: "other/v1"}}
+
+	// arg names the *InvalidArgumentError expected; stale, corrupt and wire
+	// the other typed errors; is the sentinel every case must match.
+	cases := []struct {
+		name    string
+		call    func() error
+		is      error
+		arg     string
+		stale   *writefence.StaleEpochError
+		corrupt *writefence.CorruptError
+		wire    *writefence.WireError
+	}{
+		{name: "push nil store", call: push(&writefence.Fence{}, ctx, "p", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "store"},
+		{name: "push empty plugin", call: push(f, ctx, "", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "plugin"},
+		{name: "push empty shard", call: push(f, ctx, "p", "", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "shard"},
+		{name: "push plugin over MaxNameLen", call: push(f, ctx, strings.Repeat("p", writefence.MaxNameLen+1), "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "plugin"},
+		{name: "push hostile names escaping past MaxKeyLen", call: push(f, ctx, strings.Repeat("\x00", 256), strings.Repeat("../", 85), "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "key"},
+		{name: "push empty writer", call: push(f, ctx, "p", "s", "", 1, nil), is: writefence.ErrInvalidArgument, arg: "writer"},
+		{name: "push writer over MaxWriterLen", call: push(f, ctx, "p", "s", strings.Repeat("w", writefence.MaxWriterLen+1), 1, nil), is: writefence.ErrInvalidArgument, arg: "writer"},
+		{name: "push epoch 0", call: push(f, ctx, "wal", "0", "w", 0, nil), is: writefence.ErrInvalidArgument, arg: "epoch"},
+		{name: "push payload over the limit", call: push(f, ctx, "wal", "0", "w", 8, make([]byte, 17)), is: writefence.ErrInvalidArgument, arg: "payload"},
+		{name: "push identity over MaxIdentityLen", call: push(&writefence.Fence{Store: counting, Identity: strings.Repeat("i", 256)}, ctx, "p", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "identity"},
+		{name: "push max epoch over max epoch", call: push(f, ctx, "wal", "max", "rival", math.MaxUint64, nil), is: writefence.ErrStaleEpoch,
+			stale: &writefence.StaleEpochError{Key: mustKey(t, "wal", "max"), Epoch: math.MaxUint64, RecordedEpoch: math.MaxUint64, RecordedWriter: "leader"}},
+		{name: "push equal epoch", call: push(f, ctx, "wal", "0", "rival", 7, nil), is: writefence.ErrStaleEpoch,
+			stale: &writefence.StaleEpochError{Key: mustKey(t, "wal", "0"), Epoch: 7, RecordedEpoch: 7, RecordedWriter: "leader"}},
+		{name: "push over a header claiming 4 GiB", call: push(f, ctx, "wal", "huge", "w", 9, nil), is: writefence.ErrCorrupt,
+			corrupt: &writefence.CorruptError{Key: hugeKey, Version: hugeVersion, Check: "truncated payload"}},
+		{name: "push cancelled ctx", call: push(f, cancelled, "wal", "0", "w", 8, nil), is: context.Canceled},
+		{name: "push expired ctx", call: push(f, expired, "wal", "0", "w", 8, nil), is: context.DeadlineExceeded},
+		{name: "push cancelled ctx with probe", call: push(&writefence.Fence{Store: counting, Probe: true}, cancelled, "wal", "0", "w", 8, nil), is: context.Canceled},
+		{name: "latest nil store", call: latest(&writefence.Fence{}, ctx, "p", "s"), is: writefence.ErrInvalidArgument, arg: "store"},
+		{name: "latest empty shard", call: latest(f, ctx, "wal", ""), is: writefence.ErrInvalidArgument, arg: "shard"},
+		{name: "latest shard over MaxNameLen", call: latest(f, ctx, "wal", strings.Repeat("s", writefence.MaxNameLen+1)), is: writefence.ErrInvalidArgument, arg: "shard"},
+		{name: "latest never pushed", call: latest(f, ctx, "wal", "never"), is: writefence.ErrNotFound},
+		{name: "latest header claiming 4 GiB", call: latest(f, ctx, "wal", "huge"), is: writefence.ErrCorrupt,
+			corrupt: &writefence.CorruptError{Key: hugeKey, Version: hugeVersion, Check: "truncated payload"}},
+		{name: "latest cancelled ctx", call: latest(f, cancelled, "wal", "0"), is: context.Canceled},
+		{name: "push-from nil source", call: pushFrom(nil), is: writefence.ErrInvalidArgument, arg: "source"},
+		{name: "push-from epoch 0", call: pushFrom(writefence.StaticEpochSource(0)), is: writefence.ErrInvalidArgument, arg: "epoch"},
+		{name: "push-from failing source", call: pushFrom(writefence.EpochSourceFunc(func(context.Context, string, string) (uint64, error) { return 0, errSource })), is: errSource},
+		{name: "brand nil store", call: func() error { return (&writefence.Brand{}).Verify(ctx) }, is: writefence.ErrInvalidArgument, arg: "brand"},
+		{name: "brand identity over MaxIdentityLen", call: func() error {
+			return (&writefence.Brand{Store: counting, Identity: strings.Repeat("i", 256)}).Claim(ctx)
+		}, is: writefence.ErrInvalidArgument, arg: "identity"},
+		{name: "brand key over MaxKeyLen", call: func() error {
+			_, err := (&writefence.Brand{Store: counting, Key: strings.Repeat("k", writefence.MaxKeyLen+1)}).Install(ctx)
+			return err
+		}, is: writefence.ErrInvalidArgument, arg: "key"},
+		{name: "brand unbranded store", call: func() error { return (&writefence.Brand{Store: counting}).Verify(ctx) }, is: writefence.ErrWire,
+			wire: &writefence.WireError{Key: writefence.BrandKey(""), Expected: writefence.DefaultIdentity, Absent: true}},
+		{name: "brand claim cancelled ctx", call: func() error { return (&writefence.Brand{Store: counting}).Claim(cancelled) }, is: context.Canceled},
+		{name: "fence brand of another identity", call: push(otherIdentity, ctx, "wal", "0", "w", 8, nil), is: writefence.ErrInvalidArgument, arg: "brand"},
+		{name: "probe nil store", call: func() error { return writefence.Probe(ctx, nil, "k") }, is: writefence.ErrInvalidArgument, arg: "store"},
+		{name: "probe empty key", call: func() error { return writefence.Probe(ctx, counting, "") }, is: writefence.ErrInvalidArgument, arg: "key"},
+		{name: "memstore malformed version", call: func() error {
+			_, err := counting.PutIfVersion(ctx, mustKey(t, "wal", "0"), []byte("x"), "not-a-version\n")
+			return err
+		}, is: writefence.ErrConflict},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := snapshot(t, mem)
+			puts := counting.puts.Load()
+			err := tc.call()
+			require.ErrorIs(t, err, tc.is)
+			assert.True(t, strings.HasPrefix(err.Error(), "writefence: ") || tc.is == context.Canceled || tc.is == context.DeadlineExceeded,
+				"message %q lacks the package prefix", err)
+			if tc.arg != "" {
+				var ia *writefence.InvalidArgumentError
+				require.ErrorAs(t, err, &ia)
+				assert.Equal(t, tc.arg, ia.Arg)
+			}
+			if tc.stale != nil {
+				var se *writefence.StaleEpochError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, *tc.stale, *se)
+			}
+			if tc.corrupt != nil {
+				var ce *writefence.CorruptError
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, *tc.corrupt, *ce)
+			}
+			if tc.wire != nil {
+				var we *writefence.WireError
+				require.ErrorAs(t, err, &we)
+				assert.Equal(t, *tc.wire, *we)
+			}
+			if tc.name != "memstore malformed version" {
+				assert.Equal(t, puts, counting.puts.Load(), "no write may be attempted")
+			}
+			assert.Equal(t, before, snapshot(t, mem), "the store must be unchanged")
+		})
+	}
+}
+
+// TestHostileNamesStayInTheirKey: names that are valid however hostile
+// (path separators, dot segments, NUL, newlines, terminal escapes, percent
+// signs) land under an escaped key inside the shard space and read back.
+func TestHostileNamesStayInTheirKey(t *testing.T) {
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem, Prefix: "tenant/"}
+	names := []string{"..", "../../etc/passwd", "a/b", "\x00", "line\nbreak", "\x1b[31mred", "%2F", "_brand", "s/x", " "}
+	for i, n := range names {
+		require.NoError(t, f.Push(t.Context(), n, n, "w", uint64(i+1), []byte(n)))
+	}
+	keys := mem.Keys()
+	require.Len(t, keys, len(names))
+	for _, k := range keys {
+		assert.True(t, strings.HasPrefix(k, "tenant/s/"), k)
+		segments := strings.Split(k, "/")
+		assert.Len(t, segments, 4, "key %q splits into prefix, space, plugin and shard", k)
+		for _, seg := range segments {
+			assert.NotContains(t, []string{"", ".", ".."}, seg, "key %q has a dot or empty segment", k)
+		}
+		for _, c := range []byte(k) {
+			assert.True(t, c > ' ' && c < 0x7f, "key %q carries byte %#x", k, c)
+		}
+	}
+	for i, n := range names {
+		epoch, _, payload, err := f.Latest(t.Context(), n, n)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(i+1), epoch)
+		assert.Equal(t, n, string(payload))
+	}
+}
+
+// countingTransport counts the response body bytes its client reads and
+// the requests it sends, per method.
+type countingTransport struct {
+	base http.RoundTripper
+	read atomic.Int64
+	puts atomic.Int64 // PUT and POST requests: the writes of either API
+	reqs atomic.Int64
+}
+
+func newCountingTransport(t *testing.T) *countingTransport {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(base.CloseIdleConnections)
+	return &countingTransport{base: base}
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.reqs.Add(1)
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		c.puts.Add(1)
+	}
+	resp, err := c.base.RoundTrip(r)
+	if resp != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.read}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// hugeObject serves every GET a 1 GiB body, streamed in 64 KiB chunks
+// until the client goes away, with the headers of an S3 and a GCS object.
+// With announce it sends Content-Length; without, the body is chunked and
+// its size unknown until its end. sent counts the bytes the server wrote.
+func hugeObject(announce bool, sent *atomic.Int64) http.HandlerFunc {
+	const size = 1 << 30
+	chunk := make([]byte, 64<<10)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("ETag", `"0123456789abcdef0123456789abcdef"`)
+		w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
+		w.Header().Set("X-Goog-Generation", "7")
+		if announce {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+		}
+		for left := size; left > 0 && r.Context().Err() == nil; left -= len(chunk) {
+			n, err := w.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// TestHugeObjectReadStaysBounded: a server answering every read with a
+// 1 GiB object is read no further than the limit plus one byte, through
+// each HTTP adapter, with and without an announced length, and a push over
+// it writes nothing. The handler ignores Range, as a hostile or broken
+// server may.
+func TestHugeObjectReadStaysBounded(t *testing.T) {
+	type adapter struct {
+		name string
+		open func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore
+	}
+	adapters := []adapter{
+		{"s3", func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore {
+			c, err := minio.New(strings.TrimPrefix(url, "http://"), &minio.Options{
+				Creds: credentials.NewStaticV4("k", "s", ""), Region: "us-east-1", Transport: tr, MaxRetries: 1,
+			})
+			require.NoError(t, err)
+			return writefence.NewMinioConditionalStore(c, "bucket")
+		}},
+		{"gcs", func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore {
+			c, err := storage.NewClient(context.Background(),
+				option.WithEndpoint(url+"/storage/v1/"),
+				option.WithHTTPClient(&http.Client{Transport: tr}))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			c.SetRetry(storage.WithPolicy(storage.RetryNever))
+			return writefence.NewGCSConditionalStore(c, "bucket")
+		}},
+	}
+	setLimit := func(s writefence.ConditionalStore, n int64) {
+		switch s := s.(type) {
+		case *writefence.MinioConditionalStore:
+			s.MaxObjectSize = n
+		case *writefence.GCSConditionalStore:
+			s.MaxObjectSize = n
+		}
+	}
+	type scenario struct {
+		announce bool
+		via      string // "get", "push" or "latest"
+		limit    int64  // the store's read limit; 0 means its default
+	}
+	var scenarios []scenario
+	for _, announce := range []bool{true, false} {
+		for _, via := range []string{"get", "push", "latest"} {
+			scenarios = append(scenarios, scenario{announce, via, 1 << 20}) // 1 MiB
+		}
+	}
+	// A Fence and a store left at their defaults: the worst case a caller
+	// who configured nothing meets.
+	scenarios = append(scenarios, scenario{false, "get", 0}, scenario{false, "latest", 0})
+
+	for _, a := range adapters {
+		for _, sc := range scenarios {
+			name := fmt.Sprintf("%s/announced=%t/%s/limit=%d", a.name, sc.announce, sc.via, sc.limit)
+			t.Run(name, func(t *testing.T) {
+				var sent atomic.Int64
+				srv := httptest.NewServer(hugeObject(sc.announce, &sent))
+				t.Cleanup(srv.Close)
+				tr := newCountingTransport(t)
+				store := a.open(t, srv.URL, tr)
+				limit := sc.limit
+				f := &writefence.Fence{Store: store}
+				if limit > 0 {
+					setLimit(store, limit)
+					f.MaxPayloadSize = limit - writefence.MaxHeaderSize
+				} else {
+					limit = writefence.DefaultMaxObjectSize
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				defer cancel()
+
+				var err error
+				switch sc.via {
+				case "get":
+					var data []byte
+					data, _, err = store.Get(ctx, "big")
+					assert.Nil(t, data)
+				case "push":
+					err = f.Push(ctx, "wal", "0", "w", 1, []byte("x"))
+				case "latest":
+					_, _, _, err = f.Latest(ctx, "wal", "0")
+				}
+				if sc.via == "push" && !sc.announce {
+					// A push reads only the record's header, with a ranged
+					// read; a response that names no total size is refused
+					// as a failed read, before its body is read.
+					require.Error(t, err)
+					for _, not := range []error{writefence.ErrNotFound, writefence.ErrConflict, writefence.ErrStaleEpoch, writefence.ErrCorrupt} {
+						assert.NotErrorIs(t, err, not)
+					}
+				} else {
+					require.ErrorIs(t, err, writefence.ErrTooLarge)
+					var tl *writefence.TooLargeError
+					require.ErrorAs(t, err, &tl)
+					assert.Equal(t, limit, tl.Limit)
+				}
+				assert.Zero(t, tr.puts.Load(), "nothing may be written")
+
+				read := tr.read.Load()
+				assert.LessOrEqual(t, read, limit+1)
+				if sc.announce {
+					assert.Zero(t, read, "an announced size over the limit is refused unread")
+				}
+				t.Logf("%s: 1 GiB object, limit %d: client read %d bytes; server wrote %d bytes before the client went away", name, limit, read, sent.Load())
+			})
+		}
+	}
+}
+
+// TestMalformedVersionTokens: a token an adapter could never have issued is
+// refused before anything reaches the server.
+func TestMalformedVersionTokens(t *testing.T) {
+	var reqs atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqs.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	tr := newCountingTransport(t)
+	mc, err := minio.New(srv.Listener.Addr().String(), &minio.Options{
+		Creds: credentials.NewStaticV4("k", "s", ""), Region: "us-east-1", Transport: tr, MaxRetries: 1,
+	})
+	require.NoError(t, err)
+	gc, err := storage.NewClient(context.Background(), option.WithEndpoint(srv.URL+"/storage/v1/"), option.WithHTTPClient(&http.Client{Transport: tr}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gc.Close() })
+
+	// A listener that only counts: the Valkey client must never dial it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var dials atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+	vc := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
+	t.Cleanup(func() { _ = vc.Close() })
+
+	stores := map[string]writefence.ConditionalStore{
+		"s3":     writefence.NewMinioConditionalStore(mc, "bucket"),
+		"gcs":    writefence.NewGCSConditionalStore(gc, "bucket"),
+		"valkey": writefence.NewValkeyConditionalStore(vc),
+	}
+	cases := []struct {
+		store, token string
+		is           error
+	}{
+		{"s3", "*", writefence.ErrConflict},
+		{"s3", `abc"`, writefence.ErrConflict},
+		{"s3", "a, W/\"b", writefence.ErrConflict},
+		{"s3", "etag\r\nX-Amz-Injected: 1", writefence.ErrConflict},
+		{"gcs", "abc", writefence.ErrInvalidArgument},
+		{"gcs", "0", writefence.ErrInvalidArgument},
+		{"gcs", "-1", writefence.ErrInvalidArgument},
+		{"gcs", "01", writefence.ErrInvalidArgument},
+		{"gcs", "1&ifGenerationMatch=0", writefence.ErrInvalidArgument},
+		{"valkey", "0123456789ABCDEF0123456789ABCDEF", writefence.ErrConflict},
+		{"valkey", "0123456789abcdef", writefence.ErrConflict},
+		{"valkey", "0123456789abcdef0123456789abcdef\x00", writefence.ErrConflict},
+	}
+	for _, tc := range cases {
+		t.Run(tc.store+"/"+strconv.Quote(tc.token), func(t *testing.T) {
+			v, err := stores[tc.store].PutIfVersion(t.Context(), "k", []byte("x"), tc.token)
+			require.ErrorIs(t, err, tc.is)
+			assert.Empty(t, v)
+			assert.True(t, strings.HasPrefix(err.Error(), "writefence: "), err.Error())
+			assert.NotContains(t, err.Error(), "\n", "the token is escaped in the message")
+			if tc.is == writefence.ErrInvalidArgument {
+				var ia *writefence.InvalidArgumentError
+				require.ErrorAs(t, err, &ia)
+				assert.Equal(t, "expectVersion", ia.Arg)
+			}
+		})
+	}
+	assert.Zero(t, reqs.Load(), "no request may reach the HTTP server")
+	assert.Zero(t, tr.reqs.Load())
+	assert.Zero(t, dials.Load(), "no connection may reach the Valkey server")
+}

@@ -1,0 +1,323 @@
+package writefence
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrUntrustedStore reports that a store failed the probe: it accepted a
+// write its precondition should have refused, or read back other bytes or
+// another version than a write returned. Fencing over such a store is a
+// no-op. The verdict is final: retrying cannot change how the server treats
+// preconditions. Test for it with errors.Is; the detail is a *ProbeError.
+var ErrUntrustedStore = errors.New("writefence: untrusted store")
+
+// The checks of Probe, in the order they run; ProbeError.Check is one of
+// them.
+const (
+	ProbeCheckCreate         = "create-only put lands"
+	ProbeCheckCreateRefused  = "second create-only put is refused"
+	ProbeCheckUpdate         = "update with the current version lands"
+	ProbeCheckStaleRefused   = "stale update is refused"
+	ProbeCheckMissingRefused = "update of a missing key is refused"
+	ProbeCheckReadBack       = "read returns what was written"
+)
+
+// ProbeError is the verdict of a failed probe: the store did not do what
+// Check requires. It matches ErrUntrustedStore and, through Err, what the
+// store did instead (an unexpected error, or a description of a write or a
+// read that should not have happened).
+type ProbeError struct {
+	Check string // one of the ProbeCheck constants
+	Key   string // the scratch key the check ran on
+	Err   error  // what the store did instead
+}
+
+func (e *ProbeError) Error() string {
+	s := "writefence: untrusted store: probe at " + Escape(e.Key) + ": " + e.Check
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrUntrustedStore and Err.
+func (e *ProbeError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrUntrustedStore}
+	}
+	return []error{ErrUntrustedStore, e.Err}
+}
+
+// probeCleanupTimeout bounds the deletes after a probe, which run even when
+// the probe's ctx has ended.
+const probeCleanupTimeout = 10 * time.Second
+
+// Probe proves on scratch keys that s decides its preconditions on the
+// server, as ConditionalStore requires, and returns nil if it does. The
+// checks, each followed by a Get that must return exactly the bytes and the
+// version of the last write that landed:
+//
+//   - a create-only put of a fresh key lands;
+//   - a second create-only put of that key is refused with ErrConflict;
+//   - an update with the current version lands, with a new version;
+//   - an update with the first, now stale, version is refused;
+//   - an update of a missing key, with a version the store issued, is
+//     refused and creates nothing.
+//
+// The scratch keys are key followed by "-" and 16 random hex digits (and
+// "-absent" for the missing key), and the content written is random, so
+// neither a leftover of an earlier probe nor a concurrent probe from another
+// process can pass or fail this one. When s implements Deleter, both keys
+// are deleted afterwards, best effort; otherwise they stay, a few dozen
+// bytes each.
+//
+// A store that fails a check returns a *ProbeError, which matches
+// ErrUntrustedStore. Any error other than a refusal (ErrConflict) where one
+// was expected is not a verdict: a network, auth or server failure is
+// returned wrapped and never matches ErrUntrustedStore, and a done ctx
+// returns ctx.Err() as it is. (Cloud Storage throttles rapid updates of one
+// object with HTTP 429, which is such a failure: a *GCSRateLimitError.)
+//
+// A sequential probe sees what one client sees. It catches a store that
+// ignores preconditions; it cannot catch one that checks them on the client
+// side and then writes unconditionally, which answers every sequential
+// request correctly and loses only races. The conformance suite
+// (writefencetest) races writers to catch that.
+func Probe(ctx context.Context, s ConditionalStore, key string) error {
+	if s == nil {
+		return invalidArg("store", "nil")
+	}
+	if key == "" {
+		return invalidArg("key", "empty")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	suffix, err := randomHex(8)
+	if err != nil {
+		return err
+	}
+	p := &prober{s: s, key: key + "-" + suffix, missing: key + "-" + suffix + "-absent"}
+	if d, ok := s.(Deleter); ok {
+		defer p.cleanup(ctx, d)
+	}
+	return p.run(ctx)
+}
+
+// prober runs one probe.
+type prober struct {
+	s       ConditionalStore
+	key     string // the scratch key
+	missing string // a key never written
+}
+
+func (p *prober) run(ctx context.Context) error {
+	d1, err := probeContent("create")
+	if err != nil {
+		return err
+	}
+	v1, err := p.s.PutIfVersion(ctx, p.key, d1, "")
+	if err != nil {
+		return p.unexpected(ctx, ProbeCheckCreate, p.key, err)
+	}
+	if err := p.readBack(ctx, ProbeCheckCreate, d1, v1); err != nil {
+		return err
+	}
+
+	d2, err := probeContent("second create")
+	if err != nil {
+		return err
+	}
+	if err := p.refused(ctx, ProbeCheckCreateRefused, p.key, d2, "", d1, v1); err != nil {
+		return err
+	}
+
+	d3, err := probeContent("update")
+	if err != nil {
+		return err
+	}
+	v3, err := p.s.PutIfVersion(ctx, p.key, d3, v1)
+	if err != nil {
+		return p.unexpected(ctx, ProbeCheckUpdate, p.key, err)
+	}
+	if v3 == v1 {
+		// Two contents under one token: a cached token would prove the
+		// wrong bytes.
+		return &ProbeError{Check: ProbeCheckUpdate, Key: p.key,
+			Err: fmt.Errorf("the new content got the old version %s", Escape(v1))}
+	}
+	if err := p.readBack(ctx, ProbeCheckUpdate, d3, v3); err != nil {
+		return err
+	}
+
+	d4, err := probeContent("stale update")
+	if err != nil {
+		return err
+	}
+	if err := p.refused(ctx, ProbeCheckStaleRefused, p.key, d4, v1, d3, v3); err != nil {
+		return err
+	}
+
+	d5, err := probeContent("update of a missing key")
+	if err != nil {
+		return err
+	}
+	return p.refused(ctx, ProbeCheckMissingRefused, p.missing, d5, v3, nil, "")
+}
+
+// refused writes data at key on expect, which the store must refuse with
+// ErrConflict, leaving key holding want at wantVersion (absent when want is
+// nil).
+func (p *prober) refused(ctx context.Context, check, key string, data []byte, expect string, want []byte, wantVersion string) error {
+	v, err := p.s.PutIfVersion(ctx, key, data, expect)
+	if err == nil {
+		return &ProbeError{Check: check, Key: key,
+			Err: fmt.Errorf("the store accepted the write and returned version %s", Escape(v))}
+	}
+	if !errors.Is(err, ErrConflict) {
+		return p.unexpected(ctx, check, key, err)
+	}
+	got, gotVersion, err := p.s.Get(ctx, key)
+	if want == nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return p.unexpected(ctx, check, key, err)
+		}
+		return &ProbeError{Check: check, Key: key,
+			Err: fmt.Errorf("the store refused the write but created the key, version %s", Escape(gotVersion))}
+	}
+	if err != nil {
+		return p.readError(ctx, check, key, err)
+	}
+	if string(got) != string(want) || gotVersion != wantVersion {
+		return &ProbeError{Check: check, Key: key,
+			Err: fmt.Errorf("the store refused the write but changed the key: version %s, was %s", Escape(gotVersion), Escape(wantVersion))}
+	}
+	return nil
+}
+
+// readBack checks that the scratch key holds exactly data at version, as
+// the write named by check returned.
+func (p *prober) readBack(ctx context.Context, check string, data []byte, version string) error {
+	if version == "" {
+		return &ProbeError{Check: check, Key: p.key, Err: errors.New("the store returned an empty version")}
+	}
+	got, gotVersion, err := p.s.Get(ctx, p.key)
+	if err != nil {
+		return p.readError(ctx, ProbeCheckReadBack, p.key, err)
+	}
+	switch {
+	case string(got) != string(data):
+		return &ProbeError{Check: ProbeCheckReadBack, Key: p.key,
+			Err: fmt.Errorf("after the check %s, the read returned other bytes (%d, wrote %d)", check, len(got), len(data))}
+	case gotVersion != version:
+		return &ProbeError{Check: ProbeCheckReadBack, Key: p.key,
+			Err: fmt.Errorf("after the check %s, the read returned version %s, the write %s", check, Escape(gotVersion), Escape(version))}
+	}
+	return nil
+}
+
+// readError classifies a failed read of a key that a write just filled: not
+// found is a verdict (the store acknowledged a write it does not show),
+// anything else is not.
+func (p *prober) readError(ctx context.Context, check, key string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return &ProbeError{Check: check, Key: key, Err: err}
+	}
+	return p.unexpected(ctx, check, key, err)
+}
+
+// unexpected wraps an error that decides nothing about the store. A done
+// ctx is returned as it is. A refusal of a write that had to land is a
+// verdict, since the scratch keys are the probe's own.
+func (p *prober) unexpected(ctx context.Context, check, key string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if errors.Is(err, ErrConflict) {
+		return &ProbeError{Check: check, Key: key, Err: err}
+	}
+	return fmt.Errorf("writefence: probe at %s: %s: %w", Escape(key), check, err)
+}
+
+func (p *prober) cleanup(ctx context.Context, d Deleter) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeCleanupTimeout)
+	defer cancel()
+	_ = d.Delete(ctx, p.key)     // best effort: the key is random and tiny
+	_ = d.Delete(ctx, p.missing) // may have been created by a lying store
+}
+
+// probeContent returns fresh random content for one write of the probe.
+func probeContent(step string) ([]byte, error) {
+	r, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	return []byte("writefence probe " + step + " " + r), nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("writefence: probe: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// probeKeyName is the name, in the reserved key space, under which a
+// Fence with Probe set runs its probe.
+const probeKeyName = "probe"
+
+// probeState remembers a Fence's probe: a success or an untrusted verdict
+// is kept, a failure to probe (network, auth, ctx) is not, so the next push
+// probes again. At most one probe runs at a time; other pushes wait for it.
+type probeState struct {
+	mu      sync.Mutex    // guards the fields below
+	done    bool          // a verdict is in err
+	err     error         // nil (trusted) or a *ProbeError
+	running chan struct{} // closed when the running probe ends; nil when none runs
+}
+
+// checkProbe runs the probe of f.Store unless a verdict is kept.
+func (f *Fence) checkProbe(ctx context.Context) error {
+	ps := &f.probe
+	for {
+		ps.mu.Lock()
+		if ps.done {
+			err := ps.err
+			ps.mu.Unlock()
+			return err
+		}
+		if wait := ps.running; wait != nil {
+			ps.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		running := make(chan struct{})
+		ps.running = running
+		ps.mu.Unlock()
+
+		err := Probe(ctx, f.Store, orDefault(f.Prefix, DefaultPrefix)+reservedSpace+probeKeyName)
+
+		ps.mu.Lock()
+		if err == nil || errors.Is(err, ErrUntrustedStore) {
+			ps.done, ps.err = true, err
+		}
+		ps.running = nil
+		ps.mu.Unlock()
+		close(running)
+		return err
+	}
+}

@@ -1,0 +1,258 @@
+package writefence_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+// lyingStore wraps MemStore and breaks one rule of the contract at a time.
+type lyingStore struct {
+	m writefence.MemStore
+
+	ignoreIfNoneMatch bool   // create-only puts overwrite an existing key
+	ignoreIfMatch     bool   // updates land whatever version they carry
+	createOnMissing   bool   // an update of a missing key creates it
+	sameVersion       bool   // every version is "v"
+	readVersion       string // when set, the version every read reports
+}
+
+func (s *lyingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	data, v, err := s.m.Get(ctx, key)
+	switch {
+	case err != nil:
+	case s.sameVersion:
+		v = "v"
+	case s.readVersion != "":
+		v = s.readVersion
+	}
+	return data, v, err
+}
+
+func (s *lyingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	_, current, err := s.m.Get(ctx, key)
+	exists := err == nil
+	var v string
+	switch {
+	case expect == "" && exists && s.ignoreIfNoneMatch,
+		expect != "" && exists && s.ignoreIfMatch,
+		expect != "" && !exists && s.createOnMissing:
+		v, err = unconditionalPut(ctx, &s.m, key, data)
+	default:
+		if expect != "" && exists && expect == "v" && s.sameVersion {
+			expect = current
+		}
+		v, err = s.m.PutIfVersion(ctx, key, data, expect)
+	}
+	if err == nil && s.sameVersion {
+		v = "v"
+	}
+	return v, err
+}
+
+func (s *lyingStore) Delete(ctx context.Context, key string) error { return s.m.Delete(ctx, key) }
+
+func TestProbeVerdicts(t *testing.T) {
+	cases := []struct {
+		name  string
+		store writefence.ConditionalStore
+		check string // "" means the probe passes
+	}{
+		{"memstore", &writefence.MemStore{}, ""},
+		// A sequential probe cannot catch a client-side compare: every
+		// request it makes is answered correctly, and only a write racing
+		// between the compare and the write is lost. The conformance
+		// suite's races catch that store; the probe is for stores that
+		// ignore preconditions outright.
+		{"client-side compare", &clientCompareStore{}, ""},
+		{"ignores every precondition", &ignoringStore{}, writefence.ProbeCheckCreateRefused},
+		{"ignores If-None-Match", &lyingStore{ignoreIfNoneMatch: true}, writefence.ProbeCheckCreateRefused},
+		{"ignores If-Match", &lyingStore{ignoreIfMatch: true}, writefence.ProbeCheckStaleRefused},
+		{"creates on a missing-key update", &lyingStore{createOnMissing: true}, writefence.ProbeCheckMissingRefused},
+		{"repeats a version", &lyingStore{sameVersion: true}, writefence.ProbeCheckUpdate},
+		{"reads another version", &lyingStore{readVersion: "other"}, writefence.ProbeCheckReadBack},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := writefence.Probe(t.Context(), tc.store, "scratch/probe")
+			if tc.check == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, writefence.ErrUntrustedStore)
+			var pe *writefence.ProbeError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, tc.check, pe.Check)
+			assert.True(t, strings.HasPrefix(pe.Key, "scratch/probe-"), pe.Key)
+			assert.True(t, strings.HasPrefix(err.Error(), "writefence: untrusted store: probe at scratch/probe-"), err.Error())
+			assert.Contains(t, err.Error(), tc.check)
+			assert.NotErrorIs(t, err, writefence.ErrConflict, "a verdict is not a conflict")
+			t.Log(err)
+		})
+	}
+}
+
+// TestProbeCleansUp: with a Deleter the probe leaves nothing; without one it
+// leaves the scratch key and never the missing key.
+func TestProbeCleansUp(t *testing.T) {
+	mem := &writefence.MemStore{}
+	for range 3 {
+		require.NoError(t, writefence.Probe(t.Context(), mem, "p"))
+	}
+	assert.Empty(t, mem.Keys())
+
+	noDelete := &clientCompareStore{}
+	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"))
+	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"), "a leftover of an earlier probe must not fail the next")
+	keys := noDelete.m.Keys()
+	assert.Len(t, keys, 2)
+	for _, k := range keys {
+		assert.NotContains(t, k, "absent")
+	}
+
+	lying := &lyingStore{createOnMissing: true}
+	require.ErrorIs(t, writefence.Probe(t.Context(), lying, "p"), writefence.ErrUntrustedStore)
+	assert.Empty(t, lying.m.Keys(), "the key a lying store created is deleted too")
+}
+
+// failingStore fails every call after the first pass calls with errLostReply,
+// until healed.
+type failingStore struct {
+	writefence.MemStore
+	pass   int64
+	calls  atomic.Int64
+	healed atomic.Bool
+}
+
+func (s *failingStore) fail() bool {
+	return s.calls.Add(1) > s.pass && !s.healed.Load()
+}
+
+func (s *failingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if s.fail() {
+		return nil, "", errLostReply
+	}
+	return s.MemStore.Get(ctx, key)
+}
+
+func (s *failingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	if s.fail() {
+		return "", errLostReply
+	}
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+}
+
+// TestProbeFailureIsNoVerdict: a store that fails at any step of the probe
+// is reported as failing, never as lying.
+func TestProbeFailureIsNoVerdict(t *testing.T) {
+	for pass := range int64(10) {
+		s := &failingStore{pass: pass}
+		err := writefence.Probe(t.Context(), s, "p")
+		require.ErrorIs(t, err, errLostReply, "failing after %d calls", pass)
+		assert.NotErrorIs(t, err, writefence.ErrUntrustedStore)
+		assert.NotErrorIs(t, err, writefence.ErrConflict)
+		assert.True(t, strings.HasPrefix(err.Error(), "writefence: probe at p-"), err.Error())
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := writefence.Probe(ctx, &writefence.MemStore{}, "p")
+	require.Equal(t, context.Canceled, err, "a done ctx passes through untouched")
+
+	var ia *writefence.InvalidArgumentError
+	require.ErrorAs(t, writefence.Probe(t.Context(), nil, "p"), &ia)
+	assert.Equal(t, "store", ia.Arg)
+	require.ErrorAs(t, writefence.Probe(t.Context(), &writefence.MemStore{}, ""), &ia)
+	assert.Equal(t, "key", ia.Arg)
+}
+
+// TestFenceProbeRefusesUntrustedStore: the first push over a store that
+// ignores preconditions is refused and writes no record; the verdict is
+// kept, so later pushes are refused without touching the store.
+func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
+	store := &ignoringStore{}
+	counting := &countingStore{ConditionalStore: store}
+	f := &writefence.Fence{Store: counting, Probe: true}
+
+	err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrUntrustedStore)
+	var pe *writefence.ProbeError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, writefence.ProbeCheckCreateRefused, pe.Check)
+	assert.True(t, strings.HasPrefix(pe.Key, writefence.DefaultPrefix+"_probe-"), pe.Key)
+	_, _, err = store.Get(t.Context(), mustKey(t, "wal", "0"))
+	require.ErrorIs(t, err, writefence.ErrNotFound, "no record was written")
+
+	before := counting.roundTrips()
+	require.ErrorIs(t, f.Push(t.Context(), "wal", "0", "w", 2, []byte("x")), writefence.ErrUntrustedStore)
+	assert.Equal(t, before, counting.roundTrips(), "the verdict is kept")
+
+	// Without the option the fence trusts the store.
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
+}
+
+// TestFenceProbeOnce: a passing probe runs once, however many pushes start
+// together; a failure to probe is not kept.
+func TestFenceProbeOnce(t *testing.T) {
+	counting := &countingStore{ConditionalStore: &writefence.MemStore{}}
+	f := &writefence.Fence{Store: counting, Probe: true}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			assert.NoError(t, f.Push(t.Context(), "wal", string(rune('a'+i)), "w", 1, nil))
+		})
+	}
+	wg.Wait()
+	// One probe: 5 puts and 5 gets; then one get and one put per push.
+	assert.Equal(t, int64(5+16), counting.puts.Load())
+	assert.Equal(t, int64(5+16), counting.gets.Load())
+
+	failing := &failingStore{pass: 3}
+	f = &writefence.Fence{Store: failing, Probe: true}
+	err := f.Push(t.Context(), "wal", "0", "w", 1, nil)
+	require.ErrorIs(t, err, errLostReply)
+	assert.NotErrorIs(t, err, writefence.ErrUntrustedStore)
+	failing.healed.Store(true)
+	require.NoError(t, f.Push(t.Context(), "wal", "0", "w", 1, nil), "a failed probe is run again")
+	_, _, _, err = f.Latest(t.Context(), "wal", "0")
+	require.NoError(t, err)
+}
+
+// TestFenceProbeWaitHonoursContext: a push waiting for another push's probe
+// gives up when its ctx ends.
+func TestFenceProbeWaitHonoursContext(t *testing.T) {
+	blocked := &blockingStore{MemStore: writefence.MemStore{}, release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	f := &writefence.Fence{Store: blocked, Probe: true}
+	first := make(chan error, 1)
+	go func() { first <- f.Push(context.Background(), "wal", "0", "w", 1, nil) }()
+	<-blocked.entered
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, f.Push(ctx, "wal", "1", "w", 1, nil), context.Canceled)
+	close(blocked.release)
+	require.NoError(t, <-first)
+}
+
+// blockingStore holds its first write until release is closed.
+type blockingStore struct {
+	writefence.MemStore
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.once.Do(func() {
+		s.entered <- struct{}{}
+		<-s.release
+	})
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+}
