@@ -1,0 +1,575 @@
+package writefence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// leaseClock is a fake clock shared by goroutines; it only moves forward.
+type leaseClock struct{ ns atomic.Int64 }
+
+func newLeaseClock() *leaseClock {
+	c := &leaseClock{}
+	c.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *leaseClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *leaseClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func newTestLease(store ConditionalStore, holder string, clock func() time.Time) *Lease {
+	return &Lease{Store: store, Name: "leader", Holder: holder, TTL: 10 * time.Second, Clock: clock}
+}
+
+func TestLeaseKey(t *testing.T) {
+	k, err := LeaseKey("", "a/b")
+	require.NoError(t, err)
+	assert.Equal(t, "writefence/_lease/a%2Fb", k)
+	k, err = LeaseKey("p/", ".x")
+	require.NoError(t, err)
+	assert.Equal(t, "p/_lease/%2Ex", k)
+
+	for _, name := range []string{"", strings.Repeat("n", MaxNameLen+1)} {
+		_, err := LeaseKey("", name)
+		assert.ErrorIs(t, err, ErrInvalidArgument, "name of %d bytes", len(name))
+	}
+	_, err = LeaseKey(strings.Repeat("p", MaxKeyLen), "x")
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+
+	// Random names, including every byte value: lease keys never meet a
+	// shard key or the brand key, and distinct names give distinct keys.
+	rng := rand.New(rand.NewPCG(1, 2))
+	name := func() string {
+		b := make([]byte, 1+rng.IntN(6))
+		for i := range b {
+			b[i] = "ab/_.%s\x00"[rng.IntN(8)]
+			if rng.IntN(8) == 0 {
+				b[i] = byte(rng.IntN(256))
+			}
+		}
+		return string(b)
+	}
+	seen := make(map[string]string)
+	for range 20000 {
+		n, plugin, shard := name(), name(), name()
+		lk, err := LeaseKey("", n)
+		require.NoError(t, err)
+		sk, err := ShardKey("", plugin, shard)
+		require.NoError(t, err)
+		require.NotEqual(t, sk, lk)
+		require.NotEqual(t, BrandKey(""), lk)
+		if prev, ok := seen[lk]; ok {
+			require.Equal(t, prev, n, "two names share the key %q", lk)
+		}
+		seen[lk] = n
+	}
+}
+
+func TestLeaseRecordStrict(t *testing.T) {
+	good := encodeLease("node-a", 7, 1234)
+	r, check := decodeLease(good)
+	require.Empty(t, check)
+	assert.Equal(t, leaseRecord{holder: "node-a", term: 7, expiry: 1234}, r)
+
+	flip := func(i int) []byte {
+		b := append([]byte(nil), good...)
+		b[i] ^= 1
+		return b
+	}
+	cases := map[string]struct {
+		b     []byte
+		check string
+	}{
+		"empty":           {nil, "truncated"},
+		"magic":           {flip(0), "magic"},
+		"version":         {flip(4), "unknown format version"},
+		"term bit":        {flip(14), "checksum"},
+		"holder byte":     {flip(leaseHeaderSize), "checksum"},
+		"checksum":        {flip(len(good) - 1), "checksum"},
+		"truncated":       {good[:len(good)-1], "truncated"},
+		"trailing":        {append(append([]byte(nil), good...), 0), "trailing bytes"},
+		"term 0":          {encodeLease("a", 0, 1), "term 0"},
+		"term too large":  {encodeLease("a", MaxLeaseTerm+1, 1), "term too large"},
+		"empty holder":    {encodeLease("", 1, 1), "empty holder"},
+		"long holder":     {encodeLease(strings.Repeat("h", MaxWriterLen+1), 1, 1), "holder length"},
+		"negative expiry": {encodeLease("a", 1, -1), "negative expiry"},
+		"a fence record":  {encodeRecord("id", "w", 1, [32]byte{}, nil), "magic"},
+	}
+	for name, c := range cases {
+		_, check := decodeLease(c.b)
+		assert.Equal(t, c.check, check, name)
+	}
+}
+
+// TestLeaseCorruptRecordFailsClosed: a record that fails to decode is
+// neither taken over nor renewed over, and its holder stops.
+func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
+	ctx := t.Context()
+	store := &MemStore{}
+	clock := newLeaseClock()
+	a := newTestLease(store, "a", clock.now)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+
+	key, err := LeaseKey("", "leader")
+	require.NoError(t, err)
+	_, v, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	v, err = store.PutIfVersion(ctx, key, []byte("garbage"), v)
+	require.NoError(t, err)
+
+	var ce *CorruptError
+	require.ErrorAs(t, a.Renew(ctx), &ce)
+	assert.Equal(t, v, ce.Version)
+	_, err = a.Epoch(ctx, "p", "s")
+	require.ErrorIs(t, err, ErrLeaseLost)
+	clock.advance(time.Hour)
+	_, err = newTestLease(store, "b", clock.now).Acquire(ctx)
+	require.ErrorIs(t, err, ErrCorrupt)
+	data, v2, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, "garbage", string(data))
+	assert.Equal(t, v, v2)
+}
+
+func TestLeaseInvalid(t *testing.T) {
+	store := &MemStore{}
+	for name, l := range map[string]*Lease{
+		"store":  {Name: "n", Holder: "h", TTL: time.Second},
+		"holder": {Store: store, Name: "n", TTL: time.Second},
+		"long":   {Store: store, Name: "n", Holder: strings.Repeat("h", MaxWriterLen+1), TTL: time.Second},
+		"ttl":    {Store: store, Name: "n", Holder: "h"},
+		"name":   {Store: store, Holder: "h", TTL: time.Second},
+	} {
+		_, err := l.Acquire(t.Context())
+		assert.ErrorIs(t, err, ErrInvalidArgument, name)
+	}
+	assert.Empty(t, store.Keys())
+}
+
+// TestLeaseTakeover walks one lease through its life: held, refused to
+// others, renewed, expired, taken over, lost.
+func TestLeaseTakeover(t *testing.T) {
+	ctx := t.Context()
+	store := &MemStore{}
+	clock := newLeaseClock()
+	a := newTestLease(store, "a", clock.now)
+	b := newTestLease(store, "b", clock.now)
+
+	_, err := a.Epoch(ctx, "p", "s")
+	require.ErrorIs(t, err, ErrLeaseLost, "not acquired yet")
+	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
+
+	term, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), term)
+	e1, err := a.Epoch(ctx, "p", "s")
+	require.NoError(t, err)
+	e2, err := a.Epoch(ctx, "other", "shard")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1<<32|1), e1)
+	assert.Equal(t, e1+1, e2)
+
+	_, err = b.Acquire(ctx)
+	var held *LeaseHeldError
+	require.ErrorAs(t, err, &held)
+	assert.Equal(t, "a", held.Holder)
+	assert.Equal(t, uint64(1), held.Term)
+	assert.True(t, clock.now().Add(10*time.Second).Equal(held.Expiry), "expiry %v", held.Expiry)
+
+	clock.advance(6 * time.Second)
+	term, err = a.Acquire(ctx) // held: renews, keeps the term
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), term)
+	clock.advance(6 * time.Second) // 12s after acquiring, 6s after renewing
+	_, err = b.Acquire(ctx)
+	require.ErrorIs(t, err, ErrLeaseHeld)
+
+	clock.advance(4 * time.Second) // the renewal has expired
+	_, err = a.Epoch(ctx, "p", "s")
+	require.ErrorIs(t, err, ErrLeaseExpired)
+	_, _, ok := a.Held()
+	assert.False(t, ok)
+	term, err = b.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), term)
+	eb, err := b.Epoch(ctx, "p", "s")
+	require.NoError(t, err)
+	assert.Greater(t, eb, e2)
+	assert.Equal(t, uint64(2), LeaseTerm(eb))
+
+	err = a.Renew(ctx)
+	require.ErrorIs(t, err, ErrLeaseLost)
+	assert.Contains(t, err.Error(), "now held by b at term 2")
+	_, err = a.Epoch(ctx, "p", "s")
+	require.ErrorIs(t, err, ErrLeaseLost)
+	require.ErrorIs(t, a.Release(ctx), ErrLeaseLost)
+	term, exp, ok := b.Held()
+	assert.True(t, ok)
+	assert.Equal(t, uint64(2), term)
+	assert.Equal(t, clock.now().Add(10*time.Second), exp)
+}
+
+// TestLeaseRenewAfterLocalExpiry: a holder whose lease expired by its clock
+// but was not taken over renews, keeps its term and continues its epochs.
+func TestLeaseRenewAfterLocalExpiry(t *testing.T) {
+	ctx := t.Context()
+	clock := newLeaseClock()
+	a := newTestLease(&MemStore{}, "a", clock.now)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	e1, err := a.Epoch(ctx, "p", "s")
+	require.NoError(t, err)
+	clock.advance(time.Minute)
+	_, err = a.Epoch(ctx, "p", "s")
+	require.ErrorIs(t, err, ErrLeaseExpired)
+	require.NoError(t, a.Renew(ctx))
+	e2, err := a.Epoch(ctx, "p", "s")
+	require.NoError(t, err)
+	assert.Equal(t, e1+1, e2)
+}
+
+// TestLeaseReleaseThenAcquire: a release lets the next holder in at once,
+// one term up; a restarted holder (a new Lease value of the same holder)
+// takes over at once, one term up, and its previous incarnation is lost.
+func TestLeaseReleaseThenAcquire(t *testing.T) {
+	ctx := t.Context()
+	store := &MemStore{}
+	clock := newLeaseClock()
+	a := newTestLease(store, "a", clock.now)
+	b := newTestLease(store, "b", clock.now)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, a.Release(ctx))
+	_, err = a.Epoch(ctx, "p", "s")
+	require.ErrorIs(t, err, ErrLeaseLost)
+	require.ErrorIs(t, a.Release(ctx), ErrLeaseLost, "released twice")
+
+	term, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), term, "no clock advance needed after a release")
+
+	restarted := newTestLease(store, "b", clock.now)
+	term, err = restarted.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), term)
+	require.ErrorIs(t, b.Renew(ctx), ErrLeaseLost)
+
+	term, err = a.Acquire(ctx) // held by restarted "b", unexpired
+	require.ErrorIs(t, err, ErrLeaseHeld)
+	assert.Zero(t, term)
+}
+
+// TestLeaseEpochsRollOver: when a term's epochs run out, Epoch moves the
+// lease to the next term, and the epochs keep rising.
+func TestLeaseEpochsRollOver(t *testing.T) {
+	ctx := t.Context()
+	store := &MemStore{}
+	clock := newLeaseClock()
+	a := newTestLease(store, "a", clock.now)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	a.mu.Lock()
+	a.seq = maxLeaseSeq - 1
+	a.mu.Unlock()
+	last, err := a.Epoch(ctx, "p", "s")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1<<32|maxLeaseSeq), last)
+	next, err := a.Epoch(ctx, "p", "s")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2<<32|1), next)
+
+	key, _ := LeaseKey("", "leader")
+	data, _, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	rec, check := decodeLease(data)
+	require.Empty(t, check)
+	assert.Equal(t, uint64(2), rec.term, "the store records the new term")
+	require.NoError(t, a.Renew(ctx))
+}
+
+// leaseLossyStore performs writes but reports the next lose of them as
+// failed, as a lost reply would.
+type leaseLossyStore struct {
+	MemStore
+	lose atomic.Int64
+}
+
+var errLeaseReplyLost = errors.New("reply lost")
+
+func (s *leaseLossyStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
+	if err == nil && s.lose.Add(-1) >= 0 {
+		return "", errLeaseReplyLost
+	}
+	return v, err
+}
+
+// TestLeaseLostReplies: writes that landed but whose replies were lost are
+// recognised by reading the record, so the holder neither fails nor loses
+// its lease.
+func TestLeaseLostReplies(t *testing.T) {
+	ctx := t.Context()
+	store := &leaseLossyStore{}
+	clock := newLeaseClock()
+	a := newTestLease(store, "a", clock.now)
+
+	store.lose.Store(1)
+	term, err := a.Acquire(ctx)
+	require.NoError(t, err, "the acquire landed; a read proves it")
+	assert.Equal(t, uint64(1), term)
+
+	store.lose.Store(1)
+	require.NoError(t, a.Renew(ctx))
+	store.lose.Store(3) // three renewals in a row lose their replies
+	clock.advance(time.Second)
+	require.NoError(t, a.Renew(ctx))
+	clock.advance(time.Second)
+	require.NoError(t, a.Renew(ctx))
+	clock.advance(time.Second)
+	require.NoError(t, a.Renew(ctx))
+	_, exp, ok := a.Held()
+	require.True(t, ok)
+	assert.Equal(t, clock.now().Add(10*time.Second), exp)
+
+	// A cancelled context hides the outcome: the error says so and the
+	// lease stays held locally.
+	store.lose.Store(1)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err = a.Renew(cctx)
+	require.Error(t, err)
+	_, _, ok = a.Held()
+	assert.True(t, ok)
+	require.NoError(t, a.Renew(ctx), "the next renewal finds its own term and lands")
+}
+
+// TestLeaseContention: holders contend for one lease on a shared fake
+// clock, acquiring, renewing, drawing epochs and releasing at random. At no
+// clock time do two holders' terms overlap, every term has one holder,
+// terms rise by one, and every epoch is drawn within its term's interval.
+func TestLeaseContention(t *testing.T) {
+	const holders, steps = 8, 1000
+	const ttl = 100 * time.Millisecond
+	store := &MemStore{}
+	clock := newLeaseClock()
+
+	type grant struct {
+		term       uint64
+		holder     string
+		start, end int64 // fake-clock nanoseconds
+		released   bool
+	}
+	type drawn struct {
+		epoch uint64
+		at    int64
+	}
+	var (
+		mu     sync.Mutex // guards grants and epochs
+		grants []grant
+		epochs []drawn
+		held   atomic.Int64 // ErrLeaseHeld refusals
+	)
+	record := func(l *Lease) {
+		term, exp, _ := l.Held()
+		mu.Lock()
+		grants = append(grants, grant{term: term, holder: l.Holder, start: exp.Add(-ttl).UnixNano(), end: exp.UnixNano()})
+		mu.Unlock()
+	}
+
+	draw := func(l *Lease) {
+		at := clock.now().UnixNano()
+		e, err := l.Epoch(context.Background(), "p", "s")
+		switch {
+		case err == nil:
+			mu.Lock()
+			epochs = append(epochs, drawn{epoch: e, at: at})
+			mu.Unlock()
+		case !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, ErrLeaseLost):
+			t.Errorf("%s: Epoch: %v", l.Holder, err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for i := range holders {
+		l := &Lease{Store: store, Name: "leader", Holder: fmt.Sprintf("h%d", i), TTL: ttl, Clock: clock.now}
+		rng := rand.New(rand.NewPCG(uint64(i), 7))
+		wg.Go(func() {
+			ctx := context.Background()
+			for range steps {
+				// Steps of up to 40ms against a TTL of 100ms, and renewals
+				// rare enough, that leases often expire while held and
+				// others take them over.
+				clock.advance(time.Duration(rng.IntN(40)) * time.Millisecond)
+				runtime.Gosched()
+				// Now and then draw an epoch whatever the lease's state: it
+				// must be refused unless the lease is held.
+				if rng.IntN(4) == 0 {
+					draw(l)
+					continue
+				}
+				if _, _, ok := l.Held(); !ok {
+					_, err := l.Acquire(ctx)
+					switch {
+					case err == nil:
+						record(l)
+					case errors.Is(err, ErrLeaseHeld):
+						held.Add(1)
+					default:
+						t.Errorf("%s: Acquire: %v", l.Holder, err)
+					}
+					continue
+				}
+				switch rng.IntN(10) {
+				case 0:
+					at := clock.now().UnixNano()
+					term, _, _ := l.Held()
+					if err := l.Release(ctx); err == nil {
+						mu.Lock()
+						grants = append(grants, grant{term: term, holder: l.Holder, end: at, released: true})
+						mu.Unlock()
+					} else if !errors.Is(err, ErrLeaseLost) {
+						t.Errorf("%s: Release: %v", l.Holder, err)
+					}
+				case 1:
+					if err := l.Renew(ctx); err == nil {
+						record(l)
+					} else if !errors.Is(err, ErrLeaseLost) {
+						t.Errorf("%s: Renew: %v", l.Holder, err)
+					}
+				default:
+					draw(l)
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	// Fold the grants into one interval per term.
+	type span struct {
+		holder     string
+		start, end int64
+		released   bool
+	}
+	terms := make(map[uint64]*span)
+	for _, g := range grants {
+		s, ok := terms[g.term]
+		if !ok {
+			terms[g.term] = &span{holder: g.holder, start: g.start, end: g.end, released: g.released}
+			continue
+		}
+		require.Equal(t, s.holder, g.holder, "term %d granted to two holders", g.term)
+		switch {
+		case g.released:
+			s.end, s.released = g.end, true
+		case s.released:
+			t.Fatalf("term %d renewed after its release", g.term)
+		default:
+			if g.start != 0 && (s.start == 0 || g.start < s.start) {
+				s.start = g.start
+			}
+			s.end = max(s.end, g.end)
+		}
+	}
+	n := uint64(len(terms))
+	require.Greater(t, n, uint64(10), "too few takeovers to prove anything")
+	for term := uint64(1); term <= n; term++ {
+		s, ok := terms[term]
+		require.True(t, ok, "term %d never granted, yet %d terms were: terms must rise by one", term, n)
+		if next, ok := terms[term+1]; ok {
+			require.LessOrEqual(t, s.end, next.start,
+				"term %d (%s) lasts until %d, after term %d (%s) starts at %d", term, s.holder, s.end, term+1, next.holder, next.start)
+		}
+	}
+	sort.Slice(epochs, func(i, j int) bool { return epochs[i].at < epochs[j].at })
+	for i, d := range epochs {
+		s := terms[LeaseTerm(d.epoch)]
+		require.NotNil(t, s, "epoch %d of an unknown term", d.epoch)
+		// A release ends a term at the instant of the call, after the
+		// holder's last epoch, which the fake clock may give the same time.
+		within := s.start <= d.at && (d.at < s.end || s.released && d.at == s.end)
+		require.True(t, within, "epoch %d drawn at %d outside its term [%d, %d)", d.epoch, d.at, s.start, s.end)
+		if i > 0 && epochs[i-1].at < d.at {
+			require.Less(t, epochs[i-1].epoch, d.epoch, "epochs drawn later are greater")
+		}
+	}
+	t.Logf("%d holders x %d steps: %d terms, %d grants, %d epochs drawn, %d acquisitions refused as held",
+		holders, steps, n, len(grants), len(epochs), held.Load())
+}
+
+// TestLeaseZombieFenced: a holder pauses, its lease is taken over, and the
+// new holder seals the shard. The paused holder wakes with a clock that
+// never moved, so it still believes it holds the lease and keeps drawing
+// epochs: every push it makes is refused by the store, and the payload the
+// new holder sealed is kept. A shard the new holder did not seal shows
+// what the seal is for: the zombie's push there lands.
+func TestLeaseZombieFenced(t *testing.T) {
+	ctx := t.Context()
+	store := &MemStore{}
+	f := &Fence{Store: store}
+	frozen := newLeaseClock() // the zombie's clock stops when it pauses
+	clock := newLeaseClock()
+	a := newTestLease(store, "a", frozen.now)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	e, err := a.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+	require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
+	for i := range 3 {
+		_, err := f.PushFrom(ctx, a, "wal", "0", "a", fmt.Appendf(nil, "a %d", i))
+		require.NoError(t, err)
+	}
+	pending, err := a.Epoch(ctx, "wal", "0") // drawn just before the pause
+	require.NoError(t, err)
+
+	clock.advance(time.Minute)
+	b := newTestLease(store, "b", clock.now)
+	term, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), term)
+	seal, err := b.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+	require.NoError(t, f.Seal(ctx, "wal", "0", "b", seal))
+
+	// The zombie wakes: the epoch it held, and every new one it draws.
+	refused := 0
+	err = f.Push(ctx, "wal", "0", "a", pending, []byte("a late"))
+	require.ErrorIs(t, err, ErrStaleEpoch)
+	refused++
+	for i := range 20 {
+		e, err := f.PushFrom(ctx, a, "wal", "0", "a", fmt.Appendf(nil, "a zombie %d", i))
+		require.Equal(t, uint64(1), LeaseTerm(e), "the zombie still draws epochs of its term")
+		var se *StaleEpochError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, seal, se.RecordedEpoch)
+		assert.Equal(t, "b", se.RecordedWriter)
+		refused++
+	}
+	epoch, writer, payload, err := f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, seal, epoch)
+	assert.Equal(t, "b", writer)
+	assert.Equal(t, "a 2", string(payload), "the seal keeps the last landed payload")
+
+	_, err = f.PushFrom(ctx, b, "wal", "0", "b", []byte("b 1"))
+	require.NoError(t, err)
+	_, err = f.PushFrom(ctx, a, "wal", "unsealed", "a", []byte("a zombie"))
+	require.NoError(t, err, "without a seal the zombie lands until the new holder's first push")
+
+	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
+	_, err = a.Epoch(ctx, "wal", "0")
+	require.ErrorIs(t, err, ErrLeaseLost)
+	t.Logf("%d zombie pushes after the seal, all refused as stale", refused)
+}
