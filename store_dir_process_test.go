@@ -1,0 +1,167 @@
+//go:build unix
+
+package writefence_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+// dirChildEnv, when set, makes TestHelperDirProcess act as one contending
+// process; its value is "dir,barrierDir,proc,procs,workers,rounds".
+const dirChildEnv = "WRITEFENCE_DIR_CHILD"
+
+// TestDirProcessRace: several OS processes, each with several goroutines,
+// push the same epoch through their own Fence and their own store value
+// over one directory, round after round. Exactly one push per round may
+// land, every other must be refused as stale. Each round starts behind a
+// barrier of files so the processes meet in the store together.
+func TestDirProcessRace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	const procs, workers, rounds = 4, 8, 12
+	dir := t.TempDir()
+	barrier := t.TempDir()
+	newDirStore(t, dir)
+
+	outs := make([][]byte, procs)
+	errs := make([]error, procs)
+	var wg sync.WaitGroup
+	for p := range procs {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperDirProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%s,%d,%d,%d,%d", dirChildEnv, dir, barrier, p, procs, workers, rounds))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		wg.Go(func() {
+			outs[p], errs[p] = cmd.Output()
+			if errs[p] != nil {
+				errs[p] = fmt.Errorf("%w; stderr: %s", errs[p], stderr.String())
+			}
+		})
+	}
+	wg.Wait()
+
+	landed := make(map[int][]string) // round -> writers whose push landed
+	var stale, results int
+	for p, out := range outs {
+		require.NoError(t, errs[p], "child %d; stdout: %s", p, out)
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 4 || f[0] != "result" {
+				continue
+			}
+			results++
+			round, err := strconv.Atoi(f[1])
+			require.NoError(t, err)
+			switch f[3] {
+			case "landed":
+				landed[round] = append(landed[round], f[2])
+			case "stale":
+				stale++
+			default:
+				t.Errorf("round %d writer %s: %s", round, f[2], f[3])
+			}
+		}
+	}
+	require.Equal(t, procs*workers*rounds, results, "every push reported")
+	for r := 1; r <= rounds; r++ {
+		assert.Len(t, landed[r], 1, "round %d: pushes that landed: %v", r, landed[r])
+	}
+	assert.Equal(t, rounds*(procs*workers-1), stale)
+
+	f := &writefence.Fence{Store: newDirStore(t, dir)}
+	epoch, writer, payload, err := f.Latest(t.Context(), "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(rounds), epoch)
+	require.Len(t, landed[rounds], 1)
+	assert.Equal(t, landed[rounds][0], writer)
+	assert.Equal(t, fmt.Sprintf("round %d by %s", rounds, writer), string(payload))
+	t.Logf("%d processes x %d goroutines, %d rounds: %d pushes, %d landed (one per round), %d stale",
+		procs, workers, rounds, results, len(landed), stale)
+}
+
+// TestHelperDirProcess is one process of TestDirProcessRace; run on its
+// own it does nothing.
+func TestHelperDirProcess(t *testing.T) {
+	spec := os.Getenv(dirChildEnv)
+	if spec == "" {
+		t.Skip("a child process of TestDirProcessRace")
+	}
+	parts := strings.Split(spec, ",")
+	require.Len(t, parts, 6)
+	dir, barrier := parts[0], parts[1]
+	var n [4]int
+	for i := range n {
+		v, err := strconv.Atoi(parts[2+i])
+		require.NoError(t, err)
+		n[i] = v
+	}
+	proc, procs, workers, rounds := n[0], n[1], n[2], n[3]
+
+	// A store value and a Fence per goroutine, so goroutines of one process
+	// contend on the file lock as separate processes do.
+	fences := make([]*writefence.Fence, workers)
+	for i := range fences {
+		fences[i] = &writefence.Fence{Store: newDirStore(t, dir)}
+	}
+	for r := 1; r <= rounds; r++ {
+		waitBarrier(t, barrier, r, proc, procs)
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range workers {
+			wg.Go(func() {
+				<-start
+				w := fmt.Sprintf("p%dg%d", proc, i)
+				errs[i] = fences[i].Push(t.Context(), "wal", "0", w, uint64(r), fmt.Appendf(nil, "round %d by %s", r, w))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			outcome := "landed"
+			switch {
+			case errors.Is(err, writefence.ErrStaleEpoch):
+				outcome = "stale"
+			case err != nil:
+				outcome = strconv.Quote(err.Error())
+				outcome = strings.ReplaceAll(outcome, " ", "_")
+			}
+			fmt.Printf("result %d p%dg%d %s\n", r, proc, i, outcome)
+		}
+	}
+}
+
+// waitBarrier announces that proc reached round and waits until all procs
+// have.
+func waitBarrier(t *testing.T, dir string, round, proc, procs int) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%d-p%d", round, proc)), nil, 0o600))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		matches, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("r%d-p*", round)))
+		require.NoError(t, err)
+		if len(matches) == procs {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "round %d: %d of %d processes at the barrier", round, len(matches), procs)
+		time.Sleep(200 * time.Microsecond)
+	}
+}
