@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 )
 
 // Brand is the store-level wire identity: one reserved key per store, the
@@ -252,16 +251,6 @@ const (
 	BrandVerifyAlways
 )
 
-// brandOnce is a Fence's memory of its once-mode brand check. A success and
-// a refusal are final and remembered; any other failure is not, so the next
-// call checks again.
-type brandOnce struct {
-	mu      sync.Mutex    // guards the fields below
-	done    bool          // the check succeeded or was refused
-	err     error         // the refusal when done; nil on success
-	running chan struct{} // closed when the check in flight ends; nil when none
-}
-
 // checkBrand runs the brand check the Fence's mode asks for before a push
 // (forPush) or a Latest. With no Brand it does nothing.
 func (f *Fence) checkBrand(ctx context.Context, forPush bool) error {
@@ -279,56 +268,12 @@ func (f *Fence) checkBrand(ctx context.Context, forPush bool) error {
 	case BrandVerifyAlways:
 		return b.Verify(ctx)
 	case BrandVerifyOnce:
-		return f.brandOnce.do(ctx, b.Verify)
+		return f.brandOnce.do(ctx, b.Verify, isWire)
 	case BrandClaimOnce:
 		if forPush {
-			return f.brandOnce.do(ctx, b.Claim)
+			return f.brandOnce.do(ctx, b.Claim, isWire)
 		}
 		return f.brandOnce.refusal()
 	}
 	return invalidArg("brand check", "unknown BrandMode %d", int(f.BrandCheck))
-}
-
-// do runs check unless a call already succeeded or was refused, and
-// remembers a success or a refusal. Concurrent callers wait for the check
-// in flight, or for their ctx.
-func (o *brandOnce) do(ctx context.Context, check func(context.Context) error) error {
-	for {
-		o.mu.Lock()
-		if o.done {
-			err := o.err
-			o.mu.Unlock()
-			return err
-		}
-		if wait := o.running; wait != nil {
-			o.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		running := make(chan struct{})
-		o.running = running
-		o.mu.Unlock()
-
-		err := check(ctx)
-
-		o.mu.Lock()
-		if err == nil || isWire(err) {
-			o.done, o.err = true, err
-		}
-		o.running = nil
-		o.mu.Unlock()
-		close(running)
-		return err
-	}
-}
-
-// refusal returns the remembered refusal, or nil.
-func (o *brandOnce) refusal() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.err
 }

@@ -69,7 +69,7 @@ type Fence struct {
 	// push and the next push probes again. False means no probe.
 	Probe bool
 
-	probe probeState // the kept verdict of the probe
+	probe verdictOnce // the kept verdict of the probe
 
 	// Brand, when set, is the store-level wire identity checked before
 	// pushes as BrandCheck says (see brand.go). A nil Brand.Store means
@@ -81,7 +81,7 @@ type Fence struct {
 	// BrandVerifyOnce. See BrandMode for which mode to use when.
 	BrandCheck BrandMode
 
-	brandOnce brandOnce // the kept outcome of a once-mode brand check
+	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
 	// VerifyPayloadOnPush makes Push read and verify the whole recorded
 	// record, payload digest included, before it writes. By default, on a

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -276,48 +275,10 @@ func randomHex(n int) (string, error) {
 // Fence with Probe set runs its probe.
 const probeKeyName = "probe"
 
-// probeState remembers a Fence's probe: a success or an untrusted verdict
-// is kept, a failure to probe (network, auth, ctx) is not, so the next push
-// probes again. At most one probe runs at a time; other pushes wait for it.
-type probeState struct {
-	mu      sync.Mutex    // guards the fields below
-	done    bool          // a verdict is in err
-	err     error         // nil (trusted) or a *ProbeError
-	running chan struct{} // closed when the running probe ends; nil when none runs
-}
-
 // checkProbe runs the probe of f.Store unless a verdict is kept.
 func (f *Fence) checkProbe(ctx context.Context) error {
-	ps := &f.probe
-	for {
-		ps.mu.Lock()
-		if ps.done {
-			err := ps.err
-			ps.mu.Unlock()
-			return err
-		}
-		if wait := ps.running; wait != nil {
-			ps.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		running := make(chan struct{})
-		ps.running = running
-		ps.mu.Unlock()
-
-		err := Probe(ctx, f.Store, orDefault(f.Prefix, DefaultPrefix)+reservedSpace+probeKeyName)
-
-		ps.mu.Lock()
-		if err == nil || errors.Is(err, ErrUntrustedStore) {
-			ps.done, ps.err = true, err
-		}
-		ps.running = nil
-		ps.mu.Unlock()
-		close(running)
-		return err
-	}
+	key := orDefault(f.Prefix, DefaultPrefix) + reservedSpace + probeKeyName
+	return f.probe.do(ctx, func(ctx context.Context) error {
+		return Probe(ctx, f.Store, key)
+	}, func(err error) bool { return errors.Is(err, ErrUntrustedStore) })
 }
