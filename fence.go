@@ -92,6 +92,10 @@ type Fence struct {
 	// by the store's own checksums, not by Push.
 	VerifyPayloadOnPush bool
 
+	// Observer, when set, sees every outcome of every push (see
+	// Observer). Nil means none.
+	Observer Observer
+
 	mu    sync.Mutex // guards cache
 	cache map[string]cachedRecord
 }
@@ -142,15 +146,16 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 	if err != nil {
 		return err
 	}
-	if err := f.checkBrand(ctx, true); err != nil {
-		return err
+	attempt := 0
+	err = f.checkBrand(ctx, true)
+	if err == nil && f.Probe {
+		err = f.checkProbe(ctx)
 	}
-	if f.Probe {
-		if err := f.checkProbe(ctx); err != nil {
-			return err
-		}
+	if err == nil {
+		attempt, err = f.push(ctx, p)
 	}
-	return f.push(ctx, p)
+	f.observe(ctx, p, outcomeOf(err), attempt, err)
+	return err
 }
 
 func (f *Fence) prepare(plugin, shard, writer string, epoch uint64, payload []byte) (pushArgs, error) {
@@ -179,7 +184,8 @@ func (f *Fence) prepare(plugin, shard, writer string, epoch uint64, payload []by
 	}, nil
 }
 
-func (f *Fence) push(ctx context.Context, p pushArgs) error {
+// push runs steps 2 to 5 of Push and returns the attempt it ended on.
+func (f *Fence) push(ctx context.Context, p pushArgs) (int, error) {
 	maxAttempts := f.MaxAttempts
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultMaxAttempts
@@ -193,10 +199,10 @@ func (f *Fence) push(ctx context.Context, p pushArgs) error {
 				// An earlier write of ours may have landed and been
 				// superseded since; what the read found cannot say, so it
 				// is reported but not matched (it is not our refusal).
-				return &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: fmt.Errorf("%w; then: %v", unsure, err)}
+				return attempt, &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: fmt.Errorf("%w; then: %v", unsure, err)}
 			}
 			if done || err != nil {
-				return err
+				return attempt, err
 			}
 			version = v
 		}
@@ -205,28 +211,29 @@ func (f *Fence) push(ctx context.Context, p pushArgs) error {
 		newVersion, err := f.Store.PutIfVersion(ctx, p.key, p.record, version)
 		if err == nil {
 			f.remember(p.key, newVersion, p.epoch)
-			return nil
+			return attempt, nil
 		}
 		f.forget(p.key)
 		if !errors.Is(err, ErrConflict) {
 			// The write may have landed; the next read settles it.
 			unsure = err
 			if ctx.Err() != nil {
-				return &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
+				return attempt, &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
 			}
 		}
 		if attempt >= maxAttempts {
 			if unsure != nil {
-				return &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
+				return attempt, &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
 			}
-			return fmt.Errorf("writefence: push at epoch %d to %s: %d attempts: %w", p.epoch, Escape(p.key), attempt, err)
+			return attempt, fmt.Errorf("writefence: push at epoch %d to %s: %d attempts: %w", p.epoch, Escape(p.key), attempt, err)
 		}
 		if errors.Is(err, ErrConflict) {
+			f.observe(ctx, p, ConflictRetried, attempt, err)
 			if err := f.backoff(ctx, attempt); err != nil {
 				if unsure != nil {
-					return &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
+					return attempt, &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
 				}
-				return err
+				return attempt, err
 			}
 		}
 	}
