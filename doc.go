@@ -101,4 +101,37 @@
 // in the package retries it. Any other failure reading the brand (a
 // permission error, a key of the wrong type) is returned as such, never as
 // a refusal and never as "absent".
+//
+// # Leases, probes and observation
+//
+// Lease is an EpochSource for users without a control plane: a lease record
+// on the same ConditionalStore, taken by conditional write, whose term rises
+// on every change of holder; each epoch it hands out is term<<32 | n, so a
+// holder pushes many times per term and a new holder's epochs are above
+// every epoch of the old one. Fence.Seal lets a new holder raise a shard's
+// recorded epoch at once, fencing a zombie before its first data push.
+//
+// Probe proves on scratch keys that a store really refuses a second
+// create-only put and a stale update; Fence.Probe runs it before the first
+// push, for "S3-compatible" services that may ignore preconditions.
+// Fence.Observer sees every push outcome (SlogObserver logs them).
+//
+// # Failure model
+//
+// What the fence guarantees, on a store that honours the ConditionalStore
+// contract: no two pushes land at one epoch of a shard; the epochs that land
+// strictly increase; a push refused as stale wrote nothing; a record that
+// fails to decode is never overwritten by a push; a push reported as landed
+// is in the store (or was superseded by a higher epoch since).
+//
+// What it cannot guarantee: anything about a writer that bypasses the
+// library and writes the object directly; a store that ignores
+// preconditions (run Probe, and writefencetest against your own store);
+// a payload damaged under an intact header, which Push does not see when it
+// reads the header alone (Latest does, and Fence.VerifyPayloadOnPush makes
+// Push read the whole record); and durability the store does not give:
+// Valkey replicates asynchronously, so a failover can lose an acknowledged
+// write and the recorded epoch can go back. Lease expiry uses local clocks;
+// a wrong clock can let a holder take over early, but safety never depends
+// on it, because the store checks the epoch.
 package writefence
