@@ -31,6 +31,7 @@ type GCSConditionalStore struct {
 var (
 	_ ConditionalStore = (*GCSConditionalStore)(nil)
 	_ Deleter          = (*GCSConditionalStore)(nil)
+	_ PrefixReader     = (*GCSConditionalStore)(nil)
 )
 
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
@@ -89,6 +90,51 @@ func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 		return nil, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", Escape(key))
 	}
 	return data, strconv.FormatInt(gen, 10), nil
+}
+
+// GetPrefix implements PrefixReader with one range reader over bytes 0 to
+// n-1. The prefix, the generation and the object's total size come from one
+// response: the client takes the size from the total of the Content-Range,
+// not from the length of the range.
+//
+// An empty object has no byte 0 to range over and the server may answer
+// 416; GetPrefix then opens one unranged reader and reads at most n bytes of
+// it, so a key rewritten in between is still read from a single response.
+// As Get, it refuses an object larger than the read limit, here without
+// reading its body.
+func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	if n < 1 {
+		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
+	}
+	obj := s.client.Bucket(s.bucket).Object(key).ReadCompressed(true)
+	r, err := obj.NewRangeReader(ctx, 0, n)
+	var gerr *googleapi.Error
+	if err != nil && errors.As(err, &gerr) && gerr.Code == http.StatusRequestedRangeNotSatisfiable {
+		r, err = obj.NewReader(ctx)
+	}
+	if err != nil {
+		return nil, 0, "", gcsError("get", key, err)
+	}
+	defer r.Close()
+	size := r.Attrs.Size
+	if size < 0 {
+		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object size", Escape(key))
+	}
+	if limit := s.limit(); size > limit {
+		return nil, 0, "", &TooLargeError{Key: key, Limit: limit}
+	}
+	prefix, err := io.ReadAll(io.LimitReader(r, n))
+	if err != nil {
+		return nil, 0, "", gcsError("get", key, err)
+	}
+	if want := min(n, size); int64(len(prefix)) != want {
+		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: read %d bytes of the first %d of a %d-byte object", Escape(key), len(prefix), want, size)
+	}
+	gen := r.Attrs.Generation
+	if gen <= 0 {
+		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", Escape(key))
+	}
+	return prefix, size, strconv.FormatInt(gen, 10), nil
 }
 
 // PutIfVersion implements ConditionalStore. An empty expectVersion is sent as

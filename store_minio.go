@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -48,6 +50,7 @@ type MinioConditionalStore struct {
 var (
 	_ ConditionalStore = (*MinioConditionalStore)(nil)
 	_ Deleter          = (*MinioConditionalStore)(nil)
+	_ PrefixReader     = (*MinioConditionalStore)(nil)
 )
 
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
@@ -97,6 +100,76 @@ func (s *MinioConditionalStore) Get(ctx context.Context, key string) ([]byte, st
 		return nil, "", &s3Error{op: "get", key: key, err: errNoETag}
 	}
 	return data, etag, nil
+}
+
+// GetPrefix implements PrefixReader with one ranged GET (Range: bytes=0-n-1):
+// the prefix, the ETag and the object's total size, the total of the
+// Content-Range, come from the same response. A server that ignores the
+// range and answers 200 is read the same way, at most n bytes, the size then
+// being the Content-Length.
+//
+// An empty object has no byte 0, so S3 answers the range with 416
+// InvalidRange; GetPrefix then sends one unranged GET and reads at most n
+// bytes of it, so a key rewritten in between is still read from a single
+// response. As Get, it refuses an object larger than the read limit, here
+// without reading its body.
+func (s *MinioConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	if n < 1 {
+		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(0, n-1); err != nil {
+		return nil, 0, "", s.fail(ctx, "get", key, err, nil)
+	}
+	body, info, header, err := s.api.GetObject(ctx, s.bucket, key, opts)
+	var r minio.ErrorResponse
+	if err != nil && errors.As(err, &r) && (r.StatusCode == http.StatusRequestedRangeNotSatisfiable || r.Code == minio.InvalidRange) {
+		body, info, header, err = s.api.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	}
+	if err != nil {
+		return nil, 0, "", s.fail(ctx, "get", key, err, getKind)
+	}
+	defer body.Close()
+
+	size, err := s3ObjectSize(header, info.Size)
+	if err != nil {
+		return nil, 0, "", &s3Error{op: "get", key: key, err: err}
+	}
+	if limit := s.limit(); size > limit {
+		return nil, 0, "", &TooLargeError{Key: key, Limit: limit}
+	}
+	prefix, err := io.ReadAll(io.LimitReader(body, n))
+	if err != nil {
+		return nil, 0, "", s.fail(ctx, "get", key, err, nil)
+	}
+	if want := min(n, size); int64(len(prefix)) != want {
+		return nil, 0, "", &s3Error{op: "get", key: key,
+			err: fmt.Errorf("read %d bytes of the first %d of a %d-byte object", len(prefix), want, size)}
+	}
+	etag := normalizeETag(info.ETag)
+	if etag == "" {
+		return nil, 0, "", &s3Error{op: "get", key: key, err: errNoETag}
+	}
+	return prefix, size, etag, nil
+}
+
+// s3ObjectSize returns the object's total size from a GET response: the
+// total of its Content-Range when it has one (a 206), else its
+// Content-Length, contentLength.
+func s3ObjectSize(header http.Header, contentLength int64) (int64, error) {
+	cr := header.Get("Content-Range")
+	if cr == "" {
+		if contentLength < 0 {
+			return 0, errors.New("response carries no object size")
+		}
+		return contentLength, nil
+	}
+	_, total, ok := strings.Cut(cr, "/")
+	size, err := strconv.ParseInt(total, 10, 64)
+	if !ok || !strings.HasPrefix(cr, "bytes ") || err != nil || size < 0 {
+		return 0, fmt.Errorf("response carries a Content-Range without a total size: %s", Escape(cr))
+	}
+	return size, nil
 }
 
 // PutIfVersion implements ConditionalStore with one conditional PUT:

@@ -88,6 +88,7 @@ type ValkeyConditionalStore struct {
 var (
 	_ ConditionalStore = (*ValkeyConditionalStore)(nil)
 	_ Deleter          = (*ValkeyConditionalStore)(nil)
+	_ PrefixReader     = (*ValkeyConditionalStore)(nil)
 )
 
 // NewValkeyConditionalStore returns a store that keeps its objects in the
@@ -213,6 +214,47 @@ func (s *ValkeyConditionalStore) Get(ctx context.Context, key string) ([]byte, s
 		return nil, "", fmt.Errorf("writefence: valkey get %s: the value does not start with a version token: not written by this store", Escape(key))
 	}
 	return []byte(v[valkeyVersionLen:]), v[:valkeyVersionLen], nil
+}
+
+// GetPrefix implements PrefixReader. EXISTS, STRLEN and one GETRANGE of the
+// token and the first n bytes of data run in one MULTI/EXEC, so the prefix,
+// the size and the token come from one atomic reply, in one round trip. As
+// Get, it refuses a value larger than the read limit, here having read no
+// more than the prefix.
+func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	if n < 1 {
+		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
+	}
+	if err := s.checkStandalone(ctx); err != nil {
+		return nil, 0, "", err
+	}
+	end := int64(math.MaxInt64 - 1)
+	if n < end-valkeyVersionLen {
+		end = valkeyVersionLen + n - 1
+	}
+	var exists, length *redis.IntCmd
+	var val *redis.StringCmd
+	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, key)
+		length = p.StrLen(ctx, key)
+		val = p.GetRange(ctx, key, 0, end)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, "", valkeyError("get", key, valkeyQueuedError(err, exists, length, val))
+	}
+	if exists.Val() == 0 {
+		return nil, 0, "", &valkeyWrapped{op: "get", key: key, kind: ErrNotFound}
+	}
+	v := val.Val()
+	if len(v) < valkeyVersionLen || !validValkeyVersion(v[:valkeyVersionLen]) {
+		return nil, 0, "", fmt.Errorf("writefence: valkey get %s: the value does not start with a version token: not written by this store", Escape(key))
+	}
+	size := length.Val() - valkeyVersionLen
+	if limit := s.limit(); size > limit {
+		return nil, 0, "", &TooLargeError{Key: key, Limit: limit}
+	}
+	return []byte(v[valkeyVersionLen:]), size, v[:valkeyVersionLen], nil
 }
 
 // PutIfVersion implements ConditionalStore. A non-empty expectVersion that

@@ -1,0 +1,439 @@
+package writefence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+
+	"github.com/writefence/writefence"
+)
+
+// The benchmarks below run over the real servers (skipped when their
+// environment variables are unset) and are meant to be read side by side
+// with benchstat; bench/run runs them and prints the comparisons. Sub-
+// benchmark names carry size= and impl= so that benchstat can put the
+// implementations in columns:
+//
+//	raw        the adapter's PutIfVersion of the payload, conditioned on the
+//	           version the previous write returned: the floor.
+//	fenced     Fence.Push by one writer pushing consecutive epochs (steady
+//	           state: the fence conditions each write on the version it
+//	           last wrote, without reading).
+//	cold       Fence.Push by a fresh Fence every time: one read of the
+//	           record's header (PrefixReader) and the write.
+//	readfirst  the design that reads before every write: a fresh Fence
+//	           every time over the store with PrefixReader hidden, so each
+//	           push downloads the whole previous record before writing.
+//
+// roundtrips/op counts the HTTP requests sent, bytes-read/op the bytes of
+// the GET response bodies received, both at the transport.
+
+// benchSizes are the payload sizes of the push benchmarks.
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"1KiB", 1 << 10}, {"16MiB", 16 << 20}}
+
+// benchImpls are the push implementations compared, the floor first.
+var benchImpls = []string{"raw", "fenced", "cold", "readfirst"}
+
+// benchTransport counts the requests its client sends and the response body
+// bytes of its GETs.
+type benchTransport struct {
+	base *http.Transport
+	reqs atomic.Int64
+	read atomic.Int64
+}
+
+func newBenchTransport(b testing.TB) *benchTransport {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	b.Cleanup(base.CloseIdleConnections)
+	return &benchTransport{base: base}
+}
+
+func (t *benchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.reqs.Add(1)
+	resp, err := t.base.RoundTrip(r)
+	if resp != nil && r.Method == http.MethodGet {
+		resp.Body = &benchBody{ReadCloser: resp.Body, n: &t.read}
+	}
+	return resp, err
+}
+
+// traffic returns the requests sent and the GET body bytes read so far.
+func (t *benchTransport) traffic() (reqs, read int64) { return t.reqs.Load(), t.read.Load() }
+
+type benchBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *benchBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// hiddenPrefix hides every optional capability of the store it wraps, so a
+// Fence over it reads whole records.
+type hiddenPrefix struct{ writefence.ConditionalStore }
+
+func benchPayload(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*31 + 7)
+	}
+	return p
+}
+
+// benchPush runs every implementation at every size over store, whose HTTP
+// traffic wire counts.
+func benchPush(b *testing.B, store writefence.ConditionalStore, wire *benchTransport) {
+	for _, size := range benchSizes {
+		payload := benchPayload(size.n)
+		for _, impl := range benchImpls {
+			b.Run("size="+size.name+"/impl="+impl, func(b *testing.B) {
+				benchPushImpl(b, store, wire, impl, payload)
+			})
+		}
+	}
+}
+
+func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchTransport, impl string, payload []byte) {
+	ctx := context.Background()
+	prefix := uniqueName(b) + "/"
+	fence := &writefence.Fence{Store: store, Prefix: prefix}
+	epoch := uint64(1)
+	if err := fence.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
+		b.Fatal(err)
+	}
+	rawKey := prefix + "raw"
+	version, err := store.PutIfVersion(ctx, rawKey, payload, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	reqs, read := wire.reqs.Load(), wire.read.Load()
+	for b.Loop() {
+		epoch++
+		switch impl {
+		case "raw":
+			version, err = store.PutIfVersion(ctx, rawKey, payload, version)
+		case "fenced":
+			err = fence.Push(ctx, "wal", "0", "w", epoch, payload)
+		case "cold":
+			err = (&writefence.Fence{Store: store, Prefix: prefix}).Push(ctx, "wal", "0", "w", epoch, payload)
+		case "readfirst":
+			err = (&writefence.Fence{Store: hiddenPrefix{store}, Prefix: prefix}).Push(ctx, "wal", "0", "w", epoch, payload)
+		default:
+			b.Fatalf("unknown impl %q", impl)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(wire.reqs.Load()-reqs)/n, "roundtrips/op")
+	b.ReportMetric(float64(wire.read.Load()-read)/n, "bytes-read/op")
+}
+
+// BenchmarkS3Push compares the implementations over MinIO.
+func BenchmarkS3Push(b *testing.B) {
+	store, wire := countedMinioStore(b)
+	benchPush(b, store, wire)
+}
+
+// BenchmarkGCSPush compares the implementations over the GCS emulator.
+func BenchmarkGCSPush(b *testing.B) {
+	store, wire := countedGCSStore(b)
+	benchPush(b, store, wire)
+}
+
+// countedMinioStore returns a store over a bucket of its own on the MinIO
+// server, removed with its objects when the test or benchmark ends, and the
+// transport that counts its traffic.
+func countedMinioStore(b testing.TB) (*writefence.MinioConditionalStore, *benchTransport) {
+	endpoint := serverEnv(b, "WRITEFENCE_S3_ENDPOINT")
+	creds := credentials.NewStaticV4(serverEnv(b, "WRITEFENCE_S3_ACCESS_KEY"), serverEnv(b, "WRITEFENCE_S3_SECRET_KEY"), "")
+	wire := newBenchTransport(b)
+	// A fixed region spares the client its bucket-location request.
+	c, err := minio.New(endpoint, &minio.Options{Creds: creds, Transport: wire, Region: "us-east-1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bucket := uniqueName(b)
+	if err := c.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if o.Err != nil {
+				b.Errorf("cleanup: listing %s: %v", bucket, o.Err)
+				return
+			}
+			if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
+				b.Errorf("cleanup: %v", err)
+			}
+		}
+		if err := c.RemoveBucket(ctx, bucket); err != nil {
+			b.Errorf("cleanup: %v", err)
+		}
+	})
+	return writefence.NewMinioConditionalStore(c, bucket), wire
+}
+
+// countedGCSStore returns a store over a bucket of its own on the GCS
+// emulator, removed with its objects when the test or benchmark ends, and
+// the transport that counts its traffic.
+func countedGCSStore(b testing.TB) (*writefence.GCSConditionalStore, *benchTransport) {
+	endpoint := serverEnv(b, "WRITEFENCE_GCS_ENDPOINT")
+	wire := newBenchTransport(b)
+	client, err := storage.NewClient(context.Background(),
+		option.WithEndpoint(endpoint+"/storage/v1/"),
+		option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: wire}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := uniqueName(b)
+	bucket := client.Bucket(name)
+	if err := bucket.Create(context.Background(), "writefence-bench", nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		defer client.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		it := bucket.Objects(ctx, nil)
+		for {
+			attrs, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
+			}
+			if err != nil {
+				b.Errorf("cleanup: listing %s: %v", name, err)
+				return
+			}
+			if err := bucket.Object(attrs.Name).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
+				b.Errorf("cleanup: %v", err)
+			}
+		}
+		if err := bucket.Delete(ctx); err != nil {
+			b.Errorf("cleanup: %v", err)
+		}
+	})
+	return writefence.NewGCSConditionalStore(client, name), wire
+}
+
+// benchTrips is a go-redis hook counting round trips, one per command or
+// pipeline sent (the client has retries off), and the bytes of the string
+// replies received.
+type benchTrips struct{ n, read atomic.Int64 }
+
+// traffic returns the round trips and the string reply bytes so far.
+func (h *benchTrips) traffic() (trips, read int64) { return h.n.Load(), h.read.Load() }
+
+func (h *benchTrips) count(cmds []redis.Cmder) {
+	for _, c := range cmds {
+		if s, ok := c.(*redis.StringCmd); ok {
+			h.read.Add(int64(len(s.Val())))
+		}
+	}
+}
+
+func (h *benchTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *benchTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		err := next(ctx, cmd)
+		h.count([]redis.Cmder{cmd})
+		return err
+	}
+}
+
+func (h *benchTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		err := next(ctx, cmds)
+		h.count(cmds)
+		return err
+	}
+}
+
+// benchValkey returns a client of the Valkey server with a round-trip
+// counter, closed when the benchmark ends.
+func benchValkey(b testing.TB) (*redis.Client, *benchTrips) {
+	client := redis.NewClient(&redis.Options{Addr: serverEnv(b, "WRITEFENCE_VALKEY_ADDR"), MaxRetries: -1})
+	trips := &benchTrips{}
+	client.AddHook(trips)
+	b.Cleanup(func() { _ = client.Close() })
+	return client, trips
+}
+
+// BenchmarkValkeyPut compares, for one 1 KiB value, a plain SET (the
+// floor), PutIfVersion on the WATCH/MULTI path and PutIfVersion with
+// Script set.
+func BenchmarkValkeyPut(b *testing.B) {
+	client, trips := benchValkey(b)
+	value := benchPayload(1 << 10)
+	for _, impl := range []string{"set", "watch", "script"} {
+		b.Run("size=1KiB/impl="+impl, func(b *testing.B) {
+			ctx := context.Background()
+			key := uniqueName(b)
+			b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
+			store := writefence.NewValkeyConditionalStore(client)
+			store.Script = impl == "script"
+			// The first write also checks the server and loads the script.
+			version, err := store.PutIfVersion(ctx, key, value, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			start := trips.n.Load()
+			for b.Loop() {
+				if impl == "set" {
+					err = client.Set(ctx, key, value, 0).Err()
+				} else {
+					version, err = store.PutIfVersion(ctx, key, value, version)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(trips.n.Load()-start)/float64(b.N), "roundtrips/op")
+		})
+	}
+}
+
+// callCounter counts, for one writer, the calls that reach the store and
+// the conditional writes refused as conflicts.
+type callCounter struct {
+	writefence.ConditionalStore
+	calls, conflicts atomic.Int64
+}
+
+func (c *callCounter) Get(ctx context.Context, key string) ([]byte, string, error) {
+	c.calls.Add(1)
+	return c.ConditionalStore.Get(ctx, key)
+}
+
+func (c *callCounter) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	c.calls.Add(1)
+	v, err := c.ConditionalStore.PutIfVersion(ctx, key, data, expect)
+	if errors.Is(err, writefence.ErrConflict) {
+		c.conflicts.Add(1)
+	}
+	return v, err
+}
+
+// BenchmarkContention races 32 writers on one shard. In every round each
+// writer, with a Fence of its own kept across rounds, pushes the next epoch
+// of a shared ascending counter, all released at once. A push lands or is
+// refused as stale; any other outcome (retries exhausted) counts as gaveup.
+// Reported per round: landed pushes, wasted store calls per landed push
+// (every call but the landing write), and the most conflicts any one
+// writer's push met (retries/op for the slowest writer of the round,
+// averaged; max-retries is the worst round).
+func BenchmarkContention(b *testing.B) {
+	const writers = 32
+	b.Run(fmt.Sprintf("store=mem/writers=%d", writers), func(b *testing.B) {
+		benchContention(b, &writefence.MemStore{}, writers, nil)
+	})
+	b.Run(fmt.Sprintf("store=valkey/writers=%d", writers), func(b *testing.B) {
+		client, trips := benchValkey(b)
+		store := writefence.NewValkeyConditionalStore(client)
+		benchContention(b, store, writers, trips)
+	})
+}
+
+func benchContention(b *testing.B, store writefence.ConditionalStore, writers int, trips *benchTrips) {
+	ctx := context.Background()
+	prefix := uniqueName(b) + "/"
+	if d, ok := store.(writefence.Deleter); ok {
+		b.Cleanup(func() {
+			key, err := writefence.ShardKey(prefix, "wal", "0")
+			if err == nil {
+				_ = d.Delete(context.Background(), key)
+			}
+		})
+	}
+	counters := make([]*callCounter, writers)
+	fences := make([]*writefence.Fence, writers)
+	for i := range fences {
+		counters[i] = &callCounter{ConditionalStore: store}
+		fences[i] = &writefence.Fence{Store: counters[i], Prefix: prefix}
+	}
+	var (
+		epoch                    atomic.Uint64
+		landed, stale, gaveUp    atomic.Int64
+		slowestSum, slowestWorst int64
+	)
+	trips0 := int64(0)
+	if trips != nil {
+		trips0 = trips.n.Load()
+	}
+	for b.Loop() {
+		before := make([]int64, writers)
+		for i, c := range counters {
+			before[i] = c.conflicts.Load()
+		}
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for i, f := range fences {
+			done.Go(func() {
+				start.Wait()
+				err := f.Push(ctx, "wal", "0", fmt.Sprintf("w%d", i), epoch.Add(1), []byte("segment"))
+				switch {
+				case err == nil:
+					landed.Add(1)
+				case errors.Is(err, writefence.ErrStaleEpoch):
+					stale.Add(1)
+				default:
+					gaveUp.Add(1)
+				}
+			})
+		}
+		start.Done()
+		done.Wait()
+		slowest := int64(0)
+		for i, c := range counters {
+			slowest = max(slowest, c.conflicts.Load()-before[i])
+		}
+		slowestSum += slowest
+		slowestWorst = max(slowestWorst, slowest)
+	}
+	calls := int64(0)
+	for _, c := range counters {
+		calls += c.calls.Load()
+	}
+	n := float64(b.N)
+	l := float64(landed.Load())
+	b.ReportMetric(l/n, "landed/op")
+	b.ReportMetric(float64(stale.Load())/n, "stale/op")
+	b.ReportMetric(float64(gaveUp.Load())/n, "gaveup/op")
+	b.ReportMetric((float64(calls)-l)/l, "wasted-calls/landed")
+	if trips != nil {
+		b.ReportMetric(float64(trips.n.Load()-trips0)/l, "wire-roundtrips/landed")
+	}
+	b.ReportMetric(float64(slowestSum)/n, "slowest-retries/op")
+	b.ReportMetric(float64(slowestWorst), "max-retries")
+}
