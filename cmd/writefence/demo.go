@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -46,20 +47,40 @@ func (l *landingLog) PutIfVersion(ctx context.Context, key string, data []byte, 
 	return v, nil
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", stderr)
+var demoCommand = command{
+	name:    "demo",
+	args:    "",
+	nargs:   0,
+	summary: "race writers on one shard of the in-memory store and check the invariants",
+	help: `
+Shows the fence at work on the embedded in-memory store: a deposed leader's
+zombie pushes, two writers handed the same epoch, then -writers writers racing
+-epochs epochs in random order. It checks what the store saw (landed epochs
+strictly rise, the record holds the highest epoch) and exits 10 if an
+invariant broke.
+
+examples:
+  writefence demo
+  writefence demo -writers 32 -epochs 200 -seed 7`,
+	define: defineDemo,
+}
+
+func defineDemo(fs *flag.FlagSet, _ *invocation) action {
 	writers := fs.Int("writers", 8, "concurrent writers in the race")
 	epochs := fs.Int("epochs", 24, "epochs handed out in the race, in random order")
 	seed := fs.Uint64("seed", 0, "random seed for the race (0 = random)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	return func(ctx context.Context, inv *invocation, _ []string) int {
+		if *writers < 1 || *epochs < 1 {
+			fmt.Fprintln(inv.stderr, "writefence demo: -writers and -epochs must be at least 1")
+			return exitUsage
+		}
+		return runDemo(ctx, inv.stdout, *writers, *epochs, *seed)
 	}
-	if *writers < 1 || *epochs < 1 {
-		fmt.Fprintln(stderr, "writefence demo: -writers and -epochs must be at least 1")
-		return exitUsage
-	}
-	if *seed == 0 {
-		*seed = rand.Uint64()
+}
+
+func runDemo(ctx context.Context, stdout io.Writer, writers, epochs int, seed uint64) int {
+	if seed == 0 {
+		seed = rand.Uint64()
 	}
 
 	log := &landingLog{}
@@ -100,20 +121,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	base++
 
 	out("")
-	out("3. %d writers race epochs %d..%d in random order (seed %d)", *writers, base+1, base+uint64(*epochs), *seed)
-	rng := rand.New(rand.NewPCG(*seed, 0))
-	order := rng.Perm(*epochs)
+	out("3. %d writers race epochs %d..%d in random order (seed %d)", writers, base+1, base+uint64(epochs), seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	order := rng.Perm(epochs)
 	var (
 		mu      sync.Mutex // guards the tallies below
 		landed  []uint64
 		refused = map[string]int{}
 	)
-	for w := range *writers {
+	for w := range writers {
 		wg.Go(func() {
 			// Each racer climbs its own share of the epochs, as a writer
 			// re-elected several times would.
 			var mine []uint64
-			for i := w; i < len(order); i += *writers {
+			for i := w; i < len(order); i += writers {
 				mine = append(mine, base+1+uint64(order[i]))
 			}
 			slices.Sort(mine)
@@ -137,7 +158,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	out("")
-	return checkInvariants(ctx, out, log, fence, base+uint64(*epochs))
+	return checkInvariants(ctx, out, log, fence, base+uint64(epochs))
 }
 
 func reason(err error) string {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBrand(t *testing.T) {
+	addr := fileStore(t)
+	steps := []struct {
+		args    []string
+		code    int
+		message string // on stdout for success, stderr otherwise
+	}{
+		{[]string{"verify"}, exitWire, "writefence: wire: expected writefence/v1 but writefence/_brand is absent"},
+		{[]string{"install"}, exitOK, "installed: writefence/_brand now holds writefence/v1"},
+		{[]string{"install"}, exitOK, "already installed: writefence/_brand holds writefence/v1"},
+		{[]string{"verify"}, exitOK, "verified: writefence/_brand holds writefence/v1"},
+		{[]string{"claim"}, exitOK, "claimed: writefence/_brand holds writefence/v1"},
+		{[]string{"claim", "-identity", "other/v2"}, exitWire, "writefence: wire: expected other/v2 found writefence/v1"},
+		{[]string{"install", "-identity", "other/v2"}, exitWire, "writefence: wire: expected other/v2 found writefence/v1"},
+		{[]string{"verify", "-identity", "other/v2"}, exitWire, "writefence: wire: expected other/v2 found writefence/v1"},
+		{[]string{"claim", "-prefix", "other/", "-identity", "other/v2"}, exitOK, "claimed: other/_brand holds other/v2"},
+		{[]string{"rebrand"}, exitUsage, "want claim, verify or install"},
+	}
+	for _, s := range steps {
+		r := wf(t, append([]string{"brand", "-store", addr}, s.args...)...)
+		require.Equal(t, s.code, r.code, "%v: %s", s.args, r)
+		if s.code == exitOK {
+			assert.Contains(t, r.stdout, s.message, "%v", s.args)
+		} else {
+			assert.Contains(t, r.stderr, s.message, "%v", s.args)
+		}
+	}
+}
+
+func TestBrandJSON(t *testing.T) {
+	addr := fileStore(t)
+	r := wf(t, "brand", "install", "-json", "-store", addr)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, map[string]any{"outcome": "ok", "action": "install", "key": "writefence/_brand", "identity": "writefence/v1", "installed": true}, jsonOf(t, r))
+	r = wf(t, "brand", "install", "-json", "-store", addr)
+	assert.Equal(t, false, jsonOf(t, r)["installed"])
+
+	r = wf(t, "brand", "verify", "-json", "-store", addr, "-identity", "evil\x1b[2J")
+	require.Equal(t, exitWire, r.code, "%s", r)
+	m := jsonOf(t, r)
+	assert.Equal(t, "wire", m["outcome"])
+	assert.Equal(t, "writefence/v1", m["found"])
+	assert.Equal(t, "evil\x1b[2J", m["expected"])
+	assert.NotContains(t, r.stderr, "\x1b", "stored and given bytes are escaped on the terminal")
+
+	r = wf(t, "brand", "verify", "-json", "-store", fileStore(t))
+	require.Equal(t, exitWire, r.code)
+	m = jsonOf(t, r)
+	assert.Equal(t, true, m["absent"])
+	assert.NotContains(t, m, "found")
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+func TestProbe(t *testing.T) {
+	for _, addr := range []string{"mem://", fileStore(t)} {
+		r := wf(t, "probe", "-store", addr)
+		require.Equal(t, exitOK, r.code, "%s: %s", addr, r)
+		assert.Contains(t, r.stdout, "trusted: "+addr+" enforces conditional writes")
+		for _, c := range probeChecks {
+			assert.Contains(t, r.stdout, "ok      "+c+"\n")
+		}
+		r = wf(t, "probe", "-json", "-store", addr)
+		require.Equal(t, exitOK, r.code, "%s", r)
+		m := jsonOf(t, r)
+		assert.Equal(t, true, m["trusted"])
+		assert.Len(t, m["passed"], len(probeChecks))
+	}
+}
+
+// TestProbeUntrusted: a store that ignores preconditions fails the probe
+// with the untrusted status and the check it failed.
+func TestProbeUntrusted(t *testing.T) {
+	r := wf(t, "probe", "-store", "ignoring://")
+	assert.Equal(t, exitUntrusted, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "FAILED  "+writefence.ProbeCheckCreateRefused)
+	assert.Contains(t, r.stdout, "untrusted: ignoring:// does not enforce conditional writes")
+
+	r = wf(t, "probe", "-json", "-store", "ignoring://")
+	assert.Equal(t, exitUntrusted, r.code, "%s", r)
+	m := jsonOf(t, r)
+	assert.Equal(t, "untrusted", m["outcome"])
+	assert.Equal(t, false, m["trusted"])
+	assert.Equal(t, writefence.ProbeCheckCreateRefused, m["failed"])
+}
+
+func TestProbeKey(t *testing.T) {
+	assert.Equal(t, "writefence/_probe", probeKey(""))
+	assert.Equal(t, "x/_probe", probeKey("x/"))
+}

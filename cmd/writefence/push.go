@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/writefence/writefence"
+)
+
+var pushCommand = command{
+	name:    "push",
+	args:    "<plugin> <shard>",
+	nargs:   2,
+	summary: "push a file or stdin as a shard's record at an epoch",
+	help: `
+Pushes the payload through Fence.Push: it lands only if -epoch is greater
+than the recorded epoch (else exit 4, naming the recorded epoch and writer).
+A push whose outcome is unknown (exit 8) is settled by running the same
+command again. -brand verify refuses a store whose brand is absent or foreign
+(exit 5); -brand claim brands an empty store first.
+
+examples:
+  writefence push -store file:///tmp/wf -writer node-a -epoch 7 -file segment.bin wal shard-0
+  echo hello | writefence push -writer node-a -epoch 8 wal shard-0
+  writefence push -json -writer node-b -epoch 9 -file snap.bin -brand verify wal shard-0`,
+	define: definePush,
+}
+
+// pushResult is push's -json output when the push landed.
+type pushResult struct {
+	Outcome string `json:"outcome"`
+	Key     string `json:"key"`
+	Plugin  string `json:"plugin"`
+	Shard   string `json:"shard"`
+	Epoch   uint64 `json:"epoch"`
+	Writer  string `json:"writer"`
+	Size    int    `json:"size"`
+}
+
+// stdin is where -file - reads; tests replace it.
+var stdin io.Reader = os.Stdin
+
+// recordFlags are the flags of a command that writes a record.
+type recordFlags struct {
+	writer   string
+	epoch    uint64
+	file     string
+	identity string
+}
+
+func addRecordFlags(fs *flag.FlagSet) *recordFlags {
+	rf := &recordFlags{}
+	fs.StringVar(&rf.writer, "writer", "", "`name` of the writer recorded with the payload (required)")
+	fs.Uint64Var(&rf.epoch, "epoch", 0, "the push's `epoch`, at least 1 (required)")
+	fs.StringVar(&rf.file, "file", "-", "payload `file`; - reads stdin")
+	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+writefence.DefaultIdentity+")")
+	return rf
+}
+
+// check refuses missing required flags before the store is opened.
+func (rf *recordFlags) check() error {
+	switch {
+	case rf.writer == "":
+		return usagef("writefence: -writer is required")
+	case rf.epoch == 0:
+		return usagef("writefence: -epoch is required and at least 1")
+	}
+	return nil
+}
+
+// payload reads the payload, refusing one above the limit without reading
+// more than one byte past it.
+func (rf *recordFlags) payload(limit int64) ([]byte, error) {
+	r := stdin
+	if rf.file != "-" {
+		f, err := os.Open(rf.file)
+		if err != nil {
+			return nil, fmt.Errorf("writefence: payload: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("writefence: payload: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, usagef("writefence: payload: more than the limit of %d bytes", limit)
+	}
+	return b, nil
+}
+
+func definePush(fs *flag.FlagSet, inv *invocation) action {
+	sf := addStoreFlags(fs, inv, time.Minute)
+	rf := addRecordFlags(fs)
+	brand := fs.String("brand", "", "check the store's brand first: verify, or claim (brand an empty store)")
+	return func(ctx context.Context, inv *invocation, args []string) int {
+		o := &output{inv: inv, json: sf.json}
+		if err := rf.check(); err != nil {
+			return o.fail(err)
+		}
+		fence := &writefence.Fence{Identity: rf.identity, Prefix: sf.prefix}
+		switch *brand {
+		case "":
+		case "verify", "claim":
+			fence.Brand = &writefence.Brand{Identity: rf.identity, Key: writefence.BrandKey(sf.prefix)}
+			if *brand == "claim" {
+				fence.BrandCheck = writefence.BrandClaimOnce
+			}
+		default:
+			return o.fail(usagef("writefence: -brand %s: want verify or claim", writefence.Escape(*brand)))
+		}
+		payload, err := rf.payload(writefence.DefaultMaxPayloadSize)
+		if err != nil {
+			return o.fail(err)
+		}
+		s, ctx, cancel, err := sf.open(ctx)
+		defer cancel()
+		if err != nil {
+			return o.fail(err)
+		}
+		defer s.close()
+		fence.Store = s.store
+		plugin, shard := args[0], args[1]
+		if err := fence.Push(ctx, plugin, shard, rf.writer, rf.epoch, payload); err != nil {
+			return o.fail(err)
+		}
+		key, _ := writefence.ShardKey(sf.prefix, plugin, shard)
+		if sf.json {
+			o.emit(pushResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: rf.epoch, Writer: rf.writer, Size: len(payload)})
+		} else {
+			fmt.Fprintf(inv.stdout, "landed: %s epoch %s by %s, %d bytes\n",
+				writefence.Escape(key), strconv.FormatUint(rf.epoch, 10), writefence.Escape(rf.writer), len(payload))
+		}
+		return exitOK
+	}
+}

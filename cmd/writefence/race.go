@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/writefence/writefence"
+)
+
+var raceCommand = command{
+	name:    "race",
+	args:    "",
+	nargs:   0,
+	summary: "race N writers for M rounds on a scratch shard and check that exactly one lands per round",
+	help: `
+Each round, -writers writers (each with a Fence of its own, as separate
+processes would have) are released at once to push the same epoch to one
+scratch shard. On a store whose conditional write is real exactly one lands
+and the others are refused as stale; the record must then name the winner.
+Two winners, none, or a record that disagrees is a violation (exit 10): the
+store compares on the client side or ignores preconditions. A progress line
+goes to stderr while it runs, then a table of winners per round. The scratch
+record is deleted afterwards unless -keep is set. A race can miss a broken
+store; more writers and rounds make that less likely.
+
+examples:
+  writefence race -store mem://
+  writefence race -store s3://mirrors?endpoint=127.0.0.1:9000&secure=false -writers 32 -rounds 50
+  writefence race -json -store valkey://127.0.0.1:6379/0?script=1`,
+	define: defineRace,
+}
+
+// raceConfig is one race.
+type raceConfig struct {
+	writers, rounds       int
+	prefix, plugin, shard string
+}
+
+// roundResult is what one round saw.
+type roundResult struct {
+	Round   int      `json:"round"`
+	Epoch   uint64   `json:"epoch"`
+	Winners []string `json:"winners"`
+	Stale   int      `json:"stale"`
+	Errors  []string `json:"errors,omitempty"`
+}
+
+// raceReport is race's result, and its -json output.
+type raceReport struct {
+	Outcome    string        `json:"outcome"`
+	Store      string        `json:"store"`
+	Key        string        `json:"key"`
+	Writers    int           `json:"writers"`
+	Rounds     int           `json:"rounds"`
+	Results    []roundResult `json:"results"`
+	Violations []string      `json:"violations"`
+	Errors     int           `json:"errors"`
+	Error      string        `json:"error,omitempty"` // the first error, when any
+}
+
+func defineRace(fs *flag.FlagSet, inv *invocation) action {
+	sf := addStoreFlags(fs, inv, 10*time.Minute)
+	cfg := raceConfig{}
+	fs.IntVar(&cfg.writers, "writers", 16, "concurrent writers per round, at least 2")
+	fs.IntVar(&cfg.rounds, "rounds", 20, "rounds, at least 1")
+	fs.StringVar(&cfg.plugin, "plugin", "writefence-race", "plugin name of the scratch shard")
+	fs.StringVar(&cfg.shard, "shard", "", "shard name of the scratch shard (default: a fresh random name; must not exist)")
+	keep := fs.Bool("keep", false, "keep the scratch record afterwards")
+	return func(ctx context.Context, inv *invocation, _ []string) int {
+		o := &output{inv: inv, json: sf.json}
+		if cfg.writers < 2 || cfg.rounds < 1 {
+			return o.fail(usagef("writefence: -writers must be at least 2 and -rounds at least 1"))
+		}
+		if cfg.shard == "" {
+			b := make([]byte, 6)
+			_, _ = rand.Read(b) // crypto/rand.Read never fails
+			cfg.shard = "race-" + hex.EncodeToString(b)
+		}
+		cfg.prefix = sf.prefix
+		key, err := writefence.ShardKey(cfg.prefix, cfg.plugin, cfg.shard)
+		if err != nil {
+			return o.fail(err)
+		}
+		s, ctx, cancel, err := sf.open(ctx)
+		defer cancel()
+		if err != nil {
+			return o.fail(err)
+		}
+		defer s.close()
+		// The rounds count epochs from 1, so the shard must start absent.
+		if _, _, err := s.store.Get(ctx, key); !errors.Is(err, writefence.ErrNotFound) {
+			if err == nil {
+				err = usagef("writefence: race: %s exists; race a fresh -shard", writefence.Escape(key))
+			}
+			return o.fail(err)
+		}
+		if d, ok := s.store.(writefence.Deleter); ok && !*keep {
+			defer func() {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				if err := d.Delete(dctx, key); err != nil {
+					fmt.Fprintf(inv.stderr, "writefence race: cleanup: %v\n", err)
+				}
+			}()
+		}
+		fmt.Fprintf(inv.stderr, "race: %s, key %s, %d writers, %d rounds\n", s.addr, writefence.Escape(key), cfg.writers, cfg.rounds)
+		p := newProgress(inv.stderr, cfg.rounds)
+		rep, firstErr := raceStore(ctx, s.store, cfg, p.update)
+		p.finish()
+		rep.Store, rep.Key = s.addr, key
+
+		code := exitOK
+		switch {
+		case len(rep.Violations) > 0:
+			code, rep.Outcome = exitViolation, "violation"
+		case firstErr != nil:
+			code, rep.Outcome = classify(firstErr)
+		}
+		if firstErr != nil {
+			rep.Error = firstErr.Error()
+			fmt.Fprintf(inv.stderr, "writefence race: %d errors, the first: %v\n", rep.Errors, firstErr)
+		}
+		if sf.json {
+			o.emit(rep)
+		} else {
+			printRace(inv.stdout, rep)
+		}
+		return code
+	}
+}
+
+// raceStore runs the race. It returns the report and the first error a
+// writer or the check met that is not a verdict (a network error, say):
+// an error the race cannot blame on the store.
+func raceStore(ctx context.Context, store writefence.ConditionalStore, cfg raceConfig, progress func(round, violations, errors int)) (raceReport, error) {
+	rep := raceReport{Outcome: "ok", Writers: cfg.writers, Rounds: cfg.rounds, Violations: []string{}}
+	var firstErr error
+	noteErr := func(err error) string {
+		rep.Errors++
+		if firstErr == nil {
+			firstErr = err
+		}
+		return err.Error()
+	}
+	fences := make([]*writefence.Fence, cfg.writers)
+	names := make([]string, cfg.writers)
+	for i := range fences {
+		fences[i] = &writefence.Fence{Store: store, Prefix: cfg.prefix}
+		names[i] = fmt.Sprintf("writer-%02d", i)
+	}
+	checker := &writefence.Fence{Store: store, Prefix: cfg.prefix}
+	payload := func(round, i int) []byte { return fmt.Appendf(nil, "round %d %s", round, names[i]) }
+
+	for round := 1; round <= cfg.rounds && ctx.Err() == nil; round++ {
+		epoch := uint64(round)
+		errs := make([]error, cfg.writers)
+		var ready, done sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range cfg.writers {
+			ready.Add(1)
+			done.Go(func() {
+				ready.Done()
+				<-gate
+				errs[i] = fences[i].Push(ctx, cfg.plugin, cfg.shard, names[i], epoch, payload(round, i))
+			})
+		}
+		ready.Wait()
+		close(gate) // release every writer at once
+		done.Wait()
+
+		res := roundResult{Round: round, Epoch: epoch, Winners: []string{}}
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				res.Winners = append(res.Winners, names[i])
+				winner = i
+			case errors.Is(err, writefence.ErrStaleEpoch):
+				res.Stale++
+			default:
+				res.Errors = append(res.Errors, names[i]+": "+noteErr(err))
+			}
+		}
+		violation := func(format string, a ...any) {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("round %d: ", round)+fmt.Sprintf(format, a...))
+		}
+		switch {
+		case len(res.Winners) > 1:
+			violation("%d writers landed epoch %d: %s", len(res.Winners), epoch, strings.Join(res.Winners, ", "))
+		case len(res.Winners) == 0 && len(res.Errors) == 0:
+			violation("no writer landed epoch %d, and every one was refused as stale", epoch)
+		}
+		recEpoch, recWriter, recPayload, err := checker.Latest(ctx, cfg.plugin, cfg.shard)
+		switch {
+		case errors.Is(err, writefence.ErrCorrupt), errors.Is(err, writefence.ErrNotFound), errors.Is(err, writefence.ErrWire):
+			violation("the record is unreadable after the round: %v", err)
+		case err != nil:
+			noteErr(err)
+		case len(res.Winners) == 1 && (recEpoch != epoch || recWriter != names[winner] || !bytes.Equal(recPayload, payload(round, winner))):
+			violation("%s landed epoch %d, but the record holds epoch %d by %s", names[winner], epoch, recEpoch, writefence.Escape(recWriter))
+		}
+		rep.Results = append(rep.Results, res)
+		if progress != nil {
+			progress(round, len(rep.Violations), rep.Errors)
+		}
+	}
+	if err := ctx.Err(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	return rep, firstErr
+}
+
+func printRace(w io.Writer, rep raceReport) {
+	fmt.Fprintf(w, "%-6s %-6s %-6s %-6s %s\n", "round", "epoch", "stale", "errors", "winners")
+	for _, r := range rep.Results {
+		winners := strings.Join(r.Winners, ", ")
+		if winners == "" {
+			winners = "-"
+		}
+		fmt.Fprintf(w, "%-6d %-6d %-6d %-6d %s\n", r.Round, r.Epoch, r.Stale, len(r.Errors), winners)
+	}
+	for _, v := range rep.Violations {
+		fmt.Fprintf(w, "VIOLATION: %s\n", v)
+	}
+	switch {
+	case len(rep.Violations) > 0:
+		fmt.Fprintf(w, "result: %d violations in %d rounds: this store does not fence writers\n", len(rep.Violations), len(rep.Results))
+	case rep.Errors > 0:
+		fmt.Fprintf(w, "result: no violation, but %d errors: the race is inconclusive\n", rep.Errors)
+	default:
+		fmt.Fprintf(w, "result: %d rounds of %d writers, exactly one winner each, the record always the winner's: no violation\n", len(rep.Results), rep.Writers)
+	}
+}
+
+// progress writes one progress line to stderr while the race runs:
+// rewritten in place on a terminal, otherwise at most once a second.
+type progress struct {
+	w        io.Writer
+	rounds   int
+	terminal bool
+	last     time.Time // when a line was last printed
+	line     string    // the latest state
+	printed  string    // the line last printed
+}
+
+func newProgress(w io.Writer, rounds int) *progress {
+	p := &progress{w: w, rounds: rounds}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.terminal = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(round, violations, errs int) {
+	p.line = fmt.Sprintf("race: round %d/%d, %d violations, %d errors", round, p.rounds, violations, errs)
+	switch {
+	case p.terminal:
+		fmt.Fprintf(p.w, "\r%s", p.line)
+		p.printed = p.line
+	case time.Since(p.last) >= time.Second:
+		fmt.Fprintln(p.w, p.line)
+		p.last, p.printed = time.Now(), p.line
+	}
+}
+
+// finish ends the progress line with the final state.
+func (p *progress) finish() {
+	switch {
+	case p.terminal && p.printed != "":
+		fmt.Fprintln(p.w)
+	case !p.terminal && p.line != p.printed:
+		fmt.Fprintln(p.w, p.line)
+	}
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRace(t *testing.T) {
+	for _, addr := range []string{"mem://", fileStore(t)} {
+		r := wf(t, "race", "-store", addr, "-writers", "8", "-rounds", "5")
+		require.Equal(t, exitOK, r.code, "%s: %s", addr, r)
+		assert.Contains(t, r.stdout, "result: 5 rounds of 8 writers, exactly one winner each")
+		assert.Contains(t, r.stderr, "race: round 5/5, 0 violations, 0 errors\n", "the final progress line")
+		assert.Equal(t, 5, strings.Count(r.stdout, " 7      0      writer-"), "one winner and 7 stale per round:\n%s", r.stdout)
+
+		r = wf(t, "race", "-json", "-store", addr, "-writers", "4", "-rounds", "3")
+		require.Equal(t, exitOK, r.code, "%s", r)
+		m := jsonOf(t, r)
+		assert.Equal(t, "ok", m["outcome"])
+		assert.Empty(t, m["violations"])
+		rounds := m["results"].([]any)
+		require.Len(t, rounds, 3)
+		for i, x := range rounds {
+			round := x.(map[string]any)
+			assert.EqualValues(t, i+1, round["epoch"])
+			assert.Len(t, round["winners"], 1)
+			assert.EqualValues(t, 3, round["stale"])
+		}
+	}
+}
+
+// TestRaceCleansUp: the scratch record is deleted afterwards, unless -keep,
+// and a shard that exists is refused (its epochs would not start at 1).
+func TestRaceCleansUp(t *testing.T) {
+	addr := fileStore(t)
+	require.Equal(t, exitOK, wf(t, "race", "-store", addr, "-rounds", "2", "-shard", "s").code)
+	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "writefence-race", "s").code)
+
+	require.Equal(t, exitOK, wf(t, "race", "-store", addr, "-rounds", "2", "-shard", "s", "-keep").code)
+	r := wf(t, "latest", "-store", addr, "-json", "writefence-race", "s")
+	require.Equal(t, exitOK, r.code)
+	assert.EqualValues(t, 2, jsonOf(t, r)["epoch"])
+
+	r = wf(t, "race", "-store", addr, "-rounds", "2", "-shard", "s")
+	assert.Equal(t, exitUsage, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "exists")
+	assert.Equal(t, exitOK, wf(t, "latest", "-store", addr, "writefence-race", "s").code, "a refused race deletes nothing")
+}
+
+// TestRaceViolation: on a store that lets every writer land, race reports
+// the violation and exits with its status.
+func TestRaceViolation(t *testing.T) {
+	r := wf(t, "race", "-store", "blind://", "-writers", "4", "-rounds", "2")
+	assert.Equal(t, exitViolation, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "VIOLATION: round 1: 4 writers landed epoch 1")
+	assert.Contains(t, r.stdout, "this store does not fence writers")
+
+	r = wf(t, "race", "-json", "-store", "blind://", "-writers", "4", "-rounds", "2")
+	assert.Equal(t, exitViolation, r.code)
+	m := jsonOf(t, r)
+	assert.Equal(t, "violation", m["outcome"])
+	assert.NotEmpty(t, m["violations"])
+}
+
+func TestRaceUsage(t *testing.T) {
+	assert.Equal(t, exitUsage, wf(t, "race", "-store", "mem://", "-writers", "1").code)
+	assert.Equal(t, exitUsage, wf(t, "race", "-store", "mem://", "-rounds", "0").code)
+}

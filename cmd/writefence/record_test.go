@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+// TestPushLatest walks a shard through the outcomes push and latest
+// report, asserting each exit status and the -json form.
+func TestPushLatest(t *testing.T) {
+	addr := fileStore(t)
+	seg := writeFile(t, "segment 0001")
+
+	r := wf(t, "latest", "-store", addr, "wal", "shard-0")
+	assert.Equal(t, exitNotFound, r.code, "%s", r)
+	r = wf(t, "latest", "-store", addr, "-json", "wal", "shard-0")
+	assert.Equal(t, exitNotFound, r.code, "%s", r)
+	assert.Equal(t, "not_found", jsonOf(t, r)["outcome"])
+
+	r = wf(t, "push", "-store", addr, "-writer", "node-a", "-epoch", "7", "-file", seg, "wal", "shard-0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "landed: writefence/s/wal/shard-0 epoch 7 by node-a, 12 bytes")
+
+	r = wf(t, "latest", "-store", addr, "wal", "shard-0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	for _, line := range []string{"epoch     7", "writer    node-a", "identity  " + writefence.DefaultIdentity, "size      12", "key       writefence/s/wal/shard-0"} {
+		assert.Contains(t, r.stdout, line+"\n")
+	}
+	r = wf(t, "latest", "-store", addr, "-json", "wal", "shard-0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	m := jsonOf(t, r)
+	assert.Equal(t, "ok", m["outcome"])
+	assert.EqualValues(t, 7, m["epoch"])
+	assert.Equal(t, "node-a", m["writer"])
+	assert.EqualValues(t, 12, m["size"])
+	version := m["version"].(string)
+
+	// The version is the store's own token for the record.
+	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
+	require.NoError(t, err)
+	_, v, err := ds.Get(context.Background(), "writefence/s/wal/shard-0")
+	require.NoError(t, err)
+	assert.Equal(t, v, version)
+
+	// A zombie at a lower or equal epoch is refused, naming the recorded one.
+	for _, epoch := range []string{"6", "7"} {
+		r = wf(t, "push", "-store", addr, "-json", "-writer", "zombie", "-epoch", epoch, "-file", seg, "wal", "shard-0")
+		assert.Equal(t, exitStale, r.code, "%s", r)
+		m = jsonOf(t, r)
+		assert.Equal(t, "stale", m["outcome"])
+		assert.EqualValues(t, 7, m["recorded_epoch"])
+		assert.Equal(t, "node-a", m["recorded_writer"])
+		assert.Contains(t, r.stderr, "writefence: stale epoch")
+	}
+
+	// A higher epoch from stdin lands, and -json reports it.
+	stdin = strings.NewReader("from stdin")
+	t.Cleanup(func() { stdin = os.Stdin })
+	r = wf(t, "push", "-store", addr, "-json", "-writer", "node-b", "-epoch", "8", "wal", "shard-0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	m = jsonOf(t, r)
+	assert.Equal(t, "ok", m["outcome"])
+	assert.EqualValues(t, 8, m["epoch"])
+	assert.EqualValues(t, 10, m["size"])
+
+	// -out writes the payload; "-" puts it alone on stdout.
+	out := filepath.Join(t.TempDir(), "out")
+	require.Equal(t, exitOK, wf(t, "latest", "-store", addr, "-out", out, "wal", "shard-0").code)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "from stdin", string(got))
+	r = wf(t, "latest", "-store", addr, "-out", "-", "wal", "shard-0")
+	require.Equal(t, exitOK, r.code)
+	assert.Equal(t, "from stdin", r.stdout)
+	assert.Contains(t, r.stderr, "writer    node-b")
+}
+
+// TestWireIdentity: a record of another identity is refused by push and
+// shown by latest, under the identity it carries, with the wire status.
+func TestWireIdentity(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "rows")
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-identity", "other/v2", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
+
+	r := wf(t, "push", "-store", addr, "-writer", "b", "-epoch", "2", "-file", p, "wal", "s")
+	assert.Equal(t, exitWire, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence: wire: expected writefence/v1 found other/v2")
+
+	r = wf(t, "latest", "-store", addr, "-json", "wal", "s")
+	assert.Equal(t, exitWire, r.code, "%s", r)
+	m := jsonOf(t, r)
+	assert.Equal(t, "wire", m["outcome"])
+	assert.Equal(t, "other/v2", m["identity"])
+	assert.EqualValues(t, 1, m["epoch"])
+	assert.Equal(t, "a", m["writer"])
+
+	r = wf(t, "latest", "-store", addr, "-identity", "other/v2", "wal", "s")
+	assert.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "identity  other/v2\n")
+}
+
+// TestPushBrand: -brand verify refuses an unbranded store before writing;
+// -brand claim brands it and then verify passes.
+func TestPushBrand(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "x")
+	r := wf(t, "push", "-store", addr, "-brand", "verify", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	assert.Equal(t, exitWire, r.code, "%s", r)
+	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "a refused push wrote nothing")
+	assert.Equal(t, exitOK, wf(t, "push", "-store", addr, "-brand", "claim", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
+	assert.Equal(t, exitOK, wf(t, "push", "-store", addr, "-brand", "verify", "-writer", "a", "-epoch", "2", "-file", p, "wal", "s").code)
+	assert.Equal(t, exitUsage, wf(t, "push", "-store", addr, "-brand", "maybe", "-writer", "a", "-epoch", "3", "-file", p, "wal", "s").code)
+}
+
+func TestPushUsage(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "x")
+	for _, args := range [][]string{
+		{"-file", p, "-epoch", "1"},                  // no writer
+		{"-file", p, "-writer", "a"},                 // no epoch
+		{"-file", p, "-writer", "a", "-epoch", "0"},  // epoch 0
+		{"-file", p, "-writer", "a", "-epoch", "-1"}, // not a uint
+		{"-file", p, "-writer", "a", "-epoch", "1", "-json", "-unknown"},
+	} {
+		r := wf(t, append(append([]string{"push", "-store", addr}, args...), "wal", "s")...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r)
+	}
+	r := wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", p, "wal", "")
+	assert.Equal(t, exitUsage, r.code, "an empty shard name is an invalid argument: %s", r)
+	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", filepath.Join(t.TempDir(), "missing"), "wal", "s")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/api/option"
+
+	"github.com/writefence/writefence"
+)
+
+// storeFlags are the flags every command that opens a store shares.
+type storeFlags struct {
+	addr    string
+	prefix  string
+	timeout time.Duration
+	json    bool
+}
+
+// addStoreFlags adds -store, -prefix, -timeout and -json to fs. The global
+// -store, when given, is the default.
+func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *storeFlags {
+	sf := &storeFlags{}
+	fs.StringVar(&sf.addr, "store", inv.store, "store `address` (default $WRITEFENCE_STORE, else the state directory)")
+	fs.StringVar(&sf.prefix, "prefix", "", "key `prefix` (default "+writefence.DefaultPrefix+")")
+	fs.DurationVar(&sf.timeout, "timeout", timeout, "give up after this long (0: never)")
+	fs.BoolVar(&sf.json, "json", false, "print one JSON object on stdout")
+	return sf
+}
+
+// opened is an open store and what releases its client.
+type opened struct {
+	store writefence.ConditionalStore
+	addr  string // the address as given; openStore refuses one with credentials
+	close func() error
+}
+
+// open resolves the store address (the default when empty), opens it and
+// bounds ctx by -timeout. The caller calls the returned cancel and closes
+// the store.
+func (sf *storeFlags) open(ctx context.Context) (*opened, context.Context, context.CancelFunc, error) {
+	cancel := context.CancelFunc(func() {})
+	if sf.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, sf.timeout)
+	}
+	addr, err := storeAddress(sf.addr)
+	if err != nil {
+		return nil, ctx, cancel, err
+	}
+	s, err := openStore(ctx, addr)
+	if err != nil {
+		return nil, ctx, cancel, err
+	}
+	return s, ctx, cancel, nil
+}
+
+// storeAddress returns addr, or the default address when addr is empty.
+func storeAddress(addr string) (string, error) {
+	if addr != "" {
+		return addr, nil
+	}
+	if env := os.Getenv("WRITEFENCE_STORE"); env != "" {
+		return env, nil
+	}
+	dir, err := defaultDir()
+	if err != nil {
+		return "", err
+	}
+	return (&url.URL{Scheme: "file", Path: dir}).String(), nil
+}
+
+// defaultDir is the persistent default store: the XDG state directory,
+// because records are state that should outlive a reboot, unlike a cache.
+func defaultDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "writefence"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("writefence: no default store: %w; pass -store", err)
+	}
+	return filepath.Join(home, ".local", "state", "writefence"), nil
+}
+
+// openers maps an address scheme to what opens it. Tests add their own.
+var openers = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
+	"mem":    openMem,
+	"file":   openFile,
+	"s3":     openS3,
+	"gs":     openGCS,
+	"valkey": openValkey,
+	"redis":  openValkey,
+}
+
+// openStore opens the store addr names. A malformed address is a
+// usageError, reported without echoing the address: it may hold a secret
+// typed by mistake.
+func openStore(ctx context.Context, addr string) (*opened, error) {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, usagef("writefence: store address: cannot parse it as a URL")
+	}
+	if u.User != nil {
+		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help)")
+	}
+	open, ok := openers[u.Scheme]
+	if !ok {
+		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs or valkey)", writefence.Escape(u.Scheme))
+	}
+	s, err := open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	s.addr = addr
+	return s, nil
+}
+
+// query returns the address's query, refusing parameters not in allowed
+// so that a misspelt one is not silently ignored.
+func query(u *url.URL, allowed ...string) (url.Values, error) {
+	q := u.Query()
+	for k := range q {
+		if !slices.Contains(allowed, k) {
+			return nil, usagef("writefence: store address: %s:// takes no parameter %q", u.Scheme, writefence.Escape(k))
+		}
+	}
+	return q, nil
+}
+
+func boolParam(q url.Values, name string, def bool) (bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, usagef("writefence: store address: %s=%s: want true or false", name, writefence.Escape(v))
+	}
+	return b, nil
+}
+
+func noClose() error { return nil }
+
+func openMem(_ context.Context, u *url.URL) (*opened, error) {
+	if u.Host != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return nil, usagef("writefence: store address: mem:// takes no host, path or parameters")
+	}
+	return &opened{store: &writefence.MemStore{}, close: noClose}, nil
+}
+
+// openS3 opens s3://bucket?endpoint=host:port&secure=false&region=r.
+// Credentials come from the environment, in minio-go's usual order.
+func openS3(_ context.Context, u *url.URL) (*opened, error) {
+	q, err := query(u, "endpoint", "secure", "region")
+	if err != nil {
+		return nil, err
+	}
+	bucket := u.Host
+	if bucket == "" || strings.Trim(u.Path, "/") != "" {
+		return nil, usagef("writefence: store address: want s3://bucket[?endpoint=host:port], the bucket as the host and no path")
+	}
+	endpoint := q.Get("endpoint")
+	if endpoint == "" {
+		endpoint = "s3.amazonaws.com"
+	}
+	if strings.Contains(endpoint, "/") {
+		return nil, usagef("writefence: store address: endpoint=%s: want host:port, without a scheme (use secure=false for http)", writefence.Escape(endpoint))
+	}
+	secure, err := boolParam(q, "secure", true)
+	if err != nil {
+		return nil, err
+	}
+	creds := credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.EnvMinio{},
+		&credentials.FileAWSCredentials{},
+	})
+	client, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: q.Get("region")})
+	if err != nil {
+		return nil, fmt.Errorf("writefence: s3 client: %w", err)
+	}
+	return &opened{store: writefence.NewMinioConditionalStore(client, bucket), close: noClose}, nil
+}
+
+// openGCS opens gs://bucket[?endpoint=http://host:port]. With an endpoint
+// (an emulator) no credentials are used; otherwise the client finds
+// application default credentials, or STORAGE_EMULATOR_HOST.
+func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
+	q, err := query(u, "endpoint")
+	if err != nil {
+		return nil, err
+	}
+	bucket := u.Host
+	if bucket == "" || strings.Trim(u.Path, "/") != "" {
+		return nil, usagef("writefence: store address: want gs://bucket[?endpoint=http://host:port], the bucket as the host and no path")
+	}
+	var opts []option.ClientOption
+	if ep := q.Get("endpoint"); ep != "" {
+		e, err := url.Parse(ep)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			return nil, usagef("writefence: store address: endpoint=%s: want http://host:port or https://host:port", writefence.Escape(ep))
+		}
+		if e.Path == "" || e.Path == "/" {
+			e.Path = "/storage/v1/"
+		}
+		opts = append(opts, option.WithEndpoint(e.String()), option.WithoutAuthentication())
+	}
+	client, err := storage.NewClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("writefence: cloud storage client: %w", err)
+	}
+	return &opened{store: writefence.NewGCSConditionalStore(client, bucket), close: client.Close}, nil
+}
+
+// openValkey opens valkey://host:port/db[?script=1]. The password comes
+// from VALKEY_PASSWORD, or REDISCLI_AUTH as valkey-cli reads it, and the
+// ACL user from VALKEY_USERNAME.
+func openValkey(_ context.Context, u *url.URL) (*opened, error) {
+	q, err := query(u, "script")
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" || port == "" {
+		return nil, usagef("writefence: store address: want valkey://host:port/db, with a port")
+	}
+	db := 0
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		db, err = strconv.Atoi(p)
+		if err != nil || db < 0 {
+			return nil, usagef("writefence: store address: database %s: want a number", writefence.Escape(p))
+		}
+	}
+	script, err := boolParam(q, "script", false)
+	if err != nil {
+		return nil, err
+	}
+	password := os.Getenv("VALKEY_PASSWORD")
+	if password == "" {
+		password = os.Getenv("REDISCLI_AUTH")
+	}
+	client := redis.NewClient(&redis.Options{
+		Addr:     u.Host,
+		DB:       db,
+		Username: os.Getenv("VALKEY_USERNAME"),
+		Password: password,
+	})
+	s := writefence.NewValkeyConditionalStore(client)
+	s.Script = script
+	return &opened{store: s, close: client.Close}, nil
+}
