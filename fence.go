@@ -333,18 +333,11 @@ func (f *Fence) Latest(ctx context.Context, plugin, shard string) (epoch uint64,
 	if err := f.checkBrand(ctx, false); err != nil {
 		return 0, "", nil, err
 	}
-	data, version, err := f.Store.Get(ctx, key)
-	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return 0, "", nil, fmt.Errorf("writefence: latest %s: %w", Escape(key), ErrNotFound)
-		}
-		return 0, "", nil, fmt.Errorf("writefence: read %s: %w", Escape(key), err)
-	}
-	h, payload, err := f.decode(key, version, data)
+	info, err := f.inspect(ctx, key)
 	if err != nil {
 		return 0, "", nil, err
 	}
-	return h.epoch, h.writer, payload, nil
+	return info.Epoch, info.Writer, info.Payload, nil
 }
 
 // key validates the fence's configuration and returns the key of a shard.

@@ -1,0 +1,73 @@
+package writefence_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+func TestInspect(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+
+	_, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 3, []byte("abc")))
+	_, version, err := mem.Get(ctx, mustKey(t, "wal", "0"))
+	require.NoError(t, err)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, writefence.RecordInfo{Key: mustKey(t, "wal", "0"), Version: version, Identity: writefence.DefaultIdentity,
+		Epoch: 3, Writer: "a", PayloadSize: 3, Payload: []byte("abc")}, info)
+
+	// A record of another identity is described, and refused.
+	info, err = (&writefence.Fence{Store: mem, Identity: "other"}).Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrWire)
+	assert.Equal(t, writefence.DefaultIdentity, info.Identity)
+	assert.Equal(t, uint64(3), info.Epoch)
+}
+
+// TestSettle: a corrupt record is replaced only by Settle, only at exactly
+// the version found corrupt, and only while it is still corrupt.
+func TestSettle(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	counting := &countingStore{ConditionalStore: mem}
+	f := &writefence.Fence{Store: counting}
+	key := mustKey(t, "wal", "0")
+
+	err := f.Settle(ctx, "wal", "0", "1", "op", 9, []byte("restored"))
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 3, []byte("good")))
+	_, good, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	err = f.Settle(ctx, "wal", "0", good, "op", 9, []byte("restored"))
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "a sound record is not settled")
+
+	bad, err := mem.PutIfVersion(ctx, key, []byte("garbage"), good)
+	require.NoError(t, err)
+	_, err = f.Inspect(ctx, "wal", "0")
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, bad, ce.Version)
+
+	puts := counting.puts.Load()
+	err = f.Settle(ctx, "wal", "0", good, "op", 9, []byte("restored"))
+	require.ErrorIs(t, err, writefence.ErrConflict, "only the version found corrupt")
+	require.ErrorIs(t, f.Settle(ctx, "wal", "0", bad, "op", 0, nil), writefence.ErrInvalidArgument)
+	require.ErrorIs(t, f.Settle(ctx, "wal", "0", "", "op", 9, nil), writefence.ErrInvalidArgument)
+	assert.Equal(t, puts, counting.puts.Load(), "refusals write nothing")
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", ce.Version, "op", 9, []byte("restored")))
+	requireLatest(t, f, 9, "op", "restored")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 10, []byte("next")), "pushes resume after settling")
+	err = f.Settle(ctx, "wal", "0", ce.Version, "op", 11, nil)
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "settled once: nothing left to settle")
+}
