@@ -85,18 +85,8 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 				writefence.Escape(corrupt.Version), writefence.Escape(*confirm), writefence.ErrConflict))
 		}
 
-		// The library's own Push writes the fresh record, so its encoding
-		// is the library's; the store it writes through sees the confirmed
-		// corrupt version as absent and turns the create-only write into
-		// a write conditioned on that version. One attempt: a conflict
-		// means the record changed, and the operator must look again.
-		fence := &writefence.Fence{
-			Store:       &settleStore{ConditionalStore: s.store, key: corrupt.Key, version: corrupt.Version},
-			Identity:    rf.identity,
-			Prefix:      sf.prefix,
-			MaxAttempts: 1,
-		}
-		if err := fence.Push(ctx, plugin, shard, rf.writer, rf.epoch, payload); err != nil {
+		fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: sf.prefix}
+		if err := fence.Settle(ctx, plugin, shard, corrupt.Version, rf.writer, rf.epoch, payload); err != nil {
 			return o.fail(err)
 		}
 		r := settleResult{Outcome: "ok", Key: corrupt.Key, Replaced: corrupt.Version, Check: corrupt.Check,
@@ -116,32 +106,4 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 		fmt.Fprintln(inv.stdout)
 		return exitOK
 	}
-}
-
-// settleStore presents one exact version of one key as absent, and turns
-// a create-only write of that key into a write conditioned on that
-// version; any other write of that key is refused as a conflict, so
-// nothing but the confirmed version is ever overwritten. Other versions
-// and other keys read as the store has them.
-type settleStore struct {
-	writefence.ConditionalStore
-	key, version string
-}
-
-func (s *settleStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	data, version, err := s.ConditionalStore.Get(ctx, key)
-	if err == nil && key == s.key && version == s.version {
-		return nil, "", writefence.ErrNotFound
-	}
-	return data, version, err
-}
-
-func (s *settleStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
-	if key == s.key {
-		if expectVersion != "" {
-			return "", fmt.Errorf("writefence: settle: %s changed since it was found corrupt: %w", writefence.Escape(key), writefence.ErrConflict)
-		}
-		expectVersion = s.version
-	}
-	return s.ConditionalStore.PutIfVersion(ctx, key, data, expectVersion)
 }

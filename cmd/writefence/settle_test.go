@@ -94,26 +94,3 @@ func TestSettleRefusals(t *testing.T) {
 	assert.Equal(t, exitError, r.code, "a foreign record is not corrupt: %s", r)
 	assert.Contains(t, r.stderr, "not corrupt")
 }
-
-// TestSettleStore: the settle store overwrites only the confirmed version.
-func TestSettleStore(t *testing.T) {
-	ctx := context.Background()
-	mem := &writefence.MemStore{}
-	v1, err := mem.PutIfVersion(ctx, "k", []byte("corrupt"), "")
-	require.NoError(t, err)
-	s := &settleStore{ConditionalStore: mem, key: "k", version: v1}
-
-	_, _, err = s.Get(ctx, "k")
-	assert.ErrorIs(t, err, writefence.ErrNotFound, "the confirmed version reads as absent")
-	_, err = s.PutIfVersion(ctx, "k", []byte("x"), "7")
-	assert.ErrorIs(t, err, writefence.ErrConflict, "only a write on the confirmed version")
-	v2, err := s.PutIfVersion(ctx, "k", []byte("fresh"), "")
-	require.NoError(t, err)
-
-	data, v, err := s.Get(ctx, "k")
-	require.NoError(t, err, "another version reads as the store has it")
-	assert.Equal(t, "fresh", string(data))
-	assert.Equal(t, v2, v)
-	_, err = s.PutIfVersion(ctx, "k", []byte("again"), "")
-	assert.ErrorIs(t, err, writefence.ErrConflict, "the confirmed version is gone, so the write is refused")
-}
