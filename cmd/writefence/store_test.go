@@ -60,6 +60,7 @@ func TestStoreAddressOpens(t *testing.T) {
 	}
 	s, err := openStore(ctx, "valkey://h:1/3?script=1")
 	require.NoError(t, err)
+	defer func() { require.NoError(t, s.close()) }()
 	assert.True(t, s.store.(*writefence.ValkeyConditionalStore).Script)
 }
 
