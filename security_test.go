@@ -6,12 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,52 +174,7 @@ func stoppedAddr(t *testing.T) string {
 // valkey-server is not on PATH, unless WRITEFENCE_REQUIRE_SERVERS is set.
 func startPasswordValkey(t *testing.T, password string) string {
 	t.Helper()
-	bin, err := exec.LookPath("valkey-server")
-	if err != nil {
-		if os.Getenv("WRITEFENCE_REQUIRE_SERVERS") != "" {
-			t.Fatalf("valkey-server is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set")
-		}
-		t.Skip("valkey-server is not on PATH")
-	}
-	for range 5 {
-		port := strconv.Itoa(20000 + rand.IntN(12000))
-		addr := net.JoinHostPort("127.0.0.1", port)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue // taken
-		}
-		_ = ln.Close()
-		cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--requirepass", password,
-			"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir())
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		require.NoError(t, cmd.Start())
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		stop := func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
-		ready := false
-		for deadline := time.Now().Add(10 * time.Second); !ready && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			select {
-			case <-exited:
-				deadline = time.Time{}
-			default:
-				ready = c.Ping(context.Background()).Err() == nil
-			}
-		}
-		_ = c.Close()
-		if ready {
-			t.Cleanup(stop)
-			return addr
-		}
-		stop()
-		t.Logf("valkey-server on port %s did not start (retrying on another port): %s", port, out.String())
-	}
-	t.Fatal("could not start a password-protected valkey-server")
-	return ""
+	return startValkeyServer(t, password, "--requirepass", password)
 }
 
 func TestValkeyPasswordNeverLeaks(t *testing.T) {

@@ -3,14 +3,9 @@ package writefence_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -25,59 +20,7 @@ import (
 // anything of its keys.
 func startClusterValkey(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("valkey-server")
-	if err != nil {
-		if os.Getenv("WRITEFENCE_REQUIRE_SERVERS") != "" {
-			t.Fatalf("valkey-server is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set")
-		}
-		t.Skip("valkey-server is not on PATH")
-	}
-	for range 5 {
-		port := 20000 + rand.IntN(12000)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue // taken
-		}
-		_ = ln.Close()
-		dir := t.TempDir()
-		cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--dir", dir,
-			"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "")
-		var log strings.Builder
-		cmd.Stdout, cmd.Stderr = &log, &log
-		require.NoError(t, cmd.Start())
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		stop := func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		ready := func() bool {
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				select {
-				case <-exited:
-					return false
-				default:
-				}
-				if c.Ping(context.Background()).Err() == nil {
-					return true
-				}
-			}
-			return false
-		}()
-		_ = c.Close()
-		if ready {
-			t.Cleanup(stop)
-			return addr
-		}
-		stop()
-		t.Logf("cluster-enabled valkey-server on port %d did not start (retrying on another port): %s", port, log.String())
-	}
-	t.Fatal("could not start a cluster-enabled valkey-server")
-	return ""
+	return startValkeyServer(t, "", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--logfile", "")
 }
 
 // keyCommandCalls sums calls, failed and rejected calls of the commands
