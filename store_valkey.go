@@ -467,7 +467,18 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, key string, valu
 	if brand.key != "" {
 		keys = append(keys, brand.key)
 	}
-	res, err := valkeyPutScript.Run(ctx, s.client, keys, expectVersion, value,
+	// The script runs on a connection of its own: go-redis retries a
+	// command whose reply was lost on another pooled connection, and a
+	// re-sent script that finds a rival's write after its own would
+	// report a conflict for a write that landed. A dedicated connection
+	// fails the retry instead, so the error stays ambiguous, as it is.
+	var runner redis.Scripter = s.client
+	if c, ok := s.client.(*redis.Client); ok {
+		conn := c.Conn()
+		defer conn.Close()
+		runner = conn
+	}
+	res, err := valkeyPutScript.Run(ctx, runner, keys, expectVersion, value,
 		brand.identity, valkeyVersionLen+valkeyGuardLimit-1).Result()
 	if err != nil {
 		return valkeyError("put", key, err)

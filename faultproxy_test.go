@@ -1,0 +1,550 @@
+package writefence_test
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// faultKind is what the fault proxy does to one request: the bytes a client
+// sends after the server's last reply on that connection (or the first
+// bytes of a connection). The proxy knows nothing of HTTP or RESP; a
+// request is whatever the client writes before it waits for an answer.
+type faultKind int
+
+const (
+	faultNone faultKind = iota
+	// faultDelay holds the request for up to faultRates.MaxDelay before
+	// forwarding it. Delays stay well below the clients' timeouts, so a
+	// delayed request is never one its client already gave up on.
+	faultDelay
+	// faultReset resets both sides before any byte of the request reaches
+	// the server: the request certainly did not happen.
+	faultReset
+	// faultDropReply forwards the request, waits for the server's first
+	// reply byte (so the server certainly received and acted on it) and
+	// then resets the client without forwarding any of the reply.
+	faultDropReply
+	// faultBlackout drops the reply as faultDropReply does, then makes the
+	// store unreachable: every connection is reset until the outage ends.
+	faultBlackout
+	numFaultKinds
+)
+
+var faultNames = [numFaultKinds]string{"none", "delay", "reset", "drop-reply", "blackout"}
+
+func (k faultKind) String() string { return faultNames[k] }
+
+// faultRates are the per-request probabilities of each fault.
+type faultRates struct {
+	Delay, Reset, DropReply, Blackout float64
+	MaxDelay                          time.Duration
+	// Outage is how long a blackout lasts; zero means until heal is called.
+	Outage time.Duration
+}
+
+// faultProxy is a TCP proxy from a loopback listener to a real server that
+// injects faultRates' faults, drawn from a seeded generator. With several
+// connections at once the order of the draws depends on scheduling, so a
+// seed replays the fault mix exactly only for a single sequential client.
+type faultProxy struct {
+	ln     net.Listener
+	target string
+	seed   uint64
+	done   chan struct{} // closed by close
+
+	mu        sync.Mutex // guards everything below
+	rng       *rand.Rand
+	rates     faultRates
+	down      bool      // refusing every connection
+	downUntil time.Time // end of a timed outage; zero means until heal
+	conns     map[*proxyConn]struct{}
+	requests  int
+	counts    [numFaultKinds]int
+	refused   int
+	closed    bool
+	// dropWhen, when set, picks requests whose reply is dropped whatever
+	// the rates say; then runs after the server answered such a request
+	// and before the client learns its reply is lost.
+	dropWhen func(req []byte) bool
+	then     func()
+
+	wg sync.WaitGroup // the accept loop and every connection's pumps
+}
+
+// faultSeed returns the seed of a test's fault generator:
+// WRITEFENCE_FAULT_SEED when set, else a fresh one. It is logged so that a
+// failing run can be repeated.
+func faultSeed(t testing.TB) uint64 {
+	t.Helper()
+	if s := os.Getenv("WRITEFENCE_FAULT_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "WRITEFENCE_FAULT_SEED")
+		return seed
+	}
+	return rand.Uint64()
+}
+
+// newFaultProxy starts a proxy to target (host:port) that injects faults at
+// rates. It is closed, with every connection through it, when the test ends.
+func newFaultProxy(t testing.TB, target string, rates faultRates) *faultProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	seed := faultSeed(t)
+	t.Logf("fault proxy to %s: seed %d (WRITEFENCE_FAULT_SEED=%d repeats it)", target, seed, seed)
+	p := &faultProxy{
+		ln:     ln,
+		target: target,
+		seed:   seed,
+		done:   make(chan struct{}),
+		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		rates:  rates,
+		conns:  make(map[*proxyConn]struct{}),
+	}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// addr is the address clients dial instead of the server's.
+func (p *faultProxy) addr() string { return p.ln.Addr().String() }
+
+// setRates replaces the fault rates; the zero value makes the proxy a
+// faithful relay.
+func (p *faultProxy) setRates(r faultRates) {
+	p.mu.Lock()
+	p.rates = r
+	p.mu.Unlock()
+}
+
+func (p *faultProxy) currentRates() faultRates {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rates
+}
+
+// dropReplyWhen makes the proxy drop the reply of every request for which
+// match (given the request's first bytes) reports true, calling then in
+// between: the request has reached the server and been answered, and the
+// client has not yet seen its connection reset.
+func (p *faultProxy) dropReplyWhen(match func(req []byte) bool, then func()) {
+	p.mu.Lock()
+	p.dropWhen, p.then = match, then
+	p.mu.Unlock()
+}
+
+// unreachable makes the store unreachable for d (until heal when d is
+// zero): every open connection is reset and every new one refused.
+func (p *faultProxy) unreachable(d time.Duration) {
+	p.mu.Lock()
+	p.down = true
+	p.downUntil = time.Time{}
+	if d > 0 {
+		p.downUntil = time.Now().Add(d)
+	}
+	conns := p.connsLocked()
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.kill()
+	}
+}
+
+// heal ends an outage.
+func (p *faultProxy) heal() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+func (p *faultProxy) isDown() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down && !p.downUntil.IsZero() && time.Now().After(p.downUntil) {
+		p.down = false
+	}
+	return p.down
+}
+
+func (p *faultProxy) connsLocked() []*proxyConn {
+	conns := make([]*proxyConn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// stats summarises the faults injected so far.
+func (p *faultProxy) stats() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := fmt.Sprintf("%d requests", p.requests)
+	for k := faultDelay; k < numFaultKinds; k++ {
+		s += fmt.Sprintf(", %d %s", p.counts[k], k)
+	}
+	return s + fmt.Sprintf(", %d connections refused", p.refused)
+}
+
+func (p *faultProxy) count(k faultKind) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[k]
+}
+
+// draw picks the fault for a request starting with req, and the delay for
+// faultDelay; then is dropWhen's companion when it picked the request.
+func (p *faultProxy) draw(req []byte) (faultKind, time.Duration, func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests++
+	if p.dropWhen != nil && p.dropWhen(req) {
+		p.counts[faultDropReply]++
+		return faultDropReply, 0, p.then
+	}
+	r := p.rng.Float64()
+	kind := faultNone
+	for _, c := range []struct {
+		kind faultKind
+		rate float64
+	}{{faultDelay, p.rates.Delay}, {faultReset, p.rates.Reset}, {faultDropReply, p.rates.DropReply}, {faultBlackout, p.rates.Blackout}} {
+		if r < c.rate {
+			kind = c.kind
+			break
+		}
+		r -= c.rate
+	}
+	p.counts[kind]++
+	var delay time.Duration
+	if kind == faultDelay && p.rates.MaxDelay > 0 {
+		delay = time.Duration(p.rng.Int64N(int64(p.rates.MaxDelay))) + 1
+	}
+	return kind, delay, nil
+}
+
+func (p *faultProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // the listener was closed
+		}
+		client := c.(*net.TCPConn)
+		if p.isDown() {
+			p.mu.Lock()
+			p.refused++
+			p.mu.Unlock()
+			resetConn(client)
+			continue
+		}
+		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			resetConn(client)
+			continue
+		}
+		pc := &proxyConn{p: p, client: client, server: s.(*net.TCPConn), awaiting: true}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			pc.kill()
+			return
+		}
+		p.conns[pc] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go pc.upstream()
+		go pc.downstream()
+	}
+}
+
+// close stops the proxy, resets every connection through it and waits for
+// its goroutines.
+func (p *faultProxy) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	close(p.done)
+	conns := p.connsLocked()
+	p.mu.Unlock()
+	_ = p.ln.Close()
+	for _, c := range conns {
+		c.kill()
+	}
+	p.wg.Wait()
+}
+
+// proxyConn is one client connection and its connection to the server.
+type proxyConn struct {
+	p              *faultProxy
+	client, server *net.TCPConn
+
+	mu       sync.Mutex // guards awaiting, drop and then
+	awaiting bool       // the client's next bytes begin a new request
+	drop     faultKind  // faultDropReply or faultBlackout: reset at the first reply byte
+	then     func()     // called before the reset, if set
+
+	killOnce sync.Once
+}
+
+// upstream forwards the client's bytes to the server, deciding a fault at
+// the start of each request.
+func (c *proxyConn) upstream() {
+	defer c.p.wg.Done()
+	defer c.kill()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.client.Read(buf)
+		if n > 0 {
+			c.mu.Lock()
+			start := c.awaiting
+			c.awaiting = false
+			c.mu.Unlock()
+			if start {
+				kind, delay, then := c.p.draw(buf[:n])
+				switch kind {
+				case faultDelay:
+					t := time.NewTimer(delay)
+					select {
+					case <-t.C:
+					case <-c.p.done:
+						t.Stop()
+						return
+					}
+				case faultReset:
+					return
+				case faultDropReply, faultBlackout:
+					c.mu.Lock()
+					c.drop, c.then = kind, then
+					c.mu.Unlock()
+				}
+			}
+			if _, err := c.server.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// downstream forwards the server's replies to the client, unless the
+// request they answer was chosen to lose its reply.
+func (c *proxyConn) downstream() {
+	defer c.p.wg.Done()
+	defer c.kill()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.server.Read(buf)
+		if n > 0 {
+			c.mu.Lock()
+			drop, then := c.drop, c.then
+			c.awaiting = true
+			c.mu.Unlock()
+			switch drop {
+			case faultDropReply:
+				if then != nil {
+					then()
+				}
+				return
+			case faultBlackout:
+				c.p.unreachable(c.p.outage())
+				return
+			}
+			if _, err := c.client.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *faultProxy) outage() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rates.Outage
+}
+
+// kill resets the client (so it sees a reset, not an orderly end of the
+// reply) and closes the server side.
+func (c *proxyConn) kill() {
+	c.killOnce.Do(func() {
+		resetConn(c.client)
+		resetConn(c.server)
+		c.p.mu.Lock()
+		delete(c.p.conns, c)
+		c.p.mu.Unlock()
+	})
+}
+
+// resetConn closes c with an RST rather than a FIN.
+func resetConn(c *net.TCPConn) {
+	_ = c.SetLinger(0)
+	_ = c.Close()
+}
+
+// TestFaultProxy checks each fault against a server that records what
+// reaches it and answers every request, so the faults the other tests rely
+// on are the faults they think they are.
+func TestFaultProxy(t *testing.T) {
+	srv := newRecordingServer(t)
+
+	roundTrip := func(t *testing.T, p *faultProxy, req string) (string, error) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", p.addr(), 5*time.Second)
+		if err != nil {
+			return "", err // a refused connection may already fail here
+		}
+		defer c.Close()
+		require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+		if _, err := c.Write([]byte(req)); err != nil {
+			return "", err
+		}
+		reply := make([]byte, len("ok:")+len(req))
+		_, err = io.ReadFull(c, reply)
+		return string(reply), err
+	}
+
+	t.Run("relay", func(t *testing.T) {
+		p := newFaultProxy(t, srv.addr(), faultRates{})
+		reply, err := roundTrip(t, p, "relay")
+		require.NoError(t, err)
+		assert.Equal(t, "ok:relay", reply)
+		assert.True(t, srv.received("relay"))
+	})
+	t.Run("delay", func(t *testing.T) {
+		p := newFaultProxy(t, srv.addr(), faultRates{Delay: 1, MaxDelay: 200 * time.Millisecond})
+		reply, err := roundTrip(t, p, "delayed")
+		require.NoError(t, err)
+		assert.Equal(t, "ok:delayed", reply)
+		assert.Equal(t, 1, p.count(faultDelay))
+	})
+	t.Run("reset before the server", func(t *testing.T) {
+		p := newFaultProxy(t, srv.addr(), faultRates{Reset: 1})
+		_, err := roundTrip(t, p, "never-sent")
+		require.Error(t, err)
+		time.Sleep(50 * time.Millisecond) // room for a wrongly forwarded request to arrive
+		assert.False(t, srv.received("never-sent"), "a reset request reached the server")
+	})
+	t.Run("drop reply", func(t *testing.T) {
+		p := newFaultProxy(t, srv.addr(), faultRates{DropReply: 1})
+		reply, err := roundTrip(t, p, "lost-reply")
+		require.Error(t, err)
+		assert.NotContains(t, reply, "ok:", "part of the reply was forwarded")
+		assert.True(t, srv.received("lost-reply"), "the request must reach the server before its reply is dropped")
+	})
+	t.Run("blackout until healed", func(t *testing.T) {
+		p := newFaultProxy(t, srv.addr(), faultRates{Blackout: 1})
+		_, err := roundTrip(t, p, "blackout")
+		require.Error(t, err)
+		assert.True(t, srv.received("blackout"))
+		p.setRates(faultRates{})
+		_, err = roundTrip(t, p, "refused")
+		require.Error(t, err, "the store must stay unreachable until healed")
+		assert.False(t, srv.received("refused"))
+		p.heal()
+		reply, err := roundTrip(t, p, "healed")
+		require.NoError(t, err)
+		assert.Equal(t, "ok:healed", reply)
+	})
+	t.Run("timed outage", func(t *testing.T) {
+		p := newFaultProxy(t, srv.addr(), faultRates{})
+		p.unreachable(100 * time.Millisecond)
+		_, err := roundTrip(t, p, "during")
+		require.Error(t, err)
+		time.Sleep(150 * time.Millisecond)
+		_, err = roundTrip(t, p, "after")
+		require.NoError(t, err)
+		assert.Contains(t, p.stats(), "1 connections refused")
+	})
+}
+
+// recordingServer answers each read of a connection with "ok:" and the
+// bytes read, and remembers what it received.
+type recordingServer struct {
+	ln net.Listener
+	wg sync.WaitGroup
+
+	mu   sync.Mutex // guards seen and open
+	seen map[string]bool
+	open map[net.Conn]struct{}
+}
+
+func newRecordingServer(t *testing.T) *recordingServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &recordingServer{ln: ln, seen: make(map[string]bool), open: make(map[net.Conn]struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.open[c] = struct{}{}
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go s.serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		s.mu.Lock()
+		for c := range s.open {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *recordingServer) serve(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.open, c)
+		s.mu.Unlock()
+		_ = c.Close()
+	}()
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			s.mu.Lock()
+			s.seen[string(buf[:n])] = true
+			s.mu.Unlock()
+			if _, werr := c.Write(append([]byte("ok:"), buf[:n]...)); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *recordingServer) addr() string { return s.ln.Addr().String() }
+
+func (s *recordingServer) received(req string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[req]
+}
