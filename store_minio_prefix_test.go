@@ -158,17 +158,7 @@ func TestMinioGetPrefix(t *testing.T) {
 	testPrefixAgreesWithGet(t, store)
 	testPrefixFence(t, store, wire.traffic, 1, 0)
 
-	t.Run("too large", func(t *testing.T) {
-		key := uniqueName(t)
-		_, err := store.PutIfVersion(t.Context(), key, make([]byte, 100), "")
-		require.NoError(t, err)
-		store.MaxObjectSize = 99
-		defer func() { store.MaxObjectSize = 0 }()
-		_, _, _, err = store.GetPrefix(t.Context(), key, 10)
-		var tl *writefence.TooLargeError
-		require.ErrorAs(t, err, &tl)
-		assert.Equal(t, int64(99), tl.Limit)
-	})
+	testPrefixTooLarge(t, store, func(n int64) { store.MaxObjectSize = n })
 }
 
 // TestMinioGetPrefixWire checks the request GetPrefix sends and how it reads
@@ -247,4 +237,20 @@ func TestMinioGetPrefixWire(t *testing.T) {
 	reqs := fake.requests()
 	require.Len(t, reqs, 2)
 	assert.Equal(t, "", reqs[1].header.Get("Range"))
+}
+
+// testPrefixTooLarge: GetPrefix of an object over the store's read limit
+// is a TooLargeError, as Get's would be. setLimit sets the limit of store.
+func testPrefixTooLarge(t *testing.T, store prefixStoreUnderTest, setLimit func(int64)) {
+	t.Run("too large", func(t *testing.T) {
+		key := uniqueName(t)
+		_, err := store.PutIfVersion(t.Context(), key, make([]byte, 100), "")
+		require.NoError(t, err)
+		setLimit(99)
+		defer setLimit(0)
+		_, _, _, err = store.GetPrefix(t.Context(), key, 10)
+		var tl *writefence.TooLargeError
+		require.ErrorAs(t, err, &tl)
+		assert.Equal(t, int64(99), tl.Limit)
+	})
 }
