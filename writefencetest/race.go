@@ -65,6 +65,19 @@ func (ty *tally) add(t *testing.T, round, i int, err, want error) {
 	}
 }
 
+// round tallies one round's errors, adds them to ty and returns them.
+func (ty *tally) round(t *testing.T, r int, errs []error, want error) tally {
+	t.Helper()
+	var round tally
+	for i, err := range errs {
+		round.add(t, r, i, err, want)
+	}
+	ty.winners = append(ty.winners, round.winners...)
+	ty.losers += round.losers
+	ty.other += round.other
+	return round
+}
+
 // racePayload is unique per round and goroutine, so the stored bytes name
 // the winner.
 func racePayload(round, i int) []byte {
@@ -99,13 +112,7 @@ func testRaceUpdate(t *testing.T, sc *scope) {
 				t.Fatalf("round %d: goroutines read versions %q and %q with no write in between", r, read[0], read[i])
 			}
 		}
-		var round tally
-		for i, err := range errs {
-			round.add(t, r, i, err, writefence.ErrConflict)
-		}
-		total.winners = append(total.winners, round.winners...)
-		total.losers += round.losers
-		total.other += round.other
+		round := total.round(t, r, errs, writefence.ErrConflict)
 		if len(round.winners) != 1 {
 			t.Errorf("round %d: %d of %d updates with the same version %q landed; want exactly 1",
 				r, len(round.winners), raceWorkers, read[0])
@@ -131,13 +138,7 @@ func testRaceCreate(t *testing.T, sc *scope) {
 		together(raceWorkers, nil, func(i int) {
 			written[i], errs[i] = sc.s.PutIfVersion(t.Context(), key, racePayload(r, i), "")
 		})
-		var round tally
-		for i, err := range errs {
-			round.add(t, r, i, err, writefence.ErrConflict)
-		}
-		total.winners = append(total.winners, round.winners...)
-		total.losers += round.losers
-		total.other += round.other
+		round := total.round(t, r, errs, writefence.ErrConflict)
 		if len(round.winners) != 1 {
 			t.Errorf("round %d: %d of %d create-only puts of %q landed; want exactly 1",
 				r, len(round.winners), raceWorkers, key)
@@ -175,13 +176,7 @@ func testRaceFencePush(t *testing.T, sc *scope) {
 		together(raceWorkers, nil, func(i int) {
 			errs[i] = fences[i].Push(t.Context(), plugin, shard, writer(i), epoch, racePayload(r, i))
 		})
-		var round tally
-		for i, err := range errs {
-			round.add(t, r, i, err, writefence.ErrStaleEpoch)
-		}
-		total.winners = append(total.winners, round.winners...)
-		total.losers += round.losers
-		total.other += round.other
+		round := total.round(t, r, errs, writefence.ErrStaleEpoch)
 		if len(round.winners) != 1 {
 			t.Errorf("round %d: %d of %d pushes at epoch %d landed; want exactly 1",
 				r, len(round.winners), raceWorkers, epoch)
