@@ -21,8 +21,10 @@ type RecordInfo struct {
 // the version of exactly the bytes it decoded: what an operator looks at
 // before settling. Errors are those of Latest, with as much of the
 // description as the read allowed: on ErrCorrupt, Key and Version (the
-// version Settle needs); on ErrWire, the whole record decoded under the
-// identity it carries.
+// version Settle needs), and Identity, Epoch and Writer when the record's
+// header still decodes (only a check after it, such as the payload digest,
+// failed); on ErrWire, the whole record decoded under the identity it
+// carries.
 func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
 	key, err := f.key(plugin, shard)
 	if err != nil {
@@ -42,10 +44,14 @@ func (f *Fence) inspect(ctx context.Context, key string) (RecordInfo, error) {
 	}
 	info.Version = version
 	h, payload, check := decodeRecord(data)
+	if h.epoch != 0 {
+		// The header decoded, whatever check failed after it: its epoch
+		// and writer are what Settle must not go below.
+		info.Identity, info.Epoch, info.Writer = h.identity, h.epoch, h.writer
+	}
 	if check != "" {
 		return info, &CorruptError{Key: key, Version: version, Check: check}
 	}
-	info.Identity, info.Epoch, info.Writer = h.identity, h.epoch, h.writer
 	info.PayloadSize, info.Payload = len(payload), payload
 	return info, f.checkIdentity(key, h)
 }

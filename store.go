@@ -39,6 +39,20 @@ type ConditionalStore interface {
 	//
 	// A client-side read, compare and write is not an implementation: the
 	// gap between the compare and the write is the race this package closes.
+	//
+	// Damage in place: a store whose version token is kept beside the bytes
+	// and so does not change when the bytes are damaged in place (a file
+	// edited or truncated on disk, a Valkey value edited by hand) checks the
+	// bytes it holds. Get (and GetPrefix) of damaged bytes returns a
+	// *CorruptError (ErrCorrupt) whose Version names exactly the damaged
+	// bytes as found: a token distinct from every token of intact content,
+	// derived from the damaged bytes themselves. PutIfVersion conditioned on
+	// any other version over damaged bytes refuses with such a *CorruptError
+	// and writes nothing, so a version remembered from before the damage
+	// never overwrites it unseen. PutIfVersion conditioned on that damaged
+	// version replaces the damaged bytes if and only if they are still
+	// exactly those bytes, decided as atomically as any other precondition:
+	// that is how an operator settles it (Fence.Settle).
 	PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (newVersion string, err error)
 }
 
