@@ -110,13 +110,36 @@ type cachedRecord struct {
 	epoch   uint64
 }
 
-// pushArgs is one validated push.
-type pushArgs struct {
+// The operations that write a record. Each goes through Fence.write, the
+// one write loop, so every guard a write needs is checked in one place.
+const (
+	opPush   = "push"
+	opSeal   = "seal"
+	opSettle = "settle"
+)
+
+// recordWrite is one validated write of a record: a push, a seal or a
+// settle. decide turns what the store records into the record to write.
+type recordWrite struct {
+	op     string // opPush, opSeal or opSettle
 	key    string
 	writer string
 	epoch  uint64
-	digest [sha256.Size]byte
-	record []byte
+	digest [sha256.Size]byte // the digest of the payload written
+	record []byte            // the record to write; a seal sets it in decide
+
+	// corruptVersion is, for a settle, the version found corrupt: the
+	// only version it may replace.
+	corruptVersion string
+}
+
+// recorded is what one read of a record's key found.
+type recorded struct {
+	found   bool
+	version string        // the version of the bytes read (of the damage, when corrupt)
+	h       header        // the decoded header; h.epoch is 0 when it did not decode
+	payload []byte        // the payload, on a whole read of a sound record
+	corrupt *CorruptError // set when the record, or the store's own check, failed
 }
 
 // Push writes payload as the record of (plugin, shard) at epoch, on behalf
@@ -142,150 +165,201 @@ type pushArgs struct {
 // returns an *OutcomeUnknownError (ErrOutcomeUnknown) only when it cannot.
 // Cancelling ctx stops the retries; the error then matches ctx.Err().
 func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) error {
-	p, err := f.prepare(plugin, shard, writer, epoch, payload)
+	w, err := f.prepare(opPush, plugin, shard, writer, epoch, payload)
 	if err != nil {
 		return err
 	}
+	return f.write(ctx, w)
+}
+
+// prepare validates a write's arguments and, for a push or a settle, encodes
+// its record.
+func (f *Fence) prepare(op, plugin, shard, writer string, epoch uint64, payload []byte) (*recordWrite, error) {
+	key, err := f.key(plugin, shard)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case writer == "":
+		return nil, invalidArg("writer", "empty")
+	case len(writer) > MaxWriterLen:
+		return nil, invalidArg("writer", "%d bytes, more than %d", len(writer), MaxWriterLen)
+	case epoch == 0:
+		return nil, invalidArg("epoch", "must be at least 1")
+	}
+	if limit := f.maxPayload(); int64(len(payload)) > limit {
+		return nil, invalidArg("payload", "%d bytes, more than the limit of %d", len(payload), limit)
+	}
+	w := &recordWrite{op: op, key: key, writer: writer, epoch: epoch}
+	if op != opSeal {
+		w.digest = sha256.Sum256(payload)
+		w.record = encodeRecord(f.identity(), writer, epoch, w.digest, payload)
+	}
+	return w, nil
+}
+
+// write is the one write loop of a record, shared by Push, Seal and Settle:
+// the brand check and the probe verdict, then read the recorded state,
+// decide, one conditional write, and on a conflict back off and read again;
+// an ambiguous outcome is settled by the next read. The Observer sees how it
+// ended.
+func (f *Fence) write(ctx context.Context, w *recordWrite) error {
 	attempt := 0
-	err = f.checkBrand(ctx, true)
+	err := f.checkBrand(ctx, true)
 	if err == nil && f.Probe {
 		err = f.checkProbe(ctx)
 	}
 	if err == nil {
-		attempt, err = f.push(ctx, p)
+		attempt, err = f.attempts(ctx, w)
 	}
-	f.observe(ctx, p, outcomeOf(err), attempt, err)
+	f.observe(ctx, w, outcomeOf(err), attempt, err)
 	return err
 }
 
-func (f *Fence) prepare(plugin, shard, writer string, epoch uint64, payload []byte) (pushArgs, error) {
-	key, err := f.key(plugin, shard)
-	if err != nil {
-		return pushArgs{}, err
-	}
-	switch {
-	case writer == "":
-		return pushArgs{}, invalidArg("writer", "empty")
-	case len(writer) > MaxWriterLen:
-		return pushArgs{}, invalidArg("writer", "%d bytes, more than %d", len(writer), MaxWriterLen)
-	case epoch == 0:
-		return pushArgs{}, invalidArg("epoch", "must be at least 1")
-	}
-	if limit := f.maxPayload(); int64(len(payload)) > limit {
-		return pushArgs{}, invalidArg("payload", "%d bytes, more than the limit of %d", len(payload), limit)
-	}
-	digest := sha256.Sum256(payload)
-	return pushArgs{
-		key:    key,
-		writer: writer,
-		epoch:  epoch,
-		digest: digest,
-		record: encodeRecord(f.identity(), writer, epoch, digest, payload),
-	}, nil
-}
-
-// push runs steps 2 to 5 of Push and returns the attempt it ended on.
-func (f *Fence) push(ctx context.Context, p pushArgs) (int, error) {
+// attempts runs the read-decide-write attempts of w and returns the attempt
+// it ended on.
+func (f *Fence) attempts(ctx context.Context, w *recordWrite) (int, error) {
 	maxAttempts := f.MaxAttempts
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultMaxAttempts
 	}
-	version, skipRead := f.cached(p.key, p.epoch)
+	// Only a push may skip its read: a seal carries the recorded payload
+	// forward and a settle must see the damage it replaces.
+	var version string
+	skipRead := false
+	if w.op == opPush {
+		version, skipRead = f.cached(w.key, w.epoch)
+	}
 	var unsure error // set once a write's outcome was hidden by an error
+	fail := func(err error) error {
+		if unsure != nil {
+			// An earlier write of ours may have landed and been superseded
+			// since; what happened after cannot say, so the error is
+			// reported but not matched as a refusal of ours.
+			return &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: fmt.Errorf("%w; then: %v", unsure, err)}
+		}
+		return err
+	}
 	for attempt := 1; ; attempt++ {
 		if !skipRead {
-			v, done, err := f.admit(ctx, p)
-			if err != nil && unsure != nil {
-				// An earlier write of ours may have landed and been
-				// superseded since; what the read found cannot say, so it
-				// is reported but not matched (it is not our refusal).
-				return attempt, &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: fmt.Errorf("%w; then: %v", unsure, err)}
+			st, err := f.read(ctx, w.key, w.op != opPush || f.VerifyPayloadOnPush)
+			if err != nil {
+				return attempt, fail(err)
 			}
-			if done || err != nil {
-				return attempt, err
+			done, err := f.decide(w, st)
+			if err != nil {
+				return attempt, fail(err)
 			}
-			version = v
+			if done {
+				f.remember(w.key, st.version, w.epoch)
+				return attempt, nil
+			}
+			version = st.version
+			if !st.found {
+				version = ""
+			}
 		}
 		skipRead = false
 
-		newVersion, err := f.Store.PutIfVersion(ctx, p.key, p.record, version)
+		newVersion, err := f.Store.PutIfVersion(ctx, w.key, w.record, version)
 		if err == nil {
-			f.remember(p.key, newVersion, p.epoch)
+			f.remember(w.key, newVersion, w.epoch)
 			return attempt, nil
 		}
-		f.forget(p.key)
-		if !errors.Is(err, ErrConflict) {
+		f.forget(w.key)
+		conflict := errors.Is(err, ErrConflict)
+		switch {
+		case conflict:
+		case refusedWrite(err):
+			// The store refused and wrote nothing (damage in place, the
+			// brand inside its transaction): final, like a read's refusal.
+			return attempt, fail(err)
+		default:
 			// The write may have landed; the next read settles it.
 			unsure = err
 			if ctx.Err() != nil {
-				return attempt, &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
+				return attempt, &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: err}
 			}
 		}
 		if attempt >= maxAttempts {
 			if unsure != nil {
-				return attempt, &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
+				return attempt, &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: err}
 			}
-			return attempt, fmt.Errorf("writefence: push at epoch %d to %s: %d attempts: %w", p.epoch, Escape(p.key), attempt, err)
+			return attempt, fmt.Errorf("writefence: %s at epoch %d to %s: %d attempts: %w", w.op, w.epoch, Escape(w.key), attempt, err)
 		}
-		if errors.Is(err, ErrConflict) {
-			f.observe(ctx, p, ConflictRetried, attempt, err)
+		if conflict {
+			f.observe(ctx, w, ConflictRetried, attempt, err)
 			if err := f.backoff(ctx, attempt); err != nil {
-				if unsure != nil {
-					return attempt, &OutcomeUnknownError{Key: p.key, Epoch: p.epoch, Err: err}
-				}
-				return attempt, err
+				return attempt, fail(err)
 			}
 		}
 	}
 }
 
-// admit reads the recorded state of p.key and applies steps 2 and 3 of
-// Push. It returns the version to condition the write on, or done when the
-// record is already exactly this push, or the refusal.
-func (f *Fence) admit(ctx context.Context, p pushArgs) (version string, done bool, err error) {
-	h, version, err := f.readHeader(ctx, p.key)
-	if errors.Is(err, ErrNotFound) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	if h.epoch == p.epoch && h.writer == p.writer && h.digest == p.digest {
-		f.remember(p.key, version, h.epoch)
-		return version, true, nil
-	}
-	if p.epoch <= h.epoch {
-		return "", false, &StaleEpochError{Key: p.key, Epoch: p.epoch, RecordedEpoch: h.epoch, RecordedWriter: h.writer}
-	}
-	return version, false, nil
+// refusedWrite reports whether a write's error is a refusal after which
+// nothing was written, so that retrying cannot help: a record the store
+// found damaged, another wire identity, an argument the store rejects.
+func refusedWrite(err error) bool {
+	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrWire) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge)
 }
 
-// readHeader reads the record at key and returns its checked header and
-// version. On a store that can read a prefix, and unless
-// VerifyPayloadOnPush is set, it reads only MaxHeaderSize bytes: the header
-// is checked (checksum, identity) and the record's size must equal the
-// header's size plus the payload length it declares; the payload digest is
-// then left to Latest and to the store's own integrity checks.
-func (f *Fence) readHeader(ctx context.Context, key string) (header, string, error) {
+// decide applies the write's rules to what the store records: done when the
+// record already is this write (an earlier attempt landed), else nil to
+// write w.record conditioned on st's version, or the refusal.
+func (f *Fence) decide(w *recordWrite, st recorded) (done bool, err error) {
+	if w.op == opSettle {
+		return f.decideSettle(w, st)
+	}
+	if st.corrupt != nil {
+		return false, st.corrupt
+	}
+	if st.found {
+		if err := f.checkIdentity(w.key, st.h); err != nil {
+			return false, err
+		}
+	}
+	if w.op == opSeal {
+		return f.decideSeal(w, st)
+	}
+	if st.found && st.h.epoch == w.epoch && st.h.writer == w.writer && st.h.digest == w.digest {
+		return true, nil
+	}
+	if st.found && w.epoch <= st.h.epoch {
+		return false, staleEpoch(w, st.h)
+	}
+	return false, nil
+}
+
+func staleEpoch(w *recordWrite, h header) error {
+	return &StaleEpochError{Key: w.key, Epoch: w.epoch, RecordedEpoch: h.epoch, RecordedWriter: h.writer}
+}
+
+// read reads the record at key once. A missing record and a corrupt one are
+// states, not errors; any other failure is returned. With whole false, on a
+// store that can read a prefix, it reads only MaxHeaderSize bytes: the
+// header is checked (checksum, identity) and the record's size must equal
+// the header's size plus the payload length it declares; the payload digest
+// is then left to Latest and to the store's own integrity checks.
+func (f *Fence) read(ctx context.Context, key string, whole bool) (recorded, error) {
 	pr, ok := f.Store.(PrefixReader)
-	if !ok || f.VerifyPayloadOnPush {
+	if whole || !ok {
 		data, version, err := f.Store.Get(ctx, key)
 		if err != nil {
-			return header{}, "", readError(key, err)
+			return readState(key, err)
 		}
-		h, _, err := f.decode(key, version, data)
-		return h, version, err
+		return decodeState(key, version, data), nil
 	}
 	prefix, size, version, err := pr.GetPrefix(ctx, key, MaxHeaderSize)
 	if err != nil {
-		return header{}, "", readError(key, err)
+		return readState(key, err)
 	}
 	if size <= int64(len(prefix)) {
-		h, _, err := f.decode(key, version, prefix)
-		return h, version, err
+		return decodeState(key, version, prefix), nil
 	}
+	st := recorded{found: true, version: version}
 	h, check := decodeHeader(prefix)
 	if check == "" {
+		st.h = h
 		switch rest := uint64(size - int64(h.size)); {
 		case h.payloadLen > rest:
 			check = "truncated payload"
@@ -294,9 +368,36 @@ func (f *Fence) readHeader(ctx context.Context, key string) (header, string, err
 		}
 	}
 	if check != "" {
-		return h, "", &CorruptError{Key: key, Version: version, Check: check}
+		st.corrupt = &CorruptError{Key: key, Version: version, Check: check}
 	}
-	return h, version, f.checkIdentity(key, h)
+	return st, nil
+}
+
+// readState turns a failed read into a state (absent, or damaged as the
+// store itself found) or the error to return.
+func readState(key string, err error) (recorded, error) {
+	var ce *CorruptError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return recorded{}, nil
+	case errors.As(err, &ce) && ce.Version != "":
+		c := *ce
+		if c.Key == "" {
+			c.Key = key
+		}
+		return recorded{found: true, version: c.Version, corrupt: &c}, nil
+	}
+	return recorded{}, readError(key, err)
+}
+
+// decodeState decodes a whole record strictly.
+func decodeState(key, version string, data []byte) recorded {
+	h, payload, check := decodeRecord(data)
+	st := recorded{found: true, version: version, h: h, payload: payload}
+	if check != "" {
+		st.corrupt = &CorruptError{Key: key, Version: version, Check: check}
+	}
+	return st
 }
 
 func readError(key string, err error) error {
@@ -304,15 +405,6 @@ func readError(key string, err error) error {
 		return err
 	}
 	return fmt.Errorf("writefence: read %s: %w", Escape(key), err)
-}
-
-// decode checks a stored record strictly and against the fence's identity.
-func (f *Fence) decode(key, version string, data []byte) (header, []byte, error) {
-	h, payload, check := decodeRecord(data)
-	if check != "" {
-		return h, nil, &CorruptError{Key: key, Version: version, Check: check}
-	}
-	return h, payload, f.checkIdentity(key, h)
 }
 
 func (f *Fence) checkIdentity(key string, h header) error {

@@ -34,8 +34,10 @@ func (o Outcome) String() string {
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// PushEvent is what an Observer sees of a push.
+// PushEvent is what an Observer sees of a write of a record: a push, or a
+// seal or a settle, which go through the same write loop.
 type PushEvent struct {
+	Op      string  // "push", "seal" or "settle"
 	Key     string  // the record's key
 	Writer  string  // the pushing writer
 	Epoch   uint64  // the epoch the push carried
@@ -44,8 +46,8 @@ type PushEvent struct {
 	Err     error   // nil for Landed; the detail otherwise (use errors.As)
 }
 
-// Observer sees every outcome of every push a Fence makes, for metrics or
-// logs. ObservePush is called synchronously on the pushing goroutine, from
+// Observer sees every outcome of every write a Fence makes (Push, Seal,
+// Settle), for metrics or logs. ObservePush is called synchronously on the pushing goroutine, from
 // many goroutines at once: it must be safe for concurrent use and quick.
 type Observer interface {
 	ObservePush(ctx context.Context, e PushEvent)
@@ -103,8 +105,8 @@ func outcomeOf(err error) Outcome {
 	return Failed
 }
 
-func (f *Fence) observe(ctx context.Context, p pushArgs, o Outcome, attempt int, err error) {
+func (f *Fence) observe(ctx context.Context, w *recordWrite, o Outcome, attempt int, err error) {
 	if f.Observer != nil {
-		f.Observer.ObservePush(ctx, PushEvent{Key: p.key, Writer: p.writer, Epoch: p.epoch, Outcome: o, Attempt: attempt, Err: err})
+		f.Observer.ObservePush(ctx, PushEvent{Op: w.op, Key: w.key, Writer: w.writer, Epoch: w.epoch, Outcome: o, Attempt: attempt, Err: err})
 	}
 }

@@ -47,7 +47,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	f := &writefence.Fence{Store: lost, Observer: obs}
 
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")))
-	assert.Equal(t, writefence.PushEvent{Key: mustKey(t, "wal", "0"), Writer: "a", Epoch: 1, Outcome: writefence.Landed, Attempt: 1}, obs.last())
+	assert.Equal(t, writefence.PushEvent{Op: "push", Key: mustKey(t, "wal", "0"), Writer: "a", Epoch: 1, Outcome: writefence.Landed, Attempt: 1}, obs.last())
 
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 1, []byte("y")), writefence.ErrStaleEpoch)
 	assert.Equal(t, writefence.Stale, obs.last().Outcome)

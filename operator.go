@@ -2,7 +2,6 @@ package writefence
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -35,25 +34,24 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 
 func (f *Fence) inspect(ctx context.Context, key string) (RecordInfo, error) {
 	info := RecordInfo{Key: key}
-	data, version, err := f.Store.Get(ctx, key)
+	st, err := f.read(ctx, key, true)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return info, fmt.Errorf("writefence: latest %s: %w", Escape(key), ErrNotFound)
-		}
-		return info, readError(key, err)
+		return info, err
 	}
-	info.Version = version
-	h, payload, check := decodeRecord(data)
-	if h.epoch != 0 {
+	if !st.found {
+		return info, fmt.Errorf("writefence: latest %s: %w", Escape(key), ErrNotFound)
+	}
+	info.Version = st.version
+	if st.h.epoch != 0 {
 		// The header decoded, whatever check failed after it: its epoch
 		// and writer are what Settle must not go below.
-		info.Identity, info.Epoch, info.Writer = h.identity, h.epoch, h.writer
+		info.Identity, info.Epoch, info.Writer = st.h.identity, st.h.epoch, st.h.writer
 	}
-	if check != "" {
-		return info, &CorruptError{Key: key, Version: version, Check: check}
+	if st.corrupt != nil {
+		return info, st.corrupt
 	}
-	info.PayloadSize, info.Payload = len(payload), payload
-	return info, f.checkIdentity(key, h)
+	info.PayloadSize, info.Payload = len(st.payload), st.payload
+	return info, f.checkIdentity(key, st.h)
 }
 
 // Settle replaces the corrupt record of (plugin, shard) with a fresh record
@@ -66,32 +64,46 @@ func (f *Fence) inspect(ctx context.Context, key string) (RecordInfo, error) {
 // corrupt at corruptVersion: an error matching ErrNotFound when there is no
 // record, ErrConflict when the record has another version now (someone
 // wrote since), and an *InvalidArgumentError when the record decodes (of
-// this or another identity: there is nothing to settle). Arguments are
-// validated as for Push.
+// this or another identity: there is nothing to settle). It never lowers
+// an epoch it can read: when the corrupt record's header still decodes
+// (only its payload is damaged), an epoch not above the header's returns a
+// *StaleEpochError (ErrStaleEpoch). When not even the header can be read,
+// the store holds no epoch to compare with: choose an epoch above every
+// epoch ever granted for the shard.
+//
+// Settle goes through Push's write loop, with its brand check, probe
+// verdict and Observer (PushEvent.Op "settle"); arguments are validated as
+// for Push. Retrying a settle whose reply was lost returns nil once the
+// record is exactly this settle.
 func (f *Fence) Settle(ctx context.Context, plugin, shard, corruptVersion, writer string, epoch uint64, payload []byte) error {
 	if corruptVersion == "" {
 		return invalidArg("corruptVersion", "empty")
 	}
-	p, err := f.prepare(plugin, shard, writer, epoch, payload)
+	w, err := f.prepare(opSettle, plugin, shard, writer, epoch, payload)
 	if err != nil {
 		return err
 	}
-	_, err = f.inspect(ctx, p.key)
-	var corrupt *CorruptError
+	w.corruptVersion = corruptVersion
+	return f.write(ctx, w)
+}
+
+// decideSettle is decide for a settle: the record must still be corrupt at
+// exactly the version the operator saw, and the epoch above any header
+// epoch the damage left readable.
+func (f *Fence) decideSettle(w *recordWrite, st recorded) (done bool, err error) {
 	switch {
-	case errors.As(err, &corrupt):
-		if corrupt.Version != corruptVersion {
-			return fmt.Errorf("writefence: settle %s: the corrupt record is at version %s, not %s: %w",
-				Escape(p.key), Escape(corrupt.Version), Escape(corruptVersion), ErrConflict)
+	case !st.found:
+		return false, fmt.Errorf("writefence: settle %s: %w", Escape(w.key), ErrNotFound)
+	case st.corrupt == nil:
+		if st.h.identity == f.identity() && st.h.epoch == w.epoch && st.h.writer == w.writer && st.h.digest == w.digest {
+			return true, nil
 		}
-	case err == nil || errors.Is(err, ErrWire):
-		return invalidArg("corruptVersion", "the record at %s decodes: nothing to settle", Escape(p.key))
-	default:
-		return err
+		return false, invalidArg("corruptVersion", "the record at %s decodes: nothing to settle", Escape(w.key))
+	case st.version != w.corruptVersion:
+		return false, fmt.Errorf("writefence: settle %s: the corrupt record is at version %s, not %s: %w",
+			Escape(w.key), Escape(st.version), Escape(w.corruptVersion), ErrConflict)
+	case st.h.epoch != 0 && w.epoch <= st.h.epoch:
+		return false, staleEpoch(w, st.h)
 	}
-	if _, err := f.Store.PutIfVersion(ctx, p.key, p.record, corruptVersion); err != nil {
-		return fmt.Errorf("writefence: settle %s: %w", Escape(p.key), err)
-	}
-	f.forget(p.key)
-	return nil
+	return false, nil
 }

@@ -3,8 +3,6 @@ package writefence
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
-	"fmt"
 )
 
 // Seal raises the recorded epoch of (plugin, shard) to epoch without
@@ -25,81 +23,27 @@ import (
 // writing, and an epoch not greater than the recorded one returns a
 // *StaleEpochError (ErrStaleEpoch) — unless the record already is this seal
 // (same epoch and writer), when Seal returns nil, so retrying a seal whose
-// reply was lost succeeds. Conflicts are retried as Push retries them.
+// reply was lost succeeds. Seal goes through Push's write loop: the brand
+// check, the probe verdict, the retries of conflicts and the Observer
+// (PushEvent.Op "seal") are the same.
 func (f *Fence) Seal(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
-	p, err := f.prepare(plugin, shard, writer, epoch, nil)
+	w, err := f.prepare(opSeal, plugin, shard, writer, epoch, nil)
 	if err != nil {
 		return err
 	}
-	maxAttempts := f.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = DefaultMaxAttempts
-	}
-	var unsure error // set once a write's outcome was hidden by an error
-	fail := func(err error) error {
-		if unsure != nil {
-			return &OutcomeUnknownError{Key: p.key, Epoch: epoch, Err: fmt.Errorf("%w; then: %v", unsure, err)}
-		}
-		return err
-	}
-	for attempt := 1; ; attempt++ {
-		version, record, done, err := f.sealRecord(ctx, p)
-		if err != nil {
-			return fail(err)
-		}
-		if done {
-			return nil
-		}
-		newVersion, err := f.Store.PutIfVersion(ctx, p.key, record, version)
-		if err == nil {
-			f.remember(p.key, newVersion, epoch)
-			return nil
-		}
-		f.forget(p.key)
-		if !errors.Is(err, ErrConflict) {
-			unsure = err
-			if ctx.Err() != nil {
-				return &OutcomeUnknownError{Key: p.key, Epoch: epoch, Err: err}
-			}
-		}
-		if attempt >= maxAttempts {
-			if unsure != nil {
-				return &OutcomeUnknownError{Key: p.key, Epoch: epoch, Err: err}
-			}
-			return fmt.Errorf("writefence: seal at epoch %d of %s: %d attempts: %w", epoch, Escape(p.key), attempt, err)
-		}
-		if errors.Is(err, ErrConflict) {
-			if err := f.backoff(ctx, attempt); err != nil {
-				return fail(err)
-			}
-		}
-	}
+	return f.write(ctx, w)
 }
 
-// sealRecord reads the record of p.key and returns the sealed record to
-// write and the version to condition it on, or done when the record is
-// already this seal, or the refusal.
-func (f *Fence) sealRecord(ctx context.Context, p pushArgs) (version string, record []byte, done bool, err error) {
-	data, version, err := f.Store.Get(ctx, p.key)
-	var payload []byte
-	switch {
-	case errors.Is(err, ErrNotFound):
-		version = ""
-	case err != nil:
-		return "", nil, false, fmt.Errorf("writefence: read %s: %w", Escape(p.key), err)
-	default:
-		h, pl, err := f.decode(p.key, version, data)
-		if err != nil {
-			return "", nil, false, err
-		}
-		if h.epoch == p.epoch && h.writer == p.writer {
-			f.remember(p.key, version, h.epoch)
-			return "", nil, true, nil
-		}
-		if p.epoch <= h.epoch {
-			return "", nil, false, &StaleEpochError{Key: p.key, Epoch: p.epoch, RecordedEpoch: h.epoch, RecordedWriter: h.writer}
-		}
-		payload = pl
+// decideSeal is decide for a seal of a sound record of the fence's
+// identity, or of none: it builds the sealed record from the payload read.
+func (f *Fence) decideSeal(w *recordWrite, st recorded) (done bool, err error) {
+	if st.found && st.h.epoch == w.epoch && st.h.writer == w.writer {
+		return true, nil
 	}
-	return version, encodeRecord(f.identity(), p.writer, p.epoch, sha256.Sum256(payload), payload), false, nil
+	if st.found && w.epoch <= st.h.epoch {
+		return false, staleEpoch(w, st.h)
+	}
+	w.digest = sha256.Sum256(st.payload)
+	w.record = encodeRecord(f.identity(), w.writer, w.epoch, w.digest, st.payload)
+	return false, nil
 }
