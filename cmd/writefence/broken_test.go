@@ -18,6 +18,21 @@ func init() {
 	openers["blind"] = func(context.Context, *url.URL) (*opened, error) {
 		return &opened{store: &blindStore{}, close: noClose}, nil
 	}
+	openers["garbling"] = func(context.Context, *url.URL) (*opened, error) {
+		return &opened{store: &garblingStore{}, close: noClose}, nil
+	}
+}
+
+// garblingStore enforces preconditions but reads back other bytes than
+// were written: a server, proxy or cache that damages what it returns.
+type garblingStore struct{ writefence.MemStore }
+
+func (s *garblingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	d, v, err := s.MemStore.Get(ctx, key)
+	if len(d) > 0 {
+		d[0] ^= 1
+	}
+	return d, v, err
 }
 
 // ignoringStore reads correctly but writes every PutIfVersion, whatever

@@ -79,7 +79,7 @@ func defineProbe(fs *flag.FlagSet, inv *invocation) action {
 			}
 			if pe != nil {
 				fmt.Fprintf(inv.stdout, "FAILED  %s\n", pe.Check)
-				fmt.Fprintf(inv.stdout, "untrusted: %s does not enforce conditional writes; fencing over it is a no-op\n", s.addr)
+				fmt.Fprintf(inv.stdout, "untrusted: %s %s; fencing over it is a no-op\n", s.addr, probeHeadline(pe))
 			} else {
 				fmt.Fprintf(inv.stdout, "trusted: %s enforces conditional writes\n", s.addr)
 			}
@@ -90,6 +90,21 @@ func defineProbe(fs *flag.FlagSet, inv *invocation) action {
 		}
 		return exitOK
 	}
+}
+
+// probeHeadline says in a few words what a store that failed the probe
+// does wrong.
+func probeHeadline(pe *writefence.ProbeError) string {
+	switch pe.Check {
+	case writefence.ProbeCheckReadBack:
+		if errors.Is(pe.Err, writefence.ErrNotFound) {
+			return "reads back nothing after a write it acknowledged"
+		}
+		return "reads back other bytes than it wrote"
+	case writefence.ProbeCheckCreate, writefence.ProbeCheckUpdate:
+		return "refuses a conditional write it should accept"
+	}
+	return "does not enforce conditional writes"
 }
 
 // probeKey is where the probe's scratch keys go: in the reserved space

@@ -41,6 +41,24 @@ func TestProbeUntrusted(t *testing.T) {
 	assert.Equal(t, writefence.ProbeCheckCreateRefused, m["failed"])
 }
 
+// TestProbeHeadlineNamesTheCheck: the one-line verdict says what the store
+// did wrong, not always "does not enforce conditional writes".
+func TestProbeHeadlineNamesTheCheck(t *testing.T) {
+	for _, tc := range []struct{ store, check, headline string }{
+		{"ignoring://", writefence.ProbeCheckCreateRefused, "untrusted: ignoring:// does not enforce conditional writes"},
+		{"garbling://", writefence.ProbeCheckReadBack, "untrusted: garbling:// reads back other bytes than it wrote"},
+		{"blind://", writefence.ProbeCheckReadBack, "untrusted: blind:// reads back nothing after a write it acknowledged"},
+	} {
+		r := wf(t, "probe", "-store", tc.store)
+		assert.Equal(t, exitUntrusted, r.code, "%s", r)
+		assert.Contains(t, r.stdout, "FAILED  "+tc.check, "%s", r)
+		assert.Contains(t, r.stdout, tc.headline, "%s", r)
+		if tc.check != writefence.ProbeCheckCreateRefused {
+			assert.NotContains(t, r.stdout, "does not enforce conditional writes", "%s", r)
+		}
+	}
+}
+
 func TestProbeKey(t *testing.T) {
 	assert.Equal(t, "writefence/_probe", probeKey(""))
 	assert.Equal(t, "x/_probe", probeKey("x/"))
