@@ -114,24 +114,53 @@
 // Probe proves on scratch keys that a store really refuses a second
 // create-only put and a stale update; Fence.Probe runs it before the first
 // push, for "S3-compatible" services that may ignore preconditions.
-// Fence.Observer sees every push outcome (SlogObserver logs them).
+// Fence.Observer sees the outcome of every write (SlogObserver logs them).
 //
 // # Failure model
 //
 // What the fence guarantees, on a store that honours the ConditionalStore
-// contract: no two pushes land at one epoch of a shard; the epochs that land
-// strictly increase; a push refused as stale wrote nothing; a record that
-// fails to decode is never overwritten by a push; a push reported as landed
-// is in the store (or was superseded by a higher epoch since).
+// contract: no two writes land at one epoch of a shard; the epochs that land
+// strictly increase; a write refused as stale wrote nothing; a record that
+// fails to decode is never overwritten except by Settle at exactly the
+// version found corrupt, and never below an epoch its header still shows;
+// a write reported as landed is in the store (or was superseded by a higher
+// epoch since). Every write of a record (Push, Seal, Settle) goes through
+// one loop, so the brand check, the probe verdict, the version cache, the
+// retries and the Observer apply to all three alike.
+//
+// Damage in place: a push may skip its read and condition its write on the
+// version it remembers. That is safe because a store's version names its
+// bytes: S3 ETags and GCS generations change with any write, and the stores
+// that keep their version beside the bytes (DirConditionalStore, and
+// ValkeyConditionalStore, whose value can be edited by hand) check the bytes
+// they hold and refuse a write over damaged ones with ErrCorrupt, naming a
+// version of the damage itself that Settle can replace.
+//
+// Durability is the store's: a push that returned nil survives what the
+// store survives.
+//
+//   - S3 and GCS acknowledge a write once it is durable; nothing to
+//     configure.
+//   - DirConditionalStore fsyncs the file and its directory before a write
+//     returns; a local disk's durability, one host.
+//   - MemStore is memory: for tests and demos.
+//   - Valkey replicates asynchronously: a primary acknowledges a write and
+//     can lose it when a replica is promoted, and a second push at the same
+//     epoch can then also land. With a replica and failover (Sentinel or by
+//     hand), set ValkeyConditionalStore.WaitReplicas (and WaitTimeout): a
+//     write counts as landed only once that many replicas acknowledged it,
+//     else its outcome is unknown (ErrOutcomeUnknown), and a retry does not
+//     return nil until the replicas have the record. Without WaitReplicas,
+//     only a single Valkey server without failover (with its own
+//     persistence) keeps the guarantee.
 //
 // What it cannot guarantee: anything about a writer that bypasses the
 // library and writes the object directly; a store that ignores
 // preconditions (run Probe, and writefencetest against your own store);
-// a payload damaged under an intact header, which Push does not see when it
-// reads the header alone (Latest does, and Fence.VerifyPayloadOnPush makes
-// Push read the whole record); and durability the store does not give:
-// Valkey replicates asynchronously, so a failover can lose an acknowledged
-// write and the recorded epoch can go back. Lease expiry uses local clocks;
-// a wrong clock can let a holder take over early, but safety never depends
-// on it, because the store checks the epoch.
+// a payload damaged under an intact header on S3 or GCS (a rewrite with a
+// new version), which Push does not see when it reads the header alone
+// (Latest does, and Fence.VerifyPayloadOnPush makes Push read the whole
+// record). Lease expiry uses local clocks; a wrong clock can let a holder
+// take over early, but safety never depends on it, because the store checks
+// the epoch.
 package writefence
