@@ -54,7 +54,7 @@ func recordClaiming(t *testing.T, writer string, epoch, payloadLen uint64) []byt
 	rec, _, err := m.Get(t.Context(), mustKey(t, "p", "s"))
 	require.NoError(t, err)
 	binary.BigEndian.PutUint64(rec[16:], payloadLen)
-	end := 56 + len(writefence.DefaultIdentity) + len(writer)
+	end := 28 + len(writefence.DefaultIdentity) + len(writer)
 	binary.BigEndian.PutUint32(rec[end:], crc32.Checksum(rec[:end], crc32.MakeTable(crc32.Castagnoli)))
 	return rec
 }

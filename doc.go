@@ -39,7 +39,7 @@
 //
 // A write whose reply was lost may or may not have landed. When Push finds
 // the record is exactly its own push (same epoch, writer and payload
-// digest) it reports success, so retrying never turns a writer's own landed
+// bytes) it reports success, so retrying never turns a writer's own landed
 // push into ErrStaleEpoch. When the outcome cannot be learned at all, Push
 // returns an error matching ErrOutcomeUnknown; calling Push again with the
 // same arguments settles it.
@@ -48,13 +48,16 @@
 //
 // One record per (plugin, shard), at the key ShardKey builds under a prefix
 // (DefaultPrefix by default). A record is a versioned header (format
-// version, wire identity, epoch, writer, payload length, payload SHA-256, a
-// CRC-32C over the header) followed by the payload. Decoding is strict:
+// version, wire identity, epoch, writer, payload length, a CRC-32C of the
+// payload, a CRC-32C over the header) followed by the payload. Writers
+// write format version 2; readers also read version 1, whose header held a
+// SHA-256 of the payload instead, and refuse any other (an older reader
+// refuses version 2 the same way: it fails closed). Decoding is strict:
 // truncation, trailing bytes, an unknown format version, epoch 0, an empty
 // writer or a checksum that disagrees is ErrCorrupt, naming the check. The
 // fence fails closed on a corrupt record and never overwrites it; an
-// operator settles it with an explicit PutIfVersion of exactly the version
-// reported in the CorruptError.
+// operator replaces it with Fence.Settle, at exactly the version reported
+// in the CorruptError.
 //
 // Keys escape the plugin and shard names so that the mapping is injective
 // and no shard key reaches the reserved key space (where BrandKey lives).

@@ -1,8 +1,8 @@
 package writefence
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -84,7 +84,7 @@ type Fence struct {
 	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
 	// VerifyPayloadOnPush makes Push read and verify the whole recorded
-	// record, payload digest included, before it writes. By default, on a
+	// record, payload checksum included, before it writes. By default, on a
 	// store that implements PrefixReader, Push reads only the record's
 	// header and checks its checksum and the record's total size: one
 	// header's worth of bytes instead of the whole previous payload. A
@@ -121,12 +121,13 @@ const (
 // recordWrite is one validated write of a record: a push, a seal or a
 // settle. decide turns what the store records into the record to write.
 type recordWrite struct {
-	op     string // opPush, opSeal or opSettle
-	key    string
-	writer string
-	epoch  uint64
-	digest [sha256.Size]byte // the digest of the payload written
-	record []byte            // the record to write; a seal sets it in decide
+	op      string // opPush, opSeal or opSettle
+	key     string
+	writer  string
+	epoch   uint64
+	header  []byte // the record's encoded header; a seal sets it in decide
+	payload []byte // the payload after it: the caller's bytes, never copied
+	record  []byte // header and payload joined, for a store without PartsPutter; built once
 
 	// corruptVersion is, for a settle, the version found corrupt: the
 	// only version it may replace.
@@ -136,6 +137,7 @@ type recordWrite struct {
 // recorded is what one read of a record's key found.
 type recorded struct {
 	found   bool
+	whole   bool          // the whole record was read, not only its header
 	version string        // the version of the bytes read (of the damage, when corrupt)
 	h       header        // the decoded header; h.epoch is 0 when it did not decode
 	payload []byte        // the payload, on a whole read of a sound record
@@ -190,10 +192,9 @@ func (f *Fence) prepare(op, plugin, shard, writer string, epoch uint64, payload 
 	if limit := f.maxPayload(); int64(len(payload)) > limit {
 		return nil, invalidArg("payload", "%d bytes, more than the limit of %d", len(payload), limit)
 	}
-	w := &recordWrite{op: op, key: key, writer: writer, epoch: epoch}
+	w := &recordWrite{op: op, key: key, writer: writer, epoch: epoch, payload: payload}
 	if op != opSeal {
-		w.digest = sha256.Sum256(payload)
-		w.record = encodeRecord(f.identity(), writer, epoch, w.digest, payload)
+		w.header = encodeHeader(f.identity(), writer, epoch, uint64(len(payload)), crc32Castagnoli(payload))
 	}
 	return w, nil
 }
@@ -243,6 +244,11 @@ func (f *Fence) attempts(ctx context.Context, w *recordWrite) (int, error) {
 	for attempt := 1; ; attempt++ {
 		if !skipRead {
 			st, err := f.read(ctx, w.key, w.op != opPush || f.VerifyPayloadOnPush)
+			if err == nil && !st.whole && w.mayBeReplay(st.h) {
+				// Only the payload itself can tell this very push from
+				// another of the same epoch and writer.
+				st, err = f.read(ctx, w.key, true)
+			}
 			if err != nil {
 				return attempt, fail(err)
 			}
@@ -261,7 +267,7 @@ func (f *Fence) attempts(ctx context.Context, w *recordWrite) (int, error) {
 		}
 		skipRead = false
 
-		newVersion, err := f.Store.PutIfVersion(ctx, w.key, w.record, version)
+		newVersion, err := f.put(ctx, w, version)
 		if err == nil {
 			f.remember(w.key, newVersion, w.epoch)
 			return attempt, nil
@@ -321,13 +327,36 @@ func (f *Fence) decide(w *recordWrite, st recorded) (done bool, err error) {
 	if w.op == opSeal {
 		return f.decideSeal(w, st)
 	}
-	if st.found && st.h.epoch == w.epoch && st.h.writer == w.writer && st.h.digest == w.digest {
+	if st.found && w.mayBeReplay(st.h) && st.whole && bytes.Equal(st.payload, w.payload) {
 		return true, nil
 	}
 	if st.found && w.epoch <= st.h.epoch {
 		return false, staleEpoch(w, st.h)
 	}
 	return false, nil
+}
+
+// mayBeReplay reports whether a record with header h may be this very
+// write, landed by an earlier attempt: same epoch, writer and payload size,
+// and (where the header carries it) the same payload checksum. Only the
+// payload bytes themselves decide.
+func (w *recordWrite) mayBeReplay(h header) bool {
+	return h.epoch == w.epoch && h.writer == w.writer && h.payloadLen == uint64(len(w.payload)) &&
+		(h.version == 1 || h.payloadCRC == crc32Castagnoli(w.payload))
+}
+
+// put makes the write's one conditional write: header and payload as two
+// parts on a store that takes parts, so the payload is never copied; joined
+// once otherwise.
+func (f *Fence) put(ctx context.Context, w *recordWrite, version string) (string, error) {
+	if pp, ok := f.Store.(PartsPutter); ok {
+		return pp.PutPartsIfVersion(ctx, w.key, [][]byte{w.header, w.payload}, version)
+	}
+	if w.record == nil {
+		w.record = make([]byte, 0, len(w.header)+len(w.payload))
+		w.record = append(append(w.record, w.header...), w.payload...)
+	}
+	return f.Store.PutIfVersion(ctx, w.key, w.record, version)
 }
 
 func staleEpoch(w *recordWrite, h header) error {
@@ -338,7 +367,7 @@ func staleEpoch(w *recordWrite, h header) error {
 // states, not errors; any other failure is returned. With whole false, on a
 // store that can read a prefix, it reads only MaxHeaderSize bytes: the
 // header is checked (checksum, identity) and the record's size must equal
-// the header's size plus the payload length it declares; the payload digest
+// the header's size plus the payload length it declares; the payload checksum
 // is then left to Latest and to the store's own integrity checks.
 func (f *Fence) read(ctx context.Context, key string, whole bool) (recorded, error) {
 	pr, ok := f.Store.(PrefixReader)
@@ -393,7 +422,7 @@ func readState(key string, err error) (recorded, error) {
 // decodeState decodes a whole record strictly.
 func decodeState(key, version string, data []byte) recorded {
 	h, payload, check := decodeRecord(data)
-	st := recorded{found: true, version: version, h: h, payload: payload}
+	st := recorded{found: true, whole: true, version: version, h: h, payload: payload}
 	if check != "" {
 		st.corrupt = &CorruptError{Key: key, Version: version, Check: check}
 	}

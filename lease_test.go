@@ -105,7 +105,7 @@ func TestLeaseRecordStrict(t *testing.T) {
 		"empty holder":    {encodeLease("", 1, 1), "empty holder"},
 		"long holder":     {encodeLease(strings.Repeat("h", MaxWriterLen+1), 1, 1), "holder length"},
 		"negative expiry": {encodeLease("a", 1, -1), "negative expiry"},
-		"a fence record":  {encodeRecord("id", "w", 1, [32]byte{}, nil), "magic"},
+		"a fence record":  {encodeRecord("id", "w", 1, nil), "magic"},
 	}
 	for name, c := range cases {
 		_, check := decodeLease(c.b)

@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 )
@@ -21,7 +22,7 @@ type RecordInfo struct {
 // before settling. Errors are those of Latest, with as much of the
 // description as the read allowed: on ErrCorrupt, Key and Version (the
 // version Settle needs), and Identity, Epoch and Writer when the record's
-// header still decodes (only a check after it, such as the payload digest,
+// header still decodes (only a check after it, such as the payload checksum,
 // failed); on ErrWire, the whole record decoded under the identity it
 // carries.
 func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
@@ -95,7 +96,7 @@ func (f *Fence) decideSettle(w *recordWrite, st recorded) (done bool, err error)
 	case !st.found:
 		return false, fmt.Errorf("writefence: settle %s: %w", Escape(w.key), ErrNotFound)
 	case st.corrupt == nil:
-		if st.h.identity == f.identity() && st.h.epoch == w.epoch && st.h.writer == w.writer && st.h.digest == w.digest {
+		if st.h.identity == f.identity() && w.mayBeReplay(st.h) && bytes.Equal(st.payload, w.payload) {
 			return true, nil
 		}
 		return false, invalidArg("corruptVersion", "the record at %s decodes: nothing to settle", Escape(w.key))

@@ -21,29 +21,38 @@ const (
 	MaxWriterLen   = 1024 // bytes in a writer name
 )
 
-// The record encoding, format version 1. All integers are big-endian.
+// The record encoding. All integers are big-endian. Writers write format
+// version 2; readers read versions 1 and 2 and refuse any other.
+//
+// Format version 2:
 //
 //	offset size  field
 //	0      4     magic "WFR\x00"
-//	4      1     format version (1)
+//	4      1     format version (2)
 //	5      1     identity length I (1..255)
 //	6      2     writer length W (1..1024)
 //	8      8     epoch (>= 1)
 //	16     8     payload length P
-//	24     32    SHA-256 of the payload
-//	56     I     identity
-//	56+I   W     writer
-//	56+I+W 4     CRC-32C of bytes [0, 56+I+W)
-//	60+I+W P     payload
+//	24     4     CRC-32C of the payload
+//	28     I     identity
+//	28+I   W     writer
+//	28+I+W 4     CRC-32C of bytes [0, 28+I+W)
+//	32+I+W P     payload
 //
-// The header checksum covers every header field, the payload digest among
-// them, so together they check the header and the payload; the header alone
-// can be checked without the payload, and the digest identifies a payload
-// for the replay rule without holding it.
+// Format version 1 is the same but for its payload digest, a SHA-256 in the
+// 32 bytes at offset 24, so that its identity starts at offset 56.
+//
+// The header checksum covers every header field, the payload's checksum
+// among them, so together they check the header and the payload, and the
+// header alone can be checked without the payload. The payload's checksum
+// catches damage; it does not identify a push: the replay rule compares the
+// payload itself (see Fence.Push). CRC-32C runs in hardware at memory speed,
+// so a push makes one cheap pass over its payload (BENCHMARKS.md).
 const (
 	recordMagic     = "WFR\x00"
-	recordVersion   = 1
-	fixedHeaderSize = 56
+	recordVersion   = 2
+	fixedHeaderSize = 28 // of format version 2
+	v1HeaderSize    = 56 // of format version 1
 	checksumSize    = 4
 )
 
@@ -51,31 +60,33 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // header is the decoded header of a record.
 type header struct {
+	version    byte
 	identity   string
 	writer     string
 	epoch      uint64
 	payloadLen uint64
-	digest     [sha256.Size]byte
-	size       int // encoded header size, checksum included
+	payloadCRC uint32            // format version 2
+	digest     [sha256.Size]byte // format version 1
+	size       int               // encoded header size, checksum included
 }
 
-// encodeRecord returns the encoded record for the given fields. The caller
-// has validated them (non-empty, within the limits, epoch >= 1).
-func encodeRecord(identity, writer string, epoch uint64, digest [sha256.Size]byte, payload []byte) []byte {
-	hsize := fixedHeaderSize + len(identity) + len(writer) + checksumSize
-	b := make([]byte, hsize, hsize+len(payload))
+// encodeHeader returns the encoded header of a record whose payload is
+// payloadLen bytes with checksum payloadCRC. The caller has validated the
+// fields (non-empty, within the limits, epoch >= 1).
+func encodeHeader(identity, writer string, epoch, payloadLen uint64, payloadCRC uint32) []byte {
+	end := fixedHeaderSize + len(identity) + len(writer)
+	b := make([]byte, end+checksumSize)
 	copy(b, recordMagic)
 	b[4] = recordVersion
 	b[5] = byte(len(identity))
 	binary.BigEndian.PutUint16(b[6:], uint16(len(writer)))
 	binary.BigEndian.PutUint64(b[8:], epoch)
-	binary.BigEndian.PutUint64(b[16:], uint64(len(payload)))
-	copy(b[24:56], digest[:])
+	binary.BigEndian.PutUint64(b[16:], payloadLen)
+	binary.BigEndian.PutUint32(b[24:], payloadCRC)
 	n := copy(b[fixedHeaderSize:], identity)
-	n += copy(b[fixedHeaderSize+n:], writer)
-	end := fixedHeaderSize + n
+	copy(b[fixedHeaderSize+n:], writer)
 	binary.BigEndian.PutUint32(b[end:], crc32Castagnoli(b[:end]))
-	return append(b, payload...)
+	return b
 }
 
 // decodeHeader decodes and checks the header at the start of b, which may
@@ -90,8 +101,17 @@ func decodeHeader(b []byte) (header, string) {
 	if len(b) < fixedHeaderSize {
 		return h, "truncated header"
 	}
-	if b[4] != recordVersion {
+	fixed := 0
+	switch b[4] {
+	case 1:
+		fixed = v1HeaderSize
+	case 2:
+		fixed = fixedHeaderSize
+	default:
 		return h, "unknown format version"
+	}
+	if len(b) < fixed {
+		return h, "truncated header"
 	}
 	idLen := int(b[5])
 	wLen := int(binary.BigEndian.Uint16(b[6:]))
@@ -104,7 +124,7 @@ func decodeHeader(b []byte) (header, string) {
 	if wLen > MaxWriterLen {
 		return h, "writer length"
 	}
-	end := fixedHeaderSize + idLen + wLen
+	end := fixed + idLen + wLen
 	if len(b) < end+checksumSize {
 		return h, "truncated header"
 	}
@@ -115,17 +135,23 @@ func decodeHeader(b []byte) (header, string) {
 	if h.epoch == 0 {
 		return h, "epoch 0"
 	}
+	h.version = b[4]
 	h.payloadLen = binary.BigEndian.Uint64(b[16:])
-	copy(h.digest[:], b[24:56])
-	h.identity = string(b[fixedHeaderSize : fixedHeaderSize+idLen])
-	h.writer = string(b[fixedHeaderSize+idLen : end])
+	if h.version == 1 {
+		copy(h.digest[:], b[24:v1HeaderSize])
+	} else {
+		h.payloadCRC = binary.BigEndian.Uint32(b[24:])
+	}
+	h.identity = string(b[fixed : fixed+idLen])
+	h.writer = string(b[fixed+idLen : end])
 	h.size = end + checksumSize
 	return h, ""
 }
 
 // decodeRecord decodes a whole record strictly: the header checks, then the
 // payload length against the bytes present (truncation, trailing bytes) and
-// the payload digest. The returned payload aliases b.
+// the payload's checksum (or digest, in format version 1). The returned
+// payload aliases b.
 func decodeRecord(b []byte) (header, []byte, string) {
 	h, check := decodeHeader(b)
 	if check != "" {
@@ -139,8 +165,11 @@ func decodeRecord(b []byte) (header, []byte, string) {
 		return h, nil, "trailing bytes"
 	}
 	payload := b[h.size:]
-	if sha256.Sum256(payload) != h.digest {
+	switch {
+	case h.version == 1 && sha256.Sum256(payload) != h.digest:
 		return h, nil, "payload digest"
+	case h.version != 1 && crc32Castagnoli(payload) != h.payloadCRC:
+		return h, nil, "payload checksum"
 	}
 	return h, payload, ""
 }

@@ -13,7 +13,33 @@ import (
 
 func testRecord(t testing.TB, identity, writer string, epoch uint64, payload []byte) []byte {
 	t.Helper()
-	return encodeRecord(identity, writer, epoch, sha256.Sum256(payload), payload)
+	return encodeRecord(identity, writer, epoch, payload)
+}
+
+// encodeRecord returns a whole record of format version 2, as a Fence
+// writes it.
+func encodeRecord(identity, writer string, epoch uint64, payload []byte) []byte {
+	h := encodeHeader(identity, writer, epoch, uint64(len(payload)), crc32Castagnoli(payload))
+	return append(h, payload...)
+}
+
+// encodeRecordV1 returns a record of format version 1, as earlier releases
+// wrote it: a SHA-256 of the payload where version 2 has its CRC-32C.
+func encodeRecordV1(identity, writer string, epoch uint64, payload []byte) []byte {
+	end := v1HeaderSize + len(identity) + len(writer)
+	b := make([]byte, end+checksumSize, end+checksumSize+len(payload))
+	copy(b, recordMagic)
+	b[4] = 1
+	b[5] = byte(len(identity))
+	binary.BigEndian.PutUint16(b[6:], uint16(len(writer)))
+	binary.BigEndian.PutUint64(b[8:], epoch)
+	binary.BigEndian.PutUint64(b[16:], uint64(len(payload)))
+	digest := sha256.Sum256(payload)
+	copy(b[24:], digest[:])
+	n := copy(b[v1HeaderSize:], identity)
+	copy(b[v1HeaderSize+n:], writer)
+	binary.BigEndian.PutUint32(b[end:], crc32Castagnoli(b[:end]))
+	return append(b, payload...)
 }
 
 // TestRecordRoundTrip is a property test: any valid fields encode to a
@@ -40,6 +66,9 @@ func TestRecordRoundTrip(t *testing.T) {
 			payload = nil
 		}
 		rec := testRecord(t, identity, writer, epoch, payload)
+		if i%5 == 0 {
+			rec = encodeRecordV1(identity, writer, epoch, payload)
+		}
 
 		h, got, check := decodeRecord(rec)
 		require.Empty(t, check)
@@ -56,10 +85,19 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRecordCorruption names the check each corruption fails.
+// TestRecordCorruption names the check each corruption fails, in both
+// format versions a reader reads.
 func TestRecordCorruption(t *testing.T) {
-	good := testRecord(t, "id", "writer-a", 7, []byte("payload bytes"))
-	hsize := fixedHeaderSize + len("id") + len("writer-a") + checksumSize
+	t.Run("v2", func(t *testing.T) {
+		testRecordCorruption(t, testRecord(t, "id", "writer-a", 7, []byte("payload bytes")), fixedHeaderSize, "payload checksum")
+	})
+	t.Run("v1", func(t *testing.T) {
+		testRecordCorruption(t, encodeRecordV1("id", "writer-a", 7, []byte("payload bytes")), v1HeaderSize, "payload digest")
+	})
+}
+
+func testRecordCorruption(t *testing.T, good []byte, fixed int, payloadCheck string) {
+	hsize := fixed + len("id") + len("writer-a") + checksumSize
 	mutate := func(f func(b []byte) []byte) []byte {
 		return f(append([]byte(nil), good...))
 	}
@@ -80,7 +118,8 @@ func TestRecordCorruption(t *testing.T) {
 		{"wrong magic", mutate(func(b []byte) []byte { b[0] = 'X'; return b }), "magic"},
 		{"garbage", []byte("this is not a record at all, just some text that is long enough"), "magic"},
 		{"short header", good[:20], "truncated header"},
-		{"unknown format version", mutate(func(b []byte) []byte { b[4] = 2; return b }), "unknown format version"},
+		{"unknown format version", mutate(func(b []byte) []byte { b[4] = 3; return b }), "unknown format version"},
+		{"format version 0", mutate(func(b []byte) []byte { b[4] = 0; return b }), "unknown format version"},
 		{"empty identity", mutate(func(b []byte) []byte { b[5] = 0; return b }), "empty identity"},
 		{"empty writer", mutate(func(b []byte) []byte { b[6], b[7] = 0, 0; return b }), "empty writer"},
 		{"writer too long", mutate(func(b []byte) []byte { binary.BigEndian.PutUint16(b[6:], MaxWriterLen+1); return b }), "writer length"},
@@ -91,7 +130,7 @@ func TestRecordCorruption(t *testing.T) {
 		{"truncated payload", good[:len(good)-1], "truncated payload"},
 		{"trailing bytes", append(append([]byte(nil), good...), 0), "trailing bytes"},
 		{"claims 4 GiB payload", mutate(func(b []byte) []byte { binary.BigEndian.PutUint64(b[16:], 4<<30); return reseal(b) }), "truncated payload"},
-		{"flipped payload byte", mutate(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), "payload digest"},
+		{"flipped payload byte", mutate(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), payloadCheck},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,6 +148,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(testRecord(f, "writefence/v1", "node-1", 1, nil))
 	f.Add(testRecord(f, "writefence/v1", "node-2", 42, []byte("wal segment 0001")))
 	f.Add(testRecord(f, "x", "\x00\xff", ^uint64(0), bytes.Repeat([]byte{0xAB}, 300)))
+	f.Add(encodeRecordV1("writefence/v1", "node-3", 7, []byte("a record of format version 1")))
 	f.Add([]byte("WFR\x00"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -129,9 +169,101 @@ func FuzzDecodeRecord(f *testing.F) {
 		if h.epoch == 0 || h.identity == "" || h.writer == "" {
 			t.Fatalf("accepted a record with an empty field: %+v", h)
 		}
-		again := encodeRecord(h.identity, h.writer, h.epoch, h.digest, payload)
+		again := encodeRecord(h.identity, h.writer, h.epoch, payload)
+		if h.version == 1 {
+			again = encodeRecordV1(h.identity, h.writer, h.epoch, payload)
+		}
 		if !bytes.Equal(again, b) {
 			t.Fatalf("decoded record re-encodes differently")
 		}
 	})
+}
+
+// forgeCRC returns a copy of p, of the same length, whose last four bytes
+// are changed so that its CRC-32C equals want. CRC-32C is linear over
+// GF(2), so the effect of each of the last 32 bits on the checksum is a
+// fixed vector, and a set of bits to flip is found by elimination.
+func forgeCRC(t *testing.T, p []byte, want uint32) []byte {
+	t.Helper()
+	require.GreaterOrEqual(t, len(p), 4)
+	out := append([]byte(nil), p...)
+	zero := crc32Castagnoli(make([]byte, len(p)))
+	type row struct{ effect, bits uint32 }
+	var rows []row
+	for bit := range 32 {
+		e := make([]byte, len(p))
+		e[len(p)-4+bit/8] = 1 << (bit % 8)
+		rows = append(rows, row{crc32Castagnoli(e) ^ zero, 1 << bit})
+	}
+	// Reduce to one row per leading bit of effect.
+	var basis [32]row
+	for _, r := range rows {
+		for i := 31; i >= 0 && r.effect != 0; i-- {
+			if r.effect&(1<<i) == 0 {
+				continue
+			}
+			if basis[i].effect == 0 {
+				basis[i] = r
+				break
+			}
+			r.effect ^= basis[i].effect
+			r.bits ^= basis[i].bits
+		}
+	}
+	need, flip := crc32Castagnoli(p)^want, uint32(0)
+	for i := 31; i >= 0; i-- {
+		if need&(1<<i) != 0 {
+			require.NotZero(t, basis[i].effect, "no basis vector for bit %d", i)
+			need ^= basis[i].effect
+			flip ^= basis[i].bits
+		}
+	}
+	for bit := range 32 {
+		if flip&(1<<bit) != 0 {
+			out[len(p)-4+bit/8] ^= 1 << (bit % 8)
+		}
+	}
+	require.Equal(t, want, crc32Castagnoli(out))
+	return out
+}
+
+// TestReplayIsDecidedByThePayload: a record of the same epoch, writer,
+// length and payload checksum as a push is that push only if its payload
+// is the same bytes; the checksum alone never decides.
+func TestReplayIsDecidedByThePayload(t *testing.T) {
+	ctx := t.Context()
+	mem := &MemStore{}
+	mine := []byte("segment 0007: the bytes this writer pushed")
+	other := forgeCRC(t, []byte("segment 0007: other bytes, same length!!!!"), crc32Castagnoli(mine))
+	require.Len(t, other, len(mine))
+	require.NotEqual(t, mine, other)
+
+	require.NoError(t, (&Fence{Store: mem}).Push(ctx, "wal", "0", "a", 7, mine))
+	require.NoError(t, (&Fence{Store: mem}).Push(ctx, "wal", "0", "a", 7, mine), "the same push again is its replay")
+	err := (&Fence{Store: mem}).Push(ctx, "wal", "0", "a", 7, other)
+	require.ErrorIs(t, err, ErrStaleEpoch, "other bytes with the same checksum are not this push")
+}
+
+// TestFormatVersion1Records: records written in format version 1 are read,
+// replayed and pushed over; what a Fence writes is version 2.
+func TestFormatVersion1Records(t *testing.T) {
+	ctx := t.Context()
+	mem := &MemStore{}
+	key, err := ShardKey("", "wal", "0")
+	require.NoError(t, err)
+	_, err = mem.PutIfVersion(ctx, key, encodeRecordV1(DefaultIdentity, "a", 5, []byte("old format")), "")
+	require.NoError(t, err)
+
+	f := &Fence{Store: mem}
+	epoch, writer, payload, err := f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), epoch)
+	assert.Equal(t, "a", writer)
+	assert.Equal(t, "old format", string(payload))
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 5, []byte("old format")), "a replay of a version 1 record")
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 5, []byte("x")), ErrStaleEpoch)
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 6, []byte("new format")))
+	data, _, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, byte(2), data[4], "format version written")
 }

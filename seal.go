@@ -1,9 +1,6 @@
 package writefence
 
-import (
-	"context"
-	"crypto/sha256"
-)
+import "context"
 
 // Seal raises the recorded epoch of (plugin, shard) to epoch without
 // changing its payload, so that every push at a lower epoch is refused from
@@ -43,7 +40,7 @@ func (f *Fence) decideSeal(w *recordWrite, st recorded) (done bool, err error) {
 	if st.found && w.epoch <= st.h.epoch {
 		return false, staleEpoch(w, st.h)
 	}
-	w.digest = sha256.Sum256(st.payload)
-	w.record = encodeRecord(f.identity(), w.writer, w.epoch, w.digest, st.payload)
+	w.header = encodeHeader(f.identity(), w.writer, w.epoch, uint64(len(st.payload)), crc32Castagnoli(st.payload))
+	w.payload, w.record = st.payload, nil
 	return false, nil
 }

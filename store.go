@@ -79,3 +79,20 @@ type PrefixReader interface {
 	// as for Get; n is at least 1.
 	GetPrefix(ctx context.Context, key string, n int64) (prefix []byte, size int64, version string, err error)
 }
+
+// PartsPutter is an optional capability of a ConditionalStore, found by
+// type assertion: PutIfVersion of data given as parts, stored as their
+// concatenation without being joined in memory first. A Fence writes a
+// record as its header and the caller's payload, so a store that streams
+// the parts (an HTTP body, a file) never copies the payload.
+type PartsPutter interface {
+	// PutPartsIfVersion is PutIfVersion of the concatenation of parts,
+	// with the same contract: the same preconditions, errors and version
+	// token as PutIfVersion of the joined bytes. It must not read the
+	// parts after it returns.
+	//
+	// A wrapper that embeds a store with this method and overrides
+	// PutIfVersion must override PutPartsIfVersion too: a Fence calls it
+	// instead of PutIfVersion.
+	PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (newVersion string, err error)
+}

@@ -32,6 +32,7 @@ var (
 	_ ConditionalStore = (*GCSConditionalStore)(nil)
 	_ Deleter          = (*GCSConditionalStore)(nil)
 	_ PrefixReader     = (*GCSConditionalStore)(nil)
+	_ PartsPutter      = (*GCSConditionalStore)(nil)
 )
 
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
@@ -152,6 +153,13 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 // ErrConflict for a write that happened, which the fence resolves by reading
 // the record afresh. A 429 is returned as a *GCSRateLimitError.
 func (s *GCSConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
+}
+
+// PutPartsIfVersion implements PartsPutter: the parts are written one after
+// the other to one upload, with the preconditions of PutIfVersion, and
+// never copied.
+func (s *GCSConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
 	conds, err := gcsConditions(expectVersion)
 	if err != nil {
 		return "", err
@@ -162,11 +170,17 @@ func (s *GCSConditionalStore) PutIfVersion(ctx context.Context, key string, data
 	w.ContentType = "application/octet-stream"
 	// The server checks the checksum before it commits, so a body damaged
 	// on the way is refused instead of stored.
-	w.CRC32C = crc32.Checksum(data, gcsCastagnoli)
+	var sum uint32
+	for _, p := range parts {
+		sum = crc32.Update(sum, gcsCastagnoli, p)
+	}
+	w.CRC32C = sum
 	w.SendCRC32C = true
-	if _, err := w.Write(data); err != nil {
-		_ = w.Close()
-		return "", gcsError("put", key, err)
+	for _, p := range parts {
+		if _, err := w.Write(p); err != nil {
+			_ = w.Close()
+			return "", gcsError("put", key, err)
+		}
 	}
 	if err := w.Close(); err != nil {
 		return "", gcsError("put", key, err)

@@ -51,6 +51,7 @@ var (
 	_ ConditionalStore = (*MinioConditionalStore)(nil)
 	_ Deleter          = (*MinioConditionalStore)(nil)
 	_ PrefixReader     = (*MinioConditionalStore)(nil)
+	_ PartsPutter      = (*MinioConditionalStore)(nil)
 )
 
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
@@ -177,6 +178,13 @@ func s3ObjectSize(header http.Header, contentLength int64) (int64, error) {
 // a 409 ConditionalRequestConflict, and a 404 NoSuchKey answering If-Match
 // (MinIO's reply for a key that does not exist) are conflicts.
 func (s *MinioConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
+}
+
+// PutPartsIfVersion implements PartsPutter: the parts are sent one after
+// the other as the body of one PUT, with the preconditions of PutIfVersion,
+// and never copied.
+func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
 	var opts minio.PutObjectOptions
 	if expectVersion == "" {
 		opts.SetMatchETagExcept("*")
@@ -191,8 +199,14 @@ func (s *MinioConditionalStore) PutIfVersion(ctx context.Context, key string, da
 	}
 	// minio-go retries only a body it can rewind; a body without Seek is
 	// sent exactly once (see NewMinioConditionalStore).
-	body := &requestBody{r: bytes.NewReader(data)}
-	info, err := s.api.PutObject(ctx, s.bucket, key, body, int64(len(data)), "", "", opts)
+	readers := make([]io.Reader, len(parts))
+	size := int64(0)
+	for i, p := range parts {
+		readers[i] = bytes.NewReader(p)
+		size += int64(len(p))
+	}
+	body := &requestBody{r: io.MultiReader(readers...)}
+	info, err := s.api.PutObject(ctx, s.bucket, key, body, size, "", "", opts)
 	body.close()
 	if err != nil {
 		return "", s.fail(ctx, "put", key, err, func(r minio.ErrorResponse) error {
@@ -325,7 +339,7 @@ func (e *s3Error) Unwrap() []error {
 // read the caller's slice after we handed it back.
 type requestBody struct {
 	mu     sync.Mutex // held across each Read so close waits for it
-	r      *bytes.Reader
+	r      io.Reader
 	closed bool
 }
 
