@@ -1,7 +1,6 @@
 package writefencetest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -151,10 +150,10 @@ func testRaceCreate(t *testing.T, sc *scope) {
 		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
 }
 
-// testRaceFencePush makes writers push the same epoch to one shard through
-// writefence.Fence, with the epoch rising each round: exactly one push per
-// epoch may land, and Latest must return it. Each writer has its own Fence,
-// as separate processes would.
+// testRaceFencePush runs RacePush: writers, each with a Fence of its own,
+// push the same epoch to one shard, with the epoch rising each round, and
+// every one of them has read the record before any of them writes. Exactly
+// one push per epoch may land, and Latest must return it.
 func testRaceFencePush(t *testing.T, sc *scope) {
 	const plugin, shard = "writefencetest", "race"
 	prefix := sc.prefix + "fence/"
@@ -163,35 +162,25 @@ func testRaceFencePush(t *testing.T, sc *scope) {
 		t.Fatalf("ShardKey: %v", err)
 	}
 	sc.track(key)
-	fences := make([]*writefence.Fence, raceWorkers)
-	for i := range fences {
-		fences[i] = &writefence.Fence{Store: sc.s, Prefix: prefix}
+	rounds, err := RacePush(t.Context(), sc.s, PushRace{
+		Writers: raceWorkers, Rounds: raceRounds,
+		Prefix: prefix, Plugin: plugin, Shard: shard,
+	})
+	if err != nil {
+		t.Fatalf("RacePush: %v", err)
 	}
-	writer := func(i int) string { return fmt.Sprintf("writer-%02d", i) }
-
-	var total tally
-	for r := 1; r <= raceRounds; r++ {
-		epoch := uint64(r)
-		errs := make([]error, raceWorkers)
-		together(raceWorkers, nil, func(i int) {
-			errs[i] = fences[i].Push(t.Context(), plugin, shard, writer(i), epoch, racePayload(r, i))
-		})
-		round := total.round(t, r, errs, writefence.ErrStaleEpoch)
-		if len(round.winners) != 1 {
-			t.Errorf("round %d: %d of %d pushes at epoch %d landed; want exactly 1",
-				r, len(round.winners), raceWorkers, epoch)
-			continue
+	var landed, stale, other int
+	for _, r := range rounds {
+		landed += len(r.Winners)
+		stale += r.Stale
+		other += len(r.Errors)
+		for _, err := range r.Errors {
+			t.Errorf("round %d: %v; want nil or an error matching %v", r.Round, err, writefence.ErrStaleEpoch)
 		}
-		w := round.winners[0]
-		gotEpoch, gotWriter, gotPayload, err := fences[0].Latest(t.Context(), plugin, shard)
-		if err != nil {
-			t.Fatalf("round %d: Latest: %v", r, err)
-		}
-		if gotEpoch != epoch || gotWriter != writer(w) || !bytes.Equal(gotPayload, racePayload(r, w)) {
-			t.Errorf("round %d: Latest returned epoch %d writer %q payload %s; want the winner's epoch %d writer %q payload %q",
-				r, gotEpoch, gotWriter, describe(gotPayload), epoch, writer(w), racePayload(r, w))
+		for _, v := range r.Violations {
+			t.Errorf("round %d: %s; want exactly 1 of %d pushes at one epoch to land, and the record to be its", r.Round, v, raceWorkers)
 		}
 	}
 	t.Logf("%d rounds x %d writers pushing one epoch: %d landed, %d stale, %d other errors",
-		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
+		len(rounds), raceWorkers, landed, stale, other)
 }
