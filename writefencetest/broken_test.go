@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,9 +68,15 @@ func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byt
 const brokenEnv = "WRITEFENCETEST_BROKEN_STORE"
 
 var childStores = map[string]func() writefence.ConditionalStore{
-	"memstore":       func() writefence.ConditionalStore { return new(writefence.MemStore) },
-	"client-compare": func() writefence.ConditionalStore { return &clientCompareStore{gap: time.Millisecond} },
-	"ignoring":       func() writefence.ConditionalStore { return new(ignoringStore) },
+	"memstore":        func() writefence.ConditionalStore { return new(writefence.MemStore) },
+	"client-compare":  func() writefence.ConditionalStore { return &clientCompareStore{gap: time.Millisecond} },
+	"ignoring":        func() writefence.ConditionalStore { return new(ignoringStore) },
+	"reused-tokens":   func() writefence.ConditionalStore { return new(counterStore) },
+	"prefix-memstore": func() writefence.ConditionalStore { return &prefixStore{fault: prefixCorrect} },
+	"stale-prefix":    func() writefence.ConditionalStore { return &prefixStore{fault: prefixStaleVersion} },
+	"prefix-size":     func() writefence.ConditionalStore { return &prefixStore{fault: prefixSizeOfPrefix} },
+	"prefix-whole":    func() writefence.ConditionalStore { return &prefixStore{fault: prefixWholeObject} },
+	"torn-reads":      func() writefence.ConditionalStore { return new(tornStore) },
 }
 
 // TestHelperBroken is not a test on its own: TestSuiteHasTeeth runs it in a
@@ -90,17 +98,25 @@ var (
 )
 
 // TestSuiteHasTeeth runs the suite against each store in a child process and
-// checks which clauses fail: none on MemStore, the races on a store that
-// compares on the client, and every precondition on one that ignores them.
+// checks which clauses fail: none on a correct store, and on each broken
+// store exactly the clauses it breaks, in every run.
 func TestSuiteHasTeeth(t *testing.T) {
 	races := []string{"Race/Update", "Race/Create", "Race/FencePush"}
+	prefix := []string{"GetPrefix/MatchesGet", "Get/UnderOverwrite"}
 	tests := []struct {
 		store    string
 		wantFail []string
+		wantPass []string // checks of optional capabilities that must run and pass
 	}{
-		{"memstore", nil},
-		{"client-compare", races},
-		{"ignoring", append([]string{"Create/Existing", "Update/Stale", "Update/Missing", "Update/Deleted"}, races...)},
+		{"memstore", nil, nil},
+		{"prefix-memstore", nil, []string{"GetPrefix/MatchesGet", "GetPrefix/Missing"}},
+		{"client-compare", races, nil},
+		{"ignoring", append([]string{"Create/Existing", "Update/Stale", "Update/Missing", "Update/Deleted"}, races...), nil},
+		{"reused-tokens", []string{"Tokens/AfterDelete"}, nil},
+		{"stale-prefix", prefix, nil},
+		{"prefix-size", prefix, nil},
+		{"prefix-whole", prefix, nil},
+		{"torn-reads", []string{"Get/UnderOverwrite"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {
@@ -119,7 +135,9 @@ func TestSuiteHasTeeth(t *testing.T) {
 			}
 			if len(tt.wantFail) == 0 {
 				require.NoError(t, err, "the suite failed on %s:\n%s", tt.store, out)
-				require.Contains(t, string(out), "--- PASS: TestHelperBroken/Race/FencePush", "the child ran nothing:\n%s", out)
+				for _, c := range append([]string{"Race/FencePush", "Get/UnderOverwrite", "Tokens/AfterDelete"}, tt.wantPass...) {
+					require.Contains(t, string(out), "--- PASS: TestHelperBroken/"+c+" ", "%s did not run:\n%s", c, out)
+				}
 				return
 			}
 			var exit *exec.ExitError
@@ -141,4 +159,212 @@ func tailLines(out []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// counterStore numbers each key's versions from 1, and forgets the count
+// when the key is deleted: its conditional write is atomic, but a token
+// comes back for other bytes once a key is deleted and created again.
+type counterStore struct {
+	mu      sync.Mutex // guards objects
+	objects map[string]counted
+}
+
+type counted struct {
+	data    []byte
+	version int
+}
+
+func (s *counterStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	if !ok {
+		return nil, "", writefence.ErrNotFound
+	}
+	return slices.Clone(o.data), strconv.Itoa(o.version), nil
+}
+
+func (s *counterStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	if ok != (expect != "") || (ok && strconv.Itoa(o.version) != expect) {
+		return "", writefence.ErrConflict
+	}
+	if s.objects == nil {
+		s.objects = map[string]counted{}
+	}
+	o = counted{data: slices.Clone(data), version: o.version + 1}
+	s.objects[key] = o
+	return strconv.Itoa(o.version), nil
+}
+
+func (s *counterStore) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.objects, key)
+	s.mu.Unlock()
+	return nil
+}
+
+// prefixFault is how a prefixStore's GetPrefix departs from its Get.
+type prefixFault int
+
+const (
+	prefixCorrect      prefixFault = iota
+	prefixStaleVersion             // the version of the write before the latest, as a lagging metadata cache would
+	prefixSizeOfPrefix             // the prefix's length as the object's size
+	prefixWholeObject              // every byte, whatever n asks for
+)
+
+// prefixStore is a MemStore with a GetPrefix, correct or with one fault.
+type prefixStore struct {
+	writefence.MemStore
+	fault prefixFault
+
+	mu       sync.Mutex        // guards previous
+	previous map[string]string // each key's version before its latest write
+}
+
+func (s *prefixStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.mu.Lock() // held across the write, so previous stays in step with it
+	defer s.mu.Unlock()
+	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
+	if err == nil {
+		if s.previous == nil {
+			s.previous = map[string]string{}
+		}
+		s.previous[key] = expect
+	}
+	return v, err
+}
+
+func (s *prefixStore) Delete(ctx context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.previous, key)
+	return s.MemStore.Delete(ctx, key)
+}
+
+func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, v, err := s.MemStore.Get(ctx, key)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	size := int64(len(data))
+	if s.fault != prefixWholeObject {
+		data = data[:min(n, size)]
+	}
+	switch s.fault {
+	case prefixStaleVersion:
+		if prev := s.previous[key]; prev != "" {
+			v = prev
+		}
+	case prefixSizeOfPrefix:
+		size = int64(len(data))
+	}
+	return data, size, v, nil
+}
+
+// tornWindow bounds how long a tornStore's update waits for a read to see
+// its new bytes under the previous version. Readers of the overwrite check
+// read without pause, so one arrives long before; a lone writer just waits
+// it out.
+const tornWindow = 20 * time.Millisecond
+
+// tornStore publishes an update in two steps, the bytes first and the
+// version after, as some S3-compatible servers do under concurrent
+// overwrite: a Get between the steps pairs the new bytes with the previous
+// version. Its conditional write is atomic (writes are serialised and
+// compare against the published version), and a read when no write is in
+// flight is consistent.
+type tornStore struct {
+	write sync.Mutex // serialises writes and deletes
+
+	mu      sync.Mutex // guards the fields below
+	objects map[string]counted
+	counter int
+	torn    chan struct{} // open while an update's window is; closed by the read that sees it
+}
+
+func (s *tornStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	if !ok {
+		return nil, "", writefence.ErrNotFound
+	}
+	if s.torn != nil {
+		close(s.torn)
+		s.torn = nil
+	}
+	return slices.Clone(o.data), strconv.Itoa(o.version), nil
+}
+
+func (s *tornStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.write.Lock()
+	defer s.write.Unlock()
+	s.mu.Lock()
+	o, ok := s.objects[key]
+	if ok != (expect != "") || (ok && strconv.Itoa(o.version) != expect) {
+		s.mu.Unlock()
+		return "", writefence.ErrConflict
+	}
+	if s.objects == nil {
+		s.objects = map[string]counted{}
+	}
+	s.counter++
+	next := s.counter
+	if !ok {
+		s.objects[key] = counted{data: slices.Clone(data), version: next}
+		s.mu.Unlock()
+		return strconv.Itoa(next), nil
+	}
+	s.objects[key] = counted{data: slices.Clone(data), version: o.version}
+	torn := make(chan struct{})
+	s.torn = torn
+	s.mu.Unlock()
+
+	t := time.NewTimer(tornWindow)
+	select {
+	case <-torn:
+	case <-t.C:
+	}
+	t.Stop()
+
+	s.mu.Lock()
+	if s.torn == torn {
+		s.torn = nil
+	}
+	s.objects[key] = counted{data: s.objects[key].data, version: next}
+	s.mu.Unlock()
+	return strconv.Itoa(next), nil
+}
+
+func (s *tornStore) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.write.Lock()
+	defer s.write.Unlock()
+	s.mu.Lock()
+	delete(s.objects, key)
+	s.mu.Unlock()
+	return nil
 }

@@ -151,10 +151,10 @@ func testRaceCreate(t *testing.T, sc *scope) {
 		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
 }
 
-// testRaceFencePush makes writers push the same epoch to one shard through
-// writefence.Fence, with the epoch rising each round: exactly one push per
-// epoch may land, and Latest must return it. Each writer has its own Fence,
-// as separate processes would.
+// testRaceFencePush runs RacePush: writers, each with a Fence of its own,
+// push the same epoch to one shard, with the epoch rising each round, and
+// every one of them has read the record before any of them writes. Exactly
+// one push per epoch may land, and Latest must return it.
 func testRaceFencePush(t *testing.T, sc *scope) {
 	const plugin, shard = "writefencetest", "race"
 	prefix := sc.prefix + "fence/"
@@ -163,35 +163,173 @@ func testRaceFencePush(t *testing.T, sc *scope) {
 		t.Fatalf("ShardKey: %v", err)
 	}
 	sc.track(key)
-	fences := make([]*writefence.Fence, raceWorkers)
-	for i := range fences {
-		fences[i] = &writefence.Fence{Store: sc.s, Prefix: prefix}
+	rounds, err := RacePush(t.Context(), sc.s, PushRace{
+		Writers: raceWorkers, Rounds: raceRounds,
+		Prefix: prefix, Plugin: plugin, Shard: shard,
+	})
+	if err != nil {
+		t.Fatalf("RacePush: %v", err)
 	}
-	writer := func(i int) string { return fmt.Sprintf("writer-%02d", i) }
-
-	var total tally
-	for r := 1; r <= raceRounds; r++ {
-		epoch := uint64(r)
-		errs := make([]error, raceWorkers)
-		together(raceWorkers, nil, func(i int) {
-			errs[i] = fences[i].Push(t.Context(), plugin, shard, writer(i), epoch, racePayload(r, i))
-		})
-		round := total.round(t, r, errs, writefence.ErrStaleEpoch)
-		if len(round.winners) != 1 {
-			t.Errorf("round %d: %d of %d pushes at epoch %d landed; want exactly 1",
-				r, len(round.winners), raceWorkers, epoch)
-			continue
+	var landed, stale, other int
+	for _, r := range rounds {
+		landed += len(r.Winners)
+		stale += r.Stale
+		other += len(r.Errors)
+		for _, err := range r.Errors {
+			t.Errorf("round %d: %v; want nil or an error matching %v", r.Round, err, writefence.ErrStaleEpoch)
 		}
-		w := round.winners[0]
-		gotEpoch, gotWriter, gotPayload, err := fences[0].Latest(t.Context(), plugin, shard)
-		if err != nil {
-			t.Fatalf("round %d: Latest: %v", r, err)
-		}
-		if gotEpoch != epoch || gotWriter != writer(w) || !bytes.Equal(gotPayload, racePayload(r, w)) {
-			t.Errorf("round %d: Latest returned epoch %d writer %q payload %s; want the winner's epoch %d writer %q payload %q",
-				r, gotEpoch, gotWriter, describe(gotPayload), epoch, writer(w), racePayload(r, w))
+		for _, v := range r.Violations {
+			t.Errorf("round %d: %s; want exactly 1 of %d pushes at one epoch to land, and the record to be its", r.Round, v, raceWorkers)
 		}
 	}
 	t.Logf("%d rounds x %d writers pushing one epoch: %d landed, %d stale, %d other errors",
-		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
+		len(rounds), raceWorkers, landed, stale, other)
+}
+
+// Size of the overwrite check: the writes one writer makes while readers
+// read the key without pause.
+const (
+	overwriteWrites  = 50
+	overwriteReaders = 4
+	overwritePrefix  = 12 // bytes GetPrefix asks for: enough to name the write
+)
+
+// overwriteContent is write i's bytes: they name the write in their first
+// overwritePrefix bytes, are longer than that, and their length varies so a
+// size from another write shows.
+func overwriteContent(i int) []byte {
+	return fmt.Appendf(nil, "write %04d %s", i, bytes.Repeat([]byte{'x'}, 2+i%7))
+}
+
+// readPair is what one read returned: bytes (or a prefix and a size) and a
+// version.
+type readPair struct {
+	data    string
+	version string
+	size    int64 // -1 for a Get, else the size GetPrefix returned
+}
+
+// testGetUnderOverwrite has one writer overwrite a key while readers read
+// it (with Get, and GetPrefix when the store has it) and checks afterwards
+// that every read paired its bytes with the version of the write that
+// stored them. A server that returns a new body with the previous version
+// under concurrent overwrite (or the reverse) fails here.
+func testGetUnderOverwrite(t *testing.T, sc *scope) {
+	key := sc.key("overwrite")
+	pr, _ := sc.s.(writefence.PrefixReader)
+	named := map[string][]byte{} // each write's version and bytes, filled by the writer
+	v := put(t, sc.s, key, overwriteContent(0), "")
+	named[v] = overwriteContent(0)
+
+	var (
+		stop    = make(chan struct{})
+		started sync.WaitGroup // each reader has read once: writes meet reads
+		readers sync.WaitGroup
+		seen    = make([]map[readPair]int, overwriteReaders)
+		errs    = make([]error, overwriteReaders)
+	)
+	started.Add(overwriteReaders)
+	for r := range overwriteReaders {
+		seen[r] = map[readPair]int{}
+		read := func(prefix bool) error {
+			var p readPair
+			if prefix {
+				data, size, v, err := pr.GetPrefix(t.Context(), key, overwritePrefix)
+				if err != nil {
+					return fmt.Errorf("GetPrefix(%q, %d): %w", key, overwritePrefix, err)
+				}
+				p = readPair{data: string(data), version: v, size: size}
+			} else {
+				data, v, err := sc.s.Get(t.Context(), key)
+				if err != nil {
+					return fmt.Errorf("Get(%q): %w", key, err)
+				}
+				p = readPair{data: string(data), version: v, size: -1}
+			}
+			seen[r][p]++
+			return nil
+		}
+		readers.Go(func() {
+			for n := 0; errs[r] == nil; n++ {
+				errs[r] = read(pr != nil && n%2 == 1)
+				if n == 0 {
+					started.Done()
+				}
+				select {
+				case <-stop:
+					// One more read of each kind, after the last write:
+					// a store that lags a write shows even if every
+					// read during the writes was lucky.
+					if errs[r] == nil {
+						errs[r] = read(false)
+					}
+					if errs[r] == nil && pr != nil {
+						errs[r] = read(true)
+					}
+					return
+				default:
+				}
+			}
+		})
+	}
+	started.Wait()
+	var writeErr error
+	for i := 1; i <= overwriteWrites && writeErr == nil; i++ {
+		data := overwriteContent(i)
+		v, writeErr = sc.s.PutIfVersion(t.Context(), key, data, v)
+		if writeErr == nil {
+			if prev, ok := named[v]; ok {
+				writeErr = fmt.Errorf("write %d returned version %q, the version of %s", i, v, describe(prev))
+			}
+			named[v] = data
+		}
+	}
+	close(stop)
+	readers.Wait()
+	if writeErr != nil {
+		t.Fatalf("PutIfVersion(%q) by the only writer: %v", key, writeErr)
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("a read during the overwrites: %v", err)
+		}
+	}
+
+	reads, bad := 0, 0
+	for _, m := range seen {
+		for p, count := range m {
+			reads += count
+			if msg := mismatch(p, named); msg != "" {
+				if bad++; bad <= 5 {
+					t.Errorf("%s (%d times)", msg, count)
+				}
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("and %d more such reads", bad-5)
+	}
+	t.Logf("%d writes, %d reads by %d readers, %d distinct (bytes, version) pairs that no write made",
+		overwriteWrites, reads, overwriteReaders, bad)
+}
+
+// mismatch says how p disagrees with the write its version names, if it
+// does.
+func mismatch(p readPair, named map[string][]byte) string {
+	what := "Get"
+	if p.size >= 0 {
+		what = fmt.Sprintf("GetPrefix(%d)", overwritePrefix)
+	}
+	want, ok := named[p.version]
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s during the overwrites returned %s with version %q, which no write returned", what, describe([]byte(p.data)), p.version)
+	case p.size < 0 && p.data != string(want):
+		return fmt.Sprintf("%s during the overwrites returned %s with version %q, the version of %s: bytes and version of different writes",
+			what, describe([]byte(p.data)), p.version, describe(want))
+	case p.size >= 0 && (p.data != string(want[:min(len(want), overwritePrefix)]) || p.size != int64(len(want))):
+		return fmt.Sprintf("%s during the overwrites returned %s of size %d with version %q, the version of %s: bytes and version of different writes",
+			what, describe([]byte(p.data)), p.size, p.version, describe(want))
+	}
+	return ""
 }

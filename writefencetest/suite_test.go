@@ -67,3 +67,52 @@ func TestStoreWithoutDeleter(t *testing.T) {
 		require.Regexp(t, `^writefencetest/[0-9a-f]{16}/`, k)
 	}
 }
+
+// TestRacePushForcesContention: every writer reads before any writes, so on
+// a store that ignores preconditions every writer lands in every round; on
+// MemStore exactly one does, and the random release makes the winner vary.
+func TestRacePushForcesContention(t *testing.T) {
+	const writers, rounds = 8, 20
+	race := writefencetest.PushRace{Writers: writers, Rounds: rounds, Plugin: "p", Shard: "s"}
+
+	got, err := writefencetest.RacePush(t.Context(), new(ignoringStore), race)
+	require.NoError(t, err)
+	require.Len(t, got, rounds)
+	for _, r := range got {
+		require.Len(t, r.Winners, writers, "round %d: a store that ignores preconditions lets every writer land", r.Round)
+		require.NotEmpty(t, r.Violations, "round %d", r.Round)
+	}
+
+	var progress []int
+	race.Progress = func(r writefencetest.PushRound) { progress = append(progress, r.Round) }
+	got, err = writefencetest.RacePush(t.Context(), new(writefence.MemStore), race)
+	require.NoError(t, err)
+	require.Len(t, got, rounds)
+	winners := map[string]int{}
+	for _, r := range got {
+		require.Len(t, r.Winners, 1, "round %d", r.Round)
+		require.Equal(t, writers-1, r.Stale, "round %d", r.Round)
+		require.Empty(t, r.Errors, "round %d", r.Round)
+		require.Empty(t, r.Violations, "round %d", r.Round)
+		winners[r.Winners[0]]++
+	}
+	require.Greater(t, len(winners), 1, "one writer won every round: %v", winners)
+	require.Len(t, progress, rounds, "Progress is called once per round")
+}
+
+// TestRacePushStopsWithContext: a done context ends the race with its error.
+func TestRacePushStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	race := writefencetest.PushRace{Writers: 4, Rounds: 1000, Plugin: "p", Shard: "s",
+		Progress: func(r writefencetest.PushRound) {
+			if r.Round == 3 {
+				cancel()
+			}
+		}}
+	got, err := writefencetest.RacePush(ctx, new(writefence.MemStore), race)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Len(t, got, 3)
+
+	_, err = writefencetest.RacePush(t.Context(), new(writefence.MemStore), writefencetest.PushRace{Writers: 1, Rounds: 1})
+	require.Error(t, err, "one writer is no race")
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,10 +10,10 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/writefencetest"
 )
 
 var raceCommand = command{
@@ -24,14 +23,17 @@ var raceCommand = command{
 	summary: "race N writers for M rounds on a scratch shard and check that exactly one lands per round",
 	help: `
 Each round, -writers writers (each with a Fence of its own, as separate
-processes would have) are released at once to push the same epoch to one
-scratch shard. On a store whose conditional write is real exactly one lands
-and the others are refused as stale; the record must then name the winner.
-Two winners, none, or a record that disagrees is a violation (exit 10): the
-store compares on the client side or ignores preconditions. A progress line
-goes to stderr while it runs, then a table of winners per round. The scratch
-record is deleted afterwards unless -keep is set. A race can miss a broken
-store; more writers and rounds make that less likely.
+processes would have) push the same epoch to one scratch shard. Every
+writer has read the record before any of them writes: they wait for each
+other at the write, then are let go in a random order, so the winner
+changes from round to round. On a store whose conditional write is real
+exactly one lands and the others are refused as stale; the record must then
+name the winner. Two winners, none, or a record that disagrees is a
+violation (exit 10): the store compares on the client side or ignores
+preconditions, and one that ignores them lets every writer land, in every
+round. A progress line goes to stderr while it runs, then a table of
+winners per round. The scratch record is deleted afterwards unless -keep is
+set.
 
 examples:
   writefence race -store mem://
@@ -139,82 +141,35 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 	}
 }
 
-// raceStore runs the race. It returns the report and the first error a
-// writer or the check met that is not a verdict (a network error, say):
-// an error the race cannot blame on the store.
+// raceStore runs the race with writefencetest.RacePush. It returns the
+// report and the first error a writer or the check met that is not a
+// verdict (a network error, say): an error the race cannot blame on the
+// store.
 func raceStore(ctx context.Context, store writefence.ConditionalStore, cfg raceConfig, progress func(round, violations, errors int)) (raceReport, error) {
 	rep := raceReport{Outcome: "ok", Writers: cfg.writers, Rounds: cfg.rounds, Violations: []string{}}
 	var firstErr error
-	noteErr := func(err error) string {
-		rep.Errors++
-		if firstErr == nil {
-			firstErr = err
-		}
-		return err.Error()
-	}
-	fences := make([]*writefence.Fence, cfg.writers)
-	names := make([]string, cfg.writers)
-	for i := range fences {
-		fences[i] = &writefence.Fence{Store: store, Prefix: cfg.prefix}
-		names[i] = fmt.Sprintf("writer-%02d", i)
-	}
-	checker := &writefence.Fence{Store: store, Prefix: cfg.prefix}
-	payload := func(round, i int) []byte { return fmt.Appendf(nil, "round %d %s", round, names[i]) }
-
-	for round := 1; round <= cfg.rounds && ctx.Err() == nil; round++ {
-		epoch := uint64(round)
-		errs := make([]error, cfg.writers)
-		var ready, done sync.WaitGroup
-		gate := make(chan struct{})
-		for i := range cfg.writers {
-			ready.Add(1)
-			done.Go(func() {
-				ready.Done()
-				<-gate
-				errs[i] = fences[i].Push(ctx, cfg.plugin, cfg.shard, names[i], epoch, payload(round, i))
-			})
-		}
-		ready.Wait()
-		close(gate) // release every writer at once
-		done.Wait()
-
-		res := roundResult{Round: round, Epoch: epoch, Winners: []string{}}
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				res.Winners = append(res.Winners, names[i])
-				winner = i
-			case errors.Is(err, writefence.ErrStaleEpoch):
-				res.Stale++
-			default:
-				res.Errors = append(res.Errors, names[i]+": "+noteErr(err))
+	_, err := writefencetest.RacePush(ctx, store, writefencetest.PushRace{
+		Writers: cfg.writers, Rounds: cfg.rounds,
+		Prefix: cfg.prefix, Plugin: cfg.plugin, Shard: cfg.shard,
+		Progress: func(r writefencetest.PushRound) {
+			res := roundResult{Round: r.Round, Epoch: r.Epoch, Winners: r.Winners, Stale: r.Stale}
+			for _, err := range r.Errors {
+				if firstErr == nil {
+					firstErr = err
+				}
+				res.Errors = append(res.Errors, err.Error())
 			}
-		}
-		violation := func(format string, a ...any) {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("round %d: ", round)+fmt.Sprintf(format, a...))
-		}
-		switch {
-		case len(res.Winners) > 1:
-			violation("%d writers landed epoch %d: %s", len(res.Winners), epoch, strings.Join(res.Winners, ", "))
-		case len(res.Winners) == 0 && len(res.Errors) == 0:
-			violation("no writer landed epoch %d, and every one was refused as stale", epoch)
-		}
-		recEpoch, recWriter, recPayload, err := checker.Latest(ctx, cfg.plugin, cfg.shard)
-		switch {
-		case errors.Is(err, writefence.ErrCorrupt), errors.Is(err, writefence.ErrNotFound), errors.Is(err, writefence.ErrWire):
-			violation("the record is unreadable after the round: %v", err)
-		case err != nil:
-			noteErr(err)
-		case len(res.Winners) == 1 && (recEpoch != epoch || recWriter != names[winner] || !bytes.Equal(recPayload, payload(round, winner))):
-			violation("%s landed epoch %d, but the record holds epoch %d by %s", names[winner], epoch, recEpoch, writefence.Escape(recWriter))
-		}
-		rep.Results = append(rep.Results, res)
-		if progress != nil {
-			progress(round, len(rep.Violations), rep.Errors)
-		}
-	}
-	if err := ctx.Err(); err != nil && firstErr == nil {
+			rep.Errors += len(r.Errors)
+			for _, v := range r.Violations {
+				rep.Violations = append(rep.Violations, fmt.Sprintf("round %d: %s", r.Round, v))
+			}
+			rep.Results = append(rep.Results, res)
+			if progress != nil {
+				progress(r.Round, len(rep.Violations), rep.Errors)
+			}
+		},
+	})
+	if err != nil && firstErr == nil {
 		firstErr = err
 	}
 	return rep, firstErr

@@ -69,3 +69,36 @@ func TestRaceUsage(t *testing.T) {
 	assert.Equal(t, exitUsage, wf(t, "race", "-store", "mem://", "-writers", "1").code)
 	assert.Equal(t, exitUsage, wf(t, "race", "-store", "mem://", "-rounds", "0").code)
 }
+
+// TestRaceCatchesIgnoringStore: every writer has read the record before any
+// writes, so on a store that ignores preconditions every writer lands in
+// every round, run after run, with the default writers and rounds.
+func TestRaceCatchesIgnoringStore(t *testing.T) {
+	for run := range 5 {
+		r := wf(t, "race", "-json", "-store", "ignoring://")
+		require.Equal(t, exitViolation, r.code, "run %d: %s", run, r)
+		m := jsonOf(t, r)
+		assert.Equal(t, "violation", m["outcome"])
+		assert.Len(t, m["violations"], 20, "run %d: one violation per round", run)
+		for _, x := range m["results"].([]any) {
+			round := x.(map[string]any)
+			assert.Len(t, round["winners"], 16, "run %d round %v: every writer lands", run, round["round"])
+		}
+	}
+}
+
+// TestRaceWinnerChanges: the writers are let go in a random order, so on a
+// local store the winner is not the same writer every round.
+func TestRaceWinnerChanges(t *testing.T) {
+	for _, addr := range []string{"mem://", fileStore(t)} {
+		r := wf(t, "race", "-json", "-store", addr, "-shard", "winner", "-rounds", "20")
+		require.Equal(t, exitOK, r.code, "%s: %s", addr, r)
+		winners := map[string]int{}
+		for _, x := range jsonOf(t, r)["results"].([]any) {
+			ws := x.(map[string]any)["winners"].([]any)
+			require.Len(t, ws, 1)
+			winners[ws[0].(string)]++
+		}
+		assert.Greater(t, len(winners), 1, "%s: one writer won all 20 rounds: %v", addr, winners)
+	}
+}

@@ -1,0 +1,103 @@
+package writefencetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/writefence/writefence"
+)
+
+// prefixReader returns the store's PrefixReader, or skips the test.
+func prefixReader(t *testing.T, sc *scope) writefence.PrefixReader {
+	t.Helper()
+	pr, ok := sc.s.(writefence.PrefixReader)
+	if !ok {
+		t.Skip("the store does not implement writefence.PrefixReader")
+	}
+	return pr
+}
+
+// patterned returns n bytes that differ from position to position and from
+// one seed to another, so a prefix of the wrong length or of other bytes
+// shows.
+func patterned(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+	return b
+}
+
+// testPrefixMatchesGet checks that GetPrefix returns what Get would: the
+// leading bytes, the object's size and its version, with n smaller than the
+// object, equal to it and larger, right after each write and before any
+// Get, so a version that lags a write shows.
+func testPrefixMatchesGet(t *testing.T, sc *scope) {
+	pr := prefixReader(t, sc)
+	key := sc.key("prefix")
+	v := ""
+	for _, data := range [][]byte{patterned(100, 'a'), patterned(60, 'b'), {}, patterned(1, 'c')} {
+		v = put(t, sc.s, key, data, v)
+		wantPrefixes(t, sc.s, pr, key, data, v)
+	}
+}
+
+// wantPrefixes fails the test unless GetPrefix of key, for several n,
+// returns the leading bytes of data, its size and version, and Get then
+// agrees.
+func wantPrefixes(t *testing.T, s writefence.ConditionalStore, pr writefence.PrefixReader, key string, data []byte, version string) {
+	t.Helper()
+	size := int64(len(data))
+	seen := map[int64]bool{}
+	for _, n := range []int64{1, size / 2, size - 1, size, size + 1, 4*size + 8} {
+		if n < 1 || seen[n] {
+			continue
+		}
+		seen[n] = true
+		call := fmt.Sprintf("GetPrefix(%q, %d) of a %d-byte object", key, n, size)
+		prefix, gotSize, v, err := pr.GetPrefix(t.Context(), key, n)
+		if err != nil {
+			t.Fatalf("%s: %v", call, err)
+		}
+		if want := data[:min(n, size)]; !bytes.Equal(prefix, want) {
+			t.Errorf("%s returned %s; want the leading %s", call, describe(prefix), describe(want))
+		}
+		if gotSize != size {
+			t.Errorf("%s returned size %d; want %d, the size Get returns", call, gotSize, size)
+		}
+		if v != version {
+			t.Errorf("%s returned version %q; want %q, the version the write returned and Get returns", call, v, version)
+		}
+	}
+	wantContent(t, s, key, data, version)
+}
+
+// testPrefixMissing checks that GetPrefix reports a key never written, and
+// a deleted one, as Get does.
+func testPrefixMissing(t *testing.T, sc *scope) {
+	pr := prefixReader(t, sc)
+	wantPrefixMissing := func(key string) {
+		t.Helper()
+		prefix, size, v, err := pr.GetPrefix(t.Context(), key, 8)
+		switch {
+		case err == nil:
+			t.Errorf("GetPrefix(%q) returned %s, size %d, version %q; want an error matching writefence.ErrNotFound", key, describe(prefix), size, v)
+		case !errors.Is(err, writefence.ErrNotFound) || errors.Is(err, writefence.ErrConflict):
+			t.Errorf("GetPrefix(%q): %v; want an error matching writefence.ErrNotFound only", key, err)
+		}
+	}
+	wantPrefixMissing(sc.key("never"))
+
+	d, ok := sc.s.(writefence.Deleter)
+	if !ok {
+		return
+	}
+	key := sc.key("deleted")
+	put(t, sc.s, key, []byte("deleted soon"), "")
+	if err := d.Delete(t.Context(), key); err != nil {
+		t.Fatalf("Delete(%q): %v", key, err)
+	}
+	wantPrefixMissing(key)
+}
