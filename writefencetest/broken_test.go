@@ -1,6 +1,7 @@
 package writefencetest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -64,6 +65,22 @@ func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byt
 	return overwrite(ctx, &s.MemStore, key, data)
 }
 
+// partsStore is MemStore with PutPartsIfVersion: correct, or, with ignore
+// set, writing the parts whatever the precondition while its PutIfVersion
+// stays correct.
+type partsStore struct {
+	writefence.MemStore
+	ignore bool
+}
+
+func (s *partsStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
+	data := bytes.Join(parts, nil)
+	if s.ignore {
+		return overwrite(ctx, &s.MemStore, key, data)
+	}
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+}
+
 // brokenEnv selects the store TestHelperBroken runs the suite against.
 const brokenEnv = "WRITEFENCETEST_BROKEN_STORE"
 
@@ -77,6 +94,8 @@ var childStores = map[string]func() writefence.ConditionalStore{
 	"prefix-size":     func() writefence.ConditionalStore { return &prefixStore{fault: prefixSizeOfPrefix} },
 	"prefix-whole":    func() writefence.ConditionalStore { return &prefixStore{fault: prefixWholeObject} },
 	"torn-reads":      func() writefence.ConditionalStore { return new(tornStore) },
+	"parts-memstore":  func() writefence.ConditionalStore { return new(partsStore) },
+	"ignoring-parts":  func() writefence.ConditionalStore { return &partsStore{ignore: true} },
 }
 
 // TestHelperBroken is not a test on its own: TestSuiteHasTeeth runs it in a
@@ -117,6 +136,8 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"prefix-size", prefix, nil},
 		{"prefix-whole", prefix, nil},
 		{"torn-reads", []string{"Get/UnderOverwrite"}, nil},
+		{"parts-memstore", nil, []string{"PutParts/MatchesPut", "PutParts/Aliasing"}},
+		{"ignoring-parts", []string{"PutParts/MatchesPut", "Race/FencePush"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {

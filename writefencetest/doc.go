@@ -38,9 +38,12 @@
 //     than the object, equal to it and larger, right after each write (a
 //     version that lags a write fails), it reports a missing or deleted
 //     key as writefence.ErrNotFound, and the readers of the overwrite check
-//     use it too; a store that implements writefence.Deleter must make the
-//     deleted key read as ErrNotFound and refuse an update with its last
-//     token;
+//     use it too; when the store implements writefence.PartsPutter,
+//     PutPartsIfVersion stores the joined parts and honours every
+//     precondition as PutIfVersion does, sharing its version tokens, keeps no
+//     reference to the parts, and is the write path the Fence races take; a
+//     store that implements writefence.Deleter must make the deleted key
+//     read as ErrNotFound and refuse an update with its last token;
 //   - empty, binary (all 256 byte values) and 1 MiB payloads round-trip, so
 //     the store's read limit must allow 1 MiB;
 //   - the store keeps no reference to the caller's slices, in either

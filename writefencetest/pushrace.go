@@ -247,6 +247,23 @@ func (g *gatedStore) PutIfVersion(ctx context.Context, key string, data []byte, 
 	return g.store.PutIfVersion(ctx, key, data, expect)
 }
 
+// PutPartsIfVersion passes the barrier as PutIfVersion does. It writes
+// through the store's own PartsPutter when it has one, so a Fence racing
+// over the view takes the write path it takes over the store itself.
+func (g *gatedStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
+	pp, ok := g.store.(writefence.PartsPutter)
+	if !ok {
+		return g.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
+	}
+	g.mu.Lock()
+	b := g.b
+	g.mu.Unlock()
+	if err := b.arrive(ctx, g.racer); err != nil {
+		return "", err
+	}
+	return pp.PutPartsIfVersion(ctx, key, parts, expect)
+}
+
 // gatedPrefixStore keeps the store's PrefixReader visible to the Fence, so
 // the race exercises the read path the store's users take.
 type gatedPrefixStore struct{ *gatedStore }

@@ -46,6 +46,10 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"MatchesGet", testPrefixMatchesGet},
 			{"Missing", testPrefixMissing},
 		}},
+		{"PutParts", []check{
+			{"MatchesPut", testPartsMatchPut},
+			{"Aliasing", testPartsAliasing},
+		}},
 		{"Payload", []check{
 			{"Empty", testPayloadEmpty},
 			{"AllBytes", testPayloadAllBytes},
