@@ -437,3 +437,28 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 	b.ReportMetric(float64(slowestSum)/n, "slowest-retries/op")
 	b.ReportMetric(float64(slowestWorst), "max-retries")
 }
+
+// BenchmarkPushMemory pushes 64 MiB payloads, for the bytes a push
+// allocates beyond the raw conditional write (-benchmem's B/op): an upper
+// bound on how much the heap grows while it runs. Run it with a few
+// iterations:
+//
+//	go test -run '^$' -bench '^BenchmarkPushMemory$' -benchmem -benchtime 5x -count 5 .
+func BenchmarkPushMemory(b *testing.B) {
+	payload := benchPayload(64 << 20)
+	stores := []struct {
+		name string
+		open func(b *testing.B) (writefence.ConditionalStore, *benchTransport)
+	}{
+		{"s3", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedMinioStore(b) }},
+		{"gcs", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedGCSStore(b) }},
+	}
+	for _, s := range stores {
+		for _, impl := range []string{"raw", "fenced", "cold"} {
+			b.Run("store="+s.name+"/size=64MiB/impl="+impl, func(b *testing.B) {
+				store, wire := s.open(b)
+				benchPushImpl(b, store, wire, impl, payload)
+			})
+		}
+	}
+}
