@@ -79,3 +79,14 @@ type PrefixReader interface {
 	// as for Get; n is at least 1.
 	GetPrefix(ctx context.Context, key string, n int64) (prefix []byte, size int64, version string, err error)
 }
+
+// Lister is an optional capability of a ConditionalStore, found by type
+// assertion: listing the keys that start with a prefix, for operators and
+// tools (the command's ls). The fence never lists.
+type Lister interface {
+	// List calls fn once with each key that starts with prefix. A key
+	// written or deleted while the listing runs may or may not be listed.
+	// When fn returns an error List stops and returns it; cancelling ctx
+	// stops it with ctx's error.
+	List(ctx context.Context, prefix string, fn func(key string) error) error
+}
