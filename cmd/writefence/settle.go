@@ -86,12 +86,12 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 		}
 
 		fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: sf.prefix}
-		if err := fence.Settle(ctx, plugin, shard, corrupt.Version, rf.writer, rf.epoch, payload); err != nil {
+		if err := fence.Settle(ctx, plugin, shard, corrupt.Version, rf.writer, uint64(rf.epoch), payload); err != nil {
 			return o.fail(err)
 		}
 		r := settleResult{Outcome: "ok", Key: corrupt.Key, Replaced: corrupt.Version, Check: corrupt.Check,
-			Epoch: rf.epoch, Writer: rf.writer, PayloadSize: len(payload)}
-		if info, err := inspect(ctx, s.store, sf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == rf.epoch && info.Writer == rf.writer {
+			Epoch: uint64(rf.epoch), Writer: rf.writer, PayloadSize: len(payload)}
+		if info, err := inspect(ctx, s.store, sf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == uint64(rf.epoch) && info.Writer == rf.writer {
 			r.Version = info.Version
 		}
 		if sf.json {
