@@ -95,12 +95,12 @@ import (
 )
 
 type command struct {
-	name    string
-	args    string // the synopsis after the name
+	name     string
+	args     string // the synopsis after the name
 	nargs    int    // how many positional arguments it requires
 	optional int    // how many more it accepts
-	summary string
-	help    string // what it does, and examples
+	summary  string
+	help     string // what it does, and examples
 	// define adds the command's flags to fs and returns its action, which
 	// runs once the flags and the nargs positional arguments are parsed.
 	define func(fs *flag.FlagSet, inv *invocation) action

@@ -44,13 +44,13 @@ func TestStoreAddressOpens(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "d")
 	for addr, want := range map[string]any{
-		"mem://":                       &writefence.MemStore{},
-		"file://" + dir:                &writefence.DirConditionalStore{},
-		"file://localhost" + dir:       &writefence.DirConditionalStore{},
+		"mem://":                         &writefence.MemStore{},
+		"file://" + dir:                  &writefence.DirConditionalStore{},
+		"file://localhost" + dir:         &writefence.DirConditionalStore{},
 		"s3://bkt?endpoint=h:1&secure=0": &writefence.MinioConditionalStore{},
 		"gs://bkt?endpoint=http://h:1":   &writefence.GCSConditionalStore{},
-		"valkey://h:1/3?script=1":      &writefence.ValkeyConditionalStore{},
-		"redis://h:1":                  &writefence.ValkeyConditionalStore{},
+		"valkey://h:1/3?script=1":        &writefence.ValkeyConditionalStore{},
+		"redis://h:1":                    &writefence.ValkeyConditionalStore{},
 	} {
 		s, err := openStore(ctx, addr)
 		require.NoError(t, err, addr)
