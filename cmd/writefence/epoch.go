@@ -23,7 +23,7 @@ func (e *epochValue) Set(s string) error {
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return errors.New("out of range: at most 18446744073709551615")
+		return errors.New("out of range: want plain decimal digits up to 18446744073709551615")
 	}
 	*e = epochValue(n)
 	return nil

@@ -25,7 +25,8 @@ are escaped as in every message, so a line always has five fields. A record
 that fails to decode is listed with status corrupt, the epoch and writer of
 its header when the header still decodes ("-" otherwise), never skipped; run
 latest on it for the version settle needs. With -json each shard is one JSON
-object per line.
+object per line. Shards come in the store's listing order: key order on
+file, mem, s3 and gs stores, none on valkey.
 
 The store must support listing (file, mem, s3, gs and valkey stores do). ls
 exits 0 when every record decodes under -identity, otherwise with the status

@@ -203,7 +203,7 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 	if bucket == "" || strings.Trim(u.Path, "/") != "" {
 		return nil, usagef("writefence: store address: want s3://bucket[?endpoint=host:port], the bucket as the host and no path")
 	}
-	if err := s3utils.CheckValidBucketName(bucket); err != nil {
+	if err := s3utils.CheckValidBucketNameStrict(bucket); err != nil {
 		return nil, usagef("writefence: store address: bucket %s: %v", writefence.Escape(bucket), err)
 	}
 	endpoint := q.Get("endpoint")
