@@ -344,27 +344,22 @@ func (b *requestBody) close() {
 	b.mu.Unlock()
 }
 
-// s3ListAPI is the listing call of minio-go that List needs. minio.Core
-// has it through its embedded *minio.Client; an s3API without it cannot
-// list.
-type s3ListAPI interface {
-	ListObjects(ctx context.Context, bucket string, opts minio.ListObjectsOptions) <-chan minio.ObjectInfo
-}
-
 var _ Lister = (*MinioConditionalStore)(nil)
 
-// List implements Lister with the server's ListObjects (version 2),
-// recursively under prefix, in the server's order (lexical on S3).
+// List implements Lister with the client's ListObjects (version 2 of the
+// API), recursively under prefix, in the server's order (lexical on S3).
+// It needs the store's client to be minio-go's own (as
+// NewMinioConditionalStore sets it): Core's list calls take no context.
 func (s *MinioConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
-	l, ok := s.api.(s3ListAPI)
-	if !ok {
-		return fmt.Errorf("writefence: s3 list %s: the client cannot list objects", Escape(prefix))
+	core, ok := s.api.(minio.Core)
+	if !ok || core.Client == nil {
+		return fmt.Errorf("writefence: s3 list %s: the store's client cannot list objects", Escape(prefix))
 	}
 	// Cancelling the listing's own context when fn stops early ends the
 	// SDK's goroutine that feeds the channel.
-	ctx, cancel := context.WithCancel(ctx)
+	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for obj := range l.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	for obj := range core.Client.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if obj.Err != nil {
 			return s.fail(ctx, "list", prefix, obj.Err, nil)
 		}

@@ -331,10 +331,19 @@ func TestErrorAdvice(t *testing.T) {
 		assert.Contains(t, r.stderr, "secure=false")
 	})
 	t.Run("no doubled prefix", func(t *testing.T) {
-		addr, _ := corruptRecord(t)
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitCorrupt, r.code)
-		assert.NotRegexp(t, `writefence: [^\n]*writefence: `, r.stderr)
+		// A store's error wrapped by the fence's: both carry the prefix.
+		addr := fileStore(t)
+		require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s").code)
+		files, err := filepath.Glob(filepath.Join(strings.TrimPrefix(addr, "file://"), "objects", "*"))
+		require.NoError(t, err)
+		require.Len(t, files, 1)
+		require.NoError(t, os.WriteFile(files[0], []byte("garbage"), 0o600))
+		for _, args := range [][]string{{"latest", "wal", "s"}, {"latest", "-json", "wal", "s"}, {"ls"}} {
+			r := wf(t, append(args, "-store", addr)...)
+			assert.Equal(t, exitCorrupt, r.code, "%v: %s", args, r)
+			assert.Contains(t, r.stderr, "corrupt record: dir store: ")
+			assert.NotRegexp(t, `writefence: [^\n]*writefence: `, r.stderr+r.stdout, "%v", args)
+		}
 	})
 }
 
