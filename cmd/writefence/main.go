@@ -162,7 +162,9 @@ func main() {
 		stop()
 	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if ctx.Err() != nil && code != exitOK {
+	if ctx.Err() != nil && code == exitError {
+		// An error the signal caused but whose cause an SDK did not keep;
+		// a more telling status (8: the write may have landed) stays.
 		code = exitInterrupted
 	}
 	stop()
@@ -299,7 +301,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: writefence [-store ADDR] <command> [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, storeHelp)
 	fmt.Fprint(w, exitHelp())

@@ -211,7 +211,7 @@ func TestInterrupted(t *testing.T) {
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			addr, accepted := silentServer(t)
-			c := wfCommand(t, "", "latest", "-timeout", "0", "-store", "valkey://"+addr+"/0", "wal", "s")
+			c := wfCommand(t, "", "latest", "-timeout", "0", "-store", "s3://mirrors?secure=false&endpoint="+addr, "wal", "s")
 			var stderr strings.Builder
 			c.Stderr = &stderr
 			require.NoError(t, c.Start())
@@ -315,7 +315,10 @@ func TestErrorAdvice(t *testing.T) {
 	t.Run("timeout names the address and -timeout", func(t *testing.T) {
 		addr, _ := silentServer(t)
 		store := "valkey://" + addr + "/0"
+		start := time.Now()
 		r := wf(t, "latest", "-json", "-timeout", "200ms", "-store", store, "wal", "s")
+		// go-redis's own read timeout is seconds; -timeout must win.
+		assert.Less(t, time.Since(start), 3*time.Second, "the command gave up at -timeout")
 		assert.Equal(t, exitError, r.code, "%s", r)
 		assert.Contains(t, r.stderr, store)
 		assert.Contains(t, r.stderr, "-timeout 200ms")

@@ -23,6 +23,8 @@ than the recorded epoch (else exit 4, naming the recorded epoch and writer).
 A push whose outcome is unknown (exit 8) is settled by running the same
 command again. -brand verify refuses a store whose brand is absent or foreign
 (exit 5); -brand claim brands an empty store first.
+-epoch takes plain decimal digits only: 010, 0x10, +1 or 1_0 are refused
+as usage errors (exit 2), never read as 8 or 16.
 
 examples:
   writefence push -store file:///tmp/wf -writer node-a -epoch 7 -file segment.bin wal shard-0

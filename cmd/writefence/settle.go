@@ -25,10 +25,12 @@ printed); it then writes a fresh record of the payload (-file or stdin) at
 record that is not corrupt is refused (exit 1); a record that changed since
 latest showed it is refused as a conflict (exit 7), and nothing is written.
 Choose -epoch above every epoch a live writer may hold: pushes at lower or
-equal epochs are refused from then on.
+equal epochs are refused from then on. -epoch takes plain decimal digits only
+(010 or 0x10 is a usage error, exit 2). A directory store's file damaged on
+disk has a version of the form damaged-<sha256>: settle takes it the same way.
 
 examples:
-  writefence latest wal shard-0             # exit 6: prints the check and the version
+  writefence latest wal shard-0             # exit 6: prints the check, the version and the settle line
   writefence settle -confirm-version 3f9a... -writer operator -epoch 100 -file good.bin wal shard-0`,
 	define: defineSettle,
 }

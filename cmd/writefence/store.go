@@ -294,6 +294,9 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 		DB:       db,
 		Username: os.Getenv("VALKEY_USERNAME"),
 		Password: password,
+		// Reads and writes end at the command's -timeout: without this
+		// go-redis waits out its own timeouts (seconds) whatever ctx says.
+		ContextTimeoutEnabled: true,
 	})
 	s := writefence.NewValkeyConditionalStore(client)
 	s.Script = script
