@@ -3,6 +3,7 @@
 package writefence
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -241,12 +242,16 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 	if err != nil {
 		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
 	}
-	// Every byte read goes through the hash, so a damaged file's version
-	// covers it whichever check failed.
-	sha := sha256.New()
-	r := io.TeeReader(f, sha)
+	r := bufio.NewReaderSize(f, 64<<10)
 	crc := crc32.New(dirCastagnoli)
 	corrupt := func(check string) ([]byte, string, error) {
+		// Only a damaged file is hashed, from its first byte, through the
+		// same descriptor: the same file even if a rename replaced the
+		// path since. Intact files cost the checksum alone.
+		sha := sha256.New()
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+		}
 		if _, err := io.Copy(sha, f); err != nil {
 			return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
 		}
