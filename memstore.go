@@ -2,7 +2,9 @@ package writefence
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -31,6 +33,7 @@ type memObject struct {
 var (
 	_ ConditionalStore = (*MemStore)(nil)
 	_ Deleter          = (*MemStore)(nil)
+	_ Lister           = (*MemStore)(nil)
 )
 
 // Get implements ConditionalStore.
@@ -98,4 +101,25 @@ func (m *MemStore) Keys() []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// List implements Lister, in lexical order. fn runs without the store's
+// lock held, so it may call the store.
+func (m *MemStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+	var keys []string
+	for _, k := range m.Keys() {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -96,3 +96,14 @@ type PartsPutter interface {
 	// instead of PutIfVersion.
 	PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (newVersion string, err error)
 }
+
+// Lister is an optional capability of a ConditionalStore, found by type
+// assertion: listing the keys that start with a prefix, for operators and
+// tools (the command's ls). The fence never lists.
+type Lister interface {
+	// List calls fn once with each key that starts with prefix. A key
+	// written or deleted while the listing runs may or may not be listed.
+	// When fn returns an error List stops and returns it; cancelling ctx
+	// stops it with ctx's error.
+	List(ctx context.Context, prefix string, fn func(key string) error) error
+}

@@ -3,6 +3,7 @@
 package writefence
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -15,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -65,14 +67,16 @@ import (
 type DirConditionalStore struct {
 	MaxObjectSize int64
 
-	dir     string        // absolute path of the store
-	objects string        // dir/objects
-	sem     chan struct{} // one writer of this value at a time; holds the flock
+	dir      string        // absolute path of the store
+	objects  string        // dir/objects
+	sem      chan struct{} // one writer of this value at a time; holds the flock
+	readOnly bool          // opened by OpenDirConditionalStoreReadOnly
 }
 
 var (
 	_ ConditionalStore = (*DirConditionalStore)(nil)
 	_ Deleter          = (*DirConditionalStore)(nil)
+	_ Lister           = (*DirConditionalStore)(nil)
 )
 
 // The object file format, version 1. Integers are big-endian.
@@ -140,6 +144,35 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 	return s, nil
 }
 
+// OpenDirConditionalStoreReadOnly opens the existing store in dir for
+// reading only: it creates nothing, takes no lock and needs no write
+// permission, so a user who may only read the directory can read the
+// store. Get and List work as on a store NewDirConditionalStore opened;
+// PutIfVersion and Delete return an error matching fs.ErrPermission. A dir
+// that holds no store returns an error matching fs.ErrNotExist.
+func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
+	if dir == "" {
+		return nil, invalidArg("dir", "empty")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("writefence: dir store %s: %w", Escape(dir), err)
+	}
+	s := &DirConditionalStore{dir: abs, objects: filepath.Join(abs, "objects"), sem: make(chan struct{}, 1), readOnly: true}
+	st, err := os.Stat(s.objects)
+	if err == nil && !st.IsDir() {
+		err = fmt.Errorf("%s is not a directory: %w", Escape(s.objects), fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writefence: dir store %s: no store there: %w", Escape(abs), err)
+	}
+	return s, nil
+}
+
+func (s *DirConditionalStore) readOnlyError(op, key string) error {
+	return fmt.Errorf("writefence: dir %s %s: the store %s was opened read-only: %w", op, Escape(key), Escape(s.dir), fs.ErrPermission)
+}
+
 // Dir returns the absolute path of the store's directory.
 func (s *DirConditionalStore) Dir() string { return s.dir }
 
@@ -167,7 +200,9 @@ func checkDirKey(key string) error {
 }
 
 // Get implements ConditionalStore. It reads one file, which holds the data
-// and its token together.
+// and its token together, and checks it whole. A damaged file returns a
+// *CorruptError whose Version is the damaged version of the file (see
+// PutIfVersion).
 func (s *DirConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
@@ -183,72 +218,127 @@ func (s *DirConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
 	}
 	defer f.Close()
-	data, token, err := s.readObject(f, key, true)
-	if err != nil {
-		return nil, "", err
-	}
-	return data, token, nil
+	return s.readObject(f, key, true)
 }
 
-// readObject decodes the object file r of key. With withData false it
-// stops after the key and returns only the token, for the compare of a
-// write; otherwise it reads and checks the whole file.
-func (s *DirConditionalStore) readObject(r io.Reader, key string, withData bool) ([]byte, string, error) {
-	corrupt := func(check string) error {
-		return &CorruptError{Key: key, Check: "dir store: " + check}
+// dirDamagedPrefix starts the version of a damaged file: intact tokens are
+// 32 hexadecimal digits, so no damaged version equals an intact token.
+const dirDamagedPrefix = "damaged-"
+
+// readObject reads the object file f of key and checks all of it: the
+// header, the key, the length against the file's size and the checksum.
+// With keep it returns the data; a write's compare passes false and the
+// data is checked as it streams by, never buffered.
+//
+// A file that fails a check is damaged in place: its token, kept inside
+// it, may still look intact, so it is never returned. The *CorruptError
+// carries instead the damaged version, "damaged-" and the SHA-256 of every
+// byte of the file, which names exactly the bytes found and is what a
+// write must be conditioned on to replace them. An intact file whose data
+// exceeds the limit returns a *TooLargeError when keep is set, having read
+// only its header and key.
+func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]byte, string, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
 	}
-	readErr := func(err error) error {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return corrupt("truncated file")
+	r := bufio.NewReaderSize(f, 64<<10)
+	crc := crc32.New(dirCastagnoli)
+	corrupt := func(check string) ([]byte, string, error) {
+		// Only a damaged file is hashed, from its first byte, through the
+		// same descriptor: the same file even if a rename replaced the
+		// path since. Intact files cost the checksum alone.
+		sha := sha256.New()
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
 		}
-		return fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+		if _, err := io.Copy(sha, f); err != nil {
+			return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+		}
+		return nil, "", &CorruptError{Key: key, Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)), Check: "dir store: " + check}
 	}
+	readFull := func(b []byte) (bool, error) {
+		_, err := io.ReadFull(r, b)
+		switch {
+		case err == nil:
+			crc.Write(b)
+			return true, nil
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			return false, nil
+		}
+		return false, fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+	}
+
 	h := make([]byte, dirHeaderSize)
-	if _, err := io.ReadFull(r, h); err != nil {
-		return nil, "", readErr(err)
+	if ok, err := readFull(h); err != nil || !ok {
+		if err != nil {
+			return nil, "", err
+		}
+		return corrupt("truncated file")
 	}
 	switch {
 	case string(h[:4]) != dirMagic:
-		return nil, "", corrupt("magic")
+		return corrupt("magic")
 	case h[4] != dirVersion:
-		return nil, "", corrupt("unknown format version")
+		return corrupt("unknown format version")
 	}
 	token := hex.EncodeToString(h[5 : 5+dirTokenSize])
-	keyLen := int(binary.BigEndian.Uint16(h[21:]))
+	keyLen := int64(binary.BigEndian.Uint16(h[21:]))
 	dataLen := binary.BigEndian.Uint64(h[23:])
 	stored := make([]byte, keyLen)
-	if _, err := io.ReadFull(r, stored); err != nil {
-		return nil, "", readErr(err)
+	if ok, err := readFull(stored); err != nil || !ok {
+		if err != nil {
+			return nil, "", err
+		}
+		return corrupt("truncated file")
 	}
 	if string(stored) != key {
 		// Another key's file at this key's name: a SHA-256 collision or
 		// a file put there by hand.
-		return nil, "", corrupt("file holds another key " + Escape(string(stored)))
+		return corrupt("file holds another key " + Escape(string(stored)))
 	}
-	if !withData {
-		return nil, token, nil
+	// The size the header declares must be the file's size; comparing
+	// first keeps a damaged length from passing for a large object.
+	rest := st.Size() - dirHeaderSize - keyLen - checksumSize
+	switch {
+	case rest < 0 || dataLen > uint64(rest):
+		return corrupt("truncated file")
+	case dataLen < uint64(rest):
+		return corrupt("trailing bytes")
 	}
-	if limit := s.limit(); dataLen > uint64(limit) {
+	var data []byte
+	if limit := s.limit(); keep && dataLen > uint64(limit) {
+		// Intact as far as the header tells; reading further would pass
+		// the limit.
 		return nil, "", &TooLargeError{Key: key, Limit: limit}
 	}
-	data := make([]byte, dataLen)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return nil, "", readErr(err)
+	if keep {
+		data = make([]byte, dataLen)
+		if ok, err := readFull(data); err != nil || !ok {
+			if err != nil {
+				return nil, "", err
+			}
+			return corrupt("truncated file")
+		}
+	} else if n, err := io.CopyN(crc, r, int64(dataLen)); err != nil {
+		if n < int64(dataLen) && errors.Is(err, io.EOF) {
+			return corrupt("truncated file") // shrank while read
+		}
+		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
 	}
+	sum := crc.Sum32()
 	var tail [checksumSize + 1]byte
 	n, err := io.ReadFull(r, tail[:])
 	switch {
 	case n < checksumSize && (err == io.EOF || err == io.ErrUnexpectedEOF):
-		return nil, "", corrupt("truncated file")
+		return corrupt("truncated file")
 	case n > checksumSize:
-		return nil, "", corrupt("trailing bytes")
+		return corrupt("trailing bytes")
 	case err != io.ErrUnexpectedEOF:
-		return nil, "", readErr(err)
+		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
 	}
-	sum := crc32.Update(crc32.Checksum(h, dirCastagnoli), dirCastagnoli, stored)
-	sum = crc32.Update(sum, dirCastagnoli, data)
 	if binary.BigEndian.Uint32(tail[:]) != sum {
-		return nil, "", corrupt("checksum")
+		return corrupt("checksum")
 	}
 	return data, token, nil
 }
@@ -259,12 +349,21 @@ func (s *DirConditionalStore) readObject(r io.Reader, key string, withData bool)
 // directory are fsynced before the lock is released. Data larger than the
 // store's MaxObjectSize returns an *InvalidArgumentError: it could never be
 // read back.
+//
+// The compare reads and checks the current file whole, because its token
+// is inside it and survives damage to the rest. Over a damaged file a write
+// conditioned on any version but the damaged version Get reported returns
+// that *CorruptError and writes nothing; one conditioned on the damaged
+// version replaces the file if it still hashes to it, else ErrConflict.
 func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	if err := checkDirKey(key); err != nil {
 		return "", err
+	}
+	if s.readOnly {
+		return "", s.readOnlyError("put", key)
 	}
 	if limit := s.limit(); int64(len(data)) > limit {
 		return "", invalidArg("data", "%d bytes, more than the store's limit of %d", len(data), limit)
@@ -280,11 +379,16 @@ func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data
 	defer unlock()
 
 	path := s.path(key)
-	current, err := s.currentToken(path, key)
-	if err != nil {
+	current, err := s.currentVersion(path, key)
+	var corrupt *CorruptError
+	switch {
+	case errors.As(err, &corrupt):
+		if expectVersion != corrupt.Version {
+			return "", err
+		}
+	case err != nil:
 		return "", err
-	}
-	if current != expectVersion {
+	case current != expectVersion:
 		return "", fmt.Errorf("writefence: dir put %s: %w", Escape(key), ErrConflict)
 	}
 	if err := s.replace(path, key, token, data); err != nil {
@@ -293,9 +397,10 @@ func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data
 	return hex.EncodeToString(token[:]), nil
 }
 
-// currentToken returns the token of the file at path, or "" when there is
-// none. The caller holds the lock.
-func (s *DirConditionalStore) currentToken(path, key string) (string, error) {
+// currentVersion returns the token of the intact file at path, "" when
+// there is none, or the *CorruptError of a damaged one. The caller holds
+// the lock.
+func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
@@ -359,6 +464,9 @@ func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
 	}
 	if err := checkDirKey(key); err != nil {
 		return err
+	}
+	if s.readOnly {
+		return s.readOnlyError("delete", key)
 	}
 	unlock, err := s.lock(ctx)
 	if err != nil {
@@ -464,4 +572,86 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// List implements Lister. It reads the key held in each object file, so it
+// opens every file of the store; keys come in lexical order. A file whose
+// key cannot be read back (its header is damaged, or it sits under another
+// key's name) cannot be named: the listing goes on, and List then returns
+// a *CorruptError for each such file, joined, naming the file and carrying
+// its damaged version.
+func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+	entries, err := os.ReadDir(s.objects)
+	if err != nil {
+		return fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+	}
+	var keys []string
+	var damaged []error
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, dirTempPrefix) || !e.Type().IsRegular() {
+			continue
+		}
+		key, err := s.fileKey(name)
+		switch {
+		case err != nil:
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted since the directory was read
+			}
+			var corrupt *CorruptError
+			if !errors.As(err, &corrupt) {
+				return err
+			}
+			damaged = append(damaged, err)
+		case strings.HasPrefix(key, prefix):
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return errors.Join(damaged...)
+}
+
+// fileKey returns the key the object file name holds, checked against the
+// name; a file it cannot name returns a *CorruptError with its damaged
+// version.
+func (s *DirConditionalStore) fileKey(name string) (string, error) {
+	path := filepath.Join(s.objects, name)
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+	}
+	defer f.Close()
+	h := make([]byte, dirHeaderSize)
+	_, err = io.ReadFull(f, h)
+	var key []byte
+	if err == nil && string(h[:4]) == dirMagic && h[4] == dirVersion {
+		key = make([]byte, binary.BigEndian.Uint16(h[21:]))
+		_, err = io.ReadFull(f, key)
+	}
+	if err == nil && key != nil && s.path(string(key)) == path {
+		return string(key), nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+	}
+	// Hash the file from its start for the version Get would report.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+	}
+	sha := sha256.New()
+	if _, err := io.Copy(sha, f); err != nil {
+		return "", fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+	}
+	return "", &CorruptError{
+		Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)),
+		Check:   "dir store: file objects/" + name + " holds no readable key of its name",
+	}
 }

@@ -269,3 +269,211 @@ func TestDirCreatesNestedDir(t *testing.T) {
 	_, err := writefence.NewDirConditionalStore("")
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
 }
+
+// damagedVersion is the version the directory store reports for a damaged
+// file: "damaged-" and the SHA-256 of the file's bytes.
+func damagedVersion(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "damaged-" + hex.EncodeToString(sum[:])
+}
+
+// TestDirDamageInPlace: a file damaged in place keeps the token inside it,
+// so the store checks the whole file on Get and on the compare of a write.
+// Get reports the damaged version; a write conditioned on the old token,
+// or create-only, refuses with ErrCorrupt and writes nothing; a write
+// conditioned on the damaged version replaces it.
+func TestDirDamageInPlace(t *testing.T) {
+	ctx := t.Context()
+	for name, damage := range map[string]func(t *testing.T, dir string, good []byte) []byte{
+		"flipped data byte": func(_ *testing.T, _ string, good []byte) []byte {
+			b := append([]byte(nil), good...)
+			b[len(b)-6] ^= 0x40
+			return b
+		},
+		"truncated":   func(_ *testing.T, _ string, good []byte) []byte { return good[:len(good)-3] },
+		"garbage":     func(_ *testing.T, _ string, _ []byte) []byte { return []byte("not an object file at all") },
+		"another key": anotherKeyFile,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newDirStore(t, dir)
+			old, err := s.PutIfVersion(ctx, "k", []byte("the payload"), "")
+			require.NoError(t, err)
+			good, err := os.ReadFile(keyFile(dir, "k"))
+			require.NoError(t, err)
+			bad := damage(t, dir, good)
+			require.NoError(t, os.WriteFile(keyFile(dir, "k"), bad, 0o600))
+
+			_, _, err = s.Get(ctx, "k")
+			var ce *writefence.CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.ErrorIs(t, err, writefence.ErrCorrupt)
+			assert.Equal(t, damagedVersion(bad), ce.Version, "the version names the damaged bytes")
+			assert.NotEqual(t, old, ce.Version)
+			assert.Equal(t, "k", ce.Key)
+
+			for _, expect := range []string{old, "", "damaged-" + strings.Repeat("0", 64)} {
+				_, err = s.PutIfVersion(ctx, "k", []byte("overwrite"), expect)
+				var refused *writefence.CorruptError
+				require.ErrorAs(t, err, &refused, "expect %q", expect)
+				assert.Equal(t, ce.Version, refused.Version)
+				assert.NotErrorIs(t, err, writefence.ErrConflict)
+				onDisk, err := os.ReadFile(keyFile(dir, "k"))
+				require.NoError(t, err)
+				assert.Equal(t, bad, onDisk, "nothing was written (expect %q)", expect)
+			}
+
+			v, err := s.PutIfVersion(ctx, "k", []byte("settled"), ce.Version)
+			require.NoError(t, err)
+			data, got, err := s.Get(ctx, "k")
+			require.NoError(t, err)
+			assert.Equal(t, "settled", string(data))
+			assert.Equal(t, v, got)
+			_, err = s.PutIfVersion(ctx, "k", []byte("again"), ce.Version)
+			require.ErrorIs(t, err, writefence.ErrConflict, "the damaged version is gone")
+		})
+	}
+}
+
+// anotherKeyFile returns the file another key's write produces, to be put
+// at k's name.
+func anotherKeyFile(t *testing.T, dir string, _ []byte) []byte {
+	s := newDirStore(t, dir)
+	_, err := s.PutIfVersion(t.Context(), "other", []byte("the payload"), "")
+	require.NoError(t, err)
+	b, err := os.ReadFile(keyFile(dir, "other"))
+	require.NoError(t, err)
+	return b
+}
+
+// TestDirDamagedTwice: a damaged version conditions a write only while the
+// file is exactly those bytes; a second edit makes the first damaged
+// version refuse.
+func TestDirDamagedTwice(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	_, err := s.PutIfVersion(ctx, "k", []byte("the payload"), "")
+	require.NoError(t, err)
+	good, err := os.ReadFile(keyFile(dir, "k"))
+	require.NoError(t, err)
+
+	first := append([]byte(nil), good...)
+	first[len(first)-6] ^= 0x01
+	require.NoError(t, os.WriteFile(keyFile(dir, "k"), first, 0o600))
+	_, _, err = s.Get(ctx, "k")
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	firstVersion := ce.Version
+
+	second := append([]byte(nil), good...)
+	second[len(second)-7] ^= 0x01
+	require.NoError(t, os.WriteFile(keyFile(dir, "k"), second, 0o600))
+	_, err = s.PutIfVersion(ctx, "k", []byte("overwrite"), firstVersion)
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, damagedVersion(second), ce.Version, "the refusal names the bytes there now")
+	onDisk, err := os.ReadFile(keyFile(dir, "k"))
+	require.NoError(t, err)
+	assert.Equal(t, second, onDisk, "nothing was written")
+}
+
+// TestDirDamageThroughFence: a fence that remembers the version of its own
+// last push does not read before its next push; the store's check keeps
+// that push from overwriting a file damaged since, and Settle at the
+// damaged version replaces it.
+func TestDirDamageThroughFence(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	require.NoError(t, f.Push(ctx, "wal", "s", "a", 1, []byte("segment 1")))
+	key, err := writefence.ShardKey("", "wal", "s")
+	require.NoError(t, err)
+	good, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-6] ^= 0x40 // in the record's payload: the token stays
+	require.NoError(t, os.WriteFile(keyFile(dir, key), bad, 0o600))
+
+	err = f.Push(ctx, "wal", "s", "a", 2, []byte("segment 2"))
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	onDisk, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	assert.Equal(t, bad, onDisk, "the damaged file was not overwritten")
+
+	_, err = f.Inspect(ctx, "wal", "s")
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, damagedVersion(bad), ce.Version)
+	require.NoError(t, f.Settle(ctx, "wal", "s", ce.Version, "operator", 10, []byte("rebuilt")))
+	epoch, writer, payload, err := f.Latest(ctx, "wal", "s")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(10), epoch)
+	assert.Equal(t, "operator", writer)
+	assert.Equal(t, "rebuilt", string(payload))
+}
+
+// TestDirReadOnly: the read-only open of a missing directory fails with
+// fs.ErrNotExist and creates nothing; over a store it reads without taking
+// the lock (its file may be absent) and refuses writes.
+func TestDirReadOnly(t *testing.T) {
+	ctx := t.Context()
+	missing := filepath.Join(t.TempDir(), "none")
+	_, err := writefence.OpenDirConditionalStoreReadOnly(missing)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NoDirExists(t, missing)
+
+	dir := t.TempDir()
+	w := newDirStore(t, dir)
+	v, err := w.PutIfVersion(ctx, "k", []byte("x"), "")
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, "lock")))
+
+	r, err := writefence.OpenDirConditionalStoreReadOnly(dir)
+	require.NoError(t, err)
+	data, got, err := r.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(data))
+	assert.Equal(t, v, got)
+	_, err = r.PutIfVersion(ctx, "k", []byte("y"), v)
+	require.ErrorIs(t, err, fs.ErrPermission)
+	require.ErrorIs(t, r.Delete(ctx, "k"), fs.ErrPermission)
+	assert.NoFileExists(t, filepath.Join(dir, "lock"), "a read takes no lock")
+}
+
+// TestListers: MemStore and the directory store list the keys under a
+// prefix, in lexical order; the directory store reports a file it cannot
+// name as corrupt, with its damaged version, after listing the rest.
+func TestListers(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	for name, s := range map[string]interface {
+		writefence.ConditionalStore
+		writefence.Lister
+	}{"mem": &writefence.MemStore{}, "dir": newDirStore(t, dir)} {
+		t.Run(name, func(t *testing.T) {
+			for _, k := range []string{"p/b", "p/a", "q/a", "p/c/d"} {
+				_, err := s.PutIfVersion(ctx, k, []byte("x"), "")
+				require.NoError(t, err)
+			}
+			var got []string
+			require.NoError(t, s.List(ctx, "p/", func(k string) error { got = append(got, k); return nil }))
+			assert.Equal(t, []string{"p/a", "p/b", "p/c/d"}, got)
+			stop := assert.AnError
+			n := 0
+			require.ErrorIs(t, s.List(ctx, "", func(string) error { n++; return stop }), stop)
+			assert.Equal(t, 1, n, "List stops at fn's error")
+		})
+	}
+
+	garbage := []byte("garbage")
+	require.NoError(t, os.WriteFile(keyFile(dir, "lost"), garbage, 0o600))
+	var got []string
+	err := newDirStore(t, dir).List(ctx, "p/", func(k string) error { got = append(got, k); return nil })
+	assert.Equal(t, []string{"p/a", "p/b", "p/c/d"}, got)
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, damagedVersion(garbage), ce.Version)
+	assert.Contains(t, ce.Check, filepath.Base(keyFile(dir, "lost")))
+}

@@ -12,6 +12,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
 )
 
 // GCSConditionalStore is a ConditionalStore over one Google Cloud Storage
@@ -284,4 +285,24 @@ func gcsError(op, key string, err error) error {
 		return &gcsWrapped{op: op, key: key, kind: ErrNotFound, err: err}
 	}
 	return &gcsWrapped{op: op, key: key, err: err}
+}
+
+var _ Lister = (*GCSConditionalStore)(nil)
+
+// List implements Lister with the bucket's object listing under prefix, in
+// the server's (lexical) order.
+func (s *GCSConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+	it := s.client.Bucket(s.bucket).Objects(ctx, &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL})
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return nil
+		}
+		if err != nil {
+			return gcsError("list", prefix, err)
+		}
+		if err := fn(attrs.Name); err != nil {
+			return err
+		}
+	}
 }

@@ -357,3 +357,29 @@ func (b *requestBody) close() {
 	b.closed = true
 	b.mu.Unlock()
 }
+
+var _ Lister = (*MinioConditionalStore)(nil)
+
+// List implements Lister with the client's ListObjects (version 2 of the
+// API), recursively under prefix, in the server's order (lexical on S3).
+// It needs the store's client to be minio-go's own (as
+// NewMinioConditionalStore sets it): Core's list calls take no context.
+func (s *MinioConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+	core, ok := s.api.(minio.Core)
+	if !ok || core.Client == nil {
+		return fmt.Errorf("writefence: s3 list %s: the store's client cannot list objects", Escape(prefix))
+	}
+	// Cancelling the listing's own context when fn stops early ends the
+	// SDK's goroutine that feeds the channel.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for obj := range core.Client.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return s.fail(ctx, "list", prefix, obj.Err, nil)
+		}
+		if err := fn(obj.Key); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}

@@ -603,3 +603,46 @@ func valkeyError(op, key string, err error) error {
 	}
 	return &valkeyWrapped{op: op, key: key, err: err}
 }
+
+var _ Lister = (*ValkeyConditionalStore)(nil)
+
+// valkeyListCount is the COUNT hint of each SCAN step of List.
+const valkeyListCount = 512
+
+// List implements Lister with SCAN MATCH over the selected database. SCAN
+// may return a key more than once; List calls fn once per key. Keys are
+// returned in no particular order.
+func (s *ValkeyConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+	if err := s.checkStandalone(ctx); err != nil {
+		return err
+	}
+	var pattern strings.Builder
+	for _, c := range []byte(prefix) {
+		if strings.IndexByte(`*?[]\`, c) >= 0 {
+			pattern.WriteByte('\\')
+		}
+		pattern.WriteByte(c)
+	}
+	pattern.WriteByte('*')
+	seen := make(map[string]struct{})
+	var cursor uint64
+	for {
+		keys, next, err := s.client.Scan(ctx, cursor, pattern.String(), valkeyListCount).Result()
+		if err != nil {
+			return valkeyError("list", prefix, err)
+		}
+		for _, k := range keys {
+			if _, dup := seen[k]; dup || !strings.HasPrefix(k, prefix) {
+				continue
+			}
+			seen[k] = struct{}{}
+			if err := fn(k); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}

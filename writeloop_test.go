@@ -152,7 +152,7 @@ func (s *damageable) damage(key string, b []byte) {
 	s.damaged[key] = b
 }
 
-func damagedVersion(b []byte) string {
+func fakeDamagedVersion(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "damaged-" + hex.EncodeToString(sum[:8])
 }
@@ -162,7 +162,7 @@ func (s *damageable) Get(ctx context.Context, key string) ([]byte, string, error
 	b, ok := s.damaged[key]
 	s.mu.Unlock()
 	if ok {
-		return nil, "", &writefence.CorruptError{Key: key, Version: damagedVersion(b), Check: "store checksum"}
+		return nil, "", &writefence.CorruptError{Key: key, Version: fakeDamagedVersion(b), Check: "store checksum"}
 	}
 	return s.MemStore.Get(ctx, key)
 }
@@ -172,8 +172,8 @@ func (s *damageable) PutIfVersion(ctx context.Context, key string, data []byte, 
 	defer s.mu.Unlock()
 	s.puts++
 	if b, ok := s.damaged[key]; ok {
-		if expect != damagedVersion(b) {
-			return "", &writefence.CorruptError{Key: key, Version: damagedVersion(b), Check: "store checksum"}
+		if expect != fakeDamagedVersion(b) {
+			return "", &writefence.CorruptError{Key: key, Version: fakeDamagedVersion(b), Check: "store checksum"}
 		}
 		delete(s.damaged, key)
 		_, current, err := s.MemStore.Get(ctx, key)
@@ -214,7 +214,7 @@ func TestDamageInPlaceIsNeverOverwritten(t *testing.T) {
 
 	info, err := f.Inspect(ctx, "wal", "0")
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, damagedVersion([]byte("one, edited on disk")), info.Version)
+	assert.Equal(t, fakeDamagedVersion([]byte("one, edited on disk")), info.Version)
 	require.NoError(t, f.Settle(ctx, "wal", "0", info.Version, "op", 4, []byte("restored")))
 	requireLatest(t, f, 4, "op", "restored")
 }

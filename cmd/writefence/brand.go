@@ -26,7 +26,7 @@ A refusal names what was expected and what was found, escaped.
 examples:
   writefence brand install -store file:///tmp/wf
   writefence brand verify -store valkey://127.0.0.1:6379/0 -identity myformat/v2
-  writefence brand claim -json -store gs://mirrors`,
+  writefence brand claim -json -store 'gs://mirrors?endpoint=http://127.0.0.1:4443'`,
 	define: defineBrand,
 }
 
@@ -48,7 +48,11 @@ func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 		if verb != "claim" && verb != "verify" && verb != "install" {
 			return o.fail(usagef("writefence: brand %s: want claim, verify or install", writefence.Escape(verb)))
 		}
-		s, ctx, cancel, err := sf.open(ctx)
+		open := sf.open
+		if verb == "verify" {
+			open = sf.openRead // verify never writes, so never creates a store
+		}
+		s, ctx, cancel, err := open(ctx)
 		defer cancel()
 		if err != nil {
 			return o.fail(err)

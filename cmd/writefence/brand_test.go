@@ -8,7 +8,7 @@ import (
 )
 
 func TestBrand(t *testing.T) {
-	addr := fileStore(t)
+	addr := emptyStore(t)
 	steps := []struct {
 		args    []string
 		code    int
@@ -52,7 +52,7 @@ func TestBrandJSON(t *testing.T) {
 	assert.Equal(t, "evil\x1b[2J", m["expected"])
 	assert.NotContains(t, r.stderr, "\x1b", "stored and given bytes are escaped on the terminal")
 
-	r = wf(t, "brand", "verify", "-json", "-store", fileStore(t))
+	r = wf(t, "brand", "verify", "-json", "-store", emptyStore(t))
 	require.Equal(t, exitWire, r.code)
 	m = jsonOf(t, r)
 	assert.Equal(t, true, m["absent"])

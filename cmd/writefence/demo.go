@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -69,16 +68,47 @@ func defineDemo(fs *flag.FlagSet, _ *invocation) action {
 	writers := fs.Int("writers", 8, "concurrent writers in the race")
 	epochs := fs.Int("epochs", 24, "epochs handed out in the race, in random order")
 	seed := fs.Uint64("seed", 0, "random seed for the race (0 = random)")
+	asJSON := fs.Bool("json", false, "print JSON lines on stdout: one object per push, the race, then the verdict")
 	return func(ctx context.Context, inv *invocation, _ []string) int {
+		o := &output{inv: inv, json: *asJSON}
 		if *writers < 1 || *epochs < 1 {
-			fmt.Fprintln(inv.stderr, "writefence demo: -writers and -epochs must be at least 1")
-			return exitUsage
+			return o.fail(usagef("writefence demo: -writers and -epochs must be at least 1"))
 		}
-		return runDemo(ctx, inv.stdout, *writers, *epochs, *seed)
+		return runDemo(ctx, o, *writers, *epochs, *seed)
 	}
 }
 
-func runDemo(ctx context.Context, stdout io.Writer, writers, epochs int, seed uint64) int {
+// demoPush is one push of the demo, and a -json line.
+type demoPush struct {
+	Event   string `json:"event"` // "push"
+	Scene   int    `json:"scene"`
+	Writer  string `json:"writer"`
+	Epoch   uint64 `json:"epoch"`
+	Payload string `json:"payload"`
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+}
+
+// demoRace is the summary of the demo's race, and a -json line.
+type demoRace struct {
+	Event   string         `json:"event"` // "race"
+	Writers int            `json:"writers"`
+	Epochs  []uint64       `json:"epochs"` // handed out
+	Seed    uint64         `json:"seed"`
+	Landed  []uint64       `json:"landed"`
+	Refused map[string]int `json:"refused"` // by outcome
+}
+
+// demoVerdict is what the store saw, and the last -json line.
+type demoVerdict struct {
+	Outcome        string   `json:"outcome"`
+	Landings       []uint64 `json:"landings"` // epochs in the store's order
+	RecordedEpoch  uint64   `json:"recorded_epoch"`
+	RecordedWriter string   `json:"recorded_writer"`
+	Violations     []string `json:"violations"`
+}
+
+func runDemo(ctx context.Context, o *output, writers, epochs int, seed uint64) int {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
@@ -88,20 +118,35 @@ func runDemo(ctx context.Context, stdout io.Writer, writers, epochs int, seed ui
 	fence := &writefence.Fence{Store: log}
 	var outMu sync.Mutex // writers report concurrently
 	out := func(format string, a ...any) {
+		if o.json {
+			return
+		}
 		outMu.Lock()
 		defer outMu.Unlock()
-		fmt.Fprintf(stdout, format+"\n", a...)
+		fmt.Fprintf(o.inv.stdout, format+"\n", a...)
 	}
 
 	out("writefence demo: shard %s/%s on the in-memory store", demoPlugin, demoShard)
 	out("")
 	out("1. a leader is deposed; the zombie keeps pushing")
+	scene := 1
 	step := func(writer string, epoch uint64, payload string) {
 		err := fence.Push(ctx, demoPlugin, demoShard, writer, epoch, []byte(payload))
+		if o.json {
+			p := demoPush{Event: "push", Scene: scene, Writer: writer, Epoch: epoch, Payload: payload}
+			_, p.Outcome = classify(err)
+			if err != nil {
+				p.Error = message(err)
+			}
+			outMu.Lock()
+			o.emit(p)
+			outMu.Unlock()
+			return
+		}
 		if err == nil {
 			out("   %-9s epoch %-3d landed   %q", writer, epoch, payload)
 		} else {
-			out("   %-9s epoch %-3d refused  %v", writer, epoch, err)
+			out("   %-9s epoch %-3d refused  %v", writer, epoch, message(err))
 		}
 	}
 	step("leader-a", 1, "segment 0001")
@@ -111,6 +156,7 @@ func runDemo(ctx context.Context, stdout io.Writer, writers, epochs int, seed ui
 	step("leader-a", 3, "segment 0003 (zombie claims the new epoch)")
 
 	base := uint64(3)
+	scene = 2
 	out("")
 	out("2. a confused control plane hands epoch %d to two writers", base+1)
 	var wg sync.WaitGroup
@@ -126,8 +172,9 @@ func runDemo(ctx context.Context, stdout io.Writer, writers, epochs int, seed ui
 	order := rng.Perm(epochs)
 	var (
 		mu      sync.Mutex // guards the tallies below
-		landed  []uint64
+		landed  = []uint64{}
 		refused = map[string]int{}
+		byName  = map[string]int{}
 	)
 	for w := range writers {
 		wg.Go(func() {
@@ -145,6 +192,8 @@ func runDemo(ctx context.Context, stdout io.Writer, writers, epochs int, seed ui
 					landed = append(landed, epoch)
 				} else {
 					refused[reason(err)]++
+					_, name := classify(err)
+					byName[name]++
 				}
 				mu.Unlock()
 			}
@@ -152,12 +201,29 @@ func runDemo(ctx context.Context, stdout io.Writer, writers, epochs int, seed ui
 	}
 	wg.Wait()
 	slices.Sort(landed)
+	if o.json {
+		handed := make([]uint64, epochs)
+		for i, e := range order {
+			handed[i] = base + 1 + uint64(e)
+		}
+		o.emit(demoRace{Event: "race", Writers: writers, Epochs: handed, Seed: seed, Landed: landed, Refused: byName})
+	}
 	out("   landed:  %d pushes, epochs %v", len(landed), landed)
 	for r, n := range refused {
 		out("   refused: %d pushes, %s", n, r)
 	}
 
 	out("")
+	if o.json {
+		v := verdict(ctx, log, fence, base+uint64(epochs))
+		v.Outcome = "ok"
+		code := exitOK
+		if len(v.Violations) > 0 {
+			v.Outcome, code = "violation", exitViolation
+		}
+		o.emit(v)
+		return code
+	}
 	return checkInvariants(ctx, out, log, fence, base+uint64(epochs))
 }
 
@@ -168,36 +234,43 @@ func reason(err error) string {
 	case errors.Is(err, writefence.ErrConflict):
 		return "conflict retries exhausted"
 	default:
-		return err.Error()
+		return message(err)
 	}
 }
 
-// checkInvariants checks what the store saw: landed epochs strictly rise (so
-// none landed twice) and the record holds the highest epoch handed out.
-func checkInvariants(ctx context.Context, out func(string, ...any), log *landingLog, fence *writefence.Fence, highest uint64) int {
+// verdict checks what the store saw: landed epochs strictly rise (so none
+// landed twice) and the record holds the highest epoch handed out.
+func verdict(ctx context.Context, log *landingLog, fence *writefence.Fence, highest uint64) demoVerdict {
 	log.mu.Lock()
 	seen := slices.Clone(log.epochs)
 	log.mu.Unlock()
-	ok := true
+	v := demoVerdict{Landings: seen, Violations: []string{}}
 	for i := 1; i < len(seen); i++ {
 		if seen[i] <= seen[i-1] {
-			out("VIOLATION: epoch %d landed after epoch %d", seen[i], seen[i-1])
-			ok = false
+			v.Violations = append(v.Violations, fmt.Sprintf("epoch %d landed after epoch %d", seen[i], seen[i-1]))
 		}
 	}
 	epoch, writer, _, err := fence.Latest(ctx, demoPlugin, demoShard)
 	switch {
 	case err != nil:
-		out("VIOLATION: cannot read the record: %v", err)
-		ok = false
+		v.Violations = append(v.Violations, "cannot read the record: "+message(err))
 	case epoch != highest:
-		out("VIOLATION: recorded epoch %d, but epoch %d was pushed", epoch, highest)
-		ok = false
+		v.Violations = append(v.Violations, fmt.Sprintf("recorded epoch %d, but epoch %d was pushed", epoch, highest))
 	}
-	if !ok {
+	v.RecordedEpoch, v.RecordedWriter = epoch, writer
+	return v
+}
+
+// checkInvariants prints the verdict and returns the exit status.
+func checkInvariants(ctx context.Context, out func(string, ...any), log *landingLog, fence *writefence.Fence, highest uint64) int {
+	v := verdict(ctx, log, fence, highest)
+	for _, msg := range v.Violations {
+		out("VIOLATION: %s", msg)
+	}
+	if len(v.Violations) > 0 {
 		return exitViolation
 	}
-	out("invariants hold: %d landings in strictly rising epoch order %v", len(seen), seen)
-	out("                 no epoch landed twice; recorded epoch %d by %s is the highest pushed", epoch, writer)
+	out("invariants hold: %d landings in strictly rising epoch order %v", len(v.Landings), v.Landings)
+	out("                 no epoch landed twice; recorded epoch %d by %s is the highest pushed", v.RecordedEpoch, v.RecordedWriter)
 	return exitOK
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/writefence/writefence"
@@ -23,17 +25,23 @@ const (
 	exitUnknown   = 8
 	exitUntrusted = 9
 	exitViolation = 10
+	// exitInterrupted follows the shell's 128+SIGINT, for SIGTERM too: the
+	// command stopped because it was asked to, not because the store failed.
+	exitInterrupted = 130
 )
 
-// outcomes maps errors to exit statuses, in the order they are tested: an
-// error can match several sentinels (an unknown outcome wraps its cause, a
-// failed probe what the store did instead), and the first match names it.
-var outcomes = []struct {
+// outcome is one exit status and the errors that lead to it.
+type outcome struct {
 	code int
 	name string // the "outcome" of -json output
 	is   func(error) bool
 	doc  string
-}{
+}
+
+// outcomes maps errors to exit statuses, in the order they are tested: an
+// error can match several sentinels (an unknown outcome wraps its cause, a
+// failed probe what the store did instead), and the first match names it.
+var outcomes = []outcome{
 	{exitOK, "ok", func(err error) bool { return err == nil }, "success"},
 	{exitUntrusted, "untrusted", is(writefence.ErrUntrustedStore), "untrusted store: the probe saw the store ignore a precondition"},
 	{exitUnknown, "outcome_unknown", is(writefence.ErrOutcomeUnknown), "outcome unknown: a write was sent but its result could not be learned; repeat the push"},
@@ -42,9 +50,10 @@ var outcomes = []struct {
 	{exitStale, "stale", is(writefence.ErrStaleEpoch), "stale epoch: the recorded epoch is equal or higher"},
 	{exitConflict, "conflict", is(writefence.ErrConflict), "conflict: the record changed under a conditional write"},
 	{exitNotFound, "not_found", is(writefence.ErrNotFound), "not found: the shard was never pushed"},
+	{exitInterrupted, "interrupted", is(context.Canceled), "interrupted: SIGINT or SIGTERM stopped the command (a write in flight may have landed: run latest)"},
 	{exitUsage, "usage", isUsage, "usage: a bad flag, argument or store address"},
 	{exitViolation, "violation", is(errViolation), "violation: two writers landed one epoch, or the record disagrees with the winner"},
-	{exitError, "error", func(error) bool { return true }, "any other error (network, authentication, a refused settle)"},
+	{exitError, "error", func(error) bool { return true }, "any other error (network, authentication, a refused settle, a failed write to stdout)"},
 }
 
 // errViolation marks a broken invariant seen by race or demo.
@@ -79,12 +88,8 @@ func classify(err error) (int, string) {
 func exitHelp() string {
 	var b strings.Builder
 	b.WriteString("\nexit status:\n")
-	for code := exitOK; code <= exitViolation; code++ {
-		for _, o := range outcomes {
-			if o.code == code {
-				fmt.Fprintf(&b, "  %-3d %s\n", o.code, o.doc)
-			}
-		}
+	for _, o := range slices.SortedFunc(slices.Values(outcomes), func(a, b outcome) int { return a.code - b.code }) {
+		fmt.Fprintf(&b, "  %-3d %s\n", o.code, o.doc)
 	}
 	return b.String()
 }
@@ -107,7 +112,7 @@ type failure struct {
 
 func newFailure(err error) failure {
 	_, name := classify(err)
-	f := failure{Outcome: name, Error: err.Error()}
+	f := failure{Outcome: name, Error: message(err)}
 	var (
 		stale   *writefence.StaleEpochError
 		corrupt *writefence.CorruptError
@@ -143,21 +148,28 @@ type output struct {
 // fail reports err and returns its exit status: the message on stderr and,
 // with -json, the failure on stdout.
 func (o *output) fail(err error) int {
+	err = advise(err, o.inv)
 	code, _ := classify(err)
-	fmt.Fprintln(o.inv.stderr, err)
+	fmt.Fprintln(o.inv.stderr, message(err))
 	if o.json {
 		o.emit(newFailure(err))
 	}
 	return code
 }
 
-// emit writes v as JSON on stdout.
+// emit writes v as one line of JSON on stdout: a command that reports
+// several objects writes JSON lines, one object per line.
 func (o *output) emit(v any) {
-	enc := json.NewEncoder(o.inv.stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	if err := json.NewEncoder(o.inv.stdout).Encode(v); err != nil {
 		fmt.Fprintf(o.inv.stderr, "writefence %s: encode output: %v\n", o.inv.name, err)
 	}
+}
+
+// message is err's text for the terminal: the library and the adapters
+// prefix their errors with "writefence: ", and one wrapping another would
+// print the prefix twice.
+func message(err error) string {
+	return strings.ReplaceAll(err.Error(), ": writefence: ", ": ")
 }
 
 // fields writes name/value lines, the names aligned.

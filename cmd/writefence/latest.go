@@ -21,22 +21,28 @@ var latestCommand = command{
 	help: `
 Reads the shard's record once and decodes it strictly. The version token is
 the store's, for exactly the bytes decoded: settle takes it. A record of
-another wire identity is shown (its identity, epoch and writer) and exits 5;
-a corrupt record shows the failed check and its version and exits 6.
+another wire identity is shown (its identity, epoch and writer) and exits 5.
+A corrupt record (a record that fails a check, or a directory store's file
+damaged on disk) shows the failed check, its version and, when its header
+still decodes, the epoch and writer it claims; it exits 6 and prints the
+settle command that replaces exactly that version. latest only reads: it
+never creates a store.
 
 examples:
   writefence latest -store file:///tmp/wf wal shard-0
-  writefence latest -store s3://mirrors?endpoint=127.0.0.1:9000&secure=false -json wal shard-0
+  writefence latest -store 's3://mirrors?endpoint=127.0.0.1:9000&secure=false' -json wal shard-0
   writefence latest -out segment.bin wal shard-0     # also write the payload to a file`,
 	define: defineLatest,
 }
 
-// latestResult is latest's -json output on success or on a foreign record.
+// latestResult is latest's -json output on success, on a foreign record and
+// on a corrupt one.
 type latestResult struct {
 	Outcome string `json:"outcome"`
 	Plugin  string `json:"plugin"`
 	Shard   string `json:"shard"`
 	recordInfo
+	Check string `json:"check,omitempty"`
 	Error string `json:"error,omitempty"`
 }
 
@@ -49,7 +55,7 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 		if *out == "-" && sf.json {
 			return o.fail(usagef("writefence: -out - and -json both write to stdout"))
 		}
-		s, ctx, cancel, err := sf.open(ctx)
+		s, ctx, cancel, err := sf.openRead(ctx)
 		defer cancel()
 		if err != nil {
 			return o.fail(err)
@@ -58,38 +64,52 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 		plugin, shard := args[0], args[1]
 		info, err := inspect(ctx, s.store, sf.prefix, *identity, plugin, shard)
 		var wire *writefence.WireError
+		var corrupt *writefence.CorruptError
 		foreign := errors.As(err, &wire) && info.Writer != ""
-		if err != nil && !foreign {
-			var corrupt *writefence.CorruptError
-			if errors.As(err, &corrupt) && corrupt.Version != "" {
-				fmt.Fprintf(inv.stderr, "to overwrite it: writefence settle -confirm-version %s -writer W -epoch E -file F %s %s\n",
-					shellQuote(corrupt.Version), shellQuote(plugin), shellQuote(shard))
-			}
+		damaged := errors.As(err, &corrupt) && corrupt.Version != ""
+		if err != nil && !foreign && !damaged {
 			return o.fail(err)
 		}
+		r := latestResult{Outcome: "ok", Plugin: plugin, Shard: shard, recordInfo: info}
+		if damaged {
+			// The store's own check (a damaged file) fails before the
+			// record is decoded: its version travels in the error only.
+			r.Key, r.Version, r.Check = corrupt.Key, corrupt.Version, corrupt.Check
+		}
+		if err != nil {
+			err = advise(err, inv)
+			_, r.Outcome = classify(err)
+			r.Error = message(err)
+		}
 		if sf.json {
-			r := latestResult{Outcome: "ok", Plugin: plugin, Shard: shard, recordInfo: info}
-			if err != nil {
-				_, r.Outcome = classify(err)
-				r.Error = err.Error()
-			}
 			o.emit(r)
 		} else {
 			w := inv.stdout
 			if *out == "-" {
 				w = inv.stderr // stdout carries the payload alone
 			}
-			fields(w,
-				"key", writefence.Escape(info.Key),
-				"epoch", strconv.FormatUint(info.Epoch, 10),
-				"writer", writefence.Escape(info.Writer),
-				"identity", writefence.Escape(info.Identity),
-				"size", strconv.Itoa(info.Size),
-				"version", writefence.Escape(info.Version))
+			kv := []string{"key", writefence.Escape(r.Key)}
+			if r.Epoch != 0 {
+				kv = append(kv, "epoch", strconv.FormatUint(r.Epoch, 10), "writer", writefence.Escape(r.Writer),
+					"identity", writefence.Escape(r.Identity))
+			}
+			if !damaged {
+				kv = append(kv, "size", strconv.Itoa(r.Size))
+			} else {
+				kv = append(kv, "check", writefence.Escape(r.Check))
+			}
+			fields(w, append(kv, "version", writefence.Escape(r.Version))...)
 		}
 		if err != nil {
 			code, _ := classify(err)
-			fmt.Fprintln(inv.stderr, err)
+			fmt.Fprintln(inv.stderr, message(err))
+			if damaged {
+				if r.Epoch != 0 {
+					fmt.Fprintf(inv.stderr, "its header claims epoch %d by %s: settle at a higher epoch\n", r.Epoch, writefence.Escape(r.Writer))
+				}
+				fmt.Fprintf(inv.stderr, "to overwrite it: writefence settle%s -confirm-version %s -writer W -epoch E -file F %s %s\n",
+					storeArg(sf), shellQuote(r.Version), shellQuote(plugin), shellQuote(shard))
+			}
 			return code
 		}
 		if *out != "" {
@@ -101,11 +121,24 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 	}
 }
 
+// storeArg repeats the store and prefix flags a suggested command needs,
+// quoted for the shell.
+func storeArg(sf *storeFlags) string {
+	var s string
+	if sf.addr != "" {
+		s += " -store " + shellQuote(sf.addr)
+	}
+	if sf.prefix != "" {
+		s += " -prefix " + shellQuote(sf.prefix)
+	}
+	return s
+}
+
 // shellQuote renders s as one shell word, escaped for the terminal first.
 func shellQuote(s string) string {
 	s = writefence.Escape(s)
 	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:=%+@", c)) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:%+@", c)) {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 		}
 	}

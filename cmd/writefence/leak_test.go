@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -11,6 +12,11 @@ import (
 // (its read loop blocks in persistConn.Read, its write loop in its select);
 // a response body left open is still caught.
 func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		// Started by wfProcess: be the command itself.
+		os.Args = append([]string{"writefence"}, os.Args[1:]...)
+		main()
+	}
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).Read"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),

@@ -9,12 +9,14 @@
 // Commands:
 //
 //	latest  <plugin> <shard>        a shard's epoch, writer, identity, payload size and version token
+//	ls      [plugin]                every shard under the prefix: plugin, shard, epoch, writer, status
 //	push    <plugin> <shard>        push a file or stdin at an epoch (-writer, -epoch, -file)
 //	brand   claim|verify|install    hold the store's brand key (-identity)
 //	probe                           prove that the store's conditional write is real
 //	race                            race N writers over M rounds on a scratch shard, check one lands per round
 //	settle  <plugin> <shard>        overwrite a corrupt record, only with -confirm-version of exactly that record
 //	demo                            race writers on the in-memory store and show what the fence does
+//	version                         the module version and VCS revision the command was built from
 //
 // Run "writefence help <command>" for a command's flags and examples.
 //
@@ -22,11 +24,18 @@
 //
 // -store names the store, before the command or among its flags:
 //
-//	file:///path                    a directory on this host (DirConditionalStore), shared by its processes
-//	mem://                          in memory, gone when the command exits (for race and trying things out)
-//	s3://bucket?endpoint=host:port  an S3 API bucket; &secure=false for plain HTTP, &region=R
-//	gs://bucket                     a Cloud Storage bucket; ?endpoint=http://host:port for an emulator
-//	valkey://host:port/db           a standalone Valkey or Redis server, database db; ?script=1 for the script path
+//	file:///path                      a directory on this host (DirConditionalStore), shared by its processes
+//	mem://                            in memory, gone when the command exits (for race and trying things out)
+//	's3://bucket?endpoint=host:port'  an S3 API bucket; &secure=false for plain HTTP, &region=R
+//	gs://bucket                       a Cloud Storage bucket; ?endpoint=http://host:port for an emulator
+//	valkey://host:port/db             a standalone Valkey or Redis server, database db; ?script=1 for the script path
+//
+// Quote an address that holds ? or & in the shell: unquoted, & ends the
+// command and runs it in the background without the rest of the address.
+// Commands that only read (latest, ls, brand verify) never create a store:
+// on a directory that holds none they say so and exit 1, and they read a
+// directory store without its lock, so a user who may read it but not write
+// it can. Only a write creates a directory store; file:/// is refused.
 //
 // Without -store the command uses $WRITEFENCE_STORE, and without that the
 // directory $XDG_STATE_HOME/writefence (~/.local/state/writefence when
@@ -56,36 +65,56 @@
 //	8   outcome unknown: a write was sent but its result could not be learned
 //	9   untrusted store: the probe saw the store ignore a precondition
 //	10  violation: race or demo saw two writers land one epoch, or a record that disagrees with the winner
+//	130 interrupted: SIGINT or SIGTERM stopped the command (a write in flight may have landed)
 //
-// With -json, latest, push, brand, probe, race and settle print one JSON
-// object on stdout, on success and on failure alike; its "outcome" field
-// names the exit status ("ok", "not_found", "stale", ...).
+// A failed write to stdout (a full disk, a closed pipe) is an error (1),
+// never a silent success.
+//
+// With -json every command prints JSON on stdout, on success and on failure
+// alike, usage errors included: one object per line (JSON lines); a command
+// that reports several things (ls, demo, race) prints several lines. Each
+// result object's "outcome" field names the exit status ("ok", "not_found",
+// "stale", "usage", ...).
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 type command struct {
-	name    string
-	args    string // the synopsis after the name
-	nargs   int    // how many positional arguments it takes
-	summary string
-	help    string // what it does, and examples
+	name     string
+	args     string // the synopsis after the name
+	nargs    int    // how many positional arguments it requires
+	optional int    // how many more it accepts
+	summary  string
+	help     string // what it does, and examples
 	// define adds the command's flags to fs and returns its action, which
 	// runs once the flags and the nargs positional arguments are parsed.
 	define func(fs *flag.FlagSet, inv *invocation) action
 }
 
 type action func(ctx context.Context, inv *invocation, args []string) int
+
+// want describes how many positional arguments c takes.
+func (c *command) want() string {
+	if c.optional == 0 {
+		return strconv.Itoa(c.nargs)
+	}
+	return fmt.Sprintf("%d to %d", c.nargs, c.nargs+c.optional)
+}
 
 // invocation is one run of a command: its outputs and the options given
 // before the command's name.
@@ -94,6 +123,10 @@ type invocation struct {
 	stdout io.Writer
 	stderr io.Writer
 	store  string // the global -store, or ""
+
+	// Set once a store is opened, for the advice an error gets.
+	addr    string        // the store's address
+	timeout time.Duration // -timeout
 }
 
 var commands []command
@@ -102,40 +135,120 @@ var commands []command
 func init() {
 	commands = []command{
 		latestCommand,
+		lsCommand,
 		pushCommand,
 		brandCommand,
 		probeCommand,
 		raceCommand,
 		settleCommand,
 		demoCommand,
+		versionCommand,
 	}
+	// go-redis logs dial failures on its own (pool.go: ... failed to
+	// dial); the command reports the error once, itself.
+	redis.SetLogger(quietLogger{})
 }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal the default action is back: a second
+		// one ends the command at once.
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if ctx.Err() != nil && code == exitError {
+		// An error the signal caused but whose cause an SDK did not keep;
+		// a more telling status (8: the write may have landed) stays.
+		code = exitInterrupted
+	}
 	stop()
 	os.Exit(code)
 }
 
+// run runs the command line args and returns the exit status. A failed
+// write to stdout turns a success into an error: a result that was not
+// delivered must not look delivered.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	out := &checkedWriter{w: stdout}
+	code := runArgs(ctx, args, out, stderr)
+	if out.err != nil {
+		fmt.Fprintf(stderr, "writefence: write to stdout: %v\n", out.err)
+		if code == exitOK {
+			code = exitError
+		}
+	}
+	return code
+}
+
+// checkedWriter remembers the first error of its writer.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// usageFail reports a usage error found before the command ran: the
+// message on stderr and, with -json among args, the failure on stdout.
+func usageFail(stdout, stderr io.Writer, args []string, msg string) int {
+	fmt.Fprintln(stderr, msg)
+	if wantsJSON(args) {
+		_ = json.NewEncoder(stdout).Encode(failure{Outcome: "usage", Error: msg})
+	}
+	return exitUsage
+}
+
+// wantsJSON tells whether -json is among args, before "--", so that a
+// usage error found while parsing them is reported as JSON too.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-json", "--json", "-json=true", "--json=true", "-json=1", "--json=1":
+			return true
+		}
+	}
+	return false
+}
+
+func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	global := flag.NewFlagSet("writefence", flag.ContinueOnError)
 	global.SetOutput(stderr)
 	global.Usage = func() {}
+	var flagErr strings.Builder
+	global.SetOutput(&flagErr)
 	storeAddr := global.String("store", "", "store address")
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout)
 			return exitOK
 		}
+		code := usageFail(stdout, stderr, args, "writefence: "+err.Error())
 		fmt.Fprintln(stderr)
 		usage(stderr)
-		return exitUsage
+		return code
 	}
+	all := args
 	args = global.Args()
 	if len(args) == 0 {
 		usage(stderr)
-		return exitUsage
+		return usageFail(stdout, stderr, all, "writefence: no command")
 	}
 	if args[0] == "help" {
 		if len(args) == 1 {
@@ -150,13 +263,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	c := lookup(args[0])
 	if c == nil {
-		fmt.Fprintf(stderr, "writefence: unknown command %q\n\n", args[0])
+		code := usageFail(stdout, stderr, all, fmt.Sprintf("writefence: unknown command %q", args[0]))
+		fmt.Fprintln(stderr)
 		usage(stderr)
-		return exitUsage
+		return code
 	}
 	inv := &invocation{name: c.name, stdout: stdout, stderr: stderr, store: *storeAddr}
 	fs := flag.NewFlagSet("writefence "+c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // the error comes back from Parse
 	fs.Usage = func() {}
 	act := c.define(fs, inv)
 	pos, err := parseArgs(fs, args[1:])
@@ -165,11 +279,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		commandHelp(stdout, c)
 		return exitOK
 	case err != nil:
+		code := usageFail(stdout, stderr, all, "writefence "+c.name+": "+err.Error())
 		fmt.Fprintf(stderr, "run \"writefence help %s\" for its flags and examples\n", c.name)
-		return exitUsage
-	case len(pos) != c.nargs:
-		fmt.Fprintf(stderr, "writefence %s: want %d arguments (%s), got %d\n", c.name, c.nargs, c.args, len(pos))
-		return exitUsage
+		return code
+	case len(pos) < c.nargs || len(pos) > c.nargs+c.optional:
+		return usageFail(stdout, stderr, all, fmt.Sprintf("writefence %s: want %s arguments (%s), got %d", c.name, c.want(), c.args, len(pos)))
 	}
 	return act(ctx, inv, pos)
 }
@@ -187,13 +301,14 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: writefence [-store ADDR] <command> [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, storeHelp)
 	fmt.Fprint(w, exitHelp())
 	fmt.Fprintln(w, "\nexamples:")
 	fmt.Fprintln(w, "  writefence demo")
 	fmt.Fprintln(w, "  writefence -store file:///tmp/wf latest wal shard-0")
+	fmt.Fprintln(w, "  writefence -store 's3://mirrors?endpoint=127.0.0.1:9000&secure=false' ls")
 	fmt.Fprintln(w, "  writefence help push")
 }
 
@@ -209,17 +324,18 @@ func commandHelp(w io.Writer, c *command) {
 }
 
 const storeHelp = `
-store addresses (-store, before the command or among its flags):
-  file:///path                    a directory on this host, shared by its processes
-  mem://                          in memory, gone when the command exits
-  s3://bucket?endpoint=host:port  an S3 API bucket (&secure=false for plain HTTP, &region=R)
-  gs://bucket                     a Cloud Storage bucket (?endpoint=http://host:port for an emulator)
-  valkey://host:port/db           a standalone Valkey or Redis server (?script=1: one-round-trip writes)
+store addresses (-store, before the command or among its flags; quote one holding ? or &):
+  file:///path                      a directory on this host, shared by its processes
+  mem://                            in memory, gone when the command exits
+  's3://bucket?endpoint=host:port'  an S3 API bucket ('...&secure=false' for plain HTTP, '...&region=R')
+  gs://bucket                       a Cloud Storage bucket ('gs://bucket?endpoint=http://host:port' for an emulator)
+  valkey://host:port/db             a standalone Valkey or Redis server ('valkey://host:port/db?script=1': one-round-trip writes)
   default: $WRITEFENCE_STORE, else file://$XDG_STATE_HOME/writefence (~/.local/state/writefence)
+  reads (latest, ls, brand verify) never create a store; writes create a directory store, not file:///
 credentials come from the environment only:
   S3            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; or MINIO_ROOT_USER, MINIO_ROOT_PASSWORD;
                 or ~/.aws/credentials (AWS_PROFILE)
-  Cloud Storage application default credentials; none with STORAGE_EMULATOR_HOST or ?endpoint=
+  Cloud Storage application default credentials; none with STORAGE_EMULATOR_HOST or an endpoint=
   Valkey        VALKEY_USERNAME and VALKEY_PASSWORD, or REDISCLI_AUTH
 `
 

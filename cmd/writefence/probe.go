@@ -25,7 +25,7 @@ sequential probe cannot catch a store that compares on the client side: run
 race for that.
 
 examples:
-  writefence probe -store s3://mirrors?endpoint=127.0.0.1:9000&secure=false
+  writefence probe -store 's3://mirrors?endpoint=127.0.0.1:9000&secure=false'
   writefence probe -json -store valkey://127.0.0.1:6379/0`,
 	define: defineProbe,
 }
@@ -69,7 +69,7 @@ func defineProbe(fs *flag.FlagSet, inv *invocation) action {
 		if pe != nil {
 			// The read-back runs after every step, so which checks passed
 			// before a failure is not known from the check alone.
-			r.Outcome, r.Failed, r.Error, r.Passed = "untrusted", pe.Check, err.Error(), nil
+			r.Outcome, r.Failed, r.Error, r.Passed = "untrusted", pe.Check, message(err), nil
 		}
 		if sf.json {
 			o.emit(r)
@@ -85,7 +85,7 @@ func defineProbe(fs *flag.FlagSet, inv *invocation) action {
 			}
 		}
 		if err != nil {
-			fmt.Fprintln(inv.stderr, err)
+			fmt.Fprintln(inv.stderr, message(err))
 			return exitUntrusted
 		}
 		return exitOK

@@ -23,6 +23,8 @@ than the recorded epoch (else exit 4, naming the recorded epoch and writer).
 A push whose outcome is unknown (exit 8) is settled by running the same
 command again. -brand verify refuses a store whose brand is absent or foreign
 (exit 5); -brand claim brands an empty store first.
+-epoch takes plain decimal digits only: 010, 0x10, +1 or 1_0 are refused
+as usage errors (exit 2), never read as 8 or 16.
 
 examples:
   writefence push -store file:///tmp/wf -writer node-a -epoch 7 -file segment.bin wal shard-0
@@ -48,7 +50,7 @@ var stdin io.Reader = os.Stdin
 // recordFlags are the flags of a command that writes a record.
 type recordFlags struct {
 	writer   string
-	epoch    uint64
+	epoch    epochValue
 	file     string
 	identity string
 }
@@ -56,7 +58,7 @@ type recordFlags struct {
 func addRecordFlags(fs *flag.FlagSet) *recordFlags {
 	rf := &recordFlags{}
 	fs.StringVar(&rf.writer, "writer", "", "`name` of the writer recorded with the payload (required)")
-	fs.Uint64Var(&rf.epoch, "epoch", 0, "the push's `epoch`, at least 1 (required)")
+	fs.Var(&rf.epoch, "epoch", "the push's `epoch`: plain decimal digits, at least 1 (required)")
 	fs.StringVar(&rf.file, "file", "-", "payload `file`; - reads stdin")
 	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+writefence.DefaultIdentity+")")
 	return rf
@@ -127,15 +129,15 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 		defer s.close()
 		fence.Store = s.store
 		plugin, shard := args[0], args[1]
-		if err := fence.Push(ctx, plugin, shard, rf.writer, rf.epoch, payload); err != nil {
+		if err := fence.Push(ctx, plugin, shard, rf.writer, uint64(rf.epoch), payload); err != nil {
 			return o.fail(err)
 		}
 		key, _ := writefence.ShardKey(sf.prefix, plugin, shard)
 		if sf.json {
-			o.emit(pushResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: rf.epoch, Writer: rf.writer, Size: len(payload)})
+			o.emit(pushResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: uint64(rf.epoch), Writer: rf.writer, Size: len(payload)})
 		} else {
 			fmt.Fprintf(inv.stdout, "landed: %s epoch %s by %s, %d bytes\n",
-				writefence.Escape(key), strconv.FormatUint(rf.epoch, 10), writefence.Escape(rf.writer), len(payload))
+				writefence.Escape(key), strconv.FormatUint(uint64(rf.epoch), 10), writefence.Escape(rf.writer), len(payload))
 		}
 		return exitOK
 	}

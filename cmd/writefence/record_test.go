@@ -19,6 +19,7 @@ func TestPushLatest(t *testing.T) {
 	addr := fileStore(t)
 	seg := writeFile(t, "segment 0001")
 
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "node-a", "-epoch", "1", "-file", seg, "wal", "other").code)
 	r := wf(t, "latest", "-store", addr, "wal", "shard-0")
 	assert.Equal(t, exitNotFound, r.code, "%s", r)
 	r = wf(t, "latest", "-store", addr, "-json", "wal", "shard-0")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,18 @@ func TestServerCredentialsNeverPrinted(t *testing.T) {
 		assert.Equal(t, exitError, r.code, "%s", r)
 		assert.NotContains(t, r.stdout+r.stderr, secret)
 	})
+	t.Run("s3 without credentials", func(t *testing.T) {
+		addr := s3Address(t)
+		for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "MINIO_ACCESS_KEY", "MINIO_SECRET_KEY"} {
+			t.Setenv(v, "")
+		}
+		t.Setenv("HOME", t.TempDir()) // no ~/.aws/credentials
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "")
+		r := wf(t, "latest", "-store", addr, "wal", "s")
+		assert.Equal(t, exitError, r.code, "%s", r)
+		assert.Contains(t, r.stderr, "AWS_ACCESS_KEY_ID (unset)", "%s", r)
+		assert.Contains(t, r.stderr, "MINIO_ROOT_USER (unset)")
+	})
 	t.Run("valkey", func(t *testing.T) {
 		addr := serverEnv(t, "WRITEFENCE_VALKEY_ADDR")
 		// An unknown ACL user: a server without a password ignores a
@@ -188,6 +201,7 @@ func TestServerCredentialsNeverPrinted(t *testing.T) {
 		r := wf(t, "latest", "-store", "valkey://"+addr+"/0", "wal", "s")
 		assert.Equal(t, exitError, r.code, "%s", r)
 		assert.NotContains(t, r.stdout+r.stderr, secret)
+		assert.Contains(t, r.stderr, "VALKEY_PASSWORD (set)", "the variables read are named")
 	})
 }
 
@@ -219,6 +233,17 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	assert.NotEmpty(t, m["version"])
 	key := m["key"].(string)
 
+	// ls: the store's own listing, names that need escaping included.
+	require.Equal(t, exitOK, cmd("push", "-writer", "node-c", "-epoch", "4", "-file", p, "--", "wal/x", "a b").code)
+	r = cmd("ls")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	slices.Sort(lines) // Valkey's SCAN has no order
+	assert.Equal(t, []string{"wal\ts\t2\tnode-a\tok", "wal/x\ta b\t4\tnode-c\tok"}, lines)
+	r = cmd("ls", "-json", "wal/x")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "a b", jsonOf(t, r)["shard"])
+
 	// brand: absent, installed, claimed, foreign.
 	assert.Equal(t, exitWire, cmd("brand", "verify").code)
 	r = cmd("brand", "install", "-json")
@@ -249,6 +274,9 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	r = cmd("latest", "-json", "wal", "s")
 	require.Equal(t, exitCorrupt, r.code, "%s", r)
 	assert.Equal(t, corruptV, jsonOf(t, r)["version"])
+	r = cmd("ls", "wal")
+	assert.Equal(t, exitCorrupt, r.code, "%s", r)
+	assert.Equal(t, "wal\ts\t3\tnode-a\tcorrupt\n", r.stdout, "listed with its header's epoch, not skipped")
 	assert.Equal(t, exitCorrupt, cmd("push", "-writer", "node-b", "-epoch", "9", "-file", p, "wal", "s").code)
 	r = cmd("settle", "-confirm-version", corruptV, "-writer", "operator", "-epoch", "10", "-file", p, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)

@@ -25,10 +25,12 @@ printed); it then writes a fresh record of the payload (-file or stdin) at
 record that is not corrupt is refused (exit 1); a record that changed since
 latest showed it is refused as a conflict (exit 7), and nothing is written.
 Choose -epoch above every epoch a live writer may hold: pushes at lower or
-equal epochs are refused from then on.
+equal epochs are refused from then on. -epoch takes plain decimal digits only
+(010 or 0x10 is a usage error, exit 2). A directory store's file damaged on
+disk has a version of the form damaged-<sha256>: settle takes it the same way.
 
 examples:
-  writefence latest wal shard-0             # exit 6: prints the check and the version
+  writefence latest wal shard-0             # exit 6: prints the check, the version and the settle line
   writefence settle -confirm-version 3f9a... -writer operator -epoch 100 -file good.bin wal shard-0`,
 	define: defineSettle,
 }
@@ -86,12 +88,12 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 		}
 
 		fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: sf.prefix}
-		if err := fence.Settle(ctx, plugin, shard, corrupt.Version, rf.writer, rf.epoch, payload); err != nil {
+		if err := fence.Settle(ctx, plugin, shard, corrupt.Version, rf.writer, uint64(rf.epoch), payload); err != nil {
 			return o.fail(err)
 		}
 		r := settleResult{Outcome: "ok", Key: corrupt.Key, Replaced: corrupt.Version, Check: corrupt.Check,
-			Epoch: rf.epoch, Writer: rf.writer, PayloadSize: len(payload)}
-		if info, err := inspect(ctx, s.store, sf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == rf.epoch && info.Writer == rf.writer {
+			Epoch: uint64(rf.epoch), Writer: rf.writer, PayloadSize: len(payload)}
+		if info, err := inspect(ctx, s.store, sf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == uint64(rf.epoch) && info.Writer == rf.writer {
 			r.Version = info.Version
 		}
 		if sf.json {

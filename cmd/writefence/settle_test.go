@@ -33,7 +33,7 @@ func TestLatestCorrupt(t *testing.T) {
 	r := wf(t, "latest", "-store", addr, "wal", "s")
 	assert.Equal(t, exitCorrupt, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "writefence: corrupt record: truncated payload")
-	assert.Contains(t, r.stderr, "writefence settle -confirm-version "+version+" ")
+	assert.Contains(t, r.stderr, "writefence settle -store "+addr+" -confirm-version "+version+" ")
 
 	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
 	assert.Equal(t, exitCorrupt, r.code)

@@ -16,6 +16,7 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/api/option"
 
@@ -24,6 +25,7 @@ import (
 
 // storeFlags are the flags every command that opens a store shares.
 type storeFlags struct {
+	inv     *invocation // told the address and timeout, for error advice
 	addr    string
 	prefix  string
 	timeout time.Duration
@@ -33,11 +35,11 @@ type storeFlags struct {
 // addStoreFlags adds -store, -prefix, -timeout and -json to fs. The global
 // -store, when given, is the default.
 func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *storeFlags {
-	sf := &storeFlags{}
+	sf := &storeFlags{inv: inv}
 	fs.StringVar(&sf.addr, "store", inv.store, "store `address` (default $WRITEFENCE_STORE, else the state directory)")
 	fs.StringVar(&sf.prefix, "prefix", "", "key `prefix` (default "+writefence.DefaultPrefix+")")
 	fs.DurationVar(&sf.timeout, "timeout", timeout, "give up after this long (0: never)")
-	fs.BoolVar(&sf.json, "json", false, "print one JSON object on stdout")
+	fs.BoolVar(&sf.json, "json", false, "print JSON on stdout, one object per line")
 	return sf
 }
 
@@ -48,21 +50,37 @@ type opened struct {
 	close func() error
 }
 
-// open resolves the store address (the default when empty), opens it and
-// bounds ctx by -timeout. The caller calls the returned cancel and closes
-// the store.
+// open resolves the store address (the default when empty), opens it for
+// writing and bounds ctx by -timeout. The caller calls the returned cancel
+// and closes the store. A directory store is created when missing.
 func (sf *storeFlags) open(ctx context.Context) (*opened, context.Context, context.CancelFunc, error) {
+	return sf.openMode(ctx, false)
+}
+
+// openRead is open for a command that only reads: it creates nothing and
+// needs no write permission; a directory that holds no store is an error.
+func (sf *storeFlags) openRead(ctx context.Context) (*opened, context.Context, context.CancelFunc, error) {
+	return sf.openMode(ctx, true)
+}
+
+func (sf *storeFlags) openMode(ctx context.Context, readOnly bool) (*opened, context.Context, context.CancelFunc, error) {
 	cancel := context.CancelFunc(func() {})
 	if sf.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, sf.timeout)
+	}
+	if sf.inv != nil {
+		sf.inv.timeout = sf.timeout
 	}
 	addr, err := storeAddress(sf.addr)
 	if err != nil {
 		return nil, ctx, cancel, err
 	}
-	s, err := openStore(ctx, addr)
+	s, err := openStoreMode(ctx, addr, readOnly)
 	if err != nil {
 		return nil, ctx, cancel, err
+	}
+	if sf.inv != nil {
+		sf.inv.addr = addr
 	}
 	return s, ctx, cancel, nil
 }
@@ -105,10 +123,20 @@ var openers = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
 	"redis":  openValkey,
 }
 
-// openStore opens the store addr names. A malformed address is a
-// usageError, reported without echoing the address: it may hold a secret
-// typed by mistake.
+// readOpeners maps a scheme whose read-only open differs to it.
+var readOpeners = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
+	"file": openFileRead,
+}
+
+// openStore opens the store addr names for writing.
 func openStore(ctx context.Context, addr string) (*opened, error) {
+	return openStoreMode(ctx, addr, false)
+}
+
+// openStoreMode opens the store addr names, for reading only when
+// readOnly is set. A malformed address is a usageError, reported without
+// echoing the address: it may hold a secret typed by mistake.
+func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, error) {
 	u, err := url.Parse(addr)
 	if err != nil {
 		return nil, usagef("writefence: store address: cannot parse it as a URL")
@@ -117,6 +145,9 @@ func openStore(ctx context.Context, addr string) (*opened, error) {
 		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help)")
 	}
 	open, ok := openers[u.Scheme]
+	if ro, has := readOpeners[u.Scheme]; has && readOnly {
+		open = ro
+	}
 	if !ok {
 		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs or valkey)", writefence.Escape(u.Scheme))
 	}
@@ -172,6 +203,9 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 	if bucket == "" || strings.Trim(u.Path, "/") != "" {
 		return nil, usagef("writefence: store address: want s3://bucket[?endpoint=host:port], the bucket as the host and no path")
 	}
+	if err := s3utils.CheckValidBucketNameStrict(bucket); err != nil {
+		return nil, usagef("writefence: store address: bucket %s: %v", writefence.Escape(bucket), err)
+	}
 	endpoint := q.Get("endpoint")
 	if endpoint == "" {
 		endpoint = "s3.amazonaws.com"
@@ -206,6 +240,9 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 	bucket := u.Host
 	if bucket == "" || strings.Trim(u.Path, "/") != "" {
 		return nil, usagef("writefence: store address: want gs://bucket[?endpoint=http://host:port], the bucket as the host and no path")
+	}
+	if !validGCSBucket(bucket) {
+		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", writefence.Escape(bucket))
 	}
 	var opts []option.ClientOption
 	if ep := q.Get("endpoint"); ep != "" {
@@ -257,8 +294,30 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 		DB:       db,
 		Username: os.Getenv("VALKEY_USERNAME"),
 		Password: password,
+		// Reads and writes end at the command's -timeout: without this
+		// go-redis waits out its own timeouts (seconds) whatever ctx says.
+		ContextTimeoutEnabled: true,
 	})
 	s := writefence.NewValkeyConditionalStore(client)
 	s.Script = script
 	return &opened{store: s, close: client.Close}, nil
+}
+
+// validGCSBucket applies Cloud Storage's naming rules for buckets without
+// dots, and the 222-byte limit of dotted names; the server decides the rest.
+func validGCSBucket(b string) bool {
+	max := 63
+	if strings.Contains(b, ".") {
+		max = 222
+	}
+	if len(b) < 3 || len(b) > max {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(b); i++ {
+		if c := b[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return alnum(b[0]) && alnum(b[len(b)-1])
 }

@@ -13,3 +13,5 @@ import (
 func openFile(context.Context, *url.URL) (*opened, error) {
 	return nil, errors.New("writefence: file:// stores need a unix system; use another -store")
 }
+
+func openFileRead(ctx context.Context, u *url.URL) (*opened, error) { return openFile(ctx, u) }

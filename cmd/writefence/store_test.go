@@ -44,13 +44,13 @@ func TestStoreAddressOpens(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "d")
 	for addr, want := range map[string]any{
-		"mem://":                       &writefence.MemStore{},
-		"file://" + dir:                &writefence.DirConditionalStore{},
-		"file://localhost" + dir:       &writefence.DirConditionalStore{},
-		"s3://b?endpoint=h:1&secure=0": &writefence.MinioConditionalStore{},
-		"gs://b?endpoint=http://h:1":   &writefence.GCSConditionalStore{},
-		"valkey://h:1/3?script=1":      &writefence.ValkeyConditionalStore{},
-		"redis://h:1":                  &writefence.ValkeyConditionalStore{},
+		"mem://":                         &writefence.MemStore{},
+		"file://" + dir:                  &writefence.DirConditionalStore{},
+		"file://localhost" + dir:         &writefence.DirConditionalStore{},
+		"s3://bkt?endpoint=h:1&secure=0": &writefence.MinioConditionalStore{},
+		"gs://bkt?endpoint=http://h:1":   &writefence.GCSConditionalStore{},
+		"valkey://h:1/3?script=1":        &writefence.ValkeyConditionalStore{},
+		"redis://h:1":                    &writefence.ValkeyConditionalStore{},
 	} {
 		s, err := openStore(ctx, addr)
 		require.NoError(t, err, addr)
@@ -100,6 +100,7 @@ func TestGlobalStoreFlag(t *testing.T) {
 	a, b := fileStore(t), fileStore(t)
 	p := writeFile(t, "x")
 	require.Equal(t, exitOK, wf(t, "-store", a, "push", "-writer", "w", "-epoch", "1", "-file", p, "wal", "s").code)
+	require.Equal(t, exitOK, wf(t, "-store", b, "push", "-writer", "w", "-epoch", "1", "-file", p, "wal", "other").code)
 	assert.Equal(t, exitOK, wf(t, "-store", a, "latest", "wal", "s").code)
 	assert.Equal(t, exitNotFound, wf(t, "-store", a, "latest", "-store", b, "wal", "s").code)
 }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/redis/go-redis/v9"
+)
+
+// advisedError is an error with what to do about it. It unwraps to the
+// error, so its exit status is the error's.
+type advisedError struct {
+	err    error
+	advice string
+}
+
+func (e *advisedError) Error() string { return e.err.Error() + "; " + e.advice }
+func (e *advisedError) Unwrap() error { return e.err }
+
+// S3 error codes that mean the credentials were missing or wrong.
+var s3CredentialCodes = []string{"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"}
+
+// advise adds what to do to the errors whose cause the user can fix from
+// the shell: missing or wrong credentials, a store that does not answer in
+// time, TLS against a plain HTTP endpoint. Other errors are returned as
+// they are. The SDKs' errors are classified by type, never by their text.
+func advise(err error, inv *invocation) error {
+	var advised *advisedError
+	if err == nil || errors.As(err, &advised) {
+		return err
+	}
+	where := "the store"
+	if inv.addr != "" {
+		where = inv.addr
+	}
+	var resp minio.ErrorResponse
+	var netErr net.Error
+	switch {
+	case errors.As(err, &resp) && slices.Contains(s3CredentialCodes, resp.Code):
+		return &advisedError{err, "the S3 server refused the credentials (" + resp.Code + "); the command read " +
+			envList("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD",
+				"MINIO_ACCESS_KEY", "MINIO_SECRET_KEY", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE") +
+			", then ~/.aws/credentials: export the bucket's access key pair"}
+	case redis.IsAuthError(err):
+		return &advisedError{err, "the Valkey server refused the credentials; the command read " +
+			envList("VALKEY_USERNAME", "VALKEY_PASSWORD", "REDISCLI_AUTH") + ": export the password (and the ACL user)"}
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return &advisedError{err, "the endpoint of " + where + " speaks plain HTTP: add secure=false to an s3:// address, or use http:// in a gs:// endpoint, and quote the address"}
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+		t := "its -timeout"
+		if inv.timeout > 0 {
+			t = "-timeout " + inv.timeout.String()
+		}
+		return &advisedError{err, fmt.Sprintf("no answer from %s within %s: check that the address and port are right and the server is up, or raise -timeout (0: wait forever)", where, t)}
+	}
+	return err
+}
+
+// envList names the environment variables the command read, marking the
+// ones that were set; it never prints a value.
+func envList(names ...string) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		state := "unset"
+		if os.Getenv(n) != "" {
+			state = "set"
+		}
+		parts[i] = n + " (" + state + ")"
+	}
+	return strings.Join(parts, ", ")
+}
