@@ -88,9 +88,10 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // script that checks and sets in one round trip. Both give the same
 // results and the same errors. The WATCH path reads the whole current
 // value to check its digest, so each write transfers the previous value
-// too; the script checks it on the server (a SHA-1 over the value, which
-// holds the single-threaded server for that long) and transfers nothing
-// back. For large records prefer Script.
+// too; the script hashes it on the server instead, which holds the
+// single-threaded server meanwhile (7–8 ms per MiB on loopback, see
+// BENCHMARKS.md, where the WATCH path was the faster of the two for a
+// 16 MiB record: over a network the transfer costs what the script saves).
 //
 // Durability: Valkey replicates asynchronously. A primary acknowledges a
 // write before any replica has it, and loses it when a replica that lacks
@@ -110,15 +111,18 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // Each WaitReplicas call costs one more round trip (the WAIT) and the
 // replicas' acknowledgement time.
 //
-// What the caller must configure for failover (Sentinel or by hand):
-// WaitReplicas replicas attached to the primary, and a failover that
-// promotes a replica holding every acknowledged write. WAIT counts any
-// WaitReplicas replicas, so either set WaitReplicas to the number of
-// replicas that can be promoted, or let failover pick the replica with the
-// highest replication offset (Sentinel does, among replicas of equal
-// replica-priority). Without WaitReplicas only a single server without
-// failover keeps the fence's guarantee, and then only as far as its own
-// persistence (appendfsync) does.
+// What the caller must configure for failover (Sentinel or by hand): at
+// least WaitReplicas replicas attached to the primary (with fewer, every
+// call fails with ErrOutcomeUnknown), and a failover that promotes a
+// replica holding every acknowledged write. WAIT counts any WaitReplicas
+// replicas, so either set WaitReplicas to the number of replicas that can
+// be promoted, or let failover pick the replica with the highest
+// replication offset (Sentinel does, among replicas of equal
+// replica-priority). A WAIT counts copies in the replicas' memory: losing
+// the primary and those replicas at once loses the write unless they
+// persist it. Without WaitReplicas only a single server without failover
+// keeps the fence's guarantee, and then only as far as its own persistence
+// (appendonly, appendfsync) does.
 //
 // Set the fields before first use; they are read without locking.
 type ValkeyConditionalStore struct {
@@ -276,15 +280,6 @@ func valkeyInfoField(info, name string) (string, bool) {
 // against its digest on the client; see ValkeyConditionalStore for damage
 // in place and for what WaitReplicas adds.
 func (s *ValkeyConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	data, version, err := s.get(ctx, key)
-	if err != nil {
-		return nil, "", err
-	}
-	return data, version, nil
-}
-
-// get reads and checks the whole value at key.
-func (s *ValkeyConditionalStore) get(ctx context.Context, key string) ([]byte, string, error) {
 	if err := s.checkStandalone(ctx); err != nil {
 		return nil, "", err
 	}
@@ -324,17 +319,17 @@ func valkeyReadEnd(limit int64) int64 {
 
 // GetPrefix implements PrefixReader, with the same verdict as Get: a
 // damaged value is a *CorruptError here too, however few bytes are asked
-// for. With Script set a read-only script checks the whole value on the
-// server and returns the token, the size and the first n bytes of data, in
-// one round trip (two with WaitReplicas), transferring no more than the
-// prefix. Without Script the digest can only be checked on the client, so
+// for. With Script set a script checks the whole value on the server and
+// returns the token, the size and the first n bytes of data, in one round
+// trip (two with WaitReplicas), transferring no more than the prefix; it
+// writes nothing (but the wait key, with WaitReplicas). Without Script the digest can only be checked on the client, so
 // GetPrefix reads the whole value as Get does and cuts it.
 func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
 		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
 	}
 	if !s.Script {
-		data, version, err := s.get(ctx, key)
+		data, version, err := s.Get(ctx, key)
 		if err != nil {
 			return nil, 0, "", err
 		}
@@ -349,13 +344,13 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 		keys = append(keys, valkeyWaitKey)
 	}
 	var res any
-	err := s.dedicated(ctx, s.WaitReplicas > 0, func(conn redis.Scripter) (err error) {
+	err := s.dedicated(ctx, "get", key, func(conn redis.Scripter) (err error) {
 		res, err = valkeyPrefixScript.Run(ctx, conn, keys, n, limit).Result()
 		if err != nil {
 			return valkeyError("get", key, err)
 		}
 		return nil
-	}, "get", key)
+	})
 	if err != nil {
 		return nil, 0, "", err
 	}
@@ -444,14 +439,14 @@ func (s *ValkeyConditionalStore) readAtomically(ctx context.Context, key string,
 	})
 }
 
-// dedicated runs f on a connection of its own and, when wait is set, WAITs
-// on that connection after f succeeded.
-func (s *ValkeyConditionalStore) dedicated(ctx context.Context, wait bool, f func(redis.Scripter) error, op, key string) error {
+// dedicated runs f on a connection of its own and, with WaitReplicas set,
+// WAITs on that connection after f succeeded.
+func (s *ValkeyConditionalStore) dedicated(ctx context.Context, op, key string, f func(redis.Scripter) error) error {
 	return s.client.Watch(ctx, func(tx *redis.Tx) error {
 		if err := f(tx); err != nil {
 			return err
 		}
-		if wait {
+		if s.WaitReplicas > 0 {
 			return s.wait(ctx, tx, op, key)
 		}
 		return nil
@@ -461,7 +456,9 @@ func (s *ValkeyConditionalStore) dedicated(ctx context.Context, wait bool, f fun
 // wait WAITs on conn until WaitReplicas replicas acknowledged every write
 // made on it, for at most WaitTimeout (cut to ctx's deadline, and at least
 // one millisecond: WAIT 0 blocks for ever). Fewer, or a WAIT that fails,
-// is an error matching ErrOutcomeUnknown.
+// is an error matching ErrOutcomeUnknown; a cancelled or expired ctx
+// passes through untouched (after a write, its outcome is as unknown as
+// after any other failure).
 func (s *ValkeyConditionalStore) wait(ctx context.Context, conn *redis.Tx, op, key string) error {
 	timeout := s.WaitTimeout
 	if timeout <= 0 {
@@ -472,6 +469,9 @@ func (s *ValkeyConditionalStore) wait(ctx context.Context, conn *redis.Tx, op, k
 	}
 	timeout = max((timeout + time.Millisecond - 1).Truncate(time.Millisecond), time.Millisecond)
 	n, err := conn.Wait(ctx, s.WaitReplicas, timeout).Result()
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	if err != nil {
 		return &valkeyWrapped{op: op, key: key, kind: ErrOutcomeUnknown, err: err}
 	}

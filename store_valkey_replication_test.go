@@ -266,7 +266,8 @@ func TestValkeyWaitReplicas(t *testing.T) {
 
 			replica := startReplica(t, primary, primaryAddr)
 			// Acknowledgements take what the machine's load makes them
-			// take: a WAIT that is to succeed gets time enough.
+			// take: a WAIT that is to succeed gets time enough. (No call is
+			// in flight, so the field may change here.)
 			store.WaitTimeout = testAckTimeout
 			require.NoError(t, push(1), "the same push, once a replica is linked")
 			assert.Equal(t, rawValue(t, primary, key), rawValue(t, replica, key), "the replica holds the record")
@@ -336,7 +337,9 @@ func TestValkeyFailover(t *testing.T) {
 				}
 
 				relay.hold()
-				// No acknowledgement can come now: a short WAIT suffices.
+				// No acknowledgement can come now: a short WAIT suffices. The
+				// same fence keeps its cached version, so its push writes
+				// without reading first. (No call is in flight.)
 				aStore.WaitTimeout = testWaitTimeout
 				errA := push(a, "a", 2)
 				// The same push retried from another connection, as another
