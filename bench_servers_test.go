@@ -243,38 +243,22 @@ func countedGCSStore(b testing.TB) (*writefence.GCSConditionalStore, *benchTrans
 }
 
 // benchTrips is a go-redis hook counting round trips, one per command or
-// pipeline sent (the client has retries off), and the bytes of the string
-// replies received.
-type benchTrips struct{ n, read atomic.Int64 }
-
-// traffic returns the round trips and the string reply bytes so far.
-func (h *benchTrips) traffic() (trips, read int64) { return h.n.Load(), h.read.Load() }
-
-func (h *benchTrips) count(cmds []redis.Cmder) {
-	for _, c := range cmds {
-		if s, ok := c.(*redis.StringCmd); ok {
-			h.read.Add(int64(len(s.Val())))
-		}
-	}
-}
+// pipeline sent (the client has retries off).
+type benchTrips struct{ n atomic.Int64 }
 
 func (h *benchTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *benchTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.n.Add(1)
-		err := next(ctx, cmd)
-		h.count([]redis.Cmder{cmd})
-		return err
+		return next(ctx, cmd)
 	}
 }
 
 func (h *benchTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.n.Add(1)
-		err := next(ctx, cmds)
-		h.count(cmds)
-		return err
+		return next(ctx, cmds)
 	}
 }
 
@@ -288,39 +272,92 @@ func benchValkey(b testing.TB) (*redis.Client, *benchTrips) {
 	return client, trips
 }
 
-// BenchmarkValkeyPut compares, for one 1 KiB value, a plain SET (the
-// floor), PutIfVersion on the WATCH/MULTI path and PutIfVersion with
-// Script set.
+// BenchmarkValkeyPut compares, for one value of each size, a plain SET
+// (the floor), PutIfVersion on the WATCH/MULTI path and PutIfVersion with
+// Script set. Both PutIfVersion paths check the value they overwrite
+// against its digest: the WATCH path reads it whole, the script hashes it
+// on the server.
 func BenchmarkValkeyPut(b *testing.B) {
 	client, trips := benchValkey(b)
-	value := benchPayload(1 << 10)
-	for _, impl := range []string{"set", "watch", "script"} {
-		b.Run("size=1KiB/impl="+impl, func(b *testing.B) {
-			ctx := context.Background()
-			key := uniqueName(b)
-			b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
-			store := writefence.NewValkeyConditionalStore(client)
-			store.Script = impl == "script"
-			// The first write also checks the server and loads the script.
-			version, err := store.PutIfVersion(ctx, key, value, "")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(int64(len(value)))
-			b.ReportAllocs()
-			start := trips.n.Load()
-			for b.Loop() {
-				if impl == "set" {
-					err = client.Set(ctx, key, value, 0).Err()
-				} else {
-					version, err = store.PutIfVersion(ctx, key, value, version)
-				}
+	for _, size := range benchValkeySizes {
+		value := benchPayload(size.n)
+		for _, impl := range []string{"set", "watch", "script"} {
+			b.Run("size="+size.name+"/impl="+impl, func(b *testing.B) {
+				ctx := context.Background()
+				key := uniqueName(b)
+				b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
+				store := writefence.NewValkeyConditionalStore(client)
+				store.Script = impl == "script"
+				// The first write also checks the server and loads the script.
+				version, err := store.PutIfVersion(ctx, key, value, "")
 				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(trips.n.Load()-start)/float64(b.N), "roundtrips/op")
-		})
+				b.SetBytes(int64(len(value)))
+				b.ReportAllocs()
+				start := trips.n.Load()
+				for b.Loop() {
+					if impl == "set" {
+						err = client.Set(ctx, key, value, 0).Err()
+					} else {
+						version, err = store.PutIfVersion(ctx, key, value, version)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(trips.n.Load()-start)/float64(b.N), "roundtrips/op")
+			})
+		}
+	}
+}
+
+// benchValkeySizes are the value sizes of the Valkey benchmarks.
+var benchValkeySizes = []struct {
+	name string
+	n    int
+}{{"1KiB", 1 << 10}, {"16MiB", 16 << 20}}
+
+// BenchmarkValkeyRead compares the reads a Fence makes of a record: Get
+// (the whole value, checked on the client), GetPrefix of one header's worth
+// without Script (which reads and checks the whole value, as Get) and with
+// Script (checked on the server, only the prefix sent back).
+// bytes-read/op counts the bytes received from the server.
+func BenchmarkValkeyRead(b *testing.B) {
+	client, trips := benchValkey(b)
+	wire := &valkeyByteCounter{}
+	client.AddHook(wire)
+	for _, size := range benchValkeySizes {
+		for _, impl := range []string{"get", "prefix-watch", "prefix-script"} {
+			b.Run("size="+size.name+"/impl="+impl, func(b *testing.B) {
+				ctx := context.Background()
+				key := uniqueName(b)
+				b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
+				store := writefence.NewValkeyConditionalStore(client)
+				store.Script = impl == "prefix-script"
+				if _, err := store.PutIfVersion(ctx, key, benchPayload(size.n), ""); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, _, err := store.GetPrefix(ctx, key, writefence.MaxHeaderSize); err != nil {
+					b.Fatal(err) // loads the script
+				}
+				b.ReportAllocs()
+				start, read := trips.n.Load(), wire.n.Load()
+				for b.Loop() {
+					var err error
+					if impl == "get" {
+						_, _, err = store.Get(ctx, key)
+					} else {
+						_, _, _, err = store.GetPrefix(ctx, key, writefence.MaxHeaderSize)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(trips.n.Load()-start)/float64(b.N), "roundtrips/op")
+				b.ReportMetric(float64(wire.n.Load()-read)/float64(b.N), "bytes-read/op")
+			})
+		}
 	}
 }
 

@@ -30,9 +30,9 @@ func requireOtherFailure(t *testing.T, err error, msgAndArgs ...any) {
 }
 
 // valkeyBrandValue is what a brand holding identity looks like in the
-// store's layout: a version token, then the identity.
+// store's layout, with version token n.
 func valkeyBrandValue(n int, identity string) string {
-	return fmt.Sprintf("%032x", n) + identity
+	return valkeyRawValue(fmt.Sprintf("%032x", n), identity)
 }
 
 func TestValkeyBrandPerWrite(t *testing.T) {
@@ -83,7 +83,14 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 			require.NoError(t, c.Set(ctx, brand, writefence.DefaultIdentity, 0).Err())
 			_, err = store.PutIfVersion(ctx, data, []byte("y"), v1)
 			requireOtherFailure(t, err, "a brand key not in the store's layout")
-			assert.Contains(t, err.Error(), "not written by this store")
+			assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value shorter than its header")
+
+			damaged := []byte(valkeyBrandValue(3, writefence.DefaultIdentity))
+			damaged[len(damaged)-1] ^= 1
+			require.NoError(t, c.Set(ctx, brand, damaged, 0).Err())
+			_, err = store.PutIfVersion(ctx, data, []byte("y"), v1)
+			requireOtherFailure(t, err, "a brand value damaged in place")
+			assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value digest")
 
 			require.NoError(t, c.Del(ctx, brand).Err())
 			require.NoError(t, c.RPush(ctx, brand, writefence.DefaultIdentity).Err())

@@ -2,6 +2,7 @@ package writefence_test
 
 import (
 	"context"
+	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"net"
@@ -71,7 +72,7 @@ func TestValkeyLayout(t *testing.T) {
 			require.NoError(t, err)
 			raw, err := c.Get(ctx, key).Result()
 			require.NoError(t, err)
-			assert.Equal(t, v1+"same", raw, "the value is the token followed by the data")
+			assert.Equal(t, valkeyRawValue(v1, "same"), raw, "the value is the digest, the token, then the data")
 			assert.Len(t, v1, 32)
 			_, err = hex.DecodeString(v1)
 			assert.NoError(t, err, "the token is hex")
@@ -102,8 +103,16 @@ func TestValkeyLayout(t *testing.T) {
 	}
 }
 
+// valkeyRawValue is a value in the store's layout: the SHA-1 of token and
+// data in hex, the token, the data.
+func valkeyRawValue(token, data string) string {
+	sum := sha1.Sum([]byte(token + data))
+	return hex.EncodeToString(sum[:]) + token + data
+}
+
 // TestValkeyForeignValues: keys the store did not write are never taken for
-// absent, and never overwritten by a create-only put.
+// absent, and never overwritten by a create-only put: they are damaged
+// values, with a version of their own.
 func TestValkeyForeignValues(t *testing.T) {
 	ctx := context.Background()
 	for _, path := range valkeyPaths {
@@ -116,12 +125,14 @@ func TestValkeyForeignValues(t *testing.T) {
 				key := prefix + name
 				require.NoError(t, c.Set(ctx, key, value, 0).Err())
 				_, _, err := store.Get(ctx, key)
-				require.Error(t, err, name)
+				var ce *writefence.CorruptError
+				require.ErrorAs(t, err, &ce, name)
 				assert.NotErrorIs(t, err, writefence.ErrNotFound, name)
 				assert.NotErrorIs(t, err, writefence.ErrConflict, name)
+				assert.True(t, strings.HasPrefix(ce.Version, "damaged-"), "%s: %s", name, ce.Version)
 
 				_, err = store.PutIfVersion(ctx, key, []byte("x"), "")
-				require.ErrorIs(t, err, writefence.ErrConflict, name)
+				require.ErrorIs(t, err, writefence.ErrCorrupt, name)
 				got, err := c.Get(ctx, key).Result()
 				require.NoError(t, err)
 				assert.Equal(t, value, got, "%s: untouched", name)
