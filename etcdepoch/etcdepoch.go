@@ -35,9 +35,9 @@ var ErrNotLeader = errors.New("writefence: etcd election: not leader")
 // concurrency.Mutex.IsOwner does, that the candidate's leader key still
 // exists at the create revision it was won with, and that no key of the
 // election has a lower create revision (the candidate is the election's
-// first); its Then writes the election's own key, Name itself, which no
-// candidate's key (Name + "/" + lease) can equal. etcd revisions rise with
-// every write to the cluster and are never reused, so:
+// first); its Then writes the key that is the election's name itself,
+// which no candidate's key (name + "/" + lease) can equal. etcd revisions
+// rise with every write to the cluster and are never reused, so:
 //
 //   - every epoch an Election returns is greater than every epoch returned
 //     before it by any Election on the same cluster;
@@ -45,8 +45,9 @@ var ErrNotLeader = errors.New("writefence: etcd election: not leader")
 //     Epoch returns ErrNotLeader, and the key never comes back at the same
 //     create revision;
 //   - every epoch of a later leader is greater than every epoch of an
-//     earlier one, because each was minted by a write that etcd ordered
-//     after the earlier leader's last one.
+//     earlier one: a candidate is first only once the earlier leader's key
+//     is deleted, and etcd orders that deletion after the earlier leader's
+//     last mint.
 //
 // A new leader's first act is to seal each shard it will write
 // (writefence.Fence.Seal) with one of its epochs, so a deposed leader still
@@ -54,25 +55,30 @@ var ErrNotLeader = errors.New("writefence: etcd election: not leader")
 //
 // # Cost
 //
-// Each Epoch call is one etcd round trip: one Txn request carrying the
+// Each epoch costs one etcd round trip: one Txn request carrying the
 // guard, the write and a read of the written revision, decided atomically
 // by the etcd leader. It is a write, so it also costs one Raft commit
-// inside the cluster. A cheaper scheme (check leadership, then count
-// locally) would hand out epochs without etcd confirming leadership at the
-// time of each one; the guard and the mint must be one transaction.
+// inside the cluster, and the guard reads every candidate's key. A cheaper
+// scheme (confirm leadership once, then count locally) would hand out
+// epochs that etcd did not confirm at the time of each one; the check and
+// the mint must be one transaction. A refusal known locally (no campaign
+// won, resigned, session ended, deposed earlier) costs no round trip.
 //
-// Epoch never answers from memory: an unreachable etcd returns an error and
-// no epoch, when ctx ends or when the session ends, whichever comes first.
+// Epoch never hands out an epoch from memory: an unreachable etcd returns
+// an error and no epoch, when ctx ends or when the session ends, whichever
+// comes first.
 //
 // # Limits
 //
 // Epochs are revisions of one etcd cluster. Moving to another cluster, or
 // restoring one from a backup without raising its revision (etcdutl
 // snapshot restore --bump-revision), can hand out epochs at or below ones
-// already recorded: the fence then refuses them (writefence.ErrStaleEpoch),
-// it never admits a second push at an epoch. Election names must not nest
-// (not "a" and "a/b" on one cluster), as for concurrency.Election, whose
-// candidates' keys they share.
+// already recorded. The fence still admits at most one push per epoch, but
+// the new leader's Seal fails with writefence.ErrStaleEpoch and a deposed
+// leader is not fenced until the revision passes the recorded epochs:
+// treat a refused seal as fatal. Election names must not nest (not "a" and
+// "a/b" on one cluster): as with concurrency.Election, the longer name's
+// keys would count as candidates of the shorter.
 //
 // # Use
 //
