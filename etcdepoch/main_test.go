@@ -88,6 +88,7 @@ func startEtcd(bin string) (*etcdServer, error) {
 			"--logger", "zap", "--log-level", "error")
 		out := &lockedWriter{w: new(strings.Builder)}
 		cmd.Stdout, cmd.Stderr = out, out
+		dieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
