@@ -251,9 +251,6 @@ var exampleURL = regexp.MustCompile(`(.)\b[a-z0-9]+://[^\s']*[?&]`)
 func TestHelpQuotesAddresses(t *testing.T) {
 	texts := map[string]string{"help": wf(t, "help").stdout}
 	for _, c := range commands {
-		if c.name == "race" {
-			continue // race's help is checked with race
-		}
 		texts["help "+c.name] = wf(t, "help", c.name).stdout
 	}
 	for name, text := range texts {

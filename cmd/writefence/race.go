@@ -37,8 +37,8 @@ set.
 
 examples:
   writefence race -store mem://
-  writefence race -store s3://mirrors?endpoint=127.0.0.1:9000&secure=false -writers 32 -rounds 50
-  writefence race -json -store valkey://127.0.0.1:6379/0?script=1`,
+  writefence race -store 's3://mirrors?endpoint=127.0.0.1:9000&secure=false' -writers 32 -rounds 50
+  writefence race -json -store 'valkey://127.0.0.1:6379/0?script=1'`,
 	define: defineRace,
 }
 
@@ -111,7 +111,7 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				defer cancel()
 				if err := d.Delete(dctx, key); err != nil {
-					fmt.Fprintf(inv.stderr, "writefence race: cleanup: %v\n", err)
+					fmt.Fprintf(inv.stderr, "writefence race: cleanup: %s\n", message(err))
 				}
 			}()
 		}
@@ -130,7 +130,7 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 		}
 		if firstErr != nil {
 			rep.Error = firstErr.Error()
-			fmt.Fprintf(inv.stderr, "writefence race: %d errors, the first: %v\n", rep.Errors, firstErr)
+			fmt.Fprintf(inv.stderr, "writefence race: %d errors, the first: %s\n", rep.Errors, message(firstErr))
 		}
 		if sf.json {
 			o.emit(rep)
@@ -157,7 +157,7 @@ func raceStore(ctx context.Context, store writefence.ConditionalStore, cfg raceC
 				if firstErr == nil {
 					firstErr = err
 				}
-				res.Errors = append(res.Errors, err.Error())
+				res.Errors = append(res.Errors, message(err))
 			}
 			rep.Errors += len(r.Errors)
 			for _, v := range r.Violations {
