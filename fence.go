@@ -92,8 +92,8 @@ type Fence struct {
 	// by the store's own checksums, not by Push.
 	VerifyPayloadOnPush bool
 
-	// Observer, when set, sees every outcome of every push (see
-	// Observer). Nil means none.
+	// Observer, when set, sees every outcome of every write: Push, Seal
+	// and Settle (see Observer). Nil means none.
 	Observer Observer
 
 	mu    sync.Mutex // guards cache
@@ -127,6 +127,7 @@ type recordWrite struct {
 	epoch   uint64
 	header  []byte // the record's encoded header; a seal sets it in decide
 	payload []byte // the payload after it: the caller's bytes, never copied
+	crc     uint32 // the payload's CRC-32C, as the header carries it
 	record  []byte // header and payload joined, for a store without PartsPutter; built once
 
 	// corruptVersion is, for a settle, the version found corrupt: the
@@ -194,7 +195,8 @@ func (f *Fence) prepare(op, plugin, shard, writer string, epoch uint64, payload 
 	}
 	w := &recordWrite{op: op, key: key, writer: writer, epoch: epoch, payload: payload}
 	if op != opSeal {
-		w.header = encodeHeader(f.identity(), writer, epoch, uint64(len(payload)), crc32Castagnoli(payload))
+		w.crc = crc32Castagnoli(payload)
+		w.header = encodeHeader(f.identity(), writer, epoch, uint64(len(payload)), w.crc)
 	}
 	return w, nil
 }
@@ -260,10 +262,7 @@ func (f *Fence) attempts(ctx context.Context, w *recordWrite) (int, error) {
 				f.remember(w.key, st.version, w.epoch)
 				return attempt, nil
 			}
-			version = st.version
-			if !st.found {
-				version = ""
-			}
+			version = st.version // "" when absent: create-only
 		}
 		skipRead = false
 
@@ -342,7 +341,7 @@ func (f *Fence) decide(w *recordWrite, st recorded) (done bool, err error) {
 // payload bytes themselves decide.
 func (w *recordWrite) mayBeReplay(h header) bool {
 	return h.epoch == w.epoch && h.writer == w.writer && h.payloadLen == uint64(len(w.payload)) &&
-		(h.version == 1 || h.payloadCRC == crc32Castagnoli(w.payload))
+		(h.version == 1 || h.payloadCRC == w.crc)
 }
 
 // put makes the write's one conditional write: header and payload as two

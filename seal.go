@@ -40,7 +40,8 @@ func (f *Fence) decideSeal(w *recordWrite, st recorded) (done bool, err error) {
 	if st.found && w.epoch <= st.h.epoch {
 		return false, staleEpoch(w, st.h)
 	}
-	w.header = encodeHeader(f.identity(), w.writer, w.epoch, uint64(len(st.payload)), crc32Castagnoli(st.payload))
+	w.crc = crc32Castagnoli(st.payload)
+	w.header = encodeHeader(f.identity(), w.writer, w.epoch, uint64(len(st.payload)), w.crc)
 	w.payload, w.record = st.payload, nil
 	return false, nil
 }

@@ -238,13 +238,18 @@ func (g *gatedStore) Get(ctx context.Context, key string) ([]byte, string, error
 }
 
 func (g *gatedStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	g.mu.Lock()
-	b := g.b
-	g.mu.Unlock()
-	if err := b.arrive(ctx, g.racer); err != nil {
+	if err := g.arrive(ctx); err != nil {
 		return "", err
 	}
 	return g.store.PutIfVersion(ctx, key, data, expect)
+}
+
+// arrive passes the round's barrier before a write.
+func (g *gatedStore) arrive(ctx context.Context) error {
+	g.mu.Lock()
+	b := g.b
+	g.mu.Unlock()
+	return b.arrive(ctx, g.racer)
 }
 
 // PutPartsIfVersion passes the barrier as PutIfVersion does. It writes
@@ -255,10 +260,7 @@ func (g *gatedStore) PutPartsIfVersion(ctx context.Context, key string, parts []
 	if !ok {
 		return g.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
 	}
-	g.mu.Lock()
-	b := g.b
-	g.mu.Unlock()
-	if err := b.arrive(ctx, g.racer); err != nil {
+	if err := g.arrive(ctx); err != nil {
 		return "", err
 	}
 	return pp.PutPartsIfVersion(ctx, key, parts, expect)
