@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -132,19 +133,50 @@ func (e *WireError) Error() string {
 // Unwrap returns ErrWire.
 func (e *WireError) Unwrap() error { return ErrWire }
 
-// TooLargeError is returned by a store whose read limit an object exceeds.
-// It matches ErrTooLarge.
-type TooLargeError struct {
-	Key   string
-	Limit int64 // the limit in bytes
+// StoreError records a store operation that failed and the key it was
+// on, as fs.PathError does for a path: every adapter returns its failures
+// as a *StoreError. Err is the cause: a sentinel of this package
+// (ErrNotFound, ErrConflict, ErrTooLarge, errors.ErrUnsupported...) when
+// the adapter classified the failure, the client's own error (a
+// minio.ErrorResponse, a *googleapi.Error, a redis error...) when it came
+// from the client, or both; errors.Is and errors.As reach each of them.
+type StoreError struct {
+	Op  string // the store and the operation, e.g. "s3 put" or "valkey get"
+	Key string // the key operated on; empty for an operation on no key
+	Err error  // the cause
 }
 
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("writefence: object too large: %s exceeds %d bytes", Escape(e.Key), e.Limit)
+func (e *StoreError) Error() string {
+	s := "writefence: " + e.Op
+	if e.Key != "" {
+		s += " " + Escape(e.Key)
+	}
+	return s + ": " + strings.TrimPrefix(e.Err.Error(), "writefence: ")
 }
 
-// Unwrap returns ErrTooLarge.
-func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
+// Unwrap returns Err.
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// storeErr returns a *StoreError for op on key. kind, when not nil, is the
+// package's sentinel for the failure; err, when not nil, is the client's
+// error. At least one of them is set.
+func storeErr(op, key string, kind, err error) error {
+	var cause error
+	switch {
+	case kind == nil:
+		cause = err
+	case err == nil:
+		cause = kind
+	default:
+		cause = fmt.Errorf("%w: %w", kind, err)
+	}
+	return &StoreError{Op: op, Key: key, Err: cause}
+}
+
+// tooLarge is a store's refusal of an object over its limit.
+func tooLarge(op, key string, limit int64) error {
+	return &StoreError{Op: op, Key: key, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)}
+}
 
 // OutcomeUnknownError reports a write whose result could not be learned.
 // It matches ErrOutcomeUnknown and, through Err, the cause (for example

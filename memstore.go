@@ -52,7 +52,7 @@ func (m *MemStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 		limit = DefaultMaxObjectSize
 	}
 	if int64(len(o.data)) > limit {
-		return nil, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, "", tooLarge("mem get", key, limit)
 	}
 	data := make([]byte, len(o.data))
 	copy(data, o.data)

@@ -107,3 +107,19 @@ type Lister interface {
 	// stops it with ctx's error.
 	List(ctx context.Context, prefix string, fn func(key string) error) error
 }
+
+// BrandedPutter is an optional capability of a ConditionalStore, found by
+// type assertion: a conditional write that also depends on the store's
+// brand key (see Fence.ClaimBrand), checked in the same atomic step as the
+// write. A Fence whose Brand is BrandVerifyAlways writes through it, which
+// leaves no gap between the brand check and the write.
+type BrandedPutter interface {
+	// PutIfBranded is PutIfVersion of data at key, with the same contract,
+	// that lands only if brandKey holds exactly identity when it lands.
+	// An absent brand key is refused with a *WireError whose Absent is
+	// set, another value with a *WireError naming it; both match ErrWire,
+	// and nothing is written. The version precondition is checked too:
+	// when both fail, either refusal may be returned. key is never
+	// brandKey.
+	PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expectVersion string) (newVersion string, err error)
+}

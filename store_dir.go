@@ -235,7 +235,7 @@ const dirDamagedPrefix = "damaged-"
 // carries instead the damaged version, "damaged-" and the SHA-256 of every
 // byte of the file, which names exactly the bytes found and is what a
 // write must be conditioned on to replace them. An intact file whose data
-// exceeds the limit returns a *TooLargeError when keep is set, having read
+// exceeds the limit returns a *StoreError matching ErrTooLarge when keep is set, having read
 // only its header and key.
 func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]byte, string, error) {
 	st, err := f.Stat()
@@ -310,7 +310,7 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 	if limit := s.limit(); keep && dataLen > uint64(limit) {
 		// Intact as far as the header tells; reading further would pass
 		// the limit.
-		return nil, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, "", tooLarge("dir get", key, limit)
 	}
 	if keep {
 		data = make([]byte, dataLen)

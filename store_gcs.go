@@ -76,7 +76,7 @@ func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 	defer r.Close()
 	// Refuse before reading when the server already says it is too big.
 	if r.Attrs.Size > limit {
-		return nil, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, "", tooLarge("gcs get", key, limit)
 	}
 	// The reported size may be absent (-1); one byte past the limit is
 	// enough to tell.
@@ -85,7 +85,7 @@ func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 		return nil, "", gcsError("get", key, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, "", tooLarge("gcs get", key, limit)
 	}
 	gen := r.Attrs.Generation
 	if gen <= 0 {
@@ -123,7 +123,7 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object size", Escape(key))
 	}
 	if limit := s.limit(); size > limit {
-		return nil, 0, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, 0, "", tooLarge("gcs get", key, limit)
 	}
 	prefix, err := io.ReadAll(io.LimitReader(r, n))
 	if err != nil {

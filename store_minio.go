@@ -87,14 +87,14 @@ func (s *MinioConditionalStore) Get(ctx context.Context, key string) ([]byte, st
 
 	limit := s.limit()
 	if info.Size > limit {
-		return nil, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, "", tooLarge("s3 get", key, limit)
 	}
 	data, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
 		return nil, "", s.fail(ctx, "get", key, err, nil)
 	}
 	if int64(len(data)) > limit {
-		return nil, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, "", tooLarge("s3 get", key, limit)
 	}
 	etag := normalizeETag(info.ETag)
 	if etag == "" {
@@ -137,7 +137,7 @@ func (s *MinioConditionalStore) GetPrefix(ctx context.Context, key string, n int
 		return nil, 0, "", &s3Error{op: "get", key: key, err: err}
 	}
 	if limit := s.limit(); size > limit {
-		return nil, 0, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, 0, "", tooLarge("s3 get", key, limit)
 	}
 	prefix, err := io.ReadAll(io.LimitReader(body, n))
 	if err != nil {

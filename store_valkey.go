@@ -81,7 +81,7 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // then it replaces the damaged bytes if and only if they are still exactly
 // those, decided in the write's atomic step. A current value larger than
 // MaxObjectSize cannot be checked within the read limit: Get and
-// PutIfVersion refuse it with a *TooLargeError.
+// PutIfVersion refuse it with an error matching ErrTooLarge.
 //
 // PutIfVersion is WATCH, read, MULTI, SET, EXEC on one dedicated
 // connection, in two round trips; or, with Script set, one server-side Lua
@@ -299,7 +299,7 @@ func (s *ValkeyConditionalStore) Get(ctx context.Context, key string) ([]byte, s
 	}
 	v := []byte(val.Val())
 	if int64(len(v))-valkeyHeaderLen > limit {
-		return nil, "", &TooLargeError{Key: key, Limit: limit}
+		return nil, "", tooLarge("valkey get", key, limit)
 	}
 	if check := valkeyCheck(v); check != "" {
 		return nil, "", &CorruptError{Key: key, Version: valkeyDamagedVersion(v), Check: check}
@@ -360,7 +360,7 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 		case what == "absent" && len(r) == 1:
 			return nil, 0, "", &valkeyWrapped{op: "get", key: key, kind: ErrNotFound}
 		case what == "toolarge" && len(r) == 1:
-			return nil, 0, "", &TooLargeError{Key: key, Limit: limit}
+			return nil, 0, "", tooLarge("valkey get", key, limit)
 		case what == "corrupt" && len(r) == 3:
 			check, _ := r[1].(string)
 			version, _ := r[2].(string)
@@ -605,7 +605,7 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 		}
 		cur := []byte(current.Val())
 		if exists.Val() != 0 && int64(len(cur))-valkeyHeaderLen > limit {
-			return &TooLargeError{Key: key, Limit: limit}
+			return tooLarge("valkey put", key, limit)
 		}
 		for i, g := range guards {
 			v, exists := []byte(guardVals[i].Val()), guardExists[i].Val() != 0
@@ -776,7 +776,7 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, key string, valu
 		}
 		switch what, _ := r[0].(string); {
 		case what == "toolarge" && len(r) == 1:
-			return &TooLargeError{Key: key, Limit: limit}
+			return tooLarge("valkey put", key, limit)
 		case what == "corrupt" && len(r) == 3:
 			check, _ := r[1].(string)
 			version, _ := r[2].(string)

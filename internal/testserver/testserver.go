@@ -1,0 +1,329 @@
+// Package testserver starts and reaches the real servers the integration
+// tests and benchmarks run against (Valkey, MinIO, the GCS emulator), so
+// that the root package's tests, the command's tests and the benchmarks
+// share one copy of each helper.
+//
+// The servers are named by the environment .ci/run exports:
+// WRITEFENCE_S3_ENDPOINT, WRITEFENCE_S3_ACCESS_KEY,
+// WRITEFENCE_S3_SECRET_KEY, WRITEFENCE_GCS_ENDPOINT and
+// WRITEFENCE_VALKEY_ADDR. A test whose server is not named is skipped,
+// unless WRITEFENCE_REQUIRE_SERVERS is set, in which case it fails.
+package testserver
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+)
+
+// Required reports whether a missing server fails a test instead of
+// skipping it.
+func Required() bool { return os.Getenv("WRITEFENCE_REQUIRE_SERVERS") != "" }
+
+// Env returns the environment variable naming a real server. When it is
+// unset the test is skipped, or fails when Required.
+func Env(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if Required() {
+			t.Fatalf("%s is not set but WRITEFENCE_REQUIRE_SERVERS is: the server this test needs was not started", name)
+		}
+		t.Skipf("%s not set: start the servers with .ci/run (or export it) to run this test", name)
+	}
+	return v
+}
+
+// UniqueName returns a fresh random name for a test's keys or bucket, so
+// integration tests never see each other's data.
+func UniqueName(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = crand.Read(b) // crypto/rand.Read never fails
+	return "wf-" + hex.EncodeToString(b)
+}
+
+// cleanupCtx bounds a cleanup: a test's own context is done by then.
+func cleanupCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), time.Minute)
+}
+
+func check(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// S3 is the S3 server named by the environment.
+type S3 struct{ Endpoint, AccessKey, SecretKey string }
+
+// S3Server returns the S3 server named by the environment.
+func S3Server(t testing.TB) S3 {
+	t.Helper()
+	return S3{
+		Endpoint:  Env(t, "WRITEFENCE_S3_ENDPOINT"),
+		AccessKey: Env(t, "WRITEFENCE_S3_ACCESS_KEY"),
+		SecretKey: Env(t, "WRITEFENCE_S3_SECRET_KEY"),
+	}
+}
+
+// Client returns a client of the server with the server's credentials,
+// sending through rt (nil: the default transport). Its region is fixed,
+// which spares it a bucket-location request.
+func (s S3) Client(t testing.TB, rt http.RoundTripper) *minio.Client {
+	t.Helper()
+	c, err := minio.New(s.Endpoint, &minio.Options{
+		Creds:     credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
+		Transport: rt,
+		Region:    "us-east-1",
+	})
+	check(t, err)
+	return c
+}
+
+// MinioBucket creates a bucket of the test's own through c and removes it,
+// with its objects, when the test ends.
+func MinioBucket(t testing.TB, c *minio.Client) string {
+	t.Helper()
+	bucket := UniqueName(t)
+	check(t, c.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}))
+	t.Cleanup(func() {
+		ctx, cancel := cleanupCtx()
+		defer cancel()
+		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if o.Err != nil {
+				t.Errorf("cleanup: list %s: %v", bucket, o.Err)
+				break
+			}
+			if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
+				t.Errorf("cleanup: remove %s: %v", o.Key, err)
+			}
+		}
+		if err := c.RemoveBucket(ctx, bucket); err != nil {
+			t.Errorf("cleanup: remove bucket %s: %v", bucket, err)
+		}
+	})
+	return bucket
+}
+
+// GCSEndpoint returns the GCS emulator's address, e.g. http://127.0.0.1:4443.
+func GCSEndpoint(t testing.TB) string { return Env(t, "WRITEFENCE_GCS_ENDPOINT") }
+
+// GCSClient returns a client of the GCS emulator at endpoint, sending
+// through rt (nil: the default transport), closed when the test ends.
+func GCSClient(t testing.TB, endpoint string, rt http.RoundTripper) *storage.Client {
+	t.Helper()
+	opts := []option.ClientOption{option.WithEndpoint(endpoint + "/storage/v1/"), option.WithoutAuthentication()}
+	if rt != nil {
+		opts = append(opts, option.WithHTTPClient(&http.Client{Transport: rt}))
+	}
+	c, err := storage.NewClient(context.Background(), opts...)
+	check(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// GCSBucket creates a bucket of the test's own through c and removes it,
+// with its objects, when the test ends.
+func GCSBucket(t testing.TB, c *storage.Client) string {
+	t.Helper()
+	name := UniqueName(t)
+	b := c.Bucket(name)
+	check(t, b.Create(context.Background(), "writefence-test", nil))
+	t.Cleanup(func() {
+		ctx, cancel := cleanupCtx()
+		defer cancel()
+		for it := b.Objects(ctx, nil); ; {
+			attrs, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
+			}
+			if err != nil {
+				t.Errorf("cleanup: list %s: %v", name, err)
+				return
+			}
+			if err := b.Object(attrs.Name).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
+				t.Errorf("cleanup: delete %s: %v", attrs.Name, err)
+			}
+		}
+		if err := b.Delete(ctx); err != nil {
+			t.Errorf("cleanup: delete bucket %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// ValkeyAddr returns the address of the Valkey server named by the
+// environment.
+func ValkeyAddr(t testing.TB) string { return Env(t, "WRITEFENCE_VALKEY_ADDR") }
+
+// ValkeyClient returns a client of the Valkey server at addr that never
+// retries (a retried write would hide what the tests look at), closed when
+// the test ends.
+func ValkeyClient(t testing.TB, addr, password string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// ValkeyPrefix returns a key prefix of the test's own on the Valkey server
+// at addr; its keys are deleted when the test ends.
+func ValkeyPrefix(t testing.TB, addr string) string {
+	t.Helper()
+	prefix := UniqueName(t) + "/"
+	t.Cleanup(func() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		ctx, cancel := cleanupCtx()
+		defer cancel()
+		keys, err := c.Keys(ctx, prefix+"*").Result()
+		if err != nil {
+			t.Errorf("cleanup: keys %s*: %v", prefix, err)
+			return
+		}
+		if len(keys) > 0 {
+			if err := c.Del(ctx, keys...).Err(); err != nil {
+				t.Errorf("cleanup: del: %v", err)
+			}
+		}
+	})
+	return prefix
+}
+
+// StartValkey starts a valkey-server of the test's own on a free port in
+// 20000-32000 with the given extra arguments, waits until it answers
+// (authenticating with password when set), stops it when the test ends,
+// and returns its address. Without valkey-server on PATH the test is
+// skipped, or fails when Required.
+func StartValkey(t testing.TB, password string, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("valkey-server")
+	if err != nil {
+		if Required() {
+			t.Fatalf("valkey-server is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set")
+		}
+		t.Skip("valkey-server is not on PATH")
+	}
+	for range 5 {
+		port := strconv.Itoa(20000 + rand.IntN(12000))
+		addr := net.JoinHostPort("127.0.0.1", port)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // taken
+		}
+		_ = ln.Close()
+		argv := append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", t.TempDir(),
+			"--save", "", "--appendonly", "no", "--daemonize", "no"}, args...)
+		cmd := exec.Command(bin, argv...)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		check(t, cmd.Start())
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		stop := func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
+		ready := false
+		for deadline := time.Now().Add(10 * time.Second); !ready && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			select {
+			case <-exited:
+				deadline = time.Time{}
+			default:
+				ready = c.Ping(context.Background()).Err() == nil
+			}
+		}
+		_ = c.Close()
+		if ready {
+			t.Cleanup(stop)
+			return addr
+		}
+		stop()
+		t.Logf("valkey-server %v on port %s did not start (retrying on another port): %s", args, port, out.String())
+	}
+	t.Fatalf("could not start valkey-server %v", args)
+	return ""
+}
+
+// Transport is an http.RoundTripper that counts the requests it sends, the
+// writes among them (PUT and POST, the writes of either API) and the
+// response body bytes its client reads.
+type Transport struct {
+	base  *http.Transport
+	reqs  atomic.Int64
+	puts  atomic.Int64
+	read  atomic.Int64
+	reads atomic.Int64 // GET response body bytes only
+}
+
+// NewTransport returns a counting transport over a clone of the default
+// one, whose idle connections are closed when the test ends.
+func NewTransport(t testing.TB) *Transport {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(base.CloseIdleConnections)
+	return &Transport{base: base}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (c *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.reqs.Add(1)
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		c.puts.Add(1)
+	}
+	resp, err := c.base.RoundTrip(r)
+	if resp != nil {
+		body := &countingBody{ReadCloser: resp.Body, n: &c.read}
+		if r.Method == http.MethodGet {
+			body.get = &c.reads
+		}
+		resp.Body = body
+	}
+	return resp, err
+}
+
+// Requests returns the requests sent so far.
+func (c *Transport) Requests() int64 { return c.reqs.Load() }
+
+// Writes returns the PUT and POST requests sent so far.
+func (c *Transport) Writes() int64 { return c.puts.Load() }
+
+// BytesRead returns the response body bytes read so far.
+func (c *Transport) BytesRead() int64 { return c.read.Load() }
+
+// GetBytesRead returns the GET response body bytes read so far.
+func (c *Transport) GetBytesRead() int64 { return c.reads.Load() }
+
+type countingBody struct {
+	io.ReadCloser
+	n, get *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	if b.get != nil {
+		b.get.Add(int64(n))
+	}
+	return n, err
+}
