@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -23,9 +22,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // Hostile and out-of-range input: every case must be refused with a clear,
@@ -213,42 +212,20 @@ func TestHostileNamesStayInTheirKey(t *testing.T) {
 	}
 }
 
-// countingTransport counts the response body bytes its client reads and
-// the requests it sends, per method.
-type countingTransport struct {
-	base http.RoundTripper
-	read atomic.Int64
-	puts atomic.Int64 // PUT and POST requests: the writes of either API
-	reqs atomic.Int64
-}
-
-func newCountingTransport(t *testing.T) *countingTransport {
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(base.CloseIdleConnections)
-	return &countingTransport{base: base}
-}
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.reqs.Add(1)
-	if r.Method == http.MethodPut || r.Method == http.MethodPost {
-		c.puts.Add(1)
+// standInStores returns an S3 and a GCS store, by adapter name, whose
+// clients reach the stand-in server at url through tr and try each request
+// once.
+func standInStores(t *testing.T, url string, tr http.RoundTripper) map[string]writefence.ConditionalStore {
+	mc, err := minio.New(strings.TrimPrefix(url, "http://"), &minio.Options{
+		Creds: credentials.NewStaticV4("k", "s", ""), Region: "us-east-1", Transport: tr, MaxRetries: 1,
+	})
+	require.NoError(t, err)
+	gc := testserver.GCSClient(t, url, tr)
+	gc.SetRetry(storage.WithPolicy(storage.RetryNever))
+	return map[string]writefence.ConditionalStore{
+		"s3":  writefence.NewMinioConditionalStore(mc, "bucket"),
+		"gcs": writefence.NewGCSConditionalStore(gc, "bucket"),
 	}
-	resp, err := c.base.RoundTrip(r)
-	if resp != nil {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.read}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
 }
 
 // hugeObject serves every GET a 1 GiB body, streamed in 64 KiB chunks
@@ -285,28 +262,6 @@ func hugeObject(announce bool, sent *atomic.Int64) http.HandlerFunc {
 // it writes nothing. The handler ignores Range, as a hostile or broken
 // server may.
 func TestHugeObjectReadStaysBounded(t *testing.T) {
-	type adapter struct {
-		name string
-		open func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore
-	}
-	adapters := []adapter{
-		{"s3", func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore {
-			c, err := minio.New(strings.TrimPrefix(url, "http://"), &minio.Options{
-				Creds: credentials.NewStaticV4("k", "s", ""), Region: "us-east-1", Transport: tr, MaxRetries: 1,
-			})
-			require.NoError(t, err)
-			return writefence.NewMinioConditionalStore(c, "bucket")
-		}},
-		{"gcs", func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore {
-			c, err := storage.NewClient(context.Background(),
-				option.WithEndpoint(url+"/storage/v1/"),
-				option.WithHTTPClient(&http.Client{Transport: tr}))
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = c.Close() })
-			c.SetRetry(storage.WithPolicy(storage.RetryNever))
-			return writefence.NewGCSConditionalStore(c, "bucket")
-		}},
-	}
 	setLimit := func(s writefence.ConditionalStore, n int64) {
 		switch s := s.(type) {
 		case *writefence.MinioConditionalStore:
@@ -330,15 +285,15 @@ func TestHugeObjectReadStaysBounded(t *testing.T) {
 	// who configured nothing meets.
 	scenarios = append(scenarios, scenario{false, "get", 0}, scenario{false, "latest", 0})
 
-	for _, a := range adapters {
+	for _, adapter := range []string{"s3", "gcs"} {
 		for _, sc := range scenarios {
-			name := fmt.Sprintf("%s/announced=%t/%s/limit=%d", a.name, sc.announce, sc.via, sc.limit)
+			name := fmt.Sprintf("%s/announced=%t/%s/limit=%d", adapter, sc.announce, sc.via, sc.limit)
 			t.Run(name, func(t *testing.T) {
 				var sent atomic.Int64
 				srv := httptest.NewServer(hugeObject(sc.announce, &sent))
 				t.Cleanup(srv.Close)
-				tr := newCountingTransport(t)
-				store := a.open(t, srv.URL, tr)
+				tr := testserver.NewTransport(t)
+				store := standInStores(t, srv.URL, tr)[adapter]
 				limit := sc.limit
 				f := &writefence.Fence{Store: store}
 				if limit > 0 {
@@ -371,13 +326,14 @@ func TestHugeObjectReadStaysBounded(t *testing.T) {
 					}
 				} else {
 					require.ErrorIs(t, err, writefence.ErrTooLarge)
-					var tl *writefence.TooLargeError
-					require.ErrorAs(t, err, &tl)
-					assert.Equal(t, limit, tl.Limit)
+					var se *writefence.StoreError
+					require.ErrorAs(t, err, &se)
+					assert.Equal(t, adapter+" get", se.Op)
+					assert.ErrorContains(t, se, fmt.Sprintf("more than %d bytes", limit))
 				}
-				assert.Zero(t, tr.puts.Load(), "nothing may be written")
+				assert.Zero(t, tr.Writes(), "nothing may be written")
 
-				read := tr.read.Load()
+				read := tr.BytesRead()
 				assert.LessOrEqual(t, read, limit+1)
 				if sc.announce {
 					assert.Zero(t, read, "an announced size over the limit is refused unread")
@@ -397,14 +353,7 @@ func TestMalformedVersionTokens(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	t.Cleanup(srv.Close)
-	tr := newCountingTransport(t)
-	mc, err := minio.New(srv.Listener.Addr().String(), &minio.Options{
-		Creds: credentials.NewStaticV4("k", "s", ""), Region: "us-east-1", Transport: tr, MaxRetries: 1,
-	})
-	require.NoError(t, err)
-	gc, err := storage.NewClient(context.Background(), option.WithEndpoint(srv.URL+"/storage/v1/"), option.WithHTTPClient(&http.Client{Transport: tr}))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gc.Close() })
+	tr := testserver.NewTransport(t)
 
 	// A listener that only counts: the Valkey client must never dial it.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -424,11 +373,8 @@ func TestMalformedVersionTokens(t *testing.T) {
 	vc := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
 	t.Cleanup(func() { _ = vc.Close() })
 
-	stores := map[string]writefence.ConditionalStore{
-		"s3":     writefence.NewMinioConditionalStore(mc, "bucket"),
-		"gcs":    writefence.NewGCSConditionalStore(gc, "bucket"),
-		"valkey": writefence.NewValkeyConditionalStore(vc),
-	}
+	stores := standInStores(t, srv.URL, tr)
+	stores["valkey"] = writefence.NewValkeyConditionalStore(vc)
 	cases := []struct {
 		store, token string
 		is           error
@@ -461,6 +407,6 @@ func TestMalformedVersionTokens(t *testing.T) {
 		})
 	}
 	assert.Zero(t, reqs.Load(), "no request may reach the HTTP server")
-	assert.Zero(t, tr.reqs.Load())
+	assert.Zero(t, tr.Requests())
 	assert.Zero(t, dials.Load(), "no connection may reach the Valkey server")
 }

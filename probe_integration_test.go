@@ -3,7 +3,7 @@ package writefence_test
 import (
 	"context"
 	"errors"
-	"net/http"
+	"fmt"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -20,6 +20,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // The probe against real servers behind a proxy that makes them ignore
@@ -71,28 +72,21 @@ func newPreconditionProxy(t *testing.T, target string, strip bool) *precondition
 // signed request would be refused for a bad signature, not ignored.
 func newAnonymousMinioBucket(t *testing.T, strip bool) (*writefence.MinioConditionalStore, *preconditionProxy, *minio.Client, string) {
 	t.Helper()
-	admin, bucket := newMinioBucket(t)
+	s3 := testserver.S3Server(t)
+	admin := s3.Client(t, nil)
+	bucket := testserver.MinioBucket(t, admin)
 	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["*"]},` +
 		`"Action":["s3:GetObject","s3:PutObject","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]}]}`
 	require.NoError(t, admin.SetBucketPolicy(t.Context(), bucket, policy))
 
-	proxy := newPreconditionProxy(t, "http://"+minioServerEnv(t).endpoint, strip)
+	proxy := newPreconditionProxy(t, "http://"+s3.Endpoint, strip)
 	client, err := minio.New(proxy.srv.Listener.Addr().String(), &minio.Options{
 		Creds:     credentials.NewStaticV4("", "", ""),
 		Region:    "us-east-1",
-		Transport: closingTransport(t),
+		Transport: testserver.HTTPTransport(t),
 	})
 	require.NoError(t, err)
 	return writefence.NewMinioConditionalStore(client, bucket), proxy, admin, bucket
-}
-
-// closingTransport returns a transport for an SDK client whose idle
-// keep-alive connections are closed when the test ends, so none of its
-// goroutines outlives the test.
-func closingTransport(t *testing.T) *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	return tr
 }
 
 func minioObjects(t *testing.T, c *minio.Client, bucket string) []string {
@@ -107,7 +101,8 @@ func minioObjects(t *testing.T, c *minio.Client, bucket string) []string {
 
 func TestProbeMinio(t *testing.T) {
 	t.Run("direct", func(t *testing.T) {
-		c, bucket := newMinioBucket(t)
+		c := testserver.S3Server(t).Client(t, nil)
+		bucket := testserver.MinioBucket(t, c)
 		require.NoError(t, writefence.Probe(t.Context(), writefence.NewMinioConditionalStore(c, bucket), "probe"))
 		assert.Empty(t, minioObjects(t, c, bucket), "the probe cleans up")
 	})
@@ -142,10 +137,12 @@ func TestProbeMinio(t *testing.T) {
 // reached through a proxy, and the bucket handle of a direct client.
 func gcsProxiedStore(t *testing.T, strip bool) (*writefence.GCSConditionalStore, *preconditionProxy, *storage.BucketHandle) {
 	t.Helper()
-	_, bucket := newGCSIntegrationStore(t)
-	proxy := newPreconditionProxy(t, serverEnv(t, "WRITEFENCE_GCS_ENDPOINT"), strip)
-	client := newGCSIntegrationClient(t, proxy.srv.URL)
-	return writefence.NewGCSConditionalStore(client, bucket.BucketName()), proxy, bucket
+	endpoint := testserver.GCSEndpoint(t)
+	direct := testserver.GCSClient(t, endpoint, nil)
+	bucket := testserver.GCSBucket(t, direct)
+	proxy := newPreconditionProxy(t, endpoint, strip)
+	client := testserver.GCSClient(t, proxy.srv.URL, nil)
+	return writefence.NewGCSConditionalStore(client, bucket), proxy, direct.Bucket(bucket)
 }
 
 func gcsObjects(t *testing.T, bucket *storage.BucketHandle) []string {
@@ -166,18 +163,19 @@ func gcsObjects(t *testing.T, bucket *storage.BucketHandle) []string {
 
 func TestProbeGCS(t *testing.T) {
 	t.Run("direct", func(t *testing.T) {
-		store, bucket := newGCSIntegrationStore(t)
-		require.NoError(t, writefence.Probe(gcsCtx(t), store, "probe"))
+		c := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
+		bucket := c.Bucket(testserver.GCSBucket(t, c))
+		require.NoError(t, writefence.Probe(t.Context(), writefence.NewGCSConditionalStore(c, bucket.BucketName()), "probe"))
 		assert.Empty(t, gcsObjects(t, bucket), "the probe cleans up")
 	})
 	t.Run("proxy passing conditions", func(t *testing.T) {
 		store, proxy, _ := gcsProxiedStore(t, false)
-		require.NoError(t, writefence.Probe(gcsCtx(t), store, "probe"))
+		require.NoError(t, writefence.Probe(t.Context(), store, "probe"))
 		assert.Zero(t, proxy.stripped.Load())
 	})
 	t.Run("proxy stripping conditions", func(t *testing.T) {
 		store, proxy, bucket := gcsProxiedStore(t, true)
-		err := writefence.Probe(gcsCtx(t), store, "probe")
+		err := writefence.Probe(t.Context(), store, "probe")
 		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 		var pe *writefence.ProbeError
 		require.ErrorAs(t, err, &pe)
@@ -189,7 +187,7 @@ func TestProbeGCS(t *testing.T) {
 	t.Run("fence over stripping proxy", func(t *testing.T) {
 		store, _, bucket := gcsProxiedStore(t, true)
 		f := &writefence.Fence{Store: store, Probe: true}
-		err := f.Push(gcsCtx(t), "wal", "0", "w", 1, []byte("x"))
+		err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
 		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 		assert.True(t, strings.HasPrefix(err.Error(), "writefence: untrusted store: "), err.Error())
 		assert.Empty(t, gcsObjects(t, bucket), "no record and no scratch object")
@@ -197,12 +195,13 @@ func TestProbeGCS(t *testing.T) {
 }
 
 func TestProbeValkey(t *testing.T) {
-	c := newValkeyClient(t)
-	prefix := valkeyPrefix(t, c)
-	for _, path := range valkeyPaths {
-		t.Run(path.name, func(t *testing.T) {
+	addr := testserver.ValkeyAddr(t)
+	c := testserver.ValkeyClient(t, addr, "")
+	prefix := testserver.ValkeyPrefix(t, addr)
+	for _, script := range []bool{false, true} {
+		t.Run(fmt.Sprintf("script=%t", script), func(t *testing.T) {
 			store := writefence.NewValkeyConditionalStore(c)
-			store.Script = path.script
+			store.Script = script
 			require.NoError(t, writefence.Probe(t.Context(), store, prefix+"probe"))
 			keys, err := c.Keys(t.Context(), prefix+"*").Result()
 			require.NoError(t, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // Credentials never reach an error or a log line, and stored bytes printed
@@ -127,14 +128,14 @@ func storeErrors(t *testing.T, store writefence.ConditionalStore) map[string]err
 }
 
 func TestMinioCredentialsNeverLeak(t *testing.T) {
-	m := minioServerEnv(t)
-	_, bucket := newMinioBucket(t)
+	s3 := testserver.S3Server(t)
+	bucket := testserver.MinioBucket(t, s3.Client(t, nil))
 	const wrongSecret = "wrong-minio-secret-c0ffee-must-not-leak"
 	stopped := stoppedAddr(t)
 	newClient := func(endpoint, secret string) *minio.Client {
 		c, err := minio.New(endpoint, &minio.Options{
-			Creds:      credentials.NewStaticV4(m.accessKey, secret, ""),
-			Transport:  closingTransport(t),
+			Creds:      credentials.NewStaticV4(s3.AccessKey, secret, ""),
+			Transport:  testserver.HTTPTransport(t),
 			MaxRetries: 1,
 		})
 		require.NoError(t, err)
@@ -142,20 +143,20 @@ func TestMinioCredentialsNeverLeak(t *testing.T) {
 	}
 	logs := captureLogs(t)
 	cases := map[string]*minio.Client{
-		"wrong secret":   newClient(m.endpoint, wrongSecret),
-		"stopped server": newClient(stopped, m.secretKey),
+		"wrong secret":   newClient(s3.Endpoint, wrongSecret),
+		"stopped server": newClient(stopped, s3.SecretKey),
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			for op, err := range storeErrors(t, writefence.NewMinioConditionalStore(c, bucket)) {
 				t.Run(op, func(t *testing.T) {
-					assertNoSecret(t, err, m.secretKey, wrongSecret)
+					assertNoSecret(t, err, s3.SecretKey, wrongSecret)
 					assert.NotErrorIs(t, err, writefence.ErrUntrustedStore, "an auth or transport failure is no verdict on the store")
 				})
 			}
 		})
 	}
-	assert.NotContains(t, logs.String(), m.secretKey)
+	assert.NotContains(t, logs.String(), s3.SecretKey)
 	assert.NotContains(t, logs.String(), wrongSecret)
 }
 
@@ -169,18 +170,10 @@ func stoppedAddr(t *testing.T) string {
 	return addr
 }
 
-// startPasswordValkey starts a valkey-server that requires password, on a
-// free port in 20000-32000, and stops it when the test ends. It skips when
-// valkey-server is not on PATH, unless WRITEFENCE_REQUIRE_SERVERS is set.
-func startPasswordValkey(t *testing.T, password string) string {
-	t.Helper()
-	return startValkeyServer(t, password, "--requirepass", password)
-}
-
 func TestValkeyPasswordNeverLeaks(t *testing.T) {
 	const password = "valkey-password-5ec7e7-must-not-leak"
 	const wrongPassword = "wrong-valkey-password-b4d-must-not-leak"
-	addr := startPasswordValkey(t, password)
+	addr := testserver.StartValkey(t, password, "--requirepass", password)
 	logs := captureLogs(t)
 	newStore := func(t *testing.T, addr, password string) writefence.ConditionalStore {
 		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1, DialTimeout: 2 * time.Second, DialerRetries: 1})
