@@ -43,52 +43,46 @@ func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, time.Minute)
 	identity := fs.String("identity", "", "wire `identity` the brand must hold (default "+writefence.DefaultIdentity+")")
 	return func(ctx context.Context, inv *invocation, args []string) int {
-		o := &output{inv: inv, json: sf.json}
+		o := sf.output()
 		verb := args[0]
 		if verb != "claim" && verb != "verify" && verb != "install" {
 			return o.fail(usagef("writefence: brand %s: want claim, verify or install", writefence.Escape(verb)))
 		}
-		open := sf.open
-		if verb == "verify" {
-			open = sf.openRead // verify never writes, so never creates a store
-		}
-		s, ctx, cancel, err := open(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
-		b := &writefence.Brand{Store: s.store, Identity: *identity, Key: writefence.BrandKey(sf.prefix)}
-		id := *identity
-		if id == "" {
-			id = writefence.DefaultIdentity
-		}
-		r := brandResult{Outcome: "ok", Action: verb, Key: b.Key, Identity: id}
-		var msg string
-		switch verb {
-		case "claim":
-			err = b.Claim(ctx)
-			msg = "claimed: %s holds %s"
-		case "verify":
-			err = b.Verify(ctx)
-			msg = "verified: %s holds %s"
-		case "install":
-			var installed bool
-			installed, err = b.Install(ctx)
-			r.Installed = &installed
-			msg = "installed: %s now holds %s"
-			if !installed {
-				msg = "already installed: %s holds %s"
+		// verify never writes, so it never creates a store.
+		return sf.withStore(ctx, o, verb == "verify", func(ctx context.Context, s *opened) int {
+			b := &writefence.Brand{Store: s.store, Identity: *identity, Key: writefence.BrandKey(sf.prefix)}
+			id := *identity
+			if id == "" {
+				id = writefence.DefaultIdentity
 			}
-		}
-		if err != nil {
-			return o.fail(err)
-		}
-		if sf.json {
-			o.emit(r)
-		} else {
-			fmt.Fprintf(inv.stdout, msg+"\n", writefence.Escape(b.Key), writefence.Escape(id))
-		}
-		return exitOK
+			r := brandResult{Outcome: "ok", Action: verb, Key: b.Key, Identity: id}
+			var msg string
+			var err error
+			switch verb {
+			case "claim":
+				err = b.Claim(ctx)
+				msg = "claimed: %s holds %s"
+			case "verify":
+				err = b.Verify(ctx)
+				msg = "verified: %s holds %s"
+			case "install":
+				var installed bool
+				installed, err = b.Install(ctx)
+				r.Installed = &installed
+				msg = "installed: %s now holds %s"
+				if !installed {
+					msg = "already installed: %s holds %s"
+				}
+			}
+			if err != nil {
+				return o.fail(err)
+			}
+			if sf.json {
+				o.emit(r)
+			} else {
+				fmt.Fprintf(inv.stdout, msg+"\n", writefence.Escape(b.Key), writefence.Escape(id))
+			}
+			return exitOK
+		})
 	}
 }

@@ -53,42 +53,38 @@ type probeResult struct {
 func defineProbe(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, time.Minute)
 	return func(ctx context.Context, inv *invocation, _ []string) int {
-		o := &output{inv: inv, json: sf.json}
-		s, ctx, cancel, err := sf.open(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
-		err = writefence.Probe(ctx, s.store, probeKey(sf.prefix))
-		var pe *writefence.ProbeError
-		if err != nil && !errors.As(err, &pe) {
-			return o.fail(err) // no verdict: the store could not be probed
-		}
-		r := probeResult{Outcome: "ok", Store: s.addr, Trusted: err == nil, Passed: probeChecks}
-		if pe != nil {
-			// The read-back runs after every step, so which checks passed
-			// before a failure is not known from the check alone.
-			r.Outcome, r.Failed, r.Error, r.Passed = "untrusted", pe.Check, message(err), nil
-		}
-		if sf.json {
-			o.emit(r)
-		} else {
-			for _, c := range r.Passed {
-				fmt.Fprintf(inv.stdout, "ok      %s\n", c)
+		o := sf.output()
+		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
+			err := writefence.Probe(ctx, s.store, probeKey(sf.prefix))
+			var pe *writefence.ProbeError
+			if err != nil && !errors.As(err, &pe) {
+				return o.fail(err) // no verdict: the store could not be probed
 			}
+			r := probeResult{Outcome: "ok", Store: s.addr, Trusted: err == nil, Passed: probeChecks}
 			if pe != nil {
-				fmt.Fprintf(inv.stdout, "FAILED  %s\n", pe.Check)
-				fmt.Fprintf(inv.stdout, "untrusted: %s %s; fencing over it is a no-op\n", s.addr, probeHeadline(pe))
-			} else {
-				fmt.Fprintf(inv.stdout, "trusted: %s enforces conditional writes\n", s.addr)
+				// The read-back runs after every step, so which checks passed
+				// before a failure is not known from the check alone.
+				r.Outcome, r.Failed, r.Error, r.Passed = "untrusted", pe.Check, message(err), nil
 			}
-		}
-		if err != nil {
-			fmt.Fprintln(inv.stderr, message(err))
-			return exitUntrusted
-		}
-		return exitOK
+			if sf.json {
+				o.emit(r)
+			} else {
+				for _, c := range r.Passed {
+					fmt.Fprintf(inv.stdout, "ok      %s\n", c)
+				}
+				if pe != nil {
+					fmt.Fprintf(inv.stdout, "FAILED  %s\n", pe.Check)
+					fmt.Fprintf(inv.stdout, "untrusted: %s %s; fencing over it is a no-op\n", s.addr, probeHeadline(pe))
+				} else {
+					fmt.Fprintf(inv.stdout, "trusted: %s enforces conditional writes\n", s.addr)
+				}
+			}
+			if err != nil {
+				fmt.Fprintln(inv.stderr, message(err))
+				return exitUntrusted
+			}
+			return exitOK
+		})
 	}
 }
 

@@ -50,39 +50,33 @@ type opened struct {
 	close func() error
 }
 
-// open resolves the store address (the default when empty), opens it for
-// writing and bounds ctx by -timeout. The caller calls the returned cancel
-// and closes the store. A directory store is created when missing.
-func (sf *storeFlags) open(ctx context.Context) (*opened, context.Context, context.CancelFunc, error) {
-	return sf.openMode(ctx, false)
-}
+// output is where the command reports, as -json asks.
+func (sf *storeFlags) output() *output { return &output{inv: sf.inv, json: sf.json} }
 
-// openRead is open for a command that only reads: it creates nothing and
-// needs no write permission; a directory that holds no store is an error.
-func (sf *storeFlags) openRead(ctx context.Context) (*opened, context.Context, context.CancelFunc, error) {
-	return sf.openMode(ctx, true)
-}
-
-func (sf *storeFlags) openMode(ctx context.Context, readOnly bool) (*opened, context.Context, context.CancelFunc, error) {
-	cancel := context.CancelFunc(func() {})
+// withStore opens the store (the default when -store is empty), runs use
+// on it with ctx bounded by -timeout, closes it and returns use's exit
+// status; a store that does not open fails the command through o. With
+// readOnly the store is opened for a command that only reads: it creates
+// nothing and needs no write permission, and a directory that holds no
+// store is an error. Otherwise a missing directory store is created.
+func (sf *storeFlags) withStore(ctx context.Context, o *output, readOnly bool, use func(ctx context.Context, s *opened) int) int {
 	if sf.timeout > 0 {
+		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
 	}
-	if sf.inv != nil {
-		sf.inv.timeout = sf.timeout
-	}
+	sf.inv.timeout = sf.timeout
 	addr, err := storeAddress(sf.addr)
 	if err != nil {
-		return nil, ctx, cancel, err
+		return o.fail(err)
 	}
 	s, err := openStoreMode(ctx, addr, readOnly)
 	if err != nil {
-		return nil, ctx, cancel, err
+		return o.fail(err)
 	}
-	if sf.inv != nil {
-		sf.inv.addr = addr
-	}
-	return s, ctx, cancel, nil
+	defer s.close()
+	sf.inv.addr = addr
+	return use(ctx, s)
 }
 
 // storeAddress returns addr, or the default address when addr is empty.
