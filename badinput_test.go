@@ -17,9 +17,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -216,10 +213,7 @@ func TestHostileNamesStayInTheirKey(t *testing.T) {
 // clients reach the stand-in server at url through tr and try each request
 // once.
 func standInStores(t *testing.T, url string, tr http.RoundTripper) map[string]writefence.ConditionalStore {
-	mc, err := minio.New(strings.TrimPrefix(url, "http://"), &minio.Options{
-		Creds: credentials.NewStaticV4("k", "s", ""), Region: "us-east-1", Transport: tr, MaxRetries: 1,
-	})
-	require.NoError(t, err)
+	mc := testserver.S3{Endpoint: strings.TrimPrefix(url, "http://"), AccessKey: "k", SecretKey: "s", MaxRetries: 1}.Client(t, tr)
 	gc := testserver.GCSClient(t, url, tr)
 	gc.SetRetry(storage.WithPolicy(storage.RetryNever))
 	return map[string]writefence.ConditionalStore{
@@ -370,8 +364,7 @@ func TestMalformedVersionTokens(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { _ = ln.Close() })
-	vc := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
-	t.Cleanup(func() { _ = vc.Close() })
+	vc := testserver.ValkeyClient(t, ln.Addr().String(), "")
 
 	stores := standInStores(t, srv.URL, tr)
 	stores["valkey"] = writefence.NewValkeyConditionalStore(vc)

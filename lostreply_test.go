@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -57,13 +55,8 @@ func openFaultyMinio(t *testing.T, rates faultRates) faultyStore {
 	direct := s3.Client(t, nil)
 	bucket := testserver.MinioBucket(t, direct)
 	p := newFaultProxy(t, s3.Endpoint, rates)
-	c, err := minio.New(p.addr(), &minio.Options{
-		Creds:      credentials.NewStaticV4(s3.AccessKey, s3.SecretKey, ""),
-		Region:     "us-east-1", // no bucket-location lookup
-		MaxRetries: 1,           // one attempt
-		Transport:  testserver.HTTPTransport(t),
-	})
-	require.NoError(t, err)
+	s3.Endpoint, s3.MaxRetries = p.addr(), 1 // one attempt
+	c := s3.Client(t, testserver.HTTPTransport(t))
 	return faultyStore{
 		proxy:   p,
 		store:   writefence.NewMinioConditionalStore(c, bucket),

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -133,13 +132,7 @@ func TestMinioCredentialsNeverLeak(t *testing.T) {
 	const wrongSecret = "wrong-minio-secret-c0ffee-must-not-leak"
 	stopped := stoppedAddr(t)
 	newClient := func(endpoint, secret string) *minio.Client {
-		c, err := minio.New(endpoint, &minio.Options{
-			Creds:      credentials.NewStaticV4(s3.AccessKey, secret, ""),
-			Transport:  testserver.HTTPTransport(t),
-			MaxRetries: 1,
-		})
-		require.NoError(t, err)
-		return c
+		return testserver.S3{Endpoint: endpoint, AccessKey: s3.AccessKey, SecretKey: secret, MaxRetries: 1}.Client(t, testserver.HTTPTransport(t))
 	}
 	logs := captureLogs(t)
 	cases := map[string]*minio.Client{

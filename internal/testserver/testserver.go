@@ -74,8 +74,11 @@ func check(t testing.TB, err error) {
 	}
 }
 
-// S3 is the S3 server named by the environment.
-type S3 struct{ Endpoint, AccessKey, SecretKey string }
+// S3 is an S3 server and how its clients reach it.
+type S3 struct {
+	Endpoint, AccessKey, SecretKey string // empty keys: anonymous requests
+	MaxRetries                     int    // attempts per request; 0: the client's default
+}
 
 // S3Server returns the S3 server named by the environment.
 func S3Server(t testing.TB) S3 {
@@ -87,15 +90,16 @@ func S3Server(t testing.TB) S3 {
 	}
 }
 
-// Client returns a client of the server with the server's credentials,
-// sending through rt (nil: the default transport). Its region is fixed,
-// which spares it a bucket-location request.
+// Client returns a client of the server with s's credentials, sending
+// through rt (nil: the default transport). Its region is fixed, which
+// spares it a bucket-location request.
 func (s S3) Client(t testing.TB, rt http.RoundTripper) *minio.Client {
 	t.Helper()
 	c, err := minio.New(s.Endpoint, &minio.Options{
-		Creds:     credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
-		Transport: rt,
-		Region:    "us-east-1",
+		Creds:      credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
+		Transport:  rt,
+		Region:     "us-east-1",
+		MaxRetries: s.MaxRetries,
 	})
 	check(t, err)
 	return c
