@@ -34,7 +34,7 @@ import (
 // roundtrips/op counts the HTTP requests sent, bytes-read/op the bytes of
 // the GET response bodies received, both at the transport.
 
-// benchSizes are the payload sizes of the push benchmarks.
+// benchSizes are the payload sizes of the benchmarks.
 var benchSizes = []struct {
 	name string
 	n    int
@@ -174,6 +174,16 @@ func benchValkey(b testing.TB) (*redis.Client, *benchTrips) {
 	return client, trips
 }
 
+// benchValkeyKey returns a store over client, on the script path or the
+// WATCH path, and a key of the benchmark's own, deleted when it ends.
+func benchValkeyKey(b *testing.B, client *redis.Client, script bool) (*writefence.ValkeyConditionalStore, string) {
+	key := testserver.UniqueName(b)
+	b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
+	store := writefence.NewValkeyConditionalStore(client)
+	store.Script = script
+	return store, key
+}
+
 // BenchmarkValkeyPut compares, for one value of each size, a plain SET
 // (the floor), PutIfVersion on the WATCH/MULTI path and PutIfVersion with
 // Script set. Both PutIfVersion paths check the value they overwrite
@@ -181,15 +191,12 @@ func benchValkey(b testing.TB) (*redis.Client, *benchTrips) {
 // on the server.
 func BenchmarkValkeyPut(b *testing.B) {
 	client, trips := benchValkey(b)
-	for _, size := range benchValkeySizes {
+	for _, size := range benchSizes {
 		value := benchPayload(size.n)
 		for _, impl := range []string{"set", "watch", "script"} {
 			b.Run("size="+size.name+"/impl="+impl, func(b *testing.B) {
 				ctx := context.Background()
-				key := testserver.UniqueName(b)
-				b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
-				store := writefence.NewValkeyConditionalStore(client)
-				store.Script = impl == "script"
+				store, key := benchValkeyKey(b, client, impl == "script")
 				// The first write also checks the server and loads the script.
 				version, err := store.PutIfVersion(ctx, key, value, "")
 				if err != nil {
@@ -214,12 +221,6 @@ func BenchmarkValkeyPut(b *testing.B) {
 	}
 }
 
-// benchValkeySizes are the value sizes of the Valkey benchmarks.
-var benchValkeySizes = []struct {
-	name string
-	n    int
-}{{"1KiB", 1 << 10}, {"16MiB", 16 << 20}}
-
 // BenchmarkValkeyRead compares the reads a Fence makes of a record: Get
 // (the whole value, checked on the client), GetPrefix of one header's worth
 // without Script (which reads and checks the whole value, as Get) and with
@@ -229,14 +230,11 @@ func BenchmarkValkeyRead(b *testing.B) {
 	client, trips := benchValkey(b)
 	wire := &valkeyByteCounter{}
 	client.AddHook(wire)
-	for _, size := range benchValkeySizes {
+	for _, size := range benchSizes {
 		for _, impl := range []string{"get", "prefix-watch", "prefix-script"} {
 			b.Run("size="+size.name+"/impl="+impl, func(b *testing.B) {
 				ctx := context.Background()
-				key := testserver.UniqueName(b)
-				b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
-				store := writefence.NewValkeyConditionalStore(client)
-				store.Script = impl == "prefix-script"
+				store, key := benchValkeyKey(b, client, impl == "prefix-script")
 				if _, err := store.PutIfVersion(ctx, key, benchPayload(size.n), ""); err != nil {
 					b.Fatal(err)
 				}

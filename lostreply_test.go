@@ -252,8 +252,7 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 				require.NotErrorIs(t, err, writefence.ErrStaleEpoch, "push %d", i)
 				require.Equal(t, after, readRecord(t, direct, plugin, shard), "push %d: a retry against an unreachable store changed the record", i)
 			}
-			rates := fs.proxy.currentRates()
-			fs.proxy.setRates(faultRates{})
+			rates := fs.proxy.setRates(faultRates{})
 			fs.proxy.heal()
 			// A client may take a moment to notice the store is back
 			// (go-redis's pool answers with its last dial error for up

@@ -84,18 +84,19 @@ func openProxiedMinio(t *testing.T, strip bool) proxiedStore {
 	require.NoError(t, admin.SetBucketPolicy(t.Context(), bucket, policy))
 	proxy := newPreconditionProxy(t, "http://"+s3.Endpoint, strip)
 	client := testserver.S3{Endpoint: proxy.srv.Listener.Addr().String()}.Client(t, testserver.HTTPTransport(t))
+	objects := func() []string {
+		var keys []string
+		for o := range admin.ListObjects(t.Context(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+			require.NoError(t, o.Err)
+			keys = append(keys, o.Key)
+		}
+		return keys
+	}
 	return proxiedStore{
-		store:  writefence.NewMinioConditionalStore(client, bucket),
-		direct: writefence.NewMinioConditionalStore(admin, bucket),
-		proxy:  proxy,
-		objects: func() []string {
-			var keys []string
-			for o := range admin.ListObjects(t.Context(), bucket, minio.ListObjectsOptions{Recursive: true}) {
-				require.NoError(t, o.Err)
-				keys = append(keys, o.Key)
-			}
-			return keys
-		},
+		store:   writefence.NewMinioConditionalStore(client, bucket),
+		direct:  writefence.NewMinioConditionalStore(admin, bucket),
+		proxy:   proxy,
+		objects: objects,
 	}
 }
 
@@ -105,21 +106,22 @@ func openProxiedGCS(t *testing.T, strip bool) proxiedStore {
 	bucket := testserver.GCSBucket(t, direct)
 	proxy := newPreconditionProxy(t, endpoint, strip)
 	client := testserver.GCSClient(t, proxy.srv.URL, nil)
-	return proxiedStore{
-		store:  writefence.NewGCSConditionalStore(client, bucket),
-		direct: writefence.NewGCSConditionalStore(direct, bucket),
-		proxy:  proxy,
-		objects: func() []string {
-			var names []string
-			for it := direct.Bucket(bucket).Objects(t.Context(), nil); ; {
-				attrs, err := it.Next()
-				if errors.Is(err, iterator.Done) {
-					return names
-				}
-				require.NoError(t, err)
-				names = append(names, attrs.Name)
+	objects := func() []string {
+		var names []string
+		for it := direct.Bucket(bucket).Objects(t.Context(), nil); ; {
+			attrs, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return names
 			}
-		},
+			require.NoError(t, err)
+			names = append(names, attrs.Name)
+		}
+	}
+	return proxiedStore{
+		store:   writefence.NewGCSConditionalStore(client, bucket),
+		direct:  writefence.NewGCSConditionalStore(direct, bucket),
+		proxy:   proxy,
+		objects: objects,
 	}
 }
 
