@@ -19,6 +19,8 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // The benchmarks below run over the real servers (skipped when their
@@ -338,7 +340,7 @@ func BenchmarkValkeyRead(b *testing.B) {
 				if _, err := store.PutIfVersion(ctx, key, benchPayload(size.n), ""); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, _, err := store.GetPrefix(ctx, key, writefence.MaxHeaderSize); err != nil {
+				if _, _, _, err := store.GetPrefix(ctx, key, defaults.MaxHeaderSize); err != nil {
 					b.Fatal(err) // loads the script
 				}
 				b.ReportAllocs()
@@ -348,7 +350,7 @@ func BenchmarkValkeyRead(b *testing.B) {
 					if impl == "get" {
 						_, _, err = store.Get(ctx, key)
 					} else {
-						_, _, _, err = store.GetPrefix(ctx, key, writefence.MaxHeaderSize)
+						_, _, _, err = store.GetPrefix(ctx, key, defaults.MaxHeaderSize)
 					}
 					if err != nil {
 						b.Fatal(err)
@@ -407,7 +409,7 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 	prefix := uniqueName(b) + "/"
 	if d, ok := store.(writefence.Deleter); ok {
 		b.Cleanup(func() {
-			key, err := writefence.ShardKey(prefix, "wal", "0")
+			key, err := keys.Shard(prefix, "wal", "0")
 			if err == nil {
 				_ = d.Delete(context.Background(), key)
 			}

@@ -47,7 +47,7 @@
 // # Records and keys
 //
 // One record per (plugin, shard), at the key ShardKey builds under a prefix
-// (DefaultPrefix by default). A record is a versioned header (format
+// (keys.DefaultPrefix by default). A record is a versioned header (format
 // version, wire identity, epoch, writer, payload length, a CRC-32C of the
 // payload, a CRC-32C over the header) followed by the payload. Writers
 // write format version 2; readers also read version 1, whose header held a
@@ -83,7 +83,7 @@
 // # The wire identity
 //
 // A program must not write rows that readers of another format cannot
-// understand. Two places carry the identity (Fence.Identity, DefaultIdentity
+// understand. Two places carry the identity (Fence.Identity, defaultIdentity
 // when empty). Every record holds it, and every push and Latest refuses a
 // record of another identity with a *WireError (ErrWire) naming the one
 // found. And one reserved key per store, the brand key (BrandKey), holds it

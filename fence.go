@@ -8,18 +8,18 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 )
 
-// DefaultIdentity is the record-level wire identity a Fence writes and
-// expects when Fence.Identity is empty. It names this package's record
-// format; programs that share mirrors with other formats set their own.
-const DefaultIdentity = "writefence/v1"
-
-// Defaults for the zero values of the Fence's retry settings.
+// Defaults for the zero values of the Fence's settings.
 const (
-	DefaultMaxAttempts = 10
-	DefaultRetryDelay  = 5 * time.Millisecond
-	maxRetryDelay      = 500 * time.Millisecond
+	defaultIdentity       = defaults.Identity // "writefence/v1", the package's record format
+	defaultMaxPayloadSize = defaults.MaxPayloadSize
+	defaultMaxAttempts    = 10
+	defaultRetryDelay     = 5 * time.Millisecond
+	maxRetryDelay         = 500 * time.Millisecond
 )
 
 // maxCached bounds the version cache; past it an arbitrary entry is dropped,
@@ -39,25 +39,25 @@ type Fence struct {
 	Store ConditionalStore
 
 	// Identity is the record-level wire identity written into every record
-	// and required of every record read. Empty means DefaultIdentity. A
+	// and required of every record read. Empty means defaultIdentity. A
 	// record of another identity is refused with a *WireError.
 	Identity string
 
-	// Prefix is prepended to every key; empty means DefaultPrefix.
+	// Prefix is prepended to every key; empty means keys.DefaultPrefix.
 	Prefix string
 
 	// MaxPayloadSize bounds the payload of a push; zero means
-	// DefaultMaxPayloadSize. The Store's read limit must allow a record of
-	// this payload plus MaxHeaderSize.
+	// defaultMaxPayloadSize. The Store's read limit must allow a record of
+	// this payload plus maxHeaderSize.
 	MaxPayloadSize int64
 
 	// MaxAttempts bounds the conditional writes one push makes; zero means
-	// DefaultMaxAttempts. When every attempt conflicts Push returns an error
+	// defaultMaxAttempts. When every attempt conflicts Push returns an error
 	// matching ErrConflict.
 	MaxAttempts int
 
 	// RetryDelay is the base of the jittered exponential back-off between
-	// conflicting attempts; zero means DefaultRetryDelay. The delay before
+	// conflicting attempts; zero means defaultRetryDelay. The delay before
 	// attempt n+1 is uniform in [0, min(RetryDelay<<n, 500ms)).
 	RetryDelay time.Duration
 
@@ -71,15 +71,10 @@ type Fence struct {
 
 	probe verdictOnce // the kept verdict of the probe
 
-	// Brand, when set, is the store-level wire identity checked before
-	// pushes as BrandCheck says (see brand.go). A nil Brand.Store means
-	// Store; Brand's identity must equal the fence's identity. Nil means
-	// no brand check; the record-level identity is checked regardless.
-	Brand *Brand
-
-	// BrandCheck says when Brand is checked; the zero value is
-	// BrandVerifyOnce. See BrandMode for which mode to use when.
-	BrandCheck BrandMode
+	// Brand says when the store's brand, the store-level wire identity
+	// under Prefix, is checked: the zero value never (see BrandMode). The
+	// brand must hold Identity.
+	Brand BrandMode
 
 	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
@@ -92,9 +87,11 @@ type Fence struct {
 	// by the store's own checksums, not by Push.
 	VerifyPayloadOnPush bool
 
-	// Observer, when set, sees every outcome of every write: Push, Seal
-	// and Settle (see Observer). Nil means none.
-	Observer Observer
+	// Observer, when set, sees every outcome of every write (Push, Seal and
+	// Settle; see PushEvent), for metrics or logs. It is called
+	// synchronously on the writing goroutine, from many goroutines at once:
+	// it must be safe for concurrent use and quick. Nil means none.
+	Observer func(ctx context.Context, e PushEvent)
 
 	mu    sync.Mutex // guards cache
 	cache map[string]cachedRecord
@@ -185,8 +182,8 @@ func (f *Fence) prepare(op, plugin, shard, writer string, epoch uint64, payload 
 	switch {
 	case writer == "":
 		return nil, invalidArg("writer", "empty")
-	case len(writer) > MaxWriterLen:
-		return nil, invalidArg("writer", "%d bytes, more than %d", len(writer), MaxWriterLen)
+	case len(writer) > maxWriterLen:
+		return nil, invalidArg("writer", "%d bytes, more than %d", len(writer), maxWriterLen)
 	case epoch == 0:
 		return nil, invalidArg("epoch", "must be at least 1")
 	}
@@ -215,7 +212,7 @@ func (f *Fence) write(ctx context.Context, w *recordWrite) error {
 	if err == nil {
 		attempt, err = f.attempts(ctx, w)
 	}
-	f.observe(ctx, w, outcomeOf(err), attempt, err)
+	f.observe(ctx, w, false, attempt, err)
 	return err
 }
 
@@ -224,7 +221,7 @@ func (f *Fence) write(ctx context.Context, w *recordWrite) error {
 func (f *Fence) attempts(ctx context.Context, w *recordWrite) (int, error) {
 	maxAttempts := f.MaxAttempts
 	if maxAttempts <= 0 {
-		maxAttempts = DefaultMaxAttempts
+		maxAttempts = defaultMaxAttempts
 	}
 	// Only a push may skip its read: a seal carries the recorded payload
 	// forward and a settle must see the damage it replaces.
@@ -239,7 +236,7 @@ func (f *Fence) attempts(ctx context.Context, w *recordWrite) (int, error) {
 			// An earlier write of ours may have landed and been superseded
 			// since; what happened after cannot say, so the error is
 			// reported but not matched as a refusal of ours.
-			return &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: fmt.Errorf("%w; then: %v", unsure, err)}
+			return &OutcomeUnknownError{Op: w.op, Key: w.key, Epoch: w.epoch, Err: fmt.Errorf("%w; then: %v", unsure, err)}
 		}
 		return err
 	}
@@ -283,17 +280,17 @@ func (f *Fence) attempts(ctx context.Context, w *recordWrite) (int, error) {
 			// The write may have landed; the next read settles it.
 			unsure = err
 			if ctx.Err() != nil {
-				return attempt, &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: err}
+				return attempt, &OutcomeUnknownError{Op: w.op, Key: w.key, Epoch: w.epoch, Err: err}
 			}
 		}
 		if attempt >= maxAttempts {
 			if unsure != nil {
-				return attempt, &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: err}
+				return attempt, &OutcomeUnknownError{Op: w.op, Key: w.key, Epoch: w.epoch, Err: err}
 			}
-			return attempt, fmt.Errorf("writefence: %s at epoch %d to %s: %d attempts: %w", w.op, w.epoch, Escape(w.key), attempt, err)
+			return attempt, fmt.Errorf("writefence: %s at epoch %d to %s: %d attempts: %w", w.op, w.epoch, esc(w.key), attempt, err)
 		}
 		if conflict {
-			f.observe(ctx, w, ConflictRetried, attempt, err)
+			f.observe(ctx, w, true, attempt, err)
 			if err := f.backoff(ctx, attempt); err != nil {
 				return attempt, fail(err)
 			}
@@ -348,14 +345,23 @@ func (w *recordWrite) mayBeReplay(h header) bool {
 // parts on a store that takes parts, so the payload is never copied; joined
 // once otherwise.
 func (f *Fence) put(ctx context.Context, w *recordWrite, version string) (string, error) {
+	if bp, ok := f.Store.(BrandedPutter); ok && f.Brand == BrandVerifyAlways {
+		return bp.PutIfBranded(ctx, keys.Brand(f.Prefix), f.identity(), w.key, w.joined(), version)
+	}
 	if pp, ok := f.Store.(PartsPutter); ok {
 		return pp.PutPartsIfVersion(ctx, w.key, [][]byte{w.header, w.payload}, version)
 	}
+	return f.Store.PutIfVersion(ctx, w.key, w.joined(), version)
+}
+
+// joined returns the record as one slice, for a store that takes no parts;
+// it is built once per write.
+func (w *recordWrite) joined() []byte {
 	if w.record == nil {
 		w.record = make([]byte, 0, len(w.header)+len(w.payload))
 		w.record = append(append(w.record, w.header...), w.payload...)
 	}
-	return f.Store.PutIfVersion(ctx, w.key, w.record, version)
+	return w.record
 }
 
 func staleEpoch(w *recordWrite, h header) error {
@@ -364,7 +370,7 @@ func staleEpoch(w *recordWrite, h header) error {
 
 // read reads the record at key once. A missing record and a corrupt one are
 // states, not errors; any other failure is returned. With whole false, on a
-// store that can read a prefix, it reads only MaxHeaderSize bytes: the
+// store that can read a prefix, it reads only maxHeaderSize bytes: the
 // header is checked (checksum, identity) and the record's size must equal
 // the header's size plus the payload length it declares; the payload checksum
 // is then left to Latest and to the store's own integrity checks.
@@ -377,7 +383,7 @@ func (f *Fence) read(ctx context.Context, key string, whole bool) (recorded, err
 		}
 		return decodeState(key, version, data), nil
 	}
-	prefix, size, version, err := pr.GetPrefix(ctx, key, MaxHeaderSize)
+	prefix, size, version, err := pr.GetPrefix(ctx, key, maxHeaderSize)
 	if err != nil {
 		return readState(key, err)
 	}
@@ -432,7 +438,7 @@ func readError(key string, err error) error {
 	if errors.Is(err, ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("writefence: read %s: %w", Escape(key), err)
+	return fmt.Errorf("writefence: read %s: %w", esc(key), err)
 }
 
 func (f *Fence) checkIdentity(key string, h header) error {
@@ -446,14 +452,7 @@ func (f *Fence) checkIdentity(key string, h header) error {
 // A shard never pushed returns an error matching ErrNotFound; a record that
 // fails to decode, ErrCorrupt; a record of another identity, ErrWire.
 func (f *Fence) Latest(ctx context.Context, plugin, shard string) (epoch uint64, writer string, payload []byte, err error) {
-	key, err := f.key(plugin, shard)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	if err := f.checkBrand(ctx, false); err != nil {
-		return 0, "", nil, err
-	}
-	info, err := f.inspect(ctx, key)
+	info, err := f.Inspect(ctx, plugin, shard)
 	if err != nil {
 		return 0, "", nil, err
 	}
@@ -465,26 +464,26 @@ func (f *Fence) key(plugin, shard string) (string, error) {
 	if f.Store == nil {
 		return "", invalidArg("store", "Fence.Store is nil")
 	}
-	if id := f.Identity; len(id) > MaxIdentityLen {
-		return "", invalidArg("identity", "%d bytes, more than %d", len(id), MaxIdentityLen)
+	if id := f.Identity; len(id) > maxIdentityLen {
+		return "", invalidArg("identity", "%d bytes, more than %d", len(id), maxIdentityLen)
 	}
-	return ShardKey(f.Prefix, plugin, shard)
+	return shardKey(f.Prefix, plugin, shard)
 }
 
-func (f *Fence) identity() string { return orDefault(f.Identity, DefaultIdentity) }
+func (f *Fence) identity() string { return orDefault(f.Identity, defaultIdentity) }
 
 func (f *Fence) maxPayload() int64 {
 	if f.MaxPayloadSize > 0 {
 		return f.MaxPayloadSize
 	}
-	return DefaultMaxPayloadSize
+	return defaultMaxPayloadSize
 }
 
 // backoff sleeps before attempt+1, or returns ctx's error if ctx ends first.
 func (f *Fence) backoff(ctx context.Context, attempt int) error {
 	base := f.RetryDelay
 	if base <= 0 {
-		base = DefaultRetryDelay
+		base = defaultRetryDelay
 	}
 	ceiling := maxRetryDelay
 	if shift := attempt - 1; shift < 16 && base<<shift < ceiling {

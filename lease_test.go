@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // leaseClock is a fake clock shared by goroutines; it only moves forward.
@@ -31,50 +32,6 @@ func (c *leaseClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func newTestLease(store ConditionalStore, holder string, clock func() time.Time) *Lease {
 	return &Lease{Store: store, Name: "leader", Holder: holder, TTL: 10 * time.Second, Clock: clock}
-}
-
-func TestLeaseKey(t *testing.T) {
-	k, err := LeaseKey("", "a/b")
-	require.NoError(t, err)
-	assert.Equal(t, "writefence/_lease/a%2Fb", k)
-	k, err = LeaseKey("p/", ".x")
-	require.NoError(t, err)
-	assert.Equal(t, "p/_lease/%2Ex", k)
-
-	for _, name := range []string{"", strings.Repeat("n", MaxNameLen+1)} {
-		_, err := LeaseKey("", name)
-		assert.ErrorIs(t, err, ErrInvalidArgument, "name of %d bytes", len(name))
-	}
-	_, err = LeaseKey(strings.Repeat("p", MaxKeyLen), "x")
-	assert.ErrorIs(t, err, ErrInvalidArgument)
-
-	// Random names, including every byte value: lease keys never meet a
-	// shard key or the brand key, and distinct names give distinct keys.
-	rng := rand.New(rand.NewPCG(1, 2))
-	name := func() string {
-		b := make([]byte, 1+rng.IntN(6))
-		for i := range b {
-			b[i] = "ab/_.%s\x00"[rng.IntN(8)]
-			if rng.IntN(8) == 0 {
-				b[i] = byte(rng.IntN(256))
-			}
-		}
-		return string(b)
-	}
-	seen := make(map[string]string)
-	for range 20000 {
-		n, plugin, shard := name(), name(), name()
-		lk, err := LeaseKey("", n)
-		require.NoError(t, err)
-		sk, err := ShardKey("", plugin, shard)
-		require.NoError(t, err)
-		require.NotEqual(t, sk, lk)
-		require.NotEqual(t, BrandKey(""), lk)
-		if prev, ok := seen[lk]; ok {
-			require.Equal(t, prev, n, "two names share the key %q", lk)
-		}
-		seen[lk] = n
-	}
 }
 
 func TestLeaseRecordStrict(t *testing.T) {
@@ -101,9 +58,9 @@ func TestLeaseRecordStrict(t *testing.T) {
 		"truncated":       {good[:len(good)-1], "truncated"},
 		"trailing":        {append(append([]byte(nil), good...), 0), "trailing bytes"},
 		"term 0":          {encodeLease("a", 0, 1), "term 0"},
-		"term too large":  {encodeLease("a", MaxLeaseTerm+1, 1), "term too large"},
+		"term too large":  {encodeLease("a", maxLeaseTerm+1, 1), "term too large"},
 		"empty holder":    {encodeLease("", 1, 1), "empty holder"},
-		"long holder":     {encodeLease(strings.Repeat("h", MaxWriterLen+1), 1, 1), "holder length"},
+		"long holder":     {encodeLease(strings.Repeat("h", maxWriterLen+1), 1, 1), "holder length"},
 		"negative expiry": {encodeLease("a", 1, -1), "negative expiry"},
 		"a fence record":  {encodeRecord("id", "w", 1, nil), "magic"},
 	}
@@ -123,7 +80,7 @@ func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 
-	key, err := LeaseKey("", "leader")
+	key, err := keys.Lease("", "leader")
 	require.NoError(t, err)
 	_, v, err := store.Get(ctx, key)
 	require.NoError(t, err)
@@ -149,14 +106,14 @@ func TestLeaseInvalid(t *testing.T) {
 	for name, l := range map[string]*Lease{
 		"store":  {Name: "n", Holder: "h", TTL: time.Second},
 		"holder": {Store: store, Name: "n", TTL: time.Second},
-		"long":   {Store: store, Name: "n", Holder: strings.Repeat("h", MaxWriterLen+1), TTL: time.Second},
+		"long":   {Store: store, Name: "n", Holder: strings.Repeat("h", maxWriterLen+1), TTL: time.Second},
 		"ttl":    {Store: store, Name: "n", Holder: "h"},
 		"name":   {Store: store, Holder: "h", TTL: time.Second},
 	} {
 		_, err := l.Acquire(t.Context())
 		assert.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
-	assert.Empty(t, store.Keys())
+	assert.Empty(t, memKeys(t, store))
 }
 
 // TestLeaseTakeover walks one lease through its life: held, refused to
@@ -208,7 +165,7 @@ func TestLeaseTakeover(t *testing.T) {
 	eb, err := b.Epoch(ctx, "p", "s")
 	require.NoError(t, err)
 	assert.Greater(t, eb, e2)
-	assert.Equal(t, uint64(2), LeaseTerm(eb))
+	assert.Equal(t, uint64(2), leaseTerm(eb))
 
 	err = a.Renew(ctx)
 	require.ErrorIs(t, err, ErrLeaseLost)
@@ -291,7 +248,7 @@ func TestLeaseEpochsRollOver(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2<<32|1), next)
 
-	key, _ := LeaseKey("", "leader")
+	key, _ := keys.Lease("", "leader")
 	data, _, err := store.Get(ctx, key)
 	require.NoError(t, err)
 	rec, check := decodeLease(data)
@@ -495,7 +452,7 @@ func TestLeaseContention(t *testing.T) {
 	}
 	sort.Slice(epochs, func(i, j int) bool { return epochs[i].at < epochs[j].at })
 	for i, d := range epochs {
-		s := terms[LeaseTerm(d.epoch)]
+		s := terms[leaseTerm(d.epoch)]
 		require.NotNil(t, s, "epoch %d of an unknown term", d.epoch)
 		// A release ends a term at the instant of the call, after the
 		// holder's last epoch, which the fake clock may give the same time.
@@ -550,7 +507,7 @@ func TestLeaseZombieFenced(t *testing.T) {
 	refused++
 	for i := range 20 {
 		e, err := f.PushFrom(ctx, a, "wal", "0", "a", fmt.Appendf(nil, "a zombie %d", i))
-		require.Equal(t, uint64(1), LeaseTerm(e), "the zombie still draws epochs of its term")
+		require.Equal(t, uint64(1), leaseTerm(e), "the zombie still draws epochs of its term")
 		var se *StaleEpochError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, seal, se.RecordedEpoch)
@@ -572,4 +529,15 @@ func TestLeaseZombieFenced(t *testing.T) {
 	_, err = a.Epoch(ctx, "wal", "0")
 	require.ErrorIs(t, err, ErrLeaseLost)
 	t.Logf("%d zombie pushes after the seal, all refused as stale", refused)
+}
+
+// leaseTerm returns the term of the lease an epoch was drawn in.
+func leaseTerm(epoch uint64) uint64 { return epoch >> leaseSeqBits }
+
+// memKeys returns every key the store holds.
+func memKeys(t testing.TB, s *MemStore) []string {
+	t.Helper()
+	var keys []string
+	require.NoError(t, s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }))
+	return keys
 }

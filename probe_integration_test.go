@@ -20,6 +20,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/probecheck"
 )
 
 // The probe against real servers behind a proxy that makes them ignore
@@ -122,7 +123,7 @@ func TestProbeMinio(t *testing.T) {
 		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 		var pe *writefence.ProbeError
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, writefence.ProbeCheckCreateRefused, pe.Check)
+		assert.Equal(t, probecheck.CreateRefused, pe.Check)
 		assert.Positive(t, proxy.stripped.Load())
 		assert.Empty(t, minioObjects(t, admin, bucket), "the probe cleans up")
 		t.Log(err)
@@ -181,7 +182,7 @@ func TestProbeGCS(t *testing.T) {
 		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 		var pe *writefence.ProbeError
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, writefence.ProbeCheckCreateRefused, pe.Check)
+		assert.Equal(t, probecheck.CreateRefused, pe.Check)
 		assert.Positive(t, proxy.stripped.Load())
 		assert.Empty(t, gcsObjects(t, bucket), "the probe cleans up")
 		t.Log(err)

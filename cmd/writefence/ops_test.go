@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // TestEpochPlainDecimal: -epoch takes plain decimal digits only; "010" is
@@ -422,7 +423,7 @@ func TestLs(t *testing.T) {
 	// Damage the record of wal/shard-0 on disk: listed as corrupt.
 	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
 	require.NoError(t, err)
-	key, err := writefence.ShardKey("", "wal", "shard-0")
+	key, err := keys.Shard("", "wal", "shard-0")
 	require.NoError(t, err)
 	data, v, err := ds.Get(t.Context(), key)
 	require.NoError(t, err)
@@ -442,20 +443,20 @@ func TestLs(t *testing.T) {
 // ShardKey never makes.
 func TestParseShardKey(t *testing.T) {
 	for _, c := range [][2]string{{"wal", "s"}, {"a/b", "c"}, {"a", "b/c"}, {".x", "y."}, {"%41", "\x00\xff"}, {"tab\t", "é"}} {
-		for _, prefix := range []string{writefence.DefaultPrefix, "p/", ""} {
-			k, err := writefence.ShardKey(prefix, c[0], c[1])
+		for _, prefix := range []string{keys.DefaultPrefix, "p/", ""} {
+			k, err := keys.Shard(prefix, c[0], c[1])
 			require.NoError(t, err)
 			if prefix == "" {
-				prefix = writefence.DefaultPrefix
+				prefix = keys.DefaultPrefix
 			}
-			plugin, shard, ok := parseShardKey(prefix, k)
+			plugin, shard, ok := keys.ParseShard(prefix, k)
 			require.True(t, ok, "%q", k)
 			assert.Equal(t, c[0], plugin)
 			assert.Equal(t, c[1], shard)
 		}
 	}
 	for _, k := range []string{"writefence/s/a", "writefence/s/a/b/c", "writefence/s/%41/b", "writefence/s/a/%4", "writefence/s//b", "writefence/_brand", "other/s/a/b"} {
-		_, _, ok := parseShardKey(writefence.DefaultPrefix, k)
+		_, _, ok := keys.ParseShard(keys.DefaultPrefix, k)
 		assert.False(t, ok, "%q", k)
 	}
 }
@@ -466,7 +467,7 @@ func TestParseShardKey(t *testing.T) {
 func TestLatestDamagedFile(t *testing.T) {
 	addr := fileStore(t)
 	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "5", "-file", writeFile(t, "good payload"), "wal", "s").code)
-	key, err := writefence.ShardKey("", "wal", "s")
+	key, err := keys.Shard("", "wal", "s")
 	require.NoError(t, err)
 	dir := strings.TrimPrefix(addr, "file://")
 	files, err := filepath.Glob(filepath.Join(dir, "objects", "*"))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 )
 
 // TestPushLatest walks a shard through the outcomes push and latest
@@ -32,7 +33,7 @@ func TestPushLatest(t *testing.T) {
 
 	r = wf(t, "latest", "-store", addr, "wal", "shard-0")
 	require.Equal(t, exitOK, r.code, "%s", r)
-	for _, line := range []string{"epoch     7", "writer    node-a", "identity  " + writefence.DefaultIdentity, "size      12", "key       writefence/s/wal/shard-0"} {
+	for _, line := range []string{"epoch     7", "writer    node-a", "identity  " + defaults.Identity, "size      12", "key       writefence/s/wal/shard-0"} {
 		assert.Contains(t, r.stdout, line+"\n")
 	}
 	r = wf(t, "latest", "-store", addr, "-json", "wal", "shard-0")
