@@ -108,7 +108,7 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 //	writefence: wire: expected <identity> but <key> is absent
 //	writefence: wire: expected <identity> found <value>
 //
-// The found value comes last and is escaped (see Escape), so it cannot
+// The found value comes last and is escaped, so it cannot
 // forge a field after it or another log line; an empty value prints as "".
 // The key of a found value travels in Key.
 type WireError struct {
@@ -124,7 +124,7 @@ func (e *WireError) Error() string {
 	}
 	found := esc(e.Found)
 	if found == "" {
-		found = `""` // Escape escapes quotes, so no value prints as this
+		found = `""` // quotes are escaped, so no value prints as this
 	}
 	return "writefence: wire: expected " + esc(e.Expected) + " found " + found
 }

@@ -59,14 +59,14 @@ type Lease struct {
 	// Store holds the lease record. Required.
 	Store ConditionalStore
 
-	// Prefix is the key prefix, as Fence.Prefix; empty means keys.DefaultPrefix.
+	// Prefix is the key prefix, as Fence.Prefix; empty means "writefence/".
 	// The record's key is Prefix + "_lease/" + Name, escaped.
 	Prefix string
 
-	// Name names the lease, 1 to keys.MaxNameLen bytes of any value.
+	// Name names the lease, 1 to 256 bytes of any value.
 	Name string
 
-	// Holder names this contender in the record, 1 to maxWriterLen bytes.
+	// Holder names this contender in the record, 1 to 1024 bytes.
 	Holder string
 
 	// TTL is how long an acquisition or a renewal lasts. Required, positive.
@@ -102,7 +102,7 @@ const leaseAttempts = defaultMaxAttempts
 // naming this Holder (a restarted holder), it takes it over at the
 // record's term + 1, conditioned on the version read; held by another
 // holder and unexpired by this Lease's clock, it returns a *LeaseHeldError
-// (ErrLeaseHeld). A lost race reads again, up to defaultMaxAttempts writes.
+// (ErrLeaseHeld). A lost race reads again, up to 10 writes.
 // A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
 // never overwritten.
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {

@@ -15,7 +15,7 @@ import (
 // or return, so callers may reuse their buffers.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
-// defaultMaxObjectSize); it is read without locking and must be set before
+// 64 MiB + 4 KiB); it is read without locking and must be set before
 // first use.
 type MemStore struct {
 	MaxObjectSize int64

@@ -73,7 +73,7 @@ const probeCleanupTimeout = 10 * time.Second
 // was expected is not a verdict: a network, auth or server failure is
 // returned wrapped and never matches ErrUntrustedStore, and a done ctx
 // returns ctx.Err() as it is. (Cloud Storage throttles rapid updates of one
-// object with HTTP 429, which is such a failure: a *GCSRateLimitError.)
+// object with HTTP 429, which is such a failure: a *StoreError.)
 //
 // A sequential probe sees what one client sees. It catches a store that
 // ignores preconditions; it cannot catch one that checks them on the client
