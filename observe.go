@@ -51,7 +51,9 @@ func SlogObserver(l *slog.Logger) func(context.Context, PushEvent) {
 	}
 }
 
-// classify names an event's outcome and the level it is logged at.
+// classify names an event's outcome and the level it is logged at. An
+// error may match several sentinels (an unknown outcome wraps its cause);
+// the order is the command's exit statuses' (cmd/writefence/exit.go).
 func classify(e PushEvent) (string, slog.Level) {
 	switch err := e.Err; {
 	case err == nil:
@@ -60,12 +62,12 @@ func classify(e PushEvent) (string, slog.Level) {
 		return "conflict-retried", slog.LevelDebug
 	case errors.Is(err, ErrOutcomeUnknown):
 		return "unknown", slog.LevelError
-	case errors.Is(err, ErrStaleEpoch):
-		return "stale", slog.LevelWarn
 	case errors.Is(err, ErrWire):
 		return "wire", slog.LevelWarn
 	case errors.Is(err, ErrCorrupt):
 		return "corrupt", slog.LevelWarn
+	case errors.Is(err, ErrStaleEpoch):
+		return "stale", slog.LevelWarn
 	case errors.Is(err, ErrConflict):
 		return "conflict", slog.LevelWarn
 	}

@@ -32,12 +32,12 @@ func eventOutcome(e writefence.PushEvent) string {
 		return "conflict-retried"
 	case errors.Is(err, writefence.ErrOutcomeUnknown):
 		return "unknown"
-	case errors.Is(err, writefence.ErrStaleEpoch):
-		return "stale"
 	case errors.Is(err, writefence.ErrWire):
 		return "wire"
 	case errors.Is(err, writefence.ErrCorrupt):
 		return "corrupt"
+	case errors.Is(err, writefence.ErrStaleEpoch):
+		return "stale"
 	case errors.Is(err, writefence.ErrConflict):
 		return "conflict"
 	}
