@@ -257,18 +257,6 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 	return l.term<<leaseSeqBits | l.seq, nil
 }
 
-// Held reports the term this Lease holds and when it stops handing out
-// epochs, by its own clock; ok is false when it does not hold the lease or
-// that time has passed.
-func (l *Lease) Held() (term uint64, expiry time.Time, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return 0, time.Time{}, false
-	}
-	return l.term, l.expiry, l.now().Before(l.expiry)
-}
-
 // rewrite writes this Lease's record at term (its own term, or the next one
 // when its epochs ran out) with a fresh expiry, or released, conditioned on
 // the version it last wrote. The caller holds mu and the lease.

@@ -157,7 +157,7 @@ func TestLeaseTakeover(t *testing.T) {
 	clock.advance(4 * time.Second) // the renewal has expired
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseExpired)
-	_, _, ok := a.Held()
+	_, _, ok := leaseHeld(a)
 	assert.False(t, ok)
 	term, err = b.Acquire(ctx)
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestLeaseTakeover(t *testing.T) {
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseLost)
 	require.ErrorIs(t, a.Release(ctx), ErrLeaseLost)
-	term, exp, ok := b.Held()
+	term, exp, ok := leaseHeld(b)
 	assert.True(t, ok)
 	assert.Equal(t, uint64(2), term)
 	assert.Equal(t, clock.now().Add(10*time.Second), exp)
@@ -297,7 +297,7 @@ func TestLeaseLostReplies(t *testing.T) {
 	require.NoError(t, a.Renew(ctx))
 	clock.advance(time.Second)
 	require.NoError(t, a.Renew(ctx))
-	_, exp, ok := a.Held()
+	_, exp, ok := leaseHeld(a)
 	require.True(t, ok)
 	assert.Equal(t, clock.now().Add(10*time.Second), exp)
 
@@ -308,7 +308,7 @@ func TestLeaseLostReplies(t *testing.T) {
 	cancel()
 	err = a.Renew(cctx)
 	require.Error(t, err)
-	_, _, ok = a.Held()
+	_, _, ok = leaseHeld(a)
 	assert.True(t, ok)
 	require.NoError(t, a.Renew(ctx), "the next renewal finds its own term and lands")
 }
@@ -340,7 +340,7 @@ func TestLeaseContention(t *testing.T) {
 		held   atomic.Int64 // ErrLeaseHeld refusals
 	)
 	record := func(l *Lease) {
-		term, exp, _ := l.Held()
+		term, exp, _ := leaseHeld(l)
 		mu.Lock()
 		grants = append(grants, grant{term: term, holder: l.Holder, start: exp.Add(-ttl).UnixNano(), end: exp.UnixNano()})
 		mu.Unlock()
@@ -377,7 +377,7 @@ func TestLeaseContention(t *testing.T) {
 					draw(l)
 					continue
 				}
-				if _, _, ok := l.Held(); !ok {
+				if _, _, ok := leaseHeld(l); !ok {
 					_, err := l.Acquire(ctx)
 					switch {
 					case err == nil:
@@ -392,7 +392,7 @@ func TestLeaseContention(t *testing.T) {
 				switch rng.IntN(10) {
 				case 0:
 					at := clock.now().UnixNano()
-					term, _, _ := l.Held()
+					term, _, _ := leaseHeld(l)
 					if err := l.Release(ctx); err == nil {
 						mu.Lock()
 						grants = append(grants, grant{term: term, holder: l.Holder, end: at, released: true})
@@ -540,4 +540,16 @@ func memKeys(t testing.TB, s *MemStore) []string {
 	var keys []string
 	require.NoError(t, s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }))
 	return keys
+}
+
+// leaseHeld reports the term l holds and when it stops handing out epochs, by
+// its own clock; ok is false when it does not hold the lease or that time
+// has passed.
+func leaseHeld(l *Lease) (term uint64, expiry time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held {
+		return 0, time.Time{}, false
+	}
+	return l.term, l.expiry, l.now().Before(l.expiry)
 }
