@@ -191,16 +191,7 @@ func (l *Lease) settle(ctx context.Context, key string, out []byte, cause error)
 // nobody took the lease over: the conditional write proves it. Any other
 // error leaves the lease held until its local expiry, so a retry may land.
 func (l *Lease) Renew(ctx context.Context) error {
-	key, err := l.check()
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return fmt.Errorf("writefence: lease %s: renew: not held: %w", esc(key), ErrLeaseLost)
-	}
-	return l.rewrite(ctx, key, l.term, false)
+	return l.rewriteHeld(ctx, "renew", false)
 }
 
 // Release gives the lease up: a write conditioned on the version this
@@ -211,6 +202,13 @@ func (l *Lease) Renew(ctx context.Context) error {
 // does not hold the lease, or finds it taken over, returns an error
 // matching ErrLeaseLost.
 func (l *Lease) Release(ctx context.Context) error {
+	return l.rewriteHeld(ctx, "release", true)
+}
+
+// rewriteHeld renews or releases the held lease: a Lease that does not
+// hold it returns ErrLeaseLost without I/O. A release drops the lease
+// whatever the outcome.
+func (l *Lease) rewriteHeld(ctx context.Context, op string, release bool) error {
 	key, err := l.check()
 	if err != nil {
 		return err
@@ -218,10 +216,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.held {
-		return fmt.Errorf("writefence: lease %s: release: not held: %w", esc(key), ErrLeaseLost)
+		return fmt.Errorf("writefence: lease %s: %s: not held: %w", esc(key), op, ErrLeaseLost)
 	}
-	err = l.rewrite(ctx, key, l.term, true)
-	l.drop()
+	err = l.rewrite(ctx, key, l.term, release)
+	if release {
+		l.drop()
+	}
 	return err
 }
 

@@ -58,19 +58,7 @@ func prefixOrDefault(prefix string) string {
 // (DefaultPrefix when empty). Names must be 1 to MaxNameLen bytes; any
 // bytes are allowed, escaped so that distinct pairs never share a key.
 func Shard(prefix, plugin, shard string) (string, error) {
-	if err := checkName("plugin", plugin); err != nil {
-		return "", err
-	}
-	if err := checkName("shard", shard); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	b.WriteString(prefixOrDefault(prefix))
-	b.WriteString(shardSpace)
-	escapeName(&b, plugin)
-	b.WriteByte('/')
-	escapeName(&b, shard)
-	return checkKey(b.String())
+	return build(prefix, shardSpace, [2]string{"plugin", plugin}, [2]string{"shard", shard})
 }
 
 // Shards returns what every shard key under prefix starts with.
@@ -105,13 +93,24 @@ func Brand(prefix string) string { return prefixOrDefault(prefix) + brandKey }
 
 // Lease returns the key of the lease record named name under prefix.
 func Lease(prefix, name string) (string, error) {
-	if err := checkName("name", name); err != nil {
-		return "", err
-	}
+	return build(prefix, leaseSpace, [2]string{"name", name})
+}
+
+// build checks each {argument, name} and returns prefix + space + the
+// escaped names joined by '/', within MaxKeyLen.
+func build(prefix, space string, names ...[2]string) (string, error) {
 	var b strings.Builder
 	b.WriteString(prefixOrDefault(prefix))
-	b.WriteString(leaseSpace)
-	escapeName(&b, name)
+	b.WriteString(space)
+	for i, n := range names {
+		if err := checkName(n[0], n[1]); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		escapeName(&b, n[1])
+	}
 	return checkKey(b.String())
 }
 
