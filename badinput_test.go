@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -31,7 +33,7 @@ import (
 func snapshot(t *testing.T, m *writefence.MemStore) map[string]string {
 	t.Helper()
 	s := make(map[string]string)
-	for _, k := range m.Keys() {
+	for _, k := range memKeys(t, m) {
 		data, v, err := m.Get(t.Context(), k)
 		require.NoError(t, err)
 		s[k] = v + "\x00" + string(data)
@@ -50,7 +52,7 @@ func recordClaiming(t *testing.T, writer string, epoch, payloadLen uint64) []byt
 	rec, _, err := m.Get(t.Context(), mustKey(t, "p", "s"))
 	require.NoError(t, err)
 	binary.BigEndian.PutUint64(rec[16:], payloadLen)
-	end := 28 + len(writefence.DefaultIdentity) + len(writer)
+	end := 28 + len(defaults.Identity) + len(writer)
 	binary.BigEndian.PutUint32(rec[end:], crc32.Checksum(rec[:end], crc32.MakeTable(crc32.Castagnoli)))
 	return rec
 }
@@ -81,7 +83,6 @@ func TestBadInputFence(t *testing.T) {
 		return func() error { _, err := f.PushFrom(ctx, src, "wal", "0", "w", nil); return err }
 	}
 	errSource := errors.New("no lease held")
-	otherIdentity := &writefence.Fence{Store: counting, Brand: &writefence.Brand{Identity: "other/v1"}}
 
 	// arg names the *InvalidArgumentError expected; stale, corrupt and wire
 	// the other typed errors; is the sentinel every case must match.
@@ -97,10 +98,10 @@ func TestBadInputFence(t *testing.T) {
 		{name: "push nil store", call: push(&writefence.Fence{}, ctx, "p", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "store"},
 		{name: "push empty plugin", call: push(f, ctx, "", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "plugin"},
 		{name: "push empty shard", call: push(f, ctx, "p", "", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "shard"},
-		{name: "push plugin over MaxNameLen", call: push(f, ctx, strings.Repeat("p", writefence.MaxNameLen+1), "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "plugin"},
+		{name: "push plugin over MaxNameLen", call: push(f, ctx, strings.Repeat("p", keys.MaxNameLen+1), "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "plugin"},
 		{name: "push hostile names escaping past MaxKeyLen", call: push(f, ctx, strings.Repeat("\x00", 256), strings.Repeat("../", 85), "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "key"},
 		{name: "push empty writer", call: push(f, ctx, "p", "s", "", 1, nil), is: writefence.ErrInvalidArgument, arg: "writer"},
-		{name: "push writer over MaxWriterLen", call: push(f, ctx, "p", "s", strings.Repeat("w", writefence.MaxWriterLen+1), 1, nil), is: writefence.ErrInvalidArgument, arg: "writer"},
+		{name: "push writer over MaxWriterLen", call: push(f, ctx, "p", "s", strings.Repeat("w", 1025), 1, nil), is: writefence.ErrInvalidArgument, arg: "writer"},
 		{name: "push epoch 0", call: push(f, ctx, "wal", "0", "w", 0, nil), is: writefence.ErrInvalidArgument, arg: "epoch"},
 		{name: "push payload over the limit", call: push(f, ctx, "wal", "0", "w", 8, make([]byte, 17)), is: writefence.ErrInvalidArgument, arg: "payload"},
 		{name: "push identity over MaxIdentityLen", call: push(&writefence.Fence{Store: counting, Identity: strings.Repeat("i", 256)}, ctx, "p", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "identity"},
@@ -115,26 +116,25 @@ func TestBadInputFence(t *testing.T) {
 		{name: "push cancelled ctx with probe", call: push(&writefence.Fence{Store: counting, Probe: true}, cancelled, "wal", "0", "w", 8, nil), is: context.Canceled},
 		{name: "latest nil store", call: latest(&writefence.Fence{}, ctx, "p", "s"), is: writefence.ErrInvalidArgument, arg: "store"},
 		{name: "latest empty shard", call: latest(f, ctx, "wal", ""), is: writefence.ErrInvalidArgument, arg: "shard"},
-		{name: "latest shard over MaxNameLen", call: latest(f, ctx, "wal", strings.Repeat("s", writefence.MaxNameLen+1)), is: writefence.ErrInvalidArgument, arg: "shard"},
+		{name: "latest shard over MaxNameLen", call: latest(f, ctx, "wal", strings.Repeat("s", keys.MaxNameLen+1)), is: writefence.ErrInvalidArgument, arg: "shard"},
 		{name: "latest never pushed", call: latest(f, ctx, "wal", "never"), is: writefence.ErrNotFound},
 		{name: "latest header claiming 4 GiB", call: latest(f, ctx, "wal", "huge"), is: writefence.ErrCorrupt,
 			corrupt: &writefence.CorruptError{Key: hugeKey, Version: hugeVersion, Check: "truncated payload"}},
 		{name: "latest cancelled ctx", call: latest(f, cancelled, "wal", "0"), is: context.Canceled},
 		{name: "push-from nil source", call: pushFrom(nil), is: writefence.ErrInvalidArgument, arg: "source"},
 		{name: "push-from epoch 0", call: pushFrom(writefence.StaticEpochSource(0)), is: writefence.ErrInvalidArgument, arg: "epoch"},
-		{name: "push-from failing source", call: pushFrom(writefence.EpochSourceFunc(func(context.Context, string, string) (uint64, error) { return 0, errSource })), is: errSource},
-		{name: "brand nil store", call: func() error { return (&writefence.Brand{}).Verify(ctx) }, is: writefence.ErrInvalidArgument, arg: "brand"},
+		{name: "push-from failing source", call: pushFrom(epochFunc(func(context.Context, string, string) (uint64, error) { return 0, errSource })), is: errSource},
+		{name: "brand nil store", call: func() error { return (&writefence.Fence{}).VerifyBrand(ctx) }, is: writefence.ErrInvalidArgument, arg: "store"},
 		{name: "brand identity over MaxIdentityLen", call: func() error {
-			return (&writefence.Brand{Store: counting, Identity: strings.Repeat("i", 256)}).Claim(ctx)
+			return claimBrand(ctx, &writefence.Fence{Store: counting, Identity: strings.Repeat("i", 256)})
 		}, is: writefence.ErrInvalidArgument, arg: "identity"},
 		{name: "brand key over MaxKeyLen", call: func() error {
-			_, err := (&writefence.Brand{Store: counting, Key: strings.Repeat("k", writefence.MaxKeyLen+1)}).Install(ctx)
+			_, err := (&writefence.Fence{Store: counting, Prefix: strings.Repeat("k", keys.MaxKeyLen+1)}).ClaimBrand(ctx)
 			return err
-		}, is: writefence.ErrInvalidArgument, arg: "key"},
-		{name: "brand unbranded store", call: func() error { return (&writefence.Brand{Store: counting}).Verify(ctx) }, is: writefence.ErrWire,
-			wire: &writefence.WireError{Key: writefence.BrandKey(""), Expected: writefence.DefaultIdentity, Absent: true}},
-		{name: "brand claim cancelled ctx", call: func() error { return (&writefence.Brand{Store: counting}).Claim(cancelled) }, is: context.Canceled},
-		{name: "fence brand of another identity", call: push(otherIdentity, ctx, "wal", "0", "w", 8, nil), is: writefence.ErrInvalidArgument, arg: "brand"},
+		}, is: writefence.ErrInvalidArgument, arg: "prefix"},
+		{name: "brand unbranded store", call: func() error { return (&writefence.Fence{Store: counting}).VerifyBrand(ctx) }, is: writefence.ErrWire,
+			wire: &writefence.WireError{Key: keys.Brand(""), Expected: defaults.Identity, Absent: true}},
+		{name: "brand claim cancelled ctx", call: func() error { return claimBrand(cancelled, &writefence.Fence{Store: counting}) }, is: context.Canceled},
 		{name: "probe nil store", call: func() error { return writefence.Probe(ctx, nil, "k") }, is: writefence.ErrInvalidArgument, arg: "store"},
 		{name: "probe empty key", call: func() error { return writefence.Probe(ctx, counting, "") }, is: writefence.ErrInvalidArgument, arg: "key"},
 		{name: "memstore malformed version", call: func() error {
@@ -188,7 +188,7 @@ func TestHostileNamesStayInTheirKey(t *testing.T) {
 	for i, n := range names {
 		require.NoError(t, f.Push(t.Context(), n, n, "w", uint64(i+1), []byte(n)))
 	}
-	keys := mem.Keys()
+	keys := memKeys(t, mem)
 	require.Len(t, keys, len(names))
 	for _, k := range keys {
 		assert.True(t, strings.HasPrefix(k, "tenant/s/"), k)
@@ -292,9 +292,9 @@ func TestHugeObjectReadStaysBounded(t *testing.T) {
 				f := &writefence.Fence{Store: store}
 				if limit > 0 {
 					setLimit(store, limit)
-					f.MaxPayloadSize = limit - writefence.MaxHeaderSize
+					f.MaxPayloadSize = limit - defaults.MaxHeaderSize
 				} else {
-					limit = writefence.DefaultMaxObjectSize
+					limit = defaults.MaxObjectSize
 				}
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				defer cancel()

@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -238,7 +240,7 @@ func BenchmarkValkeyRead(b *testing.B) {
 				if _, err := store.PutIfVersion(ctx, key, benchPayload(size.n), ""); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, _, err := store.GetPrefix(ctx, key, writefence.MaxHeaderSize); err != nil {
+				if _, _, _, err := store.GetPrefix(ctx, key, defaults.MaxHeaderSize); err != nil {
 					b.Fatal(err) // loads the script
 				}
 				b.ReportAllocs()
@@ -248,7 +250,7 @@ func BenchmarkValkeyRead(b *testing.B) {
 					if impl == "get" {
 						_, _, err = store.Get(ctx, key)
 					} else {
-						_, _, _, err = store.GetPrefix(ctx, key, writefence.MaxHeaderSize)
+						_, _, _, err = store.GetPrefix(ctx, key, defaults.MaxHeaderSize)
 					}
 					if err != nil {
 						b.Fatal(err)
@@ -307,7 +309,7 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 	prefix := testserver.UniqueName(b) + "/"
 	if d, ok := store.(writefence.Deleter); ok {
 		b.Cleanup(func() {
-			key, err := writefence.ShardKey(prefix, "wal", "0")
+			key, err := keys.Shard(prefix, "wal", "0")
 			if err == nil {
 				_ = d.Delete(context.Background(), key)
 			}

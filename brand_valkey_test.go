@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // The Valkey store's per-write brand check, on the real server.
@@ -41,7 +43,7 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 		t.Run(path.name, func(t *testing.T) {
 			c := newValkeyClient(t)
 			prefix := valkeyPrefix(t, c)
-			brand, data := writefence.BrandKey(prefix), prefix+"data"
+			brand, data := keys.Brand(prefix), prefix+"data"
 			store := writefence.NewValkeyConditionalStore(c)
 			store.Script, store.BrandKey = path.script, brand
 			plain := writefence.NewValkeyConditionalStore(c)
@@ -53,10 +55,10 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 			}
 
 			_, err := store.PutIfVersion(ctx, data, []byte("x"), "")
-			requireWire(t, err, writefence.WireError{Key: brand, Expected: writefence.DefaultIdentity, Absent: true})
+			requireWire(t, err, writefence.WireError{Key: brand, Expected: defaults.Identity, Absent: true})
 			unwritten()
 
-			installed, err := (&writefence.Brand{Store: store, Key: brand}).Install(ctx)
+			installed, err := (&writefence.Fence{Store: store, Prefix: strings.TrimSuffix(brand, "_brand")}).ClaimBrand(ctx)
 			require.NoError(t, err, "a write to the brand key itself is not checked")
 			require.True(t, installed)
 			v1, err := store.PutIfVersion(ctx, data, []byte("x"), "")
@@ -67,7 +69,7 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 			_, err = plain.PutIfVersion(ctx, brand, []byte("other/v1"), bv)
 			require.NoError(t, err)
 			_, err = store.PutIfVersion(ctx, data, []byte("y"), v1)
-			requireWire(t, err, writefence.WireError{Key: brand, Expected: writefence.DefaultIdentity, Found: "other/v1"})
+			requireWire(t, err, writefence.WireError{Key: brand, Expected: defaults.Identity, Found: "other/v1"})
 			got, _, err := store.Get(ctx, data)
 			require.NoError(t, err)
 			assert.Equal(t, "x", string(got), "nothing was written")
@@ -80,12 +82,12 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 			assert.Less(t, len(msg), 400, "bounded")
 			assert.True(t, strings.HasPrefix(msg, `writefence: wire: expected writefence/v1 found \x1b[31m\n\x00\xffAAA`), msg)
 
-			require.NoError(t, c.Set(ctx, brand, writefence.DefaultIdentity, 0).Err())
+			require.NoError(t, c.Set(ctx, brand, defaults.Identity, 0).Err())
 			_, err = store.PutIfVersion(ctx, data, []byte("y"), v1)
 			requireOtherFailure(t, err, "a brand key not in the store's layout")
 			assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value shorter than its header")
 
-			damaged := []byte(valkeyBrandValue(3, writefence.DefaultIdentity))
+			damaged := []byte(valkeyBrandValue(3, defaults.Identity))
 			damaged[len(damaged)-1] ^= 1
 			require.NoError(t, c.Set(ctx, brand, damaged, 0).Err())
 			_, err = store.PutIfVersion(ctx, data, []byte("y"), v1)
@@ -93,7 +95,7 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 			assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value digest")
 
 			require.NoError(t, c.Del(ctx, brand).Err())
-			require.NoError(t, c.RPush(ctx, brand, writefence.DefaultIdentity).Err())
+			require.NoError(t, c.RPush(ctx, brand, defaults.Identity).Err())
 			_, err = store.PutIfVersion(ctx, data, []byte("y"), v1)
 			requireOtherFailure(t, err, "WRONGTYPE")
 			assert.True(t, redis.HasErrorPrefix(err, "WRONGTYPE"), "%v", err)
@@ -110,8 +112,8 @@ func TestValkeyBrandNoPerm(t *testing.T) {
 	ctx := context.Background()
 	admin := newValkeyClient(t)
 	prefix := valkeyPrefix(t, admin)
-	brand, data := writefence.BrandKey(prefix), prefix+"data"
-	_, err := (&writefence.Brand{Store: writefence.NewValkeyConditionalStore(admin), Key: brand}).Install(ctx)
+	brand, data := keys.Brand(prefix), prefix+"data"
+	_, err := (&writefence.Fence{Store: writefence.NewValkeyConditionalStore(admin), Prefix: strings.TrimSuffix(brand, "_brand")}).ClaimBrand(ctx)
 	require.NoError(t, err)
 	user, password := strings.TrimSuffix(prefix, "/")+"-noperm", "pw-"+uniqueName(t)
 	require.NoError(t, admin.Do(ctx, "acl", "setuser", user, "on", ">"+password, "+@all", "~"+data).Err())
@@ -139,11 +141,11 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	ctx := context.Background()
 	c, tap := newTappedValkeyClient(t)
 	prefix := valkeyPrefix(t, c)
-	brand := writefence.BrandKey(prefix)
+	brand := keys.Brand(prefix)
 	store := writefence.NewValkeyConditionalStore(c)
 	store.BrandKey = brand
 	other := writefence.NewValkeyConditionalStore(newValkeyClient(t))
-	_, err := (&writefence.Brand{Store: store, Key: brand}).Install(ctx)
+	_, err := (&writefence.Fence{Store: store, Prefix: strings.TrimSuffix(brand, "_brand")}).ClaimBrand(ctx)
 	require.NoError(t, err)
 
 	f := &writefence.Fence{Store: store, Prefix: prefix}
@@ -161,7 +163,7 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 			return nil
 		})
 	}
-	key, err := writefence.ShardKey(prefix, "wal", "0")
+	key, err := keys.Shard(prefix, "wal", "0")
 	require.NoError(t, err)
 	_, v, err := store.Get(ctx, key)
 	require.NoError(t, err)
@@ -169,18 +171,18 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	_, err = store.PutIfVersion(ctx, key, []byte("junk"), v)
 	require.ErrorIs(t, err, writefence.ErrConflict, "EXEC aborted")
 	assert.ErrorIs(t, err, redis.TxFailedErr)
-	requireWire(t, (&writefence.Brand{Store: other, Key: brand}).Verify(ctx),
-		writefence.WireError{Key: brand, Expected: writefence.DefaultIdentity, Found: "other/v1"})
+	requireWire(t, (&writefence.Fence{Store: other, Prefix: strings.TrimSuffix(brand, "_brand")}).VerifyBrand(ctx),
+		writefence.WireError{Key: brand, Expected: defaults.Identity, Found: "other/v1"})
 
 	// Back to our brand, and the same through the fence: its first attempt
 	// is aborted by the re-brand, its retry refused.
 	_, bv, err := other.Get(ctx, brand)
 	require.NoError(t, err)
-	_, err = other.PutIfVersion(ctx, brand, []byte(writefence.DefaultIdentity), bv)
+	_, err = other.PutIfVersion(ctx, brand, []byte(defaults.Identity), bv)
 	require.NoError(t, err)
 	rebrand()
 	err = f.Push(ctx, "wal", "0", "w", 2, []byte("under another brand"))
-	requireWire(t, err, writefence.WireError{Key: brand, Expected: writefence.DefaultIdentity, Found: "other/v1"})
+	requireWire(t, err, writefence.WireError{Key: brand, Expected: defaults.Identity, Found: "other/v1"})
 	epoch, _, payload, err := (&writefence.Fence{Store: other, Prefix: prefix}).Latest(ctx, "wal", "0")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), epoch)
@@ -207,13 +209,13 @@ func TestValkeyBrandConcurrentFlips(t *testing.T) {
 			ctx := context.Background()
 			c := newValkeyClient(t, func(o *redis.Options) { o.PoolSize = 16 })
 			prefix := valkeyPrefix(t, c)
-			brand := writefence.BrandKey(prefix)
+			brand := keys.Brand(prefix)
 			store := writefence.NewValkeyConditionalStore(c)
 			store.Script = tc.script
 			if tc.brand {
 				store.BrandKey = brand
 			}
-			require.NoError(t, c.Set(ctx, brand, valkeyBrandValue(0, writefence.DefaultIdentity), 0).Err())
+			require.NoError(t, c.Set(ctx, brand, valkeyBrandValue(0, defaults.Identity), 0).Err())
 			const writers = 4
 			keys := make([]string, writers)
 			for i := range keys {
@@ -277,7 +279,7 @@ func TestValkeyBrandConcurrentFlips(t *testing.T) {
 				time.Sleep(time.Millisecond) // our brand: writes land
 				before := snapshot(true, valkeyBrandValue(2*n+1, "other/v1"))
 				time.Sleep(2 * time.Millisecond) // the foreign brand
-				after := snapshot(false, valkeyBrandValue(2*n+2, writefence.DefaultIdentity))
+				after := snapshot(false, valkeyBrandValue(2*n+2, defaults.Identity))
 				if fmt.Sprint(before) != fmt.Sprint(after) {
 					violations++
 				}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/probecheck"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -149,7 +150,7 @@ func TestProbeThroughProxy(t *testing.T) {
 			require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 			var pe *writefence.ProbeError
 			require.ErrorAs(t, err, &pe)
-			assert.Equal(t, writefence.ProbeCheckCreateRefused, pe.Check)
+			assert.Equal(t, probecheck.CreateRefused, pe.Check)
 			assert.Positive(t, s.proxy.stripped.Load())
 			assert.Empty(t, s.objects(), "the probe cleans up")
 			t.Log(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -119,7 +120,7 @@ func storeErrors(t *testing.T, store writefence.ConditionalStore) map[string]err
 	errs["push"] = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, []byte("x"))
 	errs["push with probe"] = (&writefence.Fence{Store: store, Probe: true}).Push(ctx, "wal", "0", "w", 1, []byte("x"))
 	_, _, _, errs["latest"] = (&writefence.Fence{Store: store}).Latest(ctx, "wal", "0")
-	errs["brand"] = (&writefence.Brand{Store: store}).Claim(ctx)
+	errs["brand"] = claimBrand(ctx, &writefence.Fence{Store: store})
 	if d, ok := store.(writefence.Deleter); ok {
 		errs["delete"] = d.Delete(ctx, "k")
 	}
@@ -228,7 +229,7 @@ func TestStoredBytesAreEscaped(t *testing.T) {
 	mem := &writefence.MemStore{}
 	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", hostile, 5, []byte("x")))
 	require.NoError(t, (&writefence.Fence{Store: mem, Identity: hostile}).Push(ctx, "wal", "1", "w", 5, []byte("x")))
-	_, err := mem.PutIfVersion(ctx, writefence.BrandKey(""), []byte(hostile), "")
+	_, err := mem.PutIfVersion(ctx, keys.Brand(""), []byte(hostile), "")
 	require.NoError(t, err)
 	corrupt := &hostileStore{data: map[string][]byte{mustKey(t, "wal", "0"): []byte("WFR\x00garbage")}, version: hostile}
 
@@ -239,7 +240,7 @@ func TestStoredBytesAreEscaped(t *testing.T) {
 	}{
 		{"stale epoch names the recorded writer", (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "w", 5, []byte("y")), new(*writefence.StaleEpochError)},
 		{"wire error names the found identity", (&writefence.Fence{Store: mem}).Push(ctx, "wal", "1", "w", 6, []byte("y")), new(*writefence.WireError)},
-		{"brand names the found value", (&writefence.Brand{Store: mem}).Verify(ctx), new(*writefence.WireError)},
+		{"brand names the found value", (&writefence.Fence{Store: mem}).VerifyBrand(ctx), new(*writefence.WireError)},
 		{"corrupt names the version", (&writefence.Fence{Store: corrupt}).Push(ctx, "wal", "0", "w", 6, []byte("y")), new(*writefence.CorruptError)},
 		{"probe names the version", writefence.Probe(ctx, &hostileStore{data: map[string][]byte{}, version: hostile}, "p"), new(*writefence.ProbeError)},
 		{"key with hostile bytes", writefence.Probe(ctx, &hostileStore{data: map[string][]byte{}, version: "1"}, hostile), new(*writefence.ProbeError)},

@@ -20,7 +20,7 @@ import (
 // conditional write is a generation precondition decided by the server.
 //
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
-// DefaultMaxObjectSize. It is read without locking and must be set before
+// defaultMaxObjectSize. It is read without locking and must be set before
 // first use.
 type GCSConditionalStore struct {
 	MaxObjectSize int64
@@ -59,7 +59,7 @@ func (s *GCSConditionalStore) limit() int64 {
 	if s.MaxObjectSize > 0 {
 		return s.MaxObjectSize
 	}
-	return DefaultMaxObjectSize
+	return defaultMaxObjectSize
 }
 
 // Get implements ConditionalStore. The bytes and the generation come from
@@ -89,7 +89,7 @@ func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 	}
 	gen := r.Attrs.Generation
 	if gen <= 0 {
-		return nil, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", Escape(key))
+		return nil, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", esc(key))
 	}
 	return data, strconv.FormatInt(gen, 10), nil
 }
@@ -120,7 +120,7 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 	defer r.Close()
 	size := r.Attrs.Size
 	if size < 0 {
-		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object size", Escape(key))
+		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object size", esc(key))
 	}
 	if limit := s.limit(); size > limit {
 		return nil, 0, "", tooLarge("gcs get", key, limit)
@@ -130,11 +130,11 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 		return nil, 0, "", gcsError("get", key, err)
 	}
 	if want := min(n, size); int64(len(prefix)) != want {
-		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: read %d bytes of the first %d of a %d-byte object", Escape(key), len(prefix), want, size)
+		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: read %d bytes of the first %d of a %d-byte object", esc(key), len(prefix), want, size)
 	}
 	gen := r.Attrs.Generation
 	if gen <= 0 {
-		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", Escape(key))
+		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", esc(key))
 	}
 	return prefix, size, strconv.FormatInt(gen, 10), nil
 }
@@ -188,7 +188,7 @@ func (s *GCSConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 	}
 	attrs := w.Attrs()
 	if attrs == nil || attrs.Generation <= 0 {
-		return "", fmt.Errorf("writefence: gcs put %s: the server sent no object generation", Escape(key))
+		return "", fmt.Errorf("writefence: gcs put %s: the server sent no object generation", esc(key))
 	}
 	return strconv.FormatInt(attrs.Generation, 10), nil
 }
@@ -216,7 +216,7 @@ func gcsConditions(expectVersion string) (storage.Conditions, error) {
 	if err != nil || g <= 0 || strconv.FormatInt(g, 10) != expectVersion {
 		return storage.Conditions{}, &InvalidArgumentError{
 			Arg:    "expectVersion",
-			Reason: Escape(expectVersion) + " is not a gcs object generation (a positive decimal integer)",
+			Reason: esc(expectVersion) + " is not a gcs object generation (a positive decimal integer)",
 		}
 	}
 	return storage.Conditions{GenerationMatch: g}, nil
@@ -236,7 +236,7 @@ type GCSRateLimitError struct {
 }
 
 func (e *GCSRateLimitError) Error() string {
-	return "writefence: gcs " + e.Op + " " + Escape(e.Key) + ": rate limited (http 429), retry after a backoff: " + e.Err.Error()
+	return "writefence: gcs " + e.Op + " " + esc(e.Key) + ": rate limited (http 429), retry after a backoff: " + e.Err.Error()
 }
 
 // Unwrap returns the client's error.
@@ -251,7 +251,7 @@ type gcsWrapped struct {
 }
 
 func (e *gcsWrapped) Error() string {
-	s := "writefence: gcs " + e.op + " " + Escape(e.key) + ": "
+	s := "writefence: gcs " + e.op + " " + esc(e.key) + ": "
 	if e.kind != nil {
 		s += strings.TrimPrefix(e.kind.Error(), "writefence: ") + ": "
 	}

@@ -147,9 +147,9 @@ func TestGCSIntegrationTooLarge(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrTooLarge)
 	assert.Nil(t, data)
 	assert.Empty(t, v)
-	var tl *writefence.TooLargeError
+	var tl *writefence.StoreError
 	require.ErrorAs(t, err, &tl)
-	assert.Equal(t, int64(limit), tl.Limit)
+	assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", limit))
 	assert.Equal(t, "over", tl.Key)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"mime"
@@ -179,9 +180,9 @@ func TestGCSGetBounded(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Nil(t, data)
-			var tl *writefence.TooLargeError
+			var tl *writefence.StoreError
 			require.True(t, errors.As(err, &tl), "want *TooLargeError, got %v", err)
-			assert.Equal(t, int64(limit), tl.Limit)
+			assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", limit))
 			assert.Equal(t, "big", tl.Key)
 			assert.ErrorIs(t, err, writefence.ErrTooLarge)
 			assert.True(t, strings.HasPrefix(err.Error(), "writefence: "))

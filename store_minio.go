@@ -38,7 +38,7 @@ const (
 // without their quotes. It also implements Deleter.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
-// DefaultMaxObjectSize); set it before first use. A MinioConditionalStore is
+// defaultMaxObjectSize); set it before first use. A MinioConditionalStore is
 // safe for concurrent use.
 type MinioConditionalStore struct {
 	MaxObjectSize int64
@@ -168,7 +168,7 @@ func s3ObjectSize(header http.Header, contentLength int64) (int64, error) {
 	_, total, ok := strings.Cut(cr, "/")
 	size, err := strconv.ParseInt(total, 10, 64)
 	if !ok || !strings.HasPrefix(cr, "bytes ") || err != nil || size < 0 {
-		return 0, fmt.Errorf("response carries a Content-Range without a total size: %s", Escape(cr))
+		return 0, fmt.Errorf("response carries a Content-Range without a total size: %s", esc(cr))
 	}
 	return size, nil
 }
@@ -238,7 +238,7 @@ func (s *MinioConditionalStore) limit() int64 {
 	if s.MaxObjectSize > 0 {
 		return s.MaxObjectSize
 	}
-	return DefaultMaxObjectSize
+	return defaultMaxObjectSize
 }
 
 // fail wraps an SDK error. kind, when non-nil, names the sentinel an S3
@@ -319,7 +319,7 @@ type s3Error struct {
 }
 
 func (e *s3Error) Error() string {
-	s := "writefence: s3 " + e.op + " " + Escape(e.key) + ": "
+	s := "writefence: s3 " + e.op + " " + esc(e.key) + ": "
 	if e.kind != nil {
 		s += strings.TrimPrefix(e.kind.Error(), "writefence: ") + ": "
 	}
@@ -367,7 +367,7 @@ var _ Lister = (*MinioConditionalStore)(nil)
 func (s *MinioConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	core, ok := s.api.(minio.Core)
 	if !ok || core.Client == nil {
-		return fmt.Errorf("writefence: s3 list %s: the store's client cannot list objects", Escape(prefix))
+		return fmt.Errorf("writefence: s3 list %s: the store's client cannot list objects", esc(prefix))
 	}
 	// Cancelling the listing's own context when fn stops early ends the
 	// SDK's goroutine that feeds the channel.

@@ -143,9 +143,9 @@ func TestMinioLargeRecordIsSinglePart(t *testing.T) {
 
 	s.MaxObjectSize = 16 << 20
 	_, _, err = s.Get(t.Context(), "big")
-	var tl *writefence.TooLargeError
+	var tl *writefence.StoreError
 	require.ErrorAs(t, err, &tl)
-	assert.Equal(t, int64(16<<20), tl.Limit)
+	assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", 16<<20))
 }
 
 // TestMinioFenceRace: 16 writers push the same epoch each round; exactly

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // prefixStoreUnderTest is an adapter with the prefix capability.
@@ -33,7 +35,7 @@ func testPrefixAgreesWithGet(t *testing.T, store prefixStoreUnderTest) {
 		cleanupKey(t, store, key)
 		return store.PutIfVersion(ctx, key, data, expect)
 	}
-	for _, n := range []int64{1, writefence.MaxHeaderSize} {
+	for _, n := range []int64{1, defaults.MaxHeaderSize} {
 		seen := map[int64]bool{}
 		for _, size := range []int64{0, 1, n - 1, n, n + 1, 3*n + 7} {
 			if seen[size] {
@@ -83,7 +85,7 @@ func testPrefixAgreesWithGet(t *testing.T, store prefixStoreUnderTest) {
 	})
 
 	t.Run("missing key", func(t *testing.T) {
-		_, _, _, err := store.GetPrefix(ctx, base+"/missing", writefence.MaxHeaderSize)
+		_, _, _, err := store.GetPrefix(ctx, base+"/missing", defaults.MaxHeaderSize)
 		require.ErrorIs(t, err, writefence.ErrNotFound)
 		assert.NotErrorIs(t, err, writefence.ErrConflict)
 	})
@@ -115,7 +117,7 @@ func cleanupKey(t *testing.T, store writefence.ConditionalStore, key string) {
 func testPrefixFence(t *testing.T, store writefence.ConditionalStore, traffic func() (trips, read int64), writeTrips, slack int64) {
 	ctx := t.Context()
 	prefix := uniqueName(t) + "/"
-	key, err := writefence.ShardKey(prefix, "wal", "0")
+	key, err := keys.Shard(prefix, "wal", "0")
 	require.NoError(t, err)
 	cleanupKey(t, store, key)
 	big := benchPayload(16 << 20)
@@ -132,14 +134,14 @@ func testPrefixFence(t *testing.T, store writefence.ConditionalStore, traffic fu
 	last := fresh()
 	reqs, read := measure(func() { require.NoError(t, last.Push(ctx, "wal", "0", "b", 2, big)) })
 	assert.Equal(t, 1+writeTrips, reqs, "cold push: one header read, one write")
-	assert.LessOrEqual(t, read, writefence.MaxHeaderSize+2*slack)
+	assert.LessOrEqual(t, read, defaults.MaxHeaderSize+2*slack)
 	assert.Positive(t, read)
 
 	reqs, read = measure(func() {
 		require.ErrorIs(t, fresh().Push(ctx, "wal", "0", "c", 2, big), writefence.ErrStaleEpoch)
 	})
 	assert.Equal(t, int64(1), reqs, "stale push: the header read alone")
-	assert.LessOrEqual(t, read, writefence.MaxHeaderSize+slack)
+	assert.LessOrEqual(t, read, defaults.MaxHeaderSize+slack)
 
 	reqs, read = measure(func() { require.NoError(t, last.Push(ctx, "wal", "0", "b", 3, big)) })
 	assert.Equal(t, writeTrips, reqs, "steady push: the write alone")
@@ -249,8 +251,8 @@ func testPrefixTooLarge(t *testing.T, store prefixStoreUnderTest, setLimit func(
 		setLimit(99)
 		defer setLimit(0)
 		_, _, _, err = store.GetPrefix(t.Context(), key, 10)
-		var tl *writefence.TooLargeError
+		var tl *writefence.StoreError
 		require.ErrorAs(t, err, &tl)
-		assert.Equal(t, int64(99), tl.Limit)
+		assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", 99))
 	})
 }

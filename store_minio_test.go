@@ -3,6 +3,7 @@ package writefence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -104,20 +105,21 @@ func TestMinioStoreGetLimit(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, ErrTooLarge)
-			var tl *TooLargeError
+			var tl *StoreError
 			require.ErrorAs(t, err, &tl)
-			assert.Equal(t, &TooLargeError{Key: "k", Limit: limit}, tl)
+			assert.Equal(t, "k", tl.Key)
+			assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", limit))
 		})
 	}
 }
 
 func TestMinioStoreGetDefaultLimit(t *testing.T) {
-	api := &fakeS3API{size: DefaultMaxObjectSize + 1, known: true}
+	api := &fakeS3API{size: defaultMaxObjectSize + 1, known: true}
 	s := &MinioConditionalStore{api: api, bucket: "bucket"}
 	_, _, err := s.Get(t.Context(), "k")
-	var tl *TooLargeError
+	var tl *StoreError
 	require.ErrorAs(t, err, &tl)
-	assert.Equal(t, int64(DefaultMaxObjectSize), tl.Limit)
+	assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", defaultMaxObjectSize))
 	assert.Zero(t, api.pulled.Load())
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // The layout of a value: a digest, a version token, then the data.
@@ -37,8 +38,8 @@ const valkeyDamagedPrefix = "damaged-"
 
 // valkeyWaitKey is the key a read writes, with WaitReplicas set, so that
 // its connection has a write ordered after what it read to WAIT for. It is
-// in the reserved space of DefaultPrefix, which no shard key reaches.
-const valkeyWaitKey = DefaultPrefix + reservedSpace + "wait"
+// in the reserved space of keys.DefaultPrefix, which no shard key reaches.
+const valkeyWaitKey = keys.Wait
 
 // valkeyDefaultWaitTimeout is the bound of a WAIT when WaitTimeout is zero.
 const valkeyDefaultWaitTimeout = time.Second
@@ -127,7 +128,7 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // Set the fields before first use; they are read without locking.
 type ValkeyConditionalStore struct {
 	// MaxObjectSize is the read limit in bytes, not counting the digest
-	// and the version token; zero (or less) means DefaultMaxObjectSize.
+	// and the version token; zero (or less) means defaultMaxObjectSize.
 	MaxObjectSize int64
 
 	// Script selects the one-round-trip path for PutIfVersion: a Lua script
@@ -169,7 +170,7 @@ type ValkeyConditionalStore struct {
 	BrandKey string
 
 	// BrandIdentity is the identity BrandKey must hold; empty means
-	// DefaultIdentity.
+	// defaultIdentity.
 	BrandIdentity string
 
 	client redis.UniversalClient
@@ -226,7 +227,7 @@ func (s *ValkeyConditionalStore) limit() int64 {
 	if s.MaxObjectSize > 0 {
 		return s.MaxObjectSize
 	}
-	return DefaultMaxObjectSize
+	return defaultMaxObjectSize
 }
 
 // checkStandalone refuses a cluster before any key is touched. A success is
@@ -255,7 +256,7 @@ func (s *ValkeyConditionalStore) checkStandalone(ctx context.Context) error {
 	case !ok:
 		return &ValkeyUnsupportedError{Reason: "INFO cluster does not report cluster_enabled"}
 	case enabled != "0":
-		return &ValkeyUnsupportedError{Reason: "INFO cluster reports cluster_enabled:" + Escape(enabled)}
+		return &ValkeyUnsupportedError{Reason: "INFO cluster reports cluster_enabled:" + esc(enabled)}
 	}
 	s.standalone.Store(true)
 	return nil
@@ -372,7 +373,7 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 			return []byte(prefix), size, version, nil
 		}
 	}
-	return nil, 0, "", fmt.Errorf("writefence: valkey get %s: unexpected script reply %s", Escape(key), Escape(fmt.Sprint(res)))
+	return nil, 0, "", fmt.Errorf("writefence: valkey get %s: unexpected script reply %s", esc(key), esc(fmt.Sprint(res)))
 }
 
 // valkeyCheckLua is valkeyCheck in Lua, shared by the scripts: the same
@@ -502,7 +503,7 @@ func (s *ValkeyConditionalStore) brandFor(key string) valkeyBrand {
 	if s.BrandKey == "" || key == s.BrandKey {
 		return valkeyBrand{}
 	}
-	return valkeyBrand{key: s.BrandKey, identity: orDefault(s.BrandIdentity, DefaultIdentity)}
+	return valkeyBrand{key: s.BrandKey, identity: orDefault(s.BrandIdentity, defaultIdentity)}
 }
 
 // guard is the brand check as a guard of the WATCH path.
@@ -519,7 +520,7 @@ func (s *ValkeyConditionalStore) putIfVersion(ctx context.Context, key string, d
 	}
 	if expectVersion != "" && !validValkeyVersion(expectVersion) && !validValkeyDamagedVersion(expectVersion) {
 		return "", &valkeyWrapped{op: "put", key: key, kind: ErrConflict,
-			err: fmt.Errorf("%s is not a version this store issues", Escape(expectVersion))}
+			err: fmt.Errorf("%s is not a version this store issues", esc(expectVersion))}
 	}
 	if err := s.checkStandalone(ctx); err != nil {
 		return "", err
@@ -556,7 +557,7 @@ type valkeyGuard struct {
 }
 
 // valkeyGuardLimit bounds what a guard reads of its key's data.
-const valkeyGuardLimit = MaxHeaderSize
+const valkeyGuardLimit = maxHeaderSize
 
 // putWatch is the WATCH path: round trip one is WATCH on key and every guard
 // followed by the reads, pipelined; round trip two is MULTI, SET, EXEC;
@@ -792,13 +793,13 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, key string, valu
 			return compareBrand(brand.key, brand.identity, []byte(found), true)
 		}
 	}
-	return fmt.Errorf("writefence: valkey put %s: unexpected script reply %s", Escape(key), Escape(fmt.Sprint(res)))
+	return fmt.Errorf("writefence: valkey put %s: unexpected script reply %s", esc(key), esc(fmt.Sprint(res)))
 }
 
 // errNotValkeyValue reports a further key a write depends on that exists
 // but is not an intact value of this store.
 func errNotValkeyValue(op, key, other, check string) error {
-	return fmt.Errorf("writefence: valkey %s %s: %s is not an intact value of this store: %s", op, Escape(key), Escape(other), check)
+	return fmt.Errorf("writefence: valkey %s %s: %s is not an intact value of this store: %s", op, esc(key), esc(other), check)
 }
 
 // Delete implements Deleter.
@@ -887,7 +888,7 @@ type valkeyWrapped struct {
 func (e *valkeyWrapped) Error() string {
 	s := "writefence: valkey " + e.op
 	if e.key != "" {
-		s += " " + Escape(e.key)
+		s += " " + esc(e.key)
 	}
 	if e.kind != nil {
 		s += ": " + strings.TrimPrefix(e.kind.Error(), "writefence: ")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // Damage in place: a value edited by hand keeps the token a fence may
@@ -164,7 +165,7 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 			store := writefence.NewValkeyConditionalStore(c)
 			store.Script = path.script
 			prefix := valkeyPrefix(t, c)
-			key, err := writefence.ShardKey(prefix, "wal", "0")
+			key, err := keys.Shard(prefix, "wal", "0")
 			require.NoError(t, err)
 			f := &writefence.Fence{Store: store, Prefix: prefix}
 			require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment one")))

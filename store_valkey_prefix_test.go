@@ -1,12 +1,14 @@
 package writefence_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 func TestValkeyGetPrefix(t *testing.T) {
@@ -41,9 +43,9 @@ func TestValkeyGetPrefix(t *testing.T) {
 				small.Script = path.script
 				small.MaxObjectSize = 99
 				_, _, _, err = small.GetPrefix(t.Context(), key, 10)
-				var tl *writefence.TooLargeError
+				var tl *writefence.StoreError
 				require.ErrorAs(t, err, &tl)
-				assert.Equal(t, int64(99), tl.Limit)
+				assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", 99))
 			})
 
 			t.Run("not this store's layout", func(t *testing.T) {
@@ -66,7 +68,7 @@ func TestValkeyGetPrefix(t *testing.T) {
 func testPrefixFenceWhole(t *testing.T, store writefence.ConditionalStore, traffic func() (trips, read int64)) {
 	ctx := t.Context()
 	prefix := uniqueName(t) + "/"
-	key, err := writefence.ShardKey(prefix, "wal", "0")
+	key, err := keys.Shard(prefix, "wal", "0")
 	require.NoError(t, err)
 	cleanupKey(t, store, key)
 	const size = 16 << 20

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // Durability across failover, on a primary and a replica of the test's own.
@@ -231,7 +232,7 @@ func TestValkeyWaitReplicas(t *testing.T) {
 			store.Script = path.script
 			store.WaitReplicas, store.WaitTimeout = 1, testWaitTimeout
 			f := &writefence.Fence{Store: store}
-			key, err := writefence.ShardKey("", "wal", "0")
+			key, err := keys.Shard("", "wal", "0")
 			require.NoError(t, err)
 			push := func(epoch uint64) error {
 				return f.Push(ctx, "wal", "0", "a", epoch, fmt.Appendf(nil, "segment %d", epoch))
@@ -314,7 +315,7 @@ func TestValkeyFailover(t *testing.T) {
 					}
 					return s
 				}
-				key, err := writefence.ShardKey("", "wal", "0")
+				key, err := keys.Shard("", "wal", "0")
 				require.NoError(t, err)
 				var pushes []valkeyPush
 				push := func(f *writefence.Fence, writer string, epoch uint64) error {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // Size of every race: modest, so the suite stays quick against a real
@@ -158,7 +159,7 @@ func testRaceCreate(t *testing.T, sc *scope) {
 func testRaceFencePush(t *testing.T, sc *scope) {
 	const plugin, shard = "writefencetest", "race"
 	prefix := sc.prefix + "fence/"
-	key, err := writefence.ShardKey(prefix, plugin, shard)
+	key, err := keys.Shard(prefix, plugin, shard)
 	if err != nil {
 		t.Fatalf("ShardKey: %v", err)
 	}

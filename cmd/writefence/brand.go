@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 var brandCommand = command{
@@ -41,33 +44,34 @@ type brandResult struct {
 
 func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, time.Minute)
-	identity := fs.String("identity", "", "wire `identity` the brand must hold (default "+writefence.DefaultIdentity+")")
+	identity := fs.String("identity", "", "wire `identity` the brand must hold (default "+defaults.Identity+")")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
 		verb := args[0]
 		if verb != "claim" && verb != "verify" && verb != "install" {
-			return o.fail(usagef("writefence: brand %s: want claim, verify or install", writefence.Escape(verb)))
+			return o.fail(usagef("writefence: brand %s: want claim, verify or install", escape.String(verb)))
 		}
 		// verify never writes, so it never creates a store.
 		return sf.withStore(ctx, o, verb == "verify", func(ctx context.Context, s *opened) int {
-			b := &writefence.Brand{Store: s.store, Identity: *identity, Key: writefence.BrandKey(sf.prefix)}
+			fence := &writefence.Fence{Store: s.store, Identity: *identity, Prefix: sf.prefix}
 			id := *identity
 			if id == "" {
-				id = writefence.DefaultIdentity
+				id = defaults.Identity
 			}
-			r := brandResult{Outcome: "ok", Action: verb, Key: b.Key, Identity: id}
+			key := keys.Brand(sf.prefix)
+			r := brandResult{Outcome: "ok", Action: verb, Key: key, Identity: id}
 			var msg string
 			var err error
 			switch verb {
 			case "claim":
-				err = b.Claim(ctx)
+				_, err = fence.ClaimBrand(ctx)
 				msg = "claimed: %s holds %s"
 			case "verify":
-				err = b.Verify(ctx)
+				err = fence.VerifyBrand(ctx)
 				msg = "verified: %s holds %s"
 			case "install":
 				var installed bool
-				installed, err = b.Install(ctx)
+				installed, err = fence.ClaimBrand(ctx)
 				r.Installed = &installed
 				msg = "installed: %s now holds %s"
 				if !installed {
@@ -80,7 +84,7 @@ func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 			if sf.json {
 				o.emit(r)
 			} else {
-				fmt.Fprintf(inv.stdout, msg+"\n", writefence.Escape(b.Key), writefence.Escape(id))
+				fmt.Fprintf(inv.stdout, msg+"\n", escape.String(key), escape.String(id))
 			}
 			return exitOK
 		})

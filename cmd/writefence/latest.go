@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
 )
 
 var latestCommand = command{
@@ -48,7 +50,7 @@ type latestResult struct {
 
 func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, time.Minute)
-	identity := fs.String("identity", "", "wire `identity` the record must carry (default "+writefence.DefaultIdentity+")")
+	identity := fs.String("identity", "", "wire `identity` the record must carry (default "+defaults.Identity+")")
 	out := fs.String("out", "", "also write the payload to this `file` (- for stdout, not with -json)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
@@ -83,24 +85,24 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 				if *out == "-" {
 					w = inv.stderr // stdout carries the payload alone
 				}
-				kv := []string{"key", writefence.Escape(r.Key)}
+				kv := []string{"key", escape.String(r.Key)}
 				if r.Epoch != 0 {
-					kv = append(kv, "epoch", strconv.FormatUint(r.Epoch, 10), "writer", writefence.Escape(r.Writer),
-						"identity", writefence.Escape(r.Identity))
+					kv = append(kv, "epoch", strconv.FormatUint(r.Epoch, 10), "writer", escape.String(r.Writer),
+						"identity", escape.String(r.Identity))
 				}
 				if !damaged {
 					kv = append(kv, "size", strconv.Itoa(r.Size))
 				} else {
-					kv = append(kv, "check", writefence.Escape(r.Check))
+					kv = append(kv, "check", escape.String(r.Check))
 				}
-				fields(w, append(kv, "version", writefence.Escape(r.Version))...)
+				fields(w, append(kv, "version", escape.String(r.Version))...)
 			}
 			if err != nil {
 				code, _ := classify(err)
 				fmt.Fprintln(inv.stderr, message(err))
 				if damaged {
 					if r.Epoch != 0 {
-						fmt.Fprintf(inv.stderr, "its header claims epoch %d by %s: settle at a higher epoch\n", r.Epoch, writefence.Escape(r.Writer))
+						fmt.Fprintf(inv.stderr, "its header claims epoch %d by %s: settle at a higher epoch\n", r.Epoch, escape.String(r.Writer))
 					}
 					fmt.Fprintf(inv.stderr, "to overwrite it: writefence settle%s -confirm-version %s -writer W -epoch E -file F %s %s\n",
 						storeArg(sf), shellQuote(r.Version), shellQuote(plugin), shellQuote(shard))
@@ -132,7 +134,7 @@ func storeArg(sf *storeFlags) string {
 
 // shellQuote renders s as one shell word, escaped for the terminal first.
 func shellQuote(s string) string {
-	s = writefence.Escape(s)
+	s = escape.String(s)
 	for _, c := range s {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:%+@", c)) {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

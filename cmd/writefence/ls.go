@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 var lsCommand = command{
@@ -57,18 +60,18 @@ type lsEntry struct {
 
 func defineLs(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, time.Minute)
-	identity := fs.String("identity", "", "wire `identity` the records must carry (default "+writefence.DefaultIdentity+")")
+	identity := fs.String("identity", "", "wire `identity` the records must carry (default "+defaults.Identity+")")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
 		prefix := sf.prefix
 		if prefix == "" {
-			prefix = writefence.DefaultPrefix
+			prefix = keys.DefaultPrefix
 		}
-		under := prefix + shardSpace
+		under := keys.Shards(prefix)
 		if len(args) == 1 {
 			// The key of a shard "x" of the plugin ends in "/x": what is
 			// before it is the plugin's part of every key.
-			k, err := writefence.ShardKey(prefix, args[0], "x")
+			k, err := keys.Shard(prefix, args[0], "x")
 			if err != nil {
 				return o.fail(err)
 			}
@@ -98,9 +101,9 @@ func defineLs(fs *flag.FlagSet, inv *invocation) action {
 				}
 				epoch, writer := "-", "-"
 				if e.Epoch != 0 {
-					epoch, writer = strconv.FormatUint(e.Epoch, 10), writefence.Escape(e.Writer)
+					epoch, writer = strconv.FormatUint(e.Epoch, 10), escape.String(e.Writer)
 				}
-				plugin, shard := writefence.Escape(e.Plugin), writefence.Escape(e.Shard)
+				plugin, shard := escape.String(e.Plugin), escape.String(e.Shard)
 				if e.Key == "" {
 					plugin, shard = "?", "?"
 				}
@@ -111,11 +114,11 @@ func defineLs(fs *flag.FlagSet, inv *invocation) action {
 			}
 			fence := &writefence.Fence{Store: s.store, Prefix: sf.prefix, Identity: *identity}
 			err := lister.List(ctx, under, func(key string) error {
-				plugin, shard, ok := parseShardKey(prefix, key)
+				plugin, shard, ok := keys.ParseShard(prefix, key)
 				if !ok {
 					// Not a key the fence writes (another tool's object under
 					// the prefix): nothing to decode.
-					fmt.Fprintf(inv.stderr, "writefence ls: %s is not a shard key; left out\n", writefence.Escape(key))
+					fmt.Fprintf(inv.stderr, "writefence ls: %s is not a shard key; left out\n", escape.String(key))
 					return nil
 				}
 				info, err := fence.Inspect(ctx, plugin, shard)
@@ -128,7 +131,7 @@ func defineLs(fs *flag.FlagSet, inv *invocation) action {
 					}
 				}
 				emit(lsEntry{Outcome: "ok", Plugin: plugin, Shard: shard, Key: key, Epoch: info.Epoch, Writer: info.Writer,
-					Identity: info.Identity, Size: info.PayloadSize, Version: info.Version}, err)
+					Identity: info.Identity, Size: len(info.Payload), Version: info.Version}, err)
 				return nil
 			})
 			// A directory store reports the files it could not name after the
@@ -162,57 +165,4 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
-}
-
-// shardSpace follows the prefix in every shard key (keys.go).
-const shardSpace = "s/"
-
-// parseShardKey is the inverse of writefence.ShardKey under prefix: it
-// returns the plugin and shard whose key is key, and false for a key that
-// ShardKey never returns.
-func parseShardKey(prefix, key string) (plugin, shard string, ok bool) {
-	rest, ok := strings.CutPrefix(key, prefix+shardSpace)
-	if !ok {
-		return "", "", false
-	}
-	p, s, ok := strings.Cut(rest, "/")
-	if !ok {
-		return "", "", false
-	}
-	plugin, ok1 := unescapeName(p)
-	shard, ok2 := unescapeName(s)
-	if !ok1 || !ok2 {
-		return "", "", false
-	}
-	// Only the canonical escaping maps back: "%41" and "A" unescape alike,
-	// but ShardKey writes only "A".
-	k, err := writefence.ShardKey(prefix, plugin, shard)
-	if err != nil || k != key {
-		return "", "", false
-	}
-	return plugin, shard, true
-}
-
-// unescapeName undoes the %XX escaping of a key's name part.
-func unescapeName(s string) (string, bool) {
-	if s == "" {
-		return "", false
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(n))
-		i += 2
-	}
-	return b.String(), true
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/probecheck"
 )
 
 var probeCommand = command{
@@ -31,14 +33,7 @@ examples:
 }
 
 // probeChecks lists Probe's checks in the order it runs them.
-var probeChecks = []string{
-	writefence.ProbeCheckCreate,
-	writefence.ProbeCheckCreateRefused,
-	writefence.ProbeCheckUpdate,
-	writefence.ProbeCheckStaleRefused,
-	writefence.ProbeCheckMissingRefused,
-	writefence.ProbeCheckReadBack,
-}
+var probeChecks = probecheck.All
 
 // probeResult is probe's -json output.
 type probeResult struct {
@@ -92,12 +87,12 @@ func defineProbe(fs *flag.FlagSet, inv *invocation) action {
 // does wrong.
 func probeHeadline(pe *writefence.ProbeError) string {
 	switch pe.Check {
-	case writefence.ProbeCheckReadBack:
+	case probecheck.ReadBack:
 		if errors.Is(pe.Err, writefence.ErrNotFound) {
 			return "reads back nothing after a write it acknowledged"
 		}
 		return "reads back other bytes than it wrote"
-	case writefence.ProbeCheckCreate, writefence.ProbeCheckUpdate:
+	case probecheck.Create, probecheck.Update:
 		return "refuses a conditional write it should accept"
 	}
 	return "does not enforce conditional writes"
@@ -107,8 +102,5 @@ func probeHeadline(pe *writefence.ProbeError) string {
 // under the prefix (keys.go: prefix + "_" + name), which no shard key
 // reaches, as the Fence's own probe does.
 func probeKey(prefix string) string {
-	if prefix == "" {
-		prefix = writefence.DefaultPrefix
-	}
-	return prefix + "_probe"
+	return keys.Probe(prefix)
 }

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 var pushCommand = command{
@@ -62,7 +65,7 @@ func addRecordFlags(fs *flag.FlagSet, inv *invocation) *recordFlags {
 	fs.StringVar(&rf.writer, "writer", "", "`name` of the writer recorded with the payload (required)")
 	fs.Var(&rf.epoch, "epoch", "the push's `epoch`: plain decimal digits, at least 1 (required)")
 	fs.StringVar(&rf.file, "file", "-", "payload `file`; - reads stdin")
-	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+writefence.DefaultIdentity+")")
+	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+defaults.Identity+")")
 	return rf
 }
 
@@ -103,15 +106,14 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 		fence := &writefence.Fence{Identity: rf.identity, Prefix: rf.prefix}
 		switch *brand {
 		case "":
-		case "verify", "claim":
-			fence.Brand = &writefence.Brand{Identity: rf.identity, Key: writefence.BrandKey(rf.prefix)}
-			if *brand == "claim" {
-				fence.BrandCheck = writefence.BrandClaimOnce
-			}
+		case "verify":
+			fence.Brand = writefence.BrandVerify
+		case "claim":
+			fence.Brand = writefence.BrandClaim
 		default:
-			return o.fail(usagef("writefence: -brand %s: want verify or claim", writefence.Escape(*brand)))
+			return o.fail(usagef("writefence: -brand %s: want verify or claim", escape.String(*brand)))
 		}
-		payload, err := rf.payload(writefence.DefaultMaxPayloadSize)
+		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {
 			return o.fail(err)
 		}
@@ -121,12 +123,12 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 			if err := fence.Push(ctx, plugin, shard, rf.writer, uint64(rf.epoch), payload); err != nil {
 				return o.fail(err)
 			}
-			key, _ := writefence.ShardKey(rf.prefix, plugin, shard)
+			key, _ := keys.Shard(rf.prefix, plugin, shard)
 			if rf.json {
 				o.emit(pushResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: uint64(rf.epoch), Writer: rf.writer, Size: len(payload)})
 			} else {
 				fmt.Fprintf(inv.stdout, "landed: %s epoch %s by %s, %d bytes\n",
-					writefence.Escape(key), strconv.FormatUint(uint64(rf.epoch), 10), writefence.Escape(rf.writer), len(payload))
+					escape.String(key), strconv.FormatUint(uint64(rf.epoch), 10), escape.String(rf.writer), len(payload))
 			}
 			return exitOK
 		})

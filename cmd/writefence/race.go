@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -89,7 +91,7 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 			cfg.shard = "race-" + hex.EncodeToString(b)
 		}
 		cfg.prefix = sf.prefix
-		key, err := writefence.ShardKey(cfg.prefix, cfg.plugin, cfg.shard)
+		key, err := keys.Shard(cfg.prefix, cfg.plugin, cfg.shard)
 		if err != nil {
 			return o.fail(err)
 		}
@@ -97,7 +99,7 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 			// The rounds count epochs from 1, so the shard must start absent.
 			if _, _, err := s.store.Get(ctx, key); !errors.Is(err, writefence.ErrNotFound) {
 				if err == nil {
-					err = usagef("writefence: race: %s exists; race a fresh -shard", writefence.Escape(key))
+					err = usagef("writefence: race: %s exists; race a fresh -shard", escape.String(key))
 				}
 				return o.fail(err)
 			}
@@ -110,7 +112,7 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 					}
 				}()
 			}
-			fmt.Fprintf(inv.stderr, "race: %s, key %s, %d writers, %d rounds\n", s.addr, writefence.Escape(key), cfg.writers, cfg.rounds)
+			fmt.Fprintf(inv.stderr, "race: %s, key %s, %d writers, %d rounds\n", s.addr, escape.String(key), cfg.writers, cfg.rounds)
 			p := newProgress(inv.stderr, cfg.rounds)
 			rep, firstErr := raceStore(ctx, s.store, cfg, p.update)
 			p.finish()

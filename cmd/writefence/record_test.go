@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // TestPushLatest walks a shard through the outcomes push and latest
@@ -33,7 +35,7 @@ func TestPushLatest(t *testing.T) {
 
 	r = wf(t, "latest", "-store", addr, "wal", "shard-0")
 	require.Equal(t, exitOK, r.code, "%s", r)
-	for _, line := range []string{"epoch     7", "writer    node-a", "identity  " + writefence.DefaultIdentity, "size      12", "key       writefence/s/wal/shard-0"} {
+	for _, line := range []string{"epoch     7", "writer    node-a", "identity  " + defaults.Identity, "size      12", "key       writefence/s/wal/shard-0"} {
 		assert.Contains(t, r.stdout, line+"\n")
 	}
 	r = wf(t, "latest", "-store", addr, "-json", "wal", "shard-0")
@@ -208,7 +210,7 @@ func TestLs(t *testing.T) {
 	// Damage the record of wal/shard-0 on disk: listed as corrupt.
 	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
 	require.NoError(t, err)
-	key, err := writefence.ShardKey("", "wal", "shard-0")
+	key, err := keys.Shard("", "wal", "shard-0")
 	require.NoError(t, err)
 	data, v, err := ds.Get(t.Context(), key)
 	require.NoError(t, err)
@@ -228,20 +230,20 @@ func TestLs(t *testing.T) {
 // ShardKey never makes.
 func TestParseShardKey(t *testing.T) {
 	for _, c := range [][2]string{{"wal", "s"}, {"a/b", "c"}, {"a", "b/c"}, {".x", "y."}, {"%41", "\x00\xff"}, {"tab\t", "é"}} {
-		for _, prefix := range []string{writefence.DefaultPrefix, "p/", ""} {
-			k, err := writefence.ShardKey(prefix, c[0], c[1])
+		for _, prefix := range []string{keys.DefaultPrefix, "p/", ""} {
+			k, err := keys.Shard(prefix, c[0], c[1])
 			require.NoError(t, err)
 			if prefix == "" {
-				prefix = writefence.DefaultPrefix
+				prefix = keys.DefaultPrefix
 			}
-			plugin, shard, ok := parseShardKey(prefix, k)
+			plugin, shard, ok := keys.ParseShard(prefix, k)
 			require.True(t, ok, "%q", k)
 			assert.Equal(t, c[0], plugin)
 			assert.Equal(t, c[1], shard)
 		}
 	}
 	for _, k := range []string{"writefence/s/a", "writefence/s/a/b/c", "writefence/s/%41/b", "writefence/s/a/%4", "writefence/s//b", "writefence/_brand", "other/s/a/b"} {
-		_, _, ok := parseShardKey(writefence.DefaultPrefix, k)
+		_, _, ok := keys.ParseShard(keys.DefaultPrefix, k)
 		assert.False(t, ok, "%q", k)
 	}
 }

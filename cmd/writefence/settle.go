@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
 )
 
 var settleCommand = command{
@@ -54,7 +56,7 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 		if *confirm == "" {
 			return o.fail(usagef("writefence: -confirm-version is required: the version of the corrupt record, as latest prints it"))
 		}
-		payload, err := rf.payload(writefence.DefaultMaxPayloadSize)
+		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {
 			return o.fail(err)
 		}
@@ -73,7 +75,7 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 			}
 			if corrupt.Version != *confirm {
 				return o.fail(fmt.Errorf("writefence: settle: the corrupt record's version is %s, not the confirmed %s: %w",
-					writefence.Escape(corrupt.Version), writefence.Escape(*confirm), writefence.ErrConflict))
+					escape.String(corrupt.Version), escape.String(*confirm), writefence.ErrConflict))
 			}
 
 			fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: rf.prefix}
@@ -90,9 +92,9 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 				return exitOK
 			}
 			fmt.Fprintf(inv.stdout, "settled: %s: corrupt version %s (%s) replaced by epoch %s by %s, %d bytes",
-				writefence.Escape(r.Key), writefence.Escape(r.Replaced), r.Check, strconv.FormatUint(r.Epoch, 10), writefence.Escape(r.Writer), r.PayloadSize)
+				escape.String(r.Key), escape.String(r.Replaced), r.Check, strconv.FormatUint(r.Epoch, 10), escape.String(r.Writer), r.PayloadSize)
 			if r.Version != "" {
-				fmt.Fprintf(inv.stdout, ", version %s", writefence.Escape(r.Version))
+				fmt.Fprintf(inv.stdout, ", version %s", escape.String(r.Version))
 			}
 			fmt.Fprintln(inv.stdout)
 			return exitOK

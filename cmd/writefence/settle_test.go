@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // corruptRecord pushes a record to a fresh directory store, then replaces
@@ -72,7 +73,7 @@ func TestLatestCorruptHeader(t *testing.T) {
 func TestLatestDamagedFile(t *testing.T) {
 	addr := fileStore(t)
 	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "5", "-file", writeFile(t, "good payload"), "wal", "s").code)
-	key, err := writefence.ShardKey("", "wal", "s")
+	key, err := keys.Shard("", "wal", "s")
 	require.NoError(t, err)
 	dir := strings.TrimPrefix(addr, "file://")
 	files, err := filepath.Glob(filepath.Join(dir, "objects", "*"))

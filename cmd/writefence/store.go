@@ -21,6 +21,8 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // storeFlags are the flags every command that opens a store shares.
@@ -37,7 +39,7 @@ type storeFlags struct {
 func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *storeFlags {
 	sf := &storeFlags{inv: inv}
 	fs.StringVar(&sf.addr, "store", inv.store, "store `address` (default $WRITEFENCE_STORE, else the state directory)")
-	fs.StringVar(&sf.prefix, "prefix", "", "key `prefix` (default "+writefence.DefaultPrefix+")")
+	fs.StringVar(&sf.prefix, "prefix", "", "key `prefix` (default "+keys.DefaultPrefix+")")
 	fs.DurationVar(&sf.timeout, "timeout", timeout, "give up after this long (0: never)")
 	fs.BoolVar(&sf.json, "json", false, "print JSON on stdout, one object per line")
 	return sf
@@ -143,7 +145,7 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 		open = ro
 	}
 	if !ok {
-		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs or valkey)", writefence.Escape(u.Scheme))
+		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs or valkey)", escape.String(u.Scheme))
 	}
 	s, err := open(ctx, u)
 	if err != nil {
@@ -159,7 +161,7 @@ func query(u *url.URL, allowed ...string) (url.Values, error) {
 	q := u.Query()
 	for k := range q {
 		if !slices.Contains(allowed, k) {
-			return nil, usagef("writefence: store address: %s:// takes no parameter %q", u.Scheme, writefence.Escape(k))
+			return nil, usagef("writefence: store address: %s:// takes no parameter %q", u.Scheme, escape.String(k))
 		}
 	}
 	return q, nil
@@ -172,7 +174,7 @@ func boolParam(q url.Values, name string, def bool) (bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, usagef("writefence: store address: %s=%s: want true or false", name, writefence.Escape(v))
+		return false, usagef("writefence: store address: %s=%s: want true or false", name, escape.String(v))
 	}
 	return b, nil
 }
@@ -198,14 +200,14 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 		return nil, usagef("writefence: store address: want s3://bucket[?endpoint=host:port], the bucket as the host and no path")
 	}
 	if err := s3utils.CheckValidBucketNameStrict(bucket); err != nil {
-		return nil, usagef("writefence: store address: bucket %s: %v", writefence.Escape(bucket), err)
+		return nil, usagef("writefence: store address: bucket %s: %v", escape.String(bucket), err)
 	}
 	endpoint := q.Get("endpoint")
 	if endpoint == "" {
 		endpoint = "s3.amazonaws.com"
 	}
 	if strings.Contains(endpoint, "/") {
-		return nil, usagef("writefence: store address: endpoint=%s: want host:port, without a scheme (use secure=false for http)", writefence.Escape(endpoint))
+		return nil, usagef("writefence: store address: endpoint=%s: want host:port, without a scheme (use secure=false for http)", escape.String(endpoint))
 	}
 	secure, err := boolParam(q, "secure", true)
 	if err != nil {
@@ -236,13 +238,13 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 		return nil, usagef("writefence: store address: want gs://bucket[?endpoint=http://host:port], the bucket as the host and no path")
 	}
 	if !validGCSBucket(bucket) {
-		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", writefence.Escape(bucket))
+		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", escape.String(bucket))
 	}
 	var opts []option.ClientOption
 	if ep := q.Get("endpoint"); ep != "" {
 		e, err := url.Parse(ep)
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, usagef("writefence: store address: endpoint=%s: want http://host:port or https://host:port", writefence.Escape(ep))
+			return nil, usagef("writefence: store address: endpoint=%s: want http://host:port or https://host:port", escape.String(ep))
 		}
 		if e.Path == "" || e.Path == "/" {
 			e.Path = "/storage/v1/"
@@ -272,7 +274,7 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		db, err = strconv.Atoi(p)
 		if err != nil || db < 0 {
-			return nil, usagef("writefence: store address: database %s: want a number", writefence.Escape(p))
+			return nil, usagef("writefence: store address: database %s: want a number", escape.String(p))
 		}
 	}
 	script, err := boolParam(q, "script", false)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/probecheck"
 )
 
 // Broken stores, reachable by address in the tests, to prove that probe
@@ -105,7 +106,7 @@ func TestProbe(t *testing.T) {
 func TestProbeUntrusted(t *testing.T) {
 	r := wf(t, "probe", "-store", "ignoring://")
 	assert.Equal(t, exitUntrusted, r.code, "%s", r)
-	assert.Contains(t, r.stdout, "FAILED  "+writefence.ProbeCheckCreateRefused)
+	assert.Contains(t, r.stdout, "FAILED  "+probecheck.CreateRefused)
 	assert.Contains(t, r.stdout, "untrusted: ignoring:// does not enforce conditional writes")
 
 	r = wf(t, "probe", "-json", "-store", "ignoring://")
@@ -113,22 +114,22 @@ func TestProbeUntrusted(t *testing.T) {
 	m := jsonOf(t, r)
 	assert.Equal(t, "untrusted", m["outcome"])
 	assert.Equal(t, false, m["trusted"])
-	assert.Equal(t, writefence.ProbeCheckCreateRefused, m["failed"])
+	assert.Equal(t, probecheck.CreateRefused, m["failed"])
 }
 
 // TestProbeHeadlineNamesTheCheck: the one-line verdict says what the store
 // did wrong, not always "does not enforce conditional writes".
 func TestProbeHeadlineNamesTheCheck(t *testing.T) {
 	for _, tc := range []struct{ store, check, headline string }{
-		{"ignoring://", writefence.ProbeCheckCreateRefused, "untrusted: ignoring:// does not enforce conditional writes"},
-		{"garbling://", writefence.ProbeCheckReadBack, "untrusted: garbling:// reads back other bytes than it wrote"},
-		{"blind://", writefence.ProbeCheckReadBack, "untrusted: blind:// reads back nothing after a write it acknowledged"},
+		{"ignoring://", probecheck.CreateRefused, "untrusted: ignoring:// does not enforce conditional writes"},
+		{"garbling://", probecheck.ReadBack, "untrusted: garbling:// reads back other bytes than it wrote"},
+		{"blind://", probecheck.ReadBack, "untrusted: blind:// reads back nothing after a write it acknowledged"},
 	} {
 		r := wf(t, "probe", "-store", tc.store)
 		assert.Equal(t, exitUntrusted, r.code, "%s", r)
 		assert.Contains(t, r.stdout, "FAILED  "+tc.check, "%s", r)
 		assert.Contains(t, r.stdout, tc.headline, "%s", r)
-		if tc.check != writefence.ProbeCheckCreateRefused {
+		if tc.check != probecheck.CreateRefused {
 			assert.NotContains(t, r.stdout, "does not enforce conditional writes", "%s", r)
 		}
 	}
