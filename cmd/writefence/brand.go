@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"time"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
@@ -43,7 +42,7 @@ type brandResult struct {
 }
 
 func defineBrand(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
+	sf := addStoreFlags(fs, inv, defaultTimeout)
 	identity := fs.String("identity", "", "wire `identity` the brand must hold (default "+defaults.Identity+")")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
@@ -49,7 +48,7 @@ type latestResult struct {
 }
 
 func defineLatest(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
+	sf := addStoreFlags(fs, inv, defaultTimeout)
 	identity := fs.String("identity", "", "wire `identity` the record must carry (default "+defaults.Identity+")")
 	out := fs.String("out", "", "also write the payload to this `file` (- for stdout, not with -json)")
 	return func(ctx context.Context, inv *invocation, args []string) int {

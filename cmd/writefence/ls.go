@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
@@ -59,7 +58,7 @@ type lsEntry struct {
 }
 
 func defineLs(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
+	sf := addStoreFlags(fs, inv, defaultTimeout)
 	identity := fs.String("identity", "", "wire `identity` the records must carry (default "+defaults.Identity+")")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"time"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/keys"
@@ -46,7 +45,7 @@ type probeResult struct {
 }
 
 func defineProbe(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
+	sf := addStoreFlags(fs, inv, defaultTimeout)
 	return func(ctx context.Context, inv *invocation, _ []string) int {
 		o := sf.output()
 		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
@@ -61,7 +60,7 @@ type recordFlags struct {
 }
 
 func addRecordFlags(fs *flag.FlagSet, inv *invocation) *recordFlags {
-	rf := &recordFlags{storeFlags: addStoreFlags(fs, inv, time.Minute)}
+	rf := &recordFlags{storeFlags: addStoreFlags(fs, inv, defaultTimeout)}
 	fs.StringVar(&rf.writer, "writer", "", "`name` of the writer recorded with the payload (required)")
 	fs.Var(&rf.epoch, "epoch", "the push's `epoch`: plain decimal digits, at least 1 (required)")
 	fs.StringVar(&rf.file, "file", "-", "payload `file`; - reads stdin")

@@ -34,6 +34,10 @@ type storeFlags struct {
 	json    bool
 }
 
+// defaultTimeout is the default -timeout of a command that makes a few
+// requests.
+const defaultTimeout = time.Minute
+
 // addStoreFlags adds -store, -prefix, -timeout and -json to fs. The global
 // -store, when given, is the default.
 func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *storeFlags {
