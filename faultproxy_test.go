@@ -427,10 +427,17 @@ func TestFaultProxy(t *testing.T) {
 		assert.Equal(t, 1, p.count(faultDelay))
 	})
 	t.Run("reset before the server", func(t *testing.T) {
+		srv := newRecordingServer(t) // of its own, so that ended is this connection's
 		p := newFaultProxy(t, srv.addr(), faultRates{Reset: 1})
 		_, err := roundTrip(t, p, "never-sent")
 		require.Error(t, err)
-		time.Sleep(50 * time.Millisecond) // room for a wrongly forwarded request to arrive
+		// The server has read all it will ever read of the connection once
+		// it has seen the proxy close it.
+		select {
+		case <-srv.ended:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the proxy never closed its connection to the server")
+		}
 		assert.False(t, srv.received("never-sent"), "a reset request reached the server")
 	})
 	t.Run("drop reply", func(t *testing.T) {
@@ -469,8 +476,9 @@ func TestFaultProxy(t *testing.T) {
 // recordingServer answers each read of a connection with "ok:" and the
 // bytes read, and remembers what it received.
 type recordingServer struct {
-	ln net.Listener
-	wg sync.WaitGroup
+	ln    net.Listener
+	wg    sync.WaitGroup
+	ended chan struct{} // receives once each connection's serving ends
 
 	mu   sync.Mutex // guards seen and open
 	seen map[string]bool
@@ -481,7 +489,7 @@ func newRecordingServer(t *testing.T) *recordingServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &recordingServer{ln: ln, seen: make(map[string]bool), open: make(map[net.Conn]struct{})}
+	s := &recordingServer{ln: ln, ended: make(chan struct{}, 64), seen: make(map[string]bool), open: make(map[net.Conn]struct{})}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -516,6 +524,10 @@ func (s *recordingServer) serve(c net.Conn) {
 		delete(s.open, c)
 		s.mu.Unlock()
 		_ = c.Close()
+		select {
+		case s.ended <- struct{}{}:
+		default:
+		}
 	}()
 	buf := make([]byte, 4096)
 	for {
