@@ -75,9 +75,6 @@ func (t *benchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// traffic returns the requests sent and the GET body bytes read so far.
-func (t *benchTransport) traffic() (reqs, read int64) { return t.reqs.Load(), t.read.Load() }
-
 type benchBody struct {
 	io.ReadCloser
 	n *atomic.Int64

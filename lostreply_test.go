@@ -21,6 +21,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // faultyStore is one adapter on a real server reached through a fault
@@ -54,11 +55,11 @@ var faultyAdapters = []struct {
 }
 
 func openFaultyMinio(t *testing.T, rates faultRates) faultyStore {
-	m := minioServerEnv(t)
+	m := testserver.S3Server(t)
 	direct, bucket := newMinioBucket(t)
-	p := newFaultProxy(t, m.endpoint, rates)
+	p := newFaultProxy(t, m.Endpoint, rates)
 	c, err := minio.New(p.addr(), &minio.Options{
-		Creds:      credentials.NewStaticV4(m.accessKey, m.secretKey, ""),
+		Creds:      credentials.NewStaticV4(m.AccessKey, m.SecretKey, ""),
 		Region:     "us-east-1", // no bucket-location lookup
 		MaxRetries: 1,           // one attempt
 		Transport:  closingTransport(t),

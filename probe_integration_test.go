@@ -21,6 +21,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/probecheck"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // The probe against real servers behind a proxy that makes them ignore
@@ -77,7 +78,7 @@ func newAnonymousMinioBucket(t *testing.T, strip bool) (*writefence.MinioConditi
 		`"Action":["s3:GetObject","s3:PutObject","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]}]}`
 	require.NoError(t, admin.SetBucketPolicy(t.Context(), bucket, policy))
 
-	proxy := newPreconditionProxy(t, "http://"+minioServerEnv(t).endpoint, strip)
+	proxy := newPreconditionProxy(t, "http://"+testserver.S3Server(t).Endpoint, strip)
 	client, err := minio.New(proxy.srv.Listener.Addr().String(), &minio.Options{
 		Creds:     credentials.NewStaticV4("", "", ""),
 		Region:    "us-east-1",
@@ -145,7 +146,7 @@ func gcsProxiedStore(t *testing.T, strip bool) (*writefence.GCSConditionalStore,
 	t.Helper()
 	_, bucket := newGCSIntegrationStore(t)
 	proxy := newPreconditionProxy(t, serverEnv(t, "WRITEFENCE_GCS_ENDPOINT"), strip)
-	client := newGCSIntegrationClient(t, proxy.srv.URL)
+	client := testserver.GCSClient(t, proxy.srv.URL, nil)
 	return writefence.NewGCSConditionalStore(client, bucket.BucketName()), proxy, bucket
 }
 
@@ -168,17 +169,17 @@ func gcsObjects(t *testing.T, bucket *storage.BucketHandle) []string {
 func TestProbeGCS(t *testing.T) {
 	t.Run("direct", func(t *testing.T) {
 		store, bucket := newGCSIntegrationStore(t)
-		require.NoError(t, writefence.Probe(gcsCtx(t), store, "probe"))
+		require.NoError(t, writefence.Probe(t.Context(), store, "probe"))
 		assert.Empty(t, gcsObjects(t, bucket), "the probe cleans up")
 	})
 	t.Run("proxy passing conditions", func(t *testing.T) {
 		store, proxy, _ := gcsProxiedStore(t, false)
-		require.NoError(t, writefence.Probe(gcsCtx(t), store, "probe"))
+		require.NoError(t, writefence.Probe(t.Context(), store, "probe"))
 		assert.Zero(t, proxy.stripped.Load())
 	})
 	t.Run("proxy stripping conditions", func(t *testing.T) {
 		store, proxy, bucket := gcsProxiedStore(t, true)
-		err := writefence.Probe(gcsCtx(t), store, "probe")
+		err := writefence.Probe(t.Context(), store, "probe")
 		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 		var pe *writefence.ProbeError
 		require.ErrorAs(t, err, &pe)
@@ -190,7 +191,7 @@ func TestProbeGCS(t *testing.T) {
 	t.Run("fence over stripping proxy", func(t *testing.T) {
 		store, _, bucket := gcsProxiedStore(t, true)
 		f := &writefence.Fence{Store: store, Probe: true}
-		err := f.Push(gcsCtx(t), "wal", "0", "w", 1, []byte("x"))
+		err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
 		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 		assert.True(t, strings.HasPrefix(err.Error(), "writefence: untrusted store: "), err.Error())
 		assert.Empty(t, gcsObjects(t, bucket), "no record and no scratch object")

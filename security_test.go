@@ -21,6 +21,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // Credentials never reach an error or a log line, and stored bytes printed
@@ -128,13 +129,13 @@ func storeErrors(t *testing.T, store writefence.ConditionalStore) map[string]err
 }
 
 func TestMinioCredentialsNeverLeak(t *testing.T) {
-	m := minioServerEnv(t)
+	m := testserver.S3Server(t)
 	_, bucket := newMinioBucket(t)
 	const wrongSecret = "wrong-minio-secret-c0ffee-must-not-leak"
 	stopped := stoppedAddr(t)
 	newClient := func(endpoint, secret string) *minio.Client {
 		c, err := minio.New(endpoint, &minio.Options{
-			Creds:      credentials.NewStaticV4(m.accessKey, secret, ""),
+			Creds:      credentials.NewStaticV4(m.AccessKey, secret, ""),
 			Transport:  closingTransport(t),
 			MaxRetries: 1,
 		})
@@ -143,20 +144,20 @@ func TestMinioCredentialsNeverLeak(t *testing.T) {
 	}
 	logs := captureLogs(t)
 	cases := map[string]*minio.Client{
-		"wrong secret":   newClient(m.endpoint, wrongSecret),
-		"stopped server": newClient(stopped, m.secretKey),
+		"wrong secret":   newClient(m.Endpoint, wrongSecret),
+		"stopped server": newClient(stopped, m.SecretKey),
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			for op, err := range storeErrors(t, writefence.NewMinioConditionalStore(c, bucket)) {
 				t.Run(op, func(t *testing.T) {
-					assertNoSecret(t, err, m.secretKey, wrongSecret)
+					assertNoSecret(t, err, m.SecretKey, wrongSecret)
 					assert.NotErrorIs(t, err, writefence.ErrUntrustedStore, "an auth or transport failure is no verdict on the store")
 				})
 			}
 		})
 	}
-	assert.NotContains(t, logs.String(), m.secretKey)
+	assert.NotContains(t, logs.String(), m.SecretKey)
 	assert.NotContains(t, logs.String(), wrongSecret)
 }
 
