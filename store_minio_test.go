@@ -108,6 +108,8 @@ func assertNeitherSentinel(t *testing.T, err error) {
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, ErrConflict)
 	assert.NotErrorIs(t, err, ErrNotFound)
+	var se *StoreError
+	assert.ErrorAs(t, err, &se)
 	assert.True(t, strings.HasPrefix(err.Error(), "writefence: s3 "), "error %q lacks the adapter's prefix", err)
 	assert.NotContains(t, err.Error(), s3FakeSecret)
 }
