@@ -127,3 +127,12 @@ type BrandedPutter interface {
 	// brandKey.
 	PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expectVersion string) (newVersion string, err error)
 }
+
+// readLimit returns a store's read limit: maxObjectSize, its configured
+// limit, or defaultMaxObjectSize when that is zero or less.
+func readLimit(maxObjectSize int64) int64 {
+	if maxObjectSize > 0 {
+		return maxObjectSize
+	}
+	return defaultMaxObjectSize
+}
