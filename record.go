@@ -54,6 +54,8 @@ const (
 	checksumSize    = 4
 )
 
+// castagnoli is the one CRC-32C table: records, lease records, the GCS
+// upload checksum and the directory store use it.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // header is the decoded header of a record.

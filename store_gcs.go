@@ -166,7 +166,7 @@ func (s *GCSConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 	// on the way is refused instead of stored.
 	var sum uint32
 	for _, p := range parts {
-		sum = crc32.Update(sum, gcsCastagnoli, p)
+		sum = crc32.Update(sum, castagnoli, p) // CRC-32C, the checksum Cloud Storage uses
 	}
 	w.CRC32C = sum
 	w.SendCRC32C = true
@@ -197,9 +197,6 @@ func (s *GCSConditionalStore) Delete(ctx context.Context, key string) error {
 	}
 	return gcsError("delete", key, err)
 }
-
-// gcsCastagnoli is the CRC-32C table, the checksum Cloud Storage uses.
-var gcsCastagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // gcsConditions maps a version token to the write's precondition.
 func gcsConditions(expectVersion string) (storage.Conditions, error) {
