@@ -268,6 +268,45 @@ func (c valkeyCountingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// valkeyPushMemoryStore opens the Valkey store of BenchmarkPushMemory on a
+// server of its own, which goes, when the benchmark ends, with the 64 MiB
+// values it leaves behind. wire counts the client's round trips (one per
+// command or pipeline) and every byte it reads.
+func valkeyPushMemoryStore(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
+	c := testserver.ValkeyClient(b, testserver.StartValkey(b, ""), "")
+	wire := &benchTransport{}
+	c.AddHook(valkeyWireHook{wire})
+	return writefence.NewValkeyConditionalStore(c), wire
+}
+
+// valkeyWireHook is a go-redis hook that counts a client's traffic into a
+// benchTransport, as the HTTP stores' transport counts theirs.
+type valkeyWireHook struct{ wire *benchTransport }
+
+func (h valkeyWireHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return valkeyCountingConn{Conn: conn, n: &h.wire.read}, nil
+	}
+}
+
+func (h valkeyWireHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.wire.reqs.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h valkeyWireHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.wire.reqs.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
 // ---- conformance ----
 
 // TestValkeyConformance runs the conformance suite on both write paths. The
