@@ -1006,69 +1006,101 @@ func (p *valkeyProgress) reached(target []int) bool {
 // ---- round trips, and no WATCH left armed ----
 
 func TestValkeyRoundTrips(t *testing.T) {
-	ctx := context.Background()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		c, tap := newTappedValkeyClient(t)
 		store := newValkeyStore(c, script)
 		prefix := valkeyPrefix(t, c)
-		brand := writefence.BrandKey(prefix)
-
-		// Warm up: the standalone check, and for the script its first run,
-		// which may need EVAL after EVALSHA.
-		_, err := store.PutIfVersion(ctx, brand, []byte(writefence.DefaultIdentity), "")
-		require.NoError(t, err)
-		// And the client's first pipeline outside a transaction, which
-		// dials a connection of the client's separate pipeline pool.
-		_, _, err = store.Get(ctx, brand)
-		require.NoError(t, err)
+		steps := valkeyTripSteps(t, store, prefix, 0)
 		t.Logf("first calls: %s", formatValkeyTrips(tap.take()))
-
-		put := map[bool]int{false: 2, true: 1}[script]
-		var version string
-		steps := []struct {
-			name string
-			want int
-			run  func() error
-		}{
-			{"create", put, func() (err error) {
-				version, err = store.PutIfVersion(ctx, prefix+"k", []byte("a"), "")
-				return err
-			}},
-			{"update", put, func() (err error) {
-				version, err = store.PutIfVersion(ctx, prefix+"k", []byte("b"), version)
-				return err
-			}},
-			{"branded update", put, func() (err error) {
-				version, err = store.PutIfBranded(ctx, brand, writefence.DefaultIdentity, prefix+"k", []byte("c"), version)
-				return err
-			}},
-			{"stale update", put, func() error {
-				_, err := store.PutIfVersion(ctx, prefix+"k", []byte("c"), strings.Repeat("0", 32))
-				return valkeyWantConflict(err)
-			}},
-			{"create on existing", put, func() error {
-				_, err := store.PutIfVersion(ctx, prefix+"k", []byte("c"), "")
-				return valkeyWantConflict(err)
-			}},
-			{"branded refusal", put, func() error {
-				_, err := store.PutIfBranded(ctx, prefix+"no-brand", writefence.DefaultIdentity, prefix+"k", []byte("d"), version)
-				if errors.Is(err, writefence.ErrWire) {
-					return nil
-				}
-				return fmt.Errorf("want a wire refusal, got %v", err)
-			}},
-			{"get", 1, func() error {
-				_, _, err := store.Get(ctx, prefix+"k")
-				return err
-			}},
-		}
-		for _, s := range steps {
-			require.NoError(t, s.run(), s.name)
-			trips := tap.take()
-			t.Logf("%s: %d round trips: %s", s.name, len(trips), formatValkeyTrips(trips))
-			assert.Len(t, trips, s.want, "%s: %s", s.name, formatValkeyTrips(trips))
-		}
+		checkValkeyTrips(t, tap, steps)
 	})
+}
+
+// valkeyTripStep is a call and the round trips it is to take; with wait
+// set the last of them is a WAIT.
+type valkeyTripStep struct {
+	name string
+	want int
+	wait bool
+	run  func() error
+}
+
+// valkeyTripSteps returns the calls the round-trip tests count, under
+// prefix: a create, an update, a branded update, a stale update, a create
+// on an existing key and a branded refusal, then a Get and a GetPrefix.
+// Each write takes the round trips of store's path, and wait more (the
+// WAIT) when it lands; each read one round trip, and wait more. It warms
+// the store up first: the standalone check, the scripts' first runs (which
+// may need EVAL after EVALSHA), the client's first pipeline outside a
+// transaction (which dials a connection of the client's pipeline pool),
+// and the brand the branded writes depend on.
+func valkeyTripSteps(t *testing.T, store *writefence.ValkeyConditionalStore, prefix string, wait int) []valkeyTripStep {
+	ctx := context.Background()
+	brand, key := writefence.BrandKey(prefix), prefix+"k"
+	const identity = writefence.DefaultIdentity
+	_, err := store.PutIfVersion(ctx, brand, []byte(identity), "")
+	require.NoError(t, err)
+	_, _, err = store.Get(ctx, brand)
+	require.NoError(t, err)
+	_, _, _, err = store.GetPrefix(ctx, brand, 1)
+	require.NoError(t, err)
+
+	put := map[bool]int{false: 2, true: 1}[store.Script]
+	landed := wait > 0
+	wire := func(err error) error {
+		if errors.Is(err, writefence.ErrWire) {
+			return nil
+		}
+		return fmt.Errorf("want a wire refusal, got %v", err)
+	}
+	var version string
+	return []valkeyTripStep{
+		{"create", put + wait, landed, func() (err error) {
+			version, err = store.PutIfVersion(ctx, key, []byte("a"), "")
+			return err
+		}},
+		{"update", put + wait, landed, func() (err error) {
+			version, err = store.PutIfVersion(ctx, key, []byte("b"), version)
+			return err
+		}},
+		{"branded update", put + wait, landed, func() (err error) {
+			version, err = store.PutIfBranded(ctx, brand, identity, key, []byte("c"), version)
+			return err
+		}},
+		{"stale update", put, false, func() error {
+			_, err := store.PutIfVersion(ctx, key, []byte("d"), strings.Repeat("0", 32))
+			return valkeyWantConflict(err)
+		}},
+		{"create on existing", put, false, func() error {
+			_, err := store.PutIfVersion(ctx, key, []byte("d"), "")
+			return valkeyWantConflict(err)
+		}},
+		{"branded refusal", put, false, func() error {
+			_, err := store.PutIfBranded(ctx, prefix+"no-brand", identity, key, []byte("d"), version)
+			return wire(err)
+		}},
+		{"get", 1 + wait, landed, func() error {
+			_, _, err := store.Get(ctx, key)
+			return err
+		}},
+		{"get prefix", 1 + wait, landed, func() error {
+			_, _, _, err := store.GetPrefix(ctx, key, 1)
+			return err
+		}},
+	}
+}
+
+// checkValkeyTrips runs each step and asserts the round trips tap saw.
+func checkValkeyTrips(t *testing.T, tap *valkeyTap, steps []valkeyTripStep) {
+	t.Helper()
+	for _, s := range steps {
+		require.NoError(t, s.run(), s.name)
+		trips := tap.take()
+		t.Logf("%s: %d round trips: %s", s.name, len(trips), formatValkeyTrips(trips))
+		require.Len(t, trips, s.want, "%s: %s", s.name, formatValkeyTrips(trips))
+		last := trips[len(trips)-1]
+		assert.Equal(t, s.wait, last[0] == "wait", "%s: %s", s.name, formatValkeyTrips(trips))
+	}
 }
 
 // TestValkeyCheckIsRemembered: the standalone check costs one INFO on the
@@ -1756,7 +1788,6 @@ func TestValkeyFailover(t *testing.T) {
 // TestValkeyWaitRoundTrips: WaitReplicas costs one round trip, the WAIT,
 // on every call that reports a write or a read; none on a refusal.
 func TestValkeyWaitRoundTrips(t *testing.T) {
-	ctx := context.Background()
 	primaryAddr, primary := startPrimary(t)
 	startReplica(t, primary, primaryAddr)
 	eachValkeyPath(t, func(t *testing.T, script bool) {
@@ -1765,50 +1796,8 @@ func TestValkeyWaitRoundTrips(t *testing.T) {
 		c.AddHook(tap)
 		store := newValkeyStore(c, script)
 		store.WaitReplicas, store.WaitTimeout = 1, testAckTimeout
-		prefix := testserver.UniqueName(t) + "/"
-		key := prefix + "k"
-		_, err := store.PutIfVersion(ctx, prefix+"warm", []byte("x"), "")
-		require.NoError(t, err)
-		_, _, _, err = store.GetPrefix(ctx, prefix+"warm", 1)
-		require.NoError(t, err)
+		steps := valkeyTripSteps(t, store, testserver.UniqueName(t)+"/", 1)
 		tap.take()
-
-		put := map[bool]int{false: 2, true: 1}[script]
-		var version string
-		steps := []struct {
-			name string
-			want int
-			wait bool
-			run  func() error
-		}{
-			{"create", put + 1, true, func() (err error) {
-				version, err = store.PutIfVersion(ctx, key, []byte("a"), "")
-				return err
-			}},
-			{"update", put + 1, true, func() (err error) {
-				version, err = store.PutIfVersion(ctx, key, []byte("b"), version)
-				return err
-			}},
-			{"stale update", put, false, func() error {
-				_, err := store.PutIfVersion(ctx, key, []byte("c"), strings.Repeat("0", 32))
-				return valkeyWantConflict(err)
-			}},
-			{"get", 2, true, func() error {
-				_, _, err := store.Get(ctx, key)
-				return err
-			}},
-			{"get prefix", 2, true, func() error {
-				_, _, _, err := store.GetPrefix(ctx, key, 1)
-				return err
-			}},
-		}
-		for _, s := range steps {
-			require.NoError(t, s.run(), s.name)
-			trips := tap.take()
-			t.Logf("%s: %d round trips: %s", s.name, len(trips), formatValkeyTrips(trips))
-			require.Len(t, trips, s.want, "%s: %s", s.name, formatValkeyTrips(trips))
-			last := trips[len(trips)-1]
-			assert.Equal(t, s.wait, last[0] == "wait", "%s: %s", s.name, formatValkeyTrips(trips))
-		}
+		checkValkeyTrips(t, tap, steps)
 	})
 }

@@ -71,36 +71,46 @@ func requireStoreError(t *testing.T, err error, op, key string, msgAndArgs ...an
 	return se
 }
 
+// valkeyCall is one call of a store's methods and the error it returned.
+type valkeyCall struct {
+	name, op string // the call, and the Op of its *StoreError
+	err      error
+}
+
+// callValkey calls every method of store on the key "k" (a branded put
+// under the brand key "brand") and returns their errors.
+func callValkey(store *writefence.ValkeyConditionalStore) []valkeyCall {
+	ctx := context.Background()
+	_, _, getErr := store.Get(ctx, "k")
+	_, _, _, prefixErr := store.GetPrefix(ctx, "k", 1)
+	_, createErr := store.PutIfVersion(ctx, "k", []byte("x"), "")
+	_, updateErr := store.PutIfVersion(ctx, "k", []byte("x"), strings.Repeat("0", 32))
+	_, brandedErr := store.PutIfBranded(ctx, "brand", "id", "k", []byte("x"), "")
+	delErr := store.Delete(ctx, "k")
+	listErr := store.List(ctx, "k", func(string) error { return nil })
+	return []valkeyCall{
+		{"get", "valkey get", getErr},
+		{"get prefix", "valkey get", prefixErr},
+		{"create", "valkey put", createErr},
+		{"update", "valkey put", updateErr},
+		{"branded put", "valkey put", brandedErr},
+		{"delete", "valkey delete", delErr},
+		{"list", "valkey list", listErr},
+	}
+}
+
 // TestValkeyTransportError: an unreachable server is neither a conflict nor
 // an absent key, the client's error is reachable, and the password never
 // shows in the error.
 func TestValkeyTransportError(t *testing.T) {
 	const password = "pw-must-not-leak-4711"
 	c, _ := deadValkeyClient(t, password)
-	ctx := context.Background()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
-		store := newValkeyStore(c, script)
-		_, _, getErr := store.Get(ctx, "k")
-		_, _, _, prefixErr := store.GetPrefix(ctx, "k", 1)
-		_, putErr := store.PutIfVersion(ctx, "k", []byte("x"), "")
-		_, brandedErr := store.PutIfBranded(ctx, "brand", "id", "k", []byte("x"), "")
-		delErr := store.Delete(ctx, "k")
-		listErr := store.List(ctx, "k", func(string) error { return nil })
-		for _, tc := range []struct {
-			name, op string
-			err      error
-		}{
-			{"get", "valkey get", getErr},
-			{"get prefix", "valkey get", prefixErr},
-			{"put", "valkey put", putErr},
-			{"branded put", "valkey put", brandedErr},
-			{"delete", "valkey delete", delErr},
-			{"list", "valkey list", listErr},
-		} {
-			requireStoreError(t, tc.err, tc.op, "k", tc.name)
+		for _, call := range callValkey(newValkeyStore(c, script)) {
+			requireStoreError(t, call.err, call.op, "k", call.name)
 			var opErr *net.OpError
-			assert.ErrorAs(t, tc.err, &opErr, "%s: the dial error is reachable", tc.name)
-			assert.NotContains(t, tc.err.Error(), password)
+			assert.ErrorAs(t, call.err, &opErr, "%s: the dial error is reachable", call.name)
+			assert.NotContains(t, call.err.Error(), password)
 		}
 	})
 }
@@ -152,29 +162,10 @@ func TestValkeyRefusesClusterClients(t *testing.T) {
 // unsupported, for reason.
 func requireValkeyUnsupported(t *testing.T, store *writefence.ValkeyConditionalStore, reason string) {
 	t.Helper()
-	ctx := context.Background()
-	_, _, getErr := store.Get(ctx, "k")
-	_, _, _, prefixErr := store.GetPrefix(ctx, "k", 1)
-	_, createErr := store.PutIfVersion(ctx, "k", []byte("x"), "")
-	_, updateErr := store.PutIfVersion(ctx, "k", []byte("x"), strings.Repeat("0", 32))
-	_, brandedErr := store.PutIfBranded(ctx, "brand", "id", "k", []byte("x"), "")
-	delErr := store.Delete(ctx, "k")
-	listErr := store.List(ctx, "k", func(string) error { return nil })
-	for _, tc := range []struct {
-		name, op string
-		err      error
-	}{
-		{"get", "valkey get", getErr},
-		{"get prefix", "valkey get", prefixErr},
-		{"create", "valkey put", createErr},
-		{"update", "valkey put", updateErr},
-		{"branded put", "valkey put", brandedErr},
-		{"delete", "valkey delete", delErr},
-		{"list", "valkey list", listErr},
-	} {
-		requireStoreError(t, tc.err, tc.op, "k", tc.name)
-		require.ErrorIs(t, tc.err, errors.ErrUnsupported, tc.name)
-		assert.Contains(t, tc.err.Error(), "a standalone server is required: "+reason, tc.name)
+	for _, call := range callValkey(store) {
+		requireStoreError(t, call.err, call.op, "k", call.name)
+		require.ErrorIs(t, call.err, errors.ErrUnsupported, call.name)
+		assert.Contains(t, call.err.Error(), "a standalone server is required: "+reason, call.name)
 	}
 }
 

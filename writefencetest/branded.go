@@ -79,34 +79,34 @@ func wantRefused(t *testing.T, bp writefence.BrandedPutter, brandKey, key, expec
 
 // testBrandedAbsent checks that a brand key never written refuses a create
 // and an update, and that neither writes.
-func testBrandedAbsent(t *testing.T, sc *scope) {
-	bp := brandedPutter(t, sc)
-	brand := sc.key("brand-absent")
-	key := sc.key("branded-absent")
-	wantRefused(t, bp, brand, key, "", "")
-	wantMissing(t, sc.s, key)
-
-	v := put(t, sc.s, key, []byte("stored"), "")
-	wantRefused(t, bp, brand, key, v, "")
-	wantContent(t, sc.s, key, []byte("stored"), v)
-	wantMissing(t, sc.s, brand)
-}
+func testBrandedAbsent(t *testing.T, sc *scope) { testBrandedRefused(t, sc, "") }
 
 // testBrandedOther checks that a brand key holding another identity
 // refuses a create and an update, names what it holds, and that neither
 // writes.
-func testBrandedOther(t *testing.T, sc *scope) {
+func testBrandedOther(t *testing.T, sc *scope) { testBrandedRefused(t, sc, otherIdentity) }
+
+// testBrandedRefused checks the refusals of PutIfBranded under a brand key
+// that holds found, or none when found is "".
+func testBrandedRefused(t *testing.T, sc *scope, found string) {
 	bp := brandedPutter(t, sc)
-	brand := sc.key("brand-other")
-	bv := put(t, sc.s, brand, []byte(otherIdentity), "")
-	key := sc.key("branded-other")
-	wantRefused(t, bp, brand, key, "", otherIdentity)
+	brand := sc.key("brand")
+	bv := ""
+	if found != "" {
+		bv = put(t, sc.s, brand, []byte(found), "")
+	}
+	key := sc.key("branded")
+	wantRefused(t, bp, brand, key, "", found)
 	wantMissing(t, sc.s, key)
 
 	v := put(t, sc.s, key, []byte("stored"), "")
-	wantRefused(t, bp, brand, key, v, otherIdentity)
+	wantRefused(t, bp, brand, key, v, found)
 	wantContent(t, sc.s, key, []byte("stored"), v)
-	wantContent(t, sc.s, brand, []byte(otherIdentity), bv)
+	if found == "" {
+		wantMissing(t, sc.s, brand)
+	} else {
+		wantContent(t, sc.s, brand, []byte(found), bv)
+	}
 }
 
 // testBrandedMatching checks that under the right brand PutIfBranded is
