@@ -87,6 +87,15 @@ func valkeyRaw(t *testing.T, c *redis.Client, key string) string {
 	return v
 }
 
+// requireValkeyContent asserts that Get of key returns data and version.
+func requireValkeyContent(t *testing.T, store writefence.ConditionalStore, key, data, version string) {
+	t.Helper()
+	got, v, err := store.Get(context.Background(), key)
+	require.NoError(t, err)
+	assert.Equal(t, data, string(got))
+	assert.Equal(t, version, v)
+}
+
 // requireOtherFailure asserts err is a failure that is neither a refusal
 // nor a store outcome the fence acts on.
 func requireOtherFailure(t *testing.T, err error, msgAndArgs ...any) {
@@ -340,10 +349,7 @@ func TestValkeyLayout(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotEqual(t, v1, v2, "rewriting the same bytes still draws a new token")
 
-		data, v, err := store.Get(ctx, key)
-		require.NoError(t, err)
-		assert.Equal(t, "same", string(data))
-		assert.Equal(t, v2, v)
+		requireValkeyContent(t, store, key, "same", v2)
 
 		_, err = store.PutIfVersion(ctx, key, []byte("x"), v1)
 		require.ErrorIs(t, err, writefence.ErrConflict, "an older token no longer matches")
@@ -605,10 +611,7 @@ func TestValkeyDamageInPlace(t *testing.T) {
 
 				nv, err := store.PutIfVersion(ctx, key, []byte("new"), dv2)
 				require.NoError(t, err, "the damaged version replaces exactly those bytes")
-				data, v, err := store.Get(ctx, key)
-				require.NoError(t, err)
-				assert.Equal(t, "new", string(data))
-				assert.Equal(t, nv, v)
+				requireValkeyContent(t, store, key, "new", nv)
 				_, err = store.PutIfVersion(ctx, key, []byte("again"), dv2)
 				require.ErrorIs(t, err, writefence.ErrConflict, "a damaged version over intact bytes")
 			})
@@ -823,14 +826,12 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	assert.Len(t, trips, 2, "the brand costs no round trip: %s", formatValkeyTrips(trips))
 	assert.Equal(t, []string{"watch", "exists", "getrange", "exists", "getrange"}, trips[0], "the brand key is watched and read with the data key")
 
-	_, v2, err := store.Get(ctx, key)
-	require.NoError(t, err)
-	assert.Equal(t, v, v2, "nothing landed under the foreign brand")
-	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("junk"), v2)
+	requireValkeyContent(t, store, key, "under the brand", v) // nothing landed under the foreign brand
+	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("junk"), v)
 	requireWire(t, err, writefence.WireError{Key: brand, Expected: identity, Found: "other/v1"})
 
 	rebrand(identity)
-	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("under the brand again"), v2)
+	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("under the brand again"), v)
 	require.NoError(t, err, "and the next write sees the brand restored")
 }
 

@@ -149,18 +149,17 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 		if brand != nil {
 			watch = redis.NewStatusCmd(ctx, "watch", key, brand.key)
 		}
-		var exists, brandExists *redis.IntCmd
-		var current, brandValue *redis.StringCmd
-		_, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-			_ = p.Process(ctx, watch)
-			exists = p.Exists(ctx, key)
-			current = p.GetRange(ctx, key, 0, valkeyReadEnd(limit))
-			if brand != nil {
-				brandExists = p.Exists(ctx, brand.key)
-				brandValue = p.GetRange(ctx, brand.key, 0, valkeyHeaderLen+valkeyBrandReadLimit)
-			}
-			return nil
-		})
+		read := tx.Pipeline()
+		_ = read.Process(ctx, watch)
+		exists := read.Exists(ctx, key)
+		current := read.GetRange(ctx, key, 0, valkeyReadEnd(limit))
+		var brandExists *redis.IntCmd
+		var brandValue *redis.StringCmd
+		if brand != nil {
+			brandExists = read.Exists(ctx, brand.key)
+			brandValue = read.GetRange(ctx, brand.key, 0, valkeyHeaderLen+valkeyBrandReadLimit)
+		}
+		_, err := read.Exec(ctx)
 		if err != nil {
 			return valkeyError("put", key, err)
 		}
@@ -184,10 +183,9 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, key, value, 0)
-			return nil
-		})
+		write := tx.TxPipeline()
+		write.Set(ctx, key, value, 0)
+		_, err = write.Exec(ctx)
 		// EXEC discards the WATCH whether it commits or aborts; an EXECABORT
 		// (a command refused while queued) discards it too.
 		if err == nil || errors.Is(err, redis.TxFailedErr) || redis.IsExecAbortError(err) {
