@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -18,14 +17,13 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // Hostile and out-of-range input: every case must be refused with a clear,
@@ -35,7 +33,7 @@ import (
 func snapshot(t *testing.T, m *writefence.MemStore) map[string]string {
 	t.Helper()
 	s := make(map[string]string)
-	for _, k := range m.Keys() {
+	for _, k := range memKeys(t, m) {
 		data, v, err := m.Get(t.Context(), k)
 		require.NoError(t, err)
 		s[k] = v + "\x00" + string(data)
@@ -54,7 +52,7 @@ func recordClaiming(t *testing.T, writer string, epoch, payloadLen uint64) []byt
 	rec, _, err := m.Get(t.Context(), mustKey(t, "p", "s"))
 	require.NoError(t, err)
 	binary.BigEndian.PutUint64(rec[16:], payloadLen)
-	end := 28 + len(writefence.DefaultIdentity) + len(writer)
+	end := 28 + len(defaults.Identity) + len(writer)
 	binary.BigEndian.PutUint32(rec[end:], crc32.Checksum(rec[:end], crc32.MakeTable(crc32.Castagnoli)))
 	return rec
 }
@@ -85,7 +83,6 @@ func TestBadInputFence(t *testing.T) {
 		return func() error { _, err := f.PushFrom(ctx, src, "wal", "0", "w", nil); return err }
 	}
 	errSource := errors.New("no lease held")
-	otherIdentity := &writefence.Fence{Store: counting, Brand: &writefence.Brand{Identity: "other/v1"}}
 
 	// arg names the *InvalidArgumentError expected; stale, corrupt and wire
 	// the other typed errors; is the sentinel every case must match.
@@ -101,10 +98,10 @@ func TestBadInputFence(t *testing.T) {
 		{name: "push nil store", call: push(&writefence.Fence{}, ctx, "p", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "store"},
 		{name: "push empty plugin", call: push(f, ctx, "", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "plugin"},
 		{name: "push empty shard", call: push(f, ctx, "p", "", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "shard"},
-		{name: "push plugin over MaxNameLen", call: push(f, ctx, strings.Repeat("p", writefence.MaxNameLen+1), "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "plugin"},
+		{name: "push plugin over MaxNameLen", call: push(f, ctx, strings.Repeat("p", keys.MaxNameLen+1), "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "plugin"},
 		{name: "push hostile names escaping past MaxKeyLen", call: push(f, ctx, strings.Repeat("\x00", 256), strings.Repeat("../", 85), "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "key"},
 		{name: "push empty writer", call: push(f, ctx, "p", "s", "", 1, nil), is: writefence.ErrInvalidArgument, arg: "writer"},
-		{name: "push writer over MaxWriterLen", call: push(f, ctx, "p", "s", strings.Repeat("w", writefence.MaxWriterLen+1), 1, nil), is: writefence.ErrInvalidArgument, arg: "writer"},
+		{name: "push writer over MaxWriterLen", call: push(f, ctx, "p", "s", strings.Repeat("w", 1025), 1, nil), is: writefence.ErrInvalidArgument, arg: "writer"},
 		{name: "push epoch 0", call: push(f, ctx, "wal", "0", "w", 0, nil), is: writefence.ErrInvalidArgument, arg: "epoch"},
 		{name: "push payload over the limit", call: push(f, ctx, "wal", "0", "w", 8, make([]byte, 17)), is: writefence.ErrInvalidArgument, arg: "payload"},
 		{name: "push identity over MaxIdentityLen", call: push(&writefence.Fence{Store: counting, Identity: strings.Repeat("i", 256)}, ctx, "p", "s", "w", 1, nil), is: writefence.ErrInvalidArgument, arg: "identity"},
@@ -119,26 +116,25 @@ func TestBadInputFence(t *testing.T) {
 		{name: "push cancelled ctx with probe", call: push(&writefence.Fence{Store: counting, Probe: true}, cancelled, "wal", "0", "w", 8, nil), is: context.Canceled},
 		{name: "latest nil store", call: latest(&writefence.Fence{}, ctx, "p", "s"), is: writefence.ErrInvalidArgument, arg: "store"},
 		{name: "latest empty shard", call: latest(f, ctx, "wal", ""), is: writefence.ErrInvalidArgument, arg: "shard"},
-		{name: "latest shard over MaxNameLen", call: latest(f, ctx, "wal", strings.Repeat("s", writefence.MaxNameLen+1)), is: writefence.ErrInvalidArgument, arg: "shard"},
+		{name: "latest shard over MaxNameLen", call: latest(f, ctx, "wal", strings.Repeat("s", keys.MaxNameLen+1)), is: writefence.ErrInvalidArgument, arg: "shard"},
 		{name: "latest never pushed", call: latest(f, ctx, "wal", "never"), is: writefence.ErrNotFound},
 		{name: "latest header claiming 4 GiB", call: latest(f, ctx, "wal", "huge"), is: writefence.ErrCorrupt,
 			corrupt: &writefence.CorruptError{Key: hugeKey, Version: hugeVersion, Check: "truncated payload"}},
 		{name: "latest cancelled ctx", call: latest(f, cancelled, "wal", "0"), is: context.Canceled},
 		{name: "push-from nil source", call: pushFrom(nil), is: writefence.ErrInvalidArgument, arg: "source"},
 		{name: "push-from epoch 0", call: pushFrom(writefence.StaticEpochSource(0)), is: writefence.ErrInvalidArgument, arg: "epoch"},
-		{name: "push-from failing source", call: pushFrom(writefence.EpochSourceFunc(func(context.Context, string, string) (uint64, error) { return 0, errSource })), is: errSource},
-		{name: "brand nil store", call: func() error { return (&writefence.Brand{}).Verify(ctx) }, is: writefence.ErrInvalidArgument, arg: "brand"},
+		{name: "push-from failing source", call: pushFrom(epochFunc(func(context.Context, string, string) (uint64, error) { return 0, errSource })), is: errSource},
+		{name: "brand nil store", call: func() error { return (&writefence.Fence{}).VerifyBrand(ctx) }, is: writefence.ErrInvalidArgument, arg: "store"},
 		{name: "brand identity over MaxIdentityLen", call: func() error {
-			return (&writefence.Brand{Store: counting, Identity: strings.Repeat("i", 256)}).Claim(ctx)
+			return claimBrand(ctx, &writefence.Fence{Store: counting, Identity: strings.Repeat("i", 256)})
 		}, is: writefence.ErrInvalidArgument, arg: "identity"},
 		{name: "brand key over MaxKeyLen", call: func() error {
-			_, err := (&writefence.Brand{Store: counting, Key: strings.Repeat("k", writefence.MaxKeyLen+1)}).Install(ctx)
+			_, err := (&writefence.Fence{Store: counting, Prefix: strings.Repeat("k", keys.MaxKeyLen+1)}).ClaimBrand(ctx)
 			return err
-		}, is: writefence.ErrInvalidArgument, arg: "key"},
-		{name: "brand unbranded store", call: func() error { return (&writefence.Brand{Store: counting}).Verify(ctx) }, is: writefence.ErrWire,
-			wire: &writefence.WireError{Key: writefence.BrandKey(""), Expected: writefence.DefaultIdentity, Absent: true}},
-		{name: "brand claim cancelled ctx", call: func() error { return (&writefence.Brand{Store: counting}).Claim(cancelled) }, is: context.Canceled},
-		{name: "fence brand of another identity", call: push(otherIdentity, ctx, "wal", "0", "w", 8, nil), is: writefence.ErrInvalidArgument, arg: "brand"},
+		}, is: writefence.ErrInvalidArgument, arg: "prefix"},
+		{name: "brand unbranded store", call: func() error { return (&writefence.Fence{Store: counting}).VerifyBrand(ctx) }, is: writefence.ErrWire,
+			wire: &writefence.WireError{Key: keys.Brand(""), Expected: defaults.Identity, Absent: true}},
+		{name: "brand claim cancelled ctx", call: func() error { return claimBrand(cancelled, &writefence.Fence{Store: counting}) }, is: context.Canceled},
 		{name: "probe nil store", call: func() error { return writefence.Probe(ctx, nil, "k") }, is: writefence.ErrInvalidArgument, arg: "store"},
 		{name: "probe empty key", call: func() error { return writefence.Probe(ctx, counting, "") }, is: writefence.ErrInvalidArgument, arg: "key"},
 		{name: "memstore malformed version", call: func() error {
@@ -192,7 +188,7 @@ func TestHostileNamesStayInTheirKey(t *testing.T) {
 	for i, n := range names {
 		require.NoError(t, f.Push(t.Context(), n, n, "w", uint64(i+1), []byte(n)))
 	}
-	keys := mem.Keys()
+	keys := memKeys(t, mem)
 	require.Len(t, keys, len(names))
 	for _, k := range keys {
 		assert.True(t, strings.HasPrefix(k, "tenant/s/"), k)
@@ -213,42 +209,17 @@ func TestHostileNamesStayInTheirKey(t *testing.T) {
 	}
 }
 
-// countingTransport counts the response body bytes its client reads and
-// the requests it sends, per method.
-type countingTransport struct {
-	base http.RoundTripper
-	read atomic.Int64
-	puts atomic.Int64 // PUT and POST requests: the writes of either API
-	reqs atomic.Int64
-}
-
-func newCountingTransport(t *testing.T) *countingTransport {
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(base.CloseIdleConnections)
-	return &countingTransport{base: base}
-}
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.reqs.Add(1)
-	if r.Method == http.MethodPut || r.Method == http.MethodPost {
-		c.puts.Add(1)
+// standInStores returns an S3 and a GCS store, by adapter name, whose
+// clients reach the stand-in server at url through tr and try each request
+// once.
+func standInStores(t *testing.T, url string, tr http.RoundTripper) map[string]writefence.ConditionalStore {
+	mc := testserver.S3{Endpoint: strings.TrimPrefix(url, "http://"), AccessKey: "k", SecretKey: "s", MaxRetries: 1}.Client(t, tr)
+	gc := testserver.GCSClient(t, url, tr)
+	gc.SetRetry(storage.WithPolicy(storage.RetryNever))
+	return map[string]writefence.ConditionalStore{
+		"s3":  writefence.NewMinioConditionalStore(mc, "bucket"),
+		"gcs": writefence.NewGCSConditionalStore(gc, "bucket"),
 	}
-	resp, err := c.base.RoundTrip(r)
-	if resp != nil {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.read}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
 }
 
 // hugeObject serves every GET a 1 GiB body, streamed in 64 KiB chunks
@@ -285,28 +256,6 @@ func hugeObject(announce bool, sent *atomic.Int64) http.HandlerFunc {
 // it writes nothing. The handler ignores Range, as a hostile or broken
 // server may.
 func TestHugeObjectReadStaysBounded(t *testing.T) {
-	type adapter struct {
-		name string
-		open func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore
-	}
-	adapters := []adapter{
-		{"s3", func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore {
-			c, err := minio.New(strings.TrimPrefix(url, "http://"), &minio.Options{
-				Creds: credentials.NewStaticV4("k", "s", ""), Region: "us-east-1", Transport: tr, MaxRetries: 1,
-			})
-			require.NoError(t, err)
-			return writefence.NewMinioConditionalStore(c, "bucket")
-		}},
-		{"gcs", func(t *testing.T, url string, tr *countingTransport) writefence.ConditionalStore {
-			c, err := storage.NewClient(context.Background(),
-				option.WithEndpoint(url+"/storage/v1/"),
-				option.WithHTTPClient(&http.Client{Transport: tr}))
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = c.Close() })
-			c.SetRetry(storage.WithPolicy(storage.RetryNever))
-			return writefence.NewGCSConditionalStore(c, "bucket")
-		}},
-	}
 	setLimit := func(s writefence.ConditionalStore, n int64) {
 		switch s := s.(type) {
 		case *writefence.MinioConditionalStore:
@@ -330,22 +279,22 @@ func TestHugeObjectReadStaysBounded(t *testing.T) {
 	// who configured nothing meets.
 	scenarios = append(scenarios, scenario{false, "get", 0}, scenario{false, "latest", 0})
 
-	for _, a := range adapters {
+	for _, adapter := range []string{"s3", "gcs"} {
 		for _, sc := range scenarios {
-			name := fmt.Sprintf("%s/announced=%t/%s/limit=%d", a.name, sc.announce, sc.via, sc.limit)
+			name := fmt.Sprintf("%s/announced=%t/%s/limit=%d", adapter, sc.announce, sc.via, sc.limit)
 			t.Run(name, func(t *testing.T) {
 				var sent atomic.Int64
 				srv := httptest.NewServer(hugeObject(sc.announce, &sent))
 				t.Cleanup(srv.Close)
-				tr := newCountingTransport(t)
-				store := a.open(t, srv.URL, tr)
+				tr := testserver.NewTransport(t)
+				store := standInStores(t, srv.URL, tr)[adapter]
 				limit := sc.limit
 				f := &writefence.Fence{Store: store}
 				if limit > 0 {
 					setLimit(store, limit)
-					f.MaxPayloadSize = limit - writefence.MaxHeaderSize
+					f.MaxPayloadSize = limit - defaults.MaxHeaderSize
 				} else {
-					limit = writefence.DefaultMaxObjectSize
+					limit = defaults.MaxObjectSize
 				}
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				defer cancel()
@@ -371,13 +320,14 @@ func TestHugeObjectReadStaysBounded(t *testing.T) {
 					}
 				} else {
 					require.ErrorIs(t, err, writefence.ErrTooLarge)
-					var tl *writefence.TooLargeError
-					require.ErrorAs(t, err, &tl)
-					assert.Equal(t, limit, tl.Limit)
+					var se *writefence.StoreError
+					require.ErrorAs(t, err, &se)
+					assert.Equal(t, adapter+" get", se.Op)
+					assert.ErrorContains(t, se, fmt.Sprintf("more than %d bytes", limit))
 				}
-				assert.Zero(t, tr.puts.Load(), "nothing may be written")
+				assert.Zero(t, tr.Writes(), "nothing may be written")
 
-				read := tr.read.Load()
+				read := tr.BytesRead()
 				assert.LessOrEqual(t, read, limit+1)
 				if sc.announce {
 					assert.Zero(t, read, "an announced size over the limit is refused unread")
@@ -397,14 +347,7 @@ func TestMalformedVersionTokens(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	t.Cleanup(srv.Close)
-	tr := newCountingTransport(t)
-	mc, err := minio.New(srv.Listener.Addr().String(), &minio.Options{
-		Creds: credentials.NewStaticV4("k", "s", ""), Region: "us-east-1", Transport: tr, MaxRetries: 1,
-	})
-	require.NoError(t, err)
-	gc, err := storage.NewClient(context.Background(), option.WithEndpoint(srv.URL+"/storage/v1/"), option.WithHTTPClient(&http.Client{Transport: tr}))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gc.Close() })
+	tr := testserver.NewTransport(t)
 
 	// A listener that only counts: the Valkey client must never dial it.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -421,14 +364,10 @@ func TestMalformedVersionTokens(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { _ = ln.Close() })
-	vc := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
-	t.Cleanup(func() { _ = vc.Close() })
+	vc := testserver.ValkeyClient(t, ln.Addr().String(), "")
 
-	stores := map[string]writefence.ConditionalStore{
-		"s3":     writefence.NewMinioConditionalStore(mc, "bucket"),
-		"gcs":    writefence.NewGCSConditionalStore(gc, "bucket"),
-		"valkey": writefence.NewValkeyConditionalStore(vc),
-	}
+	stores := standInStores(t, srv.URL, tr)
+	stores["valkey"] = writefence.NewValkeyConditionalStore(vc)
 	cases := []struct {
 		store, token string
 		is           error
@@ -461,6 +400,6 @@ func TestMalformedVersionTokens(t *testing.T) {
 		})
 	}
 	assert.Zero(t, reqs.Load(), "no request may reach the HTTP server")
-	assert.Zero(t, tr.reqs.Load())
+	assert.Zero(t, tr.Requests())
 	assert.Zero(t, dials.Load(), "no connection may reach the Valkey server")
 }

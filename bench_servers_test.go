@@ -4,21 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"cloud.google.com/go/storage"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/api/iterator"
-	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // The benchmarks below run over the real servers (skipped when their
@@ -41,7 +36,7 @@ import (
 // roundtrips/op counts the HTTP requests sent, bytes-read/op the bytes of
 // the GET response bodies received, both at the transport.
 
-// benchSizes are the payload sizes of the push benchmarks.
+// benchSizes are the payload sizes of the benchmarks.
 var benchSizes = []struct {
 	name string
 	n    int
@@ -50,42 +45,11 @@ var benchSizes = []struct {
 // benchImpls are the push implementations compared, the floor first.
 var benchImpls = []string{"raw", "fenced", "cold", "readfirst"}
 
-// benchTransport counts the requests its client sends and the response body
-// bytes of its GETs.
-type benchTransport struct {
-	base *http.Transport
-	reqs atomic.Int64
-	read atomic.Int64
-}
-
-func newBenchTransport(b testing.TB) *benchTransport {
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	b.Cleanup(base.CloseIdleConnections)
-	return &benchTransport{base: base}
-}
-
-func (t *benchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.reqs.Add(1)
-	resp, err := t.base.RoundTrip(r)
-	if resp != nil && r.Method == http.MethodGet {
-		resp.Body = &benchBody{ReadCloser: resp.Body, n: &t.read}
-	}
-	return resp, err
-}
+// benchTransport counts a benchmark's HTTP traffic.
+type benchTransport struct{ *testserver.Transport }
 
 // traffic returns the requests sent and the GET body bytes read so far.
-func (t *benchTransport) traffic() (reqs, read int64) { return t.reqs.Load(), t.read.Load() }
-
-type benchBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *benchBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
+func (t *benchTransport) traffic() (reqs, read int64) { return t.Requests(), t.GetBytesRead() }
 
 // hiddenPrefix hides every optional capability of the store it wraps, so a
 // Fence over it reads whole records.
@@ -114,7 +78,7 @@ func benchPush(b *testing.B, store writefence.ConditionalStore, wire *benchTrans
 
 func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchTransport, impl string, payload []byte) {
 	ctx := context.Background()
-	prefix := uniqueName(b) + "/"
+	prefix := testserver.UniqueName(b) + "/"
 	fence := &writefence.Fence{Store: store, Prefix: prefix}
 	epoch := uint64(1)
 	if err := fence.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
@@ -128,7 +92,7 @@ func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchT
 
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
-	reqs, read := wire.reqs.Load(), wire.read.Load()
+	reqs, read := wire.traffic()
 	for b.Loop() {
 		epoch++
 		switch impl {
@@ -148,8 +112,9 @@ func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchT
 		}
 	}
 	n := float64(b.N)
-	b.ReportMetric(float64(wire.reqs.Load()-reqs)/n, "roundtrips/op")
-	b.ReportMetric(float64(wire.read.Load()-read)/n, "bytes-read/op")
+	reqsEnd, readEnd := wire.traffic()
+	b.ReportMetric(float64(reqsEnd-reqs)/n, "roundtrips/op")
+	b.ReportMetric(float64(readEnd-read)/n, "bytes-read/op")
 }
 
 // BenchmarkS3Push compares the implementations over MinIO.
@@ -168,78 +133,18 @@ func BenchmarkGCSPush(b *testing.B) {
 // server, removed with its objects when the test or benchmark ends, and the
 // transport that counts its traffic.
 func countedMinioStore(b testing.TB) (*writefence.MinioConditionalStore, *benchTransport) {
-	endpoint := serverEnv(b, "WRITEFENCE_S3_ENDPOINT")
-	creds := credentials.NewStaticV4(serverEnv(b, "WRITEFENCE_S3_ACCESS_KEY"), serverEnv(b, "WRITEFENCE_S3_SECRET_KEY"), "")
-	wire := newBenchTransport(b)
-	// A fixed region spares the client its bucket-location request.
-	c, err := minio.New(endpoint, &minio.Options{Creds: creds, Transport: wire, Region: "us-east-1"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	bucket := uniqueName(b)
-	if err := c.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
-			if o.Err != nil {
-				b.Errorf("cleanup: listing %s: %v", bucket, o.Err)
-				return
-			}
-			if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
-				b.Errorf("cleanup: %v", err)
-			}
-		}
-		if err := c.RemoveBucket(ctx, bucket); err != nil {
-			b.Errorf("cleanup: %v", err)
-		}
-	})
-	return writefence.NewMinioConditionalStore(c, bucket), wire
+	wire := &benchTransport{testserver.NewTransport(b)}
+	c := testserver.S3Server(b).Client(b, wire)
+	return writefence.NewMinioConditionalStore(c, testserver.MinioBucket(b, c)), wire
 }
 
 // countedGCSStore returns a store over a bucket of its own on the GCS
 // emulator, removed with its objects when the test or benchmark ends, and
 // the transport that counts its traffic.
 func countedGCSStore(b testing.TB) (*writefence.GCSConditionalStore, *benchTransport) {
-	endpoint := serverEnv(b, "WRITEFENCE_GCS_ENDPOINT")
-	wire := newBenchTransport(b)
-	client, err := storage.NewClient(context.Background(),
-		option.WithEndpoint(endpoint+"/storage/v1/"),
-		option.WithoutAuthentication(),
-		option.WithHTTPClient(&http.Client{Transport: wire}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	name := uniqueName(b)
-	bucket := client.Bucket(name)
-	if err := bucket.Create(context.Background(), "writefence-bench", nil); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		defer client.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		it := bucket.Objects(ctx, nil)
-		for {
-			attrs, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				break
-			}
-			if err != nil {
-				b.Errorf("cleanup: listing %s: %v", name, err)
-				return
-			}
-			if err := bucket.Object(attrs.Name).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
-				b.Errorf("cleanup: %v", err)
-			}
-		}
-		if err := bucket.Delete(ctx); err != nil {
-			b.Errorf("cleanup: %v", err)
-		}
-	})
-	return writefence.NewGCSConditionalStore(client, name), wire
+	wire := &benchTransport{testserver.NewTransport(b)}
+	c := testserver.GCSClient(b, testserver.GCSEndpoint(b), wire)
+	return writefence.NewGCSConditionalStore(c, testserver.GCSBucket(b, c)), wire
 }
 
 // benchTrips is a go-redis hook counting round trips, one per command or
@@ -265,11 +170,20 @@ func (h *benchTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // benchValkey returns a client of the Valkey server with a round-trip
 // counter, closed when the benchmark ends.
 func benchValkey(b testing.TB) (*redis.Client, *benchTrips) {
-	client := redis.NewClient(&redis.Options{Addr: serverEnv(b, "WRITEFENCE_VALKEY_ADDR"), MaxRetries: -1})
+	client := testserver.ValkeyClient(b, testserver.ValkeyAddr(b), "")
 	trips := &benchTrips{}
 	client.AddHook(trips)
-	b.Cleanup(func() { _ = client.Close() })
 	return client, trips
+}
+
+// benchValkeyKey returns a store over client, on the script path or the
+// WATCH path, and a key of the benchmark's own, deleted when it ends.
+func benchValkeyKey(b *testing.B, client *redis.Client, script bool) (*writefence.ValkeyConditionalStore, string) {
+	key := testserver.UniqueName(b)
+	b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
+	store := writefence.NewValkeyConditionalStore(client)
+	store.Script = script
+	return store, key
 }
 
 // BenchmarkValkeyPut compares, for one value of each size, a plain SET
@@ -279,15 +193,12 @@ func benchValkey(b testing.TB) (*redis.Client, *benchTrips) {
 // on the server.
 func BenchmarkValkeyPut(b *testing.B) {
 	client, trips := benchValkey(b)
-	for _, size := range benchValkeySizes {
+	for _, size := range benchSizes {
 		value := benchPayload(size.n)
 		for _, impl := range []string{"set", "watch", "script"} {
 			b.Run("size="+size.name+"/impl="+impl, func(b *testing.B) {
 				ctx := context.Background()
-				key := uniqueName(b)
-				b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
-				store := writefence.NewValkeyConditionalStore(client)
-				store.Script = impl == "script"
+				store, key := benchValkeyKey(b, client, impl == "script")
 				// The first write also checks the server and loads the script.
 				version, err := store.PutIfVersion(ctx, key, value, "")
 				if err != nil {
@@ -312,12 +223,6 @@ func BenchmarkValkeyPut(b *testing.B) {
 	}
 }
 
-// benchValkeySizes are the value sizes of the Valkey benchmarks.
-var benchValkeySizes = []struct {
-	name string
-	n    int
-}{{"1KiB", 1 << 10}, {"16MiB", 16 << 20}}
-
 // BenchmarkValkeyRead compares the reads a Fence makes of a record: Get
 // (the whole value, checked on the client), GetPrefix of one header's worth
 // without Script (which reads and checks the whole value, as Get) and with
@@ -327,18 +232,15 @@ func BenchmarkValkeyRead(b *testing.B) {
 	client, trips := benchValkey(b)
 	wire := &valkeyByteCounter{}
 	client.AddHook(wire)
-	for _, size := range benchValkeySizes {
+	for _, size := range benchSizes {
 		for _, impl := range []string{"get", "prefix-watch", "prefix-script"} {
 			b.Run("size="+size.name+"/impl="+impl, func(b *testing.B) {
 				ctx := context.Background()
-				key := uniqueName(b)
-				b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
-				store := writefence.NewValkeyConditionalStore(client)
-				store.Script = impl == "prefix-script"
+				store, key := benchValkeyKey(b, client, impl == "prefix-script")
 				if _, err := store.PutIfVersion(ctx, key, benchPayload(size.n), ""); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, _, err := store.GetPrefix(ctx, key, writefence.MaxHeaderSize); err != nil {
+				if _, _, _, err := store.GetPrefix(ctx, key, defaults.MaxHeaderSize); err != nil {
 					b.Fatal(err) // loads the script
 				}
 				b.ReportAllocs()
@@ -348,7 +250,7 @@ func BenchmarkValkeyRead(b *testing.B) {
 					if impl == "get" {
 						_, _, err = store.Get(ctx, key)
 					} else {
-						_, _, _, err = store.GetPrefix(ctx, key, writefence.MaxHeaderSize)
+						_, _, _, err = store.GetPrefix(ctx, key, defaults.MaxHeaderSize)
 					}
 					if err != nil {
 						b.Fatal(err)
@@ -404,10 +306,10 @@ func BenchmarkContention(b *testing.B) {
 
 func benchContention(b *testing.B, store writefence.ConditionalStore, writers int, trips *benchTrips) {
 	ctx := context.Background()
-	prefix := uniqueName(b) + "/"
+	prefix := testserver.UniqueName(b) + "/"
 	if d, ok := store.(writefence.Deleter); ok {
 		b.Cleanup(func() {
-			key, err := writefence.ShardKey(prefix, "wal", "0")
+			key, err := keys.Shard(prefix, "wal", "0")
 			if err == nil {
 				_ = d.Delete(context.Background(), key)
 			}

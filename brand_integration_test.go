@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // TestBrandClaimRaceServers races 16 claimers of two identities on an empty
@@ -49,7 +51,7 @@ func TestBrandClaimRaceServers(t *testing.T) {
 			wins := map[string]int{}
 			var won, refused, wrote, landed int
 			for round := range rounds {
-				r := raceBrand(t, s, writefence.BrandKey(fmt.Sprintf("%sround-%02d/", prefix, round)))
+				r := raceBrand(t, s, keys.Brand(fmt.Sprintf("%sround-%02d/", prefix, round)))
 				require.Equal(t, 1, r.landed, "round %d: exactly one write lands", round)
 				wins[r.winner]++
 				won, refused, wrote, landed = won+r.won, refused+r.refused, wrote+r.wrote, landed+r.landed
@@ -69,7 +71,7 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 	prefix := valkeyPrefix(t, admin)
 	list, hidden := prefix+"list/_brand", prefix+"hidden/_brand"
 	require.NoError(t, admin.RPush(ctx, list, "writefence/v1").Err())
-	_, err := writefence.NewValkeyConditionalStore(admin).PutIfVersion(ctx, hidden, []byte(writefence.DefaultIdentity), "")
+	_, err := writefence.NewValkeyConditionalStore(admin).PutIfVersion(ctx, hidden, []byte(defaults.Identity), "")
 	require.NoError(t, err)
 
 	user, password := strings.TrimSuffix(prefix, "/")+"-brand", "pw-"+uniqueName(t)
@@ -79,9 +81,9 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 
 	for _, tc := range []struct{ key, code string }{{list, "WRONGTYPE"}, {hidden, "NOPERM"}} {
 		s := &hookStore{ConditionalStore: writefence.NewValkeyConditionalStore(limited)}
-		b := &writefence.Brand{Store: s, Key: tc.key}
-		_, installErr := b.Install(ctx)
-		for op, err := range map[string]error{"claim": b.Claim(ctx), "verify": b.Verify(ctx), "install": installErr} {
+		b := &writefence.Fence{Store: s, Prefix: strings.TrimSuffix(tc.key, "_brand")}
+		_, installErr := b.ClaimBrand(ctx)
+		for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
 			require.Error(t, err, "%s %s", tc.code, op)
 			assert.True(t, redis.HasErrorPrefix(err, tc.code), "%s %s: %v", tc.code, op, err)
 			assert.NotErrorIs(t, err, writefence.ErrWire, "%s %s", tc.code, op)
@@ -96,5 +98,5 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 	n, err := admin.LLen(ctx, list).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "the list is untouched")
-	require.NoError(t, (&writefence.Brand{Store: writefence.NewValkeyConditionalStore(admin), Key: hidden}).Verify(ctx), "the hidden brand is intact")
+	require.NoError(t, (&writefence.Fence{Store: writefence.NewValkeyConditionalStore(admin), Prefix: strings.TrimSuffix(hidden, "_brand")}).VerifyBrand(ctx), "the hidden brand is intact")
 }

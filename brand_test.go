@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // hookStore wraps a store, counts the calls per key and lets a test fail or
@@ -78,7 +82,7 @@ func (s *hookStore) value(t *testing.T, key string) string {
 	return string(data)
 }
 
-var brandKey = writefence.BrandKey("")
+var brandKey = keys.Brand("")
 
 // errDenied stands for a store's permission error.
 var errDenied = errors.New("access denied")
@@ -94,20 +98,20 @@ func requireWire(t *testing.T, err error, want writefence.WireError) {
 func TestBrandClaim(t *testing.T) {
 	ctx := context.Background()
 	s := newHookStore()
-	b := &writefence.Brand{Store: s}
+	b := &writefence.Fence{Store: s}
 
-	require.NoError(t, b.Claim(ctx), "an empty store is claimed")
+	require.NoError(t, claimBrand(ctx, b), "an empty store is claimed")
 	gets, puts, landed := s.calls(brandKey)
 	assert.Equal(t, [3]int{2, 1, 1}, [3]int{gets, puts, landed}, "read, create-only write, confirming read")
-	assert.Equal(t, writefence.DefaultIdentity, s.value(t, brandKey), "the brand key holds the identity's bytes")
+	assert.Equal(t, defaults.Identity, s.value(t, brandKey), "the brand key holds the identity's bytes")
 
-	require.NoError(t, b.Claim(ctx), "an equal brand is accepted")
+	require.NoError(t, claimBrand(ctx, b), "an equal brand is accepted")
 	gets, puts, _ = s.calls(brandKey)
 	assert.Equal(t, [2]int{3, 1}, [2]int{gets, puts}, "with one read and no write")
 
-	other := &writefence.Brand{Store: s, Identity: "other/v2"}
-	err := other.Claim(ctx)
-	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "other/v2", Found: writefence.DefaultIdentity})
+	other := &writefence.Fence{Store: s, Identity: "other/v2"}
+	err := claimBrand(ctx, other)
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "other/v2", Found: defaults.Identity})
 	assert.Equal(t, "writefence: wire: expected other/v2 found writefence/v1", err.Error())
 	gets, puts, _ = s.calls(brandKey)
 	assert.Equal(t, [2]int{4, 1}, [2]int{gets, puts}, "another brand is refused after one read, never retried, nothing written")
@@ -116,20 +120,20 @@ func TestBrandClaim(t *testing.T) {
 func TestBrandVerify(t *testing.T) {
 	ctx := context.Background()
 	s := newHookStore()
-	b := &writefence.Brand{Store: s, Identity: "mine/v1", Key: "p/_brand"}
+	b := &writefence.Fence{Store: s, Identity: "mine/v1", Prefix: "p/"}
 
-	err := b.Verify(ctx)
+	err := b.VerifyBrand(ctx)
 	requireWire(t, err, writefence.WireError{Key: "p/_brand", Expected: "mine/v1", Absent: true})
 	assert.Equal(t, "writefence: wire: expected mine/v1 but p/_brand is absent", err.Error())
 	assert.NotErrorIs(t, err, writefence.ErrNotFound, "absent is a refusal, not a store miss")
 
 	_, err = s.ConditionalStore.PutIfVersion(ctx, "p/_brand", []byte("theirs/v3"), "")
 	require.NoError(t, err)
-	err = b.Verify(ctx)
+	err = b.VerifyBrand(ctx)
 	requireWire(t, err, writefence.WireError{Key: "p/_brand", Expected: "mine/v1", Found: "theirs/v3"})
 	assert.Equal(t, "writefence: wire: expected mine/v1 found theirs/v3", err.Error())
 
-	require.NoError(t, (&writefence.Brand{Store: s, Identity: "theirs/v3", Key: "p/_brand"}).Verify(ctx))
+	require.NoError(t, (&writefence.Fence{Store: s, Identity: "theirs/v3", Prefix: "p/"}).VerifyBrand(ctx))
 
 	gets, puts, _ := s.calls("p/_brand")
 	assert.Equal(t, 3, gets, "one read per Verify, refusals included")
@@ -139,18 +143,18 @@ func TestBrandVerify(t *testing.T) {
 func TestBrandInstall(t *testing.T) {
 	ctx := context.Background()
 	s := newHookStore()
-	b := &writefence.Brand{Store: s, Identity: "mine/v1"}
+	b := &writefence.Fence{Store: s, Identity: "mine/v1"}
 
-	installed, err := b.Install(ctx)
+	installed, err := b.ClaimBrand(ctx)
 	require.NoError(t, err)
 	assert.True(t, installed)
 	assert.Equal(t, "mine/v1", s.value(t, brandKey))
 
-	installed, err = b.Install(ctx)
+	installed, err = b.ClaimBrand(ctx)
 	require.NoError(t, err)
 	assert.False(t, installed, "already installed")
 
-	installed, err = (&writefence.Brand{Store: s, Identity: "theirs/v1"}).Install(ctx)
+	installed, err = (&writefence.Fence{Store: s, Identity: "theirs/v1"}).ClaimBrand(ctx)
 	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "theirs/v1", Found: "mine/v1"})
 	assert.False(t, installed)
 	assert.Equal(t, "mine/v1", s.value(t, brandKey), "another brand is never overwritten")
@@ -178,7 +182,7 @@ func TestBrandInstallLosesRace(t *testing.T) {
 			require.NoError(t, err)
 			return writefence.ErrNotFound
 		}
-		installed, err := (&writefence.Brand{Store: s, Identity: "mine/v1"}).Install(ctx)
+		installed, err := (&writefence.Fence{Store: s, Identity: "mine/v1"}).ClaimBrand(ctx)
 		assert.False(t, installed, tc.racer)
 		if tc.wantErr {
 			requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "mine/v1", Found: tc.racer})
@@ -206,7 +210,7 @@ func TestBrandRaceMem(t *testing.T) {
 		var mu sync.Mutex
 		for i := range 16 {
 			wg.Go(func() {
-				installed, err := (&writefence.Brand{Store: s, Key: key, Identity: fmt.Sprint("id", i%2)}).Install(t.Context())
+				installed, err := (&writefence.Fence{Store: s, Prefix: strings.TrimSuffix(key, "_brand"), Identity: fmt.Sprint("id", i%2)}).ClaimBrand(t.Context())
 				if installed {
 					mu.Lock()
 					installs++
@@ -243,7 +247,7 @@ func raceBrand(t *testing.T, s *hookStore, key string) brandRace {
 	for i := range errs {
 		wg.Go(func() {
 			<-start
-			errs[i] = (&writefence.Brand{Store: s, Identity: ids[i%2], Key: key}).Claim(t.Context())
+			errs[i] = claimBrand(t.Context(), &writefence.Fence{Store: s, Identity: ids[i%2], Prefix: strings.TrimSuffix(key, "_brand")})
 		})
 	}
 	close(start)
@@ -280,7 +284,7 @@ func TestBrandFoundEscaped(t *testing.T) {
 		"nul":          "writefence/v1\x00",
 		"invalid utf8": "\xff\xfe\xc3",
 		"10 KiB":       strings.Repeat("A", 10<<10),
-		"prefix":       writefence.DefaultIdentity + "x",
+		"prefix":       defaults.Identity + "x",
 		"quote":        `"" at writefence/_brand`,
 	}
 	for name, value := range cases {
@@ -288,12 +292,12 @@ func TestBrandFoundEscaped(t *testing.T) {
 			s := newHookStore()
 			_, err := s.ConditionalStore.PutIfVersion(ctx, brandKey, []byte(value), "")
 			require.NoError(t, err)
-			b := &writefence.Brand{Store: s}
-			_, installErr := b.Install(ctx)
-			for op, err := range map[string]error{"claim": b.Claim(ctx), "verify": b.Verify(ctx), "install": installErr} {
-				requireWire(t, err, writefence.WireError{Key: brandKey, Expected: writefence.DefaultIdentity, Found: value})
+			b := &writefence.Fence{Store: s}
+			_, installErr := b.ClaimBrand(ctx)
+			for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
+				requireWire(t, err, writefence.WireError{Key: brandKey, Expected: defaults.Identity, Found: value})
 				msg := err.Error()
-				assert.Equal(t, "writefence: wire: expected writefence/v1 found "+writefence.Escape(value), msg, op)
+				assert.Equal(t, "writefence: wire: expected writefence/v1 found "+escape.String(value), msg, op)
 				assert.Less(t, len(msg), 400, "%s: the message is bounded", op)
 				for i := 0; i < len(msg); i++ {
 					assert.True(t, msg[i] >= 0x20 && msg[i] < 0x7f, "%s: byte %#x at %d", op, msg[i], i)
@@ -312,10 +316,10 @@ func TestBrandEmptyValue(t *testing.T) {
 	s := newHookStore()
 	_, err := s.ConditionalStore.PutIfVersion(ctx, brandKey, nil, "")
 	require.NoError(t, err)
-	err = (&writefence.Brand{Store: s}).Claim(ctx)
-	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: writefence.DefaultIdentity})
+	err = claimBrand(ctx, &writefence.Fence{Store: s})
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: defaults.Identity})
 	assert.Equal(t, `writefence: wire: expected writefence/v1 found ""`, err.Error())
-	assert.Equal(t, `\"\"`, writefence.Escape(`""`), "no value prints as the empty value's form")
+	assert.Equal(t, `\"\"`, escape.String(`""`), "no value prints as the empty value's form")
 }
 
 // TestBrandFailuresPassThrough: a failure that is not a refusal is returned
@@ -324,9 +328,9 @@ func TestBrandEmptyValue(t *testing.T) {
 func TestBrandFailuresPassThrough(t *testing.T) {
 	s := newHookStore()
 	s.beforeGet = func(string) error { return errDenied }
-	b := &writefence.Brand{Store: s}
-	_, installErr := b.Install(t.Context())
-	for op, err := range map[string]error{"claim": b.Claim(t.Context()), "verify": b.Verify(t.Context()), "install": installErr} {
+	b := &writefence.Fence{Store: s}
+	_, installErr := b.ClaimBrand(t.Context())
+	for op, err := range map[string]error{"claim": claimBrand(t.Context(), b), "verify": b.VerifyBrand(t.Context()), "install": installErr} {
 		require.ErrorIs(t, err, errDenied, op)
 		assert.NotErrorIs(t, err, writefence.ErrWire, op)
 		assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
@@ -337,9 +341,9 @@ func TestBrandFailuresPassThrough(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	b = &writefence.Brand{Store: &writefence.MemStore{}}
-	_, installErr = b.Install(ctx)
-	for op, err := range map[string]error{"claim": b.Claim(ctx), "verify": b.Verify(ctx), "install": installErr} {
+	b = &writefence.Fence{Store: &writefence.MemStore{}}
+	_, installErr = b.ClaimBrand(ctx)
+	for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
 		assert.Equal(t, context.Canceled, err, op)
 	}
 }
@@ -350,11 +354,11 @@ func TestBrandClaimSettlesLostReply(t *testing.T) {
 	ctx := context.Background()
 	s := newHookStore()
 	s.afterPut = func(string, error) error { return errLostReply }
-	require.NoError(t, (&writefence.Brand{Store: s}).Claim(ctx), "the write landed and the read shows it")
+	require.NoError(t, claimBrand(ctx, &writefence.Fence{Store: s}), "the write landed and the read shows it")
 
 	s = newHookStore()
 	s.ConditionalStore = &refusingWrites{s.ConditionalStore}
-	err := (&writefence.Brand{Store: s}).Claim(ctx)
+	err := claimBrand(ctx, &writefence.Fence{Store: s})
 	require.ErrorIs(t, err, errDenied)
 	assert.NotErrorIs(t, err, writefence.ErrWire)
 	assert.NotErrorIs(t, err, writefence.ErrNotFound)
@@ -372,13 +376,13 @@ func (refusingWrites) PutIfVersion(context.Context, string, []byte, string) (str
 
 func TestBrandInvalid(t *testing.T) {
 	ctx := context.Background()
-	for name, b := range map[string]*writefence.Brand{
-		"brand":    {},
-		"identity": {Store: &writefence.MemStore{}, Identity: strings.Repeat("x", writefence.MaxIdentityLen+1)},
-		"key":      {Store: &writefence.MemStore{}, Key: strings.Repeat("k", writefence.MaxKeyLen+1)},
+	for name, b := range map[string]*writefence.Fence{
+		"store":    {},
+		"identity": {Store: &writefence.MemStore{}, Identity: strings.Repeat("x", 256)},
+		"prefix":   {Store: &writefence.MemStore{}, Prefix: strings.Repeat("k", keys.MaxKeyLen+1)},
 	} {
-		_, installErr := b.Install(ctx)
-		for op, err := range map[string]error{"claim": b.Claim(ctx), "verify": b.Verify(ctx), "install": installErr} {
+		_, installErr := b.ClaimBrand(ctx)
+		for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
 			var ia *writefence.InvalidArgumentError
 			require.ErrorAs(t, err, &ia, "%s %s", name, op)
 			assert.Equal(t, name, ia.Arg)
@@ -386,25 +390,245 @@ func TestBrandInvalid(t *testing.T) {
 	}
 }
 
-// TestBrandKeyReserved: the brand key sits in the reserved space under any
-// prefix, where no (plugin, shard) can reach, whatever the names.
-func TestBrandKeyReserved(t *testing.T) {
-	for _, prefix := range []string{"", "p/", "_", "s/", "x_brand/"} {
-		brand := writefence.BrandKey(prefix)
-		p := orDefault(prefix)
-		require.True(t, strings.HasPrefix(brand, p+"_"), "brand key %q is reserved under %q", brand, p)
-		n := 0
-		for _, plugin := range hostileNames {
-			for _, shard := range hostileNames {
-				key, err := writefence.ShardKey(prefix, plugin, shard)
-				if err != nil {
-					continue
-				}
-				n++
-				require.NotEqual(t, brand, key, "(%q, %q)", plugin, shard)
-				require.NotEqual(t, byte('_'), key[len(p)], "(%q, %q) -> %q starts in the reserved space", plugin, shard, key)
-			}
-		}
-		require.Greater(t, n, len(hostileNames)*len(hostileNames)/2)
+// claimBrand claims the brand through f and returns only the error.
+func claimBrand(ctx context.Context, f *writefence.Fence) error {
+	_, err := f.ClaimBrand(ctx)
+	return err
+}
+
+// The Fence's brand check, per mode, on a counting MemStore.
+
+func putBrand(t *testing.T, s *hookStore, value string) {
+	t.Helper()
+	ctx := context.Background()
+	_, v, err := s.ConditionalStore.Get(ctx, brandKey)
+	if err != nil {
+		require.ErrorIs(t, err, writefence.ErrNotFound)
 	}
+	_, err = s.ConditionalStore.PutIfVersion(ctx, brandKey, []byte(value), v)
+	require.NoError(t, err)
+}
+
+func TestFenceBrandVerifyOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerify}
+	rec := mustKey(t, "wal", "0")
+
+	err := f.Push(ctx, "wal", "0", "w", 1, []byte("x"))
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: defaults.Identity, Absent: true})
+	putBrand(t, s, defaults.Identity)
+	assert.ErrorIs(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")), writefence.ErrWire, "a refusal is final for the Fence")
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	assert.ErrorIs(t, err, writefence.ErrWire)
+	gets, puts, _ := s.calls(brandKey)
+	assert.Equal(t, [2]int{1, 0}, [2]int{gets, puts}, "one read, the refusal remembered")
+	gets, puts, _ = s.calls(rec)
+	assert.Equal(t, [2]int{0, 0}, [2]int{gets, puts}, "the record is never touched")
+
+	f = &writefence.Fence{Store: s, Brand: writefence.BrandVerify}
+	for epoch := uint64(1); epoch <= 3; epoch++ {
+		require.NoError(t, f.Push(ctx, "wal", "0", "w", epoch, []byte("x")))
+	}
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	gets, puts, _ = s.calls(brandKey)
+	assert.Equal(t, [2]int{2, 0}, [2]int{gets, puts}, "a new Fence verifies once, and never writes the brand")
+}
+
+func TestFenceBrandClaimOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandClaim}
+
+	_, _, _, err := f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrNotFound, "Latest does not claim, nor refuse an unclaimed store")
+	gets, puts, _ := s.calls(brandKey)
+	assert.Equal(t, [2]int{0, 0}, [2]int{gets, puts})
+
+	for epoch := uint64(1); epoch <= 3; epoch++ {
+		require.NoError(t, f.Push(ctx, "wal", "0", "w", epoch, []byte("x")))
+	}
+	assert.Equal(t, defaults.Identity, s.value(t, brandKey))
+	gets, puts, _ = s.calls(brandKey)
+	assert.Equal(t, [2]int{2, 1}, [2]int{gets, puts}, "one claim: read, write, confirming read")
+
+	foreign := newHookStore()
+	putBrand(t, foreign, "other/v1")
+	f = &writefence.Fence{Store: foreign, Brand: writefence.BrandClaim}
+	err = f.Push(ctx, "wal", "0", "w", 1, []byte("x"))
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: defaults.Identity, Found: "other/v1"})
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrWire, "Latest returns the claim's refusal")
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")), writefence.ErrWire)
+	gets, puts, _ = foreign.calls(brandKey)
+	assert.Equal(t, [2]int{1, 0}, [2]int{gets, puts}, "refused once, never retried")
+	_, puts, _ = foreign.calls(mustKey(t, "wal", "0"))
+	assert.Zero(t, puts)
+}
+
+func TestFenceBrandVerifyAlways(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	putBrand(t, s, defaults.Identity)
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerifyAlways}
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")))
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 2, []byte("x")))
+	_, _, _, err := f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	gets, _, _ := s.calls(brandKey)
+	assert.Equal(t, 3, gets, "one read per Push and per Latest")
+
+	putBrand(t, s, "migrated/v2")
+	err = f.Push(ctx, "wal", "0", "w", 3, []byte("x"))
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: defaults.Identity, Found: "migrated/v2"})
+	epoch, _, _, err := (&writefence.Fence{Store: s}).Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), epoch, "nothing was written under the new brand")
+
+	putBrand(t, s, defaults.Identity)
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 3, []byte("x")), "this mode remembers nothing")
+}
+
+// TestFenceBrandTransientNotKept: a failure that is not a refusal is
+// returned by that push and checked again by the next.
+func TestFenceBrandTransientNotKept(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []writefence.BrandMode{writefence.BrandVerify, writefence.BrandClaim} {
+		s := newHookStore()
+		putBrand(t, s, defaults.Identity)
+		var fail atomic.Bool
+		fail.Store(true)
+		s.beforeGet = func(key string) error {
+			if key == brandKey && fail.Swap(false) {
+				return errDenied
+			}
+			return nil
+		}
+		f := &writefence.Fence{Store: s, Brand: mode}
+		err := f.Push(ctx, "wal", "0", "w", 1, []byte("x"))
+		require.ErrorIs(t, err, errDenied)
+		assert.NotErrorIs(t, err, writefence.ErrWire)
+		require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")))
+		require.NoError(t, f.Push(ctx, "wal", "0", "w", 2, []byte("x")))
+		gets, _, _ := s.calls(brandKey)
+		assert.Equal(t, 2, gets, "mode %d: the failure was not kept, the success was", mode)
+	}
+}
+
+// TestFenceBrandOnceConcurrent: concurrent first pushes share one check;
+// a caller waiting for it honours its own ctx.
+func TestFenceBrandOnceConcurrent(t *testing.T) {
+	s := newHookStore()
+	putBrand(t, s, defaults.Identity)
+	release := make(chan struct{})
+	s.beforeGet = func(key string) error {
+		if key == brandKey {
+			<-release
+		}
+		return nil
+	}
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerify}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			assert.NoError(t, f.Push(context.Background(), "wal", string(rune('a'+i)), "w", 1, []byte("x")))
+		})
+	}
+	require.Eventually(t, func() bool { g, _, _ := s.calls(brandKey); return g == 1 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	assert.Equal(t, context.DeadlineExceeded, f.Push(ctx, "wal", "late", "w", 1, []byte("x")), "a waiter gives up with its ctx")
+	close(release)
+	wg.Wait()
+	gets, _, _ := s.calls(brandKey)
+	assert.Equal(t, 1, gets, "sixteen first pushes, one brand read")
+}
+
+// TestFenceBrandRecordIdentityStillChecked: a matching brand does not stand
+// in for the record-level identity, which every push checks.
+func TestFenceBrandRecordIdentityStillChecked(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	putBrand(t, s, defaults.Identity)
+	require.NoError(t, (&writefence.Fence{Store: s, Identity: "other/v1"}).Push(ctx, "wal", "0", "w", 1, []byte("x")))
+	for _, mode := range []writefence.BrandMode{writefence.BrandVerify, writefence.BrandClaim, writefence.BrandVerifyAlways} {
+		f := &writefence.Fence{Store: s, Brand: mode}
+		for range 2 {
+			err := f.Push(ctx, "wal", "0", "w", 2, []byte("x"))
+			requireWire(t, err, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: defaults.Identity, Found: "other/v1"})
+		}
+	}
+}
+
+// TestFenceBrandConfig: the brand is configured once, on the Fence: its
+// key follows Prefix, its identity is Identity, and an unknown mode is
+// refused before any I/O.
+func TestFenceBrandConfig(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	f := &writefence.Fence{Store: s, Prefix: "tenant/", Identity: "mine/v1", Brand: writefence.BrandClaim}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")))
+	assert.Equal(t, "mine/v1", s.value(t, "tenant/_brand"), "the brand lives under the Fence's prefix")
+	gets, puts, _ := s.calls(brandKey)
+	assert.Equal(t, [2]int{0, 0}, [2]int{gets, puts}, "the default prefix's brand is not touched")
+	require.NoError(t, (&writefence.Fence{Store: s, Prefix: "tenant/", Identity: "mine/v1"}).VerifyBrand(ctx))
+	requireWire(t, (&writefence.Fence{Store: s, Prefix: "tenant/"}).VerifyBrand(ctx),
+		writefence.WireError{Key: "tenant/_brand", Expected: defaults.Identity, Found: "mine/v1"})
+
+	err := (&writefence.Fence{Store: s, Brand: writefence.BrandMode(7)}).Push(ctx, "wal", "0", "w", 2, []byte("x"))
+	var ia *writefence.InvalidArgumentError
+	require.ErrorAs(t, err, &ia)
+	assert.Equal(t, "brand", ia.Arg)
+}
+
+// TestFenceBrandInsideTheWrite: with BrandVerifyAlways, a store that checks
+// the brand in the write's own step (BrandedPutter) is written through it,
+// with no separate brand read; Latest still reads the brand.
+func TestFenceBrandInsideTheWrite(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	putBrand(t, s, defaults.Identity)
+	branded := &brandedStore{hookStore: s}
+	f := &writefence.Fence{Store: branded, Brand: writefence.BrandVerifyAlways}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")))
+	require.NoError(t, f.Seal(ctx, "wal", "0", "w", 2))
+	gets, _, _ := s.calls(brandKey)
+	assert.Equal(t, 2, gets, "the brand is read by the write's own check only")
+	assert.Equal(t, int64(2), branded.writes.Load())
+
+	putBrand(t, s, "migrated/v2")
+	err := f.Push(ctx, "wal", "0", "w", 3, []byte("x"))
+	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: defaults.Identity, Found: "migrated/v2"})
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrWire, "Latest reads the brand itself")
+
+	for _, mode := range []writefence.BrandMode{writefence.BrandVerify, writefence.BrandClaim} {
+		before := branded.writes.Load()
+		_ = (&writefence.Fence{Store: branded, Brand: mode}).Push(ctx, "wal", "1", "w", 1, nil)
+		assert.Equal(t, before, branded.writes.Load(), "mode %d writes with PutIfVersion", mode)
+	}
+}
+
+// brandedStore is a BrandedPutter over a hookStore: it reads the brand,
+// then writes. Not atomic, which the Fence cannot tell; the real adapter's
+// atomicity is tested against Valkey.
+type brandedStore struct {
+	*hookStore
+	writes atomic.Int64 // PutIfBranded calls
+}
+
+func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expect string) (string, error) {
+	s.writes.Add(1)
+	b, _, err := s.Get(ctx, brandKey)
+	switch {
+	case errors.Is(err, writefence.ErrNotFound):
+		return "", &writefence.WireError{Key: brandKey, Expected: identity, Absent: true}
+	case err != nil:
+		return "", err
+	case string(b) != identity:
+		return "", &writefence.WireError{Key: brandKey, Expected: identity, Found: string(b)}
+	}
+	return s.PutIfVersion(ctx, key, data, expect)
 }

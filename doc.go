@@ -46,8 +46,8 @@
 //
 // # Records and keys
 //
-// One record per (plugin, shard), at the key ShardKey builds under a prefix
-// (DefaultPrefix by default). A record is a versioned header (format
+// One record per (plugin, shard), at Prefix + "s/" + plugin + "/" + shard
+// under the Fence's prefix ("writefence/" by default), the names escaped. A record is a versioned header (format
 // version, wire identity, epoch, writer, payload length, a CRC-32C of the
 // payload, a CRC-32C over the header) followed by the payload. Writers
 // write format version 2; readers also read version 1, whose header held a
@@ -60,7 +60,8 @@
 // in the CorruptError.
 //
 // Keys escape the plugin and shard names so that the mapping is injective
-// and no shard key reaches the reserved key space (where BrandKey lives).
+// and no shard key reaches the reserved key space, Prefix + "_" + name,
+// where the brand key, lease records and the probe's scratch keys live.
 //
 // # Stores
 //
@@ -73,29 +74,34 @@
 //
 // # Errors
 //
-// Test errors with errors.Is against ErrNotFound, ErrConflict,
-// ErrStaleEpoch, ErrWire, ErrCorrupt, ErrInvalidArgument, ErrTooLarge and
-// ErrOutcomeUnknown; read the detail with errors.As into StaleEpochError,
-// CorruptError, WireError, InvalidArgumentError, TooLargeError or
-// OutcomeUnknownError. Messages are stable, lower case and prefixed
-// "writefence:"; stored bytes in them are escaped with Escape.
+// Test errors with errors.Is against the sentinels: ErrNotFound,
+// ErrConflict, ErrStaleEpoch, ErrWire, ErrCorrupt, ErrInvalidArgument,
+// ErrTooLarge, ErrOutcomeUnknown, ErrUntrustedStore, ErrLeaseHeld,
+// ErrLeaseLost, ErrLeaseExpired, and errors.ErrUnsupported for a store
+// the adapter refuses to serve. Every typed error matches one of them;
+// read its detail with errors.As: StaleEpochError, CorruptError,
+// WireError, InvalidArgumentError, OutcomeUnknownError, ProbeError,
+// LeaseHeldError, and StoreError, which every adapter returns for a failed
+// store operation ({Op, Key, Err}, as fs.PathError), its Err reaching both
+// the sentinel and the client's own error. Messages are stable, lower case
+// and prefixed "writefence:"; stored bytes in them are escaped, so a
+// hostile value can neither forge a log line nor flood one.
 //
 // # The wire identity
 //
 // A program must not write rows that readers of another format cannot
-// understand. Two places carry the identity (Fence.Identity, DefaultIdentity
-// when empty). Every record holds it, and every push and Latest refuses a
-// record of another identity with a *WireError (ErrWire) naming the one
-// found. And one reserved key per store, the brand key (BrandKey), holds it
-// as plain bytes, so a foreign program is refused at start-up, before it
-// touches any record. Brand holds the brand key three ways: Claim at a
-// writer's start-up (brands an empty store; of racing claimers exactly one
-// write lands and all learn the winner), Verify (reads only; an unbranded
-// store is refused) and Install for administration (writes the configured
-// identity or nothing, and reports which). A Fence given a Brand checks it
-// before it writes, once or before every push (BrandMode says which to use
-// when); a ValkeyConditionalStore with BrandKey set checks the brand inside
-// every write's own transaction. The refusals read
+// understand. Two places carry the identity (Fence.Identity,
+// "writefence/v1" when empty). Every record holds it, and every write and
+// Latest refuses a record of another identity with a *WireError (ErrWire)
+// naming the one found. And one reserved key per prefix, the brand key
+// (Prefix + "_brand"), holds it as plain bytes, so a foreign program is
+// refused at start-up, before it touches any record. The brand is
+// configured once, on the Fence: Fence.Brand says when it is checked
+// (BrandVerify once, BrandClaim once, claiming an empty store, or
+// BrandVerifyAlways, inside every write's own atomic step on a store that
+// implements BrandedPutter, as Valkey does); Fence.ClaimBrand brands a
+// store (of racing claimers exactly one write lands and all learn the
+// winner) and Fence.VerifyBrand only reads. The refusals read
 //
 //	writefence: wire: expected <identity> but <key> is absent
 //	writefence: wire: expected <identity> found <value>
@@ -117,7 +123,8 @@
 // Probe proves on scratch keys that a store really refuses a second
 // create-only put and a stale update; Fence.Probe runs it before the first
 // push, for "S3-compatible" services that may ignore preconditions.
-// Fence.Observer sees the outcome of every write (SlogObserver logs them).
+// Fence.Observer sees every write (SlogObserver logs them); what happened
+// is told by the event's error, tested like the error the call returns.
 //
 // # Failure model
 //

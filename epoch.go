@@ -29,14 +29,6 @@ func (s StaticEpochSource) Epoch(context.Context, string, string) (uint64, error
 	return uint64(s), nil
 }
 
-// EpochSourceFunc adapts a function to an EpochSource.
-type EpochSourceFunc func(ctx context.Context, plugin, shard string) (uint64, error)
-
-// Epoch implements EpochSource.
-func (fn EpochSourceFunc) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
-	return fn(ctx, plugin, shard)
-}
-
 // PushFrom asks src for the epoch of (plugin, shard) and pushes payload at
 // it, as Push does. It returns the epoch it used, so a caller can log what
 // it claimed; an error from src is returned wrapped and nothing is written.

@@ -3,9 +3,8 @@ package writefence
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"unicode/utf8"
+	"time"
 )
 
 // Sentinel errors. Test for them with errors.Is: the errors the library
@@ -72,7 +71,7 @@ type StaleEpochError struct {
 
 func (e *StaleEpochError) Error() string {
 	return fmt.Sprintf("writefence: stale epoch: push at epoch %d to %s refused: recorded epoch %d by %s",
-		e.Epoch, Escape(e.Key), e.RecordedEpoch, Escape(e.RecordedWriter))
+		e.Epoch, esc(e.Key), e.RecordedEpoch, esc(e.RecordedWriter))
 }
 
 // Unwrap returns ErrStaleEpoch.
@@ -90,10 +89,10 @@ type CorruptError struct {
 func (e *CorruptError) Error() string {
 	s := "writefence: corrupt record: " + e.Check
 	if e.Key != "" {
-		s += ": key " + Escape(e.Key)
+		s += ": key " + esc(e.Key)
 	}
 	if e.Version != "" {
-		s += " version " + Escape(e.Version)
+		s += " version " + esc(e.Version)
 	}
 	return s
 }
@@ -109,7 +108,7 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 //	writefence: wire: expected <identity> but <key> is absent
 //	writefence: wire: expected <identity> found <value>
 //
-// The found value comes last and is escaped (see Escape), so it cannot
+// The found value comes last and is escaped, so it cannot
 // forge a field after it or another log line; an empty value prints as "".
 // The key of a found value travels in Key.
 type WireError struct {
@@ -121,13 +120,13 @@ type WireError struct {
 
 func (e *WireError) Error() string {
 	if e.Absent {
-		return "writefence: wire: expected " + Escape(e.Expected) + " but " + Escape(e.Key) + " is absent"
+		return "writefence: wire: expected " + esc(e.Expected) + " but " + esc(e.Key) + " is absent"
 	}
-	found := Escape(e.Found)
+	found := esc(e.Found)
 	if found == "" {
-		found = `""` // Escape escapes quotes, so no value prints as this
+		found = `""` // quotes are escaped, so no value prints as this
 	}
-	return "writefence: wire: expected " + Escape(e.Expected) + " found " + found
+	return "writefence: wire: expected " + esc(e.Expected) + " found " + found
 }
 
 // Unwrap returns ErrWire.
@@ -149,7 +148,7 @@ type StoreError struct {
 func (e *StoreError) Error() string {
 	s := "writefence: " + e.Op
 	if e.Key != "" {
-		s += " " + Escape(e.Key)
+		s += " " + esc(e.Key)
 	}
 	return s + ": " + strings.TrimPrefix(e.Err.Error(), "writefence: ")
 }
@@ -178,53 +177,58 @@ func tooLarge(op, key string, limit int64) error {
 	return &StoreError{Op: op, Key: key, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)}
 }
 
-// OutcomeUnknownError reports a write whose result could not be learned.
-// It matches ErrOutcomeUnknown and, through Err, the cause (for example
-// context.DeadlineExceeded or a network error).
+// OutcomeUnknownError reports a write whose result could not be learned:
+// it may or may not have landed. It matches ErrOutcomeUnknown and, through
+// Err, the cause (for example context.DeadlineExceeded or a network error).
 type OutcomeUnknownError struct {
-	Key   string
-	Epoch uint64
-	Err   error // the error that hid the outcome
+	Op    string // "push", "seal", "settle" or "lease write"
+	Key   string // the key written
+	Epoch uint64 // the epoch written; 0 for a lease write
+	Err   error  // the error that hid the outcome
 }
 
 func (e *OutcomeUnknownError) Error() string {
-	return fmt.Sprintf("writefence: outcome unknown: push at epoch %d to %s: %v", e.Epoch, Escape(e.Key), e.Err)
+	at := ""
+	if e.Epoch != 0 {
+		at = fmt.Sprintf(" at epoch %d", e.Epoch)
+	}
+	return fmt.Sprintf("writefence: outcome unknown: %s%s to %s: %v", e.Op, at, esc(e.Key), e.Err)
 }
 
 // Unwrap returns ErrOutcomeUnknown and the cause.
 func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
-// maxEscaped bounds how many bytes of a value Escape prints.
-const maxEscaped = 256
+// Lease errors. Test for them with errors.Is.
+var (
+	// ErrLeaseHeld reports that Acquire found the lease held, unexpired, by
+	// another holder. The detail is a *LeaseHeldError.
+	ErrLeaseHeld = errors.New("writefence: lease held by another holder")
 
-// Escape renders s for an error message or a log line: printable UTF-8 is
-// kept, quotes, backslashes, control bytes, non-printable runes and invalid
-// UTF-8 are escaped Go-style, and a value longer than 256 bytes is cut and
-// its full length stated, so a hostile stored value can neither forge a log
-// line nor flood one.
-func Escape(s string) string {
-	cut := len(s) > maxEscaped
-	v := s
-	if cut {
-		v = s[:maxEscaped]
-	}
-	var b []byte
-	for i := 0; i < len(v); {
-		r, size := utf8.DecodeRuneInString(v[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			b = append(b, `\x`...)
-			b = append(b, "0123456789abcdef"[v[i]>>4], "0123456789abcdef"[v[i]&0xf])
-		case r == '"' || r == '\\' || !strconv.IsPrint(r):
-			q := strconv.Quote(string(r))
-			b = append(b, q[1:len(q)-1]...)
-		default:
-			b = append(b, v[i:i+size]...)
-		}
-		i += size
-	}
-	if cut {
-		b = append(b, fmt.Sprintf("...(%d bytes)", len(s))...)
-	}
-	return string(b)
+	// ErrLeaseLost reports that a Lease does not hold its lease: it never
+	// acquired it, released it, or the store shows another term (a takeover
+	// after the lease expired) or no record at all. Only Acquire can get it
+	// back, at a new term.
+	ErrLeaseLost = errors.New("writefence: lease lost")
+
+	// ErrLeaseExpired reports that the holder's own clock has passed the
+	// expiry of its last acquire or renewal. Epoch refuses until a Renew
+	// lands, which it does if nobody took the lease over meanwhile.
+	ErrLeaseExpired = errors.New("writefence: lease expired")
+)
+
+// LeaseHeldError is the detail of an Acquire refused because another holder
+// holds the lease. It matches ErrLeaseHeld.
+type LeaseHeldError struct {
+	Key    string    // the lease record's key
+	Holder string    // the holder the record names, raw; Error escapes it
+	Term   uint64    // the record's term
+	Expiry time.Time // when the record expires, by the holder's clock
 }
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("writefence: lease %s held by %s at term %d until %s",
+		esc(e.Key), esc(e.Holder), e.Term, e.Expiry.UTC().Format(time.RFC3339Nano))
+}
+
+// Unwrap returns ErrLeaseHeld.
+func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }

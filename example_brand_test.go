@@ -11,28 +11,28 @@ import (
 // A store is branded once by a deploy step; writers of the same format
 // verify the brand before their first push, and a program of another format
 // is refused before it writes anything.
-func ExampleBrand() {
+func ExampleFence_ClaimBrand() {
 	ctx := context.Background()
 	store := &writefence.MemStore{}
 
 	// The deploy step. Installing again writes nothing.
-	admin := &writefence.Brand{Store: store, Identity: "wal-mirror/v1"}
-	installed, err := admin.Install(ctx)
+	admin := &writefence.Fence{Store: store, Identity: "wal-mirror/v1"}
+	installed, err := admin.ClaimBrand(ctx)
 	fmt.Println("installed:", installed, err)
-	installed, err = admin.Install(ctx)
+	installed, err = admin.ClaimBrand(ctx)
 	fmt.Println("installed again:", installed, err)
 
 	// A writer of the format: verifies once, then pushes.
 	fence := &writefence.Fence{
 		Store:    store,
 		Identity: "wal-mirror/v1",
-		Brand:    &writefence.Brand{Identity: "wal-mirror/v1"},
+		Brand:    writefence.BrandVerify,
 	}
 	fmt.Println("push:", fence.Push(ctx, "wal", "shard-7", "node-a", 1, []byte("segment 1")))
 
 	// A program of another format claims the store at start-up.
-	other := &writefence.Brand{Store: store, Identity: "wal-mirror/v2"}
-	err = other.Claim(ctx)
+	other := &writefence.Fence{Store: store, Identity: "wal-mirror/v2"}
+	_, err = other.ClaimBrand(ctx)
 	fmt.Println("wire refusal:", errors.Is(err, writefence.ErrWire))
 	fmt.Println(err)
 	// Output:
@@ -49,14 +49,13 @@ func ExampleBrandMode() {
 	ctx := context.Background()
 	store := &writefence.MemStore{}
 	fence := &writefence.Fence{
-		Store:      store,
-		Brand:      &writefence.Brand{},
-		BrandCheck: writefence.BrandClaimOnce,
+		Store: store,
+		Brand: writefence.BrandClaim,
 	}
 	fmt.Println(fence.Push(ctx, "wal", "shard-7", "node-a", 1, []byte("segment 1")))
-	fmt.Println((&writefence.Brand{Store: store}).Verify(ctx))
+	fmt.Println((&writefence.Fence{Store: store}).VerifyBrand(ctx))
 
-	fresh := &writefence.Fence{Store: &writefence.MemStore{}, Brand: &writefence.Brand{}}
+	fresh := &writefence.Fence{Store: &writefence.MemStore{}, Brand: writefence.BrandVerify}
 	fmt.Println(fresh.Push(ctx, "wal", "shard-7", "node-a", 1, []byte("segment 1")))
 	// Output:
 	// <nil>

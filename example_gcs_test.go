@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log"
+	"net/http"
 
 	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
 
 	"github.com/writefence/writefence"
 )
@@ -25,13 +27,13 @@ func ExampleNewGCSConditionalStore() {
 	// epoch comes from whatever elects this node the shard's writer.
 	var epoch uint64 = 42
 	err = fence.Push(ctx, "wal", "shard-7", "node-a", epoch, []byte("segment bytes"))
-	var rl *writefence.GCSRateLimitError
+	var gerr *googleapi.Error
 	switch {
 	case err == nil:
 		log.Print("pushed")
 	case errors.Is(err, writefence.ErrStaleEpoch):
 		log.Print("deposed: a writer with this epoch or a later one has pushed; stop writing")
-	case errors.As(err, &rl):
+	case errors.As(err, &gerr) && gerr.Code == http.StatusTooManyRequests:
 		log.Print("throttled: Cloud Storage takes about one update per second per object; retry later")
 	default:
 		log.Fatal(err)

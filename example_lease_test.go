@@ -43,7 +43,7 @@ func ExampleLease() {
 			return
 		}
 		epoch, err := fence.PushFrom(ctx, a, "wal", "0", "node-a", fmt.Appendf(nil, "segment %d", i))
-		fmt.Printf("node-a pushed segment %d at term %d: %v\n", i, writefence.LeaseTerm(epoch), err)
+		fmt.Printf("node-a pushed segment %d at term %d: %v\n", i, epoch>>32, err)
 		now = now.Add(time.Second)
 	}
 
@@ -69,7 +69,7 @@ func ExampleLease() {
 	fmt.Println("node-a renew:", a.Renew(ctx))
 
 	epoch, writer, payload, _ := fence.Latest(ctx, "wal", "0")
-	fmt.Printf("recorded: term %d by %s: %s\n", writefence.LeaseTerm(epoch), writer, payload)
+	fmt.Printf("recorded: term %d by %s: %s\n", epoch>>32, writer, payload)
 	// Output:
 	// node-a holds term 1
 	// node-a pushed segment 1 at term 1: <nil>

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/writefence/writefence"
@@ -148,4 +149,21 @@ func (s *lostReplyStore) set(remaining int, failReads bool) {
 	s.mu.Lock()
 	s.remaining, s.failReads = remaining, failReads
 	s.mu.Unlock()
+}
+
+// memKeys returns every key a store holds, through its Lister.
+func memKeys(t testing.TB, s writefence.Lister) []string {
+	t.Helper()
+	var keys []string
+	if err := s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// epochFunc adapts a function to an EpochSource.
+type epochFunc func(ctx context.Context, plugin, shard string) (uint64, error)
+
+func (fn epochFunc) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
+	return fn(ctx, plugin, shard)
 }

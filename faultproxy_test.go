@@ -120,18 +120,14 @@ func newFaultProxy(t testing.TB, target string, rates faultRates) *faultProxy {
 // addr is the address clients dial instead of the server's.
 func (p *faultProxy) addr() string { return p.ln.Addr().String() }
 
-// setRates replaces the fault rates; the zero value makes the proxy a
-// faithful relay.
-func (p *faultProxy) setRates(r faultRates) {
-	p.mu.Lock()
-	p.rates = r
-	p.mu.Unlock()
-}
-
-func (p *faultProxy) currentRates() faultRates {
+// setRates replaces the fault rates and returns the previous ones; the
+// zero value makes the proxy a faithful relay.
+func (p *faultProxy) setRates(r faultRates) faultRates {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.rates
+	old := p.rates
+	p.rates = r
+	return old
 }
 
 // dropReplyWhen makes the proxy drop the reply of every request for which
@@ -261,8 +257,8 @@ func (p *faultProxy) accept() {
 		p.conns[pc] = struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go pc.upstream()
-		go pc.downstream()
+		go pc.pump(pc.client, pc.server, pc.request)
+		go pc.pump(pc.server, pc.client, pc.reply)
 	}
 }
 
@@ -298,39 +294,19 @@ type proxyConn struct {
 	killOnce sync.Once
 }
 
-// upstream forwards the client's bytes to the server, deciding a fault at
-// the start of each request.
-func (c *proxyConn) upstream() {
+// pump copies src to dst, handing each chunk read to onRead first, until
+// either side fails or onRead says to stop; then it kills the connection.
+func (c *proxyConn) pump(src, dst *net.TCPConn, onRead func(p []byte) bool) {
 	defer c.p.wg.Done()
 	defer c.kill()
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := c.client.Read(buf)
+		n, err := src.Read(buf)
 		if n > 0 {
-			c.mu.Lock()
-			start := c.awaiting
-			c.awaiting = false
-			c.mu.Unlock()
-			if start {
-				kind, delay, then := c.p.draw(buf[:n])
-				switch kind {
-				case faultDelay:
-					t := time.NewTimer(delay)
-					select {
-					case <-t.C:
-					case <-c.p.done:
-						t.Stop()
-						return
-					}
-				case faultReset:
-					return
-				case faultDropReply, faultBlackout:
-					c.mu.Lock()
-					c.drop, c.then = kind, then
-					c.mu.Unlock()
-				}
+			if !onRead(buf[:n]) {
+				return
 			}
-			if _, err := c.server.Write(buf[:n]); err != nil {
+			if _, err := dst.Write(buf[:n]); err != nil {
 				return
 			}
 		}
@@ -340,37 +316,54 @@ func (c *proxyConn) upstream() {
 	}
 }
 
-// downstream forwards the server's replies to the client, unless the
-// request they answer was chosen to lose its reply.
-func (c *proxyConn) downstream() {
-	defer c.p.wg.Done()
-	defer c.kill()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := c.server.Read(buf)
-		if n > 0 {
-			c.mu.Lock()
-			drop, then := c.drop, c.then
-			c.awaiting = true
-			c.mu.Unlock()
-			switch drop {
-			case faultDropReply:
-				if then != nil {
-					then()
-				}
-				return
-			case faultBlackout:
-				c.p.unreachable(c.p.outage())
-				return
-			}
-			if _, err := c.client.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
+// request sees the client's bytes on their way to the server and decides a
+// fault at the start of each request; false stops the relay.
+func (c *proxyConn) request(p []byte) bool {
+	c.mu.Lock()
+	start := c.awaiting
+	c.awaiting = false
+	c.mu.Unlock()
+	if !start {
+		return true
 	}
+	kind, delay, then := c.p.draw(p)
+	switch kind {
+	case faultDelay:
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-c.p.done:
+			t.Stop()
+			return false
+		}
+	case faultReset:
+		return false
+	case faultDropReply, faultBlackout:
+		c.mu.Lock()
+		c.drop, c.then = kind, then
+		c.mu.Unlock()
+	}
+	return true
+}
+
+// reply sees the server's bytes on their way to the client; false, for a
+// reply chosen to be lost, stops the relay before any of it is forwarded.
+func (c *proxyConn) reply([]byte) bool {
+	c.mu.Lock()
+	drop, then := c.drop, c.then
+	c.awaiting = true
+	c.mu.Unlock()
+	switch drop {
+	case faultDropReply:
+		if then != nil {
+			then()
+		}
+		return false
+	case faultBlackout:
+		c.p.unreachable(c.p.outage())
+		return false
+	}
+	return true
 }
 
 func (p *faultProxy) outage() time.Duration {
@@ -434,10 +427,17 @@ func TestFaultProxy(t *testing.T) {
 		assert.Equal(t, 1, p.count(faultDelay))
 	})
 	t.Run("reset before the server", func(t *testing.T) {
+		srv := newRecordingServer(t) // of its own, so that ended is this connection's
 		p := newFaultProxy(t, srv.addr(), faultRates{Reset: 1})
 		_, err := roundTrip(t, p, "never-sent")
 		require.Error(t, err)
-		time.Sleep(50 * time.Millisecond) // room for a wrongly forwarded request to arrive
+		// The server has read all it will ever read of the connection once
+		// it has seen the proxy close it.
+		select {
+		case <-srv.ended:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the proxy never closed its connection to the server")
+		}
 		assert.False(t, srv.received("never-sent"), "a reset request reached the server")
 	})
 	t.Run("drop reply", func(t *testing.T) {
@@ -476,8 +476,9 @@ func TestFaultProxy(t *testing.T) {
 // recordingServer answers each read of a connection with "ok:" and the
 // bytes read, and remembers what it received.
 type recordingServer struct {
-	ln net.Listener
-	wg sync.WaitGroup
+	ln    net.Listener
+	wg    sync.WaitGroup
+	ended chan struct{} // receives once each connection's serving ends
 
 	mu   sync.Mutex // guards seen and open
 	seen map[string]bool
@@ -488,7 +489,7 @@ func newRecordingServer(t *testing.T) *recordingServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &recordingServer{ln: ln, seen: make(map[string]bool), open: make(map[net.Conn]struct{})}
+	s := &recordingServer{ln: ln, ended: make(chan struct{}, 64), seen: make(map[string]bool), open: make(map[net.Conn]struct{})}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -523,6 +524,10 @@ func (s *recordingServer) serve(c net.Conn) {
 		delete(s.open, c)
 		s.mu.Unlock()
 		_ = c.Close()
+		select {
+		case s.ended <- struct{}{}:
+		default:
+		}
 	}()
 	buf := make([]byte, 4096)
 	for {

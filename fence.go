@@ -1,30 +1,21 @@
 package writefence
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/writefence/writefence/internal/defaults"
 )
 
-// DefaultIdentity is the record-level wire identity a Fence writes and
-// expects when Fence.Identity is empty. It names this package's record
-// format; programs that share mirrors with other formats set their own.
-const DefaultIdentity = "writefence/v1"
-
-// Defaults for the zero values of the Fence's retry settings.
+// Defaults for the zero values of the Fence's settings.
 const (
-	DefaultMaxAttempts = 10
-	DefaultRetryDelay  = 5 * time.Millisecond
-	maxRetryDelay      = 500 * time.Millisecond
+	defaultIdentity       = defaults.Identity // "writefence/v1", the package's record format
+	defaultMaxPayloadSize = defaults.MaxPayloadSize
+	defaultMaxAttempts    = 10
+	defaultRetryDelay     = 5 * time.Millisecond
+	maxRetryDelay         = 500 * time.Millisecond
 )
-
-// maxCached bounds the version cache; past it an arbitrary entry is dropped,
-// which costs that shard one read on its next push.
-const maxCached = 4096
 
 // Fence admits a push to a shard's mirror record only if its epoch is
 // strictly greater than the epoch the record holds, and lands the epoch and
@@ -39,25 +30,26 @@ type Fence struct {
 	Store ConditionalStore
 
 	// Identity is the record-level wire identity written into every record
-	// and required of every record read. Empty means DefaultIdentity. A
+	// and required of every record read, at most 255 bytes. Empty means
+	// "writefence/v1", the package's record format. A
 	// record of another identity is refused with a *WireError.
 	Identity string
 
-	// Prefix is prepended to every key; empty means DefaultPrefix.
+	// Prefix is prepended to every key; empty means "writefence/".
 	Prefix string
 
-	// MaxPayloadSize bounds the payload of a push; zero means
-	// DefaultMaxPayloadSize. The Store's read limit must allow a record of
-	// this payload plus MaxHeaderSize.
+	// MaxPayloadSize bounds the payload of a push; zero means 64 MiB. The
+	// Store's read limit must allow a record of this payload plus 4 KiB for
+	// its header (the stores' default limit is 64 MiB + 4 KiB).
 	MaxPayloadSize int64
 
 	// MaxAttempts bounds the conditional writes one push makes; zero means
-	// DefaultMaxAttempts. When every attempt conflicts Push returns an error
+	// 10. When every attempt conflicts Push returns an error
 	// matching ErrConflict.
 	MaxAttempts int
 
 	// RetryDelay is the base of the jittered exponential back-off between
-	// conflicting attempts; zero means DefaultRetryDelay. The delay before
+	// conflicting attempts; zero means 5ms. The delay before
 	// attempt n+1 is uniform in [0, min(RetryDelay<<n, 500ms)).
 	RetryDelay time.Duration
 
@@ -71,15 +63,10 @@ type Fence struct {
 
 	probe verdictOnce // the kept verdict of the probe
 
-	// Brand, when set, is the store-level wire identity checked before
-	// pushes as BrandCheck says (see brand.go). A nil Brand.Store means
-	// Store; Brand's identity must equal the fence's identity. Nil means
-	// no brand check; the record-level identity is checked regardless.
-	Brand *Brand
-
-	// BrandCheck says when Brand is checked; the zero value is
-	// BrandVerifyOnce. See BrandMode for which mode to use when.
-	BrandCheck BrandMode
+	// Brand says when the store's brand, the store-level wire identity
+	// under Prefix, is checked: the zero value never (see BrandMode). The
+	// brand must hold Identity.
+	Brand BrandMode
 
 	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
@@ -92,57 +79,14 @@ type Fence struct {
 	// by the store's own checksums, not by Push.
 	VerifyPayloadOnPush bool
 
-	// Observer, when set, sees every outcome of every write: Push, Seal
-	// and Settle (see Observer). Nil means none.
-	Observer Observer
+	// Observer, when set, sees every outcome of every write (Push, Seal and
+	// Settle; see PushEvent), for metrics or logs. It is called
+	// synchronously on the writing goroutine, from many goroutines at once:
+	// it must be safe for concurrent use and quick. Nil means none.
+	Observer func(ctx context.Context, e PushEvent)
 
 	mu    sync.Mutex // guards cache
 	cache map[string]cachedRecord
-}
-
-// cachedRecord is what the fence remembers of a record it wrote or read: its
-// version and epoch. The version lets a push skip the read; the write is
-// still conditioned on it, so a stale entry costs one conflict, never a
-// wrong admission. The epoch is only used to decide whether skipping the
-// read is worth trying; it never refuses a push on its own.
-type cachedRecord struct {
-	version string
-	epoch   uint64
-}
-
-// The operations that write a record. Each goes through Fence.write, the
-// one write loop, so every guard a write needs is checked in one place.
-const (
-	opPush   = "push"
-	opSeal   = "seal"
-	opSettle = "settle"
-)
-
-// recordWrite is one validated write of a record: a push, a seal or a
-// settle. decide turns what the store records into the record to write.
-type recordWrite struct {
-	op      string // opPush, opSeal or opSettle
-	key     string
-	writer  string
-	epoch   uint64
-	header  []byte // the record's encoded header; a seal sets it in decide
-	payload []byte // the payload after it: the caller's bytes, never copied
-	crc     uint32 // the payload's CRC-32C, as the header carries it
-	record  []byte // header and payload joined, for a store without PartsPutter; built once
-
-	// corruptVersion is, for a settle, the version found corrupt: the
-	// only version it may replace.
-	corruptVersion string
-}
-
-// recorded is what one read of a record's key found.
-type recorded struct {
-	found   bool
-	whole   bool          // the whole record was read, not only its header
-	version string        // the version of the bytes read (of the damage, when corrupt)
-	h       header        // the decoded header; h.epoch is 0 when it did not decode
-	payload []byte        // the payload, on a whole read of a sound record
-	corrupt *CorruptError // set when the record, or the store's own check, failed
 }
 
 // Push writes payload as the record of (plugin, shard) at epoch, on behalf
@@ -185,8 +129,8 @@ func (f *Fence) prepare(op, plugin, shard, writer string, epoch uint64, payload 
 	switch {
 	case writer == "":
 		return nil, invalidArg("writer", "empty")
-	case len(writer) > MaxWriterLen:
-		return nil, invalidArg("writer", "%d bytes, more than %d", len(writer), MaxWriterLen)
+	case len(writer) > maxWriterLen:
+		return nil, invalidArg("writer", "%d bytes, more than %d", len(writer), maxWriterLen)
 	case epoch == 0:
 		return nil, invalidArg("epoch", "must be at least 1")
 	}
@@ -201,259 +145,11 @@ func (f *Fence) prepare(op, plugin, shard, writer string, epoch uint64, payload 
 	return w, nil
 }
 
-// write is the one write loop of a record, shared by Push, Seal and Settle:
-// the brand check and the probe verdict, then read the recorded state,
-// decide, one conditional write, and on a conflict back off and read again;
-// an ambiguous outcome is settled by the next read. The Observer sees how it
-// ended.
-func (f *Fence) write(ctx context.Context, w *recordWrite) error {
-	attempt := 0
-	err := f.checkBrand(ctx, true)
-	if err == nil && f.Probe {
-		err = f.checkProbe(ctx)
-	}
-	if err == nil {
-		attempt, err = f.attempts(ctx, w)
-	}
-	f.observe(ctx, w, outcomeOf(err), attempt, err)
-	return err
-}
-
-// attempts runs the read-decide-write attempts of w and returns the attempt
-// it ended on.
-func (f *Fence) attempts(ctx context.Context, w *recordWrite) (int, error) {
-	maxAttempts := f.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = DefaultMaxAttempts
-	}
-	// Only a push may skip its read: a seal carries the recorded payload
-	// forward and a settle must see the damage it replaces.
-	var version string
-	skipRead := false
-	if w.op == opPush {
-		version, skipRead = f.cached(w.key, w.epoch)
-	}
-	var unsure error // set once a write's outcome was hidden by an error
-	fail := func(err error) error {
-		if unsure != nil {
-			// An earlier write of ours may have landed and been superseded
-			// since; what happened after cannot say, so the error is
-			// reported but not matched as a refusal of ours.
-			return &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: fmt.Errorf("%w; then: %v", unsure, err)}
-		}
-		return err
-	}
-	for attempt := 1; ; attempt++ {
-		if !skipRead {
-			st, err := f.read(ctx, w.key, w.op != opPush || f.VerifyPayloadOnPush)
-			if err == nil && !st.whole && w.mayBeReplay(st.h) {
-				// Only the payload itself can tell this very push from
-				// another of the same epoch and writer.
-				st, err = f.read(ctx, w.key, true)
-			}
-			if err != nil {
-				return attempt, fail(err)
-			}
-			done, err := f.decide(w, st)
-			if err != nil {
-				return attempt, fail(err)
-			}
-			if done {
-				f.remember(w.key, st.version, w.epoch)
-				return attempt, nil
-			}
-			version = st.version // "" when absent: create-only
-		}
-		skipRead = false
-
-		newVersion, err := f.put(ctx, w, version)
-		if err == nil {
-			f.remember(w.key, newVersion, w.epoch)
-			return attempt, nil
-		}
-		f.forget(w.key)
-		conflict := errors.Is(err, ErrConflict)
-		switch {
-		case conflict:
-		case refusedWrite(err):
-			// The store refused and wrote nothing (damage in place, the
-			// brand inside its transaction): final, like a read's refusal.
-			return attempt, fail(err)
-		default:
-			// The write may have landed; the next read settles it.
-			unsure = err
-			if ctx.Err() != nil {
-				return attempt, &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: err}
-			}
-		}
-		if attempt >= maxAttempts {
-			if unsure != nil {
-				return attempt, &OutcomeUnknownError{Key: w.key, Epoch: w.epoch, Err: err}
-			}
-			return attempt, fmt.Errorf("writefence: %s at epoch %d to %s: %d attempts: %w", w.op, w.epoch, Escape(w.key), attempt, err)
-		}
-		if conflict {
-			f.observe(ctx, w, ConflictRetried, attempt, err)
-			if err := f.backoff(ctx, attempt); err != nil {
-				return attempt, fail(err)
-			}
-		}
-	}
-}
-
-// refusedWrite reports whether a write's error is a refusal after which
-// nothing was written, so that retrying cannot help: a record the store
-// found damaged, another wire identity, an argument the store rejects.
-func refusedWrite(err error) bool {
-	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrWire) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrTooLarge)
-}
-
-// decide applies the write's rules to what the store records: done when the
-// record already is this write (an earlier attempt landed), else nil to
-// write w.record conditioned on st's version, or the refusal.
-func (f *Fence) decide(w *recordWrite, st recorded) (done bool, err error) {
-	if w.op == opSettle {
-		return f.decideSettle(w, st)
-	}
-	if st.corrupt != nil {
-		return false, st.corrupt
-	}
-	if st.found {
-		if err := f.checkIdentity(w.key, st.h); err != nil {
-			return false, err
-		}
-	}
-	if w.op == opSeal {
-		return f.decideSeal(w, st)
-	}
-	if st.found && w.mayBeReplay(st.h) && st.whole && bytes.Equal(st.payload, w.payload) {
-		return true, nil
-	}
-	if st.found && w.epoch <= st.h.epoch {
-		return false, staleEpoch(w, st.h)
-	}
-	return false, nil
-}
-
-// mayBeReplay reports whether a record with header h may be this very
-// write, landed by an earlier attempt: same epoch, writer and payload size,
-// and (where the header carries it) the same payload checksum. Only the
-// payload bytes themselves decide.
-func (w *recordWrite) mayBeReplay(h header) bool {
-	return h.epoch == w.epoch && h.writer == w.writer && h.payloadLen == uint64(len(w.payload)) &&
-		(h.version == 1 || h.payloadCRC == w.crc)
-}
-
-// put makes the write's one conditional write: header and payload as two
-// parts on a store that takes parts, so the payload is never copied; joined
-// once otherwise.
-func (f *Fence) put(ctx context.Context, w *recordWrite, version string) (string, error) {
-	if pp, ok := f.Store.(PartsPutter); ok {
-		return pp.PutPartsIfVersion(ctx, w.key, [][]byte{w.header, w.payload}, version)
-	}
-	if w.record == nil {
-		w.record = make([]byte, 0, len(w.header)+len(w.payload))
-		w.record = append(append(w.record, w.header...), w.payload...)
-	}
-	return f.Store.PutIfVersion(ctx, w.key, w.record, version)
-}
-
-func staleEpoch(w *recordWrite, h header) error {
-	return &StaleEpochError{Key: w.key, Epoch: w.epoch, RecordedEpoch: h.epoch, RecordedWriter: h.writer}
-}
-
-// read reads the record at key once. A missing record and a corrupt one are
-// states, not errors; any other failure is returned. With whole false, on a
-// store that can read a prefix, it reads only MaxHeaderSize bytes: the
-// header is checked (checksum, identity) and the record's size must equal
-// the header's size plus the payload length it declares; the payload checksum
-// is then left to Latest and to the store's own integrity checks.
-func (f *Fence) read(ctx context.Context, key string, whole bool) (recorded, error) {
-	pr, ok := f.Store.(PrefixReader)
-	if whole || !ok {
-		data, version, err := f.Store.Get(ctx, key)
-		if err != nil {
-			return readState(key, err)
-		}
-		return decodeState(key, version, data), nil
-	}
-	prefix, size, version, err := pr.GetPrefix(ctx, key, MaxHeaderSize)
-	if err != nil {
-		return readState(key, err)
-	}
-	if size <= int64(len(prefix)) {
-		return decodeState(key, version, prefix), nil
-	}
-	st := recorded{found: true, version: version}
-	h, check := decodeHeader(prefix)
-	if check == "" {
-		st.h = h
-		switch rest := uint64(size - int64(h.size)); {
-		case h.payloadLen > rest:
-			check = "truncated payload"
-		case h.payloadLen < rest:
-			check = "trailing bytes"
-		}
-	}
-	if check != "" {
-		st.corrupt = &CorruptError{Key: key, Version: version, Check: check}
-	}
-	return st, nil
-}
-
-// readState turns a failed read into a state (absent, or damaged as the
-// store itself found) or the error to return.
-func readState(key string, err error) (recorded, error) {
-	var ce *CorruptError
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return recorded{}, nil
-	case errors.As(err, &ce) && ce.Version != "":
-		c := *ce
-		if c.Key == "" {
-			c.Key = key
-		}
-		return recorded{found: true, version: c.Version, corrupt: &c}, nil
-	}
-	return recorded{}, readError(key, err)
-}
-
-// decodeState decodes a whole record strictly.
-func decodeState(key, version string, data []byte) recorded {
-	h, payload, check := decodeRecord(data)
-	st := recorded{found: true, whole: true, version: version, h: h, payload: payload}
-	if check != "" {
-		st.corrupt = &CorruptError{Key: key, Version: version, Check: check}
-	}
-	return st
-}
-
-func readError(key string, err error) error {
-	if errors.Is(err, ErrNotFound) {
-		return err
-	}
-	return fmt.Errorf("writefence: read %s: %w", Escape(key), err)
-}
-
-func (f *Fence) checkIdentity(key string, h header) error {
-	if id := f.identity(); h.identity != id {
-		return &WireError{Key: key, Expected: id, Found: h.identity}
-	}
-	return nil
-}
-
 // Latest returns the recorded epoch, writer and payload of (plugin, shard).
 // A shard never pushed returns an error matching ErrNotFound; a record that
 // fails to decode, ErrCorrupt; a record of another identity, ErrWire.
 func (f *Fence) Latest(ctx context.Context, plugin, shard string) (epoch uint64, writer string, payload []byte, err error) {
-	key, err := f.key(plugin, shard)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	if err := f.checkBrand(ctx, false); err != nil {
-		return 0, "", nil, err
-	}
-	info, err := f.inspect(ctx, key)
+	info, err := f.Inspect(ctx, plugin, shard)
 	if err != nil {
 		return 0, "", nil, err
 	}
@@ -465,70 +161,17 @@ func (f *Fence) key(plugin, shard string) (string, error) {
 	if f.Store == nil {
 		return "", invalidArg("store", "Fence.Store is nil")
 	}
-	if id := f.Identity; len(id) > MaxIdentityLen {
-		return "", invalidArg("identity", "%d bytes, more than %d", len(id), MaxIdentityLen)
+	if id := f.Identity; len(id) > maxIdentityLen {
+		return "", invalidArg("identity", "%d bytes, more than %d", len(id), maxIdentityLen)
 	}
-	return ShardKey(f.Prefix, plugin, shard)
+	return shardKey(f.Prefix, plugin, shard)
 }
 
-func (f *Fence) identity() string { return orDefault(f.Identity, DefaultIdentity) }
+func (f *Fence) identity() string { return orDefault(f.Identity, defaultIdentity) }
 
 func (f *Fence) maxPayload() int64 {
 	if f.MaxPayloadSize > 0 {
 		return f.MaxPayloadSize
 	}
-	return DefaultMaxPayloadSize
-}
-
-// backoff sleeps before attempt+1, or returns ctx's error if ctx ends first.
-func (f *Fence) backoff(ctx context.Context, attempt int) error {
-	base := f.RetryDelay
-	if base <= 0 {
-		base = DefaultRetryDelay
-	}
-	ceiling := maxRetryDelay
-	if shift := attempt - 1; shift < 16 && base<<shift < ceiling {
-		ceiling = base << shift
-	}
-	t := time.NewTimer(rand.N(ceiling) + 1)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// cached returns the version to condition a push at epoch on without
-// reading, when the fence wrote or read that key's record at a lower epoch.
-func (f *Fence) cached(key string, epoch uint64) (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, ok := f.cache[key]
-	if !ok || epoch <= c.epoch {
-		return "", false
-	}
-	return c.version, true
-}
-
-func (f *Fence) remember(key, version string, epoch uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cache == nil {
-		f.cache = make(map[string]cachedRecord)
-	}
-	if _, ok := f.cache[key]; !ok && len(f.cache) >= maxCached {
-		for k := range f.cache {
-			delete(f.cache, k)
-			break
-		}
-	}
-	f.cache[key] = cachedRecord{version: version, epoch: epoch}
-}
-
-func (f *Fence) forget(key string) {
-	f.mu.Lock()
-	delete(f.cache, key)
-	f.mu.Unlock()
+	return defaultMaxPayloadSize
 }

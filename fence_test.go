@@ -11,11 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 func mustKey(t testing.TB, plugin, shard string) string {
 	t.Helper()
-	key, err := writefence.ShardKey("", plugin, shard)
+	key, err := keys.Shard("", plugin, shard)
 	require.NoError(t, err)
 	return key
 }
@@ -85,7 +88,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"empty shard", f, "p", "", "w", 1, nil, "shard"},
 		{"long plugin", f, strings.Repeat("p", 257), "s", "w", 1, nil, "plugin"},
 		{"empty writer", f, "p", "s", "", 1, nil, "writer"},
-		{"long writer", f, "p", "s", strings.Repeat("w", writefence.MaxWriterLen+1), 1, nil, "writer"},
+		{"long writer", f, "p", "s", strings.Repeat("w", 1025), 1, nil, "writer"},
 		{"epoch 0", f, "p", "s", "w", 0, nil, "epoch"},
 		{"payload over limit", f, "p", "s", "w", 1, make([]byte, 17), "payload"},
 		{"identity too long", &writefence.Fence{Store: counting, Identity: strings.Repeat("i", 256)}, "p", "s", "w", 1, nil, "identity"},
@@ -177,7 +180,7 @@ func TestOtherIdentityRefused(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrWire)
 	var we *writefence.WireError
 	require.ErrorAs(t, err, &we)
-	assert.Equal(t, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: writefence.DefaultIdentity, Found: "other-format/v9\n"}, *we)
+	assert.Equal(t, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: defaults.Identity, Found: "other-format/v9\n"}, *we)
 	assert.Equal(t, `writefence: wire: expected writefence/v1 found other-format/v9\n`, err.Error())
 	assert.Equal(t, int64(0), counting.puts.Load())
 
@@ -229,7 +232,7 @@ func TestLostReplySettledByRead(t *testing.T) {
 
 func TestConflictsRetried(t *testing.T) {
 	ctx := context.Background()
-	for _, k := range []int{1, 3, writefence.DefaultMaxAttempts - 1} {
+	for _, k := range []int{1, 3, 10 - 1} {
 		store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: k}
 		counting := &countingStore{ConditionalStore: store}
 		f := &writefence.Fence{Store: counting}
@@ -253,7 +256,7 @@ func TestEndlessConflicts(t *testing.T) {
 	counting.puts.Store(0)
 	err = (&writefence.Fence{Store: counting}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrConflict)
-	assert.Equal(t, int64(writefence.DefaultMaxAttempts), counting.puts.Load())
+	assert.Equal(t, int64(10), counting.puts.Load())
 }
 
 func TestCancelledContextStopsRetries(t *testing.T) {
@@ -314,7 +317,7 @@ func TestPushFrom(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
 
 	errNoLease := errors.New("lease not held")
-	src := writefence.EpochSourceFunc(func(context.Context, string, string) (uint64, error) { return 0, errNoLease })
+	src := epochFunc(func(context.Context, string, string) (uint64, error) { return 0, errNoLease })
 	_, err = f.PushFrom(ctx, src, "wal", "0", "a", []byte("x"))
 	require.ErrorIs(t, err, errNoLease)
 	_, err = f.PushFrom(ctx, nil, "wal", "0", "a", []byte("x"))
@@ -334,8 +337,8 @@ func TestEscape(t *testing.T) {
 		"\u202eoverride": `\u202eoverride`,
 	}
 	for in, want := range cases {
-		assert.Equal(t, want, writefence.Escape(in))
+		assert.Equal(t, want, escape.String(in))
 	}
-	long := writefence.Escape(strings.Repeat("a", 10<<10))
+	long := escape.String(strings.Repeat("a", 10<<10))
 	assert.Equal(t, strings.Repeat("a", 256)+"...(10240 bytes)", long)
 }

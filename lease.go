@@ -3,48 +3,13 @@ package writefence
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/writefence/writefence/internal/keys"
 )
-
-// Lease errors. Test for them with errors.Is.
-var (
-	// ErrLeaseHeld reports that Acquire found the lease held, unexpired, by
-	// another holder. The detail is a *LeaseHeldError.
-	ErrLeaseHeld = errors.New("writefence: lease held by another holder")
-
-	// ErrLeaseLost reports that a Lease does not hold its lease: it never
-	// acquired it, released it, or the store shows another term (a takeover
-	// after the lease expired) or no record at all. Only Acquire can get it
-	// back, at a new term.
-	ErrLeaseLost = errors.New("writefence: lease lost")
-
-	// ErrLeaseExpired reports that the holder's own clock has passed the
-	// expiry of its last acquire or renewal. Epoch refuses until a Renew
-	// lands, which it does if nobody took the lease over meanwhile.
-	ErrLeaseExpired = errors.New("writefence: lease expired")
-)
-
-// LeaseHeldError is the detail of an Acquire refused because another holder
-// holds the lease. It matches ErrLeaseHeld.
-type LeaseHeldError struct {
-	Key    string    // the lease record's key
-	Holder string    // the holder the record names, raw; Error escapes it
-	Term   uint64    // the record's term
-	Expiry time.Time // when the record expires, by the holder's clock
-}
-
-func (e *LeaseHeldError) Error() string {
-	return fmt.Sprintf("writefence: lease %s held by %s at term %d until %s",
-		Escape(e.Key), Escape(e.Holder), e.Term, e.Expiry.UTC().Format(time.RFC3339Nano))
-}
-
-// Unwrap returns ErrLeaseHeld.
-func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 
 // Lease is a named, expiring, exclusive lease kept in one record of any
 // ConditionalStore (S3, GCS, Valkey, a directory, memory), and an
@@ -94,14 +59,14 @@ type Lease struct {
 	// Store holds the lease record. Required.
 	Store ConditionalStore
 
-	// Prefix is the key prefix, as Fence.Prefix; empty means DefaultPrefix.
-	// The record's key is LeaseKey(Prefix, Name).
+	// Prefix is the key prefix, as Fence.Prefix; empty means "writefence/".
+	// The record's key is Prefix + "_lease/" + Name, escaped.
 	Prefix string
 
-	// Name names the lease, 1 to MaxNameLen bytes of any value.
+	// Name names the lease, 1 to 256 bytes of any value.
 	Name string
 
-	// Holder names this contender in the record, 1 to MaxWriterLen bytes.
+	// Holder names this contender in the record, 1 to 1024 bytes.
 	Holder string
 
 	// TTL is how long an acquisition or a renewal lasts. Required, positive.
@@ -123,41 +88,13 @@ var _ EpochSource = (*Lease)(nil)
 // Limits of the lease's epochs: Epoch returns term<<leaseSeqBits | n.
 const (
 	leaseSeqBits = 32
-	// MaxLeaseTerm is the highest term a lease can reach.
-	MaxLeaseTerm = 1<<(64-leaseSeqBits) - 1
+	// maxLeaseTerm is the highest term a lease can reach.
+	maxLeaseTerm = 1<<(64-leaseSeqBits) - 1
 	maxLeaseSeq  = 1<<leaseSeqBits - 1
 )
 
 // leaseAttempts bounds the conditional writes of one Lease call.
-const leaseAttempts = DefaultMaxAttempts
-
-// LeaseTerm returns the term of the lease an epoch drawn from Lease.Epoch
-// belongs to, e.g. to tell from Fence.Latest which term wrote a record.
-func LeaseTerm(epoch uint64) uint64 { return epoch >> leaseSeqBits }
-
-// leaseSpace is the lease records' part of the reserved key space; see
-// keys.go. It differs from the brand key in its second byte after '_'.
-const leaseSpace = reservedSpace + "lease/"
-
-// LeaseKey returns the reserved key of the lease record named name under
-// prefix (DefaultPrefix when empty): prefix + "_lease/" + the name escaped
-// as ShardKey escapes names. It never equals a ShardKey (whose first byte
-// after the prefix is 's') nor the BrandKey ("_brand"), and distinct names
-// give distinct keys. An empty or too long name, or a key longer than
-// MaxKeyLen, returns an *InvalidArgumentError.
-func LeaseKey(prefix, name string) (string, error) {
-	if err := checkName("name", name); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	b.WriteString(orDefault(prefix, DefaultPrefix))
-	b.WriteString(leaseSpace)
-	escapeName(&b, name)
-	if b.Len() > MaxKeyLen {
-		return "", invalidArg("key", "escaped key is %d bytes, more than %d", b.Len(), MaxKeyLen)
-	}
-	return b.String(), nil
-}
+const leaseAttempts = defaultMaxAttempts
 
 // Acquire takes the lease and returns its term. A Lease that holds it
 // renews instead and keeps its term. Otherwise it reads the record and:
@@ -165,7 +102,7 @@ func LeaseKey(prefix, name string) (string, error) {
 // naming this Holder (a restarted holder), it takes it over at the
 // record's term + 1, conditioned on the version read; held by another
 // holder and unexpired by this Lease's clock, it returns a *LeaseHeldError
-// (ErrLeaseHeld). A lost race reads again, up to DefaultMaxAttempts writes.
+// (ErrLeaseHeld). A lost race reads again, up to 10 writes.
 // A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
 // never overwritten.
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
@@ -191,7 +128,7 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 		case errors.Is(err, ErrNotFound):
 			version = ""
 		case err != nil:
-			return 0, fmt.Errorf("writefence: lease %s: read: %w", Escape(key), err)
+			return 0, fmt.Errorf("writefence: lease %s: read: %w", esc(key), err)
 		default:
 			rec, check := decodeLease(data)
 			if check != "" {
@@ -202,8 +139,8 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 			if rec.expiry > l.now().UnixNano() && rec.holder != l.Holder {
 				return 0, &LeaseHeldError{Key: key, Holder: rec.holder, Term: rec.term, Expiry: time.Unix(0, rec.expiry)}
 			}
-			if rec.term >= MaxLeaseTerm {
-				return 0, fmt.Errorf("writefence: lease %s: term %d is the last", Escape(key), rec.term)
+			if rec.term >= maxLeaseTerm {
+				return 0, fmt.Errorf("writefence: lease %s: term %d is the last", esc(key), rec.term)
 			}
 			term = rec.term + 1
 		}
@@ -226,7 +163,7 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 		l.hold(term, newVersion, expiry)
 		return term, nil
 	}
-	return 0, fmt.Errorf("writefence: lease %s: acquire: %d attempts: %w", Escape(key), leaseAttempts, ErrConflict)
+	return 0, fmt.Errorf("writefence: lease %s: acquire: %d attempts: %w", esc(key), leaseAttempts, ErrConflict)
 }
 
 // settle learns whether a write of out whose reply failed with cause
@@ -243,7 +180,7 @@ func (l *Lease) settle(ctx context.Context, key string, out []byte, cause error)
 			return "", nil
 		}
 	}
-	return "", fmt.Errorf("writefence: lease %s: %w: %w", Escape(key), ErrOutcomeUnknown, cause)
+	return "", &OutcomeUnknownError{Op: "lease write", Key: key, Err: cause}
 }
 
 // Renew extends the lease by TTL from now, keeping its term, with a write
@@ -254,16 +191,7 @@ func (l *Lease) settle(ctx context.Context, key string, out []byte, cause error)
 // nobody took the lease over: the conditional write proves it. Any other
 // error leaves the lease held until its local expiry, so a retry may land.
 func (l *Lease) Renew(ctx context.Context) error {
-	key, err := l.check()
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return fmt.Errorf("writefence: lease %s: renew: not held: %w", Escape(key), ErrLeaseLost)
-	}
-	return l.rewrite(ctx, key, l.term, false)
+	return l.rewriteHeld(ctx, "renew", false)
 }
 
 // Release gives the lease up: a write conditioned on the version this
@@ -274,6 +202,13 @@ func (l *Lease) Renew(ctx context.Context) error {
 // does not hold the lease, or finds it taken over, returns an error
 // matching ErrLeaseLost.
 func (l *Lease) Release(ctx context.Context) error {
+	return l.rewriteHeld(ctx, "release", true)
+}
+
+// rewriteHeld renews or releases the held lease: a Lease that does not
+// hold it returns ErrLeaseLost without I/O. A release drops the lease
+// whatever the outcome.
+func (l *Lease) rewriteHeld(ctx context.Context, op string, release bool) error {
 	key, err := l.check()
 	if err != nil {
 		return err
@@ -281,10 +216,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.held {
-		return fmt.Errorf("writefence: lease %s: release: not held: %w", Escape(key), ErrLeaseLost)
+		return fmt.Errorf("writefence: lease %s: %s: not held: %w", esc(key), op, ErrLeaseLost)
 	}
-	err = l.rewrite(ctx, key, l.term, true)
-	l.drop()
+	err = l.rewrite(ctx, key, l.term, release)
+	if release {
+		l.drop()
+	}
 	return err
 }
 
@@ -298,19 +235,19 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.held {
-		return 0, fmt.Errorf("writefence: lease %s: not held: %w", Escape(l.Name), ErrLeaseLost)
+		return 0, fmt.Errorf("writefence: lease %s: not held: %w", esc(l.Name), ErrLeaseLost)
 	}
 	if !l.now().Before(l.expiry) {
 		return 0, fmt.Errorf("writefence: lease %s: term %d: expired at %s: %w",
-			Escape(l.Name), l.term, l.expiry.UTC().Format(time.RFC3339Nano), ErrLeaseExpired)
+			esc(l.Name), l.term, l.expiry.UTC().Format(time.RFC3339Nano), ErrLeaseExpired)
 	}
 	if l.seq >= maxLeaseSeq {
 		key, err := l.check()
 		if err != nil {
 			return 0, err
 		}
-		if l.term >= MaxLeaseTerm {
-			return 0, fmt.Errorf("writefence: lease %s: term %d is the last", Escape(key), l.term)
+		if l.term >= maxLeaseTerm {
+			return 0, fmt.Errorf("writefence: lease %s: term %d is the last", esc(key), l.term)
 		}
 		if err := l.rewrite(ctx, key, l.term+1, false); err != nil {
 			return 0, err
@@ -318,18 +255,6 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 	}
 	l.seq++
 	return l.term<<leaseSeqBits | l.seq, nil
-}
-
-// Held reports the term this Lease holds and when it stops handing out
-// epochs, by its own clock; ok is false when it does not hold the lease or
-// that time has passed.
-func (l *Lease) Held() (term uint64, expiry time.Time, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return 0, time.Time{}, false
-	}
-	return l.term, l.expiry, l.now().Before(l.expiry)
 }
 
 // rewrite writes this Lease's record at term (its own term, or the next one
@@ -350,7 +275,7 @@ func (l *Lease) rewrite(ctx context.Context, key string, term uint64, release bo
 			return nil
 		}
 		if !errors.Is(err, ErrConflict) && ctx.Err() != nil {
-			return fmt.Errorf("writefence: lease %s: %w: %w", Escape(key), ErrOutcomeUnknown, err)
+			return &OutcomeUnknownError{Op: "lease write", Key: key, Err: err}
 		}
 		// A conflict, or an outcome hidden by an error: the record says
 		// which.
@@ -358,10 +283,10 @@ func (l *Lease) rewrite(ctx context.Context, key string, term uint64, release bo
 		if errors.Is(gerr, ErrNotFound) {
 			ours := l.term
 			l.drop()
-			return fmt.Errorf("writefence: lease %s: term %d: the record is gone: %w", Escape(key), ours, ErrLeaseLost)
+			return fmt.Errorf("writefence: lease %s: term %d: the record is gone: %w", esc(key), ours, ErrLeaseLost)
 		}
 		if gerr != nil {
-			return fmt.Errorf("writefence: lease %s: write: %w; then read: %w", Escape(key), err, gerr)
+			return fmt.Errorf("writefence: lease %s: write: %w; then read: %w", esc(key), err, gerr)
 		}
 		if bytes.Equal(data, out) {
 			l.hold(term, current, expiry)
@@ -376,13 +301,13 @@ func (l *Lease) rewrite(ctx context.Context, key string, term uint64, release bo
 			ours := l.term
 			l.drop()
 			return fmt.Errorf("writefence: lease %s: term %d: now held by %s at term %d: %w",
-				Escape(key), ours, Escape(rec.holder), rec.term, ErrLeaseLost)
+				esc(key), ours, esc(rec.holder), rec.term, ErrLeaseLost)
 		}
 		// Our own term at another version: an earlier write of ours whose
 		// reply was lost. Condition the next attempt on it.
 		l.version = current
 	}
-	return fmt.Errorf("writefence: lease %s: %d attempts: %w", Escape(key), leaseAttempts, ErrConflict)
+	return fmt.Errorf("writefence: lease %s: %d attempts: %w", esc(key), leaseAttempts, ErrConflict)
 }
 
 // hold records that this Lease holds term at version until expiry; a new
@@ -412,85 +337,11 @@ func (l *Lease) check() (string, error) {
 		return "", invalidArg("store", "Lease.Store is nil")
 	case l.Holder == "":
 		return "", invalidArg("holder", "empty")
-	case len(l.Holder) > MaxWriterLen:
-		return "", invalidArg("holder", "%d bytes, more than %d", len(l.Holder), MaxWriterLen)
+	case len(l.Holder) > maxWriterLen:
+		return "", invalidArg("holder", "%d bytes, more than %d", len(l.Holder), maxWriterLen)
 	case l.TTL <= 0:
 		return "", invalidArg("ttl", "%v, must be positive", l.TTL)
 	}
-	return LeaseKey(l.Prefix, l.Name)
-}
-
-// The lease record, format version 1. Integers are big-endian.
-//
-//	offset size  field
-//	0      4     magic "WFL\x00"
-//	4      1     format version (1)
-//	5      2     holder length H (1..MaxWriterLen)
-//	7      8     term (1..MaxLeaseTerm)
-//	15     8     expiry, Unix nanoseconds (0 = released; never negative)
-//	23     H     holder
-//	23+H   4     CRC-32C of bytes [0, 23+H)
-const (
-	leaseMagic      = "WFL\x00"
-	leaseVersion    = 1
-	leaseHeaderSize = 23
-)
-
-type leaseRecord struct {
-	holder string
-	term   uint64
-	expiry int64 // Unix nanoseconds; 0 when released
-}
-
-func encodeLease(holder string, term uint64, expiry int64) []byte {
-	b := make([]byte, leaseHeaderSize, leaseHeaderSize+len(holder)+checksumSize)
-	copy(b, leaseMagic)
-	b[4] = leaseVersion
-	binary.BigEndian.PutUint16(b[5:], uint16(len(holder)))
-	binary.BigEndian.PutUint64(b[7:], term)
-	binary.BigEndian.PutUint64(b[15:], uint64(expiry))
-	b = append(b, holder...)
-	return binary.BigEndian.AppendUint32(b, crc32Castagnoli(b))
-}
-
-// decodeLease decodes a lease record strictly; it returns the name of the
-// failed check, or "".
-func decodeLease(b []byte) (leaseRecord, string) {
-	var r leaseRecord
-	n := min(len(b), len(leaseMagic))
-	switch {
-	case string(b[:n]) != leaseMagic[:n]:
-		return r, "magic"
-	case len(b) < leaseHeaderSize+checksumSize:
-		return r, "truncated"
-	case b[4] != leaseVersion:
-		return r, "unknown format version"
-	}
-	h := int(binary.BigEndian.Uint16(b[5:]))
-	switch {
-	case h == 0:
-		return r, "empty holder"
-	case h > MaxWriterLen:
-		return r, "holder length"
-	case len(b) < leaseHeaderSize+h+checksumSize:
-		return r, "truncated"
-	case len(b) > leaseHeaderSize+h+checksumSize:
-		return r, "trailing bytes"
-	}
-	end := leaseHeaderSize + h
-	if binary.BigEndian.Uint32(b[end:]) != crc32Castagnoli(b[:end]) {
-		return r, "checksum"
-	}
-	r.term = binary.BigEndian.Uint64(b[7:])
-	r.expiry = int64(binary.BigEndian.Uint64(b[15:]))
-	r.holder = string(b[leaseHeaderSize:end])
-	switch {
-	case r.term == 0:
-		return r, "term 0"
-	case r.term > MaxLeaseTerm:
-		return r, "term too large"
-	case r.expiry < 0:
-		return r, "negative expiry"
-	}
-	return r, ""
+	k, err := keys.Lease(l.Prefix, l.Name)
+	return k, keyErr(err)
 }

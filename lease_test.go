@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // leaseClock is a fake clock shared by goroutines; it only moves forward.
@@ -31,50 +32,6 @@ func (c *leaseClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func newTestLease(store ConditionalStore, holder string, clock func() time.Time) *Lease {
 	return &Lease{Store: store, Name: "leader", Holder: holder, TTL: 10 * time.Second, Clock: clock}
-}
-
-func TestLeaseKey(t *testing.T) {
-	k, err := LeaseKey("", "a/b")
-	require.NoError(t, err)
-	assert.Equal(t, "writefence/_lease/a%2Fb", k)
-	k, err = LeaseKey("p/", ".x")
-	require.NoError(t, err)
-	assert.Equal(t, "p/_lease/%2Ex", k)
-
-	for _, name := range []string{"", strings.Repeat("n", MaxNameLen+1)} {
-		_, err := LeaseKey("", name)
-		assert.ErrorIs(t, err, ErrInvalidArgument, "name of %d bytes", len(name))
-	}
-	_, err = LeaseKey(strings.Repeat("p", MaxKeyLen), "x")
-	assert.ErrorIs(t, err, ErrInvalidArgument)
-
-	// Random names, including every byte value: lease keys never meet a
-	// shard key or the brand key, and distinct names give distinct keys.
-	rng := rand.New(rand.NewPCG(1, 2))
-	name := func() string {
-		b := make([]byte, 1+rng.IntN(6))
-		for i := range b {
-			b[i] = "ab/_.%s\x00"[rng.IntN(8)]
-			if rng.IntN(8) == 0 {
-				b[i] = byte(rng.IntN(256))
-			}
-		}
-		return string(b)
-	}
-	seen := make(map[string]string)
-	for range 20000 {
-		n, plugin, shard := name(), name(), name()
-		lk, err := LeaseKey("", n)
-		require.NoError(t, err)
-		sk, err := ShardKey("", plugin, shard)
-		require.NoError(t, err)
-		require.NotEqual(t, sk, lk)
-		require.NotEqual(t, BrandKey(""), lk)
-		if prev, ok := seen[lk]; ok {
-			require.Equal(t, prev, n, "two names share the key %q", lk)
-		}
-		seen[lk] = n
-	}
 }
 
 func TestLeaseRecordStrict(t *testing.T) {
@@ -101,9 +58,9 @@ func TestLeaseRecordStrict(t *testing.T) {
 		"truncated":       {good[:len(good)-1], "truncated"},
 		"trailing":        {append(append([]byte(nil), good...), 0), "trailing bytes"},
 		"term 0":          {encodeLease("a", 0, 1), "term 0"},
-		"term too large":  {encodeLease("a", MaxLeaseTerm+1, 1), "term too large"},
+		"term too large":  {encodeLease("a", maxLeaseTerm+1, 1), "term too large"},
 		"empty holder":    {encodeLease("", 1, 1), "empty holder"},
-		"long holder":     {encodeLease(strings.Repeat("h", MaxWriterLen+1), 1, 1), "holder length"},
+		"long holder":     {encodeLease(strings.Repeat("h", maxWriterLen+1), 1, 1), "holder length"},
 		"negative expiry": {encodeLease("a", 1, -1), "negative expiry"},
 		"a fence record":  {encodeRecord("id", "w", 1, nil), "magic"},
 	}
@@ -123,7 +80,7 @@ func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 
-	key, err := LeaseKey("", "leader")
+	key, err := keys.Lease("", "leader")
 	require.NoError(t, err)
 	_, v, err := store.Get(ctx, key)
 	require.NoError(t, err)
@@ -149,14 +106,14 @@ func TestLeaseInvalid(t *testing.T) {
 	for name, l := range map[string]*Lease{
 		"store":  {Name: "n", Holder: "h", TTL: time.Second},
 		"holder": {Store: store, Name: "n", TTL: time.Second},
-		"long":   {Store: store, Name: "n", Holder: strings.Repeat("h", MaxWriterLen+1), TTL: time.Second},
+		"long":   {Store: store, Name: "n", Holder: strings.Repeat("h", maxWriterLen+1), TTL: time.Second},
 		"ttl":    {Store: store, Name: "n", Holder: "h"},
 		"name":   {Store: store, Holder: "h", TTL: time.Second},
 	} {
 		_, err := l.Acquire(t.Context())
 		assert.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
-	assert.Empty(t, store.Keys())
+	assert.Empty(t, memKeys(t, store))
 }
 
 // TestLeaseTakeover walks one lease through its life: held, refused to
@@ -200,7 +157,7 @@ func TestLeaseTakeover(t *testing.T) {
 	clock.advance(4 * time.Second) // the renewal has expired
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseExpired)
-	_, _, ok := a.Held()
+	_, _, ok := leaseHeld(a)
 	assert.False(t, ok)
 	term, err = b.Acquire(ctx)
 	require.NoError(t, err)
@@ -208,7 +165,7 @@ func TestLeaseTakeover(t *testing.T) {
 	eb, err := b.Epoch(ctx, "p", "s")
 	require.NoError(t, err)
 	assert.Greater(t, eb, e2)
-	assert.Equal(t, uint64(2), LeaseTerm(eb))
+	assert.Equal(t, uint64(2), leaseTerm(eb))
 
 	err = a.Renew(ctx)
 	require.ErrorIs(t, err, ErrLeaseLost)
@@ -216,7 +173,7 @@ func TestLeaseTakeover(t *testing.T) {
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseLost)
 	require.ErrorIs(t, a.Release(ctx), ErrLeaseLost)
-	term, exp, ok := b.Held()
+	term, exp, ok := leaseHeld(b)
 	assert.True(t, ok)
 	assert.Equal(t, uint64(2), term)
 	assert.Equal(t, clock.now().Add(10*time.Second), exp)
@@ -291,7 +248,7 @@ func TestLeaseEpochsRollOver(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2<<32|1), next)
 
-	key, _ := LeaseKey("", "leader")
+	key, _ := keys.Lease("", "leader")
 	data, _, err := store.Get(ctx, key)
 	require.NoError(t, err)
 	rec, check := decodeLease(data)
@@ -340,7 +297,7 @@ func TestLeaseLostReplies(t *testing.T) {
 	require.NoError(t, a.Renew(ctx))
 	clock.advance(time.Second)
 	require.NoError(t, a.Renew(ctx))
-	_, exp, ok := a.Held()
+	_, exp, ok := leaseHeld(a)
 	require.True(t, ok)
 	assert.Equal(t, clock.now().Add(10*time.Second), exp)
 
@@ -351,7 +308,7 @@ func TestLeaseLostReplies(t *testing.T) {
 	cancel()
 	err = a.Renew(cctx)
 	require.Error(t, err)
-	_, _, ok = a.Held()
+	_, _, ok = leaseHeld(a)
 	assert.True(t, ok)
 	require.NoError(t, a.Renew(ctx), "the next renewal finds its own term and lands")
 }
@@ -383,7 +340,7 @@ func TestLeaseContention(t *testing.T) {
 		held   atomic.Int64 // ErrLeaseHeld refusals
 	)
 	record := func(l *Lease) {
-		term, exp, _ := l.Held()
+		term, exp, _ := leaseHeld(l)
 		mu.Lock()
 		grants = append(grants, grant{term: term, holder: l.Holder, start: exp.Add(-ttl).UnixNano(), end: exp.UnixNano()})
 		mu.Unlock()
@@ -420,7 +377,7 @@ func TestLeaseContention(t *testing.T) {
 					draw(l)
 					continue
 				}
-				if _, _, ok := l.Held(); !ok {
+				if _, _, ok := leaseHeld(l); !ok {
 					_, err := l.Acquire(ctx)
 					switch {
 					case err == nil:
@@ -435,7 +392,7 @@ func TestLeaseContention(t *testing.T) {
 				switch rng.IntN(10) {
 				case 0:
 					at := clock.now().UnixNano()
-					term, _, _ := l.Held()
+					term, _, _ := leaseHeld(l)
 					if err := l.Release(ctx); err == nil {
 						mu.Lock()
 						grants = append(grants, grant{term: term, holder: l.Holder, end: at, released: true})
@@ -495,7 +452,7 @@ func TestLeaseContention(t *testing.T) {
 	}
 	sort.Slice(epochs, func(i, j int) bool { return epochs[i].at < epochs[j].at })
 	for i, d := range epochs {
-		s := terms[LeaseTerm(d.epoch)]
+		s := terms[leaseTerm(d.epoch)]
 		require.NotNil(t, s, "epoch %d of an unknown term", d.epoch)
 		// A release ends a term at the instant of the call, after the
 		// holder's last epoch, which the fake clock may give the same time.
@@ -550,7 +507,7 @@ func TestLeaseZombieFenced(t *testing.T) {
 	refused++
 	for i := range 20 {
 		e, err := f.PushFrom(ctx, a, "wal", "0", "a", fmt.Appendf(nil, "a zombie %d", i))
-		require.Equal(t, uint64(1), LeaseTerm(e), "the zombie still draws epochs of its term")
+		require.Equal(t, uint64(1), leaseTerm(e), "the zombie still draws epochs of its term")
 		var se *StaleEpochError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, seal, se.RecordedEpoch)
@@ -572,4 +529,27 @@ func TestLeaseZombieFenced(t *testing.T) {
 	_, err = a.Epoch(ctx, "wal", "0")
 	require.ErrorIs(t, err, ErrLeaseLost)
 	t.Logf("%d zombie pushes after the seal, all refused as stale", refused)
+}
+
+// leaseTerm returns the term of the lease an epoch was drawn in.
+func leaseTerm(epoch uint64) uint64 { return epoch >> leaseSeqBits }
+
+// memKeys returns every key the store holds.
+func memKeys(t testing.TB, s *MemStore) []string {
+	t.Helper()
+	var keys []string
+	require.NoError(t, s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }))
+	return keys
+}
+
+// leaseHeld reports the term l holds and when it stops handing out epochs, by
+// its own clock; ok is false when it does not hold the lease or that time
+// has passed.
+func leaseHeld(l *Lease) (term uint64, expiry time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held {
+		return 0, time.Time{}, false
+	}
+	return l.term, l.expiry, l.now().Before(l.expiry)
 }

@@ -7,20 +7,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/storage"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // faultyStore is one adapter on a real server reached through a fault
@@ -54,16 +51,12 @@ var faultyAdapters = []struct {
 }
 
 func openFaultyMinio(t *testing.T, rates faultRates) faultyStore {
-	m := minioServerEnv(t)
-	direct, bucket := newMinioBucket(t)
-	p := newFaultProxy(t, m.endpoint, rates)
-	c, err := minio.New(p.addr(), &minio.Options{
-		Creds:      credentials.NewStaticV4(m.accessKey, m.secretKey, ""),
-		Region:     "us-east-1", // no bucket-location lookup
-		MaxRetries: 1,           // one attempt
-		Transport:  closingTransport(t),
-	})
-	require.NoError(t, err)
+	s3 := testserver.S3Server(t)
+	direct := s3.Client(t, nil)
+	bucket := testserver.MinioBucket(t, direct)
+	p := newFaultProxy(t, s3.Endpoint, rates)
+	s3.Endpoint, s3.MaxRetries = p.addr(), 1 // one attempt
+	c := s3.Client(t, testserver.HTTPTransport(t))
 	return faultyStore{
 		proxy:   p,
 		store:   writefence.NewMinioConditionalStore(c, bucket),
@@ -73,56 +66,50 @@ func openFaultyMinio(t *testing.T, rates faultRates) faultyStore {
 }
 
 func openFaultyGCS(t *testing.T, rates faultRates) faultyStore {
-	u, err := url.Parse(serverEnv(t, "WRITEFENCE_GCS_ENDPOINT"))
+	endpoint := testserver.GCSEndpoint(t)
+	u, err := url.Parse(endpoint)
 	require.NoError(t, err)
-	direct, bucket := newGCSIntegrationStore(t)
+	direct := testserver.GCSClient(t, endpoint, nil)
+	bucket := testserver.GCSBucket(t, direct)
 	p := newFaultProxy(t, u.Host, rates)
 	// The client addresses the server itself and its transport dials the
 	// proxy: the emulator serves the client's XML reads only to requests
 	// whose Host is its -public-host.
-	c, err := storage.NewClient(context.Background(),
-		option.WithEndpoint(u.String()+"/storage/v1/"),
-		option.WithHTTPClient(&http.Client{Transport: dialingTransport(t, p.addr())}))
-	require.NoError(t, err)
+	tr := testserver.HTTPTransport(t)
+	var d net.Dialer
+	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", p.addr())
+	}
+	c := testserver.GCSClient(t, endpoint, tr)
 	c.SetRetry(storage.WithPolicy(storage.RetryNever))
-	t.Cleanup(func() { _ = c.Close() })
 	return faultyStore{
 		proxy:  p,
-		store:  writefence.NewGCSConditionalStore(c, bucket.BucketName()),
-		direct: direct,
+		store:  writefence.NewGCSConditionalStore(c, bucket),
+		direct: writefence.NewGCSConditionalStore(direct, bucket),
 		isWrite: func(req []byte) bool {
 			return bytes.HasPrefix(req, []byte("POST ")) && bytes.Contains(req, []byte("/upload/"))
 		},
 	}
 }
 
-// dialingTransport is an HTTP transport that connects to addr whatever
-// host a request names. Its idle connections are closed when the test ends.
-func dialingTransport(t *testing.T, addr string) *http.Transport {
-	tr := closingTransport(t)
-	var d net.Dialer
-	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return d.DialContext(ctx, "tcp", addr)
-	}
-	return tr
-}
-
 // openFaultyValkey: maxRetries is go-redis's MaxRetries (-1 none, 0 the
 // default of three).
 func openFaultyValkey(t *testing.T, rates faultRates, script bool, maxRetries int) faultyStore {
-	addr := serverEnv(t, "WRITEFENCE_VALKEY_ADDR")
-	direct := newValkeyClient(t)
-	prefix := valkeyPrefix(t, direct)
+	addr := testserver.ValkeyAddr(t)
+	direct := testserver.ValkeyClient(t, addr, "")
+	prefix := testserver.ValkeyPrefix(t, addr)
 	p := newFaultProxy(t, addr, rates)
-	c := newValkeyClient(t, func(o *redis.Options) {
-		o.Addr = p.addr()
-		o.MaxRetries = maxRetries
-		o.ContextTimeoutEnabled = true
-		o.DialerRetries = 1 // a refused connection fails the command at once
+	c := redis.NewClient(&redis.Options{
+		Addr:                  p.addr(),
+		MaxRetries:            maxRetries,
+		ContextTimeoutEnabled: true,
+		DialerRetries:         1, // a refused connection fails the command at once
 		// Short back-offs: the retries happen as by default, but a fault
 		// costs milliseconds rather than up to half a second a retry.
-		o.MinRetryBackoff, o.MaxRetryBackoff = time.Millisecond, 10*time.Millisecond
+		MinRetryBackoff: time.Millisecond,
+		MaxRetryBackoff: 10 * time.Millisecond,
 	})
+	t.Cleanup(func() { _ = c.Close() })
 	s := writefence.NewValkeyConditionalStore(c)
 	s.Script = script
 	d := writefence.NewValkeyConditionalStore(direct)
@@ -265,8 +252,7 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 				require.NotErrorIs(t, err, writefence.ErrStaleEpoch, "push %d", i)
 				require.Equal(t, after, readRecord(t, direct, plugin, shard), "push %d: a retry against an unreachable store changed the record", i)
 			}
-			rates := fs.proxy.currentRates()
-			fs.proxy.setRates(faultRates{})
+			rates := fs.proxy.setRates(faultRates{})
 			fs.proxy.heal()
 			// A client may take a moment to notice the store is back
 			// (go-redis's pool answers with its last dial error for up

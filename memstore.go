@@ -15,7 +15,7 @@ import (
 // or return, so callers may reuse their buffers.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
-// DefaultMaxObjectSize); it is read without locking and must be set before
+// 64 MiB + 4 KiB); it is read without locking and must be set before
 // first use.
 type MemStore struct {
 	MaxObjectSize int64
@@ -49,7 +49,7 @@ func (m *MemStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 	}
 	limit := m.MaxObjectSize
 	if limit <= 0 {
-		limit = DefaultMaxObjectSize
+		limit = defaultMaxObjectSize
 	}
 	if int64(len(o.data)) > limit {
 		return nil, "", tooLarge("mem get", key, limit)
@@ -92,26 +92,17 @@ func (m *MemStore) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// Keys returns the keys the store holds, in no particular order.
-func (m *MemStore) Keys() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	keys := make([]string, 0, len(m.objects))
-	for k := range m.objects {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
 // List implements Lister, in lexical order. fn runs without the store's
 // lock held, so it may call the store.
 func (m *MemStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+	m.mu.Lock()
 	var keys []string
-	for _, k := range m.Keys() {
+	for k := range m.objects {
 		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
 	}
+	m.mu.Unlock()
 	slices.Sort(keys)
 	for _, k := range keys {
 		if err := ctx.Err(); err != nil {

@@ -15,20 +15,42 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// outcomeCounter is an Observer that counts outcomes.
+// outcomeCounter observes a Fence and counts what happened, told apart
+// by the event's error as a user's observer would.
 type outcomeCounter struct {
 	mu     sync.Mutex // guards counts and events
-	counts map[writefence.Outcome]int
+	counts map[string]int
 	events []writefence.PushEvent
 }
 
-func (c *outcomeCounter) ObservePush(_ context.Context, e writefence.PushEvent) {
+// outcome names what an event says happened.
+func eventOutcome(e writefence.PushEvent) string {
+	switch err := e.Err; {
+	case err == nil:
+		return "landed"
+	case e.Retrying:
+		return "conflict-retried"
+	case errors.Is(err, writefence.ErrOutcomeUnknown):
+		return "unknown"
+	case errors.Is(err, writefence.ErrWire):
+		return "wire"
+	case errors.Is(err, writefence.ErrCorrupt):
+		return "corrupt"
+	case errors.Is(err, writefence.ErrStaleEpoch):
+		return "stale"
+	case errors.Is(err, writefence.ErrConflict):
+		return "conflict"
+	}
+	return "failed"
+}
+
+func (c *outcomeCounter) observe(_ context.Context, e writefence.PushEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.counts == nil {
-		c.counts = make(map[writefence.Outcome]int)
+		c.counts = make(map[string]int)
 	}
-	c.counts[e.Outcome]++
+	c.counts[eventOutcome(e)]++
 	c.events = append(c.events, e)
 }
 
@@ -44,13 +66,13 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	mem := &writefence.MemStore{}
 	conflicts := &conflictStore{ConditionalStore: mem}
 	lost := &lostReplyStore{ConditionalStore: conflicts}
-	f := &writefence.Fence{Store: lost, Observer: obs}
+	f := &writefence.Fence{Store: lost, Observer: obs.observe}
 
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")))
-	assert.Equal(t, writefence.PushEvent{Op: "push", Key: mustKey(t, "wal", "0"), Writer: "a", Epoch: 1, Outcome: writefence.Landed, Attempt: 1}, obs.last())
+	assert.Equal(t, writefence.PushEvent{Op: "push", Key: mustKey(t, "wal", "0"), Writer: "a", Epoch: 1, Attempt: 1}, obs.last())
 
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 1, []byte("y")), writefence.ErrStaleEpoch)
-	assert.Equal(t, writefence.Stale, obs.last().Outcome)
+	assert.Equal(t, "stale", eventOutcome(obs.last()))
 	var stale *writefence.StaleEpochError
 	require.ErrorAs(t, obs.last().Err, &stale)
 	assert.Equal(t, uint64(1), stale.RecordedEpoch)
@@ -59,41 +81,40 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	conflicts.remaining = 2
 	conflicts.mu.Unlock()
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, []byte("x")))
-	assert.Equal(t, 2, obs.counts[writefence.ConflictRetried])
+	assert.Equal(t, 2, obs.counts["conflict-retried"])
 	assert.Equal(t, 3, obs.last().Attempt)
 
 	lost.set(1, true)
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 3, []byte("x")), writefence.ErrOutcomeUnknown)
-	assert.Equal(t, writefence.Unknown, obs.last().Outcome)
+	assert.Equal(t, "unknown", eventOutcome(obs.last()))
 	lost.set(0, false)
 
 	require.NoError(t, (&writefence.Fence{Store: mem, Identity: "other"}).Push(ctx, "wal", "1", "z", 1, nil))
 	require.ErrorIs(t, f.Push(ctx, "wal", "1", "a", 2, nil), writefence.ErrWire)
-	assert.Equal(t, writefence.Wire, obs.last().Outcome)
+	assert.Equal(t, "wire", eventOutcome(obs.last()))
 
 	_, err := mem.PutIfVersion(ctx, mustKey(t, "wal", "2"), []byte("garbage"), "")
 	require.NoError(t, err)
 	require.ErrorIs(t, f.Push(ctx, "wal", "2", "a", 1, nil), writefence.ErrCorrupt)
-	assert.Equal(t, writefence.Corrupt, obs.last().Outcome)
+	assert.Equal(t, "corrupt", eventOutcome(obs.last()))
 
 	conflicts.mu.Lock()
 	conflicts.remaining = -1
 	conflicts.mu.Unlock()
 	f.MaxAttempts = 2
 	require.ErrorIs(t, f.Push(ctx, "wal", "3", "a", 1, nil), writefence.ErrConflict)
-	assert.Equal(t, writefence.Conflict, obs.last().Outcome)
+	assert.Equal(t, "conflict", eventOutcome(obs.last()))
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	require.ErrorIs(t, f.Push(cctx, "wal", "3", "a", 1, nil), context.Canceled)
-	assert.Equal(t, writefence.Failed, obs.last().Outcome)
+	assert.Equal(t, "failed", eventOutcome(obs.last()))
 
 	// Invalid arguments are refused before a push exists: not observed.
 	n := len(obs.events)
 	require.ErrorIs(t, f.Push(ctx, "", "0", "a", 1, nil), writefence.ErrInvalidArgument)
 	assert.Len(t, obs.events, n)
-	for _, o := range []writefence.Outcome{writefence.Landed, writefence.Stale, writefence.ConflictRetried,
-		writefence.Conflict, writefence.Wire, writefence.Corrupt, writefence.Unknown, writefence.Failed} {
+	for _, o := range []string{"landed", "stale", "conflict-retried", "conflict", "wire", "corrupt", "unknown", "failed"} {
 		assert.Positive(t, obs.counts[o], "outcome %s never observed", o)
 	}
 }
@@ -113,23 +134,30 @@ func TestSlogObserverEscapes(t *testing.T) {
 	assert.Equal(t, 2, bytes.Count(buf.Bytes(), []byte("\n")), "no forged log lines:\n%s", out)
 }
 
-func ExampleObserver() {
+// ExampleFence_observer counts what happens to a Fence's writes: the
+// event's error tells, tested like the error Push returns.
+func ExampleFence_observer() {
 	ctx := context.Background()
 	var mu sync.Mutex
-	counts := map[writefence.Outcome]int{}
+	landed, stale := 0, 0
 	f := &writefence.Fence{
 		Store: &writefence.MemStore{},
-		Observer: writefence.ObserverFunc(func(_ context.Context, e writefence.PushEvent) {
+		Observer: func(_ context.Context, e writefence.PushEvent) {
 			mu.Lock()
-			counts[e.Outcome]++
-			mu.Unlock()
-		}),
+			defer mu.Unlock()
+			switch {
+			case e.Err == nil:
+				landed++
+			case errors.Is(e.Err, writefence.ErrStaleEpoch):
+				stale++
+			}
+		},
 	}
 	_ = f.Push(ctx, "wal", "0", "node-a", 1, []byte("segment 1"))
 	_ = f.Push(ctx, "wal", "0", "node-a", 2, []byte("segment 2"))
 	err := f.Push(ctx, "wal", "0", "zombie", 1, []byte("late"))
 	fmt.Println(errors.Is(err, writefence.ErrStaleEpoch))
-	fmt.Println("landed:", counts[writefence.Landed], "stale:", counts[writefence.Stale])
+	fmt.Println("landed:", landed, "stale:", stale)
 	// Output:
 	// true
 	// landed: 2 stale: 1

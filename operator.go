@@ -8,18 +8,18 @@ import (
 
 // RecordInfo is what Inspect learned of a shard's record from one read.
 type RecordInfo struct {
-	Key         string // the record's key
-	Version     string // the store's version token of exactly the bytes decoded
-	Identity    string // the wire identity the record carries
-	Epoch       uint64 // the recorded epoch
-	Writer      string // the writer of the record
-	PayloadSize int    // bytes of payload
-	Payload     []byte // the payload
+	Key      string // the record's key
+	Version  string // the store's version token of exactly the bytes decoded
+	Identity string // the wire identity the record carries
+	Epoch    uint64 // the recorded epoch
+	Writer   string // the writer of the record
+	Payload  []byte // the payload
 }
 
 // Inspect reads the record of (plugin, shard) once and describes it, with
 // the version of exactly the bytes it decoded: what an operator looks at
-// before settling. Errors are those of Latest, with as much of the
+// before settling. It is Latest with the detail an operator needs: the same
+// brand check and the same errors, with as much of the
 // description as the read allowed: on ErrCorrupt, Key and Version (the
 // version Settle needs), and Identity, Epoch and Writer when the record's
 // header still decodes (only a check after it, such as the payload checksum,
@@ -29,6 +29,9 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 	key, err := f.key(plugin, shard)
 	if err != nil {
 		return RecordInfo{}, err
+	}
+	if err := f.checkBrand(ctx, false); err != nil {
+		return RecordInfo{Key: key}, err
 	}
 	return f.inspect(ctx, key)
 }
@@ -40,7 +43,7 @@ func (f *Fence) inspect(ctx context.Context, key string) (RecordInfo, error) {
 		return info, err
 	}
 	if !st.found {
-		return info, fmt.Errorf("writefence: latest %s: %w", Escape(key), ErrNotFound)
+		return info, fmt.Errorf("writefence: latest %s: %w", esc(key), ErrNotFound)
 	}
 	info.Version = st.version
 	if st.h.epoch != 0 {
@@ -51,7 +54,7 @@ func (f *Fence) inspect(ctx context.Context, key string) (RecordInfo, error) {
 	if st.corrupt != nil {
 		return info, st.corrupt
 	}
-	info.PayloadSize, info.Payload = len(st.payload), st.payload
+	info.Payload = st.payload
 	return info, f.checkIdentity(key, st.h)
 }
 
@@ -94,15 +97,15 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard, corruptVersion, write
 func (f *Fence) decideSettle(w *recordWrite, st recorded) (done bool, err error) {
 	switch {
 	case !st.found:
-		return false, fmt.Errorf("writefence: settle %s: %w", Escape(w.key), ErrNotFound)
+		return false, fmt.Errorf("writefence: settle %s: %w", esc(w.key), ErrNotFound)
 	case st.corrupt == nil:
 		if st.h.identity == f.identity() && w.mayBeReplay(st.h) && bytes.Equal(st.payload, w.payload) {
 			return true, nil
 		}
-		return false, invalidArg("corruptVersion", "the record at %s decodes: nothing to settle", Escape(w.key))
+		return false, invalidArg("corruptVersion", "the record at %s decodes: nothing to settle", esc(w.key))
 	case st.version != w.corruptVersion:
 		return false, fmt.Errorf("writefence: settle %s: the corrupt record is at version %s, not %s: %w",
-			Escape(w.key), Escape(st.version), Escape(w.corruptVersion), ErrConflict)
+			esc(w.key), esc(st.version), esc(w.corruptVersion), ErrConflict)
 	case st.h.epoch != 0 && w.epoch <= st.h.epoch:
 		return false, staleEpoch(w, st.h)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 )
 
 func TestInspect(t *testing.T) {
@@ -23,13 +24,13 @@ func TestInspect(t *testing.T) {
 	require.NoError(t, err)
 	info, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
-	assert.Equal(t, writefence.RecordInfo{Key: mustKey(t, "wal", "0"), Version: version, Identity: writefence.DefaultIdentity,
-		Epoch: 3, Writer: "a", PayloadSize: 3, Payload: []byte("abc")}, info)
+	assert.Equal(t, writefence.RecordInfo{Key: mustKey(t, "wal", "0"), Version: version, Identity: defaults.Identity,
+		Epoch: 3, Writer: "a", Payload: []byte("abc")}, info)
 
 	// A record of another identity is described, and refused.
 	info, err = (&writefence.Fence{Store: mem, Identity: "other"}).Inspect(ctx, "wal", "0")
 	require.ErrorIs(t, err, writefence.ErrWire)
-	assert.Equal(t, writefence.DefaultIdentity, info.Identity)
+	assert.Equal(t, defaults.Identity, info.Identity)
 	assert.Equal(t, uint64(3), info.Epoch)
 }
 

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/probecheck"
 )
 
 // ErrUntrustedStore reports that a store failed the probe: it accepted a
@@ -16,29 +19,18 @@ import (
 // preconditions. Test for it with errors.Is; the detail is a *ProbeError.
 var ErrUntrustedStore = errors.New("writefence: untrusted store")
 
-// The checks of Probe, in the order they run; ProbeError.Check is one of
-// them.
-const (
-	ProbeCheckCreate         = "create-only put lands"
-	ProbeCheckCreateRefused  = "second create-only put is refused"
-	ProbeCheckUpdate         = "update with the current version lands"
-	ProbeCheckStaleRefused   = "stale update is refused"
-	ProbeCheckMissingRefused = "update of a missing key is refused"
-	ProbeCheckReadBack       = "read returns what was written"
-)
-
 // ProbeError is the verdict of a failed probe: the store did not do what
 // Check requires. It matches ErrUntrustedStore and, through Err, what the
 // store did instead (an unexpected error, or a description of a write or a
 // read that should not have happened).
 type ProbeError struct {
-	Check string // one of the ProbeCheck constants
+	Check string // the check that failed, e.g. "stale update is refused"
 	Key   string // the scratch key the check ran on
 	Err   error  // what the store did instead
 }
 
 func (e *ProbeError) Error() string {
-	s := "writefence: untrusted store: probe at " + Escape(e.Key) + ": " + e.Check
+	s := "writefence: untrusted store: probe at " + esc(e.Key) + ": " + e.Check
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
@@ -81,7 +73,7 @@ const probeCleanupTimeout = 10 * time.Second
 // was expected is not a verdict: a network, auth or server failure is
 // returned wrapped and never matches ErrUntrustedStore, and a done ctx
 // returns ctx.Err() as it is. (Cloud Storage throttles rapid updates of one
-// object with HTTP 429, which is such a failure: a *GCSRateLimitError.)
+// object with HTTP 429, which is such a failure: a *StoreError.)
 //
 // A sequential probe sees what one client sees. It catches a store that
 // ignores preconditions; it cannot catch one that checks them on the client
@@ -123,9 +115,9 @@ func (p *prober) run(ctx context.Context) error {
 	}
 	v1, err := p.s.PutIfVersion(ctx, p.key, d1, "")
 	if err != nil {
-		return p.unexpected(ctx, ProbeCheckCreate, p.key, err)
+		return p.unexpected(ctx, probecheck.Create, p.key, err)
 	}
-	if err := p.readBack(ctx, ProbeCheckCreate, d1, v1); err != nil {
+	if err := p.readBack(ctx, probecheck.Create, d1, v1); err != nil {
 		return err
 	}
 
@@ -133,7 +125,7 @@ func (p *prober) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.refused(ctx, ProbeCheckCreateRefused, p.key, d2, "", d1, v1); err != nil {
+	if err := p.refused(ctx, probecheck.CreateRefused, p.key, d2, "", d1, v1); err != nil {
 		return err
 	}
 
@@ -143,15 +135,15 @@ func (p *prober) run(ctx context.Context) error {
 	}
 	v3, err := p.s.PutIfVersion(ctx, p.key, d3, v1)
 	if err != nil {
-		return p.unexpected(ctx, ProbeCheckUpdate, p.key, err)
+		return p.unexpected(ctx, probecheck.Update, p.key, err)
 	}
 	if v3 == v1 {
 		// Two contents under one token: a cached token would prove the
 		// wrong bytes.
-		return &ProbeError{Check: ProbeCheckUpdate, Key: p.key,
-			Err: fmt.Errorf("the new content got the old version %s", Escape(v1))}
+		return &ProbeError{Check: probecheck.Update, Key: p.key,
+			Err: fmt.Errorf("the new content got the old version %s", esc(v1))}
 	}
-	if err := p.readBack(ctx, ProbeCheckUpdate, d3, v3); err != nil {
+	if err := p.readBack(ctx, probecheck.Update, d3, v3); err != nil {
 		return err
 	}
 
@@ -159,7 +151,7 @@ func (p *prober) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.refused(ctx, ProbeCheckStaleRefused, p.key, d4, v1, d3, v3); err != nil {
+	if err := p.refused(ctx, probecheck.StaleRefused, p.key, d4, v1, d3, v3); err != nil {
 		return err
 	}
 
@@ -167,7 +159,7 @@ func (p *prober) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return p.refused(ctx, ProbeCheckMissingRefused, p.missing, d5, v3, nil, "")
+	return p.refused(ctx, probecheck.MissingRefused, p.missing, d5, v3, nil, "")
 }
 
 // refused writes data at key on expect, which the store must refuse with
@@ -177,7 +169,7 @@ func (p *prober) refused(ctx context.Context, check, key string, data []byte, ex
 	v, err := p.s.PutIfVersion(ctx, key, data, expect)
 	if err == nil {
 		return &ProbeError{Check: check, Key: key,
-			Err: fmt.Errorf("the store accepted the write and returned version %s", Escape(v))}
+			Err: fmt.Errorf("the store accepted the write and returned version %s", esc(v))}
 	}
 	if !errors.Is(err, ErrConflict) {
 		return p.unexpected(ctx, check, key, err)
@@ -191,14 +183,14 @@ func (p *prober) refused(ctx context.Context, check, key string, data []byte, ex
 			return p.unexpected(ctx, check, key, err)
 		}
 		return &ProbeError{Check: check, Key: key,
-			Err: fmt.Errorf("the store refused the write but created the key, version %s", Escape(gotVersion))}
+			Err: fmt.Errorf("the store refused the write but created the key, version %s", esc(gotVersion))}
 	}
 	if err != nil {
 		return p.readError(ctx, check, key, err)
 	}
 	if string(got) != string(want) || gotVersion != wantVersion {
 		return &ProbeError{Check: check, Key: key,
-			Err: fmt.Errorf("the store refused the write but changed the key: version %s, was %s", Escape(gotVersion), Escape(wantVersion))}
+			Err: fmt.Errorf("the store refused the write but changed the key: version %s, was %s", esc(gotVersion), esc(wantVersion))}
 	}
 	return nil
 }
@@ -211,15 +203,15 @@ func (p *prober) readBack(ctx context.Context, check string, data []byte, versio
 	}
 	got, gotVersion, err := p.s.Get(ctx, p.key)
 	if err != nil {
-		return p.readError(ctx, ProbeCheckReadBack, p.key, err)
+		return p.readError(ctx, probecheck.ReadBack, p.key, err)
 	}
 	switch {
 	case string(got) != string(data):
-		return &ProbeError{Check: ProbeCheckReadBack, Key: p.key,
+		return &ProbeError{Check: probecheck.ReadBack, Key: p.key,
 			Err: fmt.Errorf("after the check %s, the read returned other bytes (%d, wrote %d)", check, len(got), len(data))}
 	case gotVersion != version:
-		return &ProbeError{Check: ProbeCheckReadBack, Key: p.key,
-			Err: fmt.Errorf("after the check %s, the read returned version %s, the write %s", check, Escape(gotVersion), Escape(version))}
+		return &ProbeError{Check: probecheck.ReadBack, Key: p.key,
+			Err: fmt.Errorf("after the check %s, the read returned version %s, the write %s", check, esc(gotVersion), esc(version))}
 	}
 	return nil
 }
@@ -244,7 +236,7 @@ func (p *prober) unexpected(ctx context.Context, check, key string, err error) e
 	if errors.Is(err, ErrConflict) {
 		return &ProbeError{Check: check, Key: key, Err: err}
 	}
-	return fmt.Errorf("writefence: probe at %s: %s: %w", Escape(key), check, err)
+	return fmt.Errorf("writefence: probe at %s: %s: %w", esc(key), check, err)
 }
 
 func (p *prober) cleanup(ctx context.Context, d Deleter) {
@@ -271,13 +263,9 @@ func randomHex(n int) (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// probeKeyName is the name, in the reserved key space, under which a
-// Fence with Probe set runs its probe.
-const probeKeyName = "probe"
-
 // checkProbe runs the probe of f.Store unless a verdict is kept.
 func (f *Fence) checkProbe(ctx context.Context) error {
-	key := orDefault(f.Prefix, DefaultPrefix) + reservedSpace + probeKeyName
+	key := keys.Probe(f.Prefix)
 	return f.probe.do(ctx, func(ctx context.Context) error {
 		return Probe(ctx, f.Store, key)
 	}, func(err error) bool { return errors.Is(err, ErrUntrustedStore) })

@@ -1,25 +1,23 @@
 package writefence_test
 
 import (
-	"context"
 	"errors"
-	"net/http"
+	"fmt"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"cloud.google.com/go/storage"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/iterator"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/probecheck"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // The probe against real servers behind a proxy that makes them ignore
@@ -64,145 +62,120 @@ func newPreconditionProxy(t *testing.T, target string, strip bool) *precondition
 	return p
 }
 
-// newAnonymousMinioBucket returns a bucket of its own on the real server
-// that anonymous clients may read, write and delete objects in, and a
-// client that reaches it through a proxy. The client is anonymous because
-// S3 signs the precondition headers: a proxy that stripped them from a
-// signed request would be refused for a bad signature, not ignored.
-func newAnonymousMinioBucket(t *testing.T, strip bool) (*writefence.MinioConditionalStore, *preconditionProxy, *minio.Client, string) {
-	t.Helper()
-	admin, bucket := newMinioBucket(t)
+// proxiedStore is a store over a bucket of its own on a real server,
+// reached through a precondition proxy, the same bucket reached directly,
+// and the bucket's objects as the server's SDK lists them directly.
+type proxiedStore struct {
+	store   writefence.ConditionalStore
+	direct  writefence.ConditionalStore
+	proxy   *preconditionProxy
+	objects func() []string
+}
+
+// openProxiedMinio: the client behind the proxy is anonymous, in a bucket
+// whose policy lets anyone read, write and delete objects, because S3
+// signs the precondition headers: a proxy that stripped them from a signed
+// request would be refused for a bad signature, not ignored.
+func openProxiedMinio(t *testing.T, strip bool) proxiedStore {
+	s3 := testserver.S3Server(t)
+	admin := s3.Client(t, nil)
+	bucket := testserver.MinioBucket(t, admin)
 	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["*"]},` +
 		`"Action":["s3:GetObject","s3:PutObject","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]}]}`
 	require.NoError(t, admin.SetBucketPolicy(t.Context(), bucket, policy))
-
-	proxy := newPreconditionProxy(t, "http://"+minioServerEnv(t).endpoint, strip)
-	client, err := minio.New(proxy.srv.Listener.Addr().String(), &minio.Options{
-		Creds:     credentials.NewStaticV4("", "", ""),
-		Region:    "us-east-1",
-		Transport: closingTransport(t),
-	})
-	require.NoError(t, err)
-	return writefence.NewMinioConditionalStore(client, bucket), proxy, admin, bucket
-}
-
-// closingTransport returns a transport for an SDK client whose idle
-// keep-alive connections are closed when the test ends, so none of its
-// goroutines outlives the test.
-func closingTransport(t *testing.T) *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	return tr
-}
-
-func minioObjects(t *testing.T, c *minio.Client, bucket string) []string {
-	t.Helper()
-	var keys []string
-	for o := range c.ListObjects(t.Context(), bucket, minio.ListObjectsOptions{Recursive: true}) {
-		require.NoError(t, o.Err)
-		keys = append(keys, o.Key)
-	}
-	return keys
-}
-
-func TestProbeMinio(t *testing.T) {
-	t.Run("direct", func(t *testing.T) {
-		c, bucket := newMinioBucket(t)
-		require.NoError(t, writefence.Probe(t.Context(), writefence.NewMinioConditionalStore(c, bucket), "probe"))
-		assert.Empty(t, minioObjects(t, c, bucket), "the probe cleans up")
-	})
-	t.Run("proxy passing conditions", func(t *testing.T) {
-		store, proxy, _, _ := newAnonymousMinioBucket(t, false)
-		require.NoError(t, writefence.Probe(t.Context(), store, "probe"))
-		assert.Zero(t, proxy.stripped.Load())
-	})
-	t.Run("proxy stripping conditions", func(t *testing.T) {
-		store, proxy, admin, bucket := newAnonymousMinioBucket(t, true)
-		err := writefence.Probe(t.Context(), store, "probe")
-		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
-		var pe *writefence.ProbeError
-		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, writefence.ProbeCheckCreateRefused, pe.Check)
-		assert.Positive(t, proxy.stripped.Load())
-		assert.Empty(t, minioObjects(t, admin, bucket), "the probe cleans up")
-		t.Log(err)
-	})
-	t.Run("fence over stripping proxy", func(t *testing.T) {
-		store, _, admin, bucket := newAnonymousMinioBucket(t, true)
-		f := &writefence.Fence{Store: store, Probe: true}
-		err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
-		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
-		assert.Empty(t, minioObjects(t, admin, bucket), "no record and no scratch object")
-		require.ErrorIs(t, f.Push(t.Context(), "wal", "0", "w", 2, []byte("x")), writefence.ErrUntrustedStore)
-		assert.Empty(t, minioObjects(t, admin, bucket))
-	})
-}
-
-// gcsProxiedStore returns a store over a bucket of its own on the emulator,
-// reached through a proxy, and the bucket handle of a direct client.
-func gcsProxiedStore(t *testing.T, strip bool) (*writefence.GCSConditionalStore, *preconditionProxy, *storage.BucketHandle) {
-	t.Helper()
-	_, bucket := newGCSIntegrationStore(t)
-	proxy := newPreconditionProxy(t, serverEnv(t, "WRITEFENCE_GCS_ENDPOINT"), strip)
-	client := newGCSIntegrationClient(t, proxy.srv.URL)
-	return writefence.NewGCSConditionalStore(client, bucket.BucketName()), proxy, bucket
-}
-
-func gcsObjects(t *testing.T, bucket *storage.BucketHandle) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var names []string
-	it := bucket.Objects(ctx, nil)
-	for {
-		attrs, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return names
+	proxy := newPreconditionProxy(t, "http://"+s3.Endpoint, strip)
+	client := testserver.S3{Endpoint: proxy.srv.Listener.Addr().String()}.Client(t, testserver.HTTPTransport(t))
+	objects := func() []string {
+		var keys []string
+		for o := range admin.ListObjects(t.Context(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+			require.NoError(t, o.Err)
+			keys = append(keys, o.Key)
 		}
-		require.NoError(t, err)
-		names = append(names, attrs.Name)
+		return keys
+	}
+	return proxiedStore{
+		store:   writefence.NewMinioConditionalStore(client, bucket),
+		direct:  writefence.NewMinioConditionalStore(admin, bucket),
+		proxy:   proxy,
+		objects: objects,
 	}
 }
 
-func TestProbeGCS(t *testing.T) {
-	t.Run("direct", func(t *testing.T) {
-		store, bucket := newGCSIntegrationStore(t)
-		require.NoError(t, writefence.Probe(gcsCtx(t), store, "probe"))
-		assert.Empty(t, gcsObjects(t, bucket), "the probe cleans up")
-	})
-	t.Run("proxy passing conditions", func(t *testing.T) {
-		store, proxy, _ := gcsProxiedStore(t, false)
-		require.NoError(t, writefence.Probe(gcsCtx(t), store, "probe"))
-		assert.Zero(t, proxy.stripped.Load())
-	})
-	t.Run("proxy stripping conditions", func(t *testing.T) {
-		store, proxy, bucket := gcsProxiedStore(t, true)
-		err := writefence.Probe(gcsCtx(t), store, "probe")
-		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
-		var pe *writefence.ProbeError
-		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, writefence.ProbeCheckCreateRefused, pe.Check)
-		assert.Positive(t, proxy.stripped.Load())
-		assert.Empty(t, gcsObjects(t, bucket), "the probe cleans up")
-		t.Log(err)
-	})
-	t.Run("fence over stripping proxy", func(t *testing.T) {
-		store, _, bucket := gcsProxiedStore(t, true)
-		f := &writefence.Fence{Store: store, Probe: true}
-		err := f.Push(gcsCtx(t), "wal", "0", "w", 1, []byte("x"))
-		require.ErrorIs(t, err, writefence.ErrUntrustedStore)
-		assert.True(t, strings.HasPrefix(err.Error(), "writefence: untrusted store: "), err.Error())
-		assert.Empty(t, gcsObjects(t, bucket), "no record and no scratch object")
-	})
+func openProxiedGCS(t *testing.T, strip bool) proxiedStore {
+	endpoint := testserver.GCSEndpoint(t)
+	direct := testserver.GCSClient(t, endpoint, nil)
+	bucket := testserver.GCSBucket(t, direct)
+	proxy := newPreconditionProxy(t, endpoint, strip)
+	client := testserver.GCSClient(t, proxy.srv.URL, nil)
+	objects := func() []string {
+		var names []string
+		for it := direct.Bucket(bucket).Objects(t.Context(), nil); ; {
+			attrs, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return names
+			}
+			require.NoError(t, err)
+			names = append(names, attrs.Name)
+		}
+	}
+	return proxiedStore{
+		store:   writefence.NewGCSConditionalStore(client, bucket),
+		direct:  writefence.NewGCSConditionalStore(direct, bucket),
+		proxy:   proxy,
+		objects: objects,
+	}
+}
+
+// TestProbeThroughProxy probes each HTTP adapter's real server directly,
+// through a proxy that passes the preconditions and through one that
+// strips them; a Fence with Probe set refuses to write over the latter.
+func TestProbeThroughProxy(t *testing.T) {
+	for _, a := range []struct {
+		name string
+		open func(t *testing.T, strip bool) proxiedStore
+	}{{"minio", openProxiedMinio}, {"gcs", openProxiedGCS}} {
+		t.Run(a.name+"/direct", func(t *testing.T) {
+			s := a.open(t, false)
+			require.NoError(t, writefence.Probe(t.Context(), s.direct, "probe"))
+			assert.Empty(t, s.objects(), "the probe cleans up")
+		})
+		t.Run(a.name+"/proxy passing conditions", func(t *testing.T) {
+			s := a.open(t, false)
+			require.NoError(t, writefence.Probe(t.Context(), s.store, "probe"))
+			assert.Zero(t, s.proxy.stripped.Load())
+		})
+		t.Run(a.name+"/proxy stripping conditions", func(t *testing.T) {
+			s := a.open(t, true)
+			err := writefence.Probe(t.Context(), s.store, "probe")
+			require.ErrorIs(t, err, writefence.ErrUntrustedStore)
+			var pe *writefence.ProbeError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, probecheck.CreateRefused, pe.Check)
+			assert.Positive(t, s.proxy.stripped.Load())
+			assert.Empty(t, s.objects(), "the probe cleans up")
+			t.Log(err)
+		})
+		t.Run(a.name+"/fence over stripping proxy", func(t *testing.T) {
+			s := a.open(t, true)
+			f := &writefence.Fence{Store: s.store, Probe: true}
+			err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
+			require.ErrorIs(t, err, writefence.ErrUntrustedStore)
+			assert.True(t, strings.HasPrefix(err.Error(), "writefence: untrusted store: "), err.Error())
+			assert.Empty(t, s.objects(), "no record and no scratch object")
+			require.ErrorIs(t, f.Push(t.Context(), "wal", "0", "w", 2, []byte("x")), writefence.ErrUntrustedStore)
+			assert.Empty(t, s.objects())
+		})
+	}
 }
 
 func TestProbeValkey(t *testing.T) {
-	c := newValkeyClient(t)
-	prefix := valkeyPrefix(t, c)
-	for _, path := range valkeyPaths {
-		t.Run(path.name, func(t *testing.T) {
+	addr := testserver.ValkeyAddr(t)
+	c := testserver.ValkeyClient(t, addr, "")
+	prefix := testserver.ValkeyPrefix(t, addr)
+	for _, script := range []bool{false, true} {
+		t.Run(fmt.Sprintf("script=%t", script), func(t *testing.T) {
 			store := writefence.NewValkeyConditionalStore(c)
-			store.Script = path.script
+			store.Script = script
 			require.NoError(t, writefence.Probe(t.Context(), store, prefix+"probe"))
 			keys, err := c.Keys(t.Context(), prefix+"*").Result()
 			require.NoError(t, err)

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/probecheck"
 )
 
 // lyingStore wraps MemStore and breaks one rule of the contract at a time.
@@ -72,12 +74,12 @@ func TestProbeVerdicts(t *testing.T) {
 		// suite's races catch that store; the probe is for stores that
 		// ignore preconditions outright.
 		{"client-side compare", &clientCompareStore{}, ""},
-		{"ignores every precondition", &ignoringStore{}, writefence.ProbeCheckCreateRefused},
-		{"ignores If-None-Match", &lyingStore{ignoreIfNoneMatch: true}, writefence.ProbeCheckCreateRefused},
-		{"ignores If-Match", &lyingStore{ignoreIfMatch: true}, writefence.ProbeCheckStaleRefused},
-		{"creates on a missing-key update", &lyingStore{createOnMissing: true}, writefence.ProbeCheckMissingRefused},
-		{"repeats a version", &lyingStore{sameVersion: true}, writefence.ProbeCheckUpdate},
-		{"reads another version", &lyingStore{readVersion: "other"}, writefence.ProbeCheckReadBack},
+		{"ignores every precondition", &ignoringStore{}, probecheck.CreateRefused},
+		{"ignores If-None-Match", &lyingStore{ignoreIfNoneMatch: true}, probecheck.CreateRefused},
+		{"ignores If-Match", &lyingStore{ignoreIfMatch: true}, probecheck.StaleRefused},
+		{"creates on a missing-key update", &lyingStore{createOnMissing: true}, probecheck.MissingRefused},
+		{"repeats a version", &lyingStore{sameVersion: true}, probecheck.Update},
+		{"reads another version", &lyingStore{readVersion: "other"}, probecheck.ReadBack},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,12 +108,12 @@ func TestProbeCleansUp(t *testing.T) {
 	for range 3 {
 		require.NoError(t, writefence.Probe(t.Context(), mem, "p"))
 	}
-	assert.Empty(t, mem.Keys())
+	assert.Empty(t, memKeys(t, mem))
 
 	noDelete := &clientCompareStore{}
 	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"))
 	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"), "a leftover of an earlier probe must not fail the next")
-	keys := noDelete.m.Keys()
+	keys := memKeys(t, &noDelete.m)
 	assert.Len(t, keys, 2)
 	for _, k := range keys {
 		assert.NotContains(t, k, "absent")
@@ -119,7 +121,7 @@ func TestProbeCleansUp(t *testing.T) {
 
 	lying := &lyingStore{createOnMissing: true}
 	require.ErrorIs(t, writefence.Probe(t.Context(), lying, "p"), writefence.ErrUntrustedStore)
-	assert.Empty(t, lying.m.Keys(), "the key a lying store created is deleted too")
+	assert.Empty(t, memKeys(t, &lying.m), "the key a lying store created is deleted too")
 }
 
 // failingStore fails every call after the first pass calls with errLostReply,
@@ -185,8 +187,8 @@ func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 	var pe *writefence.ProbeError
 	require.ErrorAs(t, err, &pe)
-	assert.Equal(t, writefence.ProbeCheckCreateRefused, pe.Check)
-	assert.True(t, strings.HasPrefix(pe.Key, writefence.DefaultPrefix+"_probe-"), pe.Key)
+	assert.Equal(t, probecheck.CreateRefused, pe.Check)
+	assert.True(t, strings.HasPrefix(pe.Key, keys.DefaultPrefix+"_probe-"), pe.Key)
 	_, _, err = store.Get(t.Context(), mustKey(t, "wal", "0"))
 	require.ErrorIs(t, err, writefence.ErrNotFound, "no record was written")
 

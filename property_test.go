@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // lostMode is what happens to the answer of a push's first write that gets
@@ -122,7 +123,7 @@ func newPropHarness(t *rapid.T, counts *propCounts) *propHarness {
 	for range 3 {
 		h.fences = append(h.fences, &writefence.Fence{Store: h.store, MaxAttempts: 3, RetryDelay: time.Microsecond})
 	}
-	key, err := writefence.ShardKey("", propPlugin, propShard)
+	key, err := keys.Shard("", propPlugin, propShard)
 	require.NoError(t, err)
 	h.key = key
 	return h

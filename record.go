@@ -4,21 +4,19 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/writefence/writefence/internal/defaults"
 )
 
-// DefaultMaxPayloadSize is the largest payload a Fence accepts when
-// Fence.MaxPayloadSize is zero: 64 MiB.
-const DefaultMaxPayloadSize = 64 << 20
-
-// MaxHeaderSize bounds the encoded header of a record. Every header fits in
+// maxHeaderSize bounds the encoded header of a record. Every header fits in
 // it, so reading this many bytes from the start of a record always yields
 // the whole header.
-const MaxHeaderSize = 4 << 10
+const maxHeaderSize = defaults.MaxHeaderSize
 
 // Limits on the names carried in a record header.
 const (
-	MaxIdentityLen = 255  // bytes in a wire identity
-	MaxWriterLen   = 1024 // bytes in a writer name
+	maxIdentityLen = 255  // bytes in a wire identity
+	maxWriterLen   = 1024 // bytes in a writer name
 )
 
 // The record encoding. All integers are big-endian. Writers write format
@@ -121,7 +119,7 @@ func decodeHeader(b []byte) (header, string) {
 	if wLen == 0 {
 		return h, "empty writer"
 	}
-	if wLen > MaxWriterLen {
+	if wLen > maxWriterLen {
 		return h, "writer length"
 	}
 	end := fixed + idLen + wLen

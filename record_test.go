@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 func testRecord(t testing.TB, identity, writer string, epoch uint64, payload []byte) []byte {
@@ -44,7 +45,7 @@ func encodeRecordV1(identity, writer string, epoch uint64, payload []byte) []byt
 
 // TestRecordRoundTrip is a property test: any valid fields encode to a
 // record that decodes to the same fields, with a header no larger than
-// MaxHeaderSize that decodes alone.
+// maxHeaderSize that decodes alone.
 func TestRecordRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	randBytes := func(n int) []byte {
@@ -55,8 +56,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		return b
 	}
 	for i := range 2000 {
-		identity := string(randBytes(1 + rng.IntN(MaxIdentityLen)))
-		writer := string(randBytes(1 + rng.IntN(MaxWriterLen)))
+		identity := string(randBytes(1 + rng.IntN(maxIdentityLen)))
+		writer := string(randBytes(1 + rng.IntN(maxWriterLen)))
 		epoch := 1 + rng.Uint64N(1<<63)
 		if i%10 == 0 {
 			epoch = ^uint64(0)
@@ -77,7 +78,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		assert.Equal(t, epoch, h.epoch)
 		assert.Equal(t, uint64(len(payload)), h.payloadLen)
 		assert.True(t, bytes.Equal(payload, got))
-		require.LessOrEqual(t, h.size, MaxHeaderSize)
+		require.LessOrEqual(t, h.size, maxHeaderSize)
 
 		hOnly, check := decodeHeader(rec[:h.size])
 		require.Empty(t, check)
@@ -122,7 +123,7 @@ func testRecordCorruption(t *testing.T, good []byte, fixed int, payloadCheck str
 		{"format version 0", mutate(func(b []byte) []byte { b[4] = 0; return b }), "unknown format version"},
 		{"empty identity", mutate(func(b []byte) []byte { b[5] = 0; return b }), "empty identity"},
 		{"empty writer", mutate(func(b []byte) []byte { b[6], b[7] = 0, 0; return b }), "empty writer"},
-		{"writer too long", mutate(func(b []byte) []byte { binary.BigEndian.PutUint16(b[6:], MaxWriterLen+1); return b }), "writer length"},
+		{"writer too long", mutate(func(b []byte) []byte { binary.BigEndian.PutUint16(b[6:], maxWriterLen+1); return b }), "writer length"},
 		{"header cut before checksum", good[:hsize-1], "truncated header"},
 		{"flipped checksum byte", mutate(func(b []byte) []byte { b[hsize-1] ^= 0xff; return b }), "header checksum"},
 		{"flipped epoch byte", mutate(func(b []byte) []byte { b[15] ^= 1; return b }), "header checksum"},
@@ -160,7 +161,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 			return
 		}
-		if hOnly.size > MaxHeaderSize {
+		if hOnly.size > maxHeaderSize {
 			t.Fatalf("header of %d bytes accepted", hOnly.size)
 		}
 		if check != "" {
@@ -249,9 +250,9 @@ func TestReplayIsDecidedByThePayload(t *testing.T) {
 func TestFormatVersion1Records(t *testing.T) {
 	ctx := t.Context()
 	mem := &MemStore{}
-	key, err := ShardKey("", "wal", "0")
+	key, err := keys.Shard("", "wal", "0")
 	require.NoError(t, err)
-	_, err = mem.PutIfVersion(ctx, key, encodeRecordV1(DefaultIdentity, "a", 5, []byte("old format")), "")
+	_, err = mem.PutIfVersion(ctx, key, encodeRecordV1(defaultIdentity, "a", 5, []byte("old format")), "")
 	require.NoError(t, err)
 
 	f := &Fence{Store: mem}

@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // Credentials never reach an error or a log line, and stored bytes printed
@@ -119,7 +120,7 @@ func storeErrors(t *testing.T, store writefence.ConditionalStore) map[string]err
 	errs["push"] = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, []byte("x"))
 	errs["push with probe"] = (&writefence.Fence{Store: store, Probe: true}).Push(ctx, "wal", "0", "w", 1, []byte("x"))
 	_, _, _, errs["latest"] = (&writefence.Fence{Store: store}).Latest(ctx, "wal", "0")
-	errs["brand"] = (&writefence.Brand{Store: store}).Claim(ctx)
+	errs["brand"] = claimBrand(ctx, &writefence.Fence{Store: store})
 	if d, ok := store.(writefence.Deleter); ok {
 		errs["delete"] = d.Delete(ctx, "k")
 	}
@@ -127,35 +128,29 @@ func storeErrors(t *testing.T, store writefence.ConditionalStore) map[string]err
 }
 
 func TestMinioCredentialsNeverLeak(t *testing.T) {
-	m := minioServerEnv(t)
-	_, bucket := newMinioBucket(t)
+	s3 := testserver.S3Server(t)
+	bucket := testserver.MinioBucket(t, s3.Client(t, nil))
 	const wrongSecret = "wrong-minio-secret-c0ffee-must-not-leak"
 	stopped := stoppedAddr(t)
 	newClient := func(endpoint, secret string) *minio.Client {
-		c, err := minio.New(endpoint, &minio.Options{
-			Creds:      credentials.NewStaticV4(m.accessKey, secret, ""),
-			Transport:  closingTransport(t),
-			MaxRetries: 1,
-		})
-		require.NoError(t, err)
-		return c
+		return testserver.S3{Endpoint: endpoint, AccessKey: s3.AccessKey, SecretKey: secret, MaxRetries: 1}.Client(t, testserver.HTTPTransport(t))
 	}
 	logs := captureLogs(t)
 	cases := map[string]*minio.Client{
-		"wrong secret":   newClient(m.endpoint, wrongSecret),
-		"stopped server": newClient(stopped, m.secretKey),
+		"wrong secret":   newClient(s3.Endpoint, wrongSecret),
+		"stopped server": newClient(stopped, s3.SecretKey),
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			for op, err := range storeErrors(t, writefence.NewMinioConditionalStore(c, bucket)) {
 				t.Run(op, func(t *testing.T) {
-					assertNoSecret(t, err, m.secretKey, wrongSecret)
+					assertNoSecret(t, err, s3.SecretKey, wrongSecret)
 					assert.NotErrorIs(t, err, writefence.ErrUntrustedStore, "an auth or transport failure is no verdict on the store")
 				})
 			}
 		})
 	}
-	assert.NotContains(t, logs.String(), m.secretKey)
+	assert.NotContains(t, logs.String(), s3.SecretKey)
 	assert.NotContains(t, logs.String(), wrongSecret)
 }
 
@@ -169,18 +164,10 @@ func stoppedAddr(t *testing.T) string {
 	return addr
 }
 
-// startPasswordValkey starts a valkey-server that requires password, on a
-// free port in 20000-32000, and stops it when the test ends. It skips when
-// valkey-server is not on PATH, unless WRITEFENCE_REQUIRE_SERVERS is set.
-func startPasswordValkey(t *testing.T, password string) string {
-	t.Helper()
-	return startValkeyServer(t, password, "--requirepass", password)
-}
-
 func TestValkeyPasswordNeverLeaks(t *testing.T) {
 	const password = "valkey-password-5ec7e7-must-not-leak"
 	const wrongPassword = "wrong-valkey-password-b4d-must-not-leak"
-	addr := startPasswordValkey(t, password)
+	addr := testserver.StartValkey(t, password, "--requirepass", password)
 	logs := captureLogs(t)
 	newStore := func(t *testing.T, addr, password string) writefence.ConditionalStore {
 		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1, DialTimeout: 2 * time.Second, DialerRetries: 1})
@@ -242,7 +229,7 @@ func TestStoredBytesAreEscaped(t *testing.T) {
 	mem := &writefence.MemStore{}
 	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", hostile, 5, []byte("x")))
 	require.NoError(t, (&writefence.Fence{Store: mem, Identity: hostile}).Push(ctx, "wal", "1", "w", 5, []byte("x")))
-	_, err := mem.PutIfVersion(ctx, writefence.BrandKey(""), []byte(hostile), "")
+	_, err := mem.PutIfVersion(ctx, keys.Brand(""), []byte(hostile), "")
 	require.NoError(t, err)
 	corrupt := &hostileStore{data: map[string][]byte{mustKey(t, "wal", "0"): []byte("WFR\x00garbage")}, version: hostile}
 
@@ -253,7 +240,7 @@ func TestStoredBytesAreEscaped(t *testing.T) {
 	}{
 		{"stale epoch names the recorded writer", (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "w", 5, []byte("y")), new(*writefence.StaleEpochError)},
 		{"wire error names the found identity", (&writefence.Fence{Store: mem}).Push(ctx, "wal", "1", "w", 6, []byte("y")), new(*writefence.WireError)},
-		{"brand names the found value", (&writefence.Brand{Store: mem}).Verify(ctx), new(*writefence.WireError)},
+		{"brand names the found value", (&writefence.Fence{Store: mem}).VerifyBrand(ctx), new(*writefence.WireError)},
 		{"corrupt names the version", (&writefence.Fence{Store: corrupt}).Push(ctx, "wal", "0", "w", 6, []byte("y")), new(*writefence.CorruptError)},
 		{"probe names the version", writefence.Probe(ctx, &hostileStore{data: map[string][]byte{}, version: hostile}, "p"), new(*writefence.ProbeError)},
 		{"key with hostile bytes", writefence.Probe(ctx, &hostileStore{data: map[string][]byte{}, version: "1"}, hostile), new(*writefence.ProbeError)},

@@ -1,6 +1,10 @@
 package writefence
 
-import "context"
+import (
+	"context"
+
+	"github.com/writefence/writefence/internal/defaults"
+)
 
 // ConditionalStore is the one storage primitive the fence needs: a read that
 // returns bytes and their version together, and a write decided atomically by
@@ -64,10 +68,10 @@ type Deleter interface {
 	Delete(ctx context.Context, key string) error
 }
 
-// DefaultMaxObjectSize is the read limit of the package's stores when none
-// is configured: the largest payload a Fence accepts by default plus room
-// for a record header.
-const DefaultMaxObjectSize = DefaultMaxPayloadSize + MaxHeaderSize
+// defaultMaxObjectSize is the read limit of the package's stores when none
+// is configured (64 MiB + 4 KiB): the largest payload a Fence accepts by
+// default plus room for a record header.
+const defaultMaxObjectSize = defaults.MaxObjectSize
 
 // PrefixReader is an optional capability of a ConditionalStore, found by
 // type assertion: reading the start of an object without its rest. A Fence
@@ -122,4 +126,13 @@ type BrandedPutter interface {
 	// when both fail, either refusal may be returned. key is never
 	// brandKey.
 	PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expectVersion string) (newVersion string, err error)
+}
+
+// readLimit returns a store's read limit: maxObjectSize, its configured
+// limit, or defaultMaxObjectSize when that is zero or less.
+func readLimit(maxObjectSize int64) int64 {
+	if maxObjectSize > 0 {
+		return maxObjectSize
+	}
+	return defaultMaxObjectSize
 }

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // DirConditionalStore is a ConditionalStore over a directory of the local
@@ -62,7 +64,7 @@ import (
 // 0700.
 //
 // MaxObjectSize is the largest data size a Get returns and a PutIfVersion
-// accepts; zero (or less) means DefaultMaxObjectSize. It is read without
+// accepts; zero (or less) means defaultMaxObjectSize. It is read without
 // locking and must be set before first use.
 type DirConditionalStore struct {
 	MaxObjectSize int64
@@ -110,12 +112,12 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: %w", Escape(dir), err)
+		return nil, fmt.Errorf("writefence: dir store %s: %w", esc(dir), err)
 	}
 	s := &DirConditionalStore{dir: abs, objects: filepath.Join(abs, "objects"), sem: make(chan struct{}, 1)}
 	_, statErr := os.Stat(abs)
 	if err := os.MkdirAll(s.objects, 0o700); err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: %w", Escape(abs), err)
+		return nil, fmt.Errorf("writefence: dir store %s: %w", esc(abs), err)
 	}
 	// Make the new directories durable before any object is written: a
 	// write acknowledged later must not vanish with its directory's entry.
@@ -125,7 +127,7 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 	}
 	for _, d := range dirs {
 		if err := syncDir(d); err != nil {
-			return nil, fmt.Errorf("writefence: dir store %s: %w", Escape(abs), err)
+			return nil, fmt.Errorf("writefence: dir store %s: %w", esc(abs), err)
 		}
 	}
 	lock, err := s.openLock()
@@ -139,7 +141,7 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 		// next open.
 		s.removeTemps()
 	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
-		return nil, fmt.Errorf("writefence: dir store %s: lock: %w", Escape(abs), err)
+		return nil, fmt.Errorf("writefence: dir store %s: lock: %w", esc(abs), err)
 	}
 	return s, nil
 }
@@ -156,21 +158,21 @@ func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: %w", Escape(dir), err)
+		return nil, fmt.Errorf("writefence: dir store %s: %w", esc(dir), err)
 	}
 	s := &DirConditionalStore{dir: abs, objects: filepath.Join(abs, "objects"), sem: make(chan struct{}, 1), readOnly: true}
 	st, err := os.Stat(s.objects)
 	if err == nil && !st.IsDir() {
-		err = fmt.Errorf("%s is not a directory: %w", Escape(s.objects), fs.ErrNotExist)
+		err = fmt.Errorf("%s is not a directory: %w", esc(s.objects), fs.ErrNotExist)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: no store there: %w", Escape(abs), err)
+		return nil, fmt.Errorf("writefence: dir store %s: no store there: %w", esc(abs), err)
 	}
 	return s, nil
 }
 
 func (s *DirConditionalStore) readOnlyError(op, key string) error {
-	return fmt.Errorf("writefence: dir %s %s: the store %s was opened read-only: %w", op, Escape(key), Escape(s.dir), fs.ErrPermission)
+	return fmt.Errorf("writefence: dir %s %s: the store %s was opened read-only: %w", op, esc(key), esc(s.dir), fs.ErrPermission)
 }
 
 // Dir returns the absolute path of the store's directory.
@@ -180,7 +182,7 @@ func (s *DirConditionalStore) limit() int64 {
 	if s.MaxObjectSize > 0 {
 		return s.MaxObjectSize
 	}
-	return DefaultMaxObjectSize
+	return defaultMaxObjectSize
 }
 
 // path returns the file of key; see the type's documentation.
@@ -193,8 +195,8 @@ func checkDirKey(key string) error {
 	switch {
 	case key == "":
 		return invalidArg("key", "empty")
-	case len(key) > MaxKeyLen:
-		return invalidArg("key", "%d bytes, more than %d", len(key), MaxKeyLen)
+	case len(key) > keys.MaxKeyLen:
+		return invalidArg("key", "%d bytes, more than %d", len(key), keys.MaxKeyLen)
 	}
 	return nil
 }
@@ -212,10 +214,10 @@ func (s *DirConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 	}
 	f, err := os.Open(s.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), ErrNotFound)
+		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), ErrNotFound)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
 	}
 	defer f.Close()
 	return s.readObject(f, key, true)
@@ -240,7 +242,7 @@ const dirDamagedPrefix = "damaged-"
 func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]byte, string, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
 	}
 	r := bufio.NewReaderSize(f, 64<<10)
 	crc := crc32.New(dirCastagnoli)
@@ -250,10 +252,10 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 		// path since. Intact files cost the checksum alone.
 		sha := sha256.New()
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+			return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
 		}
 		if _, err := io.Copy(sha, f); err != nil {
-			return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+			return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
 		}
 		return nil, "", &CorruptError{Key: key, Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)), Check: "dir store: " + check}
 	}
@@ -266,7 +268,7 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 			return false, nil
 		}
-		return false, fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+		return false, fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
 	}
 
 	h := make([]byte, dirHeaderSize)
@@ -295,7 +297,7 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 	if string(stored) != key {
 		// Another key's file at this key's name: a SHA-256 collision or
 		// a file put there by hand.
-		return corrupt("file holds another key " + Escape(string(stored)))
+		return corrupt("file holds another key " + esc(string(stored)))
 	}
 	// The size the header declares must be the file's size; comparing
 	// first keeps a damaged length from passing for a large object.
@@ -324,7 +326,7 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 		if n < int64(dataLen) && errors.Is(err, io.EOF) {
 			return corrupt("truncated file") // shrank while read
 		}
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
 	}
 	sum := crc.Sum32()
 	var tail [checksumSize + 1]byte
@@ -335,7 +337,7 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 	case n > checksumSize:
 		return corrupt("trailing bytes")
 	case err != io.ErrUnexpectedEOF:
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", Escape(key), err)
+		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
 	}
 	if binary.BigEndian.Uint32(tail[:]) != sum {
 		return corrupt("checksum")
@@ -370,7 +372,7 @@ func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data
 	}
 	var token [dirTokenSize]byte
 	if _, err := rand.Read(token[:]); err != nil {
-		return "", fmt.Errorf("writefence: dir put %s: token: %w", Escape(key), err)
+		return "", fmt.Errorf("writefence: dir put %s: token: %w", esc(key), err)
 	}
 	unlock, err := s.lock(ctx)
 	if err != nil {
@@ -389,10 +391,10 @@ func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data
 	case err != nil:
 		return "", err
 	case current != expectVersion:
-		return "", fmt.Errorf("writefence: dir put %s: %w", Escape(key), ErrConflict)
+		return "", fmt.Errorf("writefence: dir put %s: %w", esc(key), ErrConflict)
 	}
 	if err := s.replace(path, key, token, data); err != nil {
-		return "", fmt.Errorf("writefence: dir put %s: %w", Escape(key), err)
+		return "", fmt.Errorf("writefence: dir put %s: %w", esc(key), err)
 	}
 	return hex.EncodeToString(token[:]), nil
 }
@@ -406,7 +408,7 @@ func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("writefence: dir put %s: %w", Escape(key), err)
+		return "", fmt.Errorf("writefence: dir put %s: %w", esc(key), err)
 	}
 	defer f.Close()
 	_, token, err := s.readObject(f, key, false)
@@ -481,7 +483,7 @@ func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
 		err = syncDir(s.objects)
 	}
 	if err != nil {
-		return fmt.Errorf("writefence: dir delete %s: %w", Escape(key), err)
+		return fmt.Errorf("writefence: dir delete %s: %w", esc(key), err)
 	}
 	return nil
 }
@@ -519,7 +521,7 @@ func (s *DirConditionalStore) lock(ctx context.Context) (unlock func(), err erro
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			release()
-			return nil, fmt.Errorf("writefence: dir store %s: lock: %w", Escape(s.dir), err)
+			return nil, fmt.Errorf("writefence: dir store %s: lock: %w", esc(s.dir), err)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -536,7 +538,7 @@ func (s *DirConditionalStore) lock(ctx context.Context) (unlock func(), err erro
 func (s *DirConditionalStore) openLock() (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: lock: %w", Escape(s.dir), err)
+		return nil, fmt.Errorf("writefence: dir store %s: lock: %w", esc(s.dir), err)
 	}
 	return f, nil
 }
@@ -583,7 +585,7 @@ func syncDir(dir string) error {
 func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	entries, err := os.ReadDir(s.objects)
 	if err != nil {
-		return fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+		return fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
 	}
 	var keys []string
 	var damaged []error
@@ -626,7 +628,7 @@ func (s *DirConditionalStore) fileKey(name string) (string, error) {
 	path := filepath.Join(s.objects, name)
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+		return "", fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
 	}
 	defer f.Close()
 	h := make([]byte, dirHeaderSize)
@@ -640,15 +642,15 @@ func (s *DirConditionalStore) fileKey(name string) (string, error) {
 		return string(key), nil
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return "", fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+		return "", fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
 	}
 	// Hash the file from its start for the version Get would report.
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+		return "", fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
 	}
 	sha := sha256.New()
 	if _, err := io.Copy(sha, f); err != nil {
-		return "", fmt.Errorf("writefence: dir list %s: %w", Escape(s.dir), err)
+		return "", fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
 	}
 	return "", &CorruptError{
 		Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)),

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -68,8 +70,8 @@ func TestDirHostileKeys(t *testing.T) {
 	keys := []string{
 		"..", "../escape", "../../../../../../tmp/escape", "/etc/passwd", "a/../../b",
 		".", "./", "a/b", "a%2Fb", "a\x00b", "a\nb", "lock", "objects", ".tmp-x",
-		strings.Repeat("k", writefence.MaxKeyLen), strings.Repeat("/..", writefence.MaxKeyLen/3),
-		strings.Repeat("é", writefence.MaxKeyLen/2), "\xff\xfe",
+		strings.Repeat("k", keys.MaxKeyLen), strings.Repeat("/..", keys.MaxKeyLen/3),
+		strings.Repeat("é", keys.MaxKeyLen/2), "\xff\xfe",
 	}
 	versions := make(map[string]string)
 	for _, k := range keys {
@@ -95,7 +97,7 @@ func TestDirHostileKeys(t *testing.T) {
 		sum := sha256.Sum256([]byte(k))
 		assert.Contains(t, files, filepath.Join("objects", hex.EncodeToString(sum[:])))
 	}
-	for _, k := range []string{"", strings.Repeat("k", writefence.MaxKeyLen+1)} {
+	for _, k := range []string{"", strings.Repeat("k", 1025)} {
 		_, err := s.PutIfVersion(ctx, k, nil, "")
 		assert.ErrorIs(t, err, writefence.ErrInvalidArgument)
 		_, _, err = s.Get(ctx, k)
@@ -199,9 +201,9 @@ func TestDirTooLarge(t *testing.T) {
 	small := newDirStore(t, dir)
 	small.MaxObjectSize = 10
 	_, _, err = small.Get(ctx, "k")
-	var tl *writefence.TooLargeError
+	var tl *writefence.StoreError
 	require.ErrorAs(t, err, &tl)
-	assert.Equal(t, int64(10), tl.Limit)
+	assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", 10))
 	assert.Equal(t, "k", tl.Key)
 
 	_, err = small.PutIfVersion(ctx, "k2", make([]byte, 11), "")
@@ -388,7 +390,7 @@ func TestDirDamageThroughFence(t *testing.T) {
 	s := newDirStore(t, dir)
 	f := &writefence.Fence{Store: s}
 	require.NoError(t, f.Push(ctx, "wal", "s", "a", 1, []byte("segment 1")))
-	key, err := writefence.ShardKey("", "wal", "s")
+	key, err := keys.Shard("", "wal", "s")
 	require.NoError(t, err)
 	good, err := os.ReadFile(keyFile(dir, key))
 	require.NoError(t, err)

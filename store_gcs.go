@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
@@ -20,7 +19,7 @@ import (
 // conditional write is a generation precondition decided by the server.
 //
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
-// DefaultMaxObjectSize. It is read without locking and must be set before
+// defaultMaxObjectSize. It is read without locking and must be set before
 // first use.
 type GCSConditionalStore struct {
 	MaxObjectSize int64
@@ -29,12 +28,7 @@ type GCSConditionalStore struct {
 	bucket string
 }
 
-var (
-	_ ConditionalStore = (*GCSConditionalStore)(nil)
-	_ Deleter          = (*GCSConditionalStore)(nil)
-	_ PrefixReader     = (*GCSConditionalStore)(nil)
-	_ PartsPutter      = (*GCSConditionalStore)(nil)
-)
+var _ ConditionalStore = (*GCSConditionalStore)(nil)
 
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
 // using the caller's client. The bucket must exist; the store never creates
@@ -55,18 +49,11 @@ func NewGCSConditionalStore(client *storage.Client, bucket string) *GCSCondition
 	return &GCSConditionalStore{client: client, bucket: bucket}
 }
 
-func (s *GCSConditionalStore) limit() int64 {
-	if s.MaxObjectSize > 0 {
-		return s.MaxObjectSize
-	}
-	return DefaultMaxObjectSize
-}
-
 // Get implements ConditionalStore. The bytes and the generation come from
 // one reader, and so from one server response: the client pins any reopen
 // of a broken download to the generation of the first response.
 func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	limit := s.limit()
+	limit := readLimit(s.MaxObjectSize)
 	// ReadCompressed: the stored bytes as they are, so the size the server
 	// reports is the size we read.
 	r, err := s.client.Bucket(s.bucket).Object(key).ReadCompressed(true).NewReader(ctx)
@@ -89,10 +76,12 @@ func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 	}
 	gen := r.Attrs.Generation
 	if gen <= 0 {
-		return nil, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", Escape(key))
+		return nil, "", storeErr("gcs get", key, nil, errNoGeneration)
 	}
 	return data, strconv.FormatInt(gen, 10), nil
 }
+
+var _ PrefixReader = (*GCSConditionalStore)(nil)
 
 // GetPrefix implements PrefixReader with one range reader over bytes 0 to
 // n-1. The prefix, the generation and the object's total size come from one
@@ -120,9 +109,9 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 	defer r.Close()
 	size := r.Attrs.Size
 	if size < 0 {
-		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object size", Escape(key))
+		return nil, 0, "", storeErr("gcs get", key, nil, errors.New("the server sent no object size"))
 	}
-	if limit := s.limit(); size > limit {
+	if limit := readLimit(s.MaxObjectSize); size > limit {
 		return nil, 0, "", tooLarge("gcs get", key, limit)
 	}
 	prefix, err := io.ReadAll(io.LimitReader(r, n))
@@ -130,11 +119,12 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 		return nil, 0, "", gcsError("get", key, err)
 	}
 	if want := min(n, size); int64(len(prefix)) != want {
-		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: read %d bytes of the first %d of a %d-byte object", Escape(key), len(prefix), want, size)
+		return nil, 0, "", storeErr("gcs get", key, nil,
+			fmt.Errorf("read %d bytes of the first %d of a %d-byte object", len(prefix), want, size))
 	}
 	gen := r.Attrs.Generation
 	if gen <= 0 {
-		return nil, 0, "", fmt.Errorf("writefence: gcs get %s: the server sent no object generation", Escape(key))
+		return nil, 0, "", storeErr("gcs get", key, nil, errNoGeneration)
 	}
 	return prefix, size, strconv.FormatInt(gen, 10), nil
 }
@@ -152,10 +142,13 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 // would otherwise retry it. Were a write retried after its first attempt
 // landed, the retry would fail its own precondition: the caller would see
 // ErrConflict for a write that happened, which the fence resolves by reading
-// the record afresh. A 429 is returned as a *GCSRateLimitError.
+// the record afresh. A 429 is returned as a *StoreError that says the
+// request was rate limited (see gcsError).
 func (s *GCSConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
 }
+
+var _ PartsPutter = (*GCSConditionalStore)(nil)
 
 // PutPartsIfVersion implements PartsPutter: the parts are written one after
 // the other to one upload, with the preconditions of PutIfVersion, and
@@ -188,10 +181,12 @@ func (s *GCSConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 	}
 	attrs := w.Attrs()
 	if attrs == nil || attrs.Generation <= 0 {
-		return "", fmt.Errorf("writefence: gcs put %s: the server sent no object generation", Escape(key))
+		return "", storeErr("gcs put", key, nil, errNoGeneration)
 	}
 	return strconv.FormatInt(attrs.Generation, 10), nil
 }
+
+var _ Deleter = (*GCSConditionalStore)(nil)
 
 // Delete implements Deleter. It deletes the live object unconditionally; a
 // missing object is not an error.
@@ -216,75 +211,41 @@ func gcsConditions(expectVersion string) (storage.Conditions, error) {
 	if err != nil || g <= 0 || strconv.FormatInt(g, 10) != expectVersion {
 		return storage.Conditions{}, &InvalidArgumentError{
 			Arg:    "expectVersion",
-			Reason: Escape(expectVersion) + " is not a gcs object generation (a positive decimal integer)",
+			Reason: esc(expectVersion) + " is not a gcs object generation (a positive decimal integer)",
 		}
 	}
 	return storage.Conditions{GenerationMatch: g}, nil
 }
 
-// GCSRateLimitError reports that Cloud Storage refused a request with HTTP
-// 429 Too Many Requests. Cloud Storage allows about one update per second to
-// one object; a writer pushing faster than that to one shard is throttled.
-// The request was refused, not decided: it is neither ErrConflict nor
-// ErrNotFound, and the same call may be retried after a backoff of a second
-// or more. Err is the client's error (a *googleapi.Error), reachable with
-// errors.As.
-type GCSRateLimitError struct {
-	Op  string // "get", "put" or "delete"
-	Key string
-	Err error
-}
-
-func (e *GCSRateLimitError) Error() string {
-	return "writefence: gcs " + e.Op + " " + Escape(e.Key) + ": rate limited (http 429), retry after a backoff: " + e.Err.Error()
-}
-
-// Unwrap returns the client's error.
-func (e *GCSRateLimitError) Unwrap() error { return e.Err }
-
-// gcsWrapped carries a failure with its context. Unwrap reaches both the
-// package's sentinel, when there is one, and the client's own error.
-type gcsWrapped struct {
-	op, key string
-	kind    error // ErrConflict, ErrNotFound or nil
-	err     error
-}
-
-func (e *gcsWrapped) Error() string {
-	s := "writefence: gcs " + e.op + " " + Escape(e.key) + ": "
-	if e.kind != nil {
-		s += strings.TrimPrefix(e.kind.Error(), "writefence: ") + ": "
-	}
-	return s + e.err.Error()
-}
-
-func (e *gcsWrapped) Unwrap() []error {
-	if e.kind == nil {
-		return []error{e.err}
-	}
-	return []error{e.kind, e.err}
-}
+var errNoGeneration = errors.New("the server sent no object generation")
 
 // gcsError classifies an error from the client. A missing object is
 // ErrNotFound only for a read: for a delete the caller handles it, and a
 // write with a precondition is answered 412, never 404.
+//
+// A 429 is neither ErrConflict nor ErrNotFound: Cloud Storage allows about
+// one update per second to one object and throttles a writer pushing faster
+// than that to one shard. The request was refused, not decided, and the
+// same call may be retried after a backoff of a second or more; the message
+// says so, and the client's *googleapi.Error, with its Code, stays
+// reachable with errors.As.
 func gcsError(op, key string, err error) error {
 	var gerr *googleapi.Error
 	if errors.As(err, &gerr) {
 		switch gerr.Code {
 		case http.StatusPreconditionFailed:
-			return &gcsWrapped{op: op, key: key, kind: ErrConflict, err: err}
+			return storeErr("gcs "+op, key, ErrConflict, err)
 		case http.StatusTooManyRequests:
-			return &GCSRateLimitError{Op: op, Key: key, Err: err}
+			return storeErr("gcs "+op, key, nil, fmt.Errorf("rate limited (http 429), retry after a backoff: %w", err))
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	if op == "get" && errors.Is(err, storage.ErrObjectNotExist) {
-		return &gcsWrapped{op: op, key: key, kind: ErrNotFound, err: err}
+		return storeErr("gcs "+op, key, ErrNotFound, err)
 	}
-	return &gcsWrapped{op: op, key: key, err: err}
+	return storeErr("gcs "+op, key, nil, err)
 }
 
 var _ Lister = (*GCSConditionalStore)(nil)

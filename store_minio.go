@@ -38,7 +38,7 @@ const (
 // without their quotes. It also implements Deleter.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
-// DefaultMaxObjectSize); set it before first use. A MinioConditionalStore is
+// defaultMaxObjectSize); set it before first use. A MinioConditionalStore is
 // safe for concurrent use.
 type MinioConditionalStore struct {
 	MaxObjectSize int64
@@ -47,12 +47,7 @@ type MinioConditionalStore struct {
 	bucket string
 }
 
-var (
-	_ ConditionalStore = (*MinioConditionalStore)(nil)
-	_ Deleter          = (*MinioConditionalStore)(nil)
-	_ PrefixReader     = (*MinioConditionalStore)(nil)
-	_ PartsPutter      = (*MinioConditionalStore)(nil)
-)
+var _ ConditionalStore = (*MinioConditionalStore)(nil)
 
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
 // which must exist, using the caller's client.
@@ -85,7 +80,7 @@ func (s *MinioConditionalStore) Get(ctx context.Context, key string) ([]byte, st
 	}
 	defer body.Close()
 
-	limit := s.limit()
+	limit := readLimit(s.MaxObjectSize)
 	if info.Size > limit {
 		return nil, "", tooLarge("s3 get", key, limit)
 	}
@@ -98,10 +93,12 @@ func (s *MinioConditionalStore) Get(ctx context.Context, key string) ([]byte, st
 	}
 	etag := normalizeETag(info.ETag)
 	if etag == "" {
-		return nil, "", &s3Error{op: "get", key: key, err: errNoETag}
+		return nil, "", storeErr("s3 get", key, nil, errNoETag)
 	}
 	return data, etag, nil
 }
+
+var _ PrefixReader = (*MinioConditionalStore)(nil)
 
 // GetPrefix implements PrefixReader with one ranged GET (Range: bytes=0-n-1):
 // the prefix, the ETag and the object's total size, the total of the
@@ -134,9 +131,9 @@ func (s *MinioConditionalStore) GetPrefix(ctx context.Context, key string, n int
 
 	size, err := s3ObjectSize(header, info.Size)
 	if err != nil {
-		return nil, 0, "", &s3Error{op: "get", key: key, err: err}
+		return nil, 0, "", storeErr("s3 get", key, nil, err)
 	}
-	if limit := s.limit(); size > limit {
+	if limit := readLimit(s.MaxObjectSize); size > limit {
 		return nil, 0, "", tooLarge("s3 get", key, limit)
 	}
 	prefix, err := io.ReadAll(io.LimitReader(body, n))
@@ -144,12 +141,12 @@ func (s *MinioConditionalStore) GetPrefix(ctx context.Context, key string, n int
 		return nil, 0, "", s.fail(ctx, "get", key, err, nil)
 	}
 	if want := min(n, size); int64(len(prefix)) != want {
-		return nil, 0, "", &s3Error{op: "get", key: key,
-			err: fmt.Errorf("read %d bytes of the first %d of a %d-byte object", len(prefix), want, size)}
+		return nil, 0, "", storeErr("s3 get", key, nil,
+			fmt.Errorf("read %d bytes of the first %d of a %d-byte object", len(prefix), want, size))
 	}
 	etag := normalizeETag(info.ETag)
 	if etag == "" {
-		return nil, 0, "", &s3Error{op: "get", key: key, err: errNoETag}
+		return nil, 0, "", storeErr("s3 get", key, nil, errNoETag)
 	}
 	return prefix, size, etag, nil
 }
@@ -168,7 +165,7 @@ func s3ObjectSize(header http.Header, contentLength int64) (int64, error) {
 	_, total, ok := strings.Cut(cr, "/")
 	size, err := strconv.ParseInt(total, 10, 64)
 	if !ok || !strings.HasPrefix(cr, "bytes ") || err != nil || size < 0 {
-		return 0, fmt.Errorf("response carries a Content-Range without a total size: %s", Escape(cr))
+		return 0, fmt.Errorf("response carries a Content-Range without a total size: %s", esc(cr))
 	}
 	return size, nil
 }
@@ -180,6 +177,8 @@ func s3ObjectSize(header http.Header, contentLength int64) (int64, error) {
 func (s *MinioConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
 }
+
+var _ PartsPutter = (*MinioConditionalStore)(nil)
 
 // PutPartsIfVersion implements PartsPutter: the parts are sent one after
 // the other as the body of one PUT, with the preconditions of PutIfVersion,
@@ -193,7 +192,7 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 		// must not reach the header, where "*" or an embedded quote and
 		// comma would turn If-Match into a wider condition.
 		if !validETag(expectVersion) {
-			return "", &s3Error{op: "put", key: key, kind: ErrConflict, err: errBadToken}
+			return "", storeErr("s3 put", key, ErrConflict, errBadToken)
 		}
 		opts.SetMatchETag(expectVersion)
 	}
@@ -215,10 +214,12 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 	}
 	etag := normalizeETag(info.ETag)
 	if etag == "" {
-		return "", &s3Error{op: "put", key: key, err: errNoETag}
+		return "", storeErr("s3 put", key, nil, errNoETag)
 	}
 	return etag, nil
 }
+
+var _ Deleter = (*MinioConditionalStore)(nil)
 
 // Delete implements Deleter. S3 reports success for a key that does not
 // exist; a NoSuchKey from a stricter server is treated the same way.
@@ -234,13 +235,6 @@ func (s *MinioConditionalStore) Delete(ctx context.Context, key string) error {
 	return s.fail(ctx, "delete", key, err, nil)
 }
 
-func (s *MinioConditionalStore) limit() int64 {
-	if s.MaxObjectSize > 0 {
-		return s.MaxObjectSize
-	}
-	return DefaultMaxObjectSize
-}
-
 // fail wraps an SDK error. kind, when non-nil, names the sentinel an S3
 // error response stands for. A done context is returned as it is, so
 // cancellation is never mistaken for an answer from the server.
@@ -248,12 +242,12 @@ func (s *MinioConditionalStore) fail(ctx context.Context, op, key string, err er
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	e := &s3Error{op: op, key: key, err: err}
+	var sentinel error
 	var r minio.ErrorResponse
 	if kind != nil && errors.As(err, &r) {
-		e.kind = kind(r)
+		sentinel = kind(r)
 	}
-	return e
+	return storeErr("s3 "+op, key, sentinel, err)
 }
 
 // getKind: only a missing key is ErrNotFound. A missing bucket is a
@@ -280,6 +274,7 @@ func putKind(r minio.ErrorResponse, expectVersion string) error {
 var (
 	errNoETag   = errors.New("response carries no etag")
 	errBadToken = errors.New("version token cannot be an s3 etag")
+	errNoList   = errors.New("the store's client cannot list objects")
 )
 
 // normalizeETag strips the quotes S3 puts around an ETag, so the token is
@@ -305,32 +300,6 @@ func validETag(v string) bool {
 		}
 	}
 	return true
-}
-
-// s3Error is a failed S3 call. Unwrap yields the SDK's error and, when the
-// failure is a conflict or a missing key, the sentinel, so that both
-// errors.Is(err, ErrConflict) and errors.As(err, &minio.ErrorResponse{})
-// hold.
-type s3Error struct {
-	op   string // "get", "put" or "delete"
-	key  string
-	kind error // ErrConflict, ErrNotFound or nil
-	err  error
-}
-
-func (e *s3Error) Error() string {
-	s := "writefence: s3 " + e.op + " " + Escape(e.key) + ": "
-	if e.kind != nil {
-		s += strings.TrimPrefix(e.kind.Error(), "writefence: ") + ": "
-	}
-	return s + e.err.Error()
-}
-
-func (e *s3Error) Unwrap() []error {
-	if e.kind == nil {
-		return []error{e.err}
-	}
-	return []error{e.kind, e.err}
 }
 
 // requestBody is a PUT body that cannot be read once PutIfVersion returns.
@@ -367,7 +336,7 @@ var _ Lister = (*MinioConditionalStore)(nil)
 func (s *MinioConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	core, ok := s.api.(minio.Core)
 	if !ok || core.Client == nil {
-		return fmt.Errorf("writefence: s3 list %s: the store's client cannot list objects", Escape(prefix))
+		return storeErr("s3 list", prefix, errors.ErrUnsupported, errNoList)
 	}
 	// Cancelling the listing's own context when fn stops early ends the
 	// SDK's goroutine that feeds the channel.

@@ -3,11 +3,9 @@ package writefence_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,56 +15,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
 
-// minioServer is the S3 server named by the environment.
-type minioServer struct {
-	endpoint, accessKey, secretKey string
-}
+// The integration tests of the S3 adapter run against the S3 server named
+// by WRITEFENCE_S3_ENDPOINT (MinIO under .ci/run). The helpers at the end
+// of the file serve the integration tests of the other adapters too.
 
-func minioServerEnv(t *testing.T) minioServer {
-	t.Helper()
-	return minioServer{
-		endpoint:  serverEnv(t, "WRITEFENCE_S3_ENDPOINT"),
-		accessKey: serverEnv(t, "WRITEFENCE_S3_ACCESS_KEY"),
-		secretKey: serverEnv(t, "WRITEFENCE_S3_SECRET_KEY"),
-	}
-}
-
-func (m minioServer) client(t *testing.T, accessKey, secretKey string) *minio.Client {
-	t.Helper()
-	c, err := minio.New(m.endpoint, &minio.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, "")})
-	require.NoError(t, err)
-	return c
-}
-
-// newMinioBucket creates a bucket of its own for the test on the real
-// server and removes it, with everything in it, when the test ends.
+// newMinioBucket returns a client of the S3 server and a bucket of the
+// test's own on it, removed with its objects when the test ends.
 func newMinioBucket(t *testing.T) (*minio.Client, string) {
 	t.Helper()
-	m := minioServerEnv(t)
-	c := m.client(t, m.accessKey, m.secretKey)
-	bucket := uniqueName(t)
-	require.NoError(t, c.MakeBucket(t.Context(), bucket, minio.MakeBucketOptions{}))
-	t.Cleanup(func() {
-		// t.Context() is already done when cleanups run.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
-			if o.Err != nil {
-				t.Errorf("listing %s for cleanup: %v", bucket, o.Err)
-				break
-			}
-			if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
-		if err := c.RemoveBucket(ctx, bucket); err != nil {
-			t.Errorf("cleanup: removing bucket %s: %v", bucket, err)
-		}
-	})
-	return c, bucket
+	c := testserver.S3Server(t).Client(t, nil)
+	return c, testserver.MinioBucket(t, c)
 }
 
 func TestMinioConformance(t *testing.T) {
@@ -79,44 +43,13 @@ func TestMinioConformance(t *testing.T) {
 // real server.
 func TestMinioProtocol(t *testing.T) {
 	c, bucket := newMinioBucket(t)
-	s := writefence.NewMinioConditionalStore(c, bucket)
-	ctx := t.Context()
-
-	_, _, err := s.Get(ctx, "k")
-	require.ErrorIs(t, err, writefence.ErrNotFound)
-
-	_, err = s.PutIfVersion(ctx, "k", []byte("one"), "d41d8cd98f00b204e9800998ecf8427e")
-	require.ErrorIs(t, err, writefence.ErrConflict, "If-Match on a missing key")
-	_, _, err = s.Get(ctx, "k")
-	require.ErrorIs(t, err, writefence.ErrNotFound, "If-Match on a missing key must not create it")
-
-	v1, err := s.PutIfVersion(ctx, "k", []byte("one"), "")
-	require.NoError(t, err)
-	assert.NotContains(t, v1, `"`)
-	data, v, err := s.Get(ctx, "k")
-	require.NoError(t, err)
-	assert.Equal(t, "one", string(data))
-	assert.Equal(t, v1, v)
-
-	_, err = s.PutIfVersion(ctx, "k", []byte("other"), "")
-	require.ErrorIs(t, err, writefence.ErrConflict, "create-only on an existing key")
-	var resp minio.ErrorResponse
-	require.ErrorAs(t, err, &resp)
-	assert.Equal(t, 412, resp.StatusCode)
-
-	v2, err := s.PutIfVersion(ctx, "k", []byte("two"), v1)
-	require.NoError(t, err)
-	_, err = s.PutIfVersion(ctx, "k", []byte("three"), v1)
-	require.ErrorIs(t, err, writefence.ErrConflict, "stale update")
-	data, v, err = s.Get(ctx, "k")
-	require.NoError(t, err)
-	assert.Equal(t, "two", string(data))
-	assert.Equal(t, v2, v)
-
-	require.NoError(t, s.Delete(ctx, "k"))
-	require.NoError(t, s.Delete(ctx, "k"), "deleting a missing key is not an error")
-	_, _, err = s.Get(ctx, "k")
-	require.ErrorIs(t, err, writefence.ErrNotFound)
+	testProtocol(t, writefence.NewMinioConditionalStore(c, bucket), "d41d8cd98f00b204e9800998ecf8427e",
+		func(v1, _ string, createErr error) {
+			assert.NotContains(t, v1, `"`)
+			var resp minio.ErrorResponse
+			require.ErrorAs(t, createErr, &resp)
+			assert.Equal(t, 412, resp.StatusCode)
+		})
 }
 
 // TestMinioLargeRecordIsSinglePart writes a 17 MiB record, above
@@ -143,62 +76,29 @@ func TestMinioLargeRecordIsSinglePart(t *testing.T) {
 
 	s.MaxObjectSize = 16 << 20
 	_, _, err = s.Get(t.Context(), "big")
-	var tl *writefence.TooLargeError
-	require.ErrorAs(t, err, &tl)
-	assert.Equal(t, int64(16<<20), tl.Limit)
+	requireTooLarge(t, err, "big", 16<<20)
 }
 
-// TestMinioFenceRace: 16 writers push the same epoch each round; exactly
-// one lands, every other is refused as stale.
+// TestMinioFenceRace: 16 writers push the same epoch each round, every one
+// of them having read the record before any writes; exactly one lands,
+// every other is refused as stale.
 func TestMinioFenceRace(t *testing.T) {
-	const writers, rounds = 16, 50
 	c, bucket := newMinioBucket(t)
-	fence := &writefence.Fence{Store: writefence.NewMinioConditionalStore(c, bucket)}
-
-	wins, stale := 0, 0
-	for round := 1; round <= rounds; round++ {
-		errs := make([]error, writers)
-		var wg sync.WaitGroup
-		for w := range writers {
-			wg.Go(func() {
-				errs[w] = fence.Push(t.Context(), "race", "shard", fmt.Sprintf("writer-%02d", w), uint64(round), fmt.Appendf(nil, "round %d by %d", round, w))
-			})
-		}
-		wg.Wait()
-		roundWins := 0
-		for w, err := range errs {
-			switch {
-			case err == nil:
-				roundWins++
-			case errors.Is(err, writefence.ErrStaleEpoch):
-				stale++
-			default:
-				t.Errorf("round %d writer %d: %v", round, w, err)
-			}
-		}
-		wins += roundWins
-		require.Equal(t, 1, roundWins, "round %d: winners", round)
-		epoch, _, _, err := fence.Latest(t.Context(), "race", "shard")
-		require.NoError(t, err)
-		require.Equal(t, uint64(round), epoch)
-	}
-	t.Logf("minio: %d rounds of %d writers: %d pushes landed, %d refused as stale", rounds, writers, wins, stale)
-	assert.Equal(t, rounds, wins)
-	assert.Equal(t, rounds*(writers-1), stale)
+	testFenceRace(t, writefence.NewMinioConditionalStore(c, bucket))
 }
 
 // TestMinioFailuresAreNeitherSentinel: a missing bucket, bad credentials
 // and a stopped server are failures, never "not found" or "conflict", and
 // the secret appears in none of them.
 func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
-	m := minioServerEnv(t)
+	m := testserver.S3Server(t)
 	c, bucket := newMinioBucket(t)
 	stopped, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	stoppedAddr := stopped.Addr().String()
 	require.NoError(t, stopped.Close())
 	stoppedClient, err := minio.New(stoppedAddr, &minio.Options{
-		Creds:      credentials.NewStaticV4(m.accessKey, m.secretKey, ""),
+		Creds:      credentials.NewStaticV4(m.AccessKey, m.SecretKey, ""),
 		MaxRetries: 2,
 	})
 	require.NoError(t, err)
@@ -206,9 +106,9 @@ func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 	const wrongSecret = "wrong-secret-must-not-leak"
 	stores := map[string]*writefence.MinioConditionalStore{
 		"missing bucket":     writefence.NewMinioConditionalStore(c, bucket+"-absent"),
-		"wrong secret":       writefence.NewMinioConditionalStore(m.client(t, m.accessKey, wrongSecret), bucket),
+		"wrong secret":       writefence.NewMinioConditionalStore(testserver.S3{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: wrongSecret}.Client(t, nil), bucket),
 		"stopped server":     writefence.NewMinioConditionalStore(stoppedClient, bucket),
-		"unknown access key": writefence.NewMinioConditionalStore(m.client(t, "no-such-user", m.secretKey), bucket),
+		"unknown access key": writefence.NewMinioConditionalStore(testserver.S3{Endpoint: m.Endpoint, AccessKey: "no-such-user", SecretKey: m.SecretKey}.Client(t, nil), bucket),
 	}
 	for name, s := range stores {
 		t.Run(name, func(t *testing.T) {
@@ -220,11 +120,256 @@ func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 				assert.NotErrorIs(t, err, writefence.ErrNotFound, "%v", err)
 				assert.NotErrorIs(t, err, writefence.ErrConflict, "%v", err)
 				assert.True(t, strings.HasPrefix(err.Error(), "writefence: s3 "), "%v", err)
-				for _, secret := range []string{m.secretKey, wrongSecret} {
+				for _, secret := range []string{m.SecretKey, wrongSecret} {
 					assert.NotContains(t, err.Error(), secret)
 				}
 			}
 			t.Logf("get: %v", getErr)
 		})
 	}
+}
+
+func TestMinioGetPrefix(t *testing.T) {
+	wire := testserver.NewTransport(t)
+	c := testserver.S3Server(t).Client(t, wire)
+	store := writefence.NewMinioConditionalStore(c, testserver.MinioBucket(t, c))
+	testPrefixAgreesWithGet(t, store)
+	testPrefixFence(t, store, func() (int64, int64) { return wire.Requests(), wire.GetBytesRead() }, 1, 0)
+	testPrefixTooLarge(t, store, func(n int64) { store.MaxObjectSize = n })
+}
+
+// testProtocol walks store through the answers an adapter classifies, on
+// key "k" of a bucket of the test's own: a read of a missing key, an update
+// of it with madeUp (a well-formed token no write returned), a create, a
+// second create, an update and a stale one, and deletes. extra runs after
+// the writes with the versions of the two that landed and the error of the
+// second create; any write it makes must be refused, because the walk then
+// checks that the key holds the update.
+func testProtocol(t *testing.T, store interface {
+	writefence.ConditionalStore
+	writefence.Deleter
+}, madeUp string, extra func(v1, v2 string, createErr error)) {
+	ctx := t.Context()
+	_, _, err := store.Get(ctx, "k")
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+
+	_, err = store.PutIfVersion(ctx, "k", []byte("one"), madeUp)
+	require.ErrorIs(t, err, writefence.ErrConflict, "an update of a missing key")
+	_, _, err = store.Get(ctx, "k")
+	require.ErrorIs(t, err, writefence.ErrNotFound, "an update of a missing key must not create it")
+
+	v1, err := store.PutIfVersion(ctx, "k", []byte("one"), "")
+	require.NoError(t, err)
+	data, v, err := store.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, "one", string(data))
+	assert.Equal(t, v1, v)
+
+	_, createErr := store.PutIfVersion(ctx, "k", []byte("other"), "")
+	require.ErrorIs(t, createErr, writefence.ErrConflict, "create-only on an existing key")
+
+	v2, err := store.PutIfVersion(ctx, "k", []byte("two"), v1)
+	require.NoError(t, err)
+	assert.NotEqual(t, v1, v2)
+	_, err = store.PutIfVersion(ctx, "k", []byte("three"), v1)
+	require.ErrorIs(t, err, writefence.ErrConflict, "stale update")
+
+	extra(v1, v2, createErr)
+	data, v, err = store.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, "two", string(data), "no refused write landed")
+	assert.Equal(t, v2, v)
+
+	require.NoError(t, store.Delete(ctx, "k"))
+	require.NoError(t, store.Delete(ctx, "k"), "deleting a missing key is not an error")
+	_, _, err = store.Get(ctx, "k")
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+}
+
+// testFenceRace races 16 writers, each with a Fence of its own, over 50
+// rounds at one epoch a round (writefencetest.RacePush: every writer has
+// read the record before any of them writes): in every round exactly one
+// push lands, every other is refused as stale, and the record is the
+// winner's.
+func testFenceRace(t *testing.T, store writefence.ConditionalStore) {
+	const writers, rounds = 16, 50
+	results, err := writefencetest.RacePush(t.Context(), store, writefencetest.PushRace{
+		Writers: writers, Rounds: rounds,
+		Prefix: testserver.UniqueName(t) + "/", Plugin: "race", Shard: "shard",
+	})
+	require.NoError(t, err)
+	require.Len(t, results, rounds)
+	stale := 0
+	for _, r := range results {
+		assert.Empty(t, r.Errors, "round %d", r.Round)
+		assert.Empty(t, r.Violations, "round %d", r.Round)
+		assert.Len(t, r.Winners, 1, "round %d: winners", r.Round)
+		stale += r.Stale
+	}
+	t.Logf("%d rounds of %d writers: %d pushes refused as stale", rounds, writers, stale)
+	assert.Equal(t, rounds*(writers-1), stale)
+}
+
+// prefixStoreUnderTest is an adapter with the prefix capability.
+type prefixStoreUnderTest interface {
+	writefence.ConditionalStore
+	writefence.PrefixReader
+}
+
+// testPrefixAgreesWithGet checks GetPrefix against a full Get of the same
+// object on a real server: the prefix is the start of the bytes, the size
+// is their length and the version is Get's version, for objects shorter
+// than, as long as and longer than n, including the empty object. The S3
+// and GCS prefix tests share it.
+func testPrefixAgreesWithGet(t *testing.T, store prefixStoreUnderTest) {
+	ctx := t.Context()
+	base := testserver.UniqueName(t)
+	put := func(t *testing.T, key string, data []byte, expect string) (string, error) {
+		cleanupKey(t, store, key)
+		return store.PutIfVersion(ctx, key, data, expect)
+	}
+	for _, n := range []int64{1, defaults.MaxHeaderSize} {
+		seen := map[int64]bool{}
+		for _, size := range []int64{0, 1, n - 1, n, n + 1, 3*n + 7} {
+			if seen[size] {
+				continue
+			}
+			seen[size] = true
+			t.Run(fmt.Sprintf("n=%d/size=%d", n, size), func(t *testing.T) {
+				key := fmt.Sprintf("%s/%d/%d", base, n, size)
+				data := make([]byte, size)
+				for i := range data {
+					data[i] = byte(i*7 + 1)
+				}
+				written, err := put(t, key, data, "")
+				require.NoError(t, err)
+
+				prefix, gotSize, version, err := store.GetPrefix(ctx, key, n)
+				require.NoError(t, err)
+				full, fullVersion, err := store.Get(ctx, key)
+				require.NoError(t, err)
+
+				assert.Equal(t, data, full)
+				assert.Equal(t, full[:min(n, size)], prefix)
+				assert.Len(t, prefix, int(min(n, size)))
+				assert.Equal(t, size, gotSize, "the object's size, not the range's")
+				assert.Equal(t, fullVersion, version)
+				assert.Equal(t, written, version)
+			})
+		}
+	}
+
+	t.Run("version follows a rewrite", func(t *testing.T) {
+		key := base + "/rewrite"
+		v1, err := put(t, key, []byte("first contents"), "")
+		require.NoError(t, err)
+		v2, err := store.PutIfVersion(ctx, key, []byte{}, v1)
+		require.NoError(t, err)
+		prefix, size, v, err := store.GetPrefix(ctx, key, 4)
+		require.NoError(t, err)
+		assert.Empty(t, prefix)
+		assert.Zero(t, size)
+		assert.Equal(t, v2, v)
+		// The token it returned conditions a write like Get's does.
+		_, err = store.PutIfVersion(ctx, key, []byte("third"), v)
+		require.NoError(t, err)
+		_, err = store.PutIfVersion(ctx, key, []byte("fourth"), v)
+		require.ErrorIs(t, err, writefence.ErrConflict)
+	})
+
+	t.Run("missing key", func(t *testing.T) {
+		_, _, _, err := store.GetPrefix(ctx, base+"/missing", defaults.MaxHeaderSize)
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+		assert.NotErrorIs(t, err, writefence.ErrConflict)
+	})
+
+	t.Run("n below one", func(t *testing.T) {
+		_, _, _, err := store.GetPrefix(ctx, base+"/missing", 0)
+		require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	})
+}
+
+// cleanupKey deletes key when the test ends, on a store that can delete.
+func cleanupKey(t *testing.T, store writefence.ConditionalStore, key string) {
+	if d, ok := store.(writefence.Deleter); ok {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			assert.NoError(t, d.Delete(ctx, key))
+		})
+	}
+}
+
+// testPrefixFence: over a record holding a 16 MiB payload, a fresh fence
+// reads the header alone (at most MaxHeaderSize bytes) and writes, in two
+// requests; a stale push is refused after one such read; the fence that
+// wrote last pushes again with the write alone. wire counts the store's
+// traffic: it returns the round trips made and the bytes that reads
+// returned so far. A write takes writeTrips round trips; every read or write
+// may read up to slack bytes besides the record's (Valkey's version token).
+func testPrefixFence(t *testing.T, store writefence.ConditionalStore, traffic func() (trips, read int64), writeTrips, slack int64) {
+	ctx := t.Context()
+	prefix := testserver.UniqueName(t) + "/"
+	key, err := keys.Shard(prefix, "wal", "0")
+	require.NoError(t, err)
+	cleanupKey(t, store, key)
+	big := benchPayload(16 << 20)
+	fresh := func() *writefence.Fence { return &writefence.Fence{Store: store, Prefix: prefix} }
+	require.NoError(t, fresh().Push(ctx, "wal", "0", "a", 1, big))
+
+	// measure returns the round trips and the bytes read by f.
+	measure := func(f func()) (int64, int64) {
+		trips0, read0 := traffic()
+		f()
+		trips, read := traffic()
+		return trips - trips0, read - read0
+	}
+	last := fresh()
+	reqs, read := measure(func() { require.NoError(t, last.Push(ctx, "wal", "0", "b", 2, big)) })
+	assert.Equal(t, 1+writeTrips, reqs, "cold push: one header read, one write")
+	assert.LessOrEqual(t, read, defaults.MaxHeaderSize+2*slack)
+	assert.Positive(t, read)
+
+	reqs, read = measure(func() {
+		require.ErrorIs(t, fresh().Push(ctx, "wal", "0", "c", 2, big), writefence.ErrStaleEpoch)
+	})
+	assert.Equal(t, int64(1), reqs, "stale push: the header read alone")
+	assert.LessOrEqual(t, read, defaults.MaxHeaderSize+slack)
+
+	reqs, read = measure(func() { require.NoError(t, last.Push(ctx, "wal", "0", "b", 3, big)) })
+	assert.Equal(t, writeTrips, reqs, "steady push: the write alone")
+	assert.LessOrEqual(t, read, slack)
+
+	epoch, writer, payload, err := fresh().Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), epoch)
+	assert.Equal(t, "b", writer)
+	assert.Equal(t, big, payload)
+}
+
+// testPrefixTooLarge: GetPrefix of an object over the store's read limit
+// is refused with ErrTooLarge, as Get would be. setLimit sets the limit of
+// store.
+func testPrefixTooLarge(t *testing.T, store prefixStoreUnderTest, setLimit func(int64)) {
+	t.Run("too large", func(t *testing.T) {
+		key := testserver.UniqueName(t)
+		_, err := store.PutIfVersion(t.Context(), key, make([]byte, 100), "")
+		require.NoError(t, err)
+		setLimit(99)
+		defer setLimit(0)
+		_, _, _, err = store.GetPrefix(t.Context(), key, 10)
+		requireTooLarge(t, err, key, 99)
+	})
+}
+
+// requireTooLarge checks that err refuses a read of key, an object over
+// limit bytes: it matches ErrTooLarge and is a *StoreError that names key
+// and limit.
+func requireTooLarge(t *testing.T, err error, key string, limit int64) {
+	t.Helper()
+	require.ErrorIs(t, err, writefence.ErrTooLarge)
+	var se *writefence.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, key, se.Key)
+	assert.ErrorContains(t, err, fmt.Sprintf("object too large: more than %d bytes", limit))
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // The layout of a value: a digest, a version token, then the data.
@@ -37,8 +39,8 @@ const valkeyDamagedPrefix = "damaged-"
 
 // valkeyWaitKey is the key a read writes, with WaitReplicas set, so that
 // its connection has a write ordered after what it read to WAIT for. It is
-// in the reserved space of DefaultPrefix, which no shard key reaches.
-const valkeyWaitKey = DefaultPrefix + reservedSpace + "wait"
+// in the reserved space of keys.DefaultPrefix, which no shard key reaches.
+const valkeyWaitKey = keys.Wait
 
 // valkeyDefaultWaitTimeout is the bound of a WAIT when WaitTimeout is zero.
 const valkeyDefaultWaitTimeout = time.Second
@@ -139,7 +141,7 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // Set the fields before first use; they are read without locking.
 type ValkeyConditionalStore struct {
 	// MaxObjectSize is the read limit in bytes, not counting the digest
-	// and the version token; zero (or less) means DefaultMaxObjectSize.
+	// and the version token; zero (or less) means defaultMaxObjectSize.
 	MaxObjectSize int64
 
 	// Script selects the one-round-trip path for PutIfVersion and
@@ -209,7 +211,7 @@ func (s *ValkeyConditionalStore) limit() int64 {
 	if s.MaxObjectSize > 0 {
 		return s.MaxObjectSize
 	}
-	return DefaultMaxObjectSize
+	return defaultMaxObjectSize
 }
 
 // checkStandalone refuses a cluster before any key is touched; op and key
@@ -245,7 +247,7 @@ func (s *ValkeyConditionalStore) checkStandalone(ctx context.Context, op, key st
 	case !ok:
 		return unsupported("INFO cluster does not report cluster_enabled")
 	case enabled != "0":
-		return unsupported("INFO cluster reports cluster_enabled:" + Escape(enabled))
+		return unsupported("INFO cluster reports cluster_enabled:" + esc(enabled))
 	}
 	s.standalone.Store(true)
 	return nil
@@ -650,5 +652,5 @@ func valkeyError(op, key string, err error) error {
 
 // valkeyUnexpected reports a script reply of no form the script returns.
 func valkeyUnexpected(op, key string, res any) error {
-	return storeErr("valkey "+op, key, nil, errors.New("unexpected script reply "+Escape(fmt.Sprint(res))))
+	return storeErr("valkey "+op, key, nil, errors.New("unexpected script reply "+esc(fmt.Sprint(res))))
 }

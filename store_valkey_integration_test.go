@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
@@ -279,41 +281,12 @@ func (c valkeyCountingConn) Read(p []byte) (int, error) {
 
 // valkeyPushMemoryStore opens the Valkey store of BenchmarkPushMemory on a
 // server of its own, which goes, when the benchmark ends, with the 64 MiB
-// values it leaves behind. wire counts the client's round trips (one per
-// command or pipeline) and every byte it reads.
+// values it leaves behind. The transport it returns counts HTTP, which
+// Valkey does not speak: roundtrips/op and bytes-read/op read 0 for it
+// (BenchmarkValkeyPut and BenchmarkValkeyRead count Valkey's).
 func valkeyPushMemoryStore(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
 	c := testserver.ValkeyClient(b, testserver.StartValkey(b, ""), "")
-	wire := &benchTransport{}
-	c.AddHook(valkeyWireHook{wire})
-	return writefence.NewValkeyConditionalStore(c), wire
-}
-
-// valkeyWireHook is a go-redis hook that counts a client's traffic into a
-// benchTransport, as the HTTP stores' transport counts theirs.
-type valkeyWireHook struct{ wire *benchTransport }
-
-func (h valkeyWireHook) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := next(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return valkeyCountingConn{Conn: conn, n: &h.wire.read}, nil
-	}
-}
-
-func (h valkeyWireHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.wire.reqs.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h valkeyWireHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.wire.reqs.Add(1)
-		return next(ctx, cmds)
-	}
+	return writefence.NewValkeyConditionalStore(c), &benchTransport{testserver.NewTransport(b)}
 }
 
 // ---- conformance ----
@@ -504,7 +477,7 @@ func TestValkeyGetPrefix(t *testing.T) {
 func testPrefixFenceWhole(t *testing.T, store writefence.ConditionalStore, traffic func() (trips, read int64)) {
 	const size = 16 << 20
 	prefix := testserver.UniqueName(t) + "/"
-	key, err := writefence.ShardKey(prefix, "wal", "0")
+	key, err := keys.Shard(prefix, "wal", "0")
 	require.NoError(t, err)
 	cleanupKey(t, store, key)
 	big := benchPayload(size)
@@ -653,7 +626,7 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 		c, tap := newTappedValkeyClient(t)
 		store := newValkeyStore(c, script)
 		prefix := valkeyPrefix(t, c)
-		key, err := writefence.ShardKey(prefix, "wal", "0")
+		key, err := keys.Shard(prefix, "wal", "0")
 		require.NoError(t, err)
 		f := &writefence.Fence{Store: store, Prefix: prefix}
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment one")))
@@ -690,11 +663,11 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 
 func TestValkeyBrandPerWrite(t *testing.T) {
 	ctx := context.Background()
-	const identity = writefence.DefaultIdentity
+	const identity = defaults.Identity
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		c := newValkeyClient(t)
 		prefix := valkeyPrefix(t, c)
-		brand, data := writefence.BrandKey(prefix), prefix+"data"
+		brand, data := keys.Brand(prefix), prefix+"data"
 		store := newValkeyStore(c, script)
 		put := func(data []byte, expect string) (string, error) {
 			return store.PutIfBranded(ctx, brand, identity, prefix+"data", data, expect)
@@ -716,7 +689,7 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 		requireWire(t, err, writefence.WireError{Key: brand, Expected: identity, Absent: true})
 		unwritten()
 
-		installed, err := (&writefence.Brand{Store: store, Key: brand}).Install(ctx)
+		installed, err := (&writefence.Fence{Store: store, Prefix: prefix}).ClaimBrand(ctx)
 		require.NoError(t, err)
 		require.True(t, installed)
 		v1, err := put([]byte("x"), "")
@@ -772,8 +745,8 @@ func TestValkeyBrandNoPerm(t *testing.T) {
 	ctx := context.Background()
 	admin := newValkeyClient(t)
 	prefix := valkeyPrefix(t, admin)
-	brand, data := writefence.BrandKey(prefix), prefix+"data"
-	_, err := (&writefence.Brand{Store: newValkeyStore(admin, false), Key: brand}).Install(ctx)
+	brand, data := keys.Brand(prefix), prefix+"data"
+	_, err := (&writefence.Fence{Store: newValkeyStore(admin, false), Prefix: prefix}).ClaimBrand(ctx)
 	require.NoError(t, err)
 	user, password := strings.TrimSuffix(prefix, "/")+"-noperm", "pw-"+testserver.UniqueName(t)
 	require.NoError(t, admin.Do(ctx, "acl", "setuser", user, "on", ">"+password, "+@all", "~"+data).Err())
@@ -782,7 +755,7 @@ func TestValkeyBrandNoPerm(t *testing.T) {
 
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		store := newValkeyStore(limited, script)
-		_, err := store.PutIfBranded(ctx, brand, writefence.DefaultIdentity, data, []byte("x"), "")
+		_, err := store.PutIfBranded(ctx, brand, defaults.Identity, data, []byte("x"), "")
 		requireOtherFailure(t, err)
 		assert.Contains(t, err.Error(), "NOPERM")
 		assert.NotContains(t, err.Error(), password)
@@ -796,16 +769,16 @@ func TestValkeyBrandNoPerm(t *testing.T) {
 // TestValkeyBrandChangedBeforeExec: a brand changed by another client after
 // the WATCH path read it and before EXEC aborts the write, at no round trip
 // of its own; the retry then sees the new brand and refuses, and sees it
-// again once changed back.
+// again once changed back. A Fence with BrandVerifyAlways gets the same.
 func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	ctx := context.Background()
-	const identity = writefence.DefaultIdentity
+	const identity = defaults.Identity
 	c, tap := newTappedValkeyClient(t)
 	prefix := valkeyPrefix(t, c)
-	brand, key := writefence.BrandKey(prefix), prefix+"data"
+	brand, key := keys.Brand(prefix), prefix+"data"
 	store := newValkeyStore(c, false)
 	other := newValkeyStore(newValkeyClient(t), false)
-	_, err := (&writefence.Brand{Store: store, Key: brand}).Install(ctx)
+	_, err := (&writefence.Fence{Store: store, Prefix: prefix}).ClaimBrand(ctx)
 	require.NoError(t, err)
 	v, err := store.PutIfBranded(ctx, brand, identity, key, []byte("under the brand"), "")
 	require.NoError(t, err)
@@ -833,6 +806,19 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	rebrand(identity)
 	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("under the brand again"), v)
 	require.NoError(t, err, "and the next write sees the brand restored")
+
+	// The same through a Fence that checks the brand at every write, which
+	// writes with PutIfBranded: its first attempt is aborted by the
+	// re-brand, its retry refused.
+	f := &writefence.Fence{Store: store, Prefix: prefix, Brand: writefence.BrandVerifyAlways}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("under the brand")))
+	tap.onMulti(func(context.Context) { rebrand("other/v1") })
+	err = f.Push(ctx, "wal", "0", "w", 2, []byte("under another brand"))
+	requireWire(t, err, writefence.WireError{Key: brand, Expected: identity, Found: "other/v1"})
+	epoch, _, payload, err := (&writefence.Fence{Store: other, Prefix: prefix}).Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), epoch)
+	assert.Equal(t, "under the brand", string(payload), "nothing landed under the foreign brand")
 }
 
 // TestValkeyBrandConcurrentFlips: writers loop on their keys while another
@@ -857,15 +843,15 @@ func TestValkeyBrandConcurrentFlips(t *testing.T) {
 			const writers, flips = 4, 50
 			c := newValkeyClient(t, func(o *redis.Options) { o.PoolSize = 16 })
 			prefix := valkeyPrefix(t, c)
-			brand := writefence.BrandKey(prefix)
+			brand := keys.Brand(prefix)
 			store := newValkeyStore(c, tc.script)
 			put := func(key string, data []byte, expect string) (string, error) {
 				if tc.brand {
-					return store.PutIfBranded(ctx, brand, writefence.DefaultIdentity, key, data, expect)
+					return store.PutIfBranded(ctx, brand, defaults.Identity, key, data, expect)
 				}
 				return store.PutIfVersion(ctx, key, data, expect)
 			}
-			require.NoError(t, c.Set(ctx, brand, valkeyBrandValue(0, writefence.DefaultIdentity), 0).Err())
+			require.NoError(t, c.Set(ctx, brand, valkeyBrandValue(0, defaults.Identity), 0).Err())
 			keys := make([]string, writers)
 			for i := range keys {
 				keys[i] = fmt.Sprintf("%sdata-%d", prefix, i)
@@ -930,7 +916,7 @@ func TestValkeyBrandConcurrentFlips(t *testing.T) {
 				progress.await(2) // our brand: writes land
 				before := snapshot(true, valkeyBrandValue(2*n+1, "other/v1"))
 				progress.await(2) // the foreign brand
-				after := snapshot(false, valkeyBrandValue(2*n+2, writefence.DefaultIdentity))
+				after := snapshot(false, valkeyBrandValue(2*n+2, defaults.Identity))
 				if fmt.Sprint(before) != fmt.Sprint(after) {
 					violations++
 				}
@@ -1037,8 +1023,8 @@ type valkeyTripStep struct {
 // and the brand the branded writes depend on.
 func valkeyTripSteps(t *testing.T, store *writefence.ValkeyConditionalStore, prefix string, wait int) []valkeyTripStep {
 	ctx := context.Background()
-	brand, key := writefence.BrandKey(prefix), prefix+"k"
-	const identity = writefence.DefaultIdentity
+	brand, key := keys.Brand(prefix), prefix+"k"
+	const identity = defaults.Identity
 	_, err := store.PutIfVersion(ctx, brand, []byte(identity), "")
 	require.NoError(t, err)
 	_, _, err = store.Get(ctx, brand)
@@ -1234,7 +1220,7 @@ func TestValkeyNoWatchLeftArmed(t *testing.T) {
 			assert.ErrorIs(t, err, writefence.ErrWire)
 		}, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
 			v := create(t, key)
-			_, err := store.PutIfBranded(ctx, brand, writefence.DefaultIdentity, key, []byte("x"), v)
+			_, err := store.PutIfBranded(ctx, brand, defaults.Identity, key, []byte("x"), v)
 			return err
 		}},
 		{"EXEC aborted", "rw-aborted", false, func(t *testing.T, err error) {
@@ -1622,7 +1608,7 @@ func TestValkeyWaitReplicas(t *testing.T) {
 		store := newValkeyStore(primary, script)
 		store.WaitReplicas, store.WaitTimeout = 1, testWaitTimeout
 		f := &writefence.Fence{Store: store}
-		key, err := writefence.ShardKey("", "wal", "0")
+		key, err := keys.Shard("", "wal", "0")
 		require.NoError(t, err)
 		push := func(epoch uint64) error {
 			return f.Push(ctx, "wal", "0", "a", epoch, fmt.Appendf(nil, "segment %d", epoch))
@@ -1668,10 +1654,10 @@ func TestValkeyWaitReplicas(t *testing.T) {
 		_, _, err = store.Get(ctx, key)
 		require.NoError(t, err)
 
-		brand := writefence.BrandKey("")
-		_, err = store.PutIfVersion(ctx, brand, []byte(writefence.DefaultIdentity), "")
+		brand := keys.Brand("")
+		_, err = store.PutIfVersion(ctx, brand, []byte(defaults.Identity), "")
 		require.NoError(t, err)
-		_, err = store.PutIfBranded(ctx, brand, writefence.DefaultIdentity, "branded", []byte("x"), "")
+		_, err = store.PutIfBranded(ctx, brand, defaults.Identity, "branded", []byte("x"), "")
 		require.NoError(t, err, "a branded write waits for the replica too")
 		assert.Equal(t, valkeyRaw(t, primary, "branded"), valkeyRaw(t, replica, "branded"))
 	})
@@ -1709,7 +1695,7 @@ func TestValkeyFailover(t *testing.T) {
 					}
 					return s
 				}
-				key, err := writefence.ShardKey("", "wal", "0")
+				key, err := keys.Shard("", "wal", "0")
 				require.NoError(t, err)
 				var pushes []valkeyPush
 				push := func(f *writefence.Fence, writer string, epoch uint64) error {

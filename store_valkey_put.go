@@ -36,7 +36,7 @@ func (s *ValkeyConditionalStore) PutIfBranded(ctx context.Context, brandKey, ide
 	case brandKey == "":
 		return "", invalidArg("brand key", "empty")
 	case key == brandKey:
-		return "", invalidArg("key", "%s is the brand key", Escape(key))
+		return "", invalidArg("key", "%s is the brand key", esc(key))
 	}
 	return s.put(ctx, key, data, expectVersion, &valkeyBrand{key: brandKey, identity: identity})
 }
@@ -48,7 +48,7 @@ func (s *ValkeyConditionalStore) put(ctx context.Context, key string, data []byt
 	}
 	if expectVersion != "" && !validValkeyVersion(expectVersion) && !validValkeyDamagedVersion(expectVersion) {
 		return "", storeErr("valkey put", key, ErrConflict,
-			fmt.Errorf("%s is not a version this store issues", Escape(expectVersion)))
+			fmt.Errorf("%s is not a version this store issues", esc(expectVersion)))
 	}
 	if err := s.checkStandalone(ctx, "put", key); err != nil {
 		return "", err
@@ -73,7 +73,7 @@ type valkeyBrand struct{ key, identity string }
 
 // valkeyBrandReadLimit bounds what a write reads of the brand key's data.
 // An identity is far shorter; a longer value is refused all the same, cut.
-const valkeyBrandReadLimit = MaxHeaderSize
+const valkeyBrandReadLimit = maxHeaderSize
 
 // verdict is the brand check over what a write read of the brand key: its
 // value cut at valkeyBrandReadLimit bytes of data. A value read whole must
@@ -95,7 +95,7 @@ func (b *valkeyBrand) verdict(key string, exists bool, value string) error {
 // this store.
 func (b *valkeyBrand) notIntact(key, check string) error {
 	return storeErr("valkey put", key, nil,
-		fmt.Errorf("brand key %s is not an intact value of this store: %s", Escape(b.key), check))
+		fmt.Errorf("brand key %s is not an intact value of this store: %s", esc(b.key), check))
 }
 
 // valkeyPrecondition decides a write over what the WATCH path read of key

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 )
 
 // writeOps are the three ways a Fence writes a record. Each runs against
@@ -68,19 +69,19 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 			t.Run("foreign brand", func(t *testing.T) {
 				mem := &writefence.MemStore{}
 				v := op.setup(t, mem)
-				_, err := (&writefence.Brand{Store: mem, Identity: "other/v1"}).Install(t.Context())
+				_, err := (&writefence.Fence{Store: mem, Identity: "other/v1"}).ClaimBrand(t.Context())
 				require.NoError(t, err)
 				obs := &outcomeCounter{}
-				f := &writefence.Fence{Store: mem, Brand: &writefence.Brand{}, Observer: obs}
+				f := &writefence.Fence{Store: mem, Brand: writefence.BrandVerify, Observer: obs.observe}
 				require.ErrorIs(t, op.call(t.Context(), f, v), writefence.ErrWire)
 				requireUntouched(t, mem, v)
 				assert.Equal(t, op.name, obs.last().Op)
-				assert.Equal(t, writefence.Wire, obs.last().Outcome)
+				assert.Equal(t, "wire", eventOutcome(obs.last()))
 			})
 			t.Run("unbranded store", func(t *testing.T) {
 				mem := &writefence.MemStore{}
 				v := op.setup(t, mem)
-				f := &writefence.Fence{Store: mem, Brand: &writefence.Brand{}, BrandCheck: writefence.BrandVerifyAlways}
+				f := &writefence.Fence{Store: mem, Brand: writefence.BrandVerifyAlways}
 				require.ErrorIs(t, op.call(t.Context(), f, v), writefence.ErrWire)
 				requireUntouched(t, mem, v)
 			})
@@ -88,23 +89,23 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 				s := &ignoringStore{}
 				v := op.setup(t, s)
 				obs := &outcomeCounter{}
-				f := &writefence.Fence{Store: s, Probe: true, Observer: obs}
+				f := &writefence.Fence{Store: s, Probe: true, Observer: obs.observe}
 				require.ErrorIs(t, op.call(t.Context(), f, v), writefence.ErrUntrustedStore)
 				requireUntouched(t, s, v)
 				assert.Equal(t, op.name, obs.last().Op)
-				assert.Equal(t, writefence.Failed, obs.last().Outcome)
+				assert.Equal(t, "failed", eventOutcome(obs.last()))
 			})
 			t.Run("landed", func(t *testing.T) {
 				mem := &writefence.MemStore{}
 				v := op.setup(t, mem)
-				_, err := (&writefence.Brand{Store: mem}).Install(t.Context())
+				_, err := (&writefence.Fence{Store: mem}).ClaimBrand(t.Context())
 				require.NoError(t, err)
 				obs := &outcomeCounter{}
-				f := &writefence.Fence{Store: mem, Brand: &writefence.Brand{}, Probe: true, Observer: obs}
+				f := &writefence.Fence{Store: mem, Brand: writefence.BrandVerify, Probe: true, Observer: obs.observe}
 				require.NoError(t, op.call(t.Context(), f, v))
 				e := obs.last()
 				assert.Equal(t, writefence.PushEvent{Op: op.name, Key: mustKey(t, "wal", "0"), Writer: e.Writer, Epoch: 9,
-					Outcome: writefence.Landed, Attempt: 1}, e)
+					Attempt: 1}, e)
 			})
 		})
 	}
@@ -120,10 +121,10 @@ func TestWritePathsShareRetries(t *testing.T) {
 			conflicts := &conflictStore{ConditionalStore: mem, remaining: 2}
 			lost := &lostReplyStore{ConditionalStore: conflicts, remaining: 1}
 			obs := &outcomeCounter{}
-			f := &writefence.Fence{Store: lost, Observer: obs}
+			f := &writefence.Fence{Store: lost, Observer: obs.observe}
 			require.NoError(t, op.call(t.Context(), f, v))
-			assert.Equal(t, 2, obs.counts[writefence.ConflictRetried])
-			assert.Equal(t, writefence.Landed, obs.last().Outcome)
+			assert.Equal(t, 2, obs.counts["conflict-retried"])
+			assert.Equal(t, "landed", eventOutcome(obs.last()))
 			e, _, _, err := f.Latest(t.Context(), "wal", "0")
 			require.NoError(t, err)
 			assert.Equal(t, uint64(9), e)
@@ -193,7 +194,7 @@ func TestDamageInPlaceIsNeverOverwritten(t *testing.T) {
 	ctx := t.Context()
 	s := &damageable{}
 	obs := &outcomeCounter{}
-	f := &writefence.Fence{Store: s, Observer: obs}
+	f := &writefence.Fence{Store: s, Observer: obs.observe}
 	key := mustKey(t, "wal", "0")
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
 	s.damage(key, []byte("one, edited on disk"))
@@ -204,7 +205,7 @@ func TestDamageInPlaceIsNeverOverwritten(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
 	assert.Equal(t, puts+1, s.puts, "one write, refused by the store, and no retry")
-	assert.Equal(t, writefence.Corrupt, obs.last().Outcome)
+	assert.Equal(t, "corrupt", eventOutcome(obs.last()))
 
 	// Nothing remembered any more: the next push reads and is refused
 	// before it writes.
@@ -282,7 +283,7 @@ func (s *writeRefuser) PutIfVersion(context.Context, string, []byte, string) (st
 // identity, damage) is not retried and not reported as an unknown outcome.
 func TestRefusedWritesAreFinal(t *testing.T) {
 	for _, refusal := range []error{
-		&writefence.WireError{Key: "brand", Expected: writefence.DefaultIdentity, Found: "other/v1"},
+		&writefence.WireError{Key: "brand", Expected: defaults.Identity, Found: "other/v1"},
 		&writefence.CorruptError{Key: "k", Version: "v", Check: "checksum"},
 	} {
 		t.Run(fmt.Sprintf("%T", refusal), func(t *testing.T) {

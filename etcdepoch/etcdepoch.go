@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
 )
 
 // ErrNotLeader reports that the caller does not lead the election: it never
@@ -127,7 +128,7 @@ func (e *Election) Campaign(ctx context.Context, val string) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("writefence: etcd election %s: campaign: %w", writefence.Escape(e.name), err)
+		return fmt.Errorf("writefence: etcd election %s: campaign: %w", escape.String(e.name), err)
 	}
 	e.set(e.election.Key(), e.election.Rev(), nil)
 	return nil
@@ -147,7 +148,7 @@ func (e *Election) Resign(ctx context.Context) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("writefence: etcd election %s: resign: %w", writefence.Escape(e.name), err)
+		return fmt.Errorf("writefence: etcd election %s: resign: %w", escape.String(e.name), err)
 	}
 	return nil
 }
@@ -197,20 +198,20 @@ func (e *Election) Epoch(ctx context.Context, plugin, shard string) (uint64, err
 		if e.session.Ctx().Err() != nil {
 			return 0, e.drop(key, rev, e.notLeader("session ended"))
 		}
-		return 0, fmt.Errorf("writefence: etcd election %s: epoch: %w", writefence.Escape(e.name), err)
+		return 0, fmt.Errorf("writefence: etcd election %s: epoch: %w", escape.String(e.name), err)
 	}
 	if !resp.Succeeded {
 		// Permanent: a create revision is never reused, and no key can
 		// be created below one that exists.
-		reason := fmt.Sprintf("deposed: key %s created at revision %d no longer leads", writefence.Escape(key), rev)
+		reason := fmt.Sprintf("deposed: key %s created at revision %d no longer leads", escape.String(key), rev)
 		if first := resp.Responses[0].GetResponseRange().GetKvs(); len(first) > 0 {
-			reason += fmt.Sprintf("; %s created at revision %d does", writefence.Escape(string(first[0].Key)), first[0].CreateRevision)
+			reason += fmt.Sprintf("; %s created at revision %d does", escape.String(string(first[0].Key)), first[0].CreateRevision)
 		}
 		return 0, e.drop(key, rev, e.notLeader(reason))
 	}
 	kvs := resp.Responses[1].GetResponseRange().GetKvs()
 	if len(kvs) != 1 || kvs[0].ModRevision < 1 {
-		return 0, fmt.Errorf("writefence: etcd election %s: epoch: the transaction did not return the written key", writefence.Escape(e.name))
+		return 0, fmt.Errorf("writefence: etcd election %s: epoch: the transaction did not return the written key", escape.String(e.name))
 	}
 	return uint64(kvs[0].ModRevision), nil
 }
@@ -226,7 +227,7 @@ func (e *Election) check() error {
 }
 
 func (e *Election) notLeader(reason string) error {
-	return fmt.Errorf("writefence: etcd election %s: %s: %w", writefence.Escape(e.name), reason, ErrNotLeader)
+	return fmt.Errorf("writefence: etcd election %s: %s: %w", escape.String(e.name), reason, ErrNotLeader)
 }
 
 func (e *Election) leading() (string, int64, error) {

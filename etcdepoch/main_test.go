@@ -2,17 +2,12 @@ package etcdepoch_test
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // etcdEndpoint is the client URL of the etcd server TestMain started for
@@ -39,7 +36,7 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
-		if os.Getenv("WRITEFENCE_REQUIRE_SERVERS") != "" {
+		if testserver.Required() {
 			fmt.Fprintln(os.Stderr, "etcdepoch: etcd is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set (.ci/install-servers installs it)")
 			return 1
 		}
@@ -71,7 +68,7 @@ type etcdServer struct {
 func startEtcd(bin string) (*etcdServer, error) {
 	var lastErr error
 	for range 5 {
-		client, peer := freePort(), freePort()
+		client, peer := testserver.FreePort(), testserver.FreePort()
 		if client == "" || peer == "" || client == peer {
 			continue
 		}
@@ -136,19 +133,6 @@ func (s *etcdServer) stop() {
 	})
 }
 
-func freePort() string {
-	for range 20 {
-		port := strconv.Itoa(20000 + rand.IntN(12000))
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
-		if err != nil {
-			continue
-		}
-		_ = ln.Close()
-		return port
-	}
-	return ""
-}
-
 func tmpfsDir() string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		return "/dev/shm"
@@ -202,13 +186,7 @@ func newSession(t testing.TB, cli *clientv3.Client, ttl int) *concurrency.Sessio
 
 // uniqueName returns a fresh election name, so runs never see each other's
 // candidates.
-func uniqueName(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 6)
-	_, err := crand.Read(b)
-	require.NoError(t, err)
-	return "/writefence-test/" + hex.EncodeToString(b)
-}
+func uniqueName(t testing.TB) string { return "/writefence-test/" + testserver.UniqueName(t) }
 
 // candidate is a key in an election and its create revision.
 type candidate struct {

@@ -29,47 +29,30 @@ const (
 	otherIdentity   = "writefencetest/other"
 )
 
-// brandedPutter returns the store's BrandedPutter, or skips the test.
-func brandedPutter(t *testing.T, sc *scope) writefence.BrandedPutter {
-	t.Helper()
-	bp, ok := sc.s.(writefence.BrandedPutter)
-	if !ok {
-		t.Skip("the store does not implement writefence.BrandedPutter")
-	}
-	return bp
-}
-
 // putBranded writes under brandKey and fails the test unless the write
 // lands with a token.
 func putBranded(t *testing.T, bp writefence.BrandedPutter, brandKey, key string, data []byte, expect string) string {
 	t.Helper()
 	v, err := bp.PutIfBranded(t.Context(), brandKey, brandedIdentity, key, data, expect)
-	if err != nil {
-		t.Fatalf("PutIfBranded(%q, %q, %q, %d bytes, %q): %v", brandKey, brandedIdentity, key, len(data), expect, err)
-	}
-	if v == "" {
-		t.Fatalf("PutIfBranded(%q, %q, %q, %d bytes, %q) landed but returned an empty version token", brandKey, brandedIdentity, key, len(data), expect)
-	}
-	return v
+	return landed(t, fmt.Sprintf("PutIfBranded(%q, %q, %q, %d bytes, %q)", brandKey, brandedIdentity, key, len(data), expect), v, err)
 }
 
 // wantRefused fails the test unless PutIfBranded of key under brandKey,
-// expecting expect, is refused with a *writefence.WireError: with Absent
-// set when found is "", else naming found.
+// expecting expect, is refused with a *writefence.WireError that matches
+// neither ErrConflict nor ErrNotFound: with Absent set when found is "",
+// else naming found.
 func wantRefused(t *testing.T, bp writefence.BrandedPutter, brandKey, key, expect, found string) {
 	t.Helper()
 	call := fmt.Sprintf("PutIfBranded(%q, %q, %q, ..., %q)", brandKey, brandedIdentity, key, expect)
 	_, err := bp.PutIfBranded(t.Context(), brandKey, brandedIdentity, key, []byte("never"), expect)
+	wantOnly(t, err, call, "writefence.ErrWire", writefence.ErrWire, writefence.ErrConflict, writefence.ErrNotFound)
 	var we *writefence.WireError
 	switch {
 	case err == nil:
-		t.Errorf("%s succeeded; want a *writefence.WireError matching writefence.ErrWire", call)
+		return // wantOnly said so
+	case !errors.As(err, &we):
+		t.Errorf("%s: %v; want a *writefence.WireError", call, err)
 		return
-	case !errors.Is(err, writefence.ErrWire) || !errors.As(err, &we):
-		t.Errorf("%s: %v; want a *writefence.WireError matching writefence.ErrWire", call, err)
-		return
-	case errors.Is(err, writefence.ErrConflict), errors.Is(err, writefence.ErrNotFound):
-		t.Errorf("%s: %v also matches ErrConflict or ErrNotFound; a brand refusal is neither", call, err)
 	}
 	want := writefence.WireError{Key: brandKey, Expected: brandedIdentity, Found: found, Absent: found == ""}
 	if *we != want {
@@ -89,7 +72,7 @@ func testBrandedOther(t *testing.T, sc *scope) { testBrandedRefused(t, sc, other
 // testBrandedRefused checks the refusals of PutIfBranded under a brand key
 // that holds found, or none when found is "".
 func testBrandedRefused(t *testing.T, sc *scope, found string) {
-	bp := brandedPutter(t, sc)
+	bp := capability[writefence.BrandedPutter](t, sc)
 	brand := sc.key("brand")
 	bv := ""
 	if found != "" {
@@ -114,7 +97,7 @@ func testBrandedRefused(t *testing.T, sc *scope, found string) {
 // (create-only, current, stale, missing), and one version sequence shared
 // with PutIfVersion.
 func testBrandedMatching(t *testing.T, sc *scope) {
-	bp := brandedPutter(t, sc)
+	bp := capability[writefence.BrandedPutter](t, sc)
 	brand := sc.key("brand")
 	put(t, sc.s, brand, []byte(brandedIdentity), "")
 	key := sc.key("branded")
@@ -157,7 +140,7 @@ func testBrandedMatching(t *testing.T, sc *scope) {
 // another identity and the next write is refused, changed back and the
 // next lands; with a Deleter, a brand key deleted refuses as absent.
 func testBrandedChanged(t *testing.T, sc *scope) {
-	bp := brandedPutter(t, sc)
+	bp := capability[writefence.BrandedPutter](t, sc)
 	brand := sc.key("brand-changed")
 	bv := put(t, sc.s, brand, []byte(brandedIdentity), "")
 	key := sc.key("branded-changed")

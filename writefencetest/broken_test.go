@@ -193,12 +193,31 @@ func tailLines(out []byte, n int) string {
 // comes back for other bytes once a key is deleted and created again.
 type counterStore struct {
 	mu      sync.Mutex // guards objects
-	objects map[string]counted
+	objects objects
 }
+
+// objects holds a store's objects by key, each with its version number.
+type objects map[string]counted
 
 type counted struct {
 	data    []byte
 	version int
+}
+
+// get returns a copy of key's bytes and its version.
+func (m objects) get(key string) ([]byte, string, error) {
+	o, ok := m[key]
+	if !ok {
+		return nil, "", writefence.ErrNotFound
+	}
+	return slices.Clone(o.data), strconv.Itoa(o.version), nil
+}
+
+// current returns key's object, and whether expect is its version ("" for
+// a key that does not exist).
+func (m objects) current(key, expect string) (counted, bool) {
+	o, ok := m[key]
+	return o, ok == (expect != "") && (!ok || strconv.Itoa(o.version) == expect)
 }
 
 func (s *counterStore) Get(ctx context.Context, key string) ([]byte, string, error) {
@@ -207,11 +226,7 @@ func (s *counterStore) Get(ctx context.Context, key string) ([]byte, string, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.objects[key]
-	if !ok {
-		return nil, "", writefence.ErrNotFound
-	}
-	return slices.Clone(o.data), strconv.Itoa(o.version), nil
+	return s.objects.get(key)
 }
 
 func (s *counterStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
@@ -220,12 +235,12 @@ func (s *counterStore) PutIfVersion(ctx context.Context, key string, data []byte
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.objects[key]
-	if ok != (expect != "") || (ok && strconv.Itoa(o.version) != expect) {
+	o, ok := s.objects.current(key, expect)
+	if !ok {
 		return "", writefence.ErrConflict
 	}
 	if s.objects == nil {
-		s.objects = map[string]counted{}
+		s.objects = objects{}
 	}
 	o = counted{data: slices.Clone(data), version: o.version + 1}
 	s.objects[key] = o
@@ -319,7 +334,7 @@ type tornStore struct {
 	write sync.Mutex // serialises writes and deletes
 
 	mu      sync.Mutex // guards the fields below
-	objects map[string]counted
+	objects objects
 	counter int
 	torn    chan struct{} // open while an update's window is; closed by the read that sees it
 }
@@ -330,15 +345,12 @@ func (s *tornStore) Get(ctx context.Context, key string) ([]byte, string, error)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.objects[key]
-	if !ok {
-		return nil, "", writefence.ErrNotFound
-	}
-	if s.torn != nil {
+	data, v, err := s.objects.get(key)
+	if err == nil && s.torn != nil {
 		close(s.torn)
 		s.torn = nil
 	}
-	return slices.Clone(o.data), strconv.Itoa(o.version), nil
+	return data, v, err
 }
 
 func (s *tornStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
@@ -348,17 +360,17 @@ func (s *tornStore) PutIfVersion(ctx context.Context, key string, data []byte, e
 	s.write.Lock()
 	defer s.write.Unlock()
 	s.mu.Lock()
-	o, ok := s.objects[key]
-	if ok != (expect != "") || (ok && strconv.Itoa(o.version) != expect) {
+	o, ok := s.objects.current(key, expect)
+	if !ok {
 		s.mu.Unlock()
 		return "", writefence.ErrConflict
 	}
 	if s.objects == nil {
-		s.objects = map[string]counted{}
+		s.objects = objects{}
 	}
 	s.counter++
 	next := s.counter
-	if !ok {
+	if expect == "" {
 		s.objects[key] = counted{data: slices.Clone(data), version: next}
 		s.mu.Unlock()
 		return strconv.Itoa(next), nil

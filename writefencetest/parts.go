@@ -8,35 +8,19 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// partsPutter returns the store's PartsPutter, or skips the test.
-func partsPutter(t *testing.T, sc *scope) writefence.PartsPutter {
-	t.Helper()
-	pp, ok := sc.s.(writefence.PartsPutter)
-	if !ok {
-		t.Skip("the store does not implement writefence.PartsPutter")
-	}
-	return pp
-}
-
 // putParts writes parts and fails the test unless the write lands with a
 // token.
 func putParts(t *testing.T, pp writefence.PartsPutter, key string, parts [][]byte, expect string) string {
 	t.Helper()
 	v, err := pp.PutPartsIfVersion(t.Context(), key, parts, expect)
-	if err != nil {
-		t.Fatalf("PutPartsIfVersion(%q, %d parts, %q): %v", key, len(parts), expect, err)
-	}
-	if v == "" {
-		t.Fatalf("PutPartsIfVersion(%q, %d parts, %q) landed but returned an empty version token", key, len(parts), expect)
-	}
-	return v
+	return landed(t, fmt.Sprintf("PutPartsIfVersion(%q, %d parts, %q)", key, len(parts), expect), v, err)
 }
 
 // testPartsMatchPut checks that PutPartsIfVersion is PutIfVersion of the
 // joined parts: the bytes stored, the version returned, and every
 // precondition (create-only, current, stale, missing).
 func testPartsMatchPut(t *testing.T, sc *scope) {
-	pp := partsPutter(t, sc)
+	pp := capability[writefence.PartsPutter](t, sc)
 	key := sc.key("parts")
 	first := [][]byte{[]byte("header|"), nil, patterned(300, 'p'), {}, []byte("|end")}
 	v1 := putParts(t, pp, key, first, "")
@@ -80,7 +64,7 @@ func testPartsMatchPut(t *testing.T, sc *scope) {
 // testPartsAliasing checks that the store keeps no reference to the parts
 // once PutPartsIfVersion has returned.
 func testPartsAliasing(t *testing.T, sc *scope) {
-	pp := partsPutter(t, sc)
+	pp := capability[writefence.PartsPutter](t, sc)
 	key := sc.key("parts-alias")
 	a, b := []byte("first "), []byte("part")
 	v := putParts(t, pp, key, [][]byte{a, b}, "")

@@ -9,16 +9,6 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// prefixReader returns the store's PrefixReader, or skips the test.
-func prefixReader(t *testing.T, sc *scope) writefence.PrefixReader {
-	t.Helper()
-	pr, ok := sc.s.(writefence.PrefixReader)
-	if !ok {
-		t.Skip("the store does not implement writefence.PrefixReader")
-	}
-	return pr
-}
-
 // patterned returns n bytes that differ from position to position and from
 // one seed to another, so a prefix of the wrong length or of other bytes
 // shows.
@@ -35,7 +25,7 @@ func patterned(n int, seed byte) []byte {
 // object, equal to it and larger, right after each write and before any
 // Get, so a version that lags a write shows.
 func testPrefixMatchesGet(t *testing.T, sc *scope) {
-	pr := prefixReader(t, sc)
+	pr := capability[writefence.PrefixReader](t, sc)
 	key := sc.key("prefix")
 	v := ""
 	for _, data := range [][]byte{patterned(100, 'a'), patterned(60, 'b'), {}, patterned(1, 'c')} {
@@ -77,7 +67,7 @@ func wantPrefixes(t *testing.T, s writefence.ConditionalStore, pr writefence.Pre
 // testPrefixMissing checks that GetPrefix reports a key never written, and
 // a deleted one, as Get does.
 func testPrefixMissing(t *testing.T, sc *scope) {
-	pr := prefixReader(t, sc)
+	pr := capability[writefence.PrefixReader](t, sc)
 	wantPrefixMissing := func(key string) {
 		t.Helper()
 		prefix, size, v, err := pr.GetPrefix(t.Context(), key, 8)

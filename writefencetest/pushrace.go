@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
 )
 
 // PushRace describes a race of Fence.Push calls for RacePush: the scratch
@@ -142,7 +143,7 @@ func RacePush(ctx context.Context, store writefence.ConditionalStore, race PushR
 			round.Errors = append(round.Errors, fmt.Errorf("check: %w", err))
 		case len(round.Winners) == 1 && (gotEpoch != epoch || gotWriter != writerName(winner) || !bytes.Equal(gotPayload, pushPayload(r, winner))):
 			violation("%s landed epoch %d, but the record holds epoch %d by %s with payload %s",
-				writerName(winner), epoch, gotEpoch, writefence.Escape(gotWriter), describe(gotPayload))
+				writerName(winner), epoch, gotEpoch, escape.String(gotWriter), describe(gotPayload))
 		}
 		rounds = append(rounds, round)
 		if race.Progress != nil {

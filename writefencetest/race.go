@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // Size of every race: modest, so the suite stays quick against a real
@@ -78,6 +79,27 @@ func (ty *tally) round(t *testing.T, r int, errs []error, want error) tally {
 	return round
 }
 
+// settle tallies round r of conditional writes to key, described by what,
+// into ty: exactly one may land, every other must be refused with
+// ErrConflict, and key must then hold the winner's bytes and the version
+// its write returned (written[i] for goroutine i).
+func (ty *tally) settle(t *testing.T, s writefence.ConditionalStore, r int, key string, errs []error, written []string, what string) {
+	t.Helper()
+	round := ty.round(t, r, errs, writefence.ErrConflict)
+	if len(round.winners) != 1 {
+		t.Errorf("round %d: %d of %d %s landed; want exactly 1", r, len(round.winners), len(errs), what)
+		return
+	}
+	w := round.winners[0]
+	wantContent(t, s, key, racePayload(r, w), written[w])
+}
+
+// log reports the totals of the rounds of goroutines doing what.
+func (ty *tally) log(t *testing.T, what string) {
+	t.Logf("%d rounds x %d goroutines %s: %d landed, %d conflicts, %d other errors",
+		raceRounds, raceWorkers, what, len(ty.winners), ty.losers, ty.other)
+}
+
 // racePayload is unique per round and goroutine, so the stored bytes name
 // the winner.
 func racePayload(round, i int) []byte {
@@ -112,17 +134,9 @@ func testRaceUpdate(t *testing.T, sc *scope) {
 				t.Fatalf("round %d: goroutines read versions %q and %q with no write in between", r, read[0], read[i])
 			}
 		}
-		round := total.round(t, r, errs, writefence.ErrConflict)
-		if len(round.winners) != 1 {
-			t.Errorf("round %d: %d of %d updates with the same version %q landed; want exactly 1",
-				r, len(round.winners), raceWorkers, read[0])
-			continue
-		}
-		w := round.winners[0]
-		wantContent(t, sc.s, key, racePayload(r, w), written[w])
+		total.settle(t, sc.s, r, key, errs, written, fmt.Sprintf("updates with the same version %q", read[0]))
 	}
-	t.Logf("%d rounds x %d goroutines updating with one version: %d landed, %d conflicts, %d other errors",
-		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
+	total.log(t, "updating with one version")
 }
 
 // testRaceCreate makes every goroutine create the same new key: exactly one
@@ -138,17 +152,9 @@ func testRaceCreate(t *testing.T, sc *scope) {
 		together(raceWorkers, nil, func(i int) {
 			written[i], errs[i] = sc.s.PutIfVersion(t.Context(), key, racePayload(r, i), "")
 		})
-		round := total.round(t, r, errs, writefence.ErrConflict)
-		if len(round.winners) != 1 {
-			t.Errorf("round %d: %d of %d create-only puts of %q landed; want exactly 1",
-				r, len(round.winners), raceWorkers, key)
-			continue
-		}
-		w := round.winners[0]
-		wantContent(t, sc.s, key, racePayload(r, w), written[w])
+		total.settle(t, sc.s, r, key, errs, written, fmt.Sprintf("create-only puts of %q", key))
 	}
-	t.Logf("%d rounds x %d goroutines creating one key: %d landed, %d conflicts, %d other errors",
-		raceRounds, raceWorkers, len(total.winners), total.losers, total.other)
+	total.log(t, "creating one key")
 }
 
 // testRaceFencePush runs RacePush: writers, each with a Fence of its own,
@@ -158,7 +164,7 @@ func testRaceCreate(t *testing.T, sc *scope) {
 func testRaceFencePush(t *testing.T, sc *scope) {
 	const plugin, shard = "writefencetest", "race"
 	prefix := sc.prefix + "fence/"
-	key, err := writefence.ShardKey(prefix, plugin, shard)
+	key, err := keys.Shard(prefix, plugin, shard)
 	if err != nil {
 		t.Fatalf("ShardKey: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -139,15 +140,33 @@ func (sc *scope) track(key string) string {
 	return key
 }
 
+// capability returns the store's implementation of the optional interface
+// C, or skips the test when the store has none.
+func capability[C any](t *testing.T, sc *scope) C {
+	t.Helper()
+	c, ok := sc.s.(C)
+	if !ok {
+		t.Skipf("the store does not implement %v", reflect.TypeFor[C]())
+	}
+	return c
+}
+
 // put writes and fails the test unless the write lands with a token.
 func put(t *testing.T, s writefence.ConditionalStore, key string, data []byte, expect string) string {
 	t.Helper()
 	v, err := s.PutIfVersion(t.Context(), key, data, expect)
+	return landed(t, fmt.Sprintf("PutIfVersion(%q, %d bytes, %q)", key, len(data), expect), v, err)
+}
+
+// landed returns v, the token call returned, and fails the test unless the
+// write landed with one.
+func landed(t *testing.T, call, v string, err error) string {
+	t.Helper()
 	if err != nil {
-		t.Fatalf("PutIfVersion(%q, %d bytes, %q): %v", key, len(data), expect, err)
+		t.Fatalf("%s: %v", call, err)
 	}
 	if v == "" {
-		t.Fatalf("PutIfVersion(%q, %d bytes, %q) landed but returned an empty version token", key, len(data), expect)
+		t.Fatalf("%s landed but returned an empty version token", call)
 	}
 	return v
 }
@@ -182,13 +201,25 @@ func wantMissing(t *testing.T, s writefence.ConditionalStore, key string) {
 // wantConflict fails the test unless err is a refused precondition.
 func wantConflict(t *testing.T, err error, call string) {
 	t.Helper()
-	switch {
-	case err == nil:
-		t.Errorf("%s succeeded; want an error matching writefence.ErrConflict", call)
-	case !errors.Is(err, writefence.ErrConflict):
-		t.Errorf("%s: %v; want an error matching writefence.ErrConflict", call, err)
-	case errors.Is(err, writefence.ErrNotFound):
-		t.Errorf("%s: %v matches both ErrConflict and ErrNotFound", call, err)
+	wantOnly(t, err, call, "writefence.ErrConflict", writefence.ErrConflict, writefence.ErrNotFound)
+}
+
+// wantOnly fails the test unless err matches want, which the message calls
+// name, and none of the sentinels in not.
+func wantOnly(t *testing.T, err error, call, name string, want error, not ...error) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s succeeded; want an error matching %s", call, name)
+		return
+	}
+	if !errors.Is(err, want) {
+		t.Errorf("%s: %v; want an error matching %s", call, err, name)
+		return
+	}
+	for _, n := range not {
+		if errors.Is(err, n) {
+			t.Errorf("%s: %v matches %s and %q too", call, err, name, n)
+		}
 	}
 }
 
@@ -262,10 +293,7 @@ func testUpdateMissing(t *testing.T, sc *scope) {
 }
 
 func testUpdateDeleted(t *testing.T, sc *scope) {
-	d, ok := sc.s.(writefence.Deleter)
-	if !ok {
-		t.Skip("the store does not implement writefence.Deleter")
-	}
+	d := capability[writefence.Deleter](t, sc)
 	key := sc.key("deleted")
 	v := put(t, sc.s, key, []byte("first"), "")
 	if err := d.Delete(t.Context(), key); err != nil {
@@ -303,10 +331,7 @@ func testTokensNameContents(t *testing.T, sc *scope) {
 // fails here; through a Fence's version cache it would let a push at a low
 // epoch land over a record at a higher one.
 func testTokensAfterDelete(t *testing.T, sc *scope) {
-	d, ok := sc.s.(writefence.Deleter)
-	if !ok {
-		t.Skip("the store does not implement writefence.Deleter")
-	}
+	d := capability[writefence.Deleter](t, sc)
 	key := sc.key("recreated")
 	named := map[string][]byte{} // every token seen, and the contents it named
 	note := func(call, version string, data []byte) {
@@ -399,14 +424,8 @@ func testAliasingGet(t *testing.T, sc *scope) {
 // only the cancellation.
 func wantCanceled(t *testing.T, err error, call string) {
 	t.Helper()
-	switch {
-	case err == nil:
-		t.Errorf("%s with a cancelled context succeeded; want an error matching context.Canceled", call)
-	case !errors.Is(err, context.Canceled):
-		t.Errorf("%s with a cancelled context: %v; want an error matching context.Canceled", call, err)
-	case errors.Is(err, writefence.ErrConflict), errors.Is(err, writefence.ErrNotFound):
-		t.Errorf("%s with a cancelled context: %v also matches ErrConflict or ErrNotFound", call, err)
-	}
+	wantOnly(t, err, call+" with a cancelled context", "context.Canceled", context.Canceled,
+		writefence.ErrConflict, writefence.ErrNotFound)
 }
 
 func canceledContext(t *testing.T) context.Context {

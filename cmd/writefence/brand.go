@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 var brandCommand = command{
@@ -40,55 +42,50 @@ type brandResult struct {
 }
 
 func defineBrand(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
-	identity := fs.String("identity", "", "wire `identity` the brand must hold (default "+writefence.DefaultIdentity+")")
+	sf := addStoreFlags(fs, inv, defaultTimeout)
+	identity := fs.String("identity", "", "wire `identity` the brand must hold (default "+defaults.Identity+")")
 	return func(ctx context.Context, inv *invocation, args []string) int {
-		o := &output{inv: inv, json: sf.json}
+		o := sf.output()
 		verb := args[0]
 		if verb != "claim" && verb != "verify" && verb != "install" {
-			return o.fail(usagef("writefence: brand %s: want claim, verify or install", writefence.Escape(verb)))
+			return o.fail(usagef("writefence: brand %s: want claim, verify or install", escape.String(verb)))
 		}
-		open := sf.open
-		if verb == "verify" {
-			open = sf.openRead // verify never writes, so never creates a store
-		}
-		s, ctx, cancel, err := open(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
-		b := &writefence.Brand{Store: s.store, Identity: *identity, Key: writefence.BrandKey(sf.prefix)}
-		id := *identity
-		if id == "" {
-			id = writefence.DefaultIdentity
-		}
-		r := brandResult{Outcome: "ok", Action: verb, Key: b.Key, Identity: id}
-		var msg string
-		switch verb {
-		case "claim":
-			err = b.Claim(ctx)
-			msg = "claimed: %s holds %s"
-		case "verify":
-			err = b.Verify(ctx)
-			msg = "verified: %s holds %s"
-		case "install":
-			var installed bool
-			installed, err = b.Install(ctx)
-			r.Installed = &installed
-			msg = "installed: %s now holds %s"
-			if !installed {
-				msg = "already installed: %s holds %s"
+		// verify never writes, so it never creates a store.
+		return sf.withStore(ctx, o, verb == "verify", func(ctx context.Context, s *opened) int {
+			fence := &writefence.Fence{Store: s.store, Identity: *identity, Prefix: sf.prefix}
+			id := *identity
+			if id == "" {
+				id = defaults.Identity
 			}
-		}
-		if err != nil {
-			return o.fail(err)
-		}
-		if sf.json {
-			o.emit(r)
-		} else {
-			fmt.Fprintf(inv.stdout, msg+"\n", writefence.Escape(b.Key), writefence.Escape(id))
-		}
-		return exitOK
+			key := keys.Brand(sf.prefix)
+			r := brandResult{Outcome: "ok", Action: verb, Key: key, Identity: id}
+			var msg string
+			var err error
+			switch verb {
+			case "claim":
+				_, err = fence.ClaimBrand(ctx)
+				msg = "claimed: %s holds %s"
+			case "verify":
+				err = fence.VerifyBrand(ctx)
+				msg = "verified: %s holds %s"
+			case "install":
+				var installed bool
+				installed, err = fence.ClaimBrand(ctx)
+				r.Installed = &installed
+				msg = "installed: %s now holds %s"
+				if !installed {
+					msg = "already installed: %s holds %s"
+				}
+			}
+			if err != nil {
+				return o.fail(err)
+			}
+			if sf.json {
+				o.emit(r)
+			} else {
+				fmt.Fprintf(inv.stdout, msg+"\n", escape.String(key), escape.String(id))
+			}
+			return exitOK
+		})
 	}
 }

@@ -4,14 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/writefence/writefence"
 )
@@ -66,6 +74,55 @@ func writeFile(t *testing.T, content string) string {
 	p := filepath.Join(t.TempDir(), "payload")
 	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 	return p
+}
+
+// runMainEnv makes the test binary run the command's main instead of the
+// tests (see TestMain), so a test can run the command as a process: real
+// stdout, signals, exit status, another user.
+const runMainEnv = "WRITEFENCE_TEST_RUN_MAIN"
+
+// wfCommand returns the command line args run as a process of the test
+// binary (or of bin, when not empty). Its environment is the test's.
+func wfCommand(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	if bin == "" {
+		var err error
+		bin, err = os.Executable()
+		require.NoError(t, err)
+	}
+	c := exec.Command(bin, args...)
+	c.Env = append(os.Environ(), runMainEnv+"=1")
+	return c
+}
+
+// wfProcess runs args as a process and returns its result.
+func wfProcess(t *testing.T, args ...string) result {
+	t.Helper()
+	c := wfCommand(t, "", args...)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	var exit *exec.ExitError
+	if err != nil {
+		require.ErrorAs(t, err, &exit)
+	}
+	return result{c.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+// TestMain fails the package's tests if any goroutine outlives them. An idle
+// keep-alive connection of an SDK client's HTTP transport is let through
+// (its read loop blocks in persistConn.Read, its write loop in its select);
+// a response body left open is still caught.
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		// Started by wfProcess: be the command itself.
+		os.Args = append([]string{"writefence"}, os.Args[1:]...)
+		main()
+	}
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).Read"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	)
 }
 
 func TestUsage(t *testing.T) {
@@ -146,4 +203,189 @@ func TestFlagsAnywhere(t *testing.T) {
 	r = wf(t, "latest", "-store", addr, "-json", "--", "wal", "-dash")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, "-dash", jsonOf(t, r)["shard"])
+}
+
+// exampleURL finds an address with ? or & in a help text, and the
+// character before it.
+var exampleURL = regexp.MustCompile(`(.)\b[a-z0-9]+://[^\s']*[?&]`)
+
+// TestHelpQuotesAddresses: every address with ? or & in the help is
+// quoted, so pasting an example into a shell runs all of it.
+func TestHelpQuotesAddresses(t *testing.T) {
+	texts := map[string]string{"help": wf(t, "help").stdout}
+	for _, c := range commands {
+		texts["help "+c.name] = wf(t, "help", c.name).stdout
+	}
+	for name, text := range texts {
+		for _, line := range strings.Split(text, "\n") {
+			for _, m := range exampleURL.FindAllStringSubmatch(line, -1) {
+				assert.Equal(t, "'", m[1], "%s: unquoted address in %q", name, line)
+			}
+		}
+	}
+}
+
+// TestJSONEverywhere: with -json every command answers in JSON lines, its
+// usage errors too.
+func TestJSONEverywhere(t *testing.T) {
+	for _, c := range commands {
+		for _, args := range [][]string{{c.name, "-json", "-no-such-flag"}, {"-json", c.name, "-json", "-epoch", "x"}} {
+			r := wf(t, args...)
+			require.Equal(t, exitUsage, r.code, "%v: %s", args, r)
+			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+			require.Len(t, lines, 1, "%v: one line: %s", args, r)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(lines[0]), &m), "%v: %s", args, r)
+			assert.Equal(t, "usage", m["outcome"], "%v", args)
+			assert.NotEmpty(t, m["error"])
+		}
+	}
+	r := wf(t, "-json", "nope")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Equal(t, "usage", jsonOf(t, r)["outcome"])
+	r = wf(t, "latest", "-json", "-store", emptyStore(t), "wal")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Equal(t, "usage", jsonOf(t, r)["outcome"], "a wrong argument count")
+
+	r = wf(t, "demo", "-json", "-seed", "3")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Greater(t, len(lines), 3)
+	var last map[string]any
+	for _, l := range lines {
+		require.NoError(t, json.Unmarshal([]byte(l), &last), "every line is a JSON object: %q", l)
+	}
+	assert.Equal(t, "ok", last["outcome"])
+	assert.Empty(t, last["violations"])
+	r = wf(t, "demo", "-json", "-writers", "0")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Equal(t, "usage", jsonOf(t, r)["outcome"])
+
+	addr := fileStore(t)
+	r = wf(t, "push", "-json", "-store", addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s")
+	require.Equal(t, exitOK, r.code)
+	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
+	assert.Equal(t, 1, strings.Count(r.stdout, "\n"), "one object, one line: %s", r.stdout)
+}
+
+// failingWriter fails every write, as stdout on a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestStdoutFailure: a result that could not be written is not a success.
+func TestStdoutFailure(t *testing.T) {
+	addr := fileStore(t)
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s").code)
+	for _, args := range [][]string{
+		{"latest", "-store", addr, "wal", "s"}, {"latest", "-json", "-store", addr, "wal", "s"},
+		{"ls", "-store", addr}, {"ls", "-json", "-store", addr}, {"version"}, {"demo", "-json"},
+	} {
+		var stderr strings.Builder
+		code := run(context.Background(), args, failingWriter{}, &stderr)
+		assert.Equal(t, exitError, code, "%v: %s", args, stderr.String())
+		assert.Contains(t, stderr.String(), "write to stdout", "%v", args)
+	}
+
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	for _, args := range [][]string{{"latest", "-store", addr, "wal", "s"}, {"latest", "-json", "-store", addr, "wal", "s"}} {
+		c := wfCommand(t, "", args...)
+		full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+		require.NoError(t, err)
+		var stderr strings.Builder
+		c.Stdout, c.Stderr = full, &stderr
+		err = c.Run()
+		full.Close()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%v > /dev/full: %s", args, stderr.String())
+		assert.Equal(t, exitError, exit.ExitCode(), "%v > /dev/full: %s", args, stderr.String())
+		assert.Contains(t, stderr.String(), "no space left on device")
+	}
+}
+
+// TestInterrupted: SIGINT and SIGTERM end the command with their own
+// status, not the network error's. The signal is sent once the command is
+// connected to a server that never answers, so it is the only way out.
+func TestInterrupted(t *testing.T) {
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			addr, accepted := silentServer(t)
+			c := wfCommand(t, "", "latest", "-timeout", "0", "-store", "s3://mirrors?secure=false&endpoint="+addr, "wal", "s")
+			var stderr strings.Builder
+			c.Stderr = &stderr
+			require.NoError(t, c.Start())
+			select {
+			case <-accepted:
+			case <-time.After(time.Minute):
+				c.Process.Kill()
+				t.Fatal("the command never connected")
+			}
+			require.NoError(t, c.Process.Signal(sig))
+			err := c.Wait()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit)
+			assert.Equal(t, exitInterrupted, exit.ExitCode(), "%s", stderr.String())
+		})
+	}
+	assert.Contains(t, exitHelp(), "130 interrupted")
+}
+
+// TestRedisLogSilenced: go-redis's own log lines (pool.go: failed to
+// dial) never reach stderr; the command reports the error once.
+func TestRedisLogSilenced(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	r := wfProcess(t, "latest", "-timeout", "20s", "-store", "valkey://"+addr+"/0", "wal", "s")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.NotContains(t, r.stderr, "pool.go")
+	assert.NotContains(t, r.stderr, "redis: 20", "a log line's timestamp")
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %s", r.stderr)
+}
+
+// TestVersion: version prints the module version, the Go version and the
+// revision when the build was stamped with one.
+func TestVersion(t *testing.T) {
+	r := wf(t, "version")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Regexp(t, `^writefence \S+ go1\.\d+`, r.stdout)
+	r = wf(t, "version", "-json")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	m := jsonOf(t, r)
+	assert.Equal(t, "ok", m["outcome"])
+	assert.Contains(t, m["go"], "go1.")
+
+	defer func(f func() (*debug.BuildInfo, bool)) { readBuildInfo = f }(readBuildInfo)
+	readBuildInfo = func() (*debug.BuildInfo, bool) {
+		return &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/writefence/writefence", Version: "v1.2.3"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.modified", Value: "true"}}}, true
+	}
+	r = wf(t, "version")
+	assert.Equal(t, "writefence v1.2.3 go1.26.0 revision 0123abcd modified module github.com/writefence/writefence\n", r.stdout)
+}
+
+// TestReadmeRecovery: the README's shell section says what to do on each
+// exit status the command returns.
+func TestReadmeRecovery(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	start := strings.Index(readme, "### Operate from the shell")
+	require.GreaterOrEqual(t, start, 0)
+	section := readme[start:]
+	if end := strings.Index(section[1:], "\n## "); end >= 0 {
+		section = section[:end+1]
+	}
+	for _, o := range outcomes {
+		if o.code == exitOK {
+			continue
+		}
+		assert.Regexp(t, `\n\| `+itoa(o.code)+` +\|`, section, "a row for exit status %d", o.code)
+	}
+	for _, cmd := range []string{"latest", "ls", "settle -confirm-version", "probe", "race"} {
+		assert.Contains(t, section, "writefence "+cmd)
+	}
 }

@@ -8,9 +8,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
 )
 
 var latestCommand = command{
@@ -47,77 +48,73 @@ type latestResult struct {
 }
 
 func defineLatest(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
-	identity := fs.String("identity", "", "wire `identity` the record must carry (default "+writefence.DefaultIdentity+")")
+	sf := addStoreFlags(fs, inv, defaultTimeout)
+	identity := fs.String("identity", "", "wire `identity` the record must carry (default "+defaults.Identity+")")
 	out := fs.String("out", "", "also write the payload to this `file` (- for stdout, not with -json)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
-		o := &output{inv: inv, json: sf.json}
+		o := sf.output()
 		if *out == "-" && sf.json {
 			return o.fail(usagef("writefence: -out - and -json both write to stdout"))
 		}
-		s, ctx, cancel, err := sf.openRead(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
-		plugin, shard := args[0], args[1]
-		info, err := inspect(ctx, s.store, sf.prefix, *identity, plugin, shard)
-		var wire *writefence.WireError
-		var corrupt *writefence.CorruptError
-		foreign := errors.As(err, &wire) && info.Writer != ""
-		damaged := errors.As(err, &corrupt) && corrupt.Version != ""
-		if err != nil && !foreign && !damaged {
-			return o.fail(err)
-		}
-		r := latestResult{Outcome: "ok", Plugin: plugin, Shard: shard, recordInfo: info}
-		if damaged {
-			// The store's own check (a damaged file) fails before the
-			// record is decoded: its version travels in the error only.
-			r.Key, r.Version, r.Check = corrupt.Key, corrupt.Version, corrupt.Check
-		}
-		if err != nil {
-			err = advise(err, inv)
-			_, r.Outcome = classify(err)
-			r.Error = message(err)
-		}
-		if sf.json {
-			o.emit(r)
-		} else {
-			w := inv.stdout
-			if *out == "-" {
-				w = inv.stderr // stdout carries the payload alone
-			}
-			kv := []string{"key", writefence.Escape(r.Key)}
-			if r.Epoch != 0 {
-				kv = append(kv, "epoch", strconv.FormatUint(r.Epoch, 10), "writer", writefence.Escape(r.Writer),
-					"identity", writefence.Escape(r.Identity))
-			}
-			if !damaged {
-				kv = append(kv, "size", strconv.Itoa(r.Size))
-			} else {
-				kv = append(kv, "check", writefence.Escape(r.Check))
-			}
-			fields(w, append(kv, "version", writefence.Escape(r.Version))...)
-		}
-		if err != nil {
-			code, _ := classify(err)
-			fmt.Fprintln(inv.stderr, message(err))
-			if damaged {
-				if r.Epoch != 0 {
-					fmt.Fprintf(inv.stderr, "its header claims epoch %d by %s: settle at a higher epoch\n", r.Epoch, writefence.Escape(r.Writer))
-				}
-				fmt.Fprintf(inv.stderr, "to overwrite it: writefence settle%s -confirm-version %s -writer W -epoch E -file F %s %s\n",
-					storeArg(sf), shellQuote(r.Version), shellQuote(plugin), shellQuote(shard))
-			}
-			return code
-		}
-		if *out != "" {
-			if err := writePayload(inv, *out, info.payload); err != nil {
+		return sf.withStore(ctx, o, true, func(ctx context.Context, s *opened) int {
+			plugin, shard := args[0], args[1]
+			info, err := inspect(ctx, s.store, sf.prefix, *identity, plugin, shard)
+			var wire *writefence.WireError
+			var corrupt *writefence.CorruptError
+			foreign := errors.As(err, &wire) && info.Writer != ""
+			damaged := errors.As(err, &corrupt) && corrupt.Version != ""
+			if err != nil && !foreign && !damaged {
 				return o.fail(err)
 			}
-		}
-		return exitOK
+			r := latestResult{Outcome: "ok", Plugin: plugin, Shard: shard, recordInfo: info}
+			if damaged {
+				// The store's own check (a damaged file) fails before the
+				// record is decoded: its version travels in the error only.
+				r.Key, r.Version, r.Check = corrupt.Key, corrupt.Version, corrupt.Check
+			}
+			if err != nil {
+				err = advise(err, inv)
+				_, r.Outcome = classify(err)
+				r.Error = message(err)
+			}
+			if sf.json {
+				o.emit(r)
+			} else {
+				w := inv.stdout
+				if *out == "-" {
+					w = inv.stderr // stdout carries the payload alone
+				}
+				kv := []string{"key", escape.String(r.Key)}
+				if r.Epoch != 0 {
+					kv = append(kv, "epoch", strconv.FormatUint(r.Epoch, 10), "writer", escape.String(r.Writer),
+						"identity", escape.String(r.Identity))
+				}
+				if !damaged {
+					kv = append(kv, "size", strconv.Itoa(r.Size))
+				} else {
+					kv = append(kv, "check", escape.String(r.Check))
+				}
+				fields(w, append(kv, "version", escape.String(r.Version))...)
+			}
+			if err != nil {
+				code, _ := classify(err)
+				fmt.Fprintln(inv.stderr, message(err))
+				if damaged {
+					if r.Epoch != 0 {
+						fmt.Fprintf(inv.stderr, "its header claims epoch %d by %s: settle at a higher epoch\n", r.Epoch, escape.String(r.Writer))
+					}
+					fmt.Fprintf(inv.stderr, "to overwrite it: writefence settle%s -confirm-version %s -writer W -epoch E -file F %s %s\n",
+						storeArg(sf), shellQuote(r.Version), shellQuote(plugin), shellQuote(shard))
+				}
+				return code
+			}
+			if *out != "" {
+				if err := writePayload(inv, *out, info.payload); err != nil {
+					return o.fail(err)
+				}
+			}
+			return exitOK
+		})
 	}
 }
 
@@ -136,7 +133,7 @@ func storeArg(sf *storeFlags) string {
 
 // shellQuote renders s as one shell word, escaped for the terminal first.
 func shellQuote(s string) string {
-	s = writefence.Escape(s)
+	s = escape.String(s)
 	for _, c := range s {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:%+@", c)) {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 var lsCommand = command{
@@ -56,104 +58,100 @@ type lsEntry struct {
 }
 
 func defineLs(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
-	identity := fs.String("identity", "", "wire `identity` the records must carry (default "+writefence.DefaultIdentity+")")
+	sf := addStoreFlags(fs, inv, defaultTimeout)
+	identity := fs.String("identity", "", "wire `identity` the records must carry (default "+defaults.Identity+")")
 	return func(ctx context.Context, inv *invocation, args []string) int {
-		o := &output{inv: inv, json: sf.json}
+		o := sf.output()
 		prefix := sf.prefix
 		if prefix == "" {
-			prefix = writefence.DefaultPrefix
+			prefix = keys.DefaultPrefix
 		}
-		under := prefix + shardSpace
+		under := keys.Shards(prefix)
 		if len(args) == 1 {
 			// The key of a shard "x" of the plugin ends in "/x": what is
 			// before it is the plugin's part of every key.
-			k, err := writefence.ShardKey(prefix, args[0], "x")
+			k, err := keys.Shard(prefix, args[0], "x")
 			if err != nil {
 				return o.fail(err)
 			}
 			under = strings.TrimSuffix(k, "x")
 		}
-		s, ctx, cancel, err := sf.openRead(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
-		lister, ok := s.store.(writefence.Lister)
-		if !ok {
-			return o.fail(fmt.Errorf("writefence: ls: the store %s cannot list its keys", s.addr))
-		}
-		var first error // the first record that did not decode
-		emit := func(e lsEntry, err error) {
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				_, e.Outcome = classify(err)
-				e.Error = message(err)
-				var corrupt *writefence.CorruptError
-				if errors.As(err, &corrupt) {
-					e.Check, e.Version = corrupt.Check, corrupt.Version
-				}
-			}
-			if sf.json {
-				o.emit(e)
-				return
-			}
-			epoch, writer := "-", "-"
-			if e.Epoch != 0 {
-				epoch, writer = strconv.FormatUint(e.Epoch, 10), writefence.Escape(e.Writer)
-			}
-			plugin, shard := writefence.Escape(e.Plugin), writefence.Escape(e.Shard)
-			if e.Key == "" {
-				plugin, shard = "?", "?"
-			}
-			fmt.Fprintf(inv.stdout, "%s\t%s\t%s\t%s\t%s\n", plugin, shard, epoch, writer, e.Outcome)
-			if err != nil {
-				fmt.Fprintln(inv.stderr, e.Error)
-			}
-		}
-		fence := &writefence.Fence{Store: s.store, Prefix: sf.prefix, Identity: *identity}
-		err = lister.List(ctx, under, func(key string) error {
-			plugin, shard, ok := parseShardKey(prefix, key)
+		return sf.withStore(ctx, o, true, func(ctx context.Context, s *opened) int {
+			lister, ok := s.store.(writefence.Lister)
 			if !ok {
-				// Not a key the fence writes (another tool's object under
-				// the prefix): nothing to decode.
-				fmt.Fprintf(inv.stderr, "writefence ls: %s is not a shard key; left out\n", writefence.Escape(key))
+				return o.fail(fmt.Errorf("writefence: ls: the store %s cannot list its keys", s.addr))
+			}
+			var first error // the first record that did not decode
+			emit := func(e lsEntry, err error) {
+				if err != nil {
+					if first == nil {
+						first = err
+					}
+					_, e.Outcome = classify(err)
+					e.Error = message(err)
+					var corrupt *writefence.CorruptError
+					if errors.As(err, &corrupt) {
+						e.Check, e.Version = corrupt.Check, corrupt.Version
+					}
+				}
+				if sf.json {
+					o.emit(e)
+					return
+				}
+				epoch, writer := "-", "-"
+				if e.Epoch != 0 {
+					epoch, writer = strconv.FormatUint(e.Epoch, 10), escape.String(e.Writer)
+				}
+				plugin, shard := escape.String(e.Plugin), escape.String(e.Shard)
+				if e.Key == "" {
+					plugin, shard = "?", "?"
+				}
+				fmt.Fprintf(inv.stdout, "%s\t%s\t%s\t%s\t%s\n", plugin, shard, epoch, writer, e.Outcome)
+				if err != nil {
+					fmt.Fprintln(inv.stderr, e.Error)
+				}
+			}
+			fence := &writefence.Fence{Store: s.store, Prefix: sf.prefix, Identity: *identity}
+			err := lister.List(ctx, under, func(key string) error {
+				plugin, shard, ok := keys.ParseShard(prefix, key)
+				if !ok {
+					// Not a key the fence writes (another tool's object under
+					// the prefix): nothing to decode.
+					fmt.Fprintf(inv.stderr, "writefence ls: %s is not a shard key; left out\n", escape.String(key))
+					return nil
+				}
+				info, err := fence.Inspect(ctx, plugin, shard)
+				if err != nil && !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, writefence.ErrWire) {
+					if errors.Is(err, writefence.ErrNotFound) {
+						return nil // deleted since it was listed
+					}
+					if ctx.Err() != nil {
+						return err
+					}
+				}
+				emit(lsEntry{Outcome: "ok", Plugin: plugin, Shard: shard, Key: key, Epoch: info.Epoch, Writer: info.Writer,
+					Identity: info.Identity, Size: len(info.Payload), Version: info.Version}, err)
 				return nil
-			}
-			info, err := fence.Inspect(ctx, plugin, shard)
-			if err != nil && !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, writefence.ErrWire) {
-				if errors.Is(err, writefence.ErrNotFound) {
-					return nil // deleted since it was listed
+			})
+			// A directory store reports the files it could not name after the
+			// listing: corrupt records too, listed without plugin and shard.
+			var unnamed []*writefence.CorruptError
+			for _, e := range unjoin(err) {
+				var corrupt *writefence.CorruptError
+				if !errors.As(e, &corrupt) || corrupt.Key != "" {
+					return o.fail(err)
 				}
-				if ctx.Err() != nil {
-					return err
-				}
+				unnamed = append(unnamed, corrupt)
 			}
-			emit(lsEntry{Outcome: "ok", Plugin: plugin, Shard: shard, Key: key, Epoch: info.Epoch, Writer: info.Writer,
-				Identity: info.Identity, Size: info.PayloadSize, Version: info.Version}, err)
-			return nil
+			for _, c := range unnamed {
+				emit(lsEntry{}, c)
+			}
+			if first != nil {
+				code, _ := classify(first)
+				return code
+			}
+			return exitOK
 		})
-		// A directory store reports the files it could not name after the
-		// listing: corrupt records too, listed without plugin and shard.
-		var unnamed []*writefence.CorruptError
-		for _, e := range unjoin(err) {
-			var corrupt *writefence.CorruptError
-			if !errors.As(e, &corrupt) || corrupt.Key != "" {
-				return o.fail(err)
-			}
-			unnamed = append(unnamed, corrupt)
-		}
-		for _, c := range unnamed {
-			emit(lsEntry{}, c)
-		}
-		if first != nil {
-			code, _ := classify(first)
-			return code
-		}
-		return exitOK
 	}
 }
 
@@ -166,57 +164,4 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
-}
-
-// shardSpace follows the prefix in every shard key (keys.go).
-const shardSpace = "s/"
-
-// parseShardKey is the inverse of writefence.ShardKey under prefix: it
-// returns the plugin and shard whose key is key, and false for a key that
-// ShardKey never returns.
-func parseShardKey(prefix, key string) (plugin, shard string, ok bool) {
-	rest, ok := strings.CutPrefix(key, prefix+shardSpace)
-	if !ok {
-		return "", "", false
-	}
-	p, s, ok := strings.Cut(rest, "/")
-	if !ok {
-		return "", "", false
-	}
-	plugin, ok1 := unescapeName(p)
-	shard, ok2 := unescapeName(s)
-	if !ok1 || !ok2 {
-		return "", "", false
-	}
-	// Only the canonical escaping maps back: "%41" and "A" unescape alike,
-	// but ShardKey writes only "A".
-	k, err := writefence.ShardKey(prefix, plugin, shard)
-	if err != nil || k != key {
-		return "", "", false
-	}
-	return plugin, shard, true
-}
-
-// unescapeName undoes the %XX escaping of a key's name part.
-func unescapeName(s string) (string, bool) {
-	if s == "" {
-		return "", false
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(n))
-		i += 2
-	}
-	return b.String(), true
 }

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/probecheck"
 )
 
 var probeCommand = command{
@@ -31,14 +32,7 @@ examples:
 }
 
 // probeChecks lists Probe's checks in the order it runs them.
-var probeChecks = []string{
-	writefence.ProbeCheckCreate,
-	writefence.ProbeCheckCreateRefused,
-	writefence.ProbeCheckUpdate,
-	writefence.ProbeCheckStaleRefused,
-	writefence.ProbeCheckMissingRefused,
-	writefence.ProbeCheckReadBack,
-}
+var probeChecks = probecheck.All
 
 // probeResult is probe's -json output.
 type probeResult struct {
@@ -51,44 +45,40 @@ type probeResult struct {
 }
 
 func defineProbe(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
+	sf := addStoreFlags(fs, inv, defaultTimeout)
 	return func(ctx context.Context, inv *invocation, _ []string) int {
-		o := &output{inv: inv, json: sf.json}
-		s, ctx, cancel, err := sf.open(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
-		err = writefence.Probe(ctx, s.store, probeKey(sf.prefix))
-		var pe *writefence.ProbeError
-		if err != nil && !errors.As(err, &pe) {
-			return o.fail(err) // no verdict: the store could not be probed
-		}
-		r := probeResult{Outcome: "ok", Store: s.addr, Trusted: err == nil, Passed: probeChecks}
-		if pe != nil {
-			// The read-back runs after every step, so which checks passed
-			// before a failure is not known from the check alone.
-			r.Outcome, r.Failed, r.Error, r.Passed = "untrusted", pe.Check, message(err), nil
-		}
-		if sf.json {
-			o.emit(r)
-		} else {
-			for _, c := range r.Passed {
-				fmt.Fprintf(inv.stdout, "ok      %s\n", c)
+		o := sf.output()
+		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
+			err := writefence.Probe(ctx, s.store, probeKey(sf.prefix))
+			var pe *writefence.ProbeError
+			if err != nil && !errors.As(err, &pe) {
+				return o.fail(err) // no verdict: the store could not be probed
 			}
+			r := probeResult{Outcome: "ok", Store: s.addr, Trusted: err == nil, Passed: probeChecks}
 			if pe != nil {
-				fmt.Fprintf(inv.stdout, "FAILED  %s\n", pe.Check)
-				fmt.Fprintf(inv.stdout, "untrusted: %s %s; fencing over it is a no-op\n", s.addr, probeHeadline(pe))
-			} else {
-				fmt.Fprintf(inv.stdout, "trusted: %s enforces conditional writes\n", s.addr)
+				// The read-back runs after every step, so which checks passed
+				// before a failure is not known from the check alone.
+				r.Outcome, r.Failed, r.Error, r.Passed = "untrusted", pe.Check, message(err), nil
 			}
-		}
-		if err != nil {
-			fmt.Fprintln(inv.stderr, message(err))
-			return exitUntrusted
-		}
-		return exitOK
+			if sf.json {
+				o.emit(r)
+			} else {
+				for _, c := range r.Passed {
+					fmt.Fprintf(inv.stdout, "ok      %s\n", c)
+				}
+				if pe != nil {
+					fmt.Fprintf(inv.stdout, "FAILED  %s\n", pe.Check)
+					fmt.Fprintf(inv.stdout, "untrusted: %s %s; fencing over it is a no-op\n", s.addr, probeHeadline(pe))
+				} else {
+					fmt.Fprintf(inv.stdout, "trusted: %s enforces conditional writes\n", s.addr)
+				}
+			}
+			if err != nil {
+				fmt.Fprintln(inv.stderr, message(err))
+				return exitUntrusted
+			}
+			return exitOK
+		})
 	}
 }
 
@@ -96,12 +86,12 @@ func defineProbe(fs *flag.FlagSet, inv *invocation) action {
 // does wrong.
 func probeHeadline(pe *writefence.ProbeError) string {
 	switch pe.Check {
-	case writefence.ProbeCheckReadBack:
+	case probecheck.ReadBack:
 		if errors.Is(pe.Err, writefence.ErrNotFound) {
 			return "reads back nothing after a write it acknowledged"
 		}
 		return "reads back other bytes than it wrote"
-	case writefence.ProbeCheckCreate, writefence.ProbeCheckUpdate:
+	case probecheck.Create, probecheck.Update:
 		return "refuses a conditional write it should accept"
 	}
 	return "does not enforce conditional writes"
@@ -111,8 +101,5 @@ func probeHeadline(pe *writefence.ProbeError) string {
 // under the prefix (keys.go: prefix + "_" + name), which no shard key
 // reaches, as the Fence's own probe does.
 func probeKey(prefix string) string {
-	if prefix == "" {
-		prefix = writefence.DefaultPrefix
-	}
-	return prefix + "_probe"
+	return keys.Probe(prefix)
 }

@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 var pushCommand = command{
@@ -47,37 +49,35 @@ type pushResult struct {
 // stdin is where -file - reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// recordFlags are the flags of a command that writes a record.
+// recordFlags are the flags of a command that writes a record: the store
+// flags and the record's.
 type recordFlags struct {
+	*storeFlags
 	writer   string
 	epoch    epochValue
 	file     string
 	identity string
 }
 
-func addRecordFlags(fs *flag.FlagSet) *recordFlags {
-	rf := &recordFlags{}
+func addRecordFlags(fs *flag.FlagSet, inv *invocation) *recordFlags {
+	rf := &recordFlags{storeFlags: addStoreFlags(fs, inv, defaultTimeout)}
 	fs.StringVar(&rf.writer, "writer", "", "`name` of the writer recorded with the payload (required)")
 	fs.Var(&rf.epoch, "epoch", "the push's `epoch`: plain decimal digits, at least 1 (required)")
 	fs.StringVar(&rf.file, "file", "-", "payload `file`; - reads stdin")
-	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+writefence.DefaultIdentity+")")
+	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+defaults.Identity+")")
 	return rf
 }
 
-// check refuses missing required flags before the store is opened.
-func (rf *recordFlags) check() error {
+// payload refuses missing required flags, then reads the payload, refusing
+// one above the limit without reading more than one byte past it. It runs
+// before the store is opened.
+func (rf *recordFlags) payload(limit int64) ([]byte, error) {
 	switch {
 	case rf.writer == "":
-		return usagef("writefence: -writer is required")
+		return nil, usagef("writefence: -writer is required")
 	case rf.epoch == 0:
-		return usagef("writefence: -epoch is required and at least 1")
+		return nil, usagef("writefence: -epoch is required and at least 1")
 	}
-	return nil
-}
-
-// payload reads the payload, refusing one above the limit without reading
-// more than one byte past it.
-func (rf *recordFlags) payload(limit int64) ([]byte, error) {
 	r := stdin
 	if rf.file != "-" {
 		f, err := os.Open(rf.file)
@@ -98,47 +98,38 @@ func (rf *recordFlags) payload(limit int64) ([]byte, error) {
 }
 
 func definePush(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
-	rf := addRecordFlags(fs)
+	rf := addRecordFlags(fs, inv)
 	brand := fs.String("brand", "", "check the store's brand first: verify, or claim (brand an empty store)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
-		o := &output{inv: inv, json: sf.json}
-		if err := rf.check(); err != nil {
-			return o.fail(err)
-		}
-		fence := &writefence.Fence{Identity: rf.identity, Prefix: sf.prefix}
+		o := rf.output()
+		fence := &writefence.Fence{Identity: rf.identity, Prefix: rf.prefix}
 		switch *brand {
 		case "":
-		case "verify", "claim":
-			fence.Brand = &writefence.Brand{Identity: rf.identity, Key: writefence.BrandKey(sf.prefix)}
-			if *brand == "claim" {
-				fence.BrandCheck = writefence.BrandClaimOnce
-			}
+		case "verify":
+			fence.Brand = writefence.BrandVerify
+		case "claim":
+			fence.Brand = writefence.BrandClaim
 		default:
-			return o.fail(usagef("writefence: -brand %s: want verify or claim", writefence.Escape(*brand)))
+			return o.fail(usagef("writefence: -brand %s: want verify or claim", escape.String(*brand)))
 		}
-		payload, err := rf.payload(writefence.DefaultMaxPayloadSize)
+		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {
 			return o.fail(err)
 		}
-		s, ctx, cancel, err := sf.open(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
-		fence.Store = s.store
 		plugin, shard := args[0], args[1]
-		if err := fence.Push(ctx, plugin, shard, rf.writer, uint64(rf.epoch), payload); err != nil {
-			return o.fail(err)
-		}
-		key, _ := writefence.ShardKey(sf.prefix, plugin, shard)
-		if sf.json {
-			o.emit(pushResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: uint64(rf.epoch), Writer: rf.writer, Size: len(payload)})
-		} else {
-			fmt.Fprintf(inv.stdout, "landed: %s epoch %s by %s, %d bytes\n",
-				writefence.Escape(key), strconv.FormatUint(uint64(rf.epoch), 10), writefence.Escape(rf.writer), len(payload))
-		}
-		return exitOK
+		return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
+			fence.Store = s.store
+			if err := fence.Push(ctx, plugin, shard, rf.writer, uint64(rf.epoch), payload); err != nil {
+				return o.fail(err)
+			}
+			key, _ := keys.Shard(rf.prefix, plugin, shard)
+			if rf.json {
+				o.emit(pushResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: uint64(rf.epoch), Writer: rf.writer, Size: len(payload)})
+			} else {
+				fmt.Fprintf(inv.stdout, "landed: %s epoch %s by %s, %d bytes\n",
+					escape.String(key), strconv.FormatUint(uint64(rf.epoch), 10), escape.String(rf.writer), len(payload))
+			}
+			return exitOK
+		})
 	}
 }

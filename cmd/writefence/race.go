@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -79,7 +81,7 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 	fs.StringVar(&cfg.shard, "shard", "", "shard name of the scratch shard (default: a fresh random name; must not exist)")
 	keep := fs.Bool("keep", false, "keep the scratch record afterwards")
 	return func(ctx context.Context, inv *invocation, _ []string) int {
-		o := &output{inv: inv, json: sf.json}
+		o := sf.output()
 		if cfg.writers < 2 || cfg.rounds < 1 {
 			return o.fail(usagef("writefence: -writers must be at least 2 and -rounds at least 1"))
 		}
@@ -89,55 +91,51 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 			cfg.shard = "race-" + hex.EncodeToString(b)
 		}
 		cfg.prefix = sf.prefix
-		key, err := writefence.ShardKey(cfg.prefix, cfg.plugin, cfg.shard)
+		key, err := keys.Shard(cfg.prefix, cfg.plugin, cfg.shard)
 		if err != nil {
 			return o.fail(err)
 		}
-		s, ctx, cancel, err := sf.open(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
-		// The rounds count epochs from 1, so the shard must start absent.
-		if _, _, err := s.store.Get(ctx, key); !errors.Is(err, writefence.ErrNotFound) {
-			if err == nil {
-				err = usagef("writefence: race: %s exists; race a fresh -shard", writefence.Escape(key))
-			}
-			return o.fail(err)
-		}
-		if d, ok := s.store.(writefence.Deleter); ok && !*keep {
-			defer func() {
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				if err := d.Delete(dctx, key); err != nil {
-					fmt.Fprintf(inv.stderr, "writefence race: cleanup: %s\n", message(err))
+		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
+			// The rounds count epochs from 1, so the shard must start absent.
+			if _, _, err := s.store.Get(ctx, key); !errors.Is(err, writefence.ErrNotFound) {
+				if err == nil {
+					err = usagef("writefence: race: %s exists; race a fresh -shard", escape.String(key))
 				}
-			}()
-		}
-		fmt.Fprintf(inv.stderr, "race: %s, key %s, %d writers, %d rounds\n", s.addr, writefence.Escape(key), cfg.writers, cfg.rounds)
-		p := newProgress(inv.stderr, cfg.rounds)
-		rep, firstErr := raceStore(ctx, s.store, cfg, p.update)
-		p.finish()
-		rep.Store, rep.Key = s.addr, key
+				return o.fail(err)
+			}
+			if d, ok := s.store.(writefence.Deleter); ok && !*keep {
+				defer func() {
+					dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					defer cancel()
+					if err := d.Delete(dctx, key); err != nil {
+						fmt.Fprintf(inv.stderr, "writefence race: cleanup: %s\n", message(err))
+					}
+				}()
+			}
+			fmt.Fprintf(inv.stderr, "race: %s, key %s, %d writers, %d rounds\n", s.addr, escape.String(key), cfg.writers, cfg.rounds)
+			p := newProgress(inv.stderr, cfg.rounds)
+			rep, firstErr := raceStore(ctx, s.store, cfg, p.update)
+			p.finish()
+			rep.Store, rep.Key = s.addr, key
 
-		code := exitOK
-		switch {
-		case len(rep.Violations) > 0:
-			code, rep.Outcome = exitViolation, "violation"
-		case firstErr != nil:
-			code, rep.Outcome = classify(firstErr)
-		}
-		if firstErr != nil {
-			rep.Error = firstErr.Error()
-			fmt.Fprintf(inv.stderr, "writefence race: %d errors, the first: %s\n", rep.Errors, message(firstErr))
-		}
-		if sf.json {
-			o.emit(rep)
-		} else {
-			printRace(inv.stdout, rep)
-		}
-		return code
+			code := exitOK
+			switch {
+			case len(rep.Violations) > 0:
+				code, rep.Outcome = exitViolation, "violation"
+			case firstErr != nil:
+				code, rep.Outcome = classify(firstErr)
+			}
+			if firstErr != nil {
+				rep.Error = firstErr.Error()
+				fmt.Fprintf(inv.stderr, "writefence race: %d errors, the first: %s\n", rep.Errors, message(firstErr))
+			}
+			if sf.json {
+				o.emit(rep)
+			} else {
+				printRace(inv.stdout, rep)
+			}
+			return code
+		})
 	}
 }
 

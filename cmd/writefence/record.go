@@ -24,5 +24,5 @@ func inspect(ctx context.Context, store writefence.ConditionalStore, prefix, ide
 	f := &writefence.Fence{Store: store, Prefix: prefix, Identity: identity}
 	ri, err := f.Inspect(ctx, plugin, shard)
 	return recordInfo{Key: ri.Key, Version: ri.Version, Epoch: ri.Epoch, Writer: ri.Writer,
-		Identity: ri.Identity, Size: ri.PayloadSize, payload: ri.Payload}, err
+		Identity: ri.Identity, Size: len(ri.Payload), payload: ri.Payload}, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // TestPushLatest walks a shard through the outcomes push and latest
@@ -32,7 +35,7 @@ func TestPushLatest(t *testing.T) {
 
 	r = wf(t, "latest", "-store", addr, "wal", "shard-0")
 	require.Equal(t, exitOK, r.code, "%s", r)
-	for _, line := range []string{"epoch     7", "writer    node-a", "identity  " + writefence.DefaultIdentity, "size      12", "key       writefence/s/wal/shard-0"} {
+	for _, line := range []string{"epoch     7", "writer    node-a", "identity  " + defaults.Identity, "size      12", "key       writefence/s/wal/shard-0"} {
 		assert.Contains(t, r.stdout, line+"\n")
 	}
 	r = wf(t, "latest", "-store", addr, "-json", "wal", "shard-0")
@@ -139,4 +142,108 @@ func TestPushUsage(t *testing.T) {
 	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", filepath.Join(t.TempDir(), "missing"), "wal", "s")
 	assert.Equal(t, exitError, r.code, "%s", r)
 	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
+}
+
+// TestEpochPlainDecimal: -epoch takes plain decimal digits only; "010" is
+// not 8, "0x10" not 16. Each is a usage error and writes nothing.
+func TestEpochPlainDecimal(t *testing.T) {
+	addr := emptyStore(t)
+	p := writeFile(t, "x")
+	for _, epoch := range []string{"010", "0x10", "0X10", "0b1", "0o7", "1_0", "+1", "-1", " 1", "1 ", "１", "1e3", "", "18446744073709551616"} {
+		for _, c := range []string{"push", "settle"} {
+			args := []string{c, "-store", addr, "-writer", "a", "-epoch", epoch, "-file", p}
+			if c == "settle" {
+				args = append(args, "-confirm-version", "v")
+			}
+			r := wf(t, append(args, "wal", "s")...)
+			assert.Equal(t, exitUsage, r.code, "%s -epoch %q: %s", c, epoch, r)
+			assert.Contains(t, r.stderr, "plain decimal", "%s -epoch %q", c, epoch)
+		}
+	}
+	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
+	r := wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "18446744073709551615", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "epoch 18446744073709551615 ")
+	for _, c := range []string{"push", "settle"} {
+		r := wf(t, "help", c)
+		assert.Contains(t, r.stdout, "plain decimal digits", "help %s says how an epoch is written", c)
+	}
+}
+
+// TestLs lists shards with hostile names, across plugins, one plugin, and
+// as JSON lines; a corrupt record is listed, not skipped, and sets the
+// exit status.
+func TestLs(t *testing.T) {
+	addr := fileStore(t)
+	push := func(plugin, shard, writer, epoch string) {
+		r := wf(t, "push", "-store", addr, "-writer", writer, "-epoch", epoch, "-file", writeFile(t, "x"), "--", plugin, shard)
+		require.Equal(t, exitOK, r.code, "%s", r)
+	}
+	push("wal", "shard-0", "node-a", "7")
+	push("wal", "a/b\tc", "node-b", "8")
+	push("snap", "%41", "node-c", "9")
+	push("wal/x", "s", "node-d", "1")
+	require.Equal(t, exitOK, wf(t, "brand", "install", "-store", addr).code)
+
+	r := wf(t, "ls", "-store", addr)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, strings.Join([]string{ // in key order: "wal/x" is "wal%2Fx" in its key
+		"snap\t%41\t9\tnode-c\tok",
+		"wal/x\ts\t1\tnode-d\tok",
+		"wal\ta/b\\tc\t8\tnode-b\tok",
+		"wal\tshard-0\t7\tnode-a\tok",
+	}, "\n")+"\n", r.stdout)
+
+	r = wf(t, "ls", "-store", addr, "wal")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, 2, strings.Count(r.stdout, "\n"), "%s", r.stdout)
+
+	r = wf(t, "ls", "-json", "-store", addr)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 4)
+	var e map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[2]), &e))
+	assert.Equal(t, "a/b\tc", e["shard"])
+	assert.EqualValues(t, 8, e["epoch"])
+
+	// Damage the record of wal/shard-0 on disk: listed as corrupt.
+	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
+	require.NoError(t, err)
+	key, err := keys.Shard("", "wal", "shard-0")
+	require.NoError(t, err)
+	data, v, err := ds.Get(t.Context(), key)
+	require.NoError(t, err)
+	_, err = ds.PutIfVersion(t.Context(), key, data[:len(data)-1], v)
+	require.NoError(t, err)
+	r = wf(t, "ls", "-store", addr)
+	assert.Equal(t, exitCorrupt, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "wal\tshard-0\t7\tnode-a\tcorrupt\n", "the header's epoch and writer")
+	assert.Equal(t, 4, strings.Count(r.stdout, "\n"), "every shard listed: %s", r.stdout)
+
+	assert.Equal(t, exitUsage, wf(t, "ls", "-store", addr, "a", "b").code)
+	r = wf(t, "ls", "-store", "ignoring://")
+	assert.Equal(t, exitError, r.code, "a store that cannot list: %s", r)
+}
+
+// TestParseShardKey: parseShardKey inverts ShardKey, and refuses keys
+// ShardKey never makes.
+func TestParseShardKey(t *testing.T) {
+	for _, c := range [][2]string{{"wal", "s"}, {"a/b", "c"}, {"a", "b/c"}, {".x", "y."}, {"%41", "\x00\xff"}, {"tab\t", "é"}} {
+		for _, prefix := range []string{keys.DefaultPrefix, "p/", ""} {
+			k, err := keys.Shard(prefix, c[0], c[1])
+			require.NoError(t, err)
+			if prefix == "" {
+				prefix = keys.DefaultPrefix
+			}
+			plugin, shard, ok := keys.ParseShard(prefix, k)
+			require.True(t, ok, "%q", k)
+			assert.Equal(t, c[0], plugin)
+			assert.Equal(t, c[1], shard)
+		}
+	}
+	for _, k := range []string{"writefence/s/a", "writefence/s/a/b/c", "writefence/s/%41/b", "writefence/s/a/%4", "writefence/s//b", "writefence/_brand", "other/s/a/b"} {
+		_, _, ok := keys.ParseShard(keys.DefaultPrefix, k)
+		assert.False(t, ok, "%q", k)
+	}
 }

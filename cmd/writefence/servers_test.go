@@ -1,139 +1,33 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"cloud.google.com/go/storage"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/api/iterator"
-	"google.golang.org/api/option"
+
+	"github.com/writefence/writefence/internal/testserver"
 )
-
-// serverEnv returns the environment variable naming a real server. When it
-// is unset the test is skipped, unless WRITEFENCE_REQUIRE_SERVERS is set
-// (as .ci/run does), in which case the test fails.
-func serverEnv(t testing.TB, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("WRITEFENCE_REQUIRE_SERVERS") != "" {
-			t.Fatalf("%s is not set but WRITEFENCE_REQUIRE_SERVERS is: the server this test needs was not started", name)
-		}
-		t.Skipf("%s not set: start the servers with .ci/run (or export it) to run this test", name)
-	}
-	return v
-}
-
-// uniqueName returns a fresh name for a test's bucket or key prefix.
-func uniqueName(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return "wf-" + hex.EncodeToString(b)
-}
-
-func cleanupCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), time.Minute)
-}
 
 // s3Address creates a bucket of the test's own on the S3 server, removed
 // with its objects afterwards, and returns its address. The command finds
 // the credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
 func s3Address(t *testing.T) string {
-	endpoint := serverEnv(t, "WRITEFENCE_S3_ENDPOINT")
-	access, secret := serverEnv(t, "WRITEFENCE_S3_ACCESS_KEY"), serverEnv(t, "WRITEFENCE_S3_SECRET_KEY")
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	c, err := minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4(access, secret, "")})
-	require.NoError(t, err)
-	bucket := uniqueName(t)
-	require.NoError(t, c.MakeBucket(t.Context(), bucket, minio.MakeBucketOptions{}))
-	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx()
-		defer cancel()
-		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
-			if o.Err != nil {
-				t.Errorf("cleanup: list %s: %v", bucket, o.Err)
-				break
-			}
-			if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
-				t.Errorf("cleanup: remove %s: %v", o.Key, err)
-			}
-		}
-		if err := c.RemoveBucket(ctx, bucket); err != nil {
-			t.Errorf("cleanup: remove bucket %s: %v", bucket, err)
-		}
-	})
-	return "s3://" + bucket + "?endpoint=" + endpoint + "&secure=false"
+	s3 := testserver.S3Server(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3.SecretKey)
+	bucket := testserver.MinioBucket(t, s3.Client(t, nil))
+	return "s3://" + bucket + "?endpoint=" + s3.Endpoint + "&secure=false"
 }
 
 // gcsBucket creates a bucket of the test's own on the emulator, removed
 // with its objects afterwards, and returns its name and the endpoint.
 func gcsBucket(t *testing.T) (bucket, endpoint string) {
-	endpoint = serverEnv(t, "WRITEFENCE_GCS_ENDPOINT")
-	client, err := storage.NewClient(t.Context(), option.WithEndpoint(endpoint+"/storage/v1/"), option.WithoutAuthentication())
-	require.NoError(t, err)
-	bucket = uniqueName(t)
-	b := client.Bucket(bucket)
-	require.NoError(t, b.Create(t.Context(), "writefence-test", nil))
-	t.Cleanup(func() {
-		defer client.Close()
-		ctx, cancel := cleanupCtx()
-		defer cancel()
-		for it := b.Objects(ctx, nil); ; {
-			attrs, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				break
-			}
-			if err != nil {
-				t.Errorf("cleanup: list %s: %v", bucket, err)
-				return
-			}
-			if err := b.Object(attrs.Name).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
-				t.Errorf("cleanup: delete %s: %v", attrs.Name, err)
-			}
-		}
-		if err := b.Delete(ctx); err != nil {
-			t.Errorf("cleanup: delete bucket %s: %v", bucket, err)
-		}
-	})
-	return bucket, endpoint
-}
-
-// valkeyPrefix returns a key prefix of the test's own on the Valkey
-// server; its keys are deleted afterwards.
-func valkeyPrefix(t *testing.T, addr string) string {
-	prefix := uniqueName(t) + "/"
-	t.Cleanup(func() {
-		client := redis.NewClient(&redis.Options{Addr: addr})
-		defer client.Close()
-		ctx, cancel := cleanupCtx()
-		defer cancel()
-		keys, err := client.Keys(ctx, prefix+"*").Result()
-		if err != nil {
-			t.Errorf("cleanup: keys %s*: %v", prefix, err)
-			return
-		}
-		if len(keys) > 0 {
-			if err := client.Del(ctx, keys...).Err(); err != nil {
-				t.Errorf("cleanup: del: %v", err)
-			}
-		}
-	})
-	return prefix
+	endpoint = testserver.GCSEndpoint(t)
+	return testserver.GCSBucket(t, testserver.GCSClient(t, endpoint, nil)), endpoint
 }
 
 func TestServerS3(t *testing.T) {
@@ -160,11 +54,11 @@ func TestServerGCSEmulatorHost(t *testing.T) {
 }
 
 func TestServerValkey(t *testing.T) {
-	addr := serverEnv(t, "WRITEFENCE_VALKEY_ADDR")
+	addr := testserver.ValkeyAddr(t)
 	t.Setenv("VALKEY_PASSWORD", "")
 	t.Setenv("REDISCLI_AUTH", "")
 	for _, store := range []string{"valkey://" + addr + "/0", "valkey://" + addr + "/0?script=1"} {
-		t.Run(store, func(t *testing.T) { serverScenario(t, store, valkeyPrefix(t, addr)) })
+		t.Run(store, func(t *testing.T) { serverScenario(t, store, testserver.ValkeyPrefix(t, addr)) })
 	}
 }
 
@@ -193,7 +87,7 @@ func TestServerCredentialsNeverPrinted(t *testing.T) {
 		assert.Contains(t, r.stderr, "MINIO_ROOT_USER (unset)")
 	})
 	t.Run("valkey", func(t *testing.T) {
-		addr := serverEnv(t, "WRITEFENCE_VALKEY_ADDR")
+		addr := testserver.ValkeyAddr(t)
 		// An unknown ACL user: a server without a password ignores a
 		// password alone.
 		t.Setenv("VALKEY_USERNAME", "writefence-nobody")

@@ -6,9 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
 )
 
 var settleCommand = command{
@@ -48,64 +49,55 @@ type settleResult struct {
 }
 
 func defineSettle(fs *flag.FlagSet, inv *invocation) action {
-	sf := addStoreFlags(fs, inv, time.Minute)
-	rf := addRecordFlags(fs)
+	rf := addRecordFlags(fs, inv)
 	confirm := fs.String("confirm-version", "", "the version `token` of the corrupt record to replace, as latest printed it (required)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
-		o := &output{inv: inv, json: sf.json}
+		o := rf.output()
 		if *confirm == "" {
 			return o.fail(usagef("writefence: -confirm-version is required: the version of the corrupt record, as latest prints it"))
 		}
-		if err := rf.check(); err != nil {
-			return o.fail(err)
-		}
-		payload, err := rf.payload(writefence.DefaultMaxPayloadSize)
+		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {
 			return o.fail(err)
 		}
-		s, ctx, cancel, err := sf.open(ctx)
-		defer cancel()
-		if err != nil {
-			return o.fail(err)
-		}
-		defer s.close()
 		plugin, shard := args[0], args[1]
+		return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
+			_, err := inspect(ctx, s.store, rf.prefix, rf.identity, plugin, shard)
+			var corrupt *writefence.CorruptError
+			switch {
+			case errors.As(err, &corrupt) && corrupt.Version == "":
+				return o.fail(fmt.Errorf("writefence: settle: the store itself cannot read the record, so it has no version to condition on: %w", err))
+			case errors.As(err, &corrupt):
+			case err == nil || errors.Is(err, writefence.ErrWire):
+				return o.fail(errors.New("writefence: settle: the record is not corrupt; nothing to settle"))
+			default:
+				return o.fail(err)
+			}
+			if corrupt.Version != *confirm {
+				return o.fail(fmt.Errorf("writefence: settle: the corrupt record's version is %s, not the confirmed %s: %w",
+					escape.String(corrupt.Version), escape.String(*confirm), writefence.ErrConflict))
+			}
 
-		_, err = inspect(ctx, s.store, sf.prefix, rf.identity, plugin, shard)
-		var corrupt *writefence.CorruptError
-		switch {
-		case errors.As(err, &corrupt) && corrupt.Version == "":
-			return o.fail(fmt.Errorf("writefence: settle: the store itself cannot read the record, so it has no version to condition on: %w", err))
-		case errors.As(err, &corrupt):
-		case err == nil || errors.Is(err, writefence.ErrWire):
-			return o.fail(errors.New("writefence: settle: the record is not corrupt; nothing to settle"))
-		default:
-			return o.fail(err)
-		}
-		if corrupt.Version != *confirm {
-			return o.fail(fmt.Errorf("writefence: settle: the corrupt record's version is %s, not the confirmed %s: %w",
-				writefence.Escape(corrupt.Version), writefence.Escape(*confirm), writefence.ErrConflict))
-		}
-
-		fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: sf.prefix}
-		if err := fence.Settle(ctx, plugin, shard, corrupt.Version, rf.writer, uint64(rf.epoch), payload); err != nil {
-			return o.fail(err)
-		}
-		r := settleResult{Outcome: "ok", Key: corrupt.Key, Replaced: corrupt.Version, Check: corrupt.Check,
-			Epoch: uint64(rf.epoch), Writer: rf.writer, PayloadSize: len(payload)}
-		if info, err := inspect(ctx, s.store, sf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == uint64(rf.epoch) && info.Writer == rf.writer {
-			r.Version = info.Version
-		}
-		if sf.json {
-			o.emit(r)
+			fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: rf.prefix}
+			if err := fence.Settle(ctx, plugin, shard, corrupt.Version, rf.writer, uint64(rf.epoch), payload); err != nil {
+				return o.fail(err)
+			}
+			r := settleResult{Outcome: "ok", Key: corrupt.Key, Replaced: corrupt.Version, Check: corrupt.Check,
+				Epoch: uint64(rf.epoch), Writer: rf.writer, PayloadSize: len(payload)}
+			if info, err := inspect(ctx, s.store, rf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == uint64(rf.epoch) && info.Writer == rf.writer {
+				r.Version = info.Version
+			}
+			if rf.json {
+				o.emit(r)
+				return exitOK
+			}
+			fmt.Fprintf(inv.stdout, "settled: %s: corrupt version %s (%s) replaced by epoch %s by %s, %d bytes",
+				escape.String(r.Key), escape.String(r.Replaced), r.Check, strconv.FormatUint(r.Epoch, 10), escape.String(r.Writer), r.PayloadSize)
+			if r.Version != "" {
+				fmt.Fprintf(inv.stdout, ", version %s", escape.String(r.Version))
+			}
+			fmt.Fprintln(inv.stdout)
 			return exitOK
-		}
-		fmt.Fprintf(inv.stdout, "settled: %s: corrupt version %s (%s) replaced by epoch %s by %s, %d bytes",
-			writefence.Escape(r.Key), writefence.Escape(r.Replaced), r.Check, strconv.FormatUint(r.Epoch, 10), writefence.Escape(r.Writer), r.PayloadSize)
-		if r.Version != "" {
-			fmt.Fprintf(inv.stdout, ", version %s", writefence.Escape(r.Version))
-		}
-		fmt.Fprintln(inv.stdout)
-		return exitOK
+		})
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // storeFlags are the flags every command that opens a store shares.
@@ -32,12 +34,16 @@ type storeFlags struct {
 	json    bool
 }
 
+// defaultTimeout is the default -timeout of a command that makes a few
+// requests.
+const defaultTimeout = time.Minute
+
 // addStoreFlags adds -store, -prefix, -timeout and -json to fs. The global
 // -store, when given, is the default.
 func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *storeFlags {
 	sf := &storeFlags{inv: inv}
 	fs.StringVar(&sf.addr, "store", inv.store, "store `address` (default $WRITEFENCE_STORE, else the state directory)")
-	fs.StringVar(&sf.prefix, "prefix", "", "key `prefix` (default "+writefence.DefaultPrefix+")")
+	fs.StringVar(&sf.prefix, "prefix", "", "key `prefix` (default "+keys.DefaultPrefix+")")
 	fs.DurationVar(&sf.timeout, "timeout", timeout, "give up after this long (0: never)")
 	fs.BoolVar(&sf.json, "json", false, "print JSON on stdout, one object per line")
 	return sf
@@ -50,39 +56,33 @@ type opened struct {
 	close func() error
 }
 
-// open resolves the store address (the default when empty), opens it for
-// writing and bounds ctx by -timeout. The caller calls the returned cancel
-// and closes the store. A directory store is created when missing.
-func (sf *storeFlags) open(ctx context.Context) (*opened, context.Context, context.CancelFunc, error) {
-	return sf.openMode(ctx, false)
-}
+// output is where the command reports, as -json asks.
+func (sf *storeFlags) output() *output { return &output{inv: sf.inv, json: sf.json} }
 
-// openRead is open for a command that only reads: it creates nothing and
-// needs no write permission; a directory that holds no store is an error.
-func (sf *storeFlags) openRead(ctx context.Context) (*opened, context.Context, context.CancelFunc, error) {
-	return sf.openMode(ctx, true)
-}
-
-func (sf *storeFlags) openMode(ctx context.Context, readOnly bool) (*opened, context.Context, context.CancelFunc, error) {
-	cancel := context.CancelFunc(func() {})
+// withStore opens the store (the default when -store is empty), runs use
+// on it with ctx bounded by -timeout, closes it and returns use's exit
+// status; a store that does not open fails the command through o. With
+// readOnly the store is opened for a command that only reads: it creates
+// nothing and needs no write permission, and a directory that holds no
+// store is an error. Otherwise a missing directory store is created.
+func (sf *storeFlags) withStore(ctx context.Context, o *output, readOnly bool, use func(ctx context.Context, s *opened) int) int {
 	if sf.timeout > 0 {
+		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
 	}
-	if sf.inv != nil {
-		sf.inv.timeout = sf.timeout
-	}
+	sf.inv.timeout = sf.timeout
 	addr, err := storeAddress(sf.addr)
 	if err != nil {
-		return nil, ctx, cancel, err
+		return o.fail(err)
 	}
 	s, err := openStoreMode(ctx, addr, readOnly)
 	if err != nil {
-		return nil, ctx, cancel, err
+		return o.fail(err)
 	}
-	if sf.inv != nil {
-		sf.inv.addr = addr
-	}
-	return s, ctx, cancel, nil
+	defer s.close()
+	sf.inv.addr = addr
+	return use(ctx, s)
 }
 
 // storeAddress returns addr, or the default address when addr is empty.
@@ -149,7 +149,7 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 		open = ro
 	}
 	if !ok {
-		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs or valkey)", writefence.Escape(u.Scheme))
+		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs or valkey)", escape.String(u.Scheme))
 	}
 	s, err := open(ctx, u)
 	if err != nil {
@@ -165,7 +165,7 @@ func query(u *url.URL, allowed ...string) (url.Values, error) {
 	q := u.Query()
 	for k := range q {
 		if !slices.Contains(allowed, k) {
-			return nil, usagef("writefence: store address: %s:// takes no parameter %q", u.Scheme, writefence.Escape(k))
+			return nil, usagef("writefence: store address: %s:// takes no parameter %q", u.Scheme, escape.String(k))
 		}
 	}
 	return q, nil
@@ -178,7 +178,7 @@ func boolParam(q url.Values, name string, def bool) (bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, usagef("writefence: store address: %s=%s: want true or false", name, writefence.Escape(v))
+		return false, usagef("writefence: store address: %s=%s: want true or false", name, escape.String(v))
 	}
 	return b, nil
 }
@@ -204,14 +204,14 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 		return nil, usagef("writefence: store address: want s3://bucket[?endpoint=host:port], the bucket as the host and no path")
 	}
 	if err := s3utils.CheckValidBucketNameStrict(bucket); err != nil {
-		return nil, usagef("writefence: store address: bucket %s: %v", writefence.Escape(bucket), err)
+		return nil, usagef("writefence: store address: bucket %s: %v", escape.String(bucket), err)
 	}
 	endpoint := q.Get("endpoint")
 	if endpoint == "" {
 		endpoint = "s3.amazonaws.com"
 	}
 	if strings.Contains(endpoint, "/") {
-		return nil, usagef("writefence: store address: endpoint=%s: want host:port, without a scheme (use secure=false for http)", writefence.Escape(endpoint))
+		return nil, usagef("writefence: store address: endpoint=%s: want host:port, without a scheme (use secure=false for http)", escape.String(endpoint))
 	}
 	secure, err := boolParam(q, "secure", true)
 	if err != nil {
@@ -242,13 +242,13 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 		return nil, usagef("writefence: store address: want gs://bucket[?endpoint=http://host:port], the bucket as the host and no path")
 	}
 	if !validGCSBucket(bucket) {
-		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", writefence.Escape(bucket))
+		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", escape.String(bucket))
 	}
 	var opts []option.ClientOption
 	if ep := q.Get("endpoint"); ep != "" {
 		e, err := url.Parse(ep)
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, usagef("writefence: store address: endpoint=%s: want http://host:port or https://host:port", writefence.Escape(ep))
+			return nil, usagef("writefence: store address: endpoint=%s: want http://host:port or https://host:port", escape.String(ep))
 		}
 		if e.Path == "" || e.Path == "/" {
 			e.Path = "/storage/v1/"
@@ -278,7 +278,7 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		db, err = strconv.Atoi(p)
 		if err != nil || db < 0 {
-			return nil, usagef("writefence: store address: database %s: want a number", writefence.Escape(p))
+			return nil, usagef("writefence: store address: database %s: want a number", escape.String(p))
 		}
 	}
 	script, err := boolParam(q, "script", false)

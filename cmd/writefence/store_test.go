@@ -1,10 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -103,4 +114,225 @@ func TestGlobalStoreFlag(t *testing.T) {
 	require.Equal(t, exitOK, wf(t, "-store", b, "push", "-writer", "w", "-epoch", "1", "-file", p, "wal", "other").code)
 	assert.Equal(t, exitOK, wf(t, "-store", a, "latest", "wal", "s").code)
 	assert.Equal(t, exitNotFound, wf(t, "-store", a, "latest", "-store", b, "wal", "s").code)
+}
+
+// TestBucketNameUsage: a bucket name the service would refuse is a usage
+// error, found before any request.
+func TestBucketNameUsage(t *testing.T) {
+	for _, addr := range []string{"s3://ab?endpoint=127.0.0.1:1", "s3://Bad_Bucket?endpoint=127.0.0.1:1", "s3://a..b?endpoint=127.0.0.1:1",
+		"gs://ab?endpoint=http://127.0.0.1:1", "gs://Upper?endpoint=http://127.0.0.1:1", "gs://-x-?endpoint=http://127.0.0.1:1"} {
+		r := wf(t, "latest", "-store", addr, "-timeout", "5s", "wal", "s")
+		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
+		assert.Contains(t, r.stderr, "bucket", addr)
+	}
+}
+
+// TestReadsCreateNothing: a command that only reads, on a directory that
+// holds no store, says so with the path, exits 1 and creates nothing;
+// file:/// is refused before anything is touched.
+func TestReadsCreateNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "none")
+	addr := (&url.URL{Scheme: "file", Path: dir}).String()
+	for _, args := range [][]string{
+		{"latest", "wal", "s"}, {"latest", "-json", "wal", "s"}, {"ls"}, {"ls", "wal"}, {"brand", "verify"},
+	} {
+		r := wf(t, append(args, "-store", addr)...)
+		assert.Equal(t, exitError, r.code, "%v: %s", args, r)
+		assert.Contains(t, r.stderr, dir, "%v names the path", args)
+		assert.Contains(t, r.stderr, "no store there", "%v", args)
+		assert.NoDirExists(t, dir, "%v created nothing", args)
+	}
+
+	_, lockErr := os.Stat("/lock")
+	_, objErr := os.Stat("/objects")
+	for _, args := range [][]string{{"latest", "wal", "s"}, {"ls"}, {"push", "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s"}} {
+		for _, root := range []string{"file:///", "file:///.", "file://localhost/"} {
+			r := wf(t, append(args, "-store", root)...)
+			assert.Equal(t, exitUsage, r.code, "%v %s: %s", args, root, r)
+		}
+	}
+	if errors.Is(lockErr, os.ErrNotExist) {
+		assert.NoFileExists(t, "/lock")
+	}
+	if errors.Is(objErr, os.ErrNotExist) {
+		assert.NoDirExists(t, "/objects")
+	}
+}
+
+// TestReadOnlyUser: a user who may read a store's directory but not write
+// it reads the store: latest, ls and brand verify take no lock.
+func TestReadOnlyUser(t *testing.T) {
+	base, err := os.MkdirTemp("", "writefence-ro-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dir := filepath.Join(base, "store")
+	addr := (&url.URL{Scheme: "file", Path: dir}).String()
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "3", "-file", writeFile(t, "x"), "wal", "s").code)
+	require.Equal(t, exitOK, wf(t, "brand", "install", "-store", addr).code)
+	// Readable by all, writable by none but root: what an operator's
+	// read-only account sees.
+	require.NoError(t, filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(p, 0o555)
+		}
+		return os.Chmod(p, 0o444)
+	}))
+	t.Cleanup(func() { os.Chmod(dir, 0o700); os.Chmod(filepath.Join(dir, "objects"), 0o700); os.Chmod(base, 0o700) })
+
+	reads := [][]string{{"latest", "-store", addr, "wal", "s"}, {"ls", "-store", addr}, {"brand", "verify", "-store", addr}}
+	if os.Geteuid() != 0 {
+		for _, args := range reads {
+			r := wf(t, args...)
+			assert.Equal(t, exitOK, r.code, "%v: %s", args, r)
+		}
+		return
+	}
+	// As root, read as nobody: a copy of the test binary nobody may run.
+	bin := filepath.Join(base, "writefence.test")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	data, err := os.ReadFile(self)
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(base, 0o755))
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	require.NoError(t, os.Chmod(base, 0o555))
+	for _, args := range reads {
+		c := wfCommand(t, bin, args...)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		c.Env = append(c.Env, "HOME="+base)
+		out, err := c.CombinedOutput()
+		assert.NoError(t, err, "%v as nobody: %s", args, out)
+	}
+	assert.NoFileExists(t, filepath.Join(dir, "lock.new"))
+}
+
+// tcpServer accepts connections on a loopback port and hands each to
+// serve, in a goroutine of its own; it returns the address. When the test
+// ends the listener and every connection are closed and serve is waited
+// for.
+func tcpServer(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex // guards conns and closed
+		conns  []net.Conn
+		closed bool
+	)
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				c.Close()
+				return
+			}
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() { serve(c) })
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// silentServer accepts TCP connections and never answers; accepted
+// receives each of the first 16 connections once it is accepted.
+func silentServer(t *testing.T) (addr string, accepted <-chan net.Conn) {
+	t.Helper()
+	ch := make(chan net.Conn, 16)
+	addr = tcpServer(t, func(c net.Conn) {
+		select {
+		case ch <- c:
+		default:
+		}
+	})
+	return addr, ch
+}
+
+// respServer answers every command with reply, as a Valkey server that
+// requires a password answers a client that sent none with an error.
+func respServer(t *testing.T, reply string) string {
+	t.Helper()
+	return tcpServer(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(line, "*") {
+				if _, err := io.WriteString(c, reply); err != nil {
+					return
+				}
+			}
+		}
+	})
+}
+
+// TestErrorAdvice: the errors a user fixes from the shell say how.
+func TestErrorAdvice(t *testing.T) {
+	t.Run("valkey NOAUTH names the variables read", func(t *testing.T) {
+		t.Setenv("VALKEY_PASSWORD", "")
+		t.Setenv("REDISCLI_AUTH", "")
+		addr := respServer(t, "-NOAUTH Authentication required.\r\n")
+		r := wf(t, "latest", "-timeout", "20s", "-store", "valkey://"+addr+"/0", "wal", "s")
+		assert.Equal(t, exitError, r.code, "%s", r)
+		for _, v := range []string{"VALKEY_USERNAME (unset)", "VALKEY_PASSWORD (unset)", "REDISCLI_AUTH (unset)"} {
+			assert.Contains(t, r.stderr, v)
+		}
+	})
+	t.Run("timeout names the address and -timeout", func(t *testing.T) {
+		addr, _ := silentServer(t)
+		store := "valkey://" + addr + "/0"
+		start := time.Now()
+		r := wf(t, "latest", "-json", "-timeout", "200ms", "-store", store, "wal", "s")
+		// go-redis's own read timeout is seconds; -timeout must win.
+		assert.Less(t, time.Since(start), 3*time.Second, "the command gave up at -timeout")
+		assert.Equal(t, exitError, r.code, "%s", r)
+		assert.Contains(t, r.stderr, store)
+		assert.Contains(t, r.stderr, "-timeout 200ms")
+		assert.Contains(t, jsonOf(t, r)["error"], "raise -timeout")
+	})
+	t.Run("https to plain http suggests secure=false", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }))
+		defer srv.Close()
+		u, err := url.Parse(srv.URL)
+		require.NoError(t, err)
+		r := wf(t, "latest", "-timeout", "30s", "-store", "s3://mirrors?endpoint="+u.Host, "wal", "s")
+		assert.Equal(t, exitError, r.code, "%s", r)
+		assert.Contains(t, r.stderr, "secure=false")
+	})
+	t.Run("no doubled prefix", func(t *testing.T) {
+		// A store's error wrapped by the fence's: both carry the prefix.
+		addr := fileStore(t)
+		require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s").code)
+		files, err := filepath.Glob(filepath.Join(strings.TrimPrefix(addr, "file://"), "objects", "*"))
+		require.NoError(t, err)
+		require.Len(t, files, 1)
+		require.NoError(t, os.WriteFile(files[0], []byte("garbage"), 0o600))
+		for _, args := range [][]string{{"latest", "wal", "s"}, {"latest", "-json", "wal", "s"}, {"ls"}} {
+			r := wf(t, append(args, "-store", addr)...)
+			assert.Equal(t, exitCorrupt, r.code, "%v: %s", args, r)
+			assert.Contains(t, r.stderr, "corrupt record: dir store: ")
+			assert.NotRegexp(t, `writefence: [^\n]*writefence: `, r.stderr+r.stdout, "%v", args)
+		}
+	})
 }

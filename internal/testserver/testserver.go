@@ -74,8 +74,11 @@ func check(t testing.TB, err error) {
 	}
 }
 
-// S3 is the S3 server named by the environment.
-type S3 struct{ Endpoint, AccessKey, SecretKey string }
+// S3 is an S3 server and how its clients reach it.
+type S3 struct {
+	Endpoint, AccessKey, SecretKey string // empty keys: anonymous requests
+	MaxRetries                     int    // attempts per request; 0: the client's default
+}
 
 // S3Server returns the S3 server named by the environment.
 func S3Server(t testing.TB) S3 {
@@ -87,15 +90,16 @@ func S3Server(t testing.TB) S3 {
 	}
 }
 
-// Client returns a client of the server with the server's credentials,
-// sending through rt (nil: the default transport). Its region is fixed,
-// which spares it a bucket-location request.
+// Client returns a client of the server with s's credentials, sending
+// through rt (nil: the default transport). Its region is fixed, which
+// spares it a bucket-location request.
 func (s S3) Client(t testing.TB, rt http.RoundTripper) *minio.Client {
 	t.Helper()
 	c, err := minio.New(s.Endpoint, &minio.Options{
-		Creds:     credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
-		Transport: rt,
-		Region:    "us-east-1",
+		Creds:      credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
+		Transport:  rt,
+		Region:     "us-east-1",
+		MaxRetries: s.MaxRetries,
 	})
 	check(t, err)
 	return c
@@ -225,13 +229,11 @@ func StartValkey(t testing.TB, password string, args ...string) string {
 		t.Skip("valkey-server is not on PATH")
 	}
 	for range 5 {
-		port := strconv.Itoa(20000 + rand.IntN(12000))
-		addr := net.JoinHostPort("127.0.0.1", port)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue // taken
+		port := FreePort()
+		if port == "" {
+			break
 		}
-		_ = ln.Close()
+		addr := net.JoinHostPort("127.0.0.1", port)
 		argv := append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", t.TempDir(),
 			"--save", "", "--appendonly", "no", "--daemonize", "no"}, args...)
 		cmd := exec.Command(bin, argv...)
@@ -266,6 +268,31 @@ func StartValkey(t testing.TB, password string, args ...string) string {
 	return ""
 }
 
+// FreePort returns a loopback TCP port in 20000-32000 that was free a
+// moment ago, for a server process a test starts; "" when it found none.
+// It takes no testing.TB so that a TestMain can use it too.
+func FreePort() string {
+	for range 20 {
+		port := strconv.Itoa(20000 + rand.IntN(12000))
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+		if err != nil {
+			continue // taken
+		}
+		_ = ln.Close()
+		return port
+	}
+	return ""
+}
+
+// HTTPTransport returns a clone of the default transport whose idle
+// connections are closed when the test ends, so that no goroutine of an
+// SDK client built on it outlives the test.
+func HTTPTransport(t testing.TB) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
 // Transport is an http.RoundTripper that counts the requests it sends, the
 // writes among them (PUT and POST, the writes of either API) and the
 // response body bytes its client reads.
@@ -277,13 +304,8 @@ type Transport struct {
 	reads atomic.Int64 // GET response body bytes only
 }
 
-// NewTransport returns a counting transport over a clone of the default
-// one, whose idle connections are closed when the test ends.
-func NewTransport(t testing.TB) *Transport {
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(base.CloseIdleConnections)
-	return &Transport{base: base}
-}
+// NewTransport returns a counting transport over HTTPTransport(t).
+func NewTransport(t testing.TB) *Transport { return &Transport{base: HTTPTransport(t)} }
 
 // RoundTrip implements http.RoundTripper.
 func (c *Transport) RoundTrip(r *http.Request) (*http.Response, error) {

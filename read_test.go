@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 )
 
 // prefixStore adds PrefixReader to the in-memory store and counts the bytes
@@ -44,13 +45,13 @@ func TestColdPushReadsHeaderOnly(t *testing.T) {
 
 	store.bytesRead.Store(0)
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, big))
-	assert.LessOrEqual(t, store.bytesRead.Load(), int64(writefence.MaxHeaderSize))
+	assert.LessOrEqual(t, store.bytesRead.Load(), int64(defaults.MaxHeaderSize))
 	t.Logf("cold push over a 16 MiB record read %d bytes", store.bytesRead.Load())
 
 	store.bytesRead.Store(0)
 	err := (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "c", 2, big)
 	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
-	assert.LessOrEqual(t, store.bytesRead.Load(), int64(writefence.MaxHeaderSize))
+	assert.LessOrEqual(t, store.bytesRead.Load(), int64(defaults.MaxHeaderSize))
 
 	// Asking for the payload to be verified reads it whole.
 	store.bytesRead.Store(0)
@@ -75,7 +76,7 @@ func TestHeaderPathCorruption(t *testing.T) {
 	// A large record cut short or extended is caught from its size alone.
 	store := &prefixStore{}
 	f := &writefence.Fence{Store: store}
-	payload := make([]byte, 3*writefence.MaxHeaderSize)
+	payload := make([]byte, 3*defaults.MaxHeaderSize)
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, payload))
 	key := mustKey(t, "wal", "0")
 	good, v, err := store.Get(ctx, key)

@@ -1,0 +1,178 @@
+// Package keys is the one place where the keys writefence reads and writes
+// are built: a shard's record, and the reserved keys (the brand, leases,
+// the probe's scratch keys). The command and the conformance kit use it to
+// find records; it is not part of the public API.
+//
+// Key layout under a prefix P:
+//
+//	P + "s/" + escape(plugin) + "/" + escape(shard)   a shard's record
+//	P + "_brand"                                       the brand key
+//	P + "_lease/" + escape(name)                       a lease record
+//	P + "_probe"                                       the probe's scratch keys start with it
+//	"writefence/_wait"                                 the Valkey store's replication sync key
+//
+// The first byte after the prefix is 's' for every shard key and '_' for
+// every reserved key, so the two spaces are disjoint by construction.
+// escape keeps the bytes [A-Za-z0-9_-] and '.' (except at the start of a
+// name, so no name becomes "." or ".."), and writes every other byte as %XX.
+// An escaped name never contains '/', so a shard key splits back into
+// exactly one (plugin, shard): the mapping is injective.
+package keys
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the key prefix used when none is configured.
+const DefaultPrefix = "writefence/"
+
+// Limits on key parts.
+const (
+	MaxNameLen = 256  // bytes in a plugin, shard or lease name, before escaping
+	MaxKeyLen  = 1024 // bytes in a whole key, as S3 and GCS allow
+)
+
+const (
+	shardSpace = "s/"
+	brandKey   = "_brand"
+	leaseSpace = "_lease/"
+	probeKey   = "_probe"
+)
+
+// Error is a name or a key rejected by a limit: Arg names the argument.
+type Error struct {
+	Arg, Reason string
+}
+
+func (e *Error) Error() string { return e.Arg + ": " + e.Reason }
+
+func prefixOrDefault(prefix string) string {
+	if prefix == "" {
+		return DefaultPrefix
+	}
+	return prefix
+}
+
+// Shard returns the key of the record for (plugin, shard) under prefix
+// (DefaultPrefix when empty). Names must be 1 to MaxNameLen bytes; any
+// bytes are allowed, escaped so that distinct pairs never share a key.
+func Shard(prefix, plugin, shard string) (string, error) {
+	return build(prefix, shardSpace, [2]string{"plugin", plugin}, [2]string{"shard", shard})
+}
+
+// Shards returns what every shard key under prefix starts with.
+func Shards(prefix string) string { return prefixOrDefault(prefix) + shardSpace }
+
+// ParseShard is the inverse of Shard under prefix: it returns the plugin
+// and shard of key, and false for a key Shard never returns.
+func ParseShard(prefix, key string) (plugin, shard string, ok bool) {
+	rest, found := strings.CutPrefix(key, prefixOrDefault(prefix)+shardSpace)
+	if !found {
+		return "", "", false
+	}
+	p, s, found := strings.Cut(rest, "/")
+	if !found {
+		return "", "", false
+	}
+	plugin, okp := unescapeName(p)
+	shard, oks := unescapeName(s)
+	if !okp || !oks {
+		return "", "", false
+	}
+	// The round trip rejects a key that is not in canonical form, e.g.
+	// "%41" where Shard writes "A".
+	if k, err := Shard(prefix, plugin, shard); err != nil || k != key {
+		return "", "", false
+	}
+	return plugin, shard, true
+}
+
+// Brand returns the brand key under prefix (DefaultPrefix when empty).
+func Brand(prefix string) string { return prefixOrDefault(prefix) + brandKey }
+
+// Lease returns the key of the lease record named name under prefix.
+func Lease(prefix, name string) (string, error) {
+	return build(prefix, leaseSpace, [2]string{"name", name})
+}
+
+// build checks each {argument, name} and returns prefix + space + the
+// escaped names joined by '/', within MaxKeyLen.
+func build(prefix, space string, names ...[2]string) (string, error) {
+	var b strings.Builder
+	b.WriteString(prefixOrDefault(prefix))
+	b.WriteString(space)
+	for i, n := range names {
+		if err := checkName(n[0], n[1]); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		escapeName(&b, n[1])
+	}
+	return checkKey(b.String())
+}
+
+// Wait is the key the Valkey store writes to make a read's replication
+// wait meaningful, in the reserved space of DefaultPrefix.
+const Wait = DefaultPrefix + "_wait"
+
+// Probe returns the key under prefix the probe's scratch keys start with.
+func Probe(prefix string) string { return prefixOrDefault(prefix) + probeKey }
+
+func checkName(arg, name string) error {
+	switch {
+	case name == "":
+		return &Error{Arg: arg, Reason: "empty"}
+	case len(name) > MaxNameLen:
+		return &Error{Arg: arg, Reason: fmt.Sprintf("%d bytes, more than %d", len(name), MaxNameLen)}
+	}
+	return nil
+}
+
+func checkKey(k string) (string, error) {
+	if len(k) > MaxKeyLen {
+		return "", &Error{Arg: "key", Reason: fmt.Sprintf("escaped key is %d bytes, more than %d", len(k), MaxKeyLen)}
+	}
+	return k, nil
+}
+
+const hexDigits = "0123456789ABCDEF"
+
+func escapeName(b *strings.Builder, name string) {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if keepByte(c) || (c == '.' && i > 0) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&0xf])
+	}
+}
+
+func unescapeName(s string) (string, bool) {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b = append(b, s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		hi, lo := strings.IndexByte(hexDigits, s[i+1]), strings.IndexByte(hexDigits, s[i+2])
+		if hi < 0 || lo < 0 {
+			return "", false
+		}
+		b = append(b, byte(hi<<4|lo))
+		i += 2
+	}
+	return string(b), true
+}
+
+func keepByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+}
