@@ -64,6 +64,17 @@ func valkeyPrefix(t *testing.T, c *redis.Client) string {
 	return testserver.ValkeyPrefix(t, c.Options().Addr)
 }
 
+// eachValkeyStore runs f as a subtest once per write path, with a client
+// of the shared server, a store over it on that path and a key prefix of
+// the subtest's own.
+func eachValkeyStore(t *testing.T, f func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string)) {
+	t.Helper()
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		c := newValkeyClient(t)
+		f(t, c, newValkeyStore(c, script), valkeyPrefix(t, c))
+	})
+}
+
 // valkeyRawValue is a value in the store's layout: the SHA-1 of token and
 // data in hex, the token, the data.
 func valkeyRawValue(token, data string) string {
@@ -305,10 +316,7 @@ func TestValkeyConformance(t *testing.T) {
 
 func TestValkeyLayout(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyPath(t, func(t *testing.T, script bool) {
-		c := newValkeyClient(t)
-		store := newValkeyStore(c, script)
-		prefix := valkeyPrefix(t, c)
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
 		key := prefix + "k"
 
 		v1, err := store.PutIfVersion(ctx, key, []byte("same"), "")
@@ -347,10 +355,7 @@ func TestValkeyLayout(t *testing.T) {
 // values, with a version of their own.
 func TestValkeyForeignValues(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyPath(t, func(t *testing.T, script bool) {
-		c := newValkeyClient(t)
-		store := newValkeyStore(c, script)
-		prefix := valkeyPrefix(t, c)
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
 		for name, value := range map[string]string{"empty": "", "short": "abc", "no token": strings.Repeat("z", 40)} {
 			key := prefix + name
 			require.NoError(t, c.Set(ctx, key, value, 0).Err())
@@ -367,10 +372,7 @@ func TestValkeyForeignValues(t *testing.T) {
 
 func TestValkeyWrongType(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyPath(t, func(t *testing.T, script bool) {
-		c := newValkeyClient(t)
-		store := newValkeyStore(c, script)
-		prefix := valkeyPrefix(t, c)
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
 		list, hash := prefix+"list", prefix+"hash"
 		require.NoError(t, c.RPush(ctx, list, "a").Err())
 		require.NoError(t, c.HSet(ctx, hash, "data", "a", "version", strings.Repeat("0", 32)).Err())
@@ -541,10 +543,7 @@ var valkeyDamages = []struct {
 
 func TestValkeyDamageInPlace(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyPath(t, func(t *testing.T, script bool) {
-		c := newValkeyClient(t)
-		store := newValkeyStore(c, script)
-		prefix := valkeyPrefix(t, c)
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
 		for _, d := range valkeyDamages {
 			t.Run(d.name, func(t *testing.T) {
 				key := prefix + d.name
@@ -664,11 +663,8 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 func TestValkeyBrandPerWrite(t *testing.T) {
 	ctx := context.Background()
 	const identity = defaults.Identity
-	eachValkeyPath(t, func(t *testing.T, script bool) {
-		c := newValkeyClient(t)
-		prefix := valkeyPrefix(t, c)
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
 		brand, data := keys.Brand(prefix), prefix+"data"
-		store := newValkeyStore(c, script)
 		put := func(data []byte, expect string) (string, error) {
 			return store.PutIfBranded(ctx, brand, identity, prefix+"data", data, expect)
 		}
