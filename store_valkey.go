@@ -141,7 +141,8 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // Set the fields before first use; they are read without locking.
 type ValkeyConditionalStore struct {
 	// MaxObjectSize is the read limit in bytes, not counting the digest
-	// and the version token; zero (or less) means defaultMaxObjectSize.
+	// and the version token; zero (or less) means the default, 64 MiB for
+	// the largest default payload plus 4 KiB for a record header.
 	MaxObjectSize int64
 
 	// Script selects the one-round-trip path for PutIfVersion and
