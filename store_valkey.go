@@ -277,7 +277,7 @@ func (s *ValkeyConditionalStore) Get(ctx context.Context, key string) ([]byte, s
 	if err != nil {
 		return nil, "", err
 	}
-	return []byte(v[valkeyHeaderLen:]), v[valkeyDigestLen:valkeyHeaderLen], nil
+	return []byte(v[valkeyHeaderLen:]), valkeyToken(v), nil
 }
 
 // getChecked reads the whole value at key and returns it as the server sent
@@ -311,6 +311,13 @@ func (s *ValkeyConditionalStore) getChecked(ctx context.Context, key string) (st
 	return v, nil
 }
 
+// valkeyToken returns the version token of an intact value, copied: a
+// caller keeps a version (a Fence caches it), and a substring would keep
+// the whole value alive with it.
+func valkeyToken(v string) string {
+	return strings.Clone(v[valkeyDigestLen:valkeyHeaderLen])
+}
+
 // valkeyReadEnd is the last byte index a read of a value under limit asks
 // GETRANGE for: one past the limit tells that the value is larger. Clamped
 // so the sum cannot overflow.
@@ -339,7 +346,7 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 			return nil, 0, "", err
 		}
 		data := v[valkeyHeaderLen:]
-		return []byte(data[:min(int64(len(data)), n)]), int64(len(data)), v[valkeyDigestLen:valkeyHeaderLen], nil
+		return []byte(data[:min(int64(len(data)), n)]), int64(len(data)), valkeyToken(v), nil
 	}
 	if err := s.checkStandalone(ctx, "get", key); err != nil {
 		return nil, 0, "", err
