@@ -13,6 +13,13 @@ import (
 
 // The test doubles below wrap writefence.MemStore, the in-memory model.
 
+// countedFence returns a Fence over a countingStore over a MemStore.
+func countedFence() (*writefence.MemStore, *countingStore, *writefence.Fence) {
+	mem := &writefence.MemStore{}
+	counting := &countingStore{ConditionalStore: mem}
+	return mem, counting, &writefence.Fence{Store: counting}
+}
+
 // countingStore counts the calls that reach the store.
 type countingStore struct {
 	writefence.ConditionalStore

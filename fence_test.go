@@ -283,9 +283,7 @@ func TestCancelledContextStopsRetries(t *testing.T) {
 // version; a foreign write in between costs one conflict and one read.
 func TestSteadyStateOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	mem := &writefence.MemStore{}
-	counting := &countingStore{ConditionalStore: mem}
-	f := &writefence.Fence{Store: counting}
+	mem, counting, f := countedFence()
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")))
 	before := counting.roundTrips()
 	for e := uint64(2); e <= 101; e++ {

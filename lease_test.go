@@ -76,9 +76,7 @@ func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
 	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
-	_, err := a.Acquire(ctx)
-	require.NoError(t, err)
+	a := acquiredLease(t, store, "a", clock.now)
 
 	key, err := keys.Lease("", "leader")
 	require.NoError(t, err)
@@ -235,9 +233,7 @@ func TestLeaseEpochsRollOver(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
 	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
-	_, err := a.Acquire(ctx)
-	require.NoError(t, err)
+	a := acquiredLease(t, store, "a", clock.now)
 	a.mu.Lock()
 	a.seq = maxLeaseSeq - 1
 	a.mu.Unlock()
@@ -552,4 +548,13 @@ func leaseHeld(l *Lease) (term uint64, expiry time.Time, ok bool) {
 		return 0, time.Time{}, false
 	}
 	return l.term, l.expiry, l.now().Before(l.expiry)
+}
+
+// acquiredLease returns a Lease of holder that has acquired the lease.
+func acquiredLease(t *testing.T, store ConditionalStore, holder string, clock func() time.Time) *Lease {
+	t.Helper()
+	l := newTestLease(store, holder, clock)
+	_, err := l.Acquire(t.Context())
+	require.NoError(t, err)
+	return l
 }

@@ -38,9 +38,7 @@ func TestInspect(t *testing.T) {
 // the version found corrupt, and only while it is still corrupt.
 func TestSettle(t *testing.T) {
 	ctx := context.Background()
-	mem := &writefence.MemStore{}
-	counting := &countingStore{ConditionalStore: mem}
-	f := &writefence.Fence{Store: counting}
+	mem, counting, f := countedFence()
 	key := mustKey(t, "wal", "0")
 
 	err := f.Settle(ctx, "wal", "0", "1", "op", 9, []byte("restored"))

@@ -238,9 +238,7 @@ func damagePayload(t *testing.T, s writefence.ConditionalStore) string {
 // let a deposed writer at the old epoch land afterwards.
 func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
 	ctx := t.Context()
-	mem := &writefence.MemStore{}
-	counting := &countingStore{ConditionalStore: mem}
-	f := &writefence.Fence{Store: counting}
+	mem, counting, f := countedFence()
 	require.NoError(t, f.Push(ctx, "wal", "0", "leader", 11, []byte("segment 11")))
 	bad := damagePayload(t, mem)
 
