@@ -389,6 +389,7 @@ func BenchmarkPushMemory(b *testing.B) {
 		name string
 		open func(b *testing.B) (writefence.ConditionalStore, *benchTransport)
 	}{
+		{"valkey", valkeyPushMemoryStore},
 		{"s3", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedMinioStore(b) }},
 		{"gcs", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedGCSStore(b) }},
 	}

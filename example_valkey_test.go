@@ -22,11 +22,10 @@ func ExampleNewValkeyConditionalStore() {
 
 	ctx := context.Background()
 	err := fence.Push(ctx, "wal", "shard-7", "node-a", 42, []byte("segment 1138"))
-	var unsupported *writefence.ValkeyUnsupportedError
 	switch {
 	case errors.Is(err, writefence.ErrStaleEpoch):
 		log.Print("deposed: a push at epoch 42 or later already landed")
-	case errors.As(err, &unsupported):
+	case errors.Is(err, errors.ErrUnsupported):
 		log.Fatal(err) // a cluster: configuration, not a race
 	case err != nil:
 		log.Print(err)

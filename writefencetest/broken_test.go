@@ -85,17 +85,20 @@ func (s *partsStore) PutPartsIfVersion(ctx context.Context, key string, parts []
 const brokenEnv = "WRITEFENCETEST_BROKEN_STORE"
 
 var childStores = map[string]func() writefence.ConditionalStore{
-	"memstore":        func() writefence.ConditionalStore { return new(writefence.MemStore) },
-	"client-compare":  func() writefence.ConditionalStore { return &clientCompareStore{gap: time.Millisecond} },
-	"ignoring":        func() writefence.ConditionalStore { return new(ignoringStore) },
-	"reused-tokens":   func() writefence.ConditionalStore { return new(counterStore) },
-	"prefix-memstore": func() writefence.ConditionalStore { return &prefixStore{fault: prefixCorrect} },
-	"stale-prefix":    func() writefence.ConditionalStore { return &prefixStore{fault: prefixStaleVersion} },
-	"prefix-size":     func() writefence.ConditionalStore { return &prefixStore{fault: prefixSizeOfPrefix} },
-	"prefix-whole":    func() writefence.ConditionalStore { return &prefixStore{fault: prefixWholeObject} },
-	"torn-reads":      func() writefence.ConditionalStore { return new(tornStore) },
-	"parts-memstore":  func() writefence.ConditionalStore { return new(partsStore) },
-	"ignoring-parts":  func() writefence.ConditionalStore { return &partsStore{ignore: true} },
+	"memstore":         func() writefence.ConditionalStore { return new(writefence.MemStore) },
+	"client-compare":   func() writefence.ConditionalStore { return &clientCompareStore{gap: time.Millisecond} },
+	"ignoring":         func() writefence.ConditionalStore { return new(ignoringStore) },
+	"reused-tokens":    func() writefence.ConditionalStore { return new(counterStore) },
+	"prefix-memstore":  func() writefence.ConditionalStore { return &prefixStore{fault: prefixCorrect} },
+	"stale-prefix":     func() writefence.ConditionalStore { return &prefixStore{fault: prefixStaleVersion} },
+	"prefix-size":      func() writefence.ConditionalStore { return &prefixStore{fault: prefixSizeOfPrefix} },
+	"prefix-whole":     func() writefence.ConditionalStore { return &prefixStore{fault: prefixWholeObject} },
+	"torn-reads":       func() writefence.ConditionalStore { return new(tornStore) },
+	"parts-memstore":   func() writefence.ConditionalStore { return new(partsStore) },
+	"ignoring-parts":   func() writefence.ConditionalStore { return &partsStore{ignore: true} },
+	"branded-memstore": func() writefence.ConditionalStore { return &brandedStore{fault: brandChecked} },
+	"ignoring-brand":   func() writefence.ConditionalStore { return &brandedStore{fault: brandIgnored} },
+	"once-brand":       func() writefence.ConditionalStore { return &brandedStore{fault: brandOnce} },
 }
 
 // TestHelperBroken is not a test on its own: TestSuiteHasTeeth runs it in a
@@ -138,6 +141,9 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"torn-reads", []string{"Get/UnderOverwrite"}, nil},
 		{"parts-memstore", nil, []string{"PutParts/MatchesPut", "PutParts/Aliasing"}},
 		{"ignoring-parts", []string{"PutParts/MatchesPut", "Race/FencePush"}, nil},
+		{"branded-memstore", nil, []string{"Branded/Absent", "Branded/Other", "Branded/Matching", "Branded/Changed"}},
+		{"ignoring-brand", []string{"Branded/Absent", "Branded/Other", "Branded/Changed"}, nil},
+		{"once-brand", []string{"Branded/Changed"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {
@@ -400,4 +406,58 @@ func (s *tornStore) Delete(ctx context.Context, key string) error {
 	delete(s.objects, key)
 	s.mu.Unlock()
 	return nil
+}
+
+// brandFault is how a brandedStore's PutIfBranded departs from the
+// contract.
+type brandFault int
+
+const (
+	brandChecked brandFault = iota // correct: the brand read in every write's step
+	brandIgnored                   // PutIfVersion, whatever the brand holds
+	brandOnce                      // the brand read until it matched once, then remembered
+)
+
+// brandedStore is a MemStore with PutIfBranded, correct or with one fault.
+// Its writes are serialised, so a brand check and the write after it are
+// one step.
+type brandedStore struct {
+	writefence.MemStore
+	fault brandFault
+
+	mu      sync.Mutex      // serialises writes and deletes; guards matched
+	matched map[string]bool // brand keys found holding the identity once
+}
+
+func (s *brandedStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+}
+
+func (s *brandedStore) Delete(ctx context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.MemStore.Delete(ctx, key)
+}
+
+func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expect string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fault == brandChecked || s.fault == brandOnce && !s.matched[brandKey] {
+		found, _, err := s.MemStore.Get(ctx, brandKey)
+		switch {
+		case errors.Is(err, writefence.ErrNotFound):
+			return "", &writefence.WireError{Key: brandKey, Expected: identity, Absent: true}
+		case err != nil:
+			return "", err
+		case string(found) != identity:
+			return "", &writefence.WireError{Key: brandKey, Expected: identity, Found: string(found)}
+		}
+		if s.matched == nil {
+			s.matched = map[string]bool{}
+		}
+		s.matched[brandKey] = true
+	}
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
 }

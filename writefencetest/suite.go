@@ -51,6 +51,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"MatchesPut", testPartsMatchPut},
 			{"Aliasing", testPartsAliasing},
 		}},
+		{"Branded", brandedChecks},
 		{"Payload", []check{
 			{"Empty", testPayloadEmpty},
 			{"AllBytes", testPayloadAllBytes},

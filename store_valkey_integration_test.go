@@ -1,0 +1,1786 @@
+package writefence_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/writefencetest"
+)
+
+// ValkeyConditionalStore against real servers: the shared server named by
+// WRITEFENCE_VALKEY_ADDR, and servers of a test's own (a cluster node, a
+// primary and its replica) started with testserver.StartValkey. Sections:
+//
+//   - helpers: clients, key prefixes, the round-trip tap, raw values
+//   - conformance
+//   - layout, foreign values, types and limits
+//   - damage in place
+//   - the brand checked in the write (PutIfBranded)
+//   - round trips, and no WATCH left armed
+//   - races
+//   - cluster refusal
+//   - replication and failover (WaitReplicas)
+
+// ---- helpers ----
+
+// newValkeyClient returns a client of the shared server that never retries
+// (a retried write would hide what the tests look at), closed when the
+// test ends; opts adjust its options.
+func newValkeyClient(t *testing.T, opts ...func(*redis.Options)) *redis.Client {
+	t.Helper()
+	o := &redis.Options{Addr: testserver.ValkeyAddr(t), MaxRetries: -1}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// valkeyPrefix returns a key prefix of the test's own on c's server; its
+// keys are deleted when the test ends. It never flushes: other tests share
+// the server.
+func valkeyPrefix(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	return testserver.ValkeyPrefix(t, c.Options().Addr)
+}
+
+// eachValkeyStore runs f as a subtest once per write path, with a client
+// of the shared server, a store over it on that path and a key prefix of
+// the subtest's own.
+func eachValkeyStore(t *testing.T, f func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string)) {
+	t.Helper()
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		c := newValkeyClient(t)
+		f(t, c, newValkeyStore(c, script), valkeyPrefix(t, c))
+	})
+}
+
+// valkeyRawValue is a value in the store's layout: the SHA-1 of token and
+// data in hex, the token, the data.
+func valkeyRawValue(token, data string) string {
+	sum := sha1.Sum([]byte(token + data))
+	return hex.EncodeToString(sum[:]) + token + data
+}
+
+// valkeyBrandValue is what a brand holding identity looks like in the
+// store's layout, with version token n.
+func valkeyBrandValue(n int, identity string) string {
+	return valkeyRawValue(fmt.Sprintf("%032x", n), identity)
+}
+
+// valkeyRaw returns the value at key as the server holds it, "" when
+// absent.
+func valkeyRaw(t *testing.T, c *redis.Client, key string) string {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	require.NoError(t, err)
+	return v
+}
+
+// requireValkeyContent asserts that Get of key returns data and version.
+func requireValkeyContent(t *testing.T, store writefence.ConditionalStore, key, data, version string) {
+	t.Helper()
+	got, v, err := store.Get(context.Background(), key)
+	require.NoError(t, err)
+	assert.Equal(t, data, string(got))
+	assert.Equal(t, version, v)
+}
+
+// requireOtherFailure asserts err is a failure that is neither a refusal
+// nor a store outcome the fence acts on.
+func requireOtherFailure(t *testing.T, err error, msgAndArgs ...any) {
+	t.Helper()
+	require.Error(t, err, msgAndArgs...)
+	assert.NotErrorIs(t, err, writefence.ErrWire, msgAndArgs...)
+	assert.NotErrorIs(t, err, writefence.ErrNotFound, msgAndArgs...)
+	assert.NotErrorIs(t, err, writefence.ErrConflict, msgAndArgs...)
+}
+
+// requireCorrupt asserts err is a *CorruptError for key and returns it.
+func requireCorrupt(t *testing.T, err error, key string, msgAndArgs ...any) *writefence.CorruptError {
+	t.Helper()
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce, msgAndArgs...)
+	require.ErrorIs(t, err, writefence.ErrCorrupt, msgAndArgs...)
+	assert.NotErrorIs(t, err, writefence.ErrConflict, msgAndArgs...)
+	assert.NotErrorIs(t, err, writefence.ErrNotFound, msgAndArgs...)
+	assert.Equal(t, key, ce.Key, msgAndArgs...)
+	assert.NotEmpty(t, ce.Check, msgAndArgs...)
+	require.NotEmpty(t, ce.Version, msgAndArgs...)
+	return ce
+}
+
+func valkeyWantConflict(err error) error {
+	if errors.Is(err, writefence.ErrConflict) {
+		return nil
+	}
+	return fmt.Errorf("want a conflict, got %v", err)
+}
+
+// valkeyTap is a go-redis hook that counts round trips: one per command or
+// pipeline the client sends (the clients it is put on have MaxRetries -1,
+// so no call hides a retry). It records the command names of each, and runs
+// before, when set, ahead of every command or pipeline (an error from before
+// is returned instead of sending) and after, when set, once the reply is in.
+type valkeyTap struct {
+	mu     sync.Mutex // guards the fields below
+	trips  [][]string
+	total  int64 // round trips since the tap was made, never reset
+	before func(ctx context.Context, cmds []redis.Cmder) error
+	after  func(cmds []redis.Cmder)
+}
+
+func (h *valkeyTap) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *valkeyTap) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		cmds := []redis.Cmder{cmd}
+		if err := h.observe(ctx, cmds); err != nil {
+			return err
+		}
+		defer h.runAfter(cmds)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *valkeyTap) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := h.observe(ctx, cmds); err != nil {
+			return err
+		}
+		defer h.runAfter(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *valkeyTap) observe(ctx context.Context, cmds []redis.Cmder) error {
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.Name()
+	}
+	h.mu.Lock()
+	h.trips = append(h.trips, names)
+	h.total++
+	before := h.before
+	h.mu.Unlock()
+	if before != nil {
+		return before(ctx, cmds)
+	}
+	return nil
+}
+
+func (h *valkeyTap) runAfter(cmds []redis.Cmder) {
+	h.mu.Lock()
+	after := h.after
+	h.mu.Unlock()
+	if after != nil {
+		after(cmds)
+	}
+}
+
+// setAfter installs f (nil removes it).
+func (h *valkeyTap) setAfter(f func(cmds []redis.Cmder)) {
+	h.mu.Lock()
+	h.after = f
+	h.mu.Unlock()
+}
+
+// setBefore installs f (nil removes it).
+func (h *valkeyTap) setBefore(f func(ctx context.Context, cmds []redis.Cmder) error) {
+	h.mu.Lock()
+	h.before = f
+	h.mu.Unlock()
+}
+
+// onMulti runs f once, just before the next MULTI/EXEC round trip.
+func (h *valkeyTap) onMulti(f func(ctx context.Context)) {
+	h.setBefore(func(ctx context.Context, cmds []redis.Cmder) error {
+		if cmds[0].Name() == "multi" {
+			h.setBefore(nil)
+			f(ctx)
+		}
+		return nil
+	})
+}
+
+// take returns the round trips recorded since the last take.
+func (h *valkeyTap) take() [][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.trips
+	h.trips = nil
+	return t
+}
+
+// rounds returns the round trips made since the tap was made.
+func (h *valkeyTap) rounds() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total
+}
+
+func formatValkeyTrips(trips [][]string) string {
+	s := make([]string, len(trips))
+	for i, t := range trips {
+		s[i] = "[" + strings.Join(t, " ") + "]"
+	}
+	return strings.Join(s, " ")
+}
+
+// newTappedValkeyClient returns a client of the shared server with a
+// valkeyTap.
+func newTappedValkeyClient(t *testing.T, opts ...func(*redis.Options)) (*redis.Client, *valkeyTap) {
+	t.Helper()
+	c := newValkeyClient(t, opts...)
+	tap := &valkeyTap{}
+	c.AddHook(tap)
+	return c, tap
+}
+
+// valkeyByteCounter is a go-redis hook that counts the bytes read from the
+// server.
+type valkeyByteCounter struct{ n atomic.Int64 }
+
+func (b *valkeyByteCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return valkeyCountingConn{Conn: conn, n: &b.n}, nil
+	}
+}
+func (b *valkeyByteCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (b *valkeyByteCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// valkeyCountingConn counts the bytes read from the server.
+type valkeyCountingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c valkeyCountingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// valkeyPushMemoryStore opens the Valkey store of BenchmarkPushMemory on a
+// server of its own, which goes, when the benchmark ends, with the 64 MiB
+// values it leaves behind. The transport it returns counts HTTP, which
+// Valkey does not speak: roundtrips/op and bytes-read/op read 0 for it
+// (BenchmarkValkeyPut and BenchmarkValkeyRead count Valkey's).
+func valkeyPushMemoryStore(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
+	c := testserver.ValkeyClient(b, testserver.StartValkey(b, ""), "")
+	return writefence.NewValkeyConditionalStore(c), &benchTransport{testserver.NewTransport(b)}
+}
+
+// ---- conformance ----
+
+// TestValkeyConformance runs the conformance suite on both write paths. The
+// suite works under random key prefixes of its own and deletes its keys
+// through the store's Deleter.
+func TestValkeyConformance(t *testing.T) {
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		store := newValkeyStore(newValkeyClient(t), script)
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store })
+	})
+}
+
+// ---- layout, foreign values, types and limits ----
+
+func TestValkeyLayout(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		key := prefix + "k"
+
+		v1, err := store.PutIfVersion(ctx, key, []byte("same"), "")
+		require.NoError(t, err)
+		assert.Equal(t, valkeyRawValue(v1, "same"), valkeyRaw(t, c, key), "the value is the digest, the token, then the data")
+		assert.Len(t, v1, 32)
+		_, err = hex.DecodeString(v1)
+		assert.NoError(t, err, "the token is hex")
+
+		v2, err := store.PutIfVersion(ctx, key, []byte("same"), v1)
+		require.NoError(t, err)
+		assert.NotEqual(t, v1, v2, "rewriting the same bytes still draws a new token")
+
+		requireValkeyContent(t, store, key, "same", v2)
+
+		_, err = store.PutIfVersion(ctx, key, []byte("x"), v1)
+		require.ErrorIs(t, err, writefence.ErrConflict, "an older token no longer matches")
+		var se *writefence.StoreError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, writefence.StoreError{Op: "valkey put", Key: key, Err: writefence.ErrConflict}, *se)
+
+		_, err = store.PutIfVersion(ctx, prefix+"absent", []byte("x"), v2)
+		require.ErrorIs(t, err, writefence.ErrConflict, "an update of an absent key")
+
+		require.NoError(t, store.Delete(ctx, key))
+		require.NoError(t, store.Delete(ctx, key), "deleting an absent key is not an error")
+		_, _, err = store.Get(ctx, key)
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, writefence.StoreError{Op: "valkey get", Key: key, Err: writefence.ErrNotFound}, *se)
+	})
+}
+
+// TestValkeyForeignValues: keys the store did not write are never taken for
+// absent, and never overwritten by a create-only put: they are damaged
+// values, with a version of their own.
+func TestValkeyForeignValues(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		for name, value := range map[string]string{"empty": "", "short": "abc", "no token": strings.Repeat("z", 40)} {
+			key := prefix + name
+			require.NoError(t, c.Set(ctx, key, value, 0).Err())
+			_, _, err := store.Get(ctx, key)
+			ce := requireCorrupt(t, err, key, name)
+			assert.True(t, strings.HasPrefix(ce.Version, "damaged-"), "%s: %s", name, ce.Version)
+
+			_, err = store.PutIfVersion(ctx, key, []byte("x"), "")
+			require.ErrorIs(t, err, writefence.ErrCorrupt, name)
+			assert.Equal(t, value, valkeyRaw(t, c, key), "%s: untouched", name)
+		}
+	})
+}
+
+func TestValkeyWrongType(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		list, hash := prefix+"list", prefix+"hash"
+		require.NoError(t, c.RPush(ctx, list, "a").Err())
+		require.NoError(t, c.HSet(ctx, hash, "data", "a", "version", strings.Repeat("0", 32)).Err())
+
+		for _, key := range []string{list, hash} {
+			_, _, getErr := store.Get(ctx, key)
+			_, createErr := store.PutIfVersion(ctx, key, []byte("x"), "")
+			_, updateErr := store.PutIfVersion(ctx, key, []byte("x"), strings.Repeat("0", 32))
+			for _, tc := range []struct {
+				name, op string
+				err      error
+			}{{"get", "valkey get", getErr}, {"create", "valkey put", createErr}, {"update", "valkey put", updateErr}} {
+				requireStoreError(t, tc.err, tc.op, key, tc.name)
+				assert.True(t, redis.HasErrorPrefix(tc.err, "WRONGTYPE"), "%s %s: %v", tc.name, key, tc.err)
+			}
+		}
+		n, err := c.LLen(ctx, list).Result()
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n, "the list is untouched")
+		typ, err := c.Type(ctx, hash).Result()
+		require.NoError(t, err)
+		assert.Equal(t, "hash", typ, "the hash is untouched")
+	})
+}
+
+// TestValkeyTooLarge: a value over the limit is refused, by Get and
+// GetPrefix on both paths, having transferred no more than the limit, not
+// the value.
+func TestValkeyTooLarge(t *testing.T) {
+	ctx := context.Background()
+	c := newValkeyClient(t)
+	counter := &valkeyByteCounter{}
+	c.AddHook(counter)
+	prefix := valkeyPrefix(t, c)
+	writer := newValkeyStore(c, false)
+	_, err := writer.PutIfVersion(ctx, prefix+"fits", make([]byte, 1<<10), "")
+	require.NoError(t, err)
+	_, err = writer.PutIfVersion(ctx, prefix+"big", make([]byte, 4<<20), "")
+	require.NoError(t, err)
+
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		store := newValkeyStore(c, script)
+		store.MaxObjectSize = 1 << 10
+		data, _, err := store.Get(ctx, prefix+"fits")
+		require.NoError(t, err)
+		assert.Len(t, data, 1<<10, "exactly the limit is allowed")
+		_, size, _, err := store.GetPrefix(ctx, prefix+"fits", 10)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1<<10, size)
+
+		for name, read := range map[string]func() error{
+			"get":    func() error { _, _, err := store.Get(ctx, prefix+"big"); return err },
+			"prefix": func() error { _, _, _, err := store.GetPrefix(ctx, prefix+"big", 10); return err },
+			"put": func() error {
+				_, err := store.PutIfVersion(ctx, prefix+"big", []byte("x"), strings.Repeat("0", 32))
+				return err
+			},
+		} {
+			before := counter.n.Load()
+			err := read()
+			bytesRead := counter.n.Load() - before
+			require.ErrorIs(t, err, writefence.ErrTooLarge, name)
+			op := map[bool]string{true: "valkey put", false: "valkey get"}[name == "put"]
+			requireStoreError(t, err, op, prefix+"big", name)
+			assert.Contains(t, err.Error(), "more than 1024 bytes", name)
+			t.Logf("%s of a 4 MiB value with a 1 KiB limit read %d bytes from the server", name, bytesRead)
+			assert.Less(t, bytesRead, int64(2<<10), "%s: the value was not downloaded", name)
+		}
+	})
+	assert.Len(t, valkeyRaw(t, c, prefix+"big"), 72+4<<20, "the refused put wrote nothing")
+}
+
+func TestValkeyGetPrefix(t *testing.T) {
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		client, tap := newTappedValkeyClient(t)
+		wire := &valkeyByteCounter{}
+		client.AddHook(wire)
+		store := newValkeyStore(client, script)
+		testPrefixAgreesWithGet(t, store)
+		traffic := func() (int64, int64) { return tap.rounds(), wire.n.Load() }
+		if script {
+			// The script checks the whole value on the server and sends
+			// back the token, the size and the prefix: the slack covers
+			// the token, RESP framing and the other replies of a push.
+			testPrefixFence(t, store, traffic, 1, 128)
+		} else {
+			testPrefixFenceWhole(t, store, traffic)
+		}
+
+		t.Run("not this store's layout", func(t *testing.T) {
+			key := valkeyPrefix(t, client) + "plain"
+			require.NoError(t, client.Set(t.Context(), key, "plain", 0).Err())
+			_, _, _, err := store.GetPrefix(t.Context(), key, 10)
+			requireCorrupt(t, err, key)
+		})
+	})
+}
+
+// testPrefixFenceWhole records what a cold push, a stale push and a steady
+// push cost on the WATCH path over a 16 MiB record. Without scripting the
+// digest can only be checked on the client, so each reads the whole value
+// once (the read, or the write's own check), and a cold push reads it
+// twice.
+func testPrefixFenceWhole(t *testing.T, store writefence.ConditionalStore, traffic func() (trips, read int64)) {
+	const size = 16 << 20
+	prefix := testserver.UniqueName(t) + "/"
+	key, err := keys.Shard(prefix, "wal", "0")
+	require.NoError(t, err)
+	cleanupKey(t, store, key)
+	big := benchPayload(size)
+	last := &writefence.Fence{Store: store, Prefix: prefix}
+	require.NoError(t, last.Push(t.Context(), "wal", "0", "a", 1, big))
+	last = &writefence.Fence{Store: store, Prefix: prefix}
+	for _, step := range []struct {
+		name             string
+		epoch            uint64
+		trips            int64
+		minRead, maxRead int64
+	}{
+		{"cold push: one read, two for the write, each reading the record", 2, 3, 2 * size, 3 * size},
+		{"steady push: the write alone, its check reading the record", 3, 2, size, 2 * size},
+	} {
+		trips0, read0 := traffic()
+		require.NoError(t, last.Push(t.Context(), "wal", "0", "b", step.epoch, big))
+		trips, read := traffic()
+		t.Logf("%s: %d round trips, %d bytes read", step.name, trips-trips0, read-read0)
+		assert.Equal(t, step.trips, trips-trips0, step.name)
+		assert.Greater(t, read-read0, step.minRead, step.name)
+		assert.Less(t, read-read0, step.maxRead, step.name)
+	}
+}
+
+// ---- damage in place ----
+
+// Damage in place: a value edited by hand keeps the token a fence may
+// remember, so the store checks every value it reads or overwrites.
+
+// valkeyDamages edit a value in place the ways an operator could.
+var valkeyDamages = []struct {
+	name string
+	edit func(ctx context.Context, c *redis.Client, key string) error
+}{
+	{"setrange inside the data", func(ctx context.Context, c *redis.Client, key string) error {
+		return c.SetRange(ctx, key, 72+3, "X").Err()
+	}},
+	{"setrange in the token", func(ctx context.Context, c *redis.Client, key string) error {
+		b, err := c.GetRange(ctx, key, 45, 45).Result()
+		if err != nil {
+			return err
+		}
+		// Another hex digit: the token keeps its form, the digest breaks.
+		return c.SetRange(ctx, key, 45, map[bool]string{true: "1", false: "0"}[b == "0"]).Err()
+	}},
+	{"append", func(ctx context.Context, c *redis.Client, key string) error {
+		return c.Append(ctx, key, "tail").Err()
+	}},
+	{"truncation", func(ctx context.Context, c *redis.Client, key string) error {
+		raw, err := c.Get(ctx, key).Result()
+		if err != nil {
+			return err
+		}
+		return c.Set(ctx, key, raw[:len(raw)-2], 0).Err()
+	}},
+	{"set of garbage", func(ctx context.Context, c *redis.Client, key string) error {
+		return c.Set(ctx, key, "garbage set by hand", 0).Err()
+	}},
+}
+
+func TestValkeyDamageInPlace(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		for _, d := range valkeyDamages {
+			t.Run(d.name, func(t *testing.T) {
+				key := prefix + d.name
+				v1, err := store.PutIfVersion(ctx, key, []byte("payload 0123456789"), "")
+				require.NoError(t, err)
+				require.NoError(t, d.edit(ctx, c, key))
+				damaged := valkeyRaw(t, c, key)
+
+				_, _, err = store.Get(ctx, key)
+				ce := requireCorrupt(t, err, key, "get")
+				dv := ce.Version
+				assert.NotEqual(t, v1, dv, "the damaged bytes have a version of their own")
+				t.Logf("%s: %v", d.name, err)
+				_, _, err = store.Get(ctx, key)
+				assert.Equal(t, dv, requireCorrupt(t, err, key).Version, "the same bytes, the same version")
+				_, _, _, err = store.GetPrefix(ctx, key, 4)
+				pce := requireCorrupt(t, err, key, "a prefix read sees the damage too")
+				assert.Equal(t, *ce, *pce, "GetPrefix gives Get's verdict")
+
+				for _, expect := range []string{v1, ""} {
+					_, err = store.PutIfVersion(ctx, key, []byte("new"), expect)
+					assert.Equal(t, dv, requireCorrupt(t, err, key, "put expecting %q", expect).Version)
+					assert.Equal(t, damaged, valkeyRaw(t, c, key), "nothing was written")
+				}
+
+				// A second edit: the version read before no longer names
+				// the bytes, so it replaces nothing.
+				require.NoError(t, c.SetRange(ctx, key, 0, "Z").Err())
+				twice := valkeyRaw(t, c, key)
+				require.NotEqual(t, damaged, twice)
+				_, _, err = store.Get(ctx, key)
+				dv2 := requireCorrupt(t, err, key).Version
+				assert.NotEqual(t, dv, dv2)
+				_, err = store.PutIfVersion(ctx, key, []byte("new"), dv)
+				assert.Equal(t, dv2, requireCorrupt(t, err, key, "the first damaged version").Version)
+				assert.Equal(t, twice, valkeyRaw(t, c, key), "nothing was written")
+
+				nv, err := store.PutIfVersion(ctx, key, []byte("new"), dv2)
+				require.NoError(t, err, "the damaged version replaces exactly those bytes")
+				requireValkeyContent(t, store, key, "new", nv)
+				_, err = store.PutIfVersion(ctx, key, []byte("again"), dv2)
+				require.ErrorIs(t, err, writefence.ErrConflict, "a damaged version over intact bytes")
+			})
+		}
+	})
+}
+
+// TestValkeyDamagedVersionIsAtomic: on the WATCH path, bytes edited again
+// between the check and EXEC abort the replacement.
+func TestValkeyDamagedVersionIsAtomic(t *testing.T) {
+	ctx := context.Background()
+	c, tap := newTappedValkeyClient(t)
+	other := newValkeyClient(t)
+	store := newValkeyStore(c, false)
+	key := valkeyPrefix(t, c) + "k"
+	_, err := store.PutIfVersion(ctx, key, []byte("payload"), "")
+	require.NoError(t, err)
+	require.NoError(t, c.SetRange(ctx, key, 72, "P").Err())
+	_, _, err = store.Get(ctx, key)
+	dv := requireCorrupt(t, err, key).Version
+
+	tap.onMulti(func(ctx context.Context) {
+		assert.NoError(t, other.SetRange(ctx, key, 72, "Q").Err())
+	})
+	_, err = store.PutIfVersion(ctx, key, []byte("settled"), dv)
+	require.ErrorIs(t, err, writefence.ErrConflict)
+	require.ErrorIs(t, err, redis.TxFailedErr, "the check passed and EXEC aborted")
+	got, err := c.GetRange(ctx, key, 72, -1).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "Qayload", got, "the second edit stands")
+}
+
+// TestValkeyDamageUnderCachedVersion: a fence that remembers the version it
+// wrote conditions its next push on it without reading; the store sees the
+// damage in that very write and refuses, and an operator settles it.
+func TestValkeyDamageUnderCachedVersion(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		c, tap := newTappedValkeyClient(t)
+		store := newValkeyStore(c, script)
+		prefix := valkeyPrefix(t, c)
+		key, err := keys.Shard(prefix, "wal", "0")
+		require.NoError(t, err)
+		f := &writefence.Fence{Store: store, Prefix: prefix}
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment one")))
+
+		// One byte of the payload, as valkey-cli SETRANGE would.
+		n, err := c.StrLen(ctx, key).Result()
+		require.NoError(t, err)
+		require.NoError(t, c.SetRange(ctx, key, n-1, "!").Err())
+		damaged := valkeyRaw(t, c, key)
+
+		tap.take()
+		err = f.Push(ctx, "wal", "0", "a", 2, []byte("segment two"))
+		trips := tap.take()
+		ce := requireCorrupt(t, err, key, "push over damaged bytes")
+		assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "a refusal, not an unknown outcome")
+		require.NotEmpty(t, trips)
+		first := map[bool]string{false: "watch", true: "evalsha"}[script]
+		assert.Equal(t, first, trips[0][0], "the push wrote on its remembered version without reading: %s", formatValkeyTrips(trips))
+		assert.Equal(t, damaged, valkeyRaw(t, c, key), "nothing was overwritten")
+
+		_, _, _, err = f.Latest(ctx, "wal", "0")
+		assert.Equal(t, ce.Version, requireCorrupt(t, err, key, "latest").Version)
+
+		require.NoError(t, f.Settle(ctx, "wal", "0", ce.Version, "operator", 3, []byte("restored")))
+		epoch, writer, payload, err := f.Latest(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(3), epoch)
+		assert.Equal(t, "operator", writer)
+		assert.Equal(t, "restored", string(payload))
+	})
+}
+
+// ---- the brand checked in the write (PutIfBranded) ----
+
+func TestValkeyBrandPerWrite(t *testing.T) {
+	ctx := context.Background()
+	const identity = defaults.Identity
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		brand, data := keys.Brand(prefix), prefix+"data"
+		put := func(data []byte, expect string) (string, error) {
+			return store.PutIfBranded(ctx, brand, identity, prefix+"data", data, expect)
+		}
+		unwritten := func() {
+			t.Helper()
+			n, err := c.Exists(ctx, data).Result()
+			require.NoError(t, err)
+			require.Zero(t, n, "nothing was written")
+		}
+		unchanged := func(want string) {
+			t.Helper()
+			got, _, err := store.Get(ctx, data)
+			require.NoError(t, err)
+			assert.Equal(t, want, string(got), "nothing was written")
+		}
+
+		_, err := put([]byte("x"), "")
+		requireWire(t, err, writefence.WireError{Key: brand, Expected: identity, Absent: true})
+		unwritten()
+
+		installed, err := (&writefence.Fence{Store: store, Prefix: prefix}).ClaimBrand(ctx)
+		require.NoError(t, err)
+		require.True(t, installed)
+		v1, err := put([]byte("x"), "")
+		require.NoError(t, err)
+		_, err = put([]byte("y"), "")
+		require.ErrorIs(t, err, writefence.ErrConflict, "the version precondition holds as well")
+
+		_, bv, err := store.Get(ctx, brand)
+		require.NoError(t, err)
+		_, err = store.PutIfVersion(ctx, brand, []byte("other/v1"), bv)
+		require.NoError(t, err)
+		_, err = put([]byte("y"), v1)
+		requireWire(t, err, writefence.WireError{Key: brand, Expected: identity, Found: "other/v1"})
+		unchanged("x")
+		v2, err := store.PutIfVersion(ctx, data, []byte("unbranded"), v1)
+		require.NoError(t, err, "PutIfVersion checks no brand")
+
+		hostile := "\x1b[31m\n\x00\xff" + strings.Repeat("A", 10<<10)
+		require.NoError(t, c.Set(ctx, brand, valkeyBrandValue(1, hostile), 0).Err())
+		_, err = put([]byte("y"), v2)
+		require.ErrorIs(t, err, writefence.ErrWire)
+		msg := err.Error()
+		assert.Less(t, len(msg), 400, "bounded")
+		assert.True(t, strings.HasPrefix(msg, `writefence: wire: expected writefence/v1 found \x1b[31m\n\x00\xffAAA`), msg)
+
+		require.NoError(t, c.Set(ctx, brand, identity, 0).Err())
+		_, err = put([]byte("y"), v2)
+		requireStoreError(t, err, "valkey put", data, "a brand key not in the store's layout")
+		requireOtherFailure(t, err)
+		assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value shorter than its header")
+
+		damaged := []byte(valkeyBrandValue(3, identity))
+		damaged[len(damaged)-1] ^= 1
+		require.NoError(t, c.Set(ctx, brand, damaged, 0).Err())
+		_, err = put([]byte("y"), v2)
+		requireStoreError(t, err, "valkey put", data, "a brand value damaged in place")
+		requireOtherFailure(t, err)
+		assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value digest")
+
+		require.NoError(t, c.Del(ctx, brand).Err())
+		require.NoError(t, c.RPush(ctx, brand, identity).Err())
+		_, err = put([]byte("y"), v2)
+		requireStoreError(t, err, "valkey put", data, "WRONGTYPE")
+		requireOtherFailure(t, err)
+		assert.True(t, redis.HasErrorPrefix(err, "WRONGTYPE"), "%v", err)
+		unchanged("unbranded")
+	})
+}
+
+// TestValkeyBrandNoPerm: a user who may write the data but not read the
+// brand key gets the server's NOPERM, and writes nothing.
+func TestValkeyBrandNoPerm(t *testing.T) {
+	ctx := context.Background()
+	admin := newValkeyClient(t)
+	prefix := valkeyPrefix(t, admin)
+	brand, data := keys.Brand(prefix), prefix+"data"
+	_, err := (&writefence.Fence{Store: newValkeyStore(admin, false), Prefix: prefix}).ClaimBrand(ctx)
+	require.NoError(t, err)
+	user, password := strings.TrimSuffix(prefix, "/")+"-noperm", "pw-"+testserver.UniqueName(t)
+	require.NoError(t, admin.Do(ctx, "acl", "setuser", user, "on", ">"+password, "+@all", "~"+data).Err())
+	t.Cleanup(func() { assert.NoError(t, admin.Do(context.Background(), "acl", "deluser", user).Err()) })
+	limited := newValkeyClient(t, func(o *redis.Options) { o.Username, o.Password = user, password })
+
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		store := newValkeyStore(limited, script)
+		_, err := store.PutIfBranded(ctx, brand, defaults.Identity, data, []byte("x"), "")
+		requireOtherFailure(t, err)
+		assert.Contains(t, err.Error(), "NOPERM")
+		assert.NotContains(t, err.Error(), password)
+		t.Logf("%v", err)
+		n, err := admin.Exists(ctx, data).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing was written")
+	})
+}
+
+// TestValkeyBrandChangedBeforeExec: a brand changed by another client after
+// the WATCH path read it and before EXEC aborts the write, at no round trip
+// of its own; the retry then sees the new brand and refuses, and sees it
+// again once changed back. A Fence with BrandVerifyAlways gets the same.
+func TestValkeyBrandChangedBeforeExec(t *testing.T) {
+	ctx := context.Background()
+	const identity = defaults.Identity
+	c, tap := newTappedValkeyClient(t)
+	prefix := valkeyPrefix(t, c)
+	brand, key := keys.Brand(prefix), prefix+"data"
+	store := newValkeyStore(c, false)
+	other := newValkeyStore(newValkeyClient(t), false)
+	_, err := (&writefence.Fence{Store: store, Prefix: prefix}).ClaimBrand(ctx)
+	require.NoError(t, err)
+	v, err := store.PutIfBranded(ctx, brand, identity, key, []byte("under the brand"), "")
+	require.NoError(t, err)
+
+	rebrand := func(to string) {
+		t.Helper()
+		_, bv, err := other.Get(ctx, brand)
+		require.NoError(t, err)
+		_, err = other.PutIfVersion(ctx, brand, []byte(to), bv)
+		require.NoError(t, err)
+	}
+	tap.take()
+	tap.onMulti(func(context.Context) { rebrand("other/v1") })
+	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("junk"), v)
+	trips := tap.take()
+	require.ErrorIs(t, err, writefence.ErrConflict, "EXEC aborted")
+	assert.ErrorIs(t, err, redis.TxFailedErr)
+	assert.Len(t, trips, 2, "the brand costs no round trip: %s", formatValkeyTrips(trips))
+	assert.Equal(t, []string{"watch", "exists", "getrange", "exists", "getrange"}, trips[0], "the brand key is watched and read with the data key")
+
+	requireValkeyContent(t, store, key, "under the brand", v) // nothing landed under the foreign brand
+	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("junk"), v)
+	requireWire(t, err, writefence.WireError{Key: brand, Expected: identity, Found: "other/v1"})
+
+	rebrand(identity)
+	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("under the brand again"), v)
+	require.NoError(t, err, "and the next write sees the brand restored")
+
+	// The same through a Fence that checks the brand at every write, which
+	// writes with PutIfBranded: its first attempt is aborted by the
+	// re-brand, its retry refused.
+	f := &writefence.Fence{Store: store, Prefix: prefix, Brand: writefence.BrandVerifyAlways}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("under the brand")))
+	tap.onMulti(func(context.Context) { rebrand("other/v1") })
+	err = f.Push(ctx, "wal", "0", "w", 2, []byte("under another brand"))
+	requireWire(t, err, writefence.WireError{Key: brand, Expected: identity, Found: "other/v1"})
+	epoch, _, payload, err := (&writefence.Fence{Store: other, Prefix: prefix}).Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), epoch)
+	assert.Equal(t, "under the brand", string(payload), "nothing landed under the foreign brand")
+}
+
+// TestValkeyBrandConcurrentFlips: writers loop on their keys while another
+// client flips the brand between ours and a foreign one. Each flip to the
+// foreign brand and back is one MULTI/EXEC that also reads every data key,
+// so the two snapshots bracket exactly the time the brand was foreign: they
+// must be equal. Each phase lasts until every writer has made two more
+// attempts, so at least one attempt of each began and ended inside it: under
+// our brand writes land, under the foreign one PutIfBranded refuses, and
+// the same loop with PutIfVersion shows that the snapshots catch writes.
+func TestValkeyBrandConcurrentFlips(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		script, brand bool
+	}{
+		{"watch", false, true},
+		{"script", true, true},
+		{"unbranded control", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			const writers, flips = 4, 50
+			c := newValkeyClient(t, func(o *redis.Options) { o.PoolSize = 16 })
+			prefix := valkeyPrefix(t, c)
+			brand := keys.Brand(prefix)
+			store := newValkeyStore(c, tc.script)
+			put := func(key string, data []byte, expect string) (string, error) {
+				if tc.brand {
+					return store.PutIfBranded(ctx, brand, defaults.Identity, key, data, expect)
+				}
+				return store.PutIfVersion(ctx, key, data, expect)
+			}
+			require.NoError(t, c.Set(ctx, brand, valkeyBrandValue(0, defaults.Identity), 0).Err())
+			keys := make([]string, writers)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("%sdata-%d", prefix, i)
+				_, err := store.PutIfVersion(ctx, keys[i], []byte("initial"), "")
+				require.NoError(t, err)
+			}
+
+			progress := newValkeyProgress(writers)
+			var stop atomic.Bool
+			var landed, refused, conflicts atomic.Int64
+			var wg sync.WaitGroup
+			for i, key := range keys {
+				wg.Go(func() {
+					defer progress.quit()
+					for n := 0; !stop.Load(); n++ {
+						_, v, err := store.Get(ctx, key)
+						if !assert.NoError(t, err) {
+							return
+						}
+						_, err = put(key, fmt.Appendf(nil, "w%d-%d", i, n), v)
+						switch {
+						case err == nil:
+							landed.Add(1)
+						case errors.Is(err, writefence.ErrWire):
+							refused.Add(1)
+						case errors.Is(err, writefence.ErrConflict):
+							conflicts.Add(1)
+						default:
+							assert.NoError(t, err)
+							return
+						}
+						progress.add(i)
+					}
+				})
+			}
+
+			// snapshot runs set, then reads every data key, in one MULTI/EXEC
+			// (or reads, then sets: the order inside EXEC is the order here).
+			snapshot := func(setFirst bool, value string) []string {
+				gets := make([]*redis.StringCmd, len(keys))
+				_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					if setFirst {
+						p.Set(ctx, brand, value, 0)
+					}
+					for i, k := range keys {
+						gets[i] = p.Get(ctx, k)
+					}
+					if !setFirst {
+						p.Set(ctx, brand, value, 0)
+					}
+					return nil
+				})
+				require.NoError(t, err)
+				vals := make([]string, len(gets))
+				for i, g := range gets {
+					vals[i] = g.Val()
+				}
+				return vals
+			}
+			violations := 0
+			for n := range flips {
+				progress.await(2) // our brand: writes land
+				before := snapshot(true, valkeyBrandValue(2*n+1, "other/v1"))
+				progress.await(2) // the foreign brand
+				after := snapshot(false, valkeyBrandValue(2*n+2, defaults.Identity))
+				if fmt.Sprint(before) != fmt.Sprint(after) {
+					violations++
+				}
+			}
+			stop.Store(true)
+			wg.Wait()
+			t.Logf("%s: %d flips, %d with a write landed under the foreign brand; writes: %d landed, %d refused with ErrWire, %d conflicts",
+				tc.name, flips, violations, landed.Load(), refused.Load(), conflicts.Load())
+			require.Positive(t, landed.Load(), "writes landed under our brand")
+			if !tc.brand {
+				require.Equal(t, flips, violations, "the snapshots catch every write under the foreign brand")
+				return
+			}
+			require.Zero(t, violations, "no write landed under the foreign brand")
+			require.GreaterOrEqual(t, refused.Load(), int64(flips*writers), "every writer was refused under every foreign brand")
+		})
+	}
+}
+
+// valkeyProgress counts each writer's attempts, so a test can wait until
+// every writer has made some more.
+type valkeyProgress struct {
+	mu    sync.Mutex // guards the fields below
+	cond  *sync.Cond // broadcast on every change
+	done  []int      // attempts per writer
+	quits int        // writers that returned
+}
+
+func newValkeyProgress(writers int) *valkeyProgress {
+	p := &valkeyProgress{done: make([]int, writers)}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+func (p *valkeyProgress) add(writer int) {
+	p.mu.Lock()
+	p.done[writer]++
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// quit records that a writer returned: a failed one never makes progress
+// again, and await must not wait for it.
+func (p *valkeyProgress) quit() {
+	p.mu.Lock()
+	p.quits++
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// await returns once every writer has made n more attempts, or one has
+// returned.
+func (p *valkeyProgress) await(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	target := make([]int, len(p.done))
+	for i, d := range p.done {
+		target[i] = d + n
+	}
+	for p.quits == 0 && !p.reached(target) {
+		p.cond.Wait()
+	}
+}
+
+func (p *valkeyProgress) reached(target []int) bool {
+	for i, d := range p.done {
+		if d < target[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ---- round trips, and no WATCH left armed ----
+
+func TestValkeyRoundTrips(t *testing.T) {
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		c, tap := newTappedValkeyClient(t)
+		store := newValkeyStore(c, script)
+		prefix := valkeyPrefix(t, c)
+		steps := valkeyTripSteps(t, store, prefix, 0)
+		t.Logf("first calls: %s", formatValkeyTrips(tap.take()))
+		checkValkeyTrips(t, tap, steps)
+	})
+}
+
+// valkeyTripStep is a call and the round trips it is to take; with wait
+// set the last of them is a WAIT.
+type valkeyTripStep struct {
+	name string
+	want int
+	wait bool
+	run  func() error
+}
+
+// valkeyTripSteps returns the calls the round-trip tests count, under
+// prefix: a create, an update, a branded update, a stale update, a create
+// on an existing key and a branded refusal, then a Get and a GetPrefix.
+// Each write takes the round trips of store's path, and wait more (the
+// WAIT) when it lands; each read one round trip, and wait more. It warms
+// the store up first: the standalone check, the scripts' first runs (which
+// may need EVAL after EVALSHA), the client's first pipeline outside a
+// transaction (which dials a connection of the client's pipeline pool),
+// and the brand the branded writes depend on.
+func valkeyTripSteps(t *testing.T, store *writefence.ValkeyConditionalStore, prefix string, wait int) []valkeyTripStep {
+	ctx := context.Background()
+	brand, key := keys.Brand(prefix), prefix+"k"
+	const identity = defaults.Identity
+	_, err := store.PutIfVersion(ctx, brand, []byte(identity), "")
+	require.NoError(t, err)
+	_, _, err = store.Get(ctx, brand)
+	require.NoError(t, err)
+	_, _, _, err = store.GetPrefix(ctx, brand, 1)
+	require.NoError(t, err)
+
+	put := map[bool]int{false: 2, true: 1}[store.Script]
+	landed := wait > 0
+	wire := func(err error) error {
+		if errors.Is(err, writefence.ErrWire) {
+			return nil
+		}
+		return fmt.Errorf("want a wire refusal, got %v", err)
+	}
+	var version string
+	return []valkeyTripStep{
+		{"create", put + wait, landed, func() (err error) {
+			version, err = store.PutIfVersion(ctx, key, []byte("a"), "")
+			return err
+		}},
+		{"update", put + wait, landed, func() (err error) {
+			version, err = store.PutIfVersion(ctx, key, []byte("b"), version)
+			return err
+		}},
+		{"branded update", put + wait, landed, func() (err error) {
+			version, err = store.PutIfBranded(ctx, brand, identity, key, []byte("c"), version)
+			return err
+		}},
+		{"stale update", put, false, func() error {
+			_, err := store.PutIfVersion(ctx, key, []byte("d"), strings.Repeat("0", 32))
+			return valkeyWantConflict(err)
+		}},
+		{"create on existing", put, false, func() error {
+			_, err := store.PutIfVersion(ctx, key, []byte("d"), "")
+			return valkeyWantConflict(err)
+		}},
+		{"branded refusal", put, false, func() error {
+			_, err := store.PutIfBranded(ctx, prefix+"no-brand", identity, key, []byte("d"), version)
+			return wire(err)
+		}},
+		{"get", 1 + wait, landed, func() error {
+			_, _, err := store.Get(ctx, key)
+			return err
+		}},
+		{"get prefix", 1 + wait, landed, func() error {
+			_, _, _, err := store.GetPrefix(ctx, key, 1)
+			return err
+		}},
+	}
+}
+
+// checkValkeyTrips runs each step and asserts the round trips tap saw.
+func checkValkeyTrips(t *testing.T, tap *valkeyTap, steps []valkeyTripStep) {
+	t.Helper()
+	for _, s := range steps {
+		require.NoError(t, s.run(), s.name)
+		trips := tap.take()
+		t.Logf("%s: %d round trips: %s", s.name, len(trips), formatValkeyTrips(trips))
+		require.Len(t, trips, s.want, "%s: %s", s.name, formatValkeyTrips(trips))
+		last := trips[len(trips)-1]
+		assert.Equal(t, s.wait, last[0] == "wait", "%s: %s", s.name, formatValkeyTrips(trips))
+	}
+}
+
+// TestValkeyCheckIsRemembered: the standalone check costs one INFO on the
+// first call, none later; a failed check is not remembered.
+func TestValkeyCheckIsRemembered(t *testing.T) {
+	ctx := context.Background()
+	c, tap := newTappedValkeyClient(t)
+	store := newValkeyStore(c, false)
+	key := valkeyPrefix(t, c) + "k"
+
+	failure := errors.New("injected transient failure")
+	tap.setBefore(func(_ context.Context, cmds []redis.Cmder) error {
+		if cmds[0].Name() == "info" {
+			return failure
+		}
+		return nil
+	})
+	_, _, err := store.Get(ctx, key)
+	require.ErrorIs(t, err, failure)
+	requireStoreError(t, err, "valkey get", key)
+	assert.Equal(t, [][]string{{"info"}}, tap.take(), "no key was read after the failed check")
+
+	tap.setBefore(nil)
+	for range 3 {
+		_, _, err = store.Get(ctx, key)
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+	}
+	infos := 0
+	for _, trip := range tap.take() {
+		if trip[0] == "info" {
+			infos++
+		}
+	}
+	assert.Equal(t, 1, infos, "checked again after the failure, then remembered")
+}
+
+// TestValkeyNoWatchLeftArmed makes the WATCH path fail in every way it can
+// and proves, after each, that no WATCH is left on the pooled connection.
+// The client has one connection, so the store's transactions and the probe
+// share it whenever it survives the failure. The client logs in as a user
+// that may only read the keys under "ro-", so a write refused while queued
+// (an EXECABORT) is one of the failures; its password must never show.
+func TestValkeyNoWatchLeftArmed(t *testing.T) {
+	ctx := context.Background()
+	other := newValkeyClient(t)
+	prefix := valkeyPrefix(t, other)
+	user, password := strings.TrimSuffix(prefix, "/"), "pw-"+testserver.UniqueName(t)
+	require.NoError(t, other.Do(ctx, "acl", "setuser", user, "on", ">"+password, "+@all",
+		"~"+prefix+"rw-*", "%R~"+prefix+"ro-*").Err())
+	t.Cleanup(func() { assert.NoError(t, other.Do(context.Background(), "acl", "deluser", user).Err()) })
+
+	c, tap := newTappedValkeyClient(t, func(o *redis.Options) {
+		o.PoolSize = 1
+		o.Username = user
+		o.Password = password
+	})
+	store := newValkeyStore(c, false)
+	otherStore := newValkeyStore(other, false)
+	brand := prefix + "rw-brand"
+
+	// armed reports whether a WATCH on key is armed on c's pooled
+	// connection: key is changed from another connection, then c runs a
+	// transaction, which aborts if and only if a WATCH covers key. The
+	// transaction goes through Watch (with no keys) because that takes the
+	// connection from the client's main pool, the one the store's
+	// transactions use; c.TxPipelined would take one from the separate
+	// pipeline pool.
+	armed := func(t *testing.T, key string) bool {
+		t.Helper()
+		require.NoError(t, other.Set(ctx, key, "changed by another client", 0).Err())
+		err := c.Watch(ctx, func(tx *redis.Tx) error {
+			_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Incr(ctx, prefix+"rw-probe")
+				return nil
+			})
+			return err
+		})
+		if errors.Is(err, redis.TxFailedErr) {
+			return true
+		}
+		require.NoError(t, err)
+		return false
+	}
+
+	t.Run("detector", func(t *testing.T) {
+		key := prefix + "rw-detector"
+		require.NoError(t, c.Do(ctx, "watch", key).Err())
+		assert.True(t, armed(t, key), "a WATCH left on the pooled connection is detected")
+		assert.False(t, armed(t, key), "and released by the EXEC that detected it")
+	})
+
+	create := func(t *testing.T, key string) string {
+		t.Helper()
+		v, err := otherStore.PutIfVersion(ctx, key, []byte("first"), "")
+		require.NoError(t, err)
+		return v
+	}
+	conflict := func(t *testing.T, err error) { assert.ErrorIs(t, err, writefence.ErrConflict) }
+	cancelled := func(t *testing.T, err error) { assert.ErrorIs(t, err, context.Canceled) }
+	otherFailure := func(t *testing.T, err error) {
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, writefence.ErrConflict)
+		assert.NotErrorIs(t, err, writefence.ErrNotFound)
+	}
+
+	cases := []struct {
+		name    string
+		key     string // under prefix
+		branded bool   // the brand key was watched too
+		want    func(*testing.T, error)
+		run     func(t *testing.T, ctx context.Context, cancel context.CancelFunc, key string) error
+	}{
+		{"stale version", "rw-stale", false, conflict, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
+			v := create(t, key)
+			_, err := otherStore.PutIfVersion(ctx, key, []byte("second"), v)
+			require.NoError(t, err)
+			_, err = store.PutIfVersion(ctx, key, []byte("x"), v)
+			return err
+		}},
+		{"create on existing", "rw-exists", false, conflict, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
+			create(t, key)
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), "")
+			return err
+		}},
+		{"update of absent key", "rw-absent", false, conflict, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), strings.Repeat("a", 32))
+			return err
+		}},
+		{"brand refused", "rw-branded", true, func(t *testing.T, err error) {
+			assert.ErrorIs(t, err, writefence.ErrWire)
+		}, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
+			v := create(t, key)
+			_, err := store.PutIfBranded(ctx, brand, defaults.Identity, key, []byte("x"), v)
+			return err
+		}},
+		{"EXEC aborted", "rw-aborted", false, func(t *testing.T, err error) {
+			assert.ErrorIs(t, err, writefence.ErrConflict)
+			assert.ErrorIs(t, err, redis.TxFailedErr)
+		}, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
+			v := create(t, key)
+			tap.onMulti(func(context.Context) {
+				assert.NoError(t, other.Set(ctx, key, "sneaked in", 0).Err())
+			})
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), v)
+			return err
+		}},
+		{"WRONGTYPE in the read", "rw-list", false, otherFailure, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
+			require.NoError(t, other.RPush(ctx, key, "a").Err())
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), "")
+			return err
+		}},
+		{"NOPERM while queued", "ro-key", false, otherFailure, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
+			v := create(t, key)
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), v)
+			assert.True(t, redis.IsExecAbortError(err), "%v", err)
+			return err
+		}},
+		{"ctx cancelled after the read", "rw-cancel-exec", false, cancelled, func(t *testing.T, ctx context.Context, cancel context.CancelFunc, key string) error {
+			v := create(t, key)
+			tap.setAfter(func(cmds []redis.Cmder) {
+				if cmds[0].Name() == "watch" {
+					tap.setAfter(nil)
+					cancel()
+				}
+			})
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), v)
+			data, _, gerr := otherStore.Get(context.Background(), key)
+			require.NoError(t, gerr)
+			assert.Equal(t, "first", string(data), "a cancelled call wrote nothing")
+			return err
+		}},
+		{"ctx cancelled as the read is sent", "rw-cancel-read", false, cancelled, func(t *testing.T, ctx context.Context, cancel context.CancelFunc, key string) error {
+			v := create(t, key)
+			tap.setBefore(func(_ context.Context, cmds []redis.Cmder) error {
+				if cmds[0].Name() == "watch" {
+					tap.setBefore(nil)
+					cancel()
+				}
+				return nil
+			})
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), v)
+			return err
+		}},
+		{"connection killed after the read", "rw-killed", false, otherFailure, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
+			v := create(t, key)
+			id, err := c.ClientID(ctx).Result()
+			require.NoError(t, err)
+			tap.onMulti(func(context.Context) {
+				assert.NoError(t, other.ClientKillByFilter(ctx, "ID", fmt.Sprint(id)).Err())
+			})
+			_, err = store.PutIfVersion(ctx, key, []byte("x"), v)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tap.setBefore(nil)
+			defer tap.setAfter(nil)
+			key := prefix + tc.key
+			before, err := c.ClientID(ctx).Result()
+			require.NoError(t, err)
+			opCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			err = tc.run(t, opCtx, cancel, key)
+			tc.want(t, err)
+			if err != nil {
+				assert.NotContains(t, err.Error(), password)
+				t.Logf("error: %v", err)
+			}
+
+			assert.False(t, armed(t, key), "a WATCH was left armed on the pooled connection")
+			if tc.branded {
+				assert.False(t, armed(t, brand), "a WATCH of the brand key was left armed")
+			}
+			assert.LessOrEqual(t, c.PoolStats().TotalConns, uint32(1))
+			after, err := c.ClientID(ctx).Result()
+			require.NoError(t, err)
+			t.Logf("connection kept: %v", before == after)
+		})
+	}
+}
+
+// ---- races ----
+
+// TestValkeyFenceSameEpochRace: 16 writers push the same epoch through one
+// Fence each round; the server lets exactly one land and every other push
+// is refused as stale.
+func TestValkeyFenceSameEpochRace(t *testing.T) {
+	const writers, rounds = 16, 50
+	ctx := context.Background()
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		c := newValkeyClient(t, func(o *redis.Options) { o.PoolSize = writers })
+		fence := &writefence.Fence{Store: newValkeyStore(c, script), Prefix: valkeyPrefix(t, c)}
+
+		var landed, stale, other int
+		for round := uint64(1); round <= rounds; round++ {
+			errs := make([]error, writers)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Go(func() {
+					<-start
+					payload := fmt.Appendf(nil, "round %d writer %d", round, w)
+					errs[w] = fence.Push(ctx, "race", "shard", fmt.Sprintf("writer-%d", w), round, payload)
+				})
+			}
+			close(start)
+			wg.Wait()
+
+			nils := 0
+			for w, err := range errs {
+				switch {
+				case err == nil:
+					nils++
+				case errors.Is(err, writefence.ErrStaleEpoch):
+					stale++
+				default:
+					other++
+					t.Errorf("round %d writer %d: %v", round, w, err)
+				}
+			}
+			landed += nils
+			require.Equal(t, 1, nils, "round %d: exactly one push lands", round)
+
+			epoch, _, _, err := fence.Latest(ctx, "race", "shard")
+			require.NoError(t, err)
+			require.Equal(t, round, epoch)
+		}
+		t.Logf("%d rounds of %d writers: %d landed, %d stale, %d other errors", rounds, writers, landed, stale, other)
+		assert.Equal(t, rounds, landed)
+		assert.Equal(t, rounds*(writers-1), stale)
+	})
+}
+
+// ---- cluster refusal ----
+
+// keyCommandCalls sums calls, failed and rejected calls of the commands
+// that touch keys, from INFO commandstats.
+func keyCommandCalls(t *testing.T, c *redis.Client) map[string]int {
+	t.Helper()
+	stats, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	calls := map[string]int{}
+	for line := range strings.Lines(stats) {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			if k == "calls" || k == "failed_calls" || k == "rejected_calls" {
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err, line)
+				calls[strings.TrimPrefix(name, "cmdstat_")] += n
+			}
+		}
+	}
+	return calls
+}
+
+var valkeyKeyCommands = []string{"get", "getrange", "strlen", "exists", "set", "del", "scan", "watch", "unwatch", "multi", "exec", "eval", "evalsha"}
+
+// TestValkeyRefusesCluster: a standalone client of a cluster-enabled node
+// (no slots assigned) is refused after INFO, before any key is read or
+// written. (Cluster clients and rings are refused without a server:
+// TestValkeyRefusesClusterClients.)
+func TestValkeyRefusesCluster(t *testing.T) {
+	addr := testserver.StartValkey(t, "", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--logfile", "")
+	c := testserver.ValkeyClient(t, addr, "")
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		requireValkeyUnsupported(t, newValkeyStore(c, script), "INFO cluster reports cluster_enabled:1")
+	})
+
+	calls := keyCommandCalls(t, c)
+	assert.Positive(t, calls["info"], "the check asked the server")
+	for _, cmd := range valkeyKeyCommands {
+		assert.Zero(t, calls[cmd], "the server saw %s", cmd)
+	}
+
+	// The count above would see a key command: one sent now shows up.
+	_ = c.GetRange(context.Background(), "k", 0, 1).Err()
+	assert.Positive(t, keyCommandCalls(t, c)["getrange"], "a GETRANGE is counted")
+}
+
+// ---- replication and failover (WaitReplicas) ----
+
+// Durability across failover, on a primary and a replica of the test's own.
+
+// replRelay is a TCP relay between a replica and its primary. hold stops
+// the primary's bytes from reaching the replica while keeping both
+// connections open, so the primary still counts the replica (and its
+// acknowledgements of what it had before) while it receives nothing new;
+// sever closes every connection and refuses new ones.
+type replRelay struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex // guards everything below
+	wake  *sync.Cond // signalled when held or cut change
+	held  bool
+	cut   bool
+	conns []net.Conn
+
+	wg sync.WaitGroup // the accept loop and every connection's pumps
+}
+
+// newReplRelay starts a relay to target on a free port in 20000-32000; it
+// is closed when the test ends.
+func newReplRelay(t *testing.T, target string) *replRelay {
+	t.Helper()
+	r := &replRelay{target: target}
+	r.wake = sync.NewCond(&r.mu)
+	for range 20 {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000))))
+		if err == nil {
+			r.ln = ln
+			break
+		}
+	}
+	require.NotNil(t, r.ln, "no free port for the relay")
+	r.wg.Add(1)
+	go r.accept()
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *replRelay) addr() string { return r.ln.Addr().String() }
+
+func (r *replRelay) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		r.mu.Lock()
+		if r.cut {
+			r.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		s, err := net.DialTimeout("tcp", r.target, 5*time.Second)
+		if err != nil {
+			r.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		r.conns = append(r.conns, c, s)
+		r.mu.Unlock()
+		r.wg.Add(2)
+		go r.pump(c, s, false)
+		go r.pump(s, c, true)
+	}
+}
+
+// pump copies from src to dst; from the primary (fromServer) it forwards
+// nothing while the relay holds, and nothing at all once it is cut.
+func (r *replRelay) pump(src, dst net.Conn, fromServer bool) {
+	defer r.wg.Done()
+	defer func() { _ = src.Close(); _ = dst.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			r.mu.Lock()
+			for fromServer && r.held && !r.cut {
+				r.wake.Wait()
+			}
+			cut := r.cut
+			r.mu.Unlock()
+			if cut {
+				return
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hold stops forwarding the primary's bytes: nothing the primary sends
+// from now on reaches the replica.
+func (r *replRelay) hold() {
+	r.mu.Lock()
+	r.held = true
+	r.mu.Unlock()
+}
+
+// sever closes every connection and refuses new ones; held bytes are
+// dropped.
+func (r *replRelay) sever() {
+	r.mu.Lock()
+	r.cut = true
+	conns := r.conns
+	r.conns = nil
+	r.wake.Broadcast()
+	r.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+func (r *replRelay) close() {
+	r.sever()
+	_ = r.ln.Close()
+	r.wg.Wait()
+}
+
+// infoField returns one field of INFO section from c.
+func infoField(t *testing.T, c *redis.Client, section, name string) string {
+	t.Helper()
+	info, err := c.Info(context.Background(), section).Result()
+	require.NoError(t, err)
+	for line := range strings.Lines(info) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// waitUntil polls cond every 10 ms, failing the test after 15 s. Only the
+// servers' replication state is polled: it changes on its own.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// startPrimary starts a server to replicate from and returns its address
+// and a client of it. It serves a replica's full sync at once, not after
+// the default delay of 5 s.
+func startPrimary(t *testing.T) (string, *redis.Client) {
+	t.Helper()
+	addr := testserver.StartValkey(t, "", "--repl-diskless-sync-delay", "0")
+	return addr, testserver.ValkeyClient(t, addr, "")
+}
+
+// startReplica starts a replica of primary, through the server at
+// upstreamAddr (primary's own address, or a relay to it), and waits until
+// the replica's link is up and primary counts it online: only then does
+// WAIT count it (after a diskless sync the primary waits for the replica's
+// first acknowledgement, sent once a second).
+func startReplica(t *testing.T, primary *redis.Client, upstreamAddr string) *redis.Client {
+	t.Helper()
+	host, port, err := net.SplitHostPort(upstreamAddr)
+	require.NoError(t, err)
+	replica := testserver.ValkeyClient(t, testserver.StartValkey(t, "", "--replicaof", host, port), "")
+	waitUntil(t, "the replica's link is up", func() bool {
+		return infoField(t, replica, "replication", "master_link_status") == "up"
+	})
+	waitUntil(t, "the primary counts the replica online", func() bool {
+		return strings.Contains(infoField(t, primary, "replication", "slave0"), "state=online")
+	})
+	return replica
+}
+
+// testWaitTimeout bounds the WAITs that are to fail; testAckTimeout those
+// that are to succeed, which return as soon as the replica acknowledged.
+const (
+	testWaitTimeout = 100 * time.Millisecond
+	testAckTimeout  = 10 * time.Second
+)
+
+// TestValkeyWaitReplicas: with WaitReplicas set and no replica, a push does
+// not return nil, not even when retried over its own record; once a
+// replica is linked the same push returns nil and the replica holds it.
+func TestValkeyWaitReplicas(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		primaryAddr, primary := startPrimary(t)
+		store := newValkeyStore(primary, script)
+		store.WaitReplicas, store.WaitTimeout = 1, testWaitTimeout
+		f := &writefence.Fence{Store: store}
+		key, err := keys.Shard("", "wal", "0")
+		require.NoError(t, err)
+		push := func(epoch uint64) error {
+			return f.Push(ctx, "wal", "0", "a", epoch, fmt.Appendf(nil, "segment %d", epoch))
+		}
+
+		for i := range 2 {
+			err := push(1)
+			require.ErrorIs(t, err, writefence.ErrOutcomeUnknown, "push %d without a replica", i+1)
+			assert.NotErrorIs(t, err, writefence.ErrConflict)
+			t.Logf("push %d: %v", i+1, err)
+		}
+		// A read no replica confirms decides nothing, absent included:
+		// the fence never wrote.
+		assert.Empty(t, valkeyRaw(t, primary, key))
+
+		// A write lands on the primary but is not reported as landed,
+		// and reading it back is not confirmed either.
+		v, err := store.PutIfVersion(ctx, "other", []byte("x"), "")
+		require.ErrorIs(t, err, writefence.ErrOutcomeUnknown, "a write no replica acknowledged")
+		requireStoreError(t, err, "valkey wait", "other")
+		assert.Empty(t, v)
+		assert.Contains(t, err.Error(), "0 of 1 replicas acknowledged the write within 100ms")
+		require.NotEmpty(t, valkeyRaw(t, primary, "other"), "the write is on the primary all the same")
+		for name, read := range map[string]func() error{
+			"get":    func() error { _, _, err := store.Get(ctx, "other"); return err },
+			"prefix": func() error { _, _, _, err := store.GetPrefix(ctx, "other", 1); return err },
+		} {
+			err := read()
+			require.ErrorIs(t, err, writefence.ErrOutcomeUnknown, "%s: a read no replica confirms", name)
+			assert.Contains(t, err.Error(), "0 of 1 replicas acknowledged what was read within 100ms", name)
+		}
+
+		replica := startReplica(t, primary, primaryAddr)
+		// Acknowledgements take what the machine's load makes them take:
+		// a WAIT that is to succeed gets time enough. (No call is in
+		// flight, so the field may change here.)
+		store.WaitTimeout = testAckTimeout
+		require.NoError(t, push(1), "the same push, once a replica is linked")
+		assert.Equal(t, valkeyRaw(t, primary, key), valkeyRaw(t, replica, key), "the replica holds the record")
+
+		require.NoError(t, push(2))
+		assert.Equal(t, valkeyRaw(t, primary, key), valkeyRaw(t, replica, key), "the replica had the write when the push returned")
+		_, _, err = store.Get(ctx, key)
+		require.NoError(t, err)
+
+		brand := keys.Brand("")
+		_, err = store.PutIfVersion(ctx, brand, []byte(defaults.Identity), "")
+		require.NoError(t, err)
+		_, err = store.PutIfBranded(ctx, brand, defaults.Identity, "branded", []byte("x"), "")
+		require.NoError(t, err, "a branded write waits for the replica too")
+		assert.Equal(t, valkeyRaw(t, primary, "branded"), valkeyRaw(t, replica, "branded"))
+	})
+}
+
+// valkeyPush is one push and what it returned.
+type valkeyPush struct {
+	writer string
+	epoch  uint64
+	err    error
+}
+
+// TestValkeyFailover: a push during a replication outage, then the replica
+// promoted. Without WaitReplicas the acknowledged push is lost and a second
+// push at the same epoch also returns nil: the documented failure of
+// asynchronous replication. With WaitReplicas=1 the push (and its retry
+// from another connection, which reads its own record on the primary)
+// reports an unknown outcome, and no push that returned nil is lost.
+//
+// The outage first holds the replication stream, the primary still
+// counting its replica, so that a read confirmed by a WAIT on a connection
+// that wrote nothing would pass; then the link is cut for the promotion.
+func TestValkeyFailover(t *testing.T) {
+	ctx := context.Background()
+	for _, wait := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
+			eachValkeyPath(t, func(t *testing.T, script bool) {
+				primaryAddr, primary := startPrimary(t)
+				relay := newReplRelay(t, primaryAddr)
+				replica := startReplica(t, primary, relay.addr())
+				newStore := func(c *redis.Client, wait bool) *writefence.ValkeyConditionalStore {
+					s := newValkeyStore(c, script)
+					if wait {
+						s.WaitReplicas, s.WaitTimeout = 1, testWaitTimeout
+					}
+					return s
+				}
+				key, err := keys.Shard("", "wal", "0")
+				require.NoError(t, err)
+				var pushes []valkeyPush
+				push := func(f *writefence.Fence, writer string, epoch uint64) error {
+					err := f.Push(ctx, "wal", "0", writer, epoch, fmt.Appendf(nil, "%s at %d", writer, epoch))
+					pushes = append(pushes, valkeyPush{writer, epoch, err})
+					t.Logf("push by %s at epoch %d: %v", writer, epoch, err)
+					return err
+				}
+
+				aStore := newStore(primary, wait)
+				aStore.WaitTimeout = testAckTimeout
+				a := &writefence.Fence{Store: aStore}
+				require.NoError(t, push(a, "a", 1))
+				if wait {
+					assert.Equal(t, valkeyRaw(t, primary, key), valkeyRaw(t, replica, key), "acknowledged by the replica")
+				} else {
+					waitUntil(t, "the replica has epoch 1", func() bool {
+						return valkeyRaw(t, replica, key) == valkeyRaw(t, primary, key)
+					})
+				}
+
+				relay.hold()
+				// No acknowledgement can come now: a short WAIT suffices.
+				// The same fence keeps its cached version, so its push
+				// writes without reading first. (No call is in flight.)
+				aStore.WaitTimeout = testWaitTimeout
+				errA := push(a, "a", 2)
+				// The same push retried from another connection, as another
+				// process of writer a would: it finds its own record on the
+				// primary.
+				retry := &writefence.Fence{Store: newStore(testserver.ValkeyClient(t, primaryAddr, ""), wait)}
+				errRetry := push(retry, "a", 2)
+
+				relay.sever()
+				waitUntil(t, "the replica's link is down", func() bool {
+					return infoField(t, replica, "replication", "master_link_status") == "down"
+				})
+				require.NoError(t, replica.Do(ctx, "replicaof", "no", "one").Err())
+				waitUntil(t, "the replica is promoted", func() bool {
+					return infoField(t, replica, "replication", "role") == "master"
+				})
+				// The promoted server has no replica to wait for.
+				b := &writefence.Fence{Store: newStore(replica, false)}
+				require.NoError(t, push(b, "b", 2))
+
+				epoch, writer, _, err := b.Latest(ctx, "wal", "0")
+				require.NoError(t, err)
+				var lost []valkeyPush
+				landed := map[uint64]int{}
+				for _, p := range pushes {
+					if p.err != nil {
+						continue
+					}
+					landed[p.epoch]++
+					if p.epoch > epoch || p.epoch == epoch && p.writer != writer {
+						lost = append(lost, p)
+					}
+				}
+				t.Logf("after the failover: epoch %d by %s; lost: %v", epoch, writer, lost)
+				if !wait {
+					require.NoError(t, errA)
+					require.NoError(t, errRetry)
+					assert.Equal(t, []valkeyPush{{"a", 2, nil}, {"a", 2, nil}}, lost, "the documented failure: an acknowledged push is lost")
+					assert.Equal(t, 3, landed[2], "and a second push at epoch 2 returned nil too")
+					return
+				}
+				require.ErrorIs(t, errA, writefence.ErrOutcomeUnknown)
+				assert.NotErrorIs(t, errA, writefence.ErrConflict)
+				require.ErrorIs(t, errRetry, writefence.ErrOutcomeUnknown, "a retry reading the record only the primary holds")
+				assert.Empty(t, lost, "no push that returned nil is lost")
+				assert.Equal(t, 1, landed[2], "one push at epoch 2 returned nil")
+			})
+		})
+	}
+}
+
+// TestValkeyWaitRoundTrips: WaitReplicas costs one round trip, the WAIT,
+// on every call that reports a write or a read; none on a refusal.
+func TestValkeyWaitRoundTrips(t *testing.T) {
+	primaryAddr, primary := startPrimary(t)
+	startReplica(t, primary, primaryAddr)
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		c := testserver.ValkeyClient(t, primaryAddr, "")
+		tap := &valkeyTap{}
+		c.AddHook(tap)
+		store := newValkeyStore(c, script)
+		store.WaitReplicas, store.WaitTimeout = 1, testAckTimeout
+		steps := valkeyTripSteps(t, store, testserver.UniqueName(t)+"/", 1)
+		tap.take()
+		checkValkeyTrips(t, tap, steps)
+	})
+}
