@@ -43,7 +43,12 @@
 //     precondition as PutIfVersion does, sharing its version tokens, keeps no
 //     reference to the parts, and is the write path the Fence races take; a
 //     store that implements writefence.Deleter must make the deleted key
-//     read as ErrNotFound and refuse an update with its last token;
+//     read as ErrNotFound and refuse an update with its last token; when
+//     the store implements writefence.BrandedPutter, PutIfBranded refuses
+//     an absent brand key and one of another identity with
+//     writefence.ErrWire, writing nothing, lands as PutIfVersion does when
+//     the brand matches, and refuses the next write once the brand key
+//     changes or is deleted;
 //   - empty, binary (all 256 byte values) and 1 MiB payloads round-trip, so
 //     the store's read limit must allow 1 MiB;
 //   - the store keeps no reference to the caller's slices, in either
