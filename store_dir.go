@@ -188,7 +188,7 @@ func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
 		err = fmt.Errorf("%s is not a directory: %w", esc(s.objects), fs.ErrNotExist)
 	}
 	if err != nil {
-		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("no store in %s: %w", esc(s.dir), err))
+		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("%s: no store there: %w", esc(s.dir), err))
 	}
 	return s, nil
 }
