@@ -379,8 +379,8 @@ func TestDirDamageThroughFence(t *testing.T) {
 	dir := t.TempDir()
 	s := newDirStore(t, dir)
 	f := &writefence.Fence{Store: s}
-	require.NoError(t, f.Push(ctx, "wal", "s", "a", 1, []byte("segment 1")))
-	info, err := f.Inspect(ctx, "wal", "s")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment 1")))
+	info, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
 	good, err := os.ReadFile(keyFile(dir, info.Key))
 	require.NoError(t, err)
@@ -388,7 +388,7 @@ func TestDirDamageThroughFence(t *testing.T) {
 	bad[len(bad)-6] ^= 0x40 // in the record's payload: the token stays
 	require.NoError(t, os.WriteFile(keyFile(dir, info.Key), bad, 0o600))
 
-	err = f.Push(ctx, "wal", "s", "a", 2, []byte("segment 2"))
+	err = f.Push(ctx, "wal", "0", "a", 2, []byte("segment 2"))
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
 	onDisk, err := os.ReadFile(keyFile(dir, info.Key))
 	require.NoError(t, err)
@@ -396,19 +396,15 @@ func TestDirDamageThroughFence(t *testing.T) {
 
 	// A fresh fence reads the header alone, and the store's check of the
 	// whole file still refuses.
-	err = (&writefence.Fence{Store: s}).Push(ctx, "wal", "s", "b", 3, []byte("segment 3"))
+	err = (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "b", 3, []byte("segment 3"))
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
 
-	_, err = f.Inspect(ctx, "wal", "s")
+	_, err = f.Inspect(ctx, "wal", "0")
 	var ce *writefence.CorruptError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, damagedVersion(bad), ce.Version)
-	require.NoError(t, f.Settle(ctx, "wal", "s", ce.Version, "operator", 10, []byte("rebuilt")))
-	epoch, writer, payload, err := f.Latest(ctx, "wal", "s")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(10), epoch)
-	assert.Equal(t, "operator", writer)
-	assert.Equal(t, "rebuilt", string(payload))
+	require.NoError(t, f.Settle(ctx, "wal", "0", ce.Version, "operator", 10, []byte("rebuilt")))
+	requireLatest(t, f, 10, "operator", "rebuilt")
 }
 
 // readCounter counts the bytes the directory store's reads return to the
@@ -461,11 +457,7 @@ func TestDirColdPush(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
 	assert.LessOrEqual(t, s.read.Load()-read, int64(2*defaults.MaxHeaderSize))
 
-	epoch, writer, got, err := (&writefence.Fence{Store: s}).Latest(ctx, "wal", "0")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(2), epoch)
-	assert.Equal(t, "b", writer)
-	assert.Equal(t, payload, got)
+	requireLatest(t, &writefence.Fence{Store: s}, 2, "b", string(payload))
 }
 
 // TestDirReadOnly: the read-only open of a missing directory fails with
