@@ -253,7 +253,7 @@ func (s *DirConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 // whole file is read and checked, as Get checks it, but only n bytes of
 // its data are kept, so a damaged file is a *CorruptError here too,
 // however few bytes are asked for. As Get, it refuses data larger than the
-// read limit having read only the file's header.
+// read limit having read only the file's header and key.
 func (s *DirConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
 		return nil, 0, "", storeErr(dirGet, key, nil, invalidArg("n", "%d, must be at least 1", n))
