@@ -379,8 +379,9 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 
 // BenchmarkPushMemory pushes 64 MiB payloads, for the bytes a push
 // allocates beyond the raw conditional write (-benchmem's B/op): an upper
-// bound on how much the heap grows while it runs. Run it with a few
-// iterations:
+// bound on how much the heap grows while it runs. The directory store
+// sends nothing over a network, so its roundtrips/op and bytes-read/op are
+// zero. Run it with a few iterations:
 //
 //	go test -run '^$' -bench '^BenchmarkPushMemory$' -benchmem -benchtime 5x -count 5 .
 func BenchmarkPushMemory(b *testing.B) {
@@ -392,6 +393,9 @@ func BenchmarkPushMemory(b *testing.B) {
 		{"valkey", valkeyPushMemoryStore},
 		{"s3", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedMinioStore(b) }},
 		{"gcs", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedGCSStore(b) }},
+		{"dir", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
+			return newDirStore(b, b.TempDir()), &benchTransport{testserver.NewTransport(b)}
+		}},
 	}
 	for _, s := range stores {
 		for _, impl := range []string{"raw", "fenced", "cold"} {

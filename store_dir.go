@@ -1,5 +1,3 @@
-//go:build unix
-
 package writefence
 
 import (
@@ -18,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -27,7 +24,10 @@ import (
 // DirConditionalStore is a ConditionalStore over a directory of the local
 // file system, correct across goroutines and across processes of one host
 // that open the same directory. It is the persistent store for a single
-// machine: tests, demos and deployments whose writers share a disk.
+// machine: tests, demos and deployments whose writers share a disk. It
+// needs flock(2), so it works on Linux, macOS, the BSDs and illumos only:
+// elsewhere (Windows, Solaris, AIX, Plan 9, WebAssembly) its constructors
+// return a *StoreError matching errors.ErrUnsupported.
 //
 // Layout under the directory:
 //
@@ -58,10 +58,21 @@ import (
 // Reads take no lock: a rename replaces a file whole, so a read sees the old
 // file or the new one, never a mix.
 //
+// Every read checks the whole file, GetPrefix too: the token survives
+// damage to the rest of the file, so only the checksum tells whether the
+// token still names the bytes. Reads and the compare of a write stream the
+// file through a fixed buffer and keep only what they return, and a write
+// streams the parts it is given into the file, so a Fence over the store
+// never holds more than the one payload it pushes.
+//
 // The lock is advisory: every writer must go through a DirConditionalStore
 // (of any process). flock(2) is not reliable on network file systems; use a
 // local directory. Files are created with mode 0600 and directories with
 // 0700.
+//
+// Every failure is a *StoreError whose Op is "dir open", "dir get", "dir
+// put", "dir delete" or "dir list"; a cancelled context returns ctx.Err()
+// itself.
 //
 // MaxObjectSize is the largest data size a Get returns and a PutIfVersion
 // accepts; zero (or less) means defaultMaxObjectSize. It is read without
@@ -77,6 +88,8 @@ type DirConditionalStore struct {
 
 var (
 	_ ConditionalStore = (*DirConditionalStore)(nil)
+	_ PrefixReader     = (*DirConditionalStore)(nil)
+	_ PartsPutter      = (*DirConditionalStore)(nil)
 	_ Deleter          = (*DirConditionalStore)(nil)
 	_ Lister           = (*DirConditionalStore)(nil)
 )
@@ -99,49 +112,59 @@ const (
 	dirTokenSize   = 16
 	dirTempPattern = ".tmp-*"
 	dirTempPrefix  = ".tmp-"
+	dirReadBuffer  = 64 << 10 // what a read buffers beyond the bytes it returns
+)
+
+// The operations of the store's errors (StoreError.Op).
+const (
+	dirOpen   = "dir open"
+	dirGet    = "dir get"
+	dirPut    = "dir put"
+	dirDelete = "dir delete"
+	dirList   = "dir list"
 )
 
 var dirCastagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // NewDirConditionalStore opens the store in dir, creating dir and its
 // layout when missing. Temporary files that a crashed writer left behind
-// are removed when no other writer holds the lock.
+// are removed when no other writer holds the lock. On a system where the
+// store cannot lock files it returns a *StoreError matching
+// errors.ErrUnsupported.
 func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
-	if dir == "" {
-		return nil, invalidArg("dir", "empty")
-	}
-	abs, err := filepath.Abs(dir)
+	s, err := newDirStore(dir, false)
 	if err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: %w", esc(dir), err)
+		return nil, err
 	}
-	s := &DirConditionalStore{dir: abs, objects: filepath.Join(abs, "objects"), sem: make(chan struct{}, 1)}
-	_, statErr := os.Stat(abs)
+	_, statErr := os.Stat(s.dir)
 	if err := os.MkdirAll(s.objects, 0o700); err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: %w", esc(abs), err)
+		return nil, storeErr(dirOpen, "", nil, err)
 	}
 	// Make the new directories durable before any object is written: a
 	// write acknowledged later must not vanish with its directory's entry.
-	dirs := []string{s.objects, abs}
+	dirs := []string{s.objects, s.dir}
 	if errors.Is(statErr, fs.ErrNotExist) {
-		dirs = append(dirs, filepath.Dir(abs))
+		dirs = append(dirs, filepath.Dir(s.dir))
 	}
 	for _, d := range dirs {
 		if err := syncDir(d); err != nil {
-			return nil, fmt.Errorf("writefence: dir store %s: %w", esc(abs), err)
+			return nil, storeErr(dirOpen, "", nil, err)
 		}
 	}
-	lock, err := s.openLock()
+	lock, err := s.openLock(dirOpen, "")
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Close()
-	if err := flockNoWait(lock); err == nil {
+	locked, err := dirTryLock(lock)
+	if err != nil {
+		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("lock %s: %w", esc(s.dir), err))
+	}
+	if locked {
 		// Holding the lock, no write is in progress: every temporary file
 		// is a crashed writer's. When the lock is busy they stay until the
 		// next open.
 		s.removeTemps()
-	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
-		return nil, fmt.Errorf("writefence: dir store %s: lock: %w", esc(abs), err)
 	}
 	return s, nil
 }
@@ -149,34 +172,42 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 // OpenDirConditionalStoreReadOnly opens the existing store in dir for
 // reading only: it creates nothing, takes no lock and needs no write
 // permission, so a user who may only read the directory can read the
-// store. Get and List work as on a store NewDirConditionalStore opened;
-// PutIfVersion and Delete return an error matching fs.ErrPermission. A dir
-// that holds no store returns an error matching fs.ErrNotExist.
+// store. Get, GetPrefix and List work as on a store NewDirConditionalStore
+// opened; PutIfVersion, PutPartsIfVersion and Delete return an error
+// matching fs.ErrPermission. A dir that holds no store returns an error
+// matching fs.ErrNotExist. On a system where the store cannot lock files
+// it returns a *StoreError matching errors.ErrUnsupported, as
+// NewDirConditionalStore does: no writer could share the store there.
 func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
-	if dir == "" {
-		return nil, invalidArg("dir", "empty")
-	}
-	abs, err := filepath.Abs(dir)
+	s, err := newDirStore(dir, true)
 	if err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: %w", esc(dir), err)
+		return nil, err
 	}
-	s := &DirConditionalStore{dir: abs, objects: filepath.Join(abs, "objects"), sem: make(chan struct{}, 1), readOnly: true}
 	st, err := os.Stat(s.objects)
 	if err == nil && !st.IsDir() {
 		err = fmt.Errorf("%s is not a directory: %w", esc(s.objects), fs.ErrNotExist)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: no store there: %w", esc(abs), err)
+		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("%s: no store there: %w", esc(s.dir), err))
 	}
 	return s, nil
 }
 
-func (s *DirConditionalStore) readOnlyError(op, key string) error {
-	return fmt.Errorf("writefence: dir %s %s: the store %s was opened read-only: %w", op, esc(key), esc(s.dir), fs.ErrPermission)
+// newDirStore returns the store value for dir, checking what both
+// constructors need: a system that can lock files and a directory name.
+func newDirStore(dir string, readOnly bool) (*DirConditionalStore, error) {
+	if err := dirLockUnsupported(); err != nil {
+		return nil, storeErr(dirOpen, "", errors.ErrUnsupported, err)
+	}
+	if dir == "" {
+		return nil, storeErr(dirOpen, "", nil, invalidArg("dir", "empty"))
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("%s: %w", esc(dir), err))
+	}
+	return &DirConditionalStore{dir: abs, objects: filepath.Join(abs, "objects"), sem: make(chan struct{}, 1), readOnly: readOnly}, nil
 }
-
-// Dir returns the absolute path of the store's directory.
-func (s *DirConditionalStore) Dir() string { return s.dir }
 
 func (s *DirConditionalStore) limit() int64 {
 	if s.MaxObjectSize > 0 {
@@ -191,12 +222,19 @@ func (s *DirConditionalStore) path(key string) string {
 	return filepath.Join(s.objects, hex.EncodeToString(sum[:]))
 }
 
-func checkDirKey(key string) error {
+// check returns the error of an operation that must not start: a done ctx,
+// a key the store cannot hold, or, for a write, a read-only store.
+func (s *DirConditionalStore) check(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	switch {
 	case key == "":
-		return invalidArg("key", "empty")
+		return storeErr(op, key, nil, invalidArg("key", "empty"))
 	case len(key) > keys.MaxKeyLen:
-		return invalidArg("key", "%d bytes, more than %d", len(key), keys.MaxKeyLen)
+		return storeErr(op, key, nil, invalidArg("key", "%d bytes, more than %d", len(key), keys.MaxKeyLen))
+	case s.readOnly && op != dirGet:
+		return storeErr(op, key, nil, fmt.Errorf("the store %s was opened read-only: %w", esc(s.dir), fs.ErrPermission))
 	}
 	return nil
 }
@@ -206,59 +244,80 @@ func checkDirKey(key string) error {
 // *CorruptError whose Version is the damaged version of the file (see
 // PutIfVersion).
 func (s *DirConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, "", err
+	data, _, token, err := s.get(ctx, key, -1)
+	return data, token, err
+}
+
+// GetPrefix implements PrefixReader: the first n bytes of the data, its
+// size and its token, from one file, with the same verdict as Get. The
+// whole file is read and checked, as Get checks it, but only n bytes of
+// its data are kept, so a damaged file is a *CorruptError here too,
+// however few bytes are asked for. As Get, it refuses data larger than the
+// read limit having read only the file's header and key.
+func (s *DirConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	if n < 1 {
+		return nil, 0, "", storeErr(dirGet, key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
-	if err := checkDirKey(key); err != nil {
-		return nil, "", err
+	return s.get(ctx, key, n)
+}
+
+// get reads key's file, keeping the first keep bytes of its data (all of
+// them when keep is negative).
+func (s *DirConditionalStore) get(ctx context.Context, key string, keep int64) ([]byte, int64, string, error) {
+	if err := s.check(ctx, dirGet, key); err != nil {
+		return nil, 0, "", err
 	}
 	f, err := os.Open(s.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), ErrNotFound)
+		return nil, 0, "", storeErr(dirGet, key, ErrNotFound, nil)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
+		return nil, 0, "", storeErr(dirGet, key, nil, err)
 	}
 	defer f.Close()
-	return s.readObject(f, key, true)
+	return s.readObject(f, dirGet, key, keep)
 }
 
 // dirDamagedPrefix starts the version of a damaged file: intact tokens are
 // 32 hexadecimal digits, so no damaged version equals an intact token.
 const dirDamagedPrefix = "damaged-"
 
-// readObject reads the object file f of key and checks all of it: the
-// header, the key, the length against the file's size and the checksum.
-// With keep it returns the data; a write's compare passes false and the
-// data is checked as it streams by, never buffered.
+// readObject reads the object file f of key for op and checks all of it:
+// the header, the key, the length against the file's size and the
+// checksum. It returns the first keep bytes of the data (all of them when
+// keep is negative), the data's size and the token; the rest of the data
+// is checked as it streams by, never buffered. With keep 0 (the compare of
+// a write) it reads an object of any size; otherwise an intact file whose
+// data exceeds the limit returns a *StoreError matching ErrTooLarge,
+// having read only its header and key.
 //
 // A file that fails a check is damaged in place: its token, kept inside
 // it, may still look intact, so it is never returned. The *CorruptError
 // carries instead the damaged version, "damaged-" and the SHA-256 of every
 // byte of the file, which names exactly the bytes found and is what a
-// write must be conditioned on to replace them. An intact file whose data
-// exceeds the limit returns a *StoreError matching ErrTooLarge when keep is set, having read
-// only its header and key.
-func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]byte, string, error) {
+// write must be conditioned on to replace them.
+func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
+	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", storeErr(op, key, nil, err) }
 	st, err := f.Stat()
 	if err != nil {
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
+		return fail(err)
 	}
-	r := bufio.NewReaderSize(f, 64<<10)
+	r := bufio.NewReaderSize(f, dirReadBuffer)
 	crc := crc32.New(dirCastagnoli)
-	corrupt := func(check string) ([]byte, string, error) {
+	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the
 		// path since. Intact files cost the checksum alone.
 		sha := sha256.New()
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
+			return fail(err)
 		}
-		if _, err := io.Copy(sha, f); err != nil {
-			return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
+		if _, err := io.CopyBuffer(sha, f, make([]byte, dirReadBuffer)); err != nil {
+			return fail(err)
 		}
-		return nil, "", &CorruptError{Key: key, Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)), Check: "dir store: " + check}
+		return fail(&CorruptError{Key: key, Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)), Check: "dir store: " + check})
 	}
+	// readFull fills b and reports false at the end of the file.
 	readFull := func(b []byte) (bool, error) {
 		_, err := io.ReadFull(r, b)
 		switch {
@@ -268,14 +327,13 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 			return false, nil
 		}
-		return false, fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
+		return false, err
 	}
 
 	h := make([]byte, dirHeaderSize)
-	if ok, err := readFull(h); err != nil || !ok {
-		if err != nil {
-			return nil, "", err
-		}
+	if ok, err := readFull(h); err != nil {
+		return fail(err)
+	} else if !ok {
 		return corrupt("truncated file")
 	}
 	switch {
@@ -288,10 +346,9 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 	keyLen := int64(binary.BigEndian.Uint16(h[21:]))
 	dataLen := binary.BigEndian.Uint64(h[23:])
 	stored := make([]byte, keyLen)
-	if ok, err := readFull(stored); err != nil || !ok {
-		if err != nil {
-			return nil, "", err
-		}
+	if ok, err := readFull(stored); err != nil {
+		return fail(err)
+	} else if !ok {
 		return corrupt("truncated file")
 	}
 	if string(stored) != key {
@@ -308,25 +365,26 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 	case dataLen < uint64(rest):
 		return corrupt("trailing bytes")
 	}
-	var data []byte
-	if limit := s.limit(); keep && dataLen > uint64(limit) {
+	size := int64(dataLen) // at most the file's size
+	if limit := s.limit(); keep != 0 && size > limit {
 		// Intact as far as the header tells; reading further would pass
 		// the limit.
-		return nil, "", tooLarge("dir get", key, limit)
+		return nil, 0, "", tooLarge(op, key, limit)
 	}
-	if keep {
-		data = make([]byte, dataLen)
-		if ok, err := readFull(data); err != nil || !ok {
-			if err != nil {
-				return nil, "", err
-			}
-			return corrupt("truncated file")
-		}
-	} else if n, err := io.CopyN(crc, r, int64(dataLen)); err != nil {
-		if n < int64(dataLen) && errors.Is(err, io.EOF) {
+	if keep < 0 || keep > size {
+		keep = size
+	}
+	data := make([]byte, keep)
+	if ok, err := readFull(data); err != nil {
+		return fail(err)
+	} else if !ok {
+		return corrupt("truncated file") // shrank while read
+	}
+	if n, err := io.CopyN(crc, r, size-keep); err != nil {
+		if n < size-keep && errors.Is(err, io.EOF) {
 			return corrupt("truncated file") // shrank while read
 		}
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
+		return fail(err)
 	}
 	sum := crc.Sum32()
 	var tail [checksumSize + 1]byte
@@ -337,20 +395,20 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 	case n > checksumSize:
 		return corrupt("trailing bytes")
 	case err != io.ErrUnexpectedEOF:
-		return nil, "", fmt.Errorf("writefence: dir get %s: %w", esc(key), err)
+		return fail(err)
 	}
 	if binary.BigEndian.Uint32(tail[:]) != sum {
 		return corrupt("checksum")
 	}
-	return data, token, nil
+	return data, size, token, nil
 }
 
 // PutIfVersion implements ConditionalStore. The compare and the rename that
 // replaces the key's file both happen under the store's exclusive lock,
 // which every process writing the directory takes; the file and the
 // directory are fsynced before the lock is released. Data larger than the
-// store's MaxObjectSize returns an *InvalidArgumentError: it could never be
-// read back.
+// store's MaxObjectSize returns an error matching ErrInvalidArgument: it
+// could never be read back.
 //
 // The compare reads and checks the current file whole, because its token
 // is inside it and survives damage to the rest. Over a damaged file a write
@@ -358,23 +416,28 @@ func (s *DirConditionalStore) readObject(f *os.File, key string, keep bool) ([]b
 // that *CorruptError and writes nothing; one conditioned on the damaged
 // version replaces the file if it still hashes to it, else ErrConflict.
 func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
-	if err := ctx.Err(); err != nil {
+	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
+}
+
+// PutPartsIfVersion implements PartsPutter: PutIfVersion of the parts
+// joined, which are written one after the other into the new file and
+// never copied.
+func (s *DirConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
+	if err := s.check(ctx, dirPut, key); err != nil {
 		return "", err
 	}
-	if err := checkDirKey(key); err != nil {
-		return "", err
+	var size int64
+	for _, p := range parts {
+		size += int64(len(p))
 	}
-	if s.readOnly {
-		return "", s.readOnlyError("put", key)
-	}
-	if limit := s.limit(); int64(len(data)) > limit {
-		return "", invalidArg("data", "%d bytes, more than the store's limit of %d", len(data), limit)
+	if limit := s.limit(); size > limit {
+		return "", storeErr(dirPut, key, nil, invalidArg("data", "%d bytes, more than the store's limit of %d", size, limit))
 	}
 	var token [dirTokenSize]byte
 	if _, err := rand.Read(token[:]); err != nil {
-		return "", fmt.Errorf("writefence: dir put %s: token: %w", esc(key), err)
+		return "", storeErr(dirPut, key, nil, fmt.Errorf("token: %w", err))
 	}
-	unlock, err := s.lock(ctx)
+	unlock, err := s.lock(ctx, dirPut, key)
 	if err != nil {
 		return "", err
 	}
@@ -391,10 +454,10 @@ func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data
 	case err != nil:
 		return "", err
 	case current != expectVersion:
-		return "", fmt.Errorf("writefence: dir put %s: %w", esc(key), ErrConflict)
+		return "", storeErr(dirPut, key, ErrConflict, nil)
 	}
-	if err := s.replace(path, key, token, data); err != nil {
-		return "", fmt.Errorf("writefence: dir put %s: %w", esc(key), err)
+	if err := s.replace(path, key, token, parts, size); err != nil {
+		return "", storeErr(dirPut, key, nil, err)
 	}
 	return hex.EncodeToString(token[:]), nil
 }
@@ -408,24 +471,28 @@ func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("writefence: dir put %s: %w", esc(key), err)
+		return "", storeErr(dirPut, key, nil, err)
 	}
 	defer f.Close()
-	_, token, err := s.readObject(f, key, false)
+	_, _, token, err := s.readObject(f, dirPut, key, 0)
 	return token, err
 }
 
-// replace writes the object file for key to a temporary file, makes it
-// durable and renames it over path. The caller holds the lock.
-func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte, data []byte) (err error) {
+// replace writes the object file for key, whose data is parts joined (size
+// bytes), to a temporary file, makes it durable and renames it over path.
+// The caller holds the lock.
+func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) (err error) {
 	h := make([]byte, dirHeaderSize, dirHeaderSize+len(key))
 	copy(h, dirMagic)
 	h[4] = dirVersion
 	copy(h[5:], token[:])
 	binary.BigEndian.PutUint16(h[21:], uint16(len(key)))
-	binary.BigEndian.PutUint64(h[23:], uint64(len(data)))
+	binary.BigEndian.PutUint64(h[23:], uint64(size))
 	h = append(h, key...)
-	sum := crc32.Update(crc32.Checksum(h, dirCastagnoli), dirCastagnoli, data)
+	sum := crc32.Checksum(h, dirCastagnoli)
+	for _, p := range parts {
+		sum = crc32.Update(sum, dirCastagnoli, p)
+	}
 	tail := binary.BigEndian.AppendUint32(nil, sum)
 
 	tmp, err := os.CreateTemp(s.objects, dirTempPattern)
@@ -438,10 +505,16 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 			os.Remove(tmp.Name())
 		}
 	}()
-	for _, b := range [][]byte{h, data, tail} {
-		if _, err := tmp.Write(b); err != nil {
+	if _, err := tmp.Write(h); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if _, err := tmp.Write(p); err != nil {
 			return err
 		}
+	}
+	if _, err := tmp.Write(tail); err != nil {
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		return err
@@ -461,16 +534,10 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 // Delete implements Deleter. It takes the store's lock, so it never
 // interleaves with a conditional write.
 func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.check(ctx, dirDelete, key); err != nil {
 		return err
 	}
-	if err := checkDirKey(key); err != nil {
-		return err
-	}
-	if s.readOnly {
-		return s.readOnlyError("delete", key)
-	}
-	unlock, err := s.lock(ctx)
+	unlock, err := s.lock(ctx, dirDelete, key)
 	if err != nil {
 		return err
 	}
@@ -483,7 +550,7 @@ func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
 		err = syncDir(s.objects)
 	}
 	if err != nil {
-		return fmt.Errorf("writefence: dir delete %s: %w", esc(key), err)
+		return storeErr(dirDelete, key, nil, err)
 	}
 	return nil
 }
@@ -494,17 +561,17 @@ const (
 	dirLockPollMax = 5 * time.Millisecond
 )
 
-// lock takes the store's exclusive lock: first this value's semaphore, so
-// one goroutine per store value contends for the file lock, then the flock
-// on the lock file. Both waits honour ctx; the flock is polled, because a
-// blocking flock cannot be cancelled.
-func (s *DirConditionalStore) lock(ctx context.Context) (unlock func(), err error) {
+// lock takes the store's exclusive lock for op on key: first this value's
+// semaphore, so one goroutine per store value contends for the file lock,
+// then the flock on the lock file. Both waits honour ctx; the flock is
+// polled, because a blocking flock cannot be cancelled.
+func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock func(), err error) {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	f, err := s.openLock()
+	f, err := s.openLock(op, key)
 	if err != nil {
 		<-s.sem
 		return nil, err
@@ -515,13 +582,13 @@ func (s *DirConditionalStore) lock(ctx context.Context) (unlock func(), err erro
 	}
 	wait := dirLockPollMin
 	for {
-		err := flockNoWait(f)
-		if err == nil {
+		locked, err := dirTryLock(f)
+		if locked {
 			return release, nil
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		if err != nil {
 			release()
-			return nil, fmt.Errorf("writefence: dir store %s: lock: %w", esc(s.dir), err)
+			return nil, storeErr(op, key, nil, fmt.Errorf("lock %s: %w", esc(s.dir), err))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -535,10 +602,10 @@ func (s *DirConditionalStore) lock(ctx context.Context) (unlock func(), err erro
 	}
 }
 
-func (s *DirConditionalStore) openLock() (*os.File, error) {
+func (s *DirConditionalStore) openLock(op, key string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("writefence: dir store %s: lock: %w", esc(s.dir), err)
+		return nil, storeErr(op, key, nil, err)
 	}
 	return f, nil
 }
@@ -553,16 +620,6 @@ func (s *DirConditionalStore) removeTemps() {
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), dirTempPrefix) {
 			os.Remove(filepath.Join(s.objects, e.Name()))
-		}
-	}
-}
-
-// flockNoWait tries once to take an exclusive flock on f.
-func flockNoWait(f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err != syscall.EINTR {
-			return err
 		}
 	}
 }
@@ -585,7 +642,7 @@ func syncDir(dir string) error {
 func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	entries, err := os.ReadDir(s.objects)
 	if err != nil {
-		return fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
+		return storeErr(dirList, "", nil, err)
 	}
 	var keys []string
 	var damaged []error
@@ -603,8 +660,7 @@ func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(k
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // deleted since the directory was read
 			}
-			var corrupt *CorruptError
-			if !errors.As(err, &corrupt) {
+			if !errors.Is(err, ErrCorrupt) {
 				return err
 			}
 			damaged = append(damaged, err)
@@ -628,7 +684,7 @@ func (s *DirConditionalStore) fileKey(name string) (string, error) {
 	path := filepath.Join(s.objects, name)
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
+		return "", storeErr(dirList, "", nil, err)
 	}
 	defer f.Close()
 	h := make([]byte, dirHeaderSize)
@@ -642,18 +698,18 @@ func (s *DirConditionalStore) fileKey(name string) (string, error) {
 		return string(key), nil
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return "", fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
+		return "", storeErr(dirList, "", nil, err)
 	}
 	// Hash the file from its start for the version Get would report.
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
+		return "", storeErr(dirList, "", nil, err)
 	}
 	sha := sha256.New()
 	if _, err := io.Copy(sha, f); err != nil {
-		return "", fmt.Errorf("writefence: dir list %s: %w", esc(s.dir), err)
+		return "", storeErr(dirList, "", nil, err)
 	}
-	return "", &CorruptError{
+	return "", storeErr(dirList, "", nil, &CorruptError{
 		Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)),
 		Check:   "dir store: file objects/" + name + " holds no readable key of its name",
-	}
+	})
 }

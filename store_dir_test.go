@@ -1,34 +1,65 @@
-//go:build unix
-
 package writefence_test
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
-	"sync"
-	"syscall"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/writefencetest"
 )
 
+// newDirStore opens the directory store in dir. On a system where the store
+// cannot lock files the test is skipped; TestDirUnsupportedSystem checks
+// the refusal there.
 func newDirStore(t testing.TB, dir string) *writefence.DirConditionalStore {
 	t.Helper()
 	s, err := writefence.NewDirConditionalStore(dir)
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip(err)
+	}
 	require.NoError(t, err)
 	return s
+}
+
+// wantStoreErr fails the test unless err is a *StoreError of op on key
+// that matches target.
+func wantStoreErr(t *testing.T, err error, op, key string, target error) {
+	t.Helper()
+	var se *writefence.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, op, se.Op)
+	assert.Equal(t, key, se.Key)
+	assert.ErrorIs(t, err, target)
+}
+
+// TestDirUnsupportedSystem: where the store cannot lock files, both
+// constructors refuse with a *StoreError matching errors.ErrUnsupported
+// that names the system; elsewhere there is nothing to check.
+func TestDirUnsupportedSystem(t *testing.T) {
+	dir := t.TempDir()
+	_, err := writefence.NewDirConditionalStore(dir)
+	if !errors.Is(err, errors.ErrUnsupported) {
+		require.NoError(t, err)
+		t.Skipf("the directory store locks files on %s", runtime.GOOS)
+	}
+	wantStoreErr(t, err, "dir open", "", errors.ErrUnsupported)
+	assert.Contains(t, err.Error(), "cannot lock files on "+runtime.GOOS)
+	_, err = writefence.OpenDirConditionalStoreReadOnly(dir)
+	wantStoreErr(t, err, "dir open", "", errors.ErrUnsupported)
 }
 
 // TestDirConformance runs the conformance suite on one directory, through
@@ -67,19 +98,19 @@ func TestDirHostileKeys(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "store")
 	s := newDirStore(t, dir)
-	keys := []string{
+	hostile := []string{
 		"..", "../escape", "../../../../../../tmp/escape", "/etc/passwd", "a/../../b",
 		".", "./", "a/b", "a%2Fb", "a\x00b", "a\nb", "lock", "objects", ".tmp-x",
 		strings.Repeat("k", keys.MaxKeyLen), strings.Repeat("/..", keys.MaxKeyLen/3),
 		strings.Repeat("é", keys.MaxKeyLen/2), "\xff\xfe",
 	}
 	versions := make(map[string]string)
-	for _, k := range keys {
+	for _, k := range hostile {
 		v, err := s.PutIfVersion(ctx, k, []byte("value of "+k), "")
 		require.NoError(t, err, "key %q", k)
 		versions[k] = v
 	}
-	for _, k := range keys {
+	for _, k := range hostile {
 		data, v, err := s.Get(ctx, k)
 		require.NoError(t, err, "key %q", k)
 		assert.Equal(t, "value of "+k, string(data))
@@ -92,16 +123,16 @@ func TestDirHostileKeys(t *testing.T) {
 	require.Len(t, entries, 1)
 	assert.Equal(t, "store", entries[0].Name())
 	files := objectFiles(t, dir)
-	assert.Len(t, files, len(keys)+1, "one file per key and the lock file: %v", files)
-	for _, k := range keys {
+	assert.Len(t, files, len(hostile)+1, "one file per key and the lock file: %v", files)
+	for _, k := range hostile {
 		sum := sha256.Sum256([]byte(k))
 		assert.Contains(t, files, filepath.Join("objects", hex.EncodeToString(sum[:])))
 	}
-	for _, k := range []string{"", strings.Repeat("k", 1025)} {
+	for _, k := range []string{"", strings.Repeat("k", keys.MaxKeyLen+1)} {
 		_, err := s.PutIfVersion(ctx, k, nil, "")
-		assert.ErrorIs(t, err, writefence.ErrInvalidArgument)
+		wantStoreErr(t, err, "dir put", k, writefence.ErrInvalidArgument)
 		_, _, err = s.Get(ctx, k)
-		assert.ErrorIs(t, err, writefence.ErrInvalidArgument)
+		wantStoreErr(t, err, "dir get", k, writefence.ErrInvalidArgument)
 	}
 }
 
@@ -124,11 +155,13 @@ func TestDirPersists(t *testing.T) {
 	v2, err := b.PutIfVersion(ctx, "k", []byte("two"), v1)
 	require.NoError(t, err)
 	_, err = a.PutIfVersion(ctx, "k", []byte("stale"), v1)
-	require.ErrorIs(t, err, writefence.ErrConflict)
+	wantStoreErr(t, err, "dir put", "k", writefence.ErrConflict)
 
 	// Delete and write the same bytes again: the token is new.
 	require.NoError(t, a.Delete(ctx, "k"))
 	require.NoError(t, a.Delete(ctx, "k"), "deleting a missing key is not an error")
+	_, _, err = a.Get(ctx, "k")
+	wantStoreErr(t, err, "dir get", "k", writefence.ErrNotFound)
 	v3, err := a.PutIfVersion(ctx, "k", []byte("two"), "")
 	require.NoError(t, err)
 	assert.NotEqual(t, v2, v3)
@@ -140,16 +173,45 @@ func keyFile(dir, key string) string {
 	return filepath.Join(dir, "objects", hex.EncodeToString(sum[:]))
 }
 
-// TestDirCorruptFile: a damaged object file is reported as corrupt by Get,
-// and a write over it fails without matching ErrConflict.
+// putFile writes data at key through s and returns the object file and
+// the version the write returned.
+func putFile(t *testing.T, s *writefence.DirConditionalStore, dir, key string, data []byte) ([]byte, string) {
+	t.Helper()
+	v, err := s.PutIfVersion(t.Context(), key, data, "")
+	require.NoError(t, err)
+	file, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	return file, v
+}
+
+// wantDamaged fails the test unless both Get and GetPrefix of key report
+// the damaged version of file, with check, and returns that error.
+func wantDamaged(t *testing.T, s *writefence.DirConditionalStore, key string, file []byte, check string) *writefence.CorruptError {
+	t.Helper()
+	_, _, err := s.Get(t.Context(), key)
+	wantStoreErr(t, err, "dir get", key, writefence.ErrCorrupt)
+	assert.NotErrorIs(t, err, writefence.ErrNotFound)
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, damagedVersion(file), ce.Version, "the version names the damaged bytes")
+	assert.Equal(t, key, ce.Key)
+	assert.Contains(t, ce.Check, check)
+
+	// However few bytes it asks for, GetPrefix has Get's verdict.
+	_, _, _, err = s.GetPrefix(t.Context(), key, 1)
+	var pce *writefence.CorruptError
+	require.ErrorAs(t, err, &pce, "GetPrefix")
+	assert.Equal(t, *ce, *pce)
+	return ce
+}
+
+// TestDirCorruptFile: a damaged object file is reported as corrupt by Get
+// and GetPrefix, and a write over it fails without matching ErrConflict.
 func TestDirCorruptFile(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	s := newDirStore(t, dir)
-	_, err := s.PutIfVersion(ctx, "k", []byte("payload"), "")
-	require.NoError(t, err)
-	good, err := os.ReadFile(keyFile(dir, "k"))
-	require.NoError(t, err)
+	good, _ := putFile(t, s, dir, "k", []byte("payload"))
 
 	flip := func(i int) []byte {
 		b := append([]byte(nil), good...)
@@ -176,21 +238,19 @@ func TestDirCorruptFile(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			require.NoError(t, os.WriteFile(keyFile(dir, "k"), c.file, 0o600))
-			_, _, err := s.Get(ctx, "k")
-			require.ErrorIs(t, err, writefence.ErrCorrupt)
-			assert.Contains(t, err.Error(), c.check)
-			assert.NotErrorIs(t, err, writefence.ErrNotFound)
+			wantDamaged(t, s, "k", c.file, c.check)
 			if c.writeFail {
-				_, err = s.PutIfVersion(ctx, "k", []byte("x"), "")
-				require.ErrorIs(t, err, writefence.ErrCorrupt)
+				_, err := s.PutIfVersion(ctx, "k", []byte("x"), "")
+				wantStoreErr(t, err, "dir put", "k", writefence.ErrCorrupt)
 				assert.NotErrorIs(t, err, writefence.ErrConflict)
 			}
 		})
 	}
 }
 
-// TestDirTooLarge: the read limit refuses big data without reading it, and
-// a write the store could never read back is refused.
+// TestDirTooLarge: the read limit refuses big data without reading it,
+// from Get and GetPrefix alike, and a write the store could never read back
+// is refused.
 func TestDirTooLarge(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -201,75 +261,28 @@ func TestDirTooLarge(t *testing.T) {
 	small := newDirStore(t, dir)
 	small.MaxObjectSize = 10
 	_, _, err = small.Get(ctx, "k")
-	var tl *writefence.StoreError
-	require.ErrorAs(t, err, &tl)
-	assert.Contains(t, tl.Error(), fmt.Sprintf("more than %d bytes", 10))
-	assert.Equal(t, "k", tl.Key)
+	wantStoreErr(t, err, "dir get", "k", writefence.ErrTooLarge)
+	assert.Contains(t, err.Error(), "more than 10 bytes")
+	_, _, _, err = small.GetPrefix(ctx, "k", 1)
+	wantStoreErr(t, err, "dir get", "k", writefence.ErrTooLarge)
 
 	_, err = small.PutIfVersion(ctx, "k2", make([]byte, 11), "")
-	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	wantStoreErr(t, err, "dir put", "k2", writefence.ErrInvalidArgument)
+	_, err = small.PutPartsIfVersion(ctx, "k2", [][]byte{make([]byte, 6), make([]byte, 5)}, "")
+	wantStoreErr(t, err, "dir put", "k2", writefence.ErrInvalidArgument)
 	_, err = small.PutIfVersion(ctx, "k2", make([]byte, 10), "")
 	require.NoError(t, err)
-}
-
-// TestDirLockWaitHonoursContext: while another open file holds the lock (as
-// another process would), a write waits, and gives up when its context
-// ends, writing nothing; once the lock is free it lands.
-func TestDirLockWaitHonoursContext(t *testing.T) {
-	dir := t.TempDir()
-	s := newDirStore(t, dir)
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
-	require.NoError(t, err)
-	defer lock.Close()
-	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
-
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err = s.PutIfVersion(ctx, "k", []byte("x"), "")
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
-	_, _, err = s.Get(t.Context(), "k")
-	require.ErrorIs(t, err, writefence.ErrNotFound, "reads take no lock")
-
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		time.Sleep(20 * time.Millisecond)
-		assert.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_UN))
-	})
-	_, err = s.PutIfVersion(t.Context(), "k", []byte("x"), "")
-	require.NoError(t, err)
-	wg.Wait()
-}
-
-// TestDirRemovesStaleTemps: a temporary file a crashed writer left is
-// removed by the next open, unless a writer holds the lock.
-func TestDirRemovesStaleTemps(t *testing.T) {
-	dir := t.TempDir()
-	newDirStore(t, dir)
-	stale := filepath.Join(dir, "objects", ".tmp-123")
-	require.NoError(t, os.WriteFile(stale, []byte("half"), 0o600))
-
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
-	require.NoError(t, err)
-	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
-	newDirStore(t, dir)
-	assert.FileExists(t, stale, "a temporary file may be a live write while the lock is held")
-	require.NoError(t, lock.Close())
-
-	newDirStore(t, dir)
-	assert.NoFileExists(t, stale)
 }
 
 // TestDirCreatesNestedDir: the directory and its parents are created, and
 // an empty path is refused.
 func TestDirCreatesNestedDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b")
-	s := newDirStore(t, dir)
-	assert.Equal(t, dir, s.Dir())
+	newDirStore(t, dir)
 	assert.DirExists(t, filepath.Join(dir, "objects"))
+	assert.FileExists(t, filepath.Join(dir, "lock"))
 	_, err := writefence.NewDirConditionalStore("")
-	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	wantStoreErr(t, err, "dir open", "", writefence.ErrInvalidArgument)
 }
 
 // damagedVersion is the version the directory store reports for a damaged
@@ -280,10 +293,10 @@ func damagedVersion(b []byte) string {
 }
 
 // TestDirDamageInPlace: a file damaged in place keeps the token inside it,
-// so the store checks the whole file on Get and on the compare of a write.
-// Get reports the damaged version; a write conditioned on the old token,
-// or create-only, refuses with ErrCorrupt and writes nothing; a write
-// conditioned on the damaged version replaces it.
+// so the store checks the whole file on Get, GetPrefix and the compare of
+// a write. Get reports the damaged version; a write conditioned on the old
+// token, or create-only, refuses with ErrCorrupt and writes nothing; a
+// write conditioned on the damaged version replaces it.
 func TestDirDamageInPlace(t *testing.T) {
 	ctx := t.Context()
 	for name, damage := range map[string]func(t *testing.T, dir string, good []byte) []byte{
@@ -292,30 +305,24 @@ func TestDirDamageInPlace(t *testing.T) {
 			b[len(b)-6] ^= 0x40
 			return b
 		},
-		"truncated":   func(_ *testing.T, _ string, good []byte) []byte { return good[:len(good)-3] },
-		"garbage":     func(_ *testing.T, _ string, _ []byte) []byte { return []byte("not an object file at all") },
-		"another key": anotherKeyFile,
+		"truncated": func(_ *testing.T, _ string, good []byte) []byte { return good[:len(good)-3] },
+		"garbage":   func(_ *testing.T, _ string, _ []byte) []byte { return []byte("not an object file at all") },
+		"another key": func(t *testing.T, dir string, _ []byte) []byte {
+			file, _ := putFile(t, newDirStore(t, dir), dir, "other", []byte("the payload"))
+			return file
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			s := newDirStore(t, dir)
-			old, err := s.PutIfVersion(ctx, "k", []byte("the payload"), "")
-			require.NoError(t, err)
-			good, err := os.ReadFile(keyFile(dir, "k"))
-			require.NoError(t, err)
+			good, old := putFile(t, s, dir, "k", []byte("the payload"))
 			bad := damage(t, dir, good)
 			require.NoError(t, os.WriteFile(keyFile(dir, "k"), bad, 0o600))
 
-			_, _, err = s.Get(ctx, "k")
-			var ce *writefence.CorruptError
-			require.ErrorAs(t, err, &ce)
-			require.ErrorIs(t, err, writefence.ErrCorrupt)
-			assert.Equal(t, damagedVersion(bad), ce.Version, "the version names the damaged bytes")
+			ce := wantDamaged(t, s, "k", bad, "")
 			assert.NotEqual(t, old, ce.Version)
-			assert.Equal(t, "k", ce.Key)
-
 			for _, expect := range []string{old, "", "damaged-" + strings.Repeat("0", 64)} {
-				_, err = s.PutIfVersion(ctx, "k", []byte("overwrite"), expect)
+				_, err := s.PutIfVersion(ctx, "k", []byte("overwrite"), expect)
 				var refused *writefence.CorruptError
 				require.ErrorAs(t, err, &refused, "expect %q", expect)
 				assert.Equal(t, ce.Version, refused.Version)
@@ -337,17 +344,6 @@ func TestDirDamageInPlace(t *testing.T) {
 	}
 }
 
-// anotherKeyFile returns the file another key's write produces, to be put
-// at k's name.
-func anotherKeyFile(t *testing.T, dir string, _ []byte) []byte {
-	s := newDirStore(t, dir)
-	_, err := s.PutIfVersion(t.Context(), "other", []byte("the payload"), "")
-	require.NoError(t, err)
-	b, err := os.ReadFile(keyFile(dir, "other"))
-	require.NoError(t, err)
-	return b
-}
-
 // TestDirDamagedTwice: a damaged version conditions a write only while the
 // file is exactly those bytes; a second edit makes the first damaged
 // version refuse.
@@ -355,24 +351,18 @@ func TestDirDamagedTwice(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	s := newDirStore(t, dir)
-	_, err := s.PutIfVersion(ctx, "k", []byte("the payload"), "")
-	require.NoError(t, err)
-	good, err := os.ReadFile(keyFile(dir, "k"))
-	require.NoError(t, err)
+	good, _ := putFile(t, s, dir, "k", []byte("the payload"))
 
 	first := append([]byte(nil), good...)
 	first[len(first)-6] ^= 0x01
 	require.NoError(t, os.WriteFile(keyFile(dir, "k"), first, 0o600))
-	_, _, err = s.Get(ctx, "k")
-	var ce *writefence.CorruptError
-	require.ErrorAs(t, err, &ce)
-	firstVersion := ce.Version
+	firstVersion := wantDamaged(t, s, "k", first, "checksum").Version
 
 	second := append([]byte(nil), good...)
 	second[len(second)-7] ^= 0x01
 	require.NoError(t, os.WriteFile(keyFile(dir, "k"), second, 0o600))
-	_, err = s.PutIfVersion(ctx, "k", []byte("overwrite"), firstVersion)
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	_, err := s.PutIfVersion(ctx, "k", []byte("overwrite"), firstVersion)
+	var ce *writefence.CorruptError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, damagedVersion(second), ce.Version, "the refusal names the bytes there now")
 	onDisk, err := os.ReadFile(keyFile(dir, "k"))
@@ -389,31 +379,85 @@ func TestDirDamageThroughFence(t *testing.T) {
 	dir := t.TempDir()
 	s := newDirStore(t, dir)
 	f := &writefence.Fence{Store: s}
-	require.NoError(t, f.Push(ctx, "wal", "s", "a", 1, []byte("segment 1")))
-	key, err := keys.Shard("", "wal", "s")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment 1")))
+	info, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
-	good, err := os.ReadFile(keyFile(dir, key))
+	good, err := os.ReadFile(keyFile(dir, info.Key))
 	require.NoError(t, err)
 	bad := append([]byte(nil), good...)
 	bad[len(bad)-6] ^= 0x40 // in the record's payload: the token stays
-	require.NoError(t, os.WriteFile(keyFile(dir, key), bad, 0o600))
+	require.NoError(t, os.WriteFile(keyFile(dir, info.Key), bad, 0o600))
 
-	err = f.Push(ctx, "wal", "s", "a", 2, []byte("segment 2"))
+	err = f.Push(ctx, "wal", "0", "a", 2, []byte("segment 2"))
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	onDisk, err := os.ReadFile(keyFile(dir, key))
+	onDisk, err := os.ReadFile(keyFile(dir, info.Key))
 	require.NoError(t, err)
 	assert.Equal(t, bad, onDisk, "the damaged file was not overwritten")
 
-	_, err = f.Inspect(ctx, "wal", "s")
+	// A fresh fence reads the header alone, and the store's check of the
+	// whole file still refuses.
+	err = (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "b", 3, []byte("segment 3"))
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+
+	_, err = f.Inspect(ctx, "wal", "0")
 	var ce *writefence.CorruptError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, damagedVersion(bad), ce.Version)
-	require.NoError(t, f.Settle(ctx, "wal", "s", ce.Version, "operator", 10, []byte("rebuilt")))
-	epoch, writer, payload, err := f.Latest(ctx, "wal", "s")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(10), epoch)
-	assert.Equal(t, "operator", writer)
-	assert.Equal(t, "rebuilt", string(payload))
+	require.NoError(t, f.Settle(ctx, "wal", "0", ce.Version, "operator", 10, []byte("rebuilt")))
+	requireLatest(t, f, 10, "operator", "rebuilt")
+}
+
+// readCounter counts the bytes the directory store's reads return to the
+// fence, as a ranged GET's body counts them on a network store; the
+// writes, PrefixReader and the other capabilities pass through.
+type readCounter struct {
+	*writefence.DirConditionalStore
+	calls, read atomic.Int64
+}
+
+func (c *readCounter) Get(ctx context.Context, key string) ([]byte, string, error) {
+	data, v, err := c.DirConditionalStore.Get(ctx, key)
+	c.calls.Add(1)
+	c.read.Add(int64(len(data)))
+	return data, v, err
+}
+
+func (c *readCounter) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	prefix, size, v, err := c.DirConditionalStore.GetPrefix(ctx, key, n)
+	c.calls.Add(1)
+	c.read.Add(int64(len(prefix)))
+	return prefix, size, v, err
+}
+
+// TestDirColdPush: over a 64 MiB record, a push by a fresh fence is handed
+// at most MaxHeaderSize bytes of the record, and the push allocates far
+// less than its payload: the store checks the old file and writes the new
+// one through fixed buffers, never a copy of either.
+func TestDirColdPush(t *testing.T) {
+	ctx := t.Context()
+	s := &readCounter{DirConditionalStore: newDirStore(t, t.TempDir())}
+	payload := make([]byte, 64<<20)
+	for i := range payload {
+		payload[i] = byte(i * 31)
+	}
+	require.NoError(t, (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "a", 1, payload))
+
+	var before, after runtime.MemStats
+	calls, read := s.calls.Load(), s.read.Load()
+	runtime.ReadMemStats(&before)
+	require.NoError(t, (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "b", 2, payload))
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	assert.Equal(t, int64(1), s.calls.Load()-calls, "one read")
+	assert.LessOrEqual(t, s.read.Load()-read, int64(defaults.MaxHeaderSize))
+	assert.Less(t, allocated, uint64(len(payload)/16), "no payload-sized copy")
+	t.Logf("cold push over a 64 MiB record: handed %d bytes, allocated %d bytes", s.read.Load()-read, allocated)
+
+	err := (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "c", 2, payload)
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+	assert.LessOrEqual(t, s.read.Load()-read, int64(2*defaults.MaxHeaderSize))
+
+	requireLatest(t, &writefence.Fence{Store: s}, 2, "b", string(payload))
 }
 
 // TestDirReadOnly: the read-only open of a missing directory fails with
@@ -423,7 +467,7 @@ func TestDirReadOnly(t *testing.T) {
 	ctx := t.Context()
 	missing := filepath.Join(t.TempDir(), "none")
 	_, err := writefence.OpenDirConditionalStoreReadOnly(missing)
-	require.ErrorIs(t, err, fs.ErrNotExist)
+	wantStoreErr(t, err, "dir open", "", fs.ErrNotExist)
 	assert.NoDirExists(t, missing)
 
 	dir := t.TempDir()
@@ -438,9 +482,16 @@ func TestDirReadOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "x", string(data))
 	assert.Equal(t, v, got)
+	prefix, size, got, err := r.GetPrefix(ctx, "k", 8)
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(prefix))
+	assert.Equal(t, int64(1), size)
+	assert.Equal(t, v, got)
 	_, err = r.PutIfVersion(ctx, "k", []byte("y"), v)
-	require.ErrorIs(t, err, fs.ErrPermission)
-	require.ErrorIs(t, r.Delete(ctx, "k"), fs.ErrPermission)
+	wantStoreErr(t, err, "dir put", "k", fs.ErrPermission)
+	_, err = r.PutPartsIfVersion(ctx, "k", [][]byte{[]byte("y")}, v)
+	wantStoreErr(t, err, "dir put", "k", fs.ErrPermission)
+	wantStoreErr(t, r.Delete(ctx, "k"), "dir delete", "k", fs.ErrPermission)
 	assert.NoFileExists(t, filepath.Join(dir, "lock"), "a read takes no lock")
 }
 
@@ -474,6 +525,7 @@ func TestListers(t *testing.T) {
 	var got []string
 	err := newDirStore(t, dir).List(ctx, "p/", func(k string) error { got = append(got, k); return nil })
 	assert.Equal(t, []string{"p/a", "p/b", "p/c/d"}, got)
+	wantStoreErr(t, err, "dir list", "", writefence.ErrCorrupt)
 	var ce *writefence.CorruptError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, damagedVersion(garbage), ce.Version)

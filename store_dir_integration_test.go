@@ -1,10 +1,11 @@
-//go:build unix
+//go:build darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd
 
 package writefence_test
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,4 +166,59 @@ func waitBarrier(t *testing.T, dir string, round, proc, procs int) {
 		require.True(t, time.Now().Before(deadline), "round %d: %d of %d processes at the barrier", round, len(matches), procs)
 		time.Sleep(200 * time.Microsecond)
 	}
+}
+
+// holdLock takes the store's lock in dir through a file of its own, as
+// another process would, and returns the release.
+func holdLock(t *testing.T, dir string) (release func()) {
+	t.Helper()
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { lock.Close() })
+	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
+	return func() { assert.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)) }
+}
+
+// TestDirLockWaitHonoursContext: while another open file holds the lock (as
+// another process would), a write waits, and gives up when its context
+// ends, writing nothing; once the lock is free it lands.
+func TestDirLockWaitHonoursContext(t *testing.T) {
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	release := holdLock(t, dir)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := s.PutIfVersion(ctx, "k", []byte("x"), "")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	_, _, err = s.Get(t.Context(), "k")
+	require.ErrorIs(t, err, writefence.ErrNotFound, "reads take no lock")
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(20 * time.Millisecond)
+		release()
+	})
+	_, err = s.PutIfVersion(t.Context(), "k", []byte("x"), "")
+	require.NoError(t, err)
+	wg.Wait()
+}
+
+// TestDirRemovesStaleTemps: a temporary file a crashed writer left is
+// removed by the next open, unless a writer holds the lock.
+func TestDirRemovesStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	newDirStore(t, dir)
+	stale := filepath.Join(dir, "objects", ".tmp-123")
+	require.NoError(t, os.WriteFile(stale, []byte("half"), 0o600))
+
+	release := holdLock(t, dir)
+	newDirStore(t, dir)
+	assert.FileExists(t, stale, "a temporary file may be a live write while the lock is held")
+	release()
+
+	newDirStore(t, dir)
+	assert.NoFileExists(t, stale)
 }

@@ -1,0 +1,27 @@
+//go:build darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd
+
+package writefence
+
+import (
+	"os"
+	"syscall"
+)
+
+// dirLockUnsupported returns nil: this system has flock(2).
+func dirLockUnsupported() error { return nil }
+
+// dirTryLock tries once to take an exclusive flock(2) on f. It returns
+// false, and no error, when another open file holds the lock.
+func dirTryLock(f *os.File) (bool, error) {
+	for {
+		switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err {
+		case nil:
+			return true, nil
+		case syscall.EWOULDBLOCK:
+			return false, nil
+		case syscall.EINTR:
+		default:
+			return false, err
+		}
+	}
+}
