@@ -124,7 +124,6 @@ const (
 	dirList   = "dir list"
 )
 
-var dirCastagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // NewDirConditionalStore opens the store in dir, creating dir and its
 // layout when missing. Temporary files that a crashed writer left behind
@@ -303,7 +302,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		return fail(err)
 	}
 	r := bufio.NewReaderSize(f, dirReadBuffer)
-	crc := crc32.New(dirCastagnoli)
+	crc := crc32.New(castagnoli)
 	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the
@@ -489,9 +488,9 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 	binary.BigEndian.PutUint16(h[21:], uint16(len(key)))
 	binary.BigEndian.PutUint64(h[23:], uint64(size))
 	h = append(h, key...)
-	sum := crc32.Checksum(h, dirCastagnoli)
+	sum := crc32.Checksum(h, castagnoli)
 	for _, p := range parts {
-		sum = crc32.Update(sum, dirCastagnoli, p)
+		sum = crc32.Update(sum, castagnoli, p)
 	}
 	tail := binary.BigEndian.AppendUint32(nil, sum)
 
