@@ -33,7 +33,7 @@ import (
 func snapshot(t *testing.T, m *writefence.MemStore) map[string]string {
 	t.Helper()
 	s := make(map[string]string)
-	for _, k := range memKeys(t, m) {
+	for _, k := range testserver.Keys(t, m) {
 		data, v, err := m.Get(t.Context(), k)
 		require.NoError(t, err)
 		s[k] = v + "\x00" + string(data)
@@ -188,7 +188,7 @@ func TestHostileNamesStayInTheirKey(t *testing.T) {
 	for i, n := range names {
 		require.NoError(t, f.Push(t.Context(), n, n, "w", uint64(i+1), []byte(n)))
 	}
-	keys := memKeys(t, mem)
+	keys := testserver.Keys(t, mem)
 	require.Len(t, keys, len(names))
 	for _, k := range keys {
 		assert.True(t, strings.HasPrefix(k, "tenant/s/"), k)

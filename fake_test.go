@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/writefence/writefence"
@@ -156,16 +155,6 @@ func (s *lostReplyStore) set(remaining int, failReads bool) {
 	s.mu.Lock()
 	s.remaining, s.failReads = remaining, failReads
 	s.mu.Unlock()
-}
-
-// memKeys returns every key a store holds, through its Lister.
-func memKeys(t testing.TB, s writefence.Lister) []string {
-	t.Helper()
-	var keys []string
-	if err := s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return keys
 }
 
 // epochFunc adapts a function to an EpochSource.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // leaseClock is a fake clock shared by goroutines; it only moves forward.
@@ -111,7 +112,7 @@ func TestLeaseInvalid(t *testing.T) {
 		_, err := l.Acquire(t.Context())
 		assert.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
-	assert.Empty(t, memKeys(t, store))
+	assert.Empty(t, testserver.Keys(t, store))
 }
 
 // TestLeaseTakeover walks one lease through its life: held, refused to
@@ -529,14 +530,6 @@ func TestLeaseZombieFenced(t *testing.T) {
 
 // leaseTerm returns the term of the lease an epoch was drawn in.
 func leaseTerm(epoch uint64) uint64 { return epoch >> leaseSeqBits }
-
-// memKeys returns every key the store holds.
-func memKeys(t testing.TB, s *MemStore) []string {
-	t.Helper()
-	var keys []string
-	require.NoError(t, s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }))
-	return keys
-}
 
 // leaseHeld reports the term l holds and when it stops handing out epochs, by
 // its own clock; ok is false when it does not hold the lease or that time

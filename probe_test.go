@@ -13,6 +13,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/probecheck"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // lyingStore wraps MemStore and breaks one rule of the contract at a time.
@@ -108,12 +109,12 @@ func TestProbeCleansUp(t *testing.T) {
 	for range 3 {
 		require.NoError(t, writefence.Probe(t.Context(), mem, "p"))
 	}
-	assert.Empty(t, memKeys(t, mem))
+	assert.Empty(t, testserver.Keys(t, mem))
 
 	noDelete := &clientCompareStore{}
 	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"))
 	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"), "a leftover of an earlier probe must not fail the next")
-	keys := memKeys(t, &noDelete.m)
+	keys := testserver.Keys(t, &noDelete.m)
 	assert.Len(t, keys, 2)
 	for _, k := range keys {
 		assert.NotContains(t, k, "absent")
@@ -121,7 +122,7 @@ func TestProbeCleansUp(t *testing.T) {
 
 	lying := &lyingStore{createOnMissing: true}
 	require.ErrorIs(t, writefence.Probe(t.Context(), lying, "p"), writefence.ErrUntrustedStore)
-	assert.Empty(t, memKeys(t, &lying.m), "the key a lying store created is deleted too")
+	assert.Empty(t, testserver.Keys(t, &lying.m), "the key a lying store created is deleted too")
 }
 
 // failingStore fails every call after the first pass calls with errLostReply,

@@ -86,13 +86,7 @@ type DirConditionalStore struct {
 	readOnly bool          // opened by OpenDirConditionalStoreReadOnly
 }
 
-var (
-	_ ConditionalStore = (*DirConditionalStore)(nil)
-	_ PrefixReader     = (*DirConditionalStore)(nil)
-	_ PartsPutter      = (*DirConditionalStore)(nil)
-	_ Deleter          = (*DirConditionalStore)(nil)
-	_ Lister           = (*DirConditionalStore)(nil)
-)
+var _ ConditionalStore = (*DirConditionalStore)(nil)
 
 // The object file format, version 1. Integers are big-endian.
 //
@@ -123,7 +117,6 @@ const (
 	dirDelete = "dir delete"
 	dirList   = "dir list"
 )
-
 
 // NewDirConditionalStore opens the store in dir, creating dir and its
 // layout when missing. Temporary files that a crashed writer left behind
@@ -246,6 +239,8 @@ func (s *DirConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 	data, _, token, err := s.get(ctx, key, -1)
 	return data, token, err
 }
+
+var _ PrefixReader = (*DirConditionalStore)(nil)
 
 // GetPrefix implements PrefixReader: the first n bytes of the data, its
 // size and its token, from one file, with the same verdict as Get. The
@@ -418,6 +413,8 @@ func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data
 	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
 }
 
+var _ PartsPutter = (*DirConditionalStore)(nil)
+
 // PutPartsIfVersion implements PartsPutter: PutIfVersion of the parts
 // joined, which are written one after the other into the new file and
 // never copied.
@@ -530,6 +527,8 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 	return syncDir(s.objects)
 }
 
+var _ Deleter = (*DirConditionalStore)(nil)
+
 // Delete implements Deleter. It takes the store's lock, so it never
 // interleaves with a conditional write.
 func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
@@ -631,6 +630,8 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+var _ Lister = (*DirConditionalStore)(nil)
 
 // List implements Lister. It reads the key held in each object file, so it
 // opens every file of the store; keys come in lexical order. A file whose

@@ -173,13 +173,7 @@ type ValkeyConditionalStore struct {
 	checkMu    sync.Mutex  // serializes the check until it succeeds
 }
 
-var (
-	_ ConditionalStore = (*ValkeyConditionalStore)(nil)
-	_ Deleter          = (*ValkeyConditionalStore)(nil)
-	_ PrefixReader     = (*ValkeyConditionalStore)(nil)
-	_ BrandedPutter    = (*ValkeyConditionalStore)(nil)
-	_ Lister           = (*ValkeyConditionalStore)(nil)
-)
+var _ ConditionalStore = (*ValkeyConditionalStore)(nil)
 
 // NewValkeyConditionalStore returns a store that keeps its objects in the
 // server client talks to, in the client's selected database. Keys are used
@@ -327,6 +321,8 @@ func valkeyReadEnd(limit int64) int64 {
 	}
 	return math.MaxInt64 - 1
 }
+
+var _ PrefixReader = (*ValkeyConditionalStore)(nil)
 
 // GetPrefix implements PrefixReader, with the same verdict as Get: a
 // damaged value is a *CorruptError here too, however few bytes are asked
@@ -500,6 +496,8 @@ func (s *ValkeyConditionalStore) wait(ctx context.Context, conn *redis.Tx, op, k
 	return nil
 }
 
+var _ Deleter = (*ValkeyConditionalStore)(nil)
+
 // Delete implements Deleter.
 func (s *ValkeyConditionalStore) Delete(ctx context.Context, key string) error {
 	if err := s.checkStandalone(ctx, "delete", key); err != nil {
@@ -513,6 +511,8 @@ func (s *ValkeyConditionalStore) Delete(ctx context.Context, key string) error {
 
 // valkeyListCount is the COUNT hint of each SCAN step of List.
 const valkeyListCount = 512
+
+var _ Lister = (*ValkeyConditionalStore)(nil)
 
 // List implements Lister with SCAN MATCH over the selected database. SCAN
 // may return a key more than once; List calls fn once per key. Keys are

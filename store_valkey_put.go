@@ -19,6 +19,8 @@ func (s *ValkeyConditionalStore) PutIfVersion(ctx context.Context, key string, d
 	return s.put(ctx, key, data, expectVersion, nil)
 }
 
+var _ BrandedPutter = (*ValkeyConditionalStore)(nil)
+
 // PutIfBranded implements BrandedPutter: PutIfVersion that also reads
 // brandKey inside the write's own atomic step (WATCHed with key and checked
 // before MULTI/EXEC, or inside the script), and writes only if it holds an

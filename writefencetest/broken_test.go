@@ -248,13 +248,12 @@ func (s *counterStore) PutIfVersion(ctx context.Context, key string, data []byte
 }
 
 func (s *counterStore) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() == nil {
+		s.mu.Lock()
+		delete(s.objects, key)
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	delete(s.objects, key)
-	s.mu.Unlock()
-	return nil
+	return ctx.Err()
 }
 
 // prefixFault is how a prefixStore's GetPrefix departs from its Get.

@@ -4,15 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/writefence/writefence/internal/testserver"
 )
 
-// TestMain fails the package's tests if any goroutine outlives them. An idle
-// keep-alive connection of an SDK client's HTTP transport is let through
-// (its read loop blocks in persistConn.Read, its write loop in its select);
-// a response body left open is still caught.
+// TestMain fails the package's tests if any goroutine outlives them.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).Read"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-	)
+	goleak.VerifyTestMain(m, testserver.LeakOptions()...)
 }

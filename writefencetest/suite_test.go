@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -43,7 +44,7 @@ func TestSharedStoreIsCleanedUp(t *testing.T) {
 	})
 	require.True(t, ok, "the suite failed on a shared MemStore")
 	require.GreaterOrEqual(t, shared.landed.Load(), int64(3*20), "fewer writes landed than the three races of 20 rounds alone make")
-	require.Empty(t, memKeys(t, shared), "keys left behind by the suite")
+	require.Empty(t, testserver.Keys(t, shared), "keys left behind by the suite")
 }
 
 // withoutDelete hides MemStore's Delete, as a store without the optional
@@ -61,7 +62,7 @@ func TestStoreWithoutDeleter(t *testing.T) {
 		})
 	})
 	require.True(t, ok, "the suite failed on a MemStore without Delete")
-	keys := memKeys(t, mem)
+	keys := testserver.Keys(t, mem)
 	require.NotEmpty(t, keys)
 	for _, k := range keys {
 		require.Regexp(t, `^writefencetest/[0-9a-f]{16}/`, k)
@@ -115,14 +116,4 @@ func TestRacePushStopsWithContext(t *testing.T) {
 
 	_, err = writefencetest.RacePush(t.Context(), new(writefence.MemStore), writefencetest.PushRace{Writers: 1, Rounds: 1})
 	require.Error(t, err, "one writer is no race")
-}
-
-// memKeys returns every key a store holds, through its Lister.
-func memKeys(t testing.TB, s writefence.Lister) []string {
-	t.Helper()
-	var keys []string
-	if err := s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return keys
 }

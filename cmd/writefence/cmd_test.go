@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // result is one run of the command.
@@ -109,20 +110,14 @@ func wfProcess(t *testing.T, args ...string) result {
 	return result{c.ProcessState.ExitCode(), stdout.String(), stderr.String()}
 }
 
-// TestMain fails the package's tests if any goroutine outlives them. An idle
-// keep-alive connection of an SDK client's HTTP transport is let through
-// (its read loop blocks in persistConn.Read, its write loop in its select);
-// a response body left open is still caught.
+// TestMain fails the package's tests if any goroutine outlives them.
 func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		// Started by wfProcess: be the command itself.
 		os.Args = append([]string{"writefence"}, os.Args[1:]...)
 		main()
 	}
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).Read"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-	)
+	goleak.VerifyTestMain(m, testserver.LeakOptions()...)
 }
 
 func TestUsage(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 )
@@ -348,4 +349,29 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		b.get.Add(int64(n))
 	}
 	return n, err
+}
+
+// LeakOptions are the goroutines a package's TestMain lets outlive its
+// tests when it checks for leaks with goleak.VerifyTestMain: those of an
+// idle keep-alive connection, which an SDK client's transport keeps after
+// its test ends unless the test closes it. An idle connection's read loop
+// blocks reading the socket, in persistConn.Read; its write loop waits in
+// its select. A response body left open is still caught: its connection's
+// read loop waits for the body's end in its own select, not in a read.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).Read"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	}
+}
+
+// Keys returns every key a store holds, through its List method (the
+// writefence.Lister capability).
+func Keys(t testing.TB, s interface {
+	List(ctx context.Context, prefix string, fn func(key string) error) error
+}) []string {
+	t.Helper()
+	var keys []string
+	check(t, s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }))
+	return keys
 }
