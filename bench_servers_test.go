@@ -263,27 +263,6 @@ func BenchmarkValkeyRead(b *testing.B) {
 	}
 }
 
-// callCounter counts, for one writer, the calls that reach the store and
-// the conditional writes refused as conflicts.
-type callCounter struct {
-	writefence.ConditionalStore
-	calls, conflicts atomic.Int64
-}
-
-func (c *callCounter) Get(ctx context.Context, key string) ([]byte, string, error) {
-	c.calls.Add(1)
-	return c.ConditionalStore.Get(ctx, key)
-}
-
-func (c *callCounter) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	c.calls.Add(1)
-	v, err := c.ConditionalStore.PutIfVersion(ctx, key, data, expect)
-	if errors.Is(err, writefence.ErrConflict) {
-		c.conflicts.Add(1)
-	}
-	return v, err
-}
-
 // BenchmarkContention races 32 writers on one shard. In every round each
 // writer, with a Fence of its own kept across rounds, pushes the next epoch
 // of a shared ascending counter, all released at once. A push lands or is
@@ -315,10 +294,10 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 			}
 		})
 	}
-	counters := make([]*callCounter, writers)
+	counters := make([]*countingStore, writers)
 	fences := make([]*writefence.Fence, writers)
 	for i := range fences {
-		counters[i] = &callCounter{ConditionalStore: store}
+		counters[i] = &countingStore{ConditionalStore: store}
 		fences[i] = &writefence.Fence{Store: counters[i], Prefix: prefix}
 	}
 	var (
@@ -362,7 +341,7 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 	}
 	calls := int64(0)
 	for _, c := range counters {
-		calls += c.calls.Load()
+		calls += c.roundTrips()
 	}
 	n := float64(b.N)
 	l := float64(landed.Load())

@@ -19,10 +19,11 @@ func countedFence() (*writefence.MemStore, *countingStore, *writefence.Fence) {
 	return mem, counting, &writefence.Fence{Store: counting}
 }
 
-// countingStore counts the calls that reach the store.
+// countingStore counts the calls that reach the store, and the writes it
+// refused as conflicts.
 type countingStore struct {
 	writefence.ConditionalStore
-	gets, puts atomic.Int64
+	gets, puts, conflicts atomic.Int64
 }
 
 func (s *countingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
@@ -32,7 +33,11 @@ func (s *countingStore) Get(ctx context.Context, key string) ([]byte, string, er
 
 func (s *countingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
 	s.puts.Add(1)
-	return s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
+	v, err := s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
+	if errors.Is(err, writefence.ErrConflict) {
+		s.conflicts.Add(1)
+	}
+	return v, err
 }
 
 func (s *countingStore) roundTrips() int64 { return s.gets.Load() + s.puts.Load() }
@@ -80,17 +85,31 @@ func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byt
 // unconditionalPut overwrites key on m whatever it holds.
 func unconditionalPut(ctx context.Context, m *writefence.MemStore, key string, data []byte) (string, error) {
 	for {
-		_, v, err := m.Get(ctx, key)
-		if errors.Is(err, writefence.ErrNotFound) {
-			v = ""
-		} else if err != nil {
+		_, v, err := m.Get(ctx, key) // v is "" when absent
+		if err != nil && !errors.Is(err, writefence.ErrNotFound) {
 			return "", err
 		}
-		nv, err := m.PutIfVersion(ctx, key, data, v)
-		if !errors.Is(err, writefence.ErrConflict) {
+		if nv, err := m.PutIfVersion(ctx, key, data, v); !errors.Is(err, writefence.ErrConflict) {
 			return nv, err
 		}
 	}
+}
+
+// together runs fn(0), ..., fn(n-1) on n goroutines released at once and
+// returns their errors, in order.
+func together(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
 }
 
 // conflictStore answers ErrConflict to the next n writes (forever when n is

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
@@ -41,11 +42,7 @@ func TestLeaseRecordStrict(t *testing.T) {
 	require.Empty(t, check)
 	assert.Equal(t, leaseRecord{holder: "node-a", term: 7, expiry: 1234}, r)
 
-	flip := func(i int) []byte {
-		b := append([]byte(nil), good...)
-		b[i] ^= 1
-		return b
-	}
+	flip := func(i int) []byte { return testserver.Flipped(good, i) }
 	cases := map[string]struct {
 		b     []byte
 		check string
@@ -121,8 +118,7 @@ func TestLeaseTakeover(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
 	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
-	b := newTestLease(store, "b", clock.now)
+	a, b := newTestLease(store, "a", clock.now), newTestLease(store, "b", clock.now)
 
 	_, err := a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseLost, "not acquired yet")
@@ -204,8 +200,7 @@ func TestLeaseReleaseThenAcquire(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
 	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
-	b := newTestLease(store, "b", clock.now)
+	a, b := newTestLease(store, "a", clock.now), newTestLease(store, "b", clock.now)
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, a.Release(ctx))

@@ -126,13 +126,7 @@ func openFaultyValkey(t *testing.T, rates faultRates, script bool, maxRetries in
 
 // lostReplyRates: about one push in three meets a fault on one of its
 // requests; a blackout hides a write's outcome until the test heals it.
-var lostReplyRates = faultRates{
-	Delay:     0.10,
-	MaxDelay:  20 * time.Millisecond,
-	Reset:     0.08,
-	DropReply: 0.10,
-	Blackout:  0.03,
-}
+var lostReplyRates = faultRates{Delay: 0.10, MaxDelay: 20 * time.Millisecond, Reset: 0.08, DropReply: 0.10, Blackout: 0.03}
 
 // shardRecord is what a shard's record holds, as read directly.
 type shardRecord struct {

@@ -125,18 +125,10 @@ func TestHelperDirProcess(t *testing.T) {
 	}
 	for r := 1; r <= rounds; r++ {
 		waitBarrier(t, barrier, r, proc, procs)
-		errs := make([]error, workers)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range workers {
-			wg.Go(func() {
-				<-start
-				w := fmt.Sprintf("p%dg%d", proc, i)
-				errs[i] = fences[i].Push(t.Context(), "wal", "0", w, uint64(r), fmt.Appendf(nil, "round %d by %s", r, w))
-			})
-		}
-		close(start)
-		wg.Wait()
+		errs := together(workers, func(i int) error {
+			w := fmt.Sprintf("p%dg%d", proc, i)
+			return fences[i].Push(t.Context(), "wal", "0", w, uint64(r), fmt.Appendf(nil, "round %d by %s", r, w))
+		})
 		for i, err := range errs {
 			outcome := "landed"
 			switch {

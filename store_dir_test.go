@@ -19,6 +19,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -213,11 +214,7 @@ func TestDirCorruptFile(t *testing.T) {
 	s := newDirStore(t, dir)
 	good, _ := putFile(t, s, dir, "k", []byte("payload"))
 
-	flip := func(i int) []byte {
-		b := append([]byte(nil), good...)
-		b[i] ^= 0x01
-		return b
-	}
+	flip := func(i int) []byte { return testserver.Flipped(good, i) }
 	cases := map[string]struct {
 		file      []byte
 		check     string

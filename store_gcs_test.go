@@ -120,19 +120,10 @@ func TestGCSErrorMapping(t *testing.T) {
 		status int
 		want   want
 	}{
-		{"put", 412, wantConflict},
-		{"create", 412, wantConflict},
-		{"put", 429, wantRateLimit},
-		{"put", 404, wantOther},
-		{"put", 500, wantOther},
-		{"put", 503, wantOther},
-		{"get", 404, wantNotFound},
-		{"get", 429, wantRateLimit},
-		{"get", 500, wantOther},
-		{"get", 403, wantOther},
-		{"delete", 404, wantNil},
-		{"delete", 429, wantRateLimit},
-		{"delete", 500, wantOther},
+		{"put", 412, wantConflict}, {"create", 412, wantConflict}, {"put", 429, wantRateLimit},
+		{"put", 404, wantOther}, {"put", 500, wantOther}, {"put", 503, wantOther},
+		{"get", 404, wantNotFound}, {"get", 429, wantRateLimit}, {"get", 500, wantOther}, {"get", 403, wantOther},
+		{"delete", 404, wantNil}, {"delete", 429, wantRateLimit}, {"delete", 500, wantOther},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s_%d", tc.op, tc.status), func(t *testing.T) {

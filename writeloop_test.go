@@ -16,14 +16,17 @@ import (
 	"github.com/writefence/writefence/internal/defaults"
 )
 
-// writeOps are the three ways a Fence writes a record. Each runs against
-// shard ("wal", "0"), whose record the set-up left at version v (a corrupt
-// record for settle, which may only replace one).
-var writeOps = []struct {
+// writePath is one way a Fence writes a record, with its set-up.
+type writePath struct {
 	name  string
 	setup func(t *testing.T, s writefence.ConditionalStore) (version string)
 	call  func(ctx context.Context, f *writefence.Fence, version string) error
-}{
+}
+
+// writeOps are the three ways a Fence writes a record. Each runs against
+// shard ("wal", "0"), whose record the set-up left at version v (a corrupt
+// record for settle, which may only replace one).
+var writeOps = []writePath{
 	{"push", pushedRecord, func(ctx context.Context, f *writefence.Fence, _ string) error {
 		return f.Push(ctx, "wal", "0", "new", 9, []byte("new payload"))
 	}},
@@ -53,6 +56,18 @@ func corruptRecord(t *testing.T, s writefence.ConditionalStore) string {
 }
 
 // requireUntouched fails unless the shard's record is still at version.
+// requireRefused runs op through f, which must refuse it with want before
+// writing, and checks that the Observer saw the refusal as outcome.
+func requireRefused(t *testing.T, op writePath, s writefence.ConditionalStore, version string, f *writefence.Fence, want error, outcome string) {
+	t.Helper()
+	obs := &outcomeCounter{}
+	f.Observer = obs.observe
+	require.ErrorIs(t, op.call(t.Context(), f, version), want)
+	requireUntouched(t, s, version)
+	assert.Equal(t, op.name, obs.last().Op)
+	assert.Equal(t, outcome, eventOutcome(obs.last()))
+}
+
 func requireUntouched(t *testing.T, s writefence.ConditionalStore, version string) {
 	t.Helper()
 	_, v, err := s.Get(t.Context(), mustKey(t, "wal", "0"))
@@ -71,12 +86,7 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 				v := op.setup(t, mem)
 				_, err := (&writefence.Fence{Store: mem, Identity: "other/v1"}).ClaimBrand(t.Context())
 				require.NoError(t, err)
-				obs := &outcomeCounter{}
-				f := &writefence.Fence{Store: mem, Brand: writefence.BrandVerify, Observer: obs.observe}
-				require.ErrorIs(t, op.call(t.Context(), f, v), writefence.ErrWire)
-				requireUntouched(t, mem, v)
-				assert.Equal(t, op.name, obs.last().Op)
-				assert.Equal(t, "wire", eventOutcome(obs.last()))
+				requireRefused(t, op, mem, v, &writefence.Fence{Store: mem, Brand: writefence.BrandVerify}, writefence.ErrWire, "wire")
 			})
 			t.Run("unbranded store", func(t *testing.T) {
 				mem := &writefence.MemStore{}
@@ -88,12 +98,7 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 			t.Run("untrusted store", func(t *testing.T) {
 				s := &ignoringStore{}
 				v := op.setup(t, s)
-				obs := &outcomeCounter{}
-				f := &writefence.Fence{Store: s, Probe: true, Observer: obs.observe}
-				require.ErrorIs(t, op.call(t.Context(), f, v), writefence.ErrUntrustedStore)
-				requireUntouched(t, s, v)
-				assert.Equal(t, op.name, obs.last().Op)
-				assert.Equal(t, "failed", eventOutcome(obs.last()))
+				requireRefused(t, op, s, v, &writefence.Fence{Store: s, Probe: true}, writefence.ErrUntrustedStore, "failed")
 			})
 			t.Run("landed", func(t *testing.T) {
 				mem := &writefence.MemStore{}

@@ -85,20 +85,24 @@ func (s *partsStore) PutPartsIfVersion(ctx context.Context, key string, parts []
 const brokenEnv = "WRITEFENCETEST_BROKEN_STORE"
 
 var childStores = map[string]func() writefence.ConditionalStore{
-	"memstore":         func() writefence.ConditionalStore { return new(writefence.MemStore) },
-	"client-compare":   func() writefence.ConditionalStore { return &clientCompareStore{gap: time.Millisecond} },
-	"ignoring":         func() writefence.ConditionalStore { return new(ignoringStore) },
-	"reused-tokens":    func() writefence.ConditionalStore { return new(counterStore) },
-	"prefix-memstore":  func() writefence.ConditionalStore { return &prefixStore{fault: prefixCorrect} },
-	"stale-prefix":     func() writefence.ConditionalStore { return &prefixStore{fault: prefixStaleVersion} },
-	"prefix-size":      func() writefence.ConditionalStore { return &prefixStore{fault: prefixSizeOfPrefix} },
-	"prefix-whole":     func() writefence.ConditionalStore { return &prefixStore{fault: prefixWholeObject} },
-	"torn-reads":       func() writefence.ConditionalStore { return new(tornStore) },
-	"parts-memstore":   func() writefence.ConditionalStore { return new(partsStore) },
-	"ignoring-parts":   func() writefence.ConditionalStore { return &partsStore{ignore: true} },
-	"branded-memstore": func() writefence.ConditionalStore { return &brandedStore{fault: brandChecked} },
-	"ignoring-brand":   func() writefence.ConditionalStore { return &brandedStore{fault: brandIgnored} },
-	"once-brand":       func() writefence.ConditionalStore { return &brandedStore{fault: brandOnce} },
+	"memstore":       func() writefence.ConditionalStore { return new(writefence.MemStore) },
+	"client-compare": func() writefence.ConditionalStore { return &clientCompareStore{gap: time.Millisecond} },
+	"ignoring":       func() writefence.ConditionalStore { return new(ignoringStore) },
+	"reused-tokens":  func() writefence.ConditionalStore { return new(counterStore) },
+	"torn-reads":     func() writefence.ConditionalStore { return new(tornStore) },
+	"parts-memstore": func() writefence.ConditionalStore { return new(partsStore) },
+	"ignoring-parts": func() writefence.ConditionalStore { return &partsStore{ignore: true} },
+}
+
+// The doubles that differ only in their fault.
+func init() {
+	for name, fault := range map[string]prefixFault{"prefix-memstore": prefixCorrect, "stale-prefix": prefixStaleVersion,
+		"prefix-size": prefixSizeOfPrefix, "prefix-whole": prefixWholeObject} {
+		childStores[name] = func() writefence.ConditionalStore { return &prefixStore{fault: fault} }
+	}
+	for name, fault := range map[string]brandFault{"branded-memstore": brandChecked, "ignoring-brand": brandIgnored, "once-brand": brandOnce} {
+		childStores[name] = func() writefence.ConditionalStore { return &brandedStore{fault: fault} }
+	}
 }
 
 // TestHelperBroken is not a test on its own: TestSuiteHasTeeth runs it in a

@@ -15,7 +15,6 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -23,7 +22,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,7 +29,6 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 )
@@ -283,95 +280,4 @@ func FreePort() string {
 		return port
 	}
 	return ""
-}
-
-// HTTPTransport returns a clone of the default transport whose idle
-// connections are closed when the test ends, so that no goroutine of an
-// SDK client built on it outlives the test.
-func HTTPTransport(t testing.TB) *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	return tr
-}
-
-// Transport is an http.RoundTripper that counts the requests it sends, the
-// writes among them (PUT and POST, the writes of either API) and the
-// response body bytes its client reads.
-type Transport struct {
-	base  *http.Transport
-	reqs  atomic.Int64
-	puts  atomic.Int64
-	read  atomic.Int64
-	reads atomic.Int64 // GET response body bytes only
-}
-
-// NewTransport returns a counting transport over HTTPTransport(t).
-func NewTransport(t testing.TB) *Transport { return &Transport{base: HTTPTransport(t)} }
-
-// RoundTrip implements http.RoundTripper.
-func (c *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.reqs.Add(1)
-	if r.Method == http.MethodPut || r.Method == http.MethodPost {
-		c.puts.Add(1)
-	}
-	resp, err := c.base.RoundTrip(r)
-	if resp != nil {
-		body := &countingBody{ReadCloser: resp.Body, n: &c.read}
-		if r.Method == http.MethodGet {
-			body.get = &c.reads
-		}
-		resp.Body = body
-	}
-	return resp, err
-}
-
-// Requests returns the requests sent so far.
-func (c *Transport) Requests() int64 { return c.reqs.Load() }
-
-// Writes returns the PUT and POST requests sent so far.
-func (c *Transport) Writes() int64 { return c.puts.Load() }
-
-// BytesRead returns the response body bytes read so far.
-func (c *Transport) BytesRead() int64 { return c.read.Load() }
-
-// GetBytesRead returns the GET response body bytes read so far.
-func (c *Transport) GetBytesRead() int64 { return c.reads.Load() }
-
-type countingBody struct {
-	io.ReadCloser
-	n, get *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	if b.get != nil {
-		b.get.Add(int64(n))
-	}
-	return n, err
-}
-
-// LeakOptions are the goroutines a package's TestMain lets outlive its
-// tests when it checks for leaks with goleak.VerifyTestMain: those of an
-// idle keep-alive connection, which an SDK client's transport keeps after
-// its test ends unless the test closes it. An idle connection's read loop
-// blocks reading the socket, in persistConn.Read; its write loop waits in
-// its select. A response body left open is still caught: its connection's
-// read loop waits for the body's end in its own select, not in a read.
-func LeakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).Read"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-	}
-}
-
-// Keys returns every key a store holds, through its List method (the
-// writefence.Lister capability).
-func Keys(t testing.TB, s interface {
-	List(ctx context.Context, prefix string, fn func(key string) error) error
-}) []string {
-	t.Helper()
-	var keys []string
-	check(t, s.List(context.Background(), "", func(k string) error { keys = append(keys, k); return nil }))
-	return keys
 }
