@@ -197,7 +197,7 @@ func (f *Fence) checkBrand(ctx context.Context, forWrite bool) error {
 	case 0:
 		return nil
 	case BrandVerifyAlways:
-		if _, ok := f.Store.(BrandedPutter); ok && forWrite {
+		if _, ok := f.brandedPutter(); ok && forWrite {
 			return nil // checked inside the write (put)
 		}
 		return f.VerifyBrand(ctx)
@@ -213,4 +213,11 @@ func (f *Fence) checkBrand(ctx context.Context, forWrite bool) error {
 		return f.brandOnce.refusal()
 	}
 	return invalidArg("brand", "unknown BrandMode %d", int(f.Brand))
+}
+
+// brandedPutter returns the store's BrandedPutter when the Fence checks the
+// brand inside every write: BrandVerifyAlways on a store that can.
+func (f *Fence) brandedPutter() (BrandedPutter, bool) {
+	bp, ok := f.Store.(BrandedPutter)
+	return bp, ok && f.Brand == BrandVerifyAlways
 }

@@ -193,7 +193,7 @@ func (w *recordWrite) mayBeReplay(h header) bool {
 // parts on a store that takes parts, so the payload is never copied; joined
 // once otherwise.
 func (f *Fence) put(ctx context.Context, w *recordWrite, version string) (string, error) {
-	if bp, ok := f.Store.(BrandedPutter); ok && f.Brand == BrandVerifyAlways {
+	if bp, ok := f.brandedPutter(); ok {
 		return bp.PutIfBranded(ctx, keys.Brand(f.Prefix), f.identity(), w.key, w.joined(), version)
 	}
 	if pp, ok := f.Store.(PartsPutter); ok {
