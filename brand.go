@@ -16,12 +16,17 @@ import (
 // brand refuses a foreign program at start-up, before it touches any
 // record, and covers stores that hold no record yet.
 //
-// The brand key holds exactly the identity's bytes: no header, no newline,
-// no encoding, so any tool of any format can read and write a brand, and an
-// operator can look at it with the store's own client. Any other content,
-// including an empty value, bytes that are not UTF-8 or a value far longer
-// than an identity, is "another value": a refusal that names what was
-// found, escaped and cut short, never "absent".
+// The brand key's data, as the store's Get returns it, is exactly the
+// identity's bytes: no header, no newline, no encoding, so any program of
+// any format can read a brand through any ConditionalStore. The stores
+// that keep their version beside the data wrap it in their own layout
+// (a Valkey value starts with a digest and a token, a directory store's
+// file with its header): write a brand through the store, with
+// Fence.ClaimBrand or the command's brand install, not with the store's
+// own client, which would write bytes the store reads as damaged. Any other
+// content, including an empty value, bytes that are not UTF-8 or a value far
+// longer than an identity, is "another value": a refusal that names what
+// was found, escaped and cut short, never "absent".
 //
 // A refusal is a *WireError, which matches ErrWire, and is final: nothing
 // in the package retries it, because reading again will not change the
@@ -45,12 +50,13 @@ import (
 //     per Fence, plus one create-only write and one read on an empty store.
 //   - BrandVerifyAlways when a store can be re-branded while writers run (a
 //     migration to another format) and old writers must stop at their next
-//     write rather than at their next start. On a store that implements
-//     BrandedPutter (Valkey) the brand is checked inside every write's own
-//     atomic step, with no gap between the check and the write and no extra
-//     round trip; on any other store it is read before every Push, Seal,
-//     Settle and Latest, and a re-brand between that read and the write
-//     lets that one write land.
+//     write rather than at their next start. Every write goes through
+//     PutIfBranded: on a store that declares BrandedPutter (Valkey) the
+//     brand is checked inside the write's own atomic step, with no gap
+//     between the check and the write and no extra round trip; on any
+//     other store it is read right before every write (and before every
+//     Latest), and a re-brand between that read and the write lets that
+//     one write land.
 type BrandMode int
 
 // The brand modes.
@@ -70,48 +76,46 @@ const (
 )
 
 // ClaimBrand brands the store with the Fence's identity unless it already
-// holds one, and reports whether this call wrote the brand. It reads the
-// brand key first: the identity returns false and nil, another value a
-// *WireError, both without writing. An absent brand is written with one
-// create-only PutIfVersion and then read back, and the read decides: nil
-// when the brand holds the identity (this claim or another of the same
-// identity won), a *WireError naming the winner's value when it holds
-// another. So of N claimers racing an empty store exactly one write lands,
-// every claimer of the winner's identity returns nil and every other is
-// refused. It never overwrites a brand: to re-brand a store for another
-// format an operator removes the brand key with the store's own tools
-// first. ClaimBrand never retries; a failure that is not a refusal may be
-// retried by calling it again.
+// holds one, and reports whether this call wrote the brand. It goes
+// through the engine every write takes (the probe verdict, the retries,
+// the Observer, with Op "brand claim"): it reads the brand key; the
+// identity returns false and nil, another value a *WireError, both without
+// writing; an absent brand is written with one create-only write and then
+// read back, and the read decides. A claimer that loses the race to create
+// reads afresh: nil when the winner wrote the same identity, a *WireError
+// naming the winner's value when it wrote another. So of N claimers racing
+// an empty store exactly one write lands, every claimer of the winner's
+// identity returns nil and every other is refused. A claim whose reply was
+// lost is resolved by the next read, and reports false. It never
+// overwrites a brand: to re-brand a store for another format an operator
+// removes the brand key with the store's own tools first.
 func (f *Fence) ClaimBrand(ctx context.Context) (claimed bool, err error) {
 	key, err := f.brandKey()
 	if err != nil {
 		return false, err
 	}
-	err = f.readBrand(ctx, key)
-	if !errors.Is(err, errBrandAbsent) {
+	identity := f.identity()
+	out, err := f.run(ctx, &change{op: opBrandClaim, key: key, decide: func(s *snapshot) ([][]byte, bool, error) {
+		switch {
+		case s.damage != nil:
+			return nil, false, fmt.Errorf("writefence: brand: read %s: %w", esc(key), s.damage)
+		case !s.found:
+			return [][]byte{[]byte(identity)}, false, nil
+		}
+		return nil, true, compareBrand(key, identity, s.data, true)
+	}})
+	if err != nil || !out.wrote {
 		return false, err
 	}
-	_, putErr := f.Store.PutIfVersion(ctx, key, []byte(f.identity()), "")
-	if isContextErr(putErr) {
-		return false, putErr
-	}
-	// The confirming read also settles a write whose outcome is unknown
-	// and a create-only write refused because a racer won.
+	// The confirming read: a store that acknowledged the create must show
+	// it.
 	err = f.readBrand(ctx, key)
-	switch {
-	case err == nil:
-		return putErr == nil, nil
-	case isWire(err):
-		return false, err
-	case putErr != nil && !errors.Is(putErr, ErrConflict):
-		return false, fmt.Errorf("writefence: brand: claim %s: %w", esc(key), putErr)
-	case errors.Is(err, errBrandAbsent):
-		// Written (or won by a racer) and gone by the time of the read:
-		// something deletes the brand key. Not a refusal: nothing was
-		// found to refuse.
+	if errors.Is(err, errBrandAbsent) {
+		// Written and gone by the time of the read: something deletes the
+		// brand key. Not a refusal: nothing was found to refuse.
 		return false, fmt.Errorf("writefence: brand: claim %s: the brand key is absent right after the claim", esc(key))
 	}
-	return false, err
+	return err == nil, err
 }
 
 // VerifyBrand reads the brand key and returns nil if it holds the Fence's
@@ -135,11 +139,8 @@ func (f *Fence) VerifyBrand(ctx context.Context) error {
 // brandKey validates the configuration a brand check needs and returns
 // the brand key.
 func (f *Fence) brandKey() (string, error) {
-	switch {
-	case f.Store == nil:
-		return "", invalidArg("store", "Fence.Store is nil")
-	case len(f.Identity) > maxIdentityLen:
-		return "", invalidArg("identity", "%d bytes, more than %d", len(f.Identity), maxIdentityLen)
+	if err := f.checkConfig(); err != nil {
+		return "", err
 	}
 	key := keys.Brand(f.Prefix)
 	if len(key) > keys.MaxKeyLen {
@@ -197,8 +198,8 @@ func (f *Fence) checkBrand(ctx context.Context, forWrite bool) error {
 	case 0:
 		return nil
 	case BrandVerifyAlways:
-		if _, ok := f.brandedPutter(); ok && forWrite {
-			return nil // checked inside the write (put)
+		if forWrite {
+			return nil // checked by the write itself (Fence.write)
 		}
 		return f.VerifyBrand(ctx)
 	case BrandVerify:
@@ -215,9 +216,6 @@ func (f *Fence) checkBrand(ctx context.Context, forWrite bool) error {
 	return invalidArg("brand", "unknown BrandMode %d", int(f.Brand))
 }
 
-// brandedPutter returns the store's BrandedPutter when the Fence checks the
-// brand inside every write: BrandVerifyAlways on a store that can.
-func (f *Fence) brandedPutter() (BrandedPutter, bool) {
-	bp, ok := f.Store.(BrandedPutter)
-	return bp, ok && f.Brand == BrandVerifyAlways
-}
+// brandEveryWrite reports whether every write checks the brand itself,
+// through PutIfBranded: in its own atomic step on a store that can.
+func (f *Fence) brandEveryWrite() bool { return f.Brand == BrandVerifyAlways }

@@ -1,9 +1,10 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,8 +87,9 @@ func (s *hookStore) value(t *testing.T, key string) string {
 
 var brandKey = keys.Brand("")
 
-// errDenied stands for a store's permission error.
-var errDenied = errors.New("access denied")
+// errDenied stands for a store's permission error: a refusal that a retry
+// cannot change.
+var errDenied = fmt.Errorf("access denied: %w", fs.ErrPermission)
 
 func requireWire(t *testing.T, err error, want writefence.WireError) {
 	t.Helper()
@@ -325,8 +327,8 @@ func TestBrandEmptyValue(t *testing.T) {
 }
 
 // TestBrandFailuresPassThrough: a failure that is not a refusal is returned
-// wrapped after one attempt, never as a refusal or as absent; a done ctx is
-// returned as is.
+// wrapped, never as a refusal or as absent, a permission error after one
+// attempt; a done ctx is returned as is.
 func TestBrandFailuresPassThrough(t *testing.T) {
 	s := newHookStore()
 	s.beforeGet = func(string) error { return errDenied }
@@ -336,10 +338,14 @@ func TestBrandFailuresPassThrough(t *testing.T) {
 		require.ErrorIs(t, err, errDenied, op)
 		assert.NotErrorIs(t, err, writefence.ErrWire, op)
 		assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
-		assert.Equal(t, "writefence: brand: read writefence/_brand: access denied", err.Error(), op)
+		want := "writefence: brand claim writefence/_brand: read: access denied: permission denied"
+		if op == "verify" {
+			want = "writefence: brand: read writefence/_brand: access denied: permission denied"
+		}
+		assert.Equal(t, want, err.Error(), op)
 	}
 	gets, puts, _ := s.calls(brandKey)
-	assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "one read each, never retried")
+	assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "one read each: a permission refusal is never retried")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -364,9 +370,9 @@ func TestBrandClaimSettlesLostReply(t *testing.T) {
 	require.ErrorIs(t, err, errDenied)
 	assert.NotErrorIs(t, err, writefence.ErrWire)
 	assert.NotErrorIs(t, err, writefence.ErrNotFound)
-	assert.Equal(t, "writefence: brand: claim writefence/_brand: access denied", err.Error())
+	assert.Equal(t, "access denied: permission denied", err.Error())
 	gets, puts, _ := s.calls(brandKey)
-	assert.Equal(t, [2]int{2, 1}, [2]int{gets, puts}, "no retry")
+	assert.Equal(t, [2]int{1, 1}, [2]int{gets, puts}, "no retry")
 }
 
 // refusingWrites refuses every write without performing it.
@@ -621,7 +627,10 @@ type brandedStore struct {
 	writes atomic.Int64 // PutIfBranded calls
 }
 
-func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expect string) (string, error) {
+func (s *brandedStore) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
+	data := bytes.Join(parts, nil)
 	s.writes.Add(1)
 	brand := &writefence.Fence{Store: s.hookStore, Identity: identity, Prefix: strings.TrimSuffix(brandKey, "_brand")}
 	if err := brand.VerifyBrand(ctx); err != nil {

@@ -3,22 +3,15 @@ package writefence
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
 // Sentinel errors. Test for them with errors.Is: the errors the library
 // returns wrap them and carry detail in the typed errors below.
 var (
-	// ErrNotFound reports that a key was never written (or was deleted).
-	ErrNotFound = errors.New("writefence: not found")
-
-	// ErrConflict reports that a conditional write was refused because the
-	// store's version of the key no longer matched the expected one.
-	ErrConflict = errors.New("writefence: version conflict")
-
-	// ErrStaleEpoch reports that a push was refused, before any write,
-	// because its epoch was not strictly greater than the recorded one.
+	// ErrStaleEpoch reports that a write of a record was refused, before
+	// any write, because its epoch was not strictly greater than the
+	// recorded one.
 	ErrStaleEpoch = errors.New("writefence: stale epoch")
 
 	// ErrWire reports that a store or a record holds another wire identity
@@ -32,13 +25,9 @@ var (
 	// ErrInvalidArgument reports an argument rejected before any I/O.
 	ErrInvalidArgument = errors.New("writefence: invalid argument")
 
-	// ErrTooLarge reports that a stored object exceeds the read limit of
-	// the store that read it; nothing beyond the limit was buffered.
-	ErrTooLarge = errors.New("writefence: object too large")
-
 	// ErrOutcomeUnknown reports that a write was sent but its result could
 	// not be learned: it may or may not have landed. Calling Push again
-	// with the same arguments settles it.
+	// with the same arguments resolves it.
 	ErrOutcomeUnknown = errors.New("writefence: outcome unknown")
 )
 
@@ -60,9 +49,10 @@ func invalidArg(arg, format string, a ...any) error {
 	return &InvalidArgumentError{Arg: arg, Reason: fmt.Sprintf(format, a...)}
 }
 
-// StaleEpochError is the detail of a push refused by the strict-epoch rule.
-// It matches ErrStaleEpoch.
+// StaleEpochError is the detail of a write refused by the strict-epoch
+// rule. It matches ErrStaleEpoch.
 type StaleEpochError struct {
+	Op             string // the refused write: "push", "update", "seal" or "settle"
 	Key            string // the record's key
 	Epoch          uint64 // the epoch the refused push carried
 	RecordedEpoch  uint64 // the epoch the store records
@@ -70,8 +60,8 @@ type StaleEpochError struct {
 }
 
 func (e *StaleEpochError) Error() string {
-	return fmt.Sprintf("writefence: stale epoch: push at epoch %d to %s refused: recorded epoch %d by %s",
-		e.Epoch, esc(e.Key), e.RecordedEpoch, esc(e.RecordedWriter))
+	return fmt.Sprintf("writefence: stale epoch: %s at epoch %d to %s refused: recorded epoch %d by %s",
+		orDefault(e.Op, opPush), e.Epoch, esc(e.Key), e.RecordedEpoch, esc(e.RecordedWriter))
 }
 
 // Unwrap returns ErrStaleEpoch.
@@ -84,6 +74,13 @@ type CorruptError struct {
 	Key     string // the record's key; empty when decoding bytes alone
 	Version string // the store's version token of the corrupt record
 	Check   string // the check that failed, e.g. "header checksum"
+
+	// Head, from a store that found damage in place by its own check, is
+	// the start of the damaged data (at most 4096 bytes) when the store
+	// could still locate it, nil otherwise: a Fence decodes a record's
+	// header from it, so the epoch of a record damaged after its header
+	// stays known.
+	Head []byte
 }
 
 func (e *CorruptError) Error() string {
@@ -132,58 +129,13 @@ func (e *WireError) Error() string {
 // Unwrap returns ErrWire.
 func (e *WireError) Unwrap() error { return ErrWire }
 
-// StoreError records a store operation that failed and the key it was
-// on, as fs.PathError does for a path: every adapter returns its failures
-// as a *StoreError. Err is the cause: a sentinel of this package
-// (ErrNotFound, ErrConflict, ErrTooLarge, errors.ErrUnsupported...) when
-// the adapter classified the failure, the client's own error (a
-// minio.ErrorResponse, a *googleapi.Error, a redis error...) when it came
-// from the client, or both; errors.Is and errors.As reach each of them.
-type StoreError struct {
-	Op  string // the store and the operation, e.g. "s3 put" or "valkey get"
-	Key string // the key operated on; empty for an operation on no key
-	Err error  // the cause
-}
-
-func (e *StoreError) Error() string {
-	s := "writefence: " + e.Op
-	if e.Key != "" {
-		s += " " + esc(e.Key)
-	}
-	return s + ": " + strings.TrimPrefix(e.Err.Error(), "writefence: ")
-}
-
-// Unwrap returns Err.
-func (e *StoreError) Unwrap() error { return e.Err }
-
-// storeErr returns a *StoreError for op on key. kind, when not nil, is the
-// package's sentinel for the failure; err, when not nil, is the client's
-// error. At least one of them is set.
-func storeErr(op, key string, kind, err error) error {
-	var cause error
-	switch {
-	case kind == nil:
-		cause = err
-	case err == nil:
-		cause = kind
-	default:
-		cause = fmt.Errorf("%w: %w", kind, err)
-	}
-	return &StoreError{Op: op, Key: key, Err: cause}
-}
-
-// tooLarge is a store's refusal of an object over its limit.
-func tooLarge(op, key string, limit int64) error {
-	return &StoreError{Op: op, Key: key, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)}
-}
-
 // OutcomeUnknownError reports a write whose result could not be learned:
 // it may or may not have landed. It matches ErrOutcomeUnknown and, through
 // Err, the cause (for example context.DeadlineExceeded or a network error).
 type OutcomeUnknownError struct {
-	Op    string // "push", "seal", "settle" or "lease write"
+	Op    string // the write, as WriteEvent.Op names it
 	Key   string // the key written
-	Epoch uint64 // the epoch written; 0 for a lease write
+	Epoch uint64 // the epoch written; 0 for a lease or the brand
 	Err   error  // the error that hid the outcome
 }
 
@@ -219,6 +171,7 @@ var (
 // LeaseHeldError is the detail of an Acquire refused because another holder
 // holds the lease. It matches ErrLeaseHeld.
 type LeaseHeldError struct {
+	Name   string    // the lease's name (Lease.Name)
 	Key    string    // the lease record's key
 	Holder string    // the holder the record names, raw; Error escapes it
 	Term   uint64    // the record's term
@@ -227,7 +180,7 @@ type LeaseHeldError struct {
 
 func (e *LeaseHeldError) Error() string {
 	return fmt.Sprintf("writefence: lease %s held by %s at term %d until %s",
-		esc(e.Key), esc(e.Holder), e.Term, e.Expiry.UTC().Format(time.RFC3339Nano))
+		esc(e.Name), esc(e.Holder), e.Term, e.Expiry.UTC().Format(time.RFC3339Nano))
 }
 
 // Unwrap returns ErrLeaseHeld.

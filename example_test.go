@@ -112,7 +112,7 @@ func ExampleLease() {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	newLease := func(holder string) *writefence.Lease {
-		return &writefence.Lease{Store: store, Name: "wal/0", Holder: holder, TTL: 10 * time.Second, Clock: clock}
+		return &writefence.Lease{Fence: fence, Name: "wal/0", Holder: holder, TTL: 10 * time.Second, Clock: clock}
 	}
 
 	// node-a: acquire, seal, then ship while renewing.
@@ -166,9 +166,9 @@ func ExampleLease() {
 	// node-a pushed segment 1 at term 1: <nil>
 	// node-a pushed segment 2 at term 1: <nil>
 	// node-a pushed segment 3 at term 1: <nil>
-	// node-b: writefence: lease writefence/_lease/wal%2F0 held by node-a at term 1 until 2030-01-01T00:00:12Z
+	// node-b: writefence: lease wal/0 held by node-a at term 1 until 2030-01-01T00:00:12Z
 	// node-b holds term 2
 	// node-a late push refused: true
-	// node-a renew: writefence: lease writefence/_lease/wal%2F0: term 1: now held by node-b at term 2: writefence: lease lost
+	// node-a renew: writefence: lease renew wal/0: term 1: now held by node-b at term 2: writefence: lease lost
 	// recorded: term 2 by node-b: segment 3
 }

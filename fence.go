@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -17,14 +18,14 @@ const (
 	maxRetryDelay         = 500 * time.Millisecond
 )
 
-// Fence admits a push to a shard's mirror record only if its epoch is
+// Fence admits a write to a shard's mirror record only if its epoch is
 // strictly greater than the epoch the record holds, and lands the epoch and
 // the payload in one conditional write on Store. See the package
 // documentation for the protocol.
 //
 // The zero value, given a Store, is ready to use: every other field has a
 // documented default. A Fence is safe for concurrent use and must not be
-// copied after first use. Set the fields before the first push.
+// copied after first use. Set the fields before the first write.
 type Fence struct {
 	// Store holds the records. Required.
 	Store ConditionalStore
@@ -38,27 +39,28 @@ type Fence struct {
 	// Prefix is prepended to every key; empty means "writefence/".
 	Prefix string
 
-	// MaxPayloadSize bounds the payload of a push; zero means 64 MiB. The
+	// MaxPayloadSize bounds the payload of a record; zero means 64 MiB. The
 	// Store's read limit must allow a record of this payload plus 4 KiB for
 	// its header (the stores' default limit is 64 MiB + 4 KiB).
 	MaxPayloadSize int64
 
-	// MaxAttempts bounds the conditional writes one push makes; zero means
-	// 10. When every attempt conflicts Push returns an error
-	// matching ErrConflict.
+	// MaxAttempts bounds the attempts (a read, a decision, a conditional
+	// write) of one write; zero means 10. When every attempt conflicts the
+	// write returns an error matching ErrConflict; when a write's outcome
+	// stays hidden, one matching ErrOutcomeUnknown.
 	MaxAttempts int
 
-	// RetryDelay is the base of the jittered exponential back-off between
-	// conflicting attempts; zero means 5ms. The delay before
-	// attempt n+1 is uniform in [0, min(RetryDelay<<n, 500ms)).
+	// RetryDelay is the base of the jittered exponential back-off before
+	// every retry, whatever failed; zero means 5ms. The delay before
+	// attempt n+1 is uniform in [0, min(RetryDelay<<(n-1), 500ms)).
 	RetryDelay time.Duration
 
-	// Probe, when true, runs Probe on Store once before the first push, on
+	// Probe, when true, runs Probe on Store once before the first write, on
 	// scratch keys in the reserved space under Prefix, and refuses every
-	// push with its *ProbeError (ErrUntrustedStore) if the store fails it.
+	// write with its *ProbeError (ErrUntrustedStore) if the store fails it.
 	// A pass and an untrusted verdict are kept for the Fence's lifetime; a
 	// failure to probe (network, auth, a done ctx) is returned by that
-	// push and the next push probes again. False means no probe.
+	// write and the next write probes again. False means no probe.
 	Probe bool
 
 	probe verdictOnce // the kept verdict of the probe
@@ -70,20 +72,22 @@ type Fence struct {
 
 	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
-	// VerifyPayloadOnPush makes Push read and verify the whole recorded
-	// record, payload checksum included, before it writes. By default, on a
-	// store that implements PrefixReader, Push reads only the record's
-	// header and checks its checksum and the record's total size: one
-	// header's worth of bytes instead of the whole previous payload. A
-	// payload damaged under an intact header is then caught by Latest and
-	// by the store's own checksums, not by Push.
+	// VerifyPayloadOnPush makes a Push that reads the record read and
+	// verify all of it, payload checksum included. By default, on a store
+	// that reads prefixes (GetPrefix), such a Push reads only the record's
+	// header and checks its checksum and the record's total size. Either
+	// way a Push that conditions its write on the version it remembers
+	// reads nothing: the store refuses the write if the record changed. A
+	// payload damaged under an intact header is caught by Latest, and by
+	// the store's own checksums, not by Push.
 	VerifyPayloadOnPush bool
 
-	// Observer, when set, sees every outcome of every write (Push, Seal and
-	// Settle; see PushEvent), for metrics or logs. It is called
-	// synchronously on the writing goroutine, from many goroutines at once:
-	// it must be safe for concurrent use and quick. Nil means none.
-	Observer func(ctx context.Context, e PushEvent)
+	// Observer, when set, sees how every write ended (see WriteEvent), for
+	// metrics or logs: every write of a record, of a Lease on this Fence
+	// and of the brand. It is called synchronously on the writing
+	// goroutine, from many goroutines at once: it must be safe for
+	// concurrent use and quick. Nil means none.
+	Observer func(ctx context.Context, e WriteEvent)
 
 	mu    sync.Mutex // guards cache
 	cache map[string]cachedRecord
@@ -99,29 +103,93 @@ type Fence struct {
 //     ErrWire, without writing;
 //  3. refuses with a *StaleEpochError (ErrStaleEpoch) unless epoch is
 //     greater than the recorded epoch, without writing;
-//  4. writes the new record with one PutIfVersion conditioned on the version
-//     read (create-only when absent);
+//  4. writes the new record with one conditional write on the version read
+//     (create-only when absent);
 //  5. on ErrConflict re-reads and starts again at 2, after a jittered
-//     back-off, at most MaxAttempts writes in all; then an error matching
-//     ErrConflict.
+//     back-off, at most MaxAttempts attempts in all; then an error
+//     matching ErrConflict.
 //
 // A record that is exactly this push (same epoch, writer and payload) means
 // an earlier attempt landed, and Push returns nil: retrying a push whose
 // reply was lost never turns it into ErrStaleEpoch. A write error other than
-// a conflict leaves the outcome unknown; Push settles it by reading, and
-// returns an *OutcomeUnknownError (ErrOutcomeUnknown) only when it cannot.
-// Cancelling ctx stops the retries; the error then matches ctx.Err().
+// a conflict or a refusal leaves the outcome unknown; Push resolves it by
+// reading, and returns an *OutcomeUnknownError (ErrOutcomeUnknown) only
+// when it cannot. Cancelling ctx stops the retries; the error then matches
+// ctx.Err().
+//
+// Push is Update with a function that returns payload whatever the record
+// holds, except that it need not read the payload it replaces: on a store
+// that reads prefixes it reads the header alone, and when the Fence wrote
+// or read the record last it conditions its write on that version without
+// reading at all (one round trip).
 func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) error {
-	w, err := f.prepare(opPush, plugin, shard, writer, epoch, payload)
+	u, err := f.newUpdate(opPush, plugin, shard, writer, epoch)
 	if err != nil {
 		return err
 	}
-	return f.write(ctx, w)
+	if err := f.checkPayload(payload); err != nil {
+		return err
+	}
+	u.constant, u.payload = true, payload
+	u.crc = crc32Castagnoli(payload)
+	u.header = encodeHeader(f.identity(), writer, epoch, uint64(len(payload)), u.crc)
+	return f.runUpdate(ctx, u)
 }
 
-// prepare validates a write's arguments and, for a push or a settle, encodes
-// its record.
-func (f *Fence) prepare(op, plugin, shard, writer string, epoch uint64, payload []byte) (*recordWrite, error) {
+// Update replaces the record of (plugin, shard) with next's result at
+// epoch, on behalf of writer, if and only if epoch is strictly greater
+// than the recorded epoch: a read-modify-write under the fence, such as a
+// manifest that lists what the shard's state is made of.
+//
+// next gets the recorded payload (nil when the shard was never written) and
+// returns the payload to write. It is called again with the fresh payload
+// after a conflict, so it must depend on nothing but its argument; an error
+// from it is returned and nothing is written. The rules are Push's (steps
+// 1 to 5), with the whole record read every time: a corrupt record or one
+// of another identity refuses, an epoch not above the recorded one returns
+// a *StaleEpochError, a conflict reads afresh and calls next again.
+//
+// A record at this epoch by this writer is this update, landed earlier,
+// when its payload is the one next last produced in this call, or when
+// next returns that payload unchanged: then Update returns nil without
+// writing. So retrying an update whose reply was lost returns nil if next
+// is idempotent (applying it to its own result changes nothing, as "add
+// segment 42 to the list" does), and ErrStaleEpoch otherwise.
+func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current []byte) ([]byte, error)) error {
+	if next == nil {
+		return invalidArg("next", "nil")
+	}
+	u, err := f.newUpdate(opUpdate, plugin, shard, writer, epoch)
+	if err != nil {
+		return err
+	}
+	u.next = next
+	return f.runUpdate(ctx, u)
+}
+
+// recordUpdate is one Push, Update or Seal of a record.
+type recordUpdate struct {
+	f      *Fence
+	op     string
+	key    string
+	writer string
+	epoch  uint64
+
+	// A push's payload is constant, its header built once.
+	constant bool
+	payload  []byte
+	crc      uint32
+	header   []byte
+
+	// next computes an update's payload; produced is what it returned
+	// last, once it ran.
+	next     func(current []byte) ([]byte, error)
+	produced []byte
+	ran      bool
+}
+
+// newUpdate validates the arguments every write of a record shares.
+func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*recordUpdate, error) {
 	key, err := f.key(plugin, shard)
 	if err != nil {
 		return nil, err
@@ -134,15 +202,98 @@ func (f *Fence) prepare(op, plugin, shard, writer string, epoch uint64, payload 
 	case epoch == 0:
 		return nil, invalidArg("epoch", "must be at least 1")
 	}
+	return &recordUpdate{f: f, op: op, key: key, writer: writer, epoch: epoch}, nil
+}
+
+func (f *Fence) checkPayload(payload []byte) error {
 	if limit := f.maxPayload(); int64(len(payload)) > limit {
-		return nil, invalidArg("payload", "%d bytes, more than the limit of %d", len(payload), limit)
+		return invalidArg("payload", "%d bytes, more than the limit of %d", len(payload), limit)
 	}
-	w := &recordWrite{op: op, key: key, writer: writer, epoch: epoch, payload: payload}
-	if op != opSeal {
-		w.crc = crc32Castagnoli(payload)
-		w.header = encodeHeader(f.identity(), writer, epoch, uint64(len(payload)), w.crc)
+	return nil
+}
+
+// runUpdate runs u through the engine, with the version cache: a push may
+// condition its first write on the version the Fence remembers.
+func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
+	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, decide: u.decide,
+		head: u.constant && !f.VerifyPayloadOnPush}
+	if u.constant {
+		c.cached, _ = f.cached(u.key, u.epoch)
 	}
-	return w, nil
+	out, err := f.run(ctx, c)
+	if err != nil {
+		f.forget(u.key)
+		return err
+	}
+	f.remember(u.key, out.version, u.epoch)
+	return nil
+}
+
+// decide is the protocol's decision on what the store records: the record
+// to write, done when the record already is this write, or the refusal.
+func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, error) {
+	if s.cached {
+		return [][]byte{u.header, u.payload}, false, nil
+	}
+	st := decodeSnapshot(u.key, s)
+	if st.corrupt != nil {
+		return nil, false, st.corrupt
+	}
+	var current []byte
+	if st.found {
+		if err := u.f.checkIdentity(u.key, st.h); err != nil {
+			return nil, false, err
+		}
+		if st.h.epoch == u.epoch && st.h.writer == u.writer && u.maySizeMatch(st.h) {
+			if !st.whole {
+				return nil, false, errReadWhole
+			}
+			if u.landed(st.payload) {
+				return nil, true, nil
+			}
+		}
+		if u.epoch <= st.h.epoch {
+			return nil, false, &StaleEpochError{Op: u.op, Key: u.key, Epoch: u.epoch, RecordedEpoch: st.h.epoch, RecordedWriter: st.h.writer}
+		}
+		if !u.constant && !st.whole {
+			return nil, false, errReadWhole
+		}
+		current = st.payload
+	}
+	if u.constant {
+		return [][]byte{u.header, u.payload}, false, nil
+	}
+	payload, err := u.next(current)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := u.f.checkPayload(payload); err != nil {
+		return nil, false, err
+	}
+	u.produced, u.ran = payload, true
+	h := encodeHeader(u.f.identity(), u.writer, u.epoch, uint64(len(payload)), crc32Castagnoli(payload))
+	return [][]byte{h, payload}, false, nil
+}
+
+// maySizeMatch reports whether a record with header h may hold this push's
+// payload: same size and (where the header carries it) checksum. Only the
+// payload bytes themselves decide; an update's payload is not known ahead.
+func (u *recordUpdate) maySizeMatch(h header) bool {
+	return !u.constant || h.payloadLen == uint64(len(u.payload)) && (h.version == 1 || h.payloadCRC == u.crc)
+}
+
+// landed reports whether payload, recorded at this write's epoch by its
+// writer, is this write's: a push's payload; an update's last result, or a
+// payload next leaves unchanged.
+func (u *recordUpdate) landed(payload []byte) bool {
+	switch {
+	case u.constant:
+		return bytes.Equal(payload, u.payload)
+	case u.ran && bytes.Equal(payload, u.produced):
+		return true
+	}
+	again, err := u.next(bytes.Clone(payload))
+	return err == nil && bytes.Equal(again, payload)
 }
 
 // Latest returns the recorded epoch, writer and payload of (plugin, shard).
@@ -158,13 +309,21 @@ func (f *Fence) Latest(ctx context.Context, plugin, shard string) (epoch uint64,
 
 // key validates the fence's configuration and returns the key of a shard.
 func (f *Fence) key(plugin, shard string) (string, error) {
-	if f.Store == nil {
-		return "", invalidArg("store", "Fence.Store is nil")
-	}
-	if id := f.Identity; len(id) > maxIdentityLen {
-		return "", invalidArg("identity", "%d bytes, more than %d", len(id), maxIdentityLen)
+	if err := f.checkConfig(); err != nil {
+		return "", err
 	}
 	return shardKey(f.Prefix, plugin, shard)
+}
+
+// checkConfig validates the fields every operation needs.
+func (f *Fence) checkConfig() error {
+	switch {
+	case f.Store == nil:
+		return invalidArg("store", "Fence.Store is nil")
+	case len(f.Identity) > maxIdentityLen:
+		return invalidArg("identity", "%d bytes, more than %d", len(f.Identity), maxIdentityLen)
+	}
+	return nil
 }
 
 func (f *Fence) identity() string { return orDefault(f.Identity, defaultIdentity) }

@@ -66,7 +66,7 @@ func TestStaleRefusedWithoutWrite(t *testing.T) {
 		require.ErrorIs(t, err, writefence.ErrStaleEpoch)
 		var stale *writefence.StaleEpochError
 		require.ErrorAs(t, err, &stale)
-		assert.Equal(t, writefence.StaleEpochError{Key: mustKey(t, "wal", "0"), Epoch: epoch, RecordedEpoch: 7, RecordedWriter: "leader"}, *stale)
+		assert.Equal(t, writefence.StaleEpochError{Op: "push", Key: mustKey(t, "wal", "0"), Epoch: epoch, RecordedEpoch: 7, RecordedWriter: "leader"}, *stale)
 		assert.Equal(t, int64(0), counting.puts.Load(), "epoch %d: a stale push must not write", epoch)
 		assert.Equal(t, int64(1), counting.gets.Load())
 		assert.Equal(t,

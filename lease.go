@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// Lease is a named, expiring, exclusive lease kept in one record of any
-// ConditionalStore (S3, GCS, Valkey, a directory, memory), and an
-// EpochSource that hands out push epochs only while the lease is held.
+// Lease is a named, expiring, exclusive lease kept in one record of a
+// Fence's store (S3, GCS, Valkey, a directory, memory), and an EpochSource
+// that hands out push epochs only while the lease is held. Its record is
+// written through the Fence's engine, with the Fence's prefix, brand,
+// probe, retries and Observer, as every write of the package is.
 //
 // # Terms and epochs
 //
@@ -21,9 +24,9 @@ import (
 // by one on every acquisition: a takeover of an expired or released lease,
 // the first acquisition (term 1), and a holder re-acquiring with a new Lease
 // value (a restarted process), so its previous incarnation is fenced too.
-// Renew keeps the term. Every change to the record is one PutIfVersion
-// conditioned on the version read, so of several contenders exactly one
-// gets each term, and a term is only ever written by the Lease that took it.
+// Renew keeps the term. Every change to the record is one conditional
+// write on the version read, so of several contenders exactly one gets
+// each term, and a term is only ever written by the Lease that took it.
 //
 // A Fence admits one push per epoch per shard, so a term cannot serve as
 // the push epoch itself. Epoch returns term<<32 | n, with n rising on every
@@ -47,6 +50,8 @@ import (
 // land. The holder itself stops handing out epochs (ErrLeaseExpired) once
 // its clock passes its expiry, measured from the moment before it sent the
 // write, so it stops before any contender whose clock agrees can take over.
+// A record carries its expiry in Unix nanoseconds: a clock that reads
+// before 1970 or after 2262 is refused before anything is written.
 //
 // # Use
 //
@@ -56,12 +61,10 @@ import (
 // its methods are serialized, so an Epoch waits for a Renew in flight. Set
 // the fields before the first call and do not copy a Lease after it.
 type Lease struct {
-	// Store holds the lease record. Required.
-	Store ConditionalStore
-
-	// Prefix is the key prefix, as Fence.Prefix; empty means "writefence/".
-	// The record's key is Prefix + "_lease/" + Name, escaped.
-	Prefix string
+	// Fence is where the lease record lives and how it is written: its
+	// Store, under its Prefix, at Prefix + "_lease/" + Name (escaped),
+	// through its engine. Required.
+	Fence *Fence
 
 	// Name names the lease, 1 to 256 bytes of any value.
 	Name string
@@ -93,16 +96,13 @@ const (
 	maxLeaseSeq  = 1<<leaseSeqBits - 1
 )
 
-// leaseAttempts bounds the conditional writes of one Lease call.
-const leaseAttempts = defaultMaxAttempts
-
 // Acquire takes the lease and returns its term. A Lease that holds it
 // renews instead and keeps its term. Otherwise it reads the record and:
 // absent, it creates it at term 1 (create-only); expired, released, or
 // naming this Holder (a restarted holder), it takes it over at the
 // record's term + 1, conditioned on the version read; held by another
 // holder and unexpired by this Lease's clock, it returns a *LeaseHeldError
-// (ErrLeaseHeld). A lost race reads again, up to 10 writes.
+// (ErrLeaseHeld). A lost race reads again, as the Fence's retries allow.
 // A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
 // never overwritten.
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
@@ -113,7 +113,7 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.held {
-		err := l.rewrite(ctx, key, l.term, false)
+		err := l.rewrite(ctx, key, opLeaseRenew, l.term, false)
 		if err == nil {
 			return l.term, nil
 		}
@@ -121,77 +121,59 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 			return 0, err
 		}
 	}
-	for range leaseAttempts {
-		data, version, err := l.Store.Get(ctx, key)
-		term := uint64(1)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			version = ""
-		case err != nil:
-			return 0, fmt.Errorf("writefence: lease %s: read: %w", esc(key), err)
-		default:
-			rec, check := decodeLease(data)
-			if check != "" {
-				return 0, &CorruptError{Key: key, Version: version, Check: "lease: " + check}
+	var (
+		term   uint64
+		expiry time.Time
+		out    []byte // the record the last attempt wrote
+	)
+	res, err := l.Fence.run(ctx, &change{op: opLeaseAcquire, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+		if s.found && out != nil && bytes.Equal(s.data, out) {
+			return nil, true, nil // an earlier attempt of this call landed
+		}
+		term = 1
+		if s.found {
+			rec, err := l.decode(key, s)
+			if err != nil {
+				return nil, false, err
 			}
 			// Read the clock after the record, so a release or an expiry
 			// the record shows is never judged by an earlier time.
-			if rec.expiry > l.now().UnixNano() && rec.holder != l.Holder {
-				return 0, &LeaseHeldError{Key: key, Holder: rec.holder, Term: rec.term, Expiry: time.Unix(0, rec.expiry)}
+			now, err := l.clock()
+			if err != nil {
+				return nil, false, err
+			}
+			if rec.expiry > now.UnixNano() && rec.holder != l.Holder {
+				return nil, false, &LeaseHeldError{Name: l.Name, Key: key, Holder: rec.holder, Term: rec.term, Expiry: time.Unix(0, rec.expiry)}
 			}
 			if rec.term >= maxLeaseTerm {
-				return 0, fmt.Errorf("writefence: lease %s: term %d is the last", esc(key), rec.term)
+				return nil, false, fmt.Errorf("writefence: lease %s: term %d is the last", esc(l.Name), rec.term)
 			}
 			term = rec.term + 1
 		}
-		expiry := l.now().Add(l.TTL)
-		out := encodeLease(l.Holder, term, expiry.UnixNano())
-		newVersion, err := l.Store.PutIfVersion(ctx, key, out, version)
-		if errors.Is(err, ErrConflict) {
-			continue
+		var stamp int64
+		var err error
+		if expiry, stamp, err = l.nextExpiry(); err != nil {
+			return nil, false, err
 		}
-		if err != nil {
-			// The write may have landed: only its exact bytes prove it did.
-			newVersion, err = l.settle(ctx, key, out, err)
-			if err != nil {
-				return 0, err
-			}
-			if newVersion == "" {
-				continue
-			}
-		}
-		l.hold(term, newVersion, expiry)
-		return term, nil
+		out = encodeLease(l.Holder, term, stamp)
+		return [][]byte{out}, false, nil
+	}})
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("writefence: lease %s: acquire: %d attempts: %w", esc(key), leaseAttempts, ErrConflict)
-}
-
-// settle learns whether a write of out whose reply failed with cause
-// landed: it returns the record's version when the store holds exactly
-// out, "" when it holds something else, or an error matching
-// ErrOutcomeUnknown and cause when it cannot tell.
-func (l *Lease) settle(ctx context.Context, key string, out []byte, cause error) (string, error) {
-	if ctx.Err() == nil {
-		data, version, err := l.Store.Get(ctx, key)
-		switch {
-		case err == nil && bytes.Equal(data, out):
-			return version, nil
-		case err == nil || errors.Is(err, ErrNotFound):
-			return "", nil
-		}
-	}
-	return "", &OutcomeUnknownError{Op: "lease write", Key: key, Err: cause}
+	l.hold(term, res.version, expiry)
+	return term, nil
 }
 
 // Renew extends the lease by TTL from now, keeping its term, with a write
-// conditioned on the version this Lease last wrote. If the store shows
+// conditioned on the version this Lease last wrote (no read first). If the store shows
 // another term (a takeover) or no record, the Lease drops the lease and
 // Renew returns an error matching ErrLeaseLost; so does a Lease that does
 // not hold the lease. Renew succeeds after the local expiry too, as long as
 // nobody took the lease over: the conditional write proves it. Any other
 // error leaves the lease held until its local expiry, so a retry may land.
 func (l *Lease) Renew(ctx context.Context) error {
-	return l.rewriteHeld(ctx, "renew", false)
+	return l.rewriteHeld(ctx, opLeaseRenew, false)
 }
 
 // Release gives the lease up: a write conditioned on the version this
@@ -202,7 +184,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 // does not hold the lease, or finds it taken over, returns an error
 // matching ErrLeaseLost.
 func (l *Lease) Release(ctx context.Context) error {
-	return l.rewriteHeld(ctx, "release", true)
+	return l.rewriteHeld(ctx, opLeaseRelease, true)
 }
 
 // rewriteHeld renews or releases the held lease: a Lease that does not
@@ -216,9 +198,9 @@ func (l *Lease) rewriteHeld(ctx context.Context, op string, release bool) error 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.held {
-		return fmt.Errorf("writefence: lease %s: %s: not held: %w", esc(key), op, ErrLeaseLost)
+		return fmt.Errorf("writefence: %s %s: not held: %w", op, esc(l.Name), ErrLeaseLost)
 	}
-	err = l.rewrite(ctx, key, l.term, release)
+	err = l.rewrite(ctx, key, op, l.term, release)
 	if release {
 		l.drop()
 	}
@@ -247,9 +229,9 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 			return 0, err
 		}
 		if l.term >= maxLeaseTerm {
-			return 0, fmt.Errorf("writefence: lease %s: term %d is the last", esc(key), l.term)
+			return 0, fmt.Errorf("writefence: lease %s: term %d is the last", esc(l.Name), l.term)
 		}
-		if err := l.rewrite(ctx, key, l.term+1, false); err != nil {
+		if err := l.rewrite(ctx, key, opLeaseRenew, l.term+1, false); err != nil {
 			return 0, err
 		}
 	}
@@ -259,55 +241,93 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 
 // rewrite writes this Lease's record at term (its own term, or the next one
 // when its epochs ran out) with a fresh expiry, or released, conditioned on
-// the version it last wrote. The caller holds mu and the lease.
-func (l *Lease) rewrite(ctx context.Context, key string, term uint64, release bool) error {
-	for range leaseAttempts {
-		start := l.now()
-		expiry := start.Add(l.TTL)
-		stamp := expiry.UnixNano()
+// the version it last wrote. A record that shows another holder or term,
+// none, or damage drops the lease. The caller holds mu and the lease.
+func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, release bool) error {
+	var (
+		expiry time.Time
+		out    []byte // the record the last attempt wrote
+	)
+	res, err := l.Fence.run(ctx, &change{op: op, key: key, writer: l.Holder, branded: true, cached: l.version, decide: func(s *snapshot) ([][]byte, bool, error) {
+		if !s.cached {
+			if s.found && out != nil && bytes.Equal(s.data, out) {
+				return nil, true, nil // an earlier attempt of this call landed
+			}
+			if !s.found {
+				return nil, false, fmt.Errorf("writefence: %s %s: term %d: the record is gone: %w", op, esc(l.Name), l.term, ErrLeaseLost)
+			}
+			rec, err := l.decode(key, s)
+			if err != nil {
+				return nil, false, err
+			}
+			if rec.term != l.term || rec.holder != l.Holder {
+				return nil, false, fmt.Errorf("writefence: %s %s: term %d: now held by %s at term %d: %w",
+					op, esc(l.Name), l.term, esc(rec.holder), rec.term, ErrLeaseLost)
+			}
+			// Our own term at another version: an earlier write of ours
+			// whose reply was lost. This attempt is conditioned on it.
+		}
+		var stamp int64
+		var err error
+		if expiry, stamp, err = l.nextExpiry(); err != nil {
+			return nil, false, err
+		}
 		if release {
 			stamp = 0
 		}
-		out := encodeLease(l.Holder, term, stamp)
-		version, err := l.Store.PutIfVersion(ctx, key, out, l.version)
-		if err == nil {
-			l.hold(term, version, expiry)
-			return nil
-		}
-		if !errors.Is(err, ErrConflict) && ctx.Err() != nil {
-			return &OutcomeUnknownError{Op: "lease write", Key: key, Err: err}
-		}
-		// A conflict, or an outcome hidden by an error: the record says
-		// which.
-		data, current, gerr := l.Store.Get(ctx, key)
-		if errors.Is(gerr, ErrNotFound) {
-			ours := l.term
-			l.drop()
-			return fmt.Errorf("writefence: lease %s: term %d: the record is gone: %w", esc(key), ours, ErrLeaseLost)
-		}
-		if gerr != nil {
-			return fmt.Errorf("writefence: lease %s: write: %w; then read: %w", esc(key), err, gerr)
-		}
-		if bytes.Equal(data, out) {
-			l.hold(term, current, expiry)
-			return nil
-		}
-		rec, check := decodeLease(data)
-		if check != "" {
-			l.drop()
-			return &CorruptError{Key: key, Version: current, Check: "lease: " + check}
-		}
-		if rec.term != l.term || rec.holder != l.Holder {
-			ours := l.term
-			l.drop()
-			return fmt.Errorf("writefence: lease %s: term %d: now held by %s at term %d: %w",
-				esc(key), ours, esc(rec.holder), rec.term, ErrLeaseLost)
-		}
-		// Our own term at another version: an earlier write of ours whose
-		// reply was lost. Condition the next attempt on it.
-		l.version = current
+		out = encodeLease(l.Holder, term, stamp)
+		return [][]byte{out}, false, nil
+	}})
+	switch {
+	case err == nil:
+		l.hold(term, res.version, expiry)
+	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrCorrupt):
+		l.drop()
 	}
-	return fmt.Errorf("writefence: lease %s: %d attempts: %w", esc(key), leaseAttempts, ErrConflict)
+	return err
+}
+
+// decode decodes the lease record s read at key; a damaged one is a
+// *CorruptError.
+func (l *Lease) decode(key string, s *snapshot) (leaseRecord, error) {
+	if s.damage != nil {
+		return leaseRecord{}, s.damage
+	}
+	rec, check := decodeLease(s.data)
+	if check != "" {
+		return rec, &CorruptError{Key: key, Version: s.version, Check: "lease: " + check}
+	}
+	return rec, nil
+}
+
+// nextExpiry returns when a write made now expires, and how its record
+// carries that: Unix nanoseconds. A clock outside what a record can carry
+// (before 1970, after 2262) is refused.
+func (l *Lease) nextExpiry() (time.Time, int64, error) {
+	now, err := l.clock()
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	expiry := now.Add(l.TTL)
+	if !inLeaseRange(expiry) {
+		return time.Time{}, 0, invalidArg("clock", "the expiry %s is outside what a lease record can carry (Unix nanoseconds, 1970 to 2262)", expiry.UTC().Format(time.RFC3339Nano))
+	}
+	return expiry, expiry.UnixNano(), nil
+}
+
+// clock returns the time by Clock, refusing one a lease record cannot
+// compare with.
+func (l *Lease) clock() (time.Time, error) {
+	now := l.now()
+	if !inLeaseRange(now) {
+		return time.Time{}, invalidArg("clock", "%s is outside what a lease record can carry (Unix nanoseconds, 1970 to 2262)", now.UTC().Format(time.RFC3339Nano))
+	}
+	return now, nil
+}
+
+// inLeaseRange reports whether t is a positive number of Unix nanoseconds.
+func inLeaseRange(t time.Time) bool {
+	return t.After(time.Unix(0, 0)) && !t.After(time.Unix(0, math.MaxInt64))
 }
 
 // hold records that this Lease holds term at version until expiry; a new
@@ -333,8 +353,8 @@ func (l *Lease) now() time.Time {
 // check validates the Lease's fields and returns its record's key.
 func (l *Lease) check() (string, error) {
 	switch {
-	case l.Store == nil:
-		return "", invalidArg("store", "Lease.Store is nil")
+	case l.Fence == nil:
+		return "", invalidArg("fence", "Lease.Fence is nil")
 	case l.Holder == "":
 		return "", invalidArg("holder", "empty")
 	case len(l.Holder) > maxWriterLen:
@@ -342,6 +362,9 @@ func (l *Lease) check() (string, error) {
 	case l.TTL <= 0:
 		return "", invalidArg("ttl", "%v, must be positive", l.TTL)
 	}
-	k, err := keys.Lease(l.Prefix, l.Name)
+	if err := l.Fence.checkConfig(); err != nil {
+		return "", err
+	}
+	k, err := keys.Lease(l.Fence.Prefix, l.Name)
 	return k, keyErr(err)
 }

@@ -33,7 +33,7 @@ func (c *leaseClock) now() time.Time          { return time.Unix(0, c.ns.Load())
 func (c *leaseClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func newTestLease(store ConditionalStore, holder string, clock func() time.Time) *Lease {
-	return &Lease{Store: store, Name: "leader", Holder: holder, TTL: 10 * time.Second, Clock: clock}
+	return &Lease{Fence: &Fence{Store: store}, Name: "leader", Holder: holder, TTL: 10 * time.Second, Clock: clock}
 }
 
 func TestLeaseRecordStrict(t *testing.T) {
@@ -100,11 +100,12 @@ func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
 func TestLeaseInvalid(t *testing.T) {
 	store := &MemStore{}
 	for name, l := range map[string]*Lease{
-		"store":  {Name: "n", Holder: "h", TTL: time.Second},
-		"holder": {Store: store, Name: "n", TTL: time.Second},
-		"long":   {Store: store, Name: "n", Holder: strings.Repeat("h", maxWriterLen+1), TTL: time.Second},
-		"ttl":    {Store: store, Name: "n", Holder: "h"},
-		"name":   {Store: store, Holder: "h", TTL: time.Second},
+		"fence":  {Name: "n", Holder: "h", TTL: time.Second},
+		"store":  {Fence: &Fence{}, Name: "n", Holder: "h", TTL: time.Second},
+		"holder": {Fence: &Fence{Store: store}, Name: "n", TTL: time.Second},
+		"long":   {Fence: &Fence{Store: store}, Name: "n", Holder: strings.Repeat("h", maxWriterLen+1), TTL: time.Second},
+		"ttl":    {Fence: &Fence{Store: store}, Name: "n", Holder: "h"},
+		"name":   {Fence: &Fence{Store: store}, Holder: "h", TTL: time.Second},
 	} {
 		_, err := l.Acquire(t.Context())
 		assert.ErrorIs(t, err, ErrInvalidArgument, name)
@@ -353,7 +354,7 @@ func TestLeaseContention(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for i := range holders {
-		l := &Lease{Store: store, Name: "leader", Holder: fmt.Sprintf("h%d", i), TTL: ttl, Clock: clock.now}
+		l := &Lease{Fence: &Fence{Store: store}, Name: "leader", Holder: fmt.Sprintf("h%d", i), TTL: ttl, Clock: clock.now}
 		rng := rand.New(rand.NewPCG(uint64(i), 7))
 		wg.Go(func() {
 			ctx := context.Background()

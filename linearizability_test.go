@@ -316,7 +316,7 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	for c := range clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(fs.proxy.seed, uint64(c)))
-			f := &writefence.Fence{Store: fs.store, Prefix: fs.prefix}
+			f := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond}
 			writer := fmt.Sprintf("c%d", c)
 			var retry *fenceInput
 			// Failed operations (mostly during an outage, or while a

@@ -184,7 +184,7 @@ type pushCall struct {
 
 func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 	const plugin, shard, me, rival = "wal", "lost-replies", "writer", "rival"
-	writer := &writefence.Fence{Store: fs.store, Prefix: fs.prefix}
+	writer := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond}
 	direct := &writefence.Fence{Store: fs.direct, Prefix: fs.prefix}
 	rng := rand.New(rand.NewPCG(fs.proxy.seed, 1))
 	push := func(c pushCall) error {
@@ -298,7 +298,7 @@ func TestLostReplyThenOverwritten(t *testing.T) {
 		t.Run(a.name, func(t *testing.T) {
 			fs := a.open(t, faultRates{})
 			const plugin, shard = "wal", "overwritten"
-			writer := &writefence.Fence{Store: fs.store, Prefix: fs.prefix}
+			writer := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond}
 			direct := &writefence.Fence{Store: fs.direct, Prefix: fs.prefix}
 			ctx := t.Context()
 			require.NoError(t, writer.Push(ctx, plugin, shard, "writer", 1, []byte("one")))

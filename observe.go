@@ -6,26 +6,29 @@ import (
 	"log/slog"
 )
 
-// PushEvent is what a Fence's Observer sees of a write of a record: a push,
-// or a seal or a settle, which go through the same write loop. What
-// happened is told by Err, tested like the error the call returns:
+// WriteEvent is what a Fence's Observer sees of a write: of a record (Op
+// "push", "update", "seal", "settle", and "settle log" for the settle's
+// log), of a lease ("lease acquire", "lease renew", "lease release") or of
+// the brand ("brand claim"). Every write goes through one engine, and the
+// engine reports each once, when it ends. What happened is told by Err,
+// tested like the error the call returns:
 //
-//   - nil: the record is this write (written now, or found already
+//   - nil: the key holds this write (written now, or found already
 //     written);
 //   - errors.Is(Err, ErrConflict) with Retrying set: the write lost a race
 //     and the call reads afresh and tries again; this may happen any number
-//     of times before the one event that ends the call;
-//   - ErrStaleEpoch, ErrWire, ErrCorrupt, ErrConflict (every attempt lost):
-//     refused, nothing written;
+//     of times before the one event that ends the write;
+//   - ErrStaleEpoch, ErrWire, ErrCorrupt, ErrLeaseHeld, ErrLeaseLost,
+//     ErrConflict (every attempt lost): refused, nothing written;
 //   - ErrOutcomeUnknown: the write's outcome could not be learned;
 //   - anything else: a failure (network, auth, an untrusted store, ctx).
-type PushEvent struct {
-	Op       string // "push", "seal" or "settle"
-	Key      string // the record's key
-	Writer   string // the writing writer
-	Epoch    uint64 // the epoch the write carried
-	Attempt  int    // the attempt (read, then conditional write) it happened on, from 1; 0 when refused before the first (brand, probe)
-	Retrying bool   // a lost race the call retries; false on the event that ends the call
+type WriteEvent struct {
+	Op       string // what was written; see above
+	Key      string // the key written
+	Writer   string // the writer, or the lease's holder; empty for the brand
+	Epoch    uint64 // the epoch the write carried; 0 for a lease or the brand
+	Attempt  int    // the attempt (read, decision, conditional write) it happened on, from 1; 0 when refused before the first (brand, probe)
+	Retrying bool   // a lost race the call retries; false on the event that ends the write
 	Err      error  // nil when the write landed; what happened otherwise
 }
 
@@ -33,8 +36,8 @@ type PushEvent struct {
 // to l: landed writes and retried conflicts at debug level, refusals at
 // warn level, failures and unknown outcomes at error level. Stored bytes in
 // the attributes are escaped.
-func SlogObserver(l *slog.Logger) func(context.Context, PushEvent) {
-	return func(ctx context.Context, e PushEvent) {
+func SlogObserver(l *slog.Logger) func(context.Context, WriteEvent) {
+	return func(ctx context.Context, e WriteEvent) {
 		outcome, level := classify(e)
 		attrs := []slog.Attr{
 			slog.String("op", e.Op),
@@ -54,7 +57,7 @@ func SlogObserver(l *slog.Logger) func(context.Context, PushEvent) {
 // classify names an event's outcome and the level it is logged at. An
 // error may match several sentinels (an unknown outcome wraps its cause);
 // the order is the command's exit statuses' (cmd/writefence/exit.go).
-func classify(e PushEvent) (string, slog.Level) {
+func classify(e WriteEvent) (string, slog.Level) {
 	switch err := e.Err; {
 	case err == nil:
 		return "landed", slog.LevelDebug
@@ -68,14 +71,16 @@ func classify(e PushEvent) (string, slog.Level) {
 		return "corrupt", slog.LevelWarn
 	case errors.Is(err, ErrStaleEpoch):
 		return "stale", slog.LevelWarn
+	case errors.Is(err, ErrLeaseHeld), errors.Is(err, ErrLeaseLost):
+		return "lease", slog.LevelWarn
 	case errors.Is(err, ErrConflict):
 		return "conflict", slog.LevelWarn
 	}
 	return "failed", slog.LevelError
 }
 
-func (f *Fence) observe(ctx context.Context, w *recordWrite, retrying bool, attempt int, err error) {
+func (f *Fence) observe(ctx context.Context, c *change, retrying bool, attempt int, err error) {
 	if f.Observer != nil {
-		f.Observer(ctx, PushEvent{Op: w.op, Key: w.key, Writer: w.writer, Epoch: w.epoch, Attempt: attempt, Retrying: retrying, Err: err})
+		f.Observer(ctx, WriteEvent{Op: c.op, Key: c.key, Writer: c.writer, Epoch: c.epoch, Attempt: attempt, Retrying: retrying, Err: err})
 	}
 }

@@ -20,11 +20,11 @@ import (
 type outcomeCounter struct {
 	mu     sync.Mutex // guards counts and events
 	counts map[string]int
-	events []writefence.PushEvent
+	events []writefence.WriteEvent
 }
 
 // outcome names what an event says happened.
-func eventOutcome(e writefence.PushEvent) string {
+func eventOutcome(e writefence.WriteEvent) string {
 	switch err := e.Err; {
 	case err == nil:
 		return "landed"
@@ -44,7 +44,7 @@ func eventOutcome(e writefence.PushEvent) string {
 	return "failed"
 }
 
-func (c *outcomeCounter) observe(_ context.Context, e writefence.PushEvent) {
+func (c *outcomeCounter) observe(_ context.Context, e writefence.WriteEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.counts == nil {
@@ -54,7 +54,7 @@ func (c *outcomeCounter) observe(_ context.Context, e writefence.PushEvent) {
 	c.events = append(c.events, e)
 }
 
-func (c *outcomeCounter) last() writefence.PushEvent {
+func (c *outcomeCounter) last() writefence.WriteEvent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.events[len(c.events)-1]
@@ -69,7 +69,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	f := &writefence.Fence{Store: lost, Observer: obs.observe}
 
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")))
-	assert.Equal(t, writefence.PushEvent{Op: "push", Key: mustKey(t, "wal", "0"), Writer: "a", Epoch: 1, Attempt: 1}, obs.last())
+	assert.Equal(t, writefence.WriteEvent{Op: "push", Key: mustKey(t, "wal", "0"), Writer: "a", Epoch: 1, Attempt: 1}, obs.last())
 
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 1, []byte("y")), writefence.ErrStaleEpoch)
 	assert.Equal(t, "stale", eventOutcome(obs.last()))
@@ -142,7 +142,7 @@ func ExampleFence_observer() {
 	landed, stale := 0, 0
 	f := &writefence.Fence{
 		Store: &writefence.MemStore{},
-		Observer: func(_ context.Context, e writefence.PushEvent) {
+		Observer: func(_ context.Context, e writefence.WriteEvent) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

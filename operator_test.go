@@ -41,13 +41,13 @@ func TestSettle(t *testing.T) {
 	mem, counting, f := countedFence()
 	key := mustKey(t, "wal", "0")
 
-	err := f.Settle(ctx, "wal", "0", "1", "op", 9, []byte("restored"))
+	err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: "1", Writer: "op", Epoch: 9, Payload: []byte("restored")})
 	require.ErrorIs(t, err, writefence.ErrNotFound)
 
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 3, []byte("good")))
 	_, good, err := mem.Get(ctx, key)
 	require.NoError(t, err)
-	err = f.Settle(ctx, "wal", "0", good, "op", 9, []byte("restored"))
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: good, Writer: "op", Epoch: 9, Payload: []byte("restored")})
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "a sound record is not settled")
 
 	bad, err := mem.PutIfVersion(ctx, key, []byte("garbage"), good)
@@ -58,15 +58,18 @@ func TestSettle(t *testing.T) {
 	require.Equal(t, bad, ce.Version)
 
 	puts := counting.puts.Load()
-	err = f.Settle(ctx, "wal", "0", good, "op", 9, []byte("restored"))
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: good, Writer: "op", Epoch: 9, Payload: []byte("restored")})
 	require.ErrorIs(t, err, writefence.ErrConflict, "only the version found corrupt")
-	require.ErrorIs(t, f.Settle(ctx, "wal", "0", bad, "op", 0, nil), writefence.ErrInvalidArgument)
-	require.ErrorIs(t, f.Settle(ctx, "wal", "0", "", "op", 9, nil), writefence.ErrInvalidArgument)
+	require.ErrorIs(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: 0, Payload: nil}), writefence.ErrInvalidArgument)
+	require.ErrorIs(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: "", Writer: "op", Epoch: 9, Payload: nil}), writefence.ErrInvalidArgument)
 	assert.Equal(t, puts, counting.puts.Load(), "refusals write nothing")
 
-	require.NoError(t, f.Settle(ctx, "wal", "0", ce.Version, "op", 9, []byte("restored")))
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 9, Payload: []byte("restored")})
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "no epoch can be read from garbage: the floor must be stated")
+	assert.Equal(t, puts, counting.puts.Load(), "refusals write nothing")
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3}))
 	requireLatest(t, f, 9, "op", "restored")
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 10, []byte("next")), "pushes resume after settling")
-	err = f.Settle(ctx, "wal", "0", ce.Version, "op", 11, nil)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 11, Payload: nil})
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "settled once: nothing left to settle")
 }

@@ -50,8 +50,11 @@ func (e *ProbeError) Unwrap() []error {
 const probeCleanupTimeout = 10 * time.Second
 
 // Probe proves on scratch keys that s decides its preconditions on the
-// server, as ConditionalStore requires, and returns nil if it does. The
-// checks, each followed by a Get that must return exactly the bytes and the
+// server, as ConditionalStore requires, and returns nil if it does. It
+// writes and reads through exactly the methods a Fence uses: every write
+// through PutParts (the store's PartsPutter when it declares one, see
+// Capable), every read back through both Get and GetPrefix. The checks,
+// each followed by the reads, which must return exactly the bytes and the
 // version of the last write that landed:
 //
 //   - a create-only put of a fresh key lands;
@@ -59,14 +62,18 @@ const probeCleanupTimeout = 10 * time.Second
 //   - an update with the current version lands, with a new version;
 //   - an update with the first, now stale, version is refused;
 //   - an update of a missing key, with a version the store issued, is
-//     refused and creates nothing.
+//     refused and creates nothing;
+//   - when s declares BrandedPutter, the same create, second create,
+//     update and stale update through PutIfBranded under a scratch brand
+//     key, and a write under another identity, which must be refused with
+//     ErrWire and write nothing.
 //
-// The scratch keys are key followed by "-" and 16 random hex digits (and
-// "-absent" for the missing key), and the content written is random, so
-// neither a leftover of an earlier probe nor a concurrent probe from another
-// process can pass or fail this one. When s implements Deleter, both keys
-// are deleted afterwards, best effort; otherwise they stay, a few dozen
-// bytes each.
+// The scratch keys are key followed by "-" and 16 random hex digits (and a
+// suffix for the missing key and the brand's keys), and the content written
+// is random, so neither a leftover of an earlier probe nor a concurrent
+// probe from another process can pass or fail this one. When s implements
+// Deleter, the keys are deleted afterwards, best effort; otherwise they
+// stay, a few dozen bytes each.
 //
 // A store that fails a check returns a *ProbeError, which matches
 // ErrUntrustedStore. Any error other than a refusal (ErrConflict) where one
@@ -94,30 +101,52 @@ func Probe(ctx context.Context, s ConditionalStore, key string) error {
 	if err != nil {
 		return err
 	}
-	p := &prober{s: s, key: key + "-" + suffix, missing: key + "-" + suffix + "-absent"}
+	base := key + "-" + suffix
+	p := &prober{s: s, key: base, missing: base + "-absent", brand: base + "-brand", branded: base + "-branded"}
 	if d, ok := s.(Deleter); ok {
 		defer p.cleanup(ctx, d)
 	}
-	return p.run(ctx)
+	if err := p.run(ctx, p.key, p.put); err != nil {
+		return err
+	}
+	if _, ok := capability[BrandedPutter](s); ok {
+		return p.runBranded(ctx)
+	}
+	return nil
 }
 
 // prober runs one probe.
 type prober struct {
-	s       ConditionalStore
-	key     string // the scratch key
-	missing string // a key never written
+	s        ConditionalStore
+	key      string // the scratch key
+	missing  string // a key never written
+	brand    string // the scratch brand key, with BrandedPutter
+	branded  string // the key written under it
+	identity string // the identity the scratch brand holds
 }
 
-func (p *prober) run(ctx context.Context) error {
+// putFunc is a probed write path: PutParts, or PutIfBranded under the
+// scratch brand.
+type putFunc func(ctx context.Context, key string, data []byte, expect string) (string, error)
+
+// put writes data through PutParts, as two parts, so that a parts path
+// really joins parts.
+func (p *prober) put(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	half := len(data) / 2
+	return PutParts(ctx, p.s, key, [][]byte{data[:half], data[half:]}, expect)
+}
+
+// run checks the preconditions of the write path put on key.
+func (p *prober) run(ctx context.Context, key string, put putFunc) error {
 	d1, err := probeContent("create")
 	if err != nil {
 		return err
 	}
-	v1, err := p.s.PutIfVersion(ctx, p.key, d1, "")
+	v1, err := put(ctx, key, d1, "")
 	if err != nil {
-		return p.unexpected(ctx, probecheck.Create, p.key, err)
+		return p.unexpected(ctx, probecheck.Create, key, err)
 	}
-	if err := p.readBack(ctx, probecheck.Create, d1, v1); err != nil {
+	if err := p.readBack(ctx, probecheck.Create, key, d1, v1); err != nil {
 		return err
 	}
 
@@ -125,7 +154,7 @@ func (p *prober) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.refused(ctx, probecheck.CreateRefused, p.key, d2, "", d1, v1); err != nil {
+	if err := p.refused(ctx, put, probecheck.CreateRefused, key, d2, "", d1, v1); err != nil {
 		return err
 	}
 
@@ -133,17 +162,17 @@ func (p *prober) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v3, err := p.s.PutIfVersion(ctx, p.key, d3, v1)
+	v3, err := put(ctx, key, d3, v1)
 	if err != nil {
-		return p.unexpected(ctx, probecheck.Update, p.key, err)
+		return p.unexpected(ctx, probecheck.Update, key, err)
 	}
 	if v3 == v1 {
 		// Two contents under one token: a cached token would prove the
 		// wrong bytes.
-		return &ProbeError{Check: probecheck.Update, Key: p.key,
+		return &ProbeError{Check: probecheck.Update, Key: key,
 			Err: fmt.Errorf("the new content got the old version %s", esc(v1))}
 	}
-	if err := p.readBack(ctx, probecheck.Update, d3, v3); err != nil {
+	if err := p.readBack(ctx, probecheck.Update, key, d3, v3); err != nil {
 		return err
 	}
 
@@ -151,22 +180,57 @@ func (p *prober) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.refused(ctx, probecheck.StaleRefused, p.key, d4, v1, d3, v3); err != nil {
+	if err := p.refused(ctx, put, probecheck.StaleRefused, key, d4, v1, d3, v3); err != nil {
 		return err
+	}
+	if key != p.key {
+		return nil
 	}
 
 	d5, err := probeContent("update of a missing key")
 	if err != nil {
 		return err
 	}
-	return p.refused(ctx, probecheck.MissingRefused, p.missing, d5, v3, nil, "")
+	return p.refused(ctx, put, probecheck.MissingRefused, p.missing, d5, v3, nil, "")
+}
+
+// runBranded checks PutIfBranded: its preconditions under a scratch brand
+// that holds the probe's identity, and its refusal of another identity.
+func (p *prober) runBranded(ctx context.Context) error {
+	id, err := randomHex(8)
+	if err != nil {
+		return err
+	}
+	p.identity = "writefence probe " + id
+	if _, err := p.put(ctx, p.brand, []byte(p.identity), ""); err != nil {
+		return p.unexpected(ctx, probecheck.Create, p.brand, err)
+	}
+	put := func(ctx context.Context, key string, data []byte, expect string) (string, error) {
+		return PutIfBranded(ctx, p.s, p.brand, p.identity, key, [][]byte{data}, expect)
+	}
+	if err := p.run(ctx, p.branded, put); err != nil {
+		return err
+	}
+	want, wantVersion, err := p.s.Get(ctx, p.branded)
+	if err != nil {
+		return p.readError(ctx, probecheck.ReadBack, p.branded, err)
+	}
+	v, err := PutIfBranded(ctx, p.s, p.brand, p.identity+" other", p.branded, [][]byte{[]byte("foreign")}, wantVersion)
+	switch {
+	case err == nil:
+		return &ProbeError{Check: probecheck.ForeignRefused, Key: p.branded,
+			Err: fmt.Errorf("the store accepted the write and returned version %s", esc(v))}
+	case !errors.Is(err, ErrWire):
+		return p.unexpected(ctx, probecheck.ForeignRefused, p.branded, err)
+	}
+	return p.readBack(ctx, probecheck.ForeignRefused, p.branded, want, wantVersion)
 }
 
 // refused writes data at key on expect, which the store must refuse with
 // ErrConflict, leaving key holding want at wantVersion (absent when want is
 // nil).
-func (p *prober) refused(ctx context.Context, check, key string, data []byte, expect string, want []byte, wantVersion string) error {
-	v, err := p.s.PutIfVersion(ctx, key, data, expect)
+func (p *prober) refused(ctx context.Context, put putFunc, check, key string, data []byte, expect string, want []byte, wantVersion string) error {
+	v, err := put(ctx, key, data, expect)
 	if err == nil {
 		return &ProbeError{Check: check, Key: key,
 			Err: fmt.Errorf("the store accepted the write and returned version %s", esc(v))}
@@ -195,23 +259,42 @@ func (p *prober) refused(ctx context.Context, check, key string, data []byte, ex
 	return nil
 }
 
-// readBack checks that the scratch key holds exactly data at version, as
-// the write named by check returned.
-func (p *prober) readBack(ctx context.Context, check string, data []byte, version string) error {
+// readBack checks that key holds exactly data at version, as the write
+// named by check returned, through Get and through GetPrefix.
+func (p *prober) readBack(ctx context.Context, check, key string, data []byte, version string) error {
 	if version == "" {
-		return &ProbeError{Check: check, Key: p.key, Err: errors.New("the store returned an empty version")}
+		return &ProbeError{Check: check, Key: key, Err: errors.New("the store returned an empty version")}
 	}
-	got, gotVersion, err := p.s.Get(ctx, p.key)
+	got, gotVersion, err := p.s.Get(ctx, key)
 	if err != nil {
-		return p.readError(ctx, probecheck.ReadBack, p.key, err)
+		return p.readError(ctx, probecheck.ReadBack, key, err)
 	}
+	if err := readMismatch("read", check, got, int64(len(got)), gotVersion, data, version); err != nil {
+		return &ProbeError{Check: probecheck.ReadBack, Key: key, Err: err}
+	}
+	n := int64(len(data)/2 + 1)
+	prefix, size, gotVersion, err := GetPrefix(ctx, p.s, key, n)
+	if err != nil {
+		return p.readError(ctx, probecheck.ReadBack, key, err)
+	}
+	if err := readMismatch("prefix read", check, prefix, size, gotVersion, data[:min(n, int64(len(data)))], version); err != nil {
+		return &ProbeError{Check: probecheck.ReadBack, Key: key, Err: err}
+	}
+	if size != int64(len(data)) {
+		return &ProbeError{Check: probecheck.ReadBack, Key: key,
+			Err: fmt.Errorf("after the check %s, the prefix read returned size %d, the write %d", check, size, len(data))}
+	}
+	return nil
+}
+
+// readMismatch says how a read (what) after the check disagrees with the
+// bytes and version the write returned.
+func readMismatch(what, check string, got []byte, size int64, gotVersion string, want []byte, version string) error {
 	switch {
-	case string(got) != string(data):
-		return &ProbeError{Check: probecheck.ReadBack, Key: p.key,
-			Err: fmt.Errorf("after the check %s, the read returned other bytes (%d, wrote %d)", check, len(got), len(data))}
+	case string(got) != string(want):
+		return fmt.Errorf("after the check %s, the %s returned other bytes (%d, wrote %d)", check, what, size, len(want))
 	case gotVersion != version:
-		return &ProbeError{Check: probecheck.ReadBack, Key: p.key,
-			Err: fmt.Errorf("after the check %s, the read returned version %s, the write %s", check, esc(gotVersion), esc(version))}
+		return fmt.Errorf("after the check %s, the %s returned version %s, the write %s", check, what, esc(gotVersion), esc(version))
 	}
 	return nil
 }
@@ -242,8 +325,11 @@ func (p *prober) unexpected(ctx context.Context, check, key string, err error) e
 func (p *prober) cleanup(ctx context.Context, d Deleter) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeCleanupTimeout)
 	defer cancel()
-	_ = d.Delete(ctx, p.key)     // best effort: the key is random and tiny
-	_ = d.Delete(ctx, p.missing) // may have been created by a lying store
+	// Best effort: the keys are random and tiny. The missing key may have
+	// been created by a lying store.
+	for _, k := range []string{p.key, p.missing, p.brand, p.branded} {
+		_ = d.Delete(ctx, k)
+	}
 }
 
 // probeContent returns fresh random content for one write of the probe.

@@ -1,82 +1,53 @@
 package writefence
 
-import (
-	"context"
-	"errors"
-	"fmt"
-)
-
-// read reads the record at key once. A missing record and a corrupt one are
-// states, not errors; any other failure is returned. With whole false, on a
-// store that can read a prefix, it reads only the first 4 KiB: the
-// header is checked (checksum, identity) and the record's size must equal
-// the header's size plus the payload length it declares; the payload checksum
-// is then left to Latest and to the store's own integrity checks.
-func (f *Fence) read(ctx context.Context, key string, whole bool) (recorded, error) {
-	pr, ok := f.Store.(PrefixReader)
-	if whole || !ok {
-		data, version, err := f.Store.Get(ctx, key)
-		if err != nil {
-			return readState(key, err)
-		}
-		return decodeState(key, version, data), nil
-	}
-	prefix, size, version, err := pr.GetPrefix(ctx, key, maxHeaderSize)
-	if err != nil {
-		return readState(key, err)
-	}
-	if size <= int64(len(prefix)) {
-		return decodeState(key, version, prefix), nil
-	}
-	st := recorded{found: true, version: version}
-	h, check := decodeHeader(prefix)
-	if check == "" {
-		st.h = h
-		switch rest := uint64(size - int64(h.size)); {
-		case h.payloadLen > rest:
-			check = "truncated payload"
-		case h.payloadLen < rest:
-			check = "trailing bytes"
-		}
-	}
-	if check != "" {
-		st.corrupt = &CorruptError{Key: key, Version: version, Check: check}
-	}
-	return st, nil
+// recorded is what one read of a record's key found, decoded.
+type recorded struct {
+	found   bool
+	whole   bool          // the whole record was read, not only its head
+	version string        // the version of the bytes read (of the damage, when damaged in place)
+	h       header        // the decoded header; h.epoch is 0 when it did not decode
+	payload []byte        // the payload, on a whole read of a sound record
+	corrupt *CorruptError // set when the record, or the store's own check, failed
 }
 
-// readState turns a failed read into a state (absent, or damaged as the
-// store itself found) or the error to return.
-func readState(key string, err error) (recorded, error) {
-	var ce *CorruptError
+// decodeSnapshot decodes what a read of the record at key found. A whole
+// record is decoded strictly. A head (a store that reads prefixes) is
+// checked as far as it goes: the header's checksum and identity, and the
+// record's size against the header's size plus the payload length it
+// declares; the payload's checksum is then left to Latest, which reads the
+// whole record, and to the store's own integrity checks. Of a record the
+// store found damaged in place, the header is decoded from the head of the
+// damaged data the store located, so that its epoch is still known.
+func decodeSnapshot(key string, s *snapshot) recorded {
+	st := recorded{found: s.found, whole: s.whole, version: s.version}
+	check := ""
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return recorded{}, nil
-	case errors.As(err, &ce) && ce.Version != "":
-		c := *ce
-		if c.Key == "" {
-			c.Key = key
+	case !s.found:
+		return st
+	case s.damage != nil:
+		if h, c := decodeHeader(s.damage.Head); c == "" {
+			st.h = h
 		}
-		return recorded{found: true, version: c.Version, corrupt: &c}, nil
+		st.corrupt = s.damage
+		return st
+	case s.whole:
+		st.h, st.payload, check = decodeRecord(s.data)
+	default:
+		st.h, check = decodeHeader(s.data)
+		if check == "" {
+			switch rest := uint64(s.size - int64(st.h.size)); {
+			case st.h.payloadLen > rest:
+				check = "truncated payload"
+			case st.h.payloadLen < rest:
+				check = "trailing bytes"
+			}
+		}
 	}
-	return recorded{}, readError(key, err)
-}
-
-// decodeState decodes a whole record strictly.
-func decodeState(key, version string, data []byte) recorded {
-	h, payload, check := decodeRecord(data)
-	st := recorded{found: true, whole: true, version: version, h: h, payload: payload}
 	if check != "" {
-		st.corrupt = &CorruptError{Key: key, Version: version, Check: check}
+		st.payload = nil
+		st.corrupt = &CorruptError{Key: key, Version: s.version, Check: check}
 	}
 	return st
-}
-
-func readError(key string, err error) error {
-	if errors.Is(err, ErrNotFound) {
-		return err
-	}
-	return fmt.Errorf("writefence: read %s: %w", esc(key), err)
 }
 
 func (f *Fence) checkIdentity(key string, h header) error {

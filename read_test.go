@@ -25,6 +25,8 @@ func (s *prefixStore) Get(ctx context.Context, key string) ([]byte, string, erro
 	return data, v, err
 }
 
+func (s *prefixStore) Capabilities() writefence.ConditionalStore { return s }
+
 func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	data, v, err := s.MemStore.Get(ctx, key)
 	if err != nil {

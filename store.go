@@ -1,7 +1,12 @@
 package writefence
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/writefence/writefence/internal/defaults"
 )
@@ -11,9 +16,28 @@ import (
 // the server against an expected version.
 //
 // Implementations must be safe for concurrent use. The package's adapters
-// (MinioConditionalStore, GCSConditionalStore, ValkeyConditionalStore) and
-// MemStore implement it; writefencetest.TestConditionalStore checks any
-// implementation against this contract.
+// (MinioConditionalStore, GCSConditionalStore, ValkeyConditionalStore,
+// DirConditionalStore) and MemStore implement it;
+// writefencetest.TestConditionalStore checks any implementation against this
+// contract.
+//
+// # Optional capabilities
+//
+// A store may offer faster ways to do what Get and PutIfVersion do:
+// PrefixReader (the first bytes of an object without the rest),
+// PartsPutter (a write of parts without joining them) and BrandedPutter (a
+// write checked against the brand key in the same atomic step). A Fence,
+// Probe and the conformance kit use them only through the helpers GetPrefix,
+// PutParts and PutIfBranded, and the helpers use a store's capability only
+// when the store declares it as its own (Capable): otherwise they fall back
+// to Get and PutIfVersion. So the method that is probed and raced is the
+// method that runs, and a wrapper is never bypassed: a type that embeds a
+// store and overrides Get or PutIfVersion (a freeze, a quota, an audit log)
+// inherits the embedded store's Capabilities method, which names the
+// embedded store and not the wrapper, and is therefore used through its own
+// Get and PutIfVersion only. The package's adapters declare their
+// capabilities. Deleter and Lister are not faster paths of the core
+// methods and need no declaration.
 type ConditionalStore interface {
 	// Get returns the bytes stored at key and the store's version token for
 	// exactly those bytes, both taken from one server response.
@@ -37,9 +61,11 @@ type ConditionalStore interface {
 	// A failed precondition returns an error for which
 	// errors.Is(err, ErrConflict) and writes nothing; that includes a
 	// non-empty expectVersion for a key that does not exist, which must not
-	// create it. Any other failure is returned wrapped and never matches
-	// ErrConflict or ErrNotFound; after such a failure the write may or may
-	// not have happened.
+	// create it, and an expectVersion of a form the store never issues,
+	// which cannot equal the current version. Any other failure is returned
+	// wrapped and never matches ErrConflict or ErrNotFound; after such a
+	// failure the write may or may not have happened, except that a refusal
+	// of the caller's credentials (matching fs.ErrPermission) wrote nothing.
 	//
 	// A client-side read, compare and write is not an implementation: the
 	// gap between the compare and the write is the race this package closes.
@@ -50,55 +76,174 @@ type ConditionalStore interface {
 	// bytes it holds. Get (and GetPrefix) of damaged bytes returns a
 	// *CorruptError (ErrCorrupt) whose Version names exactly the damaged
 	// bytes as found: a token distinct from every token of intact content,
-	// derived from the damaged bytes themselves. PutIfVersion conditioned on
-	// any other version over damaged bytes refuses with such a *CorruptError
-	// and writes nothing, so a version remembered from before the damage
-	// never overwrites it unseen. PutIfVersion conditioned on that damaged
-	// version replaces the damaged bytes if and only if they are still
-	// exactly those bytes, decided as atomically as any other precondition:
-	// that is how an operator settles it (Fence.Settle).
+	// derived from the damaged bytes themselves, and whose Head holds the
+	// first bytes of the damaged data when the store can locate them.
+	// PutIfVersion conditioned on any other version over damaged bytes
+	// refuses with such a *CorruptError and writes nothing, so a version
+	// remembered from before the damage never overwrites it unseen.
+	// PutIfVersion conditioned on that damaged version replaces the damaged
+	// bytes if and only if they are still exactly those bytes, decided as
+	// atomically as any other precondition: that is how an operator
+	// replaces them (Fence.Settle). The same damage twice may give the same
+	// version; Fence.Settle does not rely on damaged versions being unique.
 	PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (newVersion string, err error)
 }
 
-// Deleter is an optional capability of a ConditionalStore, found by type
-// assertion: an unconditional delete, used only on scratch keys (the probe,
-// tests). Deleting a key that does not exist is not an error. The fence never
-// deletes a record.
-type Deleter interface {
-	Delete(ctx context.Context, key string) error
+// Capable is implemented by a store that declares its optional
+// capabilities (PrefixReader, PartsPutter, BrandedPutter) as its own, so
+// that GetPrefix, PutParts and PutIfBranded use them:
+//
+//	func (s *MyStore) Capabilities() writefence.ConditionalStore { return s }
+//
+// A store that is not Capable, or whose Capabilities returns another value
+// than the store itself, is used through Get and PutIfVersion alone. A
+// type that embeds a Capable store inherits this method, and the inherited
+// method returns the embedded store; a wrapper therefore keeps its own Get
+// and PutIfVersion in every path unless it declares capabilities itself, and
+// then it must give each capability it has the behaviour of its own Get and
+// PutIfVersion.
+type Capable interface {
+	// Capabilities returns the store whose capabilities are declared: the
+	// receiver itself.
+	Capabilities() ConditionalStore
 }
 
-// defaultMaxObjectSize is the read limit of the package's stores when none
-// is configured (64 MiB + 4 KiB): the largest payload a Fence accepts by
-// default plus room for a record header.
-const defaultMaxObjectSize = defaults.MaxObjectSize
+// capability returns s's implementation of the optional capability C when
+// s declares its capabilities as its own (see Capable). It is the one
+// place where a capability is chosen.
+func capability[C any](s ConditionalStore) (C, bool) {
+	var zero C
+	c, ok := s.(Capable)
+	if !ok || !sameStore(c.Capabilities(), s) {
+		return zero, false
+	}
+	impl, ok := s.(C)
+	return impl, ok
+}
 
-// PrefixReader is an optional capability of a ConditionalStore, found by
-// type assertion: reading the start of an object without its rest. A Fence
-// uses it to learn a record's header without downloading its payload.
+// sameStore reports whether a and b are the same store value, without the
+// panic of == on an uncomparable dynamic type.
+func sameStore(a, b ConditionalStore) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
+}
+
+// PrefixReader is an optional capability of a ConditionalStore: reading the
+// start of an object without its rest. A Fence uses it, through GetPrefix,
+// to learn a record's header without downloading its payload.
 type PrefixReader interface {
 	// GetPrefix returns the first n bytes stored at key (all of them when
 	// the object is shorter), the object's total size, and the version
-	// token of the whole object, all from one server response. Errors are
-	// as for Get; n is at least 1.
+	// token of the whole object, all from one server response: the
+	// version, size and leading bytes a Get at that moment would return.
+	// Errors are as for Get, damage in place included; n is at least 1.
 	GetPrefix(ctx context.Context, key string, n int64) (prefix []byte, size int64, version string, err error)
 }
 
-// PartsPutter is an optional capability of a ConditionalStore, found by
-// type assertion: PutIfVersion of data given as parts, stored as their
-// concatenation without being joined in memory first. A Fence writes a
-// record as its header and the caller's payload, so a store that streams
-// the parts (an HTTP body, a file) never copies the payload.
+// GetPrefix returns the first n bytes of the object at key, its size and
+// its version, through s's PrefixReader when s declares it (see Capable),
+// else through Get. The Fence, the probe and the conformance kit read a
+// record's head through it.
+func GetPrefix(ctx context.Context, s ConditionalStore, key string, n int64) (prefix []byte, size int64, version string, err error) {
+	if n < 1 {
+		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
+	}
+	if pr, ok := capability[PrefixReader](s); ok {
+		return pr.GetPrefix(ctx, key, n)
+	}
+	data, version, err := s.Get(ctx, key)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	return data[:min(int64(len(data)), n)], int64(len(data)), version, nil
+}
+
+// PartsPutter is an optional capability of a ConditionalStore: PutIfVersion
+// of data given as parts, stored as their concatenation without being
+// joined in memory first. A Fence writes a record as its header and the
+// caller's payload, so a store that streams the parts (an HTTP body, a
+// file) never copies the payload.
 type PartsPutter interface {
 	// PutPartsIfVersion is PutIfVersion of the concatenation of parts,
 	// with the same contract: the same preconditions, errors and version
-	// token as PutIfVersion of the joined bytes. It must not read the
+	// tokens as PutIfVersion of the joined bytes. It must not read the
 	// parts after it returns.
-	//
-	// A wrapper that embeds a store with this method and overrides
-	// PutIfVersion must override PutPartsIfVersion too: a Fence calls it
-	// instead of PutIfVersion.
 	PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (newVersion string, err error)
+}
+
+// PutParts writes the concatenation of parts at key if and only if its
+// version is expectVersion, through s's PartsPutter when s declares it
+// (see Capable), else through PutIfVersion of the joined parts. Every write
+// a Fence makes goes through it (or through PutIfBranded), and so does
+// every write of the probe and of the conformance kit's races.
+func PutParts(ctx context.Context, s ConditionalStore, key string, parts [][]byte, expectVersion string) (newVersion string, err error) {
+	if pp, ok := capability[PartsPutter](s); ok {
+		return pp.PutPartsIfVersion(ctx, key, parts, expectVersion)
+	}
+	return s.PutIfVersion(ctx, key, joinParts(parts), expectVersion)
+}
+
+// joinParts returns the concatenation of parts, without a copy when there
+// is one part.
+func joinParts(parts [][]byte) []byte {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return bytes.Join(parts, nil)
+}
+
+// BrandedPutter is an optional capability of a ConditionalStore: a
+// conditional write that also depends on the store's brand key (see
+// Fence.ClaimBrand), checked in the same atomic step as the write. A Fence
+// whose Brand is BrandVerifyAlways writes through it, via PutIfBranded,
+// which leaves no gap between the brand check and the write.
+type BrandedPutter interface {
+	// PutIfBranded is PutPartsIfVersion of parts at key, with the same
+	// contract, that lands only if brandKey holds exactly identity when it
+	// lands. An absent brand key is refused with a *WireError whose
+	// Absent is set, another value with a *WireError naming it; both match
+	// ErrWire, and nothing is written. The version precondition is checked
+	// too: when both fail, either refusal may be returned. key is never
+	// brandKey.
+	PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (newVersion string, err error)
+}
+
+// PutIfBranded writes parts at key as PutParts does, if and only if
+// brandKey holds exactly identity: in the write's own atomic step through
+// s's BrandedPutter when s declares it (see Capable); otherwise by reading
+// brandKey with Get first, which leaves a gap in which a re-brand goes
+// unseen by this one write. A brand that is absent or holds another value
+// is refused with a *WireError, writing nothing.
+func PutIfBranded(ctx context.Context, s ConditionalStore, brandKey, identity, key string, parts [][]byte, expectVersion string) (newVersion string, err error) {
+	if key == brandKey {
+		return "", invalidArg("key", "%s is the brand key", esc(key))
+	}
+	if bp, ok := capability[BrandedPutter](s); ok {
+		return bp.PutIfBranded(ctx, brandKey, identity, key, parts, expectVersion)
+	}
+	data, _, err := s.Get(ctx, brandKey)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", compareBrand(brandKey, identity, nil, false)
+	case err != nil:
+		return "", err
+	}
+	if err := compareBrand(brandKey, identity, data, true); err != nil {
+		return "", err
+	}
+	return PutParts(ctx, s, key, parts, expectVersion)
+}
+
+// Deleter is an optional capability of a ConditionalStore, found by type
+// assertion: an unconditional delete, for scratch keys (the probe, tests)
+// and operators' tools. Delete removes key; deleting a key that does not
+// exist is not an error. Its errors are as for Get. The fence never deletes
+// a record.
+type Deleter interface {
+	Delete(ctx context.Context, key string) error
 }
 
 // Lister is an optional capability of a ConditionalStore, found by type
@@ -112,21 +257,70 @@ type Lister interface {
 	List(ctx context.Context, prefix string, fn func(key string) error) error
 }
 
-// BrandedPutter is an optional capability of a ConditionalStore, found by
-// type assertion: a conditional write that also depends on the store's
-// brand key (see Fence.ClaimBrand), checked in the same atomic step as the
-// write. A Fence whose Brand is BrandVerifyAlways writes through it, which
-// leaves no gap between the brand check and the write.
-type BrandedPutter interface {
-	// PutIfBranded is PutIfVersion of data at key, with the same contract,
-	// that lands only if brandKey holds exactly identity when it lands.
-	// An absent brand key is refused with a *WireError whose Absent is
-	// set, another value with a *WireError naming it; both match ErrWire,
-	// and nothing is written. The version precondition is checked too:
-	// when both fail, either refusal may be returned. key is never
-	// brandKey.
-	PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expectVersion string) (newVersion string, err error)
+// The store sentinels. Test for them with errors.Is.
+var (
+	// ErrNotFound reports that a key was never written (or was deleted).
+	ErrNotFound = errors.New("writefence: not found")
+
+	// ErrConflict reports that a conditional write was refused because the
+	// store's version of the key no longer matched the expected one.
+	ErrConflict = errors.New("writefence: version conflict")
+
+	// ErrTooLarge reports that a stored object exceeds the read limit of
+	// the store that read it; nothing beyond the limit was buffered.
+	ErrTooLarge = errors.New("writefence: object too large")
+)
+
+// StoreError records a store operation that failed and the key it was
+// on, as fs.PathError does for a path: every adapter returns its failures
+// as a *StoreError. Err is the cause: a sentinel (ErrNotFound, ErrConflict,
+// ErrTooLarge, ErrOutcomeUnknown, fs.ErrPermission,
+// errors.ErrUnsupported...) when the adapter classified the failure, the
+// client's own error (a minio.ErrorResponse, a *googleapi.Error, a redis
+// error...) when it came from the client, or both; errors.Is and errors.As
+// reach each of them.
+type StoreError struct {
+	Op  string // the store and the operation, e.g. "s3 put" or "valkey get"
+	Key string // the key operated on; empty for an operation on no key
+	Err error  // the cause
 }
+
+func (e *StoreError) Error() string {
+	s := "writefence: " + e.Op
+	if e.Key != "" {
+		s += " " + esc(e.Key)
+	}
+	return s + ": " + strings.TrimPrefix(e.Err.Error(), "writefence: ")
+}
+
+// Unwrap returns Err.
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// storeErr returns a *StoreError for op on key. kind, when not nil, is the
+// package's sentinel for the failure; err, when not nil, is the client's
+// error. At least one of them is set.
+func storeErr(op, key string, kind, err error) error {
+	var cause error
+	switch {
+	case kind == nil:
+		cause = err
+	case err == nil:
+		cause = kind
+	default:
+		cause = fmt.Errorf("%w: %w", kind, err)
+	}
+	return &StoreError{Op: op, Key: key, Err: cause}
+}
+
+// tooLarge is a store's refusal of an object over its limit.
+func tooLarge(op, key string, limit int64) error {
+	return &StoreError{Op: op, Key: key, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)}
+}
+
+// defaultMaxObjectSize is the read limit of the package's stores when none
+// is configured (64 MiB + 4 KiB): the largest payload a Fence accepts by
+// default plus room for a record header.
+const defaultMaxObjectSize = defaults.MaxObjectSize
 
 // readLimit returns a store's read limit: maxObjectSize, its configured
 // limit, or defaultMaxObjectSize when that is zero or less.

@@ -88,6 +88,12 @@ type DirConditionalStore struct {
 
 var _ ConditionalStore = (*DirConditionalStore)(nil)
 
+var _ Capable = (*DirConditionalStore)(nil)
+
+// Capabilities implements Capable: the store's PrefixReader and
+// PartsPutter are its own.
+func (s *DirConditionalStore) Capabilities() ConditionalStore { return s }
+
 // The object file format, version 1. Integers are big-endian.
 //
 //	offset size  field
@@ -289,7 +295,8 @@ const dirDamagedPrefix = "damaged-"
 // it, may still look intact, so it is never returned. The *CorruptError
 // carries instead the damaged version, "damaged-" and the SHA-256 of every
 // byte of the file, which names exactly the bytes found and is what a
-// write must be conditioned on to replace them.
+// write must be conditioned on to replace them, and, when the file's header
+// and key still locate its data, the first 4 KiB of that data (Head).
 func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
 	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", storeErr(op, key, nil, err) }
 	st, err := f.Stat()
@@ -298,18 +305,31 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 	}
 	r := bufio.NewReaderSize(f, dirReadBuffer)
 	crc := crc32.New(castagnoli)
+	dataStart := int64(-1) // where the data starts, once the header and key are read
 	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the
-		// path since. Intact files cost the checksum alone.
+		// path since. Intact files cost the checksum alone. The same pass
+		// keeps the head of the data, when its start is known, so that a
+		// record's header can still be read from it.
 		sha := sha256.New()
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fail(err)
 		}
-		if _, err := io.CopyBuffer(sha, f, make([]byte, dirReadBuffer)); err != nil {
+		var head *headWriter
+		w := io.Writer(sha)
+		if dataStart >= 0 {
+			head = &headWriter{skip: dataStart, room: maxHeaderSize}
+			w = io.MultiWriter(sha, head)
+		}
+		if _, err := io.CopyBuffer(w, f, make([]byte, dirReadBuffer)); err != nil {
 			return fail(err)
 		}
-		return fail(&CorruptError{Key: key, Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)), Check: "dir store: " + check})
+		ce := &CorruptError{Key: key, Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)), Check: "dir store: " + check}
+		if head != nil {
+			ce.Head = head.b
+		}
+		return fail(ce)
 	}
 	// readFull fills b and reports false at the end of the file.
 	readFull := func(b []byte) (bool, error) {
@@ -350,6 +370,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		// a file put there by hand.
 		return corrupt("file holds another key " + esc(string(stored)))
 	}
+	dataStart = dirHeaderSize + keyLen
 	// The size the header declares must be the file's size; comparing
 	// first keeps a damaged length from passing for a large object.
 	rest := st.Size() - dirHeaderSize - keyLen - checksumSize
@@ -395,6 +416,26 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		return corrupt("checksum")
 	}
 	return data, size, token, nil
+}
+
+// headWriter keeps the room bytes written to it after the first skip.
+type headWriter struct {
+	skip int64
+	room int
+	b    []byte
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if h.skip >= int64(len(p)) {
+		h.skip -= int64(len(p))
+		return n, nil
+	}
+	p = p[h.skip:]
+	h.skip = 0
+	take := min(len(p), h.room-len(h.b))
+	h.b = append(h.b, p[:take]...)
+	return n, nil
 }
 
 // PutIfVersion implements ConditionalStore. The compare and the rename that

@@ -400,7 +400,7 @@ func TestDirDamageThroughFence(t *testing.T) {
 	var ce *writefence.CorruptError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, damagedVersion(bad), ce.Version)
-	require.NoError(t, f.Settle(ctx, "wal", "0", ce.Version, "operator", 10, []byte("rebuilt")))
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "operator", Epoch: 10, Payload: []byte("rebuilt")}))
 	requireLatest(t, f, 10, "operator", "rebuilt")
 }
 
@@ -411,6 +411,10 @@ type readCounter struct {
 	*writefence.DirConditionalStore
 	calls, read atomic.Int64
 }
+
+// Capabilities declares the store's capabilities as the counter's own: its
+// Get and GetPrefix count, and its writes are the store's.
+func (c *readCounter) Capabilities() writefence.ConditionalStore { return c }
 
 func (c *readCounter) Get(ctx context.Context, key string) ([]byte, string, error) {
 	data, v, err := c.DirConditionalStore.Get(ctx, key)

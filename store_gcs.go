@@ -30,6 +30,12 @@ type GCSConditionalStore struct {
 
 var _ ConditionalStore = (*GCSConditionalStore)(nil)
 
+var _ Capable = (*GCSConditionalStore)(nil)
+
+// Capabilities implements Capable: the store's PrefixReader and
+// PartsPutter are its own.
+func (s *GCSConditionalStore) Capabilities() ConditionalStore { return s }
+
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
 // using the caller's client. The bucket must exist; the store never creates
 // or configures it.

@@ -49,6 +49,12 @@ type MinioConditionalStore struct {
 
 var _ ConditionalStore = (*MinioConditionalStore)(nil)
 
+var _ Capable = (*MinioConditionalStore)(nil)
+
+// Capabilities implements Capable: the store's PrefixReader and
+// PartsPutter are its own.
+func (s *MinioConditionalStore) Capabilities() ConditionalStore { return s }
+
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
 // which must exist, using the caller's client.
 //

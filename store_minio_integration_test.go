@@ -17,6 +17,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/pushrace"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
@@ -193,7 +194,7 @@ func testProtocol(t *testing.T, store interface {
 // winner's.
 func testFenceRace(t *testing.T, store writefence.ConditionalStore) {
 	const writers, rounds = 16, 50
-	results, err := writefencetest.RacePush(t.Context(), store, writefencetest.PushRace{
+	results, err := pushrace.Run(t.Context(), store, pushrace.Race{
 		Writers: writers, Rounds: rounds,
 		Prefix: testserver.UniqueName(t) + "/", Plugin: "race", Shard: "shard",
 	})

@@ -175,6 +175,12 @@ type ValkeyConditionalStore struct {
 
 var _ ConditionalStore = (*ValkeyConditionalStore)(nil)
 
+var _ Capable = (*ValkeyConditionalStore)(nil)
+
+// Capabilities implements Capable: the store's PrefixReader, PartsPutter
+// and BrandedPutter are its own.
+func (s *ValkeyConditionalStore) Capabilities() ConditionalStore { return s }
+
 // NewValkeyConditionalStore returns a store that keeps its objects in the
 // server client talks to, in the client's selected database. Keys are used
 // as given; see ValkeyConditionalStore for what each holds.
@@ -300,9 +306,18 @@ func (s *ValkeyConditionalStore) getChecked(ctx context.Context, key string) (st
 		return "", tooLarge("valkey get", key, limit)
 	}
 	if check := valkeyCheck(v); check != "" {
-		return "", &CorruptError{Key: key, Version: valkeyDamagedVersion(v), Check: check}
+		return "", &CorruptError{Key: key, Version: valkeyDamagedVersion(v), Check: check, Head: valkeyDamagedHead(v)}
 	}
 	return v, nil
+}
+
+// valkeyDamagedHead is the head of a damaged value's data, where the layout
+// still places it: what follows the digest and the token, at most 4 KiB.
+func valkeyDamagedHead(v string) []byte {
+	if len(v) <= valkeyHeaderLen {
+		return nil
+	}
+	return []byte(v[valkeyHeaderLen:min(len(v), valkeyHeaderLen+maxHeaderSize)])
 }
 
 // valkeyToken returns the version token of an intact value, copied: a
@@ -354,7 +369,7 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 	}
 	var res any
 	err := s.dedicated(ctx, "get", key, func(conn redis.Scripter) (err error) {
-		res, err = valkeyPrefixScript.Run(ctx, conn, keys, n, limit).Result()
+		res, err = valkeyPrefixScript.Run(ctx, conn, keys, n, limit, maxHeaderSize).Result()
 		if err != nil {
 			return valkeyError("get", key, err)
 		}
@@ -370,10 +385,14 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 			return nil, 0, "", storeErr("valkey get", key, ErrNotFound, nil)
 		case what == "toolarge" && len(r) == 1:
 			return nil, 0, "", tooLarge("valkey get", key, limit)
-		case what == "corrupt" && len(r) == 3:
+		case what == "corrupt" && len(r) == 4:
 			check, _ := r[1].(string)
 			version, _ := r[2].(string)
-			return nil, 0, "", &CorruptError{Key: key, Version: version, Check: check}
+			ce := &CorruptError{Key: key, Version: version, Check: check}
+			if head, _ := r[3].(string); head != "" {
+				ce.Head = []byte(head)
+			}
+			return nil, 0, "", ce
 		case what == "ok" && len(r) == 4:
 			version, _ := r[1].(string)
 			size, _ := r[2].(int64)
@@ -402,8 +421,9 @@ end
 //
 // KEYS[1]: the data key; KEYS[2], when given, the wait key, written so the
 // caller can WAIT for what was read. ARGV[1]: the prefix length. ARGV[2]:
-// the read limit. Returns {"absent"}, {"toolarge"}, {"corrupt", check,
-// damaged version} or {"ok", token, size of data, prefix of data}.
+// the read limit. ARGV[3]: how much of a damaged value's data to return.
+// Returns {"absent"}, {"toolarge"}, {"corrupt", check, damaged version,
+// head of the data} or {"ok", token, size of data, prefix of data}.
 var valkeyPrefixScript = redis.NewScript(valkeyCheckLua + `
 local size = redis.call('STRLEN', KEYS[1])
 local exists = size > 0 or redis.call('EXISTS', KEYS[1]) == 1
@@ -412,7 +432,7 @@ if not exists then return {'absent'} end
 if size - 72 > tonumber(ARGV[2]) then return {'toolarge'} end
 local v = redis.call('GET', KEYS[1])
 local c = check(v)
-if c then return {'corrupt', c, 'damaged-' .. redis.sha1hex(v)} end
+if c then return {'corrupt', c, 'damaged-' .. redis.sha1hex(v), string.sub(v, 73, 72 + tonumber(ARGV[3]))} end
 return {'ok', string.sub(v, 41, 72), size - 72, string.sub(v, 73, 72 + tonumber(ARGV[1]))}
 `)
 
@@ -559,11 +579,18 @@ func newValkeyVersion() string {
 	return hex.EncodeToString(b[:])
 }
 
-// valkeyValue lays out a value: the digest, the token, the data.
-func valkeyValue(version string, data []byte) []byte {
-	value := make([]byte, valkeyHeaderLen+len(data))
+// valkeyValue lays out a value: the digest, the token, the data (the parts
+// joined).
+func valkeyValue(version string, parts [][]byte) []byte {
+	size := valkeyHeaderLen
+	for _, p := range parts {
+		size += len(p)
+	}
+	value := make([]byte, valkeyHeaderLen, size)
 	copy(value[valkeyDigestLen:], version)
-	copy(value[valkeyHeaderLen:], data)
+	for _, p := range parts {
+		value = append(value, p...)
+	}
 	sum := sha1.Sum(value[valkeyDigestLen:])
 	hex.Encode(value[:valkeyDigestLen], sum[:])
 	return value

@@ -649,7 +649,7 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 		_, _, _, err = f.Latest(ctx, "wal", "0")
 		assert.Equal(t, ce.Version, requireCorrupt(t, err, key, "latest").Version)
 
-		require.NoError(t, f.Settle(ctx, "wal", "0", ce.Version, "operator", 3, []byte("restored")))
+		require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "operator", Epoch: 3, Payload: []byte("restored")}))
 		epoch, writer, payload, err := f.Latest(ctx, "wal", "0")
 		require.NoError(t, err)
 		assert.Equal(t, uint64(3), epoch)
@@ -666,7 +666,7 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
 		brand, data := keys.Brand(prefix), prefix+"data"
 		put := func(data []byte, expect string) (string, error) {
-			return store.PutIfBranded(ctx, brand, identity, prefix+"data", data, expect)
+			return store.PutIfBranded(ctx, brand, identity, prefix+"data", [][]byte{data}, expect)
 		}
 		unwritten := func() {
 			t.Helper()
@@ -751,7 +751,7 @@ func TestValkeyBrandNoPerm(t *testing.T) {
 
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		store := newValkeyStore(limited, script)
-		_, err := store.PutIfBranded(ctx, brand, defaults.Identity, data, []byte("x"), "")
+		_, err := store.PutIfBranded(ctx, brand, defaults.Identity, data, [][]byte{[]byte("x")}, "")
 		requireOtherFailure(t, err)
 		assert.Contains(t, err.Error(), "NOPERM")
 		assert.NotContains(t, err.Error(), password)
@@ -776,7 +776,7 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	other := newValkeyStore(newValkeyClient(t), false)
 	_, err := (&writefence.Fence{Store: store, Prefix: prefix}).ClaimBrand(ctx)
 	require.NoError(t, err)
-	v, err := store.PutIfBranded(ctx, brand, identity, key, []byte("under the brand"), "")
+	v, err := store.PutIfBranded(ctx, brand, identity, key, [][]byte{[]byte("under the brand")}, "")
 	require.NoError(t, err)
 
 	rebrand := func(to string) {
@@ -788,7 +788,7 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	}
 	tap.take()
 	tap.onMulti(func(context.Context) { rebrand("other/v1") })
-	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("junk"), v)
+	_, err = store.PutIfBranded(ctx, brand, identity, key, [][]byte{[]byte("junk")}, v)
 	trips := tap.take()
 	require.ErrorIs(t, err, writefence.ErrConflict, "EXEC aborted")
 	assert.ErrorIs(t, err, redis.TxFailedErr)
@@ -796,11 +796,11 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	assert.Equal(t, []string{"watch", "exists", "getrange", "exists", "getrange"}, trips[0], "the brand key is watched and read with the data key")
 
 	requireValkeyContent(t, store, key, "under the brand", v) // nothing landed under the foreign brand
-	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("junk"), v)
+	_, err = store.PutIfBranded(ctx, brand, identity, key, [][]byte{[]byte("junk")}, v)
 	requireWire(t, err, writefence.WireError{Key: brand, Expected: identity, Found: "other/v1"})
 
 	rebrand(identity)
-	_, err = store.PutIfBranded(ctx, brand, identity, key, []byte("under the brand again"), v)
+	_, err = store.PutIfBranded(ctx, brand, identity, key, [][]byte{[]byte("under the brand again")}, v)
 	require.NoError(t, err, "and the next write sees the brand restored")
 
 	// The same through a Fence that checks the brand at every write, which
@@ -843,7 +843,7 @@ func TestValkeyBrandConcurrentFlips(t *testing.T) {
 			store := newValkeyStore(c, tc.script)
 			put := func(key string, data []byte, expect string) (string, error) {
 				if tc.brand {
-					return store.PutIfBranded(ctx, brand, defaults.Identity, key, data, expect)
+					return store.PutIfBranded(ctx, brand, defaults.Identity, key, [][]byte{data}, expect)
 				}
 				return store.PutIfVersion(ctx, key, data, expect)
 			}
@@ -1047,7 +1047,7 @@ func valkeyTripSteps(t *testing.T, store *writefence.ValkeyConditionalStore, pre
 			return err
 		}},
 		{"branded update", put + wait, landed, func() (err error) {
-			version, err = store.PutIfBranded(ctx, brand, identity, key, []byte("c"), version)
+			version, err = store.PutIfBranded(ctx, brand, identity, key, [][]byte{[]byte("c")}, version)
 			return err
 		}},
 		{"stale update", put, false, func() error {
@@ -1059,7 +1059,7 @@ func valkeyTripSteps(t *testing.T, store *writefence.ValkeyConditionalStore, pre
 			return valkeyWantConflict(err)
 		}},
 		{"branded refusal", put, false, func() error {
-			_, err := store.PutIfBranded(ctx, prefix+"no-brand", identity, key, []byte("d"), version)
+			_, err := store.PutIfBranded(ctx, prefix+"no-brand", identity, key, [][]byte{[]byte("d")}, version)
 			return wire(err)
 		}},
 		{"get", 1 + wait, landed, func() error {
@@ -1216,7 +1216,7 @@ func TestValkeyNoWatchLeftArmed(t *testing.T) {
 			assert.ErrorIs(t, err, writefence.ErrWire)
 		}, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
 			v := create(t, key)
-			_, err := store.PutIfBranded(ctx, brand, defaults.Identity, key, []byte("x"), v)
+			_, err := store.PutIfBranded(ctx, brand, defaults.Identity, key, [][]byte{[]byte("x")}, v)
 			return err
 		}},
 		{"EXEC aborted", "rw-aborted", false, func(t *testing.T, err error) {
@@ -1653,7 +1653,7 @@ func TestValkeyWaitReplicas(t *testing.T) {
 		brand := keys.Brand("")
 		_, err = store.PutIfVersion(ctx, brand, []byte(defaults.Identity), "")
 		require.NoError(t, err)
-		_, err = store.PutIfBranded(ctx, brand, defaults.Identity, "branded", []byte("x"), "")
+		_, err = store.PutIfBranded(ctx, brand, defaults.Identity, "branded", [][]byte{[]byte("x")}, "")
 		require.NoError(t, err, "a branded write waits for the replica too")
 		assert.Equal(t, valkeyRaw(t, primary, "branded"), valkeyRaw(t, replica, "branded"))
 	})

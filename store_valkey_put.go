@@ -16,7 +16,15 @@ import (
 // damaged value) cannot equal the current version, so it returns an error
 // matching ErrConflict without a round trip.
 func (s *ValkeyConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
-	return s.put(ctx, key, data, expectVersion, nil)
+	return s.put(ctx, key, [][]byte{data}, expectVersion, nil)
+}
+
+var _ PartsPutter = (*ValkeyConditionalStore)(nil)
+
+// PutPartsIfVersion implements PartsPutter: PutIfVersion of the parts
+// joined, laid out straight into the value the store writes.
+func (s *ValkeyConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
+	return s.put(ctx, key, parts, expectVersion, nil)
 }
 
 var _ BrandedPutter = (*ValkeyConditionalStore)(nil)
@@ -33,18 +41,18 @@ var _ BrandedPutter = (*ValkeyConditionalStore)(nil)
 // *StoreError, never with ErrWire or ErrNotFound. It costs no round trip
 // more than PutIfVersion. An empty brandKey, or key equal to it, is an
 // invalid argument.
-func (s *ValkeyConditionalStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expectVersion string) (string, error) {
+func (s *ValkeyConditionalStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (string, error) {
 	switch {
 	case brandKey == "":
 		return "", invalidArg("brand key", "empty")
 	case key == brandKey:
 		return "", invalidArg("key", "%s is the brand key", esc(key))
 	}
-	return s.put(ctx, key, data, expectVersion, &valkeyBrand{key: brandKey, identity: identity})
+	return s.put(ctx, key, parts, expectVersion, &valkeyBrand{key: brandKey, identity: identity})
 }
 
 // put is PutIfVersion, with the brand check when brand is not nil.
-func (s *ValkeyConditionalStore) put(ctx context.Context, key string, data []byte, expectVersion string, brand *valkeyBrand) (string, error) {
+func (s *ValkeyConditionalStore) put(ctx context.Context, key string, parts [][]byte, expectVersion string, brand *valkeyBrand) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -56,7 +64,7 @@ func (s *ValkeyConditionalStore) put(ctx context.Context, key string, data []byt
 		return "", err
 	}
 	version := newValkeyVersion()
-	value := valkeyValue(version, data)
+	value := valkeyValue(version, parts)
 	var err error
 	if s.Script {
 		err = s.putScript(ctx, key, value, expectVersion, brand)

@@ -85,7 +85,7 @@ func callValkey(store *writefence.ValkeyConditionalStore) []valkeyCall {
 	_, _, _, prefixErr := store.GetPrefix(ctx, "k", 1)
 	_, createErr := store.PutIfVersion(ctx, "k", []byte("x"), "")
 	_, updateErr := store.PutIfVersion(ctx, "k", []byte("x"), strings.Repeat("0", 32))
-	_, brandedErr := store.PutIfBranded(ctx, "brand", "id", "k", []byte("x"), "")
+	_, brandedErr := store.PutIfBranded(ctx, "brand", "id", "k", [][]byte{[]byte("x")}, "")
 	delErr := store.Delete(ctx, "k")
 	listErr := store.List(ctx, "k", func(string) error { return nil })
 	return []valkeyCall{
@@ -127,7 +127,7 @@ func TestValkeyContextPassesThrough(t *testing.T) {
 		assert.Equal(t, context.Canceled, err, "get")
 		_, err = store.PutIfVersion(ctx, "k", []byte("x"), "")
 		assert.Equal(t, context.Canceled, err, "put")
-		_, err = store.PutIfBranded(ctx, "brand", "id", "k", []byte("x"), "")
+		_, err = store.PutIfBranded(ctx, "brand", "id", "k", [][]byte{[]byte("x")}, "")
 		assert.Equal(t, context.Canceled, err, "branded put")
 	})
 }
@@ -183,13 +183,13 @@ func TestValkeyRefusedBeforeIO(t *testing.T) {
 			require.ErrorAs(t, err, &se, v)
 			assert.Equal(t, "valkey put", se.Op)
 			assert.Contains(t, err.Error(), "is not a version this store issues")
-			_, err = store.PutIfBranded(ctx, "brand", "id", "k", []byte("x"), v)
+			_, err = store.PutIfBranded(ctx, "brand", "id", "k", [][]byte{[]byte("x")}, v)
 			require.ErrorIs(t, err, writefence.ErrConflict, "branded %s", v)
 		}
 
-		_, err := store.PutIfBranded(ctx, "", "id", "k", []byte("x"), "")
+		_, err := store.PutIfBranded(ctx, "", "id", "k", [][]byte{[]byte("x")}, "")
 		require.ErrorIs(t, err, writefence.ErrInvalidArgument, "no brand key")
-		_, err = store.PutIfBranded(ctx, "k", "id", "k", []byte("x"), "")
+		_, err = store.PutIfBranded(ctx, "k", "id", "k", [][]byte{[]byte("x")}, "")
 		require.ErrorIs(t, err, writefence.ErrInvalidArgument, "a write to the brand key itself")
 		assert.NotErrorIs(t, err, writefence.ErrWire)
 	})

@@ -34,7 +34,7 @@ var writeOps = []writePath{
 		return f.Seal(ctx, "wal", "0", "new", 9)
 	}},
 	{"settle", corruptRecord, func(ctx context.Context, f *writefence.Fence, version string) error {
-		return f.Settle(ctx, "wal", "0", version, "op", 9, []byte("restored"))
+		return f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3})
 	}},
 }
 
@@ -109,7 +109,7 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 				f := &writefence.Fence{Store: mem, Brand: writefence.BrandVerify, Probe: true, Observer: obs.observe}
 				require.NoError(t, op.call(t.Context(), f, v))
 				e := obs.last()
-				assert.Equal(t, writefence.PushEvent{Op: op.name, Key: mustKey(t, "wal", "0"), Writer: e.Writer, Epoch: 9,
+				assert.Equal(t, writefence.WriteEvent{Op: op.name, Key: mustKey(t, "wal", "0"), Writer: e.Writer, Epoch: 9,
 					Attempt: 1}, e)
 			})
 		})
@@ -221,7 +221,7 @@ func TestDamageInPlaceIsNeverOverwritten(t *testing.T) {
 	info, err := f.Inspect(ctx, "wal", "0")
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, fakeDamagedVersion([]byte("one, edited on disk")), info.Version)
-	require.NoError(t, f.Settle(ctx, "wal", "0", info.Version, "op", 4, []byte("restored")))
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 4, Payload: []byte("restored"), Floor: 1}))
 	requireLatest(t, f, 4, "op", "restored")
 }
 
@@ -255,7 +255,7 @@ func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
 
 	puts := counting.puts.Load()
 	for _, epoch := range []uint64{6, 11} {
-		err := f.Settle(ctx, "wal", "0", bad, "op", epoch, []byte("restored"))
+		err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: epoch, Payload: []byte("restored")})
 		var se *writefence.StaleEpochError
 		require.ErrorAs(t, err, &se, "settle at %d", epoch)
 		assert.Equal(t, uint64(11), se.RecordedEpoch)
@@ -263,7 +263,7 @@ func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
 	}
 	assert.Equal(t, puts, counting.puts.Load(), "a refused settle writes nothing")
 
-	require.NoError(t, f.Settle(ctx, "wal", "0", bad, "op", 12, []byte("restored")))
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: 12, Payload: []byte("restored")}))
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "leader", 11, []byte("late")), writefence.ErrStaleEpoch,
 		"the deposed writer at the old epoch stays fenced")
 	requireLatest(t, f, 12, "op", "restored")

@@ -33,7 +33,7 @@ const (
 // lands with a token.
 func putBranded(t *testing.T, bp writefence.BrandedPutter, brandKey, key string, data []byte, expect string) string {
 	t.Helper()
-	v, err := bp.PutIfBranded(t.Context(), brandKey, brandedIdentity, key, data, expect)
+	v, err := bp.PutIfBranded(t.Context(), brandKey, brandedIdentity, key, [][]byte{data}, expect)
 	return landed(t, fmt.Sprintf("PutIfBranded(%q, %q, %q, %d bytes, %q)", brandKey, brandedIdentity, key, len(data), expect), v, err)
 }
 
@@ -44,7 +44,7 @@ func putBranded(t *testing.T, bp writefence.BrandedPutter, brandKey, key string,
 func wantRefused(t *testing.T, bp writefence.BrandedPutter, brandKey, key, expect, found string) {
 	t.Helper()
 	call := fmt.Sprintf("PutIfBranded(%q, %q, %q, ..., %q)", brandKey, brandedIdentity, key, expect)
-	_, err := bp.PutIfBranded(t.Context(), brandKey, brandedIdentity, key, []byte("never"), expect)
+	_, err := bp.PutIfBranded(t.Context(), brandKey, brandedIdentity, key, [][]byte{[]byte("never")}, expect)
 	wantOnly(t, err, call, "writefence.ErrWire", writefence.ErrWire, writefence.ErrConflict, writefence.ErrNotFound)
 	var we *writefence.WireError
 	switch {
@@ -108,7 +108,7 @@ func testBrandedMatching(t *testing.T, sc *scope) {
 
 	v1 := putBranded(t, bp, brand, key, []byte("first"), "")
 	wantContent(t, sc.s, key, []byte("first"), v1)
-	_, err := bp.PutIfBranded(ctx, brand, brandedIdentity, key, []byte("second create"), "")
+	_, err := bp.PutIfBranded(ctx, brand, brandedIdentity, key, [][]byte{[]byte("second create")}, "")
 	wantConflict(t, err, "a create-only "+call(""))
 	wantContent(t, sc.s, key, []byte("first"), v1)
 
@@ -117,7 +117,7 @@ func testBrandedMatching(t *testing.T, sc *scope) {
 		t.Errorf("an update to different bytes returned the old version %q", v1)
 	}
 	wantContent(t, sc.s, key, []byte("second"), v2)
-	_, err = bp.PutIfBranded(ctx, brand, brandedIdentity, key, []byte("stale"), v1)
+	_, err = bp.PutIfBranded(ctx, brand, brandedIdentity, key, [][]byte{[]byte("stale")}, v1)
 	wantConflict(t, err, call(v1)+" with the stale version")
 	wantContent(t, sc.s, key, []byte("second"), v2)
 
@@ -130,7 +130,7 @@ func testBrandedMatching(t *testing.T, sc *scope) {
 	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) with the version %q a PutIfBranded replaced", key, v3))
 
 	missing := sc.key("branded-missing")
-	_, err = bp.PutIfBranded(ctx, brand, brandedIdentity, missing, []byte("made-up"), v4)
+	_, err = bp.PutIfBranded(ctx, brand, brandedIdentity, missing, [][]byte{[]byte("made-up")}, v4)
 	wantConflict(t, err, fmt.Sprintf("PutIfBranded of the missing key %q with %q's version", missing, key))
 	wantMissing(t, sc.s, missing)
 }

@@ -73,6 +73,8 @@ type partsStore struct {
 	ignore bool
 }
 
+func (s *partsStore) Capabilities() writefence.ConditionalStore { return s }
+
 func (s *partsStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
 	data := bytes.Join(parts, nil)
 	if s.ignore {
@@ -299,6 +301,8 @@ func (s *prefixStore) Delete(ctx context.Context, key string) error {
 	return s.MemStore.Delete(ctx, key)
 }
 
+func (s *prefixStore) Capabilities() writefence.ConditionalStore { return s }
+
 func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -444,7 +448,10 @@ func (s *brandedStore) Delete(ctx context.Context, key string) error {
 	return s.MemStore.Delete(ctx, key)
 }
 
-func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, data []byte, expect string) (string, error) {
+func (s *brandedStore) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
+	data := bytes.Join(parts, nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fault == brandChecked || s.fault == brandOnce && !s.matched[brandKey] {

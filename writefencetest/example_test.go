@@ -1,7 +1,6 @@
 package writefencetest_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -31,27 +30,4 @@ func ExampleTestConditionalStore() {
 	}
 	fmt.Printf("%T\n", testMyStore)
 	// Output: func(*testing.T)
-}
-
-// RacePush races writers of one epoch per round on a live store, as the
-// writefence command's race does; on a store with a real conditional write
-// every round has exactly one winner.
-func ExampleRacePush() {
-	rounds, err := writefencetest.RacePush(context.Background(), new(writefence.MemStore), writefencetest.PushRace{
-		Writers: 8, Rounds: 5,
-		Plugin: "example", Shard: "race",
-	})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, r := range rounds {
-		fmt.Printf("epoch %d: %d winner, %d stale, %d violations\n", r.Epoch, len(r.Winners), r.Stale, len(r.Violations))
-	}
-	// Output:
-	// epoch 1: 1 winner, 7 stale, 0 violations
-	// epoch 2: 1 winner, 7 stale, 0 violations
-	// epoch 3: 1 winner, 7 stale, 0 violations
-	// epoch 4: 1 winner, 7 stale, 0 violations
-	// epoch 5: 1 winner, 7 stale, 0 violations
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/pushrace"
 )
 
 // Size of every race: modest, so the suite stays quick against a real
@@ -169,7 +170,7 @@ func testRaceFencePush(t *testing.T, sc *scope) {
 		t.Fatalf("ShardKey: %v", err)
 	}
 	sc.track(key)
-	rounds, err := RacePush(t.Context(), sc.s, PushRace{
+	rounds, err := pushrace.Run(t.Context(), sc.s, pushrace.Race{
 		Writers: raceWorkers, Rounds: raceRounds,
 		Prefix: prefix, Plugin: plugin, Shard: shard,
 	})

@@ -15,7 +15,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
-	"github.com/writefence/writefence/writefencetest"
+	"github.com/writefence/writefence/internal/pushrace"
 )
 
 var raceCommand = command{
@@ -146,10 +146,10 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 func raceStore(ctx context.Context, store writefence.ConditionalStore, cfg raceConfig, progress func(round, violations, errors int)) (raceReport, error) {
 	rep := raceReport{Outcome: "ok", Writers: cfg.writers, Rounds: cfg.rounds, Violations: []string{}}
 	var firstErr error
-	_, err := writefencetest.RacePush(ctx, store, writefencetest.PushRace{
+	_, err := pushrace.Run(ctx, store, pushrace.Race{
 		Writers: cfg.writers, Rounds: cfg.rounds,
 		Prefix: cfg.prefix, Plugin: cfg.plugin, Shard: cfg.shard,
-		Progress: func(r writefencetest.PushRound) {
+		Progress: func(r pushrace.Round) {
 			res := roundResult{Round: r.Round, Epoch: r.Epoch, Winners: r.Winners, Stale: r.Stale}
 			for _, err := range r.Errors {
 				if firstErr == nil {

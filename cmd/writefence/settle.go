@@ -79,7 +79,7 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 			}
 
 			fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: rf.prefix}
-			if err := fence.Settle(ctx, plugin, shard, corrupt.Version, rf.writer, uint64(rf.epoch), payload); err != nil {
+			if err := fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: corrupt.Version, Writer: rf.writer, Epoch: uint64(rf.epoch), Payload: payload}); err != nil {
 				return o.fail(err)
 			}
 			r := settleResult{Outcome: "ok", Key: corrupt.Key, Replaced: corrupt.Version, Check: corrupt.Check,

@@ -5,11 +5,12 @@
 //
 // Key layout under a prefix P:
 //
-//	P + "s/" + escape(plugin) + "/" + escape(shard)   a shard's record
-//	P + "_brand"                                       the brand key
-//	P + "_lease/" + escape(name)                       a lease record
-//	P + "_probe"                                       the probe's scratch keys start with it
-//	"writefence/_wait"                                 the Valkey store's replication sync key
+//	P + "s/" + escape(plugin) + "/" + escape(shard)          a shard's record
+//	P + "_brand"                                              the brand key
+//	P + "_lease/" + escape(name)                              a lease record
+//	P + "_probe"                                              the probe's scratch keys start with it
+//	P + "_settled/" + escape(plugin) + "/" + escape(shard)   a shard's settle log
+//	"writefence/_wait"                                        the Valkey store's replication sync key
 //
 // The first byte after the prefix is 's' for every shard key and '_' for
 // every reserved key, so the two spaces are disjoint by construction.
@@ -38,6 +39,7 @@ const (
 	brandKey   = "_brand"
 	leaseSpace = "_lease/"
 	probeKey   = "_probe"
+	settleLog  = "_settled/"
 )
 
 // Error is a name or a key rejected by a limit: Arg names the argument.
@@ -86,6 +88,13 @@ func ParseShard(prefix, key string) (plugin, shard string, ok bool) {
 		return "", "", false
 	}
 	return plugin, shard, true
+}
+
+// SettleLog returns the key of the settle log of (plugin, shard)'s record
+// under prefix: what Fence.Settle writes before it replaces a corrupt
+// record.
+func SettleLog(prefix, plugin, shard string) (string, error) {
+	return build(prefix, settleLog, [2]string{"plugin", plugin}, [2]string{"shard", shard})
 }
 
 // Brand returns the brand key under prefix (DefaultPrefix when empty).

@@ -10,7 +10,8 @@ const (
 	StaleRefused   = "stale update is refused"
 	MissingRefused = "update of a missing key is refused"
 	ReadBack       = "read returns what was written"
+	ForeignRefused = "write under another brand is refused"
 )
 
 // All lists the checks in the order they run.
-var All = []string{Create, CreateRefused, Update, StaleRefused, MissingRefused, ReadBack}
+var All = []string{Create, CreateRefused, Update, StaleRefused, MissingRefused, ForeignRefused, ReadBack}

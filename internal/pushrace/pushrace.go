@@ -1,4 +1,8 @@
-package writefencetest
+// Package pushrace races Fence.Push calls at one epoch per round on a
+// store, with the contention forced by a barrier inside the Fence's own
+// write engine. The conformance kit (writefencetest) and the command's
+// race run it; it is not part of the public API.
+package pushrace
 
 import (
 	"bytes"
@@ -11,11 +15,12 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/hook"
 )
 
-// PushRace describes a race of Fence.Push calls for RacePush: the scratch
+// Race describes a race of Fence.Push calls for Run: the scratch
 // shard and the size of the race.
-type PushRace struct {
+type Race struct {
 	// Writers is how many writers push in each round, each through a
 	// writefence.Fence of its own, as separate processes would; at least 2.
 	Writers int
@@ -30,11 +35,11 @@ type PushRace struct {
 
 	// Progress, when set, is called after each round with what it saw, from
 	// the goroutine that called RacePush.
-	Progress func(PushRound)
+	Progress func(Round)
 }
 
-// PushRound is what one round of RacePush saw.
-type PushRound struct {
+// Round is what one round of Run saw.
+type Round struct {
 	// Round counts from 1; Epoch is the epoch every writer pushed.
 	Round int
 	Epoch uint64
@@ -59,61 +64,62 @@ type PushRound struct {
 	Violations []string
 }
 
-// RacePush races Fence.Push calls at one epoch per round on store and
-// reports each round. On a store whose conditional write is real exactly one
-// push per round lands, every other is refused as stale, and the record the
+// Run races Fence.Push calls at one epoch per round on store and reports
+// each round. On a store whose conditional write is real exactly one push
+// per round lands, every other is refused as stale, and the record the
 // round leaves is the winner's.
 //
 // The contention is forced, not hoped for. Each writer has its own Fence
-// over its own view of store, and its first PutIfVersion of a round waits
-// until every writer has reached its first PutIfVersion or returned: every
-// writer has read the same record (or skipped the read on the version its
-// Fence remembers from winning the round before) before any of them writes.
-// The waiting writers are then released one by one in a random order, so
-// that on a fast local store the same writer does not win every round. A
-// store that ignores preconditions lets every writer land, in every round.
+// over store, as separate processes would, and writes through exactly the
+// store methods a Fence uses on store (see writefence.Capable): the
+// barrier sits in the Fence's write engine, right before its conditional
+// write, not in a wrapper of the store. Each writer's first write of a
+// round waits there until every writer has reached its first write or
+// returned: every writer has read the same record (or skipped the read on
+// the version its Fence remembers from winning the round before) before
+// any of them writes. The waiting writers are then released one by one in
+// a random order, so that on a fast local store the same writer does not
+// win every round. A store that ignores preconditions lets every writer
+// land, in every round.
 //
-// RacePush returns the rounds it ran. Its error is ctx's when ctx ends
-// before the last round (the rounds run so far are returned with it), or
-// says why race cannot be run; failures within a round are in the round.
-func RacePush(ctx context.Context, store writefence.ConditionalStore, race PushRace) ([]PushRound, error) {
+// Run returns the rounds it ran. Its error is ctx's when ctx ends before
+// the last round (the rounds run so far are returned with it), or says why
+// the race cannot be run; failures within a round are in the round.
+func Run(ctx context.Context, store writefence.ConditionalStore, race Race) ([]Round, error) {
 	switch {
 	case store == nil:
-		return nil, errors.New("writefencetest: RacePush: nil store")
+		return nil, errors.New("writefence: race: nil store")
 	case race.Writers < 2 || race.Rounds < 1:
-		return nil, fmt.Errorf("writefencetest: RacePush: %d writers and %d rounds; want at least 2 writers and 1 round", race.Writers, race.Rounds)
+		return nil, fmt.Errorf("writefence: race: %d writers and %d rounds; want at least 2 writers and 1 round", race.Writers, race.Rounds)
 	}
-	views := make([]*gatedStore, race.Writers)
 	fences := make([]*writefence.Fence, race.Writers)
 	for i := range fences {
-		views[i] = &gatedStore{store: store, racer: i}
-		var view writefence.ConditionalStore = views[i]
-		if _, ok := store.(writefence.PrefixReader); ok {
-			view = gatedPrefixStore{views[i]}
-		}
-		fences[i] = &writefence.Fence{Store: view, Prefix: race.Prefix}
+		fences[i] = &writefence.Fence{Store: store, Prefix: race.Prefix}
 	}
 	checker := &writefence.Fence{Store: store, Prefix: race.Prefix}
 
-	var rounds []PushRound
+	var rounds []Round
 	for r := 1; r <= race.Rounds && ctx.Err() == nil; r++ {
 		epoch := uint64(r)
 		b := newBarrier(race.Writers)
-		for _, v := range views {
-			v.setBarrier(b)
-		}
 		errs := make([]error, race.Writers)
 		var wg sync.WaitGroup
 		for i, f := range fences {
+			gated := hook.With(ctx, &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+				if err := b.arrive(ctx, i); err != nil {
+					return "", err
+				}
+				return write()
+			}})
 			wg.Go(func() {
-				errs[i] = f.Push(ctx, race.Plugin, race.Shard, writerName(i), epoch, pushPayload(r, i))
+				errs[i] = f.Push(gated, race.Plugin, race.Shard, writerName(i), epoch, pushPayload(r, i))
 				b.leave(i)
 			})
 		}
 		b.release()
 		wg.Wait()
 
-		round := PushRound{Round: r, Epoch: epoch, Winners: []string{}}
+		round := Round{Round: r, Epoch: epoch, Winners: []string{}}
 		winner := -1
 		for i, err := range errs {
 			switch {
@@ -218,59 +224,10 @@ func (b *barrier) release() {
 	}
 }
 
-// gatedStore is one racer's view of the store: its writes pass the round's
-// barrier first.
-type gatedStore struct {
-	store writefence.ConditionalStore
-	racer int
-
-	mu sync.Mutex // guards b
-	b  *barrier
-}
-
-func (g *gatedStore) setBarrier(b *barrier) {
-	g.mu.Lock()
-	g.b = b
-	g.mu.Unlock()
-}
-
-func (g *gatedStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return g.store.Get(ctx, key)
-}
-
-func (g *gatedStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	if err := g.arrive(ctx); err != nil {
-		return "", err
+// describe summarises a payload for a message without dumping it.
+func describe(b []byte) string {
+	if len(b) <= 32 {
+		return fmt.Sprintf("%d bytes %q", len(b), b)
 	}
-	return g.store.PutIfVersion(ctx, key, data, expect)
-}
-
-// arrive passes the round's barrier before a write.
-func (g *gatedStore) arrive(ctx context.Context) error {
-	g.mu.Lock()
-	b := g.b
-	g.mu.Unlock()
-	return b.arrive(ctx, g.racer)
-}
-
-// PutPartsIfVersion passes the barrier as PutIfVersion does. It writes
-// through the store's own PartsPutter when it has one, so a Fence racing
-// over the view takes the write path it takes over the store itself.
-func (g *gatedStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
-	pp, ok := g.store.(writefence.PartsPutter)
-	if !ok {
-		return g.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
-	}
-	if err := g.arrive(ctx); err != nil {
-		return "", err
-	}
-	return pp.PutPartsIfVersion(ctx, key, parts, expect)
-}
-
-// gatedPrefixStore keeps the store's PrefixReader visible to the Fence, so
-// the race exercises the read path the store's users take.
-type gatedPrefixStore struct{ *gatedStore }
-
-func (g gatedPrefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	return g.store.(writefence.PrefixReader).GetPrefix(ctx, key, n)
+	return fmt.Sprintf("%d bytes %q...", len(b), b[:32])
 }

@@ -1,0 +1,285 @@
+package writefence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+
+	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/keys"
+)
+
+// The conditional-update engine. Every write the package makes goes
+// through Fence.run: the shard records (Push, Update, Seal, Settle), the
+// settle log, the lease record and the brand claim. It reads the key,
+// lets the change decide on what it read, and makes one conditional write;
+// on a conflict it backs off, reads afresh and decides again, and a write
+// whose reply was lost is resolved by the next read. The guards a write
+// needs (the probe verdict, the brand, the retry policy, the classification
+// of errors, the Observer) live here once, so no write path can skip them.
+
+// The operations of the engine, as the Observer and errors name them.
+const (
+	opPush         = "push"
+	opUpdate       = "update"
+	opSeal         = "seal"
+	opSettle       = "settle"
+	opSettleLog    = "settle log"
+	opLeaseAcquire = "lease acquire"
+	opLeaseRenew   = "lease renew"
+	opLeaseRelease = "lease release"
+	opBrandClaim   = "brand claim"
+)
+
+// A change is one conditional update of one key.
+type change struct {
+	op     string // one of the op constants
+	key    string
+	writer string // the writer (or lease holder) making it, for the Observer
+	epoch  uint64 // the epoch it writes, for the Observer and errors; 0 when none
+
+	// head reads only the first maxHeaderSize bytes of the object when the
+	// store can (GetPrefix); decide may still ask for all of it with
+	// errReadWhole.
+	head bool
+
+	// cached, when not empty, is a version the first attempt conditions
+	// its write on without reading: decide then gets a snapshot with only
+	// that version. A stale one costs a conflict and a fresh read.
+	cached string
+
+	// branded says the Fence's brand guards this write: every change but
+	// the brand's own claim.
+	branded bool
+
+	// decide returns the bytes to write as parts (written as their
+	// concatenation), or done when the key already holds what the change
+	// wants (an earlier attempt landed), or a refusal, which is final.
+	decide func(s *snapshot) (parts [][]byte, done bool, err error)
+}
+
+// snapshot is what one read of a key found.
+type snapshot struct {
+	found   bool
+	cached  bool   // not read: the version the change remembered
+	whole   bool   // data is the whole object
+	version string // of the bytes read, or of the damage
+	data    []byte // the object, or its first bytes
+	size    int64  // the object's size
+
+	// damage is set when the store's own check found the bytes damaged in
+	// place; data is then nil and damage.Head holds what the store could
+	// locate of them.
+	damage *CorruptError
+}
+
+// outcome is how a change ended that did not fail.
+type outcome struct {
+	version string // the key's version now: of the write, or of what was found
+	wrote   bool   // this call's write landed, rather than finding it done
+}
+
+// errReadWhole is decide's request for the whole object: its head did not
+// tell enough.
+var errReadWhole = errors.New("writefence: read the whole object")
+
+// run makes change c, guarded, and tells the Observer how it ended.
+func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
+	attempt := 0
+	defer func() { f.observe(ctx, c, false, attempt, err) }()
+	if err := f.guard(ctx, c); err != nil {
+		return outcome{}, err
+	}
+	maxAttempts := f.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = defaultMaxAttempts
+	}
+	var unsure error // a write of this call whose outcome an error hid
+	for attempt = 1; ; attempt++ {
+		out, sent, err := f.attempt(ctx, c, attempt == 1 && c.cached != "")
+		if err == nil {
+			return out, nil
+		}
+		if sent && !errors.Is(err, ErrConflict) && !final(err) {
+			unsure = err
+		}
+		switch {
+		case !sent && !transientRead(err), final(err):
+			return outcome{}, c.failed(unsure, err)
+		case ctx.Err() != nil:
+			return outcome{}, c.failed(unsure, ctx.Err())
+		case attempt >= maxAttempts:
+			return outcome{}, c.exhausted(unsure, attempt, err)
+		case errors.Is(err, ErrConflict):
+			f.observe(ctx, c, true, attempt, err)
+		}
+		if f.backoff(ctx, attempt) != nil {
+			return outcome{}, c.failed(unsure, ctx.Err())
+		}
+	}
+}
+
+// attempt reads (or takes the cached version), decides and writes once.
+// sent says the error came from the write, whose outcome it may hide.
+func (f *Fence) attempt(ctx context.Context, c *change, useCache bool) (out outcome, sent bool, err error) {
+	s := &snapshot{found: true, cached: true, version: c.cached}
+	if !useCache {
+		if s, err = f.readKey(ctx, c.key, c.head); err != nil {
+			return outcome{}, false, readFailure{err}
+		}
+	}
+	parts, done, err := c.decide(s)
+	if errors.Is(err, errReadWhole) {
+		if s, err = f.readKey(ctx, c.key, false); err != nil {
+			return outcome{}, false, readFailure{err}
+		}
+		parts, done, err = c.decide(s)
+	}
+	switch {
+	case err != nil:
+		return outcome{}, false, err
+	case done:
+		return outcome{version: s.version}, false, nil
+	}
+	version, err := f.write(ctx, c, parts, s.version)
+	if err != nil {
+		return outcome{}, true, err
+	}
+	return outcome{version: version, wrote: true}, false, nil
+}
+
+// readFailure marks a store's failure to read, which a retry may overcome;
+// every other error of an attempt that wrote nothing is a decision.
+type readFailure struct{ err error }
+
+func (r readFailure) Error() string { return r.err.Error() }
+func (r readFailure) Unwrap() error { return r.err }
+
+func transientRead(err error) bool {
+	var r readFailure
+	return errors.As(err, &r) && !final(r.err)
+}
+
+// final reports whether an error from the store is a refusal that a retry
+// cannot change: damage, another wire identity, an argument or an object
+// the store cannot take, refused credentials, a store the adapter cannot
+// serve, an untrusted store. A write refused so wrote nothing.
+func final(err error) bool {
+	for _, target := range []error{ErrCorrupt, ErrWire, ErrInvalidArgument, ErrTooLarge,
+		ErrUntrustedStore, ErrStaleEpoch, fs.ErrPermission, errors.ErrUnsupported} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// failed is the error of a change that ended on err: a decision, a
+// refusal, or ctx.Err() when ctx ended. After a write whose outcome was
+// hidden, that write may have landed and been superseded, so the change's
+// outcome is unknown: err is then reported but not matched, except a
+// cancellation, which the caller asked for and may test.
+func (c *change) failed(unsure, err error) error {
+	var r readFailure
+	if errors.As(err, &r) {
+		err = fmt.Errorf("writefence: %s %s: read: %w", c.op, esc(c.key), r.err)
+	}
+	if unsure == nil {
+		return err
+	}
+	then := fmt.Errorf("%w; then: %v", unsure, err)
+	if isContextErr(err) {
+		then = fmt.Errorf("%w; then: %w", unsure, err)
+	}
+	return &OutcomeUnknownError{Op: c.op, Key: c.key, Epoch: c.epoch, Err: then}
+}
+
+// exhausted is the error of a change that ran out of attempts on err.
+func (c *change) exhausted(unsure error, attempts int, err error) error {
+	if unsure != nil {
+		return &OutcomeUnknownError{Op: c.op, Key: c.key, Epoch: c.epoch, Err: err}
+	}
+	at := ""
+	if c.epoch != 0 {
+		at = fmt.Sprintf(" at epoch %d", c.epoch)
+	}
+	var r readFailure
+	if errors.As(err, &r) {
+		err = fmt.Errorf("read: %w", r.err)
+	}
+	return fmt.Errorf("writefence: %s%s to %s: %d attempts: %w", c.op, at, esc(c.key), attempts, err)
+}
+
+// guard runs the checks every change passes before its first read: the
+// probe verdict, then the brand as the Fence's mode asks.
+func (f *Fence) guard(ctx context.Context, c *change) error {
+	if f.Probe {
+		if err := f.checkProbe(ctx); err != nil {
+			return err
+		}
+	}
+	if !c.branded {
+		return nil
+	}
+	return f.checkBrand(ctx, true)
+}
+
+// readKey reads key once: all of it, or with head its first maxHeaderSize
+// bytes. A missing key and damage the store found are states, not errors.
+func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, error) {
+	if err := hook.Read(ctx, key); err != nil {
+		return nil, err
+	}
+	var s snapshot
+	var err error
+	if head {
+		s.data, s.size, s.version, err = GetPrefix(ctx, f.Store, key, maxHeaderSize)
+		s.whole = s.size <= int64(len(s.data))
+	} else {
+		s.data, s.version, err = f.Store.Get(ctx, key)
+		s.size, s.whole = int64(len(s.data)), true
+	}
+	var ce *CorruptError
+	switch {
+	case err == nil:
+		s.found = true
+		return &s, nil
+	case errors.Is(err, ErrNotFound):
+		return &snapshot{}, nil
+	case errors.As(err, &ce) && ce.Version != "":
+		d := *ce
+		if d.Key == "" {
+			d.Key = key
+		}
+		return &snapshot{found: true, version: d.Version, damage: &d}, nil
+	}
+	return nil, err
+}
+
+// write makes the change's one conditional write: through PutIfBranded
+// when the Fence checks the brand inside every write and the store can,
+// else through PutParts.
+func (f *Fence) write(ctx context.Context, c *change, parts [][]byte, version string) (string, error) {
+	return hook.Write(ctx, c.key, func() (string, error) {
+		if c.branded && f.brandEveryWrite() {
+			return PutIfBranded(ctx, f.Store, keys.Brand(f.Prefix), f.identity(), c.key, parts, version)
+		}
+		return PutParts(ctx, f.Store, c.key, parts, version)
+	})
+}
+
+// backoff waits before attempt+1, or returns ctx's error if ctx ends first.
+// The delay is uniform in [0, min(RetryDelay<<(attempt-1), 500ms)).
+func (f *Fence) backoff(ctx context.Context, attempt int) error {
+	base := f.RetryDelay
+	if base <= 0 {
+		base = defaultRetryDelay
+	}
+	ceiling := maxRetryDelay
+	if shift := attempt - 1; shift < 16 && base<<shift < ceiling {
+		ceiling = base << shift
+	}
+	return hook.Wait(ctx, attempt, rand.N(ceiling)+1)
+}

@@ -1,0 +1,67 @@
+// Package hook lets the project's own tools step into the one write
+// engine of writefence: the conformance kit's races hold every racer's
+// write at a barrier, and the model test injects lost replies and failing
+// reads, on exactly the store methods a Fence uses. A hook travels in the
+// context of the call it applies to; without one the engine runs as is.
+// It is not part of the public API.
+package hook
+
+import (
+	"context"
+	"time"
+)
+
+// Hooks are the steps a caller can take over. A nil field leaves its step
+// alone.
+type Hooks struct {
+	// Read runs before each read the engine makes of key; a non-nil error
+	// fails the read with it.
+	Read func(ctx context.Context, key string) error
+
+	// Write runs each conditional write the engine makes of key: it calls
+	// write to make it (or does not) and returns what the engine sees.
+	Write func(ctx context.Context, key string, write func() (string, error)) (string, error)
+
+	// Wait replaces the back-off before a retry: the engine would sleep d
+	// before attempt+1. A non-nil error ends the wait as a done ctx would.
+	Wait func(ctx context.Context, attempt int, d time.Duration) error
+}
+
+type hooksKey struct{}
+
+// With returns ctx carrying h.
+func With(ctx context.Context, h *Hooks) context.Context {
+	return context.WithValue(ctx, hooksKey{}, h)
+}
+
+// Read runs the read hook of ctx, if any.
+func Read(ctx context.Context, key string) error {
+	if h, _ := ctx.Value(hooksKey{}).(*Hooks); h != nil && h.Read != nil {
+		return h.Read(ctx, key)
+	}
+	return nil
+}
+
+// Write runs write through the write hook of ctx, if any.
+func Write(ctx context.Context, key string, write func() (string, error)) (string, error) {
+	if h, _ := ctx.Value(hooksKey{}).(*Hooks); h != nil && h.Write != nil {
+		return h.Write(ctx, key, write)
+	}
+	return write()
+}
+
+// Wait sleeps d, or runs the wait hook of ctx instead; it returns ctx's
+// error if ctx ends first.
+func Wait(ctx context.Context, attempt int, d time.Duration) error {
+	if h, _ := ctx.Value(hooksKey{}).(*Hooks); h != nil && h.Wait != nil {
+		return h.Wait(ctx, attempt, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
