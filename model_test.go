@@ -73,10 +73,12 @@ const (
 // answer ErrConflict without writing, then one reply may be lost, and the
 // reads may fail, always or once a reply was lost.
 type faultSet struct {
-	conflicts      int
-	lost           lostMode
-	readsFail      bool
-	readsAfterLoss bool
+	conflicts       int
+	lost            lostMode
+	readsFail       bool
+	readsAfterLoss  bool
+	denied          bool // every write is refused as fs.ErrPermission, writing nothing
+	cancelAfterLoss bool // the call's ctx is cancelled in the back-off after a lost reply
 }
 
 func (f faultSet) quiet() bool { return f == faultSet{} }
@@ -84,16 +86,47 @@ func (f faultSet) quiet() bool { return f == faultSet{} }
 // faultPlan injects the armed faults, for the engine's hooks and the
 // wrappers alike.
 type faultPlan struct {
-	mu     sync.Mutex // guards the fields
-	f      faultSet
-	lostAt bool // a reply was lost since the plan was armed
-	writes int  // writes that reached the plan
+	mu        sync.Mutex // guards the fields
+	f         faultSet
+	cancel    context.CancelFunc // cancels the call's ctx
+	lostAt    bool               // a reply was lost since the plan was armed
+	writes    int                // writes that reached the plan
+	failed    bool               // a store call failed and no back-off followed yet
+	violation string             // how the engine broke the retry policy, if it did
 }
 
-func (p *faultPlan) arm(f faultSet) {
+func (p *faultPlan) arm(f faultSet, cancel context.CancelFunc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.f, p.lostAt, p.writes = f, false, 0
+	p.f, p.cancel, p.lostAt, p.writes, p.failed, p.violation = f, cancel, false, 0, false, ""
+}
+
+// call notes a store call: one right after a failure, with no back-off in
+// between, is a retry at once, which the engine never makes. The caller
+// holds mu.
+func (p *faultPlan) call(what string) {
+	if p.failed && p.violation == "" {
+		p.violation = "a " + what + " was retried right after a failure, without a back-off"
+	}
+}
+
+// wait is the engine's back-off: it ends the failure, and may cancel the
+// call's ctx.
+func (p *faultPlan) wait(ctx context.Context) error {
+	p.mu.Lock()
+	p.failed = false
+	cancel := p.f.cancelAfterLoss && p.lostAt
+	p.mu.Unlock()
+	if cancel && p.cancel != nil {
+		p.cancel()
+	}
+	return ctx.Err()
+}
+
+func (p *faultPlan) broke() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.violation
 }
 
 func (p *faultPlan) written() int {
@@ -105,7 +138,9 @@ func (p *faultPlan) written() int {
 func (p *faultPlan) read() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.call("read")
 	if p.f.readsFail || p.f.readsAfterLoss && p.lostAt {
+		p.failed = true
 		return errLostReply
 	}
 	return nil
@@ -113,16 +148,23 @@ func (p *faultPlan) read() error {
 
 func (p *faultPlan) write(do func() (string, error)) (string, error) {
 	p.mu.Lock()
+	p.call("write")
 	p.writes++
+	if p.f.denied {
+		p.failed = true
+		p.mu.Unlock()
+		return "", &writefence.StoreError{Op: "model put", Err: fmt.Errorf("%w: access denied", fs.ErrPermission)}
+	}
 	if p.f.conflicts > 0 {
 		p.f.conflicts--
+		p.failed = true
 		p.mu.Unlock()
 		return "", writefence.ErrConflict
 	}
 	lost := p.f.lost
 	p.f.lost = lostNone
 	if lost != lostNone {
-		p.lostAt = true
+		p.lostAt, p.failed = true, true
 	}
 	p.mu.Unlock()
 	switch lost {
@@ -193,11 +235,15 @@ type modelRecord struct {
 	epoch   uint64
 	writer  string
 	payload string
+	foreign bool // of another wire identity (foreignIdentity)
 }
 
 func (r modelRecord) String() string {
 	if r.epoch == 0 {
 		return "no record"
+	}
+	if r.foreign {
+		return fmt.Sprintf("epoch %d by %s %q, of %s", r.epoch, r.writer, r.payload, foreignIdentity)
 	}
 	return fmt.Sprintf("epoch %d by %s %q", r.epoch, r.writer, r.payload)
 }
@@ -292,8 +338,9 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 		plan:   &faultPlan{}, clock: newModelClock(), counts: counts,
 		landed: map[uint64]bool{}, terms: map[uint64]int{},
 	}
-	// No writer sleeps between retries: the model is sequential.
-	r.ctx = hook.With(context.Background(), &hook.Hooks{Wait: func(context.Context, int, time.Duration) error { return nil }})
+	// No writer sleeps between retries (the model is sequential); the
+	// plan sees every back-off.
+	r.ctx = hook.With(context.Background(), &hook.Hooks{Wait: r.wait})
 	for i := range 3 {
 		w := &modelWriter{name: fmt.Sprintf("w%d", i)}
 		store := target.store
@@ -323,9 +370,11 @@ func (r *modelRun) ctxFor(w *modelWriter) context.Context {
 		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
 			return r.plan.write(write)
 		},
-		Wait: func(context.Context, int, time.Duration) error { return nil },
+		Wait: r.wait,
 	})
 }
+
+func (r *modelRun) wait(ctx context.Context, _ int, _ time.Duration) error { return r.plan.wait(ctx) }
 
 func (r *modelRun) drawWriter(t *rapid.T) *modelWriter {
 	return r.writers[rapid.IntRange(0, len(r.writers)-1).Draw(t, "writer")]
@@ -335,12 +384,16 @@ func drawFaults(t *rapid.T) faultSet {
 	if rapid.IntRange(0, 2).Draw(t, "faulty") > 0 {
 		return faultSet{}
 	}
+	if rapid.IntRange(0, 9).Draw(t, "denied") == 0 {
+		return faultSet{denied: true}
+	}
 	reads := rapid.IntRange(0, 3).Draw(t, "reads")
 	return faultSet{
-		conflicts:      rapid.IntRange(0, 4).Draw(t, "conflicts"),
-		lost:           rapid.SampledFrom([]lostMode{lostNone, lostBefore, lostAfter}).Draw(t, "lost"),
-		readsFail:      reads == 1,
-		readsAfterLoss: reads == 2,
+		conflicts:       rapid.IntRange(0, 4).Draw(t, "conflicts"),
+		lost:            rapid.SampledFrom([]lostMode{lostNone, lostBefore, lostAfter}).Draw(t, "lost"),
+		readsFail:       reads == 1,
+		readsAfterLoss:  reads == 2,
+		cancelAfterLoss: rapid.IntRange(0, 4).Draw(t, "cancel") == 0,
 	}
 }
 
@@ -355,6 +408,7 @@ type stored struct {
 	version string
 	corrupt bool
 	epoch   uint64 // the header's, of a corrupt record too when it decodes
+	foreign bool   // the header names foreignIdentity
 	rec     modelRecord
 }
 
@@ -364,10 +418,13 @@ func (r *modelRun) read(t *rapid.T) stored {
 	case errors.Is(err, writefence.ErrNotFound):
 		return stored{}
 	case errors.Is(err, writefence.ErrCorrupt):
-		return stored{found: true, version: info.Version, corrupt: true, epoch: info.Epoch}
+		return stored{found: true, version: info.Version, corrupt: true, epoch: info.Epoch, foreign: info.Identity == foreignIdentity}
+	case errors.Is(err, writefence.ErrWire):
+		require.Equal(t, foreignIdentity, info.Identity, "a record of an identity no writer writes")
+		return stored{found: true, version: info.Version, epoch: info.Epoch, foreign: true, rec: modelRecord{info.Epoch, info.Writer, string(info.Payload), true}}
 	}
 	require.NoError(t, err, "a direct read of the record")
-	return stored{found: true, version: info.Version, epoch: info.Epoch, rec: modelRecord{info.Epoch, info.Writer, string(info.Payload)}}
+	return stored{found: true, version: info.Version, epoch: info.Epoch, rec: modelRecord{epoch: info.Epoch, writer: info.Writer, payload: string(info.Payload)}}
 }
 
 // refusal reports whether err refuses a write, which must then have
@@ -376,7 +433,7 @@ func refusal(err error) bool {
 	if errors.Is(err, writefence.ErrOutcomeUnknown) {
 		return false
 	}
-	for _, target := range []error{writefence.ErrStaleEpoch, writefence.ErrWire, writefence.ErrCorrupt,
+	for _, target := range []error{writefence.ErrStaleEpoch, writefence.ErrWire, writefence.ErrCorrupt, writefence.ErrConflict,
 		writefence.ErrInvalidArgument, writefence.ErrNotFound, fs.ErrPermission, writefence.ErrLeaseHeld, writefence.ErrLeaseLost} {
 		if errors.Is(err, target) {
 			return true
@@ -424,18 +481,29 @@ func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet,
 
 func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults faultSet, call func(ctx context.Context) (modelRecord, error)) error {
 	before := r.read(t)
-	r.plan.arm(faults)
-	var putsBefore int64
-	if w != nil && w.wrapper != nil {
-		putsBefore = w.wrapper.puts.Load()
-	}
 	ctx := r.ctx
 	if w != nil {
 		ctx = r.ctxFor(w)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.plan.arm(faults, cancel)
+	var putsBefore int64
+	if w != nil && w.wrapper != nil {
+		putsBefore = w.wrapper.puts.Load()
+	}
 	want, err := call(ctx)
-	writes := r.plan.written()
-	r.plan.arm(faultSet{})
+	writes, broke, cancelled := r.plan.written(), r.plan.broke(), ctx.Err() != nil
+	r.plan.arm(faultSet{}, nil)
+	require.Empty(t, broke, op)
+	if faults.denied && writes > 0 {
+		require.ErrorIs(t, err, fs.ErrPermission, "%s: a permission refusal is reported as one", op)
+		require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, op)
+		require.Equal(t, 1, writes, "%s: a permission refusal is final", op)
+	}
+	if cancelled {
+		require.ErrorIs(t, err, context.Canceled, "%s cancelled after a lost reply: the error matches ctx.Err()", op)
+	}
 	after := r.read(t)
 	changed := before.found != after.found || before.version != after.version
 
@@ -485,6 +553,8 @@ func (r *modelRun) answer(w *modelWriter, want modelRecord) (answer, alt error) 
 	switch {
 	case r.damaged != "":
 		return writefence.ErrCorrupt, alt
+	case r.rec.epoch != 0 && r.rec.foreign != want.foreign:
+		return writefence.ErrWire, nil
 	case r.rec.epoch != 0 && r.rec == want:
 		return nil, nil
 	case r.rec.epoch != 0 && want.epoch <= r.rec.epoch:
@@ -511,7 +581,7 @@ func (r *modelRun) repeatPush(t *rapid.T) {
 
 func (r *modelRun) doPush(t *rapid.T, p *modelPush, faults faultSet) {
 	r.lastPush = p
-	want := modelRecord{p.epoch, p.w.name, p.payload}
+	want := modelRecord{epoch: p.epoch, writer: p.w.name, payload: p.payload}
 	answer, alt := r.answer(p.w, want)
 	r.write(t, "push", p.w, faults, answer, alt, func(ctx context.Context) (modelRecord, error) {
 		return want, p.w.fence.Push(ctx, modelPlugin, modelShard, p.w.name, p.epoch, []byte(p.payload))
@@ -540,13 +610,13 @@ func (r *modelRun) update(t *rapid.T) {
 		return nil, errNextRefused
 	}
 	result, nerr := next([]byte(r.rec.payload))
-	want := modelRecord{epoch, w.name, string(result)}
+	want := modelRecord{epoch: epoch, writer: w.name, payload: string(result)}
 	if nerr != nil {
 		want.payload = "(nothing: next refuses)" // no record can be this update
 	}
 	answer, alt := r.answer(w, want)
-	if nerr != nil && (answer == nil || answer == writefence.ErrWire) {
-		answer, alt = errNextRefused, nil // decided before any write
+	if nerr != nil && (answer == nil || answer == writefence.ErrWire && !r.rec.foreign) {
+		answer, alt = errNextRefused, nil // decided before the write checks the brand
 	}
 	op := "update"
 	if kind == 0 {
@@ -560,7 +630,7 @@ func (r *modelRun) update(t *rapid.T) {
 func (r *modelRun) seal(t *rapid.T) {
 	w := r.drawWriter(t)
 	epoch := r.drawEpoch(t)
-	want := modelRecord{epoch, w.name, r.rec.payload}
+	want := modelRecord{epoch: epoch, writer: w.name, payload: r.rec.payload}
 	answer, alt := r.answer(w, want)
 	r.write(t, "seal", w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Seal(ctx, modelPlugin, modelShard, w.name, epoch)
@@ -628,7 +698,7 @@ func (r *modelRun) repeatSettle(t *rapid.T) {
 func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 	r.lastSettle = s
 	cur := r.read(t)
-	want := modelRecord{s.Epoch, s.Writer, string(s.Payload)}
+	want := modelRecord{epoch: s.Epoch, writer: s.Writer, payload: string(s.Payload)}
 	var answer error
 	switch {
 	case !cur.found:
@@ -638,6 +708,8 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 		answer = writefence.ErrInvalidArgument
 	case cur.version != s.Version:
 		answer = writefence.ErrConflict
+	case cur.epoch != 0 && cur.foreign:
+		answer = writefence.ErrWire
 	case cur.epoch != 0 && s.Epoch <= cur.epoch:
 		answer = writefence.ErrStaleEpoch
 	case cur.epoch == 0 && s.Floor == 0, s.Epoch <= s.Floor:
@@ -687,12 +759,36 @@ func (r *modelRun) latest(t *rapid.T) {
 		require.ErrorIs(t, err, writefence.ErrWire)
 	case r.damaged != "":
 		require.ErrorIs(t, err, writefence.ErrCorrupt)
+	case r.rec.foreign:
+		require.ErrorIs(t, err, writefence.ErrWire)
+	case false:
+		require.ErrorIs(t, err, writefence.ErrCorrupt)
 	case r.rec.epoch == 0:
 		require.ErrorIs(t, err, writefence.ErrNotFound)
 	default:
 		require.NoError(t, err)
-		require.Equal(t, r.rec, modelRecord{e, wr, string(p)})
+		require.Equal(t, r.rec, modelRecord{epoch: e, writer: wr, payload: string(p)})
 	}
+}
+
+// foreignPush pushes as a program of another wire identity would: over a
+// record of ours it is refused, and over its own record ours are.
+func (r *modelRun) foreignPush(t *rapid.T) {
+	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: foreignIdentity}
+	want := modelRecord{epoch: r.drawEpoch(t), writer: "alien", payload: "another format", foreign: true}
+	var answer error
+	switch {
+	case r.damaged != "":
+		answer = writefence.ErrCorrupt
+	case r.rec.epoch != 0 && !r.rec.foreign:
+		answer = writefence.ErrWire
+	case r.rec.epoch != 0 && r.rec == want:
+	case r.rec.epoch != 0 && want.epoch <= r.rec.epoch:
+		answer = writefence.ErrStaleEpoch
+	}
+	r.write(t, "foreign push", nil, faultSet{}, answer, nil, func(ctx context.Context) (modelRecord, error) {
+		return want, f.Push(ctx, modelPlugin, modelShard, want.writer, want.epoch, []byte(want.payload))
+	})
 }
 
 // claim brands the store, with the Fence's identity or another.
@@ -775,7 +871,8 @@ func (r *modelRun) readLease(t *rapid.T) storedLease {
 		h := int(binary.BigEndian.Uint16(data[5:]))
 		end := 23 + h
 		if len(data) == end+4 && binary.BigEndian.Uint32(data[end:]) == crc32.Checksum(data[:end], crc32.MakeTable(crc32.Castagnoli)) {
-			l.ok, l.term, l.holder = true, binary.BigEndian.Uint64(data[7:]), string(data[23:end])
+			l.term, l.holder = binary.BigEndian.Uint64(data[7:]), string(data[23:end])
+			l.ok = h > 0 && l.term > 0 && int64(binary.BigEndian.Uint64(data[15:])) >= 0
 		}
 	}
 	return l
@@ -786,18 +883,23 @@ func (r *modelRun) leaseStep(t *rapid.T, op string, w *modelWriter, call func(ct
 	r.counts.add(op)
 	before := r.readLease(t)
 	faults := drawFaults(t)
-	r.plan.arm(faults)
-	term, err := call(r.ctxFor(w))
-	r.plan.arm(faultSet{})
+	ctx, cancel := context.WithCancel(r.ctxFor(w))
+	defer cancel()
+	r.plan.arm(faults, cancel)
+	term, err := call(ctx)
+	broke := r.plan.broke()
+	r.plan.arm(faultSet{}, nil)
+	require.Empty(t, broke, op)
 	after := r.readLease(t)
 	if w.wrapper != nil {
 		require.Zero(t, w.wrapper.bypassed.Load(), "%s by %s went past its wrapper", op, w.name)
 	}
 	if r.leaseBad != "" {
 		require.Equal(t, r.leaseBad, after.version, "%s overwrote the damaged lease record (%v)", op, err)
-		foreign := w.always && r.brandValue != defaults.Identity && errors.Is(err, writefence.ErrWire)
-		if faults.quiet() && !errors.Is(err, writefence.ErrLeaseLost) && !foreign {
-			require.ErrorIs(t, err, writefence.ErrCorrupt, "%s over the damaged lease record", op)
+		if faults.quiet() {
+			// Refused before it reads (not held, a clock out of range, a
+			// foreign brand on a remembered version), or for the damage.
+			require.True(t, refusal(err), "%s over the damaged lease record: %v", op, err)
 		}
 		return
 	}
@@ -845,6 +947,21 @@ func (r *modelRun) release(t *rapid.T) {
 
 func (r *modelRun) advance(t *rapid.T) {
 	r.clock.advance(time.Duration(rapid.IntRange(1, 15).Draw(t, "seconds")) * time.Second)
+}
+
+// badClock runs an Acquire with the clock before 1970 or after 2262, which a
+// lease record cannot carry: it must be refused before anything is
+// written.
+func (r *modelRun) badClock(t *rapid.T) {
+	w := r.drawWriter(t)
+	saved := r.clock.ns.Load()
+	bad := time.Date(1969, 12, 31, 23, 59, 0, 0, time.UTC)
+	if rapid.Bool().Draw(t, "after 2262") {
+		bad = time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC)
+	}
+	r.clock.ns.Store(bad.UnixNano())
+	defer r.clock.ns.Store(saved)
+	r.leaseStep(t, "lease acquire with a clock out of range", w, w.lease.Acquire)
 }
 
 // leasePush pushes at an epoch the writer's Lease hands out, when it does.
@@ -896,8 +1013,9 @@ func (r *modelRun) actions() map[string]func(*rapid.T) {
 		"damage": r.damage, "damage ": r.damage, "settle": r.settle, "settle ": r.settle, "repeatSettle": r.repeatSettle,
 		"delete": r.remove, "latest": r.latest, "claim": r.claim, "rebrand": r.rebrand,
 		"acquire": r.acquire, "acquire ": r.acquire, "renew": r.renew, "release": r.release, "advance": r.advance,
-		"leasePush": r.leasePush, "leasePush ": r.leasePush, "damageLease": r.damageLease,
-		"": r.check,
+		"leasePush": r.leasePush, "leasePush ": r.leasePush, "damageLease": r.damageLease, "badClock": r.badClock,
+		"foreignPush": r.foreignPush,
+		"":            r.check,
 	}
 }
 
@@ -905,7 +1023,7 @@ func (r *modelRun) actions() map[string]func(*rapid.T) {
 const (
 	modelSeed        = 20261201
 	modelChecksUnit  = 150
-	modelChecksLocal = 25
+	modelChecksLocal = 40
 	modelSteps       = 60
 )
 
