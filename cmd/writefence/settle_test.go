@@ -222,6 +222,9 @@ func TestSettleFloor(t *testing.T) {
 	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.EqualValues(t, 10, jsonOf(t, r)["epoch"])
+
+	help := strings.Join(strings.Fields(wf(t, "help", "settle").stdout), " ")
+	assert.Contains(t, help, "-floor is then required, the highest epoch ever granted for the shard")
 }
 
 // TestSettleRerunRefused: damaged bytes repeat (a file cut to nothing has
