@@ -37,9 +37,17 @@ The payload (-file, or stdin) is at most %d MiB; a larger one is refused
 that a cron job or a redirect from /dev/null does not replace the shard's
 state with nothing.
 
+On a Valkey server with replicas, say in the address how many must hold a
+push before it counts as landed: 'valkey://host:port/0?wait=1', with
+&wait-timeout=2s to wait longer than the default 1s. Without wait= the
+primary acknowledges a push before any replica has it, and a failover can
+lose it; with it, a push the replicas do not confirm in time exits 8 (run
+it again once they are back).
+
 examples:
   writefence push -store file:///tmp/wf -writer node-a -epoch 7 -file segment.bin wal shard-0
   echo hello | writefence push -writer node-a -epoch 8 wal shard-0
+  writefence push -store 'valkey://127.0.0.1:6379/0?wait=1' -writer node-a -epoch 9 -file segment.bin wal shard-0
   writefence push -writer node-a -epoch 10 -empty wal shard-0 </dev/null
   writefence push -json -writer node-b -epoch 11 -file snap.bin -brand verify wal shard-0`, uint64(maxPlainEpoch), defaults.MaxPayloadSize>>20),
 	define: definePush,

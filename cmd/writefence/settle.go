@@ -44,7 +44,9 @@ equal epochs are refused from then on.
 
 -epoch and -floor take plain decimal digits only (010 or 0x10 is a usage
 error, exit 2); an -epoch above 2^63-1 needs -allow-huge-epoch, and an empty
-payload -empty, as for push.
+payload -empty, as for push. On a Valkey server with replicas, give the
+address wait=N as for push ('valkey://host:port/0?wait=1'), so that the
+settle counts only once the replicas hold it.
 
 examples:
   writefence latest wal shard-0             # exit 6: prints the check, the version and the settle line
