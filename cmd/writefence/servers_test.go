@@ -78,6 +78,48 @@ func TestServerValkey(t *testing.T) {
 	}
 }
 
+// TestServerValkeyDamage: a Valkey value edited by hand after the record's
+// header is found damaged by the store's own check; latest still reads the
+// header's epoch from it and prints a settle line above that epoch, in text
+// and in -json, and the line replaces the value.
+func TestServerValkeyDamage(t *testing.T) {
+	addr := testserver.ValkeyAddr(t)
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("REDISCLI_AUTH", "")
+	prefix := testserver.ValkeyPrefix(t, addr)
+	store := []string{"-store", "valkey://" + addr + "/0", "-prefix", prefix}
+	cmd := func(name string, args ...string) result {
+		return wf(t, append(append([]string{name}, store...), args...)...)
+	}
+	p := writeFile(t, "segment 0001")
+	require.Equal(t, exitOK, cmd("push", "-writer", "node-a", "-epoch", "5", "-file", p, "wal", "s").code)
+	key, err := keys.Shard(prefix, "wal", "s")
+	require.NoError(t, err)
+	c := testserver.ValkeyClient(t, addr, "")
+	v, err := c.Get(t.Context(), key).Bytes()
+	require.NoError(t, err)
+	require.NoError(t, c.Set(t.Context(), key, testserver.Flipped(v, len(v)-1), 0).Err()) // the payload's last byte
+
+	r := cmd("latest", "wal", "s")
+	require.Equal(t, exitCorrupt, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "\nepoch     5\n")
+	m := regexp.MustCompile(`to overwrite it: writefence (settle .*)\n`).FindStringSubmatch(r.stderr)
+	require.NotNil(t, m, "a settle line: %s", r)
+	assert.Contains(t, m[1], " -epoch 6 ")
+	r = cmd("latest", "-json", "wal", "s")
+	require.Equal(t, exitCorrupt, r.code, "%s", r)
+	j := jsonOf(t, r)
+	assert.True(t, strings.HasPrefix(j["version"].(string), "damaged-"), "%v", j["version"])
+	assert.Equal(t, "writefence "+m[1], j["settle"])
+
+	line := strings.NewReplacer("-writer W", "-writer operator", "-file F", "-file "+p).Replace(m[1])
+	r = wf(t, strings.Fields(line)...)
+	require.Equal(t, exitOK, r.code, "%s: %s", line, r)
+	r = cmd("latest", "-json", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 6, jsonOf(t, r)["epoch"])
+}
+
 // startReplicated starts a private Valkey primary with one replica, waits
 // until the primary counts the replica online (only then does WAIT count
 // it) and returns the primary's address and a client of the replica. The
