@@ -128,10 +128,10 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 
 // settleLine returns the settle command that replaces the corrupt record r
 // of (plugin, shard) under identity (the default when empty), and what
-// decided its epoch. When r's header decodes,
-// Settle refuses an epoch not above the header's, so the line names the
-// lowest it takes; otherwise only the operator knows the highest epoch
-// ever granted, and the line asks for it as -floor.
+// decided its epoch. When r's header decodes, Settle refuses an epoch not
+// above the header's, so the line names the lowest it takes; otherwise
+// only the operator knows the highest epoch ever granted, and the line
+// asks for it as -floor.
 func settleLine(sf *storeFlags, identity string, r latestResult, plugin, shard string) (line, why string) {
 	line = "writefence settle" + storeArg(sf)
 	if identity != "" {

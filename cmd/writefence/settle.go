@@ -27,9 +27,9 @@ which decides on its own read of the record. A record that is not corrupt is
 refused (exit 1), unless it is exactly this settle's: a settle whose outcome
 is unknown (exit 8) is resolved by running the same command again. A record
 that changed since latest showed it is refused as a conflict (exit 7), and
-nothing is written. A directory store's file or a
-Valkey value damaged in place has a version of the form damaged-<hash>:
-settle takes it the same way.
+nothing is written. A directory store's file or a Valkey value damaged in
+place has a version of the form damaged-<hash>: settle takes it the same
+way.
 
 settle never lowers an epoch. When the corrupt record's header still
 decodes (latest shows the epoch it claims), -epoch must be above it (else
@@ -89,10 +89,11 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 			fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: rf.prefix}
 			err := fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
 				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor)})
-			if err != nil {
-				return o.fail(settleError(err))
-			}
+			// Empty only for names Settle refused before reading anything.
 			key, _ := keys.Shard(rf.prefix, plugin, shard)
+			if err != nil {
+				return o.fail(settleError(err, key))
+			}
 			r := settleResult{Outcome: "ok", Key: key, Replaced: *confirm, Epoch: uint64(rf.epoch), Floor: uint64(floor),
 				Writer: rf.writer, PayloadSize: len(payload)}
 			if info, err := inspect(ctx, s.store, rf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == r.Epoch && info.Writer == r.Writer {
@@ -113,10 +114,10 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 	}
 }
 
-// settleError says what an operator does about a settle Fence.Settle
-// refused. The other refusals (not found, conflict, stale, wire, corrupt)
-// keep the library's message and their exit status.
-func settleError(err error) error {
+// settleError says what an operator does about a settle of the record at
+// key that Fence.Settle refused. The other refusals (not found, conflict,
+// stale, wire, corrupt) keep the library's message and exit status.
+func settleError(err error, key string) error {
 	var arg *writefence.InvalidArgumentError
 	if !errors.As(err, &arg) {
 		return err
@@ -126,7 +127,7 @@ func settleError(err error) error {
 		// -confirm-version is never empty here, so this is Settle's
 		// refusal of a record that decodes: nothing on the command line is
 		// wrong, and the status is the plain error's.
-		return fmt.Errorf("writefence: settle: the record is not corrupt; nothing to settle (%s)", arg.Reason)
+		return fmt.Errorf("writefence: settle %s: the record decodes, it is not corrupt: nothing to settle", escape.String(key))
 	case "floor":
 		return &advisedError{err, "pass -floor with the highest epoch ever granted for the shard (ask whatever elects writers), and an -epoch above it"}
 	}
