@@ -58,6 +58,17 @@ import (
 // Reads take no lock: a rename replaces a file whole, so a read sees the old
 // file or the new one, never a mix.
 //
+// The lock is the file at the path dir/lock. Each store value keeps the
+// lock file open for as long as it lives (one open file per value), and a
+// write that has taken the flock checks that the file it locked is still
+// the file at the path; if the path is gone or names another file, it lets
+// go and takes the file at the path instead, creating it when absent. So
+// when the lock file is removed or replaced while a write holds it, every
+// store value opened before keeps waiting for that write, then moves to the
+// file at the path: no two of them write at once. A store opened after the
+// removal, while the write still holds the old file, cannot see that lock:
+// do not remove the lock file of a store in use.
+//
 // Every read checks the whole file, GetPrefix too: the token survives
 // damage to the rest of the file, so only the checksum tells whether the
 // token still names the bytes. Reads and the compare of a write stream the
@@ -82,8 +93,14 @@ type DirConditionalStore struct {
 
 	dir      string        // absolute path of the store
 	objects  string        // dir/objects
-	sem      chan struct{} // one writer of this value at a time; holds the flock
+	sem      chan struct{} // one writer of this value at a time; holds the flock; guards lockFile
 	readOnly bool          // opened by OpenDirConditionalStoreReadOnly
+
+	// lockFile is the lock file as this value last opened it, nil when it
+	// must be opened again; guarded by sem. It stays open between writes
+	// so that a lock file removed while another writer holds it is still
+	// the file this value waits on.
+	lockFile *os.File
 }
 
 var _ ConditionalStore = (*DirConditionalStore)(nil)
@@ -149,20 +166,18 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 			return nil, storeErr(dirOpen, "", nil, err)
 		}
 	}
-	lock, err := s.openLock(dirOpen, "")
+	s.sem <- struct{}{} // nobody else has the value yet
+	defer func() { <-s.sem }()
+	locked, err := s.attemptLock(dirOpen, "")
 	if err != nil {
 		return nil, err
-	}
-	defer lock.Close()
-	locked, err := dirTryLock(lock)
-	if err != nil {
-		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("lock %s: %w", esc(s.dir), err))
 	}
 	if locked {
 		// Holding the lock, no write is in progress: every temporary file
 		// is a crashed writer's. When the lock is busy they stay until the
 		// next open.
 		s.removeTemps()
+		s.unlock()
 	}
 	return s, nil
 }
@@ -493,6 +508,9 @@ func (s *DirConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 	case current != expectVersion:
 		return "", storeErr(dirPut, key, ErrConflict, nil)
 	}
+	if dirTestHooks.replace != nil {
+		dirTestHooks.replace(s, key)
+	}
 	if err := s.replace(path, key, token, parts, size); err != nil {
 		return "", storeErr(dirPut, key, nil, err)
 	}
@@ -610,30 +628,32 @@ func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	f, err := s.openLock(op, key)
-	if err != nil {
-		<-s.sem
-		return nil, err
-	}
-	release := func() {
-		f.Close() // closing the last descriptor of the open file drops the flock
-		<-s.sem
-	}
 	wait := dirLockPollMin
 	for {
-		locked, err := dirTryLock(f)
-		if locked {
-			return release, nil
-		}
-		if err != nil {
-			release()
-			return nil, storeErr(op, key, nil, fmt.Errorf("lock %s: %w", esc(s.dir), err))
+		locked, err := s.attemptLock(op, key)
+		switch {
+		case err != nil:
+			<-s.sem
+			return nil, err
+		case locked:
+			return func() {
+				s.unlock()
+				<-s.sem
+			}, nil
+		case s.lockFile == nil:
+			// The file this value locked was no longer the lock; the
+			// file at the path is tried at once.
+			if err := ctx.Err(); err != nil {
+				<-s.sem
+				return nil, err
+			}
+			continue
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			release()
+			<-s.sem
 			return nil, ctx.Err()
 		case <-t.C:
 		}
@@ -641,12 +661,89 @@ func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock 
 	}
 }
 
-func (s *DirConditionalStore) openLock(op, key string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, storeErr(op, key, nil, err)
+// dirTestHooks let the package's tests step into the store's writes. Both
+// are nil outside tests.
+var dirTestHooks struct {
+	// tryLock, when set, makes each attempt of a store to take its lock
+	// (NewDirConditionalStore's and each write's): it calls attempt, or
+	// not, and returns what the store is to see.
+	tryLock func(s *DirConditionalStore, attempt func() (bool, error)) (bool, error)
+
+	// replace, when set, runs in a write that holds the lock and whose
+	// compare passed, right before the key's file is replaced.
+	replace func(s *DirConditionalStore, key string)
+}
+
+// attemptLock makes one attempt to take the lock (tryFlock), through the
+// test hook when one is set. The caller holds sem.
+func (s *DirConditionalStore) attemptLock(op, key string) (bool, error) {
+	attempt := func() (bool, error) { return s.tryFlock(op, key) }
+	if dirTestHooks.tryLock != nil {
+		return dirTestHooks.tryLock(s, attempt)
 	}
-	return f, nil
+	return attempt()
+}
+
+// tryFlock tries once to take the flock of the lock file, opening it
+// first when this value has none open. It reports true only when this
+// value holds the flock of the file the lock path names. A locked file
+// that the path no longer names (it was removed, or replaced) excludes
+// nobody who opens the path now: tryFlock then closes it, dropping its
+// flock, and reports false with lockFile nil, so that the next attempt
+// takes the file at the path, creating it when absent. The caller holds
+// sem.
+func (s *DirConditionalStore) tryFlock(op, key string) (bool, error) {
+	fail := func(err error) (bool, error) {
+		s.closeLock()
+		return false, storeErr(op, key, nil, fmt.Errorf("lock %s: %w", esc(s.dir), err))
+	}
+	path := filepath.Join(s.dir, "lock")
+	if s.lockFile == nil {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fail(err)
+		}
+		s.lockFile = f
+	}
+	locked, err := dirTryLock(s.lockFile)
+	if err != nil {
+		return fail(err)
+	}
+	if !locked {
+		return false, nil
+	}
+	held, err := s.lockFile.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	atPath, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fail(err)
+	case os.SameFile(held, atPath):
+		return true, nil
+	}
+	s.closeLock()
+	return false, nil
+}
+
+// unlock drops the flock this value holds; the caller holds sem.
+func (s *DirConditionalStore) unlock() {
+	if dirUnlock(s.lockFile) != nil {
+		// Closing the file drops its flock for certain; the next write
+		// opens it again.
+		s.closeLock()
+	}
+}
+
+// closeLock closes the lock file, dropping any flock it holds; the caller
+// holds sem.
+func (s *DirConditionalStore) closeLock() {
+	if s.lockFile != nil {
+		s.lockFile.Close()
+		s.lockFile = nil
+	}
 }
 
 // removeTemps deletes leftover temporary files; the caller holds the lock.

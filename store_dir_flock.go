@@ -25,3 +25,12 @@ func dirTryLock(f *os.File) (bool, error) {
 		}
 	}
 }
+
+// dirUnlock drops the flock(2) that f holds.
+func dirUnlock(f *os.File) error {
+	for {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != syscall.EINTR {
+			return err
+		}
+	}
+}

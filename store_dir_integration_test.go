@@ -171,6 +171,28 @@ func holdLock(t *testing.T, dir string) (release func()) {
 	return func() { assert.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)) }
 }
 
+// putAsync starts a write of key through s and returns where its error
+// arrives.
+func putAsync(t *testing.T, s *writefence.DirConditionalStore, key string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.PutIfVersion(t.Context(), key, []byte("x"), "")
+		done <- err
+	}()
+	return done
+}
+
+// requireWaiting fails the test unless the write reporting on done is
+// still waiting once polled is closed.
+func requireWaiting(t *testing.T, polled <-chan struct{}, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("the write did not wait for the lock: %v", err)
+	case <-polled:
+	}
+}
+
 // TestDirLockWaitHonoursContext: while another open file holds the lock (as
 // another process would), a write waits, and gives up when its context
 // ends, writing nothing; once the lock is free it lands.
@@ -196,6 +218,32 @@ func TestDirLockWaitHonoursContext(t *testing.T) {
 	_, err = s.PutIfVersion(t.Context(), "k", []byte("x"), "")
 	require.NoError(t, err)
 	wg.Wait()
+}
+
+// TestDirLockFileRemovedWhileHeld: another process holds the lock, and the
+// lock file is removed. A write of a store opened before still waits for
+// that holder instead of locking a new file at the path; once the holder
+// lets go, it takes the file at the path (creating it), and the next
+// write waits for a holder of that file.
+func TestDirLockFileRemovedWhileHeld(t *testing.T) {
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	release := holdLock(t, dir)
+	require.NoError(t, os.Remove(filepath.Join(dir, "lock")))
+
+	polled := lockPolls(t, s, 3)
+	done := putAsync(t, s, "k")
+	requireWaiting(t, polled, done)
+	release()
+	require.NoError(t, <-done)
+	assert.FileExists(t, filepath.Join(dir, "lock"))
+
+	release = holdLock(t, dir)
+	polled = lockPolls(t, s, 3)
+	done = putAsync(t, s, "k2")
+	requireWaiting(t, polled, done)
+	release()
+	require.NoError(t, <-done)
 }
 
 // TestDirRemovesStaleTemps: a temporary file a crashed writer left is

@@ -16,3 +16,6 @@ func dirLockUnsupported() error {
 
 // dirTryLock is never reached: the constructors refuse first.
 func dirTryLock(*os.File) (bool, error) { return false, dirLockUnsupported() }
+
+// dirUnlock is never reached: the constructors refuse first.
+func dirUnlock(*os.File) error { return dirLockUnsupported() }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
@@ -531,4 +533,86 @@ func TestListers(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, damagedVersion(garbage), ce.Version)
 	assert.Contains(t, ce.Check, filepath.Base(keyFile(dir, "lost")))
+}
+
+// lockPolls returns a channel closed once s has found its lock taken by
+// another open file n times: proof that a write of s is waiting for it.
+func lockPolls(t *testing.T, s *writefence.DirConditionalStore, n int64) <-chan struct{} {
+	t.Helper()
+	polled := make(chan struct{})
+	var busy atomic.Int64
+	writefence.HookDirLockAttempts(t, func(st *writefence.DirConditionalStore, attempt func() (bool, error)) (bool, error) {
+		locked, err := attempt()
+		if st == s && !locked && err == nil && busy.Add(1) == n {
+			close(polled)
+		}
+		return locked, err
+	})
+	return polled
+}
+
+// TestDirLockFileRemovedWhileWriting: two store values over one directory
+// race pushes at one epoch, both having read the absent record; while the
+// first holds the lock, its compare passed and its file not yet written,
+// the lock file is removed. The second still waits for the first, then
+// finds the record written and is refused as stale: exactly one push
+// lands.
+func TestDirLockFileRemovedWhileWriting(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	a, b := newDirStore(t, dir), newDirStore(t, dir)
+
+	aHolds, aGo := make(chan struct{}), make(chan struct{})
+	var held sync.Once
+	writefence.HookDirReplace(t, func(s *writefence.DirConditionalStore, _ string) {
+		if s == a {
+			held.Do(func() { close(aHolds); <-aGo })
+		}
+	})
+	bPolled := lockPolls(t, b, 3)
+
+	// Each push's first write waits until both have read; b's waits
+	// further until the lock file is gone.
+	var read sync.WaitGroup
+	read.Add(2)
+	bWrite := make(chan struct{})
+	gate := func(then <-chan struct{}) context.Context {
+		var first sync.Once
+		return hook.With(ctx, &hook.Hooks{Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+			first.Do(func() {
+				read.Done()
+				read.Wait()
+				<-then
+			})
+			return write()
+		}})
+	}
+	now := make(chan struct{})
+	close(now)
+	var errA, errB error
+	bDone := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		errA = (&writefence.Fence{Store: a}).Push(gate(now), "wal", "0", "a", 1, []byte("by a"))
+	})
+	wg.Go(func() {
+		defer close(bDone)
+		errB = (&writefence.Fence{Store: b}).Push(gate(bWrite), "wal", "0", "b", 1, []byte("by b"))
+	})
+
+	<-aHolds
+	assert.NoError(t, os.Remove(filepath.Join(dir, "lock")))
+	close(bWrite)
+	select {
+	case <-bPolled:
+	case <-bDone:
+		t.Error("b's push ended without waiting for the lock a holds")
+	}
+	close(aGo)
+	wg.Wait()
+
+	require.NoError(t, errA)
+	require.ErrorIs(t, errB, writefence.ErrStaleEpoch, "exactly one push at epoch 1 lands")
+	requireLatest(t, &writefence.Fence{Store: newDirStore(t, dir)}, 1, "a", "by a")
+	assert.FileExists(t, filepath.Join(dir, "lock"), "the next write took the lock at the path again")
 }
