@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -209,8 +210,8 @@ func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
 // newDirStore returns the store value for dir, checking what both
 // constructors need: a system that can lock files and a directory name.
 func newDirStore(dir string, readOnly bool) (*DirConditionalStore, error) {
-	if err := dirLockUnsupported(); err != nil {
-		return nil, storeErr(dirOpen, "", errors.ErrUnsupported, err)
+	if !dirLockSupported {
+		return nil, storeErr(dirOpen, "", errors.ErrUnsupported, errNoFlock())
 	}
 	if dir == "" {
 		return nil, storeErr(dirOpen, "", nil, invalidArg("dir", "empty"))
@@ -672,6 +673,15 @@ var dirTestHooks struct {
 	// replace, when set, runs in a write that holds the lock and whose
 	// compare passed, right before the key's file is replaced.
 	replace func(s *DirConditionalStore, key string)
+}
+
+// dirLockSupported says whether the store can lock files here. It is
+// dirHasFlock, and a variable only so that a test can take it away.
+var dirLockSupported = dirHasFlock
+
+// errNoFlock says why the directory store cannot work here.
+func errNoFlock() error {
+	return fmt.Errorf("the directory store cannot lock files on %s", runtime.GOOS)
 }
 
 // attemptLock makes one attempt to take the lock (tryFlock), through the

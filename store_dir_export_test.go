@@ -19,3 +19,10 @@ func HookDirReplace(t testing.TB, hold func(s *DirConditionalStore, key string))
 	dirTestHooks.replace = hold
 	t.Cleanup(func() { dirTestHooks.replace = nil })
 }
+
+// WithoutDirLocking makes the directory store act as on a system without
+// flock(2).
+func WithoutDirLocking(t testing.TB) {
+	dirLockSupported = false
+	t.Cleanup(func() { dirLockSupported = dirHasFlock })
+}

@@ -7,8 +7,8 @@ import (
 	"syscall"
 )
 
-// dirLockUnsupported returns nil: this system has flock(2).
-func dirLockUnsupported() error { return nil }
+// dirHasFlock says that this system has flock(2).
+const dirHasFlock = true
 
 // dirTryLock tries once to take an exclusive flock(2) on f. It returns
 // false, and no error, when another open file holds the lock.

@@ -2,20 +2,12 @@
 
 package writefence
 
-import (
-	"fmt"
-	"os"
-	"runtime"
-)
+import "os"
 
-// dirLockUnsupported says why the directory store cannot work here: it
-// needs flock(2), which this system lacks.
-func dirLockUnsupported() error {
-	return fmt.Errorf("the directory store cannot lock files on %s", runtime.GOOS)
-}
+// dirHasFlock says that this system lacks flock(2): the constructors
+// refuse, so the functions below are never reached.
+const dirHasFlock = false
 
-// dirTryLock is never reached: the constructors refuse first.
-func dirTryLock(*os.File) (bool, error) { return false, dirLockUnsupported() }
+func dirTryLock(*os.File) (bool, error) { return false, errNoFlock() }
 
-// dirUnlock is never reached: the constructors refuse first.
-func dirUnlock(*os.File) error { return dirLockUnsupported() }
+func dirUnlock(*os.File) error { return errNoFlock() }
