@@ -84,7 +84,12 @@ import (
 //
 // Every failure is a *StoreError whose Op is "dir open", "dir get", "dir
 // put", "dir delete" or "dir list"; a cancelled context returns ctx.Err()
-// itself.
+// itself. A write, or the lock it takes, that the file system refuses
+// (permissions, a file system mounted read-only, a store opened read-only)
+// returns one matching fs.ErrPermission, and wrote nothing: retrying cannot
+// change it. A failure to make the directory durable after the new file was
+// renamed into place matches ErrOutcomeUnknown instead, never
+// fs.ErrPermission: that write may have landed.
 //
 // MaxObjectSize is the largest data size a Get returns and a PutIfVersion
 // accepts; zero (or less) means defaultMaxObjectSize. It is read without
@@ -154,7 +159,7 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 	}
 	_, statErr := os.Stat(s.dir)
 	if err := os.MkdirAll(s.objects, 0o700); err != nil {
-		return nil, storeErr(dirOpen, "", nil, err)
+		return nil, dirErr(dirOpen, "", err)
 	}
 	// Make the new directories durable before any object is written: a
 	// write acknowledged later must not vanish with its directory's entry.
@@ -164,7 +169,7 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 	}
 	for _, d := range dirs {
 		if err := syncDir(d); err != nil {
-			return nil, storeErr(dirOpen, "", nil, err)
+			return nil, dirErr(dirOpen, "", err)
 		}
 	}
 	s.sem <- struct{}{} // nobody else has the value yet
@@ -218,7 +223,7 @@ func newDirStore(dir string, readOnly bool) (*DirConditionalStore, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("%s: %w", esc(dir), err))
+		return nil, dirErr(dirOpen, "", fmt.Errorf("%s: %w", esc(dir), err))
 	}
 	return &DirConditionalStore{dir: abs, objects: filepath.Join(abs, "objects"), sem: make(chan struct{}, 1), readOnly: readOnly}, nil
 }
@@ -288,7 +293,7 @@ func (s *DirConditionalStore) get(ctx context.Context, key string, keep int64) (
 		return nil, 0, "", storeErr(dirGet, key, ErrNotFound, nil)
 	}
 	if err != nil {
-		return nil, 0, "", storeErr(dirGet, key, nil, err)
+		return nil, 0, "", dirErr(dirGet, key, err)
 	}
 	defer f.Close()
 	return s.readObject(f, dirGet, key, keep)
@@ -314,7 +319,7 @@ const dirDamagedPrefix = "damaged-"
 // write must be conditioned on to replace them, and, when the file's header
 // and key still locate its data, the first 4 KiB of that data (Head).
 func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
-	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", storeErr(op, key, nil, err) }
+	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", dirErr(op, key, err) }
 	st, err := f.Stat()
 	if err != nil {
 		return fail(err)
@@ -513,7 +518,7 @@ func (s *DirConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 		dirTestHooks.replace(s, key)
 	}
 	if err := s.replace(path, key, token, parts, size); err != nil {
-		return "", storeErr(dirPut, key, nil, err)
+		return "", err
 	}
 	return hex.EncodeToString(token[:]), nil
 }
@@ -527,7 +532,7 @@ func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", storeErr(dirPut, key, nil, err)
+		return "", dirErr(dirPut, key, err)
 	}
 	defer f.Close()
 	_, _, token, err := s.readObject(f, dirPut, key, 0)
@@ -536,8 +541,26 @@ func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
 
 // replace writes the object file for key, whose data is parts joined (size
 // bytes), to a temporary file, makes it durable and renames it over path.
-// The caller holds the lock.
-func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) (err error) {
+// The caller holds the lock. It returns a *StoreError.
+func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) error {
+	if err := s.writeFile(path, key, token, parts, size); err != nil {
+		return dirErr(dirPut, key, err)
+	}
+	// The rename is durable only once the directory is; until then a crash
+	// could bring the old file back after the caller was told the write
+	// landed. The new file is in place, though: a failure here leaves the
+	// write's outcome unknown, and must not pass for a refusal (a
+	// permission error matches fs.ErrPermission), so its cause is kept as
+	// text only.
+	if err := syncDir(s.objects); err != nil {
+		return storeErr(dirPut, key, ErrOutcomeUnknown, fmt.Errorf("the file is in place but %s could not be synced: %v", esc(s.objects), err))
+	}
+	return nil
+}
+
+// writeFile writes the object file to a temporary file, makes it durable
+// and renames it over path; nothing is at path if it fails.
+func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) (err error) {
 	h := make([]byte, dirHeaderSize, dirHeaderSize+len(key))
 	copy(h, dirMagic)
 	h[4] = dirVersion
@@ -578,13 +601,7 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// The rename is durable only once the directory is; until then a crash
-	// could bring the old file back after the caller was told the write
-	// landed.
-	return syncDir(s.objects)
+	return os.Rename(tmp.Name(), path)
 }
 
 var _ Deleter = (*DirConditionalStore)(nil)
@@ -608,7 +625,7 @@ func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
 		err = syncDir(s.objects)
 	}
 	if err != nil {
-		return storeErr(dirDelete, key, nil, err)
+		return dirErr(dirDelete, key, err)
 	}
 	return nil
 }
@@ -705,7 +722,7 @@ func (s *DirConditionalStore) attemptLock(op, key string) (bool, error) {
 func (s *DirConditionalStore) tryFlock(op, key string) (bool, error) {
 	fail := func(err error) (bool, error) {
 		s.closeLock()
-		return false, storeErr(op, key, nil, fmt.Errorf("lock %s: %w", esc(s.dir), err))
+		return false, dirErr(op, key, fmt.Errorf("lock %s: %w", esc(s.dir), err))
 	}
 	path := filepath.Join(s.dir, "lock")
 	if s.lockFile == nil {
@@ -768,6 +785,17 @@ func (s *DirConditionalStore) removeTemps() {
 			os.Remove(filepath.Join(s.objects, e.Name()))
 		}
 	}
+}
+
+// dirErr is the *StoreError of op on key for err, an error of the file
+// system. A file system mounted read-only refuses a write as finally as a
+// permission does, and matches fs.ErrPermission too (EACCES and EPERM
+// already do).
+func dirErr(op, key string, err error) error {
+	if dirReadOnlyFS(err) && !errors.Is(err, fs.ErrPermission) {
+		return storeErr(op, key, fs.ErrPermission, err)
+	}
+	return storeErr(op, key, nil, err)
 }
 
 func syncDir(dir string) error {

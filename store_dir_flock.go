@@ -3,6 +3,7 @@
 package writefence
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -34,3 +35,7 @@ func dirUnlock(f *os.File) error {
 		}
 	}
 }
+
+// dirReadOnlyFS reports whether err is the refusal of a file system
+// mounted read-only.
+func dirReadOnlyFS(err error) bool { return errors.Is(err, syscall.EROFS) }

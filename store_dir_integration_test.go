@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/hook"
 )
 
 // dirChildEnv, when set, makes TestHelperDirProcess act as one contending
@@ -247,6 +250,72 @@ func TestDirLockFileRemovedWhileHeld(t *testing.T) {
 	requireWaiting(t, polled, done)
 	release()
 	require.NoError(t, <-done)
+}
+
+// dirROFSEnv, when set, makes TestHelperDirReadOnlyFS run in a mount
+// namespace of its own, over the directory it names.
+const dirROFSEnv = "WRITEFENCE_DIR_ROFS"
+
+// TestDirReadOnlyFileSystem: a write refused because the store's file
+// system is mounted read-only is final, as a permission refusal is: one
+// attempt, an error matching fs.ErrPermission, never an unknown outcome.
+// The remount needs a mount namespace of its own (unshare(1) and the
+// right to mount); without it the test is skipped.
+func TestDirReadOnlyFileSystem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare(1):", err)
+	}
+	cmd := exec.CommandContext(t.Context(), unshare, "--mount", "--propagation", "private",
+		os.Args[0], "-test.run=^TestHelperDirReadOnlyFS$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), dirROFSEnv+"="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	switch {
+	case !bytes.Contains(out, []byte("=== RUN   TestHelperDirReadOnlyFS")):
+		t.Skipf("no mount namespace: %v: %s", err, out)
+	case bytes.Contains(out, []byte("--- SKIP: TestHelperDirReadOnlyFS")):
+		t.Skipf("%s", out)
+	}
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: TestHelperDirReadOnlyFS")
+}
+
+// TestHelperDirReadOnlyFS is the child of TestDirReadOnlyFileSystem: it
+// opens a store, bind-mounts its directory over itself read-only, and
+// writes. Run on its own it does nothing.
+func TestHelperDirReadOnlyFS(t *testing.T) {
+	dir := os.Getenv(dirROFSEnv)
+	if dir == "" {
+		t.Skip("a child process of TestDirReadOnlyFileSystem")
+	}
+	ctx := t.Context()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+	for _, args := range [][]string{{"--bind", dir, dir}, {"-o", "remount,bind,ro", dir}} {
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Skipf("mount %v: %v: %s", args, err, out)
+		}
+	}
+
+	var writes atomic.Int64
+	counted := hook.With(ctx, &hook.Hooks{Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+		writes.Add(1)
+		return write()
+	}})
+	err := f.Push(counted, "wal", "0", "b", 2, []byte("two"))
+	wantStoreErr(t, err, "dir put", mustKey(t, "wal", "0"), fs.ErrPermission)
+	assert.ErrorIs(t, err, syscall.EROFS)
+	assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.Equal(t, int64(1), writes.Load(), "one write attempt")
+	requireLatest(t, f, 1, "a", "one")
+
+	wantStoreErr(t, s.Delete(ctx, mustKey(t, "wal", "0")), "dir delete", mustKey(t, "wal", "0"), fs.ErrPermission)
+	_, err = writefence.NewDirConditionalStore(dir)
+	wantStoreErr(t, err, "dir open", "", fs.ErrPermission)
 }
 
 // TestDirRemovesStaleTemps: a temporary file a crashed writer left is

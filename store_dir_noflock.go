@@ -11,3 +11,5 @@ const dirHasFlock = false
 func dirTryLock(*os.File) (bool, error) { return false, errNoFlock() }
 
 func dirUnlock(*os.File) error { return errNoFlock() }
+
+func dirReadOnlyFS(error) bool { return false }

@@ -615,3 +615,29 @@ func TestDirLockFileRemovedWhileWriting(t *testing.T) {
 	requireLatest(t, &writefence.Fence{Store: newDirStore(t, dir)}, 1, "a", "by a")
 	assert.FileExists(t, filepath.Join(dir, "lock"), "the next write took the lock at the path again")
 }
+
+// TestDirReadOnlyPushIsFinal: a Fence over a store opened read-only is
+// refused with fs.ErrPermission after one write attempt: a refusal, not a
+// write whose outcome is unknown, and not retried.
+func TestDirReadOnlyPushIsFinal(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	require.NoError(t, (&writefence.Fence{Store: newDirStore(t, dir)}).Push(ctx, "wal", "0", "a", 1, []byte("one")))
+	r, err := writefence.OpenDirConditionalStoreReadOnly(dir)
+	require.NoError(t, err)
+
+	var writes atomic.Int64
+	var events []writefence.WriteEvent
+	f := &writefence.Fence{Store: r, Observer: func(_ context.Context, e writefence.WriteEvent) { events = append(events, e) }}
+	counted := hook.With(ctx, &hook.Hooks{Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+		writes.Add(1)
+		return write()
+	}})
+	err = f.Push(counted, "wal", "0", "b", 2, []byte("two"))
+	wantStoreErr(t, err, "dir put", mustKey(t, "wal", "0"), fs.ErrPermission)
+	assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.Equal(t, int64(1), writes.Load(), "one write attempt")
+	require.Len(t, events, 1)
+	assert.Equal(t, 1, events[0].Attempt)
+	requireLatest(t, f, 1, "a", "one")
+}
