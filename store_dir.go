@@ -327,6 +327,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 	r := bufio.NewReaderSize(f, dirReadBuffer)
 	crc := crc32.New(castagnoli)
 	dataStart := int64(-1) // where the data starts, once the header and key are read
+	headRoom := 0          // how much of the data is kept as the head of damaged data
 	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the
@@ -340,7 +341,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		var head *headWriter
 		w := io.Writer(sha)
 		if dataStart >= 0 {
-			head = &headWriter{skip: dataStart, room: maxHeaderSize}
+			head = &headWriter{skip: dataStart, room: headRoom}
 			w = io.MultiWriter(sha, head)
 		}
 		if _, err := io.CopyBuffer(w, f, make([]byte, dirReadBuffer)); err != nil {
@@ -392,6 +393,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		return corrupt("file holds another key " + esc(string(stored)))
 	}
 	dataStart = dirHeaderSize + keyLen
+	headRoom = int(min(dataLen, maxHeaderSize)) // not the checksum after short data
 	// The size the header declares must be the file's size; comparing
 	// first keeps a damaged length from passing for a large object.
 	rest := st.Size() - dirHeaderSize - keyLen - checksumSize

@@ -641,3 +641,128 @@ func TestDirReadOnlyPushIsFinal(t *testing.T) {
 	assert.Equal(t, 1, events[0].Attempt)
 	requireLatest(t, f, 1, "a", "one")
 }
+
+// damageFile replaces the object file of key in dir with b.
+func damageFile(t *testing.T, dir, key string, b []byte) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(keyFile(dir, key), b, 0o600))
+}
+
+// dirSnapshot returns every file under dir with its contents.
+func dirSnapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := make(map[string]string)
+	for _, name := range objectFiles(t, dir) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		files[name] = string(b)
+	}
+	return files
+}
+
+// TestDirSettleDamagedPayload: a record whose payload was damaged in the
+// file still shows its header through the store's CorruptError.Head, so
+// its epoch and writer are known: a settle below the epoch and a deposed
+// writer's push are refused without writing, a settle above it lands.
+func TestDirSettleDamagedPayload(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	key := mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(ctx, "wal", "0", "w100", 100, []byte("segment 100")))
+	record, _, err := s.Get(ctx, key)
+	require.NoError(t, err)
+	good, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	bad := testserver.Flipped(good, len(good)-5) // the payload's last byte
+	damageFile(t, dir, key, bad)
+
+	_, _, err = s.Get(ctx, key)
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, testserver.Flipped(record, len(record)-1), ce.Head, "the head is the damaged record, without the file's checksum")
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, uint64(100), info.Epoch)
+	assert.Equal(t, "w100", info.Writer)
+	assert.Equal(t, damagedVersion(bad), info.Version)
+
+	before := dirSnapshot(t, dir)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 5, Payload: []byte("rebuilt")})
+	var stale *writefence.StaleEpochError
+	require.ErrorAs(t, err, &stale)
+	assert.Equal(t, uint64(100), stale.RecordedEpoch)
+	assert.Equal(t, before, dirSnapshot(t, dir), "a refused settle writes nothing, not even its log entry")
+	err = (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "deposed", 50, []byte("zombie"))
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, before, dirSnapshot(t, dir), "a push never overwrites a damaged record")
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 101, Payload: []byte("rebuilt")}))
+	requireLatest(t, f, 101, "op", "rebuilt")
+}
+
+// TestDirSettleDamagedFraming: damage to the file's own framing leaves no
+// header to read (Head is nil), so Settle needs a stated floor.
+func TestDirSettleDamagedFraming(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	key := mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 7, []byte("segment 7")))
+	good, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	bad := testserver.Flipped(good, 0) // the file's magic
+	damageFile(t, dir, key, bad)
+
+	_, _, err = s.Get(ctx, key)
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Nil(t, ce.Head)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Zero(t, info.Epoch)
+
+	before := dirSnapshot(t, dir)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 8, Payload: []byte("rebuilt")})
+	var ia *writefence.InvalidArgumentError
+	require.ErrorAs(t, err, &ia)
+	assert.Equal(t, "floor", ia.Arg)
+	assert.Equal(t, before, dirSnapshot(t, dir))
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 8, Payload: []byte("rebuilt"), Floor: 7}))
+	requireLatest(t, f, 8, "op", "rebuilt")
+}
+
+// TestDirSettleRepeatedDamage: the same damage twice (a file truncated to
+// nothing) has the same version; the settle log refuses the first settle
+// run again over the second damage, and a settle above the epoch pushed
+// since lands.
+func TestDirSettleRepeatedDamage(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	key := mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 5, []byte("segment 5")))
+	damageFile(t, dir, key, nil)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	first := writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 10, Payload: []byte("rebuilt"), Floor: 5}
+	require.NoError(t, f.Settle(ctx, "wal", "0", first))
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 20, []byte("segment 20")))
+
+	damageFile(t, dir, key, nil)
+	again, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	require.Equal(t, info.Version, again.Version, "the same damage, the same version")
+	err = f.Settle(ctx, "wal", "0", first)
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+	onDisk, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	assert.Empty(t, onDisk, "the record stays damaged")
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: again.Version, Writer: "op", Epoch: 21, Payload: []byte("rebuilt again"), Floor: 20}))
+	requireLatest(t, f, 21, "op", "rebuilt again")
+}
