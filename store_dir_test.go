@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -765,4 +766,83 @@ func TestDirSettleRepeatedDamage(t *testing.T) {
 
 	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: again.Version, Writer: "op", Epoch: 21, Payload: []byte("rebuilt again"), Floor: 20}))
 	requireLatest(t, f, 21, "op", "rebuilt again")
+}
+
+// errFrozen is frozenDir's refusal.
+var errFrozen = errors.New("frozen for the test")
+
+// frozenDir embeds the directory store and overrides its core methods, as
+// a freeze or an audit log would: every write is refused, every read
+// counted. It declares no capabilities of its own.
+type frozenDir struct {
+	*writefence.DirConditionalStore
+	puts, gets atomic.Int64
+}
+
+func (s *frozenDir) PutIfVersion(context.Context, string, []byte, string) (string, error) {
+	s.puts.Add(1)
+	return "", errFrozen
+}
+
+func (s *frozenDir) Get(ctx context.Context, key string) ([]byte, string, error) {
+	s.gets.Add(1)
+	return s.DirConditionalStore.Get(ctx, key)
+}
+
+// TestDirWrapperNeverBypassed: every write the package makes, through a
+// wrapper of the directory store, goes through the wrapper's PutIfVersion
+// (never the store's own PutPartsIfVersion) and every read through its Get
+// (never the store's GetPrefix): each write fails with the wrapper's
+// refusal on every attempt, and the files stay as they were.
+func TestDirWrapperNeverBypassed(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	plain := &writefence.Fence{Store: s}
+	require.NoError(t, plain.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+	require.NoError(t, plain.Push(ctx, "wal", "1", "a", 1, []byte("one")))
+	damaged, err := os.ReadFile(keyFile(dir, mustKey(t, "wal", "1")))
+	require.NoError(t, err)
+	damageFile(t, dir, mustKey(t, "wal", "1"), testserver.Flipped(damaged, len(damaged)-5))
+	info, err := plain.Inspect(ctx, "wal", "1")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	before := dirSnapshot(t, dir)
+
+	w := &frozenDir{DirConditionalStore: s}
+	const attempts = 3
+	f := &writefence.Fence{Store: w, MaxAttempts: attempts}
+	var reads, writes atomic.Int64
+	counted := hook.With(ctx, &hook.Hooks{
+		Read: func(context.Context, string) error { reads.Add(1); return nil },
+		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+			writes.Add(1)
+			return write()
+		},
+		Wait: func(context.Context, int, time.Duration) error { return nil },
+	})
+	lease := &writefence.Lease{Fence: f, Name: "l", Holder: "h", TTL: time.Minute}
+	for name, write := range map[string]func() error{
+		"push": func() error { return f.Push(counted, "wal", "0", "b", 2, []byte("two")) },
+		"seal": func() error { return f.Seal(counted, "wal", "0", "b", 3) },
+		"update": func() error {
+			return f.Update(counted, "wal", "0", "b", 4, func(cur []byte) ([]byte, error) { return append(cur, '!'), nil })
+		},
+		"settle": func() error {
+			return f.Settle(counted, "wal", "1", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 9, Payload: []byte("rebuilt")})
+		},
+		"lease acquire": func() error { _, err := lease.Acquire(counted); return err },
+		"claim brand":   func() error { _, err := f.ClaimBrand(counted); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			reads.Store(0)
+			writes.Store(0)
+			w.gets.Store(0)
+			w.puts.Store(0)
+			require.ErrorIs(t, write(), errFrozen)
+			assert.Equal(t, int64(attempts), w.puts.Load(), "every attempt reached the wrapper's PutIfVersion")
+			assert.Equal(t, writes.Load(), w.puts.Load(), "every write went through the wrapper's PutIfVersion")
+			assert.Equal(t, reads.Load(), w.gets.Load(), "every read went through the wrapper's Get")
+			assert.Equal(t, before, dirSnapshot(t, dir), "nothing was written")
+		})
+	}
 }
