@@ -590,9 +590,10 @@ func TestDirLockFileRemovedWhileWriting(t *testing.T) {
 	now := make(chan struct{})
 	close(now)
 	var errA, errB error
-	bDone := make(chan struct{})
+	aDone, bDone := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		defer close(aDone)
 		errA = (&writefence.Fence{Store: a}).Push(gate(now), "wal", "0", "a", 1, []byte("by a"))
 	})
 	wg.Go(func() {
@@ -600,7 +601,13 @@ func TestDirLockFileRemovedWhileWriting(t *testing.T) {
 		errB = (&writefence.Fence{Store: b}).Push(gate(bWrite), "wal", "0", "b", 1, []byte("by b"))
 	})
 
-	<-aHolds
+	select {
+	case <-aHolds:
+	case <-aDone:
+		close(bWrite)
+		wg.Wait()
+		t.Fatalf("a's push ended without holding the lock at its write: %v", errA)
+	}
 	assert.NoError(t, os.Remove(filepath.Join(dir, "lock")))
 	close(bWrite)
 	select {
