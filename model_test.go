@@ -355,6 +355,9 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 		w.lease = &writefence.Lease{Fence: w.fence, Name: "model", Holder: w.name, TTL: 10 * time.Second, Clock: r.clock.now}
 		r.writers = append(r.writers, w)
 	}
+	if rapid.IntRange(0, 3).Draw(t, "starts with a record of another identity") == 0 {
+		r.foreignPush(t)
+	}
 	return r
 }
 
