@@ -648,6 +648,10 @@ func (r *modelRun) damage(t *rapid.T) {
 		t.Skip("no record to damage")
 	}
 	f := testserver.Fault{Flip: rapid.IntRange(0, 1<<10).Draw(t, "flip"), Empty: rapid.Bool().Draw(t, "empty")}
+	if data, _, err := r.target.store.Get(context.Background(), r.key); err == nil && len(data) > 0 && rapid.Bool().Draw(t, "in the payload") {
+		// A byte near the end, past the header, which then still decodes.
+		f.Flip = len(data) - 1 - rapid.IntRange(0, min(len(data)-1, 3)).Draw(t, "from the end")
+	}
 	if r.lastFault != nil && rapid.Bool().Draw(t, "the same damage again") {
 		f = *r.lastFault
 	}
@@ -712,6 +716,7 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 	case cur.version != s.Version:
 		answer = writefence.ErrConflict
 	case cur.epoch != 0 && cur.foreign:
+		r.counts.add("settle over a damaged record of another identity")
 		answer = writefence.ErrWire
 	case cur.epoch != 0 && s.Epoch <= cur.epoch:
 		answer = writefence.ErrStaleEpoch
