@@ -15,21 +15,25 @@ const maxCached = 4096
 type cachedRecord struct {
 	version string
 	epoch   uint64
+	writer  string // who wrote it
+	since   uint64 // its tenure floor (format version 3)
+	stream  bool   // format version 3: a push over it keeps the floor
 }
 
-// cached returns the version to condition a push at epoch on without
-// reading, when the fence wrote or read that key's record at a lower epoch.
-func (f *Fence) cached(key string, epoch uint64) (string, bool) {
+// cached returns what the fence remembers of key's record to condition a
+// push at epoch on without reading, when the fence wrote or read it at a
+// lower epoch.
+func (f *Fence) cached(key string, epoch uint64) (cachedRecord, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, ok := f.cache[key]
 	if !ok || epoch <= c.epoch {
-		return "", false
+		return cachedRecord{}, false
 	}
-	return c.version, true
+	return c, true
 }
 
-func (f *Fence) remember(key, version string, epoch uint64) {
+func (f *Fence) remember(key string, c cachedRecord) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.cache == nil {
@@ -41,7 +45,7 @@ func (f *Fence) remember(key, version string, epoch uint64) {
 			break
 		}
 	}
-	f.cache[key] = cachedRecord{version: version, epoch: epoch}
+	f.cache[key] = c
 }
 
 func (f *Fence) forget(key string) {

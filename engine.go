@@ -24,6 +24,8 @@ import (
 const (
 	opPush         = "push"
 	opUpdate       = "update"
+	opCommit       = "commit"
+	opBlob         = "blob"
 	opSeal         = "seal"
 	opSettle       = "settle"
 	opSettleLog    = "settle log"

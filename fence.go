@@ -39,6 +39,12 @@ type Fence struct {
 	// Prefix is prepended to every key; empty means "writefence/".
 	Prefix string
 
+	// Blobs is where the shards' blobs live (PutBlob, OpenBlob, Collect):
+	// a store that declares BlobStore, under the same Prefix; nil means
+	// Store. A store without blobs (Valkey) keeps the manifests while an
+	// object store keeps the blobs.
+	Blobs ConditionalStore
+
 	// MaxPayloadSize bounds the payload of a record; zero means 64 MiB. The
 	// Store's read limit must allow a record of this payload plus 4 KiB for
 	// its header (the stores' default limit is 64 MiB + 4 KiB).
@@ -127,12 +133,11 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 	if err != nil {
 		return err
 	}
-	if err := f.checkPayload(payload); err != nil {
+	if err := f.checkBody(payload, nil); err != nil {
 		return err
 	}
 	u.constant, u.payload = true, payload
 	u.crc = crc32Castagnoli(payload)
-	u.header = encodeHeader(f.identity(), writer, epoch, uint64(len(payload)), u.crc)
 	return f.runUpdate(ctx, u)
 }
 
@@ -147,7 +152,8 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 // from it is returned and nothing is written. The rules are Push's (steps
 // 1 to 5), with the whole record read every time: a corrupt record or one
 // of another identity refuses, an epoch not above the recorded one returns
-// a *StaleEpochError, a conflict reads afresh and calls next again.
+// a *StaleEpochError, a conflict reads afresh and calls next again. The
+// blobs the record references (see Commit) are kept as they are.
 //
 // A record at this epoch by this writer is this update, landed earlier,
 // when its payload is the one next last produced in this call, or when
@@ -163,11 +169,14 @@ func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch 
 	if err != nil {
 		return err
 	}
-	u.next = next
+	u.next = func(m Manifest) (Manifest, error) {
+		p, err := next(m.Payload)
+		return Manifest{Payload: p, Blobs: m.Blobs}, err
+	}
 	return f.runUpdate(ctx, u)
 }
 
-// recordUpdate is one Push, Update or Seal of a record.
+// recordUpdate is one Push, Update, Seal or Commit of a record.
 type recordUpdate struct {
 	f      *Fence
 	op     string
@@ -175,17 +184,21 @@ type recordUpdate struct {
 	writer string
 	epoch  uint64
 
-	// A push's payload is constant, its header built once.
+	// A push's payload is constant, and it references no blob.
 	constant bool
 	payload  []byte
 	crc      uint32
-	header   []byte
 
-	// next computes an update's payload; produced is what it returned
-	// last, once it ran.
-	next     func(current []byte) ([]byte, error)
-	produced []byte
+	// next computes the record of an update, a seal or a commit from the
+	// recorded one; only a commit may change its references. produced is
+	// what next returned last, once it ran.
+	next     func(current Manifest) (Manifest, error)
+	commit   bool
+	produced Manifest
 	ran      bool
+
+	// checkBlobs checks the blobs a commit newly references; see Commit.
+	checkBlobs func(refs []BlobRef, since uint64) error
 }
 
 // newUpdate validates the arguments every write of a record shares.
@@ -205,9 +218,15 @@ func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*reco
 	return &recordUpdate{f: f, op: op, key: key, writer: writer, epoch: epoch}, nil
 }
 
-func (f *Fence) checkPayload(payload []byte) error {
-	if limit := f.maxPayload(); int64(len(payload)) > limit {
-		return invalidArg("payload", "%d bytes, more than the limit of %d", len(payload), limit)
+// checkBody refuses a record whose payload and references together pass
+// the Fence's limit.
+func (f *Fence) checkBody(payload []byte, refs []BlobRef) error {
+	size := int64(len(payload))
+	for _, r := range refs {
+		size += refEntryFixed + int64(len(r.Name))
+	}
+	if limit := f.maxPayload(); size > limit {
+		return invalidArg("payload", "%d bytes with its references, more than the limit of %d", size, limit)
 	}
 	return nil
 }
@@ -215,85 +234,144 @@ func (f *Fence) checkPayload(payload []byte) error {
 // runUpdate runs u through the engine, with the version cache: a push may
 // condition its first write on the version the Fence remembers.
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
-	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, decide: u.decide,
+	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true,
 		head: u.constant && !f.VerifyPayloadOnPush}
+	var mem cachedRecord
 	if u.constant {
-		c.cached, _ = f.cached(u.key, u.epoch)
+		if mem, _ = f.cached(u.key, u.epoch); mem.version != "" {
+			c.cached = mem.version
+		}
+	}
+	var wrote recordBody // what the last decision wrote, or found written
+	c.decide = func(s *snapshot) ([][]byte, bool, error) {
+		if s.cached {
+			wrote = u.body(mem.writer, mem.epoch, mem.since, mem.stream)
+			return u.parts(wrote), false, nil
+		}
+		parts, done, body, err := u.decide(s)
+		wrote = body
+		return parts, done, err
 	}
 	out, err := f.run(ctx, c)
 	if err != nil {
 		f.forget(u.key)
 		return err
 	}
-	f.remember(u.key, out.version, u.epoch)
+	f.remember(u.key, cachedRecord{version: out.version, epoch: u.epoch, writer: u.writer, since: wrote.since, stream: wrote.stream()})
 	return nil
+}
+
+// stream reports whether a record of body is written in format version 3.
+func (b recordBody) stream() bool { return len(b.refs) > 0 || b.since > 0 }
+
+// since is the tenure floor of a record written by writer over a record of
+// recordedWriter at recordedEpoch whose floor was recordedSince: a change
+// of writer starts a tenure above every epoch recorded before it.
+func since(writer, recordedWriter string, recordedEpoch, recordedSince uint64) uint64 {
+	if recordedEpoch != 0 && writer != recordedWriter {
+		return recordedEpoch + 1
+	}
+	return recordedSince
+}
+
+// body returns a push's record over a record of writer at epoch with the
+// given floor, of format version 3 (stream) or not.
+func (u *recordUpdate) body(writer string, epoch, floor uint64, stream bool) recordBody {
+	b := recordBody{payload: u.payload}
+	if stream {
+		b.since = since(u.writer, writer, epoch, floor)
+	}
+	return b
+}
+
+// parts encodes the record of body written by this update.
+func (u *recordUpdate) parts(b recordBody) [][]byte {
+	crc := u.crc
+	if !u.constant {
+		crc = crc32Castagnoli(b.payload)
+	}
+	return encodeRecord(u.f.identity(), u.writer, u.epoch, b, crc)
 }
 
 // decide is the protocol's decision on what the store records: the record
 // to write, done when the record already is this write, or the refusal.
-func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, error) {
-	if s.cached {
-		return [][]byte{u.header, u.payload}, false, nil
-	}
+func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, recordBody, error) {
 	st := decodeSnapshot(u.key, s)
 	if st.corrupt != nil {
-		return nil, false, st.corrupt
+		return nil, false, recordBody{}, st.corrupt
 	}
-	var current []byte
+	var current Manifest
+	stream := u.commit
+	var floor uint64
 	if st.found {
 		if err := u.f.checkIdentity(u.key, st.h); err != nil {
-			return nil, false, err
+			return nil, false, recordBody{}, err
 		}
 		if st.h.epoch == u.epoch && st.h.writer == u.writer && u.maySizeMatch(st.h) {
 			if !st.whole {
-				return nil, false, errReadWhole
+				return nil, false, recordBody{}, errReadWhole
 			}
-			if u.landed(st.payload) {
-				return nil, true, nil
+			if u.landed(st.body) {
+				return nil, true, st.body, nil
 			}
 		}
 		if u.epoch <= st.h.epoch {
-			return nil, false, &StaleEpochError{Op: u.op, Key: u.key, Epoch: u.epoch, RecordedEpoch: st.h.epoch, RecordedWriter: st.h.writer}
+			return nil, false, recordBody{}, &StaleEpochError{Op: u.op, Key: u.key, Epoch: u.epoch, RecordedEpoch: st.h.epoch, RecordedWriter: st.h.writer}
 		}
 		if !u.constant && !st.whole {
-			return nil, false, errReadWhole
+			return nil, false, recordBody{}, errReadWhole
 		}
-		current = st.payload
+		current = Manifest{Payload: st.body.payload, Blobs: st.body.refs}
+		stream = stream || st.h.version == streamVersion
+		floor = st.h.since
 	}
 	if u.constant {
-		return [][]byte{u.header, u.payload}, false, nil
+		b := u.body(st.h.writer, st.h.epoch, floor, stream)
+		return u.parts(b), false, b, nil
 	}
-	payload, err := u.next(current)
+	m, err := u.next(current)
 	if err != nil {
-		return nil, false, err
+		return nil, false, recordBody{}, err
 	}
-	if err := u.f.checkPayload(payload); err != nil {
-		return nil, false, err
+	if !u.commit {
+		m.Blobs = current.Blobs
 	}
-	u.produced, u.ran = payload, true
-	h := encodeHeader(u.f.identity(), u.writer, u.epoch, uint64(len(payload)), crc32Castagnoli(payload))
-	return [][]byte{h, payload}, false, nil
+	b := recordBody{payload: m.Payload, refs: m.Blobs}
+	if stream {
+		b.since = since(u.writer, st.h.writer, st.h.epoch, floor)
+	}
+	if err := u.f.checkBody(b.payload, b.refs); err != nil {
+		return nil, false, recordBody{}, err
+	}
+	if u.commit {
+		if err := u.checkBlobs(newRefs(current.Blobs, b.refs), b.since); err != nil {
+			return nil, false, recordBody{}, err
+		}
+	}
+	u.produced, u.ran = m, true
+	return u.parts(b), false, b, nil
 }
 
 // maySizeMatch reports whether a record with header h may hold this push's
 // payload: same size and (where the header carries it) checksum. Only the
 // payload bytes themselves decide; an update's payload is not known ahead.
 func (u *recordUpdate) maySizeMatch(h header) bool {
-	return !u.constant || h.payloadLen == uint64(len(u.payload)) && (h.version == 1 || h.payloadCRC == u.crc)
+	return !u.constant || h.payloadLen == uint64(len(u.payload)) && h.refCount == 0 && (h.version == 1 || h.payloadCRC == u.crc)
 }
 
-// landed reports whether payload, recorded at this write's epoch by its
-// writer, is this write's: a push's payload; an update's last result, or a
-// payload next leaves unchanged.
-func (u *recordUpdate) landed(payload []byte) bool {
+// landed reports whether body, recorded at this write's epoch by its
+// writer, is this write's: a push's payload; an update's, a seal's or a
+// commit's last result, or a record next leaves unchanged.
+func (u *recordUpdate) landed(body recordBody) bool {
+	recorded := Manifest{Payload: body.payload, Blobs: body.refs}
 	switch {
 	case u.constant:
-		return bytes.Equal(payload, u.payload)
-	case u.ran && bytes.Equal(payload, u.produced):
+		return bytes.Equal(body.payload, u.payload) && len(body.refs) == 0
+	case u.ran && recorded.equal(u.produced):
 		return true
 	}
-	again, err := u.next(bytes.Clone(payload))
-	return err == nil && bytes.Equal(again, payload)
+	again, err := u.next(recorded.clone())
+	return err == nil && recorded.equal(again)
 }
 
 // Latest returns the recorded epoch, writer and payload of (plugin, shard).

@@ -60,7 +60,7 @@ func TestLeaseRecordStrict(t *testing.T) {
 		"empty holder":    {encodeLease("", 1, 1), "empty holder"},
 		"long holder":     {encodeLease(strings.Repeat("h", maxWriterLen+1), 1, 1), "holder length"},
 		"negative expiry": {encodeLease("a", 1, -1), "negative expiry"},
-		"a fence record":  {encodeRecord("id", "w", 1, nil), "magic"},
+		"a fence record":  {wholeRecord("id", "w", 1, recordBody{}), "magic"},
 	}
 	for name, c := range cases {
 		_, check := decodeLease(c.b)

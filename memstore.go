@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MemStore is an in-memory ConditionalStore for tests, examples and the
@@ -16,9 +17,15 @@ import (
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
 // 64 MiB + 4 KiB); it is read without locking and must be set before
-// first use.
+// first use. Clock, when set, gives the creation time of its blobs (nil
+// means time.Now), so a test can age them.
+//
+// It holds blobs too (BlobStore), in memory, whole.
 type MemStore struct {
 	MaxObjectSize int64
+	Clock         func() time.Time
+
+	blobs memBlobs
 
 	mu      sync.Mutex // guards objects and counter
 	objects map[string]memObject

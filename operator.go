@@ -10,12 +10,14 @@ import (
 
 // RecordInfo is what Inspect learned of a shard's record from one read.
 type RecordInfo struct {
-	Key      string // the record's key
-	Version  string // the store's version token of exactly the bytes decoded
-	Identity string // the wire identity the record carries
-	Epoch    uint64 // the recorded epoch
-	Writer   string // the writer of the record
-	Payload  []byte // the payload
+	Key      string    // the record's key
+	Version  string    // the store's version token of exactly the bytes decoded
+	Identity string    // the wire identity the record carries
+	Epoch    uint64    // the recorded epoch
+	Writer   string    // the writer of the record
+	Payload  []byte    // the payload
+	Blobs    []BlobRef // the blobs it references (see Commit)
+	Since    uint64    // the epoch its writer's tenure began (see Commit)
 }
 
 // Inspect reads the record of (plugin, shard) once and describes it, with
@@ -53,7 +55,7 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 	if st.corrupt != nil {
 		return info, st.corrupt
 	}
-	info.Payload = st.payload
+	info.Payload, info.Blobs, info.Since = st.body.payload, st.body.refs, st.body.since
 	return info, f.checkIdentity(key, st.h)
 }
 
@@ -123,15 +125,14 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 	if err != nil {
 		return err
 	}
-	if err := f.checkPayload(s.Payload); err != nil {
+	if err := f.checkBody(s.Payload, nil); err != nil {
 		return err
 	}
 	logKey, err := keys.SettleLog(f.Prefix, plugin, shard)
 	if err != nil {
 		return keyErr(err)
 	}
-	header := encodeHeader(f.identity(), s.Writer, s.Epoch, uint64(len(s.Payload)), crc32Castagnoli(s.Payload))
-	st := &settle{f: f, key: u.key, logKey: logKey, s: s, parts: [][]byte{header, s.Payload}}
+	st := &settle{f: f, key: u.key, logKey: logKey, s: s, plugin: plugin, shard: shard}
 	_, err = f.run(ctx, &change{op: opSettle, key: u.key, writer: s.Writer, epoch: s.Epoch, branded: true,
 		decide: func(snap *snapshot) ([][]byte, bool, error) { return st.decide(ctx, snap) }})
 	f.forget(u.key)
@@ -144,7 +145,8 @@ type settle struct {
 	key    string
 	logKey string
 	s      Settlement
-	parts  [][]byte // the fresh record
+	plugin string
+	shard  string
 
 	// tried is set once this call wrote the settle's log entry, entered
 	// once the write is known to have landed.
@@ -173,7 +175,7 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 			return nil, false, rec.corrupt
 		case rec.h.identity != st.f.identity():
 			return nil, false, st.f.checkIdentity(st.logKey, rec.h)
-		case st.tried && rec.h.epoch == st.s.Epoch && rec.h.writer == st.s.Writer && bytes.Equal(rec.payload, entry):
+		case st.tried && rec.h.epoch == st.s.Epoch && rec.h.writer == st.s.Writer && bytes.Equal(rec.body.payload, entry):
 			return nil, true, nil // this call's write landed, its reply was lost
 		case st.s.Epoch <= rec.h.epoch:
 			return nil, false, &StaleEpochError{Op: opSettle, Key: st.logKey, Epoch: st.s.Epoch, RecordedEpoch: rec.h.epoch, RecordedWriter: rec.h.writer}
@@ -195,7 +197,7 @@ func (st *settle) decide(ctx context.Context, s *snapshot) ([][]byte, bool, erro
 	case !rec.found:
 		return nil, false, fmt.Errorf("writefence: settle %s: %w", esc(st.key), ErrNotFound)
 	case rec.corrupt == nil:
-		if h.identity == st.f.identity() && h.epoch == st.s.Epoch && h.writer == st.s.Writer && bytes.Equal(rec.payload, st.s.Payload) {
+		if h.identity == st.f.identity() && h.epoch == st.s.Epoch && h.writer == st.s.Writer && bytes.Equal(rec.body.payload, st.s.Payload) && len(rec.body.refs) == 0 {
 			return nil, true, nil
 		}
 		return nil, false, invalidArg("version", "the record at %s decodes: nothing to settle", esc(st.key))
@@ -216,5 +218,22 @@ func (st *settle) decide(ctx context.Context, s *snapshot) ([][]byte, bool, erro
 			return nil, false, err
 		}
 	}
-	return st.parts, false, nil
+	// A shard of blobs keeps a tenure floor that only rises: above the
+	// damaged record's when its header decodes; when it does not, and the
+	// shard holds blobs, the settle's own epoch, which is above every epoch
+	// ever granted.
+	body := recordBody{payload: st.s.Payload}
+	switch {
+	case h.version == streamVersion:
+		body.since = since(st.s.Writer, h.writer, h.epoch, h.since)
+	case h.epoch == 0:
+		any, err := st.f.holdsBlobs(ctx, st.plugin, st.shard)
+		if err != nil {
+			return nil, false, err
+		}
+		if any {
+			body.since = st.s.Epoch
+		}
+	}
+	return encodeRecord(st.f.identity(), st.s.Writer, st.s.Epoch, body, crc32Castagnoli(st.s.Payload)), false, nil
 }

@@ -6,15 +6,16 @@ type recorded struct {
 	whole   bool          // the whole record was read, not only its head
 	version string        // the version of the bytes read (of the damage, when damaged in place)
 	h       header        // the decoded header; h.epoch is 0 when it did not decode
-	payload []byte        // the payload, on a whole read of a sound record
+	body    recordBody    // the payload, references and tenure floor, on a whole read of a sound record
 	corrupt *CorruptError // set when the record, or the store's own check, failed
 }
 
 // decodeSnapshot decodes what a read of the record at key found. A whole
 // record is decoded strictly. A head (a store that reads prefixes) is
 // checked as far as it goes: the header's checksum and identity, and the
-// record's size against the header's size plus the payload length it
-// declares; the payload's checksum is then left to Latest, which reads the
+// record's size against the header's size plus the lengths of the
+// references and the payload it declares; the references and the
+// payload's checksum is then left to Latest, which reads the
 // whole record, and to the store's own integrity checks. Of a record the
 // store found damaged in place, the header is decoded from the head of the
 // damaged data the store located, so that its epoch is still known.
@@ -31,20 +32,20 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 		st.corrupt = s.damage
 		return st
 	case s.whole:
-		st.h, st.payload, check = decodeRecord(s.data)
+		st.h, st.body, check = decodeRecord(s.data)
 	default:
 		st.h, check = decodeHeader(s.data)
 		if check == "" {
 			switch rest := uint64(s.size - int64(st.h.size)); {
-			case st.h.payloadLen > rest:
+			case st.h.bodyLen() > rest:
 				check = "truncated payload"
-			case st.h.payloadLen < rest:
+			case st.h.bodyLen() < rest:
 				check = "trailing bytes"
 			}
 		}
 	}
 	if check != "" {
-		st.payload = nil
+		st.body = recordBody{}
 		st.corrupt = &CorruptError{Key: key, Version: s.version, Check: check}
 	}
 	return st

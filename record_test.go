@@ -15,14 +15,13 @@ import (
 
 func testRecord(t testing.TB, identity, writer string, epoch uint64, payload []byte) []byte {
 	t.Helper()
-	return encodeRecord(identity, writer, epoch, payload)
+	return wholeRecord(identity, writer, epoch, recordBody{payload: payload})
 }
 
-// encodeRecord returns a whole record of format version 2, as a Fence
-// writes it.
-func encodeRecord(identity, writer string, epoch uint64, payload []byte) []byte {
-	h := encodeHeader(identity, writer, epoch, uint64(len(payload)), crc32Castagnoli(payload))
-	return append(h, payload...)
+// wholeRecord returns a whole record, of format version 2, or 3 when body
+// has references or a tenure floor, as a Fence writes it.
+func wholeRecord(identity, writer string, epoch uint64, body recordBody) []byte {
+	return bytes.Join(encodeRecord(identity, writer, epoch, body, crc32Castagnoli(body.payload)), nil)
 }
 
 // encodeRecordV1 returns a record of format version 1, as earlier releases
@@ -78,7 +77,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		assert.Equal(t, writer, h.writer)
 		assert.Equal(t, epoch, h.epoch)
 		assert.Equal(t, uint64(len(payload)), h.payloadLen)
-		assert.True(t, bytes.Equal(payload, got))
+		assert.True(t, bytes.Equal(payload, got.payload))
 		require.LessOrEqual(t, h.size, maxHeaderSize)
 
 		hOnly, check := decodeHeader(rec[:h.size])
@@ -120,7 +119,7 @@ func testRecordCorruption(t *testing.T, good []byte, fixed int, payloadCheck str
 		{"wrong magic", mutate(func(b []byte) []byte { b[0] = 'X'; return b }), "magic"},
 		{"garbage", []byte("this is not a record at all, just some text that is long enough"), "magic"},
 		{"short header", good[:20], "truncated header"},
-		{"unknown format version", mutate(func(b []byte) []byte { b[4] = 3; return b }), "unknown format version"},
+		{"unknown format version", mutate(func(b []byte) []byte { b[4] = 4; return b }), "unknown format version"},
 		{"format version 0", mutate(func(b []byte) []byte { b[4] = 0; return b }), "unknown format version"},
 		{"empty identity", mutate(func(b []byte) []byte { b[5] = 0; return b }), "empty identity"},
 		{"empty writer", mutate(func(b []byte) []byte { b[6], b[7] = 0, 0; return b }), "empty writer"},
@@ -136,9 +135,9 @@ func testRecordCorruption(t *testing.T, good []byte, fixed int, payloadCheck str
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, payload, check := decodeRecord(tc.rec)
+			_, body, check := decodeRecord(tc.rec)
 			assert.Equal(t, tc.check, check)
-			assert.Nil(t, payload)
+			assert.Nil(t, body.payload)
 		})
 	}
 }
@@ -151,10 +150,11 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(testRecord(f, "writefence/v1", "node-2", 42, []byte("wal segment 0001")))
 	f.Add(testRecord(f, "x", "\x00\xff", ^uint64(0), bytes.Repeat([]byte{0xAB}, 300)))
 	f.Add(encodeRecordV1("writefence/v1", "node-3", 7, []byte("a record of format version 1")))
+	f.Add(wholeRecord("writefence/v1", "node-4", 9, testStreamBody()))
 	f.Add([]byte("WFR\x00"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, payload, check := decodeRecord(b)
+		h, body, check := decodeRecord(b)
 		hOnly, hCheck := decodeHeader(b)
 		if hCheck != "" {
 			if check != hCheck {
@@ -171,9 +171,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		if h.epoch == 0 || h.identity == "" || h.writer == "" {
 			t.Fatalf("accepted a record with an empty field: %+v", h)
 		}
-		again := encodeRecord(h.identity, h.writer, h.epoch, payload)
+		again := wholeRecord(h.identity, h.writer, h.epoch, body)
 		if h.version == 1 {
-			again = encodeRecordV1(h.identity, h.writer, h.epoch, payload)
+			again = encodeRecordV1(h.identity, h.writer, h.epoch, body.payload)
 		}
 		if !bytes.Equal(again, b) {
 			t.Fatalf("decoded record re-encodes differently")
@@ -268,4 +268,65 @@ func TestFormatVersion1Records(t *testing.T) {
 	data, _, err := mem.Get(ctx, key)
 	require.NoError(t, err)
 	assert.Equal(t, byte(2), data[4], "format version written")
+}
+
+// testStreamBody is a body of format version 3: references and a floor.
+func testStreamBody() recordBody {
+	return recordBody{payload: []byte("manifest"), since: 5, refs: []BlobRef{
+		{Name: keys.BlobName(5, "node-4", "0123456789abcdef0123456789abcdef"), Size: 10, CRC: 7},
+		{Name: keys.BlobName(8, "node-4", "fedcba9876543210fedcba9876543210"), Size: 0, CRC: 0},
+	}}
+}
+
+// TestStreamRecord: a record with references and a tenure floor is written
+// in format version 3, decodes to exactly what was encoded, and names the
+// check each corruption of its references fails; without either it stays
+// in format version 2.
+func TestStreamRecord(t *testing.T) {
+	body := testStreamBody()
+	rec := wholeRecord("id", "node-4", 9, body)
+	h, got, check := decodeRecord(rec)
+	require.Empty(t, check)
+	assert.Equal(t, byte(streamVersion), h.version)
+	assert.Equal(t, body, got)
+	assert.Equal(t, uint64(5), h.since)
+	hOnly, check := decodeHeader(rec[:h.size])
+	require.Empty(t, check)
+	assert.Equal(t, h, hOnly)
+
+	plain := wholeRecord("id", "w", 9, recordBody{payload: []byte("x")})
+	assert.Equal(t, byte(recordVersion), plain[4], "no references and no floor: format version 2")
+	floorOnly := wholeRecord("id", "w", 9, recordBody{payload: []byte("x"), since: 3})
+	assert.Equal(t, byte(streamVersion), floorOnly[4])
+
+	refsAt := h.size
+	reseal := func(b []byte) []byte {
+		end := h.size - checksumSize
+		binary.BigEndian.PutUint32(b[end:], crc32Castagnoli(b[:end]))
+		return b
+	}
+	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), rec...)) }
+	refsCRC := func(b []byte) []byte {
+		binary.BigEndian.PutUint32(b[48:], crc32Castagnoli(b[refsAt:uint64(refsAt)+h.refsLen]))
+		return reseal(b)
+	}
+	for name, tc := range map[string]struct {
+		rec   []byte
+		check string
+	}{
+		"flipped reference byte":      {mutate(func(b []byte) []byte { b[refsAt+3] ^= 1; return b }), "references checksum"},
+		"a name that is no blob name": {mutate(func(b []byte) []byte { b[refsAt+2] = 'z'; return refsCRC(b) }), "reference"},
+		"one reference fewer counted": {mutate(func(b []byte) []byte { binary.BigEndian.PutUint32(b[36:], 1); return reseal(b) }), "trailing references"},
+		"one reference more counted":  {mutate(func(b []byte) []byte { binary.BigEndian.PutUint32(b[36:], 3); return reseal(b) }), "truncated references"},
+		"since above epoch":           {mutate(func(b []byte) []byte { binary.BigEndian.PutUint64(b[28:], 10); return reseal(b) }), "since above epoch"},
+		"truncated":                   {rec[:len(rec)-1], "truncated payload"},
+		"repeated reference": {wholeRecord("id", "node-4", 9, recordBody{payload: []byte("m"), refs: []BlobRef{body.refs[0], body.refs[0]}}),
+			"reference repeated"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, got, check := decodeRecord(tc.rec)
+			assert.Equal(t, tc.check, check)
+			assert.Nil(t, got.payload)
+		})
+	}
 }

@@ -9,9 +9,9 @@ import "context"
 //
 // Seal is Update with a function that returns the recorded payload as it
 // is: it reads the whole record and writes it back with a new header (this
-// epoch and writer, the same payload) in one write conditioned on the
-// version it read, so the payload it carries forward is exactly the one
-// recorded at that moment; a push landing in between makes the write
+// epoch and writer, the same payload and blob references) in one write
+// conditioned on the version it read, so what it carries forward is
+// exactly what was recorded at that moment; a push landing in between makes the write
 // conflict, and Seal reads again. A shard never pushed is sealed with an
 // empty payload: leaving it absent would let a deposed writer create it.
 // Latest then returns that empty payload, not ErrNotFound.
@@ -26,6 +26,6 @@ func (f *Fence) Seal(ctx context.Context, plugin, shard, writer string, epoch ui
 	if err != nil {
 		return err
 	}
-	u.next = func(current []byte) ([]byte, error) { return current, nil }
+	u.next = func(current Manifest) (Manifest, error) { return current, nil }
 	return f.runUpdate(ctx, u)
 }

@@ -6,14 +6,19 @@
 // Key layout under a prefix P:
 //
 //	P + "s/" + escape(plugin) + "/" + escape(shard)          a shard's record
+//	P + "b/" + escape(plugin) + "/" + escape(shard) + "/" + name   a shard's blob
 //	P + "_brand"                                              the brand key
 //	P + "_lease/" + escape(name)                              a lease record
 //	P + "_probe"                                              the probe's scratch keys start with it
 //	P + "_settled/" + escape(plugin) + "/" + escape(shard)   a shard's settle log
+//	P + "_clock/" + id                                        a blob that tells the blob store's time
 //	"writefence/_wait"                                        the Valkey store's replication sync key
 //
-// The first byte after the prefix is 's' for every shard key and '_' for
-// every reserved key, so the two spaces are disjoint by construction.
+// The first byte after the prefix is 's' for every shard key, 'b' for every
+// blob key and '_' for every reserved key, so the three spaces are disjoint
+// by construction. A blob's name is its epoch as 16 hexadecimal digits, a
+// '-', a random id of 32 hexadecimal digits, a '-' and its writer escaped:
+// it carries the epoch and the writer that wrote it, and never repeats.
 // escape keeps the bytes [A-Za-z0-9_-] and '.' (except at the start of a
 // name, so no name becomes "." or ".."), and writes every other byte as %XX.
 // An escaped name never contains '/', so a shard key splits back into
@@ -40,6 +45,8 @@ const (
 	leaseSpace = "_lease/"
 	probeKey   = "_probe"
 	settleLog  = "_settled/"
+	blobSpace  = "b/"
+	clockKey   = "_clock/"
 )
 
 // Error is a name or a key rejected by a limit: Arg names the argument.
@@ -96,6 +103,73 @@ func ParseShard(prefix, key string) (plugin, shard string, ok bool) {
 func SettleLog(prefix, plugin, shard string) (string, error) {
 	return build(prefix, settleLog, [2]string{"plugin", plugin}, [2]string{"shard", shard})
 }
+
+// Blobs returns what the keys of (plugin, shard)'s blobs under prefix start
+// with: a blob's key is that followed by its name.
+func Blobs(prefix, plugin, shard string) (string, error) {
+	k, err := build(prefix, blobSpace, [2]string{"plugin", plugin}, [2]string{"shard", shard})
+	if err != nil {
+		return "", err
+	}
+	// Room for a name with a one-byte writer.
+	if _, err := checkKey(k + "/" + strings.Repeat("x", blobNameFixed+1)); err != nil {
+		return "", err
+	}
+	return k + "/", nil
+}
+
+// Blob returns the key of the blob name of (plugin, shard) under prefix.
+func Blob(prefix, plugin, shard, name string) (string, error) {
+	space, err := Blobs(prefix, plugin, shard)
+	if err != nil {
+		return "", err
+	}
+	if _, _, _, ok := ParseBlobName(name); !ok {
+		return "", &Error{Arg: "name", Reason: "not a blob name"}
+	}
+	return checkKey(space + name)
+}
+
+// blobNameFixed is the length of a blob name but its writer.
+const blobNameFixed = 16 + 1 + 32 + 1
+
+// BlobName returns the name of a blob written at epoch by writer, with the
+// random id (32 lower-case hexadecimal digits).
+func BlobName(epoch uint64, writer, id string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%016x-%s-", epoch, id)
+	escapeName(&b, writer)
+	return b.String()
+}
+
+// ParseBlobName is the inverse of BlobName: the epoch, id and writer of a
+// blob's name, and false for a name BlobName never returns.
+func ParseBlobName(name string) (epoch uint64, id, writer string, ok bool) {
+	if len(name) <= blobNameFixed || name[16] != '-' || name[49] != '-' {
+		return 0, "", "", false
+	}
+	if _, err := fmt.Sscanf(name[:16], "%016x", &epoch); err != nil || !isHex(name[:16]) || !isHex(name[17:49]) {
+		return 0, "", "", false
+	}
+	writer, ok = unescapeName(name[50:])
+	if !ok || writer == "" || BlobName(epoch, writer, name[17:49]) != name {
+		return 0, "", "", false
+	}
+	return epoch, name[17:49], writer, true
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Clock returns a key in the reserved space under prefix for a blob that
+// tells a blob store's time, with the random id.
+func Clock(prefix, id string) string { return prefixOrDefault(prefix) + clockKey + id }
 
 // Brand returns the brand key under prefix (DefaultPrefix when empty).
 func Brand(prefix string) string { return prefixOrDefault(prefix) + brandKey }

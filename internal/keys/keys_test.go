@@ -176,3 +176,31 @@ func TestBrandKeyReserved(t *testing.T) {
 		require.Greater(t, n, len(hostileNames)*len(hostileNames)/2)
 	}
 }
+
+func TestBlobName(t *testing.T) {
+	for _, writer := range []string{"w", "node-a", "a/b c", "%41", ".x"} {
+		name := BlobName(7, writer, "0123456789abcdef0123456789abcdef")
+		epoch, id, w, ok := ParseBlobName(name)
+		if !ok || epoch != 7 || id != "0123456789abcdef0123456789abcdef" || w != writer {
+			t.Errorf("ParseBlobName(%q) = %d %q %q %v", name, epoch, id, w, ok)
+		}
+		if strings.Contains(name, "/") {
+			t.Errorf("blob name %q holds a slash", name)
+		}
+	}
+	for _, bad := range []string{"", "x", "0000000000000007-0123456789abcdef0123456789abcdef-",
+		"000000000000000G-0123456789abcdef0123456789abcdef-w", "0000000000000007-0123456789ABCDEF0123456789abcdef-w",
+		"0000000000000007-0123456789abcdef0123456789abcdef-%41"} {
+		if _, _, _, ok := ParseBlobName(bad); ok {
+			t.Errorf("ParseBlobName(%q) accepted", bad)
+		}
+	}
+	space, err := Blobs("", "wal", "0")
+	if err != nil || space != "writefence/b/wal/0/" {
+		t.Errorf("Blobs = %q, %v", space, err)
+	}
+	shard, _ := Shard("", "wal", "0")
+	if strings.HasPrefix(shard, space) || strings.HasPrefix(space, shard) {
+		t.Errorf("blob space %q and shard key %q overlap", space, shard)
+	}
+}

@@ -1,0 +1,494 @@
+package writefence
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/writefence/writefence/internal/keys"
+)
+
+// Streams: a shard's state as many immutable blobs (WAL segments,
+// snapshots of any size) and one small record, the manifest, that says
+// which of them make it up. The fence admits the manifest; the blobs are
+// made harmless:
+//
+//   - a blob is written once, streamed, at a key of the shard's own blob
+//     space (Prefix + "b/" + plugin + "/" + shard + "/" + name) that no
+//     record key or reserved key reaches, and whose name carries the epoch
+//     and the writer that wrote it and a random id, so no blob key is ever
+//     written twice and a deposed writer's blob never replaces a live
+//     one's;
+//   - the manifest is a record (format version 3) that lists the blobs it
+//     references with their size and CRC-32C; Commit writes it at a strict
+//     epoch, through the engine every write takes, and only while every
+//     blob it newly references exists;
+//   - a reader opens a blob only through the recorded manifest
+//     (OpenBlob), and the bytes it reads are checked against the
+//     reference: it never sees the bytes of a writer whose epoch was not
+//     admitted, nor damaged bytes;
+//   - Collect deletes what no manifest can reference: never a blob the
+//     recorded manifest references, nor one a writer still racing at an
+//     admissible epoch may yet commit (see Collect for the rule).
+
+// BlobRef is a record's reference to a blob of its shard: the blob's name
+// and what checks its bytes. The name carries the epoch and the writer
+// that wrote the blob.
+type BlobRef struct {
+	Name string // the blob's name in the shard's blob space, as PutBlob returned it
+	Size int64  // its size in bytes
+	CRC  uint32 // the CRC-32C of its bytes
+}
+
+// Manifest is a record as Commit reads and writes it: the payload and the
+// blobs it references.
+type Manifest struct {
+	Payload []byte
+	Blobs   []BlobRef
+}
+
+func (m Manifest) equal(o Manifest) bool {
+	return bytes.Equal(m.Payload, o.Payload) && slices.Equal(m.Blobs, o.Blobs)
+}
+
+func (m Manifest) clone() Manifest {
+	return Manifest{Payload: bytes.Clone(m.Payload), Blobs: slices.Clone(m.Blobs)}
+}
+
+// newRefs returns the references of next that current does not hold.
+func newRefs(current, next []BlobRef) []BlobRef {
+	var added []BlobRef
+	for _, r := range next {
+		if !slices.Contains(current, r) {
+			added = append(added, r)
+		}
+	}
+	return added
+}
+
+// BlobStore is an optional capability of a ConditionalStore: blobs,
+// immutable objects of any size, streamed in and out. A Fence uses it
+// only when the store declares it (Capable), as for every capability.
+type BlobStore interface {
+	// CreateBlob writes what r yields, to its end, as the blob at key,
+	// holding no more than a part of it in memory at once, and returns the
+	// blob's info once it is durable. A key that exists is refused with an
+	// error matching ErrConflict where the store can tell on the call it
+	// uses (every key a Fence creates holds a random id and is new, so a
+	// store that cannot tell need not). An error from r fails the call,
+	// and no blob is left at key.
+	CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error)
+
+	// OpenBlob returns a reader of the whole blob at key, from one
+	// response, and its info. A missing key returns an error matching
+	// ErrNotFound.
+	OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error)
+
+	// StatBlob returns the info of the blob at key; a missing key returns
+	// an error matching ErrNotFound.
+	StatBlob(ctx context.Context, key string) (BlobInfo, error)
+
+	// ListBlobs calls fn with the info of each blob whose key starts with
+	// prefix, in no particular order; a blob created or deleted while it
+	// runs may or may not be listed. An error from fn stops it and is
+	// returned.
+	ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error
+
+	// DeleteBlob removes the blob at key; a missing key is not an error.
+	DeleteBlob(ctx context.Context, key string) error
+}
+
+// BlobInfo describes a stored blob.
+type BlobInfo struct {
+	Key      string
+	Size     int64
+	Modified time.Time // when it was created, by the store's own clock
+}
+
+// blobs returns the store of the Fence's blobs and its BlobStore.
+func (f *Fence) blobs() (BlobStore, error) {
+	s := f.Blobs
+	if s == nil {
+		s = f.Store
+	}
+	if bs, ok := capability[BlobStore](s); ok {
+		return bs, nil
+	}
+	return nil, fmt.Errorf("writefence: the blob store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
+}
+
+// PutBlob streams r, to its end, into a new blob of (plugin, shard)
+// written by writer at epoch, and returns its reference, to be committed in
+// the shard's manifest (Commit). Memory is bounded by the store's part
+// size, whatever the blob's size. The blob is harmless until a commit
+// references it: a reader never sees it, and Collect deletes it once it
+// can never be committed. It passes the probe verdict and the brand, as
+// every write does, and the Observer sees it (Op "blob").
+//
+// A blob whose epoch is below the tenure floor of the recorded manifest
+// can never be committed (see Commit); PutBlob does not read the manifest
+// to refuse it early, so a deposed writer's upload costs only itself.
+func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch uint64, r io.Reader) (ref BlobRef, err error) {
+	if _, err := f.newUpdate(opBlob, plugin, shard, writer, epoch); err != nil {
+		return BlobRef{}, err
+	}
+	bs, err := f.blobs()
+	if err != nil {
+		return BlobRef{}, err
+	}
+	id, err := randomHex(16)
+	if err != nil {
+		return BlobRef{}, err
+	}
+	name := keys.BlobName(epoch, writer, id)
+	key, err := keys.Blob(f.Prefix, plugin, shard, name)
+	if err != nil {
+		return BlobRef{}, keyErr(err)
+	}
+	c := &change{op: opBlob, key: key, writer: writer, epoch: epoch, branded: true}
+	attempt := 0
+	defer func() { f.observe(ctx, c, false, attempt, err) }()
+	if err := f.guard(ctx, c); err != nil {
+		return BlobRef{}, err
+	}
+	attempt = 1
+	sum := &countingCRC{h: crc32.New(castagnoli)}
+	info, err := bs.CreateBlob(ctx, key, io.TeeReader(r, sum))
+	if err != nil {
+		return BlobRef{}, fmt.Errorf("writefence: blob %s: %w", esc(key), err)
+	}
+	if info.Size != sum.n {
+		return BlobRef{}, fmt.Errorf("writefence: blob %s: the store holds %d bytes of the %d written: %w", esc(key), info.Size, sum.n, ErrOutcomeUnknown)
+	}
+	return BlobRef{Name: name, Size: sum.n, CRC: sum.h.Sum32()}, nil
+}
+
+// countingCRC is a CRC-32C and a byte count of what is written to it.
+type countingCRC struct {
+	h hash.Hash32
+	n int64
+}
+
+func (c *countingCRC) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return c.h.Write(p)
+}
+
+// Commit replaces the manifest of (plugin, shard) with next's result at
+// epoch, on behalf of writer: Update for a record that references blobs.
+// next gets the recorded manifest (empty when the shard was never written)
+// and returns the new one; the rules are Update's, and in addition every
+// blob the new manifest references that the recorded one does not must:
+//
+//   - have been written by writer (its name says so), at an epoch not
+//     above the commit's and not below the tenure floor (below), else an
+//     error matching ErrInvalidArgument;
+//   - exist, with the size its reference gives, when the commit decides,
+//     else an error matching ErrNotFound (ErrInvalidArgument for another
+//     size).
+//
+// The tenure floor: a manifest records the epoch at which its writer's
+// tenure began. A commit by another writer than the recorded one starts a
+// tenure above every epoch recorded before it (the recorded epoch + 1); a
+// commit by the same writer keeps the floor. So a blob written before a
+// writer change can never be committed after it: a deposed writer's blobs
+// are unreachable for good, and Collect deletes them at once. Writer names
+// must be unique among the processes that write a shard, as for a Lease.
+//
+// The manifest is written in record format version 3, which readers of
+// earlier versions refuse (they fail closed). Once a shard holds such a
+// record, Push and Seal keep its tenure floor.
+func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current Manifest) (Manifest, error)) error {
+	if next == nil {
+		return invalidArg("next", "nil")
+	}
+	u, err := f.newUpdate(opCommit, plugin, shard, writer, epoch)
+	if err != nil {
+		return err
+	}
+	space, err := keys.Blobs(f.Prefix, plugin, shard)
+	if err != nil {
+		return keyErr(err)
+	}
+	u.next, u.commit = next, true
+	exists := map[BlobRef]bool{} // the blobs seen to exist in this call
+	u.checkBlobs = func(refs []BlobRef, floor uint64) error {
+		for _, r := range refs {
+			e, _, w, ok := keys.ParseBlobName(r.Name)
+			switch {
+			case !ok:
+				return invalidArg("blob", "%s is not a blob name", esc(r.Name))
+			case w != writer:
+				return invalidArg("blob", "%s was written by %s, not %s", esc(r.Name), esc(w), esc(writer))
+			case e > epoch:
+				return invalidArg("blob", "%s was written at epoch %d, above the commit's %d", esc(r.Name), e, epoch)
+			case e < floor:
+				return invalidArg("blob", "%s was written at epoch %d, before the tenure that began at epoch %d", esc(r.Name), e, floor)
+			case exists[r]:
+				continue
+			}
+			bs, err := f.blobs()
+			if err != nil {
+				return err
+			}
+			info, err := bs.StatBlob(ctx, space+r.Name)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				return fmt.Errorf("writefence: commit %s: blob %s does not exist: %w", esc(u.key), esc(r.Name), ErrNotFound)
+			case err != nil:
+				return fmt.Errorf("writefence: commit %s: blob %s: %w", esc(u.key), esc(r.Name), err)
+			case info.Size != r.Size:
+				return invalidArg("blob", "%s holds %d bytes, its reference says %d", esc(r.Name), info.Size, r.Size)
+			}
+			exists[r] = true
+		}
+		return nil
+	}
+	return f.runUpdate(ctx, u)
+}
+
+// OpenBlob opens the blob name of (plugin, shard) if and only if the
+// recorded manifest references it, and returns a reader of its bytes and
+// its reference. A blob the manifest does not reference is ErrNotFound,
+// whether it exists or not: a reader that follows the record never sees a
+// blob no admitted commit referenced. The reader checks the bytes against
+// the reference as they stream: more bytes, fewer, or other bytes than the
+// reference says end the read with an error matching ErrCorrupt, so a
+// caller trusts the bytes only once it has read to io.EOF. The record is
+// read as Latest reads it, with the same brand check and errors.
+func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.ReadCloser, BlobRef, error) {
+	info, err := f.Inspect(ctx, plugin, shard)
+	if err != nil {
+		return nil, BlobRef{}, err
+	}
+	i := slices.IndexFunc(info.Blobs, func(r BlobRef) bool { return r.Name == name })
+	if i < 0 {
+		return nil, BlobRef{}, fmt.Errorf("writefence: blob %s is not referenced by the manifest at %s: %w", esc(name), esc(info.Key), ErrNotFound)
+	}
+	ref := info.Blobs[i]
+	bs, err := f.blobs()
+	if err != nil {
+		return nil, BlobRef{}, err
+	}
+	key, err := keys.Blob(f.Prefix, plugin, shard, name)
+	if err != nil {
+		return nil, BlobRef{}, keyErr(err)
+	}
+	rc, bi, err := bs.OpenBlob(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		// Referenced and gone: the store lost it, or something outside the
+		// library deleted it.
+		return nil, BlobRef{}, &CorruptError{Key: key, Check: "a referenced blob is missing"}
+	}
+	if err != nil {
+		return nil, BlobRef{}, fmt.Errorf("writefence: blob %s: %w", esc(key), err)
+	}
+	if bi.Size != ref.Size {
+		rc.Close()
+		return nil, BlobRef{}, &CorruptError{Key: key, Check: fmt.Sprintf("blob size %d, its reference says %d", bi.Size, ref.Size)}
+	}
+	return &checkedBlob{rc: rc, key: key, ref: ref, h: crc32.New(castagnoli)}, ref, nil
+}
+
+// checkedBlob reads a blob and checks it against its reference.
+type checkedBlob struct {
+	rc  io.ReadCloser
+	key string
+	ref BlobRef
+	h   hash.Hash32
+	n   int64
+	err error // the verdict, once reached
+}
+
+func (c *checkedBlob) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.rc.Read(p)
+	c.n += int64(n)
+	c.h.Write(p[:n])
+	switch {
+	case c.n > c.ref.Size:
+		c.err = &CorruptError{Key: c.key, Check: "blob longer than its reference"}
+	case err == io.EOF && c.n < c.ref.Size:
+		c.err = &CorruptError{Key: c.key, Check: "blob shorter than its reference"}
+	case err == io.EOF && c.h.Sum32() != c.ref.CRC:
+		c.err = &CorruptError{Key: c.key, Check: "blob checksum"}
+	case err != nil:
+		return n, err
+	default:
+		return n, nil
+	}
+	if c.err == nil {
+		c.err = err
+	}
+	return n, c.err
+}
+
+func (c *checkedBlob) Close() error { return c.rc.Close() }
+
+// GCOptions are the settings of one Collect.
+type GCOptions struct {
+	// Grace is how old an unreferenced blob of the current tenure must be,
+	// by the blob store's own clock, before Collect deletes it; zero means
+	// 24 hours. A writer must commit a blob within Grace of writing it.
+	Grace time.Duration
+
+	// DryRun makes Collect report what it would delete and delete nothing.
+	DryRun bool
+}
+
+// defaultGrace is GCOptions.Grace's default.
+const defaultGrace = 24 * time.Hour
+
+// GCReport is what one Collect found and did.
+type GCReport struct {
+	Referenced []BlobInfo // blobs the recorded manifest references
+	Deleted    []BlobInfo // blobs deleted (with DryRun: that would be)
+	Kept       []BlobInfo // unreferenced blobs within the grace rule, and names of no blob of this package
+}
+
+// Collect deletes the blobs of (plugin, shard) that no manifest can
+// reference, and reports what it found. The rule, applied to each blob
+// that the recorded manifest does not reference:
+//
+//   - a blob that can never be committed is deleted at once: one written
+//     at an epoch below the manifest's tenure floor, or by another writer
+//     than the manifest's at an epoch not above the manifest's (its writer
+//     could only commit it in a tenure of its own, which would begin above
+//     that epoch; see Commit). So a deposed writer's blobs are collected as
+//     soon as its successor has committed or sealed;
+//   - any other unreferenced blob, which a writer of the current tenure,
+//     or one racing at an admissible epoch, may yet commit, is deleted only
+//     once it is older than opts.Grace by the blob store's own clock (its
+//     creation time, against the time the store gives a fresh blob Collect
+//     creates first, in the reserved space). A commit must land within
+//     Grace of the blobs it newly references: that is the assumption, as
+//     for SlateDB's minimum age and Delta's retention; choose Grace well
+//     above the longest a writer may take, pauses included.
+//
+// A referenced blob is never deleted. After a pass the blobs left are the
+// referenced ones and those within the grace rule. A corrupt manifest, or
+// one of another identity, is refused (ErrCorrupt, ErrWire) and nothing is
+// deleted: Collect fails closed. It is safe to run from any number of
+// processes at once: each deletes only what no manifest can reference, by
+// rules that only ever widen. It passes the probe verdict and the brand,
+// as a write does.
+func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (GCReport, error) {
+	var report GCReport
+	key, err := f.key(plugin, shard)
+	if err != nil {
+		return report, err
+	}
+	space, err := keys.Blobs(f.Prefix, plugin, shard)
+	if err != nil {
+		return report, keyErr(err)
+	}
+	bs, err := f.blobs()
+	if err != nil {
+		return report, err
+	}
+	if err := f.guard(ctx, &change{op: "collect", key: key, branded: true}); err != nil {
+		return report, err
+	}
+	grace := opts.Grace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	// The store's time first, then the manifest: the time is then no
+	// later than the read, so the ages it gives are no larger than true.
+	now, err := f.blobClock(ctx, bs)
+	if err != nil {
+		return report, err
+	}
+	info, err := f.Inspect(ctx, plugin, shard)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return report, err
+	}
+	referenced := map[string]bool{}
+	for _, r := range info.Blobs {
+		referenced[r.Name] = true
+	}
+	var doomed []BlobInfo
+	err = bs.ListBlobs(ctx, space, func(b BlobInfo) error {
+		name := b.Key[len(space):]
+		epoch, _, writer, ok := keys.ParseBlobName(name)
+		switch {
+		case referenced[name]:
+			report.Referenced = append(report.Referenced, b)
+		case !ok:
+			report.Kept = append(report.Kept, b)
+		case uncommittable(epoch, writer, info), now.Sub(b.Modified) >= grace:
+			doomed = append(doomed, b)
+		default:
+			report.Kept = append(report.Kept, b)
+		}
+		return nil
+	})
+	if err != nil {
+		return report, fmt.Errorf("writefence: collect %s: list: %w", esc(space), err)
+	}
+	for _, b := range doomed {
+		if !opts.DryRun {
+			if err := bs.DeleteBlob(ctx, b.Key); err != nil {
+				return report, fmt.Errorf("writefence: collect %s: %w", esc(b.Key), err)
+			}
+		}
+		report.Deleted = append(report.Deleted, b)
+	}
+	return report, nil
+}
+
+// holdsBlobs reports whether (plugin, shard) holds any blob; false when the
+// Fence keeps no blobs.
+func (f *Fence) holdsBlobs(ctx context.Context, plugin, shard string) (bool, error) {
+	bs, err := f.blobs()
+	if err != nil {
+		return false, nil
+	}
+	space, err := keys.Blobs(f.Prefix, plugin, shard)
+	if err != nil {
+		return false, keyErr(err)
+	}
+	errFound := errors.New("found")
+	err = bs.ListBlobs(ctx, space, func(BlobInfo) error { return errFound })
+	if errors.Is(err, errFound) {
+		return true, nil
+	}
+	return false, err
+}
+
+// uncommittable reports whether a blob written at epoch by writer can never
+// be committed over the record described by info: a commit newly references
+// only its own writer's blobs of its tenure (see Commit), and a writer
+// other than the recorded one starts its tenure above the recorded epoch.
+func uncommittable(epoch uint64, writer string, info RecordInfo) bool {
+	if info.Epoch == 0 {
+		return false
+	}
+	return epoch < info.Since || writer != info.Writer && epoch <= info.Epoch
+}
+
+// blobClock returns the blob store's time: the creation time it gives a
+// fresh, empty blob in the reserved space, which is then deleted.
+func (f *Fence) blobClock(ctx context.Context, bs BlobStore) (time.Time, error) {
+	id, err := randomHex(16)
+	if err != nil {
+		return time.Time{}, err
+	}
+	key := keys.Clock(f.Prefix, id)
+	info, err := bs.CreateBlob(ctx, key, bytes.NewReader(nil))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("writefence: collect: the store's clock: %w", err)
+	}
+	if err := bs.DeleteBlob(ctx, key); err != nil {
+		return time.Time{}, fmt.Errorf("writefence: collect: the store's clock: %w", err)
+	}
+	return info.Modified, nil
+}

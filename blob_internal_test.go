@@ -1,0 +1,59 @@
+package writefence
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestOpenBlobChecksBytes: a blob damaged in the store, or of another size
+// than its reference, is never read as good bytes: the read ends with
+// ErrCorrupt.
+func TestOpenBlobChecksBytes(t *testing.T) {
+	ctx := t.Context()
+	mem := &MemStore{}
+	f := &Fence{Store: mem}
+	ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader("the segment's bytes"))
+	require.NoError(t, err)
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m Manifest) (Manifest, error) {
+		m.Blobs = append(m.Blobs, ref)
+		return m, nil
+	}))
+	damage := func(edit func([]byte) []byte) {
+		mem.blobs.mu.Lock()
+		defer mem.blobs.mu.Unlock()
+		for k, b := range mem.blobs.blobs {
+			if strings.HasSuffix(k, ref.Name) {
+				b.data = edit(append([]byte(nil), b.data...))
+				mem.blobs.blobs[k] = b
+			}
+		}
+	}
+	read := func() ([]byte, error) {
+		rc, _, err := f.OpenBlob(ctx, "wal", "0", ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
+
+	damage(func(b []byte) []byte { b[3] ^= 1; return b })
+	_, err = read()
+	require.ErrorIs(t, err, ErrCorrupt, "a flipped byte")
+	var ce *CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "blob checksum", ce.Check)
+
+	damage(func(b []byte) []byte { b[3] ^= 1; return b[:len(b)-1] })
+	_, err = read()
+	require.ErrorIs(t, err, ErrCorrupt, "a blob of another size is refused before a byte is read")
+
+	damage(func([]byte) []byte { return []byte("the segment's bytes") })
+	got, err := read()
+	require.NoError(t, err, "the bytes are the reference's again")
+	assert.Equal(t, "the segment's bytes", string(got))
+}

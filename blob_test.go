@@ -1,0 +1,253 @@
+package writefence_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+// memClock is a MemStore's blob clock that a test moves.
+type memClock struct{ ns atomic.Int64 }
+
+func newMemClock() *memClock {
+	c := &memClock{}
+	c.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *memClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *memClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// appendBlob is a commit that adds ref to the manifest, idempotent.
+func appendBlob(ref writefence.BlobRef) func(writefence.Manifest) (writefence.Manifest, error) {
+	return func(m writefence.Manifest) (writefence.Manifest, error) {
+		if !slices.Contains(m.Blobs, ref) {
+			m.Blobs = append(m.Blobs, ref)
+		}
+		return m, nil
+	}
+}
+
+func putBlob(t *testing.T, f *writefence.Fence, writer string, epoch uint64, data string) writefence.BlobRef {
+	t.Helper()
+	ref, err := f.PutBlob(t.Context(), "wal", "0", writer, epoch, strings.NewReader(data))
+	require.NoError(t, err)
+	return ref
+}
+
+func readBlob(t *testing.T, f *writefence.Fence, name string) (string, error) {
+	t.Helper()
+	rc, _, err := f.OpenBlob(t.Context(), "wal", "0", name)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return string(b), err
+}
+
+// TestBlobRoundTrip: a blob is streamed in, committed, listed by the
+// manifest, and read back checked against its reference.
+func TestBlobRoundTrip(t *testing.T) {
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+	ref := putBlob(t, f, "a", 3, "segment one")
+	assert.Equal(t, int64(len("segment one")), ref.Size)
+	require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 4, appendBlob(ref)))
+
+	got, err := readBlob(t, f, ref.Name)
+	require.NoError(t, err)
+	assert.Equal(t, "segment one", got)
+	info, err := f.Inspect(t.Context(), "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs)
+	assert.Equal(t, uint64(4), info.Epoch)
+}
+
+// TestCommitChecksNewBlobs: a commit lands only while every blob it newly
+// references exists, was written by its writer at an epoch within its
+// tenure and not above the commit's, and has the size its reference gives.
+func TestCommitChecksNewBlobs(t *testing.T) {
+	ctx := t.Context()
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+	ref := putBlob(t, f, "a", 3, "bytes")
+
+	missing := ref
+	missing.Name = strings.Replace(ref.Name, ref.Name[17:49], strings.Repeat("0", 32), 1)
+	require.ErrorIs(t, f.Commit(ctx, "wal", "0", "a", 4, appendBlob(missing)), writefence.ErrNotFound)
+
+	wrongSize := ref
+	wrongSize.Size++
+	require.ErrorIs(t, f.Commit(ctx, "wal", "0", "a", 4, appendBlob(wrongSize)), writefence.ErrInvalidArgument)
+	require.ErrorIs(t, f.Commit(ctx, "wal", "0", "b", 4, appendBlob(ref)), writefence.ErrInvalidArgument, "another writer's blob")
+	require.ErrorIs(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)), writefence.ErrInvalidArgument, "a blob above the commit's epoch")
+	_, _, _, err := f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrNotFound, "refusals write nothing")
+
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 4, appendBlob(ref)))
+	// b takes over at epoch 5: its tenure starts at 5, above a's epoch 4.
+	require.NoError(t, f.Seal(ctx, "wal", "0", "b", 5))
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), info.Since)
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "a seal keeps the references")
+	late := putBlob(t, f, "b", 4, "written before b's tenure")
+	require.ErrorIs(t, f.Commit(ctx, "wal", "0", "b", 6, appendBlob(late)), writefence.ErrInvalidArgument)
+	own := putBlob(t, f, "b", 5, "b's own")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "b", 6, appendBlob(own)))
+}
+
+// TestDeposedWritersBlobs: a writer deposed mid-stream leaves blobs no
+// reader ever sees; once its successor sealed, Collect deletes them at
+// once, whatever the grace, and never a referenced blob.
+func TestDeposedWritersBlobs(t *testing.T) {
+	ctx := t.Context()
+	clock := newMemClock()
+	f := &writefence.Fence{Store: &writefence.MemStore{Clock: clock.now}}
+	a1 := putBlob(t, f, "a", 1, "a's first segment")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(a1)))
+	a2 := putBlob(t, f, "a", 3, "a's second segment, never committed")
+
+	require.NoError(t, f.Seal(ctx, "wal", "0", "b", 10))
+	require.ErrorIs(t, f.Commit(ctx, "wal", "0", "a", 3, appendBlob(a2)), writefence.ErrStaleEpoch)
+	_, err := readBlob(t, f, a2.Name)
+	require.ErrorIs(t, err, writefence.ErrNotFound, "an uncommitted blob is never visible")
+
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1)
+	assert.True(t, strings.HasSuffix(report.Deleted[0].Key, a2.Name), "the deposed writer's blob is collected at once")
+	require.Len(t, report.Referenced, 1)
+	got, err := readBlob(t, f, a1.Name)
+	require.NoError(t, err, "the referenced blob stays")
+	assert.Equal(t, "a's first segment", got)
+}
+
+// TestCollectGrace: an unreferenced blob of the current tenure is kept
+// until it is older than the grace by the store's clock; a dry run deletes
+// nothing; a referenced blob is never deleted, however old.
+func TestCollectGrace(t *testing.T) {
+	ctx := t.Context()
+	clock := newMemClock()
+	mem := &writefence.MemStore{Clock: clock.now}
+	f := &writefence.Fence{Store: mem}
+	kept := putBlob(t, f, "a", 1, "committed")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(kept)))
+	pending := putBlob(t, f, "a", 3, "in flight")
+
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	assert.Empty(t, report.Deleted)
+	assert.Len(t, report.Kept, 1)
+
+	clock.advance(2 * time.Hour)
+	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour, DryRun: true})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1)
+	_, err = mem.StatBlob(ctx, report.Deleted[0].Key)
+	require.NoError(t, err, "a dry run deletes nothing")
+
+	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1)
+	assert.True(t, strings.HasSuffix(report.Deleted[0].Key, pending.Name))
+	_, err = readBlob(t, f, kept.Name)
+	require.NoError(t, err)
+	require.ErrorIs(t, f.Commit(ctx, "wal", "0", "a", 4, appendBlob(pending)), writefence.ErrNotFound, "a collected blob cannot be committed")
+}
+
+// TestCollectFailsClosed: over a corrupt manifest Collect deletes nothing.
+func TestCollectFailsClosed(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+	ref := putBlob(t, f, "a", 1, "bytes")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
+	_, v, err := mem.Get(ctx, mustKey(t, "wal", "0"))
+	require.NoError(t, err)
+	_, err = mem.PutIfVersion(ctx, mustKey(t, "wal", "0"), []byte("garbage"), v)
+	require.NoError(t, err)
+	_, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Nanosecond})
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	_, err = readBlob(t, &writefence.Fence{Store: mem}, ref.Name)
+	require.ErrorIs(t, err, writefence.ErrCorrupt, "the manifest is unreadable")
+	n := 0
+	require.NoError(t, mem.ListBlobs(ctx, "", func(writefence.BlobInfo) error { n++; return nil }))
+	assert.Equal(t, 1, n, "nothing deleted")
+}
+
+// TestBlobsElsewhere: the manifests in one store, the blobs in another.
+func TestBlobsElsewhere(t *testing.T) {
+	records, blobs := &writefence.MemStore{}, &writefence.MemStore{}
+	f := &writefence.Fence{Store: records, Blobs: blobs}
+	ref := putBlob(t, f, "a", 1, "kept elsewhere")
+	require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 2, appendBlob(ref)))
+	got, err := readBlob(t, f, ref.Name)
+	require.NoError(t, err)
+	assert.Equal(t, "kept elsewhere", got)
+	n := 0
+	require.NoError(t, records.ListBlobs(t.Context(), "", func(writefence.BlobInfo) error { n++; return nil }))
+	assert.Zero(t, n)
+}
+
+// TestBlobsUnsupported: a store that declares no BlobStore, such as a
+// wrapper, holds no blobs.
+func TestBlobsUnsupported(t *testing.T) {
+	f := &writefence.Fence{Store: &countingStore{ConditionalStore: &writefence.MemStore{}}}
+	_, err := f.PutBlob(t.Context(), "wal", "0", "a", 1, strings.NewReader("x"))
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+}
+
+// TestCommitRetryAfterLostReply: an idempotent commit whose reply was lost
+// is resolved by the next read, within the call and across calls.
+func TestCommitRetryAfterLostReply(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	lost := &lostReplyStore{ConditionalStore: mem, remaining: 1}
+	ref := putBlob(t, &writefence.Fence{Store: mem}, "a", 1, "x")
+	// The wrapper declares nothing, so blobs live in mem itself.
+	f := &writefence.Fence{Store: lost, Blobs: mem}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)), "the same commit again: landed")
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs)
+}
+
+// TestPushKeepsTheFloor: once a shard holds a manifest, a push over it
+// drops the references but keeps the tenure floor rising.
+func TestPushKeepsTheFloor(t *testing.T) {
+	ctx := t.Context()
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+	ref := putBlob(t, f, "a", 1, "x")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 5, []byte("plain")))
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Empty(t, info.Blobs)
+	assert.Equal(t, uint64(3), info.Since, "b's tenure begins above a's epoch 2")
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 6, []byte("plain again")))
+	info, err = f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), info.Since, "the same writer keeps its floor, through the version cache too")
+
+	// A shard that never held a manifest keeps format version 2.
+	plain := &writefence.MemStore{}
+	g := &writefence.Fence{Store: plain}
+	require.NoError(t, g.Push(ctx, "wal", "0", "a", 1, []byte("x")))
+	require.NoError(t, g.Push(ctx, "wal", "0", "b", 2, []byte("y")))
+	data, _, err := plain.Get(ctx, mustKey(t, "wal", "0"))
+	require.NoError(t, err)
+	assert.Equal(t, byte(2), data[4])
+	assert.True(t, bytes.HasPrefix(data, []byte("WFR\x00")))
+}
