@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -140,22 +139,52 @@ func (sc *scope) track(key string) string {
 	return key
 }
 
-// capability returns the store's implementation of the optional interface
-// C, or skips the test when the store has none.
-func capability[C any](t *testing.T, sc *scope) C {
+// deleter returns the store's Deleter, or skips the test when it has none.
+func deleter(t *testing.T, sc *scope) writefence.Deleter {
 	t.Helper()
-	c, ok := sc.s.(C)
+	d, ok := sc.s.(writefence.Deleter)
 	if !ok {
-		t.Skipf("the store does not implement %v", reflect.TypeFor[C]())
+		t.Skip("the store does not implement writefence.Deleter")
 	}
-	return c
+	return d
 }
 
-// put writes and fails the test unless the write lands with a token.
+// writePath is one way to make a conditional write: the store's own
+// PutIfVersion, or writefence.PutParts with the data split in two, which
+// is how a Fence writes (through the store's PutPartsIfVersion when it
+// declares one, else through PutIfVersion of the joined parts). The
+// clauses of the core contract hold on both.
+type writePath struct {
+	name  string
+	write func(ctx context.Context, s writefence.ConditionalStore, key string, data []byte, expect string) (string, error)
+}
+
+var writePaths = []writePath{
+	{"PutIfVersion", func(ctx context.Context, s writefence.ConditionalStore, key string, data []byte, expect string) (string, error) {
+		return s.PutIfVersion(ctx, key, data, expect)
+	}},
+	{"PutParts", func(ctx context.Context, s writefence.ConditionalStore, key string, data []byte, expect string) (string, error) {
+		return writefence.PutParts(ctx, s, key, split(data), expect)
+	}},
+}
+
+// call describes a write through p for a failure message.
+func (p writePath) call(key string, data []byte, expect string) string {
+	return fmt.Sprintf("%s(%q, %d bytes, %q)", p.name, key, len(data), expect)
+}
+
+// split returns data as two parts, its halves, sharing data's array.
+func split(data []byte) [][]byte {
+	h := len(data) / 2
+	return [][]byte{data[:h:h], data[h:]}
+}
+
+// put writes through writefence.PutParts, with the data in two parts, and
+// fails the test unless the write lands with a token.
 func put(t *testing.T, s writefence.ConditionalStore, key string, data []byte, expect string) string {
 	t.Helper()
-	v, err := s.PutIfVersion(t.Context(), key, data, expect)
-	return landed(t, fmt.Sprintf("PutIfVersion(%q, %d bytes, %q)", key, len(data), expect), v, err)
+	v, err := writefence.PutParts(t.Context(), s, key, split(data), expect)
+	return landed(t, fmt.Sprintf("PutParts(%q, %d bytes in 2 parts, %q)", key, len(data), expect), v, err)
 }
 
 // landed returns v, the token call returned, and fails the test unless the
@@ -241,36 +270,49 @@ func testGetMissing(t *testing.T, sc *scope) {
 }
 
 func testCreateNewKey(t *testing.T, sc *scope) {
-	key := sc.key("new")
-	v := put(t, sc.s, key, []byte("first"), "")
-	wantContent(t, sc.s, key, []byte("first"), v)
+	for _, p := range writePaths {
+		key := sc.key("new-" + p.name)
+		data := []byte("first by " + p.name)
+		v, err := p.write(t.Context(), sc.s, key, data, "")
+		v = landed(t, "a create-only "+p.call(key, data, ""), v, err)
+		wantContent(t, sc.s, key, data, v)
+	}
 }
 
 func testCreateExisting(t *testing.T, sc *scope) {
 	key := sc.key("existing")
 	v := put(t, sc.s, key, []byte("first"), "")
-	_, err := sc.s.PutIfVersion(t.Context(), key, []byte("second"), "")
-	wantConflict(t, err, fmt.Sprintf("a second create-only PutIfVersion(%q)", key))
-	wantContent(t, sc.s, key, []byte("first"), v)
+	for _, p := range writePaths {
+		_, err := p.write(t.Context(), sc.s, key, []byte("second"), "")
+		wantConflict(t, err, "a second create-only "+p.call(key, []byte("second"), ""))
+		wantContent(t, sc.s, key, []byte("first"), v)
+	}
 }
 
 func testUpdateCurrent(t *testing.T, sc *scope) {
 	key := sc.key("current")
-	v1 := put(t, sc.s, key, []byte("first"), "")
-	v2 := put(t, sc.s, key, []byte("second"), v1)
-	if v2 == v1 {
-		t.Errorf("an update to different bytes returned the old version %q; a token must not name two contents", v1)
+	v := put(t, sc.s, key, []byte("first"), "")
+	for _, p := range writePaths {
+		data := []byte("updated by " + p.name)
+		next, err := p.write(t.Context(), sc.s, key, data, v)
+		next = landed(t, p.call(key, data, v), next, err)
+		if next == v {
+			t.Errorf("%s to different bytes returned the old version %q; a token must not name two contents", p.call(key, data, v), v)
+		}
+		wantContent(t, sc.s, key, data, next)
+		v = next
 	}
-	wantContent(t, sc.s, key, []byte("second"), v2)
 }
 
 func testUpdateStale(t *testing.T, sc *scope) {
 	key := sc.key("stale")
 	v1 := put(t, sc.s, key, []byte("first"), "")
 	v2 := put(t, sc.s, key, []byte("second"), v1)
-	_, err := sc.s.PutIfVersion(t.Context(), key, []byte("third"), v1)
-	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) with the stale version %q", key, v1))
-	wantContent(t, sc.s, key, []byte("second"), v2)
+	for _, p := range writePaths {
+		_, err := p.write(t.Context(), sc.s, key, []byte("third"), v1)
+		wantConflict(t, err, p.call(key, []byte("third"), v1)+" with the stale version")
+		wantContent(t, sc.s, key, []byte("second"), v2)
+	}
 }
 
 // madeUpVersion is decimal so it is a well-formed token for stores whose
@@ -280,29 +322,31 @@ const madeUpVersion = "7340032000000000001"
 
 func testUpdateMissing(t *testing.T, sc *scope) {
 	key := sc.key("missing")
-	_, err := sc.s.PutIfVersion(t.Context(), key, []byte("made-up"), madeUpVersion)
-	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) of a missing key with the made-up version %q", key, madeUpVersion))
-	wantMissing(t, sc.s, key)
-
 	// A token the store really issued, but for another key.
 	other := sc.key("other")
-	v := put(t, sc.s, other, []byte("other"), "")
-	_, err = sc.s.PutIfVersion(t.Context(), key, []byte("borrowed"), v)
-	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) of a missing key with %q's version %q", key, other, v))
-	wantMissing(t, sc.s, key)
+	borrowed := put(t, sc.s, other, []byte("other"), "")
+	for _, p := range writePaths {
+		for _, expect := range []string{madeUpVersion, borrowed} {
+			_, err := p.write(t.Context(), sc.s, key, []byte("never"), expect)
+			wantConflict(t, err, p.call(key, []byte("never"), expect)+" of a missing key")
+			wantMissing(t, sc.s, key)
+		}
+	}
 }
 
 func testUpdateDeleted(t *testing.T, sc *scope) {
-	d := capability[writefence.Deleter](t, sc)
+	d := deleter(t, sc)
 	key := sc.key("deleted")
 	v := put(t, sc.s, key, []byte("first"), "")
 	if err := d.Delete(t.Context(), key); err != nil {
 		t.Fatalf("Delete(%q): %v", key, err)
 	}
 	wantMissing(t, sc.s, key)
-	_, err := sc.s.PutIfVersion(t.Context(), key, []byte("second"), v)
-	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) of a deleted key with its last version %q", key, v))
-	wantMissing(t, sc.s, key)
+	for _, p := range writePaths {
+		_, err := p.write(t.Context(), sc.s, key, []byte("second"), v)
+		wantConflict(t, err, p.call(key, []byte("second"), v)+" of a deleted key with its last version")
+		wantMissing(t, sc.s, key)
+	}
 }
 
 func testTokensNameContents(t *testing.T, sc *scope) {
@@ -331,7 +375,7 @@ func testTokensNameContents(t *testing.T, sc *scope) {
 // fails here; through a Fence's version cache it would let a push at a low
 // epoch land over a record at a higher one.
 func testTokensAfterDelete(t *testing.T, sc *scope) {
-	d := capability[writefence.Deleter](t, sc)
+	d := deleter(t, sc)
 	key := sc.key("recreated")
 	named := map[string][]byte{} // every token seen, and the contents it named
 	note := func(call, version string, data []byte) {
@@ -347,7 +391,7 @@ func testTokensAfterDelete(t *testing.T, sc *scope) {
 		for _, step := range []string{"create", "update"} {
 			data := fmt.Appendf(nil, "cycle %d %s", cycle, step)
 			expect = put(t, sc.s, key, data, expect)
-			note(fmt.Sprintf("PutIfVersion(%q) of cycle %d's %s", key, cycle, step), expect, data)
+			note(fmt.Sprintf("PutParts(%q) of cycle %d's %s", key, cycle, step), expect, data)
 			got, v, err := sc.s.Get(t.Context(), key)
 			if err != nil {
 				t.Fatalf("Get(%q): %v", key, err)
@@ -395,16 +439,20 @@ func testPayloadLarge(t *testing.T, sc *scope) {
 }
 
 func testAliasingPut(t *testing.T, sc *scope) {
-	key := sc.key("alias-put")
-	buf := []byte("first")
-	v := put(t, sc.s, key, buf, "")
-	copy(buf, "XXXXX")
-	wantContent(t, sc.s, key, []byte("first"), v)
+	for _, p := range writePaths {
+		key := sc.key("alias-put-" + p.name)
+		buf := []byte("first")
+		v, err := p.write(t.Context(), sc.s, key, buf, "")
+		v = landed(t, p.call(key, buf, ""), v, err)
+		copy(buf, "XXXXX")
+		wantContent(t, sc.s, key, []byte("first"), v)
 
-	buf = []byte("second")
-	v = put(t, sc.s, key, buf, v)
-	copy(buf, "YYYYYY")
-	wantContent(t, sc.s, key, []byte("second"), v)
+		buf = []byte("second")
+		v, err = p.write(t.Context(), sc.s, key, buf, v)
+		v = landed(t, p.call(key, buf, v), v, err)
+		copy(buf, "YYYYYY")
+		wantContent(t, sc.s, key, []byte("second"), v)
+	}
 }
 
 func testAliasingGet(t *testing.T, sc *scope) {
@@ -416,6 +464,14 @@ func testAliasingGet(t *testing.T, sc *scope) {
 	}
 	for i := range got {
 		got[i] = 'X'
+	}
+	wantContent(t, sc.s, key, []byte("stored"), v)
+	prefix, _, _, err := writefence.GetPrefix(t.Context(), sc.s, key, 3)
+	if err != nil {
+		t.Fatalf("GetPrefix(%q, 3): %v", key, err)
+	}
+	for i := range prefix {
+		prefix[i] = 'Y'
 	}
 	wantContent(t, sc.s, key, []byte("stored"), v)
 }
@@ -439,17 +495,21 @@ func testCanceledGet(t *testing.T, sc *scope) {
 	put(t, sc.s, key, []byte("stored"), "")
 	_, _, err := sc.s.Get(canceledContext(t), key)
 	wantCanceled(t, err, fmt.Sprintf("Get(%q)", key))
+	_, _, _, err = writefence.GetPrefix(canceledContext(t), sc.s, key, 3)
+	wantCanceled(t, err, fmt.Sprintf("GetPrefix(%q, 3)", key))
 }
 
 func testCanceledPut(t *testing.T, sc *scope) {
-	key := sc.key("canceled-create")
-	_, err := sc.s.PutIfVersion(canceledContext(t), key, []byte("never"), "")
-	wantCanceled(t, err, fmt.Sprintf("create-only PutIfVersion(%q)", key))
-	wantMissing(t, sc.s, key)
+	for _, p := range writePaths {
+		key := sc.key("canceled-create-" + p.name)
+		_, err := p.write(canceledContext(t), sc.s, key, []byte("never"), "")
+		wantCanceled(t, err, "create-only "+p.call(key, []byte("never"), ""))
+		wantMissing(t, sc.s, key)
 
-	key = sc.key("canceled-update")
-	v := put(t, sc.s, key, []byte("stored"), "")
-	_, err = sc.s.PutIfVersion(canceledContext(t), key, []byte("never"), v)
-	wantCanceled(t, err, fmt.Sprintf("PutIfVersion(%q) with the current version", key))
-	wantContent(t, sc.s, key, []byte("stored"), v)
+		key = sc.key("canceled-update-" + p.name)
+		v := put(t, sc.s, key, []byte("stored"), "")
+		_, err = p.write(canceledContext(t), sc.s, key, []byte("never"), v)
+		wantCanceled(t, err, p.call(key, []byte("never"), v)+" with the current version")
+		wantContent(t, sc.s, key, []byte("stored"), v)
+	}
 }

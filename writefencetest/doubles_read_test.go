@@ -1,0 +1,167 @@
+package writefencetest_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/writefence/writefence"
+)
+
+// The doubles of the read path: a GetPrefix that departs from Get, and
+// reads that tear under overwrite.
+
+// prefixFault is how a prefixStore's GetPrefix departs from its Get.
+type prefixFault int
+
+const (
+	prefixCorrect      prefixFault = iota
+	prefixStaleVersion             // the version of the write before the latest, as a lagging metadata cache would
+	prefixSizeOfPrefix             // the prefix's length as the object's size
+	prefixWholeObject              // every byte, whatever n asks for
+)
+
+// prefixStore is a MemStore with a GetPrefix, correct or with one fault.
+type prefixStore struct {
+	writefence.MemStore
+	fault prefixFault
+
+	mu       sync.Mutex        // guards previous
+	previous map[string]string // each key's version before its latest write
+}
+
+func (s *prefixStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.mu.Lock() // held across the write, so previous stays in step with it
+	defer s.mu.Unlock()
+	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
+	if err == nil {
+		if s.previous == nil {
+			s.previous = map[string]string{}
+		}
+		s.previous[key] = expect
+	}
+	return v, err
+}
+
+func (s *prefixStore) Delete(ctx context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.previous, key)
+	return s.MemStore.Delete(ctx, key)
+}
+
+func (s *prefixStore) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, v, err := s.MemStore.Get(ctx, key)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	size := int64(len(data))
+	if s.fault != prefixWholeObject {
+		data = data[:min(n, size)]
+	}
+	switch s.fault {
+	case prefixStaleVersion:
+		if prev := s.previous[key]; prev != "" {
+			v = prev
+		}
+	case prefixSizeOfPrefix:
+		size = int64(len(data))
+	}
+	return data, size, v, nil
+}
+
+// tornWindow bounds how long a tornStore's update waits for a read to see
+// its new bytes under the previous version. Readers of the overwrite check
+// read without pause, so one arrives long before; a lone writer just waits
+// it out.
+const tornWindow = 20 * time.Millisecond
+
+// tornStore publishes an update in two steps, the bytes first and the
+// version after, as some S3-compatible servers do under concurrent
+// overwrite: a Get between the steps pairs the new bytes with the previous
+// version. Its conditional write is atomic (writes are serialised and
+// compare against the published version), and a read when no write is in
+// flight is consistent.
+type tornStore struct {
+	write sync.Mutex // serialises writes and deletes
+
+	mu      sync.Mutex // guards the fields below
+	objects objects
+	counter int
+	torn    chan struct{} // open while an update's window is; closed by the read that sees it
+}
+
+func (s *tornStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, v, err := s.objects.get(key)
+	if err == nil && s.torn != nil {
+		close(s.torn)
+		s.torn = nil
+	}
+	return data, v, err
+}
+
+func (s *tornStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.write.Lock()
+	defer s.write.Unlock()
+	s.mu.Lock()
+	o, ok := s.objects.current(key, expect)
+	if !ok {
+		s.mu.Unlock()
+		return "", writefence.ErrConflict
+	}
+	if s.objects == nil {
+		s.objects = objects{}
+	}
+	s.counter++
+	next := s.counter
+	if expect == "" {
+		s.objects[key] = counted{data: slices.Clone(data), version: next}
+		s.mu.Unlock()
+		return strconv.Itoa(next), nil
+	}
+	s.objects[key] = counted{data: slices.Clone(data), version: o.version}
+	torn := make(chan struct{})
+	s.torn = torn
+	s.mu.Unlock()
+
+	t := time.NewTimer(tornWindow)
+	select {
+	case <-torn:
+	case <-t.C:
+	}
+	t.Stop()
+
+	s.mu.Lock()
+	if s.torn == torn {
+		s.torn = nil
+	}
+	s.objects[key] = counted{data: s.objects[key].data, version: next}
+	s.mu.Unlock()
+	return strconv.Itoa(next), nil
+}
+
+func (s *tornStore) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.write.Lock()
+	defer s.write.Unlock()
+	s.mu.Lock()
+	delete(s.objects, key)
+	s.mu.Unlock()
+	return nil
+}

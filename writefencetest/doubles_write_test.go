@@ -1,0 +1,146 @@
+package writefencetest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/writefence/writefence"
+)
+
+// The doubles of the write path: conditional writes that are not, and
+// tokens that come back.
+
+// overwrite writes data at key whatever version it holds, using only the
+// conditional write of m: it retries with the current version until one
+// lands.
+func overwrite(ctx context.Context, m *writefence.MemStore, key string, data []byte) (string, error) {
+	for {
+		_, current, err := m.Get(ctx, key)
+		if err != nil && !errors.Is(err, writefence.ErrNotFound) {
+			return "", err
+		}
+		v, err := m.PutIfVersion(ctx, key, data, current)
+		if !errors.Is(err, writefence.ErrConflict) {
+			return v, err
+		}
+	}
+}
+
+// clientCompareStore is the implementation the contract forbids: it reads,
+// compares the version on the client, then writes unconditionally. It is
+// correct whenever only one caller writes at a time.
+type clientCompareStore struct {
+	writefence.MemStore
+	gap time.Duration // between the compare and the write, to widen the window
+}
+
+func (s *clientCompareStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	_, current, err := s.MemStore.Get(ctx, key)
+	if err != nil && !errors.Is(err, writefence.ErrNotFound) {
+		return "", err
+	}
+	if current != expect {
+		return "", writefence.ErrConflict
+	}
+	time.Sleep(s.gap)
+	return overwrite(ctx, &s.MemStore, key, data)
+}
+
+// ignoringStore ignores preconditions entirely, as some S3-compatible
+// services do with If-Match and If-None-Match.
+type ignoringStore struct{ writefence.MemStore }
+
+func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byte, _ string) (string, error) {
+	return overwrite(ctx, &s.MemStore, key, data)
+}
+
+// partsStore is MemStore with PutPartsIfVersion: correct, or, with ignore
+// set, writing the parts whatever the precondition while its PutIfVersion
+// stays correct.
+type partsStore struct {
+	writefence.MemStore
+	ignore bool
+}
+
+func (s *partsStore) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *partsStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
+	data := bytes.Join(parts, nil)
+	if s.ignore {
+		return overwrite(ctx, &s.MemStore, key, data)
+	}
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+}
+
+// counterStore numbers each key's versions from 1, and forgets the count
+// when the key is deleted: its conditional write is atomic, but a token
+// comes back for other bytes once a key is deleted and created again.
+type counterStore struct {
+	mu      sync.Mutex // guards objects
+	objects objects
+}
+
+// objects holds a store's objects by key, each with its version number.
+type objects map[string]counted
+
+type counted struct {
+	data    []byte
+	version int
+}
+
+// get returns a copy of key's bytes and its version.
+func (m objects) get(key string) ([]byte, string, error) {
+	o, ok := m[key]
+	if !ok {
+		return nil, "", writefence.ErrNotFound
+	}
+	return slices.Clone(o.data), strconv.Itoa(o.version), nil
+}
+
+// current returns key's object, and whether expect is its version ("" for
+// a key that does not exist).
+func (m objects) current(key, expect string) (counted, bool) {
+	o, ok := m[key]
+	return o, ok == (expect != "") && (!ok || strconv.Itoa(o.version) == expect)
+}
+
+func (s *counterStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.objects.get(key)
+}
+
+func (s *counterStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects.current(key, expect)
+	if !ok {
+		return "", writefence.ErrConflict
+	}
+	if s.objects == nil {
+		s.objects = objects{}
+	}
+	o = counted{data: slices.Clone(data), version: o.version + 1}
+	s.objects[key] = o
+	return strconv.Itoa(o.version), nil
+}
+
+func (s *counterStore) Delete(ctx context.Context, key string) error {
+	if ctx.Err() == nil {
+		s.mu.Lock()
+		delete(s.objects, key)
+		s.mu.Unlock()
+	}
+	return ctx.Err()
+}
