@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,7 +20,7 @@ const brokenEnv = "WRITEFENCETEST_BROKEN_STORE"
 
 var childStores = map[string]func() writefence.ConditionalStore{
 	"memstore":       func() writefence.ConditionalStore { return new(writefence.MemStore) },
-	"client-compare": func() writefence.ConditionalStore { return &clientCompareStore{gap: time.Millisecond} },
+	"client-compare": func() writefence.ConditionalStore { return new(clientCompareStore) },
 	"ignoring":       func() writefence.ConditionalStore { return new(ignoringStore) },
 	"reused-tokens":  func() writefence.ConditionalStore { return new(counterStore) },
 	"torn-reads":     func() writefence.ConditionalStore { return new(tornStore) },
@@ -35,7 +34,8 @@ func init() {
 		"prefix-size": prefixSizeOfPrefix, "prefix-whole": prefixWholeObject} {
 		childStores[name] = func() writefence.ConditionalStore { return &prefixStore{fault: fault} }
 	}
-	for name, fault := range map[string]brandFault{"branded-memstore": brandChecked, "ignoring-brand": brandIgnored, "once-brand": brandOnce} {
+	for name, fault := range map[string]brandFault{"branded-memstore": brandChecked, "ignoring-brand": brandIgnored, "once-brand": brandOnce,
+		"brand-compare": brandClientCompare} {
 		childStores[name] = func() writefence.ConditionalStore { return &brandedStore{fault: fault} }
 	}
 }
@@ -72,7 +72,7 @@ const (
 // store exactly the clauses it breaks, in every run; that none is skipped,
 // so every check ran; and that the suite says which method it checked.
 func TestSuiteHasTeeth(t *testing.T) {
-	races := []string{"Race/Create", "Race/FencePush", "Race/Update"}
+	races := []string{"Race/Branded", "Race/BrandFlip", "Race/Create", "Race/FencePush", "Race/Update"}
 	prefix := []string{"GetPrefix/MatchesGet", "Get/UnderOverwrite"}
 	wrongWrites := []string{"Branded/Matching", "Create/Existing", "PutParts/MatchesPut", "Update/Deleted", "Update/Missing", "Update/Stale"}
 	tests := []struct {
@@ -92,8 +92,9 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"prefix-whole", prefix, []string{ownPrefix}},
 		{"torn-reads", []string{"Get/UnderOverwrite"}, nil},
 		{"ignoring-parts", concat(wrongWrites, races), []string{ownParts}},
-		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other"}, []string{ownBranded}},
-		{"once-brand", []string{"Branded/Changed"}, []string{ownBranded}},
+		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other", "Race/BrandFlip"}, []string{ownBranded}},
+		{"once-brand", []string{"Branded/Changed", "Race/BrandFlip"}, []string{ownBranded}},
+		{"brand-compare", []string{"Race/BrandFlip", "Race/Branded"}, []string{ownBranded}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {

@@ -31,12 +31,58 @@ func overwrite(ctx context.Context, m *writefence.MemStore, key string, data []b
 	}
 }
 
+// gapWindow bounds how long a compareGap holds a caller that has compared.
+// Racers released together reach their compares within microseconds of
+// each other, so the next one arrives long before; a lone writer just
+// waits it out.
+const gapWindow = 20 * time.Millisecond
+
+// compareGap stands for the round trip between a client's compare and its
+// write, which a real client-side compare has and an in-memory one lacks:
+// a caller whose compare passed waits there until another caller has
+// compared too (or gapWindow passes). Of racers that all read one version
+// and are released together, the first two therefore both pass their
+// compares before either writes, in every round.
+type compareGap struct {
+	mu   sync.Mutex    // guards next
+	next chan struct{} // closed by the next compare; nil when nobody waits
+}
+
+// compared is called right after each compare, passed or not.
+func (g *compareGap) compared(passed bool) {
+	g.mu.Lock()
+	if g.next != nil {
+		close(g.next)
+		g.next = nil
+	}
+	var wait chan struct{}
+	if passed {
+		wait = make(chan struct{})
+		g.next = wait
+	}
+	g.mu.Unlock()
+	if wait == nil {
+		return
+	}
+	t := time.NewTimer(gapWindow)
+	defer t.Stop()
+	select {
+	case <-wait:
+	case <-t.C:
+		g.mu.Lock()
+		if g.next == wait {
+			g.next = nil
+		}
+		g.mu.Unlock()
+	}
+}
+
 // clientCompareStore is the implementation the contract forbids: it reads,
 // compares the version on the client, then writes unconditionally. It is
 // correct whenever only one caller writes at a time.
 type clientCompareStore struct {
 	writefence.MemStore
-	gap time.Duration // between the compare and the write, to widen the window
+	gap compareGap
 }
 
 func (s *clientCompareStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
@@ -44,10 +90,10 @@ func (s *clientCompareStore) PutIfVersion(ctx context.Context, key string, data 
 	if err != nil && !errors.Is(err, writefence.ErrNotFound) {
 		return "", err
 	}
+	s.gap.compared(current == expect)
 	if current != expect {
 		return "", writefence.ErrConflict
 	}
-	time.Sleep(s.gap)
 	return overwrite(ctx, &s.MemStore, key, data)
 }
 

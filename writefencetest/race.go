@@ -21,11 +21,11 @@ const (
 )
 
 // together runs n goroutines. Each runs before(i) (if before is non-nil)
-// and waits at a barrier; once all n are there, every goroutine runs
-// during(i) at once; together returns when all have finished. The barrier
-// makes every racer's write follow every racer's read, so the race is
-// forced, not hoped for.
-func together(n int, before func(i int), during func(i int)) {
+// and waits at a barrier; once all n are there, between runs (if
+// non-nil) and then every goroutine runs during(i) at once; together
+// returns when all have finished. The barrier makes every racer's write
+// follow every racer's read, so the race is forced, not hoped for.
+func together(n int, before func(i int), between func(), during func(i int)) {
 	var ready, done sync.WaitGroup
 	gate := make(chan struct{})
 	ready.Add(n)
@@ -42,6 +42,9 @@ func together(n int, before func(i int), during func(i int)) {
 		}()
 	}
 	ready.Wait()
+	if between != nil {
+		between()
+	}
 	close(gate)
 	done.Wait()
 }
@@ -51,6 +54,7 @@ func together(n int, before func(i int), during func(i int)) {
 type tally struct {
 	winners []int
 	losers  int
+	refused int // by the brand, in a race under a changed brand
 	other   int
 }
 
@@ -97,8 +101,12 @@ func (ty *tally) settle(t *testing.T, s writefence.ConditionalStore, r int, key 
 
 // log reports the totals of rounds rounds of goroutines doing what.
 func (ty *tally) log(t *testing.T, rounds int, what string) {
-	t.Logf("%d rounds x %d goroutines %s: %d landed, %d conflicts, %d other errors",
-		rounds, raceWorkers, what, len(ty.winners), ty.losers, ty.other)
+	refused := ""
+	if ty.refused > 0 {
+		refused = fmt.Sprintf(", %d refused by the brand", ty.refused)
+	}
+	t.Logf("%d rounds x %d goroutines %s: %d landed, %d conflicts%s, %d other errors",
+		rounds, raceWorkers, what, len(ty.winners), ty.losers, refused, ty.other)
 }
 
 // racePayload is unique per round and goroutine, so the stored bytes name
@@ -139,7 +147,7 @@ func testRaceUpdate(t *testing.T, sc *scope) {
 		)
 		together(raceWorkers, func(i int) {
 			_, read[i], readErr[i] = sc.s.Get(t.Context(), key)
-		}, func(i int) {
+		}, nil, func(i int) {
 			if readErr[i] == nil {
 				written[i], errs[i] = writefence.PutParts(t.Context(), sc.s, key, split(racePayload(r, i)), read[i])
 			}
@@ -161,12 +169,121 @@ func testRaceCreate(t *testing.T, sc *scope) {
 			written = make([]string, raceWorkers)
 			errs    = make([]error, raceWorkers)
 		)
-		together(raceWorkers, nil, func(i int) {
+		together(raceWorkers, nil, nil, func(i int) {
 			written[i], errs[i] = writefence.PutParts(t.Context(), sc.s, key, split(racePayload(r, i)), "")
 		})
 		total.settle(t, sc.s, r, key, errs, written, fmt.Sprintf("create-only PutParts of %q", key))
 	}
 	total.log(t, raceRounds, "creating one key")
+}
+
+// brandRace is a race of writefence.PutIfBranded calls on one key under
+// one brand key, which holds brandedIdentity between rounds.
+type brandRace struct {
+	sc           *scope
+	brand, key   string
+	brandVersion string // the brand key's current version
+	total        tally
+}
+
+func newBrandRace(t *testing.T, sc *scope) *brandRace {
+	br := &brandRace{sc: sc, brand: sc.key("race-brand"), key: sc.key("race-branded")}
+	br.brandVersion = put(t, sc.s, br.brand, []byte(brandedIdentity), "")
+	put(t, sc.s, br.key, []byte("round 0"), "")
+	return br
+}
+
+// round runs round r: every racer reads the key, then, when flip is set,
+// the brand key is changed to otherIdentity, then every racer writes
+// through PutIfBranded with the version it read. Unflipped, exactly one
+// write lands and every other is refused with ErrConflict; flipped, every
+// write is refused with a *writefence.WireError naming otherIdentity and
+// the key is left as it was. A flipped brand is put back after the round.
+func (br *brandRace) round(t *testing.T, r int, flip bool) {
+	t.Helper()
+	s := br.sc.s
+	data, version, err := s.Get(t.Context(), br.key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", br.key, err)
+	}
+	var (
+		read    = make([]string, raceWorkers)
+		readErr = make([]error, raceWorkers)
+		written = make([]string, raceWorkers)
+		errs    = make([]error, raceWorkers)
+		flipErr error
+	)
+	together(raceWorkers, func(i int) {
+		_, read[i], readErr[i] = s.Get(t.Context(), br.key)
+	}, func() {
+		if flip {
+			br.brandVersion, flipErr = writefence.PutParts(t.Context(), s, br.brand, [][]byte{[]byte(otherIdentity)}, br.brandVersion)
+		}
+	}, func(i int) {
+		if readErr[i] == nil && flipErr == nil {
+			written[i], errs[i] = writefence.PutIfBranded(t.Context(), s, br.brand, brandedIdentity, br.key, split(racePayload(r, i)), read[i])
+		}
+	})
+	if flipErr != nil {
+		t.Fatalf("round %d: PutParts(%q) changing the brand to %q: %v", r, br.brand, otherIdentity, flipErr)
+	}
+	v := readAll(t, r, br.key, read, readErr)
+	if !flip {
+		br.total.settle(t, s, r, br.key, errs, written, fmt.Sprintf("PutIfBranded updates with the same version %q under the brand", v))
+		return
+	}
+	landed := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			landed++
+		case errors.Is(err, writefence.ErrWire):
+			br.total.refused++
+		default:
+			br.total.other++
+		}
+		wantWire(t, err, fmt.Sprintf("round %d goroutine %d: PutIfBranded(%q, %q, %q, ..., %q) after the brand key changed to %q",
+			r, i, br.brand, brandedIdentity, br.key, v, otherIdentity), br.brand, otherIdentity)
+	}
+	if landed > 0 {
+		t.Errorf("round %d: %d of %d PutIfBranded writes landed after the brand key changed to %q; want none", r, landed, raceWorkers, otherIdentity)
+	}
+	br.total.winners = append(br.total.winners, make([]int, landed)...)
+	wantContent(t, s, br.key, data, version)
+	br.brandVersion, err = writefence.PutParts(t.Context(), s, br.brand, [][]byte{[]byte(brandedIdentity)}, br.brandVersion)
+	if err != nil {
+		t.Fatalf("round %d: PutParts(%q) putting the brand back: %v", r, br.brand, err)
+	}
+}
+
+// testRaceBranded makes every goroutine read the same version and then
+// write through writefence.PutIfBranded under a brand key that holds the
+// identity: exactly one write per round may land, as for PutParts. A
+// store that checks the brand in the write's step but compares the
+// version on the client lets several land.
+func testRaceBranded(t *testing.T, sc *scope) {
+	logPaths(t, sc, "PutIfBranded")
+	br := newBrandRace(t, sc)
+	for r := 1; r <= raceRounds; r++ {
+		br.round(t, r, false)
+	}
+	br.total.log(t, raceRounds, "writing under the brand with one version")
+}
+
+// testRaceBrandFlip alternates rounds of testRaceBranded with rounds in
+// which, after every goroutine has read the version and before any
+// writes, the brand key is changed to another identity: then every write
+// must be refused with ErrWire and the key must keep its bytes and
+// version. A store that remembers a brand it once found, instead of
+// reading it in every write's step, lets the first writer of a flipped
+// round land.
+func testRaceBrandFlip(t *testing.T, sc *scope) {
+	logPaths(t, sc, "PutIfBranded")
+	br := newBrandRace(t, sc)
+	for r := 1; r <= raceRounds; r++ {
+		br.round(t, r, r%2 == 0)
+	}
+	br.total.log(t, raceRounds, "writing under a brand changed every other round")
 }
 
 // testRaceFencePush runs pushrace.Run: writers, each with a Fence of its

@@ -67,6 +67,8 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 		{"Race", []check{
 			{"Update", testRaceUpdate},
 			{"Create", testRaceCreate},
+			{"Branded", testRaceBranded},
+			{"BrandFlip", testRaceBrandFlip},
 			{"FencePush", testRaceFencePush},
 		}},
 	}
