@@ -68,11 +68,11 @@ func TestDirUnsupportedSystem(t *testing.T) {
 func TestDirConformance(t *testing.T) {
 	t.Run("Shared", func(t *testing.T) {
 		s := newDirStore(t, t.TempDir())
-		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return s })
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return s }, nil)
 	})
 	t.Run("Fresh", func(t *testing.T) {
 		dir := t.TempDir()
-		writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return newDirStore(t, dir) })
+		writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return newDirStore(t, dir) }, nil)
 	})
 }
 

@@ -32,7 +32,7 @@ func newGCSIntegrationStore(t *testing.T) (*writefence.GCSConditionalStore, *sto
 // TestGCSConformance runs the exported conformance suite over one bucket.
 func TestGCSConformance(t *testing.T) {
 	store, _ := newGCSIntegrationStore(t)
-	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store })
+	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, nil)
 }
 
 // TestGCSIntegrationRoundTrip checks the adapter's own contract against the

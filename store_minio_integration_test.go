@@ -37,7 +37,7 @@ func newMinioBucket(t *testing.T) (*minio.Client, string) {
 func TestMinioConformance(t *testing.T) {
 	c, bucket := newMinioBucket(t)
 	store := writefence.NewMinioConditionalStore(c, bucket)
-	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store })
+	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, nil)
 }
 
 // TestMinioProtocol walks the S3 answers the adapter classifies, on the

@@ -308,7 +308,7 @@ func valkeyPushMemoryStore(b *testing.B) (writefence.ConditionalStore, *benchTra
 func TestValkeyConformance(t *testing.T) {
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		store := newValkeyStore(newValkeyClient(t), script)
-		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store })
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, nil)
 	})
 }
 

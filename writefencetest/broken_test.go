@@ -1,6 +1,7 @@
 package writefencetest_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"regexp"
@@ -12,31 +13,82 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
 
 // brokenEnv selects the store TestHelperBroken runs the suite against.
 const brokenEnv = "WRITEFENCETEST_BROKEN_STORE"
 
-var childStores = map[string]func() writefence.ConditionalStore{
-	"memstore":       func() writefence.ConditionalStore { return new(writefence.MemStore) },
-	"client-compare": func() writefence.ConditionalStore { return new(clientCompareStore) },
-	"ignoring":       func() writefence.ConditionalStore { return new(ignoringStore) },
-	"reused-tokens":  func() writefence.ConditionalStore { return new(counterStore) },
-	"torn-reads":     func() writefence.ConditionalStore { return new(tornStore) },
-	"parts-memstore": func() writefence.ConditionalStore { return new(partsStore) },
-	"ignoring-parts": func() writefence.ConditionalStore { return &partsStore{ignore: true} },
+// child is a store for TestHelperBroken, one for every subtest of the
+// suite (the suite keeps subtests apart by key prefix), and the options
+// the suite gets with it.
+type child struct {
+	store writefence.ConditionalStore
+	opts  *writefencetest.Options
+}
+
+// childLimit is the read limit of the children that state one.
+const childLimit = 2 << 20
+
+// full is the child of a correct store s, with every option: damage by
+// overwrite through s's own Get and PutIfVersion, and s's read limit.
+func full(s interface {
+	writefence.ConditionalStore
+	limit(int64)
+}) child {
+	s.limit(childLimit)
+	return child{s, &writefencetest.Options{Damage: damageBy(testserver.DamageByOverwrite(s)), ReadLimit: childLimit}}
+}
+
+// damageBy converts a testserver.Damager into Options.Damage.
+func damageBy(d testserver.Damager) func(context.Context, string, writefencetest.Fault) error {
+	return func(ctx context.Context, key string, f writefencetest.Fault) error {
+		return d(ctx, key, testserver.Fault(f))
+	}
+}
+
+// limited is a MemStore whose read limit can be set, for full.
+type limited struct{ writefence.MemStore }
+
+func (m *limited) limit(n int64) { m.MaxObjectSize = n }
+
+var childStores = map[string]func() child{
+	"memstore":       func() child { return full(new(limited)) },
+	"client-compare": func() child { return child{store: new(clientCompareStore)} },
+	"ignoring":       func() child { return child{store: new(ignoringStore)} },
+	"reused-tokens":  func() child { return child{store: new(counterStore)} },
+	"torn-reads":     func() child { return child{store: new(tornStore)} },
+	"parts-memstore": func() child { return full(new(partsStore)) },
+	"ignoring-parts": func() child { return child{store: &partsStore{ignore: true}} },
 }
 
 // The doubles that differ only in their fault.
 func init() {
-	for name, fault := range map[string]prefixFault{"prefix-memstore": prefixCorrect, "stale-prefix": prefixStaleVersion,
+	for name, fault := range map[string]prefixFault{"stale-prefix": prefixStaleVersion,
 		"prefix-size": prefixSizeOfPrefix, "prefix-whole": prefixWholeObject} {
-		childStores[name] = func() writefence.ConditionalStore { return &prefixStore{fault: fault} }
+		childStores[name] = func() child { return child{store: &prefixStore{fault: fault}} }
 	}
-	for name, fault := range map[string]brandFault{"branded-memstore": brandChecked, "ignoring-brand": brandIgnored, "once-brand": brandOnce,
+	childStores["prefix-memstore"] = func() child { return full(&prefixStore{fault: prefixCorrect}) }
+	for name, fault := range map[string]brandFault{"ignoring-brand": brandIgnored, "once-brand": brandOnce,
 		"brand-compare": brandClientCompare} {
-		childStores[name] = func() writefence.ConditionalStore { return &brandedStore{fault: fault} }
+		childStores[name] = func() child { return child{store: &brandedStore{fault: fault}} }
+	}
+	childStores["branded-memstore"] = func() child { return full(&brandedStore{fault: brandChecked}) }
+	for name, fault := range map[string]limitFault{"limit-memstore": limitCorrect, "limit-ignored": limitIgnored,
+		"limit-prefix": limitPrefixUnbounded, "limit-off-by-one": limitOffByOne} {
+		childStores[name] = func() child {
+			s := &limitStore{fault: fault}
+			return child{s, &writefencetest.Options{ReadLimit: limitStoreLimit}}
+		}
+	}
+	for name, fault := range map[string]sealedFault{"sealed": sealedCorrect, "sealed-unchecked": sealedUnchecked,
+		"sealed-write-unchecked": sealedWriteUnchecked, "sealed-prefix-unchecked": sealedPrefixUnchecked,
+		"sealed-once": sealedOnce, "sealed-constant": sealedConstant} {
+		childStores[name] = func() child {
+			s := &sealedStore{fault: fault}
+			return child{s, &writefencetest.Options{Damage: s.damage}}
+		}
 	}
 }
 
@@ -48,15 +100,23 @@ func TestHelperBroken(t *testing.T) {
 	if name == "" {
 		t.Skip("run by TestSuiteHasTeeth in a child process")
 	}
-	newStore, ok := childStores[name]
+	newChild, ok := childStores[name]
 	require.True(t, ok, "unknown %s=%q", brokenEnv, name)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return newStore() })
+	c := newChild()
+	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return c.store }, c.opts)
 }
 
 var (
 	failedSubtest  = regexp.MustCompile(`--- FAIL: TestHelperBroken/(\S+/\S+) `)
 	skippedSubtest = regexp.MustCompile(`--- SKIP: TestHelperBroken/(\S+/\S+) `)
 	raceSummary    = regexp.MustCompile(`\d+ rounds x .*|\d+ writes, \d+ reads .*`)
+)
+
+// The checks a store skips when it lacks an optional interface or an
+// option.
+var (
+	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Twice"}
+	skipLimit  = []string{"Get/TooLarge"}
 )
 
 // Which method the helpers call, as the suite logs it.
@@ -69,32 +129,45 @@ const (
 
 // TestSuiteHasTeeth runs the suite against each store in a child process and
 // checks which clauses fail: none on a correct store, and on each broken
-// store exactly the clauses it breaks, in every run; that none is skipped,
-// so every check ran; and that the suite says which method it checked.
+// store exactly the clauses it breaks, in every run; and which are skipped,
+// so that a check that should have run did.
 func TestSuiteHasTeeth(t *testing.T) {
 	races := []string{"Race/Branded", "Race/BrandFlip", "Race/Create", "Race/FencePush", "Race/Update"}
 	prefix := []string{"GetPrefix/MatchesGet", "Get/UnderOverwrite"}
+	// What a write that ignores its precondition breaks.
 	wrongWrites := []string{"Branded/Matching", "Create/Existing", "PutParts/MatchesPut", "Update/Deleted", "Update/Missing", "Update/Stale"}
+	optional := concat(skipDamage, skipLimit)
 	tests := []struct {
 		store    string
 		wantFail []string
+		wantSkip []string // nil: optional, the checks of the options not given
 		wantLog  []string // lines the suite must log
 	}{
-		{"memstore", nil, []string{"writefence.GetPrefix on this store falls back to Get", fallbackPaths}},
-		{"prefix-memstore", nil, []string{ownPrefix}},
-		{"parts-memstore", nil, []string{ownParts}},
-		{"branded-memstore", nil, []string{ownBranded}},
-		{"client-compare", races, nil},
-		{"ignoring", concat(wrongWrites, races), nil},
-		{"reused-tokens", []string{"Tokens/AfterDelete"}, nil},
-		{"stale-prefix", prefix, []string{ownPrefix}},
-		{"prefix-size", prefix, []string{ownPrefix}},
-		{"prefix-whole", prefix, []string{ownPrefix}},
-		{"torn-reads", []string{"Get/UnderOverwrite"}, nil},
-		{"ignoring-parts", concat(wrongWrites, races), []string{ownParts}},
-		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other", "Race/BrandFlip"}, []string{ownBranded}},
-		{"once-brand", []string{"Branded/Changed", "Race/BrandFlip"}, []string{ownBranded}},
-		{"brand-compare", []string{"Race/BrandFlip", "Race/Branded"}, []string{ownBranded}},
+		{"memstore", nil, []string{}, []string{"writefence.GetPrefix on this store falls back to Get", fallbackPaths}},
+		{"prefix-memstore", nil, []string{}, []string{ownPrefix}},
+		{"parts-memstore", nil, []string{}, []string{ownParts}},
+		{"branded-memstore", nil, []string{}, []string{ownBranded}},
+		{"client-compare", races, nil, nil},
+		{"ignoring", concat(wrongWrites, races), nil, nil},
+		{"reused-tokens", []string{"Tokens/AfterDelete"}, optional, nil},
+		{"stale-prefix", prefix, nil, []string{ownPrefix}},
+		{"prefix-size", prefix, nil, []string{ownPrefix}},
+		{"prefix-whole", prefix, nil, []string{ownPrefix}},
+		{"torn-reads", []string{"Get/UnderOverwrite"}, optional, nil},
+		{"ignoring-parts", concat(wrongWrites, races), nil, []string{ownParts}},
+		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other", "Race/BrandFlip"}, nil, []string{ownBranded}},
+		{"once-brand", []string{"Branded/Changed", "Race/BrandFlip"}, nil, []string{ownBranded}},
+		{"brand-compare", []string{"Race/BrandFlip", "Race/Branded"}, nil, []string{ownBranded}},
+		{"limit-memstore", nil, skipDamage, []string{ownPrefix}},
+		{"limit-ignored", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
+		{"limit-prefix", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
+		{"limit-off-by-one", []string{"Get/TooLarge", "Payload/1MiB"}, skipDamage, []string{ownPrefix}},
+		{"sealed", nil, skipLimit, []string{ownPrefix}},
+		{"sealed-unchecked", skipDamage, skipLimit, nil},
+		{"sealed-write-unchecked", skipDamage, skipLimit, nil},
+		{"sealed-prefix-unchecked", skipDamage, skipLimit, nil},
+		{"sealed-once", []string{"Damage/Twice"}, skipLimit, nil},
+		{"sealed-constant", []string{"Damage/Flip"}, skipLimit, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {
@@ -107,7 +180,11 @@ func TestSuiteHasTeeth(t *testing.T) {
 			for _, m := range raceSummary.FindAll(out, -1) {
 				t.Logf("%s: %s", tt.store, m)
 			}
-			assert.Empty(t, subtests(skippedSubtest, out), "skipped subtests on %s", tt.store)
+			wantSkip := tt.wantSkip
+			if wantSkip == nil {
+				wantSkip = optional
+			}
+			assert.Equal(t, sorted(wantSkip), subtests(skippedSubtest, out), "skipped subtests on %s", tt.store)
 			for _, line := range tt.wantLog {
 				assert.Contains(t, string(out), line, "the suite did not log which method it checks")
 			}

@@ -7,7 +7,7 @@
 //	func TestMyStore(t *testing.T) {
 //		writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore {
 //			return mystore.New(client, bucket)
-//		})
+//		}, nil)
 //	}
 //
 // The suite runs one named subtest per clause of the contract, so a failure

@@ -25,7 +25,7 @@ const (
 // one step, except with brandClientCompare, whose compare and write are
 // two.
 type brandedStore struct {
-	writefence.MemStore
+	limited
 	fault brandFault
 	gap   compareGap
 

@@ -2,6 +2,7 @@ package writefencetest_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -10,8 +11,8 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// The doubles of the read path: a GetPrefix that departs from Get, and
-// reads that tear under overwrite.
+// The doubles of the read path: a GetPrefix that departs from Get, reads
+// that tear under overwrite, a read limit that is not kept.
 
 // prefixFault is how a prefixStore's GetPrefix departs from its Get.
 type prefixFault int
@@ -25,7 +26,7 @@ const (
 
 // prefixStore is a MemStore with a GetPrefix, correct or with one fault.
 type prefixStore struct {
-	writefence.MemStore
+	limited
 	fault prefixFault
 
 	mu       sync.Mutex        // guards previous
@@ -164,4 +165,60 @@ func (s *tornStore) Delete(ctx context.Context, key string) error {
 	delete(s.objects, key)
 	s.mu.Unlock()
 	return nil
+}
+
+// limitFault is how a limitStore keeps its read limit.
+type limitFault int
+
+const (
+	limitCorrect         limitFault = iota
+	limitIgnored                    // no limit at all: Get reads whatever is there
+	limitPrefixUnbounded            // Get keeps it, GetPrefix does not
+	limitOffByOne                   // an object of exactly the limit is refused too
+)
+
+// limitStoreLimit is a limitStore's read limit.
+const limitStoreLimit = 4096
+
+// limitStore is a MemStore, with a GetPrefix, that states a read limit of
+// limitStoreLimit and keeps it, or not.
+type limitStore struct {
+	writefence.MemStore
+	fault limitFault
+}
+
+func (s *limitStore) Capabilities() writefence.ConditionalStore { return s }
+
+// over reports whether data is over the limit, as the fault sees it.
+func (s *limitStore) over(data []byte, prefix bool) bool {
+	switch {
+	case s.fault == limitIgnored, prefix && s.fault == limitPrefixUnbounded:
+		return false
+	case s.fault == limitOffByOne:
+		return len(data) >= limitStoreLimit
+	}
+	return len(data) > limitStoreLimit
+}
+
+func (s *limitStore) tooLarge(key string) error {
+	return &writefence.StoreError{Op: "limit get", Key: key, Err: fmt.Errorf("%w: more than %d bytes", writefence.ErrTooLarge, limitStoreLimit)}
+}
+
+func (s *limitStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	data, v, err := s.MemStore.Get(ctx, key)
+	if err == nil && s.over(data, false) {
+		return nil, "", s.tooLarge(key)
+	}
+	return data, v, err
+}
+
+func (s *limitStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	data, v, err := s.MemStore.Get(ctx, key)
+	switch {
+	case err != nil:
+		return nil, 0, "", err
+	case s.over(data, true):
+		return nil, 0, "", s.tooLarge(key)
+	}
+	return data[:min(n, int64(len(data)))], int64(len(data)), v, nil
 }

@@ -15,6 +15,16 @@ import (
 // The doubles of the write path: conditional writes that are not, and
 // tokens that come back.
 
+// conflict is a double's refused precondition on key.
+func conflict(op, key string) error {
+	return &writefence.StoreError{Op: op, Key: key, Err: writefence.ErrConflict}
+}
+
+// notFound is a double's missing key.
+func notFound(op, key string) error {
+	return &writefence.StoreError{Op: op, Key: key, Err: writefence.ErrNotFound}
+}
+
 // overwrite writes data at key whatever version it holds, using only the
 // conditional write of m: it retries with the current version until one
 // lands.
@@ -109,7 +119,7 @@ func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byt
 // set, writing the parts whatever the precondition while its PutIfVersion
 // stays correct.
 type partsStore struct {
-	writefence.MemStore
+	limited
 	ignore bool
 }
 

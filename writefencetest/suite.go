@@ -14,12 +14,67 @@ import (
 	"github.com/writefence/writefence"
 )
 
+// Options are the settings of TestConditionalStore that only the store's
+// author can give: how to damage the store from outside, and its read
+// limit. A nil *Options is the zero value, which skips the checks that
+// need them.
+type Options struct {
+	// Damage, when set, damages the value stored at key from outside the
+	// store, as a disk fault, a hand edit or a program writing the object
+	// directly would, bypassing the store's conditional write: where the
+	// store keeps its version beside the bytes (a file, a Valkey value) it
+	// changes the bytes in place and leaves the version; where every write
+	// gets a new version (S3, GCS, MemStore) it overwrites the object with
+	// the damaged bytes. It must reach the store newStore returns in the
+	// subtest it is called from (a newStore over one shared bucket,
+	// directory or database, with Damage writing there, does). Nil skips
+	// the Damage checks.
+	Damage func(ctx context.Context, key string, f Fault) error
+
+	// ReadLimit, when positive, is the store's read limit in bytes, as the
+	// store was configured: Get and GetPrefix must read an object of
+	// exactly ReadLimit bytes and refuse a larger one with
+	// writefence.ErrTooLarge. It must allow the few KiB the other checks
+	// write; Payload/1MiB writes ReadLimit bytes instead of 1 MiB when
+	// that is less. Zero skips the check of the limit.
+	ReadLimit int64
+}
+
+// Fault is one damage Options.Damage does. Its fields are those of the
+// damage helpers the writefence module's own tests use, so a caller
+// converts one to the other.
+type Fault struct {
+	// Flip is the index, in the data as the store's Get returns it, of the
+	// byte whose lowest bit flips; it is taken modulo the data's length.
+	Flip int
+
+	// Empty leaves the key holding nothing at all instead: a file
+	// truncated to zero bytes, a Valkey value set to "", an empty object.
+	// Flip is then ignored.
+	Empty bool
+}
+
+// apply returns data as f leaves it.
+func (f Fault) apply(data []byte) []byte {
+	if f.Empty {
+		return []byte{}
+	}
+	c := bytes.Clone(data)
+	if n := len(c); n > 0 {
+		c[(f.Flip%n+n)%n] ^= 1
+	}
+	return c
+}
+
 // TestConditionalStore runs the conformance suite against the stores
 // newStore returns. newStore is called once per subtest, with that
 // subtest's t; it may return the same store every time, because each
-// subtest works under a random key prefix of its own. See the package
-// documentation for what is checked.
-func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore) {
+// subtest works under a random key prefix of its own. opts may be nil.
+// See the package documentation for what is checked.
+func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore, opts *Options) {
+	if opts == nil {
+		opts = &Options{}
+	}
 	groups := []struct {
 		name   string
 		checks []check
@@ -27,6 +82,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 		{"Get", []check{
 			{"Missing", testGetMissing},
 			{"UnderOverwrite", testGetUnderOverwrite},
+			{"TooLarge", testGetTooLarge},
 		}},
 		{"Create", []check{
 			{"NewKey", testCreateNewKey},
@@ -51,6 +107,11 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Aliasing", testPartsAliasing},
 		}},
 		{"Branded", brandedChecks},
+		{"Damage", []check{
+			{"Flip", testDamageFlip},
+			{"Empty", testDamageEmpty},
+			{"Twice", testDamageTwice},
+		}},
 		{"Payload", []check{
 			{"Empty", testPayloadEmpty},
 			{"AllBytes", testPayloadAllBytes},
@@ -76,7 +137,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.checks {
 				t.Run(c.name, func(t *testing.T) {
-					c.run(t, newScope(t, newStore))
+					c.run(t, newScope(t, newStore, opts))
 				})
 			}
 		})
@@ -89,9 +150,10 @@ type check struct {
 	run  func(t *testing.T, sc *scope)
 }
 
-// scope is one subtest's store and key space.
+// scope is one subtest's store, options and key space.
 type scope struct {
 	s      writefence.ConditionalStore
+	opts   *Options
 	prefix string
 
 	mu   sync.Mutex // guards keys
@@ -102,7 +164,7 @@ type scope struct {
 // context is already cancelled by then.
 const cleanupTimeout = 30 * time.Second
 
-func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore) *scope {
+func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore, opts *Options) *scope {
 	t.Helper()
 	s := newStore(t)
 	if s == nil {
@@ -112,7 +174,7 @@ func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalSt
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	sc := &scope{s: s, prefix: "writefencetest/" + hex.EncodeToString(b) + "/"}
+	sc := &scope{s: s, opts: opts, prefix: "writefencetest/" + hex.EncodeToString(b) + "/"}
 	if d, ok := s.(writefence.Deleter); ok {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -430,9 +492,17 @@ func testPayloadAllBytes(t *testing.T, sc *scope) {
 	wantContent(t, sc.s, key, data, v)
 }
 
+// largePayload is the size of Payload/1MiB's object, unless the store's
+// read limit is smaller.
+const largePayload = 1 << 20
+
 func testPayloadLarge(t *testing.T, sc *scope) {
 	key := sc.key("large")
-	data := make([]byte, 1<<20)
+	n := int64(largePayload)
+	if sc.opts.ReadLimit > 0 {
+		n = min(n, sc.opts.ReadLimit)
+	}
+	data := make([]byte, n)
 	if _, err := rand.Read(data); err != nil {
 		t.Fatal(err)
 	}
