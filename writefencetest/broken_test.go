@@ -61,6 +61,10 @@ var childStores = map[string]func() child{
 	"torn-reads":     func() child { return child{store: new(tornStore)} },
 	"parts-memstore": func() child { return full(new(partsStore)) },
 	"ignoring-parts": func() child { return child{store: &partsStore{ignore: true}} },
+	"bare-errors":    func() child { return child{store: &errorsStore{fault: errorsBare}} },
+	"keyless-errors": func() child { return child{store: &errorsStore{fault: errorsKeyless}} },
+	"lenient-tokens": func() child { return child{store: &tokensStore{fault: tokensLenient}} },
+	"strict-tokens":  func() child { return child{store: &tokensStore{fault: tokensInvalid}} },
 }
 
 // The doubles that differ only in their fault.
@@ -135,7 +139,8 @@ func TestSuiteHasTeeth(t *testing.T) {
 	races := []string{"Race/Branded", "Race/BrandFlip", "Race/Create", "Race/FencePush", "Race/Update"}
 	prefix := []string{"GetPrefix/MatchesGet", "Get/UnderOverwrite"}
 	// What a write that ignores its precondition breaks.
-	wrongWrites := []string{"Branded/Matching", "Create/Existing", "PutParts/MatchesPut", "Update/Deleted", "Update/Missing", "Update/Stale"}
+	wrongWrites := []string{"Branded/Matching", "Create/Existing", "Errors/Conflict", "PutParts/MatchesPut",
+		"Update/Deleted", "Update/Malformed", "Update/Missing", "Update/Stale"}
 	optional := concat(skipDamage, skipLimit)
 	tests := []struct {
 		store    string
@@ -158,6 +163,10 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other", "Race/BrandFlip"}, nil, []string{ownBranded}},
 		{"once-brand", []string{"Branded/Changed", "Race/BrandFlip"}, nil, []string{ownBranded}},
 		{"brand-compare", []string{"Race/BrandFlip", "Race/Branded"}, nil, []string{ownBranded}},
+		{"bare-errors", []string{"Errors/Conflict", "Errors/NotFound"}, nil, nil},
+		{"keyless-errors", []string{"Errors/Conflict", "Errors/NotFound"}, nil, nil},
+		{"lenient-tokens", []string{"Update/Malformed"}, nil, nil},
+		{"strict-tokens", []string{"Update/Malformed"}, nil, nil},
 		{"limit-memstore", nil, skipDamage, []string{ownPrefix}},
 		{"limit-ignored", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
 		{"limit-prefix", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},

@@ -95,7 +95,7 @@ func (s *brandedStore) putComparing(ctx context.Context, brandKey, identity, key
 	}
 	s.gap.compared(current == expect)
 	if current != expect {
-		return "", writefence.ErrConflict
+		return "", conflict("branded put", key)
 	}
 	return overwrite(ctx, &s.MemStore, key, data)
 }

@@ -122,7 +122,7 @@ func (s *tornStore) PutIfVersion(ctx context.Context, key string, data []byte, e
 	o, ok := s.objects.current(key, expect)
 	if !ok {
 		s.mu.Unlock()
-		return "", writefence.ErrConflict
+		return "", conflict("torn put", key)
 	}
 	if s.objects == nil {
 		s.objects = objects{}

@@ -6,14 +6,15 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/writefence/writefence"
 )
 
-// The doubles of the write path: conditional writes that are not, and
-// tokens that come back.
+// The doubles of the write path: conditional writes that are not, tokens
+// that come back, errors without their detail.
 
 // conflict is a double's refused precondition on key.
 func conflict(op, key string) error {
@@ -102,7 +103,7 @@ func (s *clientCompareStore) PutIfVersion(ctx context.Context, key string, data 
 	}
 	s.gap.compared(current == expect)
 	if current != expect {
-		return "", writefence.ErrConflict
+		return "", conflict("compare put", key)
 	}
 	return overwrite(ctx, &s.MemStore, key, data)
 }
@@ -153,7 +154,7 @@ type counted struct {
 func (m objects) get(key string) ([]byte, string, error) {
 	o, ok := m[key]
 	if !ok {
-		return nil, "", writefence.ErrNotFound
+		return nil, "", notFound("counter get", key)
 	}
 	return slices.Clone(o.data), strconv.Itoa(o.version), nil
 }
@@ -182,7 +183,7 @@ func (s *counterStore) PutIfVersion(ctx context.Context, key string, data []byte
 	defer s.mu.Unlock()
 	o, ok := s.objects.current(key, expect)
 	if !ok {
-		return "", writefence.ErrConflict
+		return "", conflict("counter put", key)
 	}
 	if s.objects == nil {
 		s.objects = objects{}
@@ -199,4 +200,67 @@ func (s *counterStore) Delete(ctx context.Context, key string) error {
 		s.mu.Unlock()
 	}
 	return ctx.Err()
+}
+
+// errorsFault is how an errorsStore's errors lose their detail.
+type errorsFault int
+
+const (
+	errorsBare    errorsFault = iota // the bare sentinel, not a *StoreError
+	errorsKeyless                    // a *StoreError without the key
+)
+
+// errorsStore is MemStore whose errors, otherwise right, lose detail.
+type errorsStore struct {
+	writefence.MemStore
+	fault errorsFault
+}
+
+func (s *errorsStore) strip(err error) error {
+	var se *writefence.StoreError
+	if !errors.As(err, &se) {
+		return err
+	}
+	if s.fault == errorsBare {
+		return se.Err
+	}
+	return &writefence.StoreError{Op: se.Op, Err: se.Err}
+}
+
+func (s *errorsStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	data, v, err := s.MemStore.Get(ctx, key)
+	return data, v, s.strip(err)
+}
+
+func (s *errorsStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
+	return v, s.strip(err)
+}
+
+// tokensFault is how a tokensStore takes a version of a form it never
+// issues.
+type tokensFault int
+
+const (
+	tokensLenient tokensFault = iota // quotes and spaces trimmed, as an HTTP header would be
+	tokensInvalid                    // refused as an invalid argument, not a conflict
+)
+
+// tokensStore is MemStore, whose tokens are decimal, except for versions of
+// another form.
+type tokensStore struct {
+	writefence.MemStore
+	fault tokensFault
+}
+
+func (s *tokensStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	switch {
+	case s.fault == tokensLenient:
+		expect = strings.Trim(expect, `" `)
+	case expect != "":
+		if n, err := strconv.ParseUint(expect, 10, 64); err != nil || n == 0 || strconv.FormatUint(n, 10) != expect {
+			return "", &writefence.InvalidArgumentError{Arg: "expectVersion", Reason: "not a version of this store"}
+		}
+	}
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
 }

@@ -93,10 +93,15 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Stale", testUpdateStale},
 			{"Missing", testUpdateMissing},
 			{"Deleted", testUpdateDeleted},
+			{"Malformed", testUpdateMalformed},
 		}},
 		{"Tokens", []check{
 			{"NameContents", testTokensNameContents},
 			{"AfterDelete", testTokensAfterDelete},
+		}},
+		{"Errors", []check{
+			{"NotFound", testErrorsNotFound},
+			{"Conflict", testErrorsConflict},
 		}},
 		{"GetPrefix", []check{
 			{"MatchesGet", testPrefixMatchesGet},
@@ -410,6 +415,37 @@ func testUpdateDeleted(t *testing.T, sc *scope) {
 		_, err := p.write(t.Context(), sc.s, key, []byte("second"), v)
 		wantConflict(t, err, p.call(key, []byte("second"), v)+" of a deleted key with its last version")
 		wantMissing(t, sc.s, key)
+	}
+}
+
+// malformedVersions are versions of forms no store issues, built around a
+// real token v: words, a NUL, the wildcard, v quoted and v with a space,
+// which an HTTP header would quote, trim or widen into another condition
+// if a store passed them on as they are, and "0", which no counter that
+// starts at 1 and no GCS generation ever is.
+func malformedVersions(v string) []string {
+	return []string{"not a token", "not\x00a token", "*", `"` + v + `"`, v + " ", "0"}
+}
+
+// testUpdateMalformed checks that a version the store never issues cannot
+// equal the current one: a write conditioned on it is refused with
+// ErrConflict, not another error, and writes nothing, on an existing key
+// and on a missing one alike.
+func testUpdateMalformed(t *testing.T, sc *scope) {
+	key := sc.key("malformed")
+	v := put(t, sc.s, key, []byte("stored"), "")
+	missing := sc.key("malformed-missing")
+	for _, p := range writePaths {
+		for _, expect := range malformedVersions(v) {
+			_, err := p.write(t.Context(), sc.s, key, []byte("never"), expect)
+			wantConflict(t, err, p.call(key, []byte("never"), expect)+" of an existing key")
+			wantContent(t, sc.s, key, []byte("stored"), v)
+		}
+		for _, expect := range malformedVersions(madeUpVersion) {
+			_, err := p.write(t.Context(), sc.s, missing, []byte("never"), expect)
+			wantConflict(t, err, p.call(missing, []byte("never"), expect)+" of a missing key")
+			wantMissing(t, sc.s, missing)
+		}
 	}
 }
 
