@@ -79,6 +79,10 @@ func init() {
 		childStores[name] = func() child { return child{store: &brandedStore{fault: fault}} }
 	}
 	childStores["branded-memstore"] = func() child { return full(&brandedStore{fault: brandChecked}) }
+	for name, fault := range map[string]listFault{"list-outside": listOutside, "list-twice": listTwice,
+		"list-deleted": listDeleted, "list-nostop": listNoStop, "list-nocancel": listNoCancel} {
+		childStores[name] = func() child { return child{store: &listStore{fault: fault}} }
+	}
 	for name, fault := range map[string]limitFault{"limit-memstore": limitCorrect, "limit-ignored": limitIgnored,
 		"limit-prefix": limitPrefixUnbounded, "limit-off-by-one": limitOffByOne} {
 		childStores[name] = func() child {
@@ -119,6 +123,7 @@ var (
 // The checks a store skips when it lacks an optional interface or an
 // option.
 var (
+	skipLister = []string{"Lister/Canceled", "Lister/Prefix", "Lister/Stop"}
 	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Twice"}
 	skipLimit  = []string{"Get/TooLarge"}
 )
@@ -154,11 +159,11 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"branded-memstore", nil, []string{}, []string{ownBranded}},
 		{"client-compare", races, nil, nil},
 		{"ignoring", concat(wrongWrites, races), nil, nil},
-		{"reused-tokens", []string{"Tokens/AfterDelete"}, optional, nil},
+		{"reused-tokens", []string{"Tokens/AfterDelete"}, concat(skipLister, optional), nil},
 		{"stale-prefix", prefix, nil, []string{ownPrefix}},
 		{"prefix-size", prefix, nil, []string{ownPrefix}},
 		{"prefix-whole", prefix, nil, []string{ownPrefix}},
-		{"torn-reads", []string{"Get/UnderOverwrite"}, optional, nil},
+		{"torn-reads", []string{"Get/UnderOverwrite"}, concat(skipLister, optional), nil},
 		{"ignoring-parts", concat(wrongWrites, races), nil, []string{ownParts}},
 		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other", "Race/BrandFlip"}, nil, []string{ownBranded}},
 		{"once-brand", []string{"Branded/Changed", "Race/BrandFlip"}, nil, []string{ownBranded}},
@@ -167,16 +172,21 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"keyless-errors", []string{"Errors/Conflict", "Errors/NotFound"}, nil, nil},
 		{"lenient-tokens", []string{"Update/Malformed"}, nil, nil},
 		{"strict-tokens", []string{"Update/Malformed"}, nil, nil},
+		{"list-outside", []string{"Lister/Prefix"}, nil, nil},
+		{"list-twice", []string{"Lister/Prefix"}, nil, nil},
+		{"list-deleted", []string{"Lister/Prefix"}, nil, nil},
+		{"list-nostop", []string{"Lister/Stop"}, nil, nil},
+		{"list-nocancel", []string{"Lister/Canceled"}, nil, nil},
 		{"limit-memstore", nil, skipDamage, []string{ownPrefix}},
 		{"limit-ignored", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
 		{"limit-prefix", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
 		{"limit-off-by-one", []string{"Get/TooLarge", "Payload/1MiB"}, skipDamage, []string{ownPrefix}},
-		{"sealed", nil, skipLimit, []string{ownPrefix}},
-		{"sealed-unchecked", skipDamage, skipLimit, nil},
-		{"sealed-write-unchecked", skipDamage, skipLimit, nil},
-		{"sealed-prefix-unchecked", skipDamage, skipLimit, nil},
-		{"sealed-once", []string{"Damage/Twice"}, skipLimit, nil},
-		{"sealed-constant", []string{"Damage/Flip"}, skipLimit, nil},
+		{"sealed", nil, concat(skipLister, skipLimit), []string{ownPrefix}},
+		{"sealed-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
+		{"sealed-write-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
+		{"sealed-prefix-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
+		{"sealed-once", []string{"Damage/Twice"}, concat(skipLister, skipLimit), nil},
+		{"sealed-constant", []string{"Damage/Flip"}, concat(skipLister, skipLimit), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {

@@ -117,6 +117,11 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Empty", testDamageEmpty},
 			{"Twice", testDamageTwice},
 		}},
+		{"Lister", []check{
+			{"Prefix", testListPrefix},
+			{"Stop", testListStop},
+			{"Canceled", testListCanceled},
+		}},
 		{"Payload", []check{
 			{"Empty", testPayloadEmpty},
 			{"AllBytes", testPayloadAllBytes},
