@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/writefence/writefence"
 )
@@ -77,25 +76,27 @@ func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byt
 	return data, size, v, nil
 }
 
-// tornWindow bounds how long a tornStore's update waits for a read to see
-// its new bytes under the previous version. Readers of the overwrite check
-// read without pause, so one arrives long before; a lone writer just waits
-// it out.
-const tornWindow = 20 * time.Millisecond
+// tornEvery is how often a tornStore tears: one read in tornEvery of a key
+// that has been overwritten, the rate the overwrite check is sized for.
+const tornEvery = 3000
 
-// tornStore publishes an update in two steps, the bytes first and the
-// version after, as some S3-compatible servers do under concurrent
-// overwrite: a Get between the steps pairs the new bytes with the previous
-// version. Its conditional write is atomic (writes are serialised and
-// compare against the published version), and a read when no write is in
-// flight is consistent.
+// tornStore pairs the bytes of a key's latest write with the version of
+// the write before on every tornEvery-th read of the key once it has been
+// overwritten, as some S3-compatible servers do under concurrent
+// overwrite, and is otherwise correct: its writes are atomic and compare
+// against the current version. Only the overwrite check reads one key
+// that often.
 type tornStore struct {
-	write sync.Mutex // serialises writes and deletes
-
-	mu      sync.Mutex // guards the fields below
-	objects objects
+	mu      sync.Mutex // guards objects and counter
+	objects map[string]*tornObject
 	counter int
-	torn    chan struct{} // open while an update's window is; closed by the read that sees it
+}
+
+type tornObject struct {
+	data     []byte
+	version  string
+	previous string // the version before the latest write; "" for none
+	reads    int    // reads since the first overwrite
 }
 
 func (s *tornStore) Get(ctx context.Context, key string) ([]byte, string, error) {
@@ -104,66 +105,47 @@ func (s *tornStore) Get(ctx context.Context, key string) ([]byte, string, error)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	data, v, err := s.objects.get(key)
-	if err == nil && s.torn != nil {
-		close(s.torn)
-		s.torn = nil
+	o, ok := s.objects[key]
+	if !ok {
+		return nil, "", notFound("torn get", key)
 	}
-	return data, v, err
+	if o.previous != "" {
+		if o.reads++; o.reads%tornEvery == 0 {
+			return slices.Clone(o.data), o.previous, nil
+		}
+	}
+	return slices.Clone(o.data), o.version, nil
 }
 
 func (s *tornStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	s.write.Lock()
-	defer s.write.Unlock()
 	s.mu.Lock()
-	o, ok := s.objects.current(key, expect)
-	if !ok {
-		s.mu.Unlock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	if ok != (expect != "") || ok && o.version != expect {
 		return "", conflict("torn put", key)
 	}
 	if s.objects == nil {
-		s.objects = objects{}
+		s.objects = map[string]*tornObject{}
 	}
 	s.counter++
-	next := s.counter
-	if expect == "" {
-		s.objects[key] = counted{data: slices.Clone(data), version: next}
-		s.mu.Unlock()
-		return strconv.Itoa(next), nil
+	next := &tornObject{data: slices.Clone(data), version: strconv.Itoa(s.counter)}
+	if ok {
+		next.previous, next.reads = o.version, o.reads
 	}
-	s.objects[key] = counted{data: slices.Clone(data), version: o.version}
-	torn := make(chan struct{})
-	s.torn = torn
-	s.mu.Unlock()
-
-	t := time.NewTimer(tornWindow)
-	select {
-	case <-torn:
-	case <-t.C:
-	}
-	t.Stop()
-
-	s.mu.Lock()
-	if s.torn == torn {
-		s.torn = nil
-	}
-	s.objects[key] = counted{data: s.objects[key].data, version: next}
-	s.mu.Unlock()
-	return strconv.Itoa(next), nil
+	s.objects[key] = next
+	return next.version, nil
 }
 
 func (s *tornStore) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.write.Lock()
-	defer s.write.Unlock()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.objects, key)
-	s.mu.Unlock()
 	return nil
 }
 
