@@ -30,10 +30,40 @@
 // at most one push per epoch ever lands, and the recorded epoch only rises.
 //
 // The store decides, never memory. A Fence remembers the version of the
-// record it last wrote and conditions its next write on it without reading
+// record it last wrote and conditions its next push on it without reading
 // first (one round trip per push in steady state); if anyone else wrote in
 // between, that write conflicts and the fence reads afresh. A remembered
 // epoch never refuses a push on its own.
+//
+// # One write engine
+//
+// Every write the package makes goes through one engine: the shard records
+// (Push; Update, a read-modify-write at a strict epoch; Seal; Settle), the
+// settle log, the lease record and the brand claim. It reads the key,
+// decides on what it read, and makes one conditional write; on a conflict
+// it backs off, reads afresh and decides again, and a write whose reply
+// was lost is resolved by the next read. The guards every write needs live
+// in it once: the probe verdict, the brand, the retry policy (a jittered
+// back-off before every retry, whatever failed; at most Fence.MaxAttempts
+// attempts), the classification of errors (a refusal such as ErrCorrupt,
+// ErrWire, ErrInvalidArgument, ErrTooLarge, fs.ErrPermission or
+// errors.ErrUnsupported is final and wrote nothing; a conflict is retried;
+// any other failure is retried and, after a write, leaves the outcome
+// unknown until a read resolves it; a cancelled ctx ends the write with an
+// error matching ctx.Err()), and the Observer, which sees how each write
+// ended (WriteEvent).
+//
+// # Capabilities and wrappers
+//
+// A store may offer faster paths than Get and PutIfVersion: PrefixReader,
+// PartsPutter, BrandedPutter. The engine, Probe and the conformance kit
+// use them only through the helpers GetPrefix, PutParts and PutIfBranded,
+// and only when the store declares them as its own (Capable): so the
+// methods that are probed and raced are the methods that run, and a
+// wrapper that embeds an adapter and overrides Get or PutIfVersion (a
+// freeze, a quota, an audit log) is never bypassed: it inherits the
+// adapter's Capabilities, which names the adapter, and is used through its
+// own two methods. The package's adapters declare their capabilities.
 //
 // # Lost replies
 //
@@ -57,11 +87,12 @@
 // writer or a checksum that disagrees is ErrCorrupt, naming the check. The
 // fence fails closed on a corrupt record and never overwrites it; an
 // operator replaces it with Fence.Settle, at exactly the version reported
-// in the CorruptError.
+// in the CorruptError (see Settlement).
 //
 // Keys escape the plugin and shard names so that the mapping is injective
 // and no shard key reaches the reserved key space, Prefix + "_" + name,
-// where the brand key, lease records and the probe's scratch keys live.
+// where the brand key, lease records, settle logs and the probe's scratch
+// keys live.
 //
 // # Stores
 //
@@ -114,15 +145,16 @@
 // # Leases, probes and observation
 //
 // Lease is an EpochSource for users without a control plane: a lease record
-// on the same ConditionalStore, taken by conditional write, whose term rises
+// in a Fence's store, written through the Fence's engine, whose term rises
 // on every change of holder; each epoch it hands out is term<<32 | n, so a
 // holder pushes many times per term and a new holder's epochs are above
 // every epoch of the old one. Fence.Seal lets a new holder raise a shard's
 // recorded epoch at once, fencing a zombie before its first data push.
 //
 // Probe proves on scratch keys that a store really refuses a second
-// create-only put and a stale update; Fence.Probe runs it before the first
-// push, for "S3-compatible" services that may ignore preconditions.
+// create-only put and a stale update, through the methods a Fence uses on
+// it; Fence.Probe runs it before the first write, for "S3-compatible"
+// services that may ignore preconditions.
 // Fence.Observer sees every write (SlogObserver logs them); what happened
 // is told by the event's error, tested like the error the call returns.
 //
@@ -132,11 +164,17 @@
 // contract: no two writes land at one epoch of a shard; the epochs that land
 // strictly increase; a write refused as stale wrote nothing; a record that
 // fails to decode is never overwritten except by Settle at exactly the
-// version found corrupt, and never below an epoch its header still shows;
-// a write reported as landed is in the store (or was superseded by a higher
-// epoch since). Every write of a record (Push, Seal, Settle) goes through
-// one loop, so the brand check, the probe verdict, the version cache, the
-// retries and the Observer apply to all three alike.
+// version found corrupt, and Settle never lowers the recorded epoch (above
+// the damaged header's epoch when it decodes, also under damage a store
+// found in place; above a floor the operator states when no header
+// decodes; above every earlier settle of the shard, which its settle log
+// keeps, so an old settle run again over the same damaged bytes is
+// refused); a write reported as landed is in the store (or was superseded
+// by a higher epoch since). Every write goes through the one engine, so
+// the brand check, the probe verdict, the retries and the Observer apply
+// to all of them alike. A model test checks these promises after every
+// step of random sequences of every write, damage, lost reply and wrapper,
+// on every store.
 //
 // Damage in place: a push may skip its read and condition its write on the
 // version it remembers. That is safe because a store's version names its
@@ -144,7 +182,9 @@
 // that keep their version beside the bytes (DirConditionalStore, and
 // ValkeyConditionalStore, whose value can be edited by hand) check the bytes
 // they hold and refuse a write over damaged ones with ErrCorrupt, naming a
-// version of the damage itself that Settle can replace.
+// version of the damage itself that Settle can replace, and the head of the
+// damaged data, from which the record's header (and its epoch) is still
+// read when it is intact.
 //
 // Durability is the store's: a push that returned nil survives what the
 // store survives.

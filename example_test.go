@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,36 @@ func ExampleFence_Push() {
 	// Output:
 	// refused: epoch 7 is recorded, by node-a
 	// recorded: epoch 7 by node-a: segment 0042
+}
+
+// A manifest kept under the fence: each writer appends the segment it
+// shipped, at its epoch; a deposed writer's update is refused before next
+// runs on anything.
+func ExampleFence_Update() {
+	ctx := context.Background()
+	fence := &writefence.Fence{Store: &writefence.MemStore{}}
+	add := func(segment string) func([]byte) ([]byte, error) {
+		return func(manifest []byte) ([]byte, error) {
+			if bytes.Contains(manifest, []byte(segment+"\n")) {
+				return manifest, nil // already listed: idempotent, so a retry is safe
+			}
+			return append(manifest, segment+"\n"...), nil
+		}
+	}
+	fmt.Println(fence.Update(ctx, "wal", "shard-0", "node-a", 7, add("seg-0001")))
+	fmt.Println(fence.Update(ctx, "wal", "shard-0", "node-a", 8, add("seg-0002")))
+	err := fence.Update(ctx, "wal", "shard-0", "node-b", 6, add("seg-0000"))
+	fmt.Println("stale:", errors.Is(err, writefence.ErrStaleEpoch))
+
+	epoch, writer, manifest, _ := fence.Latest(ctx, "wal", "shard-0")
+	fmt.Printf("epoch %d by %s:\n%s", epoch, writer, manifest)
+	// Output:
+	// <nil>
+	// <nil>
+	// stale: true
+	// epoch 8 by node-a:
+	// seg-0001
+	// seg-0002
 }
 
 func ExampleFence_PushFrom() {

@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -260,4 +261,38 @@ func (s *blockingStore) PutIfVersion(ctx context.Context, key string, data []byt
 		<-s.release
 	})
 	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+}
+
+// ignoringParts declares a PartsPutter that ignores every precondition,
+// while its PutIfVersion is correct: the path a Fence takes is the broken
+// one.
+type ignoringParts struct{ writefence.MemStore }
+
+func (s *ignoringParts) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *ignoringParts) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, _ string) (string, error) {
+	return unconditionalPut(ctx, &s.MemStore, key, bytes.Join(parts, nil))
+}
+
+// ignoringBrand declares a BrandedPutter that never reads the brand.
+type ignoringBrand struct{ writefence.MemStore }
+
+func (s *ignoringBrand) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *ignoringBrand) PutIfBranded(ctx context.Context, _, _, key string, parts [][]byte, expect string) (string, error) {
+	return s.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
+}
+
+// TestProbeTakesTheFencesPath: the probe writes through the methods a
+// Fence uses on the store, so a store whose declared parts path or branded
+// path is broken fails it although its PutIfVersion is correct; and a
+// Fence over it is refused before it writes.
+func TestProbeTakesTheFencesPath(t *testing.T) {
+	for name, s := range map[string]writefence.ConditionalStore{"parts": &ignoringParts{}, "brand": &ignoringBrand{}} {
+		t.Run(name, func(t *testing.T) {
+			err := writefence.Probe(t.Context(), s, "probe")
+			require.ErrorIs(t, err, writefence.ErrUntrustedStore)
+			require.ErrorIs(t, (&writefence.Fence{Store: s, Probe: true}).Push(t.Context(), "wal", "0", "w", 1, nil), writefence.ErrUntrustedStore)
+		})
+	}
 }

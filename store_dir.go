@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -58,6 +59,17 @@ import (
 // Reads take no lock: a rename replaces a file whole, so a read sees the old
 // file or the new one, never a mix.
 //
+// The lock is the file at the path dir/lock. Each store value keeps the
+// lock file open for as long as it lives (one open file per value), and a
+// write that has taken the flock checks that the file it locked is still
+// the file at the path; if the path is gone or names another file, it lets
+// go and takes the file at the path instead, creating it when absent. So
+// when the lock file is removed or replaced while a write holds it, every
+// store value opened before keeps waiting for that write, then moves to the
+// file at the path: no two of them write at once. A store opened after the
+// removal, while the write still holds the old file, cannot see that lock:
+// do not remove the lock file of a store in use.
+//
 // Every read checks the whole file, GetPrefix too: the token survives
 // damage to the rest of the file, so only the checksum tells whether the
 // token still names the bytes. Reads and the compare of a write stream the
@@ -72,7 +84,12 @@ import (
 //
 // Every failure is a *StoreError whose Op is "dir open", "dir get", "dir
 // put", "dir delete" or "dir list"; a cancelled context returns ctx.Err()
-// itself.
+// itself. A write, or the lock it takes, that the file system refuses
+// (permissions, a file system mounted read-only, a store opened read-only)
+// returns one matching fs.ErrPermission, and wrote nothing: retrying cannot
+// change it. A failure to make the directory durable after the new file was
+// renamed into place matches ErrOutcomeUnknown instead, never
+// fs.ErrPermission: that write may have landed.
 //
 // MaxObjectSize is the largest data size a Get returns and a PutIfVersion
 // accepts; zero (or less) means defaultMaxObjectSize. It is read without
@@ -82,8 +99,14 @@ type DirConditionalStore struct {
 
 	dir      string        // absolute path of the store
 	objects  string        // dir/objects
-	sem      chan struct{} // one writer of this value at a time; holds the flock
+	sem      chan struct{} // one writer of this value at a time; holds the flock; guards lockFile
 	readOnly bool          // opened by OpenDirConditionalStoreReadOnly
+
+	// lockFile is the lock file as this value last opened it, nil when it
+	// must be opened again; guarded by sem. It stays open between writes
+	// so that a lock file removed while another writer holds it is still
+	// the file this value waits on.
+	lockFile *os.File
 }
 
 var _ ConditionalStore = (*DirConditionalStore)(nil)
@@ -136,7 +159,7 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 	}
 	_, statErr := os.Stat(s.dir)
 	if err := os.MkdirAll(s.objects, 0o700); err != nil {
-		return nil, storeErr(dirOpen, "", nil, err)
+		return nil, dirErr(dirOpen, "", err)
 	}
 	// Make the new directories durable before any object is written: a
 	// write acknowledged later must not vanish with its directory's entry.
@@ -146,23 +169,21 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 	}
 	for _, d := range dirs {
 		if err := syncDir(d); err != nil {
-			return nil, storeErr(dirOpen, "", nil, err)
+			return nil, dirErr(dirOpen, "", err)
 		}
 	}
-	lock, err := s.openLock(dirOpen, "")
+	s.sem <- struct{}{} // nobody else has the value yet
+	defer func() { <-s.sem }()
+	locked, err := s.attemptLock(dirOpen, "")
 	if err != nil {
 		return nil, err
-	}
-	defer lock.Close()
-	locked, err := dirTryLock(lock)
-	if err != nil {
-		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("lock %s: %w", esc(s.dir), err))
 	}
 	if locked {
 		// Holding the lock, no write is in progress: every temporary file
 		// is a crashed writer's. When the lock is busy they stay until the
 		// next open.
 		s.removeTemps()
+		s.unlock()
 	}
 	return s, nil
 }
@@ -194,15 +215,15 @@ func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
 // newDirStore returns the store value for dir, checking what both
 // constructors need: a system that can lock files and a directory name.
 func newDirStore(dir string, readOnly bool) (*DirConditionalStore, error) {
-	if err := dirLockUnsupported(); err != nil {
-		return nil, storeErr(dirOpen, "", errors.ErrUnsupported, err)
+	if !dirLockSupported {
+		return nil, storeErr(dirOpen, "", errors.ErrUnsupported, errNoFlock())
 	}
 	if dir == "" {
 		return nil, storeErr(dirOpen, "", nil, invalidArg("dir", "empty"))
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("%s: %w", esc(dir), err))
+		return nil, dirErr(dirOpen, "", fmt.Errorf("%s: %w", esc(dir), err))
 	}
 	return &DirConditionalStore{dir: abs, objects: filepath.Join(abs, "objects"), sem: make(chan struct{}, 1), readOnly: readOnly}, nil
 }
@@ -272,7 +293,7 @@ func (s *DirConditionalStore) get(ctx context.Context, key string, keep int64) (
 		return nil, 0, "", storeErr(dirGet, key, ErrNotFound, nil)
 	}
 	if err != nil {
-		return nil, 0, "", storeErr(dirGet, key, nil, err)
+		return nil, 0, "", dirErr(dirGet, key, err)
 	}
 	defer f.Close()
 	return s.readObject(f, dirGet, key, keep)
@@ -298,7 +319,7 @@ const dirDamagedPrefix = "damaged-"
 // write must be conditioned on to replace them, and, when the file's header
 // and key still locate its data, the first 4 KiB of that data (Head).
 func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
-	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", storeErr(op, key, nil, err) }
+	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", dirErr(op, key, err) }
 	st, err := f.Stat()
 	if err != nil {
 		return fail(err)
@@ -306,6 +327,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 	r := bufio.NewReaderSize(f, dirReadBuffer)
 	crc := crc32.New(castagnoli)
 	dataStart := int64(-1) // where the data starts, once the header and key are read
+	headRoom := 0          // how much of the data is kept as the head of damaged data
 	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the
@@ -319,7 +341,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		var head *headWriter
 		w := io.Writer(sha)
 		if dataStart >= 0 {
-			head = &headWriter{skip: dataStart, room: maxHeaderSize}
+			head = &headWriter{skip: dataStart, room: headRoom}
 			w = io.MultiWriter(sha, head)
 		}
 		if _, err := io.CopyBuffer(w, f, make([]byte, dirReadBuffer)); err != nil {
@@ -371,6 +393,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		return corrupt("file holds another key " + esc(string(stored)))
 	}
 	dataStart = dirHeaderSize + keyLen
+	headRoom = int(min(dataLen, maxHeaderSize)) // not the checksum after short data
 	// The size the header declares must be the file's size; comparing
 	// first keeps a damaged length from passing for a large object.
 	rest := st.Size() - dirHeaderSize - keyLen - checksumSize
@@ -493,8 +516,11 @@ func (s *DirConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 	case current != expectVersion:
 		return "", storeErr(dirPut, key, ErrConflict, nil)
 	}
+	if dirTestHooks.replace != nil {
+		dirTestHooks.replace(s, key)
+	}
 	if err := s.replace(path, key, token, parts, size); err != nil {
-		return "", storeErr(dirPut, key, nil, err)
+		return "", err
 	}
 	return hex.EncodeToString(token[:]), nil
 }
@@ -508,7 +534,7 @@ func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", storeErr(dirPut, key, nil, err)
+		return "", dirErr(dirPut, key, err)
 	}
 	defer f.Close()
 	_, _, token, err := s.readObject(f, dirPut, key, 0)
@@ -517,8 +543,26 @@ func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
 
 // replace writes the object file for key, whose data is parts joined (size
 // bytes), to a temporary file, makes it durable and renames it over path.
-// The caller holds the lock.
-func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) (err error) {
+// The caller holds the lock. It returns a *StoreError.
+func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) error {
+	if err := s.writeFile(path, key, token, parts, size); err != nil {
+		return dirErr(dirPut, key, err)
+	}
+	// The rename is durable only once the directory is; until then a crash
+	// could bring the old file back after the caller was told the write
+	// landed. The new file is in place, though: a failure here leaves the
+	// write's outcome unknown, and must not pass for a refusal (a
+	// permission error matches fs.ErrPermission), so its cause is kept as
+	// text only.
+	if err := syncDir(s.objects); err != nil {
+		return storeErr(dirPut, key, ErrOutcomeUnknown, fmt.Errorf("the file is in place but %s could not be synced: %v", esc(s.objects), err))
+	}
+	return nil
+}
+
+// writeFile writes the object file to a temporary file, makes it durable
+// and renames it over path; nothing is at path if it fails.
+func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) (err error) {
 	h := make([]byte, dirHeaderSize, dirHeaderSize+len(key))
 	copy(h, dirMagic)
 	h[4] = dirVersion
@@ -559,13 +603,7 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// The rename is durable only once the directory is; until then a crash
-	// could bring the old file back after the caller was told the write
-	// landed.
-	return syncDir(s.objects)
+	return os.Rename(tmp.Name(), path)
 }
 
 var _ Deleter = (*DirConditionalStore)(nil)
@@ -589,7 +627,7 @@ func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
 		err = syncDir(s.objects)
 	}
 	if err != nil {
-		return storeErr(dirDelete, key, nil, err)
+		return dirErr(dirDelete, key, err)
 	}
 	return nil
 }
@@ -610,30 +648,32 @@ func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	f, err := s.openLock(op, key)
-	if err != nil {
-		<-s.sem
-		return nil, err
-	}
-	release := func() {
-		f.Close() // closing the last descriptor of the open file drops the flock
-		<-s.sem
-	}
 	wait := dirLockPollMin
 	for {
-		locked, err := dirTryLock(f)
-		if locked {
-			return release, nil
-		}
-		if err != nil {
-			release()
-			return nil, storeErr(op, key, nil, fmt.Errorf("lock %s: %w", esc(s.dir), err))
+		locked, err := s.attemptLock(op, key)
+		switch {
+		case err != nil:
+			<-s.sem
+			return nil, err
+		case locked:
+			return func() {
+				s.unlock()
+				<-s.sem
+			}, nil
+		case s.lockFile == nil:
+			// The file this value locked was no longer the lock; the
+			// file at the path is tried at once.
+			if err := ctx.Err(); err != nil {
+				<-s.sem
+				return nil, err
+			}
+			continue
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			release()
+			<-s.sem
 			return nil, ctx.Err()
 		case <-t.C:
 		}
@@ -641,12 +681,98 @@ func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock 
 	}
 }
 
-func (s *DirConditionalStore) openLock(op, key string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, storeErr(op, key, nil, err)
+// dirTestHooks let the package's tests step into the store's writes. Both
+// are nil outside tests.
+var dirTestHooks struct {
+	// tryLock, when set, makes each attempt of a store to take its lock
+	// (NewDirConditionalStore's and each write's): it calls attempt, or
+	// not, and returns what the store is to see.
+	tryLock func(s *DirConditionalStore, attempt func() (bool, error)) (bool, error)
+
+	// replace, when set, runs in a write that holds the lock and whose
+	// compare passed, right before the key's file is replaced.
+	replace func(s *DirConditionalStore, key string)
+}
+
+// dirLockSupported says whether the store can lock files here. It is
+// dirHasFlock, and a variable only so that a test can take it away.
+var dirLockSupported = dirHasFlock
+
+// errNoFlock says why the directory store cannot work here.
+func errNoFlock() error {
+	return fmt.Errorf("the directory store cannot lock files on %s", runtime.GOOS)
+}
+
+// attemptLock makes one attempt to take the lock (tryFlock), through the
+// test hook when one is set. The caller holds sem.
+func (s *DirConditionalStore) attemptLock(op, key string) (bool, error) {
+	attempt := func() (bool, error) { return s.tryFlock(op, key) }
+	if dirTestHooks.tryLock != nil {
+		return dirTestHooks.tryLock(s, attempt)
 	}
-	return f, nil
+	return attempt()
+}
+
+// tryFlock tries once to take the flock of the lock file, opening it
+// first when this value has none open. It reports true only when this
+// value holds the flock of the file the lock path names. A locked file
+// that the path no longer names (it was removed, or replaced) excludes
+// nobody who opens the path now: tryFlock then closes it, dropping its
+// flock, and reports false with lockFile nil, so that the next attempt
+// takes the file at the path, creating it when absent. The caller holds
+// sem.
+func (s *DirConditionalStore) tryFlock(op, key string) (bool, error) {
+	fail := func(err error) (bool, error) {
+		s.closeLock()
+		return false, dirErr(op, key, fmt.Errorf("lock %s: %w", esc(s.dir), err))
+	}
+	path := filepath.Join(s.dir, "lock")
+	if s.lockFile == nil {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fail(err)
+		}
+		s.lockFile = f
+	}
+	locked, err := dirTryLock(s.lockFile)
+	if err != nil {
+		return fail(err)
+	}
+	if !locked {
+		return false, nil
+	}
+	held, err := s.lockFile.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	atPath, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fail(err)
+	case os.SameFile(held, atPath):
+		return true, nil
+	}
+	s.closeLock()
+	return false, nil
+}
+
+// unlock drops the flock this value holds; the caller holds sem.
+func (s *DirConditionalStore) unlock() {
+	if dirUnlock(s.lockFile) != nil {
+		// Closing the file drops its flock for certain; the next write
+		// opens it again.
+		s.closeLock()
+	}
+}
+
+// closeLock closes the lock file, dropping any flock it holds; the caller
+// holds sem.
+func (s *DirConditionalStore) closeLock() {
+	if s.lockFile != nil {
+		s.lockFile.Close()
+		s.lockFile = nil
+	}
 }
 
 // removeTemps deletes leftover temporary files; the caller holds the lock.
@@ -661,6 +787,17 @@ func (s *DirConditionalStore) removeTemps() {
 			os.Remove(filepath.Join(s.objects, e.Name()))
 		}
 	}
+}
+
+// dirErr is the *StoreError of op on key for err, an error of the file
+// system. A file system mounted read-only refuses a write as finally as a
+// permission does, and matches fs.ErrPermission too (EACCES and EPERM
+// already do).
+func dirErr(op, key string, err error) error {
+	if dirReadOnlyFS(err) && !errors.Is(err, fs.ErrPermission) {
+		return storeErr(op, key, fs.ErrPermission, err)
+	}
+	return storeErr(op, key, nil, err)
 }
 
 func syncDir(dir string) error {

@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/hook"
 )
 
 // dirChildEnv, when set, makes TestHelperDirProcess act as one contending
@@ -171,6 +174,28 @@ func holdLock(t *testing.T, dir string) (release func()) {
 	return func() { assert.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)) }
 }
 
+// putAsync starts a write of key through s and returns where its error
+// arrives.
+func putAsync(t *testing.T, s *writefence.DirConditionalStore, key string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.PutIfVersion(t.Context(), key, []byte("x"), "")
+		done <- err
+	}()
+	return done
+}
+
+// requireWaiting fails the test unless the write reporting on done is
+// still waiting once polled is closed.
+func requireWaiting(t *testing.T, polled <-chan struct{}, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("the write did not wait for the lock: %v", err)
+	case <-polled:
+	}
+}
+
 // TestDirLockWaitHonoursContext: while another open file holds the lock (as
 // another process would), a write waits, and gives up when its context
 // ends, writing nothing; once the lock is free it lands.
@@ -179,23 +204,118 @@ func TestDirLockWaitHonoursContext(t *testing.T) {
 	s := newDirStore(t, dir)
 	release := holdLock(t, dir)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	start := time.Now()
+	polled := lockPolls(t, s, 3)
+	go func() {
+		select {
+		case <-polled:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	_, err := s.PutIfVersion(ctx, "k", []byte("x"), "")
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	require.ErrorIs(t, err, context.Canceled)
 	_, _, err = s.Get(t.Context(), "k")
-	require.ErrorIs(t, err, writefence.ErrNotFound, "reads take no lock")
+	require.ErrorIs(t, err, writefence.ErrNotFound, "nothing was written; reads take no lock")
 
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		time.Sleep(20 * time.Millisecond)
-		release()
-	})
-	_, err = s.PutIfVersion(t.Context(), "k", []byte("x"), "")
-	require.NoError(t, err)
-	wg.Wait()
+	polled = lockPolls(t, s, 3)
+	done := putAsync(t, s, "k")
+	requireWaiting(t, polled, done)
+	release()
+	require.NoError(t, <-done)
+}
+
+// TestDirLockFileRemovedWhileHeld: another process holds the lock, and the
+// lock file is removed. A write of a store opened before still waits for
+// that holder instead of locking a new file at the path; once the holder
+// lets go, it takes the file at the path (creating it), and the next
+// write waits for a holder of that file.
+func TestDirLockFileRemovedWhileHeld(t *testing.T) {
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	release := holdLock(t, dir)
+	require.NoError(t, os.Remove(filepath.Join(dir, "lock")))
+
+	polled := lockPolls(t, s, 3)
+	done := putAsync(t, s, "k")
+	requireWaiting(t, polled, done)
+	release()
+	require.NoError(t, <-done)
+	assert.FileExists(t, filepath.Join(dir, "lock"))
+
+	release = holdLock(t, dir)
+	polled = lockPolls(t, s, 3)
+	done = putAsync(t, s, "k2")
+	requireWaiting(t, polled, done)
+	release()
+	require.NoError(t, <-done)
+}
+
+// dirROFSEnv, when set, makes TestHelperDirReadOnlyFS run in a mount
+// namespace of its own, over the directory it names.
+const dirROFSEnv = "WRITEFENCE_DIR_ROFS"
+
+// TestDirReadOnlyFileSystem: a write refused because the store's file
+// system is mounted read-only is final, as a permission refusal is: one
+// attempt, an error matching fs.ErrPermission, never an unknown outcome.
+// The remount needs a mount namespace of its own (unshare(1) and the
+// right to mount); without it the test is skipped.
+func TestDirReadOnlyFileSystem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare(1):", err)
+	}
+	cmd := exec.CommandContext(t.Context(), unshare, "--mount", "--propagation", "private",
+		os.Args[0], "-test.run=^TestHelperDirReadOnlyFS$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), dirROFSEnv+"="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	switch {
+	case !bytes.Contains(out, []byte("=== RUN   TestHelperDirReadOnlyFS")):
+		t.Skipf("no mount namespace: %v: %s", err, out)
+	case bytes.Contains(out, []byte("--- SKIP: TestHelperDirReadOnlyFS")):
+		t.Skipf("%s", out)
+	}
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: TestHelperDirReadOnlyFS")
+}
+
+// TestHelperDirReadOnlyFS is the child of TestDirReadOnlyFileSystem: it
+// opens a store, bind-mounts its directory over itself read-only, and
+// writes. Run on its own it does nothing.
+func TestHelperDirReadOnlyFS(t *testing.T) {
+	dir := os.Getenv(dirROFSEnv)
+	if dir == "" {
+		t.Skip("a child process of TestDirReadOnlyFileSystem")
+	}
+	ctx := t.Context()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+	for _, args := range [][]string{{"--bind", dir, dir}, {"-o", "remount,bind,ro", dir}} {
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Skipf("mount %v: %v: %s", args, err, out)
+		}
+	}
+
+	var writes atomic.Int64
+	counted := hook.With(ctx, &hook.Hooks{Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+		writes.Add(1)
+		return write()
+	}})
+	err := f.Push(counted, "wal", "0", "b", 2, []byte("two"))
+	wantStoreErr(t, err, "dir put", mustKey(t, "wal", "0"), fs.ErrPermission)
+	assert.ErrorIs(t, err, syscall.EROFS)
+	assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.Equal(t, int64(1), writes.Load(), "one write attempt")
+	requireLatest(t, f, 1, "a", "one")
+
+	wantStoreErr(t, s.Delete(ctx, mustKey(t, "wal", "0")), "dir delete", mustKey(t, "wal", "0"), fs.ErrPermission)
+	_, err = writefence.NewDirConditionalStore(dir)
+	wantStoreErr(t, err, "dir open", "", fs.ErrPermission)
 }
 
 // TestDirRemovesStaleTemps: a temporary file a crashed writer left is

@@ -2,17 +2,14 @@
 
 package writefence
 
-import (
-	"fmt"
-	"os"
-	"runtime"
-)
+import "os"
 
-// dirLockUnsupported says why the directory store cannot work here: it
-// needs flock(2), which this system lacks.
-func dirLockUnsupported() error {
-	return fmt.Errorf("the directory store cannot lock files on %s", runtime.GOOS)
-}
+// dirHasFlock says that this system lacks flock(2): the constructors
+// refuse, so the functions below are never reached.
+const dirHasFlock = false
 
-// dirTryLock is never reached: the constructors refuse first.
-func dirTryLock(*os.File) (bool, error) { return false, dirLockUnsupported() }
+func dirTryLock(*os.File) (bool, error) { return false, errNoFlock() }
+
+func dirUnlock(*os.File) error { return errNoFlock() }
+
+func dirReadOnlyFS(error) bool { return false }

@@ -10,14 +10,17 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
@@ -25,7 +28,7 @@ import (
 
 // newDirStore opens the directory store in dir. On a system where the store
 // cannot lock files the test is skipped; TestDirUnsupportedSystem checks
-// the refusal there.
+// the refusal.
 func newDirStore(t testing.TB, dir string) *writefence.DirConditionalStore {
 	t.Helper()
 	s, err := writefence.NewDirConditionalStore(dir)
@@ -47,20 +50,19 @@ func wantStoreErr(t *testing.T, err error, op, key string, target error) {
 	assert.ErrorIs(t, err, target)
 }
 
-// TestDirUnsupportedSystem: where the store cannot lock files, both
+// TestDirUnsupportedSystem: where the store cannot lock files (faked
+// here, since every system the tests run on has flock(2)), both
 // constructors refuse with a *StoreError matching errors.ErrUnsupported
-// that names the system; elsewhere there is nothing to check.
+// that names the system, and create nothing.
 func TestDirUnsupportedSystem(t *testing.T) {
-	dir := t.TempDir()
+	writefence.WithoutDirLocking(t)
+	dir := filepath.Join(t.TempDir(), "store")
 	_, err := writefence.NewDirConditionalStore(dir)
-	if !errors.Is(err, errors.ErrUnsupported) {
-		require.NoError(t, err)
-		t.Skipf("the directory store locks files on %s", runtime.GOOS)
-	}
 	wantStoreErr(t, err, "dir open", "", errors.ErrUnsupported)
 	assert.Contains(t, err.Error(), "cannot lock files on "+runtime.GOOS)
 	_, err = writefence.OpenDirConditionalStoreReadOnly(dir)
 	wantStoreErr(t, err, "dir open", "", errors.ErrUnsupported)
+	assert.NoDirExists(t, dir)
 }
 
 // TestDirConformance runs the conformance suite on one directory, through
@@ -531,4 +533,323 @@ func TestListers(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, damagedVersion(garbage), ce.Version)
 	assert.Contains(t, ce.Check, filepath.Base(keyFile(dir, "lost")))
+}
+
+// lockPolls returns a channel closed once s has found its lock taken by
+// another open file n times: proof that a write of s is waiting for it.
+func lockPolls(t *testing.T, s *writefence.DirConditionalStore, n int64) <-chan struct{} {
+	t.Helper()
+	polled := make(chan struct{})
+	var busy atomic.Int64
+	writefence.HookDirLockAttempts(t, func(st *writefence.DirConditionalStore, attempt func() (bool, error)) (bool, error) {
+		locked, err := attempt()
+		if st == s && !locked && err == nil && busy.Add(1) == n {
+			close(polled)
+		}
+		return locked, err
+	})
+	return polled
+}
+
+// TestDirLockFileRemovedWhileWriting: two store values over one directory
+// race pushes at one epoch, both having read the absent record; while the
+// first holds the lock, its compare passed and its file not yet written,
+// the lock file is removed. The second still waits for the first, then
+// finds the record written and is refused as stale: exactly one push
+// lands.
+func TestDirLockFileRemovedWhileWriting(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	a, b := newDirStore(t, dir), newDirStore(t, dir)
+
+	aHolds, aGo := make(chan struct{}), make(chan struct{})
+	var held sync.Once
+	writefence.HookDirReplace(t, func(s *writefence.DirConditionalStore, _ string) {
+		if s == a {
+			held.Do(func() { close(aHolds); <-aGo })
+		}
+	})
+	bPolled := lockPolls(t, b, 3)
+
+	// Each push's first write waits until both have read; b's waits
+	// further until the lock file is gone.
+	var read sync.WaitGroup
+	read.Add(2)
+	bWrite := make(chan struct{})
+	gate := func(then <-chan struct{}) context.Context {
+		var first sync.Once
+		return hook.With(ctx, &hook.Hooks{Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+			first.Do(func() {
+				read.Done()
+				read.Wait()
+				<-then
+			})
+			return write()
+		}})
+	}
+	now := make(chan struct{})
+	close(now)
+	var errA, errB error
+	aDone, bDone := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(aDone)
+		errA = (&writefence.Fence{Store: a}).Push(gate(now), "wal", "0", "a", 1, []byte("by a"))
+	})
+	wg.Go(func() {
+		defer close(bDone)
+		errB = (&writefence.Fence{Store: b}).Push(gate(bWrite), "wal", "0", "b", 1, []byte("by b"))
+	})
+
+	select {
+	case <-aHolds:
+	case <-aDone:
+		close(bWrite)
+		wg.Wait()
+		t.Fatalf("a's push ended without holding the lock at its write: %v", errA)
+	}
+	assert.NoError(t, os.Remove(filepath.Join(dir, "lock")))
+	close(bWrite)
+	select {
+	case <-bPolled:
+	case <-bDone:
+		t.Error("b's push ended without waiting for the lock a holds")
+	}
+	close(aGo)
+	wg.Wait()
+
+	require.NoError(t, errA)
+	require.ErrorIs(t, errB, writefence.ErrStaleEpoch, "exactly one push at epoch 1 lands")
+	requireLatest(t, &writefence.Fence{Store: newDirStore(t, dir)}, 1, "a", "by a")
+	assert.FileExists(t, filepath.Join(dir, "lock"), "the next write took the lock at the path again")
+}
+
+// TestDirReadOnlyPushIsFinal: a Fence over a store opened read-only is
+// refused with fs.ErrPermission after one write attempt: a refusal, not a
+// write whose outcome is unknown, and not retried.
+func TestDirReadOnlyPushIsFinal(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	require.NoError(t, (&writefence.Fence{Store: newDirStore(t, dir)}).Push(ctx, "wal", "0", "a", 1, []byte("one")))
+	r, err := writefence.OpenDirConditionalStoreReadOnly(dir)
+	require.NoError(t, err)
+
+	var writes atomic.Int64
+	var events []writefence.WriteEvent
+	f := &writefence.Fence{Store: r, Observer: func(_ context.Context, e writefence.WriteEvent) { events = append(events, e) }}
+	counted := hook.With(ctx, &hook.Hooks{Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+		writes.Add(1)
+		return write()
+	}})
+	err = f.Push(counted, "wal", "0", "b", 2, []byte("two"))
+	wantStoreErr(t, err, "dir put", mustKey(t, "wal", "0"), fs.ErrPermission)
+	assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.Equal(t, int64(1), writes.Load(), "one write attempt")
+	require.Len(t, events, 1)
+	assert.Equal(t, 1, events[0].Attempt)
+	requireLatest(t, f, 1, "a", "one")
+}
+
+// damageFile replaces the object file of key in dir with b.
+func damageFile(t *testing.T, dir, key string, b []byte) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(keyFile(dir, key), b, 0o600))
+}
+
+// dirSnapshot returns every file under dir with its contents.
+func dirSnapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := make(map[string]string)
+	for _, name := range objectFiles(t, dir) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		files[name] = string(b)
+	}
+	return files
+}
+
+// TestDirSettleDamagedPayload: a record whose payload was damaged in the
+// file still shows its header through the store's CorruptError.Head, so
+// its epoch and writer are known: a settle below the epoch and a deposed
+// writer's push are refused without writing, a settle above it lands.
+func TestDirSettleDamagedPayload(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	key := mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(ctx, "wal", "0", "w100", 100, []byte("segment 100")))
+	record, _, err := s.Get(ctx, key)
+	require.NoError(t, err)
+	good, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	bad := testserver.Flipped(good, len(good)-5) // the payload's last byte
+	damageFile(t, dir, key, bad)
+
+	_, _, err = s.Get(ctx, key)
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, testserver.Flipped(record, len(record)-1), ce.Head, "the head is the damaged record, without the file's checksum")
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, uint64(100), info.Epoch)
+	assert.Equal(t, "w100", info.Writer)
+	assert.Equal(t, damagedVersion(bad), info.Version)
+
+	before := dirSnapshot(t, dir)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 5, Payload: []byte("rebuilt")})
+	var stale *writefence.StaleEpochError
+	require.ErrorAs(t, err, &stale)
+	assert.Equal(t, uint64(100), stale.RecordedEpoch)
+	assert.Equal(t, before, dirSnapshot(t, dir), "a refused settle writes nothing, not even its log entry")
+	err = (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "deposed", 50, []byte("zombie"))
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, before, dirSnapshot(t, dir), "a push never overwrites a damaged record")
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 101, Payload: []byte("rebuilt")}))
+	requireLatest(t, f, 101, "op", "rebuilt")
+}
+
+// TestDirSettleDamagedFraming: damage to the file's own framing leaves no
+// header to read (Head is nil), so Settle needs a stated floor.
+func TestDirSettleDamagedFraming(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	key := mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 7, []byte("segment 7")))
+	good, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	bad := testserver.Flipped(good, 0) // the file's magic
+	damageFile(t, dir, key, bad)
+
+	_, _, err = s.Get(ctx, key)
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Nil(t, ce.Head)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Zero(t, info.Epoch)
+
+	before := dirSnapshot(t, dir)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 8, Payload: []byte("rebuilt")})
+	var ia *writefence.InvalidArgumentError
+	require.ErrorAs(t, err, &ia)
+	assert.Equal(t, "floor", ia.Arg)
+	assert.Equal(t, before, dirSnapshot(t, dir))
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 8, Payload: []byte("rebuilt"), Floor: 7}))
+	requireLatest(t, f, 8, "op", "rebuilt")
+}
+
+// TestDirSettleRepeatedDamage: the same damage twice (a file truncated to
+// nothing) has the same version; the settle log refuses the first settle
+// run again over the second damage, and a settle above the epoch pushed
+// since lands.
+func TestDirSettleRepeatedDamage(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	f := &writefence.Fence{Store: s}
+	key := mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 5, []byte("segment 5")))
+	damageFile(t, dir, key, nil)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	first := writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 10, Payload: []byte("rebuilt"), Floor: 5}
+	require.NoError(t, f.Settle(ctx, "wal", "0", first))
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 20, []byte("segment 20")))
+
+	damageFile(t, dir, key, nil)
+	again, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	require.Equal(t, info.Version, again.Version, "the same damage, the same version")
+	err = f.Settle(ctx, "wal", "0", first)
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+	onDisk, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	assert.Empty(t, onDisk, "the record stays damaged")
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: again.Version, Writer: "op", Epoch: 21, Payload: []byte("rebuilt again"), Floor: 20}))
+	requireLatest(t, f, 21, "op", "rebuilt again")
+}
+
+// errFrozen is frozenDir's refusal.
+var errFrozen = errors.New("frozen for the test")
+
+// frozenDir embeds the directory store and overrides its core methods, as
+// a freeze or an audit log would: every write is refused, every read
+// counted. It declares no capabilities of its own.
+type frozenDir struct {
+	*writefence.DirConditionalStore
+	puts, gets atomic.Int64
+}
+
+func (s *frozenDir) PutIfVersion(context.Context, string, []byte, string) (string, error) {
+	s.puts.Add(1)
+	return "", errFrozen
+}
+
+func (s *frozenDir) Get(ctx context.Context, key string) ([]byte, string, error) {
+	s.gets.Add(1)
+	return s.DirConditionalStore.Get(ctx, key)
+}
+
+// TestDirWrapperNeverBypassed: every write the package makes, through a
+// wrapper of the directory store, goes through the wrapper's PutIfVersion
+// (never the store's own PutPartsIfVersion) and every read through its Get
+// (never the store's GetPrefix): each write fails with the wrapper's
+// refusal on every attempt, and the files stay as they were.
+func TestDirWrapperNeverBypassed(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := newDirStore(t, dir)
+	plain := &writefence.Fence{Store: s}
+	require.NoError(t, plain.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+	require.NoError(t, plain.Push(ctx, "wal", "1", "a", 1, []byte("one")))
+	damaged, err := os.ReadFile(keyFile(dir, mustKey(t, "wal", "1")))
+	require.NoError(t, err)
+	damageFile(t, dir, mustKey(t, "wal", "1"), testserver.Flipped(damaged, len(damaged)-5))
+	info, err := plain.Inspect(ctx, "wal", "1")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	before := dirSnapshot(t, dir)
+
+	w := &frozenDir{DirConditionalStore: s}
+	const attempts = 3
+	f := &writefence.Fence{Store: w, MaxAttempts: attempts}
+	var reads, writes atomic.Int64
+	counted := hook.With(ctx, &hook.Hooks{
+		Read: func(context.Context, string) error { reads.Add(1); return nil },
+		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+			writes.Add(1)
+			return write()
+		},
+		Wait: func(context.Context, int, time.Duration) error { return nil },
+	})
+	lease := &writefence.Lease{Fence: f, Name: "l", Holder: "h", TTL: time.Minute}
+	for name, write := range map[string]func() error{
+		"push": func() error { return f.Push(counted, "wal", "0", "b", 2, []byte("two")) },
+		"seal": func() error { return f.Seal(counted, "wal", "0", "b", 3) },
+		"update": func() error {
+			return f.Update(counted, "wal", "0", "b", 4, func(cur []byte) ([]byte, error) { return append(cur, '!'), nil })
+		},
+		"settle": func() error {
+			return f.Settle(counted, "wal", "1", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 9, Payload: []byte("rebuilt")})
+		},
+		"lease acquire": func() error { _, err := lease.Acquire(counted); return err },
+		"claim brand":   func() error { _, err := f.ClaimBrand(counted); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			reads.Store(0)
+			writes.Store(0)
+			w.gets.Store(0)
+			w.puts.Store(0)
+			require.ErrorIs(t, write(), errFrozen)
+			assert.Equal(t, int64(attempts), w.puts.Load(), "every attempt reached the wrapper's PutIfVersion")
+			assert.Equal(t, writes.Load(), w.puts.Load(), "every write went through the wrapper's PutIfVersion")
+			assert.Equal(t, reads.Load(), w.gets.Load(), "every read went through the wrapper's Get")
+			assert.Equal(t, before, dirSnapshot(t, dir), "nothing was written")
+		})
+	}
 }

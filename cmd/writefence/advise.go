@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -29,8 +32,9 @@ var s3CredentialCodes = []string{"AccessDenied", "InvalidAccessKeyId", "Signatur
 
 // advise adds what to do to the errors whose cause the user can fix from
 // the shell: missing or wrong credentials, a store that does not answer in
-// time, TLS against a plain HTTP endpoint. Other errors are returned as
-// they are. The SDKs' errors are classified by type, never by their text.
+// time, TLS against a plain endpoint or a certificate this host does not
+// trust. Other errors are returned as they are. The SDKs' errors are
+// classified by type, never by their text.
 func advise(err error, inv *invocation) error {
 	var advised *advisedError
 	if err == nil || errors.As(err, &advised) {
@@ -42,6 +46,8 @@ func advise(err error, inv *invocation) error {
 	}
 	var resp minio.ErrorResponse
 	var netErr net.Error
+	var plainReply tls.RecordHeaderError
+	var badCert *tls.CertificateVerificationError
 	switch {
 	case errors.As(err, &resp) && slices.Contains(s3CredentialCodes, resp.Code):
 		return &advisedError{err, "the S3 server refused the credentials (" + resp.Code + "); the command read " +
@@ -53,14 +59,40 @@ func advise(err error, inv *invocation) error {
 			envList("VALKEY_USERNAME", "VALKEY_PASSWORD", "REDISCLI_AUTH") + ": export the password (and the ACL user)"}
 	case errors.Is(err, http.ErrSchemeMismatch):
 		return &advisedError{err, "the endpoint of " + where + " speaks plain HTTP: add secure=false to an s3:// address, or use http:// in a gs:// endpoint, and quote the address"}
+	case errors.As(err, &plainReply) && valkeyTLS(inv.addr):
+		return &advisedError{err, where + " asks for TLS but the server answered in plain text: it does not speak TLS on that port; use valkey:// without tls=true, or turn TLS on at the server"}
+	case errors.As(err, &badCert):
+		return &advisedError{err, "the server's TLS certificate was not accepted: it is checked against this host's CAs and must name the address's host; set SSL_CERT_FILE to a file holding the server's CA"}
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
 		t := "its -timeout"
 		if inv.timeout > 0 {
 			t = "-timeout " + inv.timeout.String()
 		}
-		return &advisedError{err, fmt.Sprintf("no answer from %s within %s: check that the address and port are right and the server is up, or raise -timeout (0: wait forever)", where, t)}
+		advice := fmt.Sprintf("no answer from %s within %s: check that the address and port are right and the server is up, or raise -timeout (0: wait forever)", where, t)
+		if valkeyTLS(inv.addr) {
+			// A server that does not speak TLS waits for the end of a
+			// command line that the TLS handshake never sends.
+			advice += "; the address asks for TLS, and a server that does not speak TLS never answers its handshake: use valkey:// without tls=true if the server takes plain connections"
+		}
+		return &advisedError{err, advice}
 	}
 	return err
+}
+
+// valkeyTLS tells whether addr is a Valkey address that asks for TLS.
+func valkeyTLS(addr string) bool {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "valkeys", "rediss":
+		return true
+	case "valkey", "redis":
+		on, _ := strconv.ParseBool(u.Query().Get("tls"))
+		return on
+	}
+	return false
 }
 
 // envList names the environment variables the command read, marking the

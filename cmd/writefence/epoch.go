@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"math"
 	"strconv"
 )
 
@@ -35,3 +36,10 @@ func (e *epochValue) String() string {
 	}
 	return strconv.FormatUint(uint64(*e), 10)
 }
+
+// maxPlainEpoch is the highest -epoch taken without -allow-huge-epoch.
+// A recorded epoch is replaced only by a higher one and nothing lowers it:
+// an epoch near 2^64 typed by mistake (an extra digit, a negative number
+// read as unsigned) would refuse every writer the control plane elects
+// afterwards, for good.
+const maxPlainEpoch = math.MaxInt64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -24,10 +25,13 @@ Reads the shard's record once and decodes it strictly. The version token is
 the store's, for exactly the bytes decoded: settle takes it. A record of
 another wire identity is shown (its identity, epoch and writer) and exits 5.
 A corrupt record (a record that fails a check, or a directory store's file
-damaged on disk) shows the failed check, its version and, when its header
-still decodes, the epoch and writer it claims; it exits 6 and prints the
-settle command that replaces exactly that version. latest only reads: it
-never creates a store.
+or a Valkey value damaged in place) shows the failed check, its version and,
+when its header still decodes, the epoch and writer it claims; it exits 6
+and prints the settle command that replaces exactly that version (in -json,
+as "settle"): with -epoch one above the header's epoch when the header
+decodes, else with -floor GRANTED -epoch E, to fill in with the highest
+epoch ever granted for the shard and an epoch above it. latest only reads:
+it never creates a store.
 
 examples:
   writefence latest -store file:///tmp/wf wal shard-0
@@ -45,6 +49,9 @@ type latestResult struct {
 	recordInfo
 	Check string `json:"check,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Settle is, for a corrupt record, the settle command that replaces
+	// it, as latest prints it on stderr.
+	Settle string `json:"settle,omitempty"`
 }
 
 func defineLatest(fs *flag.FlagSet, inv *invocation) action {
@@ -67,10 +74,12 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 				return o.fail(err)
 			}
 			r := latestResult{Outcome: "ok", Plugin: plugin, Shard: shard, recordInfo: info}
+			var why string
 			if damaged {
 				// The store's own check (a damaged file) fails before the
 				// record is decoded: its version travels in the error only.
 				r.Key, r.Version, r.Check = corrupt.Key, corrupt.Version, corrupt.Check
+				r.Settle, why = settleLine(sf, *identity, r, plugin, shard)
 			}
 			if err != nil {
 				err = advise(err, inv)
@@ -100,11 +109,10 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 				code, _ := classify(err)
 				fmt.Fprintln(inv.stderr, message(err))
 				if damaged {
-					if r.Epoch != 0 {
-						fmt.Fprintf(inv.stderr, "its header claims epoch %d by %s: settle at a higher epoch\n", r.Epoch, escape.String(r.Writer))
+					fmt.Fprintln(inv.stderr, why)
+					if r.Settle != "" {
+						fmt.Fprintf(inv.stderr, "to overwrite it: %s\n", r.Settle)
 					}
-					fmt.Fprintf(inv.stderr, "to overwrite it: writefence settle%s -confirm-version %s -writer W -epoch E -file F %s %s\n",
-						storeArg(sf), shellQuote(r.Version), shellQuote(plugin), shellQuote(shard))
 				}
 				return code
 			}
@@ -116,6 +124,35 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 			return exitOK
 		})
 	}
+}
+
+// settleLine returns the settle command that replaces the corrupt record r
+// of (plugin, shard) under identity (the default when empty), and what
+// decided its epoch. When r's header decodes, Settle refuses an epoch not
+// above the header's, so the line names the lowest it takes; otherwise
+// only the operator knows the highest epoch ever granted, and the line
+// asks for it as -floor.
+func settleLine(sf *storeFlags, identity string, r latestResult, plugin, shard string) (line, why string) {
+	line = "writefence settle" + storeArg(sf)
+	if identity != "" {
+		line += " -identity " + shellQuote(identity)
+	}
+	line += " -confirm-version " + shellQuote(r.Version) + " -writer W"
+	switch {
+	case r.Epoch == math.MaxUint64:
+		return "", fmt.Sprintf("its header claims epoch %d by %s, the largest there is: no settle can go above it", r.Epoch, escape.String(r.Writer))
+	case r.Epoch != 0:
+		why = fmt.Sprintf("its header claims epoch %d by %s: settle above it, and above every epoch a live writer may hold", r.Epoch, escape.String(r.Writer))
+		line += " -epoch " + strconv.FormatUint(r.Epoch+1, 10)
+		if r.Epoch+1 > maxPlainEpoch {
+			line += " -allow-huge-epoch"
+		}
+	default:
+		why = "not even its header can be read, so the store holds no epoch to stay above: " +
+			"replace GRANTED with the highest epoch ever granted for the shard (ask whatever elects writers) and E with an epoch above it"
+		line += " -floor GRANTED -epoch E"
+	}
+	return line + " -file F " + shellQuote(plugin) + " " + shellQuote(shard), why
 }
 
 // storeArg repeats the store and prefix flags a suggested command needs,

@@ -29,6 +29,15 @@
 //	's3://bucket?endpoint=host:port'  an S3 API bucket; &secure=false for plain HTTP, &region=R
 //	gs://bucket                       a Cloud Storage bucket; ?endpoint=http://host:port for an emulator
 //	valkey://host:port/db             a standalone Valkey or Redis server, database db; ?script=1 for the script path
+//	valkeys://host:port/db            the same over TLS (or valkey://...?tls=true)
+//
+// A Valkey address takes wait=N: a write counts as landed only once N
+// replicas acknowledged it (ValkeyConditionalStore.WaitReplicas), and reads
+// are confirmed the same way; fewer within wait-timeout=D (default 1s) is an
+// unknown outcome, exit 8. Without it a primary acknowledges a push before
+// any replica has it, and a failover can lose it: set wait= on every
+// replicated server. Over TLS the server's certificate is checked against
+// the host's CAs; SSL_CERT_FILE or SSL_CERT_DIR name others.
 //
 // Quote an address that holds ? or & in the shell: unquoted, & ends the
 // command and runs it in the background without the rest of the address.
@@ -330,6 +339,10 @@ store addresses (-store, before the command or among its flags; quote one holdin
   's3://bucket?endpoint=host:port'  an S3 API bucket ('...&secure=false' for plain HTTP, '...&region=R')
   gs://bucket                       a Cloud Storage bucket ('gs://bucket?endpoint=http://host:port' for an emulator)
   valkey://host:port/db             a standalone Valkey or Redis server ('valkey://host:port/db?script=1': one-round-trip writes)
+                                    with replicas: 'valkey://host:port/db?wait=N&wait-timeout=D': a write lands only once
+                                    N replicas acknowledge it within D (default 1s), else exit 8; without wait= a
+                                    failover can lose an acknowledged push
+  valkeys://host:port/db            the same over TLS (or '...?tls=true'); the host's CAs, or SSL_CERT_FILE, check the server
   default: $WRITEFENCE_STORE, else file://$XDG_STATE_HOME/writefence (~/.local/state/writefence)
   reads (latest, ls, brand verify) never create a store; writes create a directory store, not file:///
 credentials come from the environment only:

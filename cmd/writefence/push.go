@@ -19,19 +19,37 @@ var pushCommand = command{
 	args:    "<plugin> <shard>",
 	nargs:   2,
 	summary: "push a file or stdin as a shard's record at an epoch",
-	help: `
+	help: fmt.Sprintf(`
 Pushes the payload through Fence.Push: it lands only if -epoch is greater
 than the recorded epoch (else exit 4, naming the recorded epoch and writer).
 A push whose outcome is unknown (exit 8) is settled by running the same
 command again. -brand verify refuses a store whose brand is absent or foreign
 (exit 5); -brand claim brands an empty store first.
+
 -epoch takes plain decimal digits only: 010, 0x10, +1 or 1_0 are refused
-as usage errors (exit 2), never read as 8 or 16.
+as usage errors (exit 2), never read as 8 or 16. An epoch above 2^63-1
+(%d) is refused as well unless -allow-huge-epoch is
+given: a recorded epoch is replaced only by a higher one and no command
+lowers it, so one typed by mistake would refuse every writer elected after.
+
+The payload (-file, or stdin) is at most %d MiB; a larger one is refused
+(exit 2). An empty payload is refused (exit 2) unless -empty is given, so
+that a cron job or a redirect from /dev/null does not replace the shard's
+state with nothing.
+
+On a Valkey server with replicas, say in the address how many must hold a
+push before it counts as landed: 'valkey://host:port/0?wait=1', with
+&wait-timeout=2s to wait longer than the default 1s. Without wait= the
+primary acknowledges a push before any replica has it, and a failover can
+lose it; with it, a push the replicas do not confirm in time exits 8 (run
+it again once they are back).
 
 examples:
   writefence push -store file:///tmp/wf -writer node-a -epoch 7 -file segment.bin wal shard-0
   echo hello | writefence push -writer node-a -epoch 8 wal shard-0
-  writefence push -json -writer node-b -epoch 9 -file snap.bin -brand verify wal shard-0`,
+  writefence push -store 'valkey://127.0.0.1:6379/0?wait=1' -writer node-a -epoch 9 -file segment.bin wal shard-0
+  writefence push -writer node-a -epoch 10 -empty wal shard-0 </dev/null
+  writefence push -json -writer node-b -epoch 11 -file snap.bin -brand verify wal shard-0`, uint64(maxPlainEpoch), defaults.MaxPayloadSize>>20),
 	define: definePush,
 }
 
@@ -53,46 +71,60 @@ var stdin io.Reader = os.Stdin
 // flags and the record's.
 type recordFlags struct {
 	*storeFlags
-	writer   string
-	epoch    epochValue
-	file     string
-	identity string
+	writer    string
+	epoch     epochValue
+	hugeEpoch bool // -allow-huge-epoch
+	file      string
+	empty     bool // -empty
+	identity  string
 }
 
 func addRecordFlags(fs *flag.FlagSet, inv *invocation) *recordFlags {
 	rf := &recordFlags{storeFlags: addStoreFlags(fs, inv, defaultTimeout)}
 	fs.StringVar(&rf.writer, "writer", "", "`name` of the writer recorded with the payload (required)")
-	fs.Var(&rf.epoch, "epoch", "the push's `epoch`: plain decimal digits, at least 1 (required)")
+	fs.Var(&rf.epoch, "epoch", "the record's `epoch`: plain decimal digits, at least 1 and at most 2^63-1 (required)")
+	fs.BoolVar(&rf.hugeEpoch, "allow-huge-epoch", false, "accept an -epoch above 2^63-1 (no command lowers a recorded epoch)")
 	fs.StringVar(&rf.file, "file", "-", "payload `file`; - reads stdin")
+	fs.BoolVar(&rf.empty, "empty", false, "accept an empty payload (without it 0 bytes are refused)")
 	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+defaults.Identity+")")
 	return rf
 }
 
-// payload refuses missing required flags, then reads the payload, refusing
-// one above the limit without reading more than one byte past it. It runs
-// before the store is opened.
+// payload refuses missing required flags and an epoch above
+// maxPlainEpoch without -allow-huge-epoch, then reads the payload, refusing
+// one above the limit without reading more than one byte past it, and an
+// empty one without -empty. It runs before the store is opened.
 func (rf *recordFlags) payload(limit int64) ([]byte, error) {
 	switch {
 	case rf.writer == "":
 		return nil, usagef("writefence: -writer is required")
 	case rf.epoch == 0:
 		return nil, usagef("writefence: -epoch is required and at least 1")
+	case uint64(rf.epoch) > maxPlainEpoch && !rf.hugeEpoch:
+		return nil, usagef("writefence: -epoch %s is above 2^63-1 (%d): once recorded, only a higher epoch replaces it "+
+			"and no command lowers it, so a mistyped epoch would fence out every writer ever elected; "+
+			"pass -allow-huge-epoch if it is meant", rf.epoch.String(), uint64(maxPlainEpoch))
 	}
-	r := stdin
+	r, from := stdin, "stdin"
 	if rf.file != "-" {
 		f, err := os.Open(rf.file)
 		if err != nil {
 			return nil, fmt.Errorf("writefence: payload: %w", err)
 		}
 		defer f.Close()
-		r = f
+		r, from = f, escape.String(rf.file)
 	}
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("writefence: payload: %w", err)
 	}
-	if int64(len(b)) > limit {
+	switch {
+	case int64(len(b)) > limit:
 		return nil, usagef("writefence: payload: more than the limit of %d bytes", limit)
+	case len(b) == 0 && !rf.empty:
+		// A cron job or </dev/null gives no bytes; landing them would
+		// replace the shard's state with nothing and exit 0.
+		return nil, usagef("writefence: payload: %s is empty: an empty record would replace the shard's state; pass -empty if that is meant", from)
 	}
 	return b, nil
 }

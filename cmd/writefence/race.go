@@ -139,10 +139,10 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 	}
 }
 
-// raceStore runs the race with writefencetest.RacePush. It returns the
-// report and the first error a writer or the check met that is not a
-// verdict (a network error, say): an error the race cannot blame on the
-// store.
+// raceStore runs the race with pushrace.Run, the race the conformance kit
+// runs. It returns the report and the first error a writer or the check met
+// that is not a verdict (a network error, say): an error the race cannot
+// blame on the store.
 func raceStore(ctx context.Context, store writefence.ConditionalStore, cfg raceConfig, progress func(round, violations, errors int)) (raceReport, error) {
 	rep := raceReport{Outcome: "ok", Writers: cfg.writers, Rounds: cfg.rounds, Violations: []string{}}
 	var firstErr error

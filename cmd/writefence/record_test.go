@@ -161,13 +161,87 @@ func TestEpochPlainDecimal(t *testing.T) {
 		}
 	}
 	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
-	r := wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "18446744073709551615", "-file", p, "wal", "s")
-	require.Equal(t, exitOK, r.code, "%s", r)
-	assert.Contains(t, r.stdout, "epoch 18446744073709551615 ")
 	for _, c := range []string{"push", "settle"} {
 		r := wf(t, "help", c)
 		assert.Contains(t, r.stdout, "plain decimal digits", "help %s says how an epoch is written", c)
 	}
+}
+
+// TestEpochLimit: push and settle refuse an -epoch above 2^63-1 as a usage
+// error, before any I/O, saying why and naming the flag that allows it:
+// once recorded, no command lowers an epoch, so a mistyped one would fence
+// out every later writer for good. With the flag it lands.
+func TestEpochLimit(t *testing.T) {
+	addr := emptyStore(t)
+	p := writeFile(t, "x")
+	for _, epoch := range []string{"9223372036854775808", "18446744073709551615"} {
+		for _, c := range []string{"push", "settle"} {
+			args := []string{c, "-store", addr, "-writer", "a", "-epoch", epoch, "-file", p}
+			if c == "settle" {
+				args = append(args, "-confirm-version", "v")
+			}
+			r := wf(t, append(args, "wal", "s")...)
+			assert.Equal(t, exitUsage, r.code, "%s -epoch %s: %s", c, epoch, r)
+			assert.Contains(t, r.stderr, "above 2^63-1", "%s -epoch %s", c, epoch)
+			assert.Contains(t, r.stderr, "no command lowers it", "%s -epoch %s: why", c, epoch)
+			assert.Contains(t, r.stderr, "-allow-huge-epoch", "%s -epoch %s: the way out", c, epoch)
+		}
+	}
+	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
+
+	r := wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "9223372036854775807", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "2^63-1 itself needs no flag: %s", r)
+	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "18446744073709551615", "-allow-huge-epoch", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "epoch 18446744073709551615 ")
+	for _, c := range []string{"push", "settle"} {
+		r := wf(t, "help", c)
+		assert.Contains(t, r.stdout, "-allow-huge-epoch", "help %s", c)
+		assert.Contains(t, r.stdout, "2^63-1", "help %s", c)
+	}
+}
+
+// TestEmptyPayload: an empty payload, from stdin (a cron job, </dev/null)
+// or from -file, is refused by push and settle as a usage error unless
+// -empty says it is meant, and nothing is written.
+func TestEmptyPayload(t *testing.T) {
+	addr := emptyStore(t)
+	empty := writeFile(t, "")
+	devNull, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	t.Cleanup(func() { devNull.Close(); stdin = os.Stdin })
+	stdin = devNull
+	for _, file := range []string{"-", empty} {
+		r := wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", file, "wal", "s")
+		assert.Equal(t, exitUsage, r.code, "-file %s: %s", file, r)
+		assert.Contains(t, r.stderr, "is empty", "-file %s", file)
+		assert.Contains(t, r.stderr, "-empty", "-file %s: the way out", file)
+	}
+	assert.Contains(t, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "wal", "s").stderr, "stdin is empty")
+	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
+
+	r := wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-empty", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 0, jsonOf(t, r)["size"])
+
+	corrupt, version := corruptRecord(t)
+	settle := []string{"settle", "-store", corrupt, "-confirm-version", version, "-writer", "op", "-epoch", "10", "-file", empty}
+	r = wf(t, append(settle, "wal", "s")...)
+	assert.Equal(t, exitUsage, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "-empty")
+	assert.Equal(t, exitCorrupt, wf(t, "latest", "-store", corrupt, "wal", "s").code, "nothing was written")
+	r = wf(t, append(settle, "-empty", "wal", "s")...)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = wf(t, "latest", "-json", "-store", corrupt, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 0, jsonOf(t, r)["size"])
+
+	for _, c := range []string{"push", "settle"} {
+		assert.Contains(t, wf(t, "help", c).stdout, "-empty", "help %s", c)
+	}
+	assert.Contains(t, wf(t, "help", "push").stdout, "at most 64 MiB", "help push names the payload limit")
 }
 
 // TestLs lists shards with hostile names, across plugins, one plugin, and

@@ -1,14 +1,30 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -60,6 +76,183 @@ func TestServerValkey(t *testing.T) {
 	for _, store := range []string{"valkey://" + addr + "/0", "valkey://" + addr + "/0?script=1"} {
 		t.Run(store, func(t *testing.T) { serverScenario(t, store, testserver.ValkeyPrefix(t, addr)) })
 	}
+}
+
+// TestServerValkeyDamage: a Valkey value edited by hand after the record's
+// header is found damaged by the store's own check; latest still reads the
+// header's epoch from it and prints a settle line above that epoch, in text
+// and in -json, and the line replaces the value.
+func TestServerValkeyDamage(t *testing.T) {
+	addr := testserver.ValkeyAddr(t)
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("REDISCLI_AUTH", "")
+	prefix := testserver.ValkeyPrefix(t, addr)
+	store := []string{"-store", "valkey://" + addr + "/0", "-prefix", prefix}
+	cmd := func(name string, args ...string) result {
+		return wf(t, append(append([]string{name}, store...), args...)...)
+	}
+	p := writeFile(t, "segment 0001")
+	require.Equal(t, exitOK, cmd("push", "-writer", "node-a", "-epoch", "5", "-file", p, "wal", "s").code)
+	key, err := keys.Shard(prefix, "wal", "s")
+	require.NoError(t, err)
+	c := testserver.ValkeyClient(t, addr, "")
+	v, err := c.Get(t.Context(), key).Bytes()
+	require.NoError(t, err)
+	require.NoError(t, c.Set(t.Context(), key, testserver.Flipped(v, len(v)-1), 0).Err()) // the payload's last byte
+
+	r := cmd("latest", "wal", "s")
+	require.Equal(t, exitCorrupt, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "\nepoch     5\n")
+	m := regexp.MustCompile(`to overwrite it: writefence (settle .*)\n`).FindStringSubmatch(r.stderr)
+	require.NotNil(t, m, "a settle line: %s", r)
+	assert.Contains(t, m[1], " -epoch 6 ")
+	r = cmd("latest", "-json", "wal", "s")
+	require.Equal(t, exitCorrupt, r.code, "%s", r)
+	j := jsonOf(t, r)
+	assert.True(t, strings.HasPrefix(j["version"].(string), "damaged-"), "%v", j["version"])
+	assert.Equal(t, "writefence "+m[1], j["settle"])
+
+	line := strings.NewReplacer("-writer W", "-writer operator", "-file F", "-file "+p).Replace(m[1])
+	r = wf(t, strings.Fields(line)...)
+	require.Equal(t, exitOK, r.code, "%s: %s", line, r)
+	r = cmd("latest", "-json", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 6, jsonOf(t, r)["epoch"])
+}
+
+// startReplicated starts a private Valkey primary with one replica, waits
+// until the primary counts the replica online (only then does WAIT count
+// it) and returns the primary's address and a client of the replica. The
+// primary serves the replica's first sync at once, not after the default
+// delay of 5 s.
+func startReplicated(t *testing.T) (primary string, replica *redis.Client) {
+	t.Helper()
+	primary = testserver.StartValkey(t, "", "--repl-diskless-sync-delay", "0")
+	host, port, err := net.SplitHostPort(primary)
+	require.NoError(t, err)
+	replica = testserver.ValkeyClient(t, testserver.StartValkey(t, "", "--replicaof", host, port), "")
+	p := testserver.ValkeyClient(t, primary, "")
+	// Only the servers' replication state is polled: it changes on its own.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		link, err := replica.Info(t.Context(), "replication").Result()
+		require.NoError(t, err)
+		info, err := p.Info(t.Context(), "replication").Result()
+		require.NoError(t, err)
+		if strings.Contains(link, "master_link_status:up") && regexp.MustCompile(`\nslave0:[^\n]*state=online`).MatchString(info) {
+			return primary, replica
+		}
+		require.False(t, time.Now().After(deadline), "the replica never came online:\n%s\n%s", link, info)
+	}
+}
+
+// TestServerValkeyWait: with wait=1 in the address a push to a replicated
+// Valkey returns only once the replica holds it; with wait=2 and one
+// replica no push can be confirmed, and the command says the outcome is
+// unknown (exit 8) rather than reporting a push a failover could lose.
+func TestServerValkeyWait(t *testing.T) {
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("REDISCLI_AUTH", "")
+	primary, replica := startReplicated(t)
+	p := writeFile(t, "segment 0001")
+	push := func(store, epoch string) result {
+		return wf(t, "push", "-store", store, "-writer", "a", "-epoch", epoch, "-file", p, "wal", "s")
+	}
+
+	r := push("valkey://"+primary+"/0?wait=1&wait-timeout=10s", "1")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	key, err := keys.Shard("", "wal", "s")
+	require.NoError(t, err)
+	n, err := replica.Exists(t.Context(), key).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the replica holds the push once it returned")
+
+	for _, store := range []string{"valkey://" + primary + "/0?wait=2&wait-timeout=100ms", "valkey://" + primary + "/0?wait=2&wait-timeout=100ms&script=1"} {
+		r = push(store, "2")
+		assert.Equal(t, exitUnknown, r.code, "%s: %s", store, r)
+		assert.Contains(t, r.stderr, "1 of 2 replicas acknowledged", store)
+	}
+	r = wf(t, "latest", "-json", "-store", "valkey://"+primary+"/0?wait=1&wait-timeout=10s", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 1, jsonOf(t, r)["epoch"], "an unconfirmed read decided nothing: no push was written")
+}
+
+// TestServerValkeyTLS: valkeys:// (and tls=true) speak TLS and check the
+// server's certificate against the host's CAs, SSL_CERT_FILE included; a
+// certificate of another CA and a server without TLS fail, saying so. The
+// TLS server is a proxy to a private Valkey; the command runs as a process
+// of its own, since Go reads SSL_CERT_FILE once per process.
+func TestServerValkeyTLS(t *testing.T) {
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("REDISCLI_AUTH", "")
+	backend := testserver.StartValkey(t, "")
+	cert, caFile := selfSignedCert(t)
+	addr := tlsProxy(t, backend, cert)
+	p := writeFile(t, "segment 0001")
+
+	t.Setenv("SSL_CERT_FILE", caFile)
+	r := wfProcess(t, "push", "-store", "valkeys://"+addr+"/0", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = wfProcess(t, "latest", "-json", "-store", "valkey://"+addr+"/0?tls=true", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 1, jsonOf(t, r)["epoch"])
+
+	_, otherCA := selfSignedCert(t)
+	t.Setenv("SSL_CERT_FILE", otherCA)
+	r = wfProcess(t, "latest", "-timeout", "20s", "-store", "valkeys://"+addr+"/0", "wal", "s")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "certificate was not accepted")
+	assert.Contains(t, r.stderr, "SSL_CERT_FILE")
+
+	r = wf(t, "latest", "-timeout", "2s", "-store", "valkeys://"+backend+"/0", "wal", "s")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "does not speak TLS")
+}
+
+// selfSignedCert returns a certificate for 127.0.0.1 that is its own CA,
+// and a PEM file holding it, for SSL_CERT_FILE.
+func selfSignedCert(t *testing.T) (tls.Certificate, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "writefence test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, file
+}
+
+// tlsProxy serves TLS with cert on a loopback port and relays each
+// connection to the plain server at target; it stops when the test ends.
+func tlsProxy(t *testing.T, target string, cert tls.Certificate) string {
+	t.Helper()
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return tcpServer(t, func(c net.Conn) {
+		b, err := net.Dial("tcp", target)
+		if err != nil {
+			return
+		}
+		tc := tls.Server(c, cfg)
+		done := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(b, tc)
+			b.Close() // ends the copy below
+			close(done)
+		}()
+		_, _ = io.Copy(tc, b)
+		c.Close() // ends the copy above
+		<-done
+	})
 }
 
 // TestServerCredentialsNeverPrinted: wrong credentials from the

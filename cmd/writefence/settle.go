@@ -10,6 +10,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 var settleCommand = command{
@@ -19,20 +20,38 @@ var settleCommand = command{
 	summary: "overwrite a corrupt record with a fresh one, conditioned on exactly the version found corrupt",
 	help: `
 The fence never overwrites a corrupt record: pushes to it fail (exit 6) until
-an operator settles it. settle reads the record and goes on only if it is
-corrupt and its version token equals -confirm-version (the version latest
-printed); it then writes a fresh record of the payload (-file or stdin) at
--epoch by -writer with one conditional write on exactly that version. A
-record that is not corrupt is refused (exit 1); a record that changed since
-latest showed it is refused as a conflict (exit 7), and nothing is written.
+an operator settles it. settle writes a fresh record of the payload (-file or
+stdin) at -epoch by -writer with one conditional write on exactly the version
+-confirm-version names (the version latest printed), through Fence.Settle,
+which decides on its own read of the record. A record that is not corrupt is
+refused (exit 1), unless it is exactly this settle's: a settle whose outcome
+is unknown (exit 8) is resolved by running the same command again. A record
+that changed since latest showed it is refused as a conflict (exit 7), and
+nothing is written. A directory store's file or a Valkey value damaged in
+place has a version of the form damaged-<hash>: settle takes it the same
+way.
+
+settle never lowers an epoch. When the corrupt record's header still
+decodes (latest shows the epoch it claims), -epoch must be above it (else
+exit 4). When not even the header can be read, the store holds no epoch to
+stay above: -floor is then required, the highest epoch ever granted for the
+shard (by whatever elects writers), and -epoch must be above it (without it,
+exit 2). Every settle is also entered in the shard's settle log, and -epoch
+must be above every epoch settled there before (else exit 4): damaged bytes
+can repeat, so running an old settle line again over new damage is refused.
 Choose -epoch above every epoch a live writer may hold: pushes at lower or
-equal epochs are refused from then on. -epoch takes plain decimal digits only
-(010 or 0x10 is a usage error, exit 2). A directory store's file damaged on
-disk has a version of the form damaged-<sha256>: settle takes it the same way.
+equal epochs are refused from then on.
+
+-epoch and -floor take plain decimal digits only (010 or 0x10 is a usage
+error, exit 2); an -epoch above 2^63-1 needs -allow-huge-epoch, and an empty
+payload -empty, as for push. On a Valkey server with replicas, give the
+address wait=N as for push ('valkey://host:port/0?wait=1'), so that the
+settle counts only once the replicas hold it.
 
 examples:
   writefence latest wal shard-0             # exit 6: prints the check, the version and the settle line
-  writefence settle -confirm-version 3f9a... -writer operator -epoch 100 -file good.bin wal shard-0`,
+  writefence settle -confirm-version 3f9a... -writer operator -epoch 100 -file good.bin wal shard-0
+  writefence settle -confirm-version damaged-5e8c... -writer operator -floor 41 -epoch 100 -file good.bin wal shard-0`,
 	define: defineSettle,
 }
 
@@ -41,9 +60,9 @@ type settleResult struct {
 	Outcome     string `json:"outcome"`
 	Key         string `json:"key"`
 	Replaced    string `json:"replaced"` // the corrupt version
-	Check       string `json:"check"`    // the check it failed
 	Version     string `json:"version,omitempty"`
 	Epoch       uint64 `json:"epoch"`
+	Floor       uint64 `json:"floor,omitempty"`
 	Writer      string `json:"writer"`
 	PayloadSize int    `json:"size"`
 }
@@ -51,6 +70,8 @@ type settleResult struct {
 func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 	rf := addRecordFlags(fs, inv)
 	confirm := fs.String("confirm-version", "", "the version `token` of the corrupt record to replace, as latest printed it (required)")
+	var floor epochValue
+	fs.Var(&floor, "floor", "the highest `epoch` ever granted for the shard; -epoch must be above it (required when the corrupt record's header cannot be read)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := rf.output()
 		if *confirm == "" {
@@ -60,39 +81,30 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 		if err != nil {
 			return o.fail(err)
 		}
+		if floor != 0 && rf.epoch <= floor {
+			return o.fail(usagef("writefence: -epoch %s is not above -floor %s: settle at an epoch above every epoch ever granted", rf.epoch.String(), floor.String()))
+		}
 		plugin, shard := args[0], args[1]
 		return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			_, err := inspect(ctx, s.store, rf.prefix, rf.identity, plugin, shard)
-			var corrupt *writefence.CorruptError
-			switch {
-			case errors.As(err, &corrupt) && corrupt.Version == "":
-				return o.fail(fmt.Errorf("writefence: settle: the store itself cannot read the record, so it has no version to condition on: %w", err))
-			case errors.As(err, &corrupt):
-			case err == nil || errors.Is(err, writefence.ErrWire):
-				return o.fail(errors.New("writefence: settle: the record is not corrupt; nothing to settle"))
-			default:
-				return o.fail(err)
-			}
-			if corrupt.Version != *confirm {
-				return o.fail(fmt.Errorf("writefence: settle: the corrupt record's version is %s, not the confirmed %s: %w",
-					escape.String(corrupt.Version), escape.String(*confirm), writefence.ErrConflict))
-			}
-
 			fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: rf.prefix}
-			if err := fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: corrupt.Version, Writer: rf.writer, Epoch: uint64(rf.epoch), Payload: payload}); err != nil {
-				return o.fail(err)
+			err := fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
+				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor)})
+			// Empty only for names Settle refused before reading anything.
+			key, _ := keys.Shard(rf.prefix, plugin, shard)
+			if err != nil {
+				return o.fail(settleError(err, key))
 			}
-			r := settleResult{Outcome: "ok", Key: corrupt.Key, Replaced: corrupt.Version, Check: corrupt.Check,
-				Epoch: uint64(rf.epoch), Writer: rf.writer, PayloadSize: len(payload)}
-			if info, err := inspect(ctx, s.store, rf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == uint64(rf.epoch) && info.Writer == rf.writer {
+			r := settleResult{Outcome: "ok", Key: key, Replaced: *confirm, Epoch: uint64(rf.epoch), Floor: uint64(floor),
+				Writer: rf.writer, PayloadSize: len(payload)}
+			if info, err := inspect(ctx, s.store, rf.prefix, rf.identity, plugin, shard); err == nil && info.Epoch == r.Epoch && info.Writer == r.Writer {
 				r.Version = info.Version
 			}
 			if rf.json {
 				o.emit(r)
 				return exitOK
 			}
-			fmt.Fprintf(inv.stdout, "settled: %s: corrupt version %s (%s) replaced by epoch %s by %s, %d bytes",
-				escape.String(r.Key), escape.String(r.Replaced), r.Check, strconv.FormatUint(r.Epoch, 10), escape.String(r.Writer), r.PayloadSize)
+			fmt.Fprintf(inv.stdout, "settled: %s: corrupt version %s replaced by epoch %s by %s, %d bytes",
+				escape.String(r.Key), escape.String(r.Replaced), strconv.FormatUint(r.Epoch, 10), escape.String(r.Writer), r.PayloadSize)
 			if r.Version != "" {
 				fmt.Fprintf(inv.stdout, ", version %s", escape.String(r.Version))
 			}
@@ -100,4 +112,24 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 			return exitOK
 		})
 	}
+}
+
+// settleError says what an operator does about a settle of the record at
+// key that Fence.Settle refused. The other refusals (not found, conflict,
+// stale, wire, corrupt) keep the library's message and exit status.
+func settleError(err error, key string) error {
+	var arg *writefence.InvalidArgumentError
+	if !errors.As(err, &arg) {
+		return err
+	}
+	switch arg.Arg {
+	case "version":
+		// -confirm-version is never empty here, so this is Settle's
+		// refusal of a record that decodes: nothing on the command line is
+		// wrong, and the status is the plain error's.
+		return fmt.Errorf("writefence: settle %s: the record decodes, it is not corrupt: nothing to settle", escape.String(key))
+	case "floor":
+		return &advisedError{err, "pass -floor with the highest epoch ever granted for the shard (ask whatever elects writers), and an -epoch above it"}
+	}
+	return err
 }

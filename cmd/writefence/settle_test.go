@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -60,11 +62,14 @@ func TestLatestCorruptHeader(t *testing.T) {
 	assert.Contains(t, r.stdout, "writer    a\n")
 	assert.Contains(t, r.stdout, "version   "+version+"\n")
 	assert.Contains(t, r.stderr, "claims epoch 5 by a")
+	assert.Contains(t, r.stderr, "to overwrite it: writefence settle -store "+addr+" -confirm-version "+version+" -writer W -epoch 6 -file F wal s\n",
+		"the settle line asks for an epoch above the header's")
 	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
 	m := jsonOf(t, r)
 	assert.EqualValues(t, 5, m["epoch"])
 	assert.Equal(t, "a", m["writer"])
 	assert.Equal(t, "truncated payload", m["check"])
+	assert.Equal(t, "writefence settle -store "+addr+" -confirm-version "+version+" -writer W -epoch 6 -file F wal s", m["settle"])
 }
 
 // TestLatestDamagedFile: a directory store's file damaged on disk is shown
@@ -90,6 +95,11 @@ func TestLatestDamagedFile(t *testing.T) {
 	require.NotNil(t, m, "a settle line: %s", r)
 	assert.Regexp(t, `\nversion +damaged-[0-9a-f]{64}\n`, r.stdout)
 	assert.Regexp(t, `^key +`+regexp.QuoteMeta(key)+`\n`, r.stdout)
+	// The store's own check found the damage, after the record's header:
+	// the header still decodes, so the line settles above its epoch.
+	assert.Contains(t, r.stdout, "\nepoch     5\n")
+	assert.Contains(t, r.stderr, "claims epoch 5 by a")
+	assert.Contains(t, m[1], " -epoch 6 ")
 
 	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
 	require.Equal(t, exitCorrupt, r.code)
@@ -97,40 +107,45 @@ func TestLatestDamagedFile(t *testing.T) {
 	version := j["version"].(string)
 	assert.True(t, strings.HasPrefix(version, "damaged-"), version)
 	assert.Contains(t, m[1], "-confirm-version "+version+" ")
+	assert.EqualValues(t, 5, j["epoch"])
+	assert.Equal(t, "writefence "+m[1], j["settle"], "-json carries the same line")
 
 	r = wf(t, "push", "-store", addr, "-writer", "b", "-epoch", "9", "-file", writeFile(t, "x"), "wal", "s")
 	assert.Equal(t, exitCorrupt, r.code, "a push never overwrites it: %s", r)
 
 	// Run the suggested line, with the placeholders filled in.
-	line := strings.NewReplacer("-writer W", "-writer operator", "-epoch E", "-epoch 10", "-file F", "-file "+writeFile(t, "rebuilt")).Replace(m[1])
+	line := strings.NewReplacer("-writer W", "-writer operator", "-file F", "-file "+writeFile(t, "rebuilt")).Replace(m[1])
 	r = wf(t, strings.Fields(line)...)
 	require.Equal(t, exitOK, r.code, "%s: %s", line, r)
 	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
-	assert.EqualValues(t, 10, jsonOf(t, r)["epoch"])
+	assert.EqualValues(t, 6, jsonOf(t, r)["epoch"])
 }
 
 func TestSettle(t *testing.T) {
 	addr, version := corruptRecord(t)
 	fresh := writeFile(t, "rebuilt")
 	settle := func(extra ...string) result {
-		return wf(t, append([]string{"settle", "-store", addr, "-writer", "operator", "-epoch", "100", "-file", fresh}, append(extra, "wal", "s")...)...)
+		return wf(t, append([]string{"settle", "-store", addr, "-writer", "operator", "-file", fresh}, append(extra, "wal", "s")...)...)
 	}
 
-	r := settle()
+	r := settle("-epoch", "100")
 	assert.Equal(t, exitUsage, r.code, "no confirmation: %s", r)
-	r = settle("-confirm-version", "not-"+version)
+	r = settle("-epoch", "100", "-confirm-version", "not-"+version)
 	assert.Equal(t, exitConflict, r.code, "another version: %s", r)
-	assert.Contains(t, r.stderr, "not the confirmed")
+	assert.Contains(t, r.stderr, "is at version "+version+", not not-"+version)
+	r = settle("-epoch", "5", "-confirm-version", version)
+	assert.Equal(t, exitStale, r.code, "not above the header's epoch: %s", r)
 	assert.Equal(t, exitCorrupt, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
 
-	r = settle("-json", "-confirm-version", version)
+	r = settle("-json", "-epoch", "100", "-confirm-version", version)
 	require.Equal(t, exitOK, r.code, "%s", r)
 	m := jsonOf(t, r)
 	assert.Equal(t, "ok", m["outcome"])
 	assert.Equal(t, version, m["replaced"])
-	assert.Equal(t, "truncated payload", m["check"])
-	assert.NotEmpty(t, m["version"])
+	assert.EqualValues(t, 100, m["epoch"])
+	settled := m["version"]
+	assert.NotEmpty(t, settled)
 
 	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
@@ -138,14 +153,115 @@ func TestSettle(t *testing.T) {
 	assert.EqualValues(t, 100, m["epoch"])
 	assert.Equal(t, "operator", m["writer"])
 	assert.EqualValues(t, len("rebuilt"), m["size"])
+	assert.Equal(t, settled, m["version"])
 
-	// Settled: the record is sound, so a second settle is refused, and the
-	// fence admits pushes above the operator's epoch again.
-	r = settle("-confirm-version", version)
+	// The same settle again finds its own record (as a retry after a lost
+	// answer would) and writes nothing; any other settle is refused, for
+	// the record is sound. The fence admits pushes above the operator's
+	// epoch again.
+	r = settle("-epoch", "100", "-confirm-version", version)
+	assert.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, settled, jsonOf(t, wf(t, "latest", "-json", "-store", addr, "wal", "s"))["version"], "nothing was written")
+	r = settle("-epoch", "101", "-confirm-version", version)
 	assert.Equal(t, exitError, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "not corrupt")
 	assert.Equal(t, exitStale, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "99", "-file", fresh, "wal", "s").code)
 	assert.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "101", "-file", fresh, "wal", "s").code)
+}
+
+// recordFile returns the file of (plugin, shard)'s record in the directory
+// store at addr: objects/ and the SHA-256 of the key, as
+// DirConditionalStore documents its layout.
+func recordFile(t *testing.T, addr, plugin, shard string) string {
+	t.Helper()
+	key, err := keys.Shard("", plugin, shard)
+	require.NoError(t, err)
+	sum := sha256.Sum256([]byte(key))
+	p := filepath.Join(strings.TrimPrefix(addr, "file://"), "objects", hex.EncodeToString(sum[:]))
+	require.FileExists(t, p)
+	return p
+}
+
+// TestSettleFloor: a record whose file is cut to nothing keeps no header,
+// so the store holds no epoch to stay above. latest prints a settle line
+// that asks for -floor; settle without it is refused, naming what to
+// state, and so is an -epoch not above it; with both it lands.
+func TestSettleFloor(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "good payload")
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "5", "-file", p, "wal", "s").code)
+	require.NoError(t, os.Truncate(recordFile(t, addr, "wal", "s"), 0))
+
+	r := wf(t, "latest", "-store", addr, "wal", "s")
+	require.Equal(t, exitCorrupt, r.code, "%s", r)
+	assert.NotRegexp(t, `\nepoch `, r.stdout, "no epoch is shown: none can be read")
+	assert.Contains(t, r.stderr, "not even its header can be read")
+	assert.Contains(t, r.stderr, "the highest epoch ever granted for the shard")
+	m := regexp.MustCompile(`to overwrite it: writefence (settle .*)\n`).FindStringSubmatch(r.stderr)
+	require.NotNil(t, m, "a settle line: %s", r)
+	assert.Contains(t, m[1], " -writer W -floor GRANTED -epoch E -file F wal s")
+	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
+	require.Equal(t, exitCorrupt, r.code, "%s", r)
+	assert.Equal(t, "writefence "+m[1], jsonOf(t, r)["settle"])
+
+	line := strings.NewReplacer("-writer W", "-writer operator", "-file F", "-file "+p).Replace(m[1])
+	run := func(line string) result { return wf(t, strings.Fields(line)...) }
+	r = run(strings.Replace(line, "-floor GRANTED -epoch E", "-epoch 10", 1))
+	assert.Equal(t, exitUsage, r.code, "no -floor: %s", r)
+	assert.Contains(t, r.stderr, "pass -floor with the highest epoch ever granted for the shard")
+	settle := func(floor, epoch string) result {
+		return run(strings.Replace(line, "-floor GRANTED -epoch E", "-floor "+floor+" -epoch "+epoch, 1))
+	}
+	r = settle("5", "5")
+	assert.Equal(t, exitUsage, r.code, "-epoch not above -floor: %s", r)
+	assert.Contains(t, r.stderr, "-epoch 5 is not above -floor 5")
+	assert.Equal(t, exitCorrupt, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
+
+	r = settle("5", "10")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 10, jsonOf(t, r)["epoch"])
+
+	help := strings.Join(strings.Fields(wf(t, "help", "settle").stdout), " ")
+	assert.Contains(t, help, "-floor is then required, the highest epoch ever granted for the shard")
+}
+
+// TestSettleRerunRefused: damaged bytes repeat (a file cut to nothing has
+// the same damaged version every time), so an old settle line run again
+// over new damage would replace a later writer's record with an older
+// epoch. The settle log refuses it: stale, and nothing is written.
+func TestSettleRerunRefused(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "good payload")
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "5", "-file", p, "wal", "s").code)
+	file := recordFile(t, addr, "wal", "s")
+	require.NoError(t, os.Truncate(file, 0))
+	r := wf(t, "latest", "-json", "-store", addr, "wal", "s")
+	require.Equal(t, exitCorrupt, r.code, "%s", r)
+	version := jsonOf(t, r)["version"].(string)
+	settle := []string{"settle", "-store", addr, "-confirm-version", version, "-writer", "operator", "-floor", "5", "-epoch", "10", "-file", p, "wal", "s"}
+	r = wf(t, settle...)
+	require.Equal(t, exitOK, r.code, "%s", r)
+
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "b", "-epoch", "20", "-file", p, "wal", "s").code)
+	require.NoError(t, os.Truncate(file, 0))
+	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
+	require.Equal(t, exitCorrupt, r.code, "%s", r)
+	require.Equal(t, version, jsonOf(t, r)["version"], "the same damage, the same version")
+
+	r = wf(t, settle...)
+	assert.Equal(t, exitStale, r.code, "the same settle again: %s", r)
+	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
+	assert.Equal(t, exitCorrupt, r.code, "still the damage, not a record at epoch 10: %s", r)
+	assert.Equal(t, version, jsonOf(t, r)["version"])
+
+	// A settle above every epoch granted since lands.
+	r = wf(t, "settle", "-store", addr, "-confirm-version", version, "-writer", "operator", "-floor", "20", "-epoch", "21", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 21, jsonOf(t, r)["epoch"])
 }
 
 func TestSettleRefusals(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
@@ -115,12 +116,14 @@ func defaultDir() (string, error) {
 
 // openers maps an address scheme to what opens it. Tests add their own.
 var openers = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
-	"mem":    openMem,
-	"file":   openFile,
-	"s3":     openS3,
-	"gs":     openGCS,
-	"valkey": openValkey,
-	"redis":  openValkey,
+	"mem":     openMem,
+	"file":    openFile,
+	"s3":      openS3,
+	"gs":      openGCS,
+	"valkey":  openValkey,
+	"valkeys": openValkey,
+	"redis":   openValkey,
+	"rediss":  openValkey,
 }
 
 // readOpeners maps a scheme whose read-only open differs to it.
@@ -149,7 +152,7 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 		open = ro
 	}
 	if !ok {
-		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs or valkey)", escape.String(u.Scheme))
+		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs, valkey or valkeys)", escape.String(u.Scheme))
 	}
 	s, err := open(ctx, u)
 	if err != nil {
@@ -262,17 +265,19 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 	return &opened{store: writefence.NewGCSConditionalStore(client, bucket), close: client.Close}, nil
 }
 
-// openValkey opens valkey://host:port/db[?script=1]. The password comes
-// from VALKEY_PASSWORD, or REDISCLI_AUTH as valkey-cli reads it, and the
-// ACL user from VALKEY_USERNAME.
+// openValkey opens valkey://host:port/db[?script=1&wait=N&wait-timeout=D&tls=true],
+// or valkeys:// for TLS. The password comes from VALKEY_PASSWORD, or
+// REDISCLI_AUTH as valkey-cli reads it, and the ACL user from
+// VALKEY_USERNAME. Over TLS the server's certificate is checked against
+// the host's CAs (SSL_CERT_FILE or SSL_CERT_DIR name others).
 func openValkey(_ context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "script")
+	q, err := query(u, "script", "wait", "wait-timeout", "tls")
 	if err != nil {
 		return nil, err
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil || host == "" || port == "" {
-		return nil, usagef("writefence: store address: want valkey://host:port/db, with a port")
+		return nil, usagef("writefence: store address: want %s://host:port/db, with a port", u.Scheme)
 	}
 	db := 0
 	if p := strings.Trim(u.Path, "/"); p != "" {
@@ -285,11 +290,23 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}
+	wait, waitTimeout, err := waitParams(q)
+	if err != nil {
+		return nil, err
+	}
+	tlsScheme := u.Scheme == "valkeys" || u.Scheme == "rediss"
+	useTLS, err := boolParam(q, "tls", tlsScheme)
+	if err != nil {
+		return nil, err
+	}
+	if tlsScheme && !useTLS {
+		return nil, usagef("writefence: store address: tls=false: %s:// always uses TLS; use valkey:// for a plain connection", u.Scheme)
+	}
 	password := os.Getenv("VALKEY_PASSWORD")
 	if password == "" {
 		password = os.Getenv("REDISCLI_AUTH")
 	}
-	client := redis.NewClient(&redis.Options{
+	opts := &redis.Options{
 		Addr:     u.Host,
 		DB:       db,
 		Username: os.Getenv("VALKEY_USERNAME"),
@@ -297,10 +314,43 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 		// Reads and writes end at the command's -timeout: without this
 		// go-redis waits out its own timeouts (seconds) whatever ctx says.
 		ContextTimeoutEnabled: true,
-	})
+	}
+	if useTLS {
+		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	client := redis.NewClient(opts)
 	s := writefence.NewValkeyConditionalStore(client)
 	s.Script = script
+	s.WaitReplicas, s.WaitTimeout = wait, waitTimeout
 	return &opened{store: s, close: client.Close}, nil
+}
+
+// waitParams reads wait=N, the replicas that must acknowledge each write
+// (ValkeyConditionalStore.WaitReplicas), and wait-timeout=D, how long each
+// WAIT may take (WaitTimeout, zero for the store's default).
+func waitParams(q url.Values) (int, time.Duration, error) {
+	wait := 0
+	if v := q.Get("wait"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 31)
+		if err != nil {
+			return 0, 0, usagef("writefence: store address: wait=%s: want the number of replicas that must acknowledge each write, in decimal digits", escape.String(v))
+		}
+		wait = int(n)
+	}
+	var timeout time.Duration
+	if v := q.Get("wait-timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil || d <= 0:
+			return 0, 0, usagef("writefence: store address: wait-timeout=%s: want a positive duration, such as 500ms or 2s", escape.String(v))
+		case wait == 0:
+			// Without wait= nothing waits, and a timeout given for
+			// nothing is more likely a forgotten wait=.
+			return 0, 0, usagef("writefence: store address: wait-timeout=%s without wait=N: no write waits for replicas", escape.String(v))
+		}
+		timeout = d
+	}
+	return wait, timeout, nil
 }
 
 // validGCSBucket applies Cloud Storage's naming rules for buckets without

@@ -75,6 +75,59 @@ func TestStoreAddressOpens(t *testing.T) {
 	assert.True(t, s.store.(*writefence.ValkeyConditionalStore).Script)
 }
 
+// TestValkeyAddress: a Valkey address's query sets the replicas every
+// write waits for and how long, and TLS; a bad value is a usage error that
+// names the parameter, before any I/O.
+func TestValkeyAddress(t *testing.T) {
+	ctx := context.Background()
+	for addr, want := range map[string]struct {
+		wait    int
+		timeout time.Duration
+	}{
+		"valkey://h:1/0":                                  {},
+		"valkey://h:1/0?wait=0":                           {},
+		"valkey://h:1/0?wait=1":                           {wait: 1},
+		"valkey://h:1/0?wait=2&wait-timeout=250ms":        {wait: 2, timeout: 250 * time.Millisecond},
+		"valkeys://h:1/0?wait=1&wait-timeout=3s&script=1": {wait: 1, timeout: 3 * time.Second},
+		"valkey://h:1/0?tls=true":                         {},
+		"rediss://h:1":                                    {},
+	} {
+		s, err := openStore(ctx, addr)
+		require.NoError(t, err, addr)
+		vs := s.store.(*writefence.ValkeyConditionalStore)
+		assert.Equal(t, want.wait, vs.WaitReplicas, addr)
+		assert.Equal(t, want.timeout, vs.WaitTimeout, addr)
+		require.NoError(t, s.close(), addr)
+	}
+	for addr, param := range map[string]string{
+		"valkey://h:1/0?wait=-1":                   "wait=-1",
+		"valkey://h:1/0?wait=one":                  "wait=one",
+		"valkey://h:1/0?wait=1.5":                  "wait=1.5",
+		"valkey://h:1/0?wait=99999999999":          "wait=99999999999",
+		"valkey://h:1/0?wait=1&wait-timeout=soon":  "wait-timeout=soon",
+		"valkey://h:1/0?wait=1&wait-timeout=0s":    "wait-timeout=0s",
+		"valkey://h:1/0?wait=1&wait-timeout=-1s":   "wait-timeout=-1s",
+		"valkey://h:1/0?wait-timeout=1s":           "wait-timeout=1s without wait=N",
+		"valkey://h:1/0?wait=0&wait-timeout=1s":    "wait-timeout=1s without wait=N",
+		"valkey://h:1/0?tls=maybe":                 "tls=maybe",
+		"valkeys://h:1/0?tls=false":                "tls=false",
+		"valkeys://h/0":                            "valkeys://host:port/db",
+		"valkey://h:1/0?wiat=1":                    `"wiat"`,
+		"valkey://h:1/0?wait=1&wait_timeout=100ms": `"wait_timeout"`,
+	} {
+		r := wf(t, "latest", "-store", addr, "wal", "s")
+		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
+		assert.Contains(t, r.stderr, param, addr)
+	}
+	r := wf(t, "help")
+	for _, doc := range []string{"valkeys://host:port/db", "wait=N", "wait-timeout=D", "tls=true"} {
+		assert.Contains(t, r.stdout, doc, "the store addresses in help")
+	}
+	for _, c := range []string{"push", "settle"} {
+		assert.Contains(t, wf(t, "help", c).stdout, "'valkey://host:port/0?wait=1'", "help %s", c)
+	}
+}
+
 // TestDefaultStore: without -store the command uses $WRITEFENCE_STORE,
 // then the XDG state directory, then ~/.local/state/writefence, and the
 // record persists there between runs.
@@ -319,6 +372,18 @@ func TestErrorAdvice(t *testing.T) {
 		r := wf(t, "latest", "-timeout", "30s", "-store", "s3://mirrors?endpoint="+u.Host, "wal", "s")
 		assert.Equal(t, exitError, r.code, "%s", r)
 		assert.Contains(t, r.stderr, "secure=false")
+	})
+	t.Run("TLS to a plain server says so", func(t *testing.T) {
+		// A plain server answers the TLS handshake's bytes with an error
+		// line, as Valkey does when they hold a newline.
+		plain := tcpServer(t, func(c net.Conn) { _, _ = io.WriteString(c, "-ERR unknown command\r\n") })
+		silent, _ := silentServer(t)
+		for _, store := range []string{"valkeys://" + plain + "/0", "valkey://" + plain + "/0?tls=true", "valkeys://" + silent + "/0"} {
+			r := wf(t, "latest", "-timeout", "500ms", "-store", store, "wal", "s")
+			assert.Equal(t, exitError, r.code, "%s: %s", store, r)
+			assert.Contains(t, r.stderr, "does not speak TLS", store)
+			assert.Contains(t, r.stderr, "use valkey:// without tls=true", store)
+		}
 	})
 	t.Run("no doubled prefix", func(t *testing.T) {
 		// A store's error wrapped by the fence's: both carry the prefix.

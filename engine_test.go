@@ -6,14 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/hook"
 )
 
 // writePath is one way a Fence writes a record, with its set-up.
@@ -23,7 +26,7 @@ type writePath struct {
 	call  func(ctx context.Context, f *writefence.Fence, version string) error
 }
 
-// writeOps are the three ways a Fence writes a record. Each runs against
+// writeOps are the ways a Fence writes a record. Each runs against
 // shard ("wal", "0"), whose record the set-up left at version v (a corrupt
 // record for settle, which may only replace one).
 var writeOps = []writePath{
@@ -32,6 +35,9 @@ var writeOps = []writePath{
 	}},
 	{"seal", pushedRecord, func(ctx context.Context, f *writefence.Fence, _ string) error {
 		return f.Seal(ctx, "wal", "0", "new", 9)
+	}},
+	{"update", pushedRecord, func(ctx context.Context, f *writefence.Fence, _ string) error {
+		return f.Update(ctx, "wal", "0", "new", 9, func(current []byte) ([]byte, error) { return append(current, '+'), nil })
 	}},
 	{"settle", corruptRecord, func(ctx context.Context, f *writefence.Fence, version string) error {
 		return f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3})
@@ -288,6 +294,8 @@ func TestRefusedWritesAreFinal(t *testing.T) {
 	for _, refusal := range []error{
 		&writefence.WireError{Key: "brand", Expected: defaults.Identity, Found: "other/v1"},
 		&writefence.CorruptError{Key: "k", Version: "v", Check: "checksum"},
+		&fs.PathError{Op: "open", Path: "objects/x", Err: fs.ErrPermission},
+		errors.ErrUnsupported,
 	} {
 		t.Run(fmt.Sprintf("%T", refusal), func(t *testing.T) {
 			s := &writeRefuser{err: fmt.Errorf("store: %w", refusal)}
@@ -297,4 +305,222 @@ func TestRefusedWritesAreFinal(t *testing.T) {
 			assert.Equal(t, 1, s.puts)
 		})
 	}
+}
+
+// failingWrites answers every write with err, having written nothing or
+// not (err does not say), as a store that cannot be reached does.
+type failingWrites struct {
+	*writefence.MemStore
+	err   error
+	puts  int
+	lands bool // each write lands before its reply fails
+}
+
+func (s *failingWrites) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.puts++
+	if s.lands {
+		_, _ = s.MemStore.PutIfVersion(ctx, key, data, expect)
+	}
+	return "", s.err
+}
+
+// waits returns a context whose engine back-offs are recorded instead of
+// slept.
+func waits(ctx context.Context) (context.Context, *[]time.Duration) {
+	var mu sync.Mutex
+	var got []time.Duration
+	return hook.With(ctx, &hook.Hooks{Wait: func(_ context.Context, _ int, d time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, d)
+		return nil
+	}}), &got
+}
+
+// TestEveryRetryBacksOff: a failure that may pass (a network error, a
+// throttled request) is retried after a back-off, not at once, up to
+// MaxAttempts; its cause stays in the error, and a write it hid makes the
+// outcome unknown. The same holds for the lease's writes, which go through
+// the same engine: a lease renewal that cannot reach the store is not
+// reported as a conflict.
+func TestEveryRetryBacksOff(t *testing.T) {
+	errNet := errors.New("connection refused")
+	s := &failingWrites{MemStore: &writefence.MemStore{}, err: errNet}
+	ctx, got := waits(t.Context())
+	f := &writefence.Fence{Store: s, MaxAttempts: 5}
+	err := f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, errNet, "the cause is kept")
+	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	require.NotErrorIs(t, err, writefence.ErrConflict)
+	assert.Equal(t, 5, s.puts)
+	require.Len(t, *got, 4, "a back-off before every retry")
+	for i, d := range *got {
+		assert.Positive(t, d, "back-off %d", i)
+	}
+
+	mem := &writefence.MemStore{}
+	lease := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "n", Holder: "h", TTL: time.Minute}
+	_, err = lease.Acquire(t.Context())
+	require.NoError(t, err)
+	s = &failingWrites{MemStore: mem, err: errNet} // the same record, the same version
+	lease.Fence.Store, lease.Fence.MaxAttempts = s, 5
+	ctx, got = waits(t.Context())
+	err = lease.Renew(ctx)
+	require.ErrorIs(t, err, errNet)
+	require.NotErrorIs(t, err, writefence.ErrConflict, "an unreachable store is not a conflict")
+	assert.Equal(t, 5, s.puts)
+	assert.Len(t, *got, 4)
+}
+
+// TestPermissionRefusalIsFinal: a refusal of the caller's credentials is
+// reported as what it is after one attempt: never retried, never an
+// unknown outcome.
+func TestPermissionRefusalIsFinal(t *testing.T) {
+	denied := &writefence.StoreError{Op: "s3 put", Key: "k", Err: fmt.Errorf("%w: access denied", fs.ErrPermission)}
+	s := &failingWrites{MemStore: &writefence.MemStore{}, err: denied}
+	ctx, got := waits(t.Context())
+	err := (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, fs.ErrPermission)
+	require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.Equal(t, 1, s.puts)
+	assert.Empty(t, *got)
+}
+
+// TestCancelAfterUnknownOutcome: a write whose reply was lost, then a
+// cancelled ctx: the error matches ctx.Err() and ErrOutcomeUnknown both.
+func TestCancelAfterUnknownOutcome(t *testing.T) {
+	s := &failingWrites{MemStore: &writefence.MemStore{}, err: errLostReply, lands: true}
+	ctx, cancel := context.WithCancel(t.Context())
+	ctx = hook.With(ctx, &hook.Hooks{Wait: func(ctx context.Context, _ int, _ time.Duration) error {
+		cancel()
+		return ctx.Err()
+	}})
+	err := (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.Equal(t, 1, s.puts)
+
+	// Without a write in flight, the cancellation is ctx.Err() itself.
+	ctx, cancel = context.WithCancel(t.Context())
+	cancel()
+	err = (&writefence.Fence{Store: &writefence.MemStore{}}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.Equal(t, context.Canceled, err)
+}
+
+// TestLeaseClockOutOfRange: a clock the lease record cannot carry (before
+// 1970, after 2262 in Unix nanoseconds) is refused before anything is
+// written.
+func TestLeaseClockOutOfRange(t *testing.T) {
+	for name, now := range map[string]time.Time{
+		"before 1970": time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC),
+		"after 2262":  time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC),
+	} {
+		t.Run(name, func(t *testing.T) {
+			mem := &writefence.MemStore{}
+			l := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "n", Holder: "h", TTL: time.Minute,
+				Clock: func() time.Time { return now }}
+			_, err := l.Acquire(t.Context())
+			var ia *writefence.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			assert.Equal(t, "clock", ia.Arg)
+			keys := 0
+			require.NoError(t, mem.List(t.Context(), "", func(string) error { keys++; return nil }))
+			assert.Zero(t, keys, "nothing written")
+		})
+	}
+}
+
+// TestSettleRefusesAnotherIdentity: a corrupt record whose header names
+// another wire identity is not replaced: the program that settles it does
+// not speak its format.
+func TestSettleRefusesAnotherIdentity(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	other := &writefence.Fence{Store: mem, Identity: "other-format/v9"}
+	require.NoError(t, other.Push(ctx, "wal", "0", "them", 5, []byte("their payload")))
+	damagePayload(t, mem)
+	f := &writefence.Fence{Store: mem}
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, "other-format/v9", info.Identity)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 6, Payload: []byte("ours")})
+	requireWire(t, err, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: defaults.Identity, Found: "other-format/v9"})
+	_, v, err := mem.Get(ctx, mustKey(t, "wal", "0"))
+	require.NoError(t, err)
+	assert.Equal(t, info.Version, v, "nothing written")
+}
+
+// TestSettleRerunOverSameDamage: push at 5, the record emptied, settled at
+// 10, pushed at 20, emptied again: the same settle run again is refused,
+// though the damaged bytes (and, on a store whose versions name bytes,
+// their version) are the same; the epoch never goes from 20 to 10.
+func TestSettleRerunOverSameDamage(t *testing.T) {
+	ctx := t.Context()
+	s := &contentVersioned{}
+	f := &writefence.Fence{Store: s}
+	key := mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 5, []byte("five")))
+	s.raw(key, nil)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	settle := writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 10, Payload: []byte("ten"), Floor: 5}
+	require.NoError(t, f.Settle(ctx, "wal", "0", settle))
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 20, []byte("twenty")))
+	s.raw(key, nil)
+	again, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	require.Equal(t, info.Version, again.Version, "the same damage has the same version on this store")
+
+	err = f.Settle(ctx, "wal", "0", settle)
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+	_, v, err := s.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, info.Version, v, "nothing written")
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 21, Payload: []byte("21"), Floor: 20}))
+	requireLatest(t, f, 21, "op", "21")
+}
+
+// contentVersioned is a store whose version is a hash of the bytes, as S3's
+// ETag is: the same bytes written twice have the same version.
+type contentVersioned struct {
+	mu   sync.Mutex
+	data map[string][]byte
+}
+
+func contentVersion(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func (s *contentVersioned) raw(key string, b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.data == nil {
+		s.data = map[string][]byte{}
+	}
+	s.data[key] = append([]byte{}, b...)
+}
+
+func (s *contentVersioned) Get(ctx context.Context, key string) ([]byte, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.data[key]
+	if !ok {
+		return nil, "", writefence.ErrNotFound
+	}
+	return append([]byte{}, b...), contentVersion(b), nil
+}
+
+func (s *contentVersioned) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.data[key]
+	if ok != (expect != "") || ok && contentVersion(b) != expect {
+		return "", writefence.ErrConflict
+	}
+	if s.data == nil {
+		s.data = map[string][]byte{}
+	}
+	s.data[key] = append([]byte{}, data...)
+	return contentVersion(data), nil
 }

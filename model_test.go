@@ -1,0 +1,1164 @@
+package writefence_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
+)
+
+// The model test: random sequences of every write the package makes (Push,
+// Update, Seal, Settle, Lease acquire, renew and release, brand claims),
+// deletes, damage from outside the store (a flipped byte, a value emptied,
+// the same damage twice), lost replies, injected conflicts, failing reads,
+// re-brands and writers behind a wrapper that embeds the store, run against
+// a reference model on every store, and checked after every step:
+//
+//   - the recorded epoch never goes down, settles included (between
+//     deletes, which are outside the fence's promise);
+//   - at most one write lands per epoch;
+//   - no acknowledged write is lost: a write that returned nil is what the
+//     store holds, until a higher epoch supersedes it;
+//   - a corrupt record is overwritten only by a settle of exactly that
+//     damage;
+//   - a refusal writes nothing, and a write under BrandVerifyAlways lands
+//     only under the Fence's brand;
+//   - a lease's term never goes down, no two acquisitions get one term, and
+//     a damaged lease record is never overwritten;
+//   - a wrapper is never bypassed: every write and read of a wrapped
+//     writer goes through the wrapper's own Get and PutIfVersion.
+//
+// The unit tier runs it on MemStore and the directory store, the
+// integration tier on MinIO, fake-gcs-server and Valkey (both write paths,
+// and with a replica and WaitReplicas). CI runs fixed seeds (modelSeed, and
+// the checks of modelChecks); WRITEFENCE_LONG=1 runs more checks from a
+// random seed, or pass -rapid.seed and -rapid.checks.
+
+// The model's fixed names.
+const (
+	modelPlugin, modelShard = "wal", "model"
+	modelOperator           = "operator"
+	foreignIdentity         = "other-format/v9"
+)
+
+// lostMode is what happens to the reply of a step's first write that gets
+// past its injected conflicts.
+type lostMode int
+
+const (
+	lostNone   lostMode = iota
+	lostBefore          // the write never reaches the store; an error comes back
+	lostAfter           // the write lands; an error replaces its reply
+)
+
+// faultSet is the faults armed for one step: the first conflicts writes
+// answer ErrConflict without writing, then one reply may be lost, and the
+// reads may fail, always or once a reply was lost.
+type faultSet struct {
+	conflicts       int
+	lost            lostMode
+	readsFail       bool
+	readsAfterLoss  bool
+	denied          bool // every write is refused as fs.ErrPermission, writing nothing
+	cancelAfterLoss bool // the call's ctx is cancelled in the back-off after a lost reply
+}
+
+func (f faultSet) quiet() bool { return f == faultSet{} }
+
+// faultPlan injects the armed faults, for the engine's hooks and the
+// wrappers alike.
+type faultPlan struct {
+	mu        sync.Mutex // guards the fields
+	f         faultSet
+	cancel    context.CancelFunc // cancels the call's ctx
+	lostAt    bool               // a reply was lost since the plan was armed
+	writes    int                // writes that reached the plan
+	failed    bool               // a store call failed and no back-off followed yet
+	violation string             // how the engine broke the retry policy, if it did
+}
+
+func (p *faultPlan) arm(f faultSet, cancel context.CancelFunc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.f, p.cancel, p.lostAt, p.writes, p.failed, p.violation = f, cancel, false, 0, false, ""
+}
+
+// call notes a store call: one right after a failure, with no back-off in
+// between, is a retry at once, which the engine never makes. The caller
+// holds mu.
+func (p *faultPlan) call(what string) {
+	if p.failed && p.violation == "" {
+		p.violation = "a " + what + " was retried right after a failure, without a back-off"
+	}
+}
+
+// wait is the engine's back-off: it ends the failure, and may cancel the
+// call's ctx.
+func (p *faultPlan) wait(ctx context.Context) error {
+	p.mu.Lock()
+	p.failed = false
+	cancel := p.f.cancelAfterLoss && p.lostAt
+	p.mu.Unlock()
+	if cancel && p.cancel != nil {
+		p.cancel()
+	}
+	return ctx.Err()
+}
+
+func (p *faultPlan) broke() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.violation
+}
+
+func (p *faultPlan) written() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writes
+}
+
+func (p *faultPlan) read() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.call("read")
+	if p.f.readsFail || p.f.readsAfterLoss && p.lostAt {
+		p.failed = true
+		return errLostReply
+	}
+	return nil
+}
+
+func (p *faultPlan) write(do func() (string, error)) (string, error) {
+	p.mu.Lock()
+	p.call("write")
+	p.writes++
+	if p.f.denied {
+		p.failed = true
+		p.mu.Unlock()
+		return "", &writefence.StoreError{Op: "model put", Err: fmt.Errorf("%w: access denied", fs.ErrPermission)}
+	}
+	if p.f.conflicts > 0 {
+		p.f.conflicts--
+		p.failed = true
+		p.mu.Unlock()
+		return "", writefence.ErrConflict
+	}
+	lost := p.f.lost
+	p.f.lost = lostNone
+	if lost != lostNone {
+		p.lostAt, p.failed = true, true
+	}
+	p.mu.Unlock()
+	switch lost {
+	case lostBefore:
+		return "", errLostReply
+	case lostAfter:
+		_, _ = do()
+		return "", errLostReply
+	}
+	return do()
+}
+
+// promoting stands for a type that embeds an adapter and overrides Get and
+// PutIfVersion: it injects the plan's faults there and counts every call.
+// The adapter's other methods are promoted to it, as embedding would do:
+// its Capabilities names the adapter, and its capability methods go
+// straight to the adapter, past the overrides. A Fence must never call
+// them; bypassed counts it if it does.
+type promoting struct {
+	inner    writefence.ConditionalStore
+	plan     *faultPlan
+	gets     atomic.Int64
+	puts     atomic.Int64
+	bypassed atomic.Int64
+}
+
+func (p *promoting) Get(ctx context.Context, key string) ([]byte, string, error) {
+	p.gets.Add(1)
+	if err := p.plan.read(); err != nil {
+		return nil, "", err
+	}
+	return p.inner.Get(ctx, key)
+}
+
+func (p *promoting) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	p.puts.Add(1)
+	return p.plan.write(func() (string, error) { return p.inner.PutIfVersion(ctx, key, data, expect) })
+}
+
+func (p *promoting) Capabilities() writefence.ConditionalStore {
+	if c, ok := p.inner.(writefence.Capable); ok {
+		return c.Capabilities()
+	}
+	return nil
+}
+
+func (p *promoting) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	p.bypassed.Add(1)
+	return writefence.GetPrefix(ctx, p.inner, key, n)
+}
+
+func (p *promoting) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
+	p.bypassed.Add(1)
+	return writefence.PutParts(ctx, p.inner, key, parts, expect)
+}
+
+func (p *promoting) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
+	p.bypassed.Add(1)
+	return writefence.PutIfBranded(ctx, p.inner, brandKey, identity, key, parts, expect)
+}
+
+func (p *promoting) Delete(ctx context.Context, key string) error {
+	return p.inner.(writefence.Deleter).Delete(ctx, key)
+}
+
+// modelRecord is a sound record as the model knows it; epoch 0 is none.
+type modelRecord struct {
+	epoch   uint64
+	writer  string
+	payload string
+	foreign bool // of another wire identity (foreignIdentity)
+}
+
+func (r modelRecord) String() string {
+	if r.epoch == 0 {
+		return "no record"
+	}
+	if r.foreign {
+		return fmt.Sprintf("epoch %d by %s %q, of %s", r.epoch, r.writer, r.payload, foreignIdentity)
+	}
+	return fmt.Sprintf("epoch %d by %s %q", r.epoch, r.writer, r.payload)
+}
+
+// modelWriter is one writer: a Fence of its own over the store, raw (its
+// faults injected by the engine's hooks) or behind a promoting wrapper.
+type modelWriter struct {
+	name    string
+	fence   *writefence.Fence
+	wrapper *promoting // nil when raw
+	always  bool       // Brand is BrandVerifyAlways
+	lease   *writefence.Lease
+}
+
+// modelTarget is a store the model runs on.
+type modelTarget struct {
+	name   string
+	store  writefence.ConditionalStore
+	damage testserver.Damager
+	prefix string // the runs' keys live under it; empty: a fresh name
+}
+
+// modelRun is one run of the model on a target: the system and the model.
+type modelRun struct {
+	ctx     context.Context
+	target  modelTarget
+	prefix  string
+	key     string // the shard record's
+	logKey  string // its settle log's
+	brand   string // the brand key
+	lease   string // the lease record's key
+	reader  *writefence.Fence
+	admin   *writefence.Fence
+	writers []*modelWriter
+	plan    *faultPlan
+	clock   *modelClock
+	counts  *modelCounts
+
+	// The model.
+	rec        modelRecord     // the last sound record that landed
+	damaged    string          // the version of the damage the store holds; "" when sound
+	maxEpoch   uint64          // the highest epoch landed since the last delete
+	landed     map[uint64]bool // the epochs landed since the last delete
+	brandValue string          // what the brand key holds; "" when absent
+	leaseTerm  uint64          // the highest lease term recorded
+	terms      map[uint64]int  // the writer each term was acquired by
+	leaseBad   string          // the damaged lease record's version; "" when sound
+	lastPush   *modelPush
+	lastSettle *writefence.Settlement
+	lastFault  *testserver.Fault
+}
+
+// modelPush is a push, to run again.
+type modelPush struct {
+	w       *modelWriter
+	epoch   uint64
+	payload string
+}
+
+// modelRuns numbers the runs, for their key prefixes.
+var modelRuns atomic.Int64
+
+// modelCounts tallies what the runs did, for the log.
+type modelCounts struct {
+	mu    sync.Mutex
+	steps map[string]int
+}
+
+func (c *modelCounts) add(what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.steps == nil {
+		c.steps = map[string]int{}
+	}
+	c.steps[what]++
+}
+
+func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun {
+	// Each run works under a prefix of its own, never drawn by rapid: runs
+	// that shrink to the same draws must not see each other's keys.
+	prefix := fmt.Sprintf("%smodel-%d/", target.prefix, modelRuns.Add(1))
+	key, err := keys.Shard(prefix, modelPlugin, modelShard)
+	require.NoError(t, err)
+	logKey, err := keys.SettleLog(prefix, modelPlugin, modelShard)
+	require.NoError(t, err)
+	leaseKey, err := keys.Lease(prefix, "model")
+	require.NoError(t, err)
+	r := &modelRun{
+		target: target, prefix: prefix, key: key, logKey: logKey, brand: keys.Brand(prefix), lease: leaseKey,
+		reader: &writefence.Fence{Store: target.store, Prefix: prefix},
+		admin:  &writefence.Fence{Store: target.store, Prefix: prefix},
+		plan:   &faultPlan{}, clock: newModelClock(), counts: counts,
+		landed: map[uint64]bool{}, terms: map[uint64]int{},
+	}
+	// No writer sleeps between retries (the model is sequential); the
+	// plan sees every back-off.
+	r.ctx = hook.With(context.Background(), &hook.Hooks{Wait: r.wait})
+	for i := range 3 {
+		w := &modelWriter{name: fmt.Sprintf("w%d", i)}
+		store := target.store
+		if rapid.Bool().Draw(t, w.name+" wrapped") {
+			w.wrapper = &promoting{inner: target.store, plan: r.plan}
+			store = w.wrapper
+		}
+		w.fence = &writefence.Fence{Store: store, Prefix: prefix, MaxAttempts: 4}
+		if rapid.Bool().Draw(t, w.name+" brand always") {
+			w.always, w.fence.Brand = true, writefence.BrandVerifyAlways
+		}
+		w.lease = &writefence.Lease{Fence: w.fence, Name: "model", Holder: w.name, TTL: 10 * time.Second, Clock: r.clock.now}
+		r.writers = append(r.writers, w)
+	}
+	if rapid.IntRange(0, 3).Draw(t, "starts with a record of another identity") == 0 {
+		r.foreignPush(t)
+	}
+	return r
+}
+
+// ctxFor returns the context w's calls run with: the engine's hooks inject
+// the plan's faults into a raw writer; a wrapped one gets them from its
+// wrapper.
+func (r *modelRun) ctxFor(w *modelWriter) context.Context {
+	if w.wrapper != nil {
+		return r.ctx
+	}
+	return hook.With(r.ctx, &hook.Hooks{
+		Read: func(context.Context, string) error { return r.plan.read() },
+		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+			return r.plan.write(write)
+		},
+		Wait: r.wait,
+	})
+}
+
+func (r *modelRun) wait(ctx context.Context, _ int, _ time.Duration) error { return r.plan.wait(ctx) }
+
+func (r *modelRun) drawWriter(t *rapid.T) *modelWriter {
+	return r.writers[rapid.IntRange(0, len(r.writers)-1).Draw(t, "writer")]
+}
+
+func drawFaults(t *rapid.T) faultSet {
+	if rapid.IntRange(0, 2).Draw(t, "faulty") > 0 {
+		return faultSet{}
+	}
+	if rapid.IntRange(0, 9).Draw(t, "denied") == 0 {
+		return faultSet{denied: true}
+	}
+	reads := rapid.IntRange(0, 3).Draw(t, "reads")
+	return faultSet{
+		conflicts:       rapid.IntRange(0, 4).Draw(t, "conflicts"),
+		lost:            rapid.SampledFrom([]lostMode{lostNone, lostBefore, lostAfter}).Draw(t, "lost"),
+		readsFail:       reads == 1,
+		readsAfterLoss:  reads == 2,
+		cancelAfterLoss: rapid.IntRange(0, 4).Draw(t, "cancel") == 0,
+	}
+}
+
+func (r *modelRun) drawEpoch(t *rapid.T) uint64 {
+	top := max(r.maxEpoch, r.rec.epoch)
+	return rapid.Uint64Range(max(1, top-min(top, 2)), top+3).Draw(t, "epoch")
+}
+
+// stored is what the store holds at the record's key, read directly.
+type stored struct {
+	found   bool
+	version string
+	corrupt bool
+	epoch   uint64 // the header's, of a corrupt record too when it decodes
+	foreign bool   // the header names foreignIdentity
+	rec     modelRecord
+}
+
+func (r *modelRun) read(t *rapid.T) stored {
+	info, err := r.reader.Inspect(context.Background(), modelPlugin, modelShard)
+	switch {
+	case errors.Is(err, writefence.ErrNotFound):
+		return stored{}
+	case errors.Is(err, writefence.ErrCorrupt):
+		return stored{found: true, version: info.Version, corrupt: true, epoch: info.Epoch, foreign: info.Identity == foreignIdentity}
+	case errors.Is(err, writefence.ErrWire):
+		require.Equal(t, foreignIdentity, info.Identity, "a record of an identity no writer writes")
+		return stored{found: true, version: info.Version, epoch: info.Epoch, foreign: true, rec: modelRecord{info.Epoch, info.Writer, string(info.Payload), true}}
+	}
+	require.NoError(t, err, "a direct read of the record")
+	return stored{found: true, version: info.Version, epoch: info.Epoch, rec: modelRecord{epoch: info.Epoch, writer: info.Writer, payload: string(info.Payload)}}
+}
+
+// refusal reports whether err refuses a write, which must then have
+// written nothing.
+func refusal(err error) bool {
+	if errors.Is(err, writefence.ErrOutcomeUnknown) {
+		return false
+	}
+	for _, target := range []error{writefence.ErrStaleEpoch, writefence.ErrWire, writefence.ErrCorrupt, writefence.ErrConflict,
+		writefence.ErrInvalidArgument, writefence.ErrNotFound, fs.ErrPermission, writefence.ErrLeaseHeld, writefence.ErrLeaseLost} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// landedWrite records in the model a record that landed, after checking
+// the invariants a landing must keep.
+func (r *modelRun) landedWrite(t *rapid.T, op string, w *modelWriter, want modelRecord, got stored, err error) {
+	require.False(t, got.corrupt, "%s: the record is corrupt after a write landed", op)
+	require.Equal(t, want, got.rec, "%s: a record that changed must be this write's", op)
+	require.Greater(t, want.epoch, r.maxEpoch, "%s: epoch %d landed after epoch %d had: the recorded epoch went down, or two writes landed at one epoch", op, want.epoch, r.maxEpoch)
+	require.False(t, r.landed[want.epoch], "%s: a second write landed at epoch %d", op, want.epoch)
+	require.True(t, err == nil || errors.Is(err, writefence.ErrOutcomeUnknown), "%s landed but returned %v", op, err)
+	if w != nil && w.always {
+		require.Equal(t, defaults.Identity, r.brandValue, "%s landed by %s under BrandVerifyAlways while the brand held %q", op, w.name, r.brandValue)
+	}
+	r.rec, r.maxEpoch, r.landed[want.epoch], r.damaged = want, want.epoch, true, ""
+}
+
+// write runs one write of the record by w under faults and checks it
+// against the model; call returns the record it means to write and its
+// error. Without faults, answer is the error the model expects (alt, when
+// set, is also accepted). An unknown outcome is resolved by running call
+// again without faults.
+func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet, answer, alt error, call func(ctx context.Context) (modelRecord, error)) error {
+	r.counts.add(op)
+	err := r.writeOnce(t, op, w, faults, call)
+	if modelAnswers && faults.quiet() && !(alt != nil && errors.Is(err, alt)) {
+		if answer == nil {
+			require.NoError(t, err, op)
+		} else {
+			require.ErrorIs(t, err, answer, op)
+		}
+	}
+	if errors.Is(err, writefence.ErrOutcomeUnknown) {
+		r.counts.add(op + ": unknown outcome resolved")
+		again := r.writeOnce(t, op, w, faultSet{}, call)
+		require.NotErrorIs(t, again, writefence.ErrOutcomeUnknown, "%s repeated without faults", op)
+	}
+	return err
+}
+
+func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults faultSet, call func(ctx context.Context) (modelRecord, error)) error {
+	before := r.read(t)
+	ctx := r.ctx
+	if w != nil {
+		ctx = r.ctxFor(w)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.plan.arm(faults, cancel)
+	var putsBefore int64
+	if w != nil && w.wrapper != nil {
+		putsBefore = w.wrapper.puts.Load()
+	}
+	want, err := call(ctx)
+	writes, broke, cancelled := r.plan.written(), r.plan.broke(), ctx.Err() != nil
+	r.plan.arm(faultSet{}, nil)
+	require.Empty(t, broke, op)
+	if faults.denied && writes > 0 {
+		require.ErrorIs(t, err, fs.ErrPermission, "%s: a permission refusal is reported as one", op)
+		require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, op)
+		require.Equal(t, 1, writes, "%s: a permission refusal is final", op)
+	}
+	if cancelled {
+		require.ErrorIs(t, err, context.Canceled, "%s cancelled after a lost reply: the error matches ctx.Err()", op)
+	}
+	after := r.read(t)
+	changed := before.found != after.found || before.version != after.version
+
+	if w != nil && w.wrapper != nil {
+		require.Zero(t, w.wrapper.bypassed.Load(), "%s by %s went past its wrapper's Get and PutIfVersion", op, w.name)
+		require.Equal(t, int64(writes), w.wrapper.puts.Load()-putsBefore, "%s by %s: every write goes through the wrapper", op, w.name)
+	}
+	if r.damaged != "" && op != "settle" {
+		require.False(t, changed, "%s overwrote the damaged record (%v)", op, err)
+	}
+	if changed {
+		r.landedWrite(t, op, w, want, after, err)
+	}
+	switch {
+	case err == nil:
+		require.False(t, after.corrupt, "%s returned nil over a corrupt record", op)
+		require.Equal(t, want, after.rec, "%s returned nil but the store holds %v", op, after.rec)
+	case refusal(err):
+		require.False(t, changed, "%s was refused (%v) but wrote", op, err)
+	}
+	var se *writefence.StaleEpochError
+	if op != "settle" && refusal(err) && errors.As(err, &se) {
+		// (an update whose next is not idempotent is stale over its own
+		// landed record, as documented: "update, appending" is exempt)
+		require.Equal(t, r.rec.epoch, se.RecordedEpoch, "%s: the stale refusal names the recorded epoch", op)
+		if op != opAppend {
+			require.NotEqual(t, want, r.rec, "%s: the writer's own landed write was reported stale", op)
+		}
+	}
+	if refusal(err) && errors.Is(err, writefence.ErrCorrupt) {
+		require.NotEmpty(t, r.damaged, "%s: ErrCorrupt from a sound record: %v", op, err)
+	}
+	return err
+}
+
+// answer is what a write of want gets from the model's state without
+// faults: nil when it lands or already landed, else its refusal. alt is a
+// second answer the Fence may give instead: a writer under
+// BrandVerifyAlways over a foreign brand is refused with ErrWire whenever
+// it writes, which a write on a remembered version does before it learns
+// that it is stale.
+func (r *modelRun) answer(w *modelWriter, want modelRecord) (answer, alt error) {
+	foreign := w.always && r.brandValue != defaults.Identity
+	if foreign {
+		alt = writefence.ErrWire
+	}
+	switch {
+	case r.damaged != "":
+		return writefence.ErrCorrupt, alt
+	case r.rec.epoch != 0 && r.rec.foreign != want.foreign:
+		return writefence.ErrWire, nil
+	case r.rec.epoch != 0 && r.rec == want:
+		return nil, nil
+	case r.rec.epoch != 0 && want.epoch <= r.rec.epoch:
+		return writefence.ErrStaleEpoch, alt
+	case foreign:
+		return writefence.ErrWire, nil
+	}
+	return nil, nil
+}
+
+func (r *modelRun) push(t *rapid.T) {
+	p := &modelPush{w: r.drawWriter(t), epoch: r.drawEpoch(t), payload: string(rapid.SliceOfN(rapid.Byte(), 0, 12).Draw(t, "payload"))}
+	r.doPush(t, p, drawFaults(t))
+}
+
+// repeatPush runs the last push again, with the same arguments: a push that
+// landed is reported landed, never stale.
+func (r *modelRun) repeatPush(t *rapid.T) {
+	if r.lastPush == nil {
+		t.Skip("no push to repeat")
+	}
+	r.doPush(t, r.lastPush, drawFaults(t))
+}
+
+func (r *modelRun) doPush(t *rapid.T, p *modelPush, faults faultSet) {
+	r.lastPush = p
+	want := modelRecord{epoch: p.epoch, writer: p.w.name, payload: p.payload}
+	answer, alt := r.answer(p.w, want)
+	r.write(t, "push", p.w, faults, answer, alt, func(ctx context.Context) (modelRecord, error) {
+		return want, p.w.fence.Push(ctx, modelPlugin, modelShard, p.w.name, p.epoch, []byte(p.payload))
+	})
+}
+
+// opAppend names an update whose next appends: not idempotent, so a retry
+// over its own landed record is stale, as Update documents.
+const opAppend = "update, appending"
+
+// errNextRefused is the error of an update function that refuses.
+var errNextRefused = errors.New("next refuses")
+
+func (r *modelRun) update(t *rapid.T) {
+	w := r.drawWriter(t)
+	epoch := r.drawEpoch(t)
+	kind := rapid.IntRange(0, 2).Draw(t, "update kind")
+	b := rapid.Byte().Draw(t, "byte")
+	next := func(current []byte) ([]byte, error) {
+		switch kind {
+		case 0:
+			return append(current, b), nil // not idempotent
+		case 1:
+			return []byte{b}, nil // idempotent
+		}
+		return nil, errNextRefused
+	}
+	result, nerr := next([]byte(r.rec.payload))
+	want := modelRecord{epoch: epoch, writer: w.name, payload: string(result)}
+	if nerr != nil {
+		want.payload = "(nothing: next refuses)" // no record can be this update
+	}
+	answer, alt := r.answer(w, want)
+	if nerr != nil && (answer == nil || answer == writefence.ErrWire && !r.rec.foreign) {
+		answer, alt = errNextRefused, nil // decided before the write checks the brand
+	}
+	op := "update"
+	if kind == 0 {
+		op = opAppend
+	}
+	r.write(t, op, w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
+		return want, w.fence.Update(ctx, modelPlugin, modelShard, w.name, epoch, next)
+	})
+}
+
+func (r *modelRun) seal(t *rapid.T) {
+	w := r.drawWriter(t)
+	epoch := r.drawEpoch(t)
+	want := modelRecord{epoch: epoch, writer: w.name, payload: r.rec.payload}
+	answer, alt := r.answer(w, want)
+	r.write(t, "seal", w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
+		return want, w.fence.Seal(ctx, modelPlugin, modelShard, w.name, epoch)
+	})
+}
+
+// damage damages the record from outside the store: a flipped byte, the
+// value emptied, or the last damage again.
+func (r *modelRun) damage(t *rapid.T) {
+	before := r.read(t)
+	if !before.found {
+		t.Skip("no record to damage")
+	}
+	f := testserver.Fault{Flip: rapid.IntRange(0, 1<<10).Draw(t, "flip"), Empty: rapid.Bool().Draw(t, "empty")}
+	if data, _, err := r.target.store.Get(context.Background(), r.key); err == nil && len(data) > 0 && rapid.Bool().Draw(t, "in the payload") {
+		// A byte near the end, past the header, which then still decodes.
+		f.Flip = len(data) - 1 - rapid.IntRange(0, min(len(data)-1, 3)).Draw(t, "from the end")
+	}
+	if r.lastFault != nil && rapid.Bool().Draw(t, "the same damage again") {
+		f = *r.lastFault
+	}
+	if r.damaged != "" && !f.Empty {
+		t.Skip("a second flip could undo the first")
+	}
+	r.counts.add("damage")
+	require.NoError(t, r.target.damage(context.Background(), r.key, f))
+	r.lastFault = &f
+	after := r.read(t)
+	require.True(t, after.corrupt, "the damaged record must not decode")
+	if after.epoch != 0 {
+		require.Equal(t, r.rec.epoch, after.epoch, "the header of a damaged record shows its epoch or none")
+	}
+	r.damaged = after.version
+}
+
+// settle replaces the damaged record as an operator would, with an epoch
+// above what can be read or stated (and sometimes not), a floor when no
+// header decodes (and sometimes none), at the damage's version (and
+// sometimes another).
+func (r *modelRun) settle(t *rapid.T) {
+	if r.damaged == "" {
+		t.Skip("nothing to settle")
+	}
+	cur := r.read(t)
+	s := &writefence.Settlement{Version: cur.version, Writer: modelOperator, Payload: []byte("settled")}
+	top := max(r.maxEpoch, cur.epoch)
+	s.Epoch = top + uint64(rapid.IntRange(1, 3).Draw(t, "above"))
+	if rapid.IntRange(0, 4).Draw(t, "too low") == 0 {
+		s.Epoch = max(1, top-min(top, uint64(rapid.IntRange(0, 1).Draw(t, "below"))))
+	}
+	if cur.epoch == 0 && rapid.IntRange(0, 4).Draw(t, "no floor") > 0 {
+		s.Floor = r.maxEpoch // honest: the highest epoch ever granted
+	}
+	if rapid.IntRange(0, 5).Draw(t, "another version") == 0 {
+		s.Version = "not-the-damage"
+	}
+	r.doSettle(t, s)
+}
+
+// repeatSettle runs the last settle again: after new damage with the same
+// bytes it must be refused, whatever the damage's version.
+func (r *modelRun) repeatSettle(t *rapid.T) {
+	if r.lastSettle == nil {
+		t.Skip("no settle to repeat")
+	}
+	r.doSettle(t, r.lastSettle)
+}
+
+func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
+	r.lastSettle = s
+	cur := r.read(t)
+	want := modelRecord{epoch: s.Epoch, writer: s.Writer, payload: string(s.Payload)}
+	var answer error
+	switch {
+	case !cur.found:
+		answer = writefence.ErrNotFound
+	case !cur.corrupt && cur.rec == want:
+	case !cur.corrupt:
+		answer = writefence.ErrInvalidArgument
+	case cur.version != s.Version:
+		answer = writefence.ErrConflict
+	case cur.epoch != 0 && cur.foreign:
+		r.counts.add("settle over a damaged record of another identity")
+		answer = writefence.ErrWire
+	case cur.epoch != 0 && s.Epoch <= cur.epoch:
+		answer = writefence.ErrStaleEpoch
+	case cur.epoch == 0 && s.Floor == 0, s.Epoch <= s.Floor:
+		answer = writefence.ErrInvalidArgument
+	case s.Epoch <= r.settleLogEpoch(t):
+		answer = writefence.ErrStaleEpoch
+	}
+	w := r.writers[0] // the operator's Fence is a writer's: its faults, its brand
+	var alt error
+	if w.always && r.brandValue != defaults.Identity {
+		alt = writefence.ErrWire
+	}
+	r.write(t, "settle", w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
+		return want, w.fence.Settle(ctx, modelPlugin, modelShard, *s)
+	})
+}
+
+// settleLogEpoch returns the epoch of the settle log's entry, read from
+// its record header (format version 2: the epoch at offset 8), or 0.
+func (r *modelRun) settleLogEpoch(t *rapid.T) uint64 {
+	data, _, err := r.target.store.Get(context.Background(), r.logKey)
+	if errors.Is(err, writefence.ErrNotFound) {
+		return 0
+	}
+	require.NoError(t, err, "the settle log")
+	require.GreaterOrEqual(t, len(data), 16, "the settle log holds a record")
+	return binary.BigEndian.Uint64(data[8:16])
+}
+
+// remove deletes the record from outside the fence: its promises start
+// again from nothing.
+func (r *modelRun) remove(t *rapid.T) {
+	d, ok := r.target.store.(writefence.Deleter)
+	if !ok {
+		t.Skip("the store cannot delete")
+	}
+	r.counts.add("delete")
+	require.NoError(t, d.Delete(context.Background(), r.key))
+	r.rec, r.damaged, r.maxEpoch, r.landed = modelRecord{}, "", 0, map[uint64]bool{}
+}
+
+func (r *modelRun) latest(t *rapid.T) {
+	w := r.drawWriter(t)
+	e, wr, p, err := w.fence.Latest(r.ctx, modelPlugin, modelShard)
+	switch {
+	case w.always && r.brandValue != defaults.Identity:
+		require.ErrorIs(t, err, writefence.ErrWire)
+	case r.damaged != "":
+		require.ErrorIs(t, err, writefence.ErrCorrupt)
+	case r.rec.foreign:
+		require.ErrorIs(t, err, writefence.ErrWire)
+	case false:
+		require.ErrorIs(t, err, writefence.ErrCorrupt)
+	case r.rec.epoch == 0:
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+	default:
+		require.NoError(t, err)
+		require.Equal(t, r.rec, modelRecord{epoch: e, writer: wr, payload: string(p)})
+	}
+}
+
+// foreignPush pushes as a program of another wire identity would: over a
+// record of ours it is refused, and over its own record ours are.
+func (r *modelRun) foreignPush(t *rapid.T) {
+	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: foreignIdentity}
+	want := modelRecord{epoch: r.drawEpoch(t), writer: "alien", payload: "another format", foreign: true}
+	var answer error
+	switch {
+	case r.damaged != "":
+		answer = writefence.ErrCorrupt
+	case r.rec.epoch != 0 && !r.rec.foreign:
+		answer = writefence.ErrWire
+	case r.rec.epoch != 0 && r.rec == want:
+	case r.rec.epoch != 0 && want.epoch <= r.rec.epoch:
+		answer = writefence.ErrStaleEpoch
+	}
+	r.write(t, "foreign push", nil, faultSet{}, answer, nil, func(ctx context.Context) (modelRecord, error) {
+		return want, f.Push(ctx, modelPlugin, modelShard, want.writer, want.epoch, []byte(want.payload))
+	})
+}
+
+// claim brands the store, with the Fence's identity or another.
+func (r *modelRun) claim(t *rapid.T) {
+	identity := rapid.SampledFrom([]string{defaults.Identity, foreignIdentity}).Draw(t, "identity")
+	r.counts.add("brand claim")
+	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: identity}
+	claimed, err := f.ClaimBrand(r.ctx)
+	switch r.brandValue {
+	case "":
+		require.NoError(t, err)
+		require.True(t, claimed)
+		r.brandValue = identity
+	case identity:
+		require.NoError(t, err)
+		require.False(t, claimed)
+	default:
+		require.ErrorIs(t, err, writefence.ErrWire)
+	}
+	r.checkBrand(t)
+}
+
+// rebrand changes the brand from outside the Fence, as a migration would,
+// or removes it.
+func (r *modelRun) rebrand(t *rapid.T) {
+	value := rapid.SampledFrom([]string{"", defaults.Identity, foreignIdentity}).Draw(t, "brand")
+	r.counts.add("rebrand")
+	ctx := context.Background()
+	_, v, err := r.target.store.Get(ctx, r.brand)
+	if errors.Is(err, writefence.ErrNotFound) {
+		v, err = "", nil
+	}
+	require.NoError(t, err)
+	switch {
+	case value == "":
+		d, ok := r.target.store.(writefence.Deleter)
+		if !ok {
+			t.Skip("the store cannot delete")
+		}
+		require.NoError(t, d.Delete(ctx, r.brand))
+	default:
+		_, err = r.target.store.PutIfVersion(ctx, r.brand, []byte(value), v)
+		require.NoError(t, err)
+	}
+	r.brandValue = value
+	r.checkBrand(t)
+}
+
+func (r *modelRun) checkBrand(t *rapid.T) {
+	data, _, err := r.target.store.Get(context.Background(), r.brand)
+	if r.brandValue == "" {
+		require.ErrorIs(t, err, writefence.ErrNotFound, "the brand key")
+		return
+	}
+	require.NoError(t, err, "the brand key")
+	require.Equal(t, r.brandValue, string(data), "the brand key")
+}
+
+// storedLease is the lease record as the store holds it, decoded from its
+// documented layout; ok is false when it is absent or does not decode.
+type storedLease struct {
+	found, ok bool
+	version   string
+	holder    string
+	term      uint64
+}
+
+func (r *modelRun) readLease(t *rapid.T) storedLease {
+	data, v, err := r.target.store.Get(context.Background(), r.lease)
+	var ce *writefence.CorruptError
+	switch {
+	case errors.Is(err, writefence.ErrNotFound):
+		return storedLease{}
+	case errors.As(err, &ce):
+		return storedLease{found: true, version: ce.Version}
+	}
+	require.NoError(t, err, "the lease record")
+	l := storedLease{found: true, version: v}
+	if len(data) >= 27 && string(data[:5]) == "WFL\x00\x01" {
+		h := int(binary.BigEndian.Uint16(data[5:]))
+		end := 23 + h
+		if len(data) == end+4 && binary.BigEndian.Uint32(data[end:]) == crc32.Checksum(data[:end], crc32.MakeTable(crc32.Castagnoli)) {
+			l.term, l.holder = binary.BigEndian.Uint64(data[7:]), string(data[23:end])
+			l.ok = h > 0 && l.term > 0 && int64(binary.BigEndian.Uint64(data[15:])) >= 0
+		}
+	}
+	return l
+}
+
+// leaseStep runs one call of a writer's Lease and checks the record.
+func (r *modelRun) leaseStep(t *rapid.T, op string, w *modelWriter, call func(ctx context.Context) (uint64, error)) {
+	r.counts.add(op)
+	before := r.readLease(t)
+	faults := drawFaults(t)
+	ctx, cancel := context.WithCancel(r.ctxFor(w))
+	defer cancel()
+	r.plan.arm(faults, cancel)
+	term, err := call(ctx)
+	broke := r.plan.broke()
+	r.plan.arm(faultSet{}, nil)
+	require.Empty(t, broke, op)
+	after := r.readLease(t)
+	if w.wrapper != nil {
+		require.Zero(t, w.wrapper.bypassed.Load(), "%s by %s went past its wrapper", op, w.name)
+	}
+	if r.leaseBad != "" {
+		require.Equal(t, r.leaseBad, after.version, "%s overwrote the damaged lease record (%v)", op, err)
+		if faults.quiet() {
+			// Refused before it reads (not held, a clock out of range, a
+			// foreign brand on a remembered version), or for the damage.
+			require.True(t, refusal(err), "%s over the damaged lease record: %v", op, err)
+		}
+		return
+	}
+	if after.found {
+		require.True(t, after.ok, "%s left a lease record that does not decode", op)
+		require.GreaterOrEqual(t, after.term, r.leaseTerm, "%s: the lease's term went down", op)
+		if after.term > r.leaseTerm || (after.term == r.leaseTerm && before.version != after.version && after.holder != before.holder) {
+			holder, seen := r.terms[after.term]
+			require.True(t, !seen || r.writers[holder] == w, "%s: term %d acquired by %s and by %s", op, after.term, r.writers[holder].name, w.name)
+			r.terms[after.term] = r.indexOf(w)
+		}
+		r.leaseTerm = after.term
+	}
+	if err == nil && op == "lease acquire" {
+		require.Equal(t, storedLease{found: true, ok: true, version: after.version, holder: w.name, term: term}, after, "%s returned term %d", op, term)
+	}
+	if refusal(err) {
+		require.Equal(t, before.version, after.version, "%s was refused (%v) but wrote", op, err)
+	}
+}
+
+func (r *modelRun) indexOf(w *modelWriter) int {
+	for i, x := range r.writers {
+		if x == w {
+			return i
+		}
+	}
+	panic("not a writer")
+}
+
+func (r *modelRun) acquire(t *rapid.T) {
+	w := r.drawWriter(t)
+	r.leaseStep(t, "lease acquire", w, w.lease.Acquire)
+}
+
+func (r *modelRun) renew(t *rapid.T) {
+	w := r.drawWriter(t)
+	r.leaseStep(t, "lease renew", w, func(ctx context.Context) (uint64, error) { return 0, w.lease.Renew(ctx) })
+}
+
+func (r *modelRun) release(t *rapid.T) {
+	w := r.drawWriter(t)
+	r.leaseStep(t, "lease release", w, func(ctx context.Context) (uint64, error) { return 0, w.lease.Release(ctx) })
+}
+
+func (r *modelRun) advance(t *rapid.T) {
+	r.clock.advance(time.Duration(rapid.IntRange(1, 15).Draw(t, "seconds")) * time.Second)
+}
+
+// badClock runs an Acquire with the clock before 1970 or after 2262, which a
+// lease record cannot carry: it must be refused before anything is
+// written.
+func (r *modelRun) badClock(t *rapid.T) {
+	w := r.drawWriter(t)
+	saved := r.clock.ns.Load()
+	bad := time.Date(1969, 12, 31, 23, 59, 0, 0, time.UTC)
+	if rapid.Bool().Draw(t, "after 2262") {
+		bad = time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC)
+	}
+	r.clock.ns.Store(bad.UnixNano())
+	defer r.clock.ns.Store(saved)
+	r.leaseStep(t, "lease acquire with a clock out of range", w, w.lease.Acquire)
+}
+
+// leasePush pushes at an epoch the writer's Lease hands out, when it does.
+func (r *modelRun) leasePush(t *rapid.T) {
+	w := r.drawWriter(t)
+	epoch, err := w.lease.Epoch(r.ctx, modelPlugin, modelShard)
+	if err != nil {
+		t.Skip("the lease hands out no epoch")
+	}
+	r.doPush(t, &modelPush{w: w, epoch: epoch, payload: "under the lease"}, drawFaults(t))
+}
+
+// damageLease damages the lease record: no Lease may overwrite it.
+func (r *modelRun) damageLease(t *rapid.T) {
+	if !r.readLease(t).found || r.leaseBad != "" {
+		t.Skip("no sound lease record")
+	}
+	r.counts.add("lease damage")
+	require.NoError(t, r.target.damage(context.Background(), r.lease, testserver.Fault{Flip: rapid.IntRange(0, 64).Draw(t, "flip")}))
+	l := r.readLease(t)
+	require.False(t, l.ok, "the damaged lease record must not decode")
+	r.leaseBad = l.version
+}
+
+// check is the invariant after every step: the store holds what the model
+// says, byte for byte in the damaged case.
+func (r *modelRun) check(t *rapid.T) {
+	got := r.read(t)
+	switch {
+	case r.damaged != "":
+		require.True(t, got.corrupt, "the damage is gone without a settle")
+		require.Equal(t, r.damaged, got.version, "the damaged record was overwritten")
+	case r.rec.epoch == 0:
+		require.False(t, got.found, "a record appeared from nowhere: %v", got.rec)
+	default:
+		require.False(t, got.corrupt)
+		require.Equal(t, r.rec, got.rec, "the store and the model disagree")
+	}
+}
+
+// actions are the steps a run draws from, uniformly by name: the writes
+// of a record and the damage they must survive have more names, so that
+// sequences such as push, damage, settle, push, the same damage, the same
+// settle come up.
+func (r *modelRun) actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"push": r.push, "push ": r.push, "push  ": r.push, "repeatPush": r.repeatPush,
+		"update": r.update, "update ": r.update, "seal": r.seal,
+		"damage": r.damage, "damage ": r.damage, "settle": r.settle, "settle ": r.settle, "repeatSettle": r.repeatSettle,
+		"delete": r.remove, "latest": r.latest, "claim": r.claim, "rebrand": r.rebrand,
+		"acquire": r.acquire, "acquire ": r.acquire, "renew": r.renew, "release": r.release, "advance": r.advance,
+		"leasePush": r.leasePush, "leasePush ": r.leasePush, "damageLease": r.damageLease, "badClock": r.badClock,
+		"foreignPush": r.foreignPush,
+		"":            r.check,
+	}
+}
+
+// modelAnswers says whether the model also checks each write's answer
+// against the one it predicts, besides the invariants;
+// WRITEFENCE_MODEL_ANSWERS=0 checks the invariants alone, to see which
+// break when a fix is taken out.
+var modelAnswers = os.Getenv("WRITEFENCE_MODEL_ANSWERS") != "0"
+
+// Fixed seeds for CI: modelChecks runs from modelSeed on each target.
+const (
+	modelSeed        = 20261201
+	modelChecksUnit  = 150
+	modelChecksLocal = 40
+	modelSteps       = 60
+)
+
+// runModel runs the model on the target open returns, from the fixed seed
+// unless -rapid.seed was given or WRITEFENCE_LONG is set.
+func runModel(t *testing.T, checks int, open func(t *testing.T) modelTarget) {
+	target := open(t)
+	if target.prefix == "" {
+		target.prefix = testserver.UniqueName(t) + "/"
+	}
+	restore := setRapidFlags(t, checks)
+	defer restore()
+	var counts modelCounts
+	rapid.Check(t, func(rt *rapid.T) {
+		r := newModelRun(rt, target, &counts)
+		rt.Repeat(r.actions())
+	})
+	t.Logf("%s: %v", target.name, counts.steps)
+}
+
+// modelClock is the leases' fake clock; only steps move it.
+type modelClock struct{ ns atomic.Int64 }
+
+func newModelClock() *modelClock {
+	c := &modelClock{}
+	c.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *modelClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *modelClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// commandLineFlags are the flags the command line set, read once before
+// any test sets a flag itself.
+var commandLineFlags = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { m[f.Name] = true })
+	return m
+})
+
+// setRapidFlags sets rapid's seed and number of checks for the fixed CI
+// run, unless the command line set them or WRITEFENCE_LONG asks for a long
+// run from a random seed; it returns what restores them.
+func setRapidFlags(t *testing.T, checks int) func() {
+	var set []string
+	explicit := commandLineFlags()
+	values := map[string]string{"rapid.seed": strconv.Itoa(modelSeed), "rapid.checks": strconv.Itoa(checks), "rapid.steps": strconv.Itoa(modelSteps)}
+	if os.Getenv("WRITEFENCE_LONG") != "" {
+		values = map[string]string{"rapid.checks": strconv.Itoa(20 * checks), "rapid.steps": strconv.Itoa(2 * modelSteps)}
+	}
+	old := map[string]string{}
+	for name, v := range values {
+		if explicit[name] {
+			continue
+		}
+		old[name] = flag.Lookup(name).Value.String()
+		require.NoError(t, flag.Set(name, v))
+		set = append(set, name+"="+v)
+	}
+	t.Logf("rapid: %v", set)
+	return func() {
+		for name, v := range old {
+			_ = flag.Set(name, v)
+		}
+	}
+}
+
+// TestModel runs the model on the stores of the unit tier: MemStore, and
+// the directory store.
+func TestModel(t *testing.T) {
+	t.Run("mem", func(t *testing.T) {
+		runModel(t, modelChecksUnit, func(t *testing.T) modelTarget {
+			m := &writefence.MemStore{}
+			return modelTarget{name: "mem", store: m, damage: testserver.DamageByOverwrite(m)}
+		})
+	})
+	t.Run("dir", func(t *testing.T) {
+		runModel(t, modelChecksUnit, func(t *testing.T) modelTarget {
+			dir := t.TempDir()
+			s, err := writefence.NewDirConditionalStore(dir)
+			require.NoError(t, err)
+			return modelTarget{name: "dir", store: s, damage: testserver.DamageDir(dir)}
+		})
+	})
+}
+
+// TestModelServers runs the model on the real servers: MinIO,
+// fake-gcs-server, and Valkey on both write paths, standalone and with a
+// replica that must acknowledge every write (WaitReplicas).
+func TestModelServers(t *testing.T) {
+	t.Run("minio", func(t *testing.T) {
+		runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+			c, bucket := newMinioBucket(t)
+			return modelTarget{name: "minio", store: writefence.NewMinioConditionalStore(c, bucket), damage: testserver.DamageS3(c, bucket)}
+		})
+	})
+	t.Run("gcs", func(t *testing.T) {
+		runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+			c := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
+			bucket := testserver.GCSBucket(t, c)
+			return modelTarget{name: "gcs", store: writefence.NewGCSConditionalStore(c, bucket), damage: testserver.DamageGCS(c, bucket)}
+		})
+	})
+	for _, script := range []bool{false, true} {
+		path := map[bool]string{false: "watch", true: "script"}[script]
+		t.Run("valkey-"+path, func(t *testing.T) {
+			runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+				c := newValkeyClient(t)
+				s := writefence.NewValkeyConditionalStore(c)
+				s.Script = script
+				return modelTarget{name: "valkey-" + path, store: s, damage: testserver.DamageValkey(c), prefix: valkeyPrefix(t, c)}
+			})
+		})
+		t.Run("valkey-replica-"+path, func(t *testing.T) {
+			runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+				addr, primary := startPrimary(t)
+				startReplica(t, primary, addr)
+				s := writefence.NewValkeyConditionalStore(primary)
+				s.Script, s.WaitReplicas, s.WaitTimeout = script, 1, testAckTimeout
+				return modelTarget{name: "valkey-replica-" + path, store: s, damage: testserver.DamageValkey(primary)}
+			})
+		})
+	}
+}

@@ -1,0 +1,28 @@
+package writefence
+
+import "testing"
+
+// The directory store's seams, for the package's external tests. Each
+// holds until the test ends; none may be used by parallel tests.
+
+// HookDirLockAttempts makes every attempt of a directory store to take
+// its lock go through wrap: attempt makes it and reports whether the store
+// now holds the lock; wrap returns what the store is to see.
+func HookDirLockAttempts(t testing.TB, wrap func(s *DirConditionalStore, attempt func() (bool, error)) (bool, error)) {
+	dirTestHooks.tryLock = wrap
+	t.Cleanup(func() { dirTestHooks.tryLock = nil })
+}
+
+// HookDirReplace runs hold in every directory store write that holds the
+// lock and whose compare passed, right before the key's file is replaced.
+func HookDirReplace(t testing.TB, hold func(s *DirConditionalStore, key string)) {
+	dirTestHooks.replace = hold
+	t.Cleanup(func() { dirTestHooks.replace = nil })
+}
+
+// WithoutDirLocking makes the directory store act as on a system without
+// flock(2).
+func WithoutDirLocking(t testing.TB) {
+	dirLockSupported = false
+	t.Cleanup(func() { dirLockSupported = dirHasFlock })
+}
