@@ -3,9 +3,14 @@ package writefence_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,7 +95,8 @@ func TestMinioFenceRace(t *testing.T) {
 
 // TestMinioFailuresAreNeitherSentinel: a missing bucket, bad credentials
 // and a stopped server are failures, never "not found" or "conflict", and
-// the secret appears in none of them.
+// the secret appears in none of them; bad credentials, and they alone,
+// match fs.ErrPermission.
 func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 	m := testserver.S3Server(t)
 	c, bucket := newMinioBucket(t)
@@ -116,10 +122,12 @@ func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 			_, _, getErr := s.Get(t.Context(), "k")
 			_, createErr := s.PutIfVersion(t.Context(), "k", []byte("x"), "")
 			_, updateErr := s.PutIfVersion(t.Context(), "k", []byte("x"), "d41d8cd98f00b204e9800998ecf8427e")
+			refused := strings.Contains(name, "secret") || strings.Contains(name, "access key")
 			for _, err := range []error{getErr, createErr, updateErr, s.Delete(t.Context(), "k")} {
 				require.Error(t, err)
 				assert.NotErrorIs(t, err, writefence.ErrNotFound, "%v", err)
 				assert.NotErrorIs(t, err, writefence.ErrConflict, "%v", err)
+				assert.Equal(t, refused, errors.Is(err, fs.ErrPermission), "refused credentials match fs.ErrPermission: %v", err)
 				assert.True(t, strings.HasPrefix(err.Error(), "writefence: s3 "), "%v", err)
 				for _, secret := range []string{m.SecretKey, wrongSecret} {
 					assert.NotContains(t, err.Error(), secret)
@@ -129,6 +137,91 @@ func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 		})
 	}
 }
+
+// TestMinioPermissionIsFinal: a Push whose credentials the server refuses
+// (a wrong secret, an unknown access key) returns an error matching
+// fs.ErrPermission after exactly one request, never an unknown outcome:
+// the refused request was not carried out and nothing retries it. Both
+// the read of a cold Fence and the write of a Fence that remembers the
+// record's version (no read first) are refused so.
+func TestMinioPermissionIsFinal(t *testing.T) {
+	ctx := t.Context()
+	m := testserver.S3Server(t)
+	_, bucket := newMinioBucket(t)
+	creds := &switchableCreds{}
+	wire := testserver.NewTransport(t)
+	c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.New(creds), Transport: wire, Region: "us-east-1"})
+	require.NoError(t, err)
+	store := writefence.NewMinioConditionalStore(c, bucket)
+	prefix := testserver.UniqueName(t) + "/"
+
+	const wrongSecret = "wrong-secret-must-not-leak"
+	for i, bad := range []struct{ name, access, secret string }{
+		{"wrong secret", m.AccessKey, wrongSecret},
+		{"unknown access key", "no-such-user", m.SecretKey},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			shard := strconv.Itoa(i)
+			epoch := uint64(10 * (i + 1))
+			creds.set(m.AccessKey, m.SecretKey)
+			warm := &writefence.Fence{Store: store, Prefix: prefix, RetryDelay: time.Millisecond}
+			require.NoError(t, warm.Push(ctx, "wal", shard, "w", epoch, []byte("landed")))
+			creds.set(bad.access, bad.secret)
+
+			for _, tc := range []struct {
+				name   string
+				f      *writefence.Fence
+				writes int64
+			}{
+				{"write on the remembered version", warm, 1},
+				{"cold read", &writefence.Fence{Store: store, Prefix: prefix, RetryDelay: time.Millisecond}, 0},
+			} {
+				reqs, writes := wire.Requests(), wire.Writes()
+				err := tc.f.Push(ctx, "wal", shard, "w", epoch+1, []byte("refused"))
+				t.Logf("%s: %v", tc.name, err)
+				require.ErrorIs(t, err, fs.ErrPermission, tc.name)
+				assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, tc.name)
+				var resp minio.ErrorResponse
+				require.ErrorAs(t, err, &resp, "%s: the server's answer stays reachable", tc.name)
+				assert.Equal(t, http.StatusForbidden, resp.StatusCode, tc.name)
+				assert.Equal(t, int64(1), wire.Requests()-reqs, "%s: one attempt, one request", tc.name)
+				assert.Equal(t, tc.writes, wire.Writes()-writes, tc.name)
+				assert.NotContains(t, err.Error(), wrongSecret)
+			}
+
+			creds.set(m.AccessKey, m.SecretKey)
+			got, _, payload, err := (&writefence.Fence{Store: store, Prefix: prefix}).Latest(ctx, "wal", shard)
+			require.NoError(t, err)
+			assert.Equal(t, epoch, got, "nothing was written")
+			assert.Equal(t, "landed", string(payload))
+		})
+	}
+}
+
+// switchableCreds is a credentials provider whose keys a test changes
+// between requests: the client asks for them afresh for every request.
+type switchableCreds struct {
+	mu sync.Mutex // guards v
+	v  credentials.Value
+}
+
+func (c *switchableCreds) set(access, secret string) {
+	c.mu.Lock()
+	c.v = credentials.Value{AccessKeyID: access, SecretAccessKey: secret, SignerType: credentials.SignatureV4}
+	c.mu.Unlock()
+}
+
+func (c *switchableCreds) Retrieve() (credentials.Value, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.v, nil
+}
+
+func (c *switchableCreds) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
+	return c.Retrieve()
+}
+
+func (c *switchableCreds) IsExpired() bool { return true }
 
 func TestMinioGetPrefix(t *testing.T) {
 	wire := testserver.NewTransport(t)
