@@ -44,9 +44,9 @@ func TestGCSIntegrationRoundTrip(t *testing.T) {
 		attrs, err := bucket.Object("k").Attrs(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, strconv.FormatInt(attrs.Generation, 10), v2, "the version is the object's generation")
-		for _, tok := range []string{"abc", "-1", "0", "1.5"} {
+		for _, tok := range []string{"abc", "-1", "0", "1.5", "0" + v2} {
 			_, err = store.PutIfVersion(t.Context(), "k", []byte("c"), tok)
-			require.ErrorIs(t, err, writefence.ErrInvalidArgument, "token %q", tok)
+			require.ErrorIs(t, err, writefence.ErrConflict, "token %q: a token never issued cannot match", tok)
 		}
 	})
 }
