@@ -29,7 +29,6 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/writefence/writefence"
-	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -455,16 +454,6 @@ func (s *gcsFenceServer) serve(w http.ResponseWriter, r *http.Request) {
 	gcsInserted(w, r, gen)
 }
 
-// gcsWaits counts the engine's back-offs, which it skips: ctx carries
-// the hook.
-func gcsWaits(ctx context.Context) (context.Context, *atomic.Int64) {
-	var n atomic.Int64
-	return hook.With(ctx, &hook.Hooks{Wait: func(context.Context, int, time.Duration) error {
-		n.Add(1)
-		return nil
-	}}), &n
-}
-
 // TestGCSFencePermissionIsFinal: a Push whose read or write is refused
 // with a 401 or a 403 returns, after that one request, an error matching
 // fs.ErrPermission that still reaches the *googleapi.Error; the refused
@@ -474,7 +463,7 @@ func TestGCSFencePermissionIsFinal(t *testing.T) {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			srv := &gcsFenceServer{}
 			store, rec := newGCSUnitStore(t, false, srv.serve)
-			ctx, waits := gcsWaits(gcsUnitCtx(t))
+			ctx, trace := testserver.Traced(gcsUnitCtx(t))
 			warm := &writefence.Fence{Store: store}
 			require.NoError(t, warm.Push(ctx, "wal", "0", "w", 1, []byte("one")))
 			srv.setRefuse(func(*http.Request) int { return status })
@@ -498,7 +487,7 @@ func TestGCSFencePermissionIsFinal(t *testing.T) {
 				require.Len(t, reqs, 1, "%s: one request, never retried: %v", tc.name, err)
 				assert.Equal(t, tc.method, reqs[0].Method, tc.name)
 			}
-			assert.Zero(t, waits.Load(), "nothing was retried")
+			assert.Equal(t, [3]int64{2, 2, 0}, trace.Counts(), "reads, writes, back-offs: the push that landed, then one request each, nothing retried")
 		})
 	}
 }
@@ -518,10 +507,10 @@ func TestGCSFenceRetriesRateLimit(t *testing.T) {
 				return 0
 			})
 			store, rec := newGCSUnitStore(t, false, srv.serve)
-			ctx, waits := gcsWaits(gcsUnitCtx(t))
+			ctx, trace := testserver.Traced(gcsUnitCtx(t))
 			require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, []byte("one")))
 			assert.True(t, limited.Load(), "the 429 was answered")
-			assert.Equal(t, int64(1), waits.Load(), "one back-off, before the retry")
+			assert.Equal(t, int64(1), trace.Waits(), "one back-off, before the retry")
 			var methods []string
 			for _, r := range rec.requests() {
 				methods = append(methods, r.Method)
