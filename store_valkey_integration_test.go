@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -387,6 +388,9 @@ func TestValkeyWrongType(t *testing.T) {
 			}{{"get", "valkey get", getErr}, {"create", "valkey put", createErr}, {"update", "valkey put", updateErr}} {
 				requireStoreError(t, tc.err, tc.op, key, tc.name)
 				assert.True(t, redis.HasErrorPrefix(tc.err, "WRONGTYPE"), "%s %s: %v", tc.name, key, tc.err)
+				assert.ErrorIs(t, tc.err, errors.ErrUnsupported, "%s %s: final", tc.name, key)
+				assert.Contains(t, tc.err.Error(), ": the key holds a value of another type: ", "%s %s", tc.name, key)
+				assert.NotErrorIs(t, tc.err, fs.ErrPermission, "%s %s", tc.name, key)
 			}
 		}
 		n, err := c.LLen(ctx, list).Result()
@@ -396,6 +400,113 @@ func TestValkeyWrongType(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "hash", typ, "the hash is untouched")
 	})
+}
+
+// TestValkeyPushRefusalIsFinal: a Push the server refuses for good (the
+// ACL's NOPERM, NOAUTH or WRONGPASS; WRONGTYPE for a shard key holding a
+// list) returns, after one attempt, the server's error wrapped so that it
+// matches fs.ErrPermission or errors.ErrUnsupported, never an unknown
+// outcome: a refused read is not retried, and a refused write wrote
+// nothing. Refused writes come from a user who may read the key but not
+// write it: the write on a version the Fence remembers (no read first),
+// and on the WATCH path a cold push's write after its read (the script
+// path declares the key for writing, so its read is refused already).
+func TestValkeyPushRefusalIsFinal(t *testing.T) {
+	ctx := context.Background()
+	admin := newValkeyClient(t)
+	const noAuthPassword = "pw-noauth-must-not-leak"
+	noAuthAddr := testserver.StartValkey(t, noAuthPassword, "--requirepass", noAuthPassword)
+
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		prefix := valkeyPrefix(t, admin)
+		key, err := keys.Shard(prefix, "wal", "0")
+		require.NoError(t, err)
+		user, password := strings.TrimSuffix(prefix, "/")+"-refused", "pw-"+testserver.UniqueName(t)
+		acl := func(t *testing.T, rules ...string) {
+			t.Helper()
+			args := append([]any{"acl", "setuser", user, "reset", "on", ">" + password, "+@all"}, anySlice(rules)...)
+			require.NoError(t, admin.Do(ctx, args...).Err())
+		}
+		// The user may touch its prefix alone: without WaitReplicas
+		// neither path touches a key outside it.
+		all := "~" + prefix + "*"
+		acl(t, all)
+		t.Cleanup(func() { assert.NoError(t, admin.Do(context.Background(), "acl", "deluser", user).Err()) })
+		limited := newValkeyStore(newValkeyClient(t, func(o *redis.Options) { o.Username, o.Password = user, password }), script)
+		warm := &writefence.Fence{Store: limited, Prefix: prefix}
+		require.NoError(t, warm.Push(ctx, "wal", "0", "w", 1, []byte("landed")))
+		landed := valkeyRaw(t, admin, key)
+
+		type refusal struct {
+			name          string
+			rules         string // the user's ACL key rules; "" leaves them
+			store         *writefence.ValkeyConditionalStore
+			cached        bool // the Fence remembers the version: it writes first
+			reads, writes int64
+			code          string
+			is            error
+		}
+		cold := func(s *writefence.ValkeyConditionalStore) *writefence.Fence {
+			return &writefence.Fence{Store: s, Prefix: prefix}
+		}
+		coldReadOnlyWrites := map[bool]int64{false: 1, true: 0}[script]
+		for _, tc := range []refusal{
+			{"read only, remembered version", "%R" + all, limited, true, 0, 1, "NOPERM", fs.ErrPermission},
+			{"read only, cold", "%R" + all, limited, false, 1, coldReadOnlyWrites, "NOPERM", fs.ErrPermission},
+			{"no access", "~" + prefix + "other/*", limited, false, 1, 0, "NOPERM", fs.ErrPermission},
+			{"wrong password", "", newValkeyStore(newValkeyClient(t, func(o *redis.Options) { o.Username, o.Password = user, "wrong" }), script), false, 1, 0, "WRONGPASS", fs.ErrPermission},
+			{"no password", "", newValkeyStore(testserver.ValkeyClient(t, noAuthAddr, ""), script), false, 1, 0, "NOAUTH", fs.ErrPermission},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if tc.rules != "" {
+					acl(t, tc.rules)
+					defer acl(t, all)
+				}
+				f := cold(tc.store)
+				if tc.cached {
+					f = warm
+				}
+				tctx, trace := testserver.Traced(ctx)
+				err := f.Push(tctx, "wal", "0", "w", 2, []byte("refused"))
+				t.Logf("%v", err)
+				require.ErrorIs(t, err, tc.is)
+				assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "a refused write wrote nothing")
+				assert.True(t, redis.HasErrorPrefix(err, tc.code), "the server's error stays reachable: %v", err)
+				assert.Equal(t, [3]int64{tc.reads, tc.writes, 0}, trace.Counts(), "reads, writes, back-offs: one attempt")
+				assert.NotContains(t, err.Error(), password)
+				assert.NotContains(t, err.Error(), noAuthPassword)
+				assert.Equal(t, landed, valkeyRaw(t, admin, key), "nothing was written")
+			})
+		}
+
+		t.Run("key of another type", func(t *testing.T) {
+			listKey, err := keys.Shard(prefix, "wal", "list")
+			require.NoError(t, err)
+			require.NoError(t, admin.RPush(ctx, listKey, "a").Err())
+			tctx, trace := testserver.Traced(ctx)
+			for _, f := range []*writefence.Fence{cold(limited), {Store: limited, Prefix: prefix, VerifyPayloadOnPush: true}} {
+				err = f.Push(tctx, "wal", "list", "w", 1, []byte("x"))
+				t.Logf("%v", err)
+				require.ErrorIs(t, err, errors.ErrUnsupported)
+				assert.NotErrorIs(t, err, fs.ErrPermission)
+				assert.Contains(t, err.Error(), "the key holds a value of another type")
+				assert.True(t, redis.HasErrorPrefix(err, "WRONGTYPE"), "%v", err)
+			}
+			assert.Equal(t, [3]int64{2, 0, 0}, trace.Counts(), "reads, writes, back-offs: one read each")
+			n, err := admin.LLen(ctx, listKey).Result()
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, n, "the list is untouched")
+		})
+	})
+}
+
+// anySlice returns ss as a []any, for a command's arguments.
+func anySlice(ss []string) []any {
+	a := make([]any, len(ss))
+	for i, s := range ss {
+		a[i] = s
+	}
+	return a
 }
 
 // TestValkeyTooLarge: a value over the limit is refused, by Get and
@@ -731,6 +842,9 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 		requireStoreError(t, err, "valkey put", data, "WRONGTYPE")
 		requireOtherFailure(t, err)
 		assert.True(t, redis.HasErrorPrefix(err, "WRONGTYPE"), "%v", err)
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
+		// The WATCH path tells which key it was; the script cannot.
+		assert.Contains(t, err.Error(), map[bool]string{false: ": brand key ", true: ": the key or brand key "}[store.Script]+brand+" holds a value of another type: ")
 		unchanged("unbranded")
 	})
 }
@@ -753,7 +867,8 @@ func TestValkeyBrandNoPerm(t *testing.T) {
 		store := newValkeyStore(limited, script)
 		_, err := store.PutIfBranded(ctx, brand, defaults.Identity, data, [][]byte{[]byte("x")}, "")
 		requireOtherFailure(t, err)
-		assert.Contains(t, err.Error(), "NOPERM")
+		assert.True(t, redis.HasErrorPrefix(err, "NOPERM"), "%v", err)
+		assert.ErrorIs(t, err, fs.ErrPermission)
 		assert.NotContains(t, err.Error(), password)
 		t.Logf("%v", err)
 		n, err := admin.Exists(ctx, data).Result()
@@ -1238,7 +1353,10 @@ func TestValkeyNoWatchLeftArmed(t *testing.T) {
 		{"NOPERM while queued", "ro-key", false, otherFailure, func(t *testing.T, ctx context.Context, _ context.CancelFunc, key string) error {
 			v := create(t, key)
 			_, err := store.PutIfVersion(ctx, key, []byte("x"), v)
-			assert.True(t, redis.IsExecAbortError(err), "%v", err)
+			// The transaction was discarded (EXECABORT); the error is the
+			// refusal of the queued SET, which says why.
+			assert.True(t, redis.HasErrorPrefix(err, "NOPERM"), "%v", err)
+			assert.ErrorIs(t, err, fs.ErrPermission)
 			return err
 		}},
 		{"ctx cancelled after the read", "rw-cancel-exec", false, cancelled, func(t *testing.T, ctx context.Context, cancel context.CancelFunc, key string) error {
