@@ -351,6 +351,62 @@ func TestValkeyLayout(t *testing.T) {
 	})
 }
 
+// TestValkeyPutParts: PutPartsIfVersion has PutIfVersion's contract on
+// both paths: the value is the parts joined, in the same layout; the same
+// preconditions hold; each method accepts the versions of the other; over
+// damaged bytes it refuses unless it names them; writefence.PutParts uses
+// it.
+func TestValkeyPutParts(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		key := prefix + "k"
+		parts := [][]byte{[]byte("header|"), {}, []byte("payload")}
+		v1, err := store.PutPartsIfVersion(ctx, key, parts, "")
+		require.NoError(t, err)
+		assert.Equal(t, valkeyRawValue(v1, "header|payload"), valkeyRaw(t, c, key), "the digest, the token, the parts joined")
+		requireValkeyContent(t, store, key, "header|payload", v1)
+
+		_, err = store.PutPartsIfVersion(ctx, key, parts, "")
+		require.ErrorIs(t, err, writefence.ErrConflict, "create-only on an existing key")
+		var se *writefence.StoreError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, writefence.StoreError{Op: "valkey put", Key: key, Err: writefence.ErrConflict}, *se)
+
+		v2, err := store.PutIfVersion(ctx, key, []byte("whole"), v1)
+		require.NoError(t, err, "PutIfVersion on the version of PutPartsIfVersion")
+		_, err = store.PutPartsIfVersion(ctx, key, parts, v1)
+		require.ErrorIs(t, err, writefence.ErrConflict, "a stale version")
+		v3, err := store.PutPartsIfVersion(ctx, key, [][]byte{[]byte("a"), []byte("b")}, v2)
+		require.NoError(t, err, "PutPartsIfVersion on the version of PutIfVersion")
+		requireValkeyContent(t, store, key, "ab", v3)
+		v4, err := writefence.PutParts(ctx, store, key, [][]byte{[]byte("c"), []byte("d")}, v3)
+		require.NoError(t, err)
+		requireValkeyContent(t, store, key, "cd", v4)
+		v5, err := store.PutPartsIfVersion(ctx, key, nil, v4)
+		require.NoError(t, err, "no parts: empty data")
+		requireValkeyContent(t, store, key, "", v5)
+
+		_, err = store.PutPartsIfVersion(ctx, prefix+"absent", parts, v5)
+		require.ErrorIs(t, err, writefence.ErrConflict, "an update of an absent key")
+		n, err := c.Exists(ctx, prefix+"absent").Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "an update of an absent key does not create it")
+
+		require.NoError(t, c.SetRange(ctx, key, 0, "Z").Err())
+		damaged := valkeyRaw(t, c, key)
+		_, _, err = store.Get(ctx, key)
+		dv := requireCorrupt(t, err, key).Version
+		for _, expect := range []string{v5, ""} {
+			_, err = store.PutPartsIfVersion(ctx, key, parts, expect)
+			assert.Equal(t, dv, requireCorrupt(t, err, key, "expecting %q", expect).Version)
+			assert.Equal(t, damaged, valkeyRaw(t, c, key), "nothing was written")
+		}
+		v6, err := store.PutPartsIfVersion(ctx, key, parts, dv)
+		require.NoError(t, err, "the damaged version replaces exactly those bytes")
+		requireValkeyContent(t, store, key, "header|payload", v6)
+	})
+}
+
 // TestValkeyForeignValues: keys the store did not write are never taken for
 // absent, and never overwritten by a create-only put: they are damaged
 // values, with a version of their own.
@@ -766,6 +822,60 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 		assert.Equal(t, uint64(3), epoch)
 		assert.Equal(t, "operator", writer)
 		assert.Equal(t, "restored", string(payload))
+	})
+}
+
+// TestValkeyDamagedHead: a *CorruptError of a value damaged in place holds,
+// in Head, the first 4 KiB (at most) of the data as found, where the
+// layout still places it (after the digest and the token), from Get and
+// from GetPrefix alike (the prefix script on the Script path); a value too
+// short for the layout holds none.
+func TestValkeyDamagedHead(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		long := make([]byte, 10<<10)
+		for i := range long {
+			long[i] = byte(i*7 + 1)
+		}
+		for _, tc := range []struct {
+			name string
+			data []byte
+			at   int // the byte of the data flipped
+		}{
+			{"short data", long[:100], 50},
+			{"flip inside the head", long, 10},
+			{"flip beyond the head", long, 5000},
+			{"head exactly 4 KiB", long[:4096], 4095},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				key := prefix + tc.name
+				_, err := store.PutIfVersion(ctx, key, tc.data, "")
+				require.NoError(t, err)
+				damaged := testserver.Flipped(tc.data, tc.at)
+				require.NoError(t, c.SetRange(ctx, key, 72+int64(tc.at), string(damaged[tc.at:tc.at+1])).Err())
+				want := damaged[:min(len(damaged), defaults.MaxHeaderSize)]
+
+				_, _, err = store.Get(ctx, key)
+				ce := requireCorrupt(t, err, key, "get")
+				assert.Equal(t, "valkey value digest", ce.Check)
+				assert.Equal(t, want, ce.Head, "get")
+				for _, n := range []int64{1, 100, defaults.MaxHeaderSize} {
+					_, _, _, err = store.GetPrefix(ctx, key, n)
+					pce := requireCorrupt(t, err, key, "get prefix %d", n)
+					assert.Equal(t, *ce, *pce, "get prefix %d: Get's verdict, head included", n)
+				}
+			})
+		}
+		for name, value := range map[string]string{"empty": "", "shorter than the layout": "garbage", "the layout alone": valkeyRawValue(strings.Repeat("0", 32), "")[:71] + "x"} {
+			t.Run(name, func(t *testing.T) {
+				key := prefix + name
+				require.NoError(t, c.Set(ctx, key, value, 0).Err())
+				_, _, err := store.Get(ctx, key)
+				assert.Nil(t, requireCorrupt(t, err, key).Head, "get: no data to locate")
+				_, _, _, err = store.GetPrefix(ctx, key, 10)
+				assert.Nil(t, requireCorrupt(t, err, key).Head, "get prefix: no data to locate")
+			})
+		}
 	})
 }
 
