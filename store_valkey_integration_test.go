@@ -879,6 +879,51 @@ func TestValkeyDamagedHead(t *testing.T) {
 	})
 }
 
+// valkeyRawAccess is rawAccess through c, Valkey's own commands.
+func valkeyRawAccess(c *redis.Client) rawAccess {
+	return rawAccess{
+		read: func(t *testing.T, key string) (string, bool) {
+			t.Helper()
+			v, err := c.Get(context.Background(), key).Result()
+			if errors.Is(err, redis.Nil) {
+				return "", false
+			}
+			require.NoError(t, err)
+			return v, true
+		},
+		flipLast: func(t *testing.T, key string) {
+			t.Helper()
+			ctx := context.Background()
+			n, err := c.StrLen(ctx, key).Result()
+			require.NoError(t, err)
+			b, err := c.GetRange(ctx, key, n-1, n-1).Result()
+			require.NoError(t, err)
+			require.NoError(t, c.SetRange(ctx, key, n-1, string(testserver.Flipped([]byte(b), 0))).Err())
+		},
+		empty: func(t *testing.T, key string) {
+			t.Helper()
+			require.NoError(t, c.Set(context.Background(), key, "", 0).Err())
+		},
+	}
+}
+
+// TestValkeySettleAboveDamage: see testSettleAboveDamage; the damage is a
+// SETRANGE of the record's last payload byte, which the store finds by its
+// digest and whose header it still locates (CorruptError.Head).
+func TestValkeySettleAboveDamage(t *testing.T) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, _ string) {
+		testSettleAboveDamage(t, store, valkeyRawAccess(c))
+	})
+}
+
+// TestValkeySettleRepeatDamage: see testSettleRepeatDamage; the record is
+// emptied with a SET of "", whose damaged version is the same each time.
+func TestValkeySettleRepeatDamage(t *testing.T) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, _ string) {
+		testSettleRepeatDamage(t, store, valkeyRawAccess(c))
+	})
+}
+
 // ---- the brand checked in the write (PutIfBranded) ----
 
 func TestValkeyBrandPerWrite(t *testing.T) {
