@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,6 +237,29 @@ func TestMinioSettleAboveDamage(t *testing.T) {
 func TestMinioSettleRepeatDamage(t *testing.T) {
 	c, bucket := newMinioBucket(t)
 	testSettleRepeatDamage(t, writefence.NewMinioConditionalStore(c, bucket), minioRaw(c, bucket))
+}
+
+// minioWrapper is a store that embeds the S3 adapter and overrides Get and
+// PutIfVersion, as a quota or an audit log would.
+type minioWrapper struct {
+	*writefence.MinioConditionalStore
+	calls *wrapperCalls
+}
+
+func (w minioWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return w.calls.get(ctx, key, w.MinioConditionalStore.Get)
+}
+
+func (w minioWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return w.calls.put(ctx, key, data, expect, w.MinioConditionalStore.PutIfVersion)
+}
+
+// TestMinioWrapperNotBypassed: see testWrapperNotBypassed.
+func TestMinioWrapperNotBypassed(t *testing.T) {
+	c, bucket := newMinioBucket(t)
+	store := writefence.NewMinioConditionalStore(c, bucket)
+	calls := &wrapperCalls{}
+	testWrapperNotBypassed(t, store, minioWrapper{store, calls}, calls, testserver.UniqueName(t)+"/")
 }
 
 func TestMinioGetPrefix(t *testing.T) {
@@ -617,4 +641,159 @@ func testSettleRepeatDamage(t *testing.T, store writefence.ConditionalStore, raw
 	assert.True(t, exists)
 	assert.Empty(t, now, "the damage stands")
 	inspectDamage()
+}
+
+// wrapperCalls is what a wrapper that embeds an adapter does in its
+// overrides of Get and PutIfVersion: it counts every call and, when told
+// to, refuses it with errWrapperRefused instead of calling the adapter.
+// Embedding needs a concrete type, so each adapter's tests declare their
+// wrapper type and forward its two overrides here.
+type wrapperCalls struct {
+	refuseGets, refusePuts atomic.Bool
+	gets, puts             atomic.Int64
+}
+
+// errWrapperRefused is the wrapper's refusal: transient, so the Fence
+// retries it as it would a store's failure, through the wrapper again.
+var errWrapperRefused = errors.New("refused by the test's wrapper")
+
+func (w *wrapperCalls) get(ctx context.Context, key string, next func(context.Context, string) ([]byte, string, error)) ([]byte, string, error) {
+	w.gets.Add(1)
+	if w.refuseGets.Load() {
+		return nil, "", errWrapperRefused
+	}
+	return next(ctx, key)
+}
+
+func (w *wrapperCalls) put(ctx context.Context, key string, data []byte, expect string,
+	next func(context.Context, string, []byte, string) (string, error)) (string, error) {
+	w.puts.Add(1)
+	if w.refusePuts.Load() {
+		return "", errWrapperRefused
+	}
+	return next(ctx, key, data, expect)
+}
+
+// testWrapperNotBypassed checks that a store embedding an adapter and
+// overriding Get or PutIfVersion is used through its overrides, never
+// through the capabilities it inherits (GetPrefix, PutPartsIfVersion,
+// PutIfBranded), by every write of a Fence (Push, Update, Seal, Settle,
+// Lease.Acquire, ClaimBrand) and every read, with no brand check and with
+// BrandVerifyAlways. wrapped is such a wrapper over adapter, its overrides
+// forwarded to calls; the test's keys are under prefix.
+//
+// With its PutIfVersion refusing, every write attempt the engine makes
+// (counted by testserver.Trace, MaxAttempts of them) reaches the override
+// and the operation fails with the wrapper's error; with its Get
+// refusing, every read does, and nothing is written. Either way the store
+// is unchanged.
+func testWrapperNotBypassed(t *testing.T, adapter, wrapped writefence.ConditionalStore, calls *wrapperCalls, prefix string) {
+	const maxAttempts = 3
+	for _, brand := range []writefence.BrandMode{0, writefence.BrandVerifyAlways} {
+		t.Run(map[writefence.BrandMode]string{0: "no brand", writefence.BrandVerifyAlways: "brand verified in every write"}[brand], func(t *testing.T) {
+			ctx := t.Context()
+			prefix := prefix + strconv.Itoa(int(brand)) + "/"
+			direct := &writefence.Fence{Store: adapter, Prefix: prefix}
+			require.NoError(t, direct.Push(ctx, "wal", "0", "w", 3, []byte("recorded at 3")))
+			damagedKey, err := keys.Shard(prefix, "wal", "damaged")
+			require.NoError(t, err)
+			_, err = adapter.PutIfVersion(ctx, damagedKey, []byte("no record"), "")
+			require.NoError(t, err)
+			info, err := direct.Inspect(ctx, "wal", "damaged")
+			require.ErrorIs(t, err, writefence.ErrCorrupt)
+			if brand != 0 {
+				_, err := direct.ClaimBrand(ctx)
+				require.NoError(t, err)
+			}
+			before := storeContents(t, adapter, prefix)
+
+			f := &writefence.Fence{Store: wrapped, Prefix: prefix, Brand: brand, MaxAttempts: maxAttempts}
+			type op struct {
+				name  string
+				write bool
+				run   func(ctx context.Context) error
+			}
+			ops := []op{
+				{"push", true, func(ctx context.Context) error { return f.Push(ctx, "wal", "0", "w", 7, []byte("pushed")) }},
+				{"update", true, func(ctx context.Context) error {
+					return f.Update(ctx, "wal", "0", "w", 7, func(cur []byte) ([]byte, error) { return append(cur, '+'), nil })
+				}},
+				{"seal", true, func(ctx context.Context) error { return f.Seal(ctx, "wal", "0", "w", 7) }},
+				{"settle", true, func(ctx context.Context) error {
+					return f.Settle(ctx, "wal", "damaged", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 9, Payload: []byte("settled"), Floor: 1})
+				}},
+				{"lease acquire", true, func(ctx context.Context) error {
+					_, err := (&writefence.Lease{Fence: f, Name: "lease", Holder: "h", TTL: time.Minute}).Acquire(ctx)
+					return err
+				}},
+				{"latest", false, func(ctx context.Context) error { _, _, _, err := f.Latest(ctx, "wal", "0"); return err }},
+				{"inspect", false, func(ctx context.Context) error { _, err := f.Inspect(ctx, "wal", "0"); return err }},
+			}
+			if brand == 0 {
+				// Under a brand the store is claimed already: nothing to write.
+				ops = append(ops, op{"claim brand", true, func(ctx context.Context) error { _, err := f.ClaimBrand(ctx); return err }})
+			}
+			for _, mode := range []string{"put refused", "get refused"} {
+				for _, o := range ops {
+					if mode == "put refused" && !o.write {
+						continue
+					}
+					t.Run(mode+"/"+o.name, func(t *testing.T) {
+						calls.refusePuts.Store(mode == "put refused")
+						calls.refuseGets.Store(mode == "get refused")
+						defer calls.refusePuts.Store(false)
+						defer calls.refuseGets.Store(false)
+						gets0, puts0 := calls.gets.Load(), calls.puts.Load()
+						tctx, trace := testserver.Traced(ctx)
+						err := o.run(tctx)
+						gets, puts := calls.gets.Load()-gets0, calls.puts.Load()-puts0
+						t.Logf("%d reads, %d writes by the engine; %d gets, %d puts by the wrapper: %v", trace.Reads(), trace.Writes(), gets, puts, err)
+						require.ErrorIs(t, err, errWrapperRefused, "the override was used")
+						if mode == "put refused" {
+							assert.Equal(t, int64(maxAttempts), trace.Writes(), "every attempt wrote")
+							assert.Equal(t, trace.Writes(), puts, "every write went through the override")
+							brandReads := int64(0)
+							if brand == writefence.BrandVerifyAlways {
+								brandReads = puts // the brand is read before each write, through Get
+							}
+							assert.Equal(t, trace.Reads()+brandReads, gets, "every read went through Get")
+						} else {
+							// A write retries its read; Latest and Inspect
+							// read once, and under a brand read the brand
+							// first (not an engine read), which is refused.
+							reads, brandReads := int64(maxAttempts), int64(0)
+							switch {
+							case !o.write && brand != 0:
+								reads, brandReads = 0, 1
+							case !o.write:
+								reads = 1
+							}
+							assert.Equal(t, reads, trace.Reads(), "every attempt read")
+							assert.Equal(t, trace.Reads()+brandReads, gets, "every read went through the override")
+							assert.Zero(t, trace.Writes(), "nothing was written")
+							assert.Zero(t, puts)
+						}
+						assert.Equal(t, before, storeContents(t, adapter, prefix), "the store is unchanged")
+					})
+				}
+			}
+		})
+	}
+}
+
+// storeContents returns every key under prefix with its version and
+// bytes, read through store, which must be a Lister.
+func storeContents(t *testing.T, store writefence.ConditionalStore, prefix string) map[string]string {
+	t.Helper()
+	ctx := t.Context()
+	contents := map[string]string{}
+	require.NoError(t, store.(writefence.Lister).List(ctx, prefix, func(key string) error {
+		data, version, err := store.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		contents[key] = version + " " + string(data)
+		return nil
+	}))
+	return contents
 }

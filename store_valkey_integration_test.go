@@ -924,6 +924,31 @@ func TestValkeySettleRepeatDamage(t *testing.T) {
 	})
 }
 
+// valkeyWrapper is a store that embeds the Valkey adapter and overrides Get
+// and PutIfVersion, as a quota or an audit log would. It inherits
+// GetPrefix, PutPartsIfVersion and PutIfBranded, none of which may be used
+// through it.
+type valkeyWrapper struct {
+	*writefence.ValkeyConditionalStore
+	calls *wrapperCalls
+}
+
+func (w valkeyWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return w.calls.get(ctx, key, w.ValkeyConditionalStore.Get)
+}
+
+func (w valkeyWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return w.calls.put(ctx, key, data, expect, w.ValkeyConditionalStore.PutIfVersion)
+}
+
+// TestValkeyWrapperNotBypassed: see testWrapperNotBypassed; on both paths.
+func TestValkeyWrapperNotBypassed(t *testing.T) {
+	eachValkeyStore(t, func(t *testing.T, _ *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		calls := &wrapperCalls{}
+		testWrapperNotBypassed(t, store, valkeyWrapper{store, calls}, calls, prefix)
+	})
+}
+
 // ---- the brand checked in the write (PutIfBranded) ----
 
 func TestValkeyBrandPerWrite(t *testing.T) {
