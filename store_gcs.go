@@ -273,9 +273,13 @@ var _ Lister = (*GCSConditionalStore)(nil)
 func (s *GCSConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	it := s.client.Bucket(s.bucket).Objects(ctx, &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL})
 	for {
+		// The iterator hands out a fetched page without looking at ctx.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		attrs, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return nil
+			return ctx.Err()
 		}
 		if err != nil {
 			return gcsError("list", prefix, err)

@@ -32,8 +32,9 @@ func newGCSIntegrationStore(t *testing.T) (*writefence.GCSConditionalStore, *sto
 
 // TestGCSConformance runs the exported conformance suite over one bucket.
 func TestGCSConformance(t *testing.T) {
-	store, _ := newGCSIntegrationStore(t)
-	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, nil)
+	store, bucket := newGCSIntegrationStore(t)
+	store.MaxObjectSize = kitReadLimit
+	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageGCS(testserver.GCSClient(t, testserver.GCSEndpoint(t), nil), bucket.BucketName())))
 }
 
 // TestGCSIntegrationRoundTrip checks the adapter's own contract against the

@@ -44,7 +44,8 @@ func newMinioBucket(t *testing.T) (*minio.Client, string) {
 func TestMinioConformance(t *testing.T) {
 	c, bucket := newMinioBucket(t)
 	store := writefence.NewMinioConditionalStore(c, bucket)
-	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, nil)
+	store.MaxObjectSize = kitReadLimit
+	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageS3(c, bucket)))
 }
 
 // TestMinioProtocol walks the S3 answers the adapter classifies, on the

@@ -565,13 +565,16 @@ func (s *ValkeyConditionalStore) List(ctx context.Context, prefix string, fn fun
 			if _, dup := seen[k]; dup || !strings.HasPrefix(k, prefix) {
 				continue
 			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			seen[k] = struct{}{}
 			if err := fn(k); err != nil {
 				return err
 			}
 		}
 		if next == 0 {
-			return nil
+			return ctx.Err()
 		}
 		cursor = next
 	}

@@ -308,8 +308,10 @@ func valkeyPushMemoryStore(b *testing.B) (writefence.ConditionalStore, *benchTra
 // through the store's Deleter.
 func TestValkeyConformance(t *testing.T) {
 	eachValkeyPath(t, func(t *testing.T, script bool) {
-		store := newValkeyStore(newValkeyClient(t), script)
-		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, nil)
+		c := newValkeyClient(t)
+		store := newValkeyStore(c, script)
+		store.MaxObjectSize = kitReadLimit
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageValkey(c)))
 	})
 }
 
