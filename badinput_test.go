@@ -338,8 +338,9 @@ func TestHugeObjectReadStaysBounded(t *testing.T) {
 	}
 }
 
-// TestMalformedVersionTokens: a token an adapter could never have issued is
-// refused before anything reaches the server.
+// TestMalformedVersionTokens: a token an adapter could never have issued
+// cannot equal the current version: on every adapter it is a conflict,
+// decided before anything reaches the server.
 func TestMalformedVersionTokens(t *testing.T) {
 	var reqs atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -368,35 +369,28 @@ func TestMalformedVersionTokens(t *testing.T) {
 
 	stores := standInStores(t, srv.URL, tr)
 	stores["valkey"] = writefence.NewValkeyConditionalStore(vc)
-	cases := []struct {
-		store, token string
-		is           error
-	}{
-		{"s3", "*", writefence.ErrConflict},
-		{"s3", `abc"`, writefence.ErrConflict},
-		{"s3", "a, W/\"b", writefence.ErrConflict},
-		{"s3", "etag\r\nX-Amz-Injected: 1", writefence.ErrConflict},
-		{"gcs", "abc", writefence.ErrInvalidArgument},
-		{"gcs", "0", writefence.ErrInvalidArgument},
-		{"gcs", "-1", writefence.ErrInvalidArgument},
-		{"gcs", "01", writefence.ErrInvalidArgument},
-		{"gcs", "1&ifGenerationMatch=0", writefence.ErrInvalidArgument},
-		{"valkey", "0123456789ABCDEF0123456789ABCDEF", writefence.ErrConflict},
-		{"valkey", "0123456789abcdef", writefence.ErrConflict},
-		{"valkey", "0123456789abcdef0123456789abcdef\x00", writefence.ErrConflict},
+	cases := []struct{ store, token string }{
+		{"s3", "*"},
+		{"s3", `abc"`},
+		{"s3", "a, W/\"b"},
+		{"s3", "etag\r\nX-Amz-Injected: 1"},
+		{"gcs", "abc"},
+		{"gcs", "0"},
+		{"gcs", "-1"},
+		{"gcs", "01"},
+		{"gcs", "1&ifGenerationMatch=0"},
+		{"valkey", "0123456789ABCDEF0123456789ABCDEF"},
+		{"valkey", "0123456789abcdef"},
+		{"valkey", "0123456789abcdef0123456789abcdef\x00"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.store+"/"+strconv.Quote(tc.token), func(t *testing.T) {
 			v, err := stores[tc.store].PutIfVersion(t.Context(), "k", []byte("x"), tc.token)
-			require.ErrorIs(t, err, tc.is)
+			require.ErrorIs(t, err, writefence.ErrConflict)
+			assert.NotErrorIs(t, err, writefence.ErrInvalidArgument)
 			assert.Empty(t, v)
 			assert.True(t, strings.HasPrefix(err.Error(), "writefence: "), err.Error())
 			assert.NotContains(t, err.Error(), "\n", "the token is escaped in the message")
-			if tc.is == writefence.ErrInvalidArgument {
-				var ia *writefence.InvalidArgumentError
-				require.ErrorAs(t, err, &ia)
-				assert.Equal(t, "expectVersion", ia.Arg)
-			}
 		})
 	}
 	assert.Zero(t, reqs.Load(), "no request may reach the HTTP server")

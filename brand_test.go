@@ -3,6 +3,7 @@ package writefence_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -688,7 +689,9 @@ func TestBrandClaimRaceServers(t *testing.T) {
 
 // TestBrandValkeyOtherFailures: on Valkey, a brand key of the wrong type and
 // one the ACL user may not read fail with the server's error, which is
-// never a refusal and never "absent", and is not retried.
+// never a refusal of the brand and never "absent". Both are final (the
+// server will answer the same again), so each is read once, not retried:
+// WRONGTYPE matches errors.ErrUnsupported, NOPERM fs.ErrPermission.
 func TestBrandValkeyOtherFailures(t *testing.T) {
 	ctx := context.Background()
 	admin := newValkeyClient(t)
@@ -703,13 +706,17 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, admin.Do(context.Background(), "acl", "deluser", user).Err()) })
 	limited := newValkeyClient(t, func(o *redis.Options) { o.Username, o.Password = user, password })
 
-	for _, tc := range []struct{ key, code string }{{list, "WRONGTYPE"}, {hidden, "NOPERM"}} {
+	for _, tc := range []struct {
+		key, code string
+		is        error
+	}{{list, "WRONGTYPE", errors.ErrUnsupported}, {hidden, "NOPERM", fs.ErrPermission}} {
 		s := &hookStore{ConditionalStore: writefence.NewValkeyConditionalStore(limited)}
 		b := &writefence.Fence{Store: s, Prefix: strings.TrimSuffix(tc.key, "_brand")}
 		_, installErr := b.ClaimBrand(ctx)
 		for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
 			require.Error(t, err, "%s %s", tc.code, op)
 			assert.True(t, redis.HasErrorPrefix(err, tc.code), "%s %s: %v", tc.code, op, err)
+			assert.ErrorIs(t, err, tc.is, "%s %s", tc.code, op)
 			assert.NotErrorIs(t, err, writefence.ErrWire, "%s %s", tc.code, op)
 			assert.NotErrorIs(t, err, writefence.ErrNotFound, "%s %s", tc.code, op)
 			assert.NotErrorIs(t, err, writefence.ErrConflict, "%s %s", tc.code, op)

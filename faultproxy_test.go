@@ -65,8 +65,9 @@ type faultProxy struct {
 	mu        sync.Mutex // guards everything below
 	rng       *rand.Rand
 	rates     faultRates
-	down      bool      // refusing every connection
-	downUntil time.Time // end of a timed outage; zero means until heal
+	now       func() time.Time // the clock of timed outages; time.Now unless a test sets one
+	down      bool             // refusing every connection
+	downUntil time.Time        // end of a timed outage, by now; zero means until heal
 	conns     map[*proxyConn]struct{}
 	requests  int
 	counts    [numFaultKinds]int
@@ -109,6 +110,7 @@ func newFaultProxy(t testing.TB, target string, rates faultRates) *faultProxy {
 		done:   make(chan struct{}),
 		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		rates:  rates,
+		now:    time.Now,
 		conns:  make(map[*proxyConn]struct{}),
 	}
 	p.wg.Add(1)
@@ -140,6 +142,14 @@ func (p *faultProxy) dropReplyWhen(match func(req []byte) bool, then func()) {
 	p.mu.Unlock()
 }
 
+// setClock makes now the clock that ends timed outages, so that a test
+// decides when an outage is over instead of racing it.
+func (p *faultProxy) setClock(now func() time.Time) {
+	p.mu.Lock()
+	p.now = now
+	p.mu.Unlock()
+}
+
 // unreachable makes the store unreachable for d (until heal when d is
 // zero): every open connection is reset and every new one refused.
 func (p *faultProxy) unreachable(d time.Duration) {
@@ -147,7 +157,7 @@ func (p *faultProxy) unreachable(d time.Duration) {
 	p.down = true
 	p.downUntil = time.Time{}
 	if d > 0 {
-		p.downUntil = time.Now().Add(d)
+		p.downUntil = p.now().Add(d)
 	}
 	conns := p.connsLocked()
 	p.mu.Unlock()
@@ -166,7 +176,7 @@ func (p *faultProxy) heal() {
 func (p *faultProxy) isDown() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.down && !p.downUntil.IsZero() && time.Now().After(p.downUntil) {
+	if p.down && !p.downUntil.IsZero() && p.now().After(p.downUntil) {
 		p.down = false
 	}
 	return p.down
@@ -463,13 +473,25 @@ func TestFaultProxy(t *testing.T) {
 	})
 	t.Run("timed outage", func(t *testing.T) {
 		p := newFaultProxy(t, srv.addr(), faultRates{})
+		// The outage ends by a clock the test moves, however slowly the
+		// round trips run.
+		var mu sync.Mutex
+		now := time.Unix(1_000_000, 0)
+		p.setClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+		advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
 		p.unreachable(100 * time.Millisecond)
 		_, err := roundTrip(t, p, "during")
 		require.Error(t, err)
-		time.Sleep(150 * time.Millisecond)
-		_, err = roundTrip(t, p, "after")
+		advance(100 * time.Millisecond)
+		_, err = roundTrip(t, p, "at its end")
+		require.Error(t, err, "the outage lasts all of its 100 ms")
+		advance(time.Millisecond)
+		reply, err := roundTrip(t, p, "after")
 		require.NoError(t, err)
-		assert.Contains(t, p.stats(), "1 connections refused")
+		assert.Equal(t, "ok:after", reply)
+		assert.False(t, srv.received("during") || srv.received("at its end"), "a request reached the server during the outage")
+		assert.Contains(t, p.stats(), "2 connections refused")
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/hook"
 )
 
 // The fence's sequential specification, for porcupine. One shard's record
@@ -254,6 +255,25 @@ func (r *historyRecorder) history() []porcupine.Operation {
 	return ops
 }
 
+// quickRetries returns ctx with the Fence's back-offs cut to at most a
+// millisecond. The proxy makes a store fail far more often than a real
+// one does, and in an outage a push backs off through all its attempts,
+// up to a quarter of a second at the last ones: the clients would spend
+// most of the test asleep. The back-off's length is not what it tests;
+// that a retry reads afresh, and what an unknown outcome allows, are.
+func quickRetries(ctx context.Context) context.Context {
+	return hook.With(ctx, &hook.Hooks{Wait: func(ctx context.Context, _ int, d time.Duration) error {
+		t := time.NewTimer(min(d, time.Millisecond))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}})
+}
+
 // linearizabilityRates: delays reorder concurrent requests; resets, lost
 // replies and short outages that every client sees hide outcomes.
 var linearizabilityRates = faultRates{
@@ -335,7 +355,7 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				call := rec.now()
-				out := runFenceOp(ctx, t, f, plugin, fmt.Sprintf("shard-%d", in.shard), in)
+				out := runFenceOp(quickRetries(ctx), t, f, plugin, fmt.Sprintf("shard-%d", in.shard), in)
 				ret := rec.now()
 				cancel()
 				switch out.outcome {

@@ -108,6 +108,11 @@ func openFaultyValkey(t *testing.T, rates faultRates, script bool, maxRetries in
 		// costs milliseconds rather than up to half a second a retry.
 		MinRetryBackoff: time.Millisecond,
 		MaxRetryBackoff: 10 * time.Millisecond,
+		// After PoolSize failed dials in all, the pool stops dialing and
+		// fails every call until a probe, once a second, reaches the
+		// server: each outage would cost a second after it ended. The
+		// proxy refuses thousands of connections in a run.
+		PoolSize: 1 << 14,
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	s := writefence.NewValkeyConditionalStore(c)
@@ -184,7 +189,13 @@ type pushCall struct {
 
 func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 	const plugin, shard, me, rival = "wal", "lost-replies", "writer", "rival"
-	writer := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond}
+	// The pushes are sequential, so no attempt is lost to a rival's
+	// write: every retry follows a fault. Three attempts still retry
+	// after a lost reply and read afresh; more would only lengthen each
+	// outage, which costs every attempt a failed connection (and
+	// minio-go sleeps up to 200 ms after each, go-redis stops dialing for
+	// a second once its pool has seen enough of them).
+	writer := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond, MaxAttempts: 3}
 	direct := &writefence.Fence{Store: fs.direct, Prefix: fs.prefix}
 	rng := rand.New(rand.NewPCG(fs.proxy.seed, 1))
 	push := func(c pushCall) error {

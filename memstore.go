@@ -52,7 +52,7 @@ func (m *MemStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 	o, ok := m.objects[key]
 	m.mu.Unlock()
 	if !ok {
-		return nil, "", ErrNotFound
+		return nil, "", storeErr("mem get", key, ErrNotFound, nil)
 	}
 	limit := m.MaxObjectSize
 	if limit <= 0 {
@@ -77,7 +77,7 @@ func (m *MemStore) PutIfVersion(ctx context.Context, key string, data []byte, ex
 	defer m.mu.Unlock()
 	o, ok := m.objects[key]
 	if ok != (expectVersion != "") || (ok && o.version != expectVersion) {
-		return "", ErrConflict
+		return "", storeErr("mem put", key, ErrConflict, nil)
 	}
 	m.counter++
 	v := strconv.FormatUint(m.counter, 10)

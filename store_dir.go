@@ -848,9 +848,15 @@ func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(k
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := fn(k); err != nil {
 			return err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	return errors.Join(damaged...)
 }

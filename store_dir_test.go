@@ -69,12 +69,18 @@ func TestDirUnsupportedSystem(t *testing.T) {
 // one store value and through a fresh value per subtest.
 func TestDirConformance(t *testing.T) {
 	t.Run("Shared", func(t *testing.T) {
-		s := newDirStore(t, t.TempDir())
-		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return s })
+		dir := t.TempDir()
+		s := newDirStore(t, dir)
+		s.MaxObjectSize = kitReadLimit
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return s }, kitOptions(testserver.DamageDir(dir)))
 	})
 	t.Run("Fresh", func(t *testing.T) {
 		dir := t.TempDir()
-		writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return newDirStore(t, dir) })
+		writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore {
+			s := newDirStore(t, dir)
+			s.MaxObjectSize = kitReadLimit
+			return s
+		}, kitOptions(testserver.DamageDir(dir)))
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"net/http"
 	"strconv"
 
@@ -17,6 +18,12 @@ import (
 // GCSConditionalStore is a ConditionalStore over one Google Cloud Storage
 // bucket. The version token is the object's generation in decimal; the
 // conditional write is a generation precondition decided by the server.
+//
+// Errors: every failure is a *StoreError whose Err reaches the client's
+// error (a *googleapi.Error for an answer of the server, with its Code). A
+// 412 matches ErrConflict; a 401 or a 403 matches fs.ErrPermission: the
+// request was refused and did nothing, and a Fence does not retry it. A
+// 429 is transient (see gcsError).
 //
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
 // defaultMaxObjectSize. It is read without locking and must be set before
@@ -138,8 +145,9 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 // PutIfVersion implements ConditionalStore. An empty expectVersion is sent as
 // ifGenerationMatch=0 (Conditions.DoesNotExist: the client refuses a
 // GenerationMatch of 0), a token as ifGenerationMatch=<generation>. A token
-// that is not a positive decimal generation returns an *InvalidArgumentError
-// and sends nothing.
+// that is not a generation in its canonical form (a positive decimal
+// integer) was never issued and cannot equal the current version: it
+// returns an error matching ErrConflict and sends nothing.
 //
 // The object goes up in one multipart request (Writer.ChunkSize 0), never
 // as a resumable session. With ChunkSize 0 the client streams the body
@@ -160,7 +168,7 @@ var _ PartsPutter = (*GCSConditionalStore)(nil)
 // the other to one upload, with the preconditions of PutIfVersion, and
 // never copied.
 func (s *GCSConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
-	conds, err := gcsConditions(expectVersion)
+	conds, err := gcsConditions(key, expectVersion)
 	if err != nil {
 		return "", err
 	}
@@ -204,18 +212,17 @@ func (s *GCSConditionalStore) Delete(ctx context.Context, key string) error {
 	return gcsError("delete", key, err)
 }
 
-// gcsConditions maps a version token to the write's precondition.
-func gcsConditions(expectVersion string) (storage.Conditions, error) {
+// gcsConditions maps a version token to the precondition of a write of
+// key. A token of no form the store issues is a failed precondition.
+func gcsConditions(key, expectVersion string) (storage.Conditions, error) {
 	if expectVersion == "" {
 		return storage.Conditions{DoesNotExist: true}, nil
 	}
 	g, err := strconv.ParseInt(expectVersion, 10, 64)
 	// The canonical form only: "+1" or "01" were never handed out.
 	if err != nil || g <= 0 || strconv.FormatInt(g, 10) != expectVersion {
-		return storage.Conditions{}, &InvalidArgumentError{
-			Arg:    "expectVersion",
-			Reason: esc(expectVersion) + " is not a gcs object generation (a positive decimal integer)",
-		}
+		return storage.Conditions{}, storeErr("gcs put", key, ErrConflict,
+			fmt.Errorf("%s is not a gcs object generation (a positive decimal integer)", esc(expectVersion)))
 	}
 	return storage.Conditions{GenerationMatch: g}, nil
 }
@@ -226,11 +233,17 @@ var errNoGeneration = errors.New("the server sent no object generation")
 // ErrNotFound only for a read: for a delete the caller handles it, and a
 // write with a precondition is answered 412, never 404.
 //
+// A 401 or a 403 refuses the caller's credentials or their rights: it
+// matches fs.ErrPermission, the request was not carried out, and sending it
+// again will be refused again.
+//
 // A 429 is neither ErrConflict nor ErrNotFound: Cloud Storage allows about
 // one update per second to one object and throttles a writer pushing faster
 // than that to one shard. The request was refused, not decided, and the
-// same call may be retried after a backoff of a second or more; the message
-// says so, and the client's *googleapi.Error, with its Code, stays
+// same call may be retried after a backoff of a second or more (a Fence
+// does, as for any transient failure); the message says so.
+//
+// In every case the client's *googleapi.Error, with its Code, stays
 // reachable with errors.As.
 func gcsError(op, key string, err error) error {
 	var gerr *googleapi.Error
@@ -238,6 +251,8 @@ func gcsError(op, key string, err error) error {
 		switch gerr.Code {
 		case http.StatusPreconditionFailed:
 			return storeErr("gcs "+op, key, ErrConflict, err)
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return storeErr("gcs "+op, key, fs.ErrPermission, err)
 		case http.StatusTooManyRequests:
 			return storeErr("gcs "+op, key, nil, fmt.Errorf("rate limited (http 429), retry after a backoff: %w", err))
 		}
@@ -258,9 +273,13 @@ var _ Lister = (*GCSConditionalStore)(nil)
 func (s *GCSConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	it := s.client.Bucket(s.bucket).Objects(ctx, &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL})
 	for {
+		// The iterator hands out a fetched page without looking at ctx.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		attrs, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return nil
+			return ctx.Err()
 		}
 		if err != nil {
 			return gcsError("list", prefix, err)

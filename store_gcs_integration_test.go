@@ -2,6 +2,7 @@ package writefence_test
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"testing"
 
@@ -31,8 +32,9 @@ func newGCSIntegrationStore(t *testing.T) (*writefence.GCSConditionalStore, *sto
 
 // TestGCSConformance runs the exported conformance suite over one bucket.
 func TestGCSConformance(t *testing.T) {
-	store, _ := newGCSIntegrationStore(t)
-	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store })
+	store, bucket := newGCSIntegrationStore(t)
+	store.MaxObjectSize = kitReadLimit
+	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageGCS(testserver.GCSClient(t, testserver.GCSEndpoint(t), nil), bucket.BucketName())))
 }
 
 // TestGCSIntegrationRoundTrip checks the adapter's own contract against the
@@ -44,9 +46,9 @@ func TestGCSIntegrationRoundTrip(t *testing.T) {
 		attrs, err := bucket.Object("k").Attrs(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, strconv.FormatInt(attrs.Generation, 10), v2, "the version is the object's generation")
-		for _, tok := range []string{"abc", "-1", "0", "1.5"} {
+		for _, tok := range []string{"abc", "-1", "0", "1.5", "0" + v2} {
 			_, err = store.PutIfVersion(t.Context(), "k", []byte("c"), tok)
-			require.ErrorIs(t, err, writefence.ErrInvalidArgument, "token %q", tok)
+			require.ErrorIs(t, err, writefence.ErrConflict, "token %q: a token never issued cannot match", tok)
 		}
 	})
 }
@@ -90,4 +92,26 @@ func TestGCSGetPrefix(t *testing.T) {
 	testPrefixAgreesWithGet(t, store)
 	testPrefixFence(t, store, func() (int64, int64) { return wire.Requests(), wire.GetBytesRead() }, 1, 0)
 	testPrefixTooLarge(t, store, func(n int64) { store.MaxObjectSize = n })
+}
+
+// gcsWrapper is a store that embeds the GCS adapter and overrides Get and
+// PutIfVersion, as a quota or an audit log would.
+type gcsWrapper struct {
+	*writefence.GCSConditionalStore
+	calls *wrapperCalls
+}
+
+func (w gcsWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return w.calls.get(ctx, key, w.GCSConditionalStore.Get)
+}
+
+func (w gcsWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return w.calls.put(ctx, key, data, expect, w.GCSConditionalStore.PutIfVersion)
+}
+
+// TestGCSWrapperNotBypassed: see testWrapperNotBypassed.
+func TestGCSWrapperNotBypassed(t *testing.T) {
+	store, _ := newGCSIntegrationStore(t)
+	calls := &wrapperCalls{}
+	testWrapperNotBypassed(t, store, gcsWrapper{store, calls}, calls, testserver.UniqueName(t)+"/")
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,6 +115,7 @@ func TestGCSErrorMapping(t *testing.T) {
 		wantConflict
 		wantNotFound
 		wantRateLimit
+		wantPermission
 		wantNil
 	)
 	cases := []struct {
@@ -122,8 +125,10 @@ func TestGCSErrorMapping(t *testing.T) {
 	}{
 		{"put", 412, wantConflict}, {"create", 412, wantConflict}, {"put", 429, wantRateLimit},
 		{"put", 404, wantOther}, {"put", 500, wantOther}, {"put", 503, wantOther},
-		{"get", 404, wantNotFound}, {"get", 429, wantRateLimit}, {"get", 500, wantOther}, {"get", 403, wantOther},
+		{"get", 404, wantNotFound}, {"get", 429, wantRateLimit}, {"get", 500, wantOther},
 		{"delete", 404, wantNil}, {"delete", 429, wantRateLimit}, {"delete", 500, wantOther},
+		{"get", 401, wantPermission}, {"get", 403, wantPermission}, {"put", 401, wantPermission},
+		{"put", 403, wantPermission}, {"create", 403, wantPermission}, {"delete", 403, wantPermission},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s_%d", tc.op, tc.status), func(t *testing.T) {
@@ -145,6 +150,7 @@ func TestGCSErrorMapping(t *testing.T) {
 			assert.Equal(t, tc.want == wantNotFound, errors.Is(err, writefence.ErrNotFound), "ErrNotFound: %v", err)
 			assert.Equal(t, tc.want == wantRateLimit, strings.Contains(err.Error(), ": rate limited (http 429), retry after a backoff: "),
 				"rate limit: %v", err)
+			assert.Equal(t, tc.want == wantPermission, errors.Is(err, fs.ErrPermission), "fs.ErrPermission: %v", err)
 			assert.Regexp(t, `^writefence: gcs `, err.Error())
 			// Both our error, with its context, and the client's are
 			// reachable.
@@ -204,8 +210,9 @@ func TestGCSTransportError(t *testing.T) {
 	}
 }
 
-// TestGCSMalformedVersion refuses tokens that are not generations before
-// sending anything.
+// TestGCSMalformedVersion: a token that is not a generation in its
+// canonical form was never issued, so it cannot equal the current version:
+// a conflict, decided before sending anything, as on every adapter.
 func TestGCSMalformedVersion(t *testing.T) {
 	store, rec := newGCSUnitStore(t, true, func(w http.ResponseWriter, r *http.Request) {
 		gcsInserted(w, r, 1)
@@ -213,13 +220,17 @@ func TestGCSMalformedVersion(t *testing.T) {
 	for _, tok := range []string{"abc", "-1", "0", "1.5", "+1", "01", " 1", "1 ", "9223372036854775808", "0x10"} {
 		t.Run(strconv.Quote(tok), func(t *testing.T) {
 			v, err := store.PutIfVersion(gcsUnitCtx(t), "k", []byte("v"), tok)
-			require.Error(t, err)
+			require.ErrorIs(t, err, writefence.ErrConflict)
 			assert.Empty(t, v)
-			assert.ErrorIs(t, err, writefence.ErrInvalidArgument)
-			var iae *writefence.InvalidArgumentError
-			require.ErrorAs(t, err, &iae)
-			assert.Equal(t, "expectVersion", iae.Arg)
-			assert.NotErrorIs(t, err, writefence.ErrConflict)
+			assert.NotErrorIs(t, err, writefence.ErrInvalidArgument)
+			assert.NotErrorIs(t, err, writefence.ErrNotFound)
+			var se *writefence.StoreError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, "gcs put", se.Op)
+			assert.Equal(t, "k", se.Key)
+			assert.Contains(t, err.Error(), "is not a gcs object generation")
+			_, err = writefence.PutParts(gcsUnitCtx(t), store, "k", [][]byte{[]byte("v"), []byte("w")}, tok)
+			require.ErrorIs(t, err, writefence.ErrConflict, "PutParts")
 		})
 	}
 	assert.Empty(t, rec.requests(), "a malformed token must not reach the server")
@@ -402,6 +413,113 @@ func TestGCSGetBounded(t *testing.T) {
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, &writefence.StoreError{Op: "gcs get", Key: "big", Err: se.Err}, se)
 			assert.Equal(t, fmt.Sprintf("writefence: gcs get big: object too large: more than %d bytes", limit), err.Error())
+		})
+	}
+}
+
+// gcsFenceServer answers the requests of a Fence pushing one record: a
+// read finds the object absent, an insert lands at generation 1 and up.
+// refuse, when set, answers each request instead with the status it
+// returns (0: answer normally).
+type gcsFenceServer struct {
+	mu     sync.Mutex // guards the fields below
+	refuse func(r *http.Request) int
+	gen    int64
+}
+
+func (s *gcsFenceServer) setRefuse(f func(r *http.Request) int) {
+	s.mu.Lock()
+	s.refuse = f
+	s.mu.Unlock()
+}
+
+func (s *gcsFenceServer) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	refuse := s.refuse
+	s.mu.Unlock()
+	if refuse != nil {
+		if status := refuse(r); status != 0 {
+			gcsJSONError(w, status)
+			return
+		}
+	}
+	if r.Method == http.MethodGet {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	s.mu.Lock()
+	s.gen++
+	gen := s.gen
+	s.mu.Unlock()
+	gcsInserted(w, r, gen)
+}
+
+// TestGCSFencePermissionIsFinal: a Push whose read or write is refused
+// with a 401 or a 403 returns, after that one request, an error matching
+// fs.ErrPermission that still reaches the *googleapi.Error; the refused
+// write wrote nothing, so its outcome is not unknown.
+func TestGCSFencePermissionIsFinal(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			srv := &gcsFenceServer{}
+			store, rec := newGCSUnitStore(t, false, srv.serve)
+			ctx, trace := testserver.Traced(gcsUnitCtx(t))
+			warm := &writefence.Fence{Store: store}
+			require.NoError(t, warm.Push(ctx, "wal", "0", "w", 1, []byte("one")))
+			srv.setRefuse(func(*http.Request) int { return status })
+
+			for _, tc := range []struct {
+				name   string
+				f      *writefence.Fence
+				method string
+			}{
+				{"write on the remembered version", warm, http.MethodPost},
+				{"cold read", &writefence.Fence{Store: store}, http.MethodGet},
+			} {
+				before := len(rec.requests())
+				err := tc.f.Push(ctx, "wal", "0", "w", 2, []byte("two"))
+				require.ErrorIs(t, err, fs.ErrPermission, tc.name)
+				assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, tc.name)
+				var gerr *googleapi.Error
+				require.ErrorAs(t, err, &gerr, tc.name)
+				assert.Equal(t, status, gerr.Code, tc.name)
+				reqs := rec.requests()[before:]
+				require.Len(t, reqs, 1, "%s: one request, never retried: %v", tc.name, err)
+				assert.Equal(t, tc.method, reqs[0].Method, tc.name)
+			}
+			assert.Equal(t, [3]int64{2, 2, 0}, trace.Counts(), "reads, writes, back-offs: the push that landed, then one request each, nothing retried")
+		})
+	}
+}
+
+// TestGCSFenceRetriesRateLimit: a 429 is transient: the Fence backs off
+// and tries again, on a read and on a write (whose outcome the next read
+// settles), and the push lands.
+func TestGCSFenceRetriesRateLimit(t *testing.T) {
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		t.Run(method, func(t *testing.T) {
+			srv := &gcsFenceServer{}
+			var limited atomic.Bool
+			srv.setRefuse(func(r *http.Request) int {
+				if r.Method == method && limited.CompareAndSwap(false, true) {
+					return http.StatusTooManyRequests
+				}
+				return 0
+			})
+			store, rec := newGCSUnitStore(t, false, srv.serve)
+			ctx, trace := testserver.Traced(gcsUnitCtx(t))
+			require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, []byte("one")))
+			assert.True(t, limited.Load(), "the 429 was answered")
+			assert.Equal(t, int64(1), trace.Waits(), "one back-off, before the retry")
+			var methods []string
+			for _, r := range rec.requests() {
+				methods = append(methods, r.Method)
+			}
+			want := map[string][]string{
+				http.MethodGet:  {http.MethodGet, http.MethodGet, http.MethodPost},
+				http.MethodPost: {http.MethodGet, http.MethodPost, http.MethodGet, http.MethodPost},
+			}[method]
+			assert.Equal(t, want, methods)
 		})
 	}
 }

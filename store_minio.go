@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,6 +37,12 @@ const (
 // MinioConditionalStore is a ConditionalStore over one bucket of an S3 API
 // server, reached through minio-go. Version tokens are the objects' ETags
 // without their quotes. It also implements Deleter.
+//
+// Errors: every failure is a *StoreError whose Err reaches minio-go's
+// error (a minio.ErrorResponse for an answer of the server). A request
+// refused for its credentials or their rights (HTTP 401, or 403
+// AccessDenied, InvalidAccessKeyId or SignatureDoesNotMatch) also matches
+// fs.ErrPermission: nothing was done, and a Fence does not retry it.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
 // defaultMaxObjectSize); set it before first use. A MinioConditionalStore is
@@ -242,18 +249,39 @@ func (s *MinioConditionalStore) Delete(ctx context.Context, key string) error {
 }
 
 // fail wraps an SDK error. kind, when non-nil, names the sentinel an S3
-// error response stands for. A done context is returned as it is, so
-// cancellation is never mistaken for an answer from the server.
+// error response stands for; a refusal of the credentials is
+// fs.ErrPermission whatever the operation (see s3Refused). A done context
+// is returned as it is, so cancellation is never mistaken for an answer
+// from the server.
 func (s *MinioConditionalStore) fail(ctx context.Context, op, key string, err error, kind func(minio.ErrorResponse) error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
 	var sentinel error
 	var r minio.ErrorResponse
-	if kind != nil && errors.As(err, &r) {
-		sentinel = kind(r)
+	if errors.As(err, &r) {
+		if kind != nil {
+			sentinel = kind(r)
+		}
+		if sentinel == nil && s3Refused(r) {
+			sentinel = fs.ErrPermission
+		}
 	}
 	return storeErr("s3 "+op, key, sentinel, err)
+}
+
+// s3Refused reports whether an S3 error response refuses the caller's
+// credentials or their rights: the request was not carried out, and
+// sending it again with the same credentials will be refused again. A 403
+// for another reason (a skewed clock, an archived object) is not one.
+func s3Refused(r minio.ErrorResponse) bool {
+	switch {
+	case r.StatusCode == http.StatusUnauthorized:
+		return true
+	case r.Code == minio.AccessDenied, r.Code == minio.InvalidAccessKeyID, r.Code == minio.SignatureDoesNotMatch:
+		return true
+	}
+	return false
 }
 
 // getKind: only a missing key is ErrNotFound. A missing bucket is a

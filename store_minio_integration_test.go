@@ -3,9 +3,16 @@ package writefence_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
+	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +44,8 @@ func newMinioBucket(t *testing.T) (*minio.Client, string) {
 func TestMinioConformance(t *testing.T) {
 	c, bucket := newMinioBucket(t)
 	store := writefence.NewMinioConditionalStore(c, bucket)
-	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store })
+	store.MaxObjectSize = kitReadLimit
+	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageS3(c, bucket)))
 }
 
 // TestMinioProtocol walks the S3 answers the adapter classifies, on the
@@ -90,7 +98,8 @@ func TestMinioFenceRace(t *testing.T) {
 
 // TestMinioFailuresAreNeitherSentinel: a missing bucket, bad credentials
 // and a stopped server are failures, never "not found" or "conflict", and
-// the secret appears in none of them.
+// the secret appears in none of them; bad credentials, and they alone,
+// match fs.ErrPermission.
 func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 	m := testserver.S3Server(t)
 	c, bucket := newMinioBucket(t)
@@ -116,10 +125,12 @@ func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 			_, _, getErr := s.Get(t.Context(), "k")
 			_, createErr := s.PutIfVersion(t.Context(), "k", []byte("x"), "")
 			_, updateErr := s.PutIfVersion(t.Context(), "k", []byte("x"), "d41d8cd98f00b204e9800998ecf8427e")
+			refused := strings.Contains(name, "secret") || strings.Contains(name, "access key")
 			for _, err := range []error{getErr, createErr, updateErr, s.Delete(t.Context(), "k")} {
 				require.Error(t, err)
 				assert.NotErrorIs(t, err, writefence.ErrNotFound, "%v", err)
 				assert.NotErrorIs(t, err, writefence.ErrConflict, "%v", err)
+				assert.Equal(t, refused, errors.Is(err, fs.ErrPermission), "refused credentials match fs.ErrPermission: %v", err)
 				assert.True(t, strings.HasPrefix(err.Error(), "writefence: s3 "), "%v", err)
 				for _, secret := range []string{m.SecretKey, wrongSecret} {
 					assert.NotContains(t, err.Error(), secret)
@@ -128,6 +139,128 @@ func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 			t.Logf("get: %v", getErr)
 		})
 	}
+}
+
+// TestMinioPermissionIsFinal: a Push whose credentials the server refuses
+// (a wrong secret, an unknown access key) returns an error matching
+// fs.ErrPermission after exactly one request, never an unknown outcome:
+// the refused request was not carried out and nothing retries it. Both
+// the read of a cold Fence and the write of a Fence that remembers the
+// record's version (no read first) are refused so.
+func TestMinioPermissionIsFinal(t *testing.T) {
+	ctx := t.Context()
+	m := testserver.S3Server(t)
+	_, bucket := newMinioBucket(t)
+	creds := &switchableCreds{}
+	wire := testserver.NewTransport(t)
+	c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.New(creds), Transport: wire, Region: "us-east-1"})
+	require.NoError(t, err)
+	store := writefence.NewMinioConditionalStore(c, bucket)
+	prefix := testserver.UniqueName(t) + "/"
+
+	const wrongSecret = "wrong-secret-must-not-leak"
+	for i, bad := range []struct{ name, access, secret string }{
+		{"wrong secret", m.AccessKey, wrongSecret},
+		{"unknown access key", "no-such-user", m.SecretKey},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			shard := strconv.Itoa(i)
+			epoch := uint64(10 * (i + 1))
+			creds.set(m.AccessKey, m.SecretKey)
+			warm := &writefence.Fence{Store: store, Prefix: prefix, RetryDelay: time.Millisecond}
+			require.NoError(t, warm.Push(ctx, "wal", shard, "w", epoch, []byte("landed")))
+			creds.set(bad.access, bad.secret)
+
+			for _, tc := range []struct {
+				name   string
+				f      *writefence.Fence
+				writes int64
+			}{
+				{"write on the remembered version", warm, 1},
+				{"cold read", &writefence.Fence{Store: store, Prefix: prefix, RetryDelay: time.Millisecond}, 0},
+			} {
+				reqs, writes := wire.Requests(), wire.Writes()
+				err := tc.f.Push(ctx, "wal", shard, "w", epoch+1, []byte("refused"))
+				t.Logf("%s: %v", tc.name, err)
+				require.ErrorIs(t, err, fs.ErrPermission, tc.name)
+				assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, tc.name)
+				var resp minio.ErrorResponse
+				require.ErrorAs(t, err, &resp, "%s: the server's answer stays reachable", tc.name)
+				assert.Equal(t, http.StatusForbidden, resp.StatusCode, tc.name)
+				assert.Equal(t, int64(1), wire.Requests()-reqs, "%s: one attempt, one request", tc.name)
+				assert.Equal(t, tc.writes, wire.Writes()-writes, tc.name)
+				assert.NotContains(t, err.Error(), wrongSecret)
+			}
+
+			creds.set(m.AccessKey, m.SecretKey)
+			got, _, payload, err := (&writefence.Fence{Store: store, Prefix: prefix}).Latest(ctx, "wal", shard)
+			require.NoError(t, err)
+			assert.Equal(t, epoch, got, "nothing was written")
+			assert.Equal(t, "landed", string(payload))
+		})
+	}
+}
+
+// switchableCreds is a credentials provider whose keys a test changes
+// between requests: the client asks for them afresh for every request.
+type switchableCreds struct {
+	mu sync.Mutex // guards v
+	v  credentials.Value
+}
+
+func (c *switchableCreds) set(access, secret string) {
+	c.mu.Lock()
+	c.v = credentials.Value{AccessKeyID: access, SecretAccessKey: secret, SignerType: credentials.SignatureV4}
+	c.mu.Unlock()
+}
+
+func (c *switchableCreds) Retrieve() (credentials.Value, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.v, nil
+}
+
+func (c *switchableCreds) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
+	return c.Retrieve()
+}
+
+func (c *switchableCreds) IsExpired() bool { return true }
+
+// TestMinioSettleAboveDamage: see testSettleAboveDamage; the damage is a
+// rewrite of the object with one bit of its payload flipped.
+func TestMinioSettleAboveDamage(t *testing.T) {
+	c, bucket := newMinioBucket(t)
+	testSettleAboveDamage(t, writefence.NewMinioConditionalStore(c, bucket), minioRaw(c, bucket))
+}
+
+// TestMinioSettleRepeatDamage: see testSettleRepeatDamage; the record is
+// emptied with a PUT of no bytes, whose ETag is the same each time.
+func TestMinioSettleRepeatDamage(t *testing.T) {
+	c, bucket := newMinioBucket(t)
+	testSettleRepeatDamage(t, writefence.NewMinioConditionalStore(c, bucket), minioRaw(c, bucket))
+}
+
+// minioWrapper is a store that embeds the S3 adapter and overrides Get and
+// PutIfVersion, as a quota or an audit log would.
+type minioWrapper struct {
+	*writefence.MinioConditionalStore
+	calls *wrapperCalls
+}
+
+func (w minioWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return w.calls.get(ctx, key, w.MinioConditionalStore.Get)
+}
+
+func (w minioWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return w.calls.put(ctx, key, data, expect, w.MinioConditionalStore.PutIfVersion)
+}
+
+// TestMinioWrapperNotBypassed: see testWrapperNotBypassed.
+func TestMinioWrapperNotBypassed(t *testing.T) {
+	c, bucket := newMinioBucket(t)
+	store := writefence.NewMinioConditionalStore(c, bucket)
+	calls := &wrapperCalls{}
+	testWrapperNotBypassed(t, store, minioWrapper{store, calls}, calls, testserver.UniqueName(t)+"/")
 }
 
 func TestMinioGetPrefix(t *testing.T) {
@@ -373,4 +506,295 @@ func requireTooLarge(t *testing.T, err error, key string, limit int64) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, key, se.Key)
 	assert.ErrorContains(t, err, fmt.Sprintf("object too large: more than %d bytes", limit))
+}
+
+// rawAccess reaches a store's objects without its adapter, as an
+// operator's tool or a bug would: to damage a record in place and to see
+// what the store holds.
+type rawAccess struct {
+	// read returns the object at key as the server holds it, and whether
+	// it exists.
+	read func(t *testing.T, key string) (string, bool)
+	// flipLast flips the lowest bit of the object's last byte.
+	flipLast func(t *testing.T, key string)
+	// empty replaces the object with no bytes at all.
+	empty func(t *testing.T, key string)
+}
+
+// minioRaw is rawAccess to bucket through c, minio-go's own calls.
+func minioRaw(c *minio.Client, bucket string) rawAccess {
+	read := func(t *testing.T, key string) (string, bool) {
+		t.Helper()
+		o, err := c.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+		require.NoError(t, err)
+		defer o.Close()
+		b, err := io.ReadAll(o)
+		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
+			return "", false
+		}
+		require.NoError(t, err)
+		return string(b), true
+	}
+	put := func(t *testing.T, key string, b []byte) {
+		t.Helper()
+		_, err := c.PutObject(context.Background(), bucket, key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{})
+		require.NoError(t, err)
+	}
+	return rawAccess{
+		read: read,
+		flipLast: func(t *testing.T, key string) {
+			t.Helper()
+			v, ok := read(t, key)
+			require.True(t, ok)
+			put(t, key, testserver.Flipped([]byte(v), len(v)-1))
+		},
+		empty: func(t *testing.T, key string) { t.Helper(); put(t, key, nil) },
+	}
+}
+
+// testSettleAboveDamage: a record at epoch 100 whose last payload byte is
+// damaged still shows its header, so its epoch: Inspect reports ErrCorrupt
+// with epoch 100; a settle at 5 is refused as stale, writing nothing (not
+// even its settle log entry); a deposed writer at 50 is refused; a settle
+// at 101 lands, and then the writer at 50 is stale.
+func testSettleAboveDamage(t *testing.T, store writefence.ConditionalStore, raw rawAccess) {
+	ctx := t.Context()
+	prefix := testserver.UniqueName(t) + "/"
+	key, err := keys.Shard(prefix, "wal", "0")
+	require.NoError(t, err)
+	logKey, err := keys.SettleLog(prefix, "wal", "0")
+	require.NoError(t, err)
+	cleanupKey(t, store, key)
+	cleanupKey(t, store, logKey)
+	f := &writefence.Fence{Store: store, Prefix: prefix}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w100", 100, []byte("payload at epoch 100")))
+	raw.flipLast(t, key)
+	damaged, _ := raw.read(t, key)
+
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, uint64(100), info.Epoch, "the header still decodes: %v", err)
+	assert.Equal(t, "w100", info.Writer)
+	require.NotEmpty(t, info.Version)
+
+	unchanged := func(what string) {
+		t.Helper()
+		now, _ := raw.read(t, key)
+		assert.Equal(t, damaged, now, "%s: the damage stands", what)
+		_, _, err := store.Get(ctx, logKey)
+		assert.ErrorIs(t, err, writefence.ErrNotFound, "%s: no settle was entered", what)
+	}
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 5, Payload: []byte("restored at 5")})
+	var se *writefence.StaleEpochError
+	require.ErrorAs(t, err, &se, "a settle below the damaged record's epoch: %v", err)
+	assert.Equal(t, uint64(100), se.RecordedEpoch)
+	unchanged("settle at 5")
+	err = (&writefence.Fence{Store: store, Prefix: prefix}).Push(ctx, "wal", "0", "w50", 50, []byte("deposed"))
+	require.ErrorIs(t, err, writefence.ErrCorrupt, "a deposed writer meets the damage")
+	unchanged("push at 50")
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 101, Payload: []byte("restored at 101")}))
+	epoch, writer, payload, err := f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, [3]string{"101", "op", "restored at 101"}, [3]string{strconv.FormatUint(epoch, 10), writer, string(payload)})
+	err = (&writefence.Fence{Store: store, Prefix: prefix}).Push(ctx, "wal", "0", "w50", 50, []byte("deposed"))
+	require.ErrorAs(t, err, &se, "the deposed writer after the settle")
+	assert.Equal(t, uint64(101), se.RecordedEpoch)
+}
+
+// testSettleRepeatDamage: damage that repeats has the same version on a
+// store whose version is the content's (an S3 ETag, a Valkey damaged
+// version): push 5, empty the record, settle at 10 with floor 5, push 20,
+// empty it again. Running the same settle again would lower the epoch from
+// 20 to 10; the settle log refuses it as stale and the damage stands.
+func testSettleRepeatDamage(t *testing.T, store writefence.ConditionalStore, raw rawAccess) {
+	ctx := t.Context()
+	prefix := testserver.UniqueName(t) + "/"
+	key, err := keys.Shard(prefix, "wal", "0")
+	require.NoError(t, err)
+	logKey, err := keys.SettleLog(prefix, "wal", "0")
+	require.NoError(t, err)
+	cleanupKey(t, store, key)
+	cleanupKey(t, store, logKey)
+	f := &writefence.Fence{Store: store, Prefix: prefix}
+	inspectDamage := func() string {
+		t.Helper()
+		info, err := f.Inspect(ctx, "wal", "0")
+		require.ErrorIs(t, err, writefence.ErrCorrupt)
+		assert.Zero(t, info.Epoch, "nothing of the record is left to decode")
+		require.NotEmpty(t, info.Version)
+		return info.Version
+	}
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 5, []byte("five")))
+	raw.empty(t, key)
+	settle := writefence.Settlement{Version: inspectDamage(), Writer: "op", Epoch: 10, Payload: []byte("restored"), Floor: 5}
+	require.NoError(t, f.Settle(ctx, "wal", "0", settle))
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 20, []byte("twenty")))
+	raw.empty(t, key)
+	require.Equal(t, settle.Version, inspectDamage(), "the same damage has the same version")
+
+	err = f.Settle(ctx, "wal", "0", settle)
+	var se *writefence.StaleEpochError
+	require.ErrorAs(t, err, &se, "the old settle over new damage: %v", err)
+	assert.Equal(t, uint64(10), se.RecordedEpoch, "the settle log names the settle already made")
+	now, exists := raw.read(t, key)
+	assert.True(t, exists)
+	assert.Empty(t, now, "the damage stands")
+	inspectDamage()
+}
+
+// wrapperCalls is what a wrapper that embeds an adapter does in its
+// overrides of Get and PutIfVersion: it counts every call and, when told
+// to, refuses it with errWrapperRefused instead of calling the adapter.
+// Embedding needs a concrete type, so each adapter's tests declare their
+// wrapper type and forward its two overrides here.
+type wrapperCalls struct {
+	refuseGets, refusePuts atomic.Bool
+	gets, puts             atomic.Int64
+}
+
+// errWrapperRefused is the wrapper's refusal: transient, so the Fence
+// retries it as it would a store's failure, through the wrapper again.
+var errWrapperRefused = errors.New("refused by the test's wrapper")
+
+func (w *wrapperCalls) get(ctx context.Context, key string, next func(context.Context, string) ([]byte, string, error)) ([]byte, string, error) {
+	w.gets.Add(1)
+	if w.refuseGets.Load() {
+		return nil, "", errWrapperRefused
+	}
+	return next(ctx, key)
+}
+
+func (w *wrapperCalls) put(ctx context.Context, key string, data []byte, expect string,
+	next func(context.Context, string, []byte, string) (string, error)) (string, error) {
+	w.puts.Add(1)
+	if w.refusePuts.Load() {
+		return "", errWrapperRefused
+	}
+	return next(ctx, key, data, expect)
+}
+
+// testWrapperNotBypassed checks that a store embedding an adapter and
+// overriding Get or PutIfVersion is used through its overrides, never
+// through the capabilities it inherits (GetPrefix, PutPartsIfVersion,
+// PutIfBranded), by every write of a Fence (Push, Update, Seal, Settle,
+// Lease.Acquire, ClaimBrand) and every read, with no brand check and with
+// BrandVerifyAlways. wrapped is such a wrapper over adapter, its overrides
+// forwarded to calls; the test's keys are under prefix.
+//
+// With its PutIfVersion refusing, every write attempt the engine makes
+// (counted by testserver.Trace, MaxAttempts of them) reaches the override
+// and the operation fails with the wrapper's error; with its Get
+// refusing, every read does, and nothing is written. Either way the store
+// is unchanged.
+func testWrapperNotBypassed(t *testing.T, adapter, wrapped writefence.ConditionalStore, calls *wrapperCalls, prefix string) {
+	const maxAttempts = 3
+	for _, brand := range []writefence.BrandMode{0, writefence.BrandVerifyAlways} {
+		t.Run(map[writefence.BrandMode]string{0: "no brand", writefence.BrandVerifyAlways: "brand verified in every write"}[brand], func(t *testing.T) {
+			ctx := t.Context()
+			prefix := prefix + strconv.Itoa(int(brand)) + "/"
+			direct := &writefence.Fence{Store: adapter, Prefix: prefix}
+			require.NoError(t, direct.Push(ctx, "wal", "0", "w", 3, []byte("recorded at 3")))
+			damagedKey, err := keys.Shard(prefix, "wal", "damaged")
+			require.NoError(t, err)
+			_, err = adapter.PutIfVersion(ctx, damagedKey, []byte("no record"), "")
+			require.NoError(t, err)
+			info, err := direct.Inspect(ctx, "wal", "damaged")
+			require.ErrorIs(t, err, writefence.ErrCorrupt)
+			if brand != 0 {
+				_, err := direct.ClaimBrand(ctx)
+				require.NoError(t, err)
+			}
+			before := storeContents(t, adapter, prefix)
+
+			f := &writefence.Fence{Store: wrapped, Prefix: prefix, Brand: brand, MaxAttempts: maxAttempts}
+			type op struct {
+				name  string
+				write bool
+				run   func(ctx context.Context) error
+			}
+			ops := []op{
+				{"push", true, func(ctx context.Context) error { return f.Push(ctx, "wal", "0", "w", 7, []byte("pushed")) }},
+				{"update", true, func(ctx context.Context) error {
+					return f.Update(ctx, "wal", "0", "w", 7, func(cur []byte) ([]byte, error) { return append(cur, '+'), nil })
+				}},
+				{"seal", true, func(ctx context.Context) error { return f.Seal(ctx, "wal", "0", "w", 7) }},
+				{"settle", true, func(ctx context.Context) error {
+					return f.Settle(ctx, "wal", "damaged", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 9, Payload: []byte("settled"), Floor: 1})
+				}},
+				{"lease acquire", true, func(ctx context.Context) error {
+					_, err := (&writefence.Lease{Fence: f, Name: "lease", Holder: "h", TTL: time.Minute}).Acquire(ctx)
+					return err
+				}},
+				{"latest", false, func(ctx context.Context) error { _, _, _, err := f.Latest(ctx, "wal", "0"); return err }},
+				{"inspect", false, func(ctx context.Context) error { _, err := f.Inspect(ctx, "wal", "0"); return err }},
+			}
+			if brand == 0 {
+				// Under a brand the store is claimed already: nothing to write.
+				ops = append(ops, op{"claim brand", true, func(ctx context.Context) error { _, err := f.ClaimBrand(ctx); return err }})
+			}
+			for _, mode := range []string{"put refused", "get refused"} {
+				for _, o := range ops {
+					if mode == "put refused" && !o.write {
+						continue
+					}
+					t.Run(mode+"/"+o.name, func(t *testing.T) {
+						calls.refusePuts.Store(mode == "put refused")
+						calls.refuseGets.Store(mode == "get refused")
+						defer calls.refusePuts.Store(false)
+						defer calls.refuseGets.Store(false)
+						gets0, puts0 := calls.gets.Load(), calls.puts.Load()
+						tctx, trace := testserver.Traced(ctx)
+						err := o.run(tctx)
+						gets, puts := calls.gets.Load()-gets0, calls.puts.Load()-puts0
+						t.Logf("%d reads, %d writes by the engine; %d gets, %d puts by the wrapper: %v", trace.Reads(), trace.Writes(), gets, puts, err)
+						require.ErrorIs(t, err, errWrapperRefused, "the override was used")
+						if mode == "put refused" {
+							assert.Equal(t, int64(maxAttempts), trace.Writes(), "every attempt wrote")
+							assert.Equal(t, trace.Writes(), puts, "every write went through the override")
+							brandReads := int64(0)
+							if brand == writefence.BrandVerifyAlways {
+								brandReads = puts // the brand is read before each write, through Get
+							}
+							assert.Equal(t, trace.Reads()+brandReads, gets, "every read went through Get")
+						} else {
+							// A write retries its read; Latest and Inspect
+							// read once, and under a brand read the brand
+							// first (not an engine read), which is refused.
+							reads, brandReads := int64(maxAttempts), int64(0)
+							switch {
+							case !o.write && brand != 0:
+								reads, brandReads = 0, 1
+							case !o.write:
+								reads = 1
+							}
+							assert.Equal(t, reads, trace.Reads(), "every attempt read")
+							assert.Equal(t, trace.Reads()+brandReads, gets, "every read went through the override")
+							assert.Zero(t, trace.Writes(), "nothing was written")
+							assert.Zero(t, puts)
+						}
+						assert.Equal(t, before, storeContents(t, adapter, prefix), "the store is unchanged")
+					})
+				}
+			}
+		})
+	}
+}
+
+// storeContents returns every key under prefix with its version and
+// bytes, read through store, which must be a Lister.
+func storeContents(t *testing.T, store writefence.ConditionalStore, prefix string) map[string]string {
+	t.Helper()
+	ctx := t.Context()
+	contents := map[string]string{}
+	require.NoError(t, store.(writefence.Lister).List(ctx, prefix, func(key string) error {
+		data, version, err := store.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		contents[key] = version + " " + string(data)
+		return nil
+	}))
+	return contents
 }

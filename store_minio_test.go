@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -198,7 +199,7 @@ func TestMinioStoreErrorMapping(t *testing.T) {
 		op     string // "get", "create" (put with ""), "update" (put with a token), "delete"
 		status int
 		code   string
-		want   error // ErrConflict, ErrNotFound, or nil for neither
+		want   error // ErrConflict, ErrNotFound, fs.ErrPermission, or nil for none
 	}{
 		{"create", http.StatusPreconditionFailed, "PreconditionFailed", ErrConflict},
 		{"update", http.StatusPreconditionFailed, "PreconditionFailed", ErrConflict},
@@ -209,15 +210,26 @@ func TestMinioStoreErrorMapping(t *testing.T) {
 		{"update", http.StatusNotFound, "NoSuchBucket", nil},
 		{"update", http.StatusConflict, "OperationAborted", nil},
 		{"update", http.StatusInternalServerError, "InternalError", nil},
-		{"create", http.StatusForbidden, "AccessDenied", nil},
 		{"update", http.StatusNotImplemented, "NotImplemented", nil},
 		{"get", http.StatusNotFound, "NoSuchKey", ErrNotFound},
 		{"get", http.StatusNotFound, "NoSuchBucket", nil},
-		{"get", http.StatusForbidden, "AccessDenied", nil},
 		{"get", http.StatusInternalServerError, "InternalError", nil},
 		{"get", http.StatusPreconditionFailed, "PreconditionFailed", nil},
 		{"delete", http.StatusInternalServerError, "InternalError", nil},
-		{"delete", http.StatusForbidden, "AccessDenied", nil},
+		// Refused credentials or rights, on every operation.
+		{"create", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"update", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"get", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"delete", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"get", http.StatusForbidden, "InvalidAccessKeyId", fs.ErrPermission},
+		{"update", http.StatusForbidden, "InvalidAccessKeyId", fs.ErrPermission},
+		{"get", http.StatusForbidden, "SignatureDoesNotMatch", fs.ErrPermission},
+		{"create", http.StatusForbidden, "SignatureDoesNotMatch", fs.ErrPermission},
+		{"get", http.StatusUnauthorized, "Unauthorized", fs.ErrPermission},
+		{"update", http.StatusUnauthorized, "Unauthorized", fs.ErrPermission},
+		// A 403 that is about the request, not its credentials.
+		{"get", http.StatusForbidden, "RequestTimeTooSkewed", nil},
+		{"update", http.StatusForbidden, "RequestTimeTooSkewed", nil},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s %d %s", tt.op, tt.status, tt.code), func(t *testing.T) {
@@ -237,7 +249,7 @@ func TestMinioStoreErrorMapping(t *testing.T) {
 			require.Error(t, err)
 			assert.True(t, strings.HasPrefix(err.Error(), "writefence: s3 "), "error %q lacks the adapter's prefix", err)
 			assert.NotContains(t, err.Error(), s3FakeSecret)
-			for _, sentinel := range []error{ErrConflict, ErrNotFound} {
+			for _, sentinel := range []error{ErrConflict, ErrNotFound, fs.ErrPermission} {
 				assert.Equal(t, sentinel == tt.want, errors.Is(err, sentinel), "errors.Is(%v, %v)", err, sentinel)
 			}
 			// Both our error, with its context, and the SDK's are
@@ -578,4 +590,64 @@ func TestMinioGetPrefixWire(t *testing.T) {
 	reqs := fake.requests()
 	require.Len(t, reqs, 2)
 	assert.Equal(t, "", reqs[1].header.Get("Range"))
+}
+
+// refusingS3API answers every request with one S3 error response and
+// counts the requests.
+type refusingS3API struct {
+	resp minio.ErrorResponse
+	gets atomic.Int64
+	puts atomic.Int64
+}
+
+func (f *refusingS3API) GetObject(context.Context, string, string, minio.GetObjectOptions) (io.ReadCloser, minio.ObjectInfo, http.Header, error) {
+	f.gets.Add(1)
+	return nil, minio.ObjectInfo{}, nil, f.resp
+}
+
+func (f *refusingS3API) PutObject(_ context.Context, _, _ string, body io.Reader, _ int64, _, _ string, _ minio.PutObjectOptions) (minio.UploadInfo, error) {
+	f.puts.Add(1)
+	_, _ = io.Copy(io.Discard, body)
+	return minio.UploadInfo{}, f.resp
+}
+
+func (f *refusingS3API) RemoveObject(context.Context, string, string, minio.RemoveObjectOptions) error {
+	return errors.New("not used")
+}
+
+// TestMinioFencePermissionIsFinal: a Push whose read or write is refused
+// for its credentials returns, after that one request, an error matching
+// fs.ErrPermission that still reaches the server's answer. A refused write
+// wrote nothing, so its outcome is not unknown, and nothing retries it.
+func TestMinioFencePermissionIsFinal(t *testing.T) {
+	for _, resp := range []minio.ErrorResponse{
+		{StatusCode: http.StatusForbidden, Code: "AccessDenied"},
+		{StatusCode: http.StatusForbidden, Code: "InvalidAccessKeyId"},
+		{StatusCode: http.StatusForbidden, Code: "SignatureDoesNotMatch"},
+		{StatusCode: http.StatusUnauthorized, Code: "Unauthorized"},
+	} {
+		for _, cached := range []bool{false, true} {
+			name := fmt.Sprintf("%d %s, %s", resp.StatusCode, resp.Code, map[bool]string{false: "read", true: "write on a remembered version"}[cached])
+			t.Run(name, func(t *testing.T) {
+				api := &refusingS3API{resp: resp}
+				f := &Fence{Store: &MinioConditionalStore{api: api, bucket: "bucket"}, RetryDelay: time.Microsecond}
+				if cached {
+					key, err := shardKey("", "wal", "0")
+					require.NoError(t, err)
+					f.remember(key, "d41d8cd98f00b204e9800998ecf8427e", 1)
+				}
+				err := f.Push(t.Context(), "wal", "0", "w", 2, []byte("payload"))
+				require.ErrorIs(t, err, fs.ErrPermission)
+				assert.NotErrorIs(t, err, ErrOutcomeUnknown, "a refused write wrote nothing")
+				var got minio.ErrorResponse
+				require.ErrorAs(t, err, &got, "the server's answer stays reachable")
+				assert.Equal(t, resp.Code, got.Code)
+				want := [2]int64{1, 0}
+				if cached {
+					want = [2]int64{0, 1}
+				}
+				assert.Equal(t, want, [2]int64{api.gets.Load(), api.puts.Load()}, "one request, never retried: %v", err)
+			})
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"strings"
 	"sync"
@@ -69,7 +70,7 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // server: one GETRANGE returns at most MaxObjectSize+73 bytes, however
 // large the stored value is. A key holding another type is never read or
 // overwritten: the server's WRONGTYPE error is returned wrapped, matching
-// neither ErrNotFound nor ErrConflict.
+// errors.ErrUnsupported and neither ErrNotFound nor ErrConflict.
 //
 // Damage in place: the version lives beside the bytes, so a value edited
 // by hand (SETRANGE, APPEND, a SET by an operator or another program) keeps
@@ -136,7 +137,11 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // Errors: every failure that is not a verdict on what was found (a
 // *CorruptError, a *WireError) is a *StoreError whose Op is "valkey get",
 // "valkey put", "valkey wait", "valkey delete" or "valkey list"; Err
-// reaches the client's error, when there is one.
+// reaches the client's error, when there is one. A refusal of the ACL
+// (NOPERM, NOAUTH, WRONGPASS) also matches fs.ErrPermission, and a key of
+// another type (WRONGTYPE) errors.ErrUnsupported: the command did nothing,
+// and a Fence does not retry it. A WAIT refused after a write is not such
+// a refusal: the write is on the primary, so it matches ErrOutcomeUnknown.
 //
 // Set the fields before first use; they are read without locking.
 type ValkeyConditionalStore struct {
@@ -560,13 +565,16 @@ func (s *ValkeyConditionalStore) List(ctx context.Context, prefix string, fn fun
 			if _, dup := seen[k]; dup || !strings.HasPrefix(k, prefix) {
 				continue
 			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			seen[k] = struct{}{}
 			if err := fn(k); err != nil {
 				return err
 			}
 		}
 		if next == 0 {
-			return nil
+			return ctx.Err()
 		}
 		cursor = next
 	}
@@ -674,15 +682,46 @@ func valkeyQueuedError(err error, cmds ...redis.Cmder) error {
 }
 
 // valkeyError wraps a client or server error, such as WRONGTYPE, NOPERM or
-// a transport failure, in a *StoreError of op "valkey "+op. It never
-// matches ErrConflict or ErrNotFound; a cancelled or expired ctx passes
-// through untouched. go-redis's errors name the server's address at most,
-// never the password.
+// a transport failure, in a *StoreError of op "valkey "+op whose Err
+// reaches it. It never matches ErrConflict or ErrNotFound; a cancelled or
+// expired ctx passes through untouched. go-redis's errors name the
+// server's address at most, never the password.
+//
+// Two kinds of refusal are final, because the server will answer the same
+// again: the ACL's refusals (NOPERM, NOAUTH, WRONGPASS) match
+// fs.ErrPermission, and a key holding another type than a string
+// (WRONGTYPE), which the store never reads or overwrites, matches
+// errors.ErrUnsupported. A command refused so did nothing.
 func valkeyError(op, key string, err error) error {
+	return valkeyErrorAbout(op, key, "the key", err)
+}
+
+// valkeyErrorAbout is valkeyError where what names the key or keys a
+// WRONGTYPE is about: "the key", or the brand key.
+func valkeyErrorAbout(op, key, what string, err error) error {
 	if isContextErr(err) {
 		return err
 	}
+	switch valkeyErrorCode(err) {
+	case "NOPERM", "NOAUTH", "WRONGPASS":
+		return storeErr("valkey "+op, key, fs.ErrPermission, err)
+	case "WRONGTYPE":
+		return &StoreError{Op: "valkey " + op, Key: key,
+			Err: fmt.Errorf("%s holds a value of another type: %w: %w", what, errors.ErrUnsupported, err)}
+	}
 	return storeErr("valkey "+op, key, nil, err)
+}
+
+// valkeyErrorCode returns the code of the server's error reply err
+// reaches, its first word (WRONGTYPE, NOPERM...); "" when err reaches none.
+// The server keeps the code of an error raised inside a script.
+func valkeyErrorCode(err error) string {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return ""
+	}
+	code, _, _ := strings.Cut(reply.Error(), " ")
+	return code
 }
 
 // valkeyUnexpected reports a script reply of no form the script returns.

@@ -36,11 +36,12 @@ var _ BrandedPutter = (*ValkeyConditionalStore)(nil)
 // brand key or another identity refuses with a *WireError (ErrWire) and
 // writes nothing; a brand changed between the check and EXEC aborts the
 // write with ErrConflict, and the retry sees the new brand. A brand key of
-// another type (WRONGTYPE), one the ACL user may not read (NOPERM) or one
-// that is not an intact value of this store fails the write with a
-// *StoreError, never with ErrWire or ErrNotFound. It costs no round trip
-// more than PutIfVersion. An empty brandKey, or key equal to it, is an
-// invalid argument.
+// another type (WRONGTYPE, matching errors.ErrUnsupported), one the ACL
+// user may not read (NOPERM, matching fs.ErrPermission) or one that is not
+// an intact value of this store fails the write with a *StoreError, never
+// with ErrWire or ErrNotFound. It costs no round trip more than
+// PutIfVersion. An empty brandKey, or key equal to it, is an invalid
+// argument.
 func (s *ValkeyConditionalStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (string, error) {
 	switch {
 	case brandKey == "":
@@ -171,7 +172,11 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 		}
 		_, err := read.Exec(ctx)
 		if err != nil {
-			return valkeyError("put", key, err)
+			what := "the key"
+			if brand != nil && current.Err() == nil && valkeyErrorCode(brandValue.Err()) == "WRONGTYPE" {
+				what = "brand key " + esc(brand.key)
+			}
+			return valkeyErrorAbout("put", key, what, err)
 		}
 		// The value is checked as the client returned it, a string, and
 		// never copied: it can be as large as the limit.
@@ -194,7 +199,7 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 			return err
 		}
 		write := tx.TxPipeline()
-		write.Set(ctx, key, value, 0)
+		set := write.Set(ctx, key, value, 0)
 		_, err = write.Exec(ctx)
 		// EXEC discards the WATCH whether it commits or aborts; an EXECABORT
 		// (a command refused while queued) discards it too.
@@ -205,7 +210,9 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 			return storeErr("valkey put", key, ErrConflict, err)
 		}
 		if err != nil {
-			return valkeyError("put", key, err)
+			// A SET refused while queued (NOPERM for a user who may only
+			// read the key) discards the transaction: say why.
+			return valkeyError("put", key, valkeyQueuedError(err, set))
 		}
 		if s.WaitReplicas > 0 {
 			return s.wait(ctx, tx, "put", key)
@@ -225,15 +232,20 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 // it writes the wait key so that a WAIT after it has a write of this
 // connection to wait for.
 //
-// KEYS[1]: the data key; KEYS[2]: the wait key; KEYS[3], when given, the
-// brand key. ARGV[1]: the expected version, "" for absent. ARGV[2]: the new
-// value. ARGV[3]: the read limit. ARGV[4]: "1" when the caller will WAIT.
-// With a brand key, ARGV[5]: the identity it must hold; ARGV[6]: the last
-// byte index of it to read. Returns 1 when written, 0 on a failed
+// KEYS[1]: the data key; then the brand key, when ARGV[5] is given; then
+// the wait key, when ARGV[4] is "1". Only the keys the script touches are
+// declared, because the server checks the ACL of every declared key: a
+// user needs no access to the wait key unless it WAITs. ARGV[1]: the
+// expected version, "" for absent. ARGV[2]: the new value. ARGV[3]: the
+// read limit. ARGV[4]: "1" when the caller will WAIT. With a brand key,
+// ARGV[5]: the identity it must hold; ARGV[6]: the last byte index of it
+// to read. Returns 1 when written, 0 on a failed
 // precondition, {"toolarge"}, {"corrupt", check, damaged version}, or a
 // brand refusal: {"absent"}, {"layout", check} for a value that is not an
 // intact value of this store, or {"found", data}.
 var valkeyPutScript = redis.NewScript(valkeyCheckLua + `
+local brandKey = ARGV[5] and KEYS[2]
+local waitKey = ARGV[4] == '1' and KEYS[#KEYS]
 local size = redis.call('STRLEN', KEYS[1])
 local exists = size > 0 or redis.call('EXISTS', KEYS[1]) == 1
 local current, damaged
@@ -241,7 +253,7 @@ if exists then
   if size - 72 > tonumber(ARGV[3]) then return {'toolarge'} end
   local v = redis.call('GET', KEYS[1])
   if v == ARGV[2] then
-    if ARGV[4] == '1' then redis.call('SET', KEYS[2], '') end
+    if waitKey then redis.call('SET', waitKey, '') end
     return 1
   end
   local c = check(v)
@@ -251,9 +263,9 @@ if exists then
     current = string.sub(v, 41, 72)
   end
 end
-if KEYS[3] then
-  local brand = redis.call('GETRANGE', KEYS[3], 0, tonumber(ARGV[6]))
-  if redis.call('EXISTS', KEYS[3]) == 0 then
+if brandKey then
+  local brand = redis.call('GETRANGE', brandKey, 0, tonumber(ARGV[6]))
+  if redis.call('EXISTS', brandKey) == 0 then
     return {'absent'}
   end
   if string.len(brand) <= tonumber(ARGV[6]) then
@@ -283,11 +295,14 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, key string, valu
 		wait = "1"
 	}
 	limit := s.limit()
-	keys := []string{key, valkeyWaitKey}
+	keys := []string{key}
 	args := []any{expectVersion, value, limit, wait}
 	if brand != nil {
 		keys = append(keys, brand.key)
 		args = append(args, brand.identity, valkeyHeaderLen+valkeyBrandReadLimit)
+	}
+	if s.WaitReplicas > 0 {
+		keys = append(keys, valkeyWaitKey)
 	}
 	var res any
 	// The script runs on a connection of its own: go-redis retries a
@@ -300,7 +315,11 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, key string, valu
 		var err error
 		res, err = valkeyPutScript.Run(ctx, tx, keys, args...).Result()
 		if err != nil {
-			return valkeyError("put", key, err)
+			what := "the key"
+			if brand != nil {
+				what = "the key or brand key " + esc(brand.key)
+			}
+			return valkeyErrorAbout("put", key, what, err)
 		}
 		if r, ok := res.(int64); ok && r == 1 && s.WaitReplicas > 0 {
 			return s.wait(ctx, tx, "put", key)

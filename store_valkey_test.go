@@ -85,6 +85,7 @@ func callValkey(store *writefence.ValkeyConditionalStore) []valkeyCall {
 	_, _, _, prefixErr := store.GetPrefix(ctx, "k", 1)
 	_, createErr := store.PutIfVersion(ctx, "k", []byte("x"), "")
 	_, updateErr := store.PutIfVersion(ctx, "k", []byte("x"), strings.Repeat("0", 32))
+	_, partsErr := store.PutPartsIfVersion(ctx, "k", [][]byte{[]byte("x"), []byte("y")}, strings.Repeat("0", 32))
 	_, brandedErr := store.PutIfBranded(ctx, "brand", "id", "k", [][]byte{[]byte("x")}, "")
 	delErr := store.Delete(ctx, "k")
 	listErr := store.List(ctx, "k", func(string) error { return nil })
@@ -93,6 +94,7 @@ func callValkey(store *writefence.ValkeyConditionalStore) []valkeyCall {
 		{"get prefix", "valkey get", prefixErr},
 		{"create", "valkey put", createErr},
 		{"update", "valkey put", updateErr},
+		{"parts", "valkey put", partsErr},
 		{"branded put", "valkey put", brandedErr},
 		{"delete", "valkey delete", delErr},
 		{"list", "valkey list", listErr},
@@ -127,6 +129,8 @@ func TestValkeyContextPassesThrough(t *testing.T) {
 		assert.Equal(t, context.Canceled, err, "get")
 		_, err = store.PutIfVersion(ctx, "k", []byte("x"), "")
 		assert.Equal(t, context.Canceled, err, "put")
+		_, err = store.PutPartsIfVersion(ctx, "k", [][]byte{[]byte("x")}, "")
+		assert.Equal(t, context.Canceled, err, "put parts")
 		_, err = store.PutIfBranded(ctx, "brand", "id", "k", [][]byte{[]byte("x")}, "")
 		assert.Equal(t, context.Canceled, err, "branded put")
 	})
@@ -183,6 +187,8 @@ func TestValkeyRefusedBeforeIO(t *testing.T) {
 			require.ErrorAs(t, err, &se, v)
 			assert.Equal(t, "valkey put", se.Op)
 			assert.Contains(t, err.Error(), "is not a version this store issues")
+			_, err = store.PutPartsIfVersion(ctx, "k", [][]byte{[]byte("x")}, v)
+			require.ErrorIs(t, err, writefence.ErrConflict, "parts %s", v)
 			_, err = store.PutIfBranded(ctx, "brand", "id", "k", [][]byte{[]byte("x")}, v)
 			require.ErrorIs(t, err, writefence.ErrConflict, "branded %s", v)
 		}

@@ -8,12 +8,15 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// The checks of writefence.BrandedPutter, run when the store implements
-// it: PutIfBranded refuses, with a *writefence.WireError and writing
-// nothing, while the brand key is absent or holds another identity, and
-// otherwise is PutIfVersion, sharing its version tokens. The brand is
-// read at every write: a brand changed between two writes refuses the
-// second, and a brand changed back admits the next.
+// The checks of writefence.PutIfBranded, the write of a Fence whose Brand
+// is BrandVerifyAlways: through the store's BrandedPutter when it declares
+// one (see writefence.Capable), else through a Get of the brand key and
+// writefence.PutParts, which is then what is checked. PutIfBranded
+// refuses, with a *writefence.WireError and writing nothing, while the
+// brand key is absent or holds another identity, and otherwise is
+// PutParts, sharing its version tokens. The brand is read at every write:
+// a brand changed between two writes refuses the second, and a brand
+// changed back admits the next.
 
 // brandedChecks are the clauses of writefence.BrandedPutter.
 var brandedChecks = []check{
@@ -29,11 +32,11 @@ const (
 	otherIdentity   = "writefencetest/other"
 )
 
-// putBranded writes under brandKey and fails the test unless the write
-// lands with a token.
-func putBranded(t *testing.T, bp writefence.BrandedPutter, brandKey, key string, data []byte, expect string) string {
+// putBranded writes under brandKey, with the data in two parts, and fails
+// the test unless the write lands with a token.
+func putBranded(t *testing.T, s writefence.ConditionalStore, brandKey, key string, data []byte, expect string) string {
 	t.Helper()
-	v, err := bp.PutIfBranded(t.Context(), brandKey, brandedIdentity, key, [][]byte{data}, expect)
+	v, err := writefence.PutIfBranded(t.Context(), s, brandKey, brandedIdentity, key, split(data), expect)
 	return landed(t, fmt.Sprintf("PutIfBranded(%q, %q, %q, %d bytes, %q)", brandKey, brandedIdentity, key, len(data), expect), v, err)
 }
 
@@ -41,10 +44,18 @@ func putBranded(t *testing.T, bp writefence.BrandedPutter, brandKey, key string,
 // expecting expect, is refused with a *writefence.WireError that matches
 // neither ErrConflict nor ErrNotFound: with Absent set when found is "",
 // else naming found.
-func wantRefused(t *testing.T, bp writefence.BrandedPutter, brandKey, key, expect, found string) {
+func wantRefused(t *testing.T, s writefence.ConditionalStore, brandKey, key, expect, found string) {
 	t.Helper()
 	call := fmt.Sprintf("PutIfBranded(%q, %q, %q, ..., %q)", brandKey, brandedIdentity, key, expect)
-	_, err := bp.PutIfBranded(t.Context(), brandKey, brandedIdentity, key, [][]byte{[]byte("never")}, expect)
+	_, err := writefence.PutIfBranded(t.Context(), s, brandKey, brandedIdentity, key, split([]byte("never")), expect)
+	wantWire(t, err, call, brandKey, found)
+}
+
+// wantWire fails the test unless err, call's, is the refusal of a brand
+// key holding found (none when found is ""): a *writefence.WireError that
+// matches neither ErrConflict nor ErrNotFound.
+func wantWire(t *testing.T, err error, call, brandKey, found string) {
+	t.Helper()
 	wantOnly(t, err, call, "writefence.ErrWire", writefence.ErrWire, writefence.ErrConflict, writefence.ErrNotFound)
 	var we *writefence.WireError
 	switch {
@@ -72,18 +83,18 @@ func testBrandedOther(t *testing.T, sc *scope) { testBrandedRefused(t, sc, other
 // testBrandedRefused checks the refusals of PutIfBranded under a brand key
 // that holds found, or none when found is "".
 func testBrandedRefused(t *testing.T, sc *scope, found string) {
-	bp := capability[writefence.BrandedPutter](t, sc)
+	logPaths(t, sc, "PutIfBranded")
 	brand := sc.key("brand")
 	bv := ""
 	if found != "" {
 		bv = put(t, sc.s, brand, []byte(found), "")
 	}
 	key := sc.key("branded")
-	wantRefused(t, bp, brand, key, "", found)
+	wantRefused(t, sc.s, brand, key, "", found)
 	wantMissing(t, sc.s, key)
 
 	v := put(t, sc.s, key, []byte("stored"), "")
-	wantRefused(t, bp, brand, key, v, found)
+	wantRefused(t, sc.s, brand, key, v, found)
 	wantContent(t, sc.s, key, []byte("stored"), v)
 	if found == "" {
 		wantMissing(t, sc.s, brand)
@@ -93,11 +104,11 @@ func testBrandedRefused(t *testing.T, sc *scope, found string) {
 }
 
 // testBrandedMatching checks that under the right brand PutIfBranded is
-// PutIfVersion: the bytes stored, the version returned, every precondition
+// PutParts: the bytes stored, the version returned, every precondition
 // (create-only, current, stale, missing), and one version sequence shared
 // with PutIfVersion.
 func testBrandedMatching(t *testing.T, sc *scope) {
-	bp := capability[writefence.BrandedPutter](t, sc)
+	logPaths(t, sc, "PutIfBranded")
 	brand := sc.key("brand")
 	put(t, sc.s, brand, []byte(brandedIdentity), "")
 	key := sc.key("branded")
@@ -106,31 +117,32 @@ func testBrandedMatching(t *testing.T, sc *scope) {
 		return fmt.Sprintf("PutIfBranded(%q, %q, %q, ..., %q)", brand, brandedIdentity, key, expect)
 	}
 
-	v1 := putBranded(t, bp, brand, key, []byte("first"), "")
+	v1 := putBranded(t, sc.s, brand, key, []byte("first"), "")
 	wantContent(t, sc.s, key, []byte("first"), v1)
-	_, err := bp.PutIfBranded(ctx, brand, brandedIdentity, key, [][]byte{[]byte("second create")}, "")
+	_, err := writefence.PutIfBranded(ctx, sc.s, brand, brandedIdentity, key, [][]byte{[]byte("second create")}, "")
 	wantConflict(t, err, "a create-only "+call(""))
 	wantContent(t, sc.s, key, []byte("first"), v1)
 
-	v2 := putBranded(t, bp, brand, key, []byte("second"), v1)
+	v2 := putBranded(t, sc.s, brand, key, []byte("second"), v1)
 	if v2 == v1 {
 		t.Errorf("an update to different bytes returned the old version %q", v1)
 	}
 	wantContent(t, sc.s, key, []byte("second"), v2)
-	_, err = bp.PutIfBranded(ctx, brand, brandedIdentity, key, [][]byte{[]byte("stale")}, v1)
+	_, err = writefence.PutIfBranded(ctx, sc.s, brand, brandedIdentity, key, [][]byte{[]byte("stale")}, v1)
 	wantConflict(t, err, call(v1)+" with the stale version")
 	wantContent(t, sc.s, key, []byte("second"), v2)
 
 	// PutIfVersion and PutIfBranded share one version sequence: each
 	// conditions on the other's tokens.
-	v3 := put(t, sc.s, key, []byte("plain"), v2)
-	v4 := putBranded(t, bp, brand, key, []byte("branded again"), v3)
+	v3, err := sc.s.PutIfVersion(ctx, key, []byte("plain"), v2)
+	v3 = landed(t, fmt.Sprintf("PutIfVersion(%q) with the version %q PutIfBranded returned", key, v2), v3, err)
+	v4 := putBranded(t, sc.s, brand, key, []byte("branded again"), v3)
 	wantContent(t, sc.s, key, []byte("branded again"), v4)
 	_, err = sc.s.PutIfVersion(ctx, key, []byte("stale plain"), v3)
 	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) with the version %q a PutIfBranded replaced", key, v3))
 
 	missing := sc.key("branded-missing")
-	_, err = bp.PutIfBranded(ctx, brand, brandedIdentity, missing, [][]byte{[]byte("made-up")}, v4)
+	_, err = writefence.PutIfBranded(ctx, sc.s, brand, brandedIdentity, missing, [][]byte{[]byte("made-up")}, v4)
 	wantConflict(t, err, fmt.Sprintf("PutIfBranded of the missing key %q with %q's version", missing, key))
 	wantMissing(t, sc.s, missing)
 }
@@ -140,18 +152,18 @@ func testBrandedMatching(t *testing.T, sc *scope) {
 // another identity and the next write is refused, changed back and the
 // next lands; with a Deleter, a brand key deleted refuses as absent.
 func testBrandedChanged(t *testing.T, sc *scope) {
-	bp := capability[writefence.BrandedPutter](t, sc)
+	logPaths(t, sc, "PutIfBranded")
 	brand := sc.key("brand-changed")
 	bv := put(t, sc.s, brand, []byte(brandedIdentity), "")
 	key := sc.key("branded-changed")
-	v := putBranded(t, bp, brand, key, []byte("under the brand"), "")
+	v := putBranded(t, sc.s, brand, key, []byte("under the brand"), "")
 
 	bv = put(t, sc.s, brand, []byte(otherIdentity), bv)
-	wantRefused(t, bp, brand, key, v, otherIdentity)
+	wantRefused(t, sc.s, brand, key, v, otherIdentity)
 	wantContent(t, sc.s, key, []byte("under the brand"), v)
 
 	put(t, sc.s, brand, []byte(brandedIdentity), bv)
-	v = putBranded(t, bp, brand, key, []byte("under the brand again"), v)
+	v = putBranded(t, sc.s, brand, key, []byte("under the brand again"), v)
 	wantContent(t, sc.s, key, []byte("under the brand again"), v)
 
 	d, ok := sc.s.(writefence.Deleter)
@@ -161,6 +173,6 @@ func testBrandedChanged(t *testing.T, sc *scope) {
 	if err := d.Delete(t.Context(), brand); err != nil {
 		t.Fatalf("Delete(%q): %v", brand, err)
 	}
-	wantRefused(t, bp, brand, key, v, "")
+	wantRefused(t, sc.s, brand, key, v, "")
 	wantContent(t, sc.s, key, []byte("under the brand again"), v)
 }

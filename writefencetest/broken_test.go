@@ -1,109 +1,102 @@
 package writefencetest_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
-
-// overwrite writes data at key whatever version it holds, using only the
-// conditional write of m: it retries with the current version until one
-// lands.
-func overwrite(ctx context.Context, m *writefence.MemStore, key string, data []byte) (string, error) {
-	for {
-		_, current, err := m.Get(ctx, key)
-		if err != nil && !errors.Is(err, writefence.ErrNotFound) {
-			return "", err
-		}
-		v, err := m.PutIfVersion(ctx, key, data, current)
-		if !errors.Is(err, writefence.ErrConflict) {
-			return v, err
-		}
-	}
-}
-
-// clientCompareStore is the implementation the contract forbids: it reads,
-// compares the version on the client, then writes unconditionally. It is
-// correct whenever only one caller writes at a time.
-type clientCompareStore struct {
-	writefence.MemStore
-	gap time.Duration // between the compare and the write, to widen the window
-}
-
-func (s *clientCompareStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	_, current, err := s.MemStore.Get(ctx, key)
-	if err != nil && !errors.Is(err, writefence.ErrNotFound) {
-		return "", err
-	}
-	if current != expect {
-		return "", writefence.ErrConflict
-	}
-	time.Sleep(s.gap)
-	return overwrite(ctx, &s.MemStore, key, data)
-}
-
-// ignoringStore ignores preconditions entirely, as some S3-compatible
-// services do with If-Match and If-None-Match.
-type ignoringStore struct{ writefence.MemStore }
-
-func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byte, _ string) (string, error) {
-	return overwrite(ctx, &s.MemStore, key, data)
-}
-
-// partsStore is MemStore with PutPartsIfVersion: correct, or, with ignore
-// set, writing the parts whatever the precondition while its PutIfVersion
-// stays correct.
-type partsStore struct {
-	writefence.MemStore
-	ignore bool
-}
-
-func (s *partsStore) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *partsStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
-	data := bytes.Join(parts, nil)
-	if s.ignore {
-		return overwrite(ctx, &s.MemStore, key, data)
-	}
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
-}
 
 // brokenEnv selects the store TestHelperBroken runs the suite against.
 const brokenEnv = "WRITEFENCETEST_BROKEN_STORE"
 
-var childStores = map[string]func() writefence.ConditionalStore{
-	"memstore":       func() writefence.ConditionalStore { return new(writefence.MemStore) },
-	"client-compare": func() writefence.ConditionalStore { return &clientCompareStore{gap: time.Millisecond} },
-	"ignoring":       func() writefence.ConditionalStore { return new(ignoringStore) },
-	"reused-tokens":  func() writefence.ConditionalStore { return new(counterStore) },
-	"torn-reads":     func() writefence.ConditionalStore { return new(tornStore) },
-	"parts-memstore": func() writefence.ConditionalStore { return new(partsStore) },
-	"ignoring-parts": func() writefence.ConditionalStore { return &partsStore{ignore: true} },
+// child is a store for TestHelperBroken, one for every subtest of the
+// suite (the suite keeps subtests apart by key prefix), and the options
+// the suite gets with it.
+type child struct {
+	store writefence.ConditionalStore
+	opts  *writefencetest.Options
+}
+
+// childLimit is the read limit of the children that state one.
+const childLimit = 2 << 20
+
+// full is the child of a correct store s, with every option: damage by
+// overwrite through s's own Get and PutIfVersion, and s's read limit.
+func full(s interface {
+	writefence.ConditionalStore
+	limit(int64)
+}) child {
+	s.limit(childLimit)
+	return child{s, &writefencetest.Options{Damage: damageBy(testserver.DamageByOverwrite(s)), ReadLimit: childLimit}}
+}
+
+// damageBy converts a testserver.Damager into Options.Damage.
+func damageBy(d testserver.Damager) func(context.Context, string, writefencetest.Fault) error {
+	return func(ctx context.Context, key string, f writefencetest.Fault) error {
+		return d(ctx, key, testserver.Fault(f))
+	}
+}
+
+// limited is a MemStore whose read limit can be set, for full.
+type limited struct{ writefence.MemStore }
+
+func (m *limited) limit(n int64) { m.MaxObjectSize = n }
+
+var childStores = map[string]func() child{
+	"memstore":       func() child { return full(new(limited)) },
+	"client-compare": func() child { return child{store: new(clientCompareStore)} },
+	"ignoring":       func() child { return child{store: new(ignoringStore)} },
+	"reused-tokens":  func() child { return child{store: new(counterStore)} },
+	"torn-reads":     func() child { return child{store: new(tornStore)} },
+	"parts-memstore": func() child { return full(new(partsStore)) },
+	"ignoring-parts": func() child { return child{store: &partsStore{ignore: true}} },
+	"bare-errors":    func() child { return child{store: &errorsStore{fault: errorsBare}} },
+	"keyless-errors": func() child { return child{store: &errorsStore{fault: errorsKeyless}} },
+	"lenient-tokens": func() child { return child{store: &tokensStore{fault: tokensLenient}} },
+	"strict-tokens":  func() child { return child{store: &tokensStore{fault: tokensInvalid}} },
 }
 
 // The doubles that differ only in their fault.
 func init() {
-	for name, fault := range map[string]prefixFault{"prefix-memstore": prefixCorrect, "stale-prefix": prefixStaleVersion,
+	for name, fault := range map[string]prefixFault{"stale-prefix": prefixStaleVersion,
 		"prefix-size": prefixSizeOfPrefix, "prefix-whole": prefixWholeObject} {
-		childStores[name] = func() writefence.ConditionalStore { return &prefixStore{fault: fault} }
+		childStores[name] = func() child { return child{store: &prefixStore{fault: fault}} }
 	}
-	for name, fault := range map[string]brandFault{"branded-memstore": brandChecked, "ignoring-brand": brandIgnored, "once-brand": brandOnce} {
-		childStores[name] = func() writefence.ConditionalStore { return &brandedStore{fault: fault} }
+	childStores["prefix-memstore"] = func() child { return full(&prefixStore{fault: prefixCorrect}) }
+	for name, fault := range map[string]brandFault{"ignoring-brand": brandIgnored, "once-brand": brandOnce,
+		"brand-compare": brandClientCompare} {
+		childStores[name] = func() child { return child{store: &brandedStore{fault: fault}} }
+	}
+	childStores["branded-memstore"] = func() child { return full(&brandedStore{fault: brandChecked}) }
+	for name, fault := range map[string]listFault{"list-outside": listOutside, "list-twice": listTwice,
+		"list-deleted": listDeleted, "list-nostop": listNoStop, "list-nocancel": listNoCancel} {
+		childStores[name] = func() child { return child{store: &listStore{fault: fault}} }
+	}
+	for name, fault := range map[string]limitFault{"limit-memstore": limitCorrect, "limit-ignored": limitIgnored,
+		"limit-prefix": limitPrefixUnbounded, "limit-off-by-one": limitOffByOne} {
+		childStores[name] = func() child {
+			s := &limitStore{fault: fault}
+			return child{s, &writefencetest.Options{ReadLimit: limitStoreLimit}}
+		}
+	}
+	for name, fault := range map[string]sealedFault{"sealed": sealedCorrect, "sealed-unchecked": sealedUnchecked,
+		"sealed-write-unchecked": sealedWriteUnchecked, "sealed-prefix-unchecked": sealedPrefixUnchecked,
+		"sealed-once": sealedOnce, "sealed-constant": sealedConstant} {
+		childStores[name] = func() child {
+			s := &sealedStore{fault: fault}
+			return child{s, &writefencetest.Options{Damage: s.damage}}
+		}
 	}
 }
 
@@ -115,41 +108,85 @@ func TestHelperBroken(t *testing.T) {
 	if name == "" {
 		t.Skip("run by TestSuiteHasTeeth in a child process")
 	}
-	newStore, ok := childStores[name]
+	newChild, ok := childStores[name]
 	require.True(t, ok, "unknown %s=%q", brokenEnv, name)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return newStore() })
+	c := newChild()
+	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return c.store }, c.opts)
 }
 
 var (
-	failedSubtest = regexp.MustCompile(`--- FAIL: TestHelperBroken/(\S+/\S+) `)
-	raceSummary   = regexp.MustCompile(`\d+ rounds x .*`)
+	failedSubtest  = regexp.MustCompile(`--- FAIL: TestHelperBroken/(\S+/\S+) `)
+	skippedSubtest = regexp.MustCompile(`--- SKIP: TestHelperBroken/(\S+/\S+) `)
+	raceSummary    = regexp.MustCompile(`\d+ rounds x .*|\d+ writes, \d+ reads .*`)
+)
+
+// The checks a store skips when it lacks an optional interface or an
+// option.
+var (
+	skipLister = []string{"Lister/Canceled", "Lister/Prefix", "Lister/Stop"}
+	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Twice"}
+	skipLimit  = []string{"Get/TooLarge"}
+)
+
+// Which method the helpers call, as the suite logs it.
+const (
+	ownPrefix     = "writefence.GetPrefix on this store calls its GetPrefix"
+	ownParts      = "writefence.PutParts on this store calls its PutPartsIfVersion"
+	ownBranded    = "writefence.PutIfBranded on this store calls its PutIfBranded"
+	fallbackPaths = "writefence.PutIfBranded on this store falls back to Get of the brand key"
 )
 
 // TestSuiteHasTeeth runs the suite against each store in a child process and
 // checks which clauses fail: none on a correct store, and on each broken
-// store exactly the clauses it breaks, in every run.
+// store exactly the clauses it breaks, in every run; and which are skipped,
+// so that a check that should have run did.
 func TestSuiteHasTeeth(t *testing.T) {
-	races := []string{"Race/Update", "Race/Create", "Race/FencePush"}
+	races := []string{"Race/Branded", "Race/BrandFlip", "Race/Create", "Race/FencePush", "Race/Update"}
 	prefix := []string{"GetPrefix/MatchesGet", "Get/UnderOverwrite"}
+	// What a write that ignores its precondition breaks.
+	wrongWrites := []string{"Branded/Matching", "Create/Existing", "Errors/Conflict", "PutParts/MatchesPut",
+		"Update/Deleted", "Update/Malformed", "Update/Missing", "Update/Stale"}
+	optional := concat(skipDamage, skipLimit)
 	tests := []struct {
 		store    string
 		wantFail []string
-		wantPass []string // checks of optional capabilities that must run and pass
+		wantSkip []string // nil: optional, the checks of the options not given
+		wantLog  []string // lines the suite must log
 	}{
-		{"memstore", nil, nil},
-		{"prefix-memstore", nil, []string{"GetPrefix/MatchesGet", "GetPrefix/Missing"}},
-		{"client-compare", races, nil},
-		{"ignoring", append([]string{"Create/Existing", "Update/Stale", "Update/Missing", "Update/Deleted"}, races...), nil},
-		{"reused-tokens", []string{"Tokens/AfterDelete"}, nil},
-		{"stale-prefix", prefix, nil},
-		{"prefix-size", prefix, nil},
-		{"prefix-whole", prefix, nil},
-		{"torn-reads", []string{"Get/UnderOverwrite"}, nil},
-		{"parts-memstore", nil, []string{"PutParts/MatchesPut", "PutParts/Aliasing"}},
-		{"ignoring-parts", []string{"PutParts/MatchesPut", "Race/FencePush"}, nil},
-		{"branded-memstore", nil, []string{"Branded/Absent", "Branded/Other", "Branded/Matching", "Branded/Changed"}},
-		{"ignoring-brand", []string{"Branded/Absent", "Branded/Other", "Branded/Changed"}, nil},
-		{"once-brand", []string{"Branded/Changed"}, nil},
+		{"memstore", nil, []string{}, []string{"writefence.GetPrefix on this store falls back to Get", fallbackPaths}},
+		{"prefix-memstore", nil, []string{}, []string{ownPrefix}},
+		{"parts-memstore", nil, []string{}, []string{ownParts}},
+		{"branded-memstore", nil, []string{}, []string{ownBranded}},
+		{"client-compare", races, nil, nil},
+		{"ignoring", concat(wrongWrites, races), nil, nil},
+		{"reused-tokens", []string{"Tokens/AfterDelete"}, concat(skipLister, optional), nil},
+		{"stale-prefix", prefix, nil, []string{ownPrefix}},
+		{"prefix-size", prefix, nil, []string{ownPrefix}},
+		{"prefix-whole", prefix, nil, []string{ownPrefix}},
+		{"torn-reads", []string{"Get/UnderOverwrite"}, concat(skipLister, optional), nil},
+		{"ignoring-parts", concat(wrongWrites, races), nil, []string{ownParts}},
+		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other", "Race/BrandFlip"}, nil, []string{ownBranded}},
+		{"once-brand", []string{"Branded/Changed", "Race/BrandFlip"}, nil, []string{ownBranded}},
+		{"brand-compare", []string{"Race/BrandFlip", "Race/Branded"}, nil, []string{ownBranded}},
+		{"bare-errors", []string{"Errors/Conflict", "Errors/NotFound"}, nil, nil},
+		{"keyless-errors", []string{"Errors/Conflict", "Errors/NotFound"}, nil, nil},
+		{"lenient-tokens", []string{"Update/Malformed"}, nil, nil},
+		{"strict-tokens", []string{"Update/Malformed"}, nil, nil},
+		{"list-outside", []string{"Lister/Prefix"}, nil, nil},
+		{"list-twice", []string{"Lister/Prefix"}, nil, nil},
+		{"list-deleted", []string{"Lister/Prefix"}, nil, nil},
+		{"list-nostop", []string{"Lister/Stop"}, nil, nil},
+		{"list-nocancel", []string{"Lister/Canceled"}, nil, nil},
+		{"limit-memstore", nil, skipDamage, []string{ownPrefix}},
+		{"limit-ignored", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
+		{"limit-prefix", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
+		{"limit-off-by-one", []string{"Get/TooLarge", "Payload/1MiB"}, skipDamage, []string{ownPrefix}},
+		{"sealed", nil, concat(skipLister, skipLimit), []string{ownPrefix}},
+		{"sealed-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
+		{"sealed-write-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
+		{"sealed-prefix-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
+		{"sealed-once", []string{"Damage/Twice"}, concat(skipLister, skipLimit), nil},
+		{"sealed-constant", []string{"Damage/Flip"}, concat(skipLister, skipLimit), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {
@@ -159,29 +196,48 @@ func TestSuiteHasTeeth(t *testing.T) {
 			cmd.Env = append(os.Environ(), brokenEnv+"="+tt.store)
 			out, err := cmd.CombinedOutput()
 
-			var failed []string
-			for _, m := range failedSubtest.FindAllSubmatch(out, -1) {
-				failed = append(failed, string(m[1]))
-			}
 			for _, m := range raceSummary.FindAll(out, -1) {
 				t.Logf("%s: %s", tt.store, m)
 			}
+			wantSkip := tt.wantSkip
+			if wantSkip == nil {
+				wantSkip = optional
+			}
+			assert.Equal(t, sorted(wantSkip), subtests(skippedSubtest, out), "skipped subtests on %s", tt.store)
+			for _, line := range tt.wantLog {
+				assert.Contains(t, string(out), line, "the suite did not log which method it checks")
+			}
 			if len(tt.wantFail) == 0 {
 				require.NoError(t, err, "the suite failed on %s:\n%s", tt.store, out)
-				for _, c := range append([]string{"Race/FencePush", "Get/UnderOverwrite", "Tokens/AfterDelete"}, tt.wantPass...) {
-					require.Contains(t, string(out), "--- PASS: TestHelperBroken/"+c+" ", "%s did not run:\n%s", c, out)
-				}
 				return
 			}
 			var exit *exec.ExitError
 			require.ErrorAs(t, err, &exit, "the suite passed on %s:\n%s", tt.store, out)
 			require.NotZero(t, exit.ExitCode())
-			slices.Sort(failed)
-			want := slices.Sorted(slices.Values(tt.wantFail))
-			assert.Equal(t, want, failed, "failing subtests on %s; child output:\n%s", tt.store, tailLines(out, 60))
+			failed := subtests(failedSubtest, out)
+			assert.Equal(t, sorted(tt.wantFail), failed, "failing subtests on %s; child output:\n%s", tt.store, tailLines(out, 60))
 			t.Logf("%s: failed %s", tt.store, strings.Join(failed, ", "))
 		})
 	}
+}
+
+// subtests returns the sorted names re matches in out.
+func subtests(re *regexp.Regexp, out []byte) []string {
+	names := []string{}
+	for _, m := range re.FindAllSubmatch(out, -1) {
+		names = append(names, string(m[1]))
+	}
+	slices.Sort(names)
+	return names
+}
+
+func concat(lists ...[]string) []string { return slices.Concat(lists...) }
+
+// sorted returns a sorted copy of names, never nil.
+func sorted(names []string) []string {
+	c := append([]string{}, names...)
+	slices.Sort(c)
+	return c
 }
 
 // tailLines returns the last n lines of out, enough to explain a mismatch
@@ -192,282 +248,4 @@ func tailLines(out []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// counterStore numbers each key's versions from 1, and forgets the count
-// when the key is deleted: its conditional write is atomic, but a token
-// comes back for other bytes once a key is deleted and created again.
-type counterStore struct {
-	mu      sync.Mutex // guards objects
-	objects objects
-}
-
-// objects holds a store's objects by key, each with its version number.
-type objects map[string]counted
-
-type counted struct {
-	data    []byte
-	version int
-}
-
-// get returns a copy of key's bytes and its version.
-func (m objects) get(key string) ([]byte, string, error) {
-	o, ok := m[key]
-	if !ok {
-		return nil, "", writefence.ErrNotFound
-	}
-	return slices.Clone(o.data), strconv.Itoa(o.version), nil
-}
-
-// current returns key's object, and whether expect is its version ("" for
-// a key that does not exist).
-func (m objects) current(key, expect string) (counted, bool) {
-	o, ok := m[key]
-	return o, ok == (expect != "") && (!ok || strconv.Itoa(o.version) == expect)
-}
-
-func (s *counterStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.objects.get(key)
-}
-
-func (s *counterStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.objects.current(key, expect)
-	if !ok {
-		return "", writefence.ErrConflict
-	}
-	if s.objects == nil {
-		s.objects = objects{}
-	}
-	o = counted{data: slices.Clone(data), version: o.version + 1}
-	s.objects[key] = o
-	return strconv.Itoa(o.version), nil
-}
-
-func (s *counterStore) Delete(ctx context.Context, key string) error {
-	if ctx.Err() == nil {
-		s.mu.Lock()
-		delete(s.objects, key)
-		s.mu.Unlock()
-	}
-	return ctx.Err()
-}
-
-// prefixFault is how a prefixStore's GetPrefix departs from its Get.
-type prefixFault int
-
-const (
-	prefixCorrect      prefixFault = iota
-	prefixStaleVersion             // the version of the write before the latest, as a lagging metadata cache would
-	prefixSizeOfPrefix             // the prefix's length as the object's size
-	prefixWholeObject              // every byte, whatever n asks for
-)
-
-// prefixStore is a MemStore with a GetPrefix, correct or with one fault.
-type prefixStore struct {
-	writefence.MemStore
-	fault prefixFault
-
-	mu       sync.Mutex        // guards previous
-	previous map[string]string // each key's version before its latest write
-}
-
-func (s *prefixStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.mu.Lock() // held across the write, so previous stays in step with it
-	defer s.mu.Unlock()
-	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
-	if err == nil {
-		if s.previous == nil {
-			s.previous = map[string]string{}
-		}
-		s.previous[key] = expect
-	}
-	return v, err
-}
-
-func (s *prefixStore) Delete(ctx context.Context, key string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.previous, key)
-	return s.MemStore.Delete(ctx, key)
-}
-
-func (s *prefixStore) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	data, v, err := s.MemStore.Get(ctx, key)
-	if err != nil {
-		return nil, 0, "", err
-	}
-	size := int64(len(data))
-	if s.fault != prefixWholeObject {
-		data = data[:min(n, size)]
-	}
-	switch s.fault {
-	case prefixStaleVersion:
-		if prev := s.previous[key]; prev != "" {
-			v = prev
-		}
-	case prefixSizeOfPrefix:
-		size = int64(len(data))
-	}
-	return data, size, v, nil
-}
-
-// tornWindow bounds how long a tornStore's update waits for a read to see
-// its new bytes under the previous version. Readers of the overwrite check
-// read without pause, so one arrives long before; a lone writer just waits
-// it out.
-const tornWindow = 20 * time.Millisecond
-
-// tornStore publishes an update in two steps, the bytes first and the
-// version after, as some S3-compatible servers do under concurrent
-// overwrite: a Get between the steps pairs the new bytes with the previous
-// version. Its conditional write is atomic (writes are serialised and
-// compare against the published version), and a read when no write is in
-// flight is consistent.
-type tornStore struct {
-	write sync.Mutex // serialises writes and deletes
-
-	mu      sync.Mutex // guards the fields below
-	objects objects
-	counter int
-	torn    chan struct{} // open while an update's window is; closed by the read that sees it
-}
-
-func (s *tornStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	data, v, err := s.objects.get(key)
-	if err == nil && s.torn != nil {
-		close(s.torn)
-		s.torn = nil
-	}
-	return data, v, err
-}
-
-func (s *tornStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	s.write.Lock()
-	defer s.write.Unlock()
-	s.mu.Lock()
-	o, ok := s.objects.current(key, expect)
-	if !ok {
-		s.mu.Unlock()
-		return "", writefence.ErrConflict
-	}
-	if s.objects == nil {
-		s.objects = objects{}
-	}
-	s.counter++
-	next := s.counter
-	if expect == "" {
-		s.objects[key] = counted{data: slices.Clone(data), version: next}
-		s.mu.Unlock()
-		return strconv.Itoa(next), nil
-	}
-	s.objects[key] = counted{data: slices.Clone(data), version: o.version}
-	torn := make(chan struct{})
-	s.torn = torn
-	s.mu.Unlock()
-
-	t := time.NewTimer(tornWindow)
-	select {
-	case <-torn:
-	case <-t.C:
-	}
-	t.Stop()
-
-	s.mu.Lock()
-	if s.torn == torn {
-		s.torn = nil
-	}
-	s.objects[key] = counted{data: s.objects[key].data, version: next}
-	s.mu.Unlock()
-	return strconv.Itoa(next), nil
-}
-
-func (s *tornStore) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.write.Lock()
-	defer s.write.Unlock()
-	s.mu.Lock()
-	delete(s.objects, key)
-	s.mu.Unlock()
-	return nil
-}
-
-// brandFault is how a brandedStore's PutIfBranded departs from the
-// contract.
-type brandFault int
-
-const (
-	brandChecked brandFault = iota // correct: the brand read in every write's step
-	brandIgnored                   // PutIfVersion, whatever the brand holds
-	brandOnce                      // the brand read until it matched once, then remembered
-)
-
-// brandedStore is a MemStore with PutIfBranded, correct or with one fault.
-// Its writes are serialised, so a brand check and the write after it are
-// one step.
-type brandedStore struct {
-	writefence.MemStore
-	fault brandFault
-
-	mu      sync.Mutex      // serialises writes and deletes; guards matched
-	matched map[string]bool // brand keys found holding the identity once
-}
-
-func (s *brandedStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
-}
-
-func (s *brandedStore) Delete(ctx context.Context, key string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.MemStore.Delete(ctx, key)
-}
-
-func (s *brandedStore) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
-	data := bytes.Join(parts, nil)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fault == brandChecked || s.fault == brandOnce && !s.matched[brandKey] {
-		found, _, err := s.MemStore.Get(ctx, brandKey)
-		switch {
-		case errors.Is(err, writefence.ErrNotFound):
-			return "", &writefence.WireError{Key: brandKey, Expected: identity, Absent: true}
-		case err != nil:
-			return "", err
-		case string(found) != identity:
-			return "", &writefence.WireError{Key: brandKey, Expected: identity, Found: string(found)}
-		}
-		if s.matched == nil {
-			s.matched = map[string]bool{}
-		}
-		s.matched[brandKey] = true
-	}
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
 }

@@ -11,7 +11,7 @@ import (
 // A store's own _test.go file runs the suite from a test function:
 //
 //	func TestMyStore(t *testing.T) {
-//		writefencetest.TestConditionalStore(t, newStore)
+//		writefencetest.TestConditionalStore(t, newStore, nil)
 //	}
 //
 // An example has no *testing.T to give it, so this one builds that test
@@ -26,7 +26,7 @@ func ExampleTestConditionalStore() {
 	}
 
 	testMyStore := func(t *testing.T) {
-		writefencetest.TestConditionalStore(t, newStore)
+		writefencetest.TestConditionalStore(t, newStore, nil)
 	}
 	fmt.Printf("%T\n", testMyStore)
 	// Output: func(*testing.T)

@@ -20,24 +20,28 @@ func patterned(n int, seed byte) []byte {
 	return b
 }
 
+// The checks of writefence.GetPrefix, the read of a record's head a Fence
+// makes: through the store's PrefixReader when it declares one (see
+// writefence.Capable), else through Get, which is then what is checked.
+
 // testPrefixMatchesGet checks that GetPrefix returns what Get would: the
 // leading bytes, the object's size and its version, with n smaller than the
 // object, equal to it and larger, right after each write and before any
 // Get, so a version that lags a write shows.
 func testPrefixMatchesGet(t *testing.T, sc *scope) {
-	pr := capability[writefence.PrefixReader](t, sc)
+	logPaths(t, sc, "GetPrefix")
 	key := sc.key("prefix")
 	v := ""
 	for _, data := range [][]byte{patterned(100, 'a'), patterned(60, 'b'), {}, patterned(1, 'c')} {
 		v = put(t, sc.s, key, data, v)
-		wantPrefixes(t, sc.s, pr, key, data, v)
+		wantPrefixes(t, sc.s, key, data, v)
 	}
 }
 
 // wantPrefixes fails the test unless GetPrefix of key, for several n,
 // returns the leading bytes of data, its size and version, and Get then
 // agrees.
-func wantPrefixes(t *testing.T, s writefence.ConditionalStore, pr writefence.PrefixReader, key string, data []byte, version string) {
+func wantPrefixes(t *testing.T, s writefence.ConditionalStore, key string, data []byte, version string) {
 	t.Helper()
 	size := int64(len(data))
 	seen := map[int64]bool{}
@@ -47,7 +51,7 @@ func wantPrefixes(t *testing.T, s writefence.ConditionalStore, pr writefence.Pre
 		}
 		seen[n] = true
 		call := fmt.Sprintf("GetPrefix(%q, %d) of a %d-byte object", key, n, size)
-		prefix, gotSize, v, err := pr.GetPrefix(t.Context(), key, n)
+		prefix, gotSize, v, err := writefence.GetPrefix(t.Context(), s, key, n)
 		if err != nil {
 			t.Fatalf("%s: %v", call, err)
 		}
@@ -67,10 +71,10 @@ func wantPrefixes(t *testing.T, s writefence.ConditionalStore, pr writefence.Pre
 // testPrefixMissing checks that GetPrefix reports a key never written, and
 // a deleted one, as Get does.
 func testPrefixMissing(t *testing.T, sc *scope) {
-	pr := capability[writefence.PrefixReader](t, sc)
+	logPaths(t, sc, "GetPrefix")
 	wantPrefixMissing := func(key string) {
 		t.Helper()
-		prefix, size, v, err := pr.GetPrefix(t.Context(), key, 8)
+		prefix, size, v, err := writefence.GetPrefix(t.Context(), sc.s, key, 8)
 		switch {
 		case err == nil:
 			t.Errorf("GetPrefix(%q) returned %s, size %d, version %q; want an error matching writefence.ErrNotFound", key, describe(prefix), size, v)

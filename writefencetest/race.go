@@ -1,7 +1,6 @@
 package writefencetest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -21,11 +20,12 @@ const (
 	raceWorkers = 16
 )
 
-// together runs n goroutines. Each runs before(i) (if before is non-nil),
-// then waits until all n have done so, then runs during(i); together returns
-// when all have finished. Holding them at one gate makes the during calls
-// reach the store as nearly at once as the scheduler allows.
-func together(n int, before, during func(i int)) {
+// together runs n goroutines. Each runs before(i) (if before is non-nil)
+// and waits at a barrier; once all n are there, between runs (if
+// non-nil) and then every goroutine runs during(i) at once; together
+// returns when all have finished. The barrier makes every racer's write
+// follow every racer's read, so the race is forced, not hoped for.
+func together(n int, before func(i int), between func(), during func(i int)) {
 	var ready, done sync.WaitGroup
 	gate := make(chan struct{})
 	ready.Add(n)
@@ -42,6 +42,9 @@ func together(n int, before, during func(i int)) {
 		}()
 	}
 	ready.Wait()
+	if between != nil {
+		between()
+	}
 	close(gate)
 	done.Wait()
 }
@@ -51,6 +54,7 @@ func together(n int, before, during func(i int)) {
 type tally struct {
 	winners []int
 	losers  int
+	refused int // by the brand, in a race under a changed brand
 	other   int
 }
 
@@ -95,10 +99,14 @@ func (ty *tally) settle(t *testing.T, s writefence.ConditionalStore, r int, key 
 	wantContent(t, s, key, racePayload(r, w), written[w])
 }
 
-// log reports the totals of the rounds of goroutines doing what.
-func (ty *tally) log(t *testing.T, what string) {
-	t.Logf("%d rounds x %d goroutines %s: %d landed, %d conflicts, %d other errors",
-		raceRounds, raceWorkers, what, len(ty.winners), ty.losers, ty.other)
+// log reports the totals of rounds rounds of goroutines doing what.
+func (ty *tally) log(t *testing.T, rounds int, what string) {
+	refused := ""
+	if ty.refused > 0 {
+		refused = fmt.Sprintf(", %d refused by the brand", ty.refused)
+	}
+	t.Logf("%d rounds x %d goroutines %s: %d landed, %d conflicts%s, %d other errors",
+		rounds, raceWorkers, what, len(ty.winners), ty.losers, refused, ty.other)
 }
 
 // racePayload is unique per round and goroutine, so the stored bytes name
@@ -107,9 +115,26 @@ func racePayload(round, i int) []byte {
 	return fmt.Appendf(nil, "round %d goroutine %d", round, i)
 }
 
+// readAll has every racer read key, and fails the test unless they all
+// read one version, which it returns.
+func readAll(t *testing.T, r int, key string, read []string, readErr []error) string {
+	t.Helper()
+	for i, err := range readErr {
+		if err != nil {
+			t.Fatalf("round %d goroutine %d: Get(%q): %v", r, i, key, err)
+		}
+		if read[i] != read[0] {
+			t.Fatalf("round %d: goroutines read versions %q and %q with no write in between", r, read[0], read[i])
+		}
+	}
+	return read[0]
+}
+
 // testRaceUpdate makes every goroutine read the same token and then update
-// with it: exactly one update per round may land.
+// with it through writefence.PutParts, its bytes in two parts: exactly one
+// update per round may land.
 func testRaceUpdate(t *testing.T, sc *scope) {
+	logPaths(t, sc, "PutParts")
 	key := sc.key("race-update")
 	put(t, sc.s, key, []byte("round 0"), "")
 	var total tally
@@ -122,27 +147,21 @@ func testRaceUpdate(t *testing.T, sc *scope) {
 		)
 		together(raceWorkers, func(i int) {
 			_, read[i], readErr[i] = sc.s.Get(t.Context(), key)
-		}, func(i int) {
+		}, nil, func(i int) {
 			if readErr[i] == nil {
-				written[i], errs[i] = sc.s.PutIfVersion(t.Context(), key, racePayload(r, i), read[i])
+				written[i], errs[i] = writefence.PutParts(t.Context(), sc.s, key, split(racePayload(r, i)), read[i])
 			}
 		})
-		for i, err := range readErr {
-			if err != nil {
-				t.Fatalf("round %d goroutine %d: Get(%q): %v", r, i, key, err)
-			}
-			if read[i] != read[0] {
-				t.Fatalf("round %d: goroutines read versions %q and %q with no write in between", r, read[0], read[i])
-			}
-		}
-		total.settle(t, sc.s, r, key, errs, written, fmt.Sprintf("updates with the same version %q", read[0]))
+		v := readAll(t, r, key, read, readErr)
+		total.settle(t, sc.s, r, key, errs, written, fmt.Sprintf("PutParts updates with the same version %q", v))
 	}
-	total.log(t, "updating with one version")
+	total.log(t, raceRounds, "updating with one version")
 }
 
-// testRaceCreate makes every goroutine create the same new key: exactly one
-// create per round may land.
+// testRaceCreate makes every goroutine create the same new key through
+// writefence.PutParts: exactly one create per round may land.
 func testRaceCreate(t *testing.T, sc *scope) {
+	logPaths(t, sc, "PutParts")
 	var total tally
 	for r := 1; r <= raceRounds; r++ {
 		key := sc.key(fmt.Sprintf("race-create-%02d", r))
@@ -150,19 +169,129 @@ func testRaceCreate(t *testing.T, sc *scope) {
 			written = make([]string, raceWorkers)
 			errs    = make([]error, raceWorkers)
 		)
-		together(raceWorkers, nil, func(i int) {
-			written[i], errs[i] = sc.s.PutIfVersion(t.Context(), key, racePayload(r, i), "")
+		together(raceWorkers, nil, nil, func(i int) {
+			written[i], errs[i] = writefence.PutParts(t.Context(), sc.s, key, split(racePayload(r, i)), "")
 		})
-		total.settle(t, sc.s, r, key, errs, written, fmt.Sprintf("create-only puts of %q", key))
+		total.settle(t, sc.s, r, key, errs, written, fmt.Sprintf("create-only PutParts of %q", key))
 	}
-	total.log(t, "creating one key")
+	total.log(t, raceRounds, "creating one key")
 }
 
-// testRaceFencePush runs RacePush: writers, each with a Fence of its own,
-// push the same epoch to one shard, with the epoch rising each round, and
-// every one of them has read the record before any of them writes. Exactly
-// one push per epoch may land, and Latest must return it.
+// brandRace is a race of writefence.PutIfBranded calls on one key under
+// one brand key, which holds brandedIdentity between rounds.
+type brandRace struct {
+	sc           *scope
+	brand, key   string
+	brandVersion string // the brand key's current version
+	total        tally
+}
+
+func newBrandRace(t *testing.T, sc *scope) *brandRace {
+	br := &brandRace{sc: sc, brand: sc.key("race-brand"), key: sc.key("race-branded")}
+	br.brandVersion = put(t, sc.s, br.brand, []byte(brandedIdentity), "")
+	put(t, sc.s, br.key, []byte("round 0"), "")
+	return br
+}
+
+// round runs round r: every racer reads the key, then, when flip is set,
+// the brand key is changed to otherIdentity, then every racer writes
+// through PutIfBranded with the version it read. Unflipped, exactly one
+// write lands and every other is refused with ErrConflict; flipped, every
+// write is refused with a *writefence.WireError naming otherIdentity and
+// the key is left as it was. A flipped brand is put back after the round.
+func (br *brandRace) round(t *testing.T, r int, flip bool) {
+	t.Helper()
+	s := br.sc.s
+	data, version, err := s.Get(t.Context(), br.key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", br.key, err)
+	}
+	var (
+		read    = make([]string, raceWorkers)
+		readErr = make([]error, raceWorkers)
+		written = make([]string, raceWorkers)
+		errs    = make([]error, raceWorkers)
+		flipErr error
+	)
+	together(raceWorkers, func(i int) {
+		_, read[i], readErr[i] = s.Get(t.Context(), br.key)
+	}, func() {
+		if flip {
+			br.brandVersion, flipErr = writefence.PutParts(t.Context(), s, br.brand, [][]byte{[]byte(otherIdentity)}, br.brandVersion)
+		}
+	}, func(i int) {
+		if readErr[i] == nil && flipErr == nil {
+			written[i], errs[i] = writefence.PutIfBranded(t.Context(), s, br.brand, brandedIdentity, br.key, split(racePayload(r, i)), read[i])
+		}
+	})
+	if flipErr != nil {
+		t.Fatalf("round %d: PutParts(%q) changing the brand to %q: %v", r, br.brand, otherIdentity, flipErr)
+	}
+	v := readAll(t, r, br.key, read, readErr)
+	if !flip {
+		br.total.settle(t, s, r, br.key, errs, written, fmt.Sprintf("PutIfBranded updates with the same version %q under the brand", v))
+		return
+	}
+	landed := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			landed++
+		case errors.Is(err, writefence.ErrWire):
+			br.total.refused++
+		default:
+			br.total.other++
+		}
+		wantWire(t, err, fmt.Sprintf("round %d goroutine %d: PutIfBranded(%q, %q, %q, ..., %q) after the brand key changed to %q",
+			r, i, br.brand, brandedIdentity, br.key, v, otherIdentity), br.brand, otherIdentity)
+	}
+	if landed > 0 {
+		t.Errorf("round %d: %d of %d PutIfBranded writes landed after the brand key changed to %q; want none", r, landed, raceWorkers, otherIdentity)
+	}
+	br.total.winners = append(br.total.winners, make([]int, landed)...)
+	wantContent(t, s, br.key, data, version)
+	br.brandVersion, err = writefence.PutParts(t.Context(), s, br.brand, [][]byte{[]byte(brandedIdentity)}, br.brandVersion)
+	if err != nil {
+		t.Fatalf("round %d: PutParts(%q) putting the brand back: %v", r, br.brand, err)
+	}
+}
+
+// testRaceBranded makes every goroutine read the same version and then
+// write through writefence.PutIfBranded under a brand key that holds the
+// identity: exactly one write per round may land, as for PutParts. A
+// store that checks the brand in the write's step but compares the
+// version on the client lets several land.
+func testRaceBranded(t *testing.T, sc *scope) {
+	logPaths(t, sc, "PutIfBranded")
+	br := newBrandRace(t, sc)
+	for r := 1; r <= raceRounds; r++ {
+		br.round(t, r, false)
+	}
+	br.total.log(t, raceRounds, "writing under the brand with one version")
+}
+
+// testRaceBrandFlip alternates rounds of testRaceBranded with rounds in
+// which, after every goroutine has read the version and before any
+// writes, the brand key is changed to another identity: then every write
+// must be refused with ErrWire and the key must keep its bytes and
+// version. A store that remembers a brand it once found, instead of
+// reading it in every write's step, lets the first writer of a flipped
+// round land.
+func testRaceBrandFlip(t *testing.T, sc *scope) {
+	logPaths(t, sc, "PutIfBranded")
+	br := newBrandRace(t, sc)
+	for r := 1; r <= raceRounds; r++ {
+		br.round(t, r, r%2 == 0)
+	}
+	br.total.log(t, raceRounds, "writing under a brand changed every other round")
+}
+
+// testRaceFencePush runs pushrace.Run: writers, each with a Fence of its
+// own, push the same epoch to one shard, with the epoch rising each round,
+// and every one of them has read the record before any of them writes.
+// Exactly one push per epoch may land, and Latest must return it.
 func testRaceFencePush(t *testing.T, sc *scope) {
+	logPaths(t, sc, "GetPrefix", "PutParts")
 	const plugin, shard = "writefencetest", "race"
 	prefix := sc.prefix + "fence/"
 	key, err := keys.Shard(prefix, plugin, shard)
@@ -175,7 +304,7 @@ func testRaceFencePush(t *testing.T, sc *scope) {
 		Prefix: prefix, Plugin: plugin, Shard: shard,
 	})
 	if err != nil {
-		t.Fatalf("RacePush: %v", err)
+		t.Fatalf("pushrace.Run: %v", err)
 	}
 	var landed, stale, other int
 	for _, r := range rounds {
@@ -191,152 +320,4 @@ func testRaceFencePush(t *testing.T, sc *scope) {
 	}
 	t.Logf("%d rounds x %d writers pushing one epoch: %d landed, %d stale, %d other errors",
 		len(rounds), raceWorkers, landed, stale, other)
-}
-
-// Size of the overwrite check: the writes one writer makes while readers
-// read the key without pause.
-const (
-	overwriteWrites  = 50
-	overwriteReaders = 4
-	overwritePrefix  = 12 // bytes GetPrefix asks for: enough to name the write
-)
-
-// overwriteContent is write i's bytes: they name the write in their first
-// overwritePrefix bytes, are longer than that, and their length varies so a
-// size from another write shows.
-func overwriteContent(i int) []byte {
-	return fmt.Appendf(nil, "write %04d %s", i, bytes.Repeat([]byte{'x'}, 2+i%7))
-}
-
-// readPair is what one read returned: bytes (or a prefix and a size) and a
-// version.
-type readPair struct {
-	data    string
-	version string
-	size    int64 // -1 for a Get, else the size GetPrefix returned
-}
-
-// testGetUnderOverwrite has one writer overwrite a key while readers read
-// it (with Get, and GetPrefix when the store has it) and checks afterwards
-// that every read paired its bytes with the version of the write that
-// stored them. A server that returns a new body with the previous version
-// under concurrent overwrite (or the reverse) fails here.
-func testGetUnderOverwrite(t *testing.T, sc *scope) {
-	key := sc.key("overwrite")
-	pr, _ := sc.s.(writefence.PrefixReader)
-	named := map[string][]byte{} // each write's version and bytes, filled by the writer
-	v := put(t, sc.s, key, overwriteContent(0), "")
-	named[v] = overwriteContent(0)
-
-	var (
-		stop    = make(chan struct{})
-		started sync.WaitGroup // each reader has read once: writes meet reads
-		readers sync.WaitGroup
-		seen    = make([]map[readPair]int, overwriteReaders)
-		errs    = make([]error, overwriteReaders)
-	)
-	started.Add(overwriteReaders)
-	for r := range overwriteReaders {
-		seen[r] = map[readPair]int{}
-		read := func(prefix bool) error {
-			var p readPair
-			if prefix {
-				data, size, v, err := pr.GetPrefix(t.Context(), key, overwritePrefix)
-				if err != nil {
-					return fmt.Errorf("GetPrefix(%q, %d): %w", key, overwritePrefix, err)
-				}
-				p = readPair{data: string(data), version: v, size: size}
-			} else {
-				data, v, err := sc.s.Get(t.Context(), key)
-				if err != nil {
-					return fmt.Errorf("Get(%q): %w", key, err)
-				}
-				p = readPair{data: string(data), version: v, size: -1}
-			}
-			seen[r][p]++
-			return nil
-		}
-		readers.Go(func() {
-			for n := 0; errs[r] == nil; n++ {
-				errs[r] = read(pr != nil && n%2 == 1)
-				if n == 0 {
-					started.Done()
-				}
-				select {
-				case <-stop:
-					// One more read of each kind, after the last write:
-					// a store that lags a write shows even if every
-					// read during the writes was lucky.
-					if errs[r] == nil {
-						errs[r] = read(false)
-					}
-					if errs[r] == nil && pr != nil {
-						errs[r] = read(true)
-					}
-					return
-				default:
-				}
-			}
-		})
-	}
-	started.Wait()
-	var writeErr error
-	for i := 1; i <= overwriteWrites && writeErr == nil; i++ {
-		data := overwriteContent(i)
-		v, writeErr = sc.s.PutIfVersion(t.Context(), key, data, v)
-		if writeErr == nil {
-			if prev, ok := named[v]; ok {
-				writeErr = fmt.Errorf("write %d returned version %q, the version of %s", i, v, describe(prev))
-			}
-			named[v] = data
-		}
-	}
-	close(stop)
-	readers.Wait()
-	if writeErr != nil {
-		t.Fatalf("PutIfVersion(%q) by the only writer: %v", key, writeErr)
-	}
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("a read during the overwrites: %v", err)
-		}
-	}
-
-	reads, bad := 0, 0
-	for _, m := range seen {
-		for p, count := range m {
-			reads += count
-			if msg := mismatch(p, named); msg != "" {
-				if bad++; bad <= 5 {
-					t.Errorf("%s (%d times)", msg, count)
-				}
-			}
-		}
-	}
-	if bad > 5 {
-		t.Errorf("and %d more such reads", bad-5)
-	}
-	t.Logf("%d writes, %d reads by %d readers, %d distinct (bytes, version) pairs that no write made",
-		overwriteWrites, reads, overwriteReaders, bad)
-}
-
-// mismatch says how p disagrees with the write its version names, if it
-// does.
-func mismatch(p readPair, named map[string][]byte) string {
-	what := "Get"
-	if p.size >= 0 {
-		what = fmt.Sprintf("GetPrefix(%d)", overwritePrefix)
-	}
-	want, ok := named[p.version]
-	switch {
-	case !ok:
-		return fmt.Sprintf("%s during the overwrites returned %s with version %q, which no write returned", what, describe([]byte(p.data)), p.version)
-	case p.size < 0 && p.data != string(want):
-		return fmt.Sprintf("%s during the overwrites returned %s with version %q, the version of %s: bytes and version of different writes",
-			what, describe([]byte(p.data)), p.version, describe(want))
-	case p.size >= 0 && (p.data != string(want[:min(len(want), overwritePrefix)]) || p.size != int64(len(want))):
-		return fmt.Sprintf("%s during the overwrites returned %s of size %d with version %q, the version of %s: bytes and version of different writes",
-			what, describe([]byte(p.data)), p.size, p.version, describe(want))
-	}
-	return ""
 }

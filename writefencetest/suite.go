@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -15,12 +14,67 @@ import (
 	"github.com/writefence/writefence"
 )
 
+// Options are the settings of TestConditionalStore that only the store's
+// author can give: how to damage the store from outside, and its read
+// limit. A nil *Options is the zero value, which skips the checks that
+// need them.
+type Options struct {
+	// Damage, when set, damages the value stored at key from outside the
+	// store, as a disk fault, a hand edit or a program writing the object
+	// directly would, bypassing the store's conditional write: where the
+	// store keeps its version beside the bytes (a file, a Valkey value) it
+	// changes the bytes in place and leaves the version; where every write
+	// gets a new version (S3, GCS, MemStore) it overwrites the object with
+	// the damaged bytes. It must reach the store newStore returns in the
+	// subtest it is called from (a newStore over one shared bucket,
+	// directory or database, with Damage writing there, does). Nil skips
+	// the Damage checks.
+	Damage func(ctx context.Context, key string, f Fault) error
+
+	// ReadLimit, when positive, is the store's read limit in bytes, as the
+	// store was configured: Get and GetPrefix must read an object of
+	// exactly ReadLimit bytes and refuse a larger one with
+	// writefence.ErrTooLarge. It must allow the few KiB the other checks
+	// write; Payload/1MiB writes ReadLimit bytes instead of 1 MiB when
+	// that is less. Zero skips the check of the limit.
+	ReadLimit int64
+}
+
+// Fault is one damage Options.Damage does. Its fields are those of the
+// damage helpers the writefence module's own tests use, so a caller
+// converts one to the other.
+type Fault struct {
+	// Flip is the index, in the data as the store's Get returns it, of the
+	// byte whose lowest bit flips; it is taken modulo the data's length.
+	Flip int
+
+	// Empty leaves the key holding nothing at all instead: a file
+	// truncated to zero bytes, a Valkey value set to "", an empty object.
+	// Flip is then ignored.
+	Empty bool
+}
+
+// apply returns data as f leaves it.
+func (f Fault) apply(data []byte) []byte {
+	if f.Empty {
+		return []byte{}
+	}
+	c := bytes.Clone(data)
+	if n := len(c); n > 0 {
+		c[(f.Flip%n+n)%n] ^= 1
+	}
+	return c
+}
+
 // TestConditionalStore runs the conformance suite against the stores
 // newStore returns. newStore is called once per subtest, with that
 // subtest's t; it may return the same store every time, because each
-// subtest works under a random key prefix of its own. See the package
-// documentation for what is checked.
-func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore) {
+// subtest works under a random key prefix of its own. opts may be nil.
+// See the package documentation for what is checked.
+func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore, opts *Options) {
+	if opts == nil {
+		opts = &Options{}
+	}
 	groups := []struct {
 		name   string
 		checks []check
@@ -28,6 +82,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 		{"Get", []check{
 			{"Missing", testGetMissing},
 			{"UnderOverwrite", testGetUnderOverwrite},
+			{"TooLarge", testGetTooLarge},
 		}},
 		{"Create", []check{
 			{"NewKey", testCreateNewKey},
@@ -38,10 +93,15 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Stale", testUpdateStale},
 			{"Missing", testUpdateMissing},
 			{"Deleted", testUpdateDeleted},
+			{"Malformed", testUpdateMalformed},
 		}},
 		{"Tokens", []check{
 			{"NameContents", testTokensNameContents},
 			{"AfterDelete", testTokensAfterDelete},
+		}},
+		{"Errors", []check{
+			{"NotFound", testErrorsNotFound},
+			{"Conflict", testErrorsConflict},
 		}},
 		{"GetPrefix", []check{
 			{"MatchesGet", testPrefixMatchesGet},
@@ -52,6 +112,16 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Aliasing", testPartsAliasing},
 		}},
 		{"Branded", brandedChecks},
+		{"Damage", []check{
+			{"Flip", testDamageFlip},
+			{"Empty", testDamageEmpty},
+			{"Twice", testDamageTwice},
+		}},
+		{"Lister", []check{
+			{"Prefix", testListPrefix},
+			{"Stop", testListStop},
+			{"Canceled", testListCanceled},
+		}},
 		{"Payload", []check{
 			{"Empty", testPayloadEmpty},
 			{"AllBytes", testPayloadAllBytes},
@@ -68,6 +138,8 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 		{"Race", []check{
 			{"Update", testRaceUpdate},
 			{"Create", testRaceCreate},
+			{"Branded", testRaceBranded},
+			{"BrandFlip", testRaceBrandFlip},
 			{"FencePush", testRaceFencePush},
 		}},
 	}
@@ -75,7 +147,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.checks {
 				t.Run(c.name, func(t *testing.T) {
-					c.run(t, newScope(t, newStore))
+					c.run(t, newScope(t, newStore, opts))
 				})
 			}
 		})
@@ -88,9 +160,10 @@ type check struct {
 	run  func(t *testing.T, sc *scope)
 }
 
-// scope is one subtest's store and key space.
+// scope is one subtest's store, options and key space.
 type scope struct {
 	s      writefence.ConditionalStore
+	opts   *Options
 	prefix string
 
 	mu   sync.Mutex // guards keys
@@ -101,7 +174,7 @@ type scope struct {
 // context is already cancelled by then.
 const cleanupTimeout = 30 * time.Second
 
-func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore) *scope {
+func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore, opts *Options) *scope {
 	t.Helper()
 	s := newStore(t)
 	if s == nil {
@@ -111,7 +184,7 @@ func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalSt
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	sc := &scope{s: s, prefix: "writefencetest/" + hex.EncodeToString(b) + "/"}
+	sc := &scope{s: s, opts: opts, prefix: "writefencetest/" + hex.EncodeToString(b) + "/"}
 	if d, ok := s.(writefence.Deleter); ok {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -140,22 +213,52 @@ func (sc *scope) track(key string) string {
 	return key
 }
 
-// capability returns the store's implementation of the optional interface
-// C, or skips the test when the store has none.
-func capability[C any](t *testing.T, sc *scope) C {
+// deleter returns the store's Deleter, or skips the test when it has none.
+func deleter(t *testing.T, sc *scope) writefence.Deleter {
 	t.Helper()
-	c, ok := sc.s.(C)
+	d, ok := sc.s.(writefence.Deleter)
 	if !ok {
-		t.Skipf("the store does not implement %v", reflect.TypeFor[C]())
+		t.Skip("the store does not implement writefence.Deleter")
 	}
-	return c
+	return d
 }
 
-// put writes and fails the test unless the write lands with a token.
+// writePath is one way to make a conditional write: the store's own
+// PutIfVersion, or writefence.PutParts with the data split in two, which
+// is how a Fence writes (through the store's PutPartsIfVersion when it
+// declares one, else through PutIfVersion of the joined parts). The
+// clauses of the core contract hold on both.
+type writePath struct {
+	name  string
+	write func(ctx context.Context, s writefence.ConditionalStore, key string, data []byte, expect string) (string, error)
+}
+
+var writePaths = []writePath{
+	{"PutIfVersion", func(ctx context.Context, s writefence.ConditionalStore, key string, data []byte, expect string) (string, error) {
+		return s.PutIfVersion(ctx, key, data, expect)
+	}},
+	{"PutParts", func(ctx context.Context, s writefence.ConditionalStore, key string, data []byte, expect string) (string, error) {
+		return writefence.PutParts(ctx, s, key, split(data), expect)
+	}},
+}
+
+// call describes a write through p for a failure message.
+func (p writePath) call(key string, data []byte, expect string) string {
+	return fmt.Sprintf("%s(%q, %d bytes, %q)", p.name, key, len(data), expect)
+}
+
+// split returns data as two parts, its halves, sharing data's array.
+func split(data []byte) [][]byte {
+	h := len(data) / 2
+	return [][]byte{data[:h:h], data[h:]}
+}
+
+// put writes through writefence.PutParts, with the data in two parts, and
+// fails the test unless the write lands with a token.
 func put(t *testing.T, s writefence.ConditionalStore, key string, data []byte, expect string) string {
 	t.Helper()
-	v, err := s.PutIfVersion(t.Context(), key, data, expect)
-	return landed(t, fmt.Sprintf("PutIfVersion(%q, %d bytes, %q)", key, len(data), expect), v, err)
+	v, err := writefence.PutParts(t.Context(), s, key, split(data), expect)
+	return landed(t, fmt.Sprintf("PutParts(%q, %d bytes in 2 parts, %q)", key, len(data), expect), v, err)
 }
 
 // landed returns v, the token call returned, and fails the test unless the
@@ -241,36 +344,49 @@ func testGetMissing(t *testing.T, sc *scope) {
 }
 
 func testCreateNewKey(t *testing.T, sc *scope) {
-	key := sc.key("new")
-	v := put(t, sc.s, key, []byte("first"), "")
-	wantContent(t, sc.s, key, []byte("first"), v)
+	for _, p := range writePaths {
+		key := sc.key("new-" + p.name)
+		data := []byte("first by " + p.name)
+		v, err := p.write(t.Context(), sc.s, key, data, "")
+		v = landed(t, "a create-only "+p.call(key, data, ""), v, err)
+		wantContent(t, sc.s, key, data, v)
+	}
 }
 
 func testCreateExisting(t *testing.T, sc *scope) {
 	key := sc.key("existing")
 	v := put(t, sc.s, key, []byte("first"), "")
-	_, err := sc.s.PutIfVersion(t.Context(), key, []byte("second"), "")
-	wantConflict(t, err, fmt.Sprintf("a second create-only PutIfVersion(%q)", key))
-	wantContent(t, sc.s, key, []byte("first"), v)
+	for _, p := range writePaths {
+		_, err := p.write(t.Context(), sc.s, key, []byte("second"), "")
+		wantConflict(t, err, "a second create-only "+p.call(key, []byte("second"), ""))
+		wantContent(t, sc.s, key, []byte("first"), v)
+	}
 }
 
 func testUpdateCurrent(t *testing.T, sc *scope) {
 	key := sc.key("current")
-	v1 := put(t, sc.s, key, []byte("first"), "")
-	v2 := put(t, sc.s, key, []byte("second"), v1)
-	if v2 == v1 {
-		t.Errorf("an update to different bytes returned the old version %q; a token must not name two contents", v1)
+	v := put(t, sc.s, key, []byte("first"), "")
+	for _, p := range writePaths {
+		data := []byte("updated by " + p.name)
+		next, err := p.write(t.Context(), sc.s, key, data, v)
+		next = landed(t, p.call(key, data, v), next, err)
+		if next == v {
+			t.Errorf("%s to different bytes returned the old version %q; a token must not name two contents", p.call(key, data, v), v)
+		}
+		wantContent(t, sc.s, key, data, next)
+		v = next
 	}
-	wantContent(t, sc.s, key, []byte("second"), v2)
 }
 
 func testUpdateStale(t *testing.T, sc *scope) {
 	key := sc.key("stale")
 	v1 := put(t, sc.s, key, []byte("first"), "")
 	v2 := put(t, sc.s, key, []byte("second"), v1)
-	_, err := sc.s.PutIfVersion(t.Context(), key, []byte("third"), v1)
-	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) with the stale version %q", key, v1))
-	wantContent(t, sc.s, key, []byte("second"), v2)
+	for _, p := range writePaths {
+		_, err := p.write(t.Context(), sc.s, key, []byte("third"), v1)
+		wantConflict(t, err, p.call(key, []byte("third"), v1)+" with the stale version")
+		wantContent(t, sc.s, key, []byte("second"), v2)
+	}
 }
 
 // madeUpVersion is decimal so it is a well-formed token for stores whose
@@ -280,29 +396,62 @@ const madeUpVersion = "7340032000000000001"
 
 func testUpdateMissing(t *testing.T, sc *scope) {
 	key := sc.key("missing")
-	_, err := sc.s.PutIfVersion(t.Context(), key, []byte("made-up"), madeUpVersion)
-	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) of a missing key with the made-up version %q", key, madeUpVersion))
-	wantMissing(t, sc.s, key)
-
 	// A token the store really issued, but for another key.
 	other := sc.key("other")
-	v := put(t, sc.s, other, []byte("other"), "")
-	_, err = sc.s.PutIfVersion(t.Context(), key, []byte("borrowed"), v)
-	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) of a missing key with %q's version %q", key, other, v))
-	wantMissing(t, sc.s, key)
+	borrowed := put(t, sc.s, other, []byte("other"), "")
+	for _, p := range writePaths {
+		for _, expect := range []string{madeUpVersion, borrowed} {
+			_, err := p.write(t.Context(), sc.s, key, []byte("never"), expect)
+			wantConflict(t, err, p.call(key, []byte("never"), expect)+" of a missing key")
+			wantMissing(t, sc.s, key)
+		}
+	}
 }
 
 func testUpdateDeleted(t *testing.T, sc *scope) {
-	d := capability[writefence.Deleter](t, sc)
+	d := deleter(t, sc)
 	key := sc.key("deleted")
 	v := put(t, sc.s, key, []byte("first"), "")
 	if err := d.Delete(t.Context(), key); err != nil {
 		t.Fatalf("Delete(%q): %v", key, err)
 	}
 	wantMissing(t, sc.s, key)
-	_, err := sc.s.PutIfVersion(t.Context(), key, []byte("second"), v)
-	wantConflict(t, err, fmt.Sprintf("PutIfVersion(%q) of a deleted key with its last version %q", key, v))
-	wantMissing(t, sc.s, key)
+	for _, p := range writePaths {
+		_, err := p.write(t.Context(), sc.s, key, []byte("second"), v)
+		wantConflict(t, err, p.call(key, []byte("second"), v)+" of a deleted key with its last version")
+		wantMissing(t, sc.s, key)
+	}
+}
+
+// malformedVersions are versions of forms no store issues, built around a
+// real token v: words, a NUL, the wildcard, v quoted and v with a space,
+// which an HTTP header would quote, trim or widen into another condition
+// if a store passed them on as they are, and "0", which no counter that
+// starts at 1 and no GCS generation ever is.
+func malformedVersions(v string) []string {
+	return []string{"not a token", "not\x00a token", "*", `"` + v + `"`, v + " ", "0"}
+}
+
+// testUpdateMalformed checks that a version the store never issues cannot
+// equal the current one: a write conditioned on it is refused with
+// ErrConflict, not another error, and writes nothing, on an existing key
+// and on a missing one alike.
+func testUpdateMalformed(t *testing.T, sc *scope) {
+	key := sc.key("malformed")
+	v := put(t, sc.s, key, []byte("stored"), "")
+	missing := sc.key("malformed-missing")
+	for _, p := range writePaths {
+		for _, expect := range malformedVersions(v) {
+			_, err := p.write(t.Context(), sc.s, key, []byte("never"), expect)
+			wantConflict(t, err, p.call(key, []byte("never"), expect)+" of an existing key")
+			wantContent(t, sc.s, key, []byte("stored"), v)
+		}
+		for _, expect := range malformedVersions(madeUpVersion) {
+			_, err := p.write(t.Context(), sc.s, missing, []byte("never"), expect)
+			wantConflict(t, err, p.call(missing, []byte("never"), expect)+" of a missing key")
+			wantMissing(t, sc.s, missing)
+		}
+	}
 }
 
 func testTokensNameContents(t *testing.T, sc *scope) {
@@ -331,7 +480,7 @@ func testTokensNameContents(t *testing.T, sc *scope) {
 // fails here; through a Fence's version cache it would let a push at a low
 // epoch land over a record at a higher one.
 func testTokensAfterDelete(t *testing.T, sc *scope) {
-	d := capability[writefence.Deleter](t, sc)
+	d := deleter(t, sc)
 	key := sc.key("recreated")
 	named := map[string][]byte{} // every token seen, and the contents it named
 	note := func(call, version string, data []byte) {
@@ -347,7 +496,7 @@ func testTokensAfterDelete(t *testing.T, sc *scope) {
 		for _, step := range []string{"create", "update"} {
 			data := fmt.Appendf(nil, "cycle %d %s", cycle, step)
 			expect = put(t, sc.s, key, data, expect)
-			note(fmt.Sprintf("PutIfVersion(%q) of cycle %d's %s", key, cycle, step), expect, data)
+			note(fmt.Sprintf("PutParts(%q) of cycle %d's %s", key, cycle, step), expect, data)
 			got, v, err := sc.s.Get(t.Context(), key)
 			if err != nil {
 				t.Fatalf("Get(%q): %v", key, err)
@@ -384,9 +533,17 @@ func testPayloadAllBytes(t *testing.T, sc *scope) {
 	wantContent(t, sc.s, key, data, v)
 }
 
+// largePayload is the size of Payload/1MiB's object, unless the store's
+// read limit is smaller.
+const largePayload = 1 << 20
+
 func testPayloadLarge(t *testing.T, sc *scope) {
 	key := sc.key("large")
-	data := make([]byte, 1<<20)
+	n := int64(largePayload)
+	if sc.opts.ReadLimit > 0 {
+		n = min(n, sc.opts.ReadLimit)
+	}
+	data := make([]byte, n)
 	if _, err := rand.Read(data); err != nil {
 		t.Fatal(err)
 	}
@@ -395,16 +552,20 @@ func testPayloadLarge(t *testing.T, sc *scope) {
 }
 
 func testAliasingPut(t *testing.T, sc *scope) {
-	key := sc.key("alias-put")
-	buf := []byte("first")
-	v := put(t, sc.s, key, buf, "")
-	copy(buf, "XXXXX")
-	wantContent(t, sc.s, key, []byte("first"), v)
+	for _, p := range writePaths {
+		key := sc.key("alias-put-" + p.name)
+		buf := []byte("first")
+		v, err := p.write(t.Context(), sc.s, key, buf, "")
+		v = landed(t, p.call(key, buf, ""), v, err)
+		copy(buf, "XXXXX")
+		wantContent(t, sc.s, key, []byte("first"), v)
 
-	buf = []byte("second")
-	v = put(t, sc.s, key, buf, v)
-	copy(buf, "YYYYYY")
-	wantContent(t, sc.s, key, []byte("second"), v)
+		buf = []byte("second")
+		v, err = p.write(t.Context(), sc.s, key, buf, v)
+		v = landed(t, p.call(key, buf, v), v, err)
+		copy(buf, "YYYYYY")
+		wantContent(t, sc.s, key, []byte("second"), v)
+	}
 }
 
 func testAliasingGet(t *testing.T, sc *scope) {
@@ -416,6 +577,14 @@ func testAliasingGet(t *testing.T, sc *scope) {
 	}
 	for i := range got {
 		got[i] = 'X'
+	}
+	wantContent(t, sc.s, key, []byte("stored"), v)
+	prefix, _, _, err := writefence.GetPrefix(t.Context(), sc.s, key, 3)
+	if err != nil {
+		t.Fatalf("GetPrefix(%q, 3): %v", key, err)
+	}
+	for i := range prefix {
+		prefix[i] = 'Y'
 	}
 	wantContent(t, sc.s, key, []byte("stored"), v)
 }
@@ -439,17 +608,21 @@ func testCanceledGet(t *testing.T, sc *scope) {
 	put(t, sc.s, key, []byte("stored"), "")
 	_, _, err := sc.s.Get(canceledContext(t), key)
 	wantCanceled(t, err, fmt.Sprintf("Get(%q)", key))
+	_, _, _, err = writefence.GetPrefix(canceledContext(t), sc.s, key, 3)
+	wantCanceled(t, err, fmt.Sprintf("GetPrefix(%q, 3)", key))
 }
 
 func testCanceledPut(t *testing.T, sc *scope) {
-	key := sc.key("canceled-create")
-	_, err := sc.s.PutIfVersion(canceledContext(t), key, []byte("never"), "")
-	wantCanceled(t, err, fmt.Sprintf("create-only PutIfVersion(%q)", key))
-	wantMissing(t, sc.s, key)
+	for _, p := range writePaths {
+		key := sc.key("canceled-create-" + p.name)
+		_, err := p.write(canceledContext(t), sc.s, key, []byte("never"), "")
+		wantCanceled(t, err, "create-only "+p.call(key, []byte("never"), ""))
+		wantMissing(t, sc.s, key)
 
-	key = sc.key("canceled-update")
-	v := put(t, sc.s, key, []byte("stored"), "")
-	_, err = sc.s.PutIfVersion(canceledContext(t), key, []byte("never"), v)
-	wantCanceled(t, err, fmt.Sprintf("PutIfVersion(%q) with the current version", key))
-	wantContent(t, sc.s, key, []byte("stored"), v)
+		key = sc.key("canceled-update-" + p.name)
+		v := put(t, sc.s, key, []byte("stored"), "")
+		_, err = p.write(canceledContext(t), sc.s, key, []byte("never"), v)
+		wantCanceled(t, err, p.call(key, []byte("never"), v)+" with the current version")
+		wantContent(t, sc.s, key, []byte("stored"), v)
+	}
 }
