@@ -219,6 +219,7 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 	u.next, u.commit = next, true
 	exists := map[BlobRef]bool{} // the blobs seen to exist in this call
 	u.checkBlobs = func(refs []BlobRef, floor uint64) error {
+		// The names first, which cost nothing, then the blobs themselves.
 		for _, r := range refs {
 			e, _, w, ok := keys.ParseBlobName(r.Name)
 			switch {
@@ -230,7 +231,10 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 				return invalidArg("blob", "%s was written at epoch %d, above the commit's %d", esc(r.Name), e, epoch)
 			case e < floor:
 				return invalidArg("blob", "%s was written at epoch %d, before the tenure that began at epoch %d", esc(r.Name), e, floor)
-			case exists[r]:
+			}
+		}
+		for _, r := range refs {
+			if exists[r] {
 				continue
 			}
 			bs, err := f.blobs()
@@ -443,25 +447,6 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		report.Deleted = append(report.Deleted, b)
 	}
 	return report, nil
-}
-
-// holdsBlobs reports whether (plugin, shard) holds any blob; false when the
-// Fence keeps no blobs.
-func (f *Fence) holdsBlobs(ctx context.Context, plugin, shard string) (bool, error) {
-	bs, err := f.blobs()
-	if err != nil {
-		return false, nil
-	}
-	space, err := keys.Blobs(f.Prefix, plugin, shard)
-	if err != nil {
-		return false, keyErr(err)
-	}
-	errFound := errors.New("found")
-	err = bs.ListBlobs(ctx, space, func(BlobInfo) error { return errFound })
-	if errors.Is(err, errFound) {
-		return true, nil
-	}
-	return false, err
 }
 
 // uncommittable reports whether a blob written at epoch by writer can never

@@ -7,9 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,6 +94,7 @@ type faultPlan struct {
 	cancel    context.CancelFunc // cancels the call's ctx
 	lostAt    bool               // a reply was lost since the plan was armed
 	writes    int                // writes that reached the plan
+	before    func()             // runs once, before the first write reaches the store
 	failed    bool               // a store call failed and no back-off followed yet
 	violation string             // how the engine broke the retry policy, if it did
 }
@@ -98,7 +102,7 @@ type faultPlan struct {
 func (p *faultPlan) arm(f faultSet, cancel context.CancelFunc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.f, p.cancel, p.lostAt, p.writes, p.failed, p.violation = f, cancel, false, 0, false, ""
+	p.f, p.cancel, p.lostAt, p.writes, p.failed, p.violation, p.before = f, cancel, false, 0, false, "", nil
 }
 
 // call notes a store call: one right after a failure, with no back-off in
@@ -166,7 +170,12 @@ func (p *faultPlan) write(do func() (string, error)) (string, error) {
 	if lost != lostNone {
 		p.lostAt, p.failed = true, true
 	}
+	before := p.before
+	p.before = nil
 	p.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	switch lost {
 	case lostBefore:
 		return "", errLostReply
@@ -235,8 +244,14 @@ type modelRecord struct {
 	epoch   uint64
 	writer  string
 	payload string
-	foreign bool // of another wire identity (foreignIdentity)
+	foreign bool   // of another wire identity (foreignIdentity)
+	blobs   string // the names of the blobs it references, in order, joined by ","
+	since   uint64 // its tenure floor
 }
+
+// stream reports whether the record is of a shard of blobs (record format
+// version 3): it references blobs or has a tenure floor.
+func (r modelRecord) stream() bool { return r.blobs != "" || r.since > 0 }
 
 func (r modelRecord) String() string {
 	if r.epoch == 0 {
@@ -245,7 +260,7 @@ func (r modelRecord) String() string {
 	if r.foreign {
 		return fmt.Sprintf("epoch %d by %s %q, of %s", r.epoch, r.writer, r.payload, foreignIdentity)
 	}
-	return fmt.Sprintf("epoch %d by %s %q", r.epoch, r.writer, r.payload)
+	return fmt.Sprintf("epoch %d by %s %q, blobs [%s], since %d", r.epoch, r.writer, r.payload, r.blobs, r.since)
 }
 
 // modelWriter is one writer: a Fence of its own over the store, raw (its
@@ -292,8 +307,20 @@ type modelRun struct {
 	terms      map[uint64]int  // the writer each term was acquired by
 	leaseBad   string          // the damaged lease record's version; "" when sound
 	lastPush   *modelPush
+	blobsOK    bool                  // the store holds blobs
+	blobs      map[string]*modelBlob // every blob put, by name
+	blobNames  []string              // in the order they were put
 	lastSettle *writefence.Settlement
 	lastFault  *testserver.Fault
+}
+
+// modelBlob is a blob the model put.
+type modelBlob struct {
+	ref    writefence.BlobRef
+	writer string
+	epoch  uint64
+	data   string
+	gone   bool // collected
 }
 
 // modelPush is a push, to run again.
@@ -336,8 +363,9 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 		reader: &writefence.Fence{Store: target.store, Prefix: prefix},
 		admin:  &writefence.Fence{Store: target.store, Prefix: prefix},
 		plan:   &faultPlan{}, clock: newModelClock(), counts: counts,
-		landed: map[uint64]bool{}, terms: map[uint64]int{},
+		landed: map[uint64]bool{}, terms: map[uint64]int{}, blobs: map[string]*modelBlob{},
 	}
+	_, r.blobsOK = target.store.(writefence.BlobStore)
 	// No writer sleeps between retries (the model is sequential); the
 	// plan sees every back-off.
 	r.ctx = hook.With(context.Background(), &hook.Hooks{Wait: r.wait})
@@ -424,10 +452,33 @@ func (r *modelRun) read(t *rapid.T) stored {
 		return stored{found: true, version: info.Version, corrupt: true, epoch: info.Epoch, foreign: info.Identity == foreignIdentity}
 	case errors.Is(err, writefence.ErrWire):
 		require.Equal(t, foreignIdentity, info.Identity, "a record of an identity no writer writes")
-		return stored{found: true, version: info.Version, epoch: info.Epoch, foreign: true, rec: modelRecord{info.Epoch, info.Writer, string(info.Payload), true}}
+		return stored{found: true, version: info.Version, epoch: info.Epoch, foreign: true, rec: recordOf(info, true)}
 	}
 	require.NoError(t, err, "a direct read of the record")
-	return stored{found: true, version: info.Version, epoch: info.Epoch, rec: modelRecord{epoch: info.Epoch, writer: info.Writer, payload: string(info.Payload)}}
+	return stored{found: true, version: info.Version, epoch: info.Epoch, rec: recordOf(info, false)}
+}
+
+func recordOf(info writefence.RecordInfo, foreign bool) modelRecord {
+	names := make([]string, len(info.Blobs))
+	for i, b := range info.Blobs {
+		names[i] = b.Name
+	}
+	return modelRecord{epoch: info.Epoch, writer: info.Writer, payload: string(info.Payload), foreign: foreign,
+		blobs: strings.Join(names, ","), since: info.Since}
+}
+
+// successor is the record writer writes at epoch over the model's record:
+// a shard of blobs keeps a tenure floor, which a change of writer raises
+// above the recorded epoch; commit makes any shard one of blobs.
+func (r *modelRun) successor(writer string, epoch uint64, payload, blobs string, commit bool) modelRecord {
+	m := modelRecord{epoch: epoch, writer: writer, payload: payload, blobs: blobs}
+	if r.rec.stream() || commit {
+		m.since = r.rec.since
+		if r.rec.epoch != 0 && r.rec.writer != writer {
+			m.since = r.rec.epoch + 1
+		}
+	}
+	return m
 }
 
 // refusal reports whether err refuses a write, which must then have
@@ -467,6 +518,9 @@ func (r *modelRun) landedWrite(t *rapid.T, op string, w *modelWriter, want model
 func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet, answer, alt error, call func(ctx context.Context) (modelRecord, error)) error {
 	r.counts.add(op)
 	err := r.writeOnce(t, op, w, faults, call)
+	if op == "commit" && os.Getenv("WRITEFENCE_MODEL_DEBUG") != "" {
+		r.counts.add(fmt.Sprintf("commit ended: %v", err))
+	}
 	if modelAnswers && faults.quiet() && !(alt != nil && errors.Is(err, alt)) {
 		if answer == nil {
 			require.NoError(t, err, op)
@@ -519,6 +573,7 @@ func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults fault
 	}
 	if changed {
 		r.landedWrite(t, op, w, want, after, err)
+		r.counts.add(op + ": landed")
 	}
 	switch {
 	case err == nil:
@@ -584,7 +639,7 @@ func (r *modelRun) repeatPush(t *rapid.T) {
 
 func (r *modelRun) doPush(t *rapid.T, p *modelPush, faults faultSet) {
 	r.lastPush = p
-	want := modelRecord{epoch: p.epoch, writer: p.w.name, payload: p.payload}
+	want := r.successor(p.w.name, p.epoch, p.payload, "", false)
 	answer, alt := r.answer(p.w, want)
 	r.write(t, "push", p.w, faults, answer, alt, func(ctx context.Context) (modelRecord, error) {
 		return want, p.w.fence.Push(ctx, modelPlugin, modelShard, p.w.name, p.epoch, []byte(p.payload))
@@ -613,7 +668,7 @@ func (r *modelRun) update(t *rapid.T) {
 		return nil, errNextRefused
 	}
 	result, nerr := next([]byte(r.rec.payload))
-	want := modelRecord{epoch: epoch, writer: w.name, payload: string(result)}
+	want := r.successor(w.name, epoch, string(result), r.rec.blobs, false)
 	if nerr != nil {
 		want.payload = "(nothing: next refuses)" // no record can be this update
 	}
@@ -633,7 +688,7 @@ func (r *modelRun) update(t *rapid.T) {
 func (r *modelRun) seal(t *rapid.T) {
 	w := r.drawWriter(t)
 	epoch := r.drawEpoch(t)
-	want := modelRecord{epoch: epoch, writer: w.name, payload: r.rec.payload}
+	want := r.successor(w.name, epoch, r.rec.payload, r.rec.blobs, false)
 	answer, alt := r.answer(w, want)
 	r.write(t, "seal", w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Seal(ctx, modelPlugin, modelShard, w.name, epoch)
@@ -706,6 +761,9 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 	r.lastSettle = s
 	cur := r.read(t)
 	want := modelRecord{epoch: s.Epoch, writer: s.Writer, payload: string(s.Payload)}
+	if cur.epoch != 0 && r.rec.stream() {
+		want.since = r.successor(s.Writer, s.Epoch, "", "", false).since
+	}
 	var answer error
 	switch {
 	case !cur.found:
@@ -775,7 +833,7 @@ func (r *modelRun) latest(t *rapid.T) {
 		require.ErrorIs(t, err, writefence.ErrNotFound)
 	default:
 		require.NoError(t, err)
-		require.Equal(t, r.rec, modelRecord{epoch: e, writer: wr, payload: string(p)})
+		require.Equal(t, r.rec, modelRecord{epoch: e, writer: wr, payload: string(p), blobs: r.rec.blobs, since: r.rec.since})
 	}
 }
 
@@ -783,7 +841,8 @@ func (r *modelRun) latest(t *rapid.T) {
 // record of ours it is refused, and over its own record ours are.
 func (r *modelRun) foreignPush(t *rapid.T) {
 	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: foreignIdentity}
-	want := modelRecord{epoch: r.drawEpoch(t), writer: "alien", payload: "another format", foreign: true}
+	want := r.successor("alien", r.drawEpoch(t), "another format", "", false)
+	want.foreign = true
 	var answer error
 	switch {
 	case r.damaged != "":
@@ -1007,6 +1066,235 @@ func (r *modelRun) check(t *rapid.T) {
 	default:
 		require.False(t, got.corrupt)
 		require.Equal(t, r.rec, got.rec, "the store and the model disagree")
+		r.checkReferenced(t)
+	}
+}
+
+// checkReferenced checks that no blob the recorded manifest references is
+// missing.
+func (r *modelRun) checkReferenced(t *rapid.T) {
+	if r.rec.blobs == "" || r.rec.foreign {
+		return
+	}
+	bs := r.target.store.(writefence.BlobStore)
+	space := r.blobSpace(t)
+	for _, name := range strings.Split(r.rec.blobs, ",") {
+		info, err := bs.StatBlob(context.Background(), space+name)
+		require.NoError(t, err, "the manifest references blob %s: it must exist", name)
+		require.Equal(t, r.blobs[name].ref.Size, info.Size, "blob %s", name)
+		require.False(t, r.blobs[name].gone, "a referenced blob was collected")
+	}
+}
+
+func (r *modelRun) blobSpace(t *rapid.T) string {
+	space, err := keys.Blobs(r.prefix, modelPlugin, modelShard)
+	require.NoError(t, err)
+	return space
+}
+
+// referenced reports whether the model's manifest references name.
+func (r *modelRun) referenced(name string) bool {
+	return !r.rec.foreign && r.rec.blobs != "" && slices.Contains(strings.Split(r.rec.blobs, ","), name)
+}
+
+// putBlob puts a blob as a writer, at an epoch near the record's.
+func (r *modelRun) putBlob(t *rapid.T) {
+	if !r.blobsOK {
+		t.Skip("the store holds no blobs")
+	}
+	w := r.drawWriter(t)
+	epoch := r.drawEpoch(t)
+	if rapid.Bool().Draw(t, "above the record") {
+		epoch = max(r.maxEpoch, r.rec.epoch) + uint64(rapid.IntRange(1, 2).Draw(t, "ahead"))
+	}
+	data := string(rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "blob"))
+	r.counts.add("blob")
+	ref, err := w.fence.PutBlob(r.ctx, modelPlugin, modelShard, w.name, epoch, strings.NewReader(data))
+	if w.wrapper != nil {
+		require.ErrorIs(t, err, errors.ErrUnsupported, "a wrapper declares no BlobStore")
+		return
+	}
+	require.NoError(t, err)
+	require.Equal(t, int64(len(data)), ref.Size)
+	r.blobs[ref.Name] = &modelBlob{ref: ref, writer: w.name, epoch: epoch, data: data}
+	r.blobNames = append(r.blobNames, ref.Name)
+}
+
+// commit commits a manifest that adds some of a writer's blobs (now and
+// then another writer's, or a collected one) and may drop one, with a
+// collection running in the middle of the commit now and then: between its
+// decision and its write.
+func (r *modelRun) commit(t *rapid.T) {
+	if !r.blobsOK || len(r.blobNames) == 0 {
+		t.Skip("no blobs")
+	}
+	var current []string
+	if r.rec.blobs != "" && !r.rec.foreign {
+		current = strings.Split(r.rec.blobs, ",")
+	}
+	w := r.drawWriter(t)
+	var owners []*modelWriter
+	for _, x := range r.writers {
+		for _, b := range r.blobs {
+			if b.writer == x.name && !b.gone && !slices.Contains(current, b.ref.Name) {
+				owners = append(owners, x)
+				break
+			}
+		}
+	}
+	if len(owners) > 0 && rapid.IntRange(0, 3).Draw(t, "an owner commits") > 0 {
+		w = rapid.SampledFrom(owners).Draw(t, "owner")
+	}
+	epoch := r.drawEpoch(t)
+	// Mostly the writer's own blobs that are not referenced yet; now and
+	// then any blob at all.
+	var own []string
+	for _, name := range r.blobNames {
+		if b := r.blobs[name]; b.writer == w.name && !b.gone && !slices.Contains(current, name) {
+			own = append(own, name)
+		}
+	}
+	var added []*modelBlob
+	for range rapid.IntRange(1, 2).Draw(t, "blobs added") {
+		pool := own
+		if len(pool) == 0 || rapid.IntRange(0, 3).Draw(t, "any blob") == 0 {
+			pool = r.blobNames
+		}
+		b := r.blobs[rapid.SampledFrom(pool).Draw(t, "blob")]
+		if !slices.Contains(current, b.ref.Name) && !slices.ContainsFunc(added, func(x *modelBlob) bool { return x == b }) {
+			added = append(added, b)
+		}
+	}
+	if rapid.Bool().Draw(t, "above the blobs") {
+		for _, b := range added {
+			epoch = max(epoch, b.epoch)
+		}
+	}
+	keep := current
+	if len(current) > 0 && rapid.Bool().Draw(t, "drop one") {
+		keep = current[1:]
+	}
+	names := slices.Clone(keep)
+	for _, b := range added {
+		names = append(names, b.ref.Name)
+	}
+	want := r.successor(w.name, epoch, r.rec.payload, strings.Join(names, ","), true)
+	answer, alt := r.answer(w, want)
+	if answer == nil || answer == writefence.ErrWire && !r.rec.foreign {
+		// Decided before the write checks the brand.
+		if refused := r.refusedBlob(w, epoch, want.since, added); refused != nil {
+			answer, alt = refused, nil
+		}
+	}
+	next := func(m writefence.Manifest) (writefence.Manifest, error) {
+		var refs []writefence.BlobRef
+		for _, ref := range m.Blobs {
+			if slices.Contains(keep, ref.Name) {
+				refs = append(refs, ref)
+			}
+		}
+		for _, b := range added {
+			refs = append(refs, b.ref)
+		}
+		return writefence.Manifest{Payload: m.Payload, Blobs: refs}, nil
+	}
+	faults := drawFaults(t)
+	if w.wrapper == nil && rapid.IntRange(0, 2).Draw(t, "a collection meanwhile") == 0 {
+		r.plan.before = func() {
+			// Between the commit's decision and its write: only the
+			// clock-free rule may delete, and never a blob the commit adds.
+			r.collectAndCheck(t, 24*time.Hour, true)
+		}
+	}
+	r.write(t, "commit", w, faults, answer, alt, func(ctx context.Context) (modelRecord, error) {
+		return want, w.fence.Commit(ctx, modelPlugin, modelShard, w.name, epoch, next)
+	})
+}
+
+// refusedBlob is the error a commit by w at epoch whose tenure begins at
+// since gets for the blobs it adds, or nil.
+func (r *modelRun) refusedBlob(w *modelWriter, epoch, since uint64, added []*modelBlob) error {
+	for _, b := range added {
+		if b.writer != w.name || b.epoch > epoch || b.epoch < since {
+			return writefence.ErrInvalidArgument
+		}
+	}
+	for _, b := range added {
+		switch {
+		case w.wrapper != nil:
+			return errors.ErrUnsupported
+		case b.gone:
+			return writefence.ErrNotFound
+		}
+	}
+	return nil
+}
+
+// collect runs a collection with a grace long enough that only blobs that
+// can never be committed go, or with none.
+func (r *modelRun) collect(t *rapid.T) {
+	if !r.blobsOK {
+		t.Skip("the store holds no blobs")
+	}
+	grace := rapid.SampledFrom([]time.Duration{24 * time.Hour, time.Nanosecond}).Draw(t, "grace")
+	r.collectAndCheck(t, grace, false)
+}
+
+// collectAndCheck collects and checks that exactly the blobs the rule
+// names were deleted: with a long grace, those no manifest can reference;
+// with none, every unreferenced one. amid says the collection runs inside
+// another step, between its decision and its write.
+func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
+	r.counts.add("collect")
+	report, err := r.admin.Collect(context.Background(), modelPlugin, modelShard, writefence.GCOptions{Grace: grace})
+	switch {
+	case r.damaged != "" && !amid:
+		require.ErrorIs(t, err, writefence.ErrCorrupt, "a collection over a damaged manifest fails closed")
+		return
+	case r.rec.foreign && !amid:
+		require.ErrorIs(t, err, writefence.ErrWire)
+		return
+	case err != nil && amid:
+		return // a damaged or foreign record refuses the commit anyway
+	}
+	require.NoError(t, err)
+	var want, got []string
+	for _, name := range r.blobNames {
+		b := r.blobs[name]
+		committable := r.rec.epoch == 0 || !(b.epoch < r.rec.since || b.writer != r.rec.writer && b.epoch <= r.rec.epoch)
+		if !b.gone && !r.referenced(name) && (grace < time.Second || !committable) {
+			want = append(want, name)
+		}
+	}
+	space := r.blobSpace(t)
+	for _, d := range report.Deleted {
+		got = append(got, strings.TrimPrefix(d.Key, space))
+		r.blobs[strings.TrimPrefix(d.Key, space)].gone = true
+	}
+	require.ElementsMatch(t, want, got, "the blobs a collection deletes")
+}
+
+// openBlob reads a blob through the record, as a reader would.
+func (r *modelRun) openBlob(t *rapid.T) {
+	if !r.blobsOK || len(r.blobNames) == 0 {
+		t.Skip("no blobs")
+	}
+	name := rapid.SampledFrom(r.blobNames).Draw(t, "blob")
+	r.counts.add("open blob")
+	rc, _, err := r.reader.OpenBlob(context.Background(), modelPlugin, modelShard, name)
+	switch {
+	case r.damaged != "":
+		require.ErrorIs(t, err, writefence.ErrCorrupt)
+	case r.rec.foreign:
+		require.ErrorIs(t, err, writefence.ErrWire)
+	case !r.referenced(name):
+		require.ErrorIs(t, err, writefence.ErrNotFound, "a blob no admitted commit references is never read")
+	default:
+		require.NoError(t, err)
+		defer rc.Close()
+		data, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		require.Equal(t, r.blobs[name].data, string(data), "the bytes read are the blob's")
 	}
 }
 
@@ -1023,6 +1311,9 @@ func (r *modelRun) actions() map[string]func(*rapid.T) {
 		"acquire": r.acquire, "acquire ": r.acquire, "renew": r.renew, "release": r.release, "advance": r.advance,
 		"leasePush": r.leasePush, "leasePush ": r.leasePush, "damageLease": r.damageLease, "badClock": r.badClock,
 		"foreignPush": r.foreignPush,
+		"putBlob": r.putBlob, "putBlob ": r.putBlob, "putBlob  ": r.putBlob,
+		"commit": r.commit, "commit ": r.commit, "commit  ": r.commit, "commit   ": r.commit,
+		"collect": r.collect, "openBlob": r.openBlob,
 		"":            r.check,
 	}
 }

@@ -132,7 +132,7 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 	if err != nil {
 		return keyErr(err)
 	}
-	st := &settle{f: f, key: u.key, logKey: logKey, s: s, plugin: plugin, shard: shard}
+	st := &settle{f: f, key: u.key, logKey: logKey, s: s}
 	_, err = f.run(ctx, &change{op: opSettle, key: u.key, writer: s.Writer, epoch: s.Epoch, branded: true,
 		decide: func(snap *snapshot) ([][]byte, bool, error) { return st.decide(ctx, snap) }})
 	f.forget(u.key)
@@ -145,8 +145,6 @@ type settle struct {
 	key    string
 	logKey string
 	s      Settlement
-	plugin string
-	shard  string
 
 	// tried is set once this call wrote the settle's log entry, entered
 	// once the write is known to have landed.
@@ -218,22 +216,13 @@ func (st *settle) decide(ctx context.Context, s *snapshot) ([][]byte, bool, erro
 			return nil, false, err
 		}
 	}
-	// A shard of blobs keeps a tenure floor that only rises: above the
-	// damaged record's when its header decodes; when it does not, and the
-	// shard holds blobs, the settle's own epoch, which is above every epoch
-	// ever granted.
+	// A shard of blobs keeps its tenure floor rising: above the damaged
+	// record's epoch when its header decodes. When it does not, the record
+	// carries none; the settle's writer differs from the stream's writers,
+	// so their next commit starts a tenure above the settle's epoch anyway.
 	body := recordBody{payload: st.s.Payload}
-	switch {
-	case h.version == streamVersion:
+	if h.version == streamVersion {
 		body.since = since(st.s.Writer, h.writer, h.epoch, h.since)
-	case h.epoch == 0:
-		any, err := st.f.holdsBlobs(ctx, st.plugin, st.shard)
-		if err != nil {
-			return nil, false, err
-		}
-		if any {
-			body.since = st.s.Epoch
-		}
 	}
 	return encodeRecord(st.f.identity(), st.s.Writer, st.s.Epoch, body, crc32Castagnoli(st.s.Payload)), false, nil
 }
