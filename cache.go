@@ -1,11 +1,22 @@
 package writefence
 
+import "hash/maphash"
+
 // The version cache: what a Fence remembers of the records it wrote or
 // read, so that a push can skip its read.
 
-// maxCached bounds the version cache; past it an arbitrary entry is dropped,
-// which costs that shard one read on its next push.
-const maxCached = 4096
+// maxCached bounds the version cache: 131,072 shards, about 150 bytes each
+// (BENCHMARKS.md); past it an arbitrary entry is dropped, which costs that
+// shard one read on its next push.
+const maxCached = 1 << 17
+
+// cacheSeed keys the version cache by a hash of the record's key rather
+// than the key, which would double an entry's size. Two keys that hash
+// alike would share an entry: a push would condition its write on another
+// record's version, which the store refuses unless the two records hold
+// exactly the same bytes, and then the write is as admissible as on the
+// remembered one.
+var cacheSeed = maphash.MakeSeed()
 
 // cachedRecord is what the fence remembers of a record it wrote or read: its
 // version and epoch. The version lets a push skip the read; the write is
@@ -26,7 +37,7 @@ type cachedRecord struct {
 func (f *Fence) cached(key string, epoch uint64) (cachedRecord, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.cache[key]
+	c, ok := f.cache[maphash.String(cacheSeed, key)]
 	if !ok || epoch <= c.epoch {
 		return cachedRecord{}, false
 	}
@@ -37,19 +48,20 @@ func (f *Fence) remember(key string, c cachedRecord) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.cache == nil {
-		f.cache = make(map[string]cachedRecord)
+		f.cache = make(map[uint64]cachedRecord)
 	}
-	if _, ok := f.cache[key]; !ok && len(f.cache) >= maxCached {
+	h := maphash.String(cacheSeed, key)
+	if _, ok := f.cache[h]; !ok && len(f.cache) >= maxCached {
 		for k := range f.cache {
 			delete(f.cache, k)
 			break
 		}
 	}
-	f.cache[key] = c
+	f.cache[h] = c
 }
 
 func (f *Fence) forget(key string) {
 	f.mu.Lock()
-	delete(f.cache, key)
+	delete(f.cache, maphash.String(cacheSeed, key))
 	f.mu.Unlock()
 }

@@ -96,7 +96,7 @@ type Fence struct {
 	Observer func(ctx context.Context, e WriteEvent)
 
 	mu    sync.Mutex // guards cache
-	cache map[string]cachedRecord
+	cache map[uint64]cachedRecord // by a hash of the record's key
 }
 
 // Push writes payload as the record of (plugin, shard) at epoch, on behalf
