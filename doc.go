@@ -142,6 +142,23 @@
 // permission error, a key of the wrong type) is returned as such, never as
 // a refusal and never as "absent".
 //
+// # Streams: blobs under a fenced manifest
+//
+// A shard's state can be many immutable blobs (WAL segments, snapshots of
+// any size) and one manifest that lists them. Fence.PutBlob streams a
+// reader into a blob of the shard's own blob space, whose name carries the
+// writer's epoch, its name and a random id, so no blob key is written
+// twice; Fence.Commit writes the manifest (a record that lists the blobs
+// it references with their size and CRC-32C) at a strict epoch, only while
+// every blob it newly references exists and was written by the committing
+// writer within its tenure; Fence.OpenBlob reads only a blob the recorded
+// manifest references, checking its bytes; Fence.Collect deletes what no
+// manifest can reference: a deposed writer's blobs at once, other
+// unreferenced blobs once older than a grace by the store's own clock. The
+// blobs may live in another store than the manifests (Fence.Blobs); a
+// store holds blobs when it declares BlobStore (MemStore, the directory
+// store, S3, GCS; not Valkey).
+//
 // # Leases, probes and observation
 //
 // Lease is an EpochSource for users without a control plane: a lease record
