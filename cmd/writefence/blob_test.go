@@ -346,12 +346,13 @@ func TestBlobGetDamaged(t *testing.T) {
 	})
 }
 
-// TestNoBlobStore: on a store that holds no blobs, blob put and commit
-// -add exit 1 with the reason; a commit that adds no blob lands.
+// TestNoBlobStore: on a store that holds no blobs, blob put, gc and
+// commit -add exit 1 with the reason; a commit that adds no blob lands.
 func TestNoBlobStore(t *testing.T) {
 	ref := keys.BlobName(1, "a", strings.Repeat("0", 32)) + ":5:00000000"
 	for _, args := range [][]string{
 		{"blob", "put", "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s"},
+		{"gc", "wal", "s"},
 		{"commit", "-writer", "a", "-epoch", "1", "-add", ref, "-keep-payload", "wal", "s"},
 	} {
 		r := wf(t, append([]string{"-store", "noblobs://"}, append(args, "-json")...)...)

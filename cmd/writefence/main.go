@@ -14,6 +14,7 @@
 //	blob put <plugin> <shard>         stream a file or stdin into a new blob and print its reference (-writer, -epoch, -file)
 //	blob get <plugin> <shard> <name>  write a blob the manifest references to stdout or -out, checked against its reference
 //	commit  <plugin> <shard>          commit a manifest that adds (-add REF) and drops (-drop NAME) blob references at an epoch
+//	gc      <plugin> <shard>          delete the blobs no manifest can reference (-grace, -dry-run); say what it kept and why
 //	brand   claim|verify|install      hold the store's brand key (-identity)
 //	probe                             prove that the store's conditional write is real
 //	race                              race N writers over M rounds on a scratch shard, check one lands per round
@@ -152,6 +153,7 @@ func init() {
 		blobPutCommand,
 		blobGetCommand,
 		commitCommand,
+		gcCommand,
 		brandCommand,
 		probeCommand,
 		raceCommand,
