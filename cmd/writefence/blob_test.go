@@ -364,3 +364,33 @@ func TestNoBlobStore(t *testing.T) {
 	r := wf(t, "commit", "-store", "noblobs://", "-writer", "a", "-epoch", "1", "-payload-file", writeFile(t, "m"), "wal", "s")
 	assert.Equal(t, exitOK, r.code, "%s", r)
 }
+
+// TestBlobHelp: help lists the new commands, "blob" alone names its
+// verbs, and each command's help says what it refuses, with the status.
+func TestBlobHelp(t *testing.T) {
+	r := wf(t, "help")
+	for _, c := range []string{"blob put", "blob get", "commit", "gc"} {
+		assert.Contains(t, r.stdout, "\n  "+c+" ")
+	}
+	r = wf(t, "help", "blob")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "usage: writefence blob put|get")
+	for _, args := range [][]string{{"blob"}, {"blob", "-json"}, {"blob", "nope"}} {
+		r = wf(t, args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r)
+		assert.Contains(t, r.stderr, "put or get", "%v", args)
+	}
+	for cmd, statuses := range map[string][]string{
+		"blob put": {"exit 2", "exit 1", "exit 8", "exit 130"},
+		"blob get": {"exit 3", "exit 6", "exit 5", "exit 1", "exit 2"},
+		"commit":   {"exit 4", "exit 3", "exit 2", "exit 8", "exit 1"},
+		"gc":       {"exit 6", "exit 5", "exit 1"},
+	} {
+		r = wf(t, "help", cmd)
+		require.Equal(t, exitOK, r.code, "%s", r)
+		help := strings.Join(strings.Fields(r.stdout), " ")
+		for _, s := range statuses {
+			assert.Contains(t, help, s, "help %s", cmd)
+		}
+	}
+}
