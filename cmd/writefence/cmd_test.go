@@ -380,7 +380,7 @@ func TestReadmeRecovery(t *testing.T) {
 		}
 		assert.Regexp(t, `\n\| `+itoa(o.code)+` +\|`, section, "a row for exit status %d", o.code)
 	}
-	for _, cmd := range []string{"latest", "ls", "settle -confirm-version", "probe", "race"} {
+	for _, cmd := range []string{"latest", "ls", "settle -confirm-version", "probe", "race", "blob put", "blob get", "commit", "gc"} {
 		assert.Contains(t, section, "writefence "+cmd)
 	}
 }

@@ -19,10 +19,16 @@ var latestCommand = command{
 	name:    "latest",
 	args:    "<plugin> <shard>",
 	nargs:   2,
-	summary: "show a shard's epoch, writer, identity, payload size and version token",
+	summary: "show a shard's epoch, writer, identity, payload size, blobs and version token",
 	help: `
 Reads the shard's record once and decodes it strictly. The version token is
-the store's, for exactly the bytes decoded: settle takes it. A record of
+the store's, for exactly the bytes decoded: settle takes it. A manifest's
+blobs are listed one per line as name:size:crc (blob get and commit -drop
+take the name, commit -add the whole reference), with their number and
+bytes, and "since", the tenure floor: the epoch at which the recorded
+writer's tenure began, below which no blob can be committed. -json gives
+them as "blobs" (a list of objects with "name", "size", "crc", "ref"),
+"blob_bytes" and "since". A record of
 another wire identity is shown (its identity, epoch and writer) and exits 5.
 A corrupt record (a record that fails a check, or a directory store's file
 or a Valkey value damaged in place) shows the failed check, its version and,
@@ -100,6 +106,13 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 				}
 				if !damaged {
 					kv = append(kv, "size", strconv.Itoa(r.Size))
+					if r.Epoch != 0 {
+						kv = append(kv, "since", strconv.FormatUint(r.Since, 10),
+							"blobs", fmt.Sprintf("%d, %s", len(r.Blobs), formatSize(r.BlobBytes)))
+						for _, b := range r.Blobs {
+							kv = append(kv, "blob", b.Ref)
+						}
+					}
 				} else {
 					kv = append(kv, "check", escape.String(r.Check))
 				}

@@ -19,14 +19,16 @@ var lsCommand = command{
 	args:     "[plugin]",
 	nargs:    0,
 	optional: 1,
-	summary:  "list every shard under the prefix (or one plugin's) with its epoch and writer",
+	summary:  "list every shard under the prefix (or one plugin's) with its epoch, writer and blobs",
 	help: `
 Lists the shard records under the prefix, one line per shard, tab-separated:
-plugin, shard, epoch, writer and status (ok, corrupt, wire or error). Names
-are escaped as in every message, so a line always has five fields. A record
-that fails to decode is listed with status corrupt, the epoch and writer of
-its header when the header still decodes ("-" otherwise), never skipped; run
-latest on it for the version settle needs. With -json each shard is one JSON
+plugin, shard, epoch, writer, status (ok, corrupt, wire or error), then the
+number of blobs the manifest references, their bytes together and its
+tenure floor (latest shows them). Names are escaped as in every message, so
+a line always has eight fields. A record that fails to decode is listed with
+status corrupt, the epoch and writer of its header when the header still
+decodes ("-" otherwise) and "-" for the blobs and the floor, never skipped;
+run latest on it for the version settle needs. With -json each shard is one JSON
 object per line. Shards come in the store's listing order: key order on
 file, mem, s3 and gs stores, none on valkey.
 
@@ -52,9 +54,15 @@ type lsEntry struct {
 	Writer   string `json:"writer,omitempty"`
 	Identity string `json:"identity,omitempty"`
 	Size     int    `json:"size"`
-	Version  string `json:"version,omitempty"`
-	Check    string `json:"check,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// BlobCount and BlobBytes are the manifest's blobs, Since its tenure
+	// floor; zero when the record does not decode.
+	BlobCount int    `json:"blob_count"`
+	BlobBytes int64  `json:"blob_bytes"`
+	Since     uint64 `json:"since"`
+	decoded   bool
+	Version   string `json:"version,omitempty"`
+	Check     string `json:"check,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 func defineLs(fs *flag.FlagSet, inv *invocation) action {
@@ -106,7 +114,11 @@ func defineLs(fs *flag.FlagSet, inv *invocation) action {
 				if e.Key == "" {
 					plugin, shard = "?", "?"
 				}
-				fmt.Fprintf(inv.stdout, "%s\t%s\t%s\t%s\t%s\n", plugin, shard, epoch, writer, e.Outcome)
+				count, bytes, since := "-", "-", "-"
+				if e.decoded {
+					count, bytes, since = strconv.Itoa(e.BlobCount), strconv.FormatInt(e.BlobBytes, 10), strconv.FormatUint(e.Since, 10)
+				}
+				fmt.Fprintf(inv.stdout, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", plugin, shard, epoch, writer, e.Outcome, count, bytes, since)
 				if err != nil {
 					fmt.Fprintln(inv.stderr, e.Error)
 				}
@@ -129,8 +141,14 @@ func defineLs(fs *flag.FlagSet, inv *invocation) action {
 						return err
 					}
 				}
-				emit(lsEntry{Outcome: "ok", Plugin: plugin, Shard: shard, Key: key, Epoch: info.Epoch, Writer: info.Writer,
-					Identity: info.Identity, Size: len(info.Payload), Version: info.Version}, err)
+				e := lsEntry{Outcome: "ok", Plugin: plugin, Shard: shard, Key: key, Epoch: info.Epoch, Writer: info.Writer,
+					Identity: info.Identity, Size: len(info.Payload), Version: info.Version, Since: info.Since, BlobCount: len(info.Blobs),
+					// A record of another identity decodes under its own.
+					decoded: err == nil || errors.Is(err, writefence.ErrWire) && info.Epoch != 0}
+				for _, b := range info.Blobs {
+					e.BlobBytes += b.Size
+				}
+				emit(e, err)
 				return nil
 			})
 			// A directory store reports the files it could not name after the

@@ -8,15 +8,19 @@
 //
 // Commands:
 //
-//	latest  <plugin> <shard>        a shard's epoch, writer, identity, payload size and version token
-//	ls      [plugin]                every shard under the prefix: plugin, shard, epoch, writer, status
-//	push    <plugin> <shard>        push a file or stdin at an epoch (-writer, -epoch, -file)
-//	brand   claim|verify|install    hold the store's brand key (-identity)
-//	probe                           prove that the store's conditional write is real
-//	race                            race N writers over M rounds on a scratch shard, check one lands per round
-//	settle  <plugin> <shard>        overwrite a corrupt record, only with -confirm-version of exactly that record
-//	demo                            race writers on the in-memory store and show what the fence does
-//	version                         the module version and VCS revision the command was built from
+//	latest  <plugin> <shard>          a shard's epoch, writer, identity, payload size, blobs, tenure floor and version token
+//	ls      [plugin]                  every shard under the prefix: plugin, shard, epoch, writer, status, blobs, bytes, tenure floor
+//	push    <plugin> <shard>          push a file or stdin at an epoch (-writer, -epoch, -file)
+//	blob put <plugin> <shard>         stream a file or stdin into a new blob and print its reference (-writer, -epoch, -file)
+//	blob get <plugin> <shard> <name>  write a blob the manifest references to stdout or -out, checked against its reference
+//	commit  <plugin> <shard>          commit a manifest that adds (-add REF) and drops (-drop NAME) blob references at an epoch
+//	gc      <plugin> <shard>          delete the blobs no manifest can reference (-grace, -dry-run); say what it kept and why
+//	brand   claim|verify|install      hold the store's brand key (-identity)
+//	probe                             prove that the store's conditional write is real
+//	race                              race N writers over M rounds on a scratch shard, check one lands per round
+//	settle  <plugin> <shard>          overwrite a corrupt record, only with -confirm-version of exactly that record
+//	demo                              race writers on the in-memory store and show what the fence does
+//	version                           the module version and VCS revision the command was built from
 //
 // Run "writefence help <command>" for a command's flags and examples.
 //
@@ -66,10 +70,10 @@
 //	0   success
 //	1   any other error (network, authentication, a refused settle...)
 //	2   usage: a bad flag, argument or store address
-//	3   not found: the shard was never pushed
+//	3   not found: the shard was never pushed, or a blob is not referenced (blob get) or does not exist (commit)
 //	4   stale epoch: a push at an epoch not above the recorded one was refused
 //	5   wire: the brand or the record holds another wire identity
-//	6   corrupt: the record failed a decoding check (settle it)
+//	6   corrupt: the record failed a decoding check (settle it), or a blob's bytes do not match its reference
 //	7   conflict: the record changed under a conditional write
 //	8   outcome unknown: a write was sent but its result could not be learned
 //	9   untrusted store: the probe saw the store ignore a precondition
@@ -146,6 +150,10 @@ func init() {
 		latestCommand,
 		lsCommand,
 		pushCommand,
+		blobPutCommand,
+		blobGetCommand,
+		commitCommand,
+		gcCommand,
 		brandCommand,
 		probeCommand,
 		raceCommand,
@@ -264,14 +272,28 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			usage(stdout)
 			return exitOK
 		}
-		if c := lookup(args[1]); c != nil {
+		if c, _ := lookupArgs(args[1:]); c != nil {
 			commandHelp(stdout, c)
+			return exitOK
+		}
+		if group := groupOf(args[1]); group != nil && len(args) == 2 {
+			groupHelp(stdout, args[1], group)
 			return exitOK
 		}
 		args = args[1:]
 	}
-	c := lookup(args[0])
+	c, rest := lookupArgs(args)
 	if c == nil {
+		if group := groupOf(args[0]); group != nil {
+			msg := fmt.Sprintf("writefence %s: want a command: %s", args[0], groupVerbs(args[0], group))
+			if len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+				msg = fmt.Sprintf("writefence: unknown command %q: want %s", args[0]+" "+args[1], groupVerbs(args[0], group))
+			}
+			code := usageFail(stdout, stderr, all, msg)
+			fmt.Fprintln(stderr)
+			groupHelp(stderr, args[0], group)
+			return code
+		}
 		code := usageFail(stdout, stderr, all, fmt.Sprintf("writefence: unknown command %q", args[0]))
 		fmt.Fprintln(stderr)
 		usage(stderr)
@@ -282,7 +304,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard) // the error comes back from Parse
 	fs.Usage = func() {}
 	act := c.define(fs, inv)
-	pos, err := parseArgs(fs, args[1:])
+	pos, err := parseArgs(fs, rest)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		commandHelp(stdout, c)
@@ -304,6 +326,53 @@ func lookup(name string) *command {
 		}
 	}
 	return nil
+}
+
+// lookupArgs finds the command args start with, and returns it and the
+// arguments after its name: a command of two words ("blob put") is named
+// by the first two arguments.
+func lookupArgs(args []string) (*command, []string) {
+	if len(args) >= 2 {
+		if c := lookup(args[0] + " " + args[1]); c != nil {
+			return c, args[2:]
+		}
+	}
+	if len(args) >= 1 {
+		if c := lookup(args[0]); c != nil {
+			return c, args[1:]
+		}
+	}
+	return nil, nil
+}
+
+// groupOf returns the commands whose name is word followed by a verb
+// ("blob" for "blob put" and "blob get"), or nil.
+func groupOf(word string) []*command {
+	var group []*command
+	for i := range commands {
+		if first, _, ok := strings.Cut(commands[i].name, " "); ok && first == word {
+			group = append(group, &commands[i])
+		}
+	}
+	return group
+}
+
+// groupVerbs lists the verbs of a group of commands, as "put or get".
+func groupVerbs(word string, group []*command) string {
+	verbs := make([]string, len(group))
+	for i, c := range group {
+		verbs[i] = strings.TrimPrefix(c.name, word+" ")
+	}
+	return strings.Join(verbs, " or ")
+}
+
+// groupHelp lists the commands of a group, for "writefence help blob".
+func groupHelp(w io.Writer, word string, group []*command) {
+	fmt.Fprintf(w, "usage: writefence %s %s [flags] [args]\n\ncommands:\n", word, strings.ReplaceAll(groupVerbs(word, group), " or ", "|"))
+	for _, c := range group {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nrun \"writefence help %s\" for a command's flags and examples\n", group[0].name)
 }
 
 func usage(w io.Writer) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
@@ -67,52 +68,77 @@ type pushResult struct {
 // stdin is where -file - reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// recordFlags are the flags of a command that writes a record: the store
-// flags and the record's.
-type recordFlags struct {
+// writerFlags are the flags of a command that writes on behalf of a
+// writer at an epoch: the store flags, -writer and -epoch.
+type writerFlags struct {
 	*storeFlags
 	writer    string
 	epoch     epochValue
 	hugeEpoch bool // -allow-huge-epoch
-	file      string
-	empty     bool // -empty
-	identity  string
+}
+
+func addWriterFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration, writerUsage string) *writerFlags {
+	w := &writerFlags{storeFlags: addStoreFlags(fs, inv, timeout)}
+	fs.StringVar(&w.writer, "writer", "", "`name` of the writer "+writerUsage+" (required)")
+	fs.Var(&w.epoch, "epoch", "the write's `epoch`: plain decimal digits, at least 1 and at most 2^63-1 (required)")
+	fs.BoolVar(&w.hugeEpoch, "allow-huge-epoch", false, "accept an -epoch above 2^63-1 (no command lowers a recorded epoch)")
+	return w
+}
+
+// check refuses missing required flags and an epoch above maxPlainEpoch
+// without -allow-huge-epoch. It runs before the store is opened.
+func (w *writerFlags) check() error {
+	switch {
+	case w.writer == "":
+		return usagef("writefence: -writer is required")
+	case w.epoch == 0:
+		return usagef("writefence: -epoch is required and at least 1")
+	case uint64(w.epoch) > maxPlainEpoch && !w.hugeEpoch:
+		return usagef("writefence: -epoch %s is above 2^63-1 (%d): once recorded, only a higher epoch replaces it "+
+			"and no command lowers it, so a mistyped epoch would fence out every writer ever elected; "+
+			"pass -allow-huge-epoch if it is meant", w.epoch.String(), uint64(maxPlainEpoch))
+	}
+	return nil
+}
+
+// recordFlags are the flags of a command that writes a record: the
+// writer's flags and the record's.
+type recordFlags struct {
+	*writerFlags
+	file     string
+	empty    bool // -empty
+	identity string
 }
 
 func addRecordFlags(fs *flag.FlagSet, inv *invocation) *recordFlags {
-	rf := &recordFlags{storeFlags: addStoreFlags(fs, inv, defaultTimeout)}
-	fs.StringVar(&rf.writer, "writer", "", "`name` of the writer recorded with the payload (required)")
-	fs.Var(&rf.epoch, "epoch", "the record's `epoch`: plain decimal digits, at least 1 and at most 2^63-1 (required)")
-	fs.BoolVar(&rf.hugeEpoch, "allow-huge-epoch", false, "accept an -epoch above 2^63-1 (no command lowers a recorded epoch)")
+	rf := &recordFlags{writerFlags: addWriterFlags(fs, inv, defaultTimeout, "recorded with the payload")}
 	fs.StringVar(&rf.file, "file", "-", "payload `file`; - reads stdin")
 	fs.BoolVar(&rf.empty, "empty", false, "accept an empty payload (without it 0 bytes are refused)")
 	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+defaults.Identity+")")
 	return rf
 }
 
-// payload refuses missing required flags and an epoch above
-// maxPlainEpoch without -allow-huge-epoch, then reads the payload, refusing
-// one above the limit without reading more than one byte past it, and an
-// empty one without -empty. It runs before the store is opened.
+// payload checks the writer's flags, then reads the payload (see
+// readPayload). It runs before the store is opened.
 func (rf *recordFlags) payload(limit int64) ([]byte, error) {
-	switch {
-	case rf.writer == "":
-		return nil, usagef("writefence: -writer is required")
-	case rf.epoch == 0:
-		return nil, usagef("writefence: -epoch is required and at least 1")
-	case uint64(rf.epoch) > maxPlainEpoch && !rf.hugeEpoch:
-		return nil, usagef("writefence: -epoch %s is above 2^63-1 (%d): once recorded, only a higher epoch replaces it "+
-			"and no command lowers it, so a mistyped epoch would fence out every writer ever elected; "+
-			"pass -allow-huge-epoch if it is meant", rf.epoch.String(), uint64(maxPlainEpoch))
+	if err := rf.check(); err != nil {
+		return nil, err
 	}
+	return readPayload(rf.file, rf.empty, limit)
+}
+
+// readPayload reads the payload in file (- for stdin), refusing one above
+// limit without reading more than one byte past it, and an empty one
+// unless empty is set.
+func readPayload(file string, empty bool, limit int64) ([]byte, error) {
 	r, from := stdin, "stdin"
-	if rf.file != "-" {
-		f, err := os.Open(rf.file)
+	if file != "-" {
+		f, err := os.Open(file)
 		if err != nil {
 			return nil, fmt.Errorf("writefence: payload: %w", err)
 		}
 		defer f.Close()
-		r, from = f, escape.String(rf.file)
+		r, from = f, escape.String(file)
 	}
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
@@ -121,7 +147,7 @@ func (rf *recordFlags) payload(limit int64) ([]byte, error) {
 	switch {
 	case int64(len(b)) > limit:
 		return nil, usagef("writefence: payload: more than the limit of %d bytes", limit)
-	case len(b) == 0 && !rf.empty:
+	case len(b) == 0 && !empty:
 		// A cron job or </dev/null gives no bytes; landing them would
 		// replace the shard's state with nothing and exit 0.
 		return nil, usagef("writefence: payload: %s is empty: an empty record would replace the shard's state; pass -empty if that is meant", from)

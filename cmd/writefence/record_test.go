@@ -262,10 +262,10 @@ func TestLs(t *testing.T) {
 	r := wf(t, "ls", "-store", addr)
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, strings.Join([]string{ // in key order: "wal/x" is "wal%2Fx" in its key
-		"snap\t%41\t9\tnode-c\tok",
-		"wal/x\ts\t1\tnode-d\tok",
-		"wal\ta/b\\tc\t8\tnode-b\tok",
-		"wal\tshard-0\t7\tnode-a\tok",
+		"snap\t%41\t9\tnode-c\tok\t0\t0\t0",
+		"wal/x\ts\t1\tnode-d\tok\t0\t0\t0",
+		"wal\ta/b\\tc\t8\tnode-b\tok\t0\t0\t0",
+		"wal\tshard-0\t7\tnode-a\tok\t0\t0\t0",
 	}, "\n")+"\n", r.stdout)
 
 	r = wf(t, "ls", "-store", addr, "wal")
@@ -292,7 +292,7 @@ func TestLs(t *testing.T) {
 	require.NoError(t, err)
 	r = wf(t, "ls", "-store", addr)
 	assert.Equal(t, exitCorrupt, r.code, "%s", r)
-	assert.Contains(t, r.stdout, "wal\tshard-0\t7\tnode-a\tcorrupt\n", "the header's epoch and writer")
+	assert.Contains(t, r.stdout, "wal\tshard-0\t7\tnode-a\tcorrupt\t-\t-\t-\n", "the header's epoch and writer; no blobs nor floor")
 	assert.Equal(t, 4, strings.Count(r.stdout, "\n"), "every shard listed: %s", r.stdout)
 
 	assert.Equal(t, exitUsage, wf(t, "ls", "-store", addr, "a", "b").code)

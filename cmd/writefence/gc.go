@@ -1,0 +1,156 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
+)
+
+var gcCommand = command{
+	name:    "gc",
+	args:    "<plugin> <shard>",
+	nargs:   2,
+	summary: "delete a shard's blobs that no manifest can reference, and say what it kept and why",
+	help: `
+Runs Fence.Collect over the shard's blobs and prints one line per blob,
+tab-separated: what gc did (deleted, would_delete with -dry-run, or kept),
+the blob's name, its size, and why:
+  referenced    kept: the recorded manifest references it
+  grace         kept: unreferenced, but younger than -grace, so a writer of the
+                current tenure, or one racing at an admissible epoch, may yet commit it
+  foreign       kept: not a name blob put writes
+  unreferenced  deleted: no manifest can reference it any more
+Lines come in name order (by epoch, then id). A summary goes to stderr.
+With -json each blob is one JSON object per line ("action", "reason",
+"name", "size", "modified"), then a summary object.
+
+What it deletes: never a blob the manifest references. At once, a blob that
+can never be committed: one written before the manifest's tenure floor
+(latest shows it as "since"), or by another writer than the manifest's at
+an epoch not above the manifest's, such as a deposed writer's. Any other
+unreferenced blob only once it is older than -grace by the store's own
+clock: a writer must commit a blob within -grace of writing it, so choose
+it well above the longest a writer may take, pauses included. -grace must
+be positive (exit 2 otherwise). To read the store's clock gc writes one empty blob in the
+reserved space and deletes it, -dry-run too.
+
+-dry-run deletes nothing and lists what gc would delete now; a later run
+may delete more (blobs age, tenures advance), never a blob referenced then.
+gc is safe to run from many processes at once.
+
+Refused, deleting nothing: a corrupt manifest (exit 6), one of another wire
+identity (exit 5), a store that holds no blobs (exit 1, with the reason).
+A shard never written has no manifest: only -grace applies.
+
+examples:
+  writefence gc -store file:///tmp/wf -dry-run wal shard-0
+  writefence gc -grace 72h wal shard-0
+  writefence gc -json wal shard-0 | jq -r 'select(.action == "deleted") | .name'`,
+	define: defineGC,
+}
+
+// gcBlob is one blob gc found, and gc's -json output line for it.
+type gcBlob struct {
+	Outcome  string    `json:"outcome"`
+	Action   string    `json:"action"` // deleted, would_delete or kept
+	Reason   string    `json:"reason"` // referenced, grace, foreign or unreferenced
+	Name     string    `json:"name"`
+	Key      string    `json:"key"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"` // by the store's clock
+}
+
+// gcSummary is gc's last -json output line.
+type gcSummary struct {
+	Outcome      string `json:"outcome"`
+	Plugin       string `json:"plugin"`
+	Shard        string `json:"shard"`
+	DryRun       bool   `json:"dry_run"`
+	Grace        string `json:"grace"`
+	Deleted      int    `json:"deleted"` // with -dry-run: that would be
+	DeletedBytes int64  `json:"deleted_bytes"`
+	Referenced   int    `json:"referenced"`
+	Kept         int    `json:"kept"` // unreferenced: within -grace, or foreign
+}
+
+func defineGC(fs *flag.FlagSet, inv *invocation) action {
+	sf := addStoreFlags(fs, inv, 10*time.Minute)
+	identity := fs.String("identity", "", "wire `identity` the manifest must carry (default "+defaults.Identity+")")
+	grace := fs.Duration("grace", 24*time.Hour, "delete an unreferenced blob of the current tenure only once it is older than this, by the store's clock")
+	dryRun := fs.Bool("dry-run", false, "delete nothing; list what would be deleted")
+	return func(ctx context.Context, inv *invocation, args []string) int {
+		o := sf.output()
+		if *grace <= 0 {
+			return o.fail(usagef("writefence: -grace %s: want a positive duration, such as 24h", grace))
+		}
+		plugin, shard := args[0], args[1]
+		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
+			fence := &writefence.Fence{Store: s.store, Prefix: sf.prefix, Identity: *identity}
+			report, err := fence.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: *grace, DryRun: *dryRun})
+			// Collect refuses names the key space cannot hold before it
+			// finds any blob.
+			space, _ := keys.Blobs(sf.prefix, plugin, shard)
+			deleted := "deleted"
+			if *dryRun {
+				deleted = "would_delete"
+			}
+			var blobs []gcBlob
+			add := func(infos []writefence.BlobInfo, action string, reason func(name string) string) {
+				for _, b := range infos {
+					name := strings.TrimPrefix(b.Key, space)
+					blobs = append(blobs, gcBlob{Outcome: "ok", Action: action, Reason: reason(name), Name: name, Key: b.Key, Size: b.Size, Modified: b.Modified})
+				}
+			}
+			add(report.Deleted, deleted, func(string) string { return "unreferenced" })
+			add(report.Referenced, "kept", func(string) string { return "referenced" })
+			add(report.Kept, "kept", func(name string) string {
+				if _, _, _, ok := keys.ParseBlobName(name); ok {
+					return "grace"
+				}
+				return "foreign"
+			})
+			slices.SortFunc(blobs, func(a, b gcBlob) int { return cmp.Compare(a.Name, b.Name) })
+			sum := gcSummary{Outcome: "ok", Plugin: plugin, Shard: shard, DryRun: *dryRun, Grace: grace.String()}
+			var referencedBytes int64
+			for _, b := range blobs {
+				switch {
+				case b.Action != "kept":
+					sum.Deleted++
+					sum.DeletedBytes += b.Size
+				case b.Reason == "referenced":
+					sum.Referenced++
+					referencedBytes += b.Size
+				default:
+					sum.Kept++
+				}
+				if sf.json {
+					o.emit(b)
+				} else {
+					fmt.Fprintf(inv.stdout, "%s\t%s\t%d\t%s\n", b.Action, blobName(b.Name), b.Size, b.Reason)
+				}
+			}
+			if err != nil {
+				return o.fail(blobError(err))
+			}
+			if sf.json {
+				o.emit(sum)
+				return exitOK
+			}
+			did := "deleted"
+			if *dryRun {
+				did = "would delete"
+			}
+			fmt.Fprintf(inv.stderr, "writefence gc: %s %d blobs (%s); kept %d referenced (%s) and %d unreferenced, within -grace %s or foreign\n",
+				did, sum.Deleted, formatSize(sum.DeletedBytes), sum.Referenced, formatSize(referencedBytes), sum.Kept, grace)
+			return exitOK
+		})
+	}
+}
