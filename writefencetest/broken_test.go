@@ -86,6 +86,17 @@ func init() {
 		"list-deleted": listDeleted, "list-nostop": listNoStop, "list-nocancel": listNoCancel} {
 		childStores[name] = func() child { return child{store: &listStore{fault: fault}} }
 	}
+	for name, fault := range map[string]blobFault{"blob-memstore": blobCorrect, "blob-replace": blobReplace,
+		"blob-compare": blobCompare, "blob-conflict-lies": blobConflictLies, "blob-in-place": blobInPlace,
+		"blob-partial": blobPartial, "blob-lost-part": blobLostPart, "blob-undated": blobUndated,
+		"blob-backwards": blobBackwards, "blob-bare-errors": blobBareErrors, "blob-delete-strict": blobDeleteStrict,
+		"blob-delete-noop": blobDeleteNoop, "blob-unescaping": blobUnescaping, "blob-list-misses": blobListMisses,
+		"blob-list-twice": blobListTwice, "blob-list-outside": blobListOutside, "blob-list-undated": blobListUndated,
+		"blob-list-nostop": blobListNoStop, "blob-list-nocancel": blobListNoCancel} {
+		childStores[name] = func() child {
+			return child{newBlobStore(fault), &writefencetest.Options{BlobPartSize: blobDoublePart}}
+		}
+	}
 	for name, fault := range map[string]limitFault{"limit-memstore": limitCorrect, "limit-ignored": limitIgnored,
 		"limit-prefix": limitPrefixUnbounded, "limit-off-by-one": limitOffByOne} {
 		childStores[name] = func() child {
@@ -199,6 +210,25 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"sealed-prefix-unchecked", skipDamage, concat(skipLister, skipLimit, skipBlobs), nil},
 		{"sealed-once", []string{"Damage/Twice"}, concat(skipLister, skipLimit, skipBlobs), nil},
 		{"sealed-constant", []string{"Damage/Flip"}, concat(skipLister, skipLimit, skipBlobs), nil},
+		{"blob-memstore", nil, nil, []string{ownBlobs}},
+		{"blob-replace", nil, nil, []string{ownBlobs, replacedBlobs}},
+		{"blob-compare", []string{"Race/CreateBlob"}, nil, nil},
+		{"blob-conflict-lies", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
+		{"blob-in-place", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
+		{"blob-partial", []string{"Blobs/FailingReader"}, nil, nil},
+		{"blob-lost-part", []string{"Blobs/Fence", "Blobs/RoundTrip"}, nil, nil},
+		{"blob-undated", []string{"Blobs/List", "Blobs/RoundTrip"}, nil, nil},
+		{"blob-backwards", []string{"Blobs/Clock"}, nil, nil},
+		{"blob-bare-errors", []string{"Blobs/CreateOnly", "Blobs/Missing"}, nil, nil},
+		{"blob-delete-strict", []string{"Blobs/Missing"}, nil, nil},
+		{"blob-delete-noop", []string{"Blobs/Delete", "Blobs/List"}, nil, nil},
+		{"blob-unescaping", []string{"Blobs/Fence"}, nil, nil},
+		{"blob-list-misses", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-twice", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-outside", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-undated", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-nostop", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-nocancel", []string{"Blobs/List"}, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {
