@@ -48,10 +48,13 @@ func damageBy(d testserver.Damager) func(context.Context, string, writefencetest
 	}
 }
 
-// limited is a MemStore whose read limit can be set, for full.
+// limited is a MemStore whose read limit can be set, for full. It
+// declares its capabilities, so its blobs are checked.
 type limited struct{ writefence.MemStore }
 
 func (m *limited) limit(n int64) { m.MaxObjectSize = n }
+
+func (m *limited) Capabilities() writefence.ConditionalStore { return m }
 
 var childStores = map[string]func() child{
 	"memstore":       func() child { return full(new(limited)) },
@@ -82,6 +85,17 @@ func init() {
 	for name, fault := range map[string]listFault{"list-outside": listOutside, "list-twice": listTwice,
 		"list-deleted": listDeleted, "list-nostop": listNoStop, "list-nocancel": listNoCancel} {
 		childStores[name] = func() child { return child{store: &listStore{fault: fault}} }
+	}
+	for name, fault := range map[string]blobFault{"blob-memstore": blobCorrect, "blob-replace": blobReplace,
+		"blob-compare": blobCompare, "blob-conflict-lies": blobConflictLies, "blob-in-place": blobInPlace,
+		"blob-partial": blobPartial, "blob-lost-part": blobLostPart, "blob-undated": blobUndated,
+		"blob-backwards": blobBackwards, "blob-bare-errors": blobBareErrors, "blob-delete-strict": blobDeleteStrict,
+		"blob-delete-noop": blobDeleteNoop, "blob-unescaping": blobUnescaping, "blob-list-misses": blobListMisses,
+		"blob-list-twice": blobListTwice, "blob-list-outside": blobListOutside, "blob-list-undated": blobListUndated,
+		"blob-list-nostop": blobListNoStop, "blob-list-nocancel": blobListNoCancel} {
+		childStores[name] = func() child {
+			return child{newBlobStore(fault), &writefencetest.Options{BlobPartSize: blobDoublePart}}
+		}
 	}
 	for name, fault := range map[string]limitFault{"limit-memstore": limitCorrect, "limit-ignored": limitIgnored,
 		"limit-prefix": limitPrefixUnbounded, "limit-off-by-one": limitOffByOne} {
@@ -126,14 +140,20 @@ var (
 	skipLister = []string{"Lister/Canceled", "Lister/Prefix", "Lister/Stop"}
 	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Twice"}
 	skipLimit  = []string{"Get/TooLarge"}
+	skipBlobs  = []string{"Blobs/Clock", "Blobs/CreateOnly", "Blobs/Delete", "Blobs/FailingReader", "Blobs/Fence",
+		"Blobs/List", "Blobs/Missing", "Blobs/RoundTrip", "Race/CreateBlob"}
 )
 
 // Which method the helpers call, as the suite logs it.
 const (
-	ownPrefix     = "writefence.GetPrefix on this store calls its GetPrefix"
-	ownParts      = "writefence.PutParts on this store calls its PutPartsIfVersion"
-	ownBranded    = "writefence.PutIfBranded on this store calls its PutIfBranded"
-	fallbackPaths = "writefence.PutIfBranded on this store falls back to Get of the brand key"
+	ownPrefix       = "writefence.GetPrefix on this store calls its GetPrefix"
+	ownParts        = "writefence.PutParts on this store calls its PutPartsIfVersion"
+	ownBranded      = "writefence.PutIfBranded on this store calls its PutIfBranded"
+	fallbackPaths   = "writefence.PutIfBranded on this store falls back to Get of the brand key"
+	ownBlobs        = "a Fence keeps blobs on this store through its own writefence.BlobStore methods"
+	undeclaredBlobs = "the store implements writefence.BlobStore but does not declare it as its own"
+	noBlobs         = "the store does not implement writefence.BlobStore"
+	replacedBlobs   = "this store's CreateBlob replaced an existing key whole instead of refusing it"
 )
 
 // TestSuiteHasTeeth runs the suite against each store in a child process and
@@ -147,46 +167,68 @@ func TestSuiteHasTeeth(t *testing.T) {
 	wrongWrites := []string{"Branded/Matching", "Create/Existing", "Errors/Conflict", "PutParts/MatchesPut",
 		"Update/Deleted", "Update/Malformed", "Update/Missing", "Update/Stale"}
 	optional := concat(skipDamage, skipLimit)
+	// The doubles that embed MemStore without declaring capabilities
+	// have its blobs but no Fence keeps blobs on them.
+	undeclared := concat(optional, skipBlobs)
 	tests := []struct {
 		store    string
 		wantFail []string
 		wantSkip []string // nil: optional, the checks of the options not given
 		wantLog  []string // lines the suite must log
 	}{
-		{"memstore", nil, []string{}, []string{"writefence.GetPrefix on this store falls back to Get", fallbackPaths}},
-		{"prefix-memstore", nil, []string{}, []string{ownPrefix}},
+		{"memstore", nil, []string{}, []string{"writefence.GetPrefix on this store falls back to Get", fallbackPaths, ownBlobs}},
+		{"prefix-memstore", nil, []string{}, []string{ownPrefix, ownBlobs}},
 		{"parts-memstore", nil, []string{}, []string{ownParts}},
 		{"branded-memstore", nil, []string{}, []string{ownBranded}},
-		{"client-compare", races, nil, nil},
-		{"ignoring", concat(wrongWrites, races), nil, nil},
-		{"reused-tokens", []string{"Tokens/AfterDelete"}, concat(skipLister, optional), nil},
+		{"client-compare", races, undeclared, []string{undeclaredBlobs}},
+		{"ignoring", concat(wrongWrites, races), undeclared, nil},
+		{"reused-tokens", []string{"Tokens/AfterDelete"}, concat(skipLister, optional, skipBlobs), []string{noBlobs}},
 		{"stale-prefix", prefix, nil, []string{ownPrefix}},
 		{"prefix-size", prefix, nil, []string{ownPrefix}},
 		{"prefix-whole", prefix, nil, []string{ownPrefix}},
-		{"torn-reads", []string{"Get/UnderOverwrite"}, concat(skipLister, optional), nil},
+		{"torn-reads", []string{"Get/UnderOverwrite"}, concat(skipLister, optional, skipBlobs), nil},
 		{"ignoring-parts", concat(wrongWrites, races), nil, []string{ownParts}},
 		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other", "Race/BrandFlip"}, nil, []string{ownBranded}},
 		{"once-brand", []string{"Branded/Changed", "Race/BrandFlip"}, nil, []string{ownBranded}},
 		{"brand-compare", []string{"Race/BrandFlip", "Race/Branded"}, nil, []string{ownBranded}},
-		{"bare-errors", []string{"Errors/Conflict", "Errors/NotFound"}, nil, nil},
-		{"keyless-errors", []string{"Errors/Conflict", "Errors/NotFound"}, nil, nil},
-		{"lenient-tokens", []string{"Update/Malformed"}, nil, nil},
-		{"strict-tokens", []string{"Update/Malformed"}, nil, nil},
-		{"list-outside", []string{"Lister/Prefix"}, nil, nil},
-		{"list-twice", []string{"Lister/Prefix"}, nil, nil},
-		{"list-deleted", []string{"Lister/Prefix"}, nil, nil},
-		{"list-nostop", []string{"Lister/Stop"}, nil, nil},
-		{"list-nocancel", []string{"Lister/Canceled"}, nil, nil},
+		{"bare-errors", []string{"Errors/Conflict", "Errors/NotFound"}, undeclared, nil},
+		{"keyless-errors", []string{"Errors/Conflict", "Errors/NotFound"}, undeclared, nil},
+		{"lenient-tokens", []string{"Update/Malformed"}, undeclared, nil},
+		{"strict-tokens", []string{"Update/Malformed"}, undeclared, nil},
+		{"list-outside", []string{"Lister/Prefix"}, undeclared, nil},
+		{"list-twice", []string{"Lister/Prefix"}, undeclared, nil},
+		{"list-deleted", []string{"Lister/Prefix"}, undeclared, nil},
+		{"list-nostop", []string{"Lister/Stop"}, undeclared, nil},
+		{"list-nocancel", []string{"Lister/Canceled"}, undeclared, nil},
 		{"limit-memstore", nil, skipDamage, []string{ownPrefix}},
 		{"limit-ignored", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
 		{"limit-prefix", []string{"Get/TooLarge"}, skipDamage, []string{ownPrefix}},
 		{"limit-off-by-one", []string{"Get/TooLarge", "Payload/1MiB"}, skipDamage, []string{ownPrefix}},
-		{"sealed", nil, concat(skipLister, skipLimit), []string{ownPrefix}},
-		{"sealed-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
-		{"sealed-write-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
-		{"sealed-prefix-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
-		{"sealed-once", []string{"Damage/Twice"}, concat(skipLister, skipLimit), nil},
-		{"sealed-constant", []string{"Damage/Flip"}, concat(skipLister, skipLimit), nil},
+		{"sealed", nil, concat(skipLister, skipLimit, skipBlobs), []string{ownPrefix}},
+		{"sealed-unchecked", skipDamage, concat(skipLister, skipLimit, skipBlobs), nil},
+		{"sealed-write-unchecked", skipDamage, concat(skipLister, skipLimit, skipBlobs), nil},
+		{"sealed-prefix-unchecked", skipDamage, concat(skipLister, skipLimit, skipBlobs), nil},
+		{"sealed-once", []string{"Damage/Twice"}, concat(skipLister, skipLimit, skipBlobs), nil},
+		{"sealed-constant", []string{"Damage/Flip"}, concat(skipLister, skipLimit, skipBlobs), nil},
+		{"blob-memstore", nil, nil, []string{ownBlobs}},
+		{"blob-replace", nil, nil, []string{ownBlobs, replacedBlobs}},
+		{"blob-compare", []string{"Race/CreateBlob"}, nil, nil},
+		{"blob-conflict-lies", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
+		{"blob-in-place", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
+		{"blob-partial", []string{"Blobs/FailingReader"}, nil, nil},
+		{"blob-lost-part", []string{"Blobs/Fence", "Blobs/RoundTrip"}, nil, nil},
+		{"blob-undated", []string{"Blobs/List", "Blobs/RoundTrip"}, nil, nil},
+		{"blob-backwards", []string{"Blobs/Clock"}, nil, nil},
+		{"blob-bare-errors", []string{"Blobs/CreateOnly", "Blobs/Missing"}, nil, nil},
+		{"blob-delete-strict", []string{"Blobs/Missing"}, nil, nil},
+		{"blob-delete-noop", []string{"Blobs/Delete", "Blobs/List"}, nil, nil},
+		{"blob-unescaping", []string{"Blobs/Fence"}, nil, nil},
+		{"blob-list-misses", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-twice", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-outside", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-undated", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-nostop", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-nocancel", []string{"Blobs/List"}, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {

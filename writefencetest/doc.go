@@ -26,7 +26,10 @@
 // capability logs which method it resolved to. The clauses about a refused
 // write are checked through the store's PutIfVersion and through PutParts
 // both. Deleter and Lister are found by type assertion, as the Fence's
-// tools find them.
+// tools find them. writefence.BlobStore is used only when the store
+// declares it as its own (writefence.Capable), the rule by which a Fence
+// keeps blobs on a store; a store that does not has no blobs as far as a
+// Fence is concerned, and the blob checks are skipped, saying why.
 //
 // # The checks
 //
@@ -100,6 +103,49 @@
 //     outside it, and a deleted key is not; List stops at fn's first error
 //     and returns it; a context cancelled before the listing, or by fn
 //     during it, makes List return an error matching context.Canceled.
+//   - Blobs/RoundTrip (with a BlobStore, for this and every Blobs check):
+//     blobs of 0 bytes, 1 byte and two parts and a byte (Options.BlobPartSize,
+//     5 MiB by default), streamed from a reader that yields chunks of 1 to
+//     4,096 bytes, the last one together with io.EOF, are read to io.EOF by
+//     CreateBlob and read back by OpenBlob byte for byte; CreateBlob,
+//     StatBlob and OpenBlob give the key, the size written and a time that
+//     is not zero, and agree on them (times within a second: S3's
+//     Last-Modified has one-second resolution).
+//   - Blobs/CreateOnly: a second CreateBlob of an existing key, with
+//     shorter bytes, is refused with a *writefence.StoreError matching
+//     ErrConflict that leaves the first blob as it was (bytes, size and
+//     time); or, on a store that cannot tell on the call it uses, it
+//     returns nil and the key holds the second blob whole, which the check
+//     logs (see Create-only below). Any other error fails, and the key
+//     never holds a mix of the two.
+//   - Blobs/FailingReader: a reader that fails at its first read, midway
+//     through a small blob, or after a part and a byte fails CreateBlob
+//     with an error matching the reader's (and neither ErrConflict nor
+//     ErrNotFound), and leaves no blob at the key: StatBlob and OpenBlob
+//     match ErrNotFound and ListBlobs does not list it.
+//   - Blobs/List: ListBlobs lists every blob under a prefix, at any depth,
+//     exactly once, with the size and the time StatBlob gives (a zero time
+//     fails: Collect would take the blob for ancient), none outside the
+//     prefix and not one deleted before the listing; it stops at fn's first
+//     error and returns it; a context cancelled before the listing, or by
+//     fn during it, makes it return an error matching context.Canceled.
+//   - Blobs/Missing: StatBlob and OpenBlob of a key never created return a
+//     *writefence.StoreError naming the key that matches ErrNotFound and
+//     not ErrConflict; DeleteBlob of it returns nil (two Collects may
+//     delete one blob at once).
+//   - Blobs/Delete: after DeleteBlob, StatBlob and OpenBlob of the key
+//     match ErrNotFound.
+//   - Blobs/Clock: blobs created one after the other: the time CreateBlob
+//     returns for each is not before that of an earlier one, as StatBlob
+//     and ListBlobs give it, by more than a second. Collect compares
+//     exactly these (a fresh blob's time against each listed blob's), so
+//     the store's clock must not go back between blobs.
+//   - Blobs/Fence: through a writefence.Fence on the store, PutBlob streams
+//     a blob, Commit references it in the manifest, and OpenBlob reads it
+//     back checked against its reference; a blob the manifest does not
+//     reference is ErrNotFound through OpenBlob, though StatBlob finds it.
+//     The writer's name holds a space, so the blob's key holds an escape
+//     ("%20"), as a Fence's keys may; no other check uses such a key.
 //   - Payload/Empty, Payload/AllBytes, Payload/1MiB: empty, binary (all 256
 //     byte values) and 1 MiB payloads round-trip, so the store's read limit
 //     must allow 1 MiB (or Options.ReadLimit bytes, when less, are written).
@@ -123,15 +169,44 @@
 //     push the same epoch to one shard, the epoch rising each round, 20
 //     rounds; exactly one push per epoch lands, every other matches
 //     writefence.ErrStaleEpoch, and Latest returns the winner's push.
+//   - Race/CreateBlob (with a BlobStore): 16 goroutines create one new blob
+//     key at once, each with bytes of its own and of its own length, 20
+//     rounds, and one more create of the key, with shorter bytes, follows
+//     each race. A store that refuses any of these creates with ErrConflict
+//     must let exactly one racer land, refuse the follow-up, and hold the
+//     winner's bytes; a store that refuses none must hold exactly one
+//     racer's bytes, whole, after the race, and the follow-up's after it.
 //
 // A check whose optional interface or option is missing is skipped, saying
 // why.
+//
+// # Create-only, for blobs
+//
+// writefence.BlobStore asks a store to refuse a CreateBlob of an existing
+// key with ErrConflict where it can tell on the call it uses, and lets a
+// store that cannot (an S3 server without If-None-Match) write anyway: no
+// key a Fence creates is ever created twice, because each holds a random
+// id of 128 bits. The suite therefore takes a store at its word:
+//
+//   - a store that refuses a create of an existing key with ErrConflict
+//     says it can tell, and must then leave the blob as it was and refuse
+//     every such create, racing ones included. A store that looks for the
+//     key first (a HEAD, then an unconditional PUT) refuses a second
+//     create but lets racing creates land, and fails Race/CreateBlob;
+//   - a store that refuses none replaces the blob whole at every create.
+//     It passes, and the suite logs that its create-only is not decided by
+//     the store: the uniqueness of blob keys is then the Fence's alone;
+//   - on either, a create that returns nil must have stored exactly its
+//     bytes, and the key never holds a mix of two creates (the tail of a
+//     longer blob under a shorter one written over it in place).
 //
 // Each subtest calls newStore afresh and uses keys under a random prefix of
 // its own, so newStore may return the same store, over one shared bucket or
 // database, every time. When the store also implements writefence.Deleter,
 // each subtest deletes the keys it used when it ends; otherwise they are
-// left behind under the prefix "writefencetest/".
+// left behind under the prefix "writefencetest/". Blobs are always
+// deleted (DeleteBlob is part of BlobStore): the ones the subtest named
+// and every one ListBlobs lists under its prefix, the Fence's included.
 //
 // # Races are forced
 //
@@ -146,6 +221,9 @@
 // whose write compares the version on the client with a round trip to the
 // server between the compare and the write, and a store that checks the
 // brand once and remembers it fails Race/BrandFlip in every run.
+// Race/CreateBlob releases its racers from one barrier, and the create
+// that follows each race tells whether the store refuses an existing key
+// whatever the order in which the racers landed.
 //
 // # What the suite cannot check
 //
@@ -182,4 +260,32 @@
 //   - Keys the suite does not write: very long keys, keys of unusual bytes,
 //     and a key that is also the "directory" of another (an object "a"
 //     beside "a/b", which some S3 servers cannot list).
+//   - That a blob is durable when CreateBlob returns: no check fails the
+//     server, as for records.
+//   - The memory bound of CreateBlob: that a store holds no more than a
+//     part of a blob at once. The suite's readers generate their bytes, so
+//     a store that buffers a whole blob passes. To measure it, create a
+//     blob of many parts (say 1 GiB) from such a reader in a program of
+//     your own and watch the live heap while it streams: sample
+//     runtime/metrics' /gc/heap/live:bytes from another goroutine, or run
+//     with GODEBUG=gctrace=1 and read the heap sizes at each collection.
+//     The peak should be about a part (times the uploads in flight), not
+//     the blob's size. Blobs/RoundTrip and Blobs/FailingReader run the
+//     multipart path only if Options.BlobPartSize is the store's part
+//     size (5 MiB when unset).
+//   - The store's clock against real time. Blobs/Clock sees that the clock
+//     does not go back between blobs, and Blobs/RoundTrip that CreateBlob
+//     and StatBlob give one time; neither sees a clock that runs slow or
+//     fast. A store whose CreateBlob returns the client's time while the
+//     server dates the blob passes wherever the two clocks agree to within
+//     a second, as they may on the machine the suite runs on and not on
+//     another. Collect's grace is only as good as the store's clock.
+//   - Whether a store that replaces an existing blob could have refused
+//     it: such a store is safe under a Fence only because every key a
+//     Fence creates is fresh (see Create-only, for blobs). A store used
+//     outside a Fence, with keys of its caller's choosing, gets no such
+//     guarantee from the suite.
+//   - A CreateBlob cancelled, or failed by the network, midway: the suite
+//     fails only the reader. A store must abort its upload then too, and
+//     leave no blob, which no check sees.
 package writefencetest

@@ -15,9 +15,9 @@ import (
 )
 
 // Options are the settings of TestConditionalStore that only the store's
-// author can give: how to damage the store from outside, and its read
-// limit. A nil *Options is the zero value, which skips the checks that
-// need them.
+// author can give: how to damage the store from outside, its read limit
+// and the part size of its blobs. A nil *Options is the zero value, which
+// skips the checks that need them.
 type Options struct {
 	// Damage, when set, damages the value stored at key from outside the
 	// store, as a disk fault, a hand edit or a program writing the object
@@ -38,6 +38,14 @@ type Options struct {
 	// write; Payload/1MiB writes ReadLimit bytes instead of 1 MiB when
 	// that is less. Zero skips the check of the limit.
 	ReadLimit int64
+
+	// BlobPartSize, when positive, is the part size in bytes in which the
+	// store's CreateBlob uploads a blob, as the store was configured:
+	// Blobs/RoundTrip streams a blob of two parts and a byte, and
+	// Blobs/FailingReader fails a reader after a part and a byte, so the
+	// store's multipart path and its abort run. Zero means 5 MiB, the
+	// least part S3 allows.
+	BlobPartSize int64
 }
 
 // Fault is one damage Options.Damage does. Its fields are those of the
@@ -117,6 +125,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Empty", testDamageEmpty},
 			{"Twice", testDamageTwice},
 		}},
+		{"Blobs", blobChecks},
 		{"Lister", []check{
 			{"Prefix", testListPrefix},
 			{"Stop", testListStop},
@@ -141,6 +150,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Branded", testRaceBranded},
 			{"BrandFlip", testRaceBrandFlip},
 			{"FencePush", testRaceFencePush},
+			{"CreateBlob", testRaceCreateBlob},
 		}},
 	}
 	for _, g := range groups {
@@ -166,8 +176,9 @@ type scope struct {
 	opts   *Options
 	prefix string
 
-	mu   sync.Mutex // guards keys
-	keys []string   // every key handed out, deleted at cleanup
+	mu    sync.Mutex // guards keys and blobs
+	keys  []string   // every key handed out, deleted at cleanup
+	blobs []string   // every blob key handed out, deleted at cleanup
 }
 
 // cleanupTimeout bounds the deletes a subtest makes when it ends; its own

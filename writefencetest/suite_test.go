@@ -24,10 +24,13 @@ func TestMemStore(t *testing.T) {
 
 // countingStore is a MemStore that counts the writes that landed, so a test
 // can tell that the suite wrote something before checking it was removed.
+// It declares its capabilities, so the suite creates blobs on it too.
 type countingStore struct {
 	*writefence.MemStore
 	landed atomic.Int64
 }
+
+func (s *countingStore) Capabilities() writefence.ConditionalStore { return s }
 
 func (s *countingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
 	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
@@ -40,7 +43,7 @@ func (s *countingStore) PutIfVersion(ctx context.Context, key string, data []byt
 // TestSharedStoreIsCleanedUp runs the suite with one store for every
 // subtest, as a store over a shared bucket would be, and checks that the
 // subtests kept out of each other's way and deleted every key they wrote,
-// the fence's record included.
+// the fence's record included, and every blob.
 func TestSharedStoreIsCleanedUp(t *testing.T) {
 	shared := &countingStore{MemStore: new(writefence.MemStore)}
 	ok := t.Run("suite", func(t *testing.T) {
@@ -49,6 +52,12 @@ func TestSharedStoreIsCleanedUp(t *testing.T) {
 	require.True(t, ok, "the suite failed on a shared MemStore")
 	require.GreaterOrEqual(t, shared.landed.Load(), int64(5*20), "fewer writes landed than the five races of 20 rounds alone make")
 	require.Empty(t, testserver.Keys(t, shared), "keys left behind by the suite")
+	var blobs []string
+	require.NoError(t, shared.ListBlobs(t.Context(), "", func(b writefence.BlobInfo) error {
+		blobs = append(blobs, b.Key)
+		return nil
+	}))
+	require.Empty(t, blobs, "blobs left behind by the suite")
 }
 
 // withoutDelete hides MemStore's Delete, as a store without the optional

@@ -1,0 +1,211 @@
+package writefencetest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/writefence/writefence"
+)
+
+// The doubles of writefence.BlobStore: MemStore's blobs with one fault.
+
+// blobFault is how a blobStore departs from the contract, or, for
+// blobCorrect and blobReplace, does not.
+type blobFault int
+
+const (
+	blobCorrect      blobFault = iota
+	blobReplace                // an existing key replaced whole, atomically, as a store that cannot tell on its call does: allowed
+	blobCompare                // the key looked up first, then written unconditionally: a sequential create is refused, racing ones all land
+	blobConflictLies           // an existing key overwritten, and the create refused with ErrConflict all the same
+	blobInPlace                // an existing key's bytes written over in place, its longer tail kept, as a file opened without O_TRUNC
+	blobPartial                // a reader's failure leaves what it yielded, as a multipart upload completed instead of aborted
+	blobLostPart               // bytes after the last whole part lost, as a multipart upload completed without its last part
+	blobUndated                // every time zero
+	blobBackwards              // each blob's time a minute before the last one's
+	blobBareErrors             // a missing key and a refused create as the bare sentinel, not a *writefence.StoreError
+	blobDeleteStrict           // DeleteBlob of a missing key ErrNotFound
+	blobDeleteNoop             // DeleteBlob does nothing and returns nil
+	blobUnescaping             // CreateBlob percent-decodes its key, as a client that unescapes a path once too often; the other methods do not
+	blobListMisses             // the last blob of every listing left out, as a listing that drops its last page
+	blobListTwice              // every blob listed twice, as a listing that restarts a page
+	blobListOutside            // every blob, whatever the prefix
+	blobListUndated            // listed with a zero time, as an adapter that does not copy the listing's LastModified
+	blobListNoStop             // fn's error ignored
+	blobListNoCancel           // ctx ignored
+)
+
+// blobDoublePart is the part size of the blob doubles, given to the
+// suite as Options.BlobPartSize so their children stay quick.
+const blobDoublePart = 64 << 10
+
+// blobStore is a MemStore, declaring its capabilities, whose blobs have
+// one fault.
+type blobStore struct {
+	writefence.MemStore
+	fault blobFault
+	gap   compareGap
+
+	mu sync.Mutex // makes each create of an existing key one step
+}
+
+func newBlobStore(fault blobFault) *blobStore {
+	s := &blobStore{fault: fault}
+	switch fault {
+	case blobUndated:
+		s.Clock = func() time.Time { return time.Time{} }
+	case blobBackwards:
+		var n atomic.Int64
+		start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		s.Clock = func() time.Time { return start.Add(-time.Duration(n.Add(1)) * time.Minute) }
+	}
+	return s
+}
+
+func (s *blobStore) Capabilities() writefence.ConditionalStore { return s }
+
+// bare strips a *writefence.StoreError to its cause, for blobBareErrors.
+func (s *blobStore) bare(err error) error {
+	var se *writefence.StoreError
+	if s.fault == blobBareErrors && errors.As(err, &se) {
+		return se.Err
+	}
+	return err
+}
+
+// replace stores data at key whatever it holds. The caller holds mu.
+func (s *blobStore) replace(ctx context.Context, key string, data []byte) (writefence.BlobInfo, error) {
+	if err := s.MemStore.DeleteBlob(ctx, key); err != nil {
+		return writefence.BlobInfo{}, err
+	}
+	return s.MemStore.CreateBlob(ctx, key, bytes.NewReader(data))
+}
+
+func (s *blobStore) CreateBlob(ctx context.Context, key string, r io.Reader) (writefence.BlobInfo, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		if s.fault == blobPartial {
+			s.MemStore.CreateBlob(ctx, key, bytes.NewReader(data))
+		}
+		return writefence.BlobInfo{}, &writefence.StoreError{Op: "blob create", Key: key, Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.fault {
+	case blobReplace:
+		return s.replace(ctx, key, data)
+	case blobCompare:
+		_, err := s.MemStore.StatBlob(ctx, key)
+		found := err == nil
+		s.mu.Unlock() // the gap between the look-up and the write
+		s.gap.compared(!found)
+		s.mu.Lock()
+		if found {
+			return writefence.BlobInfo{}, conflict("blob create", key)
+		}
+		return s.replace(ctx, key, data)
+	case blobConflictLies, blobInPlace:
+		old, _, err := s.MemStore.OpenBlob(ctx, key)
+		if errors.Is(err, writefence.ErrNotFound) {
+			return s.MemStore.CreateBlob(ctx, key, bytes.NewReader(data))
+		}
+		if err != nil {
+			return writefence.BlobInfo{}, err
+		}
+		if s.fault == blobConflictLies {
+			s.replace(ctx, key, data)
+			return writefence.BlobInfo{}, conflict("blob create", key)
+		}
+		held, _ := io.ReadAll(old)
+		merged := slices.Clone(data)
+		if len(held) > len(data) {
+			merged = append(merged, held[len(data):]...)
+		}
+		info, err := s.replace(ctx, key, merged)
+		info.Size = int64(len(data))
+		return info, err
+	case blobLostPart:
+		size := int64(len(data))
+		if size > blobDoublePart {
+			data = data[:size/blobDoublePart*blobDoublePart]
+		}
+		info, err := s.MemStore.CreateBlob(ctx, key, bytes.NewReader(data))
+		info.Size = size
+		return info, err
+	case blobUnescaping:
+		if k, err := url.PathUnescape(key); err == nil {
+			key = k
+		}
+	}
+	info, err := s.MemStore.CreateBlob(ctx, key, bytes.NewReader(data))
+	return info, s.bare(err)
+}
+
+func (s *blobStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
+	rc, info, err := s.MemStore.OpenBlob(ctx, key)
+	return rc, info, s.bare(err)
+}
+
+func (s *blobStore) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
+	info, err := s.MemStore.StatBlob(ctx, key)
+	return info, s.bare(err)
+}
+
+func (s *blobStore) DeleteBlob(ctx context.Context, key string) error {
+	switch s.fault {
+	case blobDeleteNoop:
+		return nil
+	case blobDeleteStrict:
+		if _, err := s.MemStore.StatBlob(ctx, key); err != nil {
+			return err
+		}
+	}
+	return s.MemStore.DeleteBlob(ctx, key)
+}
+
+func (s *blobStore) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	switch s.fault {
+	case blobListMisses:
+		var all []writefence.BlobInfo
+		if err := s.MemStore.ListBlobs(ctx, prefix, func(b writefence.BlobInfo) error { all = append(all, b); return nil }); err != nil {
+			return err
+		}
+		slices.SortFunc(all, func(a, b writefence.BlobInfo) int { return strings.Compare(a.Key, b.Key) })
+		for _, b := range all[:max(len(all)-1, 0)] {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	case blobListTwice:
+		return s.MemStore.ListBlobs(ctx, prefix, func(b writefence.BlobInfo) error {
+			if err := fn(b); err != nil {
+				return err
+			}
+			return fn(b)
+		})
+	case blobListOutside:
+		return s.MemStore.ListBlobs(ctx, "", fn)
+	case blobListUndated:
+		return s.MemStore.ListBlobs(ctx, prefix, func(b writefence.BlobInfo) error {
+			b.Modified = time.Time{}
+			return fn(b)
+		})
+	case blobListNoStop:
+		return s.MemStore.ListBlobs(ctx, prefix, func(b writefence.BlobInfo) error { _ = fn(b); return nil })
+	case blobListNoCancel:
+		return s.MemStore.ListBlobs(context.WithoutCancel(ctx), prefix, fn)
+	}
+	return s.MemStore.ListBlobs(ctx, prefix, fn)
+}
