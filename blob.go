@@ -81,8 +81,10 @@ type BlobStore interface {
 	// blob's info once it is durable. A key that exists is refused with an
 	// error matching ErrConflict where the store can tell on the call it
 	// uses (every key a Fence creates holds a random id and is new, so a
-	// store that cannot tell need not). An error from r fails the call,
-	// and no blob is left at key.
+	// store that cannot tell need not), as a *StoreError naming the key.
+	// An error from r fails the call with an error that matches it, and no
+	// blob is left at key. The info's Modified agrees with what StatBlob
+	// and ListBlobs report for the blob.
 	CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error)
 
 	// OpenBlob returns a reader of the whole blob at key, from one
@@ -97,7 +99,7 @@ type BlobStore interface {
 	// ListBlobs calls fn with the info of each blob whose key starts with
 	// prefix, in no particular order; a blob created or deleted while it
 	// runs may or may not be listed. An error from fn stops it and is
-	// returned.
+	// returned; cancelling ctx stops it with ctx's error.
 	ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error
 
 	// DeleteBlob removes the blob at key; a missing key is not an error.
