@@ -25,11 +25,21 @@ import (
 // request was refused and did nothing, and a Fence does not retry it. A
 // 429 is transient (see gcsError).
 //
+// Blobs (BlobStore): each blob is one object, streamed in by CreateBlob
+// as a resumable upload of BlobPartSize chunks; see CreateBlob.
+//
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
-// defaultMaxObjectSize. It is read without locking and must be set before
-// first use.
+// defaultMaxObjectSize. The fields are read without locking and must be
+// set before first use.
 type GCSConditionalStore struct {
 	MaxObjectSize int64
+
+	// BlobPartSize is the chunk size in bytes of CreateBlob's resumable
+	// upload (the Writer's ChunkSize, which the client rounds up to a
+	// multiple of 256 KiB), and so what a blob write holds in memory: one
+	// chunk. Zero (or less) means 16 MiB. A blob no larger than a chunk
+	// goes up in one request.
+	BlobPartSize int64
 
 	client *storage.Client
 	bucket string
@@ -39,8 +49,8 @@ var _ ConditionalStore = (*GCSConditionalStore)(nil)
 
 var _ Capable = (*GCSConditionalStore)(nil)
 
-// Capabilities implements Capable: the store's PrefixReader and
-// PartsPutter are its own.
+// Capabilities implements Capable: the store's PrefixReader, PartsPutter
+// and BlobStore are its own.
 func (s *GCSConditionalStore) Capabilities() ConditionalStore { return s }
 
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
@@ -230,8 +240,9 @@ func gcsConditions(key, expectVersion string) (storage.Conditions, error) {
 var errNoGeneration = errors.New("the server sent no object generation")
 
 // gcsError classifies an error from the client. A missing object is
-// ErrNotFound only for a read: for a delete the caller handles it, and a
-// write with a precondition is answered 412, never 404.
+// ErrNotFound only for a read (a record's or a blob's): for a delete the
+// caller handles it, and a write with a precondition is answered 412,
+// never 404.
 //
 // A 401 or a 403 refuses the caller's credentials or their rights: it
 // matches fs.ErrPermission, the request was not carried out, and sending it
@@ -260,7 +271,7 @@ func gcsError(op, key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	if op == "get" && errors.Is(err, storage.ErrObjectNotExist) {
+	if (op == "get" || op == "blob open" || op == "blob stat") && errors.Is(err, storage.ErrObjectNotExist) {
 		return storeErr("gcs "+op, key, ErrNotFound, err)
 	}
 	return storeErr("gcs "+op, key, nil, err)
@@ -288,4 +299,169 @@ func (s *GCSConditionalStore) List(ctx context.Context, prefix string, fn func(k
 			return err
 		}
 	}
+}
+
+// gcsDefaultBlobPartSize is the default chunk size of a blob's upload.
+const gcsDefaultBlobPartSize = 16 << 20
+
+var _ BlobStore = (*GCSConditionalStore)(nil)
+
+// CreateBlob implements BlobStore with one Writer, conditioned on
+// DoesNotExist (ifGenerationMatch=0): create-only, decided by the server,
+// whose 412 for a key that exists returns an error matching ErrConflict.
+// The Writer's ChunkSize is BlobPartSize: it buffers one chunk, sends a
+// blob that fits in one chunk in one request and a larger one as a
+// resumable upload, chunk by chunk, each chunk retried on a transient
+// failure as the client is configured. The client sends the CRC-32C of
+// the whole blob with its last chunk, and the server checks it before it
+// creates the object.
+//
+// A failure of r, or of ctx, cancels the upload before it is completed:
+// nothing is created. The info returned is the object's as the server
+// created it: its size and its creation time (Created), by the server's
+// clock, at the microsecond resolution of its JSON API.
+//
+// A write whose last request landed but whose answer was lost, and was
+// retried, can be answered 412 for the object it created: the caller
+// sees ErrConflict, and the blob it wrote stays, unreferenced, for Collect.
+func (s *GCSConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
+	part := s.BlobPartSize
+	if part <= 0 {
+		part = gcsDefaultBlobPartSize
+	}
+	// Cancelling the Writer's context is how an upload is abandoned.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := s.client.Bucket(s.bucket).Object(key).If(storage.Conditions{DoesNotExist: true}).NewWriter(wctx)
+	w.ChunkSize = int(part)
+	// A fixed content type: the client would otherwise sniff the body.
+	w.ContentType = "application/octet-stream"
+	src := &gcsBlobSource{r: r}
+	if _, err := io.Copy(w, src); err != nil {
+		cancel()
+		_ = w.Close()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return BlobInfo{}, ctxErr
+		}
+		if src.err != nil {
+			return BlobInfo{}, storeErr("gcs blob create", key, nil, src.err)
+		}
+		return BlobInfo{}, gcsError("blob create", key, err)
+	}
+	if err := w.Close(); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return BlobInfo{}, ctxErr
+		}
+		return BlobInfo{}, gcsError("blob create", key, err)
+	}
+	return gcsBlobInfo("blob create", key, w.Attrs())
+}
+
+// gcsBlobSource is the reader of a blob being created; it keeps the
+// reader's own error, to tell it from the upload's.
+type gcsBlobSource struct {
+	r   io.Reader
+	err error
+}
+
+func (s *gcsBlobSource) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// gcsBlobInfo is the BlobInfo of an object's attributes.
+func gcsBlobInfo(op, key string, attrs *storage.ObjectAttrs) (BlobInfo, error) {
+	if attrs == nil || attrs.Created.IsZero() {
+		return BlobInfo{}, storeErr("gcs "+op, key, nil, errors.New("the server sent no creation time"))
+	}
+	return BlobInfo{Key: key, Size: attrs.Size, Modified: attrs.Created}, nil
+}
+
+// OpenBlob implements BlobStore with one reader: the bytes, the size and
+// the time come from one response. The time is the response's
+// Last-Modified, which for an object that is never updated, as a blob, is
+// its creation time, at the second resolution of an HTTP date (the XML
+// API's reads). A read of the body that fails returns a *StoreError of op
+// "gcs blob read", and a done context its own error.
+func (s *GCSConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
+	// ReadCompressed: the stored bytes as they are, so the size the server
+	// reports is the size read.
+	r, err := s.client.Bucket(s.bucket).Object(key).ReadCompressed(true).NewReader(ctx)
+	if err != nil {
+		return nil, BlobInfo{}, gcsError("blob open", key, err)
+	}
+	if r.Attrs.Size < 0 {
+		r.Close()
+		return nil, BlobInfo{}, storeErr("gcs blob open", key, nil, errors.New("the server sent no object size"))
+	}
+	return &gcsBlobBody{r: r, key: key}, BlobInfo{Key: key, Size: r.Attrs.Size, Modified: r.Attrs.LastModified}, nil
+}
+
+// gcsBlobBody is a blob's reader, whose failures are *StoreErrors.
+type gcsBlobBody struct {
+	r   *storage.Reader
+	key string
+}
+
+func (b *gcsBlobBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = gcsError("blob read", b.key, err)
+	}
+	return n, err
+}
+
+func (b *gcsBlobBody) Close() error { return b.r.Close() }
+
+// StatBlob implements BlobStore with the object's attributes: its size
+// and its creation time.
+func (s *GCSConditionalStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
+	attrs, err := s.client.Bucket(s.bucket).Object(key).Attrs(ctx)
+	if err != nil {
+		return BlobInfo{}, gcsError("blob stat", key, err)
+	}
+	return gcsBlobInfo("blob stat", key, attrs)
+}
+
+// ListBlobs implements BlobStore with the bucket's object listing under
+// prefix, in the server's (lexical) order, asking only for each object's
+// name, size and creation time.
+func (s *GCSConditionalStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	q := &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Created"}); err != nil {
+		return storeErr("gcs blob list", prefix, nil, err)
+	}
+	it := s.client.Bucket(s.bucket).Objects(ctx, q)
+	for {
+		// The iterator hands out a fetched page without looking at ctx.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return ctx.Err()
+		}
+		if err != nil {
+			return gcsError("blob list", prefix, err)
+		}
+		info, err := gcsBlobInfo("blob list", attrs.Name, attrs)
+		if err != nil {
+			return err
+		}
+		if err := fn(info); err != nil {
+			return err
+		}
+	}
+}
+
+// DeleteBlob implements BlobStore, as Delete does.
+func (s *GCSConditionalStore) DeleteBlob(ctx context.Context, key string) error {
+	err := s.client.Bucket(s.bucket).Object(key).Delete(ctx)
+	if err == nil || errors.Is(err, storage.ErrObjectNotExist) {
+		return nil
+	}
+	return gcsError("blob delete", key, err)
 }
