@@ -405,9 +405,8 @@ func (s *MinioConditionalStore) list(ctx context.Context, op, prefix string, fn 
 	return ctx.Err()
 }
 
-// sdk returns the minio-go client of the store, for the calls Core does
-// not make with a context (listing) or makes only one request at a time
-// (a multipart upload, which Core leaves to its caller).
+// sdk returns the store's minio-go client, for what Core does not offer:
+// a listing that takes a context, and an upload of unknown size in parts.
 func (s *MinioConditionalStore) sdk(op, key string) (*minio.Client, error) {
 	core, ok := s.api.(minio.Core)
 	if !ok || core.Client == nil {
