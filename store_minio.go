@@ -44,8 +44,9 @@ const (
 // AccessDenied, InvalidAccessKeyId or SignatureDoesNotMatch) also matches
 // fs.ErrPermission: nothing was done, and a Fence does not retry it.
 //
-// Blobs (BlobStore): each blob is one object, streamed in by CreateBlob
-// as a multipart upload of BlobPartSize parts; see CreateBlob.
+// Blobs (BlobStore): each blob is one object, written by CreateBlob as
+// one PUT when it is smaller than 1 MiB, else streamed as a multipart
+// upload of BlobPartSize parts; see CreateBlob.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
 // defaultMaxObjectSize). Set the fields before first use. A
@@ -425,25 +426,33 @@ const (
 
 var _ BlobStore = (*MinioConditionalStore)(nil)
 
-// CreateBlob implements BlobStore with minio-go's PutObject of unknown
-// size: a multipart upload whose parts of BlobPartSize bytes are read from
-// r into one buffer, one at a time, so the write holds one part in memory
-// whatever the blob's size; every blob is a multipart upload, a blob
-// smaller than a part (or empty) one of a single part. A failure, r's
-// included, aborts the upload, and nothing is created. Its info is then
-// read with one HEAD, matched to the upload's ETag: the size and the
-// LastModified the server records, at the second resolution of the HTTP
-// date it is sent in.
+// s3SmallBlob is the size under which a blob is sent as one PUT.
+const s3SmallBlob = 1 << 20
+
+// CreateBlob implements BlobStore. It reads r's first MiB; a blob that
+// ends within it (an empty one included) is sent as one PUT of its exact
+// length, carrying If-None-Match: *, and, as a record's PUT, once: a
+// retry after a PUT that landed would be refused by its own precondition.
+// A larger blob is streamed with minio-go's PutObject of unknown size: a
+// multipart upload whose parts of BlobPartSize bytes are read into one
+// buffer, one at a time, so the write holds one part (and the first MiB)
+// in memory whatever the blob's size; each part is retried as the client
+// is configured. A failure, r's included, aborts the upload, and nothing
+// is created. The blob's info is then read with one HEAD, matched to the
+// ETag of the write: the size and the LastModified the server records, at
+// the second resolution of the HTTP date it is sent in.
 //
-// Create-only: the upload carries If-None-Match: *. minio-go sends it on
-// the request that starts the upload (CreateMultipartUpload), not on the
-// one that completes it. MinIO refuses there, with 412, to start an upload
-// to a key that exists, and CreateBlob returns an error matching
-// ErrConflict, having sent no byte of the blob. The check is not in the
-// completing step: an object created at the key while the upload runs is
-// replaced. AWS S3 evaluates the header only on PutObject and
-// CompleteMultipartUpload, so there a CreateBlob over an existing key
-// replaces it. Neither matters to a Fence, whose every blob key is new.
+// Create-only: a single PUT with If-None-Match: * is refused by the server
+// when the key exists (412, an error matching ErrConflict), on MinIO as on
+// AWS. In a multipart upload minio-go sends the header on the request that
+// starts it (CreateMultipartUpload), not on the one that completes it.
+// MinIO refuses there, with 412, to start an upload to a key that exists:
+// CreateBlob returns an error matching ErrConflict, having sent no part.
+// Nothing checks the key when the upload completes, so an object created
+// at the key while the upload runs is replaced; and AWS S3 ignores the
+// header on CreateMultipartUpload, so there a large CreateBlob over an
+// existing key replaces it. Neither matters to a Fence, whose every blob
+// key is new.
 func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
 	c, err := s.sdk("blob create", key)
 	if err != nil {
@@ -457,9 +466,24 @@ func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io
 		return BlobInfo{}, storeErr("s3 blob create", key, nil,
 			invalidArg("BlobPartSize", "%d bytes, must be %d to %d", part, s3MinPartSize, s3MaxPartSize))
 	}
-	opts := minio.PutObjectOptions{PartSize: uint64(part), ContentType: "application/octet-stream"}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
 	opts.SetMatchETagExcept("*")
-	up, err := c.PutObject(ctx, s.bucket, key, r, -1, opts)
+	head, err := io.ReadAll(io.LimitReader(r, s3SmallBlob))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return BlobInfo{}, ctxErr
+		}
+		return BlobInfo{}, storeErr("s3 blob create", key, nil, err)
+	}
+	var up minio.UploadInfo
+	if len(head) < s3SmallBlob {
+		body := &requestBody{r: bytes.NewReader(head)}
+		up, err = s.api.PutObject(ctx, s.bucket, key, body, int64(len(head)), "", "", opts)
+		body.close()
+	} else {
+		opts.PartSize = uint64(part)
+		up, err = c.PutObject(ctx, s.bucket, key, io.MultiReader(bytes.NewReader(head), r), -1, opts)
+	}
 	if err != nil {
 		return BlobInfo{}, s.fail(ctx, "blob create", key, err, blobCreateKind)
 	}

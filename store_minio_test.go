@@ -652,8 +652,9 @@ func TestMinioFencePermissionIsFinal(t *testing.T) {
 	}
 }
 
-// s3MultipartFake answers a multipart upload as S3 does, and a HEAD and a
-// GET of the object it created with the fake server's own clock, lastMod.
+// s3MultipartFake answers a PUT and a multipart upload as S3 does, and a
+// HEAD of the object it created with the fake server's own clock,
+// lastMod.
 func s3MultipartFake(lastMod time.Time, size int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -662,6 +663,8 @@ func s3MultipartFake(lastMod time.Time, size int64) http.HandlerFunc {
 			io.WriteString(w, `<InitiateMultipartUploadResult><Bucket>bucket</Bucket><Key>k</Key><UploadId>u1</UploadId></InitiateMultipartUploadResult>`)
 		case r.Method == http.MethodPut && q.Has("partNumber"):
 			w.Header().Set("ETag", `"part`+q.Get("partNumber")+`"`)
+		case r.Method == http.MethodPut && r.URL.RawQuery == "":
+			w.Header().Set("ETag", `"single"`)
 		case r.Method == http.MethodPost && q.Has("uploadId"):
 			io.WriteString(w, `<CompleteMultipartUploadResult><Bucket>bucket</Bucket><Key>k</Key><ETag>"whole-3"</ETag></CompleteMultipartUploadResult>`)
 		case r.Method == http.MethodHead:
@@ -717,6 +720,46 @@ func TestMinioBlobRequests(t *testing.T) {
 	assert.Equal(t, `"whole-3"`, seen[5].header.Get("If-Match"), "the info read is the upload's own")
 }
 
+// TestMinioBlobSmallIsOnePut: a blob under 1 MiB, an empty one included,
+// is one PUT of its exact length carrying If-None-Match: *, then the HEAD;
+// from 1 MiB on it is a multipart upload. The PUT is sent once, even by a
+// client configured to retry.
+func TestMinioBlobSmallIsOnePut(t *testing.T) {
+	serverTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, n := range []int64{0, 100, 1<<20 - 1} {
+		t.Run(strconv.FormatInt(n, 10), func(t *testing.T) {
+			f := newS3Fake(t, s3MultipartFake(serverTime, n))
+			info, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
+			require.NoError(t, err)
+			assert.Equal(t, BlobInfo{Key: "k", Size: n, Modified: serverTime}, info)
+			seen := f.requests()
+			require.Len(t, seen, 2)
+			assert.Equal(t, http.MethodPut, seen[0].method)
+			assert.Empty(t, seen[0].query, "no ?uploads, ?partNumber or ?uploadId")
+			assert.Equal(t, "*", seen[0].header.Get("If-None-Match"))
+			assert.Equal(t, strconv.FormatInt(n, 10), s3DecodedLength(seen[0]))
+			assert.Equal(t, http.MethodHead, seen[1].method)
+			assert.Equal(t, `"single"`, seen[1].header.Get("If-Match"))
+		})
+	}
+	t.Run("1MiB", func(t *testing.T) {
+		f := newS3Fake(t, s3MultipartFake(serverTime, 1<<20))
+		_, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, 1<<20))
+		require.NoError(t, err)
+		seen := f.requests()
+		require.Len(t, seen, 4, "initiate, one part, complete, head")
+		assert.Equal(t, "uploads=", seen[0].query)
+	})
+	t.Run("sent once", func(t *testing.T) {
+		f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+			writeS3Error(w, http.StatusServiceUnavailable, "SlowDown")
+		})
+		_, err := f.store(t, 3).CreateBlob(t.Context(), "k", strings.NewReader("small"))
+		assertNeitherSentinel(t, err)
+		assert.Len(t, f.requests(), 1)
+	})
+}
+
 // zeros yields zero bytes for ever.
 type zeros struct{}
 
@@ -745,12 +788,15 @@ func TestMinioBlobPartSize(t *testing.T) {
 // as the record calls do, and keep the SDK's error reachable.
 func TestMinioBlobErrorMapping(t *testing.T) {
 	tests := []struct {
-		op     string // "create", "open", "stat", "delete", "list"
+		op     string // "create" (one PUT), "create large" (multipart), "open", "stat", "delete", "list"
 		status int
 		code   string
 		want   error
 	}{
 		{"create", http.StatusPreconditionFailed, "PreconditionFailed", ErrConflict},
+		{"create large", http.StatusPreconditionFailed, "PreconditionFailed", ErrConflict},
+		{"create large", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"create large", http.StatusInternalServerError, "InternalError", nil},
 		{"create", http.StatusConflict, "ConditionalRequestConflict", ErrConflict},
 		{"create", http.StatusNotFound, "NoSuchBucket", nil},
 		{"create", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
@@ -776,6 +822,8 @@ func TestMinioBlobErrorMapping(t *testing.T) {
 			switch tt.op {
 			case "create":
 				_, err = s.CreateBlob(t.Context(), key, strings.NewReader("x"))
+			case "create large":
+				_, err = s.CreateBlob(t.Context(), key, io.LimitReader(zeros{}, 1<<20))
 			case "open":
 				_, _, err = s.OpenBlob(t.Context(), key)
 			case "stat":
@@ -794,7 +842,7 @@ func TestMinioBlobErrorMapping(t *testing.T) {
 			var se *StoreError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, key, se.Key)
-			assert.Equal(t, "s3 blob "+tt.op, se.Op)
+			assert.Equal(t, "s3 blob "+strings.Fields(tt.op)[0], se.Op)
 			var resp minio.ErrorResponse
 			require.ErrorAs(t, err, &resp, "the SDK's error must stay reachable")
 			assert.Equal(t, tt.status, resp.StatusCode)
