@@ -25,8 +25,9 @@ import (
 // request was refused and did nothing, and a Fence does not retry it. A
 // 429 is transient (see gcsError).
 //
-// Blobs (BlobStore): each blob is one object, streamed in by CreateBlob
-// as a resumable upload of BlobPartSize chunks; see CreateBlob.
+// Blobs (BlobStore): each blob is one object, written by CreateBlob in
+// one request when it is smaller than 1 MiB, else streamed as a resumable
+// upload of BlobPartSize chunks; see CreateBlob.
 //
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
 // defaultMaxObjectSize. The fields are read without locking and must be
@@ -37,8 +38,7 @@ type GCSConditionalStore struct {
 	// BlobPartSize is the chunk size in bytes of CreateBlob's resumable
 	// upload (the Writer's ChunkSize, which the client rounds up to a
 	// multiple of 256 KiB), and so what a blob write holds in memory: one
-	// chunk. Zero (or less) means 16 MiB. A blob no larger than a chunk
-	// goes up in one request.
+	// chunk. Zero (or less) means 16 MiB.
 	BlobPartSize int64
 
 	client *storage.Client
@@ -304,40 +304,65 @@ func (s *GCSConditionalStore) List(ctx context.Context, prefix string, fn func(k
 // gcsDefaultBlobPartSize is the default chunk size of a blob's upload.
 const gcsDefaultBlobPartSize = 16 << 20
 
+// gcsSmallBlob is the size under which a blob is sent as one request,
+// as a record is.
+const gcsSmallBlob = 1 << 20
+
 var _ BlobStore = (*GCSConditionalStore)(nil)
 
 // CreateBlob implements BlobStore with one Writer, conditioned on
 // DoesNotExist (ifGenerationMatch=0): create-only, decided by the server,
 // whose 412 for a key that exists returns an error matching ErrConflict.
-// The Writer's ChunkSize is BlobPartSize: it buffers one chunk, sends a
-// blob that fits in one chunk in one request and a larger one as a
-// resumable upload, chunk by chunk, each chunk retried on a transient
-// failure as the client is configured. The client sends the CRC-32C of
-// the whole blob with its last chunk, and the server checks it before it
-// creates the object.
+// It reads r's first MiB. A blob that ends within it goes up as a record
+// does (see PutIfVersion): one request, unbuffered and so not retried,
+// carrying the blob's CRC-32C. A larger blob goes up as a resumable
+// upload in chunks of BlobPartSize (the Writer's ChunkSize): the Writer
+// buffers one chunk, retries each chunk on a transient failure as the
+// client is configured, and sends the CRC-32C of the whole blob with the
+// last chunk. So the write holds one chunk (and the first MiB) in memory
+// whatever the blob's size, and a small blob is not given a chunk's
+// buffer. Cloud Storage checks the CRC-32C before it creates the object.
 //
 // A failure of r, or of ctx, cancels the upload before it is completed:
 // nothing is created. The info returned is the object's as the server
 // created it: its size and its creation time (Created), by the server's
 // clock, at the microsecond resolution of its JSON API.
 //
-// A write whose last request landed but whose answer was lost, and was
-// retried, can be answered 412 for the object it created: the caller
+// A chunk whose upload completed the object but whose answer was lost,
+// retried, may be answered 412 for the object it created: the caller
 // sees ErrConflict, and the blob it wrote stays, unreferenced, for Collect.
 func (s *GCSConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
 	part := s.BlobPartSize
 	if part <= 0 {
 		part = gcsDefaultBlobPartSize
 	}
+	src := &gcsBlobSource{r: r}
+	head, err := io.ReadAll(io.LimitReader(src, gcsSmallBlob))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return BlobInfo{}, ctxErr
+		}
+		return BlobInfo{}, storeErr("gcs blob create", key, nil, err)
+	}
 	// Cancelling the Writer's context is how an upload is abandoned.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := s.client.Bucket(s.bucket).Object(key).If(storage.Conditions{DoesNotExist: true}).NewWriter(wctx)
-	w.ChunkSize = int(part)
 	// A fixed content type: the client would otherwise sniff the body.
 	w.ContentType = "application/octet-stream"
-	src := &gcsBlobSource{r: r}
-	if _, err := io.Copy(w, src); err != nil {
+	small := len(head) < gcsSmallBlob
+	if small {
+		w.ChunkSize = 0
+		w.CRC32C = crc32.Checksum(head, castagnoli)
+		w.SendCRC32C = true
+	} else {
+		w.ChunkSize = int(part)
+	}
+	_, err = w.Write(head)
+	if err == nil && !small {
+		_, err = io.Copy(w, src)
+	}
+	if err != nil {
 		cancel()
 		_ = w.Close()
 		if ctxErr := ctx.Err(); ctxErr != nil {

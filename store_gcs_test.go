@@ -549,27 +549,42 @@ func crc32cBase64(data []byte) string {
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
-// TestGCSBlobOneRequest: a blob that fits in one chunk is one insert,
-// create-only (ifGenerationMatch=0), carrying its CRC-32C; its info is the
-// object the server answered, with the server's creation time.
+// TestGCSBlobOneRequest: a blob under 1 MiB, an empty one included, is
+// one insert, create-only (ifGenerationMatch=0), carrying its CRC-32C,
+// sent once even by a client that retries; its info is the object the
+// server answered, with the server's creation time.
 func TestGCSBlobOneRequest(t *testing.T) {
-	data := bytes.Repeat([]byte("blob "), 20)
-	store, rec := newGCSUnitStore(t, false, func(w http.ResponseWriter, r *http.Request) {
-		gcsBlobCreated(w, r.URL.Query().Get("name"), len(data))
-	})
-	info, err := store.CreateBlob(gcsUnitCtx(t), "b/k", bytes.NewReader(data))
-	require.NoError(t, err)
-	assert.Equal(t, writefence.BlobInfo{Key: "b/k", Size: int64(len(data)), Modified: gcsServerTime}, info)
+	for _, n := range []int{0, 100, 1<<20 - 1} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			data := bytes.Repeat([]byte("b"), n)
+			store, rec := newGCSUnitStore(t, true, func(w http.ResponseWriter, r *http.Request) {
+				gcsBlobCreated(w, r.URL.Query().Get("name"), len(data))
+			})
+			store.BlobPartSize = 256 << 10
+			info, err := store.CreateBlob(gcsUnitCtx(t), "b/k", bytes.NewReader(data))
+			require.NoError(t, err)
+			assert.Equal(t, writefence.BlobInfo{Key: "b/k", Size: int64(n), Modified: gcsServerTime}, info)
 
-	reqs := rec.requests()
-	require.Len(t, reqs, 1)
-	assert.Equal(t, []string{"multipart"}, reqs[0].Query["uploadType"])
-	assert.Equal(t, []string{"0"}, reqs[0].Query["ifGenerationMatch"])
-	assert.Equal(t, []string{"b/k"}, reqs[0].Query["name"])
-	meta, media := gcsSplitMultipart(t, reqs[0])
-	assert.Equal(t, data, media)
-	assert.Equal(t, crc32cBase64(data), meta["crc32c"])
-	assert.Equal(t, "application/octet-stream", meta["contentType"])
+			reqs := rec.requests()
+			require.Len(t, reqs, 1)
+			assert.Equal(t, []string{"multipart"}, reqs[0].Query["uploadType"])
+			assert.Equal(t, []string{"0"}, reqs[0].Query["ifGenerationMatch"])
+			assert.Equal(t, []string{"b/k"}, reqs[0].Query["name"])
+			meta, media := gcsSplitMultipart(t, reqs[0])
+			assert.Equal(t, len(data), len(media))
+			assert.Equal(t, crc32cBase64(data), meta["crc32c"])
+			assert.Equal(t, "application/octet-stream", meta["contentType"])
+		})
+	}
+	t.Run("sent once", func(t *testing.T) {
+		store, rec := newGCSUnitStore(t, true, func(w http.ResponseWriter, r *http.Request) {
+			gcsJSONError(w, http.StatusServiceUnavailable)
+		})
+		_, err := store.CreateBlob(gcsUnitCtx(t), "b/k", strings.NewReader("small"))
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, writefence.ErrConflict)
+		assert.Len(t, rec.requests(), 1)
+	})
 }
 
 // gcsResumableServer speaks the resumable upload protocol: a session
@@ -603,12 +618,12 @@ func gcsResumableServer(t *testing.T, srvURL func() string) http.HandlerFunc {
 	}
 }
 
-// TestGCSBlobResumable: a blob larger than a chunk is a resumable upload
+// TestGCSBlobResumable: a blob of 1 MiB or more is a resumable upload
 // started create-only, sent in chunks of BlobPartSize, the last carrying
 // the CRC-32C of the whole blob.
 func TestGCSBlobResumable(t *testing.T) {
 	const chunk = 256 << 10
-	data := bytes.Repeat([]byte("0123456789abcdef"), (2*chunk+1000)/16)
+	data := bytes.Repeat([]byte("0123456789abcdef"), (4*chunk+1008)/16)
 	var srv string
 	store, rec, srv := newGCSUnitServer(t, false, gcsResumableServer(t, func() string { return srv }))
 	store.BlobPartSize = chunk
@@ -617,25 +632,28 @@ func TestGCSBlobResumable(t *testing.T) {
 	assert.Equal(t, writefence.BlobInfo{Key: "b/k", Size: int64(len(data)), Modified: gcsServerTime}, info)
 
 	reqs := rec.requests()
-	require.Len(t, reqs, 4, "the session's start and three chunks")
+	require.Len(t, reqs, 6, "the session's start and five chunks")
 	assert.Equal(t, []string{"resumable"}, reqs[0].Query["uploadType"])
 	assert.Equal(t, []string{"0"}, reqs[0].Query["ifGenerationMatch"])
 	var sent []byte
-	for _, c := range reqs[1:] {
+	for i, c := range reqs[1:] {
 		assert.LessOrEqual(t, len(c.Body), chunk)
 		sent = append(sent, c.Body...)
+		if i < 4 {
+			assert.Empty(t, c.Header.Get("X-Goog-Hash"))
+		}
 	}
 	assert.Equal(t, data, sent)
-	assert.Empty(t, reqs[2].Header.Get("X-Goog-Hash"))
-	assert.Equal(t, "crc32c="+crc32cBase64(data), reqs[3].Header.Get("X-Goog-Hash"), "the server is given the checksum of the whole blob")
+	assert.Equal(t, "crc32c="+crc32cBase64(data), reqs[5].Header.Get("X-Goog-Hash"), "the server is given the checksum of the whole blob")
 }
 
 // TestGCSBlobFailingReader: when the reader fails, the upload is abandoned
-// before the request that would complete it: for a blob within one chunk
-// nothing is sent at all, for a larger one no chunk claims the end.
+// before the request that would complete it: for a blob that fails within
+// its first MiB nothing is sent at all, for a larger one no chunk claims
+// the end.
 func TestGCSBlobFailingReader(t *testing.T) {
 	const chunk = 256 << 10
-	for _, n := range []int{0, 100, chunk + 100} {
+	for _, n := range []int{0, 100, chunk + 100, 1 << 20, 1<<20 + chunk + 100} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			var srv string
 			store, rec, srv := newGCSUnitServer(t, false, gcsResumableServer(t, func() string { return srv }))
@@ -650,7 +668,7 @@ func TestGCSBlobFailingReader(t *testing.T) {
 				assert.NotEqual(t, []string{"multipart"}, req.Query["uploadType"], "a one-request upload was sent")
 				assert.NotRegexp(t, `/\d+$`, req.Header.Get("Content-Range"), "a chunk completed the upload")
 			}
-			if n < chunk {
+			if n < 1<<20 {
 				assert.Empty(t, rec.requests())
 			}
 		})

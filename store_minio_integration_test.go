@@ -912,11 +912,14 @@ func listBlobs(t *testing.T, store writefence.BlobStore, prefix string) map[stri
 
 // testBlobStore checks store's BlobStore against its contract, on keys of
 // its own. kind is the store's name in its errors' Op ("s3", "gcs",
-// "dir"); sizes are the sizes of the round trip, the largest of several
-// parts; part is the store's part size; res is the resolution of the
-// times it reports, which may differ by that between its calls.
+// "dir"); part is the store's part size (the round trip goes from 0
+// bytes to several parts); res is the resolution of the times it
+// reports, which may differ by that between its calls.
 func testBlobStore(t *testing.T, store blobStoreUnderTest, kind string, part int64, res time.Duration) {
 	base := testserver.UniqueName(t) + "/"
+	// Above the first MiB, which the S3 and GCS stores read before they
+	// choose between one request and an upload in parts, by two parts.
+	large := 1<<20 + 2*part + 12345
 	create := func(t *testing.T, key string, r io.Reader) writefence.BlobInfo {
 		t.Helper()
 		info, err := store.CreateBlob(t.Context(), key, r)
@@ -926,7 +929,7 @@ func testBlobStore(t *testing.T, store blobStoreUnderTest, kind string, part int
 	}
 
 	t.Run("round trip", func(t *testing.T) {
-		for _, n := range []int64{0, 1, part - 1, part, 2*part + 12345} {
+		for _, n := range []int64{0, 1, part - 1, part, 2*part + 12345, large} {
 			key := fmt.Sprintf("%sround/%d", base, n)
 			info := create(t, key, newPattern(n, 7))
 			assert.Equal(t, n, info.Size)
@@ -950,7 +953,7 @@ func testBlobStore(t *testing.T, store blobStoreUnderTest, kind string, part int
 		first := create(t, key, strings.NewReader("first"))
 		_, err := store.CreateBlob(t.Context(), key, strings.NewReader("second, longer"))
 		requireBlobErr(t, err, kind+" blob create", key, writefence.ErrConflict)
-		_, err = store.CreateBlob(t.Context(), key, newPattern(part+1, 3))
+		_, err = store.CreateBlob(t.Context(), key, newPattern(large, 3))
 		requireBlobErr(t, err, kind+" blob create", key, writefence.ErrConflict)
 		size, sum, _ := readBlobSum(t, store, key)
 		assert.Equal(t, int64(5), size)
@@ -961,7 +964,7 @@ func testBlobStore(t *testing.T, store blobStoreUnderTest, kind string, part int
 	})
 
 	t.Run("failing reader", func(t *testing.T) {
-		for _, n := range []int64{0, 10, part + 10} {
+		for _, n := range []int64{0, 10, part + 10, large} {
 			key := fmt.Sprintf("%sbroken/%d", base, n)
 			_, err := store.CreateBlob(t.Context(), key, &failingReader{r: newPattern(n, 1), err: errReaderBroke})
 			requireBlobErr(t, err, kind+" blob create", key, errReaderBroke)
