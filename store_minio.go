@@ -3,6 +3,8 @@ package writefence
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -431,8 +433,9 @@ const s3SmallBlob = 1 << 20
 
 // CreateBlob implements BlobStore. It reads r's first MiB; a blob that
 // ends within it (an empty one included) is sent as one PUT of its exact
-// length, carrying If-None-Match: *, and, as a record's PUT, once: a
-// retry after a PUT that landed would be refused by its own precondition.
+// length whose signature covers its SHA-256, carrying If-None-Match: *,
+// and, as a record's PUT, once: a retry after a PUT that landed would be
+// refused by its own precondition.
 // A larger blob is streamed with minio-go's PutObject of unknown size: a
 // multipart upload whose parts of BlobPartSize bytes are read into one
 // buffer, one at a time, so the write holds one part (and the first MiB)
@@ -477,8 +480,14 @@ func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io
 	}
 	var up minio.UploadInfo
 	if len(head) < s3SmallBlob {
+		// The payload's SHA-256 signed in the request, instead of
+		// minio-go's streaming signature over plain HTTP, which frames
+		// even an empty body as aws-chunked and which some servers refuse.
+		sum := sha256.Sum256(head)
+		one := opts
+		one.DisableContentSha256 = true
 		body := &requestBody{r: bytes.NewReader(head)}
-		up, err = s.api.PutObject(ctx, s.bucket, key, body, int64(len(head)), "", "", opts)
+		up, err = s.api.PutObject(ctx, s.bucket, key, body, int64(len(head)), "", hex.EncodeToString(sum[:]), one)
 		body.close()
 	} else {
 		opts.PartSize = uint64(part)

@@ -2,6 +2,8 @@ package writefence
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -721,7 +723,8 @@ func TestMinioBlobRequests(t *testing.T) {
 }
 
 // TestMinioBlobSmallIsOnePut: a blob under 1 MiB, an empty one included,
-// is one PUT of its exact length carrying If-None-Match: *, then the HEAD;
+// is one PUT of its exact length, its SHA-256 signed (not aws-chunked),
+// carrying If-None-Match: *, then the HEAD;
 // from 1 MiB on it is a multipart upload. The PUT is sent once, even by a
 // client configured to retry.
 func TestMinioBlobSmallIsOnePut(t *testing.T) {
@@ -737,7 +740,11 @@ func TestMinioBlobSmallIsOnePut(t *testing.T) {
 			assert.Equal(t, http.MethodPut, seen[0].method)
 			assert.Empty(t, seen[0].query, "no ?uploads, ?partNumber or ?uploadId")
 			assert.Equal(t, "*", seen[0].header.Get("If-None-Match"))
-			assert.Equal(t, strconv.FormatInt(n, 10), s3DecodedLength(seen[0]))
+			sum := sha256.Sum256(make([]byte, n))
+			assert.Equal(t, hex.EncodeToString(sum[:]), seen[0].header.Get("X-Amz-Content-Sha256"), "the payload's hash is signed")
+			assert.Empty(t, seen[0].header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
+			assert.Equal(t, strconv.FormatInt(n, 10), seen[0].header.Get("Content-Length"))
+			assert.Equal(t, n, seen[0].body)
 			assert.Equal(t, http.MethodHead, seen[1].method)
 			assert.Equal(t, `"single"`, seen[1].header.Get("If-Match"))
 		})
