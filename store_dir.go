@@ -1218,10 +1218,12 @@ func (s *DirConditionalStore) StatBlob(ctx context.Context, key string) (BlobInf
 
 // ListBlobs implements BlobStore. It reads the key held in each blob file,
 // so it opens every blob file of the store, and calls fn in the order of
-// the files' names. A file whose key cannot be read back, or whose header
-// or length is damaged, cannot be listed: the listing goes on, and
-// ListBlobs then returns a *CorruptError for each such file, joined, as
-// List does.
+// the files' names; it reads no data, so a blob whose data or length is
+// damaged is listed (with the size its file's length implies), to be
+// found damaged by OpenBlob or StatBlob, or deleted. A file whose key
+// cannot be read back, or that holds another key than its name's, cannot
+// be named: the listing goes on, and ListBlobs then returns a
+// *CorruptError for each such file, joined, as List does.
 func (s *DirConditionalStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -1264,9 +1266,11 @@ func (s *DirConditionalStore) ListBlobs(ctx context.Context, prefix string, fn f
 	return errors.Join(damaged...)
 }
 
-// blobFileInfo returns the info of the blob file name, checked as
-// openBlob checks it; a file whose key cannot be read, or that sits under
-// another name than its key's, returns a *CorruptError naming the file.
+// blobFileInfo returns the info of the blob file name: its key, read
+// from the file and checked against the name, the size of the data the
+// file's length implies, and its modification time. A file whose key
+// cannot be read, or that sits under another name than its key's, returns
+// a *CorruptError naming the file.
 func (s *DirConditionalStore) blobFileInfo(name string) (BlobInfo, error) {
 	path := filepath.Join(s.blobs, name)
 	f, err := os.Open(path)
@@ -1287,8 +1291,12 @@ func (s *DirConditionalStore) blobFileInfo(name string) (BlobInfo, error) {
 	if err != nil || key == nil || s.blobPath(string(key)) != path {
 		return BlobInfo{}, storeErr(dirBlobList, "", nil, &CorruptError{Check: "dir store: file blobs/" + name + " holds no readable key of its name"})
 	}
-	info, _, err := s.checkBlobFile(f, dirBlobList, string(key))
-	return info, err
+	st, err := f.Stat()
+	if err != nil {
+		return BlobInfo{}, dirErr(dirBlobList, string(key), err)
+	}
+	size := max(0, st.Size()-int64(dirBlobHeaderSize+len(key))-dirBlobTailSize)
+	return BlobInfo{Key: string(key), Size: size, Modified: st.ModTime()}, nil
 }
 
 // DeleteBlob implements BlobStore: it removes the blob's file and fsyncs

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -956,12 +957,13 @@ func TestDirBlobDamage(t *testing.T) {
 
 // TestDirBlobUnnamable: a blob file whose key cannot be read back, or that
 // holds another key than its name's, is refused by OpenBlob and reported
-// by ListBlobs, after the blobs it can list.
+// by ListBlobs, after the blobs it can list; one damaged beyond its key is
+// listed, so that it can be collected.
 func TestDirBlobUnnamable(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	s := newDirStore(t, dir)
-	for _, k := range []string{"p/a", "p/b", "p/c"} {
+	for _, k := range []string{"p/a", "p/b", "p/c", "p/d"} {
 		_, err := s.CreateBlob(ctx, k, strings.NewReader("blob "+k))
 		require.NoError(t, err)
 	}
@@ -970,15 +972,19 @@ func TestDirBlobUnnamable(t *testing.T) {
 	require.NoError(t, os.WriteFile(blobFile(dir, "p/c"), b, 0o600), "p/b's file under p/c's name")
 	b[6] ^= 0xff // the key's length
 	require.NoError(t, os.WriteFile(blobFile(dir, "p/a"), b, 0o600))
+	require.NoError(t, os.Truncate(blobFile(dir, "p/d"), 10))
 
 	_, _, err = s.OpenBlob(ctx, "p/c")
 	wantStoreErr(t, err, "dir blob open", "p/c", writefence.ErrCorrupt)
 	_, _, err = s.OpenBlob(ctx, "p/a")
 	wantStoreErr(t, err, "dir blob open", "p/a", writefence.ErrCorrupt)
+	_, err = s.StatBlob(ctx, "p/d")
+	wantStoreErr(t, err, "dir blob stat", "p/d", writefence.ErrCorrupt)
 	var listed []string
 	err = s.ListBlobs(ctx, "", func(b writefence.BlobInfo) error { listed = append(listed, b.Key); return nil })
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	assert.Equal(t, []string{"p/b"}, listed)
+	slices.Sort(listed)
+	assert.Equal(t, []string{"p/b", "p/d"}, listed)
 	assert.Equal(t, 2, strings.Count(err.Error(), "holds no readable key of its name"), "each damaged file reported: %v", err)
 }
 
@@ -1181,4 +1187,30 @@ func TestDirBlobCancelledMidway(t *testing.T) {
 	_, err = s.StatBlob(t.Context(), "k")
 	require.ErrorIs(t, err, writefence.ErrNotFound)
 	assert.Empty(t, blobTemps(t, dir))
+}
+
+// TestDirCollectDamagedBlobs: Collect is not stopped by blob files damaged
+// beyond their key: it deletes a damaged blob no manifest can reference,
+// and keeps a damaged referenced one, whose read fails as corrupt.
+func TestDirCollectDamagedBlobs(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	f := &writefence.Fence{Store: newDirStore(t, dir)}
+	kept := putBlob(t, f, "a", 1, "referenced")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(kept)))
+	dead := putBlob(t, f, "a", 3, "never committed")
+	require.NoError(t, f.Seal(ctx, "wal", "0", "b", 4))
+	for _, ref := range []writefence.BlobRef{kept, dead} {
+		key, err := keys.Blob("", "wal", "0", ref.Name)
+		require.NoError(t, err)
+		st, err := os.Stat(blobFile(dir, key))
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(blobFile(dir, key), st.Size()-5), "the key stays whole")
+	}
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	assert.Equal(t, sortedNames(dead), blobNames(report.Deleted))
+	assert.Equal(t, sortedNames(kept), blobNames(report.Referenced))
+	_, err = readBlob(t, f, kept.Name)
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
 }
