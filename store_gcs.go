@@ -327,10 +327,6 @@ var _ BlobStore = (*GCSConditionalStore)(nil)
 // nothing is created. The info returned is the object's as the server
 // created it: its size and its creation time (Created), by the server's
 // clock, at the microsecond resolution of its JSON API.
-//
-// A chunk whose upload completed the object but whose answer was lost,
-// retried, may be answered 412 for the object it created: the caller
-// sees ErrConflict, and the blob it wrote stays, unreferenced, for Collect.
 func (s *GCSConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
 	part := s.BlobPartSize
 	if part <= 0 {
