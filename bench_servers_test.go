@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/writefence/writefence"
@@ -403,5 +405,68 @@ func BenchmarkPushMemory(b *testing.B) {
 				benchPushImpl(b, store, wire, impl, payload)
 			})
 		}
+	}
+}
+
+// BenchmarkBlob streams a 1 GiB blob to MinIO in 16 MiB parts: Fence.PutBlob
+// (impl=fenced: the adapter's CreateBlob, If-None-Match on the upload, the
+// CRC-32C the Fence takes as the bytes go by, the HEAD that reads the
+// blob's info) against minio-go's own PutObject of the same bytes, of
+// unknown size with the same part size (impl=raw). MB/s is the blob's size
+// over the time of one upload. peak-heap-MiB is the largest growth of the
+// heap's objects seen during an upload, sampled every millisecond: what
+// the upload holds and the garbage it made that the GC has not yet freed
+// (with GOGC=100 a heap is let grow to twice what was live at the last
+// GC); peak-live-MiB the largest growth of what a GC found live, which is
+// what the upload holds. Each upload's
+// object is deleted, off the clock. It needs the S3 server (.ci/run's
+// environment) and is not run by bench/run or CI; run it as
+//
+//	go test -run '^$' -bench BenchmarkBlob -benchtime 1x -count 6 .
+func BenchmarkBlob(b *testing.B) {
+	const size, part = 1 << 30, 16 << 20
+	c := testserver.S3Server(b).Client(b, nil)
+	bucket := testserver.MinioBucket(b, c)
+	store := writefence.NewMinioConditionalStore(c, bucket)
+	store.BlobPartSize = part
+	for _, impl := range []string{"raw", "fenced"} {
+		b.Run("store=s3/size=1GiB/impl="+impl, func(b *testing.B) {
+			ctx := context.Background()
+			prefix := testserver.UniqueName(b) + "/"
+			fence := &writefence.Fence{Store: store, Prefix: prefix}
+			var grewObjects, grewLive float64
+			for i := 0; b.Loop(); i++ {
+				runtime.GC()
+				base := readHeap()
+				stop := heapPeak()
+				key := fmt.Sprintf("%sraw-%d", prefix, i)
+				switch impl {
+				case "raw":
+					_, err := c.PutObject(ctx, bucket, key, newPattern(size, byte(i)), -1,
+						minio.PutObjectOptions{PartSize: part, ContentType: "application/octet-stream"})
+					if err != nil {
+						b.Fatal(err)
+					}
+				case "fenced":
+					ref, err := fence.PutBlob(ctx, "wal", "0", "w", uint64(i+1), newPattern(size, byte(i)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if key, err = keys.Blob(prefix, "wal", "0", ref.Name); err != nil {
+						b.Fatal(err)
+					}
+				}
+				objects, live := stop().growth(base)
+				grewObjects, grewLive = max(grewObjects, objects), max(grewLive, live)
+				b.StopTimer()
+				if err := c.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e6, "MB/s")
+			b.ReportMetric(grewObjects, "peak-heap-MiB")
+			b.ReportMetric(grewLive, "peak-live-MiB")
+		})
 	}
 }

@@ -26,3 +26,10 @@ func WithoutDirLocking(t testing.TB) {
 	dirLockSupported = false
 	t.Cleanup(func() { dirLockSupported = dirHasFlock })
 }
+
+// HookDirBlobLink runs hold in every directory store CreateBlob whose
+// temporary file is durable, right before it is linked into place.
+func HookDirBlobLink(t testing.TB, hold func(s *DirConditionalStore, key string)) {
+	dirTestHooks.blobLink = hold
+	t.Cleanup(func() { dirTestHooks.blobLink = nil })
+}

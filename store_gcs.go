@@ -25,11 +25,21 @@ import (
 // request was refused and did nothing, and a Fence does not retry it. A
 // 429 is transient (see gcsError).
 //
+// Blobs (BlobStore): each blob is one object, written by CreateBlob in
+// one request when it is smaller than 1 MiB, else streamed as a resumable
+// upload of BlobPartSize chunks; see CreateBlob.
+//
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
-// defaultMaxObjectSize. It is read without locking and must be set before
-// first use.
+// defaultMaxObjectSize. The fields are read without locking and must be
+// set before first use.
 type GCSConditionalStore struct {
 	MaxObjectSize int64
+
+	// BlobPartSize is the chunk size in bytes of CreateBlob's resumable
+	// upload (the Writer's ChunkSize, which the client rounds up to a
+	// multiple of 256 KiB), and so what a blob write holds in memory: one
+	// chunk. Zero (or less) means 16 MiB.
+	BlobPartSize int64
 
 	client *storage.Client
 	bucket string
@@ -39,8 +49,8 @@ var _ ConditionalStore = (*GCSConditionalStore)(nil)
 
 var _ Capable = (*GCSConditionalStore)(nil)
 
-// Capabilities implements Capable: the store's PrefixReader and
-// PartsPutter are its own.
+// Capabilities implements Capable: the store's PrefixReader, PartsPutter
+// and BlobStore are its own.
 func (s *GCSConditionalStore) Capabilities() ConditionalStore { return s }
 
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
@@ -230,8 +240,9 @@ func gcsConditions(key, expectVersion string) (storage.Conditions, error) {
 var errNoGeneration = errors.New("the server sent no object generation")
 
 // gcsError classifies an error from the client. A missing object is
-// ErrNotFound only for a read: for a delete the caller handles it, and a
-// write with a precondition is answered 412, never 404.
+// ErrNotFound only for a read (a record's or a blob's): for a delete the
+// caller handles it, and a write with a precondition is answered 412,
+// never 404.
 //
 // A 401 or a 403 refuses the caller's credentials or their rights: it
 // matches fs.ErrPermission, the request was not carried out, and sending it
@@ -260,7 +271,7 @@ func gcsError(op, key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	if op == "get" && errors.Is(err, storage.ErrObjectNotExist) {
+	if (op == "get" || op == "blob open" || op == "blob stat") && errors.Is(err, storage.ErrObjectNotExist) {
 		return storeErr("gcs "+op, key, ErrNotFound, err)
 	}
 	return storeErr("gcs "+op, key, nil, err)
@@ -288,4 +299,190 @@ func (s *GCSConditionalStore) List(ctx context.Context, prefix string, fn func(k
 			return err
 		}
 	}
+}
+
+// gcsDefaultBlobPartSize is the default chunk size of a blob's upload.
+const gcsDefaultBlobPartSize = 16 << 20
+
+// gcsSmallBlob is the size under which a blob is sent as one request,
+// as a record is.
+const gcsSmallBlob = 1 << 20
+
+var _ BlobStore = (*GCSConditionalStore)(nil)
+
+// CreateBlob implements BlobStore with one Writer, conditioned on
+// DoesNotExist (ifGenerationMatch=0): create-only, decided by the server,
+// whose 412 for a key that exists returns an error matching ErrConflict.
+// It reads r's first MiB. A blob that ends within it goes up as a record
+// does (see PutIfVersion): one request, unbuffered and so not retried,
+// carrying the blob's CRC-32C. A larger blob goes up as a resumable
+// upload in chunks of BlobPartSize (the Writer's ChunkSize): the Writer
+// buffers one chunk, retries each chunk on a transient failure as the
+// client is configured, and sends the CRC-32C of the whole blob with the
+// last chunk. So the write holds one chunk (and the first MiB) in memory
+// whatever the blob's size, and a small blob is not given a chunk's
+// buffer. Cloud Storage checks the CRC-32C before it creates the object.
+//
+// A failure of r, or of ctx, cancels the upload before it is completed:
+// nothing is created. The info returned is the object's as the server
+// created it: its size and its creation time (Created), by the server's
+// clock, at the microsecond resolution of its JSON API.
+func (s *GCSConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
+	part := s.BlobPartSize
+	if part <= 0 {
+		part = gcsDefaultBlobPartSize
+	}
+	src := &gcsBlobSource{r: r}
+	head, err := io.ReadAll(io.LimitReader(src, gcsSmallBlob))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return BlobInfo{}, ctxErr
+		}
+		return BlobInfo{}, storeErr("gcs blob create", key, nil, err)
+	}
+	// Cancelling the Writer's context is how an upload is abandoned.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := s.client.Bucket(s.bucket).Object(key).If(storage.Conditions{DoesNotExist: true}).NewWriter(wctx)
+	// A fixed content type: the client would otherwise sniff the body.
+	w.ContentType = "application/octet-stream"
+	small := len(head) < gcsSmallBlob
+	if small {
+		w.ChunkSize = 0
+		w.CRC32C = crc32.Checksum(head, castagnoli)
+		w.SendCRC32C = true
+	} else {
+		w.ChunkSize = int(part)
+	}
+	_, err = w.Write(head)
+	if err == nil && !small {
+		_, err = io.Copy(w, src)
+	}
+	if err != nil {
+		cancel()
+		_ = w.Close()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return BlobInfo{}, ctxErr
+		}
+		if src.err != nil {
+			return BlobInfo{}, storeErr("gcs blob create", key, nil, src.err)
+		}
+		return BlobInfo{}, gcsError("blob create", key, err)
+	}
+	if err := w.Close(); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return BlobInfo{}, ctxErr
+		}
+		return BlobInfo{}, gcsError("blob create", key, err)
+	}
+	return gcsBlobInfo("blob create", key, w.Attrs())
+}
+
+// gcsBlobSource is the reader of a blob being created; it keeps the
+// reader's own error, to tell it from the upload's.
+type gcsBlobSource struct {
+	r   io.Reader
+	err error
+}
+
+func (s *gcsBlobSource) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// gcsBlobInfo is the BlobInfo of an object's attributes.
+func gcsBlobInfo(op, key string, attrs *storage.ObjectAttrs) (BlobInfo, error) {
+	if attrs == nil || attrs.Created.IsZero() {
+		return BlobInfo{}, storeErr("gcs "+op, key, nil, errors.New("the server sent no creation time"))
+	}
+	return BlobInfo{Key: key, Size: attrs.Size, Modified: attrs.Created}, nil
+}
+
+// OpenBlob implements BlobStore with one reader: the bytes, the size and
+// the time come from one response. The time is the response's
+// Last-Modified, which for an object that is never updated, as a blob, is
+// its creation time, at the second resolution of an HTTP date (the XML
+// API's reads). A read of the body that fails returns a *StoreError of op
+// "gcs blob read", and a done context its own error.
+func (s *GCSConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
+	// ReadCompressed: the stored bytes as they are, so the size the server
+	// reports is the size read.
+	r, err := s.client.Bucket(s.bucket).Object(key).ReadCompressed(true).NewReader(ctx)
+	if err != nil {
+		return nil, BlobInfo{}, gcsError("blob open", key, err)
+	}
+	if r.Attrs.Size < 0 {
+		r.Close()
+		return nil, BlobInfo{}, storeErr("gcs blob open", key, nil, errors.New("the server sent no object size"))
+	}
+	return &gcsBlobBody{r: r, key: key}, BlobInfo{Key: key, Size: r.Attrs.Size, Modified: r.Attrs.LastModified}, nil
+}
+
+// gcsBlobBody is a blob's reader, whose failures are *StoreErrors.
+type gcsBlobBody struct {
+	r   *storage.Reader
+	key string
+}
+
+func (b *gcsBlobBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = gcsError("blob read", b.key, err)
+	}
+	return n, err
+}
+
+func (b *gcsBlobBody) Close() error { return b.r.Close() }
+
+// StatBlob implements BlobStore with the object's attributes: its size
+// and its creation time.
+func (s *GCSConditionalStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
+	attrs, err := s.client.Bucket(s.bucket).Object(key).Attrs(ctx)
+	if err != nil {
+		return BlobInfo{}, gcsError("blob stat", key, err)
+	}
+	return gcsBlobInfo("blob stat", key, attrs)
+}
+
+// ListBlobs implements BlobStore with the bucket's object listing under
+// prefix, in the server's (lexical) order, asking only for each object's
+// name, size and creation time.
+func (s *GCSConditionalStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	q := &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Created"}); err != nil {
+		return storeErr("gcs blob list", prefix, nil, err)
+	}
+	it := s.client.Bucket(s.bucket).Objects(ctx, q)
+	for {
+		// The iterator hands out a fetched page without looking at ctx.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return ctx.Err()
+		}
+		if err != nil {
+			return gcsError("blob list", prefix, err)
+		}
+		info, err := gcsBlobInfo("blob list", attrs.Name, attrs)
+		if err != nil {
+			return err
+		}
+		if err := fn(info); err != nil {
+			return err
+		}
+	}
+}
+
+// DeleteBlob implements BlobStore, as Delete does.
+func (s *GCSConditionalStore) DeleteBlob(ctx context.Context, key string) error {
+	err := s.client.Bucket(s.bucket).Object(key).Delete(ctx)
+	if err == nil || errors.Is(err, storage.ErrObjectNotExist) {
+		return nil
+	}
+	return gcsError("blob delete", key, err)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"github.com/stretchr/testify/assert"
@@ -114,4 +115,25 @@ func TestGCSWrapperNotBypassed(t *testing.T) {
 	store, _ := newGCSIntegrationStore(t)
 	calls := &wrapperCalls{}
 	testWrapperNotBypassed(t, store, gcsWrapper{store, calls}, calls, testserver.UniqueName(t)+"/")
+}
+
+// TestGCSBlobs checks the adapter's BlobStore on the emulator, with
+// chunks of 256 KiB, the smallest the client sends.
+func TestGCSBlobs(t *testing.T) {
+	store, _ := newGCSIntegrationStore(t)
+	store.BlobPartSize = 256 << 10
+	testBlobStore(t, store, "gcs", store.BlobPartSize, time.Second)
+}
+
+// TestGCSBlobMemory: a 40 MiB blob streamed in 16 MiB chunks allocates no
+// more than two chunks.
+func TestGCSBlobMemory(t *testing.T) {
+	store, _ := newGCSIntegrationStore(t)
+	testBlobMemory(t, store, 2*16<<20)
+}
+
+// TestGCSBlobFence: see testBlobFence.
+func TestGCSBlobFence(t *testing.T) {
+	store, _ := newGCSIntegrationStore(t)
+	testBlobFence(t, store, time.Second)
 }

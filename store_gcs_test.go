@@ -63,6 +63,13 @@ func (r *gcsRecorder) requests() []gcsRequest {
 // a failing read returns at once instead of backing off until the deadline.
 func newGCSUnitStore(t *testing.T, retry bool, handler http.HandlerFunc) (*writefence.GCSConditionalStore, *gcsRecorder) {
 	t.Helper()
+	store, rec, _ := newGCSUnitServer(t, retry, handler)
+	return store, rec
+}
+
+// newGCSUnitServer is newGCSUnitStore, and also returns the server's URL.
+func newGCSUnitServer(t *testing.T, retry bool, handler http.HandlerFunc) (*writefence.GCSConditionalStore, *gcsRecorder, string) {
+	t.Helper()
 	rec := &gcsRecorder{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -72,7 +79,7 @@ func newGCSUnitStore(t *testing.T, retry bool, handler http.HandlerFunc) (*write
 		handler(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return newGCSClientStore(t, srv.URL, retry), rec
+	return newGCSClientStore(t, srv.URL, retry), rec, srv.URL
 }
 
 // newGCSClientStore returns a store over a client for the server at base.
@@ -522,4 +529,237 @@ func TestGCSFenceRetriesRateLimit(t *testing.T) {
 			assert.Equal(t, want, methods)
 		})
 	}
+}
+
+// gcsServerTime is the unit server's clock, far from ours: a blob's time
+// must be the server's.
+var gcsServerTime = time.Date(2001, 2, 3, 4, 5, 6, 789000000, time.UTC)
+
+// gcsBlobCreated answers the request that completes a blob's upload with
+// the object the server created, of size bytes.
+func gcsBlobCreated(w http.ResponseWriter, name string, size int) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"kind":"storage#object","bucket":%q,"name":%q,"generation":"5","metageneration":"1","size":"%d","timeCreated":%q,"updated":%q}`,
+		gcsTestBucket, name, size, gcsServerTime.Format(time.RFC3339Nano), gcsServerTime.Add(time.Hour).Format(time.RFC3339Nano))
+}
+
+func crc32cBase64(data []byte) string {
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// TestGCSBlobOneRequest: a blob under 1 MiB, an empty one included, is
+// one insert, create-only (ifGenerationMatch=0), carrying its CRC-32C,
+// sent once even by a client that retries; its info is the object the
+// server answered, with the server's creation time.
+func TestGCSBlobOneRequest(t *testing.T) {
+	for _, n := range []int{0, 100, 1<<20 - 1} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			data := bytes.Repeat([]byte("b"), n)
+			store, rec := newGCSUnitStore(t, true, func(w http.ResponseWriter, r *http.Request) {
+				gcsBlobCreated(w, r.URL.Query().Get("name"), len(data))
+			})
+			store.BlobPartSize = 256 << 10
+			info, err := store.CreateBlob(gcsUnitCtx(t), "b/k", bytes.NewReader(data))
+			require.NoError(t, err)
+			assert.Equal(t, writefence.BlobInfo{Key: "b/k", Size: int64(n), Modified: gcsServerTime}, info)
+
+			reqs := rec.requests()
+			require.Len(t, reqs, 1)
+			assert.Equal(t, []string{"multipart"}, reqs[0].Query["uploadType"])
+			assert.Equal(t, []string{"0"}, reqs[0].Query["ifGenerationMatch"])
+			assert.Equal(t, []string{"b/k"}, reqs[0].Query["name"])
+			meta, media := gcsSplitMultipart(t, reqs[0])
+			assert.Equal(t, len(data), len(media))
+			assert.Equal(t, crc32cBase64(data), meta["crc32c"])
+			assert.Equal(t, "application/octet-stream", meta["contentType"])
+		})
+	}
+	t.Run("sent once", func(t *testing.T) {
+		store, rec := newGCSUnitStore(t, true, func(w http.ResponseWriter, r *http.Request) {
+			gcsJSONError(w, http.StatusServiceUnavailable)
+		})
+		_, err := store.CreateBlob(gcsUnitCtx(t), "b/k", strings.NewReader("small"))
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, writefence.ErrConflict)
+		assert.Len(t, rec.requests(), 1)
+	})
+}
+
+// gcsResumableServer speaks the resumable upload protocol: a session
+// started by one request, chunks sent to it, the last one completing it.
+func gcsResumableServer(t *testing.T, srvURL func() string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		switch {
+		case q.Get("uploadType") == "resumable" && q.Get("upload_id") == "":
+			w.Header().Set("Location", srvURL()+"/upload/storage/v1/b/"+gcsTestBucket+"/o?uploadType=resumable&upload_id=u1")
+		case q.Get("upload_id") == "u1":
+			// The recorder has read the body; the test reads it from there.
+			var first, last int
+			var total string
+			cr := r.Header.Get("Content-Range")
+			if _, err := fmt.Sscanf(cr, "bytes %d-%d/%s", &first, &last, &total); err != nil {
+				t.Errorf("chunk with Content-Range %q: %v", cr, err)
+			}
+			if total == "*" {
+				// What Cloud Storage answers a client that sent
+				// X-GUploader-No-308, as this one does, for "go on".
+				w.Header().Set("Range", fmt.Sprintf("bytes=0-%d", last))
+				w.Header().Set("X-Http-Status-Code-Override", "308")
+				return
+			}
+			n, _ := strconv.Atoi(total)
+			gcsBlobCreated(w, "b/k", n)
+		default:
+			gcsJSONError(w, http.StatusNotImplemented)
+		}
+	}
+}
+
+// TestGCSBlobResumable: a blob of 1 MiB or more is a resumable upload
+// started create-only, sent in chunks of BlobPartSize, the last carrying
+// the CRC-32C of the whole blob.
+func TestGCSBlobResumable(t *testing.T) {
+	const chunk = 256 << 10
+	data := bytes.Repeat([]byte("0123456789abcdef"), (4*chunk+1008)/16)
+	var srv string
+	store, rec, srv := newGCSUnitServer(t, false, gcsResumableServer(t, func() string { return srv }))
+	store.BlobPartSize = chunk
+	info, err := store.CreateBlob(gcsUnitCtx(t), "b/k", bytes.NewReader(data))
+	require.NoError(t, err)
+	assert.Equal(t, writefence.BlobInfo{Key: "b/k", Size: int64(len(data)), Modified: gcsServerTime}, info)
+
+	reqs := rec.requests()
+	require.Len(t, reqs, 6, "the session's start and five chunks")
+	assert.Equal(t, []string{"resumable"}, reqs[0].Query["uploadType"])
+	assert.Equal(t, []string{"0"}, reqs[0].Query["ifGenerationMatch"])
+	var sent []byte
+	for i, c := range reqs[1:] {
+		assert.LessOrEqual(t, len(c.Body), chunk)
+		sent = append(sent, c.Body...)
+		if i < 4 {
+			assert.Empty(t, c.Header.Get("X-Goog-Hash"))
+		}
+	}
+	assert.Equal(t, data, sent)
+	assert.Equal(t, "crc32c="+crc32cBase64(data), reqs[5].Header.Get("X-Goog-Hash"), "the server is given the checksum of the whole blob")
+}
+
+// TestGCSBlobFailingReader: when the reader fails, the upload is abandoned
+// before the request that would complete it: for a blob that fails within
+// its first MiB nothing is sent at all, for a larger one no chunk claims
+// the end.
+func TestGCSBlobFailingReader(t *testing.T) {
+	const chunk = 256 << 10
+	for _, n := range []int{0, 100, chunk + 100, 1 << 20, 1<<20 + chunk + 100} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			var srv string
+			store, rec, srv := newGCSUnitServer(t, false, gcsResumableServer(t, func() string { return srv }))
+			store.BlobPartSize = chunk
+			r := io.MultiReader(bytes.NewReader(make([]byte, n)), iotestErrReader{errInjectedGCS})
+			_, err := store.CreateBlob(gcsUnitCtx(t), "b/k", r)
+			require.ErrorIs(t, err, errInjectedGCS)
+			var se *writefence.StoreError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, "gcs blob create", se.Op)
+			for _, req := range rec.requests() {
+				assert.NotEqual(t, []string{"multipart"}, req.Query["uploadType"], "a one-request upload was sent")
+				assert.NotRegexp(t, `/\d+$`, req.Header.Get("Content-Range"), "a chunk completed the upload")
+			}
+			if n < 1<<20 {
+				assert.Empty(t, rec.requests())
+			}
+		})
+	}
+}
+
+var errInjectedGCS = errors.New("the test's reader broke")
+
+// iotestErrReader fails every read with err.
+type iotestErrReader struct{ err error }
+
+func (r iotestErrReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestGCSBlobErrorMapping: the blob calls classify the server's answers as
+// the record calls do, and keep the client's error reachable.
+func TestGCSBlobErrorMapping(t *testing.T) {
+	cases := []struct {
+		op     string // create, open, stat, delete, list
+		status int
+		want   error // a sentinel, nil for none, or errNone for no error
+	}{
+		{"create", 412, writefence.ErrConflict}, {"create", 403, fs.ErrPermission}, {"create", 500, nil},
+		{"open", 404, writefence.ErrNotFound}, {"open", 403, fs.ErrPermission}, {"open", 500, nil},
+		{"stat", 404, writefence.ErrNotFound}, {"stat", 401, fs.ErrPermission}, {"stat", 500, nil},
+		{"delete", 404, errNone}, {"delete", 403, fs.ErrPermission}, {"delete", 500, nil},
+		{"list", 403, fs.ErrPermission}, {"list", 404, nil},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s_%d", tc.op, tc.status), func(t *testing.T) {
+			store, _ := newGCSUnitStore(t, false, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet && tc.status == http.StatusNotFound && !strings.Contains(r.URL.Path, "/storage/v1/") {
+					w.WriteHeader(http.StatusNotFound) // the XML API's bare 404
+					return
+				}
+				gcsJSONError(w, tc.status)
+			})
+			ctx := gcsUnitCtx(t)
+			key := "k"
+			var err error
+			switch tc.op {
+			case "create":
+				_, err = store.CreateBlob(ctx, key, strings.NewReader("x"))
+			case "open":
+				_, _, err = store.OpenBlob(ctx, key)
+			case "stat":
+				_, err = store.StatBlob(ctx, key)
+			case "delete":
+				err = store.DeleteBlob(ctx, key)
+			case "list":
+				key = "p/"
+				err = store.ListBlobs(ctx, key, func(writefence.BlobInfo) error { return nil })
+			}
+			if tc.want == errNone {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			for _, sentinel := range []error{writefence.ErrConflict, writefence.ErrNotFound, fs.ErrPermission} {
+				assert.Equal(t, sentinel == tc.want, errors.Is(err, sentinel), "errors.Is(%v, %v)", err, sentinel)
+			}
+			var se *writefence.StoreError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, key, se.Key)
+			assert.Equal(t, "gcs blob "+tc.op, se.Op)
+			if tc.want == writefence.ErrNotFound {
+				assert.ErrorIs(t, err, storage.ErrObjectNotExist)
+				return
+			}
+			var gerr *googleapi.Error
+			require.ErrorAs(t, err, &gerr)
+			assert.Equal(t, tc.status, gerr.Code)
+		})
+	}
+}
+
+var errNone = errors.New("no error")
+
+// TestGCSBlobContextPassesThrough: every blob call returns a cancelled
+// context's error as it is.
+func TestGCSBlobContextPassesThrough(t *testing.T) {
+	store, _ := newGCSUnitStore(t, true, func(w http.ResponseWriter, r *http.Request) {
+		gcsJSONError(w, http.StatusServiceUnavailable)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := store.CreateBlob(ctx, "k", strings.NewReader("x"))
+	assert.ErrorIs(t, err, context.Canceled)
+	_, _, err = store.OpenBlob(ctx, "k")
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = store.StatBlob(ctx, "k")
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, store.DeleteBlob(ctx, "k"), context.Canceled)
+	assert.ErrorIs(t, store.ListBlobs(ctx, "", func(writefence.BlobInfo) error { return nil }), context.Canceled)
 }

@@ -3,6 +3,8 @@ package writefence
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -44,11 +46,22 @@ const (
 // AccessDenied, InvalidAccessKeyId or SignatureDoesNotMatch) also matches
 // fs.ErrPermission: nothing was done, and a Fence does not retry it.
 //
+// Blobs (BlobStore): each blob is one object, written by CreateBlob as
+// one PUT when it is smaller than 1 MiB, else streamed as a multipart
+// upload of BlobPartSize parts; see CreateBlob.
+//
 // MaxObjectSize, when positive, is the read limit of Get (zero means
-// defaultMaxObjectSize); set it before first use. A MinioConditionalStore is
-// safe for concurrent use.
+// defaultMaxObjectSize). Set the fields before first use. A
+// MinioConditionalStore is safe for concurrent use.
 type MinioConditionalStore struct {
 	MaxObjectSize int64
+
+	// BlobPartSize is the size in bytes of the parts CreateBlob uploads,
+	// and so what a blob write holds in memory: one part. Zero means 16
+	// MiB. S3 takes at most 10,000 parts, so it also bounds the largest
+	// blob at 10,000 parts (about 156 GiB at 16 MiB; raise it for larger
+	// blobs); it must be 5 MiB to 5 GiB, S3's limits for a part.
+	BlobPartSize int64
 
 	api    s3API
 	bucket string
@@ -58,8 +71,8 @@ var _ ConditionalStore = (*MinioConditionalStore)(nil)
 
 var _ Capable = (*MinioConditionalStore)(nil)
 
-// Capabilities implements Capable: the store's PrefixReader and
-// PartsPutter are its own.
+// Capabilities implements Capable: the store's PrefixReader, PartsPutter
+// and BlobStore are its own.
 func (s *MinioConditionalStore) Capabilities() ConditionalStore { return s }
 
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
@@ -237,6 +250,11 @@ var _ Deleter = (*MinioConditionalStore)(nil)
 // Delete implements Deleter. S3 reports success for a key that does not
 // exist; a NoSuchKey from a stricter server is treated the same way.
 func (s *MinioConditionalStore) Delete(ctx context.Context, key string) error {
+	return s.remove(ctx, "delete", key)
+}
+
+// remove deletes key for op; a missing key is not an error.
+func (s *MinioConditionalStore) remove(ctx context.Context, op, key string) error {
 	err := s.api.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
 	if err == nil {
 		return nil
@@ -245,7 +263,7 @@ func (s *MinioConditionalStore) Delete(ctx context.Context, key string) error {
 	if errors.As(err, &r) && r.Code == s3NoSuchKey {
 		return nil
 	}
-	return s.fail(ctx, "delete", key, err, nil)
+	return s.fail(ctx, op, key, err, nil)
 }
 
 // fail wraps an SDK error. kind, when non-nil, names the sentinel an S3
@@ -308,7 +326,7 @@ func putKind(r minio.ErrorResponse, expectVersion string) error {
 var (
 	errNoETag   = errors.New("response carries no etag")
 	errBadToken = errors.New("version token cannot be an s3 etag")
-	errNoList   = errors.New("the store's client cannot list objects")
+	errNoSDK    = errors.New("the store's client is not minio-go's own")
 )
 
 // normalizeETag strips the quotes S3 puts around an ETag, so the token is
@@ -368,21 +386,193 @@ var _ Lister = (*MinioConditionalStore)(nil)
 // It needs the store's client to be minio-go's own (as
 // NewMinioConditionalStore sets it): Core's list calls take no context.
 func (s *MinioConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
-	core, ok := s.api.(minio.Core)
-	if !ok || core.Client == nil {
-		return storeErr("s3 list", prefix, errors.ErrUnsupported, errNoList)
+	return s.list(ctx, "list", prefix, func(obj minio.ObjectInfo) error { return fn(obj.Key) })
+}
+
+// list calls fn with each object under prefix, for op. The listing is
+// minio-go's iterator, not its channel, whose goroutine would block for
+// good when fn stops the listing early.
+func (s *MinioConditionalStore) list(ctx context.Context, op, prefix string, fn func(minio.ObjectInfo) error) error {
+	c, err := s.sdk(op, prefix)
+	if err != nil {
+		return err
 	}
-	// Cancelling the listing's own context when fn stops early ends the
-	// SDK's goroutine that feeds the channel.
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for obj := range core.Client.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	for obj := range c.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if obj.Err != nil {
-			return s.fail(ctx, "list", prefix, obj.Err, nil)
+			return s.fail(ctx, op, prefix, obj.Err, nil)
 		}
-		if err := fn(obj.Key); err != nil {
+		if err := fn(obj); err != nil {
 			return err
 		}
 	}
 	return ctx.Err()
+}
+
+// sdk returns the store's minio-go client, for what Core does not offer:
+// a listing that takes a context, and an upload of unknown size in parts.
+func (s *MinioConditionalStore) sdk(op, key string) (*minio.Client, error) {
+	core, ok := s.api.(minio.Core)
+	if !ok || core.Client == nil {
+		return nil, storeErr("s3 "+op, key, errors.ErrUnsupported, errNoSDK)
+	}
+	return core.Client, nil
+}
+
+// S3's limits on the size of a part of a multipart upload, and the
+// default part size of a blob.
+const (
+	s3MinPartSize         = 5 << 20
+	s3MaxPartSize         = 5 << 30
+	s3DefaultBlobPartSize = 16 << 20
+)
+
+var _ BlobStore = (*MinioConditionalStore)(nil)
+
+// s3SmallBlob is the size under which a blob is sent as one PUT.
+const s3SmallBlob = 1 << 20
+
+// CreateBlob implements BlobStore. It reads r's first MiB; a blob that
+// ends within it (an empty one included) is sent as one PUT of its exact
+// length whose signature covers its SHA-256, carrying If-None-Match: *,
+// and, as a record's PUT, once: a retry after a PUT that landed would be
+// refused by its own precondition.
+// A larger blob is streamed with minio-go's PutObject of unknown size: a
+// multipart upload whose parts of BlobPartSize bytes are read into one
+// buffer, one at a time, so the write holds one part (and the first MiB)
+// in memory whatever the blob's size; each part is retried as the client
+// is configured. A failure, r's included, aborts the upload, and nothing
+// is created. The blob's info is then read with one HEAD, matched to the
+// ETag of the write: the size and the LastModified the server records, at
+// the second resolution of the HTTP date it is sent in.
+//
+// Create-only: a single PUT with If-None-Match: * is refused by the server
+// when the key exists (412, an error matching ErrConflict), on MinIO as on
+// AWS. In a multipart upload minio-go sends the header on the request that
+// starts it (CreateMultipartUpload), not on the one that completes it.
+// MinIO refuses there, with 412, to start an upload to a key that exists:
+// CreateBlob returns an error matching ErrConflict, having sent no part.
+// Nothing checks the key when the upload completes, so an object created
+// at the key while the upload runs is replaced; and AWS S3 ignores the
+// header on CreateMultipartUpload, so there a large CreateBlob over an
+// existing key replaces it. Neither matters to a Fence, whose every blob
+// key is new.
+func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
+	c, err := s.sdk("blob create", key)
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	part := s.BlobPartSize
+	if part == 0 {
+		part = s3DefaultBlobPartSize
+	}
+	if part < s3MinPartSize || part > s3MaxPartSize {
+		return BlobInfo{}, storeErr("s3 blob create", key, nil,
+			invalidArg("BlobPartSize", "%d bytes, must be %d to %d", part, s3MinPartSize, s3MaxPartSize))
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
+	opts.SetMatchETagExcept("*")
+	head, err := io.ReadAll(io.LimitReader(r, s3SmallBlob))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return BlobInfo{}, ctxErr
+		}
+		return BlobInfo{}, storeErr("s3 blob create", key, nil, err)
+	}
+	var up minio.UploadInfo
+	if len(head) < s3SmallBlob {
+		// The payload's SHA-256 signed in the request, instead of
+		// minio-go's streaming signature over plain HTTP, which frames
+		// even an empty body as aws-chunked and which some servers refuse.
+		sum := sha256.Sum256(head)
+		one := opts
+		one.DisableContentSha256 = true
+		body := &requestBody{r: bytes.NewReader(head)}
+		up, err = s.api.PutObject(ctx, s.bucket, key, body, int64(len(head)), "", hex.EncodeToString(sum[:]), one)
+		body.close()
+	} else {
+		opts.PartSize = uint64(part)
+		up, err = c.PutObject(ctx, s.bucket, key, io.MultiReader(bytes.NewReader(head), r), -1, opts)
+	}
+	if err != nil {
+		return BlobInfo{}, s.fail(ctx, "blob create", key, err, blobCreateKind)
+	}
+	var statOpts minio.StatObjectOptions
+	if etag := normalizeETag(up.ETag); validETag(etag) {
+		if err := statOpts.SetMatchETag(etag); err != nil {
+			return BlobInfo{}, s.fail(ctx, "blob create", key, err, nil)
+		}
+	}
+	st, err := c.StatObject(ctx, s.bucket, key, statOpts)
+	if err != nil {
+		return BlobInfo{}, s.fail(ctx, "blob create", key, fmt.Errorf("the blob was uploaded, its info could not be read: %w", err), nil)
+	}
+	return BlobInfo{Key: key, Size: st.Size, Modified: st.LastModified}, nil
+}
+
+// blobCreateKind: a refused If-None-Match is a conflict, as for a put.
+func blobCreateKind(r minio.ErrorResponse) error { return putKind(r, "") }
+
+// OpenBlob implements BlobStore with one GET: the body, the size (its
+// Content-Length) and the LastModified (second resolution) come from the
+// same response. A read of the body that fails returns a *StoreError of
+// op "s3 blob read", and a done context its own error.
+func (s *MinioConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
+	body, info, _, err := s.api.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, BlobInfo{}, s.fail(ctx, "blob open", key, err, getKind)
+	}
+	if info.Size < 0 {
+		body.Close()
+		return nil, BlobInfo{}, storeErr("s3 blob open", key, nil, errors.New("response carries no object size"))
+	}
+	return &s3BlobBody{body: body, key: key}, BlobInfo{Key: key, Size: info.Size, Modified: info.LastModified}, nil
+}
+
+// s3BlobBody is the body of a blob's GET, whose failures are
+// *StoreErrors.
+type s3BlobBody struct {
+	body io.ReadCloser
+	key  string
+}
+
+func (b *s3BlobBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		err = storeErr("s3 blob read", b.key, nil, err)
+	}
+	return n, err
+}
+
+func (b *s3BlobBody) Close() error { return b.body.Close() }
+
+// StatBlob implements BlobStore with one HEAD: the size and the
+// LastModified (second resolution) the server records.
+func (s *MinioConditionalStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
+	c, err := s.sdk("blob stat", key)
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	st, err := c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return BlobInfo{}, s.fail(ctx, "blob stat", key, err, getKind)
+	}
+	return BlobInfo{Key: key, Size: st.Size, Modified: st.LastModified}, nil
+}
+
+// ListBlobs implements BlobStore with the client's ListObjects (version 2
+// of the API), recursively under prefix, in the server's order. Each
+// blob's size and LastModified come from the listing, whose times are
+// finer than a HEAD's (milliseconds on MinIO and AWS): a blob's Modified
+// here is at or after its Modified from CreateBlob or StatBlob, within the
+// second that one names, so an age Collect computes is never more than
+// the listing's rounding too large.
+func (s *MinioConditionalStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	return s.list(ctx, "blob list", prefix, func(obj minio.ObjectInfo) error {
+		return fn(BlobInfo{Key: obj.Key, Size: obj.Size, Modified: obj.LastModified})
+	})
+}
+
+// DeleteBlob implements BlobStore, as Delete does.
+func (s *MinioConditionalStore) DeleteBlob(ctx context.Context, key string) error {
+	return s.remove(ctx, "blob delete", key)
 }

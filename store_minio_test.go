@@ -2,6 +2,8 @@ package writefence
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -650,4 +652,248 @@ func TestMinioFencePermissionIsFinal(t *testing.T) {
 			})
 		}
 	}
+}
+
+// s3MultipartFake answers a PUT and a multipart upload as S3 does, and a
+// HEAD of the object it created with the fake server's own clock,
+// lastMod.
+func s3MultipartFake(lastMod time.Time, size int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		switch {
+		case r.Method == http.MethodPost && q.Has("uploads"):
+			io.WriteString(w, `<InitiateMultipartUploadResult><Bucket>bucket</Bucket><Key>k</Key><UploadId>u1</UploadId></InitiateMultipartUploadResult>`)
+		case r.Method == http.MethodPut && q.Has("partNumber"):
+			w.Header().Set("ETag", `"part`+q.Get("partNumber")+`"`)
+		case r.Method == http.MethodPut && r.URL.RawQuery == "":
+			w.Header().Set("ETag", `"single"`)
+		case r.Method == http.MethodPost && q.Has("uploadId"):
+			io.WriteString(w, `<CompleteMultipartUploadResult><Bucket>bucket</Bucket><Key>k</Key><ETag>"whole-3"</ETag></CompleteMultipartUploadResult>`)
+		case r.Method == http.MethodHead:
+			w.Header().Set("ETag", `"whole-3"`)
+			w.Header().Set("Last-Modified", lastMod.Format(http.TimeFormat))
+			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		default:
+			writeS3Error(w, http.StatusNotImplemented, "NotImplemented")
+		}
+	}
+}
+
+// s3DecodedLength returns the length of a request's payload, without the
+// aws-chunked framing minio-go adds over plain HTTP.
+func s3DecodedLength(s s3Seen) string {
+	if n := s.header.Get("X-Amz-Decoded-Content-Length"); n != "" {
+		return n
+	}
+	return s.header.Get("Content-Length")
+}
+
+// TestMinioBlobRequests: CreateBlob is one multipart upload in parts of
+// BlobPartSize, started with If-None-Match: * (minio-go sends it there, and
+// not on the completing request), then one HEAD conditioned on the
+// upload's ETag; the blob's time is the server's Last-Modified, not the
+// client's clock.
+func TestMinioBlobRequests(t *testing.T) {
+	const part, size = 5 << 20, 12<<20 + 3
+	serverTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC) // the server's clock, far from ours
+	f := newS3Fake(t, s3MultipartFake(serverTime, size))
+	s := f.store(t, 1)
+	s.BlobPartSize = part
+	info, err := s.CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, size))
+	require.NoError(t, err)
+	assert.Equal(t, BlobInfo{Key: "k", Size: size, Modified: serverTime}, info)
+
+	seen := f.requests()
+	require.Len(t, seen, 6, "initiate, three parts, complete, head")
+	assert.Equal(t, http.MethodPost, seen[0].method)
+	assert.Equal(t, "uploads=", seen[0].query)
+	assert.Equal(t, "*", seen[0].header.Get("If-None-Match"))
+	assert.Equal(t, "application/octet-stream", seen[0].header.Get("Content-Type"))
+	for i, want := range []int{part, part, size - 2*part} {
+		p := seen[1+i]
+		assert.Equal(t, http.MethodPut, p.method)
+		assert.Contains(t, p.query, fmt.Sprintf("partNumber=%d", i+1))
+		assert.Equal(t, strconv.Itoa(want), s3DecodedLength(p), "part %d", i+1)
+	}
+	assert.Equal(t, http.MethodPost, seen[4].method)
+	assert.Equal(t, "uploadId=u1", seen[4].query)
+	assert.Empty(t, seen[4].header.Get("If-None-Match"), "minio-go does not send the precondition on the completing request")
+	assert.Equal(t, http.MethodHead, seen[5].method)
+	assert.Equal(t, `"whole-3"`, seen[5].header.Get("If-Match"), "the info read is the upload's own")
+}
+
+// TestMinioBlobSmallIsOnePut: a blob under 1 MiB, an empty one included,
+// is one PUT of its exact length, its SHA-256 signed (not aws-chunked),
+// carrying If-None-Match: *, then the HEAD;
+// from 1 MiB on it is a multipart upload. The PUT is sent once, even by a
+// client configured to retry.
+func TestMinioBlobSmallIsOnePut(t *testing.T) {
+	serverTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, n := range []int64{0, 100, 1<<20 - 1} {
+		t.Run(strconv.FormatInt(n, 10), func(t *testing.T) {
+			f := newS3Fake(t, s3MultipartFake(serverTime, n))
+			info, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
+			require.NoError(t, err)
+			assert.Equal(t, BlobInfo{Key: "k", Size: n, Modified: serverTime}, info)
+			seen := f.requests()
+			require.Len(t, seen, 2)
+			assert.Equal(t, http.MethodPut, seen[0].method)
+			assert.Empty(t, seen[0].query, "no ?uploads, ?partNumber or ?uploadId")
+			assert.Equal(t, "*", seen[0].header.Get("If-None-Match"))
+			sum := sha256.Sum256(make([]byte, n))
+			assert.Equal(t, hex.EncodeToString(sum[:]), seen[0].header.Get("X-Amz-Content-Sha256"), "the payload's hash is signed")
+			assert.Empty(t, seen[0].header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
+			assert.Equal(t, strconv.FormatInt(n, 10), seen[0].header.Get("Content-Length"))
+			assert.Equal(t, n, seen[0].body)
+			assert.Equal(t, http.MethodHead, seen[1].method)
+			assert.Equal(t, `"single"`, seen[1].header.Get("If-Match"))
+		})
+	}
+	t.Run("1MiB", func(t *testing.T) {
+		f := newS3Fake(t, s3MultipartFake(serverTime, 1<<20))
+		_, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, 1<<20))
+		require.NoError(t, err)
+		seen := f.requests()
+		require.Len(t, seen, 4, "initiate, one part, complete, head")
+		assert.Equal(t, "uploads=", seen[0].query)
+	})
+	t.Run("sent once", func(t *testing.T) {
+		f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+			writeS3Error(w, http.StatusServiceUnavailable, "SlowDown")
+		})
+		_, err := f.store(t, 3).CreateBlob(t.Context(), "k", strings.NewReader("small"))
+		assertNeitherSentinel(t, err)
+		assert.Len(t, f.requests(), 1)
+	})
+}
+
+// zeros yields zero bytes for ever.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestMinioBlobPartSize: a BlobPartSize outside S3's limits for a part is
+// refused before any request.
+func TestMinioBlobPartSize(t *testing.T) {
+	f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {})
+	s := f.store(t, 1)
+	for _, size := range []int64{-1, 1 << 20, 5<<20 - 1, 5<<30 + 1} {
+		s.BlobPartSize = size
+		_, err := s.CreateBlob(t.Context(), "k", strings.NewReader("x"))
+		require.ErrorIs(t, err, ErrInvalidArgument, "part size %d", size)
+		var se *StoreError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, "s3 blob create", se.Op)
+	}
+	assert.Empty(t, f.requests())
+}
+
+// TestMinioBlobErrorMapping: the blob calls classify the server's answers
+// as the record calls do, and keep the SDK's error reachable.
+func TestMinioBlobErrorMapping(t *testing.T) {
+	tests := []struct {
+		op     string // "create" (one PUT), "create large" (multipart), "open", "stat", "delete", "list"
+		status int
+		code   string
+		want   error
+	}{
+		{"create", http.StatusPreconditionFailed, "PreconditionFailed", ErrConflict},
+		{"create large", http.StatusPreconditionFailed, "PreconditionFailed", ErrConflict},
+		{"create large", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"create large", http.StatusInternalServerError, "InternalError", nil},
+		{"create", http.StatusConflict, "ConditionalRequestConflict", ErrConflict},
+		{"create", http.StatusNotFound, "NoSuchBucket", nil},
+		{"create", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"create", http.StatusInternalServerError, "InternalError", nil},
+		{"open", http.StatusNotFound, "NoSuchKey", ErrNotFound},
+		{"open", http.StatusNotFound, "NoSuchBucket", nil},
+		{"open", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"open", http.StatusPreconditionFailed, "PreconditionFailed", nil},
+		{"stat", http.StatusNotFound, "NoSuchKey", ErrNotFound},
+		{"stat", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"stat", http.StatusInternalServerError, "InternalError", nil},
+		{"delete", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"delete", http.StatusInternalServerError, "InternalError", nil},
+		{"list", http.StatusForbidden, "AccessDenied", fs.ErrPermission},
+		{"list", http.StatusNotFound, "NoSuchBucket", nil},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s %d %s", tt.op, tt.status, tt.code), func(t *testing.T) {
+			f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) { writeS3Error(w, tt.status, tt.code) })
+			s := f.store(t, 1)
+			var err error
+			key := "k"
+			switch tt.op {
+			case "create":
+				_, err = s.CreateBlob(t.Context(), key, strings.NewReader("x"))
+			case "create large":
+				_, err = s.CreateBlob(t.Context(), key, io.LimitReader(zeros{}, 1<<20))
+			case "open":
+				_, _, err = s.OpenBlob(t.Context(), key)
+			case "stat":
+				_, err = s.StatBlob(t.Context(), key)
+			case "delete":
+				err = s.DeleteBlob(t.Context(), key)
+			case "list":
+				key = "p/"
+				err = s.ListBlobs(t.Context(), key, func(BlobInfo) error { return nil })
+			}
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), s3FakeSecret)
+			for _, sentinel := range []error{ErrConflict, ErrNotFound, fs.ErrPermission} {
+				assert.Equal(t, sentinel == tt.want, errors.Is(err, sentinel), "errors.Is(%v, %v)", err, sentinel)
+			}
+			var se *StoreError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, key, se.Key)
+			assert.Equal(t, "s3 blob "+strings.Fields(tt.op)[0], se.Op)
+			var resp minio.ErrorResponse
+			require.ErrorAs(t, err, &resp, "the SDK's error must stay reachable")
+			assert.Equal(t, tt.status, resp.StatusCode)
+		})
+	}
+}
+
+// TestMinioBlobReadFailure: a blob's body cut short by the connection is a
+// *StoreError of "s3 blob read", neither a clean end nor a sentinel.
+func TestMinioBlobReadFailure(t *testing.T) {
+	f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"e"`)
+		w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "only ten b")
+	})
+	rc, info, err := f.store(t, 1).OpenBlob(t.Context(), "k")
+	require.NoError(t, err)
+	defer rc.Close()
+	assert.Equal(t, int64(100), info.Size)
+	_, err = io.ReadAll(rc)
+	var se *StoreError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "s3 blob read", se.Op)
+	assert.Equal(t, "k", se.Key)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.NotErrorIs(t, err, ErrNotFound)
+}
+
+// TestMinioBlobCancelledContext: cancellation comes back as ctx.Err()
+// itself from every blob call.
+func TestMinioBlobCancelledContext(t *testing.T) {
+	f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+		writeS3Error(w, http.StatusPreconditionFailed, "PreconditionFailed")
+	})
+	s := f.store(t, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.CreateBlob(ctx, "k", strings.NewReader("x"))
+	assert.Equal(t, context.Canceled, err)
+	_, _, err = s.OpenBlob(ctx, "k")
+	assert.Equal(t, context.Canceled, err)
+	_, err = s.StatBlob(ctx, "k")
+	assert.Equal(t, context.Canceled, err)
+	assert.Equal(t, context.Canceled, s.DeleteBlob(ctx, "k"))
+	assert.Equal(t, context.Canceled, s.ListBlobs(ctx, "", func(BlobInfo) error { return nil }))
 }

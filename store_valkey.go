@@ -134,6 +134,12 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // keeps the fence's guarantee, and then only as far as its own persistence
 // (appendonly, appendfsync) does.
 //
+// Blobs: the store is no BlobStore, and Fence.PutBlob over it returns an
+// error matching errors.ErrUnsupported. Valkey keeps every value in
+// memory, caps a value at proto-max-bulk-len (512 MB by default) and takes
+// a value whole, not streamed: keep blobs in an object store with
+// Fence.Blobs and the manifests in Valkey.
+//
 // Errors: every failure that is not a verdict on what was found (a
 // *CorruptError, a *WireError) is a *StoreError whose Op is "valkey get",
 // "valkey put", "valkey wait", "valkey delete" or "valkey list"; Err

@@ -3,6 +3,7 @@ package writefence_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -199,4 +200,35 @@ func TestValkeyRefusedBeforeIO(t *testing.T) {
 		require.ErrorIs(t, err, writefence.ErrInvalidArgument, "a write to the brand key itself")
 		assert.NotErrorIs(t, err, writefence.ErrWire)
 	})
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// TestValkeyHoldsNoBlobs: the Valkey store is no BlobStore, so a Fence
+// over it refuses to put or collect blobs, as unsupported, before reading
+// a byte of the blob or reaching the server.
+func TestValkeyHoldsNoBlobs(t *testing.T) {
+	c, _ := deadValkeyClient(t, "")
+	store := writefence.NewValkeyConditionalStore(c)
+	_, isBlobStore := any(store).(writefence.BlobStore)
+	require.False(t, isBlobStore)
+
+	f := &writefence.Fence{Store: store}
+	blob := &countingReader{r: strings.NewReader("a segment")}
+	_, err := f.PutBlob(t.Context(), "wal", "0", "a", 1, blob)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.Contains(t, err.Error(), "holds no blobs")
+	assert.Zero(t, blob.n, "no byte of the blob was read")
+	_, err = f.Collect(t.Context(), "wal", "0", writefence.GCOptions{})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
