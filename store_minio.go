@@ -372,13 +372,22 @@ func (s *MinioConditionalStore) List(ctx context.Context, prefix string, fn func
 	if !ok || core.Client == nil {
 		return storeErr("s3 list", prefix, errors.ErrUnsupported, errNoList)
 	}
-	// Cancelling the listing's own context when fn stops early ends the
-	// SDK's goroutine that feeds the channel.
+	// The SDK's goroutine feeds the channel with sends that may not look
+	// at the context: when List stops early it cancels the listing and
+	// drains the channel, so the goroutine ends instead of blocking.
 	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for obj := range core.Client.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	objects := core.Client.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true})
+	defer func() {
+		cancel()
+		for range objects {
+		}
+	}()
+	for obj := range objects {
 		if obj.Err != nil {
 			return s.fail(ctx, "list", prefix, obj.Err, nil)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if err := fn(obj.Key); err != nil {
 			return err
