@@ -86,10 +86,14 @@ type outcome struct {
 // tell enough.
 var errReadWhole = errors.New("writefence: read the whole object")
 
-// run makes change c, guarded, and tells the Observer how it ended.
+// run makes change c, guarded, and tells how it ended: to the Deposed
+// contexts of its key when it was refused as stale, then to the Observer.
 func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 	attempt, start := 0, time.Now()
-	defer func() { f.observe(ctx, c, start, false, attempt, err) }()
+	defer func() {
+		f.refused(c, err)
+		f.observe(ctx, c, start, false, attempt, err)
+	}()
 	if err := f.guard(ctx, c); err != nil {
 		return outcome{}, err
 	}
