@@ -78,11 +78,10 @@ func (h *harness) collect(t *testing.T) map[string]metricdata.Metrics {
 }
 
 // ended is a write the script expects to end: its op, outcome and
-// attempts, and the attributes it adds to the writes' own.
+// attempts.
 type ended struct {
 	op, outcome string
 	attempts    int64
-	extra       []attribute.KeyValue
 }
 
 // expected builds every metric the package records from the writes the
