@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"time"
 
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
@@ -85,10 +86,14 @@ type outcome struct {
 // tell enough.
 var errReadWhole = errors.New("writefence: read the whole object")
 
-// run makes change c, guarded, and tells the Observer how it ended.
+// run makes change c, guarded, and tells how it ended: to the Deposed
+// contexts of its key when it was refused as stale, then to the Observer.
 func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
-	attempt := 0
-	defer func() { f.observe(ctx, c, false, attempt, err) }()
+	attempt, start := 0, time.Now()
+	defer func() {
+		f.refused(c, err)
+		f.observe(ctx, c, start, false, attempt, err)
+	}()
 	if err := f.guard(ctx, c); err != nil {
 		return outcome{}, err
 	}
@@ -113,7 +118,7 @@ func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 		case attempt >= maxAttempts:
 			return outcome{}, c.exhausted(unsure, attempt, err)
 		case errors.Is(err, ErrConflict):
-			f.observe(ctx, c, true, attempt, err)
+			f.observe(ctx, c, start, true, attempt, err)
 		}
 		if f.backoff(ctx, attempt) != nil {
 			return outcome{}, c.failed(unsure, ctx.Err())

@@ -91,6 +91,8 @@ type Fence struct {
 
 	mu    sync.Mutex // guards cache
 	cache map[string]cachedRecord
+
+	deposed deposition // the contexts Deposed handed out
 }
 
 // Push writes payload as the record of (plugin, shard) at epoch, on behalf
