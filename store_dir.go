@@ -32,7 +32,6 @@ import (
 //
 // Layout under the directory:
 //
-//	lock                the store's lock file (always empty)
 //	objects/<name>      one file per key
 //	objects/.tmp-*      a write in progress
 //
@@ -48,27 +47,25 @@ import (
 // whole file, and a file that fails a check returns an error matching
 // ErrCorrupt.
 //
-// A write takes an exclusive flock(2) on the lock file, compares the
-// current file's token with the expected one, writes a temporary file in
-// objects/, fsyncs it, renames it over the key's file and fsyncs objects/,
-// then releases the lock: the compare and the rename happen under one lock
-// every process honours, and a write that returned is on disk. One lock for
-// the whole store, rather than one per key, keeps the directory free of lock
-// files that could never be safely removed; writes to different keys queue
-// behind one another, which costs little next to the fsyncs each makes.
-// Reads take no lock: a rename replaces a file whole, so a read sees the old
-// file or the new one, never a mix.
+// A write takes an exclusive flock(2) on the objects directory itself,
+// compares the current file's token with the expected one, writes a
+// temporary file in objects/, fsyncs it, renames it over the key's file and
+// fsyncs objects/, then releases the lock: the compare and the rename happen
+// under one lock every process honours, and a write that returned is on
+// disk. One lock for the whole store, rather than one per key, and no lock
+// file: nothing in the directory can be removed or replaced to break the
+// exclusion. Writes to different keys queue behind one another, which costs
+// little next to the fsyncs each makes. Reads take no lock: a rename
+// replaces a file whole, so a read sees the old file or the new one, never a
+// mix.
 //
-// The lock is the file at the path dir/lock. Each store value keeps the
-// lock file open for as long as it lives (one open file per value), and a
-// write that has taken the flock checks that the file it locked is still
-// the file at the path; if the path is gone or names another file, it lets
-// go and takes the file at the path instead, creating it when absent. So
-// when the lock file is removed or replaced while a write holds it, every
-// store value opened before keeps waiting for that write, then moves to the
-// file at the path: no two of them write at once. A store opened after the
-// removal, while the write still holds the old file, cannot see that lock:
-// do not remove the lock file of a store in use.
+// Each store value opens objects/ once, when it is opened, and works
+// relative to that directory from then on (an os.Root and one descriptor of
+// the directory, kept for as long as the value lives): its reads, its lock and
+// its writes all reach the directory it locked, even if the path is later
+// renamed or replaced. Values that share a directory exclude each other
+// whatever is done to the paths; a value opened on a replacement directory
+// is a store of its own.
 //
 // Every read checks the whole file, GetPrefix too: the token survives
 // damage to the rest of the file, so only the checksum tells whether the
@@ -99,14 +96,14 @@ type DirConditionalStore struct {
 
 	dir      string        // absolute path of the store
 	objects  string        // dir/objects
-	sem      chan struct{} // one writer of this value at a time; holds the flock; guards lockFile
+	sem      chan struct{} // one writer of this value at a time; holds the flock
 	readOnly bool          // opened by OpenDirConditionalStoreReadOnly
 
-	// lockFile is the lock file as this value last opened it, nil when it
-	// must be opened again; guarded by sem. It stays open between writes
-	// so that a lock file removed while another writer holds it is still
-	// the file this value waits on.
-	lockFile *os.File
+	// root is objects/ as this value opened it: every file the value
+	// reads or writes is reached through it. lockDir is the same
+	// directory, open for its flock and its fsyncs.
+	root    *os.Root
+	lockDir *os.File
 }
 
 var _ ConditionalStore = (*DirConditionalStore)(nil)
@@ -129,13 +126,12 @@ func (s *DirConditionalStore) Capabilities() ConditionalStore { return s }
 //	31+K   N     data
 //	31+K+N 4     CRC-32C of bytes [0, 31+K+N)
 const (
-	dirMagic       = "WFD\x00"
-	dirVersion     = 1
-	dirHeaderSize  = 31
-	dirTokenSize   = 16
-	dirTempPattern = ".tmp-*"
-	dirTempPrefix  = ".tmp-"
-	dirReadBuffer  = 64 << 10 // what a read buffers beyond the bytes it returns
+	dirMagic      = "WFD\x00"
+	dirVersion    = 1
+	dirHeaderSize = 31
+	dirTokenSize  = 16
+	dirTempPrefix = ".tmp-"
+	dirReadBuffer = 64 << 10 // what a read buffers beyond the bytes it returns
 )
 
 // The operations of the store's errors (StoreError.Op).
@@ -171,6 +167,9 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 		if err := syncDir(d); err != nil {
 			return nil, dirErr(dirOpen, "", err)
 		}
+	}
+	if err := s.openRoot(); err != nil {
+		return nil, err
 	}
 	s.sem <- struct{}{} // nobody else has the value yet
 	defer func() { <-s.sem }()
@@ -209,7 +208,25 @@ func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
 	if err != nil {
 		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("%s: no store there: %w", esc(s.dir), err))
 	}
+	if err := s.openRoot(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// openRoot opens objects/ for the value's life, as root and as lockDir.
+func (s *DirConditionalStore) openRoot() error {
+	root, err := os.OpenRoot(s.objects)
+	if err != nil {
+		return dirErr(dirOpen, "", err)
+	}
+	d, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return dirErr(dirOpen, "", err)
+	}
+	s.root, s.lockDir = root, d
+	return nil
 }
 
 // newDirStore returns the store value for dir, checking what both
@@ -235,10 +252,11 @@ func (s *DirConditionalStore) limit() int64 {
 	return defaultMaxObjectSize
 }
 
-// path returns the file of key; see the type's documentation.
+// path returns the name of key's file in objects/; see the type's
+// documentation.
 func (s *DirConditionalStore) path(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(s.objects, hex.EncodeToString(sum[:]))
+	return hex.EncodeToString(sum[:])
 }
 
 // check returns the error of an operation that must not start: a done ctx,
@@ -288,7 +306,7 @@ func (s *DirConditionalStore) get(ctx context.Context, key string, keep int64) (
 	if err := s.check(ctx, dirGet, key); err != nil {
 		return nil, 0, "", err
 	}
-	f, err := os.Open(s.path(key))
+	f, err := s.root.Open(s.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, "", storeErr(dirGet, key, ErrNotFound, nil)
 	}
@@ -316,8 +334,10 @@ const dirDamagedPrefix = "damaged-"
 // it, may still look intact, so it is never returned. The *CorruptError
 // carries instead the damaged version, "damaged-" and the SHA-256 of every
 // byte of the file, which names exactly the bytes found and is what a
-// write must be conditioned on to replace them, and, when the file's header
-// and key still locate its data, the first 4 KiB of that data (Head).
+// write must be conditioned on to replace them, and the first 4 KiB of the
+// data (Head), taken where an intact file of this key has its data: after
+// the file header and the key, and before the checksum the file's size
+// leaves room for, whatever its damaged header fields claim.
 func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
 	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", dirErr(op, key, err) }
 	st, err := f.Stat()
@@ -326,8 +346,13 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 	}
 	r := bufio.NewReaderSize(f, dirReadBuffer)
 	crc := crc32.New(castagnoli)
-	dataStart := int64(-1) // where the data starts, once the header and key are read
-	headRoom := 0          // how much of the data is kept as the head of damaged data
+	// Where the data of an intact file starts is known from the key alone,
+	// and how much of it there is from the file's size: the head of damaged
+	// data is taken there, whatever the damaged bytes of the file's own
+	// header claim, so damage to the layout cannot hide an intact record
+	// header.
+	dataStart := int64(dirHeaderSize + len(key))
+	headRoom := int(min(max(st.Size()-dataStart-checksumSize, 0), maxHeaderSize))
 	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the
@@ -340,7 +365,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		}
 		var head *headWriter
 		w := io.Writer(sha)
-		if dataStart >= 0 {
+		if headRoom > 0 {
 			head = &headWriter{skip: dataStart, room: headRoom}
 			w = io.MultiWriter(sha, head)
 		}
@@ -392,8 +417,6 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		// a file put there by hand.
 		return corrupt("file holds another key " + esc(string(stored)))
 	}
-	dataStart = dirHeaderSize + keyLen
-	headRoom = int(min(dataLen, maxHeaderSize)) // not the checksum after short data
 	// The size the header declares must be the file's size; comparing
 	// first keeps a damaged length from passing for a large object.
 	rest := st.Size() - dirHeaderSize - keyLen - checksumSize
@@ -529,7 +552,7 @@ func (s *DirConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 // there is none, or the *CorruptError of a damaged one. The caller holds
 // the lock.
 func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
-	f, err := os.Open(path)
+	f, err := s.root.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -554,7 +577,7 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 	// write's outcome unknown, and must not pass for a refusal (a
 	// permission error matches fs.ErrPermission), so its cause is kept as
 	// text only.
-	if err := syncDir(s.objects); err != nil {
+	if err := s.lockDir.Sync(); err != nil {
 		return storeErr(dirPut, key, ErrOutcomeUnknown, fmt.Errorf("the file is in place but %s could not be synced: %v", esc(s.objects), err))
 	}
 	return nil
@@ -576,14 +599,19 @@ func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]by
 	}
 	tail := binary.BigEndian.AppendUint32(nil, sum)
 
-	tmp, err := os.CreateTemp(s.objects, dirTempPattern)
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	name := dirTempPrefix + hex.EncodeToString(r[:])
+	tmp, err := s.root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			s.root.Remove(name)
 		}
 	}()
 	if _, err := tmp.Write(h); err != nil {
@@ -603,7 +631,7 @@ func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]by
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return s.root.Rename(name, path)
 }
 
 var _ Deleter = (*DirConditionalStore)(nil)
@@ -619,12 +647,12 @@ func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	defer unlock()
-	err = os.Remove(s.path(key))
+	err = s.root.Remove(s.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err == nil {
-		err = syncDir(s.objects)
+		err = s.lockDir.Sync()
 	}
 	if err != nil {
 		return dirErr(dirDelete, key, err)
@@ -640,7 +668,7 @@ const (
 
 // lock takes the store's exclusive lock for op on key: first this value's
 // semaphore, so one goroutine per store value contends for the file lock,
-// then the flock on the lock file. Both waits honour ctx; the flock is
+// then the flock on objects/. Both waits honour ctx; the flock is
 // polled, because a blocking flock cannot be cancelled.
 func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock func(), err error) {
 	select {
@@ -660,14 +688,6 @@ func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock 
 				s.unlock()
 				<-s.sem
 			}, nil
-		case s.lockFile == nil:
-			// The file this value locked was no longer the lock; the
-			// file at the path is tried at once.
-			if err := ctx.Err(); err != nil {
-				<-s.sem
-				return nil, err
-			}
-			continue
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -713,78 +733,33 @@ func (s *DirConditionalStore) attemptLock(op, key string) (bool, error) {
 	return attempt()
 }
 
-// tryFlock tries once to take the flock of the lock file, opening it
-// first when this value has none open. It reports true only when this
-// value holds the flock of the file the lock path names. A locked file
-// that the path no longer names (it was removed, or replaced) excludes
-// nobody who opens the path now: tryFlock then closes it, dropping its
-// flock, and reports false with lockFile nil, so that the next attempt
-// takes the file at the path, creating it when absent. The caller holds
-// sem.
+// tryFlock tries once to take the flock of objects/. The caller holds sem.
 func (s *DirConditionalStore) tryFlock(op, key string) (bool, error) {
-	fail := func(err error) (bool, error) {
-		s.closeLock()
-		return false, dirErr(op, key, fmt.Errorf("lock %s: %w", esc(s.dir), err))
-	}
-	path := filepath.Join(s.dir, "lock")
-	if s.lockFile == nil {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return fail(err)
-		}
-		s.lockFile = f
-	}
-	locked, err := dirTryLock(s.lockFile)
+	locked, err := dirTryLock(s.lockDir)
 	if err != nil {
-		return fail(err)
+		return false, dirErr(op, key, fmt.Errorf("lock %s: %w", esc(s.objects), err))
 	}
-	if !locked {
-		return false, nil
-	}
-	held, err := s.lockFile.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	atPath, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return fail(err)
-	case os.SameFile(held, atPath):
-		return true, nil
-	}
-	s.closeLock()
-	return false, nil
+	return locked, nil
 }
 
-// unlock drops the flock this value holds; the caller holds sem.
+// unlock drops the flock this value holds; the caller holds sem. Should
+// the kernel refuse (it does not for a descriptor it gave), the flock
+// would stay with this value, which then waits on itself: a stuck store,
+// never two writers.
 func (s *DirConditionalStore) unlock() {
-	if dirUnlock(s.lockFile) != nil {
-		// Closing the file drops its flock for certain; the next write
-		// opens it again.
-		s.closeLock()
-	}
-}
-
-// closeLock closes the lock file, dropping any flock it holds; the caller
-// holds sem.
-func (s *DirConditionalStore) closeLock() {
-	if s.lockFile != nil {
-		s.lockFile.Close()
-		s.lockFile = nil
-	}
+	dirUnlock(s.lockDir)
 }
 
 // removeTemps deletes leftover temporary files; the caller holds the lock.
 // It is best effort: a file it cannot remove stays until the next open.
 func (s *DirConditionalStore) removeTemps() {
-	entries, err := os.ReadDir(s.objects)
+	entries, err := s.readDir()
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), dirTempPrefix) {
-			os.Remove(filepath.Join(s.objects, e.Name()))
+			s.root.Remove(e.Name())
 		}
 	}
 }
@@ -798,6 +773,18 @@ func dirErr(op, key string, err error) error {
 		return storeErr(op, key, fs.ErrPermission, err)
 	}
 	return storeErr(op, key, nil, err)
+}
+
+// readDir lists objects/, sorted by name.
+func (s *DirConditionalStore) readDir() ([]fs.DirEntry, error) {
+	d, err := s.root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
 }
 
 func syncDir(dir string) error {
@@ -818,7 +805,7 @@ var _ Lister = (*DirConditionalStore)(nil)
 // a *CorruptError for each such file, joined, naming the file and carrying
 // its damaged version.
 func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
-	entries, err := os.ReadDir(s.objects)
+	entries, err := s.readDir()
 	if err != nil {
 		return storeErr(dirList, "", nil, err)
 	}
@@ -865,8 +852,8 @@ func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(k
 // name; a file it cannot name returns a *CorruptError with its damaged
 // version.
 func (s *DirConditionalStore) fileKey(name string) (string, error) {
-	path := filepath.Join(s.objects, name)
-	f, err := os.Open(path)
+	path := name
+	f, err := s.root.Open(path)
 	if err != nil {
 		return "", storeErr(dirList, "", nil, err)
 	}

@@ -14,36 +14,27 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// Breaks promise 7 (the directory store's mutual exclusion holds even if
-// the lock file is removed while held) for a store value opened before the
-// removal, which the store's documentation says keeps waiting for the
-// write that holds the lock; and with it promises 1 and 2: two pushes at
-// one epoch both return nil, and the first acknowledged one is lost.
-//
-// A store value waits for a write only if the file it has open is the file
-// that write holds. A value keeps the lock file it opened until it next
-// writes, so after one removal that nobody noticed (an operator's cleanup,
-// a tmp reaper) the values diverge: a value that wrote since has the new
-// lock file, one that did not still has the old one. When the new file is
-// then removed while its holder writes, the other value takes the old
-// file, which nobody holds, sees that the path no longer names it, and
-// creates a third file at the path, which it locks at once: two writers
-// hold "the" lock, and both compare and rename.
-//
-// Sequence: open stores a and c on one directory; remove the lock file;
-// a pushes epoch 1 (and so locks a new lock file); a pushes epoch 2 and
-// holds its lock, compare passed, file not yet replaced; the lock file is
-// removed again; c pushes epoch 2 over the same record: it lands and
-// returns nil; a's push is let go: it lands and returns nil too, and
-// replaces c's acknowledged record.
-func TestAttackDirLockFileRemovedTwice(t *testing.T) {
+// TestDirLockHoldsWhilePathsMove: the directory store's exclusion does not
+// depend on any path. Store values a and c are opened on one directory;
+// objects/ is moved away and back (as a backup tool or an operator might);
+// a pushes epoch 1, then pushes epoch 2 and holds the lock, compare passed,
+// file not yet replaced; objects/ moves away and back again, and a file
+// named lock (an older layout's lock file) comes and goes; c pushes epoch 2
+// over the same record. c must wait for a, then be refused as stale:
+// exactly one of the two pushes at epoch 2 returns nil, and it is the
+// record that stays.
+func TestDirLockHoldsWhilePathsMove(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	lock := filepath.Join(dir, "lock")
+	objects := filepath.Join(dir, "objects")
+	move := func() {
+		require.NoError(t, os.Rename(objects, objects+".away"))
+		require.NoError(t, os.Rename(objects+".away", objects))
+	}
 	a, c := newDirStore(t, dir), newDirStore(t, dir)
 	fa, fc := &writefence.Fence{Store: a}, &writefence.Fence{Store: c}
 
-	require.NoError(t, os.Remove(lock)) // nobody holds it
+	move()
 	require.NoError(t, fa.Push(ctx, "wal", "0", "a", 1, []byte("one")))
 
 	var armed atomic.Bool
@@ -66,7 +57,9 @@ func TestAttackDirLockFileRemovedTwice(t *testing.T) {
 	case <-done:
 		t.Fatalf("a's push ended without holding the lock: %v", errA)
 	}
-	require.NoError(t, os.Remove(lock)) // removed while a holds it
+	move() // while a holds the lock
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lock"), nil, 0o600))
+	require.NoError(t, os.Remove(filepath.Join(dir, "lock")))
 
 	cPolled := lockPolls(t, c, 3)
 	cDone := make(chan error, 1)
