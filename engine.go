@@ -148,6 +148,9 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool) (out outc
 	case done:
 		return outcome{version: s.version}, false, nil
 	}
+	if err := f.brandBeforeWrite(ctx, c); err != nil {
+		return outcome{}, false, err
+	}
 	version, err := f.write(ctx, c, parts, s.version)
 	if err != nil {
 		return outcome{}, true, err
@@ -263,12 +266,44 @@ func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, 
 	return nil, err
 }
 
-// write makes the change's one conditional write: through PutIfBranded
-// when the Fence checks the brand inside every write and the store can,
-// else through PutParts.
+// brandedWrites reports whether c's write checks the brand in its own
+// atomic step: the Fence checks it before every write and the store is a
+// BrandedPutter.
+func (f *Fence) brandedWrites(c *change) bool {
+	if !c.branded || !f.brandEveryWrite() {
+		return false
+	}
+	_, ok := capability[BrandedPutter](f.Store)
+	return ok
+}
+
+// brandBeforeWrite checks the brand right before c's write, when the Fence
+// checks it before every write and the store cannot check it inside the
+// write: a read of the brand key, whose failure is a read's (retried when
+// transient, nothing sent) and whose mismatch is final.
+func (f *Fence) brandBeforeWrite(ctx context.Context, c *change) error {
+	if !c.branded || !f.brandEveryWrite() || f.brandedWrites(c) {
+		return nil
+	}
+	brandKey := keys.Brand(f.Prefix)
+	if err := hook.Read(ctx, brandKey); err != nil {
+		return readFailure{err}
+	}
+	data, _, err := f.Store.Get(ctx, brandKey)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return compareBrand(brandKey, f.identity(), nil, false)
+	case err != nil:
+		return readFailure{err}
+	}
+	return compareBrand(brandKey, f.identity(), data, true)
+}
+
+// write makes the change's one conditional write: through the store's
+// PutIfBranded when brandedWrites, else through PutParts.
 func (f *Fence) write(ctx context.Context, c *change, parts [][]byte, version string) (string, error) {
 	return hook.Write(ctx, c.key, func() (string, error) {
-		if c.branded && f.brandEveryWrite() {
+		if f.brandedWrites(c) {
 			return PutIfBranded(ctx, f.Store, keys.Brand(f.Prefix), f.identity(), c.key, parts, version)
 		}
 		return PutParts(ctx, f.Store, c.key, parts, version)

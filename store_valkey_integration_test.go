@@ -1008,7 +1008,8 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 		_, err = put([]byte("y"), v2)
 		requireStoreError(t, err, "valkey put", data, "a brand key not in the store's layout")
 		requireOtherFailure(t, err)
-		assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value shorter than its header")
+		assert.Equal(t, brand, requireCorrupt(t, err, brand).Key, "damage of the brand key is final, as a Get of it reports it")
+		assert.Contains(t, err.Error(), "brand key: valkey value shorter than its header")
 
 		damaged := []byte(valkeyBrandValue(3, identity))
 		damaged[len(damaged)-1] ^= 1
@@ -1016,7 +1017,8 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 		_, err = put([]byte("y"), v2)
 		requireStoreError(t, err, "valkey put", data, "a brand value damaged in place")
 		requireOtherFailure(t, err)
-		assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value digest")
+		requireCorrupt(t, err, brand)
+		assert.Contains(t, err.Error(), "brand key: valkey value digest")
 
 		require.NoError(t, c.Del(ctx, brand).Err())
 		require.NoError(t, c.RPush(ctx, brand, identity).Err())
