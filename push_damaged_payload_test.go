@@ -10,22 +10,13 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// Breaks promise 3 as stated (a corrupt record is overwritten only by a
-// Settle of exactly that damage, on every store and every path) and SPEC
-// §2 ("never overwritten by a push"), by the default Push path: on a store
-// that reads prefixes but does not check damage itself (S3, GCS, and any
-// PrefixReader), Push reads only the first 4 KiB, so a record whose payload
-// was damaged past its intact header is overwritten by the next Push at a
-// higher epoch, although Latest and Inspect call it corrupt. The package
-// documents this as the header path's limit (Fence.VerifyPayloadOnPush);
-// this test states the promise as the brief gives it, so the trade-off is
-// a decision on record rather than a silent one.
-//
-// Sequence: a prefix-reading store; Push a record larger than one header
-// read; flip one payload byte from outside (a new version, as on S3);
-// Latest says ErrCorrupt; Push at a higher epoch is expected to refuse
-// with ErrCorrupt; it lands.
-func TestAttackHeadPushOverwritesCorruptPayload(t *testing.T) {
+// TestPushNeverOverwritesDamagedPayload: on a store that reads prefixes
+// but does not check damage itself (S3, GCS, any PrefixReader), a record
+// whose payload was damaged past its intact header is never overwritten by
+// a Push: the Push reads the header first, and before it replaces the
+// record it reads and checks all of it, so it refuses with ErrCorrupt, as
+// Latest does.
+func TestPushNeverOverwritesDamagedPayload(t *testing.T) {
 	ctx := context.Background()
 	store := &prefixMemStore{}
 	f := &writefence.Fence{Store: store}
