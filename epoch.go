@@ -89,9 +89,11 @@ var ErrTermEnded = errors.New("writefence: term ended")
 // The source checks what it can. It holds the first term it is given, and
 // once the term function reports another one, newer or older, it hands out
 // nothing more (ErrTermEnded): a new term is a new leadership, which starts
-// with a seal, from a new TermSource. A term function error returns that
-// error and no epoch; the next call asks again and, told the same term,
-// carries on. A shard whose record is of a newer term, or of this term by
+// with a seal, from a new TermSource. A term function error ends it too:
+// the source can no longer tell that its term still holds, and a term it
+// cannot confirm is a term it must not carry on. (A call whose own ctx
+// ended returns ctx.Err() and ends nothing: that is the caller's choice,
+// not the term function's report.) A shard whose record is of a newer term, or of this term by
 // another writer, ends the source too: the term is not this writer's alone.
 // A term's 2^32-1 epochs running out ends it as well.
 //
@@ -127,10 +129,12 @@ var _ EpochSource = (*TermSource)(nil)
 // Epoch implements EpochSource: it asks Term for the current term and
 // returns term<<32 | n, greater than every epoch it returned before, and,
 // on the shard's first epoch, greater than the shard's recorded epoch when
-// that is of this term by Writer. A term function error, a failed read of
-// the shard's record or an ended ctx returns that error and no epoch; a
-// record too damaged to show its epoch returns its *CorruptError. An
-// ended source returns an error matching ErrTermEnded.
+// that is of this term by Writer. A term function error ends the source:
+// it returns an error matching both ErrTermEnded and that error, now and
+// on every later call. A failed read of the shard's record or an ended ctx
+// returns that error and no epoch; a record too damaged to show its epoch
+// returns its *CorruptError. An ended source returns an error matching
+// ErrTermEnded.
 func (s *TermSource) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
 	key, err := s.check(plugin, shard)
 	if err != nil {
@@ -146,7 +150,7 @@ func (s *TermSource) Epoch(ctx context.Context, plugin, shard string) (uint64, e
 	case err != nil && isContextErr(err) && ctx.Err() != nil:
 		return 0, ctx.Err()
 	case err != nil:
-		return 0, fmt.Errorf("writefence: term source: term: %w", err)
+		return 0, s.endErr(err, "the term function failed")
 	case term > maxLeaseTerm:
 		return 0, s.end("term %d is above 2^32-1, the highest a term source can carry", term)
 	case !s.held:
@@ -203,13 +207,23 @@ func (s *TermSource) continueAbove(ctx context.Context, key string) error {
 // end ends the source for the reason given and returns the error it will
 // return from now on. The caller holds mu.
 func (s *TermSource) end(format string, a ...any) error {
+	s.ended = fmt.Errorf("%s: %w", s.endPrefix(format, a...), ErrTermEnded)
+	return s.ended
+}
+
+// endErr ends the source on cause, which its error wraps as well as
+// ErrTermEnded. The caller holds mu.
+func (s *TermSource) endErr(cause error, format string, a ...any) error {
+	s.ended = fmt.Errorf("%s: %w: %w", s.endPrefix(format, a...), cause, ErrTermEnded)
+	return s.ended
+}
+
+func (s *TermSource) endPrefix(format string, a ...any) string {
 	held := ""
 	if s.held {
 		held = fmt.Sprintf(" at term %d", s.term)
 	}
-	s.ended = fmt.Errorf("writefence: term source of %s%s: %s: %w",
-		esc(s.Writer), held, fmt.Sprintf(format, a...), ErrTermEnded)
-	return s.ended
+	return fmt.Sprintf("writefence: term source of %s%s: %s", esc(s.Writer), held, fmt.Sprintf(format, a...))
 }
 
 // check validates the TermSource's fields and returns the shard's key.

@@ -126,8 +126,10 @@ func TestTermSourceTermChangeMidStream(t *testing.T) {
 	}
 }
 
-// A term function error returns no epoch and does not end the source: told
-// the same term again, it carries on above its last epoch.
+// A term function error ends the source: no epoch, now or later, even
+// when the term function reports the same term again; the error names the
+// term function's. A call whose own ctx ended returns ctx.Err() and ends
+// nothing.
 func TestTermSourceTermFunctionError(t *testing.T) {
 	ctx := t.Context()
 	f := &writefence.Fence{Store: &writefence.MemStore{}}
@@ -137,26 +139,27 @@ func TestTermSourceTermFunctionError(t *testing.T) {
 	first, err := src.Epoch(ctx, "wal", "0")
 	require.NoError(t, err)
 
-	tf.set(7, errAPI)
-	epoch, err := src.Epoch(ctx, "wal", "0")
-	require.ErrorIs(t, err, errAPI)
-	require.NotErrorIs(t, err, writefence.ErrTermEnded)
-	require.Zero(t, epoch)
-	_, err = f.PushFrom(ctx, src, "wal", "0", "node-a", []byte("segment"))
-	require.ErrorIs(t, err, errAPI, "PushFrom writes nothing without an epoch")
-	_, _, _, err = f.Latest(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrNotFound)
-
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	tf.set(7, cctx.Err())
 	_, err = src.Epoch(cctx, "wal", "0")
 	require.Equal(t, context.Canceled, err, "a cancelled ctx is returned as is")
-
 	tf.set(7, nil)
-	epoch, err = src.Epoch(ctx, "wal", "0")
-	require.NoError(t, err)
+	epoch, err := src.Epoch(ctx, "wal", "0")
+	require.NoError(t, err, "a cancelled call ends nothing")
 	assert.Equal(t, first+1, epoch)
+
+	tf.set(7, errAPI)
+	epoch, err = src.Epoch(ctx, "wal", "0")
+	require.ErrorIs(t, err, errAPI)
+	require.ErrorIs(t, err, writefence.ErrTermEnded)
+	require.Zero(t, epoch)
+	tf.set(7, nil)
+	_, err = f.PushFrom(ctx, src, "wal", "0", "node-a", []byte("segment"))
+	require.ErrorIs(t, err, writefence.ErrTermEnded, "the same term again does not revive it")
+	require.ErrorIs(t, err, errAPI)
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrNotFound, "PushFrom wrote nothing")
 }
 
 func TestTermSourceTermLimit(t *testing.T) {
