@@ -154,10 +154,17 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 		return BlobRef{}, keyErr(err)
 	}
 	c := &change{op: opBlob, key: key, writer: writer, epoch: epoch, branded: true}
-	attempt := 0
-	defer func() { f.observe(ctx, c, false, attempt, err) }()
+	attempt, start := 0, time.Now()
+	defer func() { f.observe(ctx, c, start, false, attempt, err) }()
 	if err := f.guard(ctx, c); err != nil {
 		return BlobRef{}, err
+	}
+	if f.brandEveryWrite() {
+		// No blob store checks the brand inside its create: it is read
+		// right before, as for any store that cannot.
+		if err := f.brandRead(ctx); err != nil {
+			return BlobRef{}, err
+		}
 	}
 	attempt = 1
 	sum := &countingCRC{h: crc32.New(castagnoli)}

@@ -50,13 +50,13 @@ import (
 //     per Fence, plus one create-only write and one read on an empty store.
 //   - BrandVerifyAlways when a store can be re-branded while writers run (a
 //     migration to another format) and old writers must stop at their next
-//     write rather than at their next start. Every write goes through
-//     PutIfBranded: on a store that declares BrandedPutter (Valkey) the
+//     write rather than at their next start. Every write checks the
+//     brand: on a store that declares BrandedPutter (Valkey) the
 //     brand is checked inside the write's own atomic step, with no gap
 //     between the check and the write and no extra round trip; on any
-//     other store it is read right before every write (and before every
-//     Latest), and a re-brand between that read and the write lets that
-//     one write land.
+//     other store the Fence reads the brand key right before every write
+//     (and before every Latest), a read that is retried as reads are, and
+//     a re-brand between that read and the write lets that one write land.
 type BrandMode int
 
 // The brand modes.
@@ -216,6 +216,7 @@ func (f *Fence) checkBrand(ctx context.Context, forWrite bool) error {
 	return invalidArg("brand", "unknown BrandMode %d", int(f.Brand))
 }
 
-// brandEveryWrite reports whether every write checks the brand itself,
-// through PutIfBranded: in its own atomic step on a store that can.
+// brandEveryWrite reports whether every write checks the brand itself: in
+// its own atomic step on a store that can (brandedWrites), else by a read
+// right before it (brandBeforeWrite).
 func (f *Fence) brandEveryWrite() bool { return f.Brand == BrandVerifyAlways }

@@ -500,6 +500,42 @@ func TestFenceBrandVerifyAlways(t *testing.T) {
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 3, []byte("x")), "this mode remembers nothing")
 }
 
+// TestFenceBrandVerifyAlwaysReadFails: on a store that cannot check the
+// brand inside its write, BrandVerifyAlways reads the brand key right
+// before each write; a failure of that read is a read's: retried, nothing
+// sent, and when it persists the push fails with that failure, never as a
+// write whose outcome is unknown, having written nothing.
+func TestFenceBrandVerifyAlwaysReadFails(t *testing.T) {
+	ctx := context.Background()
+	s := newHookStore()
+	putBrand(t, s, defaults.Identity)
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerifyAlways, MaxAttempts: 3, RetryDelay: time.Microsecond}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("one")))
+	shard := mustKey(t, "wal", "0")
+	_, puts0, _ := s.calls(shard)
+
+	errReset := errors.New("connection reset")
+	var failures atomic.Int64
+	failures.Store(1)
+	s.beforeGet = func(key string) error {
+		if key == brandKey && failures.Add(-1) >= 0 {
+			return errReset
+		}
+		return nil
+	}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 2, []byte("two")), "one failed brand read is retried")
+	_, puts, _ := s.calls(shard)
+	assert.Equal(t, 1, puts-puts0, "one write, after the brand read that passed")
+
+	failures.Store(1 << 30)
+	err := f.Push(ctx, "wal", "0", "w", 3, []byte("three"))
+	require.ErrorIs(t, err, errReset)
+	assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "nothing was sent")
+	_, puts2, _ := s.calls(shard)
+	assert.Equal(t, puts, puts2, "no write without a brand read that passed")
+	requireLatest(t, &writefence.Fence{Store: s}, 2, "w", "two")
+}
+
 // TestFenceBrandTransientNotKept: a failure that is not a refusal is
 // returned by that push and checked again by the next.
 func TestFenceBrandTransientNotKept(t *testing.T) {

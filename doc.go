@@ -223,11 +223,8 @@
 //
 // What it cannot guarantee: anything about a writer that bypasses the
 // library and writes the object directly; a store that ignores
-// preconditions (run Probe, and writefencetest against your own store);
-// a payload damaged under an intact header on S3 or GCS (a rewrite with a
-// new version), which Push does not see when it reads the header alone
-// (Latest does, and Fence.VerifyPayloadOnPush makes Push read the whole
-// record). Lease expiry uses local clocks; a wrong clock can let a holder
+// preconditions (run Probe, and writefencetest against your own store).
+// Lease expiry uses local clocks; a wrong clock can let a holder
 // take over early, but safety never depends on it, because the store checks
 // the epoch.
 package writefence

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"time"
 
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
@@ -87,10 +88,14 @@ type outcome struct {
 // tell enough.
 var errReadWhole = errors.New("writefence: read the whole object")
 
-// run makes change c, guarded, and tells the Observer how it ended.
+// run makes change c, guarded, and tells how it ended: to the Deposed
+// contexts of its key when it was refused as stale, then to the Observer.
 func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
-	attempt := 0
-	defer func() { f.observe(ctx, c, false, attempt, err) }()
+	attempt, start := 0, time.Now()
+	defer func() {
+		f.refused(c, err)
+		f.observe(ctx, c, start, false, attempt, err)
+	}()
 	if err := f.guard(ctx, c); err != nil {
 		return outcome{}, err
 	}
@@ -115,7 +120,7 @@ func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 		case attempt >= maxAttempts:
 			return outcome{}, c.exhausted(unsure, attempt, err)
 		case errors.Is(err, ErrConflict):
-			f.observe(ctx, c, true, attempt, err)
+			f.observe(ctx, c, start, true, attempt, err)
 		}
 		if f.backoff(ctx, attempt) != nil {
 			return outcome{}, c.failed(unsure, ctx.Err())
@@ -144,6 +149,9 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool) (out outc
 		return outcome{}, false, err
 	case done:
 		return outcome{version: s.version}, false, nil
+	}
+	if err := f.brandBeforeWrite(ctx, c); err != nil {
+		return outcome{}, false, err
 	}
 	version, err := f.write(ctx, c, parts, s.version)
 	if err != nil {
@@ -260,12 +268,50 @@ func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, 
 	return nil, err
 }
 
-// write makes the change's one conditional write: through PutIfBranded
-// when the Fence checks the brand inside every write and the store can,
-// else through PutParts.
+// brandedWrites reports whether c's write checks the brand in its own
+// atomic step: the Fence checks it before every write and the store is a
+// BrandedPutter.
+func (f *Fence) brandedWrites(c *change) bool {
+	if !c.branded || !f.brandEveryWrite() {
+		return false
+	}
+	_, ok := capability[BrandedPutter](f.Store)
+	return ok
+}
+
+// brandBeforeWrite checks the brand right before c's write, when the Fence
+// checks it before every write and the store cannot check it inside the
+// write: a read of the brand key, whose failure is a read's (retried when
+// transient, nothing sent) and whose mismatch is final.
+func (f *Fence) brandBeforeWrite(ctx context.Context, c *change) error {
+	if !c.branded || !f.brandEveryWrite() || f.brandedWrites(c) {
+		return nil
+	}
+	return f.brandRead(ctx)
+}
+
+// brandRead reads the brand key and compares it with the Fence's
+// identity: a failure to read is a readFailure, a mismatch a *WireError.
+func (f *Fence) brandRead(ctx context.Context) error {
+	brandKey := keys.Brand(f.Prefix)
+	if err := hook.Read(ctx, brandKey); err != nil {
+		return readFailure{err}
+	}
+	data, _, err := f.Store.Get(ctx, brandKey)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return compareBrand(brandKey, f.identity(), nil, false)
+	case err != nil:
+		return readFailure{err}
+	}
+	return compareBrand(brandKey, f.identity(), data, true)
+}
+
+// write makes the change's one conditional write: through the store's
+// PutIfBranded when brandedWrites, else through PutParts.
 func (f *Fence) write(ctx context.Context, c *change, parts [][]byte, version string) (string, error) {
 	return hook.Write(ctx, c.key, func() (string, error) {
-		if c.branded && f.brandEveryWrite() {
+		if f.brandedWrites(c) {
 			return PutIfBranded(ctx, f.Store, keys.Brand(f.Prefix), f.identity(), c.key, parts, version)
 		}
 		return PutParts(ctx, f.Store, c.key, parts, version)

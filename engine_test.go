@@ -115,8 +115,9 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 				f := &writefence.Fence{Store: mem, Brand: writefence.BrandVerify, Probe: true, Observer: obs.observe}
 				require.NoError(t, op.call(t.Context(), f, v))
 				e := obs.last()
+				assert.False(t, e.Start.IsZero(), "the event carries the write's start")
 				assert.Equal(t, writefence.WriteEvent{Op: op.name, Key: mustKey(t, "wal", "0"), Writer: e.Writer, Epoch: 9,
-					Attempt: 1}, e)
+					Attempt: 1, Start: e.Start}, e)
 			})
 		})
 	}

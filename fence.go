@@ -78,16 +78,6 @@ type Fence struct {
 
 	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
-	// VerifyPayloadOnPush makes a Push that reads the record read and
-	// verify all of it, payload checksum included. By default, on a store
-	// that reads prefixes (GetPrefix), such a Push reads only the record's
-	// header and checks its checksum and the record's total size. Either
-	// way a Push that conditions its write on the version it remembers
-	// reads nothing: the store refuses the write if the record changed. A
-	// payload damaged under an intact header is caught by Latest, and by
-	// the store's own checksums, not by Push.
-	VerifyPayloadOnPush bool
-
 	// Observer, when set, sees how every write ended (see WriteEvent), for
 	// metrics or logs: every write of a record, of a Lease on this Fence
 	// and of the brand. It is called synchronously on the writing
@@ -97,6 +87,8 @@ type Fence struct {
 
 	mu    sync.Mutex // guards cache
 	cache map[uint64]cachedRecord // by a hash of the record's key
+
+	deposed deposition // the contexts Deposed handed out
 }
 
 // Push writes payload as the record of (plugin, shard) at epoch, on behalf
@@ -124,10 +116,12 @@ type Fence struct {
 // ctx.Err().
 //
 // Push is Update with a function that returns payload whatever the record
-// holds, except that it need not read the payload it replaces: on a store
-// that reads prefixes it reads the header alone, and when the Fence wrote
-// or read the record last it conditions its write on that version without
-// reading at all (one round trip).
+// holds, and reads as little as it can: when the Fence wrote or read the
+// record last it conditions its write on that version without reading at
+// all (one round trip); on a store that reads prefixes it reads the header
+// first, and refuses a stale push from the header alone. A record it
+// replaces it reads and checks whole, payload included, so a damaged
+// payload under an intact header is never overwritten by a Push.
 func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) error {
 	u, err := f.newUpdate(opPush, plugin, shard, writer, epoch)
 	if err != nil {
@@ -235,7 +229,7 @@ func (f *Fence) checkBody(payload []byte, refs []BlobRef) error {
 // condition its first write on the version the Fence remembers.
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true,
-		head: u.constant && !f.VerifyPayloadOnPush}
+		head: u.constant}
 	var mem cachedRecord
 	if u.constant {
 		if mem, _ = f.cached(u.key, u.epoch); mem.version != "" {
@@ -318,7 +312,11 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, recordBody, error) {
 		if u.epoch <= st.h.epoch {
 			return nil, false, recordBody{}, &StaleEpochError{Op: u.op, Key: u.key, Epoch: u.epoch, RecordedEpoch: st.h.epoch, RecordedWriter: st.h.writer}
 		}
-		if !u.constant && !st.whole {
+		// A record is overwritten only once all of it was read and
+		// checked, payload included: a header alone cannot tell a
+		// damaged payload, and damage is never overwritten but by a
+		// Settle. A refusal needs only the header.
+		if !st.whole {
 			return nil, false, recordBody{}, errReadWhole
 		}
 		current = Manifest{Payload: st.body.payload, Blobs: st.body.refs}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 )
 
 // WriteEvent is what a Fence's Observer sees of a write: of a record (Op
@@ -18,23 +19,41 @@ import (
 //   - errors.Is(Err, ErrConflict) with Retrying set: the write lost a race
 //     and the call reads afresh and tries again; this may happen any number
 //     of times before the one event that ends the write;
-//   - ErrStaleEpoch, ErrWire, ErrCorrupt, ErrLeaseHeld, ErrLeaseLost,
-//     ErrConflict (every attempt lost): refused, nothing written;
+//   - ErrStaleEpoch, ErrWire, ErrCorrupt, ErrUntrustedStore, ErrLeaseHeld,
+//     ErrLeaseLost, ErrConflict (every attempt lost): refused, nothing
+//     written;
 //   - ErrOutcomeUnknown: the write's outcome could not be learned;
-//   - anything else: a failure (network, auth, an untrusted store, ctx).
+//   - anything else: a failure (network, auth, ctx).
+//
+// Outcome names each case in one word.
 type WriteEvent struct {
-	Op       string // what was written; see above
-	Key      string // the key written
-	Writer   string // the writer, or the lease's holder; empty for the brand
-	Epoch    uint64 // the epoch the write carried; 0 for a lease or the brand
-	Attempt  int    // the attempt (read, decision, conditional write) it happened on, from 1; 0 when refused before the first (brand, probe)
-	Retrying bool   // a lost race the call retries; false on the event that ends the write
-	Err      error  // nil when the write landed; what happened otherwise
+	Op       string    // what was written; see above
+	Key      string    // the key written
+	Writer   string    // the writer, or the lease's holder; empty for the brand
+	Epoch    uint64    // the epoch the write carried; 0 for a lease or the brand
+	Attempt  int       // the attempt (read, decision, conditional write) it happened on, from 1; 0 when refused before the first (brand, probe)
+	Retrying bool      // a lost race the call retries; false on the event that ends the write
+	Err      error     // nil when the write landed; what happened otherwise
+	Start    time.Time // when the write began, before its first check: the same on every event of one write
+}
+
+// Outcome names what the event says happened, in one word an Observer can
+// use as a metric label or a log field: "landed", "conflict-retried" (the
+// event of a retried race), "untrusted" (ErrUntrustedStore: the store
+// failed the probe), "unknown" (ErrOutcomeUnknown), "wire", "corrupt",
+// "stale", "lease" (ErrLeaseHeld or ErrLeaseLost), "conflict" (every
+// attempt lost a race) or "failed" (anything else). An error that matches
+// several sentinels (an unknown outcome wraps its cause) is named by the
+// first in that order.
+func (e WriteEvent) Outcome() string {
+	outcome, _ := classify(e)
+	return outcome
 }
 
 // SlogObserver returns an Observer for Fence.Observer that logs every event
 // to l: landed writes and retried conflicts at debug level, refusals at
-// warn level, failures and unknown outcomes at error level. Stored bytes in
+// warn level, failures, unknown outcomes and an untrusted store at error
+// level. Stored bytes in
 // the attributes are escaped.
 func SlogObserver(l *slog.Logger) func(context.Context, WriteEvent) {
 	return func(ctx context.Context, e WriteEvent) {
@@ -63,6 +82,8 @@ func classify(e WriteEvent) (string, slog.Level) {
 		return "landed", slog.LevelDebug
 	case e.Retrying:
 		return "conflict-retried", slog.LevelDebug
+	case errors.Is(err, ErrUntrustedStore):
+		return "untrusted", slog.LevelError
 	case errors.Is(err, ErrOutcomeUnknown):
 		return "unknown", slog.LevelError
 	case errors.Is(err, ErrWire):
@@ -79,8 +100,8 @@ func classify(e WriteEvent) (string, slog.Level) {
 	return "failed", slog.LevelError
 }
 
-func (f *Fence) observe(ctx context.Context, c *change, retrying bool, attempt int, err error) {
+func (f *Fence) observe(ctx context.Context, c *change, start time.Time, retrying bool, attempt int, err error) {
 	if f.Observer != nil {
-		f.Observer(ctx, WriteEvent{Op: c.op, Key: c.key, Writer: c.writer, Epoch: c.epoch, Attempt: attempt, Retrying: retrying, Err: err})
+		f.Observer(ctx, WriteEvent{Op: c.op, Key: c.key, Writer: c.writer, Epoch: c.epoch, Attempt: attempt, Retrying: retrying, Err: err, Start: start})
 	}
 }

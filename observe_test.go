@@ -69,7 +69,9 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	f := &writefence.Fence{Store: lost, Observer: obs.observe}
 
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")))
-	assert.Equal(t, writefence.WriteEvent{Op: "push", Key: mustKey(t, "wal", "0"), Writer: "a", Epoch: 1, Attempt: 1}, obs.last())
+	e := obs.last()
+	assert.False(t, e.Start.IsZero(), "the event carries the write's start")
+	assert.Equal(t, writefence.WriteEvent{Op: "push", Key: mustKey(t, "wal", "0"), Writer: "a", Epoch: 1, Attempt: 1, Start: e.Start}, e)
 
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 1, []byte("y")), writefence.ErrStaleEpoch)
 	assert.Equal(t, "stale", eventOutcome(obs.last()))
@@ -161,4 +163,26 @@ func ExampleFence_observer() {
 	// Output:
 	// true
 	// landed: 2 stale: 1
+}
+
+// Outcome names each kind of event as the SlogObserver logs it; an error
+// that matches several sentinels takes the first name.
+func TestWriteEventOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		e    writefence.WriteEvent
+		want string
+	}{
+		{writefence.WriteEvent{}, "landed"},
+		{writefence.WriteEvent{Err: writefence.ErrConflict, Retrying: true}, "conflict-retried"},
+		{writefence.WriteEvent{Err: &writefence.ProbeError{Check: "stale update is refused"}}, "untrusted"},
+		{writefence.WriteEvent{Err: &writefence.OutcomeUnknownError{Err: writefence.ErrStaleEpoch}}, "unknown"},
+		{writefence.WriteEvent{Err: &writefence.WireError{Absent: true}}, "wire"},
+		{writefence.WriteEvent{Err: &writefence.CorruptError{}}, "corrupt"},
+		{writefence.WriteEvent{Err: &writefence.StaleEpochError{}}, "stale"},
+		{writefence.WriteEvent{Err: writefence.ErrLeaseLost}, "lease"},
+		{writefence.WriteEvent{Err: writefence.ErrConflict}, "conflict"},
+		{writefence.WriteEvent{Err: context.Canceled}, "failed"},
+	} {
+		assert.Equal(t, tc.want, tc.e.Outcome(), "%v", tc.e.Err)
+	}
 }

@@ -32,7 +32,6 @@ import (
 //
 // Layout under the directory:
 //
-//	lock                the store's lock file (always empty)
 //	objects/<name>      one file per key
 //	objects/.tmp-*      a write in progress
 //	blobs/<name>        one file per blob (BlobStore)
@@ -50,27 +49,25 @@ import (
 // whole file, and a file that fails a check returns an error matching
 // ErrCorrupt.
 //
-// A write takes an exclusive flock(2) on the lock file, compares the
-// current file's token with the expected one, writes a temporary file in
-// objects/, fsyncs it, renames it over the key's file and fsyncs objects/,
-// then releases the lock: the compare and the rename happen under one lock
-// every process honours, and a write that returned is on disk. One lock for
-// the whole store, rather than one per key, keeps the directory free of lock
-// files that could never be safely removed; writes to different keys queue
-// behind one another, which costs little next to the fsyncs each makes.
-// Reads take no lock: a rename replaces a file whole, so a read sees the old
-// file or the new one, never a mix.
+// A write takes an exclusive flock(2) on the objects directory itself,
+// compares the current file's token with the expected one, writes a
+// temporary file in objects/, fsyncs it, renames it over the key's file and
+// fsyncs objects/, then releases the lock: the compare and the rename happen
+// under one lock every process honours, and a write that returned is on
+// disk. One lock for the whole store, rather than one per key, and no lock
+// file: nothing in the directory can be removed or replaced to break the
+// exclusion. Writes to different keys queue behind one another, which costs
+// little next to the fsyncs each makes. Reads take no lock: a rename
+// replaces a file whole, so a read sees the old file or the new one, never a
+// mix.
 //
-// The lock is the file at the path dir/lock. Each store value keeps the
-// lock file open for as long as it lives (one open file per value), and a
-// write that has taken the flock checks that the file it locked is still
-// the file at the path; if the path is gone or names another file, it lets
-// go and takes the file at the path instead, creating it when absent. So
-// when the lock file is removed or replaced while a write holds it, every
-// store value opened before keeps waiting for that write, then moves to the
-// file at the path: no two of them write at once. A store opened after the
-// removal, while the write still holds the old file, cannot see that lock:
-// do not remove the lock file of a store in use.
+// Each store value opens objects/ once, when it is opened, and works
+// relative to that directory from then on (an os.Root and one descriptor of
+// the directory, kept for as long as the value lives): its reads, its lock and
+// its writes all reach the directory it locked, even if the path is later
+// renamed or replaced. Values that share a directory exclude each other
+// whatever is done to the paths; a value opened on a replacement directory
+// is a store of its own.
 //
 // Every read checks the whole file, GetPrefix too: the token survives
 // damage to the rest of the file, so only the checksum tells whether the
@@ -115,14 +112,19 @@ type DirConditionalStore struct {
 	dir      string        // absolute path of the store
 	objects  string        // dir/objects
 	blobs    string        // dir/blobs
-	sem      chan struct{} // one writer of this value at a time; holds the flock; guards lockFile
+	sem      chan struct{} // one writer of this value at a time; holds the flock
 	readOnly bool          // opened by OpenDirConditionalStoreReadOnly
 
-	// lockFile is the lock file as this value last opened it, nil when it
-	// must be opened again; guarded by sem. It stays open between writes
-	// so that a lock file removed while another writer holds it is still
-	// the file this value waits on.
-	lockFile *os.File
+	// root is objects/ as this value opened it: every object file the
+	// value reads or writes is reached through it. lockDir is the same
+	// directory, open for its flock and its fsyncs.
+	root    *os.Root
+	lockDir *os.File
+
+	// blobRoot and blobDir are blobs/ as this value opened it, the same
+	// way; nil in a read-only store that has none.
+	blobRoot *os.Root
+	blobDir  *os.File
 }
 
 var _ ConditionalStore = (*DirConditionalStore)(nil)
@@ -145,13 +147,12 @@ func (s *DirConditionalStore) Capabilities() ConditionalStore { return s }
 //	31+K   N     data
 //	31+K+N 4     CRC-32C of bytes [0, 31+K+N)
 const (
-	dirMagic       = "WFD\x00"
-	dirVersion     = 1
-	dirHeaderSize  = 31
-	dirTokenSize   = 16
-	dirTempPattern = ".tmp-*"
-	dirTempPrefix  = ".tmp-"
-	dirReadBuffer  = 64 << 10 // what a read buffers beyond the bytes it returns
+	dirMagic      = "WFD\x00"
+	dirVersion    = 1
+	dirHeaderSize = 31
+	dirTokenSize  = 16
+	dirTempPrefix = ".tmp-"
+	dirReadBuffer = 64 << 10 // what a read buffers beyond the bytes it returns
 )
 
 // The operations of the store's errors (StoreError.Op).
@@ -198,6 +199,9 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 			return nil, dirErr(dirOpen, "", err)
 		}
 	}
+	if err := s.openRoot(); err != nil {
+		return nil, err
+	}
 	s.removeBlobTemps()
 	s.sem <- struct{}{} // nobody else has the value yet
 	defer func() { <-s.sem }()
@@ -237,7 +241,42 @@ func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
 	if err != nil {
 		return nil, storeErr(dirOpen, "", nil, fmt.Errorf("%s: no store there: %w", esc(s.dir), err))
 	}
+	if err := s.openRoot(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// openRoot opens objects/ for the value's life, as root and as lockDir,
+// and blobs/ as blobRoot and blobDir; a read-only store written before it
+// held blobs has no blobs/, and then no blobRoot.
+func (s *DirConditionalStore) openRoot() error {
+	root, d, err := openDirRoot(s.objects)
+	if err != nil {
+		return dirErr(dirOpen, "", err)
+	}
+	broot, bd, err := openDirRoot(s.blobs)
+	if err != nil && !(s.readOnly && errors.Is(err, fs.ErrNotExist)) {
+		root.Close()
+		d.Close()
+		return dirErr(dirOpen, "", err)
+	}
+	s.root, s.lockDir, s.blobRoot, s.blobDir = root, d, broot, bd
+	return nil
+}
+
+// openDirRoot opens dir as a root, and the same directory as a file.
+func openDirRoot(dir string) (*os.Root, *os.File, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	return root, d, nil
 }
 
 // newDirStore returns the store value for dir, checking what both
@@ -269,10 +308,11 @@ func (s *DirConditionalStore) limit() int64 {
 	return defaultMaxObjectSize
 }
 
-// path returns the file of key; see the type's documentation.
+// path returns the name of key's file in objects/; see the type's
+// documentation.
 func (s *DirConditionalStore) path(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(s.objects, hex.EncodeToString(sum[:]))
+	return hex.EncodeToString(sum[:])
 }
 
 // check returns the error of an operation that must not start: a done ctx,
@@ -322,7 +362,7 @@ func (s *DirConditionalStore) get(ctx context.Context, key string, keep int64) (
 	if err := s.check(ctx, dirGet, key); err != nil {
 		return nil, 0, "", err
 	}
-	f, err := os.Open(s.path(key))
+	f, err := s.root.Open(s.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, "", storeErr(dirGet, key, ErrNotFound, nil)
 	}
@@ -350,8 +390,10 @@ const dirDamagedPrefix = "damaged-"
 // it, may still look intact, so it is never returned. The *CorruptError
 // carries instead the damaged version, "damaged-" and the SHA-256 of every
 // byte of the file, which names exactly the bytes found and is what a
-// write must be conditioned on to replace them, and, when the file's header
-// and key still locate its data, the first 4 KiB of that data (Head).
+// write must be conditioned on to replace them, and the first 4 KiB of the
+// data (Head), taken where an intact file of this key has its data: after
+// the file header and the key, and before the checksum the file's size
+// leaves room for, whatever its damaged header fields claim.
 func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
 	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", dirErr(op, key, err) }
 	st, err := f.Stat()
@@ -360,8 +402,13 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 	}
 	r := bufio.NewReaderSize(f, dirReadBuffer)
 	crc := crc32.New(castagnoli)
-	dataStart := int64(-1) // where the data starts, once the header and key are read
-	headRoom := 0          // how much of the data is kept as the head of damaged data
+	// Where the data of an intact file starts is known from the key alone,
+	// and how much of it there is from the file's size: the head of damaged
+	// data is taken there, whatever the damaged bytes of the file's own
+	// header claim, so damage to the layout cannot hide an intact record
+	// header.
+	dataStart := int64(dirHeaderSize + len(key))
+	headRoom := int(min(max(st.Size()-dataStart-checksumSize, 0), maxHeaderSize))
 	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the
@@ -374,7 +421,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		}
 		var head *headWriter
 		w := io.Writer(sha)
-		if dataStart >= 0 {
+		if headRoom > 0 {
 			head = &headWriter{skip: dataStart, room: headRoom}
 			w = io.MultiWriter(sha, head)
 		}
@@ -426,8 +473,6 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		// a file put there by hand.
 		return corrupt("file holds another key " + esc(string(stored)))
 	}
-	dataStart = dirHeaderSize + keyLen
-	headRoom = int(min(dataLen, maxHeaderSize)) // not the checksum after short data
 	// The size the header declares must be the file's size; comparing
 	// first keeps a damaged length from passing for a large object.
 	rest := st.Size() - dirHeaderSize - keyLen - checksumSize
@@ -563,7 +608,7 @@ func (s *DirConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 // there is none, or the *CorruptError of a damaged one. The caller holds
 // the lock.
 func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
-	f, err := os.Open(path)
+	f, err := s.root.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -588,7 +633,7 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 	// write's outcome unknown, and must not pass for a refusal (a
 	// permission error matches fs.ErrPermission), so its cause is kept as
 	// text only.
-	if err := syncDir(s.objects); err != nil {
+	if err := s.lockDir.Sync(); err != nil {
 		return storeErr(dirPut, key, ErrOutcomeUnknown, fmt.Errorf("the file is in place but %s could not be synced: %v", esc(s.objects), err))
 	}
 	return nil
@@ -610,14 +655,19 @@ func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]by
 	}
 	tail := binary.BigEndian.AppendUint32(nil, sum)
 
-	tmp, err := os.CreateTemp(s.objects, dirTempPattern)
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	name := dirTempPrefix + hex.EncodeToString(r[:])
+	tmp, err := s.root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			s.root.Remove(name)
 		}
 	}()
 	if _, err := tmp.Write(h); err != nil {
@@ -637,7 +687,7 @@ func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]by
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return s.root.Rename(name, path)
 }
 
 var _ Deleter = (*DirConditionalStore)(nil)
@@ -653,12 +703,12 @@ func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	defer unlock()
-	err = os.Remove(s.path(key))
+	err = s.root.Remove(s.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err == nil {
-		err = syncDir(s.objects)
+		err = s.lockDir.Sync()
 	}
 	if err != nil {
 		return dirErr(dirDelete, key, err)
@@ -674,7 +724,7 @@ const (
 
 // lock takes the store's exclusive lock for op on key: first this value's
 // semaphore, so one goroutine per store value contends for the file lock,
-// then the flock on the lock file. Both waits honour ctx; the flock is
+// then the flock on objects/. Both waits honour ctx; the flock is
 // polled, because a blocking flock cannot be cancelled.
 func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock func(), err error) {
 	select {
@@ -694,14 +744,6 @@ func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock 
 				s.unlock()
 				<-s.sem
 			}, nil
-		case s.lockFile == nil:
-			// The file this value locked was no longer the lock; the
-			// file at the path is tried at once.
-			if err := ctx.Err(); err != nil {
-				<-s.sem
-				return nil, err
-			}
-			continue
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -751,78 +793,33 @@ func (s *DirConditionalStore) attemptLock(op, key string) (bool, error) {
 	return attempt()
 }
 
-// tryFlock tries once to take the flock of the lock file, opening it
-// first when this value has none open. It reports true only when this
-// value holds the flock of the file the lock path names. A locked file
-// that the path no longer names (it was removed, or replaced) excludes
-// nobody who opens the path now: tryFlock then closes it, dropping its
-// flock, and reports false with lockFile nil, so that the next attempt
-// takes the file at the path, creating it when absent. The caller holds
-// sem.
+// tryFlock tries once to take the flock of objects/. The caller holds sem.
 func (s *DirConditionalStore) tryFlock(op, key string) (bool, error) {
-	fail := func(err error) (bool, error) {
-		s.closeLock()
-		return false, dirErr(op, key, fmt.Errorf("lock %s: %w", esc(s.dir), err))
-	}
-	path := filepath.Join(s.dir, "lock")
-	if s.lockFile == nil {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return fail(err)
-		}
-		s.lockFile = f
-	}
-	locked, err := dirTryLock(s.lockFile)
+	locked, err := dirTryLock(s.lockDir)
 	if err != nil {
-		return fail(err)
+		return false, dirErr(op, key, fmt.Errorf("lock %s: %w", esc(s.objects), err))
 	}
-	if !locked {
-		return false, nil
-	}
-	held, err := s.lockFile.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	atPath, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return fail(err)
-	case os.SameFile(held, atPath):
-		return true, nil
-	}
-	s.closeLock()
-	return false, nil
+	return locked, nil
 }
 
-// unlock drops the flock this value holds; the caller holds sem.
+// unlock drops the flock this value holds; the caller holds sem. Should
+// the kernel refuse (it does not for a descriptor it gave), the flock
+// would stay with this value, which then waits on itself: a stuck store,
+// never two writers.
 func (s *DirConditionalStore) unlock() {
-	if dirUnlock(s.lockFile) != nil {
-		// Closing the file drops its flock for certain; the next write
-		// opens it again.
-		s.closeLock()
-	}
-}
-
-// closeLock closes the lock file, dropping any flock it holds; the caller
-// holds sem.
-func (s *DirConditionalStore) closeLock() {
-	if s.lockFile != nil {
-		s.lockFile.Close()
-		s.lockFile = nil
-	}
+	dirUnlock(s.lockDir)
 }
 
 // removeTemps deletes leftover temporary files; the caller holds the lock.
 // It is best effort: a file it cannot remove stays until the next open.
 func (s *DirConditionalStore) removeTemps() {
-	entries, err := os.ReadDir(s.objects)
+	entries, err := s.readDir()
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), dirTempPrefix) {
-			os.Remove(filepath.Join(s.objects, e.Name()))
+			s.root.Remove(e.Name())
 		}
 	}
 }
@@ -836,6 +833,21 @@ func dirErr(op, key string, err error) error {
 		return storeErr(op, key, fs.ErrPermission, err)
 	}
 	return storeErr(op, key, nil, err)
+}
+
+// readDir lists objects/, sorted by name.
+func (s *DirConditionalStore) readDir() ([]fs.DirEntry, error) { return readRoot(s.root) }
+
+// readRoot lists the directory of root, sorted by name.
+func readRoot(root *os.Root) ([]fs.DirEntry, error) {
+	d, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
 }
 
 func syncDir(dir string) error {
@@ -856,7 +868,7 @@ var _ Lister = (*DirConditionalStore)(nil)
 // a *CorruptError for each such file, joined, naming the file and carrying
 // its damaged version.
 func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
-	entries, err := os.ReadDir(s.objects)
+	entries, err := s.readDir()
 	if err != nil {
 		return storeErr(dirList, "", nil, err)
 	}
@@ -903,8 +915,8 @@ func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(k
 // name; a file it cannot name returns a *CorruptError with its damaged
 // version.
 func (s *DirConditionalStore) fileKey(name string) (string, error) {
-	path := filepath.Join(s.objects, name)
-	f, err := os.Open(path)
+	path := name
+	f, err := s.root.Open(path)
 	if err != nil {
 		return "", storeErr(dirList, "", nil, err)
 	}
@@ -934,413 +946,4 @@ func (s *DirConditionalStore) fileKey(name string) (string, error) {
 		Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)),
 		Check:   "dir store: file objects/" + name + " holds no readable key of its name",
 	})
-}
-
-// The blob file format, version 1. Integers are big-endian.
-//
-//	offset   size  field
-//	0        4     magic "WFB\x00"
-//	4        1     format version (1)
-//	5        2     key length K
-//	7        K     key
-//	7+K      N     data
-//	7+K+N    8     data length N
-//	15+K+N   4     CRC-32C of bytes [0, 15+K+N)
-//
-// The length follows the data because a blob is streamed: it is known
-// only at its end. The file's own size must agree with it.
-const (
-	dirBlobMagic      = "WFB\x00"
-	dirBlobVersion    = 1
-	dirBlobHeaderSize = 7
-	dirBlobTailSize   = 12
-	dirBlobBuffer     = 256 << 10 // what a blob write holds in memory
-
-	// dirBlobTempAge is how old an unlocked temporary blob file must be
-	// before a store that opens the directory removes it: older than the
-	// moment between its creation and its writer's flock.
-	dirBlobTempAge = time.Minute
-)
-
-var _ BlobStore = (*DirConditionalStore)(nil)
-
-// blobPath returns the file of the blob key: blobs/ and the hexadecimal
-// SHA-256 of the key, as for objects.
-func (s *DirConditionalStore) blobPath(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(s.blobs, hex.EncodeToString(sum[:]))
-}
-
-// CreateBlob implements BlobStore. It streams r, through a buffer of 256
-// KiB, into a temporary file in blobs/ (the file format: the key, the
-// data, the data's length and a CRC-32C over all of it), fsyncs it, links
-// it into place under the blob's name, which fails if the name exists
-// (an error matching ErrConflict, the blob in place unchanged), removes
-// the temporary name and fsyncs blobs/. The link is the one step that
-// makes the blob appear, whole: no lock is needed. A failure of r or of
-// the file system, or a done ctx, leaves no blob at key. A failure to make
-// blobs/ durable once the blob is linked matches ErrOutcomeUnknown.
-//
-// While it writes, the temporary file is flocked, so that a store opened
-// meanwhile (which removes temporary blob files that a crashed writer
-// left) leaves it alone.
-func (s *DirConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
-	if err := s.check(ctx, dirBlobCreate, key); err != nil {
-		return BlobInfo{}, err
-	}
-	tmp, err := os.CreateTemp(s.blobs, dirTempPattern)
-	if err != nil {
-		return BlobInfo{}, dirErr(dirBlobCreate, key, err)
-	}
-	linked := false
-	defer func() {
-		if !linked {
-			os.Remove(tmp.Name())
-		}
-		tmp.Close() // drops the flock, once the temporary name is gone
-	}()
-	if _, err := dirTryLock(tmp); err != nil {
-		return BlobInfo{}, dirErr(dirBlobCreate, key, err)
-	}
-	h := make([]byte, dirBlobHeaderSize, dirBlobHeaderSize+len(key))
-	copy(h, dirBlobMagic)
-	h[4] = dirBlobVersion
-	binary.BigEndian.PutUint16(h[5:], uint16(len(key)))
-	h = append(h, key...)
-	crc := crc32.New(castagnoli)
-	crc.Write(h)
-	if _, err := tmp.Write(h); err != nil {
-		return BlobInfo{}, dirErr(dirBlobCreate, key, err)
-	}
-	var size int64
-	buf := make([]byte, dirBlobBuffer)
-	for {
-		if err := ctx.Err(); err != nil {
-			return BlobInfo{}, err
-		}
-		n, rerr := r.Read(buf)
-		if n > 0 {
-			crc.Write(buf[:n])
-			if _, err := tmp.Write(buf[:n]); err != nil {
-				return BlobInfo{}, dirErr(dirBlobCreate, key, err)
-			}
-			size += int64(n)
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return BlobInfo{}, ctxErr
-			}
-			return BlobInfo{}, storeErr(dirBlobCreate, key, nil, rerr)
-		}
-	}
-	tail := binary.BigEndian.AppendUint64(nil, uint64(size))
-	crc.Write(tail)
-	tail = binary.BigEndian.AppendUint32(tail, crc.Sum32())
-	if _, err := tmp.Write(tail); err != nil {
-		return BlobInfo{}, dirErr(dirBlobCreate, key, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return BlobInfo{}, dirErr(dirBlobCreate, key, err)
-	}
-	st, err := tmp.Stat()
-	if err != nil {
-		return BlobInfo{}, dirErr(dirBlobCreate, key, err)
-	}
-	if dirTestHooks.blobLink != nil {
-		dirTestHooks.blobLink(s, key)
-	}
-	if err := ctx.Err(); err != nil {
-		return BlobInfo{}, err
-	}
-	switch err := os.Link(tmp.Name(), s.blobPath(key)); {
-	case errors.Is(err, fs.ErrExist):
-		return BlobInfo{}, storeErr(dirBlobCreate, key, ErrConflict, err)
-	case err != nil:
-		return BlobInfo{}, dirErr(dirBlobCreate, key, err)
-	}
-	linked = true
-	// The blob is in place: from here on a failure leaves it there, and
-	// must not pass for a refusal (see replace).
-	os.Remove(tmp.Name())
-	if err := syncDir(s.blobs); err != nil {
-		return BlobInfo{}, storeErr(dirBlobCreate, key, ErrOutcomeUnknown, fmt.Errorf("the blob is in place but %s could not be synced: %v", esc(s.blobs), err))
-	}
-	return BlobInfo{Key: key, Size: size, Modified: st.ModTime()}, nil
-}
-
-// openBlob opens the blob file of key for op and checks what can be
-// checked without reading its data: the header, the key, and the length
-// the file ends with against the file's size. It returns the file, the
-// blob's info, and the CRC-32C of the header and key.
-func (s *DirConditionalStore) openBlob(ctx context.Context, op, key string) (*os.File, BlobInfo, uint32, error) {
-	if err := s.check(ctx, op, key); err != nil {
-		return nil, BlobInfo{}, 0, err
-	}
-	f, err := os.Open(s.blobPath(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, BlobInfo{}, 0, storeErr(op, key, ErrNotFound, nil)
-	}
-	if err != nil {
-		return nil, BlobInfo{}, 0, dirErr(op, key, err)
-	}
-	info, sum, err := s.checkBlobFile(f, op, key)
-	if err != nil {
-		f.Close()
-		return nil, BlobInfo{}, 0, err
-	}
-	return f, info, sum, nil
-}
-
-// checkBlobFile checks the blob file f of key (see openBlob).
-func (s *DirConditionalStore) checkBlobFile(f *os.File, op, key string) (BlobInfo, uint32, error) {
-	corrupt := func(check string) (BlobInfo, uint32, error) {
-		return BlobInfo{}, 0, dirErr(op, key, &CorruptError{Key: key, Check: "dir store: blob " + check})
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return BlobInfo{}, 0, dirErr(op, key, err)
-	}
-	h := make([]byte, dirBlobHeaderSize+len(key))
-	switch _, err := f.ReadAt(h, 0); {
-	case errors.Is(err, io.EOF):
-		return corrupt("truncated file")
-	case err != nil:
-		return BlobInfo{}, 0, dirErr(op, key, err)
-	case string(h[:4]) != dirBlobMagic:
-		return corrupt("magic")
-	case h[4] != dirBlobVersion:
-		return corrupt("unknown format version")
-	case int(binary.BigEndian.Uint16(h[5:])) != len(key) || string(h[dirBlobHeaderSize:]) != key:
-		return corrupt("file holds another key")
-	}
-	size := st.Size() - int64(len(h)) - dirBlobTailSize
-	if size < 0 {
-		return corrupt("truncated file")
-	}
-	var n [8]byte
-	if _, err := f.ReadAt(n[:], int64(len(h))+size); err != nil {
-		return BlobInfo{}, 0, dirErr(op, key, err)
-	}
-	if binary.BigEndian.Uint64(n[:]) != uint64(size) {
-		return corrupt("length disagrees with the file's size")
-	}
-	return BlobInfo{Key: key, Size: size, Modified: st.ModTime()}, crc32.Checksum(h, castagnoli), nil
-}
-
-// OpenBlob implements BlobStore. The blob's header, key and length are
-// checked when it is opened, a damaged one returning a *StoreError that
-// wraps a *CorruptError; the reader checks the CRC-32C once the data is
-// read, and ends with such an error instead of io.EOF if the file was
-// damaged, so the bytes read are good only once io.EOF is reached. The
-// reader reads the file it opened, even if the blob is deleted meanwhile.
-func (s *DirConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
-	f, info, sum, err := s.openBlob(ctx, dirBlobOpen, key)
-	if err != nil {
-		return nil, BlobInfo{}, err
-	}
-	start := int64(dirBlobHeaderSize + len(key))
-	return &dirBlobReader{
-		f:    f,
-		key:  key,
-		data: io.NewSectionReader(f, start, info.Size),
-		tail: start + info.Size,
-		size: info.Size,
-		sum:  sum,
-	}, info, nil
-}
-
-// dirBlobReader reads a blob file's data and checks its CRC-32C at the
-// end.
-type dirBlobReader struct {
-	f    *os.File
-	key  string
-	data *io.SectionReader
-	tail int64  // the offset of the length that follows the data
-	size int64  // the data's length
-	read int64  // the data read so far
-	sum  uint32 // the CRC-32C of what was read so far, header included
-	err  error  // the verdict, once reached
-}
-
-func (b *dirBlobReader) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
-	n, err := b.data.Read(p)
-	b.sum = crc32.Update(b.sum, castagnoli, p[:n])
-	b.read += int64(n)
-	switch {
-	case err == nil:
-		return n, nil
-	case err != io.EOF:
-		return n, dirErr(dirBlobRead, b.key, err)
-	case b.read < b.size:
-		// The file shrank since it was opened.
-		b.err = dirErr(dirBlobRead, b.key, &CorruptError{Key: b.key, Check: "dir store: blob truncated file"})
-	default:
-		b.err = b.verdict()
-	}
-	return n, b.err
-}
-
-// verdict reads what follows the data and returns io.EOF if the CRC-32C
-// it holds is the file's, else the error of a damaged file.
-func (b *dirBlobReader) verdict() error {
-	var tail [dirBlobTailSize]byte
-	switch _, err := b.f.ReadAt(tail[:], b.tail); {
-	case errors.Is(err, io.EOF):
-		return dirErr(dirBlobRead, b.key, &CorruptError{Key: b.key, Check: "dir store: blob truncated file"})
-	case err != nil:
-		return dirErr(dirBlobRead, b.key, err)
-	}
-	if crc32.Update(b.sum, castagnoli, tail[:8]) != binary.BigEndian.Uint32(tail[8:]) {
-		return dirErr(dirBlobRead, b.key, &CorruptError{Key: b.key, Check: "dir store: blob checksum"})
-	}
-	return io.EOF
-}
-
-func (b *dirBlobReader) Close() error { return b.f.Close() }
-
-// StatBlob implements BlobStore: the blob's size and modification time,
-// with the checks OpenBlob makes before reading (the data itself is not
-// read).
-func (s *DirConditionalStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
-	f, info, _, err := s.openBlob(ctx, dirBlobStat, key)
-	if err != nil {
-		return BlobInfo{}, err
-	}
-	f.Close()
-	return info, nil
-}
-
-// ListBlobs implements BlobStore. It reads the key held in each blob file,
-// so it opens every blob file of the store, and calls fn in the order of
-// the files' names; it reads no data, so a blob whose data or length is
-// damaged is listed (with the size its file's length implies), to be
-// found damaged by OpenBlob or StatBlob, or deleted. A file whose key
-// cannot be read back, or that holds another key than its name's, cannot
-// be named: the listing goes on, and ListBlobs then returns a
-// *CorruptError for each such file, joined, as List does.
-func (s *DirConditionalStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(s.blobs)
-	if errors.Is(err, fs.ErrNotExist) && s.readOnly {
-		return nil // a store written before it held blobs
-	}
-	if err != nil {
-		return dirErr(dirBlobList, prefix, err)
-	}
-	var damaged []error
-	for _, e := range entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		name := e.Name()
-		if strings.HasPrefix(name, dirTempPrefix) || !e.Type().IsRegular() {
-			continue
-		}
-		info, err := s.blobFileInfo(name)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue // deleted since the directory was read
-		case errors.Is(err, ErrCorrupt):
-			damaged = append(damaged, err)
-			continue
-		case err != nil:
-			return err
-		case !strings.HasPrefix(info.Key, prefix):
-			continue
-		}
-		if err := fn(info); err != nil {
-			return err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return errors.Join(damaged...)
-}
-
-// blobFileInfo returns the info of the blob file name: its key, read
-// from the file and checked against the name, the size of the data the
-// file's length implies, and its modification time. A file whose key
-// cannot be read, or that sits under another name than its key's, returns
-// a *CorruptError naming the file.
-func (s *DirConditionalStore) blobFileInfo(name string) (BlobInfo, error) {
-	path := filepath.Join(s.blobs, name)
-	f, err := os.Open(path)
-	if err != nil {
-		return BlobInfo{}, storeErr(dirBlobList, "", nil, err)
-	}
-	defer f.Close()
-	h := make([]byte, dirBlobHeaderSize)
-	_, err = io.ReadFull(f, h)
-	var key []byte
-	if err == nil && string(h[:4]) == dirBlobMagic && h[4] == dirBlobVersion {
-		key = make([]byte, binary.BigEndian.Uint16(h[5:]))
-		_, err = io.ReadFull(f, key)
-	}
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return BlobInfo{}, storeErr(dirBlobList, "", nil, err)
-	}
-	if err != nil || key == nil || s.blobPath(string(key)) != path {
-		return BlobInfo{}, storeErr(dirBlobList, "", nil, &CorruptError{Check: "dir store: file blobs/" + name + " holds no readable key of its name"})
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return BlobInfo{}, dirErr(dirBlobList, string(key), err)
-	}
-	size := max(0, st.Size()-int64(dirBlobHeaderSize+len(key))-dirBlobTailSize)
-	return BlobInfo{Key: string(key), Size: size, Modified: st.ModTime()}, nil
-}
-
-// DeleteBlob implements BlobStore: it removes the blob's file and fsyncs
-// blobs/. A reader that has the blob open goes on reading it.
-func (s *DirConditionalStore) DeleteBlob(ctx context.Context, key string) error {
-	if err := s.check(ctx, dirBlobDelete, key); err != nil {
-		return err
-	}
-	err := os.Remove(s.blobPath(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err == nil {
-		err = syncDir(s.blobs)
-	}
-	if err != nil {
-		return dirErr(dirBlobDelete, key, err)
-	}
-	return nil
-}
-
-// removeBlobTemps deletes the temporary blob files that crashed writers
-// left: those no writer holds the flock of, older than dirBlobTempAge.
-// It is best effort: a file it cannot remove stays until the next open.
-func (s *DirConditionalStore) removeBlobTemps() {
-	entries, err := os.ReadDir(s.blobs)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), dirTempPrefix) {
-			continue
-		}
-		path := filepath.Join(s.blobs, e.Name())
-		f, err := os.Open(path)
-		if err != nil {
-			continue
-		}
-		st, err := f.Stat()
-		if err == nil && time.Since(st.ModTime()) > dirBlobTempAge {
-			if locked, err := dirTryLock(f); err == nil && locked {
-				os.Remove(path)
-			}
-		}
-		f.Close()
-	}
 }

@@ -167,7 +167,7 @@ func waitBarrier(t *testing.T, dir string, round, proc, procs int) {
 // another process would, and returns the release.
 func holdLock(t *testing.T, dir string) (release func()) {
 	t.Helper()
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
+	lock, err := os.Open(filepath.Join(dir, "objects"))
 	require.NoError(t, err)
 	t.Cleanup(func() { lock.Close() })
 	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
@@ -226,30 +226,34 @@ func TestDirLockWaitHonoursContext(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-// TestDirLockFileRemovedWhileHeld: another process holds the lock, and the
-// lock file is removed. A write of a store opened before still waits for
-// that holder instead of locking a new file at the path; once the holder
-// lets go, it takes the file at the path (creating it), and the next
-// write waits for a holder of that file.
-func TestDirLockFileRemovedWhileHeld(t *testing.T) {
+// TestDirReplacedWhileHeld: another process holds the lock, and objects/
+// is moved away and an empty directory put in its place. A write of a
+// store opened before still waits for that holder, and lands in the
+// directory it opened, not in the new one: a store value's lock and its
+// files are one directory, whatever the path names since.
+func TestDirReplacedWhileHeld(t *testing.T) {
 	dir := t.TempDir()
+	objects := filepath.Join(dir, "objects")
 	s := newDirStore(t, dir)
 	release := holdLock(t, dir)
-	require.NoError(t, os.Remove(filepath.Join(dir, "lock")))
+	require.NoError(t, os.Rename(objects, objects+".away"))
+	require.NoError(t, os.Mkdir(objects, 0o700))
 
 	polled := lockPolls(t, s, 3)
 	done := putAsync(t, s, "k")
 	requireWaiting(t, polled, done)
 	release()
 	require.NoError(t, <-done)
-	assert.FileExists(t, filepath.Join(dir, "lock"))
+	entries, err := os.ReadDir(objects)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the write went to the directory the store opened")
+	_, _, err = s.Get(t.Context(), "k")
+	require.NoError(t, err, "the store reads the directory it writes")
 
-	release = holdLock(t, dir)
-	polled = lockPolls(t, s, 3)
-	done = putAsync(t, s, "k2")
-	requireWaiting(t, polled, done)
-	release()
-	require.NoError(t, <-done)
+	require.NoError(t, os.Remove(objects))
+	require.NoError(t, os.Rename(objects+".away", objects))
+	_, _, err = newDirStore(t, dir).Get(t.Context(), "k")
+	require.NoError(t, err)
 }
 
 // dirROFSEnv, when set, makes TestHelperDirReadOnlyFS run in a mount
@@ -284,21 +288,25 @@ func TestDirReadOnlyFileSystem(t *testing.T) {
 }
 
 // TestHelperDirReadOnlyFS is the child of TestDirReadOnlyFileSystem: it
-// opens a store, bind-mounts its directory over itself read-only, and
-// writes. Run on its own it does nothing.
+// mounts a file system of its own at the directory, opens a store there,
+// remounts it read-only, and writes. Run on its own it does nothing.
 func TestHelperDirReadOnlyFS(t *testing.T) {
 	dir := os.Getenv(dirROFSEnv)
 	if dir == "" {
 		t.Skip("a child process of TestDirReadOnlyFileSystem")
 	}
 	ctx := t.Context()
+	// A file system of its own, so that remounting it read-only reaches
+	// the directory the open store already holds, as a file system that
+	// turns read-only on an error does.
+	if out, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
 	s := newDirStore(t, dir)
 	f := &writefence.Fence{Store: s}
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
-	for _, args := range [][]string{{"--bind", dir, dir}, {"-o", "remount,bind,ro", dir}} {
-		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
-			t.Skipf("mount %v: %v: %s", args, err, out)
-		}
+	if out, err := exec.Command("mount", "-o", "remount,ro", dir).CombinedOutput(); err != nil {
+		t.Skipf("remount read-only: %v: %s", err, out)
 	}
 
 	var writes atomic.Int64
@@ -314,8 +322,12 @@ func TestHelperDirReadOnlyFS(t *testing.T) {
 	requireLatest(t, f, 1, "a", "one")
 
 	wantStoreErr(t, s.Delete(ctx, mustKey(t, "wal", "0")), "dir delete", mustKey(t, "wal", "0"), fs.ErrPermission)
-	_, err = writefence.NewDirConditionalStore(dir)
-	wantStoreErr(t, err, "dir open", "", fs.ErrPermission)
+	// A store opened now opens (reads work), and its writes are refused
+	// the same way.
+	again := newDirStore(t, dir)
+	_, err = again.PutIfVersion(ctx, "k", []byte("x"), "")
+	wantStoreErr(t, err, "dir put", "k", fs.ErrPermission)
+	requireLatest(t, &writefence.Fence{Store: again}, 1, "a", "one")
 }
 
 // TestDirRemovesStaleTemps: a temporary file a crashed writer left is

@@ -401,6 +401,9 @@ func (s *MinioConditionalStore) list(ctx context.Context, op, prefix string, fn 
 		if obj.Err != nil {
 			return s.fail(ctx, op, prefix, obj.Err, nil)
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := fn(obj); err != nil {
 			return err
 		}

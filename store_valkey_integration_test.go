@@ -543,15 +543,17 @@ func TestValkeyPushRefusalIsFinal(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, admin.RPush(ctx, listKey, "a").Err())
 			tctx, trace := testserver.Traced(ctx)
-			for _, f := range []*writefence.Fence{cold(limited), {Store: limited, Prefix: prefix, VerifyPayloadOnPush: true}} {
-				err = f.Push(tctx, "wal", "list", "w", 1, []byte("x"))
+			f := cold(limited)
+			push := f.Push(tctx, "wal", "list", "w", 1, []byte("x")) // reads a prefix
+			assert.Equal(t, [3]int64{1, 0, 0}, trace.Counts(), "reads, writes, back-offs: one read")
+			_, _, _, latest := f.Latest(ctx, "wal", "list") // reads it whole
+			for _, err := range []error{push, latest} {
 				t.Logf("%v", err)
 				require.ErrorIs(t, err, errors.ErrUnsupported)
 				assert.NotErrorIs(t, err, fs.ErrPermission)
 				assert.Contains(t, err.Error(), "the key holds a value of another type")
 				assert.True(t, redis.HasErrorPrefix(err, "WRONGTYPE"), "%v", err)
 			}
-			assert.Equal(t, [3]int64{2, 0, 0}, trace.Counts(), "reads, writes, back-offs: one read each")
 			n, err := admin.LLen(ctx, listKey).Result()
 			require.NoError(t, err)
 			assert.EqualValues(t, 1, n, "the list is untouched")
@@ -1009,7 +1011,8 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 		_, err = put([]byte("y"), v2)
 		requireStoreError(t, err, "valkey put", data, "a brand key not in the store's layout")
 		requireOtherFailure(t, err)
-		assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value shorter than its header")
+		assert.Equal(t, brand, requireCorrupt(t, err, brand).Key, "damage of the brand key is final, as a Get of it reports it")
+		assert.Contains(t, err.Error(), "brand key: valkey value shorter than its header")
 
 		damaged := []byte(valkeyBrandValue(3, identity))
 		damaged[len(damaged)-1] ^= 1
@@ -1017,7 +1020,8 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 		_, err = put([]byte("y"), v2)
 		requireStoreError(t, err, "valkey put", data, "a brand value damaged in place")
 		requireOtherFailure(t, err)
-		assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value digest")
+		requireCorrupt(t, err, brand)
+		assert.Contains(t, err.Error(), "brand key: valkey value digest")
 
 		require.NoError(t, c.Del(ctx, brand).Err())
 		require.NoError(t, c.RPush(ctx, brand, identity).Err())

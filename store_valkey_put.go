@@ -96,17 +96,18 @@ func (b *valkeyBrand) verdict(key string, exists bool, value string) error {
 	}
 	if len(value) <= valkeyHeaderLen+valkeyBrandReadLimit {
 		if check := valkeyCheck(value); check != "" {
-			return b.notIntact(key, check)
+			return b.notIntact(key, valkeyDamagedVersion(value), check)
 		}
 	}
 	return compareBrand(b.key, b.identity, []byte(value[valkeyHeaderLen:]), true)
 }
 
 // notIntact reports a brand key that exists but is not an intact value of
-// this store.
-func (b *valkeyBrand) notIntact(key, check string) error {
+// this store: damage, final, as a Get of the brand key reports it, with the
+// damaged version of the value read.
+func (b *valkeyBrand) notIntact(key, version, check string) error {
 	return storeErr("valkey put", key, nil,
-		fmt.Errorf("brand key %s is not an intact value of this store: %s", esc(b.key), check))
+		&CorruptError{Key: b.key, Version: version, Check: "brand key: " + check})
 }
 
 // valkeyPrecondition decides a write over what the WATCH path read of key
@@ -241,8 +242,8 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, key string, value
 // ARGV[5]: the identity it must hold; ARGV[6]: the last byte index of it
 // to read. Returns 1 when written, 0 on a failed
 // precondition, {"toolarge"}, {"corrupt", check, damaged version}, or a
-// brand refusal: {"absent"}, {"layout", check} for a value that is not an
-// intact value of this store, or {"found", data}.
+// brand refusal: {"absent"}, {"layout", check, damaged version} for a value
+// that is not an intact value of this store, or {"found", data}.
 var valkeyPutScript = redis.NewScript(valkeyCheckLua + `
 local brandKey = ARGV[5] and KEYS[2]
 local waitKey = ARGV[4] == '1' and KEYS[#KEYS]
@@ -270,7 +271,7 @@ if brandKey then
   end
   if string.len(brand) <= tonumber(ARGV[6]) then
     local c = check(brand)
-    if c then return {'layout', c} end
+    if c then return {'layout', c, 'damaged-' .. redis.sha1hex(brand)} end
   end
   if string.sub(brand, 73) ~= ARGV[5] then
     return {'found', string.sub(brand, 73)}
@@ -349,9 +350,10 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, key string, valu
 		case brand == nil:
 		case what == "absent" && len(r) == 1:
 			return compareBrand(brand.key, brand.identity, nil, false)
-		case what == "layout" && len(r) == 2:
+		case what == "layout" && len(r) == 3:
 			check, _ := r[1].(string)
-			return brand.notIntact(key, check)
+			version, _ := r[2].(string)
+			return brand.notIntact(key, version, check)
 		case what == "found" && len(r) == 2:
 			found, _ := r[1].(string)
 			return compareBrand(brand.key, brand.identity, []byte(found), true)

@@ -196,7 +196,7 @@ func TestReadsCreateNothing(t *testing.T) {
 		assert.NoDirExists(t, dir, "%v created nothing", args)
 	}
 
-	_, lockErr := os.Stat("/lock")
+	_, lockErr := os.Stat("/lock") // a lock file of an older layout
 	_, objErr := os.Stat("/objects")
 	for _, args := range [][]string{{"latest", "wal", "s"}, {"ls"}, {"push", "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s"}} {
 		for _, root := range []string{"file:///", "file:///.", "file://localhost/"} {

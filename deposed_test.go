@@ -1,0 +1,272 @@
+package writefence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+// gateStore holds the first write that reaches it until the test releases
+// it, so that a rival's write can land between a write's read and its
+// conditional write: the interleaving that makes it conflict.
+type gateStore struct {
+	writefence.ConditionalStore
+	arrived chan struct{} // closed when the first write is held
+	release chan struct{} // closed by the test to let it go on
+	once    sync.Once
+}
+
+func newGateStore(s writefence.ConditionalStore) *gateStore {
+	return &gateStore{ConditionalStore: s, arrived: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *gateStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	held := false
+	s.once.Do(func() { held = true })
+	if held {
+		close(s.arrived)
+		<-s.release
+	}
+	return s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
+}
+
+// requireDeposedBy fails unless ctx was cancelled by a stale refusal of op
+// at epoch, with the store recording recorded by writer.
+func requireDeposedBy(t *testing.T, ctx context.Context, op string, epoch, recorded uint64, writer string) {
+	t.Helper()
+	require.ErrorIs(t, ctx.Err(), context.Canceled, "cancelled by the time the refused write returned")
+	cause := context.Cause(ctx)
+	require.ErrorIs(t, cause, writefence.ErrStaleEpoch)
+	var stale *writefence.StaleEpochError
+	require.ErrorAs(t, cause, &stale)
+	assert.Equal(t, writefence.StaleEpochError{Op: op, Key: mustKey(t, "wal", "0"), Epoch: epoch,
+		RecordedEpoch: recorded, RecordedWriter: writer}, *stale)
+}
+
+// A stale refusal of a push, a seal or an update cancels the shard's
+// Deposed context before the call returns, with the refusal as its cause.
+func TestDeposedByStaleRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		op    string
+		write func(ctx context.Context, f *writefence.Fence) error
+	}{
+		{"push", func(ctx context.Context, f *writefence.Fence) error {
+			return f.Push(ctx, "wal", "0", "a", 4, []byte("segment"))
+		}},
+		{"seal", func(ctx context.Context, f *writefence.Fence) error { return f.Seal(ctx, "wal", "0", "a", 4) }},
+		{"update", func(ctx context.Context, f *writefence.Fence) error {
+			return f.Update(ctx, "wal", "0", "a", 4, func(cur []byte) ([]byte, error) { return append(cur, '+'), nil })
+		}},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			ctx := t.Context()
+			mem := &writefence.MemStore{}
+			f := &writefence.Fence{Store: mem}
+			dctx, stop := f.Deposed(ctx, "wal", "0")
+			defer stop()
+			other, stopOther := f.Deposed(ctx, "wal", "1")
+			defer stopOther()
+
+			require.NoError(t, tc.write(ctx, f), "the first write lands")
+			require.NoError(t, dctx.Err())
+			require.NoError(t, (&writefence.Fence{Store: mem}).Seal(ctx, "wal", "0", "b", 7))
+
+			err := tc.write(ctx, f)
+			require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+			requireDeposedBy(t, dctx, tc.op, 4, 7, "b")
+			require.NoError(t, other.Err(), "another shard's context is untouched")
+		})
+	}
+}
+
+// A conflict that is retried and lands never deposes: injected conflicts,
+// then the write lands.
+func TestDeposedNotByInjectedConflicts(t *testing.T) {
+	ctx := t.Context()
+	conflicts := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: 3}
+	obs := &outcomeCounter{}
+	f := &writefence.Fence{Store: conflicts, Observer: obs.observe}
+	dctx, stop := f.Deposed(ctx, "wal", "0")
+	defer stop()
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment")))
+	assert.Equal(t, int64(3), conflicts.refused.Load())
+	assert.Equal(t, 3, obs.counts["conflict-retried"])
+	require.NoError(t, dctx.Err(), "a retried conflict that landed does not depose")
+}
+
+// The race itself, forced: the write reads, a rival lands a write before
+// the write's conditional put, which conflicts; the retry reads afresh. A
+// rival at a lower epoch leaves the write admissible, and it lands: no
+// cancellation. A rival at a higher epoch makes the retry a stale refusal:
+// cancelled, with the rival's epoch in the cause.
+func TestDeposedRacedConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		rivalEpoch  uint64
+		wantDeposed bool
+	}{
+		{"rival below: retried and landed", 2, false},
+		{"rival above: retried and refused", 5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			mem := &writefence.MemStore{}
+			require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "old", 1, []byte("segment 1")))
+			gate := newGateStore(mem)
+			obs := &outcomeCounter{}
+			f := &writefence.Fence{Store: gate, Observer: obs.observe}
+			dctx, stop := f.Deposed(ctx, "wal", "0")
+			defer stop()
+
+			done := make(chan error, 1)
+			go func() { done <- f.Push(ctx, "wal", "0", "a", 3, []byte("segment 2")) }()
+			<-gate.arrived // a's write, decided on epoch 1, is held
+			require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "rival", tc.rivalEpoch, []byte("rival")))
+			close(gate.release)
+			err := <-done
+
+			assert.Equal(t, 1, obs.counts["conflict-retried"], "the held write conflicted once")
+			if !tc.wantDeposed {
+				require.NoError(t, err)
+				require.NoError(t, dctx.Err(), "a conflict retried and landed does not depose")
+				requireLatest(t, f, 3, "a", "segment 2")
+				return
+			}
+			require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+			requireDeposedBy(t, dctx, "push", 3, tc.rivalEpoch, "rival")
+		})
+	}
+}
+
+// Only refusals after the call count, only of this Fence's writes, and
+// only of a writer's writes: not a Settle's, not an unknown outcome.
+func TestDeposedScope(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 5, []byte("segment")))
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 3, nil), writefence.ErrStaleEpoch)
+
+	dctx, stop := f.Deposed(ctx, "wal", "0")
+	defer stop()
+	require.NoError(t, dctx.Err(), "a refusal before the call does not count")
+
+	other := &writefence.Fence{Store: mem}
+	require.ErrorIs(t, other.Push(ctx, "wal", "0", "a", 3, nil), writefence.ErrStaleEpoch)
+	require.NoError(t, dctx.Err(), "another Fence's refusal does not count")
+
+	// A record whose payload is damaged under an intact header: Settle
+	// below its epoch is refused as stale, and deposes nobody.
+	key := mustKey(t, "wal", "0")
+	data, version, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	data[len(data)-1] ^= 0xff
+	version, err = mem.PutIfVersion(ctx, key, data, version)
+	require.NoError(t, err)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 4, Payload: []byte("restored")})
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+	require.NoError(t, dctx.Err(), "a refused settle does not depose")
+
+	// A push whose reply was lost and whose record cannot be read back:
+	// the outcome is unknown, not a refusal.
+	lost := &lostReplyStore{ConditionalStore: &writefence.MemStore{}}
+	lf := &writefence.Fence{Store: lost, MaxAttempts: 2}
+	lctx, lstop := lf.Deposed(ctx, "wal", "0")
+	defer lstop()
+	require.NoError(t, lf.Push(ctx, "wal", "0", "a", 1, nil))
+	lost.set(1, true)
+	require.ErrorIs(t, lf.Push(ctx, "wal", "0", "a", 2, nil), writefence.ErrOutcomeUnknown)
+	require.NoError(t, lctx.Err(), "an unknown outcome does not depose")
+}
+
+// stop, the parent's end and an invalid shard each end the context with
+// their own cause; a refusal after stop changes nothing.
+func TestDeposedEnds(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+	require.NoError(t, f.Seal(ctx, "wal", "0", "b", 9))
+
+	dctx, stop := f.Deposed(ctx, "wal", "0")
+	stop()
+	require.ErrorIs(t, context.Cause(dctx), context.Canceled)
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 3, nil), writefence.ErrStaleEpoch)
+	require.NotErrorIs(t, context.Cause(dctx), writefence.ErrStaleEpoch, "stopped first: the cause stays")
+
+	errShutdown := errors.New("shutting down")
+	parent, cancel := context.WithCancelCause(ctx)
+	pctx, pstop := f.Deposed(parent, "wal", "0")
+	defer pstop()
+	cancel(errShutdown)
+	require.ErrorIs(t, context.Cause(pctx), errShutdown)
+
+	bad, bstop := f.Deposed(ctx, "", "0")
+	defer bstop()
+	require.ErrorIs(t, bad.Err(), context.Canceled)
+	require.ErrorIs(t, context.Cause(bad), writefence.ErrInvalidArgument)
+}
+
+// Every pipeline goroutine watching the shard learns of one refusal, made
+// by any of them, while the others keep pushing.
+func TestDeposedConcurrentWatchers(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+	require.NoError(t, (&writefence.Fence{Store: mem}).Seal(ctx, "wal", "0", "b", 1000))
+	const n = 8
+	ctxs := make([]context.Context, n)
+	for i := range ctxs {
+		var stop context.CancelFunc
+		ctxs[i], stop = f.Deposed(ctx, "wal", "0")
+		defer stop()
+	}
+	errs := together(n, func(i int) error {
+		return f.Push(ctxs[i], "wal", "0", "a", uint64(i+1), []byte("segment"))
+	})
+	for i, err := range errs {
+		// Each push is refused as stale, or, cancelled by another's
+		// refusal first, returns that cancellation.
+		if !errors.Is(err, writefence.ErrStaleEpoch) {
+			require.ErrorIs(t, err, context.Canceled, "push %d", i)
+		}
+	}
+	for i, dctx := range ctxs {
+		var stale *writefence.StaleEpochError
+		require.ErrorAs(t, context.Cause(dctx), &stale, "context %d", i)
+		assert.Equal(t, uint64(1000), stale.RecordedEpoch)
+	}
+}
+
+// ExampleFence_Deposed stops a shard's pipeline at the first write the
+// store refuses as stale, instead of shipping segments it will keep
+// refusing.
+func ExampleFence_Deposed() {
+	ctx := context.Background()
+	store := &writefence.MemStore{}
+	fence := &writefence.Fence{Store: store}
+
+	shipping, stop := fence.Deposed(ctx, "wal", "0")
+	defer stop()
+	for i := uint64(1); shipping.Err() == nil; i++ {
+		if i == 3 {
+			// A new writer takes the shard over and seals it.
+			_ = (&writefence.Fence{Store: store}).Seal(ctx, "wal", "0", "node-b", 100)
+		}
+		err := fence.Push(shipping, "wal", "0", "node-a", i, []byte("segment"))
+		fmt.Printf("segment %d: %v\n", i, err)
+	}
+	fmt.Println("stopped:", context.Cause(shipping))
+	// Output:
+	// segment 1: <nil>
+	// segment 2: <nil>
+	// segment 3: writefence: stale epoch: push at epoch 3 to writefence/s/wal/0 refused: recorded epoch 100 by node-b
+	// stopped: writefence: stale epoch: push at epoch 3 to writefence/s/wal/0 refused: recorded epoch 100 by node-b
+}
