@@ -326,7 +326,7 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	require.Equal(t, exitOK, r.code, "%s", r)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	slices.Sort(lines) // Valkey's SCAN has no order
-	assert.Equal(t, []string{"wal\ts\t2\tnode-a\tok", "wal/x\ta b\t4\tnode-c\tok"}, lines)
+	assert.Equal(t, []string{"wal\ts\t2\tnode-a\tok\t0\t0\t0", "wal/x\ta b\t4\tnode-c\tok\t0\t0\t0"}, lines)
 	r = cmd("ls", "-json", "wal/x")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, "a b", jsonOf(t, r)["shard"])
@@ -363,7 +363,7 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	assert.Equal(t, corruptV, jsonOf(t, r)["version"])
 	r = cmd("ls", "wal")
 	assert.Equal(t, exitCorrupt, r.code, "%s", r)
-	assert.Equal(t, "wal\ts\t3\tnode-a\tcorrupt\n", r.stdout, "listed with its header's epoch, not skipped")
+	assert.Equal(t, "wal\ts\t3\tnode-a\tcorrupt\t-\t-\t-\n", r.stdout, "listed with its header's epoch, not skipped")
 	assert.Equal(t, exitCorrupt, cmd("push", "-writer", "node-b", "-epoch", "9", "-file", p, "wal", "s").code)
 	r = cmd("settle", "-confirm-version", corruptV, "-writer", "operator", "-epoch", "10", "-file", p, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
