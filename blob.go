@@ -272,8 +272,10 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 // whether it exists or not: a reader that follows the record never sees a
 // blob no admitted commit referenced. The reader checks the bytes against
 // the reference as they stream: more bytes, fewer, or other bytes than the
-// reference says end the read with an error matching ErrCorrupt, so a
-// caller trusts the bytes only once it has read to io.EOF. The record is
+// reference says end the read with an error matching ErrCorrupt, returned
+// by the read that would bring the last byte, with none of that read's
+// bytes: a caller trusts the bytes once it has read the reference's size
+// without an error (io.ReadFull) or read to io.EOF. The record is
 // read as Latest reads it, with the same brand check and errors.
 func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.ReadCloser, BlobRef, error) {
 	info, err := f.Inspect(ctx, plugin, shard)
@@ -295,8 +297,17 @@ func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.Re
 	}
 	rc, bi, err := bs.OpenBlob(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		// Referenced and gone: the store lost it, or something outside the
-		// library deleted it.
+		// Gone. A commit since the read may have dropped it and Collect
+		// deleted it, which is no damage: the record, read again, tells.
+		// Still referenced and gone, the store lost it, or something
+		// outside the library deleted it.
+		again, rerr := f.Inspect(ctx, plugin, shard)
+		switch {
+		case rerr != nil:
+			return nil, BlobRef{}, rerr
+		case !slices.ContainsFunc(again.Blobs, func(r BlobRef) bool { return r == ref }):
+			return nil, BlobRef{}, fmt.Errorf("writefence: blob %s is no longer referenced by the manifest at %s: %w", esc(name), esc(again.Key), ErrNotFound)
+		}
 		return nil, BlobRef{}, &CorruptError{Key: key, Check: "a referenced blob is missing"}
 	}
 	if err != nil {
@@ -309,39 +320,54 @@ func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.Re
 	return &checkedBlob{rc: rc, key: key, ref: ref, h: crc32.New(castagnoli)}, ref, nil
 }
 
-// checkedBlob reads a blob and checks it against its reference.
+// checkedBlob reads a blob and checks it against its reference. The
+// checksum is checked on the read that brings the last byte, before that
+// read returns: a failed check withholds those bytes (the read returns 0
+// and the error), so a caller that reads exactly the reference's size, as
+// io.ReadFull does, gets the error too, never the bytes.
 type checkedBlob struct {
-	rc  io.ReadCloser
-	key string
-	ref BlobRef
-	h   hash.Hash32
-	n   int64
-	err error // the verdict, once reached
+	rc       io.ReadCloser
+	key      string
+	ref      BlobRef
+	h        hash.Hash32
+	n        int64
+	verified bool  // all ref.Size bytes were read and matched the checksum
+	err      error // the verdict, once reached
 }
 
 func (c *checkedBlob) Read(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
+	if len(p) == 0 {
+		return 0, nil
+	}
 	n, err := c.rc.Read(p)
+	if int64(n) > c.ref.Size-c.n {
+		return c.fail("blob longer than its reference")
+	}
 	c.n += int64(n)
 	c.h.Write(p[:n])
+	if c.n == c.ref.Size && !c.verified {
+		if c.h.Sum32() != c.ref.CRC {
+			return c.fail("blob checksum")
+		}
+		c.verified = true
+	}
 	switch {
-	case c.n > c.ref.Size:
-		c.err = &CorruptError{Key: c.key, Check: "blob longer than its reference"}
-	case err == io.EOF && c.n < c.ref.Size:
-		c.err = &CorruptError{Key: c.key, Check: "blob shorter than its reference"}
-	case err == io.EOF && c.h.Sum32() != c.ref.CRC:
-		c.err = &CorruptError{Key: c.key, Check: "blob checksum"}
-	case err != nil:
-		return n, err
-	default:
-		return n, nil
+	case err == io.EOF && !c.verified:
+		return c.fail("blob shorter than its reference")
+	case err == io.EOF:
+		c.err = io.EOF
 	}
-	if c.err == nil {
-		c.err = err
-	}
-	return n, c.err
+	return n, err
+}
+
+// fail ends the read on the damage check found, withholding the bytes of
+// the read that found it.
+func (c *checkedBlob) fail(check string) (int, error) {
+	c.err = &CorruptError{Key: c.key, Check: check}
+	return 0, c.err
 }
 
 func (c *checkedBlob) Close() error { return c.rc.Close() }
@@ -389,7 +415,10 @@ type GCReport struct {
 // A referenced blob is never deleted. After a pass the blobs left are the
 // referenced ones and those within the grace rule. A corrupt manifest, or
 // one of another identity, is refused (ErrCorrupt, ErrWire) and nothing is
-// deleted: Collect fails closed. It is safe to run from any number of
+// deleted: Collect fails closed. Damage the blob store's listing reports
+// (a blob file of the directory store whose key cannot be read) stops
+// nothing: Collect deletes what it can name and judge, never what it
+// cannot, and then returns the report with that damage (ErrCorrupt). It is safe to run from any number of
 // processes at once: each deletes only what no manifest can reference, by
 // rules that only ever widen. It passes the probe verdict and the brand,
 // as a write does.
@@ -444,7 +473,16 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		}
 		return nil
 	})
-	if err != nil {
+	// Damage the listing reports (a file the store cannot name, say)
+	// makes no listed blob less collectable: a blob Collect cannot name is
+	// one it never deletes. It is reported once the rest is done.
+	var damage error
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return report, ctx.Err()
+	case err != nil && onlyDamage(err):
+		damage = fmt.Errorf("writefence: collect %s: list: %w", esc(space), err)
+	case err != nil:
 		return report, fmt.Errorf("writefence: collect %s: list: %w", esc(space), err)
 	}
 	for _, b := range doomed {
@@ -455,7 +493,21 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		}
 		report.Deleted = append(report.Deleted, b)
 	}
-	return report, nil
+	return report, damage
+}
+
+// onlyDamage reports whether err, or every error it joins, matches
+// ErrCorrupt.
+func onlyDamage(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyDamage(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ErrCorrupt)
 }
 
 // uncommittable reports whether a blob written at epoch by writer can never
@@ -466,7 +518,7 @@ func uncommittable(epoch uint64, writer string, info RecordInfo) bool {
 	if info.Epoch == 0 {
 		return false
 	}
-	return epoch < info.Since || writer != info.Writer && epoch <= info.Epoch
+	return epoch < info.floor() || writer != info.Writer && epoch <= info.Epoch
 }
 
 // blobClock returns the blob store's time: the creation time it gives a

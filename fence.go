@@ -85,7 +85,7 @@ type Fence struct {
 	// concurrent use and quick. Nil means none.
 	Observer func(ctx context.Context, e WriteEvent)
 
-	mu    sync.Mutex // guards cache
+	mu    sync.Mutex              // guards cache
 	cache map[uint64]cachedRecord // by a hash of the record's key
 
 	deposed deposition // the contexts Deposed handed out
@@ -251,12 +251,9 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		f.forget(u.key)
 		return err
 	}
-	f.remember(u.key, cachedRecord{version: out.version, epoch: u.epoch, writer: u.writer, since: wrote.since, stream: wrote.stream()})
+	f.remember(u.key, cachedRecord{version: out.version, epoch: u.epoch, writer: u.writer, since: wrote.since, stream: wrote.stream})
 	return nil
 }
-
-// stream reports whether a record of body is written in format version 3.
-func (b recordBody) stream() bool { return len(b.refs) > 0 || b.since > 0 }
 
 // since is the tenure floor of a record written by writer over a record of
 // recordedWriter at recordedEpoch whose floor was recordedSince: a change
@@ -271,7 +268,7 @@ func since(writer, recordedWriter string, recordedEpoch, recordedSince uint64) u
 // body returns a push's record over a record of writer at epoch with the
 // given floor, of format version 3 (stream) or not.
 func (u *recordUpdate) body(writer string, epoch, floor uint64, stream bool) recordBody {
-	b := recordBody{payload: u.payload}
+	b := recordBody{payload: u.payload, stream: stream}
 	if stream {
 		b.since = since(u.writer, writer, epoch, floor)
 	}
@@ -321,7 +318,7 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, recordBody, error) {
 		}
 		current = Manifest{Payload: st.body.payload, Blobs: st.body.refs}
 		stream = stream || st.h.version == streamVersion
-		floor = st.h.since
+		floor = tenureFloor(st.h)
 	}
 	if u.constant {
 		b := u.body(st.h.writer, st.h.epoch, floor, stream)
@@ -334,7 +331,7 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, recordBody, error) {
 	if !u.commit {
 		m.Blobs = current.Blobs
 	}
-	b := recordBody{payload: m.Payload, refs: m.Blobs}
+	b := recordBody{payload: m.Payload, refs: m.Blobs, stream: stream}
 	if stream {
 		b.since = since(u.writer, st.h.writer, st.h.epoch, floor)
 	}
@@ -342,12 +339,29 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, recordBody, error) {
 		return nil, false, recordBody{}, err
 	}
 	if u.commit {
+		if err := distinctRefs(b.refs); err != nil {
+			return nil, false, recordBody{}, err
+		}
 		if err := u.checkBlobs(newRefs(current.Blobs, b.refs), b.since); err != nil {
 			return nil, false, recordBody{}, err
 		}
 	}
 	u.produced, u.ran = m, true
 	return u.parts(b), false, b, nil
+}
+
+// distinctRefs refuses a manifest that references one blob name twice (the
+// same reference repeated, or one name with two checksums): no record can
+// hold it.
+func distinctRefs(refs []BlobRef) error {
+	seen := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		if seen[r.Name] {
+			return invalidArg("manifest", "blob %s is referenced twice", esc(r.Name))
+		}
+		seen[r.Name] = true
+	}
+	return nil
 }
 
 // maySizeMatch reports whether a record with header h may hold this push's

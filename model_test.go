@@ -247,11 +247,8 @@ type modelRecord struct {
 	foreign bool   // of another wire identity (foreignIdentity)
 	blobs   string // the names of the blobs it references, in order, joined by ","
 	since   uint64 // its tenure floor
+	stream  bool   // a stream's record (format version 3), as the shard's stay once one is
 }
-
-// stream reports whether the record is of a shard of blobs (record format
-// version 3): it references blobs or has a tenure floor.
-func (r modelRecord) stream() bool { return r.blobs != "" || r.since > 0 }
 
 func (r modelRecord) String() string {
 	if r.epoch == 0 {
@@ -478,7 +475,7 @@ func recordOf(info writefence.RecordInfo, foreign bool) modelRecord {
 		names[i] = b.Name
 	}
 	return modelRecord{epoch: info.Epoch, writer: info.Writer, payload: string(info.Payload), foreign: foreign,
-		blobs: strings.Join(names, ","), since: info.Since}
+		blobs: strings.Join(names, ","), since: info.Since, stream: info.Stream}
 }
 
 // successor is the record writer writes at epoch over the model's record:
@@ -486,8 +483,14 @@ func recordOf(info writefence.RecordInfo, foreign bool) modelRecord {
 // above the recorded epoch; commit makes any shard one of blobs.
 func (r *modelRun) successor(writer string, epoch uint64, payload, blobs string, commit bool) modelRecord {
 	m := modelRecord{epoch: epoch, writer: writer, payload: payload, blobs: blobs}
-	if r.rec.stream() || commit {
-		m.since = r.rec.since
+	if r.rec.stream || commit {
+		m.stream = true
+		// A plain record carries no floor: Commit takes its epoch as one.
+		floor := r.rec.since
+		if !r.rec.stream {
+			floor = r.rec.epoch
+		}
+		m.since = floor
 		if r.rec.epoch != 0 && r.rec.writer != writer {
 			m.since = r.rec.epoch + 1
 		}
@@ -820,8 +823,8 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 	r.lastSettle = s
 	cur := r.read(t)
 	want := modelRecord{epoch: s.Epoch, writer: s.Writer, payload: string(s.Payload)}
-	if cur.epoch != 0 && r.rec.stream() {
-		want.since = r.successor(s.Writer, s.Epoch, "", "", false).since
+	if cur.epoch != 0 && r.rec.stream {
+		want.stream, want.since = true, r.successor(s.Writer, s.Epoch, "", "", false).since
 	}
 	var answer error
 	switch {
@@ -892,7 +895,7 @@ func (r *modelRun) latest(t *rapid.T) {
 		require.ErrorIs(t, err, writefence.ErrNotFound)
 	default:
 		require.NoError(t, err)
-		require.Equal(t, r.rec, modelRecord{epoch: e, writer: wr, payload: string(p), blobs: r.rec.blobs, since: r.rec.since})
+		require.Equal(t, r.rec, modelRecord{epoch: e, writer: wr, payload: string(p), blobs: r.rec.blobs, since: r.rec.since, stream: r.rec.stream})
 	}
 }
 
@@ -1328,7 +1331,11 @@ func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 	var want, maybe, got []string
 	for _, name := range r.blobNames {
 		b := r.blobs[name]
-		committable := r.rec.epoch == 0 || !(b.epoch < r.rec.since || b.writer != r.rec.writer && b.epoch <= r.rec.epoch)
+		floor := r.rec.since
+		if !r.rec.stream {
+			floor = r.rec.epoch // a plain record's, as Commit takes it
+		}
+		committable := r.rec.epoch == 0 || !(b.epoch < floor || b.writer != r.rec.writer && b.epoch <= r.rec.epoch)
 		switch {
 		case b.gone || r.referenced(name):
 		case !committable:
@@ -1387,10 +1394,10 @@ func (r *modelRun) actions() map[string]func(*rapid.T) {
 		"acquire": r.acquire, "acquire ": r.acquire, "renew": r.renew, "release": r.release, "advance": r.advance,
 		"leasePush": r.leasePush, "leasePush ": r.leasePush, "damageLease": r.damageLease, "badClock": r.badClock,
 		"foreignPush": r.foreignPush,
-		"putBlob": r.putBlob, "putBlob ": r.putBlob, "putBlob  ": r.putBlob,
+		"putBlob":     r.putBlob, "putBlob ": r.putBlob, "putBlob  ": r.putBlob,
 		"commit": r.commit, "commit ": r.commit, "commit  ": r.commit, "commit   ": r.commit,
 		"collect": r.collect, "openBlob": r.openBlob,
-		"":            r.check,
+		"": r.check,
 	}
 }
 

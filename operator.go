@@ -17,7 +17,17 @@ type RecordInfo struct {
 	Writer   string    // the writer of the record
 	Payload  []byte    // the payload
 	Blobs    []BlobRef // the blobs it references (see Commit)
-	Since    uint64    // the epoch its writer's tenure began (see Commit)
+	Since    uint64    // the epoch its writer's tenure began (see Commit); 0 in a record of no stream
+	Stream   bool      // a stream's record (format version 3), as every later record of the shard is
+}
+
+// floor is the tenure floor Commit and Collect apply over the record (see
+// tenureFloor): Since in a stream's record, the epoch in a plain one.
+func (i RecordInfo) floor() uint64 {
+	if i.Stream {
+		return i.Since
+	}
+	return i.Epoch
 }
 
 // Inspect reads the record of (plugin, shard) once and describes it, with
@@ -56,6 +66,7 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 		return info, st.corrupt
 	}
 	info.Payload, info.Blobs, info.Since = st.body.payload, st.body.refs, st.body.since
+	info.Stream = st.body.stream
 	return info, f.checkIdentity(key, st.h)
 }
 
@@ -222,7 +233,7 @@ func (st *settle) decide(ctx context.Context, s *snapshot) ([][]byte, bool, erro
 	// so their next commit starts a tenure above the settle's epoch anyway.
 	body := recordBody{payload: st.s.Payload}
 	if h.version == streamVersion {
-		body.since = since(st.s.Writer, h.writer, h.epoch, h.since)
+		body.stream, body.since = true, since(st.s.Writer, h.writer, h.epoch, h.since)
 	}
 	return encodeRecord(st.f.identity(), st.s.Writer, st.s.Epoch, body, crc32Castagnoli(st.s.Payload)), false, nil
 }

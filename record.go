@@ -103,12 +103,28 @@ type header struct {
 func (h header) bodyLen() uint64 { return h.refsLen + h.payloadLen }
 
 // recordBody is what a record holds besides who wrote it at which epoch:
-// its payload, the blobs it references and its tenure floor. A record with
-// no references and since 0 is written in format version 2.
+// its payload, the blobs it references and its tenure floor, and whether
+// it is a stream's record (format version 3), which a shard's record
+// stays once it was, references or not: a plain record (format version 2)
+// carries no tenure floor of its own (see tenureFloor).
 type recordBody struct {
 	payload []byte
 	refs    []BlobRef
 	since   uint64
+	stream  bool
+}
+
+// tenureFloor is the lowest epoch of a blob that a commit by the record's
+// own writer may newly reference over the record of header h: the floor a
+// stream's record carries, or, for a plain record, which carries none, its
+// epoch (the highest a floor can be), so that no blob written before a
+// plain record can be committed over it and Collect, which uses the same
+// floor, never deletes one that can.
+func tenureFloor(h header) uint64 {
+	if h.version == streamVersion {
+		return h.since
+	}
+	return h.epoch
 }
 
 // encodeHeader returns the encoded header of a record in format version 2
@@ -122,7 +138,7 @@ func encodeHeader(identity, writer string, epoch, payloadLen uint64, payloadCRC 
 // format version 3, its references) and its payload, which is not copied.
 // payloadCRC is the payload's CRC-32C.
 func encodeRecord(identity, writer string, epoch uint64, body recordBody, payloadCRC uint32) [][]byte {
-	if len(body.refs) == 0 && body.since == 0 {
+	if !body.stream && len(body.refs) == 0 && body.since == 0 {
 		return [][]byte{encodeHeader(identity, writer, epoch, uint64(len(body.payload)), payloadCRC), body.payload}
 	}
 	refs := encodeRefs(body.refs)
@@ -309,7 +325,7 @@ func decodeRecord(b []byte) (header, recordBody, string) {
 	case h.bodyLen() < rest:
 		return h, recordBody{}, "trailing bytes"
 	}
-	body := recordBody{since: h.since, payload: b[uint64(h.size)+h.refsLen:]}
+	body := recordBody{since: h.since, stream: h.version == streamVersion, payload: b[uint64(h.size)+h.refsLen:]}
 	if h.version == streamVersion {
 		refs := b[h.size : uint64(h.size)+h.refsLen]
 		if crc32Castagnoli(refs) != h.refsCRC {

@@ -272,7 +272,7 @@ func TestFormatVersion1Records(t *testing.T) {
 
 // testStreamBody is a body of format version 3: references and a floor.
 func testStreamBody() recordBody {
-	return recordBody{payload: []byte("manifest"), since: 5, refs: []BlobRef{
+	return recordBody{payload: []byte("manifest"), since: 5, stream: true, refs: []BlobRef{
 		{Name: keys.BlobName(5, "node-4", "0123456789abcdef0123456789abcdef"), Size: 10, CRC: 7},
 		{Name: keys.BlobName(8, "node-4", "fedcba9876543210fedcba9876543210"), Size: 0, CRC: 0},
 	}}
@@ -298,6 +298,14 @@ func TestStreamRecord(t *testing.T) {
 	assert.Equal(t, byte(recordVersion), plain[4], "no references and no floor: format version 2")
 	floorOnly := wholeRecord("id", "w", 9, recordBody{payload: []byte("x"), since: 3})
 	assert.Equal(t, byte(streamVersion), floorOnly[4])
+	// A stream's record stays one with no references and no floor: the
+	// format says the shard holds blobs, and decodes back to it.
+	bare := recordBody{payload: []byte("x"), refs: []BlobRef{}, stream: true}
+	bareRec := wholeRecord("id", "w", 9, bare)
+	assert.Equal(t, byte(streamVersion), bareRec[4])
+	_, gotBare, check := decodeRecord(bareRec)
+	require.Empty(t, check)
+	assert.Equal(t, bare, gotBare)
 
 	refsAt := h.size
 	reseal := func(b []byte) []byte {

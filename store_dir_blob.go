@@ -223,9 +223,10 @@ func (s *DirConditionalStore) checkBlobFile(f *os.File, op, key string) (BlobInf
 
 // OpenBlob implements BlobStore. The blob's header, key and length are
 // checked when it is opened, a damaged one returning a *StoreError that
-// wraps a *CorruptError; the reader checks the CRC-32C once the data is
-// read, and ends with such an error instead of io.EOF if the file was
-// damaged, so the bytes read are good only once io.EOF is reached. The
+// wraps a *CorruptError; the reader checks the CRC-32C on the read that
+// brings the data's last byte, and if the file was damaged returns such an
+// error instead, with none of that read's bytes: the bytes read are good
+// once the blob's size was read without an error. The
 // reader reads the file it opened, even if the blob is deleted meanwhile.
 func (s *DirConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
 	f, info, sum, err := s.openBlob(ctx, dirBlobOpen, key)
@@ -263,6 +264,18 @@ func (b *dirBlobReader) Read(p []byte) (int, error) {
 	n, err := b.data.Read(p)
 	b.sum = crc32.Update(b.sum, castagnoli, p[:n])
 	b.read += int64(n)
+	if b.read == b.size && n > 0 {
+		// The last byte: the checksum is checked before the read that
+		// brings it returns, and a damaged file's bytes are withheld, so
+		// a caller that reads exactly the size (io.ReadFull) sees the
+		// damage too.
+		if v := b.verdict(); v != io.EOF {
+			b.err = v
+			return 0, v
+		}
+		b.err = io.EOF
+		return n, nil
+	}
 	switch {
 	case err == nil:
 		return n, nil

@@ -9,35 +9,20 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// TestAttack19TenureFloorLostWhenManifestEmpties shows that a shard of
-// blobs loses its tenure floor as soon as its first writer's manifest
-// references no blob any more, so that a blob a deposed writer uploaded
-// after its successor's seal becomes committable, and readable through
-// the record, once that writer holds the shard again (promises: SPEC §8 a
-// reader never sees the bytes of a writer whose epoch was not admitted;
-// Commit's "a blob written before a writer change can never be committed
-// after it: a deposed writer's blobs are unreachable for good"; "once a
-// shard holds such a record, Push and Seal keep its tenure floor").
+// TestTenureFloorKeptWhenManifestEmpties: a shard's record stays a stream's
+// record (format version 3) once it was one, so a manifest that drops its
+// last reference keeps the tenure floor rising, and a blob a deposed
+// writer uploads after its successor's seal can never be committed.
 //
-// Sequence: writer a commits at epoch 1 a manifest referencing its blob:
-// record format 3 with since 0 (the shard's first tenure). At epoch 2 a
-// drops its references (a compaction into the payload, by Commit; or a
-// plain Push). With since 0 and no references the record is written in
-// format version 2 again, so it no longer says the shard holds blobs.
-// Writer b takes over and seals at epoch 3; over a format 2 record the
-// seal records no floor. a, deposed but still running at epoch 2, uploads
-// a blob after b's seal; its commit at epoch 2 is refused as stale. a
-// later holds the shard again, seals at epoch 4 (floor 0 again: the
-// record is still format 2) and commits at epoch 5 its pending blob of
-// epoch 2.
-//
-// Expected: b's seal records since 3, a's seal since 4, and a's commit of
-// its epoch-2 blob is refused with ErrInvalidArgument ("before the tenure
-// that began at epoch 4"), as it is when a's manifest still references a
-// blob (the control subtest).
-// Observed: since stays 0; the commit lands and a reader reads, through
-// the record, the bytes the deposed writer uploaded after b's seal.
-func TestAttack19TenureFloorLostWhenManifestEmpties(t *testing.T) {
+// Sequence: a commits at epoch 1 a manifest referencing its blob (since
+// 0, the shard's first tenure); at epoch 2 a drops its references (by
+// Commit, or by a plain Push); b seals at epoch 3; a, deposed but still
+// running at epoch 2, uploads a blob after b's seal, and its commit at
+// epoch 2 is refused as stale; a later seals at epoch 4 and commits its
+// epoch-2 blob at epoch 5. Want: since 3 after b's seal, 4 after a's, and
+// the commit refused with ErrInvalidArgument, as in the control subtest
+// where a's manifest keeps a blob.
+func TestTenureFloorKeptWhenManifestEmpties(t *testing.T) {
 	cases := map[string]func(t *testing.T, f *writefence.Fence){
 		"a's manifest still references a blob (control)": func(t *testing.T, f *writefence.Fence) {
 			a2 := putBlob(t, f, "a", 2, "a's compaction")

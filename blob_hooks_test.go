@@ -7,26 +7,26 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// attack19Blobs is a MemStore whose blob calls a test can step into: each
+// hookedBlobs is a MemStore whose blob calls a test can step into: each
 // hook runs on the caller's goroutine right before the call reaches the
 // MemStore, so a test forces an interleaving without sleeping. It declares
 // its capabilities as its own, so a Fence goes through it.
-type attack19Blobs struct {
+type hookedBlobs struct {
 	*writefence.MemStore
 	beforeDelete func(ctx context.Context, key string)
 	beforeOpen   func(ctx context.Context, key string)
 }
 
-func (s *attack19Blobs) Capabilities() writefence.ConditionalStore { return s }
+func (s *hookedBlobs) Capabilities() writefence.ConditionalStore { return s }
 
-func (s *attack19Blobs) DeleteBlob(ctx context.Context, key string) error {
+func (s *hookedBlobs) DeleteBlob(ctx context.Context, key string) error {
 	if s.beforeDelete != nil {
 		s.beforeDelete(ctx, key)
 	}
 	return s.MemStore.DeleteBlob(ctx, key)
 }
 
-func (s *attack19Blobs) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
+func (s *hookedBlobs) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
 	if s.beforeOpen != nil {
 		s.beforeOpen(ctx, key)
 	}

@@ -10,26 +10,13 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// TestAttack19CommitWritesAManifestItCannotRead shows Commit landing a
-// manifest that the package's own decoder refuses as corrupt, so that one
-// commit returning nil turns the shard unreadable and unwritable until an
-// operator settles it (promises: decoding is strict and the record a
-// commit writes is one it decodes; a refused commit writes nothing; a
-// corrupt record is never produced by the package's own writes).
-//
-// Sequence: a puts a blob and commits a manifest whose reference list
-// holds it twice: the same reference twice, as a non-idempotent "append
-// the segment" commit retried over a manifest that already has it
-// produces, or the same name with another checksum. Commit checks the
-// writer, epoch, existence and size of the references it newly adds, not
-// that their names are distinct; the encoder writes the list as given.
-// The decoder refuses a name repeated ("reference repeated").
-//
-// Expected: Commit refuses the manifest (ErrInvalidArgument) and writes
-// nothing; the shard keeps reading as before.
-// Observed: Commit returns nil; then Inspect, OpenBlob and Collect fail
-// with ErrCorrupt and every later Commit, Push and Seal is refused.
-func TestAttack19CommitWritesAManifestItCannotRead(t *testing.T) {
+// TestCommitRefusesRepeatedReference: a manifest whose reference list
+// names one blob twice (the same reference repeated, as a "append the
+// segment" commit retried over a manifest that already has it produces,
+// or one name with another checksum) is refused with ErrInvalidArgument
+// and nothing is written: a commit never lands a record the decoder
+// refuses, and the shard keeps reading and taking writes as before.
+func TestCommitRefusesRepeatedReference(t *testing.T) {
 	cases := map[string]func(ref writefence.BlobRef) []writefence.BlobRef{
 		"the same reference twice": func(ref writefence.BlobRef) []writefence.BlobRef {
 			return []writefence.BlobRef{ref, ref}

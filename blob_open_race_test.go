@@ -13,30 +13,19 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// TestAttack19OpenBlobRacingCollectReportsCorruption shows OpenBlob
-// reporting ErrCorrupt ("a referenced blob is missing") on a store that
-// holds no damage, when the blob it opens is dropped from the manifest
-// and collected between OpenBlob's read of the record and its open of the
-// blob (promises: a mismatch is ErrCorrupt, and ErrCorrupt means damage
-// an operator settles; Collect is safe to run from many processes at
-// once, readers included).
+// TestOpenBlobRacingCollectIsNotFound: a blob dropped from the manifest and
+// collected between OpenBlob's read of the record and its open of the
+// blob is ErrNotFound (OpenBlob reads the manifest again and finds it no
+// longer referenced), never ErrCorrupt: nothing is damaged.
 //
-// Sequence: a commits blob x at epoch 2. b takes over (seal at epoch 3,
-// which carries x forward) and commits at epoch 4 a compaction that drops
-// x. Collect then deletes x at once, with no grace: a's blob is below
-// b's tenure floor. A reader's OpenBlob of x read the record at epoch 3
-// (which references x) and is about to open the blob; the commit and the
-// collection run in that gap (a hook in the blob store's OpenBlob, no
-// sleep).
-//
-// Expected: OpenBlob returns ErrNotFound (x is no longer referenced; the
-// reader re-reads the manifest), never ErrCorrupt: nothing is damaged.
-// Observed: a *CorruptError "a referenced blob is missing", which the
-// command maps to exit 6 with settle instructions.
-func TestAttack19OpenBlobRacingCollectReportsCorruption(t *testing.T) {
+// Sequence: a commits blob x at epoch 2; b seals at epoch 3, carrying x
+// forward, and in the gap (a hook in the blob store's OpenBlob, no sleep)
+// commits at epoch 4 a compaction that drops x, and Collect deletes x at
+// once (below b's tenure floor).
+func TestOpenBlobRacingCollectIsNotFound(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	blobs := &attack19Blobs{MemStore: mem}
+	blobs := &hookedBlobs{MemStore: mem}
 	a := &writefence.Fence{Store: mem, Blobs: blobs}
 	b := &writefence.Fence{Store: mem, Blobs: blobs}
 	reader := &writefence.Fence{Store: mem, Blobs: blobs}
