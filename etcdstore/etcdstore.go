@@ -420,11 +420,14 @@ func (s *Store) fail(ctx context.Context, op, key string, err error) error {
 		kind = fs.ErrPermission
 	case errors.Is(err, rpctypes.ErrRequestTooLarge):
 		kind = writefence.ErrTooLarge
-	case errors.Is(err, rpctypes.ErrTooManyRequests):
-		// etcd's own back-pressure, also ResourceExhausted: transient.
+	case errors.As(err, new(rpctypes.EtcdError)):
+		// Any other answer of etcd's, such as its own back-pressure (too
+		// many requests) or a full database (no space), which share the
+		// gRPC code of a message over a limit: not final.
 	case status.Code(err) == codes.ResourceExhausted:
-		// The call's own message limit: a reply above the read limit, or
-		// a request above the client's send limit, which was not sent.
+		// A gRPC message limit: a reply above the call's receive limit
+		// (the read limit), or a request above the server's, refused
+		// before etcd saw it.
 		kind = writefence.ErrTooLarge
 	}
 	if kind != nil {
