@@ -360,7 +360,9 @@ func TestCreateTable(t *testing.T) {
 
 // BenchmarkPush compares, for a 1 KiB payload, the service's raw
 // conditional write (a PutItem conditioned on version = :v, the floor),
-// the store's PutIfVersion, and a steady Fence.Push (one writer pushing
+// the same PutItem with the store's item and condition (rawitem: version,
+// data and digest, so the previous data travels with the new), the
+// store's PutIfVersion, and a steady Fence.Push (one writer pushing
 // consecutive epochs, its version cached), side by side:
 //
 //	go test -run '^$' -bench BenchmarkPush -count 10 ./dynamostore | benchstat -col /impl -
@@ -375,10 +377,11 @@ func BenchmarkPush(b *testing.B) {
 	for i := range payload {
 		payload[i] = byte(i*31 + 7)
 	}
-	for _, impl := range []string{"raw", "store", "fenced"} {
+	for _, impl := range []string{"raw", "rawitem", "store", "fenced"} {
 		b.Run("size=1KiB/impl="+impl, func(b *testing.B) {
 			ctx := context.Background()
 			key := testserver.UniqueName(b)
+			prevDigest := make([]byte, 32)
 			version, err := store.PutIfVersion(ctx, key, payload, "")
 			require.NoError(b, err)
 			fence := &writefence.Fence{Store: store, Prefix: key + "/"}
@@ -407,6 +410,29 @@ func BenchmarkPush(b *testing.B) {
 					}
 					_, err = c.PutItem(ctx, in, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
 					rawVersion++
+				case "rawitem":
+					next := fmt.Sprint(rawVersion + 1)
+					digest := make([]byte, 32)
+					digest[0] = byte(rawVersion + 1)
+					in := &dynamodb.PutItemInput{
+						TableName: aws.String(table),
+						Item: map[string]types.AttributeValue{
+							"key":     &types.AttributeValueMemberS{Value: key + "-raw"},
+							"version": &types.AttributeValueMemberS{Value: next},
+							"data":    &types.AttributeValueMemberB{Value: payload},
+							"digest":  &types.AttributeValueMemberB{Value: digest},
+						},
+						ConditionExpression:      aws.String("attribute_not_exists(#k) OR #v = :v AND #d = :d AND #g = :g"),
+						ExpressionAttributeNames: map[string]string{"#k": "key", "#v": "version", "#d": "data", "#g": "digest"},
+						ExpressionAttributeValues: map[string]types.AttributeValue{
+							":v": &types.AttributeValueMemberS{Value: fmt.Sprint(rawVersion)},
+							":d": &types.AttributeValueMemberB{Value: payload},
+							":g": &types.AttributeValueMemberB{Value: prevDigest},
+						},
+					}
+					_, err = c.PutItem(ctx, in, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
+					rawVersion++
+					prevDigest = digest
 				case "store":
 					version, err = store.PutIfVersion(ctx, key, payload, version)
 				case "fenced":
