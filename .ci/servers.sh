@@ -1,6 +1,7 @@
-# Sourced by .ci/run and bench scripts: starts Valkey, MinIO and
-# fake-gcs-server on 127.0.0.1, exports their addresses for the tests, and
-# stops them (by PID) when the calling shell exits.
+# Sourced by .ci/run and bench scripts: starts Valkey, MinIO,
+# fake-gcs-server, etcd and dynalite (DynamoDB) on 127.0.0.1, exports their
+# addresses for the tests, and stops them (by PID) when the calling shell
+# exits.
 
 WF_SERVER_BIN=${WRITEFENCE_SERVER_BIN:-/var/cache/writefence-ci/bin}
 WF_RUN_DIR=$(mktemp -d /tmp/writefence-servers.XXXXXX)
@@ -68,8 +69,42 @@ wf_start_servers() {
   wf_wait fake-gcs $! curl -sf "http://127.0.0.1:$p/storage/v1/b" || return 1
   export WRITEFENCE_GCS_ENDPOINT=http://127.0.0.1:$p
 
+  wf_start_etcd || return 1
+  wf_start_dynalite || return 1
+
   # With this set, a test whose server address is missing fails instead of
   # skipping.
   export WRITEFENCE_REQUIRE_SERVERS=1
   echo "servers: valkey $WRITEFENCE_VALKEY_ADDR, minio $WRITEFENCE_S3_ENDPOINT, fake-gcs $WRITEFENCE_GCS_ENDPOINT"
+  echo "servers: etcd $WRITEFENCE_ETCD_ENDPOINT, dynalite $WRITEFENCE_DYNAMODB_ENDPOINT"
+}
+
+# wf_start_etcd starts a one-member etcd (Debian's etcd-server) for the
+# etcdstore tests; its data lives under the run directory, removed at stop.
+wf_start_etcd() {
+  local p p2
+  p=$(wf_free_port); p2=$(wf_free_port)
+  while [ "$p2" = "$p" ]; do p2=$(wf_free_port); done
+  etcd --name wf --data-dir "$WF_RUN_DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$p" --advertise-client-urls "http://127.0.0.1:$p" \
+    --listen-peer-urls "http://127.0.0.1:$p2" --initial-advertise-peer-urls "http://127.0.0.1:$p2" \
+    --initial-cluster "wf=http://127.0.0.1:$p2" --initial-cluster-state new \
+    --logger zap --log-level error >"$WF_RUN_DIR/etcd.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait etcd $! curl -sf "http://127.0.0.1:$p/health" || return 1
+  export WRITEFENCE_ETCD_ENDPOINT=http://127.0.0.1:$p
+}
+
+# wf_start_dynalite starts dynalite (DynamoDB's API over an in-memory
+# LevelDB) for the dynamostore tests. Tables become ACTIVE at once. It
+# answers any POST, with an error for one that names no operation.
+wf_start_dynalite() {
+  local p
+  p=$(wf_free_port)
+  node "$(dirname "$WF_SERVER_BIN")/npm/dynalite-4.0.0/node_modules/dynalite/cli.js" \
+    --host 127.0.0.1 --port "$p" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 \
+    >"$WF_RUN_DIR/dynalite.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait dynalite $! curl -s -o /dev/null -X POST "http://127.0.0.1:$p/" || return 1
+  export WRITEFENCE_DYNAMODB_ENDPOINT=http://127.0.0.1:$p
 }

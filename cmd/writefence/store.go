@@ -124,6 +124,10 @@ var openers = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
 	"valkeys": openValkey,
 	"redis":   openValkey,
 	"rediss":  openValkey,
+	// Stores in packages of their own (store_<name>.go).
+	"dynamodb": openDynamoDB,
+	"etcd":     openEtcd,
+	"etcds":    openEtcd,
 }
 
 // readOpeners maps a scheme whose read-only open differs to it.
@@ -152,7 +156,7 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 		open = ro
 	}
 	if !ok {
-		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs, valkey or valkeys)", escape.String(u.Scheme))
+		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs, valkey, valkeys, dynamodb, etcd or etcds)", escape.String(u.Scheme))
 	}
 	s, err := open(ctx, u)
 	if err != nil {
