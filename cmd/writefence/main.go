@@ -30,6 +30,8 @@
 //	gs://bucket                       a Cloud Storage bucket; ?endpoint=http://host:port for an emulator
 //	valkey://host:port/db             a standalone Valkey or Redis server, database db; ?script=1 for the script path
 //	valkeys://host:port/db            the same over TLS (or valkey://...?tls=true)
+//	azblob://container                an Azure Blob container; ?endpoint=URL for another endpoint (Azurite)
+//	'postgres://host:port/db?table=T' a PostgreSQL table (default writefence); &create=true lets a write create it
 //
 // A Valkey address takes wait=N: a write counts as landed only once N
 // replicas acknowledged it (ValkeyConditionalStore.WaitReplicas), and reads
@@ -59,7 +61,11 @@
 // (AWS_PROFILE); Cloud Storage uses application default credentials, or no
 // credentials at all when STORAGE_EMULATOR_HOST or ?endpoint= names an
 // emulator; Valkey takes VALKEY_USERNAME and VALKEY_PASSWORD, or
-// REDISCLI_AUTH as valkey-cli does.
+// REDISCLI_AUTH as valkey-cli does; Azure Blob takes
+// AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT and
+// AZURE_STORAGE_KEY; PostgreSQL takes what libpq does (PGPASSWORD,
+// PGPASSFILE or ~/.pgpass, PGUSER...), and a user, but never a password,
+// in the address. "writefence help stores" lists the addresses.
 //
 // # Exit status
 //
@@ -268,6 +274,10 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			commandHelp(stdout, c)
 			return exitOK
 		}
+		if args[1] == "stores" {
+			fmt.Fprint(stdout, strings.TrimPrefix(storeHelp, "\n"))
+			return exitOK
+		}
 		args = args[1:]
 	}
 	c := lookup(args[0])
@@ -343,6 +353,11 @@ store addresses (-store, before the command or among its flags; quote one holdin
                                     N replicas acknowledge it within D (default 1s), else exit 8; without wait= a
                                     failover can lose an acknowledged push
   valkeys://host:port/db            the same over TLS (or '...?tls=true'); the host's CAs, or SSL_CERT_FILE, check the server
+  azblob://container                an Azure Blob container ('azblob://container?endpoint=URL': the account's URL, e.g.
+                                    Azurite's http://127.0.0.1:10000/devstoreaccount1)
+  'postgres://[user@]host:port/db?table=T'
+                                    a PostgreSQL table (default table writefence); '...&create=true': a write creates the
+                                    table and its sequence if missing; the other parameters are pgx's (sslmode=...)
   default: $WRITEFENCE_STORE, else file://$XDG_STATE_HOME/writefence (~/.local/state/writefence)
   reads (latest, ls, brand verify) never create a store; writes create a directory store, not file:///
 credentials come from the environment only:
@@ -350,6 +365,8 @@ credentials come from the environment only:
                 or ~/.aws/credentials (AWS_PROFILE)
   Cloud Storage application default credentials; none with STORAGE_EMULATOR_HOST or an endpoint=
   Valkey        VALKEY_USERNAME and VALKEY_PASSWORD, or REDISCLI_AUTH
+  Azure Blob    AZURE_STORAGE_CONNECTION_STRING; or AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY (a shared key)
+  PostgreSQL    PGPASSWORD or PGPASSFILE (~/.pgpass), PGUSER (or the address's user), and libpq's other PG* variables
 `
 
 // parseArgs parses flags wherever they appear among args (the flag package
