@@ -219,7 +219,8 @@ func objectSize(contentRange *string, contentLength *int64) (int64, error) {
 // If-None-Match: * when expectVersion is empty, If-Match: "expectVersion"
 // otherwise. A 412 ConditionNotMet, a 409 BlobAlreadyExists (the answer
 // to a create-only put of an existing blob) and a 404 BlobNotFound
-// answering If-Match are conflicts. A token that cannot be an ETag (empty
+// answering If-Match are conflicts; a 412 for a lease held on the blob
+// (LeaseIdMissing...) is not. A token that cannot be an ETag (empty
 // inside, "*", or holding a quote, a space or a control byte) was never
 // issued: it is a conflict too, and nothing is sent.
 func (s *Store) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
@@ -349,9 +350,13 @@ func readKind(re *azcore.ResponseError) error {
 	return nil
 }
 
+// putKind: a failed precondition is a 412 ConditionNotMet (or a 412
+// without a code); a 412 for a lease someone holds on the blob is a
+// refusal of another kind, which the version cannot settle.
 func putKind(re *azcore.ResponseError, expectVersion string) error {
 	switch {
-	case re.StatusCode == http.StatusPreconditionFailed:
+	case re.StatusCode == http.StatusPreconditionFailed &&
+		(re.ErrorCode == string(bloberror.ConditionNotMet) || re.ErrorCode == ""):
 		return writefence.ErrConflict
 	case re.ErrorCode == string(bloberror.BlobAlreadyExists) && expectVersion == "":
 		return writefence.ErrConflict

@@ -39,7 +39,10 @@
 // names exactly those bytes and no intact row. A write conditioned on any
 // other version over it refuses with such an error and writes nothing; one
 // conditioned on that version replaces the row if and only if it still
-// holds exactly those bytes, decided in the same single statement.
+// holds exactly those bytes, decided in the same single statement. The
+// check costs the server a SHA-256 of the row a write replaces and of
+// each row a read returns, a few milliseconds per MiB; nothing of it
+// travels over the network.
 //
 // # Failure model
 //
