@@ -108,7 +108,7 @@ wf_start_postgres() {
   p=$(wf_free_port)
   dir=$WF_RUN_DIR/postgres
   mkdir -p "$dir"
-  chmod 755 "$WF_RUN_DIR"
+  chmod 711 "$WF_RUN_DIR" # the postgres user must reach its directory, and only that
   echo writefence-secret > "$dir/pwfile"
   chown -R postgres: "$dir"
   runuser -u postgres -- "$bin/initdb" -D "$dir/data" -U postgres --pwfile "$dir/pwfile" \
