@@ -1,5 +1,6 @@
 # Sourced by .ci/run and bench scripts: starts Valkey, MinIO,
-# fake-gcs-server, etcd and dynalite (DynamoDB) on 127.0.0.1, exports their
+# fake-gcs-server, etcd, dynalite (DynamoDB), Azurite and PostgreSQL on
+# 127.0.0.1, exports their
 # addresses for the tests, and stops them (by PID) when the calling shell
 # exits.
 
@@ -71,6 +72,8 @@ wf_start_servers() {
 
   wf_start_etcd || return 1
   wf_start_dynalite || return 1
+  wf_start_azurite || return 1
+  wf_start_postgres || return 1
 
   # With this set, a test whose server address is missing fails instead of
   # skipping.
@@ -107,4 +110,50 @@ wf_start_dynalite() {
   WF_PIDS+=($!)
   wf_wait dynalite $! curl -s -o /dev/null -X POST "http://127.0.0.1:$p/" || return 1
   export WRITEFENCE_DYNAMODB_ENDPOINT=http://127.0.0.1:$p
+}
+
+# wf_start_azurite starts Azurite's blob service (installed by
+# .ci/install-servers under $WF_SERVER_BIN's parent) and exports its
+# endpoint and the well-known development account's name and key.
+wf_start_azurite() {
+  local p bin
+  bin=$(dirname "$WF_SERVER_BIN")/npm/azurite-3.37.0/node_modules/.bin/azurite-blob
+  p=$(wf_free_port)
+  mkdir -p "$WF_RUN_DIR/azurite"
+  "$bin" --blobHost 127.0.0.1 --blobPort "$p" --location "$WF_RUN_DIR/azurite" \
+    --silent --skipApiVersionCheck --disableTelemetry >"$WF_RUN_DIR/azurite.log" 2>&1 &
+  WF_PIDS+=($!)
+  # Any HTTP answer will do: an anonymous request is refused.
+  wf_wait azurite $! curl -s -o /dev/null "http://127.0.0.1:$p/" || return 1
+  export WRITEFENCE_AZURITE_ENDPOINT=http://127.0.0.1:$p/devstoreaccount1
+  export WRITEFENCE_AZURITE_ACCOUNT=devstoreaccount1
+  export WRITEFENCE_AZURITE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+  echo "servers: azurite $WRITEFENCE_AZURITE_ENDPOINT"
+}
+
+# wf_start_postgres creates a database cluster of its own and starts
+# PostgreSQL on it, listening on 127.0.0.1 only. initdb and the server
+# refuse to run as root, so both run as the postgres user, in a directory
+# that user owns. Connections over TCP authenticate with a password
+# (scram-sha-256), so the tests can see a login refused.
+wf_start_postgres() {
+  local p bin dir
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  p=$(wf_free_port)
+  dir=$WF_RUN_DIR/postgres
+  mkdir -p "$dir"
+  chmod 711 "$WF_RUN_DIR" # the postgres user must reach its directory, and only that
+  echo writefence-secret > "$dir/pwfile"
+  chown -R postgres: "$dir"
+  runuser -u postgres -- "$bin/initdb" -D "$dir/data" -U postgres --pwfile "$dir/pwfile" \
+    --auth-host scram-sha-256 --auth-local trust -E UTF8 --locale C >"$WF_RUN_DIR/postgres-initdb.log" 2>&1 || {
+    echo "servers: initdb failed; its log:" >&2; cat "$WF_RUN_DIR/postgres-initdb.log" >&2; return 1; }
+  # fsync off: a test server need not survive a crash of this machine, and
+  # the tests run faster on a loaded disk.
+  runuser -u postgres -- "$bin/postgres" -D "$dir/data" -h 127.0.0.1 -p "$p" -k "$dir" \
+    -c fsync=off -c max_connections=200 >"$WF_RUN_DIR/postgres.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait postgres $! "$bin/pg_isready" -q -h 127.0.0.1 -p "$p" || return 1
+  export WRITEFENCE_POSTGRES_URL="postgres://postgres:writefence-secret@127.0.0.1:$p/postgres?sslmode=disable"
+  echo "servers: postgres 127.0.0.1:$p"
 }
