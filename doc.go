@@ -195,9 +195,11 @@
 //
 // Damage in place: a push may skip its read and condition its write on the
 // version it remembers. That is safe because a store's version names its
-// bytes: S3 ETags and GCS generations change with any write, and the stores
-// that keep their version beside the bytes (DirConditionalStore, and
-// ValkeyConditionalStore, whose value can be edited by hand) check the bytes
+// bytes: S3 and Azure ETags, GCS generations and etcd mod revisions
+// (package etcdstore) change with any write, and the stores that keep their
+// version beside the bytes (DirConditionalStore, ValkeyConditionalStore,
+// whose value can be edited by hand, dynamostore, whose item an UpdateItem
+// can change, and pgstore, whose row an UPDATE can change) check the bytes
 // they hold and refuse a write over damaged ones with ErrCorrupt, naming a
 // version of the damage itself that Settle can replace, and the head of the
 // damaged data, from which the record's header (and its epoch) is still
@@ -220,6 +222,22 @@
 //     return nil until the replicas have the record. Without WaitReplicas,
 //     only a single Valkey server without failover (with its own
 //     persistence) keeps the guarantee.
+//   - DynamoDB (package dynamostore) acknowledges a write once it is
+//     durable in several Availability Zones; nothing to configure. Its
+//     reads are strongly consistent only with ConsistentRead, which the
+//     store always asks for; a global table's cross-region replication is
+//     not served.
+//   - etcd (package etcdstore) acknowledges a write once a Raft majority
+//     holds it, so a leader failover never loses it; nothing to configure.
+//     A cluster restored from a snapshot must have its revision bumped.
+//   - Azure Blob (package azblobstore) acknowledges a write once it is
+//     durable in its region; a geo-failover of a GRS account can lose the
+//     last writes.
+//   - PostgreSQL (package pgstore) is as durable as its commit: across a
+//     failover only with synchronous replication to every standby that can
+//     be promoted (synchronous_standby_names, synchronous_commit on or
+//     remote_apply); asynchronously replicated, a promoted standby can lose
+//     acknowledged pushes and issue their versions again.
 //
 // What it cannot guarantee: anything about a writer that bypasses the
 // library and writes the object directly; a store that ignores

@@ -1,6 +1,8 @@
-# Sourced by .ci/run and bench scripts: starts Valkey, MinIO and
-# fake-gcs-server on 127.0.0.1, exports their addresses for the tests, and
-# stops them (by PID) when the calling shell exits.
+# Sourced by .ci/run and bench scripts: starts Valkey, MinIO,
+# fake-gcs-server, etcd, dynalite (DynamoDB), Azurite and PostgreSQL on
+# 127.0.0.1, exports their
+# addresses for the tests, and stops them (by PID) when the calling shell
+# exits.
 
 WF_SERVER_BIN=${WRITEFENCE_SERVER_BIN:-/var/cache/writefence-ci/bin}
 WF_RUN_DIR=$(mktemp -d /tmp/writefence-servers.XXXXXX)
@@ -68,8 +70,90 @@ wf_start_servers() {
   wf_wait fake-gcs $! curl -sf "http://127.0.0.1:$p/storage/v1/b" || return 1
   export WRITEFENCE_GCS_ENDPOINT=http://127.0.0.1:$p
 
+  wf_start_etcd || return 1
+  wf_start_dynalite || return 1
+  wf_start_azurite || return 1
+  wf_start_postgres || return 1
+
   # With this set, a test whose server address is missing fails instead of
   # skipping.
   export WRITEFENCE_REQUIRE_SERVERS=1
   echo "servers: valkey $WRITEFENCE_VALKEY_ADDR, minio $WRITEFENCE_S3_ENDPOINT, fake-gcs $WRITEFENCE_GCS_ENDPOINT"
+  echo "servers: etcd $WRITEFENCE_ETCD_ENDPOINT, dynalite $WRITEFENCE_DYNAMODB_ENDPOINT"
+}
+
+# wf_start_etcd starts a one-member etcd (Debian's etcd-server) for the
+# etcdstore tests; its data lives under the run directory, removed at stop.
+wf_start_etcd() {
+  local p p2
+  p=$(wf_free_port); p2=$(wf_free_port)
+  while [ "$p2" = "$p" ]; do p2=$(wf_free_port); done
+  etcd --name wf --data-dir "$WF_RUN_DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$p" --advertise-client-urls "http://127.0.0.1:$p" \
+    --listen-peer-urls "http://127.0.0.1:$p2" --initial-advertise-peer-urls "http://127.0.0.1:$p2" \
+    --initial-cluster "wf=http://127.0.0.1:$p2" --initial-cluster-state new \
+    --logger zap --log-level error >"$WF_RUN_DIR/etcd.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait etcd $! curl -sf "http://127.0.0.1:$p/health" || return 1
+  export WRITEFENCE_ETCD_ENDPOINT=http://127.0.0.1:$p
+}
+
+# wf_start_dynalite starts dynalite (DynamoDB's API over an in-memory
+# LevelDB) for the dynamostore tests. Tables become ACTIVE at once. It
+# answers any POST, with an error for one that names no operation.
+wf_start_dynalite() {
+  local p
+  p=$(wf_free_port)
+  node "$(dirname "$WF_SERVER_BIN")/npm/dynalite-4.0.0/node_modules/dynalite/cli.js" \
+    --host 127.0.0.1 --port "$p" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 \
+    >"$WF_RUN_DIR/dynalite.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait dynalite $! curl -s -o /dev/null -X POST "http://127.0.0.1:$p/" || return 1
+  export WRITEFENCE_DYNAMODB_ENDPOINT=http://127.0.0.1:$p
+}
+
+# wf_start_azurite starts Azurite's blob service (installed by
+# .ci/install-servers under $WF_SERVER_BIN's parent) and exports its
+# endpoint and the well-known development account's name and key.
+wf_start_azurite() {
+  local p bin
+  bin=$(dirname "$WF_SERVER_BIN")/npm/azurite-3.37.0/node_modules/.bin/azurite-blob
+  p=$(wf_free_port)
+  mkdir -p "$WF_RUN_DIR/azurite"
+  "$bin" --blobHost 127.0.0.1 --blobPort "$p" --location "$WF_RUN_DIR/azurite" \
+    --silent --skipApiVersionCheck --disableTelemetry >"$WF_RUN_DIR/azurite.log" 2>&1 &
+  WF_PIDS+=($!)
+  # Any HTTP answer will do: an anonymous request is refused.
+  wf_wait azurite $! curl -s -o /dev/null "http://127.0.0.1:$p/" || return 1
+  export WRITEFENCE_AZURITE_ENDPOINT=http://127.0.0.1:$p/devstoreaccount1
+  export WRITEFENCE_AZURITE_ACCOUNT=devstoreaccount1
+  export WRITEFENCE_AZURITE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+  echo "servers: azurite $WRITEFENCE_AZURITE_ENDPOINT"
+}
+
+# wf_start_postgres creates a database cluster of its own and starts
+# PostgreSQL on it, listening on 127.0.0.1 only. initdb and the server
+# refuse to run as root, so both run as the postgres user, in a directory
+# that user owns. Connections over TCP authenticate with a password
+# (scram-sha-256), so the tests can see a login refused.
+wf_start_postgres() {
+  local p bin dir
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  p=$(wf_free_port)
+  dir=$WF_RUN_DIR/postgres
+  mkdir -p "$dir"
+  chmod 711 "$WF_RUN_DIR" # the postgres user must reach its directory, and only that
+  echo writefence-secret > "$dir/pwfile"
+  chown -R postgres: "$dir"
+  runuser -u postgres -- "$bin/initdb" -D "$dir/data" -U postgres --pwfile "$dir/pwfile" \
+    --auth-host scram-sha-256 --auth-local trust -E UTF8 --locale C >"$WF_RUN_DIR/postgres-initdb.log" 2>&1 || {
+    echo "servers: initdb failed; its log:" >&2; cat "$WF_RUN_DIR/postgres-initdb.log" >&2; return 1; }
+  # fsync off: a test server need not survive a crash of this machine, and
+  # the tests run faster on a loaded disk.
+  runuser -u postgres -- "$bin/postgres" -D "$dir/data" -h 127.0.0.1 -p "$p" -k "$dir" \
+    -c fsync=off -c max_connections=200 >"$WF_RUN_DIR/postgres.log" 2>&1 &
+  WF_PIDS+=($!)
+  wf_wait postgres $! "$bin/pg_isready" -q -h 127.0.0.1 -p "$p" || return 1
+  export WRITEFENCE_POSTGRES_URL="postgres://postgres:writefence-secret@127.0.0.1:$p/postgres?sslmode=disable"
+  echo "servers: postgres 127.0.0.1:$p"
 }

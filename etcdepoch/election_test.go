@@ -2,7 +2,6 @@ package etcdepoch_test
 
 import (
 	"context"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/etcdepoch"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // campaignAsync starts a campaign in the background; the returned channel
@@ -287,15 +287,13 @@ func TestEpochRefusedWithoutLeadership(t *testing.T) {
 // With its server gone, a leader gets an error and no epoch: when its ctx
 // ends, and, without a deadline, when its session's lease runs out.
 func TestEpochEtcdUnreachable(t *testing.T) {
-	bin, err := exec.LookPath("etcd")
+	srv, err := testserver.StartEtcd()
 	require.NoError(t, err)
-	srv, err := startEtcd(bin)
-	require.NoError(t, err)
-	t.Cleanup(srv.stop)
+	t.Cleanup(srv.Stop)
 	ctx := context.Background()
 
 	session := func(ttl int) *concurrency.Session {
-		s, err := concurrency.NewSession(newClient(t, srv.endpoint), concurrency.WithTTL(ttl))
+		s, err := concurrency.NewSession(newClient(t, srv.Endpoint), concurrency.WithTTL(ttl))
 		require.NoError(t, err)
 		t.Cleanup(s.Orphan) // with the server gone, a revoke would wait out the TTL
 		return s
@@ -312,7 +310,7 @@ func TestEpochEtcdUnreachable(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	srv.stop()
+	srv.Stop()
 
 	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()

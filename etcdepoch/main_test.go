@@ -2,14 +2,9 @@ package etcdepoch_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,8 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
+	if _, err := exec.LookPath("etcd"); err != nil {
 		if testserver.Required() {
 			fmt.Fprintln(os.Stderr, "etcdepoch: etcd is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set (.ci/install-servers installs it)")
 			return 1
@@ -43,121 +37,14 @@ func runMain(m *testing.M) int {
 		fmt.Println("etcdepoch: etcd is not on PATH: skipping the tests of this package (apt-get install etcd-server)")
 		return 0
 	}
-	srv, err := startEtcd(bin)
+	srv, err := testserver.StartEtcd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdepoch:", err)
 		return 1
 	}
-	defer srv.stop()
-	etcdEndpoint = srv.endpoint
+	defer srv.Stop()
+	etcdEndpoint = srv.Endpoint
 	return m.Run()
-}
-
-// etcdServer is an etcd process of the test's own.
-type etcdServer struct {
-	endpoint string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	dir      string
-	once     sync.Once
-}
-
-// startEtcd starts a one-member etcd on free ports in 20000-32000 with a
-// fresh data directory (on tmpfs when there is one, so Raft's fsyncs cost
-// nothing), waits until /health answers, and returns it.
-func startEtcd(bin string) (*etcdServer, error) {
-	var lastErr error
-	for range 5 {
-		client, peer := testserver.FreePort(), testserver.FreePort()
-		if client == "" || peer == "" || client == peer {
-			continue
-		}
-		dir, err := os.MkdirTemp(tmpfsDir(), "etcdepoch-")
-		if err != nil {
-			return nil, err
-		}
-		clientURL, peerURL := "http://127.0.0.1:"+client, "http://127.0.0.1:"+peer
-		cmd := exec.Command(bin,
-			"--name", "wf", "--data-dir", dir,
-			"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
-			"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-			"--initial-cluster", "wf="+peerURL, "--initial-cluster-state", "new",
-			"--logger", "zap", "--log-level", "error")
-		out := &lockedWriter{w: new(strings.Builder)}
-		cmd.Stdout, cmd.Stderr = out, out
-		dieWithParent(cmd)
-		if err := cmd.Start(); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		s := &etcdServer{endpoint: clientURL, cmd: cmd, exited: make(chan struct{}), dir: dir}
-		go func() { _ = cmd.Wait(); close(s.exited) }()
-		err = s.waitHealthy(30 * time.Second)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = fmt.Errorf("etcd on %s: %w; its log: %s", clientURL, err, out.String())
-		s.stop()
-	}
-	return nil, fmt.Errorf("could not start etcd: %w", lastErr)
-}
-
-func (s *etcdServer) waitHealthy(limit time.Duration) error {
-	hc := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return errors.New("exited during start-up")
-		default:
-		}
-		resp, err := hc.Get(s.endpoint + "/health")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"health":"true"`) {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return errors.New("not healthy in time")
-}
-
-// stop kills the server, waits for it to exit and removes its data.
-func (s *etcdServer) stop() {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		_ = os.RemoveAll(s.dir)
-	})
-}
-
-func tmpfsDir() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		return "/dev/shm"
-	}
-	return ""
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *strings.Builder
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.w.Len() > 1<<16 {
-		return len(p), nil
-	}
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }
 
 // newClient returns a client of endpoint (a connection of its own, as a

@@ -126,7 +126,9 @@ func (d *damageRun) see(when string) damaged {
 
 // refuse checks that a write conditioned on each of stale (versions from
 // before the damage, "" for create-only) is refused, through every write
-// path, and leaves the damage as seen.
+// path, and leaves the damage as seen. The version from right before the
+// damage comes first: it is the one a writer remembers, and a store that
+// remembers it too (a cache) may forget it after any refusal.
 func (d *damageRun) refuse(seen damaged, stale ...string) {
 	t := d.t
 	t.Helper()
@@ -176,13 +178,13 @@ func testDamageFlip(t *testing.T, sc *scope) {
 	d := newDamageRun(t, sc, "damage-flip")
 	f := Fault{Flip: len(d.data) / 2}
 	first := d.damage(f, d.data)
-	d.refuse(first, "", d.version)
+	d.refuse(first, d.version, "")
 
 	again := d.damage(Fault{Flip: f.Flip + 1}, d.want)
 	if again.version == first.version {
 		t.Errorf("two different damages of %q are both reported with version %q; the version must name the damaged bytes", d.key, again.version)
 	}
-	d.refuse(again, "", d.version, first.version)
+	d.refuse(again, d.version, first.version, "")
 	d.settle(again, []byte("settled after two flips"))
 }
 
@@ -191,7 +193,7 @@ func testDamageFlip(t *testing.T, sc *scope) {
 func testDamageEmpty(t *testing.T, sc *scope) {
 	d := newDamageRun(t, sc, "damage-empty")
 	seen := d.damage(Fault{Empty: true}, d.data)
-	d.refuse(seen, "", d.version)
+	d.refuse(seen, d.version, "")
 	d.settle(seen, []byte("settled after emptying"))
 }
 
@@ -204,7 +206,7 @@ func testDamageTwice(t *testing.T, sc *scope) {
 	intact := d.data
 	for range 2 {
 		seen := d.damage(f, intact)
-		d.refuse(seen, "", d.version)
+		d.refuse(seen, d.version, "")
 		d.settle(seen, intact)
 	}
 }

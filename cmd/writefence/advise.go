@@ -30,6 +30,10 @@ func (e *advisedError) Unwrap() error { return e.err }
 // S3 error codes that mean the credentials were missing or wrong.
 var s3CredentialCodes = []string{"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"}
 
+// advisers are the advice of the stores that register their own (in
+// init): each returns err with advice, or nil when it has none.
+var advisers []func(err error, inv *invocation) error
+
 // advise adds what to do to the errors whose cause the user can fix from
 // the shell: missing or wrong credentials, a store that does not answer in
 // time, TLS against a plain endpoint or a certificate this host does not
@@ -39,6 +43,11 @@ func advise(err error, inv *invocation) error {
 	var advised *advisedError
 	if err == nil || errors.As(err, &advised) {
 		return err
+	}
+	for _, a := range advisers {
+		if advised := a(err, inv); advised != nil {
+			return advised
+		}
 	}
 	where := "the store"
 	if inv.addr != "" {

@@ -34,6 +34,14 @@
 //	gs://bucket                       a Cloud Storage bucket; ?endpoint=http://host:port for an emulator
 //	valkey://host:port/db             a standalone Valkey or Redis server, database db; ?script=1 for the script path
 //	valkeys://host:port/db            the same over TLS (or valkey://...?tls=true)
+//	dynamodb://table                  a DynamoDB table (dynamostore); ?region=R, ?endpoint=http://host:port for a local server
+//	etcd://host:port/prefix           etcd (etcdstore), keys under /prefix/; ?max-request-bytes=N for the server's limit
+//	etcds://host:port/prefix          the same over TLS (or etcd://...?tls=true)
+//	azblob://container                an Azure Blob container; ?endpoint=URL for another endpoint (Azurite)
+//	'postgres://host:port/db?table=T' a PostgreSQL table (default writefence); &create=true lets a write create it
+//
+// "writefence help stores" prints the addresses and where each store's
+// credentials come from.
 //
 // A Valkey address takes wait=N: a write counts as landed only once N
 // replicas acknowledged it (ValkeyConditionalStore.WaitReplicas), and reads
@@ -63,7 +71,14 @@
 // (AWS_PROFILE); Cloud Storage uses application default credentials, or no
 // credentials at all when STORAGE_EMULATOR_HOST or ?endpoint= names an
 // emulator; Valkey takes VALKEY_USERNAME and VALKEY_PASSWORD, or
-// REDISCLI_AUTH as valkey-cli does.
+// REDISCLI_AUTH as valkey-cli does; DynamoDB uses the AWS SDK's default
+// chain (the variables above, AWS_PROFILE and ~/.aws, AWS_REGION for the
+// region); etcd takes ETCDCTL_USER and ETCDCTL_PASSWORD, and ETCDCTL_CERT,
+// ETCDCTL_KEY and ETCDCTL_CACERT for TLS, as etcdctl does; Azure Blob
+// takes AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT and
+// AZURE_STORAGE_KEY; PostgreSQL takes what libpq does (PGPASSWORD,
+// PGPASSFILE or ~/.pgpass, PGUSER...), and a user, but never a password,
+// in the address.
 //
 // # Exit status
 //
@@ -272,6 +287,10 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			usage(stdout)
 			return exitOK
 		}
+		if args[1] == "stores" {
+			fmt.Fprint(stdout, strings.TrimPrefix(storeHelp, "\n"))
+			return exitOK
+		}
 		if c, _ := lookupArgs(args[1:]); c != nil {
 			commandHelp(stdout, c)
 			return exitOK
@@ -412,6 +431,15 @@ store addresses (-store, before the command or among its flags; quote one holdin
                                     N replicas acknowledge it within D (default 1s), else exit 8; without wait= a
                                     failover can lose an acknowledged push
   valkeys://host:port/db            the same over TLS (or '...?tls=true'); the host's CAs, or SSL_CERT_FILE, check the server
+  dynamodb://table                  a DynamoDB table keyed by the string "key" ('...?region=R', '...?endpoint=http://host:port'
+                                    for a local server); items up to 400 KB; the command never creates the table
+  etcd://host:port/prefix           etcd, keys under /prefix/ ('...?max-request-bytes=N' when the server's is not 1.5 MiB)
+  etcds://host:port/prefix          the same over TLS (or '...?tls=true'); ETCDCTL_CACERT, else the host's CAs, check the server
+  azblob://container                an Azure Blob container ('azblob://container?endpoint=URL': the account's URL, e.g.
+                                    Azurite's http://127.0.0.1:10000/devstoreaccount1)
+  'postgres://[user@]host:port/db?table=T'
+                                    a PostgreSQL table (default table writefence); '...&create=true': a write creates the
+                                    table and its sequence if missing; the other parameters are pgx's (sslmode=...)
   default: $WRITEFENCE_STORE, else file://$XDG_STATE_HOME/writefence (~/.local/state/writefence)
   reads (latest, ls, brand verify) never create a store; writes create a directory store, not file:///
 credentials come from the environment only:
@@ -419,6 +447,10 @@ credentials come from the environment only:
                 or ~/.aws/credentials (AWS_PROFILE)
   Cloud Storage application default credentials; none with STORAGE_EMULATOR_HOST or an endpoint=
   Valkey        VALKEY_USERNAME and VALKEY_PASSWORD, or REDISCLI_AUTH
+  DynamoDB      the AWS SDK's: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN); AWS_PROFILE, ~/.aws; AWS_REGION
+  etcd          ETCDCTL_USER (name or name:password) and ETCDCTL_PASSWORD; ETCDCTL_CERT and ETCDCTL_KEY for a client certificate
+  Azure Blob    AZURE_STORAGE_CONNECTION_STRING; or AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY (a shared key)
+  PostgreSQL    PGPASSWORD or PGPASSFILE (~/.pgpass), PGUSER (or the address's user), and libpq's other PG* variables
 `
 
 // parseArgs parses flags wherever they appear among args (the flag package

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -124,7 +125,15 @@ var openers = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
 	"valkeys": openValkey,
 	"redis":   openValkey,
 	"rediss":  openValkey,
+	// Stores in packages of their own (store_<name>.go).
+	"dynamodb": openDynamoDB,
+	"etcd":     openEtcd,
+	"etcds":    openEtcd,
 }
+
+// userInAddress holds the schemes whose addresses may name a user (never
+// a password): a user name is no secret, and PostgreSQL's URLs carry one.
+var userInAddress = map[string]bool{}
 
 // readOpeners maps a scheme whose read-only open differs to it.
 var readOpeners = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
@@ -144,15 +153,15 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 	if err != nil {
 		return nil, usagef("writefence: store address: cannot parse it as a URL")
 	}
-	if u.User != nil {
-		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help)")
+	if _, hasPassword := u.User.Password(); u.User != nil && (hasPassword || !userInAddress[u.Scheme]) {
+		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help stores)")
 	}
 	open, ok := openers[u.Scheme]
 	if ro, has := readOpeners[u.Scheme]; has && readOnly {
 		open = ro
 	}
 	if !ok {
-		return nil, usagef("writefence: store address: unknown scheme %q (want file, mem, s3, gs, valkey or valkeys)", escape.String(u.Scheme))
+		return nil, usagef("writefence: store address: unknown scheme %q (want one of %s)", escape.String(u.Scheme), strings.Join(slices.Sorted(maps.Keys(openers)), ", "))
 	}
 	s, err := open(ctx, u)
 	if err != nil {

@@ -401,3 +401,13 @@ func TestErrorAdvice(t *testing.T) {
 		}
 	})
 }
+
+// TestHelpStores: "help stores" lists the address of every store.
+func TestHelpStores(t *testing.T) {
+	r := wf(t, "help", "stores")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	for _, scheme := range []string{"file", "mem", "s3", "gs", "valkey", "valkeys", "dynamodb", "etcd", "etcds"} {
+		assert.Contains(t, r.stdout, scheme+"://", scheme)
+	}
+	assert.Contains(t, r.stdout, "credentials come from the environment only")
+}

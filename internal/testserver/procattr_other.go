@@ -1,6 +1,6 @@
 //go:build !linux
 
-package etcdepoch_test
+package testserver
 
 import "os/exec"
 
