@@ -3,6 +3,7 @@ package writefence
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -185,3 +186,19 @@ func (e *LeaseHeldError) Error() string {
 
 // Unwrap returns ErrLeaseHeld.
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
+
+// prefixed is err under a message that says where it happened: prefix,
+// then err's own message without its leading "writefence: ", so that an
+// error of the package wrapping another reads as one sentence rather than
+// "writefence: x: writefence: y".
+type prefixed struct {
+	prefix string
+	err    error
+}
+
+func (e *prefixed) Error() string {
+	return e.prefix + strings.TrimPrefix(e.err.Error(), "writefence: ")
+}
+
+// Unwrap returns the error it wraps.
+func (e *prefixed) Unwrap() error { return e.err }

@@ -64,6 +64,6 @@ func ExampleTermSource() {
 	// pod-a pushes at term 3: <nil>
 	// pod-b seals: <nil>
 	// pod-a's late push refused: true
-	// pod-a draws no epoch: writefence: epoch source: writefence: term source: term: pod-a does not hold the lease (pod-b does)
+	// pod-a draws no epoch: writefence: epoch source: term source: term: pod-a does not hold the lease (pod-b does)
 	// pod-b pushes at term 4: <nil>
 }
