@@ -112,8 +112,9 @@
 // the adapter refuses to serve. Every typed error matches one of them;
 // read its detail with errors.As: StaleEpochError, CorruptError,
 // WireError, InvalidArgumentError, OutcomeUnknownError, ProbeError,
-// LeaseHeldError, and StoreError, which every adapter returns for a failed
-// store operation ({Op, Key, Err}, as fs.PathError), its Err reaching both
+// LeaseHeldError, LeaseLostError, and StoreError, which every adapter
+// returns for a failed store operation ({Op, Key, Err}, as fs.PathError),
+// its Err reaching both
 // the sentinel and the client's own error. Messages are stable, lower case
 // and prefixed "writefence:"; stored bytes in them are escaped, so a
 // hostile value can neither forge a log line nor flood one.

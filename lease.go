@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,8 +36,8 @@ import (
 // A new holder's first act is to seal each shard it will write with one of
 // its epochs (Fence.Seal), so a deposed holder still pushing is refused at
 // once, not only after the new holder's first push. When a term's 2^32-1
-// epochs run out, Epoch moves the lease to the next term with a conditional
-// write, as a takeover by itself. Terms run out at 2^32-1.
+// epochs run out, Epoch moves the lease to the next term with a
+// conditional write, as a takeover by itself. Terms run out at 2^32-1.
 //
 // # Clocks
 //
@@ -55,18 +56,26 @@ import (
 //
 // # Use
 //
-// Set the fields, then Acquire; Renew well before TTL elapses; pass the
-// Lease to Fence.PushFrom as the EpochSource; Release when done. Holder
-// must be unique among the contenders. A Lease is safe for concurrent use;
-// its methods are serialized, so an Epoch waits for a Renew in flight. Set
-// the fields before the first call and do not copy a Lease after it.
+// Set the fields, then Acquire; seal each shard the holder will write with
+// an epoch from Epoch (Fence.Seal); Renew well before TTL elapses; pass
+// the Lease to Fence.PushFrom as the EpochSource; Release when done. When
+// the Lease finds the lease lost (the store shows a takeover, or no
+// record), every later call reports it as a *LeaseLostError naming the new
+// holder and term; a lease whose local expiry has passed, not known to be
+// taken over, as ErrLeaseExpired.
+//
+// Holder must be unique among the contenders. A Lease is safe for
+// concurrent use: its writes (acquisitions, renewals, releases) are
+// serialized, and Epoch never waits for one in flight. Set the fields
+// before the first call and do not copy a Lease after it.
 type Lease struct {
 	// Fence is where the lease record lives and how it is written: its
 	// Store, under its Prefix, at Prefix + "_lease/" + Name (escaped),
 	// through its engine. Required.
 	Fence *Fence
 
-	// Name names the lease, 1 to 256 bytes of any value.
+	// Name names the lease, 1 to 256 bytes of any value. Every error of
+	// the Lease names the lease by it.
 	Name string
 
 	// Holder names this contender in the record, 1 to 1024 bytes.
@@ -78,12 +87,19 @@ type Lease struct {
 	// Clock returns the current time; nil means time.Now.
 	Clock func() time.Time
 
-	mu      sync.Mutex // guards the fields below; held across the Lease's I/O
+	io sync.Mutex // serializes the Lease's writes of its record; taken before mu
+	mu sync.Mutex // guards the fields below; never held across I/O
+
 	held    bool
 	term    uint64
 	version string    // the store's version of the record this Lease wrote
 	expiry  time.Time // by Clock: when this Lease stops handing out epochs
 	seq     uint64    // the low half of the last epoch handed out
+
+	// gone is why the Lease does not hold the lease, once it held it: a
+	// *LeaseLostError, the damage that dropped it, or its release. Epoch,
+	// Renew and Release return it; nil before the first acquisition.
+	gone error
 }
 
 var _ EpochSource = (*Lease)(nil)
@@ -110,12 +126,20 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	l.io.Lock()
+	defer l.io.Unlock()
+	return l.acquire(ctx, key)
+}
+
+// acquire is Acquire. The caller holds io.
+func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.held {
-		err := l.rewrite(ctx, key, opLeaseRenew, l.term, false)
+	held, heldTerm := l.held, l.term
+	l.mu.Unlock()
+	if held {
+		err := l.rewrite(ctx, key, opLeaseRenew, heldTerm, false)
 		if err == nil {
-			return l.term, nil
+			return heldTerm, nil
 		}
 		if !errors.Is(err, ErrLeaseLost) {
 			return 0, err
@@ -146,7 +170,7 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 				return nil, false, &LeaseHeldError{Name: l.Name, Key: key, Holder: rec.holder, Term: rec.term, Expiry: time.Unix(0, rec.expiry)}
 			}
 			if rec.term >= maxLeaseTerm {
-				return nil, false, fmt.Errorf("writefence: lease %s: term %d is the last", esc(l.Name), rec.term)
+				return nil, false, l.errorf("term %d is the last", rec.term)
 			}
 			term = rec.term + 1
 		}
@@ -159,51 +183,66 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 		return [][]byte{out}, false, nil
 	}})
 	if err != nil {
-		return 0, err
+		return 0, l.wrap(opLeaseAcquire, err)
 	}
-	l.hold(term, res.version, expiry)
+	l.mu.Lock()
+	l.keep(term, res.version, expiry)
+	l.gone = nil
+	l.mu.Unlock()
 	return term, nil
 }
 
 // Renew extends the lease by TTL from now, keeping its term, with a write
-// conditioned on the version this Lease last wrote (no read first). If the store shows
-// another term (a takeover) or no record, the Lease drops the lease and
-// Renew returns an error matching ErrLeaseLost; so does a Lease that does
-// not hold the lease. Renew succeeds after the local expiry too, as long as
-// nobody took the lease over: the conditional write proves it. Any other
-// error leaves the lease held until its local expiry, so a retry may land.
+// conditioned on the version this Lease last wrote (no read first). If the
+// store shows another term (a takeover) or no record, the Lease drops the
+// lease and Renew returns a *LeaseLostError (ErrLeaseLost) naming the new
+// holder and term; a Lease that does not hold the lease returns why it
+// does not (ErrLeaseLost). Renew succeeds after the local expiry too, as
+// long as nobody took the lease over: the conditional write proves it. Any
+// other error leaves the lease held until its local expiry, so a retry may
+// land.
 func (l *Lease) Renew(ctx context.Context) error {
-	return l.rewriteHeld(ctx, opLeaseRenew, false)
-}
-
-// Release gives the lease up: a write conditioned on the version this
-// Lease last wrote marks the record expired, keeping its term, so the next
-// acquisition, by anyone, takes term + 1 at once. The Lease stops handing
-// out epochs whatever the outcome; after an error other than ErrLeaseLost
-// the record may still show the lease held until its expiry. A Lease that
-// does not hold the lease, or finds it taken over, returns an error
-// matching ErrLeaseLost.
-func (l *Lease) Release(ctx context.Context) error {
-	return l.rewriteHeld(ctx, opLeaseRelease, true)
-}
-
-// rewriteHeld renews or releases the held lease: a Lease that does not
-// hold it returns ErrLeaseLost without I/O. A release drops the lease
-// whatever the outcome.
-func (l *Lease) rewriteHeld(ctx context.Context, op string, release bool) error {
 	key, err := l.check()
 	if err != nil {
 		return err
 	}
+	l.io.Lock()
+	defer l.io.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return fmt.Errorf("writefence: %s %s: not held: %w", op, esc(l.Name), ErrLeaseLost)
+	held, term, gone := l.held, l.term, l.gone
+	l.mu.Unlock()
+	if !held {
+		return l.notHeld(gone)
 	}
-	err = l.rewrite(ctx, key, op, l.term, release)
-	if release {
-		l.drop()
+	return l.rewrite(ctx, key, opLeaseRenew, term, false)
+}
+
+// Release gives the lease up: a write conditioned on the version this
+// Lease last wrote marks the record expired, keeping its term, so the
+// next acquisition, by anyone, takes term + 1 at once. The Lease stops
+// handing out epochs whatever the outcome; after an error other than
+// ErrLeaseLost the record may still show the lease held until its expiry.
+// A Lease that does not hold the lease returns why it does not (a
+// *LeaseLostError when it was taken over), matching ErrLeaseLost.
+func (l *Lease) Release(ctx context.Context) error {
+	key, err := l.check()
+	if err != nil {
+		return err
 	}
+	l.io.Lock()
+	defer l.io.Unlock()
+	l.mu.Lock()
+	held, term, gone := l.held, l.term, l.gone
+	l.mu.Unlock()
+	if !held {
+		return l.notHeld(gone)
+	}
+	err = l.rewrite(ctx, key, opLeaseRelease, term, true)
+	l.mu.Lock()
+	if l.held {
+		l.drop(l.errorf("term %d: released: %w", term, ErrLeaseLost))
+	}
+	l.mu.Unlock()
 	return err
 }
 
@@ -211,58 +250,82 @@ func (l *Lease) rewriteHeld(ctx context.Context, op string, release bool) error 
 // term, term<<32 | n, greater than every epoch it returned before. plugin
 // and shard are not used: one lease gates every shard its holder writes.
 // It makes no I/O, except once per 2^32-1 epochs to move to the next term.
-// A Lease that does not hold the lease returns an error matching
-// ErrLeaseLost; one whose local expiry has passed, ErrLeaseExpired.
+// A Lease that lost the lease returns a *LeaseLostError naming the new
+// holder and term; one that does not hold it otherwise, an error matching
+// ErrLeaseLost; one whose local expiry has passed, with no takeover known,
+// an error matching ErrLeaseExpired.
 func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
+	for {
+		l.mu.Lock()
+		switch {
+		case !l.held:
+			err := l.notHeld(l.gone)
+			l.mu.Unlock()
+			return 0, err
+		case !l.now().Before(l.expiry):
+			err := l.expired(nil)
+			l.mu.Unlock()
+			return 0, err
+		case l.seq < maxLeaseSeq:
+			l.seq++
+			epoch := l.term<<leaseSeqBits | l.seq
+			l.mu.Unlock()
+			return epoch, nil
+		}
+		term := l.term
+		l.mu.Unlock()
+		if err := l.nextTerm(ctx, term); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// nextTerm moves the lease from term, whose epochs ran out, to the next.
+func (l *Lease) nextTerm(ctx context.Context, term uint64) error {
+	key, err := l.check()
+	if err != nil {
+		return err
+	}
+	l.io.Lock()
+	defer l.io.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return 0, fmt.Errorf("writefence: lease %s: not held: %w", esc(l.Name), ErrLeaseLost)
+	moved := !l.held || l.term != term || l.seq < maxLeaseSeq
+	l.mu.Unlock()
+	switch {
+	case moved:
+		return nil // another call moved it, or the lease ended: Epoch looks again
+	case term >= maxLeaseTerm:
+		return l.errorf("term %d is the last", term)
 	}
-	if !l.now().Before(l.expiry) {
-		return 0, fmt.Errorf("writefence: lease %s: term %d: expired at %s: %w",
-			esc(l.Name), l.term, l.expiry.UTC().Format(time.RFC3339Nano), ErrLeaseExpired)
-	}
-	if l.seq >= maxLeaseSeq {
-		key, err := l.check()
-		if err != nil {
-			return 0, err
-		}
-		if l.term >= maxLeaseTerm {
-			return 0, fmt.Errorf("writefence: lease %s: term %d is the last", esc(l.Name), l.term)
-		}
-		if err := l.rewrite(ctx, key, opLeaseRenew, l.term+1, false); err != nil {
-			return 0, err
-		}
-	}
-	l.seq++
-	return l.term<<leaseSeqBits | l.seq, nil
+	return l.rewrite(ctx, key, opLeaseRenew, term+1, false)
 }
 
 // rewrite writes this Lease's record at term (its own term, or the next one
 // when its epochs ran out) with a fresh expiry, or released, conditioned on
 // the version it last wrote. A record that shows another holder or term,
-// none, or damage drops the lease. The caller holds mu and the lease.
+// none, or damage drops the lease. The caller holds io, and the lease.
 func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, release bool) error {
+	l.mu.Lock()
+	heldTerm, version := l.term, l.version
+	l.mu.Unlock()
 	var (
 		expiry time.Time
 		out    []byte // the record the last attempt wrote
 	)
-	res, err := l.Fence.run(ctx, &change{op: op, key: key, writer: l.Holder, branded: true, cached: l.version, decide: func(s *snapshot) ([][]byte, bool, error) {
+	res, err := l.Fence.run(ctx, &change{op: op, key: key, writer: l.Holder, branded: true, cached: version, decide: func(s *snapshot) ([][]byte, bool, error) {
 		if !s.cached {
 			if s.found && out != nil && bytes.Equal(s.data, out) {
 				return nil, true, nil // an earlier attempt of this call landed
 			}
 			if !s.found {
-				return nil, false, fmt.Errorf("writefence: %s %s: term %d: the record is gone: %w", op, esc(l.Name), l.term, ErrLeaseLost)
+				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm}
 			}
 			rec, err := l.decode(key, s)
 			if err != nil {
 				return nil, false, err
 			}
-			if rec.term != l.term || rec.holder != l.Holder {
-				return nil, false, fmt.Errorf("writefence: %s %s: term %d: now held by %s at term %d: %w",
-					op, esc(l.Name), l.term, esc(rec.holder), rec.term, ErrLeaseLost)
+			if rec.term != heldTerm || rec.holder != l.Holder {
+				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm, Holder: rec.holder, NewTerm: rec.term}
 			}
 			// Our own term at another version: an earlier write of ours
 			// whose reply was lost. This attempt is conditioned on it.
@@ -278,14 +341,63 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 		out = encodeLease(l.Holder, term, stamp)
 		return [][]byte{out}, false, nil
 	}})
+	l.mu.Lock()
+	var lost *LeaseLostError
 	switch {
 	case err == nil:
-		l.hold(term, res.version, expiry)
-	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrCorrupt):
-		l.drop()
+		l.keep(term, res.version, expiry)
+	case errors.As(err, &lost):
+		l.drop(lost)
+	case errors.Is(err, ErrCorrupt):
+		l.drop(l.errorf("term %d: dropped, the record does not decode (%s): %w", heldTerm, trim(err), ErrLeaseLost))
 	}
-	return err
+	l.mu.Unlock()
+	return l.wrap(op, err)
 }
+
+// expired is the error of a lease whose local expiry has passed, with no
+// takeover known; failed, when not nil, is the last renewal's error. The
+// caller holds mu.
+func (l *Lease) expired(failed error) error {
+	last := ""
+	if failed != nil {
+		last = fmt.Sprintf(" (last renewal: %v)", trim(failed))
+	}
+	return l.errorf("term %d expired at %s by this holder's clock%s; no takeover seen, but one may follow: %w",
+		l.term, l.expiry.UTC().Format(time.RFC3339Nano), last, ErrLeaseExpired)
+}
+
+// notHeld is the error of a call that needs the lease held: why the Lease
+// does not hold it.
+func (l *Lease) notHeld(gone error) error {
+	if gone != nil {
+		return gone
+	}
+	return l.errorf("not held: %w", ErrLeaseLost)
+}
+
+// errorf returns an error of this Lease, which names it by its Name:
+// "writefence: lease <Name>: " and the message.
+func (l *Lease) errorf(format string, a ...any) error {
+	return &prefixed{prefix: "writefence: lease " + esc(l.Name) + ": ", err: fmt.Errorf(format, a...)}
+}
+
+// wrap names the lease in the error of one of its writes, op. The Lease's
+// own errors, which name it already, and a cancellation pass as they are.
+func (l *Lease) wrap(op string, err error) error {
+	switch err.(type) {
+	case nil, *LeaseLostError, *LeaseHeldError, *prefixed:
+		return err
+	}
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return err
+	}
+	return &prefixed{prefix: fmt.Sprintf("writefence: lease %s: %s: ", esc(l.Name), strings.TrimPrefix(op, "lease ")), err: err}
+}
+
+// trim returns err's message without its leading "writefence: ", for an
+// error quoted inside another.
+func trim(err error) string { return strings.TrimPrefix(err.Error(), "writefence: ") }
 
 // decode decodes the lease record s read at key; a damaged one is a
 // *CorruptError.
@@ -330,17 +442,20 @@ func inLeaseRange(t time.Time) bool {
 	return t.After(time.Unix(0, 0)) && !t.After(time.Unix(0, math.MaxInt64))
 }
 
-// hold records that this Lease holds term at version until expiry; a new
-// term starts its epochs afresh.
-func (l *Lease) hold(term uint64, version string, expiry time.Time) {
+// keep records that this Lease holds term at version until expiry; a new
+// term starts its epochs afresh. The caller holds mu.
+func (l *Lease) keep(term uint64, version string, expiry time.Time) {
 	if !l.held || term != l.term {
 		l.seq = 0
 	}
 	l.held, l.term, l.version, l.expiry = true, term, version, expiry
 }
 
-func (l *Lease) drop() {
+// drop records that this Lease no longer holds the lease, because of
+// gone. The caller holds mu.
+func (l *Lease) drop(gone error) {
 	l.held, l.term, l.version, l.expiry, l.seq = false, 0, "", time.Time{}, 0
+	l.gone = gone
 }
 
 func (l *Lease) now() time.Time {
