@@ -171,6 +171,11 @@ var (
 	// does if nobody took the lease over meanwhile. Once the Lease learns
 	// of a takeover it reports a *LeaseLostError instead.
 	ErrLeaseExpired = errors.New("writefence: lease expired")
+
+	// ErrTakeoverTimeout reports that Lease.Hold acquired the lease but
+	// could not seal every shard in time, before the term it took could
+	// expire; it released the lease. Back off and call Hold again.
+	ErrTakeoverTimeout = errors.New("writefence: takeover timed out")
 )
 
 // LeaseHeldError is the detail of an Acquire refused because another holder
@@ -194,9 +199,9 @@ func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 // LeaseLostError is the detail of a lease its Lease held and lost: the
 // store records another term (a takeover after the lease expired, by
 // another holder or a later Lease of the same one) or no record at all.
-// Whichever call of the Lease finds it (Renew, Acquire, Release), every
-// later Epoch, Renew and Release returns it, and so does Fence.PushFrom
-// through Epoch. It matches ErrLeaseLost.
+// Whichever call of the Lease finds it (a renewal in the background, Renew,
+// Acquire), every later Epoch, Renew and Release returns it, and so does
+// Fence.PushFrom through Epoch. It matches ErrLeaseLost.
 type LeaseLostError struct {
 	Name    string // the lease's name (Lease.Name)
 	Term    uint64 // the term the Lease held

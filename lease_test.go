@@ -551,7 +551,7 @@ func acquiredLease(t *testing.T, store ConditionalStore, holder string, clock fu
 }
 
 // holdTTL is the TTL of the tests that run in a synctest bubble, on the
-// bubble's clock.
+// bubble's clock: Hold renews every 3s and seals a takeover by 6.75s.
 const holdTTL = 9 * time.Second
 
 // holdLease returns a Lease of holder on f, on the real (or the bubble's)
@@ -577,24 +577,28 @@ func skewedLease(store ConditionalStore, holder string) *Lease {
 // store itself refuses the holder's push, naming the new holder's writer
 // and an epoch of its term.
 func TestLeaseLostReachesEveryCall(t *testing.T) {
-	for _, first := range []string{"Renew", "Acquire", "Release"} {
+	for _, first := range []string{"background renewal", "Renew", "Acquire", "Release"} {
 		t.Run(first, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
 				store := &MemStore{}
 				f := &Fence{Store: store}
 				a := holdLease(f, "a")
-				_, err := a.Acquire(ctx)
-				require.NoError(t, err)
-				e, err := a.Epoch(ctx, "wal", "0")
-				require.NoError(t, err)
-				require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
+				var held context.Context
+				if first == "background renewal" {
+					var err error
+					held, err = a.Hold(ctx, Shard{"wal", "0"})
+					require.NoError(t, err)
+				} else {
+					_, err := a.Acquire(ctx)
+					require.NoError(t, err)
+					e, err := a.Epoch(ctx, "wal", "0")
+					require.NoError(t, err)
+					require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
+				}
 				b := skewedLease(store, "b")
-				_, err = b.Acquire(ctx)
+				_, err := b.Hold(ctx, Shard{"wal", "0"})
 				require.NoError(t, err)
-				e, err = b.Epoch(ctx, "wal", "0")
-				require.NoError(t, err)
-				require.NoError(t, b.Fence.Seal(ctx, "wal", "0", "b", e))
 
 				// a has not read the lease record yet: the store refuses its push.
 				_, err = f.PushFrom(ctx, a, "wal", "0", "a", []byte("late"))
@@ -606,6 +610,9 @@ func TestLeaseLostReachesEveryCall(t *testing.T) {
 				want := LeaseLostError{Name: "leader", Term: 1, Holder: "b", NewTerm: 2}
 				var lost *LeaseLostError
 				switch first {
+				case "background renewal":
+					<-held.Done()
+					require.ErrorAs(t, context.Cause(held), &lost)
 				case "Renew":
 					require.ErrorAs(t, a.Renew(ctx), &lost)
 				case "Acquire":
