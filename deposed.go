@@ -9,10 +9,13 @@ import (
 // Deposed returns a context derived from ctx that is cancelled the moment
 // this Fence learns that its writer of (plugin, shard) is deposed: when a
 // Push, Update or Seal by f to that shard returns an error matching
-// ErrStaleEpoch. context.Cause of the returned context is then the
-// *StaleEpochError, naming the epoch and writer the store records. A
-// writer's pipeline ships under it and stops at once, rather than retrying
-// writes the store will keep refusing, whichever of its goroutines made the
+// ErrStaleEpoch, context.Cause of the returned context is then the
+// *StaleEpochError, naming the epoch and writer the store records; when a
+// Lease on f that gates the shard (it sealed it in Hold, or handed out an
+// epoch for it) finds the lease lost or expired, the cause is the Lease's
+// error, a *LeaseLostError or one matching ErrLeaseExpired. A writer's
+// pipeline ships under it and stops at once, rather than retrying writes
+// the store will keep refusing, whichever of its goroutines made the
 // refused write.
 //
 // Only a refusal after the call counts: Deposed does not look at the past,
@@ -51,9 +54,9 @@ func (f *Fence) Deposed(ctx context.Context, plugin, shard string) (deposed cont
 //
 // It is the seam through which anything that learns a writer is deposed
 // tells its pipelines: the engine calls depose on a stale refusal of a
-// shard's write (Fence.refused); a Lease that finds its lease lost can call
-// l.Fence.deposed.depose with the loss as the cause and a match of every
-// key it gates.
+// shard's write (Fence.refused); a Lease that finds its lease lost or
+// expired calls l.Fence.deposed.depose with that as the cause and a match
+// of every key it gates (Lease.endLocked).
 type deposition struct {
 	mu      sync.Mutex                  // guards waiting
 	waiting map[*deposedWaiter]struct{} // the contexts not yet ended

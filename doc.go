@@ -108,12 +108,13 @@
 // Test errors with errors.Is against the sentinels: ErrNotFound,
 // ErrConflict, ErrStaleEpoch, ErrWire, ErrCorrupt, ErrInvalidArgument,
 // ErrTooLarge, ErrOutcomeUnknown, ErrUntrustedStore, ErrLeaseHeld,
-// ErrLeaseLost, ErrLeaseExpired, and errors.ErrUnsupported for a store
-// the adapter refuses to serve. Every typed error matches one of them;
-// read its detail with errors.As: StaleEpochError, CorruptError,
-// WireError, InvalidArgumentError, OutcomeUnknownError, ProbeError,
-// LeaseHeldError, and StoreError, which every adapter returns for a failed
-// store operation ({Op, Key, Err}, as fs.PathError), its Err reaching both
+// ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout, and
+// errors.ErrUnsupported for a store the adapter refuses to serve. Every
+// typed error matches one of them; read its detail with errors.As:
+// StaleEpochError, CorruptError, WireError, InvalidArgumentError,
+// OutcomeUnknownError, ProbeError, LeaseHeldError, LeaseLostError, and
+// StoreError, which every adapter returns for a failed store operation
+// ({Op, Key, Err}, as fs.PathError), its Err reaching both
 // the sentinel and the client's own error. Messages are stable, lower case
 // and prefixed "writefence:"; stored bytes in them are escaped, so a
 // hostile value can neither forge a log line nor flood one.
@@ -166,7 +167,10 @@
 // on every change of holder; each epoch it hands out is term<<32 | n, so a
 // holder pushes many times per term and a new holder's epochs are above
 // every epoch of the old one. Fence.Seal lets a new holder raise a shard's
-// recorded epoch at once, fencing a zombie before its first data push.
+// recorded epoch at once, fencing a zombie before its first data push;
+// Lease.Hold takes the lease over, seals the shards within the term it
+// took, and renews the lease in the background, with a context that is
+// done the moment the lease is lost or expires.
 //
 // Probe proves on scratch keys that a store really refuses a second
 // create-only put and a stale update, through the methods a Fence uses on

@@ -33,14 +33,18 @@ func (s StaticEpochSource) Epoch(context.Context, string, string) (uint64, error
 
 // PushFrom asks src for the epoch of (plugin, shard) and pushes payload at
 // it, as Push does. It returns the epoch it used, so a caller can log what
-// it claimed; an error from src is returned wrapped and nothing is written.
+// it claimed; an error from src is returned wrapped, its detail reachable
+// with errors.As (a *LeaseLostError names the new holder and term), and
+// nothing is written. The wrapping adds "writefence: epoch source: " in
+// front of src's message without repeating the prefix src's own error
+// starts with.
 func (f *Fence) PushFrom(ctx context.Context, src EpochSource, plugin, shard, writer string, payload []byte) (uint64, error) {
 	if src == nil {
 		return 0, invalidArg("source", "EpochSource is nil")
 	}
 	epoch, err := src.Epoch(ctx, plugin, shard)
 	if err != nil {
-		return 0, fmt.Errorf("writefence: epoch source: %w", err)
+		return 0, &prefixed{prefix: "writefence: epoch source: ", err: err}
 	}
 	return epoch, f.Push(ctx, plugin, shard, writer, epoch, payload)
 }

@@ -3,6 +3,7 @@ package writefence
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -158,14 +159,23 @@ var (
 
 	// ErrLeaseLost reports that a Lease does not hold its lease: it never
 	// acquired it, released it, or the store shows another term (a takeover
-	// after the lease expired) or no record at all. Only Acquire can get it
-	// back, at a new term.
+	// after the lease expired) or no record at all, in which case the
+	// detail is a *LeaseLostError. Only Acquire can get it back, at a new
+	// term.
 	ErrLeaseLost = errors.New("writefence: lease lost")
 
 	// ErrLeaseExpired reports that the holder's own clock has passed the
-	// expiry of its last acquire or renewal. Epoch refuses until a Renew
-	// lands, which it does if nobody took the lease over meanwhile.
+	// expiry of its last acquire or renewal, and that, as far as this
+	// holder can tell, nobody has taken the lease over yet: a takeover may
+	// follow at any moment. Epoch refuses until a Renew lands, which it
+	// does if nobody took the lease over meanwhile. Once the Lease learns
+	// of a takeover it reports a *LeaseLostError instead.
 	ErrLeaseExpired = errors.New("writefence: lease expired")
+
+	// ErrTakeoverTimeout reports that Lease.Hold acquired the lease but
+	// could not seal every shard in time, before the term it took could
+	// expire; it released the lease. Back off and call Hold again.
+	ErrTakeoverTimeout = errors.New("writefence: takeover timed out")
 )
 
 // LeaseHeldError is the detail of an Acquire refused because another holder
@@ -185,3 +195,43 @@ func (e *LeaseHeldError) Error() string {
 
 // Unwrap returns ErrLeaseHeld.
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
+
+// LeaseLostError is the detail of a lease its Lease held and lost: the
+// store records another term (a takeover after the lease expired, by
+// another holder or a later Lease of the same one) or no record at all.
+// Whichever call of the Lease finds it (a renewal in the background, Renew,
+// Acquire), every later Epoch, Renew and Release returns it, and so does
+// Fence.PushFrom through Epoch. It matches ErrLeaseLost.
+type LeaseLostError struct {
+	Name    string // the lease's name (Lease.Name)
+	Term    uint64 // the term the Lease held
+	Holder  string // the holder the record names now, raw; Error escapes it. Empty when the record is gone
+	NewTerm uint64 // the record's term now; 0 when the record is gone
+}
+
+func (e *LeaseLostError) Error() string {
+	if e.NewTerm == 0 {
+		return fmt.Sprintf("writefence: lease %s: term %d: the record is gone: %v", esc(e.Name), e.Term, ErrLeaseLost)
+	}
+	return fmt.Sprintf("writefence: lease %s: term %d: taken over by %s at term %d: %v",
+		esc(e.Name), e.Term, esc(e.Holder), e.NewTerm, ErrLeaseLost)
+}
+
+// Unwrap returns ErrLeaseLost.
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
+
+// prefixed is err under a message that says where it happened: prefix,
+// then err's own message without its leading "writefence: ", so that an
+// error of the package wrapping another reads as one sentence rather than
+// "writefence: x: writefence: y".
+type prefixed struct {
+	prefix string
+	err    error
+}
+
+func (e *prefixed) Error() string {
+	return e.prefix + strings.TrimPrefix(e.err.Error(), "writefence: ")
+}
+
+// Unwrap returns the error it wraps.
+func (e *prefixed) Unwrap() error { return e.err }

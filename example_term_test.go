@@ -64,6 +64,6 @@ func ExampleTermSource() {
 	// pod-a pushes at term 3: <nil>
 	// pod-b seals: <nil>
 	// pod-a's late push refused: true
-	// pod-a draws no epoch: writefence: epoch source: writefence: term source of pod-a at term 3: the term function failed: pod-a does not hold the lease (pod-b does): writefence: term ended
+	// pod-a draws no epoch: writefence: epoch source: term source of pod-a at term 3: the term function failed: pod-a does not hold the lease (pod-b does): writefence: term ended
 	// pod-b pushes at term 4: <nil>
 }

@@ -200,6 +200,6 @@ func ExampleLease() {
 	// node-b: writefence: lease wal/0 held by node-a at term 1 until 2030-01-01T00:00:12Z
 	// node-b holds term 2
 	// node-a late push refused: true
-	// node-a renew: writefence: lease renew wal/0: term 1: now held by node-b at term 2: writefence: lease lost
+	// node-a renew: writefence: lease wal/0: term 1: taken over by node-b at term 2: writefence: lease lost
 	// recorded: term 2 by node-b: segment 3
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,10 +34,10 @@ import (
 // call from 1: every epoch a holder draws is greater than the last, and
 // every epoch of a later term is greater than every epoch of an earlier one.
 // A new holder's first act is to seal each shard it will write with one of
-// its epochs (Fence.Seal), so a deposed holder still pushing is refused at
-// once, not only after the new holder's first push. When a term's 2^32-1
-// epochs run out, Epoch moves the lease to the next term with a conditional
-// write, as a takeover by itself. Terms run out at 2^32-1.
+// its epochs (Fence.Seal; Hold does it), so a deposed holder still pushing
+// is refused at once, not only after the new holder's first push. When a
+// term's 2^32-1 epochs run out, Epoch moves the lease to the next term with
+// a conditional write, as a takeover by itself. Terms run out at 2^32-1.
 //
 // # Clocks
 //
@@ -55,18 +56,41 @@ import (
 //
 // # Use
 //
-// Set the fields, then Acquire; Renew well before TTL elapses; pass the
-// Lease to Fence.PushFrom as the EpochSource; Release when done. Holder
-// must be unique among the contenders. A Lease is safe for concurrent use;
-// its methods are serialized, so an Epoch waits for a Renew in flight. Set
-// the fields before the first call and do not copy a Lease after it.
+// Most holders call Hold: it takes the lease over, seals the shards the
+// holder will write within the term it took, and keeps the lease renewed
+// in the background; it returns a context to ship under, done the moment
+// the lease is lost, expires or is released, with context.Cause saying
+// which. Pass the Lease to Fence.PushFrom as the EpochSource, with the
+// Lease's Holder as the writer, and call Release when done.
+//
+// A holder that wants to decide when the lease's writes happen calls
+// Acquire instead, seals each shard with an epoch from Epoch, and calls
+// Renew well before TTL elapses: nothing then runs in the background.
+// Renew and Acquire stay available under Hold too. Self-renewal is a
+// method of its own rather than a setting so that a Lease starts no
+// goroutine unless asked to, and the context that tracks the lease comes
+// from the call that starts tracking it.
+//
+// Either way, when the Lease finds the lease lost (the store shows a
+// takeover, or no record) or its local clock passes the expiry, it cancels
+// every Deposed context of its Fence for the shards it sealed in Hold or
+// handed out epochs for, with the same cause, so every pipeline writing
+// under the lease stops at once. A lost lease is reported by every later
+// call as a *LeaseLostError naming the new holder and term; an expired
+// one, not known to be taken over, as ErrLeaseExpired.
+//
+// Holder must be unique among the contenders. A Lease is safe for
+// concurrent use: its writes (acquisitions, renewals, releases) are
+// serialized, and Epoch never waits for one in flight. Set the fields
+// before the first call and do not copy a Lease after it.
 type Lease struct {
 	// Fence is where the lease record lives and how it is written: its
 	// Store, under its Prefix, at Prefix + "_lease/" + Name (escaped),
 	// through its engine. Required.
 	Fence *Fence
 
-	// Name names the lease, 1 to 256 bytes of any value.
+	// Name names the lease, 1 to 256 bytes of any value. Every error of
+	// the Lease names the lease by it.
 	Name string
 
 	// Holder names this contender in the record, 1 to 1024 bytes.
@@ -75,15 +99,38 @@ type Lease struct {
 	// TTL is how long an acquisition or a renewal lasts. Required, positive.
 	TTL time.Duration
 
-	// Clock returns the current time; nil means time.Now.
+	// Clock returns the current time; nil means time.Now. It decides
+	// expiry; Hold's renewals are paced by the runtime's timers.
 	Clock func() time.Time
 
-	mu      sync.Mutex // guards the fields below; held across the Lease's I/O
+	io sync.Mutex // serializes the Lease's writes of its record; taken before mu
+	mu sync.Mutex // guards the fields below; never held across I/O
+
 	held    bool
 	term    uint64
 	version string    // the store's version of the record this Lease wrote
 	expiry  time.Time // by Clock: when this Lease stops handing out epochs
 	seq     uint64    // the low half of the last epoch handed out
+
+	// gone is why the Lease does not hold the lease, once it held it: a
+	// *LeaseLostError, the damage that dropped it, or its release. Epoch,
+	// Renew and Release return it; nil before the first acquisition.
+	gone error
+
+	// gated holds the shard keys this Lease sealed or handed out epochs
+	// for while it held the lease: whose Deposed contexts it cancels when
+	// the lease is lost or expires.
+	gated map[string]struct{}
+
+	// hold is the Hold in force; nil when none is.
+	hold *holding
+}
+
+// holding is one Hold: the context it handed out and its renewer.
+type holding struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed when the renewer has returned
 }
 
 var _ EpochSource = (*Lease)(nil)
@@ -96,6 +143,216 @@ const (
 	maxLeaseSeq  = 1<<leaseSeqBits - 1
 )
 
+// Shard names one shard of a plugin, as Fence.Push takes them: what Hold
+// seals.
+type Shard struct {
+	Plugin, Shard string
+}
+
+// Hold takes the lease, seals each of shards within the term it took, and
+// keeps the lease renewed in the background until Release or until ctx
+// ends. It returns a context derived from ctx to ship under: it is done
+// the moment the lease is lost (context.Cause is then a *LeaseLostError
+// naming the new holder and term), expires by this Lease's clock because
+// renewals could not land (an error matching ErrLeaseExpired), is released
+// (one matching ErrLeaseLost), or ctx ends (ctx's cause). A lost or
+// expired lease also cancels the Deposed contexts of every shard it gates
+// (see Lease).
+//
+// Hold acquires as Acquire does, and the renewer starts at once, before
+// any seal: it renews every TTL/3, measured from the start of the previous
+// renewal (or of the acquisition), whether that landed or not, each
+// renewal bounded by the lease's expiry; so two renewals in a row may fail
+// before the lease expires. Then, for each of shards in order, Hold draws
+// an epoch and seals the shard (Fence.Seal) as Holder. The acquisition
+// must land within TTL - TTL/4 of its start, and every seal by TTL/4
+// before the acquired term expires by this Lease's clock, whatever the
+// renewals did meanwhile: so when Hold returns, every deposed holder's
+// writes to those shards are refused, and the term has a quarter of its
+// TTL left at least.
+//
+// A takeover that does not finish in time gives up: Hold releases the
+// lease (the next contender, the previous holder included, then takes it
+// at once at a higher term, rather than everyone waiting for the TTL) and
+// returns an error matching ErrTakeoverTimeout that names the shard and
+// the deadline. A seal refused or failed is given up the same way, with
+// the seal's error, and so is a takeover whose lease is lost or expires
+// while it seals (the error is then the loss or the expiry). A takeover
+// given up leaves this Lease holding nothing and handing out no epochs, so
+// it never believes it holds a lease that a previous holder may still be
+// writing under: back off (for a fraction of the TTL) and call Hold
+// again. If the release itself fails, or an acquisition that ran out of
+// time may have landed, the record may name this holder until its expiry;
+// a later Hold of this holder takes it over at once. ErrLeaseHeld (another
+// holder holds the lease) and a cancellation of ctx are returned as they
+// are; ErrCorrupt, ErrWire and ErrInvalidArgument are final.
+//
+// Hold on a Lease whose previous Hold is still in force returns an error;
+// so does an invalid shard name, before any I/O.
+func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, error) {
+	key, err := l.check()
+	if err != nil {
+		return nil, err
+	}
+	sealed := make([]string, len(shards))
+	for i, s := range shards {
+		if sealed[i], err = l.Fence.key(s.Plugin, s.Shard); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	l.io.Lock()
+	l.mu.Lock()
+	inForce := l.hold != nil && l.hold.ctx.Err() == nil
+	l.mu.Unlock()
+	if inForce {
+		l.io.Unlock()
+		return nil, l.errorf("Hold called while a Hold of this Lease is in force")
+	}
+	actx, cancel := context.WithTimeout(ctx, l.TTL-l.margin())
+	term, err := l.acquire(actx, key)
+	late := ctx.Err() == nil && actx.Err() != nil
+	cancel()
+	if err != nil {
+		l.io.Unlock()
+		if late {
+			return nil, l.errorf("takeover given up: the acquisition did not land within %v of its start, a quarter TTL before its term would expire (%s): %w",
+				l.TTL-l.margin(), trim(err), ErrTakeoverTimeout)
+		}
+		return nil, err
+	}
+
+	h := &holding{done: make(chan struct{})}
+	h.ctx, h.cancel = context.WithCancelCause(ctx)
+	l.mu.Lock()
+	l.hold = h
+	for _, k := range sealed {
+		l.gateKey(k)
+	}
+	sealBy := l.expiry.Add(-l.margin())
+	l.mu.Unlock()
+	l.io.Unlock()
+	go l.renewer(h, key, start)
+
+	for i, s := range shards {
+		epoch, err := l.Epoch(h.ctx, s.Plugin, s.Shard)
+		if err != nil {
+			return nil, l.giveUp(ctx, h, term, sealed[i], sealBy, err, false)
+		}
+		sctx, cancel := context.WithDeadline(h.ctx, time.Now().Add(sealBy.Sub(l.now())))
+		err = l.Fence.Seal(sctx, s.Plugin, s.Shard, l.Holder, epoch)
+		late := err != nil && sctx.Err() != nil && h.ctx.Err() == nil
+		cancel()
+		if err != nil {
+			return nil, l.giveUp(ctx, h, term, sealed[i], sealBy, err, late)
+		}
+	}
+	return h.ctx, nil
+}
+
+// giveUp ends a takeover whose seal of key failed with err (late: it ran
+// out of time): it ends the hold, releases the lease if it still holds
+// it, and returns what happened.
+func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string, sealBy time.Time, err error, late bool) error {
+	ended, cause := h.ctx.Err() != nil, context.Cause(h.ctx)
+	l.stopHold(h, err)
+
+	// A release bounded by the term: one that lands after it is refused as
+	// lost, which changes nothing.
+	l.mu.Lock()
+	held, expiry := l.held, l.expiry
+	l.mu.Unlock()
+	released := "lease released"
+	if held {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(expiry.Sub(l.now()), l.margin()))
+		if rerr := l.Release(rctx); rerr != nil {
+			released = fmt.Sprintf("release failed (%s), the term lapses at %s", trim(rerr), expiry.UTC().Format(time.RFC3339Nano))
+		}
+		cancel()
+	}
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case ended:
+		return cause // lost, expired or released before the seal failed
+	case late:
+		return l.errorf("takeover at term %d given up, %s: seal of %s not done by %s, a quarter TTL before the term expires: %w",
+			term, released, esc(key), sealBy.UTC().Format(time.RFC3339Nano), ErrTakeoverTimeout)
+	}
+	return &prefixed{prefix: fmt.Sprintf("writefence: lease %s: takeover at term %d given up, %s: ", esc(l.Name), term, released), err: err}
+}
+
+// margin is how long before a term's expiry a takeover must be done.
+func (l *Lease) margin() time.Duration { return l.TTL / 4 }
+
+// renewer renews the lease of hold h every TTL/3 from start until h ends,
+// and ends it when the lease expires by Clock.
+func (l *Lease) renewer(h *holding, key string, last time.Time) {
+	defer close(h.done)
+	defer func() {
+		l.mu.Lock()
+		if l.hold == h {
+			l.hold = nil
+		}
+		l.mu.Unlock()
+	}()
+	var failed error // the last renewal's error, until one lands
+	for {
+		l.mu.Lock()
+		if l.hold != h || !l.held || h.ctx.Err() != nil {
+			l.mu.Unlock()
+			return
+		}
+		left := l.expiry.Sub(l.now())
+		if left <= 0 {
+			end := l.endLocked(l.expired(failed), false)
+			l.mu.Unlock()
+			end()
+			return
+		}
+		l.mu.Unlock()
+		if wait := min(time.Until(last.Add(l.TTL/3)), left); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-h.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue // expired, or time to renew
+		}
+		last = time.Now()
+		rctx, cancel := context.WithTimeout(h.ctx, left)
+		failed = l.renewFor(rctx, h, key)
+		cancel()
+	}
+}
+
+// renewFor renews the lease for hold h, unless h ended meanwhile.
+func (l *Lease) renewFor(ctx context.Context, h *holding, key string) error {
+	l.io.Lock()
+	defer l.io.Unlock()
+	l.mu.Lock()
+	mine, term := l.hold == h && l.held, l.term
+	l.mu.Unlock()
+	if !mine || ctx.Err() != nil {
+		return nil
+	}
+	return l.rewrite(ctx, key, opLeaseRenew, term, false)
+}
+
+// stopHold ends hold h with cause, if it is still in force, and waits for
+// its renewer to return. The caller holds neither io nor mu.
+func (l *Lease) stopHold(h *holding, cause error) {
+	l.mu.Lock()
+	if l.hold == h {
+		l.hold = nil
+	}
+	l.mu.Unlock()
+	h.cancel(cause)
+	<-h.done
+}
+
 // Acquire takes the lease and returns its term. A Lease that holds it
 // renews instead and keeps its term. Otherwise it reads the record and:
 // absent, it creates it at term 1 (create-only); expired, released, or
@@ -104,18 +361,27 @@ const (
 // holder and unexpired by this Lease's clock, it returns a *LeaseHeldError
 // (ErrLeaseHeld). A lost race reads again, as the Fence's retries allow.
 // A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
-// never overwritten.
+// never overwritten. Acquire starts nothing in the background: renew with
+// Renew, or use Hold.
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	key, err := l.check()
 	if err != nil {
 		return 0, err
 	}
+	l.io.Lock()
+	defer l.io.Unlock()
+	return l.acquire(ctx, key)
+}
+
+// acquire is Acquire. The caller holds io.
+func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.held {
-		err := l.rewrite(ctx, key, opLeaseRenew, l.term, false)
+	held, heldTerm := l.held, l.term
+	l.mu.Unlock()
+	if held {
+		err := l.rewrite(ctx, key, opLeaseRenew, heldTerm, false)
 		if err == nil {
-			return l.term, nil
+			return heldTerm, nil
 		}
 		if !errors.Is(err, ErrLeaseLost) {
 			return 0, err
@@ -146,7 +412,7 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 				return nil, false, &LeaseHeldError{Name: l.Name, Key: key, Holder: rec.holder, Term: rec.term, Expiry: time.Unix(0, rec.expiry)}
 			}
 			if rec.term >= maxLeaseTerm {
-				return nil, false, fmt.Errorf("writefence: lease %s: term %d is the last", esc(l.Name), rec.term)
+				return nil, false, l.errorf("term %d is the last", rec.term)
 			}
 			term = rec.term + 1
 		}
@@ -159,110 +425,166 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 		return [][]byte{out}, false, nil
 	}})
 	if err != nil {
-		return 0, err
+		return 0, l.wrap(opLeaseAcquire, err)
 	}
-	l.hold(term, res.version, expiry)
+	l.mu.Lock()
+	l.keep(term, res.version, expiry)
+	l.gone = nil
+	l.mu.Unlock()
 	return term, nil
 }
 
 // Renew extends the lease by TTL from now, keeping its term, with a write
-// conditioned on the version this Lease last wrote (no read first). If the store shows
-// another term (a takeover) or no record, the Lease drops the lease and
-// Renew returns an error matching ErrLeaseLost; so does a Lease that does
-// not hold the lease. Renew succeeds after the local expiry too, as long as
-// nobody took the lease over: the conditional write proves it. Any other
-// error leaves the lease held until its local expiry, so a retry may land.
+// conditioned on the version this Lease last wrote (no read first). If the
+// store shows another term (a takeover) or no record, the Lease drops the
+// lease and Renew returns a *LeaseLostError (ErrLeaseLost) naming the new
+// holder and term; a Lease that does not hold the lease returns why it
+// does not (ErrLeaseLost). Renew succeeds after the local expiry too, as
+// long as nobody took the lease over: the conditional write proves it. Any
+// other error leaves the lease held until its local expiry, so a retry may
+// land.
 func (l *Lease) Renew(ctx context.Context) error {
-	return l.rewriteHeld(ctx, opLeaseRenew, false)
+	key, err := l.check()
+	if err != nil {
+		return err
+	}
+	l.io.Lock()
+	defer l.io.Unlock()
+	l.mu.Lock()
+	held, term, gone := l.held, l.term, l.gone
+	l.mu.Unlock()
+	if !held {
+		return l.notHeld(gone)
+	}
+	return l.rewrite(ctx, key, opLeaseRenew, term, false)
 }
 
-// Release gives the lease up: a write conditioned on the version this
-// Lease last wrote marks the record expired, keeping its term, so the next
-// acquisition, by anyone, takes term + 1 at once. The Lease stops handing
-// out epochs whatever the outcome; after an error other than ErrLeaseLost
-// the record may still show the lease held until its expiry. A Lease that
-// does not hold the lease, or finds it taken over, returns an error
-// matching ErrLeaseLost.
+// Release gives the lease up: it ends the Hold in force, if any (its
+// context, and every context derived from it, is done with an error
+// matching ErrLeaseLost; no other Deposed context is cancelled, as giving
+// the lease up deposes nobody), and a write conditioned on the version
+// this Lease last wrote marks the record expired, keeping its term, so the
+// next acquisition, by anyone, takes term + 1 at once. The Lease stops
+// handing out epochs whatever the outcome; after an error other than
+// ErrLeaseLost the record may still show the lease held until its expiry.
+// A Lease that does not hold the lease returns why it does not (a
+// *LeaseLostError when it was taken over), matching ErrLeaseLost.
 func (l *Lease) Release(ctx context.Context) error {
-	return l.rewriteHeld(ctx, opLeaseRelease, true)
-}
-
-// rewriteHeld renews or releases the held lease: a Lease that does not
-// hold it returns ErrLeaseLost without I/O. A release drops the lease
-// whatever the outcome.
-func (l *Lease) rewriteHeld(ctx context.Context, op string, release bool) error {
 	key, err := l.check()
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return fmt.Errorf("writefence: %s %s: not held: %w", op, esc(l.Name), ErrLeaseLost)
+	h, released := l.hold, l.errorf("term %d: released: %w", l.term, ErrLeaseLost)
+	l.mu.Unlock()
+	if h != nil {
+		l.stopHold(h, released)
 	}
-	err = l.rewrite(ctx, key, op, l.term, release)
-	if release {
-		l.drop()
+	l.io.Lock()
+	defer l.io.Unlock()
+	l.mu.Lock()
+	held, term, gone := l.held, l.term, l.gone
+	l.mu.Unlock()
+	if !held {
+		return l.notHeld(gone)
 	}
+	err = l.rewrite(ctx, key, opLeaseRelease, term, true)
+	l.mu.Lock()
+	if l.held {
+		l.drop(l.errorf("term %d: released: %w", term, ErrLeaseLost))
+	}
+	l.mu.Unlock()
 	return err
 }
 
 // Epoch implements EpochSource: it returns a new push epoch of the held
-// term, term<<32 | n, greater than every epoch it returned before. plugin
-// and shard are not used: one lease gates every shard its holder writes.
-// It makes no I/O, except once per 2^32-1 epochs to move to the next term.
-// A Lease that does not hold the lease returns an error matching
-// ErrLeaseLost; one whose local expiry has passed, ErrLeaseExpired.
+// term, term<<32 | n, greater than every epoch it returned before. One
+// lease gates every shard its holder writes; plugin and shard name the
+// shard whose Deposed contexts are cancelled when the lease is lost or
+// expires. It makes no I/O, except once per 2^32-1 epochs to move to the
+// next term. A Lease that lost the lease returns a *LeaseLostError naming
+// the new holder and term; one that does not hold it otherwise, an error
+// matching ErrLeaseLost; one whose local expiry has passed, with no
+// takeover known, an error matching ErrLeaseExpired, which also ends the
+// Hold in force and cancels the Deposed contexts of the shards it gates.
 func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
+	for {
+		l.mu.Lock()
+		switch {
+		case !l.held:
+			err := l.notHeld(l.gone)
+			l.mu.Unlock()
+			return 0, err
+		case !l.now().Before(l.expiry):
+			err := l.expired(nil)
+			end := l.endLocked(err, false)
+			l.mu.Unlock()
+			end()
+			return 0, err
+		case l.seq < maxLeaseSeq:
+			l.seq++
+			epoch := l.term<<leaseSeqBits | l.seq
+			if key, err := l.Fence.key(plugin, shard); err == nil {
+				l.gateKey(key)
+			}
+			l.mu.Unlock()
+			return epoch, nil
+		}
+		term := l.term
+		l.mu.Unlock()
+		if err := l.nextTerm(ctx, term); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// nextTerm moves the lease from term, whose epochs ran out, to the next.
+func (l *Lease) nextTerm(ctx context.Context, term uint64) error {
+	key, err := l.check()
+	if err != nil {
+		return err
+	}
+	l.io.Lock()
+	defer l.io.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return 0, fmt.Errorf("writefence: lease %s: not held: %w", esc(l.Name), ErrLeaseLost)
+	moved := !l.held || l.term != term || l.seq < maxLeaseSeq
+	l.mu.Unlock()
+	switch {
+	case moved:
+		return nil // another call moved it, or the lease ended: Epoch looks again
+	case term >= maxLeaseTerm:
+		return l.errorf("term %d is the last", term)
 	}
-	if !l.now().Before(l.expiry) {
-		return 0, fmt.Errorf("writefence: lease %s: term %d: expired at %s: %w",
-			esc(l.Name), l.term, l.expiry.UTC().Format(time.RFC3339Nano), ErrLeaseExpired)
-	}
-	if l.seq >= maxLeaseSeq {
-		key, err := l.check()
-		if err != nil {
-			return 0, err
-		}
-		if l.term >= maxLeaseTerm {
-			return 0, fmt.Errorf("writefence: lease %s: term %d is the last", esc(l.Name), l.term)
-		}
-		if err := l.rewrite(ctx, key, opLeaseRenew, l.term+1, false); err != nil {
-			return 0, err
-		}
-	}
-	l.seq++
-	return l.term<<leaseSeqBits | l.seq, nil
+	return l.rewrite(ctx, key, opLeaseRenew, term+1, false)
 }
 
 // rewrite writes this Lease's record at term (its own term, or the next one
 // when its epochs ran out) with a fresh expiry, or released, conditioned on
 // the version it last wrote. A record that shows another holder or term,
-// none, or damage drops the lease. The caller holds mu and the lease.
+// none, or damage drops the lease and ends what it gates. The caller holds
+// io, and the lease.
 func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, release bool) error {
+	l.mu.Lock()
+	heldTerm, version := l.term, l.version
+	l.mu.Unlock()
 	var (
 		expiry time.Time
 		out    []byte // the record the last attempt wrote
 	)
-	res, err := l.Fence.run(ctx, &change{op: op, key: key, writer: l.Holder, branded: true, cached: l.version, decide: func(s *snapshot) ([][]byte, bool, error) {
+	res, err := l.Fence.run(ctx, &change{op: op, key: key, writer: l.Holder, branded: true, cached: version, decide: func(s *snapshot) ([][]byte, bool, error) {
 		if !s.cached {
 			if s.found && out != nil && bytes.Equal(s.data, out) {
 				return nil, true, nil // an earlier attempt of this call landed
 			}
 			if !s.found {
-				return nil, false, fmt.Errorf("writefence: %s %s: term %d: the record is gone: %w", op, esc(l.Name), l.term, ErrLeaseLost)
+				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm}
 			}
 			rec, err := l.decode(key, s)
 			if err != nil {
 				return nil, false, err
 			}
-			if rec.term != l.term || rec.holder != l.Holder {
-				return nil, false, fmt.Errorf("writefence: %s %s: term %d: now held by %s at term %d: %w",
-					op, esc(l.Name), l.term, esc(rec.holder), rec.term, ErrLeaseLost)
+			if rec.term != heldTerm || rec.holder != l.Holder {
+				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm, Holder: rec.holder, NewTerm: rec.term}
 			}
 			// Our own term at another version: an earlier write of ours
 			// whose reply was lost. This attempt is conditioned on it.
@@ -278,14 +600,100 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 		out = encodeLease(l.Holder, term, stamp)
 		return [][]byte{out}, false, nil
 	}})
+	end := func() {}
+	l.mu.Lock()
+	var lost *LeaseLostError
 	switch {
 	case err == nil:
-		l.hold(term, res.version, expiry)
-	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrCorrupt):
-		l.drop()
+		l.keep(term, res.version, expiry)
+	case errors.As(err, &lost):
+		end = l.endLocked(lost, true)
+	case errors.Is(err, ErrCorrupt):
+		end = l.endLocked(l.errorf("term %d: dropped, the record does not decode (%s): %w", heldTerm, trim(err), ErrLeaseLost), true)
 	}
-	return err
+	l.mu.Unlock()
+	end()
+	return l.wrap(op, err)
 }
+
+// endLocked ends this Lease's tenure of the lease for cause: it ends the
+// Hold in force and cancels, with cause, the Deposed contexts of l.Fence
+// for every shard the Lease gates. With drop (a loss, damage) it also
+// drops the lease, which only an acquisition takes again; without (an
+// expiry) the lease stays held, as a Renew may still land. The caller
+// holds mu and runs the returned func once it has released mu: a
+// cancellation runs the context's AfterFuncs.
+func (l *Lease) endLocked(cause error, drop bool) func() {
+	h := l.hold
+	l.hold = nil
+	gated := l.gated
+	if drop {
+		l.drop(cause)
+	}
+	// The Deposed contexts first: whoever sees the Hold's context done
+	// finds them cancelled too.
+	return func() {
+		if len(gated) > 0 {
+			l.Fence.deposed.depose(cause, func(key string) bool { _, ok := gated[key]; return ok })
+		}
+		if h != nil {
+			h.cancel(cause)
+		}
+	}
+}
+
+// gateKey records that the Lease gates the shard at key. The caller holds
+// mu.
+func (l *Lease) gateKey(key string) {
+	if l.gated == nil {
+		l.gated = make(map[string]struct{})
+	}
+	l.gated[key] = struct{}{}
+}
+
+// expired is the error of a lease whose local expiry has passed, with no
+// takeover known; failed, when not nil, is the last renewal's error. The
+// caller holds mu.
+func (l *Lease) expired(failed error) error {
+	last := ""
+	if failed != nil {
+		last = fmt.Sprintf(" (last renewal: %v)", trim(failed))
+	}
+	return l.errorf("term %d expired at %s by this holder's clock%s; no takeover seen, but one may follow: %w",
+		l.term, l.expiry.UTC().Format(time.RFC3339Nano), last, ErrLeaseExpired)
+}
+
+// notHeld is the error of a call that needs the lease held: why the Lease
+// does not hold it.
+func (l *Lease) notHeld(gone error) error {
+	if gone != nil {
+		return gone
+	}
+	return l.errorf("not held: %w", ErrLeaseLost)
+}
+
+// errorf returns an error of this Lease, which names it by its Name:
+// "writefence: lease <Name>: " and the message.
+func (l *Lease) errorf(format string, a ...any) error {
+	return &prefixed{prefix: "writefence: lease " + esc(l.Name) + ": ", err: fmt.Errorf(format, a...)}
+}
+
+// wrap names the lease in the error of one of its writes, op. The Lease's
+// own errors, which name it already, and a cancellation pass as they are.
+func (l *Lease) wrap(op string, err error) error {
+	switch err.(type) {
+	case nil, *LeaseLostError, *LeaseHeldError, *prefixed:
+		return err
+	}
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return err
+	}
+	return &prefixed{prefix: fmt.Sprintf("writefence: lease %s: %s: ", esc(l.Name), strings.TrimPrefix(op, "lease ")), err: err}
+}
+
+// trim returns err's message without its leading "writefence: ", for an
+// error quoted inside another.
+func trim(err error) string { return strings.TrimPrefix(err.Error(), "writefence: ") }
 
 // decode decodes the lease record s read at key; a damaged one is a
 // *CorruptError.
@@ -330,17 +738,20 @@ func inLeaseRange(t time.Time) bool {
 	return t.After(time.Unix(0, 0)) && !t.After(time.Unix(0, math.MaxInt64))
 }
 
-// hold records that this Lease holds term at version until expiry; a new
-// term starts its epochs afresh.
-func (l *Lease) hold(term uint64, version string, expiry time.Time) {
+// keep records that this Lease holds term at version until expiry; a new
+// term starts its epochs afresh. The caller holds mu.
+func (l *Lease) keep(term uint64, version string, expiry time.Time) {
 	if !l.held || term != l.term {
 		l.seq = 0
 	}
 	l.held, l.term, l.version, l.expiry = true, term, version, expiry
 }
 
-func (l *Lease) drop() {
+// drop records that this Lease no longer holds the lease, because of
+// gone. The caller holds mu.
+func (l *Lease) drop(gone error) {
 	l.held, l.term, l.version, l.expiry, l.seq = false, 0, "", time.Time{}, 0
+	l.gone, l.gated = gone, nil
 }
 
 func (l *Lease) now() time.Time {

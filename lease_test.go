@@ -11,11 +11,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
@@ -165,7 +167,7 @@ func TestLeaseTakeover(t *testing.T) {
 
 	err = a.Renew(ctx)
 	require.ErrorIs(t, err, ErrLeaseLost)
-	assert.Contains(t, err.Error(), "now held by b at term 2")
+	assert.Contains(t, err.Error(), "taken over by b at term 2")
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseLost)
 	require.ErrorIs(t, a.Release(ctx), ErrLeaseLost)
@@ -546,4 +548,128 @@ func acquiredLease(t *testing.T, store ConditionalStore, holder string, clock fu
 	_, err := l.Acquire(t.Context())
 	require.NoError(t, err)
 	return l
+}
+
+// holdTTL is the TTL of the tests that run in a synctest bubble, on the
+// bubble's clock: Hold renews every 3s and seals a takeover by 6.75s.
+const holdTTL = 9 * time.Second
+
+// holdLease returns a Lease of holder on f, on the real (or the bubble's)
+// clock.
+func holdLease(f *Fence, holder string) *Lease {
+	return &Lease{Fence: f, Name: "leader", Holder: holder, TTL: holdTTL}
+}
+
+// skewedLease is a contender whose clock runs a minute ahead: it sees any
+// lease of holdTTL expired and takes it over at once, as a contender with
+// a wrong clock may. Safety does not depend on clocks; this is how the
+// tests make a takeover while the holder still believes it holds.
+func skewedLease(store ConditionalStore, holder string) *Lease {
+	l := holdLease(&Fence{Store: store}, holder)
+	l.Clock = func() time.Time { return time.Now().Add(time.Minute) }
+	return l
+}
+
+// TestLeaseLostReachesEveryCall: whichever call of a deposed holder finds
+// the takeover first, every call after names the new holder and its term:
+// Epoch, Renew, Release, and Fence.PushFrom through Epoch, whose message
+// does not repeat the prefix. Before any call reads the lease record, the
+// store itself refuses the holder's push, naming the new holder's writer
+// and an epoch of its term.
+func TestLeaseLostReachesEveryCall(t *testing.T) {
+	for _, first := range []string{"background renewal", "Renew", "Acquire", "Release"} {
+		t.Run(first, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				store := &MemStore{}
+				f := &Fence{Store: store}
+				a := holdLease(f, "a")
+				var held context.Context
+				if first == "background renewal" {
+					var err error
+					held, err = a.Hold(ctx, Shard{"wal", "0"})
+					require.NoError(t, err)
+				} else {
+					_, err := a.Acquire(ctx)
+					require.NoError(t, err)
+					e, err := a.Epoch(ctx, "wal", "0")
+					require.NoError(t, err)
+					require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
+				}
+				b := skewedLease(store, "b")
+				_, err := b.Hold(ctx, Shard{"wal", "0"})
+				require.NoError(t, err)
+
+				// a has not read the lease record yet: the store refuses its push.
+				_, err = f.PushFrom(ctx, a, "wal", "0", "a", []byte("late"))
+				var stale *StaleEpochError
+				require.ErrorAs(t, err, &stale)
+				assert.Equal(t, "b", stale.RecordedWriter)
+				assert.Equal(t, uint64(2), leaseTerm(stale.RecordedEpoch))
+
+				want := LeaseLostError{Name: "leader", Term: 1, Holder: "b", NewTerm: 2}
+				var lost *LeaseLostError
+				switch first {
+				case "background renewal":
+					<-held.Done()
+					require.ErrorAs(t, context.Cause(held), &lost)
+				case "Renew":
+					require.ErrorAs(t, a.Renew(ctx), &lost)
+				case "Acquire":
+					_, err := a.Acquire(ctx)
+					var heldErr *LeaseHeldError
+					require.ErrorAs(t, err, &heldErr)
+					assert.Equal(t, "b", heldErr.Holder)
+					assert.Equal(t, uint64(2), heldErr.Term)
+					lost = &want
+				case "Release":
+					require.ErrorAs(t, a.Release(ctx), &lost)
+				}
+				assert.Equal(t, want, *lost)
+
+				msg := "writefence: lease leader: term 1: taken over by b at term 2: writefence: lease lost"
+				_, err = a.Epoch(ctx, "wal", "0")
+				require.ErrorAs(t, err, &lost, "Epoch")
+				assert.Equal(t, want, *lost)
+				assert.EqualError(t, err, msg)
+				err = a.Renew(ctx)
+				require.ErrorAs(t, err, &lost, "Renew")
+				assert.EqualError(t, err, msg)
+				_, err = f.PushFrom(ctx, a, "wal", "0", "a", []byte("late"))
+				require.ErrorAs(t, err, &lost, "PushFrom")
+				assert.Equal(t, want, *lost)
+				assert.EqualError(t, err, "writefence: epoch source: lease leader: term 1: taken over by b at term 2: writefence: lease lost")
+				assert.NotContains(t, err.Error(), "writefence: epoch source: writefence:")
+				err = a.Release(ctx)
+				require.ErrorAs(t, err, &lost, "Release")
+				assert.EqualError(t, err, msg)
+				require.NoError(t, b.Release(ctx))
+			})
+		})
+	}
+}
+
+// TestLeaseEpochDuringRenewal: Epoch does not wait for a renewal in
+// flight: a renewal held inside its write leaves Epoch free.
+func TestLeaseEpochDuringRenewal(t *testing.T) {
+	ctx := t.Context()
+	a := acquiredLease(t, &MemStore{}, "a", newLeaseClock().now)
+	leaseKey, err := keys.Lease("", "leader")
+	require.NoError(t, err)
+	entered, release := make(chan struct{}), make(chan struct{})
+	hooked := hook.With(ctx, &hook.Hooks{Write: func(_ context.Context, key string, write func() (string, error)) (string, error) {
+		if key == leaseKey {
+			close(entered)
+			<-release
+		}
+		return write()
+	}})
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Renew(hooked) }()
+	<-entered
+	e, err := a.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1<<32|1), e)
+	close(release)
+	require.NoError(t, <-renewed)
 }
