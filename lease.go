@@ -3,6 +3,7 @@ package writefence
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +29,11 @@ import (
 // Renew keeps the term. Every change to the record is one conditional
 // write on the version read, so of several contenders exactly one gets
 // each term, and a term is only ever written by the Lease that took it.
+// Each record also bears its Lease value's incarnation, random bytes drawn
+// once per value: a Lease takes a record for its own write (one whose
+// reply was lost) only when it bears its incarnation, so two values of one
+// Holder, whose records could otherwise be the same bytes, never share a
+// term.
 //
 // A Fence admits one push per epoch per shard, so a term cannot serve as
 // the push epoch itself. Epoch returns term<<32 | n, with n rising on every
@@ -104,7 +110,12 @@ type Lease struct {
 	Clock func() time.Time
 
 	io sync.Mutex // serializes the Lease's writes of its record; taken before mu
-	mu sync.Mutex // guards the fields below; never held across I/O
+
+	// incarnation tells this Lease value's records from those of any
+	// other (see the lease record's format); drawn once, under io.
+	incarnation [leaseIncSize]byte
+	drawn       bool
+	mu          sync.Mutex // guards the fields below; never held across I/O
 
 	held    bool
 	term    uint64
@@ -375,6 +386,9 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 
 // acquire is Acquire. The caller holds io.
 func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
+	if err := l.draw(); err != nil {
+		return 0, err
+	}
 	l.mu.Lock()
 	held, heldTerm := l.held, l.term
 	l.mu.Unlock()
@@ -394,7 +408,9 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 	)
 	res, err := l.Fence.run(ctx, &change{op: opLeaseAcquire, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
 		if s.found && out != nil && bytes.Equal(s.data, out) {
-			return nil, true, nil // an earlier attempt of this call landed
+			// An earlier attempt of this call landed: the bytes bear this
+			// Lease value's incarnation, so no other Lease wrote them.
+			return nil, true, nil
 		}
 		term = 1
 		if s.found {
@@ -421,7 +437,7 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 		if expiry, stamp, err = l.nextExpiry(); err != nil {
 			return nil, false, err
 		}
-		out = encodeLease(l.Holder, term, stamp)
+		out = encodeLease(l.Holder, term, stamp, l.incarnation)
 		return [][]byte{out}, false, nil
 	}})
 	if err != nil {
@@ -583,11 +599,13 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 			if err != nil {
 				return nil, false, err
 			}
-			if rec.term != heldTerm || rec.holder != l.Holder {
+			if rec.holder != l.Holder || rec.incarnation != l.incarnation || rec.term != heldTerm && rec.term != term {
 				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm, Holder: rec.holder, NewTerm: rec.term}
 			}
-			// Our own term at another version: an earlier write of ours
-			// whose reply was lost. This attempt is conditioned on it.
+			// This Lease value's own record (its incarnation), of its term
+			// or of the term it moves to, at another version: an earlier
+			// write of its own whose reply was lost, by this call or an
+			// earlier one. This attempt is conditioned on it.
 		}
 		var stamp int64
 		var err error
@@ -597,7 +615,7 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 		if release {
 			stamp = 0
 		}
-		out = encodeLease(l.Holder, term, stamp)
+		out = encodeLease(l.Holder, term, stamp, l.incarnation)
 		return [][]byte{out}, false, nil
 	}})
 	end := func() {}
@@ -759,6 +777,18 @@ func (l *Lease) now() time.Time {
 		return l.Clock()
 	}
 	return time.Now()
+}
+
+// draw draws this Lease value's incarnation, once. The caller holds io.
+func (l *Lease) draw() error {
+	if l.drawn {
+		return nil
+	}
+	if _, err := rand.Read(l.incarnation[:]); err != nil {
+		return l.errorf("incarnation: %w", err)
+	}
+	l.drawn = true
+	return nil
 }
 
 // check validates the Lease's fields and returns its record's key.

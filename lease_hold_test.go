@@ -485,7 +485,8 @@ func (s *landedLog) epochs(key string) []header {
 	return append([]header(nil), s.log[key]...)
 }
 
-// leaseRecordOf returns the decoded lease record of the lease "leader".
+// leaseRecordOf returns the decoded lease record of the lease "leader",
+// its incarnation checked present and zeroed, for comparison.
 func leaseRecordOf(t *testing.T, store ConditionalStore) leaseRecord {
 	t.Helper()
 	key, err := keys.Lease("", "leader")
@@ -494,6 +495,8 @@ func leaseRecordOf(t *testing.T, store ConditionalStore) leaseRecord {
 	require.NoError(t, err)
 	rec, check := decodeLease(data)
 	require.Empty(t, check)
+	require.NotZero(t, rec.incarnation, "a Lease's record bears its incarnation")
+	rec.incarnation = [leaseIncSize]byte{} // compared apart: random per Lease value
 	return rec
 }
 

@@ -2,6 +2,7 @@ package writefence
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -39,8 +40,18 @@ func newTestLease(store ConditionalStore, holder string, clock func() time.Time)
 }
 
 func TestLeaseRecordStrict(t *testing.T) {
-	good := encodeLease("node-a", 7, 1234)
+	inc := [leaseIncSize]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	good := encodeLease("node-a", 7, 1234, inc)
 	r, check := decodeLease(good)
+	require.Empty(t, check)
+	assert.Equal(t, leaseRecord{holder: "node-a", term: 7, expiry: 1234, incarnation: inc}, r)
+
+	// Format version 1 (no incarnation) still decodes, with none.
+	v1 := append([]byte(nil), good[:leaseV1HeaderSize]...)
+	v1[4] = 1
+	v1 = append(v1, "node-a"...)
+	v1 = binary.BigEndian.AppendUint32(v1, crc32Castagnoli(v1))
+	r, check = decodeLease(v1)
 	require.Empty(t, check)
 	assert.Equal(t, leaseRecord{holder: "node-a", term: 7, expiry: 1234}, r)
 
@@ -54,14 +65,15 @@ func TestLeaseRecordStrict(t *testing.T) {
 		"version":         {flip(4), "unknown format version"},
 		"term bit":        {flip(14), "checksum"},
 		"holder byte":     {flip(leaseHeaderSize), "checksum"},
+		"incarnation bit": {flip(30), "checksum"},
 		"checksum":        {flip(len(good) - 1), "checksum"},
 		"truncated":       {good[:len(good)-1], "truncated"},
 		"trailing":        {append(append([]byte(nil), good...), 0), "trailing bytes"},
-		"term 0":          {encodeLease("a", 0, 1), "term 0"},
-		"term too large":  {encodeLease("a", maxLeaseTerm+1, 1), "term too large"},
-		"empty holder":    {encodeLease("", 1, 1), "empty holder"},
-		"long holder":     {encodeLease(strings.Repeat("h", maxWriterLen+1), 1, 1), "holder length"},
-		"negative expiry": {encodeLease("a", 1, -1), "negative expiry"},
+		"term 0":          {encodeLease("a", 0, 1, inc), "term 0"},
+		"term too large":  {encodeLease("a", maxLeaseTerm+1, 1, inc), "term too large"},
+		"empty holder":    {encodeLease("", 1, 1, inc), "empty holder"},
+		"long holder":     {encodeLease(strings.Repeat("h", maxWriterLen+1), 1, 1, inc), "holder length"},
+		"negative expiry": {encodeLease("a", 1, -1, inc), "negative expiry"},
 		"a fence record":  {wholeRecord("id", "w", 1, recordBody{}), "magic"},
 	}
 	for name, c := range cases {

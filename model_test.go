@@ -276,6 +276,7 @@ type modelWriter struct {
 	wrapper *promoting // nil when raw
 	always  bool       // Brand is BrandVerifyAlways
 	lease   *writefence.Lease
+	old     *writefence.Lease // the Lease value a restart replaced, still running; nil when none
 }
 
 // modelTarget is a store the model runs on.
@@ -307,15 +308,16 @@ type modelRun struct {
 	counts  *modelCounts
 
 	// The model.
-	rec        modelRecord     // the last sound record that landed
-	damaged    string          // the version of the damage the store holds; "" when sound
-	damagedAt  uint64          // the epoch the damaged record's header still shows; 0 when none
-	maxEpoch   uint64          // the highest epoch landed since the last delete
-	landed     map[uint64]bool // the epochs landed since the last delete
-	brandValue string          // what the brand key holds; "" when absent
-	leaseTerm  uint64          // the highest lease term recorded
-	terms      map[uint64]int  // the writer each term was acquired by
-	leaseBad   string          // the damaged lease record's version; "" when sound
+	rec        modelRecord       // the last sound record that landed
+	damaged    string            // the version of the damage the store holds; "" when sound
+	damagedAt  uint64            // the epoch the damaged record's header still shows; 0 when none
+	maxEpoch   uint64            // the highest epoch landed since the last delete
+	landed     map[uint64]bool   // the epochs landed since the last delete
+	brandValue string            // what the brand key holds; "" when absent
+	leaseTerm  uint64            // the highest lease term recorded
+	terms      map[uint64]int    // the writer each term was acquired by
+	termLease  map[uint64]string // the Lease value (its incarnation) each term was acquired by
+	leaseBad   string            // the damaged lease record's version; "" when sound
 	lastPush   *modelPush
 	blobsOK    bool                  // the store holds blobs
 	blobs      map[string]*modelBlob // every blob put, by name
@@ -374,7 +376,7 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 		reader: &writefence.Fence{Store: target.store, Prefix: prefix},
 		admin:  &writefence.Fence{Store: target.store, Prefix: prefix},
 		plan:   &faultPlan{}, clock: newModelClock(), counts: counts,
-		landed: map[uint64]bool{}, terms: map[uint64]int{}, blobs: map[string]*modelBlob{},
+		landed: map[uint64]bool{}, terms: map[uint64]int{}, termLease: map[uint64]string{}, blobs: map[string]*modelBlob{},
 	}
 	_, r.blobsOK = target.store.(writefence.BlobStore)
 	// No writer sleeps between retries (the model is sequential); the
@@ -979,10 +981,11 @@ func (r *modelRun) checkBrand(t *rapid.T) {
 // storedLease is the lease record as the store holds it, decoded from its
 // documented layout; ok is false when it is absent or does not decode.
 type storedLease struct {
-	found, ok bool
-	version   string
-	holder    string
-	term      uint64
+	found, ok   bool
+	version     string
+	holder      string
+	term        uint64
+	incarnation string // the Lease value's, in format version 2; "" in 1
 }
 
 func (r *modelRun) readLease(t *rapid.T) storedLease {
@@ -996,11 +999,18 @@ func (r *modelRun) readLease(t *rapid.T) storedLease {
 	}
 	require.NoError(t, err, "the lease record")
 	l := storedLease{found: true, version: v}
-	if len(data) >= 27 && string(data[:5]) == "WFL\x00\x01" {
+	// The lease record's format, read here independently of the package:
+	// version 1 has the holder at 23, version 2 a 16-byte incarnation
+	// there and the holder at 39.
+	if len(data) >= 27 && string(data[:4]) == "WFL\x00" && (data[4] == 1 || data[4] == 2) {
+		at := 23
+		if data[4] == 2 {
+			at = 39
+		}
 		h := int(binary.BigEndian.Uint16(data[5:]))
-		end := 23 + h
+		end := at + h
 		if len(data) == end+4 && binary.BigEndian.Uint32(data[end:]) == crc32.Checksum(data[:end], crc32.MakeTable(crc32.Castagnoli)) {
-			l.term, l.holder = binary.BigEndian.Uint64(data[7:]), string(data[23:end])
+			l.term, l.holder, l.incarnation = binary.BigEndian.Uint64(data[7:]), string(data[at:end]), string(data[23:at])
 			l.ok = h > 0 && l.term > 0 && int64(binary.BigEndian.Uint64(data[15:])) >= 0
 		}
 	}
@@ -1034,6 +1044,10 @@ func (r *modelRun) leaseStep(t *rapid.T, op string, w *modelWriter, call func(ct
 	}
 	if after.found {
 		require.True(t, after.ok, "%s left a lease record that does not decode", op)
+		if inc, seen := r.termLease[after.term]; seen {
+			require.Equal(t, inc, after.incarnation, "%s: term %d is written by two Lease values", op, after.term)
+		}
+		r.termLease[after.term] = after.incarnation
 		require.GreaterOrEqual(t, after.term, r.leaseTerm, "%s: the lease's term went down", op)
 		if after.term > r.leaseTerm || (after.term == r.leaseTerm && before.version != after.version && after.holder != before.holder) {
 			holder, seen := r.terms[after.term]
@@ -1042,8 +1056,8 @@ func (r *modelRun) leaseStep(t *rapid.T, op string, w *modelWriter, call func(ct
 		}
 		r.leaseTerm = after.term
 	}
-	if err == nil && op == "lease acquire" {
-		require.Equal(t, storedLease{found: true, ok: true, version: after.version, holder: w.name, term: term}, after, "%s returned term %d", op, term)
+	if err == nil && strings.HasPrefix(op, "lease acquire") {
+		require.Equal(t, storedLease{found: true, ok: true, version: after.version, holder: w.name, term: term, incarnation: after.incarnation}, after, "%s returned term %d", op, term)
 	}
 	if refusal(err) {
 		require.Equal(t, before.version, after.version, "%s was refused (%v) but wrote", op, err)
@@ -1072,6 +1086,31 @@ func (r *modelRun) renew(t *rapid.T) {
 func (r *modelRun) release(t *rapid.T) {
 	w := r.drawWriter(t)
 	r.leaseStep(t, "lease release", w, func(ctx context.Context) (uint64, error) { return 0, w.lease.Release(ctx) })
+}
+
+// restartLease replaces a writer's Lease value with a fresh one of the same
+// Holder, as a restarted process would make, and keeps the old one
+// running, as a process that did not die would.
+func (r *modelRun) restartLease(t *rapid.T) {
+	w := r.drawWriter(t)
+	r.counts.add("lease restart")
+	w.old = w.lease
+	w.lease = &writefence.Lease{Fence: w.fence, Name: "model", Holder: w.name, TTL: 10 * time.Second, Clock: r.clock.now}
+}
+
+// oldLease runs the replaced Lease value of a writer: an acquisition or a
+// renewal by the incarnation a restart left running.
+func (r *modelRun) oldLease(t *rapid.T) {
+	w := r.drawWriter(t)
+	if w.old == nil {
+		t.Skip("no replaced Lease value")
+	}
+	old := w.old
+	if rapid.Bool().Draw(t, "acquire") {
+		r.leaseStep(t, "lease acquire by the replaced value", w, old.Acquire)
+		return
+	}
+	r.leaseStep(t, "lease renew by the replaced value", w, func(ctx context.Context) (uint64, error) { return 0, old.Renew(ctx) })
 }
 
 func (r *modelRun) advance(t *rapid.T) {
@@ -1392,6 +1431,7 @@ func (r *modelRun) actions() map[string]func(*rapid.T) {
 		"damage": r.damage, "damage ": r.damage, "settle": r.settle, "settle ": r.settle, "repeatSettle": r.repeatSettle,
 		"delete": r.remove, "latest": r.latest, "claim": r.claim, "rebrand": r.rebrand,
 		"acquire": r.acquire, "acquire ": r.acquire, "renew": r.renew, "release": r.release, "advance": r.advance,
+		"restartLease": r.restartLease, "oldLease": r.oldLease, "oldLease ": r.oldLease,
 		"leasePush": r.leasePush, "leasePush ": r.leasePush, "damageLease": r.damageLease, "badClock": r.badClock,
 		"foreignPush": r.foreignPush,
 		"putBlob":     r.putBlob, "putBlob ": r.putBlob, "putBlob  ": r.putBlob,

@@ -12,31 +12,15 @@ import (
 	"github.com/writefence/writefence/internal/hook"
 )
 
-// Breaks promise 6 (a term is acquired by one holder only): two Lease
-// values of one Holder (a restarted process and its previous incarnation,
-// which the lease is documented to fence) both acquire the same term, and
-// both keep renewing it.
-//
-// Acquire recognises "an earlier attempt of this call landed" by the bytes
-// alone: a record equal to the one its last attempt wrote. A lease record
-// holds only the holder, the term and the expiry, so when two Lease values
-// of one Holder compute the same expiry (the same Clock reading: a coarse
-// or rounded clock, a clock shared by a test, a system whose clock ticks
-// in microseconds or milliseconds), the rival's record is byte-for-byte
-// the one this call meant to write. The loser's write was refused with a
-// clean ErrConflict, so it certainly did not land; yet its retry reads
-// the winner's record, takes it for its own, and returns the same term.
-// Renew then carries the duplicate on: it takes a record of its own term
-// and holder at another version for a lost reply of its own and rewrites
-// it, so both values renew one term for ever.
-//
-// Sequence (MemStore, one fixed Clock): the restarted value reads the
-// absent record and computes (node-a, term 1, expiry); before its
-// create-only write, the old value's Acquire runs whole and lands the same
-// bytes; the restarted value's write conflicts; its retry reads the record,
-// finds it equal to what it meant to write, and returns term 1 too. Both
-// then hand out the same epochs and both renewals land.
-func TestAttackLeaseOneTermTwoHolders(t *testing.T) {
+// TestLeaseOneTermOneHolder: two Lease values of one Holder (a restarted
+// process and its previous incarnation, which the lease fences) never
+// both acquire one term, even when they compute the same expiry (one
+// fixed Clock): each record bears its Lease value's random incarnation,
+// so the restarted value's retry, after its create-only write conflicted
+// with the old value's, does not take the old value's record for its own
+// landed write. It takes the lease over at term 2 instead, and the old
+// value's renewal is refused.
+func TestLeaseOneTermOneHolder(t *testing.T) {
 	ctx := context.Background()
 	store := &writefence.MemStore{}
 	fixed := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
