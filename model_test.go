@@ -127,6 +127,20 @@ func (p *faultPlan) wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// aside runs run with no fault armed and the plan's state of the call in
+// progress set aside, then restores it: a step nested inside another's
+// write is not that write's retry.
+func (p *faultPlan) aside(run func()) {
+	p.mu.Lock()
+	f, cancel, lostAt, writes, failed, violation := p.f, p.cancel, p.lostAt, p.writes, p.failed, p.violation
+	p.f, p.cancel, p.failed = faultSet{}, nil, false
+	p.mu.Unlock()
+	run()
+	p.mu.Lock()
+	p.f, p.cancel, p.lostAt, p.writes, p.failed, p.violation = f, cancel, lostAt, writes, failed, violation
+	p.mu.Unlock()
+}
+
 func (p *faultPlan) broke() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -308,16 +322,17 @@ type modelRun struct {
 	counts  *modelCounts
 
 	// The model.
-	rec        modelRecord       // the last sound record that landed
-	damaged    string            // the version of the damage the store holds; "" when sound
-	damagedAt  uint64            // the epoch the damaged record's header still shows; 0 when none
-	maxEpoch   uint64            // the highest epoch landed since the last delete
-	landed     map[uint64]bool   // the epochs landed since the last delete
-	brandValue string            // what the brand key holds; "" when absent
-	leaseTerm  uint64            // the highest lease term recorded
-	terms      map[uint64]int    // the writer each term was acquired by
-	termLease  map[uint64]string // the Lease value (its incarnation) each term was acquired by
-	leaseBad   string            // the damaged lease record's version; "" when sound
+	rec        modelRecord                  // the last sound record that landed
+	damaged    string                       // the version of the damage the store holds; "" when sound
+	damagedAt  uint64                       // the epoch the damaged record's header still shows; 0 when none
+	maxEpoch   uint64                       // the highest epoch landed since the last delete
+	landed     map[uint64]bool              // the epochs landed since the last delete
+	brandValue string                       // what the brand key holds; "" when absent
+	leaseTerm  uint64                       // the highest lease term recorded
+	terms      map[uint64]int               // the writer each term was acquired by
+	termLease  map[uint64]string            // the Lease value (its incarnation) each term was acquired by
+	acquiredBy map[uint64]*writefence.Lease // the Lease value whose Acquire returned each term
+	leaseBad   string                       // the damaged lease record's version; "" when sound
 	lastPush   *modelPush
 	blobsOK    bool                  // the store holds blobs
 	blobs      map[string]*modelBlob // every blob put, by name
@@ -376,7 +391,7 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 		reader: &writefence.Fence{Store: target.store, Prefix: prefix},
 		admin:  &writefence.Fence{Store: target.store, Prefix: prefix},
 		plan:   &faultPlan{}, clock: newModelClock(), counts: counts,
-		landed: map[uint64]bool{}, terms: map[uint64]int{}, termLease: map[uint64]string{}, blobs: map[string]*modelBlob{},
+		landed: map[uint64]bool{}, terms: map[uint64]int{}, termLease: map[uint64]string{}, acquiredBy: map[uint64]*writefence.Lease{}, blobs: map[string]*modelBlob{},
 	}
 	_, r.blobsOK = target.store.(writefence.BlobStore)
 	// No writer sleeps between retries (the model is sequential); the
@@ -1019,12 +1034,30 @@ func (r *modelRun) readLease(t *rapid.T) storedLease {
 
 // leaseStep runs one call of a writer's Lease and checks the record.
 func (r *modelRun) leaseStep(t *rapid.T, op string, w *modelWriter, call func(ctx context.Context) (uint64, error)) {
+	r.leaseStepAmid(t, op, w, nil, call)
+}
+
+// leaseStepAmid is leaseStep with amid, when set, run between the call's
+// decision and its first write.
+func (r *modelRun) leaseStepAmid(t *rapid.T, op string, w *modelWriter, amid func(), call func(ctx context.Context) (uint64, error)) {
 	r.counts.add(op)
 	before := r.readLease(t)
 	faults := drawFaults(t)
 	ctx, cancel := context.WithCancel(r.ctxFor(w))
 	defer cancel()
 	r.plan.arm(faults, cancel)
+	if amid != nil {
+		// What the nested step wrote is checked as a step of its own and
+		// is the baseline of this one: a refusal must not write over it.
+		r.plan.before = func() {
+			amid()
+			between := r.readLease(t)
+			if r.leaseBad == "" {
+				r.noteLease(t, op+", amid", w, before, between)
+			}
+			before = between
+		}
+	}
 	term, err := call(ctx)
 	broke := r.plan.broke()
 	r.plan.arm(faultSet{}, nil)
@@ -1042,26 +1075,33 @@ func (r *modelRun) leaseStep(t *rapid.T, op string, w *modelWriter, call func(ct
 		}
 		return
 	}
-	if after.found {
-		require.True(t, after.ok, "%s left a lease record that does not decode", op)
-		if inc, seen := r.termLease[after.term]; seen {
-			require.Equal(t, inc, after.incarnation, "%s: term %d is written by two Lease values", op, after.term)
-		}
-		r.termLease[after.term] = after.incarnation
-		require.GreaterOrEqual(t, after.term, r.leaseTerm, "%s: the lease's term went down", op)
-		if after.term > r.leaseTerm || (after.term == r.leaseTerm && before.version != after.version && after.holder != before.holder) {
-			holder, seen := r.terms[after.term]
-			require.True(t, !seen || r.writers[holder] == w, "%s: term %d acquired by %s and by %s", op, after.term, r.writers[holder].name, w.name)
-			r.terms[after.term] = r.indexOf(w)
-		}
-		r.leaseTerm = after.term
-	}
+	r.noteLease(t, op, w, before, after)
 	if err == nil && strings.HasPrefix(op, "lease acquire") {
 		require.Equal(t, storedLease{found: true, ok: true, version: after.version, holder: w.name, term: term, incarnation: after.incarnation}, after, "%s returned term %d", op, term)
 	}
 	if refusal(err) {
 		require.Equal(t, before.version, after.version, "%s was refused (%v) but wrote", op, err)
 	}
+}
+
+// noteLease checks the lease record after a step by w that found before,
+// and records its term and the Lease value that wrote it.
+func (r *modelRun) noteLease(t *rapid.T, op string, w *modelWriter, before, after storedLease) {
+	if !after.found {
+		return
+	}
+	require.True(t, after.ok, "%s left a lease record that does not decode", op)
+	if inc, seen := r.termLease[after.term]; seen {
+		require.Equal(t, inc, after.incarnation, "%s: term %d is written by two Lease values", op, after.term)
+	}
+	r.termLease[after.term] = after.incarnation
+	require.GreaterOrEqual(t, after.term, r.leaseTerm, "%s: the lease's term went down", op)
+	if after.term > r.leaseTerm || (after.term == r.leaseTerm && before.version != after.version && after.holder != before.holder) {
+		holder, seen := r.terms[after.term]
+		require.True(t, !seen || r.writers[holder] == w, "%s: term %d acquired by %s and by %s", op, after.term, r.writers[holder].name, w.name)
+		r.terms[after.term] = r.indexOf(w)
+	}
+	r.leaseTerm = after.term
 }
 
 func (r *modelRun) indexOf(w *modelWriter) int {
@@ -1075,7 +1115,36 @@ func (r *modelRun) indexOf(w *modelWriter) int {
 
 func (r *modelRun) acquire(t *rapid.T) {
 	w := r.drawWriter(t)
-	r.leaseStep(t, "lease acquire", w, w.lease.Acquire)
+	l := w.lease
+	var amid func()
+	if old := w.old; old != nil && rapid.Bool().Draw(t, "the replaced value acquires meanwhile") {
+		// The two Lease values of one Holder race: the replaced one
+		// acquires whole between the new one's decision and its write.
+		amid = func() {
+			r.counts.add("lease acquire by the replaced value, amid")
+			r.plan.aside(func() {
+				if term, err := old.Acquire(r.ctx); err == nil {
+					r.acquired(t, old, term)
+				}
+			})
+		}
+	}
+	r.leaseStepAmid(t, "lease acquire", w, amid, func(ctx context.Context) (uint64, error) {
+		term, err := l.Acquire(ctx)
+		if err == nil {
+			r.acquired(t, l, term)
+		}
+		return term, err
+	})
+}
+
+// acquired records that the Lease value l acquired term, which no other
+// Lease value may have acquired.
+func (r *modelRun) acquired(t *rapid.T, l *writefence.Lease, term uint64) {
+	if other, ok := r.acquiredBy[term]; ok {
+		require.Same(t, other, l, "term %d acquired by two Lease values", term)
+	}
+	r.acquiredBy[term] = l
 }
 
 func (r *modelRun) renew(t *rapid.T) {
@@ -1107,7 +1176,13 @@ func (r *modelRun) oldLease(t *rapid.T) {
 	}
 	old := w.old
 	if rapid.Bool().Draw(t, "acquire") {
-		r.leaseStep(t, "lease acquire by the replaced value", w, old.Acquire)
+		r.leaseStep(t, "lease acquire by the replaced value", w, func(ctx context.Context) (uint64, error) {
+			term, err := old.Acquire(ctx)
+			if err == nil {
+				r.acquired(t, old, term)
+			}
+			return term, err
+		})
 		return
 	}
 	r.leaseStep(t, "lease renew by the replaced value", w, func(ctx context.Context) (uint64, error) { return 0, old.Renew(ctx) })

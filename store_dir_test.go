@@ -461,6 +461,7 @@ func TestDirColdPush(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	assert.Equal(t, int64(2), s.calls.Load()-calls, "the header, then the whole record it replaces")
+	assert.Less(t, s.read.Load()-read, int64(len(payload)+len(payload)/16), "the old record read once")
 	assert.Less(t, allocated, uint64(len(payload)+len(payload)/16), "one copy of the old record, none of the new")
 	t.Logf("cold push over a 64 MiB record: allocated %d bytes", allocated)
 
