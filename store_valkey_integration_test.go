@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"math/rand/v2"
 	"net"
@@ -76,9 +77,18 @@ func eachValkeyStore(t *testing.T, f func(t *testing.T, c *redis.Client, store *
 	})
 }
 
-// valkeyRawValue is a value in the store's layout: the SHA-1 of token and
-// data in hex, the token, the data.
+// valkeyRawValue is a value in the store's layout: "WFV2", the SHA-1 in
+// hex of the rest of the value's first 4000 bytes, the token, the data's
+// length and CRC-32C in hex, the data.
 func valkeyRawValue(token, data string) string {
+	rest := token + fmt.Sprintf("%016x%08x", len(data), crc32.Checksum([]byte(data), crc32.MakeTable(crc32.Castagnoli))) + data
+	sum := sha1.Sum([]byte(rest[:min(len(rest), 4000-44)]))
+	return "WFV2" + hex.EncodeToString(sum[:]) + rest
+}
+
+// valkeyFirstValue is a value in the store's first layout: the SHA-1 of
+// token and data in hex, the token, the data.
+func valkeyFirstValue(token, data string) string {
 	sum := sha1.Sum([]byte(token + data))
 	return hex.EncodeToString(sum[:]) + token + data
 }
@@ -324,7 +334,7 @@ func TestValkeyLayout(t *testing.T) {
 
 		v1, err := store.PutIfVersion(ctx, key, []byte("same"), "")
 		require.NoError(t, err)
-		assert.Equal(t, valkeyRawValue(v1, "same"), valkeyRaw(t, c, key), "the value is the digest, the token, then the data")
+		assert.Equal(t, valkeyRawValue(v1, "same"), valkeyRaw(t, c, key), "the value is the header, then the data")
 		assert.Len(t, v1, 32)
 		_, err = hex.DecodeString(v1)
 		assert.NoError(t, err, "the token is hex")
@@ -365,7 +375,7 @@ func TestValkeyPutParts(t *testing.T) {
 		parts := [][]byte{[]byte("header|"), {}, []byte("payload")}
 		v1, err := store.PutPartsIfVersion(ctx, key, parts, "")
 		require.NoError(t, err)
-		assert.Equal(t, valkeyRawValue(v1, "header|payload"), valkeyRaw(t, c, key), "the digest, the token, the parts joined")
+		assert.Equal(t, valkeyRawValue(v1, "header|payload"), valkeyRaw(t, c, key), "the header, the parts joined")
 		requireValkeyContent(t, store, key, "header|payload", v1)
 
 		_, err = store.PutPartsIfVersion(ctx, key, parts, "")
@@ -467,8 +477,7 @@ func TestValkeyWrongType(t *testing.T) {
 // outcome: a refused read is not retried, and a refused write wrote
 // nothing. Refused writes come from a user who may read the key but not
 // write it: the write on a version the Fence remembers (no read first),
-// and on the WATCH path a cold push's write after its read (the script
-// path declares the key for writing, so its read is refused already).
+// and a cold push's write after its read.
 func TestValkeyPushRefusalIsFinal(t *testing.T) {
 	ctx := context.Background()
 	admin := newValkeyClient(t)
@@ -482,12 +491,13 @@ func TestValkeyPushRefusalIsFinal(t *testing.T) {
 		user, password := strings.TrimSuffix(prefix, "/")+"-refused", "pw-"+testserver.UniqueName(t)
 		acl := func(t *testing.T, rules ...string) {
 			t.Helper()
-			args := append([]any{"acl", "setuser", user, "reset", "on", ">" + password, "+@all"}, anySlice(rules)...)
+			args := append([]any{"acl", "setuser", user, "reset", "on", ">" + password, "+@all"}, anySlice(strings.Fields(strings.Join(rules, " ")))...)
 			require.NoError(t, admin.Do(ctx, args...).Err())
 		}
-		// The user may touch its prefix alone: without WaitReplicas
-		// neither path touches a key outside it.
-		all := "~" + prefix + "*"
+		// The user may touch its prefix alone, and the staging keys of
+		// the script path: without WaitReplicas neither path touches
+		// another key.
+		all := "~" + prefix + "* ~writefence/_put/*"
 		acl(t, all)
 		t.Cleanup(func() { assert.NoError(t, admin.Do(context.Background(), "acl", "deluser", user).Err()) })
 		limited := newValkeyStore(newValkeyClient(t, func(o *redis.Options) { o.Username, o.Password = user, password }), script)
@@ -507,10 +517,10 @@ func TestValkeyPushRefusalIsFinal(t *testing.T) {
 		cold := func(s *writefence.ValkeyConditionalStore) *writefence.Fence {
 			return &writefence.Fence{Store: s, Prefix: prefix}
 		}
-		coldReadOnlyWrites := map[bool]int64{false: 1, true: 0}[script]
+		readOnly := "%R~" + prefix + "* ~writefence/_put/*"
 		for _, tc := range []refusal{
-			{"read only, remembered version", "%R" + all, limited, true, 0, 1, "NOPERM", fs.ErrPermission},
-			{"read only, cold", "%R" + all, limited, false, 1, coldReadOnlyWrites, "NOPERM", fs.ErrPermission},
+			{"read only, remembered version", readOnly, limited, true, 0, 1, "NOPERM", fs.ErrPermission},
+			{"read only, cold", readOnly, limited, false, 1, 1, "NOPERM", fs.ErrPermission},
 			{"no access", "~" + prefix + "other/*", limited, false, 1, 0, "NOPERM", fs.ErrPermission},
 			{"wrong password", "", newValkeyStore(newValkeyClient(t, func(o *redis.Options) { o.Username, o.Password = user, "wrong" }), script), false, 1, 0, "WRONGPASS", fs.ErrPermission},
 			{"no password", "", newValkeyStore(testserver.ValkeyClient(t, noAuthAddr, ""), script), false, 1, 0, "NOAUTH", fs.ErrPermission},
@@ -611,9 +621,14 @@ func TestValkeyTooLarge(t *testing.T) {
 			assert.Less(t, bytesRead, int64(2<<10), "%s: the value was not downloaded", name)
 		}
 	})
-	assert.Len(t, valkeyRaw(t, c, prefix+"big"), 72+4<<20, "the refused put wrote nothing")
+	assert.Len(t, valkeyRaw(t, c, prefix+"big"), 100+4<<20, "the refused put wrote nothing")
 }
 
+// TestValkeyGetPrefix: GetPrefix agrees with Get, and a Fence over a
+// 16 MiB record reads no more than the heads on either path: a cold push
+// reads a header's worth (GetPrefix) and the write's own check of the head
+// (4000 bytes on the WATCH path, none on the script path, which checks on
+// the server); a steady push reads the write's check alone.
 func TestValkeyGetPrefix(t *testing.T) {
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		client, tap := newTappedValkeyClient(t)
@@ -622,14 +637,10 @@ func TestValkeyGetPrefix(t *testing.T) {
 		store := newValkeyStore(client, script)
 		testPrefixAgreesWithGet(t, store)
 		traffic := func() (int64, int64) { return tap.rounds(), wire.n.Load() }
-		if script {
-			// The script checks the whole value on the server and sends
-			// back the token, the size and the prefix: the slack covers
-			// the token, RESP framing and the other replies of a push.
-			testPrefixFence(t, store, traffic, 1, 128)
-		} else {
-			testPrefixFenceWhole(t, store, traffic)
-		}
+		// The slack covers the header, the RESP framing and the other
+		// replies of a push, and on the WATCH path the head its write
+		// reads (steady push: at most 4 KiB, asserted here).
+		testPrefixFence(t, store, traffic, map[bool]int64{false: 2, true: 1}[script], map[bool]int64{false: 4096, true: 256}[script])
 
 		t.Run("not this store's layout", func(t *testing.T) {
 			key := valkeyPrefix(t, client) + "plain"
@@ -638,40 +649,6 @@ func TestValkeyGetPrefix(t *testing.T) {
 			requireCorrupt(t, err, key)
 		})
 	})
-}
-
-// testPrefixFenceWhole records what a cold push, a stale push and a steady
-// push cost on the WATCH path over a 16 MiB record. Without scripting the
-// digest can only be checked on the client, so each reads the whole value
-// once (the read, or the write's own check), and a cold push reads it
-// twice.
-func testPrefixFenceWhole(t *testing.T, store writefence.ConditionalStore, traffic func() (trips, read int64)) {
-	const size = 16 << 20
-	prefix := testserver.UniqueName(t) + "/"
-	key, err := keys.Shard(prefix, "wal", "0")
-	require.NoError(t, err)
-	cleanupKey(t, store, key)
-	big := benchPayload(size)
-	last := &writefence.Fence{Store: store, Prefix: prefix}
-	require.NoError(t, last.Push(t.Context(), "wal", "0", "a", 1, big))
-	last = &writefence.Fence{Store: store, Prefix: prefix}
-	for _, step := range []struct {
-		name             string
-		epoch            uint64
-		trips            int64
-		minRead, maxRead int64
-	}{
-		{"cold push: one read, two for the write, each reading the record", 2, 3, 2 * size, 3 * size},
-		{"steady push: the write alone, its check reading the record", 3, 2, size, 2 * size},
-	} {
-		trips0, read0 := traffic()
-		require.NoError(t, last.Push(t.Context(), "wal", "0", "b", step.epoch, big))
-		trips, read := traffic()
-		t.Logf("%s: %d round trips, %d bytes read", step.name, trips-trips0, read-read0)
-		assert.Equal(t, step.trips, trips-trips0, step.name)
-		assert.Greater(t, read-read0, step.minRead, step.name)
-		assert.Less(t, read-read0, step.maxRead, step.name)
-	}
 }
 
 // ---- damage in place ----
@@ -685,7 +662,7 @@ var valkeyDamages = []struct {
 	edit func(ctx context.Context, c *redis.Client, key string) error
 }{
 	{"setrange inside the data", func(ctx context.Context, c *redis.Client, key string) error {
-		return c.SetRange(ctx, key, 72+3, "X").Err()
+		return c.SetRange(ctx, key, 100+3, "X").Err()
 	}},
 	{"setrange in the token", func(ctx context.Context, c *redis.Client, key string) error {
 		b, err := c.GetRange(ctx, key, 45, 45).Result()
@@ -770,17 +747,17 @@ func TestValkeyDamagedVersionIsAtomic(t *testing.T) {
 	key := valkeyPrefix(t, c) + "k"
 	_, err := store.PutIfVersion(ctx, key, []byte("payload"), "")
 	require.NoError(t, err)
-	require.NoError(t, c.SetRange(ctx, key, 72, "P").Err())
+	require.NoError(t, c.SetRange(ctx, key, 100, "P").Err())
 	_, _, err = store.Get(ctx, key)
 	dv := requireCorrupt(t, err, key).Version
 
 	tap.onMulti(func(ctx context.Context) {
-		assert.NoError(t, other.SetRange(ctx, key, 72, "Q").Err())
+		assert.NoError(t, other.SetRange(ctx, key, 100, "Q").Err())
 	})
 	_, err = store.PutIfVersion(ctx, key, []byte("settled"), dv)
 	require.ErrorIs(t, err, writefence.ErrConflict)
 	require.ErrorIs(t, err, redis.TxFailedErr, "the check passed and EXEC aborted")
-	got, err := c.GetRange(ctx, key, 72, -1).Result()
+	got, err := c.GetRange(ctx, key, 100, -1).Result()
 	require.NoError(t, err)
 	assert.Equal(t, "Qayload", got, "the second edit stands")
 }
@@ -811,8 +788,8 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 		ce := requireCorrupt(t, err, key, "push over damaged bytes")
 		assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "a refusal, not an unknown outcome")
 		require.NotEmpty(t, trips)
-		first := map[bool]string{false: "watch", true: "evalsha"}[script]
-		assert.Equal(t, first, trips[0][0], "the push wrote on its remembered version without reading: %s", formatValkeyTrips(trips))
+		first := map[bool][]string{false: {"watch", "strlen", "exists", "getrange"}, true: {"set", "evalsha"}}[script]
+		assert.Equal(t, first, trips[0], "the push wrote on its remembered version without reading: %s", formatValkeyTrips(trips))
 		assert.Equal(t, damaged, valkeyRaw(t, c, key), "nothing was overwritten")
 
 		_, _, _, err = f.Latest(ctx, "wal", "0")
@@ -829,9 +806,13 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 
 // TestValkeyDamagedHead: a *CorruptError of a value damaged in place holds,
 // in Head, the first 4 KiB (at most) of the data as found, where the
-// layout still places it (after the digest and the token), from Get and
-// from GetPrefix alike (the prefix script on the Script path); a value too
-// short for the layout holds none.
+// layout still places it (after the header), from Get and from GetPrefix
+// alike; a value too short for the layout holds none. A flip within the
+// head (the data's first 3900 bytes) fails the head digest for Get and
+// GetPrefix; one beyond it fails the data's checksum, which Get reads, and
+// GetPrefix when it reads the value whole: a GetPrefix of less returns
+// the bytes as they are and the version from before the damage
+// (TestValkeyDamageInTail).
 func TestValkeyDamagedHead(t *testing.T) {
 	ctx := context.Background()
 	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
@@ -846,29 +827,39 @@ func TestValkeyDamagedHead(t *testing.T) {
 		}{
 			{"short data", long[:100], 50},
 			{"flip inside the head", long, 10},
-			{"flip beyond the head", long, 5000},
-			{"head exactly 4 KiB", long[:4096], 4095},
+			{"flip at the head's last byte", long, 3899},
+			{"flip beyond the head", long, 3900},
+			{"flip far beyond the head", long, 5000},
+			{"data exactly 4 KiB", long[:4096], 4095},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				key := prefix + tc.name
-				_, err := store.PutIfVersion(ctx, key, tc.data, "")
+				v, err := store.PutIfVersion(ctx, key, tc.data, "")
 				require.NoError(t, err)
 				damaged := testserver.Flipped(tc.data, tc.at)
-				require.NoError(t, c.SetRange(ctx, key, 72+int64(tc.at), string(damaged[tc.at:tc.at+1])).Err())
+				require.NoError(t, c.SetRange(ctx, key, 100+int64(tc.at), string(damaged[tc.at:tc.at+1])).Err())
 				want := damaged[:min(len(damaged), defaults.MaxHeaderSize)]
+				inHead := tc.at < 3900
 
 				_, _, err = store.Get(ctx, key)
 				ce := requireCorrupt(t, err, key, "get")
-				assert.Equal(t, "valkey value digest", ce.Check)
+				assert.Equal(t, map[bool]string{true: "valkey head digest", false: "valkey data checksum"}[inHead], ce.Check)
 				assert.Equal(t, want, ce.Head, "get")
 				for _, n := range []int64{1, 100, defaults.MaxHeaderSize} {
-					_, _, _, err = store.GetPrefix(ctx, key, n)
-					pce := requireCorrupt(t, err, key, "get prefix %d", n)
-					assert.Equal(t, *ce, *pce, "get prefix %d: Get's verdict, head included", n)
+					prefix, size, pv, err := store.GetPrefix(ctx, key, n)
+					if inHead || n >= int64(len(tc.data)) {
+						pce := requireCorrupt(t, err, key, "get prefix %d", n)
+						assert.Equal(t, *ce, *pce, "get prefix %d: Get's verdict, head included", n)
+						continue
+					}
+					require.NoError(t, err, "get prefix %d: the damage is beyond what GetPrefix checks", n)
+					assert.Equal(t, v, pv)
+					assert.EqualValues(t, len(tc.data), size)
+					assert.Equal(t, damaged[:min(int64(len(damaged)), n)], prefix, "get prefix %d: the bytes as they are", n)
 				}
 			})
 		}
-		for name, value := range map[string]string{"empty": "", "shorter than the layout": "garbage", "the layout alone": valkeyRawValue(strings.Repeat("0", 32), "")[:71] + "x"} {
+		for name, value := range map[string]string{"empty": "", "shorter than the layout": "garbage", "the header alone": valkeyRawValue(strings.Repeat("0", 32), "")[:99] + "x"} {
 			t.Run(name, func(t *testing.T) {
 				key := prefix + name
 				require.NoError(t, c.Set(ctx, key, value, 0).Err())
@@ -876,6 +867,106 @@ func TestValkeyDamagedHead(t *testing.T) {
 				assert.Nil(t, requireCorrupt(t, err, key).Head, "get: no data to locate")
 				_, _, _, err = store.GetPrefix(ctx, key, 10)
 				assert.Nil(t, requireCorrupt(t, err, key).Head, "get prefix: no data to locate")
+			})
+		}
+	})
+}
+
+// TestValkeyDamageInTail: damage beyond the head that keeps the value's
+// length is found by Get alone, on both paths, as the adapter documents: a
+// write conditioned on the version from before the damage (a Fence's
+// cached version) replaces the damaged value, and a write conditioned on
+// the damage's version (a settle) replaces exactly those bytes; damage
+// that changes the length is refused by every write.
+func TestValkeyDamageInTail(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		data := benchPayload(64 << 10)
+		tail := func(t *testing.T, key string) (string, string) {
+			t.Helper()
+			v, err := store.PutIfVersion(ctx, key, data, "")
+			require.NoError(t, err)
+			require.NoError(t, c.SetRange(ctx, key, 100+40<<10, "\x00tail").Err())
+			_, _, err = store.Get(ctx, key)
+			ce := requireCorrupt(t, err, key, "get reads the tail")
+			assert.Equal(t, "valkey data checksum", ce.Check)
+			return v, ce.Version
+		}
+
+		t.Run("remembered version", func(t *testing.T) {
+			key := prefix + "remembered"
+			v, _ := tail(t, key)
+			nv, err := store.PutIfVersion(ctx, key, []byte("replaced"), v)
+			require.NoError(t, err, "the write checks the head, which is intact")
+			requireValkeyContent(t, store, key, "replaced", nv)
+		})
+		t.Run("settled", func(t *testing.T) {
+			key := prefix + "settled"
+			v, dv := tail(t, key)
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), "")
+			require.ErrorIs(t, err, writefence.ErrConflict, "create-only over an existing key")
+			damaged := valkeyRaw(t, c, key)
+			_, err = store.PutIfVersion(ctx, key, []byte("x"), "damaged-"+strings.Repeat("0", 40))
+			require.ErrorIs(t, err, writefence.ErrConflict, "another damage's version")
+			assert.Equal(t, damaged, valkeyRaw(t, c, key), "nothing was written")
+			nv, err := store.PutIfVersion(ctx, key, []byte("settled"), dv)
+			require.NoError(t, err, "the damage's version replaces exactly those bytes")
+			requireValkeyContent(t, store, key, "settled", nv)
+			_, err = store.PutIfVersion(ctx, key, []byte("again"), v)
+			require.ErrorIs(t, err, writefence.ErrConflict)
+		})
+		t.Run("length changed", func(t *testing.T) {
+			key := prefix + "appended"
+			v, err := store.PutIfVersion(ctx, key, data, "")
+			require.NoError(t, err)
+			require.NoError(t, c.Append(ctx, key, "!").Err())
+			_, _, err = store.Get(ctx, key)
+			dv := requireCorrupt(t, err, key).Version
+			_, _, _, err = store.GetPrefix(ctx, key, 10)
+			assert.Equal(t, dv, requireCorrupt(t, err, key, "get prefix").Version)
+			_, err = store.PutIfVersion(ctx, key, []byte("x"), v)
+			pce := requireCorrupt(t, err, key, "a write over a changed length")
+			assert.Equal(t, "valkey data length", pce.Check)
+			assert.Equal(t, dv, pce.Version)
+		})
+	})
+}
+
+// TestValkeyFirstLayout: values of the store's first layout (digest, token,
+// data), as earlier releases wrote them, are read and checked whole, and
+// the first write conditioned on one replaces it with a value of the
+// current layout; damage to one is found as before.
+func TestValkeyFirstLayout(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		token := strings.Repeat("ab", 16)
+		for _, size := range []int{10, 10 << 10} {
+			t.Run(fmt.Sprint(size), func(t *testing.T) {
+				key := fmt.Sprintf("%sfirst-%d", prefix, size)
+				data := string(benchPayload(size))
+				require.NoError(t, c.Set(ctx, key, valkeyFirstValue(token, data), 0).Err())
+				requireValkeyContent(t, store, key, data, token)
+				p, n, v, err := store.GetPrefix(ctx, key, 4)
+				require.NoError(t, err)
+				assert.Equal(t, data[:4], string(p))
+				assert.EqualValues(t, size, n)
+				assert.Equal(t, token, v)
+
+				_, err = store.PutIfVersion(ctx, key, []byte("x"), strings.Repeat("cd", 16))
+				require.ErrorIs(t, err, writefence.ErrConflict)
+				nv, err := store.PutIfVersion(ctx, key, []byte("migrated"), token)
+				require.NoError(t, err)
+				assert.Equal(t, valkeyRawValue(nv, "migrated"), valkeyRaw(t, c, key), "now in the current layout")
+
+				require.NoError(t, c.Set(ctx, key, valkeyFirstValue(token, data), 0).Err())
+				require.NoError(t, c.SetRange(ctx, key, int64(72+size-1), "!").Err())
+				_, _, err = store.Get(ctx, key)
+				ce := requireCorrupt(t, err, key)
+				assert.Equal(t, "valkey value digest", ce.Check)
+				_, err = store.PutIfVersion(ctx, key, []byte("x"), token)
+				assert.Equal(t, ce.Version, requireCorrupt(t, err, key, "a write checks a first-layout value whole").Version)
+				_, err = store.PutIfVersion(ctx, key, []byte("settled"), ce.Version)
+				require.NoError(t, err)
 			})
 		}
 	})
@@ -1016,7 +1107,7 @@ func TestValkeyBrandPerWrite(t *testing.T) {
 		_, err = put([]byte("y"), v2)
 		requireStoreError(t, err, "valkey put", data, "a brand value damaged in place")
 		requireOtherFailure(t, err)
-		assert.Contains(t, err.Error(), "is not an intact value of this store: valkey value digest")
+		assert.Contains(t, err.Error(), "is not an intact value of this store: valkey head digest")
 
 		require.NoError(t, c.Del(ctx, brand).Err())
 		require.NoError(t, c.RPush(ctx, brand, identity).Err())
@@ -1090,7 +1181,7 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrConflict, "EXEC aborted")
 	assert.ErrorIs(t, err, redis.TxFailedErr)
 	assert.Len(t, trips, 2, "the brand costs no round trip: %s", formatValkeyTrips(trips))
-	assert.Equal(t, []string{"watch", "exists", "getrange", "exists", "getrange"}, trips[0], "the brand key is watched and read with the data key")
+	assert.Equal(t, []string{"watch", "strlen", "exists", "getrange", "exists", "getrange"}, trips[0], "the brand key is watched and read with the data key")
 
 	requireValkeyContent(t, store, key, "under the brand", v) // nothing landed under the foreign brand
 	_, err = store.PutIfBranded(ctx, brand, identity, key, [][]byte{[]byte("junk")}, v)
@@ -1684,7 +1775,7 @@ func keyCommandCalls(t *testing.T, c *redis.Client) map[string]int {
 	return calls
 }
 
-var valkeyKeyCommands = []string{"get", "getrange", "strlen", "exists", "set", "del", "scan", "watch", "unwatch", "multi", "exec", "eval", "evalsha"}
+var valkeyKeyCommands = []string{"get", "getrange", "strlen", "exists", "set", "del", "unlink", "rename", "persist", "scan", "watch", "unwatch", "multi", "exec", "eval", "evalsha"}
 
 // TestValkeyRefusesCluster: a standalone client of a cluster-enabled node
 // (no slots assigned) is refused after INFO, before any key is read or

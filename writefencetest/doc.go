@@ -94,7 +94,17 @@
 //     write returned; a write conditioned on a version from before the
 //     damage ("" included) is refused with ErrCorrupt or ErrConflict and
 //     writes nothing; a write conditioned on the version Get reported
-//     replaces the bytes; and GetPrefix agrees with Get throughout.
+//     replaces the bytes; and GetPrefix agrees with Get throughout. These
+//     values are small, within the part of an object any store checks.
+//   - Damage/Tail (with Options.Damage): a bit flipped near the end of a
+//     64 KiB value (or Options.ReadLimit bytes, when less), beyond the
+//     bounded part a store may check on its writes (see
+//     writefence.ConditionalStore): Get reports it as above, and so does
+//     GetPrefix of the whole value; GetPrefix of fewer bytes reports it
+//     too, or returns the version from before the damage with the leading
+//     bytes as they are; a write conditioned on that version is refused as
+//     over any damage, or lands and replaces the value whole; a write
+//     conditioned on the version Get reported lands.
 //   - Lister/Prefix, Lister/Stop, Lister/Canceled (with a Lister): every key
 //     written under a prefix, at any depth, is listed exactly once, none
 //     outside it, and a deleted key is not; List stops at fn's first error

@@ -116,6 +116,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Flip", testDamageFlip},
 			{"Empty", testDamageEmpty},
 			{"Twice", testDamageTwice},
+			{"Tail", testDamageTail},
 		}},
 		{"Lister", []check{
 			{"Prefix", testListPrefix},

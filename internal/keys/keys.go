@@ -12,6 +12,7 @@
 //	P + "_settled/" + escape(plugin) + "/" + escape(shard)   a shard's settle log
 //	"writefence/_wait"                                        the Valkey store's replication sync key
 //	"writefence/_wait{" + SlotTag(s) + "}"                   the same, in cluster slot s (WaitIn)
+//	"writefence/_put/{" + SlotTag(s) + "}" + token           a value the Valkey store stages (Staged)
 //
 // The first byte after the prefix is 's' for every shard key and '_' for
 // every reserved key, so the two spaces are disjoint by construction.

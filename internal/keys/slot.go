@@ -82,6 +82,17 @@ func SlotTag(slot int) string {
 	return slotTags[slot]
 }
 
+// Staged is the key under which the Valkey store stages a value written
+// with a new version token before a script moves it to key: in the
+// reserved space of DefaultPrefix, tagged with key's slot, unique to the
+// token.
+func Staged(key, token string) string {
+	return Staging + "{" + SlotTag(Slot(key)) + "}" + token
+}
+
+// Staging is what every key Staged returns starts with.
+const Staging = DefaultPrefix + "_put/"
+
 // WaitIn is the Valkey store's replication sync key for key on a cluster:
 // Wait, tagged with the slot of key, so that it is in the same slot.
 func WaitIn(key string) string {

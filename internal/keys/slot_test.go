@@ -39,5 +39,6 @@ func TestSlotTag(t *testing.T) {
 	}
 	for _, key := range []string{"writefence/s/wal/0", "a", "tenant{1}/s/wal/0", "{", "}{"} {
 		assert.Equal(t, Slot(key), Slot(WaitIn(key)), "%q", key)
+		assert.Equal(t, Slot(key), Slot(Staged(key, "0123456789abcdef0123456789abcdef")), "%q", key)
 	}
 }
