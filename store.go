@@ -223,7 +223,10 @@ type BrandedPutter interface {
 	// Absent is set, another value with a *WireError naming it; both match
 	// ErrWire, and nothing is written. The version precondition is checked
 	// too: when both fail, either refusal may be returned. key is never
-	// brandKey.
+	// brandKey. A store that cannot read brandKey in the atomic step of a
+	// write of key (a Valkey cluster, for keys in different hash slots)
+	// refuses with an error matching errors.ErrUnsupported, writing
+	// nothing: it never checks the brand apart from the write.
 	PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (newVersion string, err error)
 }
 

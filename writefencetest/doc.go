@@ -84,7 +84,10 @@
 //     PutIfBranded refuses an absent brand key and one of another identity
 //     with a *writefence.WireError (ErrWire), writing nothing; lands as
 //     PutParts does when the brand matches; and refuses the next write
-//     once the brand key changes or is deleted.
+//     once the brand key changes or is deleted. A store that refuses
+//     PutIfBranded of the suite's keys as unsupported (it cannot read them
+//     in one atomic step) skips these checks and the branded races; see
+//     Options.KeyPrefix.
 //   - Damage/Flip, Damage/Empty, Damage/Twice (with Options.Damage): after a
 //     bit is flipped (and then a second one), after the value is emptied,
 //     and after the same damage twice with a repair in between, Get either

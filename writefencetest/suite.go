@@ -38,6 +38,14 @@ type Options struct {
 	// write; Payload/1MiB writes ReadLimit bytes instead of 1 MiB when
 	// that is less. Zero skips the check of the limit.
 	ReadLimit int64
+
+	// KeyPrefix, when set, starts every key the suite writes, before its
+	// random prefix of each subtest. A store whose atomic steps reach
+	// only keys that share part of their names (a Valkey cluster: a hash
+	// tag, such as "{writefencetest}") can so run the checks of a write
+	// that depends on two keys (PutIfBranded), which it would otherwise
+	// refuse as unsupported; empty means no prefix.
+	KeyPrefix string
 }
 
 // Fault is one damage Options.Damage does. Its fields are those of the
@@ -185,7 +193,7 @@ func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalSt
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	sc := &scope{s: s, opts: opts, prefix: "writefencetest/" + hex.EncodeToString(b) + "/"}
+	sc := &scope{s: s, opts: opts, prefix: opts.KeyPrefix + "writefencetest/" + hex.EncodeToString(b) + "/"}
 	if d, ok := s.(writefence.Deleter); ok {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
