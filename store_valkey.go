@@ -180,7 +180,10 @@ const valkeyMaxRedirects = 16
 // a TRYAGAIN or CLUSTERDOWN answer is tried again after a pause, and a
 // transaction whose WATCH a migration of the key aborted (MIGRATE deletes
 // the key from the source) runs again where the key now is, deciding
-// afresh; at most sixteen of these per call. A redirection answers a
+// afresh; at most sixteen of these per call. While the key is still on a
+// source whose slot migrates, the Script path cannot make its staging key
+// there (the node sends new keys to the target), so that write takes the
+// WATCH path, on the node that holds the key. A redirection answers a
 // command that did nothing, so a write that follows one is that write's
 // only execution: a push during a migration lands once, on one node, or
 // not at all. BrandVerifyAlways stays atomic where it is offered:
@@ -428,14 +431,14 @@ func (s *ValkeyConditionalStore) onNode(ctx context.Context, key string, f func(
 		if err == nil || attempt >= valkeyMaxRedirects || ctx.Err() != nil {
 			break
 		}
-		r, ok := valkeyRedirection(err)
+		var r *valkeyRedirected
 		switch {
-		case ok && (r.code == "MOVED" || r.code == "ASK"):
+		case errors.As(err, &r) && r.addr != "":
 			if node, err = s.clusterNode(ctx, r.addr); err != nil {
 				return err
 			}
 			asking = r.code == "ASK"
-		case ok:
+		case r != nil:
 			if err := valkeyPause(ctx, attempt); err != nil {
 				return err
 			}
@@ -456,26 +459,66 @@ func (s *ValkeyConditionalStore) onNode(ctx context.Context, key string, f func(
 	return err
 }
 
-// valkeyRedirect is a cluster's answer to a command it did not run.
-type valkeyRedirect struct {
+// valkeyRedirected is a cluster's answer to commands it did not run, as
+// onNode follows it: to the node at addr (after ASKING, when code is ASK),
+// or, with no addr, to the same node after a pause.
+type valkeyRedirected struct {
 	code string // MOVED, ASK, TRYAGAIN or CLUSTERDOWN
-	addr string // the node to ask, for MOVED and ASK
+	addr string
+	err  error // the answer
 }
 
-// valkeyRedirection reports whether err reaches such an answer.
-func valkeyRedirection(err error) (valkeyRedirect, bool) {
+func (r *valkeyRedirected) Error() string { return r.err.Error() }
+func (r *valkeyRedirected) Unwrap() error { return r.err }
+
+// valkeyRouted returns err, or, when cmds (sent together, err the error of
+// their round trip) met a cluster redirection, a *valkeyRedirected for
+// onNode. A MOVED speaks for the whole slot, so for key. An ASK says only
+// that the command's own keys are missing on a node whose slot migrates:
+// it is followed only when the command names key, for the node it names
+// serves any key it is asked about (present there or not), and key may
+// still be here while a new key beside it (a staging or sync key) is sent
+// there. Any other ASK, a TRYAGAIN (the command's keys are split between
+// the nodes) and a CLUSTERDOWN are waited out.
+func valkeyRouted(key string, err error, cmds ...redis.Cmder) error {
+	if err == nil {
+		return nil
+	}
+	var found *valkeyRedirected
+	for _, cmd := range append(cmds, redis.NewStatusResult("", err)) {
+		code, addr := valkeyRedirection(cmd.Err())
+		switch {
+		case code == "":
+			continue
+		case code == "MOVED":
+			return &valkeyRedirected{code: code, addr: addr, err: cmd.Err()}
+		case code == "ASK" && slices.Contains(cmd.Args(), any(key)):
+			found = &valkeyRedirected{code: code, addr: addr, err: cmd.Err()}
+		case found == nil:
+			found = &valkeyRedirected{code: code, err: cmd.Err()}
+		}
+	}
+	if found == nil {
+		return err
+	}
+	return found
+}
+
+// valkeyRedirection returns the code of the redirection err reaches, and
+// the node it names (MOVED, ASK), or "" when err reaches none.
+func valkeyRedirection(err error) (code, addr string) {
 	var reply redis.Error
 	if !errors.As(err, &reply) {
-		return valkeyRedirect{}, false
+		return "", ""
 	}
 	f := strings.Fields(reply.Error())
 	switch {
 	case len(f) == 3 && (f[0] == "MOVED" || f[0] == "ASK"):
-		return valkeyRedirect{code: f[0], addr: f[2]}, true
+		return f[0], f[2]
 	case len(f) > 0 && (f[0] == "TRYAGAIN" || f[0] == "CLUSTERDOWN"):
-		return valkeyRedirect{code: f[0]}, true
+		return f[0], ""
 	}
-	return valkeyRedirect{}, false
+	return "", ""
 }
 
 // valkeyPause waits before attempt+1 after a TRYAGAIN or CLUSTERDOWN: 1 ms,
@@ -631,7 +674,7 @@ func (s *ValkeyConditionalStore) read(ctx context.Context, key string, end int64
 			return nil
 		})
 		if err != nil {
-			return valkeyError("get", key, valkeyQueuedError(err, cmds...))
+			return valkeyError("get", key, valkeyRouted(key, valkeyQueuedError(err, cmds...), cmds...))
 		}
 		return nil
 	}
@@ -739,6 +782,12 @@ func (s *ValkeyConditionalStore) put(ctx context.Context, key string, parts [][]
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	if brand != nil && s.cluster != nil && keys.Slot(brand.key) != keys.Slot(key) {
+		return "", storeErr("valkey put", key, errors.ErrUnsupported, fmt.Errorf(
+			"on a cluster the brand key %s (slot %d) cannot be checked in the write of a key in slot %d: "+
+				"no atomic step spans two slots; give the prefix a hash tag, such as \"{app}/\", or verify the brand once (BrandVerify)",
+			esc(brand.key), keys.Slot(brand.key), keys.Slot(key)))
+	}
 	if expectVersion != "" && !validValkeyVersion(expectVersion) && !validValkeyDamagedVersion(expectVersion) {
 		return "", storeErr("valkey put", key, ErrConflict,
 			fmt.Errorf("%s is not a version this store issues", esc(expectVersion)))
@@ -746,19 +795,20 @@ func (s *ValkeyConditionalStore) put(ctx context.Context, key string, parts [][]
 	if err := s.checkServer(ctx, "put", key); err != nil {
 		return "", err
 	}
-	if brand != nil && s.cluster != nil && keys.Slot(brand.key) != keys.Slot(key) {
-		return "", storeErr("valkey put", key, errors.ErrUnsupported, fmt.Errorf(
-			"on a cluster the brand key %s (slot %d) cannot be checked in the write of a key in slot %d: "+
-				"no atomic step spans two slots; give the prefix a hash tag, such as \"{app}/\", or verify the brand once (BrandVerify)",
-			esc(brand.key), keys.Slot(brand.key), keys.Slot(key)))
-	}
 	version := newValkeyVersion()
 	value := valkeyValue(version, parts)
 	err := s.onNode(ctx, key, func(c valkeyConn) error {
-		if s.Script {
-			return s.putScript(ctx, c, key, version, value, expectVersion, brand)
+		if !s.Script {
+			return s.putWatch(ctx, c, key, value, expectVersion, brand)
 		}
-		return s.putWatch(ctx, c, key, value, expectVersion, brand)
+		err := s.putScript(ctx, c, key, version, value, expectVersion, brand)
+		if r := (*valkeyRedirected)(nil); errors.As(err, &r) && r.addr == "" {
+			// The key's slot is migrating and the key is still here: a
+			// new key (the staging key) cannot be made beside it until it
+			// moves, but a transaction over the key alone can run.
+			return s.putWatch(ctx, c, key, value, expectVersion, brand)
+		}
+		return err
 	})
 	if err != nil {
 		return "", err
@@ -848,7 +898,7 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 		if brand != nil && head.Err() == nil && valkeyErrorCode(brandValue.Err()) == "WRONGTYPE" {
 			what = "brand key " + esc(brand.key)
 		}
-		return valkeyErrorAbout("put", key, what, err)
+		return valkeyErrorAbout("put", key, what, valkeyRouted(key, err, cmds...))
 	}
 
 	// whole reads the whole value, under the WATCH: the first layout is
@@ -864,7 +914,7 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 		get := redis.NewStringCmd(ctx, "getrange", key, 0, valkeyReadEnd(limit))
 		c.queue(ctx, p, get)
 		if _, err := p.Exec(ctx); err != nil {
-			return valkeyError("put", key, err)
+			return valkeyError("put", key, valkeyRouted(key, err, get))
 		}
 		whole, read1 = get.Val(), true
 		return nil
@@ -937,7 +987,7 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 		// A SET refused while queued (NOPERM for a user who may only
 		// read the key, an ASK while the slot migrates) discards the
 		// transaction: say why.
-		return valkeyError("put", key, valkeyQueuedError(err, set))
+		return valkeyError("put", key, valkeyRouted(key, valkeyQueuedError(err, set), set))
 	}
 	if s.WaitReplicas > 0 {
 		return s.wait(ctx, tx, "put", key)
@@ -1115,7 +1165,7 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, ke
 		if brand != nil {
 			what = "the key or brand key " + esc(brand.key)
 		}
-		return valkeyErrorAbout("put", key, what, err)
+		return valkeyErrorAbout("put", key, what, valkeyRouted(key, err, stage, cmd))
 	}
 	res := cmd.Val()
 	switch r := res.(type) {

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +41,10 @@ import (
 //   - the brand checked in the write (PutIfBranded)
 //   - round trips, and no WATCH left armed
 //   - races
-//   - cluster refusal
+//   - cluster: a standalone client of a cluster node refused; the cluster
+//     .ci/run starts (three primaries with a replica each): the kit, the
+//     probe, a lease, races, WaitReplicas; clusters of a test's own: a slot
+//     migrated under pushes, failovers
 //   - replication and failover (WaitReplicas)
 
 // ---- helpers ----
@@ -159,7 +164,8 @@ func valkeyWantConflict(err error) error {
 type valkeyTap struct {
 	mu     sync.Mutex // guards the fields below
 	trips  [][]string
-	total  int64 // round trips since the tap was made, never reset
+	total  int64          // round trips since the tap was made, never reset
+	codes  map[string]int // cluster redirections answered (MOVED, ASK, TRYAGAIN), never reset
 	before func(ctx context.Context, cmds []redis.Cmder) error
 	after  func(cmds []redis.Cmder)
 }
@@ -205,6 +211,18 @@ func (h *valkeyTap) observe(ctx context.Context, cmds []redis.Cmder) error {
 
 func (h *valkeyTap) runAfter(cmds []redis.Cmder) {
 	h.mu.Lock()
+	for _, c := range cmds {
+		var reply redis.Error
+		if !errors.As(c.Err(), &reply) {
+			continue
+		}
+		if code, _, _ := strings.Cut(reply.Error(), " "); code == "MOVED" || code == "ASK" || code == "TRYAGAIN" {
+			if h.codes == nil {
+				h.codes = map[string]int{}
+			}
+			h.codes[code]++
+		}
+	}
 	after := h.after
 	h.mu.Unlock()
 	if after != nil {
@@ -244,6 +262,13 @@ func (h *valkeyTap) take() [][]string {
 	t := h.trips
 	h.trips = nil
 	return t
+}
+
+// redirected returns how many replies carried each cluster redirection.
+func (h *valkeyTap) redirected() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.codes)
 }
 
 // rounds returns the round trips made since the tap was made.
@@ -1462,11 +1487,16 @@ func valkeyTripSteps(t *testing.T, store *writefence.ValkeyConditionalStore, pre
 }
 
 // checkValkeyTrips runs each step and asserts the round trips tap saw.
+// What a cluster client sends on its own (CLUSTER SLOTS to refresh its
+// view, and the HELLO and CLIENT SETINFO of a connection it opens for it)
+// is not the step's.
 func checkValkeyTrips(t *testing.T, tap *valkeyTap, steps []valkeyTripStep) {
 	t.Helper()
 	for _, s := range steps {
 		require.NoError(t, s.run(), s.name)
-		trips := tap.take()
+		trips := slices.DeleteFunc(tap.take(), func(trip []string) bool {
+			return slices.Contains([]string{"cluster", "hello", "client"}, trip[0])
+		})
 		t.Logf("%s: %d round trips: %s", s.name, len(trips), formatValkeyTrips(trips))
 		require.Len(t, trips, s.want, "%s: %s", s.name, formatValkeyTrips(trips))
 		last := trips[len(trips)-1]
@@ -1749,7 +1779,7 @@ func TestValkeyFenceSameEpochRace(t *testing.T) {
 	})
 }
 
-// ---- cluster refusal ----
+// ---- cluster ----
 
 // keyCommandCalls sums calls, failed and rejected calls of the commands
 // that touch keys, from INFO commandstats.
@@ -1799,6 +1829,277 @@ func TestValkeyRefusesCluster(t *testing.T) {
 	assert.Positive(t, keyCommandCalls(t, c)["getrange"], "a GETRANGE is counted")
 }
 
+// newValkeyCluster returns a client of the shared cluster (see
+// testserver.ValkeyClusterClient), a tap on the clients of its nodes, and
+// a key prefix of the test's own, a hash tag when tagged.
+func newValkeyCluster(t *testing.T, tagged bool) (*redis.ClusterClient, *valkeyTap, string) {
+	t.Helper()
+	addrs := testserver.ValkeyClusterAddrs(t)
+	tap := &valkeyTap{}
+	return testserver.ValkeyClusterClient(t, addrs, tap), tap, testserver.ValkeyClusterPrefix(t, addrs, tagged)
+}
+
+// TestValkeyClusterConformance runs the conformance suite on the shared
+// cluster, on both write paths: with the suite's keys spread over the
+// slots (the Branded checks skip: their two keys are in different slots,
+// which PutIfBranded refuses as unsupported), with every key under one
+// hash tag (every check runs, the branded ones atomic in one slot), and
+// spread with WaitReplicas set.
+func TestValkeyClusterConformance(t *testing.T) {
+	addrs := testserver.ValkeyClusterAddrs(t)
+	for _, tc := range []struct {
+		name   string
+		prefix string
+		wait   bool
+	}{{"spread", "", false}, {"one slot", "{writefencetest}", false}, {"spread, waiting", "", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachValkeyPath(t, func(t *testing.T, script bool) {
+				cc := testserver.ValkeyClusterClient(t, addrs)
+				store := newValkeyStore(cc, script)
+				store.MaxObjectSize = kitReadLimit
+				if tc.wait {
+					store.WaitReplicas, store.WaitTimeout = 1, testAckTimeout
+				}
+				opts := kitOptions(testserver.DamageValkey(cc))
+				opts.KeyPrefix = tc.prefix
+				writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, opts)
+			})
+		})
+	}
+}
+
+// TestValkeyClusterSlots: a shard's record, its sync key and its staging
+// keys are in one slot, as the server computes slots; the records of many
+// shards spread over every primary; a record written through the cluster
+// is where CLUSTER KEYSLOT says.
+func TestValkeyClusterSlots(t *testing.T) {
+	ctx := context.Background()
+	cc, _, prefix := newValkeyCluster(t, false)
+	store := newValkeyStore(cc, false)
+	f := &writefence.Fence{Store: store, Prefix: prefix}
+	perNode := map[string]int{}
+	for i := range 64 {
+		shard := strconv.Itoa(i)
+		key, err := keys.Shard(prefix, "wal", shard)
+		require.NoError(t, err)
+		slot := keys.Slot(key)
+		for _, k := range []string{key, keys.WaitIn(key), keys.Staged(key, strings.Repeat("a", 32))} {
+			n, err := cc.ClusterKeySlot(ctx, k).Result()
+			require.NoError(t, err)
+			require.EqualValues(t, slot, n, "the server's slot of %q", k)
+		}
+		require.NoError(t, f.Push(ctx, "wal", shard, "w", 1, []byte("x")))
+		m, err := cc.MasterForKey(ctx, key)
+		require.NoError(t, err)
+		n, err := m.Exists(ctx, key).Result()
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "%q is on the primary of its slot", key)
+		perNode[m.Options().Addr]++
+	}
+	t.Logf("64 shards over the primaries: %v", perNode)
+	assert.Len(t, perNode, 3, "the shards spread over every primary")
+}
+
+// TestValkeyClusterProbe: the probe trusts the cluster on both paths and
+// cleans up after itself.
+func TestValkeyClusterProbe(t *testing.T) {
+	cc, _, prefix := newValkeyCluster(t, false)
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		require.NoError(t, writefence.Probe(t.Context(), newValkeyStore(cc, script), prefix+"probe"))
+		var left []string
+		require.NoError(t, cc.ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error {
+			ks, err := m.Keys(ctx, prefix+"*").Result()
+			left = append(left, ks...)
+			return err
+		}))
+		assert.Empty(t, left, "the probe cleans up")
+	})
+}
+
+// TestValkeyClusterLease: a lease on the cluster hands out rising terms,
+// refuses a second holder while held, is taken over once expired, and the
+// holder's epochs fence a shard whose record is on another primary.
+func TestValkeyClusterLease(t *testing.T) {
+	ctx := context.Background()
+	cc, _, prefix := newValkeyCluster(t, false)
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		fence := &writefence.Fence{Store: newValkeyStore(cc, script), Prefix: prefix + map[bool]string{false: "watch/", true: "script/"}[script]}
+		now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock := func() time.Time { return now }
+		lease := func(holder string) *writefence.Lease {
+			return &writefence.Lease{Fence: fence, Name: "wal/0", Holder: holder, TTL: 10 * time.Second, Clock: clock}
+		}
+		a, b := lease("a"), lease("b")
+		term, err := a.Acquire(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), term)
+		_, err = b.Acquire(ctx)
+		require.ErrorIs(t, err, writefence.ErrLeaseHeld)
+		epoch, err := a.Epoch(ctx, "wal", "0")
+		require.NoError(t, err)
+		require.NoError(t, fence.Push(ctx, "wal", "0", "a", epoch, []byte("by a")))
+		late, err := a.Epoch(ctx, "wal", "0")
+		require.NoError(t, err)
+
+		now = now.Add(time.Minute)
+		term, err = b.Acquire(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(2), term, "a takeover raises the term")
+		seal, err := b.Epoch(ctx, "wal", "0")
+		require.NoError(t, err)
+		require.NoError(t, fence.Seal(ctx, "wal", "0", "b", seal))
+		require.ErrorIs(t, fence.Push(ctx, "wal", "0", "a", late, []byte("zombie")), writefence.ErrStaleEpoch)
+		require.Error(t, a.Renew(ctx), "the deposed holder cannot renew")
+	})
+}
+
+// TestValkeyClusterFenceRace: 16 writers push one epoch per round to a
+// shard on the cluster: exactly one lands each round, every other is
+// refused as stale; shards of different slots race at once.
+func TestValkeyClusterFenceRace(t *testing.T) {
+	const writers, rounds, shards = 16, 20, 3
+	ctx := context.Background()
+	cc, _, prefix := newValkeyCluster(t, false)
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		fences := make([]*writefence.Fence, writers)
+		for w := range fences {
+			fences[w] = &writefence.Fence{Store: newValkeyStore(cc, script), Prefix: prefix + map[bool]string{false: "watch/", true: "script/"}[script]}
+		}
+		for round := uint64(1); round <= rounds; round++ {
+			errs := make([]error, writers*shards)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range errs {
+				wg.Go(func() {
+					<-start
+					w, shard := i%writers, strconv.Itoa(i/writers)
+					errs[i] = fences[w].Push(ctx, "race", shard, fmt.Sprintf("writer-%d", w), round, fmt.Appendf(nil, "round %d writer %d", round, w))
+				})
+			}
+			close(start)
+			wg.Wait()
+			for shard := range shards {
+				nils := 0
+				for w := range writers {
+					switch err := errs[shard*writers+w]; {
+					case err == nil:
+						nils++
+					case !errors.Is(err, writefence.ErrStaleEpoch):
+						t.Errorf("round %d shard %d writer %d: %v", round, shard, w, err)
+					}
+				}
+				require.Equal(t, 1, nils, "round %d shard %d: exactly one push lands", round, shard)
+				epoch, _, _, err := fences[0].Latest(ctx, "race", strconv.Itoa(shard))
+				require.NoError(t, err)
+				require.Equal(t, round, epoch)
+			}
+		}
+	})
+}
+
+// TestValkeyClusterBrand: BrandVerifyAlways is offered where it stays
+// atomic. Under a prefix with a hash tag (every key in one slot) every
+// push checks the brand inside its write and a foreign brand refuses it;
+// under a prefix without one the record and the brand key are in
+// different slots, and the push is refused as unsupported, naming why,
+// with nothing written; BrandVerify (a check of the brand key alone) works
+// there.
+func TestValkeyClusterBrand(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		cc, _, tagged := newValkeyCluster(t, true)
+		store := newValkeyStore(cc, script)
+		f := &writefence.Fence{Store: store, Prefix: tagged, Brand: writefence.BrandVerifyAlways}
+		_, err := f.ClaimBrand(ctx)
+		require.NoError(t, err)
+		require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("under the brand")))
+		_, bv, err := store.Get(ctx, keys.Brand(tagged))
+		require.NoError(t, err)
+		_, err = store.PutIfVersion(ctx, keys.Brand(tagged), []byte("other/v1"), bv)
+		require.NoError(t, err)
+		requireWire(t, f.Push(ctx, "wal", "0", "w", 2, []byte("under another brand")), writefence.WireError{Key: keys.Brand(tagged), Expected: defaults.Identity, Found: "other/v1"})
+
+		_, _, spread := newValkeyCluster(t, false)
+		key, err := keys.Shard(spread, "wal", "0")
+		require.NoError(t, err)
+		require.NotEqual(t, keys.Slot(keys.Brand(spread)), keys.Slot(key), "the test needs them apart")
+		claim := &writefence.Fence{Store: store, Prefix: spread, Brand: writefence.BrandClaim}
+		require.NoError(t, claim.Push(ctx, "wal", "0", "w", 1, []byte("claimed, then pushed")))
+		verify := &writefence.Fence{Store: store, Prefix: spread, Brand: writefence.BrandVerify}
+		require.NoError(t, verify.Push(ctx, "wal", "0", "w", 2, []byte("verified once")))
+		always := &writefence.Fence{Store: store, Prefix: spread, Brand: writefence.BrandVerifyAlways}
+		tctx, trace := testserver.Traced(ctx)
+		err = always.Push(tctx, "wal", "0", "w", 3, []byte("never"))
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		assert.Contains(t, err.Error(), "no atomic step spans two slots")
+		assert.Equal(t, int64(1), trace.Writes(), "final: one attempt")
+		_, _, payload, err := verify.Latest(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, "verified once", string(payload), "nothing was written")
+	})
+}
+
+// TestValkeyClusterRoundTrips: on the cluster, with no resharding, a call
+// costs what it costs on one server: two round trips per write on the
+// WATCH path, one on the script path, one per read, and one more, the
+// WAIT, with WaitReplicas; the keys share a hash tag so the branded steps
+// can run.
+func TestValkeyClusterRoundTrips(t *testing.T) {
+	for _, wait := range []int{0, 1} {
+		t.Run(fmt.Sprintf("wait=%d", wait), func(t *testing.T) {
+			eachValkeyPath(t, func(t *testing.T, script bool) {
+				cc, tap, prefix := newValkeyCluster(t, true)
+				store := newValkeyStore(cc, script)
+				if wait > 0 {
+					store.WaitReplicas, store.WaitTimeout = wait, testAckTimeout
+				}
+				steps := valkeyTripSteps(t, store, prefix, wait)
+				tap.take()
+				checkValkeyTrips(t, tap, steps)
+				assert.Empty(t, tap.redirected(), "no redirection")
+			})
+		})
+	}
+}
+
+// TestValkeyClusterWaitReplicas: on the cluster, WAIT runs on the primary
+// that owns the record's slot, after the write on the same connection: a
+// push with WaitReplicas=1 returns once that primary's replica holds the
+// record, for shards on every primary; with WaitReplicas=2 (each primary
+// has one replica) it does not return nil.
+func TestValkeyClusterWaitReplicas(t *testing.T) {
+	ctx := context.Background()
+	cc, _, prefix := newValkeyCluster(t, false)
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		store := newValkeyStore(cc, script)
+		store.WaitReplicas, store.WaitTimeout = 1, testAckTimeout
+		f := &writefence.Fence{Store: store, Prefix: prefix + map[bool]string{false: "watch/", true: "script/"}[script]}
+		for i := range 12 {
+			shard := strconv.Itoa(i)
+			require.NoError(t, f.Push(ctx, "wal", shard, "w", 1, []byte("acknowledged")))
+			key, err := keys.Shard(f.Prefix, "wal", shard)
+			require.NoError(t, err)
+			primary, err := cc.MasterForKey(ctx, key)
+			require.NoError(t, err)
+			replica, err := cc.SlaveForKey(ctx, key)
+			require.NoError(t, err)
+			// A replica serves a read on a connection in READONLY mode.
+			conn := replica.Conn()
+			require.NoError(t, conn.ReadOnly(ctx).Err())
+			got, err := conn.Get(ctx, key).Result()
+			require.NoError(t, conn.Close())
+			require.NoError(t, err, "the replica of %s holds %q when the push returns", primary.Options().Addr, key)
+			assert.Equal(t, valkeyRaw(t, primary, key), got)
+		}
+
+		store2 := newValkeyStore(cc, script)
+		store2.WaitReplicas, store2.WaitTimeout = 2, testWaitTimeout
+		err := (&writefence.Fence{Store: store2, Prefix: f.Prefix}).Push(ctx, "wal", "0", "w", 2, []byte("two replicas"))
+		require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
+		assert.Contains(t, err.Error(), "of 2 replicas acknowledged")
+	})
+}
+
 // ---- replication and failover (WaitReplicas) ----
 
 // Durability across failover, on a primary and a replica of the test's own.
@@ -1825,16 +2126,19 @@ type replRelay struct {
 // is closed when the test ends.
 func newReplRelay(t *testing.T, target string) *replRelay {
 	t.Helper()
-	r := &replRelay{target: target}
-	r.wake = sync.NewCond(&r.mu)
 	for range 20 {
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000))))
 		if err == nil {
-			r.ln = ln
-			break
+			return startReplRelay(t, ln, target)
 		}
 	}
-	require.NotNil(t, r.ln, "no free port for the relay")
+	t.Fatal("no free port for the relay")
+	return nil
+}
+
+func startReplRelay(t *testing.T, ln net.Listener, target string) *replRelay {
+	r := &replRelay{ln: ln, target: target}
+	r.wake = sync.NewCond(&r.mu)
 	r.wg.Add(1)
 	go r.accept()
 	t.Cleanup(r.close)
