@@ -89,17 +89,17 @@ type ConditionalStore interface {
 	//
 	// A store whose writes check a bounded part of the object they
 	// replace, so that a write costs the same whatever the object's size
-	// (Valkey checks a value's first 4000 bytes and its length), may miss
-	// damage beyond that part that keeps the object's size. Get must still
-	// report it, and so must GetPrefix of the whole object; a GetPrefix of
-	// fewer bytes may return the version from before the damage, with the
-	// bytes as they are, and a PutIfVersion conditioned on that version may
-	// replace the damaged object whole. Such a store documents the part it
-	// checks, which holds at least the data's first 1339 bytes (the
-	// largest record header, so that every decision a Fence makes is on
-	// checked bytes): a write it lets through was decided on intact bytes,
-	// and damaged bytes reach a reader of the whole object only as a
-	// *CorruptError.
+	// (Valkey checks a value's first 3900 bytes, its last 100 and its
+	// length), may miss damage outside that part that keeps the object's
+	// size. Get must still report it, and so must GetPrefix of the whole
+	// object; a GetPrefix of fewer bytes may return the version from
+	// before the damage, with the bytes as they are, and a PutIfVersion
+	// conditioned on that version may replace the damaged object whole.
+	// Such a store documents the part it checks, which holds at least the
+	// data's first 1339 bytes (the largest record header, so that every
+	// decision a Fence makes is on checked bytes): a write it lets through
+	// was decided on intact bytes, and damaged bytes reach a reader of the
+	// whole object only as a *CorruptError.
 	PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (newVersion string, err error)
 }
 

@@ -33,11 +33,14 @@ const (
 	valkeyHeaderLen  = 100    // what precedes the data
 	valkeyVersionLen = 32     // a version token: 128 random bits in hex
 
-	// valkeyHeadEnd ends the head, the part of a value the head digest
-	// covers from valkeyTokenOff on: the header and the data's first 3900
-	// bytes. Every write and every GetPrefix reads and checks it, and no
-	// more of what they replace.
-	valkeyHeadEnd = 4000
+	// valkeyHeadEnd ends the head, the header and the data's first 3800
+	// bytes, and valkeyTailLen is the length of the tail, the value's last
+	// bytes past the head: the head digest covers both (the head from
+	// valkeyTokenOff on). Every write and every GetPrefix reads and checks
+	// them and the value's length, and no more of what they replace: 4000
+	// bytes, the whole of a value up to that size.
+	valkeyHeadEnd = 3900
+	valkeyTailLen = 100
 )
 
 // The first layout, read and replaced on write: the SHA-1 of the rest in
@@ -80,7 +83,8 @@ const valkeyMaxRedirects = 16
 //	offset size field
 //	0      4    "WFV2", the layout
 //	4      40   the head digest: the SHA-1, in lower-case hex, of the
-//	            value's bytes from offset 44 to 4000 (or to its end)
+//	            value's bytes from offset 44 to 3900 (or to its end),
+//	            then of its last 100 bytes past those
 //	44     32   the version token: 128 bits from crypto/rand in
 //	            lower-case hex, drawn afresh for every write, so that it
 //	            never names two contents
@@ -88,10 +92,11 @@ const valkeyMaxRedirects = 16
 //	92     8    the CRC-32C of the data, in lower-case hex
 //	100         the data
 //
-// The first 4000 bytes of a value, its head, are the header and the first
-// 3900 bytes of the data; the head digest covers them, the length field
-// tells the value's length, and the CRC-32C covers the data whole. With
-// valkey-cli:
+// The first 3900 bytes of a value, its head, are the header and the first
+// 3800 bytes of the data, and its last 100 bytes past the head are its
+// tail: the head digest covers both, the length field tells the value's
+// length, and the CRC-32C covers the data whole. A value of up to 4000
+// bytes is all head and tail. With valkey-cli:
 //
 //	GETRANGE <key> 44 75   # the version token
 //	GETRANGE <key> 100 -1  # the data
@@ -125,18 +130,20 @@ const valkeyMaxRedirects = 16
 //   - Get reads the whole value and checks all of it: the head against
 //     its digest, the length, and the data against its CRC-32C.
 //   - GetPrefix and every write (PutIfVersion, PutPartsIfVersion,
-//     PutIfBranded) read the head and the length, and no more: damage to
-//     the header or to the data's first 3900 bytes, and any change of the
-//     value's length (APPEND, SETRANGE past the end, a truncation, a SET
-//     of other bytes), is reported as Get reports it, and a write over it
-//     writes nothing, whatever version it expects. A record's header is
-//     within the head, so every decision a Fence makes is made on checked
-//     bytes.
-//   - Damage beyond the head that keeps the length (a SETRANGE inside the
-//     tail of the data) is found by Get, and by GetPrefix when it reads the
-//     value whole; a GetPrefix of fewer bytes returns the version from
-//     before the damage (and the bytes beyond the head as they are), and a
-//     write conditioned on that version replaces the damaged value. This is what ConditionalStore
+//     PutIfBranded) read the head, the tail and the length, and no more:
+//     damage to the header, to the data's first 3800 bytes or to its last
+//     100, and any change of the value's length (APPEND, SETRANGE past the
+//     end, a truncation, a SET of other bytes), is reported as Get reports
+//     it, and a write over it writes nothing, whatever version it expects.
+//     A record's header is within the head, so every decision a Fence
+//     makes is made on checked bytes; a value of up to 4000 bytes is
+//     checked whole.
+//   - Damage between the head and the tail that keeps the length (a
+//     SETRANGE in the middle of a larger value) is found by Get, and by
+//     GetPrefix when it reads the value whole; a GetPrefix of fewer bytes
+//     returns the version from before the damage (and the bytes beyond the
+//     head as they are), and a write conditioned on that version replaces
+//     the damaged value. This is what ConditionalStore
 //     allows a store whose writes check a bounded part of what they
 //     replace: the write was decided on intact bytes and replaces the
 //     data whole, so no decision rests on the damaged bytes, which only
@@ -150,14 +157,14 @@ const valkeyMaxRedirects = 16
 // limit: Get, GetPrefix and the writes refuse it with an error matching
 // ErrTooLarge, having read no more than the limit.
 //
-// Writes: PutIfVersion is WATCH, a read of the head, MULTI, SET, EXEC on
+// Writes: PutIfVersion is WATCH, a read of the head and the tail, MULTI, SET, EXEC on
 // one dedicated connection, in two round trips; or, with Script set, one
 // round trip of two commands: a SET of the value under a staging key of
 // its own, "writefence/_put/{tag}" followed by the new token, and a Lua
 // script that checks the current value (and the brand) and renames the
 // staged value onto the key, or deletes it. Both give the same results and
 // the same errors, and on both the server's work per write is the check of
-// a head plus what a plain SET of the value costs: neither hashes nor
+// a head and a tail plus what a plain SET of the value costs: neither hashes nor
 // transfers the value it replaces (BENCHMARKS.md), and the script never
 // copies the new value into Lua. A staged value whose script never ran
 // (the connection was lost in between) expires after ten minutes.
@@ -589,7 +596,7 @@ func (s *ValkeyConditionalStore) getChecked(ctx context.Context, key string) (st
 		return "", err
 	}
 	limit := s.limit()
-	found, _, v, err := s.read(ctx, key, valkeyReadEnd(limit))
+	found, _, v, _, err := s.read(ctx, key, valkeyReadEnd(limit), false)
 	switch {
 	case err != nil:
 		return "", err
@@ -627,7 +634,7 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 	if n < limit {
 		end = min(max(valkeyHeadEnd, valkeyHeaderLen+n)-1, end)
 	}
-	found, size, h, err := s.read(ctx, key, end)
+	found, size, h, t, err := s.read(ctx, key, end, true)
 	switch {
 	case err != nil:
 		return nil, 0, "", err
@@ -642,7 +649,7 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 		if check := valkeyCheck(h); check != "" {
 			return nil, 0, "", &CorruptError{Key: key, Version: valkeyDamagedVersion(h), Check: check, Head: valkeyDamagedHead(h)}
 		}
-	case !strings.HasPrefix(h, valkeyMagic) || valkeyHeadCheck(h, size) != "":
+	case !strings.HasPrefix(h, valkeyMagic) || valkeyHeadCheck(h, t, size) != "":
 		if h, err = s.getChecked(ctx, key); err != nil {
 			return nil, 0, "", err
 		}
@@ -653,14 +660,15 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 }
 
 // read reads the value at key up to byte end, and its length, in one
-// atomic step. With WaitReplicas set it also writes the replication sync
-// key in that step and WAITs for it on the same connection: the
-// replication stream is ordered, so the replicas that acknowledge the
-// write hold everything the read saw. A WAIT on a connection that wrote
-// nothing after its read would prove nothing.
-func (s *ValkeyConditionalStore) read(ctx context.Context, key string, end int64) (found bool, size int64, v string, err error) {
+// atomic step; with tail set, also its last valkeyTailLen bytes. With
+// WaitReplicas set it also writes the replication sync key in that step
+// and WAITs for it on the same connection: the replication stream is
+// ordered, so the replicas that acknowledge the write hold everything the
+// read saw. A WAIT on a connection that wrote nothing after its read would
+// prove nothing.
+func (s *ValkeyConditionalStore) read(ctx context.Context, key string, end int64, tail bool) (found bool, size int64, v, t string, err error) {
 	var strlen, exists *redis.IntCmd
-	var val *redis.StringCmd
+	var val, last *redis.StringCmd
 	queue := func(p redis.Pipeliner, wait bool) error {
 		var cmds []redis.Cmder
 		_, err := p.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -668,6 +676,10 @@ func (s *ValkeyConditionalStore) read(ctx context.Context, key string, end int64
 			exists = p.Exists(ctx, key)
 			val = p.GetRange(ctx, key, 0, end)
 			cmds = []redis.Cmder{strlen, exists, val}
+			if tail {
+				last = p.GetRange(ctx, key, -valkeyTailLen, -1)
+				cmds = append(cmds, last)
+			}
 			if wait {
 				p.Set(ctx, s.waitKey(key), "", 0)
 			}
@@ -693,9 +705,12 @@ func (s *ValkeyConditionalStore) read(ctx context.Context, key string, end int64
 		})
 	}
 	if err != nil {
-		return false, 0, "", err
+		return false, 0, "", "", err
 	}
-	return exists.Val() != 0, strlen.Val(), val.Val(), nil
+	if tail {
+		t = last.Val()
+	}
+	return exists.Val() != 0, strlen.Val(), val.Val(), t, nil
 }
 
 // wait WAITs on conn until WaitReplicas replicas acknowledged every write
@@ -834,7 +849,7 @@ func (b *valkeyBrand) verdict(key string, exists bool, value string) error {
 		return compareBrand(b.key, b.identity, nil, false)
 	}
 	if len(value) <= valkeyBrandReadEnd {
-		if check := valkeyHeadOrFirstCheck(value, int64(len(value))); check != "" {
+		if check := valkeyHeadOrFirstCheck(value, value, int64(len(value))); check != "" {
 			return b.notIntact(key, check)
 		}
 	}
@@ -849,7 +864,8 @@ func (b *valkeyBrand) notIntact(key, check string) error {
 }
 
 // putWatch is the WATCH path: round trip one is WATCH on key (and the
-// brand key) followed by the reads of the head and the length, pipelined;
+// brand key) followed by the reads of the head, the tail and the length,
+// pipelined;
 // round trip two is MULTI, SET, EXEC; with WaitReplicas set, round trip
 // three is WAIT. A value of the first layout longer than the head, and a
 // damaged one, is read whole in between, under the same WATCH.
@@ -881,7 +897,8 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 	size := redis.NewIntCmd(ctx, "strlen", key)
 	exists := redis.NewIntCmd(ctx, "exists", key)
 	head := redis.NewStringCmd(ctx, "getrange", key, 0, min(valkeyHeadEnd-1, valkeyReadEnd(limit)))
-	cmds := []redis.Cmder{watch, size, exists, head}
+	tail := redis.NewStringCmd(ctx, "getrange", key, -valkeyTailLen, -1)
+	cmds := []redis.Cmder{watch, size, exists, head, tail}
 	var brandExists *redis.IntCmd
 	var brandValue *redis.StringCmd
 	if brand != nil {
@@ -932,7 +949,7 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 			}
 			h = whole
 		}
-		if check = valkeyHeadOrFirstCheck(h, n); check == "" {
+		if check = valkeyHeadOrFirstCheck(h, tail.Val(), n); check == "" {
 			start := valkeyTokenStart(h)
 			token = h[start : start+valkeyVersionLen]
 		}
@@ -998,12 +1015,18 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 // valkeyChecksLua are the checks of valkeyHeadCheck and valkeyFirstCheck
 // in Lua, shared by the scripts: the same checks in the same order, with
 // the same names. head checks a value of this layout from its head h (its
-// first 4000 bytes) and its length; first checks a whole value of the
-// first layout.
+// first 3900 bytes), its tail t (its last 100) and its length; first
+// checks a whole value of the first layout; check checks a value v read
+// whole.
 const valkeyChecksLua = `
-local function head(h, size)
+local function head(h, t, size)
   if string.len(h) < 100 then return 'valkey value shorter than its header' end
-  if redis.sha1hex(string.sub(h, 45)) ~= string.sub(h, 5, 44) then return 'valkey head digest' end
+  local headEnd = math.min(size, 3900)
+  local covered = string.sub(h, 45, headEnd)
+  if size > headEnd then
+    covered = covered .. string.sub(t, string.len(t) - (size - math.max(headEnd, size - 100)) + 1)
+  end
+  if redis.sha1hex(covered) ~= string.sub(h, 5, 44) then return 'valkey head digest' end
   if not string.find(string.sub(h, 45, 76), '^[0-9a-f]+$') then return 'valkey version token' end
   local n = string.sub(h, 77, 92)
   if not string.find(n, '^[0-9a-f]+$') or tonumber(n, 16) ~= size - 100 then return 'valkey data length' end
@@ -1015,16 +1038,16 @@ local function first(v)
   if redis.sha1hex(string.sub(v, 41)) ~= string.sub(v, 1, 40) then return 'valkey value digest' end
   return false
 end
-local function check(v, size)
-  if string.sub(v, 1, 4) == 'WFV2' then return head(string.sub(v, 1, 4000), size) end
+local function check(v)
+  if string.sub(v, 1, 4) == 'WFV2' then return head(v, v, string.len(v)) end
   return first(v)
 end
 `
 
 // valkeyPutScript is the check and the move of the Script path, in the
 // order of the WATCH path: the size, the brand, then the precondition. It
-// reads the head of the current value (the whole value only in the first
-// layout, or to name or settle damage), never the new value, which waits
+// reads the head and the tail of the current value (the whole value only
+// in the first layout, or to name or settle damage), never the new value, which waits
 // under the staging key: RENAME moves it onto the key without a copy, and
 // PERSIST drops the staging key's expiry. STRLEN comes first so that a key
 // of another type fails with WRONGTYPE, as on the WATCH path; EXISTS only
@@ -1062,7 +1085,7 @@ local size = redis.call('STRLEN', key)
 local exists = size > 0 or redis.call('EXISTS', key) == 1
 local token, damage
 if exists then
-  local h = redis.call('GETRANGE', key, 0, math.min(3999, 100 + tonumber(ARGV[3])))
+  local h = redis.call('GETRANGE', key, 0, math.min(3899, 100 + tonumber(ARGV[3])))
   if string.sub(h, 1, 100) == ARGV[2] then
     if waitKey then redis.call('SET', waitKey, '') end
     return refuse(1)
@@ -1070,8 +1093,12 @@ if exists then
   local hl = 72
   if string.sub(h, 1, 4) == 'WFV2' then hl = 100 end
   if size - hl > tonumber(ARGV[3]) then return refuse({'toolarge'}) end
-  if hl == 72 and size > string.len(h) then h = redis.call('GET', key) end
-  damage = check(h, size)
+  if hl == 100 then
+    damage = head(h, redis.call('GETRANGE', key, -100, -1), size)
+  else
+    if size > string.len(h) then h = redis.call('GET', key) end
+    damage = first(h)
+  end
   if not damage and hl == 100 then token = string.sub(h, 45, 76)
   elseif not damage then token = string.sub(h, 41, 72) end
 end
@@ -1079,7 +1106,7 @@ if brandKey then
   local brand = redis.call('GETRANGE', brandKey, 0, tonumber(ARGV[6]))
   if redis.call('EXISTS', brandKey) == 0 then return refuse({'absent'}) end
   if string.len(brand) <= tonumber(ARGV[6]) then
-    local c = check(brand, string.len(brand))
+    local c = check(brand)
     if c then return refuse({'layout', c}) end
   end
   local bl = 72
@@ -1315,8 +1342,12 @@ func valkeyValue(version string, parts [][]byte) []byte {
 	}
 	putHex(value[valkeyLengthOff:valkeyCRCOff], uint64(n))
 	putHex(value[valkeyCRCOff:valkeyHeaderLen], uint64(crc))
-	sum := sha1.Sum(value[valkeyTokenOff:min(len(value), valkeyHeadEnd)])
-	hex.Encode(value[valkeyDigestOff:valkeyTokenOff], sum[:])
+	headEnd := min(len(value), valkeyHeadEnd)
+	h := sha1.New()
+	h.Write(value[valkeyTokenOff:headEnd])
+	h.Write(value[max(headEnd, len(value)-valkeyTailLen):])
+	var sum [sha1.Size]byte
+	hex.Encode(value[valkeyDigestOff:valkeyTokenOff], h.Sum(sum[:0]))
 	return value
 }
 
@@ -1373,15 +1404,18 @@ func valkeyTokenStart(v string) int {
 
 // valkeyHeadCheck returns the check that a value of this layout fails in
 // its head h (its first valkeyHeadEnd bytes, or all of it when shorter;
-// more is ignored) and its length size, or "" when they are intact. It is
-// the check of the writes and of GetPrefix; valkeyChecksLua repeats it on
-// the server.
-func valkeyHeadCheck(h string, size int64) string {
-	h = h[:min(len(h), valkeyHeadEnd)]
-	if len(h) < valkeyHeaderLen {
+// more is ignored), its tail t (its last valkeyTailLen bytes, or all of
+// it; more is ignored) and its length size, or "" when they are intact. It
+// is the check of the writes and of GetPrefix; valkeyChecksLua repeats it
+// on the server.
+func valkeyHeadCheck(h, t string, size int64) string {
+	if len(h) < valkeyHeaderLen || size < valkeyHeaderLen {
 		return "valkey value shorter than its header"
 	}
-	sum := valkeySHA1(h[valkeyTokenOff:])
+	if headEnd := min(size, valkeyHeadEnd); int64(len(h)) < headEnd || int64(len(t)) < size-max(headEnd, size-valkeyTailLen) {
+		return "valkey data length" // fewer bytes than the length read
+	}
+	sum := valkeyHeadDigest(h, t, size)
 	var digest [2 * sha1.Size]byte
 	hex.Encode(digest[:], sum[:])
 	switch n, ok := parseHex(h[valkeyLengthOff:valkeyCRCOff]); {
@@ -1393,6 +1427,16 @@ func valkeyHeadCheck(h string, size int64) string {
 		return "valkey data length"
 	}
 	return ""
+}
+
+// valkeyHeadDigest is the head digest of a value of size bytes that
+// starts with h and ends with t (h holds at least its head, t at least its
+// tail: the whole value will do for both): the SHA-1 of the head from
+// valkeyTokenOff on, then of the tail.
+func valkeyHeadDigest(h, t string, size int64) [sha1.Size]byte {
+	headEnd := min(size, valkeyHeadEnd)
+	tail := size - max(headEnd, size-valkeyTailLen)
+	return valkeySHA1(h[valkeyTokenOff:headEnd], t[int64(len(t))-tail:])
 }
 
 // valkeyFirstCheck returns the check a whole value of the first layout
@@ -1413,20 +1457,20 @@ func valkeyFirstCheck(v string) string {
 	return ""
 }
 
-// valkeyHeadOrFirstCheck is the check of a write: the head of a value of
-// this layout, or the whole of one of the first layout (v is then all of
-// it).
-func valkeyHeadOrFirstCheck(v string, size int64) string {
-	if strings.HasPrefix(v, valkeyMagic) {
-		return valkeyHeadCheck(v, size)
+// valkeyHeadOrFirstCheck is the check of a write: the head h and tail t of
+// a value of this layout, or the whole of one of the first layout (h is
+// then all of it).
+func valkeyHeadOrFirstCheck(h, t string, size int64) string {
+	if strings.HasPrefix(h, valkeyMagic) {
+		return valkeyHeadCheck(h, t, size)
 	}
-	return valkeyFirstCheck(v)
+	return valkeyFirstCheck(h)
 }
 
 // valkeyCheck returns the check a whole stored value fails, or "" when it
 // is an intact value of this store: the head, and the data's CRC-32C.
 func valkeyCheck(v string) string {
-	if check := valkeyHeadOrFirstCheck(v, int64(len(v))); check != "" || !strings.HasPrefix(v, valkeyMagic) {
+	if check := valkeyHeadOrFirstCheck(v, v, int64(len(v))); check != "" || !strings.HasPrefix(v, valkeyMagic) {
 		return check
 	}
 	want, ok := parseHex(v[valkeyCRCOff:valkeyHeaderLen])
@@ -1436,15 +1480,18 @@ func valkeyCheck(v string) string {
 	return ""
 }
 
-// valkeySHA1 is the SHA-1 of s. A value comes from the client as a string;
-// hashing it through a small buffer spares a copy of the whole value.
-func valkeySHA1(s string) [sha1.Size]byte {
+// valkeySHA1 is the SHA-1 of the strings ss, one after the other. A value
+// comes from the client as a string; hashing it through a small buffer
+// spares a copy of the whole value.
+func valkeySHA1(ss ...string) [sha1.Size]byte {
 	h := sha1.New()
 	var buf [8 << 10]byte
-	for len(s) > 0 {
-		n := copy(buf[:], s)
-		h.Write(buf[:n])
-		s = s[n:]
+	for _, s := range ss {
+		for len(s) > 0 {
+			n := copy(buf[:], s)
+			h.Write(buf[:n])
+			s = s[n:]
+		}
 	}
 	var sum [sha1.Size]byte
 	h.Sum(sum[:0])

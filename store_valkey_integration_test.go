@@ -83,11 +83,13 @@ func eachValkeyStore(t *testing.T, f func(t *testing.T, c *redis.Client, store *
 }
 
 // valkeyRawValue is a value in the store's layout: "WFV2", the SHA-1 in
-// hex of the rest of the value's first 4000 bytes, the token, the data's
-// length and CRC-32C in hex, the data.
+// hex of the rest of the value's first 3900 bytes and of its last 100
+// past those, the token, the data's length and CRC-32C in hex, the data.
 func valkeyRawValue(token, data string) string {
 	rest := token + fmt.Sprintf("%016x%08x", len(data), crc32.Checksum([]byte(data), crc32.MakeTable(crc32.Castagnoli))) + data
-	sum := sha1.Sum([]byte(rest[:min(len(rest), 4000-44)]))
+	head := rest[:min(len(rest), 3900-44)]
+	tail := rest[max(len(head), len(rest)-100):]
+	sum := sha1.Sum([]byte(head + tail))
 	return "WFV2" + hex.EncodeToString(sum[:]) + rest
 }
 
@@ -662,10 +664,11 @@ func TestValkeyGetPrefix(t *testing.T) {
 		store := newValkeyStore(client, script)
 		testPrefixAgreesWithGet(t, store)
 		traffic := func() (int64, int64) { return tap.rounds(), wire.n.Load() }
-		// The slack covers the header, the RESP framing and the other
-		// replies of a push, and on the WATCH path the head its write
-		// reads (steady push: at most 4 KiB, asserted here).
-		testPrefixFence(t, store, traffic, map[bool]int64{false: 2, true: 1}[script], map[bool]int64{false: 4096, true: 256}[script])
+		// The slack covers the header and the tail GetPrefix reads, the
+		// RESP framing and the other replies of a push, and on the WATCH
+		// path the head and tail its write reads (steady push: at most
+		// 4 KiB, asserted here).
+		testPrefixFence(t, store, traffic, map[bool]int64{false: 2, true: 1}[script], map[bool]int64{false: 4096, true: 384}[script])
 
 		t.Run("not this store's layout", func(t *testing.T) {
 			key := valkeyPrefix(t, client) + "plain"
@@ -813,7 +816,7 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 		ce := requireCorrupt(t, err, key, "push over damaged bytes")
 		assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "a refusal, not an unknown outcome")
 		require.NotEmpty(t, trips)
-		first := map[bool][]string{false: {"watch", "strlen", "exists", "getrange"}, true: {"set", "evalsha"}}[script]
+		first := map[bool][]string{false: {"watch", "strlen", "exists", "getrange", "getrange"}, true: {"set", "evalsha"}}[script]
 		assert.Equal(t, first, trips[0], "the push wrote on its remembered version without reading: %s", formatValkeyTrips(trips))
 		assert.Equal(t, damaged, valkeyRaw(t, c, key), "nothing was overwritten")
 
@@ -832,12 +835,12 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 // TestValkeyDamagedHead: a *CorruptError of a value damaged in place holds,
 // in Head, the first 4 KiB (at most) of the data as found, where the
 // layout still places it (after the header), from Get and from GetPrefix
-// alike; a value too short for the layout holds none. A flip within the
-// head (the data's first 3900 bytes) fails the head digest for Get and
-// GetPrefix; one beyond it fails the data's checksum, which Get reads, and
-// GetPrefix when it reads the value whole: a GetPrefix of less returns
-// the bytes as they are and the version from before the damage
-// (TestValkeyDamageInTail).
+// alike; a value too short for the layout holds none. A flip in the head
+// (the data's first 3800 bytes) or in the tail (the value's last 100)
+// fails the head digest, for Get and GetPrefix; one in between fails the
+// data's checksum, which Get reads, and GetPrefix when it reads the value
+// whole: a GetPrefix of less returns the bytes as they are and the version
+// from before the damage (TestValkeyDamageInMiddle).
 func TestValkeyDamagedHead(t *testing.T) {
 	ctx := context.Background()
 	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
@@ -845,17 +848,23 @@ func TestValkeyDamagedHead(t *testing.T) {
 		for i := range long {
 			long[i] = byte(i*7 + 1)
 		}
+		const head, middle = "valkey head digest", "valkey data checksum"
 		for _, tc := range []struct {
-			name string
-			data []byte
-			at   int // the byte of the data flipped
+			name  string
+			data  []byte
+			at    int    // the byte of the data flipped
+			check string // the check Get reports
 		}{
-			{"short data", long[:100], 50},
-			{"flip inside the head", long, 10},
-			{"flip at the head's last byte", long, 3899},
-			{"flip beyond the head", long, 3900},
-			{"flip far beyond the head", long, 5000},
-			{"data exactly 4 KiB", long[:4096], 4095},
+			{"short data", long[:100], 50, head},
+			{"flip inside the head", long, 10, head},
+			{"flip at the head's last byte", long, 3799, head},
+			{"flip just past the head", long, 3800, middle},
+			{"flip in the middle", long, 5000, middle},
+			{"flip just before the tail", long, len(long) - 101, middle},
+			{"flip in the tail", long, len(long) - 100, head},
+			{"flip at the last byte", long, len(long) - 1, head},
+			{"data exactly 4 KiB, in the middle", long[:4096], 3900, middle},
+			{"data exactly 4 KiB, in the tail", long[:4096], 4095, head},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				key := prefix + tc.name
@@ -864,15 +873,14 @@ func TestValkeyDamagedHead(t *testing.T) {
 				damaged := testserver.Flipped(tc.data, tc.at)
 				require.NoError(t, c.SetRange(ctx, key, 100+int64(tc.at), string(damaged[tc.at:tc.at+1])).Err())
 				want := damaged[:min(len(damaged), defaults.MaxHeaderSize)]
-				inHead := tc.at < 3900
 
 				_, _, err = store.Get(ctx, key)
 				ce := requireCorrupt(t, err, key, "get")
-				assert.Equal(t, map[bool]string{true: "valkey head digest", false: "valkey data checksum"}[inHead], ce.Check)
+				assert.Equal(t, tc.check, ce.Check)
 				assert.Equal(t, want, ce.Head, "get")
 				for _, n := range []int64{1, 100, defaults.MaxHeaderSize} {
 					prefix, size, pv, err := store.GetPrefix(ctx, key, n)
-					if inHead || n >= int64(len(tc.data)) {
+					if tc.check == head || n >= int64(len(tc.data)) {
 						pce := requireCorrupt(t, err, key, "get prefix %d", n)
 						assert.Equal(t, *ce, *pce, "get prefix %d: Get's verdict, head included", n)
 						continue
@@ -897,37 +905,41 @@ func TestValkeyDamagedHead(t *testing.T) {
 	})
 }
 
-// TestValkeyDamageInTail: damage beyond the head that keeps the value's
-// length is found by Get alone, on both paths, as the adapter documents: a
-// write conditioned on the version from before the damage (a Fence's
-// cached version) replaces the damaged value, and a write conditioned on
-// the damage's version (a settle) replaces exactly those bytes; damage
-// that changes the length is refused by every write.
-func TestValkeyDamageInTail(t *testing.T) {
+// TestValkeyDamageInMiddle: damage between the head and the tail that
+// keeps the value's length is found by Get alone, on both paths, as the
+// adapter documents: a write conditioned on the version from before the
+// damage (a Fence's cached version) replaces the damaged value, and a
+// write conditioned on the damage's version (a settle) replaces exactly
+// those bytes. Damage to the tail, and damage that changes the length, is
+// refused by every write.
+func TestValkeyDamageInMiddle(t *testing.T) {
 	ctx := context.Background()
 	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
 		data := benchPayload(64 << 10)
-		tail := func(t *testing.T, key string) (string, string) {
+		damage := func(t *testing.T, key string, at int64, check string) (string, string) {
 			t.Helper()
 			v, err := store.PutIfVersion(ctx, key, data, "")
 			require.NoError(t, err)
-			require.NoError(t, c.SetRange(ctx, key, 100+40<<10, "\x00tail").Err())
+			b, err := c.GetRange(ctx, key, at, at).Result()
+			require.NoError(t, err)
+			require.NoError(t, c.SetRange(ctx, key, at, string(testserver.Flipped([]byte(b), 0))).Err())
 			_, _, err = store.Get(ctx, key)
-			ce := requireCorrupt(t, err, key, "get reads the tail")
-			assert.Equal(t, "valkey data checksum", ce.Check)
+			ce := requireCorrupt(t, err, key, "get reads it all")
+			assert.Equal(t, check, ce.Check)
 			return v, ce.Version
 		}
+		middle := int64(100 + 40<<10)
 
 		t.Run("remembered version", func(t *testing.T) {
 			key := prefix + "remembered"
-			v, _ := tail(t, key)
+			v, _ := damage(t, key, middle, "valkey data checksum")
 			nv, err := store.PutIfVersion(ctx, key, []byte("replaced"), v)
-			require.NoError(t, err, "the write checks the head, which is intact")
+			require.NoError(t, err, "the write checks the head and the tail, which are intact")
 			requireValkeyContent(t, store, key, "replaced", nv)
 		})
 		t.Run("settled", func(t *testing.T) {
 			key := prefix + "settled"
-			v, dv := tail(t, key)
+			v, dv := damage(t, key, middle, "valkey data checksum")
 			_, err := store.PutIfVersion(ctx, key, []byte("x"), "")
 			require.ErrorIs(t, err, writefence.ErrConflict, "create-only over an existing key")
 			damaged := valkeyRaw(t, c, key)
@@ -940,6 +952,16 @@ func TestValkeyDamageInTail(t *testing.T) {
 			_, err = store.PutIfVersion(ctx, key, []byte("again"), v)
 			require.ErrorIs(t, err, writefence.ErrConflict)
 		})
+		t.Run("tail", func(t *testing.T) {
+			key := prefix + "tail"
+			v, dv := damage(t, key, int64(100+len(data)-2), "valkey head digest")
+			damaged := valkeyRaw(t, c, key)
+			_, err := store.PutIfVersion(ctx, key, []byte("x"), v)
+			assert.Equal(t, dv, requireCorrupt(t, err, key, "a write over a damaged tail").Version)
+			_, _, _, err = store.GetPrefix(ctx, key, 10)
+			assert.Equal(t, dv, requireCorrupt(t, err, key, "get prefix").Version)
+			assert.Equal(t, damaged, valkeyRaw(t, c, key), "nothing was written")
+		})
 		t.Run("length changed", func(t *testing.T) {
 			key := prefix + "appended"
 			v, err := store.PutIfVersion(ctx, key, data, "")
@@ -951,7 +973,6 @@ func TestValkeyDamageInTail(t *testing.T) {
 			assert.Equal(t, dv, requireCorrupt(t, err, key, "get prefix").Version)
 			_, err = store.PutIfVersion(ctx, key, []byte("x"), v)
 			pce := requireCorrupt(t, err, key, "a write over a changed length")
-			assert.Equal(t, "valkey data length", pce.Check)
 			assert.Equal(t, dv, pce.Version)
 		})
 	})
@@ -1206,7 +1227,7 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrConflict, "EXEC aborted")
 	assert.ErrorIs(t, err, redis.TxFailedErr)
 	assert.Len(t, trips, 2, "the brand costs no round trip: %s", formatValkeyTrips(trips))
-	assert.Equal(t, []string{"watch", "strlen", "exists", "getrange", "exists", "getrange"}, trips[0], "the brand key is watched and read with the data key")
+	assert.Equal(t, []string{"watch", "strlen", "exists", "getrange", "getrange", "exists", "getrange"}, trips[0], "the brand key is watched and read with the data key")
 
 	requireValkeyContent(t, store, key, "under the brand", v) // nothing landed under the foreign brand
 	_, err = store.PutIfBranded(ctx, brand, identity, key, [][]byte{[]byte("junk")}, v)

@@ -124,7 +124,7 @@ var (
 // option.
 var (
 	skipLister = []string{"Lister/Canceled", "Lister/Prefix", "Lister/Stop"}
-	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Tail", "Damage/Twice"}
+	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Middle", "Damage/Twice"}
 	skipLimit  = []string{"Get/TooLarge"}
 )
 
@@ -183,7 +183,7 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"limit-off-by-one", []string{"Get/TooLarge", "Payload/1MiB"}, skipDamage, []string{ownPrefix}},
 		{"sealed", nil, concat(skipLister, skipLimit), []string{ownPrefix}},
 		{"sealed-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
-		// Damage/Tail lets a write over damage beyond a bounded check land.
+		// Damage/Middle lets a write over damage beyond a bounded check land.
 		{"sealed-write-unchecked", []string{"Damage/Empty", "Damage/Flip", "Damage/Twice"}, concat(skipLister, skipLimit), nil},
 		{"sealed-prefix-unchecked", skipDamage, concat(skipLister, skipLimit), nil},
 		{"sealed-once", []string{"Damage/Twice"}, concat(skipLister, skipLimit), nil},

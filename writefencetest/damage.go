@@ -23,7 +23,7 @@ import (
 //
 // Those checks damage small values. A store whose writes check a bounded
 // part of the object they replace may miss damage beyond it that keeps
-// the object's size (see writefence.ConditionalStore); testDamageTail
+// the object's size (see writefence.ConditionalStore); testDamageMiddle
 // checks what such a store must still do, and what it may do instead.
 
 // damageRun is one key under damage and what the check knows of it.
@@ -222,14 +222,14 @@ func testDamageTwice(t *testing.T, sc *scope) {
 	}
 }
 
-// testDamageTail flips a bit near the end of a larger value, beyond the
+// testDamageMiddle flips a bit in the middle of a larger value, beyond the
 // bounded part a store may check on its writes, once for each write path.
 // Get must report the damage; GetPrefix may report it, or the version from
 // before it (see). A write conditioned on that version is refused, as over
 // any damage, leaving the damage; or it lands, and the key holds its bytes
 // intact. A write conditioned on the version Get reported lands.
-func testDamageTail(t *testing.T, sc *scope) {
-	d := newDamageRun(t, sc, "damage-tail")
+func testDamageMiddle(t *testing.T, sc *scope) {
+	d := newDamageRun(t, sc, "damage-middle")
 	size := 64 << 10
 	if limit := sc.opts.ReadLimit; limit > 0 {
 		size = int(min(int64(size), limit))
@@ -241,31 +241,31 @@ func testDamageTail(t *testing.T, sc *scope) {
 	for i, p := range writePaths {
 		d.write(nil, d.version, big)
 		before := d.version
-		f := Fault{Flip: size - 3 - i} // other damage each time, settled once each
+		f := Fault{Flip: size/2 + i} // other damage each time, settled once each
 		if err := d.sc.opts.Damage(t.Context(), d.key, f); err != nil {
 			t.Fatalf("Options.Damage(%q, %+v): %v", d.key, f, err)
 		}
 		d.want = f.apply(big)
 		seen := d.see(fmt.Sprintf("after Options.Damage(%q, %+v) of a %d-byte value", d.key, f, size), before)
 
-		after := []byte("written over damage in the tail")
+		after := []byte("written over damage in the middle")
 		call := p.call(d.key, after, before)
 		v, err := p.write(t.Context(), d.sc.s, d.key, after, before)
 		switch {
 		case err == nil:
 			if v == before || v == seen.version {
-				t.Errorf("%s over damage in the tail landed with version %q, a version of other bytes", call, v)
+				t.Errorf("%s over damage in the middle landed with version %q, a version of other bytes", call, v)
 			}
 			wantContent(t, d.sc.s, d.key, after, v)
 			d.data, d.version = after, v
 			d.intact[v] = true
 			continue
 		case errors.Is(err, writefence.ErrNotFound) || !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, writefence.ErrConflict):
-			t.Errorf("%s over damage in the tail: %v; want it to land, or an error matching writefence.ErrCorrupt or writefence.ErrConflict", call, err)
+			t.Errorf("%s over damage in the middle: %v; want it to land, or an error matching writefence.ErrCorrupt or writefence.ErrConflict", call, err)
 		}
 		if again := d.see("after the refused "+call, before); again != seen {
 			t.Errorf("after the refused %s the store reports %s; before it, %s: the refused write changed the key", call, again, seen)
 		}
-		d.settle(seen, []byte("settled after damage in the tail"))
+		d.settle(seen, []byte("settled after damage in the middle"))
 	}
 }

@@ -99,7 +99,7 @@
 //     writes nothing; a write conditioned on the version Get reported
 //     replaces the bytes; and GetPrefix agrees with Get throughout. These
 //     values are small, within the part of an object any store checks.
-//   - Damage/Tail (with Options.Damage): a bit flipped near the end of a
+//   - Damage/Middle (with Options.Damage): a bit flipped in the middle of a
 //     64 KiB value (or Options.ReadLimit bytes, when less), beyond the
 //     bounded part a store may check on its writes (see
 //     writefence.ConditionalStore): Get reports it as above, and so does

@@ -124,7 +124,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Flip", testDamageFlip},
 			{"Empty", testDamageEmpty},
 			{"Twice", testDamageTwice},
-			{"Tail", testDamageTail},
+			{"Middle", testDamageMiddle},
 		}},
 		{"Lister", []check{
 			{"Prefix", testListPrefix},
