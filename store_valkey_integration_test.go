@@ -2121,6 +2121,288 @@ func TestValkeyClusterWaitReplicas(t *testing.T) {
 	})
 }
 
+// newValkeyPair starts a cluster of the test's own: two primaries with the
+// slots split between them, and no replicas, and a client of it with tap
+// on its nodes.
+func newValkeyPair(t *testing.T, tap *valkeyTap) (a, b testserver.ValkeyNode, cc *redis.ClusterClient) {
+	t.Helper()
+	a, b = testserver.StartValkeyNode(t), testserver.StartValkeyNode(t)
+	testserver.FormValkeyCluster(t, []testserver.ValkeyNode{a, b}, nil)
+	return a, b, testserver.ValkeyClusterClient(t, []string{a.Addr, b.Addr}, tap)
+}
+
+// valkeyShardOn returns a shard name whose record under prefix is in a
+// slot of the first primary of a newValkeyPair (slots 0 to 8191), and the
+// record's key.
+func valkeyShardOn(t *testing.T, prefix string) (shard, key string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		shard = strconv.Itoa(i)
+		key, err := keys.Shard(prefix, "wal", shard)
+		require.NoError(t, err)
+		if keys.Slot(key) < 8192 {
+			return shard, key
+		}
+	}
+}
+
+// migrateKey moves key from src to dst with MIGRATE, while its slot is
+// MIGRATING on src and IMPORTING on dst.
+func migrateKey(t *testing.T, src, dst testserver.ValkeyNode, key string) {
+	t.Helper()
+	assert.NoError(t, src.Client.Do(context.Background(), "migrate", "127.0.0.1", dst.Port(), key, 0, 5000).Err())
+}
+
+// TestValkeyClusterMigration moves a record's slot between two primaries
+// step by step, as valkey-cli --cluster reshard does, and writes the record
+// with PutIfVersion at each step, conditioned on the version the last write
+// returned: while the slot is migrating and the record still on the source
+// (the script path cannot stage its value there, and writes on the WATCH
+// path); with the record migrated by MIGRATE between the write's check and
+// its EXEC (the WATCH aborts and the write runs again on the target); with
+// the record on the target (an ASK); and once the slot is assigned to the
+// target (a MOVED to a client that still routes to the source). Each write
+// lands, none is reported as a conflict, and the record exists on exactly
+// one node.
+func TestValkeyClusterMigration(t *testing.T) {
+	ctx := context.Background()
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		tap := &valkeyTap{}
+		a, b, cc := newValkeyPair(t, tap)
+		store := newValkeyStore(cc, script)
+		_, key := valkeyShardOn(t, "")
+		slot := keys.Slot(key)
+		v, err := store.PutIfVersion(ctx, key, []byte("step 0"), "")
+		require.NoError(t, err)
+		write := func(step string, on testserver.ValkeyNode) {
+			t.Helper()
+			data := []byte(step)
+			nv, err := store.PutIfVersion(ctx, key, data, v)
+			require.NoError(t, err, "%s: the write lands (not a conflict, not an error)", step)
+			v = nv
+			requireValkeyContent(t, store, key, step, v)
+			for _, n := range []testserver.ValkeyNode{a, b} {
+				count, err := n.Client.ClusterCountKeysInSlot(ctx, slot).Result()
+				require.NoError(t, err)
+				assert.EqualValues(t, map[bool]int64{true: 1, false: 0}[n.Addr == on.Addr], count, "%s: the record is on %s alone", step, on.Addr)
+			}
+			t.Logf("%s: redirections so far %v", step, tap.redirected())
+		}
+		testserver.MigrateValkeySlot(t, slot, a, b, nil, func() {
+			write("migrating, the record on the source", a)
+			tap.onMulti(func(context.Context) { migrateKey(t, a, b, key) })
+			write("the record migrated between the check and EXEC", b)
+			write("migrating, the record on the target", b)
+		})
+		write("the slot assigned to the target", b)
+		codes := tap.redirected()
+		assert.Positive(t, codes["ASK"], "ASK redirections were followed")
+		assert.Positive(t, codes["MOVED"], "MOVED redirections were followed")
+	})
+}
+
+// TestValkeyClusterMigrationRace: writers, each with a Fence of its own,
+// push one epoch per round to one shard, all released at once, while its
+// slot moves between two primaries and back, one step of the migration
+// per round: stable; migrating with the record on the source; migrating,
+// the record moved by MIGRATE when the round's first MULTI is sent, so that
+// the round's writes meet it on either node; migrating with the record on
+// the target; assigned to the target. Every round exactly one push lands
+// and every other is refused as stale, the recorded epoch is the round's,
+// and the record exists on exactly one node: a migration under racing
+// pushes neither doubles a write nor loses one.
+func TestValkeyClusterMigrationRace(t *testing.T) {
+	const writers, cycles = 8, 2
+	ctx := context.Background()
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		tap := &valkeyTap{}
+		a, b, cc := newValkeyPair(t, tap)
+		store := newValkeyStore(cc, script)
+		shard, key := valkeyShardOn(t, "")
+		slot := keys.Slot(key)
+		fences := make([]*writefence.Fence, writers)
+		for i := range fences {
+			fences[i] = &writefence.Fence{Store: store}
+		}
+		round := uint64(0)
+		race := func(phase string) {
+			t.Helper()
+			round++
+			errs := make([]error, writers)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Go(func() {
+					<-start
+					errs[w] = fences[w].Push(ctx, "wal", shard, fmt.Sprintf("w%d", w), round, fmt.Appendf(nil, "round %d by %d", round, w))
+				})
+			}
+			close(start)
+			wg.Wait()
+			nils := 0
+			for w, err := range errs {
+				switch {
+				case err == nil:
+					nils++
+				case !errors.Is(err, writefence.ErrStaleEpoch):
+					t.Errorf("round %d (%s) writer %d: %v", round, phase, w, err)
+				}
+			}
+			require.Equal(t, 1, nils, "round %d (%s): exactly one push lands", round, phase)
+			epoch, _, _, err := fences[0].Latest(ctx, "wal", shard)
+			require.NoError(t, err)
+			require.Equal(t, round, epoch, "round %d (%s)", round, phase)
+			var total int64
+			for _, n := range []testserver.ValkeyNode{a, b} {
+				count, err := n.Client.ClusterCountKeysInSlot(ctx, slot).Result()
+				require.NoError(t, err)
+				total += count
+			}
+			require.EqualValues(t, 1, total, "round %d (%s): the record exists once", round, phase)
+		}
+		src, dst := a, b
+		for range cycles {
+			race("stable")
+			testserver.MigrateValkeySlot(t, slot, src, dst, nil, func() {
+				race("migrating, the record on the source")
+				from, to := src, dst
+				tap.onMulti(func(context.Context) { migrateKey(t, from, to, key) })
+				race("the record moves during the round")
+				tap.setBefore(nil) // in case no MULTI came
+				race("migrating, the record on the target")
+			})
+			race("assigned to the target")
+			src, dst = dst, src
+		}
+		t.Logf("%d rounds of %d writers; redirections: %v", round, writers, tap.redirected())
+	})
+}
+
+// TestValkeyClusterFailover: a cluster of the test's own, one primary and
+// its replica, the replica promoted. The primary announces 127.0.0.2 to
+// the cluster (and 127.0.0.1 to clients), where relays listen: its replica
+// replicates through one that can hold and cut the stream, the cluster bus
+// goes through a plain one.
+//
+// Coordinated (CLUSTER FAILOVER on the replica): the replica catches up
+// before it takes over, and a writer's next push, routed by MOVED to the
+// new primary, lands: no push that returned nil is lost, with or without
+// WaitReplicas. Forced (CLUSTER FAILOVER FORCE, after the stream was held
+// during a push and then cut, as in TestValkeyFailover): without
+// WaitReplicas the push held back returned nil and is lost, and a second
+// push at its epoch returns nil as well; with WaitReplicas=1 that push and
+// its retry report an unknown outcome, and no push that returned nil is
+// lost.
+func TestValkeyClusterFailover(t *testing.T) {
+	ctx := context.Background()
+	for _, forced := range []bool{false, true} {
+		for _, wait := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/wait=%v", map[bool]string{false: "coordinated", true: "forced"}[forced], wait), func(t *testing.T) {
+				eachValkeyPath(t, func(t *testing.T, script bool) {
+					p := testserver.StartValkeyNode(t, "--cluster-announce-ip", "127.0.0.2", "--cluster-announce-client-ipv4", "127.0.0.1")
+					relay := newReplRelayAt(t, net.JoinHostPort("127.0.0.2", p.Port()), p.Addr)
+					newReplRelayAt(t, net.JoinHostPort("127.0.0.2", p.BusPort), net.JoinHostPort("127.0.0.1", p.BusPort))
+					r := testserver.StartValkeyNode(t)
+					testserver.FormValkeyCluster(t, []testserver.ValkeyNode{p}, []testserver.ValkeyNode{r})
+					require.Equal(t, "127.0.0.2", infoField(t, r.Client, "replication", "master_host"), "the replica replicates through the relay")
+
+					// newStore returns a store over c that waits for the
+					// replica, up to timeout, when the test waits at all.
+					newStore := func(c redis.UniversalClient, timeout time.Duration) *writefence.ValkeyConditionalStore {
+						s := newValkeyStore(c, script)
+						if wait {
+							s.WaitReplicas, s.WaitTimeout = 1, timeout
+						}
+						return s
+					}
+					both := []string{p.Addr, r.Addr}
+					aStore := newStore(testserver.ValkeyClusterClient(t, both), testAckTimeout)
+					a := &writefence.Fence{Store: aStore}
+					var pushes []valkeyPush
+					push := func(f *writefence.Fence, writer string, epoch uint64) error {
+						err := f.Push(ctx, "wal", "0", writer, epoch, fmt.Appendf(nil, "%s at %d", writer, epoch))
+						pushes = append(pushes, valkeyPush{writer, epoch, err})
+						t.Logf("push by %s at epoch %d: %v", writer, epoch, err)
+						return err
+					}
+					caughtUp := func() bool {
+						return infoField(t, r.Client, "replication", "slave_repl_offset") == infoField(t, p.Client, "replication", "master_repl_offset")
+					}
+
+					require.NoError(t, push(a, "a", 1))
+					var errA, errRetry error
+					if forced {
+						waitUntil(t, "the replica has epoch 1", caughtUp)
+						relay.hold()
+						// No acknowledgement can come now: a short WAIT
+						// suffices. (No call is in flight.)
+						aStore.WaitTimeout = testWaitTimeout
+						errA = push(a, "a", 2)
+						// The same push retried from another connection, as
+						// another process of writer a would: it finds its own
+						// record on the primary.
+						retry := &writefence.Fence{Store: newStore(testserver.ValkeyClusterClient(t, both), testWaitTimeout)}
+						errRetry = push(retry, "a", 2)
+						relay.sever()
+						waitUntil(t, "the replica's link is down", func() bool {
+							return infoField(t, r.Client, "replication", "master_link_status") == "down"
+						})
+						require.NoError(t, r.Client.Do(ctx, "cluster", "failover", "force").Err())
+					} else {
+						require.NoError(t, push(a, "a", 2))
+						require.NoError(t, r.Client.Do(ctx, "cluster", "failover").Err())
+					}
+					waitUntil(t, "the replica is promoted and the cluster ok", func() bool {
+						info, err := r.Client.ClusterInfo(ctx).Result()
+						return err == nil && strings.Contains(info, "cluster_state:ok") &&
+							infoField(t, r.Client, "replication", "role") == "master"
+					})
+					if forced {
+						// A writer that reaches only the promoted node.
+						// The promoted primary has no replica to wait for.
+						b := &writefence.Fence{Store: newValkeyStore(testserver.ValkeyClusterClient(t, []string{r.Addr}), script)}
+						require.NoError(t, push(b, "b", 2))
+					} else {
+						require.NoError(t, push(a, "a", 3), "routed to the new primary")
+					}
+
+					reader := &writefence.Fence{Store: newValkeyStore(testserver.ValkeyClusterClient(t, []string{r.Addr}), script)}
+					epoch, writer, _, err := reader.Latest(ctx, "wal", "0")
+					require.NoError(t, err)
+					var lost []valkeyPush
+					landed := map[uint64]int{}
+					for _, p := range pushes {
+						if p.err != nil {
+							continue
+						}
+						landed[p.epoch]++
+						if p.epoch > epoch || p.epoch == epoch && p.writer != writer {
+							lost = append(lost, p)
+						}
+					}
+					t.Logf("after the failover: epoch %d by %s; lost: %v", epoch, writer, lost)
+					switch {
+					case !forced:
+						assert.Empty(t, lost, "no push that returned nil is lost")
+						assert.Equal(t, uint64(3), epoch)
+					case !wait:
+						require.NoError(t, errA)
+						require.NoError(t, errRetry)
+						assert.Equal(t, []valkeyPush{{"a", 2, nil}, {"a", 2, nil}}, lost, "the documented failure: an acknowledged push is lost")
+						assert.Equal(t, 3, landed[2], "and a second push at epoch 2 returned nil too")
+					default:
+						require.ErrorIs(t, errA, writefence.ErrOutcomeUnknown)
+						assert.NotErrorIs(t, errA, writefence.ErrConflict)
+						require.ErrorIs(t, errRetry, writefence.ErrOutcomeUnknown, "a retry reading the record only the old primary holds")
+						assert.Empty(t, lost, "no push that returned nil is lost")
+						assert.Equal(t, 1, landed[2], "one push at epoch 2 returned nil")
+					}
+				})
+			})
+		}
+	}
+}
+
 // ---- replication and failover (WaitReplicas) ----
 
 // Durability across failover, on a primary and a replica of the test's own.
@@ -2164,6 +2446,14 @@ func startReplRelay(t *testing.T, ln net.Listener, target string) *replRelay {
 	go r.accept()
 	t.Cleanup(r.close)
 	return r
+}
+
+// newReplRelayAt starts a relay to target listening at addr.
+func newReplRelayAt(t *testing.T, addr, target string) *replRelay {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	return startReplRelay(t, ln, target)
 }
 
 func (r *replRelay) addr() string { return r.ln.Addr().String() }
