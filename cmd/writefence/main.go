@@ -30,6 +30,7 @@
 //	gs://bucket                       a Cloud Storage bucket; ?endpoint=http://host:port for an emulator
 //	valkey://host:port/db             a standalone Valkey or Redis server, database db; ?script=1 for the script path
 //	valkeys://host:port/db            the same over TLS (or valkey://...?tls=true)
+//	valkey+cluster://host:port,...    a Valkey or Redis cluster, through any of its nodes (valkeys+cluster:// over TLS)
 //
 // A Valkey address takes wait=N: a write counts as landed only once N
 // replicas acknowledged it (ValkeyConditionalStore.WaitReplicas), and reads
@@ -343,6 +344,9 @@ store addresses (-store, before the command or among its flags; quote one holdin
                                     N replicas acknowledge it within D (default 1s), else exit 8; without wait= a
                                     failover can lose an acknowledged push
   valkeys://host:port/db            the same over TLS (or '...?tls=true'); the host's CAs, or SSL_CERT_FILE, check the server
+  valkey+cluster://host:port,...    a Valkey or Redis cluster, through any of its nodes (valkeys+cluster:// over TLS);
+                                    script=, wait= and wait-timeout= as for valkey://, wait=N counting the replicas of
+                                    the primary that owns each record's slot
   default: $WRITEFENCE_STORE, else file://$XDG_STATE_HOME/writefence (~/.local/state/writefence)
   reads (latest, ls, brand verify) never create a store; writes create a directory store, not file:///
 credentials come from the environment only:
