@@ -1093,8 +1093,10 @@ if exists then
   local hl = 72
   if string.sub(h, 1, 4) == 'WFV2' then hl = 100 end
   if size - hl > tonumber(ARGV[3]) then return refuse({'toolarge'}) end
-  if hl == 100 then
+  if hl == 100 and size > 3900 then
     damage = head(h, redis.call('GETRANGE', key, -100, -1), size)
+  elseif hl == 100 then
+    damage = head(h, h, size)
   else
     if size > string.len(h) then h = redis.call('GET', key) end
     damage = first(h)
@@ -1126,8 +1128,7 @@ elseif expect == '' then
 elseif token ~= expect then
   return refuse(0)
 end
-if redis.call('EXISTS', staged) == 0 then return {'unstaged'} end
-redis.call('RENAME', staged, key)
+if redis.pcall('RENAME', staged, key).err then return {'unstaged'} end
 redis.call('PERSIST', key)
 return 1
 `
