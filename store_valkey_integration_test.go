@@ -2542,7 +2542,7 @@ func (r *replRelay) close() {
 }
 
 // infoField returns one field of INFO section from c.
-func infoField(t *testing.T, c *redis.Client, section, name string) string {
+func infoField(t testing.TB, c *redis.Client, section, name string) string {
 	t.Helper()
 	info, err := c.Info(context.Background(), section).Result()
 	require.NoError(t, err)
@@ -2556,7 +2556,7 @@ func infoField(t *testing.T, c *redis.Client, section, name string) string {
 
 // waitUntil polls cond every 10 ms, failing the test after 15 s. Only the
 // servers' replication state is polled: it changes on its own.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -2568,7 +2568,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // startPrimary starts a server to replicate from and returns its address
 // and a client of it. It serves a replica's full sync at once, not after
 // the default delay of 5 s.
-func startPrimary(t *testing.T) (string, *redis.Client) {
+func startPrimary(t testing.TB) (string, *redis.Client) {
 	t.Helper()
 	addr := testserver.StartValkey(t, "", "--repl-diskless-sync-delay", "0")
 	return addr, testserver.ValkeyClient(t, addr, "")
@@ -2579,7 +2579,7 @@ func startPrimary(t *testing.T) (string, *redis.Client) {
 // the replica's link is up and primary counts it online: only then does
 // WAIT count it (after a diskless sync the primary waits for the replica's
 // first acknowledgement, sent once a second).
-func startReplica(t *testing.T, primary *redis.Client, upstreamAddr string) *redis.Client {
+func startReplica(t testing.TB, primary *redis.Client, upstreamAddr string) *redis.Client {
 	t.Helper()
 	host, port, err := net.SplitHostPort(upstreamAddr)
 	require.NoError(t, err)
