@@ -369,44 +369,63 @@ func BenchmarkValkeyPutWait(b *testing.B) {
 // BenchmarkValkeyThroughput: 64 writers, each with a Fence of its own,
 // push 1 KiB payloads to 1,000 shards (writer w owns shards w, w+64, ...,
 // and pushes them in turn, so every push after the first of a shard is a
-// steady push on a remembered version), against one standalone server and
-// against the cluster .ci/run starts (three primaries, the shards spread
-// over their slots); with wait=1, against a primary with one replica and
-// the cluster with WaitReplicas=1. It reports pushes/s; ns/op is the wall
-// time per push of all the writers together.
+// steady push on a remembered version), against one server and against a
+// cluster of three primaries, the shards spread over their slots. Without
+// waiting: one server without a replica (target=standalone), three
+// primaries without replicas of the benchmark's own (target=primaries),
+// and the cluster .ci/run starts, whose primaries each have a replica to
+// feed (target=cluster). With wait=1 (WaitReplicas=1): a primary with one
+// replica (target=standalone) and the cluster .ci/run starts. It reports
+// pushes/s; ns/op is the wall time per push of all the writers together,
+// and server-cpu-us/op the CPU time all the servers' main threads spent
+// per push (replicas included).
 func BenchmarkValkeyThroughput(b *testing.B) {
 	const writers, shards = 64, 1000
 	for _, wait := range []int{0, 1} {
-		for _, target := range []string{"standalone", "cluster"} {
+		targets := []string{"standalone", "primaries", "cluster"}
+		if wait > 0 {
+			targets = []string{"standalone", "cluster"}
+		}
+		for _, target := range targets {
 			for _, script := range []bool{false, true} {
 				name := fmt.Sprintf("wait=%d/target=%s/path=%s", wait, target, map[bool]string{false: "watch", true: "script"}[script])
 				b.Run(name, func(b *testing.B) {
 					var client redis.UniversalClient
 					var prefix string
-					switch {
-					case target == "cluster":
-						addrs := testserver.ValkeyClusterAddrs(b)
+					var servers []*redis.Client // every server's main thread, replicas included
+					newCluster := func(addrs []string) {
 						cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: writers, MaxRetries: -1})
 						b.Cleanup(func() { _ = cc.Close() })
 						client, prefix = cc, testserver.ValkeyClusterPrefix(b, addrs, false)
+						for _, a := range addrs {
+							servers = append(servers, testserver.ValkeyClient(b, a, ""))
+						}
+					}
+					switch {
+					case target == "cluster":
+						newCluster(testserver.ValkeyClusterAddrs(b))
+					case target == "primaries":
+						nodes := []testserver.ValkeyNode{testserver.StartValkeyNode(b), testserver.StartValkeyNode(b), testserver.StartValkeyNode(b)}
+						testserver.FormValkeyCluster(b, nodes, nil)
+						newCluster([]string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr})
 					case wait > 0:
 						addr, primary := startPrimary(b)
-						startReplica(b, primary, addr)
+						replica := startReplica(b, primary, addr)
 						c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: writers, MaxRetries: -1})
 						b.Cleanup(func() { _ = c.Close() })
-						client, prefix = c, testserver.UniqueName(b)+"/"
+						client, prefix, servers = c, testserver.UniqueName(b)+"/", []*redis.Client{primary, replica}
 					default:
 						addr := testserver.ValkeyAddr(b)
 						c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: writers, MaxRetries: -1})
 						b.Cleanup(func() { _ = c.Close() })
-						client, prefix = c, testserver.ValkeyPrefix(b, addr)
+						client, prefix, servers = c, testserver.ValkeyPrefix(b, addr), []*redis.Client{testserver.ValkeyClient(b, addr, "")}
 					}
 					store := writefence.NewValkeyConditionalStore(client)
 					store.Script = script
 					if wait > 0 {
 						store.WaitReplicas, store.WaitTimeout = wait, 10*time.Second
 					}
-					benchThroughput(b, store, prefix, writers, shards)
+					benchThroughput(b, store, prefix, writers, shards, servers)
 				})
 			}
 		}
@@ -414,8 +433,9 @@ func BenchmarkValkeyThroughput(b *testing.B) {
 }
 
 // benchThroughput runs writers over shards shards of store under prefix,
-// b.N pushes in all, after a first push of every shard.
-func benchThroughput(b *testing.B, store writefence.ConditionalStore, prefix string, writers, shards int) {
+// b.N pushes in all, after a first push of every shard; servers are the
+// servers whose CPU it reports.
+func benchThroughput(b *testing.B, store writefence.ConditionalStore, prefix string, writers, shards int, servers []*redis.Client) {
 	ctx := context.Background()
 	payload := benchPayload(1 << 10)
 	type writer struct {
@@ -466,10 +486,22 @@ func benchThroughput(b *testing.B, store writefence.ConditionalStore, prefix str
 			}
 		}
 	}
+	works := make([]func([]string) (float64, float64), len(servers))
+	for i, c := range servers {
+		works[i] = valkeyServerWork(b, c)
+	}
 	b.ResetTimer()
 	start := time.Now()
 	run(int64(b.N), true)
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pushes/s")
+	elapsed := time.Since(start)
+	b.StopTimer()
+	var cpu float64
+	for _, work := range works {
+		_, c := work(nil)
+		cpu += c
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pushes/s")
+	b.ReportMetric(cpu/float64(b.N), "server-cpu-us/op")
 }
 
 // BenchmarkValkeyRead compares the reads a Fence makes of a record: Get
