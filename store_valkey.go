@@ -143,11 +143,13 @@ const valkeyMaxRedirects = 16
 //     GetPrefix when it reads the value whole; a GetPrefix of fewer bytes
 //     returns the version from before the damage (and the bytes beyond the
 //     head as they are), and a write conditioned on that version replaces
-//     the damaged value. This is what ConditionalStore
-//     allows a store whose writes check a bounded part of what they
-//     replace: the write was decided on intact bytes and replaces the
-//     data whole, so no decision rests on the damaged bytes, which only
-//     ever reach a reader as a *CorruptError.
+//     the damaged value. This is what ConditionalStore allows a store
+//     whose writes check a bounded part of what they replace: the write
+//     was decided on intact bytes (a version the writer read or wrote
+//     itself) and replaces the data whole, so no decision rests on the
+//     damaged bytes, which reach a reader of the whole value only as a
+//     *CorruptError. The damage goes unreported if nothing reads the whole
+//     value (Get: Fence.Latest, Fence.Update) before that write.
 //   - A write conditioned on the version of damaged bytes (Fence.Settle)
 //     reads the whole value (the script hashes it on the server) and
 //     replaces it if and only if it is still exactly those bytes, decided
@@ -157,16 +159,16 @@ const valkeyMaxRedirects = 16
 // limit: Get, GetPrefix and the writes refuse it with an error matching
 // ErrTooLarge, having read no more than the limit.
 //
-// Writes: PutIfVersion is WATCH, a read of the head and the tail, MULTI, SET, EXEC on
-// one dedicated connection, in two round trips; or, with Script set, one
-// round trip of two commands: a SET of the value under a staging key of
-// its own, "writefence/_put/{tag}" followed by the new token, and a Lua
-// script that checks the current value (and the brand) and renames the
-// staged value onto the key, or deletes it. Both give the same results and
-// the same errors, and on both the server's work per write is the check of
-// a head and a tail plus what a plain SET of the value costs: neither hashes nor
-// transfers the value it replaces (BENCHMARKS.md), and the script never
-// copies the new value into Lua. A staged value whose script never ran
+// Writes: PutIfVersion is WATCH, a read of the head and the tail, MULTI,
+// SET, EXEC on one dedicated connection, in two round trips; or, with
+// Script set, one round trip of two commands: a SET of the value under a
+// staging key of its own, "writefence/_put/{tag}" followed by the new
+// token, and a Lua script that checks the current value (and the brand)
+// and renames the staged value onto the key, or deletes it. Both give the
+// same results and the same errors, and on both the server's work per
+// write is the check of a head and a tail plus what a plain SET of the
+// value costs: neither hashes nor transfers the value it replaces
+// (BENCHMARKS.md), and the script never copies the new value into Lua. A staged value whose script never ran
 // (the connection was lost in between) expires after ten minutes.
 //
 // Brand: PutIfBranded (BrandedPutter) reads the brand key inside the
