@@ -192,7 +192,9 @@ const valkeyMaxRedirects = 16
 // afresh; at most sixteen of these per call. While the key is still on a
 // source whose slot migrates, the Script path cannot make its staging key
 // there (the node sends new keys to the target), so that write takes the
-// WATCH path, on the node that holds the key. A redirection answers a
+// WATCH path, on the node that holds the key; a read with WaitReplicas
+// whose slot's sync key does not exist yet waits, within the same bound,
+// for the key to move. A redirection answers a
 // command that did nothing, so a write that follows one is that write's
 // only execution: a push during a migration lands once, on one node, or
 // not at all. BrandVerifyAlways stays atomic where it is offered:
