@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -272,19 +274,27 @@ func benchValkeyPut(b *testing.B, client redis.UniversalClient, server *redis.Cl
 		// EVALSHA's time includes the commands the script calls.
 		"script": {"set", "evalsha", "eval"},
 	}[impl]
-	usec, cpu := work(cmds)
+	usec, cpu, each := work(cmds)
 	b.ReportMetric(usec/n, "server-us/op")
 	b.ReportMetric(cpu/n, "server-cpu-us/op")
+	names := slices.Sorted(maps.Keys(each))
+	line := make([]string, 0, len(names))
+	for _, name := range names {
+		if each[name] > 0 {
+			line = append(line, fmt.Sprintf("%s %.2f", name, each[name]/n))
+		}
+	}
+	b.Logf("%d writes; server µs per write by command (INFO commandstats; a script's and EXEC's commands also inside theirs): %s", b.N, strings.Join(line, ", "))
 }
 
 // valkeyServerWork reads the server's counters now and returns what reads
 // them again and says what the server did in between: the microseconds
 // INFO commandstats gives the commands named (their execution alone; a
 // command called from a script or run by EXEC counts inside the caller
-// too, so only the commands a client sends are named), and the
-// microseconds of CPU its main thread spent (INFO cpu: reading, parsing
-// and replying included).
-func valkeyServerWork(b *testing.B, c *redis.Client) func(cmds []string) (usec, cpu float64) {
+// too, so only the commands a client sends are named), the microseconds
+// of CPU its main thread spent (INFO cpu: reading, parsing and replying
+// included), and the microseconds of every command.
+func valkeyServerWork(b *testing.B, c *redis.Client) func(cmds []string) (usec, cpu float64, each map[string]float64) {
 	read := func() (map[string]float64, float64) {
 		info, err := c.Info(context.Background(), "commandstats", "cpu").Result()
 		if err != nil {
@@ -310,13 +320,19 @@ func valkeyServerWork(b *testing.B, c *redis.Client) func(cmds []string) (usec, 
 		return usec, cpu
 	}
 	usec0, cpu0 := read()
-	return func(cmds []string) (float64, float64) {
+	return func(cmds []string) (float64, float64, map[string]float64) {
 		usec1, cpu1 := read()
 		var total float64
 		for _, cmd := range cmds {
 			total += usec1[cmd] - usec0[cmd]
 		}
-		return total, cpu1 - cpu0
+		each := map[string]float64{}
+		for cmd, u := range usec1 {
+			if !strings.HasPrefix(cmd, "info") && !strings.HasPrefix(cmd, "config") {
+				each[cmd] = u - usec0[cmd]
+			}
+		}
+		return total, cpu1 - cpu0, each
 	}
 }
 
@@ -486,7 +502,7 @@ func benchThroughput(b *testing.B, store writefence.ConditionalStore, prefix str
 			}
 		}
 	}
-	works := make([]func([]string) (float64, float64), len(servers))
+	works := make([]func([]string) (float64, float64, map[string]float64), len(servers))
 	for i, c := range servers {
 		works[i] = valkeyServerWork(b, c)
 	}
@@ -497,7 +513,7 @@ func benchThroughput(b *testing.B, store writefence.ConditionalStore, prefix str
 	b.StopTimer()
 	var cpu float64
 	for _, work := range works {
-		_, c := work(nil)
+		_, c, _ := work(nil)
 		cpu += c
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pushes/s")
