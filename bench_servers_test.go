@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/redis/go-redis/v9"
@@ -210,39 +215,311 @@ func benchValkeyKey(b *testing.B, client *redis.Client, script bool) (*writefenc
 
 // BenchmarkValkeyPut compares, for one value of each size, a plain SET
 // (the floor), PutIfVersion on the WATCH/MULTI path and PutIfVersion with
-// Script set. Both PutIfVersion paths check the value they overwrite
-// against its digest: the WATCH path reads it whole, the script hashes it
-// on the server.
+// Script set, each conditioned on the version the previous write returned.
+// Both PutIfVersion paths check the head of the value they overwrite (its
+// first 4000 bytes and its length): the WATCH path reads it back, the
+// script checks it on the server, and neither hashes or moves the rest.
+// Besides the client's time it reports what the server spent, from INFO
+// (valkeyServerWork), and the bytes read from the server.
 func BenchmarkValkeyPut(b *testing.B) {
 	client, trips := benchValkey(b)
+	wire := &valkeyByteCounter{}
+	client.AddHook(wire)
 	for _, size := range benchSizes {
 		value := benchPayload(size.n)
 		for _, impl := range []string{"set", "watch", "script"} {
 			b.Run("size="+size.name+"/impl="+impl, func(b *testing.B) {
-				ctx := context.Background()
 				store, key := benchValkeyKey(b, client, impl == "script")
-				// The first write also checks the server and loads the script.
-				version, err := store.PutIfVersion(ctx, key, value, "")
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(len(value)))
-				b.ReportAllocs()
-				start := trips.n.Load()
-				for b.Loop() {
-					if impl == "set" {
-						err = client.Set(ctx, key, value, 0).Err()
-					} else {
-						version, err = store.PutIfVersion(ctx, key, value, version)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(trips.n.Load()-start)/float64(b.N), "roundtrips/op")
+				benchValkeyPut(b, client, client, store, key, impl, value, trips, wire)
 			})
 		}
 	}
+}
+
+// benchValkeyPut measures impl ("set", "watch" or "script") writing value
+// at key over store, whose client is client; server answers INFO for the
+// server that holds key. trips and wire, when set, count client's round
+// trips and the bytes it read.
+func benchValkeyPut(b *testing.B, client redis.UniversalClient, server *redis.Client, store *writefence.ValkeyConditionalStore, key, impl string, value []byte, trips *benchTrips, wire *valkeyByteCounter) {
+	ctx := context.Background()
+	// The first write also checks the server and loads the script.
+	version, err := store.PutIfVersion(ctx, key, value, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
+	work := valkeyServerWork(b, server)
+	var trips0, read0 int64
+	if trips != nil {
+		trips0, read0 = trips.n.Load(), wire.n.Load()
+	}
+	for b.Loop() {
+		if impl == "set" {
+			err = client.Set(ctx, key, value, 0).Err()
+		} else {
+			version, err = store.PutIfVersion(ctx, key, value, version)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := float64(b.N)
+	if trips != nil {
+		b.ReportMetric(float64(trips.n.Load()-trips0)/n, "roundtrips/op")
+		b.ReportMetric(float64(wire.n.Load()-read0)/n, "bytes-read/op")
+	}
+	cmds := map[string][]string{
+		"set": {"set"},
+		// EXEC's time includes the SET it runs.
+		"watch": {"watch", "strlen", "exists", "getrange", "multi", "exec"},
+		// EVALSHA's time includes the commands the script calls.
+		"script": {"set", "evalsha", "eval"},
+	}[impl]
+	usec, cpu, each := work(cmds)
+	b.ReportMetric(usec/n, "server-us/op")
+	b.ReportMetric(cpu/n, "server-cpu-us/op")
+	names := slices.Sorted(maps.Keys(each))
+	line := make([]string, 0, len(names))
+	for _, name := range names {
+		if each[name] > 0 {
+			line = append(line, fmt.Sprintf("%s %.2f", name, each[name]/n))
+		}
+	}
+	b.Logf("%d writes; server µs per write by command (INFO commandstats; a script's and EXEC's commands also inside theirs): %s", b.N, strings.Join(line, ", "))
+}
+
+// valkeyServerWork reads the server's counters now and returns what reads
+// them again and says what the server did in between: the microseconds
+// INFO commandstats gives the commands named (their execution alone; a
+// command called from a script or run by EXEC counts inside the caller
+// too, so only the commands a client sends are named), the microseconds
+// of CPU its main thread spent (INFO cpu: reading, parsing and replying
+// included), and the microseconds of every command.
+func valkeyServerWork(b *testing.B, c *redis.Client) func(cmds []string) (usec, cpu float64, each map[string]float64) {
+	read := func() (map[string]float64, float64) {
+		info, err := c.Info(context.Background(), "commandstats", "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		usec, cpu := map[string]float64{}, 0.0
+		for line := range strings.Lines(info) {
+			name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+			switch {
+			case !ok:
+			case strings.HasPrefix(name, "cmdstat_"):
+				for f := range strings.SplitSeq(fields, ",") {
+					if k, v, _ := strings.Cut(f, "="); k == "usec" {
+						n, _ := strconv.ParseFloat(v, 64)
+						usec[strings.TrimPrefix(name, "cmdstat_")] = n
+					}
+				}
+			case name == "used_cpu_sys_main_thread" || name == "used_cpu_user_main_thread":
+				n, _ := strconv.ParseFloat(fields, 64)
+				cpu += n * 1e6
+			}
+		}
+		return usec, cpu
+	}
+	usec0, cpu0 := read()
+	return func(cmds []string) (float64, float64, map[string]float64) {
+		usec1, cpu1 := read()
+		var total float64
+		for _, cmd := range cmds {
+			total += usec1[cmd] - usec0[cmd]
+		}
+		each := map[string]float64{}
+		for cmd, u := range usec1 {
+			if !strings.HasPrefix(cmd, "info") && !strings.HasPrefix(cmd, "config") {
+				each[cmd] = u - usec0[cmd]
+			}
+		}
+		return total, cpu1 - cpu0, each
+	}
+}
+
+// BenchmarkValkeyPutWait measures what WaitReplicas=1 costs a write: the
+// two write paths at 1 KiB with and without it (impl=watch-wait,
+// script-wait), on a primary with one replica of the benchmark's own and
+// on the cluster .ci/run starts (each primary with one replica), where
+// the write and its WAIT go to the primary of the key's slot.
+func BenchmarkValkeyPutWait(b *testing.B) {
+	value := benchPayload(1 << 10)
+	for _, target := range []string{"replica", "cluster"} {
+		b.Run("target="+target, func(b *testing.B) {
+			var client redis.UniversalClient
+			var key string
+			var server func(key string) *redis.Client
+			switch target {
+			case "replica":
+				addr, primary := startPrimary(b)
+				startReplica(b, primary, addr)
+				client, key = primary, testserver.UniqueName(b)
+				server = func(string) *redis.Client { return primary }
+			case "cluster":
+				addrs := testserver.ValkeyClusterAddrs(b)
+				cc := testserver.ValkeyClusterClient(b, addrs)
+				client, key = cc, testserver.ValkeyClusterPrefix(b, addrs, false)+"k"
+				server = func(key string) *redis.Client {
+					m, err := cc.MasterForKey(context.Background(), key)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return m
+				}
+			}
+			for _, impl := range []string{"watch", "watch-wait", "script", "script-wait"} {
+				b.Run("impl="+impl, func(b *testing.B) {
+					store := writefence.NewValkeyConditionalStore(client)
+					store.Script = strings.HasPrefix(impl, "script")
+					if strings.HasSuffix(impl, "-wait") {
+						store.WaitReplicas, store.WaitTimeout = 1, 10*time.Second
+					}
+					k := key + "/" + impl
+					b.Cleanup(func() { _ = client.Del(context.Background(), k).Err() })
+					benchValkeyPut(b, client, server(k), store, k, strings.TrimSuffix(impl, "-wait"), value, nil, nil)
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkValkeyThroughput: 64 writers, each with a Fence of its own,
+// push 1 KiB payloads to 1,000 shards (writer w owns shards w, w+64, ...,
+// and pushes them in turn, so every push after the first of a shard is a
+// steady push on a remembered version), against one server and against a
+// cluster of three primaries, the shards spread over their slots. Without
+// waiting: one server without a replica (target=standalone), three
+// primaries without replicas of the benchmark's own (target=primaries),
+// and the cluster .ci/run starts, whose primaries each have a replica to
+// feed (target=cluster). With wait=1 (WaitReplicas=1): a primary with one
+// replica (target=standalone) and the cluster .ci/run starts. It reports
+// pushes/s; ns/op is the wall time per push of all the writers together,
+// and server-cpu-us/op the CPU time all the servers' main threads spent
+// per push (replicas included).
+func BenchmarkValkeyThroughput(b *testing.B) {
+	const writers, shards = 64, 1000
+	for _, wait := range []int{0, 1} {
+		targets := []string{"standalone", "primaries", "cluster"}
+		if wait > 0 {
+			targets = []string{"standalone", "cluster"}
+		}
+		for _, target := range targets {
+			for _, script := range []bool{false, true} {
+				name := fmt.Sprintf("wait=%d/target=%s/path=%s", wait, target, map[bool]string{false: "watch", true: "script"}[script])
+				b.Run(name, func(b *testing.B) {
+					var client redis.UniversalClient
+					var prefix string
+					var servers []*redis.Client // every server's main thread, replicas included
+					newCluster := func(addrs []string) {
+						cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: writers, MaxRetries: -1})
+						b.Cleanup(func() { _ = cc.Close() })
+						client, prefix = cc, testserver.ValkeyClusterPrefix(b, addrs, false)
+						for _, a := range addrs {
+							servers = append(servers, testserver.ValkeyClient(b, a, ""))
+						}
+					}
+					switch {
+					case target == "cluster":
+						newCluster(testserver.ValkeyClusterAddrs(b))
+					case target == "primaries":
+						nodes := []testserver.ValkeyNode{testserver.StartValkeyNode(b), testserver.StartValkeyNode(b), testserver.StartValkeyNode(b)}
+						testserver.FormValkeyCluster(b, nodes, nil)
+						newCluster([]string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr})
+					case wait > 0:
+						addr, primary := startPrimary(b)
+						replica := startReplica(b, primary, addr)
+						c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: writers, MaxRetries: -1})
+						b.Cleanup(func() { _ = c.Close() })
+						client, prefix, servers = c, testserver.UniqueName(b)+"/", []*redis.Client{primary, replica}
+					default:
+						addr := testserver.ValkeyAddr(b)
+						c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: writers, MaxRetries: -1})
+						b.Cleanup(func() { _ = c.Close() })
+						client, prefix, servers = c, testserver.ValkeyPrefix(b, addr), []*redis.Client{testserver.ValkeyClient(b, addr, "")}
+					}
+					store := writefence.NewValkeyConditionalStore(client)
+					store.Script = script
+					if wait > 0 {
+						store.WaitReplicas, store.WaitTimeout = wait, 10*time.Second
+					}
+					benchThroughput(b, store, prefix, writers, shards, servers)
+				})
+			}
+		}
+	}
+}
+
+// benchThroughput runs writers over shards shards of store under prefix,
+// b.N pushes in all, after a first push of every shard; servers are the
+// servers whose CPU it reports.
+func benchThroughput(b *testing.B, store writefence.ConditionalStore, prefix string, writers, shards int, servers []*redis.Client) {
+	ctx := context.Background()
+	payload := benchPayload(1 << 10)
+	type writer struct {
+		fence  *writefence.Fence
+		shards []string
+		epoch  uint64
+	}
+	ws := make([]*writer, writers)
+	for w := range ws {
+		ws[w] = &writer{fence: &writefence.Fence{Store: store, Prefix: prefix}, epoch: 1}
+		for s := w; s < shards; s += writers {
+			ws[w].shards = append(ws[w].shards, strconv.Itoa(s))
+		}
+	}
+	run := func(n int64, epochs bool) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		failed := make(chan error, 1)
+		for _, w := range ws {
+			wg.Go(func() {
+				for i := 0; next.Add(1) <= n; i++ {
+					shard := w.shards[i%len(w.shards)]
+					if i%len(w.shards) == 0 && epochs {
+						w.epoch++
+					}
+					if err := w.fence.Push(ctx, "wal", shard, "w", w.epoch, payload); err != nil {
+						select {
+						case failed <- err:
+						default:
+						}
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case err := <-failed:
+			b.Fatal(err)
+		default:
+		}
+	}
+	// Every shard once at epoch 1, each writer through its own shards.
+	for _, w := range ws {
+		for _, shard := range w.shards {
+			if err := w.fence.Push(ctx, "wal", shard, "w", 1, payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	works := make([]func([]string) (float64, float64, map[string]float64), len(servers))
+	for i, c := range servers {
+		works[i] = valkeyServerWork(b, c)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	run(int64(b.N), true)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	var cpu float64
+	for _, work := range works {
+		_, c, _ := work(nil)
+		cpu += c
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pushes/s")
+	b.ReportMetric(cpu/float64(b.N), "server-cpu-us/op")
 }
 
 // BenchmarkValkeyRead compares the reads a Fence makes of a record: Get

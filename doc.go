@@ -99,7 +99,7 @@
 // ConditionalStore is the one primitive. The package provides MemStore (in
 // memory, for tests and examples) and adapters for S3 through minio-go
 // (MinioConditionalStore), Google Cloud Storage (GCSConditionalStore) and
-// standalone Valkey or Redis (ValkeyConditionalStore). Package
+// Valkey or Redis, one server or a cluster (ValkeyConditionalStore). Package
 // writefencetest checks any implementation against the contract, races
 // included.
 //
@@ -207,7 +207,11 @@
 // they hold and refuse a write over damaged ones with ErrCorrupt, naming a
 // version of the damage itself that Settle can replace, and the head of the
 // damaged data, from which the record's header (and its epoch) is still
-// read when it is intact.
+// read when it is intact. ValkeyConditionalStore's writes check a bounded
+// part of a value, its first 3900 bytes, its last 100 and its length, so
+// that a write costs the same whatever the size; damage in the middle of a
+// larger value is found by the reads that read it whole (Latest), and a
+// steady push over it replaces the value (see ConditionalStore).
 //
 // Durability is the store's: a push that returned nil survives what the
 // store survives.
@@ -219,13 +223,13 @@
 //   - MemStore is memory: for tests and demos.
 //   - Valkey replicates asynchronously: a primary acknowledges a write and
 //     can lose it when a replica is promoted, and a second push at the same
-//     epoch can then also land. With a replica and failover (Sentinel or by
-//     hand), set ValkeyConditionalStore.WaitReplicas (and WaitTimeout): a
-//     write counts as landed only once that many replicas acknowledged it,
-//     else its outcome is unknown (ErrOutcomeUnknown), and a retry does not
-//     return nil until the replicas have the record. Without WaitReplicas,
-//     only a single Valkey server without failover (with its own
-//     persistence) keeps the guarantee.
+//     epoch can then also land. With a replica and failover (Sentinel, a
+//     cluster, or by hand), set ValkeyConditionalStore.WaitReplicas (and
+//     WaitTimeout): a write counts as landed only once that many replicas
+//     acknowledged it, else its outcome is unknown (ErrOutcomeUnknown), and
+//     a retry does not return nil until the replicas have the record.
+//     Without WaitReplicas, only a single Valkey server without failover
+//     (with its own persistence) keeps the guarantee.
 //   - DynamoDB (package dynamostore) acknowledges a write once it is
 //     durable in several Availability Zones; nothing to configure. Its
 //     reads are strongly consistent only with ConsistentRead, which the

@@ -1615,7 +1615,11 @@ func TestModel(t *testing.T) {
 
 // TestModelServers runs the model on the real servers: MinIO,
 // fake-gcs-server, and Valkey on both write paths, standalone and with a
-// replica that must acknowledge every write (WaitReplicas).
+// replica that must acknowledge every write (WaitReplicas), and on the
+// cluster .ci/run starts, with and without WaitReplicas. On the cluster the
+// runs' keys share one hash tag, so that the brand key is in the record's
+// slot and the writers under BrandVerifyAlways check it in their writes (a
+// cluster refuses that across slots, as TestValkeyClusterBrand shows).
 func TestModelServers(t *testing.T) {
 	t.Run("minio", func(t *testing.T) {
 		runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
@@ -1640,6 +1644,18 @@ func TestModelServers(t *testing.T) {
 				return modelTarget{name: "valkey-" + path, store: s, damage: testserver.DamageValkey(c), prefix: valkeyPrefix(t, c)}
 			})
 		})
+		for _, wait := range []int{0, 1} {
+			name := map[int]string{0: "valkey-cluster-", 1: "valkey-cluster-waiting-"}[wait] + path
+			t.Run(name, func(t *testing.T) {
+				runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+					addrs := testserver.ValkeyClusterAddrs(t)
+					c := testserver.ValkeyClusterClient(t, addrs)
+					s := writefence.NewValkeyConditionalStore(c)
+					s.Script, s.WaitReplicas, s.WaitTimeout = script, wait, testAckTimeout
+					return modelTarget{name: name, store: s, damage: testserver.DamageValkey(c), prefix: testserver.ValkeyClusterPrefix(t, addrs, true)}
+				})
+			})
+		}
 		t.Run("valkey-replica-"+path, func(t *testing.T) {
 			runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
 				addr, primary := startPrimary(t)

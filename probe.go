@@ -68,8 +68,11 @@ const probeCleanupTimeout = 10 * time.Second
 //     key, and a write under another identity, which must be refused with
 //     ErrWire and write nothing.
 //
-// The scratch keys are key followed by "-" and 16 random hex digits (and a
-// suffix for the missing key and the brand's keys), and the content written
+// The scratch keys are key followed by "-" and 16 random hex digits in
+// braces (and a suffix for the missing key and the brand's keys): a hash
+// tag, so that on a Valkey cluster the brand key and the key written under
+// it share a slot, where PutIfBranded can check them together (unless key
+// holds a tag of its own, which then puts them together). The content written
 // is random, so neither a leftover of an earlier probe nor a concurrent
 // probe from another process can pass or fail this one. When s implements
 // Deleter, the keys are deleted afterwards, best effort; otherwise they
@@ -101,7 +104,7 @@ func Probe(ctx context.Context, s ConditionalStore, key string) error {
 	if err != nil {
 		return err
 	}
-	base := key + "-" + suffix
+	base := key + "-{" + suffix + "}"
 	p := &prober{s: s, key: base, missing: base + "-absent", brand: base + "-brand", branded: base + "-branded"}
 	if d, ok := s.(Deleter); ok {
 		defer p.cleanup(ctx, d)

@@ -86,6 +86,20 @@ type ConditionalStore interface {
 	// atomically as any other precondition: that is how an operator
 	// replaces them (Fence.Settle). The same damage twice may give the same
 	// version; Fence.Settle does not rely on damaged versions being unique.
+	//
+	// A store whose writes check a bounded part of the object they
+	// replace, so that a write costs the same whatever the object's size
+	// (Valkey checks a value's first 3900 bytes, its last 100 and its
+	// length), may miss damage outside that part that keeps the object's
+	// size. Get must still report it, and so must GetPrefix of the whole
+	// object; a GetPrefix of fewer bytes may return the version from
+	// before the damage, with the bytes as they are, and a PutIfVersion
+	// conditioned on that version may replace the damaged object whole.
+	// Such a store documents the part it checks, which holds at least the
+	// data's first 1339 bytes (the largest record header, so that every
+	// decision a Fence makes is on checked bytes): a write it lets through
+	// was decided on intact bytes, and damaged bytes reach a reader of the
+	// whole object only as a *CorruptError.
 	PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (newVersion string, err error)
 }
 
@@ -139,7 +153,9 @@ type PrefixReader interface {
 	// the object is shorter), the object's total size, and the version
 	// token of the whole object, all from one server response: the
 	// version, size and leading bytes a Get at that moment would return.
-	// Errors are as for Get, damage in place included; n is at least 1.
+	// Errors are as for Get, damage in place included, except the damage a
+	// store that checks a bounded part of its objects may miss (see
+	// ConditionalStore.PutIfVersion); n is at least 1.
 	GetPrefix(ctx context.Context, key string, n int64) (prefix []byte, size int64, version string, err error)
 }
 
@@ -207,7 +223,10 @@ type BrandedPutter interface {
 	// Absent is set, another value with a *WireError naming it; both match
 	// ErrWire, and nothing is written. The version precondition is checked
 	// too: when both fail, either refusal may be returned. key is never
-	// brandKey.
+	// brandKey. A store that cannot read brandKey in the atomic step of a
+	// write of key (a Valkey cluster, for keys in different hash slots)
+	// refuses with an error matching errors.ErrUnsupported, writing
+	// nothing: it never checks the brand apart from the write.
 	PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (newVersion string, err error)
 }
 

@@ -137,30 +137,54 @@ func TestValkeyContextPassesThrough(t *testing.T) {
 	})
 }
 
-// TestValkeyRefusesClusterClients: a cluster client or a ring is refused
-// before any I/O, with an error that matches errors.ErrUnsupported and
-// says why. (A standalone client of a cluster node is refused too, after
-// INFO: TestValkeyRefusesCluster.)
-func TestValkeyRefusesClusterClients(t *testing.T) {
+// TestValkeyRefusesRing: a ring is refused before any I/O, with an error
+// that matches errors.ErrUnsupported and says why, while a cluster client
+// is served: its calls reach the network. (A standalone client of a
+// cluster node is refused too, after INFO: TestValkeyRefusesCluster.)
+func TestValkeyRefusesRing(t *testing.T) {
 	_, addr := deadValkeyClient(t, "")
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, MaxRetries: -1})
-	t.Cleanup(func() { _ = cc.Close() })
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, MaxRetries: -1})
 	t.Cleanup(func() { _ = ring.Close() })
-	for _, cl := range []struct {
-		name   string
-		client redis.UniversalClient
-		reason string
-	}{
-		{"cluster client", cc, "the client is a *redis.ClusterClient"},
-		{"ring", ring, "the client is a *redis.Ring"},
-	} {
-		t.Run(cl.name, func(t *testing.T) {
-			eachValkeyPath(t, func(t *testing.T, script bool) {
-				requireValkeyUnsupported(t, newValkeyStore(cl.client, script), cl.reason)
-			})
-		})
-	}
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		requireValkeyUnsupported(t, newValkeyStore(ring, script), "the client is a *redis.Ring")
+	})
+
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, MaxRetries: -1, MaxRedirects: -1})
+	t.Cleanup(func() { _ = cc.Close() })
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		for _, call := range callValkey(newValkeyStore(cc, script)) {
+			if call.name == "branded put" {
+				continue // "brand" and "k" are in different slots: refused before I/O
+			}
+			require.Error(t, call.err, call.name)
+			assert.NotErrorIs(t, call.err, errors.ErrUnsupported, "%s: a cluster client is served", call.name)
+			var opErr *net.OpError
+			assert.ErrorAs(t, call.err, &opErr, "%s: the dial error is reachable", call.name)
+		}
+	})
+}
+
+// TestValkeyClusterBrandSlot: on a cluster, PutIfBranded of a key in
+// another slot than the brand key is refused before any I/O, as
+// unsupported, saying why; keys that share the brand's slot by a hash tag
+// in their prefix reach the server.
+func TestValkeyClusterBrandSlot(t *testing.T) {
+	_, addr := deadValkeyClient(t, "")
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, MaxRetries: -1, MaxRedirects: -1})
+	t.Cleanup(func() { _ = cc.Close() })
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		store := newValkeyStore(cc, script)
+		_, err := store.PutIfBranded(context.Background(), "writefence/_brand", "id", "writefence/s/wal/0", [][]byte{[]byte("x")}, "")
+		requireStoreError(t, err, "valkey put", "writefence/s/wal/0")
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		assert.Contains(t, err.Error(), "no atomic step spans two slots")
+		var opErr *net.OpError
+		assert.False(t, errors.As(err, &opErr), "no I/O")
+
+		_, err = store.PutIfBranded(context.Background(), "{app}/_brand", "id", "{app}/s/wal/0", [][]byte{[]byte("x")}, "")
+		assert.NotErrorIs(t, err, errors.ErrUnsupported, "one slot: served")
+		assert.ErrorAs(t, err, &opErr, "and sent")
+	})
 }
 
 // requireValkeyUnsupported asserts that every call of store is refused as
@@ -170,7 +194,7 @@ func requireValkeyUnsupported(t *testing.T, store *writefence.ValkeyConditionalS
 	for _, call := range callValkey(store) {
 		requireStoreError(t, call.err, call.op, "k", call.name)
 		require.ErrorIs(t, call.err, errors.ErrUnsupported, call.name)
-		assert.Contains(t, call.err.Error(), "a standalone server is required: "+reason, call.name)
+		assert.Contains(t, call.err.Error(), "a standalone server or a *redis.ClusterClient is required: "+reason, call.name)
 	}
 }
 

@@ -1,8 +1,8 @@
-# Sourced by .ci/run and bench scripts: starts Valkey, MinIO,
-# fake-gcs-server, etcd, dynalite (DynamoDB), Azurite and PostgreSQL on
-# 127.0.0.1, exports their
-# addresses for the tests, and stops them (by PID) when the calling shell
-# exits.
+# Sourced by .ci/run and bench scripts: starts Valkey (a server, and a
+# cluster of three primaries with a replica each), MinIO, fake-gcs-server,
+# etcd, dynalite (DynamoDB), Azurite and PostgreSQL on 127.0.0.1, exports
+# their addresses for the tests, and stops them (by PID) when the calling
+# shell exits.
 
 WF_SERVER_BIN=${WRITEFENCE_SERVER_BIN:-/var/cache/writefence-ci/bin}
 WF_RUN_DIR=$(mktemp -d /tmp/writefence-servers.XXXXXX)
@@ -43,6 +43,50 @@ wf_wait() {
   return 1
 }
 
+# wf_start_valkey_cluster starts a Valkey cluster of 3 primaries with one
+# replica each, every node on a free client port and a free bus port of
+# its own (the default bus port, client port + 10000, would fall in the
+# ephemeral range), waits until every node reports cluster_state:ok and
+# every primary counts its replica online, and exports the nodes'
+# addresses, comma-separated, as WRITEFENCE_VALKEY_CLUSTER.
+wf_start_valkey_cluster() {
+  local ports=() pids=() addrs=() p bus i
+  for i in 1 2 3 4 5 6; do
+    p=$(wf_free_port); bus=$(wf_free_port)
+    while [ "$bus" = "$p" ]; do bus=$(wf_free_port); done
+    mkdir -p "$WF_RUN_DIR/cluster-$p"
+    valkey-server --bind 127.0.0.1 --port "$p" --cluster-enabled yes --cluster-port "$bus" \
+      --cluster-config-file "nodes-$p.conf" --dir "$WF_RUN_DIR/cluster-$p" \
+      --save '' --appendonly no --repl-diskless-sync-delay 0 --daemonize no \
+      >"$WF_RUN_DIR/valkey-cluster-$p.log" 2>&1 &
+    WF_PIDS+=($!); pids+=($!)
+    wf_wait "valkey-cluster-$p" $! valkey-cli -p "$p" ping || return 1
+    ports+=("$p"); addrs+=("127.0.0.1:$p")
+  done
+  valkey-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
+    >"$WF_RUN_DIR/valkey-cluster-create.log" 2>&1 || {
+    echo "servers: valkey-cli --cluster create failed:" >&2
+    cat "$WF_RUN_DIR/valkey-cluster-create.log" >&2
+    return 1
+  }
+  for i in "${!ports[@]}"; do
+    wf_wait "valkey-cluster-${ports[$i]}" "${pids[$i]}" wf_cluster_ready "${ports[$i]}" || return 1
+  done
+  export WRITEFENCE_VALKEY_CLUSTER=$(IFS=,; echo "${addrs[*]}")
+}
+
+# wf_cluster_ready port: the node reports cluster_state:ok and, if it is a
+# primary, counts a replica online.
+wf_cluster_ready() {
+  valkey-cli -p "$1" cluster info | grep -q '^cluster_state:ok' || return 1
+  local info
+  info=$(valkey-cli -p "$1" info replication)
+  case "$info" in
+    *role:master*) grep -q 'slave0:.*state=online' <<<"$info" ;;
+    *) grep -q 'master_link_status:up' <<<"$info" ;;
+  esac
+}
+
 wf_start_servers() {
   local p p2
   p=$(wf_free_port)
@@ -51,6 +95,8 @@ wf_start_servers() {
   WF_PIDS+=($!)
   wf_wait valkey $! valkey-cli -p "$p" ping || return 1
   export WRITEFENCE_VALKEY_ADDR=127.0.0.1:$p
+
+  wf_start_valkey_cluster || return 1
 
   p=$(wf_free_port); p2=$(wf_free_port)
   mkdir -p "$WF_RUN_DIR/minio"
@@ -78,7 +124,7 @@ wf_start_servers() {
   # With this set, a test whose server address is missing fails instead of
   # skipping.
   export WRITEFENCE_REQUIRE_SERVERS=1
-  echo "servers: valkey $WRITEFENCE_VALKEY_ADDR, minio $WRITEFENCE_S3_ENDPOINT, fake-gcs $WRITEFENCE_GCS_ENDPOINT"
+  echo "servers: valkey $WRITEFENCE_VALKEY_ADDR, valkey cluster $WRITEFENCE_VALKEY_CLUSTER, minio $WRITEFENCE_S3_ENDPOINT, fake-gcs $WRITEFENCE_GCS_ENDPOINT"
   echo "servers: etcd $WRITEFENCE_ETCD_ENDPOINT, dynalite $WRITEFENCE_DYNAMODB_ENDPOINT"
 }
 

@@ -20,6 +20,11 @@ import (
 // remembered from before never replaces bytes unseen; a write conditioned
 // on the version Get reported replaces them (that is how an operator
 // settles damage, Fence.Settle); and GetPrefix reports what Get does.
+//
+// Those checks damage small values. A store whose writes check a bounded
+// part of the object they replace may miss damage beyond it that keeps
+// the object's size (see writefence.ConditionalStore); testDamageMiddle
+// checks what such a store must still do, and what it may do instead.
 
 // damageRun is one key under damage and what the check knows of it.
 type damageRun struct {
@@ -66,12 +71,15 @@ func (d *damageRun) damage(f Fault, from []byte) damaged {
 		d.t.Fatalf("Options.Damage(%q, %+v): %v", d.key, f, err)
 	}
 	d.want = f.apply(from)
-	return d.see(fmt.Sprintf("after Options.Damage(%q, %+v)", d.key, f))
+	return d.see(fmt.Sprintf("after Options.Damage(%q, %+v)", d.key, f), "")
 }
 
 // see reads the damaged key with Get and GetPrefix and fails the test
-// unless they report the damage as the contract says, and agree.
-func (d *damageRun) see(when string) damaged {
+// unless they report the damage as the contract says, and agree. With
+// predate set, a GetPrefix of less than the whole object may instead
+// return that version, the one from before the damage, with the leading
+// bytes as they are (damage beyond the part a store checks).
+func (d *damageRun) see(when, predate string) damaged {
 	t := d.t
 	t.Helper()
 	ctx := t.Context()
@@ -109,6 +117,11 @@ func (d *damageRun) see(when string) damaged {
 		prefix, size, pv, err := writefence.GetPrefix(ctx, d.sc.s, d.key, n)
 		var pce *writefence.CorruptError
 		switch {
+		case predate != "" && n < int64(len(d.want)) && err == nil && pv == predate:
+			if !bytes.Equal(prefix, d.want[:n]) || size != int64(len(d.want)) {
+				t.Errorf("%s returned %s, size %d, the version %q from before the damage; want the leading bytes of %s and its size",
+					call, describe(prefix), size, pv, describe(d.want))
+			}
 		case seen.corrupt && !errors.As(err, &pce):
 			t.Errorf("%s returned %s, size %d, version %q, error %v; want %s, as Get returned", call, describe(prefix), size, pv, err, seen)
 		case seen.corrupt && pce.Version != seen.version:
@@ -142,7 +155,7 @@ func (d *damageRun) refuse(seen damaged, stale ...string) {
 			case errors.Is(err, writefence.ErrNotFound) || !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, writefence.ErrConflict):
 				t.Errorf("%s over damaged bytes: %v; want an error matching writefence.ErrCorrupt or writefence.ErrConflict", call, err)
 			}
-			if again := d.see("after the refused " + call); again != seen {
+			if again := d.see("after the refused "+call, ""); again != seen {
 				t.Errorf("after the refused %s the store reports %s; before it, %s: the refused write changed the key", call, again, seen)
 			}
 		}
@@ -208,5 +221,53 @@ func testDamageTwice(t *testing.T, sc *scope) {
 		seen := d.damage(f, intact)
 		d.refuse(seen, d.version, "")
 		d.settle(seen, intact)
+	}
+}
+
+// testDamageMiddle flips a bit in the middle of a larger value, beyond the
+// bounded part a store may check on its writes, once for each write path.
+// Get must report the damage; GetPrefix may report it, or the version from
+// before it (see). A write conditioned on that version is refused, as over
+// any damage, leaving the damage; or it lands, and the key holds its bytes
+// intact. A write conditioned on the version Get reported lands.
+func testDamageMiddle(t *testing.T, sc *scope) {
+	d := newDamageRun(t, sc, "damage-middle")
+	size := 64 << 10
+	if limit := sc.opts.ReadLimit; limit > 0 {
+		size = int(min(int64(size), limit))
+	}
+	big := make([]byte, size)
+	for i := range big {
+		big[i] = byte(i*31 + 7)
+	}
+	for i, p := range writePaths {
+		d.write(nil, d.version, big)
+		before := d.version
+		f := Fault{Flip: size/2 + i} // other damage each time, settled once each
+		if err := d.sc.opts.Damage(t.Context(), d.key, f); err != nil {
+			t.Fatalf("Options.Damage(%q, %+v): %v", d.key, f, err)
+		}
+		d.want = f.apply(big)
+		seen := d.see(fmt.Sprintf("after Options.Damage(%q, %+v) of a %d-byte value", d.key, f, size), before)
+
+		after := []byte("written over damage in the middle")
+		call := p.call(d.key, after, before)
+		v, err := p.write(t.Context(), d.sc.s, d.key, after, before)
+		switch {
+		case err == nil:
+			if v == before || v == seen.version {
+				t.Errorf("%s over damage in the middle landed with version %q, a version of other bytes", call, v)
+			}
+			wantContent(t, d.sc.s, d.key, after, v)
+			d.data, d.version = after, v
+			d.intact[v] = true
+			continue
+		case errors.Is(err, writefence.ErrNotFound) || !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, writefence.ErrConflict):
+			t.Errorf("%s over damage in the middle: %v; want it to land, or an error matching writefence.ErrCorrupt or writefence.ErrConflict", call, err)
+		}
+		if again := d.see("after the refused "+call, before); again != seen {
+			t.Errorf("after the refused %s the store reports %s; before it, %s: the refused write changed the key", call, again, seen)
+		}
+		d.settle(seen, []byte("settled after damage in the middle"))
 	}
 }

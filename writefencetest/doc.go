@@ -87,7 +87,10 @@
 //     PutIfBranded refuses an absent brand key and one of another identity
 //     with a *writefence.WireError (ErrWire), writing nothing; lands as
 //     PutParts does when the brand matches; and refuses the next write
-//     once the brand key changes or is deleted.
+//     once the brand key changes or is deleted. A store that refuses
+//     PutIfBranded of the suite's keys as unsupported (it cannot read them
+//     in one atomic step) skips these checks and the branded races; see
+//     Options.KeyPrefix.
 //   - Damage/Flip, Damage/Empty, Damage/Twice (with Options.Damage): after a
 //     bit is flipped (and then a second one), after the value is emptied,
 //     and after the same damage twice with a repair in between, Get either
@@ -97,7 +100,17 @@
 //     write returned; a write conditioned on a version from before the
 //     damage ("" included) is refused with ErrCorrupt or ErrConflict and
 //     writes nothing; a write conditioned on the version Get reported
-//     replaces the bytes; and GetPrefix agrees with Get throughout.
+//     replaces the bytes; and GetPrefix agrees with Get throughout. These
+//     values are small, within the part of an object any store checks.
+//   - Damage/Middle (with Options.Damage): a bit flipped in the middle of a
+//     64 KiB value (or Options.ReadLimit bytes, when less), beyond the
+//     bounded part a store may check on its writes (see
+//     writefence.ConditionalStore): Get reports it as above, and so does
+//     GetPrefix of the whole value; GetPrefix of fewer bytes reports it
+//     too, or returns the version from before the damage with the leading
+//     bytes as they are; a write conditioned on that version is refused as
+//     over any damage, or lands and replaces the value whole; a write
+//     conditioned on the version Get reported lands.
 //   - Lister/Prefix, Lister/Stop, Lister/Canceled (with a Lister): every key
 //     written under a prefix, at any depth, is listed exactly once, none
 //     outside it, and a deleted key is not; List stops at fn's first error

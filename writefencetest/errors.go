@@ -49,7 +49,7 @@ func testErrorsNotFound(t *testing.T, sc *scope) {
 func testErrorsConflict(t *testing.T, sc *scope) {
 	key := sc.key("conflict")
 	v1 := put(t, sc.s, key, []byte("first"), "")
-	put(t, sc.s, key, []byte("second"), v1)
+	v2 := put(t, sc.s, key, []byte("second"), v1)
 	missing := sc.key("conflict-missing")
 	for _, p := range writePaths {
 		for _, w := range []struct{ key, expect, what string }{
@@ -64,6 +64,13 @@ func testErrorsConflict(t *testing.T, sc *scope) {
 	brand := sc.key("conflict-brand")
 	put(t, sc.s, brand, []byte(brandedIdentity), "")
 	_, err := writefence.PutIfBranded(t.Context(), sc.s, brand, brandedIdentity, key, [][]byte{[]byte("never")}, v1)
+	if errors.Is(err, errors.ErrUnsupported) {
+		// The store cannot read the two keys in one atomic step (see
+		// skipUnsupported): it wrote nothing.
+		t.Logf("PutIfBranded(%q, %q, %q, ...) is refused as unsupported: %v", brand, brandedIdentity, key, err)
+		wantContent(t, sc.s, key, []byte("second"), v2)
+		return
+	}
 	wantStoreError(t, err, fmt.Sprintf("PutIfBranded(%q, %q, %q, ..., %q) with the stale version", brand, brandedIdentity, key, v1),
 		key, "writefence.ErrConflict", writefence.ErrConflict)
 }

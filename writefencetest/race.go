@@ -188,6 +188,7 @@ type brandRace struct {
 
 func newBrandRace(t *testing.T, sc *scope) *brandRace {
 	br := &brandRace{sc: sc, brand: sc.key("race-brand"), key: sc.key("race-branded")}
+	skipUnsupported(t, sc, br.brand, br.key)
 	br.brandVersion = put(t, sc.s, br.brand, []byte(brandedIdentity), "")
 	put(t, sc.s, br.key, []byte("round 0"), "")
 	return br

@@ -46,6 +46,13 @@ type Options struct {
 	// store's multipart path and its abort run. Zero means 5 MiB, the
 	// least part S3 allows.
 	BlobPartSize int64
+	// KeyPrefix, when set, starts every key the suite writes, before its
+	// random prefix of each subtest. A store whose atomic steps reach
+	// only keys that share part of their names (a Valkey cluster: a hash
+	// tag, such as "{writefencetest}") can so run the checks of a write
+	// that depends on two keys (PutIfBranded), which it would otherwise
+	// refuse as unsupported; empty means no prefix.
+	KeyPrefix string
 }
 
 // Fault is one damage Options.Damage does. Its fields are those of the
@@ -124,6 +131,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Flip", testDamageFlip},
 			{"Empty", testDamageEmpty},
 			{"Twice", testDamageTwice},
+			{"Middle", testDamageMiddle},
 		}},
 		{"Blobs", blobChecks},
 		{"Lister", []check{
@@ -195,7 +203,7 @@ func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalSt
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	sc := &scope{s: s, opts: opts, prefix: "writefencetest/" + hex.EncodeToString(b) + "/"}
+	sc := &scope{s: s, opts: opts, prefix: opts.KeyPrefix + "writefencetest/" + hex.EncodeToString(b) + "/"}
 	if d, ok := s.(writefence.Deleter); ok {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)

@@ -95,9 +95,9 @@ func valkeyTLS(addr string) bool {
 		return false
 	}
 	switch u.Scheme {
-	case "valkeys", "rediss":
+	case "valkeys", "rediss", "valkeys+cluster":
 		return true
-	case "valkey", "redis":
+	case "valkey", "redis", "valkey+cluster":
 		on, _ := strconv.ParseBool(u.Query().Get("tls"))
 		return on
 	}

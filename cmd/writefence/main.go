@@ -34,6 +34,7 @@
 //	gs://bucket                       a Cloud Storage bucket; ?endpoint=http://host:port for an emulator
 //	valkey://host:port/db             a standalone Valkey or Redis server, database db; ?script=1 for the script path
 //	valkeys://host:port/db            the same over TLS (or valkey://...?tls=true)
+//	valkey+cluster://host:port,...    a Valkey or Redis cluster, through any of its nodes (valkeys+cluster:// over TLS)
 //	dynamodb://table                  a DynamoDB table (dynamostore); ?region=R, ?endpoint=http://host:port for a local server
 //	etcd://host:port/prefix           etcd (etcdstore), keys under /prefix/; ?max-request-bytes=N for the server's limit
 //	etcds://host:port/prefix          the same over TLS (or etcd://...?tls=true)
@@ -431,6 +432,9 @@ store addresses (-store, before the command or among its flags; quote one holdin
                                     N replicas acknowledge it within D (default 1s), else exit 8; without wait= a
                                     failover can lose an acknowledged push
   valkeys://host:port/db            the same over TLS (or '...?tls=true'); the host's CAs, or SSL_CERT_FILE, check the server
+  valkey+cluster://host:port,...    a Valkey or Redis cluster, through any of its nodes (valkeys+cluster:// over TLS);
+                                    script=, wait= and wait-timeout= as for valkey://, wait=N counting the replicas of
+                                    the primary that owns each record's slot
   dynamodb://table                  a DynamoDB table keyed by the string "key" ('...?region=R', '...?endpoint=http://host:port'
                                     for a local server); items up to 400 KB; the command never creates the table
   etcd://host:port/prefix           etcd, keys under /prefix/ ('...?max-request-bytes=N' when the server's is not 1.5 MiB)

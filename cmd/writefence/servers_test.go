@@ -176,6 +176,52 @@ func TestServerValkeyWait(t *testing.T) {
 	assert.EqualValues(t, 1, jsonOf(t, r)["epoch"], "an unconfirmed read decided nothing: no push was written")
 }
 
+// TestServerValkeyCluster: the scenario on the cluster .ci/run starts,
+// through valkey+cluster:// naming two of its nodes, on both write paths:
+// race and probe included, and ls over every primary.
+func TestServerValkeyCluster(t *testing.T) {
+	addrs := testserver.ValkeyClusterAddrs(t)
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("REDISCLI_AUTH", "")
+	for _, store := range []string{"valkey+cluster://" + addrs[0] + "," + addrs[1], "valkey+cluster://" + addrs[2] + "?script=1"} {
+		t.Run(store, func(t *testing.T) { serverScenario(t, store, testserver.ValkeyClusterPrefix(t, addrs, false)) })
+	}
+}
+
+// TestServerValkeyClusterWait: on the cluster, where each primary has one
+// replica, wait=1 lets a push return once the replica of the record's
+// primary holds it; wait=2 is an unknown outcome (exit 8).
+func TestServerValkeyClusterWait(t *testing.T) {
+	addrs := testserver.ValkeyClusterAddrs(t)
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("REDISCLI_AUTH", "")
+	prefix := testserver.ValkeyClusterPrefix(t, addrs, false)
+	cluster := "valkey+cluster://" + strings.Join(addrs, ",")
+	p := writeFile(t, "segment 0001")
+	push := func(store, epoch string) result {
+		return wf(t, "push", "-store", store, "-prefix", prefix, "-writer", "a", "-epoch", epoch, "-file", p, "wal", "s")
+	}
+	r := push(cluster+"?wait=1&wait-timeout=10s", "1")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	key, err := keys.Shard(prefix, "wal", "s")
+	require.NoError(t, err)
+	c := testserver.ValkeyClusterClient(t, addrs)
+	replica, err := c.SlaveForKey(t.Context(), key)
+	require.NoError(t, err)
+	conn := replica.Conn()
+	defer conn.Close()
+	require.NoError(t, conn.ReadOnly(t.Context()).Err())
+	n, err := conn.Exists(t.Context(), key).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the replica holds the push once it returned")
+
+	for _, q := range []string{"?wait=2&wait-timeout=100ms", "?wait=2&wait-timeout=100ms&script=1"} {
+		r = push(cluster+q, "2")
+		assert.Equal(t, exitUnknown, r.code, "%s: %s", q, r)
+		assert.Contains(t, r.stderr, "1 of 2 replicas acknowledged", q)
+	}
+}
+
 // TestServerValkeyTLS: valkeys:// (and tls=true) speak TLS and check the
 // server's certificate against the host's CAs, SSL_CERT_FILE included; a
 // certificate of another CA and a server without TLS fail, saying so. The

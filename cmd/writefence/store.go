@@ -117,14 +117,16 @@ func defaultDir() (string, error) {
 
 // openers maps an address scheme to what opens it. Tests add their own.
 var openers = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
-	"mem":     openMem,
-	"file":    openFile,
-	"s3":      openS3,
-	"gs":      openGCS,
-	"valkey":  openValkey,
-	"valkeys": openValkey,
-	"redis":   openValkey,
-	"rediss":  openValkey,
+	"mem":             openMem,
+	"file":            openFile,
+	"s3":              openS3,
+	"gs":              openGCS,
+	"valkey":          openValkey,
+	"valkeys":         openValkey,
+	"redis":           openValkey,
+	"rediss":          openValkey,
+	"valkey+cluster":  openValkeyCluster,
+	"valkeys+cluster": openValkeyCluster,
 	// Stores in packages of their own (store_<name>.go).
 	"dynamodb": openDynamoDB,
 	"etcd":     openEtcd,
@@ -280,7 +282,7 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 // VALKEY_USERNAME. Over TLS the server's certificate is checked against
 // the host's CAs (SSL_CERT_FILE or SSL_CERT_DIR name others).
 func openValkey(_ context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "script", "wait", "wait-timeout", "tls")
+	p, err := valkeyParams(u)
 	if err != nil {
 		return nil, err
 	}
@@ -295,43 +297,111 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 			return nil, usagef("writefence: store address: database %s: want a number", escape.String(p))
 		}
 	}
-	script, err := boolParam(q, "script", false)
-	if err != nil {
-		return nil, err
-	}
-	wait, waitTimeout, err := waitParams(q)
-	if err != nil {
-		return nil, err
-	}
-	tlsScheme := u.Scheme == "valkeys" || u.Scheme == "rediss"
-	useTLS, err := boolParam(q, "tls", tlsScheme)
-	if err != nil {
-		return nil, err
-	}
-	if tlsScheme && !useTLS {
-		return nil, usagef("writefence: store address: tls=false: %s:// always uses TLS; use valkey:// for a plain connection", u.Scheme)
-	}
-	password := os.Getenv("VALKEY_PASSWORD")
-	if password == "" {
-		password = os.Getenv("REDISCLI_AUTH")
-	}
+	username, password := valkeyCredentials()
 	opts := &redis.Options{
 		Addr:     u.Host,
 		DB:       db,
-		Username: os.Getenv("VALKEY_USERNAME"),
+		Username: username,
 		Password: password,
 		// Reads and writes end at the command's -timeout: without this
 		// go-redis waits out its own timeouts (seconds) whatever ctx says.
 		ContextTimeoutEnabled: true,
 	}
-	if useTLS {
+	if p.tls {
 		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	client := redis.NewClient(opts)
+	return &opened{store: p.store(client), close: client.Close}, nil
+}
+
+// openValkeyCluster opens valkey+cluster://host:port,host:port[?script=1&wait=N&wait-timeout=D&tls=true],
+// a Valkey or Redis cluster reached through any of the nodes listed (the
+// client learns the others from them), or valkeys+cluster:// for TLS,
+// with the certificates of every node checked against the first host's
+// name. Credentials come from the environment as for valkey://. A cluster
+// has one database: the address takes no path. Each wait= counts the
+// replicas of the primary that owns the record's slot.
+func openValkeyCluster(_ context.Context, u *url.URL) (*opened, error) {
+	p, err := valkeyParams(u)
+	if err != nil {
+		return nil, err
+	}
+	want := usagef("writefence: store address: want %s://host:port,host:port,..., each node with a port, and no path (a cluster has one database)", u.Scheme)
+	if strings.Trim(u.Path, "/") != "" {
+		return nil, want
+	}
+	addrs := strings.Split(u.Host, ",")
+	for _, a := range addrs {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			return nil, want
+		}
+	}
+	username, password := valkeyCredentials()
+	opts := &redis.ClusterOptions{
+		Addrs:                 addrs,
+		Username:              username,
+		Password:              password,
+		ContextTimeoutEnabled: true, // as for valkey://
+	}
+	if p.tls {
+		host, _, _ := net.SplitHostPort(addrs[0])
+		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	client := redis.NewClusterClient(opts)
+	return &opened{store: p.store(client), close: client.Close}, nil
+}
+
+// valkeyQuery is the settings of a Valkey address's query.
+type valkeyQuery struct {
+	script      bool
+	wait        int
+	waitTimeout time.Duration
+	tls         bool
+}
+
+// valkeyParams reads script=, wait=, wait-timeout= and tls= from u, whose
+// scheme ends in "s" (or "s+cluster") for TLS.
+func valkeyParams(u *url.URL) (valkeyQuery, error) {
+	var p valkeyQuery
+	q, err := query(u, "script", "wait", "wait-timeout", "tls")
+	if err != nil {
+		return p, err
+	}
+	if p.script, err = boolParam(q, "script", false); err != nil {
+		return p, err
+	}
+	if p.wait, p.waitTimeout, err = waitParams(q); err != nil {
+		return p, err
+	}
+	base := strings.TrimSuffix(u.Scheme, "+cluster")
+	tlsScheme := base == "valkeys" || base == "rediss"
+	if p.tls, err = boolParam(q, "tls", tlsScheme); err != nil {
+		return p, err
+	}
+	if tlsScheme && !p.tls {
+		plain := strings.TrimSuffix(base, "s") + strings.TrimPrefix(u.Scheme, base)
+		return p, usagef("writefence: store address: tls=false: %s:// always uses TLS; use %s:// for a plain connection", u.Scheme, plain)
+	}
+	return p, nil
+}
+
+// store returns a store over client with p's settings.
+func (p valkeyQuery) store(client redis.UniversalClient) *writefence.ValkeyConditionalStore {
 	s := writefence.NewValkeyConditionalStore(client)
-	s.Script = script
-	s.WaitReplicas, s.WaitTimeout = wait, waitTimeout
-	return &opened{store: s, close: client.Close}, nil
+	s.Script = p.script
+	s.WaitReplicas, s.WaitTimeout = p.wait, p.waitTimeout
+	return s
+}
+
+// valkeyCredentials returns the ACL user and the password from the
+// environment: VALKEY_USERNAME, and VALKEY_PASSWORD or else REDISCLI_AUTH,
+// as valkey-cli reads it.
+func valkeyCredentials() (username, password string) {
+	password = os.Getenv("VALKEY_PASSWORD")
+	if password == "" {
+		password = os.Getenv("REDISCLI_AUTH")
+	}
+	return os.Getenv("VALKEY_USERNAME"), password
 }
 
 // waitParams reads wait=N, the replicas that must acknowledge each write

@@ -43,6 +43,11 @@ func TestStoreAddressRefused(t *testing.T) {
 		"valkey://127.0.0.1:6379/zero",
 		"valkey://127.0.0.1:6379/0?script=perhaps",
 		"valkey://default:hunter2secret@127.0.0.1:6379/0",
+		"valkey+cluster://127.0.0.1",
+		"valkey+cluster://127.0.0.1:1,127.0.0.1",
+		"valkey+cluster://127.0.0.1:1,",
+		"valkey+cluster://127.0.0.1:1/0",
+		"valkey+cluster://default:hunter2secret@127.0.0.1:1",
 		"::not a url",
 	} {
 		r := wf(t, "latest", "-store", addr, "wal", "s")
@@ -73,6 +78,11 @@ func TestStoreAddressOpens(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.close()) }()
 	assert.True(t, s.store.(*writefence.ValkeyConditionalStore).Script)
+
+	c, err := openStore(ctx, "valkey+cluster://h:1,h:2?script=1")
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.close()) }()
+	assert.True(t, c.store.(*writefence.ValkeyConditionalStore).Script)
 }
 
 // TestValkeyAddress: a Valkey address's query sets the replicas every
@@ -91,6 +101,10 @@ func TestValkeyAddress(t *testing.T) {
 		"valkeys://h:1/0?wait=1&wait-timeout=3s&script=1": {wait: 1, timeout: 3 * time.Second},
 		"valkey://h:1/0?tls=true":                         {},
 		"rediss://h:1":                                    {},
+		"valkey+cluster://h:1,h:2":                        {},
+		"valkey+cluster://h:1,h:2/?wait=1":                {wait: 1},
+		"valkeys+cluster://h:1?wait=2&wait-timeout=250ms": {wait: 2, timeout: 250 * time.Millisecond},
+		"valkey+cluster://h:1?script=1&tls=true&wait=1":   {wait: 1},
 	} {
 		s, err := openStore(ctx, addr)
 		require.NoError(t, err, addr)
@@ -114,6 +128,10 @@ func TestValkeyAddress(t *testing.T) {
 		"valkeys://h/0":                            "valkeys://host:port/db",
 		"valkey://h:1/0?wiat=1":                    `"wiat"`,
 		"valkey://h:1/0?wait=1&wait_timeout=100ms": `"wait_timeout"`,
+		"valkey+cluster://h:1?wait=one":            "wait=one",
+		"valkey+cluster://h:1?wait-timeout=1s":     "wait-timeout=1s without wait=N",
+		"valkeys+cluster://h:1?tls=false":          "use valkey+cluster://",
+		"valkey+cluster://h:1?db=3":                `"db"`,
 	} {
 		r := wf(t, "latest", "-store", addr, "wal", "s")
 		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)

@@ -13,6 +13,8 @@
 //	P + "_settled/" + escape(plugin) + "/" + escape(shard)   a shard's settle log
 //	P + "_clock/" + id                                        a blob that tells the blob store's time
 //	"writefence/_wait"                                        the Valkey store's replication sync key
+//	"writefence/_wait{" + SlotTag(s) + "}"                   the same, in cluster slot s (WaitIn)
+//	"writefence/_put/{" + SlotTag(s) + "}" + token           a value the Valkey store stages (Staged)
 //
 // The first byte after the prefix is 's' for every shard key, 'b' for every
 // blob key and '_' for every reserved key, so the three spaces are disjoint

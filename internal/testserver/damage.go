@@ -104,13 +104,19 @@ func DamageDir(dir string) Damager {
 	}
 }
 
-// valkeyHeader is what precedes the data in a Valkey store's value: a
-// 40-character digest and a 32-character version token.
-const valkeyHeader = 72
+// valkeyHeader is what precedes the data in a Valkey store's value: the
+// 100-byte header of its layout ("WFV2" first), or the 72 bytes of the
+// first layout (a digest and a token).
+func valkeyHeader(v []byte) int {
+	if bytes.HasPrefix(v, []byte("WFV2")) {
+		return 100
+	}
+	return 72
+}
 
 // DamageValkey damages values of the Valkey store on c in place: a flip
-// changes one byte of the data with SETRANGE, leaving the digest and the
-// token; Empty sets the value to "".
+// changes one byte of the data with SETRANGE, leaving the header; Empty
+// sets the value to "".
 func DamageValkey(c redis.UniversalClient) Damager {
 	return func(ctx context.Context, key string, f Fault) error {
 		if f.Empty {
@@ -120,10 +126,11 @@ func DamageValkey(c redis.UniversalClient) Damager {
 		if err != nil {
 			return err
 		}
-		if len(v) <= valkeyHeader {
+		h := valkeyHeader(v)
+		if len(v) <= h {
 			return fmt.Errorf("damage %s: no data to flip", key)
 		}
-		i := valkeyHeader + (f.Flip%(len(v)-valkeyHeader)+len(v)-valkeyHeader)%(len(v)-valkeyHeader)
+		i := h + (f.Flip%(len(v)-h)+len(v)-h)%(len(v)-h)
 		return c.SetRange(ctx, key, int64(i), string([]byte{v[i] ^ 1})).Err()
 	}
 }

@@ -219,6 +219,13 @@ func ValkeyPrefix(t testing.TB, addr string) string {
 // skipped, or fails when Required.
 func StartValkey(t testing.TB, password string, args ...string) string {
 	t.Helper()
+	return startValkey(t, password, func() []string { return args })
+}
+
+// startValkey is StartValkey with the extra arguments args returns, asked
+// afresh for each attempt (they may name a port of their own).
+func startValkey(t testing.TB, password string, args func() []string) string {
+	t.Helper()
 	bin, err := exec.LookPath("valkey-server")
 	if err != nil {
 		if Required() {
@@ -232,8 +239,9 @@ func StartValkey(t testing.TB, password string, args ...string) string {
 			break
 		}
 		addr := net.JoinHostPort("127.0.0.1", port)
+		extra := args()
 		argv := append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", t.TempDir(),
-			"--save", "", "--appendonly", "no", "--daemonize", "no"}, args...)
+			"--save", "", "--appendonly", "no", "--daemonize", "no"}, extra...)
 		cmd := exec.Command(bin, argv...)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -260,9 +268,9 @@ func StartValkey(t testing.TB, password string, args ...string) string {
 			return addr
 		}
 		stop()
-		t.Logf("valkey-server %v on port %s did not start (retrying on another port): %s", args, port, out.String())
+		t.Logf("valkey-server %v on port %s did not start (retrying on another port): %s", extra, port, out.String())
 	}
-	t.Fatalf("could not start valkey-server %v", args)
+	t.Fatalf("could not start valkey-server")
 	return ""
 }
 
