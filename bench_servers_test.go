@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -467,6 +468,101 @@ func BenchmarkBlob(b *testing.B) {
 			b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e6, "MB/s")
 			b.ReportMetric(grewObjects, "peak-heap-MiB")
 			b.ReportMetric(grewLive, "peak-live-MiB")
+		})
+	}
+}
+
+// benchBlobStores are the stores the stream benchmarks run over, each
+// with the transport that counts its traffic (none for the local ones).
+var benchBlobStores = []struct {
+	name string
+	open func(b *testing.B) (writefence.ConditionalStore, *benchTransport)
+}{
+	{"mem", func(*testing.B) (writefence.ConditionalStore, *benchTransport) { return &writefence.MemStore{}, nil }},
+	{"dir", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
+		return newDirStore(b, b.TempDir()), nil
+	}},
+	{"s3", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedMinioStore(b) }},
+	{"gcs", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedGCSStore(b) }},
+}
+
+// requests returns the requests wire sent so far; none for a local store.
+func (t *benchTransport) requests() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.Requests()
+}
+
+// BenchmarkCommitBlobs: a Commit whose manifest newly references n blobs
+// uploaded before it, for n = 1 and 1,000 (impl=commit). Two sets of n
+// blobs, written at epochs 1 and 2, are referenced in turn, so every
+// commit newly references n blobs and no upload is timed. Commit reads
+// the record, checks each new blob with one StatBlob and writes once
+// (asserted in testCommitManyBlobs); stats/op counts the StatBlobs.
+// impl=list is not a commit: it is one ListBlobs of the blobs of one
+// epoch of the shard (n of them), what a commit checking many blobs of one
+// epoch with a listing instead would pay for the check.
+func BenchmarkCommitBlobs(b *testing.B) {
+	for _, s := range benchBlobStores {
+		for _, n := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("store=%s/blobs=%d", s.name, n), func(b *testing.B) {
+				benchCommitBlobs(b, s.open, n)
+			})
+		}
+	}
+}
+
+func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.ConditionalStore, *benchTransport), n int) {
+	ctx := context.Background()
+	store, wire := open(b)
+	blobs := newCountedBlobs(b, store)
+	prefix := testserver.UniqueName(b) + "/"
+	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: prefix}
+	var sets [2][]writefence.BlobRef
+	for i := range sets {
+		for j := range n {
+			ref, err := f.PutBlob(ctx, "wal", "0", "w", uint64(i+1), strings.NewReader(fmt.Sprintf("segment %d of set %d", j, i)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			sets[i] = append(sets[i], ref)
+		}
+	}
+	space, err := keys.Blobs(prefix, "wal", "0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	epoch := uint64(2)
+	for _, impl := range []string{"commit", "list"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			b.ReportAllocs()
+			reqs, stats := wire.requests(), blobs.calls.stat.Load()
+			for i := 0; b.Loop(); i++ {
+				switch impl {
+				case "commit":
+					epoch++
+					set := sets[i%2]
+					err = f.Commit(ctx, "wal", "0", "w", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+						return writefence.Manifest{Payload: m.Payload, Blobs: set}, nil
+					})
+				case "list":
+					listed := 0
+					err = blobs.bs.ListBlobs(ctx, fmt.Sprintf("%s%016x-", space, i%2+1), func(writefence.BlobInfo) error {
+						listed++
+						return nil
+					})
+					if err == nil && listed != n {
+						err = fmt.Errorf("listed %d blobs, not %d", listed, n)
+					}
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			nOps := float64(b.N)
+			b.ReportMetric(float64(wire.requests()-reqs)/nOps, "roundtrips/op")
+			b.ReportMetric(float64(blobs.calls.stat.Load()-stats)/nOps, "stats/op")
 		})
 	}
 }
