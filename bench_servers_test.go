@@ -1,10 +1,12 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -564,5 +566,104 @@ func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.Conditiona
 			b.ReportMetric(float64(wire.requests()-reqs)/nOps, "roundtrips/op")
 			b.ReportMetric(float64(blobs.calls.stat.Load()-stats)/nOps, "stats/op")
 		})
+	}
+}
+
+// BenchmarkStream ships a WAL to one shard in 64 KiB segments, 16 a op
+// (1 MiB), over MinIO and the GCS emulator, four ways:
+//
+//	push      Fence.Push of each segment to the shard's record, by the
+//	          writer that pushed last (steady state: the write alone)
+//	blob1     each segment a blob (PutBlob), then a Commit of a manifest
+//	          that adds it
+//	blob16    the 16 blobs put one after another, then one Commit that
+//	          adds them all
+//	blob16x4  the 16 blobs put by 4 uploaders at once, then one Commit
+//
+// A Commit is made at the next epoch and reads the record first (it has no
+// version cache); the manifest keeps the last 64 segments (a WAL truncated
+// at snapshots), and those it drops are left to Collect, which does not
+// run here. segments/s is the segments shipped per second, roundtrips/
+// segment the requests sent per segment, record-writes/segment the
+// conditional writes of the record per segment (testserver.Traced): the
+// rate one record's writes cap, 1 for a push and 1/16 for a batched
+// commit.
+func BenchmarkStream(b *testing.B) {
+	const segment, batch, window = 64 << 10, 16, 64
+	payload := benchPayload(segment)
+	for _, s := range benchBlobStores[2:] {
+		for _, impl := range []string{"push", "blob1", "blob16", "blob16x4"} {
+			b.Run("store="+s.name+"/impl="+impl, func(b *testing.B) {
+				store, wire := s.open(b)
+				ctx, trace := testserver.Traced(context.Background())
+				f := &writefence.Fence{Store: store, Prefix: testserver.UniqueName(b) + "/"}
+				epoch := uint64(1)
+				if err := f.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
+					b.Fatal(err)
+				}
+				put := func() (writefence.BlobRef, error) {
+					return f.PutBlob(ctx, "wal", "0", "w", epoch, bytes.NewReader(payload))
+				}
+				commit := func(refs ...writefence.BlobRef) error {
+					return f.Commit(ctx, "wal", "0", "w", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+						all := slices.Concat(m.Blobs, refs)
+						return writefence.Manifest{Blobs: all[max(0, len(all)-window):]}, nil
+					})
+				}
+				b.SetBytes(batch * segment)
+				b.ReportAllocs()
+				reqs, writes := wire.requests(), trace.Writes()
+				for b.Loop() {
+					var err error
+					switch impl {
+					case "push":
+						for range batch {
+							epoch++
+							if err = f.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
+								break
+							}
+						}
+					case "blob1":
+						for range batch {
+							epoch++
+							var ref writefence.BlobRef
+							if ref, err = put(); err == nil {
+								err = commit(ref)
+							}
+							if err != nil {
+								break
+							}
+						}
+					case "blob16", "blob16x4":
+						epoch++
+						refs := make([]writefence.BlobRef, batch)
+						errs := make([]error, batch)
+						uploaders := 1
+						if impl == "blob16x4" {
+							uploaders = 4
+						}
+						var wg sync.WaitGroup
+						for u := range uploaders {
+							wg.Go(func() {
+								for i := u; i < batch; i += uploaders {
+									refs[i], errs[i] = put()
+								}
+							})
+						}
+						wg.Wait()
+						if err = errors.Join(errs...); err == nil {
+							err = commit(refs...)
+						}
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				segments := float64(b.N * batch)
+				b.ReportMetric(segments/b.Elapsed().Seconds(), "segments/s")
+				b.ReportMetric(float64(wire.requests()-reqs)/segments, "roundtrips/segment")
+				b.ReportMetric(float64(trace.Writes()-writes)/segments, "record-writes/segment")
+			})
+		}
 	}
 }
