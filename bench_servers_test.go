@@ -426,9 +426,12 @@ func BenchmarkPushMemory(b *testing.B) {
 // GC); peak-live-MiB the largest growth of what a GC found live, which is
 // what the upload holds. Each upload's
 // object is deleted, off the clock. It needs the S3 server (.ci/run's
-// environment) and is not run by bench/run or CI; run it as
+// environment) and is not run by bench/run or CI; run the test binary
+// with a count of 1 a few times over, so that the implementations
+// alternate (BENCHMARKS.md, "Streams"):
 //
-//	go test -run '^$' -bench BenchmarkBlob -benchtime 1x -count 6 .
+//	go test -c -o blob.test .
+//	for i in $(seq 8); do ./blob.test -test.run '^$' -test.bench '^BenchmarkBlob$' -test.benchtime 1x -test.count 1; done
 func BenchmarkBlob(b *testing.B) {
 	const size, part = 1 << 30, 16 << 20
 	c := testserver.S3Server(b).Client(b, nil)
