@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -689,7 +690,10 @@ func BenchmarkPushMemory(b *testing.B) {
 // (impl=fenced: the adapter's CreateBlob, If-None-Match on the upload, the
 // CRC-32C the Fence takes as the bytes go by, the HEAD that reads the
 // blob's info) against minio-go's own PutObject of the same bytes, of
-// unknown size with the same part size (impl=raw). MB/s is the blob's size
+// unknown size with the same part size (impl=raw), and the same with
+// DisableContentSha256 (impl=rawunsigned: each part sent whole as
+// UNSIGNED-PAYLOAD, where over plain HTTP minio-go otherwise signs it in
+// 64 KiB chunks, the streaming signature). MB/s is the blob's size
 // over the time of one upload. peak-heap-MiB is the largest growth of the
 // heap's objects seen during an upload, sampled every millisecond: what
 // the upload holds and the garbage it made that the GC has not yet freed
@@ -697,16 +701,19 @@ func BenchmarkPushMemory(b *testing.B) {
 // GC); peak-live-MiB the largest growth of what a GC found live, which is
 // what the upload holds. Each upload's
 // object is deleted, off the clock. It needs the S3 server (.ci/run's
-// environment) and is not run by bench/run or CI; run it as
+// environment) and is not run by bench/run or CI; run the test binary
+// with a count of 1 a few times over, so that the implementations
+// alternate (BENCHMARKS.md, "Streams"):
 //
-//	go test -run '^$' -bench BenchmarkBlob -benchtime 1x -count 6 .
+//	go test -c -o blob.test .
+//	for i in $(seq 8); do ./blob.test -test.run '^$' -test.bench '^BenchmarkBlob$' -test.benchtime 1x -test.count 1; done
 func BenchmarkBlob(b *testing.B) {
 	const size, part = 1 << 30, 16 << 20
 	c := testserver.S3Server(b).Client(b, nil)
 	bucket := testserver.MinioBucket(b, c)
 	store := writefence.NewMinioConditionalStore(c, bucket)
 	store.BlobPartSize = part
-	for _, impl := range []string{"raw", "fenced"} {
+	for _, impl := range []string{"raw", "rawunsigned", "fenced"} {
 		b.Run("store=s3/size=1GiB/impl="+impl, func(b *testing.B) {
 			ctx := context.Background()
 			prefix := testserver.UniqueName(b) + "/"
@@ -718,9 +725,9 @@ func BenchmarkBlob(b *testing.B) {
 				stop := heapPeak()
 				key := fmt.Sprintf("%sraw-%d", prefix, i)
 				switch impl {
-				case "raw":
+				case "raw", "rawunsigned":
 					_, err := c.PutObject(ctx, bucket, key, newPattern(size, byte(i)), -1,
-						minio.PutObjectOptions{PartSize: part, ContentType: "application/octet-stream"})
+						minio.PutObjectOptions{PartSize: part, ContentType: "application/octet-stream", DisableContentSha256: impl == "rawunsigned"})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -745,5 +752,199 @@ func BenchmarkBlob(b *testing.B) {
 			b.ReportMetric(grewObjects, "peak-heap-MiB")
 			b.ReportMetric(grewLive, "peak-live-MiB")
 		})
+	}
+}
+
+// benchBlobStores are the stores the stream benchmarks run over, each
+// with the transport that counts its traffic (none for the local ones).
+var benchBlobStores = []struct {
+	name string
+	open func(b *testing.B) (writefence.ConditionalStore, *benchTransport)
+}{
+	{"mem", func(*testing.B) (writefence.ConditionalStore, *benchTransport) { return &writefence.MemStore{}, nil }},
+	{"dir", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
+		return newDirStore(b, b.TempDir()), nil
+	}},
+	{"s3", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedMinioStore(b) }},
+	{"gcs", func(b *testing.B) (writefence.ConditionalStore, *benchTransport) { return countedGCSStore(b) }},
+}
+
+// requests returns the requests wire sent so far; none for a local store.
+func (t *benchTransport) requests() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.Requests()
+}
+
+// BenchmarkCommitBlobs: a Commit whose manifest newly references n blobs
+// uploaded before it, for n = 1 and 1,000 (impl=commit). Two sets of n
+// blobs, written at epochs 1 and 2, are referenced in turn, so every
+// commit newly references n blobs and no upload is timed. Commit reads
+// the record, checks each new blob with one StatBlob and writes once
+// (asserted in testCommitManyBlobs); stats/op counts the StatBlobs.
+// impl=list is not a commit: it is one ListBlobs of the blobs of one
+// epoch of the shard (n of them), what a commit checking many blobs of one
+// epoch with a listing instead would pay for the check.
+func BenchmarkCommitBlobs(b *testing.B) {
+	for _, s := range benchBlobStores {
+		for _, n := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("store=%s/blobs=%d", s.name, n), func(b *testing.B) {
+				benchCommitBlobs(b, s.open, n)
+			})
+		}
+	}
+}
+
+func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.ConditionalStore, *benchTransport), n int) {
+	ctx := context.Background()
+	store, wire := open(b)
+	blobs := newCountedBlobs(b, store)
+	prefix := testserver.UniqueName(b) + "/"
+	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: prefix}
+	var sets [2][]writefence.BlobRef
+	for i := range sets {
+		for j := range n {
+			ref, err := f.PutBlob(ctx, "wal", "0", "w", uint64(i+1), strings.NewReader(fmt.Sprintf("segment %d of set %d", j, i)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			sets[i] = append(sets[i], ref)
+		}
+	}
+	space, err := keys.Blobs(prefix, "wal", "0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	epoch := uint64(2)
+	for _, impl := range []string{"commit", "list"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			b.ReportAllocs()
+			reqs, stats := wire.requests(), blobs.calls.stat.Load()
+			for i := 0; b.Loop(); i++ {
+				switch impl {
+				case "commit":
+					epoch++
+					set := sets[i%2]
+					err = f.Commit(ctx, "wal", "0", "w", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+						return writefence.Manifest{Payload: m.Payload, Blobs: set}, nil
+					})
+				case "list":
+					listed := 0
+					err = blobs.bs.ListBlobs(ctx, fmt.Sprintf("%s%016x-", space, i%2+1), func(writefence.BlobInfo) error {
+						listed++
+						return nil
+					})
+					if err == nil && listed != n {
+						err = fmt.Errorf("listed %d blobs, not %d", listed, n)
+					}
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			nOps := float64(b.N)
+			b.ReportMetric(float64(wire.requests()-reqs)/nOps, "roundtrips/op")
+			b.ReportMetric(float64(blobs.calls.stat.Load()-stats)/nOps, "stats/op")
+		})
+	}
+}
+
+// BenchmarkStream ships a WAL to one shard in 64 KiB segments, 16 a op
+// (1 MiB), over MinIO and the GCS emulator, four ways:
+//
+//	push      Fence.Push of each segment to the shard's record, by the
+//	          writer that pushed last (steady state: the write alone)
+//	blob1     each segment a blob (PutBlob), then a Commit of a manifest
+//	          that adds it
+//	blob16    the 16 blobs put one after another, then one Commit that
+//	          adds them all
+//	blob16x4  the 16 blobs put by 4 uploaders at once, then one Commit
+//
+// A Commit is made at the next epoch and reads the record first (it has no
+// version cache); the manifest keeps the last 64 segments (a WAL truncated
+// at snapshots), and those it drops are left to Collect, which does not
+// run here. segments/s is the segments shipped per second, roundtrips/
+// segment the requests sent per segment, record-writes/segment the
+// conditional writes of the record per segment (testserver.Traced): the
+// rate one record's writes cap, 1 for a push and 1/16 for a batched
+// commit.
+func BenchmarkStream(b *testing.B) {
+	const segment, batch, window = 64 << 10, 16, 64
+	payload := benchPayload(segment)
+	for _, s := range benchBlobStores[2:] {
+		for _, impl := range []string{"push", "blob1", "blob16", "blob16x4"} {
+			b.Run("store="+s.name+"/impl="+impl, func(b *testing.B) {
+				store, wire := s.open(b)
+				ctx, trace := testserver.Traced(context.Background())
+				f := &writefence.Fence{Store: store, Prefix: testserver.UniqueName(b) + "/"}
+				epoch := uint64(1)
+				if err := f.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
+					b.Fatal(err)
+				}
+				put := func() (writefence.BlobRef, error) {
+					return f.PutBlob(ctx, "wal", "0", "w", epoch, bytes.NewReader(payload))
+				}
+				commit := func(refs ...writefence.BlobRef) error {
+					return f.Commit(ctx, "wal", "0", "w", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+						all := slices.Concat(m.Blobs, refs)
+						return writefence.Manifest{Blobs: all[max(0, len(all)-window):]}, nil
+					})
+				}
+				b.SetBytes(batch * segment)
+				b.ReportAllocs()
+				reqs, writes := wire.requests(), trace.Writes()
+				for b.Loop() {
+					var err error
+					switch impl {
+					case "push":
+						for range batch {
+							epoch++
+							if err = f.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
+								break
+							}
+						}
+					case "blob1":
+						for range batch {
+							epoch++
+							var ref writefence.BlobRef
+							if ref, err = put(); err == nil {
+								err = commit(ref)
+							}
+							if err != nil {
+								break
+							}
+						}
+					case "blob16", "blob16x4":
+						epoch++
+						refs := make([]writefence.BlobRef, batch)
+						errs := make([]error, batch)
+						uploaders := 1
+						if impl == "blob16x4" {
+							uploaders = 4
+						}
+						var wg sync.WaitGroup
+						for u := range uploaders {
+							wg.Go(func() {
+								for i := u; i < batch; i += uploaders {
+									refs[i], errs[i] = put()
+								}
+							})
+						}
+						wg.Wait()
+						if err = errors.Join(errs...); err == nil {
+							err = commit(refs...)
+						}
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				segments := float64(b.N * batch)
+				b.ReportMetric(segments/b.Elapsed().Seconds(), "segments/s")
+				b.ReportMetric(float64(wire.requests()-reqs)/segments, "roundtrips/segment")
+				b.ReportMetric(float64(trace.Writes()-writes)/segments, "record-writes/segment")
+			})
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // memClock is a MemStore's blob clock that a test moves.
@@ -250,4 +252,116 @@ func TestPushKeepsTheFloor(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, byte(2), data[4])
 	assert.True(t, bytes.HasPrefix(data, []byte("WFR\x00")))
+}
+
+// blobCalls counts the calls made of a blob store.
+type blobCalls struct{ create, open, stat, list, del atomic.Int64 }
+
+// countedBlobs is a blob store that counts the calls a Fence makes of the
+// one it wraps, to be set as the Fence's Blobs.
+type countedBlobs struct {
+	writefence.ConditionalStore
+	bs    writefence.BlobStore
+	calls blobCalls
+}
+
+// newCountedBlobs counts the blob calls made of store, which must hold
+// blobs.
+func newCountedBlobs(t testing.TB, store writefence.ConditionalStore) *countedBlobs {
+	bs, ok := store.(writefence.BlobStore)
+	require.True(t, ok, "%T holds no blobs", store)
+	return &countedBlobs{ConditionalStore: store, bs: bs}
+}
+
+func (s *countedBlobs) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *countedBlobs) CreateBlob(ctx context.Context, key string, r io.Reader) (writefence.BlobInfo, error) {
+	s.calls.create.Add(1)
+	return s.bs.CreateBlob(ctx, key, r)
+}
+
+func (s *countedBlobs) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
+	s.calls.open.Add(1)
+	return s.bs.OpenBlob(ctx, key)
+}
+
+func (s *countedBlobs) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
+	s.calls.stat.Add(1)
+	return s.bs.StatBlob(ctx, key)
+}
+
+func (s *countedBlobs) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	s.calls.list.Add(1)
+	return s.bs.ListBlobs(ctx, prefix, fn)
+}
+
+func (s *countedBlobs) DeleteBlob(ctx context.Context, key string) error {
+	s.calls.del.Add(1)
+	return s.bs.DeleteBlob(ctx, key)
+}
+
+// counts returns the calls made so far: create, open, stat, list, delete.
+func (s *countedBlobs) counts() [5]int64 {
+	c := &s.calls
+	return [5]int64{c.create.Load(), c.open.Load(), c.stat.Load(), c.list.Load(), c.del.Load()}
+}
+
+// testCommitManyBlobs: a commit whose manifest newly references 1,000
+// blobs, uploaded before it, is one conditional write of the record,
+// after one read of it; checking that those blobs exist costs one
+// StatBlob each, made between the read and the write, and nothing else of
+// the blob store. traffic, when not nil, returns the requests store sent
+// so far and the writes (PUT and POST) among them: on the wire the commit
+// is then the record's read, a request per StatBlob, and the one write.
+func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffic func() (reqs, writes int64)) {
+	const n = 1000
+	ctx := t.Context()
+	blobs := newCountedBlobs(t, store)
+	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: testserver.UniqueName(t) + "/"}
+	first := putBlob(t, f, "a", 1, "the first segment")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(first)))
+	refs := make([]writefence.BlobRef, n)
+	for i := range refs {
+		ref, err := f.PutBlob(ctx, "wal", "0", "a", 2, strings.NewReader(fmt.Sprintf("segment %d", i)))
+		require.NoError(t, err)
+		refs[i] = ref
+	}
+
+	traced, trace := testserver.Traced(ctx)
+	calls := blobs.counts()
+	var reqs, writes int64
+	if traffic != nil {
+		reqs, writes = traffic()
+	}
+	require.NoError(t, f.Commit(traced, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = append(m.Blobs, refs...)
+		return m, nil
+	}))
+	after := blobs.counts()
+	assert.Equal(t, int64(1), trace.Writes(), "one conditional write")
+	assert.Equal(t, int64(1), trace.Reads(), "one read of the record")
+	assert.Zero(t, trace.Waits(), "no retry")
+	assert.Equal(t, [5]int64{0, 0, n, 0, 0}, [5]int64{
+		after[0] - calls[0], after[1] - calls[1], after[2] - calls[2], after[3] - calls[3], after[4] - calls[4],
+	}, "blob calls (create, open, stat, list, delete): one StatBlob per blob newly referenced")
+	if traffic != nil {
+		reqsAfter, writesAfter := traffic()
+		assert.Equal(t, int64(1), writesAfter-writes, "one write on the wire")
+		assert.Equal(t, int64(1+n+1), reqsAfter-reqs, "requests: the record's read, one per StatBlob, the write")
+	}
+
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, append([]writefence.BlobRef{first}, refs...), info.Blobs)
+	assert.Equal(t, uint64(2), info.Epoch)
+	got, err := readBlob(t, f, refs[n-1].Name)
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("segment %d", n-1), got)
+}
+
+// TestCommitManyBlobs: see testCommitManyBlobs, in memory and in a
+// directory.
+func TestCommitManyBlobs(t *testing.T) {
+	t.Run("mem", func(t *testing.T) { testCommitManyBlobs(t, &writefence.MemStore{}, nil) })
+	t.Run("dir", func(t *testing.T) { testCommitManyBlobs(t, newDirStore(t, t.TempDir()), nil) })
 }

@@ -137,3 +137,11 @@ func TestGCSBlobFence(t *testing.T) {
 	store, _ := newGCSIntegrationStore(t)
 	testBlobFence(t, store, time.Second)
 }
+
+// TestGCSCommitManyBlobs: see testCommitManyBlobs.
+func TestGCSCommitManyBlobs(t *testing.T) {
+	wire := testserver.NewTransport(t)
+	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
+	store := writefence.NewGCSConditionalStore(c, testserver.GCSBucket(t, c))
+	testCommitManyBlobs(t, store, func() (int64, int64) { return wire.Requests(), wire.Writes() })
+}

@@ -1287,3 +1287,11 @@ func TestMinioBlobFence(t *testing.T) {
 	c, bucket := newMinioBucket(t)
 	testBlobFence(t, writefence.NewMinioConditionalStore(c, bucket), time.Second)
 }
+
+// TestMinioCommitManyBlobs: see testCommitManyBlobs.
+func TestMinioCommitManyBlobs(t *testing.T) {
+	wire := testserver.NewTransport(t)
+	c := testserver.S3Server(t).Client(t, wire)
+	store := writefence.NewMinioConditionalStore(c, testserver.MinioBucket(t, c))
+	testCommitManyBlobs(t, store, func() (int64, int64) { return wire.Requests(), wire.Writes() })
+}

@@ -690,7 +690,8 @@ func s3DecodedLength(s s3Seen) string {
 
 // TestMinioBlobRequests: CreateBlob is one multipart upload in parts of
 // BlobPartSize, started with If-None-Match: * (minio-go sends it there, and
-// not on the completing request), then one HEAD conditioned on the
+// not on the completing request), each part sent whole as UNSIGNED-PAYLOAD
+// (not in signed aws-chunked chunks), then one HEAD conditioned on the
 // upload's ETag; the blob's time is the server's Last-Modified, not the
 // client's clock.
 func TestMinioBlobRequests(t *testing.T) {
@@ -714,6 +715,9 @@ func TestMinioBlobRequests(t *testing.T) {
 		assert.Equal(t, http.MethodPut, p.method)
 		assert.Contains(t, p.query, fmt.Sprintf("partNumber=%d", i+1))
 		assert.Equal(t, strconv.Itoa(want), s3DecodedLength(p), "part %d", i+1)
+		assert.Equal(t, "UNSIGNED-PAYLOAD", p.header.Get("X-Amz-Content-Sha256"), "part %d", i+1)
+		assert.Empty(t, p.header.Get("X-Amz-Decoded-Content-Length"), "part %d: not aws-chunked", i+1)
+		assert.Equal(t, int64(want), p.body, "part %d: the part's bytes alone", i+1)
 	}
 	assert.Equal(t, http.MethodPost, seen[4].method)
 	assert.Equal(t, "uploadId=u1", seen[4].query)
