@@ -1931,9 +1931,13 @@ func TestValkeyClusterProbe(t *testing.T) {
 	cc, _, prefix := newValkeyCluster(t, false)
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		require.NoError(t, writefence.Probe(t.Context(), newValkeyStore(cc, script), prefix+"probe"))
+		// ForEachMaster calls its function on every primary at once.
+		var mu sync.Mutex
 		var left []string
 		require.NoError(t, cc.ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error {
 			ks, err := m.Keys(ctx, prefix+"*").Result()
+			mu.Lock()
+			defer mu.Unlock()
 			left = append(left, ks...)
 			return err
 		}))
