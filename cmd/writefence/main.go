@@ -62,7 +62,8 @@
 // Without -store the command uses $WRITEFENCE_STORE, and without that the
 // directory $XDG_STATE_HOME/writefence (~/.local/state/writefence when
 // XDG_STATE_HOME is unset). -prefix selects the key prefix, as
-// Fence.Prefix does.
+// Fence.Prefix does, as a directory: a prefix that does not end in "/"
+// gets one (-prefix myapp writes under myapp/).
 //
 // Credentials never travel in the address or in a flag, so they never land
 // in shell history or in a process listing; each store reads its SDK's usual

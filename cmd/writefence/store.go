@@ -45,10 +45,26 @@ const defaultTimeout = time.Minute
 func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *storeFlags {
 	sf := &storeFlags{inv: inv}
 	fs.StringVar(&sf.addr, "store", inv.store, "store `address` (default $WRITEFENCE_STORE, else the state directory)")
-	fs.StringVar(&sf.prefix, "prefix", "", "key `prefix` (default "+keys.DefaultPrefix+")")
+	fs.Var((*prefixValue)(&sf.prefix), "prefix", "key `prefix`, a directory: myapp means myapp/ (default "+keys.DefaultPrefix+")")
 	fs.DurationVar(&sf.timeout, "timeout", timeout, "give up after this long (0: never)")
 	fs.BoolVar(&sf.json, "json", false, "print JSON on stdout, one object per line")
 	return sf
+}
+
+// prefixValue is -prefix. The prefix names a directory of keys, so one
+// given without a trailing "/" gets one: -prefix myapp writes under
+// myapp/s/..., never under myapps/.... A prefix that ends in "/" is kept
+// as given, and an empty one leaves the default.
+type prefixValue string
+
+func (p *prefixValue) String() string { return string(*p) }
+
+func (p *prefixValue) Set(s string) error {
+	if s != "" && !strings.HasSuffix(s, "/") {
+		s += "/"
+	}
+	*p = prefixValue(s)
+	return nil
 }
 
 // opened is an open store and what releases its client.

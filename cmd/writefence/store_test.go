@@ -429,3 +429,30 @@ func TestHelpStores(t *testing.T) {
 	}
 	assert.Contains(t, r.stdout, "credentials come from the environment only")
 }
+
+// TestPrefixIsADirectory: -prefix myapp writes under myapp/, never under
+// myapps/..., and a prefix that already ends in "/" is kept as given; both
+// spellings reach the same record.
+func TestPrefixIsADirectory(t *testing.T) {
+	addr, store, _ := sharedMem(t)
+	p := writeFile(t, "x")
+	r := wf(t, "push", "-store", addr, "-prefix", "myapp", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "landed: myapp/s/wal/s ")
+	_, _, err := store.Get(context.Background(), "myapp/s/wal/s")
+	require.NoError(t, err, "the record is under myapp/")
+
+	r = wf(t, "latest", "-store", addr, "-prefix", "myapp/", "-json", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "myapp/s/wal/s", jsonOf(t, r)["key"])
+	r = wf(t, "ls", "-store", addr, "-prefix", "myapp")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "wal\ts\t1\ta\t")
+
+	r = wf(t, "push", "-store", addr, "-prefix", "{app}/", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	_, _, err = store.Get(context.Background(), "{app}/s/wal/s")
+	require.NoError(t, err, "a prefix ending in / is kept as given")
+
+	assert.Contains(t, wf(t, "help", "push").stdout, "myapp means myapp/")
+}
