@@ -362,6 +362,30 @@ func TestVersion(t *testing.T) {
 	assert.Equal(t, "writefence v1.2.3 go1.26.0 revision 0123abcd modified module github.com/writefence/writefence\n", r.stdout)
 }
 
+// TestVersionWithoutVCSStamp: a binary built with -buildvcs=false carries
+// no vcs.* settings; version says the stamp is absent, without blaming
+// the build, and prints the module version when there is one.
+func TestVersionWithoutVCSStamp(t *testing.T) {
+	defer func(f func() (*debug.BuildInfo, bool)) { readBuildInfo = f }(readBuildInfo)
+	for _, c := range []struct{ version, want string }{
+		{"(devel)", "writefence (devel) go1.26.0 (no VCS stamp: built without VCS information, as with -buildvcs=false, so the revision is unknown) module github.com/writefence/writefence\n"},
+		{"v1.2.3", "writefence v1.2.3 go1.26.0 (no VCS stamp: the module version names the build) module github.com/writefence/writefence\n"},
+	} {
+		readBuildInfo = func() (*debug.BuildInfo, bool) {
+			return &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/writefence/writefence", Version: c.version},
+				Settings: []debug.BuildSetting{{Key: "-buildmode", Value: "exe"}, {Key: "CGO_ENABLED", Value: "1"}}}, true
+		}
+		r := wf(t, "version")
+		require.Equal(t, exitOK, r.code, "%s", r)
+		assert.Equal(t, c.want, r.stdout)
+		assert.NotContains(t, r.stdout, "build with go build")
+		r = wf(t, "version", "-json")
+		m := jsonOf(t, r)
+		assert.Equal(t, c.version, m["version"])
+		assert.NotContains(t, m, "revision")
+	}
+}
+
 // TestReadmeRecovery: the README's shell section says what to do on each
 // exit status the command returns.
 func TestReadmeRecovery(t *testing.T) {
