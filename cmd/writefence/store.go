@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -289,7 +291,19 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writefence: cloud storage client: %w", err)
 	}
+	client.SetRetry(storage.WithErrorFunc(gcsRetryable))
 	return &opened{store: writefence.NewGCSConditionalStore(client, bucket), close: client.Close}, nil
+}
+
+// gcsRetryable is the client's retry policy (storage.ShouldRetry) except
+// that a refused connection is final: nothing listens at the endpoint, and
+// retrying would wait out the whole -timeout before saying so, where the
+// other stores fail at once.
+func gcsRetryable(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	return storage.ShouldRetry(err)
 }
 
 // openValkey opens valkey://host:port/db[?script=1&wait=N&wait-timeout=D&tls=true],

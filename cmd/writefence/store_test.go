@@ -456,3 +456,35 @@ func TestPrefixIsADirectory(t *testing.T) {
 
 	assert.Contains(t, wf(t, "help", "push").stdout, "myapp means myapp/")
 }
+
+// closedPort returns a 127.0.0.1 address where nothing listens: a port
+// taken and let go.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// TestGCSConnectionRefused: a gs:// endpoint that refuses the connection
+// fails with the refusal, as S3 and Valkey do, rather than retrying until
+// -timeout ends it with a deadline.
+func TestGCSConnectionRefused(t *testing.T) {
+	addr := "gs://mirrors?endpoint=http://" + closedPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := openStore(ctx, addr)
+	require.NoError(t, err)
+	defer s.close()
+	_, _, err = s.store.Get(ctx, "writefence/s/wal/s")
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+
+	r := wf(t, "latest", "-timeout", "20s", "-store", addr, "wal", "s")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "connection refused")
+	assert.NotContains(t, r.stderr, "deadline")
+	assert.NotContains(t, r.stderr, "no answer from")
+}
