@@ -200,6 +200,46 @@ func TestFlagsAnywhere(t *testing.T) {
 	assert.Equal(t, "-dash", jsonOf(t, r)["shard"])
 }
 
+// TestGlobalFlagsBeforeCommand: the store flags may come before the
+// command's name, where the usage line shows them; the command parses
+// them with its own defaults, and its own flags win.
+func TestGlobalFlagsBeforeCommand(t *testing.T) {
+	addr, store, _ := sharedMem(t)
+	p := writeFile(t, "x")
+	r := wf(t, "-store", addr, "-prefix", "app/", "-timeout", "30s", "-json", "push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "app/s/wal/s", jsonOf(t, r)["key"], "-json and -prefix reached push")
+	_, _, err := store.Get(context.Background(), "app/s/wal/s")
+	require.NoError(t, err)
+
+	r = wf(t, "-prefix", "app/", "-json", "latest", "-store", addr, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 1, jsonOf(t, r)["epoch"])
+	r = wf(t, "-prefix", "other/", "latest", "-prefix", "app/", "-store", addr, "wal", "s")
+	assert.Equal(t, exitOK, r.code, "the command's own -prefix wins: %s", r)
+	r = wf(t, "-json", "version")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "ok", jsonOf(t, r)["outcome"])
+
+	r = wf(t, "-prefix", "app/", "demo")
+	assert.Equal(t, exitUsage, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence demo: the command takes no -prefix\n")
+}
+
+// TestUnknownFlagShort: an unknown flag before the command's name gets
+// one line and a hint, not the whole usage.
+func TestUnknownFlagShort(t *testing.T) {
+	for _, args := range [][]string{{"-bogus", "latest"}, {"-writer", "a", "push", "wal", "s"}} {
+		r := wf(t, args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		require.Len(t, lines, 2, "%v: %s", args, r)
+		assert.Equal(t, "writefence: flag provided but not defined: "+args[0], lines[0])
+		assert.Contains(t, lines[1], `run "writefence help"`)
+		assert.NotContains(t, r.stderr, "exit status:")
+	}
+}
+
 // exampleURL finds an address with ? or & in a help text, and the
 // character before it.
 var exampleURL = regexp.MustCompile(`(.)\b[a-z0-9]+://[^\s']*[?&]`)
