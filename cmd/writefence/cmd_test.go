@@ -367,6 +367,36 @@ func TestInterrupted(t *testing.T) {
 	assert.Contains(t, exitHelp(), "130 interrupted")
 }
 
+// TestInterruptedEveryVerb: every command run under a context that an
+// interrupt ended exits with the interrupt's status and claims no
+// violation.
+func TestInterruptedEveryVerb(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "x")
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{
+		{"latest", "-store", addr, "wal", "s"},
+		{"ls", "-store", addr},
+		{"push", "-store", addr, "-writer", "a", "-epoch", "2", "-file", p, "wal", "s"},
+		{"blob", "put", "-store", addr, "-writer", "a", "-epoch", "2", "-file", p, "wal", "s"},
+		{"commit", "-store", addr, "-writer", "a", "-epoch", "2", "-keep-payload", "wal", "s"},
+		{"gc", "-store", addr, "wal", "s"},
+		{"brand", "install", "-store", addr},
+		{"probe", "-store", addr},
+		{"race", "-store", addr},
+		{"settle", "-store", addr, "-confirm-version", "v", "-writer", "a", "-epoch", "2", "-file", p, "wal", "s"},
+		{"demo"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, args, &stdout, &stderr)
+		r := result{code, stdout.String(), stderr.String()}
+		assert.Equal(t, exitInterrupted, code, "%v: %s", args, r)
+		assert.NotContains(t, strings.ToLower(r.stdout+r.stderr), "violation", "%v: %s", args, r)
+	}
+}
+
 // TestRedisLogSilenced: go-redis's own log lines (pool.go: failed to
 // dial) never reach stderr; the command reports the error once.
 func TestRedisLogSilenced(t *testing.T) {
