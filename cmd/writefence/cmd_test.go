@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -459,15 +460,7 @@ func TestVersionWithoutVCSStamp(t *testing.T) {
 // TestReadmeRecovery: the README's shell section says what to do on each
 // exit status the command returns.
 func TestReadmeRecovery(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	readme := string(b)
-	start := strings.Index(readme, "### Operate from the shell")
-	require.GreaterOrEqual(t, start, 0)
-	section := readme[start:]
-	if end := strings.Index(section[1:], "\n## "); end >= 0 {
-		section = section[:end+1]
-	}
+	section := readmeShell(t)
 	for _, o := range outcomes {
 		if o.code == exitOK {
 			continue
@@ -477,4 +470,44 @@ func TestReadmeRecovery(t *testing.T) {
 	for _, cmd := range []string{"latest", "ls", "settle -confirm-version", "probe", "race", "blob put", "blob get", "commit", "gc"} {
 		assert.Contains(t, section, "writefence "+cmd)
 	}
+}
+
+// readmeShell returns the README's section on the command.
+func readmeShell(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	start := strings.Index(readme, "### Operate from the shell")
+	require.GreaterOrEqual(t, start, 0)
+	section := readme[start:]
+	if end := strings.Index(section[1:], "\n## "); end >= 0 {
+		section = section[:end+1]
+	}
+	return section
+}
+
+// TestPayloadLimitDocumented: the payload limit push and settle enforce
+// is in their flag help and in the README, from the one constant.
+func TestPayloadLimitDocumented(t *testing.T) {
+	limit := "at most " + itoa(defaults.MaxPayloadSize>>20) + " MiB"
+	for _, c := range []string{"push", "settle"} {
+		help := wf(t, "help", c).stdout
+		flags := help[strings.Index(help, "\nflags:\n"):]
+		file := flags[strings.Index(flags, "  -file "):]
+		file = file[:strings.Index(file[1:], "\n  -")+1]
+		assert.Contains(t, file, limit, "help %s, -file", c)
+	}
+	assert.Contains(t, strings.Join(strings.Fields(readmeShell(t)), " "), "is "+limit)
+}
+
+// TestReadmeBuckets: the README says how to create the bucket an s3:// or
+// gs:// store needs, on MinIO and on fake-gcs-server, since the command
+// creates none.
+func TestReadmeBuckets(t *testing.T) {
+	section := readmeShell(t)
+	assert.Contains(t, section, "mc mb local/mirrors")
+	assert.Contains(t, section, "MakeBucket")
+	assert.Contains(t, section, "/storage/v1/b?project=")
+	assert.Contains(t, section, `{"name": "mirrors"}`)
 }
