@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -22,7 +23,9 @@ format the store's records are written in.
   claim    brand an empty store with -identity, or accept one already branded with it
   verify   read only: succeed if the brand holds -identity, exit 5 if it is absent or foreign
   install  administrative: write -identity if the store is unbranded, report whether it wrote;
-           a foreign brand is refused (exit 5) and never overwritten
+           a foreign brand is refused (exit 5) and never overwritten, and so is a store
+           that holds a record of another identity under the prefix (exit 5), unless
+           -force is given: the brand would refuse that record's writers
 A refusal names what was expected and what was found, escaped.
 
 examples:
@@ -44,11 +47,15 @@ type brandResult struct {
 func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, defaultTimeout)
 	identity := fs.String("identity", "", "wire `identity` the brand must hold (default "+defaults.Identity+")")
+	force := fs.Bool("force", false, "install: brand the store even if it holds records of another identity")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
 		verb := args[0]
 		if verb != "claim" && verb != "verify" && verb != "install" {
 			return o.fail(usagef("writefence: brand %s: want claim, verify or install", escape.String(verb)))
+		}
+		if *force && verb != "install" {
+			return o.fail(usagef("writefence: brand %s: -force is for install only", verb))
 		}
 		// verify never writes, so it never creates a store.
 		return sf.withStore(ctx, o, verb == "verify", func(ctx context.Context, s *opened) int {
@@ -69,6 +76,11 @@ func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 				err = fence.VerifyBrand(ctx)
 				msg = "verified: %s holds %s"
 			case "install":
+				if !*force {
+					if err := noForeignRecords(ctx, s.store, sf.prefix, id); err != nil {
+						return o.fail(err)
+					}
+				}
 				var installed bool
 				installed, err = fence.ClaimBrand(ctx)
 				r.Installed = &installed
@@ -88,4 +100,50 @@ func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 			return exitOK
 		})
 	}
+}
+
+// noForeignRecords returns an error matching writefence.ErrWire if a shard
+// record under prefix carries another wire identity than identity: a brand
+// of identity would refuse that record's writers, and no command removes a
+// brand. A record whose header does not decode tells no identity and is
+// left to ls and settle.
+func noForeignRecords(ctx context.Context, store writefence.ConditionalStore, prefix, identity string) error {
+	lister, ok := store.(writefence.Lister)
+	if !ok {
+		return fmt.Errorf("writefence: brand install: the store cannot list its keys, so no check that its records are of %s is possible; pass -force to brand it anyway", escape.String(identity))
+	}
+	fence := &writefence.Fence{Store: store, Prefix: prefix, Identity: identity}
+	under := keys.Shards(prefix)
+	if prefix == "" {
+		prefix = keys.DefaultPrefix
+	}
+	errFound := errors.New("found")
+	var foreign error
+	err := lister.List(ctx, under, func(key string) error {
+		plugin, shard, ok := keys.ParseShard(prefix, key)
+		if !ok {
+			return nil // not a record the fence writes
+		}
+		info, err := fence.Inspect(ctx, plugin, shard)
+		var wire *writefence.WireError
+		switch {
+		case errors.As(err, &wire) && !wire.Absent:
+		case errors.Is(err, writefence.ErrCorrupt) && info.Identity != "" && info.Identity != identity:
+			wire = &writefence.WireError{Key: key, Expected: identity, Found: info.Identity}
+		case err == nil, errors.Is(err, writefence.ErrNotFound), errors.Is(err, writefence.ErrCorrupt):
+			return nil // its identity, deleted since it was listed, or not known
+		default:
+			return err
+		}
+		foreign = fmt.Errorf("writefence: brand install: refused: %s holds a record of another identity, which a brand of %s would lock out; pass -force to brand the store anyway: %w",
+			escape.String(key), escape.String(identity), wire)
+		return errFound
+	})
+	if foreign != nil {
+		return foreign
+	}
+	if err != nil {
+		return fmt.Errorf("writefence: brand install: check the records: %w", err)
+	}
+	return nil
 }

@@ -58,3 +58,35 @@ func TestBrandJSON(t *testing.T) {
 	assert.Equal(t, true, m["absent"])
 	assert.NotContains(t, m, "found")
 }
+
+// TestBrandInstallRefusesForeignRecords: install does not brand a store
+// that holds a record of another identity (the brand would lock its
+// writers out, and nothing removes a brand) unless -force is given.
+func TestBrandInstallRefusesForeignRecords(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "x")
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-identity", "other/v1", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
+
+	r := wf(t, "brand", "install", "-store", addr)
+	require.Equal(t, exitWire, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence/s/wal/s holds a record of another identity")
+	assert.Contains(t, r.stderr, "-force")
+	assert.Contains(t, r.stderr, "expected writefence/v1 found other/v1")
+	assert.Equal(t, exitWire, wf(t, "brand", "verify", "-store", addr).code, "nothing was branded")
+	m := jsonOf(t, wf(t, "brand", "install", "-json", "-store", addr))
+	assert.Equal(t, "wire", m["outcome"])
+	assert.Equal(t, "other/v1", m["found"])
+	assert.Equal(t, "writefence/s/wal/s", m["key"])
+
+	r = wf(t, "brand", "install", "-store", addr, "-prefix", "elsewhere/")
+	assert.Equal(t, exitOK, r.code, "records under another prefix are not the brand's: %s", r)
+	r = wf(t, "brand", "install", "-store", addr, "-force")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "installed: writefence/_brand now holds writefence/v1")
+
+	same := fileStore(t)
+	require.Equal(t, exitOK, wf(t, "push", "-store", same, "-identity", "mine/v1", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
+	r = wf(t, "brand", "install", "-store", same, "-identity", "mine/v1")
+	assert.Equal(t, exitOK, r.code, "records of the identity itself: %s", r)
+	assert.Equal(t, exitUsage, wf(t, "brand", "claim", "-force", "-store", same).code)
+}

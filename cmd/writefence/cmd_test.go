@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -200,6 +201,46 @@ func TestFlagsAnywhere(t *testing.T) {
 	assert.Equal(t, "-dash", jsonOf(t, r)["shard"])
 }
 
+// TestGlobalFlagsBeforeCommand: the store flags may come before the
+// command's name, where the usage line shows them; the command parses
+// them with its own defaults, and its own flags win.
+func TestGlobalFlagsBeforeCommand(t *testing.T) {
+	addr, store, _ := sharedMem(t)
+	p := writeFile(t, "x")
+	r := wf(t, "-store", addr, "-prefix", "app/", "-timeout", "30s", "-json", "push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "app/s/wal/s", jsonOf(t, r)["key"], "-json and -prefix reached push")
+	_, _, err := store.Get(context.Background(), "app/s/wal/s")
+	require.NoError(t, err)
+
+	r = wf(t, "-prefix", "app/", "-json", "latest", "-store", addr, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 1, jsonOf(t, r)["epoch"])
+	r = wf(t, "-prefix", "other/", "latest", "-prefix", "app/", "-store", addr, "wal", "s")
+	assert.Equal(t, exitOK, r.code, "the command's own -prefix wins: %s", r)
+	r = wf(t, "-json", "version")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "ok", jsonOf(t, r)["outcome"])
+
+	r = wf(t, "-prefix", "app/", "demo")
+	assert.Equal(t, exitUsage, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence demo: the command takes no -prefix\n")
+}
+
+// TestUnknownFlagShort: an unknown flag before the command's name gets
+// one line and a hint, not the whole usage.
+func TestUnknownFlagShort(t *testing.T) {
+	for _, args := range [][]string{{"-bogus", "latest"}, {"-writer", "a", "push", "wal", "s"}} {
+		r := wf(t, args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		require.Len(t, lines, 2, "%v: %s", args, r)
+		assert.Equal(t, "writefence: flag provided but not defined: "+args[0], lines[0])
+		assert.Contains(t, lines[1], `run "writefence help"`)
+		assert.NotContains(t, r.stderr, "exit status:")
+	}
+}
+
 // exampleURL finds an address with ? or & in a help text, and the
 // character before it.
 var exampleURL = regexp.MustCompile(`(.)\b[a-z0-9]+://[^\s']*[?&]`)
@@ -327,6 +368,36 @@ func TestInterrupted(t *testing.T) {
 	assert.Contains(t, exitHelp(), "130 interrupted")
 }
 
+// TestInterruptedEveryVerb: every command run under a context that an
+// interrupt ended exits with the interrupt's status and claims no
+// violation.
+func TestInterruptedEveryVerb(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "x")
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{
+		{"latest", "-store", addr, "wal", "s"},
+		{"ls", "-store", addr},
+		{"push", "-store", addr, "-writer", "a", "-epoch", "2", "-file", p, "wal", "s"},
+		{"blob", "put", "-store", addr, "-writer", "a", "-epoch", "2", "-file", p, "wal", "s"},
+		{"commit", "-store", addr, "-writer", "a", "-epoch", "2", "-keep-payload", "wal", "s"},
+		{"gc", "-store", addr, "wal", "s"},
+		{"brand", "install", "-store", addr},
+		{"probe", "-store", addr},
+		{"race", "-store", addr},
+		{"settle", "-store", addr, "-confirm-version", "v", "-writer", "a", "-epoch", "2", "-file", p, "wal", "s"},
+		{"demo"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, args, &stdout, &stderr)
+		r := result{code, stdout.String(), stderr.String()}
+		assert.Equal(t, exitInterrupted, code, "%v: %s", args, r)
+		assert.NotContains(t, strings.ToLower(r.stdout+r.stderr), "violation", "%v: %s", args, r)
+	}
+}
+
 // TestRedisLogSilenced: go-redis's own log lines (pool.go: failed to
 // dial) never reach stderr; the command reports the error once.
 func TestRedisLogSilenced(t *testing.T) {
@@ -362,18 +433,34 @@ func TestVersion(t *testing.T) {
 	assert.Equal(t, "writefence v1.2.3 go1.26.0 revision 0123abcd modified module github.com/writefence/writefence\n", r.stdout)
 }
 
+// TestVersionWithoutVCSStamp: a binary built with -buildvcs=false carries
+// no vcs.* settings; version says the stamp is absent, without blaming
+// the build, and prints the module version when there is one.
+func TestVersionWithoutVCSStamp(t *testing.T) {
+	defer func(f func() (*debug.BuildInfo, bool)) { readBuildInfo = f }(readBuildInfo)
+	for _, c := range []struct{ version, want string }{
+		{"(devel)", "writefence (devel) go1.26.0 (no VCS stamp: built without VCS information, as with -buildvcs=false, so the revision is unknown) module github.com/writefence/writefence\n"},
+		{"v1.2.3", "writefence v1.2.3 go1.26.0 (no VCS stamp: the module version names the build) module github.com/writefence/writefence\n"},
+	} {
+		readBuildInfo = func() (*debug.BuildInfo, bool) {
+			return &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/writefence/writefence", Version: c.version},
+				Settings: []debug.BuildSetting{{Key: "-buildmode", Value: "exe"}, {Key: "CGO_ENABLED", Value: "1"}}}, true
+		}
+		r := wf(t, "version")
+		require.Equal(t, exitOK, r.code, "%s", r)
+		assert.Equal(t, c.want, r.stdout)
+		assert.NotContains(t, r.stdout, "build with go build")
+		r = wf(t, "version", "-json")
+		m := jsonOf(t, r)
+		assert.Equal(t, c.version, m["version"])
+		assert.NotContains(t, m, "revision")
+	}
+}
+
 // TestReadmeRecovery: the README's shell section says what to do on each
 // exit status the command returns.
 func TestReadmeRecovery(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	readme := string(b)
-	start := strings.Index(readme, "### Operate from the shell")
-	require.GreaterOrEqual(t, start, 0)
-	section := readme[start:]
-	if end := strings.Index(section[1:], "\n## "); end >= 0 {
-		section = section[:end+1]
-	}
+	section := readmeShell(t)
 	for _, o := range outcomes {
 		if o.code == exitOK {
 			continue
@@ -383,4 +470,44 @@ func TestReadmeRecovery(t *testing.T) {
 	for _, cmd := range []string{"latest", "ls", "settle -confirm-version", "probe", "race", "blob put", "blob get", "commit", "gc"} {
 		assert.Contains(t, section, "writefence "+cmd)
 	}
+}
+
+// readmeShell returns the README's section on the command.
+func readmeShell(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	start := strings.Index(readme, "### Operate from the shell")
+	require.GreaterOrEqual(t, start, 0)
+	section := readme[start:]
+	if end := strings.Index(section[1:], "\n## "); end >= 0 {
+		section = section[:end+1]
+	}
+	return section
+}
+
+// TestPayloadLimitDocumented: the payload limit push and settle enforce
+// is in their flag help and in the README, from the one constant.
+func TestPayloadLimitDocumented(t *testing.T) {
+	limit := "at most " + itoa(defaults.MaxPayloadSize>>20) + " MiB"
+	for _, c := range []string{"push", "settle"} {
+		help := wf(t, "help", c).stdout
+		flags := help[strings.Index(help, "\nflags:\n"):]
+		file := flags[strings.Index(flags, "  -file "):]
+		file = file[:strings.Index(file[1:], "\n  -")+1]
+		assert.Contains(t, file, limit, "help %s, -file", c)
+	}
+	assert.Contains(t, strings.Join(strings.Fields(readmeShell(t)), " "), "is "+limit)
+}
+
+// TestReadmeBuckets: the README says how to create the bucket an s3:// or
+// gs:// store needs, on MinIO and on fake-gcs-server, since the command
+// creates none.
+func TestReadmeBuckets(t *testing.T) {
+	section := readmeShell(t)
+	assert.Contains(t, section, "mc mb local/mirrors")
+	assert.Contains(t, section, "MakeBucket")
+	assert.Contains(t, section, "/storage/v1/b?project=")
+	assert.Contains(t, section, `{"name": "mirrors"}`)
 }

@@ -56,7 +56,8 @@ Shows the fence at work on the embedded in-memory store: a deposed leader's
 zombie pushes, two writers handed the same epoch, then -writers writers racing
 -epochs epochs in random order. It checks what the store saw (landed epochs
 strictly rise, the record holds the highest epoch) and exits 10 if an
-invariant broke.
+invariant broke. Interrupted (SIGINT, SIGTERM), it judges nothing and exits
+130.
 
 examples:
   writefence demo
@@ -132,6 +133,9 @@ func runDemo(ctx context.Context, o *output, writers, epochs int, seed uint64) i
 	scene := 1
 	step := func(writer string, epoch uint64, payload string) {
 		err := fence.Push(ctx, demoPlugin, demoShard, writer, epoch, []byte(payload))
+		if ctx.Err() != nil {
+			return // interrupted: what the push met says nothing of the fence
+		}
 		if o.json {
 			p := demoPush{Event: "push", Scene: scene, Writer: writer, Epoch: epoch, Payload: payload}
 			_, p.Outcome = classify(err)
@@ -149,12 +153,22 @@ func runDemo(ctx context.Context, o *output, writers, epochs int, seed uint64) i
 			out("   %-9s epoch %-3d refused  %v", writer, epoch, message(err))
 		}
 	}
+	// interrupted ends the demo once ctx is done (SIGINT, SIGTERM): the
+	// pushes it cut short landed nothing and the record need not hold the
+	// highest epoch, so the invariants cannot be judged and nothing is a
+	// violation.
+	interrupted := func() int {
+		return o.fail(fmt.Errorf("writefence demo: interrupted: %w", ctx.Err()))
+	}
 	step("leader-a", 1, "segment 0001")
 	step("leader-a", 2, "segment 0002")
 	step("leader-b", 3, "snapshot after failover")
 	step("leader-a", 2, "segment 0003 (zombie)")
 	step("leader-a", 3, "segment 0003 (zombie claims the new epoch)")
 
+	if ctx.Err() != nil {
+		return interrupted()
+	}
 	base := uint64(3)
 	scene = 2
 	out("")
@@ -164,6 +178,9 @@ func runDemo(ctx context.Context, o *output, writers, epochs int, seed uint64) i
 		wg.Go(func() { step(w, base+1, "written by "+w) })
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		return interrupted()
+	}
 	base++
 
 	out("")
@@ -200,6 +217,9 @@ func runDemo(ctx context.Context, o *output, writers, epochs int, seed uint64) i
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		return interrupted()
+	}
 	slices.Sort(landed)
 	if o.json {
 		handed := make([]uint64, epochs)

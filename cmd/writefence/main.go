@@ -4,7 +4,11 @@
 //
 // Usage:
 //
-//	writefence [-store ADDR] <command> [flags] [args]
+//	writefence [-store ADDR] [-prefix P] [-timeout D] [-json] <command> [flags] [args]
+//
+// The store flags (-store, -prefix, -timeout, -json) may come before the
+// command's name or among its flags; the command's other flags follow its
+// name.
 //
 // Commands:
 //
@@ -62,7 +66,8 @@
 // Without -store the command uses $WRITEFENCE_STORE, and without that the
 // directory $XDG_STATE_HOME/writefence (~/.local/state/writefence when
 // XDG_STATE_HOME is unset). -prefix selects the key prefix, as
-// Fence.Prefix does.
+// Fence.Prefix does, as a directory: a prefix that does not end in "/"
+// gets one (-prefix myapp writes under myapp/).
 //
 // Credentials never travel in the address or in a flag, so they never land
 // in shell history or in a process listing; each store reads its SDK's usual
@@ -267,14 +272,18 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var flagErr strings.Builder
 	global.SetOutput(&flagErr)
 	storeAddr := global.String("store", "", "store address")
+	var before []string // the other global flags, for the command to parse
+	for _, name := range forwardedFlags {
+		global.Var(forwardedFlag{name: name, to: &before}, name, "")
+	}
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout)
 			return exitOK
 		}
+		// One line and a hint: the whole usage would bury the mistake.
 		code := usageFail(stdout, stderr, args, "writefence: "+err.Error())
-		fmt.Fprintln(stderr)
-		usage(stderr)
+		fmt.Fprintln(stderr, globalFlagsHint)
 		return code
 	}
 	all := args
@@ -324,7 +333,17 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard) // the error comes back from Parse
 	fs.Usage = func() {}
 	act := c.define(fs, inv)
-	pos, err := parseArgs(fs, rest)
+	for _, f := range before {
+		name, _, _ := strings.Cut(strings.TrimPrefix(f, "-"), "=")
+		if fs.Lookup(name) == nil {
+			code := usageFail(stdout, stderr, all, fmt.Sprintf("writefence %s: the command takes no -%s", c.name, name))
+			fmt.Fprintf(stderr, "run \"writefence help %s\" for its flags and examples\n", c.name)
+			return code
+		}
+	}
+	// The flags given before the command's name come first, so that the
+	// same flag among the command's own wins, as it does for -store.
+	pos, err := parseArgs(fs, append(before, rest...))
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		commandHelp(stdout, c)
@@ -338,6 +357,31 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return act(ctx, inv, pos)
 }
+
+// forwardedFlags are the store flags, besides -store, that may come
+// before the command's name as well as after it: each command parses them
+// itself, with its own default (race's -timeout is not latest's).
+var forwardedFlags = []string{"prefix", "timeout", "json"}
+
+// globalFlagsHint follows an unknown flag before the command's name.
+const globalFlagsHint = `run "writefence help" for the commands and their flags; a command's own flags follow its name`
+
+// forwardedFlag is a global flag handed on to the command: Set appends it
+// to the command's arguments.
+type forwardedFlag struct {
+	name string
+	to   *[]string
+}
+
+func (f forwardedFlag) String() string { return "" }
+
+func (f forwardedFlag) Set(v string) error {
+	*f.to = append(*f.to, "-"+f.name+"="+v)
+	return nil
+}
+
+// IsBoolFlag lets -json stand alone, as the commands' own -json does.
+func (f forwardedFlag) IsBoolFlag() bool { return f.name == "json" }
 
 func lookup(name string) *command {
 	for i := range commands {
@@ -396,7 +440,7 @@ func groupHelp(w io.Writer, word string, group []*command) {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: writefence [-store ADDR] <command> [flags] [args]")
+	fmt.Fprintln(w, "usage: writefence [-store ADDR] [-prefix P] [-timeout D] [-json] <command> [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)

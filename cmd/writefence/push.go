@@ -112,7 +112,7 @@ type recordFlags struct {
 
 func addRecordFlags(fs *flag.FlagSet, inv *invocation) *recordFlags {
 	rf := &recordFlags{writerFlags: addWriterFlags(fs, inv, defaultTimeout, "recorded with the payload")}
-	fs.StringVar(&rf.file, "file", "-", "payload `file`; - reads stdin")
+	fs.StringVar(&rf.file, "file", "-", fmt.Sprintf("payload `file`, at most %d MiB; - reads stdin", defaults.MaxPayloadSize>>20))
 	fs.BoolVar(&rf.empty, "empty", false, "accept an empty payload (without it 0 bytes are refused)")
 	fs.StringVar(&rf.identity, "identity", "", "wire `identity` of the record (default "+defaults.Identity+")")
 	return rf

@@ -35,7 +35,9 @@ violation (exit 10): the store compares on the client side or ignores
 preconditions, and one that ignores them lets every writer land, in every
 round. A progress line goes to stderr while it runs, then a table of
 winners per round. The scratch record is deleted afterwards unless -keep is
-set.
+set, an interrupted race's too. Interrupted (SIGINT, SIGTERM), race reports
+the rounds that ran to their end and exits 130; the round it cut short
+proves nothing and is left out.
 
 examples:
   writefence race -store mem://
@@ -70,6 +72,9 @@ type raceReport struct {
 	Violations []string      `json:"violations"`
 	Errors     int           `json:"errors"`
 	Error      string        `json:"error,omitempty"` // the first error, when any
+	// Interrupted is set when ctx ended the race (SIGINT, SIGTERM,
+	// -timeout): Results holds the rounds that ran to their end.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 func defineRace(fs *flag.FlagSet, inv *invocation) action {
@@ -121,11 +126,23 @@ func defineRace(fs *flag.FlagSet, inv *invocation) action {
 			code := exitOK
 			switch {
 			case len(rep.Violations) > 0:
+				// Seen in rounds that ran to their end: an interrupt
+				// after them does not undo them.
 				code, rep.Outcome = exitViolation, "violation"
+			case ctx.Err() != nil:
+				// Interrupted, or out of -timeout: whatever the cut round's
+				// writers met (an unknown outcome, say) is the interrupt's.
+				firstErr = fmt.Errorf("writefence: race: stopped after %d of %d rounds: %w", len(rep.Results), cfg.rounds, ctx.Err())
+				code, rep.Outcome = classify(firstErr)
+				rep.Interrupted = true
 			case firstErr != nil:
 				code, rep.Outcome = classify(firstErr)
 			}
-			if firstErr != nil {
+			switch {
+			case rep.Interrupted:
+				rep.Error = firstErr.Error()
+				fmt.Fprintln(inv.stderr, message(firstErr))
+			case firstErr != nil:
 				rep.Error = firstErr.Error()
 				fmt.Fprintf(inv.stderr, "writefence race: %d errors, the first: %s\n", rep.Errors, message(firstErr))
 			}
@@ -150,6 +167,11 @@ func raceStore(ctx context.Context, store writefence.ConditionalStore, cfg raceC
 		Writers: cfg.writers, Rounds: cfg.rounds,
 		Prefix: cfg.prefix, Plugin: cfg.plugin, Shard: cfg.shard,
 		Progress: func(r pushrace.Round) {
+			if ctx.Err() != nil {
+				// The round ctx cut short proves nothing either way: a
+				// writer's push was cancelled, not refused.
+				return
+			}
 			res := roundResult{Round: r.Round, Epoch: r.Epoch, Winners: r.Winners, Stale: r.Stale}
 			for _, err := range r.Errors {
 				if firstErr == nil {
@@ -188,6 +210,8 @@ func printRace(w io.Writer, rep raceReport) {
 	switch {
 	case len(rep.Violations) > 0:
 		fmt.Fprintf(w, "result: %d violations in %d rounds: this store does not fence writers\n", len(rep.Violations), len(rep.Results))
+	case rep.Interrupted:
+		fmt.Fprintf(w, "result: stopped after %d of %d rounds, none of them with a violation: the race is inconclusive\n", len(rep.Results), rep.Rounds)
 	case rep.Errors > 0:
 		fmt.Fprintf(w, "result: no violation, but %d errors: the race is inconclusive\n", rep.Errors)
 	default:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -45,10 +47,26 @@ const defaultTimeout = time.Minute
 func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *storeFlags {
 	sf := &storeFlags{inv: inv}
 	fs.StringVar(&sf.addr, "store", inv.store, "store `address` (default $WRITEFENCE_STORE, else the state directory)")
-	fs.StringVar(&sf.prefix, "prefix", "", "key `prefix` (default "+keys.DefaultPrefix+")")
+	fs.Var((*prefixValue)(&sf.prefix), "prefix", "key `prefix`, a directory: myapp means myapp/ (default "+keys.DefaultPrefix+")")
 	fs.DurationVar(&sf.timeout, "timeout", timeout, "give up after this long (0: never)")
 	fs.BoolVar(&sf.json, "json", false, "print JSON on stdout, one object per line")
 	return sf
+}
+
+// prefixValue is -prefix. The prefix names a directory of keys, so one
+// given without a trailing "/" gets one: -prefix myapp writes under
+// myapp/s/..., never under myapps/.... A prefix that ends in "/" is kept
+// as given, and an empty one leaves the default.
+type prefixValue string
+
+func (p *prefixValue) String() string { return string(*p) }
+
+func (p *prefixValue) Set(s string) error {
+	if s != "" && !strings.HasSuffix(s, "/") {
+		s += "/"
+	}
+	*p = prefixValue(s)
+	return nil
 }
 
 // opened is an open store and what releases its client.
@@ -273,7 +291,19 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writefence: cloud storage client: %w", err)
 	}
+	client.SetRetry(storage.WithErrorFunc(gcsRetryable))
 	return &opened{store: writefence.NewGCSConditionalStore(client, bucket), close: client.Close}, nil
+}
+
+// gcsRetryable is the client's retry policy (storage.ShouldRetry) except
+// that a refused connection is final: nothing listens at the endpoint, and
+// retrying would wait out the whole -timeout before saying so, where the
+// other stores fail at once.
+func gcsRetryable(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	return storage.ShouldRetry(err)
 }
 
 // openValkey opens valkey://host:port/db[?script=1&wait=N&wait-timeout=D&tls=true],

@@ -429,3 +429,62 @@ func TestHelpStores(t *testing.T) {
 	}
 	assert.Contains(t, r.stdout, "credentials come from the environment only")
 }
+
+// TestPrefixIsADirectory: -prefix myapp writes under myapp/, never under
+// myapps/..., and a prefix that already ends in "/" is kept as given; both
+// spellings reach the same record.
+func TestPrefixIsADirectory(t *testing.T) {
+	addr, store, _ := sharedMem(t)
+	p := writeFile(t, "x")
+	r := wf(t, "push", "-store", addr, "-prefix", "myapp", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "landed: myapp/s/wal/s ")
+	_, _, err := store.Get(context.Background(), "myapp/s/wal/s")
+	require.NoError(t, err, "the record is under myapp/")
+
+	r = wf(t, "latest", "-store", addr, "-prefix", "myapp/", "-json", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "myapp/s/wal/s", jsonOf(t, r)["key"])
+	r = wf(t, "ls", "-store", addr, "-prefix", "myapp")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "wal\ts\t1\ta\t")
+
+	r = wf(t, "push", "-store", addr, "-prefix", "{app}/", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	_, _, err = store.Get(context.Background(), "{app}/s/wal/s")
+	require.NoError(t, err, "a prefix ending in / is kept as given")
+
+	assert.Contains(t, wf(t, "help", "push").stdout, "myapp means myapp/")
+}
+
+// closedPort returns a 127.0.0.1 address where nothing listens: a port
+// taken and let go.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// TestGCSConnectionRefused: a gs:// endpoint that refuses the connection
+// fails with the refusal, as S3 and Valkey do, rather than retrying until
+// -timeout ends it with a deadline.
+func TestGCSConnectionRefused(t *testing.T) {
+	addr := "gs://mirrors?endpoint=http://" + closedPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := openStore(ctx, addr)
+	require.NoError(t, err)
+	defer s.close()
+	_, _, err = s.store.Get(ctx, "writefence/s/wal/s")
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+
+	r := wf(t, "latest", "-timeout", "20s", "-store", addr, "wal", "s")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "connection refused")
+	assert.NotContains(t, r.stderr, "deadline")
+	assert.NotContains(t, r.stderr, "no answer from")
+}

@@ -234,3 +234,93 @@ func TestRaceWinnerChanges(t *testing.T) {
 		assert.Greater(t, len(winners), 1, "%s: one writer won all 20 rounds: %v", addr, winners)
 	}
 }
+
+// interruptingStore is a MemStore that cancels the command's context the
+// moment its land-th write lands, and returns the cancellation for it: an
+// interrupt that arrives while a write's reply is on its way, so its
+// writer learns nothing of the outcome.
+type interruptingStore struct {
+	mem    *writefence.MemStore
+	land   int
+	cancel context.CancelFunc
+	mu     sync.Mutex // guards landed
+	landed int
+}
+
+func (s *interruptingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return s.mem.Get(ctx, key)
+}
+
+func (s *interruptingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	v, err := s.mem.PutIfVersion(ctx, key, data, expect)
+	if err != nil {
+		return v, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.landed++; s.landed == s.land {
+		s.cancel()
+		return "", ctx.Err()
+	}
+	return v, nil
+}
+
+func (s *interruptingStore) Delete(ctx context.Context, key string) error {
+	return s.mem.Delete(ctx, key)
+}
+
+var interrupting struct {
+	mu     sync.Mutex // guards stores
+	stores map[string]*interruptingStore
+}
+
+func init() {
+	openers["interrupting"] = func(_ context.Context, u *url.URL) (*opened, error) {
+		interrupting.mu.Lock()
+		defer interrupting.mu.Unlock()
+		return &opened{store: interrupting.stores[u.Host], close: noClose}, nil
+	}
+}
+
+// TestRaceInterrupted: an interrupt in the middle of a round ends the race
+// with the interrupt's status (never 8 from the write it cut short, never
+// a violation), reports the rounds that ran to their end, and deletes the
+// scratch record all the same.
+func TestRaceInterrupted(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s := &interruptingStore{mem: &writefence.MemStore{}, land: 3, cancel: cancel}
+		name := t.Name() + strconv.FormatBool(asJSON)
+		name = strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(name))
+		interrupting.mu.Lock()
+		if interrupting.stores == nil {
+			interrupting.stores = map[string]*interruptingStore{}
+		}
+		interrupting.stores[name] = s
+		interrupting.mu.Unlock()
+
+		args := []string{"race", "-store", "interrupting://" + name, "-writers", "4", "-rounds", "10", "-shard", "s"}
+		if asJSON {
+			args = append(args, "-json")
+		}
+		var stdout, stderr strings.Builder
+		code := run(ctx, args, &stdout, &stderr)
+		r := result{code, stdout.String(), stderr.String()}
+		require.Equal(t, exitInterrupted, r.code, "%s", r)
+		assert.NotContains(t, r.stdout+r.stderr, "VIOLATION")
+		assert.NotContains(t, r.stdout, "does not fence")
+		assert.Contains(t, r.stderr, "stopped after 2 of 10 rounds: context canceled")
+		if asJSON {
+			m := jsonOf(t, r)
+			assert.Equal(t, "interrupted", m["outcome"])
+			assert.Equal(t, true, m["interrupted"])
+			assert.Empty(t, m["violations"])
+			assert.Len(t, m["results"], 2, "the rounds before the interrupt")
+		} else {
+			assert.Contains(t, r.stdout, "result: stopped after 2 of 10 rounds, none of them with a violation")
+		}
+		_, _, err := s.mem.Get(context.Background(), "writefence/s/writefence-race/s")
+		require.ErrorIs(t, err, writefence.ErrNotFound, "the scratch record is deleted")
+	}
+}

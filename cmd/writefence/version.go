@@ -16,7 +16,10 @@ var versionCommand = command{
 Prints the module's version (as go install pinned it, or "(devel)" for a
 build from a checkout), the VCS revision and time the build was stamped with
 (a build from a checkout with uncommitted changes says "modified"), and the
-Go version. Quote the revision when reporting a problem.
+Go version. A binary built without VCS information (-buildvcs=false, often
+set in GOFLAGS, or from a tree that is not a checkout) has no revision, and
+says so. Quote the revision, or the module version, when reporting a
+problem.
 
 examples:
   writefence version
@@ -66,8 +69,14 @@ func defineVersion(fs *flag.FlagSet, inv *invocation) action {
 		}
 		line := fmt.Sprintf("writefence %s %s", r.Version, r.Go)
 		switch {
+		case r.Revision == "" && r.Version != "(devel)":
+			// go install module@version stamps no VCS information; the
+			// module version names the build.
+			line += " (no VCS stamp: the module version names the build)"
 		case r.Revision == "":
-			line += " revision unknown (not stamped: build with go build or go install from a checkout)"
+			// The build had no VCS information to stamp: -buildvcs=false
+			// (often in GOFLAGS), or a source tree that is not a checkout.
+			line += " (no VCS stamp: built without VCS information, as with -buildvcs=false, so the revision is unknown)"
 		default:
 			line += " revision " + r.Revision
 			if r.Time != "" {
