@@ -139,7 +139,7 @@ var _ PrefixReader = (*MinioConditionalStore)(nil)
 // without reading its body.
 func (s *MinioConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
-		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
+		return nil, 0, "", storeErr("s3 get", key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
 	var opts minio.GetObjectOptions
 	if err := opts.SetRange(0, n-1); err != nil {
