@@ -30,7 +30,7 @@ import (
 // upload of BlobPartSize chunks; see CreateBlob.
 //
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
-// defaultMaxObjectSize. The fields are read without locking and must be
+// 64 MiB + 4 KiB, the largest default payload and a record header. The fields are read without locking and must be
 // set before first use.
 type GCSConditionalStore struct {
 	MaxObjectSize int64

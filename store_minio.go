@@ -51,7 +51,7 @@ const (
 // upload of BlobPartSize parts; see CreateBlob.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
-// defaultMaxObjectSize). Set the fields before first use. A
+// 64 MiB + 4 KiB, the largest default payload and a record header). Set the fields before first use. A
 // MinioConditionalStore is safe for concurrent use.
 type MinioConditionalStore struct {
 	MaxObjectSize int64

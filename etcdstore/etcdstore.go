@@ -372,7 +372,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 }
 
 // List implements writefence.Lister with linearizable Ranges over the
-// keys that start with prefix, keys only, listPage keys per request, in
+// keys that start with prefix, keys only, 512 keys per request, in
 // etcd's order (ascending bytes). Each page starts after the last key of
 // the one before; a key written or deleted meanwhile may or may not be
 // listed.
