@@ -49,9 +49,9 @@ func invalidArg(arg, format string, a ...any) error {
 // StaleEpochError is the detail of a write refused by the strict-epoch
 // rule. It matches ErrStaleEpoch.
 type StaleEpochError struct {
-	Op             string // the refused write: "push", "update", "seal" or "settle"
+	Op             string // the refused write: "push", "update", "commit", "seal", "settle" or "settle log"; empty prints as "push"
 	Key            string // the record's key
-	Epoch          uint64 // the epoch the refused push carried
+	Epoch          uint64 // the epoch the refused write carried
 	RecordedEpoch  uint64 // the epoch the store records
 	RecordedWriter string // the writer of the recorded record
 }

@@ -267,10 +267,14 @@ func PutIfBranded(ctx context.Context, s ConditionalStore, brandKey, identity, k
 
 // Deleter is an optional capability of a ConditionalStore, found by type
 // assertion: an unconditional delete, for scratch keys (the probe, tests)
-// and operators' tools. Delete removes key; deleting a key that does not
-// exist is not an error. Its errors are as for Get. The fence never deletes
-// a record.
+// and operators' tools. The fence never deletes a record.
 type Deleter interface {
+	// Delete removes key, whatever its version, damage in place included.
+	// Deleting a key that does not exist is not an error. Any failure is
+	// returned wrapped and never matches ErrNotFound or ErrConflict; a
+	// later Get of a deleted key matches ErrNotFound, and a version
+	// token returned before the delete never names other contents after
+	// it, when the key is written again.
 	Delete(ctx context.Context, key string) error
 }
 
