@@ -72,7 +72,7 @@
 // bytes) it reports success, so retrying never turns a writer's own landed
 // push into ErrStaleEpoch. When the outcome cannot be learned at all, Push
 // returns an error matching ErrOutcomeUnknown; calling Push again with the
-// same arguments settles it.
+// same arguments resolves it.
 //
 // # Records and keys
 //

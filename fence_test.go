@@ -217,9 +217,9 @@ func TestReplayIsSuccess(t *testing.T) {
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 2, []byte("two")), writefence.ErrStaleEpoch)
 }
 
-// TestLostReplySettledByRead: when the reply is lost but the store can be
+// TestLostReplyResolvedByRead: when the reply is lost but the store can be
 // read, Push learns that its write landed and returns nil at once.
-func TestLostReplySettledByRead(t *testing.T) {
+func TestLostReplyResolvedByRead(t *testing.T) {
 	ctx := context.Background()
 	mem := &writefence.MemStore{}
 	lost := &lostReplyStore{ConditionalStore: mem, remaining: 1}
@@ -227,7 +227,7 @@ func TestLostReplySettledByRead(t *testing.T) {
 	f := &writefence.Fence{Store: counting}
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
 	assert.Equal(t, int64(1), counting.puts.Load(), "the landed write must not be repeated")
-	assert.Equal(t, int64(2), counting.gets.Load(), "one read to admit, one to settle")
+	assert.Equal(t, int64(2), counting.gets.Load(), "one read to admit, one to resolve")
 	requireLatest(t, f, 1, "a", "one")
 }
 
