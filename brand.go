@@ -18,12 +18,21 @@ import (
 //
 // The brand key's data, as the store's Get returns it, is exactly the
 // identity's bytes: no header, no newline, no encoding, so any program of
-// any format can read a brand through any ConditionalStore. The stores
-// that keep their version beside the data wrap it in their own layout
-// (a Valkey value starts with a digest and a token, a directory store's
-// file with its header): write a brand through the store, with
-// Fence.ClaimBrand or the command's brand install, not with the store's
-// own client, which would write bytes the store reads as damaged. Any other
+// any format can read a brand through any ConditionalStore. What the store
+// itself holds depends on the store. An S3 or GCS object, an Azure blob, an
+// etcd value and a MemStore entry hold the identity's bytes alone. The
+// stores that keep their version beside the data hold them inside their
+// own layout: a Valkey value starts with the adapter's header (a magic, a
+// digest of the value and its version token) before the identity's bytes;
+// a directory store's file holds its header, the key and a checksum around
+// them; a DynamoDB item and a PostgreSQL row keep a version and a digest
+// beside them. So brand a store through the store, with Fence.ClaimBrand
+// (or Fence.Brand set to BrandClaim) or the command's "writefence brand
+// install", which write the Fence's identity through the store's own
+// PutIfVersion. A brand written with the store's own client (SET on
+// Valkey, a file written by hand) is bytes the store reads as damaged in
+// place on Valkey and the directory store, and the brand check then fails
+// with that damage, not with a refusal. Any other
 // content, including an empty value, bytes that are not UTF-8 or a value far
 // longer than an identity, is "another value": a refusal that names what
 // was found, escaped and cut short, never "absent".

@@ -72,7 +72,7 @@
 // bytes) it reports success, so retrying never turns a writer's own landed
 // push into ErrStaleEpoch. When the outcome cannot be learned at all, Push
 // returns an error matching ErrOutcomeUnknown; calling Push again with the
-// same arguments settles it.
+// same arguments resolves it.
 //
 // # Records and keys
 //
@@ -126,8 +126,13 @@
 // "writefence/v1" when empty). Every record holds it, and every write and
 // Latest refuses a record of another identity with a *WireError (ErrWire)
 // naming the one found. And one reserved key per prefix, the brand key
-// (Prefix + "_brand"), holds it as plain bytes, so a foreign program is
-// refused at start-up, before it touches any record. The brand is
+// (Prefix + "_brand"), holds it, so a foreign program is refused at
+// start-up, before it touches any record. A Get of the brand key returns
+// the identity's bytes alone; what the store itself holds is the store's
+// own layout around them where it has one (a Valkey value, a directory
+// store's file: see the package's brand documentation in brand.go), so
+// brand a store with Fence.ClaimBrand or the command's "writefence brand
+// install", never with the store's own client. The brand is
 // configured once, on the Fence: Fence.Brand says when it is checked
 // (BrandVerify once, BrandClaim once, claiming an empty store, or
 // BrandVerifyAlways, inside every write's own atomic step on a store that

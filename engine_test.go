@@ -124,7 +124,7 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 }
 
 // TestWritePathsShareRetries: conflicts are retried and observed, and a
-// lost reply is settled by reading, on every write path.
+// lost reply is resolved by reading, on every write path.
 func TestWritePathsShareRetries(t *testing.T) {
 	for _, op := range writeOps {
 		t.Run(op.name, func(t *testing.T) {

@@ -19,10 +19,6 @@ var (
 	// than the one configured. It is final: retrying cannot change it.
 	ErrWire = errors.New("writefence: wire identity mismatch")
 
-	// ErrCorrupt reports that a stored record failed a decoding check. The
-	// fence fails closed on it and never overwrites the record.
-	ErrCorrupt = errors.New("writefence: corrupt record")
-
 	// ErrInvalidArgument reports an argument rejected before any I/O.
 	ErrInvalidArgument = errors.New("writefence: invalid argument")
 
@@ -53,9 +49,9 @@ func invalidArg(arg, format string, a ...any) error {
 // StaleEpochError is the detail of a write refused by the strict-epoch
 // rule. It matches ErrStaleEpoch.
 type StaleEpochError struct {
-	Op             string // the refused write: "push", "update", "seal" or "settle"
+	Op             string // the refused write: "push", "update", "commit", "seal", "settle" or "settle log"; empty prints as "push"
 	Key            string // the record's key
-	Epoch          uint64 // the epoch the refused push carried
+	Epoch          uint64 // the epoch the refused write carried
 	RecordedEpoch  uint64 // the epoch the store records
 	RecordedWriter string // the writer of the recorded record
 }
@@ -67,36 +63,6 @@ func (e *StaleEpochError) Error() string {
 
 // Unwrap returns ErrStaleEpoch.
 func (e *StaleEpochError) Unwrap() error { return ErrStaleEpoch }
-
-// CorruptError names the key, the version that was found corrupt and the
-// decoding check that failed. It matches ErrCorrupt. Version is what an
-// operator passes to an explicit overwrite of exactly that record.
-type CorruptError struct {
-	Key     string // the record's key; empty when decoding bytes alone
-	Version string // the store's version token of the corrupt record
-	Check   string // the check that failed, e.g. "header checksum"
-
-	// Head, from a store that found damage in place by its own check, is
-	// the start of the damaged data (at most 4096 bytes) when the store
-	// could still locate it, nil otherwise: a Fence decodes a record's
-	// header from it, so the epoch of a record damaged after its header
-	// stays known.
-	Head []byte
-}
-
-func (e *CorruptError) Error() string {
-	s := "writefence: corrupt record: " + e.Check
-	if e.Key != "" {
-		s += ": key " + esc(e.Key)
-	}
-	if e.Version != "" {
-		s += " version " + esc(e.Version)
-	}
-	return s
-}
-
-// Unwrap returns ErrCorrupt.
-func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 // WireError is the detail of a wire-identity refusal. It matches ErrWire.
 // When Absent is true the key held nothing and Found is empty.

@@ -496,7 +496,7 @@ func TestFenceModel(t *testing.T) {
 			op(1, latest, notFound, 11, 20),
 			op(1, push(1, "b", "y"), ok, 21, 30),
 		}, porcupine.Ok},
-		{"unknown push settled by its replay", []porcupine.Operation{
+		{"unknown push resolved by its replay", []porcupine.Operation{
 			op(0, push(1, "a", "x"), unknown, 0, never),
 			op(0, push(1, "a", "x"), ok, 11, 20),
 			op(1, latest, found(1, "a", "x"), 21, 30),

@@ -205,8 +205,8 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 	}
 
 	var (
-		nils, replays, stale, failed, unknownLanded, unknownNot, unreachableRetries, settledStale int
-		lastLanded                                                                                *pushCall
+		nils, replays, stale, failed, unknownLanded, unknownNot, unreachableRetries, resolvedStale int
+		lastLanded                                                                                 *pushCall
 	)
 	start := time.Now()
 	current := readRecord(t, direct, plugin, shard)
@@ -270,19 +270,19 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			fs.proxy.setRates(rates)
-			settled := readRecord(t, direct, plugin, shard)
+			resolved := readRecord(t, direct, plugin, shard)
 			switch {
 			case err == nil:
-				require.Equal(t, mine, settled, "push %d: the retry returned nil", i)
+				require.Equal(t, mine, resolved, "push %d: the retry returned nil", i)
 			case after == mine:
 				require.NoError(t, err, "push %d had landed: the retry with the store healthy must say so", i)
 			default:
 				// It had not landed, and the rival's record refuses it.
-				require.ErrorIs(t, err, writefence.ErrStaleEpoch, "push %d: the retry with the store healthy must settle the outcome", i)
-				require.Equal(t, after, settled, "push %d: a retry reported stale changed the record", i)
-				settledStale++
+				require.ErrorIs(t, err, writefence.ErrStaleEpoch, "push %d: the retry with the store healthy must resolve the outcome", i)
+				require.Equal(t, after, resolved, "push %d: a retry reported stale changed the record", i)
+				resolvedStale++
 			}
-			after = settled
+			after = resolved
 		default:
 			failed++
 			require.Equal(t, before, after, "push %d failed (%v) but changed the record", i, err)
@@ -292,8 +292,8 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 		}
 		fs.proxy.heal()
 	}
-	t.Logf("%d pushes in %v: %d nil (%d of them replays), %d stale, %d outcome unknown (%d had landed, %d had not; %d retried while unreachable; all settled by a healthy retry, %d of them as stale), %d failed without writing; proxy: %s",
-		pushes, time.Since(start).Round(time.Millisecond), nils, replays, stale, unknownLanded+unknownNot, unknownLanded, unknownNot, unreachableRetries, settledStale, failed, fs.proxy.stats())
+	t.Logf("%d pushes in %v: %d nil (%d of them replays), %d stale, %d outcome unknown (%d had landed, %d had not; %d retried while unreachable; all resolved by a healthy retry, %d of them as stale), %d failed without writing; proxy: %s",
+		pushes, time.Since(start).Round(time.Millisecond), nils, replays, stale, unknownLanded+unknownNot, unknownLanded, unknownNot, unreachableRetries, resolvedStale, failed, fs.proxy.stats())
 	require.Positive(t, fs.proxy.count(faultDropReply), "no reply was dropped: the test proved nothing")
 	require.Positive(t, unknownLanded+unknownNot, "no outcome was ever hidden: the test proved nothing")
 }

@@ -15,7 +15,7 @@ type recorded struct {
 // checked as far as it goes: the header's checksum and identity, and the
 // record's size against the header's size plus the lengths of the
 // references and the payload it declares; the references and the
-// payload's checksum is then left to Latest, which reads the
+// payload's checksum are then left to Latest, which reads the
 // whole record, and to the store's own integrity checks. Of a record the
 // store found damaged in place, the header is decoded from the head of the
 // damaged data the store located, so that its epoch is still known.
@@ -45,7 +45,6 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 		}
 	}
 	if check != "" {
-		st.body = recordBody{}
 		st.corrupt = &CorruptError{Key: key, Version: s.version, Check: check}
 	}
 	return st

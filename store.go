@@ -62,7 +62,16 @@ type ConditionalStore interface {
 	// errors.Is(err, ErrConflict) and writes nothing; that includes a
 	// non-empty expectVersion for a key that does not exist, which must not
 	// create it, and an expectVersion of a form the store never issues,
-	// which cannot equal the current version. Any other failure is returned
+	// which cannot equal the current version. Such a malformed token is a
+	// conflict on every store, not an invalid argument, and is refused
+	// before anything is sent: the write is "iff the version still
+	// matches", and a token the store never issued matches no version, so
+	// the answer is the one a stale token gets. A caller cannot tell a
+	// token the store never issued from one it issued to other bytes
+	// without knowing every store's format, which tokens being opaque
+	// forbids; and a Fence, which only ever passes tokens a store returned,
+	// rereads after a conflict, so a garbage token costs it one fresh read,
+	// never a wrong decision. Any other failure is returned
 	// wrapped and never matches ErrConflict or ErrNotFound; after such a
 	// failure the write may or may not have happened, except that a refusal
 	// of the caller's credentials (matching fs.ErrPermission) wrote nothing.
@@ -258,10 +267,14 @@ func PutIfBranded(ctx context.Context, s ConditionalStore, brandKey, identity, k
 
 // Deleter is an optional capability of a ConditionalStore, found by type
 // assertion: an unconditional delete, for scratch keys (the probe, tests)
-// and operators' tools. Delete removes key; deleting a key that does not
-// exist is not an error. Its errors are as for Get. The fence never deletes
-// a record.
+// and operators' tools. The fence never deletes a record.
 type Deleter interface {
+	// Delete removes key, whatever its version, damage in place included.
+	// Deleting a key that does not exist is not an error. Any failure is
+	// returned wrapped and never matches ErrNotFound or ErrConflict; a
+	// later Get of a deleted key matches ErrNotFound, and a version
+	// token returned before the delete never names other contents after
+	// it, when the key is written again.
 	Delete(ctx context.Context, key string) error
 }
 
@@ -288,11 +301,22 @@ var (
 	// ErrTooLarge reports that a stored object exceeds the read limit of
 	// the store that read it; nothing beyond the limit was buffered.
 	ErrTooLarge = errors.New("writefence: object too large")
+
+	// ErrCorrupt reports that a stored record failed a decoding check, or
+	// that a store found its bytes damaged in place. The fence fails
+	// closed on it and never overwrites the record unseen.
+	ErrCorrupt = errors.New("writefence: corrupt record")
 )
 
 // StoreError records a store operation that failed and the key it was
 // on, as fs.PathError does for a path: every adapter returns its failures
-// as a *StoreError. Err is the cause: a sentinel (ErrNotFound, ErrConflict,
+// as a *StoreError, a refused precondition, a malformed token, an invalid
+// argument and damage in place (a *CorruptError) included. Three errors
+// are returned as they are, because they are not failures of the store: a
+// done context's own error (context.Canceled, context.DeadlineExceeded),
+// the error of the caller's function that stopped a List, and the
+// *WireError of a brand's refusal of PutIfBranded, which the helper
+// PutIfBranded returns as it is when it falls back to Get. Err is the cause: a sentinel (ErrNotFound, ErrConflict,
 // ErrTooLarge, ErrOutcomeUnknown, fs.ErrPermission,
 // errors.ErrUnsupported...) when the adapter classified the failure, the
 // client's own error (a minio.ErrorResponse, a *googleapi.Error, a redis
@@ -314,6 +338,36 @@ func (e *StoreError) Error() string {
 
 // Unwrap returns Err.
 func (e *StoreError) Unwrap() error { return e.Err }
+
+// CorruptError names the key, the version that was found corrupt and the
+// decoding check that failed. It matches ErrCorrupt. Version is what an
+// operator passes to an explicit overwrite of exactly that record.
+type CorruptError struct {
+	Key     string // the record's key; empty when decoding bytes alone
+	Version string // the store's version token of the corrupt record
+	Check   string // the check that failed, e.g. "header checksum"
+
+	// Head, from a store that found damage in place by its own check, is
+	// the start of the damaged data (at most 4096 bytes) when the store
+	// could still locate it, nil otherwise: a Fence decodes a record's
+	// header from it, so the epoch of a record damaged after its header
+	// stays known.
+	Head []byte
+}
+
+func (e *CorruptError) Error() string {
+	s := "writefence: corrupt record: " + e.Check
+	if e.Key != "" {
+		s += ": key " + esc(e.Key)
+	}
+	if e.Version != "" {
+		s += " version " + esc(e.Version)
+	}
+	return s
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 // storeErr returns a *StoreError for op on key. kind, when not nil, is the
 // package's sentinel for the failure; err, when not nil, is the client's

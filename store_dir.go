@@ -104,7 +104,8 @@ import (
 // fs.ErrPermission: that write may have landed.
 //
 // MaxObjectSize is the largest data size a Get returns and a PutIfVersion
-// accepts; zero (or less) means defaultMaxObjectSize. It is read without
+// accepts; zero (or less) means 64 MiB + 4 KiB, the largest default
+// payload and a record header. It is read without
 // locking and must be set before first use.
 type DirConditionalStore struct {
 	MaxObjectSize int64

@@ -30,7 +30,7 @@ import (
 // upload of BlobPartSize chunks; see CreateBlob.
 //
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
-// defaultMaxObjectSize. The fields are read without locking and must be
+// 64 MiB + 4 KiB, the largest default payload and a record header. The fields are read without locking and must be
 // set before first use.
 type GCSConditionalStore struct {
 	MaxObjectSize int64
@@ -118,7 +118,7 @@ var _ PrefixReader = (*GCSConditionalStore)(nil)
 // reading its body.
 func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
-		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
+		return nil, 0, "", storeErr("gcs get", key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
 	obj := s.client.Bucket(s.bucket).Object(key).ReadCompressed(true)
 	r, err := obj.NewRangeReader(ctx, 0, n)

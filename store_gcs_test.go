@@ -501,7 +501,7 @@ func TestGCSFencePermissionIsFinal(t *testing.T) {
 
 // TestGCSFenceRetriesRateLimit: a 429 is transient: the Fence backs off
 // and tries again, on a read and on a write (whose outcome the next read
-// settles), and the push lands.
+// resolves), and the push lands.
 func TestGCSFenceRetriesRateLimit(t *testing.T) {
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
 		t.Run(method, func(t *testing.T) {

@@ -51,7 +51,7 @@ const (
 // upload of BlobPartSize parts; see CreateBlob.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
-// defaultMaxObjectSize). Set the fields before first use. A
+// 64 MiB + 4 KiB, the largest default payload and a record header). Set the fields before first use. A
 // MinioConditionalStore is safe for concurrent use.
 type MinioConditionalStore struct {
 	MaxObjectSize int64
@@ -139,7 +139,7 @@ var _ PrefixReader = (*MinioConditionalStore)(nil)
 // without reading its body.
 func (s *MinioConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
-		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
+		return nil, 0, "", storeErr("s3 get", key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
 	var opts minio.GetObjectOptions
 	if err := opts.SetRange(0, n-1); err != nil {

@@ -434,13 +434,13 @@ func (c valkeyConn) ask(ctx context.Context) error {
 // (TxFailedErr: MIGRATE deleted a WATCHed key from the source) once more,
 // so that f decides again where the key is. f must return such an answer
 // only from a step that wrote nothing.
-func (s *ValkeyConditionalStore) onNode(ctx context.Context, key string, f func(c valkeyConn) error) error {
+func (s *ValkeyConditionalStore) onNode(ctx context.Context, op, key string, f func(c valkeyConn) error) error {
 	if s.cluster == nil {
 		return s.client.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{tx: tx}) })
 	}
 	node, err := s.cluster.MasterForKey(ctx, key)
 	if err != nil {
-		return err
+		return valkeyError(op, key, err)
 	}
 	asking, aborts := false, 0
 	for attempt := 1; ; attempt++ {
@@ -452,7 +452,7 @@ func (s *ValkeyConditionalStore) onNode(ctx context.Context, key string, f func(
 		switch {
 		case errors.As(err, &r) && r.addr != "":
 			if node, err = s.clusterNode(ctx, r.addr); err != nil {
-				return err
+				return valkeyError(op, key, err)
 			}
 			asking = r.code == "ASK"
 		case r != nil:
@@ -569,7 +569,7 @@ func (s *ValkeyConditionalStore) clusterNode(ctx context.Context, addr string) (
 	case err != nil:
 		return nil, err
 	case found == nil:
-		return nil, fmt.Errorf("writefence: the cluster redirected to %s, a node its client does not know", esc(addr))
+		return nil, fmt.Errorf("the cluster redirected to %s, a node its client does not know", esc(addr))
 	}
 	return found, nil
 }
@@ -616,7 +616,8 @@ func (s *ValkeyConditionalStore) getChecked(ctx context.Context, key string) (st
 		return "", tooLarge("valkey get", key, limit)
 	}
 	if check := valkeyCheck(v); check != "" {
-		return "", &CorruptError{Key: key, Version: valkeyDamagedVersion(v), Check: check, Head: valkeyDamagedHead(v)}
+		return "", storeErr("valkey get", key, nil,
+			&CorruptError{Key: key, Version: valkeyDamagedVersion(v), Check: check, Head: valkeyDamagedHead(v)})
 	}
 	return v, nil
 }
@@ -634,7 +635,7 @@ var _ PrefixReader = (*ValkeyConditionalStore)(nil)
 // verdict and version.
 func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
-		return nil, 0, "", invalidArg("n", "%d, must be at least 1", n)
+		return nil, 0, "", storeErr("valkey get", key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
 	if err := s.checkServer(ctx, "get", key); err != nil {
 		return nil, 0, "", err
@@ -657,7 +658,8 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 	case int64(len(h)) == size:
 		// All of it: checked as Get checks it.
 		if check := valkeyCheck(h); check != "" {
-			return nil, 0, "", &CorruptError{Key: key, Version: valkeyDamagedVersion(h), Check: check, Head: valkeyDamagedHead(h)}
+			return nil, 0, "", storeErr("valkey get", key, nil,
+				&CorruptError{Key: key, Version: valkeyDamagedVersion(h), Check: check, Head: valkeyDamagedHead(h)})
 		}
 	case !strings.HasPrefix(h, valkeyMagic) || valkeyHeadCheck(h, t, size) != "":
 		if h, err = s.getChecked(ctx, key); err != nil {
@@ -704,7 +706,7 @@ func (s *ValkeyConditionalStore) read(ctx context.Context, key string, end int64
 		// A cluster client's transaction follows redirections itself.
 		err = queue(s.client.TxPipeline(), false)
 	} else {
-		err = s.onNode(ctx, key, func(c valkeyConn) error {
+		err = s.onNode(ctx, "get", key, func(c valkeyConn) error {
 			if err := c.ask(ctx); err != nil {
 				return valkeyError("get", key, err)
 			}
@@ -795,9 +797,9 @@ var _ BrandedPutter = (*ValkeyConditionalStore)(nil)
 func (s *ValkeyConditionalStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (string, error) {
 	switch {
 	case brandKey == "":
-		return "", invalidArg("brand key", "empty")
+		return "", storeErr("valkey put", key, nil, invalidArg("brand key", "empty"))
 	case key == brandKey:
-		return "", invalidArg("key", "%s is the brand key", esc(key))
+		return "", storeErr("valkey put", key, nil, invalidArg("key", "%s is the brand key", esc(key)))
 	}
 	return s.put(ctx, key, parts, expectVersion, &valkeyBrand{key: brandKey, identity: identity})
 }
@@ -822,7 +824,7 @@ func (s *ValkeyConditionalStore) put(ctx context.Context, key string, parts [][]
 	}
 	version := newValkeyVersion()
 	value := valkeyValue(version, parts)
-	err := s.onNode(ctx, key, func(c valkeyConn) error {
+	err := s.onNode(ctx, "put", key, func(c valkeyConn) error {
 		if !s.Script {
 			return s.putWatch(ctx, c, key, value, expectVersion, brand)
 		}
@@ -980,7 +982,7 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 		}
 		if dv := valkeyDamagedVersion(whole); dv != expectVersion {
 			if check != "" {
-				return &CorruptError{Key: key, Version: dv, Check: check}
+				return storeErr("valkey put", key, nil, &CorruptError{Key: key, Version: dv, Check: check})
 			}
 			return storeErr("valkey put", key, ErrConflict, nil)
 		}
@@ -1226,7 +1228,7 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, ke
 		case what == "corrupt" && len(r) == 3:
 			check, _ := r[1].(string)
 			version, _ := r[2].(string)
-			return &CorruptError{Key: key, Version: version, Check: check}
+			return storeErr("valkey put", key, nil, &CorruptError{Key: key, Version: version, Check: check})
 		case what == "unstaged" && len(r) == 1:
 			return storeErr("valkey put", key, nil,
 				fmt.Errorf("the staged value %s was gone when the script ran (it expires after %v); nothing was written", esc(staged), valkeyStagedTTL))

@@ -163,7 +163,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 // here without reading its body.
 func (s *Store) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
-		return nil, 0, "", &writefence.InvalidArgumentError{Arg: "n", Reason: fmt.Sprintf("%d, must be at least 1", n)}
+		return nil, 0, "", &writefence.StoreError{Op: "azblob get", Key: key,
+			Err: &writefence.InvalidArgumentError{Arg: "n", Reason: fmt.Sprintf("%d, must be at least 1", n)}}
 	}
 	b := s.c.NewBlobClient(key)
 	r, err := b.DownloadStream(ctx, &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: 0, Count: n}})

@@ -281,14 +281,18 @@ func keyOf(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key}}
 }
 
-func checkKey(key string) error {
+// checkKey refuses, for op, a key DynamoDB cannot hold.
+func checkKey(op, key string) error {
+	var reason string
 	switch {
 	case key == "":
-		return &writefence.InvalidArgumentError{Arg: "key", Reason: "empty"}
+		reason = "empty"
 	case len(key) > MaxKeySize:
-		return &writefence.InvalidArgumentError{Arg: "key", Reason: fmt.Sprintf("%d bytes, DynamoDB takes at most %d", len(key), MaxKeySize)}
+		reason = fmt.Sprintf("%d bytes, DynamoDB takes at most %d", len(key), MaxKeySize)
+	default:
+		return nil
 	}
-	return nil
+	return &writefence.StoreError{Op: "dynamodb " + op, Key: key, Err: &writefence.InvalidArgumentError{Arg: "key", Reason: reason}}
 }
 
 // Get implements writefence.ConditionalStore with one GetItem, consistent:
@@ -310,7 +314,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 // absent item is an error matching writefence.ErrNotFound, a damaged one
 // its *writefence.CorruptError.
 func (s *Store) read(ctx context.Context, op, key string) (*item, error) {
-	if err := checkKey(key); err != nil {
+	if err := checkKey(op, key); err != nil {
 		return nil, err
 	}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: keyOf(key), ConsistentRead: aws.Bool(true)})
@@ -320,7 +324,11 @@ func (s *Store) read(ctx context.Context, op, key string) (*item, error) {
 	if len(out.Item) == 0 {
 		return nil, &writefence.StoreError{Op: "dynamodb " + op, Key: key, Err: writefence.ErrNotFound}
 	}
-	return parseItem(key, out.Item)
+	it, err := parseItem(key, out.Item)
+	if err != nil {
+		return nil, &writefence.StoreError{Op: "dynamodb " + op, Key: key, Err: err}
+	}
+	return it, nil
 }
 
 // item is an intact item.
@@ -446,7 +454,7 @@ func newVersion() string {
 // A write whose item would exceed DynamoDB's item limit is refused with
 // writefence.ErrTooLarge before it is sent.
 func (s *Store) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
-	if err := checkKey(key); err != nil {
+	if err := checkKey("put", key); err != nil {
 		return "", err
 	}
 	if err := ctx.Err(); err != nil {
@@ -537,10 +545,8 @@ func (s *Store) damaged(ctx context.Context, key, expect string) (map[string]typ
 	switch {
 	case err == nil:
 		return nil, conflict(key, nil)
-	case !errors.As(err, &ce):
-		return nil, err
-	case ce.Version != expect:
-		return nil, ce
+	case !errors.As(err, &ce) || ce.Version != expect:
+		return nil, &writefence.StoreError{Op: "dynamodb put", Key: key, Err: err}
 	}
 	return out.Item, nil
 }
@@ -563,7 +569,7 @@ func (s *Store) refusal(ctx context.Context, key string, ccf *types.ConditionalC
 	if len(attrs) > 0 {
 		var ce *writefence.CorruptError
 		if _, err := parseItem(key, attrs); errors.As(err, &ce) {
-			return ce
+			return &writefence.StoreError{Op: "dynamodb put", Key: key, Err: ce}
 		}
 	}
 	return conflict(key, ccf)
@@ -611,7 +617,7 @@ func (c *cond) expr() string {
 
 // Delete implements writefence.Deleter with one unconditional DeleteItem.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := checkKey(key); err != nil {
+	if err := checkKey("delete", key); err != nil {
 		return err
 	}
 	s.forget(key)

@@ -182,10 +182,11 @@ func (s *Store) requestLimit() int64 {
 	return DefaultMaxRequestBytes
 }
 
-// key returns the etcd key of the store's key k.
-func (s *Store) key(k string) ([]byte, error) {
+// key returns the etcd key of the store's key k, for op.
+func (s *Store) key(op, k string) ([]byte, error) {
 	if s.prefix == "" && k == "" {
-		return nil, &writefence.InvalidArgumentError{Arg: "key", Reason: "empty, and the store has no prefix"}
+		return nil, &writefence.StoreError{Op: "etcd " + op, Key: k,
+			Err: &writefence.InvalidArgumentError{Arg: "key", Reason: "empty, and the store has no prefix"}}
 	}
 	return []byte(s.prefix + k), nil
 }
@@ -207,7 +208,7 @@ func recvLimit(n int64) []grpc.CallOption {
 // Get implements writefence.ConditionalStore with one linearizable Range:
 // the value and its mod revision come from the same reply.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
-	k, err := s.key(key)
+	k, err := s.key("get", key)
 	if err != nil {
 		return nil, "", err
 	}
@@ -253,9 +254,11 @@ func (s *Store) PutIfVersion(ctx context.Context, key string, data []byte, expec
 func (s *Store) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (string, error) {
 	switch {
 	case brandKey == "":
-		return "", &writefence.InvalidArgumentError{Arg: "brand key", Reason: "empty"}
+		return "", &writefence.StoreError{Op: "etcd put", Key: key,
+			Err: &writefence.InvalidArgumentError{Arg: "brand key", Reason: "empty"}}
 	case key == brandKey:
-		return "", &writefence.InvalidArgumentError{Arg: "key", Reason: escape.String(key) + " is the brand key"}
+		return "", &writefence.StoreError{Op: "etcd put", Key: key,
+			Err: &writefence.InvalidArgumentError{Arg: "key", Reason: escape.String(key) + " is the brand key"}}
 	}
 	return s.put(ctx, key, join(parts), expectVersion, brandKey, identity, true)
 }
@@ -276,7 +279,7 @@ func join(parts [][]byte) []byte {
 }
 
 func (s *Store) put(ctx context.Context, key string, data []byte, expectVersion, brandKey, identity string, branded bool) (string, error) {
-	k, err := s.key(key)
+	k, err := s.key("put", key)
 	if err != nil {
 		return "", err
 	}
@@ -300,7 +303,7 @@ func (s *Store) put(ctx context.Context, key string, data []byte, expectVersion,
 	}
 	var bk []byte
 	if branded {
-		if bk, err = s.key(brandKey); err != nil {
+		if bk, err = s.key("put", brandKey); err != nil {
 			return "", err
 		}
 		req.Compare = append(req.Compare, &pb.Compare{Key: bk, Result: pb.Compare_EQUAL, Target: pb.Compare_VALUE,
@@ -358,7 +361,7 @@ func parseRevision(v string) (int64, bool) {
 
 // Delete implements writefence.Deleter with one DeleteRange of the key.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	k, err := s.key(key)
+	k, err := s.key("delete", key)
 	if err != nil {
 		return err
 	}
@@ -369,7 +372,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 }
 
 // List implements writefence.Lister with linearizable Ranges over the
-// keys that start with prefix, keys only, listPage keys per request, in
+// keys that start with prefix, keys only, 512 keys per request, in
 // etcd's order (ascending bytes). Each page starts after the last key of
 // the one before; a key written or deleted meanwhile may or may not be
 // listed.

@@ -269,9 +269,10 @@ type row struct {
 	data    []byte // all of it, or its start
 }
 
-// damaged returns the *writefence.CorruptError of a row whose digest does
-// not match its data, or nil.
-func (r *row) damaged(key string) error {
+// damaged returns, as a *writefence.StoreError of op, the
+// *writefence.CorruptError of a row whose digest does not match its data,
+// or nil.
+func (r *row) damaged(op, key string) error {
 	if bytes.Equal(r.digest, r.sum) {
 		return nil
 	}
@@ -279,7 +280,7 @@ func (r *row) damaged(key string) error {
 	if len(r.data) > 0 {
 		ce.Head = bytes.Clone(r.data[:min(len(r.data), defaults.MaxHeaderSize)])
 	}
-	return ce
+	return &writefence.StoreError{Op: "postgres " + op, Key: key, Err: ce}
 }
 
 // Get implements writefence.ConditionalStore with one SELECT: the version,
@@ -301,7 +302,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 		return nil, "", tooLarge("get", key, limit)
 	}
 	r.sum, r.data = sum, data
-	if err := r.damaged(key); err != nil {
+	if err := r.damaged("get", key); err != nil {
 		return nil, "", err
 	}
 	if data == nil {
@@ -317,7 +318,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 // Get refuses it, without being hashed or sent.
 func (s *Store) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
-		return nil, 0, "", &writefence.InvalidArgumentError{Arg: "n", Reason: fmt.Sprintf("%d, must be at least 1", n)}
+		return nil, 0, "", &writefence.StoreError{Op: "postgres get", Key: key,
+			Err: &writefence.InvalidArgumentError{Arg: "n", Reason: fmt.Sprintf("%d, must be at least 1", n)}}
 	}
 	if err := checkKey("get", key); err != nil {
 		return nil, 0, "", err
@@ -333,7 +335,7 @@ func (s *Store) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int
 	if r.size > limit {
 		return nil, 0, "", tooLarge("get", key, limit)
 	}
-	if err := r.damaged(key); err != nil {
+	if err := r.damaged("get", key); err != nil {
 		return nil, 0, "", err
 	}
 	prefix := r.data[:min(int64(len(r.data)), n)]
@@ -402,7 +404,7 @@ func (s *Store) refused(ctx context.Context, key, expectVersion string) error {
 		return &writefence.StoreError{Op: "postgres put", Key: key,
 			Err: fmt.Errorf("%w; then, reading the row: %w", writefence.ErrConflict, s.cause(err))}
 	}
-	ce := r.damaged(key)
+	ce := r.damaged("put", key)
 	var c *writefence.CorruptError
 	if errors.As(ce, &c) && c.Version != expectVersion {
 		return ce

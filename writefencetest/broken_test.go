@@ -68,6 +68,7 @@ var childStores = map[string]func() child{
 	"keyless-errors": func() child { return child{store: &errorsStore{fault: errorsKeyless}} },
 	"lenient-tokens": func() child { return child{store: &tokensStore{fault: tokensLenient}} },
 	"strict-tokens":  func() child { return child{store: &tokensStore{fault: tokensInvalid}} },
+	"bare-tokens":    func() child { return child{store: &tokensStore{fault: tokensBare}} },
 }
 
 // The doubles that differ only in their fault.
@@ -191,10 +192,15 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"ignoring-brand", []string{"Branded/Absent", "Branded/Changed", "Branded/Other", "Race/BrandFlip"}, nil, []string{ownBranded}},
 		{"once-brand", []string{"Branded/Changed", "Race/BrandFlip"}, nil, []string{ownBranded}},
 		{"brand-compare", []string{"Race/BrandFlip", "Race/Branded"}, nil, []string{ownBranded}},
-		{"bare-errors", []string{"Errors/Conflict", "Errors/NotFound"}, undeclared, nil},
+		// Every subtest that looks at an error of the store's Get or
+		// PutIfVersion wants a *StoreError.
+		{"bare-errors", []string{"Branded/Absent", "Branded/Matching", "Branded/Other", "Canceled/Put", "Create/Existing",
+			"Errors/Conflict", "Errors/NotFound", "Get/Missing", "GetPrefix/Missing", "PutParts/MatchesPut", "Tokens/AfterDelete",
+			"Update/Deleted", "Update/Malformed", "Update/Missing", "Update/Stale"}, undeclared, nil},
 		{"keyless-errors", []string{"Errors/Conflict", "Errors/NotFound"}, undeclared, nil},
 		{"lenient-tokens", []string{"Update/Malformed"}, undeclared, nil},
 		{"strict-tokens", []string{"Update/Malformed"}, undeclared, nil},
+		{"bare-tokens", []string{"Update/Malformed"}, undeclared, nil},
 		{"list-outside", []string{"Lister/Prefix"}, undeclared, nil},
 		{"list-twice", []string{"Lister/Prefix"}, undeclared, nil},
 		{"list-deleted", []string{"Lister/Prefix"}, undeclared, nil},

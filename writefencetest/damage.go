@@ -98,6 +98,7 @@ func (d *damageRun) see(when, predate string) damaged {
 		}
 	case errors.As(err, &ce):
 		seen = damaged{version: ce.Version, corrupt: true}
+		wantTyped(t, err, fmt.Sprintf("%s Get(%q)", when, d.key))
 		switch {
 		case errors.Is(err, writefence.ErrNotFound), errors.Is(err, writefence.ErrConflict):
 			t.Errorf("%s Get(%q): %v matches ErrNotFound or ErrConflict; damage is neither", when, d.key, err)
@@ -127,6 +128,7 @@ func (d *damageRun) see(when, predate string) damaged {
 		case seen.corrupt && pce.Version != seen.version:
 			t.Errorf("%s: %v: the version %q of the damage; Get reported %q", call, err, pce.Version, seen.version)
 		case seen.corrupt:
+			wantTyped(t, err, call)
 		case err != nil:
 			t.Errorf("%s: %v; want %s, as Get returned", call, err, seen)
 		case !bytes.Equal(prefix, d.want[:min(n, int64(len(d.want)))]) || size != int64(len(d.want)) || pv != seen.version:
@@ -154,6 +156,8 @@ func (d *damageRun) refuse(seen damaged, stale ...string) {
 				t.Fatalf("%s over damaged bytes, with a version from before the damage, landed; want an error matching writefence.ErrCorrupt or writefence.ErrConflict, writing nothing", call)
 			case errors.Is(err, writefence.ErrNotFound) || !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, writefence.ErrConflict):
 				t.Errorf("%s over damaged bytes: %v; want an error matching writefence.ErrCorrupt or writefence.ErrConflict", call, err)
+			default:
+				wantTyped(t, err, call+" over damaged bytes")
 			}
 			if again := d.see("after the refused "+call, ""); again != seen {
 				t.Errorf("after the refused %s the store reports %s; before it, %s: the refused write changed the key", call, again, seen)
@@ -264,6 +268,8 @@ func testDamageMiddle(t *testing.T, sc *scope) {
 			continue
 		case errors.Is(err, writefence.ErrNotFound) || !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, writefence.ErrConflict):
 			t.Errorf("%s over damage in the middle: %v; want it to land, or an error matching writefence.ErrCorrupt or writefence.ErrConflict", call, err)
+		default:
+			wantTyped(t, err, call+" over damage in the middle")
 		}
 		if again := d.see("after the refused "+call, before); again != seen {
 			t.Errorf("after the refused %s the store reports %s; before it, %s: the refused write changed the key", call, again, seen)

@@ -75,7 +75,13 @@
 //     and the conflict of every refused precondition (through
 //     PutIfVersion, PutParts and PutIfBranded), are a
 //     *writefence.StoreError whose Key is the key and whose Op is set,
-//     matching the sentinel, as fs.PathError is for a path.
+//     matching the sentinel, as fs.PathError is for a path. Beyond these
+//     two, every error the suite gets from a store method and looks at
+//     (a refused precondition, a malformed token, a missing key, an
+//     object over the read limit, damage) must reach a
+//     *writefence.StoreError with errors.As, in whichever subtest it
+//     comes; only a done context's own error and the *writefence.WireError
+//     of a brand's refusal pass as they are.
 //   - GetPrefix/MatchesGet, GetPrefix/Missing: GetPrefix returns the leading
 //     bytes, the size and the version a Get returns, for n smaller than the
 //     object, equal to it and larger, right after each write (a version

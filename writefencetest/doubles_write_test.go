@@ -244,6 +244,7 @@ type tokensFault int
 const (
 	tokensLenient tokensFault = iota // quotes and spaces trimmed, as an HTTP header would be
 	tokensInvalid                    // refused as an invalid argument, not a conflict
+	tokensBare                       // refused as the bare sentinel ErrConflict, not a *StoreError
 )
 
 // tokensStore is MemStore, whose tokens are decimal, except for versions of
@@ -259,6 +260,9 @@ func (s *tokensStore) PutIfVersion(ctx context.Context, key string, data []byte,
 		expect = strings.Trim(expect, `" `)
 	case expect != "":
 		if n, err := strconv.ParseUint(expect, 10, 64); err != nil || n == 0 || strconv.FormatUint(n, 10) != expect {
+			if s.fault == tokensBare {
+				return "", writefence.ErrConflict
+			}
 			return "", &writefence.InvalidArgumentError{Arg: "expectVersion", Reason: "not a version of this store"}
 		}
 	}

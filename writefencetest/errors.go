@@ -1,6 +1,7 @@
 package writefencetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -12,6 +13,26 @@ import (
 // acts on (a missing key, a refused precondition) as a
 // *writefence.StoreError naming the operation and the key, as
 // fs.PathError does for a path, that matches the sentinel.
+
+// wantTyped fails the test unless err, an error call returned from a
+// store method, is nil or reaches a *writefence.StoreError (errors.As),
+// as every failure of a store operation must. Two errors are not failures
+// of the store and pass as they are: a done context's own error
+// (context.Canceled, context.DeadlineExceeded), and a *writefence.WireError
+// (writefence.ErrWire), the brand's refusal of a PutIfBranded, which
+// writefence.PutIfBranded returns as it is when it falls back to Get. Every
+// helper of the suite that looks at a store's error calls it, so the rule
+// is checked on every error the suite sees, not in one subtest alone.
+func wantTyped(t *testing.T, err error, call string) {
+	t.Helper()
+	var se *writefence.StoreError
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, writefence.ErrWire):
+	case !errors.As(err, &se):
+		t.Errorf("%s: %v (%T); want an error that reaches a *writefence.StoreError, as every failure of a store operation is", call, err, err)
+	}
+}
 
 // wantStoreError fails the test unless err is a *writefence.StoreError
 // for key, with an operation named, matching want.

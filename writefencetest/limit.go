@@ -60,11 +60,15 @@ func testGetTooLarge(t *testing.T, sc *scope) {
 		return
 	}
 	_, _, err := sc.s.Get(ctx, key)
-	wantOnly(t, err, fmt.Sprintf("Get(%q) of %d bytes, over the read limit of %d", key, limit+1, limit), "writefence.ErrTooLarge",
+	call := fmt.Sprintf("Get(%q) of %d bytes, over the read limit of %d", key, limit+1, limit)
+	wantOnly(t, err, call, "writefence.ErrTooLarge",
 		writefence.ErrTooLarge, writefence.ErrNotFound, writefence.ErrConflict, writefence.ErrCorrupt)
+	wantTyped(t, err, call)
 	for _, n := range []int64{1, limit + 1} {
 		_, _, _, err := writefence.GetPrefix(ctx, sc.s, key, n)
-		wantOnly(t, err, fmt.Sprintf("GetPrefix(%q, %d) of %d bytes, over the read limit of %d", key, n, limit+1, limit), "writefence.ErrTooLarge",
+		call := fmt.Sprintf("GetPrefix(%q, %d) of %d bytes, over the read limit of %d", key, n, limit+1, limit)
+		wantOnly(t, err, call, "writefence.ErrTooLarge",
 			writefence.ErrTooLarge, writefence.ErrNotFound, writefence.ErrConflict, writefence.ErrCorrupt)
+		wantTyped(t, err, call)
 	}
 }

@@ -80,6 +80,8 @@ func testPrefixMissing(t *testing.T, sc *scope) {
 			t.Errorf("GetPrefix(%q) returned %s, size %d, version %q; want an error matching writefence.ErrNotFound", key, describe(prefix), size, v)
 		case !errors.Is(err, writefence.ErrNotFound) || errors.Is(err, writefence.ErrConflict):
 			t.Errorf("GetPrefix(%q): %v; want an error matching writefence.ErrNotFound only", key, err)
+		default:
+			wantTyped(t, err, fmt.Sprintf("GetPrefix(%q, 8)", key))
 		}
 	}
 	wantPrefixMissing(sc.key("never"))

@@ -317,6 +317,8 @@ func wantMissing(t *testing.T, s writefence.ConditionalStore, key string) {
 		t.Errorf("Get(%q) returned %s with version %q; want an error matching writefence.ErrNotFound", key, describe(got), v)
 	case !errors.Is(err, writefence.ErrNotFound):
 		t.Errorf("Get(%q): %v; want an error matching writefence.ErrNotFound", key, err)
+	default:
+		wantTyped(t, err, fmt.Sprintf("Get(%q)", key))
 	}
 }
 
@@ -324,6 +326,7 @@ func wantMissing(t *testing.T, s writefence.ConditionalStore, key string) {
 func wantConflict(t *testing.T, err error, call string) {
 	t.Helper()
 	wantOnly(t, err, call, "writefence.ErrConflict", writefence.ErrConflict, writefence.ErrNotFound)
+	wantTyped(t, err, call)
 }
 
 // wantOnly fails the test unless err matches want, which the message calls
