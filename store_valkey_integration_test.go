@@ -330,16 +330,6 @@ func (c valkeyCountingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// valkeyPushMemoryStore opens the Valkey store of BenchmarkPushMemory on a
-// server of its own, which goes, when the benchmark ends, with the 64 MiB
-// values it leaves behind. The transport it returns counts HTTP, which
-// Valkey does not speak: roundtrips/op and bytes-read/op read 0 for it
-// (BenchmarkValkeyPut and BenchmarkValkeyRead count Valkey's).
-func valkeyPushMemoryStore(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
-	c := testserver.ValkeyClient(b, testserver.StartValkey(b, ""), "")
-	return writefence.NewValkeyConditionalStore(c), &benchTransport{testserver.NewTransport(b)}
-}
-
 // ---- conformance ----
 
 // TestValkeyConformance runs the conformance suite on both write paths. The
