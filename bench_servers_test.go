@@ -1,3 +1,5 @@
+//go:build !writefence_nominio && !writefence_nogcs && !writefence_novalkey
+
 package writefence_test
 
 import (
@@ -62,14 +64,6 @@ func (t *benchTransport) traffic() (reqs, read int64) { return t.Requests(), t.G
 // hiddenPrefix hides every optional capability of the store it wraps, so a
 // Fence over it reads whole records.
 type hiddenPrefix struct{ writefence.ConditionalStore }
-
-func benchPayload(n int) []byte {
-	p := make([]byte, n)
-	for i := range p {
-		p[i] = byte(i*31 + 7)
-	}
-	return p
-}
 
 // benchPush runs every implementation at every size over store, whose HTTP
 // traffic wire counts.
@@ -947,4 +941,14 @@ func BenchmarkStream(b *testing.B) {
 			})
 		}
 	}
+}
+
+// valkeyPushMemoryStore opens the Valkey store of BenchmarkPushMemory on a
+// server of its own, which goes, when the benchmark ends, with the 64 MiB
+// values it leaves behind. The transport it returns counts HTTP, which
+// Valkey does not speak: roundtrips/op and bytes-read/op read 0 for it
+// (BenchmarkValkeyPut and BenchmarkValkeyRead count Valkey's).
+func valkeyPushMemoryStore(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
+	c := testserver.ValkeyClient(b, testserver.StartValkey(b, ""), "")
+	return writefence.NewValkeyConditionalStore(c), &benchTransport{testserver.NewTransport(b)}
 }

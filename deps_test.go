@@ -9,21 +9,75 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPackageLinksNoStoreSDKs: a program that imports only this package
-// (MemStore, say) links none of the SDKs of the stores that live in
-// packages of their own.
-func TestPackageLinksNoStoreSDKs(t *testing.T) {
+// coreTags are the build tags that leave every adapter of this package
+// out: a program built with them links the core alone.
+const coreTags = "writefence_nominio,writefence_nogcs,writefence_novalkey"
+
+// listDeps returns what go list -deps gives for pkgs under args.
+func listDeps(t *testing.T, args ...string) []string {
+	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH")
 	}
-	out, err := exec.Command(gobin, "list", "-deps", "github.com/writefence/writefence").CombinedOutput()
+	out, err := exec.Command(gobin, append([]string{"list", "-deps"}, args...)...).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	deps := strings.Fields(string(out))
-	require.Contains(t, deps, "github.com/writefence/writefence")
+	return strings.Fields(string(out))
+}
+
+// assertLinksNone fails the test for each of deps under one of prefixes.
+func assertLinksNone(t *testing.T, what string, deps, prefixes []string) {
+	t.Helper()
 	for _, d := range deps {
-		for _, sdk := range []string{"github.com/aws/", "go.etcd.io/etcd/", "github.com/Azure/azure-sdk-for-go/", "github.com/jackc/"} {
-			assert.False(t, strings.HasPrefix(d, sdk), "github.com/writefence/writefence links %s", d)
+		for _, p := range prefixes {
+			assert.False(t, strings.HasPrefix(d, p), "%s links %s", what, d)
 		}
 	}
+}
+
+// TestPackageLinksNoStoreSDKs: a program that imports only this package
+// (MemStore, say) links none of the SDKs of the stores that live in
+// packages of their own.
+func TestPackageLinksNoStoreSDKs(t *testing.T) {
+	deps := listDeps(t, "github.com/writefence/writefence")
+	require.Contains(t, deps, "github.com/writefence/writefence")
+	assertLinksNone(t, "github.com/writefence/writefence", deps,
+		[]string{"github.com/aws/", "go.etcd.io/etcd/", "github.com/Azure/azure-sdk-for-go/", "github.com/jackc/"})
+}
+
+// adapterSDKs are the SDKs of the adapters in this package, by the tag
+// that leaves each out.
+var adapterSDKs = map[string][]string{
+	"writefence_nominio":  {"github.com/minio/"},
+	"writefence_nogcs":    {"cloud.google.com/go", "google.golang.org/api", "google.golang.org/grpc", "go.opentelemetry.io/"},
+	"writefence_novalkey": {"github.com/redis/go-redis/"},
+}
+
+// TestTagsLeaveOutAdapterSDKs: built with an adapter's tag, this package
+// links none of that adapter's SDK; with all of them it links the
+// standard library and itself only, and so does writefencetest.
+func TestTagsLeaveOutAdapterSDKs(t *testing.T) {
+	for tag, sdks := range adapterSDKs {
+		t.Run(tag, func(t *testing.T) {
+			assertLinksNone(t, "-tags "+tag, listDeps(t, "-tags", tag, "github.com/writefence/writefence"), sdks)
+		})
+	}
+	t.Run("all", func(t *testing.T) {
+		deps := listDeps(t, "-tags", coreTags, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
+			"github.com/writefence/writefence", "github.com/writefence/writefence/writefencetest")
+		require.Contains(t, deps, "github.com/writefence/writefence")
+		for _, d := range deps {
+			assert.True(t, d == "github.com/writefence/writefence" || strings.HasPrefix(d, "github.com/writefence/writefence/internal/") ||
+				d == "github.com/writefence/writefence/writefencetest", "-tags %s links %s", coreTags, d)
+		}
+	})
+}
+
+// TestDepsCommandLinksNoTesting: the command runs the push race through
+// internal/pushrace, not through the conformance kit, so it does not link
+// package testing (and its flags).
+func TestDepsCommandLinksNoTesting(t *testing.T) {
+	deps := listDeps(t, "github.com/writefence/writefence/cmd/writefence")
+	require.Contains(t, deps, "github.com/writefence/writefence")
+	assert.NotContains(t, deps, "testing")
 }

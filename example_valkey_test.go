@@ -1,3 +1,5 @@
+//go:build !writefence_novalkey
+
 package writefence_test
 
 import (

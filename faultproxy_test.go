@@ -132,16 +132,6 @@ func (p *faultProxy) setRates(r faultRates) faultRates {
 	return old
 }
 
-// dropReplyWhen makes the proxy drop the reply of every request for which
-// match (given the request's first bytes) reports true, calling then in
-// between: the request has reached the server and been answered, and the
-// client has not yet seen its connection reset.
-func (p *faultProxy) dropReplyWhen(match func(req []byte) bool, then func()) {
-	p.mu.Lock()
-	p.dropWhen, p.then = match, then
-	p.mu.Unlock()
-}
-
 // setClock makes now the clock that ends timed outages, so that a test
 // decides when an outage is over instead of racing it.
 func (p *faultProxy) setClock(now func() time.Time) {

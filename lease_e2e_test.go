@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !writefence_nominio
 
 package writefence
 

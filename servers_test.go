@@ -2,16 +2,10 @@ package writefence_test
 
 import (
 	"context"
-	"testing"
 
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
-
-// Forwarders to internal/testserver for the test files that still call
-// the old names.
-
-func uniqueName(t testing.TB) string { return testserver.UniqueName(t) }
 
 // kitReadLimit is the read limit the adapters' conformance runs set on
 // their stores, so the suite checks ErrTooLarge without writing 64 MiB.

@@ -394,12 +394,3 @@ func tooLarge(op, key string, limit int64) error {
 // is configured (64 MiB + 4 KiB): the largest payload a Fence accepts by
 // default plus room for a record header.
 const defaultMaxObjectSize = defaults.MaxObjectSize
-
-// readLimit returns a store's read limit: maxObjectSize, its configured
-// limit, or defaultMaxObjectSize when that is zero or less.
-func readLimit(maxObjectSize int64) int64 {
-	if maxObjectSize > 0 {
-		return maxObjectSize
-	}
-	return defaultMaxObjectSize
-}

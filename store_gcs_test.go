@@ -1,3 +1,5 @@
+//go:build !writefence_nogcs
+
 package writefence_test
 
 import (

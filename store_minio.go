@@ -1,3 +1,5 @@
+//go:build !writefence_nominio
+
 package writefence
 
 import (
