@@ -46,7 +46,7 @@ func snapshot(t *testing.T, m *writefence.MemStore) map[string]string {
 // recordClaiming returns a valid record whose header then claims payloadLen
 // bytes of payload, with the header checksum recomputed so that only the
 // length disagrees with the bytes present. It relies on the layout
-// documented in record.go.
+// documented in internal/record/record.go.
 func recordClaiming(t *testing.T, writer string, epoch, payloadLen uint64) []byte {
 	t.Helper()
 	m := &writefence.MemStore{}

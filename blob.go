@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // Streams: a shard's state as many immutable blobs (WAL segments,
@@ -40,11 +41,7 @@ import (
 // BlobRef is a record's reference to a blob of its shard: the blob's name
 // and what checks its bytes. The name carries the epoch and the writer
 // that wrote the blob.
-type BlobRef struct {
-	Name string // the blob's name in the shard's blob space, as PutBlob returned it
-	Size int64  // its size in bytes
-	CRC  uint32 // the CRC-32C of its bytes
-}
+type BlobRef = record.BlobRef
 
 // Manifest is a record as Commit reads and writes it: the payload and the
 // blobs it references.
@@ -167,7 +164,7 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 		}
 	}
 	attempt = 1
-	sum := &countingCRC{h: crc32.New(castagnoli)}
+	sum := &countingCRC{h: crc32.New(record.Castagnoli)}
 	info, err := bs.CreateBlob(ctx, key, io.TeeReader(r, sum))
 	if err != nil {
 		return BlobRef{}, fmt.Errorf("writefence: blob %s: %w", esc(key), err)
@@ -317,7 +314,7 @@ func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.Re
 		rc.Close()
 		return nil, BlobRef{}, &CorruptError{Key: key, Check: fmt.Sprintf("blob size %d, its reference says %d", bi.Size, ref.Size)}
 	}
-	return &checkedBlob{rc: rc, key: key, ref: ref, h: crc32.New(castagnoli)}, ref, nil
+	return &checkedBlob{rc: rc, key: key, ref: ref, h: crc32.New(record.Castagnoli)}, ref, nil
 }
 
 // checkedBlob reads a blob and checks it against its reference. The

@@ -73,6 +73,19 @@ func TestTagsLeaveOutAdapterSDKs(t *testing.T) {
 	})
 }
 
+// TestRecordCodecLinksStandardLibraryOnly: the record codec, whose fuzz
+// target compiles everything it links with coverage instrumentation,
+// links the standard library and packages of this module's internal/
+// only: no SDK, directly or through those packages.
+func TestRecordCodecLinksStandardLibraryOnly(t *testing.T) {
+	const pkg = "github.com/writefence/writefence/internal/record"
+	deps := listDeps(t, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg)
+	require.Contains(t, deps, pkg)
+	for _, d := range deps {
+		assert.True(t, strings.HasPrefix(d, "github.com/writefence/writefence/internal/"), "%s links %s", pkg, d)
+	}
+}
+
 // TestDepsCommandLinksNoTesting: the command runs the push race through
 // internal/pushrace, not through the conformance kit, so it does not link
 // package testing (and its flags).

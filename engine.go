@@ -10,6 +10,7 @@ import (
 
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // The conditional-update engine. Every write the package makes goes
@@ -43,9 +44,9 @@ type change struct {
 	writer string // the writer (or lease holder) making it, for the Observer
 	epoch  uint64 // the epoch it writes, for the Observer and errors; 0 when none
 
-	// head reads only the first maxHeaderSize bytes of the object when the
-	// store can (GetPrefix); decide may still ask for all of it with
-	// errReadWhole.
+	// head reads only the first record.MaxHeaderSize bytes of the object
+	// when the store can (GetPrefix); decide may still ask for all of it
+	// with errReadWhole.
 	head bool
 
 	// cached, when not empty, is a version the first attempt conditions
@@ -236,8 +237,9 @@ func (f *Fence) guard(ctx context.Context, c *change) error {
 	return f.checkBrand(ctx, true)
 }
 
-// readKey reads key once: all of it, or with head its first maxHeaderSize
-// bytes. A missing key and damage the store found are states, not errors.
+// readKey reads key once: all of it, or with head its first
+// record.MaxHeaderSize bytes. A missing key and damage the store found are
+// states, not errors.
 func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, error) {
 	if err := hook.Read(ctx, key); err != nil {
 		return nil, err
@@ -245,7 +247,7 @@ func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, 
 	var s snapshot
 	var err error
 	if head {
-		s.data, s.size, s.version, err = GetPrefix(ctx, f.Store, key, maxHeaderSize)
+		s.data, s.size, s.version, err = GetPrefix(ctx, f.Store, key, record.MaxHeaderSize)
 		s.whole = s.size <= int64(len(s.data))
 	} else {
 		s.data, s.version, err = f.Store.Get(ctx, key)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/writefence/writefence/internal/record"
 )
 
 // EpochSource is where a push's epoch comes from: the seam through which a
@@ -190,18 +192,18 @@ func (s *TermSource) continueAbove(ctx context.Context, key string) error {
 	switch {
 	case !st.found:
 		return nil
-	case st.h.epoch == 0:
+	case st.h.Epoch == 0:
 		return st.corrupt // not even the header decodes: no epoch to go above
 	}
 	// A header that decodes tells the epoch, whatever failed after it (the
 	// payload's checksum, another identity): the push will meet the same
 	// refusal, but the epoch is known.
-	term, seq := st.h.epoch>>leaseSeqBits, st.h.epoch&maxLeaseSeq
+	term, seq := st.h.Epoch>>leaseSeqBits, st.h.Epoch&maxLeaseSeq
 	switch {
 	case term > s.term:
-		return s.end("%s records epoch %d of term %d by %s", esc(key), st.h.epoch, term, esc(st.h.writer))
-	case term == s.term && st.h.writer != s.Writer:
-		return s.end("%s records epoch %d of this term by %s: two writers in one term", esc(key), st.h.epoch, esc(st.h.writer))
+		return s.end("%s records epoch %d of term %d by %s", esc(key), st.h.Epoch, term, esc(st.h.Writer))
+	case term == s.term && st.h.Writer != s.Writer:
+		return s.end("%s records epoch %d of this term by %s: two writers in one term", esc(key), st.h.Epoch, esc(st.h.Writer))
 	case term == s.term && seq > s.seq:
 		s.seq = seq
 	}
@@ -239,8 +241,8 @@ func (s *TermSource) check(plugin, shard string) (string, error) {
 		return "", invalidArg("term", "TermSource.Term is nil")
 	case s.Writer == "":
 		return "", invalidArg("writer", "empty")
-	case len(s.Writer) > maxWriterLen:
-		return "", invalidArg("writer", "%d bytes, more than %d", len(s.Writer), maxWriterLen)
+	case len(s.Writer) > record.MaxWriterLen:
+		return "", invalidArg("writer", "%d bytes, more than %d", len(s.Writer), record.MaxWriterLen)
 	}
 	return s.Fence.key(plugin, shard)
 }

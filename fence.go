@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // Defaults for the zero values of the Fence's settings.
@@ -131,7 +132,7 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 		return err
 	}
 	u.constant, u.payload = true, payload
-	u.crc = crc32Castagnoli(payload)
+	u.crc = record.CRC32C(payload)
 	return f.runUpdate(ctx, u)
 }
 
@@ -204,8 +205,8 @@ func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*reco
 	switch {
 	case writer == "":
 		return nil, invalidArg("writer", "empty")
-	case len(writer) > maxWriterLen:
-		return nil, invalidArg("writer", "%d bytes, more than %d", len(writer), maxWriterLen)
+	case len(writer) > record.MaxWriterLen:
+		return nil, invalidArg("writer", "%d bytes, more than %d", len(writer), record.MaxWriterLen)
 	case epoch == 0:
 		return nil, invalidArg("epoch", "must be at least 1")
 	}
@@ -217,7 +218,7 @@ func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*reco
 func (f *Fence) checkBody(payload []byte, refs []BlobRef) error {
 	size := int64(len(payload))
 	for _, r := range refs {
-		size += refEntryFixed + int64(len(r.Name))
+		size += record.RefEntryFixed + int64(len(r.Name))
 	}
 	if limit := f.maxPayload(); size > limit {
 		return invalidArg("payload", "%d bytes with its references, more than the limit of %d", size, limit)
@@ -236,7 +237,7 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 			c.cached = mem.version
 		}
 	}
-	var wrote recordBody // what the last decision wrote, or found written
+	var wrote record.Body // what the last decision wrote, or found written
 	c.decide = func(s *snapshot) ([][]byte, bool, error) {
 		if s.cached {
 			wrote = u.body(mem.writer, mem.epoch, mem.since, mem.stream)
@@ -251,7 +252,7 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		f.forget(u.key)
 		return err
 	}
-	f.remember(u.key, cachedRecord{version: out.version, epoch: u.epoch, writer: u.writer, since: wrote.since, stream: wrote.stream})
+	f.remember(u.key, cachedRecord{version: out.version, epoch: u.epoch, writer: u.writer, since: wrote.Since, stream: wrote.Stream})
 	return nil
 }
 
@@ -267,83 +268,83 @@ func since(writer, recordedWriter string, recordedEpoch, recordedSince uint64) u
 
 // body returns a push's record over a record of writer at epoch with the
 // given floor, of format version 3 (stream) or not.
-func (u *recordUpdate) body(writer string, epoch, floor uint64, stream bool) recordBody {
-	b := recordBody{payload: u.payload, stream: stream}
+func (u *recordUpdate) body(writer string, epoch, floor uint64, stream bool) record.Body {
+	b := record.Body{Payload: u.payload, Stream: stream}
 	if stream {
-		b.since = since(u.writer, writer, epoch, floor)
+		b.Since = since(u.writer, writer, epoch, floor)
 	}
 	return b
 }
 
 // parts encodes the record of body written by this update.
-func (u *recordUpdate) parts(b recordBody) [][]byte {
+func (u *recordUpdate) parts(b record.Body) [][]byte {
 	crc := u.crc
 	if !u.constant {
-		crc = crc32Castagnoli(b.payload)
+		crc = record.CRC32C(b.Payload)
 	}
-	return encodeRecord(u.f.identity(), u.writer, u.epoch, b, crc)
+	return record.Encode(u.f.identity(), u.writer, u.epoch, b, crc)
 }
 
 // decide is the protocol's decision on what the store records: the record
 // to write, done when the record already is this write, or the refusal.
-func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, recordBody, error) {
+func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) {
 	st := decodeSnapshot(u.key, s)
 	if st.corrupt != nil {
-		return nil, false, recordBody{}, st.corrupt
+		return nil, false, record.Body{}, st.corrupt
 	}
 	var current Manifest
 	stream := u.commit
 	var floor uint64
 	if st.found {
 		if err := u.f.checkIdentity(u.key, st.h); err != nil {
-			return nil, false, recordBody{}, err
+			return nil, false, record.Body{}, err
 		}
-		if st.h.epoch == u.epoch && st.h.writer == u.writer && u.maySizeMatch(st.h) {
+		if st.h.Epoch == u.epoch && st.h.Writer == u.writer && u.maySizeMatch(st.h) {
 			if !st.whole {
-				return nil, false, recordBody{}, errReadWhole
+				return nil, false, record.Body{}, errReadWhole
 			}
 			if u.landed(st.body) {
 				return nil, true, st.body, nil
 			}
 		}
-		if u.epoch <= st.h.epoch {
-			return nil, false, recordBody{}, &StaleEpochError{Op: u.op, Key: u.key, Epoch: u.epoch, RecordedEpoch: st.h.epoch, RecordedWriter: st.h.writer}
+		if u.epoch <= st.h.Epoch {
+			return nil, false, record.Body{}, &StaleEpochError{Op: u.op, Key: u.key, Epoch: u.epoch, RecordedEpoch: st.h.Epoch, RecordedWriter: st.h.Writer}
 		}
 		// A record is overwritten only once all of it was read and
 		// checked, payload included: a header alone cannot tell a
 		// damaged payload, and damage is never overwritten but by a
 		// Settle. A refusal needs only the header.
 		if !st.whole {
-			return nil, false, recordBody{}, errReadWhole
+			return nil, false, record.Body{}, errReadWhole
 		}
-		current = Manifest{Payload: st.body.payload, Blobs: st.body.refs}
-		stream = stream || st.h.version == streamVersion
-		floor = tenureFloor(st.h)
+		current = Manifest{Payload: st.body.Payload, Blobs: st.body.Refs}
+		stream = stream || st.h.Version == record.StreamVersion
+		floor = record.TenureFloor(st.h)
 	}
 	if u.constant {
-		b := u.body(st.h.writer, st.h.epoch, floor, stream)
+		b := u.body(st.h.Writer, st.h.Epoch, floor, stream)
 		return u.parts(b), false, b, nil
 	}
 	m, err := u.next(current)
 	if err != nil {
-		return nil, false, recordBody{}, err
+		return nil, false, record.Body{}, err
 	}
 	if !u.commit {
 		m.Blobs = current.Blobs
 	}
-	b := recordBody{payload: m.Payload, refs: m.Blobs, stream: stream}
+	b := record.Body{Payload: m.Payload, Refs: m.Blobs, Stream: stream}
 	if stream {
-		b.since = since(u.writer, st.h.writer, st.h.epoch, floor)
+		b.Since = since(u.writer, st.h.Writer, st.h.Epoch, floor)
 	}
-	if err := u.f.checkBody(b.payload, b.refs); err != nil {
-		return nil, false, recordBody{}, err
+	if err := u.f.checkBody(b.Payload, b.Refs); err != nil {
+		return nil, false, record.Body{}, err
 	}
 	if u.commit {
-		if err := distinctRefs(b.refs); err != nil {
-			return nil, false, recordBody{}, err
+		if err := distinctRefs(b.Refs); err != nil {
+			return nil, false, record.Body{}, err
 		}
-		if err := u.checkBlobs(newRefs(current.Blobs, b.refs), b.since); err != nil {
-			return nil, false, recordBody{}, err
+		if err := u.checkBlobs(newRefs(current.Blobs, b.Refs), b.Since); err != nil {
+			return nil, false, record.Body{}, err
 		}
 	}
 	u.produced, u.ran = m, true
@@ -367,18 +368,18 @@ func distinctRefs(refs []BlobRef) error {
 // maySizeMatch reports whether a record with header h may hold this push's
 // payload: same size and (where the header carries it) checksum. Only the
 // payload bytes themselves decide; an update's payload is not known ahead.
-func (u *recordUpdate) maySizeMatch(h header) bool {
-	return !u.constant || h.payloadLen == uint64(len(u.payload)) && h.refCount == 0 && (h.version == 1 || h.payloadCRC == u.crc)
+func (u *recordUpdate) maySizeMatch(h record.Header) bool {
+	return !u.constant || h.PayloadLen == uint64(len(u.payload)) && h.RefCount == 0 && (h.Version == 1 || h.PayloadCRC == u.crc)
 }
 
 // landed reports whether body, recorded at this write's epoch by its
 // writer, is this write's: a push's payload; an update's, a seal's or a
 // commit's last result, or a record next leaves unchanged.
-func (u *recordUpdate) landed(body recordBody) bool {
-	recorded := Manifest{Payload: body.payload, Blobs: body.refs}
+func (u *recordUpdate) landed(body record.Body) bool {
+	recorded := Manifest{Payload: body.Payload, Blobs: body.Refs}
 	switch {
 	case u.constant:
-		return bytes.Equal(body.payload, u.payload) && len(body.refs) == 0
+		return bytes.Equal(body.Payload, u.payload) && len(body.Refs) == 0
 	case u.ran && recorded.equal(u.produced):
 		return true
 	}
@@ -410,8 +411,8 @@ func (f *Fence) checkConfig() error {
 	switch {
 	case f.Store == nil:
 		return invalidArg("store", "Fence.Store is nil")
-	case len(f.Identity) > maxIdentityLen:
-		return invalidArg("identity", "%d bytes, more than %d", len(f.Identity), maxIdentityLen)
+	case len(f.Identity) > record.MaxIdentityLen:
+		return invalidArg("identity", "%d bytes, more than %d", len(f.Identity), record.MaxIdentityLen)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // Lease is a named, expiring, exclusive lease kept in one record of a
@@ -798,8 +799,8 @@ func (l *Lease) check() (string, error) {
 		return "", invalidArg("fence", "Lease.Fence is nil")
 	case l.Holder == "":
 		return "", invalidArg("holder", "empty")
-	case len(l.Holder) > maxWriterLen:
-		return "", invalidArg("holder", "%d bytes, more than %d", len(l.Holder), maxWriterLen)
+	case len(l.Holder) > record.MaxWriterLen:
+		return "", invalidArg("holder", "%d bytes, more than %d", len(l.Holder), record.MaxWriterLen)
 	case l.TTL <= 0:
 		return "", invalidArg("ttl", "%v, must be positive", l.TTL)
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -624,10 +625,10 @@ func (r *e2eRun) checkHistory(c *minio.Client) {
 	}
 	var history []version
 	for i, data := range versions(shardKey) {
-		h, body, check := decodeRecord(data)
+		h, body, check := record.Decode(data)
 		require.Empty(t, check, "version %d of the record does not decode", i)
-		sum := sha256.Sum256(body.payload)
-		v := version{epoch: h.epoch, writer: h.writer, sum: hex.EncodeToString(sum[:])}
+		sum := sha256.Sum256(body.Payload)
+		v := version{epoch: h.Epoch, writer: h.Writer, sum: hex.EncodeToString(sum[:])}
 		if i > 0 {
 			require.Greater(t, v.epoch, history[i-1].epoch, "version %d: epochs strictly rise", i)
 		}

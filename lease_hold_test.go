@@ -16,6 +16,7 @@ import (
 
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -440,13 +441,13 @@ func TestLeaseHoldTakeoverRace(t *testing.T) {
 			sealedAt := -1
 			for j, e := range epochs {
 				if j > 0 {
-					require.Greater(t, e.epoch, epochs[j-1].epoch, "%s: epochs rise", key)
+					require.Greater(t, e.Epoch, epochs[j-1].Epoch, "%s: epochs rise", key)
 				}
-				if e.writer == "b" && sealedAt < 0 {
+				if e.Writer == "b" && sealedAt < 0 {
 					sealedAt = j
 				}
 				if sealedAt >= 0 {
-					require.Equal(t, "b", e.writer, "%s: a write by a after b's seal", key)
+					require.Equal(t, "b", e.Writer, "%s: a write by a after b's seal", key)
 				}
 			}
 			require.Positive(t, sealedAt, "%s: a pushed, then b sealed", key)
@@ -460,7 +461,7 @@ func TestLeaseHoldTakeoverRace(t *testing.T) {
 type landedLog struct {
 	ConditionalStore
 	mu  sync.Mutex // guards log, and orders the writes
-	log map[string][]header
+	log map[string][]record.Header
 }
 
 func (s *landedLog) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
@@ -468,10 +469,10 @@ func (s *landedLog) PutIfVersion(ctx context.Context, key string, data []byte, e
 	defer s.mu.Unlock()
 	v, err := s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
 	if err == nil && strings.Contains(key, "/s/") {
-		h, _, check := decodeRecord(data)
+		h, _, check := record.Decode(data)
 		if check == "" {
 			if s.log == nil {
-				s.log = make(map[string][]header)
+				s.log = make(map[string][]record.Header)
 			}
 			s.log[key] = append(s.log[key], h)
 		}
@@ -479,10 +480,10 @@ func (s *landedLog) PutIfVersion(ctx context.Context, key string, data []byte, e
 	return v, err
 }
 
-func (s *landedLog) epochs(key string) []header {
+func (s *landedLog) epochs(key string) []record.Header {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]header(nil), s.log[key]...)
+	return append([]record.Header(nil), s.log[key]...)
 }
 
 // leaseRecordOf returns the decoded lease record of the lease "leader",

@@ -1,13 +1,17 @@
 package writefence
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/writefence/writefence/internal/record"
+)
 
 // The lease record, format version 2. Integers are big-endian.
 //
 //	offset size  field
 //	0      4     magic "WFL\x00"
 //	4      1     format version (2)
-//	5      2     holder length H (1..maxWriterLen)
+//	5      2     holder length H (1..record.MaxWriterLen)
 //	7      8     term (1..maxLeaseTerm)
 //	15     8     expiry, Unix nanoseconds (0 = released; never negative)
 //	23     16    incarnation: random bytes drawn once per Lease value
@@ -36,7 +40,7 @@ type leaseRecord struct {
 }
 
 func encodeLease(holder string, term uint64, expiry int64, incarnation [leaseIncSize]byte) []byte {
-	b := make([]byte, leaseHeaderSize, leaseHeaderSize+len(holder)+checksumSize)
+	b := make([]byte, leaseHeaderSize, leaseHeaderSize+len(holder)+record.ChecksumSize)
 	copy(b, leaseMagic)
 	b[4] = leaseVersion
 	binary.BigEndian.PutUint16(b[5:], uint16(len(holder)))
@@ -44,7 +48,7 @@ func encodeLease(holder string, term uint64, expiry int64, incarnation [leaseInc
 	binary.BigEndian.PutUint64(b[15:], uint64(expiry))
 	copy(b[23:], incarnation[:])
 	b = append(b, holder...)
-	return binary.BigEndian.AppendUint32(b, crc32Castagnoli(b))
+	return binary.BigEndian.AppendUint32(b, record.CRC32C(b))
 }
 
 // decodeLease decodes a lease record strictly; it returns the name of the
@@ -55,7 +59,7 @@ func decodeLease(b []byte) (leaseRecord, string) {
 	switch {
 	case string(b[:n]) != leaseMagic[:n]:
 		return r, "magic"
-	case len(b) < leaseV1HeaderSize+checksumSize:
+	case len(b) < leaseV1HeaderSize+record.ChecksumSize:
 		return r, "truncated"
 	case b[4] != 1 && b[4] != leaseVersion:
 		return r, "unknown format version"
@@ -68,15 +72,15 @@ func decodeLease(b []byte) (leaseRecord, string) {
 	switch {
 	case h == 0:
 		return r, "empty holder"
-	case h > maxWriterLen:
+	case h > record.MaxWriterLen:
 		return r, "holder length"
-	case len(b) < size+h+checksumSize:
+	case len(b) < size+h+record.ChecksumSize:
 		return r, "truncated"
-	case len(b) > size+h+checksumSize:
+	case len(b) > size+h+record.ChecksumSize:
 		return r, "trailing bytes"
 	}
 	end := size + h
-	if binary.BigEndian.Uint32(b[end:]) != crc32Castagnoli(b[:end]) {
+	if binary.BigEndian.Uint32(b[end:]) != record.CRC32C(b[:end]) {
 		return r, "checksum"
 	}
 	r.term = binary.BigEndian.Uint64(b[7:])

@@ -20,6 +20,7 @@ import (
 
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -50,7 +51,7 @@ func TestLeaseRecordStrict(t *testing.T) {
 	v1 := append([]byte(nil), good[:leaseV1HeaderSize]...)
 	v1[4] = 1
 	v1 = append(v1, "node-a"...)
-	v1 = binary.BigEndian.AppendUint32(v1, crc32Castagnoli(v1))
+	v1 = binary.BigEndian.AppendUint32(v1, record.CRC32C(v1))
 	r, check = decodeLease(v1)
 	require.Empty(t, check)
 	assert.Equal(t, leaseRecord{holder: "node-a", term: 7, expiry: 1234}, r)
@@ -72,9 +73,9 @@ func TestLeaseRecordStrict(t *testing.T) {
 		"term 0":          {encodeLease("a", 0, 1, inc), "term 0"},
 		"term too large":  {encodeLease("a", maxLeaseTerm+1, 1, inc), "term too large"},
 		"empty holder":    {encodeLease("", 1, 1, inc), "empty holder"},
-		"long holder":     {encodeLease(strings.Repeat("h", maxWriterLen+1), 1, 1, inc), "holder length"},
+		"long holder":     {encodeLease(strings.Repeat("h", record.MaxWriterLen+1), 1, 1, inc), "holder length"},
 		"negative expiry": {encodeLease("a", 1, -1, inc), "negative expiry"},
-		"a fence record":  {wholeRecord("id", "w", 1, recordBody{}), "magic"},
+		"a fence record":  {wholeRecord("id", "w", 1, record.Body{}), "magic"},
 	}
 	for name, c := range cases {
 		_, check := decodeLease(c.b)
@@ -117,7 +118,7 @@ func TestLeaseInvalid(t *testing.T) {
 		"fence":  {Name: "n", Holder: "h", TTL: time.Second},
 		"store":  {Fence: &Fence{}, Name: "n", Holder: "h", TTL: time.Second},
 		"holder": {Fence: &Fence{Store: store}, Name: "n", TTL: time.Second},
-		"long":   {Fence: &Fence{Store: store}, Name: "n", Holder: strings.Repeat("h", maxWriterLen+1), TTL: time.Second},
+		"long":   {Fence: &Fence{Store: store}, Name: "n", Holder: strings.Repeat("h", record.MaxWriterLen+1), TTL: time.Second},
 		"ttl":    {Fence: &Fence{Store: store}, Name: "n", Holder: "h"},
 		"name":   {Fence: &Fence{Store: store}, Holder: "h", TTL: time.Second},
 	} {

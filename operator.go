@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // RecordInfo is what Inspect learned of a shard's record from one read.
@@ -22,7 +23,7 @@ type RecordInfo struct {
 }
 
 // floor is the tenure floor Commit and Collect apply over the record (see
-// tenureFloor): Since in a stream's record, the epoch in a plain one.
+// record.TenureFloor): Since in a stream's record, the epoch in a plain one.
 func (i RecordInfo) floor() uint64 {
 	if i.Stream {
 		return i.Since
@@ -57,16 +58,16 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), ErrNotFound)
 	}
 	info.Version = st.version
-	if st.h.epoch != 0 {
+	if st.h.Epoch != 0 {
 		// The header decoded, whatever check failed after it: its epoch
 		// and writer are what Settle must not go below.
-		info.Identity, info.Epoch, info.Writer = st.h.identity, st.h.epoch, st.h.writer
+		info.Identity, info.Epoch, info.Writer = st.h.Identity, st.h.Epoch, st.h.Writer
 	}
 	if st.corrupt != nil {
 		return info, st.corrupt
 	}
-	info.Payload, info.Blobs, info.Since = st.body.payload, st.body.refs, st.body.since
-	info.Stream = st.body.stream
+	info.Payload, info.Blobs, info.Since = st.body.Payload, st.body.Refs, st.body.Since
+	info.Stream = st.body.Stream
 	return info, f.checkIdentity(key, st.h)
 }
 
@@ -182,15 +183,15 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 		switch {
 		case rec.corrupt != nil:
 			return nil, false, rec.corrupt
-		case rec.h.identity != st.f.identity():
+		case rec.h.Identity != st.f.identity():
 			return nil, false, st.f.checkIdentity(st.logKey, rec.h)
-		case st.tried && rec.h.epoch == st.s.Epoch && rec.h.writer == st.s.Writer && bytes.Equal(rec.body.payload, entry):
+		case st.tried && rec.h.Epoch == st.s.Epoch && rec.h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, entry):
 			return nil, true, nil // this call's write landed, its reply was lost
-		case st.s.Epoch <= rec.h.epoch:
-			return nil, false, &StaleEpochError{Op: opSettle, Key: st.logKey, Epoch: st.s.Epoch, RecordedEpoch: rec.h.epoch, RecordedWriter: rec.h.writer}
+		case st.s.Epoch <= rec.h.Epoch:
+			return nil, false, &StaleEpochError{Op: opSettle, Key: st.logKey, Epoch: st.s.Epoch, RecordedEpoch: rec.h.Epoch, RecordedWriter: rec.h.Writer}
 		}
 	}
-	h := encodeHeader(st.f.identity(), st.s.Writer, st.s.Epoch, uint64(len(entry)), crc32Castagnoli(entry))
+	h := record.EncodeHeader(st.f.identity(), st.s.Writer, st.s.Epoch, uint64(len(entry)), record.CRC32C(entry))
 	st.tried = true
 	return [][]byte{h, entry}, false, nil
 }
@@ -206,18 +207,18 @@ func (st *settle) decide(ctx context.Context, s *snapshot) ([][]byte, bool, erro
 	case !rec.found:
 		return nil, false, fmt.Errorf("writefence: settle %s: %w", esc(st.key), ErrNotFound)
 	case rec.corrupt == nil:
-		if h.identity == st.f.identity() && h.epoch == st.s.Epoch && h.writer == st.s.Writer && bytes.Equal(rec.body.payload, st.s.Payload) && len(rec.body.refs) == 0 {
+		if h.Identity == st.f.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) && len(rec.body.Refs) == 0 {
 			return nil, true, nil
 		}
 		return nil, false, invalidArg("version", "the record at %s decodes: nothing to settle", esc(st.key))
 	case rec.version != st.s.Version:
 		return nil, false, fmt.Errorf("writefence: settle %s: the corrupt record is at version %s, not %s: %w",
 			esc(st.key), esc(rec.version), esc(st.s.Version), ErrConflict)
-	case h.epoch != 0 && h.identity != st.f.identity():
+	case h.Epoch != 0 && h.Identity != st.f.identity():
 		return nil, false, st.f.checkIdentity(st.key, h)
-	case h.epoch != 0 && st.s.Epoch <= h.epoch:
-		return nil, false, &StaleEpochError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, RecordedEpoch: h.epoch, RecordedWriter: h.writer}
-	case h.epoch == 0 && st.s.Floor == 0:
+	case h.Epoch != 0 && st.s.Epoch <= h.Epoch:
+		return nil, false, &StaleEpochError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, RecordedEpoch: h.Epoch, RecordedWriter: h.Writer}
+	case h.Epoch == 0 && st.s.Floor == 0:
 		return nil, false, invalidArg("floor", "not even the header of the corrupt record at %s can be read (%s), so the store holds no epoch to stay above: state the highest epoch ever granted for the shard", esc(st.key), rec.corrupt.Check)
 	case st.s.Epoch <= st.s.Floor:
 		return nil, false, invalidArg("epoch", "%d is not above the floor %d", st.s.Epoch, st.s.Floor)
@@ -231,9 +232,9 @@ func (st *settle) decide(ctx context.Context, s *snapshot) ([][]byte, bool, erro
 	// record's epoch when its header decodes. When it does not, the record
 	// carries none; the settle's writer differs from the stream's writers,
 	// so their next commit starts a tenure above the settle's epoch anyway.
-	body := recordBody{payload: st.s.Payload}
-	if h.version == streamVersion {
-		body.stream, body.since = true, since(st.s.Writer, h.writer, h.epoch, h.since)
+	body := record.Body{Payload: st.s.Payload}
+	if h.Version == record.StreamVersion {
+		body.Stream, body.Since = true, since(st.s.Writer, h.Writer, h.Epoch, h.Since)
 	}
-	return encodeRecord(st.f.identity(), st.s.Writer, st.s.Epoch, body, crc32Castagnoli(st.s.Payload)), false, nil
+	return record.Encode(st.f.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
 }

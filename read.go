@@ -1,12 +1,14 @@
 package writefence
 
+import "github.com/writefence/writefence/internal/record"
+
 // recorded is what one read of a record's key found, decoded.
 type recorded struct {
 	found   bool
 	whole   bool          // the whole record was read, not only its head
 	version string        // the version of the bytes read (of the damage, when damaged in place)
-	h       header        // the decoded header; h.epoch is 0 when it did not decode
-	body    recordBody    // the payload, references and tenure floor, on a whole read of a sound record
+	h       record.Header // the decoded header; h.Epoch is 0 when it did not decode
+	body    record.Body   // the payload, references and tenure floor, on a whole read of a sound record
 	corrupt *CorruptError // set when the record, or the store's own check, failed
 }
 
@@ -26,20 +28,20 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 	case !s.found:
 		return st
 	case s.damage != nil:
-		if h, c := decodeHeader(s.damage.Head); c == "" {
+		if h, c := record.DecodeHeader(s.damage.Head); c == "" {
 			st.h = h
 		}
 		st.corrupt = s.damage
 		return st
 	case s.whole:
-		st.h, st.body, check = decodeRecord(s.data)
+		st.h, st.body, check = record.Decode(s.data)
 	default:
-		st.h, check = decodeHeader(s.data)
+		st.h, check = record.DecodeHeader(s.data)
 		if check == "" {
-			switch rest := uint64(s.size - int64(st.h.size)); {
-			case st.h.bodyLen() > rest:
+			switch rest := uint64(s.size - int64(st.h.Size)); {
+			case st.h.BodyLen() > rest:
 				check = "truncated payload"
-			case st.h.bodyLen() < rest:
+			case st.h.BodyLen() < rest:
 				check = "trailing bytes"
 			}
 		}
@@ -50,9 +52,9 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 	return st
 }
 
-func (f *Fence) checkIdentity(key string, h header) error {
-	if id := f.identity(); h.identity != id {
-		return &WireError{Key: key, Expected: id, Found: h.identity}
+func (f *Fence) checkIdentity(key string, h record.Header) error {
+	if id := f.identity(); h.Identity != id {
+		return &WireError{Key: key, Expected: id, Found: h.Identity}
 	}
 	return nil
 }

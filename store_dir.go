@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // DirConditionalStore is a ConditionalStore over a directory of the local
@@ -402,14 +403,14 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		return fail(err)
 	}
 	r := bufio.NewReaderSize(f, dirReadBuffer)
-	crc := crc32.New(castagnoli)
+	crc := crc32.New(record.Castagnoli)
 	// Where the data of an intact file starts is known from the key alone,
 	// and how much of it there is from the file's size: the head of damaged
 	// data is taken there, whatever the damaged bytes of the file's own
 	// header claim, so damage to the layout cannot hide an intact record
 	// header.
 	dataStart := int64(dirHeaderSize + len(key))
-	headRoom := int(min(max(st.Size()-dataStart-checksumSize, 0), maxHeaderSize))
+	headRoom := int(min(max(st.Size()-dataStart-record.ChecksumSize, 0), record.MaxHeaderSize))
 	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the
@@ -476,7 +477,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 	}
 	// The size the header declares must be the file's size; comparing
 	// first keeps a damaged length from passing for a large object.
-	rest := st.Size() - dirHeaderSize - keyLen - checksumSize
+	rest := st.Size() - dirHeaderSize - keyLen - record.ChecksumSize
 	switch {
 	case rest < 0 || dataLen > uint64(rest):
 		return corrupt("truncated file")
@@ -505,12 +506,12 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 		return fail(err)
 	}
 	sum := crc.Sum32()
-	var tail [checksumSize + 1]byte
+	var tail [record.ChecksumSize + 1]byte
 	n, err := io.ReadFull(r, tail[:])
 	switch {
-	case n < checksumSize && (err == io.EOF || err == io.ErrUnexpectedEOF):
+	case n < record.ChecksumSize && (err == io.EOF || err == io.ErrUnexpectedEOF):
 		return corrupt("truncated file")
-	case n > checksumSize:
+	case n > record.ChecksumSize:
 		return corrupt("trailing bytes")
 	case err != io.ErrUnexpectedEOF:
 		return fail(err)
@@ -650,9 +651,9 @@ func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]by
 	binary.BigEndian.PutUint16(h[21:], uint16(len(key)))
 	binary.BigEndian.PutUint64(h[23:], uint64(size))
 	h = append(h, key...)
-	sum := crc32.Checksum(h, castagnoli)
+	sum := crc32.Checksum(h, record.Castagnoli)
 	for _, p := range parts {
-		sum = crc32.Update(sum, castagnoli, p)
+		sum = crc32.Update(sum, record.Castagnoli, p)
 	}
 	tail := binary.BigEndian.AppendUint32(nil, sum)
 

@@ -14,6 +14,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/writefence/writefence/internal/record"
 )
 
 // The blobs of DirConditionalStore (BlobStore): one file per blob under
@@ -95,7 +97,7 @@ func (s *DirConditionalStore) CreateBlob(ctx context.Context, key string, r io.R
 	h[4] = dirBlobVersion
 	binary.BigEndian.PutUint16(h[5:], uint16(len(key)))
 	h = append(h, key...)
-	crc := crc32.New(castagnoli)
+	crc := crc32.New(record.Castagnoli)
 	crc.Write(h)
 	if _, err := tmp.Write(h); err != nil {
 		return BlobInfo{}, dirErr(dirBlobCreate, key, err)
@@ -218,7 +220,7 @@ func (s *DirConditionalStore) checkBlobFile(f *os.File, op, key string) (BlobInf
 	if binary.BigEndian.Uint64(n[:]) != uint64(size) {
 		return corrupt("length disagrees with the file's size")
 	}
-	return BlobInfo{Key: key, Size: size, Modified: st.ModTime()}, crc32.Checksum(h, castagnoli), nil
+	return BlobInfo{Key: key, Size: size, Modified: st.ModTime()}, crc32.Checksum(h, record.Castagnoli), nil
 }
 
 // OpenBlob implements BlobStore. The blob's header, key and length are
@@ -262,7 +264,7 @@ func (b *dirBlobReader) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	n, err := b.data.Read(p)
-	b.sum = crc32.Update(b.sum, castagnoli, p[:n])
+	b.sum = crc32.Update(b.sum, record.Castagnoli, p[:n])
 	b.read += int64(n)
 	if b.read == b.size && n > 0 {
 		// The last byte: the checksum is checked before the read that
@@ -300,7 +302,7 @@ func (b *dirBlobReader) verdict() error {
 	case err != nil:
 		return dirErr(dirBlobRead, b.key, err)
 	}
-	if crc32.Update(b.sum, castagnoli, tail[:8]) != binary.BigEndian.Uint32(tail[8:]) {
+	if crc32.Update(b.sum, record.Castagnoli, tail[:8]) != binary.BigEndian.Uint32(tail[8:]) {
 		return dirErr(dirBlobRead, b.key, &CorruptError{Key: b.key, Check: "dir store: blob checksum"})
 	}
 	return io.EOF

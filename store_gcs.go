@@ -15,6 +15,8 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
+
+	"github.com/writefence/writefence/internal/record"
 )
 
 // GCSConditionalStore is a ConditionalStore over one Google Cloud Storage
@@ -192,7 +194,7 @@ func (s *GCSConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 	// on the way is refused instead of stored.
 	var sum uint32
 	for _, p := range parts {
-		sum = crc32.Update(sum, castagnoli, p) // CRC-32C, the checksum Cloud Storage uses
+		sum = crc32.Update(sum, record.Castagnoli, p) // CRC-32C, the checksum Cloud Storage uses
 	}
 	w.CRC32C = sum
 	w.SendCRC32C = true
@@ -351,7 +353,7 @@ func (s *GCSConditionalStore) CreateBlob(ctx context.Context, key string, r io.R
 	small := len(head) < gcsSmallBlob
 	if small {
 		w.ChunkSize = 0
-		w.CRC32C = crc32.Checksum(head, castagnoli)
+		w.CRC32C = crc32.Checksum(head, record.Castagnoli)
 		w.SendCRC32C = true
 	} else {
 		w.ChunkSize = int(part)

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // The layout of a value: a fixed header, then the data.
@@ -850,9 +851,9 @@ func (s *ValkeyConditionalStore) put(ctx context.Context, key string, parts [][]
 type valkeyBrand struct{ key, identity string }
 
 // valkeyBrandReadEnd is the last byte of the brand key a write reads: a
-// header and maxHeaderSize bytes of data. An identity is far shorter; a
+// header and record.MaxHeaderSize bytes of data. An identity is far shorter; a
 // longer value is refused all the same, cut.
-const valkeyBrandReadEnd = valkeyHeaderLen + maxHeaderSize
+const valkeyBrandReadEnd = valkeyHeaderLen + record.MaxHeaderSize
 
 // verdict is the brand check over what a write read of the brand key: its
 // value cut at valkeyBrandReadEnd. A value read whole must be intact (its
@@ -1354,7 +1355,7 @@ func valkeyValue(version string, parts [][]byte) []byte {
 	copy(value[valkeyTokenOff:], version)
 	var crc uint32
 	for _, p := range parts {
-		crc = crc32.Update(crc, castagnoli, p)
+		crc = crc32.Update(crc, record.Castagnoli, p)
 		value = append(value, p...)
 	}
 	putHex(value[valkeyLengthOff:valkeyCRCOff], uint64(n))
@@ -1521,7 +1522,7 @@ func valkeyCRC(s string) uint32 {
 	var buf [32 << 10]byte
 	for len(s) > 0 {
 		n := copy(buf[:], s)
-		crc = crc32.Update(crc, castagnoli, buf[:n])
+		crc = crc32.Update(crc, record.Castagnoli, buf[:n])
 		s = s[n:]
 	}
 	return crc
@@ -1541,7 +1542,7 @@ func valkeyDamagedHead(v string) []byte {
 	if len(v) <= start {
 		return nil
 	}
-	return []byte(v[start:min(len(v), start+maxHeaderSize)])
+	return []byte(v[start:min(len(v), start+record.MaxHeaderSize)])
 }
 
 // valkeyReadEnd is the last byte index a read of a value under limit asks

@@ -1,4 +1,4 @@
-package writefence
+package record
 
 import (
 	"bytes"
@@ -14,12 +14,12 @@ import (
 // FuzzDecodeRecord states.
 func TestStreamRecordOfNoFloorIsCanonical(t *testing.T) {
 	payload := []byte("manifest")
-	h := encodeHeaderV(streamVersion, "writefence/v1", "node-1", 7, uint64(len(payload)), crc32Castagnoli(payload), 0, nil)
+	h := encodeHeaderV(StreamVersion, "writefence/v1", "node-1", 7, uint64(len(payload)), CRC32C(payload), 0, nil)
 	rec := append(h, payload...)
 
-	dh, body, check := decodeRecord(rec)
+	dh, body, check := Decode(rec)
 	if check == "" { // accepted: then it must be the one encoding of its record
-		again := bytes.Join(encodeRecord(dh.identity, dh.writer, dh.epoch, body, crc32Castagnoli(body.payload)), nil)
+		again := bytes.Join(Encode(dh.Identity, dh.Writer, dh.Epoch, body, CRC32C(body.Payload)), nil)
 		assert.True(t, bytes.Equal(rec, again), "the decoded record re-encodes to the same bytes: format %d of %d bytes became format %d of %d bytes", rec[4], len(rec), again[4], len(again))
 	}
 }
