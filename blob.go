@@ -40,7 +40,11 @@ import (
 
 // BlobRef is a record's reference to a blob of its shard: the blob's name
 // and what checks its bytes. The name carries the epoch and the writer
-// that wrote the blob.
+// that wrote the blob. Its fields:
+//
+//	Name string // the blob's name in the shard's blob space, as PutBlob returned it
+//	Size int64  // its size in bytes
+//	CRC  uint32 // the CRC-32C of its bytes
 type BlobRef = record.BlobRef
 
 // Manifest is a record as Commit reads and writes it: the payload and the
