@@ -9,12 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/minio/minio-go/v7"
-	"github.com/redis/go-redis/v9"
 )
 
 // advisedError is an error with what to do about it. It unwraps to the
@@ -26,9 +22,6 @@ type advisedError struct {
 
 func (e *advisedError) Error() string { return e.err.Error() + "; " + e.advice }
 func (e *advisedError) Unwrap() error { return e.err }
-
-// S3 error codes that mean the credentials were missing or wrong.
-var s3CredentialCodes = []string{"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"}
 
 // advisers are the advice of the stores that register their own (in
 // init): each returns err with advice, or nil when it has none.
@@ -53,19 +46,10 @@ func advise(err error, inv *invocation) error {
 	if inv.addr != "" {
 		where = inv.addr
 	}
-	var resp minio.ErrorResponse
 	var netErr net.Error
 	var plainReply tls.RecordHeaderError
 	var badCert *tls.CertificateVerificationError
 	switch {
-	case errors.As(err, &resp) && slices.Contains(s3CredentialCodes, resp.Code):
-		return &advisedError{err, "the S3 server refused the credentials (" + resp.Code + "); the command read " +
-			envList("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD",
-				"MINIO_ACCESS_KEY", "MINIO_SECRET_KEY", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE") +
-			", then ~/.aws/credentials: export the bucket's access key pair"}
-	case redis.IsAuthError(err):
-		return &advisedError{err, "the Valkey server refused the credentials; the command read " +
-			envList("VALKEY_USERNAME", "VALKEY_PASSWORD", "REDISCLI_AUTH") + ": export the password (and the ACL user)"}
 	case errors.Is(err, http.ErrSchemeMismatch):
 		return &advisedError{err, "the endpoint of " + where + " speaks plain HTTP: add secure=false to an s3:// address, or use http:// in a gs:// endpoint, and quote the address"}
 	case errors.As(err, &plainReply) && valkeyTLS(inv.addr):

@@ -1,0 +1,6 @@
+//go:build writefence_nopostgres
+
+package main
+
+// Built with writefence_nopostgres, the command has no PostgreSQL store (store_postgres.go).
+func init() { omit("writefence_nopostgres", "postgres", "postgresql") }
