@@ -135,13 +135,6 @@ var openers = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
 // the tag, fills it.
 var omitted = map[string]string{}
 
-// omit records that tag left the store of schemes out of the build.
-func omit(tag string, schemes ...string) {
-	for _, s := range schemes {
-		omitted[s] = tag
-	}
-}
-
 // userInAddress holds the schemes whose addresses may name a user (never
 // a password): a user name is no secret, and PostgreSQL's URLs carry one.
 var userInAddress = map[string]bool{}
@@ -187,6 +180,8 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 
 // query returns the address's query, refusing parameters not in allowed
 // so that a misspelt one is not silently ignored.
+//
+//lint:ignore U1000 the stores' files use it, and a build may leave them all out
 func query(u *url.URL, allowed ...string) (url.Values, error) {
 	q := u.Query()
 	for k := range q {
@@ -197,6 +192,10 @@ func query(u *url.URL, allowed ...string) (url.Values, error) {
 	return q, nil
 }
 
+// boolParam reads the parameter name of q as true or false, def when it
+// is absent.
+//
+//lint:ignore U1000 as query
 func boolParam(q url.Values, name string, def bool) (bool, error) {
 	v := q.Get(name)
 	if v == "" {

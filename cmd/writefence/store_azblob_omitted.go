@@ -3,4 +3,4 @@
 package main
 
 // Built with writefence_noazblob, the command has no Azure Blob store (store_azblob.go).
-func init() { omit("writefence_noazblob", "azblob") }
+func init() { omitted["azblob"] = "writefence_noazblob" }

@@ -3,4 +3,4 @@
 package main
 
 // Built with writefence_nodynamodb, the command has no DynamoDB store (store_dynamodb.go).
-func init() { omit("writefence_nodynamodb", "dynamodb") }
+func init() { omitted["dynamodb"] = "writefence_nodynamodb" }

@@ -3,4 +3,4 @@
 package main
 
 // Built with writefence_nogcs, the command has no Cloud Storage store (store_gcs.go).
-func init() { omit("writefence_nogcs", "gs") }
+func init() { omitted["gs"] = "writefence_nogcs" }

@@ -3,4 +3,8 @@
 package main
 
 // Built with writefence_nopostgres, the command has no PostgreSQL store (store_postgres.go).
-func init() { omit("writefence_nopostgres", "postgres", "postgresql") }
+func init() {
+	for _, s := range []string{"postgres", "postgresql"} {
+		omitted[s] = "writefence_nopostgres"
+	}
+}

@@ -4,5 +4,7 @@ package main
 
 // Built with writefence_novalkey, the command has no Valkey store (store_valkey.go).
 func init() {
-	omit("writefence_novalkey", "valkey", "valkeys", "redis", "rediss", "valkey+cluster", "valkeys+cluster")
+	for _, s := range []string{"valkey", "valkeys", "redis", "rediss", "valkey+cluster", "valkeys+cluster"} {
+		omitted[s] = "writefence_novalkey"
+	}
 }
