@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,20 +93,6 @@ func wfCommand(t *testing.T, bin string, args ...string) *exec.Cmd {
 	c := exec.Command(bin, args...)
 	c.Env = append(os.Environ(), runMainEnv+"=1")
 	return c
-}
-
-// wfProcess runs args as a process and returns its result.
-func wfProcess(t *testing.T, args ...string) result {
-	t.Helper()
-	c := wfCommand(t, "", args...)
-	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
-	err := c.Run()
-	var exit *exec.ExitError
-	if err != nil {
-		require.ErrorAs(t, err, &exit)
-	}
-	return result{c.ProcessState.ExitCode(), stdout.String(), stderr.String()}
 }
 
 // TestMain fails the package's tests if any goroutine outlives them.
@@ -341,33 +325,6 @@ func TestStdoutFailure(t *testing.T) {
 	}
 }
 
-// TestInterrupted: SIGINT and SIGTERM end the command with their own
-// status, not the network error's. The signal is sent once the command is
-// connected to a server that never answers, so it is the only way out.
-func TestInterrupted(t *testing.T) {
-	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
-		t.Run(sig.String(), func(t *testing.T) {
-			addr, accepted := silentServer(t)
-			c := wfCommand(t, "", "latest", "-timeout", "0", "-store", "s3://mirrors?secure=false&endpoint="+addr, "wal", "s")
-			var stderr strings.Builder
-			c.Stderr = &stderr
-			require.NoError(t, c.Start())
-			select {
-			case <-accepted:
-			case <-time.After(time.Minute):
-				c.Process.Kill()
-				t.Fatal("the command never connected")
-			}
-			require.NoError(t, c.Process.Signal(sig))
-			err := c.Wait()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit)
-			assert.Equal(t, exitInterrupted, exit.ExitCode(), "%s", stderr.String())
-		})
-	}
-	assert.Contains(t, exitHelp(), "130 interrupted")
-}
-
 // TestInterruptedEveryVerb: every command run under a context that an
 // interrupt ended exits with the interrupt's status and claims no
 // violation.
@@ -396,20 +353,6 @@ func TestInterruptedEveryVerb(t *testing.T) {
 		assert.Equal(t, exitInterrupted, code, "%v: %s", args, r)
 		assert.NotContains(t, strings.ToLower(r.stdout+r.stderr), "violation", "%v: %s", args, r)
 	}
-}
-
-// TestRedisLogSilenced: go-redis's own log lines (pool.go: failed to
-// dial) never reach stderr; the command reports the error once.
-func TestRedisLogSilenced(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close()) // nothing listens there now
-	r := wfProcess(t, "latest", "-timeout", "20s", "-store", "valkey://"+addr+"/0", "wal", "s")
-	assert.Equal(t, exitError, r.code, "%s", r)
-	assert.NotContains(t, r.stderr, "pool.go")
-	assert.NotContains(t, r.stderr, "redis: 20", "a log line's timestamp")
-	assert.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %s", r.stderr)
 }
 
 // TestVersion: version prints the module version, the Go version and the

@@ -124,8 +124,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 type command struct {
@@ -182,14 +180,7 @@ func init() {
 		demoCommand,
 		versionCommand,
 	}
-	// go-redis logs dial failures on its own (pool.go: ... failed to
-	// dial); the command reports the error once, itself.
-	redis.SetLogger(quietLogger{})
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

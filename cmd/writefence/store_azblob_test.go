@@ -1,3 +1,5 @@
+//go:build !writefence_noazblob
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build !writefence_nodynamodb
+
 package main
 
 import (
@@ -14,6 +16,10 @@ import (
 	"github.com/writefence/writefence/dynamostore"
 	"github.com/writefence/writefence/internal/escape"
 )
+
+func init() {
+	openers["dynamodb"] = openDynamoDB
+}
 
 // dynamoTableName is DynamoDB's rule for table names.
 var dynamoTableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)

@@ -1,3 +1,5 @@
+//go:build !writefence_nodynamodb
+
 package main
 
 import (

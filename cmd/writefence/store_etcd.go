@@ -1,3 +1,5 @@
+//go:build !writefence_noetcd
+
 package main
 
 import (
@@ -18,6 +20,11 @@ import (
 	"github.com/writefence/writefence/etcdstore"
 	"github.com/writefence/writefence/internal/escape"
 )
+
+func init() {
+	openers["etcd"] = openEtcd
+	openers["etcds"] = openEtcd
+}
 
 // openEtcd opens etcd://host:port[/prefix][?max-request-bytes=N&tls=true],
 // or etcds:// for TLS. The path, when there is one, is the etcd key prefix

@@ -1,3 +1,5 @@
+//go:build !writefence_noetcd
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build !writefence_nopostgres
+
 package main
 
 import (

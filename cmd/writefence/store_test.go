@@ -1,21 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,23 +24,6 @@ func TestStoreAddressRefused(t *testing.T) {
 		"mem://host",
 		"file://relative/path",
 		"file:///tmp/x?sync=1",
-		"s3://",
-		"s3://bucket/path",
-		"s3://bucket?endpoint=http://127.0.0.1:9000",
-		"s3://bucket?secure=maybe",
-		"s3://bucket?endpiont=127.0.0.1:9000",
-		"s3://AKIAEXAMPLE:hunter2secret@bucket",
-		"gs://",
-		"gs://bucket?endpoint=127.0.0.1:4443",
-		"valkey://127.0.0.1",
-		"valkey://127.0.0.1:6379/zero",
-		"valkey://127.0.0.1:6379/0?script=perhaps",
-		"valkey://default:hunter2secret@127.0.0.1:6379/0",
-		"valkey+cluster://127.0.0.1",
-		"valkey+cluster://127.0.0.1:1,127.0.0.1",
-		"valkey+cluster://127.0.0.1:1,",
-		"valkey+cluster://127.0.0.1:1/0",
-		"valkey+cluster://default:hunter2secret@127.0.0.1:1",
 		"::not a url",
 	} {
 		r := wf(t, "latest", "-store", addr, "wal", "s")
@@ -60,13 +36,9 @@ func TestStoreAddressOpens(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "d")
 	for addr, want := range map[string]any{
-		"mem://":                         &writefence.MemStore{},
-		"file://" + dir:                  &writefence.DirConditionalStore{},
-		"file://localhost" + dir:         &writefence.DirConditionalStore{},
-		"s3://bkt?endpoint=h:1&secure=0": &writefence.MinioConditionalStore{},
-		"gs://bkt?endpoint=http://h:1":   &writefence.GCSConditionalStore{},
-		"valkey://h:1/3?script=1":        &writefence.ValkeyConditionalStore{},
-		"redis://h:1":                    &writefence.ValkeyConditionalStore{},
+		"mem://":                 &writefence.MemStore{},
+		"file://" + dir:          &writefence.DirConditionalStore{},
+		"file://localhost" + dir: &writefence.DirConditionalStore{},
 	} {
 		s, err := openStore(ctx, addr)
 		require.NoError(t, err, addr)
@@ -74,75 +46,38 @@ func TestStoreAddressOpens(t *testing.T) {
 		assert.Equal(t, addr, s.addr)
 		require.NoError(t, s.close(), addr)
 	}
-	s, err := openStore(ctx, "valkey://h:1/3?script=1")
-	require.NoError(t, err)
-	defer func() { require.NoError(t, s.close()) }()
-	assert.True(t, s.store.(*writefence.ValkeyConditionalStore).Script)
-
-	c, err := openStore(ctx, "valkey+cluster://h:1,h:2?script=1")
-	require.NoError(t, err)
-	defer func() { require.NoError(t, c.close()) }()
-	assert.True(t, c.store.(*writefence.ValkeyConditionalStore).Script)
 }
 
-// TestValkeyAddress: a Valkey address's query sets the replicas every
-// write waits for and how long, and TLS; a bad value is a usage error that
-// names the parameter, before any I/O.
-func TestValkeyAddress(t *testing.T) {
-	ctx := context.Background()
-	for addr, want := range map[string]struct {
-		wait    int
-		timeout time.Duration
-	}{
-		"valkey://h:1/0":                                  {},
-		"valkey://h:1/0?wait=0":                           {},
-		"valkey://h:1/0?wait=1":                           {wait: 1},
-		"valkey://h:1/0?wait=2&wait-timeout=250ms":        {wait: 2, timeout: 250 * time.Millisecond},
-		"valkeys://h:1/0?wait=1&wait-timeout=3s&script=1": {wait: 1, timeout: 3 * time.Second},
-		"valkey://h:1/0?tls=true":                         {},
-		"rediss://h:1":                                    {},
-		"valkey+cluster://h:1,h:2":                        {},
-		"valkey+cluster://h:1,h:2/?wait=1":                {wait: 1},
-		"valkeys+cluster://h:1?wait=2&wait-timeout=250ms": {wait: 2, timeout: 250 * time.Millisecond},
-		"valkey+cluster://h:1?script=1&tls=true&wait=1":   {wait: 1},
-	} {
-		s, err := openStore(ctx, addr)
-		require.NoError(t, err, addr)
-		vs := s.store.(*writefence.ValkeyConditionalStore)
-		assert.Equal(t, want.wait, vs.WaitReplicas, addr)
-		assert.Equal(t, want.timeout, vs.WaitTimeout, addr)
-		require.NoError(t, s.close(), addr)
-	}
-	for addr, param := range map[string]string{
-		"valkey://h:1/0?wait=-1":                   "wait=-1",
-		"valkey://h:1/0?wait=one":                  "wait=one",
-		"valkey://h:1/0?wait=1.5":                  "wait=1.5",
-		"valkey://h:1/0?wait=99999999999":          "wait=99999999999",
-		"valkey://h:1/0?wait=1&wait-timeout=soon":  "wait-timeout=soon",
-		"valkey://h:1/0?wait=1&wait-timeout=0s":    "wait-timeout=0s",
-		"valkey://h:1/0?wait=1&wait-timeout=-1s":   "wait-timeout=-1s",
-		"valkey://h:1/0?wait-timeout=1s":           "wait-timeout=1s without wait=N",
-		"valkey://h:1/0?wait=0&wait-timeout=1s":    "wait-timeout=1s without wait=N",
-		"valkey://h:1/0?tls=maybe":                 "tls=maybe",
-		"valkeys://h:1/0?tls=false":                "tls=false",
-		"valkeys://h/0":                            "valkeys://host:port/db",
-		"valkey://h:1/0?wiat=1":                    `"wiat"`,
-		"valkey://h:1/0?wait=1&wait_timeout=100ms": `"wait_timeout"`,
-		"valkey+cluster://h:1?wait=one":            "wait=one",
-		"valkey+cluster://h:1?wait-timeout=1s":     "wait-timeout=1s without wait=N",
-		"valkeys+cluster://h:1?tls=false":          "use valkey+cluster://",
-		"valkey+cluster://h:1?db=3":                `"db"`,
-	} {
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.Contains(t, r.stderr, param, addr)
-	}
-	r := wf(t, "help")
-	for _, doc := range []string{"valkeys://host:port/db", "wait=N", "wait-timeout=D", "tls=true"} {
-		assert.Contains(t, r.stdout, doc, "the store addresses in help")
-	}
-	for _, c := range []string{"push", "settle"} {
-		assert.Contains(t, wf(t, "help", c).stdout, "'valkey://host:port/0?wait=1'", "help %s", c)
+// storeTags are the schemes of the stores a build may leave out, by the
+// tag that leaves each out.
+var storeTags = map[string][]string{
+	"writefence_nominio":    {"s3"},
+	"writefence_nogcs":      {"gs"},
+	"writefence_novalkey":   {"valkey", "valkeys", "redis", "rediss", "valkey+cluster", "valkeys+cluster"},
+	"writefence_nodynamodb": {"dynamodb"},
+	"writefence_noetcd":     {"etcd", "etcds"},
+	"writefence_noazblob":   {"azblob"},
+	"writefence_nopostgres": {"postgres", "postgresql"},
+}
+
+// TestStoreTags: each scheme of a store is either in the build or left
+// out by its tag, and an address of one left out is a usage error that
+// names the tag, found before any I/O.
+func TestStoreTags(t *testing.T) {
+	for tag, schemes := range storeTags {
+		for _, scheme := range schemes {
+			_, in := openers[scheme]
+			by, out := omitted[scheme]
+			require.NotEqual(t, in, out, "%s:// is in the build or left out, not both nor neither", scheme)
+			if in {
+				continue
+			}
+			assert.Equal(t, tag, by, scheme)
+			r := wf(t, "latest", "-store", scheme+"://user:hunter2secret@host:1/x", "wal", "s")
+			assert.Equal(t, exitUsage, r.code, "%s: %s", scheme, r)
+			assert.Contains(t, r.stderr, "writefence: store address: "+scheme+":// is not in this build (built with "+tag+")")
+			assert.NotContains(t, r.stderr+r.stdout, "hunter2secret", scheme)
+		}
 	}
 }
 
@@ -185,17 +120,6 @@ func TestGlobalStoreFlag(t *testing.T) {
 	require.Equal(t, exitOK, wf(t, "-store", b, "push", "-writer", "w", "-epoch", "1", "-file", p, "wal", "other").code)
 	assert.Equal(t, exitOK, wf(t, "-store", a, "latest", "wal", "s").code)
 	assert.Equal(t, exitNotFound, wf(t, "-store", a, "latest", "-store", b, "wal", "s").code)
-}
-
-// TestBucketNameUsage: a bucket name the service would refuse is a usage
-// error, found before any request.
-func TestBucketNameUsage(t *testing.T) {
-	for _, addr := range []string{"s3://ab?endpoint=127.0.0.1:1", "s3://Bad_Bucket?endpoint=127.0.0.1:1", "s3://a..b?endpoint=127.0.0.1:1",
-		"gs://ab?endpoint=http://127.0.0.1:1", "gs://Upper?endpoint=http://127.0.0.1:1", "gs://-x-?endpoint=http://127.0.0.1:1"} {
-		r := wf(t, "latest", "-store", addr, "-timeout", "5s", "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.Contains(t, r.stderr, "bucket", addr)
-	}
 }
 
 // TestReadsCreateNothing: a command that only reads, on a directory that
@@ -280,129 +204,8 @@ func TestReadOnlyUser(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "lock.new"))
 }
 
-// tcpServer accepts connections on a loopback port and hands each to
-// serve, in a goroutine of its own; it returns the address. When the test
-// ends the listener and every connection are closed and serve is waited
-// for.
-func tcpServer(t *testing.T, serve func(net.Conn)) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex // guards conns and closed
-		conns  []net.Conn
-		closed bool
-	)
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			if closed {
-				mu.Unlock()
-				c.Close()
-				return
-			}
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { serve(c) })
-		}
-	})
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		closed = true
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return l.Addr().String()
-}
-
-// silentServer accepts TCP connections and never answers; accepted
-// receives each of the first 16 connections once it is accepted.
-func silentServer(t *testing.T) (addr string, accepted <-chan net.Conn) {
-	t.Helper()
-	ch := make(chan net.Conn, 16)
-	addr = tcpServer(t, func(c net.Conn) {
-		select {
-		case ch <- c:
-		default:
-		}
-	})
-	return addr, ch
-}
-
-// respServer answers every command with reply, as a Valkey server that
-// requires a password answers a client that sent none with an error.
-func respServer(t *testing.T, reply string) string {
-	t.Helper()
-	return tcpServer(t, func(c net.Conn) {
-		r := bufio.NewReader(c)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			if strings.HasPrefix(line, "*") {
-				if _, err := io.WriteString(c, reply); err != nil {
-					return
-				}
-			}
-		}
-	})
-}
-
 // TestErrorAdvice: the errors a user fixes from the shell say how.
 func TestErrorAdvice(t *testing.T) {
-	t.Run("valkey NOAUTH names the variables read", func(t *testing.T) {
-		t.Setenv("VALKEY_PASSWORD", "")
-		t.Setenv("REDISCLI_AUTH", "")
-		addr := respServer(t, "-NOAUTH Authentication required.\r\n")
-		r := wf(t, "latest", "-timeout", "20s", "-store", "valkey://"+addr+"/0", "wal", "s")
-		assert.Equal(t, exitError, r.code, "%s", r)
-		for _, v := range []string{"VALKEY_USERNAME (unset)", "VALKEY_PASSWORD (unset)", "REDISCLI_AUTH (unset)"} {
-			assert.Contains(t, r.stderr, v)
-		}
-	})
-	t.Run("timeout names the address and -timeout", func(t *testing.T) {
-		addr, _ := silentServer(t)
-		store := "valkey://" + addr + "/0"
-		start := time.Now()
-		r := wf(t, "latest", "-json", "-timeout", "200ms", "-store", store, "wal", "s")
-		// go-redis's own read timeout is seconds; -timeout must win.
-		assert.Less(t, time.Since(start), 3*time.Second, "the command gave up at -timeout")
-		assert.Equal(t, exitError, r.code, "%s", r)
-		assert.Contains(t, r.stderr, store)
-		assert.Contains(t, r.stderr, "-timeout 200ms")
-		assert.Contains(t, jsonOf(t, r)["error"], "raise -timeout")
-	})
-	t.Run("https to plain http suggests secure=false", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }))
-		defer srv.Close()
-		u, err := url.Parse(srv.URL)
-		require.NoError(t, err)
-		r := wf(t, "latest", "-timeout", "30s", "-store", "s3://mirrors?endpoint="+u.Host, "wal", "s")
-		assert.Equal(t, exitError, r.code, "%s", r)
-		assert.Contains(t, r.stderr, "secure=false")
-	})
-	t.Run("TLS to a plain server says so", func(t *testing.T) {
-		// A plain server answers the TLS handshake's bytes with an error
-		// line, as Valkey does when they hold a newline.
-		plain := tcpServer(t, func(c net.Conn) { _, _ = io.WriteString(c, "-ERR unknown command\r\n") })
-		silent, _ := silentServer(t)
-		for _, store := range []string{"valkeys://" + plain + "/0", "valkey://" + plain + "/0?tls=true", "valkeys://" + silent + "/0"} {
-			r := wf(t, "latest", "-timeout", "500ms", "-store", store, "wal", "s")
-			assert.Equal(t, exitError, r.code, "%s: %s", store, r)
-			assert.Contains(t, r.stderr, "does not speak TLS", store)
-			assert.Contains(t, r.stderr, "use valkey:// without tls=true", store)
-		}
-	})
 	t.Run("no doubled prefix", func(t *testing.T) {
 		// A store's error wrapped by the fence's: both carry the prefix.
 		addr := fileStore(t)
@@ -455,36 +258,4 @@ func TestPrefixIsADirectory(t *testing.T) {
 	require.NoError(t, err, "a prefix ending in / is kept as given")
 
 	assert.Contains(t, wf(t, "help", "push").stdout, "myapp means myapp/")
-}
-
-// closedPort returns a 127.0.0.1 address where nothing listens: a port
-// taken and let go.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
-// TestGCSConnectionRefused: a gs:// endpoint that refuses the connection
-// fails with the refusal, as S3 and Valkey do, rather than retrying until
-// -timeout ends it with a deadline.
-func TestGCSConnectionRefused(t *testing.T) {
-	addr := "gs://mirrors?endpoint=http://" + closedPort(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := openStore(ctx, addr)
-	require.NoError(t, err)
-	defer s.close()
-	_, _, err = s.store.Get(ctx, "writefence/s/wal/s")
-	require.ErrorIs(t, err, syscall.ECONNREFUSED)
-	assert.NotErrorIs(t, err, context.DeadlineExceeded)
-
-	r := wf(t, "latest", "-timeout", "20s", "-store", addr, "wal", "s")
-	assert.Equal(t, exitError, r.code, "%s", r)
-	assert.Contains(t, r.stderr, "connection refused")
-	assert.NotContains(t, r.stderr, "deadline")
-	assert.NotContains(t, r.stderr, "no answer from")
 }

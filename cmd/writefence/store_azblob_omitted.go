@@ -1,0 +1,6 @@
+//go:build writefence_noazblob
+
+package main
+
+// Built with writefence_noazblob, the command has no Azure Blob store (store_azblob.go).
+func init() { omitted["azblob"] = "writefence_noazblob" }

@@ -1,0 +1,6 @@
+//go:build writefence_nodynamodb
+
+package main
+
+// Built with writefence_nodynamodb, the command has no DynamoDB store (store_dynamodb.go).
+func init() { omitted["dynamodb"] = "writefence_nodynamodb" }

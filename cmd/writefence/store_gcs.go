@@ -1,0 +1,86 @@
+//go:build !writefence_nogcs
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
+)
+
+func init() {
+	openers["gs"] = openGCS
+}
+
+// openGCS opens gs://bucket[?endpoint=http://host:port]. With an endpoint
+// (an emulator) no credentials are used; otherwise the client finds
+// application default credentials, or STORAGE_EMULATOR_HOST.
+func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
+	q, err := query(u, "endpoint")
+	if err != nil {
+		return nil, err
+	}
+	bucket := u.Host
+	if bucket == "" || strings.Trim(u.Path, "/") != "" {
+		return nil, usagef("writefence: store address: want gs://bucket[?endpoint=http://host:port], the bucket as the host and no path")
+	}
+	if !validGCSBucket(bucket) {
+		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", escape.String(bucket))
+	}
+	var opts []option.ClientOption
+	if ep := q.Get("endpoint"); ep != "" {
+		e, err := url.Parse(ep)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			return nil, usagef("writefence: store address: endpoint=%s: want http://host:port or https://host:port", escape.String(ep))
+		}
+		if e.Path == "" || e.Path == "/" {
+			e.Path = "/storage/v1/"
+		}
+		opts = append(opts, option.WithEndpoint(e.String()), option.WithoutAuthentication())
+	}
+	client, err := storage.NewClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("writefence: cloud storage client: %w", err)
+	}
+	client.SetRetry(storage.WithErrorFunc(gcsRetryable))
+	return &opened{store: writefence.NewGCSConditionalStore(client, bucket), close: client.Close}, nil
+}
+
+// gcsRetryable is the client's retry policy (storage.ShouldRetry) except
+// that a refused connection is final: nothing listens at the endpoint, and
+// retrying would wait out the whole -timeout before saying so, where the
+// other stores fail at once.
+func gcsRetryable(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	return storage.ShouldRetry(err)
+}
+
+// validGCSBucket applies Cloud Storage's naming rules for buckets without
+// dots, and the 222-byte limit of dotted names; the server decides the rest.
+func validGCSBucket(b string) bool {
+	max := 63
+	if strings.Contains(b, ".") {
+		max = 222
+	}
+	if len(b) < 3 || len(b) > max {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(b); i++ {
+		if c := b[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return alnum(b[0]) && alnum(b[len(b)-1])
+}

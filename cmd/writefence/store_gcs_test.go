@@ -1,0 +1,95 @@
+//go:build !writefence_nogcs
+
+package main
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver"
+)
+
+// TestGCSAddress: the forms of a Cloud Storage address, and the malformed
+// ones, refused as usage errors before any I/O; a bucket name the service
+// would refuse is one too.
+func TestGCSAddress(t *testing.T) {
+	s, err := openStore(context.Background(), "gs://bkt?endpoint=http://h:1")
+	require.NoError(t, err)
+	assert.IsType(t, &writefence.GCSConditionalStore{}, s.store)
+	require.NoError(t, s.close())
+	for _, addr := range []string{"gs://", "gs://bucket?endpoint=127.0.0.1:4443"} {
+		r := wf(t, "latest", "-store", addr, "wal", "s")
+		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
+	}
+	for _, addr := range []string{"gs://ab?endpoint=http://127.0.0.1:1", "gs://Upper?endpoint=http://127.0.0.1:1", "gs://-x-?endpoint=http://127.0.0.1:1"} {
+		r := wf(t, "latest", "-store", addr, "-timeout", "5s", "wal", "s")
+		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
+		assert.Contains(t, r.stderr, "bucket", addr)
+	}
+}
+
+// closedPort returns a 127.0.0.1 address where nothing listens: a port
+// taken and let go.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// TestGCSConnectionRefused: a gs:// endpoint that refuses the connection
+// fails with the refusal, as S3 and Valkey do, rather than retrying until
+// -timeout ends it with a deadline.
+func TestGCSConnectionRefused(t *testing.T) {
+	addr := "gs://mirrors?endpoint=http://" + closedPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := openStore(ctx, addr)
+	require.NoError(t, err)
+	defer s.close()
+	_, _, err = s.store.Get(ctx, "writefence/s/wal/s")
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+
+	r := wf(t, "latest", "-timeout", "20s", "-store", addr, "wal", "s")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "connection refused")
+	assert.NotContains(t, r.stderr, "deadline")
+	assert.NotContains(t, r.stderr, "no answer from")
+}
+
+// gcsBucket creates a bucket of the test's own on the emulator, removed
+// with its objects afterwards, and returns its name and the endpoint.
+func gcsBucket(t *testing.T) (bucket, endpoint string) {
+	endpoint = testserver.GCSEndpoint(t)
+	return testserver.GCSBucket(t, testserver.GCSClient(t, endpoint, nil)), endpoint
+}
+
+func TestServerGCS(t *testing.T) {
+	bucket, endpoint := gcsBucket(t)
+	serverScenario(t, "gs://"+bucket+"?endpoint="+endpoint, "")
+}
+
+// TestServerGCSEmulatorHost: with STORAGE_EMULATOR_HOST set, gs://bucket
+// reaches the emulator without an endpoint in the address.
+func TestServerGCSEmulatorHost(t *testing.T) {
+	bucket, endpoint := gcsBucket(t)
+	u, err := url.Parse(endpoint)
+	require.NoError(t, err)
+	t.Setenv("STORAGE_EMULATOR_HOST", u.Host)
+	addr := "gs://" + bucket
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s").code)
+	r := wf(t, "latest", "-store", addr, "-json", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 1, jsonOf(t, r)["epoch"])
+}

@@ -1,0 +1,10 @@
+//go:build writefence_nopostgres
+
+package main
+
+// Built with writefence_nopostgres, the command has no PostgreSQL store (store_postgres.go).
+func init() {
+	for _, s := range []string{"postgres", "postgresql"} {
+		omitted[s] = "writefence_nopostgres"
+	}
+}

@@ -1,0 +1,77 @@
+//go:build !writefence_nominio
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
+)
+
+func init() {
+	openers["s3"] = openS3
+	advisers = append(advisers, adviseS3)
+}
+
+// openS3 opens s3://bucket?endpoint=host:port&secure=false&region=r.
+// Credentials come from the environment, in minio-go's usual order.
+func openS3(_ context.Context, u *url.URL) (*opened, error) {
+	q, err := query(u, "endpoint", "secure", "region")
+	if err != nil {
+		return nil, err
+	}
+	bucket := u.Host
+	if bucket == "" || strings.Trim(u.Path, "/") != "" {
+		return nil, usagef("writefence: store address: want s3://bucket[?endpoint=host:port], the bucket as the host and no path")
+	}
+	if err := s3utils.CheckValidBucketNameStrict(bucket); err != nil {
+		return nil, usagef("writefence: store address: bucket %s: %v", escape.String(bucket), err)
+	}
+	endpoint := q.Get("endpoint")
+	if endpoint == "" {
+		endpoint = "s3.amazonaws.com"
+	}
+	if strings.Contains(endpoint, "/") {
+		return nil, usagef("writefence: store address: endpoint=%s: want host:port, without a scheme (use secure=false for http)", escape.String(endpoint))
+	}
+	secure, err := boolParam(q, "secure", true)
+	if err != nil {
+		return nil, err
+	}
+	creds := credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.EnvMinio{},
+		&credentials.FileAWSCredentials{},
+	})
+	client, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: q.Get("region")})
+	if err != nil {
+		return nil, fmt.Errorf("writefence: s3 client: %w", err)
+	}
+	return &opened{store: writefence.NewMinioConditionalStore(client, bucket), close: noClose}, nil
+}
+
+// S3 error codes that mean the credentials were missing or wrong.
+var s3CredentialCodes = []string{"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"}
+
+// adviseS3 names the variables read when the S3 server refused the
+// credentials.
+func adviseS3(err error, _ *invocation) error {
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) || !slices.Contains(s3CredentialCodes, resp.Code) {
+		return nil
+	}
+	return &advisedError{err, "the S3 server refused the credentials (" + resp.Code + "); the command read " +
+		envList("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD",
+			"MINIO_ACCESS_KEY", "MINIO_SECRET_KEY", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE") +
+		", then ~/.aws/credentials: export the bucket's access key pair"}
+}

@@ -1,0 +1,6 @@
+//go:build writefence_nominio
+
+package main
+
+// Built with writefence_nominio, the command has no S3 store (store_s3.go).
+func init() { omitted["s3"] = "writefence_nominio" }

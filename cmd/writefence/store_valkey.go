@@ -1,0 +1,202 @@
+//go:build !writefence_novalkey
+
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
+)
+
+func init() {
+	for _, scheme := range []string{"valkey", "valkeys", "redis", "rediss"} {
+		openers[scheme] = openValkey
+	}
+	for _, scheme := range []string{"valkey+cluster", "valkeys+cluster"} {
+		openers[scheme] = openValkeyCluster
+	}
+	advisers = append(advisers, adviseValkey)
+	// go-redis logs dial failures on its own (pool.go: ... failed to
+	// dial); the command reports the error once, itself.
+	redis.SetLogger(quietLogger{})
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// openValkey opens valkey://host:port/db[?script=1&wait=N&wait-timeout=D&tls=true],
+// or valkeys:// for TLS. The password comes from VALKEY_PASSWORD, or
+// REDISCLI_AUTH as valkey-cli reads it, and the ACL user from
+// VALKEY_USERNAME. Over TLS the server's certificate is checked against
+// the host's CAs (SSL_CERT_FILE or SSL_CERT_DIR name others).
+func openValkey(_ context.Context, u *url.URL) (*opened, error) {
+	p, err := valkeyParams(u)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" || port == "" {
+		return nil, usagef("writefence: store address: want %s://host:port/db, with a port", u.Scheme)
+	}
+	db := 0
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		db, err = strconv.Atoi(p)
+		if err != nil || db < 0 {
+			return nil, usagef("writefence: store address: database %s: want a number", escape.String(p))
+		}
+	}
+	username, password := valkeyCredentials()
+	opts := &redis.Options{
+		Addr:     u.Host,
+		DB:       db,
+		Username: username,
+		Password: password,
+		// Reads and writes end at the command's -timeout: without this
+		// go-redis waits out its own timeouts (seconds) whatever ctx says.
+		ContextTimeoutEnabled: true,
+	}
+	if p.tls {
+		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	client := redis.NewClient(opts)
+	return &opened{store: p.store(client), close: client.Close}, nil
+}
+
+// openValkeyCluster opens valkey+cluster://host:port,host:port[?script=1&wait=N&wait-timeout=D&tls=true],
+// a Valkey or Redis cluster reached through any of the nodes listed (the
+// client learns the others from them), or valkeys+cluster:// for TLS,
+// with the certificates of every node checked against the first host's
+// name. Credentials come from the environment as for valkey://. A cluster
+// has one database: the address takes no path. Each wait= counts the
+// replicas of the primary that owns the record's slot.
+func openValkeyCluster(_ context.Context, u *url.URL) (*opened, error) {
+	p, err := valkeyParams(u)
+	if err != nil {
+		return nil, err
+	}
+	want := usagef("writefence: store address: want %s://host:port,host:port,..., each node with a port, and no path (a cluster has one database)", u.Scheme)
+	if strings.Trim(u.Path, "/") != "" {
+		return nil, want
+	}
+	addrs := strings.Split(u.Host, ",")
+	for _, a := range addrs {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			return nil, want
+		}
+	}
+	username, password := valkeyCredentials()
+	opts := &redis.ClusterOptions{
+		Addrs:                 addrs,
+		Username:              username,
+		Password:              password,
+		ContextTimeoutEnabled: true, // as for valkey://
+	}
+	if p.tls {
+		host, _, _ := net.SplitHostPort(addrs[0])
+		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	client := redis.NewClusterClient(opts)
+	return &opened{store: p.store(client), close: client.Close}, nil
+}
+
+// valkeyQuery is the settings of a Valkey address's query.
+type valkeyQuery struct {
+	script      bool
+	wait        int
+	waitTimeout time.Duration
+	tls         bool
+}
+
+// valkeyParams reads script=, wait=, wait-timeout= and tls= from u, whose
+// scheme ends in "s" (or "s+cluster") for TLS.
+func valkeyParams(u *url.URL) (valkeyQuery, error) {
+	var p valkeyQuery
+	q, err := query(u, "script", "wait", "wait-timeout", "tls")
+	if err != nil {
+		return p, err
+	}
+	if p.script, err = boolParam(q, "script", false); err != nil {
+		return p, err
+	}
+	if p.wait, p.waitTimeout, err = waitParams(q); err != nil {
+		return p, err
+	}
+	base := strings.TrimSuffix(u.Scheme, "+cluster")
+	tlsScheme := base == "valkeys" || base == "rediss"
+	if p.tls, err = boolParam(q, "tls", tlsScheme); err != nil {
+		return p, err
+	}
+	if tlsScheme && !p.tls {
+		plain := strings.TrimSuffix(base, "s") + strings.TrimPrefix(u.Scheme, base)
+		return p, usagef("writefence: store address: tls=false: %s:// always uses TLS; use %s:// for a plain connection", u.Scheme, plain)
+	}
+	return p, nil
+}
+
+// store returns a store over client with p's settings.
+func (p valkeyQuery) store(client redis.UniversalClient) *writefence.ValkeyConditionalStore {
+	s := writefence.NewValkeyConditionalStore(client)
+	s.Script = p.script
+	s.WaitReplicas, s.WaitTimeout = p.wait, p.waitTimeout
+	return s
+}
+
+// valkeyCredentials returns the ACL user and the password from the
+// environment: VALKEY_USERNAME, and VALKEY_PASSWORD or else REDISCLI_AUTH,
+// as valkey-cli reads it.
+func valkeyCredentials() (username, password string) {
+	password = os.Getenv("VALKEY_PASSWORD")
+	if password == "" {
+		password = os.Getenv("REDISCLI_AUTH")
+	}
+	return os.Getenv("VALKEY_USERNAME"), password
+}
+
+// waitParams reads wait=N, the replicas that must acknowledge each write
+// (ValkeyConditionalStore.WaitReplicas), and wait-timeout=D, how long each
+// WAIT may take (WaitTimeout, zero for the store's default).
+func waitParams(q url.Values) (int, time.Duration, error) {
+	wait := 0
+	if v := q.Get("wait"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 31)
+		if err != nil {
+			return 0, 0, usagef("writefence: store address: wait=%s: want the number of replicas that must acknowledge each write, in decimal digits", escape.String(v))
+		}
+		wait = int(n)
+	}
+	var timeout time.Duration
+	if v := q.Get("wait-timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil || d <= 0:
+			return 0, 0, usagef("writefence: store address: wait-timeout=%s: want a positive duration, such as 500ms or 2s", escape.String(v))
+		case wait == 0:
+			// Without wait= nothing waits, and a timeout given for
+			// nothing is more likely a forgotten wait=.
+			return 0, 0, usagef("writefence: store address: wait-timeout=%s without wait=N: no write waits for replicas", escape.String(v))
+		}
+		timeout = d
+	}
+	return wait, timeout, nil
+}
+
+// adviseValkey names the variables read when the server refused the
+// credentials.
+func adviseValkey(err error, _ *invocation) error {
+	if !redis.IsAuthError(err) {
+		return nil
+	}
+	return &advisedError{err, "the Valkey server refused the credentials; the command read " +
+		envList("VALKEY_USERNAME", "VALKEY_PASSWORD", "REDISCLI_AUTH") + ": export the password (and the ACL user)"}
+}
