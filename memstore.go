@@ -102,6 +102,9 @@ func (m *MemStore) Delete(ctx context.Context, key string) error {
 // List implements Lister, in lexical order. fn runs without the store's
 // lock held, so it may call the store.
 func (m *MemStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	var keys []string
 	for k := range m.objects {
