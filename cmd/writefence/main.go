@@ -324,7 +324,13 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard) // the error comes back from Parse
 	fs.Usage = func() {}
 	act := c.define(fs, inv)
-	for _, f := range before {
+	given := before
+	global.Visit(func(f *flag.Flag) {
+		if f.Name == "store" {
+			given = append([]string{"-store"}, before...)
+		}
+	})
+	for _, f := range given {
 		name, _, _ := strings.Cut(strings.TrimPrefix(f, "-"), "=")
 		if fs.Lookup(name) == nil {
 			code := usageFail(stdout, stderr, all, fmt.Sprintf("writefence %s: the command takes no -%s", c.name, name))
