@@ -1,0 +1,167 @@
+package writefence
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
+)
+
+// encodeLeaseV1 is a lease record of format version 1, as a release
+// before the incarnation wrote it.
+func encodeLeaseV1(holder string, term uint64, expiry int64) []byte {
+	b := make([]byte, leaseV1HeaderSize, leaseV1HeaderSize+len(holder)+record.ChecksumSize)
+	copy(b, leaseMagic)
+	b[4] = 1
+	binary.BigEndian.PutUint16(b[5:], uint16(len(holder)))
+	binary.BigEndian.PutUint64(b[7:], term)
+	binary.BigEndian.PutUint64(b[15:], uint64(expiry))
+	b = append(b, holder...)
+	return binary.BigEndian.AppendUint32(b, record.CRC32C(b))
+}
+
+// TestLeaseTakesOverFormatV1: a record of format version 1 that an older
+// release wrote, unexpired and naming the same Holder, is taken over at
+// the next term (never renewed over as this Lease's own, never refused
+// for good); one naming another holder is held until it expires.
+func TestLeaseTakesOverFormatV1(t *testing.T) {
+	ctx := t.Context()
+	clock := newLeaseClock()
+	key, err := keys.Lease("", "leader")
+	require.NoError(t, err)
+
+	store := &MemStore{}
+	_, err = store.PutIfVersion(ctx, key, encodeLeaseV1("a", 5, clock.now().Add(time.Hour).UnixNano()), "")
+	require.NoError(t, err)
+	a := newTestLease(store, "a", clock.now)
+	term, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(6), term)
+	data, _, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	rec, check := decodeLease(data)
+	require.Empty(t, check)
+	assert.Equal(t, byte(leaseVersion), data[4], "the takeover writes format version 2")
+	assert.Equal(t, uint64(6), rec.term)
+	assert.Equal(t, a.incarnation, rec.incarnation)
+	require.NoError(t, a.Renew(ctx))
+	require.NoError(t, a.Release(ctx))
+
+	other := &MemStore{}
+	expiry := clock.now().Add(time.Second)
+	_, err = other.PutIfVersion(ctx, key, encodeLeaseV1("b", 5, expiry.UnixNano()), "")
+	require.NoError(t, err)
+	a = newTestLease(other, "a", clock.now)
+	_, err = a.Acquire(ctx)
+	var held *LeaseHeldError
+	require.ErrorAs(t, err, &held)
+	assert.Equal(t, "b", held.Holder)
+	clock.advance(2 * time.Second)
+	term, err = a.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(6), term)
+}
+
+// TestLeaseReleaseLostReply: a release that landed but whose reply was
+// lost is recognised by reading the record: Release succeeds, the record
+// shows the lease released at its term, and the next acquisition, by
+// anyone, takes term + 1 at once.
+func TestLeaseReleaseLostReply(t *testing.T) {
+	ctx := hook.With(t.Context(), &hook.Hooks{Wait: func(context.Context, int, time.Duration) error { return nil }})
+	store := &leaseLossyStore{}
+	clock := newLeaseClock()
+	a := newTestLease(store, "a", clock.now)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+
+	store.lose.Store(1)
+	require.NoError(t, a.Release(ctx))
+	key, _ := keys.Lease("", "leader")
+	data, _, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	rec, check := decodeLease(data)
+	require.Empty(t, check)
+	assert.Equal(t, leaseRecord{holder: "a", term: 1, expiry: 0, incarnation: a.incarnation}, rec)
+	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
+	_, err = a.Epoch(ctx, "p", "s")
+	require.ErrorIs(t, err, ErrLeaseLost)
+
+	b := newTestLease(store, "b", clock.now)
+	term, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), term)
+	term, err = a.Acquire(ctx)
+	var held *LeaseHeldError
+	require.ErrorAs(t, err, &held, "term %d", term)
+}
+
+// barrierStore makes the first two reads of the lease wait for each
+// other, so that two acquisitions both see the lease absent.
+type barrierStore struct {
+	MemStore
+	reads atomic.Int32
+	both  chan struct{}
+}
+
+func (s *barrierStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	data, version, err := s.MemStore.Get(ctx, key)
+	if n := s.reads.Add(1); n <= 2 {
+		if n == 2 {
+			close(s.both)
+		}
+		select {
+		case <-s.both:
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		}
+	}
+	return data, version, err
+}
+
+// TestLeaseSameHolderRace: two Lease values of one Holder on one shared
+// Clock race Acquire, both having read the lease absent: they get two
+// terms, never one, the later one's epochs are all above the earlier's,
+// and only the later renews.
+func TestLeaseSameHolderRace(t *testing.T) {
+	ctx := hook.With(t.Context(), &hook.Hooks{Wait: func(context.Context, int, time.Duration) error { return nil }})
+	store := &barrierStore{both: make(chan struct{})}
+	fixed := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return fixed }
+	leases := [2]*Lease{newTestLease(store, "a", clock), newTestLease(store, "a", clock)}
+	var terms [2]uint64
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, l := range leases {
+		wg.Go(func() { terms[i], errs[i] = l.Acquire(ctx) })
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.Equal(t, int32(3), store.reads.Load(), "both read the lease absent, and the loser read it again")
+	assert.ElementsMatch(t, []uint64{1, 2}, terms[:])
+	older, newer := leases[0], leases[1]
+	if terms[0] == 2 {
+		older, newer = newer, older
+	}
+	eOld, errOld := older.Epoch(ctx, "p", "s")
+	eNew, errNew := newer.Epoch(ctx, "p", "s")
+	require.NoError(t, errNew)
+	if errOld == nil {
+		assert.Less(t, eOld, eNew)
+	}
+	require.NoError(t, newer.Renew(ctx))
+	var lost *LeaseLostError
+	require.ErrorAs(t, older.Renew(ctx), &lost)
+	assert.Equal(t, uint64(2), lost.NewTerm)
+	require.True(t, errors.Is(older.Renew(ctx), ErrLeaseLost))
+}
