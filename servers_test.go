@@ -12,12 +12,14 @@ import (
 const kitReadLimit = 2 << 20
 
 // kitOptions are the conformance suite's options for a store whose bytes
-// damage reaches from outside it and whose read limit is kitReadLimit.
+// damage reaches from outside it and whose read limit is kitReadLimit,
+// with Get/UnderOverwrite sized as testserver.KitOverwriteReads says.
 func kitOptions(damage testserver.Damager) *writefencetest.Options {
 	return &writefencetest.Options{
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 			return damage(ctx, key, testserver.Fault(f))
 		},
-		ReadLimit: kitReadLimit,
+		ReadLimit:      kitReadLimit,
+		OverwriteReads: testserver.KitOverwriteReads(),
 	}
 }

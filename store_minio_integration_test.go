@@ -39,10 +39,13 @@ func newMinioBucket(t *testing.T) (*minio.Client, string) {
 }
 
 func TestMinioConformance(t *testing.T) {
+	t.Parallel()
 	c, bucket := newMinioBucket(t)
 	store := writefence.NewMinioConditionalStore(c, bucket)
 	store.MaxObjectSize = kitReadLimit
-	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageS3(c, bucket)))
+	opts := kitOptions(testserver.DamageS3(c, bucket))
+	opts.OverwriteReads = 0 // in full: see testserver.KitOverwriteReads
+	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, opts)
 }
 
 // TestMinioProtocol walks the S3 answers the adapter classifies, on the
@@ -89,6 +92,7 @@ func TestMinioLargeRecordIsSinglePart(t *testing.T) {
 // of them having read the record before any writes; exactly one lands,
 // every other is refused as stale.
 func TestMinioFenceRace(t *testing.T) {
+	t.Parallel()
 	c, bucket := newMinioBucket(t)
 	testFenceRace(t, writefence.NewMinioConditionalStore(c, bucket))
 }
@@ -330,6 +334,7 @@ func TestMinioBlobFence(t *testing.T) {
 
 // TestMinioCommitManyBlobs: see testCommitManyBlobs.
 func TestMinioCommitManyBlobs(t *testing.T) {
+	t.Parallel()
 	wire := testserver.NewTransport(t)
 	c := testserver.S3Server(t).Client(t, wire)
 	store := writefence.NewMinioConditionalStore(c, testserver.MinioBucket(t, c))

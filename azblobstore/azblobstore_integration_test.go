@@ -54,7 +54,8 @@ func TestConformance(t *testing.T) {
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 			return damage(ctx, key, testserver.Fault(f))
 		},
-		ReadLimit: kitReadLimit,
+		ReadLimit:      kitReadLimit,
+		OverwriteReads: testserver.KitOverwriteReads(),
 	})
 }
 

@@ -55,7 +55,8 @@ func TestConformance(t *testing.T) {
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 			return damage(ctx, key, testserver.Fault(f))
 		},
-		ReadLimit: kitReadLimit,
+		ReadLimit:      kitReadLimit,
+		OverwriteReads: testserver.KitOverwriteReads(),
 	})
 }
 
@@ -75,7 +76,8 @@ func TestConformanceSerializable(t *testing.T) {
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 			return damage(ctx, key, testserver.Fault(f))
 		},
-		ReadLimit: kitReadLimit,
+		ReadLimit:      kitReadLimit,
+		OverwriteReads: testserver.KitOverwriteReads(),
 	})
 	t.Logf("serialization failures seen as conflicts: %d", serialization.Load())
 }

@@ -48,7 +48,8 @@
 //     under overwrite, as some S3-compatible servers do, is caught with
 //     chance 1 - e^-7: it passes unseen in fewer than 1 run in 1,000. It
 //     takes about 10 s against MinIO and 3 s against fake-gcs-server on a
-//     loaded 2-core machine.
+//     loaded 2-core machine. Options.OverwriteReads sets a smaller count for
+//     a second configuration of a store already checked in full.
 //   - Get/TooLarge (with Options.ReadLimit): an object of exactly the limit
 //     is read whole by Get and GetPrefix; one byte more is refused by both
 //     with writefence.ErrTooLarge. Refusing either object at write time

@@ -12,7 +12,8 @@ import (
 
 // Size of the overwrite check. It counts the reads that overlap a write,
 // and the writer keeps writing until the readers have made
-// overwriteReads of them, however fast or slow the store is.
+// overwriteReads of them (Options.OverwriteReads when set), however fast
+// or slow the store is.
 //
 // A store that pairs one write's bytes with another write's version on a
 // fraction p of the reads under overwrite passes n such reads unseen with
@@ -26,6 +27,15 @@ const (
 	overwriteReaders   = 8
 	overwritePrefix    = 12 // bytes GetPrefix asks for: enough to name the write
 )
+
+// overwriteReads is how many reads that overlap a write
+// Get/UnderOverwrite waits for.
+func (o *Options) overwriteReads() int64 {
+	if o.OverwriteReads > 0 {
+		return int64(o.OverwriteReads)
+	}
+	return overwriteReads
+}
 
 // overwriteContent is write i's bytes: they name the write in their first
 // overwritePrefix bytes, are longer than that, and their length varies so a
@@ -127,7 +137,8 @@ func testGetUnderOverwrite(t *testing.T, sc *scope) {
 	started.Wait()
 	var writeErr error
 	writes := 0
-	for writeErr == nil && (writes < overwriteMinWrites || overlapped.Load() < overwriteReads) && !failed.Load() {
+	wantReads := sc.opts.overwriteReads()
+	for writeErr == nil && (writes < overwriteMinWrites || overlapped.Load() < wantReads) && !failed.Load() {
 		writes++
 		data := overwriteContent(writes)
 		begun.Add(1)

@@ -53,6 +53,18 @@ type Options struct {
 	// that depends on two keys (PutIfBranded), which it would otherwise
 	// refuse as unsupported; empty means no prefix.
 	KeyPrefix string
+
+	// OverwriteReads, when positive, is how many reads that overlap a
+	// write Get/UnderOverwrite makes before it stops; zero means 21,000,
+	// which catches a store that mispairs 1 read in 3,000 in all but 1 run
+	// in 1,000. Fewer still catch a read path that takes bytes and version
+	// from two responses (such a path mispairs on a large share of the
+	// reads under overwrite), but miss a rare mispairing more often: at
+	// n reads, a store that mispairs 1 read in k passes unseen in about
+	// e^(-n/k) of runs. Give fewer only where the same read path on the
+	// same server is checked in full elsewhere, as a second configuration
+	// of one adapter.
+	OverwriteReads int
 }
 
 // Fault is one damage Options.Damage does. Its fields are those of the
