@@ -15,7 +15,8 @@ import (
 // both ways its write learns the item it conditions on.
 
 func TestModelEtcd(t *testing.T) {
-	runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+	t.Parallel()
+	runModel(t, func(t *testing.T) modelTarget {
 		c := testserver.EtcdClient(t, testserver.EtcdEndpoint(t))
 		prefix := testserver.EtcdPrefix(t, c)
 		return modelTarget{name: "etcd", store: etcdstore.New(c, prefix), damage: testserver.DamageEtcd(c, prefix)}
@@ -23,9 +24,11 @@ func TestModelEtcd(t *testing.T) {
 }
 
 func TestModelDynamoDB(t *testing.T) {
+	t.Parallel()
 	for name, cache := range map[string]int64{"remembered": 0, "readfirst": -1} {
 		t.Run(name, func(t *testing.T) {
-			runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+			t.Parallel()
+			runModel(t, func(t *testing.T) modelTarget {
 				c := testserver.DynamoDBClient(t, testserver.DynamoDBEndpoint(t), nil)
 				table := testserver.DynamoDBTable(t, c)
 				s := dynamostore.New(c, table)

@@ -18,14 +18,17 @@ import (
 // slot and the writers under BrandVerifyAlways check it in their writes (a
 // cluster refuses that across slots, as TestValkeyClusterBrand shows).
 func TestModelServers(t *testing.T) {
+	t.Parallel()
 	t.Run("minio", func(t *testing.T) {
-		runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+		t.Parallel()
+		runModel(t, func(t *testing.T) modelTarget {
 			c, bucket := newMinioBucket(t)
 			return modelTarget{name: "minio", store: writefence.NewMinioConditionalStore(c, bucket), damage: testserver.DamageS3(c, bucket), clockStep: time.Second}
 		})
 	})
 	t.Run("gcs", func(t *testing.T) {
-		runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+		t.Parallel()
+		runModel(t, func(t *testing.T) modelTarget {
 			c := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
 			bucket := testserver.GCSBucket(t, c)
 			return modelTarget{name: "gcs", store: writefence.NewGCSConditionalStore(c, bucket), damage: testserver.DamageGCS(c, bucket)}
@@ -34,7 +37,8 @@ func TestModelServers(t *testing.T) {
 	for _, script := range []bool{false, true} {
 		path := map[bool]string{false: "watch", true: "script"}[script]
 		t.Run("valkey-"+path, func(t *testing.T) {
-			runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+			t.Parallel()
+			runModel(t, func(t *testing.T) modelTarget {
 				c := newValkeyClient(t)
 				s := writefence.NewValkeyConditionalStore(c)
 				s.Script = script
@@ -44,7 +48,8 @@ func TestModelServers(t *testing.T) {
 		for _, wait := range []int{0, 1} {
 			name := map[int]string{0: "valkey-cluster-", 1: "valkey-cluster-waiting-"}[wait] + path
 			t.Run(name, func(t *testing.T) {
-				runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+				t.Parallel()
+				runModel(t, func(t *testing.T) modelTarget {
 					addrs := testserver.ValkeyClusterAddrs(t)
 					c := testserver.ValkeyClusterClient(t, addrs)
 					s := writefence.NewValkeyConditionalStore(c)
@@ -54,7 +59,8 @@ func TestModelServers(t *testing.T) {
 			})
 		}
 		t.Run("valkey-replica-"+path, func(t *testing.T) {
-			runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+			t.Parallel()
+			runModel(t, func(t *testing.T) modelTarget {
 				addr, primary := startPrimary(t)
 				startReplica(t, primary, addr)
 				s := writefence.NewValkeyConditionalStore(primary)

@@ -15,7 +15,8 @@ import (
 // place by UPDATEs of the data column that keep the version.
 
 func TestModelAzblob(t *testing.T) {
-	runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+	t.Parallel()
+	runModel(t, func(t *testing.T) modelTarget {
 		svc := testserver.AzuriteServer(t).Service(t, nil)
 		c := svc.NewContainerClient(testserver.AzuriteContainer(t, svc))
 		return modelTarget{name: "azblob", store: azblobstore.New(c), damage: testserver.DamageAzblob(c)}
@@ -23,7 +24,8 @@ func TestModelAzblob(t *testing.T) {
 }
 
 func TestModelPostgres(t *testing.T) {
-	runModel(t, modelChecksLocal, func(t *testing.T) modelTarget {
+	t.Parallel()
+	runModel(t, func(t *testing.T) modelTarget {
 		pool := testserver.PostgresPool(t, testserver.PostgresURL(t), nil)
 		table := testserver.PostgresTable(t, pool)
 		s, err := pgstore.New(pool, table)

@@ -51,9 +51,10 @@ import (
 //
 // The unit tier runs it on MemStore and the directory store, the
 // integration tier on MinIO, fake-gcs-server and Valkey (both write paths,
-// and with a replica and WaitReplicas). CI runs fixed seeds (modelSeed, and
-// the checks of modelChecks); WRITEFENCE_LONG=1 runs more checks from a
-// random seed, or pass -rapid.seed and -rapid.checks.
+// and with a replica and WaitReplicas), in parallel. CI runs fixed seeds
+// (modelSeed, and modelChecksUnit or modelChecksLocal checks);
+// WRITEFENCE_LONG=1 runs more checks from a random seed, or pass
+// -rapid.seed and -rapid.checks.
 
 // The model's fixed names.
 const (
@@ -1522,7 +1523,8 @@ func (r *modelRun) actions() map[string]func(*rapid.T) {
 // break when a fix is taken out.
 var modelAnswers = os.Getenv("WRITEFENCE_MODEL_ANSWERS") != "0"
 
-// Fixed seeds for CI: modelChecks runs from modelSeed on each target.
+// Fixed seeds for CI: from modelSeed, modelChecksUnit checks on each
+// store of the unit tier (TestModel) and modelChecksLocal on each server.
 const (
 	modelSeed        = 20261201
 	modelChecksUnit  = 150
@@ -1530,15 +1532,15 @@ const (
 	modelSteps       = 60
 )
 
-// runModel runs the model on the target open returns, from the fixed seed
-// unless -rapid.seed was given or WRITEFENCE_LONG is set.
-func runModel(t *testing.T, checks int, open func(t *testing.T) modelTarget) {
+// runModel runs the model on the target open returns, with rapid's seed,
+// checks and steps as setModelFlags left them. It reads those flags and
+// never sets them, so the model runs on the servers in parallel.
+func runModel(t *testing.T, open func(t *testing.T) modelTarget) {
 	target := open(t)
 	if target.prefix == "" {
 		target.prefix = testserver.UniqueName(t) + "/"
 	}
-	restore := setRapidFlags(t, checks)
-	defer restore()
+	t.Logf("rapid: seed %s, %s checks of %s steps", flag.Lookup("rapid.seed").Value, flag.Lookup("rapid.checks").Value, flag.Lookup("rapid.steps").Value)
 	var counts modelCounts
 	rapid.Check(t, func(rt *rapid.T) {
 		r := newModelRun(rt, target, &counts)
@@ -1567,11 +1569,13 @@ var commandLineFlags = sync.OnceValue(func() map[string]bool {
 	return m
 })
 
-// setRapidFlags sets rapid's seed and number of checks for the fixed CI
-// run, unless the command line set them or WRITEFENCE_LONG asks for a long
-// run from a random seed; it returns what restores them.
-func setRapidFlags(t *testing.T, checks int) func() {
-	var set []string
+// setModelFlags sets rapid's seed, checks and steps for the fixed CI run
+// (checks as given), or, when WRITEFENCE_LONG is set, for a long run from
+// a random seed; a flag the command line set is left alone. It returns
+// what restores them. The flags are the process's: TestMain sets them
+// before any test runs, and only a test that is never parallel sets them
+// again.
+func setModelFlags(checks int) (restore func(), err error) {
 	explicit := commandLineFlags()
 	values := map[string]string{"rapid.seed": strconv.Itoa(modelSeed), "rapid.checks": strconv.Itoa(checks), "rapid.steps": strconv.Itoa(modelSteps)}
 	if os.Getenv("WRITEFENCE_LONG") != "" {
@@ -1583,28 +1587,31 @@ func setRapidFlags(t *testing.T, checks int) func() {
 			continue
 		}
 		old[name] = flag.Lookup(name).Value.String()
-		require.NoError(t, flag.Set(name, v))
-		set = append(set, name+"="+v)
+		if err := flag.Set(name, v); err != nil {
+			return nil, err
+		}
 	}
-	t.Logf("rapid: %v", set)
 	return func() {
 		for name, v := range old {
 			_ = flag.Set(name, v)
 		}
-	}
+	}, nil
 }
 
 // TestModel runs the model on the stores of the unit tier: MemStore, and
 // the directory store.
 func TestModel(t *testing.T) {
+	restore, err := setModelFlags(modelChecksUnit)
+	require.NoError(t, err)
+	t.Cleanup(restore)
 	t.Run("mem", func(t *testing.T) {
-		runModel(t, modelChecksUnit, func(t *testing.T) modelTarget {
+		runModel(t, func(t *testing.T) modelTarget {
 			m := &writefence.MemStore{}
 			return modelTarget{name: "mem", store: m, damage: testserver.DamageByOverwrite(m)}
 		})
 	})
 	t.Run("dir", func(t *testing.T) {
-		runModel(t, modelChecksUnit, func(t *testing.T) modelTarget {
+		runModel(t, func(t *testing.T) modelTarget {
 			dir := t.TempDir()
 			s, err := writefence.NewDirConditionalStore(dir)
 			require.NoError(t, err)
