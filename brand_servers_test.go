@@ -25,6 +25,7 @@ import (
 // one write lands, every claimer of the winner's identity returns nil and
 // every other is refused naming it.
 func TestBrandClaimRaceServers(t *testing.T) {
+	t.Parallel()
 	const rounds = 50
 	servers := []struct {
 		name  string

@@ -177,8 +177,10 @@ func readRecord(t *testing.T, f *writefence.Fence, plugin, shard string) shardRe
 //     exactly this push;
 //   - any other error: the record did not change.
 func TestLostReplies(t *testing.T) {
+	t.Parallel()
 	for _, a := range faultyAdapters {
 		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
 			runLostReplies(t, a.open(t, lostReplyRates), 500)
 		})
 	}

@@ -71,6 +71,7 @@ func TestDirUnsupportedSystem(t *testing.T) {
 // TestDirConformance runs the conformance suite on one directory, through
 // one store value and through a fresh value per subtest.
 func TestDirConformance(t *testing.T) {
+	t.Parallel()
 	t.Run("Shared", func(t *testing.T) {
 		dir := t.TempDir()
 		s := newDirStore(t, dir)

@@ -35,6 +35,7 @@ func newGCSIntegrationStore(t *testing.T) (*writefence.GCSConditionalStore, *sto
 
 // TestGCSConformance runs the exported conformance suite over one bucket.
 func TestGCSConformance(t *testing.T) {
+	t.Parallel()
 	store, bucket := newGCSIntegrationStore(t)
 	store.MaxObjectSize = kitReadLimit
 	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageGCS(testserver.GCSClient(t, testserver.GCSEndpoint(t), nil), bucket.BucketName())))
@@ -84,6 +85,7 @@ func TestGCSIntegrationTooLarge(t *testing.T) {
 // in every round exactly one push lands and every other is refused as
 // stale.
 func TestGCSFenceRace(t *testing.T) {
+	t.Parallel()
 	store, _ := newGCSIntegrationStore(t)
 	testFenceRace(t, store)
 }
@@ -142,6 +144,7 @@ func TestGCSBlobFence(t *testing.T) {
 
 // TestGCSCommitManyBlobs: see testCommitManyBlobs.
 func TestGCSCommitManyBlobs(t *testing.T) {
+	t.Parallel()
 	wire := testserver.NewTransport(t)
 	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
 	store := writefence.NewGCSConditionalStore(c, testserver.GCSBucket(t, c))

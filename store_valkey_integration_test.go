@@ -336,6 +336,7 @@ func (c valkeyCountingConn) Read(p []byte) (int, error) {
 // suite works under random key prefixes of its own and deletes its keys
 // through the store's Deleter.
 func TestValkeyConformance(t *testing.T) {
+	t.Parallel()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		c := newValkeyClient(t)
 		store := newValkeyStore(c, script)
@@ -1863,6 +1864,7 @@ func newValkeyCluster(t *testing.T, tagged bool) (*redis.ClusterClient, *valkeyT
 // hash tag (every check runs, the branded ones atomic in one slot), and
 // spread with WaitReplicas set.
 func TestValkeyClusterConformance(t *testing.T) {
+	t.Parallel()
 	addrs := testserver.ValkeyClusterAddrs(t)
 	for _, tc := range []struct {
 		name   string
@@ -1870,6 +1872,7 @@ func TestValkeyClusterConformance(t *testing.T) {
 		wait   bool
 	}{{"spread", "", false}, {"one slot", "{writefencetest}", false}, {"spread, waiting", "", true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			eachValkeyPath(t, func(t *testing.T, script bool) {
 				cc := testserver.ValkeyClusterClient(t, addrs)
 				store := newValkeyStore(cc, script)
@@ -2089,6 +2092,7 @@ func TestValkeyClusterRoundTrips(t *testing.T) {
 // record, for shards on every primary; with WaitReplicas=2 (each primary
 // has one replica) it does not return nil.
 func TestValkeyClusterWaitReplicas(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cc, _, prefix := newValkeyCluster(t, false)
 	eachValkeyPath(t, func(t *testing.T, script bool) {
@@ -2165,6 +2169,7 @@ func migrateKey(t *testing.T, src, dst testserver.ValkeyNode, key string) {
 // lands, none is reported as a conflict, and the record exists on exactly
 // one node.
 func TestValkeyClusterMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		tap := &valkeyTap{}
@@ -2212,6 +2217,7 @@ func TestValkeyClusterMigration(t *testing.T) {
 // and the record exists on exactly one node: a migration under racing
 // pushes neither doubles a write nor loses one.
 func TestValkeyClusterMigrationRace(t *testing.T) {
+	t.Parallel()
 	const writers, cycles = 8, 2
 	ctx := context.Background()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
@@ -2294,6 +2300,7 @@ func TestValkeyClusterMigrationRace(t *testing.T) {
 // its retry report an unknown outcome, and no push that returned nil is
 // lost.
 func TestValkeyClusterFailover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, forced := range []bool{false, true} {
 		for _, wait := range []bool{false, true} {
@@ -2604,6 +2611,7 @@ const (
 // not return nil, not even when retried over its own record; once a
 // replica is linked the same push returns nil and the replica holds it.
 func TestValkeyWaitReplicas(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		primaryAddr, primary := startPrimary(t)
@@ -2683,6 +2691,7 @@ type valkeyPush struct {
 // counting its replica, so that a read confirmed by a WAIT on a connection
 // that wrote nothing would pass; then the link is cut for the promotion.
 func TestValkeyFailover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, wait := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
