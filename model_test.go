@@ -1603,14 +1603,16 @@ func setModelFlags(checks int) (restore func(), err error) {
 func TestModel(t *testing.T) {
 	restore, err := setModelFlags(modelChecksUnit)
 	require.NoError(t, err)
-	t.Cleanup(restore)
+	t.Cleanup(restore) // after the subtests, which run in parallel
 	t.Run("mem", func(t *testing.T) {
+		t.Parallel()
 		runModel(t, func(t *testing.T) modelTarget {
 			m := &writefence.MemStore{}
 			return modelTarget{name: "mem", store: m, damage: testserver.DamageByOverwrite(m)}
 		})
 	})
 	t.Run("dir", func(t *testing.T) {
+		t.Parallel()
 		runModel(t, func(t *testing.T) modelTarget {
 			dir := t.TempDir()
 			s, err := writefence.NewDirConditionalStore(dir)
