@@ -130,6 +130,7 @@ func storeErrors(t *testing.T, store writefence.ConditionalStore) map[string]err
 }
 
 func TestMinioCredentialsNeverLeak(t *testing.T) {
+	t.Parallel()
 	s3 := testserver.S3Server(t)
 	bucket := testserver.MinioBucket(t, s3.Client(t, nil))
 	const wrongSecret = "wrong-minio-secret-c0ffee-must-not-leak"
@@ -167,6 +168,7 @@ func stoppedAddr(t *testing.T) string {
 }
 
 func TestValkeyPasswordNeverLeaks(t *testing.T) {
+	t.Parallel()
 	const password = "valkey-password-5ec7e7-must-not-leak"
 	const wrongPassword = "wrong-valkey-password-b4d-must-not-leak"
 	addr := testserver.StartValkey(t, password, "--requirepass", password)

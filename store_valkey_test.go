@@ -144,6 +144,7 @@ func TestValkeyContextPassesThrough(t *testing.T) {
 // is served: its calls reach the network. (A standalone client of a
 // cluster node is refused too, after INFO: TestValkeyRefusesCluster.)
 func TestValkeyRefusesRing(t *testing.T) {
+	t.Parallel()
 	_, addr := deadValkeyClient(t, "")
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, MaxRetries: -1})
 	t.Cleanup(func() { _ = ring.Close() })
