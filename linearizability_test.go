@@ -303,7 +303,6 @@ var linearizabilityRates = faultRates{
 // server); WRITEFENCE_LONG=1 runs 400 per client (at most 3 minutes per
 // server).
 func TestLinearizable(t *testing.T) {
-	t.Parallel()
 	opsPerClient, budget := 40, 15*time.Second
 	if os.Getenv("WRITEFENCE_LONG") != "" {
 		opsPerClient, budget = 400, 3*time.Minute
