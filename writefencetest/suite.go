@@ -61,9 +61,10 @@ type Options struct {
 	// from two responses (such a path mispairs on a large share of the
 	// reads under overwrite), but miss a rare mispairing more often: at
 	// n reads, a store that mispairs 1 read in k passes unseen in about
-	// e^(-n/k) of runs. Give fewer only where the same read path on the
-	// same server is checked in full elsewhere, as a second configuration
-	// of one adapter.
+	// e^(-n/k) of runs. Give fewer only where a rare mispairing by the
+	// server is not what the run is for: an adapter's read path checked
+	// against a server known to pair each read from one response, or a
+	// second configuration of a store checked in full elsewhere.
 	OverwriteReads int
 }
 
