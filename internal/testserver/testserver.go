@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,9 +61,42 @@ func UniqueName(t testing.TB) string {
 	return "wf-" + hex.EncodeToString(b)
 }
 
-// cleanupCtx bounds a cleanup: a test's own context is done by then.
-func cleanupCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), time.Minute)
+// cleanupCtx bounds a cleanup of t: a test's own context is done by then.
+// The bound is the test binary's own deadline (go test -timeout), less a
+// margin for the report, not a fixed time: a loaded machine makes a
+// cleanup of a thousand objects slow, never wrong, and a server that hangs
+// still ends the run at that deadline, with every goroutine's stack.
+func cleanupCtx(t testing.TB) (context.Context, context.CancelFunc) {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := d.Deadline(); ok {
+			return context.WithDeadline(context.Background(), end.Add(-cleanupMargin))
+		}
+	}
+	return context.WithTimeout(context.Background(), 10*time.Minute)
+}
+
+// cleanupMargin is the time cleanupCtx leaves before the binary's
+// deadline, for the cleanup's error to be reported before the binary is
+// stopped.
+const cleanupMargin = 10 * time.Second
+
+// cleanupWorkers is how many deletes a bucket's cleanup has in flight.
+const cleanupWorkers = 8
+
+// deleteAll calls del for each name from names with cleanupWorkers in
+// flight, reporting each failure on t, and returns when every call has.
+func deleteAll(t testing.TB, names <-chan string, del func(name string) error) {
+	var wg sync.WaitGroup
+	for range cleanupWorkers {
+		wg.Go(func() {
+			for name := range names {
+				if err := del(name); err != nil {
+					t.Errorf("cleanup: delete %s: %v", name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func check(t testing.TB, err error) {
@@ -110,17 +144,22 @@ func MinioBucket(t testing.TB, c *minio.Client) string {
 	bucket := UniqueName(t)
 	check(t, c.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}))
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx()
+		ctx, cancel := cleanupCtx(t)
 		defer cancel()
-		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
-			if o.Err != nil {
-				t.Errorf("cleanup: list %s: %v", bucket, o.Err)
-				break
+		keys := make(chan string)
+		go func() {
+			defer close(keys)
+			for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+				if o.Err != nil {
+					t.Errorf("cleanup: list %s: %v", bucket, o.Err)
+					return
+				}
+				keys <- o.Key
 			}
-			if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
-				t.Errorf("cleanup: remove %s: %v", o.Key, err)
-			}
-		}
+		}()
+		deleteAll(t, keys, func(key string) error {
+			return c.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{})
+		})
 		if err := c.RemoveBucket(ctx, bucket); err != nil {
 			t.Errorf("cleanup: remove bucket %s: %v", bucket, err)
 		}
@@ -153,21 +192,29 @@ func GCSBucket(t testing.TB, c *storage.Client) string {
 	b := c.Bucket(name)
 	check(t, b.Create(context.Background(), "writefence-test", nil))
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx()
+		ctx, cancel := cleanupCtx(t)
 		defer cancel()
-		for it := b.Objects(ctx, nil); ; {
-			attrs, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				break
+		names := make(chan string)
+		go func() {
+			defer close(names)
+			for it := b.Objects(ctx, nil); ; {
+				attrs, err := it.Next()
+				if errors.Is(err, iterator.Done) {
+					return
+				}
+				if err != nil {
+					t.Errorf("cleanup: list %s: %v", name, err)
+					return
+				}
+				names <- attrs.Name
 			}
-			if err != nil {
-				t.Errorf("cleanup: list %s: %v", name, err)
-				return
+		}()
+		deleteAll(t, names, func(object string) error {
+			if err := b.Object(object).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
+				return err
 			}
-			if err := b.Object(attrs.Name).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
-				t.Errorf("cleanup: delete %s: %v", attrs.Name, err)
-			}
-		}
+			return nil
+		})
 		if err := b.Delete(ctx); err != nil {
 			t.Errorf("cleanup: delete bucket %s: %v", name, err)
 		}
@@ -196,7 +243,7 @@ func ValkeyPrefix(t testing.TB, addr string) string {
 	t.Cleanup(func() {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		defer c.Close()
-		ctx, cancel := cleanupCtx()
+		ctx, cancel := cleanupCtx(t)
 		defer cancel()
 		keys, err := c.Keys(ctx, prefix+"*").Result()
 		if err != nil {
