@@ -311,7 +311,9 @@ func TestServerValkeyWait(t *testing.T) {
 	for _, store := range []string{"valkey://" + primary + "/0?wait=2&wait-timeout=100ms", "valkey://" + primary + "/0?wait=2&wait-timeout=100ms&script=1"} {
 		r = push(store, "2")
 		assert.Equal(t, exitUnknown, r.code, "%s: %s", store, r)
-		assert.Contains(t, r.stderr, "1 of 2 replicas acknowledged", store)
+		// The one replica acknowledges within the 100 ms, or, on a loaded
+		// machine, not yet: either count is the truth, and said.
+		assert.Regexp(t, `[01] of 2 replicas acknowledged`, r.stderr, store)
 	}
 	r = wf(t, "latest", "-json", "-store", "valkey://"+primary+"/0?wait=1&wait-timeout=10s", "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
@@ -360,7 +362,7 @@ func TestServerValkeyClusterWait(t *testing.T) {
 	for _, q := range []string{"?wait=2&wait-timeout=100ms", "?wait=2&wait-timeout=100ms&script=1"} {
 		r = push(cluster+q, "2")
 		assert.Equal(t, exitUnknown, r.code, "%s: %s", q, r)
-		assert.Contains(t, r.stderr, "1 of 2 replicas acknowledged", q)
+		assert.Regexp(t, `[01] of 2 replicas acknowledged`, r.stderr, q) // as in TestServerValkeyWait
 	}
 }
 
