@@ -362,6 +362,7 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 // TestCommitManyBlobs: see testCommitManyBlobs, in memory and in a
 // directory.
 func TestCommitManyBlobs(t *testing.T) {
+	t.Parallel()
 	t.Run("mem", func(t *testing.T) { testCommitManyBlobs(t, &writefence.MemStore{}, nil) })
 	t.Run("dir", func(t *testing.T) { testCommitManyBlobs(t, newDirStore(t, t.TempDir()), nil) })
 }

@@ -192,6 +192,7 @@ func TestOtherIdentityRefused(t *testing.T) {
 // TestReplayIsSuccess: a push whose reply was lost lands; calling Push again
 // with the same arguments reports success, not ErrStaleEpoch.
 func TestReplayIsSuccess(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mem := &writefence.MemStore{}
 	lost := &lostReplyStore{ConditionalStore: mem}

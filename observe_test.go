@@ -61,6 +61,7 @@ func (c *outcomeCounter) last() writefence.WriteEvent {
 }
 
 func TestObserverSeesEveryOutcome(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	obs := &outcomeCounter{}
 	mem := &writefence.MemStore{}

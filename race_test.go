@@ -17,6 +17,7 @@ import (
 )
 
 func TestConflictsRetried(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, k := range []int{1, 3, 10 - 1} {
 		store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: k}
@@ -30,6 +31,7 @@ func TestConflictsRetried(t *testing.T) {
 }
 
 func TestEndlessConflicts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: -1}
 	counting := &countingStore{ConditionalStore: store}

@@ -100,6 +100,7 @@ func TestSealCarriesTheLatestPayload(t *testing.T) {
 }
 
 func TestSealRetriesConflictsAndLostReplies(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	conflicts := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: 3}
 	f := &writefence.Fence{Store: conflicts}

@@ -37,6 +37,7 @@ const dirChildEnv = "WRITEFENCE_DIR_CHILD"
 // land, every other must be refused as stale. Each round starts behind a
 // barrier of files so the processes meet in the store together.
 func TestDirProcessRace(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}

@@ -91,6 +91,7 @@ func TestGCSFenceRace(t *testing.T) {
 }
 
 func TestGCSGetPrefix(t *testing.T) {
+	t.Parallel()
 	wire := testserver.NewTransport(t)
 	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
 	store := writefence.NewGCSConditionalStore(c, testserver.GCSBucket(t, c))

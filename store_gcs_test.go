@@ -265,6 +265,7 @@ func TestGCSContextPassesThrough(t *testing.T) {
 // generation precondition, never a resumable session, even for a body
 // larger than the client's default 16 MiB chunk.
 func TestGCSUploadIsOneConditionalRequest(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, expect, wantMatch string
 		size                    int

@@ -65,6 +65,7 @@ func TestMinioProtocol(t *testing.T) {
 // minio-go's multipart threshold: a multipart ETag ends in "-<parts>", a
 // single PUT's is a plain MD5.
 func TestMinioLargeRecordIsSinglePart(t *testing.T) {
+	t.Parallel()
 	c, bucket := newMinioBucket(t)
 	s := writefence.NewMinioConditionalStore(c, bucket)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 17<<20/16)
@@ -265,6 +266,7 @@ func TestMinioWrapperNotBypassed(t *testing.T) {
 }
 
 func TestMinioGetPrefix(t *testing.T) {
+	t.Parallel()
 	wire := testserver.NewTransport(t)
 	c := testserver.S3Server(t).Client(t, wire)
 	store := writefence.NewMinioConditionalStore(c, testserver.MinioBucket(t, c))

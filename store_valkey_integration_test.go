@@ -652,6 +652,7 @@ func TestValkeyTooLarge(t *testing.T) {
 // (4000 bytes on the WATCH path, none on the script path, which checks on
 // the server); a steady push reads the write's check alone.
 func TestValkeyGetPrefix(t *testing.T) {
+	t.Parallel()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		client, tap := newTappedValkeyClient(t)
 		wire := &valkeyByteCounter{}
@@ -1257,6 +1258,7 @@ func TestValkeyBrandChangedBeforeExec(t *testing.T) {
 // our brand writes land, under the foreign one PutIfBranded refuses, and
 // the same loop with PutIfVersion shows that the snapshots catch writes.
 func TestValkeyBrandConcurrentFlips(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		script, brand bool
@@ -1751,6 +1753,7 @@ func TestValkeyNoWatchLeftArmed(t *testing.T) {
 // Fence each round; the server lets exactly one land and every other push
 // is refused as stale.
 func TestValkeyFenceSameEpochRace(t *testing.T) {
+	t.Parallel()
 	const writers, rounds = 16, 50
 	ctx := context.Background()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
@@ -1981,6 +1984,7 @@ func TestValkeyClusterLease(t *testing.T) {
 // shard on the cluster: exactly one lands each round, every other is
 // refused as stale; shards of different slots race at once.
 func TestValkeyClusterFenceRace(t *testing.T) {
+	t.Parallel()
 	const writers, rounds, shards = 16, 20, 3
 	ctx := context.Background()
 	cc, _, prefix := newValkeyCluster(t, false)

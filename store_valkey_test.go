@@ -172,6 +172,7 @@ func TestValkeyRefusesRing(t *testing.T) {
 // unsupported, saying why; keys that share the brand's slot by a hash tag
 // in their prefix reach the server.
 func TestValkeyClusterBrandSlot(t *testing.T) {
+	t.Parallel()
 	_, addr := deadValkeyClient(t, "")
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, MaxRetries: -1, MaxRedirects: -1})
 	t.Cleanup(func() { _ = cc.Close() })
