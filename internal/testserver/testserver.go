@@ -69,7 +69,10 @@ func UniqueName(t testing.TB) string {
 func cleanupCtx(t testing.TB) (context.Context, context.CancelFunc) {
 	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if end, ok := d.Deadline(); ok {
-			return context.WithDeadline(context.Background(), end.Add(-cleanupMargin))
+			if time.Until(end) > 2*cleanupMargin {
+				end = end.Add(-cleanupMargin)
+			}
+			return context.WithDeadline(context.Background(), end)
 		}
 	}
 	return context.WithTimeout(context.Background(), 10*time.Minute)
@@ -77,7 +80,8 @@ func cleanupCtx(t testing.TB) (context.Context, context.CancelFunc) {
 
 // cleanupMargin is the time cleanupCtx leaves before the binary's
 // deadline, for the cleanup's error to be reported before the binary is
-// stopped.
+// stopped; a cleanup that starts closer to the deadline than twice that
+// runs to the deadline itself.
 const cleanupMargin = 10 * time.Second
 
 // cleanupWorkers is how many deletes a bucket's cleanup has in flight.
@@ -154,7 +158,11 @@ func MinioBucket(t testing.TB, c *minio.Client) string {
 					t.Errorf("cleanup: list %s: %v", bucket, o.Err)
 					return
 				}
-				keys <- o.Key
+				select {
+				case keys <- o.Key:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}()
 		deleteAll(t, keys, func(key string) error {
@@ -206,7 +214,11 @@ func GCSBucket(t testing.TB, c *storage.Client) string {
 					t.Errorf("cleanup: list %s: %v", name, err)
 					return
 				}
-				names <- attrs.Name
+				select {
+				case names <- attrs.Name:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}()
 		deleteAll(t, names, func(object string) error {
@@ -292,6 +304,7 @@ func startValkey(t testing.TB, password string, args func() []string) string {
 		cmd := exec.Command(bin, argv...)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
+		dieWithParent(cmd)
 		check(t, cmd.Start())
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
