@@ -378,6 +378,9 @@ func (r *e2eRun) start(name string) *e2eHelper {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseEndToEndHelper$", "-test.count=1", "-test.timeout=30m")
 	cmd.Env = append(os.Environ(), e2eHelperEnv+"="+name, e2eBucketEnv+"="+r.bucket)
 	cmd.ExtraFiles = []*os.File{wr}
+	// A helper this test stopped (SIGSTOP) ignores every signal but
+	// SIGKILL: should the test binary die, the kernel sends it that.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	h := &e2eHelper{name: name, cmd: cmd, out: &e2eBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = h.out, h.out
 	h.in, err = cmd.StdinPipe()
