@@ -167,8 +167,10 @@ func stoppedAddr(t *testing.T) string {
 	return addr
 }
 
+// TestValkeyPasswordNeverLeaks is not parallel: captureLogs swaps the
+// process's log output, and TestMinioCredentialsNeverLeak, which is, does
+// too; apart, each captures every line of its own run.
 func TestValkeyPasswordNeverLeaks(t *testing.T) {
-	t.Parallel()
 	const password = "valkey-password-5ec7e7-must-not-leak"
 	const wrongPassword = "wrong-valkey-password-b4d-must-not-leak"
 	addr := testserver.StartValkey(t, password, "--requirepass", password)
