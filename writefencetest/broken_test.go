@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -237,13 +239,35 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"blob-list-nostop", []string{"Blobs/List"}, nil, nil},
 		{"blob-list-nocancel", []string{"Blobs/List"}, nil, nil},
 	}
-	for _, tt := range tests {
-		t.Run(tt.store, func(t *testing.T) {
-			t.Parallel()
-			cmd := exec.CommandContext(t.Context(), os.Args[0],
+	// The children spend much of their time waiting (on the suite's
+	// barriers and compare gaps), so they run twice as many at once as
+	// there are CPUs, whatever -parallel says; each subtest checks its
+	// child's output.
+	type child struct {
+		out []byte
+		err error
+	}
+	ctx := t.Context() // done before the cleanup below waits
+	done := make([]chan child, len(tests))
+	slots := make(chan struct{}, 2*runtime.GOMAXPROCS(0))
+	var children sync.WaitGroup
+	t.Cleanup(children.Wait)
+	for i, tt := range tests {
+		done[i] = make(chan child, 1)
+		children.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			cmd := exec.CommandContext(ctx, os.Args[0],
 				"-test.run=^TestHelperBroken$", "-test.v", "-test.count=1", "-test.timeout=5m")
 			cmd.Env = append(os.Environ(), brokenEnv+"="+tt.store)
 			out, err := cmd.CombinedOutput()
+			done[i] <- child{out, err}
+		})
+	}
+	for i, tt := range tests {
+		t.Run(tt.store, func(t *testing.T) {
+			c := <-done[i]
+			out, err := c.out, c.err
 
 			for _, m := range raceSummary.FindAll(out, -1) {
 				t.Logf("%s: %s", tt.store, m)
