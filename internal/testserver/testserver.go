@@ -87,9 +87,26 @@ const cleanupMargin = 10 * time.Second
 // cleanupWorkers is how many deletes a bucket's cleanup has in flight.
 const cleanupWorkers = 8
 
-// deleteAll calls del for each name from names with cleanupWorkers in
-// flight, reporting each failure on t, and returns when every call has.
-func deleteAll(t testing.TB, names <-chan string, del func(name string) error) {
+// deleteAll deletes the objects of bucket: list calls send with each
+// name, stopping when send returns false (the cleanup's ctx is done), and
+// del deletes one, with cleanupWorkers in flight. It reports each failure
+// on t and returns when every call has.
+func deleteAll(ctx context.Context, t testing.TB, bucket string, list func(send func(name string) bool) error, del func(name string) error) {
+	names := make(chan string)
+	go func() {
+		defer close(names)
+		err := list(func(name string) bool {
+			select {
+			case names <- name:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+		if err != nil {
+			t.Errorf("cleanup: list %s: %v", bucket, err)
+		}
+	}()
 	var wg sync.WaitGroup
 	for range cleanupWorkers {
 		wg.Go(func() {
@@ -150,22 +167,17 @@ func MinioBucket(t testing.TB, c *minio.Client) string {
 	t.Cleanup(func() {
 		ctx, cancel := cleanupCtx(t)
 		defer cancel()
-		keys := make(chan string)
-		go func() {
-			defer close(keys)
+		deleteAll(ctx, t, bucket, func(send func(string) bool) error {
 			for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
 				if o.Err != nil {
-					t.Errorf("cleanup: list %s: %v", bucket, o.Err)
-					return
+					return o.Err
 				}
-				select {
-				case keys <- o.Key:
-				case <-ctx.Done():
-					return
+				if !send(o.Key) {
+					return nil
 				}
 			}
-		}()
-		deleteAll(t, keys, func(key string) error {
+			return nil
+		}, func(key string) error {
 			return c.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{})
 		})
 		if err := c.RemoveBucket(ctx, bucket); err != nil {
@@ -202,26 +214,20 @@ func GCSBucket(t testing.TB, c *storage.Client) string {
 	t.Cleanup(func() {
 		ctx, cancel := cleanupCtx(t)
 		defer cancel()
-		names := make(chan string)
-		go func() {
-			defer close(names)
+		deleteAll(ctx, t, name, func(send func(string) bool) error {
 			for it := b.Objects(ctx, nil); ; {
 				attrs, err := it.Next()
 				if errors.Is(err, iterator.Done) {
-					return
+					return nil
 				}
 				if err != nil {
-					t.Errorf("cleanup: list %s: %v", name, err)
-					return
+					return err
 				}
-				select {
-				case names <- attrs.Name:
-				case <-ctx.Done():
-					return
+				if !send(attrs.Name) {
+					return nil
 				}
 			}
-		}()
-		deleteAll(t, names, func(object string) error {
+		}, func(object string) error {
 			if err := b.Object(object).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
 				return err
 			}
