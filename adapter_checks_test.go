@@ -371,7 +371,9 @@ func blobNames(infos []writefence.BlobInfo) []string {
 // unreferenced blob of the current tenure is kept while younger than the
 // grace by the store's own clock and collected once older, which a bounded
 // poll of that clock waits for; a referenced blob is never collected. res
-// is the resolution of the store's times.
+// is the resolution of the store's times. Each check of the grace reads
+// the store's clock before and after its Collect, so a loaded machine only
+// makes it wait longer: the callers run in parallel with other tests.
 func testBlobFence(t *testing.T, store writefence.ConditionalStore, res time.Duration) {
 	ctx := t.Context()
 	prefix := testserver.UniqueName(t) + "/"

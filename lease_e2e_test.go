@@ -61,9 +61,15 @@ import (
 // epoch), every version decoding, every push a helper reported landed, and
 // the final record being the last push that returned nil.
 //
-// CI runs three rounds per moment (about half a minute). For a longer
-// run, with the servers' addresses exported (.ci/servers.sh's
-// wf_start_servers, as .ci/run does; about 2.5s a round):
+// The rounds run in e2eLanes lanes at once, each lane two helpers on a
+// bucket of its own: lane L runs rounds L, L+3, ... of every moment in
+// turn, and checks its own bucket's history. The lanes wait on their
+// helpers' leases much more than they work, and the test runs alone (it is
+// not parallel to other tests), so three at once keep its timing. CI runs
+// three rounds per moment, one lane each (about 10 s, against 30 s one
+// after the other). For a longer run, with the servers' addresses exported
+// (.ci/servers.sh's wf_start_servers, as .ci/run does; about 2.5 s a round
+// in each lane):
 //
 //	WRITEFENCE_LEASE_E2E_ROUNDS=25 go test -run '^TestLeaseEndToEnd$' -v -timeout 30m .
 
@@ -78,6 +84,7 @@ const (
 	e2ePauseAt   = 1 << 20                // an upload pauses once this much of its body is sent
 	e2eLeaseName = "wal/0"
 	e2eWait      = time.Minute // a safeguard: what the parent waits for comes long before
+	e2eLanes     = 3           // runs at once, each of two helpers on a bucket of its own
 )
 
 var e2eMoments = []string{"renew", "push", "upload", "kill"}
@@ -91,22 +98,28 @@ func TestLeaseEndToEnd(t *testing.T) {
 	}
 	srv := testserver.S3Server(t)
 	c := srv.Client(t, testserver.HTTPTransport(t))
-	bucket := e2eVersionedBucket(t, c)
-
-	r := &e2eRun{t: t, bucket: bucket, store: NewMinioConditionalStore(c, bucket),
-		events: make(chan e2eEvent, 1024), helpers: make(map[string]*e2eHelper)}
-	t.Cleanup(r.killAll)
-	r.start("a")
-	r.start("b")
-	start := time.Now()
-	for i := range rounds {
-		for _, m := range e2eMoments {
-			r.round(i, m)
-		}
+	for lane := range min(rounds, e2eLanes) {
+		t.Run(fmt.Sprintf("lane%d", lane), func(t *testing.T) {
+			t.Parallel()
+			bucket := e2eVersionedBucket(t, c)
+			r := &e2eRun{t: t, bucket: bucket, store: NewMinioConditionalStore(c, bucket),
+				events: make(chan e2eEvent, 1024), helpers: make(map[string]*e2eHelper)}
+			t.Cleanup(r.killAll)
+			r.start("a")
+			r.start("b")
+			start := time.Now()
+			n := 0
+			for i := lane; i < rounds; i += e2eLanes {
+				for _, m := range e2eMoments {
+					r.round(i, m)
+					n++
+				}
+			}
+			t.Logf("%d rounds in %v", n, time.Since(start).Round(time.Millisecond))
+			r.stopAll()
+			r.checkHistory(c)
+		})
 	}
-	t.Logf("%d rounds in %v", rounds*len(e2eMoments), time.Since(start).Round(time.Millisecond))
-	r.stopAll()
-	r.checkHistory(c)
 }
 
 // TestLeaseEndToEndHelper is not a test on its own: TestLeaseEndToEnd runs

@@ -907,6 +907,7 @@ func TestDirBlobMemory(t *testing.T) {
 
 // TestDirBlobFence: see testBlobFence.
 func TestDirBlobFence(t *testing.T) {
+	t.Parallel()
 	testBlobFence(t, newDirStore(t, t.TempDir()), 0)
 }
 

@@ -139,6 +139,7 @@ func TestGCSBlobMemory(t *testing.T) {
 
 // TestGCSBlobFence: see testBlobFence.
 func TestGCSBlobFence(t *testing.T) {
+	t.Parallel()
 	store, _ := newGCSIntegrationStore(t)
 	testBlobFence(t, store, time.Second)
 }

@@ -330,6 +330,7 @@ func TestMinioBlobMemory(t *testing.T) {
 
 // TestMinioBlobFence: see testBlobFence.
 func TestMinioBlobFence(t *testing.T) {
+	t.Parallel()
 	c, bucket := newMinioBucket(t)
 	testBlobFence(t, writefence.NewMinioConditionalStore(c, bucket), time.Second)
 }
