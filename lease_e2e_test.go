@@ -318,7 +318,7 @@ func e2eVersionedBucket(t *testing.T, c *minio.Client) string {
 	ctx := t.Context()
 	require.NoError(t, c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := testserver.CleanupContext(t)
 		defer cancel()
 		var all []minio.ObjectInfo
 		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true, WithVersions: true}) {

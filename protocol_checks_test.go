@@ -122,7 +122,7 @@ func testPrefixAgreesWithGet(t *testing.T, store prefixStoreUnderTest) {
 func cleanupKey(t *testing.T, store writefence.ConditionalStore, key string) {
 	if d, ok := store.(writefence.Deleter); ok {
 		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := testserver.CleanupContext(t)
 			defer cancel()
 			assert.NoError(t, d.Delete(ctx, key))
 		})

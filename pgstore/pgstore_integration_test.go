@@ -284,7 +284,7 @@ func roleURL(t *testing.T, admin *pgxpool.Pool, password string, grants ...strin
 		require.NoError(t, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := testserver.CleanupContext(t)
 		defer cancel()
 		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
 		if _, err := admin.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role); err != nil {

@@ -58,7 +58,7 @@ func AzuriteContainer(t testing.TB, c *service.Client) string {
 	_, err := c.CreateContainer(context.Background(), name, nil)
 	check(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx(t)
+		ctx, cancel := CleanupContext(t)
 		defer cancel()
 		if _, err := c.DeleteContainer(ctx, name, nil); err != nil {
 			t.Errorf("cleanup: delete container %s: %v", name, err)

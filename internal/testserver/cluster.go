@@ -51,7 +51,7 @@ func ValkeyClusterPrefix(t testing.TB, addrs []string, tagged bool) string {
 	t.Cleanup(func() {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 		defer c.Close()
-		ctx, cancel := cleanupCtx(t)
+		ctx, cancel := CleanupContext(t)
 		defer cancel()
 		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			keys, err := m.Keys(ctx, prefix+"*").Result()

@@ -64,7 +64,7 @@ func DynamoDBTable(t testing.TB, c *dynamodb.Client) string {
 	})
 	check(t, waiter.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute))
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx(t)
+		ctx, cancel := CleanupContext(t)
 		defer cancel()
 		if _, err := c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
 			t.Errorf("cleanup: delete table %s: %v", name, err)

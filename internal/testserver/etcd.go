@@ -42,7 +42,7 @@ func EtcdPrefix(t testing.TB, c *clientv3.Client) string {
 	t.Helper()
 	prefix := "/" + UniqueName(t) + "/"
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx(t)
+		ctx, cancel := CleanupContext(t)
 		defer cancel()
 		if _, err := c.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
 			t.Errorf("cleanup: delete %s: %v", prefix, err)

@@ -35,7 +35,7 @@ func PostgresTable(t testing.TB, p *pgxpool.Pool) string {
 	t.Helper()
 	name := strings.ReplaceAll(UniqueName(t), "-", "_")
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx(t)
+		ctx, cancel := CleanupContext(t)
 		defer cancel()
 		for _, q := range []string{"DROP TABLE IF EXISTS ", "DROP SEQUENCE IF EXISTS "} {
 			id := pgx.Identifier{name}

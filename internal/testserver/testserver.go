@@ -61,12 +61,13 @@ func UniqueName(t testing.TB) string {
 	return "wf-" + hex.EncodeToString(b)
 }
 
-// cleanupCtx bounds a cleanup of t: a test's own context is done by then.
-// The bound is the test binary's own deadline (go test -timeout), less a
-// margin for the report, not a fixed time: a loaded machine makes a
-// cleanup of a thousand objects slow, never wrong, and a server that hangs
-// still ends the run at that deadline, with every goroutine's stack.
-func cleanupCtx(t testing.TB) (context.Context, context.CancelFunc) {
+// CleanupContext bounds a cleanup of t: a test's own context is done by
+// then. The bound is the test binary's own deadline (go test -timeout),
+// less a margin for the report, not a fixed time: a loaded machine makes
+// a cleanup of a thousand objects slow, never wrong, and a server that
+// hangs still ends the run at that deadline, with every goroutine's
+// stack. Every cleanup of a server's data uses it.
+func CleanupContext(t testing.TB) (context.Context, context.CancelFunc) {
 	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if end, ok := d.Deadline(); ok {
 			if time.Until(end) > 2*cleanupMargin {
@@ -78,7 +79,7 @@ func cleanupCtx(t testing.TB) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Minute)
 }
 
-// cleanupMargin is the time cleanupCtx leaves before the binary's
+// cleanupMargin is the time CleanupContext leaves before the binary's
 // deadline, for the cleanup's error to be reported before the binary is
 // stopped; a cleanup that starts closer to the deadline than twice that
 // runs to the deadline itself.
@@ -165,7 +166,7 @@ func MinioBucket(t testing.TB, c *minio.Client) string {
 	bucket := UniqueName(t)
 	check(t, c.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}))
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx(t)
+		ctx, cancel := CleanupContext(t)
 		defer cancel()
 		deleteAll(ctx, t, bucket, func(send func(string) bool) error {
 			for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
@@ -212,7 +213,7 @@ func GCSBucket(t testing.TB, c *storage.Client) string {
 	b := c.Bucket(name)
 	check(t, b.Create(context.Background(), "writefence-test", nil))
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx(t)
+		ctx, cancel := CleanupContext(t)
 		defer cancel()
 		deleteAll(ctx, t, name, func(send func(string) bool) error {
 			for it := b.Objects(ctx, nil); ; {
@@ -261,7 +262,7 @@ func ValkeyPrefix(t testing.TB, addr string) string {
 	t.Cleanup(func() {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		defer c.Close()
-		ctx, cancel := cleanupCtx(t)
+		ctx, cancel := CleanupContext(t)
 		defer cancel()
 		keys, err := c.Keys(ctx, prefix+"*").Result()
 		if err != nil {
