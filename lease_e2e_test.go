@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,19 +48,24 @@ import (
 //   - kill: as upload, but the helper is killed with SIGKILL and restarted
 //     once the other has taken over.
 //
-// In even rounds the paused helper pushes under its held context, as a
-// pipeline should, so its push in flight is cancelled the moment it
-// resumes and finds its lease expired; in odd rounds it lets a push it
-// started finish (a context without the held one's cancellation), so the
-// store itself must refuse it, or admit it before the new holder's seal.
+// The rounds alternate two modes, by round and moment, so that each lane
+// runs both. In "stop" the paused helper pushes under its held context, as
+// a pipeline should, so its push in flight must end cancelled once it
+// resumes and finds its lease expired (the helper lets it go on once the
+// Lease has cancelled the context, which the Lease does from a goroutine
+// of its own); in "finish" it lets a push it started finish (a context
+// without the held one's cancellation), so the store itself must refuse
+// it, or admit it before the new holder's seal.
 //
 // In every round the other helper takes over and seals, the paused one,
 // resumed (or restarted), learns it lost the lease and does not get it
 // back while the other holds it, and the other keeps shipping. At the end
 // the store's own version history of the shard's record (bucket
 // versioning) must show epochs strictly rising (so at most one version per
-// epoch), every version decoding, every push a helper reported landed, and
-// the final record being the last push that returned nil.
+// epoch), every version decoding, every push a helper reported landed,
+// the final record being the last push that returned nil, and each term of
+// the lease record beginning with its holder's seal (the term's first
+// epoch, the payload unchanged).
 //
 // The rounds run in e2eLanes lanes at once, each lane two helpers on a
 // bucket of its own: lane L runs rounds L, L+3, ... of every moment in
@@ -94,6 +100,7 @@ func TestLeaseEndToEnd(t *testing.T) {
 	if s := os.Getenv(e2eRoundsEnv); s != "" {
 		n, err := strconv.Atoi(s)
 		require.NoError(t, err, e2eRoundsEnv)
+		require.Positive(t, n, e2eRoundsEnv)
 		rounds = n
 	}
 	srv := testserver.S3Server(t)
@@ -165,11 +172,30 @@ func TestLeaseEndToEndHelper(t *testing.T) {
 		}
 	}()
 	defer func() { <-commands }() // the parent closes stdin after "stop"
+	// current is the held context of the hold in progress.
+	var currentMu sync.Mutex
+	var current context.Context = context.Background()
 	pause := func(moment string) {
-		if armed.CompareAndSwap(moment, "") {
-			rep.send("at", moment)
+		if !armed.CompareAndSwap(moment, "") {
+			return
+		}
+		rep.send("at", moment)
+		select {
+		case <-cont:
+		case <-stop:
+		}
+		if (moment == "push" || moment == "upload") && !finish.Load() {
+			// Resumed after its lease expired, a push under the held
+			// context must end cancelled. The Lease cancels that context
+			// from a goroutine of its own as the process resumes, so the
+			// push goes on only once it has: otherwise the push could
+			// reach the store first and be refused as stale there, and
+			// the run would not show that the push honours the context.
+			currentMu.Lock()
+			held := current
+			currentMu.Unlock()
 			select {
-			case <-cont:
+			case <-held.Done():
 			case <-stop:
 			}
 		}
@@ -224,6 +250,9 @@ func TestLeaseEndToEndHelper(t *testing.T) {
 			wait(context.Background(), e2eTTL/5)
 			continue
 		}
+		currentMu.Lock()
+		current = held
+		currentMu.Unlock()
 		rep.send("held", "")
 		for held.Err() == nil && !stopped() {
 			n++
@@ -497,7 +526,7 @@ func (r *e2eRun) round(i int, moment string) {
 	if moment == "kill" {
 		arm = "upload"
 	}
-	if i%2 == 1 {
+	if (i+slices.Index(e2eMoments, moment))%2 == 1 {
 		mode = "finish"
 	}
 	h.send("arm " + arm + " " + mode)
@@ -537,6 +566,10 @@ func (r *e2eRun) round(i int, moment string) {
 	require.Equal(t, held+1, o.held, "round %d (%s): %s held the lease once since it took over", i, moment, o.name)
 	require.True(t, o.holding, "round %d (%s): %s still holds", i, moment, o.name)
 	require.Contains(t, h.lastFail, "held by "+o.name)
+	if mode == "stop" && (moment == "push" || moment == "upload") {
+		require.NotEmpty(t, h.since, "round %d (%s)", i, moment)
+		require.Regexp(t, `^refused .*context canceled$`, h.since[0], "round %d (%s): %s's push under its held context ends cancelled once it resumes", i, moment, h.name)
+	}
 	rec := r.leaseRecord()
 	require.Equal(t, o.name, rec.holder, "round %d (%s): the lease record", i, moment)
 	t.Logf("round %d %-6s (%s): %s took over at term %d; %s, from its pause on: %s", i, moment, mode, o.name, rec.term, h.name, strings.Join(h.since, "; "))
@@ -680,6 +713,22 @@ func (r *e2eRun) checkHistory(c *minio.Client) {
 			require.Equal(t, h, rec.holder, "term %d has two holders", rec.term)
 		}
 		holders[rec.term], prev = rec.holder, rec.term
+	}
+	// Every term began with its holder's seal: the term's first epoch,
+	// written by its holder, the payload as it was (none at first).
+	for term, holder := range holders {
+		nothing := sha256.Sum256(nil)
+		before, sealed := hex.EncodeToString(nothing[:]), false
+		for _, v := range history {
+			if v.epoch == term<<leaseSeqBits|1 {
+				require.Equal(t, holder, v.writer, "the seal of term %d", term)
+				require.Equal(t, before, v.sum, "the seal of term %d keeps the payload", term)
+				sealed = true
+				break
+			}
+			before = v.sum
+		}
+		require.True(t, sealed, "term %d (%s): no seal in the record's history", term, holder)
 	}
 	t.Logf("the record's history: %d versions: %d pushes reported landed, %d others (a seal at each takeover, and pushes that landed as their writer was paused or killed); the lease record's: %d versions, %d terms",
 		len(history), len(r.landed), len(history)-len(r.landed), len(leases), len(holders))
