@@ -179,11 +179,13 @@ func TestSuiteHasTeeth(t *testing.T) {
 		wantSkip []string // nil: optional, the checks of the options not given
 		wantLog  []string // lines the suite must log
 	}{
+		// First: the longest child (its compare gaps hold each lone write
+		// 20 ms), which the children below then run beside.
+		{"client-compare", races, undeclared, []string{undeclaredBlobs}},
 		{"memstore", nil, []string{}, []string{"writefence.GetPrefix on this store falls back to Get", fallbackPaths, ownBlobs}},
 		{"prefix-memstore", nil, []string{}, []string{ownPrefix, ownBlobs}},
 		{"parts-memstore", nil, []string{}, []string{ownParts}},
 		{"branded-memstore", nil, []string{}, []string{ownBranded}},
-		{"client-compare", races, undeclared, []string{undeclaredBlobs}},
 		{"ignoring", concat(wrongWrites, races), undeclared, nil},
 		{"reused-tokens", []string{"Tokens/AfterDelete"}, concat(skipLister, optional, skipBlobs), []string{noBlobs}},
 		{"stale-prefix", prefix, nil, []string{ownPrefix}},
@@ -241,8 +243,8 @@ func TestSuiteHasTeeth(t *testing.T) {
 	}
 	// The children spend much of their time waiting (on the suite's
 	// barriers and compare gaps), so they run twice as many at once as
-	// there are CPUs, whatever -parallel says; each subtest checks its
-	// child's output.
+	// there are CPUs, whatever -parallel says, started in the order of the
+	// list; each subtest checks its child's output.
 	type child struct {
 		out []byte
 		err error
@@ -254,8 +256,8 @@ func TestSuiteHasTeeth(t *testing.T) {
 	t.Cleanup(children.Wait)
 	for i, tt := range tests {
 		done[i] = make(chan child, 1)
+		slots <- struct{}{}
 		children.Go(func() {
-			slots <- struct{}{}
 			defer func() { <-slots }()
 			cmd := exec.CommandContext(ctx, os.Args[0],
 				"-test.run=^TestHelperBroken$", "-test.v", "-test.count=1", "-test.timeout=5m")
