@@ -22,6 +22,7 @@
 //	brand   claim|verify|install      hold the store's brand key (-identity)
 //	probe                             prove that the store's conditional write is real
 //	race                              race N writers over M rounds on a scratch shard, check one lands per round
+//	policy s3                         print an S3 bucket policy that refuses unconditional writes and deletes of records (-bucket, -prefix)
 //	settle  <plugin> <shard>          overwrite a corrupt record, only with -confirm-version of exactly that record
 //	demo                              race writers on the in-memory store and show what the fence does
 //	version                           the module version and VCS revision the command was built from
@@ -176,6 +177,7 @@ func init() {
 		brandCommand,
 		probeCommand,
 		raceCommand,
+		policyS3Command,
 		settleCommand,
 		demoCommand,
 		versionCommand,
