@@ -187,9 +187,9 @@ func TestDoctorS3Policy(t *testing.T) {
 // TestPolicyS3OnMinIO: what MinIO makes of the policy. It refuses the
 // document as a whole, because it knows neither s3:if-match,
 // s3:if-none-match nor s3:ObjectCreationOperation, so it enforces none of
-// it. Of a Deny it can read (no condition), it enforces the part for
-// other principals and never binds its root user: the closest MinIO gets
-// refuses the library's own conditional deletes too.
+// it. A Deny it can read (no condition) it enforces on other principals,
+// never on its root user: an anonymous rm of a record is refused, a blob
+// stays deletable, and the root user deletes the record anyway.
 func TestPolicyS3OnMinIO(t *testing.T) {
 	_, c, bucket := doctorS3(t)
 	ctx := t.Context()
