@@ -22,6 +22,8 @@
 //	brand   claim|verify|install      hold the store's brand key (-identity)
 //	probe                             prove that the store's conditional write is real
 //	race                              race N writers over M rounds on a scratch shard, check one lands per round
+//	doctor                            read the store's settings that can lose a record or an acknowledged write, with the fix for each
+//	policy s3                         print an S3 bucket policy that refuses unconditional writes and deletes of records (-bucket, -prefix)
 //	settle  <plugin> <shard>          overwrite a corrupt record, only with -confirm-version of exactly that record
 //	demo                              race writers on the in-memory store and show what the fence does
 //	version                           the module version and VCS revision the command was built from
@@ -99,6 +101,7 @@
 //	8   outcome unknown: a write was sent but its result could not be learned
 //	9   untrusted store: the probe saw the store ignore a precondition
 //	10  violation: race or demo saw two writers land one epoch, or a record that disagrees with the winner
+//	11  at risk: doctor found a store setting that can lose a record or an acknowledged write
 //	130 interrupted: SIGINT or SIGTERM stopped the command (a write in flight may have landed)
 //
 // A failed write to stdout (a full disk, a closed pipe) is an error (1),
@@ -176,6 +179,8 @@ func init() {
 		brandCommand,
 		probeCommand,
 		raceCommand,
+		doctorCommand,
+		policyS3Command,
 		settleCommand,
 		demoCommand,
 		versionCommand,

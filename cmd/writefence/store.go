@@ -63,6 +63,7 @@ type opened struct {
 	store writefence.ConditionalStore
 	addr  string // the address as given; openStore refuses one with credentials
 	close func() error
+	audit auditor // reads the store's own settings for doctor; nil when it has none to read
 }
 
 // output is where the command reports, as -json asks.

@@ -68,5 +68,5 @@ func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
 			o.BaseEndpoint = &endpoint
 		}
 	})
-	return &opened{store: dynamostore.New(client, table), close: noClose}, nil
+	return &opened{store: dynamostore.New(client, table), close: noClose, audit: dynamoAuditor(client, table)}, nil
 }

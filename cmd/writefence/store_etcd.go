@@ -92,5 +92,5 @@ func openEtcd(_ context.Context, u *url.URL) (*opened, error) {
 	}
 	s := etcdstore.New(client, prefix)
 	s.MaxRequestBytes = maxRequest
-	return &opened{store: s, close: client.Close}, nil
+	return &opened{store: s, close: client.Close, audit: etcdAuditor(client)}, nil
 }

@@ -52,7 +52,7 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 		return nil, fmt.Errorf("writefence: cloud storage client: %w", err)
 	}
 	client.SetRetry(storage.WithErrorFunc(gcsRetryable))
-	return &opened{store: writefence.NewGCSConditionalStore(client, bucket), close: client.Close}, nil
+	return &opened{store: writefence.NewGCSConditionalStore(client, bucket), close: client.Close, audit: gcsAuditor(client, bucket)}, nil
 }
 
 // gcsRetryable is the client's retry policy (storage.ShouldRetry) except

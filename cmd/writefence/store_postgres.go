@@ -79,7 +79,7 @@ func openPostgresMode(ctx context.Context, u *url.URL, readOnly bool) (*opened, 
 			return nil, err
 		}
 	}
-	return &opened{store: s, close: func() error { pool.Close(); return nil }}, nil
+	return &opened{store: s, close: func() error { pool.Close(); return nil }, audit: postgresAuditor(pool)}, nil
 }
 
 // advisePostgres says what to do about a refused login, a missing

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -44,6 +45,9 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 	if strings.Contains(endpoint, "/") {
 		return nil, usagef("writefence: store address: endpoint=%s: want host:port, without a scheme (use secure=false for http)", escape.String(endpoint))
 	}
+	if gcsXMLEndpoint(endpoint) {
+		return nil, usagef("writefence: store address: endpoint=%s is Cloud Storage's XML API, which ignores the S3 If-Match and If-None-Match headers the fence rests on: use gs://%s", escape.String(endpoint), bucket)
+	}
 	secure, err := boolParam(q, "secure", true)
 	if err != nil {
 		return nil, err
@@ -57,7 +61,18 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writefence: s3 client: %w", err)
 	}
-	return &opened{store: writefence.NewMinioConditionalStore(client, bucket), close: noClose}, nil
+	return &opened{store: writefence.NewMinioConditionalStore(client, bucket), close: noClose, audit: s3Auditor(client, bucket)}, nil
+}
+
+// gcsXMLEndpoint reports whether endpoint (host or host:port) is Cloud
+// Storage's S3-style XML API, path-style or virtual-hosted.
+func gcsXMLEndpoint(endpoint string) bool {
+	host := strings.ToLower(endpoint)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(host, ".")
+	return host == "storage.googleapis.com" || strings.HasSuffix(host, ".storage.googleapis.com")
 }
 
 // S3 error codes that mean the credentials were missing or wrong.

@@ -70,7 +70,7 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	client := redis.NewClient(opts)
-	return &opened{store: p.store(client), close: client.Close}, nil
+	return &opened{store: p.store(client), close: client.Close, audit: valkeyAuditor(client, p.wait)}, nil
 }
 
 // openValkeyCluster opens valkey+cluster://host:port,host:port[?script=1&wait=N&wait-timeout=D&tls=true],
@@ -107,7 +107,7 @@ func openValkeyCluster(_ context.Context, u *url.URL) (*opened, error) {
 		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	client := redis.NewClusterClient(opts)
-	return &opened{store: p.store(client), close: client.Close}, nil
+	return &opened{store: p.store(client), close: client.Close, audit: valkeyAuditor(client, p.wait)}, nil
 }
 
 // valkeyQuery is the settings of a Valkey address's query.
