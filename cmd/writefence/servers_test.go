@@ -59,6 +59,12 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	assert.Equal(t, exitOK, cmd("brand", "verify").code)
 	assert.Equal(t, exitWire, cmd("brand", "verify", "-identity", "other/v2").code)
 	assert.Equal(t, exitOK, cmd("push", "-brand", "verify", "-writer", "node-a", "-epoch", "3", "-file", p, "wal", "s").code)
+	// An installed brand refuses a writer of another format without being
+	// asked to, and nothing is written.
+	r = cmd("push", "-identity", "other/v2", "-writer", "node-x", "-epoch", "1", "-file", p, "wal", "fresh")
+	assert.Equal(t, exitWire, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence: wire: expected other/v2 found writefence/v1")
+	assert.Equal(t, exitNotFound, cmd("latest", "wal", "fresh").code)
 
 	// probe and race.
 	r = cmd("probe", "-json")
@@ -89,4 +95,19 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	r = cmd("latest", "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.True(t, strings.Contains(r.stdout, "epoch     10\n") && strings.Contains(r.stdout, "writer    operator\n"), "%s", r)
+
+	// The blobs in a directory store beside the records (-blobs), whether
+	// the store holds blobs itself or not.
+	blobs := fileStore(t)
+	r = cmd("blob put", "-blobs", blobs, "-writer", "node-a", "-epoch", "1", "-file", p, "stream", "b")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	ref := strings.TrimSpace(r.stdout)
+	r = cmd("commit", "-blobs", blobs, "-writer", "node-a", "-epoch", "2", "-add", ref, "-keep-payload", "stream", "b")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = cmd("blob get", "-blobs", blobs, "stream", "b", nameOf(ref))
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "segment 0001", r.stdout)
+	r = cmd("gc", "-blobs", blobs, "stream", "b")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "kept\t"+nameOf(ref)+"\t12\treferenced\n", r.stdout)
 }
