@@ -13,7 +13,7 @@
 // Commands:
 //
 //	latest  <plugin> <shard>          a shard's epoch, writer, identity, payload size, blobs, tenure floor and version token
-//	ls      [plugin]                  every shard under the prefix: plugin, shard, epoch, writer, status, blobs, bytes, tenure floor
+//	ls      [plugin]                  every shard under the prefix, with a header: plugin, shard, epoch, writer, status, blobs, bytes, tenure floor; then the leases
 //	push    <plugin> <shard>          push a file or stdin at an epoch (-writer, -epoch, -file)
 //	blob put <plugin> <shard>         stream a file or stdin into a new blob and print its reference (-writer, -epoch, -file)
 //	blob get <plugin> <shard> <name>  write a blob the manifest references to stdout or -out, checked against its reference
@@ -26,6 +26,8 @@
 //	demo                              race writers on the in-memory store and show what the fence does
 //	version                           the module version and VCS revision the command was built from
 //	init                              create the store's directory, bucket, table or container if it does not exist
+//	lease show <name>                 a lease's holder, term, expiry and version
+//	lease release <name>              release a lease for a holder that is gone (-holder)
 //
 // Run "writefence help <command>" for a command's flags and examples.
 //
@@ -65,7 +67,7 @@
 // naming "writefence init", which creates it; a command that writes creates
 // it with -create instead. So a mistyped address never becomes a new store
 // in which any epoch lands. Commands that only read (latest, ls, brand
-// verify) never create a store, and read a directory store
+// verify, lease show) never create a store, and read a directory store
 // without its lock, so a user who may read it but not write it can;
 // file:/// is refused. Before its first request a command checks that the
 // store answers: an address where nothing listens fails at once, and so
@@ -73,7 +75,7 @@
 // online, or a cluster node under valkey:// rather than valkey+cluster://.
 //
 // -blobs ADDR (or $WRITEFENCE_BLOBS) keeps the blobs (blob put, blob get,
-// commit, gc) in another store than the records, under the same
+// commit, gc, ls) in another store than the records, under the same
 // prefix: records in DynamoDB, etcd, PostgreSQL, Azure Blob or Valkey,
 // blobs in S3, Cloud Storage or a directory.
 //
@@ -516,7 +518,7 @@ store addresses (-store, before the command or among its flags; quote one holdin
                                     table and its sequence if missing; the other parameters are pgx's (sslmode=...)
   default: $WRITEFENCE_STORE, else file://$XDG_STATE_HOME/writefence (~/.local/state/writefence)
   a store that does not exist is refused: writefence init creates its directory, bucket, table or container
-  (or -create, on a command that writes); reads (latest, ls, brand verify) never create one
+  (or -create, on a command that writes); reads (latest, ls, brand verify, lease show) never create one
   -blobs ADDR (or $WRITEFENCE_BLOBS): the blobs in another store than the records, under the same -prefix
 credentials come from the environment only:
   S3            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; or MINIO_ROOT_USER, MINIO_ROOT_PASSWORD;

@@ -44,6 +44,9 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	r = cmd("ls")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.NotEmpty(t, lines)
+	assert.Equal(t, lsHeader, lines[0])
+	lines = lines[1:]
 	slices.Sort(lines) // Valkey's SCAN has no order
 	assert.Equal(t, []string{"wal\ts\t2\tnode-a\tok\t0\t0\t0", "wal/x\ta b\t4\tnode-c\tok\t0\t0\t0"}, lines)
 	r = cmd("ls", "-json", "wal/x")
@@ -88,7 +91,7 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	assert.Equal(t, corruptV, jsonOf(t, r)["version"])
 	r = cmd("ls", "wal")
 	assert.Equal(t, exitCorrupt, r.code, "%s", r)
-	assert.Equal(t, "wal\ts\t3\tnode-a\tcorrupt\t-\t-\t-\n", r.stdout, "listed with its header's epoch, not skipped")
+	assert.Equal(t, lsHeader+"\nwal\ts\t3\tnode-a\tcorrupt\t-\t-\t-\n", r.stdout, "listed with its header's epoch, not skipped")
 	assert.Equal(t, exitCorrupt, cmd("push", "-writer", "node-b", "-epoch", "9", "-file", p, "wal", "s").code)
 	r = cmd("settle", "-confirm-version", corruptV, "-writer", "operator", "-epoch", "10", "-file", p, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
@@ -110,4 +113,7 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	r = cmd("gc", "-blobs", blobs, "stream", "b")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, "kept\t"+nameOf(ref)+"\t12\treferenced\n", r.stdout)
+	r = cmd("ls", "-blobs", blobs, "stream")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, lsHeader+"\nstream\tb\t2\tnode-a\tok\t1\t12\t0\n", r.stdout)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,6 +62,7 @@ func TestMistypedFileStore(t *testing.T) {
 		{"race", "-writers", "2", "-rounds", "1"},
 		{"settle", "-confirm-version", "v", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
 		{"gc", "wal", "s"},
+		{"lease", "release", "-holder", "a", "wal/0"},
 	} {
 		r := wf(t, append(args, "-store", addr)...)
 		assert.Equal(t, exitError, r.code, "%v: %s", args, r)
@@ -123,9 +126,73 @@ func TestInstalledBrandIsVerified(t *testing.T) {
 	assert.Contains(t, r.stderr, "want verify, claim or none")
 }
 
+// TestLeaseShowRelease: lease show shows a lease a writefence.Lease holds;
+// lease release refuses without -holder or with another holder's name,
+// writing nothing, and with the holder's releases it, so that another
+// holder takes it at once; ls lists the leases after the shards.
+func TestLeaseShowRelease(t *testing.T) {
+	addr := fileStore(t)
+	ctx := t.Context()
+	s, err := openStore(ctx, addr)
+	require.NoError(t, err)
+	defer s.close()
+	fence := &writefence.Fence{Store: s.store}
+	a := &writefence.Lease{Fence: fence, Name: "wal/0", Holder: "node-a", TTL: time.Hour}
+	term, err := a.Acquire(ctx)
+	require.NoError(t, err)
+
+	r := wf(t, "lease", "show", "-store", addr, "wal/0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "holder   node-a\n")
+	assert.Contains(t, r.stdout, "term     1\n")
+	assert.Contains(t, r.stdout, "epochs   4294967297 to 8589934591 (term<<32 | n)\n")
+	assert.Regexp(t, `\nstate    held, until \S+Z \(\S+ from now, by its holder's clock\)\n`, r.stdout)
+	r = wf(t, "lease", "show", "-json", "-store", addr, "wal/0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	m := jsonOf(t, r)
+	assert.Equal(t, "held", m["state"])
+	assert.Equal(t, "writefence/_lease/wal%2F0", m["key"])
+	r = wf(t, "lease", "show", "-store", addr, "wal/1")
+	assert.Equal(t, exitNotFound, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence ls lists the leases")
+
+	r = wf(t, "ls", "-store", addr)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Regexp(t, "^"+lsHeader+"\n\n"+lsLeaseHeader+"\nwal/0\tnode-a\t1\theld\t\\S+Z\n$", r.stdout)
+	r = wf(t, "ls", "-json", "-store", addr)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	m = jsonOf(t, r)
+	assert.Equal(t, "lease", m["kind"])
+	assert.Equal(t, "node-a", m["holder"])
+
+	r = wf(t, "lease", "release", "-store", addr, "wal/0")
+	assert.Equal(t, exitUsage, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "-holder is required")
+	r = wf(t, "lease", "release", "-store", addr, "-holder", "node-b", "wal/0")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence: lease wal/0 is held by node-a at term 1, not by -holder node-b: nothing written")
+	require.NoError(t, a.Renew(ctx), "a refused release wrote nothing")
+
+	r = wf(t, "lease", "release", "-store", addr, "-holder", "node-a", "wal/0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "released: lease wal/0, held by node-a at term 1 (released at term 2): the next contender takes it at once\n", r.stdout)
+	assert.ErrorIs(t, a.Renew(ctx), writefence.ErrLeaseLost, "the holder released for is deposed")
+	r = wf(t, "lease", "show", "-store", addr, "wal/0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "state    released, the next contender takes it at once\n")
+	r = wf(t, "lease", "release", "-json", "-store", addr, "-holder", "node-a", "wal/0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, false, jsonOf(t, r)["released"], "already released: nothing written")
+
+	b := &writefence.Lease{Fence: fence, Name: "wal/0", Holder: "node-b", TTL: time.Hour}
+	next, err := b.Acquire(ctx)
+	require.NoError(t, err, "another holder takes the lease at once")
+	assert.Equal(t, term+2, next)
+}
+
 // TestBlobsInAnotherStore: a store of records that holds no blobs refuses
 // the blob verbs with advice naming -blobs; with -blobs naming a store that
-// holds them, blob put, commit, blob get and gc work across the two.
+// holds them, blob put, commit, blob get, gc and ls work across the two.
 func TestBlobsInAnotherStore(t *testing.T) {
 	recordsAddr, records, _ := sharedMem(t)
 	blobsAddr, blobs, _ := sharedMem(t)
@@ -150,6 +217,9 @@ func TestBlobsInAnotherStore(t *testing.T) {
 	r = with("gc", "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, "kept\t"+nameOf(ref)+"\t15\treferenced\n", r.stdout)
+	r = with("ls")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, lsHeader+"\nwal\ts\t2\tnode-a\tok\t1\t15\t0\n", r.stdout)
 
 	// Where each went: the record in one store, the blob in the other.
 	key, err := keys.Shard("", "wal", "s")
@@ -187,6 +257,41 @@ func TestGCUnknownShard(t *testing.T) {
 	assert.Equal(t, exitOK, r.code, "blobs without a record: %s", r)
 	assert.Contains(t, r.stdout, "\tgrace\n")
 	assert.Equal(t, exitOK, wf(t, "gc", "-store", addr, "wal", "other").code, "a record without blobs: %s", r)
+}
+
+// TestLsHeaderAndBlobOnlyShards: ls prints a header, and lists a shard
+// that holds blobs but no record (blobs put and never committed) after
+// the shards with a record, with the number and bytes of its blobs.
+func TestLsHeaderAndBlobOnlyShards(t *testing.T) {
+	forBlobStores(t, func(t *testing.T, s blobStore) {
+		r := wf(t, "ls", "-store", s.addr)
+		require.Equal(t, exitOK, r.code, "%s", r)
+		assert.Equal(t, lsHeader+"\n", r.stdout, "an empty store: the header alone")
+
+		require.Equal(t, exitOK, wf(t, "push", "-store", s.addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "z").code)
+		for _, data := range []string{"one", "three"} {
+			r := wf(t, "blob", "put", "-store", s.addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, data), "wal", "orphan")
+			require.Equal(t, exitOK, r.code, "%s", r)
+		}
+		r = wf(t, "ls", "-store", s.addr)
+		require.Equal(t, exitOK, r.code, "%s", r)
+		assert.Equal(t, lsHeader+"\nwal\tz\t1\ta\tok\t0\t0\t0\nwal\torphan\t-\t-\tno_record\t2\t8\t-\n", r.stdout)
+		r = wf(t, "ls", "-store", s.addr, "snap")
+		require.Equal(t, exitOK, r.code, "%s", r)
+		assert.Equal(t, lsHeader+"\n", r.stdout, "another plugin's blobs are not listed")
+
+		r = wf(t, "ls", "-json", "-store", s.addr)
+		require.Equal(t, exitOK, r.code, "%s", r)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		require.Len(t, lines, 2, "no header in JSON: %s", r.stdout)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[1]), &m))
+		assert.Equal(t, "shard", m["kind"])
+		assert.Equal(t, false, m["record"])
+		assert.Equal(t, "orphan", m["shard"])
+		assert.EqualValues(t, 2, m["blob_count"])
+		assert.EqualValues(t, 8, m["blob_bytes"])
+	})
 }
 
 // TestDurationWithoutUnit: -timeout 5 says a duration needs a unit, not
