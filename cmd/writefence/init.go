@@ -41,9 +41,9 @@ examples:
 	define: defineInit,
 }
 
-// storeCommands are the commands that create a store and look at or
-// release a lease, listed after the others.
-var storeCommands = []command{initCommand, leaseShowCommand, leaseReleaseCommand}
+// storeCommands are the commands that create a store, seal a shard and
+// look at or release a lease, listed after the others.
+var storeCommands = []command{initCommand, sealCommand, leaseShowCommand, leaseReleaseCommand}
 
 // initResult is init's -json output, one line per store.
 type initResult struct {

@@ -26,6 +26,7 @@
 //	demo                              race writers on the in-memory store and show what the fence does
 //	version                           the module version and VCS revision the command was built from
 //	init                              create the store's directory, bucket, table or container if it does not exist
+//	seal    <plugin> <shard>          raise a shard's recorded epoch without changing its payload (-writer, -epoch)
 //	lease show <name>                 a lease's holder, term, expiry and version
 //	lease release <name>              release a lease for a holder that is gone (-holder)
 //

@@ -99,6 +99,15 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.True(t, strings.Contains(r.stdout, "epoch     10\n") && strings.Contains(r.stdout, "writer    operator\n"), "%s", r)
 
+	// seal: a new writer raises the epoch, the payload stays.
+	r = cmd("seal", "-writer", "node-b", "-epoch", "11", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = cmd("latest", "-json", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 11, jsonOf(t, r)["epoch"])
+	assert.EqualValues(t, 12, jsonOf(t, r)["size"])
+	assert.Equal(t, exitStale, cmd("push", "-writer", "node-a", "-epoch", "11", "-file", p, "wal", "s").code)
+
 	// The blobs in a directory store beside the records (-blobs), whether
 	// the store holds blobs itself or not.
 	blobs := fileStore(t)

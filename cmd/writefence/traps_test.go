@@ -56,6 +56,7 @@ func TestMistypedFileStore(t *testing.T) {
 		{"push", "-json", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
 		{"blob", "put", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
 		{"commit", "-writer", "a", "-epoch", "1", "-keep-payload", "wal", "s"},
+		{"seal", "-writer", "a", "-epoch", "1", "wal", "s"},
 		{"brand", "claim"},
 		{"brand", "install"},
 		{"probe"},
@@ -108,6 +109,7 @@ func TestInstalledBrandIsVerified(t *testing.T) {
 	for _, args := range [][]string{
 		{"push", "-identity", "other/v9", "-writer", "b", "-epoch", "1", "-file", p, "wal", "s2"},
 		{"push", "-json", "-identity", "other/v9", "-writer", "b", "-epoch", "1", "-file", p, "wal", "s2"},
+		{"seal", "-identity", "other/v9", "-writer", "b", "-epoch", "1", "wal", "s2"},
 		{"commit", "-identity", "other/v9", "-writer", "b", "-epoch", "1", "-keep-payload", "wal", "s2"},
 	} {
 		r := wf(t, append(args, "-store", addr)...)
