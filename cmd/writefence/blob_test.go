@@ -198,7 +198,7 @@ func TestBlobRoundTrip(t *testing.T) {
 
 		r = wf(t, "ls", "-store", s.addr)
 		require.Equal(t, exitOK, r.code, "%s", r)
-		assert.Equal(t, "wal\ts\t5\tnode-a\tok\t2\t34\t0\n", r.stdout)
+		assert.Equal(t, lsHeader+"\nwal\ts\t5\tnode-a\tok\t2\t34\t0\n", r.stdout)
 		r = wf(t, "ls", "-json", "-store", s.addr)
 		m = jsonOf(t, r)
 		assert.EqualValues(t, 2, m["blob_count"])
