@@ -1,0 +1,340 @@
+package promise
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/writefence/writefence/internal/keys"
+)
+
+// refusals are the errors that refuse a write, which then wrote nothing
+// (promise 3); "not found" refuses a Commit or a Settle, "conflict" a
+// Settle.
+var refusals = []string{"stale", "wire", "corrupt", "invalid", "untrusted", "lease held", "permission"}
+
+// refused reports whether call ended refused.
+func refused(call *Call) bool {
+	is := call.Is
+	switch {
+	case call.Err == nil || is.Has("unknown"):
+		return false
+	case hasAny(is, refusals...):
+		return true
+	case is.Has("not found") && (call.Op == Commit || call.Op == Settle):
+		return true
+	}
+	return is.Has("conflict") && call.Op == Settle
+}
+
+// classified names every sentinel but "cause": an error that matches none
+// is a plain failure (promise 6).
+var classified = []string{"stale", "conflict", "unknown", "wire", "corrupt", "invalid", "not found", "too large",
+	"untrusted", "lease held", "lease lost", "lease expired", "takeover timeout", "term ended", "permission",
+	"unsupported", "canceled", "deadline"}
+
+// observedOps are the Ops a WriteEvent names (promise 27).
+var observedOps = map[string]bool{"push": true, "update": true, "commit": true, "seal": true, "settle": true,
+	"settle log": true, "blob": true, "collect": true, "lease acquire": true, "lease renew": true,
+	"lease release": true, "lease settle": true, "brand claim": true}
+
+// recordOps are the calls that write a shard's record in one engine run
+// and are observed as their Op.
+func recordOp(op Op) bool {
+	return op == Push || op == Update || op == Commit || op == Seal || op == Settle
+}
+
+// deposingOp reports whether a stale refusal of op deposes the writer.
+func deposingOp(op Op) bool { return op == Push || op == Update || op == Commit || op == Seal }
+
+// checkRefusal judges promises 3 and 5 on a call that ended refused: none
+// of its changes wrote a record, a lease, the brand or a settle log.
+func (c *Checker) checkRefusal(idx int, fl *flight) {
+	if !refused(fl.call) {
+		return
+	}
+	for _, w := range fl.writes {
+		c.checkRefusedWrite(idx, fl.call, fl, w.ch)
+	}
+}
+
+// checkRefusedWrite judges one change made for a call that ended refused.
+// A call of several steps (a Settle's log then its record, a Collect's
+// horizon then its deletes, a Hold's acquisition then its seals) may be
+// refused by a later step: a key its Observer saw written (an event with
+// no error) is a step that landed, not the refused write.
+func (c *Checker) checkRefusedWrite(idx int, call *Call, fl *flight, ch *Change) {
+	if !refused(call) || ch.Kind != "put" && ch.Kind != "delete" {
+		return
+	}
+	class, _ := c.classify(ch.Key)
+	switch {
+	case class == classNone:
+		return
+	case call.Op == Hold:
+		// A Hold is no write: it seals (writes of their own, whose lost
+		// replies it retries) and releases on a refusal; promise 15
+		// judges it.
+		return
+	}
+	for _, e := range call.Events {
+		if e.Key == ch.Key && e.Err == nil && !e.Retrying {
+			return
+		}
+	}
+	c.report(idx, 3, "%s ended refused (%v) but its %s of the %s key %s landed", who(call), call.Err, ch.Kind, class, quote(ch.Key))
+	if fl != nil && fl.lost {
+		c.report(idx, 5, "%s ended refused (%v) after its reply was lost, but its %s of %s landed", who(call), call.Err, ch.Kind, quote(ch.Key))
+	}
+}
+
+// checkUnknown judges promise 5: an unknown outcome is one error, with
+// its cause, never also a conflict or a refusal; and a call that finds
+// its own write in the store returns nil, not a refusal.
+func (c *Checker) checkUnknown(idx int, fl *flight) {
+	call := fl.call
+	if call.Is.Has("unknown") {
+		for _, s := range []string{"conflict", "stale", "wire", "corrupt", "invalid"} {
+			if call.Is.Has(s) {
+				c.report(idx, 5, "%s returned an unknown outcome that also matches %s: %v", who(call), s, call.Err)
+			}
+		}
+		if !call.Is.Has("cause") {
+			c.report(idx, 5, "%s returned an unknown outcome without its cause: %v", who(call), call.Err)
+		}
+		return
+	}
+	stale := call.Is.Has("stale") || call.Op == Settle && call.Is.Has("invalid") && call.Version != ""
+	if !stale || len(fl.seen) != 1 || !fl.seen[0].sound() {
+		return
+	}
+	d := fl.seen[0].rec
+	mine := d.h.Identity == identityOf(call) && d.h.Writer == call.Writer && d.h.Epoch == call.Epoch
+	switch call.Op {
+	case Push, Settle:
+		mine = mine && bytes.Equal(d.body.Payload, call.Payload)
+	case Seal:
+	default:
+		mine = false
+	}
+	if mine {
+		c.report(idx, 5, "%s was refused (%v) while the record was its own write throughout", who(call), call.Err)
+	}
+}
+
+// checkRetried judges promise 6: a call that ended on a plain failure
+// after transient faults made all its attempts (the transient faults and
+// the lost races it retried). A plain failure with no transient fault
+// recorded is not judged: the history does not show it was one.
+func (c *Checker) checkRetried(idx int, fl *flight) {
+	call := fl.call
+	if call.Err == nil || hasAny(call.Is, classified...) || fl.transient == 0 {
+		return
+	}
+	attempts := fl.transient
+	for _, e := range call.Events {
+		if e.Retrying {
+			attempts++
+		}
+	}
+	if limit := c.maxAttempts(call); attempts < limit {
+		c.report(idx, 6, "%s gave up after %d transient faults and %d attempts in all, fewer than %d: %v", who(call), fl.transient, attempts, limit, call.Err)
+	}
+}
+
+// checkAcked judges promise 4 on a write of a record that returned nil:
+// the record holds it at its End, unless a write at a higher epoch
+// replaced it, and from then on until one does.
+func (c *Checker) checkAcked(idx int, fl *flight) {
+	call := fl.call
+	if call.Err != nil || !recordOp(call.Op) || call.Key == "" || c.st.changedOutsideSince(call.Key, fl.begin) {
+		return
+	}
+	mine := func(v *value) bool {
+		if !v.sound() || v.rec.h.Writer != call.Writer || v.rec.h.Epoch != call.Epoch {
+			return false
+		}
+		return (call.Op != Push && call.Op != Settle) || bytes.Equal(v.rec.body.Payload, call.Payload)
+	}
+	landed := false
+	for _, v := range fl.seen {
+		landed = landed || mine(v)
+	}
+	cur := c.st.values[call.Key]
+	switch {
+	case !landed:
+		c.report(idx, 4, "%s returned nil, but the record never held its write during the call", who(call))
+	case mine(cur):
+		c.recordState(call.Key).acked = &ack{epoch: call.Epoch, writer: call.Writer, call: call}
+	case !cur.sound() || cur.rec.h.Epoch <= call.Epoch:
+		c.report(idx, 4, "%s returned nil, but its write was replaced before it returned, not by a higher epoch", who(call))
+	}
+}
+
+// deposers tracks the calls of one process on one shard that depose its
+// writer when refused as stale.
+type deposers struct {
+	inFlight int
+	lastEnd  int
+}
+
+func deposerKey(proc, key string) string { return proc + "\x00" + key }
+
+// deposerKeys are the shard keys a call may depose on.
+func deposerKeys(call *Call) []string {
+	switch {
+	case deposingOp(call.Op) && call.Key != "":
+		return []string{call.Key}
+	case call.Op == Hold:
+		return call.HoldsShards
+	}
+	return nil
+}
+
+func (c *Checker) beginWriter(idx int, fl *flight) {
+	for _, k := range deposerKeys(fl.call) {
+		d := c.writers[deposerKey(fl.call.Proc, k)]
+		if d == nil {
+			d = &deposers{lastEnd: -1}
+			c.writers[deposerKey(fl.call.Proc, k)] = d
+		}
+		d.inFlight++
+	}
+}
+
+func (c *Checker) endWriter(idx int, fl *flight) {
+	if _, began := c.flights[fl.call.ID]; !began {
+		return
+	}
+	for _, k := range deposerKeys(fl.call) {
+		if d := c.writers[deposerKey(fl.call.Proc, k)]; d != nil {
+			d.inFlight--
+			d.lastEnd = idx
+		}
+	}
+}
+
+// overlapped reports whether another call of fl's process that may depose
+// key was in flight at some moment of fl's call.
+func (c *Checker) overlapped(fl *flight, key string) bool {
+	d := c.writers[deposerKey(fl.call.Proc, key)]
+	if d == nil {
+		return false
+	}
+	self := 0
+	for _, k := range deposerKeys(fl.call) {
+		if k == key {
+			self = 1
+		}
+	}
+	return d.inFlight > self || d.lastEnd > fl.begin
+}
+
+// contextPair is one context as a call's Before and After show it.
+type contextPair struct{ b, a Context }
+
+// pairContexts pairs the contexts of Before and After: by ID when the
+// recorder gives them one, else by position.
+func pairContexts(before, after []Context) []contextPair {
+	var out []contextPair
+	byID := map[int]Context{}
+	for _, b := range before {
+		if b.ID != 0 {
+			byID[b.ID] = b
+		}
+	}
+	for i, a := range after {
+		if a.ID != 0 {
+			if b, ok := byID[a.ID]; ok {
+				out = append(out, contextPair{b, a})
+			}
+			continue
+		}
+		if i < len(before) {
+			b := before[i]
+			if b.ID == 0 && b.Kind == a.Kind && b.Lease == a.Lease && b.Key == a.Key {
+				out = append(out, contextPair{b, a})
+			}
+		}
+	}
+	return out
+}
+
+// endings are the causes with which something other than a stale refusal
+// ends a Deposed context: the lease, or the caller.
+var endings = []string{"lease lost", "lease expired", "canceled", "deadline"}
+
+// checkDeposed judges promise 18: a stale refusal of a writer's write
+// ends the Deposed contexts of its shard on its Fence, with the refusal as
+// the cause; nothing else of the package ends them but the lease.
+func (c *Checker) checkDeposed(idx int, fl *flight) {
+	call := fl.call
+	if call.Key == "" {
+		return
+	}
+	stale := deposingOp(call.Op) && call.Is.Has("stale") && !call.Is.Has("unknown")
+	quiet := call.Op == Settle || call.Op == Collect || deposingOp(call.Op) && (call.Err == nil || call.Is.Has("unknown"))
+	for _, p := range pairContexts(call.Before, call.After) {
+		if p.a.Kind != "deposed" || p.a.Key != call.Key || p.b.Done {
+			continue
+		}
+		switch {
+		case stale && !p.a.Done:
+			c.report(idx, 18, "%s was refused as stale, but the Deposed context of its shard is not done", who(call))
+		case stale && !p.a.Is.Has("stale") && !hasAny(p.a.Is, endings...):
+			c.report(idx, 18, "%s was refused as stale, but the Deposed context ended with %v", who(call), p.a.Cause)
+		case quiet && p.a.Done && !hasAny(p.a.Is, endings...) && !c.overlapped(fl, call.Key):
+			c.report(idx, 18, "%s ended with %v and the Deposed context of its shard ended during it with %v", who(call), call.Err, p.a.Cause)
+		}
+	}
+}
+
+// checkObserved judges promise 27: every event names an Op WriteEvent
+// names, and a write of a record that ended (nil or refused) was seen
+// ending. A call refused as an invalid argument may be refused before it
+// writes, and is not required an event.
+func (c *Checker) checkObserved(idx int, call *Call) {
+	for _, e := range call.Events {
+		if !observedOps[e.Op] {
+			c.report(idx, 27, "%s: the Observer saw Op %s, which WriteEvent does not name", who(call), quote(e.Op))
+		}
+	}
+	if !recordOp(call.Op) || call.Err != nil && (!refused(call) || call.Is.Has("invalid")) {
+		return
+	}
+	for _, e := range call.Events {
+		if e.Op == string(call.Op) && !e.Retrying {
+			return
+		}
+	}
+	c.report(idx, 27, "%s ended (%v) and the Observer saw no final %s event", who(call), call.Err, call.Op)
+}
+
+// checkKeys judges promise 28 on a change made for call: it stays within
+// the call's shard (its record and blobs), the shards a Hold names, and
+// the reserved spaces.
+func (c *Checker) checkKeys(idx int, call *Call, ch *Change) {
+	key := ch.Key
+	switch {
+	case key == call.Key && key != "":
+		return
+	case strings.HasPrefix(key, prefixOf(call)+"_"), strings.HasPrefix(key, keys.DefaultPrefix+"_"):
+		return
+	}
+	for _, k := range call.HoldsShards {
+		if key == k {
+			return
+		}
+	}
+	if space, ok := c.spaceOf(call); ok && strings.HasPrefix(key, space) {
+		return
+	}
+	c.report(idx, 28, "%s made a %s of %s, outside its keys", who(call), ch.Kind, quote(key))
+}
+
+// checkPrefix judges promise 28 on a call's prefix: one that could reach
+// into another's keys is refused.
+func (c *Checker) checkPrefix(idx int, call *Call) {
+	if call.Err == nil && keys.CheckPrefix(call.Prefix) != nil {
+		c.report(idx, 28, "%s returned nil under prefix %s, which reaches into another prefix's keys", who(call), quote(call.Prefix))
+	}
+}

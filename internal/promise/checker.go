@@ -1,0 +1,401 @@
+package promise
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
+)
+
+// defaultIdentity is the wire identity of a Fence whose Identity is empty.
+const defaultIdentity = "writefence/v1"
+
+// defaultMaxAttempts is a Fence's MaxAttempts when it states none.
+const defaultMaxAttempts = 10
+
+// Options configure a Checker. The zero value is the defaults.
+type Options struct {
+	// Prefixes are key prefixes whose keys the Checker recognizes before
+	// any call names them: an outside change to a key under a prefix no
+	// call has named yet is otherwise kept as an opaque value until one
+	// does. Every call's Prefix is added when it begins, and the default
+	// prefix always counts.
+	Prefixes []string
+
+	// MaxAttempts is the attempts a call whose MaxAttempts is 0 makes
+	// before a transient failure ends it (promise 6); 0 means 10, the
+	// package's default.
+	MaxAttempts int
+}
+
+// Violation is one breach of a promise that a history shows.
+type Violation struct {
+	Promise int    // the promise's number in the package documentation
+	Msg     string // what was seen, naming the call
+	Entry   int    // the index in the history of the entry that revealed it
+}
+
+// String returns "promise N: " and the message.
+func (v Violation) String() string { return fmt.Sprintf("promise %d: %s", v.Promise, v.Msg) }
+
+// Checker checks the promises on a history, one entry at a time. It keeps
+// a replica of the store, built from the history's changes, and the calls
+// in flight; each entry is judged against what came before it, so a
+// Checker can follow a history as it is recorded. A Checker is not safe
+// for concurrent use: histories are ordered, and so are their entries.
+type Checker struct {
+	opts Options
+	next int // the index of the next entry
+
+	found []Violation // what the entry being added revealed
+
+	prefixes map[string]prefixKeys // every prefix seen, by its normal form
+	calls    map[int]*Call         // every call that began, by ID
+	flights  map[int]*flight       // the calls in flight, by ID
+	watch    map[string][]*flight  // the calls in flight that follow a key's contents
+	blobSeen map[string][]*flight  // the Open calls in flight, by their blob's key
+
+	st      replica
+	records map[string]*recordState              // per record key
+	terms   map[string]map[uint64][16]byte       // per lease key: the incarnation that first wrote each term, since the last outside change
+	incs    map[string]map[[16]byte]*incarnation // per lease key and incarnation: what its records showed, never reset
+	leases  map[string]*leaseValue               // per Lease value (Call.Lease)
+	sources map[string]*termSource               // per TermSource (Call.TermSource)
+	claims  map[string]int                       // per brand key: creates by calls since the last outside delete
+	writers map[string]*deposers                 // per process and shard key: the calls that may depose
+}
+
+// NewChecker returns a Checker with opts.
+func NewChecker(opts Options) *Checker {
+	c := &Checker{
+		opts:     opts,
+		prefixes: map[string]prefixKeys{},
+		calls:    map[int]*Call{},
+		flights:  map[int]*flight{},
+		watch:    map[string][]*flight{},
+		blobSeen: map[string][]*flight{},
+		st:       newReplica(),
+		records:  map[string]*recordState{},
+		terms:    map[string]map[uint64][16]byte{},
+		incs:     map[string]map[[16]byte]*incarnation{},
+		leases:   map[string]*leaseValue{},
+		sources:  map[string]*termSource{},
+		claims:   map[string]int{},
+		writers:  map[string]*deposers{},
+	}
+	c.learnPrefix("")
+	for _, p := range opts.Prefixes {
+		c.learnPrefix(p)
+	}
+	return c
+}
+
+// Check adds every entry of h in order and returns every violation.
+func (c *Checker) Check(h *History) []Violation {
+	var all []Violation
+	for _, e := range h.Entries {
+		all = append(all, c.Add(e)...)
+	}
+	return all
+}
+
+// Add consumes the next entry of a history and returns the violations it
+// revealed.
+func (c *Checker) Add(e Entry) []Violation {
+	idx := c.next
+	c.next++
+	c.found = nil
+	switch {
+	case e.Begin != nil:
+		c.begin(idx, e.Begin)
+	case e.Change != nil:
+		c.change(idx, e.Change)
+	case e.End != nil:
+		c.end(idx, e.End)
+	}
+	return c.found
+}
+
+func (c *Checker) report(idx, promise int, format string, a ...any) {
+	c.found = append(c.found, Violation{Promise: promise, Msg: fmt.Sprintf(format, a...), Entry: idx})
+}
+
+// flight is what the Checker gathers about one call between its Begin and
+// its End.
+type flight struct {
+	call  *Call
+	begin int // the index of its Begin entry
+
+	writes    []write // the changes made for it, faults aside
+	transient int     // its "transient" faults
+	lost      bool    // a "lost" fault was made for it
+
+	// seen holds the contents of call.Key from Begin on: what the key held
+	// at Begin, then every content it took (nil when absent).
+	seen []*value
+	// blobData holds the bytes the blob an Open names held during the
+	// call.
+	blobData [][]byte
+
+	// Settle and Collect: the blob keys of the shard's blob space at Begin.
+	blobsAtBegin []string
+	// Epoch: the highest epoch of its Lease or TermSource handed out by a
+	// call that ended before this one began.
+	maxEnded uint64
+	// Claim: its create of the brand landed.
+	claimed bool
+	// Hold: the terms of its lease records, and whether one was released.
+	leaseTerms []uint64
+	released   bool
+}
+
+// write is one change made for a call and the content it stored.
+type write struct {
+	ch *Change
+	v  *value // of a put; nil otherwise
+}
+
+func (c *Checker) begin(idx int, call *Call) {
+	c.learnPrefix(call.Prefix)
+	c.calls[call.ID] = call
+	fl := &flight{call: call, begin: idx}
+	c.flights[call.ID] = fl
+	if call.Key != "" {
+		fl.seen = []*value{c.st.values[call.Key]}
+		c.watch[call.Key] = append(c.watch[call.Key], fl)
+	}
+	switch call.Op {
+	case Open:
+		if k, ok := c.blobKeyOf(call, call.Name); ok {
+			if b := c.st.blobs[k]; b != nil && b.exists {
+				fl.blobData = append(fl.blobData, b.data)
+			}
+			c.blobSeen[k] = append(c.blobSeen[k], fl)
+		}
+	case Settle, Collect:
+		if space, ok := c.spaceOf(call); ok {
+			for k := range c.st.spaces[space] {
+				fl.blobsAtBegin = append(fl.blobsAtBegin, k)
+			}
+		}
+	}
+	c.beginWriter(idx, fl)
+	c.beginLease(idx, fl)
+}
+
+func (c *Checker) change(idx int, ch *Change) {
+	call := c.calls[ch.Call]
+	fl := c.flights[ch.Call]
+	if ch.Kind == "fault" {
+		if fl != nil {
+			switch ch.Fault {
+			case "transient":
+				fl.transient++
+			case "lost":
+				fl.lost = true
+			}
+		}
+		return
+	}
+	if call == nil {
+		c.outside(idx, ch)
+		return
+	}
+	c.checkKeys(idx, call, ch)
+	var nv *value
+	if ch.Kind == "put" {
+		nv = newValue(idx, ch)
+	}
+	if fl != nil {
+		fl.writes = append(fl.writes, write{ch: ch, v: nv})
+	} else {
+		// A change that lands after its call returned: a refused call's
+		// late write is judged now.
+		c.checkRefusedWrite(idx, call, nil, ch)
+	}
+	switch ch.Kind {
+	case "put":
+		c.put(idx, call, fl, ch, nv)
+	case "delete":
+		c.checkDeleteAcked(idx, call, ch.Key)
+		c.store(idx, ch.Key, nil, false)
+	case "create blob":
+		c.createBlob(idx, call, ch)
+	case "delete blob":
+		c.deleteBlob(idx, call, fl, ch)
+	}
+}
+
+// put judges a put made for call, then stores it.
+func (c *Checker) put(idx int, call *Call, fl *flight, ch *Change, nv *value) {
+	prev := c.st.values[ch.Key]
+	c.checkBrandAlways(idx, call, fl, ch)
+	switch class, p := c.classify(ch.Key); class {
+	case classRecord:
+		k, _ := c.shardOf(ch.Key, p)
+		c.putRecord(idx, call, fl, k, prev, nv)
+	case classLease:
+		c.putLease(idx, call, fl, ch, prev, nv)
+	case classBrand:
+		c.putBrand(idx, call, fl, ch, prev)
+	}
+	c.store(idx, ch.Key, nv, false)
+}
+
+// outside applies a change made outside the package: it may do anything,
+// and what depended on the key starts afresh.
+func (c *Checker) outside(idx int, ch *Change) {
+	switch ch.Kind {
+	case "put", "delete":
+		var nv *value
+		if ch.Kind == "put" {
+			nv = newValue(idx, ch)
+		}
+		if rs := c.records[ch.Key]; rs != nil {
+			rs.acked = nil
+			if nv == nil {
+				rs.byEpoch = nil
+			}
+		}
+		delete(c.terms, ch.Key)
+		if class, _ := c.classify(ch.Key); class == classLease && nv != nil {
+			if l, check := record.DecodeLease(nv.data); check == "" {
+				c.learnLease(ch.Key, l)
+			}
+		}
+		if nv == nil {
+			delete(c.claims, ch.Key)
+		}
+		c.store(idx, ch.Key, nv, true)
+	case "create blob":
+		c.st.create(idx, ch, true)
+	case "delete blob":
+		if b := c.st.blobs[ch.Key]; b != nil && b.exists {
+			b.deletedOutside = true
+		}
+		c.st.deleteBlob(idx, ch.Key, true)
+	}
+}
+
+// store sets key's content and tells the calls that follow it.
+func (c *Checker) store(idx int, key string, v *value, outside bool) {
+	if class, p := c.classify(key); class == classRecord {
+		k, _ := c.shardOf(key, p)
+		c.indexRefs(k, c.st.values[key], v)
+	}
+	c.st.set(idx, key, v, outside)
+	for _, fl := range c.watch[key] {
+		fl.seen = append(fl.seen, v)
+	}
+}
+
+func (c *Checker) end(idx int, call *Call) {
+	fl := c.flights[call.ID]
+	if fl == nil {
+		// An End without its Begin: judged on what it returned alone.
+		c.calls[call.ID] = call
+		fl = &flight{call: call, begin: idx}
+	}
+	c.checkRefusal(idx, fl)
+	c.checkUnknown(idx, fl)
+	c.checkRetried(idx, fl)
+	c.checkAcked(idx, fl)
+	c.checkDeposed(idx, fl)
+	c.checkObserved(idx, call)
+	c.checkPrefix(idx, call)
+	c.checkReader(idx, fl)
+	c.checkClaim(idx, fl)
+	c.endLease(idx, fl)
+	c.checkCollected(idx, fl)
+	c.endWriter(idx, fl)
+
+	delete(c.flights, call.ID)
+	if call.Key != "" {
+		c.watch[call.Key] = without(c.watch[call.Key], fl)
+		if len(c.watch[call.Key]) == 0 {
+			delete(c.watch, call.Key)
+		}
+	}
+	if k, ok := c.blobKeyOf(call, call.Name); ok && call.Op == Open {
+		c.blobSeen[k] = without(c.blobSeen[k], fl)
+		if len(c.blobSeen[k]) == 0 {
+			delete(c.blobSeen, k)
+		}
+	}
+}
+
+func without(fls []*flight, fl *flight) []*flight {
+	out := fls[:0]
+	for _, f := range fls {
+		if f != fl {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// who names a call in a message.
+func who(c *Call) string {
+	s := fmt.Sprintf("call %d (%s %s", c.ID, quote(c.Proc), c.Op)
+	switch {
+	case c.Key != "":
+		s += " " + quote(c.Key)
+	case c.Lease != "":
+		s += " of lease value " + quote(c.Lease)
+	case c.TermSource != "":
+		s += " of term source " + quote(c.TermSource)
+	}
+	if c.Writer != "" {
+		s += " writer " + quote(c.Writer)
+	}
+	if c.Epoch != 0 {
+		s += fmt.Sprintf(" epoch %d", c.Epoch)
+	}
+	return s + ")"
+}
+
+// quote escapes stored bytes for a message, cut short: a hostile value
+// can neither forge a line nor flood one.
+func quote(s string) string {
+	const max = 96
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+func identityOf(c *Call) string {
+	if c.Identity == "" {
+		return defaultIdentity
+	}
+	return c.Identity
+}
+
+func (c *Checker) maxAttempts(call *Call) int {
+	switch {
+	case call.MaxAttempts > 0:
+		return call.MaxAttempts
+	case c.opts.MaxAttempts > 0:
+		return c.opts.MaxAttempts
+	}
+	return defaultMaxAttempts
+}
+
+// nanos is t in Unix nanoseconds, and false for the zero time, which a
+// recorder leaves when it did not know.
+func nanos(t time.Time) (int64, bool) {
+	if t.IsZero() {
+		return 0, false
+	}
+	return t.UnixNano(), true
+}
+
+// prefixOf is a call's prefix in its normal form.
+func prefixOf(c *Call) string {
+	if c.Prefix == "" {
+		return keys.DefaultPrefix
+	}
+	return c.Prefix
+}

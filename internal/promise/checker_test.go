@@ -1,0 +1,1079 @@
+package promise
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
+)
+
+// builder records a history as the package's recorders do, with the
+// package's own encodings.
+type builder struct {
+	t   *testing.T
+	h   History
+	now time.Time
+	ids int
+	ver int
+}
+
+func newBuilder(t *testing.T) *builder {
+	return &builder{t: t, now: time.Unix(1_700_000_000, 0)}
+}
+
+func (b *builder) tick() time.Time {
+	b.now = b.now.Add(time.Millisecond)
+	return b.now
+}
+
+// begin starts a call: its ID, its Proc ("p1" unless given), its Key
+// from its Plugin and Shard, and its Start are filled in.
+func (b *builder) begin(c Call) *Call {
+	b.ids++
+	c.ID = b.ids
+	if c.Proc == "" {
+		c.Proc = "p1"
+	}
+	if c.Key == "" && c.Plugin != "" {
+		c.Key = shardKeyOf(b.t, c.Prefix, c.Plugin, c.Shard)
+	}
+	c.Start = b.tick()
+	b.h.Begin(&c)
+	return &c
+}
+
+func (b *builder) version() string {
+	b.ver++
+	return fmt.Sprintf("v%d", b.ver)
+}
+
+// put lands data at key for c (nil: outside the package) and returns
+// the new version.
+func (b *builder) put(c *Call, key string, data []byte) string {
+	v := b.version()
+	b.h.Change(Change{Call: callID(c), Kind: "put", Key: key, Data: data, Version: v, At: b.tick()})
+	return v
+}
+
+func (b *builder) del(c *Call, key string) {
+	b.h.Change(Change{Call: callID(c), Kind: "delete", Key: key, At: b.tick()})
+}
+
+// createBlob creates the blob at key for c and returns its creation
+// time.
+func (b *builder) createBlob(c *Call, key string, data []byte) time.Time {
+	at := b.tick()
+	b.h.Change(Change{Call: callID(c), Kind: "create blob", Key: key, Data: data, Modified: at, At: at})
+	return at
+}
+
+func (b *builder) deleteBlob(c *Call, key string) {
+	b.h.Change(Change{Call: callID(c), Kind: "delete blob", Key: key, At: b.tick()})
+}
+
+func (b *builder) fault(c *Call, fault string) {
+	b.h.Change(Change{Call: callID(c), Kind: "fault", Key: c.Key, Fault: fault, At: b.tick()})
+}
+
+func callID(c *Call) int {
+	if c == nil {
+		return 0
+	}
+	return c.ID
+}
+
+// eventOps are the Ops under which the Observer sees each call's final
+// write.
+var eventOps = map[Op]string{Push: "push", Update: "update", Commit: "commit", Seal: "seal", Settle: "settle",
+	PutBlob: "blob", Collect: "collect", Claim: "brand claim", Acquire: "lease acquire", Renew: "lease renew",
+	Release: "lease release", Hold: "lease acquire"}
+
+// end ends c with err, matching is, and the Observer's final event of it.
+func (b *builder) end(c *Call, err error, is ...string) {
+	if op, ok := eventOps[c.Op]; ok {
+		c.Events = append(c.Events, Event{Op: op, Key: c.Key, Err: err, Is: is})
+	}
+	b.endBare(c, err, is...)
+}
+
+// endBare ends c with err, matching is, adding no event.
+func (b *builder) endBare(c *Call, err error, is ...string) {
+	c.Err, c.Is, c.End = err, is, b.tick()
+	b.h.Finish(c)
+}
+
+func (b *builder) check(opts Options) []Violation {
+	return NewChecker(opts).Check(&b.h)
+}
+
+// promises returns the numbers of the promises the history breaks.
+func (b *builder) promises() map[int][]string {
+	out := map[int][]string{}
+	for _, v := range b.check(Options{}) {
+		out[v.Promise] = append(out[v.Promise], v.Msg)
+	}
+	return out
+}
+
+// requireBroken fails unless the history breaks promise n.
+func (b *builder) requireBroken(n int) {
+	b.t.Helper()
+	got := b.promises()
+	require.Containsf(b.t, got, n, "promise %d not reported; reported: %v", n, got)
+}
+
+// requireKept fails if the history breaks promise n.
+func (b *builder) requireKept(n int) {
+	b.t.Helper()
+	got := b.promises()
+	require.NotContainsf(b.t, got, n, "promise %d reported: %v", n, got[n])
+}
+
+func shardKeyOf(t *testing.T, prefix, plugin, shard string) string {
+	k, err := keys.Shard(prefix, plugin, shard)
+	require.NoError(t, err)
+	return k
+}
+
+func blobKeyOf(t *testing.T, shard, name string) string {
+	k, err := keys.Blob("", "pl", shard, name)
+	require.NoError(t, err)
+	return k
+}
+
+func leaseKeyOf(t *testing.T, name string) string {
+	k, err := keys.Lease("", name)
+	require.NoError(t, err)
+	return k
+}
+
+// rec encodes a whole record of the default identity.
+func rec(writer string, epoch uint64, body record.Body) []byte {
+	return recOf(defaultIdentity, writer, epoch, body)
+}
+
+func recOf(identity, writer string, epoch uint64, body record.Body) []byte {
+	return bytes.Join(record.Encode(identity, writer, epoch, body, record.CRC32C(body.Payload)), nil)
+}
+
+func plain(payload string) record.Body { return record.Body{Payload: []byte(payload)} }
+
+// damage returns data with its last byte flipped: a record whose payload
+// fails its checksum while its header and references still decode.
+func damage(data []byte) []byte {
+	d := bytes.Clone(data)
+	d[len(d)-1] ^= 0xff
+	return d
+}
+
+func blobID(n int) string { return fmt.Sprintf("%032x", n) }
+
+func ref(name string, data []byte) record.BlobRef {
+	return record.BlobRef{Name: name, Size: int64(len(data)), CRC: record.CRC32C(data)}
+}
+
+var (
+	errStale     = errors.New("writefence: stale epoch")
+	errInvalid   = errors.New("writefence: invalid argument")
+	errUnknown   = errors.New("writefence: outcome unknown")
+	errNotFound  = errors.New("writefence: not found")
+	errLeaseLost = errors.New("writefence: lease lost")
+	errTermEnded = errors.New("writefence: term ended")
+	errFailed    = errors.New("writefence: 503 slow down")
+	errConflict  = errors.New("writefence: conflict")
+	errWire      = errors.New("writefence: wire")
+)
+
+const lv1 = "p1/lease#1"
+
+var inc1, inc2 = [16]byte{1}, [16]byte{2}
+
+// TestCorrectHistory feeds a history of every kind of call, as the
+// package makes them, and expects no violation.
+func TestCorrectHistory(t *testing.T) {
+	b := newBuilder(t)
+	key, key2 := shardKeyOf(t, "", "pl", "s1"), shardKeyOf(t, "", "pl", "s2")
+
+	cl := b.begin(Call{Op: Claim})
+	b.put(cl, keys.Brand(""), []byte(defaultIdentity))
+	cl.Claimed = true
+	b.end(cl, nil)
+
+	deposed := []Context{{ID: 1, Kind: "deposed", Key: key}}
+	p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true, Before: deposed, After: deposed})
+	b.put(p, key, rec("w1", 1, plain("a")))
+	b.end(p, nil)
+
+	u := b.begin(Call{Op: Update, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
+	b.put(u, key, rec("w1", 2, plain("ab")))
+	b.end(u, nil)
+
+	blobA, blobB, blobC := []byte("blob-a"), []byte("blob-b"), []byte("blob-c")
+	nameA, nameB, nameC := keys.BlobName(3, "w1", blobID(1)), keys.BlobName(3, "w1", blobID(2)), keys.BlobName(5, "w2", blobID(3))
+	for _, x := range []struct {
+		name, writer string
+		epoch        uint64
+		data         []byte
+	}{{nameA, "w1", 3, blobA}, {nameB, "w1", 3, blobB}} {
+		pb := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: x.writer, Epoch: x.epoch})
+		b.createBlob(pb, blobKeyOf(t, "s1", x.name), x.data)
+		pb.Ref = ref(x.name, x.data)
+		b.end(pb, nil)
+	}
+
+	refs := []record.BlobRef{ref(nameA, blobA)}
+	cm := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3})
+	b.put(cm, key, rec("w1", 3, record.Body{Payload: []byte("m"), Refs: refs, Since: 2, Stream: true}))
+	b.end(cm, nil)
+
+	sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 4})
+	sealed := rec("w2", 4, record.Body{Payload: []byte("m"), Refs: refs, Since: 4, Stream: true})
+	b.put(sl, key, sealed)
+	b.end(sl, nil)
+
+	damagedAt := b.put(nil, key, damage(sealed))
+
+	st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 5, Payload: []byte("fresh"), Version: damagedAt})
+	logKey, err := keys.SettleLog("", "pl", "s1")
+	require.NoError(t, err)
+	b.put(st, logKey, rec("w2", 5, plain(damagedAt)))
+	st.Events = append(st.Events, Event{Op: "settle log", Key: logKey})
+	settled := record.Body{Payload: []byte("fresh"), Refs: refs, Since: 5, Stream: true}
+	b.put(st, key, rec("w2", 5, settled))
+	b.end(st, nil)
+
+	pb := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 5})
+	modifiedC := b.createBlob(pb, blobKeyOf(t, "s1", nameC), blobC)
+	b.end(pb, nil)
+
+	leaseKey := leaseKeyOf(t, "L")
+	ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+	b.put(ac, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	ac.Term = 1
+	b.end(ac, nil)
+	rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
+	b.put(rn, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.end(rn, nil)
+	hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key2},
+		After: []Context{{ID: 2, Kind: "hold", Lease: lv1}}})
+	b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.put(hd, key2, rec("h1", 1<<32|1, record.Body{}))
+	hd.Events = append(hd.Events, Event{Op: "seal", Key: key2})
+	hd.Term = 1
+	b.end(hd, nil)
+	ep := b.begin(Call{Op: Epoch, Lease: lv1, Plugin: "pl", Shard: "s2"})
+	ep.Got = 1<<32 | 2
+	b.end(ep, nil)
+
+	co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+	clock := keys.Clock("", blobID(9))
+	b.createBlob(co, clock, nil)
+	b.deleteBlob(co, clock)
+	horizon := modifiedC.Add(time.Millisecond).UnixNano()
+	collected := settled
+	collected.Horizon = horizon
+	b.put(co, key, rec("w2", 5, collected))
+	b.deleteBlob(co, blobKeyOf(t, "s1", nameB))
+	b.deleteBlob(co, blobKeyOf(t, "s1", nameC))
+	co.Deleted = []string{blobKeyOf(t, "s1", nameB), blobKeyOf(t, "s1", nameC)}
+	b.end(co, nil)
+
+	la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+	h, body, check := record.Decode(rec("w2", 5, collected))
+	require.Empty(t, check)
+	la.Read, la.ReadBody = &h, body
+	b.end(la, nil)
+
+	op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: nameA})
+	op.Bytes = blobA
+	b.end(op, nil)
+
+	assert.Empty(t, b.check(Options{}))
+}
+
+// TestAddIsIncremental checks that Add reports each violation with the
+// entry that revealed it, and Check reports the same.
+func TestAddIsIncremental(t *testing.T) {
+	b := newBuilder(t)
+	key := shardKeyOf(t, "", "pl", "s1")
+	b.put(nil, key, rec("w1", 5, plain("x")))
+	p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")})
+	b.put(p, key, rec("w1", 4, plain("y")))
+	b.end(p, nil)
+
+	c := NewChecker(Options{})
+	var all []Violation
+	for i, e := range b.h.Entries {
+		for _, v := range c.Add(e) {
+			assert.Equal(t, i, v.Entry)
+			all = append(all, v)
+		}
+	}
+	require.NotEmpty(t, all)
+	assert.Equal(t, all, NewChecker(Options{}).Check(&b.h))
+	assert.Equal(t, fmt.Sprintf("promise %d: %s", all[0].Promise, all[0].Msg), all[0].String())
+}
+
+func TestPromise1_EpochRises(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("lower epoch", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")})
+		b.put(p, key, rec("w1", 4, record.Body{Payload: []byte("y"), Since: 1, Stream: true}))
+		b.end(p, nil)
+		b.requireBroken(1)
+	})
+	t.Run("collect changes more than the horizon", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
+		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+		b.put(co, key, rec("w1", 5, record.Body{Payload: []byte("other"), Since: 1, Horizon: 7, Stream: true}))
+		b.end(co, nil)
+		b.requireBroken(1)
+	})
+	t.Run("bytes that do not decode", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")})
+		b.put(p, key, []byte("garbage"))
+		b.end(p, nil)
+		b.requireBroken(1)
+	})
+}
+
+func TestPromise2_OneWritePerEpoch(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	history := func(t *testing.T, outsideDelete bool) *builder {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 2, plain("a")))
+		b.end(p, nil)
+		if outsideDelete {
+			b.del(nil, key)
+		} else {
+			b.put(nil, key, rec("w0", 1, plain("old"))) // a rollback
+		}
+		q := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")})
+		b.put(q, key, rec("w2", 2, plain("b")))
+		b.end(q, nil)
+		return b
+	}
+	history(t, false).requireBroken(2)
+	history(t, true).requireKept(2) // an outside delete starts the epochs afresh
+}
+
+func TestPromise3_RefusalWritesNothing(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("stale push wrote", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 1, plain("a")))
+		b.end(p, errStale, "stale")
+		b.requireBroken(3)
+	})
+	t.Run("a step that landed before the refusal", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, []byte("damaged"))
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "v1"})
+		logKey, err := keys.SettleLog("", "pl", "s1")
+		require.NoError(t, err)
+		b.put(st, logKey, rec("w1", 3, plain("v1")))
+		st.Events = append(st.Events, Event{Op: "settle log", Key: logKey})
+		b.end(st, errInvalid, "invalid")
+		b.requireKept(3)
+	})
+	t.Run("a refused settle log", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, []byte("damaged"))
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "v1"})
+		logKey, err := keys.SettleLog("", "pl", "s1")
+		require.NoError(t, err)
+		b.put(st, logKey, rec("w1", 3, plain("v1")))
+		b.end(st, errConflict, "conflict")
+		b.requireBroken(3)
+	})
+}
+
+func TestPromise4_AckedStays(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("nil without landing", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.end(p, nil)
+		b.requireBroken(4)
+	})
+	t.Run("replaced at its epoch afterwards", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 3, plain("a")))
+		b.end(p, nil)
+		q := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")})
+		b.put(q, key, rec("w2", 2, plain("b")))
+		b.end(q, nil)
+		b.requireBroken(4)
+	})
+}
+
+func TestPromise5_LostReplies(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("unknown and stale", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
+		b.end(p, errUnknown, "unknown", "stale", "cause")
+		b.requireBroken(5)
+	})
+	t.Run("unknown without its cause", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
+		b.end(p, errUnknown, "unknown")
+		b.requireBroken(5)
+	})
+	t.Run("lost reply turned stale", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 1, plain("a")))
+		b.fault(p, "lost")
+		b.end(p, errStale, "stale")
+		b.requireBroken(5)
+	})
+	t.Run("retry refused over its own write", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 1, plain("a")))
+		b.fault(p, "lost")
+		b.end(p, fmt.Errorf("%w: timeout", errUnknown), "unknown", "cause")
+		q := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.end(q, errStale, "stale")
+		b.requireBroken(5)
+	})
+}
+
+func TestPromise6_TransientRetried(t *testing.T) {
+	history := func(t *testing.T, faults int) *builder {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		for range faults {
+			b.fault(p, "transient")
+		}
+		b.end(p, errFailed)
+		return b
+	}
+	history(t, 2).requireBroken(6)
+	history(t, 10).requireKept(6)
+}
+
+func TestPromise7_Damage(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("push over damage", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, []byte("damaged"))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 1, plain("a")))
+		b.end(p, nil)
+		b.requireBroken(7)
+	})
+	t.Run("settle of another version", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, []byte("damaged"))
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "elsewhere"})
+		b.put(st, key, rec("w1", 3, plain("")))
+		b.end(st, nil)
+		b.requireBroken(7)
+	})
+	t.Run("latest at epoch 0", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, []byte("damaged"))
+		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+		la.Read = &record.Header{}
+		b.end(la, nil)
+		b.requireBroken(7)
+	})
+	t.Run("latest finds damage absent", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, []byte("damaged"))
+		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+		b.end(la, errNotFound, "not found")
+		b.requireBroken(7)
+	})
+}
+
+func TestPromise8_SettleFloor(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("below the damaged header", func(t *testing.T) {
+		b := newBuilder(t)
+		v := b.put(nil, key, damage(rec("w1", 4, plain("x"))))
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Version: v})
+		b.put(st, key, rec("w1", 3, plain("")))
+		b.end(st, nil)
+		b.requireBroken(8)
+	})
+	t.Run("not above the floor", func(t *testing.T) {
+		b := newBuilder(t)
+		v := b.put(nil, key, []byte("damaged"))
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, Floor: 10, Version: v})
+		b.put(st, key, rec("w1", 5, plain("")))
+		b.end(st, nil)
+		b.requireBroken(8)
+	})
+	t.Run("below an earlier settle", func(t *testing.T) {
+		b := newBuilder(t)
+		v := b.put(nil, key, []byte("damaged"))
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v})
+		b.put(st, key, rec("w1", 7, plain("")))
+		b.end(st, nil)
+		v = b.put(nil, key, []byte("damaged again"))
+		st = b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v})
+		b.put(st, key, rec("w1", 6, plain("")))
+		b.end(st, nil)
+		b.requireBroken(8)
+	})
+}
+
+func TestPromise9_SettleKeepsRefs(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(1, "w1", blobID(1))
+	stream := record.Body{Payload: []byte("x"), Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}
+	t.Run("references dropped", func(t *testing.T) {
+		b := newBuilder(t)
+		v := b.put(nil, key, damage(rec("w1", 1, stream)))
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v})
+		b.put(st, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+		b.end(st, nil)
+		b.requireBroken(9)
+	})
+	t.Run("references unreadable", func(t *testing.T) {
+		b := newBuilder(t)
+		data := rec("w1", 1, stream)
+		h, _ := record.DecodeHeader(data)
+		data[h.Size] ^= 0xff // the first byte of the references
+		v := b.put(nil, key, data)
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v})
+		b.put(st, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+		b.end(st, nil)
+		b.requireBroken(9)
+	})
+}
+
+func TestPromise10_Identity(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("over another identity", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, recOf("other/v9", "w1", 1, plain("x")))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 2, plain("a")))
+		b.end(p, nil)
+		b.requireBroken(10)
+	})
+	t.Run("brand of another identity", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, keys.Brand(""), []byte("other/v9"))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true})
+		b.put(p, key, rec("w1", 1, plain("a")))
+		b.end(p, nil)
+		b.requireBroken(10)
+	})
+}
+
+func TestPromise11_Claims(t *testing.T) {
+	brand := keys.Brand("")
+	t.Run("a second claim lands", func(t *testing.T) {
+		b := newBuilder(t)
+		c1 := b.begin(Call{Op: Claim})
+		c2 := b.begin(Call{Op: Claim, Proc: "p2"})
+		b.put(c1, brand, []byte(defaultIdentity))
+		b.put(c2, brand, []byte(defaultIdentity)) // a store that ignored create-only
+		b.end(c1, nil)
+		b.end(c2, nil)
+		b.requireBroken(11)
+	})
+	t.Run("a claim after an outside delete", func(t *testing.T) {
+		b := newBuilder(t)
+		c1 := b.begin(Call{Op: Claim})
+		b.put(c1, brand, []byte(defaultIdentity))
+		b.end(c1, nil)
+		b.del(nil, brand) // an operator re-brands
+		c2 := b.begin(Call{Op: Claim, Proc: "p2", Claimed: true})
+		b.put(c2, brand, []byte(defaultIdentity))
+		b.end(c2, nil)
+		b.requireKept(11)
+	})
+	t.Run("claimed without a create", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, brand, []byte(defaultIdentity))
+		c1 := b.begin(Call{Op: Claim, Claimed: true})
+		b.end(c1, nil)
+		b.requireBroken(11)
+	})
+	t.Run("nil while the brand is another", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, brand, []byte("other/v9"))
+		c1 := b.begin(Call{Op: Claim})
+		b.end(c1, nil)
+		b.requireBroken(11)
+	})
+}
+
+func TestPromise12_Terms(t *testing.T) {
+	key := leaseKeyOf(t, "L")
+	t.Run("term lowered", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, record.EncodeLease("h1", 5, 0, inc1))
+		ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"})
+		b.put(ac, key, record.EncodeLease("h2", 4, b.now.Add(time.Minute).UnixNano(), inc2))
+		b.end(ac, nil)
+		b.requireBroken(12)
+	})
+	t.Run("a term taken twice", func(t *testing.T) {
+		b := newBuilder(t)
+		a1 := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+		b.put(a1, key, record.EncodeLease("h1", 1, 0, inc1))
+		b.end(a1, nil)
+		a2 := b.begin(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"})
+		b.put(a2, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc2))
+		b.end(a2, nil)
+		b.requireBroken(12)
+	})
+}
+
+func TestPromise13_OneHolder(t *testing.T) {
+	key := leaseKeyOf(t, "L")
+	b := newBuilder(t)
+	a1 := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+	b.put(a1, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.end(a1, nil)
+	a2 := b.begin(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"})
+	b.put(a2, key, record.EncodeLease("h1", 2, b.now.Add(time.Minute).UnixNano(), inc2))
+	b.end(a2, nil)
+	b.requireBroken(13)
+}
+
+// acquired records an acquisition of lv1 at term 1, lasting ttl.
+func acquired(t *testing.T, b *builder, ttl time.Duration) {
+	ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+	b.put(ac, leaseKeyOf(t, "L"), record.EncodeLease("h1", 1, b.now.Add(ttl).UnixNano(), inc1))
+	ac.Term = 1
+	b.end(ac, nil)
+}
+
+func epoch(b *builder, got uint64) {
+	ep := b.begin(Call{Op: Epoch, Lease: lv1})
+	ep.Got = got
+	b.end(ep, nil)
+}
+
+func TestPromise14_LeaseEpochs(t *testing.T) {
+	t.Run("not rising", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Minute)
+		epoch(b, 1<<32|2)
+		epoch(b, 1<<32|1)
+		b.requireBroken(14)
+	})
+	t.Run("a term never written", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Minute)
+		epoch(b, 2<<32|1)
+		b.requireBroken(14)
+	})
+	t.Run("after the expiry", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Millisecond)
+		b.tick()
+		epoch(b, 1<<32|1)
+		b.requireBroken(14)
+	})
+	t.Run("renewed in the background", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Millisecond)
+		// A renewal no call is recorded for: the record bears the value's
+		// incarnation.
+		b.put(nil, leaseKeyOf(t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		b.tick()
+		epoch(b, 1<<32|1)
+		b.requireKept(14)
+	})
+	t.Run("after the loss", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Minute)
+		rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
+		b.end(rn, errLeaseLost, "lease lost")
+		epoch(b, 1<<32|1)
+		b.requireBroken(14)
+	})
+}
+
+func TestPromise15_Hold(t *testing.T) {
+	key, leaseKey := shardKeyOf(t, "", "pl", "s1"), leaseKeyOf(t, "L")
+	t.Run("nil without its seal", func(t *testing.T) {
+		b := newBuilder(t)
+		hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+		b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		b.end(hd, nil)
+		b.requireBroken(15)
+	})
+	t.Run("released for slowness", func(t *testing.T) {
+		b := newBuilder(t)
+		hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+		b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
+		b.end(hd, errConflict, "conflict")
+		b.requireBroken(15)
+	})
+}
+
+func TestPromise16_LossEndsContexts(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("hold context", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Minute)
+		hold := []Context{{ID: 1, Kind: "hold", Lease: lv1}}
+		ep := b.begin(Call{Op: Epoch, Lease: lv1, Before: hold, After: hold})
+		b.end(ep, errLeaseLost, "lease lost")
+		b.requireBroken(16)
+	})
+	t.Run("deposed context", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Minute)
+		ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key})
+		ep.Got = 1<<32 | 1
+		b.end(ep, nil)
+		dep := []Context{{ID: 1, Kind: "deposed", Key: key}}
+		ep = b.begin(Call{Op: Epoch, Lease: lv1, Before: dep, After: dep})
+		b.end(ep, errLeaseLost, "lease lost")
+		b.requireBroken(16)
+	})
+}
+
+func TestPromise17_TermSource(t *testing.T) {
+	source := func(b *builder, got uint64, err error, is ...string) {
+		c := b.begin(Call{Op: Epoch, TermSource: "ts1"})
+		c.Got = got
+		b.end(c, err, is...)
+	}
+	t.Run("not rising", func(t *testing.T) {
+		b := newBuilder(t)
+		source(b, 7<<32|2, nil)
+		source(b, 7<<32|1, nil)
+		b.requireBroken(17)
+	})
+	t.Run("another term", func(t *testing.T) {
+		b := newBuilder(t)
+		source(b, 7<<32|1, nil)
+		source(b, 8<<32|1, nil)
+		b.requireBroken(17)
+	})
+	t.Run("after its term ended", func(t *testing.T) {
+		b := newBuilder(t)
+		source(b, 7<<32|1, nil)
+		source(b, 0, errTermEnded, "term ended")
+		source(b, 7<<32|2, nil)
+		b.requireBroken(17)
+	})
+}
+
+func TestPromise18_Deposed(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	waiting := []Context{{ID: 1, Kind: "deposed", Key: key}}
+	t.Run("stale leaves it running", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w9", 9, plain("x")))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting, After: waiting})
+		b.end(p, errStale, "stale")
+		b.requireBroken(18)
+	})
+	t.Run("a landed write ends it", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), Before: waiting,
+			After: []Context{{ID: 1, Kind: "deposed", Key: key, Done: true, Cause: errStale, Is: Matches{"stale"}}}})
+		b.put(p, key, rec("w1", 1, plain("a")))
+		b.end(p, nil)
+		b.requireBroken(18)
+	})
+}
+
+func TestPromise19_BlobsOnce(t *testing.T) {
+	b := newBuilder(t)
+	name := keys.BlobName(1, "w1", blobID(1))
+	for range 2 {
+		pb := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
+		b.createBlob(pb, blobKeyOf(t, "s1", name), []byte("b"))
+		b.end(pb, nil)
+	}
+	b.requireBroken(19)
+}
+
+func TestPromise20_Commit(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	commit := func(b *builder, name string, data []byte) {
+		cm := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
+		b.put(cm, key, rec("w1", 2, record.Body{Refs: []record.BlobRef{ref(name, data)}, Since: 1, Stream: true}))
+		b.end(cm, nil)
+	}
+	t.Run("another writer's blob", func(t *testing.T) {
+		b := newBuilder(t)
+		name := keys.BlobName(1, "w2", blobID(1))
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		commit(b, name, []byte("b"))
+		b.requireBroken(20)
+	})
+	t.Run("a missing blob", func(t *testing.T) {
+		b := newBuilder(t)
+		commit(b, keys.BlobName(1, "w1", blobID(1)), []byte("b"))
+		b.requireBroken(20)
+	})
+	t.Run("another size", func(t *testing.T) {
+		b := newBuilder(t)
+		name := keys.BlobName(1, "w1", blobID(1))
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("bb"))
+		commit(b, name, []byte("b"))
+		b.requireBroken(20)
+	})
+	t.Run("behind the horizon", func(t *testing.T) {
+		b := newBuilder(t)
+		name := keys.BlobName(1, "w1", blobID(1))
+		made := b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: made.UnixNano() + 1, Stream: true}))
+		commit(b, name, []byte("b"))
+		b.requireBroken(20)
+	})
+}
+
+func TestPromise21_Tenure(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("seal keeps the floor", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
+		sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
+		b.put(sl, key, rec("w1", 2, record.Body{Since: 1, Stream: true}))
+		b.end(sl, nil)
+		b.requireBroken(21)
+	})
+	t.Run("floor lowered", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 3, record.Body{Since: 3, Stream: true}))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4})
+		b.put(p, key, rec("w1", 4, record.Body{Since: 2, Stream: true}))
+		b.end(p, nil)
+		b.requireBroken(21)
+	})
+	t.Run("new writer keeps the floor", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 3, record.Body{Since: 1, Stream: true}))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 4})
+		b.put(p, key, rec("w2", 4, record.Body{Since: 1, Stream: true}))
+		b.end(p, nil)
+		b.requireBroken(21)
+	})
+	t.Run("a blob below the floor", func(t *testing.T) {
+		b := newBuilder(t)
+		name := keys.BlobName(1, "w1", blobID(1))
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		b.put(nil, key, rec("w1", 3, record.Body{Since: 3, Stream: true}))
+		cm := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4})
+		b.put(cm, key, rec("w1", 4, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 3, Stream: true}))
+		b.end(cm, nil)
+		b.requireBroken(21)
+	})
+}
+
+func TestPromise22_RecordOpsKeepRefs(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(1, "w1", blobID(1))
+	t.Run("references dropped", func(t *testing.T) {
+		b := newBuilder(t)
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
+		b.end(p, nil)
+		b.requireBroken(22)
+	})
+	t.Run("a stream's record made plain", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 2, plain("a")))
+		b.end(p, nil)
+		b.requireBroken(22)
+	})
+}
+
+func TestPromise23_Readers(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("latest of what was never recorded", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 1, plain("a")))
+		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+		h, body, _ := record.Decode(rec("w1", 1, plain("forged")))
+		la.Read, la.ReadBody = &h, body
+		b.end(la, nil)
+		b.requireBroken(23)
+	})
+	t.Run("latest of the payload alone", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 1, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
+		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+		la.Read, la.ReadBody = &record.Header{Epoch: 1, Writer: "w1"}, record.Body{Payload: []byte("a")}
+		b.end(la, nil)
+		b.requireKept(23)
+	})
+	t.Run("open of another blob's bytes", func(t *testing.T) {
+		b := newBuilder(t)
+		name := keys.BlobName(1, "w1", blobID(1))
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("real"))
+		b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("real"))}, Since: 1, Stream: true}))
+		op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: name})
+		op.Bytes = []byte("fake")
+		b.end(op, nil)
+		b.requireBroken(23)
+	})
+	t.Run("open of an unreferenced blob", func(t *testing.T) {
+		b := newBuilder(t)
+		name := keys.BlobName(1, "w1", blobID(1))
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("real"))
+		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
+		op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: name})
+		op.Bytes = []byte("real")
+		b.end(op, nil)
+		b.requireBroken(23)
+	})
+}
+
+func TestPromise24_NoReferencedBlobMissing(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(1, "w1", blobID(1))
+	history := func(t *testing.T, deleter *Call) *builder {
+		b := newBuilder(t)
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
+		if deleter != nil {
+			deleter = b.begin(*deleter)
+		}
+		b.deleteBlob(deleter, blobKeyOf(t, "s1", name))
+		if deleter != nil {
+			b.end(deleter, nil)
+		}
+		return b
+	}
+	history(t, &Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1}).requireBroken(24)
+	history(t, nil).requireKept(24) // deleted outside the package
+}
+
+func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(1, "w1", blobID(1))
+	body := record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}
+	t.Run("a referenced blob", func(t *testing.T) {
+		b := newBuilder(t)
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		b.put(nil, key, rec("w1", 1, body))
+		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+		b.deleteBlob(co, blobKeyOf(t, "s1", name))
+		b.end(co, nil)
+		b.requireBroken(25)
+	})
+	t.Run("no record and no RecordGone", func(t *testing.T) {
+		b := newBuilder(t)
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+		b.deleteBlob(co, blobKeyOf(t, "s1", name))
+		b.end(co, errNotFound, "not found")
+		b.requireBroken(25)
+	})
+	t.Run("a damaged record", func(t *testing.T) {
+		b := newBuilder(t)
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		b.put(nil, key, []byte("damaged"))
+		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+		b.deleteBlob(co, blobKeyOf(t, "s1", name))
+		b.end(co, nil)
+		b.requireBroken(25)
+	})
+	t.Run("referenced after the collection", func(t *testing.T) {
+		b := newBuilder(t)
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
+		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+		b.deleteBlob(co, blobKeyOf(t, "s1", name))
+		b.end(co, nil)
+		cm := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
+		b.put(cm, key, rec("w1", 2, body))
+		b.end(cm, nil)
+		b.requireBroken(25)
+	})
+}
+
+func TestPromise26_CollectReclaims(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	deposed := keys.BlobName(1, "w1", blobID(1))
+	b := newBuilder(t)
+	b.createBlob(nil, blobKeyOf(t, "s1", deposed), []byte("b"))
+	b.put(nil, key, rec("w2", 2, record.Body{Since: 2, Stream: true}))
+	co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+	b.end(co, nil)
+	b.requireBroken(26)
+}
+
+func TestPromise27_Observer(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	t.Run("no event", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 1, plain("a")))
+		b.endBare(p, nil)
+		b.requireBroken(27)
+	})
+	t.Run("refused without an event", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, []byte("damaged"))
+		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Floor: 1, Version: "elsewhere"})
+		b.endBare(st, errConflict, "conflict")
+		b.requireBroken(27)
+	})
+	t.Run("an Op WriteEvent does not name", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.put(p, key, rec("w1", 1, plain("a")))
+		p.Events = append(p.Events, Event{Op: "pushed", Key: key})
+		b.end(p, nil)
+		b.requireBroken(27)
+	})
+}
+
+func TestPromise28_Keys(t *testing.T) {
+	t.Run("another shard's record", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.put(p, shardKeyOf(t, "", "pl", "s2"), rec("w1", 1, plain("a")))
+		b.end(p, nil)
+		b.requireBroken(28)
+	})
+	t.Run("a prefix that reaches into another's keys", func(t *testing.T) {
+		b := newBuilder(t)
+		p := b.begin(Call{Op: Claim, Prefix: "a/_x/"})
+		b.put(p, "a/_x/_brand", []byte(defaultIdentity))
+		b.end(p, nil)
+		b.requireBroken(28)
+	})
+}
+
+// TestWriteError checks a refused write under a wire error is judged as
+// any refusal, with its message naming the call.
+func TestWriteError(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	b := newBuilder(t)
+	p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w\n1", Epoch: 1, Payload: []byte("a")})
+	b.put(p, key, rec("w\n1", 1, plain("a")))
+	b.end(p, errWire, "wire")
+	vs := b.check(Options{})
+	require.NotEmpty(t, vs)
+	assert.Contains(t, vs[0].Msg, `writer "w\n1"`)
+	assert.Contains(t, vs[0].Msg, "call 1 ")
+}

@@ -1,0 +1,421 @@
+package promise
+
+import (
+	"bytes"
+
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
+)
+
+// leaseValue is what the promises remember of one Lease value.
+type leaseValue struct {
+	key    string          // its lease record's key, once one of its calls wrote it
+	inc    [16]byte        // its incarnation, learned from that write
+	hasInc bool            // key and inc are known
+	terms  map[uint64]bool // the terms of the records its calls wrote
+	expiry int64           // of the last record it wrote that was not a release; 0 for none
+	held   bool            // it wrote a record since it last learned a loss or released
+	holds  bool            // a Hold of it ever began
+
+	// gated are the shard keys whose Deposed contexts it ends on a loss:
+	// those its Holds sealed and its Epoch calls named, since it last
+	// held nothing.
+	gated map[string]bool
+
+	gots     map[uint64]bool // the epochs its Epoch calls handed out
+	maxEnded uint64          // the highest of those, of calls that ended
+
+	// stoppedAt is the index of the End of its last call that left it
+	// holding nothing (a loss reported, a Release); -1 for none. After
+	// it, Epoch hands out nothing until an acquisition. uncertain: an
+	// acquisition was in flight then, and may have landed after.
+	stoppedAt    int
+	uncertain    bool
+	acquiredAt   int // the index of the Begin of its last Acquire or Hold; -1 for none
+	acquisitions int // its Acquire and Hold calls in flight
+}
+
+// incarnation is what the records bearing one incarnation at one lease
+// key showed, whoever the history says wrote them: a Hold's background
+// renewals may be recorded as no call's, and only the Lease value of that
+// incarnation writes its records.
+type incarnation struct {
+	terms  map[uint64]bool
+	expiry int64 // the latest expiry of a record that was not a release
+}
+
+func (c *Checker) incarnation(key string, inc [16]byte) *incarnation {
+	byInc := c.incs[key]
+	if byInc == nil {
+		byInc = map[[16]byte]*incarnation{}
+		c.incs[key] = byInc
+	}
+	in := byInc[inc]
+	if in == nil {
+		in = &incarnation{terms: map[uint64]bool{}}
+		byInc[inc] = in
+	}
+	return in
+}
+
+// learnLease notes a lease record that landed at key.
+func (c *Checker) learnLease(key string, l record.Lease) {
+	in := c.incarnation(key, l.Incarnation)
+	in.terms[l.Term] = true
+	if l.Expiry != 0 {
+		in.expiry = max(in.expiry, l.Expiry)
+	}
+}
+
+// wrote reports whether lv wrote term, and the latest expiry it wrote.
+func (c *Checker) wrote(lv *leaseValue, term uint64) (bool, int64) {
+	ok, expiry := lv.terms[term], lv.expiry
+	if lv.hasInc {
+		in := c.incarnation(lv.key, lv.inc)
+		ok, expiry = ok || in.terms[term], max(expiry, in.expiry)
+	}
+	return ok, expiry
+}
+
+func (c *Checker) lease(name string) *leaseValue {
+	lv := c.leases[name]
+	if lv == nil {
+		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1}
+		c.leases[name] = lv
+	}
+	return lv
+}
+
+// termSource is what promise 17 remembers of one TermSource.
+type termSource struct {
+	gots     map[uint64]bool
+	maxEnded uint64
+	term     uint64
+	hasTerm  bool
+	endedAt  int // the index of the End of its first call that reported its term ended; -1 for none
+}
+
+func (c *Checker) source(name string) *termSource {
+	ts := c.sources[name]
+	if ts == nil {
+		ts = &termSource{gots: map[uint64]bool{}, endedAt: -1}
+		c.sources[name] = ts
+	}
+	return ts
+}
+
+func (c *Checker) beginLease(idx int, fl *flight) {
+	call := fl.call
+	switch {
+	case call.Op == Epoch && call.TermSource != "":
+		fl.maxEnded = c.source(call.TermSource).maxEnded
+	case call.Lease == "":
+	case call.Op == Epoch:
+		fl.maxEnded = c.lease(call.Lease).maxEnded
+	case call.Op == Acquire, call.Op == Hold:
+		lv := c.lease(call.Lease)
+		lv.acquiredAt = idx
+		lv.acquisitions++
+		lv.holds = lv.holds || call.Op == Hold
+	case call.Op == Release:
+		// Giving the lease up deposes nobody.
+		lv := c.lease(call.Lease)
+		lv.held = false
+		lv.gated = map[string]bool{}
+	}
+}
+
+// putLease judges a put of a lease record made for call over prev
+// (promises 12 and 13) and learns what the Lease value wrote.
+func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv *value) {
+	l, check := record.DecodeLease(nv.data)
+	if check != "" {
+		return
+	}
+	var p record.Lease
+	pok := false
+	if prev != nil {
+		p, check = record.DecodeLease(prev.data)
+		pok = check == ""
+	}
+	if pok && l.Term < p.Term {
+		c.report(idx, 12, "%s wrote term %d over term %d at %s", who(call), l.Term, p.Term, quote(ch.Key))
+	}
+	terms := c.terms[ch.Key]
+	if terms == nil {
+		terms = map[uint64][16]byte{}
+		c.terms[ch.Key] = terms
+	}
+	if inc, ok := terms[l.Term]; ok && inc != l.Incarnation {
+		c.report(idx, 12, "%s wrote term %d as incarnation %x of %s; incarnation %x wrote it first", who(call), l.Term, l.Incarnation, quote(l.Holder), inc)
+	} else if !ok {
+		terms[l.Term] = l.Incarnation
+	}
+	if at, ok := nanos(ch.At); ok && pok && l.Incarnation != p.Incarnation && p.Expiry != 0 && p.Expiry > at {
+		c.report(idx, 13, "%s took term %d over %s's term %d, which expires at %d, after this write at %d", who(call), l.Term, quote(p.Holder), p.Term, p.Expiry, at)
+	}
+
+	c.learnLease(ch.Key, l)
+
+	if call.Lease == "" {
+		return
+	}
+	lv := c.lease(call.Lease)
+	if !lv.terms[l.Term] && (call.Op == Acquire || call.Op == Hold) {
+		// A new acquisition: the value gated nothing since it last held.
+		lv.gated = map[string]bool{}
+	}
+	lv.terms[l.Term] = true
+	lv.key, lv.inc, lv.hasInc = ch.Key, l.Incarnation, true
+	if l.Expiry != 0 {
+		lv.expiry = l.Expiry
+		lv.held = true
+		if call.Op == Hold {
+			for _, k := range call.HoldsShards {
+				lv.gated[k] = true
+			}
+		}
+	}
+	if fl != nil {
+		fl.leaseTerms = append(fl.leaseTerms, l.Term)
+		fl.released = fl.released || l.Expiry == 0
+	}
+}
+
+// putBrand judges a put of the brand key made for call (promise 11): a
+// brand is created once and never overwritten.
+func (c *Checker) putBrand(idx int, call *Call, fl *flight, ch *Change, prev *value) {
+	if prev != nil {
+		c.report(idx, 11, "%s overwrote the brand %s with %s", who(call), quote(string(prev.data)), quote(string(ch.Data)))
+		return
+	}
+	c.claims[ch.Key]++
+	if n := c.claims[ch.Key]; n > 1 {
+		c.report(idx, 11, "%s created the brand %s, the %d-th create since it was last deleted", who(call), quote(string(ch.Data)), n)
+	}
+	if fl != nil {
+		fl.claimed = true
+	}
+}
+
+// checkBrandAlways judges promise 10's second half: no put of a Fence
+// whose Brand is BrandVerifyAlways lands while the brand holds another
+// identity. On a store that is no BrandedPutter the brand is read right
+// before the write, so only a brand that held another identity since
+// before the call began counts.
+func (c *Checker) checkBrandAlways(idx int, call *Call, fl *flight, ch *Change) {
+	if !call.BrandAlways || fl == nil {
+		return
+	}
+	bk := keys.Brand(call.Prefix)
+	if ch.Key == bk || c.st.changedSince(bk, fl.begin) {
+		return
+	}
+	id := identityOf(call)
+	switch b := c.st.values[bk]; {
+	case b == nil:
+		c.report(idx, 10, "%s wrote %s while the brand is absent", who(call), quote(ch.Key))
+	case !bytes.Equal(b.data, []byte(id)):
+		c.report(idx, 10, "%s wrote %s while the brand holds %s", who(call), quote(ch.Key), quote(string(b.data)))
+	}
+}
+
+// checkClaim judges promise 11 on a Claim that ended nil: a claim that
+// says it wrote the brand did, and the brand holds its identity.
+func (c *Checker) checkClaim(idx int, fl *flight) {
+	call := fl.call
+	if call.Op != Claim || call.Err != nil {
+		return
+	}
+	if call.Claimed && !fl.claimed {
+		c.report(idx, 11, "%s reports it claimed the brand, but no create of it landed", who(call))
+	}
+	bk := keys.Brand(call.Prefix)
+	if c.st.changedOutsideSince(bk, fl.begin) {
+		return
+	}
+	if b := c.st.values[bk]; b == nil || !bytes.Equal(b.data, []byte(identityOf(call))) {
+		got := "absent"
+		if b != nil {
+			got = quote(string(b.data))
+		}
+		c.report(idx, 11, "%s returned nil while the brand is %s", who(call), got)
+	}
+}
+
+// endLease judges the end of a lease's or a term source's call: promises
+// 14 to 17.
+func (c *Checker) endLease(idx int, fl *flight) {
+	call := fl.call
+	if call.Op == Epoch && call.TermSource != "" {
+		c.endTermSource(idx, fl)
+		return
+	}
+	if call.Lease == "" {
+		return
+	}
+	lv := c.lease(call.Lease)
+	if _, began := c.flights[call.ID]; began && (call.Op == Acquire || call.Op == Hold) {
+		lv.acquisitions--
+	}
+	if call.Op == Epoch && call.Err == nil {
+		c.checkLeaseEpoch(idx, fl, lv)
+	}
+	if call.Op == Hold {
+		c.checkHold(idx, fl)
+	}
+	lost, expired := call.Is.Has("lease lost"), call.Is.Has("lease expired")
+	if lost || expired {
+		c.checkLossEnds(idx, fl, lv, expired)
+	}
+	if lost || call.Op == Release {
+		lv.stoppedAt, lv.uncertain = idx, lv.acquisitions > 0
+	}
+	if call.Is.Has("corrupt") {
+		// A Lease that finds its record damaged drops the lease and
+		// what it gates, telling no later call.
+		lv.held = false
+		lv.gated = map[string]bool{}
+	}
+}
+
+// checkLeaseEpoch judges promise 14 on an Epoch of a Lease that returned
+// nil.
+func (c *Checker) checkLeaseEpoch(idx int, fl *flight, lv *leaseValue) {
+	call := fl.call
+	switch {
+	case lv.gots[call.Got]:
+		c.report(idx, 14, "%s handed out epoch %d twice", who(call), call.Got)
+	case call.Got <= fl.maxEnded:
+		c.report(idx, 14, "%s handed out epoch %d, not above %d, handed out before it began", who(call), call.Got, fl.maxEnded)
+	}
+	wrote, expiry := c.wrote(lv, call.Got>>32)
+	if !wrote {
+		c.report(idx, 14, "%s handed out epoch %d of term %d, which this Lease value never wrote", who(call), call.Got, call.Got>>32)
+	}
+	// The Lease's clock is read after the call began: a call that began at
+	// or after the expiry of every record the value wrote must refuse.
+	if start, ok := nanos(call.Start); ok && expiry != 0 && start >= expiry {
+		c.report(idx, 14, "%s handed out epoch %d at %d, at or after the expiry %d", who(call), call.Got, start, expiry)
+	}
+	if lv.stoppedAt >= 0 && fl.begin > lv.stoppedAt && !lv.uncertain && lv.acquiredAt < lv.stoppedAt {
+		c.report(idx, 14, "%s handed out epoch %d after the Lease value lost or released the lease, with no acquisition since", who(call), call.Got)
+	}
+	lv.gots[call.Got] = true
+	lv.maxEnded = max(lv.maxEnded, call.Got)
+	if call.Key != "" {
+		lv.gated[call.Key] = true
+	}
+}
+
+// giveUpRefusals are the errors on which a Hold may release the lease it
+// took: a refusal no retry changes, the lease lost or expired, or its ctx
+// ended.
+var giveUpRefusals = []string{"stale", "corrupt", "wire", "invalid", "too large", "untrusted", "permission", "unsupported",
+	"lease lost", "lease expired", "canceled", "deadline"}
+
+// checkHold judges promise 15 on the end of a Hold.
+func (c *Checker) checkHold(idx int, fl *flight) {
+	call := fl.call
+	if call.Err != nil {
+		if fl.released && !hasAny(call.Is, giveUpRefusals...) {
+			c.report(idx, 15, "%s released the lease and returned %v, which no refusal explains", who(call), call.Err)
+		}
+		return
+	}
+	terms := map[uint64]bool{}
+	for _, t := range fl.leaseTerms {
+		terms[t] = true
+	}
+	if call.Term != 0 {
+		terms[call.Term] = true
+	}
+	for _, k := range call.HoldsShards {
+		sealed := false
+		for _, w := range fl.writes {
+			if w.ch.Key == k && w.v.sound() && w.v.rec.h.Writer == call.Holder && (len(terms) == 0 || terms[w.v.rec.h.Epoch>>32]) {
+				sealed = true
+			}
+		}
+		if !sealed {
+			c.report(idx, 15, "%s returned nil without sealing %s at its term as %s", who(call), quote(k), quote(call.Holder))
+		}
+	}
+}
+
+// checkLossEnds judges promise 16 on a call of a Lease value that
+// reported the lease lost or expired: the value's Hold context and the
+// Deposed contexts of the shards it gates are done by then.
+func (c *Checker) checkLossEnds(idx int, fl *flight, lv *leaseValue, expired bool) {
+	call := fl.call
+	pending := false // a Hold context of the value was in force at Begin
+	for _, p := range pairContexts(call.Before, call.After) {
+		if p.a.Kind != "hold" || p.a.Lease != call.Lease || p.b.Done {
+			continue
+		}
+		pending = true
+		if !p.a.Done {
+			c.report(idx, 16, "%s reported the lease %s, but its Hold's context is not done", who(call), lossWord(expired))
+		}
+	}
+	// The call that learns a loss ends the Deposed contexts; a later call
+	// that only repeats it ends none. A Hold's context still in force at
+	// Begin says the loss was not learned before, as does a value that
+	// never held and so has no renewer to learn it. Every expiry a call
+	// reports ends them afresh.
+	if expired || pending || !lv.holds && lv.held {
+		for _, p := range pairContexts(call.Before, call.After) {
+			if p.a.Kind == "deposed" && lv.gated[p.a.Key] && !p.b.Done && !p.a.Done {
+				c.report(idx, 16, "%s reported the lease %s, but the Deposed context of %s it gates is not done", who(call), lossWord(expired), quote(p.a.Key))
+			}
+		}
+	}
+	if !expired {
+		lv.held = false
+		lv.gated = map[string]bool{}
+	}
+}
+
+func lossWord(expired bool) string {
+	if expired {
+		return "expired"
+	}
+	return "lost"
+}
+
+// endTermSource judges promise 17 on an Epoch of a TermSource.
+func (c *Checker) endTermSource(idx int, fl *flight) {
+	call := fl.call
+	ts := c.source(call.TermSource)
+	if call.Err != nil {
+		if call.Is.Has("term ended") && ts.endedAt < 0 {
+			ts.endedAt = idx
+		}
+		return
+	}
+	switch {
+	case ts.gots[call.Got]:
+		c.report(idx, 17, "%s handed out epoch %d twice", who(call), call.Got)
+	case call.Got <= fl.maxEnded:
+		c.report(idx, 17, "%s handed out epoch %d, not above %d, handed out before it began", who(call), call.Got, fl.maxEnded)
+	}
+	if term := call.Got >> 32; ts.hasTerm && term != ts.term {
+		c.report(idx, 17, "%s handed out epoch %d of term %d; the source holds term %d", who(call), call.Got, term, ts.term)
+	} else if !ts.hasTerm {
+		ts.term, ts.hasTerm = term, true
+	}
+	if ts.endedAt >= 0 && fl.begin > ts.endedAt {
+		c.report(idx, 17, "%s handed out epoch %d after the source reported its term ended", who(call), call.Got)
+	}
+	ts.gots[call.Got] = true
+	ts.maxEnded = max(ts.maxEnded, call.Got)
+}
+
+func hasAny(m Matches, names ...string) bool {
+	for _, n := range names {
+		if m.Has(n) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,271 @@
+package promise
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
+)
+
+// createBlob judges a blob created for call (promise 19), then stores it.
+func (c *Checker) createBlob(idx int, call *Call, ch *Change) {
+	if _, ever := c.st.blobs[ch.Key]; ever {
+		c.report(idx, 19, "%s created blob %s, a key that existed before", who(call), quote(ch.Key))
+	}
+	b := c.st.create(idx, ch, false)
+	for _, fl := range c.blobSeen[ch.Key] {
+		fl.blobData = append(fl.blobData, b.data)
+	}
+}
+
+// deleteBlob judges a blob deleted for call (promises 24 and 25), then
+// removes it.
+func (c *Checker) deleteBlob(idx int, call *Call, fl *flight, ch *Change) {
+	b := c.st.blobs[ch.Key]
+	if b == nil || !b.exists {
+		return // deleting what is not there changes nothing
+	}
+	for rk := range c.st.refs[ch.Key] {
+		c.report(idx, 24, "%s deleted blob %s, which the record at %s references", who(call), quote(ch.Key), quote(rk))
+	}
+	if call.Op == Collect {
+		c.checkCollectDelete(idx, call, fl, ch.Key)
+		b.collectedBy = call.ID
+	}
+	b.deletedOutside = false
+	c.st.deleteBlob(idx, ch.Key, false)
+}
+
+// checkCollectDelete judges promise 25 on a Collect's delete of a blob of
+// its shard: never one the record references or can come to reference,
+// and none when the record is damaged, of another identity, or absent
+// without RecordGone.
+func (c *Checker) checkCollectDelete(idx int, call *Call, fl *flight, key string) {
+	space, ok := c.spaceOf(call)
+	if !ok || !strings.HasPrefix(key, space) {
+		return // its clock's blob, in the reserved space
+	}
+	k, ok := c.callShard(call)
+	if !ok {
+		return
+	}
+	if fl != nil && c.st.changedOutsideSince(k.key, fl.begin) {
+		return // the record changed outside under the collection
+	}
+	name := key[len(space):]
+	cur := c.st.values[k.key]
+	switch {
+	case cur == nil && !call.RecordGone:
+		c.report(idx, 25, "%s deleted blob %s while the shard has no record, without RecordGone", who(call), quote(name))
+	case cur.damaged():
+		c.report(idx, 25, "%s deleted blob %s while the record is damaged (%s)", who(call), quote(name), cur.rec.check)
+	case cur.sound() && cur.rec.h.Identity != identityOf(call):
+		c.report(idx, 25, "%s deleted blob %s while the record is of identity %s", who(call), quote(name), quote(cur.rec.h.Identity))
+	case cur.sound():
+		for _, r := range cur.rec.body.Refs {
+			if r.Name == name {
+				c.report(idx, 25, "%s deleted blob %s, which the record at epoch %d references", who(call), quote(name), cur.rec.h.Epoch)
+			}
+		}
+	}
+}
+
+// checkCommit judges promise 20 on a Commit's put: every blob it newly
+// references exists with the size referenced, is the committer's, of an
+// epoch within its tenure, and was created at or after the horizon.
+func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value) {
+	n := nv.record()
+	prevRefs, _ := refsOf(prev)
+	var horizon int64
+	if prev.sound() {
+		horizon = prev.rec.h.Horizon
+	}
+	for _, r := range added(prevRefs, n.body.Refs) {
+		e, _, w, ok := keys.ParseBlobName(r.Name)
+		if !ok {
+			c.report(idx, 20, "%s references %s, which is not a blob name", who(call), quote(r.Name))
+			continue
+		}
+		if w != call.Writer {
+			c.report(idx, 20, "%s newly references blob %s, written by %s", who(call), quote(r.Name), quote(w))
+		}
+		if e < n.h.Since || e > n.h.Epoch {
+			c.report(idx, 20, "%s newly references blob %s of epoch %d, outside its tenure [%d, %d]", who(call), quote(r.Name), e, n.h.Since, n.h.Epoch)
+		}
+		bk, ok := k.blob(r.Name)
+		if !ok {
+			continue
+		}
+		b := c.st.blobs[bk]
+		switch {
+		case b == nil || !b.exists && !b.deletedOutside:
+			c.report(idx, 20, "%s newly references blob %s, which does not exist", who(call), quote(r.Name))
+		case !b.exists:
+			// Deleted outside the package: nothing the commit could see.
+		case int64(len(b.data)) != r.Size:
+			c.report(idx, 20, "%s references blob %s with size %d; it holds %d bytes", who(call), quote(r.Name), r.Size, len(b.data))
+		case horizon != 0 && b.modified.UnixNano() < horizon:
+			c.report(idx, 20, "%s newly references blob %s created at %d, before the collection horizon %d", who(call), quote(r.Name), b.modified.UnixNano(), horizon)
+		}
+	}
+}
+
+// checkNewRefs judges promises 24 and 25 on what a put newly references:
+// a blob that exists (unless deleted outside), and never one a Collect
+// deleted.
+func (c *Checker) checkNewRefs(idx int, call *Call, k shardKey, prev, nv *value) {
+	prevRefs, _ := refsOf(prev)
+	for _, r := range added(prevRefs, nv.rec.body.Refs) {
+		bk, ok := k.blob(r.Name)
+		if !ok {
+			continue
+		}
+		b := c.st.blobs[bk]
+		switch {
+		case b != nil && b.exists, b != nil && b.deletedOutside:
+		case b != nil && b.collectedBy != 0:
+			c.report(idx, 25, "%s newly references blob %s, which %s deleted", who(call), quote(r.Name), who(c.calls[b.collectedBy]))
+			c.report(idx, 24, "%s references blob %s, which is missing", who(call), quote(r.Name))
+		default:
+			c.report(idx, 24, "%s references blob %s, which is missing", who(call), quote(r.Name))
+		}
+	}
+}
+
+// checkReader judges what a Latest or an Open returned: promises 7 and 23.
+func (c *Checker) checkReader(idx int, fl *flight) {
+	call := fl.call
+	switch call.Op {
+	case Latest:
+		if call.Is.Has("not found") && len(fl.seen) > 0 && allDamaged(fl.seen) {
+			c.report(idx, 7, "%s found no record while the record was damaged throughout", who(call))
+		}
+		if call.Err != nil || call.Read == nil {
+			return
+		}
+		if call.Read.Epoch == 0 {
+			c.report(idx, 7, "%s returned epoch 0", who(call))
+			return
+		}
+		for _, v := range fl.seen {
+			if v.sound() && readMatches(call, v.rec) {
+				return
+			}
+		}
+		c.report(idx, 23, "%s returned epoch %d by %s payload %s, which the key did not hold during the call",
+			who(call), call.Read.Epoch, quote(call.Read.Writer), quote(string(call.ReadBody.Payload)))
+	case Open:
+		if call.Err != nil {
+			return
+		}
+		var ref *record.BlobRef
+		for _, v := range fl.seen {
+			if !v.sound() || v.rec.h.Identity != identityOf(call) {
+				continue
+			}
+			for i, r := range v.rec.body.Refs {
+				if r.Name == call.Name {
+					ref = &v.rec.body.Refs[i]
+				}
+			}
+		}
+		if ref == nil {
+			c.report(idx, 23, "%s opened blob %s, which the record did not reference during the call", who(call), quote(call.Name))
+			return
+		}
+		if call.Bytes == nil {
+			return
+		}
+		if int64(len(call.Bytes)) != ref.Size || record.CRC32C(call.Bytes) != ref.CRC {
+			c.report(idx, 23, "%s read %d bytes of blob %s whose size or checksum fails its reference (size %d)", who(call), len(call.Bytes), quote(call.Name), ref.Size)
+		}
+		for _, d := range fl.blobData {
+			if bytes.Equal(d, call.Bytes) {
+				return
+			}
+		}
+		c.report(idx, 23, "%s read %s from blob %s, which it did not hold during the call", who(call), quote(string(call.Bytes)), quote(call.Name))
+	}
+}
+
+func allDamaged(vs []*value) bool {
+	for _, v := range vs {
+		if !v.damaged() {
+			return false
+		}
+	}
+	return true
+}
+
+// readMatches reports whether what a Latest returned is the sound record d
+// of the call's identity. A recorder of Latest knows the payload alone; the
+// references, floor, horizon and kind are compared when it recorded any
+// of them (Inspect).
+func readMatches(call *Call, d *decoded) bool {
+	r, b := call.Read, call.ReadBody
+	same := d.h.Identity == identityOf(call) && (r.Identity == "" || r.Identity == d.h.Identity) &&
+		r.Epoch == d.h.Epoch && r.Writer == d.h.Writer && bytes.Equal(b.Payload, d.body.Payload)
+	if b.Stream || len(b.Refs) > 0 || b.Since != 0 || b.Horizon != 0 {
+		same = same && refsEqual(b.Refs, d.body.Refs) && b.Since == d.body.Since && b.Horizon == d.body.Horizon && b.Stream == d.body.Stream
+	}
+	return same
+}
+
+// checkCollected judges promise 26 on a Collect that ended nil: no blob
+// that existed throughout, is unreferenced, and can never be committed
+// over the record at its Begin is left.
+func (c *Checker) checkCollected(idx int, fl *flight) {
+	call := fl.call
+	if call.Op != Collect || call.Err != nil || call.DryRun || len(fl.seen) == 0 {
+		return
+	}
+	k, ok := c.callShard(call)
+	if !ok || c.st.changedOutsideSince(k.key, fl.begin) {
+		return
+	}
+	r0 := fl.seen[0]
+	if r0.damaged() || r0.sound() && r0.rec.h.Identity != identityOf(call) || r0 == nil && !call.RecordGone {
+		return
+	}
+	space, _ := c.spaceOf(call)
+	for _, bk := range fl.blobsAtBegin {
+		b := c.st.blobs[bk]
+		if b == nil || !b.exists {
+			continue
+		}
+		name := bk[len(space):]
+		e, _, w, ok := keys.ParseBlobName(name)
+		if !ok || referencedIn(fl.seen, name) {
+			continue
+		}
+		if r0 == nil {
+			c.report(idx, 26, "%s left blob %s of a shard retired with RecordGone", who(call), quote(name))
+			continue
+		}
+		h := r0.rec.h
+		switch {
+		case e < record.TenureFloor(h):
+			c.report(idx, 26, "%s left blob %s of epoch %d, below the tenure floor %d", who(call), quote(name), e, record.TenureFloor(h))
+		case w != h.Writer && e <= h.Epoch:
+			c.report(idx, 26, "%s left blob %s of writer %s at epoch %d, deposed by %s at epoch %d", who(call), quote(name), quote(w), e, quote(h.Writer), h.Epoch)
+		case h.Horizon != 0 && b.modified.UnixNano() < h.Horizon:
+			c.report(idx, 26, "%s left blob %s created at %d, behind the collection horizon %d", who(call), quote(name), b.modified.UnixNano(), h.Horizon)
+		}
+	}
+}
+
+// referencedIn reports whether any sound content in vs references name.
+func referencedIn(vs []*value, name string) bool {
+	for _, v := range vs {
+		if !v.sound() {
+			continue
+		}
+		for _, r := range v.rec.body.Refs {
+			if r.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
