@@ -640,10 +640,10 @@ func (f *Fence) blobClock(ctx context.Context, bs BlobStore) (time.Time, error) 
 	key := keys.Clock(f.Prefix, id)
 	info, err := bs.CreateBlob(ctx, key, bytes.NewReader(nil))
 	if err != nil {
-		return time.Time{}, fmt.Errorf("writefence: collect: the store's clock: %w", err)
+		return time.Time{}, fmt.Errorf("writefence: the blob store's clock: %w", err)
 	}
 	if err := bs.DeleteBlob(ctx, key); err != nil {
-		return time.Time{}, fmt.Errorf("writefence: collect: the store's clock: %w", err)
+		return time.Time{}, fmt.Errorf("writefence: the blob store's clock: %w", err)
 	}
 	return info.Modified, nil
 }

@@ -284,7 +284,7 @@ func retried[T any](ctx context.Context, f *Fence, read func() (T, error)) (T, e
 			return v, err
 		}
 		if f.backoff(ctx, attempt) != nil {
-			return v, err
+			return v, ctx.Err()
 		}
 	}
 }

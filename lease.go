@@ -115,7 +115,10 @@ type Lease struct {
 	// expiry; Hold's renewals are paced by the runtime's timers.
 	Clock func() time.Time
 
-	io sync.Mutex // serializes the Lease's writes of its record; taken before mu
+	// ioSem serializes the Lease's writes of its record: a channel of one
+	// slot, so that a call waiting for another's write honours its ctx;
+	// taken before mu, made under mu on first use (see lockIO).
+	ioSem chan struct{}
 
 	// incarnation tells this Lease value's records from those of any
 	// other (see the lease record's format); drawn once, under io.
@@ -220,12 +223,14 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 		}
 	}
 	start := time.Now()
-	l.io.Lock()
+	if err := l.lockIO(ctx); err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	inForce := l.hold != nil && l.hold.ctx.Err() == nil
 	l.mu.Unlock()
 	if inForce {
-		l.io.Unlock()
+		l.unlockIO()
 		return nil, l.errorf("Hold called while a Hold of this Lease is in force")
 	}
 	actx, cancel := context.WithTimeout(ctx, l.TTL-l.margin())
@@ -233,7 +238,7 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 	late := ctx.Err() == nil && actx.Err() != nil
 	cancel()
 	if err != nil {
-		l.io.Unlock()
+		l.unlockIO()
 		if late {
 			return nil, l.errorf("takeover given up: the acquisition did not land within %v of its start, a quarter TTL before its term would expire (%s): %w",
 				l.TTL-l.margin(), trim(err), ErrTakeoverTimeout)
@@ -249,7 +254,7 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 		l.gateKey(k)
 	}
 	l.mu.Unlock()
-	l.io.Unlock()
+	l.unlockIO()
 	go l.renewer(h, key, start)
 
 	for i, s := range shards {
@@ -370,8 +375,10 @@ func (l *Lease) renewer(h *holding, key string, last time.Time) {
 
 // renewFor renews the lease for hold h, unless h ended meanwhile.
 func (l *Lease) renewFor(ctx context.Context, h *holding, key string) error {
-	l.io.Lock()
-	defer l.io.Unlock()
+	if err := l.lockIO(ctx); err != nil {
+		return err
+	}
+	defer l.unlockIO()
 	l.mu.Lock()
 	mine, term := l.hold == h && l.held, l.term
 	l.mu.Unlock()
@@ -410,8 +417,10 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	l.io.Lock()
-	defer l.io.Unlock()
+	if err := l.lockIO(ctx); err != nil {
+		return 0, err
+	}
+	defer l.unlockIO()
 	return l.acquire(ctx, key)
 }
 
@@ -495,8 +504,10 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.io.Lock()
-	defer l.io.Unlock()
+	if err := l.lockIO(ctx); err != nil {
+		return err
+	}
+	defer l.unlockIO()
 	l.mu.Lock()
 	held, term, gone := l.held, l.term, l.gone
 	l.mu.Unlock()
@@ -527,8 +538,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	if h != nil {
 		l.stopHold(h, released)
 	}
-	l.io.Lock()
-	defer l.io.Unlock()
+	if err := l.lockIO(ctx); err != nil {
+		return err
+	}
+	defer l.unlockIO()
 	l.mu.Lock()
 	held, term, gone := l.held, l.term, l.gone
 	l.mu.Unlock()
@@ -591,8 +604,10 @@ func (l *Lease) nextTerm(ctx context.Context, term uint64) error {
 	if err != nil {
 		return err
 	}
-	l.io.Lock()
-	defer l.io.Unlock()
+	if err := l.lockIO(ctx); err != nil {
+		return err
+	}
+	defer l.unlockIO()
 	l.mu.Lock()
 	moved := !l.held || l.term != term || l.seq < maxLeaseSeq
 	l.mu.Unlock()
@@ -810,6 +825,26 @@ func (l *Lease) now() time.Time {
 	return time.Now()
 }
 
+// lockIO takes the right to write the Lease's record, waiting for a write
+// of another call to end, or for ctx to end.
+func (l *Lease) lockIO(ctx context.Context) error {
+	l.mu.Lock()
+	if l.ioSem == nil {
+		l.ioSem = make(chan struct{}, 1)
+	}
+	sem := l.ioSem
+	l.mu.Unlock()
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// unlockIO gives back what lockIO took.
+func (l *Lease) unlockIO() { <-l.ioSem }
+
 // draw draws this Lease value's incarnation, once. The caller holds io.
 func (l *Lease) draw() error {
 	if l.drawn {
@@ -841,37 +876,48 @@ func (l *Lease) check() (string, error) {
 	return k, keyErr(err)
 }
 
-// Settle replaces a lease record that fails to decode, which no
-// acquisition ever overwrites (Acquire and Hold refuse it with a
-// *CorruptError), with a released record at term, in one write
-// conditioned on exactly version, the version that *CorruptError (or
-// "writefence lease show") reported: the next acquisition, by anyone,
-// then takes term + 1. It is meant for an operator, as Fence.Settle is.
+// Settle replaces the lease record at exactly version with a released
+// record at term, in one conditional write: an operator's way out of a
+// lease that no Lease can take. Two cases need it:
 //
-// term is the operator's assertion that no term above it was ever
-// granted, as the damaged record's own term cannot be trusted. A lower
-// bound is the term of the highest epoch a shard the lease gates records
-// (RecordInfo.Epoch >> 32): a term below it leaves the next holder's
-// seals refused as stale (Hold then says so) until its terms pass the
-// shard's. It must be 1 to 2^32-2.
+//   - a record that fails to decode, which no acquisition ever overwrites
+//     (Acquire and Hold refuse it with a *CorruptError naming its
+//     version): term is then the operator's assertion that no term above
+//     it was ever granted, as the damaged record's own term cannot be
+//     trusted. A lower bound is the term of the highest epoch a shard the
+//     lease gates records (RecordInfo.Epoch >> 32): a term below it
+//     leaves the next holder's seals refused as stale (Hold then says so)
+//     until its terms pass the shard's;
+//   - a holder that is gone for good (its process dead, its machine lost),
+//     whose term the next holder should not wait out: term is then the
+//     record's own term or above, never below (a settle never lowers a
+//     term), and version the one Fence.InspectLease reported. The
+//     operator asserts that the holder no longer runs: if it does, it
+//     learns the lease lost at its next renewal, and the fence, not the
+//     lease, keeps its late writes out.
+//
+// The next acquisition, by anyone, then takes term + 1 at once. The
+// record is written under Holder's name. term must be 1 to 2^32-2.
 //
 // It refuses, writing nothing: ErrNotFound when there is no record,
 // ErrConflict when the record has another version now, and an
-// *InvalidArgumentError when the record decodes (nothing to settle).
-// Retrying a settle whose reply was lost returns nil once the record is
-// exactly this settle.
+// *InvalidArgumentError for a term below the term of a record that
+// decodes. Retrying a settle whose reply was lost returns nil once the
+// record is exactly this settle.
 func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	key, err := l.check()
 	switch {
 	case err != nil:
 		return err
 	case version == "":
-		return invalidArg("version", "empty: the version of the corrupt lease record is required")
+		return invalidArg("version", "empty: the version of the lease record is required")
 	case term == 0 || term >= maxLeaseTerm:
 		return invalidArg("term", "%d, must be 1 to %d", term, maxLeaseTerm-1)
 	}
-	l.io.Lock()
-	defer l.io.Unlock()
+	if err := l.lockIO(ctx); err != nil {
+		return err
+	}
+	defer l.unlockIO()
 	var none [leaseIncSize]byte
 	settled := encodeLease(l.Holder, term, 0, none)
 	_, err = l.Fence.run(ctx, &change{op: opLeaseSettle, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
@@ -880,14 +926,13 @@ func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 			return nil, false, fmt.Errorf("writefence: lease %s: settle: no record at %s: %w", esc(l.Name), esc(key), ErrNotFound)
 		case s.damage == nil && bytes.Equal(s.data, settled):
 			return nil, true, nil
+		case s.version != version:
+			return nil, false, fmt.Errorf("writefence: lease %s: settle: the record is at version %s, not %s: %w", esc(l.Name), esc(s.version), esc(version), ErrConflict)
 		}
 		if s.damage == nil {
-			if _, check := decodeLease(s.data); check == "" {
-				return nil, false, invalidArg("version", "the lease record at %s decodes: nothing to settle", esc(key))
+			if rec, check := decodeLease(s.data); check == "" && term < rec.Term {
+				return nil, false, invalidArg("term", "%d is below the term %d the lease record at %s holds: a settle never lowers a term", term, rec.Term, esc(key))
 			}
-		}
-		if s.version != version {
-			return nil, false, fmt.Errorf("writefence: lease %s: settle: the corrupt record is at version %s, not %s: %w", esc(l.Name), esc(s.version), esc(version), ErrConflict)
 		}
 		return [][]byte{settled}, false, nil
 	}})

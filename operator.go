@@ -191,17 +191,22 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 	// settle. Then two runs of the engine: the log entry, then the record,
 	// which checks the record again.
 	c := &change{op: opSettle, key: u.key, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decide}
+	start := time.Now()
 	if err := f.guarded(ctx, c); err != nil {
 		return err
 	}
 	snap, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, u.key, false) })
 	if err != nil {
-		return fmt.Errorf("writefence: settle %s: read: %w", esc(u.key), err)
+		err = fmt.Errorf("writefence: settle %s: read: %w", esc(u.key), err)
+		f.observe(ctx, c, start, false, 1, err)
+		return err
 	}
 	if _, done, err := st.decide(snap); err != nil || done {
+		f.observe(ctx, c, start, false, 1, err)
 		return err
 	}
 	if _, err := f.run(ctx, &change{op: opSettleLog, key: logKey, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decideLog}); err != nil {
+		f.observe(ctx, c, start, false, 0, err) // the settle ends with its log's refusal
 		return err
 	}
 	_, err = f.run(ctx, c)
