@@ -1,0 +1,439 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/promise"
+	"github.com/writefence/writefence/internal/record"
+)
+
+// proc is one process of the deployment: one Fence (its own version
+// cache), its Lease when it writes, and the contexts it ships under.
+type proc struct {
+	w      *World
+	name   string // unique in the world, e.g. "w1", "w1#2" after a restart
+	kind   string // "writer", "collector", "reader", "operator"
+	holder string // a writer's holder name, shared by its restarts
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	ended  chan struct{}
+	rng    *rand.Rand // the process's own draws, in its own order
+
+	fence      *writefence.Fence
+	lease      *writefence.Lease
+	leaseLabel string
+
+	// Guarded by w.mu.
+	seq         int
+	pausedUntil time.Time
+	tracked     []tracked
+}
+
+// tracked is a context the process ships under, whose state each call
+// records before and after it.
+type tracked struct {
+	kind, lease, key string
+	ctx              context.Context
+}
+
+func (p *proc) paused(now time.Time) bool { return now.Before(p.pausedUntil) }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// contexts is the state of p's tracked contexts. The caller holds w.mu.
+func (p *proc) contexts() []promise.Context {
+	var out []promise.Context
+	for _, t := range p.tracked {
+		c := promise.Context{Kind: t.kind, Lease: t.lease, Key: t.key}
+		if t.ctx.Err() != nil {
+			c.Done, c.Cause = true, context.Cause(t.ctx)
+			c.Is = Classify(c.Cause)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// track replaces p's tracked contexts with those of a new hold.
+func (p *proc) track(ts ...tracked) {
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	p.tracked = ts
+}
+
+// startWriter starts a writer process of holder.
+func (w *World) startWriter(holder string) {
+	w.mu.Lock()
+	w.names[holder]++
+	n := w.names[holder]
+	w.mu.Unlock()
+	name := holder
+	if n > 1 {
+		name = fmt.Sprintf("%s#%d", holder, n)
+	}
+	w.start(&proc{name: name, kind: "writer", holder: holder})
+}
+
+// start starts p's goroutine.
+func (w *World) start(p *proc) {
+	p.w = w
+	h := fnv.New64a()
+	h.Write([]byte(p.name))
+	p.rng = rand.New(rand.NewPCG(w.seed, h.Sum64()))
+	base := context.WithValue(w.ctx, procKey{}, p)
+	// A back-off without jitter: the same seed, the same waits.
+	base = hook.With(base, &hook.Hooks{Wait: func(ctx context.Context, attempt int, _ time.Duration) error {
+		return sleep(ctx, min(5*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond))
+	}})
+	p.ctx, p.cancel = context.WithCancel(base)
+	p.ended = make(chan struct{})
+	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe}
+	if p.kind == "writer" {
+		p.leaseLabel = p.name + "/lease"
+		p.lease = &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: p.holder, TTL: w.cfg.TTL}
+	}
+	w.mu.Lock()
+	w.procs = append(w.procs, p)
+	// Each process starts at an instant of its own: processes that run at
+	// one instant run at once, in an order the seed does not decide.
+	stagger := time.Duration(len(w.procs))*time.Millisecond + time.Duration(p.rng.IntN(1000))
+	w.mu.Unlock()
+	go func() {
+		defer close(p.ended)
+		if sleep(p.ctx, stagger) != nil {
+			return
+		}
+		switch p.kind {
+		case "writer":
+			p.writer()
+		case "collector":
+			p.collector()
+		case "reader":
+			p.reader()
+		case "operator":
+			p.operator()
+		}
+	}()
+}
+
+// sleep waits d, or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// between draws a duration in [lo, hi).
+func (p *proc) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(p.rng.Int64N(int64(hi-lo)))
+}
+
+// call runs one call of the package as p, recorded in the history.
+func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
+	ctx = p.w.begin(ctx, p, c)
+	err := run(ctx)
+	p.w.end(p, c, err)
+	return err
+}
+
+// writer holds the lease and ships under it, again and again.
+func (p *proc) writer() {
+	w := p.w
+	for p.ctx.Err() == nil {
+		var held context.Context
+		err := p.call(p.ctx, &promise.Call{Op: promise.Hold, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder, Writer: p.holder,
+			HoldsShards: []string{w.key}}, func(ctx context.Context) (err error) {
+			held, err = p.lease.Hold(ctx, writefence.Shard{Plugin: plugin, Shard: shard})
+			return err
+		})
+		if err != nil {
+			if sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL)) != nil {
+				return
+			}
+			continue
+		}
+		shipping, stop := p.fence.Deposed(held, plugin, shard)
+		p.track(tracked{kind: "hold", lease: p.leaseLabel, ctx: held}, tracked{kind: "deposed", key: w.key, ctx: shipping})
+		if p.rng.IntN(3) == 0 {
+			p.recoverBlobs(shipping)
+		}
+		p.ship(shipping)
+		stop()
+		if p.ctx.Err() == nil && p.rng.IntN(3) == 0 {
+			_ = p.call(p.ctx, &promise.Call{Op: promise.Release, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder},
+				func(ctx context.Context) error { return p.lease.Release(ctx) })
+		}
+	}
+}
+
+// epoch draws an epoch from the lease, recorded.
+func (p *proc) epoch(ctx context.Context) (uint64, error) {
+	c := &promise.Call{Op: promise.Epoch, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder}
+	var e uint64
+	err := p.call(ctx, c, func(ctx context.Context) (err error) {
+		e, err = p.lease.Epoch(ctx, plugin, shard)
+		c.Got = e
+		return err
+	})
+	if err == nil {
+		p.w.mu.Lock()
+		p.w.maxEpoch = max(p.w.maxEpoch, e)
+		p.w.mu.Unlock()
+	}
+	return e, err
+}
+
+// ship writes the shard under ctx until it ends: segments as blobs and
+// the manifest that commits them, now and then a push, an update or a
+// seal of its own.
+func (p *proc) ship(ctx context.Context) {
+	for n := 0; ctx.Err() == nil; n++ {
+		epoch, err := p.epoch(ctx)
+		if err != nil {
+			return
+		}
+		switch roll := p.rng.IntN(10); {
+		case roll < 6:
+			p.segment(ctx, epoch, n)
+		case roll < 7:
+			payload := []byte(fmt.Sprintf("%s push %d", p.name, n))
+			_ = p.call(ctx, &promise.Call{Op: promise.Push, Writer: p.holder, Epoch: epoch, Payload: payload},
+				func(ctx context.Context) error { return p.fence.Push(ctx, plugin, shard, p.holder, epoch, payload) })
+		case roll < 8:
+			b := byte(p.rng.IntN(256))
+			_ = p.call(ctx, &promise.Call{Op: promise.Update, Writer: p.holder, Epoch: epoch}, func(ctx context.Context) error {
+				return p.fence.Update(ctx, plugin, shard, p.holder, epoch, func(cur []byte) ([]byte, error) {
+					return append(cur[:min(len(cur), 24):min(len(cur), 24)], b), nil
+				})
+			})
+		default:
+			_ = p.call(ctx, &promise.Call{Op: promise.Seal, Writer: p.holder, Epoch: epoch},
+				func(ctx context.Context) error { return p.fence.Seal(ctx, plugin, shard, p.holder, epoch) })
+		}
+		if sleep(ctx, p.between(time.Millisecond, 2*time.Second)) != nil {
+			return
+		}
+	}
+}
+
+// segment uploads a segment as a blob at epoch, then commits it at a
+// fresh epoch, dropping the oldest reference past three.
+func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
+	data := []byte(strings.Repeat(fmt.Sprintf("%s segment %d;", p.name, n), 1+p.rng.IntN(4)))
+	var ref writefence.BlobRef
+	c := &promise.Call{Op: promise.PutBlob, Writer: p.holder, Epoch: epoch, Payload: data}
+	err := p.call(ctx, c, func(ctx context.Context) (err error) {
+		ref, err = p.fence.PutBlob(ctx, plugin, shard, p.holder, epoch, strings.NewReader(string(data)))
+		c.Ref = ref
+		return err
+	})
+	if err != nil {
+		return
+	}
+	if p.rng.IntN(4) == 0 {
+		// Now and then the writer pauses between the upload and the
+		// commit, as its scheduler or a slow disk would make it.
+		if sleep(ctx, p.between(time.Millisecond, p.w.cfg.Grace)) != nil {
+			return
+		}
+	}
+	commitEpoch, err := p.epoch(ctx)
+	if err != nil {
+		return
+	}
+	p.commit(ctx, commitEpoch, []writefence.BlobRef{ref})
+}
+
+// commit commits a manifest that adds refs at epoch, keeping at most
+// three older references.
+func (p *proc) commit(ctx context.Context, epoch uint64, refs []writefence.BlobRef) error {
+	return p.call(ctx, &promise.Call{Op: promise.Commit, Writer: p.holder, Epoch: epoch}, func(ctx context.Context) error {
+		return p.fence.Commit(ctx, plugin, shard, p.holder, epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+			blobs := slices.Clone(m.Blobs)
+			for _, r := range refs {
+				if !slices.ContainsFunc(blobs, func(b writefence.BlobRef) bool { return b.Name == r.Name }) {
+					blobs = append(blobs, r)
+				}
+			}
+			if len(blobs) > 3+len(refs) {
+				blobs = blobs[len(blobs)-3-len(refs):]
+			}
+			return writefence.Manifest{Payload: m.Payload, Blobs: blobs}, nil
+		})
+	})
+}
+
+// recoverBlobs commits the blobs of the shard that bear the writer's name
+// and that the manifest does not reference, as a shipper that resumes
+// what its previous incarnation uploaded would: the package admits only
+// those of the writer's current tenure.
+func (p *proc) recoverBlobs(ctx context.Context) {
+	bs := writefence.BlobStore(p.w.store)
+	space, err := keys.Blobs("", plugin, shard)
+	if err != nil {
+		panic(err)
+	}
+	info, err := p.fence.Inspect(ctx, plugin, shard)
+	if err != nil {
+		return
+	}
+	var found []writefence.BlobRef
+	_ = bs.ListBlobs(ctx, space, func(b writefence.BlobInfo) error {
+		name := strings.TrimPrefix(b.Key, space)
+		_, _, writer, ok := keys.ParseBlobName(name)
+		if !ok || writer != p.holder || slices.ContainsFunc(info.Blobs, func(r writefence.BlobRef) bool { return r.Name == name }) {
+			return nil
+		}
+		found = append(found, writefence.BlobRef{Name: name, Size: b.Size})
+		return nil
+	})
+	for i := range found {
+		rc, _, err := bs.OpenBlob(ctx, space+found[i].Name)
+		if err != nil {
+			return
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return
+		}
+		found[i].CRC = crc32.Checksum(data, record.Castagnoli)
+	}
+	if len(found) == 0 {
+		return
+	}
+	epoch, err := p.epoch(ctx)
+	if err != nil {
+		return
+	}
+	p.w.mu.Lock()
+	p.w.note("recovery commit")
+	p.w.mu.Unlock()
+	_ = p.commit(ctx, epoch, found)
+}
+
+// collector collects the shard now and then.
+func (p *proc) collector() {
+	for sleep(p.ctx, p.between(time.Millisecond, p.w.cfg.Grace)) == nil {
+		dry := p.rng.IntN(10) == 0
+		c := &promise.Call{Op: promise.Collect, DryRun: dry}
+		_ = p.call(p.ctx, c, func(ctx context.Context) error {
+			report, err := p.fence.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: p.w.cfg.Grace, DryRun: dry})
+			for _, b := range report.Deleted {
+				c.Deleted = append(c.Deleted, b.Key)
+			}
+			return err
+		})
+	}
+}
+
+// reader follows the manifest: the record, then every blob it references.
+func (p *proc) reader() {
+	for sleep(p.ctx, p.between(time.Millisecond, 3*time.Second)) == nil {
+		info, err := p.latest()
+		if err != nil {
+			continue
+		}
+		for _, ref := range info.Blobs {
+			c := &promise.Call{Op: promise.Open, Name: ref.Name}
+			_ = p.call(p.ctx, c, func(ctx context.Context) error {
+				rc, _, err := p.fence.OpenBlob(ctx, plugin, shard, ref.Name)
+				if err != nil {
+					return err
+				}
+				defer rc.Close()
+				c.Bytes, err = io.ReadAll(rc)
+				return err
+			})
+		}
+	}
+}
+
+// latest reads the record as Inspect does, recorded.
+func (p *proc) latest() (writefence.RecordInfo, error) {
+	c := &promise.Call{Op: promise.Latest}
+	var info writefence.RecordInfo
+	err := p.call(p.ctx, c, func(ctx context.Context) (err error) {
+		info, err = p.fence.Inspect(ctx, plugin, shard)
+		if err == nil {
+			var horizon int64
+			if !info.Horizon.IsZero() {
+				horizon = info.Horizon.UnixNano()
+			}
+			c.Read = &record.Header{Identity: info.Identity, Writer: info.Writer, Epoch: info.Epoch, Since: info.Since, Horizon: horizon}
+			c.ReadBody = record.Body{Payload: info.Payload, Refs: info.Blobs, Since: info.Since, Horizon: horizon, Stream: info.Stream}
+		}
+		return err
+	})
+	return info, err
+}
+
+// operator settles the record whenever it finds it damaged, as the
+// runbook says: above the damaged header's epoch, or above the highest
+// epoch ever granted when no header decodes.
+func (p *proc) operator() {
+	for sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
+		info, err := p.latest()
+		if err == nil || !strings.Contains(fmt.Sprint(Classify(err)), "corrupt") || info.Version == "" {
+			continue
+		}
+		// The highest epoch ever granted, as an operator who knows the
+		// lease's highest term asserts it: every epoch of that term and
+		// every settle tried.
+		p.w.mu.Lock()
+		granted := max(p.w.maxEpoch, (p.w.maxTerm+1)<<32-1)
+		p.w.mu.Unlock()
+		s := writefence.Settlement{Version: info.Version, Writer: "operator", Payload: []byte("settled by the operator"),
+			DropBlobs: p.rng.IntN(4) == 0}
+		if info.Epoch != 0 {
+			s.Epoch = max(info.Epoch, p.w.maxEpoch) + 1
+		} else {
+			s.Floor = granted
+			s.Epoch = s.Floor + 1
+		}
+		settle := func() error {
+			return p.call(p.ctx, &promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
+				Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs}, func(ctx context.Context) error {
+				return p.fence.Settle(ctx, plugin, shard, s)
+			})
+		}
+		err = settle()
+		if errors.Is(err, writefence.ErrInvalidArgument) && strings.Contains(err.Error(), "DropBlobs") {
+			// The references cannot be read: the operator decides to
+			// settle without them, as the refusal says.
+			s.DropBlobs = true
+			err = settle()
+		}
+		p.w.mu.Lock()
+		p.w.maxEpoch = max(p.w.maxEpoch, s.Epoch) // tried, so granted
+		if err == nil {
+			p.w.note("settle")
+		}
+		p.w.mu.Unlock()
+	}
+}

@@ -1,0 +1,204 @@
+package sim
+
+import (
+	"os"
+	"reflect"
+	"strconv"
+	"testing"
+	"testing/cryptotest"
+	"testing/synctest"
+
+	"github.com/writefence/writefence/internal/promise"
+)
+
+// The simulation's CI run: a fixed list of seeds, each a whole deployment
+// checked against every promise. WRITEFENCE_SIM_SEEDS=N runs N seeds from
+// WRITEFENCE_SIM_FROM (default simFirstSeed), for a long run;
+// WRITEFENCE_SIM_SEED=S runs seed S alone, with its history in the log.
+const (
+	simFirstSeed = 1
+	simSeeds     = 2000
+)
+
+// simulate runs seed with cfg and returns the world, its history and what
+// the checker found.
+func simulate(t *testing.T, seed uint64, cfg Config) (w *World, h *promise.History, found []promise.Violation) {
+	t.Helper()
+	cryptotest.SetGlobalRandom(t, seed)
+	synctest.Test(t, func(t *testing.T) {
+		var err error
+		if w, err = New(seed, cfg); err != nil {
+			t.Fatal(err)
+		}
+		h = w.Run()
+	})
+	found = promise.NewChecker(promise.Options{}).Check(h)
+	return w, h, found
+}
+
+// seeds returns the seeds this run simulates.
+func seeds(t *testing.T) []uint64 {
+	if s := os.Getenv("WRITEFENCE_SIM_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("WRITEFENCE_SIM_SEED: %v", err)
+		}
+		return []uint64{seed}
+	}
+	from, n := uint64(simFirstSeed), simSeeds
+	if s := os.Getenv("WRITEFENCE_SIM_FROM"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("WRITEFENCE_SIM_FROM: %v", err)
+		}
+		from = v
+	}
+	if s := os.Getenv("WRITEFENCE_SIM_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("WRITEFENCE_SIM_SEEDS: %v", err)
+		}
+		n = v
+	} else if testing.Short() {
+		n = 200
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = from + uint64(i)
+	}
+	return out
+}
+
+// TestSimulation simulates whole deployments, one per seed, and checks
+// every history against every promise. A failure names the seed and the
+// step of the first broken promise, and logs the history around it.
+func TestSimulation(t *testing.T) {
+	total := map[string]int{}
+	entries := 0
+	for _, seed := range seeds(t) {
+		w, h, found := simulate(t, seed, DefaultConfig)
+		entries += len(h.Entries)
+		for k, v := range w.Tally() {
+			total[k] += v
+		}
+		for k, v := range outcomes(h) {
+			total[k] += v
+		}
+		if os.Getenv("WRITEFENCE_SIM_SEED") != "" {
+			t.Logf("seed %d:\n%s", seed, Describe(h, w, 0, len(h.Entries)))
+		}
+		if len(found) > 0 {
+			v := found[0]
+			t.Fatalf("seed %d, step %d (entry %d of %d): %s\nall: %v\nthe history before it:\n%s\nrun it alone: WRITEFENCE_SIM_SEED=%d go test -run '^TestSimulation$' -v ./internal/sim",
+				seed, w.Step(v.Entry), v.Entry, len(h.Entries), v, found, Describe(h, w, v.Entry-40, v.Entry), seed)
+		}
+	}
+	t.Logf("%d histories, %d entries; %v", len(seeds(t)), entries, total)
+}
+
+// TestSimulationDeterministic: one seed gives one history, entry for
+// entry, whatever else the machine is doing.
+func TestSimulationDeterministic(t *testing.T) {
+	for _, seed := range []uint64{7, 1234} {
+		_, a, _ := simulate(t, seed, DefaultConfig)
+		_, b, _ := simulate(t, seed, DefaultConfig)
+		if len(a.Entries) != len(b.Entries) {
+			t.Fatalf("seed %d: %d entries, then %d", seed, len(a.Entries), len(b.Entries))
+		}
+		for i := range a.Entries {
+			if !sameEntry(a.Entries[i], b.Entries[i]) {
+				t.Fatalf("seed %d: entry %d differs:\n%+v\n%+v", seed, i, describeEntry(a.Entries[i]), describeEntry(b.Entries[i]))
+			}
+		}
+	}
+}
+
+// sameEntry compares two entries by what was called and what changed,
+// errors by their messages.
+func sameEntry(a, b promise.Entry) bool {
+	return reflect.DeepEqual(describeEntry(a), describeEntry(b))
+}
+
+func describeEntry(e promise.Entry) map[string]any {
+	call := func(c *promise.Call) map[string]any {
+		return map[string]any{"id": c.ID, "proc": c.Proc, "op": c.Op, "writer": c.Writer, "epoch": c.Epoch, "got": c.Got,
+			"start": c.Start.UnixNano(), "end": c.End.UnixNano(), "err": errString(c.Err), "ref": c.Ref, "bytes": string(c.Bytes)}
+	}
+	switch {
+	case e.Begin != nil:
+		return map[string]any{"begin": call(e.Begin)["id"]}
+	case e.End != nil:
+		return map[string]any{"end": call(e.End)}
+	}
+	ch := e.Change
+	return map[string]any{"call": ch.Call, "kind": ch.Kind, "key": ch.Key, "data": string(ch.Data), "version": ch.Version,
+		"fault": ch.Fault, "at": ch.At.UnixNano(), "modified": ch.Modified.UnixNano()}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// TestSimulationOnDirectoryStore runs a few seeds over the directory
+// store: its files, its damage checks, its blobs.
+func TestSimulationOnDirectoryStore(t *testing.T) {
+	n := 20
+	if testing.Short() {
+		n = 5
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		cfg := DefaultConfig
+		cfg.Dir = t.TempDir()
+		w, h, found := simulate(t, seed, cfg)
+		if len(found) > 0 {
+			v := found[0]
+			t.Fatalf("seed %d, step %d: %s\n%s", seed, w.Step(v.Entry), v, Describe(h, w, v.Entry-40, v.Entry))
+		}
+	}
+}
+
+// outcomes counts how the history's calls ended, by op and outcome, and
+// the blobs Collect deleted: what a run exercised.
+func outcomes(h *promise.History) map[string]int {
+	out := map[string]int{}
+	for _, e := range h.Entries {
+		switch {
+		case e.End != nil && e.End.Err == nil:
+			out[string(e.End.Op)+" ok"]++
+		case e.End != nil && len(e.End.Is) > 0:
+			out[string(e.End.Op)+" "+e.End.Is[0]]++
+		case e.Change != nil && e.Change.Kind == "delete blob" && e.Change.Call != 0:
+			out["blob deleted"]++
+		case e.Change != nil && e.Change.Kind == "fault":
+			out["fault "+e.Change.Fault]++
+		}
+	}
+	return out
+}
+
+func TestSimulationMessages(t *testing.T) {
+	if os.Getenv("WRITEFENCE_SIM_MESSAGES") == "" {
+		t.Skip("WRITEFENCE_SIM_MESSAGES=op shows the errors of op's calls")
+	}
+	msgs := map[string]int{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		_, h, _ := simulate(t, seed, DefaultConfig)
+		for _, e := range h.Entries {
+			if e.End != nil && e.End.Err != nil && string(e.End.Op) == os.Getenv("WRITEFENCE_SIM_MESSAGES") {
+				m := e.End.Err.Error()
+				if len(m) > 160 {
+					m = m[:160]
+				}
+				msgs[m]++
+			}
+		}
+	}
+	for m, n := range msgs {
+		if n > 3 {
+			t.Logf("%5d %s", n, m)
+		}
+	}
+}

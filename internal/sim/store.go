@@ -1,0 +1,310 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/promise"
+	"github.com/writefence/writefence/internal/record"
+)
+
+// baseStore is what holds the simulated deployment's keys and blobs: a
+// MemStore, or a directory store.
+type baseStore interface {
+	writefence.ConditionalStore
+	writefence.BlobStore
+	writefence.Deleter
+}
+
+func newBase(dir string) (baseStore, error) {
+	if dir == "" {
+		return &writefence.MemStore{Clock: time.Now}, nil
+	}
+	return writefence.NewDirConditionalStore(dir)
+}
+
+// errThrottled is the failure the scheduler injects into a call: a
+// server's "slow down", which is neither a refusal nor a conflict.
+var errThrottled = errors.New("sim: 503 slow down")
+
+// errLostReply replaces the reply of a write that landed.
+var errLostReply = errors.New("sim: connection reset after the request was sent")
+
+// request is one store call waiting for the scheduler.
+type request struct {
+	proc *proc
+	call int    // the call it was made for
+	kind string // "get", "put", "delete", "list", "create blob", "open blob", "stat blob", "list blobs", "delete blob"
+	key  string
+	seq  int // its process's count of calls, for a stable order
+
+	// run makes the call on the base store, with the fault the scheduler
+	// drew, in the scheduler's goroutine; its results go to variables of
+	// the caller, which reads them once done delivers.
+	run  func(fault) error
+	done chan error
+
+	taken bool // granted: it runs, or ran
+	sent  bool // its process was paused while it waited: it cannot be withdrawn
+}
+
+func (r *request) less(o *request) bool {
+	if r.proc.name != o.proc.name {
+		return r.proc.name < o.proc.name
+	}
+	return r.seq < o.seq
+}
+
+func (r *request) finish(err error) { r.done <- err }
+
+// procKey carries the process a context belongs to.
+type procKey struct{}
+
+// do queues a store call of the process ctx belongs to and waits for the
+// scheduler to run it. A call not yet granted whose ctx ends is
+// withdrawn, as a client that gives up before sending; one granted, or
+// sent while its process was paused, runs to its end.
+func (w *World) do(ctx context.Context, kind, key string, run func(fault) error) error {
+	p, ok := ctx.Value(procKey{}).(*proc)
+	if !ok {
+		panic("sim: a store call outside any process")
+	}
+	call, _ := ctx.Value(callKey{}).(int)
+	r := &request{proc: p, call: call, kind: kind, key: key, run: run, done: make(chan error, 1)}
+	w.mu.Lock()
+	p.seq++
+	r.seq = p.seq
+	r.sent = p.paused(time.Now())
+	w.pending = append(w.pending, r)
+	w.mu.Unlock()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	if !r.taken && !r.sent {
+		w.pending = slices.DeleteFunc(w.pending, func(x *request) bool { return x == r })
+		w.mu.Unlock()
+		return ctx.Err()
+	}
+	w.mu.Unlock()
+	return <-r.done
+}
+
+// simStore is the store every process of the world uses: each call waits
+// for the scheduler, and each change it makes is recorded in the history.
+// It declares its capabilities (a BlobStore, a Deleter) as its own.
+type simStore struct {
+	w    *World
+	base baseStore
+}
+
+var (
+	_ writefence.Capable   = (*simStore)(nil)
+	_ writefence.BlobStore = (*simStore)(nil)
+	_ writefence.Deleter   = (*simStore)(nil)
+)
+
+func (s *simStore) Capabilities() writefence.ConditionalStore { return s }
+
+// change records a change made for call. The caller runs in the
+// scheduler's goroutine.
+func (s *simStore) change(call int, ch promise.Change) {
+	ch.Call, ch.At = call, time.Now()
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	s.w.record(ch)
+}
+
+// throttled records an injected transient failure of call and returns it.
+func (s *simStore) throttled(call int, op, key string) error {
+	s.change(call, promise.Change{Kind: "fault", Key: key, Fault: "transient"})
+	return &writefence.StoreError{Op: "sim " + op, Key: key, Err: errThrottled}
+}
+
+func callOf(ctx context.Context) int {
+	id, _ := ctx.Value(callKey{}).(int)
+	return id
+}
+
+// Get implements writefence.ConditionalStore.
+func (s *simStore) Get(ctx context.Context, key string) (data []byte, version string, err error) {
+	call := callOf(ctx)
+	err = s.w.do(ctx, "get", key, func(f fault) error {
+		if f == transient {
+			return s.throttled(call, "get", key)
+		}
+		var err error
+		data, version, err = s.base.Get(context.Background(), key)
+		data = bytes.Clone(data)
+		return err
+	})
+	return data, version, err
+}
+
+// PutIfVersion implements writefence.ConditionalStore.
+func (s *simStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (version string, err error) {
+	call := callOf(ctx)
+	data = bytes.Clone(data)
+	err = s.w.do(ctx, "put", key, func(f fault) error {
+		if f == transient {
+			return s.throttled(call, "put", key)
+		}
+		var err error
+		version, err = s.base.PutIfVersion(context.Background(), key, data, expect)
+		if err != nil {
+			return err
+		}
+		s.change(call, promise.Change{Kind: "put", Key: key, Data: data, Version: version})
+		if rec, check := record.DecodeLease(data); check == "" {
+			s.w.mu.Lock()
+			s.w.maxTerm = max(s.w.maxTerm, rec.Term)
+			s.w.mu.Unlock()
+		}
+		if f == lostAfter {
+			s.change(call, promise.Change{Kind: "fault", Key: key, Fault: "lost"})
+			version = ""
+			return &writefence.StoreError{Op: "sim put", Key: key, Err: errLostReply}
+		}
+		return nil
+	})
+	return version, err
+}
+
+// Delete implements writefence.Deleter.
+func (s *simStore) Delete(ctx context.Context, key string) error {
+	call := callOf(ctx)
+	return s.w.do(ctx, "delete", key, func(fault) error {
+		if err := s.base.Delete(context.Background(), key); err != nil {
+			return err
+		}
+		s.change(call, promise.Change{Kind: "delete", Key: key})
+		return nil
+	})
+}
+
+// CreateBlob implements writefence.BlobStore. The blob's creation time is
+// the world's, whatever the base store's clock.
+func (s *simStore) CreateBlob(ctx context.Context, key string, r io.Reader) (info writefence.BlobInfo, err error) {
+	call := callOf(ctx)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return info, err
+	}
+	err = s.w.do(ctx, "create blob", key, func(fault) error {
+		var err error
+		if info, err = s.base.CreateBlob(context.Background(), key, bytes.NewReader(data)); err != nil {
+			return err
+		}
+		info.Modified = time.Now()
+		s.w.mu.Lock()
+		s.w.created(key, info.Modified)
+		s.w.mu.Unlock()
+		s.change(call, promise.Change{Kind: "create blob", Key: key, Data: data, Modified: info.Modified})
+		return nil
+	})
+	return info, err
+}
+
+// OpenBlob implements writefence.BlobStore: the reader holds a copy of the
+// blob's bytes, taken when the scheduler ran the call.
+func (s *simStore) OpenBlob(ctx context.Context, key string) (rc io.ReadCloser, info writefence.BlobInfo, err error) {
+	call := callOf(ctx)
+	err = s.w.do(ctx, "open blob", key, func(f fault) error {
+		if f == transient {
+			return s.throttled(call, "open blob", key)
+		}
+		r, bi, err := s.base.OpenBlob(context.Background(), key)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		info = s.w.withCreated(bi)
+		rc = io.NopCloser(bytes.NewReader(data))
+		return nil
+	})
+	return rc, info, err
+}
+
+// StatBlob implements writefence.BlobStore.
+func (s *simStore) StatBlob(ctx context.Context, key string) (info writefence.BlobInfo, err error) {
+	call := callOf(ctx)
+	err = s.w.do(ctx, "stat blob", key, func(f fault) error {
+		if f == transient {
+			return s.throttled(call, "stat blob", key)
+		}
+		bi, err := s.base.StatBlob(context.Background(), key)
+		info = s.w.withCreated(bi)
+		return err
+	})
+	return info, err
+}
+
+// ListBlobs implements writefence.BlobStore, in the order of the keys.
+func (s *simStore) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	var infos []writefence.BlobInfo
+	err := s.w.do(ctx, "list blobs", prefix, func(fault) error {
+		return s.base.ListBlobs(context.Background(), prefix, func(b writefence.BlobInfo) error {
+			infos = append(infos, s.w.withCreated(b))
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Key < infos[j].Key })
+	for _, b := range infos {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteBlob implements writefence.BlobStore.
+func (s *simStore) DeleteBlob(ctx context.Context, key string) error {
+	call := callOf(ctx)
+	return s.w.do(ctx, "delete blob", key, func(fault) error {
+		if _, err := s.base.StatBlob(context.Background(), key); errors.Is(err, writefence.ErrNotFound) {
+			return nil
+		}
+		if err := s.base.DeleteBlob(context.Background(), key); err != nil {
+			return err
+		}
+		s.change(call, promise.Change{Kind: "delete blob", Key: key})
+		return nil
+	})
+}
+
+// created remembers the world's creation time of a blob. The caller holds
+// mu.
+func (w *World) created(key string, at time.Time) {
+	if w.blobTimes == nil {
+		w.blobTimes = map[string]time.Time{}
+	}
+	w.blobTimes[key] = at
+}
+
+// withCreated gives a blob's info the world's creation time.
+func (w *World) withCreated(b writefence.BlobInfo) writefence.BlobInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if at, ok := w.blobTimes[b.Key]; ok {
+		b.Modified = at
+	}
+	return b
+}

@@ -1,0 +1,526 @@
+// Package sim simulates whole deployments of writefence on virtual time:
+// writers that hold a Lease and ship a stream under it, restarted under
+// the same holder, paused past their TTL and killed; readers that follow
+// the manifest; collectors in two processes; an operator who settles what
+// is damaged; and the faults between them (lost replies, throttled reads,
+// a write the store holds up while its writer is paused, damage in place,
+// a record deleted). Every store call of every process waits for the
+// scheduler, which grants one at a time in an order drawn from a seed, so
+// a seed gives one history, always the same, and the history is checked
+// against the package's numbered promises (internal/promise). It runs
+// inside a testing/synctest bubble: time only moves when every process
+// waits. It is not part of the public API.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing/synctest"
+	"time"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/promise"
+)
+
+// Config is the shape of the deployments a World simulates.
+type Config struct {
+	Writers    int           // writer processes at the start, each its own holder name
+	Collectors int           // processes that run Collect
+	Readers    int           // processes that follow the manifest
+	TTL        time.Duration // the lease's
+	Grace      time.Duration // Collect's
+	Steps      int           // scheduler steps
+	Dir        string        // when set, the records and blobs live in a directory store there; else in memory
+}
+
+// DefaultConfig is the deployment CI simulates.
+var DefaultConfig = Config{Writers: 2, Collectors: 2, Readers: 1, TTL: 10 * time.Second, Grace: 8 * time.Second, Steps: 400}
+
+// The shard every process works on.
+const (
+	plugin, shard = "wal", "0"
+	leaseName     = "wal/0"
+)
+
+// World is one simulated deployment. Run it inside synctest.Test.
+type World struct {
+	cfg   Config
+	rng   *rand.Rand // the scheduler's draws
+	seed  uint64
+	base  baseStore
+	store *simStore
+	key   string // the shard's record key
+
+	ctx    context.Context // every process's ancestor; cancelled to shut down
+	cancel context.CancelFunc
+
+	mu       sync.Mutex      // guards everything below
+	hist     promise.History // what happened
+	steps    []int           // the scheduler step of each history entry
+	step     int             // the scheduler's step now
+	pending  []*request      // store calls waiting for the scheduler
+	stalled  []*request      // granted calls the store holds up, by key, until their process runs again
+	calls    map[int]*promise.Call
+	nextCall int
+	procs    []*proc
+	names    map[string]int // holder name -> restarts, for labels
+	maxEpoch uint64         // the highest epoch a settle tried
+	maxTerm  uint64         // the highest term a lease record took: its epochs are below (maxTerm+1)<<32
+	tally    map[string]int // what happened, for the log
+
+	blobTimes map[string]time.Time // each blob's creation time by the world's clock
+}
+
+// New returns a world simulating cfg from seed. Call it inside the
+// synctest bubble that will run it.
+func New(seed uint64, cfg Config) (*World, error) {
+	base, err := newBase(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5157)), base: base,
+		calls: map[int]*promise.Call{}, names: map[string]int{}, tally: map[string]int{}}
+	w.store = &simStore{w: w, base: base}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	if w.key, err = keys.Shard("", plugin, shard); err != nil {
+		return nil, err
+	}
+	for i := range cfg.Writers {
+		w.startWriter(fmt.Sprintf("w%d", i+1))
+	}
+	for i := range cfg.Collectors {
+		w.start(&proc{name: fmt.Sprintf("gc%d", i+1), kind: "collector"})
+	}
+	for i := range cfg.Readers {
+		w.start(&proc{name: fmt.Sprintf("reader%d", i+1), kind: "reader"})
+	}
+	w.start(&proc{name: "operator", kind: "operator"})
+	return w, nil
+}
+
+// Run runs the scheduler for the configured steps, then shuts every
+// process down, and returns the history.
+func (w *World) Run() *promise.History {
+	for step := 0; step < w.cfg.Steps; step++ {
+		synctest.Wait()
+		w.mu.Lock()
+		w.step = step
+		w.mu.Unlock()
+		w.act()
+	}
+	w.shutdown()
+	return &w.hist
+}
+
+// Step returns the scheduler step at which history entry i happened.
+func (w *World) Step(i int) int {
+	if i < 0 || i >= len(w.steps) {
+		return -1
+	}
+	return w.steps[i]
+}
+
+// Tally returns what the run did, by kind.
+func (w *World) Tally() map[string]int { return w.tally }
+
+// note counts one thing that happened. The caller holds mu.
+func (w *World) note(what string) { w.tally[what]++ }
+
+// act takes one scheduler step: grant a waiting store call (perhaps with a
+// fault), let time pass, or inject chaos.
+func (w *World) act() {
+	now := time.Now()
+	w.mu.Lock()
+	ready := w.ready(now)
+	w.mu.Unlock()
+	roll := w.rng.IntN(1000)
+	switch {
+	case roll < 15:
+		w.pauseOne(now)
+	case roll < 20:
+		w.restartOne(false)
+	case roll < 22:
+		w.restartOne(true)
+	case roll < 30:
+		w.damage()
+	case roll < 32:
+		w.deleteRecord()
+	case len(ready) > 0 && roll < 870:
+		w.grant(ready[w.rng.IntN(len(ready))], now)
+	default:
+		w.advance()
+	}
+}
+
+// advance lets virtual time pass: a little, or up to a lease's TTL.
+func (w *World) advance() {
+	var d time.Duration
+	switch w.rng.IntN(4) {
+	case 0:
+		d = time.Duration(1 + w.rng.Int64N(int64(50*time.Millisecond)))
+	case 1, 2:
+		d = time.Duration(1 + w.rng.Int64N(int64(time.Second)))
+	default:
+		d = time.Duration(1 + w.rng.Int64N(int64(w.cfg.TTL)))
+	}
+	time.Sleep(d)
+}
+
+// ready returns the waiting calls the scheduler may grant now, in a stable
+// order: of processes that run, on keys no held-up write locks, and the
+// held-up writes whose process runs again. The caller holds mu.
+func (w *World) ready(now time.Time) []*request {
+	locked := map[string]bool{}
+	var out []*request
+	for _, r := range w.stalled {
+		locked[r.key] = true
+		if !r.proc.paused(now) {
+			out = append(out, r)
+		}
+	}
+	for _, r := range w.pending {
+		if !r.proc.paused(now) && !locked[r.key] {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].less(out[j]) })
+	return out
+}
+
+// A fault the scheduler injects into one store call.
+type fault int
+
+const (
+	noFault   fault = iota
+	transient       // the call fails and changes nothing
+	lostAfter       // a write lands, and its reply is lost
+	stall           // a write the store holds up, its process paused with it
+)
+
+// grant lets r run, with a fault drawn for it.
+func (w *World) grant(r *request, now time.Time) {
+	w.mu.Lock()
+	if i := slices.Index(w.stalled, r); i >= 0 {
+		// A held-up write whose process runs again: it completes.
+		w.stalled = slices.Delete(w.stalled, i, i+1)
+		w.note("held-up write completed")
+		w.mu.Unlock()
+		r.finish(r.run(noFault))
+		return
+	}
+	w.pending = slices.DeleteFunc(w.pending, func(x *request) bool { return x == r })
+	r.taken = true
+	f := w.drawFault(r)
+	if f == stall {
+		// The store holds the key while the writer's upload is in flight
+		// and the writer is paused: reads and writes of the key wait.
+		d := w.pauseFor()
+		r.proc.pausedUntil = now.Add(d)
+		w.markSent(r.proc)
+		w.stalled = append(w.stalled, r)
+		w.note("write held up, its writer paused")
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	r.finish(r.run(f))
+}
+
+// drawFault draws the fault of request r. The caller holds mu.
+func (w *World) drawFault(r *request) fault {
+	c := w.calls[r.call]
+	if c == nil || !retriedOp(c.Op) {
+		return noFault
+	}
+	roll := w.rng.IntN(1000)
+	switch {
+	case r.kind == "put" && roll < 20 && r.key == w.key && r.proc.kind == "writer":
+		return stall
+	case r.kind == "put" && roll < 50:
+		return lostAfter
+	case roll < 90 && r.kind != "create blob" && r.kind != "delete blob" && r.kind != "list blobs":
+		return transient
+	}
+	return noFault
+}
+
+// retriedOp reports whether the calls of op retry a transient failure
+// (promise 6): faults go where the promise says they are survived.
+func retriedOp(op promise.Op) bool {
+	switch op {
+	case promise.PutBlob, promise.Collect, promise.Claim:
+		return false
+	}
+	return true
+}
+
+// pauseFor draws how long a process stays paused: up to four TTLs, which
+// is longer than the lease and the grace.
+func (w *World) pauseFor() time.Duration {
+	return time.Duration(int64(w.cfg.TTL)/4 + w.rng.Int64N(4*int64(w.cfg.TTL)))
+}
+
+// pauseOne pauses a writer (mostly one with a write of the record waiting,
+// the moment that matters) or another process.
+func (w *World) pauseOne(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var writing, any []*proc
+	for _, p := range w.procs {
+		if p.ctx.Err() != nil {
+			continue
+		}
+		any = append(any, p)
+		for _, r := range w.pending {
+			if r.proc == p && (r.kind == "put" || r.kind == "stat blob") {
+				writing = append(writing, p)
+				break
+			}
+		}
+	}
+	pool := any
+	if len(writing) > 0 && w.rng.IntN(3) > 0 {
+		pool = writing
+	}
+	if len(pool) == 0 {
+		return
+	}
+	p := pool[w.rng.IntN(len(pool))]
+	p.pausedUntil = now.Add(w.pauseFor())
+	w.markSent(p)
+	w.note("pause")
+}
+
+// markSent marks p's waiting calls as sent: a paused process's calls are
+// on the wire and land when it runs again, whatever its contexts do
+// meanwhile. The caller holds mu.
+func (w *World) markSent(p *proc) {
+	for _, r := range w.pending {
+		if r.proc == p {
+			r.sent = true
+		}
+	}
+}
+
+// restartOne restarts a writer under the same holder name: the old
+// process is killed, or (zombie) left running beside the new one.
+func (w *World) restartOne(zombie bool) {
+	w.mu.Lock()
+	var writers []*proc
+	for _, p := range w.procs {
+		if p.kind == "writer" && p.ctx.Err() == nil {
+			writers = append(writers, p)
+		}
+	}
+	if len(writers) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	old := writers[w.rng.IntN(len(writers))]
+	if zombie {
+		w.note("second process of a holder started")
+	} else {
+		w.note("restart")
+	}
+	w.mu.Unlock()
+	if !zombie {
+		old.cancel()
+	}
+	w.startWriter(old.holder)
+}
+
+// damage flips one byte of the record, from outside the package, mostly
+// in its payload (its header and references then still decode).
+func (w *World) damage() {
+	data, version, err := w.base.Get(context.Background(), w.key)
+	if err != nil || len(data) == 0 {
+		return
+	}
+	data = slices.Clone(data)
+	at := w.rng.IntN(len(data))
+	if w.rng.IntN(3) > 0 {
+		at = len(data) - 1 - w.rng.IntN(min(len(data), 3))
+	}
+	data[at] ^= 1 << w.rng.IntN(8)
+	v, err := w.base.PutIfVersion(context.Background(), w.key, data, version)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.record(promise.Change{Kind: "put", Key: w.key, Data: data, Version: v, At: time.Now()})
+	w.note("damage")
+}
+
+// deleteRecord deletes the record from outside the package.
+func (w *World) deleteRecord() {
+	if _, _, err := w.base.Get(context.Background(), w.key); err != nil {
+		return
+	}
+	if err := w.base.Delete(context.Background(), w.key); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.record(promise.Change{Kind: "delete", Key: w.key, At: time.Now()})
+	w.note("record deleted")
+}
+
+// shutdown ends every process, one after the other so that the history
+// stays the seed's, and lets its calls in flight finish.
+func (w *World) shutdown() {
+	// Every process runs again, and the writes the store holds up land.
+	w.mu.Lock()
+	procs := slices.Clone(w.procs)
+	for _, p := range procs {
+		p.pausedUntil = time.Time{}
+	}
+	stalled := w.stalled
+	w.stalled = nil
+	w.mu.Unlock()
+	for _, r := range stalled {
+		r.finish(r.run(noFault))
+	}
+	for _, p := range procs {
+		p.cancel()
+		w.mu.Lock()
+		p.pausedUntil = time.Time{}
+		w.mu.Unlock()
+		for spins := 0; ; spins++ {
+			if spins > 100000 {
+				panic(fmt.Sprintf("sim: seed %d: process %s does not end", w.seed, p.name))
+			}
+			synctest.Wait()
+			w.mu.Lock()
+			var mine []*request
+			for _, r := range w.ready(time.Now()) {
+				if r.proc == p {
+					mine = append(mine, r)
+				}
+			}
+			w.mu.Unlock()
+			if len(mine) == 0 && p.exited() {
+				break
+			}
+			if len(mine) == 0 {
+				time.Sleep(time.Second)
+				continue
+			}
+			r := mine[0]
+			w.mu.Lock()
+			if i := slices.Index(w.stalled, r); i >= 0 {
+				w.stalled = slices.Delete(w.stalled, i, i+1)
+			} else {
+				w.pending = slices.DeleteFunc(w.pending, func(x *request) bool { return x == r })
+				r.taken = true
+			}
+			w.mu.Unlock()
+			r.finish(r.run(noFault))
+		}
+	}
+	w.cancel()
+}
+
+// record appends a store change to the history. The caller holds mu.
+func (w *World) record(ch promise.Change) {
+	w.hist.Change(ch)
+	w.steps = append(w.steps, w.step)
+}
+
+// begin records that p starts call c, and returns the context the call
+// runs with: it names the call, so the store attributes its changes.
+func (w *World) begin(ctx context.Context, p *proc, c *promise.Call) context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nextCall++
+	c.ID, c.Proc, c.Start = w.nextCall, p.name, time.Now()
+	c.Key = w.key
+	c.Plugin, c.Shard = plugin, shard
+	c.Before = p.contexts()
+	w.calls[c.ID] = c
+	w.hist.Begin(c)
+	w.steps = append(w.steps, w.step)
+	return context.WithValue(ctx, callKey{}, c.ID)
+}
+
+// end records that call c of p ended with err.
+func (w *World) end(p *proc, c *promise.Call, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c.End, c.Err, c.Is = time.Now(), err, Classify(err)
+	c.After = p.contexts()
+	w.hist.Finish(c)
+	w.steps = append(w.steps, w.step)
+}
+
+// observe is every Fence's Observer: the event joins the call it happened
+// in, while that call runs.
+func (w *World) observe(ctx context.Context, e writefence.WriteEvent) {
+	id, _ := ctx.Value(callKey{}).(int)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := w.calls[id]; c != nil && c.End.IsZero() {
+		c.Events = append(c.Events, promise.Event{Op: e.Op, Key: e.Key, Retrying: e.Retrying, Err: e.Err, Is: Classify(e.Err)})
+	}
+}
+
+type callKey struct{}
+
+// Classify names the sentinels err matches, as promise.Matches does.
+func Classify(err error) promise.Matches {
+	if err == nil {
+		return nil
+	}
+	var m promise.Matches
+	for _, s := range []struct {
+		name   string
+		target error
+	}{
+		{"stale", writefence.ErrStaleEpoch}, {"conflict", writefence.ErrConflict}, {"unknown", writefence.ErrOutcomeUnknown},
+		{"wire", writefence.ErrWire}, {"corrupt", writefence.ErrCorrupt}, {"invalid", writefence.ErrInvalidArgument},
+		{"not found", writefence.ErrNotFound}, {"too large", writefence.ErrTooLarge}, {"untrusted", writefence.ErrUntrustedStore},
+		{"lease held", writefence.ErrLeaseHeld}, {"lease lost", writefence.ErrLeaseLost}, {"lease expired", writefence.ErrLeaseExpired},
+		{"takeover timeout", writefence.ErrTakeoverTimeout}, {"term ended", writefence.ErrTermEnded},
+		{"permission", fs.ErrPermission}, {"unsupported", errors.ErrUnsupported},
+		{"canceled", context.Canceled}, {"deadline", context.DeadlineExceeded},
+	} {
+		if errors.Is(err, s.target) {
+			m = append(m, s.name)
+		}
+	}
+	var unknown *writefence.OutcomeUnknownError
+	if errors.As(err, &unknown) && unknown.Err != nil {
+		m = append(m, "cause")
+	}
+	return m
+}
+
+// Describe renders the history's entries from first to last, one line
+// each, for a failure's log.
+func Describe(h *promise.History, w *World, first, last int) string {
+	var b strings.Builder
+	for i := max(first, 0); i <= last && i < len(h.Entries); i++ {
+		e := h.Entries[i]
+		fmt.Fprintf(&b, "%5d step %4d  ", i, w.Step(i))
+		switch {
+		case e.Begin != nil:
+			c := e.Begin
+			fmt.Fprintf(&b, "%s begin #%d %s %s writer=%s epoch=%d lease=%s\n", c.Start.Format("15:04:05.000"), c.ID, c.Proc, c.Op, c.Writer, c.Epoch, c.Lease)
+		case e.End != nil:
+			c := e.End
+			fmt.Fprintf(&b, "%s end   #%d %s %s got=%d err=%v\n", c.End.Format("15:04:05.000"), c.ID, c.Proc, c.Op, c.Got, c.Err)
+		default:
+			ch := e.Change
+			fmt.Fprintf(&b, "%s change call=%d %s %s %s %d bytes\n", ch.At.Format("15:04:05.000"), ch.Call, ch.Kind, ch.Key, ch.Fault, len(ch.Data))
+		}
+	}
+	return b.String()
+}
