@@ -189,6 +189,7 @@ func defineDoctor(fs *flag.FlagSet, inv *invocation) action {
 		if *overwriteFor < 0 {
 			return o.fail(usagef("writefence doctor: -overwrite %s: want a duration of 0 or more", *overwriteFor))
 		}
+		sf.audit = true
 		return sf.withStore(ctx, o, !*writes, func(ctx context.Context, s *opened) int {
 			a := &audit{prefix: sf.prefix, writes: *writes}
 			if a.prefix == "" {

@@ -36,6 +36,7 @@ func TestDoctorFileSystem(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = os.RemoveAll(dir) })
 		addr := (&url.URL{Scheme: "file", Path: filepath.Join(dir, "store")}).String()
+		require.Equal(t, exitOK, wf(t, "init", "-store", addr).code)
 		code, fs := doctorFindings(t, addr, "file.filesystem", "-overwrite", "1s")
 		require.Len(t, fs, 1, base)
 		if typ := fsType(t, dir); typ == "tmpfs" || typ == "ramfs" {

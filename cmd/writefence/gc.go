@@ -51,8 +51,12 @@ gc is safe to run from many processes at once.
 Refused, deleting nothing: a corrupt manifest (exit 6), one of another wire
 identity (exit 5), a store that holds no blobs (exit 1, with the reason;
 -blobs names another store for them). A shard that holds no record and no
-blob, such as a mistyped name, is not found (exit 3). A shard with blobs
-but no record has no manifest: only -grace applies.
+blob, such as a mistyped name, is not found (exit 3); so is a shard with
+blobs but no record (its blobs listed as kept, no_record): nothing says
+which of them matter, and a record lost, or a -prefix or -store that is
+not the writers', must not cost them. -record-gone says the record was
+removed on purpose and no writer writes the shard: gc then deletes every
+blob of it (and refuses a shard that has a record).
 
 examples:
   writefence gc -store file:///tmp/wf -dry-run wal shard-0
@@ -93,6 +97,7 @@ func defineGC(fs *flag.FlagSet, inv *invocation) action {
 	*grace = 24 * time.Hour
 	fs.Var((*durationValue)(grace), "grace", "delete an unreferenced blob of the current tenure only once it is older than this `duration`, by the store's clock")
 	dryRun := fs.Bool("dry-run", false, "delete nothing; list what would be deleted")
+	recordGone := fs.Bool("record-gone", false, "the shard's record was removed on purpose and no writer writes it: delete all its blobs")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
 		if *grace <= 0 {
@@ -101,7 +106,8 @@ func defineGC(fs *flag.FlagSet, inv *invocation) action {
 		plugin, shard := args[0], args[1]
 		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
 			fence := sf.newFence(s, *identity)
-			report, err := fence.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: *grace, DryRun: *dryRun})
+			report, err := fence.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: *grace, DryRun: *dryRun, RecordGone: *recordGone})
+			noRecord := errors.Is(err, writefence.ErrNotFound)
 			// Collect refuses names the key space cannot hold before it
 			// finds any blob.
 			space, _ := keys.Blobs(sf.prefix, plugin, shard)
@@ -119,10 +125,14 @@ func defineGC(fs *flag.FlagSet, inv *invocation) action {
 			add(report.Deleted, deleted, func(string) string { return "unreferenced" })
 			add(report.Referenced, "kept", func(string) string { return "referenced" })
 			add(report.Kept, "kept", func(name string) string {
-				if _, _, _, ok := keys.ParseBlobName(name); ok {
-					return "grace"
+				_, _, _, ok := keys.ParseBlobName(name)
+				switch {
+				case !ok:
+					return "foreign"
+				case noRecord:
+					return "no_record"
 				}
-				return "foreign"
+				return "grace"
 			})
 			slices.SortFunc(blobs, func(a, b gcBlob) int { return cmp.Compare(a.Name, b.Name) })
 			sum := gcSummary{Outcome: "ok", Plugin: plugin, Shard: shard, DryRun: *dryRun, Grace: grace.String()}
@@ -144,17 +154,16 @@ func defineGC(fs *flag.FlagSet, inv *invocation) action {
 					fmt.Fprintf(inv.stdout, "%s\t%s\t%d\t%s\n", b.Action, blobName(b.Name), b.Size, b.Reason)
 				}
 			}
-			if err != nil {
+			switch {
+			case noRecord && len(blobs) == 0:
+				// A mistyped name must not pass for a clean shard.
+				return o.fail(fmt.Errorf("writefence: gc: shard %s of plugin %s holds no record and no blob under -prefix %s: check the names (writefence ls lists the shards): %w",
+					escape.String(shard), escape.String(plugin), escape.String(prefixOf(sf.prefix)), writefence.ErrNotFound))
+			case noRecord:
+				return o.fail(fmt.Errorf("writefence: gc: shard %s of plugin %s holds %d blobs but no record under -prefix %s, so nothing says which of them matter: nothing deleted. Check -prefix and -store against the writers' (writefence ls); if the record was lost, its blobs may be all that is left of the shard; if the shard was retired on purpose, gc -record-gone deletes them: %w",
+					escape.String(shard), escape.String(plugin), len(blobs), escape.String(prefixOf(sf.prefix)), writefence.ErrNotFound))
+			case err != nil:
 				return o.fail(blobError(err))
-			}
-			if len(blobs) == 0 {
-				// Nothing found: a shard that holds no blobs, or none at
-				// all, such as a mistyped name, which must not pass for a
-				// clean shard.
-				if _, err := fence.Inspect(ctx, plugin, shard); errors.Is(err, writefence.ErrNotFound) {
-					return o.fail(fmt.Errorf("writefence: gc: shard %s of plugin %s holds no record and no blob under -prefix %s: check the names (writefence ls lists the shards): %w",
-						escape.String(shard), escape.String(plugin), escape.String(prefixOf(sf.prefix)), writefence.ErrNotFound))
-				}
 			}
 			if sf.json {
 				o.emit(sum)

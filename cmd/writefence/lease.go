@@ -46,12 +46,12 @@ back) and whose contenders should not wait out its expiry. -holder must be
 the holder the record names (lease show shows it): a lease held by anyone
 else is refused (exit 1) and nothing is written.
 
-It takes the lease over as that holder, as a restarted holder does
-(Lease.Acquire, at the next term), and releases it (Lease.Release): two
-conditional writes. The next contender then takes the lease at once, at
-the term after, and seals its shards, after which every write of the
-released holder, if it still runs, is refused. A lease already released is
-reported and left as it is.
+It replaces the record, at exactly the version lease show read, with one
+released at the same term (Lease.Settle): one conditional write, refused
+if the holder renewed or anyone wrote meanwhile. The next contender then
+takes the lease at once, at the next term, and seals its shards, after
+which every write of the released holder, if it still runs, is refused. A
+lease already released is reported and left as it is.
 
 examples:
   writefence lease release -store file:///tmp/wf -holder node-a wal/0
@@ -163,11 +163,11 @@ func defineLeaseRelease(fs *flag.FlagSet, inv *invocation) action {
 				return o.fail(fmt.Errorf("writefence: lease %s is held by %s at term %d, not by -holder %s: nothing written; release it as its holder, or let it expire",
 					escape.String(name), escape.String(info.Holder), info.Term, escape.String(*holder)))
 			default:
+				// The operator asserts the holder is gone: the record is
+				// released at its own term, so the next contender takes the
+				// next term at once.
 				l := &writefence.Lease{Fence: fence, Name: name, Holder: *holder, TTL: time.Minute}
-				if _, err := l.Acquire(ctx); err != nil {
-					return o.fail(leaseError(err))
-				}
-				if err := l.Release(ctx); err != nil {
+				if err := l.Settle(ctx, info.Version, info.Term); err != nil {
 					return o.fail(leaseError(err))
 				}
 				if after, err := fence.InspectLease(ctx, name); err == nil {

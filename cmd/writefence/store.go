@@ -27,6 +27,7 @@ type storeFlags struct {
 	json    bool
 	create  bool   // -create, on the commands that write (addCreateFlag)
 	blobs   string // -blobs, on the commands that touch blobs (addBlobsFlag)
+	audit   bool   // doctor: a store too few replicas confirm is a finding, not a refusal
 }
 
 // defaultTimeout is the default -timeout of a command that makes a few

@@ -281,11 +281,17 @@ func replicasEnough(info, node string, u *url.URL, wait int) error {
 	if online >= wait {
 		return nil
 	}
-	return fmt.Errorf("writefence: %s has %d replicas online, fewer than wait=%d in the address: no write could be confirmed, "+
+	return &fewReplicasError{fmt.Errorf("writefence: %s has %d replicas online, fewer than wait=%d in the address: no write could be confirmed, "+
 		"so none was sent (it would end with an unknown outcome, and so would every retry); attach replicas to it "+
 		"(on each: replicaof %s), or give wait= the number of replicas the server has (none: leave wait= out)",
-		escape.String(node), online, wait, strings.Replace(escape.String(node), ":", " ", 1))
+		escape.String(node), online, wait, strings.Replace(escape.String(node), ":", " ", 1))}
 }
+
+// fewReplicasError is a store with fewer replicas online than wait= asks:
+// no write could be confirmed. doctor reports it as a finding instead.
+type fewReplicasError struct{ error }
+
+func (e *fewReplicasError) Unwrap() error { return e.error }
 
 // infoField returns the value of one "name:value" line of INFO output.
 func infoField(info, name string) (string, bool) {

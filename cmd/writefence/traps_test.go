@@ -177,7 +177,7 @@ func TestLeaseShowRelease(t *testing.T) {
 
 	r = wf(t, "lease", "release", "-store", addr, "-holder", "node-a", "wal/0")
 	require.Equal(t, exitOK, r.code, "%s", r)
-	assert.Equal(t, "released: lease wal/0, held by node-a at term 1 (released at term 2): the next contender takes it at once\n", r.stdout)
+	assert.Equal(t, "released: lease wal/0, held by node-a at term 1 (released at term 1): the next contender takes it at once\n", r.stdout)
 	assert.ErrorIs(t, a.Renew(ctx), writefence.ErrLeaseLost, "the holder released for is deposed")
 	r = wf(t, "lease", "show", "-store", addr, "wal/0")
 	require.Equal(t, exitOK, r.code, "%s", r)
@@ -189,7 +189,7 @@ func TestLeaseShowRelease(t *testing.T) {
 	b := &writefence.Lease{Fence: fence, Name: "wal/0", Holder: "node-b", TTL: time.Hour}
 	next, err := b.Acquire(ctx)
 	require.NoError(t, err, "another holder takes the lease at once")
-	assert.Equal(t, term+2, next)
+	assert.Equal(t, term+1, next)
 }
 
 // TestBlobsInAnotherStore: a store of records that holds no blobs refuses
@@ -244,8 +244,8 @@ func TestBlobsInAnotherStore(t *testing.T) {
 }
 
 // TestGCUnknownShard: gc of a shard that holds no record and no blob (a
-// mistyped name) is not found, exit 3; one with blobs and no record is
-// collected as before.
+// mistyped name) is not found, exit 3; so is one with blobs and no record,
+// whose blobs only -record-gone deletes.
 func TestGCUnknownShard(t *testing.T) {
 	addr, _, _ := sharedMem(t)
 	put(t, addr, "node-a", "1", "uncommitted")
@@ -256,9 +256,16 @@ func TestGCUnknownShard(t *testing.T) {
 		assert.Contains(t, r.stderr, "writefence: gc: shard typo of plugin wal holds no record and no blob under -prefix writefence/: check the names (writefence ls lists the shards)", "%v", args)
 	}
 	r := wf(t, "gc", "-store", addr, "wal", "s")
-	assert.Equal(t, exitOK, r.code, "blobs without a record: %s", r)
-	assert.Contains(t, r.stdout, "\tgrace\n")
+	assert.Equal(t, exitNotFound, r.code, "blobs without a record: %s", r)
+	assert.Contains(t, r.stdout, "\tno_record\n")
+	assert.Contains(t, r.stderr, "holds 1 blobs but no record under -prefix writefence/")
+	assert.Contains(t, r.stderr, "gc -record-gone deletes them")
+	r = wf(t, "gc", "-record-gone", "-store", addr, "wal", "s")
+	assert.Equal(t, exitOK, r.code, "a shard retired on purpose: %s", r)
+	assert.Contains(t, r.stdout, "deleted\t")
 	assert.Equal(t, exitOK, wf(t, "gc", "-store", addr, "wal", "other").code, "a record without blobs: %s", r)
+	r = wf(t, "gc", "-record-gone", "-store", addr, "wal", "other")
+	assert.Equal(t, exitUsage, r.code, "-record-gone over a record: %s", r)
 }
 
 // TestLsHeaderAndBlobOnlyShards: ls prints a header, and lists a shard
