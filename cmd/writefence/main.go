@@ -24,6 +24,7 @@
 //	race                              race N writers over M rounds on a scratch shard, check one lands per round
 //	settle  <plugin> <shard>          overwrite a corrupt record, only with -confirm-version of exactly that record
 //	demo                              race writers on the in-memory store and show what the fence does
+//	exec    [plugin/shard ...] -- program [args]   hold a lease and run a program only while it is held, its pushes fenced at its term
 //	version                           the module version and VCS revision the command was built from
 //
 // Run "writefence help <command>" for a command's flags and examples.
@@ -101,6 +102,10 @@
 //	10  violation: race or demo saw two writers land one epoch, or a record that disagrees with the winner
 //	130 interrupted: SIGINT or SIGTERM stopped the command (a write in flight may have landed)
 //
+// exec exits with its program's status, or 75 when it stopped the program
+// because the lease was lost or about to expire, 126 or 127 when the
+// program could not be started or found ("writefence help exec").
+//
 // A failed write to stdout (a full disk, a closed pipe) is an error (1),
 // never a silent success.
 //
@@ -159,6 +164,8 @@ type invocation struct {
 	// Set once a store is opened, for the advice an error gets.
 	addr    string        // the store's address
 	timeout time.Duration // -timeout
+
+	dash int // the index of the first positional argument after "--", -1 without "--"
 }
 
 var commands []command
@@ -178,6 +185,7 @@ func init() {
 		raceCommand,
 		settleCommand,
 		demoCommand,
+		execCommand,
 		versionCommand,
 	}
 }
@@ -191,7 +199,7 @@ func main() {
 		stop()
 	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if ctx.Err() != nil && code == exitError {
+	if ctx.Err() != nil && code == exitError && !programStatus.Load() {
 		// An error the signal caused but whose cause an SDK did not keep;
 		// a more telling status (8: the write may have landed) stays.
 		code = exitInterrupted
@@ -340,7 +348,8 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The flags given before the command's name come first, so that the
 	// same flag among the command's own wins, as it does for -store.
-	pos, err := parseArgs(fs, append(before, rest...))
+	pos, dash, err := parseArgs(fs, append(before, rest...))
+	inv.dash = dash
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		commandHelp(stdout, c)
@@ -499,20 +508,21 @@ credentials come from the environment only:
 `
 
 // parseArgs parses flags wherever they appear among args (the flag package
-// stops at the first non-flag) and returns the positional arguments.
+// stops at the first non-flag) and returns the positional arguments, and
+// the index among them of the first one after "--" (-1 without "--").
 // Everything after "--" is positional.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, int, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return pos, nil
+			return pos, -1, nil
 		}
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
+			return append(pos, rest...), len(pos), nil
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
