@@ -49,6 +49,9 @@ type supervisor struct {
 	logf        func(format string, a ...any)
 	// advise adds what to do to the error exec ends with.
 	advise func(error) error
+	// pause, when set, runs before each decision: a simulation blocks in
+	// it to pause the supervisor, as SIGSTOP would.
+	pause func()
 }
 
 type holdResult struct {
@@ -77,6 +80,9 @@ func (s *supervisor) run(ctx context.Context) (int, bool) {
 		}
 	}()
 	for {
+		if s.pause != nil {
+			s.pause()
+		}
 		now := time.Now()
 		if m.lease == leaseHeld {
 			if _, expiry, ok := t.lease.Held(); ok {
@@ -239,7 +245,7 @@ func (s *supervisor) holdFailed(m *machine, err error, waitingFor *string) {
 		}
 	default:
 		*waitingFor = ""
-		s.logf("lease %s: %s; trying again in %v", s.name, message(err), m.retryAt.Sub(now).Round(time.Millisecond))
+		s.logf("%s; trying again in %v", describe(err), m.retryAt.Sub(now).Round(time.Millisecond))
 	}
 }
 
