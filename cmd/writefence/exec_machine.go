@@ -140,7 +140,11 @@ func (m *machine) next(now time.Time) decision {
 		if at := deadline.Add(-m.p.grace); now.Before(at) {
 			return decision{act: actWait, at: at}
 		}
-		return m.stop(now, deadline, fmt.Sprintf("term %d ends in %v by this clock, no renewal landed", m.term, m.expiry.Sub(now).Round(time.Millisecond)))
+		left := m.expiry.Sub(now).Round(time.Millisecond)
+		if left < 0 {
+			return m.stop(now, deadline, fmt.Sprintf("term %d ended %v ago by this clock, no renewal landed", m.term, -left))
+		}
+		return m.stop(now, deadline, fmt.Sprintf("term %d ends in %v by this clock, no renewal landed", m.term, left))
 	case childStopping:
 		if now.Before(m.killBy) {
 			return decision{act: actWait, at: m.killBy}
