@@ -14,19 +14,24 @@ import (
 	"github.com/writefence/writefence/internal/testserver"
 )
 
-// TestExecS3 runs the takeover scenario on MinIO, in a bucket that keeps
-// every version of every object, and checks the record's history as the
-// store kept it: epochs strictly rising, so no write of a term after the
-// seal of the next; each term beginning with its holder's seal; every push
-// that reported landing there, by its program's holder.
-func TestExecS3(t *testing.T) {
-	t.Parallel()
+func init() { execStores["s3"] = execS3 }
+
+// execS3 runs the takeover scenario on MinIO, in a bucket that keeps every
+// version of every object, and checks the record's history as the store
+// kept it: epochs strictly rising, so no write of a term after the seal of
+// the next; each term beginning with its holder's seal; every push that
+// reported landing there, by its program's holder.
+func execS3(t *testing.T) (string, []string, func(*testing.T, map[string][]uint64)) {
 	s3 := testserver.S3Server(t)
 	c := s3.Client(t, testserver.HTTPTransport(t))
 	bucket := versionedBucket(t, c)
-	landed := execTakeover(t, "s3://"+bucket+"?endpoint="+s3.Endpoint+"&secure=false",
-		"AWS_ACCESS_KEY_ID="+s3.AccessKey, "AWS_SECRET_ACCESS_KEY="+s3.SecretKey)
+	addr := "s3://" + bucket + "?endpoint=" + s3.Endpoint + "&secure=false"
+	env := []string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+	return addr, env, func(t *testing.T, landed map[string][]uint64) { checkS3History(t, c, bucket, landed) }
+}
 
+// checkS3History checks the versions of wal/0's record in bucket.
+func checkS3History(t *testing.T, c *minio.Client, bucket string, landed map[string][]uint64) {
 	ctx := t.Context()
 	const key = "writefence/s/wal/0"
 	type version struct {

@@ -375,17 +375,39 @@ func execTakeover(t *testing.T, addr string, env ...string) map[string][]uint64 
 	return landed
 }
 
-// TestExecFileStore runs the scenario on a directory store.
-func TestExecFileStore(t *testing.T) {
-	t.Parallel()
-	addr := fileStore(t)
-	landed := execTakeover(t, addr)
-	assert.Len(t, landed["a"], 2)
-	assert.Len(t, landed["b"], 1)
-	assert.Len(t, landed["c"], 1)
-	r := wf(t, "latest", "-json", "-store", addr, "wal", "0")
-	require.Equal(t, exitOK, r.code, "%s", r)
-	assert.EqualValues(t, landed["c"][0], jsonOf(t, r)["epoch"], "the last push that landed is the record")
+// execStore is a store the takeover runs on: its address, what every
+// process needs in its environment to reach it, and what to check of it
+// afterwards, given the epochs of the pushes that reported landing.
+type execStore func(t *testing.T) (addr string, env []string, check func(t *testing.T, landed map[string][]uint64))
+
+// execStores are the stores TestExecTakeover runs on: the directory store,
+// and MinIO where the build has it (exec_s3_test.go).
+var execStores = map[string]execStore{
+	"file": func(t *testing.T) (string, []string, func(*testing.T, map[string][]uint64)) {
+		addr := fileStore(t)
+		return addr, nil, func(t *testing.T, landed map[string][]uint64) {
+			r := wf(t, "latest", "-json", "-store", addr, "wal", "0")
+			require.Equal(t, exitOK, r.code, "%s", r)
+			assert.EqualValues(t, landed["c"][0], jsonOf(t, r)["epoch"], "the last push that landed is the record")
+		}
+	},
+}
+
+// TestExecTakeover runs the scenario on each store, the stores at once.
+// It times the real clock, so it does not run beside the package's
+// parallel tests.
+func TestExecTakeover(t *testing.T) {
+	for name, store := range execStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			addr, env, check := store(t)
+			landed := execTakeover(t, addr, env...)
+			assert.Len(t, landed["a"], 2)
+			assert.Len(t, landed["b"], 1)
+			assert.Len(t, landed["c"], 1)
+			check(t, landed)
+		})
+	}
 }
 
 // TestExecUsage: exec's mistakes are found before any lease is taken.
