@@ -24,7 +24,7 @@
 //	race                              race N writers over M rounds on a scratch shard, check one lands per round
 //	settle  <plugin> <shard>          overwrite a corrupt record, only with -confirm-version of exactly that record
 //	demo                              race writers on the in-memory store and show what the fence does
-//	exec    [plugin/shard ...] -- program [args]   hold a lease and run a program only while it is held, its pushes fenced at its term
+//	exec    [plugin/shard] -- prog    hold a lease, seal the shards, run prog while it is held, its pushes fenced at its term
 //	version                           the module version and VCS revision the command was built from
 //
 // Run "writefence help <command>" for a command's flags and examples.
