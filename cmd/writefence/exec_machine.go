@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/escape"
 )
 
 // The decisions of writefence exec's supervisor: when to acquire the
@@ -135,7 +136,7 @@ func (m *machine) next(now time.Time) decision {
 	case childRunning:
 		deadline := m.expiry.Add(-m.p.margin())
 		if m.lease != leaseHeld {
-			return m.stop(now, deadline, fmt.Sprintf("term %d ended (%s)", m.term, describe(m.ended)))
+			return m.stop(now, deadline, endedWhy(m.term, m.ended))
 		}
 		if at := deadline.Add(-m.p.grace); now.Before(at) {
 			return decision{act: actWait, at: at}
@@ -332,4 +333,16 @@ func describe(err error) string {
 		return "unknown"
 	}
 	return strings.TrimPrefix(message(err), "writefence: ")
+}
+
+// endedWhy says why the Hold of term ended, for the log.
+func endedWhy(term uint64, cause error) string {
+	var lost *writefence.LeaseLostError
+	switch {
+	case errors.As(cause, &lost) && lost.Holder != "":
+		return fmt.Sprintf("term %d was taken over by %s at term %d", term, escape.String(lost.Holder), lost.NewTerm)
+	case errors.Is(cause, writefence.ErrLeaseExpired):
+		return fmt.Sprintf("term %d expired by this clock, no renewal landed", term)
+	}
+	return fmt.Sprintf("term %d ended: %s", term, describe(cause))
 }

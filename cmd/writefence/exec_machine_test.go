@@ -279,6 +279,29 @@ func TestExecMachineDecisions(t *testing.T) {
 	}
 }
 
+// TestExecMachineSaysWhy: the reason a stop gives, for the log.
+func TestExecMachineSaysWhy(t *testing.T) {
+	for _, c := range []struct {
+		cause error
+		now   time.Duration
+		want  string
+	}{
+		{&writefence.LeaseLostError{Name: "wal", Term: 3, Holder: "b\n", NewTerm: 4}, time.Second, `term 3 was taken over by b\n at term 4`},
+		{fmt.Errorf("writefence: lease wal: term 3 expired: %w", writefence.ErrLeaseExpired), 9 * time.Second, "term 3 expired by this clock, no renewal landed"},
+		{fmt.Errorf("writefence: lease wal: term 3: released: %w", writefence.ErrLeaseLost), time.Second, "term 3 ended: lease wal: term 3: released: lease lost"},
+		{nil, 6 * time.Second, "term 3 ends in 2s by this clock, no renewal landed"},
+		{nil, 9 * time.Second, "term 3 ended 1s ago by this clock, no renewal landed"},
+	} {
+		m := runningMachine(machinePol)
+		if c.cause != nil {
+			m.leaseEnded(c.cause)
+		}
+		d := m.next(at(c.now))
+		assert.Equal(t, actTerm, d.act)
+		assert.Equal(t, c.want, d.why)
+	}
+}
+
 // TestExecMachineWalks drives the machine through random histories of
 // events on a random clock, as the supervisor would, and checks every
 // decision against the rules the documentation states: the program starts

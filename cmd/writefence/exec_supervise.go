@@ -171,7 +171,7 @@ func (s *supervisor) run(ctx context.Context) (int, bool) {
 			case <-heldDone:
 				m.leaseEnded(context.Cause(t.held))
 				if m.child == childNone {
-					s.logf("lease %s: term %d ended before the program started: %s", s.name, m.term, describe(m.ended))
+					s.logf("lease %s: %s, before the program started", s.name, endedWhy(m.term, m.ended))
 				}
 			case <-progDone:
 				progDone = nil

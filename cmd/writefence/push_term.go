@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
@@ -55,9 +56,12 @@ func (v *termValue) Set(s string) error {
 // termEndedError is a push refused because its term is over: a later
 // term writes the shard. It exits as a stale epoch does (4): the store
 // refuses this writer, who must stop.
-type termEndedError struct{ err error }
+type termEndedError struct {
+	msg string
+	err error // the TermSource's, matching ErrTermEnded
+}
 
-func (e *termEndedError) Error() string { return e.err.Error() }
+func (e *termEndedError) Error() string { return e.msg }
 func (e *termEndedError) Unwrap() error { return e.err }
 
 func (e *termEndedError) Is(target error) bool { return target == writefence.ErrStaleEpoch }
@@ -125,11 +129,21 @@ func pushTerm(ctx context.Context, fence *writefence.Fence, term uint64, plugin,
 		case err == nil:
 			return epoch, nil
 		case errors.Is(err, writefence.ErrTermEnded):
-			return 0, &termEndedError{fmt.Errorf("writefence: push refused: term %d is over, the shard is written at a later term; "+
-				"this writer's lease was lost: stop writing: %w", term, err)}
+			return 0, termEnded(ctx, fence, term, plugin, shard, err)
 		case errors.As(err, &stale) && stale.RecordedEpoch>>32 == term && stale.RecordedWriter == writer && attempt < ownRaceAttempts:
 			continue // a push of this term by this writer landed meanwhile: go above it
 		}
 		return 0, err
 	}
+}
+
+// termEnded is the error of a push whose TermSource ended with err: it
+// says what the shard records when a later term wrote it.
+func termEnded(ctx context.Context, fence *writefence.Fence, term uint64, plugin, shard string, err error) error {
+	epoch, writer, _, lerr := fence.Latest(ctx, plugin, shard)
+	if key, kerr := keys.Shard(fence.Prefix, plugin, shard); lerr == nil && kerr == nil && epoch>>32 > term {
+		return &termEndedError{fmt.Sprintf("writefence: push refused: term %d is over, %s records epoch %d of term %d by %s: the lease was lost, stop writing",
+			term, escape.String(key), epoch, epoch>>32, escape.String(writer)), err}
+	}
+	return &termEndedError{"writefence: push refused: " + strings.TrimPrefix(message(err), "writefence: "), err}
 }

@@ -39,9 +39,7 @@ func TestPushTerm(t *testing.T) {
 		r = push("-json", "-writer", "a", "-term", "3", "-file", p)
 		assert.Equal(t, exitStale, r.code, "%s", r)
 		assert.Equal(t, "stale", jsonOf(t, r)["outcome"])
-		assert.Contains(t, r.stderr, "push refused: term 3 is over")
-		assert.Contains(t, r.stderr, "stop writing")
-		assert.Contains(t, r.stderr, "records epoch 17179869185 of term 4 by b")
+		assert.Equal(t, "writefence: push refused: term 3 is over, writefence/s/wal/0 records epoch 17179869185 of term 4 by b: the lease was lost, stop writing\n", r.stderr)
 	}
 	r = wf(t, "latest", "-json", "-store", addr, "wal", "0")
 	require.Equal(t, exitOK, r.code, "%s", r)
