@@ -86,7 +86,9 @@ exec passes SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 on to
 that group, and after the first four ends once the program has (no
 restart). In a terminal the program is not in the foreground group and
 cannot read the terminal. When the program exits, what it left running in
-its group is killed before the lease is released.
+its group is killed before the lease is released; so a program must not
+put itself in the background (fork, setsid, and exit): exec would take
+its exit for the end of its work.
 
 -timeout bounds the wait for the lease (0, the default, waits as long as
 it takes). An unreachable store, or one that refuses the lease record,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
 )
@@ -480,5 +481,20 @@ func walkEvent(rng *rand.Rand, m *machine, p policy, now, expiry *time.Time, d d
 		case !now.Before(*expiry) && rng.IntN(2) == 0:
 			m.leaseEnded(writefence.ErrLeaseExpired) // the renewer saw the expiry
 		}
+	}
+}
+
+// TestExecHelp: writefence help exec states the margin, the environment,
+// the exit statuses and what exec cannot do.
+func TestExecHelp(t *testing.T) {
+	r := wf(t, "help", "exec")
+	require.Equal(t, exitOK, r.code)
+	for _, want := range []string{
+		"-ttl/8 before the term ends", "SIGTERM", "SIGKILL",
+		envStore, envPrefix, envLease, envHolder, envTerm, `push -term "$WRITEFENCE_TERM"`,
+		"75 ", "126 ", "127 ", "130 ",
+		"What exec cannot do: a supervisor that is itself paused", "it is the\nfence, not the supervisor, that keeps the store safe",
+	} {
+		assert.Contains(t, r.stdout, want)
 	}
 }
