@@ -227,8 +227,7 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 		return keyErr(err)
 	}
 	u.next, u.commit = next, true
-	exists := map[BlobRef]bool{} // the blobs seen to exist in this call
-	u.checkBlobs = func(refs []BlobRef, floor uint64) error {
+	u.checkBlobs = func(refs []BlobRef, floor uint64, horizon int64) error {
 		// The names first, which cost nothing, then the blobs themselves.
 		for _, r := range refs {
 			e, _, w, ok := keys.ParseBlobName(r.Name)
@@ -243,24 +242,29 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 				return invalidArg("blob", "%s was written at epoch %d, before the tenure that began at epoch %d", esc(r.Name), e, floor)
 			}
 		}
+		if len(refs) == 0 {
+			return nil
+		}
+		bs, err := f.blobs()
+		if err != nil {
+			return err
+		}
 		for _, r := range refs {
-			if exists[r] {
-				continue
-			}
-			bs, err := f.blobs()
-			if err != nil {
-				return err
-			}
 			info, err := bs.StatBlob(ctx, space+r.Name)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				return fmt.Errorf("writefence: commit %s: blob %s does not exist: %w", esc(u.key), esc(r.Name), ErrNotFound)
+			case err != nil && !final(err):
+				// A read like any other: retried after a back-off.
+				return readFailure{fmt.Errorf("blob %s: %w", esc(r.Name), err)}
 			case err != nil:
 				return fmt.Errorf("writefence: commit %s: blob %s: %w", esc(u.key), esc(r.Name), err)
 			case info.Size != r.Size:
 				return invalidArg("blob", "%s holds %d bytes, its reference says %d", esc(r.Name), info.Size, r.Size)
+			case horizon != 0 && info.Modified.UnixNano() < horizon:
+				return fmt.Errorf("writefence: commit %s: blob %s was created at %s, before the collection horizon %s, and is garbage: put it again: %w",
+					esc(u.key), esc(r.Name), info.Modified.UTC().Format(time.RFC3339Nano), time.Unix(0, horizon).UTC().Format(time.RFC3339Nano), ErrNotFound)
 			}
-			exists[r] = true
 		}
 		return nil
 	}
@@ -296,7 +300,15 @@ func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.Re
 	if err != nil {
 		return nil, BlobRef{}, keyErr(err)
 	}
-	rc, bi, err := bs.OpenBlob(ctx, key)
+	type opened struct {
+		rc io.ReadCloser
+		bi BlobInfo
+	}
+	o, err := retried(ctx, f, func() (opened, error) {
+		rc, bi, err := bs.OpenBlob(ctx, key)
+		return opened{rc, bi}, err
+	})
+	rc, bi := o.rc, o.bi
 	if errors.Is(err, ErrNotFound) {
 		// Gone. A commit since the read may have dropped it and Collect
 		// deleted it, which is no damage: the record, read again, tells.
@@ -377,11 +389,23 @@ func (c *checkedBlob) Close() error { return c.rc.Close() }
 type GCOptions struct {
 	// Grace is how old an unreferenced blob of the current tenure must be,
 	// by the blob store's own clock, before Collect deletes it; zero means
-	// 24 hours. A writer must commit a blob within Grace of writing it.
+	// 24 hours. It bounds how long a writer may take from the start of an
+	// upload to the commit that references it: a commit that takes longer
+	// is refused (ErrNotFound), never left referencing a deleted blob.
 	Grace time.Duration
 
-	// DryRun makes Collect report what it would delete and delete nothing.
+	// DryRun makes Collect report what it would delete and delete nothing
+	// (and write nothing).
 	DryRun bool
+
+	// RecordGone says that the shard's record was removed on purpose and
+	// no writer writes the shard any more: Collect then deletes every blob
+	// of the shard. Without it, Collect refuses a shard that has no record
+	// (ErrNotFound), and deletes nothing: a Fence pointed at another store
+	// or prefix than its writers', or a record lost, must not cost the
+	// blobs that may be all that is left of the shard. With it, a shard
+	// that has a record is refused (ErrInvalidArgument).
+	RecordGone bool
 }
 
 // defaultGrace is GCOptions.Grace's default.
@@ -402,27 +426,48 @@ type GCReport struct {
 //     at an epoch below the manifest's tenure floor, or by another writer
 //     than the manifest's at an epoch not above the manifest's (its writer
 //     could only commit it in a tenure of its own, which would begin above
-//     that epoch; see Commit). So a deposed writer's blobs are collected as
+//     that epoch; see Commit), or one created before the record's
+//     collection horizon. So a deposed writer's blobs are collected as
 //     soon as its successor has committed or sealed;
-//   - any other unreferenced blob, which a writer of the current tenure,
-//     or one racing at an admissible epoch, may yet commit, is deleted only
-//     once it is older than opts.Grace by the blob store's own clock (its
-//     creation time, against the time the store gives a fresh blob Collect
-//     creates first, in the reserved space). A commit must land within
-//     Grace of the blobs it newly references: that is the assumption, as
-//     for SlateDB's minimum age and Delta's retention; choose Grace well
-//     above the longest a writer may take, pauses included.
+//   - any other unreferenced blob, which a writer of the current tenure
+//     may yet commit, is deleted only once it is older than opts.Grace by
+//     the blob store's own clock (its creation time against the time the
+//     store gives a fresh blob Collect creates first, in the reserved
+//     space), and only after Collect has raised the record's collection
+//     horizon to that age: one conditional write of the record that
+//     changes nothing else (its epoch, writer, payload and references stay
+//     as they are; the Observer sees it as Op "collect"). A commit
+//     newly references only blobs created at or after the horizon of the
+//     record it replaces, and a commit that raced the horizon's write
+//     conflicts with it and decides again on the record that carries it.
+//     So no commit can land a reference to a blob Collect deletes,
+//     whatever either of them is paused for: the grace decides how long a
+//     writer has to commit a blob, never whether a referenced blob
+//     exists.
+//
+// The blob's creation time is what its store reports: on S3 a multipart
+// upload's object carries the time the upload began, so there the grace
+// counts from the start of the upload, and must exceed the longest upload
+// and its commit. A blob store whose listing gives no creation time (the
+// zero time) has every such blob collected at once: Collect fails safe for
+// references, not for uploads in flight, so use a store that reports it.
 //
 // A referenced blob is never deleted. After a pass the blobs left are the
 // referenced ones and those within the grace rule. A corrupt manifest, or
 // one of another identity, is refused (ErrCorrupt, ErrWire) and nothing is
-// deleted: Collect fails closed. Damage the blob store's listing reports
-// (a blob file of the directory store whose key cannot be read) stops
-// nothing: Collect deletes what it can name and judge, never what it
-// cannot, and then returns the report with that damage (ErrCorrupt). It is safe to run from any number of
-// processes at once: each deletes only what no manifest can reference, by
-// rules that only ever widen. It passes the probe verdict and the brand,
-// as a write does.
+// deleted: Collect fails closed; so is a shard with no record (see
+// GCOptions.RecordGone). Damage the blob store's listing reports (a blob
+// file of the directory store whose key cannot be read) stops nothing:
+// Collect deletes what it can name and judge, never what it cannot, and
+// then returns the report with that damage (ErrCorrupt). It is safe to run
+// from any number of processes at once: each deletes only what no
+// manifest can reference, by rules that only ever widen. It passes the
+// probe verdict and the brand, as a write does.
+//
+// A record write stuck on the server (an S3 server that holds a key's
+// lock while a paused client's upload of it is in flight) holds Collect's
+// read or write of that record as long: Collect deletes nothing meanwhile,
+// and returns when ctx ends.
 func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (GCReport, error) {
 	var report GCReport
 	key, err := f.key(plugin, shard)
@@ -437,7 +482,7 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if err != nil {
 		return report, err
 	}
-	if err := f.guard(ctx, &change{op: "collect", key: key, branded: true}); err != nil {
+	if err := f.guard(ctx, &change{op: opCollect, key: key, branded: true}); err != nil {
 		return report, err
 	}
 	grace := opts.Grace
@@ -451,14 +496,20 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		return report, err
 	}
 	info, err := f.Inspect(ctx, plugin, shard)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	gone := errors.Is(err, ErrNotFound)
+	switch {
+	case err != nil && !gone:
 		return report, err
+	case !gone && opts.RecordGone:
+		return report, invalidArg("record", "GCOptions.RecordGone is set, but %s holds a record (epoch %d by %s)", esc(key), info.Epoch, esc(info.Writer))
 	}
 	referenced := map[string]bool{}
 	for _, r := range info.Blobs {
 		referenced[r.Name] = true
 	}
-	var doomed []BlobInfo
+	// A blob created before threshold is at least grace old.
+	threshold := now.Add(-grace).UnixNano() + 1
+	var doomed, aged []BlobInfo
 	err = bs.ListBlobs(ctx, space, func(b BlobInfo) error {
 		name := b.Key[len(space):]
 		epoch, _, writer, ok := keys.ParseBlobName(name)
@@ -467,8 +518,14 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 			report.Referenced = append(report.Referenced, b)
 		case !ok:
 			report.Kept = append(report.Kept, b)
-		case uncommittable(epoch, writer, info), now.Sub(b.Modified) >= grace:
+		case gone && opts.RecordGone:
 			doomed = append(doomed, b)
+		case gone:
+			report.Kept = append(report.Kept, b)
+		case uncommittable(epoch, writer, info), b.Modified.UnixNano() < info.horizon():
+			doomed = append(doomed, b)
+		case b.Modified.UnixNano() < threshold:
+			aged = append(aged, b)
 		default:
 			report.Kept = append(report.Kept, b)
 		}
@@ -486,6 +543,28 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	case err != nil:
 		return report, fmt.Errorf("writefence: collect %s: list: %w", esc(space), err)
 	}
+	switch {
+	case gone && !opts.RecordGone && len(report.Kept) == 0:
+		return report, fmt.Errorf("writefence: collect %s: no such shard: no record at %s and no blob: %w", esc(space), esc(key), ErrNotFound)
+	case gone && !opts.RecordGone:
+		return report, fmt.Errorf("writefence: collect %s: the shard has %d blobs but no record at %s: nothing deleted (a Fence with another store or prefix than the writers', or a record lost? GCOptions.RecordGone deletes the blobs of a shard retired on purpose): %w",
+			esc(space), len(report.Kept), esc(key), ErrNotFound)
+	}
+	if len(aged) > 0 && opts.DryRun {
+		doomed = append(doomed, aged...)
+	} else if len(aged) > 0 {
+		refs, err := f.raiseHorizon(ctx, key, threshold)
+		if err != nil {
+			return report, err
+		}
+		for _, b := range aged {
+			if slices.ContainsFunc(refs, func(r BlobRef) bool { return space+r.Name == b.Key }) {
+				report.Referenced = append(report.Referenced, b)
+			} else {
+				doomed = append(doomed, b)
+			}
+		}
+	}
 	for _, b := range doomed {
 		if !opts.DryRun {
 			if err := bs.DeleteBlob(ctx, b.Key); err != nil {
@@ -495,6 +574,35 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		report.Deleted = append(report.Deleted, b)
 	}
 	return report, damage
+}
+
+// raiseHorizon raises the collection horizon of the record at key to at
+// least horizon, through the engine, changing nothing else in it, and
+// returns the references of the record that then carries it: no commit
+// can newly reference a blob created before the horizon from then on.
+func (f *Fence) raiseHorizon(ctx context.Context, key string, horizon int64) ([]BlobRef, error) {
+	var refs []BlobRef // of the record the last attempt decided on
+	_, err := f.run(ctx, &change{op: opCollect, key: key, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+		st := decodeSnapshot(key, s)
+		switch {
+		case !st.found:
+			return nil, false, fmt.Errorf("writefence: collect %s: the record is gone: %w", esc(key), ErrNotFound)
+		case st.corrupt != nil:
+			return nil, false, st.corrupt
+		}
+		if err := f.checkIdentity(key, st.h); err != nil {
+			return nil, false, err
+		}
+		refs = st.body.Refs
+		if st.h.Horizon >= horizon {
+			return nil, true, nil
+		}
+		b := st.body
+		b.Stream, b.Since, b.Horizon = true, record.TenureFloor(st.h), horizon
+		return record.Encode(st.h.Identity, st.h.Writer, st.h.Epoch, b, record.CRC32C(b.Payload)), false, nil
+	}})
+	f.forget(key)
+	return refs, err
 }
 
 // onlyDamage reports whether err, or every error it joins, matches

@@ -227,7 +227,9 @@ func TestCommitRetryAfterLostReply(t *testing.T) {
 }
 
 // TestPushKeepsTheFloor: once a shard holds a manifest, a push over it
-// drops the references but keeps the tenure floor rising.
+// replaces the payload alone: it keeps the references, so the committed
+// blobs stay referenced and Collect keeps them, and it keeps the tenure
+// floor rising, through the version cache too.
 func TestPushKeepsTheFloor(t *testing.T) {
 	ctx := t.Context()
 	f := &writefence.Fence{Store: &writefence.MemStore{}}
@@ -236,19 +238,34 @@ func TestPushKeepsTheFloor(t *testing.T) {
 	require.NoError(t, f.Push(ctx, "wal", "0", "b", 5, []byte("plain")))
 	info, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
-	assert.Empty(t, info.Blobs)
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the push keeps the references")
+	assert.Equal(t, "plain", string(info.Payload))
 	assert.Equal(t, uint64(3), info.Since, "b's tenure begins above a's epoch 2")
 	require.NoError(t, f.Push(ctx, "wal", "0", "b", 6, []byte("plain again")))
 	info, err = f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), info.Since, "the same writer keeps its floor, through the version cache too")
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "and its references, through the version cache too")
+
+	// Another writer's push, then a collection: the committed blob stays.
+	other := &writefence.Fence{Store: f.Store}
+	require.NoError(t, other.Push(ctx, "wal", "0", "c", 9, []byte("by another writer")))
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+	require.NoError(t, err)
+	assert.Empty(t, report.Deleted, "a referenced blob is never collected")
+	rc, _, err := f.OpenBlob(ctx, "wal", "0", ref.Name)
+	require.NoError(t, err)
+	data, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	assert.Equal(t, "x", string(data))
 
 	// A shard that never held a manifest keeps format version 2.
 	plain := &writefence.MemStore{}
 	g := &writefence.Fence{Store: plain}
 	require.NoError(t, g.Push(ctx, "wal", "0", "a", 1, []byte("x")))
 	require.NoError(t, g.Push(ctx, "wal", "0", "b", 2, []byte("y")))
-	data, _, err := plain.Get(ctx, mustKey(t, "wal", "0"))
+	data, _, err = plain.Get(ctx, mustKey(t, "wal", "0"))
 	require.NoError(t, err)
 	assert.Equal(t, byte(2), data[4])
 	assert.True(t, bytes.HasPrefix(data, []byte("WFR\x00")))

@@ -2,8 +2,8 @@ package writefence
 
 import "hash/maphash"
 
-// The version cache: what a Fence remembers of the records it wrote or
-// read, so that a push can skip its read.
+// The version cache: what a Fence remembers of the records it wrote, so
+// that a push can skip its read.
 
 // maxCached bounds the version cache: 131,072 shards, about 150 bytes each
 // (BENCHMARKS.md); past it an arbitrary entry is dropped, which costs that
@@ -18,17 +18,16 @@ const maxCached = 1 << 17
 // remembered one.
 var cacheSeed = maphash.MakeSeed()
 
-// cachedRecord is what the fence remembers of a record it wrote or read: its
-// version and epoch. The version lets a push skip the read; the write is
-// still conditioned on it, so a stale entry costs one conflict, never a
-// wrong admission. The epoch is only used to decide whether skipping the
+// cachedRecord is what the fence remembers of a record it wrote: its
+// version and what a push over it must carry on. The version lets a push
+// skip the read; the write is still conditioned on it, so a stale entry
+// costs one conflict, never a wrong admission, and since a version names
+// its bytes, what is remembered with it is what the store holds while the
+// version matches. The epoch is only used to decide whether skipping the
 // read is worth trying; it never refuses a push on its own.
 type cachedRecord struct {
 	version string
-	epoch   uint64
-	writer  string // who wrote it
-	since   uint64 // its tenure floor (format version 3)
-	stream  bool   // format version 3: a push over it keeps the floor
+	prior
 }
 
 // cached returns what the fence remembers of key's record to condition a

@@ -8,8 +8,8 @@ import (
 
 // Deposed returns a context derived from ctx that is cancelled the moment
 // this Fence learns that its writer of (plugin, shard) is deposed: when a
-// Push, Update or Seal by f to that shard returns an error matching
-// ErrStaleEpoch, context.Cause of the returned context is then the
+// Push, Update, Commit or Seal by f to that shard (or PushFrom, which
+// pushes) returns an error matching ErrStaleEpoch, context.Cause of the returned context is then the
 // *StaleEpochError, naming the epoch and writer the store records; when a
 // Lease on f that gates the shard (it sealed it in Hold, or handed out an
 // epoch for it) finds the lease lost or expired, the cause is the Lease's
@@ -104,14 +104,11 @@ func (d *deposition) depose(cause error, match func(key string) bool) {
 }
 
 // refused tells the Deposed contexts of c's key that c ended on err, when
-// err refuses a writer's write (a push, an update, a seal) as stale.
+// err refuses a writer's write (c.deposes) as stale.
 func (f *Fence) refused(c *change, err error) {
 	var stale *StaleEpochError
-	if err == nil || !errors.As(err, &stale) {
+	if err == nil || !c.deposes || !errors.As(err, &stale) {
 		return
 	}
-	switch c.op {
-	case opPush, opUpdate, opSeal:
-		f.deposed.depose(stale, func(key string) bool { return key == c.key })
-	}
+	f.deposed.depose(stale, func(key string) bool { return key == c.key })
 }

@@ -184,23 +184,139 @@
 // Fence.Observer sees every write (SlogObserver logs them); what happened
 // is told by the event's error, tested like the error the call returns.
 //
+// # Promises
+//
+// Everything the package promises, numbered once; the rest of the
+// documentation, the README and the adapters point at these numbers. Each
+// holds on a store that honours the ConditionalStore contract (Probe and
+// package writefencetest check one), for writers that go through the
+// package; what depends on the store or on configuration says so. One
+// checker, in the package's tests, checks every one of them on every
+// history the tests record: the model test on every store, the
+// linearizability test, the end-to-end lease test and a simulation of
+// whole deployments on virtual time.
+//
+// Epochs and writes:
+//
+//  1. The epoch a shard records only rises: every write of its record that
+//     lands carries an epoch above the one it replaces, while the store
+//     keeps the record.
+//  2. At most one write lands per epoch of a shard: of writes handed one
+//     epoch, one lands and every other is refused as stale.
+//  3. A refused write writes nothing: a stale epoch, another identity,
+//     damage, an invalid argument, an untrusted store, a held lease or
+//     refused credentials leave the store as it was.
+//  4. A write that returned nil is what the store holds, until a write at
+//     a higher epoch replaces it; across the store's own failover as far
+//     as the store keeps acknowledged writes (see Durability).
+//  5. A call whose reply was lost is resolved by calling it again with the
+//     same arguments: nil if it landed, a refusal if another write did.
+//     When the outcome cannot be learned the error matches
+//     ErrOutcomeUnknown and the cause that hid it, and never also
+//     ErrConflict or a refusal.
+//  6. A transient failure (a network error, throttling, a server error) of
+//     a read or write that a write of a record or a lease makes (its read,
+//     its conditional write, a commit's checks of its blobs, the brand's
+//     read), or of the read of Latest, Inspect or OpenBlob, is retried
+//     after a back-off; it ends the call only after Fence.MaxAttempts
+//     attempts, or when ctx ends. (PutBlob, which streams a reader it
+//     cannot read twice, and Collect, which a caller runs again, are not
+//     retried.)
+//
+// Damage and settles:
+//
+//  7. A record that does not decode (ErrCorrupt) is never read as absent
+//     or as epoch 0, and never overwritten but by a Settle of exactly the
+//     version found damaged.
+//  8. Settle never lowers the recorded epoch: it lands above the damaged
+//     header's epoch when that decodes, above the floor the operator
+//     states when it does not, and above every earlier settle of the
+//     shard.
+//  9. Settle keeps the blobs the damaged record references when its
+//     references decode, unless told to drop them
+//     (Settlement.DropBlobs), and refuses when they may exist but cannot
+//     be read.
+//
+// Wire identity:
+//
+//  10. No write lands on a record of another wire identity, and no write
+//     of a Fence whose Brand is BrandVerifyAlways lands while the store's
+//     brand holds another identity (checked in the write's own atomic step
+//     on a store that is a BrandedPutter, right before it elsewhere).
+//  11. Of claims racing to brand an empty store, exactly one lands, and
+//     every claimer learns the winner's identity.
+//
+// Leases and epoch sources:
+//
+//  12. A lease's term only rises, and each term is taken by one Lease
+//     value, once.
+//  13. Two Lease values never both hold a lease: another holder, or
+//     another value of the same Holder, is refused while the record is
+//     neither expired nor released (by the acquirer's clock).
+//  14. A Lease hands out strictly rising epochs, every one of a later term
+//     above every one of an earlier term, and none once it knows the lease
+//     lost or its own clock has passed the expiry.
+//  15. Hold returns only once every shard it names is sealed at its term.
+//     A takeover whose seal is slow keeps the lease and keeps sealing
+//     until the seal lands or the lease is lost: it releases the lease
+//     only on a refusal no retry changes.
+//  16. A lease that is lost or expires ends its Hold's context and the
+//     Deposed contexts of every shard it gates, by the time the call that
+//     learns it returns.
+//  17. A TermSource hands out strictly rising epochs of its term, continues
+//     above what the store records for its writer and term after a
+//     restart, and none once its term function reports another term.
+//
+// Deposition:
+//
+//  18. A write of a record by a writer (Push, Update, Commit, Seal) that
+//     the store refuses as stale cancels the Deposed contexts of that
+//     shard on that Fence, with the *StaleEpochError as the cause; a
+//     conflict retried, an unknown outcome and a refused Settle cancel
+//     none.
+//
+// Streams:
+//
+//  19. A blob is written once: no blob key is ever written twice, so no
+//     blob is replaced.
+//  20. A commit lands only while every blob it newly references exists
+//     with the size referenced, was written by the committing writer
+//     within its tenure, and was created at or after the record's
+//     collection horizon.
+//  21. A tenure begins at every seal and settle, at its epoch, and at every
+//     change of writer: no blob written at an epoch below a seal's is ever
+//     newly referenced after it, even by a writer of the same name (a
+//     previous incarnation, an earlier lease term).
+//  22. Push, Update and Seal keep the references of the record they
+//     replace; only Commit changes them, and Settle keeps them as 9 says.
+//  23. A reader sees only admitted bytes: Latest returns a record that
+//     decodes and was recorded during the call, and OpenBlob only the
+//     bytes of a blob the recorded manifest referenced during the call,
+//     checked against the reference.
+//  24. No referenced blob is ever missing: whatever the pauses of writers
+//     and collectors, every blob a recorded manifest references exists,
+//     unless something outside the package deleted it.
+//  25. Collect deletes only what no manifest references or can come to
+//     reference, and deletes nothing when the record is corrupt, of
+//     another identity, or absent (unless told the shard is retired,
+//     GCOptions.RecordGone).
+//  26. Collect reclaims: after a pass, no unreferenced blob is left that
+//     can never be committed (a deposed writer's, one below the tenure
+//     floor or behind the collection horizon).
+//
+// Observation and keys:
+//
+//  27. The Observer sees every write once when it ends, and each lost race
+//     retried before that, under an Op WriteEvent names.
+//  28. Keys never overlap: a call on one shard writes only that shard's
+//     record, its blobs and keys of the reserved space of its Fence's
+//     prefix, and no valid prefix reaches into another's keys.
+//
 // # Failure model
 //
-// What the fence guarantees, on a store that honours the ConditionalStore
-// contract: no two writes land at one epoch of a shard; the epochs that land
-// strictly increase; a write refused as stale wrote nothing; a record that
-// fails to decode is never overwritten except by Settle at exactly the
-// version found corrupt, and Settle never lowers the recorded epoch (above
-// the damaged header's epoch when it decodes, also under damage a store
-// found in place; above a floor the operator states when no header
-// decodes; above every earlier settle of the shard, which its settle log
-// keeps, so an old settle run again over the same damaged bytes is
-// refused); a write reported as landed is in the store (or was superseded
-// by a higher epoch since). Every write goes through the one engine, so
-// the brand check, the probe verdict, the retries and the Observer apply
-// to all of them alike. A model test checks these promises after every
-// step of random sequences of every write, damage, lost reply and wrapper,
-// on every store.
+// Every write goes through the one engine, so the brand check, the probe
+// verdict, the retries and the Observer apply to all of them alike, and
+// the promises above hold of every path.
 //
 // Damage in place: a push may skip its read and condition its write on the
 // version it remembers. That is safe because a store's version names its

@@ -35,7 +35,14 @@ const (
 	opLeaseRenew   = "lease renew"
 	opLeaseRelease = "lease release"
 	opBrandClaim   = "brand claim"
+	opCollect      = "collect"
+	opLeaseSettle  = "lease settle"
 )
+
+// ops lists every op an Observer can see, in the order WriteEvent's
+// documentation names them.
+var ops = []string{opPush, opUpdate, opCommit, opSeal, opSettle, opSettleLog, opBlob, opCollect,
+	opLeaseAcquire, opLeaseRenew, opLeaseRelease, opLeaseSettle, opBrandClaim}
 
 // A change is one conditional update of one key.
 type change struct {
@@ -57,6 +64,12 @@ type change struct {
 	// branded says the Fence's brand guards this write: every change but
 	// the brand's own claim.
 	branded bool
+
+	// deposes says a refusal of this change as stale deposes the writer:
+	// the Deposed contexts of its key are cancelled (see Fence.Deposed).
+	// Every writer's write of a record does; an operator's settle and a
+	// collection, which write for nobody's tenure, do not.
+	deposes bool
 
 	// decide returns the bytes to write as parts (written as their
 	// concatenation), or done when the key already holds what the change
@@ -100,10 +113,7 @@ func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 	if err := f.guard(ctx, c); err != nil {
 		return outcome{}, err
 	}
-	maxAttempts := f.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = defaultMaxAttempts
-	}
+	maxAttempts := f.maxAttempts()
 	var unsure error // a write of this call whose outcome an error hid
 	for attempt = 1; ; attempt++ {
 		out, sent, err := f.attempt(ctx, c, attempt == 1 && c.cached != "")
@@ -195,7 +205,7 @@ func final(err error) bool {
 func (c *change) failed(unsure, err error) error {
 	var r readFailure
 	if errors.As(err, &r) {
-		err = fmt.Errorf("writefence: %s %s: read: %w", c.op, esc(c.key), r.err)
+		err = &prefixed{prefix: fmt.Sprintf("writefence: %s %s: read: ", c.op, esc(c.key)), err: r.err}
 	}
 	if unsure == nil {
 		return err
@@ -208,19 +218,25 @@ func (c *change) failed(unsure, err error) error {
 }
 
 // exhausted is the error of a change that ran out of attempts on err.
+// After a write whose outcome was hidden the outcome is unknown, whatever
+// the last attempt met: the error then matches ErrOutcomeUnknown and the
+// cause that hid it, and names the last error without matching it (a
+// conflict after a write that may have landed says nothing of that
+// write).
 func (c *change) exhausted(unsure error, attempts int, err error) error {
+	var r readFailure
+	if errors.As(err, &r) {
+		err = fmt.Errorf("read: %w", r.err)
+	}
 	if unsure != nil {
-		return &OutcomeUnknownError{Op: c.op, Key: c.key, Epoch: c.epoch, Err: err}
+		return &OutcomeUnknownError{Op: c.op, Key: c.key, Epoch: c.epoch,
+			Err: fmt.Errorf("%w; then %d attempts, the last: %v", unsure, attempts, trim(err))}
 	}
 	at := ""
 	if c.epoch != 0 {
 		at = fmt.Sprintf(" at epoch %d", c.epoch)
 	}
-	var r readFailure
-	if errors.As(err, &r) {
-		err = fmt.Errorf("read: %w", r.err)
-	}
-	return fmt.Errorf("writefence: %s%s to %s: %d attempts: %w", c.op, at, esc(c.key), attempts, err)
+	return &prefixed{prefix: fmt.Sprintf("writefence: %s%s to %s: %d attempts: ", c.op, at, esc(c.key), attempts), err: err}
 }
 
 // guard runs the checks every change passes before its first read: the
@@ -235,6 +251,42 @@ func (f *Fence) guard(ctx context.Context, c *change) error {
 		return nil
 	}
 	return f.checkBrand(ctx, true)
+}
+
+// guarded runs c's guards alone, as run does before c's first read, and
+// tells the Observer of a refusal: for a call that reads before it runs
+// the engine, so that a refused call reads nothing and is seen refused as
+// itself.
+func (f *Fence) guarded(ctx context.Context, c *change) error {
+	err := f.guard(ctx, c)
+	if err != nil {
+		f.observe(ctx, c, time.Now(), false, 0, err)
+	}
+	return err
+}
+
+// maxAttempts is MaxAttempts or its default.
+func (f *Fence) maxAttempts() int {
+	if f.MaxAttempts > 0 {
+		return f.MaxAttempts
+	}
+	return defaultMaxAttempts
+}
+
+// retried runs read, a read a call makes outside the engine's writes (an
+// Inspect, the opening of a blob), under the engine's retry policy: a
+// failure that is not a refusal is retried after a back-off, up to
+// MaxAttempts attempts, until ctx ends.
+func retried[T any](ctx context.Context, f *Fence, read func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := read()
+		if err == nil || final(err) || errors.Is(err, ErrNotFound) || isContextErr(err) || attempt >= f.maxAttempts() {
+			return v, err
+		}
+		if f.backoff(ctx, attempt) != nil {
+			return v, err
+		}
+	}
 }
 
 // readKey reads key once: all of it, or with head its first

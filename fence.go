@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
 )
 
@@ -37,7 +38,10 @@ type Fence struct {
 	// record of another identity is refused with a *WireError.
 	Identity string
 
-	// Prefix is prepended to every key; empty means "writefence/".
+	// Prefix is prepended to every key; empty means "writefence/". It ends
+	// in "/", and none of its segments is "s" or "b" or starts with "_",
+	// so that no prefix reaches into the keys of another (ErrInvalidArgument
+	// otherwise): Fences under "a/" and "a/b/" would share keys.
 	Prefix string
 
 	// Blobs is where the shards' blobs live (PutBlob, OpenBlob, Collect):
@@ -179,7 +183,8 @@ type recordUpdate struct {
 	writer string
 	epoch  uint64
 
-	// A push's payload is constant, and it references no blob.
+	// A push's payload is constant: it replaces the payload and keeps
+	// everything else the record holds.
 	constant bool
 	payload  []byte
 	crc      uint32
@@ -192,8 +197,58 @@ type recordUpdate struct {
 	produced Manifest
 	ran      bool
 
+	// newTenure: the write starts a tenure at its own epoch, whoever
+	// wrote the record before (a seal; see Seal).
+	newTenure bool
+
 	// checkBlobs checks the blobs a commit newly references; see Commit.
-	checkBlobs func(refs []BlobRef, since uint64) error
+	checkBlobs func(refs []BlobRef, floor uint64, horizon int64) error
+}
+
+// prior is what a write of a record carries on from the record it
+// replaces, besides the payload: the writer and epoch that decide a new
+// tenure, and, of a stream's record, its tenure floor, collection horizon
+// and references.
+type prior struct {
+	writer string
+	epoch  uint64
+	stream *streamState // nil for a plain record, or none
+}
+
+// streamState is what a stream's record (format version 3 or 4) holds
+// besides its payload.
+type streamState struct {
+	since   uint64
+	horizon int64
+	refs    []BlobRef
+}
+
+// priorOf is what the sound record with header h and body b hands on.
+func priorOf(h record.Header, b record.Body) prior {
+	p := prior{writer: h.Writer, epoch: h.Epoch}
+	if h.Stream() {
+		p.stream = &streamState{since: h.Since, horizon: h.Horizon, refs: b.Refs}
+	}
+	return p
+}
+
+// priorOfBody is what a record this Fence wrote, by writer at epoch,
+// hands on.
+func priorOfBody(writer string, epoch uint64, b record.Body) prior {
+	p := prior{writer: writer, epoch: epoch}
+	if b.Stream {
+		p.stream = &streamState{since: b.Since, horizon: b.Horizon, refs: b.Refs}
+	}
+	return p
+}
+
+// floor is the tenure floor over the record (see record.TenureFloor):
+// the floor a stream's record carries, the epoch of a plain one.
+func (p prior) floor() uint64 {
+	if p.stream != nil {
+		return p.stream.since
+	}
+	return p.epoch
 }
 
 // newUpdate validates the arguments every write of a record shares.
@@ -229,7 +284,7 @@ func (f *Fence) checkBody(payload []byte, refs []BlobRef) error {
 // runUpdate runs u through the engine, with the version cache: a push may
 // condition its first write on the version the Fence remembers.
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
-	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true,
+	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, deposes: true,
 		head: u.constant}
 	var mem cachedRecord
 	if u.constant {
@@ -240,7 +295,10 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 	var wrote record.Body // what the last decision wrote, or found written
 	c.decide = func(s *snapshot) ([][]byte, bool, error) {
 		if s.cached {
-			wrote = u.body(mem.writer, mem.epoch, mem.since, mem.stream)
+			wrote = u.body(mem.prior)
+			if err := u.f.checkBody(wrote.Payload, wrote.Refs); err != nil {
+				return nil, false, err
+			}
 			return u.parts(wrote), false, nil
 		}
 		parts, done, body, err := u.decide(s)
@@ -252,26 +310,31 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		f.forget(u.key)
 		return err
 	}
-	f.remember(u.key, cachedRecord{version: out.version, epoch: u.epoch, writer: u.writer, since: wrote.Since, stream: wrote.Stream})
+	f.remember(u.key, cachedRecord{version: out.version, prior: priorOfBody(u.writer, u.epoch, wrote)})
 	return nil
 }
 
-// since is the tenure floor of a record written by writer over a record of
-// recordedWriter at recordedEpoch whose floor was recordedSince: a change
-// of writer starts a tenure above every epoch recorded before it.
-func since(writer, recordedWriter string, recordedEpoch, recordedSince uint64) uint64 {
-	if recordedEpoch != 0 && writer != recordedWriter {
-		return recordedEpoch + 1
+// since is the tenure floor of a record this update writes over prior p:
+// a seal starts a tenure at its own epoch; a change of writer starts one
+// above every epoch recorded before it; otherwise the floor stays.
+func (u *recordUpdate) since(p prior) uint64 {
+	switch {
+	case u.newTenure:
+		return u.epoch
+	case p.epoch != 0 && u.writer != p.writer:
+		return p.epoch + 1
 	}
-	return recordedSince
+	return p.floor()
 }
 
-// body returns a push's record over a record of writer at epoch with the
-// given floor, of format version 3 (stream) or not.
-func (u *recordUpdate) body(writer string, epoch, floor uint64, stream bool) record.Body {
-	b := record.Body{Payload: u.payload, Stream: stream}
-	if stream {
-		b.Since = since(u.writer, writer, epoch, floor)
+// body returns a push's record over prior p: its payload, and everything
+// else p's record holds (a stream's record stays one, with its references
+// and horizon, and its floor as since says).
+func (u *recordUpdate) body(p prior) record.Body {
+	b := record.Body{Payload: u.payload}
+	if p.stream != nil {
+		b.Stream, b.Refs, b.Horizon = true, p.stream.refs, p.stream.horizon
+		b.Since = u.since(p)
 	}
 	return b
 }
@@ -293,8 +356,7 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 		return nil, false, record.Body{}, st.corrupt
 	}
 	var current Manifest
-	stream := u.commit
-	var floor uint64
+	var p prior
 	if st.found {
 		if err := u.f.checkIdentity(u.key, st.h); err != nil {
 			return nil, false, record.Body{}, err
@@ -318,11 +380,13 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 			return nil, false, record.Body{}, errReadWhole
 		}
 		current = Manifest{Payload: st.body.Payload, Blobs: st.body.Refs}
-		stream = stream || st.h.Version == record.StreamVersion
-		floor = record.TenureFloor(st.h)
+		p = priorOf(st.h, st.body)
 	}
 	if u.constant {
-		b := u.body(st.h.Writer, st.h.Epoch, floor, stream)
+		b := u.body(p)
+		if err := u.f.checkBody(b.Payload, b.Refs); err != nil {
+			return nil, false, record.Body{}, err
+		}
 		return u.parts(b), false, b, nil
 	}
 	m, err := u.next(current)
@@ -332,9 +396,12 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 	if !u.commit {
 		m.Blobs = current.Blobs
 	}
-	b := record.Body{Payload: m.Payload, Refs: m.Blobs, Stream: stream}
-	if stream {
-		b.Since = since(u.writer, st.h.Writer, st.h.Epoch, floor)
+	b := record.Body{Payload: m.Payload, Refs: m.Blobs, Stream: u.commit || p.stream != nil}
+	if b.Stream {
+		b.Since = u.since(p)
+		if p.stream != nil {
+			b.Horizon = p.stream.horizon
+		}
 	}
 	if err := u.f.checkBody(b.Payload, b.Refs); err != nil {
 		return nil, false, record.Body{}, err
@@ -343,7 +410,7 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 		if err := distinctRefs(b.Refs); err != nil {
 			return nil, false, record.Body{}, err
 		}
-		if err := u.checkBlobs(newRefs(current.Blobs, b.Refs), b.Since); err != nil {
+		if err := u.checkBlobs(newRefs(current.Blobs, b.Refs), b.Since, b.Horizon); err != nil {
 			return nil, false, record.Body{}, err
 		}
 	}
@@ -369,17 +436,22 @@ func distinctRefs(refs []BlobRef) error {
 // payload: same size and (where the header carries it) checksum. Only the
 // payload bytes themselves decide; an update's payload is not known ahead.
 func (u *recordUpdate) maySizeMatch(h record.Header) bool {
-	return !u.constant || h.PayloadLen == uint64(len(u.payload)) && h.RefCount == 0 && (h.Version == 1 || h.PayloadCRC == u.crc)
+	return !u.constant || h.PayloadLen == uint64(len(u.payload)) && (h.Version == 1 || h.PayloadCRC == u.crc)
 }
 
 // landed reports whether body, recorded at this write's epoch by its
-// writer, is this write's: a push's payload; an update's, a seal's or a
-// commit's last result, or a record next leaves unchanged.
+// writer, is this write's: a push's payload (with whatever references the
+// push carried on); an update's, a seal's or a commit's last result, or a
+// record next leaves unchanged.
 func (u *recordUpdate) landed(body record.Body) bool {
 	recorded := Manifest{Payload: body.Payload, Blobs: body.Refs}
 	switch {
 	case u.constant:
-		return bytes.Equal(body.Payload, u.payload) && len(body.Refs) == 0
+		return bytes.Equal(body.Payload, u.payload)
+	case u.newTenure && body.Stream && body.Since != u.epoch:
+		// Not a tenure this write began: another write of this writer at
+		// this epoch (a commit), which the seal cannot be.
+		return false
 	case u.ran && recorded.equal(u.produced):
 		return true
 	}
@@ -414,7 +486,7 @@ func (f *Fence) checkConfig() error {
 	case len(f.Identity) > record.MaxIdentityLen:
 		return invalidArg("identity", "%d bytes, more than %d", len(f.Identity), record.MaxIdentityLen)
 	}
-	return nil
+	return keyErr(keys.CheckPrefix(f.Prefix))
 }
 
 func (f *Fence) identity() string { return orDefault(f.Identity, defaultIdentity) }

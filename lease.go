@@ -24,10 +24,14 @@ import (
 // # Terms and epochs
 //
 // The record holds the holder's name, a term and an expiry. The term rises
-// by one on every acquisition: a takeover of an expired or released lease,
-// the first acquisition (term 1), and a holder re-acquiring with a new Lease
-// value (a restarted process), so its previous incarnation is fenced too.
-// Renew keeps the term. Every change to the record is one conditional
+// by one on every acquisition: the first (term 1), and every takeover of
+// an expired or released lease, by anyone. A Lease value holds the lease
+// alone: another value, even of the same Holder (a second process started
+// under the same name, or a restarted one), is refused (ErrLeaseHeld)
+// until the record expires or is released, and then takes a new term like
+// any contender, so a previous incarnation is fenced too (and off the
+// shard's blobs, once the new term seals: see Fence.Seal). Renew keeps
+// the term. Every change to the record is one conditional
 // write on the version read, so of several contenders exactly one gets
 // each term, and a term is only ever written by the Lease that took it.
 // Each record also bears its Lease value's incarnation, random bytes drawn
@@ -86,7 +90,8 @@ import (
 // call as a *LeaseLostError naming the new holder and term; an expired
 // one, not known to be taken over, as ErrLeaseExpired.
 //
-// Holder must be unique among the contenders. A Lease is safe for
+// Two Lease values never hold the lease at once, even of one Holder. A
+// Lease is safe for
 // concurrent use: its writes (acquisitions, renewals, releases) are
 // serialized, and Epoch never waits for one in flight. Set the fields
 // before the first call and do not copy a Lease after it.
@@ -175,29 +180,31 @@ type Shard struct {
 // any seal: it renews every TTL/3, measured from the start of the previous
 // renewal (or of the acquisition), whether that landed or not, each
 // renewal bounded by the lease's expiry; so two renewals in a row may fail
-// before the lease expires. Then, for each of shards in order, Hold draws
-// an epoch and seals the shard (Fence.Seal) as Holder. The acquisition
-// must land within TTL - TTL/4 of its start, and every seal by TTL/4
-// before the acquired term expires by this Lease's clock, whatever the
-// renewals did meanwhile: so when Hold returns, every deposed holder's
-// writes to those shards are refused, and the term has a quarter of its
-// TTL left at least.
+// before the lease expires. The acquisition must land within TTL - TTL/4
+// of its start, else Hold gives up with an error matching
+// ErrTakeoverTimeout. Then, for each of shards in order, Hold draws an
+// epoch and seals the shard (Fence.Seal) as Holder, and returns once every
+// seal landed: from then on every deposed holder's writes to those shards
+// are refused.
 //
-// A takeover that does not finish in time gives up: Hold releases the
-// lease (the next contender, the previous holder included, then takes it
-// at once at a higher term, rather than everyone waiting for the TTL) and
-// returns an error matching ErrTakeoverTimeout that names the shard and
-// the deadline. A seal refused or failed is given up the same way, with
-// the seal's error, and so is a takeover whose lease is lost or expires
-// while it seals (the error is then the loss or the expiry). A takeover
-// given up leaves this Lease holding nothing and handing out no epochs, so
-// it never believes it holds a lease that a previous holder may still be
-// writing under: back off (for a fraction of the TTL) and call Hold
-// again. If the release itself fails, or an acquisition that ran out of
-// time may have landed, the record may name this holder until its expiry;
-// a later Hold of this holder takes it over at once. ErrLeaseHeld (another
-// holder holds the lease) and a cancellation of ctx are returned as they
-// are; ErrCorrupt, ErrWire and ErrInvalidArgument are final.
+// A takeover whose seal is slow keeps the lease: it renews it and seals
+// again (each attempt bounded by TTL, then a back-off) until the seal
+// lands, the lease is lost or expires, or ctx ends. It never gives the
+// lease up because a seal is slow, as the writer it fences may be the one
+// that holds the store up (an S3 server holds a key's writes while a
+// paused client's upload of it is in flight), and giving up would hand the
+// shard back to that writer. A seal refused for good gives the takeover
+// up: Hold then releases the lease and returns the refusal, and when the
+// shard records an epoch at or above the term's (an error matching
+// ErrStaleEpoch that says so) no acquisition of this lease can seal the
+// shard until its term passes the shard's: the lease's record was deleted
+// or rolled back, or another epoch source writes the shard; stop and look,
+// retrying does not help. A takeover whose lease is lost or expires while
+// it seals returns the loss or the expiry. A takeover given up leaves this
+// Lease holding nothing and handing out no epochs. ErrLeaseHeld (another
+// holder, or another Lease value of this Holder, holds the lease) and a
+// cancellation of ctx are returned as they are; ErrCorrupt, ErrWire and
+// ErrInvalidArgument are final.
 //
 // Hold on a Lease whose previous Hold is still in force returns an error;
 // so does an invalid shard name, before any I/O.
@@ -241,31 +248,51 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 	for _, k := range sealed {
 		l.gateKey(k)
 	}
-	sealBy := l.expiry.Add(-l.margin())
 	l.mu.Unlock()
 	l.io.Unlock()
 	go l.renewer(h, key, start)
 
 	for i, s := range shards {
-		epoch, err := l.Epoch(h.ctx, s.Plugin, s.Shard)
-		if err != nil {
-			return nil, l.giveUp(ctx, h, term, sealed[i], sealBy, err, false)
-		}
-		sctx, cancel := context.WithDeadline(h.ctx, time.Now().Add(sealBy.Sub(l.now())))
-		err = l.Fence.Seal(sctx, s.Plugin, s.Shard, l.Holder, epoch)
-		late := err != nil && sctx.Err() != nil && h.ctx.Err() == nil
-		cancel()
-		if err != nil {
-			return nil, l.giveUp(ctx, h, term, sealed[i], sealBy, err, late)
+		if err := l.seal(ctx, h, term, s, sealed[i]); err != nil {
+			return nil, err
 		}
 	}
 	return h.ctx, nil
 }
 
-// giveUp ends a takeover whose seal of key failed with err (late: it ran
-// out of time): it ends the hold, releases the lease if it still holds
-// it, and returns what happened.
-func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string, sealBy time.Time, err error, late bool) error {
+// seal seals shard s, at key, within hold h of term: with one epoch of
+// the term, drawn once, and again after any failure a retry may overcome
+// (a conflict, a lost reply, a store that holds the write past a TTL), for
+// as long as the lease is held. A takeover never gives the lease up
+// because a seal is slow: the writer it fences may be the one holding the
+// store up. It gives up when the lease is lost or expires, when ctx ends,
+// or on a refusal no retry changes (the shard records an epoch at or above
+// the term's, damage, another identity).
+func (l *Lease) seal(ctx context.Context, h *holding, term uint64, s Shard, key string) error {
+	epoch, err := l.Epoch(h.ctx, s.Plugin, s.Shard)
+	if err != nil {
+		return l.giveUp(ctx, h, term, key, err)
+	}
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithTimeout(h.ctx, l.TTL)
+		err = l.Fence.Seal(sctx, s.Plugin, s.Shard, l.Holder, epoch)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case h.ctx.Err() != nil, final(err):
+			return l.giveUp(ctx, h, term, key, err)
+		}
+		if l.Fence.backoff(h.ctx, attempt) != nil {
+			return l.giveUp(ctx, h, term, key, err)
+		}
+	}
+}
+
+// giveUp ends a takeover whose seal of key failed with err: it ends the
+// hold, releases the lease if it still holds it, and returns what
+// happened.
+func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string, err error) error {
 	ended, cause := h.ctx.Err() != nil, context.Cause(h.ctx)
 	l.stopHold(h, err)
 
@@ -282,14 +309,15 @@ func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string,
 		}
 		cancel()
 	}
+	var stale *StaleEpochError
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case ended:
 		return cause // lost, expired or released before the seal failed
-	case late:
-		return l.errorf("takeover at term %d given up, %s: seal of %s not done by %s, a quarter TTL before the term expires: %w",
-			term, released, esc(key), sealBy.UTC().Format(time.RFC3339Nano), ErrTakeoverTimeout)
+	case errors.As(err, &stale):
+		return l.errorf("takeover at term %d stopped, %s: the shard %s records epoch %d (term %d) by %s, at or above this term's: the lease's terms are behind the shard's epochs (its record was deleted or rolled back, or another epoch source writes the shard), and no acquisition of this lease can seal it until its term passes %d: %w",
+			term, released, esc(key), stale.RecordedEpoch, stale.RecordedEpoch>>leaseSeqBits, esc(stale.RecordedWriter), stale.RecordedEpoch>>leaseSeqBits, err)
 	}
 	return &prefixed{prefix: fmt.Sprintf("writefence: lease %s: takeover at term %d given up, %s: ", esc(l.Name), term, released), err: err}
 }
@@ -368,10 +396,12 @@ func (l *Lease) stopHold(h *holding, cause error) {
 // Acquire takes the lease and returns its term. A Lease that holds it
 // renews instead and keeps its term. Otherwise it reads the record and:
 // absent, it creates it at term 1 (create-only); expired, released, or
-// naming this Holder (a restarted holder), it takes it over at the
-// record's term + 1, conditioned on the version read; held by another
-// holder and unexpired by this Lease's clock, it returns a *LeaseHeldError
-// (ErrLeaseHeld). A lost race reads again, as the Fence's retries allow.
+// written by this Lease value itself (an acquisition whose outcome it
+// could not learn), it takes it over at the record's term + 1, conditioned
+// on the version read; held, unexpired by this Lease's clock, by another
+// holder or by another Lease value of this Holder (a restarted process
+// waits for its previous incarnation's term to expire, or be released),
+// it returns a *LeaseHeldError (ErrLeaseHeld). A lost race reads again, as the Fence's retries allow.
 // A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
 // never overwritten. Acquire starts nothing in the background: renew with
 // Renew, or use Hold.
@@ -425,13 +455,13 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 			if err != nil {
 				return nil, false, err
 			}
-			if rec.expiry > now.UnixNano() && rec.holder != l.Holder {
-				return nil, false, &LeaseHeldError{Name: l.Name, Key: key, Holder: rec.holder, Term: rec.term, Expiry: time.Unix(0, rec.expiry)}
+			if rec.Expiry > now.UnixNano() && (rec.Holder != l.Holder || rec.Incarnation != l.incarnation) {
+				return nil, false, &LeaseHeldError{Name: l.Name, Key: key, Holder: rec.Holder, Term: rec.Term, Expiry: time.Unix(0, rec.Expiry)}
 			}
-			if rec.term >= maxLeaseTerm {
-				return nil, false, l.errorf("term %d is the last", rec.term)
+			if rec.Term >= maxLeaseTerm {
+				return nil, false, l.errorf("term %d is the last", rec.Term)
 			}
-			term = rec.term + 1
+			term = rec.Term + 1
 		}
 		var stamp int64
 		var err error
@@ -600,8 +630,8 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 			if err != nil {
 				return nil, false, err
 			}
-			if rec.holder != l.Holder || rec.incarnation != l.incarnation || rec.term != heldTerm && rec.term != term {
-				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm, Holder: rec.holder, NewTerm: rec.term}
+			if rec.Holder != l.Holder || rec.Incarnation != l.incarnation || rec.Term != heldTerm && rec.Term != term {
+				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm, Holder: rec.Holder, NewTerm: rec.Term}
 			}
 			// This Lease value's own record (its incarnation), of its term
 			// or of the term it moves to, at another version: an earlier
@@ -809,4 +839,57 @@ func (l *Lease) check() (string, error) {
 	}
 	k, err := keys.Lease(l.Fence.Prefix, l.Name)
 	return k, keyErr(err)
+}
+
+// Settle replaces a lease record that fails to decode, which no
+// acquisition ever overwrites (Acquire and Hold refuse it with a
+// *CorruptError), with a released record at term, in one write
+// conditioned on exactly version, the version that *CorruptError (or
+// "writefence lease show") reported: the next acquisition, by anyone,
+// then takes term + 1. It is meant for an operator, as Fence.Settle is.
+//
+// term is the operator's assertion that no term above it was ever
+// granted, as the damaged record's own term cannot be trusted. A lower
+// bound is the term of the highest epoch a shard the lease gates records
+// (RecordInfo.Epoch >> 32): a term below it leaves the next holder's
+// seals refused as stale (Hold then says so) until its terms pass the
+// shard's. It must be 1 to 2^32-2.
+//
+// It refuses, writing nothing: ErrNotFound when there is no record,
+// ErrConflict when the record has another version now, and an
+// *InvalidArgumentError when the record decodes (nothing to settle).
+// Retrying a settle whose reply was lost returns nil once the record is
+// exactly this settle.
+func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
+	key, err := l.check()
+	switch {
+	case err != nil:
+		return err
+	case version == "":
+		return invalidArg("version", "empty: the version of the corrupt lease record is required")
+	case term == 0 || term >= maxLeaseTerm:
+		return invalidArg("term", "%d, must be 1 to %d", term, maxLeaseTerm-1)
+	}
+	l.io.Lock()
+	defer l.io.Unlock()
+	var none [leaseIncSize]byte
+	settled := encodeLease(l.Holder, term, 0, none)
+	_, err = l.Fence.run(ctx, &change{op: opLeaseSettle, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+		switch {
+		case !s.found:
+			return nil, false, fmt.Errorf("writefence: lease %s: settle: no record at %s: %w", esc(l.Name), esc(key), ErrNotFound)
+		case s.damage == nil && bytes.Equal(s.data, settled):
+			return nil, true, nil
+		}
+		if s.damage == nil {
+			if _, check := decodeLease(s.data); check == "" {
+				return nil, false, invalidArg("version", "the lease record at %s decodes: nothing to settle", esc(key))
+			}
+		}
+		if s.version != version {
+			return nil, false, fmt.Errorf("writefence: lease %s: settle: the corrupt record is at version %s, not %s: %w", esc(l.Name), esc(s.version), esc(version), ErrConflict)
+		}
+		return [][]byte{settled}, false, nil
+	}})
+	return l.wrap(opLeaseSettle, err)
 }

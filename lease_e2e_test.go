@@ -571,8 +571,8 @@ func (r *e2eRun) round(i int, moment string) {
 		require.Regexp(t, `^refused .*context canceled$`, h.since[0], "round %d (%s): %s's push under its held context ends cancelled once it resumes", i, moment, h.name)
 	}
 	rec := r.leaseRecord()
-	require.Equal(t, o.name, rec.holder, "round %d (%s): the lease record", i, moment)
-	t.Logf("round %d %-6s (%s): %s took over at term %d; %s, from its pause on: %s", i, moment, mode, o.name, rec.term, h.name, strings.Join(h.since, "; "))
+	require.Equal(t, o.name, rec.Holder, "round %d (%s): the lease record", i, moment)
+	t.Logf("round %d %-6s (%s): %s took over at term %d; %s, from its pause on: %s", i, moment, mode, o.name, rec.Term, h.name, strings.Join(h.since, "; "))
 }
 
 // signal sends sig to h and, for SIGSTOP, waits until the kernel shows it
@@ -708,11 +708,11 @@ func (r *e2eRun) checkHistory(c *minio.Client) {
 	for i, data := range leases {
 		rec, check := decodeLease(data)
 		require.Empty(t, check, "version %d of the lease record does not decode", i)
-		require.GreaterOrEqual(t, rec.term, prev, "version %d of the lease record: terms never go down", i)
-		if h, ok := holders[rec.term]; ok {
-			require.Equal(t, h, rec.holder, "term %d has two holders", rec.term)
+		require.GreaterOrEqual(t, rec.Term, prev, "version %d of the lease record: terms never go down", i)
+		if h, ok := holders[rec.Term]; ok {
+			require.Equal(t, h, rec.Holder, "term %d has two holders", rec.Term)
 		}
-		holders[rec.term], prev = rec.holder, rec.term
+		holders[rec.Term], prev = rec.Holder, rec.Term
 	}
 	// Every term began with its holder's seal: the term's first epoch,
 	// written by its holder, the payload as it was (none at first).

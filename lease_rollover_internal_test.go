@@ -55,8 +55,8 @@ func TestLeaseRolloverLostReplyKeepsOwnTerm(t *testing.T) {
 	require.NoError(t, err)
 	rec, check := decodeLease(data)
 	require.Empty(t, check)
-	require.Equal(t, "node-a", rec.holder)
-	require.Equal(t, uint64(2), rec.term, "the move to term 2 landed")
+	require.Equal(t, "node-a", rec.Holder)
+	require.Equal(t, uint64(2), rec.Term, "the move to term 2 landed")
 
 	clock.advance(time.Second) // well within the TTL
 	epoch, err := a.Epoch(ctx, "wal", "0")

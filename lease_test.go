@@ -45,7 +45,7 @@ func TestLeaseRecordStrict(t *testing.T) {
 	good := encodeLease("node-a", 7, 1234, inc)
 	r, check := decodeLease(good)
 	require.Empty(t, check)
-	assert.Equal(t, leaseRecord{holder: "node-a", term: 7, expiry: 1234, incarnation: inc}, r)
+	assert.Equal(t, leaseRecord{Holder: "node-a", Term: 7, Expiry: 1234, Incarnation: inc}, r)
 
 	// Format version 1 (no incarnation) still decodes, with none.
 	v1 := append([]byte(nil), good[:leaseV1HeaderSize]...)
@@ -54,7 +54,7 @@ func TestLeaseRecordStrict(t *testing.T) {
 	v1 = binary.BigEndian.AppendUint32(v1, record.CRC32C(v1))
 	r, check = decodeLease(v1)
 	require.Empty(t, check)
-	assert.Equal(t, leaseRecord{holder: "node-a", term: 7, expiry: 1234}, r)
+	assert.Equal(t, leaseRecord{Holder: "node-a", Term: 7, Expiry: 1234}, r)
 
 	flip := func(i int) []byte { return testserver.Flipped(good, i) }
 	cases := map[string]struct {
@@ -228,7 +228,15 @@ func TestLeaseReleaseThenAcquire(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), term, "no clock advance needed after a release")
 
+	// A second Lease value of "b" (a restarted process, or a second one
+	// started under the same name) waits like any contender.
 	restarted := newTestLease(store, "b", clock.now)
+	_, err = restarted.Acquire(ctx)
+	var held *LeaseHeldError
+	require.ErrorAs(t, err, &held, "another value of the holder is refused while the term is unexpired")
+	assert.Equal(t, "b", held.Holder)
+	require.NoError(t, b.Renew(ctx), "the holder keeps its term")
+	require.NoError(t, b.Release(ctx))
 	term, err = restarted.Acquire(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), term)
@@ -261,7 +269,7 @@ func TestLeaseEpochsRollOver(t *testing.T) {
 	require.NoError(t, err)
 	rec, check := decodeLease(data)
 	require.Empty(t, check)
-	assert.Equal(t, uint64(2), rec.term, "the store records the new term")
+	assert.Equal(t, uint64(2), rec.Term, "the store records the new term")
 	require.NoError(t, a.Renew(ctx))
 }
 

@@ -340,6 +340,7 @@ type modelRun struct {
 	blobNames  []string              // in the order they were put
 	lastSettle *writefence.Settlement
 	lastFault  *testserver.Fault
+	horizon    time.Time // the record's collection horizon, as read after the last step
 }
 
 // modelBlob is a blob the model put.
@@ -470,6 +471,12 @@ type stored struct {
 	epoch   uint64 // the header's, of a corrupt record too when it decodes
 	foreign bool   // the header names foreignIdentity
 	rec     modelRecord
+
+	// Of a corrupt record whose header decodes: stream says its
+	// references decode too (Inspect shows them as salvaged, in
+	// salvaged), as they do in a plain record, which holds none.
+	stream   bool
+	salvaged string
 }
 
 func (r *modelRun) read(t *rapid.T) stored {
@@ -478,7 +485,8 @@ func (r *modelRun) read(t *rapid.T) stored {
 	case errors.Is(err, writefence.ErrNotFound):
 		return stored{}
 	case errors.Is(err, writefence.ErrCorrupt):
-		return stored{found: true, version: info.Version, corrupt: true, epoch: info.Epoch, foreign: info.Identity == foreignIdentity}
+		return stored{found: true, version: info.Version, corrupt: true, epoch: info.Epoch, foreign: info.Identity == foreignIdentity,
+			stream: info.Stream, salvaged: recordOf(info, false).blobs}
 	case errors.Is(err, writefence.ErrWire):
 		require.Equal(t, foreignIdentity, info.Identity, "a record of an identity no writer writes")
 		return stored{found: true, version: info.Version, epoch: info.Epoch, foreign: true, rec: recordOf(info, true)}
@@ -497,9 +505,10 @@ func recordOf(info writefence.RecordInfo, foreign bool) modelRecord {
 }
 
 // successor is the record writer writes at epoch over the model's record:
-// a shard of blobs keeps a tenure floor, which a change of writer raises
-// above the recorded epoch; commit makes any shard one of blobs.
-func (r *modelRun) successor(writer string, epoch uint64, payload, blobs string, commit bool) modelRecord {
+// a shard of blobs keeps a tenure floor, which a seal (newTenure) sets to
+// its own epoch and a change of writer raises above the recorded epoch;
+// commit makes any shard one of blobs.
+func (r *modelRun) successor(writer string, epoch uint64, payload, blobs string, commit, newTenure bool) modelRecord {
 	m := modelRecord{epoch: epoch, writer: writer, payload: payload, blobs: blobs}
 	if r.rec.stream || commit {
 		m.stream = true
@@ -509,7 +518,10 @@ func (r *modelRun) successor(writer string, epoch uint64, payload, blobs string,
 			floor = r.rec.epoch
 		}
 		m.since = floor
-		if r.rec.epoch != 0 && r.rec.writer != writer {
+		switch {
+		case newTenure:
+			m.since = epoch
+		case r.rec.epoch != 0 && r.rec.writer != writer:
 			m.since = r.rec.epoch + 1
 		}
 	}
@@ -717,7 +729,8 @@ func (r *modelRun) repeatPush(t *rapid.T) {
 
 func (r *modelRun) doPush(t *rapid.T, p *modelPush, faults faultSet) {
 	r.lastPush = p
-	want := r.successor(p.w.name, p.epoch, p.payload, "", false)
+	// A push replaces the payload alone: the references stay.
+	want := r.successor(p.w.name, p.epoch, p.payload, r.rec.blobs, false, false)
 	answer, alt := r.answer(p.w, want)
 	alt = r.headerRefusal(want, alt)
 	r.write(t, "push", p.w, faults, answer, alt, func(ctx context.Context) (modelRecord, error) {
@@ -747,7 +760,7 @@ func (r *modelRun) update(t *rapid.T) {
 		return nil, errNextRefused
 	}
 	result, nerr := next([]byte(r.rec.payload))
-	want := r.successor(w.name, epoch, string(result), r.rec.blobs, false)
+	want := r.successor(w.name, epoch, string(result), r.rec.blobs, false, false)
 	if nerr != nil {
 		want.payload = "(nothing: next refuses)" // no record can be this update
 	}
@@ -767,7 +780,7 @@ func (r *modelRun) update(t *rapid.T) {
 func (r *modelRun) seal(t *rapid.T) {
 	w := r.drawWriter(t)
 	epoch := r.drawEpoch(t)
-	want := r.successor(w.name, epoch, r.rec.payload, r.rec.blobs, false)
+	want := r.successor(w.name, epoch, r.rec.payload, r.rec.blobs, false, true)
 	answer, alt := r.answer(w, want)
 	alt = r.headerRefusal(want, alt)
 	r.write(t, "seal", w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
@@ -825,6 +838,7 @@ func (r *modelRun) settle(t *rapid.T) {
 	if rapid.IntRange(0, 5).Draw(t, "another version") == 0 {
 		s.Version = "not-the-damage"
 	}
+	s.DropBlobs = rapid.IntRange(0, 3).Draw(t, "drop blobs") == 0
 	r.doSettle(t, s)
 }
 
@@ -841,8 +855,17 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 	r.lastSettle = s
 	cur := r.read(t)
 	want := modelRecord{epoch: s.Epoch, writer: s.Writer, payload: string(s.Payload)}
-	if cur.epoch != 0 && r.rec.stream {
-		want.stream, want.since = true, r.successor(s.Writer, s.Epoch, "", "", false).since
+	// A settle starts a tenure at its epoch; it keeps the references of a
+	// stream's record when they decode, unless told to drop them; with
+	// them dropped over a shard of blobs, the record stays a stream's.
+	refsLost := cur.corrupt && cur.epoch != 0 && r.rec.stream && !cur.stream
+	w := r.writers[0] // the operator's Fence is a writer's: its faults, its brand, its blob store
+	fenceBlobs := r.blobsOK && w.wrapper == nil
+	switch {
+	case s.DropBlobs && (cur.epoch != 0 && r.rec.stream || fenceBlobs):
+		want.stream, want.since = true, s.Epoch
+	case cur.epoch != 0 && r.rec.stream && cur.stream:
+		want.stream, want.since, want.blobs = true, s.Epoch, cur.salvaged
 	}
 	var answer error
 	switch {
@@ -860,10 +883,12 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 		answer = writefence.ErrStaleEpoch
 	case cur.epoch == 0 && s.Floor == 0, s.Epoch <= s.Floor:
 		answer = writefence.ErrInvalidArgument
+	case !s.DropBlobs && (refsLost || cur.epoch == 0 && fenceBlobs && r.hasBlobs(t)):
+		r.counts.add("settle refused: references that cannot be read")
+		answer = writefence.ErrInvalidArgument
 	case s.Epoch <= r.settleLogEpoch(t):
 		answer = writefence.ErrStaleEpoch
 	}
-	w := r.writers[0] // the operator's Fence is a writer's: its faults, its brand
 	var alt error
 	if w.always && r.brandValue != defaults.Identity {
 		alt = writefence.ErrWire
@@ -871,6 +896,21 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 	r.write(t, "settle", w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Settle(ctx, modelPlugin, modelShard, *s)
 	})
+}
+
+// hasBlobs reports whether the shard's blob space holds any blob.
+func (r *modelRun) hasBlobs(t *rapid.T) bool {
+	bs, ok := r.target.store.(writefence.BlobStore)
+	if !ok {
+		return false
+	}
+	found := errors.New("found")
+	err := bs.ListBlobs(context.Background(), r.blobSpace(t), func(writefence.BlobInfo) error { return found })
+	if errors.Is(err, found) {
+		return true
+	}
+	require.NoError(t, err)
+	return false
 }
 
 // settleLogEpoch returns the epoch of the settle log's entry, read from
@@ -921,7 +961,7 @@ func (r *modelRun) latest(t *rapid.T) {
 // record of ours it is refused, and over its own record ours are.
 func (r *modelRun) foreignPush(t *rapid.T) {
 	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: foreignIdentity}
-	want := r.successor("alien", r.drawEpoch(t), "another format", "", false)
+	want := r.successor("alien", r.drawEpoch(t), "another format", "", false, false)
 	want.foreign = true
 	var answer error
 	switch {
@@ -1245,6 +1285,10 @@ func (r *modelRun) check(t *rapid.T) {
 		require.Equal(t, r.rec, got.rec, "the store and the model disagree")
 		r.checkReferenced(t)
 	}
+	r.horizon = time.Time{}
+	if info, err := r.reader.Inspect(context.Background(), modelPlugin, modelShard); err == nil {
+		r.horizon = info.Horizon
+	}
 }
 
 // checkReferenced checks that no blob the recorded manifest references is
@@ -1359,7 +1403,7 @@ func (r *modelRun) commit(t *rapid.T) {
 	for _, b := range added {
 		names = append(names, b.ref.Name)
 	}
-	want := r.successor(w.name, epoch, r.rec.payload, strings.Join(names, ","), true)
+	want := r.successor(w.name, epoch, r.rec.payload, strings.Join(names, ","), true, false)
 	answer, alt := r.answer(w, want)
 	if answer == nil || answer == writefence.ErrWire && !r.rec.foreign {
 		// Decided before the write checks the brand.
@@ -1406,9 +1450,24 @@ func (r *modelRun) refusedBlob(w *modelWriter, epoch, since uint64, added []*mod
 			return errors.ErrUnsupported
 		case b.gone:
 			return writefence.ErrNotFound
+		case !r.horizon.IsZero() && r.createdAt(b).Before(r.horizon):
+			return writefence.ErrNotFound // garbage behind the collection horizon
 		}
 	}
 	return nil
+}
+
+// createdAt is when the store says blob b was created.
+func (r *modelRun) createdAt(b *modelBlob) time.Time {
+	space, err := keys.Blobs(r.prefix, modelPlugin, modelShard)
+	if err != nil {
+		panic(err)
+	}
+	info, err := r.target.store.(writefence.BlobStore).StatBlob(context.Background(), space+b.ref.Name)
+	if err != nil {
+		panic(err)
+	}
+	return info.Modified
 }
 
 // collect runs a collection with a grace long enough that only blobs that
@@ -1435,6 +1494,10 @@ func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 	case r.rec.foreign && !amid:
 		require.ErrorIs(t, err, writefence.ErrWire)
 		return
+	case r.rec.epoch == 0 && !amid:
+		require.ErrorIs(t, err, writefence.ErrNotFound, "a collection of a shard with no record deletes nothing")
+		require.Empty(t, report.Deleted)
+		return
 	case err != nil && amid:
 		return // a damaged or foreign record refuses the commit anyway
 	}
@@ -1453,13 +1516,20 @@ func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 		committable := r.rec.epoch == 0 || !(b.epoch < floor || b.writer != r.rec.writer && b.epoch <= r.rec.epoch)
 		switch {
 		case b.gone || r.referenced(name):
-		case !committable:
+		case !committable, !r.horizon.IsZero() && r.createdAt(b).Before(r.horizon):
 			want = append(want, name)
 		case grace < time.Second && time.Since(b.at) < 2*r.target.clockStep:
 			maybe = append(maybe, name)
 		case grace < time.Second:
 			want = append(want, name)
 		}
+	}
+	if info, err := r.reader.Inspect(context.Background(), modelPlugin, modelShard); err == nil && info.Stream && !r.rec.stream {
+		// Collect raised the horizon of a plain record, which made it a
+		// stream's, its floor its epoch, as a plain record's floor is.
+		r.counts.add("collect: a plain record became a stream's")
+		require.Equal(t, r.rec.epoch, info.Since)
+		r.rec.stream, r.rec.since = true, r.rec.epoch
 	}
 	space := r.blobSpace(t)
 	for _, d := range report.Deleted {

@@ -7,12 +7,21 @@ import (
 	"time"
 )
 
-// WriteEvent is what a Fence's Observer sees of a write: of a record (Op
-// "push", "update", "seal", "settle", and "settle log" for the settle's
-// log), of a lease ("lease acquire", "lease renew", "lease release") or of
-// the brand ("brand claim"). Every write goes through one engine, and the
-// engine reports each once, when it ends. What happened is told by Err,
-// tested like the error the call returns:
+// WriteEvent is what a Fence's Observer sees of a write. Op names it:
+//
+//   - "push", "update", "commit", "seal": a writer's write of a record
+//     (Push and PushFrom, Update, Commit, Seal);
+//   - "settle" and "settle log": an operator's Settle, and its entry in the
+//     shard's settle log;
+//   - "blob": PutBlob's upload of a new blob;
+//   - "collect": Collect's write of a record's collection horizon;
+//   - "lease acquire", "lease renew", "lease release", "lease settle": a
+//     Lease's writes of its record;
+//   - "brand claim": ClaimBrand, and the claim of BrandClaim.
+//
+// The engine reports each write once, when it ends, and every race it
+// lost and retried before that. What happened is told by Err, tested like
+// the error the call returns:
 //
 //   - nil: the key holds this write (written now, or found already
 //     written);
@@ -22,7 +31,8 @@ import (
 //   - ErrStaleEpoch, ErrWire, ErrCorrupt, ErrUntrustedStore, ErrLeaseHeld,
 //     ErrLeaseLost, ErrConflict (every attempt lost): refused, nothing
 //     written;
-//   - ErrOutcomeUnknown: the write's outcome could not be learned;
+//   - ErrOutcomeUnknown: the write's outcome could not be learned; it
+//     never also matches ErrConflict or a refusal;
 //   - anything else: a failure (network, auth, ctx).
 //
 // Outcome names each case in one word.

@@ -3,7 +3,9 @@ package writefence
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -17,9 +19,10 @@ type RecordInfo struct {
 	Epoch    uint64    // the recorded epoch
 	Writer   string    // the writer of the record
 	Payload  []byte    // the payload
-	Blobs    []BlobRef // the blobs it references (see Commit)
+	Blobs    []BlobRef // the blobs it references (see Commit), also of a corrupt record whose references decode
 	Since    uint64    // the epoch its writer's tenure began (see Commit); 0 in a record of no stream
-	Stream   bool      // a stream's record (format version 3), as every later record of the shard is
+	Horizon  time.Time // the collection horizon, by the blob store's clock (see Collect); zero when none
+	Stream   bool      // a stream's record (format version 3 or 4), as every later record of the shard is
 }
 
 // floor is the tenure floor Commit and Collect apply over the record (see
@@ -31,6 +34,15 @@ func (i RecordInfo) floor() uint64 {
 	return i.Epoch
 }
 
+// horizon is the record's collection horizon in Unix nanoseconds, 0 for
+// none.
+func (i RecordInfo) horizon() int64 {
+	if i.Horizon.IsZero() {
+		return 0
+	}
+	return i.Horizon.UnixNano()
+}
+
 // Inspect reads the record of (plugin, shard) once and describes it, with
 // the version of exactly the bytes it decoded: what an operator looks at
 // before settling. It is Latest with the detail an operator needs: the same
@@ -38,8 +50,10 @@ func (i RecordInfo) floor() uint64 {
 // read allowed: on ErrCorrupt, Key and Version (the version Settle needs),
 // and Identity, Epoch and Writer when the record's header still decodes
 // (only a check after it failed, such as the payload checksum or the
-// store's own check of damage in place); on ErrWire, the whole record
-// decoded under the identity it carries.
+// store's own check of damage in place), and Blobs when the references
+// after the header decode and match their checksum too (what a settle
+// keeps); on ErrWire, the whole record decoded under the identity it
+// carries.
 func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
 	key, err := f.key(plugin, shard)
 	if err != nil {
@@ -49,7 +63,7 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 		return RecordInfo{Key: key}, err
 	}
 	info := RecordInfo{Key: key}
-	s, err := f.readKey(ctx, key, false)
+	s, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, key, false) })
 	if err != nil {
 		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), err)
 	}
@@ -64,10 +78,14 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 		info.Identity, info.Epoch, info.Writer = st.h.Identity, st.h.Epoch, st.h.Writer
 	}
 	if st.corrupt != nil {
+		if st.h.Epoch != 0 && st.salvagedKnown {
+			info.Blobs, info.Since, info.Stream = st.salvaged, st.h.Since, st.h.Stream()
+			info.Horizon = horizonTime(st.h.Horizon)
+		}
 		return info, st.corrupt
 	}
 	info.Payload, info.Blobs, info.Since = st.body.Payload, st.body.Refs, st.body.Since
-	info.Stream = st.body.Stream
+	info.Stream, info.Horizon = st.body.Stream, horizonTime(st.body.Horizon)
 	return info, f.checkIdentity(key, st.h)
 }
 
@@ -91,6 +109,25 @@ type Settlement struct {
 	// that the store holds no epoch to compare Epoch with; zero means
 	// none is asserted.
 	Floor uint64
+
+	// DropBlobs settles a stream's record without the blobs it
+	// references. Without it, the settled record keeps the references of
+	// the corrupt one when they still decode (RecordInfo.Blobs, as Inspect
+	// shows them), and Settle refuses, writing nothing, when they may
+	// exist but cannot be read: the corrupt record is a stream's and its
+	// references are damaged, or not even its header decodes and the
+	// shard has blobs. With it, every blob of the shard that the settled
+	// record does not reference is garbage from then on (its collection
+	// horizon is the blob store's time), and Collect deletes it.
+	DropBlobs bool
+}
+
+// horizonTime is a record's collection horizon as a time; zero for none.
+func horizonTime(h int64) time.Time {
+	if h == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, h)
 }
 
 // Settle replaces the corrupt record of (plugin, shard) with a fresh record
@@ -145,9 +182,29 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 		return keyErr(err)
 	}
 	st := &settle{f: f, key: u.key, logKey: logKey, s: s}
-	_, err = f.run(ctx, &change{op: opSettle, key: u.key, writer: s.Writer, epoch: s.Epoch, branded: true,
-		decide: func(snap *snapshot) ([][]byte, bool, error) { return st.decide(ctx, snap) }})
-	f.forget(u.key)
+	if err := st.blobs(ctx, plugin, shard); err != nil {
+		return err
+	}
+	defer f.forget(u.key)
+	// The guards and the record as it stands first: a settle they refuse
+	// enters nothing in the log, and the Observer sees it refused as a
+	// settle. Then two runs of the engine: the log entry, then the record,
+	// which checks the record again.
+	c := &change{op: opSettle, key: u.key, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decide}
+	if err := f.guarded(ctx, c); err != nil {
+		return err
+	}
+	snap, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, u.key, false) })
+	if err != nil {
+		return fmt.Errorf("writefence: settle %s: read: %w", esc(u.key), err)
+	}
+	if _, done, err := st.decide(snap); err != nil || done {
+		return err
+	}
+	if _, err := f.run(ctx, &change{op: opSettleLog, key: logKey, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decideLog}); err != nil {
+		return err
+	}
+	_, err = f.run(ctx, c)
 	return err
 }
 
@@ -158,20 +215,43 @@ type settle struct {
 	logKey string
 	s      Settlement
 
-	// tried is set once this call wrote the settle's log entry, entered
-	// once the write is known to have landed.
-	tried, entered bool
+	// tried is set once this call wrote the settle's log entry: an entry
+	// found equal to it is then this call's, whose reply was lost.
+	tried bool
+
+	// hasBlobs: the shard's blob space holds a blob, when the Fence has a
+	// blob store. horizon: with DropBlobs, the blob store's time, which
+	// the settled record carries as its collection horizon.
+	hasBlobs bool
+	horizon  int64
 }
 
-// enter enters the settle in the log, through the engine, right before the
-// record is written: only a settle that passed every check of the record
-// is entered.
-func (st *settle) enter(ctx context.Context) error {
-	_, err := st.f.run(ctx, &change{op: opSettleLog, key: st.logKey, writer: st.s.Writer, epoch: st.s.Epoch, branded: true, decide: st.decideLog})
-	if err == nil {
-		st.entered = true
+// blobs learns what a settle needs of the shard's blobs before it reads
+// the record: with DropBlobs the blob store's time, else whether the
+// shard has any blob at all. A Fence with no blob store has none.
+func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
+	bs, err := st.f.blobs()
+	if err != nil {
+		return nil
 	}
-	return err
+	if st.s.DropBlobs {
+		now, err := st.f.blobClock(ctx, bs)
+		st.horizon = now.UnixNano()
+		return err
+	}
+	space, err := keys.Blobs(st.f.Prefix, plugin, shard)
+	if err != nil {
+		return keyErr(err)
+	}
+	errFound := errors.New("found")
+	err = bs.ListBlobs(ctx, space, func(BlobInfo) error { return errFound })
+	switch {
+	case errors.Is(err, errFound):
+		st.hasBlobs = true
+	case err != nil && !onlyDamage(err):
+		return fmt.Errorf("writefence: settle: list the blobs of %s: %w", esc(space), err)
+	}
+	return nil
 }
 
 // decideLog enters the settle in the log: a record of the settle's epoch
@@ -197,17 +277,17 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 }
 
 // decide applies Settle's rules to the record: it must still be corrupt at
-// exactly the version the operator saw, and the settle must not lower an
-// epoch the damage left readable. Once every check passed, it enters the
-// settle in the log before the record is written.
-func (st *settle) decide(ctx context.Context, s *snapshot) ([][]byte, bool, error) {
+// exactly the version the operator saw, the settle must not lower an
+// epoch the damage left readable, and it must not drop references it
+// cannot read unless told to.
+func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 	rec := decodeSnapshot(st.key, s)
 	h := rec.h
 	switch {
 	case !rec.found:
 		return nil, false, fmt.Errorf("writefence: settle %s: %w", esc(st.key), ErrNotFound)
 	case rec.corrupt == nil:
-		if h.Identity == st.f.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) && len(rec.body.Refs) == 0 {
+		if h.Identity == st.f.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) {
 			return nil, true, nil
 		}
 		return nil, false, invalidArg("version", "the record at %s decodes: nothing to settle", esc(st.key))
@@ -222,19 +302,24 @@ func (st *settle) decide(ctx context.Context, s *snapshot) ([][]byte, bool, erro
 		return nil, false, invalidArg("floor", "not even the header of the corrupt record at %s can be read (%s), so the store holds no epoch to stay above: state the highest epoch ever granted for the shard", esc(st.key), rec.corrupt.Check)
 	case st.s.Epoch <= st.s.Floor:
 		return nil, false, invalidArg("epoch", "%d is not above the floor %d", st.s.Epoch, st.s.Floor)
+	case st.s.DropBlobs:
+	case h.Epoch != 0 && h.Stream() && !rec.salvagedKnown:
+		return nil, false, invalidArg("blobs", "the references of the corrupt record at %s do not decode (%s): settling would drop every blob it references; set DropBlobs (writefence settle -drop-blobs) to settle without them", esc(st.key), rec.corrupt.Check)
+	case h.Epoch == 0 && st.hasBlobs:
+		return nil, false, invalidArg("blobs", "not even the header of the corrupt record at %s can be read (%s) and the shard has blobs, which it may reference: set DropBlobs (writefence settle -drop-blobs) to settle without them", esc(st.key), rec.corrupt.Check)
 	}
-	if !st.entered {
-		if err := st.enter(ctx); err != nil {
-			return nil, false, err
-		}
-	}
-	// A shard of blobs keeps its tenure floor rising: above the damaged
-	// record's epoch when its header decodes. When it does not, the record
-	// carries none; the settle's writer differs from the stream's writers,
-	// so their next commit starts a tenure above the settle's epoch anyway.
+	// A settle starts a tenure at its own epoch, as a seal does: no blob
+	// written before it can be newly committed after it. A stream's record
+	// stays one, with its references and horizon unless dropped.
 	body := record.Body{Payload: st.s.Payload}
-	if h.Version == record.StreamVersion {
-		body.Stream, body.Since = true, since(st.s.Writer, h.Writer, h.Epoch, h.Since)
+	switch {
+	case st.s.DropBlobs && (h.Stream() || st.horizon != 0):
+		body.Stream, body.Since, body.Horizon = true, st.s.Epoch, max(h.Horizon, st.horizon)
+	case h.Stream():
+		body.Stream, body.Since, body.Horizon, body.Refs = true, st.s.Epoch, h.Horizon, rec.salvaged
+	}
+	if err := st.f.checkBody(body.Payload, body.Refs); err != nil {
+		return nil, false, err
 	}
 	return record.Encode(st.f.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
 }

@@ -10,6 +10,11 @@ type recorded struct {
 	h       record.Header // the decoded header; h.Epoch is 0 when it did not decode
 	body    record.Body   // the payload, references and tenure floor, on a whole read of a sound record
 	corrupt *CorruptError // set when the record, or the store's own check, failed
+
+	// Of a corrupt record: its references, when its header and references
+	// decode whatever failed after them (see record.SalvageRefs).
+	salvaged      []BlobRef
+	salvagedKnown bool
 }
 
 // decodeSnapshot decodes what a read of the record at key found. A whole
@@ -32,6 +37,7 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 			st.h = h
 		}
 		st.corrupt = s.damage
+		st.salvaged, st.salvagedKnown = record.SalvageRefs(s.damage.Head)
 		return st
 	case s.whole:
 		st.h, st.body, check = record.Decode(s.data)
@@ -48,6 +54,7 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 	}
 	if check != "" {
 		st.corrupt = &CorruptError{Key: key, Version: s.version, Check: check}
+		st.salvaged, st.salvagedKnown = record.SalvageRefs(s.data)
 	}
 	return st
 }

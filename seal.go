@@ -10,10 +10,14 @@ import "context"
 // Seal is Update with a function that returns the recorded payload as it
 // is. It reads the whole record and writes, in one write conditioned on
 // the version it read, a new record in its place: the Fence's identity,
-// this epoch and writer, and the recorded payload and blob references byte
-// for byte. A stream's record stays a stream's, and when writer is not the
-// recorded writer its tenure floor becomes the recorded epoch plus one (see
-// RecordInfo.Since); a plain record stays plain. A push landing in between
+// this epoch and writer, and the recorded payload, blob references and
+// collection horizon byte for byte. A stream's record stays a stream's,
+// and a seal starts a new tenure at its own epoch (RecordInfo.Since
+// becomes epoch), whoever wrote the record before: no blob written at an
+// epoch below the seal's can be newly committed after it, so a previous
+// incarnation of the same writer name (a restarted process, an earlier
+// lease term of the same holder) is fenced off the shard's blobs as well
+// as its record. A plain record stays plain. A push landing in between
 // makes the write conflict, and Seal decides again on a fresh read. A
 // shard never pushed is sealed with a plain record of an empty payload and
 // no blob references: leaving it absent would let a deposed writer create
@@ -24,13 +28,15 @@ import "context"
 // The rules are Update's: a corrupt record (ErrCorrupt) or one of another
 // identity (ErrWire) refuses without writing, and an epoch not greater than
 // the recorded one returns a *StaleEpochError (ErrStaleEpoch), unless the
-// record already is this seal (same epoch and writer), when Seal returns
-// nil: retrying a seal whose reply was lost succeeds.
+// record already is this seal (same epoch and writer, and of a stream's
+// record the tenure beginning at this epoch), when Seal returns nil:
+// retrying a seal whose reply was lost succeeds.
 func (f *Fence) Seal(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
 	u, err := f.newUpdate(opSeal, plugin, shard, writer, epoch)
 	if err != nil {
 		return err
 	}
 	u.next = func(current Manifest) (Manifest, error) { return current, nil }
+	u.newTenure = true
 	return f.runUpdate(ctx, u)
 }

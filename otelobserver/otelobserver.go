@@ -23,8 +23,9 @@
 //
 // The attributes:
 //
-//	writefence.op           the write: push, update, seal, settle, settle log, lease acquire,
-//	                        lease renew, lease release, brand claim (WriteEvent.Op)
+//	writefence.op           the write: push, update, commit, seal, settle, settle log, blob,
+//	                        collect, lease acquire, lease renew, lease release, lease settle,
+//	                        brand claim (WriteEvent.Op)
 //	writefence.outcome      landed, untrusted, unknown, wire, corrupt, stale, lease, conflict,
 //	                        failed (WriteEvent.Outcome)
 //	writefence.probe.check  the probe check the store failed (writefence.ProbeError.Check)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/overwrite"
 )
 
 // refusedAtWrite reports whether err is a store's refusal, at write time,
@@ -45,13 +46,13 @@ func testGetTooLarge(t *testing.T, sc *scope) {
 
 	if key, data, v, ok := write("at-limit", limit); ok {
 		wantContent(t, sc.s, key, data, v)
-		prefix, size, pv, err := writefence.GetPrefix(ctx, sc.s, key, overwritePrefix)
+		prefix, size, pv, err := writefence.GetPrefix(ctx, sc.s, key, overwrite.PrefixLen)
 		switch {
 		case err != nil:
-			t.Errorf("GetPrefix(%q, %d) of an object of exactly the read limit, %d bytes: %v", key, overwritePrefix, limit, err)
-		case string(prefix) != string(data[:overwritePrefix]) || size != limit || pv != v:
+			t.Errorf("GetPrefix(%q, %d) of an object of exactly the read limit, %d bytes: %v", key, overwrite.PrefixLen, limit, err)
+		case string(prefix) != string(data[:overwrite.PrefixLen]) || size != limit || pv != v:
 			t.Errorf("GetPrefix(%q, %d) returned %s, size %d, version %q; want %s, size %d, version %q",
-				key, overwritePrefix, describe(prefix), size, pv, describe(data[:overwritePrefix]), limit, v)
+				key, overwrite.PrefixLen, describe(prefix), size, pv, describe(data[:overwrite.PrefixLen]), limit, v)
 		}
 	}
 

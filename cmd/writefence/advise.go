@@ -42,6 +42,8 @@ func advise(err error, inv *invocation) error {
 	where := inv.where()
 	var timeout interface{ Timeout() bool } // net.Error's, without the net package
 	switch {
+	case errors.Is(err, context.Canceled):
+		return interrupted(err, inv)
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &timeout) && timeout.Timeout()):
 		t := "its -timeout"
 		if inv.timeout > 0 {

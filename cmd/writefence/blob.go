@@ -69,6 +69,9 @@ type blobPutResult struct {
 
 func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 	w := addWriterFlags(fs, inv, 0, "that writes the blob, as its commit will name it")
+	w.addCreateFlag(fs)
+	w.addBlobsFlag(fs)
+	brand := addBrandFlag(fs)
 	file := fs.String("file", "-", "the blob's `file`; - reads stdin")
 	empty := fs.Bool("empty", false, "accept an empty blob (without it 0 bytes are refused)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
@@ -95,7 +98,10 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 		}
 		plugin, shard := args[0], args[1]
 		return w.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence := &writefence.Fence{Store: s.store, Prefix: w.prefix}
+			fence, err := w.writeFence(ctx, s, "", *brand)
+			if err != nil {
+				return o.fail(err)
+			}
 			ref, err := fence.PutBlob(ctx, plugin, shard, w.writer, uint64(w.epoch), br)
 			if err != nil {
 				return o.fail(blobError(err))
@@ -158,6 +164,7 @@ type blobGetResult struct {
 
 func defineBlobGet(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, 0)
+	sf.addBlobsFlag(fs)
 	identity := fs.String("identity", "", "wire `identity` the manifest must carry (default "+defaults.Identity+")")
 	out := fs.String("out", "", "write the blob to this `file`, only once all of it matched (default stdout)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
@@ -180,7 +187,7 @@ func defineBlobGet(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: blob %s: not a name blob put writes; want the name, or the whole name:size:crc reference", escape.String(name)))
 		}
 		return sf.withStore(ctx, o, true, func(ctx context.Context, s *opened) int {
-			fence := &writefence.Fence{Store: s.store, Prefix: sf.prefix, Identity: *identity}
+			fence := sf.newFence(s, *identity)
 			rc, ref, err := fence.OpenBlob(ctx, plugin, shard, name)
 			if err != nil {
 				return o.fail(blobError(err))
@@ -274,5 +281,6 @@ func blobError(err error) error {
 	if !errors.Is(err, errors.ErrUnsupported) {
 		return err
 	}
-	return &advisedError{err, "blob put, blob get, gc and commit -add need a store that holds blobs"}
+	return &advisedError{err, "blob put, blob get, gc and commit -add need a store that holds blobs (s3://, gs://, file://): " +
+		"give -blobs ADDRESS (or $WRITEFENCE_BLOBS) naming one, and the records stay in -store"}
 }

@@ -46,6 +46,7 @@ type brandResult struct {
 
 func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, defaultTimeout)
+	sf.addCreateFlag(fs)
 	identity := fs.String("identity", "", "wire `identity` the brand must hold (default "+defaults.Identity+")")
 	force := fs.Bool("force", false, "install: brand the store even if it holds records of another identity")
 	return func(ctx context.Context, inv *invocation, args []string) int {

@@ -52,10 +52,11 @@ func jsonOf(t *testing.T, r result) map[string]any {
 	return m
 }
 
-// fileStore returns the address of a fresh directory store.
+// fileStore returns the address of a fresh directory store, created
+// empty: writes never create one without -create.
 func fileStore(t *testing.T) string {
 	t.Helper()
-	return (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "store")}).String()
+	return emptyStore(t)
 }
 
 // emptyStore returns the address of a fresh directory store that exists

@@ -72,6 +72,9 @@ type commitResult struct {
 
 func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 	w := addWriterFlags(fs, inv, defaultTimeout, "recorded with the manifest")
+	w.addCreateFlag(fs)
+	w.addBlobsFlag(fs)
+	brand := addBrandFlag(fs)
 	identity := fs.String("identity", "", "wire `identity` of the manifest (default "+defaults.Identity+")")
 	var adds []writefence.BlobRef
 	fs.Func("add", "reference the blob `name:size:crc`, as blob put printed it (repeatable)", func(s string) error {
@@ -115,9 +118,12 @@ func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 		}
 		plugin, shard := args[0], args[1]
 		return w.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence := &writefence.Fence{Store: s.store, Prefix: w.prefix, Identity: *identity}
+			fence, err := w.writeFence(ctx, s, *identity, *brand)
+			if err != nil {
+				return o.fail(err)
+			}
 			var last edit // the edit of the manifest that was written
-			err := fence.Commit(ctx, plugin, shard, w.writer, uint64(w.epoch), func(m writefence.Manifest) (writefence.Manifest, error) {
+			err = fence.Commit(ctx, plugin, shard, w.writer, uint64(w.epoch), func(m writefence.Manifest) (writefence.Manifest, error) {
 				e, err := apply(m, payload, *keep, adds, drops)
 				if err == nil {
 					last = e

@@ -148,7 +148,10 @@ func defineExec(fs *flag.FlagSet, inv *invocation) action {
 	addr := fs.String("store", inv.store, "store `address` (default $WRITEFENCE_STORE, else the state directory)")
 	var prefix string
 	fs.Var((*prefixValue)(&prefix), "prefix", "key `prefix`, a directory: myapp means myapp/ (default "+keys.DefaultPrefix+")")
-	wait := fs.Duration("timeout", 0, "give up waiting for the lease after this long (0: wait as long as it takes)")
+	var wait time.Duration
+	fs.Var((*durationValue)(&wait), "timeout", "give up waiting for the lease after this `duration` (0: wait as long as it takes)")
+	create := fs.Bool("create", false, "create the store (a directory, bucket, table or container) if it does not exist, as init does")
+	brand := addBrandFlag(fs)
 	name := fs.String("lease", "", "`name` of the lease (required)")
 	holder := fs.String("holder", "", "`name` of this supervisor: the lease's holder, and the writer of the seals and of the program's pushes; unique among the contenders (required)")
 	ttl := fs.Duration("ttl", defaultExecTTL, "the lease's TTL: how long a contender waits after the last renewal of a holder that stopped")
@@ -166,7 +169,7 @@ func defineExec(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(err)
 		}
 		argv := args[inv.dash:]
-		p := policy{ttl: *ttl, grace: *ttl / 8, restart: *restart, wait: *wait}
+		p := policy{ttl: *ttl, grace: *ttl / 8, restart: *restart, wait: wait}
 		if grace.set {
 			p.grace = grace.d
 		}
@@ -179,8 +182,6 @@ func defineExec(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence exec: -ttl %v: want %v at least", *ttl, minExecTTL))
 		case p.grace < 0 || p.grace > p.margin():
 			return o.fail(usagef("writefence exec: -grace %v: want 0 to -ttl/8 (%v); raise -ttl for a longer grace", p.grace, p.margin()))
-		case *wait < 0:
-			return o.fail(usagef("writefence exec: -timeout %v: want 0 or more", *wait))
 		}
 		path, code, err := lookProgram(argv[0])
 		if err != nil {
@@ -188,7 +189,8 @@ func defineExec(fs *flag.FlagSet, inv *invocation) action {
 			return code
 		}
 
-		address, err := storeAddress(*addr)
+		sf := &storeFlags{inv: inv, addr: *addr, prefix: prefix, create: *create}
+		address, err := storeAddress(sf.addr)
 		if err != nil {
 			return o.fail(err)
 		}
@@ -198,7 +200,13 @@ func defineExec(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(err)
 		}
 		defer s.close()
-		fence := &writefence.Fence{Store: s.store, Prefix: prefix, Identity: *identity}
+		if _, err := sf.prepare(ctx, s, false); err != nil {
+			return o.fail(err)
+		}
+		fence, err := sf.writeFence(ctx, s, *identity, *brand)
+		if err != nil {
+			return o.fail(err)
+		}
 		env := execEnv(os.Environ(), map[string]string{
 			envStore:  address,
 			envPrefix: cmp.Or(prefix, keys.DefaultPrefix),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -434,7 +435,18 @@ func TestExecUsage(t *testing.T) {
 		assert.Contains(t, r.stderr, c.says, "%v", c.args)
 	}
 	assert.Equal(t, exitUsage, wf(t, "-json", "exec", "-lease", "wal", "-holder", "a", "--", "true").code, "exec prints no JSON")
-	r := wf(t, "latest", "-store", addr, "wal", "0")
+
+	// A store that does not exist is refused, as every command that writes
+	// refuses it, unless -create is given.
+	missing := (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "missing")}).String()
+	r := wf(t, "exec", "-store", missing, "-lease", "wal", "-holder", "a", "--", "true")
+	assert.Equal(t, exitError, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "-create")
+	c := wfCommand(t, "", "exec", "-store", missing, "-create", "-lease", "wal", "-holder", "a", "--", "true")
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "term 1 released")
+	r = wf(t, "latest", "-store", addr, "wal", "0")
 	assert.NotEqual(t, exitOK, r.code, "nothing was sealed: %s", r)
 }
 

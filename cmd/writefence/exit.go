@@ -25,6 +25,7 @@ const (
 	exitUnknown   = 8
 	exitUntrusted = 9
 	exitViolation = 10
+	exitAtRisk    = 11
 	// exitInterrupted follows the shell's 128+SIGINT, for SIGTERM too: the
 	// command stopped because it was asked to, not because the store failed.
 	exitInterrupted = 130
@@ -53,6 +54,7 @@ var outcomes = []outcome{
 	{exitInterrupted, "interrupted", is(context.Canceled), "interrupted: SIGINT or SIGTERM stopped the command (a write in flight may have landed: run latest)"},
 	{exitUsage, "usage", isUsage, "usage: a bad flag, argument or store address"},
 	{exitViolation, "violation", is(errViolation), "violation: two writers landed one epoch, or the record disagrees with the winner"},
+	{exitAtRisk, "at_risk", is(errAtRisk), "at risk: doctor found a store setting that can lose a record or an acknowledged write"},
 	{exitError, "error", func(error) bool { return true }, "any other error (network, authentication, a refused settle, a failed write to stdout)"},
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -47,8 +49,10 @@ may delete more (blobs age, tenures advance), never a blob referenced then.
 gc is safe to run from many processes at once.
 
 Refused, deleting nothing: a corrupt manifest (exit 6), one of another wire
-identity (exit 5), a store that holds no blobs (exit 1, with the reason).
-A shard never written has no manifest: only -grace applies.
+identity (exit 5), a store that holds no blobs (exit 1, with the reason;
+-blobs names another store for them). A shard that holds no record and no
+blob, such as a mistyped name, is not found (exit 3). A shard with blobs
+but no record has no manifest: only -grace applies.
 
 examples:
   writefence gc -store file:///tmp/wf -dry-run wal shard-0
@@ -83,8 +87,11 @@ type gcSummary struct {
 
 func defineGC(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, 10*time.Minute)
+	sf.addBlobsFlag(fs)
 	identity := fs.String("identity", "", "wire `identity` the manifest must carry (default "+defaults.Identity+")")
-	grace := fs.Duration("grace", 24*time.Hour, "delete an unreferenced blob of the current tenure only once it is older than this, by the store's clock")
+	grace := new(time.Duration)
+	*grace = 24 * time.Hour
+	fs.Var((*durationValue)(grace), "grace", "delete an unreferenced blob of the current tenure only once it is older than this `duration`, by the store's clock")
 	dryRun := fs.Bool("dry-run", false, "delete nothing; list what would be deleted")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
@@ -93,7 +100,7 @@ func defineGC(fs *flag.FlagSet, inv *invocation) action {
 		}
 		plugin, shard := args[0], args[1]
 		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence := &writefence.Fence{Store: s.store, Prefix: sf.prefix, Identity: *identity}
+			fence := sf.newFence(s, *identity)
 			report, err := fence.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: *grace, DryRun: *dryRun})
 			// Collect refuses names the key space cannot hold before it
 			// finds any blob.
@@ -139,6 +146,15 @@ func defineGC(fs *flag.FlagSet, inv *invocation) action {
 			}
 			if err != nil {
 				return o.fail(blobError(err))
+			}
+			if len(blobs) == 0 {
+				// Nothing found: a shard that holds no blobs, or none at
+				// all, such as a mistyped name, which must not pass for a
+				// clean shard.
+				if _, err := fence.Inspect(ctx, plugin, shard); errors.Is(err, writefence.ErrNotFound) {
+					return o.fail(fmt.Errorf("writefence: gc: shard %s of plugin %s holds no record and no blob under -prefix %s: check the names (writefence ls lists the shards): %w",
+						escape.String(shard), escape.String(plugin), escape.String(prefixOf(sf.prefix)), writefence.ErrNotFound))
+				}
 			}
 			if sf.json {
 				o.emit(sum)

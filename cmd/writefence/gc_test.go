@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -78,9 +79,13 @@ func TestGC(t *testing.T) {
 // is older than -grace by the store's clock (the test's), then deleted.
 func TestGCGrace(t *testing.T) {
 	addr, _, clock := sharedMem(t)
+	stdin = strings.NewReader("a's record")
+	t.Cleanup(func() { stdin = os.Stdin })
+	r := wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
 	ref := put(t, addr, "a", "1", "fresh")
 	row := func(action, reason string) string { return action + "\t" + nameOf(ref) + "\t5\t" + reason + "\n" }
-	r := wf(t, "gc", "-grace", "1h", "-store", addr, "wal", "s")
+	r = wf(t, "gc", "-grace", "1h", "-store", addr, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, row("kept", "grace"), r.stdout)
 

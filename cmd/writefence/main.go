@@ -13,7 +13,7 @@
 // Commands:
 //
 //	latest  <plugin> <shard>          a shard's epoch, writer, identity, payload size, blobs, tenure floor and version token
-//	ls      [plugin]                  every shard under the prefix: plugin, shard, epoch, writer, status, blobs, bytes, tenure floor
+//	ls      [plugin]                  every shard under the prefix, with a header: plugin, shard, epoch, writer, status, blobs, bytes, tenure floor; then the leases
 //	push    <plugin> <shard>          push a file or stdin at an epoch (-writer, -epoch, -file)
 //	blob put <plugin> <shard>         stream a file or stdin into a new blob and print its reference (-writer, -epoch, -file)
 //	blob get <plugin> <shard> <name>  write a blob the manifest references to stdout or -out, checked against its reference
@@ -22,10 +22,16 @@
 //	brand   claim|verify|install      hold the store's brand key (-identity)
 //	probe                             prove that the store's conditional write is real
 //	race                              race N writers over M rounds on a scratch shard, check one lands per round
+//	doctor                            read the store's settings that can lose a record or an acknowledged write, with the fix for each
+//	policy s3                         print an S3 bucket policy that refuses unconditional writes and deletes of records (-bucket, -prefix)
 //	settle  <plugin> <shard>          overwrite a corrupt record, only with -confirm-version of exactly that record
 //	demo                              race writers on the in-memory store and show what the fence does
 //	exec    [plugin/shard] -- prog    hold a lease, seal the shards, run prog while it is held, its pushes fenced at its term
 //	version                           the module version and VCS revision the command was built from
+//	init                              create the store's directory, bucket, table or container if it does not exist
+//	seal    <plugin> <shard>          raise a shard's recorded epoch without changing its payload (-writer, -epoch)
+//	lease show <name>                 a lease's holder, term, expiry and version
+//	lease release <name>              release a lease for a holder that is gone (-holder)
 //
 // Run "writefence help <command>" for a command's flags and examples.
 //
@@ -59,10 +65,28 @@
 //
 // Quote an address that holds ? or & in the shell: unquoted, & ends the
 // command and runs it in the background without the rest of the address.
-// Commands that only read (latest, ls, brand verify) never create a store:
-// on a directory that holds none they say so and exit 1, and they read a
-// directory store without its lock, so a user who may read it but not write
-// it can. Only a write creates a directory store; file:/// is refused.
+//
+// A store that does not exist (a directory that holds none, a bucket, table
+// or container that is missing) is refused by every command, exit 1,
+// naming "writefence init", which creates it; a command that writes creates
+// it with -create instead. So a mistyped address never becomes a new store
+// in which any epoch lands. Commands that only read (latest, ls, brand
+// verify, lease show) never create a store, and read a directory store
+// without its lock, so a user who may read it but not write it can;
+// file:/// is refused. Before its first request a command checks that the
+// store answers: an address where nothing listens fails at once, and so
+// does a Valkey address with wait=N whose server has fewer than N replicas
+// online, or a cluster node under valkey:// rather than valkey+cluster://.
+//
+// -blobs ADDR (or $WRITEFENCE_BLOBS) keeps the blobs (blob put, blob get,
+// commit, gc, ls) in another store than the records, under the same
+// prefix: records in DynamoDB, etcd, PostgreSQL, Azure Blob or Valkey,
+// blobs in S3, Cloud Storage or a directory.
+//
+// A command that writes checks the store's brand first: a brand that is
+// installed (brand install) must hold the command's -identity, else exit 5;
+// -brand verify also refuses a store without a brand, -brand claim brands an
+// empty one, -brand none checks none.
 //
 // Without -store the command uses $WRITEFENCE_STORE, and without that the
 // directory $XDG_STATE_HOME/writefence (~/.local/state/writefence when
@@ -100,6 +124,7 @@
 //	8   outcome unknown: a write was sent but its result could not be learned
 //	9   untrusted store: the probe saw the store ignore a precondition
 //	10  violation: race or demo saw two writers land one epoch, or a record that disagrees with the winner
+//	11  at risk: doctor found a store setting that can lose a record or an acknowledged write
 //	130 interrupted: SIGINT or SIGTERM stopped the command (a write in flight may have landed)
 //
 // exec exits with its program's status, or 75 when it stopped the program
@@ -183,11 +208,14 @@ func init() {
 		brandCommand,
 		probeCommand,
 		raceCommand,
+		doctorCommand,
+		policyS3Command,
 		settleCommand,
 		demoCommand,
 		execCommand,
 		versionCommand,
 	}
+	commands = append(commands, storeCommands...)
 }
 
 func main() {
@@ -439,8 +467,12 @@ func groupVerbs(word string, group []*command) string {
 // groupHelp lists the commands of a group, for "writefence help blob".
 func groupHelp(w io.Writer, word string, group []*command) {
 	fmt.Fprintf(w, "usage: writefence %s %s [flags] [args]\n\ncommands:\n", word, strings.ReplaceAll(groupVerbs(word, group), " or ", "|"))
+	width := 0
 	for _, c := range group {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range group {
+		fmt.Fprintf(w, "  %-*s %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nrun \"writefence help %s\" for a command's flags and examples\n", group[0].name)
 }
@@ -448,8 +480,12 @@ func groupHelp(w io.Writer, word string, group []*command) {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: writefence [-store ADDR] [-prefix P] [-timeout D] [-json] <command> [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
+	width := 0
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-*s %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprint(w, storeHelp)
 	fmt.Fprint(w, exitHelp())
@@ -476,7 +512,8 @@ store addresses (-store, before the command or among its flags; quote one holdin
   file:///path                      a directory on this host, shared by its processes
   mem://                            in memory, gone when the command exits
   's3://bucket?endpoint=host:port'  an S3 API bucket ('...&secure=false' for plain HTTP, '...&region=R')
-  gs://bucket                       a Cloud Storage bucket ('gs://bucket?endpoint=http://host:port' for an emulator)
+  gs://bucket                       a Cloud Storage bucket ('gs://bucket?endpoint=http://host:port' for an emulator;
+                                    '...?project=ID': the project init creates the bucket in, default $GOOGLE_CLOUD_PROJECT)
   valkey://host:port/db             a standalone Valkey or Redis server ('valkey://host:port/db?script=1': one-round-trip writes)
                                     with replicas: 'valkey://host:port/db?wait=N&wait-timeout=D': a write lands only once
                                     N replicas acknowledge it within D (default 1s), else exit 8; without wait= a
@@ -486,7 +523,7 @@ store addresses (-store, before the command or among its flags; quote one holdin
                                     script=, wait= and wait-timeout= as for valkey://, wait=N counting the replicas of
                                     the primary that owns each record's slot
   dynamodb://table                  a DynamoDB table keyed by the string "key" ('...?region=R', '...?endpoint=http://host:port'
-                                    for a local server); items up to 400 KB; the command never creates the table
+                                    for a local server); items up to 400 KB; init creates the table
   etcd://host:port/prefix           etcd, keys under /prefix/ ('...?max-request-bytes=N' when the server's is not 1.5 MiB)
   etcds://host:port/prefix          the same over TLS (or '...?tls=true'); ETCDCTL_CACERT, else the host's CAs, check the server
   azblob://container                an Azure Blob container ('azblob://container?endpoint=URL': the account's URL, e.g.
@@ -495,7 +532,9 @@ store addresses (-store, before the command or among its flags; quote one holdin
                                     a PostgreSQL table (default table writefence); '...&create=true': a write creates the
                                     table and its sequence if missing; the other parameters are pgx's (sslmode=...)
   default: $WRITEFENCE_STORE, else file://$XDG_STATE_HOME/writefence (~/.local/state/writefence)
-  reads (latest, ls, brand verify) never create a store; writes create a directory store, not file:///
+  a store that does not exist is refused: writefence init creates its directory, bucket, table or container
+  (or -create, on a command that writes); reads (latest, ls, brand verify, lease show) never create one
+  -blobs ADDR (or $WRITEFENCE_BLOBS): the blobs in another store than the records, under the same -prefix
 credentials come from the environment only:
   S3            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; or MINIO_ROOT_USER, MINIO_ROOT_PASSWORD;
                 or ~/.aws/credentials (AWS_PROFILE)

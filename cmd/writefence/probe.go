@@ -46,6 +46,7 @@ type probeResult struct {
 
 func defineProbe(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, defaultTimeout)
+	sf.addCreateFlag(fs)
 	return func(ctx context.Context, inv *invocation, _ []string) int {
 		o := sf.output()
 		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
@@ -24,8 +23,12 @@ var pushCommand = command{
 Pushes the payload through Fence.Push: it lands only if -epoch is greater
 than the recorded epoch (else exit 4, naming the recorded epoch and writer).
 A push whose outcome is unknown (exit 8) is settled by running the same
-command again. -brand verify refuses a store whose brand is absent or foreign
-(exit 5); -brand claim brands an empty store first.
+command again. A store branded with brand install refuses a push of
+another -identity (exit 5); -brand verify also refuses a store nobody
+branded, -brand claim brands an empty store first, and -brand none checks
+no brand. A store that does not exist (a directory that holds none, a
+missing bucket, table or container) is refused (exit 1) unless -create is
+given: a mistyped -store never becomes a new store where any epoch lands.
 
 -term T draws the epoch instead of -epoch: T<<32 | n, with n one above
 the shard's last epoch of term T by -writer (1 when there is none), so the
@@ -43,7 +46,8 @@ given: a recorded epoch is replaced only by a higher one and no command
 lowers it, so one typed by mistake would refuse every writer elected after.
 
 The payload (-file, or stdin) is at most %d MiB; a larger one is refused
-(exit 2). An empty payload is refused (exit 2) unless -empty is given, so
+(exit 2): put it with blob put, which streams any size, and commit its
+reference. An empty payload is refused (exit 2) unless -empty is given, so
 that a cron job or a redirect from /dev/null does not replace the shard's
 state with nothing.
 
@@ -156,7 +160,9 @@ func readPayload(file string, empty bool, limit int64) ([]byte, error) {
 	}
 	switch {
 	case int64(len(b)) > limit:
-		return nil, usagef("writefence: payload: more than the limit of %d bytes", limit)
+		return nil, usagef("writefence: payload: %s holds more than the record's limit of %d bytes (%d MiB); "+
+			"put a payload this large in a blob, which takes any size: ref=$(writefence blob put -writer W -epoch N -file F PLUGIN SHARD), "+
+			"then writefence commit -writer W -epoch N -add \"$ref\" -keep-payload PLUGIN SHARD", from, limit, limit>>20)
 	case len(b) == 0 && !empty:
 		// A cron job or </dev/null gives no bytes; landing them would
 		// replace the shard's state with nothing and exit 0.
@@ -167,23 +173,14 @@ func readPayload(file string, empty bool, limit int64) ([]byte, error) {
 
 func definePush(fs *flag.FlagSet, inv *invocation) action {
 	rf := addRecordFlags(fs, inv)
-	brand := fs.String("brand", "", "check the store's brand first: verify, or claim (brand an empty store)")
+	rf.addCreateFlag(fs)
+	brand := addBrandFlag(fs)
 	term := &termValue{}
 	fs.Var(term, "term", "draw the epoch from `term` instead of -epoch: above the shard's last epoch of this term by -writer (as under writefence exec)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := rf.output()
-		fence := &writefence.Fence{Identity: rf.identity, Prefix: rf.prefix}
-		switch *brand {
-		case "":
-		case "verify":
-			fence.Brand = writefence.BrandVerify
-		case "claim":
-			fence.Brand = writefence.BrandClaim
-		default:
-			return o.fail(usagef("writefence: -brand %s: want verify or claim", escape.String(*brand)))
-		}
 		if term.set {
-			return pushAtTerm(ctx, fs, o, rf, fence, term.term, args[0], args[1])
+			return pushAtTerm(ctx, fs, o, rf, *brand, term.term, args[0], args[1])
 		}
 		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {
@@ -191,7 +188,10 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 		}
 		plugin, shard := args[0], args[1]
 		return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence.Store = s.store
+			fence, err := rf.writeFence(ctx, s, rf.identity, *brand)
+			if err != nil {
+				return o.fail(err)
+			}
 			if err := fence.Push(ctx, plugin, shard, rf.writer, uint64(rf.epoch), payload); err != nil {
 				return o.fail(err)
 			}

@@ -72,10 +72,10 @@ const ownRaceAttempts = 8
 
 // pushAtTerm is push -term: it draws the epoch from a TermSource of term
 // (above what the shard records for this writer and term, so separate
-// invocations draw strictly rising epochs) and pushes at it. fs tells
-// which flags were given: -writer and -prefix default to the environment
-// writefence exec sets.
-func pushAtTerm(ctx context.Context, fs *flag.FlagSet, o *output, rf *recordFlags, fence *writefence.Fence, term uint64, plugin, shard string) int {
+// invocations draw strictly rising epochs) and pushes at it, the brand
+// checked as b says. fs tells which flags were given: -writer and -prefix
+// default to the environment writefence exec sets.
+func pushAtTerm(ctx context.Context, fs *flag.FlagSet, o *output, rf *recordFlags, b brandValue, term uint64, plugin, shard string) int {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if given["epoch"] {
@@ -94,13 +94,15 @@ func pushAtTerm(ctx context.Context, fs *flag.FlagSet, o *output, rf *recordFlag
 			}
 		}
 	}
-	fence.Prefix = rf.prefix
 	payload, err := readPayload(rf.file, rf.empty, defaults.MaxPayloadSize)
 	if err != nil {
 		return o.fail(err)
 	}
 	return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-		fence.Store = s.store
+		fence, err := rf.writeFence(ctx, s, rf.identity, b)
+		if err != nil {
+			return o.fail(err)
+		}
 		epoch, err := pushTerm(ctx, fence, term, plugin, shard, rf.writer, payload)
 		if err != nil {
 			return o.fail(err)

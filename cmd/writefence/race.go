@@ -79,6 +79,7 @@ type raceReport struct {
 
 func defineRace(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, 10*time.Minute)
+	sf.addCreateFlag(fs)
 	cfg := raceConfig{}
 	fs.IntVar(&cfg.writers, "writers", 16, "concurrent writers per round, at least 2")
 	fs.IntVar(&cfg.rounds, "rounds", 20, "rounds, at least 1")

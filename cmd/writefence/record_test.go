@@ -262,6 +262,7 @@ func TestLs(t *testing.T) {
 	r := wf(t, "ls", "-store", addr)
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, strings.Join([]string{ // in key order: "wal/x" is "wal%2Fx" in its key
+		lsHeader,
 		"snap\t%41\t9\tnode-c\tok\t0\t0\t0",
 		"wal/x\ts\t1\tnode-d\tok\t0\t0\t0",
 		"wal\ta/b\\tc\t8\tnode-b\tok\t0\t0\t0",
@@ -270,7 +271,7 @@ func TestLs(t *testing.T) {
 
 	r = wf(t, "ls", "-store", addr, "wal")
 	require.Equal(t, exitOK, r.code, "%s", r)
-	assert.Equal(t, 2, strings.Count(r.stdout, "\n"), "%s", r.stdout)
+	assert.Equal(t, 3, strings.Count(r.stdout, "\n"), "the header and two shards: %s", r.stdout)
 
 	r = wf(t, "ls", "-json", "-store", addr)
 	require.Equal(t, exitOK, r.code, "%s", r)
@@ -293,7 +294,7 @@ func TestLs(t *testing.T) {
 	r = wf(t, "ls", "-store", addr)
 	assert.Equal(t, exitCorrupt, r.code, "%s", r)
 	assert.Contains(t, r.stdout, "wal\tshard-0\t7\tnode-a\tcorrupt\t-\t-\t-\n", "the header's epoch and writer; no blobs nor floor")
-	assert.Equal(t, 4, strings.Count(r.stdout, "\n"), "every shard listed: %s", r.stdout)
+	assert.Equal(t, 5, strings.Count(r.stdout, "\n"), "the header and every shard: %s", r.stdout)
 
 	assert.Equal(t, exitUsage, wf(t, "ls", "-store", addr, "a", "b").code)
 	r = wf(t, "ls", "-store", "ignoring://")

@@ -44,6 +44,9 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	r = cmd("ls")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.NotEmpty(t, lines)
+	assert.Equal(t, lsHeader, lines[0])
+	lines = lines[1:]
 	slices.Sort(lines) // Valkey's SCAN has no order
 	assert.Equal(t, []string{"wal\ts\t2\tnode-a\tok\t0\t0\t0", "wal/x\ta b\t4\tnode-c\tok\t0\t0\t0"}, lines)
 	r = cmd("ls", "-json", "wal/x")
@@ -59,6 +62,12 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	assert.Equal(t, exitOK, cmd("brand", "verify").code)
 	assert.Equal(t, exitWire, cmd("brand", "verify", "-identity", "other/v2").code)
 	assert.Equal(t, exitOK, cmd("push", "-brand", "verify", "-writer", "node-a", "-epoch", "3", "-file", p, "wal", "s").code)
+	// An installed brand refuses a writer of another format without being
+	// asked to, and nothing is written.
+	r = cmd("push", "-identity", "other/v2", "-writer", "node-x", "-epoch", "1", "-file", p, "wal", "fresh")
+	assert.Equal(t, exitWire, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence: wire: expected other/v2 found writefence/v1")
+	assert.Equal(t, exitNotFound, cmd("latest", "wal", "fresh").code)
 
 	// probe and race.
 	r = cmd("probe", "-json")
@@ -82,11 +91,38 @@ func serverScenario(t *testing.T, addr, prefix string) {
 	assert.Equal(t, corruptV, jsonOf(t, r)["version"])
 	r = cmd("ls", "wal")
 	assert.Equal(t, exitCorrupt, r.code, "%s", r)
-	assert.Equal(t, "wal\ts\t3\tnode-a\tcorrupt\t-\t-\t-\n", r.stdout, "listed with its header's epoch, not skipped")
+	assert.Equal(t, lsHeader+"\nwal\ts\t3\tnode-a\tcorrupt\t-\t-\t-\n", r.stdout, "listed with its header's epoch, not skipped")
 	assert.Equal(t, exitCorrupt, cmd("push", "-writer", "node-b", "-epoch", "9", "-file", p, "wal", "s").code)
 	r = cmd("settle", "-confirm-version", corruptV, "-writer", "operator", "-epoch", "10", "-file", p, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	r = cmd("latest", "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.True(t, strings.Contains(r.stdout, "epoch     10\n") && strings.Contains(r.stdout, "writer    operator\n"), "%s", r)
+
+	// seal: a new writer raises the epoch, the payload stays.
+	r = cmd("seal", "-writer", "node-b", "-epoch", "11", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = cmd("latest", "-json", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 11, jsonOf(t, r)["epoch"])
+	assert.EqualValues(t, 12, jsonOf(t, r)["size"])
+	assert.Equal(t, exitStale, cmd("push", "-writer", "node-a", "-epoch", "11", "-file", p, "wal", "s").code)
+
+	// The blobs in a directory store beside the records (-blobs), whether
+	// the store holds blobs itself or not.
+	blobs := fileStore(t)
+	r = cmd("blob put", "-blobs", blobs, "-writer", "node-a", "-epoch", "1", "-file", p, "stream", "b")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	ref := strings.TrimSpace(r.stdout)
+	r = cmd("commit", "-blobs", blobs, "-writer", "node-a", "-epoch", "2", "-add", ref, "-keep-payload", "stream", "b")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	r = cmd("blob get", "-blobs", blobs, "stream", "b", nameOf(ref))
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "segment 0001", r.stdout)
+	r = cmd("gc", "-blobs", blobs, "stream", "b")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "kept\t"+nameOf(ref)+"\t12\treferenced\n", r.stdout)
+	r = cmd("ls", "-blobs", blobs, "stream")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, lsHeader+"\nstream\tb\t2\tnode-a\tok\t1\t12\t0\n", r.stdout)
 }

@@ -69,6 +69,7 @@ type settleResult struct {
 
 func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 	rf := addRecordFlags(fs, inv)
+	brand := addBrandFlag(fs)
 	confirm := fs.String("confirm-version", "", "the version `token` of the corrupt record to replace, as latest printed it (required)")
 	var floor epochValue
 	fs.Var(&floor, "floor", "the highest `epoch` ever granted for the shard; -epoch must be above it (required when the corrupt record's header cannot be read)")
@@ -86,8 +87,11 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 		}
 		plugin, shard := args[0], args[1]
 		return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence := &writefence.Fence{Store: s.store, Identity: rf.identity, Prefix: rf.prefix}
-			err := fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
+			fence, err := rf.writeFence(ctx, s, rf.identity, *brand)
+			if err != nil {
+				return o.fail(err)
+			}
+			err = fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
 				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor)})
 			// Empty only for names Settle refused before reading anything.
 			key, _ := keys.Shard(rf.prefix, plugin, shard)

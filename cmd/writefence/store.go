@@ -25,6 +25,8 @@ type storeFlags struct {
 	prefix  string
 	timeout time.Duration
 	json    bool
+	create  bool   // -create, on the commands that write (addCreateFlag)
+	blobs   string // -blobs, on the commands that touch blobs (addBlobsFlag)
 }
 
 // defaultTimeout is the default -timeout of a command that makes a few
@@ -37,9 +39,18 @@ func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *st
 	sf := &storeFlags{inv: inv}
 	fs.StringVar(&sf.addr, "store", inv.store, "store `address` (default $WRITEFENCE_STORE, else the state directory)")
 	fs.Var((*prefixValue)(&sf.prefix), "prefix", "key `prefix`, a directory: myapp means myapp/ (default "+keys.DefaultPrefix+")")
-	fs.DurationVar(&sf.timeout, "timeout", timeout, "give up after this long (0: never)")
+	sf.timeout = timeout
+	fs.Var((*durationValue)(&sf.timeout), "timeout", "give up after this `duration`, such as 30s or 5m (0: never)")
 	fs.BoolVar(&sf.json, "json", false, "print JSON on stdout, one object per line")
 	return sf
+}
+
+// prefixOf is the key prefix a -prefix value means.
+func prefixOf(prefix string) string {
+	if prefix == "" {
+		return keys.DefaultPrefix
+	}
+	return prefix
 }
 
 // prefixValue is -prefix. The prefix names a directory of keys, so one
@@ -63,6 +74,19 @@ type opened struct {
 	store writefence.ConditionalStore
 	addr  string // the address as given; openStore refuses one with credentials
 	close func() error
+	audit auditor // reads the store's own settings for doctor; nil when it has none to read
+
+	// ready, when set, tells before the command's first request whether
+	// the store answers and exists: a bucket, table, container or
+	// directory that does not exist is a *missingError (see prepare).
+	ready func(ctx context.Context) error
+	// create, when set, creates the bucket, table, container or directory
+	// the store needs; one that exists already is not an error. Nil: the
+	// store needs nothing created.
+	create func(ctx context.Context) error
+
+	// blobs is the store of the blobs, from -blobs; nil: the same store.
+	blobs writefence.ConditionalStore
 }
 
 // output is where the command reports, as -json asks.
@@ -72,8 +96,10 @@ func (sf *storeFlags) output() *output { return &output{inv: sf.inv, json: sf.js
 // on it with ctx bounded by -timeout, closes it and returns use's exit
 // status; a store that does not open fails the command through o. With
 // readOnly the store is opened for a command that only reads: it creates
-// nothing and needs no write permission, and a directory that holds no
-// store is an error. Otherwise a missing directory store is created.
+// nothing and needs no write permission. Before use runs, prepare checks
+// that the store answers and exists, and opens -blobs: a directory that
+// holds no store, or a missing bucket, table or container, is an error
+// unless the command writes and -create was given, which creates it.
 func (sf *storeFlags) withStore(ctx context.Context, o *output, readOnly bool, use func(ctx context.Context, s *opened) int) int {
 	if sf.timeout > 0 {
 		var cancel context.CancelFunc
@@ -91,6 +117,13 @@ func (sf *storeFlags) withStore(ctx context.Context, o *output, readOnly bool, u
 	}
 	defer s.close()
 	sf.inv.addr = addr
+	b, err := sf.prepare(ctx, s, readOnly)
+	if b != nil {
+		defer b.close()
+	}
+	if err != nil {
+		return o.fail(err)
+	}
 	return use(ctx, s)
 }
 

@@ -5,12 +5,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/writefence/writefence/azblobstore"
@@ -77,7 +79,39 @@ func openAzblob(_ context.Context, u *url.URL) (*opened, error) {
 			return nil, errors.New("writefence: azure blob client: " + err.Error())
 		}
 	}
-	return &opened{store: azblobstore.New(c), close: noClose}, nil
+	addr := u.String()
+	var hostport string
+	if endpoint != "" {
+		hostport, _ = endpointHostPort(endpoint)
+	} else {
+		hostport, _ = endpointHostPort(c.URL())
+	}
+	return &opened{
+		store: azblobstore.New(c),
+		close: noClose,
+		ready: func(ctx context.Context) error {
+			if err := dialCheck(ctx, addr, true, hostport); err != nil {
+				return err
+			}
+			_, err := c.GetProperties(ctx, nil)
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case bloberror.HasCode(err, bloberror.ContainerNotFound):
+				return &missingError{addr: addr, what: "container", name: name}
+			}
+			// Any other failure (a key or SAS that may not read the
+			// container's properties) is left to the command's requests.
+			return nil
+		},
+		create: func(ctx context.Context) error {
+			_, err := c.Create(ctx, nil)
+			if err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+				return fmt.Errorf("writefence: azure blob: create container %s: %w", escape.String(name), err)
+			}
+			return nil
+		},
+	}, nil
 }
 
 // validContainer applies Azure's rules for container names.

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -11,7 +12,9 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/writefence/writefence/dynamostore"
 	"github.com/writefence/writefence/internal/escape"
@@ -27,8 +30,9 @@ var dynamoTableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
 // openDynamoDB opens dynamodb://table[?endpoint=http://host:port&region=R].
 // Credentials and, without region=, the region come from the AWS SDK's
 // usual sources: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and
-// AWS_SESSION_TOKEN), AWS_PROFILE and ~/.aws, AWS_REGION. The table must
-// exist: the command never creates one.
+// AWS_SESSION_TOKEN), AWS_PROFILE and ~/.aws, AWS_REGION; never the EC2
+// metadata service for an endpoint that is not AWS's own. The table must
+// exist: only init and -create create it.
 func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
 	q, err := query(u, "endpoint", "region")
 	if err != nil {
@@ -44,6 +48,7 @@ func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
 	var opts []func(*config.LoadOptions) error
 	region := q.Get("region")
 	endpoint := q.Get("endpoint")
+	local := false // an endpoint that is not AWS's own
 	if endpoint != "" {
 		e, err := url.Parse(endpoint)
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
@@ -51,6 +56,12 @@ func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
 		}
 		if region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 			region = "us-east-1" // a local server ignores it; the SDK requires one
+		}
+		if local = !awsHost(e.Hostname()); local {
+			// The SDK's last source of credentials is the EC2 metadata
+			// service, a request to 169.254.169.254 that only means
+			// something on AWS: never for another endpoint.
+			opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 		}
 	}
 	if region != "" {
@@ -68,5 +79,48 @@ func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
 			o.BaseEndpoint = &endpoint
 		}
 	})
-	return &opened{store: dynamostore.New(client, table), close: noClose}, nil
+	store := dynamostore.New(client, table)
+	addr := u.String()
+	return &opened{
+		store: store,
+		close: noClose,
+		audit: dynamoAuditor(client, table),
+		ready: func(ctx context.Context) error {
+			if hp, ok := endpointHostPort(endpoint); ok {
+				if err := dialCheck(ctx, addr, true, hp); err != nil {
+					return err
+				}
+			}
+			if local && cfg.Credentials != nil {
+				if _, err := cfg.Credentials.Retrieve(ctx); err != nil && ctx.Err() == nil {
+					return fmt.Errorf("writefence: dynamodb: no AWS credentials for %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (a local server takes any pair), or AWS_PROFILE; "+
+						"for an endpoint that is not AWS's own the command asks no metadata service; it read %s and ~/.aws",
+						escape.String(endpoint), envList("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"))
+				}
+			}
+			_, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+			var nf *types.ResourceNotFoundException
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case errors.As(err, &nf):
+				return &missingError{addr: addr, what: "table", name: table}
+			}
+			// Any other failure (no dynamodb:DescribeTable, throttling) is
+			// left to the command's own requests.
+			return nil
+		},
+		create: store.CreateTable,
+	}, nil
+}
+
+// awsHost tells whether host is one of AWS's own endpoints.
+func awsHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, suffix := range []string{".amazonaws.com", ".amazonaws.com.cn", ".api.aws"} {
+		if strings.HasSuffix(host, suffix) {
+			return true
+		}
+	}
+	return false
 }

@@ -92,5 +92,14 @@ func openEtcd(_ context.Context, u *url.URL) (*opened, error) {
 	}
 	s := etcdstore.New(client, prefix)
 	s.MaxRequestBytes = maxRequest
-	return &opened{store: s, close: client.Close}, nil
+	addr := u.String()
+	return &opened{
+		store: s,
+		close: client.Close,
+		audit: etcdAuditor(client),
+		// The client waits for a connection until ctx ends, so an address
+		// where nothing listens would take the whole -timeout to fail:
+		// a refused connection fails at once.
+		ready: func(ctx context.Context) error { return dialCheck(ctx, addr, true, u.Host) },
+	}, nil
 }

@@ -25,18 +25,38 @@ func filePath(u *url.URL) (string, error) {
 	return dir, nil
 }
 
-// openFile opens file:///path, a DirConditionalStore, creating the
-// directory when missing: only commands that write open it this way.
+// openFile opens file:///path, a DirConditionalStore, for a command that
+// writes. A directory that holds no store is not created here: its ready
+// check reports it missing, and only init or -create (its create) makes
+// it, so that a mistyped path never becomes a new store in which any
+// epoch lands.
 func openFile(_ context.Context, u *url.URL) (*opened, error) {
 	dir, err := filePath(u)
 	if err != nil {
 		return nil, err
 	}
+	o := &opened{close: noClose}
+	if _, err := writefence.OpenDirConditionalStoreReadOnly(dir); errors.Is(err, fs.ErrNotExist) {
+		addr := u.String()
+		o.ready = func(context.Context) error { return &missingError{addr: addr, what: "directory", name: dir} }
+		o.create = func(context.Context) error {
+			s, err := writefence.NewDirConditionalStore(dir)
+			if err != nil {
+				return err
+			}
+			o.store = s
+			return nil
+		}
+		return o, nil
+	}
 	s, err := writefence.NewDirConditionalStore(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &opened{store: s, close: noClose}, nil
+	o.store = s
+	o.ready = func(context.Context) error { return nil }
+	o.create = func(context.Context) error { return nil }
+	return o, nil
 }
 
 // openFileRead opens an existing directory store for reading: no lock, no
@@ -48,7 +68,7 @@ func openFileRead(_ context.Context, u *url.URL) (*opened, error) {
 	}
 	s, err := writefence.OpenDirConditionalStoreReadOnly(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &advisedError{err, "a push creates it: check -store and $WRITEFENCE_STORE"}
+		return nil, &advisedError{err, "check -store and $WRITEFENCE_STORE; writefence init -store " + shellQuote(u.String()) + " creates one"}
 	}
 	if err != nil {
 		return nil, err

@@ -6,11 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"syscall"
 
 	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 
 	"github.com/writefence/writefence"
@@ -21,11 +24,13 @@ func init() {
 	openers["gs"] = openGCS
 }
 
-// openGCS opens gs://bucket[?endpoint=http://host:port]. With an endpoint
-// (an emulator) no credentials are used; otherwise the client finds
-// application default credentials, or STORAGE_EMULATOR_HOST.
+// openGCS opens gs://bucket[?endpoint=http://host:port&project=ID]. With an
+// endpoint (an emulator) no credentials are used; otherwise the client
+// finds application default credentials, or STORAGE_EMULATOR_HOST. The
+// project (default $GOOGLE_CLOUD_PROJECT) is needed only to create the
+// bucket (init, -create).
 func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "endpoint")
+	q, err := query(u, "endpoint", "project")
 	if err != nil {
 		return nil, err
 	}
@@ -37,6 +42,14 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", escape.String(bucket))
 	}
 	var opts []option.ClientOption
+	host := "storage.googleapis.com:443"
+	if emu := os.Getenv("STORAGE_EMULATOR_HOST"); emu != "" {
+		host = withPort(strings.TrimPrefix(strings.TrimPrefix(emu, "http://"), "https://"), "80")
+	}
+	project := q.Get("project")
+	if project == "" {
+		project = os.Getenv("GOOGLE_CLOUD_PROJECT")
+	}
 	if ep := q.Get("endpoint"); ep != "" {
 		e, err := url.Parse(ep)
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
@@ -46,13 +59,51 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 			e.Path = "/storage/v1/"
 		}
 		opts = append(opts, option.WithEndpoint(e.String()), option.WithoutAuthentication())
+		host, _ = endpointHostPort(e.String())
+		if project == "" {
+			project = "emulator" // an emulator takes any project
+		}
 	}
 	client, err := storage.NewClient(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("writefence: cloud storage client: %w", err)
 	}
 	client.SetRetry(storage.WithErrorFunc(gcsRetryable))
-	return &opened{store: writefence.NewGCSConditionalStore(client, bucket), close: client.Close}, nil
+	addr := u.String()
+	b := client.Bucket(bucket)
+	return &opened{
+		store: writefence.NewGCSConditionalStore(client, bucket),
+		close: client.Close,
+		audit: gcsAuditor(client, bucket),
+		ready: func(ctx context.Context) error {
+			if err := dialCheck(ctx, addr, true, host); err != nil {
+				return err
+			}
+			// A missing bucket answers an object's read with the 404 of a
+			// missing object, and a write with a 404 that names nothing:
+			// only the bucket's own attributes tell. A refusal to read
+			// them (no storage.buckets.get) is left to the requests.
+			_, err := b.Attrs(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case errors.Is(err, storage.ErrBucketNotExist):
+				return &missingError{addr: addr, what: "bucket", name: bucket}
+			}
+			return nil
+		},
+		create: func(ctx context.Context) error {
+			if project == "" {
+				return usagef("writefence: creating a Cloud Storage bucket needs a project: add project=ID to the address, or set GOOGLE_CLOUD_PROJECT")
+			}
+			err := b.Create(ctx, project, nil)
+			var ge *googleapi.Error
+			if err != nil && !(errors.As(err, &ge) && ge.Code == http.StatusConflict) {
+				return fmt.Errorf("writefence: cloud storage: create bucket %s: %w", escape.String(bucket), err)
+			}
+			return nil
+		},
+	}, nil
 }
 
 // gcsRetryable is the client's retry policy (storage.ShouldRetry) except

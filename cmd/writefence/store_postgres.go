@@ -5,12 +5,16 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
+	"strconv"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/pgstore"
 )
 
@@ -79,7 +83,30 @@ func openPostgresMode(ctx context.Context, u *url.URL, readOnly bool) (*opened, 
 			return nil, err
 		}
 	}
-	return &opened{store: s, close: func() error { pool.Close(); return nil }}, nil
+	addr := u.String()
+	hostport := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+	return &opened{
+		store: s,
+		close: func() error { pool.Close(); return nil },
+		audit: postgresAuditor(pool),
+		ready: func(ctx context.Context) error {
+			// One read of a key tells whether the server answers, the login
+			// is accepted and the table exists, as every command's first
+			// request would, but with nothing retried.
+			_, _, err := s.Get(ctx, keys.Brand(""))
+			var pe *pgconn.PgError
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case errors.As(err, &pe) && pe.Code == "42P01":
+				return &missingError{addr: addr, what: "table", name: table}
+			case errors.Is(err, syscall.ECONNREFUSED):
+				return &unreachableError{addr: addr, hostport: hostport, err: err}
+			}
+			return nil
+		},
+		create: s.CreateTable,
+	}, nil
 }
 
 // advisePostgres says what to do about a refused login, a missing
@@ -96,7 +123,7 @@ func advisePostgres(err error, _ *invocation) error {
 	case "42501":
 		return &advisedError{err, "the role lacks a privilege: grant it SELECT, INSERT, UPDATE and DELETE on the table and USAGE on its sequence <table>_version (and CREATE on the schema, for create=true)"}
 	case "42P01":
-		return &advisedError{err, "the table does not exist: add create=true to the address of a command that writes (push, brand claim), once"}
+		return &advisedError{err, "the table does not exist: create it once with writefence init -store ADDRESS (or -create on a command that writes)"}
 	}
 	return nil
 }

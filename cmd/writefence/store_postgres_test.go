@@ -67,9 +67,11 @@ func postgresAddress(t *testing.T) (string, string) {
 // included, runs against it.
 func TestServerPostgres(t *testing.T) {
 	addr, _ := postgresAddress(t)
+	table, _ := url.Parse(addr)
 	r := wf(t, "latest", "-store", addr+"&create=true", "wal", "s")
 	assert.Equal(t, exitError, r.code, "a read creates nothing: %s", r)
-	assert.Contains(t, r.stderr, "add create=true to the address of a command that writes")
+	assert.Contains(t, r.stderr, "writefence: table "+table.Query().Get("table")+" does not exist")
+	assert.Contains(t, r.stderr, "to create it, run: writefence init -store ")
 	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s")
 	assert.Equal(t, exitError, r.code, "without create=true a write creates nothing either: %s", r)
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -44,6 +45,9 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 	if strings.Contains(endpoint, "/") {
 		return nil, usagef("writefence: store address: endpoint=%s: want host:port, without a scheme (use secure=false for http)", escape.String(endpoint))
 	}
+	if gcsXMLEndpoint(endpoint) {
+		return nil, usagef("writefence: store address: endpoint=%s is Cloud Storage's XML API, which ignores the S3 If-Match and If-None-Match headers the fence rests on: use gs://%s", escape.String(endpoint), bucket)
+	}
 	secure, err := boolParam(q, "secure", true)
 	if err != nil {
 		return nil, err
@@ -53,11 +57,69 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 		&credentials.EnvMinio{},
 		&credentials.FileAWSCredentials{},
 	})
-	client, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: q.Get("region")})
+	region := q.Get("region")
+	client, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: region})
 	if err != nil {
 		return nil, fmt.Errorf("writefence: s3 client: %w", err)
 	}
-	return &opened{store: writefence.NewMinioConditionalStore(client, bucket), close: noClose}, nil
+	port := "443"
+	if !secure {
+		port = "80"
+	}
+	addr := u.String()
+	return &opened{
+		store: writefence.NewMinioConditionalStore(client, bucket),
+		close: noClose,
+		audit: s3Auditor(client, bucket),
+		ready: func(ctx context.Context) error {
+			if err := dialCheck(ctx, addr, true, withPort(endpoint, port)); err != nil {
+				return err
+			}
+			return s3BucketReady(ctx, client, addr, bucket, region)
+		},
+		create: func(ctx context.Context) error {
+			err := client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: region})
+			if code := minio.ToErrorResponse(err).Code; err != nil && code != "BucketAlreadyOwnedByYou" {
+				return fmt.Errorf("writefence: s3: create bucket %s: %w", escape.String(bucket), err)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// s3BucketReady reports a bucket that does not exist as a *missingError.
+// Without a region minio-go asks the bucket's location before its first
+// request to it, and keeps the answer: that request tells, at no cost.
+// With one, a HEAD of the bucket does. Any other failure (a refused
+// credential, no permission to ask) is left to the command's own
+// requests, which say more.
+func s3BucketReady(ctx context.Context, client *minio.Client, addr, bucket, region string) error {
+	exists := true
+	var err error
+	if region == "" {
+		_, err = client.GetBucketLocation(ctx, bucket)
+		exists = minio.ToErrorResponse(err).Code != "NoSuchBucket"
+	} else {
+		exists, err = client.BucketExists(ctx, bucket)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case !exists && (err == nil || minio.ToErrorResponse(err).Code == "NoSuchBucket"):
+		return &missingError{addr: addr, what: "bucket", name: bucket}
+	}
+	return nil
+}
+
+// gcsXMLEndpoint reports whether endpoint (host or host:port) is Cloud
+// Storage's S3-style XML API, path-style or virtual-hosted.
+func gcsXMLEndpoint(endpoint string) bool {
+	host := strings.ToLower(endpoint)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(host, ".")
+	return host == "storage.googleapis.com" || strings.HasSuffix(host, ".storage.googleapis.com")
 }
 
 // S3 error codes that mean the credentials were missing or wrong.

@@ -35,6 +35,8 @@ func TestStoreAddressRefused(t *testing.T) {
 func TestStoreAddressOpens(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "d")
+	_, err := writefence.NewDirConditionalStore(dir)
+	require.NoError(t, err)
 	for addr, want := range map[string]any{
 		"mem://":                 &writefence.MemStore{},
 		"file://" + dir:          &writefence.DirConditionalStore{},
@@ -89,8 +91,11 @@ func TestDefaultStore(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", state)
 	p := writeFile(t, "persisted")
-	require.Equal(t, exitOK, wf(t, "push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
-	r := wf(t, "latest", "-json", "wal", "s")
+	r := wf(t, "push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	require.Equal(t, exitError, r.code, "the default store is not created without -create either: %s", r)
+	assert.NoDirExists(t, filepath.Join(state, "writefence"))
+	require.Equal(t, exitOK, wf(t, "push", "-create", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
+	r = wf(t, "latest", "-json", "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.EqualValues(t, 9, jsonOf(t, r)["size"])
 	assert.DirExists(t, filepath.Join(state, "writefence", "objects"))
@@ -162,7 +167,7 @@ func TestReadOnlyUser(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(base) })
 	dir := filepath.Join(base, "store")
 	addr := (&url.URL{Scheme: "file", Path: dir}).String()
-	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "3", "-file", writeFile(t, "x"), "wal", "s").code)
+	require.Equal(t, exitOK, wf(t, "push", "-create", "-store", addr, "-writer", "a", "-epoch", "3", "-file", writeFile(t, "x"), "wal", "s").code)
 	require.Equal(t, exitOK, wf(t, "brand", "install", "-store", addr).code)
 	// Readable by all, writable by none but root: what an operator's
 	// read-only account sees.

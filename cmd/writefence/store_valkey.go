@@ -3,11 +3,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +73,18 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	client := redis.NewClient(opts)
-	return &opened{store: p.store(client), close: client.Close}, nil
+	addr := u.String()
+	return &opened{
+		store: p.store(client),
+		close: client.Close,
+		audit: valkeyAuditor(client, p.wait),
+		ready: func(ctx context.Context) error {
+			if err := dialCheck(ctx, addr, false, u.Host); err != nil {
+				return err
+			}
+			return valkeyServerReady(ctx, client, u, p.wait)
+		},
+	}, nil
 }
 
 // openValkeyCluster opens valkey+cluster://host:port,host:port[?script=1&wait=N&wait-timeout=D&tls=true],
@@ -107,7 +121,23 @@ func openValkeyCluster(_ context.Context, u *url.URL) (*opened, error) {
 		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	client := redis.NewClusterClient(opts)
-	return &opened{store: p.store(client), close: client.Close}, nil
+	addr := u.String()
+	return &opened{
+		store: p.store(client),
+		close: client.Close,
+		audit: valkeyAuditor(client, p.wait),
+		ready: func(ctx context.Context) error {
+			if err := dialCheck(ctx, addr, false, addrs...); err != nil {
+				return err
+			}
+			if p.wait == 0 {
+				return nil
+			}
+			return client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+				return valkeyReplicasReady(ctx, c, u, p.wait)
+			})
+		},
+	}, nil
 }
 
 // valkeyQuery is the settings of a Valkey address's query.
@@ -199,4 +229,72 @@ func adviseValkey(err error, _ *invocation) error {
 	}
 	return &advisedError{err, "the Valkey server refused the credentials; the command read " +
 		envList("VALKEY_USERNAME", "VALKEY_PASSWORD", "REDISCLI_AUTH") + ": export the password (and the ACL user)"}
+}
+
+// valkeyServerReady refuses, before any key is read or written, a
+// valkey:// address of a cluster node (the store serves standalone servers
+// there, and a cluster needs valkey+cluster://) and, with wait=N, a
+// server with fewer than N replicas online, whose every write would wait
+// in vain and end with an unknown outcome. A server that does not answer
+// INFO (an ACL without +info) is left to the store's own checks.
+func valkeyServerReady(ctx context.Context, c *redis.Client, u *url.URL, wait int) error {
+	info, err := c.Info(ctx).Result()
+	if err != nil {
+		return ctx.Err()
+	}
+	if enabled, ok := infoField(info, "cluster_enabled"); ok && enabled != "0" {
+		cluster := "valkey+cluster"
+		if strings.HasSuffix(u.Scheme, "s") {
+			cluster = "valkeys+cluster"
+		}
+		return usagef("writefence: store address: %s is a node of a cluster (cluster_enabled:%s), which %s:// does not serve: "+
+			"address the cluster as '%s://%s' (any of its nodes; the cluster has one database, so no /db)",
+			escape.String(u.Host), escape.String(enabled), u.Scheme, cluster, escape.String(u.Host))
+	}
+	return replicasEnough(info, c.Options().Addr, u, wait)
+}
+
+// valkeyReplicasReady refuses a primary with fewer than wait replicas
+// online, as valkeyServerReady does.
+func valkeyReplicasReady(ctx context.Context, c *redis.Client, u *url.URL, wait int) error {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return ctx.Err()
+	}
+	return replicasEnough(info, c.Options().Addr, u, wait)
+}
+
+// replicasEnough reads the replicas online from the INFO output of the
+// server at node and refuses fewer than wait.
+func replicasEnough(info, node string, u *url.URL, wait int) error {
+	if wait == 0 {
+		return nil
+	}
+	online := 0
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		k, v, _ := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if strings.HasPrefix(k, "slave") && strings.Trim(k[len("slave"):], "0123456789") == "" && slices.Contains(strings.Split(v, ","), "state=online") {
+			online++
+		}
+	}
+	if online >= wait {
+		return nil
+	}
+	return fmt.Errorf("writefence: %s has %d replicas online, fewer than wait=%d in the address: no write could be confirmed, "+
+		"so none was sent (it would end with an unknown outcome, and so would every retry); attach replicas to it "+
+		"(on each: replicaof %s), or give wait= the number of replicas the server has (none: leave wait= out)",
+		escape.String(node), online, wait, strings.Replace(escape.String(node), ":", " ", 1))
+}
+
+// infoField returns the value of one "name:value" line of INFO output.
+func infoField(info, name string) (string, bool) {
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
 }

@@ -289,8 +289,10 @@ func startReplicated(t *testing.T) (primary string, replica *redis.Client) {
 
 // TestServerValkeyWait: with wait=1 in the address a push to a replicated
 // Valkey returns only once the replica holds it; with wait=2 and one
-// replica no push can be confirmed, and the command says the outcome is
-// unknown (exit 8) rather than reporting a push a failover could lose.
+// replica online no push could be confirmed, so the command refuses it
+// before anything is read or written (exit 1), saying how many replicas
+// there are, rather than waiting in vain and calling the outcome unknown
+// (exit 8), which no repetition would change.
 func TestServerValkeyWait(t *testing.T) {
 	t.Setenv("VALKEY_PASSWORD", "")
 	t.Setenv("REDISCLI_AUTH", "")
@@ -310,10 +312,9 @@ func TestServerValkeyWait(t *testing.T) {
 
 	for _, store := range []string{"valkey://" + primary + "/0?wait=2&wait-timeout=100ms", "valkey://" + primary + "/0?wait=2&wait-timeout=100ms&script=1"} {
 		r = push(store, "2")
-		assert.Equal(t, exitUnknown, r.code, "%s: %s", store, r)
-		// The one replica acknowledges within the 100 ms, or, on a loaded
-		// machine, not yet: either count is the truth, and said.
-		assert.Regexp(t, `\b[01] of 2 replicas acknowledged (what was read|the write) within 100ms\b`, r.stderr, store)
+		assert.Equal(t, exitError, r.code, "%s: %s", store, r)
+		assert.Contains(t, r.stderr, "writefence: "+primary+" has 1 replicas online, fewer than wait=2 in the address: no write could be confirmed, so none was sent", store)
+		assert.Contains(t, r.stderr, "replicaof", store)
 	}
 	r = wf(t, "latest", "-json", "-store", "valkey://"+primary+"/0?wait=1&wait-timeout=10s", "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
@@ -334,7 +335,7 @@ func TestServerValkeyCluster(t *testing.T) {
 
 // TestServerValkeyClusterWait: on the cluster, where each primary has one
 // replica, wait=1 lets a push return once the replica of the record's
-// primary holds it; wait=2 is an unknown outcome (exit 8).
+// primary holds it; wait=2 is refused before the write (exit 1).
 func TestServerValkeyClusterWait(t *testing.T) {
 	addrs := testserver.ValkeyClusterAddrs(t)
 	t.Setenv("VALKEY_PASSWORD", "")
@@ -361,9 +362,12 @@ func TestServerValkeyClusterWait(t *testing.T) {
 
 	for _, q := range []string{"?wait=2&wait-timeout=100ms", "?wait=2&wait-timeout=100ms&script=1"} {
 		r = push(cluster+q, "2")
-		assert.Equal(t, exitUnknown, r.code, "%s: %s", q, r)
-		assert.Regexp(t, `\b[01] of 2 replicas acknowledged (what was read|the write) within 100ms\b`, r.stderr, q) // as in TestServerValkeyWait
+		assert.Equal(t, exitError, r.code, "%s: %s", q, r) // as in TestServerValkeyWait
+		assert.Regexp(t, `writefence: 127\.0\.0\.1:\d+ has 1 replicas online, fewer than wait=2 in the address: no write could be confirmed, so none was sent`, r.stderr, q)
 	}
+	r = wf(t, "latest", "-json", "-prefix", prefix, "-store", cluster+"?wait=1&wait-timeout=10s", "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 1, jsonOf(t, r)["epoch"], "nothing was written")
 }
 
 // TestServerValkeyTLS: valkeys:// (and tls=true) speak TLS and check the

@@ -261,3 +261,28 @@ func unescapeName(s string) (string, bool) {
 func keepByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
+
+// CheckPrefix validates a key prefix: empty (DefaultPrefix), or one that
+// ends in "/" none of whose segments is "s" or "b" or starts with "_".
+// So no prefix reaches into another's spaces: a prefix that extends
+// another one by whole segments would begin with one of its shard, blob or
+// reserved spaces ("p/s/…", "p/b/…", "p/_…"), and is refused; one that
+// does not end in "/" would make its spaces begin inside a segment
+// ("ps/…" under "p").
+func CheckPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		return &Error{Arg: "prefix", Reason: fmt.Sprintf("%q does not end in \"/\"", prefix)}
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(prefix, "/"), "/") {
+		switch {
+		case seg == strings.TrimSuffix(shardSpace, "/"), seg == strings.TrimSuffix(blobSpace, "/"):
+			return &Error{Arg: "prefix", Reason: fmt.Sprintf("%q has a segment %q, which names a space of another prefix's keys: a Fence under it would share keys with the Fence under the prefix before it", prefix, seg)}
+		case strings.HasPrefix(seg, "_"):
+			return &Error{Arg: "prefix", Reason: fmt.Sprintf("%q has a segment %q, which starts like a reserved key of another prefix", prefix, seg)}
+		}
+	}
+	return nil
+}

@@ -25,8 +25,9 @@ const (
 )
 
 // The record encoding. All integers are big-endian. Writers write format
-// version 2, or 3 for a record of a shard that holds blobs (see
-// writefence.Fence.Commit); readers read versions 1 to 3 and refuse any
+// version 2, or for a record of a shard that holds blobs (see
+// writefence.Fence.Commit) version 3, or 4 once garbage collection has
+// set the record's horizon; readers read versions 1 to 4 and refuse any
 // other.
 //
 // Format version 2:
@@ -64,6 +65,20 @@ const (
 //	             CRC-32C of the blob (4)
 //	56+I+W+R P   payload
 //
+// Format version 4 is version 3 with the record's collection horizon, a
+// time by the blob store's clock in Unix nanoseconds: a blob created before
+// it that the record does not reference is garbage, and no commit may
+// newly reference it (see writefence.Fence.Collect):
+//
+//	offset size  field
+//	0      52    as in format version 3, with format version 4
+//	52     8     horizon (> 0)
+//	60     I     identity
+//	60+I   W     writer
+//	60+I+W 4     CRC-32C of bytes [0, 60+I+W)
+//	64+I+W R     references, as in format version 3
+//	64+I+W+R P   payload
+//
 // The header checksum covers every header field, the payload's checksum
 // among them, so together they check the header and the payload, and the
 // header alone can be checked without the payload. The payload's checksum
@@ -75,9 +90,11 @@ const (
 	recordMagic     = "WFR\x00"
 	PlainVersion    = 2  // of a plain record
 	StreamVersion   = 3  // of a stream's record
+	HorizonVersion  = 4  // of a stream's record with a collection horizon
 	fixedHeaderSize = 28 // of format version 2
 	v1HeaderSize    = 56 // of format version 1
 	v3HeaderSize    = 52 // of format version 3
+	v4HeaderSize    = 60 // of format version 4
 	ChecksumSize    = 4  // of each CRC-32C
 )
 
@@ -96,12 +113,20 @@ type Header struct {
 	Digest     [sha256.Size]byte // format version 1
 	Size       int               // encoded header size, checksum included
 
-	// Format version 3.
+	// Format versions 3 and 4.
 	Since    uint64 // the epoch the writer's tenure began
 	RefCount uint32
 	RefsLen  uint64
 	RefsCRC  uint32
+
+	// Format version 4: the collection horizon, Unix nanoseconds by the
+	// blob store's clock; 0 in the other versions.
+	Horizon int64
 }
+
+// Stream reports whether h is the header of a stream's record (format
+// version 3 or 4).
+func (h Header) Stream() bool { return h.Version == StreamVersion || h.Version == HorizonVersion }
 
 // BodyLen is the length of what follows the header: the references and
 // the payload.
@@ -117,14 +142,16 @@ type BlobRef struct {
 }
 
 // Body is what a record holds besides who wrote it at which epoch:
-// its payload, the blobs it references and its tenure floor, and whether
-// it is a stream's record (format version 3), which a shard's record
-// stays once it was, references or not: a plain record (format version 2)
-// carries no tenure floor of its own (see TenureFloor).
+// its payload, the blobs it references, its tenure floor and collection
+// horizon, and whether it is a stream's record (format version 3 or 4),
+// which a shard's record stays once it was, references or not: a plain
+// record (format version 2) carries no tenure floor of its own (see
+// TenureFloor) and no horizon.
 type Body struct {
 	Payload []byte
 	Refs    []BlobRef
 	Since   uint64
+	Horizon int64 // Unix nanoseconds by the blob store's clock; 0 for none
 	Stream  bool
 }
 
@@ -135,7 +162,7 @@ type Body struct {
 // plain record can be committed over it and Collect, which uses the same
 // floor, never deletes one that can.
 func TenureFloor(h Header) uint64 {
-	if h.Version == StreamVersion {
+	if h.Stream() {
 		return h.Since
 	}
 	return h.Epoch
@@ -145,18 +172,22 @@ func TenureFloor(h Header) uint64 {
 // whose payload is payloadLen bytes with checksum payloadCRC. The caller
 // has validated the fields (non-empty, within the limits, epoch >= 1).
 func EncodeHeader(identity, writer string, epoch, payloadLen uint64, payloadCRC uint32) []byte {
-	return encodeHeaderV(PlainVersion, identity, writer, epoch, payloadLen, payloadCRC, 0, nil)
+	return encodeHeaderV(PlainVersion, identity, writer, epoch, payloadLen, payloadCRC, 0, 0, nil)
 }
 
 // Encode returns the parts of a record of body: its header (and, in
 // format version 3, its references) and its payload, which is not copied.
 // payloadCRC is the payload's CRC-32C.
 func Encode(identity, writer string, epoch uint64, body Body, payloadCRC uint32) [][]byte {
-	if !body.Stream && len(body.Refs) == 0 && body.Since == 0 {
+	if !body.Stream && len(body.Refs) == 0 && body.Since == 0 && body.Horizon == 0 {
 		return [][]byte{EncodeHeader(identity, writer, epoch, uint64(len(body.Payload)), payloadCRC), body.Payload}
 	}
 	refs := encodeRefs(body.Refs)
-	h := encodeHeaderV(StreamVersion, identity, writer, epoch, uint64(len(body.Payload)), payloadCRC, body.Since, refs)
+	version := byte(StreamVersion)
+	if body.Horizon != 0 {
+		version = HorizonVersion
+	}
+	h := encodeHeaderV(version, identity, writer, epoch, uint64(len(body.Payload)), payloadCRC, body.Since, body.Horizon, refs)
 	h = append(h, refs...)
 	return [][]byte{h, body.Payload}
 }
@@ -182,10 +213,13 @@ func EncodeV1(identity, writer string, epoch uint64, payload []byte) []byte {
 	return append(b, payload...)
 }
 
-func encodeHeaderV(version byte, identity, writer string, epoch, payloadLen uint64, payloadCRC uint32, since uint64, refs []byte) []byte {
+func encodeHeaderV(version byte, identity, writer string, epoch, payloadLen uint64, payloadCRC uint32, since uint64, horizon int64, refs []byte) []byte {
 	fixed := fixedHeaderSize
-	if version == StreamVersion {
+	switch version {
+	case StreamVersion:
 		fixed = v3HeaderSize
+	case HorizonVersion:
+		fixed = v4HeaderSize
 	}
 	end := fixed + len(identity) + len(writer)
 	b := make([]byte, end+ChecksumSize, end+ChecksumSize+len(refs))
@@ -196,11 +230,14 @@ func encodeHeaderV(version byte, identity, writer string, epoch, payloadLen uint
 	binary.BigEndian.PutUint64(b[8:], epoch)
 	binary.BigEndian.PutUint64(b[16:], payloadLen)
 	binary.BigEndian.PutUint32(b[24:], payloadCRC)
-	if version == StreamVersion {
+	if version >= StreamVersion {
 		binary.BigEndian.PutUint64(b[28:], since)
 		binary.BigEndian.PutUint32(b[36:], uint32(countRefs(refs)))
 		binary.BigEndian.PutUint64(b[40:], uint64(len(refs)))
 		binary.BigEndian.PutUint32(b[48:], CRC32C(refs))
+	}
+	if version == HorizonVersion {
+		binary.BigEndian.PutUint64(b[52:], uint64(horizon))
 	}
 	n := copy(b[fixed:], identity)
 	copy(b[fixed+n:], writer)
@@ -291,6 +328,8 @@ func DecodeHeader(b []byte) (Header, string) {
 		fixed = fixedHeaderSize
 	case 3:
 		fixed = v3HeaderSize
+	case 4:
+		fixed = v4HeaderSize
 	default:
 		return h, "unknown format version"
 	}
@@ -326,7 +365,7 @@ func DecodeHeader(b []byte) (Header, string) {
 	} else {
 		h.PayloadCRC = binary.BigEndian.Uint32(b[24:])
 	}
-	if h.Version == StreamVersion {
+	if h.Stream() {
 		h.Since = binary.BigEndian.Uint64(b[28:])
 		h.RefCount = binary.BigEndian.Uint32(b[36:])
 		h.RefsLen = binary.BigEndian.Uint64(b[40:])
@@ -336,6 +375,12 @@ func DecodeHeader(b []byte) (Header, string) {
 		}
 		if h.RefsLen < uint64(h.RefCount)*RefEntryFixed || h.PayloadLen > math.MaxUint64-h.RefsLen {
 			return Header{}, "references length"
+		}
+	}
+	if h.Version == HorizonVersion {
+		h.Horizon = int64(binary.BigEndian.Uint64(b[52:]))
+		if h.Horizon <= 0 {
+			return Header{}, "horizon"
 		}
 	}
 	h.Identity = string(b[fixed : fixed+idLen])
@@ -360,13 +405,9 @@ func Decode(b []byte) (Header, Body, string) {
 	case h.BodyLen() < rest:
 		return h, Body{}, "trailing bytes"
 	}
-	body := Body{Since: h.Since, Stream: h.Version == StreamVersion, Payload: b[uint64(h.Size)+h.RefsLen:]}
-	if h.Version == StreamVersion {
-		refs := b[h.Size : uint64(h.Size)+h.RefsLen]
-		if CRC32C(refs) != h.RefsCRC {
-			return h, Body{}, "references checksum"
-		}
-		if body.Refs, check = decodeRefs(refs, h.RefCount); check != "" {
+	body := Body{Since: h.Since, Horizon: h.Horizon, Stream: h.Stream(), Payload: b[uint64(h.Size)+h.RefsLen:]}
+	if h.Stream() {
+		if body.Refs, check = refsOf(h, b); check != "" {
 			return h, Body{}, check
 		}
 	}
@@ -377,6 +418,38 @@ func Decode(b []byte) (Header, Body, string) {
 		return h, Body{}, "payload checksum"
 	}
 	return h, body, ""
+}
+
+// refsOf decodes the references of the stream's record with header h from
+// b, the record or its beginning: they must be there whole and match their
+// checksum.
+func refsOf(h Header, b []byte) ([]BlobRef, string) {
+	if uint64(len(b)-h.Size) < h.RefsLen {
+		return nil, "truncated references"
+	}
+	refs := b[h.Size : uint64(h.Size)+h.RefsLen]
+	if CRC32C(refs) != h.RefsCRC {
+		return nil, "references checksum"
+	}
+	return decodeRefs(refs, h.RefCount)
+}
+
+// SalvageRefs returns the references of a record that may be damaged
+// further on: b is the record, or as much of its beginning as could be
+// read, and the references count when its header and its references
+// decode and match their checksums, whatever follows them (a payload that
+// fails its checksum, say). ok is false when they cannot be known; a plain
+// record has none (refs nil, ok true).
+func SalvageRefs(b []byte) (refs []BlobRef, ok bool) {
+	h, check := DecodeHeader(b)
+	if check != "" {
+		return nil, false
+	}
+	if !h.Stream() {
+		return nil, true
+	}
+	refs, check = refsOf(h, b)
+	return refs, check == ""
 }
 
 // CRC32C returns the CRC-32C of b.

@@ -45,6 +45,9 @@ func TestRecordEveryTruncationAndBitFlip(t *testing.T) {
 					input{names[0], names[1], epoch, Body{Payload: payload, Since: 1, Stream: true, Refs: []BlobRef{
 						{Name: keys.BlobName(epoch, names[1], "0123456789abcdef0123456789abcdef"), Size: 1<<63 - 1, CRC: ^uint32(0)},
 						{Name: keys.BlobName(1, "w/\x00", "fedcba9876543210fedcba9876543210"), Size: 0, CRC: 0},
+					}}, false},
+					input{names[0], names[1], epoch, Body{Payload: payload, Since: 1, Horizon: 1<<63 - 1, Stream: true, Refs: []BlobRef{
+						{Name: keys.BlobName(epoch, names[1], "0123456789abcdef0123456789abcdef"), Size: 5, CRC: 9},
 					}}, false})
 			}
 		}
@@ -56,11 +59,14 @@ func TestRecordEveryTruncationAndBitFlip(t *testing.T) {
 			epoch:    1 + rng.Uint64N(^uint64(0)),
 			body:     Body{Payload: randBytes(rng.IntN(200))},
 		}
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
 		case 0:
 			in.v1 = true
-		case 1:
+		case 1, 3:
 			in.body.Stream = true
+			if rng.IntN(4) == 3 {
+				in.body.Horizon = 1 + rng.Int64N(1<<62)
+			}
 			in.body.Since = rng.Uint64N(in.epoch + 1)
 			for j := range rng.IntN(4) {
 				in.body.Refs = append(in.body.Refs, BlobRef{
@@ -131,6 +137,9 @@ func TestRecordBytesPinned(t *testing.T) {
 			"57465200030200010000000000000009000000000000000123e5075c0000000000000005000000010000000000000041c05916fc696477947c0096" +
 				"0033" + "30303030303030303030303030303035" + "2d" + "3031323334353637383961626364656630313233343536373839616263646566" + "2d" + "77" +
 				"0000000000000003" + "01020304" + "70"},
+		"format 4": {wholeRecord("id", "w", 9, Body{Payload: []byte("p"), Since: 5, Horizon: 0x0102030405060708, Stream: true}),
+			"57465200040200010000000000000009000000000000000123e5075c000000000000000500000000000000000000000000000000" +
+				"0102030405060708" + "696477" + "d791458e" + "70"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			require.Equal(t, tc.want, hex.EncodeToString(tc.rec))

@@ -99,7 +99,7 @@ func testRecordCorruption(t *testing.T, good []byte, fixed int, payloadCheck str
 		{"wrong magic", mutate(func(b []byte) []byte { b[0] = 'X'; return b }), "magic"},
 		{"garbage", []byte("this is not a record at all, just some text that is long enough"), "magic"},
 		{"short header", good[:20], "truncated header"},
-		{"unknown format version", mutate(func(b []byte) []byte { b[4] = 4; return b }), "unknown format version"},
+		{"unknown format version", mutate(func(b []byte) []byte { b[4] = 5; return b }), "unknown format version"},
 		{"format version 0", mutate(func(b []byte) []byte { b[4] = 0; return b }), "unknown format version"},
 		{"empty identity", mutate(func(b []byte) []byte { b[5] = 0; return b }), "empty identity"},
 		{"empty writer", mutate(func(b []byte) []byte { b[6], b[7] = 0, 0; return b }), "empty writer"},
@@ -228,4 +228,73 @@ func TestStreamRecord(t *testing.T) {
 			assert.Nil(t, got.Payload)
 		})
 	}
+}
+
+// TestHorizonRecord: a stream's record with a collection horizon is
+// written in format version 4 and decodes to exactly what was encoded; a
+// horizon of zero or less in a record of that version is damage.
+func TestHorizonRecord(t *testing.T) {
+	body := testStreamBody()
+	body.Horizon = 1_700_000_000_000_000_000
+	rec := wholeRecord("id", "node-4", 9, body)
+	h, got, check := Decode(rec)
+	require.Empty(t, check)
+	assert.Equal(t, byte(HorizonVersion), h.Version)
+	assert.True(t, h.Stream())
+	assert.Equal(t, body, got)
+	assert.Equal(t, body.Horizon, h.Horizon)
+	assert.Equal(t, uint64(5), TenureFloor(h))
+
+	zero := append([]byte(nil), rec...)
+	binary.BigEndian.PutUint64(zero[52:], 0)
+	end := h.Size - ChecksumSize
+	binary.BigEndian.PutUint32(zero[end:], CRC32C(zero[:end]))
+	_, _, check = Decode(zero)
+	assert.Equal(t, "horizon", check)
+}
+
+// TestSalvageRefs: the references of a record whose payload is damaged,
+// or whose end was lost, are still read when they are whole and match
+// their checksum; damage in them, or in the header, leaves them unknown.
+func TestSalvageRefs(t *testing.T) {
+	body := testStreamBody()
+	rec := wholeRecord("id", "node-4", 9, body)
+	h, _, check := Decode(rec)
+	require.Empty(t, check)
+	refsEnd := h.Size + int(h.RefsLen)
+
+	payloadFlipped := append([]byte(nil), rec...)
+	payloadFlipped[len(rec)-1] ^= 1
+	_, _, check = Decode(payloadFlipped)
+	require.Equal(t, "payload checksum", check)
+	for name, b := range map[string][]byte{
+		"whole":                rec,
+		"payload flipped":      payloadFlipped,
+		"cut after references": rec[:refsEnd],
+		"trailing bytes":       append(append([]byte(nil), rec...), 0),
+		"cut inside payload":   rec[:refsEnd+1],
+	} {
+		refs, ok := SalvageRefs(b)
+		assert.True(t, ok, name)
+		assert.Equal(t, body.Refs, refs, name)
+	}
+
+	refFlipped := append([]byte(nil), rec...)
+	refFlipped[h.Size+3] ^= 1
+	headerFlipped := append([]byte(nil), rec...)
+	headerFlipped[10] ^= 1
+	for name, b := range map[string][]byte{
+		"reference flipped": refFlipped,
+		"header flipped":    headerFlipped,
+		"cut in references": rec[:refsEnd-1],
+		"cut in header":     rec[:h.Size-1],
+	} {
+		refs, ok := SalvageRefs(b)
+		assert.False(t, ok, name)
+		assert.Nil(t, refs, name)
+	}
+
+	plain, ok := SalvageRefs(wholeRecord("id", "w", 3, Body{Payload: []byte("x")}))
+	assert.True(t, ok, "a plain record references nothing")
+	assert.Nil(t, plain)
 }

@@ -14,7 +14,7 @@ import (
 // FuzzDecodeRecord states.
 func TestStreamRecordOfNoFloorIsCanonical(t *testing.T) {
 	payload := []byte("manifest")
-	h := encodeHeaderV(StreamVersion, "writefence/v1", "node-1", 7, uint64(len(payload)), CRC32C(payload), 0, nil)
+	h := encodeHeaderV(StreamVersion, "writefence/v1", "node-1", 7, uint64(len(payload)), CRC32C(payload), 0, 0, nil)
 	rec := append(h, payload...)
 
 	dh, body, check := Decode(rec)

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+func init() {
+	// mispair:// pairs bytes with the previous write's version on every
+	// third read under overwrite, as some S3-compatible servers do on a
+	// few reads in ten thousand.
+	openers["mispair"] = func(context.Context, *url.URL) (*opened, error) {
+		return &opened{store: &mispairing{}, close: noClose}, nil
+	}
+	// levels://risk,unknown,warn adds one finding of each level named,
+	// over an in-memory store.
+	openers["levels"] = func(_ context.Context, u *url.URL) (*opened, error) {
+		return &opened{store: &writefence.MemStore{}, close: noClose, audit: func(_ context.Context, a *audit) {
+			for _, l := range strings.Split(u.Host, ",") {
+				a.add(finding{Check: "test." + l, Level: level(l), Found: "a setting of level " + l})
+			}
+		}}, nil
+	}
+}
+
+// mispairing is a store whose Get returns, once a key has been
+// overwritten, the current bytes with the previous version on every third
+// read.
+type mispairing struct {
+	mu    sync.Mutex // guards the fields below
+	data  map[string][]byte
+	ver   map[string]int
+	reads int
+}
+
+func (m *mispairing) Get(ctx context.Context, key string) ([]byte, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.data[key]
+	if !ok {
+		return nil, "", writefence.ErrNotFound
+	}
+	m.reads++
+	v := m.ver[key]
+	if v > 1 && m.reads%3 == 0 {
+		v--
+	}
+	return append([]byte(nil), d...), "v" + itoa(v), nil
+}
+
+func (m *mispairing) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.data == nil {
+		m.data, m.ver = map[string][]byte{}, map[string]int{}
+	}
+	cur := ""
+	if _, ok := m.data[key]; ok {
+		cur = "v" + itoa(m.ver[key])
+	}
+	if cur != expect {
+		return "", writefence.ErrConflict
+	}
+	m.ver[key]++
+	m.data[key] = append([]byte(nil), data...)
+	return "v" + itoa(m.ver[key]), nil
+}
+
+func (m *mispairing) Delete(ctx context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.data, key)
+	return nil
+}
+
+// doctorLines parses doctor's -json output: the findings, then the result.
+func doctorLines(t *testing.T, r result) ([]finding, map[string]any) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.NotEmpty(t, lines, "%s", r)
+	var fs []finding
+	for _, l := range lines[:len(lines)-1] {
+		var f finding
+		require.NoError(t, json.Unmarshal([]byte(l), &f), "%s", r)
+		fs = append(fs, f)
+	}
+	var res map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &res), "%s", r)
+	return fs, res
+}
+
+// doctorFindings runs doctor -json on addr with args and returns its exit
+// status and the findings of check.
+func doctorFindings(t *testing.T, addr, check string, args ...string) (int, []finding) {
+	t.Helper()
+	r := wf(t, append([]string{"doctor", "-json", "-store", addr}, args...)...)
+	fs, _ := doctorLines(t, r)
+	return r.code, findingsOf(fs, check)
+}
+
+// findingsOf returns the findings of check.
+func findingsOf(fs []finding, check string) []finding {
+	var out []finding
+	for _, f := range fs {
+		if f.Check == check {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestDoctorExitStatus: a risk exits 11, an unreadable setting 1 (a risk
+// wins), warnings alone 0; -json prints each finding, then the result
+// with its outcome and counts.
+func TestDoctorExitStatus(t *testing.T) {
+	for _, tt := range []struct {
+		levels  string
+		code    int
+		outcome string
+	}{
+		{"ok,warn", exitOK, "ok"},
+		{"ok,unknown,warn", exitError, "error"},
+		{"unknown,risk", exitAtRisk, "at_risk"},
+		{"risk,risk", exitAtRisk, "at_risk"},
+	} {
+		r := wf(t, "doctor", "-writes=false", "-json", "-store", "levels://"+tt.levels)
+		assert.Equal(t, tt.code, r.code, "%s: %s", tt.levels, r)
+		fs, res := doctorLines(t, r)
+		assert.Len(t, fs, strings.Count(tt.levels, ",")+1, tt.levels)
+		assert.Equal(t, tt.outcome, res["outcome"], tt.levels)
+		assert.EqualValues(t, strings.Count(tt.levels, "risk"), res["risks"], tt.levels)
+		assert.EqualValues(t, strings.Count(tt.levels, "unknown"), res["unknown"], tt.levels)
+		assert.EqualValues(t, strings.Count(tt.levels, "warn"), res["warnings"], tt.levels)
+		assert.Equal(t, "writefence/", res["prefix"])
+	}
+
+	r := wf(t, "doctor", "-writes=false", "-store", "levels://risk,ok")
+	assert.Equal(t, exitAtRisk, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "RISK     test.risk: a setting of level risk\n")
+	assert.Contains(t, r.stdout, "ok       test.ok: a setting of level ok\n")
+	assert.Equal(t, "writefence doctor: 1 setting can lose a record or an acknowledged write\n", r.stderr)
+	assert.True(t, errors.Is(&atRiskError{1}, errAtRisk))
+	assert.Contains(t, exitHelp(), "11  at risk")
+}
+
+// TestDoctorOverwrite: a store that pairs one write's bytes with another
+// write's version under overwrite is untrusted (exit 9), whatever else
+// doctor finds; one that pairs them right passes, and -writes=false or
+// -overwrite 0 skip the check.
+func TestDoctorOverwrite(t *testing.T) {
+	r := wf(t, "doctor", "-json", "-overwrite", "2s", "-store", "levels://risk")
+	assert.Equal(t, exitAtRisk, r.code, "%s", r)
+	fs, _ := doctorLines(t, r)
+	ow := findingsOf(fs, "reads.overwrite")
+	require.Len(t, ow, 1, "%s", r)
+	assert.Equal(t, levelOK, ow[0].Level, "%s", r)
+
+	r = wf(t, "doctor", "-json", "-overwrite", "2s", "-store", "mispair://")
+	assert.Equal(t, exitUntrusted, r.code, "%s", r)
+	fs, res := doctorLines(t, r)
+	ow = findingsOf(fs, "reads.overwrite")
+	require.Len(t, ow, 1, "%s", r)
+	assert.Equal(t, levelRisk, ow[0].Level)
+	assert.Contains(t, ow[0].Found, "bytes and version of different writes")
+	assert.Equal(t, "untrusted", res["outcome"])
+
+	for _, args := range [][]string{{"-writes=false"}, {"-overwrite", "0"}} {
+		r := wf(t, append([]string{"doctor", "-json", "-store", "mispair://"}, args...)...)
+		assert.Equal(t, exitOK, r.code, "%v: %s", args, r)
+		fs, _ := doctorLines(t, r)
+		assert.Empty(t, findingsOf(fs, "reads.overwrite"), "%v", args)
+	}
+
+	r = wf(t, "doctor", "-overwrite", "-1s", "-store", "mem://")
+	assert.Equal(t, exitUsage, r.code, "%s", r)
+}
+
+// TestDoctorMem: mem:// has no settings, and says so.
+func TestDoctorMem(t *testing.T) {
+	r := wf(t, "doctor", "-overwrite", "1s", "-store", "mem://")
+	assert.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "warn     mem.memory: ")
+	assert.Contains(t, r.stdout, "ok       reads.overwrite: ")
+	assert.Contains(t, r.stdout, "no setting found that can lose a record or an acknowledged write (1 warning)\n")
+}
