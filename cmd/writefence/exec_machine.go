@@ -115,6 +115,7 @@ type machine struct {
 	terms    int       // terms held so far
 	waitFrom time.Time // when the wait for the lease began
 	final    error     // a failure retrying cannot change: give up with it
+	stale    int       // Holds in a row whose seal was refused as stale
 
 	child   childPhase
 	stopped string    // why the supervisor stopped the program, "" when it did not
@@ -234,7 +235,7 @@ func (m *machine) cancelling() { m.lease = leaseCancelling }
 // held: Hold returned with every shard sealed at term, which ends at
 // expiry by this clock unless renewed.
 func (m *machine) held(term uint64, expiry time.Time) {
-	m.lease, m.term, m.expiry, m.ended = leaseHeld, term, expiry, nil
+	m.lease, m.term, m.expiry, m.ended, m.stale = leaseHeld, term, expiry, nil, 0
 	m.terms++
 }
 
@@ -254,15 +255,28 @@ func (m *machine) leaseEnded(cause error) {
 
 // holdFailed: Hold returned err at now. A lease held by another is tried
 // again when its holder's term would end, at most a quarter TTL on (the
-// holder may release it); a takeover that lost its term, at once after an
-// eighth TTL. A failure retrying cannot change is final, and so is any
-// other before the first term (a wrong address fails fast); after it, it
-// is tried again every quarter TTL.
+// holder may release it); a takeover that lost its term, after an eighth
+// TTL. A seal refused as stale is tried again the same way, as another
+// holder may have overtaken a slow takeover, but a third in a row is final:
+// the shard records an epoch of a term the lease has not reached (its
+// record was deleted or rolled back, or another epoch source writes the
+// shard), which takes an operator. A failure retrying cannot change is
+// final, and so is any other before the first term (a wrong address fails
+// fast); after it, it is tried again every quarter TTL.
 func (m *machine) holdFailed(now time.Time, err error) {
 	cancelled := m.lease == leaseCancelling
 	m.lease = leaseIdle
+	if errors.Is(err, writefence.ErrStaleEpoch) {
+		m.stale++
+	} else {
+		m.stale = 0
+	}
 	var held *writefence.LeaseHeldError
 	switch {
+	case m.stale >= staleHolds:
+		m.final = err
+	case m.stale > 0:
+		m.retryAt = now.Add(m.p.ttl / 8)
 	case cancelled && errors.Is(err, context.Canceled):
 		m.retryAt = now // quit or -timeout decides
 	case errors.As(err, &held):
@@ -281,6 +295,9 @@ func (m *machine) holdFailed(now time.Time, err error) {
 		m.retryAt = now.Add(m.p.ttl / 4)
 	}
 }
+
+// staleHolds is how many Holds in a row refused as stale make exec give up.
+const staleHolds = 3
 
 // finalHoldError reports whether a Hold that failed with err fails the
 // same way every time: a damaged lease record, another wire identity, an

@@ -42,6 +42,7 @@ func runningMachine(p policy) *machine {
 
 func TestExecMachineDecisions(t *testing.T) {
 	errNet := errors.New("writefence: dial tcp 127.0.0.1:1: connection refused")
+	errStale := &writefence.StaleEpochError{Op: "seal", Key: "writefence/s/wal/0", Epoch: 2<<32 | 1, RecordedEpoch: 9<<32 | 1, RecordedWriter: "x"}
 	lost := &writefence.LeaseLostError{Name: "wal", Term: 3, Holder: "b", NewTerm: 4}
 	restart := machinePol
 	restart.restart = true
@@ -117,6 +118,32 @@ func TestExecMachineDecisions(t *testing.T) {
 			m.holdFailed(machineT0, &writefence.CorruptError{Key: "writefence/_lease/wal", Check: "checksum"})
 			return m
 		}, 0, decision{act: actExit, code: exitCorrupt, err: &writefence.CorruptError{Key: "writefence/_lease/wal", Check: "checksum"}}},
+		{"a seal refused as stale: again an eighth TTL on", restart, func(p policy) *machine {
+			m := newMachine(p, machineT0)
+			m.acquiring()
+			m.holdFailed(machineT0, errStale)
+			return m
+		}, 0, decision{act: actWait, at: at(time.Second)}},
+		{"a seal refused as stale three times in a row: give up", restart, func(p policy) *machine {
+			m := newMachine(p, machineT0)
+			for range staleHolds {
+				m.acquiring()
+				m.holdFailed(machineT0, errStale)
+			}
+			return m
+		}, 0, decision{act: actExit, code: exitStale, err: errStale}},
+		{"stale refusals not in a row: again", restart, func(p policy) *machine {
+			m := newMachine(p, machineT0)
+			for range staleHolds {
+				m.acquiring()
+				m.holdFailed(machineT0, errStale)
+				m.acquiring()
+				m.holdFailed(machineT0, &writefence.LeaseHeldError{Name: "wal", Holder: "b", Term: 2, Expiry: at(time.Second)})
+			}
+			m.acquiring()
+			m.holdFailed(machineT0, errStale)
+			return m
+		}, 0, decision{act: actWait, at: at(time.Second)}},
 		{"-timeout passed while waiting: give up", waiting, func(p policy) *machine {
 			m := newMachine(p, machineT0)
 			m.acquiring()
