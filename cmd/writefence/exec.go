@@ -91,9 +91,13 @@ put itself in the background (fork, setsid, and exit): exec would take
 its exit for the end of its work.
 
 -timeout bounds the wait for the lease (0, the default, waits as long as
-it takes). An unreachable store, or one that refuses the lease record,
-fails exec before the first term; after a term, with -restart, exec tries
-again every -ttl/4.
+it takes). A store that does not exist is refused unless -create is given,
+and an installed brand is verified (-brand), as for every command that
+writes. An unreachable store, or one that refuses the lease record, fails
+exec before the first term; after a term, with -restart, exec tries again
+every -ttl/4. A seal refused as stale three times in a row is final: the
+shard records a term the lease has not reached. "writefence lease show
+NAME" shows who holds the lease, at which term, until when.
 
 exit status: the program's own (128+n when signal n ended it), or
   75   the lease was lost or about to expire and exec stopped the program
