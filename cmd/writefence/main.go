@@ -26,6 +26,7 @@
 //	policy s3                         print an S3 bucket policy that refuses unconditional writes and deletes of records (-bucket, -prefix)
 //	settle  <plugin> <shard>          overwrite a corrupt record, only with -confirm-version of exactly that record
 //	demo                              race writers on the in-memory store and show what the fence does
+//	exec    [plugin/shard] -- prog    hold a lease, seal the shards, run prog while it is held, its pushes fenced at its term
 //	version                           the module version and VCS revision the command was built from
 //	init                              create the store's directory, bucket, table or container if it does not exist
 //	seal    <plugin> <shard>          raise a shard's recorded epoch without changing its payload (-writer, -epoch)
@@ -126,6 +127,10 @@
 //	11  at risk: doctor found a store setting that can lose a record or an acknowledged write
 //	130 interrupted: SIGINT or SIGTERM stopped the command (a write in flight may have landed)
 //
+// exec exits with its program's status, or 75 when it stopped the program
+// because the lease was lost or about to expire, 126 or 127 when the
+// program could not be started or found ("writefence help exec").
+//
 // A failed write to stdout (a full disk, a closed pipe) is an error (1),
 // never a silent success.
 //
@@ -184,6 +189,8 @@ type invocation struct {
 	// Set once a store is opened, for the advice an error gets.
 	addr    string        // the store's address
 	timeout time.Duration // -timeout
+
+	dash int // the index of the first positional argument after "--", -1 without "--"
 }
 
 var commands []command
@@ -205,6 +212,7 @@ func init() {
 		policyS3Command,
 		settleCommand,
 		demoCommand,
+		execCommand,
 		versionCommand,
 	}
 	commands = append(commands, storeCommands...)
@@ -219,7 +227,7 @@ func main() {
 		stop()
 	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if ctx.Err() != nil && code == exitError {
+	if ctx.Err() != nil && code == exitError && !programStatus.Load() {
 		// An error the signal caused but whose cause an SDK did not keep;
 		// a more telling status (8: the write may have landed) stays.
 		code = exitInterrupted
@@ -368,7 +376,8 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The flags given before the command's name come first, so that the
 	// same flag among the command's own wins, as it does for -store.
-	pos, err := parseArgs(fs, append(before, rest...))
+	pos, dash, err := parseArgs(fs, append(before, rest...))
+	inv.dash = dash
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		commandHelp(stdout, c)
@@ -538,20 +547,21 @@ credentials come from the environment only:
 `
 
 // parseArgs parses flags wherever they appear among args (the flag package
-// stops at the first non-flag) and returns the positional arguments.
+// stops at the first non-flag) and returns the positional arguments, and
+// the index among them of the first one after "--" (-1 without "--").
 // Everything after "--" is positional.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, int, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return pos, nil
+			return pos, -1, nil
 		}
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
+			return append(pos, rest...), len(pos), nil
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]

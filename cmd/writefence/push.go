@@ -30,6 +30,15 @@ no brand. A store that does not exist (a directory that holds none, a
 missing bucket, table or container) is refused (exit 1) unless -create is
 given: a mistyped -store never becomes a new store where any epoch lands.
 
+-term T draws the epoch instead of -epoch: T<<32 | n, with n one above
+the shard's last epoch of term T by -writer (1 when there is none), so the
+pushes of one term rise across separate runs of the command. A program run
+by "writefence exec" has WRITEFENCE_TERM, WRITEFENCE_HOLDER,
+WRITEFENCE_STORE and WRITEFENCE_PREFIX set, which give -term's -writer,
+-store and -prefix their defaults: push -term "$WRITEFENCE_TERM" <plugin>
+<shard> is all it needs. Once a later term has written the shard (the next
+holder's seal), the push is refused (exit 4): the lease was lost, stop.
+
 -epoch takes plain decimal digits only: 010, 0x10, +1 or 1_0 are refused
 as usage errors (exit 2), never read as 8 or 16. An epoch above 2^63-1
 (%d) is refused as well unless -allow-huge-epoch is
@@ -54,6 +63,7 @@ examples:
   echo hello | writefence push -writer node-a -epoch 8 wal shard-0
   writefence push -store 'valkey://127.0.0.1:6379/0?wait=1' -writer node-a -epoch 9 -file segment.bin wal shard-0
   writefence push -writer node-a -epoch 10 -empty wal shard-0 </dev/null
+  writefence push -term "$WRITEFENCE_TERM" -file segment.bin wal shard-0   # under writefence exec
   writefence push -json -writer node-b -epoch 11 -file snap.bin -brand verify wal shard-0`, uint64(maxPlainEpoch), defaults.MaxPayloadSize>>20),
 	define: definePush,
 }
@@ -165,8 +175,13 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 	rf := addRecordFlags(fs, inv)
 	rf.addCreateFlag(fs)
 	brand := addBrandFlag(fs)
+	term := &termValue{}
+	fs.Var(term, "term", "draw the epoch from `term` instead of -epoch: above the shard's last epoch of this term by -writer (as under writefence exec)")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := rf.output()
+		if term.set {
+			return pushAtTerm(ctx, fs, o, rf, *brand, term.term, args[0], args[1])
+		}
 		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {
 			return o.fail(err)
