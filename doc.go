@@ -235,7 +235,8 @@
 //  9. Settle keeps the blobs the damaged record references when its
 //     references decode, unless told to drop them
 //     (Settlement.DropBlobs), and refuses when they may exist but cannot
-//     be read.
+//     be read (as far as the Fence's blob store tells: a Fence with none
+//     sees no blobs).
 //
 // Wire identity:
 //

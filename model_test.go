@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -25,6 +26,8 @@ import (
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/promise"
+	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -47,7 +50,12 @@ import (
 //   - a lease's term never goes down, no two acquisitions get one term, and
 //     a damaged lease record is never overwritten;
 //   - a wrapper is never bypassed: every write and read of a wrapped
-//     writer goes through the wrapper's own Get and PutIfVersion.
+//     writer goes through the wrapper's own Get and PutIfVersion;
+//
+// and after every step the promise checker (internal/promise) reads the
+// run's history, every call and every change the store took, recorded
+// beneath the Fences (recorder_test.go), and checks every numbered
+// promise of the package on it.
 //
 // The unit tier runs it on MemStore and the directory store, the
 // integration tier on MinIO, fake-gcs-server and Valkey (both write paths,
@@ -98,6 +106,7 @@ type faultPlan struct {
 	before    func()             // runs once, before the first write reaches the store
 	failed    bool               // a store call failed and no back-off followed yet
 	violation string             // how the engine broke the retry policy, if it did
+	rec       *recorder          // told of every fault, for the checker
 }
 
 func (p *faultPlan) arm(f faultSet, cancel context.CancelFunc) {
@@ -160,6 +169,9 @@ func (p *faultPlan) read() error {
 	p.call("read")
 	if p.f.readsFail || p.f.readsAfterLoss && p.lostAt {
 		p.failed = true
+		if p.rec != nil {
+			p.rec.fault("transient")
+		}
 		return errLostReply
 	}
 	return nil
@@ -193,9 +205,15 @@ func (p *faultPlan) write(do func() (string, error)) (string, error) {
 	}
 	switch lost {
 	case lostBefore:
+		if p.rec != nil {
+			p.rec.fault("transient")
+		}
 		return "", errLostReply
 	case lostAfter:
-		_, _ = do()
+		_, err := do()
+		if p.rec != nil && err == nil {
+			p.rec.fault("lost")
+		}
 		return "", errLostReply
 	}
 	return do()
@@ -321,6 +339,7 @@ type modelRun struct {
 	plan    *faultPlan
 	clock   *modelClock
 	counts  *modelCounts
+	hist    *recorder // the history, for the promise checker
 
 	// The model.
 	rec        modelRecord                  // the last sound record that landed
@@ -388,11 +407,14 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 	require.NoError(t, err)
 	leaseKey, err := keys.Lease(prefix, "model")
 	require.NoError(t, err)
+	clock := newModelClock()
+	rec, recorded := newRecorder(target.store, clock.now)
+	target.store = recorded
 	r := &modelRun{
 		target: target, prefix: prefix, key: key, logKey: logKey, brand: keys.Brand(prefix), lease: leaseKey,
-		reader: &writefence.Fence{Store: target.store, Prefix: prefix},
-		admin:  &writefence.Fence{Store: target.store, Prefix: prefix},
-		plan:   &faultPlan{}, clock: newModelClock(), counts: counts,
+		reader: &writefence.Fence{Store: target.store, Prefix: prefix, Observer: rec.observe},
+		admin:  &writefence.Fence{Store: target.store, Prefix: prefix, Observer: rec.observe},
+		plan:   &faultPlan{rec: rec}, clock: clock, counts: counts, hist: rec,
 		landed: map[uint64]bool{}, terms: map[uint64]int{}, termLease: map[uint64]string{}, acquiredBy: map[uint64]*writefence.Lease{}, blobs: map[string]*modelBlob{},
 	}
 	_, r.blobsOK = target.store.(writefence.BlobStore)
@@ -406,7 +428,7 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 			w.wrapper = &promoting{inner: target.store, plan: r.plan}
 			store = w.wrapper
 		}
-		w.fence = &writefence.Fence{Store: store, Prefix: prefix, MaxAttempts: 4}
+		w.fence = &writefence.Fence{Store: store, Prefix: prefix, MaxAttempts: 4, Observer: rec.observe}
 		if rapid.Bool().Draw(t, w.name+" brand always") {
 			w.always, w.fence.Brand = true, writefence.BrandVerifyAlways
 		}
@@ -436,6 +458,28 @@ func (r *modelRun) ctxFor(w *modelWriter) context.Context {
 }
 
 func (r *modelRun) wait(ctx context.Context, _ int, _ time.Duration) error { return r.plan.wait(ctx) }
+
+// callOf completes c, a call by w (nil: by no writer of the run), with
+// what the history records of every call of the run.
+func (r *modelRun) callOf(w *modelWriter, c promise.Call) *promise.Call {
+	c.Prefix, c.Plugin, c.Shard, c.Key = r.prefix, modelPlugin, modelShard, r.key
+	if w != nil {
+		c.Proc, c.BrandAlways, c.MaxAttempts = w.name, w.always, w.fence.MaxAttempts
+	}
+	if c.Proc == "" {
+		c.Proc = "admin"
+	}
+	return &c
+}
+
+// leaseLabel names a Lease value of w in the history.
+func leaseLabel(w *modelWriter, l *writefence.Lease) string { return fmt.Sprintf("%s/%p", w.name, l) }
+
+// recordDamage records, for the checker, the damage f did to key from
+// outside the package, data being what the key held before it.
+func (r *modelRun) recordDamage(t *rapid.T, key string, data []byte, f testserver.Fault, version string) {
+	r.hist.outside(promise.Change{Kind: "put", Key: key, Data: f.Apply(data), Version: version, InPlace: r.target.name == "dir"})
+}
 
 func (r *modelRun) drawWriter(t *rapid.T) *modelWriter {
 	return r.writers[rapid.IntRange(0, len(r.writers)-1).Draw(t, "writer")]
@@ -575,9 +619,9 @@ func oneOf(err, alt error) bool {
 // error. Without faults, answer is the error the model expects (alt, when
 // set, is also accepted). An unknown outcome is resolved by running call
 // again without faults.
-func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet, answer, alt error, call func(ctx context.Context) (modelRecord, error)) error {
+func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet, answer, alt error, c promise.Call, call func(ctx context.Context) (modelRecord, error)) error {
 	r.counts.add(op)
-	err := r.writeOnce(t, op, w, faults, call)
+	err := r.writeOnce(t, op, w, faults, c, call)
 	if modelAnswers && faults.quiet() && !oneOf(err, alt) {
 		if answer == nil {
 			require.NoError(t, err, op)
@@ -587,13 +631,13 @@ func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet,
 	}
 	if errors.Is(err, writefence.ErrOutcomeUnknown) {
 		r.counts.add(op + ": unknown outcome resolved")
-		again := r.writeOnce(t, op, w, faultSet{}, call)
+		again := r.writeOnce(t, op, w, faultSet{}, c, call)
 		require.NotErrorIs(t, again, writefence.ErrOutcomeUnknown, "%s repeated without faults", op)
 	}
 	return err
 }
 
-func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults faultSet, call func(ctx context.Context) (modelRecord, error)) error {
+func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults faultSet, c promise.Call, call func(ctx context.Context) (modelRecord, error)) error {
 	before := r.read(t)
 	ctx := r.ctx
 	if w != nil {
@@ -606,7 +650,10 @@ func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults fault
 	if w != nil && w.wrapper != nil {
 		putsBefore = w.wrapper.puts.Load()
 	}
+	rc := r.callOf(w, c)
+	r.hist.begin(rc)
 	want, err := call(ctx)
+	r.hist.end(rc, err)
 	writes, broke, cancelled := r.plan.written(), r.plan.broke(), ctx.Err() != nil
 	r.plan.arm(faultSet{}, nil)
 	require.Empty(t, broke, op)
@@ -733,7 +780,7 @@ func (r *modelRun) doPush(t *rapid.T, p *modelPush, faults faultSet) {
 	want := r.successor(p.w.name, p.epoch, p.payload, r.rec.blobs, false, false)
 	answer, alt := r.answer(p.w, want)
 	alt = r.headerRefusal(want, alt)
-	r.write(t, "push", p.w, faults, answer, alt, func(ctx context.Context) (modelRecord, error) {
+	r.write(t, "push", p.w, faults, answer, alt, promise.Call{Op: promise.Push, Writer: p.w.name, Epoch: p.epoch, Payload: []byte(p.payload)}, func(ctx context.Context) (modelRecord, error) {
 		return want, p.w.fence.Push(ctx, modelPlugin, modelShard, p.w.name, p.epoch, []byte(p.payload))
 	})
 }
@@ -772,7 +819,7 @@ func (r *modelRun) update(t *rapid.T) {
 	if kind == 0 {
 		op = opAppend
 	}
-	r.write(t, op, w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
+	r.write(t, op, w, drawFaults(t), answer, alt, promise.Call{Op: promise.Update, Writer: w.name, Epoch: epoch}, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Update(ctx, modelPlugin, modelShard, w.name, epoch, next)
 	})
 }
@@ -783,7 +830,7 @@ func (r *modelRun) seal(t *rapid.T) {
 	want := r.successor(w.name, epoch, r.rec.payload, r.rec.blobs, false, true)
 	answer, alt := r.answer(w, want)
 	alt = r.headerRefusal(want, alt)
-	r.write(t, "seal", w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
+	r.write(t, "seal", w, drawFaults(t), answer, alt, promise.Call{Op: promise.Seal, Writer: w.name, Epoch: epoch}, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Seal(ctx, modelPlugin, modelShard, w.name, epoch)
 	})
 }
@@ -807,9 +854,11 @@ func (r *modelRun) damage(t *rapid.T) {
 		t.Skip("a second flip could undo the first")
 	}
 	r.counts.add("damage")
+	raw, _, _ := r.target.store.Get(context.Background(), r.key)
 	require.NoError(t, r.target.damage(context.Background(), r.key, f))
 	r.lastFault = &f
 	after := r.read(t)
+	r.recordDamage(t, r.key, raw, f, after.version)
 	require.True(t, after.corrupt, "the damaged record must not decode")
 	if after.epoch != 0 {
 		require.Equal(t, r.rec.epoch, after.epoch, "the header of a damaged record shows its epoch or none")
@@ -893,7 +942,8 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 	if w.always && r.brandValue != defaults.Identity {
 		alt = writefence.ErrWire
 	}
-	r.write(t, "settle", w, drawFaults(t), answer, alt, func(ctx context.Context) (modelRecord, error) {
+	r.write(t, "settle", w, drawFaults(t), answer, alt, promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
+		Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs, NoBlobStore: !fenceBlobs}, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Settle(ctx, modelPlugin, modelShard, *s)
 	})
 }
@@ -939,7 +989,13 @@ func (r *modelRun) remove(t *rapid.T) {
 
 func (r *modelRun) latest(t *rapid.T) {
 	w := r.drawWriter(t)
+	c := r.callOf(w, promise.Call{Op: promise.Latest})
+	r.hist.begin(c)
 	e, wr, p, err := w.fence.Latest(r.ctx, modelPlugin, modelShard)
+	if err == nil {
+		c.Read, c.ReadBody = &record.Header{Epoch: e, Writer: wr}, record.Body{Payload: p}
+	}
+	r.hist.end(c, err)
 	switch {
 	case w.always && r.brandValue != defaults.Identity:
 		require.ErrorIs(t, err, writefence.ErrWire)
@@ -960,7 +1016,7 @@ func (r *modelRun) latest(t *rapid.T) {
 // foreignPush pushes as a program of another wire identity would: over a
 // record of ours it is refused, and over its own record ours are.
 func (r *modelRun) foreignPush(t *rapid.T) {
-	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: foreignIdentity}
+	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: foreignIdentity, Observer: r.hist.observe}
 	want := r.successor("alien", r.drawEpoch(t), "another format", "", false, false)
 	want.foreign = true
 	var answer error
@@ -973,7 +1029,8 @@ func (r *modelRun) foreignPush(t *rapid.T) {
 	case r.rec.epoch != 0 && want.epoch <= r.rec.epoch:
 		answer = writefence.ErrStaleEpoch
 	}
-	r.write(t, "foreign push", nil, faultSet{}, answer, r.headerRefusal(want, nil), func(ctx context.Context) (modelRecord, error) {
+	r.write(t, "foreign push", nil, faultSet{}, answer, r.headerRefusal(want, nil), promise.Call{Op: promise.Push, Proc: "alien", Identity: foreignIdentity,
+		Writer: want.writer, Epoch: want.epoch, Payload: []byte(want.payload)}, func(ctx context.Context) (modelRecord, error) {
 		return want, f.Push(ctx, modelPlugin, modelShard, want.writer, want.epoch, []byte(want.payload))
 	})
 }
@@ -983,7 +1040,11 @@ func (r *modelRun) claim(t *rapid.T) {
 	identity := rapid.SampledFrom([]string{defaults.Identity, foreignIdentity}).Draw(t, "identity")
 	r.counts.add("brand claim")
 	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: identity}
+	c := r.callOf(nil, promise.Call{Op: promise.Claim, Identity: identity})
+	r.hist.begin(c)
 	claimed, err := f.ClaimBrand(r.ctx)
+	c.Claimed = claimed
+	r.hist.end(c, err)
 	switch r.brandValue {
 	case "":
 		require.NoError(t, err)
@@ -1074,13 +1135,13 @@ func (r *modelRun) readLease(t *rapid.T) storedLease {
 }
 
 // leaseStep runs one call of a writer's Lease and checks the record.
-func (r *modelRun) leaseStep(t *rapid.T, op string, w *modelWriter, call func(ctx context.Context) (uint64, error)) {
-	r.leaseStepAmid(t, op, w, nil, call)
+func (r *modelRun) leaseStep(t *rapid.T, op string, w *modelWriter, c promise.Call, call func(ctx context.Context) (uint64, error)) {
+	r.leaseStepAmid(t, op, w, nil, c, call)
 }
 
 // leaseStepAmid is leaseStep with amid, when set, run between the call's
 // decision and its first write.
-func (r *modelRun) leaseStepAmid(t *rapid.T, op string, w *modelWriter, amid func(), call func(ctx context.Context) (uint64, error)) {
+func (r *modelRun) leaseStepAmid(t *rapid.T, op string, w *modelWriter, amid func(), c promise.Call, call func(ctx context.Context) (uint64, error)) {
 	r.counts.add(op)
 	before := r.readLease(t)
 	faults := drawFaults(t)
@@ -1099,7 +1160,12 @@ func (r *modelRun) leaseStepAmid(t *rapid.T, op string, w *modelWriter, amid fun
 			before = between
 		}
 	}
+	rc := r.callOf(w, c)
+	rc.LeaseName, rc.Holder = "model", w.name
+	r.hist.begin(rc)
 	term, err := call(ctx)
+	rc.Term = term
+	r.hist.end(rc, err)
 	broke := r.plan.broke()
 	r.plan.arm(faultSet{}, nil)
 	require.Empty(t, broke, op)
@@ -1164,13 +1230,18 @@ func (r *modelRun) acquire(t *rapid.T) {
 		amid = func() {
 			r.counts.add("lease acquire by the replaced value, amid")
 			r.plan.aside(func() {
-				if term, err := old.Acquire(r.ctx); err == nil {
+				c := r.callOf(w, promise.Call{Op: promise.Acquire, Lease: leaseLabel(w, old), LeaseName: "model", Holder: w.name})
+				r.hist.begin(c)
+				term, err := old.Acquire(r.ctx)
+				c.Term = term
+				r.hist.end(c, err)
+				if err == nil {
 					r.acquired(t, old, term)
 				}
 			})
 		}
 	}
-	r.leaseStepAmid(t, "lease acquire", w, amid, func(ctx context.Context) (uint64, error) {
+	r.leaseStepAmid(t, "lease acquire", w, amid, promise.Call{Op: promise.Acquire, Lease: leaseLabel(w, l)}, func(ctx context.Context) (uint64, error) {
 		term, err := l.Acquire(ctx)
 		if err == nil {
 			r.acquired(t, l, term)
@@ -1190,12 +1261,12 @@ func (r *modelRun) acquired(t *rapid.T, l *writefence.Lease, term uint64) {
 
 func (r *modelRun) renew(t *rapid.T) {
 	w := r.drawWriter(t)
-	r.leaseStep(t, "lease renew", w, func(ctx context.Context) (uint64, error) { return 0, w.lease.Renew(ctx) })
+	r.leaseStep(t, "lease renew", w, promise.Call{Op: promise.Renew, Lease: leaseLabel(w, w.lease)}, func(ctx context.Context) (uint64, error) { return 0, w.lease.Renew(ctx) })
 }
 
 func (r *modelRun) release(t *rapid.T) {
 	w := r.drawWriter(t)
-	r.leaseStep(t, "lease release", w, func(ctx context.Context) (uint64, error) { return 0, w.lease.Release(ctx) })
+	r.leaseStep(t, "lease release", w, promise.Call{Op: promise.Release, Lease: leaseLabel(w, w.lease)}, func(ctx context.Context) (uint64, error) { return 0, w.lease.Release(ctx) })
 }
 
 // restartLease replaces a writer's Lease value with a fresh one of the same
@@ -1217,7 +1288,7 @@ func (r *modelRun) oldLease(t *rapid.T) {
 	}
 	old := w.old
 	if rapid.Bool().Draw(t, "acquire") {
-		r.leaseStep(t, "lease acquire by the replaced value", w, func(ctx context.Context) (uint64, error) {
+		r.leaseStep(t, "lease acquire by the replaced value", w, promise.Call{Op: promise.Acquire, Lease: leaseLabel(w, old)}, func(ctx context.Context) (uint64, error) {
 			term, err := old.Acquire(ctx)
 			if err == nil {
 				r.acquired(t, old, term)
@@ -1226,7 +1297,7 @@ func (r *modelRun) oldLease(t *rapid.T) {
 		})
 		return
 	}
-	r.leaseStep(t, "lease renew by the replaced value", w, func(ctx context.Context) (uint64, error) { return 0, old.Renew(ctx) })
+	r.leaseStep(t, "lease renew by the replaced value", w, promise.Call{Op: promise.Renew, Lease: leaseLabel(w, old)}, func(ctx context.Context) (uint64, error) { return 0, old.Renew(ctx) })
 }
 
 func (r *modelRun) advance(t *rapid.T) {
@@ -1245,13 +1316,17 @@ func (r *modelRun) badClock(t *rapid.T) {
 	}
 	r.clock.ns.Store(bad.UnixNano())
 	defer r.clock.ns.Store(saved)
-	r.leaseStep(t, "lease acquire with a clock out of range", w, w.lease.Acquire)
+	r.leaseStep(t, "lease acquire with a clock out of range", w, promise.Call{Op: promise.Acquire, Lease: leaseLabel(w, w.lease)}, w.lease.Acquire)
 }
 
 // leasePush pushes at an epoch the writer's Lease hands out, when it does.
 func (r *modelRun) leasePush(t *rapid.T) {
 	w := r.drawWriter(t)
+	c := r.callOf(w, promise.Call{Op: promise.Epoch, Lease: leaseLabel(w, w.lease), LeaseName: "model", Holder: w.name})
+	r.hist.begin(c)
 	epoch, err := w.lease.Epoch(r.ctx, modelPlugin, modelShard)
+	c.Got = epoch
+	r.hist.end(c, err)
 	if err != nil {
 		t.Skip("the lease hands out no epoch")
 	}
@@ -1264,8 +1339,11 @@ func (r *modelRun) damageLease(t *rapid.T) {
 		t.Skip("no sound lease record")
 	}
 	r.counts.add("lease damage")
-	require.NoError(t, r.target.damage(context.Background(), r.lease, testserver.Fault{Flip: rapid.IntRange(0, 64).Draw(t, "flip")}))
+	raw, _, _ := r.target.store.Get(context.Background(), r.lease)
+	f := testserver.Fault{Flip: rapid.IntRange(0, 64).Draw(t, "flip")}
+	require.NoError(t, r.target.damage(context.Background(), r.lease, f))
 	l := r.readLease(t)
+	r.recordDamage(t, r.lease, raw, f, l.version)
 	require.False(t, l.ok, "the damaged lease record must not decode")
 	r.leaseBad = l.version
 }
@@ -1288,6 +1366,9 @@ func (r *modelRun) check(t *rapid.T) {
 	r.horizon = time.Time{}
 	if info, err := r.reader.Inspect(context.Background(), modelPlugin, modelShard); err == nil {
 		r.horizon = info.Horizon
+	}
+	if found := r.hist.check(); len(found) > 0 {
+		t.Fatalf("the promise checker: %v", found)
 	}
 }
 
@@ -1330,7 +1411,11 @@ func (r *modelRun) putBlob(t *rapid.T) {
 	}
 	data := string(rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "blob"))
 	r.counts.add("blob")
+	c := r.callOf(w, promise.Call{Op: promise.PutBlob, Writer: w.name, Epoch: epoch, Payload: []byte(data)})
+	r.hist.begin(c)
 	ref, err := w.fence.PutBlob(r.ctx, modelPlugin, modelShard, w.name, epoch, strings.NewReader(data))
+	c.Ref = ref
+	r.hist.end(c, err)
 	if w.wrapper != nil {
 		require.ErrorIs(t, err, errors.ErrUnsupported, "a wrapper declares no BlobStore")
 		return
@@ -1431,7 +1516,7 @@ func (r *modelRun) commit(t *rapid.T) {
 			r.collectAndCheck(t, 24*time.Hour, true)
 		}
 	}
-	r.write(t, "commit", w, faults, answer, alt, func(ctx context.Context) (modelRecord, error) {
+	r.write(t, "commit", w, faults, answer, alt, promise.Call{Op: promise.Commit, Writer: w.name, Epoch: epoch}, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Commit(ctx, modelPlugin, modelShard, w.name, epoch, next)
 	})
 }
@@ -1486,7 +1571,13 @@ func (r *modelRun) collect(t *rapid.T) {
 // another step, between its decision and its write.
 func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 	r.counts.add("collect")
+	c := r.callOf(nil, promise.Call{Op: promise.Collect})
+	r.hist.begin(c)
 	report, err := r.admin.Collect(context.Background(), modelPlugin, modelShard, writefence.GCOptions{Grace: grace})
+	for _, b := range report.Deleted {
+		c.Deleted = append(c.Deleted, b.Key)
+	}
+	r.hist.end(c, err)
 	switch {
 	case r.damaged != "" && !amid:
 		require.ErrorIs(t, err, writefence.ErrCorrupt, "a collection over a damaged manifest fails closed")
@@ -1549,7 +1640,19 @@ func (r *modelRun) openBlob(t *rapid.T) {
 	}
 	name := rapid.SampledFrom(r.blobNames).Draw(t, "blob")
 	r.counts.add("open blob")
+	c := r.callOf(nil, promise.Call{Op: promise.Open, Name: name})
+	r.hist.begin(c)
 	rc, _, err := r.reader.OpenBlob(context.Background(), modelPlugin, modelShard, name)
+	if err == nil {
+		data, rerr := io.ReadAll(rc)
+		rc.Close()
+		if rerr != nil {
+			err = rerr
+		}
+		c.Bytes = data
+		rc = io.NopCloser(bytes.NewReader(data))
+	}
+	r.hist.end(c, err)
 	switch {
 	case r.damaged != "":
 		require.ErrorIs(t, err, writefence.ErrCorrupt)

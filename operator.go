@@ -116,7 +116,9 @@ type Settlement struct {
 	// shows them), and Settle refuses, writing nothing, when they may
 	// exist but cannot be read: the corrupt record is a stream's and its
 	// references are damaged, or not even its header decodes and the
-	// shard has blobs. With it, every blob of the shard that the settled
+	// shard has blobs. A Fence with no blob store (a store that holds
+	// none, and no Fence.Blobs) sees no blobs: settle a stream's shard
+	// with the writers' configuration. With it, every blob of the shard that the settled
 	// record does not reference is garbage from then on (its collection
 	// horizon is the blob store's time), and Collect deletes it.
 	DropBlobs bool
@@ -224,9 +226,10 @@ type settle struct {
 	// found equal to it is then this call's, whose reply was lost.
 	tried bool
 
-	// hasBlobs: the shard's blob space holds a blob, when the Fence has a
-	// blob store. horizon: with DropBlobs, the blob store's time, which
-	// the settled record carries as its collection horizon.
+	// hasBlobs: the shard's blob space holds a blob, as far as the
+	// Fence's blob store tells (a Fence with none sees none). horizon:
+	// with DropBlobs, the blob store's time, which the settled record
+	// carries as its collection horizon.
 	hasBlobs bool
 	horizon  int64
 }

@@ -113,6 +113,10 @@ func (c *Checker) checkUnknown(idx int, fl *flight) {
 	case Push, Settle:
 		mine = mine && bytes.Equal(d.body.Payload, call.Payload)
 	case Seal:
+		// A seal of a stream's record begins a tenure at its epoch: a
+		// record of its writer and epoch that began none is another
+		// write's (a commit's), which the seal cannot be.
+		mine = mine && (!d.h.Stream() || d.h.Since == call.Epoch)
 	default:
 		mine = false
 	}

@@ -56,10 +56,12 @@ type Call struct {
 	Epoch   uint64
 	Payload []byte // push: the payload; settle: the settlement's
 
-	// Settle.
-	Version   string
-	Floor     uint64
-	DropBlobs bool
+	// Settle. NoBlobStore: the call's Fence has no blob store, so it sees
+	// no blobs (promise 9 then holds for the references it can read).
+	Version     string
+	Floor       uint64
+	DropBlobs   bool
+	NoBlobStore bool
 
 	// Collect.
 	RecordGone bool

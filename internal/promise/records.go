@@ -158,7 +158,7 @@ func (c *Checker) checkSettle(idx int, call *Call, fl *flight, k shardKey, prev,
 		c.report(idx, 9, "%s settled with %d references over damage whose %d references decode", who(call), len(n.body.Refs), len(refs))
 	case !ok && headOK && h.Stream():
 		c.report(idx, 9, "%s settled without DropBlobs over a stream's record whose references do not decode", who(call))
-	case !ok && !headOK && fl != nil:
+	case !ok && !headOK && fl != nil && !call.NoBlobStore:
 		for _, b := range fl.blobsAtBegin {
 			if blob := c.st.blobs[b]; blob != nil && blob.exists {
 				c.report(idx, 9, "%s settled without DropBlobs over damage whose header does not decode while the shard has blob %s", who(call), quote(b))

@@ -81,7 +81,7 @@ func DamageAzblob(c *container.Client) Damager {
 		if err != nil {
 			return err
 		}
-		_, err = c.NewBlockBlobClient(key).Upload(ctx, nopCloser{bytes.NewReader(f.apply(data))}, &blockblob.UploadOptions{})
+		_, err = c.NewBlockBlobClient(key).Upload(ctx, nopCloser{bytes.NewReader(f.Apply(data))}, &blockblob.UploadOptions{})
 		return err
 	}
 }

@@ -33,8 +33,8 @@ type Fault struct {
 // it: the damage is in place.
 type Damager func(ctx context.Context, key string, f Fault) error
 
-// apply returns data with f's byte flipped, or nothing when f empties it.
-func (f Fault) apply(data []byte) []byte {
+// Apply returns data with f's byte flipped, or nothing when f empties it.
+func (f Fault) Apply(data []byte) []byte {
 	if f.Empty {
 		return []byte{}
 	}
@@ -62,7 +62,7 @@ func DamageByOverwrite(s rawStore) Damager {
 		if err != nil {
 			return fmt.Errorf("damage %s: %w", key, err)
 		}
-		_, err = s.PutIfVersion(ctx, key, f.apply(data), v)
+		_, err = s.PutIfVersion(ctx, key, f.Apply(data), v)
 		return err
 	}
 }
@@ -99,7 +99,7 @@ func DamageDir(dir string) Damager {
 		if n == 0 || start+n > len(b) {
 			return fmt.Errorf("damage %s: no data to flip", key)
 		}
-		copy(b[start:start+n], f.apply(b[start:start+n]))
+		copy(b[start:start+n], f.Apply(b[start:start+n]))
 		return os.WriteFile(path, b, 0o600)
 	}
 }
@@ -149,7 +149,7 @@ func DamageS3(c *minio.Client, bucket string) Damager {
 		if err != nil {
 			return err
 		}
-		d := f.apply(data)
+		d := f.Apply(data)
 		_, err = c.PutObject(ctx, bucket, key, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{})
 		return err
 	}
@@ -170,7 +170,7 @@ func DamageGCS(c *storage.Client, bucket string) Damager {
 			return err
 		}
 		w := obj.NewWriter(ctx)
-		if _, err := w.Write(f.apply(data)); err != nil {
+		if _, err := w.Write(f.Apply(data)); err != nil {
 			_ = w.Close()
 			return err
 		}

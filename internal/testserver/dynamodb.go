@@ -93,7 +93,7 @@ func DamageDynamoDB(c *dynamodb.Client, table string) Damager {
 			Key:                       k,
 			UpdateExpression:          aws.String("SET #d = :d"),
 			ExpressionAttributeNames:  map[string]string{"#d": "data"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":d": &types.AttributeValueMemberB{Value: f.apply(d.Value)}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":d": &types.AttributeValueMemberB{Value: f.Apply(d.Value)}},
 		})
 		return err
 	}

@@ -64,7 +64,7 @@ func DamageEtcd(c *clientv3.Client, prefix string) Damager {
 		if len(resp.Kvs) == 0 {
 			return fmt.Errorf("damage %s: no such key", key)
 		}
-		_, err = c.Put(ctx, prefix+key, string(f.apply(resp.Kvs[0].Value)))
+		_, err = c.Put(ctx, prefix+key, string(f.Apply(resp.Kvs[0].Value)))
 		return err
 	}
 }

@@ -60,7 +60,7 @@ func DamagePostgres(p *pgxpool.Pool, table string) Damager {
 		if err := p.QueryRow(ctx, "SELECT data FROM "+t+" WHERE key = $1", key).Scan(&data); err != nil {
 			return err
 		}
-		_, err := p.Exec(ctx, "UPDATE "+t+" SET data = $2 WHERE key = $1", key, f.apply(data))
+		_, err := p.Exec(ctx, "UPDATE "+t+" SET data = $2 WHERE key = $1", key, f.Apply(data))
 		return err
 	}
 }
