@@ -1578,6 +1578,15 @@ func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 		c.Deleted = append(c.Deleted, b.Key)
 	}
 	r.hist.end(c, err)
+	// Whatever the collection returned, what it deleted is gone once this
+	// step is checked.
+	defer func() {
+		for _, d := range report.Deleted {
+			if b := r.blobs[strings.TrimPrefix(d.Key, r.blobSpace(t))]; b != nil {
+				b.gone = true
+			}
+		}
+	}()
 	switch {
 	case r.damaged != "" && !amid:
 		require.ErrorIs(t, err, writefence.ErrCorrupt, "a collection over a damaged manifest fails closed")
