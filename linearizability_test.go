@@ -22,6 +22,9 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/promise"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // The fence's sequential specification, for porcupine. One shard's record
@@ -333,12 +336,16 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 		}
 	}
 	var counts [numOutcomes]atomic.Int64
+	// The promise checker reads the same history, recorded beneath the
+	// Fences, in the order the store took the writes.
+	hist, store := newRecorder(fs.store, time.Now)
+	hist.concurrent()
 
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(fs.proxy.seed, uint64(c)))
-			f := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond}
+			f := &writefence.Fence{Store: store, Prefix: fs.prefix, RetryDelay: time.Millisecond, Observer: hist.observe}
 			writer := fmt.Sprintf("c%d", c)
 			var retry *fenceInput
 			// Failed operations (mostly during an outage, or while a
@@ -356,9 +363,20 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 					in.payload = fmt.Sprintf("%s/%d", writer, i)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				shard := fmt.Sprintf("shard-%d", in.shard)
+				pc := &promise.Call{Op: promise.Push, Proc: writer, Prefix: fs.prefix, Plugin: plugin, Shard: shard, Writer: in.writer, Epoch: in.epoch, Payload: []byte(in.payload)}
+				if in.latest {
+					pc = &promise.Call{Op: promise.Latest, Proc: writer, Prefix: fs.prefix, Plugin: plugin, Shard: shard}
+				}
+				pc.Key, _ = keys.Shard(fs.prefix, plugin, shard)
+				hist.begin(pc)
 				call := rec.now()
-				out := runFenceOp(quickRetries(ctx), t, f, plugin, fmt.Sprintf("shard-%d", in.shard), in)
+				out, err := runFenceOp(quickRetries(withCall(ctx, pc)), t, f, plugin, shard, in)
 				ret := rec.now()
+				if out.outcome == outFound {
+					pc.Read, pc.ReadBody = &record.Header{Epoch: out.epoch, Writer: out.writer}, record.Body{Payload: []byte(out.payload)}
+				}
+				hist.end(pc, err)
 				cancel()
 				switch out.outcome {
 				case outUnknown:
@@ -390,6 +408,18 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	ran := time.Since(rec.start)
 	history, pruned := pruneUnobserved(rec.history())
 	took := checkLinearizable(t, history)
+	// The store's last state, read without faults.
+	fs.proxy.setRates(faultRates{})
+	fs.proxy.heal()
+	ordered, err := hist.ordered(context.Background())
+	require.NoError(t, err, "the history in the store's order")
+	// Every promise, but the readers' (23): a write's place in this
+	// history is when it was sent, and porcupine checks the reads.
+	for _, v := range promise.NewChecker(promise.Options{}).Check(ordered) {
+		if v.Promise != 23 {
+			t.Errorf("the promise checker: %v", v)
+		}
+	}
 
 	summary := fmt.Sprintf("%d operations on %d shards in %v (%d checked: the failed ones and %d unobserved unknown ones left out), linearizable, checked in %v:",
 		len(history)+pruned+int(counts[outFailed].Load()), shards, ran.Round(time.Millisecond), len(history), pruned, took.Round(time.Millisecond))
@@ -410,34 +440,34 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 }
 
 // runFenceOp performs one operation and classifies its result.
-func runFenceOp(ctx context.Context, t *testing.T, f *writefence.Fence, plugin, shard string, in fenceInput) fenceOutput {
+func runFenceOp(ctx context.Context, t *testing.T, f *writefence.Fence, plugin, shard string, in fenceInput) (fenceOutput, error) {
 	if in.latest {
 		epoch, writer, payload, err := f.Latest(ctx, plugin, shard)
 		switch {
 		case err == nil:
-			return fenceOutput{outcome: outFound, epoch: epoch, writer: writer, payload: string(payload)}
+			return fenceOutput{outcome: outFound, epoch: epoch, writer: writer, payload: string(payload)}, nil
 		case errors.Is(err, writefence.ErrNotFound):
-			return fenceOutput{outcome: outNotFound}
+			return fenceOutput{outcome: outNotFound}, err
 		case errors.Is(err, writefence.ErrCorrupt), errors.Is(err, writefence.ErrWire):
 			t.Errorf("latest: %v", err)
 		}
-		return fenceOutput{outcome: outFailed}
+		return fenceOutput{outcome: outFailed}, err
 	}
 	err := f.Push(ctx, plugin, shard, in.writer, in.epoch, []byte(in.payload))
 	var se *writefence.StaleEpochError
 	switch {
 	case err == nil:
-		return fenceOutput{outcome: outOK}
+		return fenceOutput{outcome: outOK}, nil
 	case errors.As(err, &se):
-		return fenceOutput{outcome: outStale, epoch: se.RecordedEpoch, writer: se.RecordedWriter}
+		return fenceOutput{outcome: outStale, epoch: se.RecordedEpoch, writer: se.RecordedWriter}, err
 	case errors.Is(err, writefence.ErrOutcomeUnknown):
-		return fenceOutput{outcome: outUnknown}
+		return fenceOutput{outcome: outUnknown}, err
 	case errors.Is(err, writefence.ErrCorrupt), errors.Is(err, writefence.ErrWire):
 		t.Errorf("push: %v", err)
 	}
 	// Push's contract: an error that is neither stale nor outcome unknown
 	// means nothing was written.
-	return fenceOutput{outcome: outFailed}
+	return fenceOutput{outcome: outFailed}, err
 }
 
 // TestFenceModel shows the checker refuses the histories a broken fence

@@ -3,22 +3,30 @@ package writefence_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/promise"
+	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/sim"
 )
 
 // recorder stands between a test's Fences and the store they share, and
 // records for the promise checker every change the store takes, and the
-// calls the test makes (begin, end): the history of a test that runs its
-// calls one after the other, or nested in each other, never at once. It
-// declares the store's capabilities as its own and reaches them through
-// the package's helpers (GetPrefix, PutParts, PutIfBranded), so a Fence
-// over it takes the paths it takes over the store itself.
+// calls the test makes (begin, end). A test whose calls run one after the
+// other, or nested in each other, names the call in progress by begin and
+// end alone; a test whose calls run at once gives each call's context
+// the call (withCall), and calls ordered() for the history in the order
+// the store took its writes (see ordered). It declares the store's
+// capabilities as its own and reaches them through the package's helpers
+// (GetPrefix, PutParts, PutIfBranded), so a Fence over it takes the paths
+// it takes over the store itself.
 type recorder struct {
 	inner writefence.ConditionalStore
 	clock func() time.Time
@@ -26,9 +34,29 @@ type recorder struct {
 	mu      sync.Mutex // guards the fields below
 	hist    promise.History
 	calls   []*promise.Call // in progress, innermost last
+	byID    map[int]*promise.Call
 	nextID  int
 	checked int // entries the checker has seen
 	checker *promise.Checker
+
+	// Of a test whose calls run at once: the bytes read of each version
+	// of each key, and each write, recorded when it was sent.
+	reads map[string]map[string][]byte
+	sent  map[int]*sentPut // by history entry
+}
+
+// sentPut is a write as it was sent, and what its reply said.
+type sentPut struct {
+	expect  string
+	landed  bool // its reply said it landed
+	unknown bool // its reply was lost: it may have landed
+}
+
+type callKey struct{}
+
+// withCall returns ctx naming c as the call its store calls are made for.
+func withCall(ctx context.Context, c *promise.Call) context.Context {
+	return context.WithValue(ctx, callKey{}, c.ID)
 }
 
 // newRecorder returns a recorder of inner, with the blob methods when
@@ -41,6 +69,155 @@ func newRecorder(inner writefence.ConditionalStore, clock func() time.Time) (*re
 	return r, r
 }
 
+// concurrent readies r for calls that run at once (see ordered).
+func (r *recorder) concurrent() {
+	r.reads, r.sent = map[string]map[string][]byte{}, map[int]*sentPut{}
+}
+
+// ordered returns the history of a test whose calls ran at once, keeping of
+// the writes it recorded as they were sent those that landed. A write
+// conditioned on a version reaches the store only after that version
+// landed and was read, so the order writes of one key were sent in is the
+// order they landed in, and each is within its call. A write whose reply
+// was lost landed if a version made by no reply holds what it sent: a
+// version the test read, or that the key holds at the end (final, read
+// from the store once every call ended). A write's place is when it was
+// sent, before it landed: so a read that ran between the two may see
+// what the history replaced before it began, and the reads of this
+// history are for porcupine, not for promise 23.
+func (r *recorder) ordered(ctx context.Context) (*promise.History, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	finals := map[string]string{}
+	for key := range r.keysWritten() {
+		// The store may sit behind a proxy that fails requests: the last
+		// read is retried until one answers.
+		var data []byte
+		var v string
+		var err error
+		for try := 0; try < 50; try++ {
+			if data, v, err = r.inner.Get(ctx, key); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: the last read: %w", key, err)
+		}
+		finals[key] = v
+		if r.reads[key] == nil {
+			r.reads[key] = map[string][]byte{}
+		}
+		r.reads[key][v] = bytes.Clone(data)
+	}
+	keep := map[int]bool{}
+	byKey := map[string][]int{}
+	for i, e := range r.hist.Entries {
+		if sp := r.sent[i]; sp != nil && e.Change != nil {
+			byKey[e.Change.Key] = append(byKey[e.Change.Key], i)
+		}
+	}
+	for key, sent := range byKey {
+		// The version each write made: its reply's, or for a write whose
+		// reply was lost, the version that holds its bytes, if any.
+		made := map[int]string{}
+		replied := map[string]bool{}
+		for _, i := range sent {
+			if r.sent[i].landed {
+				made[i] = r.hist.Entries[i].Change.Version
+				replied[made[i]] = true
+			}
+		}
+		for _, i := range sent {
+			if !r.sent[i].unknown {
+				continue
+			}
+			for v, data := range r.reads[key] {
+				if !replied[v] && bytes.Equal(data, r.hist.Entries[i].Change.Data) {
+					made[i] = v
+				}
+			}
+		}
+		// The chain from the create: at each version, the write that
+		// landed on it. A write whose reply said it landed is the one.
+		// Writes whose replies were lost are tried in the order they were
+		// sent, the search going back when a choice leaves a write whose
+		// reply said it landed out of the chain: a write whose reply was
+		// lost may have made its version with another attempt of its call,
+		// conditioned on a later version.
+		final := finals[key]
+		var chain []int
+		var walk func(version string) bool
+		walk = func(version string) bool {
+			var landed, lost []int
+			for _, i := range sent {
+				if _, ok := made[i]; ok && r.sent[i].expect == version && !slices.Contains(chain, i) {
+					if r.sent[i].landed {
+						landed = append(landed, i)
+					} else {
+						lost = append(lost, i)
+					}
+				}
+			}
+			candidates := lost
+			switch {
+			case len(landed) > 1:
+				return false
+			case len(landed) == 1:
+				candidates = landed
+			}
+			for _, i := range candidates {
+				chain = append(chain, i)
+				if walk(made[i]) {
+					return true
+				}
+				chain = chain[:len(chain)-1]
+			}
+			if version != final {
+				return false
+			}
+			for _, i := range sent {
+				if r.sent[i].landed && !slices.Contains(chain, i) {
+					return false
+				}
+			}
+			return true
+		}
+		if !walk("") {
+			return nil, fmt.Errorf("%s: no chain of versions from the create to %q holds every write whose reply said it landed", key, final)
+		}
+		for _, i := range chain {
+			keep[i] = true
+			r.hist.Entries[i].Change.Version = made[i]
+		}
+	}
+	h := &promise.History{}
+	for i, e := range r.hist.Entries {
+		if r.sent[i] == nil || keep[i] {
+			h.Entries = append(h.Entries, e)
+		}
+	}
+	return h, nil
+}
+
+// describeSent describes sent write i, for an error. The caller holds mu.
+func (r *recorder) describeSent(i int, made map[int]string) string {
+	ch, sp := r.hist.Entries[i].Change, r.sent[i]
+	h, _ := record.DecodeHeader(ch.Data)
+	return fmt.Sprintf("call %d's write of epoch %d by %q (reply landed %v, lost %v, made %q)", ch.Call, h.Epoch, h.Writer, sp.landed, sp.unknown, made[i])
+}
+
+// keysWritten is the set of keys the history wrote. The caller holds mu.
+func (r *recorder) keysWritten() map[string]bool {
+	out := map[string]bool{}
+	for _, e := range r.hist.Entries {
+		if e.Change != nil && e.Change.Kind == "put" {
+			out[e.Change.Key] = true
+		}
+	}
+	return out
+}
+
 // begin records that call c starts; end records how it ended.
 func (r *recorder) begin(c *promise.Call) {
 	r.mu.Lock()
@@ -48,6 +225,10 @@ func (r *recorder) begin(c *promise.Call) {
 	r.nextID++
 	c.ID, c.Start = r.nextID, r.clock()
 	r.calls = append(r.calls, c)
+	if r.byID == nil {
+		r.byID = map[int]*promise.Call{}
+	}
+	r.byID[c.ID] = c
 	r.hist.Begin(c)
 }
 
@@ -64,26 +245,37 @@ func (r *recorder) end(c *promise.Call, err error) {
 	r.hist.Finish(c)
 }
 
-// observe is an Observer that joins each event to the call in progress.
-func (r *recorder) observe(_ context.Context, e writefence.WriteEvent) {
+// observe is an Observer that joins each event to the call its ctx
+// names, else to the call in progress.
+func (r *recorder) observe(ctx context.Context, e writefence.WriteEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n := len(r.calls); n > 0 {
-		c := r.calls[n-1]
+	if c := r.byID[r.callIn(ctx)]; c != nil && c.End.IsZero() {
 		c.Events = append(c.Events, promise.Event{Op: e.Op, Key: e.Key, Retrying: e.Retrying, Err: e.Err, Is: sim.Classify(e.Err)})
 	}
 }
 
-// change records a change made for the call in progress, or from outside
-// when none is.
-func (r *recorder) change(ch promise.Change) {
+// change records a change made for the call ctx names, else for the call
+// in progress, or from outside when none is.
+func (r *recorder) change(ctx context.Context, ch promise.Change) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n := len(r.calls); n > 0 {
-		ch.Call = r.calls[n-1].ID
-	}
+	ch.Call = r.callIn(ctx)
 	ch.At = r.clock()
 	r.hist.Change(ch)
+	return len(r.hist.Entries) - 1
+}
+
+// callIn is the call ctx names, else the call in progress, else 0. The
+// caller holds mu.
+func (r *recorder) callIn(ctx context.Context) int {
+	if id, ok := ctx.Value(callKey{}).(int); ok {
+		return id
+	}
+	if n := len(r.calls); n > 0 {
+		return r.calls[n-1].ID
+	}
+	return 0
 }
 
 // outside records a change made outside the package.
@@ -97,7 +289,9 @@ func (r *recorder) outside(ch promise.Change) {
 // fault records a fault injected into the call in progress: "transient"
 // (a failure that changed nothing) or "lost" (a reply lost after the
 // write landed).
-func (r *recorder) fault(kind string) { r.change(promise.Change{Kind: "fault", Fault: kind}) }
+func (r *recorder) fault(kind string) {
+	r.change(context.Background(), promise.Change{Kind: "fault", Fault: kind})
+}
 
 // check feeds the checker what happened since the last check and returns
 // what it found.
@@ -114,41 +308,79 @@ func (r *recorder) check() []promise.Violation {
 func (r *recorder) Capabilities() writefence.ConditionalStore { return r }
 
 func (r *recorder) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return r.inner.Get(ctx, key)
+	data, v, err := r.inner.Get(ctx, key)
+	if err == nil {
+		r.read(key, v, data)
+	}
+	return data, v, err
 }
 
 func (r *recorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	return writefence.GetPrefix(ctx, r.inner, key, n)
+	data, size, v, err := writefence.GetPrefix(ctx, r.inner, key, n)
+	if err == nil && int64(len(data)) == size {
+		r.read(key, v, data)
+	}
+	return data, size, v, err
+}
+
+// read remembers what the test read of version v of key, whole.
+func (r *recorder) read(key, v string, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reads == nil {
+		return
+	}
+	if r.reads[key] == nil {
+		r.reads[key] = map[string][]byte{}
+	}
+	r.reads[key][v] = bytes.Clone(data)
 }
 
 func (r *recorder) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return r.put(key, [][]byte{data}, func() (string, error) { return r.inner.PutIfVersion(ctx, key, data, expect) })
+	return r.put(ctx, key, expect, [][]byte{data}, func() (string, error) { return r.inner.PutIfVersion(ctx, key, data, expect) })
 }
 
 func (r *recorder) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
-	return r.put(key, parts, func() (string, error) { return writefence.PutParts(ctx, r.inner, key, parts, expect) })
+	return r.put(ctx, key, expect, parts, func() (string, error) { return writefence.PutParts(ctx, r.inner, key, parts, expect) })
 }
 
 func (r *recorder) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
-	return r.put(key, parts, func() (string, error) {
+	return r.put(ctx, key, expect, parts, func() (string, error) {
 		return writefence.PutIfBranded(ctx, r.inner, brandKey, identity, key, parts, expect)
 	})
 }
 
-// put makes a write and records it if it landed. A write whose outcome
-// its error hides is not recorded: the recorder cannot tell.
-func (r *recorder) put(key string, parts [][]byte, write func() (string, error)) (string, error) {
-	v, err := write()
-	if err == nil {
-		r.change(promise.Change{Kind: "put", Key: key, Data: bytes.Join(parts, nil), Version: v})
+// put makes a write and records it if it landed. Of a test whose calls
+// run at once it records every write when it is sent, with its reply,
+// for ordered to keep those that landed (see ordered).
+func (r *recorder) put(ctx context.Context, key, expect string, parts [][]byte, write func() (string, error)) (string, error) {
+	data := bytes.Join(parts, nil)
+	if r.sent == nil {
+		v, err := write()
+		if err == nil {
+			r.change(ctx, promise.Change{Kind: "put", Key: key, Data: data, Version: v})
+		}
+		return v, err
 	}
+	at := r.change(ctx, promise.Change{Kind: "put", Key: key, Data: data})
+	v, err := write()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sp := &sentPut{expect: expect, landed: err == nil}
+	switch {
+	case err == nil:
+		r.hist.Entries[at].Change.Version = v
+	case !errors.Is(err, writefence.ErrConflict) && !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, writefence.ErrWire):
+		sp.unknown = true
+	}
+	r.sent[at] = sp
 	return v, err
 }
 
 func (r *recorder) Delete(ctx context.Context, key string) error {
 	err := r.inner.(writefence.Deleter).Delete(ctx, key)
 	if err == nil {
-		r.change(promise.Change{Kind: "delete", Key: key})
+		r.change(ctx, promise.Change{Kind: "delete", Key: key})
 	}
 	return err
 }
@@ -171,7 +403,7 @@ func (r *blobRecorder) CreateBlob(ctx context.Context, key string, src io.Reader
 	}
 	info, err := r.blobs().CreateBlob(ctx, key, bytes.NewReader(data))
 	if err == nil {
-		r.change(promise.Change{Kind: "create blob", Key: key, Data: data, Modified: info.Modified})
+		r.change(ctx, promise.Change{Kind: "create blob", Key: key, Data: data, Modified: info.Modified})
 	}
 	return info, err
 }
@@ -192,7 +424,7 @@ func (r *blobRecorder) DeleteBlob(ctx context.Context, key string) error {
 	_, statErr := r.blobs().StatBlob(ctx, key)
 	err := r.blobs().DeleteBlob(ctx, key)
 	if err == nil && statErr == nil {
-		r.change(promise.Change{Kind: "delete blob", Key: key})
+		r.change(ctx, promise.Change{Kind: "delete blob", Key: key})
 	}
 	return err
 }

@@ -14,10 +14,14 @@ import (
 // blocks reading the socket, in persistConn.Read; its write loop waits in
 // its select. A response body left open is still caught: its connection's
 // read loop waits for the body's end in its own select, not in a read.
+// And go-redis's own retry of a failed dial, which ends once one lands.
 func LeakOptions() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).Read"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		// go-redis dials again, once a second, after a connection to a
+		// server that failed; the retry ends on its own once one lands.
+		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
 	}
 }
 
