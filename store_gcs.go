@@ -31,7 +31,10 @@ import (
 //
 // Blobs (BlobStore): each blob is one object, written by CreateBlob in
 // one request when it is smaller than 1 MiB, else streamed as a resumable
-// upload of BlobPartSize chunks; see CreateBlob.
+// upload of BlobPartSize chunks; see CreateBlob. A blob's Modified is its
+// object's creation time (the metadata's timeCreated, by the server's
+// clock, to the microsecond), the same in CreateBlob, OpenBlob, StatBlob
+// and ListBlobs; an answer without it is an error, never a zero time.
 //
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
 // 64 MiB + 4 KiB, the largest default payload and a record header. The fields are read without locking and must be
@@ -397,7 +400,11 @@ func (s *gcsBlobSource) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// gcsBlobInfo is the BlobInfo of an object's attributes.
+// gcsBlobInfo is the BlobInfo of an object's attributes: its size and
+// its creation time (timeCreated), which every object's metadata carries
+// and which stays the same for the life of a generation. Without one it
+// returns an error rather than a zero time, which Collect would take for
+// the blob's being ancient.
 func gcsBlobInfo(op, key string, attrs *storage.ObjectAttrs) (BlobInfo, error) {
 	if attrs == nil || attrs.Created.IsZero() {
 		return BlobInfo{}, storeErr("gcs "+op, key, nil, errors.New("the server sent no creation time"))
@@ -405,24 +412,42 @@ func gcsBlobInfo(op, key string, attrs *storage.ObjectAttrs) (BlobInfo, error) {
 	return BlobInfo{Key: key, Size: attrs.Size, Modified: attrs.Created}, nil
 }
 
-// OpenBlob implements BlobStore with one reader: the bytes, the size and
-// the time come from one response. The time is the response's
-// Last-Modified, which for an object that is never updated, as a blob, is
-// its creation time, at the second resolution of an HTTP date (the XML
-// API's reads). A read of the body that fails returns a *StoreError of op
-// "gcs blob read", and a done context its own error.
+// OpenBlob implements BlobStore with two requests: the object's
+// attributes, which give the blob's info as StatBlob gives it (its size
+// and its generation's creation time), and then one reader of that
+// generation, whose response carries the bytes. The info is thus exactly
+// StatBlob's and CreateBlob's, whatever the read's response carries: a
+// Last-Modified header is not used, as the client's JSON reads and some
+// servers send none, and the client would report a zero time for it.
+// The generation read is the one the info describes; if it is gone by
+// then, the error matches ErrNotFound. A read of the body that fails
+// returns a *StoreError of op "gcs blob read", and a done context its own
+// error.
 func (s *GCSConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
-	// ReadCompressed: the stored bytes as they are, so the size the server
-	// reports is the size read.
-	r, err := s.client.Bucket(s.bucket).Object(key).ReadCompressed(true).NewReader(ctx)
+	obj := s.client.Bucket(s.bucket).Object(key)
+	attrs, err := obj.Attrs(ctx)
 	if err != nil {
 		return nil, BlobInfo{}, gcsError("blob open", key, err)
 	}
-	if r.Attrs.Size < 0 {
-		r.Close()
-		return nil, BlobInfo{}, storeErr("gcs blob open", key, nil, errors.New("the server sent no object size"))
+	info, err := gcsBlobInfo("blob open", key, attrs)
+	if err != nil {
+		return nil, BlobInfo{}, err
 	}
-	return &gcsBlobBody{r: r, key: key}, BlobInfo{Key: key, Size: r.Attrs.Size, Modified: r.Attrs.LastModified}, nil
+	if attrs.Generation <= 0 {
+		return nil, BlobInfo{}, storeErr("gcs blob open", key, nil, errNoGeneration)
+	}
+	// ReadCompressed: the stored bytes as they are, so the size read is
+	// the size the attributes report.
+	r, err := obj.Generation(attrs.Generation).ReadCompressed(true).NewReader(ctx)
+	if err != nil {
+		return nil, BlobInfo{}, gcsError("blob open", key, err)
+	}
+	if r.Attrs.Size != info.Size {
+		r.Close()
+		return nil, BlobInfo{}, storeErr("gcs blob open", key, nil,
+			fmt.Errorf("the read of generation %d reports %d bytes, its attributes %d", attrs.Generation, r.Attrs.Size, info.Size))
+	}
+	return &gcsBlobBody{r: r, key: key}, info, nil
 }
 
 // gcsBlobBody is a blob's reader, whose failures are *StoreErrors.

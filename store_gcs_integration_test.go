@@ -5,7 +5,10 @@ package writefence_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,4 +154,64 @@ func TestGCSCommitManyBlobs(t *testing.T) {
 	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
 	store := writefence.NewGCSConditionalStore(c, testserver.GCSBucket(t, c))
 	testCommitManyBlobs(t, store, func() (int64, int64) { return wire.Requests(), wire.Writes() })
+}
+
+// gcsDropLastModified is a transport that removes Last-Modified from every
+// response, as a server that never sends it would, and counts the
+// responses it removed it from.
+type gcsDropLastModified struct {
+	base    http.RoundTripper
+	removed atomic.Int64
+}
+
+func (s *gcsDropLastModified) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.base.RoundTrip(r)
+	if err == nil && resp.Header.Get("Last-Modified") != "" {
+		resp.Header.Del("Last-Modified")
+		s.removed.Add(1)
+	}
+	return resp, err
+}
+
+// TestGCSIntegrationBlobTimeWithoutLastModified: through a transport that
+// drops Last-Modified from the emulator's responses, CreateBlob, OpenBlob,
+// StatBlob and ListBlobs report one and the same creation time for each
+// blob, a time of the emulator's clock (on this machine, so near ours),
+// never a zero time.
+func TestGCSIntegrationBlobTimeWithoutLastModified(t *testing.T) {
+	t.Parallel()
+	wire := &gcsDropLastModified{base: testserver.HTTPTransport(t)}
+	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
+	store := writefence.NewGCSConditionalStore(c, testserver.GCSBucket(t, c))
+	ctx := t.Context()
+
+	created := map[string]writefence.BlobInfo{}
+	for _, n := range []int{0, 1, 4<<10 + 3} {
+		key := "blob/" + strconv.Itoa(n)
+		data := bytes.Repeat([]byte{'b'}, n)
+		info, err := store.CreateBlob(ctx, key, bytes.NewReader(data))
+		require.NoError(t, err)
+		assert.Equal(t, int64(n), info.Size)
+		assert.WithinDuration(t, time.Now(), info.Modified, time.Minute, "the emulator's clock")
+		created[key] = info
+
+		rc, opened, err := store.OpenBlob(ctx, key)
+		require.NoError(t, err)
+		got, err := io.ReadAll(rc)
+		require.NoError(t, rc.Close())
+		require.NoError(t, err)
+		assert.Equal(t, data, got)
+		assert.Equal(t, info, opened, "OpenBlob")
+
+		stat, err := store.StatBlob(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, info, stat, "StatBlob")
+	}
+	listed := map[string]writefence.BlobInfo{}
+	require.NoError(t, store.ListBlobs(ctx, "blob/", func(i writefence.BlobInfo) error {
+		listed[i.Key] = i
+		return nil
+	}))
+	assert.Equal(t, created, listed, "ListBlobs")
+	assert.Positive(t, wire.removed.Load(), "the emulator sent a Last-Modified the transport removed")
 }

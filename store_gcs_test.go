@@ -650,6 +650,123 @@ func TestGCSBlobResumable(t *testing.T) {
 	assert.Equal(t, "crc32c="+crc32cBase64(data), reqs[5].Header.Get("X-Goog-Hash"), "the server is given the checksum of the whole blob")
 }
 
+// gcsBlobObject is the metadata of the one blob gcsNoLastModified serves:
+// created at gcsServerTime and updated an hour later, or, when created is
+// false, a metadata without timeCreated.
+func gcsBlobObject(name string, size int, created bool) map[string]any {
+	obj := map[string]any{
+		"kind": "storage#object", "bucket": gcsTestBucket, "name": name,
+		"generation": "5", "metageneration": "1", "size": strconv.Itoa(size),
+		"updated": gcsServerTime.Add(time.Hour).Format(time.RFC3339Nano),
+	}
+	if created {
+		obj["timeCreated"] = gcsServerTime.Format(time.RFC3339Nano)
+	}
+	return obj
+}
+
+// gcsNoLastModified serves one blob, data at name: its creation, its
+// metadata, its listing, and its reads, whose responses carry its
+// generation and no Last-Modified.
+func gcsNoLastModified(t *testing.T, name string, data []byte, created bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		obj := gcsBlobObject(name, len(data), created)
+		switch {
+		case r.Method == http.MethodPost:
+			w.Header().Set("Content-Type", "application/json")
+			require.NoError(t, json.NewEncoder(w).Encode(obj))
+		case r.URL.Path == "/"+gcsTestBucket+"/"+name:
+			if g := r.URL.Query().Get("generation"); g != "" && g != "5" {
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			w.Header().Set("X-Goog-Generation", "5")
+			w.Header().Set("X-Goog-Metageneration", "1")
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			_, _ = w.Write(data)
+		case r.URL.Path == "/storage/v1/b/"+gcsTestBucket+"/o/"+name:
+			w.Header().Set("Content-Type", "application/json")
+			require.NoError(t, json.NewEncoder(w).Encode(obj))
+		case r.URL.Path == "/storage/v1/b/"+gcsTestBucket+"/o":
+			w.Header().Set("Content-Type", "application/json")
+			require.NoError(t, json.NewEncoder(w).Encode(map[string]any{"kind": "storage#objects", "items": []any{obj}}))
+		default:
+			gcsJSONError(w, http.StatusNotImplemented)
+		}
+	}
+}
+
+// TestGCSBlobTimeWithoutLastModified: against a server whose reads carry
+// no Last-Modified, CreateBlob, OpenBlob, StatBlob and ListBlobs all
+// report the blob's creation time from its metadata (timeCreated, not
+// updated), OpenBlob reading the generation that metadata describes.
+// Without a timeCreated each of them fails rather than report a zero
+// time.
+func TestGCSBlobTimeWithoutLastModified(t *testing.T) {
+	const name = "blob-k"
+	data := []byte("a blob's bytes")
+	t.Run("with timeCreated", func(t *testing.T) {
+		store, rec := newGCSUnitStore(t, false, gcsNoLastModified(t, name, data, true))
+		ctx := gcsUnitCtx(t)
+		want := writefence.BlobInfo{Key: name, Size: int64(len(data)), Modified: gcsServerTime}
+
+		info, err := store.CreateBlob(ctx, name, bytes.NewReader(data))
+		require.NoError(t, err)
+		assert.Equal(t, want, info, "CreateBlob")
+
+		rc, info, err := store.OpenBlob(ctx, name)
+		require.NoError(t, err)
+		got, err := io.ReadAll(rc)
+		require.NoError(t, rc.Close())
+		require.NoError(t, err)
+		assert.Equal(t, data, got)
+		assert.Equal(t, want, info, "OpenBlob")
+		reads := 0
+		for _, req := range rec.requests() {
+			if req.Path == "/"+gcsTestBucket+"/"+name {
+				reads++
+				assert.Equal(t, []string{"5"}, req.Query["generation"], "the read is of the generation the info describes")
+			}
+		}
+		assert.Equal(t, 1, reads, "OpenBlob's reads of the bytes")
+
+		info, err = store.StatBlob(ctx, name)
+		require.NoError(t, err)
+		assert.Equal(t, want, info, "StatBlob")
+
+		var listed []writefence.BlobInfo
+		require.NoError(t, store.ListBlobs(ctx, "blob-", func(i writefence.BlobInfo) error {
+			listed = append(listed, i)
+			return nil
+		}))
+		assert.Equal(t, []writefence.BlobInfo{want}, listed, "ListBlobs")
+	})
+	t.Run("without timeCreated", func(t *testing.T) {
+		store, _ := newGCSUnitStore(t, false, gcsNoLastModified(t, name, data, false))
+		ctx := gcsUnitCtx(t)
+		requireNoTime := func(err error, op string) {
+			t.Helper()
+			require.Error(t, err, op)
+			var se *writefence.StoreError
+			require.ErrorAs(t, err, &se, op)
+			assert.Equal(t, "gcs "+op, se.Op)
+			assert.Contains(t, err.Error(), "no creation time")
+		}
+		_, err := store.CreateBlob(ctx, name, bytes.NewReader(data))
+		requireNoTime(err, "blob create")
+		rc, info, err := store.OpenBlob(ctx, name)
+		if rc != nil {
+			rc.Close()
+		}
+		requireNoTime(err, "blob open")
+		assert.Zero(t, info)
+		_, err = store.StatBlob(ctx, name)
+		requireNoTime(err, "blob stat")
+		err = store.ListBlobs(ctx, "blob-", func(writefence.BlobInfo) error { return nil })
+		requireNoTime(err, "blob list")
+	})
+}
+
 // TestGCSBlobFailingReader: when the reader fails, the upload is abandoned
 // before the request that would complete it: for a blob that fails within
 // its first MiB nothing is sent at all, for a larger one no chunk claims

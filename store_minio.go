@@ -5,7 +5,9 @@ package writefence
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -88,7 +90,12 @@ func (s *MinioConditionalStore) Capabilities() ConditionalStore { return s }
 // unconditional, so check a server before trusting it.
 //
 // Every record is sent as one PUT of its exact length, whatever its size
-// (S3 accepts up to 5 GiB that way), never as a multipart upload. A
+// (S3 accepts up to 5 GiB that way), never as a multipart upload, and
+// always with a Content-Length, an empty record's being 0: its body is
+// sent whole, never framed as aws-chunked, and carries its SHA-256, signed,
+// and its MD5 (Content-MD5), which the server checks, whatever the
+// client's scheme (http or https) and options. So a server that requires
+// a length, or does not decode aws-chunked bodies, takes every record. A
 // conditional PUT is sent once: the SDK's own retries are not used for it,
 // because a retry after a write that landed but whose answer was lost would
 // be refused by the write's own precondition and reported as a conflict.
@@ -209,8 +216,9 @@ func (s *MinioConditionalStore) PutIfVersion(ctx context.Context, key string, da
 var _ PartsPutter = (*MinioConditionalStore)(nil)
 
 // PutPartsIfVersion implements PartsPutter: the parts are sent one after
-// the other as the body of one PUT, with the preconditions of PutIfVersion,
-// and never copied.
+// the other as the body of one PUT of their total length, with the
+// preconditions of PutIfVersion, and never copied; the body is sent as
+// NewMinioConditionalStore says.
 func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
 	var opts minio.PutObjectOptions
 	if expectVersion == "" {
@@ -224,17 +232,7 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 		}
 		opts.SetMatchETag(expectVersion)
 	}
-	// minio-go retries only a body it can rewind; a body without Seek is
-	// sent exactly once (see NewMinioConditionalStore).
-	readers := make([]io.Reader, len(parts))
-	size := int64(0)
-	for i, p := range parts {
-		readers[i] = bytes.NewReader(p)
-		size += int64(len(p))
-	}
-	body := &requestBody{r: io.MultiReader(readers...)}
-	info, err := s.api.PutObject(ctx, s.bucket, key, body, size, "", "", opts)
-	body.close()
+	info, err := s.putWhole(ctx, key, parts, opts)
 	if err != nil {
 		return "", s.fail(ctx, "put", key, err, func(r minio.ErrorResponse) error {
 			return putKind(r, expectVersion)
@@ -245,6 +243,38 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 		return "", storeErr("s3 put", key, nil, errNoETag)
 	}
 	return etag, nil
+}
+
+// putWhole sends parts, one after the other, as the body of one PUT with
+// opts, once, and never copies them. The request carries the body's exact
+// length (Content-Length, 0 for an empty body), its SHA-256, signed
+// (X-Amz-Content-Sha256), and its MD5 (Content-MD5), both computed here
+// and both checked by the server. Left to itself, minio-go would sign the
+// body over plain HTTP in aws-chunked chunks, and send an empty one as
+// HTTP chunked with no Content-Length at all, which a server that requires
+// a length refuses (411) and one that does not decode aws-chunked cannot
+// read; and a client built with TrailingHeaders would frame it as
+// aws-chunked to append a checksum trailer, over HTTPS too. A Content-MD5
+// is what keeps minio-go from adding that trailer.
+//
+// minio-go retries only a body it can rewind; this body cannot be
+// rewound, so the PUT is sent exactly once (see NewMinioConditionalStore).
+func (s *MinioConditionalStore) putWhole(ctx context.Context, key string, parts [][]byte, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
+	sha, sum := sha256.New(), md5.New()
+	readers := make([]io.Reader, len(parts))
+	size := int64(0)
+	for i, p := range parts {
+		sha.Write(p)
+		sum.Write(p)
+		readers[i] = bytes.NewReader(p)
+		size += int64(len(p))
+	}
+	opts.DisableContentSha256 = true
+	body := &requestBody{r: io.MultiReader(readers...)}
+	info, err := s.api.PutObject(ctx, s.bucket, key, body, size,
+		base64.StdEncoding.EncodeToString(sum.Sum(nil)), hex.EncodeToString(sha.Sum(nil)), opts)
+	body.close()
+	return info, err
 }
 
 var _ Deleter = (*MinioConditionalStore)(nil)
@@ -437,10 +467,10 @@ var _ BlobStore = (*MinioConditionalStore)(nil)
 const s3SmallBlob = 1 << 20
 
 // CreateBlob implements BlobStore. It reads r's first MiB; a blob that
-// ends within it (an empty one included) is sent as one PUT of its exact
-// length whose signature covers its SHA-256, carrying If-None-Match: *,
-// and, as a record's PUT, once: a retry after a PUT that landed would be
-// refused by its own precondition.
+// ends within it (an empty one included) is sent as a record is: one PUT
+// of its exact length, never aws-chunked, whose signature covers its
+// SHA-256 and which carries its MD5, with If-None-Match: *, and once: a
+// retry after a PUT that landed would be refused by its own precondition.
 // A larger blob is streamed with minio-go's PutObject of unknown size: a
 // multipart upload whose parts of BlobPartSize bytes are read into one
 // buffer, one at a time, so the write holds one part (and the first MiB)
@@ -495,15 +525,7 @@ func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io
 	}
 	var up minio.UploadInfo
 	if len(head) < s3SmallBlob {
-		// The payload's SHA-256 signed in the request, instead of
-		// minio-go's streaming signature over plain HTTP, which frames
-		// even an empty body as aws-chunked and which some servers refuse.
-		sum := sha256.Sum256(head)
-		one := opts
-		one.DisableContentSha256 = true
-		body := &requestBody{r: bytes.NewReader(head)}
-		up, err = s.api.PutObject(ctx, s.bucket, key, body, int64(len(head)), "", hex.EncodeToString(sum[:]), one)
-		body.close()
+		up, err = s.putWhole(ctx, key, [][]byte{head}, opts)
 	} else {
 		opts.PartSize = uint64(part)
 		opts.DisableContentSha256 = true

@@ -6,13 +6,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,6 +92,91 @@ func TestMinioLargeRecordIsSinglePart(t *testing.T) {
 	s.MaxObjectSize = 16 << 20
 	_, _, err = s.Get(t.Context(), "big")
 	requireTooLarge(t, err, "big", 16<<20)
+}
+
+// s3LengthRequired starts a proxy to the S3 server at endpoint that
+// answers as a stricter server does: 411 MissingContentLength to a
+// request whose body has no Content-Length (HTTP chunked), and 501
+// NotImplemented to an aws-chunked body, which it does not decode. It
+// passes everything else through, its Host included, which the client
+// signed. It returns the proxy's address and the count of its refusals.
+func s3LengthRequired(t *testing.T, endpoint string) (string, *atomic.Int64) {
+	t.Helper()
+	refused := new(atomic.Int64)
+	target := &url.URL{Scheme: "http", Host: endpoint}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = r.In.Host
+		},
+		Transport: testserver.HTTPTransport(t),
+	}
+	refuse := func(w http.ResponseWriter, status int, code string) {
+		refused.Add(1)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>refused by the proxy</Message></Error>`, code)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.ContentLength < 0:
+			refuse(w, http.StatusLengthRequired, "MissingContentLength")
+		case strings.Contains(r.Header.Get("Content-Encoding"), "aws-chunked"),
+			strings.HasPrefix(r.Header.Get("X-Amz-Content-Sha256"), "STREAMING-"):
+			refuse(w, http.StatusNotImplemented, "NotImplemented")
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String(), refused
+}
+
+// TestMinioRecordsNeedNoChunking writes and rewrites records of 0, 1 and
+// a few KiB bytes, whole and in parts, and a small blob, through a proxy
+// that refuses what a server requiring a length refuses: every write
+// lands and reads back, and the proxy refused nothing.
+func TestMinioRecordsNeedNoChunking(t *testing.T) {
+	t.Parallel()
+	s3 := testserver.S3Server(t)
+	_, bucket := newMinioBucket(t)
+	addr, refused := s3LengthRequired(t, s3.Endpoint)
+	s3.Endpoint = addr
+	s := writefence.NewMinioConditionalStore(s3.Client(t, testserver.HTTPTransport(t)), bucket)
+
+	ctx := t.Context()
+	for _, n := range []int{0, 1, 4<<10 + 3} {
+		key := "record-" + strconv.Itoa(n)
+		data := bytes.Repeat([]byte{'r'}, n)
+		v1, err := s.PutIfVersion(ctx, key, data, "")
+		require.NoError(t, err, "create %d bytes", n)
+		got, v, err := s.Get(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, v1, v)
+		assert.Equal(t, data, got)
+
+		again := bytes.Repeat([]byte{'s'}, n)
+		v2, err := s.PutPartsIfVersion(ctx, key, [][]byte{again[:n/2], again[n/2:]}, v1)
+		require.NoError(t, err, "update %d bytes in parts", n)
+		got, v, err = s.Get(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, v2, v)
+		assert.Equal(t, again, got)
+
+		_, err = s.PutIfVersion(ctx, key, data, "")
+		require.ErrorIs(t, err, writefence.ErrConflict, "a second create of %d bytes", n)
+	}
+	info, err := s.CreateBlob(ctx, "blob-0", bytes.NewReader(nil))
+	require.NoError(t, err)
+	assert.Zero(t, info.Size)
+	assert.Zero(t, refused.Load(), "requests the proxy refused")
+
+	// The proxy refuses what it says it does: minio-go's own PUT of an
+	// empty object over plain HTTP, sent as aws-chunked with no length.
+	_, err = minio.Core{Client: s3.Client(t, testserver.HTTPTransport(t))}.PutObject(ctx, bucket, "plain", bytes.NewReader(nil), 0, "", "", minio.PutObjectOptions{})
+	require.Error(t, err)
+	assert.Equal(t, http.StatusLengthRequired, minio.ToErrorResponse(err).StatusCode)
+	assert.Equal(t, int64(1), refused.Load())
 }
 
 // TestMinioFenceRace: 16 writers push the same epoch each round, every one

@@ -4,7 +4,9 @@ package writefence
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -43,6 +45,7 @@ type s3Seen struct {
 	query  string
 	header http.Header
 	body   int64 // bytes of body received (after any aws-chunked framing)
+	length int64 // the request's Content-Length; -1 when it had none (chunked)
 }
 
 // s3Fake is an httptest server that speaks just enough S3 for the adapter:
@@ -60,7 +63,7 @@ func newS3Fake(t *testing.T, handle http.HandlerFunc) *s3Fake {
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		f.mu.Lock()
-		f.seen = append(f.seen, s3Seen{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), n})
+		f.seen = append(f.seen, s3Seen{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), n, r.ContentLength})
 		f.mu.Unlock()
 		handle(w, r)
 	}))
@@ -177,6 +180,58 @@ func TestMinioStoreWritesSinglePart(t *testing.T) {
 	}
 	assert.Equal(t, strconv.Itoa(size), declared)
 	assert.GreaterOrEqual(t, seen[0].body, int64(size))
+}
+
+// TestMinioRecordHasContentLength: a record of any size, an empty one
+// included, is one PUT whose Content-Length is its size, its body whole
+// (neither HTTP chunked nor aws-chunked), carrying its SHA-256, signed, and
+// its MD5; over plain HTTP, with the client as minio-go builds it by
+// default and with TrailingHeaders, which would add a checksum trailer.
+func TestMinioRecordHasContentLength(t *testing.T) {
+	for _, trailing := range []bool{false, true} {
+		for _, n := range []int{0, 1, 4<<10 + 3} {
+			for _, parts := range []int{1, 3} {
+				t.Run(fmt.Sprintf("trailing=%v/%d bytes/%d parts", trailing, n, parts), func(t *testing.T) {
+					f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+						w.Header().Set("ETag", `"e"`)
+					})
+					c, err := minio.New(f.srv.Listener.Addr().String(), &minio.Options{
+						Creds:           credentials.NewStaticV4(s3FakeAccessKey, s3FakeSecret, ""),
+						Region:          "us-east-1",
+						MaxRetries:      1,
+						TrailingHeaders: trailing,
+					})
+					require.NoError(t, err)
+					data := make([]byte, n)
+					for i := range data {
+						data[i] = byte(i)
+					}
+					split := [][]byte{data}
+					if parts == 3 {
+						split = [][]byte{data[:n/3], data[n/3 : 2*n/3], data[2*n/3:]}
+					}
+					_, err = NewMinioConditionalStore(c, "bucket").PutPartsIfVersion(t.Context(), "k", split, "")
+					require.NoError(t, err)
+
+					seen := f.requests()
+					require.Len(t, seen, 1)
+					req := seen[0]
+					assert.Equal(t, http.MethodPut, req.method)
+					assert.Equal(t, int64(n), req.length, "the request's Content-Length is the record's size")
+					assert.Equal(t, strconv.Itoa(n), req.header.Get("Content-Length"))
+					assert.Equal(t, int64(n), req.body, "the record's bytes alone, unframed")
+					assert.NotContains(t, req.header.Get("Content-Encoding"), "aws-chunked")
+					assert.Empty(t, req.header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
+					assert.Empty(t, req.header.Get("X-Amz-Trailer"), "no trailer")
+					sha := sha256.Sum256(data)
+					assert.Equal(t, hex.EncodeToString(sha[:]), req.header.Get("X-Amz-Content-Sha256"), "the record's hash is signed, not STREAMING-")
+					assert.Contains(t, req.header.Get("Authorization"), "x-amz-content-sha256", "and covered by the signature")
+					sum := md5.Sum(data)
+					assert.Equal(t, base64.StdEncoding.EncodeToString(sum[:]), req.header.Get("Content-Md5"))
+				})
+			}
+		}
+	}
 }
 
 // TestMinioStorePutIsSentOnce: minio-go retries a 503 or a 500 when it can
@@ -755,6 +810,25 @@ func TestMinioBlobSmallIsOnePut(t *testing.T) {
 			assert.Equal(t, `"single"`, seen[1].header.Get("If-Match"))
 		})
 	}
+	t.Run("trailing headers", func(t *testing.T) {
+		// A client that adds checksum trailers sends a small blob the same
+		// way: one PUT of its exact length, not aws-chunked.
+		f := newS3Fake(t, s3MultipartFake(serverTime, 5))
+		c, err := minio.New(f.srv.Listener.Addr().String(), &minio.Options{
+			Creds:           credentials.NewStaticV4(s3FakeAccessKey, s3FakeSecret, ""),
+			Region:          "us-east-1",
+			MaxRetries:      1,
+			TrailingHeaders: true,
+		})
+		require.NoError(t, err)
+		_, err = NewMinioConditionalStore(c, "bucket").CreateBlob(t.Context(), "k", strings.NewReader("small"))
+		require.NoError(t, err)
+		seen := f.requests()
+		require.Len(t, seen, 2)
+		assert.Equal(t, int64(5), seen[0].length)
+		assert.Empty(t, seen[0].header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
+		assert.Empty(t, seen[0].header.Get("X-Amz-Trailer"), "no trailer")
+	})
 	t.Run("1MiB", func(t *testing.T) {
 		f := newS3Fake(t, s3MultipartFake(serverTime, 1<<20))
 		_, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, 1<<20))

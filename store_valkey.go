@@ -320,8 +320,15 @@ func (s *ValkeyConditionalStore) Capabilities() ConditionalStore { return s }
 // cluster_enabled:0; until that holds every call returns, without touching
 // a key, a *StoreError that matches errors.ErrUnsupported and says what
 // was found. Retrying does not help: the configuration has to change. The
-// check needs the INFO command (ACL +info); once it succeeds it is not
-// repeated.
+// check needs the INFO command (ACL +info). A server that answers INFO
+// cluster with an error reply of its own (the command renamed away or
+// unknown, the section unknown) leaves the store unable to tell whether
+// it is a cluster node, and is refused the same way, as unsupported. An
+// ACL's refusal of INFO matches fs.ErrPermission instead. A failure to
+// reach the server, or a reply naming a passing state (LOADING, BUSY,
+// MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, NOREPLICAS, too many
+// clients), is transient, and the next call checks again; once the check
+// succeeds it is not repeated.
 //
 // The ACL user needs EXISTS, STRLEN, GETRANGE, SET, DEL, SCAN, WATCH,
 // UNWATCH, MULTI and EXEC on the keys; with Script set, EVAL and EVALSHA,
@@ -371,6 +378,10 @@ func (s *ValkeyConditionalStore) checkServer(ctx context.Context, op, key string
 		return unsupported("the client is a *redis.Ring, which shards keys across servers")
 	}
 	info, err := s.client.Info(ctx, "cluster").Result()
+	if err != nil && valkeyNoInfo(err) {
+		return storeErr("valkey "+op, key, errors.ErrUnsupported, fmt.Errorf(
+			"a standalone server or a *redis.ClusterClient is required: the server answered INFO cluster with an error, so whether it runs in cluster mode is unknown: %w", err))
+	}
 	if err != nil && !isContextErr(err) {
 		err = fmt.Errorf("check server: %w", err)
 	}
@@ -386,6 +397,22 @@ func (s *ValkeyConditionalStore) checkServer(ctx context.Context, op, key string
 	}
 	s.served.Store(true)
 	return nil
+}
+
+// valkeyNoInfo reports whether err, the answer to INFO cluster, is the
+// server's error reply saying it has no such command or section ("ERR
+// unknown command", "ERR unknown section", or a code of its own): the
+// server will answer the same again. It is not one for a failure to
+// reach the server (no reply at all), an ACL's refusal (see valkeyError),
+// or a reply that names a passing state: loading, busy, a primary or a
+// cluster down, too many clients.
+func valkeyNoInfo(err error) bool {
+	switch valkeyErrorCode(err) {
+	case "", "NOPERM", "NOAUTH", "WRONGPASS",
+		"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS":
+		return false
+	}
+	return !redis.IsMaxClientsError(err)
 }
 
 // valkeyInfoField returns the value of one "name:value" line of INFO output.

@@ -1850,6 +1850,45 @@ func TestValkeyRefusesCluster(t *testing.T) {
 	assert.Positive(t, keyCommandCalls(t, c)["getrange"], "a GETRANGE is counted")
 }
 
+// TestValkeyRefusesServerWithoutInfo: a server whose INFO command is
+// renamed away answers INFO cluster with "ERR unknown command": the store
+// cannot tell whether it is a cluster node, so every call is refused as
+// unsupported, having sent nothing but INFO, and a Fence's push does not
+// retry the refusal.
+func TestValkeyRefusesServerWithoutInfo(t *testing.T) {
+	addr := testserver.StartValkey(t, "", "--rename-command", "INFO", "")
+	c, tap := newTappedValkeyClient(t, func(o *redis.Options) { o.Addr = addr })
+	// sent returns the round trips since the last call, less those that
+	// set up a connection (HELLO, CLIENT SETINFO).
+	sent := func() [][]string {
+		var trips [][]string
+		for _, trip := range tap.take() {
+			if trip[0] != "hello" && trip[0] != "client" {
+				trips = append(trips, trip)
+			}
+		}
+		return trips
+	}
+	eachValkeyPath(t, func(t *testing.T, script bool) {
+		store := newValkeyStore(c, script)
+		requireValkeyUnsupported(t, store, "the server answered INFO cluster with an error")
+		calls := callValkey(store)
+		for _, call := range calls {
+			assert.Contains(t, call.err.Error(), "ERR unknown command", call.name)
+		}
+		trips := sent()
+		assert.Len(t, trips, 2*len(calls), "one round trip per call")
+		for _, trip := range trips {
+			assert.Equal(t, []string{"info"}, trip, "nothing but INFO: %s", formatValkeyTrips(trips))
+		}
+
+		fence := &writefence.Fence{Store: newValkeyStore(c, script), MaxAttempts: 3, RetryDelay: time.Millisecond}
+		err := fence.Push(context.Background(), "wal", "0", "w", 1, []byte("x"))
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		assert.Equal(t, [][]string{{"info"}}, sent(), "the push's round trips: one attempt")
+	})
+}
+
 // newValkeyCluster returns a client of the shared cluster (see
 // testserver.ValkeyClusterClient), a tap on the clients of its nodes, and
 // a key prefix of the test's own, a hash tag when tagged.

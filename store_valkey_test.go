@@ -3,12 +3,18 @@
 package writefence_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -259,4 +265,178 @@ func TestValkeyHoldsNoBlobs(t *testing.T) {
 	assert.Zero(t, blob.n, "no byte of the blob was read")
 	_, err = f.Collect(t.Context(), "wal", "0", writefence.GCOptions{})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
+}
+
+// respFake is a server that speaks just enough of the Redis protocol
+// (RESP2) for the store's check of the server: it reads commands and
+// answers each with what answer returns for it, a raw RESP reply, or
+// closes the connection when answer returns "". It counts the commands it
+// is sent, by name in lower case.
+type respFake struct {
+	addr string
+
+	mu    sync.Mutex // guards calls
+	calls map[string]int
+}
+
+func newRESPFake(t *testing.T, answer func(cmd []string) string) *respFake {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &respFake{addr: ln.Addr().String(), calls: map[string]int{}}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	var conns sync.Map // the open connections, closed when the test ends
+	t.Cleanup(func() {
+		conns.Range(func(c, _ any) bool {
+			_ = c.(net.Conn).Close()
+			return true
+		})
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Store(c, nil)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					cmd, err := readRESPCommand(r)
+					if err != nil {
+						return
+					}
+					f.mu.Lock()
+					f.calls[strings.ToLower(cmd[0])]++
+					f.mu.Unlock()
+					reply := answer(cmd)
+					if reply == "" {
+						return
+					}
+					if _, err := io.WriteString(c, reply); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return f
+}
+
+// count returns how many commands named name (lower case) f was sent.
+func (f *respFake) count(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+// readRESPCommand reads one command, an array of bulk strings.
+func readRESPCommand(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(line, "*"), "\r\n"))
+	if err != nil || !strings.HasPrefix(line, "*") || n < 1 {
+		return nil, fmt.Errorf("not a command: %q", line)
+	}
+	cmd := make([]string, n)
+	for i := range cmd {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		size, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(line, "$"), "\r\n"))
+		if err != nil || !strings.HasPrefix(line, "$") || size < 0 {
+			return nil, fmt.Errorf("not a bulk string: %q", line)
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		cmd[i] = string(buf[:size])
+	}
+	return cmd, nil
+}
+
+// respBulk is a bulk string reply.
+func respBulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
+
+// TestValkeyCheckWithoutInfoCluster: a server that cannot answer INFO
+// cluster (an error reply saying the command or the section is unknown,
+// or an INFO without cluster_enabled) leaves the store unable to tell
+// whether it is a cluster node: every call is refused, as unsupported,
+// and a Fence does not retry the refusal. An ACL's refusal matches
+// fs.ErrPermission instead; a reply naming a passing state, and a
+// connection lost before the reply, are transient: the Fence retries
+// them, checking again. A server that reports cluster_enabled:0 is served.
+func TestValkeyCheckWithoutInfoCluster(t *testing.T) {
+	cases := []struct {
+		name  string
+		info  string // the reply to INFO; "" closes the connection
+		want  error  // the sentinel every call's error matches; nil: none, transient
+		about string // what the error says
+	}{
+		{"unknown command", "-ERR unknown command 'INFO', with args beginning with: 'cluster' \r\n", errors.ErrUnsupported, "ERR unknown command 'INFO'"},
+		{"unknown section", "-ERR unknown section 'cluster'\r\n", errors.ErrUnsupported, "ERR unknown section"},
+		{"no cluster_enabled", respBulk("# Server\r\nredis_version:7.0.0\r\n"), errors.ErrUnsupported, "INFO cluster does not report cluster_enabled"},
+		{"refused by the ACL", "-NOPERM User u has no permissions to run the 'info' command\r\n", fs.ErrPermission, "NOPERM"},
+		{"loading", "-LOADING Valkey is loading the dataset in memory\r\n", nil, "LOADING"},
+		{"connection lost", "", nil, "check server"},
+		{"standalone", respBulk("# Cluster\r\ncluster_enabled:0\r\n"), nil, "ERR the test server holds no keys"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newRESPFake(t, func(cmd []string) string {
+				if strings.EqualFold(cmd[0], "info") {
+					return tc.info
+				}
+				return "-ERR the test server holds no keys\r\n"
+			})
+			c := redis.NewClient(&redis.Options{Addr: f.addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, DialerRetries: 1})
+			t.Cleanup(func() { _ = c.Close() })
+			store := writefence.NewValkeyConditionalStore(c)
+
+			calls := callValkey(store)
+			for _, call := range calls {
+				requireStoreError(t, call.err, call.op, "k", call.name)
+				assert.Contains(t, call.err.Error(), tc.about, call.name)
+				for _, sentinel := range []error{errors.ErrUnsupported, fs.ErrPermission} {
+					assert.Equal(t, sentinel == tc.want, errors.Is(call.err, sentinel), "%s: errors.Is(%v, %v)", call.name, call.err, sentinel)
+				}
+				if tc.want == errors.ErrUnsupported && strings.HasPrefix(tc.info, "-") {
+					var reply redis.Error
+					assert.ErrorAs(t, call.err, &reply, "%s: the server's reply is reachable", call.name)
+				}
+			}
+			if tc.name == "standalone" {
+				assert.Equal(t, 1, f.count("info"), "checked once, then remembered")
+				assert.Positive(t, f.count("exists")+f.count("getrange")+f.count("watch"), "the calls reached the keys")
+				return
+			}
+			assert.Equal(t, len(calls), f.count("info"), "every call checked the server afresh")
+
+			// A Fence retries a transient failure and not a refusal.
+			before := f.count("info")
+			fence := &writefence.Fence{Store: store, MaxAttempts: 3, RetryDelay: time.Millisecond}
+			err := fence.Push(context.Background(), "wal", "0", "w", 1, []byte("x"))
+			require.Error(t, err)
+			attempts := f.count("info") - before
+			if tc.want != nil {
+				assert.ErrorIs(t, err, tc.want)
+				assert.Equal(t, 1, attempts, "a refusal is final: %v", err)
+			} else {
+				assert.Greater(t, attempts, 1, "a transient failure is retried: %v", err)
+			}
+		})
+	}
 }
