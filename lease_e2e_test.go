@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/promise"
 	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/testserver"
 )
@@ -699,6 +701,7 @@ func (r *e2eRun) checkHistory(c *minio.Client) {
 	}
 	final := history[len(history)-1]
 	require.Equal(t, version{epoch: last.epoch, writer: last.holder, sum: last.sum}, final, "the final record is the last push that returned nil")
+	r.checkPromises(shardKey, versions(shardKey))
 
 	leaseKey, err := keys.Lease("", e2eLeaseName)
 	require.NoError(t, err)
@@ -733,6 +736,47 @@ func (r *e2eRun) checkHistory(c *minio.Client) {
 	t.Logf("the record's history: %d versions: %d pushes reported landed, %d others (a seal at each takeover, and pushes that landed as their writer was paused or killed); the lease record's: %d versions, %d terms",
 		len(history), len(r.landed), len(history)-len(r.landed), len(leases), len(holders))
 }
+
+// checkPromises feeds the promise checker the record's history as the
+// store kept it, each version the change of a call: the push a helper
+// reported landed at that epoch, or, for a version no helper reported (a
+// takeover's seal, a push whose writer was paused or killed before it
+// could say), a call of its writer whose outcome nobody learned.
+func (r *e2eRun) checkPromises(key string, versions [][]byte) {
+	t := r.t
+	var h promise.History
+	at := time.Unix(0, 0)
+	for i, data := range versions {
+		hd, body, check := record.Decode(data)
+		require.Empty(t, check)
+		c := &promise.Call{ID: i + 1, Proc: hd.Writer, Op: promise.Push, Plugin: "wal", Shard: "0", Key: key,
+			Writer: hd.Writer, Epoch: hd.Epoch, Payload: body.Payload, Start: at}
+		sum := sha256.Sum256(body.Payload)
+		reported := slices.ContainsFunc(r.landed, func(l e2eLanded) bool {
+			return l.epoch == hd.Epoch && l.holder == hd.Writer && l.sum == hex.EncodeToString(sum[:])
+		})
+		if hd.Epoch&(1<<leaseSeqBits-1) == 1 {
+			c.Op = promise.Seal
+		}
+		if !reported {
+			c.Err, c.Is = errE2EUnknown, promise.Matches{"unknown", "cause"}
+		}
+		h.Begin(c)
+		at = at.Add(time.Millisecond)
+		h.Change(promise.Change{Call: c.ID, Kind: "put", Key: key, Data: data, Version: strconv.Itoa(i), At: at})
+		c.End = at
+		if c.Err == nil {
+			c.Events = []promise.Event{{Op: string(c.Op), Key: key}}
+		}
+		h.Finish(c)
+	}
+	for _, v := range promise.NewChecker(promise.Options{}).Check(&h) {
+		t.Errorf("the promise checker, on the record's history: %v", v)
+	}
+}
+
+// errE2EUnknown is the outcome of a version no helper reported.
+var errE2EUnknown = errors.New("writefence: outcome unknown: no helper reported it")
 
 // e2eBuffer is a helper's output, written by its process's copier.
 type e2eBuffer struct {
