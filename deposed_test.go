@@ -50,8 +50,9 @@ func requireDeposedBy(t *testing.T, ctx context.Context, op string, epoch, recor
 		RecordedEpoch: recorded, RecordedWriter: writer}, *stale)
 }
 
-// A stale refusal of a push, a seal or an update cancels the shard's
-// Deposed context before the call returns, with the refusal as its cause.
+// A stale refusal of a push, a seal, an update or a commit cancels the
+// shard's Deposed context before the call returns, with the refusal as its
+// cause (promise 18).
 func TestDeposedByStaleRefusal(t *testing.T) {
 	for _, tc := range []struct {
 		op    string
@@ -63,6 +64,12 @@ func TestDeposedByStaleRefusal(t *testing.T) {
 		{"seal", func(ctx context.Context, f *writefence.Fence) error { return f.Seal(ctx, "wal", "0", "a", 4) }},
 		{"update", func(ctx context.Context, f *writefence.Fence) error {
 			return f.Update(ctx, "wal", "0", "a", 4, func(cur []byte) ([]byte, error) { return append(cur, '+'), nil })
+		}},
+		{"commit", func(ctx context.Context, f *writefence.Fence) error {
+			return f.Commit(ctx, "wal", "0", "a", 4, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Payload = append(m.Payload, '+')
+				return m, nil
+			})
 		}},
 	} {
 		t.Run(tc.op, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -524,4 +525,38 @@ func (s *contentVersioned) PutIfVersion(ctx context.Context, key string, data []
 	}
 	s.data[key] = append([]byte{}, data...)
 	return contentVersion(data), nil
+}
+
+// hiddenThenConflicts is a store whose first write fails with an error
+// that hides its outcome (it writes nothing), and whose later writes all
+// lose a race: what a writer sees when its reply was lost and then every
+// retry conflicts.
+type hiddenThenConflicts struct {
+	writefence.ConditionalStore
+	writes atomic.Int32
+}
+
+func (s *hiddenThenConflicts) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	if s.writes.Add(1) == 1 {
+		return "", &writefence.StoreError{Op: "test put", Key: key, Err: errors.New("connection reset by peer")}
+	}
+	return "", &writefence.StoreError{Op: "test put", Key: key, Err: writefence.ErrConflict}
+}
+
+// TestUnknownOutcomeIsOneError: a write whose reply was lost and whose
+// every retry then conflicts ends with one error, an unknown outcome that
+// keeps the cause that hid it, and never also matches ErrConflict: a
+// caller that tests ErrConflict first must not conclude nothing was
+// written (promise 5).
+func TestUnknownOutcomeIsOneError(t *testing.T) {
+	s := &hiddenThenConflicts{ConditionalStore: &writefence.MemStore{}}
+	f := &writefence.Fence{Store: s, MaxAttempts: 4, RetryDelay: time.Microsecond}
+	err := f.Push(t.Context(), "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.NotErrorIs(t, err, writefence.ErrConflict)
+	var unknown *writefence.OutcomeUnknownError
+	require.ErrorAs(t, err, &unknown)
+	assert.Contains(t, unknown.Err.Error(), "connection reset by peer", "the cause is kept")
+	assert.Contains(t, err.Error(), "then 4 attempts, the last: test put")
+	assert.Equal(t, int32(4), s.writes.Load())
 }

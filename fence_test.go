@@ -15,6 +15,7 @@ import (
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 func mustKey(t testing.TB, plugin, shard string) string {
@@ -318,3 +319,19 @@ const (
 	timeout = 10 * time.Second
 	tick    = time.Millisecond
 )
+
+// TestNestedPrefixRefused: a prefix that would reach into another Fence's
+// keys (its shard, blob or reserved space) is refused before any I/O, as
+// one that does not end in "/" (promise 28).
+func TestNestedPrefixRefused(t *testing.T) {
+	mem := &writefence.MemStore{}
+	for _, prefix := range []string{"a/b/", "a/s/", "x/_lease/", "a"} {
+		f := &writefence.Fence{Store: mem, Prefix: prefix}
+		err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
+		require.ErrorIs(t, err, writefence.ErrInvalidArgument, "%q", prefix)
+		_, err = f.Collect(t.Context(), "wal", "0", writefence.GCOptions{})
+		require.ErrorIs(t, err, writefence.ErrInvalidArgument, "%q", prefix)
+	}
+	assert.Empty(t, testserver.Keys(t, mem), "nothing written")
+	require.NoError(t, (&writefence.Fence{Store: mem, Prefix: "a/c/"}).Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
+}

@@ -694,3 +694,49 @@ func TestLeaseEpochDuringRenewal(t *testing.T) {
 	close(release)
 	require.NoError(t, <-renewed)
 }
+
+// TestLeaseSettleCorruptRecord: a lease record that fails to decode
+// blocks every acquisition, for good; Lease.Settle, at exactly its
+// version and a term the operator asserts, replaces it with a released
+// record, and the next acquisition takes the next term at once. A settle
+// never lowers the term of a record that decodes, and is refused at any
+// other version.
+func TestLeaseSettleCorruptRecord(t *testing.T) {
+	ctx := t.Context()
+	store := &MemStore{}
+	clock := newLeaseClock()
+	a := newTestLease(store, "a", clock.now)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	key, err := keys.Lease("", "leader")
+	require.NoError(t, err)
+	data, v, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	data[len(data)-1] ^= 1
+	_, err = store.PutIfVersion(ctx, key, data, v)
+	require.NoError(t, err)
+
+	b := newTestLease(store, "b", clock.now)
+	_, err = b.Acquire(ctx)
+	var ce *CorruptError
+	require.ErrorAs(t, err, &ce, "no acquisition overwrites a corrupt lease record")
+	clock.advance(time.Hour)
+	_, err = b.Acquire(ctx)
+	require.ErrorIs(t, err, ErrCorrupt, "not even once it expired")
+
+	require.ErrorIs(t, b.Settle(ctx, "other", 5), ErrConflict)
+	require.NoError(t, b.Settle(ctx, ce.Version, 5))
+	require.NoError(t, b.Settle(ctx, ce.Version, 5), "a settle found landed returns nil")
+	term, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(6), term, "the next acquisition takes the term after the settled one")
+
+	_, v, err = store.Get(ctx, key)
+	require.NoError(t, err)
+	require.ErrorIs(t, b.Settle(ctx, v, 3), ErrInvalidArgument, "never below the term of a record that decodes")
+	require.NoError(t, b.Settle(ctx, v, 6), "an operator's release of a gone holder's lease, at its own term")
+	c := newTestLease(store, "c", clock.now)
+	term, err = c.Acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), term)
+}

@@ -364,12 +364,13 @@ type modelRun struct {
 
 // modelBlob is a blob the model put.
 type modelBlob struct {
-	ref    writefence.BlobRef
-	writer string
-	epoch  uint64
-	data   string
-	gone   bool      // collected
-	at     time.Time // by the local clock, once its upload returned
+	ref     writefence.BlobRef
+	writer  string
+	epoch   uint64
+	data    string
+	gone    bool      // collected
+	at      time.Time // by the local clock, once its upload returned
+	created time.Time // by the store's clock, as it reports the blob's creation
 }
 
 // modelPush is a push, to run again.
@@ -916,6 +917,9 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 	case cur.epoch != 0 && r.rec.stream && cur.stream:
 		want.stream, want.since, want.blobs = true, s.Epoch, cur.salvaged
 	}
+	if !cur.corrupt && cur.rec.epoch == s.Epoch && cur.rec.writer == s.Writer && cur.rec.payload == string(s.Payload) {
+		want = cur.rec // this settle, landed: found so, with what it kept
+	}
 	var answer error
 	switch {
 	case !cur.found:
@@ -1426,7 +1430,11 @@ func (r *modelRun) putBlob(t *rapid.T) {
 	}
 	require.NoError(t, err)
 	require.Equal(t, int64(len(data)), ref.Size)
-	r.blobs[ref.Name] = &modelBlob{ref: ref, writer: w.name, epoch: epoch, data: data, at: time.Now()}
+	b := &modelBlob{ref: ref, writer: w.name, epoch: epoch, data: data, at: time.Now()}
+	info, err := r.target.store.(writefence.BlobStore).StatBlob(context.Background(), r.blobSpace(t)+ref.Name)
+	require.NoError(t, err)
+	b.created = info.Modified
+	r.blobs[ref.Name] = b
 	r.blobNames = append(r.blobNames, ref.Name)
 }
 
@@ -1542,18 +1550,8 @@ func (r *modelRun) refusedBlob(w *modelWriter, epoch, since uint64, added []*mod
 	return nil
 }
 
-// createdAt is when the store says blob b was created.
-func (r *modelRun) createdAt(b *modelBlob) time.Time {
-	space, err := keys.Blobs(r.prefix, modelPlugin, modelShard)
-	if err != nil {
-		panic(err)
-	}
-	info, err := r.target.store.(writefence.BlobStore).StatBlob(context.Background(), space+b.ref.Name)
-	if err != nil {
-		panic(err)
-	}
-	return info.Modified
-}
+// createdAt is when the store said blob b was created.
+func (r *modelRun) createdAt(b *modelBlob) time.Time { return b.created }
 
 // collect runs a collection with a grace long enough that only blobs that
 // can never be committed go, or with none.

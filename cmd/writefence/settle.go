@@ -42,6 +42,15 @@ can repeat, so running an old settle line again over new damage is refused.
 Choose -epoch above every epoch a live writer may hold: pushes at lower or
 equal epochs are refused from then on.
 
+A shard's blobs (see commit) survive the settle: the settled record keeps
+the references of the corrupt one when they still decode (latest lists
+them), so gc keeps those blobs. When they cannot be read (the references
+themselves are damaged, or not even the header decodes and the shard has
+blobs), settle refuses (exit 2) rather than drop them unseen: -drop-blobs
+settles without them, and every blob of the shard the settled record does
+not reference then becomes garbage that gc deletes. -blobs names the store
+of the blobs when -store holds none, as for gc.
+
 -epoch and -floor take plain decimal digits only (010 or 0x10 is a usage
 error, exit 2); an -epoch above 2^63-1 needs -allow-huge-epoch, and an empty
 payload -empty, as for push. On a Valkey server with replicas, give the
@@ -73,6 +82,8 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 	confirm := fs.String("confirm-version", "", "the version `token` of the corrupt record to replace, as latest printed it (required)")
 	var floor epochValue
 	fs.Var(&floor, "floor", "the highest `epoch` ever granted for the shard; -epoch must be above it (required when the corrupt record's header cannot be read)")
+	rf.addBlobsFlag(fs)
+	dropBlobs := fs.Bool("drop-blobs", false, "settle without the blobs the corrupt record references, which then become garbage (gc deletes them); needed only when they cannot be read")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := rf.output()
 		if *confirm == "" {
@@ -92,7 +103,7 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 				return o.fail(err)
 			}
 			err = fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
-				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor)})
+				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor), DropBlobs: *dropBlobs})
 			// Empty only for names Settle refused before reading anything.
 			key, _ := keys.Shard(rf.prefix, plugin, shard)
 			if err != nil {

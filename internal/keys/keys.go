@@ -263,7 +263,8 @@ func keepByte(c byte) bool {
 }
 
 // CheckPrefix validates a key prefix: empty (DefaultPrefix), or one that
-// ends in "/" none of whose segments is "s" or "b" or starts with "_".
+// ends in "/" none of whose segments is empty, "s" or "b", or starts with
+// "_".
 // So no prefix reaches into another's spaces: a prefix that extends
 // another one by whole segments would begin with one of its shard, blob or
 // reserved spaces ("p/s/…", "p/b/…", "p/_…"), and is refused; one that
@@ -278,6 +279,8 @@ func CheckPrefix(prefix string) error {
 	}
 	for _, seg := range strings.Split(strings.TrimSuffix(prefix, "/"), "/") {
 		switch {
+		case seg == "":
+			return &Error{Arg: "prefix", Reason: fmt.Sprintf("%q has an empty segment", prefix)}
 		case seg == strings.TrimSuffix(shardSpace, "/"), seg == strings.TrimSuffix(blobSpace, "/"):
 			return &Error{Arg: "prefix", Reason: fmt.Sprintf("%q has a segment %q, which names a space of another prefix's keys: a Fence under it would share keys with the Fence under the prefix before it", prefix, seg)}
 		case strings.HasPrefix(seg, "_"):

@@ -204,3 +204,29 @@ func TestBlobName(t *testing.T) {
 		t.Errorf("blob space %q and shard key %q overlap", space, shard)
 	}
 }
+
+// TestCheckPrefix: a prefix ends in "/", and none of its segments names
+// a space of another prefix's keys, so no prefix reaches into another's:
+// a Fence under "a/b/" would share keys with one under "a/".
+func TestCheckPrefix(t *testing.T) {
+	for _, ok := range []string{"", "writefence/", "a/", "a/c/", "{app}/", "tenant/x/", "s1/", "bs/", "x_/"} {
+		assert.NoError(t, CheckPrefix(ok), "%q", ok)
+	}
+	for _, bad := range []string{"a", "a/b/", "a/s/", "s/", "b/", "x/_lease/", "_/", "a/b", "a//"} {
+		assert.Error(t, CheckPrefix(bad), "%q", bad)
+	}
+	// Whatever two valid prefixes, neither's keys start with the other's
+	// spaces: check it on every pair of a set of prefixes.
+	prefixes := []string{"a/", "a/c/", "a/c/d/", "wf/", "wf/x/"}
+	for _, p := range prefixes {
+		for _, q := range prefixes {
+			if p == q || !strings.HasPrefix(q, p) {
+				continue
+			}
+			for _, space := range []string{Shards(p), p + "b/", p + "_"} {
+				assert.False(t, strings.HasPrefix(Shards(q), space) || strings.HasPrefix(q+"b/", space) || strings.HasPrefix(q+"_", space),
+					"%q reaches into %q's space %q", q, p, space)
+			}
+		}
+	}
+}

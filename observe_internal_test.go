@@ -1,0 +1,57 @@
+package writefence
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEveryOpIsDocumented: WriteEvent's documentation and otelobserver's
+// list of the writefence.op attribute name every op an Observer can see,
+// quoted as the engine writes it, and name no other.
+func TestEveryOpIsDocumented(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "observe.go", nil, parser.ParseComments)
+	require.NoError(t, err)
+	var doc string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if g, ok := n.(*ast.GenDecl); ok && g.Tok == token.TYPE {
+			for _, s := range g.Specs {
+				if s.(*ast.TypeSpec).Name.Name == "WriteEvent" && g.Doc != nil {
+					doc = g.Doc.Text()
+				}
+			}
+		}
+		return true
+	})
+	require.NotEmpty(t, doc, "WriteEvent's doc comment")
+	otel, err := os.ReadFile("otelobserver/otelobserver.go")
+	require.NoError(t, err)
+	attr := string(otel)
+	start := strings.Index(attr, "writefence.op ")
+	require.GreaterOrEqual(t, start, 0)
+	end := strings.Index(attr[start:], "(WriteEvent.Op)")
+	require.Greater(t, end, 0)
+	attr = strings.Join(strings.Fields(strings.ReplaceAll(attr[start:start+end], "//", "")), " ")
+
+	for _, op := range ops {
+		assert.Contains(t, doc, strconv.Quote(op), "WriteEvent's doc names %q", op)
+		assert.Contains(t, attr, op, "otelobserver's list names %q", op)
+	}
+	// And no op the engine does not have: every quoted word of the list
+	// at the start of the doc is an op.
+	list := doc[:strings.Index(doc, "The engine reports")]
+	for _, field := range strings.Split(list, "\"")[1:] {
+		if strings.ContainsAny(field, ",;:.(") || field == "" || strings.HasPrefix(field, " ") {
+			continue
+		}
+		assert.Contains(t, ops, field, "WriteEvent's doc names %q, which is no op", field)
+	}
+}
