@@ -33,12 +33,15 @@ func (p *partitioned) PutIfVersion(ctx context.Context, key string, data []byte,
 	return p.ConditionalStore.PutIfVersion(ctx, key, data, expect)
 }
 
-// A shipper under a lease that renews itself, in real time. node-a holds
-// the lease and ships for longer than its TTL; a partition then cuts
-// node-a off from the store, its renewals fail, and the moment its lease
-// expires its context is done and it stops shipping. node-b, polling,
-// takes over and seals the shard. When the partition heals, node-a learns
-// who took over, and at which term, from every call it makes.
+// A shipper under a lease that renews itself. node-a holds the lease and
+// ships; a partition then cuts node-a off from the store, its renewals
+// fail, and the moment its lease expires by its clock its context is done
+// and it stops shipping. node-b takes over and seals the shard. When the
+// partition heals, node-a learns who took over, and at which term, from
+// every call it makes. The leases read the time from a clock the example
+// moves (Lease.Clock), so that what it prints does not depend on how fast
+// the machine runs it; the renewals themselves run in the background, on
+// the runtime's timers.
 func ExampleLease_Hold() {
 	ctx := context.Background()
 	store := &writefence.MemStore{}
@@ -46,51 +49,50 @@ func ExampleLease_Hold() {
 	fenceA := &writefence.Fence{Store: link}
 	fenceB := &writefence.Fence{Store: store}
 	shard := writefence.Shard{Plugin: "wal", Shard: "0"}
-	const ttl = 600 * time.Millisecond // renewals every 200ms
+	const ttl = 300 * time.Millisecond // renewals every 100ms
+	var now atomic.Int64
+	now.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
 
-	// ship pushes a segment every 100ms under held until held is done or n
-	// segments are out, and returns how many it shipped at which term.
+	// ship pushes n segments under held, unless held ends first, and
+	// returns how many it shipped at which term.
 	ship := func(held context.Context, f *writefence.Fence, l *writefence.Lease, from, n int) (shipped int, term uint64) {
 		for i := from; i < from+n && held.Err() == nil; i++ {
 			epoch, err := f.PushFrom(held, l, "wal", "0", l.Holder, fmt.Appendf(nil, "segment %d", i))
 			if err == nil {
 				shipped, term = shipped+1, epoch>>32
 			}
-			select {
-			case <-held.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
 		}
 		return shipped, term
 	}
 
-	a := &writefence.Lease{Fence: fenceA, Name: "wal/0", Holder: "node-a", TTL: ttl}
+	a := &writefence.Lease{Fence: fenceA, Name: "wal/0", Holder: "node-a", TTL: ttl, Clock: clock}
 	heldA, err := a.Hold(ctx, shard)
 	if err != nil {
 		fmt.Println("node-a:", err)
 		return
 	}
-	shipped, term := ship(heldA, fenceA, a, 1, 8) // 800ms: longer than the TTL
+	shipped, term := ship(heldA, fenceA, a, 1, 8)
 	fmt.Printf("node-a shipped %d segments at term %d, renewing in the background\n", shipped, term)
 
-	b := &writefence.Lease{Fence: fenceB, Name: "wal/0", Holder: "node-b", TTL: ttl}
+	b := &writefence.Lease{Fence: fenceB, Name: "wal/0", Holder: "node-b", TTL: ttl, Clock: clock}
 	_, err = b.Hold(ctx, shard)
 	var held *writefence.LeaseHeldError
 	if errors.As(err, &held) {
 		fmt.Printf("node-b: held by %s at term %d\n", held.Holder, held.Term)
 	}
 
-	// The partition: node-a keeps trying to ship until its lease expires.
+	// The partition: node-a's renewals fail, and its clock passes the
+	// expiry of the last one that landed.
 	link.cut.Store(true)
-	ship(heldA, fenceA, a, 9, 1000)
+	now.Add(int64(2 * ttl))
+	<-heldA.Done()
 	fmt.Println("node-a stopped shipping, lease expired:", errors.Is(context.Cause(heldA), writefence.ErrLeaseExpired))
+	_, err = a.Epoch(ctx, "wal", "0")
+	fmt.Println("node-a draws no epoch:", errors.Is(err, writefence.ErrLeaseExpired))
 
-	// node-b polls, takes over once node-a's lease has expired, and seals.
+	// node-b, whose clock agrees, takes over and seals.
 	heldB, err := b.Hold(ctx, shard)
-	for errors.Is(err, writefence.ErrLeaseHeld) {
-		time.Sleep(ttl / 8)
-		heldB, err = b.Hold(ctx, shard)
-	}
 	if err != nil {
 		fmt.Println("node-b:", err)
 		return
@@ -111,6 +113,7 @@ func ExampleLease_Hold() {
 	// node-a shipped 8 segments at term 1, renewing in the background
 	// node-b: held by node-a at term 1
 	// node-a stopped shipping, lease expired: true
+	// node-a draws no epoch: true
 	// node-b shipped 2 segments at term 2
 	// node-a renew: writefence: lease wal/0: term 1: taken over by node-b at term 2: writefence: lease lost
 	// node-a push: writefence: epoch source: lease wal/0: term 1: taken over by node-b at term 2: writefence: lease lost
