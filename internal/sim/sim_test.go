@@ -100,15 +100,15 @@ func TestSimulation(t *testing.T) {
 // entry, whatever else the machine is doing.
 func TestSimulationDeterministic(t *testing.T) {
 	for _, seed := range []uint64{7, 1234} {
-		_, a, _ := simulate(t, seed, DefaultConfig)
-		_, b, _ := simulate(t, seed, DefaultConfig)
+		wa, a, _ := simulate(t, seed, DefaultConfig)
+		wb, b, _ := simulate(t, seed, DefaultConfig)
+		for i := range min(len(a.Entries), len(b.Entries)) {
+			if !sameEntry(a.Entries[i], b.Entries[i]) {
+				t.Fatalf("seed %d: entry %d differs:\n%s\nthen:\n%s", seed, i, Describe(a, wa, i-12, i+2), Describe(b, wb, i-12, i+2))
+			}
+		}
 		if len(a.Entries) != len(b.Entries) {
 			t.Fatalf("seed %d: %d entries, then %d", seed, len(a.Entries), len(b.Entries))
-		}
-		for i := range a.Entries {
-			if !sameEntry(a.Entries[i], b.Entries[i]) {
-				t.Fatalf("seed %d: entry %d differs:\n%+v\n%+v", seed, i, describeEntry(a.Entries[i]), describeEntry(b.Entries[i]))
-			}
 		}
 	}
 }

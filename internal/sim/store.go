@@ -54,9 +54,15 @@ type request struct {
 	sent  bool // its process was paused while it waited: it cannot be withdrawn
 }
 
+// less orders waiting calls by process, then key: two goroutines of one
+// process (a Hold's renewer and its seals, say) may send at one instant in
+// either order, but never two calls on one key.
 func (r *request) less(o *request) bool {
-	if r.proc.name != o.proc.name {
+	switch {
+	case r.proc.name != o.proc.name:
 		return r.proc.name < o.proc.name
+	case r.key != o.key:
+		return r.key < o.key
 	}
 	return r.seq < o.seq
 }
