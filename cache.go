@@ -11,11 +11,16 @@ import "hash/maphash"
 const maxCached = 1 << 17
 
 // cacheSeed keys the version cache by a hash of the record's key rather
-// than the key, which would double an entry's size. Two keys that hash
-// alike would share an entry: a push would condition its write on another
-// record's version, which the store refuses unless the two records hold
-// exactly the same bytes, and then the write is as admissible as on the
-// remembered one.
+// than the key, which would double an entry's size. Two keys whose 64-bit
+// hashes under a random seed collide (about one chance in 2^64 for a pair)
+// would share an entry: a push to one would condition its write on the
+// other's version, and carry the other's references on. On the stores
+// whose tokens never repeat across keys (MemStore, Valkey, the directory
+// store) that write conflicts and the push reads afresh; on those whose
+// tokens name the bytes (S3's ETags) it lands only when the two records
+// hold the same bytes, references included, so nothing is carried on
+// wrongly; a GCS generation, a timestamp, could in principle match
+// another object's: the chance of both coincidences is negligible.
 var cacheSeed = maphash.MakeSeed()
 
 // cachedRecord is what the fence remembers of a record it wrote: its

@@ -80,9 +80,12 @@
 // under the Fence's prefix ("writefence/" by default), the names escaped. A record is a versioned header (format
 // version, wire identity, epoch, writer, payload length, a CRC-32C of the
 // payload, a CRC-32C over the header) followed by the payload. Writers
-// write format version 2; readers also read version 1, whose header held a
-// SHA-256 of the payload instead, and refuse any other (an older reader
-// refuses version 2 the same way: it fails closed). Decoding is strict:
+// write format version 2 for a plain record, 3 for a stream's (a
+// manifest: its blob references and tenure floor, see Commit) and 4 for a
+// stream's that carries a collection horizon (see Collect); readers also
+// read version 1, whose header held a SHA-256 of the payload instead, and
+// refuse any other (an older reader refuses a version it does not know
+// the same way: it fails closed). Decoding is strict:
 // truncation, trailing bytes, an unknown format version, epoch 0, an empty
 // writer or a checksum that disagrees is ErrCorrupt, naming the check. The
 // fence fails closed on a corrupt record and never overwrites it; an
@@ -108,7 +111,7 @@
 // Test errors with errors.Is against the sentinels: ErrNotFound,
 // ErrConflict, ErrStaleEpoch, ErrWire, ErrCorrupt, ErrInvalidArgument,
 // ErrTooLarge, ErrOutcomeUnknown, ErrUntrustedStore, ErrLeaseHeld,
-// ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout, and
+// ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout, ErrTermEnded, and
 // errors.ErrUnsupported for a store the adapter refuses to serve. Every
 // typed error matches one of them; read its detail with errors.As:
 // StaleEpochError, CorruptError, WireError, InvalidArgumentError,

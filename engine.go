@@ -373,7 +373,7 @@ func (f *Fence) write(ctx context.Context, c *change, parts [][]byte, version st
 }
 
 // backoff waits before attempt+1, or returns ctx's error if ctx ends first.
-// The delay is uniform in [0, min(RetryDelay<<(attempt-1), 500ms)).
+// The delay is uniform in (0, min(RetryDelay<<(attempt-1), 500ms)].
 func (f *Fence) backoff(ctx context.Context, attempt int) error {
 	base := f.RetryDelay
 	if base <= 0 {

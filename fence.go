@@ -63,7 +63,7 @@ type Fence struct {
 
 	// RetryDelay is the base of the jittered exponential back-off before
 	// every retry, whatever failed; zero means 5ms. The delay before
-	// attempt n+1 is uniform in [0, min(RetryDelay<<(n-1), 500ms)).
+	// attempt n+1 is uniform in (0, min(RetryDelay<<(n-1), 500ms)].
 	RetryDelay time.Duration
 
 	// Probe, when true, runs Probe on Store once before the first write, on

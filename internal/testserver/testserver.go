@@ -1,12 +1,16 @@
 // Package testserver starts and reaches the real servers the integration
-// tests and benchmarks run against (Valkey, MinIO, the GCS emulator), so
-// that the root package's tests, the command's tests and the benchmarks
-// share one copy of each helper.
+// tests and benchmarks run against (Valkey, a Valkey cluster, MinIO, the
+// GCS emulator, etcd, dynalite, Azurite, PostgreSQL), and damages what
+// they hold as a test needs, so that the packages' tests, the command's
+// tests and the benchmarks share one copy of each helper.
 //
-// The servers are named by the environment .ci/run exports:
+// The servers are named by the environment .ci/servers.sh exports:
 // WRITEFENCE_S3_ENDPOINT, WRITEFENCE_S3_ACCESS_KEY,
-// WRITEFENCE_S3_SECRET_KEY, WRITEFENCE_GCS_ENDPOINT and
-// WRITEFENCE_VALKEY_ADDR. A test whose server is not named is skipped,
+// WRITEFENCE_S3_SECRET_KEY, WRITEFENCE_GCS_ENDPOINT,
+// WRITEFENCE_VALKEY_ADDR, WRITEFENCE_VALKEY_CLUSTER,
+// WRITEFENCE_ETCD_ENDPOINT, WRITEFENCE_DYNAMODB_ENDPOINT,
+// WRITEFENCE_AZURITE_ENDPOINT (with its account and key) and
+// WRITEFENCE_POSTGRES_URL. A test whose server is not named is skipped,
 // unless WRITEFENCE_REQUIRE_SERVERS is set, in which case it fails.
 package testserver
 

@@ -1,0 +1,97 @@
+package writefence
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence/internal/record"
+)
+
+// packageDoc returns the package documentation.
+func packageDoc(t *testing.T) string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.ParseComments)
+	require.NoError(t, err)
+	return f.Doc.Text()
+}
+
+// TestDocNamesEverySentinel: the package documentation's list of
+// sentinels names every exported Err variable of the package.
+func TestDocNamesEverySentinel(t *testing.T) {
+	doc := packageDoc(t)
+	errors := doc[strings.Index(doc, "Test errors with errors.Is"):]
+	errors = errors[:strings.Index(errors, "Every\ntyped error")]
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	require.NoError(t, err)
+	var found int
+	for _, f := range pkgs["writefence"].Files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, s := range g.Specs {
+				for _, n := range s.(*ast.ValueSpec).Names {
+					if strings.HasPrefix(n.Name, "Err") && n.IsExported() {
+						found++
+						assert.Contains(t, errors, n.Name, "the package documentation's list of sentinels")
+					}
+				}
+			}
+		}
+	}
+	assert.Greater(t, found, 10)
+}
+
+// TestDocNamesTheFormatVersions: the package documentation names the
+// record format versions writers write, as the codec numbers them.
+func TestDocNamesTheFormatVersions(t *testing.T) {
+	doc := strings.Join(strings.Fields(packageDoc(t)), " ")
+	assert.Contains(t, doc, "Writers write format version 2 for a plain record, 3 for a stream's")
+	assert.Equal(t, byte(2), byte(record.PlainVersion))
+	assert.Equal(t, byte(3), byte(record.StreamVersion))
+	assert.Equal(t, byte(4), byte(record.HorizonVersion))
+	assert.Contains(t, doc, "and 4 for a stream's that carries a collection horizon")
+}
+
+// TestDocsCiteFilesThatExist: every file of the repository a comment or a
+// Markdown file names (BENCHMARKS.md, .ci/run, cmd/writefence/exit.go...)
+// exists.
+func TestDocsCiteFilesThatExist(t *testing.T) {
+	cited := regexp.MustCompile(`(?:^|[\s(\x60"])((?:\.ci|cmd|internal|bench|writefencetest|[a-z]+store|otelobserver|etcdepoch|zkepoch)/[A-Za-z0-9_./-]+\.(?:go|sh|md)|\.ci/[a-z-]+|[A-Z]+\.md)\b`)
+	var checked int
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." && d.Name() != ".ci" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".md")) {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range cited.FindAllStringSubmatch(string(data), -1) {
+			name := strings.TrimSuffix(m[1], ".")
+			checked++
+			_, err := os.Stat(name)
+			assert.NoError(t, err, "%s cites %s", path, name)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Greater(t, checked, 10)
+}
