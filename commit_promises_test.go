@@ -50,3 +50,31 @@ func TestPromise20_CommitChecksAReferenceReplacedInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestPromise22_PushKeepsTheRecordedReferences: a push keeps the
+// references of the record it replaces (promise 22), the ones the store
+// holds. A writer that builds its manifests in a buffer of its own, hands
+// it to Commit and later reuses the buffer for its next manifest has not
+// changed the record: the push that follows the commit, which the Fence
+// conditions on the version it remembers without reading, must still
+// carry the recorded references, not what the buffer holds now.
+func TestPromise22_PushKeepsTheRecordedReferences(t *testing.T) {
+	ctx := t.Context()
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+	first := putBlob(t, f, "a", 1, "segment 1")
+	buf := []writefence.BlobRef{first}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = buf
+		return m, nil
+	}))
+
+	// The writer starts its next manifest in the same buffer.
+	buf[0] = writefence.BlobRef{Name: keys.BlobName(3, "a", strings.Repeat("2", 32)), Size: 1, CRC: 1}
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 3, []byte("checkpoint")))
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, []writefence.BlobRef{first}, info.Blobs, "the push keeps the references the store recorded")
+	_, err = readBlob(t, f, info.Blobs[0].Name)
+	assert.NoError(t, err, "every referenced blob exists (promise 24)")
+}
