@@ -1,0 +1,79 @@
+package writefence_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+)
+
+// TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss: a takeover
+// whose seal is slow, and whose lease another holder takes over meanwhile
+// (by a clock of its own that has passed the expiry) and seals the shard
+// at its own, higher term, returns the loss (promise 15: "A takeover whose
+// lease is lost or expires while it seals returns the loss or the
+// expiry"): an error matching ErrLeaseLost that names the new holder and
+// term. It is not the refusal Hold reserves for a lease whose terms are
+// behind the shard's epochs ("stop and look, retrying does not help"):
+// here the lease is simply held by someone else, as any takeover loses it.
+func TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	shard := writefence.Shard{Plugin: "wal", Shard: "0"}
+	store := &slowKey{MemStore: mem, key: mustKey(t, "wal", "0"), arrived: make(chan struct{}), release: make(chan struct{})}
+
+	clockA, clockB := newMemClock(), newMemClock()
+	clockB.advance(2 * time.Hour) // B's clock has passed A's expiry
+	a := &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.now}
+	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.now}
+
+	held := make(chan error, 1)
+	go func() {
+		_, err := a.Hold(ctx, shard)
+		held <- err
+	}()
+	<-store.arrived // A holds term 1; its seal's write is slow
+
+	_, err := b.Hold(ctx, shard)
+	require.NoError(t, err, "B takes the lease over at term 2 and seals the shard")
+	defer b.Release(context.WithoutCancel(ctx))
+	close(store.release)
+
+	err = <-held
+	require.Error(t, err)
+	require.ErrorIs(t, err, writefence.ErrLeaseLost, "A's lease was taken over while it sealed: Hold returns the loss")
+	var lost *writefence.LeaseLostError
+	if assert.ErrorAs(t, err, &lost) {
+		assert.Equal(t, "b", lost.Holder)
+		assert.Equal(t, uint64(2), lost.NewTerm)
+	}
+	assert.NotContains(t, err.Error(), "retrying does not help")
+	assert.NotContains(t, err.Error(), "the lease's terms are behind the shard's epochs")
+}
+
+// slowKey holds the first write of one key until the test lets it go,
+// telling the test when it arrives; every other write passes.
+type slowKey struct {
+	*writefence.MemStore
+	key     string
+	arrived chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *slowKey) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *slowKey) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	if key == s.key {
+		s.once.Do(func() {
+			s.arrived <- struct{}{}
+			<-s.release
+		})
+	}
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+}

@@ -1,0 +1,86 @@
+package writefence_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
+)
+
+// lostReplyOnce fails one write of one key with a network error that
+// hides its outcome (it writes nothing), after running meanwhile: what a
+// writer sees when its connection drops while others write.
+type lostReplyOnce struct {
+	*writefence.MemStore
+	mu        sync.Mutex
+	key       string
+	meanwhile func()
+}
+
+func (s *lostReplyOnce) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.mu.Lock()
+	run := s.meanwhile
+	if key != s.key {
+		run = nil
+	}
+	if run != nil {
+		s.meanwhile = nil
+	}
+	s.mu.Unlock()
+	if run != nil {
+		run()
+		return "", &writefence.StoreError{Op: "test put", Key: key, Err: errors.New("connection reset by peer")}
+	}
+	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+}
+
+// TestPromise16_RenewThatReadsATakeoverEndsTheLease: a renewal whose
+// first write loses its reply, and whose retry then reads the record of
+// another holder at a later term, has learned that the lease is lost,
+// whatever became of its own write: nothing it wrote can outrank a later
+// term. By the time Renew returns, the Lease hands out no more epochs
+// (promise 14) and the Deposed contexts of the shards it gates are done
+// (promise 16).
+func TestPromise16_RenewThatReadsATakeoverEndsTheLease(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	leaseKey, err := keys.Lease("", "wal/0")
+	require.NoError(t, err)
+	store := &lostReplyOnce{MemStore: mem, key: leaseKey}
+
+	clockA, clockB := newMemClock(), newMemClock()
+	clockB.advance(2 * time.Hour) // B's clock has passed A's expiry
+	a := &writefence.Lease{Fence: &writefence.Fence{Store: store, RetryDelay: time.Microsecond}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.now}
+	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.now}
+
+	_, err = a.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = a.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+	deposed, stop := a.Fence.Deposed(ctx, "wal", "0")
+	defer stop()
+
+	store.mu.Lock()
+	store.meanwhile = func() {
+		term, err := b.Acquire(ctx)
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), term)
+	}
+	store.mu.Unlock()
+	err = a.Renew(ctx)
+	require.Error(t, err, "the renewal did not land: B holds term 2")
+	t.Logf("renew: %v", err)
+
+	_, err = a.Epoch(ctx, "wal", "0")
+	assert.ErrorIs(t, err, writefence.ErrLeaseLost, "A read B's term: it hands out no epoch of its own lost term")
+	assert.Error(t, deposed.Err(), "the shard A gates is told at once")
+	var lost *writefence.LeaseLostError
+	assert.ErrorAs(t, context.Cause(deposed), &lost)
+}
