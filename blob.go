@@ -448,9 +448,11 @@ type GCReport struct {
 // The blob's creation time is what its store reports: on S3 a multipart
 // upload's object carries the time the upload began, so there the grace
 // counts from the start of the upload, and must exceed the longest upload
-// and its commit. A blob store whose listing gives no creation time (the
-// zero time) has every such blob collected at once: Collect fails safe for
-// references, not for uploads in flight, so use a store that reports it.
+// and its commit. A blob whose store gives it no creation time (the zero
+// time) is older than any grace: the first pass that sees it unreferenced
+// raises the horizon past it and deletes it, and no commit references it
+// after that; so Collect stays safe for references, not for uploads in
+// flight: use a blob store that reports creation times.
 //
 // A referenced blob is never deleted. After a pass the blobs left are the
 // referenced ones and those within the grace rule. A corrupt manifest, or
@@ -484,6 +486,13 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	}
 	if err := f.guard(ctx, &change{op: opCollect, key: key, branded: true}); err != nil {
 		return report, err
+	}
+	// Collect writes (the clock's blob, the horizon, deletes): under
+	// BrandVerifyAlways the brand is read before the first of them.
+	if f.brandEveryWrite() {
+		if err := f.brandRead(ctx); err != nil {
+			return report, unwrapRead(err)
+		}
 	}
 	grace := opts.Grace
 	if grace <= 0 {
@@ -522,7 +531,7 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 			doomed = append(doomed, b)
 		case gone:
 			report.Kept = append(report.Kept, b)
-		case uncommittable(epoch, writer, info), b.Modified.UnixNano() < info.horizon():
+		case uncommittable(epoch, writer, info), info.horizon() != 0 && b.Modified.UnixNano() < info.horizon():
 			doomed = append(doomed, b)
 		case b.Modified.UnixNano() < threshold:
 			aged = append(aged, b)

@@ -203,9 +203,12 @@
 //
 //  1. The epoch a shard records only rises: every write of its record that
 //     lands carries an epoch above the one it replaces, while the store
-//     keeps the record.
+//     keeps the record. (Collect's write of a record's collection horizon
+//     keeps its epoch, writer, payload and references as they are, and
+//     changes nothing else.)
 //  2. At most one write lands per epoch of a shard: of writes handed one
-//     epoch, one lands and every other is refused as stale.
+//     epoch, one lands and every other is refused as stale (Collect's
+//     horizon write is no write of an epoch).
 //  3. A refused write writes nothing: a stale epoch, another identity,
 //     damage, an invalid argument, an untrusted store, a held lease or
 //     refused credentials leave the store as it was.
@@ -314,7 +317,9 @@
 //     retried before that, under an Op WriteEvent names.
 //  28. Keys never overlap: a call on one shard writes only that shard's
 //     record, its blobs and keys of the reserved space of its Fence's
-//     prefix, and no valid prefix reaches into another's keys.
+//     prefix (and, on Valkey, the store's own keys of the default prefix's
+//     reserved space, for its replication waits and staged values), and
+//     no valid prefix reaches into another's keys.
 //
 // # Failure model
 //

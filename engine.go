@@ -171,6 +171,13 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool) (out outc
 	return outcome{version: version, wrote: true}, false, nil
 }
 
+// outcomeSettled is implemented by a refusal that settles what a write
+// whose reply was lost could have done: whatever it did, the caller's
+// state is known (a lease taken over is lost, whether or not this
+// Lease's last renewal landed first). The engine returns such a refusal
+// as it is, not as an unknown outcome.
+type outcomeSettled interface{ outcomeSettled() }
+
 // readFailure marks a store's failure to read, which a retry may overcome;
 // every other error of an attempt that wrote nothing is a decision.
 type readFailure struct{ err error }
@@ -207,7 +214,8 @@ func (c *change) failed(unsure, err error) error {
 	if errors.As(err, &r) {
 		err = &prefixed{prefix: fmt.Sprintf("writefence: %s %s: read: ", c.op, esc(c.key)), err: r.err}
 	}
-	if unsure == nil {
+	var settled outcomeSettled
+	if unsure == nil || errors.As(err, &settled) {
 		return err
 	}
 	then := fmt.Errorf("%w; then: %v", unsure, err)
@@ -287,6 +295,30 @@ func retried[T any](ctx context.Context, f *Fence, read func() (T, error)) (T, e
 			return v, ctx.Err()
 		}
 	}
+}
+
+// retryList runs list, a listing whose callback may stop it with stop,
+// under the same policy as retried: stop, damage the listing reports and a
+// refusal end it at once.
+func retryList(ctx context.Context, f *Fence, stop error, list func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := list()
+		if err == nil || errors.Is(err, stop) || final(err) || onlyDamage(err) || isContextErr(err) || attempt >= f.maxAttempts() {
+			return err
+		}
+		if f.backoff(ctx, attempt) != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// unwrapRead returns the error a readFailure carries, or err.
+func unwrapRead(err error) error {
+	var r readFailure
+	if errors.As(err, &r) {
+		return r.err
+	}
+	return err
 }
 
 // readKey reads key once: all of it, or with head its first

@@ -138,9 +138,10 @@ var (
 	// of a takeover it reports a *LeaseLostError instead.
 	ErrLeaseExpired = errors.New("writefence: lease expired")
 
-	// ErrTakeoverTimeout reports that Lease.Hold acquired the lease but
-	// could not seal every shard in time, before the term it took could
-	// expire; it released the lease. Back off and call Hold again.
+	// ErrTakeoverTimeout reports that Lease.Hold's acquisition did not land
+	// within TTL - TTL/4 of its start, so that the term it may have taken
+	// could not be sealed in time: nothing is held. Back off and call Hold
+	// again. (A slow seal never gives a takeover up: see Lease.Hold.)
 	ErrTakeoverTimeout = errors.New("writefence: takeover timed out")
 )
 
@@ -185,6 +186,10 @@ func (e *LeaseLostError) Error() string {
 
 // Unwrap returns ErrLeaseLost.
 func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
+
+// outcomeSettled: a lease found taken over, or gone, is lost whatever this
+// Lease's last write did.
+func (e *LeaseLostError) outcomeSettled() {}
 
 // prefixed is err under a message that says where it happened: prefix,
 // then err's own message without its leading "writefence: ", so that an

@@ -3,6 +3,7 @@ package writefence
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -237,7 +238,9 @@ func priorOf(h record.Header, b record.Body) prior {
 func priorOfBody(writer string, epoch uint64, b record.Body) prior {
 	p := prior{writer: writer, epoch: epoch}
 	if b.Stream {
-		p.stream = &streamState{since: b.Since, horizon: b.Horizon, refs: b.Refs}
+		// A copy: the references may be a slice the caller's next
+		// returned, which the caller may use again.
+		p.stream = &streamState{since: b.Since, horizon: b.Horizon, refs: slices.Clone(b.Refs)}
 	}
 	return p
 }
@@ -389,7 +392,9 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 		}
 		return u.parts(b), false, b, nil
 	}
-	m, err := u.next(current)
+	// next gets a copy: what it does to its manifest must not change the
+	// recorded one, against which its new references are found.
+	m, err := u.next(current.clone())
 	if err != nil {
 		return nil, false, record.Body{}, err
 	}

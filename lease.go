@@ -307,9 +307,13 @@ func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string,
 	held, expiry := l.held, l.expiry
 	l.mu.Unlock()
 	released := "lease released"
+	var lost *LeaseLostError
 	if held {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(expiry.Sub(l.now()), l.margin()))
-		if rerr := l.Release(rctx); rerr != nil {
+		rerr := l.Release(rctx)
+		switch {
+		case errors.As(rerr, &lost):
+		case rerr != nil:
 			released = fmt.Sprintf("release failed (%s), the term lapses at %s", trim(rerr), expiry.UTC().Format(time.RFC3339Nano))
 		}
 		cancel()
@@ -320,6 +324,8 @@ func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string,
 		return ctx.Err()
 	case ended:
 		return cause // lost, expired or released before the seal failed
+	case lost != nil:
+		return lost // taken over while it sealed: its seal's refusal is the new holder's doing
 	case errors.As(err, &stale):
 		return l.errorf("takeover at term %d stopped, %s: the shard %s records epoch %d (term %d) by %s, at or above this term's: the lease's terms are behind the shard's epochs (its record was deleted or rolled back, or another epoch source writes the shard), and no acquisition of this lease can seal it until its term passes %d: %w",
 			term, released, esc(key), stale.RecordedEpoch, stale.RecordedEpoch>>leaseSeqBits, esc(stale.RecordedWriter), stale.RecordedEpoch>>leaseSeqBits, err)

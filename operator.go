@@ -184,17 +184,19 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 		return keyErr(err)
 	}
 	st := &settle{f: f, key: u.key, logKey: logKey, s: s}
-	if err := st.blobs(ctx, plugin, shard); err != nil {
-		return err
-	}
 	defer f.forget(u.key)
-	// The guards and the record as it stands first: a settle they refuse
-	// enters nothing in the log, and the Observer sees it refused as a
-	// settle. Then two runs of the engine: the log entry, then the record,
-	// which checks the record again.
+	// The guards, the shard's blobs and the record as it stands first: a
+	// settle they refuse enters nothing in the log, writes nothing, and
+	// the Observer sees it refused as a settle. Then two runs of the
+	// engine: the log entry, then the record, which checks the record
+	// again.
 	c := &change{op: opSettle, key: u.key, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decide}
 	start := time.Now()
 	if err := f.guarded(ctx, c); err != nil {
+		return err
+	}
+	if err := st.blobs(ctx, plugin, shard); err != nil {
+		f.observe(ctx, c, start, false, 0, err)
 		return err
 	}
 	snap, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, u.key, false) })
@@ -243,7 +245,14 @@ func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
 		return nil
 	}
 	if st.s.DropBlobs {
-		now, err := st.f.blobClock(ctx, bs)
+		// The clock is a blob the store creates: under BrandVerifyAlways
+		// the brand is read first, as before any write.
+		if st.f.brandEveryWrite() {
+			if err := st.f.brandRead(ctx); err != nil {
+				return unwrapRead(err)
+			}
+		}
+		now, err := retried(ctx, st.f, func() (time.Time, error) { return st.f.blobClock(ctx, bs) })
 		st.horizon = now.UnixNano()
 		return err
 	}
@@ -252,7 +261,7 @@ func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
 		return keyErr(err)
 	}
 	errFound := errors.New("found")
-	err = bs.ListBlobs(ctx, space, func(BlobInfo) error { return errFound })
+	err = retryList(ctx, st.f, errFound, func() error { return bs.ListBlobs(ctx, space, func(BlobInfo) error { return errFound }) })
 	switch {
 	case errors.Is(err, errFound):
 		st.hasBlobs = true

@@ -105,7 +105,7 @@ type ConditionalStore interface {
 	// before the damage, with the bytes as they are, and a PutIfVersion
 	// conditioned on that version may replace the damaged object whole.
 	// Such a store documents the part it checks, which holds at least the
-	// data's first 1339 bytes (the largest record header, so that every
+	// data's first 1343 bytes (the largest record header, so that every
 	// decision a Fence makes is on checked bytes): a write it lets through
 	// was decided on intact bytes, and damaged bytes reach a reader of the
 	// whole object only as a *CorruptError.
@@ -348,10 +348,12 @@ type CorruptError struct {
 	Check   string // the check that failed, e.g. "header checksum"
 
 	// Head, from a store that found damage in place by its own check, is
-	// the start of the damaged data (at most 4096 bytes) when the store
-	// could still locate it, nil otherwise: a Fence decodes a record's
-	// header from it, so the epoch of a record damaged after its header
-	// stays known.
+	// the start of the damaged data when the store could still locate it,
+	// nil otherwise: as much of it as the store read, up to its read
+	// limit, and at least its first 4096 bytes when a read of the whole
+	// object found the damage. A Fence decodes a record's header from it,
+	// and the references after the header, so the epoch and the blobs of
+	// a record damaged further on stay known.
 	Head []byte
 }
 

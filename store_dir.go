@@ -392,8 +392,8 @@ const dirDamagedPrefix = "damaged-"
 // it, may still look intact, so it is never returned. The *CorruptError
 // carries instead the damaged version, "damaged-" and the SHA-256 of every
 // byte of the file, which names exactly the bytes found and is what a
-// write must be conditioned on to replace them, and the first 4 KiB of the
-// data (Head), taken where an intact file of this key has its data: after
+// write must be conditioned on to replace them, and the data up to the
+// read limit (Head), taken where an intact file of this key has its data: after
 // the file header and the key, and before the checksum the file's size
 // leaves room for, whatever its damaged header fields claim.
 func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
@@ -410,7 +410,7 @@ func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64)
 	// header claim, so damage to the layout cannot hide an intact record
 	// header.
 	dataStart := int64(dirHeaderSize + len(key))
-	headRoom := int(min(max(st.Size()-dataStart-record.ChecksumSize, 0), record.MaxHeaderSize))
+	headRoom := int(min(max(st.Size()-dataStart-record.ChecksumSize, 0), max(s.limit(), record.MaxHeaderSize)))
 	corrupt := func(check string) ([]byte, int64, string, error) {
 		// Only a damaged file is hashed, from its first byte, through the
 		// same descriptor: the same file even if a rename replaced the

@@ -1563,13 +1563,13 @@ func valkeyDamagedVersion(v string) string {
 }
 
 // valkeyDamagedHead is the head of a damaged value's data, where its layout
-// still places it: what follows the header, at most 4 KiB.
+// still places it: what follows the header, as much of it as was read.
 func valkeyDamagedHead(v string) []byte {
 	start := valkeyHeaderOf(v)
 	if len(v) <= start {
 		return nil
 	}
-	return []byte(v[start:min(len(v), start+record.MaxHeaderSize)])
+	return []byte(v[start:])
 }
 
 // valkeyReadEnd is the last byte index a read of a value under limit asks

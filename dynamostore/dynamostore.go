@@ -34,7 +34,7 @@
 // that fails as a *writefence.CorruptError whose Version is "damaged-"
 // followed by the SHA-256 of the version, data and digest attributes as
 // found (it names exactly that damage and no intact item) and whose Head
-// holds the start of the data. Every conditional write compares the whole
+// holds the item's data as found. Every conditional write compares the whole
 // item it expects, not only its version: the condition is
 //
 //	version = :v AND data = :d AND digest = :g
@@ -148,10 +148,6 @@ const (
 
 	// damagedPrefix starts the version of a damaged item.
 	damagedPrefix = "damaged-"
-
-	// headSize is how much of a damaged item's data a CorruptError
-	// carries.
-	headSize = 4 << 10
 
 	// defaultCacheBytes bounds the data remembered for conditions when
 	// CacheBytes is zero.
@@ -366,7 +362,7 @@ func parseItem(key string, attrs map[string]types.AttributeValue) (*item, error)
 	}
 	ce := &writefence.CorruptError{Key: key, Version: damagedVersion(attrs), Check: check}
 	if okD && len(d.Value) > 0 {
-		ce.Head = append([]byte(nil), d.Value[:min(len(d.Value), headSize)]...)
+		ce.Head = append([]byte(nil), d.Value...)
 	}
 	return nil, ce
 }

@@ -278,7 +278,7 @@ func (r *row) damaged(op, key string) error {
 	}
 	ce := &writefence.CorruptError{Key: key, Check: "postgres row digest", Version: damagedVersion(r.version, r.sum)}
 	if len(r.data) > 0 {
-		ce.Head = bytes.Clone(r.data[:min(len(r.data), defaults.MaxHeaderSize)])
+		ce.Head = bytes.Clone(r.data)
 	}
 	return &writefence.StoreError{Op: "postgres " + op, Key: key, Err: ce}
 }
