@@ -132,6 +132,12 @@ type Lease struct {
 	expiry  time.Time // by Clock: when this Lease stops handing out epochs
 	seq     uint64    // the low half of the last epoch handed out
 
+	// seen is the highest term this Lease value wrote or read in its
+	// record, by seenHolder: an acquisition that finds the record absent
+	// or below it is refused (ErrEpochRegressed).
+	seen       uint64
+	seenHolder string
+
 	// gone is why the Lease does not hold the lease, once it held it: a
 	// *LeaseLostError, the damage that dropped it, or its release. Epoch,
 	// Renew and Release return it; nil before the first acquisition.
@@ -453,6 +459,9 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 			return nil, true, nil
 		}
 		term = 1
+		if err := l.regressed(key, s); err != nil {
+			return nil, false, err
+		}
 		if s.found {
 			rec, err := l.decode(key, s)
 			if err != nil {
@@ -645,6 +654,7 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 			if err != nil {
 				return nil, false, err
 			}
+			l.sawTerm(rec.Term, rec.Holder)
 			if rec.Holder != l.Holder || rec.Incarnation != l.incarnation || rec.Term != heldTerm && rec.Term != term {
 				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm, Holder: rec.Holder, NewTerm: rec.Term}
 			}
@@ -809,6 +819,46 @@ func (l *Lease) keep(term uint64, version string, expiry time.Time) {
 		l.seq = 0
 	}
 	l.held, l.term, l.version, l.expiry = true, term, version, expiry
+	if term > l.seen {
+		l.seen, l.seenHolder = term, l.Holder
+	}
+}
+
+// sawTerm notes that this Lease read its record at term, held by holder.
+func (l *Lease) sawTerm(term uint64, holder string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if term > l.seen {
+		l.seen, l.seenHolder = term, holder
+	}
+}
+
+// regressed refuses an acquisition that finds the record s at key absent,
+// or at a term below the highest this Lease value wrote or read in it:
+// taking term 1, or the term after the lower one, would hand out epochs
+// below those of terms already granted.
+func (l *Lease) regressed(key string, s *snapshot) error {
+	var rec leaseRecord
+	if s.found {
+		if s.damage != nil {
+			return nil // damage is refused as such
+		}
+		var check string
+		if rec, check = decodeLease(s.data); check != "" {
+			return nil
+		}
+		l.sawTerm(rec.Term, rec.Holder)
+	}
+	l.mu.Lock()
+	seen, by := l.seen, l.seenHolder
+	l.mu.Unlock()
+	switch {
+	case seen == 0, s.found && rec.Term >= seen:
+		return nil
+	case !s.found:
+		return &EpochRegressedError{Op: opLeaseAcquire, Key: key, Seen: seen, SeenWriter: by, Absent: true}
+	}
+	return &EpochRegressedError{Op: opLeaseAcquire, Key: key, Seen: seen, SeenWriter: by, Found: rec.Term, FoundWriter: rec.Holder}
 }
 
 // drop records that this Lease no longer holds the lease, because of
@@ -894,23 +944,28 @@ func (l *Lease) check() (string, error) {
 //     term), and version the one Fence.InspectLease reported. The
 //     operator asserts that the holder no longer runs: if it does, it
 //     learns the lease lost at its next renewal, and the fence, not the
-//     lease, keeps its late writes out.
+//     lease, keeps its late writes out;
+//   - a record that was deleted or set back (ErrEpochRegressed: a Lease
+//     that held or saw a higher term refuses to acquire it): version is
+//     then the version of the record now, or empty when there is none,
+//     and term the operator's assertion, as for damage, at least the
+//     term the refusal says was seen.
 //
 // The next acquisition, by anyone, then takes term + 1 at once. The
 // record is written under Holder's name. term must be 1 to 2^32-2.
 //
-// It refuses, writing nothing: ErrNotFound when there is no record,
-// ErrConflict when the record has another version now, and an
-// *InvalidArgumentError for a term below the term of a record that
-// decodes. Retrying a settle whose reply was lost returns nil once the
-// record is exactly this settle.
+// It refuses, writing nothing: ErrNotFound when there is no record and
+// version is not empty, ErrConflict when the record has another version
+// now (or exists, when version is empty), an *InvalidArgumentError for a
+// term below the term of a record that decodes, and an
+// *EpochRegressedError for a term below one this Lease value wrote or
+// read in the record. Retrying a settle whose reply was lost returns nil
+// once the record is exactly this settle.
 func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	key, err := l.check()
 	switch {
 	case err != nil:
 		return err
-	case version == "":
-		return invalidArg("version", "empty: the version of the lease record is required")
 	case term == 0 || term >= maxLeaseTerm:
 		return invalidArg("term", "%d, must be 1 to %d", term, maxLeaseTerm-1)
 	}
@@ -921,13 +976,24 @@ func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	var none [leaseIncSize]byte
 	settled := encodeLease(l.Holder, term, 0, none)
 	_, err = l.Fence.run(ctx, &change{op: opLeaseSettle, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+		l.mu.Lock()
+		seen, by := l.seen, l.seenHolder
+		l.mu.Unlock()
 		switch {
-		case !s.found:
+		case !s.found && version != "":
 			return nil, false, fmt.Errorf("writefence: lease %s: settle: no record at %s: %w", esc(l.Name), esc(key), ErrNotFound)
-		case s.damage == nil && bytes.Equal(s.data, settled):
+		case s.found && s.damage == nil && bytes.Equal(s.data, settled):
 			return nil, true, nil
-		case s.version != version:
+		case s.found && version == "":
+			return nil, false, fmt.Errorf("writefence: lease %s: settle: the record exists, at version %s: %w", esc(l.Name), esc(s.version), ErrConflict)
+		case s.found && s.version != version:
 			return nil, false, fmt.Errorf("writefence: lease %s: settle: the record is at version %s, not %s: %w", esc(l.Name), esc(s.version), esc(version), ErrConflict)
+		case term < seen:
+			e := &EpochRegressedError{Op: opLeaseSettle, Key: key, Epoch: term, Seen: seen, SeenWriter: by, Absent: !s.found}
+			if rec, check := decodeLease(s.data); s.found && s.damage == nil && check == "" {
+				e.Found, e.FoundWriter = rec.Term, rec.Holder
+			}
+			return nil, false, e
 		}
 		if s.damage == nil {
 			if rec, check := decodeLease(s.data); check == "" && term < rec.Term {
@@ -936,5 +1002,8 @@ func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 		}
 		return [][]byte{settled}, false, nil
 	}})
+	if err == nil {
+		l.sawTerm(term, l.Holder)
+	}
 	return l.wrap(opLeaseSettle, err)
 }
