@@ -107,7 +107,7 @@ func (w *World) start(p *proc) {
 	}})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
-	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe}
+	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor}
 	if p.kind == "writer" {
 		p.leaseLabel = p.name + "/lease"
 		p.lease = &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: p.holder, TTL: w.cfg.TTL}
@@ -266,7 +266,12 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	if err != nil {
 		return
 	}
-	p.commit(ctx, commitEpoch, []writefence.BlobRef{ref})
+	if p.commit(ctx, commitEpoch, []writefence.BlobRef{ref}) == nil && p.rng.IntN(2) == 0 {
+		// Before it acknowledges the segment to whoever sent it, the
+		// writer checks it still holds the shard at the commit's epoch.
+		_ = p.call(ctx, &promise.Call{Op: promise.Check, Writer: p.holder, Epoch: commitEpoch},
+			func(ctx context.Context) error { return p.fence.Check(ctx, plugin, shard, p.holder, commitEpoch) })
+	}
 }
 
 // commit commits a manifest that adds refs at epoch, keeping at most
@@ -395,10 +400,19 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 
 // operator settles the record whenever it finds it damaged, as the
 // runbook says: above the damaged header's epoch, or above the highest
-// epoch ever granted when no header decodes.
+// epoch ever granted when no header decodes; and whenever a process
+// reported it lost or set back (ErrEpochRegressed), above the highest
+// epoch ever granted.
 func (p *proc) operator() {
 	for sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
+		p.w.mu.Lock()
+		regressed := p.w.regressed
+		p.w.mu.Unlock()
 		info, err := p.latest()
+		if regressed && (err == nil || Classify(err).Has("not found")) {
+			p.settleLost(info)
+			continue
+		}
 		if err == nil || !strings.Contains(fmt.Sprint(Classify(err)), "corrupt") || info.Version == "" {
 			continue
 		}
@@ -435,5 +449,34 @@ func (p *proc) operator() {
 			p.w.note("settle")
 		}
 		p.w.mu.Unlock()
+	}
+}
+
+// settleLost settles a record a process reported lost or set back, at
+// the version latest found (none when absent), above the highest epoch
+// ever granted, as the runbook says.
+func (p *proc) settleLost(info writefence.RecordInfo) {
+	p.w.mu.Lock()
+	granted := max(p.w.maxEpoch, (p.w.maxTerm+1)<<32-1)
+	p.w.mu.Unlock()
+	s := writefence.Settlement{Version: info.Version, Writer: "operator", Payload: []byte("settled by the operator: lost"),
+		Lost: true, Floor: granted, Epoch: granted + 1, DropBlobs: p.rng.IntN(4) == 0}
+	settle := func() error {
+		return p.call(p.ctx, &promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
+			Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs, Lost: true}, func(ctx context.Context) error {
+			return p.fence.Settle(ctx, plugin, shard, s)
+		})
+	}
+	err := settle()
+	if errors.Is(err, writefence.ErrInvalidArgument) && strings.Contains(err.Error(), "DropBlobs") {
+		s.DropBlobs = true
+		err = settle()
+	}
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	p.w.maxEpoch = max(p.w.maxEpoch, s.Epoch)
+	if err == nil {
+		p.w.regressed = false
+		p.w.note("settle of a record lost or set back")
 	}
 }
