@@ -468,6 +468,15 @@ type GCReport struct {
 // manifest can reference, by rules that only ever widen. It passes the
 // probe verdict and the brand, as a write does.
 //
+// The deletes rely on the record Collect read: right before each batch of
+// them (up to 100 blobs) Collect reads the record again, and deletes
+// nothing more once it no longer holds that tenure (the record gone, set
+// back to a lower epoch, tenure floor or collection horizon, damaged):
+// an *EpochRegressedError, as when the record Collect first reads is absent
+// or below what its Fence saw of it. A shard retired with
+// GCOptions.RecordGone must still have no record. A record that moved on
+// (a later commit, seal or settle) only widens the rules.
+//
 // A record write stuck on the server (an S3 server that holds a key's
 // lock while a paused client's upload of it is in flight) holds Collect's
 // read or write of that record as long: Collect deletes nothing meanwhile,

@@ -53,7 +53,9 @@ func (i RecordInfo) horizon() int64 {
 // store's own check of damage in place), and Blobs when the references
 // after the header decode and match their checksum too (what a settle
 // keeps); on ErrWire, the whole record decoded under the identity it
-// carries.
+// carries. It reports what the store holds, a record lost or set back
+// included (ErrNotFound, a lower epoch); the epoch it reads counts as seen
+// by the Fence, whose later writes refuse to go below it (see Forget).
 func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
 	key, err := f.key(plugin, shard)
 	if err != nil {
@@ -152,8 +154,8 @@ func horizonTime(h int64) time.Time {
 // overwrites a record the other writes refuse, and it is meant for an
 // operator who has looked at the record (Inspect).
 //
-// It refuses, writing nothing, unless the record is still corrupt at
-// s.Version: an error matching ErrNotFound when there is no record,
+// Without s.Lost, it refuses, writing nothing, unless the record is still
+// corrupt at s.Version: an error matching ErrNotFound when there is no record,
 // ErrConflict when the record has another version now (someone wrote
 // since), and an *InvalidArgumentError when the record decodes (there is
 // nothing to settle). It never lowers the recorded epoch:
@@ -171,6 +173,17 @@ func horizonTime(h int64) time.Time {
 //     can repeat (the same truncation twice has the same version on most
 //     stores), so the log is what refuses an old settle run again over new
 //     damage.
+//
+// With s.Lost it settles a record lost or set back instead of a damaged
+// one (see Settlement.Lost): the record absent (s.Version empty) or sound
+// at exactly s.Version, s.Epoch above s.Floor and above the record found;
+// a damaged record is refused (ErrInvalidArgument), another version with
+// ErrConflict.
+//
+// Every settle lands above the epochs the Fence saw of the record (else an
+// *EpochRegressedError, after the settle log's own check) and, under
+// KeepFloor, above the shard's floor (else a *StaleEpochError naming the
+// floor's key), and then raises the floor to its epoch.
 //
 // Retrying a settle whose reply was lost returns nil once the record is
 // exactly this settle. A retry that finds the settle entered in the log but
