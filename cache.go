@@ -8,7 +8,7 @@ import "hash/maphash"
 // never taken for a new one (see Fence.Forget).
 
 // maxCached bounds the version cache: 131,072 shards, about 150 bytes each
-// (BENCHMARKS.md); past it an arbitrary entry is dropped, which costs that
+// (165 when the highest epoch seen is another writer's); past it an arbitrary entry is dropped, which costs that
 // shard one read on its next push, and the Fence's memory of the highest
 // epoch it saw of it: a record of that shard lost or set back is then
 // found by the Fence only as a Fence that never saw it would (see

@@ -212,8 +212,10 @@ type Shard struct {
 // it seals returns the loss or the expiry. A takeover given up leaves this
 // Lease holding nothing and handing out no epochs. ErrLeaseHeld (another
 // holder, or another Lease value of this Holder, holds the lease) and a
-// cancellation of ctx are returned as they are; ErrCorrupt, ErrWire and
-// ErrInvalidArgument are final.
+// cancellation of ctx are returned as they are; ErrCorrupt, ErrWire,
+// ErrEpochRegressed (the lease's record, or a shard's, was deleted or set
+// back under this Lease or its Fence: see Lease.Settle and
+// Settlement.Lost) and ErrInvalidArgument are final.
 //
 // Hold on a Lease whose previous Hold is still in force returns an error;
 // so does an invalid shard name, before any I/O.
@@ -416,8 +418,12 @@ func (l *Lease) stopHold(h *holding, cause error) {
 // waits for its previous incarnation's term to expire, or be released),
 // it returns a *LeaseHeldError (ErrLeaseHeld). A lost race reads again, as the Fence's retries allow.
 // A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
-// never overwritten. Acquire starts nothing in the background: renew with
-// Renew, or use Hold.
+// never overwritten. A record absent, or at a term below the highest this
+// Lease value wrote or read in it, is refused with an
+// *EpochRegressedError (ErrEpochRegressed): taking term 1, or the term
+// after the lower one, would hand out epochs below those of terms already
+// granted; an operator writes the record back (Settle). Acquire starts
+// nothing in the background: renew with Renew, or use Hold.
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	key, err := l.check()
 	if err != nil {
@@ -503,7 +509,8 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 // conditioned on the version this Lease last wrote (no read first). If the
 // store shows another term (a takeover) or no record, the Lease drops the
 // lease and Renew returns a *LeaseLostError (ErrLeaseLost) naming the new
-// holder and term; a Lease that does not hold the lease returns why it
+// holder and term, which also matches ErrEpochRegressed when the record is
+// gone or holds a lower term; a Lease that does not hold the lease returns why it
 // does not (ErrLeaseLost). Renew succeeds after the local expiry too, as
 // long as nobody took the lease over: the conditional write proves it. Any
 // other error leaves the lease held until its local expiry, so a retry may

@@ -246,7 +246,10 @@ func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
 // record held the writer at the epoch (or in the stream's tenure that
 // reached it) at some moment of the call, a stale refusal only if it held
 // another writer or a later tenure, a regressed one only if it was absent
-// or below the epoch, or below what the Fence saw.
+// or below the epoch, or below what the Fence can have seen. The other
+// half of 32, Collect's read before each batch of deletes, shows in a
+// history only through what Collect deletes, which promises 24, 25 and 29
+// judge.
 func (c *Checker) checkCheck(idx int, fl *flight) {
 	call := fl.call
 	held, later, lower := false, false, false
