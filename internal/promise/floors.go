@@ -261,9 +261,13 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 		switch {
 		case v == nil:
 			lower = true
+			continue
 		case !ok || !v.sound() || h.Identity != identityOf(call):
-		case h.Epoch < call.Epoch, h.Epoch < highest:
-			lower = true
+			continue
+		}
+		lower = lower || h.Epoch < call.Epoch || h.Epoch < highest
+		switch {
+		case h.Epoch < call.Epoch:
 		case h.Writer == call.Writer && record.TenureFloor(h) <= call.Epoch:
 			held = true
 		default:

@@ -398,11 +398,9 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 	return info, err
 }
 
-// operator settles the record whenever it finds it damaged, as the
-// runbook says: above the damaged header's epoch, or above the highest
-// epoch ever granted when no header decodes; and whenever a process
-// reported it lost or set back (ErrEpochRegressed), above the highest
-// epoch ever granted.
+// operator settles the record whenever it finds it damaged, and whenever
+// a process reported it lost or set back (ErrEpochRegressed), as the
+// runbook says: above the highest epoch ever granted (settleEpoch).
 func (p *proc) operator() {
 	for sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
 		p.w.mu.Lock()
@@ -416,19 +414,10 @@ func (p *proc) operator() {
 		if err == nil || !strings.Contains(fmt.Sprint(Classify(err)), "corrupt") || info.Version == "" {
 			continue
 		}
-		// The highest epoch ever granted, as an operator who knows the
-		// lease's highest term asserts it: every epoch of that term and
-		// every settle tried.
-		p.w.mu.Lock()
-		granted := max(p.w.maxEpoch, (p.w.maxTerm+1)<<32-1)
-		p.w.mu.Unlock()
 		s := writefence.Settlement{Version: info.Version, Writer: "operator", Payload: []byte("settled by the operator"),
-			DropBlobs: p.rng.IntN(4) == 0}
-		if info.Epoch != 0 {
-			s.Epoch = max(info.Epoch, p.w.maxEpoch) + 1
-		} else {
-			s.Floor = granted
-			s.Epoch = s.Floor + 1
+			DropBlobs: p.rng.IntN(4) == 0, Epoch: p.w.settleEpoch()}
+		if info.Epoch == 0 {
+			s.Floor = s.Epoch - 1
 		}
 		settle := func() error {
 			return p.call(p.ctx, &promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
@@ -452,15 +441,27 @@ func (p *proc) operator() {
 	}
 }
 
+// settleEpoch is the epoch the operator settles at: above the highest
+// epoch ever granted, as an operator who knows the lease's highest term
+// asserts it (every epoch of that term and every settle tried), and one
+// no lease ever hands out, the first of the next term (a term's epochs
+// start at term<<32 | 1). A settle at an epoch a live lease also hands
+// out would be two writes of one epoch, which the store keeps from both
+// landing only while it keeps the record.
+func (w *World) settleEpoch() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	granted := max(w.maxEpoch, (w.maxTerm+1)<<32-1)
+	return (granted>>32 + 1) << 32
+}
+
 // settleLost settles a record a process reported lost or set back, at
 // the version latest found (none when absent), above the highest epoch
 // ever granted, as the runbook says.
 func (p *proc) settleLost(info writefence.RecordInfo) {
-	p.w.mu.Lock()
-	granted := max(p.w.maxEpoch, (p.w.maxTerm+1)<<32-1)
-	p.w.mu.Unlock()
+	epoch := p.w.settleEpoch()
 	s := writefence.Settlement{Version: info.Version, Writer: "operator", Payload: []byte("settled by the operator: lost"),
-		Lost: true, Floor: granted, Epoch: granted + 1, DropBlobs: p.rng.IntN(4) == 0}
+		Lost: true, Floor: epoch - 1, Epoch: epoch, DropBlobs: p.rng.IntN(4) == 0}
 	settle := func() error {
 		return p.call(p.ctx, &promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
 			Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs, Lost: true}, func(ctx context.Context) error {
