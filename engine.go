@@ -39,7 +39,7 @@ const (
 	opLeaseSettle  = "lease settle"
 	opFloor        = "floor"
 	opCheck        = "check"
-	opTermSource   = "epoch"
+	opTermSource   = "term source"
 )
 
 // ops lists every op an Observer can see, in the order WriteEvent's

@@ -44,13 +44,13 @@ var (
 // it would write (or act on) is absent or below what was seen of it
 // before. It matches ErrEpochRegressed. Its message has the stable form
 //
-//	writefence: epoch regressed: <op>[ at epoch <n>] to <key> refused: saw epoch <e> by <writer>, found epoch <f> by <writer>
+//	writefence: epoch regressed: <op> at epoch <n> to <key> refused: saw epoch <e> by <writer>, found epoch <f> by <writer>
 //
-// with "found no record" when the record is absent, "the shard's floor
-// holds" for "saw" when Floor is set, and "term" for "epoch" when Op is a
-// lease's.
+// with "<op> of <key>" for a call that writes no epoch, "found no record"
+// when the record is absent, "the shard's floor holds" for "saw" when
+// Floor is set, and "term" for "epoch" when Op is a lease's.
 type EpochRegressedError struct {
-	Op  string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "epoch" (a TermSource's) or "lease acquire"
+	Op  string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source" (its Epoch), "lease acquire" or "lease settle"
 	Key string // the record's key (a lease record's, for a lease)
 
 	// Epoch is the epoch the refused write carried (of a lease, the term
@@ -78,9 +78,9 @@ func (e *EpochRegressedError) Error() string {
 	if strings.HasPrefix(e.Op, "lease") {
 		unit = "term"
 	}
-	at := ""
+	at := " of"
 	if e.Epoch != 0 {
-		at = fmt.Sprintf(" at %s %d", unit, e.Epoch)
+		at = fmt.Sprintf(" at %s %d to", unit, e.Epoch)
 	}
 	seen := "saw"
 	if e.Floor {
@@ -93,7 +93,7 @@ func (e *EpochRegressedError) Error() string {
 	case !e.Absent:
 		found = fmt.Sprintf("found %s %d by %s", unit, e.Found, esc(e.FoundWriter))
 	}
-	return fmt.Sprintf("writefence: epoch regressed: %s%s to %s refused: %s %s %d by %s, %s",
+	return fmt.Sprintf("writefence: epoch regressed: %s%s %s refused: %s %s %d by %s, %s",
 		orDefault(e.Op, opPush), at, esc(e.Key), seen, unit, e.Seen, esc(e.SeenWriter), found)
 }
 

@@ -79,9 +79,9 @@ func TestEpochRegressedErrorMessage(t *testing.T) {
 		{writefence.EpochRegressedError{Op: "push", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "a", Floor: true, Absent: true},
 			"writefence: epoch regressed: push at epoch 9 to k refused: the shard's floor holds epoch 7 by a, found no record"},
 		{writefence.EpochRegressedError{Op: "collect", Key: "k", Seen: 7, SeenWriter: "a", Found: 5, FoundWriter: "b"},
-			"writefence: epoch regressed: collect to k refused: saw epoch 7 by a, found epoch 5 by b"},
+			"writefence: epoch regressed: collect of k refused: saw epoch 7 by a, found epoch 5 by b"},
 		{writefence.EpochRegressedError{Op: "lease acquire", Key: "k", Seen: 3, SeenWriter: "h", Found: 1, FoundWriter: "h\n2"},
-			`writefence: epoch regressed: lease acquire to k refused: saw term 3 by h, found term 1 by h\n2`},
+			`writefence: epoch regressed: lease acquire of k refused: saw term 3 by h, found term 1 by h\n2`},
 		{writefence.EpochRegressedError{Op: "settle", Key: "k", Epoch: 6, Seen: 7, SeenWriter: "a"},
 			"writefence: epoch regressed: settle at epoch 6 to k refused: saw epoch 7 by a, found a record whose epoch cannot be read"},
 	} {
@@ -399,7 +399,7 @@ func TestLeaseRecordLost(t *testing.T) {
 			// The Lease that held term 1 will not take term 1 again.
 			_, err = l.Acquire(ctx)
 			requireRegressed(t, errors.Unwrap(err), writefence.EpochRegressedError{Op: "lease acquire", Key: key, Seen: 1, SeenWriter: "h1", Absent: true})
-			assert.Equal(t, "writefence: lease L: acquire: epoch regressed: lease acquire to "+key+" refused: saw term 1 by h1, found no record", err.Error())
+			assert.Equal(t, "writefence: lease L: acquire: epoch regressed: lease acquire of "+key+" refused: saw term 1 by h1, found no record", err.Error())
 			_, _, err = s.Get(ctx, key)
 			require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
 
@@ -449,7 +449,7 @@ func TestTermSourceRecordLost(t *testing.T) {
 
 			again := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
 			_, err := again.Epoch(ctx, "wal", "0")
-			requireRegressed(t, err, writefence.EpochRegressedError{Op: "epoch", Key: mustKey(t, "wal", "0"), Seen: 7<<32 | 3, SeenWriter: "w", Absent: true})
+			requireRegressed(t, err, writefence.EpochRegressedError{Op: "term source", Key: mustKey(t, "wal", "0"), Seen: 7<<32 | 3, SeenWriter: "w", Absent: true})
 			assert.NotErrorIs(t, err, writefence.ErrTermEnded)
 			require.NoError(t, f.Forget("wal", "0"))
 			e, err := again.Epoch(ctx, "wal", "0")
