@@ -411,6 +411,10 @@ type GCOptions struct {
 // defaultGrace is GCOptions.Grace's default.
 const defaultGrace = 24 * time.Hour
 
+// collectBatch is how many blobs Collect deletes between two reads of the
+// record that check it still holds the tenure the deletes rely on.
+const collectBatch = 100
+
 // GCReport is what one Collect found and did.
 type GCReport struct {
 	Referenced []BlobInfo // blobs the recorded manifest references
@@ -466,6 +470,15 @@ type GCReport struct {
 // manifest can reference, by rules that only ever widen. It passes the
 // probe verdict and the brand, as a write does.
 //
+// The deletes rely on the record Collect read: right before each batch of
+// them (up to 100 blobs) Collect reads the record again, and deletes
+// nothing more once it no longer holds that tenure (the record gone, set
+// back to a lower epoch, tenure floor or collection horizon, damaged):
+// an *EpochRegressedError, as when the record Collect first reads is absent
+// or below what its Fence saw of it. A shard retired with
+// GCOptions.RecordGone must still have no record. A record that moved on
+// (a later commit, seal or settle) only widens the rules.
+//
 // A record write stuck on the server (an S3 server that holds a key's
 // lock while a paused client's upload of it is in flight) holds Collect's
 // read or write of that record as long: Collect deletes nothing meanwhile,
@@ -504,6 +517,10 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if err != nil {
 		return report, err
 	}
+	seen, err := f.sightNow(ctx, opCollect, plugin, shard, key)
+	if err != nil {
+		return report, err
+	}
 	info, err := f.Inspect(ctx, plugin, shard)
 	gone := errors.Is(err, ErrNotFound)
 	switch {
@@ -511,6 +528,10 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		return report, err
 	case !gone && opts.RecordGone:
 		return report, invalidArg("record", "GCOptions.RecordGone is set, but %s holds a record (epoch %d by %s)", esc(key), info.Epoch, esc(info.Writer))
+	case !opts.RecordGone:
+		if err := collectRegressed(key, info, gone, seen); err != nil {
+			return report, err
+		}
 	}
 	referenced := map[string]bool{}
 	for _, r := range info.Blobs {
@@ -559,9 +580,11 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		return report, fmt.Errorf("writefence: collect %s: the shard has %d blobs but no record at %s: nothing deleted (a Fence with another store or prefix than the writers', or a record lost? GCOptions.RecordGone deletes the blobs of a shard retired on purpose): %w",
 			esc(space), len(report.Kept), esc(key), ErrNotFound)
 	}
+	horizon := info.horizon() // the horizon the deletes rely on
 	if len(aged) > 0 && opts.DryRun {
 		doomed = append(doomed, aged...)
 	} else if len(aged) > 0 {
+		horizon = threshold
 		refs, err := f.raiseHorizon(ctx, key, threshold)
 		if err != nil {
 			return report, err
@@ -574,7 +597,12 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 			}
 		}
 	}
-	for _, b := range doomed {
+	for i, b := range doomed {
+		if !opts.DryRun && i%collectBatch == 0 {
+			if err := f.collectHeld(ctx, plugin, shard, key, info, horizon, gone); err != nil {
+				return report, err
+			}
+		}
 		if !opts.DryRun {
 			if err := bs.DeleteBlob(ctx, b.Key); err != nil {
 				return report, fmt.Errorf("writefence: collect %s: %w", esc(b.Key), err)
@@ -591,16 +619,24 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 // can newly reference a blob created before the horizon from then on.
 func (f *Fence) raiseHorizon(ctx context.Context, key string, horizon int64) ([]BlobRef, error) {
 	var refs []BlobRef // of the record the last attempt decided on
-	_, err := f.run(ctx, &change{op: opCollect, key: key, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+	var seen sight
+	var fl floorState
+	_, err := f.run(ctx, &change{op: opCollect, key: key, branded: true, before: f.sightBefore(key, "", &fl, &seen), decide: func(s *snapshot) ([][]byte, bool, error) {
 		st := decodeSnapshot(key, s)
-		switch {
-		case !st.found:
-			return nil, false, fmt.Errorf("writefence: collect %s: the record is gone: %w", esc(key), ErrNotFound)
-		case st.corrupt != nil:
+		if st.corrupt != nil {
 			return nil, false, st.corrupt
 		}
-		if err := f.checkIdentity(key, st.h); err != nil {
+		if st.found {
+			if err := f.checkIdentity(key, st.h); err != nil {
+				return nil, false, err
+			}
+			f.sawRecord(key, st)
+		}
+		if err := regression(opCollect, key, 0, st, seen); err != nil {
 			return nil, false, err
+		}
+		if !st.found {
+			return nil, false, fmt.Errorf("writefence: collect %s: the record is gone: %w", esc(key), ErrNotFound)
 		}
 		refs = st.body.Refs
 		if st.h.Horizon >= horizon {

@@ -3,11 +3,16 @@ package writefence
 import "hash/maphash"
 
 // The version cache: what a Fence remembers of the records it wrote, so
-// that a push can skip its read.
+// that a push can skip its read; and beside each entry, the highest epoch
+// the Fence saw of the record, so that a record deleted or set back is
+// never taken for a new one (see Fence.Forget).
 
 // maxCached bounds the version cache: 131,072 shards, about 150 bytes each
-// (BENCHMARKS.md); past it an arbitrary entry is dropped, which costs that
-// shard one read on its next push.
+// (165 when the highest epoch seen is another writer's); past it an arbitrary entry is dropped, which costs that
+// shard one read on its next push, and the Fence's memory of the highest
+// epoch it saw of it: a record of that shard lost or set back is then
+// found by the Fence only as a Fence that never saw it would (see
+// Fence.KeepFloor).
 const maxCached = 1 << 17
 
 // cacheSeed keys the version cache by a hash of the record's key rather
@@ -20,7 +25,9 @@ const maxCached = 1 << 17
 // tokens name the bytes (S3's ETags) it lands only when the two records
 // hold the same bytes, references included, so nothing is carried on
 // wrongly; a GCS generation, a timestamp, could in principle match
-// another object's: the chance of both coincidences is negligible.
+// another object's: the chance of both coincidences is negligible. And
+// a record would be held to the highest epoch seen of the other: a
+// refusal (ErrEpochRegressed) that Forget ends.
 var cacheSeed = maphash.MakeSeed()
 
 // cachedRecord is what the fence remembers of a record it wrote: its
@@ -30,41 +37,104 @@ var cacheSeed = maphash.MakeSeed()
 // its bytes, what is remembered with it is what the store holds while the
 // version matches. The epoch is only used to decide whether skipping the
 // read is worth trying; it never refuses a push on its own.
+//
+// seen is the highest epoch the Fence wrote or read of the record, by
+// seenWriter: a write that finds the record absent or below it is refused
+// (ErrEpochRegressed). It outlives the version (forget keeps it).
 type cachedRecord struct {
 	version string
 	prior
+
+	seen       uint64
+	seenWriter string
 }
 
 // cached returns what the fence remembers of key's record to condition a
-// push at epoch on without reading, when the fence wrote or read it at a
-// lower epoch.
+// push at epoch on without reading, when the fence wrote it at a lower
+// epoch, and saw nothing of it above what it wrote.
 func (f *Fence) cached(key string, epoch uint64) (cachedRecord, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, ok := f.cache[maphash.String(cacheSeed, key)]
-	if !ok || epoch <= c.epoch {
+	if !ok || c.version == "" || epoch <= c.epoch || c.seen > c.epoch {
 		return cachedRecord{}, false
 	}
 	return c, true
 }
 
+// remember keeps c as what the fence wrote of key's record, at c.epoch by
+// c.writer: its version, and the epoch seen.
 func (f *Fence) remember(key string, c cachedRecord) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	h := maphash.String(cacheSeed, key)
+	old := f.entryLocked(h)
+	c.seen, c.seenWriter = old.seen, old.seenWriter
+	if c.epoch > c.seen {
+		c.seen, c.seenWriter = c.epoch, c.writer
+	}
+	f.cache[h] = c
+}
+
+// saw notes that the fence read or wrote key's record at epoch by writer.
+func (f *Fence) saw(key string, epoch uint64, writer string) {
+	if epoch == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := maphash.String(cacheSeed, key)
+	if c, ok := f.cache[h]; ok && c.seen >= epoch {
+		return
+	}
+	c := f.entryLocked(h)
+	c.seen, c.seenWriter = epoch, writer
+	f.cache[h] = c
+}
+
+// seen returns the highest epoch the fence saw of key's record, and its
+// writer; 0 when it saw none, or forgot.
+func (f *Fence) seen(key string) (uint64, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.cache[maphash.String(cacheSeed, key)]
+	return c.seen, c.seenWriter
+}
+
+// entryLocked returns the entry of hash h, making room for it when it is
+// new and the cache is full. The caller holds mu.
+func (f *Fence) entryLocked(h uint64) cachedRecord {
 	if f.cache == nil {
 		f.cache = make(map[uint64]cachedRecord)
 	}
-	h := maphash.String(cacheSeed, key)
-	if _, ok := f.cache[h]; !ok && len(f.cache) >= maxCached {
+	c, ok := f.cache[h]
+	if !ok && len(f.cache) >= maxCached {
 		for k := range f.cache {
 			delete(f.cache, k)
 			break
 		}
 	}
-	f.cache[h] = c
+	return c
 }
 
+// forget drops the version the fence remembers of key's record, keeping
+// the epoch it saw.
 func (f *Fence) forget(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := maphash.String(cacheSeed, key)
+	c, ok := f.cache[h]
+	switch {
+	case !ok:
+	case c.seen == 0:
+		delete(f.cache, h)
+	default:
+		f.cache[h] = cachedRecord{seen: c.seen, seenWriter: c.seenWriter}
+	}
+}
+
+// drop forgets everything the fence remembers of key's record.
+func (f *Fence) drop(key string) {
 	f.mu.Lock()
 	delete(f.cache, maphash.String(cacheSeed, key))
 	f.mu.Unlock()

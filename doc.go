@@ -33,7 +33,8 @@
 // record it last wrote and conditions its next push on it without reading
 // first (one round trip per push in steady state); if anyone else wrote in
 // between, that write conflicts and the fence reads afresh. A remembered
-// epoch never refuses a push on its own.
+// epoch never admits a push; it refuses one only when the store shows the
+// record absent or below it (see "The floor survives the record").
 //
 // # One write engine
 //
@@ -109,13 +110,15 @@
 // # Errors
 //
 // Test errors with errors.Is against the sentinels: ErrNotFound,
-// ErrConflict, ErrStaleEpoch, ErrWire, ErrCorrupt, ErrInvalidArgument,
-// ErrTooLarge, ErrOutcomeUnknown, ErrUntrustedStore, ErrLeaseHeld,
-// ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout, ErrTermEnded, and
+// ErrConflict, ErrStaleEpoch, ErrEpochRegressed, ErrWire, ErrCorrupt,
+// ErrInvalidArgument, ErrTooLarge, ErrOutcomeUnknown, ErrUntrustedStore,
+// ErrLeaseHeld, ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout,
+// ErrTermEnded, and
 // errors.ErrUnsupported for a store the adapter refuses to serve. Every
 // typed error matches one of them; read its detail with errors.As:
-// StaleEpochError, CorruptError, WireError, InvalidArgumentError,
-// OutcomeUnknownError, ProbeError, LeaseHeldError, LeaseLostError, and
+// StaleEpochError, EpochRegressedError, CorruptError, WireError,
+// InvalidArgumentError, OutcomeUnknownError, ProbeError, LeaseHeldError,
+// LeaseLostError, and
 // StoreError, which every adapter returns for a failed store operation
 // ({Op, Key, Err}, as fs.PathError), its Err reaching both
 // the sentinel and the client's own error. Messages are stable, lower case
@@ -168,6 +171,55 @@
 // store holds blobs when it declares BlobStore (MemStore, the directory
 // store, S3, GCS; not Valkey).
 //
+// # The floor survives the record
+//
+// The record is how the store remembers a shard's floor, the epoch below
+// which no write lands. Whatever deletes the record or sets it back (a
+// lifecycle rule, a time to live, eviction, an operator's delete, a
+// restore from backup, a failover to a replica that lacked it) would make
+// the shard look new, or older, and a deposed writer's write would land as
+// if it were the first. So it is never silent where it can be seen:
+//
+//   - A Fence remembers, for each record, the highest epoch it wrote or
+//     read (Push, Update, Commit, Seal, Settle, Latest, Inspect, Check, a
+//     refused write's read), and refuses to write the record, or Collect
+//     to delete the shard's blobs, when it finds the record absent or
+//     below that epoch: an *EpochRegressedError (ErrEpochRegressed)
+//     naming what it saw and what it found; nothing is written, and no
+//     retry changes it. A read sent before that epoch was known is never
+//     held to it, so a Fence's own writes racing its reads raise no
+//     alarm. The memory is bounded as the version cache is (131,072
+//     shards; an arbitrary one is dropped past it), and lives as long as
+//     the Fence.
+//   - A Lease remembers the highest term of its record: it refuses to take
+//     a record absent or below it (ErrEpochRegressed), and a renewal that
+//     finds the record gone or set back reports the lease lost with a
+//     *LeaseLostError that also matches ErrEpochRegressed. A TermSource's
+//     first read of a shard in its term is held to what its Fence saw.
+//   - Fence.KeepFloor closes the gap a Fence that never saw the shard
+//     leaves (a restarted process, another host): each seal and settle
+//     enters its epoch in a key of its own, apart from the record, every
+//     write reads it, and only a seal or a settle creates a record.
+//   - Fence.Check tells a writer, from one read, whether it still holds
+//     the shard before it acts outside the store (acknowledges a client,
+//     deletes what its manifest dropped): check, then act, within the
+//     window between the two; Collect checks so before each batch of
+//     deletes.
+//
+// The way out is always the operator's, never automatic: Settle with
+// Settlement.Lost writes a fresh record above the floor the operator
+// asserts (the highest epoch ever granted: for the shards of a Lease,
+// (its highest term + 1) << 32 - 1), which every Fence then sees;
+// Lease.Settle does the same for a lease record; Forget lets one Fence take the record as it
+// now is. What stays out of reach: a Fence that never saw the shard,
+// without KeepFloor, takes it for new; under KeepFloor a record set back
+// within the last tenure (above the last seal) is found only by the
+// Fence that wrote or read the later record; and a loss that reaches the
+// floor's key too (a restore of the whole store, FLUSHALL) is a loss of
+// both. writefence doctor reports the store settings that lose records,
+// and writefence policy s3 a bucket policy that refuses an unconditional
+// write or delete of one.
+//
 // # Leases, probes and observation
 //
 // Lease is an EpochSource for users without a control plane: a lease record
@@ -203,9 +255,10 @@
 //
 //  1. The epoch a shard records only rises: every write of its record that
 //     lands carries an epoch above the one it replaces, while the store
-//     keeps the record. (Collect's write of a record's collection horizon
-//     keeps its epoch, writer, payload and references as they are, and
-//     changes nothing else.)
+//     keeps the record (29 to 31 say what happens when it does not).
+//     (Collect's write of a record's collection horizon keeps its epoch,
+//     writer, payload and references as they are, and changes nothing
+//     else.)
 //  2. At most one write lands per epoch of a shard: of writes handed one
 //     epoch, one lands and every other is refused as stale (Collect's
 //     horizon write is no write of an epoch).
@@ -320,6 +373,35 @@
 //     prefix (and, on Valkey, the store's own keys of the default prefix's
 //     reserved space, for its replication waits and staged values), and
 //     no valid prefix reaches into another's keys.
+//
+// The floor survives the record:
+//
+//  29. A Fence that wrote or read a shard's record at an epoch refuses
+//     with ErrEpochRegressed, writing nothing, every write of it (and
+//     Collect's deletes) while it finds the record absent or below that
+//     epoch, until an operator settles it above (Settlement.Lost) or the
+//     Fence forgets the shard (Forget); it rests on the Fence's memory of
+//     up to 131,072 shards, and a Fence that never saw the shard cannot
+//     know (31 closes that).
+//  30. A Lease value that held or read its record at a term never takes
+//     or writes that record while it finds it absent or at a lower term
+//     (ErrEpochRegressed; a renewal reports the lease lost and
+//     regressed), and a TermSource whose Fence saw a shard at an epoch
+//     hands out no epoch of it from a record absent or below that epoch.
+//  31. Under Fence.KeepFloor a shard's floor, the epoch of its last seal
+//     or settle kept in a key of its own, survives the record: a write
+//     whose call begins once the floor is kept lands only on a record at
+//     or above it (a settle only above it), and only a seal or a settle
+//     creates a record, so deleting the record or setting it back never
+//     lets a write land below the floor, as far as the store keeps the
+//     floor's key.
+//  32. Check returns nil only if, at its read, the record held the writer
+//     at that epoch (of a stream's record, in the tenure that reached
+//     it), and otherwise the refusal a write would meet (ErrStaleEpoch
+//     naming the recorded epoch and writer, ErrEpochRegressed, ErrCorrupt,
+//     ErrWire); Collect makes that read before each batch of deletes and
+//     deletes nothing more once the record no longer holds the tenure it
+//     judged by.
 //
 // # Failure model
 //

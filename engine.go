@@ -37,11 +37,14 @@ const (
 	opBrandClaim   = "brand claim"
 	opCollect      = "collect"
 	opLeaseSettle  = "lease settle"
+	opFloor        = "floor"
+	opCheck        = "check"
+	opTermSource   = "term source"
 )
 
 // ops lists every op an Observer can see, in the order WriteEvent's
 // documentation names them.
-var ops = []string{opPush, opUpdate, opCommit, opSeal, opSettle, opSettleLog, opBlob, opCollect,
+var ops = []string{opPush, opUpdate, opCommit, opSeal, opSettle, opSettleLog, opFloor, opBlob, opCollect,
 	opLeaseAcquire, opLeaseRenew, opLeaseRelease, opLeaseSettle, opBrandClaim}
 
 // A change is one conditional update of one key.
@@ -70,6 +73,13 @@ type change struct {
 	// Every writer's write of a record does; an operator's settle and a
 	// collection, which write for nobody's tenure, do not.
 	deposes bool
+
+	// before, when set, runs at the start of every attempt, before the
+	// key is read (or its cached version taken): a read the decision also
+	// needs, such as the shard's floor (Fence.KeepFloor). Its error ends
+	// the attempt as a read's does: a readFailure is retried, any other
+	// error is a decision.
+	before func(ctx context.Context) error
 
 	// decide returns the bytes to write as parts (written as their
 	// concatenation), or done when the key already holds what the change
@@ -142,6 +152,11 @@ func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 // attempt reads (or takes the cached version), decides and writes once.
 // sent says the error came from the write, whose outcome it may hide.
 func (f *Fence) attempt(ctx context.Context, c *change, useCache bool) (out outcome, sent bool, err error) {
+	if c.before != nil {
+		if err := c.before(ctx); err != nil {
+			return outcome{}, false, err
+		}
+	}
 	s := &snapshot{found: true, cached: true, version: c.cached}
 	if !useCache {
 		if s, err = f.readKey(ctx, c.key, c.head); err != nil {
@@ -193,10 +208,10 @@ func transientRead(err error) bool {
 // final reports whether an error from the store is a refusal that a retry
 // cannot change: damage, another wire identity, an argument or an object
 // the store cannot take, refused credentials, a store the adapter cannot
-// serve, an untrusted store. A write refused so wrote nothing.
+// serve, an untrusted store, a stale epoch, a record that went back. A write refused so wrote nothing.
 func final(err error) bool {
 	for _, target := range []error{ErrCorrupt, ErrWire, ErrInvalidArgument, ErrTooLarge,
-		ErrUntrustedStore, ErrStaleEpoch, fs.ErrPermission, errors.ErrUnsupported} {
+		ErrUntrustedStore, ErrStaleEpoch, ErrEpochRegressed, fs.ErrPermission, errors.ErrUnsupported} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -71,7 +71,15 @@ var ErrTermEnded = errors.New("writefence: term ended")
 // header alone where the store reads prefixes) and continues above the
 // epoch recorded there when that epoch is of the same term by the same
 // Writer: a process restarted within its term carries on where it left off,
-// rather than being refused. Later epochs of the shard cost no read.
+// rather than being refused. Later epochs of the shard cost no read. A
+// record that read finds absent, or below the highest epoch its Fence
+// wrote or read of it, hands out no epoch of the shard: Epoch returns an
+// *EpochRegressedError (ErrEpochRegressed), ends nothing, and reads again
+// on the next call, so that the restarted process does not carry on below
+// what was lost; an operator settles the record (Settlement.Lost) or
+// tells the Fence to forget it (Fence.Forget). A Fence that never saw the
+// record cannot know: a process restarted with a new Fence continues
+// above what the record holds, which KeepFloor bounds by the last seal.
 //
 // # What the term function must guarantee
 //
@@ -181,6 +189,7 @@ func (s *TermSource) Epoch(ctx context.Context, plugin, shard string) (uint64, e
 // recorded epoch's when it is of this term by this writer. The caller
 // holds mu.
 func (s *TermSource) continueAbove(ctx context.Context, key string) error {
+	seen := s.Fence.sightOf(key, floorState{})
 	snap, err := s.Fence.readKey(ctx, key, true)
 	if err != nil {
 		if isContextErr(err) && ctx.Err() != nil {
@@ -189,6 +198,12 @@ func (s *TermSource) continueAbove(ctx context.Context, key string) error {
 		return fmt.Errorf("writefence: term source: read %s: %w", esc(key), err)
 	}
 	st := decodeSnapshot(key, snap)
+	if st.corrupt == nil || st.h.Epoch != 0 {
+		s.Fence.sawRecord(key, st)
+		if err := regression(opTermSource, key, 0, st, seen); err != nil {
+			return err // the record went back: no epoch continues from it
+		}
+	}
 	switch {
 	case !st.found:
 		return nil

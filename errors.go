@@ -26,7 +26,79 @@ var (
 	// not be learned: it may or may not have landed. Calling Push again
 	// with the same arguments resolves it.
 	ErrOutcomeUnknown = errors.New("writefence: outcome unknown")
+
+	// ErrEpochRegressed reports that a record is absent, or holds a lower
+	// epoch (a lease record: a lower term), than one seen of it before: by
+	// the Fence, the Lease or the caller (Check), or kept as the shard's
+	// floor (Fence.KeepFloor). Something outside the package deleted the
+	// record or set it back (a lifecycle rule, a TTL, eviction, a restore
+	// from backup, a failover to a replica that lacked it). It is final:
+	// nothing was written, and retrying cannot change it; the way out is
+	// an operator's (Settlement.Lost, Fence.Forget, Lease.Settle). The
+	// detail is an *EpochRegressedError, or a *LeaseLostError for a lease
+	// its holder found gone or set back.
+	ErrEpochRegressed = errors.New("writefence: epoch regressed")
 )
+
+// EpochRegressedError is the detail of a call refused because the record
+// it would write (or act on) is absent or below what was seen of it
+// before. It matches ErrEpochRegressed. Its message has the stable form
+//
+//	writefence: epoch regressed: <op> at epoch <n> to <key> refused: saw epoch <e> by <writer>, found epoch <f> by <writer>
+//
+// with "<op> of <key>" for a call that writes no epoch, "found no record"
+// when the record is absent, "the shard's floor holds" for "saw" when
+// Floor is set, and "term" for "epoch" when Op is a lease's.
+type EpochRegressedError struct {
+	Op  string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source" (its Epoch), "lease acquire" or "lease settle"
+	Key string // the record's key (a lease record's, for a lease)
+
+	// Epoch is the epoch the refused write carried (of a lease, the term
+	// it would take); 0 for a call that writes none (Collect, a
+	// TermSource).
+	Epoch uint64
+
+	// Seen and SeenWriter are the highest epoch (of a lease record: the
+	// term and its holder) seen of the record before: by this Fence or
+	// Lease, by the caller of Check, or, when Floor is set, kept as the
+	// shard's floor (see Fence.KeepFloor).
+	Seen       uint64
+	SeenWriter string
+	Floor      bool
+
+	// Found and FoundWriter are what the record holds now; Absent is set,
+	// and they are zero, when there is no record.
+	Found       uint64
+	FoundWriter string
+	Absent      bool
+}
+
+func (e *EpochRegressedError) Error() string {
+	unit := "epoch"
+	if strings.HasPrefix(e.Op, "lease") {
+		unit = "term"
+	}
+	at := " of"
+	if e.Epoch != 0 {
+		at = fmt.Sprintf(" at %s %d to", unit, e.Epoch)
+	}
+	seen := "saw"
+	if e.Floor {
+		seen = "the shard's floor holds"
+	}
+	found := "found no record"
+	switch {
+	case !e.Absent && e.Found == 0:
+		found = "found a record whose " + unit + " cannot be read"
+	case !e.Absent:
+		found = fmt.Sprintf("found %s %d by %s", unit, e.Found, esc(e.FoundWriter))
+	}
+	return fmt.Sprintf("writefence: epoch regressed: %s%s %s refused: %s %s %d by %s, %s",
+		orDefault(e.Op, opPush), at, esc(e.Key), seen, unit, e.Seen, esc(e.SeenWriter), found)
+}
+
+// Unwrap returns ErrEpochRegressed.
+func (e *EpochRegressedError) Unwrap() error { return ErrEpochRegressed }
 
 // InvalidArgumentError names the argument that was rejected and why.
 // It matches ErrInvalidArgument.
@@ -49,7 +121,7 @@ func invalidArg(arg, format string, a ...any) error {
 // StaleEpochError is the detail of a write refused by the strict-epoch
 // rule. It matches ErrStaleEpoch.
 type StaleEpochError struct {
-	Op             string // the refused write: "push", "update", "commit", "seal", "settle" or "settle log"; empty prints as "push"
+	Op             string // the refused call: "push", "update", "commit", "seal", "settle", "settle log" or "check"; empty prints as "push"
 	Key            string // the record's key
 	Epoch          uint64 // the epoch the refused write carried
 	RecordedEpoch  uint64 // the epoch the store records
@@ -168,7 +240,11 @@ func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 // another holder or a later Lease of the same one) or no record at all.
 // Whichever call of the Lease finds it (a renewal in the background, Renew,
 // Acquire), every later Epoch, Renew and Release returns it, and so does
-// Fence.PushFrom through Epoch. It matches ErrLeaseLost.
+// Fence.PushFrom through Epoch. It matches ErrLeaseLost; when the record
+// is gone (NewTerm is 0) or holds a lower term than the one held, which
+// no takeover writes (something outside the package deleted the record
+// or set it back), it also matches ErrEpochRegressed, so the operator
+// learns of it: see Lease.Settle.
 type LeaseLostError struct {
 	Name    string // the lease's name (Lease.Name)
 	Term    uint64 // the term the Lease held
@@ -177,8 +253,12 @@ type LeaseLostError struct {
 }
 
 func (e *LeaseLostError) Error() string {
-	if e.NewTerm == 0 {
+	switch {
+	case e.NewTerm == 0:
 		return fmt.Sprintf("writefence: lease %s: term %d: the record is gone: %v", esc(e.Name), e.Term, ErrLeaseLost)
+	case e.NewTerm < e.Term:
+		return fmt.Sprintf("writefence: lease %s: term %d: the record went back to term %d by %s: %v",
+			esc(e.Name), e.Term, e.NewTerm, esc(e.Holder), ErrLeaseLost)
 	}
 	return fmt.Sprintf("writefence: lease %s: term %d: taken over by %s at term %d: %v",
 		esc(e.Name), e.Term, esc(e.Holder), e.NewTerm, ErrLeaseLost)
@@ -190,6 +270,12 @@ func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
 // outcomeSettled: a lease found taken over, or gone, is lost whatever this
 // Lease's last write did.
 func (e *LeaseLostError) outcomeSettled() {}
+
+// Is reports whether target is ErrEpochRegressed and the record is gone
+// or went back below the term held.
+func (e *LeaseLostError) Is(target error) bool {
+	return target == ErrEpochRegressed && e.NewTerm < e.Term
+}
 
 // prefixed is err under a message that says where it happened: prefix,
 // then err's own message without its leading "writefence: ", so that an

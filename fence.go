@@ -91,6 +91,38 @@ type Fence struct {
 	// concurrent use and quick. Nil means none.
 	Observer func(ctx context.Context, e WriteEvent)
 
+	// KeepFloor keeps each shard's floor apart from its record, so that a
+	// record deleted or set back (a lifecycle rule, a TTL, eviction, an
+	// operator's delete, a restore from backup) is refused by every Fence,
+	// not only by one that saw the record before (see Forget):
+	//
+	//   - a Seal, once its record landed, and a Settle enter their epoch in
+	//     the shard's floor, a key of the reserved space (Prefix + "_floor/"
+	//     + plugin + "/" + shard), which the record's loss does not reach;
+	//   - every write of a record reads the floor first, and refuses with
+	//     an *EpochRegressedError (ErrEpochRegressed) when it finds the
+	//     record absent or below the floor: a write lands only on a record
+	//     at or above it;
+	//   - a shard's first record is written only by a Seal (a takeover's,
+	//     or a new shard's explicit one) or a Settle: a Push, Update or
+	//     Commit that finds no record and no floor refuses with an error
+	//     matching ErrNotFound.
+	//
+	// It costs a read of the floor key on every write of a record, and a
+	// write of it on every seal. The floor is kept by seals and settles,
+	// not by every push, so within a tenure (above the last seal) it is
+	// the writer's own Fence that finds the record set back; and it lives
+	// in the same store, so a loss that reaches the whole store (a restore
+	// of all of it, FLUSHALL) reaches the floor too. Chosen over keeping the
+	// floor in the lease record (only Lease users have one) or in the brand
+	// key (one key for every shard, a write of it on every seal of any
+	// shard): a key per shard is read by the writes of that shard alone.
+	// The floor's key holds a record's header of the seal's epoch and
+	// writer: damage to it is refused as ErrCorrupt naming it. Set it on
+	// every Fence that writes the shards, before the first seal. False
+	// means no floor is kept: absent is epoch 0.
+	KeepFloor bool
+
 	mu    sync.Mutex              // guards cache
 	cache map[uint64]cachedRecord // by a hash of the record's key
 
@@ -104,7 +136,11 @@ type Fence struct {
 //  1. validates the arguments (an error matching ErrInvalidArgument);
 //  2. reads the recorded state: absent is epoch 0; a record that fails to
 //     decode refuses with ErrCorrupt and one of another identity with
-//     ErrWire, without writing;
+//     ErrWire, without writing; so does, with an *EpochRegressedError
+//     (ErrEpochRegressed), a record absent or below the highest epoch this
+//     Fence wrote or read of it, or below the shard's floor (KeepFloor),
+//     when the push would otherwise land: the record was lost or set
+//     back, which only an operator settles (Settlement.Lost, Forget);
 //  3. refuses with a *StaleEpochError (ErrStaleEpoch) unless epoch is
 //     greater than the recorded epoch, without writing;
 //  4. writes the new record with one conditional write on the version read
@@ -183,6 +219,10 @@ type recordUpdate struct {
 	key    string
 	writer string
 	epoch  uint64
+
+	plugin, shard string
+	floor         floorState // the shard's floor, read by this attempt under KeepFloor
+	sight         sight      // what was known of the record before this attempt read it
 
 	// A push's payload is constant: it replaces the payload and keeps
 	// everything else the record holds.
@@ -268,7 +308,7 @@ func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*reco
 	case epoch == 0:
 		return nil, invalidArg("epoch", "must be at least 1")
 	}
-	return &recordUpdate{f: f, op: op, key: key, writer: writer, epoch: epoch}, nil
+	return &recordUpdate{f: f, op: op, key: key, writer: writer, epoch: epoch, plugin: plugin, shard: shard}, nil
 }
 
 // checkBody refuses a record whose payload and references together pass
@@ -289,6 +329,14 @@ func (f *Fence) checkBody(payload []byte, refs []BlobRef) error {
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, deposes: true,
 		head: u.constant}
+	var floorKey string
+	if f.KeepFloor {
+		var err error
+		if floorKey, err = f.floorKey(u.plugin, u.shard); err != nil {
+			return err
+		}
+	}
+	c.before = f.sightBefore(u.key, floorKey, &u.floor, &u.sight)
 	var mem cachedRecord
 	if u.constant {
 		if mem, _ = f.cached(u.key, u.epoch); mem.version != "" {
@@ -297,6 +345,9 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 	}
 	var wrote record.Body // what the last decision wrote, or found written
 	c.decide = func(s *snapshot) ([][]byte, bool, error) {
+		if s.cached && mem.epoch < u.sight.epoch {
+			return nil, false, errReadWhole // the floor passed what the Fence wrote: see what the record holds
+		}
 		if s.cached {
 			wrote = u.body(mem.prior)
 			if err := u.f.checkBody(wrote.Payload, wrote.Refs); err != nil {
@@ -314,6 +365,9 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		return err
 	}
 	f.remember(u.key, cachedRecord{version: out.version, prior: priorOfBody(u.writer, u.epoch, wrote)})
+	if u.newTenure && f.KeepFloor {
+		return f.enterFloor(ctx, floorKey, u.writer, u.epoch)
+	}
 	return nil
 }
 
@@ -358,6 +412,7 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 	if st.corrupt != nil {
 		return nil, false, record.Body{}, st.corrupt
 	}
+	u.f.sawRecord(u.key, st)
 	var current Manifest
 	var p prior
 	if st.found {
@@ -384,6 +439,9 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 		}
 		current = Manifest{Payload: st.body.Payload, Blobs: st.body.Refs}
 		p = priorOf(st.h, st.body)
+	}
+	if err := u.regressed(st); err != nil {
+		return nil, false, record.Body{}, err
 	}
 	if u.constant {
 		b := u.body(p)

@@ -132,6 +132,12 @@ type Lease struct {
 	expiry  time.Time // by Clock: when this Lease stops handing out epochs
 	seq     uint64    // the low half of the last epoch handed out
 
+	// seen is the highest term this Lease value wrote or read in its
+	// record, by seenHolder: an acquisition that finds the record absent
+	// or below it is refused (ErrEpochRegressed).
+	seen       uint64
+	seenHolder string
+
 	// gone is why the Lease does not hold the lease, once it held it: a
 	// *LeaseLostError, the damage that dropped it, or its release. Epoch,
 	// Renew and Release return it; nil before the first acquisition.
@@ -206,8 +212,10 @@ type Shard struct {
 // it seals returns the loss or the expiry. A takeover given up leaves this
 // Lease holding nothing and handing out no epochs. ErrLeaseHeld (another
 // holder, or another Lease value of this Holder, holds the lease) and a
-// cancellation of ctx are returned as they are; ErrCorrupt, ErrWire and
-// ErrInvalidArgument are final.
+// cancellation of ctx are returned as they are; ErrCorrupt, ErrWire,
+// ErrEpochRegressed (the lease's record, or a shard's, was deleted or set
+// back under this Lease or its Fence: see Lease.Settle and
+// Settlement.Lost) and ErrInvalidArgument are final.
 //
 // Hold on a Lease whose previous Hold is still in force returns an error;
 // so does an invalid shard name, before any I/O.
@@ -416,8 +424,12 @@ func (l *Lease) stopHold(h *holding, cause error) {
 // waits for its previous incarnation's term to expire, or be released),
 // it returns a *LeaseHeldError (ErrLeaseHeld). A lost race reads again, as the Fence's retries allow.
 // A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
-// never overwritten. Acquire starts nothing in the background: renew with
-// Renew, or use Hold.
+// never overwritten. A record absent, or at a term below the highest this
+// Lease value wrote or read in it, is refused with an
+// *EpochRegressedError (ErrEpochRegressed): taking term 1, or the term
+// after the lower one, would hand out epochs below those of terms already
+// granted; an operator writes the record back (Settle). Acquire starts
+// nothing in the background: renew with Renew, or use Hold.
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	key, err := l.check()
 	if err != nil {
@@ -459,6 +471,9 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 			return nil, true, nil
 		}
 		term = 1
+		if err := l.regressed(key, s); err != nil {
+			return nil, false, err
+		}
 		if s.found {
 			rec, err := l.decode(key, s)
 			if err != nil {
@@ -500,7 +515,8 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 // conditioned on the version this Lease last wrote (no read first). If the
 // store shows another term (a takeover) or no record, the Lease drops the
 // lease and Renew returns a *LeaseLostError (ErrLeaseLost) naming the new
-// holder and term; a Lease that does not hold the lease returns why it
+// holder and term, which also matches ErrEpochRegressed when the record is
+// gone or holds a lower term; a Lease that does not hold the lease returns why it
 // does not (ErrLeaseLost). Renew succeeds after the local expiry too, as
 // long as nobody took the lease over: the conditional write proves it. Any
 // other error leaves the lease held until its local expiry, so a retry may
@@ -651,6 +667,7 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 			if err != nil {
 				return nil, false, err
 			}
+			l.sawTerm(rec.Term, rec.Holder)
 			if rec.Holder != l.Holder || rec.Incarnation != l.incarnation || rec.Term != heldTerm && rec.Term != term {
 				return nil, false, &LeaseLostError{Name: l.Name, Term: heldTerm, Holder: rec.Holder, NewTerm: rec.Term}
 			}
@@ -815,6 +832,46 @@ func (l *Lease) keep(term uint64, version string, expiry time.Time) {
 		l.seq = 0
 	}
 	l.held, l.term, l.version, l.expiry = true, term, version, expiry
+	if term > l.seen {
+		l.seen, l.seenHolder = term, l.Holder
+	}
+}
+
+// sawTerm notes that this Lease read its record at term, held by holder.
+func (l *Lease) sawTerm(term uint64, holder string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if term > l.seen {
+		l.seen, l.seenHolder = term, holder
+	}
+}
+
+// regressed refuses an acquisition that finds the record s at key absent,
+// or at a term below the highest this Lease value wrote or read in it:
+// taking term 1, or the term after the lower one, would hand out epochs
+// below those of terms already granted.
+func (l *Lease) regressed(key string, s *snapshot) error {
+	var rec leaseRecord
+	if s.found {
+		if s.damage != nil {
+			return nil // damage is refused as such
+		}
+		var check string
+		if rec, check = decodeLease(s.data); check != "" {
+			return nil
+		}
+		l.sawTerm(rec.Term, rec.Holder)
+	}
+	l.mu.Lock()
+	seen, by := l.seen, l.seenHolder
+	l.mu.Unlock()
+	switch {
+	case seen == 0, s.found && rec.Term >= seen:
+		return nil
+	case !s.found:
+		return &EpochRegressedError{Op: opLeaseAcquire, Key: key, Seen: seen, SeenWriter: by, Absent: true}
+	}
+	return &EpochRegressedError{Op: opLeaseAcquire, Key: key, Seen: seen, SeenWriter: by, Found: rec.Term, FoundWriter: rec.Holder}
 }
 
 // drop records that this Lease no longer holds the lease, because of
@@ -900,23 +957,28 @@ func (l *Lease) check() (string, error) {
 //     term), and version the one Fence.InspectLease reported. The
 //     operator asserts that the holder no longer runs: if it does, it
 //     learns the lease lost at its next renewal, and the fence, not the
-//     lease, keeps its late writes out.
+//     lease, keeps its late writes out;
+//   - a record that was deleted or set back (ErrEpochRegressed: a Lease
+//     that held or saw a higher term refuses to acquire it): version is
+//     then the version of the record now, or empty when there is none,
+//     and term the operator's assertion, as for damage, at least the
+//     term the refusal says was seen.
 //
 // The next acquisition, by anyone, then takes term + 1 at once. The
 // record is written under Holder's name. term must be 1 to 2^32-2.
 //
-// It refuses, writing nothing: ErrNotFound when there is no record,
-// ErrConflict when the record has another version now, and an
-// *InvalidArgumentError for a term below the term of a record that
-// decodes. Retrying a settle whose reply was lost returns nil once the
-// record is exactly this settle.
+// It refuses, writing nothing: ErrNotFound when there is no record and
+// version is not empty, ErrConflict when the record has another version
+// now (or exists, when version is empty), an *InvalidArgumentError for a
+// term below the term of a record that decodes, and an
+// *EpochRegressedError for a term below one this Lease value wrote or
+// read in the record. Retrying a settle whose reply was lost returns nil
+// once the record is exactly this settle.
 func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	key, err := l.check()
 	switch {
 	case err != nil:
 		return err
-	case version == "":
-		return invalidArg("version", "empty: the version of the lease record is required")
 	case term == 0 || term >= maxLeaseTerm:
 		return invalidArg("term", "%d, must be 1 to %d", term, maxLeaseTerm-1)
 	}
@@ -927,20 +989,35 @@ func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	var none [leaseIncSize]byte
 	settled := encodeLease(l.Holder, term, 0, none)
 	_, err = l.Fence.run(ctx, &change{op: opLeaseSettle, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+		l.mu.Lock()
+		seen, by := l.seen, l.seenHolder
+		l.mu.Unlock()
 		switch {
-		case !s.found:
+		case !s.found && version != "":
 			return nil, false, fmt.Errorf("writefence: lease %s: settle: no record at %s: %w", esc(l.Name), esc(key), ErrNotFound)
-		case s.damage == nil && bytes.Equal(s.data, settled):
+		case s.found && s.damage == nil && bytes.Equal(s.data, settled):
 			return nil, true, nil
-		case s.version != version:
+		case s.found && version == "":
+			return nil, false, fmt.Errorf("writefence: lease %s: settle: the record exists, at version %s: %w", esc(l.Name), esc(s.version), ErrConflict)
+		case s.found && s.version != version:
 			return nil, false, fmt.Errorf("writefence: lease %s: settle: the record is at version %s, not %s: %w", esc(l.Name), esc(s.version), esc(version), ErrConflict)
 		}
-		if s.damage == nil {
+		if s.found && s.damage == nil {
 			if rec, check := decodeLease(s.data); check == "" && term < rec.Term {
 				return nil, false, invalidArg("term", "%d is below the term %d the lease record at %s holds: a settle never lowers a term", term, rec.Term, esc(key))
 			}
 		}
+		if term < seen {
+			e := &EpochRegressedError{Op: opLeaseSettle, Key: key, Epoch: term, Seen: seen, SeenWriter: by, Absent: !s.found}
+			if rec, check := decodeLease(s.data); s.found && s.damage == nil && check == "" {
+				e.Found, e.FoundWriter = rec.Term, rec.Holder
+			}
+			return nil, false, e
+		}
 		return [][]byte{settled}, false, nil
 	}})
+	if err == nil {
+		l.sawTerm(term, l.Holder)
+	}
 	return l.wrap(opLeaseSettle, err)
 }

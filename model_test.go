@@ -340,6 +340,7 @@ type modelRun struct {
 	clock   *modelClock
 	counts  *modelCounts
 	hist    *recorder // the history, for the promise checker
+	aliens  int       // the foreign pushes so far
 
 	// The model.
 	rec        modelRecord                  // the last sound record that landed
@@ -983,7 +984,9 @@ func (r *modelRun) settleLogEpoch(t *rapid.T) uint64 {
 }
 
 // remove deletes the record from outside the fence: its promises start
-// again from nothing.
+// again from nothing, once the operator has told every Fence that saw the
+// record to forget it (Fence.Forget), as the way out of ErrEpochRegressed
+// says (promise 29; TestRecordLost checks the refusal itself).
 func (r *modelRun) remove(t *rapid.T) {
 	d, ok := r.target.store.(writefence.Deleter)
 	if !ok {
@@ -992,6 +995,16 @@ func (r *modelRun) remove(t *rapid.T) {
 	r.counts.add("delete")
 	require.NoError(t, d.Delete(context.Background(), r.key))
 	r.rec, r.damaged, r.maxEpoch, r.landed = modelRecord{}, "", 0, map[uint64]bool{}
+	forget := func(w *modelWriter, f *writefence.Fence) {
+		c := r.callOf(w, promise.Call{Op: promise.Forget})
+		r.hist.begin(c)
+		r.hist.end(c, f.Forget(modelPlugin, modelShard))
+	}
+	forget(nil, r.reader)
+	forget(nil, r.admin)
+	for _, w := range r.writers {
+		forget(w, w.fence)
+	}
 }
 
 func (r *modelRun) latest(t *rapid.T) {
@@ -1036,7 +1049,10 @@ func (r *modelRun) foreignPush(t *rapid.T) {
 	case r.rec.epoch != 0 && want.epoch <= r.rec.epoch:
 		answer = writefence.ErrStaleEpoch
 	}
-	r.write(t, "foreign push", nil, faultSet{}, answer, r.headerRefusal(want, nil), promise.Call{Op: promise.Push, Proc: "alien", Identity: foreignIdentity,
+	// A Fence of its own each time, and a process of its own in the
+	// history: it saw nothing before.
+	r.aliens++
+	r.write(t, "foreign push", nil, faultSet{}, answer, r.headerRefusal(want, nil), promise.Call{Op: promise.Push, Proc: fmt.Sprintf("alien#%d", r.aliens), Identity: foreignIdentity,
 		Writer: want.writer, Epoch: want.epoch, Payload: []byte(want.payload)}, func(ctx context.Context) (modelRecord, error) {
 		return want, f.Push(ctx, modelPlugin, modelShard, want.writer, want.epoch, []byte(want.payload))
 	})

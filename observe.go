@@ -13,6 +13,8 @@ import (
 //     (Push and PushFrom, Update, Commit, Seal);
 //   - "settle" and "settle log": an operator's Settle, and its entry in the
 //     shard's settle log;
+//   - "floor": a Seal's or a Settle's entry of the shard's floor, once its
+//     record landed (under Fence.KeepFloor);
 //   - "blob": PutBlob's upload of a new blob;
 //   - "collect": Collect's write of a record's collection horizon;
 //   - "lease acquire", "lease renew", "lease release", "lease settle": a
@@ -28,9 +30,11 @@ import (
 //   - errors.Is(Err, ErrConflict) with Retrying set: the write lost a race
 //     and the call reads afresh and tries again; this may happen any number
 //     of times before the one event that ends the write;
-//   - ErrStaleEpoch, ErrWire, ErrCorrupt, ErrUntrustedStore, ErrLeaseHeld,
-//     ErrLeaseLost, ErrConflict (every attempt lost): refused, nothing
-//     written;
+//   - ErrStaleEpoch, ErrEpochRegressed, ErrWire, ErrCorrupt,
+//     ErrUntrustedStore, ErrLeaseHeld, ErrLeaseLost, ErrNotFound (a write
+//     the store holds no record for: a Commit's blob, a Settle's record,
+//     a record only a seal creates under KeepFloor), ErrConflict (every
+//     attempt lost): refused, nothing written;
 //   - ErrOutcomeUnknown: the write's outcome could not be learned; it
 //     never also matches ErrConflict or a refusal;
 //   - anything else: a failure (network, auth, ctx).
@@ -51,10 +55,12 @@ type WriteEvent struct {
 // use as a metric label or a log field: "landed", "conflict-retried" (the
 // event of a retried race), "untrusted" (ErrUntrustedStore: the store
 // failed the probe), "unknown" (ErrOutcomeUnknown), "wire", "corrupt",
-// "stale", "lease" (ErrLeaseHeld or ErrLeaseLost), "conflict" (every
-// attempt lost a race) or "failed" (anything else). An error that matches
-// several sentinels (an unknown outcome wraps its cause) is named by the
-// first in that order.
+// "regressed" (ErrEpochRegressed: the record was lost or set back, which
+// an operator must settle), "stale", "lease" (ErrLeaseHeld or
+// ErrLeaseLost), "conflict" (every attempt lost a race) or "failed"
+// (anything else). An error that matches several sentinels (an unknown
+// outcome wraps its cause, a lease whose record went back is lost and
+// regressed) is named by the first in that order.
 func (e WriteEvent) Outcome() string {
 	outcome, _ := classify(e)
 	return outcome
@@ -62,8 +68,8 @@ func (e WriteEvent) Outcome() string {
 
 // SlogObserver returns an Observer for Fence.Observer that logs every event
 // to l: landed writes and retried conflicts at debug level, refusals at
-// warn level, failures, unknown outcomes and an untrusted store at error
-// level. Stored bytes in
+// warn level, failures, unknown outcomes, a record that went back and an
+// untrusted store at error level. Stored bytes in
 // the attributes are escaped.
 func SlogObserver(l *slog.Logger) func(context.Context, WriteEvent) {
 	return func(ctx context.Context, e WriteEvent) {
@@ -85,7 +91,9 @@ func SlogObserver(l *slog.Logger) func(context.Context, WriteEvent) {
 
 // classify names an event's outcome and the level it is logged at. An
 // error may match several sentinels (an unknown outcome wraps its cause);
-// the order is the command's exit statuses' (cmd/writefence/exit.go).
+// the order is the command's exit statuses' (cmd/writefence/exit.go), with
+// a record that went back named before a stale epoch or a lost lease,
+// which it may also be.
 func classify(e WriteEvent) (string, slog.Level) {
 	switch err := e.Err; {
 	case err == nil:
@@ -100,6 +108,8 @@ func classify(e WriteEvent) (string, slog.Level) {
 		return "wire", slog.LevelWarn
 	case errors.Is(err, ErrCorrupt):
 		return "corrupt", slog.LevelWarn
+	case errors.Is(err, ErrEpochRegressed):
+		return "regressed", slog.LevelError
 	case errors.Is(err, ErrStaleEpoch):
 		return "stale", slog.LevelWarn
 	case errors.Is(err, ErrLeaseHeld), errors.Is(err, ErrLeaseLost):

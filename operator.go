@@ -53,7 +53,9 @@ func (i RecordInfo) horizon() int64 {
 // store's own check of damage in place), and Blobs when the references
 // after the header decode and match their checksum too (what a settle
 // keeps); on ErrWire, the whole record decoded under the identity it
-// carries.
+// carries. It reports what the store holds, a record lost or set back
+// included (ErrNotFound, a lower epoch); the epoch it reads counts as seen
+// by the Fence, whose later writes refuse to go below it (see Forget).
 func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
 	key, err := f.key(plugin, shard)
 	if err != nil {
@@ -68,6 +70,7 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), err)
 	}
 	st := decodeSnapshot(key, s)
+	f.sawRecord(key, st)
 	if !st.found {
 		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), ErrNotFound)
 	}
@@ -110,6 +113,19 @@ type Settlement struct {
 	// none is asserted.
 	Floor uint64
 
+	// Lost settles a record that was lost or set back (ErrEpochRegressed)
+	// rather than a damaged one: Version is then the version of the record
+	// the store holds now, as Inspect reports it, or empty when it holds
+	// none; Floor is required, the operator's assertion that no epoch above
+	// it was ever granted for the shard (at least the epoch the refusal
+	// says was seen); and Epoch must be above it, above the record found,
+	// above the shard's floor (Fence.KeepFloor) and above every epoch the
+	// settling Fence saw of the record. The record is written conditioned
+	// on exactly Version (created when it was absent), keeping the
+	// references of the record found as for damage (see DropBlobs; an
+	// absent record's shard with blobs needs DropBlobs).
+	Lost bool
+
 	// DropBlobs settles a stream's record without the blobs it
 	// references. Without it, the settled record keeps the references of
 	// the corrupt one when they still decode (RecordInfo.Blobs, as Inspect
@@ -138,8 +154,8 @@ func horizonTime(h int64) time.Time {
 // overwrites a record the other writes refuse, and it is meant for an
 // operator who has looked at the record (Inspect).
 //
-// It refuses, writing nothing, unless the record is still corrupt at
-// s.Version: an error matching ErrNotFound when there is no record,
+// Without s.Lost, it refuses, writing nothing, unless the record is still
+// corrupt at s.Version: an error matching ErrNotFound when there is no record,
 // ErrConflict when the record has another version now (someone wrote
 // since), and an *InvalidArgumentError when the record decodes (there is
 // nothing to settle). It never lowers the recorded epoch:
@@ -158,6 +174,17 @@ func horizonTime(h int64) time.Time {
 //     stores), so the log is what refuses an old settle run again over new
 //     damage.
 //
+// With s.Lost it settles a record lost or set back instead of a damaged
+// one (see Settlement.Lost): the record absent (s.Version empty) or sound
+// at exactly s.Version, s.Epoch above s.Floor and above the record found;
+// a damaged record is refused (ErrInvalidArgument), another version with
+// ErrConflict.
+//
+// Every settle lands above the epochs the Fence saw of the record (else an
+// *EpochRegressedError, after the settle log's own check) and, under
+// KeepFloor, above the shard's floor (else a *StaleEpochError naming the
+// floor's key), and then raises the floor to its epoch.
+//
 // Retrying a settle whose reply was lost returns nil once the record is
 // exactly this settle. A retry that finds the settle entered in the log but
 // the record still damaged is refused (a *StaleEpochError): the damage may
@@ -169,8 +196,13 @@ func horizonTime(h int64) time.Time {
 // probe verdict, the retries, the Observer with Op "settle log" and
 // "settle").
 func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) error {
-	if s.Version == "" {
+	switch {
+	case s.Version == "" && !s.Lost:
 		return invalidArg("version", "empty: the version of the corrupt record is required")
+	case s.Lost && s.Floor == 0:
+		return invalidArg("floor", "required with Lost: the highest epoch ever granted for the shard")
+	case s.Lost && s.Epoch <= s.Floor:
+		return invalidArg("epoch", "%d is not above the floor %d", s.Epoch, s.Floor)
 	}
 	u, err := f.newUpdate(opSettle, plugin, shard, s.Writer, s.Epoch)
 	if err != nil {
@@ -184,12 +216,17 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 		return keyErr(err)
 	}
 	st := &settle{f: f, key: u.key, logKey: logKey, s: s}
+	if f.KeepFloor {
+		if st.floorKey, err = f.floorKey(plugin, shard); err != nil {
+			return err
+		}
+	}
 	defer f.forget(u.key)
 	// The guards, the shard's blobs and the record as it stands first: a
 	// settle they refuse enters nothing in the log, writes nothing, and
 	// the Observer sees it refused as a settle. Then two runs of the
 	// engine: the log entry, then the record, which checks the record
-	// again.
+	// again; then, under KeepFloor, the floor.
 	c := &change{op: opSettle, key: u.key, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decide}
 	start := time.Now()
 	if err := f.guarded(ctx, c); err != nil {
@@ -199,6 +236,15 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 		f.observe(ctx, c, start, false, 0, err)
 		return err
 	}
+	if f.KeepFloor {
+		var seen sight
+		c.before = f.sightBefore(u.key, st.floorKey, &st.floor, &seen)
+		if st.floor, err = retried(ctx, f, func() (floorState, error) { return f.readFloor(ctx, st.floorKey) }); err != nil {
+			err = &prefixed{prefix: fmt.Sprintf("writefence: settle %s: read the floor: ", esc(u.key)), err: err}
+			f.observe(ctx, c, start, false, 1, err)
+			return err
+		}
+	}
 	snap, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, u.key, false) })
 	if err != nil {
 		err = fmt.Errorf("writefence: settle %s: read: %w", esc(u.key), err)
@@ -207,14 +253,29 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 	}
 	if _, done, err := st.decide(snap); err != nil || done {
 		f.observe(ctx, c, start, false, 1, err)
+		if err == nil {
+			return st.landed(ctx)
+		}
 		return err
 	}
 	if _, err := f.run(ctx, &change{op: opSettleLog, key: logKey, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decideLog}); err != nil {
 		f.observe(ctx, c, start, false, 0, err) // the settle ends with its log's refusal
 		return err
 	}
-	_, err = f.run(ctx, c)
-	return err
+	if _, err = f.run(ctx, c); err != nil {
+		return err
+	}
+	return st.landed(ctx)
+}
+
+// landed notes a settle whose record landed: the Fence saw its epoch, and
+// under KeepFloor the shard's floor rises to it.
+func (st *settle) landed(ctx context.Context) error {
+	st.f.saw(st.key, st.s.Epoch, st.s.Writer)
+	if st.floorKey == "" {
+		return nil
+	}
+	return st.f.enterFloor(ctx, st.floorKey, st.s.Writer, st.s.Epoch)
 }
 
 // settle is one Settle: its log entry, then its record.
@@ -234,6 +295,14 @@ type settle struct {
 	// carries as its collection horizon.
 	hasBlobs bool
 	horizon  int64
+
+	// floorKey is the shard's floor under KeepFloor ("" otherwise), and
+	// floor what the last read of it found.
+	floorKey string
+	floor    floorState
+
+	// found is what the last read of the record found.
+	found recorded
 }
 
 // blobs learns what a settle needs of the shard's blobs before it reads
@@ -271,6 +340,72 @@ func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
 	return nil
 }
 
+// aboveFloor refuses a settle whose epoch is not above the shard's floor
+// (KeepFloor), with a *StaleEpochError naming the floor's key.
+func (st *settle) aboveFloor() error {
+	if st.floor.present && st.s.Epoch <= st.floor.epoch {
+		return &StaleEpochError{Op: opSettle, Key: st.floorKey, Epoch: st.s.Epoch, RecordedEpoch: st.floor.epoch, RecordedWriter: st.floor.writer}
+	}
+	return nil
+}
+
+// aboveSeen refuses a settle whose epoch is not above every epoch the
+// Fence saw of the record, with an *EpochRegressedError naming what the
+// last read of the record found: a settle never lands below it. A settle
+// of damage meets it after its log's check, which names an earlier
+// settle as stale.
+func (st *settle) aboveSeen() error {
+	if seen, by := st.f.seen(st.key); st.s.Epoch <= seen {
+		return &EpochRegressedError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, Seen: seen, SeenWriter: by,
+			Absent: !st.found.found, Found: st.found.h.Epoch, FoundWriter: st.found.h.Writer}
+	}
+	return nil
+}
+
+// decideLost applies Settle's rules to a record lost or set back
+// (Settlement.Lost): it must be absent or sound at exactly the version
+// the operator saw, and the settle must land above it, above the floor,
+// and above what the Fence saw.
+func (st *settle) decideLost(rec recorded) ([][]byte, bool, error) {
+	h := rec.h
+	switch {
+	case rec.corrupt != nil:
+		return nil, false, invalidArg("lost", "the record at %s is damaged (%s): settle it without Lost, at the version reported", esc(st.key), rec.corrupt.Check)
+	case !rec.found && st.s.Version != "":
+		return nil, false, fmt.Errorf("writefence: settle %s: no record, not version %s: %w", esc(st.key), esc(st.s.Version), ErrConflict)
+	case rec.found && rec.version != st.s.Version:
+		want := "none"
+		if st.s.Version != "" {
+			want = esc(st.s.Version)
+		}
+		return nil, false, fmt.Errorf("writefence: settle %s: the record is at version %s, not %s: %w", esc(st.key), esc(rec.version), want, ErrConflict)
+	case rec.found && h.Identity != st.f.identity():
+		return nil, false, st.f.checkIdentity(st.key, h)
+	case rec.found && st.s.Epoch <= h.Epoch:
+		return nil, false, &StaleEpochError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, RecordedEpoch: h.Epoch, RecordedWriter: h.Writer}
+	}
+	if err := st.aboveFloor(); err != nil {
+		return nil, false, err
+	}
+	if err := st.aboveSeen(); err != nil {
+		return nil, false, err
+	}
+	if !rec.found && st.hasBlobs && !st.s.DropBlobs {
+		return nil, false, invalidArg("blobs", "there is no record at %s and the shard has blobs, which the lost record may have referenced: set DropBlobs (writefence settle -drop-blobs) to settle without them", esc(st.key))
+	}
+	body := record.Body{Payload: st.s.Payload}
+	switch {
+	case st.s.DropBlobs && (h.Stream() || st.horizon != 0):
+		body.Stream, body.Since, body.Horizon = true, st.s.Epoch, max(h.Horizon, st.horizon)
+	case rec.found && h.Stream():
+		body.Stream, body.Since, body.Horizon, body.Refs = true, st.s.Epoch, h.Horizon, rec.body.Refs
+	}
+	if err := st.f.checkBody(body.Payload, body.Refs); err != nil {
+		return nil, false, err
+	}
+	return record.Encode(st.f.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
+}
+
 // decideLog enters the settle in the log: a record of the settle's epoch
 // and writer whose payload is the version it replaces.
 func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
@@ -288,6 +423,9 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 			return nil, false, &StaleEpochError{Op: opSettle, Key: st.logKey, Epoch: st.s.Epoch, RecordedEpoch: rec.h.Epoch, RecordedWriter: rec.h.Writer}
 		}
 	}
+	if err := st.aboveSeen(); err != nil {
+		return nil, false, err
+	}
 	h := record.EncodeHeader(st.f.identity(), st.s.Writer, st.s.Epoch, uint64(len(entry)), record.CRC32C(entry))
 	st.tried = true
 	return [][]byte{h, entry}, false, nil
@@ -299,15 +437,20 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 // cannot read unless told to.
 func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 	rec := decodeSnapshot(st.key, s)
+	st.f.sawRecord(st.key, rec)
+	st.found = rec
 	h := rec.h
+	if rec.corrupt == nil && rec.found && h.Identity == st.f.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) {
+		return nil, true, nil // this settle landed
+	}
+	if st.s.Lost {
+		return st.decideLost(rec)
+	}
 	switch {
 	case !rec.found:
 		return nil, false, fmt.Errorf("writefence: settle %s: %w", esc(st.key), ErrNotFound)
 	case rec.corrupt == nil:
-		if h.Identity == st.f.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) {
-			return nil, true, nil
-		}
-		return nil, false, invalidArg("version", "the record at %s decodes: nothing to settle", esc(st.key))
+		return nil, false, invalidArg("version", "the record at %s decodes: nothing to settle (a record lost or set back is settled with Lost)", esc(st.key))
 	case rec.version != st.s.Version:
 		return nil, false, fmt.Errorf("writefence: settle %s: the corrupt record is at version %s, not %s: %w",
 			esc(st.key), esc(rec.version), esc(st.s.Version), ErrConflict)
@@ -319,6 +462,11 @@ func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 		return nil, false, invalidArg("floor", "not even the header of the corrupt record at %s can be read (%s), so the store holds no epoch to stay above: state the highest epoch ever granted for the shard", esc(st.key), rec.corrupt.Check)
 	case st.s.Epoch <= st.s.Floor:
 		return nil, false, invalidArg("epoch", "%d is not above the floor %d", st.s.Epoch, st.s.Floor)
+	}
+	if err := st.aboveFloor(); err != nil {
+		return nil, false, err
+	}
+	switch {
 	case st.s.DropBlobs:
 	case h.Epoch != 0 && h.Stream() && !rec.salvagedKnown:
 		return nil, false, invalidArg("blobs", "the references of the corrupt record at %s do not decode (%s): settling would drop every blob it references; set DropBlobs (writefence settle -drop-blobs) to settle without them", esc(st.key), rec.corrupt.Check)

@@ -30,7 +30,12 @@ import "context"
 // the recorded one returns a *StaleEpochError (ErrStaleEpoch), unless the
 // record already is this seal (same epoch and writer, and of a stream's
 // record the tenure beginning at this epoch), when Seal returns nil:
-// retrying a seal whose reply was lost succeeds.
+// retrying a seal whose reply was lost succeeds. Over a record absent or
+// below what the Fence saw of it, or below the shard's floor, a seal is
+// refused as every write is (ErrEpochRegressed). Under KeepFloor a seal
+// enters its epoch in the shard's floor once its record landed (the
+// Observer sees Op "floor"), and is with Settle the only write that
+// creates a shard's first record.
 func (f *Fence) Seal(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
 	u, err := f.newUpdate(opSeal, plugin, shard, writer, epoch)
 	if err != nil {

@@ -23,14 +23,18 @@
 //
 // The attributes:
 //
-//	writefence.op           the write: push, update, commit, seal, settle, settle log, blob,
-//	                        collect, lease acquire, lease renew, lease release, lease settle,
-//	                        brand claim (WriteEvent.Op)
-//	writefence.outcome      landed, untrusted, unknown, wire, corrupt, stale, lease, conflict,
-//	                        failed (WriteEvent.Outcome)
+//	writefence.op           the write: push, update, commit, seal, settle, settle log, floor,
+//	                        blob, collect, lease acquire, lease renew, lease release,
+//	                        lease settle, brand claim (WriteEvent.Op)
+//	writefence.outcome      landed, untrusted, unknown, wire, corrupt, regressed, stale, lease,
+//	                        conflict, failed (WriteEvent.Outcome)
 //	writefence.probe.check  the probe check the store failed (writefence.ProbeError.Check)
 //	writefence.brand.absent true when the brand key was absent, false when it held another value
 //	writefence.key          the key written, only with Options.Keys
+//
+// A record lost or set back under a Fence that saw it (or under its
+// KeepFloor floor) ends its writes with the outcome "regressed": alert on
+// any, as only an operator can settle it.
 //
 // Shard names are not attributes by default: a deployment with many shards
 // would make a time series of every one. Options.Keys adds the key written

@@ -419,3 +419,27 @@ func TestNewNilMeter(t *testing.T) {
 	_, err := otelobserver.New(nil, nil)
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
 }
+
+// A record deleted under a Fence that saw it ends the next push with the
+// outcome "regressed"; under KeepFloor a seal's floor is a write of its
+// own, Op "floor".
+func TestRecordsRegressed(t *testing.T) {
+	ctx := t.Context()
+	h := newHarness(t, false)
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem, Observer: h.observer, KeepFloor: true}
+	require.NoError(t, f.Seal(ctx, "wal", "0", "node-a", 1))
+	require.NoError(t, mem.Delete(ctx, "writefence/s/wal/0"))
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "node-a", 2, []byte("segment")), writefence.ErrEpochRegressed)
+
+	requireMetrics(t, h, expected{
+		writes: []ended{
+			{op: "seal", outcome: "landed", attempts: 1},
+			{op: "floor", outcome: "landed", attempts: 1},
+			{op: "push", outcome: "regressed", attempts: 2},
+		},
+		// The push conditions its first write on the version the seal
+		// left, which the delete took: a conflict, then a read.
+		conflicts: map[string]int64{"push": 1},
+	})
+}

@@ -166,9 +166,11 @@ const (
 func TestSuiteHasTeeth(t *testing.T) {
 	races := []string{"Race/Branded", "Race/BrandFlip", "Race/Create", "Race/FencePush", "Race/Update"}
 	prefix := []string{"GetPrefix/MatchesGet", "Get/UnderOverwrite"}
-	// What a write that ignores its precondition breaks.
+	// What a write that ignores its precondition breaks: a Fence's write
+	// over a record deleted or set back lands on it, conditioned on a
+	// version it no longer has.
 	wrongWrites := []string{"Branded/Matching", "Create/Existing", "Errors/Conflict", "PutParts/MatchesPut",
-		"Update/Deleted", "Update/Malformed", "Update/Missing", "Update/Stale"}
+		"Update/Deleted", "Update/Malformed", "Update/Missing", "Update/Stale", "Floor/Deleted", "Floor/SetBack"}
 	optional := concat(skipDamage, skipLimit)
 	// The doubles that embed MemStore without declaring capabilities
 	// have its blobs but no Fence keeps blobs on them.
@@ -188,7 +190,9 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"branded-memstore", nil, []string{}, []string{ownBranded}},
 		{"ignoring", concat(wrongWrites, races), undeclared, nil},
 		{"reused-tokens", []string{"Tokens/AfterDelete"}, concat(skipLister, optional, skipBlobs), []string{noBlobs}},
-		{"stale-prefix", prefix, nil, []string{ownPrefix}},
+		// A head read that names a version from before the last write
+		// conflicts every push after the record was set back.
+		{"stale-prefix", concat(prefix, []string{"Floor/SetBack"}), nil, []string{ownPrefix}},
 		{"prefix-size", prefix, nil, []string{ownPrefix}},
 		{"prefix-whole", prefix, nil, []string{ownPrefix}},
 		{"torn-reads", []string{"Get/UnderOverwrite"}, concat(skipLister, optional, skipBlobs), nil},
@@ -199,8 +203,8 @@ func TestSuiteHasTeeth(t *testing.T) {
 		// Every subtest that looks at an error of the store's Get or
 		// PutIfVersion wants a *StoreError.
 		{"bare-errors", []string{"Branded/Absent", "Branded/Matching", "Branded/Other", "Canceled/Put", "Create/Existing",
-			"Errors/Conflict", "Errors/NotFound", "Get/Missing", "GetPrefix/Missing", "PutParts/MatchesPut", "Tokens/AfterDelete",
-			"Update/Deleted", "Update/Malformed", "Update/Missing", "Update/Stale"}, undeclared, nil},
+			"Errors/Conflict", "Errors/NotFound", "Floor/Deleted", "Floor/Kept", "Get/Missing", "GetPrefix/Missing", "PutParts/MatchesPut",
+			"Tokens/AfterDelete", "Update/Deleted", "Update/Malformed", "Update/Missing", "Update/Stale"}, undeclared, nil},
 		{"keyless-errors", []string{"Errors/Conflict", "Errors/NotFound"}, undeclared, nil},
 		{"lenient-tokens", []string{"Update/Malformed"}, undeclared, nil},
 		{"strict-tokens", []string{"Update/Malformed"}, undeclared, nil},

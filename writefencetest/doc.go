@@ -166,6 +166,17 @@
 //     reference is ErrNotFound through OpenBlob, though StatBlob finds it.
 //     The writer's name holds a space, so the blob's key holds an escape
 //     ("%20"), as a Fence's keys may; no other check uses such a key.
+//   - Floor/Deleted (with a Deleter), Floor/SetBack, Floor/Kept,
+//     Floor/Check: through writefence.Fences on the store, a record that
+//     something outside the package deletes, or sets back to an earlier
+//     version's bytes with a conditional write (a restore from backup), is
+//     refused as writefence.ErrEpochRegressed by a Fence that wrote or read
+//     it before, writing nothing, and under Fence.KeepFloor by a Fence
+//     that never saw it; Settle with Settlement.Lost writes it afresh,
+//     Fence.Forget lets one Fence carry on; Fence.Check holds a writer to
+//     its tenure before and after a takeover. The store's part is that a
+//     delete and a write of old bytes leave it saying so: a version
+//     token that never names two contents, a delete that is a delete.
 //   - Payload/Empty, Payload/AllBytes, Payload/1MiB: empty, binary (all 256
 //     byte values) and 1 MiB payloads round-trip, so the store's read limit
 //     must allow 1 MiB (or Options.ReadLimit bytes, when less, are written).

@@ -147,6 +147,7 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Middle", testDamageMiddle},
 		}},
 		{"Blobs", blobChecks},
+		{"Floor", floorChecks},
 		{"Lister", []check{
 			{"Prefix", testListPrefix},
 			{"Stop", testListStop},

@@ -11,6 +11,7 @@
 //	P + "_lease/" + escape(name)                              a lease record
 //	P + "_probe"                                              the probe's scratch keys start with it
 //	P + "_settled/" + escape(plugin) + "/" + escape(shard)   a shard's settle log
+//	P + "_floor/" + escape(plugin) + "/" + escape(shard)     a shard's floor (Fence.KeepFloor)
 //	P + "_clock/" + id                                        a blob that tells the blob store's time
 //	"writefence/_wait"                                        the Valkey store's replication sync key
 //	"writefence/_wait{" + SlotTag(s) + "}"                   the same, in cluster slot s (WaitIn)
@@ -47,6 +48,7 @@ const (
 	leaseSpace = "_lease/"
 	probeKey   = "_probe"
 	settleLog  = "_settled/"
+	floorSpace = "_floor/"
 	blobSpace  = "b/"
 	clockKey   = "_clock/"
 )
@@ -105,6 +107,16 @@ func ParseShard(prefix, key string) (plugin, shard string, ok bool) {
 func SettleLog(prefix, plugin, shard string) (string, error) {
 	return build(prefix, settleLog, [2]string{"plugin", plugin}, [2]string{"shard", shard})
 }
+
+// Floor returns the key of the floor of (plugin, shard) under prefix: what
+// Fence.Seal and Fence.Settle raise under Fence.KeepFloor, apart from the
+// record.
+func Floor(prefix, plugin, shard string) (string, error) {
+	return build(prefix, floorSpace, [2]string{"plugin", plugin}, [2]string{"shard", shard})
+}
+
+// Floors returns what every floor key under prefix starts with.
+func Floors(prefix string) string { return prefixOrDefault(prefix) + floorSpace }
 
 // Blobs returns what the keys of (plugin, shard)'s blobs under prefix start
 // with: a blob's key is that followed by its name.

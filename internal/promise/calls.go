@@ -8,9 +8,10 @@ import (
 )
 
 // refusals are the errors that refuse a write, which then wrote nothing
-// (promise 3); "not found" refuses a Commit or a Settle, "conflict" a
-// Settle.
-var refusals = []string{"stale", "wire", "corrupt", "invalid", "untrusted", "lease held", "permission"}
+// (promise 3); "not found" refuses a write of a record (a Commit's blob, a
+// Settle's record, a record only a seal creates under KeepFloor),
+// "conflict" a Settle.
+var refusals = []string{"stale", "regressed", "wire", "corrupt", "invalid", "untrusted", "lease held", "permission"}
 
 // refused reports whether call ended refused.
 func refused(call *Call) bool {
@@ -20,7 +21,7 @@ func refused(call *Call) bool {
 		return false
 	case hasAny(is, refusals...):
 		return true
-	case is.Has("not found") && (call.Op == Commit || call.Op == Settle):
+	case is.Has("not found") && recordOp(call.Op):
 		return true
 	}
 	return is.Has("conflict") && call.Op == Settle
@@ -29,12 +30,12 @@ func refused(call *Call) bool {
 // classified names every sentinel but "cause": an error that matches none
 // is a plain failure (promise 6).
 var classified = []string{"stale", "conflict", "unknown", "wire", "corrupt", "invalid", "not found", "too large",
-	"untrusted", "lease held", "lease lost", "lease expired", "takeover timeout", "term ended", "permission",
-	"unsupported", "canceled", "deadline"}
+	"untrusted", "lease held", "lease lost", "lease expired", "takeover timeout", "term ended", "regressed",
+	"permission", "unsupported", "canceled", "deadline"}
 
 // observedOps are the Ops a WriteEvent names (promise 27).
 var observedOps = map[string]bool{"push": true, "update": true, "commit": true, "seal": true, "settle": true,
-	"settle log": true, "blob": true, "collect": true, "lease acquire": true, "lease renew": true,
+	"settle log": true, "floor": true, "blob": true, "collect": true, "lease acquire": true, "lease renew": true,
 	"lease release": true, "lease settle": true, "brand claim": true}
 
 // recordOps are the calls that write a shard's record in one engine run
@@ -93,7 +94,7 @@ func (c *Checker) checkRefusedWrite(idx int, call *Call, fl *flight, ch *Change)
 func (c *Checker) checkUnknown(idx int, fl *flight) {
 	call := fl.call
 	if call.Is.Has("unknown") {
-		for _, s := range []string{"conflict", "stale", "wire", "corrupt", "invalid"} {
+		for _, s := range []string{"conflict", "stale", "regressed", "wire", "corrupt", "invalid"} {
 			if call.Is.Has(s) {
 				c.report(idx, 5, "%s returned an unknown outcome that also matches %s: %v", who(call), s, call.Err)
 			}

@@ -65,6 +65,8 @@ type Checker struct {
 	sources map[string]*termSource               // per TermSource (Call.TermSource)
 	claims  map[string]int                       // per brand key: creates by calls since the last outside delete
 	writers map[string]*deposers                 // per process and shard key: the calls that may depose
+	seenBy  map[string]mark                      // per process and record key: the highest epoch its Fence saw (promise 29)
+	floors  map[string]mark                      // per record key: the floor its shard keeps (promise 31)
 }
 
 // NewChecker returns a Checker with opts.
@@ -84,6 +86,8 @@ func NewChecker(opts Options) *Checker {
 		sources:  map[string]*termSource{},
 		claims:   map[string]int{},
 		writers:  map[string]*deposers{},
+		seenBy:   map[string]mark{},
+		floors:   map[string]mark{},
 	}
 	c.learnPrefix("")
 	for _, p := range opts.Prefixes {
@@ -236,10 +240,16 @@ func (c *Checker) put(idx int, call *Call, fl *flight, ch *Change, nv *value) {
 	case classRecord:
 		k, _ := c.shardOf(ch.Key, p)
 		c.putRecord(idx, call, fl, k, prev, nv)
+		if nv.sound() {
+			c.checkRegression(idx, call, fl, ch.Key, prev, nv)
+		}
 	case classLease:
+		c.checkLeaseRegression(idx, call, fl, prev)
 		c.putLease(idx, call, fl, ch, prev, nv)
 	case classBrand:
 		c.putBrand(idx, call, fl, ch, prev)
+	case classFloor:
+		c.putFloor(idx, p, ch)
 	}
 	c.store(idx, ch.Key, nv, false)
 }
@@ -268,6 +278,9 @@ func (c *Checker) outside(idx int, ch *Change) {
 		if nv == nil {
 			delete(c.claims, ch.Key)
 		}
+		if class, p := c.classify(ch.Key); class == classFloor {
+			c.outsideFloor(p, ch.Key)
+		}
 		c.store(idx, ch.Key, nv, true)
 	case "create blob":
 		c.st.create(idx, ch, true)
@@ -284,6 +297,10 @@ func (c *Checker) store(idx int, key string, v *value, outside bool) {
 	if class, p := c.classify(key); class == classRecord {
 		k, _ := c.shardOf(key, p)
 		c.indexRefs(k, c.st.values[key], v)
+		if h, ok := v.header(); ok {
+			rs := c.recordState(key)
+			rs.highest = max(rs.highest, h.Epoch)
+		}
 	}
 	c.st.set(idx, key, v, outside)
 	for _, fl := range c.watch[key] {
@@ -309,6 +326,7 @@ func (c *Checker) end(idx int, call *Call) {
 	c.checkClaim(idx, fl)
 	c.endLease(idx, fl)
 	c.checkCollected(idx, fl)
+	c.endSeen(idx, fl)
 	c.endWriter(idx, fl)
 
 	delete(c.flights, call.ID)

@@ -1077,3 +1077,243 @@ func TestWriteError(t *testing.T) {
 	assert.Contains(t, vs[0].Msg, `writer "w\n1"`)
 	assert.Contains(t, vs[0].Msg, "call 1 ")
 }
+
+var errRegressed = errors.New("writefence: epoch regressed")
+
+// pushed records a push by proc of payload at epoch that landed.
+func pushed(b *builder, proc, key string, epoch uint64, payload string, keepFloor bool) {
+	p := b.begin(Call{Op: Push, Proc: proc, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: epoch, Payload: []byte(payload), KeepFloor: keepFloor})
+	b.put(p, key, rec("w1", epoch, plain(payload)))
+	b.end(p, nil)
+}
+
+func TestPromise29_FenceSawIt(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	history := func(t *testing.T, proc string, forget bool) *builder {
+		b := newBuilder(t)
+		pushed(b, "p1", key, 5, "five", false)
+		b.del(nil, key)
+		if forget {
+			f := b.begin(Call{Op: Forget, Plugin: "pl", Shard: "s1"})
+			b.end(f, nil)
+		}
+		pushed(b, proc, key, 6, "six", false)
+		return b
+	}
+	t.Run("its write over the deleted record", func(t *testing.T) { history(t, "p1", false).requireBroken(29) })
+	t.Run("a Fence that never saw it", func(t *testing.T) { history(t, "p2", false).requireKept(29) })
+	t.Run("after Forget", func(t *testing.T) { history(t, "p1", true).requireKept(29) })
+	t.Run("a read counts", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w0", 3, plain("three")))
+		b.put(nil, key, rec("w0", 5, plain("five")))
+		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+		la.Read = &record.Header{Epoch: 5, Writer: "w0"}
+		la.ReadBody = plain("five")
+		b.end(la, nil)
+		b.put(nil, key, rec("w0", 3, plain("three"))) // set back
+		pushed(b, "p1", key, 4, "four", false)
+		b.requireBroken(29)
+	})
+	t.Run("a settle at what it saw", func(t *testing.T) {
+		for _, e := range []uint64{5, 6} {
+			b := newBuilder(t)
+			pushed(b, "p1", key, 5, "five", false)
+			b.del(nil, key)
+			st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: e, Payload: []byte("s"), Floor: e - 1, Lost: true})
+			b.put(st, key, rec("op", e, plain("s")))
+			b.end(st, nil)
+			if e == 5 {
+				b.requireBroken(29)
+			} else {
+				b.requireKept(29)
+			}
+		}
+	})
+	t.Run("a collection over the record set back", func(t *testing.T) {
+		b := newBuilder(t)
+		pushed(b, "p1", key, 5, "five", false)
+		b.put(nil, key, rec("w1", 2, plain("two")))
+		name := keys.BlobName(1, "w0", blobID(1))
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("x"))
+		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+		b.deleteBlob(co, blobKeyOf(t, "s1", name))
+		b.end(co, nil)
+		b.requireBroken(29)
+	})
+}
+
+func TestPromise30_LeaseSawIt(t *testing.T) {
+	leaseKey := leaseKeyOf(t, "L")
+	t.Run("an acquisition over the deleted record", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Minute)
+		b.del(nil, leaseKey)
+		ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+		b.put(ac, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		b.end(ac, nil)
+		b.requireBroken(30)
+	})
+	t.Run("a renewal over the record set back", func(t *testing.T) {
+		b := newBuilder(t)
+		ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+		b.put(ac, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
+		ac.Term = 3
+		b.end(ac, nil)
+		b.put(nil, leaseKey, record.EncodeLease("h1", 2, 0, inc1))
+		rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
+		b.put(rn, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
+		b.end(rn, nil)
+		b.requireBroken(30)
+	})
+	t.Run("another Lease value", func(t *testing.T) {
+		b := newBuilder(t)
+		acquired(t, b, time.Millisecond)
+		b.del(nil, leaseKey)
+		ac := b.begin(Call{Op: Acquire, Lease: "p2/lease#1", Proc: "p2", LeaseName: "L", Holder: "h2"})
+		b.put(ac, leaseKey, record.EncodeLease("h2", 1, b.now.Add(time.Minute).UnixNano(), inc2))
+		b.end(ac, nil)
+		b.requireKept(30)
+	})
+	key := shardKeyOf(t, "", "pl", "s1")
+	termSource := func(t *testing.T, deleted bool) *builder {
+		b := newBuilder(t)
+		pushed(b, "p1", key, 7<<32|5, "five", false)
+		if deleted {
+			b.del(nil, key)
+		}
+		ep := b.begin(Call{Op: Epoch, TermSource: "ts1", Plugin: "pl", Shard: "s1"})
+		ep.Got = 7<<32 | 6
+		if deleted {
+			ep.Got = 7<<32 | 1
+		}
+		b.end(ep, nil)
+		return b
+	}
+	t.Run("a term source over the deleted record", func(t *testing.T) { termSource(t, true).requireBroken(30) })
+	t.Run("a term source over its record", func(t *testing.T) { termSource(t, false).requireKept(30) })
+}
+
+func TestPromise31_KeepFloor(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	floorKey, err := keys.Floor("", "pl", "s1")
+	require.NoError(t, err)
+	sealed := func(b *builder) {
+		sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+		b.put(sl, key, rec("w1", 5, plain("")))
+		b.put(sl, floorKey, bytes.Join(record.Encode(defaultIdentity, "w1", 5, record.Body{}, record.CRC32C(nil)), nil))
+		sl.Events = append(sl.Events, Event{Op: "floor", Key: floorKey})
+		b.end(sl, nil)
+	}
+	t.Run("a write over the record set back below the floor", func(t *testing.T) {
+		for _, keep := range []bool{true, false} {
+			b := newBuilder(t)
+			b.put(nil, key, rec("w0", 2, plain("two")))
+			sealed(b)
+			b.put(nil, key, rec("w0", 2, plain("two"))) // set back
+			pushed(b, "p2", key, 3, "three", keep)
+			if keep {
+				b.requireBroken(31)
+			} else {
+				b.requireKept(31)
+			}
+		}
+	})
+	t.Run("a seal over the deleted record", func(t *testing.T) {
+		b := newBuilder(t)
+		sealed(b)
+		b.del(nil, key)
+		sl := b.begin(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true})
+		b.put(sl, key, rec("w2", 9, plain("")))
+		b.end(sl, nil)
+		b.requireBroken(31)
+	})
+	t.Run("a push creates the record", func(t *testing.T) {
+		b := newBuilder(t)
+		pushed(b, "p1", key, 1, "one", true)
+		b.requireBroken(31)
+	})
+	t.Run("a settle not above the floor", func(t *testing.T) {
+		b := newBuilder(t)
+		sealed(b)
+		b.del(nil, key)
+		st := b.begin(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Payload: []byte("s"), Floor: 4, Lost: true, KeepFloor: true})
+		b.put(st, key, rec("op", 5, plain("s")))
+		b.end(st, nil)
+		b.requireBroken(31)
+	})
+	t.Run("the floor deleted outside", func(t *testing.T) {
+		b := newBuilder(t)
+		sealed(b)
+		b.del(nil, key)
+		b.del(nil, floorKey)
+		sl := b.begin(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true})
+		b.put(sl, key, rec("w2", 9, plain("")))
+		b.end(sl, nil)
+		b.requireKept(31)
+	})
+}
+
+func TestPromise32_Check(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	check := func(b *builder, writer string, epoch uint64, err error, is ...string) {
+		c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: writer, Epoch: epoch})
+		b.endBare(c, err, is...)
+	}
+	stream := func(since uint64) record.Body {
+		return record.Body{Payload: []byte("m"), Since: since, Stream: true}
+	}
+	t.Run("nil while another writer held it", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w2", 7, plain("x")))
+		check(b, "w1", 5, nil)
+		b.requireBroken(32)
+	})
+	t.Run("nil within the tenure", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 7, stream(4)))
+		check(b, "w1", 5, nil)
+		b.requireKept(32)
+	})
+	t.Run("nil below the tenure", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 7, stream(6)))
+		check(b, "w1", 5, nil)
+		b.requireBroken(32)
+	})
+	t.Run("stale while it held the writer", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 5, plain("x")))
+		check(b, "w1", 5, errStale, "stale")
+		b.requireBroken(32)
+	})
+	t.Run("regressed while it held the writer", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 5, plain("x")))
+		check(b, "w1", 5, errRegressed, "regressed")
+		b.requireBroken(32)
+	})
+	t.Run("regressed once set back", func(t *testing.T) {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w1", 5, plain("x")))
+		b.put(nil, key, rec("w1", 6, plain("y")))
+		b.put(nil, key, rec("w1", 5, plain("x")))
+		check(b, "w1", 5, errRegressed, "regressed")
+		b.requireKept(32)
+	})
+}
+
+// TestRollbackRelanding: a call whose write the store lost to a rollback
+// and that writes again at its epoch, deciding afresh, made one write
+// (promise 2); another call at that epoch did not.
+func TestRollbackRelanding(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	b := newBuilder(t)
+	b.put(nil, key, rec("w1", 1, plain("one")))
+	sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2})
+	b.put(sl, key, rec("w2", 2, plain("one")))
+	b.put(nil, key, rec("w0", 1, plain("zero"))) // set back
+	b.put(sl, key, rec("w2", 2, plain("zero")))
+	b.end(sl, nil)
+	b.requireKept(2)
+}

@@ -32,7 +32,9 @@ const (
 	Renew   Op = "lease renew"
 	Release Op = "lease release"
 	Hold    Op = "lease hold"
-	Epoch   Op = "epoch" // EpochSource.Epoch of a Lease or a TermSource
+	Epoch   Op = "epoch"  // EpochSource.Epoch of a Lease or a TermSource
+	Check   Op = "check"  // Fence.Check of one shard
+	Forget  Op = "forget" // Fence.Forget: the Fence drops what it saw of a shard
 )
 
 // Call is one call a process made: its arguments, and, once it ended,
@@ -47,6 +49,7 @@ type Call struct {
 	Identity    string // the Fence's identity, "" for the default
 	BrandAlways bool   // the Fence's Brand is BrandVerifyAlways
 	MaxAttempts int    // the Fence's MaxAttempts, 0 for the default
+	KeepFloor   bool   // the Fence's KeepFloor
 
 	// The shard, for calls on one.
 	Plugin, Shard string
@@ -58,10 +61,12 @@ type Call struct {
 
 	// Settle. NoBlobStore: the call's Fence has no blob store, so it sees
 	// no blobs (promise 9 then holds for the references it can read).
+	// Lost: the settle of a record lost or set back (Settlement.Lost).
 	Version     string
 	Floor       uint64
 	DropBlobs   bool
 	NoBlobStore bool
+	Lost        bool
 
 	// Collect.
 	RecordGone bool
@@ -131,7 +136,8 @@ type Context struct {
 // "unknown" (ErrOutcomeUnknown), "wire", "corrupt", "invalid"
 // (ErrInvalidArgument), "not found", "too large", "untrusted",
 // "lease held", "lease lost", "lease expired", "takeover timeout",
-// "term ended", "permission" (fs.ErrPermission), "unsupported"
+// "term ended", "regressed" (ErrEpochRegressed), "permission"
+// (fs.ErrPermission), "unsupported"
 // (errors.ErrUnsupported), "canceled" (context.Canceled), "deadline"
 // (context.DeadlineExceeded), and "cause" when an ErrOutcomeUnknown error
 // carries a cause besides the sentinel.

@@ -33,6 +33,10 @@ type leaseValue struct {
 	uncertain    bool
 	acquiredAt   int // the index of the Begin of its last Acquire or Hold; -1 for none
 	acquisitions int // its Acquire and Hold calls in flight
+
+	// seenTerm is the highest term it held, known from a call that
+	// returned nil (promise 30).
+	seenTerm mark
 }
 
 // incarnation is what the records bearing one incarnation at one lease
@@ -88,6 +92,7 @@ func (c *Checker) lease(name string) *leaseValue {
 
 // termSource is what promise 17 remembers of one TermSource.
 type termSource struct {
+	keys     map[string]bool // the shard keys it handed out an epoch of (promise 30)
 	gots     map[uint64]bool
 	maxEnded uint64
 	term     uint64
@@ -98,7 +103,7 @@ type termSource struct {
 func (c *Checker) source(name string) *termSource {
 	ts := c.sources[name]
 	if ts == nil {
-		ts = &termSource{gots: map[uint64]bool{}, endedAt: -1}
+		ts = &termSource{keys: map[string]bool{}, gots: map[uint64]bool{}, endedAt: -1}
 		c.sources[name] = ts
 	}
 	return ts
@@ -261,6 +266,7 @@ func (c *Checker) endLease(idx int, fl *flight) {
 	if call.Op == Epoch && call.Err == nil {
 		c.checkLeaseEpoch(idx, fl, lv)
 	}
+	c.leaseSeen(idx, fl, lv)
 	if call.Op == Hold {
 		c.checkHold(idx, fl)
 	}
@@ -311,7 +317,7 @@ func (c *Checker) checkLeaseEpoch(idx int, fl *flight, lv *leaseValue) {
 // giveUpRefusals are the errors on which a Hold may release the lease it
 // took: a refusal no retry changes, the lease lost or expired, or its ctx
 // ended.
-var giveUpRefusals = []string{"stale", "corrupt", "wire", "invalid", "too large", "untrusted", "permission", "unsupported",
+var giveUpRefusals = []string{"stale", "regressed", "corrupt", "wire", "invalid", "too large", "untrusted", "permission", "unsupported",
 	"lease lost", "lease expired", "canceled", "deadline"}
 
 // checkHold judges promise 15 on the end of a Hold.

@@ -18,6 +18,13 @@ type recordState struct {
 	acked *ack
 	// settles are the epochs settles landed (promise 8).
 	settles []settleMark
+	// highest is the highest epoch the record ever held, a header that
+	// decodes of any content, outside changes included (promise 32).
+	highest uint64
+	// firstCall is, per epoch in byEpoch, the call that landed it; a call
+	// whose write the store lost to an outside change (a rollback) may
+	// land it again (promise 2).
+	firstCall map[uint64]int
 }
 
 type ack struct {
@@ -83,15 +90,20 @@ func (c *Checker) putRecord(idx int, call *Call, fl *flight, k shardKey, prev, n
 		c.report(idx, 1, "%s landed epoch %d by %s over epoch %d by %s", who(call), n.h.Epoch, quote(n.h.Writer), h.Epoch, quote(h.Writer))
 	}
 
-	// 2: one content per epoch.
-	if first := rs.byEpoch[n.h.Epoch]; first != nil && !sameContent(first.rec, n) {
+	// 2: one content per epoch. A call whose write an outside change took
+	// from the store (a rollback) and that wrote again at its epoch, as
+	// its retries decide afresh, made one write.
+	if first := rs.byEpoch[n.h.Epoch]; first != nil && rs.firstCall[n.h.Epoch] == call.ID && c.st.changedOutsideSince(k.key, first.at) {
+		rs.byEpoch[n.h.Epoch] = nv
+	} else if first != nil && !sameContent(first.rec, n) {
 		c.report(idx, 2, "%s landed a second write at epoch %d: writer %s payload %s, after writer %s payload %s",
 			who(call), n.h.Epoch, quote(n.h.Writer), quote(string(n.body.Payload)), quote(first.rec.h.Writer), quote(string(first.rec.body.Payload)))
 	} else if first == nil {
 		if rs.byEpoch == nil {
-			rs.byEpoch = map[uint64]*value{}
+			rs.byEpoch, rs.firstCall = map[uint64]*value{}, map[uint64]int{}
 		}
 		rs.byEpoch[n.h.Epoch] = nv
+		rs.firstCall[n.h.Epoch] = call.ID
 	}
 
 	// 4: an acknowledged write stays until a higher epoch replaces it.

@@ -184,6 +184,7 @@ type prefixKeys struct {
 	brand   string // the brand key
 	lease   string // what every lease key starts with
 	settled string // what every settle log's key starts with
+	floor   string // what every floor key starts with
 }
 
 // learnPrefix adds a prefix whose keys the Checker classifies. An invalid
@@ -203,6 +204,7 @@ func (c *Checker) learnPrefix(p string) {
 	if k, err := keys.SettleLog(p, "x", "y"); err == nil {
 		pk.settled = strings.TrimSuffix(k, "x/y")
 	}
+	pk.floor = keys.Floors(p)
 	c.prefixes[p] = pk
 }
 
@@ -213,6 +215,7 @@ const (
 	classLease     = "lease"
 	classBrand     = "brand"
 	classSettleLog = "settle log"
+	classFloor     = "floor"
 )
 
 // classify names the class of key and the prefix it is under. Valid
@@ -230,6 +233,8 @@ func (c *Checker) classify(key string) (class, prefix string) {
 			return classLease, p
 		case pk.settled != "" && strings.HasPrefix(key, pk.settled):
 			return classSettleLog, p
+		case strings.HasPrefix(key, pk.floor):
+			return classFloor, p
 		}
 		if _, _, ok := keys.ParseShard(p, key); ok {
 			return classRecord, p

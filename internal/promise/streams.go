@@ -27,10 +27,17 @@ func (c *Checker) deleteBlob(idx int, call *Call, fl *flight, ch *Change) {
 		return // deleting what is not there changes nothing
 	}
 	for rk := range c.st.refs[ch.Key] {
+		// A collection judges by the record it read: one that something
+		// outside the package set back during the collection (a restore)
+		// may reference what it judged garbage.
+		if call.Op == Collect && fl != nil && c.st.changedOutsideSince(rk, fl.begin) {
+			continue
+		}
 		c.report(idx, 24, "%s deleted blob %s, which the record at %s references", who(call), quote(ch.Key), quote(rk))
 	}
 	if call.Op == Collect {
 		c.checkCollectDelete(idx, call, fl, ch.Key)
+		c.checkCollectRegression(idx, call, fl, ch.Key)
 		b.collectedBy = call.ID
 	}
 	b.deletedOutside = false

@@ -107,7 +107,7 @@ func (w *World) start(p *proc) {
 	}})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
-	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe}
+	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor}
 	if p.kind == "writer" {
 		p.leaseLabel = p.name + "/lease"
 		p.lease = &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: p.holder, TTL: w.cfg.TTL}
@@ -266,7 +266,12 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	if err != nil {
 		return
 	}
-	p.commit(ctx, commitEpoch, []writefence.BlobRef{ref})
+	if p.commit(ctx, commitEpoch, []writefence.BlobRef{ref}) == nil && p.rng.IntN(2) == 0 {
+		// Before it acknowledges the segment to whoever sent it, the
+		// writer checks it still holds the shard at the commit's epoch.
+		_ = p.call(ctx, &promise.Call{Op: promise.Check, Writer: p.holder, Epoch: commitEpoch},
+			func(ctx context.Context) error { return p.fence.Check(ctx, plugin, shard, p.holder, commitEpoch) })
+	}
 }
 
 // commit commits a manifest that adds refs at epoch, keeping at most
@@ -393,28 +398,26 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 	return info, err
 }
 
-// operator settles the record whenever it finds it damaged, as the
-// runbook says: above the damaged header's epoch, or above the highest
-// epoch ever granted when no header decodes.
+// operator settles the record whenever it finds it damaged, and whenever
+// a process reported it lost or set back (ErrEpochRegressed), as the
+// runbook says: above the highest epoch ever granted (settleEpoch).
 func (p *proc) operator() {
 	for sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
+		p.w.mu.Lock()
+		regressed := p.w.regressed
+		p.w.mu.Unlock()
 		info, err := p.latest()
+		if regressed && (err == nil || Classify(err).Has("not found")) {
+			p.settleLost(info)
+			continue
+		}
 		if err == nil || !strings.Contains(fmt.Sprint(Classify(err)), "corrupt") || info.Version == "" {
 			continue
 		}
-		// The highest epoch ever granted, as an operator who knows the
-		// lease's highest term asserts it: every epoch of that term and
-		// every settle tried.
-		p.w.mu.Lock()
-		granted := max(p.w.maxEpoch, (p.w.maxTerm+1)<<32-1)
-		p.w.mu.Unlock()
 		s := writefence.Settlement{Version: info.Version, Writer: "operator", Payload: []byte("settled by the operator"),
-			DropBlobs: p.rng.IntN(4) == 0}
-		if info.Epoch != 0 {
-			s.Epoch = max(info.Epoch, p.w.maxEpoch) + 1
-		} else {
-			s.Floor = granted
-			s.Epoch = s.Floor + 1
+			DropBlobs: p.rng.IntN(4) == 0, Epoch: p.w.settleEpoch()}
+		if info.Epoch == 0 {
+			s.Floor = s.Epoch - 1
 		}
 		settle := func() error {
 			return p.call(p.ctx, &promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
@@ -435,5 +438,46 @@ func (p *proc) operator() {
 			p.w.note("settle")
 		}
 		p.w.mu.Unlock()
+	}
+}
+
+// settleEpoch is the epoch the operator settles at: above the highest
+// epoch ever granted, as an operator who knows the lease's highest term
+// asserts it (every epoch of that term and every settle tried), and one
+// no lease ever hands out, the first of the next term (a term's epochs
+// start at term<<32 | 1). A settle at an epoch a live lease also hands
+// out would be two writes of one epoch, which the store keeps from both
+// landing only while it keeps the record.
+func (w *World) settleEpoch() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	granted := max(w.maxEpoch, (w.maxTerm+1)<<32-1)
+	return (granted>>32 + 1) << 32
+}
+
+// settleLost settles a record a process reported lost or set back, at
+// the version latest found (none when absent), above the highest epoch
+// ever granted, as the runbook says.
+func (p *proc) settleLost(info writefence.RecordInfo) {
+	epoch := p.w.settleEpoch()
+	s := writefence.Settlement{Version: info.Version, Writer: "operator", Payload: []byte("settled by the operator: lost"),
+		Lost: true, Floor: epoch - 1, Epoch: epoch, DropBlobs: p.rng.IntN(4) == 0}
+	settle := func() error {
+		return p.call(p.ctx, &promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
+			Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs, Lost: true}, func(ctx context.Context) error {
+			return p.fence.Settle(ctx, plugin, shard, s)
+		})
+	}
+	err := settle()
+	if errors.Is(err, writefence.ErrInvalidArgument) && strings.Contains(err.Error(), "DropBlobs") {
+		s.DropBlobs = true
+		err = settle()
+	}
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	p.w.maxEpoch = max(p.w.maxEpoch, s.Epoch)
+	if err == nil {
+		p.w.regressed = false
+		p.w.note("settle of a record lost or set back")
 	}
 }

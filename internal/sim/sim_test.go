@@ -69,6 +69,14 @@ func seeds(t *testing.T) []uint64 {
 	return out
 }
 
+// configFor is the deployment seed simulates: every third one keeps the
+// shard's floor apart from its record (Fence.KeepFloor).
+func configFor(seed uint64) Config {
+	cfg := DefaultConfig
+	cfg.KeepFloor = seed%3 == 0
+	return cfg
+}
+
 // TestSimulation simulates whole deployments, one per seed, and checks
 // every history against every promise. A failure names the seed and the
 // step of the first broken promise, and logs the history around it.
@@ -76,7 +84,7 @@ func TestSimulation(t *testing.T) {
 	total := map[string]int{}
 	entries := 0
 	for _, seed := range seeds(t) {
-		w, h, found := simulate(t, seed, DefaultConfig)
+		w, h, found := simulate(t, seed, configFor(seed))
 		entries += len(h.Entries)
 		for k, v := range w.Tally() {
 			total[k] += v
@@ -99,9 +107,9 @@ func TestSimulation(t *testing.T) {
 // TestSimulationDeterministic: one seed gives one history, entry for
 // entry, whatever else the machine is doing.
 func TestSimulationDeterministic(t *testing.T) {
-	for _, seed := range []uint64{7, 1234} {
-		wa, a, _ := simulate(t, seed, DefaultConfig)
-		wb, b, _ := simulate(t, seed, DefaultConfig)
+	for _, seed := range []uint64{7, 1234, 9} {
+		wa, a, _ := simulate(t, seed, configFor(seed))
+		wb, b, _ := simulate(t, seed, configFor(seed))
 		for i := range min(len(a.Entries), len(b.Entries)) {
 			if !sameEntry(a.Entries[i], b.Entries[i]) {
 				t.Fatalf("seed %d: entry %d differs:\n%s\nthen:\n%s", seed, i, Describe(a, wa, i-12, i+2), Describe(b, wb, i-12, i+2))
@@ -150,7 +158,7 @@ func TestSimulationOnDirectoryStore(t *testing.T) {
 		n = 5
 	}
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		cfg := DefaultConfig
+		cfg := configFor(seed)
 		cfg.Dir = t.TempDir()
 		w, h, found := simulate(t, seed, cfg)
 		if len(found) > 0 {

@@ -169,6 +169,11 @@ func (s *simStore) PutIfVersion(ctx context.Context, key string, data []byte, ex
 			return err
 		}
 		s.change(call, promise.Change{Kind: "put", Key: key, Data: data, Version: version})
+		if key == s.w.key {
+			s.w.mu.Lock()
+			s.w.past = append(s.w.past, data)
+			s.w.mu.Unlock()
+		}
 		if rec, check := record.DecodeLease(data); check == "" {
 			s.w.mu.Lock()
 			s.w.maxTerm = max(s.w.maxTerm, rec.Term)

@@ -1,10 +1,13 @@
 // Package sim simulates whole deployments of writefence on virtual time:
-// writers that hold a Lease and ship a stream under it, restarted under
-// the same holder, paused past their TTL and killed; readers that follow
-// the manifest; collectors in two processes; an operator who settles what
-// is damaged; and the faults between them (lost replies, throttled reads,
-// a write the store holds up while its writer is paused, damage in place,
-// a record deleted). Every store call of every process waits for the
+// writers that hold a Lease and ship a stream under it, checking they
+// still hold the shard before they act, restarted under the same holder,
+// paused past their TTL and killed; readers that follow the manifest;
+// collectors in two processes; an operator who settles what is damaged,
+// lost or set back; and the faults between them (lost replies, throttled
+// reads, a write the store holds up while its writer is paused, damage in
+// place, a record deleted, a record set back to an earlier version as a
+// restore from backup would). Some deployments keep the shard's floor
+// apart from its record (Config.KeepFloor). Every store call of every process waits for the
 // scheduler, which grants one at a time in an order drawn from a seed, so
 // a seed gives one history, always the same, and the history is checked
 // against the package's numbered promises (internal/promise). It runs
@@ -39,6 +42,7 @@ type Config struct {
 	Grace      time.Duration // Collect's
 	Steps      int           // scheduler steps
 	Dir        string        // when set, the records and blobs live in a directory store there; else in memory
+	KeepFloor  bool          // every Fence keeps the shard's floor apart from its record (Fence.KeepFloor)
 }
 
 // DefaultConfig is the deployment CI simulates.
@@ -75,6 +79,9 @@ type World struct {
 	maxEpoch uint64         // the highest epoch a settle tried
 	maxTerm  uint64         // the highest term a lease record took: its epochs are below (maxTerm+1)<<32
 	tally    map[string]int // what happened, for the log
+
+	past      [][]byte // every content the record took, in order: what a rollback restores
+	regressed bool     // a call was refused because the record was lost or set back: the operator settles it
 
 	blobTimes map[string]time.Time // each blob's creation time by the world's clock
 }
@@ -153,6 +160,8 @@ func (w *World) act() {
 		w.damage()
 	case roll < 32:
 		w.deleteRecord()
+	case roll < 34:
+		w.rollback()
 	case len(ready) > 0 && roll < 870:
 		w.grant(ready[w.rng.IntN(len(ready))], now)
 	default:
@@ -357,7 +366,41 @@ func (w *World) damage() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.record(promise.Change{Kind: "put", Key: w.key, Data: data, Version: v, At: time.Now()})
+	w.past = append(w.past, data)
 	w.note("damage")
+}
+
+// rollback sets the record back to one of its earlier contents, from
+// outside the package, as a restore from backup or a failover to a stale
+// replica would: mostly a recent one.
+func (w *World) rollback() {
+	w.mu.Lock()
+	past := w.past
+	w.mu.Unlock()
+	if len(past) < 2 {
+		return
+	}
+	back := 1 + w.rng.IntN(min(len(past)-1, 8))
+	if w.rng.IntN(4) == 0 {
+		back = 1 + w.rng.IntN(len(past)-1)
+	}
+	data := past[len(past)-1-back]
+	_, version, err := w.base.Get(context.Background(), w.key)
+	switch {
+	case errors.Is(err, writefence.ErrNotFound):
+		version = ""
+	case err != nil:
+		return
+	}
+	v, err := w.base.PutIfVersion(context.Background(), w.key, data, version)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.record(promise.Change{Kind: "put", Key: w.key, Data: data, Version: v, At: time.Now()})
+	w.past = append(w.past, data)
+	w.note("record set back")
 }
 
 // deleteRecord deletes the record from outside the package.
@@ -444,6 +487,7 @@ func (w *World) begin(ctx context.Context, p *proc, c *promise.Call) context.Con
 	c.ID, c.Proc, c.Start = w.nextCall, p.name, time.Now()
 	c.Key = w.key
 	c.Plugin, c.Shard = plugin, shard
+	c.KeepFloor = w.cfg.KeepFloor
 	c.Before = p.contexts()
 	w.calls[c.ID] = c
 	w.hist.Begin(c)
@@ -457,6 +501,9 @@ func (w *World) end(p *proc, c *promise.Call, err error) {
 	defer w.mu.Unlock()
 	c.End, c.Err, c.Is = time.Now(), err, Classify(err)
 	c.After = p.contexts()
+	if c.Is.Has("regressed") {
+		w.regressed = true // the alert the operator acts on
+	}
 	w.hist.Finish(c)
 	w.steps = append(w.steps, w.step)
 }
@@ -488,7 +535,7 @@ func Classify(err error) promise.Matches {
 		{"wire", writefence.ErrWire}, {"corrupt", writefence.ErrCorrupt}, {"invalid", writefence.ErrInvalidArgument},
 		{"not found", writefence.ErrNotFound}, {"too large", writefence.ErrTooLarge}, {"untrusted", writefence.ErrUntrustedStore},
 		{"lease held", writefence.ErrLeaseHeld}, {"lease lost", writefence.ErrLeaseLost}, {"lease expired", writefence.ErrLeaseExpired},
-		{"takeover timeout", writefence.ErrTakeoverTimeout}, {"term ended", writefence.ErrTermEnded},
+		{"takeover timeout", writefence.ErrTakeoverTimeout}, {"term ended", writefence.ErrTermEnded}, {"regressed", writefence.ErrEpochRegressed},
 		{"permission", fs.ErrPermission}, {"unsupported", errors.ErrUnsupported},
 		{"canceled", context.Canceled}, {"deadline", context.DeadlineExceeded},
 	} {

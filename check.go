@@ -1,0 +1,201 @@
+package writefence
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/writefence/writefence/internal/record"
+)
+
+// Check reports whether writer still holds (plugin, shard) at epoch, from
+// one consistent read of the record (its header, where the store reads
+// prefixes): it returns nil only if the record holds writer at exactly
+// epoch, or, of a stream's record, writer's tenure that began at or below
+// epoch and reached it (RecordInfo.Since <= epoch <= RecordInfo.Epoch). A
+// writer checks with the epoch of its last write of the record, or, of a
+// stream, with any epoch of its tenure since its seal. It writes nothing.
+//
+// A writer that acts outside the store on behalf of its shard (it
+// acknowledges a client, advertises its progress, deletes what its last
+// manifest dropped, serves a read as the shard's owner) checks first, then
+// acts: Check, then acknowledge. The answer holds for the moment of the
+// read: a takeover that lands after it is not seen, so the window between
+// the check and the act is the caller's, as short as it can make it (a
+// deposed writer's act is then at most that late). A lease bounds it too:
+// act only while the lease's Hold context is live.
+//
+// Otherwise it returns the refusal, as a write would meet it:
+//
+//   - a *StaleEpochError (ErrStaleEpoch) naming the recorded epoch and
+//     writer when another writer, or a later tenure, holds the record;
+//   - an *EpochRegressedError (ErrEpochRegressed) when the record is
+//     absent or below epoch (the write at epoch is not in the store: lost,
+//     set back, or it never landed), or below what this Fence saw of it
+//     or the shard's floor (KeepFloor, whose key is read first);
+//   - a *CorruptError (ErrCorrupt) or a *WireError (ErrWire) for a record
+//     that does not decode or is of another identity, ErrInvalidArgument
+//     for an invalid name, writer or epoch, and a failure to read (after
+//     the retries a read gets) as it is.
+//
+// Damage to the payload alone is not seen by the header's read: Latest
+// and the next write find it. Check runs the Fence's brand check as
+// Latest does, and tells nobody: no Observer event, no Deposed context.
+func (f *Fence) Check(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
+	u, err := f.newUpdate(opCheck, plugin, shard, writer, epoch)
+	if err != nil {
+		return err
+	}
+	if err := f.checkBrand(ctx, false); err != nil {
+		return err
+	}
+	seen, err := f.sightNow(ctx, opCheck, plugin, shard, u.key)
+	if err != nil {
+		return err
+	}
+	s, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, u.key, true) })
+	if err != nil {
+		return fmt.Errorf("writefence: check %s: read: %w", esc(u.key), err)
+	}
+	return f.held(u.key, writer, epoch, decodeSnapshot(u.key, s), seen)
+}
+
+// sightNow is the sight of the record at key, for a read about to be
+// sent by a call of op: what the Fence saw of it, and under KeepFloor the
+// floor, read now with a read's retries.
+func (f *Fence) sightNow(ctx context.Context, op, plugin, shard, key string) (sight, error) {
+	var fl floorState
+	if f.KeepFloor {
+		fk, err := f.floorKey(plugin, shard)
+		if err != nil {
+			return sight{}, err
+		}
+		if fl, err = retried(ctx, f, func() (floorState, error) { return f.readFloor(ctx, fk) }); err != nil {
+			return sight{}, &prefixed{prefix: fmt.Sprintf("writefence: %s %s: read the floor: ", op, esc(key)), err: err}
+		}
+	}
+	return f.sightOf(key, fl), nil
+}
+
+// held is Check's decision on the record st, read after seen was known.
+func (f *Fence) held(key, writer string, epoch uint64, st recorded, seen sight) error {
+	if st.corrupt != nil {
+		return st.corrupt
+	}
+	f.sawRecord(key, st)
+	if st.found {
+		if err := f.checkIdentity(key, st.h); err != nil {
+			return err
+		}
+	}
+	if err := regression(opCheck, key, epoch, st, seen); err != nil {
+		return err
+	}
+	switch {
+	case !st.found || st.h.Epoch < epoch:
+		return &EpochRegressedError{Op: opCheck, Key: key, Epoch: epoch, Seen: epoch, SeenWriter: writer,
+			Absent: !st.found, Found: st.h.Epoch, FoundWriter: st.h.Writer}
+	case st.h.Writer == writer && record.TenureFloor(st.h) <= epoch:
+		return nil
+	}
+	return &StaleEpochError{Op: opCheck, Key: key, Epoch: epoch, RecordedEpoch: st.h.Epoch, RecordedWriter: st.h.Writer}
+}
+
+// Tenure names a shard and the writer and epoch expected to hold it: one
+// check of CheckAll.
+type Tenure struct {
+	Plugin, Shard string
+	Writer        string
+	Epoch         uint64
+}
+
+// checkAllAtOnce bounds the reads CheckAll has in flight.
+const checkAllAtOnce = 16
+
+// CheckAll checks each of tenures as Check does, in one pass, and returns
+// one error per tenure, in their order: nil where the writer holds the
+// shard. It reads each record once (its header), up to 16 at once; the
+// answers are of the moments of their reads, each consistent, not of one
+// moment for all.
+//
+// It reads rather than lists: a store's listing (Lister) names keys, and
+// the listings that carry more (S3 and Azure ETags, GCS generations) carry
+// a version, never the epoch and writer a record holds, so a listing
+// cannot tell who holds a shard; a version alone proves nothing to a Fence
+// that did not read the bytes it names.
+func (f *Fence) CheckAll(ctx context.Context, tenures []Tenure) []error {
+	errs := make([]error, len(tenures))
+	sem := make(chan struct{}, checkAllAtOnce)
+	var wg sync.WaitGroup
+	for i, t := range tenures {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			for j := i; j < len(tenures); j++ {
+				errs[j] = ctx.Err()
+			}
+			wg.Wait()
+			return errs
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = f.Check(ctx, t.Plugin, t.Shard, t.Writer, t.Epoch)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// collectRegressed refuses a collection whose record Inspect found absent
+// (gone) or at info's epoch below what was known of it before the read
+// (seen): the blobs a lost record referenced are all that is left of it.
+func collectRegressed(key string, info RecordInfo, gone bool, seen sight) error {
+	return regression(opCollect, key, 0, recorded{found: !gone, h: record.Header{Epoch: info.Epoch, Writer: info.Writer}}, seen)
+}
+
+// collectHeld checks, right before a batch of Collect's deletes, that the
+// record still holds the tenure the collection judged the blobs by: info,
+// the record as Inspect read it, with its collection horizon at least
+// horizon. A record at a higher epoch is fine, as the rules only widen
+// (see Collect); a record gone, set back to a lower epoch, floor or
+// horizon, or damaged since, stops the deletes. With gone (a shard
+// retired, GCOptions.RecordGone) the record must still be absent.
+func (f *Fence) collectHeld(ctx context.Context, plugin, shard, key string, info RecordInfo, horizon int64, gone bool) error {
+	seen, err := f.sightNow(ctx, opCollect, plugin, shard, key)
+	if err != nil {
+		return err
+	}
+	s, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, key, true) })
+	if err != nil {
+		return fmt.Errorf("writefence: collect %s: read again before deleting: %w", esc(key), err)
+	}
+	st := decodeSnapshot(key, s)
+	switch {
+	case gone && st.found:
+		return invalidArg("record", "GCOptions.RecordGone is set, but %s holds a record again: nothing more deleted", esc(key))
+	case gone:
+		return nil
+	case st.corrupt != nil:
+		return st.corrupt
+	}
+	f.sawRecord(key, st)
+	if st.found {
+		if err := f.checkIdentity(key, st.h); err != nil {
+			return err
+		}
+	}
+	if err := regression(opCollect, key, 0, st, seen); err != nil {
+		return err
+	}
+	regressed := &EpochRegressedError{Op: opCollect, Key: key, Seen: info.Epoch, SeenWriter: info.Writer,
+		Absent: !st.found, Found: st.h.Epoch, FoundWriter: st.h.Writer}
+	switch {
+	case !st.found || st.h.Epoch < info.Epoch:
+		return regressed
+	case record.TenureFloor(st.h) < info.floor() || st.h.Horizon < horizon:
+		return &prefixed{prefix: fmt.Sprintf("writefence: collect %s: the record went back to an earlier version of epoch %d, whose tenure floor or collection horizon is lower than the collection judged by: ", esc(key), st.h.Epoch), err: regressed}
+	}
+	return nil
+}

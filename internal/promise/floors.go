@@ -1,0 +1,285 @@
+package promise
+
+import (
+	"strings"
+
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
+)
+
+// What promises 29 to 32 remember: the floor survives the record.
+
+// mark is an epoch (or a term) known from the history, and the index of
+// the entry that made it known: a call that began after that entry is held
+// to it.
+type mark struct {
+	epoch uint64
+	at    int
+}
+
+// seenKey names what one process (one Fence) saw of one record key.
+func seenKey(proc, key string) string { return proc + "\x00" + key }
+
+// learnSeen raises what proc saw of key to epoch, known from the entry at
+// idx.
+func (c *Checker) learnSeen(idx int, proc, key string, epoch uint64) {
+	if epoch == 0 || key == "" {
+		return
+	}
+	k := seenKey(proc, key)
+	if m, ok := c.seenBy[k]; !ok || epoch > m.epoch {
+		c.seenBy[k] = mark{epoch: epoch, at: idx}
+	}
+}
+
+// seenBefore is the highest epoch call's process saw of key, known before
+// call began (fl.begin); false when none.
+func (c *Checker) seenBefore(fl *flight, key string) (mark, bool) {
+	m, ok := c.seenBy[seenKey(fl.call.Proc, key)]
+	return m, ok && m.at < fl.begin
+}
+
+// endSeen learns, at the End of a call that returned nil, what its
+// Fence saw of the record (a lower bound: what the call returned or
+// wrote), and forgets it on a Forget; and judges promise 32 on a Check
+// and 30 on a TermSource's epoch.
+func (c *Checker) endSeen(idx int, fl *flight) {
+	call := fl.call
+	switch {
+	case call.Op == Forget:
+		if call.Err == nil {
+			delete(c.seenBy, seenKey(call.Proc, call.Key))
+		}
+		return
+	case call.Op == Check:
+		c.checkCheck(idx, fl)
+	case call.Op == Epoch && call.TermSource != "":
+		c.checkTermSourceRead(idx, fl)
+	}
+	if call.Err != nil {
+		return
+	}
+	switch call.Op {
+	case Push, Update, Commit, Seal, Settle, Check:
+		c.learnSeen(idx, call.Proc, call.Key, call.Epoch)
+	case Latest:
+		if call.Read != nil {
+			c.learnSeen(idx, call.Proc, call.Key, call.Read.Epoch)
+		}
+	case Hold:
+		for _, w := range fl.writes {
+			if w.v.sound() && w.v.rec.h.Writer == call.Holder {
+				c.learnSeen(idx, call.Proc, w.ch.Key, w.v.rec.h.Epoch)
+			}
+		}
+	}
+}
+
+// checkRegression judges promises 29 and 31 on a put of a record made for
+// call over prev.
+func (c *Checker) checkRegression(idx int, call *Call, fl *flight, key string, prev, nv *value) {
+	if fl == nil {
+		return
+	}
+	n := nv.record()
+	h, found := prev.header()
+	found = found || prev.sound()
+	below := func(epoch uint64) bool { return prev == nil || found && h.Epoch < epoch }
+	if m, ok := c.seenBefore(fl, key); ok {
+		switch {
+		case call.Op == Settle && n.h.Epoch <= m.epoch:
+			c.report(idx, 29, "%s settled at epoch %d, not above epoch %d its Fence saw", who(call), n.h.Epoch, m.epoch)
+		case call.Op != Settle && below(m.epoch):
+			c.report(idx, 29, "%s landed epoch %d over %s, below epoch %d its Fence saw", who(call), n.h.Epoch, describe(prev), m.epoch)
+		}
+	}
+	if !call.KeepFloor {
+		return
+	}
+	if m, ok := c.floors[key]; ok && m.at < fl.begin {
+		switch {
+		case call.Op == Settle && n.h.Epoch <= m.epoch:
+			c.report(idx, 31, "%s settled at epoch %d under KeepFloor, not above the floor %d", who(call), n.h.Epoch, m.epoch)
+		case call.Op != Settle && below(m.epoch):
+			c.report(idx, 31, "%s landed epoch %d under KeepFloor over %s, below the floor %d", who(call), n.h.Epoch, describe(prev), m.epoch)
+		}
+	}
+	if prev == nil && (call.Op == Push || call.Op == Update || call.Op == Commit) {
+		c.report(idx, 31, "%s created the record under KeepFloor, which only a seal or a settle does", who(call))
+	}
+}
+
+// describe names a record's content in a message.
+func describe(v *value) string {
+	switch h, ok := v.header(); {
+	case v == nil:
+		return "no record"
+	case ok:
+		return "epoch " + uitoa(h.Epoch)
+	}
+	return "a record whose header does not decode"
+}
+
+func uitoa(n uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		if n /= 10; n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// putFloor learns a floor a call entered (promise 31): the record key it
+// is the floor of, and its epoch.
+func (c *Checker) putFloor(idx int, p string, ch *Change) {
+	h, check := record.DecodeHeader(ch.Data)
+	if check != "" {
+		return
+	}
+	key := keys.Shards(p) + strings.TrimPrefix(ch.Key, keys.Floors(p))
+	if m, ok := c.floors[key]; !ok || h.Epoch > m.epoch {
+		c.floors[key] = mark{epoch: h.Epoch, at: idx}
+	}
+}
+
+// outsideFloor forgets a floor something outside the package changed.
+func (c *Checker) outsideFloor(p string, floorKey string) {
+	delete(c.floors, keys.Shards(p)+strings.TrimPrefix(floorKey, keys.Floors(p)))
+}
+
+// checkCollectRegression judges promise 29 on a Collect's delete of a
+// blob of its shard: none while the record was absent or below what the
+// Collect's Fence saw of it, throughout the collection so far.
+func (c *Checker) checkCollectRegression(idx int, call *Call, fl *flight, blobKey string) {
+	if fl == nil || call.RecordGone {
+		return
+	}
+	k, ok := c.callShard(call)
+	if !ok {
+		return
+	}
+	space, ok := c.spaceOf(call)
+	if !ok || !strings.HasPrefix(blobKey, space) {
+		return
+	}
+	m, ok := c.seenBefore(fl, k.key)
+	if !ok {
+		return
+	}
+	for _, v := range fl.seen {
+		if h, found := v.header(); v != nil && (!found || h.Epoch >= m.epoch) {
+			return // a content the collection may have judged by
+		}
+	}
+	c.report(idx, 29, "%s deleted blob %s while the record was absent or below epoch %d its Fence saw, throughout", who(call), quote(blobKey), m.epoch)
+}
+
+// leaseSeen learns, at the End of a call of a Lease value that returned
+// nil, the highest term it wrote or was handed out of (promise 30).
+func (c *Checker) leaseSeen(idx int, fl *flight, lv *leaseValue) {
+	call := fl.call
+	if call.Err != nil {
+		return
+	}
+	term := call.Term
+	for _, t := range fl.leaseTerms {
+		term = max(term, t)
+	}
+	if call.Op == Epoch {
+		term = max(term, call.Got>>32)
+	}
+	if term > lv.seenTerm.epoch {
+		lv.seenTerm = mark{epoch: term, at: idx}
+	}
+}
+
+// checkLeaseRegression judges promise 30 on a put of a lease record made
+// for a call of a Lease value over prev: none over a record absent or
+// below the highest term the value held, known before the call began.
+func (c *Checker) checkLeaseRegression(idx int, call *Call, fl *flight, prev *value) {
+	if fl == nil || call.Lease == "" {
+		return
+	}
+	lv := c.lease(call.Lease)
+	m := lv.seenTerm
+	if m.epoch == 0 || m.at >= fl.begin {
+		return
+	}
+	if prev == nil {
+		c.report(idx, 30, "%s wrote its lease record over no record, after it held term %d", who(call), m.epoch)
+		return
+	}
+	if p, check := record.DecodeLease(prev.data); check == "" && p.Term < m.epoch {
+		c.report(idx, 30, "%s wrote its lease record over term %d, after it held term %d", who(call), p.Term, m.epoch)
+	}
+}
+
+// checkTermSourceRead judges promise 30 on the first Epoch of a TermSource
+// for a shard: it hands out no epoch when the record was absent or below
+// what its Fence saw, throughout the call.
+func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
+	call := fl.call
+	if call.Key == "" {
+		return
+	}
+	ts := c.source(call.TermSource)
+	first := !ts.keys[call.Key]
+	if call.Err == nil {
+		ts.keys[call.Key] = true
+	}
+	m, ok := c.seenBefore(fl, call.Key)
+	if call.Err != nil || !first || !ok {
+		return
+	}
+	for _, v := range fl.seen {
+		if h, found := v.header(); v != nil && (!found || h.Epoch >= m.epoch) {
+			return
+		}
+	}
+	c.report(idx, 30, "%s handed out epoch %d from a record absent or below epoch %d its Fence saw", who(call), call.Got, m.epoch)
+}
+
+// checkCheck judges promise 32 on the end of a Check: nil only if the
+// record held the writer at the epoch (or in the stream's tenure that
+// reached it) at some moment of the call, a stale refusal only if it held
+// another writer or a later tenure, a regressed one only if it was absent
+// or below the epoch, or below what the Fence can have seen. The other
+// half of 32, Collect's read before each batch of deletes, shows in a
+// history only through what Collect deletes, which promises 24, 25 and 29
+// judge.
+func (c *Checker) checkCheck(idx int, fl *flight) {
+	call := fl.call
+	held, later, lower := false, false, false
+	// What the Fence can have seen, or the floor hold, is no more than the
+	// highest epoch the record ever held.
+	highest := c.recordState(call.Key).highest
+	for _, v := range fl.seen {
+		h, ok := v.header()
+		switch {
+		case v == nil:
+			lower = true
+			continue
+		case !ok || !v.sound() || h.Identity != identityOf(call):
+			continue
+		}
+		lower = lower || h.Epoch < call.Epoch || h.Epoch < highest
+		switch {
+		case h.Epoch < call.Epoch:
+		case h.Writer == call.Writer && record.TenureFloor(h) <= call.Epoch:
+			held = true
+		default:
+			later = true
+		}
+	}
+	switch {
+	case call.Err == nil && !held:
+		c.report(idx, 32, "%s returned nil, but the record never held writer %s at epoch %d during the call", who(call), quote(call.Writer), call.Epoch)
+	case call.Is.Has("stale") && !later:
+		c.report(idx, 32, "%s was refused as stale (%v), but no other writer or later tenure held the record during the call", who(call), call.Err)
+	case call.Is.Has("regressed") && !lower:
+		c.report(idx, 32, "%s was refused as regressed (%v), but the record was neither absent nor below during the call", who(call), call.Err)
+	}
+}
