@@ -152,7 +152,7 @@ func TestExitStatusDocumented(t *testing.T) {
 		assert.Contains(t, help, "\n  "+itoa(o.code)+" ", "help lists %d", o.code)
 		assert.Contains(t, string(src), "\n//\t"+itoa(o.code)+" ", "package comment lists %d", o.code)
 	}
-	for code := exitOK; code <= exitViolation; code++ {
+	for code := exitOK; code <= exitRegressed; code++ {
 		assert.True(t, codes[code], "status %d has an outcome", code)
 	}
 	assert.True(t, codes[exitInterrupted])

@@ -26,6 +26,7 @@ const (
 	exitUntrusted = 9
 	exitViolation = 10
 	exitAtRisk    = 11
+	exitRegressed = 12
 	// exitInterrupted follows the shell's 128+SIGINT, for SIGTERM too: the
 	// command stopped because it was asked to, not because the store failed.
 	exitInterrupted = 130
@@ -46,6 +47,7 @@ var outcomes = []outcome{
 	{exitOK, "ok", func(err error) bool { return err == nil }, "success"},
 	{exitUntrusted, "untrusted", is(writefence.ErrUntrustedStore), "untrusted store: the probe saw the store ignore a precondition"},
 	{exitUnknown, "outcome_unknown", is(writefence.ErrOutcomeUnknown), "outcome unknown: a write was sent but its result could not be learned; repeat the push"},
+	{exitRegressed, "regressed", is(writefence.ErrEpochRegressed), "regressed: a record seen before is gone or holds a lower epoch (deleted or restored outside the fence); see settle -lost"},
 	{exitWire, "wire", is(writefence.ErrWire), "wire: the brand or the record holds another wire identity"},
 	{exitCorrupt, "corrupt", is(writefence.ErrCorrupt), "corrupt: the record failed a decoding check (see settle), or a blob's bytes do not match its reference"},
 	{exitStale, "stale", is(writefence.ErrStaleEpoch), "stale epoch: the recorded epoch is equal or higher"},

@@ -125,6 +125,7 @@
 //	9   untrusted store: the probe saw the store ignore a precondition
 //	10  violation: race or demo saw two writers land one epoch, or a record that disagrees with the winner
 //	11  at risk: doctor found a store setting that can lose a record or an acknowledged write
+//	12  regressed: a record seen before is gone or holds a lower epoch (deleted or restored outside the fence); see settle -lost
 //	130 interrupted: SIGINT or SIGTERM stopped the command (a write in flight may have landed)
 //
 // exec exits with its program's status, or 75 when it stopped the program

@@ -57,10 +57,19 @@ payload -empty, as for push. On a Valkey server with replicas, give the
 address wait=N as for push ('valkey://host:port/0?wait=1'), so that the
 settle counts only once the replicas hold it.
 
+A record that was lost or set back (a lifecycle rule, a TTL, eviction, a
+restore from backup: a writer that had seen it reports exit 12) is settled
+with -lost: -confirm-version is the version latest shows now, or omitted
+when latest finds no record; -floor is required, at least the epoch the
+refusal says was seen; -epoch is above it. The record is written on exactly
+that version (created when absent), keeping the references of the record
+found; a shard with blobs but no record needs -drop-blobs.
+
 examples:
   writefence latest wal shard-0             # exit 6: prints the check, the version and the settle line
   writefence settle -confirm-version 3f9a... -writer operator -epoch 100 -file good.bin wal shard-0
-  writefence settle -confirm-version damaged-5e8c... -writer operator -floor 41 -epoch 100 -file good.bin wal shard-0`,
+  writefence settle -confirm-version damaged-5e8c... -writer operator -floor 41 -epoch 100 -file good.bin wal shard-0
+  writefence settle -lost -writer operator -floor 41 -epoch 100 -file good.bin wal shard-0   # the record was deleted`,
 	define: defineSettle,
 }
 
@@ -79,15 +88,19 @@ type settleResult struct {
 func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 	rf := addRecordFlags(fs, inv)
 	brand := addBrandFlag(fs)
-	confirm := fs.String("confirm-version", "", "the version `token` of the corrupt record to replace, as latest printed it (required)")
+	confirm := fs.String("confirm-version", "", "the version `token` of the corrupt record to replace, as latest printed it (required, except with -lost over no record)")
+	lost := fs.Bool("lost", false, "settle a record that was lost or set back (exit 12) rather than a damaged one: -confirm-version is the version latest shows now, omitted when there is no record; -floor is required")
 	var floor epochValue
 	fs.Var(&floor, "floor", "the highest `epoch` ever granted for the shard; -epoch must be above it (required when the corrupt record's header cannot be read)")
 	rf.addBlobsFlag(fs)
 	dropBlobs := fs.Bool("drop-blobs", false, "settle without the blobs the corrupt record references, which then become garbage (gc deletes them); needed only when they cannot be read")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := rf.output()
-		if *confirm == "" {
+		switch {
+		case *confirm == "" && !*lost:
 			return o.fail(usagef("writefence: -confirm-version is required: the version of the corrupt record, as latest prints it"))
+		case *lost && floor == 0:
+			return o.fail(usagef("writefence: -lost needs -floor: the highest epoch ever granted for the shard (at least the epoch the refusal says was seen)"))
 		}
 		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {
@@ -103,7 +116,7 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 				return o.fail(err)
 			}
 			err = fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
-				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor), DropBlobs: *dropBlobs})
+				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor), DropBlobs: *dropBlobs, Lost: *lost})
 			// Empty only for names Settle refused before reading anything.
 			key, _ := keys.Shard(rf.prefix, plugin, shard)
 			if err != nil {
@@ -118,8 +131,15 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 				o.emit(r)
 				return exitOK
 			}
-			fmt.Fprintf(inv.stdout, "settled: %s: corrupt version %s replaced by epoch %s by %s, %d bytes",
-				escape.String(r.Key), escape.String(r.Replaced), strconv.FormatUint(r.Epoch, 10), escape.String(r.Writer), r.PayloadSize)
+			what := "corrupt version " + escape.String(r.Replaced)
+			switch {
+			case *lost && r.Replaced == "":
+				what = "lost record"
+			case *lost:
+				what = "set-back version " + escape.String(r.Replaced)
+			}
+			fmt.Fprintf(inv.stdout, "settled: %s: %s replaced by epoch %s by %s, %d bytes",
+				escape.String(r.Key), what, strconv.FormatUint(r.Epoch, 10), escape.String(r.Writer), r.PayloadSize)
 			if r.Version != "" {
 				fmt.Fprintf(inv.stdout, ", version %s", escape.String(r.Version))
 			}

@@ -274,3 +274,79 @@ func TestSettleRefusals(t *testing.T) {
 	assert.Equal(t, exitError, r.code, "a foreign record is not corrupt: %s", r)
 	assert.Contains(t, r.stderr, "not corrupt")
 }
+
+// TestSettleLost: a record deleted or set back outside the fence is settled
+// with -lost, on the version found now (none when it is gone), at an epoch
+// above -floor, which -lost requires; a record that decodes is refused
+// without -lost, and a damaged one with it.
+func TestSettleLost(t *testing.T) {
+	addr := fileStore(t)
+	dir := strings.TrimPrefix(addr, "file://")
+	push := func(epoch string) {
+		t.Helper()
+		require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", epoch, "-file", writeFile(t, "p"+epoch), "wal", "s").code)
+	}
+	ds, err := writefence.NewDirConditionalStore(dir)
+	require.NoError(t, err)
+	ctx := context.Background()
+	const key = "writefence/s/wal/s"
+	good := writeFile(t, "restored")
+
+	push("5")
+	old, _, err := ds.Get(ctx, key)
+	require.NoError(t, err)
+	push("7")
+
+	// Set back: the record holds epoch 5 again, as a restore would leave it.
+	_, v, err := ds.Get(ctx, key)
+	require.NoError(t, err)
+	back, err := ds.PutIfVersion(ctx, key, old, v)
+	require.NoError(t, err)
+
+	r := wf(t, "settle", "-store", addr, "-lost", "-confirm-version", back, "-writer", "operator", "-epoch", "8", "-file", good, "wal", "s")
+	assert.Equal(t, exitUsage, r.code, "-lost needs -floor: %s", r)
+	assert.Contains(t, r.stderr, "-lost needs -floor")
+	r = wf(t, "settle", "-store", addr, "-confirm-version", back, "-writer", "operator", "-floor", "7", "-epoch", "8", "-file", good, "wal", "s")
+	assert.Equal(t, exitError, r.code, "without -lost a record that decodes is not settled: %s", r)
+	r = wf(t, "settle", "-store", addr, "-lost", "-confirm-version", back, "-writer", "operator", "-floor", "7", "-epoch", "7", "-file", good, "wal", "s")
+	assert.Equal(t, exitUsage, r.code, "-epoch must be above -floor: %s", r)
+
+	r = wf(t, "settle", "-store", addr, "-lost", "-confirm-version", back, "-writer", "operator", "-floor", "7", "-epoch", "8", "-file", good, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "settled: writefence/s/wal/s: set-back version "+back+" replaced by epoch 8 by operator")
+	latest := wf(t, "latest", "-store", addr, "wal", "s")
+	require.Equal(t, exitOK, latest.code, "%s", latest)
+	assert.Contains(t, latest.stdout, "epoch     8\n")
+
+	// Gone: the record's file removed, as a lifecycle rule or an rm would.
+	require.NoError(t, ds.Delete(ctx, key))
+	r = wf(t, "settle", "-store", addr, "-lost", "-writer", "operator", "-floor", "8", "-epoch", "9", "-file", good, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "settled: writefence/s/wal/s: lost record replaced by epoch 9 by operator")
+	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "8", "-file", writeFile(t, "zombie"), "wal", "s")
+	assert.Equal(t, exitStale, r.code, "a zombie at the old epoch is refused after the settle: %s", r)
+
+	// Damaged: -lost refuses, the damage is settled without it.
+	_, v, err = ds.Get(ctx, key)
+	require.NoError(t, err)
+	data, _, err := ds.Get(ctx, key)
+	require.NoError(t, err)
+	damaged, err := ds.PutIfVersion(ctx, key, data[:len(data)-2], v)
+	require.NoError(t, err)
+	r = wf(t, "settle", "-store", addr, "-lost", "-confirm-version", damaged, "-writer", "operator", "-floor", "9", "-epoch", "10", "-file", good, "wal", "s")
+	assert.Equal(t, exitUsage, r.code, "a damaged record is settled without -lost: %s", r)
+}
+
+// TestRegressedStatus: an error matching ErrEpochRegressed (a record seen
+// before found gone or lower) exits 12 with the outcome "regressed", ahead
+// of the lease loss it may also be.
+func TestRegressedStatus(t *testing.T) {
+	for _, err := range []error{
+		&writefence.EpochRegressedError{Op: "push", Key: "k", Epoch: 3},
+		&writefence.LeaseLostError{Name: "wal", Term: 3},
+	} {
+		code, name := classify(err)
+		assert.Equal(t, exitRegressed, code, "%v", err)
+		assert.Equal(t, "regressed", name)
+	}
+}
