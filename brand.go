@@ -210,9 +210,9 @@ func (f *Fence) checkBrand(ctx context.Context, forWrite bool) error {
 		if forWrite {
 			return nil // checked by the write itself (Fence.write)
 		}
-		return f.VerifyBrand(ctx)
+		return f.verifyBrandRetried(ctx)
 	case BrandVerify:
-		return f.brandOnce.do(ctx, f.VerifyBrand, isWire)
+		return f.brandOnce.do(ctx, f.verifyBrandRetried, isWire)
 	case BrandClaim:
 		if forWrite {
 			return f.brandOnce.do(ctx, func(ctx context.Context) error {
@@ -223,6 +223,14 @@ func (f *Fence) checkBrand(ctx context.Context, forWrite bool) error {
 		return f.brandOnce.refusal()
 	}
 	return invalidArg("brand", "unknown BrandMode %d", int(f.Brand))
+}
+
+// verifyBrandRetried is VerifyBrand with a read's retries: a transient
+// failure to read the brand is tried again after a back-off, as every
+// read a call makes before it writes.
+func (f *Fence) verifyBrandRetried(ctx context.Context) error {
+	_, err := retried(ctx, f, func() (struct{}, error) { return struct{}{}, f.VerifyBrand(ctx) })
+	return err
 }
 
 // brandEveryWrite reports whether every write checks the brand itself: in

@@ -674,3 +674,52 @@ func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key
 	}
 	return s.PutIfVersion(ctx, key, data, expect)
 }
+
+// TestBrandReadRetried: the brand's read before a Fence's first write
+// (BrandVerify) and before a read (Check, Latest, Inspect under
+// BrandVerifyAlways) is a read's: one transient failure is retried after
+// a back-off, not the end of the call (promise 6).
+func TestBrandReadRetried(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		mode writefence.BrandMode
+		call func(f *writefence.Fence) error
+	}{
+		{"verify, first push", writefence.BrandVerify, func(f *writefence.Fence) error {
+			return f.Push(ctx, "wal", "1", "w", 1, []byte("one"))
+		}},
+		{"always, check", writefence.BrandVerifyAlways, func(f *writefence.Fence) error {
+			return f.Check(ctx, "wal", "0", "w", 1)
+		}},
+		{"always, latest", writefence.BrandVerifyAlways, func(f *writefence.Fence) error {
+			_, _, _, err := f.Latest(ctx, "wal", "0")
+			return err
+		}},
+		{"always, inspect", writefence.BrandVerifyAlways, func(f *writefence.Fence) error {
+			_, err := f.Inspect(ctx, "wal", "0")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newHookStore()
+			putBrand(t, s, defaults.Identity)
+			require.NoError(t, (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "w", 1, []byte("zero")))
+			var failures, reads atomic.Int64
+			failures.Store(1)
+			s.beforeGet = func(key string) error {
+				if key != brandKey {
+					return nil
+				}
+				reads.Add(1)
+				if failures.Add(-1) >= 0 {
+					return errors.New("connection reset")
+				}
+				return nil
+			}
+			f := &writefence.Fence{Store: s, Brand: tc.mode, RetryDelay: time.Microsecond}
+			require.NoError(t, tc.call(f), "one failed brand read is retried")
+			assert.GreaterOrEqual(t, reads.Load(), int64(2), "the failed read, then its retry")
+		})
+	}
+}

@@ -317,7 +317,7 @@ func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
 		// The clock is a blob the store creates: under BrandVerifyAlways
 		// the brand is read first, as before any write.
 		if st.f.brandEveryWrite() {
-			if err := st.f.brandRead(ctx); err != nil {
+			if _, err := retried(ctx, st.f, func() (struct{}, error) { return struct{}{}, st.f.brandRead(ctx) }); err != nil {
 				return unwrapRead(err)
 			}
 		}

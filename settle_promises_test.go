@@ -197,3 +197,45 @@ func TestPromise27_ObserverSeesASettleThatFailsOnItsBlobs(t *testing.T) {
 	assert.Equal(t, "settle", events[0].Op)
 	assert.Error(t, events[0].Err)
 }
+
+// brandReadFails is a store whose reads of the brand key fail the first
+// fails times with a throttling error.
+type brandReadFails struct {
+	*writefence.MemStore
+	fails atomic.Int32
+	reads atomic.Int32
+}
+
+func (s *brandReadFails) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *brandReadFails) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if key == brandKey {
+		s.reads.Add(1)
+		if s.fails.Add(-1) >= 0 {
+			return nil, "", &writefence.StoreError{Op: "test get", Key: key, Err: errors.New("503 slow down")}
+		}
+	}
+	return s.MemStore.Get(ctx, key)
+}
+
+// TestPromise6_SettleRetriesAThrottledBrandRead: under BrandVerifyAlways a
+// settle that drops its blobs reads the brand before the blob store's
+// clock; a transient failure of that read is retried (promise 6), not the
+// end of the settle.
+func TestPromise6_SettleRetriesAThrottledBrandRead(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	s := &brandReadFails{MemStore: mem}
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerifyAlways, RetryDelay: time.Microsecond}
+	_, err := f.ClaimBrand(ctx)
+	require.NoError(t, err)
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("payload")))
+	version := damageRecord(t, mem)
+
+	s.fails.Store(1)
+	reads := s.reads.Load()
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 2, Payload: []byte("settled"), DropBlobs: true})
+	require.NoError(t, err, "one 503 is retried")
+	assert.GreaterOrEqual(t, s.reads.Load()-reads, int32(2), "the throttled read, then its retry")
+	requireLatest(t, &writefence.Fence{Store: mem}, 2, "op", "settled")
+}

@@ -108,6 +108,9 @@ func (w *World) start(p *proc) {
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
 	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor}
+	if w.cfg.Branded {
+		p.fence.Brand = writefence.BrandVerifyAlways
+	}
 	if p.kind == "writer" {
 		p.leaseLabel = p.name + "/lease"
 		p.lease = &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: p.holder, TTL: w.cfg.TTL}

@@ -70,10 +70,12 @@ func seeds(t *testing.T) []uint64 {
 }
 
 // configFor is the deployment seed simulates: every third one keeps the
-// shard's floor apart from its record (Fence.KeepFloor).
+// shard's floor apart from its record (Fence.KeepFloor), and every fourth
+// (from the second) reads the brand before each write.
 func configFor(seed uint64) Config {
 	cfg := DefaultConfig
 	cfg.KeepFloor = seed%3 == 0
+	cfg.Branded = seed%4 == 1
 	return cfg
 }
 

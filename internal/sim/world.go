@@ -43,6 +43,7 @@ type Config struct {
 	Steps      int           // scheduler steps
 	Dir        string        // when set, the records and blobs live in a directory store there; else in memory
 	KeepFloor  bool          // every Fence keeps the shard's floor apart from its record (Fence.KeepFloor)
+	Branded    bool          // the store is branded before the start, and every Fence reads the brand before each write (BrandVerifyAlways)
 }
 
 // DefaultConfig is the deployment CI simulates.
@@ -99,6 +100,13 @@ func New(seed uint64, cfg Config) (*World, error) {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if w.key, err = keys.Shard("", plugin, shard); err != nil {
 		return nil, err
+	}
+	if cfg.Branded {
+		// On the base store, before the history begins: the brand is
+		// the deployment's, not a call of it.
+		if _, err := (&writefence.Fence{Store: base}).ClaimBrand(context.Background()); err != nil {
+			return nil, err
+		}
 	}
 	for i := range cfg.Writers {
 		w.startWriter(fmt.Sprintf("w%d", i+1))
