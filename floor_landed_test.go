@@ -53,3 +53,30 @@ func TestRegressedOwnRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleRegressedOwnRecord (promise 29): a settle run again over a
+// record set back to exactly that settle, under a Fence that saw the
+// record higher since, is refused as regressed, as every settle below
+// what the Fence saw is, rather than reported landed.
+func TestSettleRegressedOwnRecord(t *testing.T) {
+	for name, s := range lossStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			f := &writefence.Fence{Store: s}
+			key := mustKey(t, "wal", "0")
+			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1))
+			require.NoError(t, s.Delete(ctx, key))
+			settle := writefence.Settlement{Lost: true, Writer: "op", Floor: 1, Epoch: 2, Payload: []byte("s")}
+			require.NoError(t, f.Settle(ctx, "wal", "0", settle))
+			settled := bytesAt(t, s, key)
+			require.NoError(t, f.Seal(ctx, "wal", "0", "b", 3))
+
+			v := setBack(t, s, key, settled)
+			requireRegressed(t, f.Settle(ctx, "wal", "0", settle),
+				writefence.EpochRegressedError{Op: "settle", Key: key, Epoch: 2, Seen: 3, SeenWriter: "b", Found: 2, FoundWriter: "op"})
+			_, got, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			assert.Equal(t, v, got, "nothing written")
+		})
+	}
+}
