@@ -71,7 +71,9 @@
 // A write whose reply was lost may or may not have landed. When Push finds
 // the record is exactly its own push (same epoch, writer and payload
 // bytes) it reports success, so retrying never turns a writer's own landed
-// push into ErrStaleEpoch. When the outcome cannot be learned at all, Push
+// push into ErrStaleEpoch (a record set back to it, below what the Fence
+// saw since, is refused as regressed all the same: see "The floor
+// survives the record"). When the outcome cannot be learned at all, Push
 // returns an error matching ErrOutcomeUnknown; calling Push again with the
 // same arguments resolves it.
 //

@@ -151,7 +151,10 @@ type Fence struct {
 //
 // A record that is exactly this push (same epoch, writer and payload) means
 // an earlier attempt landed, and Push returns nil: retrying a push whose
-// reply was lost never turns it into ErrStaleEpoch. A write error other than
+// reply was lost never turns it into ErrStaleEpoch. (Unless the record is
+// below what the Fence saw of it or the shard's floor: a record set back
+// to this push is refused as any other record set back, with an
+// *EpochRegressedError.) A write error other than
 // a conflict or a refusal leaves the outcome unknown; Push resolves it by
 // reading, and returns an *OutcomeUnknownError (ErrOutcomeUnknown) only
 // when it cannot. Cancelling ctx stops the retries; the error then matches
@@ -424,6 +427,11 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 				return nil, false, record.Body{}, errReadWhole
 			}
 			if u.landed(st.body) {
+				// This write, landed; but a record gone back below what was
+				// seen of it is refused, even when it went back to this.
+				if err := regression(u.op, u.key, u.epoch, st, u.sight); err != nil {
+					return nil, false, record.Body{}, err
+				}
 				return nil, true, st.body, nil
 			}
 		}

@@ -186,7 +186,8 @@ func horizonTime(h int64) time.Time {
 // floor's key), and then raises the floor to its epoch.
 //
 // Retrying a settle whose reply was lost returns nil once the record is
-// exactly this settle. A retry that finds the settle entered in the log but
+// exactly this settle (an *EpochRegressedError when it went back to this
+// settle below what the Fence saw of it since). A retry that finds the settle entered in the log but
 // the record still damaged is refused (a *StaleEpochError): the damage may
 // be new, so settle again at a higher epoch. A settle log that fails to
 // decode is refused with ErrCorrupt naming it; an operator who removes it
@@ -236,15 +237,15 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 		f.observe(ctx, c, start, false, 0, err)
 		return err
 	}
+	c.before = f.sightBefore(u.key, st.floorKey, &st.floor, &st.sight)
 	if f.KeepFloor {
-		var seen sight
-		c.before = f.sightBefore(u.key, st.floorKey, &st.floor, &seen)
 		if st.floor, err = retried(ctx, f, func() (floorState, error) { return f.readFloor(ctx, st.floorKey) }); err != nil {
 			err = &prefixed{prefix: fmt.Sprintf("writefence: settle %s: read the floor: ", esc(u.key)), err: err}
 			f.observe(ctx, c, start, false, 1, err)
 			return err
 		}
 	}
+	st.sight = f.sightOf(u.key, st.floor)
 	snap, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, u.key, false) })
 	if err != nil {
 		err = fmt.Errorf("writefence: settle %s: read: %w", esc(u.key), err)
@@ -301,8 +302,10 @@ type settle struct {
 	floorKey string
 	floor    floorState
 
-	// found is what the last read of the record found.
+	// found is what the last read of the record found, and sight what
+	// was known of it before that read was sent.
 	found recorded
+	sight sight
 }
 
 // blobs learns what a settle needs of the shard's blobs before it reads
@@ -441,7 +444,12 @@ func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 	st.found = rec
 	h := rec.h
 	if rec.corrupt == nil && rec.found && h.Identity == st.f.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) {
-		return nil, true, nil // this settle landed
+		// This settle landed, unless the record went back to it below
+		// what was seen of it since.
+		if err := regression(opSettle, st.key, st.s.Epoch, rec, st.sight); err != nil {
+			return nil, false, err
+		}
+		return nil, true, nil
 	}
 	if st.s.Lost {
 		return st.decideLost(rec)

@@ -65,6 +65,11 @@ refusal says was seen; -epoch is above it. The record is written on exactly
 that version (created when absent), keeping the references of the record
 found; a shard with blobs but no record needs -drop-blobs.
 
+Every settle keeps the shard's floor, as Fence.KeepFloor does (a key of the
+reserved space, <prefix>_floor/<plugin>/<shard>, which writers that keep the
+floor read before every write): -epoch must be above it (else exit 4,
+naming the floor's key), and the settle raises it to -epoch.
+
 examples:
   writefence latest wal shard-0             # exit 6: prints the check, the version and the settle line
   writefence settle -confirm-version 3f9a... -writer operator -epoch 100 -file good.bin wal shard-0
@@ -115,6 +120,13 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 			if err != nil {
 				return o.fail(err)
 			}
+			// A settle keeps the shard's floor whether or not the writers
+			// do (Fence.KeepFloor): for writers that keep it, a settle not
+			// above it would leave a record they all refuse, and one that
+			// left it below the settle would let a record set back under
+			// the settle pass them; for the others the floor's key is
+			// never read.
+			fence.KeepFloor = true
 			err = fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
 				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor), DropBlobs: *dropBlobs, Lost: *lost})
 			// Empty only for names Settle refused before reading anything.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -348,5 +349,54 @@ func TestRegressedStatus(t *testing.T) {
 		code, name := classify(err)
 		assert.Equal(t, exitRegressed, code, "%v", err)
 		assert.Equal(t, "regressed", name)
+	}
+}
+
+// TestSettleLostKeepsFloor: settle -lost on a shard whose writers keep its
+// floor (Fence.KeepFloor) does what Fence.Settle does under KeepFloor: it
+// refuses an epoch not above the floor (exit 4, naming the floor's key),
+// which would leave a record every such writer refuses, and raises the
+// floor to the settle's epoch, so that a record set back below the settle
+// is refused by a writer that never saw it.
+func TestSettleLostKeepsFloor(t *testing.T) {
+	addr := fileStore(t)
+	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
+	require.NoError(t, err)
+	ctx := context.Background()
+	const key = "writefence/s/wal/s"
+	floorKey, err := keys.Floor("", "wal", "s")
+	require.NoError(t, err)
+	good := writeFile(t, "restored")
+
+	f := &writefence.Fence{Store: ds, KeepFloor: true}
+	require.NoError(t, f.Seal(ctx, "wal", "s", "a", 1<<32|1))
+	require.NoError(t, f.Push(ctx, "wal", "s", "a", 1<<32|2, []byte("a2")))
+	a2, _, err := ds.Get(ctx, key)
+	require.NoError(t, err)
+	require.NoError(t, f.Seal(ctx, "wal", "s", "b", 2<<32|1))
+	require.NoError(t, f.Push(ctx, "wal", "s", "b", 2<<32|2, []byte("b2")))
+	b2, _, err := ds.Get(ctx, key)
+	require.NoError(t, err)
+	require.NoError(t, ds.Delete(ctx, key))
+
+	// Below the floor: refused, nothing written.
+	r := wf(t, "settle", "-store", addr, "-lost", "-writer", "operator", "-floor", "1", "-epoch", "2", "-file", good, "wal", "s")
+	assert.Equal(t, exitStale, r.code, "a settle not above the floor: %s", r)
+	assert.Contains(t, r.stderr, floorKey)
+	_, _, err = ds.Get(ctx, key)
+	require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
+
+	// Above it: the floor rises to the settle's epoch.
+	r = wf(t, "settle", "-store", addr, "-lost", "-writer", "operator", "-floor", strconv.FormatUint(3<<32-1, 10),
+		"-epoch", strconv.FormatUint(3<<32, 10), "-file", good, "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	for _, back := range [][]byte{a2, b2} {
+		_, v, err := ds.Get(ctx, key)
+		require.NoError(t, err)
+		_, err = ds.PutIfVersion(ctx, key, back, v)
+		require.NoError(t, err)
+		fresh := &writefence.Fence{Store: ds, KeepFloor: true}
+		err = fresh.Push(ctx, "wal", "s", "b", 2<<32|3, []byte("zombie"))
+		require.ErrorIs(t, err, writefence.ErrEpochRegressed, "a record set back below the settle")
 	}
 }
