@@ -75,8 +75,10 @@ program runs on past its term until the supervisor runs again, which then
 stops it at once: SIGTERM, and SIGKILL -grace later. Meanwhile it is the
 fence, not the supervisor, that keeps the store safe: the next holder has
 sealed the shards, so every write the old program makes through push
--term is refused (exit 4), while writes that bypass the fence (a plain
-"aws s3 cp") are not protected by anything. On Linux a supervisor that is
+-term is refused (exit 4), as long as the store keeps the record (a
+record deleted after the seal makes the next push a first write: run
+writefence doctor), while writes that bypass the fence (a plain "aws s3
+cp") are not protected by anything. On Linux a supervisor that is
 killed takes its program with it (SIGKILL), but not what the program
 started in the background.
 
