@@ -112,6 +112,8 @@ type failure struct {
 	Expected       string  `json:"expected,omitempty"`
 	Found          *string `json:"found,omitempty"`
 	Absent         bool    `json:"absent,omitempty"`
+	SeenEpoch      uint64  `json:"seen_epoch,omitempty"` // regressed: the highest epoch seen before (the -floor of settle -lost is at least it)
+	SeenWriter     string  `json:"seen_writer,omitempty"`
 }
 
 func newFailure(err error) failure {
@@ -123,8 +125,12 @@ func newFailure(err error) failure {
 		wire    *writefence.WireError
 		probe   *writefence.ProbeError
 		unknown *writefence.OutcomeUnknownError
+		regress *writefence.EpochRegressedError
 	)
 	switch {
+	case errors.As(err, &regress):
+		f.Key, f.Epoch, f.SeenEpoch, f.SeenWriter = regress.Key, regress.Epoch, regress.Seen, regress.SeenWriter
+		f.RecordedEpoch, f.RecordedWriter, f.Absent = regress.Found, regress.FoundWriter, regress.Absent
 	case errors.As(err, &unknown):
 		f.Key, f.Epoch = unknown.Key, unknown.Epoch
 	case errors.As(err, &probe):

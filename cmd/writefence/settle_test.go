@@ -350,6 +350,12 @@ func TestRegressedStatus(t *testing.T) {
 		assert.Equal(t, exitRegressed, code, "%v", err)
 		assert.Equal(t, "regressed", name)
 	}
+	f := newFailure(&writefence.EpochRegressedError{Op: "push", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "b", Found: 5, FoundWriter: "a"})
+	assert.Equal(t, failure{Outcome: "regressed", Error: f.Error, Key: "k", Epoch: 9, SeenEpoch: 7, SeenWriter: "b", RecordedEpoch: 5, RecordedWriter: "a"}, f,
+		"-json names what was seen, the -floor of settle -lost, and what is found")
+	f = newFailure(&writefence.EpochRegressedError{Op: "push", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "b", Absent: true})
+	assert.True(t, f.Absent)
+	assert.EqualValues(t, 7, f.SeenEpoch)
 }
 
 // TestSettleLostKeepsFloor: settle -lost on a shard whose writers keep its
