@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -45,6 +46,26 @@ func TestPackageLinksNoStoreSDKs(t *testing.T) {
 		[]string{"github.com/aws/", "go.etcd.io/etcd/", "github.com/Azure/azure-sdk-for-go/", "github.com/jackc/"})
 }
 
+// TestModuleRequiresNoStoreSDK: the module graph of this module, which
+// every program that imports it inherits, holds no SDK of the stores and
+// epoch sources that live in modules of their own (azblobstore, pgstore,
+// dynamostore, etcdstore, etcdepoch, zkepoch). OpenTelemetry stays: the
+// GCS client requires it.
+func TestModuleRequiresNoStoreSDK(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	cmd := exec.Command(gobin, "list", "-m", "-f", "{{.Path}}", "all")
+	cmd.Env = append(os.Environ(), "GOWORK=off") // this module alone, not the workspace
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	mods := strings.Fields(string(out))
+	require.Contains(t, mods, "github.com/writefence/writefence")
+	assertLinksNone(t, "the module graph", mods,
+		[]string{"github.com/aws/", "go.etcd.io/", "github.com/Azure/", "github.com/jackc/", "github.com/go-zookeeper/"})
+}
+
 // adapterSDKs are the SDKs of the adapters in this package, by the tag
 // that leaves each out.
 var adapterSDKs = map[string][]string{
@@ -84,13 +105,4 @@ func TestRecordCodecLinksStandardLibraryOnly(t *testing.T) {
 	for _, d := range deps {
 		assert.True(t, strings.HasPrefix(d, "github.com/writefence/writefence/internal/"), "%s links %s", pkg, d)
 	}
-}
-
-// TestDepsCommandLinksNoTesting: the command runs the push race through
-// internal/pushrace, not through the conformance kit, so it does not link
-// package testing (and its flags).
-func TestDepsCommandLinksNoTesting(t *testing.T) {
-	deps := listDeps(t, "github.com/writefence/writefence/cmd/writefence")
-	require.Contains(t, deps, "github.com/writefence/writefence")
-	assert.NotContains(t, deps, "testing")
 }

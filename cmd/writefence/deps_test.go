@@ -65,3 +65,12 @@ func TestAllTagsLinkNoModule(t *testing.T) {
 		assert.NotContains(t, all, std, "-tags %s", tags)
 	}
 }
+
+// TestLinksNoTesting: the command runs the push race through
+// internal/pushrace, not through the conformance kit, so it does not link
+// package testing (and its flags).
+func TestLinksNoTesting(t *testing.T) {
+	deps := goList(t)
+	require.Contains(t, deps, "github.com/writefence/writefence")
+	assert.NotContains(t, deps, "testing")
+}
