@@ -75,23 +75,26 @@ var adapterSDKs = map[string][]string{
 }
 
 // TestTagsLeaveOutAdapterSDKs: built with an adapter's tag, this package
-// links none of that adapter's SDK; with all of them it links the
-// standard library and itself only, and so does writefencetest.
+// links none of that adapter's SDK; with all of them, or with
+// writefence_nosdk alone, it links the standard library and itself only,
+// and so does writefencetest.
 func TestTagsLeaveOutAdapterSDKs(t *testing.T) {
 	for tag, sdks := range adapterSDKs {
 		t.Run(tag, func(t *testing.T) {
 			assertLinksNone(t, "-tags "+tag, listDeps(t, "-tags", tag, "github.com/writefence/writefence"), sdks)
 		})
 	}
-	t.Run("all", func(t *testing.T) {
-		deps := listDeps(t, "-tags", coreTags, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
-			"github.com/writefence/writefence", "github.com/writefence/writefence/writefencetest")
-		require.Contains(t, deps, "github.com/writefence/writefence")
-		for _, d := range deps {
-			assert.True(t, d == "github.com/writefence/writefence" || strings.HasPrefix(d, "github.com/writefence/writefence/internal/") ||
-				d == "github.com/writefence/writefence/writefencetest", "-tags %s links %s", coreTags, d)
-		}
-	})
+	for _, tags := range []string{coreTags, "writefence_nosdk"} {
+		t.Run(tags, func(t *testing.T) {
+			deps := listDeps(t, "-tags", tags, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
+				"github.com/writefence/writefence", "github.com/writefence/writefence/writefencetest")
+			require.Contains(t, deps, "github.com/writefence/writefence")
+			for _, d := range deps {
+				assert.True(t, d == "github.com/writefence/writefence" || strings.HasPrefix(d, "github.com/writefence/writefence/internal/") ||
+					d == "github.com/writefence/writefence/writefencetest", "-tags %s links %s", tags, d)
+			}
+		})
+	}
 }
 
 // TestRecordCodecLinksStandardLibraryOnly: the record codec, whose fuzz
