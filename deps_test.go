@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -45,6 +46,26 @@ func TestPackageLinksNoStoreSDKs(t *testing.T) {
 		[]string{"github.com/aws/", "go.etcd.io/etcd/", "github.com/Azure/azure-sdk-for-go/", "github.com/jackc/"})
 }
 
+// TestModuleRequiresNoStoreSDK: the module graph of this module, which
+// every program that imports it inherits, holds no SDK of the stores and
+// epoch sources that live in modules of their own (azblobstore, pgstore,
+// dynamostore, etcdstore, etcdepoch, zkepoch). OpenTelemetry stays: the
+// GCS client requires it.
+func TestModuleRequiresNoStoreSDK(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	cmd := exec.Command(gobin, "list", "-m", "-f", "{{.Path}}", "all")
+	cmd.Env = append(os.Environ(), "GOWORK=off") // this module alone, not the workspace
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	mods := strings.Fields(string(out))
+	require.Contains(t, mods, "github.com/writefence/writefence")
+	assertLinksNone(t, "the module graph", mods,
+		[]string{"github.com/aws/", "go.etcd.io/", "github.com/Azure/", "github.com/jackc/", "github.com/go-zookeeper/"})
+}
+
 // adapterSDKs are the SDKs of the adapters in this package, by the tag
 // that leaves each out.
 var adapterSDKs = map[string][]string{
@@ -54,23 +75,26 @@ var adapterSDKs = map[string][]string{
 }
 
 // TestTagsLeaveOutAdapterSDKs: built with an adapter's tag, this package
-// links none of that adapter's SDK; with all of them it links the
-// standard library and itself only, and so does writefencetest.
+// links none of that adapter's SDK; with all of them, or with
+// writefence_nosdk alone, it links the standard library and itself only,
+// and so does writefencetest.
 func TestTagsLeaveOutAdapterSDKs(t *testing.T) {
 	for tag, sdks := range adapterSDKs {
 		t.Run(tag, func(t *testing.T) {
 			assertLinksNone(t, "-tags "+tag, listDeps(t, "-tags", tag, "github.com/writefence/writefence"), sdks)
 		})
 	}
-	t.Run("all", func(t *testing.T) {
-		deps := listDeps(t, "-tags", coreTags, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
-			"github.com/writefence/writefence", "github.com/writefence/writefence/writefencetest")
-		require.Contains(t, deps, "github.com/writefence/writefence")
-		for _, d := range deps {
-			assert.True(t, d == "github.com/writefence/writefence" || strings.HasPrefix(d, "github.com/writefence/writefence/internal/") ||
-				d == "github.com/writefence/writefence/writefencetest", "-tags %s links %s", coreTags, d)
-		}
-	})
+	for _, tags := range []string{coreTags, "writefence_nosdk"} {
+		t.Run(tags, func(t *testing.T) {
+			deps := listDeps(t, "-tags", tags, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
+				"github.com/writefence/writefence", "github.com/writefence/writefence/writefencetest")
+			require.Contains(t, deps, "github.com/writefence/writefence")
+			for _, d := range deps {
+				assert.True(t, d == "github.com/writefence/writefence" || strings.HasPrefix(d, "github.com/writefence/writefence/internal/") ||
+					d == "github.com/writefence/writefence/writefencetest", "-tags %s links %s", tags, d)
+			}
+		})
+	}
 }
 
 // TestRecordCodecLinksStandardLibraryOnly: the record codec, whose fuzz
@@ -84,13 +108,4 @@ func TestRecordCodecLinksStandardLibraryOnly(t *testing.T) {
 	for _, d := range deps {
 		assert.True(t, strings.HasPrefix(d, "github.com/writefence/writefence/internal/"), "%s links %s", pkg, d)
 	}
-}
-
-// TestDepsCommandLinksNoTesting: the command runs the push race through
-// internal/pushrace, not through the conformance kit, so it does not link
-// package testing (and its flags).
-func TestDepsCommandLinksNoTesting(t *testing.T) {
-	deps := listDeps(t, "github.com/writefence/writefence/cmd/writefence")
-	require.Contains(t, deps, "github.com/writefence/writefence")
-	assert.NotContains(t, deps, "testing")
 }

@@ -1,4 +1,4 @@
-//go:build linux && !writefence_nominio
+//go:build linux && !writefence_nominio && !writefence_nosdk
 
 package writefence
 

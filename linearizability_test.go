@@ -1,4 +1,4 @@
-//go:build !writefence_nominio && !writefence_nogcs && !writefence_novalkey
+//go:build !writefence_nominio && !writefence_nogcs && !writefence_novalkey && !writefence_nosdk
 
 package writefence_test
 
@@ -23,6 +23,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/promise"
 	"github.com/writefence/writefence/internal/record"
 )
@@ -338,14 +339,14 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	var counts [numOutcomes]atomic.Int64
 	// The promise checker reads the same history, recorded beneath the
 	// Fences, in the order the store took the writes.
-	hist, store := newRecorder(fs.store, time.Now)
-	hist.concurrent()
+	hist, store := modeltest.NewRecorder(fs.store, time.Now)
+	hist.Concurrent()
 
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(fs.proxy.seed, uint64(c)))
-			f := &writefence.Fence{Store: store, Prefix: fs.prefix, RetryDelay: time.Millisecond, Observer: hist.observe}
+			f := &writefence.Fence{Store: store, Prefix: fs.prefix, RetryDelay: time.Millisecond, Observer: hist.Observe}
 			writer := fmt.Sprintf("c%d", c)
 			var retry *fenceInput
 			// Failed operations (mostly during an outage, or while a
@@ -369,14 +370,14 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 					pc = &promise.Call{Op: promise.Latest, Proc: writer, Prefix: fs.prefix, Plugin: plugin, Shard: shard}
 				}
 				pc.Key, _ = keys.Shard(fs.prefix, plugin, shard)
-				hist.begin(pc)
+				hist.Begin(pc)
 				call := rec.now()
-				out, err := runFenceOp(quickRetries(withCall(ctx, pc)), t, f, plugin, shard, in)
+				out, err := runFenceOp(quickRetries(modeltest.WithCall(ctx, pc)), t, f, plugin, shard, in)
 				ret := rec.now()
 				if out.outcome == outFound {
 					pc.Read, pc.ReadBody = &record.Header{Epoch: out.epoch, Writer: out.writer}, record.Body{Payload: []byte(out.payload)}
 				}
-				hist.end(pc, err)
+				hist.End(pc, err)
 				cancel()
 				switch out.outcome {
 				case outUnknown:
@@ -411,7 +412,7 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	// The store's last state, read without faults.
 	fs.proxy.setRates(faultRates{})
 	fs.proxy.heal()
-	ordered, err := hist.ordered(context.Background())
+	ordered, err := hist.Ordered(context.Background())
 	require.NoError(t, err, "the history in the store's order")
 	// Every promise, but the readers' (23): a write's place in this
 	// history is when it was sent, and porcupine checks the reads.

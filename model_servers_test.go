@@ -1,4 +1,4 @@
-//go:build !writefence_nominio && !writefence_nogcs && !writefence_novalkey
+//go:build !writefence_nominio && !writefence_nogcs && !writefence_novalkey && !writefence_nosdk
 
 package writefence_test
 
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -21,51 +22,51 @@ func TestModelServers(t *testing.T) {
 	t.Parallel()
 	t.Run("minio", func(t *testing.T) {
 		t.Parallel()
-		runModel(t, func(t *testing.T) modelTarget {
+		modeltest.Run(t, func(t *testing.T) modeltest.Target {
 			c, bucket := newMinioBucket(t)
-			return modelTarget{name: "minio", store: writefence.NewMinioConditionalStore(c, bucket), damage: testserver.DamageS3(c, bucket), clockStep: time.Second}
+			return modeltest.Target{Name: "minio", Store: writefence.NewMinioConditionalStore(c, bucket), Damage: testserver.DamageS3(c, bucket), ClockStep: time.Second}
 		})
 	})
 	t.Run("gcs", func(t *testing.T) {
 		t.Parallel()
-		runModel(t, func(t *testing.T) modelTarget {
+		modeltest.Run(t, func(t *testing.T) modeltest.Target {
 			c := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
 			bucket := testserver.GCSBucket(t, c)
-			return modelTarget{name: "gcs", store: writefence.NewGCSConditionalStore(c, bucket), damage: testserver.DamageGCS(c, bucket)}
+			return modeltest.Target{Name: "gcs", Store: writefence.NewGCSConditionalStore(c, bucket), Damage: testserver.DamageGCS(c, bucket)}
 		})
 	})
 	for _, script := range []bool{false, true} {
 		path := map[bool]string{false: "watch", true: "script"}[script]
 		t.Run("valkey-"+path, func(t *testing.T) {
 			t.Parallel()
-			runModel(t, func(t *testing.T) modelTarget {
+			modeltest.Run(t, func(t *testing.T) modeltest.Target {
 				c := newValkeyClient(t)
 				s := writefence.NewValkeyConditionalStore(c)
 				s.Script = script
-				return modelTarget{name: "valkey-" + path, store: s, damage: testserver.DamageValkey(c), prefix: valkeyPrefix(t, c)}
+				return modeltest.Target{Name: "valkey-" + path, Store: s, Damage: testserver.DamageValkey(c), Prefix: valkeyPrefix(t, c)}
 			})
 		})
 		for _, wait := range []int{0, 1} {
 			name := map[int]string{0: "valkey-cluster-", 1: "valkey-cluster-waiting-"}[wait] + path
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				runModel(t, func(t *testing.T) modelTarget {
+				modeltest.Run(t, func(t *testing.T) modeltest.Target {
 					addrs := testserver.ValkeyClusterAddrs(t)
 					c := testserver.ValkeyClusterClient(t, addrs)
 					s := writefence.NewValkeyConditionalStore(c)
 					s.Script, s.WaitReplicas, s.WaitTimeout = script, wait, testAckTimeout
-					return modelTarget{name: name, store: s, damage: testserver.DamageValkey(c), prefix: testserver.ValkeyClusterPrefix(t, addrs, true)}
+					return modeltest.Target{Name: name, Store: s, Damage: testserver.DamageValkey(c), Prefix: testserver.ValkeyClusterPrefix(t, addrs, true)}
 				})
 			})
 		}
 		t.Run("valkey-replica-"+path, func(t *testing.T) {
 			t.Parallel()
-			runModel(t, func(t *testing.T) modelTarget {
+			modeltest.Run(t, func(t *testing.T) modeltest.Target {
 				addr, primary := startPrimary(t)
 				startReplica(t, primary, addr)
 				s := writefence.NewValkeyConditionalStore(primary)
 				s.Script, s.WaitReplicas, s.WaitTimeout = script, 1, testAckTimeout
-				return modelTarget{name: "valkey-replica-" + path, store: s, damage: testserver.DamageValkey(primary)}
+				return modeltest.Target{Name: "valkey-replica-" + path, Store: s, Damage: testserver.DamageValkey(primary)}
 			})
 		})
 	}

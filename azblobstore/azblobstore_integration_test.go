@@ -23,6 +23,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/azblobstore"
 	"github.com/writefence/writefence/internal/probecheck"
+	"github.com/writefence/writefence/internal/sdkserver/azurite"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
@@ -39,8 +40,8 @@ const kitReadLimit = 2 << 20
 // set, carries the store's requests.
 func newStore(t *testing.T, rt http.RoundTripper) (*azblobstore.Store, *container.Client) {
 	t.Helper()
-	svc := testserver.AzuriteServer(t).Service(t, rt)
-	c := svc.NewContainerClient(testserver.AzuriteContainer(t, svc))
+	svc := azurite.AzuriteServer(t).Service(t, rt)
+	c := svc.NewContainerClient(azurite.AzuriteContainer(t, svc))
 	return azblobstore.New(c), c
 }
 
@@ -49,7 +50,7 @@ func newStore(t *testing.T, rt http.RoundTripper) (*azblobstore.Store, *containe
 func TestConformance(t *testing.T) {
 	store, c := newStore(t, nil)
 	store.MaxObjectSize = kitReadLimit
-	damage := testserver.DamageAzblob(c)
+	damage := azurite.DamageAzblob(c)
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 			return damage(ctx, key, testserver.Fault(f))
@@ -104,9 +105,9 @@ func newPreconditionProxy(t *testing.T, target string, strip bool) *precondition
 // bad signature, not ignored.
 func proxiedStore(t *testing.T, strip bool) (*azblobstore.Store, *azblobstore.Store, *preconditionProxy) {
 	t.Helper()
-	az := testserver.AzuriteServer(t)
+	az := azurite.AzuriteServer(t)
 	svc := az.Service(t, nil)
-	name := testserver.AzuriteContainer(t, svc)
+	name := azurite.AzuriteContainer(t, svc)
 	direct := svc.NewContainerClient(name)
 	cred, err := service.NewSharedKeyCredential(az.Account, az.Key)
 	require.NoError(t, err)
@@ -180,8 +181,8 @@ func TestRoundTrips(t *testing.T) {
 // *azcore.ResponseError, and holds neither the key nor the signature, and
 // a Fence gives up at once.
 func TestPermission(t *testing.T) {
-	az := testserver.AzuriteServer(t)
-	name := testserver.AzuriteContainer(t, az.Service(t, nil))
+	az := azurite.AzuriteServer(t)
+	name := azurite.AzuriteContainer(t, az.Service(t, nil))
 	// A well-formed key of the right length that is not the account's.
 	wrong := "d3Jvbmcta2V5LWQ0MWQ4Y2Q5OGYwMGIyMDRlOTgwMDk5OGVjZjg0MjdlLXdyb25nLWtleQ=="
 	bad := az
@@ -228,7 +229,7 @@ func TestPermission(t *testing.T) {
 // missing key nor a conflict: it is a misconfiguration, and nothing may
 // take it for "no record yet".
 func TestMissingContainer(t *testing.T) {
-	svc := testserver.AzuriteServer(t).Service(t, nil)
+	svc := azurite.AzuriteServer(t).Service(t, nil)
 	store := azblobstore.New(svc.NewContainerClient(testserver.UniqueName(t)))
 	ctx := t.Context()
 	_, _, err := store.Get(ctx, "k")
@@ -282,8 +283,8 @@ func TestConflictAnswers(t *testing.T) {
 // them side by side with benchstat.
 func BenchmarkPush(b *testing.B) {
 	wire := testserver.NewTransport(b)
-	svc := testserver.AzuriteServer(b).Service(b, wire)
-	store := azblobstore.New(svc.NewContainerClient(testserver.AzuriteContainer(b, svc)))
+	svc := azurite.AzuriteServer(b).Service(b, wire)
+	store := azblobstore.New(svc.NewContainerClient(azurite.AzuriteContainer(b, svc)))
 	payload := make([]byte, 1<<10)
 	for i := range payload {
 		payload[i] = byte(i*31 + 7)

@@ -21,6 +21,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/dynamostore"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/sdkserver/dynalite"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
@@ -43,8 +44,8 @@ func newStore(t *testing.T, rt *testserver.Transport) (*dynamodb.Client, string,
 	if rt != nil {
 		tr = rt
 	}
-	c := testserver.DynamoDBClient(t, testserver.DynamoDBEndpoint(t), tr)
-	table := testserver.DynamoDBTable(t, c)
+	c := dynalite.DynamoDBClient(t, testserver.DynamoDBEndpoint(t), tr)
+	table := dynalite.DynamoDBTable(t, c)
 	return c, table, dynamostore.New(c, table)
 }
 
@@ -56,7 +57,7 @@ func TestConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c, table, store := newStore(t, nil)
 			store.MaxObjectSize, store.CacheBytes = kitReadLimit, cache
-			damage := testserver.DamageDynamoDB(c, table)
+			damage := dynalite.DamageDynamoDB(c, table)
 			writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
 				Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 					return damage(ctx, key, testserver.Fault(f))
@@ -139,7 +140,7 @@ func getItem(t *testing.T, c *dynamodb.Client, table, key string) map[string]typ
 func TestDamageInPlace(t *testing.T) {
 	c, table, store := newStore(t, nil)
 	ctx := t.Context()
-	damage := testserver.DamageDynamoDB(c, table)
+	damage := dynalite.DamageDynamoDB(c, table)
 	key := shardKey(t, "wal", "0")
 	for i, how := range []string{"update", "put"} {
 		t.Run(how, func(t *testing.T) {
@@ -247,13 +248,13 @@ func TestLimits(t *testing.T) {
 // retries, responses and signing logged, never carry the credentials.
 func TestPermissions(t *testing.T) {
 	endpoint := testserver.DynamoDBEndpoint(t)
-	owner := testserver.DynamoDBClient(t, endpoint, nil)
-	table := testserver.DynamoDBTable(t, owner)
+	owner := dynalite.DynamoDBClient(t, endpoint, nil)
+	table := dynalite.DynamoDBTable(t, owner)
 	ctx := t.Context()
 	_, err := dynamostore.New(owner, table).PutIfVersion(ctx, "k", []byte("v"), "")
 	require.NoError(t, err)
 
-	anonymous := dynamostore.New(testserver.DynamoDBClient(t, endpoint, nil, func(o *dynamodb.Options) {
+	anonymous := dynamostore.New(dynalite.DynamoDBClient(t, endpoint, nil, func(o *dynamodb.Options) {
 		o.Credentials = aws.AnonymousCredentials{}
 	}), table)
 	for name, call := range map[string]func() error{
@@ -276,7 +277,7 @@ func TestPermissions(t *testing.T) {
 	// Failures of a client that holds credentials: a missing table, a
 	// conflict, damage, a cancelled call; and its log lines.
 	var logs syncLog
-	logged := testserver.DynamoDBClient(t, endpoint, nil, func(o *dynamodb.Options) {
+	logged := dynalite.DynamoDBClient(t, endpoint, nil, func(o *dynamodb.Options) {
 		o.Logger = &logs
 		o.ClientLogMode = aws.LogRetries | aws.LogResponse | aws.LogSigning | aws.LogDeprecatedUsage
 	})
@@ -326,7 +327,7 @@ func (l *syncLog) lines() []string {
 // TestCreateTable: the store creates its table only when asked; asking
 // again is not an error, and a table of another key schema is refused.
 func TestCreateTable(t *testing.T) {
-	c := testserver.DynamoDBClient(t, testserver.DynamoDBEndpoint(t), nil)
+	c := dynalite.DynamoDBClient(t, testserver.DynamoDBEndpoint(t), nil)
 	ctx := t.Context()
 	name := testserver.UniqueName(t)
 	t.Cleanup(func() {
@@ -371,8 +372,8 @@ func TestCreateTable(t *testing.T) {
 // roundtrips/op counts the HTTP requests sent.
 func BenchmarkPush(b *testing.B) {
 	rt := testserver.NewTransport(b)
-	c := testserver.DynamoDBClient(b, testserver.DynamoDBEndpoint(b), rt)
-	table := testserver.DynamoDBTable(b, c)
+	c := dynalite.DynamoDBClient(b, testserver.DynamoDBEndpoint(b), rt)
+	table := dynalite.DynamoDBTable(b, c)
 	store := dynamostore.New(c, table)
 	payload := make([]byte, 1<<10)
 	for i := range payload {

@@ -22,6 +22,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/etcdstore"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/sdkserver/etcd"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
@@ -49,7 +50,7 @@ func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 // counts every RPC the client sends.
 func newClient(t *testing.T, counter *rpcCounter) *clientv3.Client {
 	t.Helper()
-	return testserver.EtcdClient(t, testserver.EtcdEndpoint(t), func(cfg *clientv3.Config) {
+	return etcd.EtcdClient(t, testserver.EtcdEndpoint(t), func(cfg *clientv3.Config) {
 		if counter != nil {
 			cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(counter.intercept))
 		}
@@ -61,14 +62,14 @@ func newClient(t *testing.T, counter *rpcCounter) *clientv3.Client {
 func newStore(t *testing.T) (*clientv3.Client, *etcdstore.Store, string) {
 	t.Helper()
 	c := newClient(t, nil)
-	prefix := testserver.EtcdPrefix(t, c)
+	prefix := etcd.EtcdPrefix(t, c)
 	return c, etcdstore.New(c, prefix), prefix
 }
 
 func TestConformance(t *testing.T) {
 	c, store, prefix := newStore(t)
 	store.MaxObjectSize = kitReadLimit
-	damage := testserver.DamageEtcd(c, prefix)
+	damage := etcd.DamageEtcd(c, prefix)
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 			return damage(ctx, key, testserver.Fault(f))
@@ -91,7 +92,7 @@ func TestProbe(t *testing.T) {
 func TestRoundTrips(t *testing.T) {
 	var counter rpcCounter
 	c := newClient(t, &counter)
-	store := etcdstore.New(c, testserver.EtcdPrefix(t, c))
+	store := etcdstore.New(c, etcd.EtcdPrefix(t, c))
 	ctx := t.Context()
 	payload := make([]byte, 1<<10)
 	f := &writefence.Fence{Store: store}
@@ -159,7 +160,7 @@ func TestVersionIsModRevision(t *testing.T) {
 func TestLimits(t *testing.T) {
 	var counter rpcCounter
 	c := newClient(t, &counter)
-	prefix := testserver.EtcdPrefix(t, c)
+	prefix := etcd.EtcdPrefix(t, c)
 	store := etcdstore.New(c, prefix)
 	ctx := t.Context()
 
@@ -224,7 +225,7 @@ func TestPermissions(t *testing.T) {
 	endpoint := testserver.StartEtcdT(t)
 	ctx := t.Context()
 	const rootPassword, readerPassword = "root-hunter2-secret", "reader-hunter2-secret"
-	admin := testserver.EtcdClient(t, endpoint)
+	admin := etcd.EtcdClient(t, endpoint)
 	_, err := admin.UserAdd(ctx, "root", rootPassword)
 	require.NoError(t, err)
 	_, err = admin.UserGrantRole(ctx, "root", "root")
@@ -240,14 +241,14 @@ func TestPermissions(t *testing.T) {
 	_, err = admin.AuthEnable(ctx)
 	require.NoError(t, err)
 
-	root := testserver.EtcdClient(t, endpoint, func(cfg *clientv3.Config) { cfg.Username, cfg.Password = "root", rootPassword })
+	root := etcd.EtcdClient(t, endpoint, func(cfg *clientv3.Config) { cfg.Username, cfg.Password = "root", rootPassword })
 	_, err = etcdstore.New(root, "/p/").PutIfVersion(ctx, "k", []byte("v"), "")
 	require.NoError(t, err)
 
 	// Every log line of the clients that hold a password, at every level.
 	core, logs := observer.New(zap.DebugLevel)
 	logger := zap.New(core)
-	reader := etcdstore.New(testserver.EtcdClient(t, endpoint, func(cfg *clientv3.Config) {
+	reader := etcdstore.New(etcd.EtcdClient(t, endpoint, func(cfg *clientv3.Config) {
 		cfg.Username, cfg.Password, cfg.Logger = "reader", readerPassword, logger
 	}), "/p/")
 	data, v, err := reader.Get(ctx, "k")
@@ -294,10 +295,10 @@ func TestPermissions(t *testing.T) {
 // roundtrips/op counts the RPCs sent.
 func BenchmarkPush(b *testing.B) {
 	var counter rpcCounter
-	c := testserver.EtcdClient(b, testserver.EtcdEndpoint(b), func(cfg *clientv3.Config) {
+	c := etcd.EtcdClient(b, testserver.EtcdEndpoint(b), func(cfg *clientv3.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(counter.intercept))
 	})
-	prefix := testserver.EtcdPrefix(b, c)
+	prefix := etcd.EtcdPrefix(b, c)
 	store := etcdstore.New(c, prefix)
 	payload := string(make([]byte, 1<<10))
 	for _, impl := range []string{"raw", "store", "fenced"} {

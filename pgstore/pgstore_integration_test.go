@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/sdkserver/postgres"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/pgstore"
 	"github.com/writefence/writefence/writefencetest"
@@ -36,8 +37,8 @@ const kitReadLimit = 2 << 20
 // by the store, and dropped with its sequence when the test ends.
 func newStore(t *testing.T, configure func(*pgxpool.Config)) (*pgstore.Store, *pgxpool.Pool, string) {
 	t.Helper()
-	pool := testserver.PostgresPool(t, testserver.PostgresURL(t), configure)
-	table := testserver.PostgresTable(t, pool)
+	pool := postgres.PostgresPool(t, testserver.PostgresURL(t), configure)
+	table := postgres.PostgresTable(t, pool)
 	store, err := pgstore.New(pool, table)
 	require.NoError(t, err)
 	require.NoError(t, store.CreateTable(t.Context()))
@@ -50,7 +51,7 @@ func newStore(t *testing.T, configure func(*pgxpool.Config)) (*pgstore.Store, *p
 func TestConformance(t *testing.T) {
 	store, pool, table := newStore(t, nil)
 	store.MaxObjectSize = kitReadLimit
-	damage := testserver.DamagePostgres(pool, table)
+	damage := postgres.DamagePostgres(pool, table)
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 			return damage(ctx, key, testserver.Fault(f))
@@ -71,7 +72,7 @@ func TestConformanceSerializable(t *testing.T) {
 	store.MaxObjectSize = kitReadLimit
 	var serialization atomic.Int64
 	counted := countingStore{store, &serialization}
-	damage := testserver.DamagePostgres(pool, table)
+	damage := postgres.DamagePostgres(pool, table)
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return counted }, &writefencetest.Options{
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
 			return damage(ctx, key, testserver.Fault(f))
@@ -109,7 +110,7 @@ func TestSerializationFailureIsConflict(t *testing.T) {
 	v, err := store.PutIfVersion(ctx, "k", []byte("one"), "")
 	require.NoError(t, err)
 
-	other := testserver.PostgresPool(t, testserver.PostgresURL(t), nil)
+	other := postgres.PostgresPool(t, testserver.PostgresURL(t), nil)
 	tx, err := other.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background())
@@ -156,8 +157,8 @@ func TestProbe(t *testing.T) {
 // table is an error naming CreateTable, never "not found"; CreateTable is
 // idempotent and may run from many clients at once.
 func TestCreateTable(t *testing.T) {
-	pool := testserver.PostgresPool(t, testserver.PostgresURL(t), nil)
-	table := testserver.PostgresTable(t, pool)
+	pool := postgres.PostgresPool(t, testserver.PostgresURL(t), nil)
+	table := postgres.PostgresTable(t, pool)
 	store, err := pgstore.New(pool, table)
 	require.NoError(t, err)
 	ctx := t.Context()
@@ -319,7 +320,7 @@ func TestPermission(t *testing.T) {
 	}{{"no privilege", unprivileged, "42501"}, {"wrong password", u.String(), "28P01"}} {
 		t.Run(c.name, func(t *testing.T) {
 			tracer := &statementCounter{}
-			pool := testserver.PostgresPool(t, c.url, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tracer })
+			pool := postgres.PostgresPool(t, c.url, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tracer })
 			s, err := pgstore.New(pool, table)
 			require.NoError(t, err)
 			check := func(op string, err error) {
@@ -373,7 +374,7 @@ func TestDroppedConnection(t *testing.T) {
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("one")))
 	key := "writefence/s/wal/0"
 
-	other := testserver.PostgresPool(t, testserver.PostgresURL(t), nil)
+	other := postgres.PostgresPool(t, testserver.PostgresURL(t), nil)
 	lockRow := func() pgx.Tx {
 		tx, err := other.Begin(ctx)
 		require.NoError(t, err)
@@ -486,8 +487,8 @@ func TestListPages(t *testing.T) {
 // sent. Read them side by side with benchstat.
 func BenchmarkPush(b *testing.B) {
 	tracer := &statementCounter{}
-	pool := testserver.PostgresPool(b, testserver.PostgresURL(b), func(c *pgxpool.Config) { c.ConnConfig.Tracer = tracer })
-	store, err := pgstore.New(pool, testserver.PostgresTable(b, pool))
+	pool := postgres.PostgresPool(b, testserver.PostgresURL(b), func(c *pgxpool.Config) { c.ConnConfig.Tracer = tracer })
+	store, err := pgstore.New(pool, postgres.PostgresTable(b, pool))
 	require.NoError(b, err)
 	require.NoError(b, store.CreateTable(context.Background()))
 	payload := make([]byte, 1<<10)

@@ -49,19 +49,32 @@ func TestTagsLeaveOutStoreSDKs(t *testing.T) {
 	}
 }
 
-// TestAllTagsLinkNoModule: built with every store's tag, the command links
-// the standard library and this module's core only: no other module, no
-// package of a store, and neither net/http nor crypto/tls.
+// TestAllTagsLinkNoModule: built with every store's tag, or with
+// writefence_nosdk alone, the command links the standard library and the
+// root module's core only: no other module, no package of a store, and
+// neither net/http nor crypto/tls.
 func TestAllTagsLinkNoModule(t *testing.T) {
 	const module = "github.com/writefence/writefence"
-	tags := strings.Join(slices.Sorted(maps.Keys(storeTags)), ",")
-	deps := goList(t, "-tags", tags, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}")
-	require.Contains(t, deps, module+"/cmd/writefence")
-	for _, d := range deps {
-		assert.True(t, d == module || d == module+"/cmd/writefence" || strings.HasPrefix(d, module+"/internal/"), "-tags %s links %s", tags, d)
+	for _, tags := range []string{strings.Join(slices.Sorted(maps.Keys(storeTags)), ","), "writefence_nosdk"} {
+		t.Run(tags, func(t *testing.T) {
+			deps := goList(t, "-tags", tags, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}")
+			require.Contains(t, deps, module+"/cmd/writefence")
+			for _, d := range deps {
+				assert.True(t, d == module || d == module+"/cmd/writefence" || strings.HasPrefix(d, module+"/internal/"), "-tags %s links %s", tags, d)
+			}
+			all := goList(t, "-tags", tags)
+			for _, std := range []string{"net/http", "crypto/tls"} {
+				assert.NotContains(t, all, std, "-tags %s", tags)
+			}
+		})
 	}
-	all := goList(t, "-tags", tags)
-	for _, std := range []string{"net/http", "crypto/tls"} {
-		assert.NotContains(t, all, std, "-tags %s", tags)
-	}
+}
+
+// TestLinksNoTesting: the command runs the push race through
+// internal/pushrace, not through the conformance kit, so it does not link
+// package testing (and its flags).
+func TestLinksNoTesting(t *testing.T) {
+	deps := goList(t)
+	require.Contains(t, deps, "github.com/writefence/writefence")
+	assert.NotContains(t, deps, "testing")
 }

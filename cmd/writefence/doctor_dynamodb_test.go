@@ -1,4 +1,4 @@
-//go:build !writefence_nodynamodb
+//go:build !writefence_nodynamodb && !writefence_nosdk
 
 package main
 

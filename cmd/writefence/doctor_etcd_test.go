@@ -1,4 +1,4 @@
-//go:build linux && !writefence_noetcd
+//go:build linux && !writefence_noetcd && !writefence_nosdk
 
 package main
 

@@ -1,4 +1,4 @@
-//go:build !writefence_nogcs
+//go:build !writefence_nogcs && !writefence_nosdk
 
 package main
 

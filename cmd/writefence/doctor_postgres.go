@@ -1,4 +1,4 @@
-//go:build !writefence_nopostgres
+//go:build !writefence_nopostgres && !writefence_nosdk
 
 package main
 

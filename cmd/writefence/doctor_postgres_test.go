@@ -1,4 +1,4 @@
-//go:build linux && !writefence_nopostgres
+//go:build linux && !writefence_nopostgres && !writefence_nosdk
 
 package main
 

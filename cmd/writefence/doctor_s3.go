@@ -1,4 +1,4 @@
-//go:build !writefence_nominio
+//go:build !writefence_nominio && !writefence_nosdk
 
 package main
 

@@ -1,4 +1,4 @@
-//go:build !writefence_nominio || !writefence_nogcs || !writefence_novalkey || !writefence_nodynamodb || !writefence_noetcd || !writefence_noazblob || !writefence_nopostgres
+//go:build (!writefence_nominio || !writefence_nogcs || !writefence_novalkey || !writefence_nodynamodb || !writefence_noetcd || !writefence_noazblob || !writefence_nopostgres) && !writefence_nosdk
 
 package main
 

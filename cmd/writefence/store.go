@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -166,8 +167,12 @@ var openers = map[string]func(ctx context.Context, u *url.URL) (*opened, error){
 
 // omitted maps a scheme whose store was left out of the build to the tag
 // that left it out. Each tag's store_<name>_omitted.go, built only with
-// the tag, fills it.
+// the tag or writefence_nosdk, fills it.
 var omitted = map[string]string{}
+
+// omittedBy is writefence_nosdk when that tag left out every store of an
+// SDK (store_nosdk.go), and names it in place of each store's tag.
+var omittedBy string
 
 // userInAddress holds the schemes whose addresses may name a user (never
 // a password): a user name is no secret, and PostgreSQL's URLs carry one.
@@ -192,7 +197,7 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 		return nil, usagef("writefence: store address: cannot parse it as a URL")
 	}
 	if tag, off := omitted[u.Scheme]; off {
-		return nil, usagef("writefence: store address: %s:// is not in this build (built with %s)", u.Scheme, tag)
+		return nil, usagef("writefence: store address: %s:// is not in this build (built with %s)", u.Scheme, cmp.Or(omittedBy, tag))
 	}
 	if _, hasPassword := u.User.Password(); u.User != nil && (hasPassword || !userInAddress[u.Scheme]) {
 		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help stores)")

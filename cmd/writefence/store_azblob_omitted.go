@@ -1,4 +1,4 @@
-//go:build writefence_noazblob
+//go:build writefence_noazblob || writefence_nosdk
 
 package main
 

@@ -1,4 +1,4 @@
-//go:build !writefence_noazblob
+//go:build !writefence_noazblob && !writefence_nosdk
 
 package main
 
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence/azblobstore"
-	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/sdkserver/azurite"
 )
 
 // TestAzblobAddress: azblob://container with endpoint= opens an Azure Blob
@@ -69,13 +69,13 @@ func TestAzblobAddress(t *testing.T) {
 // azblobAddress creates a container of the test's own on Azurite, deleted
 // afterwards, and returns its address; the shared key is in the
 // environment the command reads.
-func azblobAddress(t *testing.T) (addr string, az testserver.Azurite) {
+func azblobAddress(t *testing.T) (addr string, az azurite.Azurite) {
 	t.Helper()
-	az = testserver.AzuriteServer(t)
+	az = azurite.AzuriteServer(t)
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
 	t.Setenv("AZURE_STORAGE_ACCOUNT", az.Account)
 	t.Setenv("AZURE_STORAGE_KEY", az.Key)
-	name := testserver.AzuriteContainer(t, az.Service(t, nil))
+	name := azurite.AzuriteContainer(t, az.Service(t, nil))
 	return "azblob://" + name + "?endpoint=" + az.Endpoint, az
 }
 

@@ -1,4 +1,4 @@
-//go:build !writefence_nodynamodb
+//go:build !writefence_nodynamodb && !writefence_nosdk
 
 package main
 
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence/dynamostore"
+	"github.com/writefence/writefence/internal/sdkserver/dynalite"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -59,7 +60,7 @@ func dynamoAddress(t *testing.T) string {
 	t.Setenv("AWS_ACCESS_KEY_ID", testserver.DynamoDBAccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", testserver.DynamoDBSecretKey)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	table := testserver.DynamoDBTable(t, testserver.DynamoDBClient(t, endpoint, nil))
+	table := dynalite.DynamoDBTable(t, dynalite.DynamoDBClient(t, endpoint, nil))
 	return "dynamodb://" + table + "?" + url.Values{"endpoint": {endpoint}}.Encode()
 }
 

@@ -1,4 +1,4 @@
-//go:build writefence_noetcd
+//go:build writefence_noetcd || writefence_nosdk
 
 package main
 

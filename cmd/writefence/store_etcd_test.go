@@ -1,4 +1,4 @@
-//go:build !writefence_noetcd
+//go:build !writefence_noetcd && !writefence_nosdk
 
 package main
 
@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/writefence/writefence/etcdstore"
+	"github.com/writefence/writefence/internal/sdkserver/etcd"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -54,7 +55,7 @@ func etcdAddress(t *testing.T) string {
 	endpoint := testserver.EtcdEndpoint(t)
 	t.Setenv("ETCDCTL_USER", "")
 	t.Setenv("ETCDCTL_PASSWORD", "")
-	prefix := testserver.EtcdPrefix(t, testserver.EtcdClient(t, endpoint))
+	prefix := etcd.EtcdPrefix(t, etcd.EtcdClient(t, endpoint))
 	u, err := url.Parse(endpoint)
 	require.NoError(t, err)
 	return "etcd://" + u.Host + strings.TrimSuffix(prefix, "/")
@@ -71,7 +72,7 @@ func TestServerEtcd(t *testing.T) {
 func TestServerEtcdAuth(t *testing.T) {
 	endpoint := testserver.StartEtcdT(t)
 	ctx := t.Context()
-	admin := testserver.EtcdClient(t, endpoint)
+	admin := etcd.EtcdClient(t, endpoint)
 	_, err := admin.UserAdd(ctx, "root", "root-hunter2secret")
 	require.NoError(t, err)
 	_, err = admin.UserGrantRole(ctx, "root", "root")
@@ -91,7 +92,7 @@ func TestServerEtcdAuth(t *testing.T) {
 	t.Setenv("ETCDCTL_USER", "root:root-hunter2secret")
 	r = wf(t, "latest", "-store", addr, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
-	root := testserver.EtcdClient(t, endpoint, func(c *clientv3.Config) { c.Username, c.Password = "root", "root-hunter2secret" })
+	root := etcd.EtcdClient(t, endpoint, func(c *clientv3.Config) { c.Username, c.Password = "root", "root-hunter2secret" })
 	resp, err := root.Get(ctx, "/mirrors/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	require.NoError(t, err)
 	assert.Len(t, resp.Kvs, 1, "the record lives under the address's prefix")

@@ -1,4 +1,4 @@
-//go:build !writefence_nopostgres
+//go:build !writefence_nopostgres && !writefence_nosdk
 
 package main
 
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/sdkserver/postgres"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/pgstore"
 )
@@ -54,8 +55,8 @@ func postgresAddress(t *testing.T) (string, string) {
 	password, _ := u.User.Password()
 	t.Setenv("PGPASSWORD", password)
 	u.User = url.User(u.User.Username())
-	pool := testserver.PostgresPool(t, testserver.PostgresURL(t), nil)
-	table := testserver.PostgresTable(t, pool)
+	pool := postgres.PostgresPool(t, testserver.PostgresURL(t), nil)
+	table := postgres.PostgresTable(t, pool)
 	q := u.Query()
 	q.Set("table", table)
 	u.RawQuery = q.Encode()

@@ -53,6 +53,12 @@ func (e *missingError) Error() string {
 		what, escape.String(e.addr), shellQuote(e.addr), create)
 }
 
+// fewReplicasError is a store with fewer replicas online than wait= asks:
+// no write could be confirmed. doctor reports it as a finding instead.
+type fewReplicasError struct{ error }
+
+func (e *fewReplicasError) Unwrap() error { return e.error }
+
 // prepare checks that the opened store answers and exists (opened.ready),
 // creating it with -create on a command that writes, then opens the store
 // of -blobs, if any, the same way, sets s.blobs, and returns it to be

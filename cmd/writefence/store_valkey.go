@@ -1,4 +1,4 @@
-//go:build !writefence_novalkey
+//go:build !writefence_novalkey && !writefence_nosdk
 
 package main
 
@@ -286,12 +286,6 @@ func replicasEnough(info, node string, u *url.URL, wait int) error {
 		"(on each: replicaof %s), or give wait= the number of replicas the server has (none: leave wait= out)",
 		escape.String(node), online, wait, strings.Replace(escape.String(node), ":", " ", 1))}
 }
-
-// fewReplicasError is a store with fewer replicas online than wait= asks:
-// no write could be confirmed. doctor reports it as a finding instead.
-type fewReplicasError struct{ error }
-
-func (e *fewReplicasError) Unwrap() error { return e.error }
 
 // infoField returns the value of one "name:value" line of INFO output.
 func infoField(info, name string) (string, bool) {

@@ -1,4 +1,4 @@
-//go:build !writefence_noazblob
+//go:build !writefence_noazblob && !writefence_nosdk
 
 package main
 
@@ -9,19 +9,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/sdkserver/azurite"
 )
 
 // TestAzblobMissingContainer: a container that does not exist is named,
 // with the init command that creates it, after one request: no retries;
 // init creates it, and then a push lands.
 func TestAzblobMissingContainer(t *testing.T) {
-	az := testserver.AzuriteServer(t)
+	az := azurite.AzuriteServer(t)
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
 	t.Setenv("AZURE_STORAGE_ACCOUNT", az.Account)
 	t.Setenv("AZURE_STORAGE_KEY", az.Key)
 	svc := az.Service(t, nil)
-	name := testserver.AzuriteContainer(t, svc)
+	name := azurite.AzuriteContainer(t, svc)
 	_, err := svc.DeleteContainer(context.Background(), name, nil)
 	require.NoError(t, err)
 	u, account, _ := cutAccount(az.Endpoint)

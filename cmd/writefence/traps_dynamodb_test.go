@@ -1,4 +1,4 @@
-//go:build !writefence_nodynamodb
+//go:build !writefence_nodynamodb && !writefence_nosdk
 
 package main
 
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/sdkserver/dynalite"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -56,7 +57,7 @@ func TestDynamoDBMissingTable(t *testing.T) {
 	u, err := url.Parse(addr)
 	require.NoError(t, err)
 	table := u.Host
-	c := testserver.DynamoDBClient(t, u.Query().Get("endpoint"), nil)
+	c := dynalite.DynamoDBClient(t, u.Query().Get("endpoint"), nil)
 	_, err = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	require.NoError(t, err)
 	p := writeFile(t, "segment")

@@ -1,4 +1,4 @@
-package writefence_test
+package modeltest
 
 import (
 	"bytes"
@@ -17,17 +17,17 @@ import (
 	"github.com/writefence/writefence/internal/sim"
 )
 
-// recorder stands between a test's Fences and the store they share, and
+// Recorder stands between a test's Fences and the store they share, and
 // records for the promise checker every change the store takes, and the
-// calls the test makes (begin, end). A test whose calls run one after the
-// other, or nested in each other, names the call in progress by begin and
-// end alone; a test whose calls run at once gives each call's context
-// the call (withCall), and calls ordered() for the history in the order
-// the store took its writes (see ordered). It declares the store's
+// calls the test makes (Begin, End). A test whose calls run one after the
+// other, or nested in each other, names the call in progress by Begin and
+// End alone; a test whose calls run at once gives each call's context
+// the call (WithCall), and calls Ordered for the history in the order
+// the store took its writes (see Ordered). It declares the store's
 // capabilities as its own and reaches them through the package's helpers
 // (GetPrefix, PutParts, PutIfBranded), so a Fence over it takes the paths
 // it takes over the store itself.
-type recorder struct {
+type Recorder struct {
 	inner writefence.ConditionalStore
 	clock func() time.Time
 
@@ -54,27 +54,27 @@ type sentPut struct {
 
 type callKey struct{}
 
-// withCall returns ctx naming c as the call its store calls are made for.
-func withCall(ctx context.Context, c *promise.Call) context.Context {
+// WithCall returns ctx naming c as the call its store calls are made for.
+func WithCall(ctx context.Context, c *promise.Call) context.Context {
 	return context.WithValue(ctx, callKey{}, c.ID)
 }
 
-// newRecorder returns a recorder of inner, with the blob methods when
+// NewRecorder returns a Recorder of inner, with the blob methods when
 // inner holds blobs.
-func newRecorder(inner writefence.ConditionalStore, clock func() time.Time) (*recorder, writefence.ConditionalStore) {
-	r := &recorder{inner: inner, clock: clock, checker: promise.NewChecker(promise.Options{})}
+func NewRecorder(inner writefence.ConditionalStore, clock func() time.Time) (*Recorder, writefence.ConditionalStore) {
+	r := &Recorder{inner: inner, clock: clock, checker: promise.NewChecker(promise.Options{})}
 	if _, ok := inner.(writefence.BlobStore); ok {
 		return r, &blobRecorder{r}
 	}
 	return r, r
 }
 
-// concurrent readies r for calls that run at once (see ordered).
-func (r *recorder) concurrent() {
+// Concurrent readies r for calls that run at once (see Ordered).
+func (r *Recorder) Concurrent() {
 	r.reads, r.sent = map[string]map[string][]byte{}, map[int]*sentPut{}
 }
 
-// ordered returns the history of a test whose calls ran at once, keeping of
+// Ordered returns the history of a test whose calls ran at once, keeping of
 // the writes it recorded as they were sent those that landed. A write
 // conditioned on a version reaches the store only after that version
 // landed and was read, so the order writes of one key were sent in is the
@@ -85,7 +85,7 @@ func (r *recorder) concurrent() {
 // sent, before it landed: so a read that ran between the two may see
 // what the history replaced before it began, and the reads of this
 // history are for porcupine, not for promise 23.
-func (r *recorder) ordered(ctx context.Context) (*promise.History, error) {
+func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	finals := map[string]string{}
@@ -201,14 +201,14 @@ func (r *recorder) ordered(ctx context.Context) (*promise.History, error) {
 }
 
 // describeSent describes sent write i, for an error. The caller holds mu.
-func (r *recorder) describeSent(i int, made map[int]string) string {
+func (r *Recorder) describeSent(i int, made map[int]string) string {
 	ch, sp := r.hist.Entries[i].Change, r.sent[i]
 	h, _ := record.DecodeHeader(ch.Data)
 	return fmt.Sprintf("call %d's write of epoch %d by %q (reply landed %v, lost %v, made %q)", ch.Call, h.Epoch, h.Writer, sp.landed, sp.unknown, made[i])
 }
 
 // keysWritten is the set of keys the history wrote. The caller holds mu.
-func (r *recorder) keysWritten() map[string]bool {
+func (r *Recorder) keysWritten() map[string]bool {
 	out := map[string]bool{}
 	for _, e := range r.hist.Entries {
 		if e.Change != nil && e.Change.Kind == "put" {
@@ -218,8 +218,8 @@ func (r *recorder) keysWritten() map[string]bool {
 	return out
 }
 
-// begin records that call c starts; end records how it ended.
-func (r *recorder) begin(c *promise.Call) {
+// Begin records that call c starts; End records how it ended.
+func (r *Recorder) Begin(c *promise.Call) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nextID++
@@ -232,7 +232,7 @@ func (r *recorder) begin(c *promise.Call) {
 	r.hist.Begin(c)
 }
 
-func (r *recorder) end(c *promise.Call, err error) {
+func (r *Recorder) End(c *promise.Call, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c.End, c.Err, c.Is = r.clock(), err, sim.Classify(err)
@@ -245,9 +245,9 @@ func (r *recorder) end(c *promise.Call, err error) {
 	r.hist.Finish(c)
 }
 
-// observe is an Observer that joins each event to the call its ctx
+// Observe is an Observer that joins each event to the call its ctx
 // names, else to the call in progress.
-func (r *recorder) observe(ctx context.Context, e writefence.WriteEvent) {
+func (r *Recorder) Observe(ctx context.Context, e writefence.WriteEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c := r.byID[r.callIn(ctx)]; c != nil && c.End.IsZero() {
@@ -257,7 +257,7 @@ func (r *recorder) observe(ctx context.Context, e writefence.WriteEvent) {
 
 // change records a change made for the call ctx names, else for the call
 // in progress, or from outside when none is.
-func (r *recorder) change(ctx context.Context, ch promise.Change) int {
+func (r *Recorder) change(ctx context.Context, ch promise.Change) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ch.Call = r.callIn(ctx)
@@ -268,7 +268,7 @@ func (r *recorder) change(ctx context.Context, ch promise.Change) int {
 
 // callIn is the call ctx names, else the call in progress, else 0. The
 // caller holds mu.
-func (r *recorder) callIn(ctx context.Context) int {
+func (r *Recorder) callIn(ctx context.Context) int {
 	if id, ok := ctx.Value(callKey{}).(int); ok {
 		return id
 	}
@@ -279,7 +279,7 @@ func (r *recorder) callIn(ctx context.Context) int {
 }
 
 // outside records a change made outside the package.
-func (r *recorder) outside(ch promise.Change) {
+func (r *Recorder) outside(ch promise.Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ch.At = r.clock()
@@ -289,13 +289,13 @@ func (r *recorder) outside(ch promise.Change) {
 // fault records a fault injected into the call in progress: "transient"
 // (a failure that changed nothing) or "lost" (a reply lost after the
 // write landed).
-func (r *recorder) fault(kind string) {
+func (r *Recorder) fault(kind string) {
 	r.change(context.Background(), promise.Change{Kind: "fault", Fault: kind})
 }
 
 // check feeds the checker what happened since the last check and returns
 // what it found.
-func (r *recorder) check() []promise.Violation {
+func (r *Recorder) check() []promise.Violation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var found []promise.Violation
@@ -305,9 +305,9 @@ func (r *recorder) check() []promise.Violation {
 	return found
 }
 
-func (r *recorder) Capabilities() writefence.ConditionalStore { return r }
+func (r *Recorder) Capabilities() writefence.ConditionalStore { return r }
 
-func (r *recorder) Get(ctx context.Context, key string) ([]byte, string, error) {
+func (r *Recorder) Get(ctx context.Context, key string) ([]byte, string, error) {
 	data, v, err := r.inner.Get(ctx, key)
 	if err == nil {
 		r.read(key, v, data)
@@ -315,7 +315,7 @@ func (r *recorder) Get(ctx context.Context, key string) ([]byte, string, error) 
 	return data, v, err
 }
 
-func (r *recorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+func (r *Recorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	data, size, v, err := writefence.GetPrefix(ctx, r.inner, key, n)
 	if err == nil && int64(len(data)) == size {
 		r.read(key, v, data)
@@ -324,7 +324,7 @@ func (r *recorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, 
 }
 
 // read remembers what the test read of version v of key, whole.
-func (r *recorder) read(key, v string, data []byte) {
+func (r *Recorder) read(key, v string, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.reads == nil {
@@ -336,15 +336,15 @@ func (r *recorder) read(key, v string, data []byte) {
 	r.reads[key][v] = bytes.Clone(data)
 }
 
-func (r *recorder) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+func (r *Recorder) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
 	return r.put(ctx, key, expect, [][]byte{data}, func() (string, error) { return r.inner.PutIfVersion(ctx, key, data, expect) })
 }
 
-func (r *recorder) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
+func (r *Recorder) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
 	return r.put(ctx, key, expect, parts, func() (string, error) { return writefence.PutParts(ctx, r.inner, key, parts, expect) })
 }
 
-func (r *recorder) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
+func (r *Recorder) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
 	return r.put(ctx, key, expect, parts, func() (string, error) {
 		return writefence.PutIfBranded(ctx, r.inner, brandKey, identity, key, parts, expect)
 	})
@@ -353,7 +353,7 @@ func (r *recorder) PutIfBranded(ctx context.Context, brandKey, identity, key str
 // put makes a write and records it if it landed. Of a test whose calls
 // run at once it records every write when it is sent, with its reply,
 // for ordered to keep those that landed (see ordered).
-func (r *recorder) put(ctx context.Context, key, expect string, parts [][]byte, write func() (string, error)) (string, error) {
+func (r *Recorder) put(ctx context.Context, key, expect string, parts [][]byte, write func() (string, error)) (string, error) {
 	data := bytes.Join(parts, nil)
 	if r.sent == nil {
 		v, err := write()
@@ -377,7 +377,7 @@ func (r *recorder) put(ctx context.Context, key, expect string, parts [][]byte, 
 	return v, err
 }
 
-func (r *recorder) Delete(ctx context.Context, key string) error {
+func (r *Recorder) Delete(ctx context.Context, key string) error {
 	err := r.inner.(writefence.Deleter).Delete(ctx, key)
 	if err == nil {
 		r.change(ctx, promise.Change{Kind: "delete", Key: key})
@@ -385,12 +385,12 @@ func (r *recorder) Delete(ctx context.Context, key string) error {
 	return err
 }
 
-func (r *recorder) List(ctx context.Context, prefix string, fn func(key string) error) error {
+func (r *Recorder) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	return r.inner.(writefence.Lister).List(ctx, prefix, fn)
 }
 
-// blobRecorder is a recorder of a store that holds blobs.
-type blobRecorder struct{ *recorder }
+// blobRecorder is a Recorder of a store that holds blobs.
+type blobRecorder struct{ *Recorder }
 
 func (r *blobRecorder) Capabilities() writefence.ConditionalStore { return r }
 

@@ -1,4 +1,7 @@
-package testserver
+// Package azurite reaches the Azurite emulator the Azure Blob tests run
+// against through the Azure SDK, beside package testserver, so that only
+// the modules that test on Azure Blob link the SDK.
+package azurite
 
 import (
 	"bytes"
@@ -11,6 +14,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // Azurite is an Azure Blob Storage endpoint (the Azurite emulator, as
@@ -27,9 +33,9 @@ type Azurite struct {
 func AzuriteServer(t testing.TB) Azurite {
 	t.Helper()
 	return Azurite{
-		Endpoint: Env(t, "WRITEFENCE_AZURITE_ENDPOINT"),
-		Account:  Env(t, "WRITEFENCE_AZURITE_ACCOUNT"),
-		Key:      Env(t, "WRITEFENCE_AZURITE_KEY"),
+		Endpoint: testserver.Env(t, "WRITEFENCE_AZURITE_ENDPOINT"),
+		Account:  testserver.Env(t, "WRITEFENCE_AZURITE_ACCOUNT"),
+		Key:      testserver.Env(t, "WRITEFENCE_AZURITE_KEY"),
 	}
 }
 
@@ -39,14 +45,14 @@ func AzuriteServer(t testing.TB) Azurite {
 func (a Azurite) Service(t testing.TB, rt http.RoundTripper) *service.Client {
 	t.Helper()
 	cred, err := service.NewSharedKeyCredential(a.Account, a.Key)
-	check(t, err)
+	require.NoError(t, err)
 	if rt == nil {
-		rt = HTTPTransport(t)
+		rt = testserver.HTTPTransport(t)
 	}
 	c, err := service.NewClientWithSharedKeyCredential(a.Endpoint, cred, &service.ClientOptions{
 		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: rt}},
 	})
-	check(t, err)
+	require.NoError(t, err)
 	return c
 }
 
@@ -54,11 +60,11 @@ func (a Azurite) Service(t testing.TB, rt http.RoundTripper) *service.Client {
 // deletes it, with its blobs, when the test ends; it returns its name.
 func AzuriteContainer(t testing.TB, c *service.Client) string {
 	t.Helper()
-	name := UniqueName(t)
+	name := testserver.UniqueName(t)
 	_, err := c.CreateContainer(context.Background(), name, nil)
-	check(t, err)
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := CleanupContext(t)
+		ctx, cancel := testserver.CleanupContext(t)
 		defer cancel()
 		if _, err := c.DeleteContainer(ctx, name, nil); err != nil {
 			t.Errorf("cleanup: delete container %s: %v", name, err)
@@ -70,8 +76,8 @@ func AzuriteContainer(t testing.TB, c *service.Client) string {
 // DamageAzblob damages blobs of the container c reaches by writing the
 // damaged bytes over them unconditionally, as a program that writes the
 // blob directly would; the blob gets a new ETag.
-func DamageAzblob(c *container.Client) Damager {
-	return func(ctx context.Context, key string, f Fault) error {
+func DamageAzblob(c *container.Client) testserver.Damager {
+	return func(ctx context.Context, key string, f testserver.Fault) error {
 		r, err := c.NewBlobClient(key).DownloadStream(ctx, nil)
 		if err != nil {
 			return err

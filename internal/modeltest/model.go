@@ -1,4 +1,9 @@
-package writefence_test
+// Package modeltest is the model test of the package writefence: random
+// sequences of every write the package makes, with damage and faults, run
+// on a store and checked after every step against a reference model and
+// the promise checker (see Run). The root package runs it on its stores,
+// and each store module on its own store.
+package modeltest
 
 import (
 	"bytes"
@@ -20,6 +25,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"pgregory.net/rapid"
 
 	"github.com/writefence/writefence"
@@ -54,15 +60,21 @@ import (
 //
 // and after every step the promise checker (internal/promise) reads the
 // run's history, every call and every change the store took, recorded
-// beneath the Fences (recorder_test.go), and checks every numbered
+// beneath the Fences (recorder.go), and checks every numbered
 // promise of the package on it.
 //
 // The unit tier runs it on MemStore and the directory store, the
 // integration tier on MinIO, fake-gcs-server and Valkey (both write paths,
-// and with a replica and WaitReplicas), in parallel. CI runs fixed seeds
-// (modelSeed, and modelChecksUnit or modelChecksLocal checks);
+// and with a replica and WaitReplicas), and each store module on its own
+// store's server (Azurite, PostgreSQL, etcd, dynalite), in parallel. CI
+// runs fixed seeds
+// (modelSeed, and ChecksUnit or ChecksLocal checks);
 // WRITEFENCE_LONG=1 runs more checks from a random seed, or pass
 // -rapid.seed and -rapid.checks.
+
+// ErrLostReply stands for a reply lost on the network: what a write whose
+// reply the model loses returns.
+var ErrLostReply = errors.New("connection reset by peer")
 
 // The model's fixed names.
 const (
@@ -106,7 +118,7 @@ type faultPlan struct {
 	before    func()             // runs once, before the first write reaches the store
 	failed    bool               // a store call failed and no back-off followed yet
 	violation string             // how the engine broke the retry policy, if it did
-	rec       *recorder          // told of every fault, for the checker
+	rec       *Recorder          // told of every fault, for the checker
 }
 
 func (p *faultPlan) arm(f faultSet, cancel context.CancelFunc) {
@@ -172,7 +184,7 @@ func (p *faultPlan) read() error {
 		if p.rec != nil {
 			p.rec.fault("transient")
 		}
-		return errLostReply
+		return ErrLostReply
 	}
 	return nil
 }
@@ -208,13 +220,13 @@ func (p *faultPlan) write(do func() (string, error)) (string, error) {
 		if p.rec != nil {
 			p.rec.fault("transient")
 		}
-		return "", errLostReply
+		return "", ErrLostReply
 	case lostAfter:
 		_, err := do()
 		if p.rec != nil && err == nil {
 			p.rec.fault("lost")
 		}
-		return "", errLostReply
+		return "", ErrLostReply
 	}
 	return do()
 }
@@ -312,22 +324,22 @@ type modelWriter struct {
 	old     *writefence.Lease // the Lease value a restart replaced, still running; nil when none
 }
 
-// modelTarget is a store the model runs on.
-type modelTarget struct {
-	name   string
-	store  writefence.ConditionalStore
-	damage testserver.Damager
-	prefix string // the runs' keys live under it; empty: a fresh name
+// Target is a store the model runs on.
+type Target struct {
+	Name   string
+	Store  writefence.ConditionalStore
+	Damage testserver.Damager
+	Prefix string // the runs' keys live under it; empty: a fresh name
 
-	// clockStep is the resolution of the times the store gives blobs
+	// ClockStep is the resolution of the times the store gives blobs
 	// (S3: a second); 0 when finer than the model can tell.
-	clockStep time.Duration
+	ClockStep time.Duration
 }
 
 // modelRun is one run of the model on a target: the system and the model.
 type modelRun struct {
 	ctx     context.Context
-	target  modelTarget
+	target  Target
 	prefix  string
 	key     string // the shard record's
 	logKey  string // its settle log's
@@ -339,7 +351,7 @@ type modelRun struct {
 	plan    *faultPlan
 	clock   *modelClock
 	counts  *modelCounts
-	hist    *recorder // the history, for the promise checker
+	hist    *Recorder // the history, for the promise checker
 	aliens  int       // the foreign pushes so far
 
 	// The model.
@@ -399,10 +411,10 @@ func (c *modelCounts) add(what string) {
 	c.steps[what]++
 }
 
-func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun {
+func newModelRun(t *rapid.T, target Target, counts *modelCounts) *modelRun {
 	// Each run works under a prefix of its own, never drawn by rapid: runs
 	// that shrink to the same draws must not see each other's keys.
-	prefix := fmt.Sprintf("%smodel-%d/", target.prefix, modelRuns.Add(1))
+	prefix := fmt.Sprintf("%smodel-%d/", target.Prefix, modelRuns.Add(1))
 	key, err := keys.Shard(prefix, modelPlugin, modelShard)
 	require.NoError(t, err)
 	logKey, err := keys.SettleLog(prefix, modelPlugin, modelShard)
@@ -410,27 +422,27 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 	leaseKey, err := keys.Lease(prefix, "model")
 	require.NoError(t, err)
 	clock := newModelClock()
-	rec, recorded := newRecorder(target.store, clock.now)
-	target.store = recorded
+	rec, recorded := NewRecorder(target.Store, clock.now)
+	target.Store = recorded
 	r := &modelRun{
 		target: target, prefix: prefix, key: key, logKey: logKey, brand: keys.Brand(prefix), lease: leaseKey,
-		reader: &writefence.Fence{Store: target.store, Prefix: prefix, Observer: rec.observe},
-		admin:  &writefence.Fence{Store: target.store, Prefix: prefix, Observer: rec.observe},
+		reader: &writefence.Fence{Store: target.Store, Prefix: prefix, Observer: rec.Observe},
+		admin:  &writefence.Fence{Store: target.Store, Prefix: prefix, Observer: rec.Observe},
 		plan:   &faultPlan{rec: rec}, clock: clock, counts: counts, hist: rec,
 		landed: map[uint64]bool{}, terms: map[uint64]int{}, termLease: map[uint64]string{}, acquiredBy: map[uint64]*writefence.Lease{}, blobs: map[string]*modelBlob{},
 	}
-	_, r.blobsOK = target.store.(writefence.BlobStore)
+	_, r.blobsOK = target.Store.(writefence.BlobStore)
 	// No writer sleeps between retries (the model is sequential); the
 	// plan sees every back-off.
 	r.ctx = hook.With(context.Background(), &hook.Hooks{Wait: r.wait})
 	for i := range 3 {
 		w := &modelWriter{name: fmt.Sprintf("w%d", i)}
-		store := target.store
+		store := target.Store
 		if rapid.Bool().Draw(t, w.name+" wrapped") {
-			w.wrapper = &promoting{inner: target.store, plan: r.plan}
+			w.wrapper = &promoting{inner: target.Store, plan: r.plan}
 			store = w.wrapper
 		}
-		w.fence = &writefence.Fence{Store: store, Prefix: prefix, MaxAttempts: 4, Observer: rec.observe}
+		w.fence = &writefence.Fence{Store: store, Prefix: prefix, MaxAttempts: 4, Observer: rec.Observe}
 		if rapid.Bool().Draw(t, w.name+" brand always") {
 			w.always, w.fence.Brand = true, writefence.BrandVerifyAlways
 		}
@@ -480,7 +492,7 @@ func leaseLabel(w *modelWriter, l *writefence.Lease) string { return fmt.Sprintf
 // recordDamage records, for the checker, the damage f did to key from
 // outside the package, data being what the key held before it.
 func (r *modelRun) recordDamage(t *rapid.T, key string, data []byte, f testserver.Fault, version string) {
-	r.hist.outside(promise.Change{Kind: "put", Key: key, Data: f.Apply(data), Version: version, InPlace: r.target.name == "dir"})
+	r.hist.outside(promise.Change{Kind: "put", Key: key, Data: f.Apply(data), Version: version, InPlace: r.target.Name == "dir"})
 }
 
 func (r *modelRun) drawWriter(t *rapid.T) *modelWriter {
@@ -653,9 +665,9 @@ func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults fault
 		putsBefore = w.wrapper.puts.Load()
 	}
 	rc := r.callOf(w, c)
-	r.hist.begin(rc)
+	r.hist.Begin(rc)
 	want, err := call(ctx)
-	r.hist.end(rc, err)
+	r.hist.End(rc, err)
 	writes, broke, cancelled := r.plan.written(), r.plan.broke(), ctx.Err() != nil
 	r.plan.arm(faultSet{}, nil)
 	require.Empty(t, broke, op)
@@ -845,7 +857,7 @@ func (r *modelRun) damage(t *rapid.T) {
 		t.Skip("no record to damage")
 	}
 	f := testserver.Fault{Flip: rapid.IntRange(0, 1<<10).Draw(t, "flip"), Empty: rapid.Bool().Draw(t, "empty")}
-	if data, _, err := r.target.store.Get(context.Background(), r.key); err == nil && len(data) > 0 && rapid.Bool().Draw(t, "in the payload") {
+	if data, _, err := r.target.Store.Get(context.Background(), r.key); err == nil && len(data) > 0 && rapid.Bool().Draw(t, "in the payload") {
 		// A byte near the end, past the header, which then still decodes.
 		f.Flip = len(data) - 1 - rapid.IntRange(0, min(len(data)-1, 3)).Draw(t, "from the end")
 	}
@@ -856,8 +868,8 @@ func (r *modelRun) damage(t *rapid.T) {
 		t.Skip("a second flip could undo the first")
 	}
 	r.counts.add("damage")
-	raw, _, _ := r.target.store.Get(context.Background(), r.key)
-	require.NoError(t, r.target.damage(context.Background(), r.key, f))
+	raw, _, _ := r.target.Store.Get(context.Background(), r.key)
+	require.NoError(t, r.target.Damage(context.Background(), r.key, f))
 	r.lastFault = &f
 	after := r.read(t)
 	r.recordDamage(t, r.key, raw, f, after.version)
@@ -958,7 +970,7 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 
 // hasBlobs reports whether the shard's blob space holds any blob.
 func (r *modelRun) hasBlobs(t *rapid.T) bool {
-	bs, ok := r.target.store.(writefence.BlobStore)
+	bs, ok := r.target.Store.(writefence.BlobStore)
 	if !ok {
 		return false
 	}
@@ -974,7 +986,7 @@ func (r *modelRun) hasBlobs(t *rapid.T) bool {
 // settleLogEpoch returns the epoch of the settle log's entry, read from
 // its record header (format version 2: the epoch at offset 8), or 0.
 func (r *modelRun) settleLogEpoch(t *rapid.T) uint64 {
-	data, _, err := r.target.store.Get(context.Background(), r.logKey)
+	data, _, err := r.target.Store.Get(context.Background(), r.logKey)
 	if errors.Is(err, writefence.ErrNotFound) {
 		return 0
 	}
@@ -988,7 +1000,7 @@ func (r *modelRun) settleLogEpoch(t *rapid.T) uint64 {
 // record to forget it (Fence.Forget), as the way out of ErrEpochRegressed
 // says (promise 29; TestRecordLost checks the refusal itself).
 func (r *modelRun) remove(t *rapid.T) {
-	d, ok := r.target.store.(writefence.Deleter)
+	d, ok := r.target.Store.(writefence.Deleter)
 	if !ok {
 		t.Skip("the store cannot delete")
 	}
@@ -997,8 +1009,8 @@ func (r *modelRun) remove(t *rapid.T) {
 	r.rec, r.damaged, r.maxEpoch, r.landed = modelRecord{}, "", 0, map[uint64]bool{}
 	forget := func(w *modelWriter, f *writefence.Fence) {
 		c := r.callOf(w, promise.Call{Op: promise.Forget})
-		r.hist.begin(c)
-		r.hist.end(c, f.Forget(modelPlugin, modelShard))
+		r.hist.Begin(c)
+		r.hist.End(c, f.Forget(modelPlugin, modelShard))
 	}
 	forget(nil, r.reader)
 	forget(nil, r.admin)
@@ -1010,12 +1022,12 @@ func (r *modelRun) remove(t *rapid.T) {
 func (r *modelRun) latest(t *rapid.T) {
 	w := r.drawWriter(t)
 	c := r.callOf(w, promise.Call{Op: promise.Latest})
-	r.hist.begin(c)
+	r.hist.Begin(c)
 	e, wr, p, err := w.fence.Latest(r.ctx, modelPlugin, modelShard)
 	if err == nil {
 		c.Read, c.ReadBody = &record.Header{Epoch: e, Writer: wr}, record.Body{Payload: p}
 	}
-	r.hist.end(c, err)
+	r.hist.End(c, err)
 	switch {
 	case w.always && r.brandValue != defaults.Identity:
 		require.ErrorIs(t, err, writefence.ErrWire)
@@ -1036,7 +1048,7 @@ func (r *modelRun) latest(t *rapid.T) {
 // foreignPush pushes as a program of another wire identity would: over a
 // record of ours it is refused, and over its own record ours are.
 func (r *modelRun) foreignPush(t *rapid.T) {
-	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: foreignIdentity, Observer: r.hist.observe}
+	f := &writefence.Fence{Store: r.target.Store, Prefix: r.prefix, Identity: foreignIdentity, Observer: r.hist.Observe}
 	want := r.successor("alien", r.drawEpoch(t), "another format", "", false, false)
 	want.foreign = true
 	var answer error
@@ -1062,12 +1074,12 @@ func (r *modelRun) foreignPush(t *rapid.T) {
 func (r *modelRun) claim(t *rapid.T) {
 	identity := rapid.SampledFrom([]string{defaults.Identity, foreignIdentity}).Draw(t, "identity")
 	r.counts.add("brand claim")
-	f := &writefence.Fence{Store: r.target.store, Prefix: r.prefix, Identity: identity}
+	f := &writefence.Fence{Store: r.target.Store, Prefix: r.prefix, Identity: identity}
 	c := r.callOf(nil, promise.Call{Op: promise.Claim, Identity: identity})
-	r.hist.begin(c)
+	r.hist.Begin(c)
 	claimed, err := f.ClaimBrand(r.ctx)
 	c.Claimed = claimed
-	r.hist.end(c, err)
+	r.hist.End(c, err)
 	switch r.brandValue {
 	case "":
 		require.NoError(t, err)
@@ -1088,20 +1100,20 @@ func (r *modelRun) rebrand(t *rapid.T) {
 	value := rapid.SampledFrom([]string{"", defaults.Identity, foreignIdentity}).Draw(t, "brand")
 	r.counts.add("rebrand")
 	ctx := context.Background()
-	_, v, err := r.target.store.Get(ctx, r.brand)
+	_, v, err := r.target.Store.Get(ctx, r.brand)
 	if errors.Is(err, writefence.ErrNotFound) {
 		v, err = "", nil
 	}
 	require.NoError(t, err)
 	switch {
 	case value == "":
-		d, ok := r.target.store.(writefence.Deleter)
+		d, ok := r.target.Store.(writefence.Deleter)
 		if !ok {
 			t.Skip("the store cannot delete")
 		}
 		require.NoError(t, d.Delete(ctx, r.brand))
 	default:
-		_, err = r.target.store.PutIfVersion(ctx, r.brand, []byte(value), v)
+		_, err = r.target.Store.PutIfVersion(ctx, r.brand, []byte(value), v)
 		require.NoError(t, err)
 	}
 	r.brandValue = value
@@ -1109,7 +1121,7 @@ func (r *modelRun) rebrand(t *rapid.T) {
 }
 
 func (r *modelRun) checkBrand(t *rapid.T) {
-	data, _, err := r.target.store.Get(context.Background(), r.brand)
+	data, _, err := r.target.Store.Get(context.Background(), r.brand)
 	if r.brandValue == "" {
 		require.ErrorIs(t, err, writefence.ErrNotFound, "the brand key")
 		return
@@ -1129,7 +1141,7 @@ type storedLease struct {
 }
 
 func (r *modelRun) readLease(t *rapid.T) storedLease {
-	data, v, err := r.target.store.Get(context.Background(), r.lease)
+	data, v, err := r.target.Store.Get(context.Background(), r.lease)
 	var ce *writefence.CorruptError
 	switch {
 	case errors.Is(err, writefence.ErrNotFound):
@@ -1185,10 +1197,10 @@ func (r *modelRun) leaseStepAmid(t *rapid.T, op string, w *modelWriter, amid fun
 	}
 	rc := r.callOf(w, c)
 	rc.LeaseName, rc.Holder = "model", w.name
-	r.hist.begin(rc)
+	r.hist.Begin(rc)
 	term, err := call(ctx)
 	rc.Term = term
-	r.hist.end(rc, err)
+	r.hist.End(rc, err)
 	broke := r.plan.broke()
 	r.plan.arm(faultSet{}, nil)
 	require.Empty(t, broke, op)
@@ -1254,10 +1266,10 @@ func (r *modelRun) acquire(t *rapid.T) {
 			r.counts.add("lease acquire by the replaced value, amid")
 			r.plan.aside(func() {
 				c := r.callOf(w, promise.Call{Op: promise.Acquire, Lease: leaseLabel(w, old), LeaseName: "model", Holder: w.name})
-				r.hist.begin(c)
+				r.hist.Begin(c)
 				term, err := old.Acquire(r.ctx)
 				c.Term = term
-				r.hist.end(c, err)
+				r.hist.End(c, err)
 				if err == nil {
 					r.acquired(t, old, term)
 				}
@@ -1346,10 +1358,10 @@ func (r *modelRun) badClock(t *rapid.T) {
 func (r *modelRun) leasePush(t *rapid.T) {
 	w := r.drawWriter(t)
 	c := r.callOf(w, promise.Call{Op: promise.Epoch, Lease: leaseLabel(w, w.lease), LeaseName: "model", Holder: w.name})
-	r.hist.begin(c)
+	r.hist.Begin(c)
 	epoch, err := w.lease.Epoch(r.ctx, modelPlugin, modelShard)
 	c.Got = epoch
-	r.hist.end(c, err)
+	r.hist.End(c, err)
 	if err != nil {
 		t.Skip("the lease hands out no epoch")
 	}
@@ -1362,9 +1374,9 @@ func (r *modelRun) damageLease(t *rapid.T) {
 		t.Skip("no sound lease record")
 	}
 	r.counts.add("lease damage")
-	raw, _, _ := r.target.store.Get(context.Background(), r.lease)
+	raw, _, _ := r.target.Store.Get(context.Background(), r.lease)
 	f := testserver.Fault{Flip: rapid.IntRange(0, 64).Draw(t, "flip")}
-	require.NoError(t, r.target.damage(context.Background(), r.lease, f))
+	require.NoError(t, r.target.Damage(context.Background(), r.lease, f))
 	l := r.readLease(t)
 	r.recordDamage(t, r.lease, raw, f, l.version)
 	require.False(t, l.ok, "the damaged lease record must not decode")
@@ -1401,7 +1413,7 @@ func (r *modelRun) checkReferenced(t *rapid.T) {
 	if r.rec.blobs == "" || r.rec.foreign {
 		return
 	}
-	bs := r.target.store.(writefence.BlobStore)
+	bs := r.target.Store.(writefence.BlobStore)
 	space := r.blobSpace(t)
 	for _, name := range strings.Split(r.rec.blobs, ",") {
 		info, err := bs.StatBlob(context.Background(), space+name)
@@ -1435,10 +1447,10 @@ func (r *modelRun) putBlob(t *rapid.T) {
 	data := string(rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "blob"))
 	r.counts.add("blob")
 	c := r.callOf(w, promise.Call{Op: promise.PutBlob, Writer: w.name, Epoch: epoch, Payload: []byte(data)})
-	r.hist.begin(c)
+	r.hist.Begin(c)
 	ref, err := w.fence.PutBlob(r.ctx, modelPlugin, modelShard, w.name, epoch, strings.NewReader(data))
 	c.Ref = ref
-	r.hist.end(c, err)
+	r.hist.End(c, err)
 	if w.wrapper != nil {
 		require.ErrorIs(t, err, errors.ErrUnsupported, "a wrapper declares no BlobStore")
 		return
@@ -1450,7 +1462,7 @@ func (r *modelRun) putBlob(t *rapid.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(len(data)), ref.Size)
 	b := &modelBlob{ref: ref, writer: w.name, epoch: epoch, data: data, at: time.Now()}
-	info, err := r.target.store.(writefence.BlobStore).StatBlob(context.Background(), r.blobSpace(t)+ref.Name)
+	info, err := r.target.Store.(writefence.BlobStore).StatBlob(context.Background(), r.blobSpace(t)+ref.Name)
 	require.NoError(t, err)
 	b.created = info.Modified
 	r.blobs[ref.Name] = b
@@ -1589,12 +1601,12 @@ func (r *modelRun) collect(t *rapid.T) {
 func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 	r.counts.add("collect")
 	c := r.callOf(nil, promise.Call{Op: promise.Collect})
-	r.hist.begin(c)
+	r.hist.Begin(c)
 	report, err := r.admin.Collect(context.Background(), modelPlugin, modelShard, writefence.GCOptions{Grace: grace})
 	for _, b := range report.Deleted {
 		c.Deleted = append(c.Deleted, b.Key)
 	}
-	r.hist.end(c, err)
+	r.hist.End(c, err)
 	// Whatever the collection returned, what it deleted is gone once this
 	// step is checked.
 	defer func() {
@@ -1635,7 +1647,7 @@ func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 		case b.gone || r.referenced(name):
 		case !committable, !r.horizon.IsZero() && r.createdAt(b).Before(r.horizon):
 			want = append(want, name)
-		case grace < time.Second && time.Since(b.at) < 2*r.target.clockStep:
+		case grace < time.Second && time.Since(b.at) < 2*r.target.ClockStep:
 			maybe = append(maybe, name)
 		case grace < time.Second:
 			want = append(want, name)
@@ -1667,7 +1679,7 @@ func (r *modelRun) openBlob(t *rapid.T) {
 	name := rapid.SampledFrom(r.blobNames).Draw(t, "blob")
 	r.counts.add("open blob")
 	c := r.callOf(nil, promise.Call{Op: promise.Open, Name: name})
-	r.hist.begin(c)
+	r.hist.Begin(c)
 	rc, _, err := r.reader.OpenBlob(context.Background(), modelPlugin, modelShard, name)
 	if err == nil {
 		data, rerr := io.ReadAll(rc)
@@ -1678,7 +1690,7 @@ func (r *modelRun) openBlob(t *rapid.T) {
 		c.Bytes = data
 		rc = io.NopCloser(bytes.NewReader(data))
 	}
-	r.hist.end(c, err)
+	r.hist.End(c, err)
 	switch {
 	case r.damaged != "":
 		require.ErrorIs(t, err, writefence.ErrCorrupt)
@@ -1722,22 +1734,22 @@ func (r *modelRun) actions() map[string]func(*rapid.T) {
 // break when a fix is taken out.
 var modelAnswers = os.Getenv("WRITEFENCE_MODEL_ANSWERS") != "0"
 
-// Fixed seeds for CI: from modelSeed, modelChecksUnit checks on each
-// store of the unit tier (TestModel) and modelChecksLocal on each server.
+// Fixed seeds for CI: from modelSeed, ChecksUnit checks on each
+// store of the unit tier (TestModel) and ChecksLocal on each server.
 const (
-	modelSeed        = 20261201
-	modelChecksUnit  = 150
-	modelChecksLocal = 40
-	modelSteps       = 60
+	modelSeed   = 20261201
+	ChecksUnit  = 150
+	ChecksLocal = 40
+	modelSteps  = 60
 )
 
-// runModel runs the model on the target open returns, with rapid's seed,
-// checks and steps as setModelFlags left them. It reads those flags and
+// Run runs the model on the target open returns, with rapid's seed,
+// checks and steps as SetFlags left them. It reads those flags and
 // never sets them, so the model runs on the servers in parallel.
-func runModel(t *testing.T, open func(t *testing.T) modelTarget) {
+func Run(t *testing.T, open func(t *testing.T) Target) {
 	target := open(t)
-	if target.prefix == "" {
-		target.prefix = testserver.UniqueName(t) + "/"
+	if target.Prefix == "" {
+		target.Prefix = testserver.UniqueName(t) + "/"
 	}
 	t.Logf("rapid: seed %s, %s checks of %s steps", flag.Lookup("rapid.seed").Value, flag.Lookup("rapid.checks").Value, flag.Lookup("rapid.steps").Value)
 	var counts modelCounts
@@ -1745,7 +1757,7 @@ func runModel(t *testing.T, open func(t *testing.T) modelTarget) {
 		r := newModelRun(rt, target, &counts)
 		rt.Repeat(r.actions())
 	})
-	t.Logf("%s: %v", target.name, counts.steps)
+	t.Logf("%s: %v", target.Name, counts.steps)
 }
 
 // modelClock is the leases' fake clock; only steps move it.
@@ -1768,13 +1780,13 @@ var commandLineFlags = sync.OnceValue(func() map[string]bool {
 	return m
 })
 
-// setModelFlags sets rapid's seed, checks and steps for the fixed CI run
+// SetFlags sets rapid's seed, checks and steps for the fixed CI run
 // (checks as given), or, when WRITEFENCE_LONG is set, for a long run from
 // a random seed; a flag the command line set is left alone. It returns
 // what restores them. The flags are the process's: TestMain sets them
 // before any test runs, and only a test that is never parallel sets them
 // again.
-func setModelFlags(checks int) (restore func(), err error) {
+func SetFlags(checks int) (restore func(), err error) {
 	explicit := commandLineFlags()
 	values := map[string]string{"rapid.seed": strconv.Itoa(modelSeed), "rapid.checks": strconv.Itoa(checks), "rapid.steps": strconv.Itoa(modelSteps)}
 	if os.Getenv("WRITEFENCE_LONG") != "" {
@@ -1797,26 +1809,14 @@ func setModelFlags(checks int) (restore func(), err error) {
 	}, nil
 }
 
-// TestModel runs the model on the stores of the unit tier: MemStore, and
-// the directory store.
-func TestModel(t *testing.T) {
-	restore, err := setModelFlags(modelChecksUnit)
-	require.NoError(t, err)
-	t.Cleanup(restore) // after the subtests, which run in parallel
-	t.Run("mem", func(t *testing.T) {
-		t.Parallel()
-		runModel(t, func(t *testing.T) modelTarget {
-			m := &writefence.MemStore{}
-			return modelTarget{name: "mem", store: m, damage: testserver.DamageByOverwrite(m)}
-		})
-	})
-	t.Run("dir", func(t *testing.T) {
-		t.Parallel()
-		runModel(t, func(t *testing.T) modelTarget {
-			dir := t.TempDir()
-			s, err := writefence.NewDirConditionalStore(dir)
-			require.NoError(t, err)
-			return modelTarget{name: "dir", store: s, damage: testserver.DamageDir(dir)}
-		})
-	})
+// Main is the TestMain of a package that runs the model on its store: it
+// sets rapid's flags for ChecksLocal checks once, before any test runs in
+// parallel, runs the tests, and fails them if a goroutine outlives them.
+func Main(m *testing.M) {
+	flag.Parse()
+	if _, err := SetFlags(ChecksLocal); err != nil {
+		fmt.Fprintln(os.Stderr, "rapid's flags:", err)
+		os.Exit(2)
+	}
+	goleak.VerifyTestMain(m, testserver.LeakOptions()...)
 }
