@@ -13,7 +13,6 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/promise"
-	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/sim"
 )
 
@@ -198,13 +197,6 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		}
 	}
 	return h, nil
-}
-
-// describeSent describes sent write i, for an error. The caller holds mu.
-func (r *Recorder) describeSent(i int, made map[int]string) string {
-	ch, sp := r.hist.Entries[i].Change, r.sent[i]
-	h, _ := record.DecodeHeader(ch.Data)
-	return fmt.Sprintf("call %d's write of epoch %d by %q (reply landed %v, lost %v, made %q)", ch.Call, h.Epoch, h.Writer, sp.landed, sp.unknown, made[i])
 }
 
 // keysWritten is the set of keys the history wrote. The caller holds mu.
