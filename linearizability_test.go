@@ -338,7 +338,7 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	var counts [numOutcomes]atomic.Int64
 	// The promise checker reads the same history, recorded beneath the
 	// Fences, in the order the store took the writes.
-	hist, store := newRecorder(fs.store, time.Now)
+	hist, store := newRecorder(fs.store, time.Now, promise.Options{})
 	hist.concurrent()
 
 	var wg sync.WaitGroup

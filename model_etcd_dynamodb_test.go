@@ -19,7 +19,7 @@ func TestModelEtcd(t *testing.T) {
 	runModel(t, func(t *testing.T) modelTarget {
 		c := testserver.EtcdClient(t, testserver.EtcdEndpoint(t))
 		prefix := testserver.EtcdPrefix(t, c)
-		return modelTarget{name: "etcd", store: etcdstore.New(c, prefix), damage: testserver.DamageEtcd(c, prefix)}
+		return modelTarget{name: "etcd", rewrites: true, store: etcdstore.New(c, prefix), damage: testserver.DamageEtcd(c, prefix)}
 	})
 }
 

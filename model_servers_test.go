@@ -23,7 +23,7 @@ func TestModelServers(t *testing.T) {
 		t.Parallel()
 		runModel(t, func(t *testing.T) modelTarget {
 			c, bucket := newMinioBucket(t)
-			return modelTarget{name: "minio", store: writefence.NewMinioConditionalStore(c, bucket), damage: testserver.DamageS3(c, bucket), clockStep: time.Second}
+			return modelTarget{name: "minio", rewrites: true, store: writefence.NewMinioConditionalStore(c, bucket), damage: testserver.DamageS3(c, bucket), clockStep: time.Second}
 		})
 	})
 	t.Run("gcs", func(t *testing.T) {
@@ -31,7 +31,7 @@ func TestModelServers(t *testing.T) {
 		runModel(t, func(t *testing.T) modelTarget {
 			c := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
 			bucket := testserver.GCSBucket(t, c)
-			return modelTarget{name: "gcs", store: writefence.NewGCSConditionalStore(c, bucket), damage: testserver.DamageGCS(c, bucket)}
+			return modelTarget{name: "gcs", rewrites: true, store: writefence.NewGCSConditionalStore(c, bucket), damage: testserver.DamageGCS(c, bucket)}
 		})
 	})
 	for _, script := range []bool{false, true} {

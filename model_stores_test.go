@@ -19,7 +19,7 @@ func TestModelAzblob(t *testing.T) {
 	runModel(t, func(t *testing.T) modelTarget {
 		svc := testserver.AzuriteServer(t).Service(t, nil)
 		c := svc.NewContainerClient(testserver.AzuriteContainer(t, svc))
-		return modelTarget{name: "azblob", store: azblobstore.New(c), damage: testserver.DamageAzblob(c)}
+		return modelTarget{name: "azblob", rewrites: true, store: azblobstore.New(c), damage: testserver.DamageAzblob(c)}
 	})
 }
 

@@ -322,6 +322,22 @@ type modelTarget struct {
 	// clockStep is the resolution of the times the store gives blobs
 	// (S3: a second); 0 when finer than the model can tell.
 	clockStep time.Duration
+
+	// rewrites says the store's versions name its bytes (S3, GCS, Azure,
+	// etcd, MemStore): damage is a new version, written whole from
+	// outside. Otherwise the store keeps its version beside its bytes
+	// and damage is in place, for the store's own check to find.
+	rewrites bool
+}
+
+// headPush reports whether a Push decides on a record's head over the
+// target: a store that declares a PrefixReader and whose versions name
+// its bytes, so that a payload rewritten from outside under a sound head
+// is replaced by a Push (promise 7).
+func (m modelTarget) headPush() bool {
+	c, ok := m.store.(writefence.Capable)
+	_, prefix := m.store.(writefence.PrefixReader)
+	return m.rewrites && ok && prefix && c.Capabilities() == m.store
 }
 
 // modelRun is one run of the model on a target: the system and the model.
@@ -346,6 +362,7 @@ type modelRun struct {
 	rec        modelRecord                  // the last sound record that landed
 	damaged    string                       // the version of the damage the store holds; "" when sound
 	damagedAt  uint64                       // the epoch the damaged record's header still shows; 0 when none
+	headSound  bool                         // the damage leaves the record's head sound, and a Push decides on it (headPush)
 	maxEpoch   uint64                       // the highest epoch landed since the last delete
 	landed     map[uint64]bool              // the epochs landed since the last delete
 	brandValue string                       // what the brand key holds; "" when absent
@@ -410,7 +427,7 @@ func newModelRun(t *rapid.T, target modelTarget, counts *modelCounts) *modelRun 
 	leaseKey, err := keys.Lease(prefix, "model")
 	require.NoError(t, err)
 	clock := newModelClock()
-	rec, recorded := newRecorder(target.store, clock.now)
+	rec, recorded := newRecorder(target.store, clock.now, promise.Options{HeadPush: target.headPush()})
 	target.store = recorded
 	r := &modelRun{
 		target: target, prefix: prefix, key: key, logKey: logKey, brand: keys.Brand(prefix), lease: leaseKey,
@@ -480,7 +497,7 @@ func leaseLabel(w *modelWriter, l *writefence.Lease) string { return fmt.Sprintf
 // recordDamage records, for the checker, the damage f did to key from
 // outside the package, data being what the key held before it.
 func (r *modelRun) recordDamage(t *rapid.T, key string, data []byte, f testserver.Fault, version string) {
-	r.hist.outside(promise.Change{Kind: "put", Key: key, Data: f.Apply(data), Version: version, InPlace: r.target.name == "dir"})
+	r.hist.outside(promise.Change{Kind: "put", Key: key, Data: f.Apply(data), Version: version, InPlace: !r.target.rewrites})
 }
 
 func (r *modelRun) drawWriter(t *rapid.T) *modelWriter {
@@ -674,7 +691,7 @@ func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults fault
 		require.Zero(t, w.wrapper.bypassed.Load(), "%s by %s went past its wrapper's Get and PutIfVersion", op, w.name)
 		require.Equal(t, int64(writes), w.wrapper.puts.Load()-putsBefore, "%s by %s: every write goes through the wrapper", op, w.name)
 	}
-	if r.damaged != "" && op != "settle" {
+	if r.damaged != "" && op != "settle" && !(r.headSound && (op == "push" && w.wrapper == nil || op == "foreign push")) {
 		require.False(t, changed, "%s overwrote the damaged record (%v)", op, err)
 	}
 	if changed {
@@ -782,6 +799,7 @@ func (r *modelRun) doPush(t *rapid.T, p *modelPush, faults faultSet) {
 	want := r.successor(p.w.name, p.epoch, p.payload, r.rec.blobs, false, false)
 	answer, alt := r.answer(p.w, want)
 	alt = r.headerRefusal(want, alt)
+	answer, alt = r.overHead(p.w, want, answer, alt)
 	r.write(t, "push", p.w, faults, answer, alt, promise.Call{Op: promise.Push, Writer: p.w.name, Epoch: p.epoch, Payload: []byte(p.payload)}, func(ctx context.Context) (modelRecord, error) {
 		return want, p.w.fence.Push(ctx, modelPlugin, modelShard, p.w.name, p.epoch, []byte(p.payload))
 	})
@@ -866,6 +884,21 @@ func (r *modelRun) damage(t *rapid.T) {
 		require.Equal(t, r.rec.epoch, after.epoch, "the header of a damaged record shows its epoch or none")
 	}
 	r.damaged, r.damagedAt = after.version, after.epoch
+	r.headSound = r.target.headPush() && record.DecidedOnHead(f.Apply(raw))
+}
+
+// overHead returns the answer of a Push of want over a record damaged
+// under a sound head (headSound): one above the damaged header's epoch
+// is decided on that head as if the record were sound, and replaces it.
+// A writer behind a wrapper reads through the wrapper's Get alone, whole.
+func (r *modelRun) overHead(w *modelWriter, want modelRecord, answer, alt error) (error, error) {
+	if r.damaged == "" || !r.headSound || want.epoch <= r.damagedAt || w.wrapper != nil {
+		return answer, alt
+	}
+	damaged := r.damaged
+	r.damaged = ""
+	defer func() { r.damaged = damaged }()
+	return r.answer(w, want)
 }
 
 // settle replaces the damaged record as an operator would, with an epoch
@@ -1040,8 +1073,11 @@ func (r *modelRun) foreignPush(t *rapid.T) {
 	want := r.successor("alien", r.drawEpoch(t), "another format", "", false, false)
 	want.foreign = true
 	var answer error
+	// Over damage under a sound head, a push above its epoch is decided
+	// on that head, as over the record it was.
+	overHead := r.damaged != "" && r.headSound && want.epoch > r.damagedAt
 	switch {
-	case r.damaged != "":
+	case r.damaged != "" && !overHead:
 		answer = writefence.ErrCorrupt
 	case r.rec.epoch != 0 && !r.rec.foreign:
 		answer = writefence.ErrWire
@@ -1807,7 +1843,7 @@ func TestModel(t *testing.T) {
 		t.Parallel()
 		runModel(t, func(t *testing.T) modelTarget {
 			m := &writefence.MemStore{}
-			return modelTarget{name: "mem", store: m, damage: testserver.DamageByOverwrite(m)}
+			return modelTarget{name: "mem", rewrites: true, store: m, damage: testserver.DamageByOverwrite(m)}
 		})
 	})
 	t.Run("dir", func(t *testing.T) {

@@ -60,11 +60,22 @@ func withCall(ctx context.Context, c *promise.Call) context.Context {
 }
 
 // newRecorder returns a recorder of inner, with the blob methods when
-// inner holds blobs.
-func newRecorder(inner writefence.ConditionalStore, clock func() time.Time) (*recorder, writefence.ConditionalStore) {
-	r := &recorder{inner: inner, clock: clock, checker: promise.NewChecker(promise.Options{})}
-	if _, ok := inner.(writefence.BlobStore); ok {
+// inner holds blobs and a PrefixReader when inner declares one: a Fence
+// reads a record whole from a store that reads no prefixes.
+func newRecorder(inner writefence.ConditionalStore, clock func() time.Time, opts promise.Options) (*recorder, writefence.ConditionalStore) {
+	r := &recorder{inner: inner, clock: clock, checker: promise.NewChecker(opts)}
+	_, blobs := inner.(writefence.BlobStore)
+	_, prefix := inner.(writefence.PrefixReader)
+	if c, ok := inner.(writefence.Capable); !ok || c.Capabilities() != inner {
+		prefix = false
+	}
+	switch {
+	case blobs && prefix:
+		return r, &prefixBlobRecorder{&blobRecorder{r}}
+	case blobs:
 		return r, &blobRecorder{r}
+	case prefix:
+		return r, &prefixRecorder{r}
 	}
 	return r, r
 }
@@ -315,7 +326,9 @@ func (r *recorder) Get(ctx context.Context, key string) ([]byte, string, error) 
 	return data, v, err
 }
 
-func (r *recorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+// getPrefix reads the first n bytes of key for the recorders that declare
+// a PrefixReader, and remembers a read that holds the whole record.
+func (r *recorder) getPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	data, size, v, err := writefence.GetPrefix(ctx, r.inner, key, n)
 	if err == nil && int64(len(data)) == size {
 		r.read(key, v, data)
@@ -334,6 +347,15 @@ func (r *recorder) read(key, v string, data []byte) {
 		r.reads[key] = map[string][]byte{}
 	}
 	r.reads[key][v] = bytes.Clone(data)
+}
+
+// prefixRecorder is a recorder of a store that declares a PrefixReader.
+type prefixRecorder struct{ *recorder }
+
+func (r *prefixRecorder) Capabilities() writefence.ConditionalStore { return r }
+
+func (r *prefixRecorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	return r.getPrefix(ctx, key, n)
 }
 
 func (r *recorder) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
@@ -427,4 +449,14 @@ func (r *blobRecorder) DeleteBlob(ctx context.Context, key string) error {
 		r.change(ctx, promise.Change{Kind: "delete blob", Key: key})
 	}
 	return err
+}
+
+// prefixBlobRecorder is a recorder of a store that holds blobs and
+// declares a PrefixReader.
+type prefixBlobRecorder struct{ *blobRecorder }
+
+func (r *prefixBlobRecorder) Capabilities() writefence.ConditionalStore { return r }
+
+func (r *prefixBlobRecorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	return r.getPrefix(ctx, key, n)
 }
