@@ -112,6 +112,14 @@ func (m *MemStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInf
 	return nil
 }
 
+var _ ConsistentBlobLister = (*MemStore)(nil)
+
+// ListBlobsConsistent implements ConsistentBlobLister: ListBlobs, whose
+// listing is taken under the store's lock.
+func (m *MemStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	return m.ListBlobs(ctx, prefix, fn)
+}
+
 // DeleteBlob implements BlobStore.
 func (m *MemStore) DeleteBlob(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {

@@ -335,9 +335,7 @@ type modelTarget struct {
 // its bytes, so that a payload rewritten from outside under a sound head
 // is replaced by a Push (promise 7).
 func (m modelTarget) headPush() bool {
-	c, ok := m.store.(writefence.Capable)
-	_, prefix := m.store.(writefence.PrefixReader)
-	return m.rewrites && ok && prefix && c.Capabilities() == m.store
+	return m.rewrites && declares[writefence.PrefixReader](m.store)
 }
 
 // modelRun is one run of the model on a target: the system and the model.
@@ -1528,7 +1526,9 @@ func (r *modelRun) commit(t *rapid.T) {
 		}
 	}
 	var added []*modelBlob
-	for range rapid.IntRange(1, 2).Draw(t, "blobs added") {
+	// Two or more of one epoch are checked by a listing where the store
+	// declares ConsistentBlobLister, one by StatBlob.
+	for range rapid.IntRange(1, 4).Draw(t, "blobs added") {
 		pool := own
 		if len(pool) == 0 || rapid.IntRange(0, 3).Draw(t, "any blob") == 0 {
 			pool = r.blobNames
@@ -1579,9 +1579,13 @@ func (r *modelRun) commit(t *rapid.T) {
 			r.collectAndCheck(t, 24*time.Hour, true)
 		}
 	}
+	listings := r.hist.listings.Load()
 	r.write(t, "commit", w, faults, answer, alt, promise.Call{Op: promise.Commit, Writer: w.name, Epoch: epoch}, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Commit(ctx, modelPlugin, modelShard, w.name, epoch, next)
 	})
+	if r.hist.listings.Load() != listings {
+		r.counts.add("commit: blobs checked by a listing")
+	}
 }
 
 // refusedBlob is the error a commit by w at epoch whose tenure begins at
@@ -1624,6 +1628,16 @@ func (r *modelRun) collect(t *rapid.T) {
 // another step, between its decision and its write.
 func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 	r.counts.add("collect")
+	// The creation times of the blobs the collection may delete, taken
+	// before it does.
+	created := map[string]time.Time{}
+	if !r.horizon.IsZero() {
+		for _, name := range r.blobNames {
+			if b := r.blobs[name]; !b.gone && !r.referenced(name) {
+				created[name] = r.createdAt(b)
+			}
+		}
+	}
 	c := r.callOf(nil, promise.Call{Op: promise.Collect})
 	r.hist.begin(c)
 	report, err := r.admin.Collect(context.Background(), modelPlugin, modelShard, writefence.GCOptions{Grace: grace})
@@ -1669,7 +1683,7 @@ func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 		committable := r.rec.epoch == 0 || !(b.epoch < floor || b.writer != r.rec.writer && b.epoch <= r.rec.epoch)
 		switch {
 		case b.gone || r.referenced(name):
-		case !committable, !r.horizon.IsZero() && r.createdAt(b).Before(r.horizon):
+		case !committable, !r.horizon.IsZero() && created[name].Before(r.horizon):
 			want = append(want, name)
 		case grace < time.Second && time.Since(b.at) < 2*r.target.clockStep:
 			maybe = append(maybe, name)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/writefence/writefence"
@@ -43,6 +44,8 @@ type recorder struct {
 	// of each key, and each write, recorded when it was sent.
 	reads map[string]map[string][]byte
 	sent  map[int]*sentPut // by history entry
+
+	listings atomic.Int64 // ListBlobsConsistent calls, for the logs
 }
 
 // sentPut is a write as it was sent, and what its reply said.
@@ -60,20 +63,24 @@ func withCall(ctx context.Context, c *promise.Call) context.Context {
 }
 
 // newRecorder returns a recorder of inner, with the blob methods when
-// inner holds blobs and a PrefixReader when inner declares one: a Fence
-// reads a record whole from a store that reads no prefixes.
+// inner holds blobs, and each of PrefixReader and ConsistentBlobLister
+// when inner declares it: a Fence reads a record whole from a store that
+// reads no prefixes, and checks blobs by StatBlob on a store whose
+// listing it may not check them by.
 func newRecorder(inner writefence.ConditionalStore, clock func() time.Time, opts promise.Options) (*recorder, writefence.ConditionalStore) {
 	r := &recorder{inner: inner, clock: clock, checker: promise.NewChecker(opts)}
 	_, blobs := inner.(writefence.BlobStore)
-	_, prefix := inner.(writefence.PrefixReader)
-	if c, ok := inner.(writefence.Capable); !ok || c.Capabilities() != inner {
-		prefix = false
-	}
+	prefix, listing := declares[writefence.PrefixReader](inner), declares[writefence.ConsistentBlobLister](inner)
+	b := &blobRecorder{r}
 	switch {
+	case blobs && prefix && listing:
+		return r, &prefixListingRecorder{&listingRecorder{b}}
+	case blobs && listing:
+		return r, &listingRecorder{b}
 	case blobs && prefix:
-		return r, &prefixBlobRecorder{&blobRecorder{r}}
+		return r, &prefixBlobRecorder{b}
 	case blobs:
-		return r, &blobRecorder{r}
+		return r, b
 	case prefix:
 		return r, &prefixRecorder{r}
 	}
@@ -227,6 +234,13 @@ func (r *recorder) keysWritten() map[string]bool {
 		}
 	}
 	return out
+}
+
+// declares reports whether s declares the capability C as its own.
+func declares[C any](s writefence.ConditionalStore) bool {
+	c, ok := s.(writefence.Capable)
+	_, has := s.(C)
+	return ok && has && c.Capabilities() == s
 }
 
 // begin records that call c starts; end records how it ended.
@@ -458,5 +472,26 @@ type prefixBlobRecorder struct{ *blobRecorder }
 func (r *prefixBlobRecorder) Capabilities() writefence.ConditionalStore { return r }
 
 func (r *prefixBlobRecorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	return r.getPrefix(ctx, key, n)
+}
+
+// listingRecorder is a recorder of a store that holds blobs and declares
+// a ConsistentBlobLister.
+type listingRecorder struct{ *blobRecorder }
+
+func (r *listingRecorder) Capabilities() writefence.ConditionalStore { return r }
+
+func (r *listingRecorder) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	r.listings.Add(1)
+	return r.inner.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, fn)
+}
+
+// prefixListingRecorder is a recorder of a store that holds blobs and
+// declares a PrefixReader and a ConsistentBlobLister.
+type prefixListingRecorder struct{ *listingRecorder }
+
+func (r *prefixListingRecorder) Capabilities() writefence.ConditionalStore { return r }
+
+func (r *prefixListingRecorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	return r.getPrefix(ctx, key, n)
 }

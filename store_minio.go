@@ -610,6 +610,17 @@ func (s *MinioConditionalStore) ListBlobs(ctx context.Context, prefix string, fn
 	})
 }
 
+var _ ConsistentBlobLister = (*MinioConditionalStore)(nil)
+
+// ListBlobsConsistent implements ConsistentBlobLister with ListBlobs: AWS
+// S3 (since December 2020) and MinIO list every object whose write
+// returned before the listing began, and none whose delete did. A server
+// whose listing lags behind its writes must be used through a wrapper
+// that does not declare it (see Capable).
+func (s *MinioConditionalStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	return s.ListBlobs(ctx, prefix, fn)
+}
+
 // DeleteBlob implements BlobStore, as Delete does.
 func (s *MinioConditionalStore) DeleteBlob(ctx context.Context, key string) error {
 	return s.remove(ctx, "blob delete", key)

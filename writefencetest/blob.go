@@ -36,6 +36,8 @@ var blobChecks = []check{
 	{"Delete", testBlobDelete},
 	{"Clock", testBlobClock},
 	{"Fence", testBlobFence},
+	{"ListConsistent", testBlobListConsistent},
+	{"StatBlobs", testStatBlobs},
 }
 
 // defaultBlobPart is the part size the blob checks assume when

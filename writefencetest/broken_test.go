@@ -93,7 +93,7 @@ func init() {
 		"blob-compare": blobCompare, "blob-conflict-lies": blobConflictLies, "blob-in-place": blobInPlace,
 		"blob-partial": blobPartial, "blob-lost-part": blobLostPart, "blob-undated": blobUndated,
 		"blob-backwards": blobBackwards, "blob-bare-errors": blobBareErrors, "blob-delete-strict": blobDeleteStrict,
-		"blob-delete-noop": blobDeleteNoop, "blob-unescaping": blobUnescaping, "blob-list-misses": blobListMisses,
+		"blob-delete-noop": blobDeleteNoop, "blob-unescaping": blobUnescaping, "blob-list-misses": blobListMisses, "blob-list-lags": blobListLags,
 		"blob-list-twice": blobListTwice, "blob-list-outside": blobListOutside, "blob-list-undated": blobListUndated,
 		"blob-list-nostop": blobListNoStop, "blob-list-nocancel": blobListNoCancel} {
 		childStores[name] = func() child {
@@ -144,7 +144,7 @@ var (
 	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Middle", "Damage/Twice"}
 	skipLimit  = []string{"Get/TooLarge"}
 	skipBlobs  = []string{"Blobs/Clock", "Blobs/CreateOnly", "Blobs/Delete", "Blobs/FailingReader", "Blobs/Fence",
-		"Blobs/List", "Blobs/Missing", "Blobs/RoundTrip", "Race/CreateBlob"}
+		"Blobs/List", "Blobs/ListConsistent", "Blobs/Missing", "Blobs/RoundTrip", "Blobs/StatBlobs", "Race/CreateBlob"}
 )
 
 // Which method the helpers call, as the suite logs it.
@@ -232,18 +232,19 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"blob-in-place", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
 		{"blob-partial", []string{"Blobs/FailingReader"}, nil, nil},
 		{"blob-lost-part", []string{"Blobs/Fence", "Blobs/RoundTrip"}, nil, nil},
-		{"blob-undated", []string{"Blobs/List", "Blobs/RoundTrip"}, nil, nil},
+		{"blob-undated", []string{"Blobs/List", "Blobs/ListConsistent", "Blobs/RoundTrip", "Blobs/StatBlobs"}, nil, nil},
 		{"blob-backwards", []string{"Blobs/Clock"}, nil, nil},
 		{"blob-bare-errors", []string{"Blobs/CreateOnly", "Blobs/Missing"}, nil, nil},
 		{"blob-delete-strict", []string{"Blobs/Missing"}, nil, nil},
-		{"blob-delete-noop", []string{"Blobs/Delete", "Blobs/List"}, nil, nil},
+		{"blob-delete-noop", []string{"Blobs/Delete", "Blobs/List", "Blobs/ListConsistent", "Blobs/StatBlobs"}, nil, nil},
 		{"blob-unescaping", []string{"Blobs/Fence"}, nil, nil},
-		{"blob-list-misses", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-twice", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-outside", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-undated", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-nostop", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-nocancel", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-misses", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-twice", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-outside", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-undated", []string{"Blobs/List", "Blobs/ListConsistent", "Blobs/StatBlobs"}, nil, nil},
+		{"blob-list-nostop", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-nocancel", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-lags", []string{"Blobs/ListConsistent"}, nil, nil},
 	}
 	// The children spend much of their time waiting (on the suite's
 	// barriers and compare gaps), so they run twice as many at once as

@@ -43,6 +43,8 @@ var capabilityPaths = map[string]struct {
 	"PutParts":  {declared[writefence.PartsPutter], "writefence.PartsPutter", "its PutPartsIfVersion", "PutIfVersion of the joined parts"},
 	"PutIfBranded": {declared[writefence.BrandedPutter], "writefence.BrandedPutter", "its PutIfBranded",
 		"Get of the brand key, then writefence.PutParts (a re-brand between the two goes unseen)"},
+	"StatBlobs": {declared[writefence.ConsistentBlobLister], "writefence.ConsistentBlobLister",
+		"its ListBlobsConsistent, then StatBlob of each key the listing did not show", "StatBlob of each key"},
 }
 
 // logPaths logs which method of the store each named helper calls.

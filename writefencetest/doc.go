@@ -166,6 +166,21 @@
 //     reference is ErrNotFound through OpenBlob, though StatBlob finds it.
 //     The writer's name holds a space, so the blob's key holds an escape
 //     ("%20"), as a Fence's keys may; no other check uses such a key.
+//   - Blobs/ListConsistent (when the store declares
+//     writefence.ConsistentBlobLister): for several rounds, blobs created
+//     and then some of them deleted, each listing made right after the
+//     calls returned: ListBlobsConsistent lists every blob that exists
+//     exactly once, with the size and a time that agree with StatBlob's,
+//     no deleted blob and nothing outside the prefix; fn's error stops it,
+//     a cancelled context stops it with the context's error. A Commit
+//     trusts what it lists: a deleted blob listed would let a commit
+//     reference it.
+//   - Blobs/StatBlobs: writefence.StatBlobs, which a Commit checks its new
+//     blobs with, returns exactly the keys that exist, over a prefix that
+//     holds several (listed, on a store that declares
+//     writefence.ConsistentBlobLister) and one that holds one, each with
+//     StatBlob's size and time, and leaves out a deleted key and one never
+//     created; the log says which path it took.
 //   - Floor/Deleted (with a Deleter), Floor/SetBack, Floor/Kept,
 //     Floor/Check: through writefence.Fences on the store, a record that
 //     something outside the package deletes, or sets back to an earlier

@@ -297,7 +297,7 @@ func (w *World) pauseOne(now time.Time) {
 		}
 		any = append(any, p)
 		for _, r := range w.pending {
-			if r.proc == p && (r.kind == "put" || r.kind == "stat blob") {
+			if r.proc == p && (r.kind == "put" || r.kind == "stat blob" || r.kind == "check blobs") {
 				writing = append(writing, p)
 				break
 			}
