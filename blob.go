@@ -380,10 +380,6 @@ type GCOptions struct {
 // defaultGrace is GCOptions.Grace's default.
 const defaultGrace = 24 * time.Hour
 
-// collectBatch is how many blobs Collect deletes between two reads of the
-// record that check it still holds the tenure the deletes rely on.
-const collectBatch = 100
-
 // GCReport is what one Collect found and did.
 type GCReport struct {
 	Referenced []BlobInfo // blobs the recorded manifest references
@@ -440,13 +436,20 @@ type GCReport struct {
 // probe verdict and the brand, as a write does.
 //
 // The deletes rely on the record Collect read: right before each batch of
-// them (up to 100 blobs) Collect reads the record again, and deletes
-// nothing more once it no longer holds that tenure (the record gone, set
-// back to a lower epoch, tenure floor or collection horizon, damaged):
-// an *EpochRegressedError, as when the record Collect first reads is absent
+// them Collect reads the record again, and deletes nothing more once it
+// no longer holds that tenure (the record gone, set back to a lower
+// epoch, tenure floor or collection horizon, damaged): an
+// *EpochRegressedError, as when the record Collect first reads is absent
 // or below what its Fence saw of it. A shard retired with
 // GCOptions.RecordGone must still have no record. A record that moved on
 // (a later commit, seal or settle) only widens the rules.
+//
+// A pass lists the shard's blob space once (ListBlobs) and deletes in
+// batches through DeleteBlobs: on a store that declares a
+// BlobBatchDeleter, a batch is up to 1,000 blobs in one request (S3's
+// DeleteObjects); elsewhere up to 100 blobs, one DeleteBlob each. Of a
+// batch that fails part way, the blobs the store reports deleted are in
+// the report.
 //
 // A record write stuck on the server (an S3 server that holds a key's
 // lock while a paused client's upload of it is in flight) holds Collect's
@@ -566,18 +569,9 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 			}
 		}
 	}
-	for i, b := range doomed {
-		if !opts.DryRun && i%collectBatch == 0 {
-			if err := f.collectHeld(ctx, plugin, shard, key, info, horizon, gone); err != nil {
-				return report, err
-			}
-		}
-		if !opts.DryRun {
-			if err := bs.DeleteBlob(ctx, b.Key); err != nil {
-				return report, fmt.Errorf("writefence: collect %s: %w", esc(b.Key), err)
-			}
-		}
-		report.Deleted = append(report.Deleted, b)
+	held := func() error { return f.collectHeld(ctx, plugin, shard, key, info, horizon, gone) }
+	if err := f.deleteDoomed(ctx, doomed, opts.DryRun, held, &report); err != nil {
+		return report, err
 	}
 	return report, damage
 }

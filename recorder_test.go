@@ -456,6 +456,25 @@ func (r *blobRecorder) ListBlobs(ctx context.Context, prefix string, fn func(wri
 	return r.blobs().ListBlobs(ctx, prefix, fn)
 }
 
+// DeleteBlobs deletes through writefence.DeleteBlobs on the inner store,
+// which takes the inner store's BlobBatchDeleter where it declares one
+// and falls back to its DeleteBlob, as a Fence over the inner store
+// would: the recorder declares it whatever the inner store does.
+func (r *blobRecorder) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	existed := map[string]bool{}
+	for _, k := range keys {
+		_, err := r.blobs().StatBlob(ctx, k)
+		existed[k] = err == nil
+	}
+	deleted, err := writefence.DeleteBlobs(ctx, r.inner, keys)
+	for _, k := range deleted {
+		if existed[k] {
+			r.change(ctx, promise.Change{Kind: "delete blob", Key: k})
+		}
+	}
+	return deleted, err
+}
+
 func (r *blobRecorder) DeleteBlob(ctx context.Context, key string) error {
 	_, statErr := r.blobs().StatBlob(ctx, key)
 	err := r.blobs().DeleteBlob(ctx, key)

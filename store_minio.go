@@ -625,3 +625,50 @@ func (s *MinioConditionalStore) ListBlobsConsistent(ctx context.Context, prefix 
 func (s *MinioConditionalStore) DeleteBlob(ctx context.Context, key string) error {
 	return s.remove(ctx, "blob delete", key)
 }
+
+var _ BlobBatchDeleter = (*MinioConditionalStore)(nil)
+
+// DeleteBlobs implements BlobBatchDeleter with the client's
+// RemoveObjectsWithIter: one DeleteObjects request (a POST of the keys)
+// for every 1,000 keys, S3's limit, in which a missing key counts as
+// deleted. A key whose name XML cannot carry is deleted with a DELETE of
+// its own, by the client. The error names the first key the server did
+// not delete, and how many were left.
+func (s *MinioConditionalStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	c, err := s.sdk("blob delete", "")
+	if err != nil {
+		return nil, err
+	}
+	objects := func(yield func(minio.ObjectInfo) bool) {
+		for _, k := range keys {
+			if !yield(minio.ObjectInfo{Key: k}) {
+				return
+			}
+		}
+	}
+	results, err := c.RemoveObjectsWithIter(ctx, s.bucket, objects, minio.RemoveObjectsOptions{})
+	if err != nil {
+		return nil, s.fail(ctx, "blob delete", "", err, nil)
+	}
+	deleted := make([]string, 0, len(keys))
+	var failedKey string
+	var failed error
+	for r := range results {
+		var er minio.ErrorResponse
+		switch {
+		case r.Err == nil, errors.As(r.Err, &er) && er.Code == s3NoSuchKey:
+			deleted = append(deleted, r.ObjectName)
+		case failed == nil:
+			failedKey, failed = r.ObjectName, r.Err
+		}
+	}
+	switch {
+	case failed != nil:
+		return deleted, s.fail(ctx, "blob delete", failedKey, fmt.Errorf("%d of %d keys left: %w", len(keys)-len(deleted), len(keys), failed), nil)
+	case ctx.Err() != nil && len(deleted) < len(keys):
+		return deleted, ctx.Err()
+	case len(deleted) < len(keys):
+		return deleted, storeErr("s3 blob delete", "", nil, fmt.Errorf("the server answered for %d of %d keys", len(deleted), len(keys)))
+	}
+	return deleted, nil
+}

@@ -38,6 +38,7 @@ var blobChecks = []check{
 	{"Fence", testBlobFence},
 	{"ListConsistent", testBlobListConsistent},
 	{"StatBlobs", testStatBlobs},
+	{"DeleteBlobs", testDeleteBlobs},
 }
 
 // defaultBlobPart is the part size the blob checks assume when

@@ -144,7 +144,7 @@ var (
 	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Middle", "Damage/Twice"}
 	skipLimit  = []string{"Get/TooLarge"}
 	skipBlobs  = []string{"Blobs/Clock", "Blobs/CreateOnly", "Blobs/Delete", "Blobs/FailingReader", "Blobs/Fence",
-		"Blobs/List", "Blobs/ListConsistent", "Blobs/Missing", "Blobs/RoundTrip", "Blobs/StatBlobs", "Race/CreateBlob"}
+		"Blobs/List", "Blobs/ListConsistent", "Blobs/Missing", "Blobs/RoundTrip", "Blobs/StatBlobs", "Blobs/DeleteBlobs", "Race/CreateBlob"}
 )
 
 // Which method the helpers call, as the suite logs it.
@@ -235,8 +235,8 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"blob-undated", []string{"Blobs/List", "Blobs/ListConsistent", "Blobs/RoundTrip", "Blobs/StatBlobs"}, nil, nil},
 		{"blob-backwards", []string{"Blobs/Clock"}, nil, nil},
 		{"blob-bare-errors", []string{"Blobs/CreateOnly", "Blobs/Missing"}, nil, nil},
-		{"blob-delete-strict", []string{"Blobs/Missing"}, nil, nil},
-		{"blob-delete-noop", []string{"Blobs/Delete", "Blobs/List", "Blobs/ListConsistent", "Blobs/StatBlobs"}, nil, nil},
+		{"blob-delete-strict", []string{"Blobs/DeleteBlobs", "Blobs/Missing"}, nil, nil},
+		{"blob-delete-noop", []string{"Blobs/Delete", "Blobs/DeleteBlobs", "Blobs/List", "Blobs/ListConsistent", "Blobs/StatBlobs"}, nil, nil},
 		{"blob-unescaping", []string{"Blobs/Fence"}, nil, nil},
 		{"blob-list-misses", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
 		{"blob-list-twice", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},

@@ -214,6 +214,18 @@ func (s *blobStore) ListBlobs(ctx context.Context, prefix string, fn func(writef
 	return s.MemStore.ListBlobs(ctx, prefix, fn)
 }
 
+// DeleteBlobs is DeleteBlob of each key, with its faults.
+func (s *blobStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	var deleted []string
+	for _, k := range keys {
+		if err := s.DeleteBlob(ctx, k); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, k)
+	}
+	return deleted, nil
+}
+
 // ListBlobsConsistent is ListBlobs, with its faults; with blobListLags,
 // the listing of the call before.
 func (s *blobStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {

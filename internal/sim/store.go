@@ -40,7 +40,7 @@ var errLostReply = errors.New("sim: connection reset after the request was sent"
 type request struct {
 	proc *proc
 	call int    // the call it was made for
-	kind string // "get", "put", "delete", "list", "create blob", "open blob", "stat blob", "list blobs", "check blobs", "delete blob"
+	kind string // "get", "put", "delete", "list", "create blob", "open blob", "stat blob", "list blobs", "check blobs", "delete blob", "delete blobs"
 	key  string
 	seq  int // its process's count of calls, for a stable order
 
@@ -107,7 +107,7 @@ func (w *World) do(ctx context.Context, kind, key string, run func(fault) error)
 // simStore is the store every process of the world uses: each call waits
 // for the scheduler, and each change it makes is recorded in the history.
 // It declares its capabilities (a BlobStore, a ConsistentBlobLister, a
-// Deleter) as its own.
+// BlobBatchDeleter, a Deleter) as its own.
 type simStore struct {
 	w    *World
 	base baseStore
@@ -118,6 +118,7 @@ var (
 	_ writefence.BlobStore = (*simStore)(nil)
 
 	_ writefence.ConsistentBlobLister = (*simStore)(nil)
+	_ writefence.BlobBatchDeleter     = (*simStore)(nil)
 	_ writefence.Deleter              = (*simStore)(nil)
 )
 
@@ -324,6 +325,29 @@ func (s *simStore) DeleteBlob(ctx context.Context, key string) error {
 		s.change(call, promise.Change{Kind: "delete blob", Key: key})
 		return nil
 	})
+}
+
+// DeleteBlobs implements writefence.BlobBatchDeleter: one call the
+// scheduler runs whole, as one DeleteObjects request.
+func (s *simStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	call := callOf(ctx)
+	var deleted []string
+	err := s.w.do(ctx, "delete blobs", "", func(fault) error {
+		for _, key := range keys {
+			_, err := s.base.StatBlob(context.Background(), key)
+			if err == nil {
+				if err := s.base.DeleteBlob(context.Background(), key); err != nil {
+					return err
+				}
+				s.change(call, promise.Change{Kind: "delete blob", Key: key})
+			} else if !errors.Is(err, writefence.ErrNotFound) {
+				return err
+			}
+			deleted = append(deleted, key)
+		}
+		return nil
+	})
+	return deleted, err
 }
 
 // created remembers the world's creation time of a blob. The caller holds

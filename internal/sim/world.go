@@ -263,7 +263,7 @@ func (w *World) drawFault(r *request) fault {
 		return stall
 	case r.kind == "put" && roll < 50:
 		return lostAfter
-	case roll < 90 && r.kind != "create blob" && r.kind != "delete blob" && r.kind != "list blobs":
+	case roll < 90 && r.kind != "create blob" && r.kind != "delete blob" && r.kind != "delete blobs" && r.kind != "list blobs":
 		return transient
 	}
 	return noFault
