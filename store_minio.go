@@ -232,7 +232,7 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 		}
 		opts.SetMatchETag(expectVersion)
 	}
-	info, err := s.putWhole(ctx, key, parts, opts)
+	info, err := s.putWhole(ctx, key, parts, true, opts)
 	if err != nil {
 		return "", s.fail(ctx, "put", key, err, func(r minio.ErrorResponse) error {
 			return putKind(r, expectVersion)
@@ -247,9 +247,10 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 
 // putWhole sends parts, one after the other, as the body of one PUT with
 // opts, once, and never copies them. The request carries the body's exact
-// length (Content-Length, 0 for an empty body), its SHA-256, signed
-// (X-Amz-Content-Sha256), and its MD5 (Content-MD5), both computed here
-// and both checked by the server. Left to itself, minio-go would sign the
+// length (Content-Length, 0 for an empty body), its MD5 (Content-MD5) and,
+// when signed, its SHA-256, signed (X-Amz-Content-Sha256), else
+// UNSIGNED-PAYLOAD; what it carries is computed here and checked by the
+// server. Left to itself, minio-go would sign the
 // body over plain HTTP in aws-chunked chunks, and send an empty one as
 // HTTP chunked with no Content-Length at all, which a server that requires
 // a length refuses (411) and one that does not decode aws-chunked cannot
@@ -259,20 +260,26 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 //
 // minio-go retries only a body it can rewind; this body cannot be
 // rewound, so the PUT is sent exactly once (see NewMinioConditionalStore).
-func (s *MinioConditionalStore) putWhole(ctx context.Context, key string, parts [][]byte, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
+func (s *MinioConditionalStore) putWhole(ctx context.Context, key string, parts [][]byte, signed bool, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
 	sha, sum := sha256.New(), md5.New()
 	readers := make([]io.Reader, len(parts))
 	size := int64(0)
 	for i, p := range parts {
-		sha.Write(p)
+		if signed {
+			sha.Write(p)
+		}
 		sum.Write(p)
 		readers[i] = bytes.NewReader(p)
 		size += int64(len(p))
 	}
+	shaHex := ""
+	if signed {
+		shaHex = hex.EncodeToString(sha.Sum(nil))
+	}
 	opts.DisableContentSha256 = true
 	body := &requestBody{r: io.MultiReader(readers...)}
 	info, err := s.api.PutObject(ctx, s.bucket, key, body, size,
-		base64.StdEncoding.EncodeToString(sum.Sum(nil)), hex.EncodeToString(sha.Sum(nil)), opts)
+		base64.StdEncoding.EncodeToString(sum.Sum(nil)), shaHex, opts)
 	body.close()
 	return info, err
 }
@@ -463,18 +470,27 @@ const (
 
 var _ BlobStore = (*MinioConditionalStore)(nil)
 
-// s3SmallBlob is the size under which a blob is sent as one PUT.
-const s3SmallBlob = 1 << 20
+// s3SmallBlob is the size under which a blob is sent as one PUT whose
+// signature covers its SHA-256; s3OnePutBlob, S3's least part size, the
+// size under which it is sent as one PUT at all.
+const (
+	s3SmallBlob  = 1 << 20
+	s3OnePutBlob = s3MinPartSize
+)
 
-// CreateBlob implements BlobStore. It reads r's first MiB; a blob that
-// ends within it (an empty one included) is sent as a record is: one PUT
-// of its exact length, never aws-chunked, whose signature covers its
-// SHA-256 and which carries its MD5, with If-None-Match: *, and once: a
-// retry after a PUT that landed would be refused by its own precondition.
+// CreateBlob implements BlobStore. It reads r's first 5 MiB (the least
+// part S3 takes); a blob that ends within them (an empty one included) is
+// sent as a record is: one PUT of its exact length, never aws-chunked,
+// which carries its MD5, with If-None-Match: *, and once: a retry after a
+// PUT that landed would be refused by its own precondition. Under 1 MiB
+// the PUT's signature covers the blob's SHA-256 too; from 1 MiB on it goes
+// as UNSIGNED-PAYLOAD, as the parts below do, for the same reason (the
+// hash of a 4 MiB segment costs more than its PUT on a fast link, and the
+// blob's CRC-32C checks it end to end).
 // A larger blob is streamed with minio-go's PutObject of unknown size: a
 // multipart upload whose parts of BlobPartSize bytes are read into one
-// buffer, one at a time, so the write holds one part (and the first MiB)
-// in memory whatever the blob's size; each part is retried as the client
+// buffer, one at a time, so the write holds one part (and the first 5
+// MiB) in memory whatever the blob's size; each part is retried as the client
 // is configured. Each part goes whole as UNSIGNED-PAYLOAD
 // (DisableContentSha256), as minio-go sends it over HTTPS anyway: over
 // plain HTTP it would sign it in 64 KiB chunks (aws-chunked), whose
@@ -516,7 +532,7 @@ func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io
 	}
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
 	opts.SetMatchETagExcept("*")
-	head, err := io.ReadAll(io.LimitReader(r, s3SmallBlob))
+	head, err := io.ReadAll(io.LimitReader(r, s3OnePutBlob))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return BlobInfo{}, ctxErr
@@ -524,8 +540,8 @@ func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io
 		return BlobInfo{}, storeErr("s3 blob create", key, nil, err)
 	}
 	var up minio.UploadInfo
-	if len(head) < s3SmallBlob {
-		up, err = s.putWhole(ctx, key, [][]byte{head}, opts)
+	if len(head) < s3OnePutBlob {
+		up, err = s.putWhole(ctx, key, [][]byte{head}, len(head) < s3SmallBlob, opts)
 	} else {
 		opts.PartSize = uint64(part)
 		opts.DisableContentSha256 = true
