@@ -65,6 +65,12 @@
 // freeze, a quota, an audit log) is never bypassed: it inherits the
 // adapter's Capabilities, which names the adapter, and is used through its
 // own two methods. The package's adapters declare their capabilities.
+// A blob store's are found the same way, each with its helper:
+// ConsistentBlobLister (StatBlobs, which a Commit checks its new blobs
+// with) and BlobBatchDeleter (DeleteBlobs, which Collect deletes with).
+// A wrapper that overrides a blob method a capability stands for
+// (ListBlobs, DeleteBlob) and declares capabilities itself must give the
+// capability the same behaviour, or not declare it.
 //
 // # Lost replies
 //
@@ -171,7 +177,11 @@
 // unreferenced blobs once older than a grace by the store's own clock. The
 // blobs may live in another store than the manifests (Fence.Blobs); a
 // store holds blobs when it declares BlobStore (MemStore, the directory
-// store, S3, GCS; not Valkey).
+// store, S3, GCS; not Valkey). A commit checks its new blobs with
+// StatBlobs: one listing of each epoch they were written at where the
+// store's listing is consistent (S3, GCS), a StatBlob each otherwise;
+// Collect lists the shard's blob space once a pass and deletes in batches
+// of 1,000, one request each on S3.
 //
 // # The floor survives the record
 //
