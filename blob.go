@@ -114,12 +114,19 @@ type BlobInfo struct {
 	Modified time.Time // when it was created, by the store's own clock
 }
 
-// blobs returns the store of the Fence's blobs and its BlobStore.
-func (f *Fence) blobs() (BlobStore, error) {
-	s := f.Blobs
-	if s == nil {
-		s = f.Store
+// blobStore returns the store of the Fence's blobs: Blobs, or Store when
+// Blobs is nil. The capability helpers (WriteBlob, StatBlobs,
+// DeleteBlobs) are called on it.
+func (f *Fence) blobStore() ConditionalStore {
+	if f.Blobs != nil {
+		return f.Blobs
 	}
+	return f.Store
+}
+
+// blobs returns the BlobStore of the Fence's blobs.
+func (f *Fence) blobs() (BlobStore, error) {
+	s := f.blobStore()
 	if bs, ok := capability[BlobStore](s); ok {
 		return bs, nil
 	}
@@ -141,8 +148,7 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	if _, err := f.newUpdate(opBlob, plugin, shard, writer, epoch); err != nil {
 		return BlobRef{}, err
 	}
-	bs, err := f.blobs()
-	if err != nil {
+	if _, err := f.blobs(); err != nil {
 		return BlobRef{}, err
 	}
 	id, err := randomHex(16)
@@ -169,12 +175,12 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	}
 	attempt = 1
 	sum := &countingCRC{h: crc32.New(record.Castagnoli)}
-	info, err := bs.CreateBlob(ctx, key, io.TeeReader(r, sum))
+	size, err := WriteBlob(ctx, f.blobStore(), key, io.TeeReader(r, sum))
 	if err != nil {
 		return BlobRef{}, fmt.Errorf("writefence: blob %s: %w", esc(key), err)
 	}
-	if info.Size != sum.n {
-		return BlobRef{}, fmt.Errorf("writefence: blob %s: the store holds %d bytes of the %d written: %w", esc(key), info.Size, sum.n, ErrOutcomeUnknown)
+	if size != sum.n {
+		return BlobRef{}, fmt.Errorf("writefence: blob %s: the store holds %d bytes of the %d written: %w", esc(key), size, sum.n, ErrOutcomeUnknown)
 	}
 	return BlobRef{Name: name, Size: sum.n, CRC: sum.h.Sum32()}, nil
 }

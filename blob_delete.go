@@ -66,10 +66,7 @@ func (f *Fence) deleteDoomed(ctx context.Context, doomed []BlobInfo, dryRun bool
 		report.Deleted = append(report.Deleted, doomed...)
 		return nil
 	}
-	store := f.Blobs
-	if store == nil {
-		store = f.Store
-	}
+	store := f.blobStore()
 	size := collectSerial
 	if _, ok := capability[BlobBatchDeleter](store); ok {
 		size = collectBatch

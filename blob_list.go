@@ -190,10 +190,7 @@ func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch
 	if len(refs) == 0 {
 		return nil
 	}
-	store := f.Blobs
-	if store == nil {
-		store = f.Store
-	}
+	store := f.blobStore()
 	found, err := StatBlobs(ctx, store, prefixes, blobKeys)
 	switch {
 	case err != nil && !final(err):

@@ -67,10 +67,11 @@
 // own two methods. The package's adapters declare their capabilities.
 // A blob store's are found the same way, each with its helper:
 // ConsistentBlobLister (StatBlobs, which a Commit checks its new blobs
-// with) and BlobBatchDeleter (DeleteBlobs, which Collect deletes with).
-// A wrapper that overrides a blob method a capability stands for
-// (ListBlobs, DeleteBlob) and declares capabilities itself must give the
-// capability the same behaviour, or not declare it.
+// with), BlobBatchDeleter (DeleteBlobs, which Collect deletes with) and
+// BlobWriter (WriteBlob, which PutBlob writes through). A wrapper that
+// overrides a blob method a capability stands for (ListBlobs, DeleteBlob,
+// CreateBlob) and declares capabilities itself must give the capability
+// the same behaviour, or not declare it.
 //
 // # Lost replies
 //

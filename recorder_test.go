@@ -444,6 +444,27 @@ func (r *blobRecorder) CreateBlob(ctx context.Context, key string, src io.Reader
 	return info, err
 }
 
+// WriteBlob writes through writefence.WriteBlob on the inner store, which
+// takes the inner store's BlobWriter where it declares one and falls back
+// to its CreateBlob, as a Fence over the inner store would: the recorder
+// declares it whatever the inner store does. The creation time it records
+// is StatBlob's.
+func (r *blobRecorder) WriteBlob(ctx context.Context, key string, src io.Reader) (int64, error) {
+	data, err := io.ReadAll(src)
+	if err != nil {
+		return 0, err
+	}
+	size, err := writefence.WriteBlob(ctx, r.inner, key, bytes.NewReader(data))
+	if err == nil {
+		info, serr := r.blobs().StatBlob(ctx, key)
+		if serr != nil {
+			return size, serr
+		}
+		r.change(ctx, promise.Change{Kind: "create blob", Key: key, Data: data, Modified: info.Modified})
+	}
+	return size, err
+}
+
 func (r *blobRecorder) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
 	return r.blobs().OpenBlob(ctx, key)
 }

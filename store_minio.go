@@ -518,16 +518,46 @@ const (
 // existing key replaces it. Neither matters to a Fence, whose every blob
 // key is new.
 func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
-	c, err := s.sdk("blob create", key)
+	up, _, err := s.upload(ctx, key, r)
 	if err != nil {
 		return BlobInfo{}, err
+	}
+	return s.uploaded(ctx, key, up)
+}
+
+var _ BlobWriter = (*MinioConditionalStore)(nil)
+
+// WriteBlob implements BlobWriter: CreateBlob without the HEAD after a
+// blob sent as one PUT (under 5 MiB), whose size is the Content-Length of
+// the PUT the server accepted, with the body's MD5 it checked, so the
+// bytes it holds are the bytes sent. A blob sent in parts is still read
+// with the HEAD, for the size the server put together. PutBlob writes
+// through it: a 64 KiB segment is one request.
+func (s *MinioConditionalStore) WriteBlob(ctx context.Context, key string, r io.Reader) (int64, error) {
+	up, one, err := s.upload(ctx, key, r)
+	if err != nil {
+		return 0, err
+	}
+	if one {
+		return up.Size, nil
+	}
+	info, err := s.uploaded(ctx, key, up)
+	return info.Size, err
+}
+
+// upload sends the blob at key for CreateBlob and WriteBlob, and says
+// whether it went as one PUT (its size then the one sent).
+func (s *MinioConditionalStore) upload(ctx context.Context, key string, r io.Reader) (minio.UploadInfo, bool, error) {
+	c, err := s.sdk("blob create", key)
+	if err != nil {
+		return minio.UploadInfo{}, false, err
 	}
 	part := s.BlobPartSize
 	if part == 0 {
 		part = s3DefaultBlobPartSize
 	}
 	if part < s3MinPartSize || part > s3MaxPartSize {
-		return BlobInfo{}, storeErr("s3 blob create", key, nil,
+		return minio.UploadInfo{}, false, storeErr("s3 blob create", key, nil,
 			invalidArg("BlobPartSize", "%d bytes, must be %d to %d", part, s3MinPartSize, s3MaxPartSize))
 	}
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
@@ -535,20 +565,32 @@ func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io
 	head, err := io.ReadAll(io.LimitReader(r, s3OnePutBlob))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return BlobInfo{}, ctxErr
+			return minio.UploadInfo{}, false, ctxErr
 		}
-		return BlobInfo{}, storeErr("s3 blob create", key, nil, err)
+		return minio.UploadInfo{}, false, storeErr("s3 blob create", key, nil, err)
 	}
 	var up minio.UploadInfo
-	if len(head) < s3OnePutBlob {
+	one := len(head) < s3OnePutBlob
+	if one {
 		up, err = s.putWhole(ctx, key, [][]byte{head}, len(head) < s3SmallBlob, opts)
+		up.Size = int64(len(head))
 	} else {
 		opts.PartSize = uint64(part)
 		opts.DisableContentSha256 = true
 		up, err = c.PutObject(ctx, s.bucket, key, io.MultiReader(bytes.NewReader(head), r), -1, opts)
 	}
 	if err != nil {
-		return BlobInfo{}, s.fail(ctx, "blob create", key, err, blobCreateKind)
+		return minio.UploadInfo{}, false, s.fail(ctx, "blob create", key, err, blobCreateKind)
+	}
+	return up, one, nil
+}
+
+// uploaded reads the info of the blob upload put at key, with one HEAD
+// matched to the upload's ETag.
+func (s *MinioConditionalStore) uploaded(ctx context.Context, key string, up minio.UploadInfo) (BlobInfo, error) {
+	c, err := s.sdk("blob create", key)
+	if err != nil {
+		return BlobInfo{}, err
 	}
 	var statOpts minio.StatObjectOptions
 	if etag := normalizeETag(up.ETag); validETag(etag) {

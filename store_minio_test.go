@@ -855,6 +855,36 @@ func TestMinioBlobSmallIsOnePut(t *testing.T) {
 	})
 }
 
+// TestMinioWriteBlobRequests: WriteBlob, which PutBlob writes through,
+// sends a blob under 5 MiB as one PUT and nothing else (the server
+// checked its length and MD5, so the size it holds is the size sent); a
+// larger blob is CreateBlob's multipart upload and the HEAD that reads
+// the size the server put together.
+func TestMinioWriteBlobRequests(t *testing.T) {
+	serverTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, c := range []struct {
+		n    int64
+		reqs []string
+	}{
+		{0, []string{http.MethodPut}},
+		{64 << 10, []string{http.MethodPut}},
+		{5<<20 - 1, []string{http.MethodPut}},
+		{5 << 20, []string{http.MethodPost, http.MethodPut, http.MethodPost, http.MethodHead}},
+	} {
+		t.Run(strconv.FormatInt(c.n, 10), func(t *testing.T) {
+			f := newS3Fake(t, s3MultipartFake(serverTime, c.n))
+			size, err := f.store(t, 1).WriteBlob(t.Context(), "k", io.LimitReader(zeros{}, c.n))
+			require.NoError(t, err)
+			assert.Equal(t, c.n, size)
+			var methods []string
+			for _, r := range f.requests() {
+				methods = append(methods, r.method)
+			}
+			assert.Equal(t, c.reqs, methods)
+		})
+	}
+}
+
 // zeros yields zero bytes for ever.
 type zeros struct{}
 

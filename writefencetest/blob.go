@@ -39,6 +39,7 @@ var blobChecks = []check{
 	{"ListConsistent", testBlobListConsistent},
 	{"StatBlobs", testStatBlobs},
 	{"DeleteBlobs", testDeleteBlobs},
+	{"WriteBlob", testWriteBlob},
 }
 
 // defaultBlobPart is the part size the blob checks assume when

@@ -85,6 +85,9 @@ func init() {
 		childStores[name] = func() child { return child{store: &brandedStore{fault: fault}} }
 	}
 	childStores["branded-memstore"] = func() child { return full(&brandedStore{fault: brandChecked}) }
+	childStores["blob-write-first-part"] = func() child {
+		return child{&blobWriterStore{newBlobStore(blobCorrect)}, &writefencetest.Options{BlobPartSize: blobDoublePart}}
+	}
 	for name, fault := range map[string]listFault{"list-outside": listOutside, "list-twice": listTwice,
 		"list-deleted": listDeleted, "list-nostop": listNoStop, "list-nocancel": listNoCancel} {
 		childStores[name] = func() child { return child{store: &listStore{fault: fault}} }
@@ -144,7 +147,7 @@ var (
 	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Middle", "Damage/Twice"}
 	skipLimit  = []string{"Get/TooLarge"}
 	skipBlobs  = []string{"Blobs/Clock", "Blobs/CreateOnly", "Blobs/Delete", "Blobs/FailingReader", "Blobs/Fence",
-		"Blobs/List", "Blobs/ListConsistent", "Blobs/Missing", "Blobs/RoundTrip", "Blobs/StatBlobs", "Blobs/DeleteBlobs", "Race/CreateBlob"}
+		"Blobs/List", "Blobs/ListConsistent", "Blobs/Missing", "Blobs/RoundTrip", "Blobs/StatBlobs", "Blobs/DeleteBlobs", "Blobs/WriteBlob", "Race/CreateBlob"}
 )
 
 // Which method the helpers call, as the suite logs it.
@@ -228,11 +231,11 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"blob-memstore", nil, nil, []string{ownBlobs}},
 		{"blob-replace", nil, nil, []string{ownBlobs, replacedBlobs}},
 		{"blob-compare", []string{"Race/CreateBlob"}, nil, nil},
-		{"blob-conflict-lies", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
-		{"blob-in-place", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
-		{"blob-partial", []string{"Blobs/FailingReader"}, nil, nil},
-		{"blob-lost-part", []string{"Blobs/Fence", "Blobs/RoundTrip"}, nil, nil},
-		{"blob-undated", []string{"Blobs/List", "Blobs/ListConsistent", "Blobs/RoundTrip", "Blobs/StatBlobs"}, nil, nil},
+		{"blob-conflict-lies", []string{"Blobs/CreateOnly", "Blobs/WriteBlob", "Race/CreateBlob"}, nil, nil},
+		{"blob-in-place", []string{"Blobs/CreateOnly", "Blobs/WriteBlob", "Race/CreateBlob"}, nil, nil},
+		{"blob-partial", []string{"Blobs/FailingReader", "Blobs/WriteBlob"}, nil, nil},
+		{"blob-lost-part", []string{"Blobs/Fence", "Blobs/RoundTrip", "Blobs/WriteBlob"}, nil, nil},
+		{"blob-undated", []string{"Blobs/List", "Blobs/ListConsistent", "Blobs/RoundTrip", "Blobs/StatBlobs", "Blobs/WriteBlob"}, nil, nil},
 		{"blob-backwards", []string{"Blobs/Clock"}, nil, nil},
 		{"blob-bare-errors", []string{"Blobs/CreateOnly", "Blobs/Missing"}, nil, nil},
 		{"blob-delete-strict", []string{"Blobs/DeleteBlobs", "Blobs/Missing"}, nil, nil},
@@ -245,6 +248,7 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"blob-list-nostop", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
 		{"blob-list-nocancel", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
 		{"blob-list-lags", []string{"Blobs/ListConsistent"}, nil, nil},
+		{"blob-write-first-part", []string{"Blobs/Fence", "Blobs/WriteBlob"}, nil, nil},
 	}
 	// The children spend much of their time waiting (on the suite's
 	// barriers and compare gaps), so they run twice as many at once as

@@ -181,6 +181,18 @@
 //     writefence.ConsistentBlobLister) and one that holds one, each with
 //     StatBlob's size and time, and leaves out a deleted key and one never
 //     created; the log says which path it took.
+//   - Blobs/DeleteBlobs: writefence.DeleteBlobs, which Collect deletes
+//     with (through the store's writefence.BlobBatchDeleter when it
+//     declares one), removes the keys it is given, a missing one
+//     included, returns them, and stops at a cancelled context; the log
+//     says which path it took.
+//   - Blobs/WriteBlob: writefence.WriteBlob, which PutBlob writes through
+//     (through the store's writefence.BlobWriter when it declares one),
+//     reads its reader to the end and returns the size the store holds,
+//     for an empty blob, one byte and two parts and a byte, as StatBlob
+//     and OpenBlob see it; a second write of a key is refused with
+//     writefence.ErrConflict or replaces the blob whole; a reader's failure
+//     is returned and leaves no blob. The log says which path it took.
 //   - Floor/Deleted (with a Deleter), Floor/SetBack, Floor/Kept,
 //     Floor/Check: through writefence.Fences on the store, a record that
 //     something outside the package deletes, or sets back to an earlier

@@ -256,3 +256,16 @@ func (s *blobStore) ListBlobsConsistent(ctx context.Context, prefix string, fn f
 	}
 	return nil
 }
+
+// blobWriterStore is a blobStore that declares a writefence.BlobWriter
+// whose WriteBlob writes only the first part its reader yields, and
+// returns that size, as a writer that sends what it buffered as one PUT
+// and never reads on.
+type blobWriterStore struct{ *blobStore }
+
+func (s *blobWriterStore) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *blobWriterStore) WriteBlob(ctx context.Context, key string, r io.Reader) (int64, error) {
+	info, err := s.CreateBlob(ctx, key, io.LimitReader(r, blobDoublePart))
+	return info.Size, err
+}
