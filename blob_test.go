@@ -410,3 +410,54 @@ func TestCommitManyBlobs(t *testing.T) {
 	t.Run("mem", func(t *testing.T) { testCommitManyBlobs(t, &writefence.MemStore{}, nil) })
 	t.Run("dir", func(t *testing.T) { testCommitManyBlobs(t, newDirStore(t, t.TempDir()), nil) })
 }
+
+// blindListing is a MemStore whose consistent listing shows none of the
+// blobs that exist: a listing that fell behind, or lost a page.
+type blindListing struct {
+	*writefence.MemStore
+	stats atomic.Int64
+}
+
+func (s *blindListing) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *blindListing) ListBlobsConsistent(context.Context, string, func(writefence.BlobInfo) error) error {
+	return nil
+}
+
+func (s *blindListing) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
+	s.stats.Add(1)
+	return s.MemStore.StatBlob(ctx, key)
+}
+
+// TestCommitChecksUnlistedBlobs: a commit whose new blobs of one epoch are
+// checked by a listing checks each blob the listing did not show with
+// StatBlob before it refuses: with a listing that shows nothing, the
+// commit of blobs that exist lands, one StatBlob a blob, and the commit
+// of one that does not exist is refused with ErrNotFound, writing nothing.
+func TestCommitChecksUnlistedBlobs(t *testing.T) {
+	ctx := t.Context()
+	s := &blindListing{MemStore: &writefence.MemStore{}}
+	f := &writefence.Fence{Store: s}
+	var refs []writefence.BlobRef
+	for i := range 5 {
+		refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+	}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = refs
+		return m, nil
+	}), "the blobs exist, though the listing did not show them")
+	assert.EqualValues(t, 5, s.stats.Load(), "one StatBlob of each blob the listing did not show")
+
+	more := []writefence.BlobRef{putBlob(t, f, "a", 2, "six"), putBlob(t, f, "a", 2, "seven")}
+	missing := more[1]
+	missing.Name = strings.Replace(missing.Name, missing.Name[17:49], strings.Repeat("0", 32), 1)
+	err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = append(m.Blobs, more[0], missing)
+		return m, nil
+	})
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.Epoch, "the refused commit wrote nothing")
+	assert.ElementsMatch(t, refs, info.Blobs)
+}

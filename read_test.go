@@ -98,6 +98,43 @@ func TestColdPushOverManyReferences(t *testing.T) {
 	assert.Equal(t, before.Horizon, after.Horizon)
 }
 
+// TestColdPushOverDamagedReferences: a cold push over a stream's record
+// whose references, past one header read, were damaged under an intact
+// header (written whole from outside, a new version) fails closed: the
+// second ranged read brings the references, their check fails, and the
+// push refuses with ErrCorrupt, writing nothing.
+func TestColdPushOverDamagedReferences(t *testing.T) {
+	ctx := context.Background()
+	store := &prefixStore{}
+	f := &writefence.Fence{Store: store}
+	var refs []writefence.BlobRef
+	for i := range 200 {
+		ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader(fmt.Sprint("segment ", i)))
+		require.NoError(t, err)
+		refs = append(refs, ref)
+	}
+	payload := make([]byte, 1<<20)
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
+		return writefence.Manifest{Payload: payload, Blobs: refs}, nil
+	}))
+	key := mustKey(t, "wal", "0")
+	data, v, err := store.MemStore.Get(ctx, key)
+	require.NoError(t, err)
+	head := len(data) - len(payload)
+	require.Greater(t, head, defaults.MaxHeaderSize+1, "the references run past one header read")
+	damaged := append([]byte(nil), data...)
+	damaged[defaults.MaxHeaderSize+1] ^= 1 // a reference's byte, past the first read
+	v, err = store.PutIfVersion(ctx, key, damaged, v)
+	require.NoError(t, err)
+
+	err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("pushed"))
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	after, v2, err := store.MemStore.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, damaged, after, "the refusal wrote nothing")
+	assert.Equal(t, v, v2)
+}
+
 // TestHeaderPathCorruption: reading the header alone still refuses every
 // corruption that shows in the header or in the record's size.
 func TestHeaderPathCorruption(t *testing.T) {
