@@ -297,10 +297,14 @@ func testWrapperNotBypassed(t *testing.T, adapter, wrapped writefence.Conditiona
 							// A write retries its read, and so do Latest
 							// and Inspect (promise 6); under a brand these
 							// read the brand first (not an engine read),
-							// which is refused.
+							// which is refused, and under BrandVerifyAlways
+							// retried as every read of theirs is.
 							reads, brandReads := int64(maxAttempts), int64(0)
 							if !o.write && brand != 0 {
 								reads, brandReads = 0, 1
+								if brand == writefence.BrandVerifyAlways {
+									brandReads = maxAttempts
+								}
 							}
 							assert.Equal(t, reads, trace.Reads(), "every attempt read")
 							assert.Equal(t, trace.Reads()+brandReads, gets, "every read went through the override")
