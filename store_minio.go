@@ -562,7 +562,7 @@ func (s *MinioConditionalStore) upload(ctx context.Context, key string, r io.Rea
 	}
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
 	opts.SetMatchETagExcept("*")
-	head, err := io.ReadAll(io.LimitReader(r, s3OnePutBlob))
+	head, err := readBlobHead(r)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return minio.UploadInfo{}, false, ctxErr
@@ -583,6 +583,26 @@ func (s *MinioConditionalStore) upload(ctx context.Context, key string, r io.Rea
 		return minio.UploadInfo{}, false, s.fail(ctx, "blob create", key, err, blobCreateKind)
 	}
 	return up, one, nil
+}
+
+// readBlobHead reads r's first s3OnePutBlob bytes, or all of r when it
+// ends before them. Under s3SmallBlob it grows its buffer as io.ReadAll
+// does, so a small blob costs about its size; past it, it reads into one
+// buffer of s3OnePutBlob bytes, allocated once, where io.ReadAll's growth
+// would allocate about twice that as garbage, beside the part buffer of a
+// larger blob's upload.
+func readBlobHead(r io.Reader) ([]byte, error) {
+	small, err := io.ReadAll(io.LimitReader(r, s3SmallBlob))
+	if err != nil || len(small) < s3SmallBlob {
+		return small, err
+	}
+	head := make([]byte, s3OnePutBlob)
+	copy(head, small)
+	n, err := io.ReadFull(r, head[len(small):])
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	return head[:len(small)+n], err
 }
 
 // uploaded reads the info of the blob upload put at key, with one HEAD
