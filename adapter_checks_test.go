@@ -138,9 +138,10 @@ func listBlobs(t *testing.T, store writefence.BlobStore, prefix string) map[stri
 // reports, which may differ by that between its calls.
 func testBlobStore(t *testing.T, store blobStoreUnderTest, kind string, part int64, res time.Duration) {
 	base := testserver.UniqueName(t) + "/"
-	// Above the first MiB, which the S3 and GCS stores read before they
-	// choose between one request and an upload in parts, by two parts.
-	large := 1<<20 + 2*part + 12345
+	// Above the first 5 MiB and the first MiB, which the S3 and GCS stores
+	// read before they choose between one request and an upload in parts,
+	// by two parts.
+	large := 5<<20 + 2*part + 12345
 	create := func(t *testing.T, key string, r io.Reader) writefence.BlobInfo {
 		t.Helper()
 		info, err := store.CreateBlob(t.Context(), key, r)

@@ -795,7 +795,7 @@ func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.Conditiona
 	store, wire := open(b)
 	blobs := newCountedBlobs(b, store)
 	prefix := testserver.UniqueName(b) + "/"
-	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: prefix}
+	f := &writefence.Fence{Store: store, Blobs: blobs.store(), Prefix: prefix}
 	var sets [2][]writefence.BlobRef
 	for i := range sets {
 		for j := range n {

@@ -114,12 +114,19 @@ type BlobInfo struct {
 	Modified time.Time // when it was created, by the store's own clock
 }
 
-// blobs returns the store of the Fence's blobs and its BlobStore.
-func (f *Fence) blobs() (BlobStore, error) {
-	s := f.Blobs
-	if s == nil {
-		s = f.Store
+// blobStore returns the store of the Fence's blobs: Blobs, or Store when
+// Blobs is nil. The capability helpers (WriteBlob, StatBlobs,
+// DeleteBlobs) are called on it.
+func (f *Fence) blobStore() ConditionalStore {
+	if f.Blobs != nil {
+		return f.Blobs
 	}
+	return f.Store
+}
+
+// blobs returns the BlobStore of the Fence's blobs.
+func (f *Fence) blobs() (BlobStore, error) {
+	s := f.blobStore()
 	if bs, ok := capability[BlobStore](s); ok {
 		return bs, nil
 	}
@@ -141,8 +148,7 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	if _, err := f.newUpdate(opBlob, plugin, shard, writer, epoch); err != nil {
 		return BlobRef{}, err
 	}
-	bs, err := f.blobs()
-	if err != nil {
+	if _, err := f.blobs(); err != nil {
 		return BlobRef{}, err
 	}
 	id, err := randomHex(16)
@@ -169,12 +175,12 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	}
 	attempt = 1
 	sum := &countingCRC{h: crc32.New(record.Castagnoli)}
-	info, err := bs.CreateBlob(ctx, key, io.TeeReader(r, sum))
+	size, err := WriteBlob(ctx, f.blobStore(), key, io.TeeReader(r, sum))
 	if err != nil {
 		return BlobRef{}, fmt.Errorf("writefence: blob %s: %w", esc(key), err)
 	}
-	if info.Size != sum.n {
-		return BlobRef{}, fmt.Errorf("writefence: blob %s: the store holds %d bytes of the %d written: %w", esc(key), info.Size, sum.n, ErrOutcomeUnknown)
+	if size != sum.n {
+		return BlobRef{}, fmt.Errorf("writefence: blob %s: the store holds %d bytes of the %d written: %w", esc(key), size, sum.n, ErrOutcomeUnknown)
 	}
 	return BlobRef{Name: name, Size: sum.n, CRC: sum.h.Sum32()}, nil
 }
@@ -203,6 +209,13 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 //     else an error matching ErrNotFound (ErrInvalidArgument for another
 //     size).
 //
+// The blobs are checked with StatBlobs between the commit's read and its
+// write: on a store whose listing is consistent (ConsistentBlobLister:
+// S3, GCS, MemStore), the blobs of each epoch that two or more of them
+// were written at with one listing (one request for a thousand blobs),
+// elsewhere, and for a blob a listing did not show, with StatBlob, 16 at
+// a time. A failure to read is retried as the record's read is.
+//
 // The tenure floor: a manifest records the epoch at which its writer's
 // tenure began. A commit by another writer than the recorded one starts a
 // tenure above every epoch recorded before it (the recorded epoch + 1); a
@@ -228,45 +241,7 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 	}
 	u.next, u.commit = next, true
 	u.checkBlobs = func(refs []BlobRef, floor uint64, horizon int64) error {
-		// The names first, which cost nothing, then the blobs themselves.
-		for _, r := range refs {
-			e, _, w, ok := keys.ParseBlobName(r.Name)
-			switch {
-			case !ok:
-				return invalidArg("blob", "%s is not a blob name", esc(r.Name))
-			case w != writer:
-				return invalidArg("blob", "%s was written by %s, not %s", esc(r.Name), esc(w), esc(writer))
-			case e > epoch:
-				return invalidArg("blob", "%s was written at epoch %d, above the commit's %d", esc(r.Name), e, epoch)
-			case e < floor:
-				return invalidArg("blob", "%s was written at epoch %d, before the tenure that began at epoch %d", esc(r.Name), e, floor)
-			}
-		}
-		if len(refs) == 0 {
-			return nil
-		}
-		bs, err := f.blobs()
-		if err != nil {
-			return err
-		}
-		for _, r := range refs {
-			info, err := bs.StatBlob(ctx, space+r.Name)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				return fmt.Errorf("writefence: commit %s: blob %s does not exist: %w", esc(u.key), esc(r.Name), ErrNotFound)
-			case err != nil && !final(err):
-				// A read like any other: retried after a back-off.
-				return readFailure{fmt.Errorf("blob %s: %w", esc(r.Name), err)}
-			case err != nil:
-				return fmt.Errorf("writefence: commit %s: blob %s: %w", esc(u.key), esc(r.Name), err)
-			case info.Size != r.Size:
-				return invalidArg("blob", "%s holds %d bytes, its reference says %d", esc(r.Name), info.Size, r.Size)
-			case horizon != 0 && info.Modified.UnixNano() < horizon:
-				return fmt.Errorf("writefence: commit %s: blob %s was created at %s, before the collection horizon %s, and is garbage: put it again: %w",
-					esc(u.key), esc(r.Name), info.Modified.UTC().Format(time.RFC3339Nano), time.Unix(0, horizon).UTC().Format(time.RFC3339Nano), ErrNotFound)
-			}
-		}
-		return nil
+		return f.checkBlobs(ctx, u.key, space, writer, epoch, refs, floor, horizon)
 	}
 	return f.runUpdate(ctx, u)
 }
@@ -411,10 +386,6 @@ type GCOptions struct {
 // defaultGrace is GCOptions.Grace's default.
 const defaultGrace = 24 * time.Hour
 
-// collectBatch is how many blobs Collect deletes between two reads of the
-// record that check it still holds the tenure the deletes rely on.
-const collectBatch = 100
-
 // GCReport is what one Collect found and did.
 type GCReport struct {
 	Referenced []BlobInfo // blobs the recorded manifest references
@@ -471,13 +442,20 @@ type GCReport struct {
 // probe verdict and the brand, as a write does.
 //
 // The deletes rely on the record Collect read: right before each batch of
-// them (up to 100 blobs) Collect reads the record again, and deletes
-// nothing more once it no longer holds that tenure (the record gone, set
-// back to a lower epoch, tenure floor or collection horizon, damaged):
-// an *EpochRegressedError, as when the record Collect first reads is absent
+// them Collect reads the record again, and deletes nothing more once it
+// no longer holds that tenure (the record gone, set back to a lower
+// epoch, tenure floor or collection horizon, damaged): an
+// *EpochRegressedError, as when the record Collect first reads is absent
 // or below what its Fence saw of it. A shard retired with
 // GCOptions.RecordGone must still have no record. A record that moved on
 // (a later commit, seal or settle) only widens the rules.
+//
+// A pass lists the shard's blob space once (ListBlobs) and deletes in
+// batches through DeleteBlobs: on a store that declares a
+// BlobBatchDeleter, a batch is up to 1,000 blobs in one request (S3's
+// DeleteObjects); elsewhere up to 100 blobs, one DeleteBlob each. Of a
+// batch that fails part way, the blobs the store reports deleted are in
+// the report.
 //
 // A record write stuck on the server (an S3 server that holds a key's
 // lock while a paused client's upload of it is in flight) holds Collect's
@@ -597,18 +575,9 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 			}
 		}
 	}
-	for i, b := range doomed {
-		if !opts.DryRun && i%collectBatch == 0 {
-			if err := f.collectHeld(ctx, plugin, shard, key, info, horizon, gone); err != nil {
-				return report, err
-			}
-		}
-		if !opts.DryRun {
-			if err := bs.DeleteBlob(ctx, b.Key); err != nil {
-				return report, fmt.Errorf("writefence: collect %s: %w", esc(b.Key), err)
-			}
-		}
-		report.Deleted = append(report.Deleted, b)
+	held := func() error { return f.collectHeld(ctx, plugin, shard, key, info, horizon, gone) }
+	if err := f.deleteDoomed(ctx, doomed, opts.DryRun, held, &report); err != nil {
+		return report, err
 	}
 	return report, damage
 }

@@ -26,6 +26,19 @@ func (s *hookedBlobs) DeleteBlob(ctx context.Context, key string) error {
 	return s.MemStore.DeleteBlob(ctx, key)
 }
 
+// DeleteBlobs deletes each key with DeleteBlob, so that the hook runs
+// for every key a Collect deletes.
+func (s *hookedBlobs) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	var deleted []string
+	for _, k := range keys {
+		if err := s.DeleteBlob(ctx, k); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, k)
+	}
+	return deleted, nil
+}
+
 func (s *hookedBlobs) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
 	if s.beforeOpen != nil {
 		s.beforeOpen(ctx, key)

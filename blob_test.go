@@ -317,6 +317,26 @@ func (s *countedBlobs) DeleteBlob(ctx context.Context, key string) error {
 	return s.bs.DeleteBlob(ctx, key)
 }
 
+// store returns the counted blob store, declaring a ConsistentBlobLister,
+// whose calls count as listings, when the store it counts declares one.
+func (s *countedBlobs) store() writefence.ConditionalStore {
+	if declares[writefence.ConsistentBlobLister](s.ConditionalStore) {
+		return &countedListing{s}
+	}
+	return s
+}
+
+// countedListing is countedBlobs over a store that declares a
+// ConsistentBlobLister.
+type countedListing struct{ *countedBlobs }
+
+func (s *countedListing) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *countedListing) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	s.calls.list.Add(1)
+	return s.ConditionalStore.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, fn)
+}
+
 // counts returns the calls made so far: create, open, stat, list, delete.
 func (s *countedBlobs) counts() [5]int64 {
 	c := &s.calls
@@ -325,16 +345,19 @@ func (s *countedBlobs) counts() [5]int64 {
 
 // testCommitManyBlobs: a commit whose manifest newly references 1,000
 // blobs, uploaded before it, is one conditional write of the record,
-// after one read of it; checking that those blobs exist costs one
-// StatBlob each, made between the read and the write, and nothing else of
-// the blob store. traffic, when not nil, returns the requests store sent
-// so far and the writes (PUT and POST) among them: on the wire the commit
-// is then the record's read, a request per StatBlob, and the one write.
+// after one read of it; checking that those blobs exist costs, made
+// between the read and the write, one listing of the blobs of their epoch
+// on a store that declares a ConsistentBlobLister, else one StatBlob each,
+// and nothing else of the blob store. traffic, when not nil, returns the
+// requests store sent so far and the writes (PUT and POST) among them: on
+// the wire the commit is then the record's read, one listing request (a
+// page holds 1,000 blobs on S3 and GCS), and the one write.
 func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffic func() (reqs, writes int64)) {
 	const n = 1000
 	ctx := t.Context()
 	blobs := newCountedBlobs(t, store)
-	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: testserver.UniqueName(t) + "/"}
+	f := &writefence.Fence{Store: store, Blobs: blobs.store(), Prefix: testserver.UniqueName(t) + "/"}
+	listing := declares[writefence.ConsistentBlobLister](store)
 	first := putBlob(t, f, "a", 1, "the first segment")
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(first)))
 	refs := make([]writefence.BlobRef, n)
@@ -358,13 +381,17 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 	assert.Equal(t, int64(1), trace.Writes(), "one conditional write")
 	assert.Equal(t, int64(1), trace.Reads(), "one read of the record")
 	assert.Zero(t, trace.Waits(), "no retry")
-	assert.Equal(t, [5]int64{0, 0, n, 0, 0}, [5]int64{
-		after[0] - calls[0], after[1] - calls[1], after[2] - calls[2], after[3] - calls[3], after[4] - calls[4],
-	}, "blob calls (create, open, stat, list, delete): one StatBlob per blob newly referenced")
+	delta := [5]int64{after[0] - calls[0], after[1] - calls[1], after[2] - calls[2], after[3] - calls[3], after[4] - calls[4]}
+	if listing {
+		assert.Equal(t, [5]int64{0, 0, 0, 1, 0}, delta, "blob calls (create, open, stat, list, delete): one listing of the blobs of epoch 2")
+	} else {
+		assert.Equal(t, [5]int64{0, 0, n, 0, 0}, delta, "blob calls (create, open, stat, list, delete): one StatBlob per blob newly referenced")
+	}
 	if traffic != nil {
 		reqsAfter, writesAfter := traffic()
 		assert.Equal(t, int64(1), writesAfter-writes, "one write on the wire")
-		assert.Equal(t, int64(1+n+1), reqsAfter-reqs, "requests: the record's read, one per StatBlob, the write")
+		assert.Equal(t, int64(1+1+1), reqsAfter-reqs, "requests: the record's read, one listing, the write")
+		t.Logf("a commit newly referencing %d blobs: %d requests", n, reqsAfter-reqs)
 	}
 
 	info, err := f.Inspect(ctx, "wal", "0")
@@ -382,4 +409,62 @@ func TestCommitManyBlobs(t *testing.T) {
 	t.Parallel()
 	t.Run("mem", func(t *testing.T) { testCommitManyBlobs(t, &writefence.MemStore{}, nil) })
 	t.Run("dir", func(t *testing.T) { testCommitManyBlobs(t, newDirStore(t, t.TempDir()), nil) })
+}
+
+// blindListing is a MemStore whose consistent listing shows none of the
+// blobs that exist: a listing that fell behind, or lost a page.
+type blindListing struct {
+	*writefence.MemStore
+	stats atomic.Int64
+}
+
+func (s *blindListing) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *blindListing) ListBlobsConsistent(context.Context, string, func(writefence.BlobInfo) error) error {
+	return nil
+}
+
+func (s *blindListing) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
+	s.stats.Add(1)
+	return s.MemStore.StatBlob(ctx, key)
+}
+
+// TestCommitChecksUnlistedBlobs: a commit whose new blobs of one epoch are
+// checked by a listing checks each blob the listing did not show with
+// StatBlob before it refuses: with a listing that shows nothing, the
+// commit of blobs that exist lands, one StatBlob a blob, and the commit
+// of one that does not exist is refused with ErrNotFound, writing nothing.
+func TestCommitChecksUnlistedBlobs(t *testing.T) {
+	ctx := t.Context()
+	s := &blindListing{MemStore: &writefence.MemStore{}}
+	f := &writefence.Fence{Store: s}
+	var refs []writefence.BlobRef
+	for i := range 5 {
+		refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+	}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = refs
+		return m, nil
+	}), "the blobs exist, though the listing did not show them")
+	assert.EqualValues(t, 5, s.stats.Load(), "one StatBlob of each blob the listing did not show")
+
+	more := []writefence.BlobRef{putBlob(t, f, "a", 2, "six"), putBlob(t, f, "a", 2, "seven")}
+	missing := more[1]
+	missing.Name = strings.Replace(missing.Name, missing.Name[17:49], strings.Repeat("0", 32), 1)
+	err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = append(m.Blobs, more[0], missing)
+		return m, nil
+	})
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.Epoch, "the refused commit wrote nothing")
+	assert.ElementsMatch(t, refs, info.Blobs)
+}
+
+// declares reports whether s declares the capability C as its own.
+func declares[C any](s writefence.ConditionalStore) bool {
+	c, ok := s.(writefence.Capable)
+	_, has := s.(C)
+	return ok && has && c.Capabilities() == s
 }

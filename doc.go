@@ -65,6 +65,13 @@
 // freeze, a quota, an audit log) is never bypassed: it inherits the
 // adapter's Capabilities, which names the adapter, and is used through its
 // own two methods. The package's adapters declare their capabilities.
+// A blob store's are found the same way, each with its helper:
+// ConsistentBlobLister (StatBlobs, which a Commit checks its new blobs
+// with), BlobBatchDeleter (DeleteBlobs, which Collect deletes with) and
+// BlobWriter (WriteBlob, which PutBlob writes through). A wrapper that
+// overrides a blob method a capability stands for (ListBlobs, DeleteBlob,
+// CreateBlob) and declares capabilities itself must give the capability
+// the same behaviour, or not declare it.
 //
 // # Lost replies
 //
@@ -171,7 +178,11 @@
 // unreferenced blobs once older than a grace by the store's own clock. The
 // blobs may live in another store than the manifests (Fence.Blobs); a
 // store holds blobs when it declares BlobStore (MemStore, the directory
-// store, S3, GCS; not Valkey).
+// store, S3, GCS; not Valkey). A commit checks its new blobs with
+// StatBlobs: one listing of each epoch they were written at where the
+// store's listing is consistent (S3, GCS), a StatBlob each otherwise;
+// Collect lists the shard's blob space once a pass and deletes in batches
+// of 1,000, one request each on S3.
 //
 // # The floor survives the record
 //
@@ -288,7 +299,10 @@
 //
 //  7. A record that does not decode (ErrCorrupt) is never read as absent
 //     or as epoch 0, and never overwritten but by a Settle of exactly the
-//     version found damaged.
+//     version found damaged; except that on a store whose versions name
+//     its bytes, a Push over a record rewritten whole from outside with a
+//     sound head and a payload that fails its checksum replaces it (see
+//     Damage).
 //  8. Settle never lowers the recorded epoch: it lands above the damaged
 //     header's epoch when that decodes, above the floor the operator
 //     states when it does not, and above every earlier settle of the
@@ -405,27 +419,57 @@
 //     deletes nothing more once the record no longer holds the tenure it
 //     judged by.
 //
+// # Damage
+//
+// A push reads as little as it can: with the version it remembers it
+// reads nothing, and without one it reads the record's head alone (on a
+// store that declares a PrefixReader: its first 4 KiB, and of a stream's
+// record with more references than fit there, its header and
+// references), whatever the record's size. It checks what it read: the
+// header's checksum, identity and epoch, the record's size against the
+// lengths the header declares, the references against their checksum.
+// The payload's checksum it leaves to the store, and what the store
+// guarantees depends on where it keeps its version:
+//
+//   - Stores whose version names their bytes: S3 and Azure ETags, GCS
+//     generations and etcd mod revisions (package etcdstore) change with
+//     any write, so the bytes cannot change in place, under a version a
+//     Fence read or remembers. The Fence's own writes reach them checked
+//     (GCS and the directory store compare a CRC-32C before they store,
+//     S3 a signature of the body or TLS), and S3, GCS and Azure check
+//     their stored bytes themselves. A payload that fails its checksum
+//     under a sound header can only be a new version written whole by
+//     something outside the package: Latest, Inspect, Update, Commit and
+//     Seal, which read the payload, refuse it with ErrCorrupt; a Push over
+//     it on S3, GCS or Azure Blob, which read prefixes, does not read the
+//     payload and replaces it (promise 7); on etcd, which does not, a Push
+//     reads it whole and refuses it. Writers that bypass the package are
+//     outside what it can guarantee.
+//   - Stores that keep their version beside their bytes
+//     (DirConditionalStore, ValkeyConditionalStore, whose value can be
+//     edited by hand, dynamostore, whose item an UpdateItem can change,
+//     and pgstore, whose row an UPDATE can change) check the bytes they
+//     hold on every read, GetPrefix included, and refuse a write over
+//     damaged ones with ErrCorrupt, naming a version of the damage itself
+//     that Settle can replace, and the head of the damaged data, from
+//     which the record's header (and its epoch) is still read when it is
+//     intact: a damaged payload under an intact header is never
+//     overwritten unseen. The directory store reads the whole file to
+//     check it (from its disk; a Push gets its head alone).
+//     ValkeyConditionalStore checks a bounded part of a value, its first
+//     3900 bytes, its last 100 and its length, so that a read of the head
+//     or a write costs the same whatever the size; damage in the middle of
+//     a larger value is found by the reads that read it whole (Latest),
+//     and a push over it replaces the value (see ConditionalStore).
+//   - A store that declares no PrefixReader (MemStore, dynamostore,
+//     etcdstore) gives a Push the whole record, which it checks whole and
+//     refuses when damaged.
+//
 // # Failure model
 //
 // Every write goes through the one engine, so the brand check, the probe
 // verdict, the retries and the Observer apply to all of them alike, and
 // the promises above hold of every path.
-//
-// Damage in place: a push may skip its read and condition its write on the
-// version it remembers. That is safe because a store's version names its
-// bytes: S3 and Azure ETags, GCS generations and etcd mod revisions
-// (package etcdstore) change with any write, and the stores that keep their
-// version beside the bytes (DirConditionalStore, ValkeyConditionalStore,
-// whose value can be edited by hand, dynamostore, whose item an UpdateItem
-// can change, and pgstore, whose row an UPDATE can change) check the bytes
-// they hold and refuse a write over damaged ones with ErrCorrupt, naming a
-// version of the damage itself that Settle can replace, and the head of the
-// damaged data, from which the record's header (and its epoch) is still
-// read when it is intact. ValkeyConditionalStore's writes check a bounded
-// part of a value, its first 3900 bytes, its last 100 and its length, so
-// that a write costs the same whatever the size; damage in the middle of a
-// larger value is found by the reads that read it whole (Latest), and a
-// steady push over it replaces the value (see ConditionalStore).
 //
 // Durability is the store's: a push that returned nil survives what the
 // store survives.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
-	"github.com/writefence/writefence/internal/record"
 )
 
 // The conditional-update engine. Every write the package makes goes
@@ -336,9 +335,8 @@ func unwrapRead(err error) error {
 	return err
 }
 
-// readKey reads key once: all of it, or with head its first
-// record.MaxHeaderSize bytes. A missing key and damage the store found are
-// states, not errors.
+// readKey reads key once: all of it, or with head its head (readHead). A
+// missing key and damage the store found are states, not errors.
 func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, error) {
 	if err := hook.Read(ctx, key); err != nil {
 		return nil, err
@@ -346,7 +344,7 @@ func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, 
 	var s snapshot
 	var err error
 	if head {
-		s.data, s.size, s.version, err = GetPrefix(ctx, f.Store, key, record.MaxHeaderSize)
+		s.data, s.size, s.version, err = f.readHead(ctx, key)
 		s.whole = s.size <= int64(len(s.data))
 	} else {
 		s.data, s.version, err = f.Store.Get(ctx, key)

@@ -163,10 +163,17 @@ type Fence struct {
 // Push is Update with a function that returns payload whatever the record
 // holds, and reads as little as it can: when the Fence wrote or read the
 // record last it conditions its write on that version without reading at
-// all (one round trip); on a store that reads prefixes it reads the header
-// first, and refuses a stale push from the header alone. A record it
-// replaces it reads and checks whole, payload included, so a damaged
-// payload under an intact header is never overwritten by a Push.
+// all (one round trip); on a store that reads prefixes it reads the
+// record's head alone (one ranged read of its first 4 KiB, and of a
+// stream's record with more references than fit there, one more of its
+// header and references), never its payload, whatever its size, and
+// decides on that: the header's checksum, identity and epoch, the
+// record's size against the lengths the header declares, the references'
+// checksum. A store that keeps its version beside its bytes checks its
+// bytes on that read and reports damage in place as ErrCorrupt; on a
+// store whose version names its bytes and that reads prefixes (S3, GCS,
+// Azure Blob) a payload rewritten from outside under an intact header is
+// not seen by a Push (see the package documentation, "Damage").
 func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) error {
 	u, err := f.newUpdate(opPush, plugin, shard, writer, epoch)
 	if err != nil {
@@ -438,11 +445,12 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 		if u.epoch <= st.h.Epoch {
 			return nil, false, record.Body{}, &StaleEpochError{Op: u.op, Key: u.key, Epoch: u.epoch, RecordedEpoch: st.h.Epoch, RecordedWriter: st.h.Writer}
 		}
-		// A record is overwritten only once all of it was read and
-		// checked, payload included: a header alone cannot tell a
-		// damaged payload, and damage is never overwritten but by a
-		// Settle. A refusal needs only the header.
-		if !st.whole {
+		// A push replaces a record from its head: the header and the
+		// references, checked against their checksums and the record's
+		// size. Damage in place is the store's to find (see the package
+		// documentation, "Damage"). Every other write computes from the
+		// payload, and reads it whole.
+		if !st.whole && !(u.constant && st.headBody) {
 			return nil, false, record.Body{}, errReadWhole
 		}
 		current = Manifest{Payload: st.body.Payload, Blobs: st.body.Refs}

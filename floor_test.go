@@ -531,6 +531,62 @@ func TestCollectChecksTenure(t *testing.T) {
 	}
 }
 
+// TestCollectChecksTenureBeforeEachBatch: Collect deletes in batches, and
+// reads the record again right before each, not only before the first: a
+// record set back after the first batch went stops the deletes there. On
+// a store with a batch delete a batch is 1,000 blobs (one request), on
+// the directory store, which deletes one blob a call, 100.
+func TestCollectChecksTenureBeforeEachBatch(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		store    lossStore
+		n, batch int
+	}{
+		{"mem", &writefence.MemStore{}, 2500, 1000},
+		{"dir", newDirStore(t, t.TempDir()), 250, 100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			s := c.store
+			a := &writefence.Fence{Store: s}
+			key := mustKey(t, "wal", "0")
+			require.NoError(t, a.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Payload = []byte("a's manifest")
+				return m, nil
+			}))
+			committed := bytesAt(t, s, key)
+			for i := range c.n {
+				_, err := a.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader(fmt.Sprint(i)))
+				require.NoError(t, err)
+			}
+			// b's takeover makes every blob of a deposed writer's.
+			require.NoError(t, (&writefence.Fence{Store: s}).Seal(ctx, "wal", "0", "b", 2))
+
+			// The record's reads: Collect's first, then one before each
+			// batch. It is set back to a's record, whose writer may commit
+			// the blobs again, right before the second batch.
+			reads := 0
+			hctx := hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
+				if k == key {
+					if reads++; reads == 3 {
+						setBack(t, s, key, committed)
+					}
+				}
+				return nil
+			}})
+			report, err := (&writefence.Fence{Store: s}).Collect(hctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+			assert.Len(t, report.Deleted, c.batch, "the first batch, deleted before the record was set back")
+			assert.Equal(t, 3, reads, "the record read, then read again before each of two batches")
+			space, err := keys.Blobs("", "wal", "0")
+			require.NoError(t, err)
+			left := 0
+			require.NoError(t, s.(writefence.BlobStore).ListBlobs(ctx, space, func(writefence.BlobInfo) error { left++; return nil }))
+			assert.Equal(t, c.n-c.batch, left, "the blobs of the batches after the record was set back")
+		})
+	}
+}
+
 // TestRegressionNoFalseAlarm: many goroutines share one Fence, pushing
 // rising epochs of one shard and reading it at once; a read under way
 // while another goroutine's push lands is never taken for a record gone

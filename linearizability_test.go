@@ -339,7 +339,7 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	var counts [numOutcomes]atomic.Int64
 	// The promise checker reads the same history, recorded beneath the
 	// Fences, in the order the store took the writes.
-	hist, store := modeltest.NewRecorder(fs.store, time.Now)
+	hist, store := modeltest.NewRecorder(fs.store, time.Now, promise.Options{})
 	hist.Concurrent()
 
 	var wg sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +111,29 @@ func (m *MemStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInf
 		}
 	}
 	return nil
+}
+
+var _ ConsistentBlobLister = (*MemStore)(nil)
+
+// ListBlobsConsistent implements ConsistentBlobLister: ListBlobs, whose
+// listing is taken under the store's lock.
+func (m *MemStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	return m.ListBlobs(ctx, prefix, fn)
+}
+
+var _ BlobBatchDeleter = (*MemStore)(nil)
+
+// DeleteBlobs implements BlobBatchDeleter: every key under one lock.
+func (m *MemStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.blobs.mu.Lock()
+	for _, k := range keys {
+		delete(m.blobs.blobs, k)
+	}
+	m.blobs.mu.Unlock()
+	return slices.Clone(keys), nil
 }
 
 // DeleteBlob implements BlobStore.

@@ -20,7 +20,7 @@ func TestModel(t *testing.T) {
 		t.Parallel()
 		modeltest.Run(t, func(t *testing.T) modeltest.Target {
 			m := &writefence.MemStore{}
-			return modeltest.Target{Name: "mem", Store: m, Damage: testserver.DamageByOverwrite(m)}
+			return modeltest.Target{Name: "mem", Rewrites: true, Store: m, Damage: testserver.DamageByOverwrite(m)}
 		})
 	})
 	t.Run("dir", func(t *testing.T) {

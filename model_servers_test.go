@@ -24,7 +24,7 @@ func TestModelServers(t *testing.T) {
 		t.Parallel()
 		modeltest.Run(t, func(t *testing.T) modeltest.Target {
 			c, bucket := newMinioBucket(t)
-			return modeltest.Target{Name: "minio", Store: writefence.NewMinioConditionalStore(c, bucket), Damage: testserver.DamageS3(c, bucket), ClockStep: time.Second}
+			return modeltest.Target{Name: "minio", Rewrites: true, Store: writefence.NewMinioConditionalStore(c, bucket), Damage: testserver.DamageS3(c, bucket), ClockStep: time.Second}
 		})
 	})
 	t.Run("gcs", func(t *testing.T) {
@@ -32,7 +32,7 @@ func TestModelServers(t *testing.T) {
 		modeltest.Run(t, func(t *testing.T) modeltest.Target {
 			c := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
 			bucket := testserver.GCSBucket(t, c)
-			return modeltest.Target{Name: "gcs", Store: writefence.NewGCSConditionalStore(c, bucket), Damage: testserver.DamageGCS(c, bucket)}
+			return modeltest.Target{Name: "gcs", Rewrites: true, Store: writefence.NewGCSConditionalStore(c, bucket), Damage: testserver.DamageGCS(c, bucket)}
 		})
 	})
 	for _, script := range []bool{false, true} {

@@ -1,6 +1,11 @@
 package writefence
 
-import "github.com/writefence/writefence/internal/record"
+import (
+	"context"
+
+	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/record"
+)
 
 // recorded is what one read of a record's key found, decoded.
 type recorded struct {
@@ -11,6 +16,12 @@ type recorded struct {
 	body    record.Body   // the payload, references and tenure floor, on a whole read of a sound record
 	corrupt *CorruptError // set when the record, or the store's own check, failed
 
+	// headBody: a head that holds all of the record but its payload (its
+	// header and, of a stream's record, its references), checked; body
+	// then holds the references, tenure floor and horizon, not the
+	// payload.
+	headBody bool
+
 	// Of a corrupt record: its references, when its header and references
 	// decode whatever failed after them (see record.SalvageRefs).
 	salvaged      []BlobRef
@@ -19,13 +30,15 @@ type recorded struct {
 
 // decodeSnapshot decodes what a read of the record at key found. A whole
 // record is decoded strictly. A head (a store that reads prefixes) is
-// checked as far as it goes: the header's checksum and identity, and the
-// record's size against the header's size plus the lengths of the
-// references and the payload it declares; the references and the
-// payload's checksum are then left to Latest, which reads the
-// whole record, and to the store's own integrity checks. Of a record the
-// store found damaged in place, the header is decoded from the head of the
-// damaged data the store located, so that its epoch is still known.
+// checked as far as it goes: the header's checksum, and the record's size
+// against the header's size plus the lengths of the references and the
+// payload it declares, and, when the head holds them, the references
+// against their checksum; the payload's checksum is then left to the
+// reads of the whole record (Latest, Update, Commit) and to the store's
+// own integrity checks (see the package documentation, "Damage"). Of a
+// record the store found damaged in place, the header is decoded from the
+// head of the damaged data the store located, so that its epoch is still
+// known.
 func decodeSnapshot(key string, s *snapshot) recorded {
 	st := recorded{found: s.found, whole: s.whole, version: s.version}
 	check := ""
@@ -51,6 +64,9 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 				check = "trailing bytes"
 			}
 		}
+		if check == "" {
+			check = st.decodeHeadBody(s.data)
+		}
 	}
 	if check != "" {
 		st.corrupt = &CorruptError{Key: key, Version: s.version, Check: check}
@@ -59,9 +75,56 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 	return st
 }
 
+// decodeHeadBody decodes what a sound head holds besides the header: of a
+// stream's record, its references, when the head holds them whole. It
+// returns the failed check of references that fail theirs.
+func (st *recorded) decodeHeadBody(head []byte) string {
+	if !st.h.Stream() {
+		st.headBody = true
+		return ""
+	}
+	refs, complete, check := record.HeadRefs(st.h, head)
+	if complete && check == "" {
+		st.body = record.Body{Refs: refs, Since: st.h.Since, Horizon: st.h.Horizon, Stream: true}
+		st.headBody = true
+	}
+	return check
+}
+
 func (f *Fence) checkIdentity(key string, h record.Header) error {
 	if id := f.identity(); h.Identity != id {
 		return &WireError{Key: key, Expected: id, Found: h.Identity}
 	}
 	return nil
+}
+
+// readHead reads the head of the record at key through GetPrefix: its
+// first record.MaxHeaderSize bytes, which hold every header, and, of a
+// stream's record whose references run past them, a second read of its
+// header and references. It never reads the payload, except from a store
+// that reads no prefixes (see Capable): that store's Get brings the whole
+// record anyway, which is then decided on whole.
+func (f *Fence) readHead(ctx context.Context, key string) ([]byte, int64, string, error) {
+	if _, ok := capability[PrefixReader](f.Store); !ok {
+		data, version, err := f.Store.Get(ctx, key)
+		return data, int64(len(data)), version, err
+	}
+	data, size, version, err := GetPrefix(ctx, f.Store, key, record.MaxHeaderSize)
+	if err != nil || size <= int64(len(data)) {
+		return data, size, version, err
+	}
+	h, check := record.DecodeHeader(data)
+	if check != "" || !h.Stream() {
+		return data, size, version, nil
+	}
+	// The header's checksum passed, so RefsLen is what a writer wrote;
+	// a record shorter than it declares is left to the decision.
+	end := uint64(h.Size) + h.RefsLen
+	if end <= uint64(len(data)) || end > uint64(size) {
+		return data, size, version, nil
+	}
+	if err := hook.Read(ctx, key); err != nil {
+		return nil, 0, "", err
+	}
+	return GetPrefix(ctx, f.Store, key, int64(end))
 }

@@ -2,6 +2,8 @@ package writefence_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -38,8 +40,8 @@ func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byt
 }
 
 // TestColdPushReadsHeaderOnly: over a 16 MiB record, a fresh fence's
-// push that is refused as stale reads at most MaxHeaderSize bytes; one
-// that replaces the record reads it whole first, to check its payload.
+// push reads at most MaxHeaderSize bytes, whether it is refused as stale
+// or replaces the record.
 func TestColdPushReadsHeaderOnly(t *testing.T) {
 	ctx := context.Background()
 	store := &prefixStore{}
@@ -53,8 +55,84 @@ func TestColdPushReadsHeaderOnly(t *testing.T) {
 	t.Logf("a stale cold push over a 16 MiB record read %d bytes", store.bytesRead.Load())
 
 	store.bytesRead.Store(0)
-	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, nil))
-	assert.Greater(t, store.bytesRead.Load(), int64(16<<20), "the record replaced was read whole")
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, big))
+	assert.LessOrEqual(t, store.bytesRead.Load(), int64(defaults.MaxHeaderSize), "the record replaced was read by its head")
+	t.Logf("a cold push over a 16 MiB record read %d bytes", store.bytesRead.Load())
+	requireLatest(t, &writefence.Fence{Store: store}, 2, "b", string(big))
+}
+
+// TestColdPushOverManyReferences: a cold push over a stream's record whose
+// references run past one header read reads the header and the
+// references, in a second ranged read, and not the payload; it keeps the
+// references, the tenure floor and the horizon.
+func TestColdPushOverManyReferences(t *testing.T) {
+	ctx := context.Background()
+	store := &prefixStore{}
+	f := &writefence.Fence{Store: store}
+	var refs []writefence.BlobRef
+	for i := range 200 {
+		ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader(fmt.Sprint("segment ", i)))
+		require.NoError(t, err)
+		refs = append(refs, ref)
+	}
+	payload := make([]byte, 1<<20)
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
+		return writefence.Manifest{Payload: payload, Blobs: refs}, nil
+	}))
+	before, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	data, _, err := store.MemStore.Get(ctx, mustKey(t, "wal", "0"))
+	require.NoError(t, err)
+	head := len(data) - len(payload)
+	require.Greater(t, head, defaults.MaxHeaderSize, "the references run past one header read")
+
+	store.bytesRead.Store(0)
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 2, []byte("pushed")))
+	assert.Equal(t, int64(defaults.MaxHeaderSize+head), store.bytesRead.Load(), "one header read, then the header and the references")
+
+	after, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), after.Epoch)
+	assert.Equal(t, "pushed", string(after.Payload))
+	assert.Equal(t, before.Blobs, after.Blobs, "the references are kept")
+	assert.Equal(t, before.Horizon, after.Horizon)
+}
+
+// TestColdPushOverDamagedReferences: a cold push over a stream's record
+// whose references, past one header read, were damaged under an intact
+// header (written whole from outside, a new version) fails closed: the
+// second ranged read brings the references, their check fails, and the
+// push refuses with ErrCorrupt, writing nothing.
+func TestColdPushOverDamagedReferences(t *testing.T) {
+	ctx := context.Background()
+	store := &prefixStore{}
+	f := &writefence.Fence{Store: store}
+	var refs []writefence.BlobRef
+	for i := range 200 {
+		ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader(fmt.Sprint("segment ", i)))
+		require.NoError(t, err)
+		refs = append(refs, ref)
+	}
+	payload := make([]byte, 1<<20)
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
+		return writefence.Manifest{Payload: payload, Blobs: refs}, nil
+	}))
+	key := mustKey(t, "wal", "0")
+	data, v, err := store.MemStore.Get(ctx, key)
+	require.NoError(t, err)
+	head := len(data) - len(payload)
+	require.Greater(t, head, defaults.MaxHeaderSize+1, "the references run past one header read")
+	damaged := append([]byte(nil), data...)
+	damaged[defaults.MaxHeaderSize+1] ^= 1 // a reference's byte, past the first read
+	v, err = store.PutIfVersion(ctx, key, damaged, v)
+	require.NoError(t, err)
+
+	err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("pushed"))
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	after, v2, err := store.MemStore.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, damaged, after, "the refusal wrote nothing")
+	assert.Equal(t, v, v2)
 }
 
 // TestHeaderPathCorruption: reading the header alone still refuses every
@@ -94,23 +172,22 @@ func TestHeaderPathCorruption(t *testing.T) {
 	}
 
 	// A payload byte damaged under an intact header of a record larger
-	// than one header read: a push that would replace it reads it whole
-	// and refuses it, as Latest does; a stale push is refused from the
-	// header.
+	// than one header read, written whole from outside (a new version,
+	// as on S3): Latest and a stale push refuse it; a push above it
+	// decides on the head, which is sound, and replaces it (see the
+	// package documentation, "Damage").
 	flipped := append([]byte(nil), good...)
 	flipped[len(flipped)-1] ^= 1
 	v, err = store.PutIfVersion(ctx, key, flipped, v)
 	require.NoError(t, err)
 	_, _, _, err = f.Latest(ctx, "wal", "0")
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 3, nil)
-	var ce *writefence.CorruptError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, v, ce.Version)
 	err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 1, nil)
 	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
 	after, v2, err := store.Get(ctx, key)
 	require.NoError(t, err)
-	assert.Equal(t, flipped, after, "the damage stands")
+	assert.Equal(t, flipped, after, "a refusal leaves the damage as it is")
 	assert.Equal(t, v, v2)
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 3, []byte("over it")))
+	requireLatest(t, f, 3, "b", "over it")
 }

@@ -507,6 +507,16 @@ func (s *GCSConditionalStore) ListBlobs(ctx context.Context, prefix string, fn f
 	}
 }
 
+var _ ConsistentBlobLister = (*GCSConditionalStore)(nil)
+
+// ListBlobsConsistent implements ConsistentBlobLister with ListBlobs:
+// Cloud Storage's object listing is strongly consistent, so it shows
+// every object whose write returned before it began, and none whose
+// delete did.
+func (s *GCSConditionalStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	return s.ListBlobs(ctx, prefix, fn)
+}
+
 // DeleteBlob implements BlobStore, as Delete does.
 func (s *GCSConditionalStore) DeleteBlob(ctx context.Context, key string) error {
 	err := s.client.Bucket(s.bucket).Object(key).Delete(ctx)

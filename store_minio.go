@@ -232,7 +232,7 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 		}
 		opts.SetMatchETag(expectVersion)
 	}
-	info, err := s.putWhole(ctx, key, parts, opts)
+	info, err := s.putWhole(ctx, key, parts, true, opts)
 	if err != nil {
 		return "", s.fail(ctx, "put", key, err, func(r minio.ErrorResponse) error {
 			return putKind(r, expectVersion)
@@ -247,9 +247,10 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 
 // putWhole sends parts, one after the other, as the body of one PUT with
 // opts, once, and never copies them. The request carries the body's exact
-// length (Content-Length, 0 for an empty body), its SHA-256, signed
-// (X-Amz-Content-Sha256), and its MD5 (Content-MD5), both computed here
-// and both checked by the server. Left to itself, minio-go would sign the
+// length (Content-Length, 0 for an empty body), its MD5 (Content-MD5) and,
+// when signed, its SHA-256, signed (X-Amz-Content-Sha256), else
+// UNSIGNED-PAYLOAD; what it carries is computed here and checked by the
+// server. Left to itself, minio-go would sign the
 // body over plain HTTP in aws-chunked chunks, and send an empty one as
 // HTTP chunked with no Content-Length at all, which a server that requires
 // a length refuses (411) and one that does not decode aws-chunked cannot
@@ -259,20 +260,26 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 //
 // minio-go retries only a body it can rewind; this body cannot be
 // rewound, so the PUT is sent exactly once (see NewMinioConditionalStore).
-func (s *MinioConditionalStore) putWhole(ctx context.Context, key string, parts [][]byte, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
+func (s *MinioConditionalStore) putWhole(ctx context.Context, key string, parts [][]byte, signed bool, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
 	sha, sum := sha256.New(), md5.New()
 	readers := make([]io.Reader, len(parts))
 	size := int64(0)
 	for i, p := range parts {
-		sha.Write(p)
+		if signed {
+			sha.Write(p)
+		}
 		sum.Write(p)
 		readers[i] = bytes.NewReader(p)
 		size += int64(len(p))
 	}
+	shaHex := ""
+	if signed {
+		shaHex = hex.EncodeToString(sha.Sum(nil))
+	}
 	opts.DisableContentSha256 = true
 	body := &requestBody{r: io.MultiReader(readers...)}
 	info, err := s.api.PutObject(ctx, s.bucket, key, body, size,
-		base64.StdEncoding.EncodeToString(sum.Sum(nil)), hex.EncodeToString(sha.Sum(nil)), opts)
+		base64.StdEncoding.EncodeToString(sum.Sum(nil)), shaHex, opts)
 	body.close()
 	return info, err
 }
@@ -463,18 +470,27 @@ const (
 
 var _ BlobStore = (*MinioConditionalStore)(nil)
 
-// s3SmallBlob is the size under which a blob is sent as one PUT.
-const s3SmallBlob = 1 << 20
+// s3SmallBlob is the size under which a blob is sent as one PUT whose
+// signature covers its SHA-256; s3OnePutBlob, S3's least part size, the
+// size under which it is sent as one PUT at all.
+const (
+	s3SmallBlob  = 1 << 20
+	s3OnePutBlob = s3MinPartSize
+)
 
-// CreateBlob implements BlobStore. It reads r's first MiB; a blob that
-// ends within it (an empty one included) is sent as a record is: one PUT
-// of its exact length, never aws-chunked, whose signature covers its
-// SHA-256 and which carries its MD5, with If-None-Match: *, and once: a
-// retry after a PUT that landed would be refused by its own precondition.
+// CreateBlob implements BlobStore. It reads r's first 5 MiB (the least
+// part S3 takes); a blob that ends within them (an empty one included) is
+// sent as a record is: one PUT of its exact length, never aws-chunked,
+// which carries its MD5, with If-None-Match: *, and once: a retry after a
+// PUT that landed would be refused by its own precondition. Under 1 MiB
+// the PUT's signature covers the blob's SHA-256 too; from 1 MiB on it goes
+// as UNSIGNED-PAYLOAD, as the parts below do, for the same reason (the
+// hash of a 4 MiB segment costs more than its PUT on a fast link, and the
+// blob's CRC-32C checks it end to end).
 // A larger blob is streamed with minio-go's PutObject of unknown size: a
 // multipart upload whose parts of BlobPartSize bytes are read into one
-// buffer, one at a time, so the write holds one part (and the first MiB)
-// in memory whatever the blob's size; each part is retried as the client
+// buffer, one at a time, so the write holds one part (and the first 5
+// MiB) in memory whatever the blob's size; each part is retried as the client
 // is configured. Each part goes whole as UNSIGNED-PAYLOAD
 // (DisableContentSha256), as minio-go sends it over HTTPS anyway: over
 // plain HTTP it would sign it in 64 KiB chunks (aws-chunked), whose
@@ -502,37 +518,99 @@ const s3SmallBlob = 1 << 20
 // existing key replaces it. Neither matters to a Fence, whose every blob
 // key is new.
 func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
-	c, err := s.sdk("blob create", key)
+	up, _, err := s.upload(ctx, key, r)
 	if err != nil {
 		return BlobInfo{}, err
+	}
+	return s.uploaded(ctx, key, up)
+}
+
+var _ BlobWriter = (*MinioConditionalStore)(nil)
+
+// WriteBlob implements BlobWriter: CreateBlob without the HEAD after a
+// blob sent as one PUT (under 5 MiB), whose size is the Content-Length of
+// the PUT the server accepted, with the body's MD5 it checked, so the
+// bytes it holds are the bytes sent. A blob sent in parts is still read
+// with the HEAD, for the size the server put together. PutBlob writes
+// through it: a 64 KiB segment is one request.
+func (s *MinioConditionalStore) WriteBlob(ctx context.Context, key string, r io.Reader) (int64, error) {
+	up, one, err := s.upload(ctx, key, r)
+	if err != nil {
+		return 0, err
+	}
+	if one {
+		return up.Size, nil
+	}
+	info, err := s.uploaded(ctx, key, up)
+	return info.Size, err
+}
+
+// upload sends the blob at key for CreateBlob and WriteBlob, and says
+// whether it went as one PUT (its size then the one sent).
+func (s *MinioConditionalStore) upload(ctx context.Context, key string, r io.Reader) (minio.UploadInfo, bool, error) {
+	c, err := s.sdk("blob create", key)
+	if err != nil {
+		return minio.UploadInfo{}, false, err
 	}
 	part := s.BlobPartSize
 	if part == 0 {
 		part = s3DefaultBlobPartSize
 	}
 	if part < s3MinPartSize || part > s3MaxPartSize {
-		return BlobInfo{}, storeErr("s3 blob create", key, nil,
+		return minio.UploadInfo{}, false, storeErr("s3 blob create", key, nil,
 			invalidArg("BlobPartSize", "%d bytes, must be %d to %d", part, s3MinPartSize, s3MaxPartSize))
 	}
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
 	opts.SetMatchETagExcept("*")
-	head, err := io.ReadAll(io.LimitReader(r, s3SmallBlob))
+	head, err := readBlobHead(r)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return BlobInfo{}, ctxErr
+			return minio.UploadInfo{}, false, ctxErr
 		}
-		return BlobInfo{}, storeErr("s3 blob create", key, nil, err)
+		return minio.UploadInfo{}, false, storeErr("s3 blob create", key, nil, err)
 	}
 	var up minio.UploadInfo
-	if len(head) < s3SmallBlob {
-		up, err = s.putWhole(ctx, key, [][]byte{head}, opts)
+	one := len(head) < s3OnePutBlob
+	if one {
+		up, err = s.putWhole(ctx, key, [][]byte{head}, len(head) < s3SmallBlob, opts)
+		up.Size = int64(len(head))
 	} else {
 		opts.PartSize = uint64(part)
 		opts.DisableContentSha256 = true
 		up, err = c.PutObject(ctx, s.bucket, key, io.MultiReader(bytes.NewReader(head), r), -1, opts)
 	}
 	if err != nil {
-		return BlobInfo{}, s.fail(ctx, "blob create", key, err, blobCreateKind)
+		return minio.UploadInfo{}, false, s.fail(ctx, "blob create", key, err, blobCreateKind)
+	}
+	return up, one, nil
+}
+
+// readBlobHead reads r's first s3OnePutBlob bytes, or all of r when it
+// ends before them. Under s3SmallBlob it grows its buffer as io.ReadAll
+// does, so a small blob costs about its size; past it, it reads into one
+// buffer of s3OnePutBlob bytes, allocated once, where io.ReadAll's growth
+// would allocate about twice that as garbage, beside the part buffer of a
+// larger blob's upload.
+func readBlobHead(r io.Reader) ([]byte, error) {
+	small, err := io.ReadAll(io.LimitReader(r, s3SmallBlob))
+	if err != nil || len(small) < s3SmallBlob {
+		return small, err
+	}
+	head := make([]byte, s3OnePutBlob)
+	copy(head, small)
+	n, err := io.ReadFull(r, head[len(small):])
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	return head[:len(small)+n], err
+}
+
+// uploaded reads the info of the blob upload put at key, with one HEAD
+// matched to the upload's ETag.
+func (s *MinioConditionalStore) uploaded(ctx context.Context, key string, up minio.UploadInfo) (BlobInfo, error) {
+	c, err := s.sdk("blob create", key)
+	if err != nil {
+		return BlobInfo{}, err
 	}
 	var statOpts minio.StatObjectOptions
 	if etag := normalizeETag(up.ETag); validETag(etag) {
@@ -610,7 +688,65 @@ func (s *MinioConditionalStore) ListBlobs(ctx context.Context, prefix string, fn
 	})
 }
 
+var _ ConsistentBlobLister = (*MinioConditionalStore)(nil)
+
+// ListBlobsConsistent implements ConsistentBlobLister with ListBlobs: AWS
+// S3 (since December 2020) and MinIO list every object whose write
+// returned before the listing began, and none whose delete did. A server
+// whose listing lags behind its writes must be used through a wrapper
+// that does not declare it (see Capable).
+func (s *MinioConditionalStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	return s.ListBlobs(ctx, prefix, fn)
+}
+
 // DeleteBlob implements BlobStore, as Delete does.
 func (s *MinioConditionalStore) DeleteBlob(ctx context.Context, key string) error {
 	return s.remove(ctx, "blob delete", key)
+}
+
+var _ BlobBatchDeleter = (*MinioConditionalStore)(nil)
+
+// DeleteBlobs implements BlobBatchDeleter with the client's
+// RemoveObjectsWithIter: one DeleteObjects request (a POST of the keys)
+// for every 1,000 keys, S3's limit, in which a missing key counts as
+// deleted. A key whose name XML cannot carry is deleted with a DELETE of
+// its own, by the client. The error names the first key the server did
+// not delete, and how many were left.
+func (s *MinioConditionalStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	c, err := s.sdk("blob delete", "")
+	if err != nil {
+		return nil, err
+	}
+	objects := func(yield func(minio.ObjectInfo) bool) {
+		for _, k := range keys {
+			if !yield(minio.ObjectInfo{Key: k}) {
+				return
+			}
+		}
+	}
+	results, err := c.RemoveObjectsWithIter(ctx, s.bucket, objects, minio.RemoveObjectsOptions{})
+	if err != nil {
+		return nil, s.fail(ctx, "blob delete", "", err, nil)
+	}
+	deleted := make([]string, 0, len(keys))
+	var failedKey string
+	var failed error
+	for r := range results {
+		var er minio.ErrorResponse
+		switch {
+		case r.Err == nil, errors.As(r.Err, &er) && er.Code == s3NoSuchKey:
+			deleted = append(deleted, r.ObjectName)
+		case failed == nil:
+			failedKey, failed = r.ObjectName, r.Err
+		}
+	}
+	switch {
+	case failed != nil:
+		return deleted, s.fail(ctx, "blob delete", failedKey, fmt.Errorf("%d of %d keys left: %w", len(keys)-len(deleted), len(keys), failed), nil)
+	case ctx.Err() != nil && len(deleted) < len(keys):
+		return deleted, ctx.Err()
+	case len(deleted) < len(keys):
+		return deleted, storeErr("s3 blob delete", "", nil, fmt.Errorf("the server answered for %d of %d keys", len(deleted), len(keys)))
+	}
+	return deleted, nil
 }

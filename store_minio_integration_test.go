@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
@@ -432,4 +433,68 @@ func TestMinioCommitManyBlobs(t *testing.T) {
 	c := testserver.S3Server(t).Client(t, wire)
 	store := writefence.NewMinioConditionalStore(c, testserver.MinioBucket(t, c))
 	testCommitManyBlobs(t, store, func() (int64, int64) { return wire.Requests(), wire.Writes() })
+}
+
+// TestMinioCollectManyBlobs: a Collect that deletes 10,000 blobs, each
+// uncommittable (written by a deposed writer), lists the shard's blob
+// space once, in pages of 1,000 (the most an S3 listing returns; MinIO
+// answers the last full page as truncated, so an eleventh, empty page
+// follows), and deletes the blobs with one DeleteObjects request per
+// 1,000 (the most S3 takes), each right after a ranged read of the
+// record that checks it still holds the tenure the deletes rely on;
+// besides, it reads the store's clock (the PUT and the HEAD of a fresh
+// blob, and its DELETE) and the record.
+func TestMinioCollectManyBlobs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("uploads 10,000 objects")
+	}
+	t.Parallel()
+	const n = 10_000
+	ctx := t.Context()
+	wire := testserver.NewTransport(t)
+	c := testserver.S3Server(t).Client(t, wire)
+	bucket := testserver.MinioBucket(t, c)
+	store := writefence.NewMinioConditionalStore(c, bucket)
+	f := &writefence.Fence{Store: store, Prefix: testserver.UniqueName(t) + "/"}
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 5, []byte("b's manifest")))
+	space, err := keys.Blobs(f.Prefix, "wal", "0")
+	require.NoError(t, err)
+
+	// a's blobs of epoch 3, below b's tenure: garbage at once. Raw PUTs,
+	// 32 at a time, as PutBlob would leave them.
+	names := make(chan string)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for name := range names {
+				_, err := c.PutObject(ctx, bucket, space+name, strings.NewReader("x"), 1, minio.PutObjectOptions{})
+				assert.NoError(t, err)
+			}
+		})
+	}
+	for i := range n {
+		names <- keys.BlobName(3, "a", fmt.Sprintf("%032x", i))
+	}
+	close(names)
+	wg.Wait()
+
+	before, reqs := wire.Kinds(), wire.Requests()
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})
+	require.NoError(t, err)
+	after := wire.Kinds()
+	kinds := map[string]int64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			kinds[k] = d
+		}
+	}
+	t.Logf("a Collect deleting %d blobs: %d requests: %v", len(report.Deleted), wire.Requests()-reqs, kinds)
+	assert.Len(t, report.Deleted, n)
+	pages := kinds["LIST"]
+	assert.Contains(t, []int64{n / 1000, n/1000 + 1}, pages, "the listing's pages")
+	assert.Equal(t, map[string]int64{"LIST": pages, "POST": n / 1000, "PUT": 1, "HEAD": 1, "DELETE": 1, "GET": 1 + n/1000}, kinds,
+		"requests by kind: the listing's pages, the DeleteObjects, the clock blob's PUT, HEAD and DELETE, the record's GET and one before each DeleteObjects")
+	var left int
+	require.NoError(t, store.ListBlobs(ctx, space, func(writefence.BlobInfo) error { left++; return nil }))
+	assert.Zero(t, left, "blobs left")
 }

@@ -783,14 +783,14 @@ func TestMinioBlobRequests(t *testing.T) {
 	assert.Equal(t, `"whole-3"`, seen[5].header.Get("If-Match"), "the info read is the upload's own")
 }
 
-// TestMinioBlobSmallIsOnePut: a blob under 1 MiB, an empty one included,
-// is one PUT of its exact length, its SHA-256 signed (not aws-chunked),
-// carrying If-None-Match: *, then the HEAD;
-// from 1 MiB on it is a multipart upload. The PUT is sent once, even by a
-// client configured to retry.
+// TestMinioBlobSmallIsOnePut: a blob under 5 MiB, an empty one included,
+// is one PUT of its exact length, its SHA-256 signed under 1 MiB and
+// UNSIGNED-PAYLOAD from 1 MiB on (never aws-chunked), carrying
+// If-None-Match: *, then the HEAD; from 5 MiB on it is a multipart upload.
+// The PUT is sent once, even by a client configured to retry.
 func TestMinioBlobSmallIsOnePut(t *testing.T) {
 	serverTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-	for _, n := range []int64{0, 100, 1<<20 - 1} {
+	for _, n := range []int64{0, 100, 1<<20 - 1, 1 << 20, 5<<20 - 1} {
 		t.Run(strconv.FormatInt(n, 10), func(t *testing.T) {
 			f := newS3Fake(t, s3MultipartFake(serverTime, n))
 			info, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
@@ -801,8 +801,13 @@ func TestMinioBlobSmallIsOnePut(t *testing.T) {
 			assert.Equal(t, http.MethodPut, seen[0].method)
 			assert.Empty(t, seen[0].query, "no ?uploads, ?partNumber or ?uploadId")
 			assert.Equal(t, "*", seen[0].header.Get("If-None-Match"))
-			sum := sha256.Sum256(make([]byte, n))
-			assert.Equal(t, hex.EncodeToString(sum[:]), seen[0].header.Get("X-Amz-Content-Sha256"), "the payload's hash is signed")
+			if sum := sha256.Sum256(make([]byte, n)); n < 1<<20 {
+				assert.Equal(t, hex.EncodeToString(sum[:]), seen[0].header.Get("X-Amz-Content-Sha256"), "the payload's hash is signed")
+			} else {
+				assert.Equal(t, "UNSIGNED-PAYLOAD", seen[0].header.Get("X-Amz-Content-Sha256"))
+			}
+			md := md5.Sum(make([]byte, n))
+			assert.Equal(t, base64.StdEncoding.EncodeToString(md[:]), seen[0].header.Get("Content-Md5"), "the payload's MD5")
 			assert.Empty(t, seen[0].header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
 			assert.Equal(t, strconv.FormatInt(n, 10), seen[0].header.Get("Content-Length"))
 			assert.Equal(t, n, seen[0].body)
@@ -810,28 +815,31 @@ func TestMinioBlobSmallIsOnePut(t *testing.T) {
 			assert.Equal(t, `"single"`, seen[1].header.Get("If-Match"))
 		})
 	}
-	t.Run("trailing headers", func(t *testing.T) {
-		// A client that adds checksum trailers sends a small blob the same
-		// way: one PUT of its exact length, not aws-chunked.
-		f := newS3Fake(t, s3MultipartFake(serverTime, 5))
-		c, err := minio.New(f.srv.Listener.Addr().String(), &minio.Options{
-			Creds:           credentials.NewStaticV4(s3FakeAccessKey, s3FakeSecret, ""),
-			Region:          "us-east-1",
-			MaxRetries:      1,
-			TrailingHeaders: true,
+	for _, n := range []int64{5, 2 << 20} {
+		t.Run("trailing headers "+strconv.FormatInt(n, 10), func(t *testing.T) {
+			// A client that adds checksum trailers sends a blob under 5 MiB
+			// the same way: one PUT of its exact length, not aws-chunked,
+			// signed or not.
+			f := newS3Fake(t, s3MultipartFake(serverTime, n))
+			c, err := minio.New(f.srv.Listener.Addr().String(), &minio.Options{
+				Creds:           credentials.NewStaticV4(s3FakeAccessKey, s3FakeSecret, ""),
+				Region:          "us-east-1",
+				MaxRetries:      1,
+				TrailingHeaders: true,
+			})
+			require.NoError(t, err)
+			_, err = NewMinioConditionalStore(c, "bucket").CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
+			require.NoError(t, err)
+			seen := f.requests()
+			require.Len(t, seen, 2)
+			assert.Equal(t, n, seen[0].length)
+			assert.Empty(t, seen[0].header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
+			assert.Empty(t, seen[0].header.Get("X-Amz-Trailer"), "no trailer")
 		})
-		require.NoError(t, err)
-		_, err = NewMinioConditionalStore(c, "bucket").CreateBlob(t.Context(), "k", strings.NewReader("small"))
-		require.NoError(t, err)
-		seen := f.requests()
-		require.Len(t, seen, 2)
-		assert.Equal(t, int64(5), seen[0].length)
-		assert.Empty(t, seen[0].header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
-		assert.Empty(t, seen[0].header.Get("X-Amz-Trailer"), "no trailer")
-	})
-	t.Run("1MiB", func(t *testing.T) {
-		f := newS3Fake(t, s3MultipartFake(serverTime, 1<<20))
-		_, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, 1<<20))
+	}
+	t.Run("5MiB", func(t *testing.T) {
+		f := newS3Fake(t, s3MultipartFake(serverTime, 5<<20))
+		_, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, 5<<20))
 		require.NoError(t, err)
 		seen := f.requests()
 		require.Len(t, seen, 4, "initiate, one part, complete, head")
@@ -845,6 +853,36 @@ func TestMinioBlobSmallIsOnePut(t *testing.T) {
 		assertNeitherSentinel(t, err)
 		assert.Len(t, f.requests(), 1)
 	})
+}
+
+// TestMinioWriteBlobRequests: WriteBlob, which PutBlob writes through,
+// sends a blob under 5 MiB as one PUT and nothing else (the server
+// checked its length and MD5, so the size it holds is the size sent); a
+// larger blob is CreateBlob's multipart upload and the HEAD that reads
+// the size the server put together.
+func TestMinioWriteBlobRequests(t *testing.T) {
+	serverTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, c := range []struct {
+		n    int64
+		reqs []string
+	}{
+		{0, []string{http.MethodPut}},
+		{64 << 10, []string{http.MethodPut}},
+		{5<<20 - 1, []string{http.MethodPut}},
+		{5 << 20, []string{http.MethodPost, http.MethodPut, http.MethodPost, http.MethodHead}},
+	} {
+		t.Run(strconv.FormatInt(c.n, 10), func(t *testing.T) {
+			f := newS3Fake(t, s3MultipartFake(serverTime, c.n))
+			size, err := f.store(t, 1).WriteBlob(t.Context(), "k", io.LimitReader(zeros{}, c.n))
+			require.NoError(t, err)
+			assert.Equal(t, c.n, size)
+			var methods []string
+			for _, r := range f.requests() {
+				methods = append(methods, r.method)
+			}
+			assert.Equal(t, c.reqs, methods)
+		})
+	}
 }
 
 // zeros yields zero bytes for ever.

@@ -156,7 +156,8 @@ func TestProbeThroughProxy(t *testing.T) {
 
 // TestRoundTrips: a steady push (the Fence conditions its write on the
 // version it last wrote) is exactly one request, a Put Blob; a push by a
-// fresh Fence adds one ranged read of the record's head.
+// fresh Fence adds one ranged read of the record's head, of at most 4 KiB
+// whatever the record's size.
 func TestRoundTrips(t *testing.T) {
 	wire := testserver.NewTransport(t)
 	store, _ := newStore(t, wire)
@@ -174,6 +175,14 @@ func TestRoundTrips(t *testing.T) {
 	reqs = wire.Requests()
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 100, make([]byte, 1024)))
 	assert.EqualValues(t, 2, wire.Requests()-reqs, "a cold push: one read, one write")
+
+	// Over a 16 MiB record, a cold push reads the record's head alone.
+	big := make([]byte, 16<<20)
+	require.NoError(t, f.Push(ctx, "wal", "1", "w", 1, big))
+	reqs, read := wire.Requests(), wire.GetBytesRead()
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "1", "w", 2, big))
+	assert.EqualValues(t, 2, wire.Requests()-reqs, "a cold push over a 16 MiB record: one ranged read, one write")
+	assert.LessOrEqual(t, wire.GetBytesRead()-read, int64(4096), "bytes a cold push over a 16 MiB record reads")
 }
 
 // TestPermission: a wrong account key is refused by the service (403);

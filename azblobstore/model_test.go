@@ -19,6 +19,6 @@ func TestModel(t *testing.T) {
 	modeltest.Run(t, func(t *testing.T) modeltest.Target {
 		svc := azurite.AzuriteServer(t).Service(t, nil)
 		c := svc.NewContainerClient(azurite.AzuriteContainer(t, svc))
-		return modeltest.Target{Name: "azblob", Store: azblobstore.New(c), Damage: azurite.DamageAzblob(c)}
+		return modeltest.Target{Name: "azblob", Rewrites: true, Store: azblobstore.New(c), Damage: azurite.DamageAzblob(c)}
 	})
 }

@@ -21,6 +21,6 @@ func TestModel(t *testing.T) {
 	modeltest.Run(t, func(t *testing.T) modeltest.Target {
 		c := etcd.EtcdClient(t, testserver.EtcdEndpoint(t))
 		prefix := etcd.EtcdPrefix(t, c)
-		return modeltest.Target{Name: "etcd", Store: etcdstore.New(c, prefix), Damage: etcd.DamageEtcd(c, prefix)}
+		return modeltest.Target{Name: "etcd", Rewrites: true, Store: etcdstore.New(c, prefix), Damage: etcd.DamageEtcd(c, prefix)}
 	})
 }

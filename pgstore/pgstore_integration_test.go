@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"strconv"
 	"sync"
@@ -247,6 +248,45 @@ func TestRoundTrips(t *testing.T) {
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 100, make([]byte, 1024)))
 	q, _ = tracer.counts()
 	assert.EqualValues(t, 2, q-queries, "a cold push: one read, one write")
+}
+
+// TestColdPushReadsHead: over a 16 MiB record, a push by a fresh Fence
+// receives from the server the record's head (at most 4 KiB of it) and
+// the replies' framing, never the payload: the bytes the connections
+// read are counted beneath pgx.
+func TestColdPushReadsHead(t *testing.T) {
+	var received atomic.Int64
+	store, _, _ := newStore(t, func(c *pgxpool.Config) {
+		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &countingConn{Conn: conn, n: &received}, nil
+		}
+	})
+	ctx := t.Context()
+	big := make([]byte, 16<<20)
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, big))
+	before := received.Load()
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 2, big))
+	read := received.Load() - before
+	t.Logf("a cold push over a 16 MiB record received %d bytes", read)
+	// 4 KiB of the record, and under 1 KiB for the row's other columns,
+	// the write's reply and the protocol's framing.
+	assert.LessOrEqual(t, read, int64(4<<10+1<<10), "bytes a cold push over a 16 MiB record receives")
+}
+
+// countingConn counts the bytes read from a connection into n.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	k, err := c.Conn.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // statementCounter is a pgx tracer counting the statements sent and the

@@ -36,6 +36,10 @@ var blobChecks = []check{
 	{"Delete", testBlobDelete},
 	{"Clock", testBlobClock},
 	{"Fence", testBlobFence},
+	{"ListConsistent", testBlobListConsistent},
+	{"StatBlobs", testStatBlobs},
+	{"DeleteBlobs", testDeleteBlobs},
+	{"WriteBlob", testWriteBlob},
 }
 
 // defaultBlobPart is the part size the blob checks assume when

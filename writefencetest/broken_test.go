@@ -85,6 +85,9 @@ func init() {
 		childStores[name] = func() child { return child{store: &brandedStore{fault: fault}} }
 	}
 	childStores["branded-memstore"] = func() child { return full(&brandedStore{fault: brandChecked}) }
+	childStores["blob-write-first-part"] = func() child {
+		return child{&blobWriterStore{newBlobStore(blobCorrect)}, &writefencetest.Options{BlobPartSize: blobDoublePart}}
+	}
 	for name, fault := range map[string]listFault{"list-outside": listOutside, "list-twice": listTwice,
 		"list-deleted": listDeleted, "list-nostop": listNoStop, "list-nocancel": listNoCancel} {
 		childStores[name] = func() child { return child{store: &listStore{fault: fault}} }
@@ -93,7 +96,7 @@ func init() {
 		"blob-compare": blobCompare, "blob-conflict-lies": blobConflictLies, "blob-in-place": blobInPlace,
 		"blob-partial": blobPartial, "blob-lost-part": blobLostPart, "blob-undated": blobUndated,
 		"blob-backwards": blobBackwards, "blob-bare-errors": blobBareErrors, "blob-delete-strict": blobDeleteStrict,
-		"blob-delete-noop": blobDeleteNoop, "blob-unescaping": blobUnescaping, "blob-list-misses": blobListMisses,
+		"blob-delete-noop": blobDeleteNoop, "blob-unescaping": blobUnescaping, "blob-list-misses": blobListMisses, "blob-list-lags": blobListLags,
 		"blob-list-twice": blobListTwice, "blob-list-outside": blobListOutside, "blob-list-undated": blobListUndated,
 		"blob-list-nostop": blobListNoStop, "blob-list-nocancel": blobListNoCancel} {
 		childStores[name] = func() child {
@@ -144,7 +147,7 @@ var (
 	skipDamage = []string{"Damage/Empty", "Damage/Flip", "Damage/Middle", "Damage/Twice"}
 	skipLimit  = []string{"Get/TooLarge"}
 	skipBlobs  = []string{"Blobs/Clock", "Blobs/CreateOnly", "Blobs/Delete", "Blobs/FailingReader", "Blobs/Fence",
-		"Blobs/List", "Blobs/Missing", "Blobs/RoundTrip", "Race/CreateBlob"}
+		"Blobs/List", "Blobs/ListConsistent", "Blobs/Missing", "Blobs/RoundTrip", "Blobs/StatBlobs", "Blobs/DeleteBlobs", "Blobs/WriteBlob", "Race/CreateBlob"}
 )
 
 // Which method the helpers call, as the suite logs it.
@@ -228,22 +231,24 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"blob-memstore", nil, nil, []string{ownBlobs}},
 		{"blob-replace", nil, nil, []string{ownBlobs, replacedBlobs}},
 		{"blob-compare", []string{"Race/CreateBlob"}, nil, nil},
-		{"blob-conflict-lies", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
-		{"blob-in-place", []string{"Blobs/CreateOnly", "Race/CreateBlob"}, nil, nil},
-		{"blob-partial", []string{"Blobs/FailingReader"}, nil, nil},
-		{"blob-lost-part", []string{"Blobs/Fence", "Blobs/RoundTrip"}, nil, nil},
-		{"blob-undated", []string{"Blobs/List", "Blobs/RoundTrip"}, nil, nil},
+		{"blob-conflict-lies", []string{"Blobs/CreateOnly", "Blobs/WriteBlob", "Race/CreateBlob"}, nil, nil},
+		{"blob-in-place", []string{"Blobs/CreateOnly", "Blobs/WriteBlob", "Race/CreateBlob"}, nil, nil},
+		{"blob-partial", []string{"Blobs/FailingReader", "Blobs/WriteBlob"}, nil, nil},
+		{"blob-lost-part", []string{"Blobs/Fence", "Blobs/RoundTrip", "Blobs/WriteBlob"}, nil, nil},
+		{"blob-undated", []string{"Blobs/List", "Blobs/ListConsistent", "Blobs/RoundTrip", "Blobs/StatBlobs", "Blobs/WriteBlob"}, nil, nil},
 		{"blob-backwards", []string{"Blobs/Clock"}, nil, nil},
 		{"blob-bare-errors", []string{"Blobs/CreateOnly", "Blobs/Missing"}, nil, nil},
-		{"blob-delete-strict", []string{"Blobs/Missing"}, nil, nil},
-		{"blob-delete-noop", []string{"Blobs/Delete", "Blobs/List"}, nil, nil},
+		{"blob-delete-strict", []string{"Blobs/DeleteBlobs", "Blobs/Missing"}, nil, nil},
+		{"blob-delete-noop", []string{"Blobs/Delete", "Blobs/DeleteBlobs", "Blobs/List", "Blobs/ListConsistent", "Blobs/StatBlobs"}, nil, nil},
 		{"blob-unescaping", []string{"Blobs/Fence"}, nil, nil},
-		{"blob-list-misses", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-twice", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-outside", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-undated", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-nostop", []string{"Blobs/List"}, nil, nil},
-		{"blob-list-nocancel", []string{"Blobs/List"}, nil, nil},
+		{"blob-list-misses", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-twice", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-outside", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-undated", []string{"Blobs/List", "Blobs/ListConsistent", "Blobs/StatBlobs"}, nil, nil},
+		{"blob-list-nostop", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-nocancel", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-lags", []string{"Blobs/ListConsistent"}, nil, nil},
+		{"blob-write-first-part", []string{"Blobs/Fence", "Blobs/WriteBlob"}, nil, nil},
 	}
 	// The children spend much of their time waiting (on the suite's
 	// barriers and compare gaps), so they run twice as many at once as

@@ -43,6 +43,10 @@ var capabilityPaths = map[string]struct {
 	"PutParts":  {declared[writefence.PartsPutter], "writefence.PartsPutter", "its PutPartsIfVersion", "PutIfVersion of the joined parts"},
 	"PutIfBranded": {declared[writefence.BrandedPutter], "writefence.BrandedPutter", "its PutIfBranded",
 		"Get of the brand key, then writefence.PutParts (a re-brand between the two goes unseen)"},
+	"DeleteBlobs": {declared[writefence.BlobBatchDeleter], "writefence.BlobBatchDeleter", "its DeleteBlobs", "DeleteBlob of each key"},
+	"WriteBlob":   {declared[writefence.BlobWriter], "writefence.BlobWriter", "its WriteBlob", "CreateBlob"},
+	"StatBlobs": {declared[writefence.ConsistentBlobLister], "writefence.ConsistentBlobLister",
+		"its ListBlobsConsistent, then StatBlob of each key the listing did not show", "StatBlob of each key"},
 }
 
 // logPaths logs which method of the store each named helper calls.

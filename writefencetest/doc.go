@@ -166,6 +166,33 @@
 //     reference is ErrNotFound through OpenBlob, though StatBlob finds it.
 //     The writer's name holds a space, so the blob's key holds an escape
 //     ("%20"), as a Fence's keys may; no other check uses such a key.
+//   - Blobs/ListConsistent (when the store declares
+//     writefence.ConsistentBlobLister): for several rounds, blobs created
+//     and then some of them deleted, each listing made right after the
+//     calls returned: ListBlobsConsistent lists every blob that exists
+//     exactly once, with the size and a time that agree with StatBlob's,
+//     no deleted blob and nothing outside the prefix; fn's error stops it,
+//     a cancelled context stops it with the context's error. A Commit
+//     trusts what it lists: a deleted blob listed would let a commit
+//     reference it.
+//   - Blobs/StatBlobs: writefence.StatBlobs, which a Commit checks its new
+//     blobs with, returns exactly the keys that exist, over a prefix that
+//     holds several (listed, on a store that declares
+//     writefence.ConsistentBlobLister) and one that holds one, each with
+//     StatBlob's size and time, and leaves out a deleted key and one never
+//     created; the log says which path it took.
+//   - Blobs/DeleteBlobs: writefence.DeleteBlobs, which Collect deletes
+//     with (through the store's writefence.BlobBatchDeleter when it
+//     declares one), removes the keys it is given, a missing one
+//     included, returns them, and stops at a cancelled context; the log
+//     says which path it took.
+//   - Blobs/WriteBlob: writefence.WriteBlob, which PutBlob writes through
+//     (through the store's writefence.BlobWriter when it declares one),
+//     reads its reader to the end and returns the size the store holds,
+//     for an empty blob, one byte and two parts and a byte, as StatBlob
+//     and OpenBlob see it; a second write of a key is refused with
+//     writefence.ErrConflict or replaces the blob whole; a reader's failure
+//     is returned and leaves no blob. The log says which path it took.
 //   - Floor/Deleted (with a Deleter), Floor/SetBack, Floor/Kept,
 //     Floor/Check: through writefence.Fences on the store, a record that
 //     something outside the package deletes, or sets back to an earlier

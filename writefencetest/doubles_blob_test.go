@@ -41,6 +41,7 @@ const (
 	blobListUndated            // listed with a zero time, as an adapter that does not copy the listing's LastModified
 	blobListNoStop             // fn's error ignored
 	blobListNoCancel           // ctx ignored
+	blobListLags               // ListBlobsConsistent shows what was there at its previous call under the prefix, as a cached listing: ListBlobs is right
 )
 
 // blobDoublePart is the part size of the blob doubles, given to the
@@ -55,6 +56,9 @@ type blobStore struct {
 	gap   compareGap
 
 	mu sync.Mutex // makes each create of an existing key one step
+
+	lagMu  sync.Mutex                       // guards lagged
+	lagged map[string][]writefence.BlobInfo // blobListLags: the last listing of each prefix
 }
 
 func newBlobStore(fault blobFault) *blobStore {
@@ -208,4 +212,60 @@ func (s *blobStore) ListBlobs(ctx context.Context, prefix string, fn func(writef
 		return s.MemStore.ListBlobs(context.WithoutCancel(ctx), prefix, fn)
 	}
 	return s.MemStore.ListBlobs(ctx, prefix, fn)
+}
+
+// DeleteBlobs is DeleteBlob of each key, with its faults.
+func (s *blobStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	var deleted []string
+	for _, k := range keys {
+		if err := s.DeleteBlob(ctx, k); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, k)
+	}
+	return deleted, nil
+}
+
+// ListBlobsConsistent is ListBlobs, with its faults; with blobListLags,
+// the listing of the call before.
+func (s *blobStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	if s.fault != blobListLags {
+		return s.ListBlobs(ctx, prefix, fn)
+	}
+	var now []writefence.BlobInfo
+	if err := s.MemStore.ListBlobs(ctx, prefix, func(b writefence.BlobInfo) error { now = append(now, b); return nil }); err != nil {
+		return err
+	}
+	s.lagMu.Lock()
+	if s.lagged == nil {
+		s.lagged = map[string][]writefence.BlobInfo{}
+	}
+	shown, seen := s.lagged[prefix]
+	s.lagged[prefix] = now
+	s.lagMu.Unlock()
+	if !seen {
+		shown = now
+	}
+	for _, b := range shown {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blobWriterStore is a blobStore that declares a writefence.BlobWriter
+// whose WriteBlob writes only the first part its reader yields, and
+// returns that size, as a writer that sends what it buffered as one PUT
+// and never reads on.
+type blobWriterStore struct{ *blobStore }
+
+func (s *blobWriterStore) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *blobWriterStore) WriteBlob(ctx context.Context, key string, r io.Reader) (int64, error) {
+	info, err := s.CreateBlob(ctx, key, io.LimitReader(r, blobDoublePart))
+	return info.Size, err
 }

@@ -156,6 +156,10 @@ func BlobName(epoch uint64, writer, id string) string {
 	return b.String()
 }
 
+// BlobEpochPrefix is what the names of the blobs written at epoch start
+// with: a blob space's key prefix plus it lists exactly those blobs.
+func BlobEpochPrefix(epoch uint64) string { return fmt.Sprintf("%016x-", epoch) }
+
 // ParseBlobName is the inverse of BlobName: the epoch, id and writer of a
 // blob's name, and false for a name BlobName never returns.
 func ParseBlobName(name string) (epoch uint64, id, writer string, ok bool) {

@@ -334,6 +334,20 @@ type Target struct {
 	// ClockStep is the resolution of the times the store gives blobs
 	// (S3: a second); 0 when finer than the model can tell.
 	ClockStep time.Duration
+
+	// Rewrites says the store's versions name its bytes (S3, GCS, Azure,
+	// etcd, MemStore): damage is a new version, written whole from
+	// outside. Otherwise the store keeps its version beside its bytes
+	// and damage is in place, for the store's own check to find.
+	Rewrites bool
+}
+
+// headPush reports whether a Push decides on a record's head over the
+// target: a store that declares a PrefixReader and whose versions name
+// its bytes, so that a payload rewritten from outside under a sound head
+// is replaced by a Push (promise 7).
+func (m Target) headPush() bool {
+	return m.Rewrites && declares[writefence.PrefixReader](m.Store)
 }
 
 // modelRun is one run of the model on a target: the system and the model.
@@ -358,6 +372,7 @@ type modelRun struct {
 	rec        modelRecord                  // the last sound record that landed
 	damaged    string                       // the version of the damage the store holds; "" when sound
 	damagedAt  uint64                       // the epoch the damaged record's header still shows; 0 when none
+	headSound  bool                         // the damage leaves the record's head sound, and a Push decides on it (headPush)
 	maxEpoch   uint64                       // the highest epoch landed since the last delete
 	landed     map[uint64]bool              // the epochs landed since the last delete
 	brandValue string                       // what the brand key holds; "" when absent
@@ -422,7 +437,7 @@ func newModelRun(t *rapid.T, target Target, counts *modelCounts) *modelRun {
 	leaseKey, err := keys.Lease(prefix, "model")
 	require.NoError(t, err)
 	clock := newModelClock()
-	rec, recorded := NewRecorder(target.Store, clock.now)
+	rec, recorded := NewRecorder(target.Store, clock.now, promise.Options{HeadPush: target.headPush()})
 	target.Store = recorded
 	r := &modelRun{
 		target: target, prefix: prefix, key: key, logKey: logKey, brand: keys.Brand(prefix), lease: leaseKey,
@@ -492,7 +507,7 @@ func leaseLabel(w *modelWriter, l *writefence.Lease) string { return fmt.Sprintf
 // recordDamage records, for the checker, the damage f did to key from
 // outside the package, data being what the key held before it.
 func (r *modelRun) recordDamage(t *rapid.T, key string, data []byte, f testserver.Fault, version string) {
-	r.hist.outside(promise.Change{Kind: "put", Key: key, Data: f.Apply(data), Version: version, InPlace: r.target.Name == "dir"})
+	r.hist.outside(promise.Change{Kind: "put", Key: key, Data: f.Apply(data), Version: version, InPlace: !r.target.Rewrites})
 }
 
 func (r *modelRun) drawWriter(t *rapid.T) *modelWriter {
@@ -686,7 +701,7 @@ func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults fault
 		require.Zero(t, w.wrapper.bypassed.Load(), "%s by %s went past its wrapper's Get and PutIfVersion", op, w.name)
 		require.Equal(t, int64(writes), w.wrapper.puts.Load()-putsBefore, "%s by %s: every write goes through the wrapper", op, w.name)
 	}
-	if r.damaged != "" && op != "settle" {
+	if r.damaged != "" && op != "settle" && !(r.headSound && (op == "push" && w.wrapper == nil || op == "foreign push")) {
 		require.False(t, changed, "%s overwrote the damaged record (%v)", op, err)
 	}
 	if changed {
@@ -794,6 +809,7 @@ func (r *modelRun) doPush(t *rapid.T, p *modelPush, faults faultSet) {
 	want := r.successor(p.w.name, p.epoch, p.payload, r.rec.blobs, false, false)
 	answer, alt := r.answer(p.w, want)
 	alt = r.headerRefusal(want, alt)
+	answer, alt = r.overHead(p.w, want, answer, alt)
 	r.write(t, "push", p.w, faults, answer, alt, promise.Call{Op: promise.Push, Writer: p.w.name, Epoch: p.epoch, Payload: []byte(p.payload)}, func(ctx context.Context) (modelRecord, error) {
 		return want, p.w.fence.Push(ctx, modelPlugin, modelShard, p.w.name, p.epoch, []byte(p.payload))
 	})
@@ -878,6 +894,21 @@ func (r *modelRun) damage(t *rapid.T) {
 		require.Equal(t, r.rec.epoch, after.epoch, "the header of a damaged record shows its epoch or none")
 	}
 	r.damaged, r.damagedAt = after.version, after.epoch
+	r.headSound = r.target.headPush() && record.DecidedOnHead(f.Apply(raw))
+}
+
+// overHead returns the answer of a Push of want over a record damaged
+// under a sound head (headSound): one above the damaged header's epoch
+// is decided on that head as if the record were sound, and replaces it.
+// A writer behind a wrapper reads through the wrapper's Get alone, whole.
+func (r *modelRun) overHead(w *modelWriter, want modelRecord, answer, alt error) (error, error) {
+	if r.damaged == "" || !r.headSound || want.epoch <= r.damagedAt || w.wrapper != nil {
+		return answer, alt
+	}
+	damaged := r.damaged
+	r.damaged = ""
+	defer func() { r.damaged = damaged }()
+	return r.answer(w, want)
 }
 
 // settle replaces the damaged record as an operator would, with an epoch
@@ -1052,8 +1083,11 @@ func (r *modelRun) foreignPush(t *rapid.T) {
 	want := r.successor("alien", r.drawEpoch(t), "another format", "", false, false)
 	want.foreign = true
 	var answer error
+	// Over damage under a sound head, a push above its epoch is decided
+	// on that head, as over the record it was.
+	overHead := r.damaged != "" && r.headSound && want.epoch > r.damagedAt
 	switch {
-	case r.damaged != "":
+	case r.damaged != "" && !overHead:
 		answer = writefence.ErrCorrupt
 	case r.rec.epoch != 0 && !r.rec.foreign:
 		answer = writefence.ErrWire
@@ -1504,7 +1538,9 @@ func (r *modelRun) commit(t *rapid.T) {
 		}
 	}
 	var added []*modelBlob
-	for range rapid.IntRange(1, 2).Draw(t, "blobs added") {
+	// Two or more of one epoch are checked by a listing where the store
+	// declares ConsistentBlobLister, one by StatBlob.
+	for range rapid.IntRange(1, 4).Draw(t, "blobs added") {
 		pool := own
 		if len(pool) == 0 || rapid.IntRange(0, 3).Draw(t, "any blob") == 0 {
 			pool = r.blobNames
@@ -1555,9 +1591,13 @@ func (r *modelRun) commit(t *rapid.T) {
 			r.collectAndCheck(t, 24*time.Hour, true)
 		}
 	}
+	listings := r.hist.listings.Load()
 	r.write(t, "commit", w, faults, answer, alt, promise.Call{Op: promise.Commit, Writer: w.name, Epoch: epoch}, func(ctx context.Context) (modelRecord, error) {
 		return want, w.fence.Commit(ctx, modelPlugin, modelShard, w.name, epoch, next)
 	})
+	if r.hist.listings.Load() != listings {
+		r.counts.add("commit: blobs checked by a listing")
+	}
 }
 
 // refusedBlob is the error a commit by w at epoch whose tenure begins at
@@ -1600,6 +1640,16 @@ func (r *modelRun) collect(t *rapid.T) {
 // another step, between its decision and its write.
 func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 	r.counts.add("collect")
+	// The creation times of the blobs the collection may delete, taken
+	// before it does.
+	created := map[string]time.Time{}
+	if !r.horizon.IsZero() {
+		for _, name := range r.blobNames {
+			if b := r.blobs[name]; !b.gone && !r.referenced(name) {
+				created[name] = r.createdAt(b)
+			}
+		}
+	}
 	c := r.callOf(nil, promise.Call{Op: promise.Collect})
 	r.hist.Begin(c)
 	report, err := r.admin.Collect(context.Background(), modelPlugin, modelShard, writefence.GCOptions{Grace: grace})
@@ -1645,7 +1695,7 @@ func (r *modelRun) collectAndCheck(t *rapid.T, grace time.Duration, amid bool) {
 		committable := r.rec.epoch == 0 || !(b.epoch < floor || b.writer != r.rec.writer && b.epoch <= r.rec.epoch)
 		switch {
 		case b.gone || r.referenced(name):
-		case !committable, !r.horizon.IsZero() && r.createdAt(b).Before(r.horizon):
+		case !committable, !r.horizon.IsZero() && created[name].Before(r.horizon):
 			want = append(want, name)
 		case grace < time.Second && time.Since(b.at) < 2*r.target.ClockStep:
 			maybe = append(maybe, name)

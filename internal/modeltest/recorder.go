@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/writefence/writefence"
@@ -42,6 +43,8 @@ type Recorder struct {
 	// of each key, and each write, recorded when it was sent.
 	reads map[string]map[string][]byte
 	sent  map[int]*sentPut // by history entry
+
+	listings atomic.Int64 // ListBlobsConsistent calls, for the logs
 }
 
 // sentPut is a write as it was sent, and what its reply said.
@@ -59,11 +62,26 @@ func WithCall(ctx context.Context, c *promise.Call) context.Context {
 }
 
 // NewRecorder returns a Recorder of inner, with the blob methods when
-// inner holds blobs.
-func NewRecorder(inner writefence.ConditionalStore, clock func() time.Time) (*Recorder, writefence.ConditionalStore) {
-	r := &Recorder{inner: inner, clock: clock, checker: promise.NewChecker(promise.Options{})}
-	if _, ok := inner.(writefence.BlobStore); ok {
-		return r, &blobRecorder{r}
+// inner holds blobs, and each of PrefixReader and ConsistentBlobLister
+// when inner declares it: a Fence reads a record whole from a store that
+// reads no prefixes, and checks blobs by StatBlob on a store whose
+// listing it may not check them by.
+func NewRecorder(inner writefence.ConditionalStore, clock func() time.Time, opts promise.Options) (*Recorder, writefence.ConditionalStore) {
+	r := &Recorder{inner: inner, clock: clock, checker: promise.NewChecker(opts)}
+	_, blobs := inner.(writefence.BlobStore)
+	prefix, listing := declares[writefence.PrefixReader](inner), declares[writefence.ConsistentBlobLister](inner)
+	b := &blobRecorder{r}
+	switch {
+	case blobs && prefix && listing:
+		return r, &prefixListingRecorder{&listingRecorder{b}}
+	case blobs && listing:
+		return r, &listingRecorder{b}
+	case blobs && prefix:
+		return r, &prefixBlobRecorder{b}
+	case blobs:
+		return r, b
+	case prefix:
+		return r, &prefixRecorder{r}
 	}
 	return r, r
 }
@@ -210,6 +228,13 @@ func (r *Recorder) keysWritten() map[string]bool {
 	return out
 }
 
+// declares reports whether s declares the capability C as its own.
+func declares[C any](s writefence.ConditionalStore) bool {
+	c, ok := s.(writefence.Capable)
+	_, has := s.(C)
+	return ok && has && c.Capabilities() == s
+}
+
 // Begin records that call c starts; End records how it ended.
 func (r *Recorder) Begin(c *promise.Call) {
 	r.mu.Lock()
@@ -307,7 +332,9 @@ func (r *Recorder) Get(ctx context.Context, key string) ([]byte, string, error) 
 	return data, v, err
 }
 
-func (r *Recorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+// getPrefix reads the first n bytes of key for the recorders that declare
+// a PrefixReader, and remembers a read that holds the whole record.
+func (r *Recorder) getPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	data, size, v, err := writefence.GetPrefix(ctx, r.inner, key, n)
 	if err == nil && int64(len(data)) == size {
 		r.read(key, v, data)
@@ -326,6 +353,15 @@ func (r *Recorder) read(key, v string, data []byte) {
 		r.reads[key] = map[string][]byte{}
 	}
 	r.reads[key][v] = bytes.Clone(data)
+}
+
+// prefixRecorder is a recorder of a store that declares a PrefixReader.
+type prefixRecorder struct{ *Recorder }
+
+func (r *prefixRecorder) Capabilities() writefence.ConditionalStore { return r }
+
+func (r *prefixRecorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	return r.getPrefix(ctx, key, n)
 }
 
 func (r *Recorder) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
@@ -400,6 +436,27 @@ func (r *blobRecorder) CreateBlob(ctx context.Context, key string, src io.Reader
 	return info, err
 }
 
+// WriteBlob writes through writefence.WriteBlob on the inner store, which
+// takes the inner store's BlobWriter where it declares one and falls back
+// to its CreateBlob, as a Fence over the inner store would: the recorder
+// declares it whatever the inner store does. The creation time it records
+// is StatBlob's.
+func (r *blobRecorder) WriteBlob(ctx context.Context, key string, src io.Reader) (int64, error) {
+	data, err := io.ReadAll(src)
+	if err != nil {
+		return 0, err
+	}
+	size, err := writefence.WriteBlob(ctx, r.inner, key, bytes.NewReader(data))
+	if err == nil {
+		info, serr := r.blobs().StatBlob(ctx, key)
+		if serr != nil {
+			return size, serr
+		}
+		r.change(ctx, promise.Change{Kind: "create blob", Key: key, Data: data, Modified: info.Modified})
+	}
+	return size, err
+}
+
 func (r *blobRecorder) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
 	return r.blobs().OpenBlob(ctx, key)
 }
@@ -412,6 +469,25 @@ func (r *blobRecorder) ListBlobs(ctx context.Context, prefix string, fn func(wri
 	return r.blobs().ListBlobs(ctx, prefix, fn)
 }
 
+// DeleteBlobs deletes through writefence.DeleteBlobs on the inner store,
+// which takes the inner store's BlobBatchDeleter where it declares one
+// and falls back to its DeleteBlob, as a Fence over the inner store
+// would: the recorder declares it whatever the inner store does.
+func (r *blobRecorder) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	existed := map[string]bool{}
+	for _, k := range keys {
+		_, err := r.blobs().StatBlob(ctx, k)
+		existed[k] = err == nil
+	}
+	deleted, err := writefence.DeleteBlobs(ctx, r.inner, keys)
+	for _, k := range deleted {
+		if existed[k] {
+			r.change(ctx, promise.Change{Kind: "delete blob", Key: k})
+		}
+	}
+	return deleted, err
+}
+
 func (r *blobRecorder) DeleteBlob(ctx context.Context, key string) error {
 	_, statErr := r.blobs().StatBlob(ctx, key)
 	err := r.blobs().DeleteBlob(ctx, key)
@@ -419,4 +495,35 @@ func (r *blobRecorder) DeleteBlob(ctx context.Context, key string) error {
 		r.change(ctx, promise.Change{Kind: "delete blob", Key: key})
 	}
 	return err
+}
+
+// prefixBlobRecorder is a recorder of a store that holds blobs and
+// declares a PrefixReader.
+type prefixBlobRecorder struct{ *blobRecorder }
+
+func (r *prefixBlobRecorder) Capabilities() writefence.ConditionalStore { return r }
+
+func (r *prefixBlobRecorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	return r.getPrefix(ctx, key, n)
+}
+
+// listingRecorder is a recorder of a store that holds blobs and declares
+// a ConsistentBlobLister.
+type listingRecorder struct{ *blobRecorder }
+
+func (r *listingRecorder) Capabilities() writefence.ConditionalStore { return r }
+
+func (r *listingRecorder) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	r.listings.Add(1)
+	return r.inner.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, fn)
+}
+
+// prefixListingRecorder is a recorder of a store that holds blobs and
+// declares a PrefixReader and a ConsistentBlobLister.
+type prefixListingRecorder struct{ *listingRecorder }
+
+func (r *prefixListingRecorder) Capabilities() writefence.ConditionalStore { return r }
+
+func (r *prefixListingRecorder) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	return r.getPrefix(ctx, key, n)
 }

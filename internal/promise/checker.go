@@ -28,6 +28,12 @@ type Options struct {
 	// before a transient failure ends it (promise 6); 0 means 10, the
 	// package's default.
 	MaxAttempts int
+
+	// HeadPush says the Fences decide a Push on a record's head: the
+	// store declares a PrefixReader and its versions name its bytes.
+	// A record rewritten whole from outside whose head is sound, its
+	// payload damaged, may then be replaced by a Push (promise 7).
+	HeadPush bool
 }
 
 // Violation is one breach of a promise that a history shows.

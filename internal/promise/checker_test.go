@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -478,6 +479,38 @@ func TestPromise7_Damage(t *testing.T) {
 		b.put(p, key, rec("w1", 1, plain("a")))
 		b.end(p, nil)
 		b.requireBroken(7)
+	})
+	// A record rewritten whole from outside, its payload damaged under a
+	// sound head: a Push may replace it only on a store whose Pushes
+	// decide on the head (Options.HeadPush), and only when the head is
+	// sound and the damage was a new version.
+	headPush := func(t *testing.T, data []byte, inPlace bool, op Op) *builder {
+		b := newBuilder(t)
+		b.h.Change(Change{Kind: "put", Key: key, Data: data, Version: b.version(), InPlace: inPlace, At: b.tick()})
+		p := b.begin(Call{Op: op, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")})
+		b.put(p, key, rec("w2", 2, plain("b")))
+		b.end(p, nil)
+		return b
+	}
+	sound := rec("w1", 1, plain(strings.Repeat("p", 5000))) // longer than a head read
+	broken := func(b *builder, opts Options) bool {
+		for _, v := range b.check(opts) {
+			if v.Promise == 7 {
+				return true
+			}
+		}
+		return false
+	}
+	t.Run("push over a rewritten payload", func(t *testing.T) {
+		require.True(t, broken(headPush(t, damage(sound), false, Push), Options{}), "without HeadPush")
+		require.False(t, broken(headPush(t, damage(sound), false, Push), Options{HeadPush: true}), "with HeadPush")
+		require.True(t, broken(headPush(t, damage(sound), true, Push), Options{HeadPush: true}), "damage in place")
+		require.True(t, broken(headPush(t, damage(sound), false, Update), Options{HeadPush: true}), "an update")
+		require.True(t, broken(headPush(t, sound[:len(sound)-1], false, Push), Options{HeadPush: true}), "a truncated record")
+		require.True(t, broken(headPush(t, damage(rec("w1", 1, plain("short"))), false, Push), Options{HeadPush: true}), "a record read whole")
+		header := bytes.Clone(sound)
+		header[10] ^= 1
+		require.True(t, broken(headPush(t, header, false, Push), Options{HeadPush: true}), "a damaged header")
 	})
 	t.Run("settle of another version", func(t *testing.T) {
 		b := newBuilder(t)

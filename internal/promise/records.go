@@ -79,8 +79,11 @@ func (c *Checker) putRecord(idx int, call *Call, fl *flight, k shardKey, prev, n
 	rewrite := call.Op == Collect && collectRewrite(prev, nv)
 
 	// 7: damage is overwritten only by a Settle of exactly its version:
-	// the Version of the change that damaged it (unknown when empty).
-	if prev.damaged() && !(call.Op == Settle && (prev.version == "" || call.Version == prev.version)) {
+	// the Version of the change that damaged it (unknown when empty);
+	// or, on a store whose Pushes decide on a record's head, by a Push
+	// over a record rewritten whole from outside whose head is sound.
+	headPush := c.opts.HeadPush && call.Op == Push && prev.damaged() && prev.call == 0 && !prev.inPlace && record.DecidedOnHead(prev.data)
+	if prev.damaged() && !headPush && !(call.Op == Settle && (prev.version == "" || call.Version == prev.version)) {
 		c.report(idx, 7, "%s overwrote the damaged record at version %s (%s) with epoch %d; only a settle of that version may (settle version %s)",
 			who(call), quote(prev.version), prev.rec.check, n.h.Epoch, quote(call.Version))
 	}

@@ -101,14 +101,15 @@ func spaceOfBlob(key string) string { return key[:strings.LastIndexByte(key, '/'
 type value struct {
 	data    []byte
 	version string
-	at      int // the index of the change that stored it
-	call    int // the call it was made for; 0 outside
+	at      int  // the index of the change that stored it
+	call    int  // the call it was made for; 0 outside
+	inPlace bool // an outside change that damaged the bytes without a new version
 
 	rec *decoded // decoded as a record, once asked
 }
 
 func newValue(idx int, ch *Change) *value {
-	return &value{data: bytes.Clone(ch.Data), version: ch.Version, at: idx, call: ch.Call}
+	return &value{data: bytes.Clone(ch.Data), version: ch.Version, at: idx, call: ch.Call, inPlace: ch.InPlace}
 }
 
 // decoded is a value decoded as a record.

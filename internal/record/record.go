@@ -434,6 +434,40 @@ func refsOf(h Header, b []byte) ([]BlobRef, string) {
 	return decodeRefs(refs, h.RefCount)
 }
 
+// HeadRefs decodes the references of the stream's record with header h
+// from b, the record's beginning, as a Push that reads only the head of
+// a record needs them: complete is false when b ends before they do;
+// check names a failed check of references that b holds whole.
+func HeadRefs(h Header, b []byte) (refs []BlobRef, complete bool, check string) {
+	if uint64(len(b)-h.Size) < h.RefsLen {
+		return nil, false, ""
+	}
+	refs, check = refsOf(h, b)
+	return refs, true, check
+}
+
+// DecidedOnHead reports whether a Push over the record b, on a store that
+// reads prefixes, decides on the record's head without its payload: b is
+// longer than what the Push reads (MaxHeaderSize bytes, or the header and
+// the references when they run past them), and that head is sound: the
+// header and the references decode and match their checksums, and b is
+// as long as the header says. A record b damaged in its payload alone is
+// then replaced by such a Push.
+func DecidedOnHead(b []byte) bool {
+	h, check := DecodeHeader(b)
+	if check != "" || uint64(len(b)-h.Size) != h.BodyLen() {
+		return false
+	}
+	if uint64(len(b)) <= max(MaxHeaderSize, uint64(h.Size)+h.RefsLen) {
+		return false
+	}
+	if !h.Stream() {
+		return true
+	}
+	_, complete, check := HeadRefs(h, b)
+	return complete && check == ""
+}
+
 // SalvageRefs returns the references of a record that may be damaged
 // further on: b is the record, or as much of its beginning as could be
 // read, and the references count when its header and its references

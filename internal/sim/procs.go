@@ -244,19 +244,25 @@ func (p *proc) ship(ctx context.Context) {
 	}
 }
 
-// segment uploads a segment as a blob at epoch, then commits it at a
-// fresh epoch, dropping the oldest reference past three.
+// segment uploads segments as blobs at epoch, one or a batch of up to
+// six (a batch of four or more is checked by a listing, fewer by
+// StatBlobs), then commits them at a fresh epoch, dropping the oldest
+// references past three.
 func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
-	data := []byte(strings.Repeat(fmt.Sprintf("%s segment %d;", p.name, n), 1+p.rng.IntN(4)))
-	var ref writefence.BlobRef
-	c := &promise.Call{Op: promise.PutBlob, Writer: p.holder, Epoch: epoch, Payload: data}
-	err := p.call(ctx, c, func(ctx context.Context) (err error) {
-		ref, err = p.fence.PutBlob(ctx, plugin, shard, p.holder, epoch, strings.NewReader(string(data)))
-		c.Ref = ref
-		return err
-	})
-	if err != nil {
-		return
+	var refs []writefence.BlobRef
+	for i := range 1 + p.rng.IntN(2)*p.rng.IntN(6) {
+		data := []byte(strings.Repeat(fmt.Sprintf("%s segment %d.%d;", p.name, n, i), 1+p.rng.IntN(4)))
+		var ref writefence.BlobRef
+		c := &promise.Call{Op: promise.PutBlob, Writer: p.holder, Epoch: epoch, Payload: data}
+		err := p.call(ctx, c, func(ctx context.Context) (err error) {
+			ref, err = p.fence.PutBlob(ctx, plugin, shard, p.holder, epoch, strings.NewReader(string(data)))
+			c.Ref = ref
+			return err
+		})
+		if err != nil {
+			return
+		}
+		refs = append(refs, ref)
 	}
 	if p.rng.IntN(4) == 0 {
 		// Now and then the writer pauses between the upload and the
@@ -269,7 +275,7 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	if err != nil {
 		return
 	}
-	if p.commit(ctx, commitEpoch, []writefence.BlobRef{ref}) == nil && p.rng.IntN(2) == 0 {
+	if p.commit(ctx, commitEpoch, refs) == nil && p.rng.IntN(2) == 0 {
 		// Before it acknowledges the segment to whoever sent it, the
 		// writer checks it still holds the shard at the commit's epoch.
 		_ = p.call(ctx, &promise.Call{Op: promise.Check, Writer: p.holder, Epoch: commitEpoch},

@@ -40,7 +40,7 @@ var errLostReply = errors.New("sim: connection reset after the request was sent"
 type request struct {
 	proc *proc
 	call int    // the call it was made for
-	kind string // "get", "put", "delete", "list", "create blob", "open blob", "stat blob", "list blobs", "delete blob"
+	kind string // "get", "put", "delete", "list", "create blob", "open blob", "stat blob", "list blobs", "check blobs", "delete blob", "delete blobs"
 	key  string
 	seq  int // its process's count of calls, for a stable order
 
@@ -106,7 +106,8 @@ func (w *World) do(ctx context.Context, kind, key string, run func(fault) error)
 
 // simStore is the store every process of the world uses: each call waits
 // for the scheduler, and each change it makes is recorded in the history.
-// It declares its capabilities (a BlobStore, a Deleter) as its own.
+// It declares its capabilities (a BlobStore, a ConsistentBlobLister, a
+// BlobBatchDeleter, a Deleter) as its own.
 type simStore struct {
 	w    *World
 	base baseStore
@@ -115,7 +116,10 @@ type simStore struct {
 var (
 	_ writefence.Capable   = (*simStore)(nil)
 	_ writefence.BlobStore = (*simStore)(nil)
-	_ writefence.Deleter   = (*simStore)(nil)
+
+	_ writefence.ConsistentBlobLister = (*simStore)(nil)
+	_ writefence.BlobBatchDeleter     = (*simStore)(nil)
+	_ writefence.Deleter              = (*simStore)(nil)
 )
 
 func (s *simStore) Capabilities() writefence.ConditionalStore { return s }
@@ -264,8 +268,30 @@ func (s *simStore) StatBlob(ctx context.Context, key string) (info writefence.Bl
 
 // ListBlobs implements writefence.BlobStore, in the order of the keys.
 func (s *simStore) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	return s.list(ctx, false, prefix, fn)
+}
+
+// ListBlobsConsistent implements writefence.ConsistentBlobLister: the
+// base store's listing shows every blob created, and none deleted, before
+// the scheduler runs it. A commit checks its blobs through it, and the
+// scheduler may throttle it, as it throttles a StatBlob.
+func (s *simStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	return s.list(ctx, true, prefix, fn)
+}
+
+// list lists the blobs under prefix, in the order of their keys. A
+// commit's listing ("check blobs") may be throttled.
+func (s *simStore) list(ctx context.Context, check bool, prefix string, fn func(writefence.BlobInfo) error) error {
+	call := callOf(ctx)
+	kind := "list blobs"
+	if check {
+		kind = "check blobs"
+	}
 	var infos []writefence.BlobInfo
-	err := s.w.do(ctx, "list blobs", prefix, func(fault) error {
+	err := s.w.do(ctx, kind, prefix, func(f fault) error {
+		if f == transient {
+			return s.throttled(call, kind, prefix)
+		}
 		return s.base.ListBlobs(context.Background(), prefix, func(b writefence.BlobInfo) error {
 			infos = append(infos, s.w.withCreated(b))
 			return nil
@@ -299,6 +325,29 @@ func (s *simStore) DeleteBlob(ctx context.Context, key string) error {
 		s.change(call, promise.Change{Kind: "delete blob", Key: key})
 		return nil
 	})
+}
+
+// DeleteBlobs implements writefence.BlobBatchDeleter: one call the
+// scheduler runs whole, as one DeleteObjects request.
+func (s *simStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	call := callOf(ctx)
+	var deleted []string
+	err := s.w.do(ctx, "delete blobs", "", func(fault) error {
+		for _, key := range keys {
+			_, err := s.base.StatBlob(context.Background(), key)
+			if err == nil {
+				if err := s.base.DeleteBlob(context.Background(), key); err != nil {
+					return err
+				}
+				s.change(call, promise.Change{Kind: "delete blob", Key: key})
+			} else if !errors.Is(err, writefence.ErrNotFound) {
+				return err
+			}
+			deleted = append(deleted, key)
+		}
+		return nil
+	})
+	return deleted, err
 }
 
 // created remembers the world's creation time of a blob. The caller holds

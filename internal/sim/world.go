@@ -263,7 +263,7 @@ func (w *World) drawFault(r *request) fault {
 		return stall
 	case r.kind == "put" && roll < 50:
 		return lostAfter
-	case roll < 90 && r.kind != "create blob" && r.kind != "delete blob" && r.kind != "list blobs":
+	case roll < 90 && r.kind != "create blob" && r.kind != "delete blob" && r.kind != "delete blobs" && r.kind != "list blobs":
 		return transient
 	}
 	return noFault
@@ -297,7 +297,7 @@ func (w *World) pauseOne(now time.Time) {
 		}
 		any = append(any, p)
 		for _, r := range w.pending {
-			if r.proc == p && (r.kind == "put" || r.kind == "stat blob") {
+			if r.proc == p && (r.kind == "put" || r.kind == "stat blob" || r.kind == "check blobs") {
 				writing = append(writing, p)
 				break
 			}

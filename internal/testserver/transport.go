@@ -3,6 +3,8 @@ package testserver
 import (
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -21,6 +23,7 @@ func HTTPTransport(t testing.TB) *http.Transport {
 // response body bytes its client reads.
 type Transport struct {
 	base  *http.Transport
+	kinds sync.Map // request kind (Kind) -> *atomic.Int64
 	reqs  atomic.Int64
 	puts  atomic.Int64
 	read  atomic.Int64
@@ -33,6 +36,8 @@ func NewTransport(t testing.TB) *Transport { return &Transport{base: HTTPTranspo
 // RoundTrip implements http.RoundTripper.
 func (c *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.reqs.Add(1)
+	n, _ := c.kinds.LoadOrStore(Kind(r), new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
 		c.puts.Add(1)
 	}
@@ -45,6 +50,30 @@ func (c *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp.Body = body
 	}
 	return resp, err
+}
+
+// Kind names what a request of S3 or GCS does: its method, or "LIST"
+// for a listing of objects (a GET with S3's list-type or GCS's object
+// collection path).
+func Kind(r *http.Request) string {
+	q := r.URL.Query()
+	switch {
+	case r.Method != http.MethodGet:
+		return r.Method
+	case q.Has("list-type"), strings.HasSuffix(r.URL.Path, "/o") && q.Has("prefix"):
+		return "LIST"
+	}
+	return r.Method
+}
+
+// Kinds returns the requests sent so far by Kind.
+func (c *Transport) Kinds() map[string]int64 {
+	out := map[string]int64{}
+	c.kinds.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
 }
 
 // Requests returns the requests sent so far.

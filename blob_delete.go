@@ -1,0 +1,98 @@
+package writefence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// BlobBatchDeleter is an optional capability of a BlobStore: deleting
+// many blobs in few requests (S3's DeleteObjects takes 1,000 keys a
+// request). Collect deletes through DeleteBlobs, which uses it only when
+// the store declares it (Capable).
+type BlobBatchDeleter interface {
+	// DeleteBlobs removes the blobs at keys, as DeleteBlob removes each:
+	// a missing key is not an error. It returns the keys it removed or
+	// found missing, in any order. When it could not remove them all it
+	// also returns an error, a *StoreError naming one of the keys left (or
+	// a done context's own error); a key it does not return may or may
+	// not be gone.
+	DeleteBlobs(ctx context.Context, keys []string) (deleted []string, err error)
+}
+
+// DeleteBlobs removes the blobs at keys through s's BlobBatchDeleter when
+// s declares it (see Capable), else with DeleteBlob of each key in turn,
+// stopping at the first failure. It returns the keys removed or found
+// missing and, when some are left, the error that left them; a key it
+// does not return may or may not be gone. Collect deletes through it.
+func DeleteBlobs(ctx context.Context, s ConditionalStore, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	if bd, ok := capability[BlobBatchDeleter](s); ok {
+		return bd.DeleteBlobs(ctx, keys)
+	}
+	bs, ok := capability[BlobStore](s)
+	if !ok {
+		return nil, fmt.Errorf("writefence: the store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
+	}
+	deleted := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if err := bs.DeleteBlob(ctx, k); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, k)
+	}
+	return deleted, nil
+}
+
+// How many blobs Collect deletes with one DeleteBlobs, between two reads
+// of the record that check it still holds the tenure the deletes rely on:
+// on a store that declares a BlobBatchDeleter, S3's limit for one
+// DeleteObjects request; elsewhere, where each blob is a request of its
+// own, fewer, so that the record is read again as often as before the
+// store could batch.
+const (
+	collectBatch  = 1000
+	collectSerial = 100
+)
+
+// deleteDoomed deletes the doomed blobs of a collection in batches,
+// calling held right before each and stopping with its error, and adds
+// those it deleted to report.Deleted (all of them, deleting nothing and
+// calling held never, with dryRun).
+func (f *Fence) deleteDoomed(ctx context.Context, doomed []BlobInfo, dryRun bool, held func() error, report *GCReport) error {
+	if dryRun {
+		report.Deleted = append(report.Deleted, doomed...)
+		return nil
+	}
+	store := f.blobStore()
+	size := collectSerial
+	if _, ok := capability[BlobBatchDeleter](store); ok {
+		size = collectBatch
+	}
+	for start := 0; start < len(doomed); start += size {
+		if err := held(); err != nil {
+			return err
+		}
+		batch := doomed[start:min(start+size, len(doomed))]
+		keys := make([]string, len(batch))
+		for i, b := range batch {
+			keys[i] = b.Key
+		}
+		deleted, err := DeleteBlobs(ctx, store, keys)
+		gone := make(map[string]bool, len(deleted))
+		for _, k := range deleted {
+			gone[k] = true
+		}
+		for _, b := range batch {
+			if gone[b.Key] {
+				report.Deleted = append(report.Deleted, b)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("writefence: collect: %d of %d blobs left: %w", len(doomed)-len(report.Deleted), len(doomed), err)
+		}
+	}
+	return nil
+}
