@@ -20,7 +20,9 @@ var settleCommand = command{
 	summary: "overwrite a corrupt record with a fresh one, conditioned on exactly the version found corrupt",
 	help: `
 The fence never overwrites a corrupt record: pushes to it fail (exit 6) until
-an operator settles it. settle writes a fresh record of the payload (-file or
+an operator settles it (on S3, GCS and Azure, a push reads a large record's
+head alone, so one whose payload alone was rewritten from outside is
+replaced by a push above its epoch: promise 7). settle writes a fresh record of the payload (-file or
 stdin) at -epoch by -writer with one conditional write on exactly the version
 -confirm-version names (the version latest printed), through Fence.Settle,
 which decides on its own read of the record. A record that is not corrupt is
