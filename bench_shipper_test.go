@@ -1,4 +1,4 @@
-//go:build !writefence_nominio && !writefence_nogcs && !writefence_novalkey
+//go:build !writefence_nominio && !writefence_nogcs && !writefence_novalkey && !writefence_nosdk
 
 package writefence_test
 
