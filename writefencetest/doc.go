@@ -1,5 +1,6 @@
-// Package writefencetest checks an implementation of
-// writefence.ConditionalStore against the contract the fence relies on.
+// Package writefencetest checks implementations of
+// writefence.ConditionalStore and writefence.EpochSource against the
+// contracts the fence relies on.
 //
 // A store author calls TestConditionalStore from a test, with a constructor
 // for the store under test and, optionally, the options only the author can
@@ -13,6 +14,11 @@
 //
 // Run it with go test -race, against the real server the store talks to,
 // not a mock of it.
+//
+// TestEpochSource checks an implementation of writefence.EpochSource the
+// same way, from a constructor of elections: that a leader's epochs rise,
+// that a later leader's are above every earlier one's, and that a deposed
+// leader draws none (see there).
 //
 // # What is checked: the paths a Fence runs
 //
