@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/writefencetest"
 )
 
 // termFunc is a term function the test steers: it returns term, or err
@@ -299,4 +301,67 @@ func TestTermSourceConcurrentCallers(t *testing.T) {
 		}
 	}
 	require.Len(t, seen, callers*draws)
+}
+
+// TestTermSourceKit runs the epoch-source kit over TermSources of one
+// control plane: each leader is a TermSource of its own writer, and a
+// leader is deposed by the term function reporting the next term, which
+// the next leader's TermSource then holds. A TermSource has no
+// resignation.
+func TestTermSourceKit(t *testing.T) {
+	writefencetest.TestEpochSource(t, func(*testing.T) writefencetest.Election {
+		f := &writefence.Fence{Store: &writefence.MemStore{}}
+		plane := &termFunc{term: 1}
+		leaders := 0
+		return writefencetest.Election{
+			Lead: func(*testing.T) writefence.EpochSource {
+				leaders++
+				return newTermSource(f, fmt.Sprint("node-", leaders), plane)
+			},
+			Depose: func(*testing.T) {
+				plane.mu.Lock()
+				defer plane.mu.Unlock()
+				plane.term++
+			},
+			Deposed: writefence.ErrTermEnded,
+		}
+	}, nil)
+}
+
+// TestLeaseKit runs the epoch-source kit over Leases of one record, in a
+// synctest bubble: a leader is a Lease of its own holder that acquired
+// the lease; it is deposed by its TTL passing (a sleep, at once in the
+// bubble), a contender taking the lease over, and its Renew learning of
+// the takeover (a *LeaseLostError). It resigns with Release.
+func TestLeaseKit(t *testing.T) {
+	writefencetest.TestEpochSource(t, func(*testing.T) writefencetest.Election {
+		const ttl = 10 * time.Second
+		store := &writefence.MemStore{}
+		var leader, next *writefence.Lease
+		holders := 0
+		contender := func(t *testing.T) *writefence.Lease {
+			holders++
+			l := &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "kit", Holder: fmt.Sprint("node-", holders), TTL: ttl}
+			_, err := l.Acquire(t.Context())
+			require.NoError(t, err)
+			return l
+		}
+		return writefencetest.Election{
+			Lead: func(t *testing.T) writefence.EpochSource {
+				leader, next = next, nil
+				if leader == nil {
+					leader = contender(t)
+				}
+				return leader
+			},
+			Depose: func(t *testing.T) {
+				time.Sleep(ttl)
+				next = contender(t)
+				var lost *writefence.LeaseLostError
+				require.ErrorAs(t, leader.Renew(t.Context()), &lost)
+			},
+			Deposed: writefence.ErrLeaseLost,
+			Resign:  func(t *testing.T) { require.NoError(t, leader.Release(t.Context())) },
+		}
+	}, &writefencetest.SourceOptions{Bubble: true})
 }
