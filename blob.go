@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -519,7 +520,12 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	threshold := now.Add(-grace).UnixNano() + 1
 	var doomed, aged []BlobInfo
 	err = bs.ListBlobs(ctx, space, func(b BlobInfo) error {
-		name := b.Key[len(space):]
+		name, ok := strings.CutPrefix(b.Key, space)
+		if !ok {
+			// A store that lists beyond the prefix asked for is not one
+			// whose listing can say what to delete.
+			return fmt.Errorf("the store listed %s, outside %s", esc(b.Key), esc(space))
+		}
 		epoch, _, writer, ok := keys.ParseBlobName(name)
 		switch {
 		case referenced[name]:

@@ -188,6 +188,36 @@ func TestCollectFailsClosed(t *testing.T) {
 	assert.Equal(t, 1, n, "nothing deleted")
 }
 
+// listingAll is a MemStore whose ListBlobs lists every blob, whatever the
+// prefix, against the contract of BlobStore.
+type listingAll struct{ *writefence.MemStore }
+
+func (s listingAll) Capabilities() writefence.ConditionalStore { return s }
+
+func (s listingAll) ListBlobs(ctx context.Context, _ string, fn func(writefence.BlobInfo) error) error {
+	return s.MemStore.ListBlobs(ctx, "", fn)
+}
+
+// TestCollectRefusesAListingOutsideItsShard: a store that lists blobs
+// beyond the prefix Collect asked for fails the collection, which deletes
+// nothing, rather than having Collect misread another shard's blob.
+func TestCollectRefusesAListingOutsideItsShard(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: listingAll{mem}}
+	ref := putBlob(t, f, "a", 1, "shard 0's")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
+	_, err := f.PutBlob(ctx, "wal", "other shard", "b", 1, strings.NewReader("never committed"))
+	require.NoError(t, err)
+	require.NoError(t, f.Seal(ctx, "wal", "other shard", "c", 5))
+
+	_, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Nanosecond})
+	require.ErrorContains(t, err, "outside")
+	n := 0
+	require.NoError(t, mem.ListBlobs(ctx, "", func(writefence.BlobInfo) error { n++; return nil }))
+	assert.Equal(t, 2, n, "nothing deleted")
+}
+
 // TestBlobsElsewhere: the manifests in one store, the blobs in another.
 func TestBlobsElsewhere(t *testing.T) {
 	records, blobs := &writefence.MemStore{}, &writefence.MemStore{}
