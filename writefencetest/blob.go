@@ -35,11 +35,13 @@ var blobChecks = []check{
 	{"Missing", testBlobMissing},
 	{"Delete", testBlobDelete},
 	{"Clock", testBlobClock},
+	{"Canceled", testBlobCanceled},
 	{"Fence", testBlobFence},
 	{"ListConsistent", testBlobListConsistent},
 	{"StatBlobs", testStatBlobs},
 	{"DeleteBlobs", testDeleteBlobs},
 	{"WriteBlob", testWriteBlob},
+	{"Collect", testBlobCollect},
 }
 
 // defaultBlobPart is the part size the blob checks assume when
@@ -312,8 +314,8 @@ func wantAgree(t *testing.T, call string, info, stat writefence.BlobInfo) {
 	}
 }
 
-// testBlobRoundTrip streams blobs of 0 bytes, 1 byte and two parts and a
-// byte, in small chunks, and reads them back: the same bytes, the size
+// testBlobRoundTrip streams blobs of 0 bytes, 1 byte, a part less a byte,
+// a part, and two parts and a byte, in small chunks, and reads them back: the same bytes, the size
 // written, a creation time, and CreateBlob, StatBlob and OpenBlob agreeing
 // on them.
 func testBlobRoundTrip(t *testing.T, sc *scope) {
@@ -324,6 +326,8 @@ func testBlobRoundTrip(t *testing.T, sc *scope) {
 	}{
 		{"empty", blobBytes{1, 0}},
 		{"one-byte", blobBytes{2, 1}},
+		{"part-less-a-byte", blobBytes{4, sc.blobPart() - 1}},
+		{"part", blobBytes{5, sc.blobPart()}},
 		{"parts", blobBytes{3, 2*sc.blobPart() + 1}},
 	} {
 		key := sc.blobKey("roundtrip-" + c.name)
@@ -764,4 +768,163 @@ func outcome(err error) string {
 		return "landed"
 	}
 	return "failed: " + err.Error()
+}
+
+// testBlobCanceled creates a blob under a cancelled context: CreateBlob
+// fails with an error matching context.Canceled and leaves no blob.
+func testBlobCanceled(t *testing.T, sc *scope) {
+	bs := blobStore(t, sc)
+	key := sc.blobKey("canceled")
+	_, err := bs.CreateBlob(canceledContext(t), key, blobBytes{70, 10}.reader())
+	wantCanceled(t, err, fmt.Sprintf("CreateBlob(%q)", key))
+	wantNoBlob(t, bs, key, "after a CreateBlob under a cancelled context")
+}
+
+// blobCollectGrace is the grace of Blobs/Collect's collections that wait
+// for a blob to age, by the store's clock.
+const blobCollectGrace = 2 * time.Second
+
+// blobCollectWait bounds how long Blobs/Collect waits for the store's
+// clock to pass the grace.
+const blobCollectWait = 30 * time.Second
+
+// testBlobCollect runs the streams protocol's collection on the store: a
+// deposed writer's blobs are collected at once once its successor sealed,
+// whatever the grace; an unreferenced blob of the current tenure is kept
+// while younger than the grace by the store's own clock and collected
+// once older, which a bounded poll of that clock waits for; a referenced
+// blob is never collected, until a commit replaces the references. Each
+// poll reads the store's clock (a fresh blob's time) before and after its
+// Collect, so a loaded machine only makes it wait longer.
+func testBlobCollect(t *testing.T, sc *scope) {
+	bs := blobStore(t, sc)
+	const plugin, shard = "writefencetest", "collect"
+	ctx := t.Context()
+	f := &writefence.Fence{Store: sc.s, Prefix: sc.prefix + "collect/"}
+	key, err := keys.Shard(f.Prefix, plugin, shard)
+	if err != nil {
+		t.Fatalf("keys.Shard: %v", err)
+	}
+	sc.track(key)
+	seed := uint64(80)
+	put := func(writer string, epoch uint64) writefence.BlobRef {
+		t.Helper()
+		seed++
+		ref, err := f.PutBlob(ctx, plugin, shard, writer, epoch, blobBytes{seed, 1000}.reader())
+		if err != nil {
+			t.Fatalf("Fence.PutBlob by %s at %d: %v", writer, epoch, err)
+		}
+		return ref
+	}
+	collect := func(grace time.Duration) writefence.GCReport {
+		t.Helper()
+		report, err := f.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: grace})
+		if err != nil {
+			t.Fatalf("Fence.Collect with a grace of %v: %v", grace, err)
+		}
+		return report
+	}
+	want := func(what string, got []writefence.BlobInfo, refs ...writefence.BlobRef) {
+		t.Helper()
+		var names, wantNames []string
+		for _, b := range got {
+			names = append(names, b.Key[strings.LastIndexByte(b.Key, '/')+1:])
+		}
+		for _, r := range refs {
+			wantNames = append(wantNames, r.Name)
+		}
+		slices.Sort(names)
+		slices.Sort(wantNames)
+		if !slices.Equal(names, wantNames) {
+			t.Errorf("Collect %s %v; want %v", what, names, wantNames)
+		}
+	}
+	storeClock := func() time.Time {
+		t.Helper()
+		k := sc.blobKey(fmt.Sprintf("clock-%d", time.Now().UnixNano()))
+		made := createBlob(t, bs, k, blobBytes{0, 0}).Modified
+		if made.IsZero() {
+			t.Fatalf("CreateBlob(%q) gave no creation time: Collect's grace is by the store's clock, which the kit reads there", k)
+		}
+		return made
+	}
+
+	a1 := put("a", 1)
+	if err := f.Commit(ctx, plugin, shard, "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = append(m.Blobs, a1)
+		return m, nil
+	}); err != nil {
+		t.Fatalf("Fence.Commit of a's blob: %v", err)
+	}
+	a2 := put("a", 3) // never committed
+	// b takes over: a is deposed, and a blob it puts afterwards is as dead
+	// as the one before.
+	if err := f.Seal(ctx, plugin, shard, "b", 10); err != nil {
+		t.Fatalf("Fence.Seal by b at 10: %v", err)
+	}
+	a3 := put("a", 5)
+	b1 := put("b", 10)
+
+	report := collect(time.Hour)
+	want("deleted", report.Deleted, a2, a3)
+	want("found referenced", report.Referenced, a1)
+	want("kept, within the grace,", report.Kept, b1)
+	for _, r := range []writefence.BlobRef{a2, a3} {
+		k, err := keys.Blob(f.Prefix, plugin, shard, r.Name)
+		if err != nil {
+			t.Fatalf("keys.Blob: %v", err)
+		}
+		wantNoBlob(t, bs, k, "after Collect deleted it")
+	}
+
+	b1key, err := keys.Blob(f.Prefix, plugin, shard, b1.Name)
+	if err != nil {
+		t.Fatalf("keys.Blob: %v", err)
+	}
+	b1made := statBlob(t, bs, b1key).Modified
+	if b1made.IsZero() {
+		t.Fatalf("StatBlob(%q) gave no creation time: Collect's grace is by the store's clock", b1key)
+	}
+	deadline := time.Now().Add(blobCollectWait)
+	for polls := 0; ; polls++ {
+		before := storeClock()
+		report := collect(blobCollectGrace)
+		after := storeClock()
+		want("found referenced, however old,", report.Referenced, a1)
+		if len(report.Deleted) > 0 {
+			want("deleted", report.Deleted, b1)
+			if age := after.Sub(b1made); age < blobCollectGrace-blobClockSlack {
+				t.Errorf("Collect deleted %q %v after it was made, by the store's clock; want at least the grace, %v", b1.Name, age, blobCollectGrace)
+			}
+			t.Logf("the blob was collected after %d polls of the store's clock", polls)
+			break
+		}
+		want("kept", report.Kept, b1)
+		if age := before.Sub(b1made); age >= blobCollectGrace+blobClockSlack {
+			t.Fatalf("Collect kept %q %v after it was made, by the store's clock; want it deleted once older than the grace, %v", b1.Name, age, blobCollectGrace)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store's clock did not pass a grace of %v in %v", blobCollectGrace, blobCollectWait)
+		}
+		poll := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			poll.Stop()
+			t.Fatal(ctx.Err())
+		case <-poll.C:
+		}
+	}
+
+	// b's commit replaces the references: a1 can never be committed
+	// again (a's tenure is over), and goes at once.
+	b2 := put("b", 11)
+	if err := f.Commit(ctx, plugin, shard, "b", 11, func(writefence.Manifest) (writefence.Manifest, error) {
+		return writefence.Manifest{Payload: []byte("b's state"), Blobs: []writefence.BlobRef{b2}}, nil
+	}); err != nil {
+		t.Fatalf("Fence.Commit of b's blob: %v", err)
+	}
+	report = collect(time.Hour)
+	want("deleted", report.Deleted, a1)
+	want("found referenced", report.Referenced, b2)
+	want("kept", report.Kept)
 }

@@ -237,7 +237,7 @@ func testDamageTwice(t *testing.T, sc *scope) {
 func testDamageMiddle(t *testing.T, sc *scope) {
 	d := newDamageRun(t, sc, "damage-middle")
 	size := 64 << 10
-	if limit := sc.opts.ReadLimit; limit > 0 {
+	if limit := sc.sizeLimit(t); limit > 0 {
 		size = int(min(int64(size), limit))
 	}
 	big := make([]byte, size)

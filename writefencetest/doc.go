@@ -56,10 +56,17 @@
 //     takes about 10 s against MinIO and 3 s against fake-gcs-server on a
 //     loaded 2-core machine. Options.OverwriteReads sets a smaller count for
 //     a second configuration of a store already checked in full.
-//   - Get/TooLarge (with Options.ReadLimit): an object of exactly the limit
-//     is read whole by Get and GetPrefix; one byte more is refused by both
-//     with writefence.ErrTooLarge. Refusing either object at write time
-//     with ErrInvalidArgument or ErrTooLarge, writing nothing, also passes.
+//   - Get/TooLarge: at the store's size limit, an object of exactly the
+//     limit is read whole by Get and GetPrefix; one byte more is refused
+//     by both with a *writefence.StoreError naming the key that matches
+//     writefence.ErrTooLarge. Refusing either object at write time with
+//     ErrInvalidArgument or ErrTooLarge, writing nothing, also passes.
+//     The limit is Options.ReadLimit, or, without it, learned: if the
+//     store refuses Payload/1MiB's object with ErrTooLarge (at write or at
+//     read), a binary search of objects from 4 KiB up finds the largest
+//     one the store writes and reads, every refusal met on the way
+//     checked as above. A store that holds 1 MiB and was given no limit
+//     skips the check.
 //   - Create/NewKey, Create/Existing: a create-only write (expectVersion "")
 //     lands with a non-empty token; a second one matches ErrConflict and
 //     changes nothing.
@@ -93,6 +100,15 @@
 //     bytes, the size and the version a Get returns, for n smaller than the
 //     object, equal to it and larger, right after each write (a version
 //     that lags a write fails); a missing or deleted key is ErrNotFound.
+//   - GetPrefix/Sizes, GetPrefix/Token: for n of 1 and of a record's
+//     largest header, objects of 0 and 1 bytes and of n-1, n, n+1 and
+//     3n+7 bytes (up to the store's size limit) give GetPrefix the leading
+//     bytes, the whole object's size and Get's version; the version
+//     GetPrefix returns conditions a write as Get's does: a write on it
+//     lands, a second one on it matches ErrConflict.
+//   - Delete/Missing (with a Deleter): deleting a key never written, or one
+//     deleted already, returns nil and leaves it missing: two tools may
+//     delete one key at once.
 //   - PutParts/MatchesPut, PutParts/Aliasing: PutParts stores the joined
 //     parts and honours every precondition as PutIfVersion does, sharing its
 //     version tokens, and keeps no reference to the parts.
@@ -116,7 +132,7 @@
 //     replaces the bytes; and GetPrefix agrees with Get throughout. These
 //     values are small, within the part of an object any store checks.
 //   - Damage/Middle (with Options.Damage): a bit flipped in the middle of a
-//     64 KiB value (or Options.ReadLimit bytes, when less), beyond the
+//     64 KiB value (or the store's size limit, when less), beyond the
 //     bounded part a store may check on its writes (see
 //     writefence.ConditionalStore): Get reports it as above, and so does
 //     GetPrefix of the whole value; GetPrefix of fewer bytes reports it
@@ -124,6 +140,17 @@
 //     bytes as they are; a write conditioned on that version is refused as
 //     over any damage, or lands and replaces the value whole; a write
 //     conditioned on the version Get reported lands.
+//   - Settle/AboveDamage, Settle/RepeatDamage (with Options.Damage):
+//     through a writefence.Fence, a record at epoch 100 whose last payload
+//     byte is damaged still shows its epoch to Inspect (so a store's
+//     *writefence.CorruptError must carry the damaged bytes' Head); a
+//     settle at 5 is refused as stale and a deposed writer's push at 50
+//     meets the damage, neither writing anything, settle log included; a
+//     settle at 101 lands, after which the push at 50 is stale. A record
+//     emptied, settled at 10, pushed to 20 and emptied again cannot be
+//     settled again by the first settle: the settle log refuses it as
+//     stale where the second damage has the first's version, the store's
+//     version refuses it where not, and the damage stands.
 //   - Lister/Prefix, Lister/Stop, Lister/Canceled (with a Lister): every key
 //     written under a prefix, at any depth, is listed exactly once, none
 //     outside it, and a deleted key is not; List stops at fn's first error
@@ -199,6 +226,14 @@
 //     and OpenBlob see it; a second write of a key is refused with
 //     writefence.ErrConflict or replaces the blob whole; a reader's failure
 //     is returned and leaves no blob. The log says which path it took.
+//   - Blobs/Canceled: CreateBlob under a cancelled context fails with an
+//     error matching context.Canceled and leaves no blob.
+//   - Blobs/Collect: writefence.Fence.Collect on the store deletes a
+//     deposed writer's blobs at once, whatever the grace; keeps a blob of
+//     the current tenure while it is younger than the grace (2 s) by the
+//     store's own clock, and deletes it once older, which a poll of that
+//     clock waits for (30 s at most); and never deletes a referenced blob
+//     until a commit replaces the references.
 //   - Floor/Deleted (with a Deleter), Floor/SetBack, Floor/Kept,
 //     Floor/Check: through writefence.Fences on the store, a record that
 //     something outside the package deletes, or sets back to an earlier
@@ -211,13 +246,27 @@
 //     delete and a write of old bytes leave it saying so: a version
 //     token that never names two contents, a delete that is a delete.
 //   - Payload/Empty, Payload/AllBytes, Payload/1MiB: empty, binary (all 256
-//     byte values) and 1 MiB payloads round-trip, so the store's read limit
-//     must allow 1 MiB (or Options.ReadLimit bytes, when less, are written).
+//     byte values) and 1 MiB payloads round-trip; where the store's size
+//     limit (Options.ReadLimit, or learned) is less, an object of exactly
+//     the limit does.
 //   - Aliasing/Put, Aliasing/Get: the store keeps no reference to the
 //     caller's slices, in either direction.
 //   - Canceled/Get, Canceled/Put: a cancelled context makes Get, GetPrefix
 //     and every write fail with an error matching context.Canceled, and the
 //     cancelled write writes nothing.
+//   - Fence/Reads (with Options.Wire, on a store that declares
+//     writefence.PrefixReader): over a record of 1 MiB (or the size limit,
+//     less two headers), a fresh Fence's push reads the head of the
+//     record it replaces, never its payload, and writes; a fresh Fence's
+//     stale push reads a header alone, in one round trip; the Fence that wrote last pushes with the
+//     write alone, reading nothing.
+//   - Fence/Overrides (with Options.Wrap): a store that embeds the store
+//     under test and overrides Get and PutIfVersion is used through its
+//     overrides by every write of a Fence (Push, Update, Seal, Settle,
+//     Lease.Acquire, ClaimBrand) and every read, never through the
+//     capabilities it inherits: with the override refusing, every attempt
+//     the engine makes reaches it and nothing is written, with no brand
+//     check and with writefence.BrandVerifyAlways.
 //   - Race/Update, Race/Create: 16 goroutines update one key through
 //     PutParts with the version they all read, or create one new key, 20
 //     rounds each; exactly one write per round lands, every other matches
@@ -312,8 +361,9 @@
 //     before a file reached the disk). No check kills or fails over the
 //     server.
 //   - Damage, without Options.Damage: the suite has no way of its own to
-//     change a store's bytes behind its back, and the read limit, without
-//     Options.ReadLimit. Only the author knows both.
+//     change a store's bytes behind its back; and a size limit above
+//     1 MiB, without Options.ReadLimit, which the suite does not write
+//     objects large enough to find.
 //   - Throttling, timeouts, lost replies and partial failures of the
 //     network: the suite sees the server answer normally. A write whose
 //     reply is lost must be reported as an error that is not ErrConflict;

@@ -23,6 +23,7 @@ const (
 	sealedPrefixUnchecked             // Get checks, GetPrefix does not
 	sealedOnce                        // a damaged version is accepted once only, ever
 	sealedConstant                    // every damage has the same version
+	sealedHeadless                    // its *CorruptError never carries the damaged bytes' head
 )
 
 // sealedStore keeps each object's version and checksum beside its bytes,
@@ -76,7 +77,11 @@ func (s *sealedStore) check(key string, o *sealedObject, prefix bool) *writefenc
 	if s.fault == sealedConstant {
 		v = "damaged"
 	}
-	return &writefence.CorruptError{Key: key, Version: v, Check: "sealed store: checksum", Head: slices.Clone(o.data[:min(len(o.data), 4096)])}
+	ce := &writefence.CorruptError{Key: key, Version: v, Check: "sealed store: checksum", Head: slices.Clone(o.data[:min(len(o.data), 4096)])}
+	if s.fault == sealedHeadless {
+		ce.Head = nil
+	}
+	return ce
 }
 
 // read returns key's object, checked.

@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/writefencetest"
 )
 
 // The doubles of the read path: a GetPrefix that departs from Get, reads
@@ -204,3 +206,103 @@ func (s *limitStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte
 	}
 	return data[:min(n, int64(len(data)))], int64(len(data)), v, nil
 }
+
+// sizedFault is how a sizedStore refuses an object over its write limit.
+type sizedFault int
+
+const (
+	sizedCorrect sizedFault = iota
+	sizedLands              // it says ErrTooLarge, but the write landed
+	sizedBare               // its ErrTooLarge is not a *writefence.StoreError
+)
+
+// sizedLimit is the most a sizedStore writes: less than Payload/1MiB's
+// object, as a DynamoDB item is.
+const sizedLimit = 300_000
+
+// sizedStore is a MemStore that refuses a write of more than sizedLimit
+// bytes with ErrTooLarge, as a store whose objects hold no more does, and
+// states no read limit.
+type sizedStore struct {
+	writefence.MemStore
+	fault sizedFault
+}
+
+func (s *sizedStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	if len(data) <= sizedLimit {
+		return s.MemStore.PutIfVersion(ctx, key, data, expect)
+	}
+	err := fmt.Errorf("%w: %d bytes, more than an object holds", writefence.ErrTooLarge, len(data))
+	switch s.fault {
+	case sizedLands:
+		if _, werr := s.MemStore.PutIfVersion(ctx, key, data, expect); werr != nil {
+			return "", werr
+		}
+	case sizedBare:
+		return "", err
+	}
+	return "", &writefence.StoreError{Op: "sized put", Key: key, Err: err}
+}
+
+// wiredStore is a prefixStore whose traffic is counted, for Fence/Reads:
+// each call is a round trip, and the bytes a read returns are read. With
+// whole set its GetPrefix fetches the whole object and cuts it, as a store
+// that ignores the length it is asked for does, and counts all of it.
+type wiredStore struct {
+	prefixStore
+	whole       bool
+	trips, read atomic.Int64
+}
+
+func (s *wiredStore) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *wiredStore) wire() *writefencetest.Wire {
+	return &writefencetest.Wire{Count: func() (int64, int64) { return s.trips.Load(), s.read.Load() }}
+}
+
+func (s *wiredStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	s.trips.Add(1)
+	data, v, err := s.prefixStore.Get(ctx, key)
+	s.read.Add(int64(len(data)))
+	return data, v, err
+}
+
+func (s *wiredStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	s.trips.Add(1)
+	prefix, size, v, err := s.prefixStore.GetPrefix(ctx, key, n)
+	if s.whole {
+		s.read.Add(size)
+	} else {
+		s.read.Add(int64(len(prefix)))
+	}
+	return prefix, size, v, err
+}
+
+func (s *wiredStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	s.trips.Add(1)
+	return s.prefixStore.PutIfVersion(ctx, key, data, expect)
+}
+
+// overridingStore embeds a prefixStore, which declares its GetPrefix, and
+// overrides Get and PutIfVersion through Overrides, as a quota over an
+// adapter would: it inherits GetPrefix but does not declare it, so a Fence
+// reads through its Get.
+type overridingStore struct {
+	*prefixStore
+	o *writefencetest.Overrides
+}
+
+func (w overridingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return w.o.Get(ctx, key, w.prefixStore.Get)
+}
+
+func (w overridingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return w.o.PutIfVersion(ctx, key, data, expect, w.prefixStore.PutIfVersion)
+}
+
+// declaringStore is an overridingStore that declares the capabilities it
+// inherits as its own: a Fence then reads through the inherited GetPrefix,
+// past the override of Get.
+type declaringStore struct{ overridingStore }
+
+func (w declaringStore) Capabilities() writefence.ConditionalStore { return w }

@@ -268,3 +268,15 @@ func (s *tokensStore) PutIfVersion(ctx context.Context, key string, data []byte,
 	}
 	return s.MemStore.PutIfVersion(ctx, key, data, expect)
 }
+
+// deleteStrictStore is MemStore whose Delete of a key that does not exist
+// fails with ErrNotFound, which the contract of writefence.Deleter rules
+// out: two tools deleting one key at once would see one fail.
+type deleteStrictStore struct{ writefence.MemStore }
+
+func (s *deleteStrictStore) Delete(ctx context.Context, key string) error {
+	if _, _, err := s.MemStore.Get(ctx, key); err != nil {
+		return err
+	}
+	return s.MemStore.Delete(ctx, key)
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 )
 
 // patterned returns n bytes that differ from position to position and from
@@ -96,4 +97,55 @@ func testPrefixMissing(t *testing.T, sc *scope) {
 		t.Fatalf("Delete(%q): %v", key, err)
 	}
 	wantPrefixMissing(key)
+}
+
+// testPrefixSizes checks GetPrefix against Get around the sizes a Fence
+// reads: for n of 1 and of a record's largest header, objects of no bytes,
+// one byte, and n-1, n, n+1 and 3n+7 bytes (up to the store's size limit).
+func testPrefixSizes(t *testing.T, sc *scope) {
+	logPaths(t, sc, "GetPrefix")
+	limit := sc.sizeLimit(t)
+	for _, n := range []int64{1, defaults.MaxHeaderSize} {
+		seen := map[int64]bool{}
+		for _, size := range []int64{0, 1, n - 1, n, n + 1, 3*n + 7} {
+			if seen[size] || limit > 0 && size > limit {
+				continue
+			}
+			seen[size] = true
+			key := sc.key(fmt.Sprintf("prefix-sizes/%d/%d", n, size))
+			data := patterned(int(size), byte(size))
+			v := put(t, sc.s, key, data, "")
+			call := fmt.Sprintf("GetPrefix(%q, %d) of a %d-byte object", key, n, size)
+			prefix, gotSize, pv, err := writefence.GetPrefix(t.Context(), sc.s, key, n)
+			switch {
+			case err != nil:
+				t.Errorf("%s: %v", call, err)
+			case !bytes.Equal(prefix, data[:min(n, size)]) || gotSize != size || pv != v:
+				t.Errorf("%s returned %s, size %d, version %q; want %s, size %d, version %q, as Get",
+					call, describe(prefix), gotSize, pv, describe(data[:min(n, size)]), size, v)
+			}
+			wantContent(t, sc.s, key, data, v)
+		}
+	}
+}
+
+// testPrefixToken checks that the version GetPrefix returns conditions a
+// write as Get's does: a write on it lands, and a second one on it is
+// refused.
+func testPrefixToken(t *testing.T, sc *scope) {
+	logPaths(t, sc, "GetPrefix", "PutParts")
+	key := sc.key("prefix-token")
+	v := put(t, sc.s, key, []byte("first contents"), "")
+	v = put(t, sc.s, key, []byte{}, v)
+	prefix, size, pv, err := writefence.GetPrefix(t.Context(), sc.s, key, 4)
+	switch {
+	case err != nil:
+		t.Fatalf("GetPrefix(%q, 4) of an empty object: %v", key, err)
+	case len(prefix) != 0 || size != 0 || pv != v:
+		t.Errorf("GetPrefix(%q, 4) of an empty object returned %s, size %d, version %q; want no bytes, size 0, version %q", key, describe(prefix), size, pv, v)
+	}
+	next := put(t, sc.s, key, []byte("third"), pv)
+	_, err = writefence.PutParts(t.Context(), sc.s, key, split([]byte("fourth")), pv)
+	wantConflict(t, err, fmt.Sprintf("PutParts(%q) with the version %q GetPrefix returned, after a write on it", key, pv))
+	wantContent(t, sc.s, key, []byte("third"), next)
 }

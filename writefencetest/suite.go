@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,9 +36,12 @@ type Options struct {
 	// ReadLimit, when positive, is the store's read limit in bytes, as the
 	// store was configured: Get and GetPrefix must read an object of
 	// exactly ReadLimit bytes and refuse a larger one with
-	// writefence.ErrTooLarge. It must allow the few KiB the other checks
-	// write; Payload/1MiB writes ReadLimit bytes instead of 1 MiB when
-	// that is less. Zero skips the check of the limit.
+	// writefence.ErrTooLarge (or the write of it may be refused). Zero
+	// lets the kit learn the limit: when the store refuses Payload/1MiB's
+	// object with ErrTooLarge, at write or at read, the kit looks for the
+	// largest object the store writes and reads and checks the limit
+	// there; a store that holds 1 MiB has its limit left unchecked. Either
+	// way the limit must be at least 4 KiB, a record's header.
 	ReadLimit int64
 
 	// BlobPartSize, when positive, is the part size in bytes in which the
@@ -66,6 +71,45 @@ type Options struct {
 	// against a server known to pair each read from one response, or a
 	// second configuration of a store checked in full elsewhere.
 	OverwriteReads int
+
+	// Only, when set, is a regular expression: only the checks whose
+	// names (Group/Check, as the subtests are named, such as
+	// "Get/TooLarge") it matches run, and the others are not started. For
+	// a second configuration of a store checked in full elsewhere, or a
+	// test of its own for one clause. Empty runs every check.
+	Only string
+
+	// Wire, when set, counts the store's traffic, for Fence/Reads: the
+	// round trips and bytes of the reads a Fence makes of a record much
+	// larger than its header. Nil skips the check.
+	Wire *Wire
+
+	// Wrap, when set, returns a store that embeds s, the store under test,
+	// and overrides its Get and PutIfVersion with methods that call o's,
+	// as a quota or an audit log over an adapter would, for
+	// Fence/Overrides: a Fence must go through the overrides, never
+	// through the capabilities the wrapper inherits. Embedding needs the
+	// store's concrete type, which only its author has. Nil skips the
+	// check.
+	Wrap func(s writefence.ConditionalStore, o *Overrides) writefence.ConditionalStore
+}
+
+// Wire counts a store's traffic (Options.Wire).
+type Wire struct {
+	// Count returns the round trips the store has made so far and the
+	// bytes its reads have received so far, as the caller counts them (an
+	// HTTP transport, a gRPC interceptor, a database connection).
+	// Required.
+	Count func() (trips, read int64)
+
+	// WriteTrips is how many round trips one conditional write takes;
+	// zero means 1.
+	WriteTrips int64
+
+	// Slack is how many bytes a read or a write may receive beside the
+	// bytes of the record it reads (a version token, a protocol's
+	// framing); zero means none.
+	Slack int64
 }
 
 // Fault is one damage Options.Damage does. Its fields are those of the
@@ -103,6 +147,13 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 	if opts == nil {
 		opts = &Options{}
 	}
+	var only *regexp.Regexp
+	if opts.Only != "" {
+		var err error
+		if only, err = regexp.Compile(opts.Only); err != nil {
+			t.Fatalf("Options.Only: %v", err)
+		}
+	}
 	groups := []struct {
 		name   string
 		checks []check
@@ -133,7 +184,12 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 		}},
 		{"GetPrefix", []check{
 			{"MatchesGet", testPrefixMatchesGet},
+			{"Sizes", testPrefixSizes},
+			{"Token", testPrefixToken},
 			{"Missing", testPrefixMissing},
+		}},
+		{"Delete", []check{
+			{"Missing", testDeleteMissing},
 		}},
 		{"PutParts", []check{
 			{"MatchesPut", testPartsMatchPut},
@@ -145,6 +201,10 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Empty", testDamageEmpty},
 			{"Twice", testDamageTwice},
 			{"Middle", testDamageMiddle},
+		}},
+		{"Settle", []check{
+			{"AboveDamage", testSettleAboveDamage},
+			{"RepeatDamage", testSettleRepeatDamage},
 		}},
 		{"Blobs", blobChecks},
 		{"Floor", floorChecks},
@@ -166,6 +226,10 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"Get", testCanceledGet},
 			{"Put", testCanceledPut},
 		}},
+		{"Fence", []check{
+			{"Reads", testFenceReads},
+			{"Overrides", testFenceOverrides},
+		}},
 		{"Race", []check{
 			{"Update", testRaceUpdate},
 			{"Create", testRaceCreate},
@@ -175,11 +239,18 @@ func TestConditionalStore(t *testing.T, newStore func(t *testing.T) writefence.C
 			{"CreateBlob", testRaceCreateBlob},
 		}},
 	}
+	lim := new(limits)
 	for _, g := range groups {
+		if only != nil && !slices.ContainsFunc(g.checks, func(c check) bool { return only.MatchString(g.name + "/" + c.name) }) {
+			continue
+		}
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.checks {
+				if only != nil && !only.MatchString(g.name+"/"+c.name) {
+					continue
+				}
 				t.Run(c.name, func(t *testing.T) {
-					c.run(t, newScope(t, newStore, opts))
+					c.run(t, newScope(t, newStore, opts, lim))
 				})
 			}
 		})
@@ -196,6 +267,7 @@ type check struct {
 type scope struct {
 	s      writefence.ConditionalStore
 	opts   *Options
+	limits *limits // the store's size limit, shared by the run's subtests
 	prefix string
 
 	mu    sync.Mutex // guards keys and blobs
@@ -207,7 +279,7 @@ type scope struct {
 // context is already cancelled by then.
 const cleanupTimeout = 30 * time.Second
 
-func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore, opts *Options) *scope {
+func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalStore, opts *Options, lim *limits) *scope {
 	t.Helper()
 	s := newStore(t)
 	if s == nil {
@@ -217,7 +289,7 @@ func newScope(t *testing.T, newStore func(t *testing.T) writefence.ConditionalSt
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	sc := &scope{s: s, opts: opts, prefix: opts.KeyPrefix + "writefencetest/" + hex.EncodeToString(b) + "/"}
+	sc := &scope{s: s, opts: opts, limits: lim, prefix: opts.KeyPrefix + "writefencetest/" + hex.EncodeToString(b) + "/"}
 	if d, ok := s.(writefence.Deleter); ok {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -459,6 +531,26 @@ func testUpdateDeleted(t *testing.T, sc *scope) {
 	}
 }
 
+// testDeleteMissing checks that deleting a key that does not exist, never
+// written or deleted already, is not an error, and leaves it missing: two
+// tools may delete one key at once.
+func testDeleteMissing(t *testing.T, sc *scope) {
+	d := deleter(t, sc)
+	never := sc.key("delete-never")
+	if err := d.Delete(t.Context(), never); err != nil {
+		t.Errorf("Delete(%q) of a key never written: %v; want nil", never, err)
+	}
+	wantMissing(t, sc.s, never)
+	key := sc.key("delete-twice")
+	put(t, sc.s, key, []byte("deleted twice"), "")
+	for i := range 2 {
+		if err := d.Delete(t.Context(), key); err != nil {
+			t.Errorf("Delete(%q), time %d: %v; want nil", key, i+1, err)
+		}
+		wantMissing(t, sc.s, key)
+	}
+}
+
 // malformedVersions are versions of forms no store issues, built around a
 // real token v: words, a NUL, the wildcard, v quoted and v with a space,
 // which an HTTP header would quote, trim or widen into another condition
@@ -570,14 +662,17 @@ func testPayloadAllBytes(t *testing.T, sc *scope) {
 }
 
 // largePayload is the size of Payload/1MiB's object, unless the store's
-// read limit is smaller.
+// size limit is smaller.
 const largePayload = 1 << 20
 
+// testPayloadLarge writes largePayload random bytes, or the store's size
+// limit (Options.ReadLimit, or learned) when that is less, and reads them
+// back.
 func testPayloadLarge(t *testing.T, sc *scope) {
 	key := sc.key("large")
 	n := int64(largePayload)
-	if sc.opts.ReadLimit > 0 {
-		n = min(n, sc.opts.ReadLimit)
+	if limit := sc.sizeLimit(t); limit > 0 {
+		n = min(n, limit)
 	}
 	data := make([]byte, n)
 	if _, err := rand.Read(data); err != nil {
