@@ -69,14 +69,25 @@ func TestDirUnsupportedSystem(t *testing.T) {
 }
 
 // TestDirConformance runs the conformance suite on one directory, through
-// one store value and through a fresh value per subtest.
+// one store value and through a fresh value per subtest, with blobs of a
+// few of the store's 256 KiB buffers and the store embedded in a wrapper
+// of dirWrapper's type; nothing the kit did left a temporary blob file.
 func TestDirConformance(t *testing.T) {
 	t.Parallel()
+	opts := func(dir string) *writefencetest.Options {
+		o := kitOptions(testserver.DamageDir(dir))
+		o.BlobPartSize = 256 << 10
+		o.Wrap = func(s writefence.ConditionalStore, o *writefencetest.Overrides) writefence.ConditionalStore {
+			return dirWrapper{s.(*writefence.DirConditionalStore), o}
+		}
+		return o
+	}
 	t.Run("Shared", func(t *testing.T) {
 		dir := t.TempDir()
 		s := newDirStore(t, dir)
 		s.MaxObjectSize = kitReadLimit
-		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return s }, kitOptions(testserver.DamageDir(dir)))
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return s }, opts(dir))
+		assert.Empty(t, blobTemps(t, dir))
 	})
 	t.Run("Fresh", func(t *testing.T) {
 		dir := t.TempDir()
@@ -84,8 +95,25 @@ func TestDirConformance(t *testing.T) {
 			s := newDirStore(t, dir)
 			s.MaxObjectSize = kitReadLimit
 			return s
-		}, kitOptions(testserver.DamageDir(dir)))
+		}, opts(dir))
+		assert.Empty(t, blobTemps(t, dir))
 	})
+}
+
+// dirWrapper is a store that embeds the directory store and overrides Get
+// and PutIfVersion, as a freeze or an audit log would (the kit's
+// Fence/Overrides).
+type dirWrapper struct {
+	*writefence.DirConditionalStore
+	o *writefencetest.Overrides
+}
+
+func (w dirWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return w.o.Get(ctx, key, w.DirConditionalStore.Get)
+}
+
+func (w dirWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return w.o.PutIfVersion(ctx, key, data, expect, w.DirConditionalStore.PutIfVersion)
 }
 
 // objectFiles lists every file under root, relative to root.
@@ -799,85 +827,6 @@ func TestDirSettleRepeatedDamage(t *testing.T) {
 	requireLatest(t, f, 21, "op", "rebuilt again")
 }
 
-// errFrozen is frozenDir's refusal.
-var errFrozen = errors.New("frozen for the test")
-
-// frozenDir embeds the directory store and overrides its core methods, as
-// a freeze or an audit log would: every write is refused, every read
-// counted. It declares no capabilities of its own.
-type frozenDir struct {
-	*writefence.DirConditionalStore
-	puts, gets atomic.Int64
-}
-
-func (s *frozenDir) PutIfVersion(context.Context, string, []byte, string) (string, error) {
-	s.puts.Add(1)
-	return "", errFrozen
-}
-
-func (s *frozenDir) Get(ctx context.Context, key string) ([]byte, string, error) {
-	s.gets.Add(1)
-	return s.DirConditionalStore.Get(ctx, key)
-}
-
-// TestDirWrapperNeverBypassed: every write the package makes, through a
-// wrapper of the directory store, goes through the wrapper's PutIfVersion
-// (never the store's own PutPartsIfVersion) and every read through its Get
-// (never the store's GetPrefix): each write fails with the wrapper's
-// refusal on every attempt, and the files stay as they were.
-func TestDirWrapperNeverBypassed(t *testing.T) {
-	ctx := t.Context()
-	dir := t.TempDir()
-	s := newDirStore(t, dir)
-	plain := &writefence.Fence{Store: s}
-	require.NoError(t, plain.Push(ctx, "wal", "0", "a", 1, []byte("one")))
-	require.NoError(t, plain.Push(ctx, "wal", "1", "a", 1, []byte("one")))
-	damaged, err := os.ReadFile(keyFile(dir, mustKey(t, "wal", "1")))
-	require.NoError(t, err)
-	damageFile(t, dir, mustKey(t, "wal", "1"), testserver.Flipped(damaged, len(damaged)-5))
-	info, err := plain.Inspect(ctx, "wal", "1")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	before := dirSnapshot(t, dir)
-
-	w := &frozenDir{DirConditionalStore: s}
-	const attempts = 3
-	f := &writefence.Fence{Store: w, MaxAttempts: attempts}
-	var reads, writes atomic.Int64
-	counted := hook.With(ctx, &hook.Hooks{
-		Read: func(context.Context, string) error { reads.Add(1); return nil },
-		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
-			writes.Add(1)
-			return write()
-		},
-		Wait: func(context.Context, int, time.Duration) error { return nil },
-	})
-	lease := &writefence.Lease{Fence: f, Name: "l", Holder: "h", TTL: time.Minute}
-	for name, write := range map[string]func() error{
-		"push": func() error { return f.Push(counted, "wal", "0", "b", 2, []byte("two")) },
-		"seal": func() error { return f.Seal(counted, "wal", "0", "b", 3) },
-		"update": func() error {
-			return f.Update(counted, "wal", "0", "b", 4, func(cur []byte) ([]byte, error) { return append(cur, '!'), nil })
-		},
-		"settle": func() error {
-			return f.Settle(counted, "wal", "1", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 9, Payload: []byte("rebuilt")})
-		},
-		"lease acquire": func() error { _, err := lease.Acquire(counted); return err },
-		"claim brand":   func() error { _, err := f.ClaimBrand(counted); return err },
-	} {
-		t.Run(name, func(t *testing.T) {
-			reads.Store(0)
-			writes.Store(0)
-			w.gets.Store(0)
-			w.puts.Store(0)
-			require.ErrorIs(t, write(), errFrozen)
-			assert.Equal(t, int64(attempts), w.puts.Load(), "every attempt reached the wrapper's PutIfVersion")
-			assert.Equal(t, writes.Load(), w.puts.Load(), "every write went through the wrapper's PutIfVersion")
-			assert.Equal(t, reads.Load(), w.gets.Load(), "every read went through the wrapper's Get")
-			assert.Equal(t, before, dirSnapshot(t, dir), "nothing was written")
-		})
-	}
-}
-
 // blobFile returns the path of the blob file of key in dir.
 func blobFile(dir, key string) string {
 	sum := sha256.Sum256([]byte(key))
@@ -892,24 +841,10 @@ func blobTemps(t *testing.T, dir string) []string {
 	return temps
 }
 
-// TestDirBlobs checks the directory store's BlobStore against the
-// contract, and that nothing it did left a temporary file.
-func TestDirBlobs(t *testing.T) {
-	dir := t.TempDir()
-	testBlobStore(t, newDirStore(t, dir), "dir", 256<<10, 0)
-	assert.Empty(t, blobTemps(t, dir))
-}
-
 // TestDirBlobMemory: a 40 MiB blob streams through the store's 256 KiB
 // buffer.
 func TestDirBlobMemory(t *testing.T) {
 	testBlobMemory(t, newDirStore(t, t.TempDir()), 2*256<<10)
-}
-
-// TestDirBlobFence: see testBlobFence.
-func TestDirBlobFence(t *testing.T) {
-	t.Parallel()
-	testBlobFence(t, newDirStore(t, t.TempDir()), 0)
 }
 
 // TestDirBlobDamage: a blob file damaged on disk is never read as good

@@ -36,28 +36,62 @@ func newGCSIntegrationStore(t *testing.T) (*writefence.GCSConditionalStore, *sto
 	return writefence.NewGCSConditionalStore(c, name), c.Bucket(name)
 }
 
-// TestGCSConformance runs the exported conformance suite over one bucket.
+// TestGCSConformance runs the kit over one bucket, its traffic counted and
+// the adapter embedded in a wrapper of gcsWrapper's type, with blobs in
+// chunks of 256 KiB, the smallest the client sends.
 func TestGCSConformance(t *testing.T) {
 	t.Parallel()
-	store, bucket := newGCSIntegrationStore(t)
+	wire := testserver.NewTransport(t)
+	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
+	name := testserver.GCSBucket(t, c)
+	store := writefence.NewGCSConditionalStore(c, name)
 	store.MaxObjectSize = kitReadLimit
-	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageGCS(testserver.GCSClient(t, testserver.GCSEndpoint(t), nil), bucket.BucketName())))
+	store.BlobPartSize = 256 << 10
+	opts := kitOptions(testserver.DamageGCS(testserver.GCSClient(t, testserver.GCSEndpoint(t), nil), name))
+	opts.BlobPartSize = store.BlobPartSize
+	opts.Wire = &writefencetest.Wire{Count: func() (int64, int64) { return wire.Requests(), wire.GetBytesRead() }}
+	opts.Wrap = func(s writefence.ConditionalStore, o *writefencetest.Overrides) writefence.ConditionalStore {
+		return gcsWrapper{s.(*writefence.GCSConditionalStore), o}
+	}
+	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, opts)
 }
 
-// TestGCSIntegrationRoundTrip checks the adapter's own contract against the
-// emulator: versions are the generations the server reports, and every
-// refused write leaves the object as it was.
+// gcsWrapper is a store that embeds the GCS adapter and overrides Get and
+// PutIfVersion, as a quota or an audit log would (the kit's
+// Fence/Overrides).
+type gcsWrapper struct {
+	*writefence.GCSConditionalStore
+	o *writefencetest.Overrides
+}
+
+func (w gcsWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return w.o.Get(ctx, key, w.GCSConditionalStore.Get)
+}
+
+func (w gcsWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return w.o.PutIfVersion(ctx, key, data, expect, w.GCSConditionalStore.PutIfVersion)
+}
+
+// TestGCSIntegrationRoundTrip checks the adapter's own tokens against the
+// emulator: a version is the generation the server reports, and a token of
+// a form it never issues cannot match, leaving the object as it was.
 func TestGCSIntegrationRoundTrip(t *testing.T) {
 	store, bucket := newGCSIntegrationStore(t)
-	testProtocol(t, store, "1", func(_, v2 string, _ error) {
-		attrs, err := bucket.Object("k").Attrs(t.Context())
-		require.NoError(t, err)
-		assert.Equal(t, strconv.FormatInt(attrs.Generation, 10), v2, "the version is the object's generation")
-		for _, tok := range []string{"abc", "-1", "0", "1.5", "0" + v2} {
-			_, err = store.PutIfVersion(t.Context(), "k", []byte("c"), tok)
-			require.ErrorIs(t, err, writefence.ErrConflict, "token %q: a token never issued cannot match", tok)
-		}
-	})
+	v1, err := store.PutIfVersion(t.Context(), "k", []byte("one"), "")
+	require.NoError(t, err)
+	v2, err := store.PutIfVersion(t.Context(), "k", []byte("two"), v1)
+	require.NoError(t, err)
+	attrs, err := bucket.Object("k").Attrs(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, strconv.FormatInt(attrs.Generation, 10), v2, "the version is the object's generation")
+	for _, tok := range []string{"abc", "-1", "0", "1.5", "0" + v2} {
+		_, err = store.PutIfVersion(t.Context(), "k", []byte("c"), tok)
+		require.ErrorIs(t, err, writefence.ErrConflict, "token %q: a token never issued cannot match", tok)
+	}
+	data, v, err := store.Get(t.Context(), "k")
+	require.NoError(t, err)
+	assert.Equal(t, "two", string(data))
+	assert.Equal(t, v2, v)
 }
 
 // TestGCSIntegrationTooLarge reads an object at the limit and refuses one a
@@ -83,68 +117,11 @@ func TestGCSIntegrationTooLarge(t *testing.T) {
 	assert.Empty(t, v)
 }
 
-// TestGCSFenceRace: 16 writers push the same epoch to one shard in each of
-// 50 rounds, every one of them having read the record before any writes:
-// in every round exactly one push lands and every other is refused as
-// stale.
-func TestGCSFenceRace(t *testing.T) {
-	t.Parallel()
-	store, _ := newGCSIntegrationStore(t)
-	testFenceRace(t, store)
-}
-
-func TestGCSGetPrefix(t *testing.T) {
-	t.Parallel()
-	wire := testserver.NewTransport(t)
-	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
-	store := writefence.NewGCSConditionalStore(c, testserver.GCSBucket(t, c))
-	testPrefixAgreesWithGet(t, store)
-	testPrefixFence(t, store, func() (int64, int64) { return wire.Requests(), wire.GetBytesRead() }, 1, 0)
-	testPrefixTooLarge(t, store, func(n int64) { store.MaxObjectSize = n })
-}
-
-// gcsWrapper is a store that embeds the GCS adapter and overrides Get and
-// PutIfVersion, as a quota or an audit log would.
-type gcsWrapper struct {
-	*writefence.GCSConditionalStore
-	calls *wrapperCalls
-}
-
-func (w gcsWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return w.calls.get(ctx, key, w.GCSConditionalStore.Get)
-}
-
-func (w gcsWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return w.calls.put(ctx, key, data, expect, w.GCSConditionalStore.PutIfVersion)
-}
-
-// TestGCSWrapperNotBypassed: see testWrapperNotBypassed.
-func TestGCSWrapperNotBypassed(t *testing.T) {
-	store, _ := newGCSIntegrationStore(t)
-	calls := &wrapperCalls{}
-	testWrapperNotBypassed(t, store, gcsWrapper{store, calls}, calls, testserver.UniqueName(t)+"/")
-}
-
-// TestGCSBlobs checks the adapter's BlobStore on the emulator, with
-// chunks of 256 KiB, the smallest the client sends.
-func TestGCSBlobs(t *testing.T) {
-	store, _ := newGCSIntegrationStore(t)
-	store.BlobPartSize = 256 << 10
-	testBlobStore(t, store, "gcs", store.BlobPartSize, time.Second)
-}
-
 // TestGCSBlobMemory: a 40 MiB blob streamed in 16 MiB chunks allocates no
 // more than two chunks.
 func TestGCSBlobMemory(t *testing.T) {
 	store, _ := newGCSIntegrationStore(t)
 	testBlobMemory(t, store, 2*16<<20)
-}
-
-// TestGCSBlobFence: see testBlobFence.
-func TestGCSBlobFence(t *testing.T) {
-	t.Parallel()
-	store, _ := newGCSIntegrationStore(t)
-	testBlobFence(t, store, time.Second)
 }
 
 // TestGCSCommitManyBlobs: see testCommitManyBlobs.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -34,7 +33,7 @@ import (
 
 // The integration tests of the S3 adapter run against the S3 server named
 // by WRITEFENCE_S3_ENDPOINT (MinIO under .ci/run). The checks they share
-// with the other adapters are in adapter_checks_test.go.
+// with every store are the kit's (TestMinioConformance).
 
 // newMinioBucket returns a client of the S3 server and a bucket of the
 // test's own on it, removed with its objects when the test ends.
@@ -44,27 +43,61 @@ func newMinioBucket(t *testing.T) (*minio.Client, string) {
 	return c, testserver.MinioBucket(t, c)
 }
 
+// TestMinioConformance runs the kit over one bucket, its traffic counted
+// and the adapter embedded in a wrapper of minioWrapper's type, with blobs
+// in parts of S3's smallest size; a failed upload leaves no incomplete
+// multipart upload behind.
 func TestMinioConformance(t *testing.T) {
 	t.Parallel()
-	c, bucket := newMinioBucket(t)
+	wire := testserver.NewTransport(t)
+	c := testserver.S3Server(t).Client(t, wire)
+	bucket := testserver.MinioBucket(t, c)
 	store := writefence.NewMinioConditionalStore(c, bucket)
 	store.MaxObjectSize = kitReadLimit
+	store.BlobPartSize = 5 << 20
 	opts := kitOptions(testserver.DamageS3(c, bucket))
 	opts.OverwriteReads = 0 // in full: see testserver.KitOverwriteReads
+	opts.BlobPartSize = store.BlobPartSize
+	opts.Wire = &writefencetest.Wire{Count: func() (int64, int64) { return wire.Requests(), wire.GetBytesRead() }}
+	opts.Wrap = func(s writefence.ConditionalStore, o *writefencetest.Overrides) writefence.ConditionalStore {
+		return minioWrapper{s.(*writefence.MinioConditionalStore), o}
+	}
 	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, opts)
+	for u := range c.ListIncompleteUploads(t.Context(), bucket, "", true) {
+		require.NoError(t, u.Err)
+		t.Errorf("an upload was left incomplete: %s", u.Key)
+	}
 }
 
-// TestMinioProtocol walks the S3 answers the adapter classifies, on the
-// real server.
+// minioWrapper is a store that embeds the S3 adapter and overrides Get and
+// PutIfVersion, as a quota or an audit log would (the kit's Fence/Overrides).
+type minioWrapper struct {
+	*writefence.MinioConditionalStore
+	o *writefencetest.Overrides
+}
+
+func (w minioWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return w.o.Get(ctx, key, w.MinioConditionalStore.Get)
+}
+
+func (w minioWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return w.o.PutIfVersion(ctx, key, data, expect, w.MinioConditionalStore.PutIfVersion)
+}
+
+// TestMinioProtocol: the S3 answers the adapter classifies, on the real
+// server: a version is an ETag without its quotes, and a second create is
+// the server's 412, classified as ErrConflict.
 func TestMinioProtocol(t *testing.T) {
 	c, bucket := newMinioBucket(t)
-	testProtocol(t, writefence.NewMinioConditionalStore(c, bucket), "d41d8cd98f00b204e9800998ecf8427e",
-		func(v1, _ string, createErr error) {
-			assert.NotContains(t, v1, `"`)
-			var resp minio.ErrorResponse
-			require.ErrorAs(t, createErr, &resp)
-			assert.Equal(t, 412, resp.StatusCode)
-		})
+	store := writefence.NewMinioConditionalStore(c, bucket)
+	v1, err := store.PutIfVersion(t.Context(), "k", []byte("one"), "")
+	require.NoError(t, err)
+	assert.NotContains(t, v1, `"`)
+	_, err = store.PutIfVersion(t.Context(), "k", []byte("other"), "")
+	require.ErrorIs(t, err, writefence.ErrConflict)
+	var resp minio.ErrorResponse
+	require.ErrorAs(t, err, &resp)
+	assert.Equal(t, 412, resp.StatusCode)
 }
 
 // TestMinioLargeRecordIsSinglePart writes a 17 MiB record, above
@@ -178,15 +211,6 @@ func TestMinioRecordsNeedNoChunking(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, http.StatusLengthRequired, minio.ToErrorResponse(err).StatusCode)
 	assert.Equal(t, int64(1), refused.Load())
-}
-
-// TestMinioFenceRace: 16 writers push the same epoch each round, every one
-// of them having read the record before any writes; exactly one lands,
-// every other is refused as stale.
-func TestMinioFenceRace(t *testing.T) {
-	t.Parallel()
-	c, bucket := newMinioBucket(t)
-	testFenceRace(t, writefence.NewMinioConditionalStore(c, bucket))
 }
 
 // TestMinioFailuresAreNeitherSentinel: a missing bucket, bad credentials
@@ -319,111 +343,12 @@ func (c *switchableCreds) RetrieveWithCredContext(*credentials.CredContext) (cre
 
 func (c *switchableCreds) IsExpired() bool { return true }
 
-// TestMinioSettleAboveDamage: see testSettleAboveDamage; the damage is a
-// rewrite of the object with one bit of its payload flipped.
-func TestMinioSettleAboveDamage(t *testing.T) {
-	c, bucket := newMinioBucket(t)
-	testSettleAboveDamage(t, writefence.NewMinioConditionalStore(c, bucket), minioRaw(c, bucket))
-}
-
-// TestMinioSettleRepeatDamage: see testSettleRepeatDamage; the record is
-// emptied with a PUT of no bytes, whose ETag is the same each time.
-func TestMinioSettleRepeatDamage(t *testing.T) {
-	c, bucket := newMinioBucket(t)
-	testSettleRepeatDamage(t, writefence.NewMinioConditionalStore(c, bucket), minioRaw(c, bucket))
-}
-
-// minioWrapper is a store that embeds the S3 adapter and overrides Get and
-// PutIfVersion, as a quota or an audit log would.
-type minioWrapper struct {
-	*writefence.MinioConditionalStore
-	calls *wrapperCalls
-}
-
-func (w minioWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return w.calls.get(ctx, key, w.MinioConditionalStore.Get)
-}
-
-func (w minioWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return w.calls.put(ctx, key, data, expect, w.MinioConditionalStore.PutIfVersion)
-}
-
-// TestMinioWrapperNotBypassed: see testWrapperNotBypassed.
-func TestMinioWrapperNotBypassed(t *testing.T) {
-	c, bucket := newMinioBucket(t)
-	store := writefence.NewMinioConditionalStore(c, bucket)
-	calls := &wrapperCalls{}
-	testWrapperNotBypassed(t, store, minioWrapper{store, calls}, calls, testserver.UniqueName(t)+"/")
-}
-
-func TestMinioGetPrefix(t *testing.T) {
-	t.Parallel()
-	wire := testserver.NewTransport(t)
-	c := testserver.S3Server(t).Client(t, wire)
-	store := writefence.NewMinioConditionalStore(c, testserver.MinioBucket(t, c))
-	testPrefixAgreesWithGet(t, store)
-	testPrefixFence(t, store, func() (int64, int64) { return wire.Requests(), wire.GetBytesRead() }, 1, 0)
-	testPrefixTooLarge(t, store, func(n int64) { store.MaxObjectSize = n })
-}
-
-// minioRaw is rawAccess to bucket through c, minio-go's own calls.
-func minioRaw(c *minio.Client, bucket string) rawAccess {
-	read := func(t *testing.T, key string) (string, bool) {
-		t.Helper()
-		o, err := c.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
-		require.NoError(t, err)
-		defer o.Close()
-		b, err := io.ReadAll(o)
-		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
-			return "", false
-		}
-		require.NoError(t, err)
-		return string(b), true
-	}
-	put := func(t *testing.T, key string, b []byte) {
-		t.Helper()
-		_, err := c.PutObject(context.Background(), bucket, key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{})
-		require.NoError(t, err)
-	}
-	return rawAccess{
-		read: read,
-		flipLast: func(t *testing.T, key string) {
-			t.Helper()
-			v, ok := read(t, key)
-			require.True(t, ok)
-			put(t, key, testserver.Flipped([]byte(v), len(v)-1))
-		},
-		empty: func(t *testing.T, key string) { t.Helper(); put(t, key, nil) },
-	}
-}
-
-// TestMinioBlobs checks the adapter's BlobStore on the server, with parts
-// of S3's smallest size, and that a failed upload leaves no incomplete
-// multipart upload behind.
-func TestMinioBlobs(t *testing.T) {
-	c, bucket := newMinioBucket(t)
-	store := writefence.NewMinioConditionalStore(c, bucket)
-	store.BlobPartSize = 5 << 20
-	testBlobStore(t, store, "s3", store.BlobPartSize, time.Second)
-	for u := range c.ListIncompleteUploads(t.Context(), bucket, "", true) {
-		require.NoError(t, u.Err)
-		t.Errorf("an upload was left incomplete: %s", u.Key)
-	}
-}
-
 // TestMinioBlobMemory: a 40 MiB blob streamed in 16 MiB parts allocates
 // no more than two parts.
 func TestMinioBlobMemory(t *testing.T) {
 	c, bucket := newMinioBucket(t)
 	store := writefence.NewMinioConditionalStore(c, bucket)
 	testBlobMemory(t, store, 2*16<<20)
-}
-
-// TestMinioBlobFence: see testBlobFence.
-func TestMinioBlobFence(t *testing.T) {
-	t.Parallel()
-	c, bucket := newMinioBucket(t)
-	testBlobFence(t, writefence.NewMinioConditionalStore(c, bucket), time.Second)
 }
 
 // TestMinioCommitManyBlobs: see testCommitManyBlobs.

@@ -332,16 +332,32 @@ func (c valkeyCountingConn) Read(p []byte) (int, error) {
 
 // ---- conformance ----
 
-// TestValkeyConformance runs the conformance suite on both write paths. The
-// suite works under random key prefixes of its own and deletes its keys
-// through the store's Deleter.
+// TestValkeyConformance runs the conformance suite on both write paths,
+// the store's traffic counted and the adapter embedded in a valkeyWrapper.
+// The suite works under random key prefixes of its own and deletes its
+// keys through the store's Deleter.
 func TestValkeyConformance(t *testing.T) {
 	t.Parallel()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
-		c := newValkeyClient(t)
+		c, tap := newTappedValkeyClient(t)
+		read := &valkeyByteCounter{}
+		c.AddHook(read)
 		store := newValkeyStore(c, script)
 		store.MaxObjectSize = kitReadLimit
-		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, kitOptions(testserver.DamageValkey(c)))
+		opts := kitOptions(testserver.DamageValkey(c))
+		// A write is a round trip on the script path, two on the WATCH
+		// path (the check of the head, then the transaction). The slack
+		// covers the RESP framing and the other replies of a push, and on
+		// the WATCH path the head and tail its write reads (at most 4 KiB).
+		opts.Wire = &writefencetest.Wire{
+			Count:      func() (int64, int64) { return tap.rounds(), read.n.Load() },
+			WriteTrips: map[bool]int64{false: 2, true: 1}[script],
+			Slack:      map[bool]int64{false: 4096, true: 384}[script],
+		}
+		opts.Wrap = func(s writefence.ConditionalStore, o *writefencetest.Overrides) writefence.ConditionalStore {
+			return valkeyWrapper{s.(*writefence.ValkeyConditionalStore), o}
+		}
+		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, opts)
 	})
 }
 
@@ -646,32 +662,15 @@ func TestValkeyTooLarge(t *testing.T) {
 	assert.Len(t, valkeyRaw(t, c, prefix+"big"), 100+4<<20, "the refused put wrote nothing")
 }
 
-// TestValkeyGetPrefix: GetPrefix agrees with Get, and a Fence over a
-// 16 MiB record reads no more than the heads on either path: a cold push
-// reads a header's worth (GetPrefix) and the write's own check of the head
-// (4000 bytes on the WATCH path, none on the script path, which checks on
-// the server); a steady push reads the write's check alone.
+// TestValkeyGetPrefix: GetPrefix of a value not in the store's layout is
+// damage, on either path.
 func TestValkeyGetPrefix(t *testing.T) {
 	t.Parallel()
-	eachValkeyPath(t, func(t *testing.T, script bool) {
-		client, tap := newTappedValkeyClient(t)
-		wire := &valkeyByteCounter{}
-		client.AddHook(wire)
-		store := newValkeyStore(client, script)
-		testPrefixAgreesWithGet(t, store)
-		traffic := func() (int64, int64) { return tap.rounds(), wire.n.Load() }
-		// The slack covers the header and the tail GetPrefix reads, the
-		// RESP framing and the other replies of a push, and on the WATCH
-		// path the head and tail its write reads (steady push: at most
-		// 4 KiB, asserted here).
-		testPrefixFence(t, store, traffic, map[bool]int64{false: 2, true: 1}[script], map[bool]int64{false: 4096, true: 384}[script])
-
-		t.Run("not this store's layout", func(t *testing.T) {
-			key := valkeyPrefix(t, client) + "plain"
-			require.NoError(t, client.Set(t.Context(), key, "plain", 0).Err())
-			_, _, _, err := store.GetPrefix(t.Context(), key, 10)
-			requireCorrupt(t, err, key)
-		})
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+		key := prefix + "plain"
+		require.NoError(t, c.Set(t.Context(), key, "plain", 0).Err())
+		_, _, _, err := store.GetPrefix(t.Context(), key, 10)
+		requireCorrupt(t, err, key)
 	})
 }
 
@@ -1016,74 +1015,21 @@ func TestValkeyFirstLayout(t *testing.T) {
 	})
 }
 
-// valkeyRawAccess is rawAccess through c, Valkey's own commands.
-func valkeyRawAccess(c *redis.Client) rawAccess {
-	return rawAccess{
-		read: func(t *testing.T, key string) (string, bool) {
-			t.Helper()
-			v, err := c.Get(context.Background(), key).Result()
-			if errors.Is(err, redis.Nil) {
-				return "", false
-			}
-			require.NoError(t, err)
-			return v, true
-		},
-		flipLast: func(t *testing.T, key string) {
-			t.Helper()
-			ctx := context.Background()
-			n, err := c.StrLen(ctx, key).Result()
-			require.NoError(t, err)
-			b, err := c.GetRange(ctx, key, n-1, n-1).Result()
-			require.NoError(t, err)
-			require.NoError(t, c.SetRange(ctx, key, n-1, string(testserver.Flipped([]byte(b), 0))).Err())
-		},
-		empty: func(t *testing.T, key string) {
-			t.Helper()
-			require.NoError(t, c.Set(context.Background(), key, "", 0).Err())
-		},
-	}
-}
-
-// TestValkeySettleAboveDamage: see testSettleAboveDamage; the damage is a
-// SETRANGE of the record's last payload byte, which the store finds by its
-// digest and whose header it still locates (CorruptError.Head).
-func TestValkeySettleAboveDamage(t *testing.T) {
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, _ string) {
-		testSettleAboveDamage(t, store, valkeyRawAccess(c))
-	})
-}
-
-// TestValkeySettleRepeatDamage: see testSettleRepeatDamage; the record is
-// emptied with a SET of "", whose damaged version is the same each time.
-func TestValkeySettleRepeatDamage(t *testing.T) {
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, _ string) {
-		testSettleRepeatDamage(t, store, valkeyRawAccess(c))
-	})
-}
-
 // valkeyWrapper is a store that embeds the Valkey adapter and overrides Get
 // and PutIfVersion, as a quota or an audit log would. It inherits
 // GetPrefix, PutPartsIfVersion and PutIfBranded, none of which may be used
 // through it.
 type valkeyWrapper struct {
 	*writefence.ValkeyConditionalStore
-	calls *wrapperCalls
+	o *writefencetest.Overrides
 }
 
 func (w valkeyWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return w.calls.get(ctx, key, w.ValkeyConditionalStore.Get)
+	return w.o.Get(ctx, key, w.ValkeyConditionalStore.Get)
 }
 
 func (w valkeyWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return w.calls.put(ctx, key, data, expect, w.ValkeyConditionalStore.PutIfVersion)
-}
-
-// TestValkeyWrapperNotBypassed: see testWrapperNotBypassed; on both paths.
-func TestValkeyWrapperNotBypassed(t *testing.T) {
-	eachValkeyStore(t, func(t *testing.T, _ *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
-		calls := &wrapperCalls{}
-		testWrapperNotBypassed(t, store, valkeyWrapper{store, calls}, calls, prefix)
-	})
+	return w.o.PutIfVersion(ctx, key, data, expect, w.ValkeyConditionalStore.PutIfVersion)
 }
 
 // ---- the brand checked in the write (PutIfBranded) ----
