@@ -230,3 +230,35 @@ func TestCheckPrefix(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseBlobName: ParseBlobName never panics and is BlobName's exact
+// inverse: a name it accepts is the one BlobName makes of what it
+// returned, and every name BlobName makes of an epoch, a non-empty writer
+// and an id of 32 lower-case hexadecimal digits parses back to them.
+func FuzzParseBlobName(f *testing.F) {
+	const id = "0123456789abcdef0123456789abcdef"
+	f.Add(BlobName(5, "node-4", id), uint64(5), "node-4")
+	f.Add(BlobName(^uint64(0), "a b/%c\x00\xff", id), uint64(0), "a b/%c\x00\xff")
+	f.Add("0000000000000005-"+id+"-", uint64(1), "")
+	f.Add("000000000000000G-"+id+"-w", uint64(1), "w")
+	f.Add("0000000000000005-"+strings.ToUpper(id)+"-w", uint64(1), "%")
+	f.Add("", uint64(0), "x")
+	f.Fuzz(func(t *testing.T, name string, epoch uint64, writer string) {
+		if e, gotID, w, ok := ParseBlobName(name); ok {
+			if w == "" || len(gotID) != 32 || !isHex(gotID) || strings.ToLower(gotID) != gotID {
+				t.Fatalf("ParseBlobName(%q) accepted writer %q, id %q", name, w, gotID)
+			}
+			if again := BlobName(e, w, gotID); again != name {
+				t.Fatalf("ParseBlobName(%q) = %d, %q, %q, which BlobName makes %q", name, e, gotID, w, again)
+			}
+		}
+		if writer == "" {
+			return
+		}
+		made := BlobName(epoch, writer, id)
+		e, gotID, w, ok := ParseBlobName(made)
+		if !ok || e != epoch || gotID != id || w != writer {
+			t.Fatalf("BlobName(%d, %q, %q) = %q parses as %d, %q, %q, %v", epoch, writer, id, made, e, gotID, w, ok)
+		}
+	})
+}
