@@ -322,3 +322,35 @@ func TestParseShardKey(t *testing.T) {
 		assert.False(t, ok, "%q", k)
 	}
 }
+
+// FuzzParseRef: parseRef never panics; a reference it accepts is exactly
+// the one blob put prints for what it returned (the CRC's hexadecimal in
+// either case), and parses back to it; one it refuses is a usage error.
+func FuzzParseRef(f *testing.F) {
+	name := keys.BlobName(5, "node-4", "0123456789abcdef0123456789abcdef")
+	f.Add(name + ":10:0000beef")
+	f.Add(name + ":0:DEADBEEF")
+	f.Add(name + ":010:0000beef")
+	f.Add(name + ":9223372036854775808:0000beef")
+	f.Add(name + ":-1:0000beef")
+	f.Add(name + ":1:+0000bee")
+	f.Add(name + ":1:0000beef:x")
+	f.Add("not a blob:1:0000beef")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := parseRef(s)
+		if err != nil {
+			if !isUsage(err) {
+				t.Fatalf("parseRef(%q): %v, not a usage error", s, err)
+			}
+			return
+		}
+		printed := newBlobRef(r).Ref
+		if !strings.EqualFold(printed, s) || printed[:len(printed)-8] != s[:len(s)-8] {
+			t.Fatalf("parseRef(%q) = %+v, which blob put prints %q", s, r, printed)
+		}
+		if back, err := parseRef(printed); err != nil || back != r {
+			t.Fatalf("parseRef(%q) = %+v, %v; want %+v", printed, back, err, r)
+		}
+	})
+}
