@@ -49,6 +49,17 @@ func newStore(t *testing.T, rt *testserver.Transport) (*dynamodb.Client, string,
 	return c, table, dynamostore.New(c, table)
 }
 
+// TestConformanceUntold runs the kit's size checks on a store left as
+// New makes it, without Options.ReadLimit: an item holds less than the
+// 1 MiB Payload/1MiB writes, and the kit learns the limit from the store's
+// ErrTooLarge and checks it there.
+func TestConformanceUntold(t *testing.T) {
+	_, _, store := newStore(t, nil)
+	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
+		Only: "^(Payload/1MiB|Get/TooLarge|GetPrefix/Sizes|Fence/Reads)$",
+	})
+}
+
 // TestConformance runs the kit on both ways a write learns the item it
 // conditions on: remembered (the default) and read first (CacheBytes < 0).
 // Damage is in place: the data attribute changed, version and digest kept.
