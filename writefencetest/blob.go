@@ -314,10 +314,15 @@ func wantAgree(t *testing.T, call string, info, stat writefence.BlobInfo) {
 	}
 }
 
+// blobFirstChunk is the most a store may read of a blob before it chooses
+// between one request and an upload in parts (S3's adapter reads 5 MiB,
+// GCS's 1 MiB): the round trip goes two parts past it.
+const blobFirstChunk = 5 << 20
+
 // testBlobRoundTrip streams blobs of 0 bytes, 1 byte, a part less a byte,
-// a part, and two parts and a byte, in small chunks, and reads them back: the same bytes, the size
-// written, a creation time, and CreateBlob, StatBlob and OpenBlob agreeing
-// on them.
+// a part, two parts and a byte, and two parts past blobFirstChunk, in
+// small chunks, and reads them back: the same bytes, the size written, a
+// creation time, and CreateBlob, StatBlob and OpenBlob agreeing on them.
 func testBlobRoundTrip(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
 	for _, c := range []struct {
@@ -329,6 +334,7 @@ func testBlobRoundTrip(t *testing.T, sc *scope) {
 		{"part-less-a-byte", blobBytes{4, sc.blobPart() - 1}},
 		{"part", blobBytes{5, sc.blobPart()}},
 		{"parts", blobBytes{3, 2*sc.blobPart() + 1}},
+		{"past-first-chunk", blobBytes{6, blobFirstChunk + 2*sc.blobPart() + 12345}},
 	} {
 		key := sc.blobKey("roundtrip-" + c.name)
 		r := c.b.reader()

@@ -157,10 +157,13 @@
 //     and returns it; a context cancelled before the listing, or by fn
 //     during it, makes List return an error matching context.Canceled.
 //   - Blobs/RoundTrip (with a BlobStore, for this and every Blobs check):
-//     blobs of 0 bytes, 1 byte and two parts and a byte (Options.BlobPartSize,
-//     5 MiB by default), streamed from a reader that yields chunks of 1 to
-//     4,096 bytes, the last one together with io.EOF, are read to io.EOF by
-//     CreateBlob and read back by OpenBlob byte for byte; CreateBlob,
+//     blobs of 0 bytes, 1 byte, a part less a byte, a part, two parts and
+//     a byte (Options.BlobPartSize, 5 MiB by default) and two parts past
+//     the first 5 MiB (which a store may read before it chooses one
+//     request or an upload in parts), streamed from a reader that yields
+//     chunks of 1 to 4,096 bytes, the last one together with io.EOF, are
+//     read to io.EOF by CreateBlob and read back by OpenBlob byte for
+//     byte; CreateBlob,
 //     StatBlob and OpenBlob give the key, the size written and a time that
 //     is not zero, and agree on them (times within a second: S3's
 //     Last-Modified has one-second resolution).
