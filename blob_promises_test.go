@@ -119,6 +119,28 @@ func (s *holdingStore) PutIfVersion(ctx context.Context, key string, data []byte
 	return s.MemStore.PutIfVersion(ctx, key, data, expect)
 }
 
+// pausedCommit pushes the shard's record at epoch 1 over mem, puts a
+// blob by "a" at blobEpoch, and starts a commit of it at epoch 2 that
+// checks the blob and is held once it has sent its write; it returns the
+// holding store, whose release lets the write go, the writer's Fence, the
+// blob's reference and the commit's end.
+func pausedCommit(t *testing.T, mem *writefence.MemStore, blobEpoch uint64) (*holdingStore, *writefence.Fence, writefence.BlobRef, <-chan error) {
+	t.Helper()
+	ctx := t.Context()
+	store := &holdingStore{MemStore: mem, key: mustKey(t, "wal", "0"), arrived: make(chan struct{}), release: make(chan struct{})}
+	writer := &writefence.Fence{Store: store}
+	require.NoError(t, writer.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+	ref := putBlob(t, writer, "a", blobEpoch, "segment")
+
+	store.mu.Lock()
+	store.holding = true
+	store.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- writer.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)) }()
+	<-store.arrived // the commit checked its blob and sent its write
+	return store, writer, ref, done
+}
+
 // TestPausedCommitNeverLandsADeletedBlob: a commit that checked its blob,
 // then paused before its write for longer than the grace, while Collect
 // deleted the blob, is refused: it never lands a reference to a blob that
@@ -129,18 +151,7 @@ func TestPausedCommitNeverLandsADeletedBlob(t *testing.T) {
 	ctx := t.Context()
 	clock := newMemClock()
 	mem := &writefence.MemStore{Clock: clock.now}
-	key := mustKey(t, "wal", "0")
-	store := &holdingStore{MemStore: mem, key: key, arrived: make(chan struct{}), release: make(chan struct{})}
-	writer := &writefence.Fence{Store: store}
-	require.NoError(t, writer.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
-	ref := putBlob(t, writer, "a", 1, "segment")
-
-	store.mu.Lock()
-	store.holding = true
-	store.mu.Unlock()
-	done := make(chan error, 1)
-	go func() { done <- writer.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)) }()
-	<-store.arrived // the commit checked its blob and sent its write
+	store, writer, ref, done := pausedCommit(t, mem, 1)
 
 	clock.advance(2 * time.Hour)
 	collector := &writefence.Fence{Store: mem}

@@ -19,18 +19,7 @@ import (
 func TestPromise24_CollectOfBlobsWithoutCreationTime(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{Clock: func() time.Time { return time.Time{} }}
-	key := mustKey(t, "wal", "0")
-	store := &holdingStore{MemStore: mem, key: key, arrived: make(chan struct{}), release: make(chan struct{})}
-	writer := &writefence.Fence{Store: store}
-	require.NoError(t, writer.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
-	ref := putBlob(t, writer, "a", 2, "segment")
-
-	store.mu.Lock()
-	store.holding = true
-	store.mu.Unlock()
-	done := make(chan error, 1)
-	go func() { done <- writer.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)) }()
-	<-store.arrived // the commit checked its blob and sent its write
+	store, _, _, done := pausedCommit(t, mem, 2)
 
 	collector := &writefence.Fence{Store: mem}
 	report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{})

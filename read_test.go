@@ -67,18 +67,7 @@ func TestColdPushReadsHeaderOnly(t *testing.T) {
 // references, the tenure floor and the horizon.
 func TestColdPushOverManyReferences(t *testing.T) {
 	ctx := context.Background()
-	store := &prefixStore{}
-	f := &writefence.Fence{Store: store}
-	var refs []writefence.BlobRef
-	for i := range 200 {
-		ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader(fmt.Sprint("segment ", i)))
-		require.NoError(t, err)
-		refs = append(refs, ref)
-	}
-	payload := make([]byte, 1<<20)
-	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
-		return writefence.Manifest{Payload: payload, Blobs: refs}, nil
-	}))
+	store, f, payload := manyReferences(t)
 	before, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
 	data, _, err := store.MemStore.Get(ctx, mustKey(t, "wal", "0"))
@@ -98,13 +87,12 @@ func TestColdPushOverManyReferences(t *testing.T) {
 	assert.Equal(t, before.Horizon, after.Horizon)
 }
 
-// TestColdPushOverDamagedReferences: a cold push over a stream's record
-// whose references, past one header read, were damaged under an intact
-// header (written whole from outside, a new version) fails closed: the
-// second ranged read brings the references, their check fails, and the
-// push refuses with ErrCorrupt, writing nothing.
-func TestColdPushOverDamagedReferences(t *testing.T) {
-	ctx := context.Background()
+// manyReferences returns a store holding a stream's record of a 1 MiB
+// payload whose 200 references run past one header read, committed by
+// writer "a" at epoch 1 through the Fence returned, and the payload.
+func manyReferences(t *testing.T) (*prefixStore, *writefence.Fence, []byte) {
+	t.Helper()
+	ctx := t.Context()
 	store := &prefixStore{}
 	f := &writefence.Fence{Store: store}
 	var refs []writefence.BlobRef
@@ -117,6 +105,17 @@ func TestColdPushOverDamagedReferences(t *testing.T) {
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
 		return writefence.Manifest{Payload: payload, Blobs: refs}, nil
 	}))
+	return store, f, payload
+}
+
+// TestColdPushOverDamagedReferences: a cold push over a stream's record
+// whose references, past one header read, were damaged under an intact
+// header (written whole from outside, a new version) fails closed: the
+// second ranged read brings the references, their check fails, and the
+// push refuses with ErrCorrupt, writing nothing.
+func TestColdPushOverDamagedReferences(t *testing.T) {
+	ctx := context.Background()
+	store, _, payload := manyReferences(t)
 	key := mustKey(t, "wal", "0")
 	data, v, err := store.MemStore.Get(ctx, key)
 	require.NoError(t, err)
