@@ -453,8 +453,9 @@ type GCReport struct {
 //
 // A pass lists the shard's blob space once (ListBlobs) and deletes in
 // batches through DeleteBlobs: on a store that declares a
-// BlobBatchDeleter, a batch is up to 1,000 blobs in one request (S3's
-// DeleteObjects); elsewhere up to 100 blobs, one DeleteBlob each. Of a
+// BlobBatchDeleter, a batch is up to 10,000 blobs (ten of S3's
+// DeleteObjects requests of 1,000 keys); elsewhere up to 100 blobs, one
+// DeleteBlob each. Of a
 // batch that fails part way, the blobs the store reports deleted are in
 // the report.
 //

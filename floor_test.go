@@ -542,7 +542,7 @@ func TestCollectChecksTenureBeforeEachBatch(t *testing.T) {
 		store    lossStore
 		n, batch int
 	}{
-		{"mem", &writefence.MemStore{}, 2500, 1000},
+		{"mem", &writefence.MemStore{}, 25000, 10000},
 		{"dir", newDirStore(t, t.TempDir()), 250, 100},
 	} {
 		t.Run(c.name, func(t *testing.T) {
