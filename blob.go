@@ -65,9 +65,13 @@ func (m Manifest) clone() Manifest {
 
 // newRefs returns the references of next that current does not hold.
 func newRefs(current, next []BlobRef) []BlobRef {
+	had := make(map[BlobRef]bool, len(current))
+	for _, r := range current {
+		had[r] = true
+	}
 	var added []BlobRef
 	for _, r := range next {
-		if !slices.Contains(current, r) {
+		if !had[r] {
 			added = append(added, r)
 		}
 	}
@@ -210,12 +214,15 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 //     else an error matching ErrNotFound (ErrInvalidArgument for another
 //     size).
 //
-// The blobs are checked with StatBlobs between the commit's read and its
-// write: on a store whose listing is consistent (ConsistentBlobLister:
-// S3, GCS, MemStore), the blobs of each epoch that two or more of them
-// were written at with one listing (one request for a thousand blobs),
-// elsewhere, and for a blob a listing did not show, with StatBlob, 16 at
-// a time. A failure to read is retried as the record's read is.
+// The blobs are checked between the commit's read and its write: on a
+// store whose listing is consistent (ConsistentBlobLister: S3, GCS,
+// MemStore), the blobs of each epoch that two or more of them were
+// written at with one listing (one request for a thousand blobs), unless
+// the record references so many blobs of that epoch already that the
+// listing would run over its budget (max(1000, 2 × the new ones)) before
+// it showed them; elsewhere, and for a blob a listing did not show, with
+// StatBlob, 16 at a time. A failure to read is retried as the record's
+// read is.
 //
 // The tenure floor: a manifest records the epoch at which its writer's
 // tenure began. A commit by another writer than the recorded one starts a
@@ -241,8 +248,8 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 		return keyErr(err)
 	}
 	u.next, u.commit = next, true
-	u.checkBlobs = func(refs []BlobRef, floor uint64, horizon int64) error {
-		return f.checkBlobs(ctx, u.key, space, writer, epoch, refs, floor, horizon)
+	u.checkBlobs = func(current, refs []BlobRef, floor uint64, horizon int64) error {
+		return f.checkBlobs(ctx, u.key, space, writer, epoch, current, refs, floor, horizon)
 	}
 	return f.runUpdate(ctx, u)
 }

@@ -52,6 +52,17 @@ var errListBudget = errors.New("writefence: listing over its budget")
 // listing or of a StatBlob (other than ErrNotFound) ends the call and is
 // returned.
 func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string) (map[string]BlobInfo, error) {
+	return statBlobs(ctx, s, prefixes, keys, nil)
+}
+
+// statBlobs is StatBlobs, told of others: how many blobs other than keys
+// are known to be under a prefix (a commit knows the blobs of an epoch its
+// record references already). A prefix whose listing would run over its
+// budget on those alone is not listed: its keys are checked with
+// StatBlob. In a long epoch, where thousands of blobs share the prefix, a
+// commit of a few new ones so costs their StatBlobs, never a listing of
+// a thousand blobs that may not show them.
+func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string, others map[string]int) (map[string]BlobInfo, error) {
 	bs, ok := capability[BlobStore](s)
 	if !ok {
 		return nil, fmt.Errorf("writefence: the store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
@@ -65,7 +76,7 @@ func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string)
 	pending := keys
 	if lister, ok := capability[ConsistentBlobLister](s); ok {
 		var err error
-		if pending, err = listBlobs(ctx, lister, prefixes, keys, found); err != nil {
+		if pending, err = listBlobs(ctx, lister, prefixes, keys, others, found); err != nil {
 			return nil, err
 		}
 	}
@@ -75,9 +86,10 @@ func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string)
 	return found, nil
 }
 
-// listBlobs lists each prefix that statListMin of keys share, records in
-// found the keys it shows, and returns the keys left to stat.
-func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys []string, found map[string]BlobInfo) ([]string, error) {
+// listBlobs lists each prefix that statListMin of keys share, unless
+// others says its listing would run over its budget, records in found the
+// keys it shows, and returns the keys left to stat.
+func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys []string, others map[string]int, found map[string]BlobInfo) ([]string, error) {
 	byPrefix := map[string][]string{}
 	var rest []string
 	for _, k := range keys {
@@ -86,7 +98,8 @@ func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys 
 	}
 	for _, p := range prefixes {
 		ks := byPrefix[p]
-		if len(ks) < statListMin {
+		budget := max(1000, 2*len(ks))
+		if len(ks) < statListMin || others[p]+len(ks) > budget {
 			rest = append(rest, ks...)
 			continue
 		}
@@ -94,7 +107,6 @@ func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys 
 		for _, k := range ks {
 			want[k] = true
 		}
-		budget := max(1000, 2*len(ks))
 		err := lister.ListBlobsConsistent(ctx, p, func(b BlobInfo) error {
 			if want[b.Key] {
 				found[b.Key] = b
@@ -161,14 +173,15 @@ func statEach(ctx context.Context, bs BlobStore, keys []string, found map[string
 }
 
 // checkBlobs checks the blobs a commit to the record at key, by writer
-// at epoch, newly references: that each was written by writer at an
+// at epoch, newly references (refs; current are those the record
+// references already): that each was written by writer at an
 // epoch not above the commit's and not below floor, the tenure floor
 // (their names say so), and that each exists with the size referenced,
 // created at or after horizon, the record's collection horizon (see
 // Commit). The names are checked first, which costs nothing; then the
 // blobs, with StatBlobs over the prefixes of their epochs. A failure to
 // read that is not a refusal is a readFailure, which the engine retries.
-func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch uint64, refs []BlobRef, floor uint64, horizon int64) error {
+func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch uint64, current, refs []BlobRef, floor uint64, horizon int64) error {
 	var prefixes, blobKeys []string
 	for _, r := range refs {
 		e, _, w, ok := keys.ParseBlobName(r.Name)
@@ -190,8 +203,14 @@ func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch
 	if len(refs) == 0 {
 		return nil
 	}
+	others := map[string]int{}
+	for _, r := range current {
+		if e, _, _, ok := keys.ParseBlobName(r.Name); ok {
+			others[space+keys.BlobEpochPrefix(e)]++
+		}
+	}
 	store := f.blobStore()
-	found, err := StatBlobs(ctx, store, prefixes, blobKeys)
+	found, err := statBlobs(ctx, store, prefixes, blobKeys, others)
 	switch {
 	case err != nil && !final(err):
 		// A read like any other: retried after a back-off.

@@ -498,3 +498,53 @@ func declares[C any](s writefence.ConditionalStore) bool {
 	_, has := s.(C)
 	return ok && has && c.Capabilities() == s
 }
+
+// countingListing is a MemStore that counts its consistent listings and
+// its StatBlobs.
+type countingListing struct {
+	*writefence.MemStore
+	lists, stats atomic.Int64
+}
+
+func (s *countingListing) Capabilities() writefence.ConditionalStore { return s }
+
+func (s *countingListing) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	s.lists.Add(1)
+	return s.MemStore.ListBlobsConsistent(ctx, prefix, fn)
+}
+
+func (s *countingListing) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
+	s.stats.Add(1)
+	return s.MemStore.StatBlob(ctx, key)
+}
+
+// TestCommitInALongEpoch: once the record references more blobs written
+// at one epoch than a listing's budget, a commit of a few new blobs of that
+// epoch checks them with StatBlob and lists nothing (a listing would run
+// over the old blobs and not show the new ones); below that, it lists.
+func TestCommitInALongEpoch(t *testing.T) {
+	ctx := t.Context()
+	s := &countingListing{MemStore: &writefence.MemStore{}}
+	f := &writefence.Fence{Store: s}
+	epoch := uint64(1)
+	commit := func(n int) {
+		var refs []writefence.BlobRef
+		for i := range n {
+			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+		}
+		epoch++ // the blobs stay those of epoch 1: a term's blobs, committed at rising epochs
+		require.NoError(t, f.Commit(ctx, "wal", "0", "a", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = append(m.Blobs, refs...)
+			return m, nil
+		}))
+	}
+	commit(990)
+	require.EqualValues(t, 1, s.lists.Load(), "a fresh epoch's blobs: one listing")
+	require.Zero(t, s.stats.Load())
+	commit(10)
+	assert.EqualValues(t, 2, s.lists.Load(), "1,000 blobs of the epoch, the budget: listed")
+	assert.Zero(t, s.stats.Load())
+	commit(16)
+	assert.EqualValues(t, 2, s.lists.Load(), "1,016 blobs of the epoch, over the budget: not listed")
+	assert.EqualValues(t, 16, s.stats.Load(), "one StatBlob a new blob")
+}

@@ -253,7 +253,7 @@ type recordUpdate struct {
 	newTenure bool
 
 	// checkBlobs checks the blobs a commit newly references; see Commit.
-	checkBlobs func(refs []BlobRef, floor uint64, horizon int64) error
+	checkBlobs func(current, refs []BlobRef, floor uint64, horizon int64) error
 }
 
 // prior is what a write of a record carries on from the record it
@@ -489,7 +489,7 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 		if err := distinctRefs(b.Refs); err != nil {
 			return nil, false, record.Body{}, err
 		}
-		if err := u.checkBlobs(newRefs(current.Blobs, b.Refs), b.Since, b.Horizon); err != nil {
+		if err := u.checkBlobs(current.Blobs, newRefs(current.Blobs, b.Refs), b.Since, b.Horizon); err != nil {
 			return nil, false, record.Body{}, err
 		}
 	}
