@@ -219,8 +219,8 @@ func standInStores(t *testing.T, url string, tr http.RoundTripper) map[string]wr
 	gc := testserver.GCSClient(t, url, tr)
 	gc.SetRetry(storage.WithPolicy(storage.RetryNever))
 	return map[string]writefence.ConditionalStore{
-		"s3":  writefence.NewMinioConditionalStore(mc, "bucket"),
-		"gcs": writefence.NewGCSConditionalStore(gc, "bucket"),
+		"s3":  writefence.NewMinioStore(mc, "bucket"),
+		"gcs": writefence.NewGCSStore(gc, "bucket"),
 	}
 }
 
@@ -260,9 +260,9 @@ func hugeObject(announce bool, sent *atomic.Int64) http.HandlerFunc {
 func TestHugeObjectReadStaysBounded(t *testing.T) {
 	setLimit := func(s writefence.ConditionalStore, n int64) {
 		switch s := s.(type) {
-		case *writefence.MinioConditionalStore:
+		case *writefence.MinioStore:
 			s.MaxObjectSize = n
-		case *writefence.GCSConditionalStore:
+		case *writefence.GCSStore:
 			s.MaxObjectSize = n
 		}
 	}
@@ -370,7 +370,7 @@ func TestMalformedVersionTokens(t *testing.T) {
 	vc := testserver.ValkeyClient(t, ln.Addr().String(), "")
 
 	stores := standInStores(t, srv.URL, tr)
-	stores["valkey"] = writefence.NewValkeyConditionalStore(vc)
+	stores["valkey"] = writefence.NewValkeyStore(vc)
 	cases := []struct{ store, token string }{
 		{"s3", "*"},
 		{"s3", `abc"`},

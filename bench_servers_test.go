@@ -154,19 +154,19 @@ func BenchmarkGCSPush(b *testing.B) {
 // countedMinioStore returns a store over a bucket of its own on the MinIO
 // server, removed with its objects when the test or benchmark ends, and the
 // transport that counts its traffic.
-func countedMinioStore(b testing.TB) (*writefence.MinioConditionalStore, *benchTransport) {
+func countedMinioStore(b testing.TB) (*writefence.MinioStore, *benchTransport) {
 	wire := &benchTransport{testserver.NewTransport(b)}
 	c := testserver.S3Server(b).Client(b, wire)
-	return writefence.NewMinioConditionalStore(c, testserver.MinioBucket(b, c)), wire
+	return writefence.NewMinioStore(c, testserver.MinioBucket(b, c)), wire
 }
 
 // countedGCSStore returns a store over a bucket of its own on the GCS
 // emulator, removed with its objects when the test or benchmark ends, and
 // the transport that counts its traffic.
-func countedGCSStore(b testing.TB) (*writefence.GCSConditionalStore, *benchTransport) {
+func countedGCSStore(b testing.TB) (*writefence.GCSStore, *benchTransport) {
 	wire := &benchTransport{testserver.NewTransport(b)}
 	c := testserver.GCSClient(b, testserver.GCSEndpoint(b), wire)
-	return writefence.NewGCSConditionalStore(c, testserver.GCSBucket(b, c)), wire
+	return writefence.NewGCSStore(c, testserver.GCSBucket(b, c)), wire
 }
 
 // benchTrips is a go-redis hook counting round trips, one per command or
@@ -200,10 +200,10 @@ func benchValkey(b testing.TB) (*redis.Client, *benchTrips) {
 
 // benchValkeyKey returns a store over client, on the script path or the
 // WATCH path, and a key of the benchmark's own, deleted when it ends.
-func benchValkeyKey(b *testing.B, client *redis.Client, script bool) (*writefence.ValkeyConditionalStore, string) {
+func benchValkeyKey(b *testing.B, client *redis.Client, script bool) (*writefence.ValkeyStore, string) {
 	key := testserver.UniqueName(b)
 	b.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
-	store := writefence.NewValkeyConditionalStore(client)
+	store := writefence.NewValkeyStore(client)
 	store.Script = script
 	return store, key
 }
@@ -235,7 +235,7 @@ func BenchmarkValkeyPut(b *testing.B) {
 // at key over store, whose client is client; server answers INFO for the
 // server that holds key. trips and wire, when set, count client's round
 // trips and the bytes it read.
-func benchValkeyPut(b *testing.B, client redis.UniversalClient, server *redis.Client, store *writefence.ValkeyConditionalStore, key, impl string, value []byte, trips *benchTrips, wire *valkeyByteCounter) {
+func benchValkeyPut(b *testing.B, client redis.UniversalClient, server *redis.Client, store *writefence.ValkeyStore, key, impl string, value []byte, trips *benchTrips, wire *valkeyByteCounter) {
 	ctx := context.Background()
 	// The first write also checks the server and loads the script.
 	version, err := store.PutIfVersion(ctx, key, value, "")
@@ -365,7 +365,7 @@ func BenchmarkValkeyPutWait(b *testing.B) {
 			}
 			for _, impl := range []string{"watch", "watch-wait", "script", "script-wait"} {
 				b.Run("impl="+impl, func(b *testing.B) {
-					store := writefence.NewValkeyConditionalStore(client)
+					store := writefence.NewValkeyStore(client)
 					store.Script = strings.HasPrefix(impl, "script")
 					if strings.HasSuffix(impl, "-wait") {
 						store.WaitReplicas, store.WaitTimeout = 1, 10*time.Second
@@ -433,7 +433,7 @@ func BenchmarkValkeyThroughput(b *testing.B) {
 						b.Cleanup(func() { _ = c.Close() })
 						client, prefix, servers = c, testserver.ValkeyPrefix(b, addr), []*redis.Client{testserver.ValkeyClient(b, addr, "")}
 					}
-					store := writefence.NewValkeyConditionalStore(client)
+					store := writefence.NewValkeyStore(client)
 					store.Script = script
 					if wait > 0 {
 						store.WaitReplicas, store.WaitTimeout = wait, 10*time.Second
@@ -572,7 +572,7 @@ func BenchmarkContention(b *testing.B) {
 	})
 	b.Run(fmt.Sprintf("store=valkey/writers=%d", writers), func(b *testing.B) {
 		client, trips := benchValkey(b)
-		store := writefence.NewValkeyConditionalStore(client)
+		store := writefence.NewValkeyStore(client)
 		benchContention(b, store, writers, trips)
 	})
 }
@@ -705,7 +705,7 @@ func BenchmarkBlob(b *testing.B) {
 	const size, part = 1 << 30, 16 << 20
 	c := testserver.S3Server(b).Client(b, nil)
 	bucket := testserver.MinioBucket(b, c)
-	store := writefence.NewMinioConditionalStore(c, bucket)
+	store := writefence.NewMinioStore(c, bucket)
 	store.BlobPartSize = part
 	for _, impl := range []string{"raw", "rawunsigned", "fenced"} {
 		b.Run("store=s3/size=1GiB/impl="+impl, func(b *testing.B) {
@@ -950,5 +950,5 @@ func BenchmarkStream(b *testing.B) {
 // (BenchmarkValkeyPut and BenchmarkValkeyRead count Valkey's).
 func valkeyPushMemoryStore(b *testing.B) (writefence.ConditionalStore, *benchTransport) {
 	c := testserver.ValkeyClient(b, testserver.StartValkey(b, ""), "")
-	return writefence.NewValkeyConditionalStore(c), &benchTransport{testserver.NewTransport(b)}
+	return writefence.NewValkeyStore(c), &benchTransport{testserver.NewTransport(b)}
 }

@@ -96,7 +96,7 @@ func openShipperStore(b *testing.B, name string) *shipperStore {
 	case "s3":
 		c := testserver.S3Server(b).Client(b, s.wire)
 		bucket := testserver.MinioBucket(b, c)
-		s.store = writefence.NewMinioConditionalStore(c, bucket)
+		s.store = writefence.NewMinioStore(c, bucket)
 		s.put = func(ctx context.Context, key string, data []byte) error {
 			_, err := c.PutObject(ctx, bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{ContentType: "application/octet-stream"})
 			return err
@@ -104,7 +104,7 @@ func openShipperStore(b *testing.B, name string) *shipperStore {
 	case "gcs":
 		c := testserver.GCSClient(b, testserver.GCSEndpoint(b), s.wire)
 		bucket := testserver.GCSBucket(b, c)
-		s.store = writefence.NewGCSConditionalStore(c, bucket)
+		s.store = writefence.NewGCSStore(c, bucket)
 		s.put = func(ctx context.Context, key string, data []byte) error {
 			w := c.Bucket(bucket).Object(key).NewWriter(ctx)
 			if _, err := w.Write(data); err != nil {

@@ -22,7 +22,7 @@ import (
 func TestCollectPastAnUnnameableBlobFile(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	store, err := writefence.NewDirConditionalStore(dir)
+	store, err := writefence.NewDirStore(dir)
 	require.NoError(t, err)
 	f := &writefence.Fence{Store: store}
 

@@ -21,7 +21,7 @@ import (
 func TestReadFullOfADamagedBlob(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	store, err := writefence.NewDirConditionalStore(dir)
+	store, err := writefence.NewDirStore(dir)
 	require.NoError(t, err)
 	f := &writefence.Fence{Store: store}
 	const data = "a segment whose length is known"

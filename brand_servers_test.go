@@ -33,17 +33,17 @@ func TestBrandClaimRaceServers(t *testing.T) {
 	}{
 		{"valkey-watch", func(t *testing.T) (writefence.ConditionalStore, string) {
 			c := newValkeyClient(t)
-			return writefence.NewValkeyConditionalStore(c), valkeyPrefix(t, c)
+			return writefence.NewValkeyStore(c), valkeyPrefix(t, c)
 		}},
 		{"valkey-script", func(t *testing.T) (writefence.ConditionalStore, string) {
 			c := newValkeyClient(t)
-			s := writefence.NewValkeyConditionalStore(c)
+			s := writefence.NewValkeyStore(c)
 			s.Script = true
 			return s, valkeyPrefix(t, c)
 		}},
 		{"minio", func(t *testing.T) (writefence.ConditionalStore, string) {
 			c, bucket := newMinioBucket(t)
-			return writefence.NewMinioConditionalStore(c, bucket), ""
+			return writefence.NewMinioStore(c, bucket), ""
 		}},
 		{"gcs", func(t *testing.T) (writefence.ConditionalStore, string) {
 			s, _ := newGCSIntegrationStore(t)
@@ -79,7 +79,7 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 	prefix := valkeyPrefix(t, admin)
 	list, hidden := prefix+"list/_brand", prefix+"hidden/_brand"
 	require.NoError(t, admin.RPush(ctx, list, "writefence/v1").Err())
-	_, err := writefence.NewValkeyConditionalStore(admin).PutIfVersion(ctx, hidden, []byte(defaults.Identity), "")
+	_, err := writefence.NewValkeyStore(admin).PutIfVersion(ctx, hidden, []byte(defaults.Identity), "")
 	require.NoError(t, err)
 
 	user, password := strings.TrimSuffix(prefix, "/")+"-brand", "pw-"+testserver.UniqueName(t)
@@ -91,7 +91,7 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 		key, code string
 		is        error
 	}{{list, "WRONGTYPE", errors.ErrUnsupported}, {hidden, "NOPERM", fs.ErrPermission}} {
-		s := &hookStore{ConditionalStore: writefence.NewValkeyConditionalStore(limited)}
+		s := &hookStore{ConditionalStore: writefence.NewValkeyStore(limited)}
 		b := &writefence.Fence{Store: s, Prefix: strings.TrimSuffix(tc.key, "_brand")}
 		_, installErr := b.ClaimBrand(ctx)
 		for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
@@ -110,5 +110,5 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 	n, err := admin.LLen(ctx, list).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "the list is untouched")
-	require.NoError(t, (&writefence.Fence{Store: writefence.NewValkeyConditionalStore(admin), Prefix: strings.TrimSuffix(hidden, "_brand")}).VerifyBrand(ctx), "the hidden brand is intact")
+	require.NoError(t, (&writefence.Fence{Store: writefence.NewValkeyStore(admin), Prefix: strings.TrimSuffix(hidden, "_brand")}).VerifyBrand(ctx), "the hidden brand is intact")
 }

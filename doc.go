@@ -111,8 +111,8 @@
 //
 // ConditionalStore is the one primitive. The package provides MemStore (in
 // memory, for tests and examples) and adapters for S3 through minio-go
-// (MinioConditionalStore), Google Cloud Storage (GCSConditionalStore) and
-// Valkey or Redis, one server or a cluster (ValkeyConditionalStore). Package
+// (minioStore), Google Cloud Storage (gcsStore) and
+// Valkey or Redis, one server or a cluster (valkeyStore). Package
 // writefencetest checks any implementation against the contract, races
 // included.
 //
@@ -446,7 +446,7 @@
 //     reads it whole and refuses it. Writers that bypass the package are
 //     outside what it can guarantee.
 //   - Stores that keep their version beside their bytes
-//     (DirConditionalStore, ValkeyConditionalStore, whose value can be
+//     (the directory and Valkey stores, whose value can be
 //     edited by hand, dynamostore, whose item an UpdateItem can change,
 //     and pgstore, whose row an UPDATE can change) check the bytes they
 //     hold on every read, GetPrefix included, and refuse a write over
@@ -456,7 +456,7 @@
 //     intact: a damaged payload under an intact header is never
 //     overwritten unseen. The directory store reads the whole file to
 //     check it (from its disk; a Push gets its head alone).
-//     ValkeyConditionalStore checks a bounded part of a value, its first
+//     the Valkey store checks a bounded part of a value, its first
 //     3900 bytes, its last 100 and its length, so that a read of the head
 //     or a write costs the same whatever the size; damage in the middle of
 //     a larger value is found by the reads that read it whole (Latest),
@@ -476,13 +476,13 @@
 //
 //   - S3 and GCS acknowledge a write once it is durable; nothing to
 //     configure.
-//   - DirConditionalStore fsyncs the file and its directory before a write
+//   - The directory store fsyncs the file and its directory before a write
 //     returns; a local disk's durability, one host.
 //   - MemStore is memory: for tests and demos.
 //   - Valkey replicates asynchronously: a primary acknowledges a write and
 //     can lose it when a replica is promoted, and a second push at the same
 //     epoch can then also land. With a replica and failover (Sentinel, a
-//     cluster, or by hand), set ValkeyConditionalStore.WaitReplicas (and
+//     cluster, or by hand), set StoreOptions.WaitReplicas (and
 //     WaitTimeout): a write counts as landed only once that many replicas
 //     acknowledged it, else its outcome is unknown (ErrOutcomeUnknown), and
 //     a retry does not return nil until the replicas have the record.

@@ -24,7 +24,7 @@ func ExampleNewGCSConditionalStore() {
 	}
 	defer client.Close()
 
-	fence := &writefence.Fence{Store: writefence.NewGCSConditionalStore(client, "my-mirror-bucket")}
+	fence := &writefence.Fence{Store: writefence.NewGCSConditionalStore(client, "my-mirror-bucket", nil)}
 
 	// epoch comes from whatever elects this node the shard's writer.
 	var epoch uint64 = 42

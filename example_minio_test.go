@@ -22,7 +22,7 @@ func ExampleNewMinioConditionalStore() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fence := &writefence.Fence{Store: writefence.NewMinioConditionalStore(client, "mirrors")}
+	fence := &writefence.Fence{Store: writefence.NewMinioConditionalStore(client, "mirrors", nil)}
 
 	// epoch comes from whatever elects this process as the shard's writer.
 	var epoch uint64 = 7

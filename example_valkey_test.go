@@ -18,8 +18,8 @@ func ExampleNewValkeyConditionalStore() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
 
-	store := writefence.NewValkeyConditionalStore(client)
-	store.Script = true // one round trip per write instead of two
+	// Script: one round trip per write instead of two.
+	store := writefence.NewValkeyConditionalStore(client, &writefence.StoreOptions{Script: true})
 	fence := &writefence.Fence{Store: store}
 
 	ctx := context.Background()

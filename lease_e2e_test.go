@@ -111,7 +111,7 @@ func TestLeaseEndToEnd(t *testing.T) {
 		t.Run(fmt.Sprintf("lane%d", lane), func(t *testing.T) {
 			t.Parallel()
 			bucket := e2eVersionedBucket(t, c)
-			r := &e2eRun{t: t, bucket: bucket, store: NewMinioConditionalStore(c, bucket),
+			r := &e2eRun{t: t, bucket: bucket, store: newMinioStore(c, bucket, nil),
 				events: make(chan e2eEvent, 1024), helpers: make(map[string]*e2eHelper)}
 			t.Cleanup(r.killAll)
 			r.start("a")
@@ -208,7 +208,7 @@ func TestLeaseEndToEndHelper(t *testing.T) {
 	leaseKey, err := keys.Lease("", e2eLeaseName)
 	require.NoError(t, err)
 	tr := &e2eTransport{base: testserver.HTTPTransport(t), path: "/" + bucket + "/" + shardKey, pause: func() { pause("upload") }}
-	store := NewMinioConditionalStore(testserver.S3Server(t).Client(t, tr), bucket)
+	store := newMinioStore(testserver.S3Server(t).Client(t, tr), bucket, nil)
 	fence := &Fence{Store: store, Observer: func(_ context.Context, e WriteEvent) {
 		if e.Op == opLeaseAcquire && e.Err == nil {
 			rep.send("acquired", "")
@@ -376,7 +376,7 @@ func e2eVersionedBucket(t *testing.T, c *minio.Client) string {
 type e2eRun struct {
 	t       *testing.T
 	bucket  string
-	store   *MinioConditionalStore // the parent's view of the bucket
+	store   *minioStore // the parent's view of the bucket
 	events  chan e2eEvent
 	helpers map[string]*e2eHelper
 	landed  []e2eLanded // every push a helper reported landed

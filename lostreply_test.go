@@ -61,8 +61,8 @@ func openFaultyMinio(t *testing.T, rates faultRates) faultyStore {
 	c := s3.Client(t, testserver.HTTPTransport(t))
 	return faultyStore{
 		proxy:   p,
-		store:   writefence.NewMinioConditionalStore(c, bucket),
-		direct:  writefence.NewMinioConditionalStore(direct, bucket),
+		store:   writefence.NewMinioStore(c, bucket),
+		direct:  writefence.NewMinioStore(direct, bucket),
 		isWrite: func(req []byte) bool { return bytes.HasPrefix(req, []byte("PUT ")) },
 	}
 }
@@ -86,8 +86,8 @@ func openFaultyGCS(t *testing.T, rates faultRates) faultyStore {
 	c.SetRetry(storage.WithPolicy(storage.RetryNever))
 	return faultyStore{
 		proxy:  p,
-		store:  writefence.NewGCSConditionalStore(c, bucket),
-		direct: writefence.NewGCSConditionalStore(direct, bucket),
+		store:  writefence.NewGCSStore(c, bucket),
+		direct: writefence.NewGCSStore(direct, bucket),
 		isWrite: func(req []byte) bool {
 			return bytes.HasPrefix(req, []byte("POST ")) && bytes.Contains(req, []byte("/upload/"))
 		},
@@ -117,9 +117,9 @@ func openFaultyValkey(t *testing.T, rates faultRates, script bool, maxRetries in
 		PoolSize: 1 << 14,
 	})
 	t.Cleanup(func() { _ = c.Close() })
-	s := writefence.NewValkeyConditionalStore(c)
+	s := writefence.NewValkeyStore(c)
 	s.Script = script
-	d := writefence.NewValkeyConditionalStore(direct)
+	d := writefence.NewValkeyStore(direct)
 	d.Script = script
 	// go-redis sends command names as the caller spells them, lower case.
 	write := []byte("\r\n$3\r\nset\r\n")

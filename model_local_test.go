@@ -27,7 +27,7 @@ func TestModel(t *testing.T) {
 		t.Parallel()
 		modeltest.Run(t, func(t *testing.T) modeltest.Target {
 			dir := t.TempDir()
-			s, err := writefence.NewDirConditionalStore(dir)
+			s, err := writefence.NewDirStore(dir)
 			require.NoError(t, err)
 			return modeltest.Target{Name: "dir", Store: s, Damage: testserver.DamageDir(dir)}
 		})

@@ -24,7 +24,7 @@ func TestModelServers(t *testing.T) {
 		t.Parallel()
 		modeltest.Run(t, func(t *testing.T) modeltest.Target {
 			c, bucket := newMinioBucket(t)
-			return modeltest.Target{Name: "minio", Rewrites: true, Store: writefence.NewMinioConditionalStore(c, bucket), Damage: testserver.DamageS3(c, bucket), ClockStep: time.Second}
+			return modeltest.Target{Name: "minio", Rewrites: true, Store: writefence.NewMinioStore(c, bucket), Damage: testserver.DamageS3(c, bucket), ClockStep: time.Second}
 		})
 	})
 	t.Run("gcs", func(t *testing.T) {
@@ -32,7 +32,7 @@ func TestModelServers(t *testing.T) {
 		modeltest.Run(t, func(t *testing.T) modeltest.Target {
 			c := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
 			bucket := testserver.GCSBucket(t, c)
-			return modeltest.Target{Name: "gcs", Rewrites: true, Store: writefence.NewGCSConditionalStore(c, bucket), Damage: testserver.DamageGCS(c, bucket)}
+			return modeltest.Target{Name: "gcs", Rewrites: true, Store: writefence.NewGCSStore(c, bucket), Damage: testserver.DamageGCS(c, bucket)}
 		})
 	})
 	for _, script := range []bool{false, true} {
@@ -41,7 +41,7 @@ func TestModelServers(t *testing.T) {
 			t.Parallel()
 			modeltest.Run(t, func(t *testing.T) modeltest.Target {
 				c := newValkeyClient(t)
-				s := writefence.NewValkeyConditionalStore(c)
+				s := writefence.NewValkeyStore(c)
 				s.Script = script
 				return modeltest.Target{Name: "valkey-" + path, Store: s, Damage: testserver.DamageValkey(c), Prefix: valkeyPrefix(t, c)}
 			})
@@ -53,7 +53,7 @@ func TestModelServers(t *testing.T) {
 				modeltest.Run(t, func(t *testing.T) modeltest.Target {
 					addrs := testserver.ValkeyClusterAddrs(t)
 					c := testserver.ValkeyClusterClient(t, addrs)
-					s := writefence.NewValkeyConditionalStore(c)
+					s := writefence.NewValkeyStore(c)
 					s.Script, s.WaitReplicas, s.WaitTimeout = script, wait, testAckTimeout
 					return modeltest.Target{Name: name, Store: s, Damage: testserver.DamageValkey(c), Prefix: testserver.ValkeyClusterPrefix(t, addrs, true)}
 				})
@@ -64,7 +64,7 @@ func TestModelServers(t *testing.T) {
 			modeltest.Run(t, func(t *testing.T) modeltest.Target {
 				addr, primary := startPrimary(t)
 				startReplica(t, primary, addr)
-				s := writefence.NewValkeyConditionalStore(primary)
+				s := writefence.NewValkeyStore(primary)
 				s.Script, s.WaitReplicas, s.WaitTimeout = script, 1, testAckTimeout
 				return modeltest.Target{Name: "valkey-replica-" + path, Store: s, Damage: testserver.DamageValkey(primary)}
 			})

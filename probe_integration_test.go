@@ -96,8 +96,8 @@ func openProxiedMinio(t *testing.T, strip bool) proxiedStore {
 		return keys
 	}
 	return proxiedStore{
-		store:   writefence.NewMinioConditionalStore(client, bucket),
-		direct:  writefence.NewMinioConditionalStore(admin, bucket),
+		store:   writefence.NewMinioStore(client, bucket),
+		direct:  writefence.NewMinioStore(admin, bucket),
 		proxy:   proxy,
 		objects: objects,
 	}
@@ -121,8 +121,8 @@ func openProxiedGCS(t *testing.T, strip bool) proxiedStore {
 		}
 	}
 	return proxiedStore{
-		store:   writefence.NewGCSConditionalStore(client, bucket),
-		direct:  writefence.NewGCSConditionalStore(direct, bucket),
+		store:   writefence.NewGCSStore(client, bucket),
+		direct:  writefence.NewGCSStore(direct, bucket),
 		proxy:   proxy,
 		objects: objects,
 	}
@@ -176,7 +176,7 @@ func TestProbeValkey(t *testing.T) {
 	prefix := testserver.ValkeyPrefix(t, addr)
 	for _, script := range []bool{false, true} {
 		t.Run(fmt.Sprintf("script=%t", script), func(t *testing.T) {
-			store := writefence.NewValkeyConditionalStore(c)
+			store := writefence.NewValkeyStore(c)
 			store.Script = script
 			require.NoError(t, writefence.Probe(t.Context(), store, prefix+"probe"))
 			keys, err := c.Keys(t.Context(), prefix+"*").Result()

@@ -34,7 +34,7 @@ func TestPushOverDamagedPayload(t *testing.T) {
 
 	t.Run("in place, dir", func(t *testing.T) {
 		dir := t.TempDir()
-		store := &readCounter{DirConditionalStore: newDirStore(t, dir)}
+		store := &readCounter{DirStore: newDirStore(t, dir)}
 		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 1, payload))
 		require.NoError(t, testserver.DamageDir(dir)(ctx, key, testserver.Fault{Flip: -1}))
 		read := store.read.Load()

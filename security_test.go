@@ -145,7 +145,7 @@ func TestMinioCredentialsNeverLeak(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			for op, err := range storeErrors(t, writefence.NewMinioConditionalStore(c, bucket)) {
+			for op, err := range storeErrors(t, writefence.NewMinioStore(c, bucket)) {
 				t.Run(op, func(t *testing.T) {
 					assertNoSecret(t, err, s3.SecretKey, wrongSecret)
 					assert.NotErrorIs(t, err, writefence.ErrUntrustedStore, "an auth or transport failure is no verdict on the store")
@@ -178,7 +178,7 @@ func TestValkeyPasswordNeverLeaks(t *testing.T) {
 	newStore := func(t *testing.T, addr, password string) writefence.ConditionalStore {
 		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1, DialTimeout: 2 * time.Second, DialerRetries: 1})
 		t.Cleanup(func() { _ = c.Close() })
-		return writefence.NewValkeyConditionalStore(c)
+		return writefence.NewValkeyStore(c)
 	}
 
 	// The right password works, so the failures below are the password's.

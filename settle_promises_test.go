@@ -28,7 +28,7 @@ import (
 func TestPromise9_SettleKeepsManyReferencesOnTheDirectoryStore(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	store, err := writefence.NewDirConditionalStore(dir)
+	store, err := writefence.NewDirStore(dir)
 	require.NoError(t, err)
 	f := &writefence.Fence{Store: store}
 

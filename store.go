@@ -7,17 +7,63 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/writefence/writefence/internal/defaults"
 )
+
+// StoreOptions are the settings of the package's adapters; nil, or a zero
+// field, means the default. Each adapter reads the fields that name it and
+// ignores the rest. Options are copied when the store is made.
+type StoreOptions struct {
+	// MaxObjectSize is the read limit of Get and GetPrefix in bytes, the
+	// record header included (on the directory store also the largest
+	// data a write accepts); zero (or less) means 64 MiB + 4 KiB, the
+	// largest default payload and a record header. A larger object is
+	// ErrTooLarge.
+	MaxObjectSize int64
+
+	// BlobPartSize (S3, GCS) is the size in bytes of the parts a blob
+	// larger than one request is uploaded in, and so what a blob write
+	// holds in memory: one part. Zero means 16 MiB. S3 takes at most
+	// 10,000 parts, so it also bounds the largest blob there (about
+	// 156 GiB at 16 MiB); on S3 it must be 5 MiB to 5 GiB.
+	BlobPartSize int64
+
+	// ReadOnly (directory) opens an existing store for reading only: it
+	// creates nothing, takes no lock and needs no write permission; every
+	// write returns an error matching fs.ErrPermission, and a directory
+	// that holds no store one matching fs.ErrNotExist.
+	ReadOnly bool
+
+	// Script (Valkey) writes in one round trip: the value is SET under a
+	// staging key and a Lua script, run with EVALSHA (EVAL once when the
+	// server's script cache lacks it), checks and moves it onto the key.
+	// False means WATCH/MULTI/EXEC, two round trips. Reads are the same
+	// either way. It needs EVAL and EVALSHA (ACL +@scripting) and the
+	// staging keys (see NewValkeyConditionalStore).
+	Script bool
+
+	// WaitReplicas (Valkey), when above zero, is the number of replicas
+	// that must acknowledge a write before PutIfVersion reports it
+	// landed, and confirm what Get and GetPrefix read before they return
+	// it; fewer, or a failing WAIT, is an error matching
+	// ErrOutcomeUnknown. The ACL user then also needs WAIT, and SET on
+	// the replication sync key.
+	WaitReplicas int
+
+	// WaitTimeout (Valkey) bounds each WAIT; zero means one second. It is
+	// cut to ctx's deadline and rounded up to whole milliseconds.
+	WaitTimeout time.Duration
+}
 
 // ConditionalStore is the one storage primitive the fence needs: a read that
 // returns bytes and their version together, and a write decided atomically by
 // the server against an expected version.
 //
 // Implementations must be safe for concurrent use. The package's adapters
-// (MinioConditionalStore, GCSConditionalStore, ValkeyConditionalStore,
-// DirConditionalStore) and MemStore implement it;
+// (NewMinioConditionalStore, NewGCSConditionalStore,
+// NewValkeyConditionalStore, NewDirConditionalStore) and MemStore implement it;
 // writefencetest.TestConditionalStore checks any implementation against this
 // contract.
 //

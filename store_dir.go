@@ -23,7 +23,7 @@ import (
 	"github.com/writefence/writefence/internal/record"
 )
 
-// DirConditionalStore is a ConditionalStore over a directory of the local
+// dirStore is a ConditionalStore over a directory of the local
 // file system, correct across goroutines and across processes of one host
 // that open the same directory. It is the persistent store for a single
 // machine: tests, demos and deployments whose writers share a disk. It
@@ -89,7 +89,7 @@ import (
 // time, when its last byte was written: the local clock, which is the
 // store's own.
 //
-// The lock is advisory: every writer must go through a DirConditionalStore
+// The lock is advisory: every writer must go through a dirStore
 // (of any process). flock(2) is not reliable on network file systems; use a
 // local directory. Files are created with mode 0600 and directories with
 // 0700.
@@ -108,14 +108,14 @@ import (
 // accepts; zero (or less) means 64 MiB + 4 KiB, the largest default
 // payload and a record header. It is read without
 // locking and must be set before first use.
-type DirConditionalStore struct {
+type dirStore struct {
 	MaxObjectSize int64
 
 	dir      string        // absolute path of the store
 	objects  string        // dir/objects
 	blobs    string        // dir/blobs
 	sem      chan struct{} // one writer of this value at a time; holds the flock
-	readOnly bool          // opened by OpenDirConditionalStoreReadOnly
+	readOnly bool          // opened with StoreOptions.ReadOnly
 
 	// root is objects/ as this value opened it: every object file the
 	// value reads or writes is reached through it. lockDir is the same
@@ -129,13 +129,13 @@ type DirConditionalStore struct {
 	blobDir  *os.File
 }
 
-var _ ConditionalStore = (*DirConditionalStore)(nil)
+var _ ConditionalStore = (*dirStore)(nil)
 
-var _ Capable = (*DirConditionalStore)(nil)
+var _ Capable = (*dirStore)(nil)
 
 // Capabilities implements Capable: the store's PrefixReader, PartsPutter
 // and BlobStore are its own.
-func (s *DirConditionalStore) Capabilities() ConditionalStore { return s }
+func (s *dirStore) Capabilities() ConditionalStore { return s }
 
 // The object file format, version 1. Integers are big-endian.
 //
@@ -174,12 +174,43 @@ const (
 )
 
 // NewDirConditionalStore opens the store in dir, creating dir and its
-// layout when missing. Temporary files that a crashed writer left behind
-// are removed: those of objects when no other writer holds the lock, those
-// of blobs once no writer holds them and they are a minute old. On a system where the
-// store cannot lock files it returns a *StoreError matching
-// errors.ErrUnsupported.
-func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
+// layout when missing (with opts.ReadOnly, the existing store, for reading
+// only; see StoreOptions). Temporary files that a crashed writer left
+// behind are removed: those of objects when no other writer holds the
+// lock, those of blobs once no writer holds them and they are a minute
+// old. On a system where the store cannot lock files it returns a
+// *StoreError matching errors.ErrUnsupported.
+//
+// The store is correct across goroutines and across the processes of one
+// host that open the same directory: every write takes one exclusive
+// flock(2) on the directory, compares the version token, writes a
+// temporary file, fsyncs it, renames it into place and fsyncs the
+// directory. flock(2) is not reliable on network file systems: use a
+// local directory. Each file holds its key and a CRC-32C over the whole
+// file, which every read checks (ErrCorrupt); version tokens are random.
+// Every failure is a *StoreError whose Op starts with "dir ".
+func NewDirConditionalStore(dir string, opts *StoreOptions) (ConditionalStore, error) {
+	var o StoreOptions
+	if opts != nil {
+		o = *opts
+	}
+	var s *dirStore
+	var err error
+	if o.ReadOnly {
+		s, err = openDirStoreReadOnly(dir)
+	} else {
+		s, err = openDirStore(dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.MaxObjectSize = o.MaxObjectSize
+	return s, nil
+}
+
+// openDirStore opens the store in dir for writing; see
+// NewDirConditionalStore.
+func openDirStore(dir string) (*dirStore, error) {
 	s, err := newDirStore(dir, false)
 	if err != nil {
 		return nil, err
@@ -221,17 +252,12 @@ func NewDirConditionalStore(dir string) (*DirConditionalStore, error) {
 	return s, nil
 }
 
-// OpenDirConditionalStoreReadOnly opens the existing store in dir for
-// reading only: it creates nothing, takes no lock and needs no write
-// permission, so a user who may only read the directory can read the
-// store. Get, GetPrefix, List, OpenBlob, StatBlob and ListBlobs work as
-// on a store NewDirConditionalStore opened; PutIfVersion,
-// PutPartsIfVersion, Delete, CreateBlob and DeleteBlob return an error
-// matching fs.ErrPermission. A dir that holds no store returns an error
-// matching fs.ErrNotExist. On a system where the store cannot lock files
-// it returns a *StoreError matching errors.ErrUnsupported, as
-// NewDirConditionalStore does: no writer could share the store there.
-func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
+// openDirStoreReadOnly opens the existing store in dir for reading only:
+// it creates nothing, takes no lock and needs no write permission, so a
+// user who may only read the directory can read the store. Writes return
+// an error matching fs.ErrPermission; a dir that holds no store, one
+// matching fs.ErrNotExist.
+func openDirStoreReadOnly(dir string) (*dirStore, error) {
 	s, err := newDirStore(dir, true)
 	if err != nil {
 		return nil, err
@@ -252,7 +278,7 @@ func OpenDirConditionalStoreReadOnly(dir string) (*DirConditionalStore, error) {
 // openRoot opens objects/ for the value's life, as root and as lockDir,
 // and blobs/ as blobRoot and blobDir; a read-only store written before it
 // held blobs has no blobs/, and then no blobRoot.
-func (s *DirConditionalStore) openRoot() error {
+func (s *dirStore) openRoot() error {
 	root, d, err := openDirRoot(s.objects)
 	if err != nil {
 		return dirErr(dirOpen, "", err)
@@ -283,7 +309,7 @@ func openDirRoot(dir string) (*os.Root, *os.File, error) {
 
 // newDirStore returns the store value for dir, checking what both
 // constructors need: a system that can lock files and a directory name.
-func newDirStore(dir string, readOnly bool) (*DirConditionalStore, error) {
+func newDirStore(dir string, readOnly bool) (*dirStore, error) {
 	if !dirLockSupported {
 		return nil, storeErr(dirOpen, "", errors.ErrUnsupported, errNoFlock())
 	}
@@ -294,7 +320,7 @@ func newDirStore(dir string, readOnly bool) (*DirConditionalStore, error) {
 	if err != nil {
 		return nil, dirErr(dirOpen, "", fmt.Errorf("%s: %w", esc(dir), err))
 	}
-	return &DirConditionalStore{
+	return &dirStore{
 		dir:      abs,
 		objects:  filepath.Join(abs, "objects"),
 		blobs:    filepath.Join(abs, "blobs"),
@@ -303,7 +329,7 @@ func newDirStore(dir string, readOnly bool) (*DirConditionalStore, error) {
 	}, nil
 }
 
-func (s *DirConditionalStore) limit() int64 {
+func (s *dirStore) limit() int64 {
 	if s.MaxObjectSize > 0 {
 		return s.MaxObjectSize
 	}
@@ -312,14 +338,14 @@ func (s *DirConditionalStore) limit() int64 {
 
 // path returns the name of key's file in objects/; see the type's
 // documentation.
-func (s *DirConditionalStore) path(key string) string {
+func (s *dirStore) path(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
 }
 
 // check returns the error of an operation that must not start: a done ctx,
 // a key the store cannot hold, or, for a write, a read-only store.
-func (s *DirConditionalStore) check(ctx context.Context, op, key string) error {
+func (s *dirStore) check(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -338,12 +364,12 @@ func (s *DirConditionalStore) check(ctx context.Context, op, key string) error {
 // and its token together, and checks it whole. A damaged file returns a
 // *CorruptError whose Version is the damaged version of the file (see
 // PutIfVersion).
-func (s *DirConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+func (s *dirStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	data, _, token, err := s.get(ctx, key, -1)
 	return data, token, err
 }
 
-var _ PrefixReader = (*DirConditionalStore)(nil)
+var _ PrefixReader = (*dirStore)(nil)
 
 // GetPrefix implements PrefixReader: the first n bytes of the data, its
 // size and its token, from one file, with the same verdict as Get. The
@@ -351,7 +377,7 @@ var _ PrefixReader = (*DirConditionalStore)(nil)
 // its data are kept, so a damaged file is a *CorruptError here too,
 // however few bytes are asked for. As Get, it refuses data larger than the
 // read limit having read only the file's header and key.
-func (s *DirConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+func (s *dirStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
 		return nil, 0, "", storeErr(dirGet, key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
@@ -360,7 +386,7 @@ func (s *DirConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 
 // get reads key's file, keeping the first keep bytes of its data (all of
 // them when keep is negative).
-func (s *DirConditionalStore) get(ctx context.Context, key string, keep int64) ([]byte, int64, string, error) {
+func (s *dirStore) get(ctx context.Context, key string, keep int64) ([]byte, int64, string, error) {
 	if err := s.check(ctx, dirGet, key); err != nil {
 		return nil, 0, "", err
 	}
@@ -396,7 +422,7 @@ const dirDamagedPrefix = "damaged-"
 // read limit (Head), taken where an intact file of this key has its data: after
 // the file header and the key, and before the checksum the file's size
 // leaves room for, whatever its damaged header fields claim.
-func (s *DirConditionalStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
+func (s *dirStore) readObject(f *os.File, op, key string, keep int64) ([]byte, int64, string, error) {
 	fail := func(err error) ([]byte, int64, string, error) { return nil, 0, "", dirErr(op, key, err) }
 	st, err := f.Stat()
 	if err != nil {
@@ -554,16 +580,16 @@ func (h *headWriter) Write(p []byte) (int, error) {
 // conditioned on any version but the damaged version Get reported returns
 // that *CorruptError and writes nothing; one conditioned on the damaged
 // version replaces the file if it still hashes to it, else ErrConflict.
-func (s *DirConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+func (s *dirStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
 }
 
-var _ PartsPutter = (*DirConditionalStore)(nil)
+var _ PartsPutter = (*dirStore)(nil)
 
 // PutPartsIfVersion implements PartsPutter: PutIfVersion of the parts
 // joined, which are written one after the other into the new file and
 // never copied.
-func (s *DirConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
+func (s *dirStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
 	if err := s.check(ctx, dirPut, key); err != nil {
 		return "", err
 	}
@@ -609,7 +635,7 @@ func (s *DirConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 // currentVersion returns the token of the intact file at path, "" when
 // there is none, or the *CorruptError of a damaged one. The caller holds
 // the lock.
-func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
+func (s *dirStore) currentVersion(path, key string) (string, error) {
 	f, err := s.root.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
@@ -625,7 +651,7 @@ func (s *DirConditionalStore) currentVersion(path, key string) (string, error) {
 // replace writes the object file for key, whose data is parts joined (size
 // bytes), to a temporary file, makes it durable and renames it over path.
 // The caller holds the lock. It returns a *StoreError.
-func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) error {
+func (s *dirStore) replace(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) error {
 	if err := s.writeFile(path, key, token, parts, size); err != nil {
 		return dirErr(dirPut, key, err)
 	}
@@ -643,7 +669,7 @@ func (s *DirConditionalStore) replace(path, key string, token [dirTokenSize]byte
 
 // writeFile writes the object file to a temporary file, makes it durable
 // and renames it over path; nothing is at path if it fails.
-func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) (err error) {
+func (s *dirStore) writeFile(path, key string, token [dirTokenSize]byte, parts [][]byte, size int64) (err error) {
 	h := make([]byte, dirHeaderSize, dirHeaderSize+len(key))
 	copy(h, dirMagic)
 	h[4] = dirVersion
@@ -692,11 +718,11 @@ func (s *DirConditionalStore) writeFile(path, key string, token [dirTokenSize]by
 	return s.root.Rename(name, path)
 }
 
-var _ Deleter = (*DirConditionalStore)(nil)
+var _ Deleter = (*dirStore)(nil)
 
 // Delete implements Deleter. It takes the store's lock, so it never
 // interleaves with a conditional write.
-func (s *DirConditionalStore) Delete(ctx context.Context, key string) error {
+func (s *dirStore) Delete(ctx context.Context, key string) error {
 	if err := s.check(ctx, dirDelete, key); err != nil {
 		return err
 	}
@@ -728,7 +754,7 @@ const (
 // semaphore, so one goroutine per store value contends for the file lock,
 // then the flock on objects/. Both waits honour ctx; the flock is
 // polled, because a blocking flock cannot be cancelled.
-func (s *DirConditionalStore) lock(ctx context.Context, op, key string) (unlock func(), err error) {
+func (s *dirStore) lock(ctx context.Context, op, key string) (unlock func(), err error) {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -765,15 +791,15 @@ var dirTestHooks struct {
 	// tryLock, when set, makes each attempt of a store to take its lock
 	// (NewDirConditionalStore's and each write's): it calls attempt, or
 	// not, and returns what the store is to see.
-	tryLock func(s *DirConditionalStore, attempt func() (bool, error)) (bool, error)
+	tryLock func(s *dirStore, attempt func() (bool, error)) (bool, error)
 
 	// replace, when set, runs in a write that holds the lock and whose
 	// compare passed, right before the key's file is replaced.
-	replace func(s *DirConditionalStore, key string)
+	replace func(s *dirStore, key string)
 
 	// blobLink, when set, runs in CreateBlob once the blob's temporary
 	// file is durable, right before it is linked into place.
-	blobLink func(s *DirConditionalStore, key string)
+	blobLink func(s *dirStore, key string)
 }
 
 // dirLockSupported says whether the store can lock files here. It is
@@ -787,7 +813,7 @@ func errNoFlock() error {
 
 // attemptLock makes one attempt to take the lock (tryFlock), through the
 // test hook when one is set. The caller holds sem.
-func (s *DirConditionalStore) attemptLock(op, key string) (bool, error) {
+func (s *dirStore) attemptLock(op, key string) (bool, error) {
 	attempt := func() (bool, error) { return s.tryFlock(op, key) }
 	if dirTestHooks.tryLock != nil {
 		return dirTestHooks.tryLock(s, attempt)
@@ -796,7 +822,7 @@ func (s *DirConditionalStore) attemptLock(op, key string) (bool, error) {
 }
 
 // tryFlock tries once to take the flock of objects/. The caller holds sem.
-func (s *DirConditionalStore) tryFlock(op, key string) (bool, error) {
+func (s *dirStore) tryFlock(op, key string) (bool, error) {
 	locked, err := dirTryLock(s.lockDir)
 	if err != nil {
 		return false, dirErr(op, key, fmt.Errorf("lock %s: %w", esc(s.objects), err))
@@ -808,13 +834,13 @@ func (s *DirConditionalStore) tryFlock(op, key string) (bool, error) {
 // the kernel refuse (it does not for a descriptor it gave), the flock
 // would stay with this value, which then waits on itself: a stuck store,
 // never two writers.
-func (s *DirConditionalStore) unlock() {
+func (s *dirStore) unlock() {
 	dirUnlock(s.lockDir)
 }
 
 // removeTemps deletes leftover temporary files; the caller holds the lock.
 // It is best effort: a file it cannot remove stays until the next open.
-func (s *DirConditionalStore) removeTemps() {
+func (s *dirStore) removeTemps() {
 	entries, err := s.readDir()
 	if err != nil {
 		return
@@ -838,7 +864,7 @@ func dirErr(op, key string, err error) error {
 }
 
 // readDir lists objects/, sorted by name.
-func (s *DirConditionalStore) readDir() ([]fs.DirEntry, error) { return readRoot(s.root) }
+func (s *dirStore) readDir() ([]fs.DirEntry, error) { return readRoot(s.root) }
 
 // readRoot lists the directory of root, sorted by name.
 func readRoot(root *os.Root) ([]fs.DirEntry, error) {
@@ -861,7 +887,7 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-var _ Lister = (*DirConditionalStore)(nil)
+var _ Lister = (*dirStore)(nil)
 
 // List implements Lister. It reads the key held in each object file, so it
 // opens every file of the store; keys come in lexical order. A file whose
@@ -869,7 +895,7 @@ var _ Lister = (*DirConditionalStore)(nil)
 // key's name) cannot be named: the listing goes on, and List then returns
 // a *CorruptError for each such file, joined, naming the file and carrying
 // its damaged version.
-func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+func (s *dirStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	entries, err := s.readDir()
 	if err != nil {
 		return storeErr(dirList, "", nil, err)
@@ -916,7 +942,7 @@ func (s *DirConditionalStore) List(ctx context.Context, prefix string, fn func(k
 // fileKey returns the key the object file name holds, checked against the
 // name; a file it cannot name returns a *CorruptError with its damaged
 // version.
-func (s *DirConditionalStore) fileKey(name string) (string, error) {
+func (s *dirStore) fileKey(name string) (string, error) {
 	path := name
 	f, err := s.root.Open(path)
 	if err != nil {

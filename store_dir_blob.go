@@ -18,7 +18,7 @@ import (
 	"github.com/writefence/writefence/internal/record"
 )
 
-// The blobs of DirConditionalStore (BlobStore): one file per blob under
+// The blobs of dirStore (BlobStore): one file per blob under
 // blobs/, reached through the directory the store value opened.
 
 // The blob file format, version 1. Integers are big-endian.
@@ -47,7 +47,7 @@ const (
 	dirBlobTempAge = time.Minute
 )
 
-var _ BlobStore = (*DirConditionalStore)(nil)
+var _ BlobStore = (*dirStore)(nil)
 
 // blobName returns the name of the blob key's file in blobs/: the
 // hexadecimal SHA-256 of the key, as for objects.
@@ -69,7 +69,7 @@ func blobName(key string) string {
 // While it writes, the temporary file is flocked, so that a store opened
 // meanwhile (which removes temporary blob files that a crashed writer
 // left) leaves it alone.
-func (s *DirConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
+func (s *dirStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
 	if err := s.check(ctx, dirBlobCreate, key); err != nil {
 		return BlobInfo{}, err
 	}
@@ -165,7 +165,7 @@ func (s *DirConditionalStore) CreateBlob(ctx context.Context, key string, r io.R
 // checked without reading its data: the header, the key, and the length
 // the file ends with against the file's size. It returns the file, the
 // blob's info, and the CRC-32C of the header and key.
-func (s *DirConditionalStore) openBlob(ctx context.Context, op, key string) (*os.File, BlobInfo, uint32, error) {
+func (s *dirStore) openBlob(ctx context.Context, op, key string) (*os.File, BlobInfo, uint32, error) {
 	if err := s.check(ctx, op, key); err != nil {
 		return nil, BlobInfo{}, 0, err
 	}
@@ -188,7 +188,7 @@ func (s *DirConditionalStore) openBlob(ctx context.Context, op, key string) (*os
 }
 
 // checkBlobFile checks the blob file f of key (see openBlob).
-func (s *DirConditionalStore) checkBlobFile(f *os.File, op, key string) (BlobInfo, uint32, error) {
+func (s *dirStore) checkBlobFile(f *os.File, op, key string) (BlobInfo, uint32, error) {
 	corrupt := func(check string) (BlobInfo, uint32, error) {
 		return BlobInfo{}, 0, dirErr(op, key, &CorruptError{Key: key, Check: "dir store: blob " + check})
 	}
@@ -230,7 +230,7 @@ func (s *DirConditionalStore) checkBlobFile(f *os.File, op, key string) (BlobInf
 // error instead, with none of that read's bytes: the bytes read are good
 // once the blob's size was read without an error. The
 // reader reads the file it opened, even if the blob is deleted meanwhile.
-func (s *DirConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
+func (s *dirStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
 	f, info, sum, err := s.openBlob(ctx, dirBlobOpen, key)
 	if err != nil {
 		return nil, BlobInfo{}, err
@@ -313,7 +313,7 @@ func (b *dirBlobReader) Close() error { return b.f.Close() }
 // StatBlob implements BlobStore: the blob's size and modification time,
 // with the checks OpenBlob makes before reading (the data itself is not
 // read).
-func (s *DirConditionalStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
+func (s *dirStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
 	f, info, _, err := s.openBlob(ctx, dirBlobStat, key)
 	if err != nil {
 		return BlobInfo{}, err
@@ -330,7 +330,7 @@ func (s *DirConditionalStore) StatBlob(ctx context.Context, key string) (BlobInf
 // cannot be read back, or that holds another key than its name's, cannot
 // be named: the listing goes on, and ListBlobs then returns a
 // *CorruptError for each such file, joined, as List does.
-func (s *DirConditionalStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+func (s *dirStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -377,7 +377,7 @@ func (s *DirConditionalStore) ListBlobs(ctx context.Context, prefix string, fn f
 // file's length implies, and its modification time. A file whose key
 // cannot be read, or that sits under another name than its key's, returns
 // a *CorruptError naming the file.
-func (s *DirConditionalStore) blobFileInfo(name string) (BlobInfo, error) {
+func (s *dirStore) blobFileInfo(name string) (BlobInfo, error) {
 	f, err := s.blobRoot.Open(name)
 	if err != nil {
 		return BlobInfo{}, storeErr(dirBlobList, "", nil, err)
@@ -406,7 +406,7 @@ func (s *DirConditionalStore) blobFileInfo(name string) (BlobInfo, error) {
 
 // DeleteBlob implements BlobStore: it removes the blob's file and fsyncs
 // blobs/. A reader that has the blob open goes on reading it.
-func (s *DirConditionalStore) DeleteBlob(ctx context.Context, key string) error {
+func (s *dirStore) DeleteBlob(ctx context.Context, key string) error {
 	if err := s.check(ctx, dirBlobDelete, key); err != nil {
 		return err
 	}
@@ -426,7 +426,7 @@ func (s *DirConditionalStore) DeleteBlob(ctx context.Context, key string) error 
 // removeBlobTemps deletes the temporary blob files that crashed writers
 // left: those no writer holds the flock of, older than dirBlobTempAge.
 // It is best effort: a file it cannot remove stays until the next open.
-func (s *DirConditionalStore) removeBlobTemps() {
+func (s *dirStore) removeBlobTemps() {
 	entries, err := readRoot(s.blobRoot)
 	if err != nil {
 		return

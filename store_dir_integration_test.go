@@ -177,7 +177,7 @@ func holdLock(t *testing.T, dir string) (release func()) {
 
 // putAsync starts a write of key through s and returns where its error
 // arrives.
-func putAsync(t *testing.T, s *writefence.DirConditionalStore, key string) <-chan error {
+func putAsync(t *testing.T, s *writefence.DirStore, key string) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.PutIfVersion(t.Context(), key, []byte("x"), "")

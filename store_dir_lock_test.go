@@ -40,7 +40,7 @@ func TestDirLockHoldsWhilePathsMove(t *testing.T) {
 	var armed atomic.Bool
 	aHolds, aGo := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	writefence.HookDirReplace(t, func(s *writefence.DirConditionalStore, _ string) {
+	writefence.HookDirReplace(t, func(s *writefence.DirStore, _ string) {
 		if s == a && armed.Load() {
 			once.Do(func() { close(aHolds); <-aGo })
 		}

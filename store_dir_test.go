@@ -32,9 +32,9 @@ import (
 // newDirStore opens the directory store in dir. On a system where the store
 // cannot lock files the test is skipped; TestDirUnsupportedSystem checks
 // the refusal.
-func newDirStore(t testing.TB, dir string) *writefence.DirConditionalStore {
+func newDirStore(t testing.TB, dir string) *writefence.DirStore {
 	t.Helper()
-	s, err := writefence.NewDirConditionalStore(dir)
+	s, err := writefence.NewDirStore(dir)
 	if errors.Is(err, errors.ErrUnsupported) {
 		t.Skip(err)
 	}
@@ -60,10 +60,10 @@ func wantStoreErr(t *testing.T, err error, op, key string, target error) {
 func TestDirUnsupportedSystem(t *testing.T) {
 	writefence.WithoutDirLocking(t)
 	dir := filepath.Join(t.TempDir(), "store")
-	_, err := writefence.NewDirConditionalStore(dir)
+	_, err := writefence.NewDirStore(dir)
 	wantStoreErr(t, err, "dir open", "", errors.ErrUnsupported)
 	assert.Contains(t, err.Error(), "cannot lock files on "+runtime.GOOS)
-	_, err = writefence.OpenDirConditionalStoreReadOnly(dir)
+	_, err = writefence.OpenDirStoreReadOnly(dir)
 	wantStoreErr(t, err, "dir open", "", errors.ErrUnsupported)
 	assert.NoDirExists(t, dir)
 }
@@ -78,7 +78,7 @@ func TestDirConformance(t *testing.T) {
 		o := kitOptions(testserver.DamageDir(dir))
 		o.BlobPartSize = 256 << 10
 		o.Wrap = func(s writefence.ConditionalStore, o *writefencetest.Overrides) writefence.ConditionalStore {
-			return dirWrapper{s.(*writefence.DirConditionalStore), o}
+			return dirWrapper{s.(*writefence.DirStore), o}
 		}
 		return o
 	}
@@ -104,16 +104,16 @@ func TestDirConformance(t *testing.T) {
 // and PutIfVersion, as a freeze or an audit log would (the kit's
 // Fence/Overrides).
 type dirWrapper struct {
-	*writefence.DirConditionalStore
+	*writefence.DirStore
 	o *writefencetest.Overrides
 }
 
 func (w dirWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return w.o.Get(ctx, key, w.DirConditionalStore.Get)
+	return w.o.Get(ctx, key, w.DirStore.Get)
 }
 
 func (w dirWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return w.o.PutIfVersion(ctx, key, data, expect, w.DirConditionalStore.PutIfVersion)
+	return w.o.PutIfVersion(ctx, key, data, expect, w.DirStore.PutIfVersion)
 }
 
 // objectFiles lists every file under root, relative to root.
@@ -216,7 +216,7 @@ func keyFile(dir, key string) string {
 
 // putFile writes data at key through s and returns the object file and
 // the version the write returned.
-func putFile(t *testing.T, s *writefence.DirConditionalStore, dir, key string, data []byte) ([]byte, string) {
+func putFile(t *testing.T, s *writefence.DirStore, dir, key string, data []byte) ([]byte, string) {
 	t.Helper()
 	v, err := s.PutIfVersion(t.Context(), key, data, "")
 	require.NoError(t, err)
@@ -227,7 +227,7 @@ func putFile(t *testing.T, s *writefence.DirConditionalStore, dir, key string, d
 
 // wantDamaged fails the test unless both Get and GetPrefix of key report
 // the damaged version of file, with check, and returns that error.
-func wantDamaged(t *testing.T, s *writefence.DirConditionalStore, key string, file []byte, check string) *writefence.CorruptError {
+func wantDamaged(t *testing.T, s *writefence.DirStore, key string, file []byte, check string) *writefence.CorruptError {
 	t.Helper()
 	_, _, err := s.Get(t.Context(), key)
 	wantStoreErr(t, err, "dir get", key, writefence.ErrCorrupt)
@@ -317,7 +317,7 @@ func TestDirCreatesNestedDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b")
 	newDirStore(t, dir)
 	assert.DirExists(t, filepath.Join(dir, "objects"))
-	_, err := writefence.NewDirConditionalStore("")
+	_, err := writefence.NewDirStore("")
 	wantStoreErr(t, err, "dir open", "", writefence.ErrInvalidArgument)
 }
 
@@ -447,7 +447,7 @@ func TestDirDamageThroughFence(t *testing.T) {
 // fence, as a ranged GET's body counts them on a network store; the
 // writes, PrefixReader and the other capabilities pass through.
 type readCounter struct {
-	*writefence.DirConditionalStore
+	*writefence.DirStore
 	calls, read atomic.Int64
 }
 
@@ -456,14 +456,14 @@ type readCounter struct {
 func (c *readCounter) Capabilities() writefence.ConditionalStore { return c }
 
 func (c *readCounter) Get(ctx context.Context, key string) ([]byte, string, error) {
-	data, v, err := c.DirConditionalStore.Get(ctx, key)
+	data, v, err := c.DirStore.Get(ctx, key)
 	c.calls.Add(1)
 	c.read.Add(int64(len(data)))
 	return data, v, err
 }
 
 func (c *readCounter) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	prefix, size, v, err := c.DirConditionalStore.GetPrefix(ctx, key, n)
+	prefix, size, v, err := c.DirStore.GetPrefix(ctx, key, n)
 	c.calls.Add(1)
 	c.read.Add(int64(len(prefix)))
 	return prefix, size, v, err
@@ -477,7 +477,7 @@ func (c *readCounter) GetPrefix(ctx context.Context, key string, n int64) ([]byt
 // fixed buffers. A stale push is refused from the record's header alone.
 func TestDirColdPush(t *testing.T) {
 	ctx := t.Context()
-	s := &readCounter{DirConditionalStore: newDirStore(t, t.TempDir())}
+	s := &readCounter{DirStore: newDirStore(t, t.TempDir())}
 	payload := make([]byte, 64<<20)
 	for i := range payload {
 		payload[i] = byte(i * 31)
@@ -510,7 +510,7 @@ func TestDirColdPush(t *testing.T) {
 func TestDirReadOnly(t *testing.T) {
 	ctx := t.Context()
 	missing := filepath.Join(t.TempDir(), "none")
-	_, err := writefence.OpenDirConditionalStoreReadOnly(missing)
+	_, err := writefence.OpenDirStoreReadOnly(missing)
 	wantStoreErr(t, err, "dir open", "", fs.ErrNotExist)
 	assert.NoDirExists(t, missing)
 
@@ -518,7 +518,7 @@ func TestDirReadOnly(t *testing.T) {
 	w := newDirStore(t, dir)
 	v, err := w.PutIfVersion(ctx, "k", []byte("x"), "")
 	require.NoError(t, err)
-	r, err := writefence.OpenDirConditionalStoreReadOnly(dir)
+	r, err := writefence.OpenDirStoreReadOnly(dir)
 	require.NoError(t, err)
 	data, got, err := r.Get(ctx, "k")
 	require.NoError(t, err)
@@ -575,11 +575,11 @@ func TestListers(t *testing.T) {
 
 // lockPolls returns a channel closed once s has found its lock taken by
 // another open file n times: proof that a write of s is waiting for it.
-func lockPolls(t *testing.T, s *writefence.DirConditionalStore, n int64) <-chan struct{} {
+func lockPolls(t *testing.T, s *writefence.DirStore, n int64) <-chan struct{} {
 	t.Helper()
 	polled := make(chan struct{})
 	var busy atomic.Int64
-	writefence.HookDirLockAttempts(t, func(st *writefence.DirConditionalStore, attempt func() (bool, error)) (bool, error) {
+	writefence.HookDirLockAttempts(t, func(st *writefence.DirStore, attempt func() (bool, error)) (bool, error) {
 		locked, err := attempt()
 		if st == s && !locked && err == nil && busy.Add(1) == n {
 			close(polled)
@@ -601,7 +601,7 @@ func TestDirMovedWhileWriting(t *testing.T) {
 
 	aHolds, aGo := make(chan struct{}), make(chan struct{})
 	var held sync.Once
-	writefence.HookDirReplace(t, func(s *writefence.DirConditionalStore, _ string) {
+	writefence.HookDirReplace(t, func(s *writefence.DirStore, _ string) {
 		if s == a {
 			held.Do(func() { close(aHolds); <-aGo })
 		}
@@ -669,7 +669,7 @@ func TestDirReadOnlyPushIsFinal(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	require.NoError(t, (&writefence.Fence{Store: newDirStore(t, dir)}).Push(ctx, "wal", "0", "a", 1, []byte("one")))
-	r, err := writefence.OpenDirConditionalStoreReadOnly(dir)
+	r, err := writefence.OpenDirStoreReadOnly(dir)
 	require.NoError(t, err)
 
 	var writes atomic.Int64
@@ -949,7 +949,7 @@ func TestDirBlobReadOnly(t *testing.T) {
 	_, err := w.CreateBlob(ctx, "b", strings.NewReader("bytes"))
 	require.NoError(t, err)
 
-	r, err := writefence.OpenDirConditionalStoreReadOnly(dir)
+	r, err := writefence.OpenDirStoreReadOnly(dir)
 	require.NoError(t, err)
 	_, err = r.CreateBlob(ctx, "c", strings.NewReader("x"))
 	wantStoreErr(t, err, "dir blob create", "c", fs.ErrPermission)
@@ -968,7 +968,7 @@ func TestDirBlobReadOnly(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrPermission, "a Fence over a read-only store")
 
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, "blobs")))
-	r, err = writefence.OpenDirConditionalStoreReadOnly(dir)
+	r, err = writefence.OpenDirStoreReadOnly(dir)
 	require.NoError(t, err)
 	assert.Empty(t, listBlobs(t, r, ""))
 	_, err = r.StatBlob(ctx, "b")
@@ -1021,11 +1021,11 @@ func TestDirBlobCreateRace(t *testing.T) {
 	var arrived sync.WaitGroup
 	arrived.Add(writers)
 	release := make(chan struct{})
-	writefence.HookDirBlobLink(t, func(*writefence.DirConditionalStore, string) {
+	writefence.HookDirBlobLink(t, func(*writefence.DirStore, string) {
 		arrived.Done()
 		<-release
 	})
-	stores := make([]*writefence.DirConditionalStore, writers)
+	stores := make([]*writefence.DirStore, writers)
 	for i := range stores {
 		stores[i] = newDirStore(t, dir)
 	}
@@ -1079,7 +1079,7 @@ func TestDirBlobTemps(t *testing.T) {
 	// to look old.
 	linking := make(chan struct{})
 	release := make(chan struct{})
-	writefence.HookDirBlobLink(t, func(*writefence.DirConditionalStore, string) {
+	writefence.HookDirBlobLink(t, func(*writefence.DirStore, string) {
 		close(linking)
 		<-release
 	})

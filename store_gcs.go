@@ -19,7 +19,7 @@ import (
 	"github.com/writefence/writefence/internal/record"
 )
 
-// GCSConditionalStore is a ConditionalStore over one Google Cloud Storage
+// gcsStore is a ConditionalStore over one Google Cloud Storage
 // bucket. The version token is the object's generation in decimal; the
 // conditional write is a generation precondition decided by the server.
 //
@@ -39,7 +39,7 @@ import (
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
 // 64 MiB + 4 KiB, the largest default payload and a record header. The fields are read without locking and must be
 // set before first use.
-type GCSConditionalStore struct {
+type gcsStore struct {
 	MaxObjectSize int64
 
 	// BlobPartSize is the chunk size in bytes of CreateBlob's resumable
@@ -52,13 +52,13 @@ type GCSConditionalStore struct {
 	bucket string
 }
 
-var _ ConditionalStore = (*GCSConditionalStore)(nil)
+var _ ConditionalStore = (*gcsStore)(nil)
 
-var _ Capable = (*GCSConditionalStore)(nil)
+var _ Capable = (*gcsStore)(nil)
 
 // Capabilities implements Capable: the store's PrefixReader, PartsPutter
 // and BlobStore are its own.
-func (s *GCSConditionalStore) Capabilities() ConditionalStore { return s }
+func (s *gcsStore) Capabilities() ConditionalStore { return s }
 
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
 // using the caller's client. The bucket must exist; the store never creates
@@ -75,14 +75,22 @@ func (s *GCSConditionalStore) Capabilities() ConditionalStore { return s }
 //
 // Retries follow the client's configuration (Client.SetRetry). Reads are
 // retried by the client; writes are not, see PutIfVersion.
-func NewGCSConditionalStore(client *storage.Client, bucket string) *GCSConditionalStore {
-	return &GCSConditionalStore{client: client, bucket: bucket}
+func NewGCSConditionalStore(client *storage.Client, bucket string, opts *StoreOptions) ConditionalStore {
+	return newGCSStore(client, bucket, opts)
+}
+
+func newGCSStore(client *storage.Client, bucket string, opts *StoreOptions) *gcsStore {
+	s := &gcsStore{client: client, bucket: bucket}
+	if opts != nil {
+		s.MaxObjectSize, s.BlobPartSize = opts.MaxObjectSize, opts.BlobPartSize
+	}
+	return s
 }
 
 // Get implements ConditionalStore. The bytes and the generation come from
 // one reader, and so from one server response: the client pins any reopen
 // of a broken download to the generation of the first response.
-func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+func (s *gcsStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	limit := readLimit(s.MaxObjectSize)
 	// ReadCompressed: the stored bytes as they are, so the size the server
 	// reports is the size we read.
@@ -111,7 +119,7 @@ func (s *GCSConditionalStore) Get(ctx context.Context, key string) ([]byte, stri
 	return data, strconv.FormatInt(gen, 10), nil
 }
 
-var _ PrefixReader = (*GCSConditionalStore)(nil)
+var _ PrefixReader = (*gcsStore)(nil)
 
 // GetPrefix implements PrefixReader with one range reader over bytes 0 to
 // n-1. The prefix, the generation and the object's total size come from one
@@ -123,7 +131,7 @@ var _ PrefixReader = (*GCSConditionalStore)(nil)
 // it, so a key rewritten in between is still read from a single response.
 // As Get, it refuses an object larger than the read limit, here without
 // reading its body.
-func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+func (s *gcsStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
 		return nil, 0, "", storeErr("gcs get", key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
@@ -175,16 +183,16 @@ func (s *GCSConditionalStore) GetPrefix(ctx context.Context, key string, n int64
 // ErrConflict for a write that happened, which the fence resolves by reading
 // the record afresh. A 429 is returned as a *StoreError that says the
 // request was rate limited (see gcsError).
-func (s *GCSConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+func (s *gcsStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
 }
 
-var _ PartsPutter = (*GCSConditionalStore)(nil)
+var _ PartsPutter = (*gcsStore)(nil)
 
 // PutPartsIfVersion implements PartsPutter: the parts are written one after
 // the other to one upload, with the preconditions of PutIfVersion, and
 // never copied.
-func (s *GCSConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
+func (s *gcsStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
 	conds, err := gcsConditions(key, expectVersion)
 	if err != nil {
 		return "", err
@@ -217,11 +225,11 @@ func (s *GCSConditionalStore) PutPartsIfVersion(ctx context.Context, key string,
 	return strconv.FormatInt(attrs.Generation, 10), nil
 }
 
-var _ Deleter = (*GCSConditionalStore)(nil)
+var _ Deleter = (*gcsStore)(nil)
 
 // Delete implements Deleter. It deletes the live object unconditionally; a
 // missing object is not an error.
-func (s *GCSConditionalStore) Delete(ctx context.Context, key string) error {
+func (s *gcsStore) Delete(ctx context.Context, key string) error {
 	err := s.client.Bucket(s.bucket).Object(key).Delete(ctx)
 	if err == nil || errors.Is(err, storage.ErrObjectNotExist) {
 		return nil
@@ -284,11 +292,11 @@ func gcsError(op, key string, err error) error {
 	return storeErr("gcs "+op, key, nil, err)
 }
 
-var _ Lister = (*GCSConditionalStore)(nil)
+var _ Lister = (*gcsStore)(nil)
 
 // List implements Lister with the bucket's object listing under prefix, in
 // the server's (lexical) order.
-func (s *GCSConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+func (s *gcsStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	it := s.client.Bucket(s.bucket).Objects(ctx, &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL})
 	for {
 		// The iterator hands out a fetched page without looking at ctx.
@@ -315,7 +323,7 @@ const gcsDefaultBlobPartSize = 16 << 20
 // as a record is.
 const gcsSmallBlob = 1 << 20
 
-var _ BlobStore = (*GCSConditionalStore)(nil)
+var _ BlobStore = (*gcsStore)(nil)
 
 // CreateBlob implements BlobStore with one Writer, conditioned on
 // DoesNotExist (ifGenerationMatch=0): create-only, decided by the server,
@@ -334,7 +342,7 @@ var _ BlobStore = (*GCSConditionalStore)(nil)
 // nothing is created. The info returned is the object's as the server
 // created it: its size and its creation time (Created), by the server's
 // clock, at the microsecond resolution of its JSON API.
-func (s *GCSConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
+func (s *gcsStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
 	part := s.BlobPartSize
 	if part <= 0 {
 		part = gcsDefaultBlobPartSize
@@ -423,7 +431,7 @@ func gcsBlobInfo(op, key string, attrs *storage.ObjectAttrs) (BlobInfo, error) {
 // then, the error matches ErrNotFound. A read of the body that fails
 // returns a *StoreError of op "gcs blob read", and a done context its own
 // error.
-func (s *GCSConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
+func (s *gcsStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
 	obj := s.client.Bucket(s.bucket).Object(key)
 	attrs, err := obj.Attrs(ctx)
 	if err != nil {
@@ -468,7 +476,7 @@ func (b *gcsBlobBody) Close() error { return b.r.Close() }
 
 // StatBlob implements BlobStore with the object's attributes: its size
 // and its creation time.
-func (s *GCSConditionalStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
+func (s *gcsStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
 	attrs, err := s.client.Bucket(s.bucket).Object(key).Attrs(ctx)
 	if err != nil {
 		return BlobInfo{}, gcsError("blob stat", key, err)
@@ -479,7 +487,7 @@ func (s *GCSConditionalStore) StatBlob(ctx context.Context, key string) (BlobInf
 // ListBlobs implements BlobStore with the bucket's object listing under
 // prefix, in the server's (lexical) order, asking only for each object's
 // name, size and creation time.
-func (s *GCSConditionalStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+func (s *gcsStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
 	q := &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Created"}); err != nil {
 		return storeErr("gcs blob list", prefix, nil, err)
@@ -507,18 +515,18 @@ func (s *GCSConditionalStore) ListBlobs(ctx context.Context, prefix string, fn f
 	}
 }
 
-var _ ConsistentBlobLister = (*GCSConditionalStore)(nil)
+var _ ConsistentBlobLister = (*gcsStore)(nil)
 
 // ListBlobsConsistent implements ConsistentBlobLister with ListBlobs:
 // Cloud Storage's object listing is strongly consistent, so it shows
 // every object whose write returned before it began, and none whose
 // delete did.
-func (s *GCSConditionalStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+func (s *gcsStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
 	return s.ListBlobs(ctx, prefix, fn)
 }
 
 // DeleteBlob implements BlobStore, as Delete does.
-func (s *GCSConditionalStore) DeleteBlob(ctx context.Context, key string) error {
+func (s *gcsStore) DeleteBlob(ctx context.Context, key string) error {
 	err := s.client.Bucket(s.bucket).Object(key).Delete(ctx)
 	if err == nil || errors.Is(err, storage.ErrObjectNotExist) {
 		return nil

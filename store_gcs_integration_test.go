@@ -29,11 +29,11 @@ import (
 // newGCSIntegrationStore returns a store over a bucket of the test's own
 // on the emulator, removed with its objects when the test ends, and the
 // bucket's handle.
-func newGCSIntegrationStore(t *testing.T) (*writefence.GCSConditionalStore, *storage.BucketHandle) {
+func newGCSIntegrationStore(t *testing.T) (*writefence.GCSStore, *storage.BucketHandle) {
 	t.Helper()
 	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
 	name := testserver.GCSBucket(t, c)
-	return writefence.NewGCSConditionalStore(c, name), c.Bucket(name)
+	return writefence.NewGCSStore(c, name), c.Bucket(name)
 }
 
 // TestGCSConformance runs the kit over one bucket, its traffic counted and
@@ -44,14 +44,14 @@ func TestGCSConformance(t *testing.T) {
 	wire := testserver.NewTransport(t)
 	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
 	name := testserver.GCSBucket(t, c)
-	store := writefence.NewGCSConditionalStore(c, name)
+	store := writefence.NewGCSStore(c, name)
 	store.MaxObjectSize = kitReadLimit
 	store.BlobPartSize = 256 << 10
 	opts := kitOptions(testserver.DamageGCS(testserver.GCSClient(t, testserver.GCSEndpoint(t), nil), name))
 	opts.BlobPartSize = store.BlobPartSize
 	opts.Wire = &writefencetest.Wire{Count: func() (int64, int64) { return wire.Requests(), wire.GetBytesRead() }}
 	opts.Wrap = func(s writefence.ConditionalStore, o *writefencetest.Overrides) writefence.ConditionalStore {
-		return gcsWrapper{s.(*writefence.GCSConditionalStore), o}
+		return gcsWrapper{s.(*writefence.GCSStore), o}
 	}
 	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, opts)
 }
@@ -60,16 +60,16 @@ func TestGCSConformance(t *testing.T) {
 // PutIfVersion, as a quota or an audit log would (the kit's
 // Fence/Overrides).
 type gcsWrapper struct {
-	*writefence.GCSConditionalStore
+	*writefence.GCSStore
 	o *writefencetest.Overrides
 }
 
 func (w gcsWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return w.o.Get(ctx, key, w.GCSConditionalStore.Get)
+	return w.o.Get(ctx, key, w.GCSStore.Get)
 }
 
 func (w gcsWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return w.o.PutIfVersion(ctx, key, data, expect, w.GCSConditionalStore.PutIfVersion)
+	return w.o.PutIfVersion(ctx, key, data, expect, w.GCSStore.PutIfVersion)
 }
 
 // TestGCSIntegrationRoundTrip checks the adapter's own tokens against the
@@ -129,7 +129,7 @@ func TestGCSCommitManyBlobs(t *testing.T) {
 	t.Parallel()
 	wire := testserver.NewTransport(t)
 	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
-	store := writefence.NewGCSConditionalStore(c, testserver.GCSBucket(t, c))
+	store := writefence.NewGCSStore(c, testserver.GCSBucket(t, c))
 	testCommitManyBlobs(t, store, func() (int64, int64) { return wire.Requests(), wire.Writes() })
 }
 
@@ -159,7 +159,7 @@ func TestGCSIntegrationBlobTimeWithoutLastModified(t *testing.T) {
 	t.Parallel()
 	wire := &gcsDropLastModified{base: testserver.HTTPTransport(t)}
 	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
-	store := writefence.NewGCSConditionalStore(c, testserver.GCSBucket(t, c))
+	store := writefence.NewGCSStore(c, testserver.GCSBucket(t, c))
 	ctx := t.Context()
 
 	created := map[string]writefence.BlobInfo{}

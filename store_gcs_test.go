@@ -63,14 +63,14 @@ func (r *gcsRecorder) requests() []gcsRequest {
 // newGCSUnitStore starts a server running handler and returns a store whose
 // client talks to it. The client makes no retries unless retry is true, so
 // a failing read returns at once instead of backing off until the deadline.
-func newGCSUnitStore(t *testing.T, retry bool, handler http.HandlerFunc) (*writefence.GCSConditionalStore, *gcsRecorder) {
+func newGCSUnitStore(t *testing.T, retry bool, handler http.HandlerFunc) (*writefence.GCSStore, *gcsRecorder) {
 	t.Helper()
 	store, rec, _ := newGCSUnitServer(t, retry, handler)
 	return store, rec
 }
 
 // newGCSUnitServer is newGCSUnitStore, and also returns the server's URL.
-func newGCSUnitServer(t *testing.T, retry bool, handler http.HandlerFunc) (*writefence.GCSConditionalStore, *gcsRecorder, string) {
+func newGCSUnitServer(t *testing.T, retry bool, handler http.HandlerFunc) (*writefence.GCSStore, *gcsRecorder, string) {
 	t.Helper()
 	rec := &gcsRecorder{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -85,13 +85,13 @@ func newGCSUnitServer(t *testing.T, retry bool, handler http.HandlerFunc) (*writ
 }
 
 // newGCSClientStore returns a store over a client for the server at base.
-func newGCSClientStore(t *testing.T, base string, retry bool) *writefence.GCSConditionalStore {
+func newGCSClientStore(t *testing.T, base string, retry bool) *writefence.GCSStore {
 	t.Helper()
 	client := testserver.GCSClient(t, base, nil)
 	if !retry {
 		client.SetRetry(storage.WithPolicy(storage.RetryNever))
 	}
-	return writefence.NewGCSConditionalStore(client, gcsTestBucket)
+	return writefence.NewGCSStore(client, gcsTestBucket)
 }
 
 // gcsJSONError answers like the JSON API does on failure.
@@ -179,7 +179,7 @@ func TestGCSErrorMapping(t *testing.T) {
 }
 
 // gcsUnitOp runs one operation of the error table.
-func gcsUnitOp(t *testing.T, store *writefence.GCSConditionalStore, op string) error {
+func gcsUnitOp(t *testing.T, store *writefence.GCSStore, op string) error {
 	ctx := gcsUnitCtx(t)
 	var err error
 	switch op {

@@ -40,7 +40,7 @@ const (
 	s3ConditionalRequestConflict = "ConditionalRequestConflict"
 )
 
-// MinioConditionalStore is a ConditionalStore over one bucket of an S3 API
+// minioStore is a ConditionalStore over one bucket of an S3 API
 // server, reached through minio-go. Version tokens are the objects' ETags
 // without their quotes. It also implements Deleter.
 //
@@ -56,8 +56,8 @@ const (
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
 // 64 MiB + 4 KiB, the largest default payload and a record header). Set the fields before first use. A
-// MinioConditionalStore is safe for concurrent use.
-type MinioConditionalStore struct {
+// minioStore is safe for concurrent use.
+type minioStore struct {
 	MaxObjectSize int64
 
 	// BlobPartSize is the size in bytes of the parts CreateBlob uploads,
@@ -71,13 +71,13 @@ type MinioConditionalStore struct {
 	bucket string
 }
 
-var _ ConditionalStore = (*MinioConditionalStore)(nil)
+var _ ConditionalStore = (*minioStore)(nil)
 
-var _ Capable = (*MinioConditionalStore)(nil)
+var _ Capable = (*minioStore)(nil)
 
 // Capabilities implements Capable: the store's PrefixReader, PartsPutter
 // and BlobStore are its own.
-func (s *MinioConditionalStore) Capabilities() ConditionalStore { return s }
+func (s *minioStore) Capabilities() ConditionalStore { return s }
 
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
 // which must exist, using the caller's client.
@@ -100,15 +100,23 @@ func (s *MinioConditionalStore) Capabilities() ConditionalStore { return s }
 // because a retry after a write that landed but whose answer was lost would
 // be refused by the write's own precondition and reported as a conflict.
 // Reads are retried as the client is configured.
-func NewMinioConditionalStore(client *minio.Client, bucket string) *MinioConditionalStore {
-	return &MinioConditionalStore{api: minio.Core{Client: client}, bucket: bucket}
+func NewMinioConditionalStore(client *minio.Client, bucket string, opts *StoreOptions) ConditionalStore {
+	return newMinioStore(client, bucket, opts)
+}
+
+func newMinioStore(client *minio.Client, bucket string, opts *StoreOptions) *minioStore {
+	s := &minioStore{api: minio.Core{Client: client}, bucket: bucket}
+	if opts != nil {
+		s.MaxObjectSize, s.BlobPartSize = opts.MaxObjectSize, opts.BlobPartSize
+	}
+	return s
 }
 
 // Get implements ConditionalStore with one GET: the bytes and the ETag come
 // from the same response. An object whose Content-Length exceeds the limit
 // is refused before its body is read; otherwise at most the limit plus one
 // byte is read.
-func (s *MinioConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+func (s *minioStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	body, info, _, err := s.api.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, "", s.fail(ctx, "get", key, err, getKind)
@@ -133,7 +141,7 @@ func (s *MinioConditionalStore) Get(ctx context.Context, key string) ([]byte, st
 	return data, etag, nil
 }
 
-var _ PrefixReader = (*MinioConditionalStore)(nil)
+var _ PrefixReader = (*minioStore)(nil)
 
 // GetPrefix implements PrefixReader with one ranged GET (Range: bytes=0-n-1):
 // the prefix, the ETag and the object's total size, the total of the
@@ -146,7 +154,7 @@ var _ PrefixReader = (*MinioConditionalStore)(nil)
 // bytes of it, so a key rewritten in between is still read from a single
 // response. As Get, it refuses an object larger than the read limit, here
 // without reading its body.
-func (s *MinioConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+func (s *minioStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
 		return nil, 0, "", storeErr("s3 get", key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
@@ -209,17 +217,17 @@ func s3ObjectSize(header http.Header, contentLength int64) (int64, error) {
 // If-None-Match: * when expectVersion is empty, If-Match otherwise. A 412,
 // a 409 ConditionalRequestConflict, and a 404 NoSuchKey answering If-Match
 // (MinIO's reply for a key that does not exist) are conflicts.
-func (s *MinioConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+func (s *minioStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	return s.PutPartsIfVersion(ctx, key, [][]byte{data}, expectVersion)
 }
 
-var _ PartsPutter = (*MinioConditionalStore)(nil)
+var _ PartsPutter = (*minioStore)(nil)
 
 // PutPartsIfVersion implements PartsPutter: the parts are sent one after
 // the other as the body of one PUT of their total length, with the
 // preconditions of PutIfVersion, and never copied; the body is sent as
 // NewMinioConditionalStore says.
-func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
+func (s *minioStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
 	var opts minio.PutObjectOptions
 	if expectVersion == "" {
 		opts.SetMatchETagExcept("*")
@@ -260,7 +268,7 @@ func (s *MinioConditionalStore) PutPartsIfVersion(ctx context.Context, key strin
 //
 // minio-go retries only a body it can rewind; this body cannot be
 // rewound, so the PUT is sent exactly once (see NewMinioConditionalStore).
-func (s *MinioConditionalStore) putWhole(ctx context.Context, key string, parts [][]byte, signed bool, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
+func (s *minioStore) putWhole(ctx context.Context, key string, parts [][]byte, signed bool, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
 	sha, sum := sha256.New(), md5.New()
 	readers := make([]io.Reader, len(parts))
 	size := int64(0)
@@ -284,16 +292,16 @@ func (s *MinioConditionalStore) putWhole(ctx context.Context, key string, parts 
 	return info, err
 }
 
-var _ Deleter = (*MinioConditionalStore)(nil)
+var _ Deleter = (*minioStore)(nil)
 
 // Delete implements Deleter. S3 reports success for a key that does not
 // exist; a NoSuchKey from a stricter server is treated the same way.
-func (s *MinioConditionalStore) Delete(ctx context.Context, key string) error {
+func (s *minioStore) Delete(ctx context.Context, key string) error {
 	return s.remove(ctx, "delete", key)
 }
 
 // remove deletes key for op; a missing key is not an error.
-func (s *MinioConditionalStore) remove(ctx context.Context, op, key string) error {
+func (s *minioStore) remove(ctx context.Context, op, key string) error {
 	err := s.api.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
 	if err == nil {
 		return nil
@@ -310,7 +318,7 @@ func (s *MinioConditionalStore) remove(ctx context.Context, op, key string) erro
 // fs.ErrPermission whatever the operation (see s3Refused). A done context
 // is returned as it is, so cancellation is never mistaken for an answer
 // from the server.
-func (s *MinioConditionalStore) fail(ctx context.Context, op, key string, err error, kind func(minio.ErrorResponse) error) error {
+func (s *minioStore) fail(ctx context.Context, op, key string, err error, kind func(minio.ErrorResponse) error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
@@ -418,20 +426,20 @@ func (b *requestBody) close() {
 	b.mu.Unlock()
 }
 
-var _ Lister = (*MinioConditionalStore)(nil)
+var _ Lister = (*minioStore)(nil)
 
 // List implements Lister with the client's ListObjects (version 2 of the
 // API), recursively under prefix, in the server's order (lexical on S3).
 // It needs the store's client to be minio-go's own (as
 // NewMinioConditionalStore sets it): Core's list calls take no context.
-func (s *MinioConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+func (s *minioStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	return s.list(ctx, "list", prefix, func(obj minio.ObjectInfo) error { return fn(obj.Key) })
 }
 
 // list calls fn with each object under prefix, for op. The listing is
 // minio-go's iterator, not its channel, whose goroutine would block for
 // good when fn stops the listing early.
-func (s *MinioConditionalStore) list(ctx context.Context, op, prefix string, fn func(minio.ObjectInfo) error) error {
+func (s *minioStore) list(ctx context.Context, op, prefix string, fn func(minio.ObjectInfo) error) error {
 	c, err := s.sdk(op, prefix)
 	if err != nil {
 		return err
@@ -452,7 +460,7 @@ func (s *MinioConditionalStore) list(ctx context.Context, op, prefix string, fn 
 
 // sdk returns the store's minio-go client, for what Core does not offer:
 // a listing that takes a context, and an upload of unknown size in parts.
-func (s *MinioConditionalStore) sdk(op, key string) (*minio.Client, error) {
+func (s *minioStore) sdk(op, key string) (*minio.Client, error) {
 	core, ok := s.api.(minio.Core)
 	if !ok || core.Client == nil {
 		return nil, storeErr("s3 "+op, key, errors.ErrUnsupported, errNoSDK)
@@ -468,7 +476,7 @@ const (
 	s3DefaultBlobPartSize = 16 << 20
 )
 
-var _ BlobStore = (*MinioConditionalStore)(nil)
+var _ BlobStore = (*minioStore)(nil)
 
 // s3SmallBlob is the size under which a blob is sent as one PUT whose
 // signature covers its SHA-256; s3OnePutBlob, S3's least part size, the
@@ -517,7 +525,7 @@ const (
 // header on CreateMultipartUpload, so there a large CreateBlob over an
 // existing key replaces it. Neither matters to a Fence, whose every blob
 // key is new.
-func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
+func (s *minioStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
 	up, _, err := s.upload(ctx, key, r)
 	if err != nil {
 		return BlobInfo{}, err
@@ -525,7 +533,7 @@ func (s *MinioConditionalStore) CreateBlob(ctx context.Context, key string, r io
 	return s.uploaded(ctx, key, up)
 }
 
-var _ BlobWriter = (*MinioConditionalStore)(nil)
+var _ BlobWriter = (*minioStore)(nil)
 
 // WriteBlob implements BlobWriter: CreateBlob without the HEAD after a
 // blob sent as one PUT (under 5 MiB), whose size is the Content-Length of
@@ -533,7 +541,7 @@ var _ BlobWriter = (*MinioConditionalStore)(nil)
 // bytes it holds are the bytes sent. A blob sent in parts is still read
 // with the HEAD, for the size the server put together. PutBlob writes
 // through it: a 64 KiB segment is one request.
-func (s *MinioConditionalStore) WriteBlob(ctx context.Context, key string, r io.Reader) (int64, error) {
+func (s *minioStore) WriteBlob(ctx context.Context, key string, r io.Reader) (int64, error) {
 	up, one, err := s.upload(ctx, key, r)
 	if err != nil {
 		return 0, err
@@ -547,7 +555,7 @@ func (s *MinioConditionalStore) WriteBlob(ctx context.Context, key string, r io.
 
 // upload sends the blob at key for CreateBlob and WriteBlob, and says
 // whether it went as one PUT (its size then the one sent).
-func (s *MinioConditionalStore) upload(ctx context.Context, key string, r io.Reader) (minio.UploadInfo, bool, error) {
+func (s *minioStore) upload(ctx context.Context, key string, r io.Reader) (minio.UploadInfo, bool, error) {
 	c, err := s.sdk("blob create", key)
 	if err != nil {
 		return minio.UploadInfo{}, false, err
@@ -607,7 +615,7 @@ func readBlobHead(r io.Reader) ([]byte, error) {
 
 // uploaded reads the info of the blob upload put at key, with one HEAD
 // matched to the upload's ETag.
-func (s *MinioConditionalStore) uploaded(ctx context.Context, key string, up minio.UploadInfo) (BlobInfo, error) {
+func (s *minioStore) uploaded(ctx context.Context, key string, up minio.UploadInfo) (BlobInfo, error) {
 	c, err := s.sdk("blob create", key)
 	if err != nil {
 		return BlobInfo{}, err
@@ -632,7 +640,7 @@ func blobCreateKind(r minio.ErrorResponse) error { return putKind(r, "") }
 // Content-Length) and the LastModified (second resolution) come from the
 // same response. A read of the body that fails returns a *StoreError of
 // op "s3 blob read", and a done context its own error.
-func (s *MinioConditionalStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
+func (s *minioStore) OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error) {
 	body, info, _, err := s.api.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, BlobInfo{}, s.fail(ctx, "blob open", key, err, getKind)
@@ -663,7 +671,7 @@ func (b *s3BlobBody) Close() error { return b.body.Close() }
 
 // StatBlob implements BlobStore with one HEAD: the size and the
 // LastModified (second resolution) the server records.
-func (s *MinioConditionalStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
+func (s *minioStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
 	c, err := s.sdk("blob stat", key)
 	if err != nil {
 		return BlobInfo{}, err
@@ -682,29 +690,29 @@ func (s *MinioConditionalStore) StatBlob(ctx context.Context, key string) (BlobI
 // here is at or after its Modified from CreateBlob or StatBlob, within the
 // second that one names, so an age Collect computes is never more than
 // the listing's rounding too large.
-func (s *MinioConditionalStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+func (s *minioStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
 	return s.list(ctx, "blob list", prefix, func(obj minio.ObjectInfo) error {
 		return fn(BlobInfo{Key: obj.Key, Size: obj.Size, Modified: obj.LastModified})
 	})
 }
 
-var _ ConsistentBlobLister = (*MinioConditionalStore)(nil)
+var _ ConsistentBlobLister = (*minioStore)(nil)
 
 // ListBlobsConsistent implements ConsistentBlobLister with ListBlobs: AWS
 // S3 (since December 2020) and MinIO list every object whose write
 // returned before the listing began, and none whose delete did. A server
 // whose listing lags behind its writes must be used through a wrapper
 // that does not declare it (see Capable).
-func (s *MinioConditionalStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+func (s *minioStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
 	return s.ListBlobs(ctx, prefix, fn)
 }
 
 // DeleteBlob implements BlobStore, as Delete does.
-func (s *MinioConditionalStore) DeleteBlob(ctx context.Context, key string) error {
+func (s *minioStore) DeleteBlob(ctx context.Context, key string) error {
 	return s.remove(ctx, "blob delete", key)
 }
 
-var _ BlobBatchDeleter = (*MinioConditionalStore)(nil)
+var _ BlobBatchDeleter = (*minioStore)(nil)
 
 // DeleteBlobs implements BlobBatchDeleter with the client's
 // RemoveObjectsWithIter: one DeleteObjects request (a POST of the keys)
@@ -712,7 +720,7 @@ var _ BlobBatchDeleter = (*MinioConditionalStore)(nil)
 // deleted. A key whose name XML cannot carry is deleted with a DELETE of
 // its own, by the client. The error names the first key the server did
 // not delete, and how many were left.
-func (s *MinioConditionalStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+func (s *minioStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
 	c, err := s.sdk("blob delete", "")
 	if err != nil {
 		return nil, err

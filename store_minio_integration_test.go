@@ -52,7 +52,7 @@ func TestMinioConformance(t *testing.T) {
 	wire := testserver.NewTransport(t)
 	c := testserver.S3Server(t).Client(t, wire)
 	bucket := testserver.MinioBucket(t, c)
-	store := writefence.NewMinioConditionalStore(c, bucket)
+	store := writefence.NewMinioStore(c, bucket)
 	store.MaxObjectSize = kitReadLimit
 	store.BlobPartSize = 5 << 20
 	opts := kitOptions(testserver.DamageS3(c, bucket))
@@ -60,7 +60,7 @@ func TestMinioConformance(t *testing.T) {
 	opts.BlobPartSize = store.BlobPartSize
 	opts.Wire = &writefencetest.Wire{Count: func() (int64, int64) { return wire.Requests(), wire.GetBytesRead() }}
 	opts.Wrap = func(s writefence.ConditionalStore, o *writefencetest.Overrides) writefence.ConditionalStore {
-		return minioWrapper{s.(*writefence.MinioConditionalStore), o}
+		return minioWrapper{s.(*writefence.MinioStore), o}
 	}
 	writefencetest.TestConditionalStore(t, func(t *testing.T) writefence.ConditionalStore { return store }, opts)
 	for u := range c.ListIncompleteUploads(t.Context(), bucket, "", true) {
@@ -72,16 +72,16 @@ func TestMinioConformance(t *testing.T) {
 // minioWrapper is a store that embeds the S3 adapter and overrides Get and
 // PutIfVersion, as a quota or an audit log would (the kit's Fence/Overrides).
 type minioWrapper struct {
-	*writefence.MinioConditionalStore
+	*writefence.MinioStore
 	o *writefencetest.Overrides
 }
 
 func (w minioWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return w.o.Get(ctx, key, w.MinioConditionalStore.Get)
+	return w.o.Get(ctx, key, w.MinioStore.Get)
 }
 
 func (w minioWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return w.o.PutIfVersion(ctx, key, data, expect, w.MinioConditionalStore.PutIfVersion)
+	return w.o.PutIfVersion(ctx, key, data, expect, w.MinioStore.PutIfVersion)
 }
 
 // TestMinioProtocol: the S3 answers the adapter classifies, on the real
@@ -89,7 +89,7 @@ func (w minioWrapper) PutIfVersion(ctx context.Context, key string, data []byte,
 // the server's 412, classified as ErrConflict.
 func TestMinioProtocol(t *testing.T) {
 	c, bucket := newMinioBucket(t)
-	store := writefence.NewMinioConditionalStore(c, bucket)
+	store := writefence.NewMinioStore(c, bucket)
 	v1, err := store.PutIfVersion(t.Context(), "k", []byte("one"), "")
 	require.NoError(t, err)
 	assert.NotContains(t, v1, `"`)
@@ -106,7 +106,7 @@ func TestMinioProtocol(t *testing.T) {
 func TestMinioLargeRecordIsSinglePart(t *testing.T) {
 	t.Parallel()
 	c, bucket := newMinioBucket(t)
-	s := writefence.NewMinioConditionalStore(c, bucket)
+	s := writefence.NewMinioStore(c, bucket)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 17<<20/16)
 
 	v1, err := s.PutIfVersion(t.Context(), "big", big, "")
@@ -176,7 +176,7 @@ func TestMinioRecordsNeedNoChunking(t *testing.T) {
 	_, bucket := newMinioBucket(t)
 	addr, refused := s3LengthRequired(t, s3.Endpoint)
 	s3.Endpoint = addr
-	s := writefence.NewMinioConditionalStore(s3.Client(t, testserver.HTTPTransport(t)), bucket)
+	s := writefence.NewMinioStore(s3.Client(t, testserver.HTTPTransport(t)), bucket)
 
 	ctx := t.Context()
 	for _, n := range []int{0, 1, 4<<10 + 3} {
@@ -231,11 +231,11 @@ func TestMinioFailuresAreNeitherSentinel(t *testing.T) {
 	require.NoError(t, err)
 
 	const wrongSecret = "wrong-secret-must-not-leak"
-	stores := map[string]*writefence.MinioConditionalStore{
-		"missing bucket":     writefence.NewMinioConditionalStore(c, bucket+"-absent"),
-		"wrong secret":       writefence.NewMinioConditionalStore(testserver.S3{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: wrongSecret}.Client(t, nil), bucket),
-		"stopped server":     writefence.NewMinioConditionalStore(stoppedClient, bucket),
-		"unknown access key": writefence.NewMinioConditionalStore(testserver.S3{Endpoint: m.Endpoint, AccessKey: "no-such-user", SecretKey: m.SecretKey}.Client(t, nil), bucket),
+	stores := map[string]*writefence.MinioStore{
+		"missing bucket":     writefence.NewMinioStore(c, bucket+"-absent"),
+		"wrong secret":       writefence.NewMinioStore(testserver.S3{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: wrongSecret}.Client(t, nil), bucket),
+		"stopped server":     writefence.NewMinioStore(stoppedClient, bucket),
+		"unknown access key": writefence.NewMinioStore(testserver.S3{Endpoint: m.Endpoint, AccessKey: "no-such-user", SecretKey: m.SecretKey}.Client(t, nil), bucket),
 	}
 	for name, s := range stores {
 		t.Run(name, func(t *testing.T) {
@@ -272,7 +272,7 @@ func TestMinioPermissionIsFinal(t *testing.T) {
 	wire := testserver.NewTransport(t)
 	c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.New(creds), Transport: wire, Region: "us-east-1"})
 	require.NoError(t, err)
-	store := writefence.NewMinioConditionalStore(c, bucket)
+	store := writefence.NewMinioStore(c, bucket)
 	prefix := testserver.UniqueName(t) + "/"
 
 	const wrongSecret = "wrong-secret-must-not-leak"
@@ -347,7 +347,7 @@ func (c *switchableCreds) IsExpired() bool { return true }
 // no more than two parts.
 func TestMinioBlobMemory(t *testing.T) {
 	c, bucket := newMinioBucket(t)
-	store := writefence.NewMinioConditionalStore(c, bucket)
+	store := writefence.NewMinioStore(c, bucket)
 	testBlobMemory(t, store, 2*16<<20)
 }
 
@@ -356,7 +356,7 @@ func TestMinioCommitManyBlobs(t *testing.T) {
 	t.Parallel()
 	wire := testserver.NewTransport(t)
 	c := testserver.S3Server(t).Client(t, wire)
-	store := writefence.NewMinioConditionalStore(c, testserver.MinioBucket(t, c))
+	store := writefence.NewMinioStore(c, testserver.MinioBucket(t, c))
 	testCommitManyBlobs(t, store, func() (int64, int64) { return wire.Requests(), wire.Writes() })
 }
 
@@ -379,7 +379,7 @@ func TestMinioCollectManyBlobs(t *testing.T) {
 	wire := testserver.NewTransport(t)
 	c := testserver.S3Server(t).Client(t, wire)
 	bucket := testserver.MinioBucket(t, c)
-	store := writefence.NewMinioConditionalStore(c, bucket)
+	store := writefence.NewMinioStore(c, bucket)
 	f := &writefence.Fence{Store: store, Prefix: testserver.UniqueName(t) + "/"}
 	require.NoError(t, f.Push(ctx, "wal", "0", "b", 5, []byte("b's manifest")))
 	space, err := keys.Blobs(f.Prefix, "wal", "0")

@@ -79,9 +79,9 @@ func (f *s3Fake) requests() []s3Seen {
 
 // store returns an adapter over bucket "bucket" of the fake server. retries is
 // minio-go's MaxRetries (1 means a single attempt).
-func (f *s3Fake) store(t *testing.T, retries int) *MinioConditionalStore {
+func (f *s3Fake) store(t *testing.T, retries int) *minioStore {
 	t.Helper()
-	return NewMinioConditionalStore(s3FakeClient(t, f.srv.Listener.Addr().String(), retries), "bucket")
+	return newMinioStore(s3FakeClient(t, f.srv.Listener.Addr().String(), retries), "bucket", nil)
 }
 
 func s3FakeClient(t *testing.T, addr string, retries int) *minio.Client {
@@ -210,7 +210,7 @@ func TestMinioRecordHasContentLength(t *testing.T) {
 					if parts == 3 {
 						split = [][]byte{data[:n/3], data[n/3 : 2*n/3], data[2*n/3:]}
 					}
-					_, err = NewMinioConditionalStore(c, "bucket").PutPartsIfVersion(t.Context(), "k", split, "")
+					_, err = newMinioStore(c, "bucket", nil).PutPartsIfVersion(t.Context(), "k", split, "")
 					require.NoError(t, err)
 
 					seen := f.requests()
@@ -340,7 +340,7 @@ func TestMinioStoreTransportError(t *testing.T) {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 
-	s := NewMinioConditionalStore(s3FakeClient(t, addr, 1), "bucket")
+	s := newMinioStore(s3FakeClient(t, addr, 1), "bucket", nil)
 	_, _, err = s.Get(t.Context(), "k")
 	assertNeitherSentinel(t, err)
 	_, err = s.PutIfVersion(t.Context(), "k", []byte("x"), "")
@@ -485,7 +485,7 @@ func TestMinioStoreGetLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			api := &fakeS3API{size: tt.size, known: tt.known}
-			s := &MinioConditionalStore{MaxObjectSize: limit, api: api, bucket: "bucket"}
+			s := &minioStore{MaxObjectSize: limit, api: api, bucket: "bucket"}
 			data, v, err := s.Get(t.Context(), "k")
 			assert.LessOrEqual(t, api.pulled.Load(), tt.maxPulled)
 			if !tt.tooLarge {
@@ -501,7 +501,7 @@ func TestMinioStoreGetLimit(t *testing.T) {
 
 func TestMinioStoreGetDefaultLimit(t *testing.T) {
 	api := &fakeS3API{size: defaultMaxObjectSize + 1, known: true}
-	s := &MinioConditionalStore{api: api, bucket: "bucket"}
+	s := &minioStore{api: api, bucket: "bucket"}
 	_, _, err := s.Get(t.Context(), "k")
 	assertTooLarge(t, err, "k", defaultMaxObjectSize)
 	assert.Zero(t, api.pulled.Load())
@@ -523,7 +523,7 @@ func assertTooLarge(t *testing.T, err error, key string, limit int64) {
 // failure that keeps its cause.
 func TestMinioStoreGetBodyFailure(t *testing.T) {
 	api := &fakeS3API{size: 500, known: true, failAt: 100}
-	s := &MinioConditionalStore{api: api, bucket: "bucket"}
+	s := &minioStore{api: api, bucket: "bucket"}
 	_, _, err := s.Get(t.Context(), "k")
 	require.ErrorIs(t, err, errInjected)
 	assert.NotErrorIs(t, err, ErrNotFound)
@@ -689,7 +689,7 @@ func TestMinioFencePermissionIsFinal(t *testing.T) {
 			name := fmt.Sprintf("%d %s, %s", resp.StatusCode, resp.Code, map[bool]string{false: "read", true: "write on a remembered version"}[cached])
 			t.Run(name, func(t *testing.T) {
 				api := &refusingS3API{resp: resp}
-				f := &Fence{Store: &MinioConditionalStore{api: api, bucket: "bucket"}, RetryDelay: time.Microsecond}
+				f := &Fence{Store: &minioStore{api: api, bucket: "bucket"}, RetryDelay: time.Microsecond}
 				if cached {
 					key, err := shardKey("", "wal", "0")
 					require.NoError(t, err)
@@ -828,7 +828,7 @@ func TestMinioBlobSmallIsOnePut(t *testing.T) {
 				TrailingHeaders: true,
 			})
 			require.NoError(t, err)
-			_, err = NewMinioConditionalStore(c, "bucket").CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
+			_, err = newMinioStore(c, "bucket", nil).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
 			require.NoError(t, err)
 			seen := f.requests()
 			require.Len(t, seen, 2)

@@ -75,7 +75,7 @@ const valkeyUnwatchTimeout = 5 * time.Second
 // one call follows.
 const valkeyMaxRedirects = 16
 
-// ValkeyConditionalStore is a ConditionalStore over Valkey or Redis: one
+// valkeyStore is a ConditionalStore over Valkey or Redis: one
 // standalone server (a primary, with replicas and failover when
 // WaitReplicas is set; see Durability), or a cluster through a
 // *redis.ClusterClient (see Cluster).
@@ -260,7 +260,7 @@ const valkeyMaxRedirects = 16
 // a refusal: the write is on the primary, so it matches ErrOutcomeUnknown.
 //
 // Set the fields before first use; they are read without locking.
-type ValkeyConditionalStore struct {
+type valkeyStore struct {
 	// MaxObjectSize is the read limit in bytes, not counting the header;
 	// zero (or less) means the default, 64 MiB for the largest default
 	// payload plus 4 KiB for a record header.
@@ -295,18 +295,18 @@ type ValkeyConditionalStore struct {
 	checkMu sync.Mutex  // serializes the check until it succeeds
 }
 
-var _ ConditionalStore = (*ValkeyConditionalStore)(nil)
+var _ ConditionalStore = (*valkeyStore)(nil)
 
-var _ Capable = (*ValkeyConditionalStore)(nil)
+var _ Capable = (*valkeyStore)(nil)
 
 // Capabilities implements Capable: the store's PrefixReader, PartsPutter
 // and BrandedPutter are its own.
-func (s *ValkeyConditionalStore) Capabilities() ConditionalStore { return s }
+func (s *valkeyStore) Capabilities() ConditionalStore { return s }
 
 // NewValkeyConditionalStore returns a store that keeps its objects in the
 // server or cluster client talks to (on a standalone server, in the
 // client's selected database). Keys are used as given; see
-// ValkeyConditionalStore for what each holds.
+// valkeyStore for what each holds.
 //
 // Server requirements: Valkey 7 or later, or Redis 6 or later, either
 // standalone (a primary, optionally with replicas and failover, see
@@ -341,13 +341,21 @@ func (s *ValkeyConditionalStore) Capabilities() ConditionalStore { return s }
 // Retries follow the client's options (MaxRetries). A script retried after
 // its reply was lost recognises its own write and reports success; a
 // transaction is never retried on another connection.
-func NewValkeyConditionalStore(client redis.UniversalClient) *ValkeyConditionalStore {
-	s := &ValkeyConditionalStore{client: client}
+func NewValkeyConditionalStore(client redis.UniversalClient, opts *StoreOptions) ConditionalStore {
+	return newValkeyStore(client, opts)
+}
+
+func newValkeyStore(client redis.UniversalClient, opts *StoreOptions) *valkeyStore {
+	s := &valkeyStore{client: client}
 	s.cluster, _ = client.(*redis.ClusterClient)
+	if opts != nil {
+		s.MaxObjectSize, s.Script = opts.MaxObjectSize, opts.Script
+		s.WaitReplicas, s.WaitTimeout = opts.WaitReplicas, opts.WaitTimeout
+	}
 	return s
 }
 
-func (s *ValkeyConditionalStore) limit() int64 {
+func (s *valkeyStore) limit() int64 {
 	if s.MaxObjectSize > 0 {
 		return s.MaxObjectSize
 	}
@@ -357,7 +365,7 @@ func (s *ValkeyConditionalStore) limit() int64 {
 // checkServer refuses a server the store does not serve before any key is
 // touched; op and key are those of the call that asks. A success is
 // remembered; a failure, transient or not, is checked afresh next time.
-func (s *ValkeyConditionalStore) checkServer(ctx context.Context, op, key string) error {
+func (s *valkeyStore) checkServer(ctx context.Context, op, key string) error {
 	if s.served.Load() {
 		return nil
 	}
@@ -464,7 +472,7 @@ func (c valkeyConn) ask(ctx context.Context) error {
 // (TxFailedErr: MIGRATE deleted a WATCHed key from the source) once more,
 // so that f decides again where the key is. f must return such an answer
 // only from a step that wrote nothing.
-func (s *ValkeyConditionalStore) onNode(ctx context.Context, op, key string, f func(c valkeyConn) error) error {
+func (s *valkeyStore) onNode(ctx context.Context, op, key string, f func(c valkeyConn) error) error {
 	if s.cluster == nil {
 		return s.client.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{tx: tx}) })
 	}
@@ -584,7 +592,7 @@ func valkeyPause(ctx context.Context, attempt int) error {
 
 // clusterNode returns the cluster client's client of the node at addr,
 // from a fresh view of the cluster.
-func (s *ValkeyConditionalStore) clusterNode(ctx context.Context, addr string) (*redis.Client, error) {
+func (s *valkeyStore) clusterNode(ctx context.Context, addr string) (*redis.Client, error) {
 	var mu sync.Mutex
 	var found *redis.Client
 	err := s.cluster.ForEachShard(ctx, func(_ context.Context, c *redis.Client) error {
@@ -606,7 +614,7 @@ func (s *ValkeyConditionalStore) clusterNode(ctx context.Context, addr string) (
 
 // waitKey is the replication sync key a read of key writes: in key's slot
 // on a cluster.
-func (s *ValkeyConditionalStore) waitKey(key string) string {
+func (s *valkeyStore) waitKey(key string) string {
 	if s.cluster != nil {
 		return keys.WaitIn(key)
 	}
@@ -619,9 +627,9 @@ func (s *ValkeyConditionalStore) waitKey(key string) string {
 // of the whole value run in one MULTI/EXEC, so the token and the bytes come
 // from one atomic reply and a value over MaxObjectSize is refused having
 // transferred at most one byte more than the limit. The whole value is
-// checked on the client; see ValkeyConditionalStore for damage in place
+// checked on the client; see valkeyStore for damage in place
 // and for what WaitReplicas adds.
-func (s *ValkeyConditionalStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+func (s *valkeyStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	v, err := s.getChecked(ctx, key)
 	if err != nil {
 		return nil, "", err
@@ -631,7 +639,7 @@ func (s *ValkeyConditionalStore) Get(ctx context.Context, key string) ([]byte, s
 
 // getChecked reads the whole value at key and returns it as the server sent
 // it, checked whole: the caller copies out only what it returns.
-func (s *ValkeyConditionalStore) getChecked(ctx context.Context, key string) (string, error) {
+func (s *valkeyStore) getChecked(ctx context.Context, key string) (string, error) {
 	if err := s.checkServer(ctx, "get", key); err != nil {
 		return "", err
 	}
@@ -652,18 +660,18 @@ func (s *ValkeyConditionalStore) getChecked(ctx context.Context, key string) (st
 	return v, nil
 }
 
-var _ PrefixReader = (*ValkeyConditionalStore)(nil)
+var _ PrefixReader = (*valkeyStore)(nil)
 
 // GetPrefix implements PrefixReader in one round trip (two with
 // WaitReplicas), reading the head of the value (or the header and n bytes
 // of data, when more) and checking the head and the length, on both write
-// paths; see ValkeyConditionalStore for the damage that this check finds
+// paths; see valkeyStore for the damage that this check finds
 // and the one only Get finds. A value read whole (n at least its size) is
 // checked whole, as Get checks it; of a larger one, the bytes beyond the
 // head are returned as they are. A value of the first layout, or one that
 // fails the check, is read again whole, so that GetPrefix gives Get's
 // verdict and version.
-func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+func (s *valkeyStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	if n < 1 {
 		return nil, 0, "", storeErr("valkey get", key, nil, invalidArg("n", "%d, must be at least 1", n))
 	}
@@ -708,7 +716,7 @@ func (s *ValkeyConditionalStore) GetPrefix(ctx context.Context, key string, n in
 // ordered, so the replicas that acknowledge the write hold everything the
 // read saw. A WAIT on a connection that wrote nothing after its read would
 // prove nothing.
-func (s *ValkeyConditionalStore) read(ctx context.Context, key string, end int64, tail bool) (found bool, size int64, v, t string, err error) {
+func (s *valkeyStore) read(ctx context.Context, key string, end int64, tail bool) (found bool, size int64, v, t string, err error) {
 	var strlen, exists *redis.IntCmd
 	var val, last *redis.StringCmd
 	queue := func(p redis.Pipeliner, wait bool) error {
@@ -762,7 +770,7 @@ func (s *ValkeyConditionalStore) read(ctx context.Context, key string, end int64
 // wait" matching ErrOutcomeUnknown; a cancelled or expired ctx passes
 // through untouched (after a write, its outcome is as unknown as after any
 // other failure).
-func (s *ValkeyConditionalStore) wait(ctx context.Context, conn *redis.Tx, op, key string) error {
+func (s *valkeyStore) wait(ctx context.Context, conn *redis.Tx, op, key string) error {
 	timeout := s.WaitTimeout
 	if timeout <= 0 {
 		timeout = valkeyDefaultWaitTimeout
@@ -795,19 +803,19 @@ func (s *ValkeyConditionalStore) wait(ctx context.Context, conn *redis.Tx, op, k
 // is not a version of this store's forms (a token, or the version of a
 // damaged value) cannot equal the current version, so it returns an error
 // matching ErrConflict without a round trip.
-func (s *ValkeyConditionalStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
+func (s *valkeyStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	return s.put(ctx, key, [][]byte{data}, expectVersion, nil)
 }
 
-var _ PartsPutter = (*ValkeyConditionalStore)(nil)
+var _ PartsPutter = (*valkeyStore)(nil)
 
 // PutPartsIfVersion implements PartsPutter: PutIfVersion of the parts
 // joined, laid out straight into the value the store writes.
-func (s *ValkeyConditionalStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
+func (s *valkeyStore) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (string, error) {
 	return s.put(ctx, key, parts, expectVersion, nil)
 }
 
-var _ BrandedPutter = (*ValkeyConditionalStore)(nil)
+var _ BrandedPutter = (*valkeyStore)(nil)
 
 // PutIfBranded implements BrandedPutter: PutIfVersion that also reads
 // brandKey inside the write's own atomic step (WATCHed with key and checked
@@ -824,7 +832,7 @@ var _ BrandedPutter = (*ValkeyConditionalStore)(nil)
 // argument. On a cluster, a brand key in another slot than key is refused
 // before any I/O with a *StoreError matching errors.ErrUnsupported (see
 // Cluster).
-func (s *ValkeyConditionalStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (string, error) {
+func (s *valkeyStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (string, error) {
 	switch {
 	case brandKey == "":
 		return "", storeErr("valkey put", key, nil, invalidArg("brand key", "empty"))
@@ -835,7 +843,7 @@ func (s *ValkeyConditionalStore) PutIfBranded(ctx context.Context, brandKey, ide
 }
 
 // put is PutIfVersion, with the brand check when brand is not nil.
-func (s *ValkeyConditionalStore) put(ctx context.Context, key string, parts [][]byte, expectVersion string, brand *valkeyBrand) (string, error) {
+func (s *valkeyStore) put(ctx context.Context, key string, parts [][]byte, expectVersion string, brand *valkeyBrand) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -916,7 +924,7 @@ func (b *valkeyBrand) notIntact(key, version, check string) error {
 // an UNWATCH is sent before the connection goes back to the pool, so no
 // WATCH outlives the call; a connection in an unknown state (a transport
 // error, a cancelled ctx) is closed by the client instead of pooled.
-func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key string, value []byte, expectVersion string, brand *valkeyBrand) error {
+func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, value []byte, expectVersion string, brand *valkeyBrand) error {
 	tx := c.tx
 	execRan := false
 	defer func() {
@@ -1186,7 +1194,7 @@ return 1
 // write that landed. A dedicated connection fails the retry instead, so
 // the error stays ambiguous, as it is. The WAIT must run on that
 // connection too, after a write of its own.
-func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, key, version string, value []byte, expectVersion string, brand *valkeyBrand) error {
+func (s *valkeyStore) putScript(ctx context.Context, c valkeyConn, key, version string, value []byte, expectVersion string, brand *valkeyBrand) error {
 	wait := "0"
 	if s.WaitReplicas > 0 {
 		wait = "1"
@@ -1279,10 +1287,10 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, ke
 
 // ---- delete and list ----
 
-var _ Deleter = (*ValkeyConditionalStore)(nil)
+var _ Deleter = (*valkeyStore)(nil)
 
 // Delete implements Deleter.
-func (s *ValkeyConditionalStore) Delete(ctx context.Context, key string) error {
+func (s *valkeyStore) Delete(ctx context.Context, key string) error {
 	if err := s.checkServer(ctx, "delete", key); err != nil {
 		return err
 	}
@@ -1295,13 +1303,13 @@ func (s *ValkeyConditionalStore) Delete(ctx context.Context, key string) error {
 // valkeyListCount is the COUNT hint of each SCAN step of List.
 const valkeyListCount = 512
 
-var _ Lister = (*ValkeyConditionalStore)(nil)
+var _ Lister = (*valkeyStore)(nil)
 
 // List implements Lister with SCAN MATCH over the selected database, on a
 // cluster over every primary in turn. SCAN may return a key more than once
 // (and a key a migration moves may be seen on two primaries); List calls
 // fn once per key. Keys are returned in no particular order.
-func (s *ValkeyConditionalStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+func (s *valkeyStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	if err := s.checkServer(ctx, "list", prefix); err != nil {
 		return err
 	}

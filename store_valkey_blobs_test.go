@@ -25,8 +25,8 @@ func TestValkeyBlobsElsewhere(t *testing.T) {
 	c := newValkeyClient(t)
 	prefix := valkeyPrefix(t, c)
 	mc, bucket := newMinioBucket(t)
-	blobs := writefence.NewMinioConditionalStore(mc, bucket)
-	f := &writefence.Fence{Store: writefence.NewValkeyConditionalStore(c), Blobs: blobs, Prefix: prefix}
+	blobs := writefence.NewMinioStore(mc, bucket)
+	f := &writefence.Fence{Store: writefence.NewValkeyStore(c), Blobs: blobs, Prefix: prefix}
 
 	ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, newPattern(1<<20, 5))
 	require.NoError(t, err)

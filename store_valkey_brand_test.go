@@ -25,7 +25,7 @@ import (
 // final), as every other store reports it: one write attempt, not a write
 // whose outcome is unknown, and the record unchanged.
 func TestValkeyDamagedBrandIsFinal(t *testing.T) {
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		ctx := context.Background()
 		admin := &writefence.Fence{Store: store, Prefix: prefix}
 		_, err := admin.ClaimBrand(ctx)

@@ -32,7 +32,7 @@ import (
 	"github.com/writefence/writefence/writefencetest"
 )
 
-// ValkeyConditionalStore against real servers: the shared server named by
+// ValkeyStore against real servers: the shared server named by
 // WRITEFENCE_VALKEY_ADDR, and servers of a test's own (a cluster node, a
 // primary and its replica) started with testserver.StartValkey. Sections:
 //
@@ -76,7 +76,7 @@ func valkeyPrefix(t *testing.T, c *redis.Client) string {
 // eachValkeyStore runs f as a subtest once per write path, with a client
 // of the shared server, a store over it on that path and a key prefix of
 // the subtest's own.
-func eachValkeyStore(t *testing.T, f func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string)) {
+func eachValkeyStore(t *testing.T, f func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string)) {
 	t.Helper()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
 		c := newValkeyClient(t)
@@ -355,7 +355,7 @@ func TestValkeyConformance(t *testing.T) {
 			Slack:      map[bool]int64{false: 4096, true: 384}[script],
 		}
 		opts.Wrap = func(s writefence.ConditionalStore, o *writefencetest.Overrides) writefence.ConditionalStore {
-			return valkeyWrapper{s.(*writefence.ValkeyConditionalStore), o}
+			return valkeyWrapper{s.(*writefence.ValkeyStore), o}
 		}
 		writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, opts)
 	})
@@ -365,7 +365,7 @@ func TestValkeyConformance(t *testing.T) {
 
 func TestValkeyLayout(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		key := prefix + "k"
 
 		v1, err := store.PutIfVersion(ctx, key, []byte("same"), "")
@@ -406,7 +406,7 @@ func TestValkeyLayout(t *testing.T) {
 // it.
 func TestValkeyPutParts(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		key := prefix + "k"
 		parts := [][]byte{[]byte("header|"), {}, []byte("payload")}
 		v1, err := store.PutPartsIfVersion(ctx, key, parts, "")
@@ -460,7 +460,7 @@ func TestValkeyPutParts(t *testing.T) {
 // values, with a version of their own.
 func TestValkeyForeignValues(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		for name, value := range map[string]string{"empty": "", "short": "abc", "no token": strings.Repeat("z", 40)} {
 			key := prefix + name
 			require.NoError(t, c.Set(ctx, key, value, 0).Err())
@@ -477,7 +477,7 @@ func TestValkeyForeignValues(t *testing.T) {
 
 func TestValkeyWrongType(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		list, hash := prefix+"list", prefix+"hash"
 		require.NoError(t, c.RPush(ctx, list, "a").Err())
 		require.NoError(t, c.HSet(ctx, hash, "data", "a", "version", strings.Repeat("0", 32)).Err())
@@ -544,13 +544,13 @@ func TestValkeyPushRefusalIsFinal(t *testing.T) {
 		type refusal struct {
 			name          string
 			rules         string // the user's ACL key rules; "" leaves them
-			store         *writefence.ValkeyConditionalStore
+			store         *writefence.ValkeyStore
 			cached        bool // the Fence remembers the version: it writes first
 			reads, writes int64
 			code          string
 			is            error
 		}
-		cold := func(s *writefence.ValkeyConditionalStore) *writefence.Fence {
+		cold := func(s *writefence.ValkeyStore) *writefence.Fence {
 			return &writefence.Fence{Store: s, Prefix: prefix}
 		}
 		readOnly := "%R~" + prefix + "* ~writefence/_put/*"
@@ -666,7 +666,7 @@ func TestValkeyTooLarge(t *testing.T) {
 // damage, on either path.
 func TestValkeyGetPrefix(t *testing.T) {
 	t.Parallel()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		key := prefix + "plain"
 		require.NoError(t, c.Set(t.Context(), key, "plain", 0).Err())
 		_, _, _, err := store.GetPrefix(t.Context(), key, 10)
@@ -712,7 +712,7 @@ var valkeyDamages = []struct {
 
 func TestValkeyDamageInPlace(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		for _, d := range valkeyDamages {
 			t.Run(d.name, func(t *testing.T) {
 				key := prefix + d.name
@@ -839,7 +839,7 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 // from before the damage (TestValkeyDamageInMiddle).
 func TestValkeyDamagedHead(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		long := make([]byte, 10<<10)
 		for i := range long {
 			long[i] = byte(i*7 + 1)
@@ -911,7 +911,7 @@ func TestValkeyDamagedHead(t *testing.T) {
 // refused by every write.
 func TestValkeyDamageInMiddle(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		data := benchPayload(64 << 10)
 		damage := func(t *testing.T, key string, at int64, check string) (string, string) {
 			t.Helper()
@@ -981,7 +981,7 @@ func TestValkeyDamageInMiddle(t *testing.T) {
 // current layout; damage to one is found as before.
 func TestValkeyFirstLayout(t *testing.T) {
 	ctx := context.Background()
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		token := strings.Repeat("ab", 16)
 		for _, size := range []int{10, 10 << 10} {
 			t.Run(fmt.Sprint(size), func(t *testing.T) {
@@ -1020,16 +1020,16 @@ func TestValkeyFirstLayout(t *testing.T) {
 // GetPrefix, PutPartsIfVersion and PutIfBranded, none of which may be used
 // through it.
 type valkeyWrapper struct {
-	*writefence.ValkeyConditionalStore
+	*writefence.ValkeyStore
 	o *writefencetest.Overrides
 }
 
 func (w valkeyWrapper) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return w.o.Get(ctx, key, w.ValkeyConditionalStore.Get)
+	return w.o.Get(ctx, key, w.ValkeyStore.Get)
 }
 
 func (w valkeyWrapper) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return w.o.PutIfVersion(ctx, key, data, expect, w.ValkeyConditionalStore.PutIfVersion)
+	return w.o.PutIfVersion(ctx, key, data, expect, w.ValkeyStore.PutIfVersion)
 }
 
 // ---- the brand checked in the write (PutIfBranded) ----
@@ -1037,7 +1037,7 @@ func (w valkeyWrapper) PutIfVersion(ctx context.Context, key string, data []byte
 func TestValkeyBrandPerWrite(t *testing.T) {
 	ctx := context.Background()
 	const identity = defaults.Identity
-	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyConditionalStore, prefix string) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
 		brand, data := keys.Brand(prefix), prefix+"data"
 		put := func(data []byte, expect string) (string, error) {
 			return store.PutIfBranded(ctx, brand, identity, prefix+"data", [][]byte{data}, expect)
@@ -1398,7 +1398,7 @@ type valkeyTripStep struct {
 // may need EVAL after EVALSHA), the client's first pipeline outside a
 // transaction (which dials a connection of the client's pipeline pool),
 // and the brand the branded writes depend on.
-func valkeyTripSteps(t *testing.T, store *writefence.ValkeyConditionalStore, prefix string, wait int) []valkeyTripStep {
+func valkeyTripSteps(t *testing.T, store *writefence.ValkeyStore, prefix string, wait int) []valkeyTripStep {
 	ctx := context.Background()
 	brand, key := keys.Brand(prefix), prefix+"k"
 	const identity = defaults.Identity
@@ -2306,7 +2306,7 @@ func TestValkeyClusterFailover(t *testing.T) {
 
 					// newStore returns a store over c that waits for the
 					// replica, up to timeout, when the test waits at all.
-					newStore := func(c redis.UniversalClient, timeout time.Duration) *writefence.ValkeyConditionalStore {
+					newStore := func(c redis.UniversalClient, timeout time.Duration) *writefence.ValkeyStore {
 						s := newValkeyStore(c, script)
 						if wait {
 							s.WaitReplicas, s.WaitTimeout = 1, timeout
@@ -2690,7 +2690,7 @@ func TestValkeyFailover(t *testing.T) {
 				primaryAddr, primary := startPrimary(t)
 				relay := newReplRelay(t, primaryAddr)
 				replica := startReplica(t, primary, relay.addr())
-				newStore := func(c *redis.Client, wait bool) *writefence.ValkeyConditionalStore {
+				newStore := func(c *redis.Client, wait bool) *writefence.ValkeyStore {
 					s := newValkeyStore(c, script)
 					if wait {
 						s.WaitReplicas, s.WaitTimeout = 1, testWaitTimeout

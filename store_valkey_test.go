@@ -23,7 +23,7 @@ import (
 	"github.com/writefence/writefence"
 )
 
-// Unit tests of ValkeyConditionalStore: what it decides before, or
+// Unit tests of ValkeyStore: what it decides before, or
 // without, reaching a server. They talk to an address where nothing
 // listens, so any I/O they should not make shows as a dial error. The
 // tests against a real server are in store_valkey_integration_test.go.
@@ -47,8 +47,8 @@ func eachValkeyPath(t *testing.T, f func(t *testing.T, script bool)) {
 
 // newValkeyStore returns a store over c, on the Script path when script is
 // set.
-func newValkeyStore(c redis.UniversalClient, script bool) *writefence.ValkeyConditionalStore {
-	s := writefence.NewValkeyConditionalStore(c)
+func newValkeyStore(c redis.UniversalClient, script bool) *writefence.ValkeyStore {
+	s := writefence.NewValkeyStore(c)
 	s.Script = script
 	return s
 }
@@ -88,7 +88,7 @@ type valkeyCall struct {
 
 // callValkey calls every method of store on the key "k" (a branded put
 // under the brand key "brand") and returns their errors.
-func callValkey(store *writefence.ValkeyConditionalStore) []valkeyCall {
+func callValkey(store *writefence.ValkeyStore) []valkeyCall {
 	ctx := context.Background()
 	_, _, getErr := store.Get(ctx, "k")
 	_, _, _, prefixErr := store.GetPrefix(ctx, "k", 1)
@@ -199,7 +199,7 @@ func TestValkeyClusterBrandSlot(t *testing.T) {
 
 // requireValkeyUnsupported asserts that every call of store is refused as
 // unsupported, for reason.
-func requireValkeyUnsupported(t *testing.T, store *writefence.ValkeyConditionalStore, reason string) {
+func requireValkeyUnsupported(t *testing.T, store *writefence.ValkeyStore, reason string) {
 	t.Helper()
 	for _, call := range callValkey(store) {
 		requireStoreError(t, call.err, call.op, "k", call.name)
@@ -253,7 +253,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // a byte of the blob or reaching the server.
 func TestValkeyHoldsNoBlobs(t *testing.T) {
 	c, _ := deadValkeyClient(t, "")
-	store := writefence.NewValkeyConditionalStore(c)
+	store := writefence.NewValkeyStore(c)
 	_, isBlobStore := any(store).(writefence.BlobStore)
 	require.False(t, isBlobStore)
 
@@ -404,7 +404,7 @@ func TestValkeyCheckWithoutInfoCluster(t *testing.T) {
 			})
 			c := redis.NewClient(&redis.Options{Addr: f.addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, DialerRetries: 1})
 			t.Cleanup(func() { _ = c.Close() })
-			store := writefence.NewValkeyConditionalStore(c)
+			store := writefence.NewValkeyStore(c)
 
 			calls := callValkey(store)
 			for _, call := range calls {

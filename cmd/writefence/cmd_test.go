@@ -64,7 +64,7 @@ func fileStore(t *testing.T) string {
 func emptyStore(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
-	_, err := writefence.NewDirConditionalStore(dir)
+	_, err := writefence.NewDirConditionalStore(dir, nil)
 	require.NoError(t, err)
 	return (&url.URL{Scheme: "file", Path: dir}).String()
 }

@@ -48,7 +48,7 @@ func TestPushLatest(t *testing.T) {
 	version := m["version"].(string)
 
 	// The version is the store's own token for the record.
-	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
+	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"), nil)
 	require.NoError(t, err)
 	_, v, err := ds.Get(context.Background(), "writefence/s/wal/shard-0")
 	require.NoError(t, err)
@@ -283,7 +283,7 @@ func TestLs(t *testing.T) {
 	assert.EqualValues(t, 8, e["epoch"])
 
 	// Damage the record of wal/shard-0 on disk: listed as corrupt.
-	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
+	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"), nil)
 	require.NoError(t, err)
 	key, err := keys.Shard("", "wal", "shard-0")
 	require.NoError(t, err)

@@ -25,7 +25,7 @@ func corruptRecord(t *testing.T) (addr, version string) {
 	t.Helper()
 	addr = fileStore(t)
 	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "5", "-file", writeFile(t, "good payload"), "wal", "s").code)
-	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
+	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"), nil)
 	require.NoError(t, err)
 	ctx := context.Background()
 	data, v, err := ds.Get(ctx, "writefence/s/wal/s")
@@ -287,7 +287,7 @@ func TestSettleLost(t *testing.T) {
 		t.Helper()
 		require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", epoch, "-file", writeFile(t, "p"+epoch), "wal", "s").code)
 	}
-	ds, err := writefence.NewDirConditionalStore(dir)
+	ds, err := writefence.NewDirConditionalStore(dir, nil)
 	require.NoError(t, err)
 	ctx := context.Background()
 	const key = "writefence/s/wal/s"
@@ -320,7 +320,7 @@ func TestSettleLost(t *testing.T) {
 	assert.Contains(t, latest.stdout, "epoch     8\n")
 
 	// Gone: the record's file removed, as a lifecycle rule or an rm would.
-	require.NoError(t, ds.Delete(ctx, key))
+	require.NoError(t, ds.(writefence.Deleter).Delete(ctx, key))
 	r = wf(t, "settle", "-store", addr, "-lost", "-writer", "operator", "-floor", "8", "-epoch", "9", "-file", good, "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Contains(t, r.stdout, "settled: writefence/s/wal/s: lost record replaced by epoch 9 by operator")
@@ -366,7 +366,7 @@ func TestRegressedStatus(t *testing.T) {
 // is refused by a writer that never saw it.
 func TestSettleLostKeepsFloor(t *testing.T) {
 	addr := fileStore(t)
-	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"))
+	ds, err := writefence.NewDirConditionalStore(strings.TrimPrefix(addr, "file://"), nil)
 	require.NoError(t, err)
 	ctx := context.Background()
 	const key = "writefence/s/wal/s"
@@ -383,7 +383,7 @@ func TestSettleLostKeepsFloor(t *testing.T) {
 	require.NoError(t, f.Push(ctx, "wal", "s", "b", 2<<32|2, []byte("b2")))
 	b2, _, err := ds.Get(ctx, key)
 	require.NoError(t, err)
-	require.NoError(t, ds.Delete(ctx, key))
+	require.NoError(t, ds.(writefence.Deleter).Delete(ctx, key))
 
 	// Below the floor: refused, nothing written.
 	r := wf(t, "settle", "-store", addr, "-lost", "-writer", "operator", "-floor", "1", "-epoch", "2", "-file", good, "wal", "s")

@@ -89,6 +89,9 @@ type opened struct {
 
 	// blobs is the store of the blobs, from -blobs; nil: the same store.
 	blobs writefence.ConditionalStore
+
+	// opts are the settings the address gave the store.
+	opts writefence.StoreOptions
 }
 
 // output is where the command reports, as -json asks.

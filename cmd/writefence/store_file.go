@@ -36,11 +36,11 @@ func openFile(_ context.Context, u *url.URL) (*opened, error) {
 		return nil, err
 	}
 	o := &opened{close: noClose}
-	if _, err := writefence.OpenDirConditionalStoreReadOnly(dir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := writefence.NewDirConditionalStore(dir, &writefence.StoreOptions{ReadOnly: true}); errors.Is(err, fs.ErrNotExist) {
 		addr := u.String()
 		o.ready = func(context.Context) error { return &missingError{addr: addr, what: "directory", name: dir} }
 		o.create = func(context.Context) error {
-			s, err := writefence.NewDirConditionalStore(dir)
+			s, err := writefence.NewDirConditionalStore(dir, nil)
 			if err != nil {
 				return err
 			}
@@ -49,7 +49,7 @@ func openFile(_ context.Context, u *url.URL) (*opened, error) {
 		}
 		return o, nil
 	}
-	s, err := writefence.NewDirConditionalStore(dir)
+	s, err := writefence.NewDirConditionalStore(dir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func openFileRead(_ context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := writefence.OpenDirConditionalStoreReadOnly(dir)
+	s, err := writefence.NewDirConditionalStore(dir, &writefence.StoreOptions{ReadOnly: true})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &advisedError{err, "check -store and $WRITEFENCE_STORE; writefence init -store " + shellQuote(u.String()) + " creates one"}
 	}

@@ -72,7 +72,7 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 	addr := u.String()
 	b := client.Bucket(bucket)
 	return &opened{
-		store: writefence.NewGCSConditionalStore(client, bucket),
+		store: writefence.NewGCSConditionalStore(client, bucket, nil),
 		close: client.Close,
 		audit: gcsAuditor(client, bucket),
 		ready: func(ctx context.Context) error {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"syscall"
@@ -13,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -23,7 +23,7 @@ import (
 func TestGCSAddress(t *testing.T) {
 	s, err := openStore(context.Background(), "gs://bkt?endpoint=http://h:1")
 	require.NoError(t, err)
-	assert.IsType(t, &writefence.GCSConditionalStore{}, s.store)
+	assert.Equal(t, "*writefence.gcsStore", fmt.Sprintf("%T", s.store))
 	require.NoError(t, s.close())
 	for _, addr := range []string{"gs://", "gs://bucket?endpoint=127.0.0.1:4443"} {
 		r := wf(t, "latest", "-store", addr, "wal", "s")

@@ -68,7 +68,7 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 	}
 	addr := u.String()
 	return &opened{
-		store: writefence.NewMinioConditionalStore(client, bucket),
+		store: writefence.NewMinioConditionalStore(client, bucket, nil),
 		close: noClose,
 		audit: s3Auditor(client, bucket),
 		ready: func(ctx context.Context) error {

@@ -75,7 +75,8 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 	client := redis.NewClient(opts)
 	addr := u.String()
 	return &opened{
-		store: p.store(client),
+		store: writefence.NewValkeyConditionalStore(client, p.options()),
+		opts:  *p.options(),
 		close: client.Close,
 		audit: valkeyAuditor(client, p.wait),
 		ready: func(ctx context.Context) error {
@@ -123,7 +124,8 @@ func openValkeyCluster(_ context.Context, u *url.URL) (*opened, error) {
 	client := redis.NewClusterClient(opts)
 	addr := u.String()
 	return &opened{
-		store: p.store(client),
+		store: writefence.NewValkeyConditionalStore(client, p.options()),
+		opts:  *p.options(),
 		close: client.Close,
 		audit: valkeyAuditor(client, p.wait),
 		ready: func(ctx context.Context) error {
@@ -174,12 +176,9 @@ func valkeyParams(u *url.URL) (valkeyQuery, error) {
 	return p, nil
 }
 
-// store returns a store over client with p's settings.
-func (p valkeyQuery) store(client redis.UniversalClient) *writefence.ValkeyConditionalStore {
-	s := writefence.NewValkeyConditionalStore(client)
-	s.Script = p.script
-	s.WaitReplicas, s.WaitTimeout = p.wait, p.waitTimeout
-	return s
+// options returns the store settings of p.
+func (p valkeyQuery) options() *writefence.StoreOptions {
+	return &writefence.StoreOptions{Script: p.script, WaitReplicas: p.wait, WaitTimeout: p.waitTimeout}
 }
 
 // valkeyCredentials returns the ACL user and the password from the
@@ -194,7 +193,7 @@ func valkeyCredentials() (username, password string) {
 }
 
 // waitParams reads wait=N, the replicas that must acknowledge each write
-// (ValkeyConditionalStore.WaitReplicas), and wait-timeout=D, how long each
+// (StoreOptions.WaitReplicas), and wait-timeout=D, how long each
 // WAIT may take (WaitTimeout, zero for the store's default).
 func waitParams(q url.Values) (int, time.Duration, error) {
 	wait := 0

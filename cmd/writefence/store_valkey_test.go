@@ -13,6 +13,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -28,7 +29,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
@@ -57,17 +57,17 @@ func TestValkeyAddress(t *testing.T) {
 	for _, addr := range []string{"valkey://h:1/3?script=1", "redis://h:1"} {
 		s, err := openStore(ctx, addr)
 		require.NoError(t, err, addr)
-		assert.IsType(t, &writefence.ValkeyConditionalStore{}, s.store, addr)
+		assert.Equal(t, "*writefence.valkeyStore", fmt.Sprintf("%T", s.store), addr)
 		require.NoError(t, s.close(), addr)
 	}
 	s, err := openStore(ctx, "valkey://h:1/3?script=1")
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.close()) }()
-	assert.True(t, s.store.(*writefence.ValkeyConditionalStore).Script)
+	assert.True(t, s.opts.Script)
 	c, err := openStore(ctx, "valkey+cluster://h:1,h:2?script=1")
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.close()) }()
-	assert.True(t, c.store.(*writefence.ValkeyConditionalStore).Script)
+	assert.True(t, c.opts.Script)
 	for addr, want := range map[string]struct {
 		wait    int
 		timeout time.Duration
@@ -86,9 +86,8 @@ func TestValkeyAddress(t *testing.T) {
 	} {
 		s, err := openStore(ctx, addr)
 		require.NoError(t, err, addr)
-		vs := s.store.(*writefence.ValkeyConditionalStore)
-		assert.Equal(t, want.wait, vs.WaitReplicas, addr)
-		assert.Equal(t, want.timeout, vs.WaitTimeout, addr)
+		assert.Equal(t, want.wait, s.opts.WaitReplicas, addr)
+		assert.Equal(t, want.timeout, s.opts.WaitTimeout, addr)
 		require.NoError(t, s.close(), addr)
 	}
 	for addr, param := range map[string]string{

@@ -26,7 +26,11 @@ func newBase(dir string) (baseStore, error) {
 	if dir == "" {
 		return &writefence.MemStore{Clock: time.Now}, nil
 	}
-	return writefence.NewDirConditionalStore(dir)
+	s, err := writefence.NewDirConditionalStore(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s.(baseStore), nil
 }
 
 // errThrottled is the failure the scheduler injects into a call: a

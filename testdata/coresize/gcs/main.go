@@ -18,6 +18,6 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	f := &writefence.Fence{Store: writefence.NewGCSConditionalStore(c, "bucket")}
+	f := &writefence.Fence{Store: writefence.NewGCSConditionalStore(c, "bucket", nil)}
 	fmt.Printf("%T\n", f.Store)
 }

@@ -16,6 +16,6 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	f := &writefence.Fence{Store: writefence.NewMinioConditionalStore(c, "bucket")}
+	f := &writefence.Fence{Store: writefence.NewMinioConditionalStore(c, "bucket", nil)}
 	fmt.Printf("%T\n", f.Store)
 }

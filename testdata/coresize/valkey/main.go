@@ -12,6 +12,6 @@ import (
 
 func main() {
 	c := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	f := &writefence.Fence{Store: writefence.NewValkeyConditionalStore(c)}
+	f := &writefence.Fence{Store: writefence.NewValkeyConditionalStore(c, nil)}
 	fmt.Printf("%T\n", f.Store)
 }
