@@ -1165,3 +1165,50 @@ func TestDirCollectDamagedBlobs(t *testing.T) {
 	_, err = readBlob(t, f, kept.Name)
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
 }
+
+// FuzzDirFile: whatever bytes an object's file holds, Get and GetPrefix
+// neither panic nor guess: each returns the data and version a write
+// would have left (both agreeing, GetPrefix's a prefix of Get's), or an
+// error matching ErrCorrupt (or ErrTooLarge), and a write conditioned on
+// a version Get did not return is refused, leaving the file as it was.
+// The seeds are files the store
+// wrote, whole and cut short.
+func FuzzDirFile(f *testing.F) {
+	const key = "writefence/s/wal/0"
+	dir := f.TempDir()
+	s, err := writefence.NewDirStore(dir)
+	require.NoError(f, err)
+	sum := sha256.Sum256([]byte(key))
+	path := filepath.Join(dir, "objects", hex.EncodeToString(sum[:]))
+	for _, data := range []string{"", "x", "a record's bytes", strings.Repeat("z", 5000)} {
+		_, err := s.PutIfVersion(f.Context(), key, []byte(data), "")
+		require.NoError(f, err)
+		b, err := os.ReadFile(path)
+		require.NoError(f, err)
+		f.Add(b)
+		f.Add(b[:len(b)/2])
+		require.NoError(f, s.Delete(f.Context(), key))
+	}
+	f.Fuzz(func(t *testing.T, file []byte) {
+		ctx := t.Context()
+		require.NoError(t, os.WriteFile(path, file, 0o600))
+		data, version, err := s.Get(ctx, key)
+		prefix, size, pversion, perr := s.GetPrefix(ctx, key, 16)
+		if err != nil {
+			require.True(t, errors.Is(err, writefence.ErrCorrupt) || errors.Is(err, writefence.ErrTooLarge), "%v", err)
+			require.Error(t, perr, "GetPrefix gives Get's verdict")
+			_, werr := s.PutIfVersion(ctx, key, []byte("next"), "0123456789abcdef0123456789abcdef")
+			require.True(t, errors.Is(werr, writefence.ErrConflict) || errors.Is(werr, writefence.ErrCorrupt), "a write over damage, on a version never returned: %v", werr)
+			after, rerr := os.ReadFile(path)
+			require.NoError(t, rerr)
+			require.Equal(t, file, after, "the refused write left the file as it was")
+			return
+		}
+		require.NoError(t, perr)
+		assert.Equal(t, version, pversion)
+		assert.Equal(t, int64(len(data)), size)
+		assert.Equal(t, data[:min(len(data), 16)], prefix)
+		_, werr := s.PutIfVersion(ctx, key, []byte("next"), version)
+		require.NoError(t, werr, "the version Get returned is the file's")
+	})
+}

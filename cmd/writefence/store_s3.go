@@ -60,7 +60,9 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 	region := q.Get("region")
 	client, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: region})
 	if err != nil {
-		return nil, fmt.Errorf("writefence: s3 client: %w", err)
+		// minio.New does no I/O: what it refuses is the address's
+		// endpoint or region.
+		return nil, usagef("writefence: store address: endpoint=%s: %v", escape.String(endpoint), err)
 	}
 	port := "443"
 	if !secure {
