@@ -118,8 +118,8 @@ func (f *Fence) ClaimBrand(ctx context.Context) (claimed bool, err error) {
 	}
 	// The confirming read: a store that acknowledged the create must show
 	// it.
-	err = f.readBrand(ctx, key)
-	if errors.Is(err, errBrandAbsent) {
+	err = f.VerifyBrand(ctx)
+	if we := (*WireError)(nil); errors.As(err, &we) && we.Absent {
 		// Written and gone by the time of the read: something deletes the
 		// brand key. Not a refusal: nothing was found to refuse.
 		return false, fmt.Errorf("writefence: brand: claim %s: the brand key is absent right after the claim", esc(key))
@@ -138,11 +138,15 @@ func (f *Fence) VerifyBrand(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = f.readBrand(ctx, key)
-	if errors.Is(err, errBrandAbsent) {
-		return &WireError{Key: key, Expected: f.identity(), Absent: true}
+	err = f.brandRead(ctx)
+	var rf readFailure
+	switch {
+	case !errors.As(err, &rf):
+		return err
+	case isContextErr(rf.err):
+		return rf.err
 	}
-	return err
+	return fmt.Errorf("writefence: brand: read %s: %w", esc(key), rf.err)
 }
 
 // brandKey validates the configuration a brand check needs and returns
@@ -156,26 +160,6 @@ func (f *Fence) brandKey() (string, error) {
 		return "", invalidArg("prefix", "the brand key is %d bytes, more than %d", len(key), keys.MaxKeyLen)
 	}
 	return key, nil
-}
-
-// errBrandAbsent is readBrand's report of an absent brand key; it never
-// leaves the package.
-var errBrandAbsent = errors.New("writefence: brand absent")
-
-// readBrand reads the brand key once: nil when it holds the identity,
-// errBrandAbsent when it does not exist, a *WireError when it holds another
-// value, and any other failure wrapped (a cancelled ctx as is).
-func (f *Fence) readBrand(ctx context.Context, key string) error {
-	data, _, err := f.Store.Get(ctx, key)
-	switch {
-	case err == nil:
-		return compareBrand(key, f.identity(), data, true)
-	case errors.Is(err, ErrNotFound):
-		return errBrandAbsent
-	case isContextErr(err):
-		return err
-	}
-	return fmt.Errorf("writefence: brand: read %s: %w", esc(key), err)
 }
 
 // compareBrand is the one comparison of a brand key's content with an

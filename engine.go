@@ -389,8 +389,11 @@ func (f *Fence) brandBeforeWrite(ctx context.Context, c *change) error {
 	return f.brandRead(ctx)
 }
 
-// brandRead reads the brand key and compares it with the Fence's
-// identity: a failure to read is a readFailure, a mismatch a *WireError.
+// brandRead is the one read of the brand key: it reads it once and
+// compares it with the Fence's identity. A failure to read is a
+// readFailure; another value, or none, a *WireError (Absent set when the
+// key does not exist). VerifyBrand, ClaimBrand's confirming read, the
+// checks before writes and Latest all go through it.
 func (f *Fence) brandRead(ctx context.Context) error {
 	brandKey := keys.Brand(f.Prefix)
 	if err := hook.Read(ctx, brandKey); err != nil {
