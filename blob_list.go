@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -34,6 +35,10 @@ type ConsistentBlobLister interface {
 // StatBlob, one request, which a listing that may run over blobs no key
 // names can only equal.
 const statListMin = 2
+
+// listBudget is how many blobs a listing of StatBlobs may run over at
+// least: one page of S3's or GCS's listing.
+const listBudget = 1000
 
 // statWorkers bounds the StatBlobs made at once.
 const statWorkers = 16
@@ -76,7 +81,7 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string,
 	pending := keys
 	if lister, ok := capability[ConsistentBlobLister](s); ok {
 		var err error
-		if pending, err = listBlobs(ctx, lister, prefixes, keys, others, found); err != nil {
+		if pending, err = listBlobs(ctx, lister, prefixes, keys, others, hook.ListBudget(ctx), found); err != nil {
 			return nil, err
 		}
 	}
@@ -89,7 +94,8 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string,
 // listBlobs lists each prefix that statListMin of keys share, unless
 // others says its listing would run over its budget, records in found the
 // keys it shows, and returns the keys left to stat.
-func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys []string, others map[string]int, found map[string]BlobInfo) ([]string, error) {
+func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys []string, others map[string]int, base int, found map[string]BlobInfo) ([]string, error) {
+	// base, when above zero, is the budget a simulation sets.
 	byPrefix := map[string][]string{}
 	var rest []string
 	for _, k := range keys {
@@ -98,7 +104,10 @@ func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys 
 	}
 	for _, p := range prefixes {
 		ks := byPrefix[p]
-		budget := max(1000, 2*len(ks))
+		budget := max(listBudget, 2*len(ks))
+		if base > 0 {
+			budget = base
+		}
 		if len(ks) < statListMin || others[p]+len(ks) > budget {
 			rest = append(rest, ks...)
 			continue

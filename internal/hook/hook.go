@@ -25,6 +25,12 @@ type Hooks struct {
 	// Wait replaces the back-off before a retry: the engine would sleep d
 	// before attempt+1. A non-nil error ends the wait as a done ctx would.
 	Wait func(ctx context.Context, attempt int, d time.Duration) error
+
+	// ListBudget, when above zero, replaces the budget of the listings of
+	// a commit's check (the blobs a listing may run over before the
+	// check turns to StatBlob, max(1000, 2 × the new blobs)), so that a
+	// small simulation reaches the check of a long epoch.
+	ListBudget int
 }
 
 type hooksKey struct{}
@@ -48,6 +54,14 @@ func Write(ctx context.Context, key string, write func() (string, error)) (strin
 		return h.Write(ctx, key, write)
 	}
 	return write()
+}
+
+// ListBudget returns the listing budget of ctx's hooks, or zero.
+func ListBudget(ctx context.Context) int {
+	if h, _ := ctx.Value(hooksKey{}).(*Hooks); h != nil {
+		return h.ListBudget
+	}
+	return 0
 }
 
 // Wait sleeps d, or runs the wait hook of ctx instead; it returns ctx's

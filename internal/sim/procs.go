@@ -104,7 +104,7 @@ func (w *World) start(p *proc) {
 	// A back-off without jitter: the same seed, the same waits.
 	base = hook.With(base, &hook.Hooks{Wait: func(ctx context.Context, attempt int, _ time.Duration) error {
 		return sleep(ctx, min(5*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond))
-	}})
+	}, ListBudget: w.cfg.ListBudget})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
 	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor}
@@ -215,6 +215,7 @@ func (p *proc) epoch(ctx context.Context) (uint64, error) {
 // the manifest that commits them, now and then a push, an update or a
 // seal of its own.
 func (p *proc) ship(ctx context.Context) {
+	var blobEpoch uint64 // the epoch of the blobs of the last segment
 	for n := 0; ctx.Err() == nil; n++ {
 		epoch, err := p.epoch(ctx)
 		if err != nil {
@@ -222,7 +223,14 @@ func (p *proc) ship(ctx context.Context) {
 		}
 		switch roll := p.rng.IntN(10); {
 		case roll < 6:
-			p.segment(ctx, epoch, n)
+			// Half the time the segment's blobs are written at the epoch
+			// of the last segment's, as a shipper that puts a term's
+			// blobs at one epoch and commits them at rising ones: the
+			// record then references many blobs of one epoch.
+			if blobEpoch == 0 || p.rng.IntN(2) == 0 {
+				blobEpoch = epoch
+			}
+			p.segment(ctx, blobEpoch, n)
 		case roll < 7:
 			payload := []byte(fmt.Sprintf("%s push %d", p.name, n))
 			_ = p.call(ctx, &promise.Call{Op: promise.Push, Writer: p.holder, Epoch: epoch, Payload: payload},

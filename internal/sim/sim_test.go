@@ -76,6 +76,9 @@ func configFor(seed uint64) Config {
 	cfg := DefaultConfig
 	cfg.KeepFloor = seed%3 == 0
 	cfg.Branded = seed%4 == 1
+	if seed%5 == 2 {
+		cfg.ListBudget = 2 // the record soon references more blobs of an epoch than a listing shows
+	}
 	return cfg
 }
 
