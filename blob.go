@@ -144,7 +144,10 @@ func (f *Fence) blobs() (BlobStore, error) {
 // size, whatever the blob's size. The blob is harmless until a commit
 // references it: a reader never sees it, and Collect deletes it once it
 // can never be committed. It passes the probe verdict and the brand, as
-// every write does, and the Observer sees it (Op "blob").
+// every write does, and the Observer sees it (Op "blob"). Unlike the
+// record's writes it is made once, never retried: r cannot be read
+// twice. On an error, put the blob again (a new name); a failed upload
+// leaves at most an unreferenced blob, which Collect deletes.
 //
 // A blob whose epoch is below the tenure floor of the recorded manifest
 // can never be committed (see Commit); PutBlob does not read the manifest
@@ -247,10 +250,9 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 	if err != nil {
 		return keyErr(err)
 	}
-	u.next, u.commit = next, true
-	u.checkBlobs = func(current, refs []BlobRef, floor uint64, horizon int64) error {
+	u.w = commitWrite{fn: next, check: func(current, refs []BlobRef, floor uint64, horizon int64) error {
 		return f.checkBlobs(ctx, u.key, space, writer, epoch, current, refs, floor, horizon)
-	}
+	}}
 	return f.runUpdate(ctx, u)
 }
 

@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,14 +13,22 @@ import (
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// The conditional-update engine. Every write the package makes goes
-// through Fence.run: the shard records (Push, Update, Seal, Settle), the
-// settle log, the lease record and the brand claim. It reads the key,
-// lets the change decide on what it read, and makes one conditional write;
-// on a conflict it backs off, reads afresh and decides again, and a write
-// whose reply was lost is resolved by the next read. The guards a write
-// needs (the probe verdict, the brand, the retry policy, the classification
-// of errors, the Observer) live here once, so no write path can skip them.
+// The conditional-update engine. Every conditional write the package
+// makes goes through Fence.run: the shard records (Push, Update, Seal,
+// Commit, Settle), the settle log, the floor, the collection horizon, the
+// lease record and the brand claim. It reads the key, lets the change
+// decide on what it read (decide.go for a shard's record), and makes one
+// conditional write; on a conflict it backs off, reads afresh and decides
+// again, and a write whose reply was lost is resolved by the next read.
+// The guards a write needs (the probe verdict, the brand, the retry
+// policy, the classification of errors, the Observer) live here once.
+//
+// Two kinds of write are no conditional update and do not loop here, but
+// pass the same guards (guard, brandRead) and reach the Observer: a blob's
+// upload (PutBlob), made once because its reader cannot be read twice (a
+// failed upload leaves at most garbage that Collect deletes; the caller
+// puts the blob again under a new name), and Collect's deletes and its
+// clock blob, which the next pass repeats.
 
 // The operations of the engine, as the Observer and errors name them.
 const (
@@ -99,6 +108,12 @@ type snapshot struct {
 	// place; data is then nil and damage.Head holds what the store could
 	// locate of them.
 	damage *CorruptError
+
+	// ours is set when data is the whole object and byte for byte what a
+	// write of this call sent before without learning that it landed (a
+	// conflict, a lost reply): it did, or a write of the very same bytes
+	// did. A decision needs no memory of its own for it.
+	ours bool
 }
 
 // outcome is how a change ended that did not fail.
@@ -124,8 +139,9 @@ func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 	}
 	maxAttempts := f.maxAttempts()
 	var unsure error // a write of this call whose outcome an error hid
+	var last []byte  // the bytes of this call's last write that failed
 	for attempt = 1; ; attempt++ {
-		out, sent, err := f.attempt(ctx, c, attempt == 1 && c.cached != "")
+		out, sent, err := f.attempt(ctx, c, attempt == 1 && c.cached != "", &last)
 		if err == nil {
 			return out, nil
 		}
@@ -149,8 +165,10 @@ func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 }
 
 // attempt reads (or takes the cached version), decides and writes once.
-// sent says the error came from the write, whose outcome it may hide.
-func (f *Fence) attempt(ctx context.Context, c *change, useCache bool) (out outcome, sent bool, err error) {
+// sent says the error came from the write, whose outcome it may hide;
+// last holds the bytes of the call's last write that failed, which the
+// attempt compares with what it reads (snapshot.ours), and updates.
+func (f *Fence) attempt(ctx context.Context, c *change, useCache bool, last *[]byte) (out outcome, sent bool, err error) {
 	if c.before != nil {
 		if err := c.before(ctx); err != nil {
 			return outcome{}, false, err
@@ -162,11 +180,16 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool) (out outc
 			return outcome{}, false, readFailure{err}
 		}
 	}
+	mark := func(s *snapshot) {
+		s.ours = *last != nil && s.found && s.whole && s.damage == nil && bytes.Equal(s.data, *last)
+	}
+	mark(s)
 	parts, done, err := c.decide(s)
 	if errors.Is(err, errReadWhole) {
 		if s, err = f.readKey(ctx, c.key, false); err != nil {
 			return outcome{}, false, readFailure{err}
 		}
+		mark(s)
 		parts, done, err = c.decide(s)
 	}
 	switch {
@@ -180,6 +203,7 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool) (out outc
 	}
 	version, err := f.write(ctx, c, parts, s.version)
 	if err != nil {
+		*last = bytes.Join(parts, nil)
 		return outcome{}, true, err
 	}
 	return outcome{version: version, wrote: true}, false, nil

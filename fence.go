@@ -1,7 +1,6 @@
 package writefence
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"sync"
@@ -182,8 +181,7 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 	if err := f.checkBody(payload, nil); err != nil {
 		return err
 	}
-	u.constant, u.payload = true, payload
-	u.crc = record.CRC32C(payload)
+	u.w = pushWrite{payload: payload, sum: record.CRC32C(payload)}
 	return f.runUpdate(ctx, u)
 }
 
@@ -202,8 +200,8 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 // blobs the record references (see Commit) are kept as they are.
 //
 // A record at this epoch by this writer is this update, landed earlier,
-// when its payload is the one next last produced in this call, or when
-// next returns that payload unchanged: then Update returns nil without
+// when it is byte for byte the record this call wrote last, or when next
+// returns its payload unchanged: then Update returns nil without
 // writing. So retrying an update whose reply was lost returns nil if next
 // is idempotent (applying it to its own result changes nothing, as "add
 // segment 42 to the list" does), and ErrStaleEpoch otherwise.
@@ -215,10 +213,10 @@ func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch 
 	if err != nil {
 		return err
 	}
-	u.next = func(m Manifest) (Manifest, error) {
+	u.w = updateWrite{fn: func(m Manifest) (Manifest, error) {
 		p, err := next(m.Payload)
 		return Manifest{Payload: p, Blobs: m.Blobs}, err
-	}
+	}}
 	return f.runUpdate(ctx, u)
 }
 
@@ -234,26 +232,12 @@ type recordUpdate struct {
 	floor         floorState // the shard's floor, read by this attempt under KeepFloor
 	sight         sight      // what was known of the record before this attempt read it
 
-	// A push's payload is constant: it replaces the payload and keeps
-	// everything else the record holds.
-	constant bool
-	payload  []byte
-	crc      uint32
-
-	// next computes the record of an update, a seal or a commit from the
-	// recorded one; only a commit may change its references. produced is
-	// what next returned last, once it ran.
-	next     func(current Manifest) (Manifest, error)
-	commit   bool
-	produced Manifest
-	ran      bool
+	// w is what this kind of write decides on its own (see recordWrite).
+	w recordWrite
 
 	// newTenure: the write starts a tenure at its own epoch, whoever
 	// wrote the record before (a seal; see Seal).
 	newTenure bool
-
-	// checkBlobs checks the blobs a commit newly references; see Commit.
-	checkBlobs func(current, refs []BlobRef, floor uint64, horizon int64) error
 }
 
 // prior is what a write of a record carries on from the record it
@@ -338,7 +322,7 @@ func (f *Fence) checkBody(payload []byte, refs []BlobRef) error {
 // condition its first write on the version the Fence remembers.
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, deposes: true,
-		head: u.constant}
+		head: u.w.blind()}
 	var floorKey string
 	if f.KeepFloor {
 		var err error
@@ -348,7 +332,7 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 	}
 	c.before = f.sightBefore(u.key, floorKey, &u.floor, &u.sight)
 	var mem cachedRecord
-	if u.constant {
+	if u.w.blind() {
 		if mem, _ = f.cached(u.key, u.epoch); mem.version != "" {
 			c.cached = mem.version
 		}
@@ -359,7 +343,10 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 			return nil, false, errReadWhole // the floor passed what the Fence wrote: see what the record holds
 		}
 		if s.cached {
-			wrote = u.body(mem.prior)
+			var err error
+			if wrote, err = u.w.next(u, Manifest{}, mem.prior); err != nil {
+				return nil, false, err
+			}
 			if err := u.f.checkBody(wrote.Payload, wrote.Refs); err != nil {
 				return nil, false, err
 			}
@@ -392,150 +379,6 @@ func (u *recordUpdate) since(p prior) uint64 {
 		return p.epoch + 1
 	}
 	return p.floor()
-}
-
-// body returns a push's record over prior p: its payload, and everything
-// else p's record holds (a stream's record stays one, with its references
-// and horizon, and its floor as since says).
-func (u *recordUpdate) body(p prior) record.Body {
-	b := record.Body{Payload: u.payload}
-	if p.stream != nil {
-		b.Stream, b.Refs, b.Horizon = true, p.stream.refs, p.stream.horizon
-		b.Since = u.since(p)
-	}
-	return b
-}
-
-// parts encodes the record of body written by this update.
-func (u *recordUpdate) parts(b record.Body) [][]byte {
-	crc := u.crc
-	if !u.constant {
-		crc = record.CRC32C(b.Payload)
-	}
-	return record.Encode(u.f.identity(), u.writer, u.epoch, b, crc)
-}
-
-// decide is the protocol's decision on what the store records: the record
-// to write, done when the record already is this write, or the refusal.
-func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) {
-	st := decodeSnapshot(u.key, s)
-	if st.corrupt != nil {
-		return nil, false, record.Body{}, st.corrupt
-	}
-	u.f.sawRecord(u.key, st)
-	var current Manifest
-	var p prior
-	if st.found {
-		if err := u.f.checkIdentity(u.key, st.h); err != nil {
-			return nil, false, record.Body{}, err
-		}
-		if st.h.Epoch == u.epoch && st.h.Writer == u.writer && u.maySizeMatch(st.h) {
-			if !st.whole {
-				return nil, false, record.Body{}, errReadWhole
-			}
-			if u.landed(st.body) {
-				// This write, landed; but a record gone back below what was
-				// seen of it is refused, even when it went back to this.
-				if err := regression(u.op, u.key, u.epoch, st, u.sight); err != nil {
-					return nil, false, record.Body{}, err
-				}
-				return nil, true, st.body, nil
-			}
-		}
-		if u.epoch <= st.h.Epoch {
-			return nil, false, record.Body{}, &StaleEpochError{Op: u.op, Key: u.key, Epoch: u.epoch, RecordedEpoch: st.h.Epoch, RecordedWriter: st.h.Writer}
-		}
-		// A push replaces a record from its head: the header and the
-		// references, checked against their checksums and the record's
-		// size. Damage in place is the store's to find (see the package
-		// documentation, "Damage"). Every other write computes from the
-		// payload, and reads it whole.
-		if !st.whole && !(u.constant && st.headBody) {
-			return nil, false, record.Body{}, errReadWhole
-		}
-		current = Manifest{Payload: st.body.Payload, Blobs: st.body.Refs}
-		p = priorOf(st.h, st.body)
-	}
-	if err := u.regressed(st); err != nil {
-		return nil, false, record.Body{}, err
-	}
-	if u.constant {
-		b := u.body(p)
-		if err := u.f.checkBody(b.Payload, b.Refs); err != nil {
-			return nil, false, record.Body{}, err
-		}
-		return u.parts(b), false, b, nil
-	}
-	// next gets a copy: what it does to its manifest must not change the
-	// recorded one, against which its new references are found.
-	m, err := u.next(current.clone())
-	if err != nil {
-		return nil, false, record.Body{}, err
-	}
-	if !u.commit {
-		m.Blobs = current.Blobs
-	}
-	b := record.Body{Payload: m.Payload, Refs: m.Blobs, Stream: u.commit || p.stream != nil}
-	if b.Stream {
-		b.Since = u.since(p)
-		if p.stream != nil {
-			b.Horizon = p.stream.horizon
-		}
-	}
-	if err := u.f.checkBody(b.Payload, b.Refs); err != nil {
-		return nil, false, record.Body{}, err
-	}
-	if u.commit {
-		if err := distinctRefs(b.Refs); err != nil {
-			return nil, false, record.Body{}, err
-		}
-		if err := u.checkBlobs(current.Blobs, newRefs(current.Blobs, b.Refs), b.Since, b.Horizon); err != nil {
-			return nil, false, record.Body{}, err
-		}
-	}
-	u.produced, u.ran = m, true
-	return u.parts(b), false, b, nil
-}
-
-// distinctRefs refuses a manifest that references one blob name twice (the
-// same reference repeated, or one name with two checksums): no record can
-// hold it.
-func distinctRefs(refs []BlobRef) error {
-	seen := make(map[string]bool, len(refs))
-	for _, r := range refs {
-		if seen[r.Name] {
-			return invalidArg("manifest", "blob %s is referenced twice", esc(r.Name))
-		}
-		seen[r.Name] = true
-	}
-	return nil
-}
-
-// maySizeMatch reports whether a record with header h may hold this push's
-// payload: same size and (where the header carries it) checksum. Only the
-// payload bytes themselves decide; an update's payload is not known ahead.
-func (u *recordUpdate) maySizeMatch(h record.Header) bool {
-	return !u.constant || h.PayloadLen == uint64(len(u.payload)) && (h.Version == 1 || h.PayloadCRC == u.crc)
-}
-
-// landed reports whether body, recorded at this write's epoch by its
-// writer, is this write's: a push's payload (with whatever references the
-// push carried on); an update's, a seal's or a commit's last result, or a
-// record next leaves unchanged.
-func (u *recordUpdate) landed(body record.Body) bool {
-	recorded := Manifest{Payload: body.Payload, Blobs: body.Refs}
-	switch {
-	case u.constant:
-		return bytes.Equal(body.Payload, u.payload)
-	case u.newTenure && body.Stream && body.Since != u.epoch:
-		// Not a tenure this write began: another write of this writer at
-		// this epoch (a commit), which the seal cannot be.
-		return false
-	case u.ran && recorded.equal(u.produced):
-		return true
-	}
-	again, err := u.next(recorded.clone())
-	return err == nil && recorded.equal(again)
 }
 
 // Latest returns the recorded epoch, writer and payload of (plugin, shard).

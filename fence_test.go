@@ -233,6 +233,26 @@ func TestLostReplyResolvedByRead(t *testing.T) {
 	requireLatest(t, f, 1, "a", "one")
 }
 
+// TestLostReplyOfANonIdempotentWrite: an update and a commit whose next
+// is not idempotent (each call appends), and whose reply was lost, learn
+// from the next read that the record is byte for byte what they wrote,
+// and return nil without writing again: not ErrStaleEpoch, as next would
+// have it if asked again.
+func TestLostReplyOfANonIdempotentWrite(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: &lostReplyStore{ConditionalStore: mem, remaining: 1}}
+	require.NoError(t, f.Update(ctx, "wal", "0", "a", 1, func(cur []byte) ([]byte, error) { return append(cur, '+'), nil }))
+	requireLatest(t, f, 1, "a", "+")
+
+	f = &writefence.Fence{Store: &lostReplyStore{ConditionalStore: mem, remaining: 1}}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Payload = append(m.Payload, '+')
+		return m, nil
+	}))
+	requireLatest(t, f, 2, "a", "++")
+}
+
 func TestCancelledContextStopsRetries(t *testing.T) {
 	store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: -1}
 	counting := &countingStore{ConditionalStore: store}

@@ -41,7 +41,7 @@ func (f *Fence) Seal(ctx context.Context, plugin, shard, writer string, epoch ui
 	if err != nil {
 		return err
 	}
-	u.next = func(current Manifest) (Manifest, error) { return current, nil }
+	u.w = updateWrite{fn: func(current Manifest) (Manifest, error) { return current, nil }}
 	u.newTenure = true
 	return f.runUpdate(ctx, u)
 }
