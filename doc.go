@@ -11,110 +11,74 @@
 // # The protocol
 //
 // Every push carries an epoch, a fencing token handed out by whatever elects
-// writers (see EpochSource). Fence.Push admits a push only if its epoch is
-// strictly greater than the epoch the record already holds, and lands the
-// new epoch and the payload together in one ConditionalStore.PutIfVersion,
-// conditioned on the version it read:
+// writers (see EpochSource). Fence.Push admits it only if its epoch is
+// strictly greater than the epoch the record holds, and lands the new epoch
+// and the payload together in one ConditionalStore.PutIfVersion conditioned
+// on the version it read; on a conflict it reads afresh and decides again
+// (Push lists the steps). Because the server makes the comparison that
+// matters, a deposed writer, a zombie retrying the epoch it was granted and
+// two writers handed the same epoch all end the same way: at most one write
+// per epoch lands, and the recorded epoch only rises (promises 1 and 2).
 //
-//  1. validate the arguments;
-//  2. read the record: absent is epoch 0; a corrupt record (ErrCorrupt) or a
-//     record of another wire identity (ErrWire) refuses, without writing;
-//  3. refuse unless epoch > recorded epoch (ErrStaleEpoch), without writing;
-//  4. write the record conditioned on the version read ("" = create-only);
-//  5. on ErrConflict, someone wrote in between: read afresh and go to 2,
-//     with bounded, jittered retries that honour the context.
-//
-// Because the comparison that matters is made by the server against the
-// version the writer read, a deposed writer, a zombie retrying the epoch it
-// was granted, and two writers handed the same epoch all end the same way:
-// at most one push per epoch ever lands, and the recorded epoch only rises.
-//
-// The store decides, never memory. A Fence remembers the version of the
-// record it last wrote and conditions its next push on it without reading
-// first (one round trip per push in steady state); if anyone else wrote in
-// between, that write conflicts and the fence reads afresh. A remembered
-// epoch never admits a push; it refuses one only when the store shows the
-// record absent or below it (see "The floor survives the record").
+// The store decides, never memory. A Fence conditions its next write on the
+// version of the record it last wrote, without reading first (one round
+// trip per push in steady state); a write by anyone else in between makes
+// it conflict and read afresh. A remembered epoch never admits a write; it
+// refuses one only when the store shows the record absent or below it (see
+// "The floor survives the record").
 //
 // # One write engine
 //
 // Every write the package makes goes through one engine: the shard records
-// (Push; Update, a read-modify-write at a strict epoch; Seal; Settle), the
-// settle log, the lease record and the brand claim. It reads the key,
-// decides on what it read, and makes one conditional write; on a conflict
-// it backs off, reads afresh and decides again, and a write whose reply
-// was lost is resolved by the next read. The guards every write needs live
-// in it once: the probe verdict, the brand, the retry policy (a jittered
-// back-off before every retry, whatever failed; at most Fence.MaxAttempts
-// attempts), the classification of errors (a refusal such as ErrCorrupt,
-// ErrWire, ErrInvalidArgument, ErrTooLarge, fs.ErrPermission or
-// errors.ErrUnsupported is final and wrote nothing; a conflict is retried;
-// any other failure is retried and, after a write, leaves the outcome
-// unknown until a read resolves it; a cancelled ctx ends the write with an
-// error matching ctx.Err()), and the Observer, which sees how each write
-// ended (WriteEvent).
+// (Push; Update, a read-modify-write at a strict epoch; Commit; Seal;
+// Settle), the settle log, the floor, the lease record and the brand claim.
+// It reads the key, decides on what it read and makes one conditional write;
+// on a conflict it backs off, reads afresh and decides again. The guards
+// every write needs live in it once: the probe verdict (Fence.Probe), the
+// brand (Fence.Brand), the retry policy (a jittered back-off before every
+// retry, whatever failed; at most Fence.MaxAttempts attempts), the
+// classification of errors (a refusal such as ErrCorrupt, ErrWire,
+// ErrInvalidArgument, ErrTooLarge, fs.ErrPermission or errors.ErrUnsupported
+// is final and wrote nothing; any other failure is retried and, after a
+// write, leaves the outcome unknown until a read resolves it, promise 5; a
+// cancelled ctx ends the write with an error matching ctx.Err()), and the
+// Observer (WriteEvent).
 //
-// # Capabilities and wrappers
-//
-// A store may offer faster paths than Get and PutIfVersion: PrefixReader,
-// PartsPutter, BrandedPutter. The engine, Probe and the conformance kit
-// use them only through the helpers GetPrefix, PutParts and PutIfBranded,
-// and only when the store declares them as its own (Capable): so the
-// methods that are probed and raced are the methods that run, and a
-// wrapper that embeds an adapter and overrides Get or PutIfVersion (a
-// freeze, a quota, an audit log) is never bypassed: it inherits the
-// adapter's Capabilities, which names the adapter, and is used through its
-// own two methods. The package's adapters declare their capabilities.
-// A blob store's are found the same way, each with its helper:
-// ConsistentBlobLister (StatBlobs, which a Commit checks its new blobs
-// with), BlobBatchDeleter (DeleteBlobs, which Collect deletes with) and
-// BlobWriter (WriteBlob, which PutBlob writes through). A wrapper that
-// overrides a blob method a capability stands for (ListBlobs, DeleteBlob,
-// CreateBlob) and declares capabilities itself must give the capability
-// the same behaviour, or not declare it.
-//
-// # Lost replies
-//
-// A write whose reply was lost may or may not have landed. When Push finds
-// the record is exactly its own push (same epoch, writer and payload
-// bytes) it reports success, so retrying never turns a writer's own landed
-// push into ErrStaleEpoch (a record set back to it, below what the Fence
-// saw since, is refused as regressed all the same: see "The floor
-// survives the record"). When the outcome cannot be learned at all, Push
-// returns an error matching ErrOutcomeUnknown; calling Push again with the
-// same arguments resolves it.
+// A store's faster paths (PrefixReader, PartsPutter, BrandedPutter, and a
+// BlobStore's ConsistentBlobLister, BlobBatchDeleter and BlobWriter) are used
+// only through one helper each (GetPrefix, PutParts, PutIfBranded, StatBlobs,
+// DeleteBlobs, WriteBlob), and only when the store declares them as its own
+// (Capable). So the methods that are probed and raced are the methods that
+// run, and a wrapper that overrides Get or PutIfVersion is never bypassed.
 //
 // # Records and keys
 //
 // One record per (plugin, shard), at Prefix + "s/" + plugin + "/" + shard
-// under the Fence's prefix ("writefence/" by default), the names escaped. A record is a versioned header (format
-// version, wire identity, epoch, writer, payload length, a CRC-32C of the
-// payload, a CRC-32C over the header) followed by the payload. Writers
-// write format version 2 for a plain record, 3 for a stream's (a
-// manifest: its blob references and tenure floor, see Commit) and 4 for a
-// stream's that carries a collection horizon (see Collect); readers also
-// read version 1, whose header held a SHA-256 of the payload instead, and
-// refuse any other (an older reader refuses a version it does not know
-// the same way: it fails closed). Decoding is strict:
+// (Fence.Prefix), the names escaped so that the mapping is injective and no
+// shard key reaches the reserved key space, Prefix + "_" + name, where the
+// brand key, lease records, settle logs, floors and the probe's scratch keys
+// live. A record is a versioned header (format version, wire identity,
+// epoch, writer, payload length, a CRC-32C of the payload, a CRC-32C over
+// the header) followed by the payload. Writers write format version 2 for a
+// plain record, 3 for a stream's (a manifest: its blob references and tenure
+// floor, see Commit) and 4 for a stream's that carries a collection horizon
+// (see Collect); readers also read version 1, whose header held a SHA-256 of
+// the payload instead, and refuse any other, as an older reader refuses a
+// version it does not know: they fail closed. Decoding is strict:
 // truncation, trailing bytes, an unknown format version, epoch 0, an empty
-// writer or a checksum that disagrees is ErrCorrupt, naming the check. The
-// fence fails closed on a corrupt record and never overwrites it; an
-// operator replaces it with Fence.Settle, at exactly the version reported
-// in the CorruptError (see Settlement).
-//
-// Keys escape the plugin and shard names so that the mapping is injective
-// and no shard key reaches the reserved key space, Prefix + "_" + name,
-// where the brand key, lease records, settle logs and the probe's scratch
-// keys live.
+// writer or a checksum that disagrees is a *CorruptError (ErrCorrupt) naming
+// the check. A corrupt record is never overwritten but by Fence.Settle, at
+// exactly the version the error reports.
 //
 // # Stores
 //
 // ConditionalStore is the one primitive. The package provides MemStore (in
-// memory, for tests and examples) and adapters for S3 through minio-go
-// (minioStore), Google Cloud Storage (gcsStore) and
-// Valkey or Redis, one server or a cluster (valkeyStore). Package
-// writefencetest checks any implementation against the contract, races
-// included.
+// memory, for tests and examples), NewDirConditionalStore (a local
+// directory), NewMinioConditionalStore (S3), NewGCSConditionalStore (Google
+// Cloud Storage) and NewValkeyConditionalStore (Valkey or Redis, a server or
+// a cluster); packages dynamostore, etcdstore, azblobstore and pgstore
+// provide more. Package writefencetest checks any implementation against the
+// contract, races included.
 //
 // # Errors
 //
@@ -122,135 +86,74 @@
 // ErrConflict, ErrStaleEpoch, ErrEpochRegressed, ErrWire, ErrCorrupt,
 // ErrInvalidArgument, ErrTooLarge, ErrOutcomeUnknown, ErrUntrustedStore,
 // ErrLeaseHeld, ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout,
-// ErrTermEnded, and
-// errors.ErrUnsupported for a store the adapter refuses to serve. Every
+// ErrTermEnded, and errors.ErrUnsupported for a store the adapter refuses
+// to serve. Every
 // typed error matches one of them; read its detail with errors.As:
 // StaleEpochError, EpochRegressedError, CorruptError, WireError,
 // InvalidArgumentError, OutcomeUnknownError, ProbeError, LeaseHeldError,
-// LeaseLostError, and
-// StoreError, which every adapter returns for a failed store operation
-// ({Op, Key, Err}, as fs.PathError), its Err reaching both
-// the sentinel and the client's own error. Messages are stable, lower case
-// and prefixed "writefence:"; stored bytes in them are escaped, so a
-// hostile value can neither forge a log line nor flood one.
+// LeaseLostError, and StoreError, which every adapter returns for a failed
+// store operation ({Op, Key, Err}, as fs.PathError). Messages are stable,
+// lower case and prefixed "writefence:"; stored bytes in them are escaped,
+// so a hostile value can neither forge a log line nor flood one.
 //
 // # The wire identity
 //
 // A program must not write rows that readers of another format cannot
-// understand. Two places carry the identity (Fence.Identity,
-// "writefence/v1" when empty). Every record holds it, and every write and
-// Latest refuses a record of another identity with a *WireError (ErrWire)
-// naming the one found. And one reserved key per prefix, the brand key
-// (Prefix + "_brand"), holds it, so a foreign program is refused at
-// start-up, before it touches any record. A Get of the brand key returns
-// the identity's bytes alone; what the store itself holds is the store's
-// own layout around them where it has one (a Valkey value, a directory
-// store's file: see the package's brand documentation in brand.go), so
-// brand a store with Fence.ClaimBrand or the command's "writefence brand
-// install", never with the store's own client. The brand is
-// configured once, on the Fence: Fence.Brand says when it is checked
-// (BrandVerify once, BrandClaim once, claiming an empty store, or
-// BrandVerifyAlways, inside every write's own atomic step on a store that
-// implements BrandedPutter, as Valkey does); Fence.ClaimBrand brands a
-// store (of racing claimers exactly one write lands and all learn the
-// winner) and Fence.VerifyBrand only reads. The refusals read
-//
-//	writefence: wire: expected <identity> but <key> is absent
-//	writefence: wire: expected <identity> found <value>
-//
-// with the found value escaped and cut short. A refusal is final: nothing
-// in the package retries it. Any other failure reading the brand (a
-// permission error, a key of the wrong type) is returned as such, never as
-// a refusal and never as "absent".
+// understand. Two places carry the identity (Fence.Identity): every record,
+// so that every write and Latest refuse a record of another identity, and
+// one reserved key per prefix, the brand key (Prefix + "_brand"), so that a
+// program of another format is refused at start-up, before it touches any
+// record. Fence.Brand says when the brand is checked (see BrandMode);
+// Fence.ClaimBrand brands a store and Fence.VerifyBrand only reads it. Brand
+// a store through them or the command's "writefence brand install", never
+// with the store's own client: a store may keep its own layout around the
+// identity's bytes (a Valkey value, a directory store's file). A refusal is
+// a *WireError (ErrWire) and final: nothing in the package retries it. Any
+// other failure reading the brand (a permission error, a key of the wrong
+// type) is returned as such, never as a refusal and never as "absent".
 //
 // # Streams: blobs under a fenced manifest
 //
 // A shard's state can be many immutable blobs (WAL segments, snapshots of
-// any size) and one manifest that lists them. Fence.PutBlob streams a
-// reader into a blob of the shard's own blob space, whose name carries the
-// writer's epoch, its name and a random id, so no blob key is written
-// twice; Fence.Commit writes the manifest (a record that lists the blobs
-// it references with their size and CRC-32C) at a strict epoch, only while
-// every blob it newly references exists and was written by the committing
-// writer within its tenure; Fence.OpenBlob reads only a blob the recorded
-// manifest references, checking its bytes; Fence.Collect deletes what no
-// manifest can reference: a deposed writer's blobs at once, other
-// unreferenced blobs once older than a grace by the store's own clock. The
-// blobs may live in another store than the manifests (Fence.Blobs); a
-// store holds blobs when it declares BlobStore (MemStore, the directory
-// store, S3, GCS; not Valkey). A commit checks its new blobs with
-// StatBlobs: one listing of each epoch they were written at where the
-// store's listing is consistent (S3, GCS), a StatBlob each otherwise;
-// Collect lists the shard's blob space once a pass and deletes in batches
-// of 1,000, one request each on S3.
+// any size) and one manifest that lists them. Fence.PutBlob streams a reader
+// into a new blob of the shard's own blob space, at a key never written
+// twice; Fence.Commit writes the manifest, a record that references its
+// blobs, at a strict epoch, only while every blob it newly references exists
+// and was written by the committing writer within its tenure; Fence.OpenBlob
+// reads only a blob the recorded manifest references, checking its bytes;
+// Fence.Collect deletes what no manifest can reference. The blobs may live
+// in another store than the manifests (Fence.Blobs); a store holds blobs
+// when it declares BlobStore (MemStore, the directory store, S3, GCS; not
+// Valkey).
 //
 // # The floor survives the record
 //
 // The record is how the store remembers a shard's floor, the epoch below
 // which no write lands. Whatever deletes the record or sets it back (a
-// lifecycle rule, a time to live, eviction, an operator's delete, a
-// restore from backup, a failover to a replica that lacked it) would make
-// the shard look new, or older, and a deposed writer's write would land as
-// if it were the first. So it is never silent where it can be seen:
-//
-//   - A Fence remembers, for each record, the highest epoch it wrote or
-//     read (Push, Update, Commit, Seal, Settle, Latest, Inspect, Check, a
-//     refused write's read), and refuses to write the record, or Collect
-//     to delete the shard's blobs, when it finds the record absent or
-//     below that epoch: an *EpochRegressedError (ErrEpochRegressed)
-//     naming what it saw and what it found; nothing is written, and no
-//     retry changes it. A read sent before that epoch was known is never
-//     held to it, so a Fence's own writes racing its reads raise no
-//     alarm. The memory is bounded as the version cache is (131,072
-//     shards; an arbitrary one is dropped past it), and lives as long as
-//     the Fence.
-//   - A Lease remembers the highest term of its record: it refuses to take
-//     a record absent or below it (ErrEpochRegressed), and a renewal that
-//     finds the record gone or set back reports the lease lost with a
-//     *LeaseLostError that also matches ErrEpochRegressed. A TermSource's
-//     first read of a shard in its term is held to what its Fence saw.
-//   - Fence.KeepFloor closes the gap a Fence that never saw the shard
-//     leaves (a restarted process, another host): each seal and settle
-//     enters its epoch in a key of its own, apart from the record, every
-//     write reads it, and only a seal or a settle creates a record.
-//   - Fence.Check tells a writer, from one read, whether it still holds
-//     the shard before it acts outside the store (acknowledges a client,
-//     deletes what its manifest dropped): check, then act, within the
-//     window between the two; Collect checks so before each batch of
-//     deletes.
-//
-// The way out is always the operator's, never automatic: Settle with
-// Settlement.Lost writes a fresh record above the floor the operator
-// asserts (the highest epoch ever granted: for the shards of a Lease,
-// (its highest term + 1) << 32 - 1), which every Fence then sees;
-// Lease.Settle does the same for a lease record; Forget lets one Fence take the record as it
-// now is. What stays out of reach: a Fence that never saw the shard,
-// without KeepFloor, takes it for new; under KeepFloor a record set back
-// within the last tenure (above the last seal) is found only by the
-// Fence that wrote or read the later record; and a loss that reaches the
-// floor's key too (a restore of the whole store, FLUSHALL) is a loss of
-// both. writefence doctor reports the store settings that lose records,
-// and writefence policy s3 a bucket policy that refuses an unconditional
-// write or delete of one.
+// lifecycle rule, a time to live, eviction, an operator's delete, a restore
+// from backup, a failover to a replica that lacked it) would let a deposed
+// writer's write land as if it were the first. A Fence and a Lease remember
+// what they saw and refuse such a record with ErrEpochRegressed (promises 29
+// and 30); Fence.KeepFloor keeps the floor in a key of its own, for a Fence
+// that never saw the shard (promise 31); Fence.Check tells a writer whether
+// it still holds the shard before it acts outside the store (promise 32).
+// The way out is always an operator's, never automatic: Settle with
+// Settlement.Lost, Lease.Settle, or Forget. A loss that reaches the floor's
+// key too (a restore of the whole store) is out of reach; the README ("When
+// the record is lost or set back") says what else is, and
+// "writefence doctor" reports the store settings that lose records.
 //
 // # Leases, probes and observation
 //
-// Lease is an EpochSource for users without a control plane: a lease record
-// in a Fence's store, written through the Fence's engine, whose term rises
-// on every change of holder; each epoch it hands out is term<<32 | n, so a
-// holder pushes many times per term and a new holder's epochs are above
-// every epoch of the old one. Fence.Seal lets a new holder raise a shard's
-// recorded epoch at once, fencing a zombie before its first data push;
-// Lease.Hold takes the lease over, seals the shards within the term it
-// took, and renews the lease in the background, with a context that is
-// done the moment the lease is lost or expires.
-//
-// Probe proves on scratch keys that a store really refuses a second
-// create-only put and a stale update, through the methods a Fence uses on
-// it; Fence.Probe runs it before the first write, for "S3-compatible"
-// services that may ignore preconditions.
-// Fence.Observer sees every write (SlogObserver logs them); what happened
-// is told by the event's error, tested like the error the call returns.
+// Lease is an EpochSource for users without a control plane, kept in a
+// record of the Fence's store; Lease.Hold takes it over, seals the shards
+// within the term it took (Fence.Seal: a new holder fences a zombie before
+// its first data push) and renews it in the background. TermSource turns a
+// control plane's term into epochs. Probe proves that a store refuses what
+// its preconditions should, through the methods a Fence uses; Fence.Probe
+// runs it before the first write, for "S3-compatible" services that may
+// ignore preconditions. Fence.Observer sees every write (see WriteEvent;
+// SlogObserver logs them).
 //
 // # Promises
 //
@@ -260,9 +163,7 @@
 // package writefencetest check one), for writers that go through the
 // package; what depends on the store or on configuration says so. One
 // checker, in the package's tests, checks every one of them on every
-// history the tests record: the model test on every store, the
-// linearizability test, the end-to-end lease test and a simulation of
-// whole deployments on virtual time.
+// history the tests record (see the README, "Tests").
 //
 // Epochs and writes:
 //
@@ -421,94 +322,41 @@
 //
 // # Damage
 //
-// A push reads as little as it can: with the version it remembers it
-// reads nothing, and without one it reads the record's head alone (on a
-// store that declares a PrefixReader: its first 4 KiB, and of a stream's
-// record with more references than fit there, its header and
-// references), whatever the record's size. It checks what it read: the
+// A Push reads as little as it can (see Push) and checks what it read: the
 // header's checksum, identity and epoch, the record's size against the
-// lengths the header declares, the references against their checksum.
-// The payload's checksum it leaves to the store, and what the store
-// guarantees depends on where it keeps its version:
+// lengths the header declares, the references against their checksum. The
+// payload's checksum it leaves to the store:
 //
-//   - Stores whose version names their bytes: S3 and Azure ETags, GCS
-//     generations and etcd mod revisions (package etcdstore) change with
-//     any write, so the bytes cannot change in place, under a version a
-//     Fence read or remembers. The Fence's own writes reach them checked
-//     (GCS and the directory store compare a CRC-32C before they store,
-//     S3 a signature of the body or TLS), and S3, GCS and Azure check
-//     their stored bytes themselves. A payload that fails its checksum
-//     under a sound header can only be a new version written whole by
-//     something outside the package: Latest, Inspect, Update, Commit and
-//     Seal, which read the payload, refuse it with ErrCorrupt; a Push over
-//     it on S3, GCS or Azure Blob, which read prefixes, does not read the
-//     payload and replaces it (promise 7); on etcd, which does not, a Push
-//     reads it whole and refuses it. Writers that bypass the package are
-//     outside what it can guarantee.
-//   - Stores that keep their version beside their bytes
-//     (the directory and Valkey stores, whose value can be
-//     edited by hand, dynamostore, whose item an UpdateItem can change,
-//     and pgstore, whose row an UPDATE can change) check the bytes they
-//     hold on every read, GetPrefix included, and refuse a write over
-//     damaged ones with ErrCorrupt, naming a version of the damage itself
-//     that Settle can replace, and the head of the damaged data, from
-//     which the record's header (and its epoch) is still read when it is
-//     intact: a damaged payload under an intact header is never
-//     overwritten unseen. The directory store reads the whole file to
-//     check it (from its disk; a Push gets its head alone).
-//     the Valkey store checks a bounded part of a value, its first
-//     3900 bytes, its last 100 and its length, so that a read of the head
-//     or a write costs the same whatever the size; damage in the middle of
-//     a larger value is found by the reads that read it whole (Latest),
-//     and a push over it replaces the value (see ConditionalStore).
+//   - On a store whose version names its bytes (S3 and Azure ETags, GCS
+//     generations, etcd mod revisions), bytes cannot change in place under
+//     a version a Fence read, so a payload that fails its checksum under a
+//     sound header is a new version written whole from outside the
+//     package. Latest, Inspect, Update, Commit and Seal, which read the
+//     payload, refuse it with ErrCorrupt; a Push over it replaces it on S3,
+//     GCS and Azure Blob, which read prefixes (promise 7), and refuses it on
+//     etcd, which does not.
+//   - A store that keeps its version beside its bytes (the directory and
+//     Valkey stores, dynamostore, pgstore) checks the bytes it holds on
+//     every read and refuses a write over damaged ones, as
+//     ConditionalStore.PutIfVersion requires; Valkey checks a bounded part
+//     of a value on a write and on a read of its head.
 //   - A store that declares no PrefixReader (MemStore, dynamostore,
-//     etcdstore) gives a Push the whole record, which it checks whole and
-//     refuses when damaged.
+//     etcdstore) gives a Push the whole record, which it checks whole.
 //
-// # Failure model
+// The README ("Damage: what each store checks") says how each store does it.
 //
-// Every write goes through the one engine, so the brand check, the probe
-// verdict, the retries and the Observer apply to all of them alike, and
-// the promises above hold of every path.
+// # Durability
 //
-// Durability is the store's: a push that returned nil survives what the
-// store survives.
+// A write that returned nil survives what its store survives (promise 4).
+// S3, GCS, DynamoDB, etcd and Azure Blob (within its region) acknowledge
+// durable writes; the directory store fsyncs before a write returns;
+// MemStore is memory. Valkey keeps acknowledged writes across a failover
+// only with StoreOptions.WaitReplicas, PostgreSQL only with synchronous
+// replication. The README ("What each store guarantees") says what each
+// store keeps and what to configure.
 //
-//   - S3 and GCS acknowledge a write once it is durable; nothing to
-//     configure.
-//   - The directory store fsyncs the file and its directory before a write
-//     returns; a local disk's durability, one host.
-//   - MemStore is memory: for tests and demos.
-//   - Valkey replicates asynchronously: a primary acknowledges a write and
-//     can lose it when a replica is promoted, and a second push at the same
-//     epoch can then also land. With a replica and failover (Sentinel, a
-//     cluster, or by hand), set StoreOptions.WaitReplicas (and
-//     WaitTimeout): a write counts as landed only once that many replicas
-//     acknowledged it, else its outcome is unknown (ErrOutcomeUnknown), and
-//     a retry does not return nil until the replicas have the record.
-//     Without WaitReplicas, only a single Valkey server without failover
-//     (with its own persistence) keeps the guarantee.
-//   - DynamoDB (package dynamostore) acknowledges a write once it is
-//     durable in several Availability Zones; nothing to configure. Its
-//     reads are strongly consistent only with ConsistentRead, which the
-//     store always asks for; a global table's cross-region replication is
-//     not served.
-//   - etcd (package etcdstore) acknowledges a write once a Raft majority
-//     holds it, so a leader failover never loses it; nothing to configure.
-//     A cluster restored from a snapshot must have its revision bumped.
-//   - Azure Blob (package azblobstore) acknowledges a write once it is
-//     durable in its region; a geo-failover of a GRS account can lose the
-//     last writes.
-//   - PostgreSQL (package pgstore) is as durable as its commit: across a
-//     failover only with synchronous replication to every standby that can
-//     be promoted (synchronous_standby_names, synchronous_commit on or
-//     remote_apply); asynchronously replicated, a promoted standby can lose
-//     acknowledged pushes and issue their versions again.
-//
-// What it cannot guarantee: anything about a writer that bypasses the
-// library and writes the object directly; a store that ignores
-// preconditions (run Probe, and writefencetest against your own store).
-// Lease expiry uses local clocks; a wrong clock can let a holder
-// take over early, but safety never depends on it, because the store checks
-// the epoch.
+// Nothing is guaranteed of a writer that bypasses the package, nor over a
+// store that ignores preconditions (run Probe, and writefencetest against
+// your own store). Lease expiry uses local clocks, but no promise rests on
+// them: the store checks the epoch.
 package writefence
