@@ -16,85 +16,43 @@ import (
 )
 
 // Lease is a named, expiring, exclusive lease kept in one record of a
-// Fence's store (S3, GCS, Valkey, a directory, memory), and an EpochSource
-// that hands out push epochs only while the lease is held. Its record is
-// written through the Fence's engine, with the Fence's prefix, brand,
-// probe, retries and Observer, as every write of the package is.
+// Fence's store, written through the Fence's engine, and an EpochSource that
+// hands out epochs only while the lease is held.
 //
-// # Terms and epochs
+// The record holds the holder's name, a term and an expiry. Every
+// acquisition, the first and each takeover of an expired or released lease,
+// takes the next term in one conditional write, so each term is taken by one
+// Lease value, once (promise 12). Another Lease value, even of the same
+// Holder (a restarted process), is refused (ErrLeaseHeld) until the record
+// expires or is released (promise 13), and then takes a new term like any
+// contender; its seals fence the previous incarnation off the shard's blobs
+// too (promise 21). Renew keeps the term.
 //
-// The record holds the holder's name, a term and an expiry. The term rises
-// by one on every acquisition: the first (term 1), and every takeover of
-// an expired or released lease, by anyone. A Lease value holds the lease
-// alone: another value, even of the same Holder (a second process started
-// under the same name, or a restarted one), is refused (ErrLeaseHeld)
-// until the record expires or is released, and then takes a new term like
-// any contender, so a previous incarnation is fenced too (and off the
-// shard's blobs, once the new term seals: see Fence.Seal). Renew keeps
-// the term. Every change to the record is one conditional
-// write on the version read, so of several contenders exactly one gets
-// each term, and a term is only ever written by the Lease that took it.
-// Each record also bears its Lease value's incarnation, random bytes drawn
-// once per value: a Lease takes a record for its own write (one whose
-// reply was lost) only when it bears its incarnation, so two values of one
-// Holder, whose records could otherwise be the same bytes, never share a
-// term.
+// Epoch returns term<<32 | n, n rising from 1, so every epoch is above the
+// last and every epoch of a later term above every epoch of an earlier one
+// (promise 14). A new holder seals each shard it will write at one of its
+// epochs (Fence.Seal; Hold does it), so a deposed holder is refused at once.
+// When a term's 2^32-1 epochs run out, Epoch takes the next term, as a
+// takeover by itself; terms run out at 2^32-1.
 //
-// A Fence admits one push per epoch per shard, so a term cannot serve as
-// the push epoch itself. Epoch returns term<<32 | n, with n rising on every
-// call from 1: every epoch a holder draws is greater than the last, and
-// every epoch of a later term is greater than every epoch of an earlier one.
-// A new holder's first act is to seal each shard it will write with one of
-// its epochs (Fence.Seal; Hold does it), so a deposed holder still pushing
-// is refused at once, not only after the new holder's first push. When a
-// term's 2^32-1 epochs run out, Epoch moves the lease to the next term with
-// a conditional write, as a takeover by itself. Terms run out at 2^32-1.
-//
-// # Clocks
-//
-// Expiry is decided by local clocks: the record carries the expiry in
-// wall-clock time by the writing holder's clock, and a contender takes over
-// once its own clock passes it. Safety never depends on the clocks: a
-// contender whose clock runs ahead takes over early, and from then on the
-// old holder's pushes carry a lower term and are refused by the storage
-// (ErrStaleEpoch), at the latest after the new holder seals. A clock only
-// decides when a takeover may happen, never whether two pushes can both
-// land. The holder itself stops handing out epochs (ErrLeaseExpired) once
-// its clock passes its expiry, measured from the moment before it sent the
-// write, so it stops before any contender whose clock agrees can take over.
-// A record carries its expiry in Unix nanoseconds: a clock that reads
+// Expiry is judged by local clocks: a contender takes over once its own
+// clock passes the expiry the record carries, and the holder stops handing
+// out epochs (ErrLeaseExpired) once its clock passes it, counted from just
+// before it sent the write. No promise rests on clocks: a takeover that
+// comes early only makes the old holder's writes stale. A clock that reads
 // before 1970 or after 2262 is refused before anything is written.
 //
-// # Use
+// Most holders call Hold, which takes the lease, seals the shards and renews
+// the lease in the background; pass the Lease to Fence.PushFrom as the
+// EpochSource, with Holder as the writer, and call Release when done. A
+// holder that decides when the lease's writes happen calls Acquire, Epoch,
+// Fence.Seal and Renew itself: nothing then runs in the background. A Lease
+// that finds its lease lost or expired cancels the Deposed contexts of the
+// shards it gates (promise 16), and every later call reports it.
 //
-// Most holders call Hold: it takes the lease over, seals the shards the
-// holder will write within the term it took, and keeps the lease renewed
-// in the background; it returns a context to ship under, done the moment
-// the lease is lost, expires or is released, with context.Cause saying
-// which. Pass the Lease to Fence.PushFrom as the EpochSource, with the
-// Lease's Holder as the writer, and call Release when done.
-//
-// A holder that wants to decide when the lease's writes happen calls
-// Acquire instead, seals each shard with an epoch from Epoch, and calls
-// Renew well before TTL elapses: nothing then runs in the background.
-// Renew and Acquire stay available under Hold too. Self-renewal is a
-// method of its own rather than a setting so that a Lease starts no
-// goroutine unless asked to, and the context that tracks the lease comes
-// from the call that starts tracking it.
-//
-// Either way, when the Lease finds the lease lost (the store shows a
-// takeover, or no record) or its local clock passes the expiry, it cancels
-// every Deposed context of its Fence for the shards it sealed in Hold or
-// handed out epochs for, with the same cause, so every pipeline writing
-// under the lease stops at once. A lost lease is reported by every later
-// call as a *LeaseLostError naming the new holder and term; an expired
-// one, not known to be taken over, as ErrLeaseExpired.
-//
-// Two Lease values never hold the lease at once, even of one Holder. A
-// Lease is safe for
-// concurrent use: its writes (acquisitions, renewals, releases) are
-// serialized, and Epoch never waits for one in flight. Set the fields
-// before the first call and do not copy a Lease after it.
+// A Lease is safe for concurrent use: its writes are serialized, and Epoch
+// never waits for one in flight. Set the fields before the first call and do
+// not copy a Lease after it.
 type Lease struct {
 	// Fence is where the lease record lives and how it is written: its
 	// Store, under its Prefix, at Prefix + "_lease/" + Name (escaped),
@@ -177,48 +135,29 @@ type Shard struct {
 
 // Hold takes the lease, seals each of shards within the term it took, and
 // keeps the lease renewed in the background until Release or until ctx
-// ends. It returns a context derived from ctx to ship under: it is done
-// the moment the lease is lost (context.Cause is then a *LeaseLostError
-// naming the new holder and term), expires by this Lease's clock because
-// renewals could not land (an error matching ErrLeaseExpired), is released
-// (one matching ErrLeaseLost), or ctx ends (ctx's cause). A lost or
-// expired lease also cancels the Deposed contexts of every shard it gates
-// (see Lease).
+// ends. It returns a context derived from ctx to ship under, done the
+// moment the lease is lost (context.Cause is a *LeaseLostError naming the
+// new holder and term), expires by this Lease's clock (an error matching
+// ErrLeaseExpired), is released (ErrLeaseLost), or ctx ends (ctx's cause).
 //
-// Hold acquires as Acquire does, and the renewer starts at once, before
-// any seal: it renews every TTL/3, measured from the start of the previous
-// renewal (or of the acquisition), whether that landed or not, each
-// renewal bounded by the lease's expiry; so two renewals in a row may fail
-// before the lease expires. The acquisition must land within TTL - TTL/4
-// of its start, else Hold gives up with an error matching
-// ErrTakeoverTimeout. Then, for each of shards in order, Hold draws an
-// epoch and seals the shard (Fence.Seal) as Holder, and returns once every
-// seal landed: from then on every deposed holder's writes to those shards
-// are refused.
+// Hold acquires as Acquire does; the acquisition must land within TTL -
+// TTL/4 of its start, else an error matching ErrTakeoverTimeout, and nothing
+// is held. The renewer starts at once: it renews every TTL/3 from the start
+// of the previous renewal, landed or not, each bounded by the lease's
+// expiry. Then Hold draws an epoch for each of shards in order, seals it
+// (Fence.Seal) as Holder, and returns once every seal landed (promise 15).
 //
-// A takeover whose seal is slow keeps the lease: it renews it and seals
-// again (each attempt bounded by TTL, then a back-off) until the seal
-// lands, the lease is lost or expires, or ctx ends. It never gives the
-// lease up because a seal is slow, as the writer it fences may be the one
-// that holds the store up (an S3 server holds a key's writes while a
-// paused client's upload of it is in flight), and giving up would hand the
-// shard back to that writer. A seal refused for good gives the takeover
-// up: Hold then releases the lease and returns the refusal, and when the
-// shard records an epoch at or above the term's (an error matching
-// ErrStaleEpoch that says so) no acquisition of this lease can seal the
-// shard until its term passes the shard's: the lease's record was deleted
-// or rolled back, or another epoch source writes the shard; stop and look,
-// retrying does not help. A takeover whose lease is lost or expires while
-// it seals returns the loss or the expiry. A takeover given up leaves this
-// Lease holding nothing and handing out no epochs. ErrLeaseHeld (another
-// holder, or another Lease value of this Holder, holds the lease) and a
-// cancellation of ctx are returned as they are; ErrCorrupt, ErrWire,
-// ErrEpochRegressed (the lease's record, or a shard's, was deleted or set
-// back under this Lease or its Fence: see Lease.Settle and
-// Settlement.Lost) and ErrInvalidArgument are final.
-//
-// Hold on a Lease whose previous Hold is still in force returns an error;
-// so does an invalid shard name, before any I/O.
+// A slow seal never gives the takeover up, since the writer it fences may be
+// what holds the store up: Hold renews and seals again (each attempt bounded
+// by TTL, then a back-off) until the seal lands, the lease is lost or
+// expires (that error is returned), or ctx ends. A seal refused for good
+// releases the lease and returns the refusal; a shard that records an epoch
+// at or above the term's (ErrStaleEpoch, which says so) cannot be sealed by
+// this lease until its term passes the shard's, so stop and look.
+// ErrLeaseHeld and ctx's error are returned as they are; ErrCorrupt,
+// ErrWire, ErrEpochRegressed and ErrInvalidArgument are final. A Hold while
+// another Hold of this Lease is in force, or an invalid shard name, returns
+// an error before any I/O.
 func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, error) {
 	key, err := l.check()
 	if err != nil {
@@ -414,22 +353,17 @@ func (l *Lease) stopHold(h *holding, cause error) {
 	<-h.done
 }
 
-// Acquire takes the lease and returns its term. A Lease that holds it
-// renews instead and keeps its term. Otherwise it reads the record and:
-// absent, it creates it at term 1 (create-only); expired, released, or
-// written by this Lease value itself (an acquisition whose outcome it
-// could not learn), it takes it over at the record's term + 1, conditioned
-// on the version read; held, unexpired by this Lease's clock, by another
-// holder or by another Lease value of this Holder (a restarted process
-// waits for its previous incarnation's term to expire, or be released),
-// it returns a *LeaseHeldError (ErrLeaseHeld). A lost race reads again, as the Fence's retries allow.
-// A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
-// never overwritten. A record absent, or at a term below the highest this
-// Lease value wrote or read in it, is refused with an
-// *EpochRegressedError (ErrEpochRegressed): taking term 1, or the term
-// after the lower one, would hand out epochs below those of terms already
-// granted; an operator writes the record back (Settle). Acquire starts
-// nothing in the background: renew with Renew, or use Hold.
+// Acquire takes the lease and returns its term; a Lease that holds it renews
+// instead and keeps its term. Otherwise it reads the record and creates it at
+// term 1 when absent, or takes it over at the record's term + 1 when it is
+// expired, released, or this Lease value's own (an acquisition whose outcome
+// it could not learn). A record held, unexpired by this Lease's clock, by
+// another holder or by another Lease value of this Holder returns a
+// *LeaseHeldError (ErrLeaseHeld). A record that fails to decode returns a
+// *CorruptError and is never overwritten; one absent or at a term below the
+// highest this Lease value wrote or read returns an *EpochRegressedError, for
+// an operator to write back (Settle). Acquire starts nothing in the
+// background.
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	key, err := l.check()
 	if err != nil {
@@ -512,15 +446,13 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 }
 
 // Renew extends the lease by TTL from now, keeping its term, with a write
-// conditioned on the version this Lease last wrote (no read first). If the
-// store shows another term (a takeover) or no record, the Lease drops the
-// lease and Renew returns a *LeaseLostError (ErrLeaseLost) naming the new
-// holder and term, which also matches ErrEpochRegressed when the record is
-// gone or holds a lower term; a Lease that does not hold the lease returns why it
-// does not (ErrLeaseLost). Renew succeeds after the local expiry too, as
-// long as nobody took the lease over: the conditional write proves it. Any
-// other error leaves the lease held until its local expiry, so a retry may
-// land.
+// conditioned on the version this Lease last wrote (no read first); it
+// succeeds after the local expiry too, as long as nobody took the lease over.
+// If the store shows another term or no record, the Lease drops the lease and
+// Renew returns a *LeaseLostError (ErrLeaseLost; also ErrEpochRegressed when
+// the record is gone or at a lower term). A Lease that does not hold the
+// lease returns why (ErrLeaseLost). Any other error leaves the lease held
+// until its local expiry, so a retry may land.
 func (l *Lease) Renew(ctx context.Context) error {
 	key, err := l.check()
 	if err != nil {
@@ -539,16 +471,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return l.rewrite(ctx, key, opLeaseRenew, term, false)
 }
 
-// Release gives the lease up: it ends the Hold in force, if any (its
-// context, and every context derived from it, is done with an error
-// matching ErrLeaseLost; no other Deposed context is cancelled, as giving
-// the lease up deposes nobody), and a write conditioned on the version
-// this Lease last wrote marks the record expired, keeping its term, so the
-// next acquisition, by anyone, takes term + 1 at once. The Lease stops
+// Release gives the lease up: it ends the Hold in force, whose context is
+// then done with an error matching ErrLeaseLost (no Deposed context is
+// cancelled: releasing deposes nobody), and marks the record expired,
+// keeping its term, with a write conditioned on the version this Lease last
+// wrote, so the next acquisition takes term + 1 at once. The Lease stops
 // handing out epochs whatever the outcome; after an error other than
-// ErrLeaseLost the record may still show the lease held until its expiry.
-// A Lease that does not hold the lease returns why it does not (a
-// *LeaseLostError when it was taken over), matching ErrLeaseLost.
+// ErrLeaseLost the record may still show the lease held until its expiry. A
+// Lease that does not hold the lease returns why (ErrLeaseLost).
 func (l *Lease) Release(ctx context.Context) error {
 	key, err := l.check()
 	if err != nil {
@@ -579,16 +509,15 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
-// Epoch implements EpochSource: it returns a new push epoch of the held
-// term, term<<32 | n, greater than every epoch it returned before. One
-// lease gates every shard its holder writes; plugin and shard name the
-// shard whose Deposed contexts are cancelled when the lease is lost or
-// expires. It makes no I/O, except once per 2^32-1 epochs to move to the
-// next term. A Lease that lost the lease returns a *LeaseLostError naming
-// the new holder and term; one that does not hold it otherwise, an error
-// matching ErrLeaseLost; one whose local expiry has passed, with no
-// takeover known, an error matching ErrLeaseExpired, which also ends the
-// Hold in force and cancels the Deposed contexts of the shards it gates.
+// Epoch implements EpochSource: a new epoch of the held term, term<<32 | n,
+// above every epoch it returned before, with no I/O but once per 2^32-1
+// epochs, to take the next term. The lease gates every shard its holder
+// writes; plugin and shard name the shard whose Deposed contexts end when
+// the lease is lost or expires. A Lease that lost the lease returns a
+// *LeaseLostError; one that does not hold it otherwise, an error matching
+// ErrLeaseLost; one whose local expiry has passed, no takeover known, an
+// error matching ErrLeaseExpired, and that ends the Hold in force and the
+// Deposed contexts of the shards it gates.
 func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
 	for {
 		l.mu.Lock()
@@ -939,41 +868,30 @@ func (l *Lease) check() (string, error) {
 	return k, keyErr(err)
 }
 
-// Settle replaces the lease record at exactly version with a released
-// record at term, in one conditional write: an operator's way out of a
-// lease that no Lease can take. Two cases need it:
+// Settle replaces the lease record at exactly version with a released record
+// at term, written under Holder's name in one conditional write, so that the
+// next acquisition, by anyone, takes term + 1 at once: an operator's way out
+// of a lease no Lease can take. term is 1 to 2^32-2, and:
 //
-//   - a record that fails to decode, which no acquisition ever overwrites
-//     (Acquire and Hold refuse it with a *CorruptError naming its
-//     version): term is then the operator's assertion that no term above
-//     it was ever granted, as the damaged record's own term cannot be
-//     trusted. A lower bound is the term of the highest epoch a shard the
-//     lease gates records (RecordInfo.Epoch >> 32): a term below it
-//     leaves the next holder's seals refused as stale (Hold then says so)
-//     until its terms pass the shard's;
-//   - a holder that is gone for good (its process dead, its machine lost),
-//     whose term the next holder should not wait out: term is then the
-//     record's own term or above, never below (a settle never lowers a
-//     term), and version the one Fence.InspectLease reported. The
-//     operator asserts that the holder no longer runs: if it does, it
-//     learns the lease lost at its next renewal, and the fence, not the
-//     lease, keeps its late writes out;
-//   - a record that was deleted or set back (ErrEpochRegressed: a Lease
-//     that held or saw a higher term refuses to acquire it): version is
-//     then the version of the record now, or empty when there is none,
-//     and term the operator's assertion, as for damage, at least the
-//     term the refusal says was seen.
-//
-// The next acquisition, by anyone, then takes term + 1 at once. The
-// record is written under Holder's name. term must be 1 to 2^32-2.
+//   - for a record that fails to decode (Acquire and Hold refuse it with a
+//     *CorruptError naming its version), the operator's assertion that no
+//     higher term was ever granted: at least the term of the highest epoch a
+//     shard the lease gates records (RecordInfo.Epoch >> 32), or the next
+//     holder's seals are refused as stale until its terms pass the shard's;
+//   - for a holder gone for good, whose term the next should not wait out,
+//     the record's own term or above, with version as InspectLease reported
+//     it (a holder that still runs learns the lease lost at its next renewal,
+//     and the fence keeps its late writes out);
+//   - for a record deleted or set back (ErrEpochRegressed), the operator's
+//     assertion as for damage, at least the term the refusal says was seen,
+//     with version the record's now, or empty when there is none.
 //
 // It refuses, writing nothing: ErrNotFound when there is no record and
-// version is not empty, ErrConflict when the record has another version
-// now (or exists, when version is empty), an *InvalidArgumentError for a
-// term below the term of a record that decodes, and an
-// *EpochRegressedError for a term below one this Lease value wrote or
-// read in the record. Retrying a settle whose reply was lost returns nil
-// once the record is exactly this settle.
+// version is not empty, ErrConflict when the record has another version now
+// (or exists, when version is empty), an *InvalidArgumentError for a term
+// below that of a record that decodes, and an *EpochRegressedError for a term
+// below one this Lease value wrote or read. Retrying a settle whose reply was
+// lost returns nil once the record is exactly this settle.
 func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	key, err := l.check()
 	switch {
