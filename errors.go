@@ -7,36 +7,33 @@ import (
 	"time"
 )
 
-// Sentinel errors. Test for them with errors.Is: the errors the library
-// returns wrap them and carry detail in the typed errors below.
+// Sentinel errors. Test for them with errors.Is; the typed errors below
+// carry the detail.
 var (
-	// ErrStaleEpoch reports that a write of a record was refused, before
-	// any write, because its epoch was not strictly greater than the
-	// recorded one.
+	// ErrStaleEpoch reports a write refused, without writing, because its
+	// epoch was not above the recorded one (a *StaleEpochError).
 	ErrStaleEpoch = errors.New("writefence: stale epoch")
 
-	// ErrWire reports that a store or a record holds another wire identity
-	// than the one configured. It is final: retrying cannot change it.
+	// ErrWire reports that a store's brand or a record holds another wire
+	// identity than the one configured (a *WireError). It is final.
 	ErrWire = errors.New("writefence: wire identity mismatch")
 
-	// ErrInvalidArgument reports an argument rejected before any I/O.
+	// ErrInvalidArgument reports an argument rejected, writing nothing:
+	// mostly before any I/O, and some against what the store holds (a
+	// Settle of a record that decodes, a Commit of another writer's blob).
 	ErrInvalidArgument = errors.New("writefence: invalid argument")
 
-	// ErrOutcomeUnknown reports that a write was sent but its result could
-	// not be learned: it may or may not have landed. Calling Push again
-	// with the same arguments resolves it.
+	// ErrOutcomeUnknown reports a write sent whose result could not be
+	// learned: it may or may not have landed (promise 5).
 	ErrOutcomeUnknown = errors.New("writefence: outcome unknown")
 
-	// ErrEpochRegressed reports that a record is absent, or holds a lower
-	// epoch (a lease record: a lower term), than one seen of it before: by
-	// the Fence, the Lease or the caller (Check), or kept as the shard's
-	// floor (Fence.KeepFloor). Something outside the package deleted the
-	// record or set it back (a lifecycle rule, a TTL, eviction, a restore
-	// from backup, a failover to a replica that lacked it). It is final:
-	// nothing was written, and retrying cannot change it; the way out is
-	// an operator's (Settlement.Lost, Fence.Forget, Lease.Settle). The
-	// detail is an *EpochRegressedError, or a *LeaseLostError for a lease
-	// its holder found gone or set back.
+	// ErrEpochRegressed reports a record absent, or at a lower epoch (a
+	// lease record: a lower term), than seen of it before or kept as the
+	// shard's floor: something outside the package deleted it or set it
+	// back (promises 29 to 31). It is final, and nothing was written; the
+	// way out is an operator's (Settlement.Lost, Fence.Forget,
+	// Lease.Settle). The detail is an *EpochRegressedError, or a
+	// *LeaseLostError.
 	ErrEpochRegressed = errors.New("writefence: epoch regressed")
 )
 
@@ -50,18 +47,13 @@ var (
 // when the record is absent, "the shard's floor holds" for "saw" when
 // Floor is set, and "term" for "epoch" when Op is a lease's.
 type EpochRegressedError struct {
-	Op  string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source" (its Epoch), "lease acquire" or "lease settle"
-	Key string // the record's key (a lease record's, for a lease)
+	Op    string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source" (its Epoch), "lease acquire" or "lease settle"
+	Key   string // the record's key (a lease record's, for a lease)
+	Epoch uint64 // the epoch the refused write carried (a lease: the term); 0 for Collect and a TermSource
 
-	// Epoch is the epoch the refused write carried (of a lease, the term
-	// it would take); 0 for a call that writes none (Collect, a
-	// TermSource).
-	Epoch uint64
-
-	// Seen and SeenWriter are the highest epoch (of a lease record: the
-	// term and its holder) seen of the record before: by this Fence or
-	// Lease, by the caller of Check, or, when Floor is set, kept as the
-	// shard's floor (see Fence.KeepFloor).
+	// Seen and SeenWriter are the highest epoch (a lease record: term) and
+	// its writer seen of the record before, by this Fence or Lease or the
+	// caller of Check, or kept as the shard's floor when Floor is set.
 	Seen       uint64
 	SeenWriter string
 	Floor      bool
@@ -137,16 +129,13 @@ func (e *StaleEpochError) Error() string {
 func (e *StaleEpochError) Unwrap() error { return ErrStaleEpoch }
 
 // WireError is the detail of a wire-identity refusal. It matches ErrWire.
-// When Absent is true the key held nothing and Found is empty.
-//
 // Its message has one of two stable forms:
 //
 //	writefence: wire: expected <identity> but <key> is absent
 //	writefence: wire: expected <identity> found <value>
 //
-// The found value comes last and is escaped, so it cannot
-// forge a field after it or another log line; an empty value prints as "".
-// The key of a found value travels in Key.
+// The found value comes last and escaped, so it cannot forge a field or a
+// log line; an empty one prints as "".
 type WireError struct {
 	Key      string // the brand key or the record's key
 	Expected string // the configured identity
@@ -192,28 +181,23 @@ func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknow
 // Lease errors. Test for them with errors.Is.
 var (
 	// ErrLeaseHeld reports that Acquire found the lease held, unexpired, by
-	// another holder. The detail is a *LeaseHeldError.
+	// another holder or Lease value (a *LeaseHeldError).
 	ErrLeaseHeld = errors.New("writefence: lease held by another holder")
 
 	// ErrLeaseLost reports that a Lease does not hold its lease: it never
-	// acquired it, released it, or the store shows another term (a takeover
-	// after the lease expired) or no record at all, in which case the
-	// detail is a *LeaseLostError. Only Acquire can get it back, at a new
-	// term.
+	// acquired it, released it, or lost it (a *LeaseLostError). Only
+	// Acquire gets it back, at a new term.
 	ErrLeaseLost = errors.New("writefence: lease lost")
 
-	// ErrLeaseExpired reports that the holder's own clock has passed the
-	// expiry of its last acquire or renewal, and that, as far as this
-	// holder can tell, nobody has taken the lease over yet: a takeover may
-	// follow at any moment. Epoch refuses until a Renew lands, which it
-	// does if nobody took the lease over meanwhile. Once the Lease learns
-	// of a takeover it reports a *LeaseLostError instead.
+	// ErrLeaseExpired reports that the holder's clock has passed the expiry
+	// of its last acquisition or renewal, with no takeover known: a
+	// takeover may follow at any moment, and Epoch refuses until a Renew
+	// lands.
 	ErrLeaseExpired = errors.New("writefence: lease expired")
 
 	// ErrTakeoverTimeout reports that Lease.Hold's acquisition did not land
-	// within TTL - TTL/4 of its start, so that the term it may have taken
-	// could not be sealed in time: nothing is held. Back off and call Hold
-	// again. (A slow seal never gives a takeover up: see Lease.Hold.)
+	// within TTL - TTL/4 of its start: nothing is held. Back off and call
+	// Hold again.
 	ErrTakeoverTimeout = errors.New("writefence: takeover timed out")
 )
 
@@ -236,15 +220,11 @@ func (e *LeaseHeldError) Error() string {
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 
 // LeaseLostError is the detail of a lease its Lease held and lost: the
-// store records another term (a takeover after the lease expired, by
-// another holder or a later Lease of the same one) or no record at all.
-// Whichever call of the Lease finds it (a renewal in the background, Renew,
-// Acquire), every later Epoch, Renew and Release returns it, and so does
-// Fence.PushFrom through Epoch. It matches ErrLeaseLost; when the record
-// is gone (NewTerm is 0) or holds a lower term than the one held, which
-// no takeover writes (something outside the package deleted the record
-// or set it back), it also matches ErrEpochRegressed, so the operator
-// learns of it: see Lease.Settle.
+// store records another term (a takeover) or no record. Every later Epoch,
+// Renew and Release returns it, and so does Fence.PushFrom through Epoch.
+// It matches ErrLeaseLost, and also ErrEpochRegressed when the record is
+// gone (NewTerm is 0) or at a lower term, which no takeover writes: see
+// Lease.Settle.
 type LeaseLostError struct {
 	Name    string // the lease's name (Lease.Name)
 	Term    uint64 // the term the Lease held

@@ -12,11 +12,8 @@ import (
 	"github.com/writefence/writefence/internal/probecheck"
 )
 
-// ErrUntrustedStore reports that a store failed the probe: it accepted a
-// write its precondition should have refused, or read back other bytes or
-// another version than a write returned. Fencing over such a store is a
-// no-op. The verdict is final: retrying cannot change how the server treats
-// preconditions. Test for it with errors.Is; the detail is a *ProbeError.
+// ErrUntrustedStore reports that a store failed the probe (see Probe):
+// fencing over it is a no-op. It is final; the detail is a *ProbeError.
 var ErrUntrustedStore = errors.New("writefence: untrusted store")
 
 // ProbeError is the verdict of a failed probe: the store did not do what
