@@ -6,10 +6,9 @@ import (
 	"fmt"
 )
 
-// BlobBatchDeleter is an optional capability of a BlobStore: deleting
-// many blobs in few requests (S3's DeleteObjects takes 1,000 keys a
-// request). Collect deletes through DeleteBlobs, which uses it only when
-// the store declares it (Capable).
+// BlobBatchDeleter is an optional capability of a BlobStore, used through
+// DeleteBlobs when the store declares it (Capable): deleting many blobs in
+// few requests (S3's DeleteObjects takes 1,000 keys a request).
 type BlobBatchDeleter interface {
 	// DeleteBlobs removes the blobs at keys, as DeleteBlob removes each:
 	// a missing key is not an error. It returns the keys it removed or
@@ -20,11 +19,11 @@ type BlobBatchDeleter interface {
 	DeleteBlobs(ctx context.Context, keys []string) (deleted []string, err error)
 }
 
-// DeleteBlobs removes the blobs at keys through s's BlobBatchDeleter when
-// s declares it (see Capable), else with DeleteBlob of each key in turn,
+// DeleteBlobs removes the blobs at keys through s's BlobBatchDeleter when s
+// declares it (see Capable), else with DeleteBlob of each key in turn,
 // stopping at the first failure. It returns the keys removed or found
-// missing and, when some are left, the error that left them; a key it
-// does not return may or may not be gone. Collect deletes through it.
+// missing and, when some are left, the error that left them; a key it does
+// not return may or may not be gone. Collect deletes through it.
 func DeleteBlobs(ctx context.Context, s ConditionalStore, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil

@@ -12,10 +12,10 @@ import (
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// ConsistentBlobLister is an optional capability of a BlobStore: a listing
-// a Commit can check its new blobs by, one request for a thousand blobs on
-// S3 and GCS where a StatBlob costs one each. A Fence uses it only when
-// the store declares it (Capable), through StatBlobs.
+// ConsistentBlobLister is an optional capability of a BlobStore, used
+// through StatBlobs when the store declares it (Capable): a listing a Commit
+// can check its new blobs by, one request for a thousand blobs on S3 and GCS
+// where a StatBlob costs one each.
 type ConsistentBlobLister interface {
 	// ListBlobsConsistent is ListBlobs, with the same errors, and in
 	// addition lists every blob whose CreateBlob returned before the call
@@ -42,15 +42,13 @@ const statWorkers = 16
 var errListBudget = errors.New("writefence: listing over its budget")
 
 // StatBlobs returns the info of each blob of keys that exists, by key, as
-// StatBlob gives it; a key it does not return has no blob (StatBlob's
-// ErrNotFound). Every key starts with one of prefixes. On a store that
-// declares ConsistentBlobLister (see Capable), each prefix that two or
-// more of the keys share is listed once with ListBlobsConsistent, over at
-// most max(1000, 2 × its keys) blobs, and a key the listings did not show
-// is checked with StatBlob; on any other store every key is checked with
-// StatBlob. The StatBlobs run 16 at a time. The first failure of a
-// listing or of a StatBlob (other than ErrNotFound) ends the call and is
-// returned.
+// StatBlob gives it; a key it does not return has no blob. Every key starts
+// with one of prefixes. On a store that declares ConsistentBlobLister (see
+// Capable), each prefix two or more of the keys share is listed once, over
+// at most max(1000, 2 × its keys) blobs; every key no listing showed, and
+// every key on any other store, is checked with StatBlob, 16 at a time. The
+// first failure other than ErrNotFound ends the call. A Commit checks its
+// new blobs through it.
 func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string) (map[string]BlobInfo, error) {
 	return statBlobs(ctx, s, prefixes, keys, nil)
 }
