@@ -48,45 +48,29 @@ const probeCleanupTimeout = 10 * time.Second
 
 // Probe proves on scratch keys that s decides its preconditions on the
 // server, as ConditionalStore requires, and returns nil if it does. It
-// writes and reads through exactly the methods a Fence uses: every write
-// through PutParts (the store's PartsPutter when it declares one, see
-// Capable), every read back through both Get and GetPrefix. The checks,
-// each followed by the reads, which must return exactly the bytes and the
-// version of the last write that landed:
+// writes through PutParts and reads back through both Get and GetPrefix, as
+// a Fence does, and checks that every read returns exactly the bytes and the
+// version of the last write that landed, and that:
 //
-//   - a create-only put of a fresh key lands;
-//   - a second create-only put of that key is refused with ErrConflict;
-//   - an update with the current version lands, with a new version;
-//   - an update with the first, now stale, version is refused;
+//   - a create-only put of a fresh key lands, and a second one is refused
+//     with ErrConflict;
+//   - an update with the current version lands, with a new version, and one
+//     with the first, now stale, version is refused;
 //   - an update of a missing key, with a version the store issued, is
 //     refused and creates nothing;
-//   - when s declares BrandedPutter, the same create, second create,
-//     update and stale update through PutIfBranded under a scratch brand
-//     key, and a write under another identity, which must be refused with
-//     ErrWire and write nothing.
+//   - when s declares BrandedPutter, the same hold through PutIfBranded
+//     under a scratch brand key, and a write under another identity is
+//     refused with ErrWire, writing nothing.
 //
-// The scratch keys are key followed by "-" and 16 random hex digits in
-// braces (and a suffix for the missing key and the brand's keys): a hash
-// tag, so that on a Valkey cluster the brand key and the key written under
-// it share a slot, where PutIfBranded can check them together (unless key
-// holds a tag of its own, which then puts them together). The content written
-// is random, so neither a leftover of an earlier probe nor a concurrent
-// probe from another process can pass or fail this one. When s implements
-// Deleter, the keys are deleted afterwards, best effort; otherwise they
-// stay, a few dozen bytes each.
-//
-// A store that fails a check returns a *ProbeError, which matches
-// ErrUntrustedStore. Any error other than a refusal (ErrConflict) where one
-// was expected is not a verdict: a network, auth or server failure is
-// returned wrapped and never matches ErrUntrustedStore, and a done ctx
-// returns ctx.Err() as it is. (Cloud Storage throttles rapid updates of one
-// object with HTTP 429, which is such a failure: a *StoreError.)
-//
-// A sequential probe sees what one client sees. It catches a store that
-// ignores preconditions; it cannot catch one that checks them on the client
-// side and then writes unconditionally, which answers every sequential
-// request correctly and loses only races. The conformance suite
-// (writefencetest) races writers to catch that.
+// The scratch keys are key, "-" and 16 random hex digits in braces (a hash
+// tag, so that on a Valkey cluster a brand key shares its key's slot), with
+// random content, so that no other probe can pass or fail this one; when s
+// is a Deleter they are deleted afterwards, best effort. A failed check
+// returns a *ProbeError (ErrUntrustedStore). Any other failure (network,
+// auth, a server error such as GCS's 429 for rapid updates) is returned
+// wrapped and is no verdict; a done ctx returns ctx.Err(). A sequential
+// probe cannot catch a store that compares on the client side and loses
+// only races: the conformance suite (writefencetest) races writers for that.
 func Probe(ctx context.Context, s ConditionalStore, key string) error {
 	if s == nil {
 		return invalidArg("store", "nil")
