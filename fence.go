@@ -150,25 +150,19 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 }
 
 // Update replaces the record of (plugin, shard) with next's result at
-// epoch, on behalf of writer, if and only if epoch is strictly greater
-// than the recorded epoch: a read-modify-write under the fence, such as a
-// manifest that lists what the shard's state is made of.
+// epoch, on behalf of writer, if and only if epoch is strictly greater than
+// the recorded epoch: a read-modify-write under the fence. The rules are
+// Push's, with the whole record read every time; the blobs the record
+// references are kept (promise 22).
 //
 // next gets the recorded payload (nil when the shard was never written) and
-// returns the payload to write. It is called again with the fresh payload
-// after a conflict, so it must depend on nothing but its argument; an error
-// from it is returned and nothing is written. The rules are Push's (steps
-// 1 to 5), with the whole record read every time: a corrupt record or one
-// of another identity refuses, an epoch not above the recorded one returns
-// a *StaleEpochError, a conflict reads afresh and calls next again. The
-// blobs the record references (see Commit) are kept as they are.
-//
-// A record at this epoch by this writer is this update, landed earlier,
-// when its payload is the one next last produced in this call, or when
-// next returns that payload unchanged: then Update returns nil without
-// writing. So retrying an update whose reply was lost returns nil if next
-// is idempotent (applying it to its own result changes nothing, as "add
-// segment 42 to the list" does), and ErrStaleEpoch otherwise.
+// returns the payload to write; it is called again with the fresh payload
+// after a conflict, so it must depend on nothing but its argument. An error
+// from it is returned, and nothing is written. A record at this epoch by
+// this writer whose payload is the one next last produced in this call, or
+// one next returns unchanged, is this update, landed earlier: Update returns
+// nil without writing. So retrying an update whose reply was lost returns
+// nil if next is idempotent, and ErrStaleEpoch otherwise.
 func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current []byte) ([]byte, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")
