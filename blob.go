@@ -385,43 +385,28 @@ type GCReport struct {
 }
 
 // Collect deletes the blobs of (plugin, shard) that no manifest can
-// reference, and reports what it found. A referenced blob is never
-// deleted; of the others:
+// reference, and reports what it found. It never deletes a referenced blob;
+// it deletes at once a blob that can never be committed (written below the
+// manifest's tenure floor, by another writer at an epoch not above the
+// manifest's, or before the record's collection horizon), so a deposed
+// writer's blobs go as soon as its successor commits or seals; and any other
+// only once it is older than opts.Grace by the blob store's clock, after
+// raising the record's collection horizon to that age in a write that
+// changes nothing else (Op "collect"). A commit newly references only blobs
+// created at or after the horizon, so no pause makes a manifest reference a
+// deleted blob (promise 24). On S3 a multipart blob is dated by its
+// upload's start; a blob with no creation time is older than any grace.
 //
-//   - a blob that can never be committed is deleted at once: one written
-//     at an epoch below the manifest's tenure floor, or by another writer
-//     than the manifest's at an epoch not above the manifest's (see
-//     Commit), or created before the record's collection horizon; so a
-//     deposed writer's blobs go as soon as its successor has committed or
-//     sealed;
-//   - any other, which a writer of the current tenure may yet commit, only
-//     once it is older than opts.Grace by the blob store's own clock, and
-//     only after Collect has raised the record's collection horizon to
-//     that age, in one conditional write that changes nothing else (Op
-//     "collect"). A commit newly references only blobs created at or after
-//     the horizon, and one that raced the horizon's write conflicts and
-//     decides again, so no pause makes a manifest reference a deleted blob
-//     (promise 24).
-//
-// A blob's creation time is what its store reports: on S3, a multipart
-// upload's start, so the grace must exceed the longest upload and its
-// commit. A blob with no creation time is older than any grace.
-//
-// Collect fails closed, deleting nothing, on a corrupt record (ErrCorrupt),
-// one of another identity (ErrWire), a shard with no record (see
-// GCOptions.RecordGone), or a record absent or below what its Fence saw
-// (ErrEpochRegressed). Before each batch of deletes it reads the record
-// again and stops once the record no longer holds the tenure it judged by
-// (promise 32). Damage the blob store's listing reports stops nothing:
-// Collect deletes what it can judge and returns the report with
-// ErrCorrupt. It passes the probe verdict and the brand, as a write does,
-// and is safe to run from many processes at once.
-//
-// A pass lists the shard's blob space once and deletes through
-// DeleteBlobs, in batches of up to 10,000 blobs on a store that declares a
-// BlobBatchDeleter, else 100; the blobs a failed batch did delete are in
-// the report. A write of the record held up on the server holds Collect up
-// as long, until ctx ends.
+// It deletes nothing on a corrupt record (ErrCorrupt), one of another
+// identity (ErrWire), a shard with no record (see GCOptions.RecordGone), or
+// a record absent or below what the Fence saw (ErrEpochRegressed). Before
+// each batch of deletes (up to 10,000 blobs on a store that declares
+// BlobBatchDeleter, else 100) it reads the record again and stops once the
+// record no longer holds the tenure it judged by (promise 32). Damage its
+// listing reports stops nothing: Collect deletes what it can judge and
+// returns ErrCorrupt with the report, which also lists what a failed
+// batch did delete. It passes the probe verdict and the
+// brand, and is safe to run from many processes at once.
 func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (GCReport, error) {
 	var report GCReport
 	key, err := f.key(plugin, shard)

@@ -14,165 +14,112 @@
 // writers (see EpochSource). Fence.Push admits it only if its epoch is
 // strictly greater than the epoch the record holds, and lands the new epoch
 // and the payload together in one ConditionalStore.PutIfVersion conditioned
-// on the version it read; on a conflict it reads afresh and decides again
-// (Push lists the steps). Because the server makes the comparison that
-// matters, a deposed writer, a zombie retrying the epoch it was granted and
-// two writers handed the same epoch all end the same way: at most one write
-// per epoch lands, and the recorded epoch only rises (promises 1 and 2).
+// on the version it read; on a conflict it reads afresh and decides again.
+// Because the server makes the comparison that matters, a deposed writer, a
+// zombie retrying the epoch it was granted and two writers handed the same
+// epoch all end the same way: at most one write per epoch lands, and the
+// recorded epoch only rises. The store decides, never memory: a remembered
+// version only saves a read, and a remembered epoch only ever refuses (see
+// "The floor survives the record" below).
 //
-// The store decides, never memory. A Fence conditions its next write on the
-// version of the record it last wrote, without reading first (one round
-// trip per push in steady state); a write by anyone else in between makes
-// it conflict and read afresh. A remembered epoch never admits a write; it
-// refuses one only when the store shows the record absent or below it (see
-// "The floor survives the record").
-//
-// # One write engine
-//
-// Every write the package makes goes through one engine: the shard records
-// (Push; Update, a read-modify-write at a strict epoch; Commit; Seal;
-// Settle), the settle log, the floor, the lease record and the brand claim.
-// It reads the key, decides on what it read and makes one conditional write;
-// on a conflict it backs off, reads afresh and decides again. The guards
-// every write needs live in it once: the probe verdict (Fence.Probe), the
-// brand (Fence.Brand), the retry policy (a jittered back-off before every
-// retry, whatever failed; at most Fence.MaxAttempts attempts), the
-// classification of errors (a refusal such as ErrCorrupt, ErrWire,
-// ErrInvalidArgument, ErrTooLarge, fs.ErrPermission or errors.ErrUnsupported
-// is final and wrote nothing; any other failure is retried and, after a
-// write, leaves the outcome unknown until a read resolves it, promise 5; a
-// cancelled ctx ends the write with an error matching ctx.Err()), and the
-// Observer (WriteEvent).
-//
-// A store's faster paths (PrefixReader, PartsPutter, BrandedPutter, and a
-// BlobStore's ConsistentBlobLister, BlobBatchDeleter and BlobWriter) are used
-// only through one helper each (GetPrefix, PutParts, PutIfBranded, StatBlobs,
-// DeleteBlobs, WriteBlob), and only when the store declares them as its own
-// (Capable). So the methods that are probed and raced are the methods that
-// run, and a wrapper that overrides Get or PutIfVersion is never bypassed.
+// Every write the package makes (Push; Update, a read-modify-write at a
+// strict epoch; Commit; Seal; Settle; the settle log, the floor, the lease
+// record and the brand claim) goes through one engine: read, decide, one
+// conditional write, and on a conflict a back-off and a fresh read. The
+// guards live in it once: the probe verdict (Fence.Probe), the brand
+// (Fence.Brand), the retries (Fence.MaxAttempts), the classification of
+// errors (a refusal such as ErrCorrupt, ErrWire, ErrInvalidArgument,
+// ErrTooLarge, fs.ErrPermission or errors.ErrUnsupported is final and wrote
+// nothing; any other failure is retried and, after a write, leaves the
+// outcome unknown until a read resolves it; a cancelled ctx ends the write
+// with an error matching ctx.Err()), and the Observer (WriteEvent). A
+// store's faster paths are used only through one helper each, and only when
+// the store declares them (Capable), so the methods that are probed and
+// raced are the methods that run, and a wrapper that overrides Get or
+// PutIfVersion is never bypassed.
 //
 // # Records and keys
 //
 // One record per (plugin, shard), at Prefix + "s/" + plugin + "/" + shard
 // (Fence.Prefix), the names escaped so that the mapping is injective and no
-// shard key reaches the reserved key space, Prefix + "_" + name, where the
-// brand key, lease records, settle logs, floors and the probe's scratch keys
-// live. A record is a versioned header (format version, wire identity,
-// epoch, writer, payload length, a CRC-32C of the payload, a CRC-32C over
-// the header) followed by the payload. Writers write format version 2 for a
-// plain record, 3 for a stream's (a manifest: its blob references and tenure
-// floor, see Commit) and 4 for a stream's that carries a collection horizon
-// (see Collect); readers also read version 1, whose header held a SHA-256 of
-// the payload instead, and refuse any other, as an older reader refuses a
-// version it does not know: they fail closed. Decoding is strict:
-// truncation, trailing bytes, an unknown format version, epoch 0, an empty
-// writer or a checksum that disagrees is a *CorruptError (ErrCorrupt) naming
-// the check. A corrupt record is never overwritten but by Fence.Settle, at
-// exactly the version the error reports.
+// shard key reaches the reserved space, Prefix + "_" + name, of the brand,
+// leases, settle logs, floors and the probe. A record is a versioned header
+// (format version, wire identity, epoch, writer, payload length, a CRC-32C
+// of the payload, a CRC-32C over the header) followed by the payload.
+// Writers write format version 2 for a plain record, 3 for a stream's (a
+// manifest, see Commit) and 4 for a stream's that carries a collection
+// horizon (see Collect); readers also read version 1 and refuse any other,
+// as older readers refuse versions they do not know. Decoding is strict:
+// truncation, trailing bytes, an unknown version, epoch 0, an empty writer
+// or a checksum that disagrees is a *CorruptError naming the check, and
+// only Fence.Settle overwrites a corrupt record.
 //
-// # Stores
+// # Stores and errors
 //
-// ConditionalStore is the one primitive. The package provides MemStore (in
-// memory, for tests and examples), NewDirConditionalStore (a local
-// directory), NewMinioConditionalStore (S3), NewGCSConditionalStore (Google
-// Cloud Storage) and NewValkeyConditionalStore (Valkey or Redis, a server or
-// a cluster); packages dynamostore, etcdstore, azblobstore and pgstore
-// provide more. Package writefencetest checks any implementation against the
-// contract, races included.
-//
-// # Errors
+// ConditionalStore is the one primitive. The package provides MemStore,
+// NewDirConditionalStore, NewMinioConditionalStore (S3),
+// NewGCSConditionalStore and NewValkeyConditionalStore; packages
+// dynamostore, etcdstore, azblobstore and pgstore provide more, and
+// writefencetest checks any implementation against the contract.
 //
 // Test errors with errors.Is against the sentinels: ErrNotFound,
 // ErrConflict, ErrStaleEpoch, ErrEpochRegressed, ErrWire, ErrCorrupt,
 // ErrInvalidArgument, ErrTooLarge, ErrOutcomeUnknown, ErrUntrustedStore,
 // ErrLeaseHeld, ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout,
-// ErrTermEnded, and errors.ErrUnsupported for a store the adapter refuses
+// ErrTermEnded, and errors.ErrUnsupported for a store an adapter refuses
 // to serve. Every
-// typed error matches one of them; read its detail with errors.As:
-// StaleEpochError, EpochRegressedError, CorruptError, WireError,
-// InvalidArgumentError, OutcomeUnknownError, ProbeError, LeaseHeldError,
-// LeaseLostError, and StoreError, which every adapter returns for a failed
-// store operation ({Op, Key, Err}, as fs.PathError). Messages are stable,
-// lower case and prefixed "writefence:"; stored bytes in them are escaped,
-// so a hostile value can neither forge a log line nor flood one.
+// typed error matches one of them; its detail is read with errors.As. Every
+// adapter returns a failed store operation as a *StoreError ({Op, Key,
+// Err}, as fs.PathError). Messages are stable, lower case and prefixed
+// "writefence:"; stored bytes in them are escaped and cut short.
 //
 // # The wire identity
 //
-// A program must not write rows that readers of another format cannot
-// understand. Two places carry the identity (Fence.Identity): every record,
-// so that every write and Latest refuse a record of another identity, and
-// one reserved key per prefix, the brand key (Prefix + "_brand"), so that a
-// program of another format is refused at start-up, before it touches any
-// record. Fence.Brand says when the brand is checked (see BrandMode);
-// Fence.ClaimBrand brands a store and Fence.VerifyBrand only reads it. Brand
-// a store through them or the command's "writefence brand install", never
-// with the store's own client: a store may keep its own layout around the
-// identity's bytes (a Valkey value, a directory store's file). A refusal is
-// a *WireError (ErrWire) and final: nothing in the package retries it. Any
-// other failure reading the brand (a permission error, a key of the wrong
-// type) is returned as such, never as a refusal and never as "absent".
+// Every record carries the identity of its format (Fence.Identity), and
+// every write and Latest refuse a record of another identity; the store's
+// brand key (Prefix + "_brand") carries it too, so that a program of
+// another format is refused before it touches any record (see BrandMode,
+// Fence.ClaimBrand). A refusal is a *WireError, final: nothing retries it.
 //
-// # Streams: blobs under a fenced manifest
+// # Streams, leases and the floor
 //
-// A shard's state can be many immutable blobs (WAL segments, snapshots of
-// any size) and one manifest that lists them. Fence.PutBlob streams a reader
-// into a new blob of the shard's own blob space, at a key never written
-// twice; Fence.Commit writes the manifest, a record that references its
-// blobs, at a strict epoch, only while every blob it newly references exists
-// and was written by the committing writer within its tenure; Fence.OpenBlob
-// reads only a blob the recorded manifest references, checking its bytes;
-// Fence.Collect deletes what no manifest can reference. The blobs may live
-// in another store than the manifests (Fence.Blobs); a store holds blobs
-// when it declares BlobStore (MemStore, the directory store, S3, GCS; not
-// Valkey).
+// A shard's state can be many immutable blobs and one manifest that lists
+// them: Fence.PutBlob uploads a blob, Fence.Commit writes the manifest at a
+// strict epoch, Fence.OpenBlob reads only what the manifest references, and
+// Fence.Collect deletes what no manifest can reference (promises 19 to 26).
+// The blobs may live in another store (Fence.Blobs).
 //
-// # The floor survives the record
+// Lease is an EpochSource kept in the Fence's store, for users without a
+// control plane; TermSource turns a control plane's term into epochs. A new
+// holder seals each shard first (Fence.Seal, Lease.Hold), fencing a zombie
+// before its first data push. Probe checks that a store honours its
+// preconditions.
 //
-// The record is how the store remembers a shard's floor, the epoch below
-// which no write lands. Whatever deletes the record or sets it back (a
-// lifecycle rule, a time to live, eviction, an operator's delete, a restore
-// from backup, a failover to a replica that lacked it) would let a deposed
-// writer's write land as if it were the first. A Fence and a Lease remember
-// what they saw and refuse such a record with ErrEpochRegressed (promises 29
-// and 30); Fence.KeepFloor keeps the floor in a key of its own, for a Fence
-// that never saw the shard (promise 31); Fence.Check tells a writer whether
-// it still holds the shard before it acts outside the store (promise 32).
-// The way out is always an operator's, never automatic: Settle with
-// Settlement.Lost, Lease.Settle, or Forget. A loss that reaches the floor's
-// key too (a restore of the whole store) is out of reach; the README ("When
-// the record is lost or set back") says what else is, and
-// "writefence doctor" reports the store settings that lose records.
-//
-// # Leases, probes and observation
-//
-// Lease is an EpochSource for users without a control plane, kept in a
-// record of the Fence's store; Lease.Hold takes it over, seals the shards
-// within the term it took (Fence.Seal: a new holder fences a zombie before
-// its first data push) and renews it in the background. TermSource turns a
-// control plane's term into epochs. Probe proves that a store refuses what
-// its preconditions should, through the methods a Fence uses; Fence.Probe
-// runs it before the first write, for "S3-compatible" services that may
-// ignore preconditions. Fence.Observer sees every write (see WriteEvent;
-// SlogObserver logs them).
+// The floor survives the record: a record deleted or set back (a lifecycle
+// rule, a TTL, eviction, a restore from backup) would let a deposed writer
+// land as if first. A Fence and a Lease refuse such a record with
+// ErrEpochRegressed, Fence.KeepFloor keeps the floor apart from the record,
+// and Fence.Check tells a writer whether it still holds the shard (promises
+// 29 to 32); the way out is an operator's (Settlement.Lost, Lease.Settle,
+// Forget). The README ("When the record is lost or set back") says what
+// stays out of reach.
 //
 // # Promises
 //
-// Everything the package promises, numbered once; the rest of the
-// documentation, the README and the adapters point at these numbers. Each
-// holds on a store that honours the ConditionalStore contract (Probe and
-// package writefencetest check one), for writers that go through the
-// package; what depends on the store or on configuration says so. One
-// checker, in the package's tests, checks every one of them on every
-// history the tests record (see the README, "Tests").
+// Everything the package promises, numbered once; the documentation, the
+// README and the adapters cite these numbers. Each holds on a store that
+// honours the ConditionalStore contract (Probe and writefencetest check
+// one), for writers that go through the package; what depends on the store
+// or on configuration says so. One checker in the package's tests checks
+// every one on every history the tests record (see the README, "Tests").
 //
 // Epochs and writes:
 //
 //  1. The epoch a shard records only rises: every write of its record that
 //     lands carries an epoch above the one it replaces, while the store
-//     keeps the record (29 to 31 say what happens when it does not).
-//     (Collect's write of a record's collection horizon keeps its epoch,
-//     writer, payload and references as they are, and changes nothing
-//     else.)
+//     keeps the record (29 to 31 say what happens when it does not);
+//     Collect's write of a record's collection horizon changes nothing
+//     else in it, its epoch, writer, payload and references included.
 //  2. At most one write lands per epoch of a shard: of writes handed one
 //     epoch, one lands and every other is refused as stale (Collect's
 //     horizon write is no write of an epoch).
@@ -183,36 +130,32 @@
 //     a higher epoch replaces it; across the store's own failover as far
 //     as the store keeps acknowledged writes (see Durability).
 //  5. A call whose reply was lost is resolved by calling it again with the
-//     same arguments: nil if it landed, a refusal if another write did.
-//     When the outcome cannot be learned the error matches
-//     ErrOutcomeUnknown and the cause that hid it, and never also
-//     ErrConflict or a refusal.
-//  6. A transient failure (a network error, throttling, a server error) of
-//     a read or write that a write of a record or a lease makes (its read,
-//     its conditional write, a commit's checks of its blobs, the brand's
+//     same arguments: nil if it landed, a refusal if another write did. An
+//     outcome that cannot be learned is an error matching ErrOutcomeUnknown
+//     and the cause that hid it, never also ErrConflict or a refusal.
+//  6. A transient failure (network, throttling, a server error) of a read
+//     or write that a write of a record or a lease makes (its read, its
+//     conditional write, a commit's checks of its blobs, the brand's
 //     read), or of the read of Latest, Inspect or OpenBlob, is retried
-//     after a back-off; it ends the call only after Fence.MaxAttempts
-//     attempts, or when ctx ends. (PutBlob, which streams a reader it
-//     cannot read twice, and Collect, which a caller runs again, are not
-//     retried.)
+//     after a back-off, and ends the call only after Fence.MaxAttempts
+//     attempts or when ctx ends; PutBlob (its reader cannot be read
+//     twice) and Collect (a caller runs it again) are not retried.
 //
 // Damage and settles:
 //
 //  7. A record that does not decode (ErrCorrupt) is never read as absent
 //     or as epoch 0, and never overwritten but by a Settle of exactly the
-//     version found damaged; except that on a store whose versions name
-//     its bytes, a Push over a record rewritten whole from outside with a
-//     sound head and a payload that fails its checksum replaces it (see
-//     Damage).
+//     version found damaged, except that on a store whose versions name
+//     its bytes a Push replaces a record rewritten whole from outside with
+//     a sound head and a payload that fails its checksum (see Damage).
 //  8. Settle never lowers the recorded epoch: it lands above the damaged
 //     header's epoch when that decodes, above the floor the operator
 //     states when it does not, and above every earlier settle of the
 //     shard.
 //  9. Settle keeps the blobs the damaged record references when its
-//     references decode, unless told to drop them
-//     (Settlement.DropBlobs), and refuses when they may exist but cannot
-//     be read (as far as the Fence's blob store tells: a Fence with none
-//     sees no blobs).
+//     references decode, unless told to drop them (Settlement.DropBlobs),
+//     and refuses when they may exist but cannot be read (as far as the
+//     Fence's blob store tells: a Fence with none sees no blobs).
 //
 // Wire identity:
 //
@@ -246,11 +189,10 @@
 //
 // Deposition:
 //
-//  18. A write of a record by a writer (Push, Update, Commit, Seal) that
-//     the store refuses as stale cancels the Deposed contexts of that
-//     shard on that Fence, with the *StaleEpochError as the cause; a
-//     conflict retried, an unknown outcome and a refused Settle cancel
-//     none.
+//  18. A write of a record by a writer (Push, Update, Commit, Seal) refused
+//     as stale cancels the Deposed contexts of that shard on that Fence,
+//     with the *StaleEpochError as the cause; a conflict retried, an
+//     unknown outcome and a refused Settle cancel none.
 //
 // Streams:
 //
@@ -322,41 +264,22 @@
 //
 // # Damage
 //
-// A Push reads as little as it can (see Push) and checks what it read: the
-// header's checksum, identity and epoch, the record's size against the
-// lengths the header declares, the references against their checksum. The
-// payload's checksum it leaves to the store:
-//
-//   - On a store whose version names its bytes (S3 and Azure ETags, GCS
-//     generations, etcd mod revisions), bytes cannot change in place under
-//     a version a Fence read, so a payload that fails its checksum under a
-//     sound header is a new version written whole from outside the
-//     package. Latest, Inspect, Update, Commit and Seal, which read the
-//     payload, refuse it with ErrCorrupt; a Push over it replaces it on S3,
-//     GCS and Azure Blob, which read prefixes (promise 7), and refuses it on
-//     etcd, which does not.
-//   - A store that keeps its version beside its bytes (the directory and
-//     Valkey stores, dynamostore, pgstore) checks the bytes it holds on
-//     every read and refuses a write over damaged ones, as
-//     ConditionalStore.PutIfVersion requires; Valkey checks a bounded part
-//     of a value on a write and on a read of its head.
-//   - A store that declares no PrefixReader (MemStore, dynamostore,
-//     etcdstore) gives a Push the whole record, which it checks whole.
-//
-// The README ("Damage: what each store checks") says how each store does it.
+// A Push reads as little as it can (see Push) and leaves the payload's
+// checksum to the store. A store whose version names its bytes (S3, GCS,
+// Azure Blob, etcd) cannot change them in place, so a payload that fails
+// its checksum under a sound header was written whole from outside: every
+// read of the payload refuses it, and a Push replaces it where the store
+// reads prefixes (promise 7). A store that keeps its version beside its
+// bytes checks them on every read and refuses a write over damage, as
+// ConditionalStore requires. The README ("Damage: what each store checks")
+// says how each store does it.
 //
 // # Durability
 //
-// A write that returned nil survives what its store survives (promise 4).
-// S3, GCS, DynamoDB, etcd and Azure Blob (within its region) acknowledge
-// durable writes; the directory store fsyncs before a write returns;
-// MemStore is memory. Valkey keeps acknowledged writes across a failover
-// only with StoreOptions.WaitReplicas, PostgreSQL only with synchronous
-// replication. The README ("What each store guarantees") says what each
-// store keeps and what to configure.
-//
-// Nothing is guaranteed of a writer that bypasses the package, nor over a
-// store that ignores preconditions (run Probe, and writefencetest against
-// your own store). Lease expiry uses local clocks, but no promise rests on
-// them: the store checks the epoch.
+// A write that returned nil survives what its store survives (promise 4):
+// Valkey keeps it across a failover only with StoreOptions.WaitReplicas,
+// PostgreSQL only with synchronous replication. The README ("What each
+// store guarantees") says what each store keeps and what to configure, and
+// what no store gives: a writer that bypasses the package, or a store that
+// ignores preconditions, is outside every promise.
 package writefence

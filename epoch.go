@@ -54,53 +54,34 @@ var ErrTermEnded = errors.New("writefence: term ended")
 
 // TermSource is an EpochSource over a control plane that hands out one token
 // per leadership term (a Kubernetes Lease's leaderTransitions, Consul's
-// LockIndex): Epoch returns term<<32 | n, n rising from 1, so every epoch is
-// above the last and every epoch of a later term above every epoch of an
-// earlier one (promise 17).
+// LockIndex): Epoch returns term<<32 | n, n rising from 1 (promise 17). Seal
+// each shard with one of its epochs before pushing (Fence.Seal).
 //
-// The first epoch of a shard in the term reads the shard's record (its
-// header, where the store reads prefixes) and continues above the recorded
-// epoch when it is of this term by Writer, so a process restarted within its
-// term carries on rather than being refused. A record that read finds
-// absent, or below the highest epoch its Fence saw of it, gives no epoch:
-// Epoch returns an *EpochRegressedError, ends nothing, and reads again on
-// the next call (promise 30). A Fence that never saw the record cannot know
-// (see Fence.KeepFloor).
+// The first epoch of a shard reads its record and continues above the
+// recorded epoch when that is of this term by Writer, so a process
+// restarted within its term carries on. A record absent or below what the
+// Fence saw of it gives an *EpochRegressedError, ending nothing, and the
+// next call reads again (promise 30).
 //
-// Term is called on every Epoch and returns the term the caller holds now,
-// or an error when it holds none. The source relies on:
+// Term returns the term the caller holds now, or an error when it holds
+// none. It must hand one term to one leader (where a restart can leave a
+// live zombie, make every process start a new term), terms must rise across
+// leaders, and a term is 0 to 2^32-1 (else ErrTermEnded). The source ends
+// for good (ErrTermEnded) once Term reports another term or an error, or
+// once a shard's record is of a newer term or of this term by another
+// writer, or once the term's epochs run out; a new term needs a new
+// TermSource. A call whose own ctx ended ends nothing.
 //
-//   - one leader per term: no two writers, and no two live processes, are
-//     ever handed the same term; where a restart can leave a live zombie
-//     behind, make every process start a new term (a holder identity unique
-//     to each start);
-//   - terms strictly rising across leaders, so that the new leader's seal
-//     fences the old leader's epochs;
-//   - terms of at most 2^32-1, so that term<<32 fits; term 0 is a term like
-//     any other.
-//
-// It ends for good (ErrTermEnded) once the term function reports another
-// term than the first it gave, newer or older, or a term above 2^32-1, or an
-// error (a term it cannot confirm it must not carry on); once a shard's
-// record is of a newer term, or of this term by another writer; and once the
-// term's epochs run out. A new term is a new leadership, with a new
-// TermSource that seals first. A call whose own ctx ended returns ctx.Err()
-// and ends nothing.
-//
-// Seal each shard the writer will write with an epoch from Epoch
-// (Fence.Seal), then pass the TermSource to Fence.PushFrom. A TermSource is
-// safe for concurrent use; its calls are serialized. Set the fields before
-// the first call and do not copy a TermSource after it.
+// A TermSource is safe for concurrent use; its calls are serialized. Set
+// the fields before the first call, and do not copy it after.
 type TermSource struct {
-	// Fence is where the shards' records are read on the first epoch of
-	// each shard. Required.
+	// Fence reads the shards' records. Required.
 	Fence *Fence
 
-	// Writer is the writer the epochs are pushed as: a record of this
-	// source's term by this writer is continued above. Required.
+	// Writer is the writer the epochs are pushed as. Required.
 	Writer string
 
-	// Term returns the term the caller holds now; see above. Required.
+	// Term returns the term the caller holds now. Required.
 	Term func(ctx context.Context) (uint64, error)
 
 	mu    sync.Mutex      // guards the fields below; held across Term and the reads

@@ -22,82 +22,67 @@ const (
 )
 
 // Fence admits a write to a shard's record only if its epoch is strictly
-// greater than the epoch the record holds, in one conditional write on Store
-// (see the package documentation).
-//
-// The zero value, given a Store, is ready to use. A Fence is safe for
-// concurrent use; set its fields before the first write and do not copy it
-// after.
+// greater than the recorded one (see the package documentation). Its zero
+// value, given a Store, is ready to use; it is safe for concurrent use. Set
+// its fields before the first write, and do not copy it after.
 type Fence struct {
 	// Store holds the records. Required.
 	Store ConditionalStore
 
-	// Identity is the wire identity written into every record and required
-	// of every record read (else a *WireError), at most 255 bytes; empty
-	// means "writefence/v1".
+	// Identity is the wire identity of every record written and read (at
+	// most 255 bytes); empty means "writefence/v1".
 	Identity string
 
 	// Prefix is prepended to every key; empty means "writefence/". It ends
-	// in "/" and none of its segments is "s" or "b" or starts with "_"
-	// (else ErrInvalidArgument), so that no prefix reaches into the keys
-	// of another, as "a/" and "a/b/" would.
+	// in "/", and no segment is "s" or "b" or starts with "_" (else
+	// ErrInvalidArgument), so that no prefix reaches into another's keys.
 	Prefix string
 
-	// Blobs holds the shards' blobs (PutBlob, OpenBlob, Collect) under the
-	// same Prefix: a store that declares BlobStore; nil means Store. A
-	// store without blobs (Valkey) keeps the manifests, an object store
-	// the blobs.
+	// Blobs holds the shards' blobs under the same Prefix: a store that
+	// declares BlobStore; nil means Store.
 	Blobs ConditionalStore
 
 	// MaxPayloadSize bounds a record's payload; zero means 64 MiB. The
-	// Store's read limit must allow it plus 4 KiB of header, as the
-	// stores' default limit, 64 MiB + 4 KiB, does.
+	// stores' read limit must exceed it by 4 KiB, as their default does.
 	MaxPayloadSize int64
 
 	// MaxAttempts bounds the attempts (read, decide, conditional write) of
-	// one write; zero means 10. When every attempt conflicts the write
-	// returns an error matching ErrConflict; when its outcome stays
-	// hidden, one matching ErrOutcomeUnknown.
+	// one write; zero means 10. A write whose every attempt conflicts
+	// returns an error matching ErrConflict.
 	MaxAttempts int
 
 	// RetryDelay is the base of the jittered exponential back-off before
-	// every retry, whatever failed; zero means 5ms. The delay before
-	// attempt n+1 is uniform in (0, min(RetryDelay<<(n-1), 500ms)].
+	// every retry; zero means 5ms. The delay before attempt n+1 is uniform
+	// in (0, min(RetryDelay<<(n-1), 500ms)].
 	RetryDelay time.Duration
 
-	// Probe, when true, runs Probe on Store, on scratch keys under Prefix,
-	// before the first write, and refuses every write with its *ProbeError
-	// if the store fails it. A pass or a fail is kept for the Fence's
-	// lifetime; a failure to probe (network, auth, ctx) fails that write,
-	// and the next write probes again.
+	// Probe runs Probe on Store before the first write and, if the store
+	// fails it, refuses every write with its *ProbeError. The verdict is
+	// kept; a failure to probe fails that write, and the next probes again.
 	Probe bool
 
 	probe verdictOnce // the kept verdict of the probe
 
 	// Brand says when the store's brand is checked (see BrandMode); the
-	// zero value never. The brand must hold Identity.
+	// zero value never.
 	Brand BrandMode
 
 	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
-	// Observer, when set, sees how every write ended (see WriteEvent):
-	// every write of a record, of a Lease on this Fence and of the brand.
-	// It is called on the writing goroutine, from many goroutines at once:
-	// it must be safe for concurrent use and quick.
+	// Observer, when set, sees how every write ended (see WriteEvent). It
+	// is called on the writing goroutines: it must be safe for concurrent
+	// use, and quick.
 	Observer func(ctx context.Context, e WriteEvent)
 
 	// KeepFloor keeps each shard's floor, the epoch of its last Seal or
 	// Settle, in a key of its own (Prefix + "_floor/" + plugin + "/" +
-	// shard) that the record's loss does not reach (promise 31). Every
-	// write of a record then reads the floor first and refuses a record
-	// absent or below it (an *EpochRegressedError), and only a Seal or a
-	// Settle creates a shard's first record: a Push, Update or Commit that
-	// finds neither record nor floor returns an error matching
-	// ErrNotFound. It costs a read of the floor on every write and a write
-	// of it on every seal; damage to the floor's key is refused as
-	// ErrCorrupt naming it. Set it on every Fence that writes the shards,
-	// before the first seal. The README ("When the record is lost or set
-	// back") says what it cannot reach.
+	// shard), read by every write of the record (promise 31): a record
+	// absent or below it is refused (an *EpochRegressedError), and a Push,
+	// Update or Commit that finds neither record nor floor returns an
+	// error matching ErrNotFound, as only a Seal or a Settle creates a
+	// record; a damaged floor is ErrCorrupt. It costs a read per write and
+	// a write per seal. Set it on every Fence of the shards before the
+	// first seal.
 	KeepFloor bool
 
 	mu    sync.Mutex              // guards cache

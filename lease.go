@@ -15,52 +15,36 @@ import (
 	"github.com/writefence/writefence/internal/record"
 )
 
-// Lease is a named, expiring, exclusive lease kept in one record of a
-// Fence's store, written through the Fence's engine, and an EpochSource that
-// hands out epochs only while the lease is held.
+// Lease is a named, expiring, exclusive lease kept in a record of a Fence's
+// store, and an EpochSource that hands out epochs only while the lease is
+// held.
 //
-// The record holds the holder's name, a term and an expiry. Every
-// acquisition, the first and each takeover of an expired or released lease,
-// takes the next term in one conditional write, so each term is taken by one
-// Lease value, once (promise 12). Another Lease value, even of the same
-// Holder (a restarted process), is refused (ErrLeaseHeld) until the record
-// expires or is released (promise 13), and then takes a new term like any
-// contender; its seals fence the previous incarnation off the shard's blobs
-// too (promise 21). Renew keeps the term.
+// Every acquisition, the first and each takeover of an expired or released
+// lease, takes the next term in one conditional write (promise 12). Another
+// Lease value, even of the same Holder (a restarted process), is refused
+// until the record expires or is released (promise 13), then takes a new
+// term like any contender. Renew keeps the term. Epoch returns term<<32 | n,
+// n rising from 1 (promise 14); when a term's 2^32-1 epochs run out, Epoch
+// takes the next term. Terms run out at 2^32-1.
 //
-// Epoch returns term<<32 | n, n rising from 1, so every epoch is above the
-// last and every epoch of a later term above every epoch of an earlier one
-// (promise 14). A new holder seals each shard it will write at one of its
-// epochs (Fence.Seal; Hold does it), so a deposed holder is refused at once.
-// When a term's 2^32-1 epochs run out, Epoch takes the next term, as a
-// takeover by itself; terms run out at 2^32-1.
+// Expiry is judged by local clocks: a contender takes over once its clock
+// passes the expiry the record carries, and the holder stops handing out
+// epochs once its own clock, counted from just before its write, passes it.
+// No promise rests on clocks: an early takeover only makes the old holder's
+// writes stale. A clock before 1970 or after 2262 is refused.
 //
-// Expiry is judged by local clocks: a contender takes over once its own
-// clock passes the expiry the record carries, and the holder stops handing
-// out epochs (ErrLeaseExpired) once its clock passes it, counted from just
-// before it sent the write. No promise rests on clocks: a takeover that
-// comes early only makes the old holder's writes stale. A clock that reads
-// before 1970 or after 2262 is refused before anything is written.
-//
-// Most holders call Hold, which takes the lease, seals the shards and renews
-// the lease in the background; pass the Lease to Fence.PushFrom as the
-// EpochSource, with Holder as the writer, and call Release when done. A
-// holder that decides when the lease's writes happen calls Acquire, Epoch,
-// Fence.Seal and Renew itself: nothing then runs in the background. A Lease
-// that finds its lease lost or expired cancels the Deposed contexts of the
-// shards it gates (promise 16), and every later call reports it.
-//
-// A Lease is safe for concurrent use: its writes are serialized, and Epoch
-// never waits for one in flight. Set the fields before the first call and do
-// not copy a Lease after it.
+// Most holders call Hold and ship under its context; a holder that decides
+// when the lease's writes happen calls Acquire, Epoch, Fence.Seal and Renew
+// itself. Either way, pass the Lease to Fence.PushFrom with Holder as the
+// writer, and Release it when done. A Lease is safe for concurrent use; its
+// writes are serialized, and Epoch never waits for one. Set the fields
+// before the first call, and do not copy a Lease after it.
 type Lease struct {
-	// Fence is where the lease record lives and how it is written: its
-	// Store, under its Prefix, at Prefix + "_lease/" + Name (escaped),
-	// through its engine. Required.
+	// Fence holds the lease record, at Prefix + "_lease/" + Name, and
+	// writes it through its engine. Required.
 	Fence *Fence
 
-	// Name names the lease, 1 to 256 bytes of any value. Every error of
-	// the Lease names the lease by it.
+	// Name names the lease, 1 to 256 bytes.
 	Name string
 
 	// Holder names this contender in the record, 1 to 1024 bytes.
@@ -69,8 +53,8 @@ type Lease struct {
 	// TTL is how long an acquisition or a renewal lasts. Required, positive.
 	TTL time.Duration
 
-	// Clock returns the current time; nil means time.Now. It decides
-	// expiry; Hold's renewals are paced by the runtime's timers.
+	// Clock returns the current time for expiry; nil means time.Now.
+	// Hold's renewals are paced by the runtime's timers.
 	Clock func() time.Time
 
 	// ioSem serializes the Lease's writes of its record: a channel of one

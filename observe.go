@@ -8,27 +8,22 @@ import (
 )
 
 // WriteEvent is what a Fence's Observer sees of a write. Op names it:
-//
-//   - "push", "update", "commit", "seal": Push and PushFrom, Update,
-//     Commit, Seal;
-//   - "settle" and "settle log": Settle, and its entry in the settle log;
-//   - "floor": a Seal's or a Settle's entry of the shard's floor
-//     (Fence.KeepFloor);
-//   - "blob": PutBlob;
-//   - "collect": Collect's write of a record's collection horizon;
-//   - "lease acquire", "lease renew", "lease release", "lease settle": a
-//     Lease's writes of its record;
-//   - "brand claim": ClaimBrand, and the claim of BrandClaim.
+// "push", "update", "commit" and "seal" (Push and PushFrom, Update, Commit,
+// Seal), "settle" and "settle log" (Settle, and its entry in the settle
+// log), "floor" (the KeepFloor floor of a Seal or Settle), "blob" (PutBlob),
+// "collect" (Collect's horizon), "lease acquire", "lease renew",
+// "lease release" and "lease settle" (a Lease's record), "brand claim"
+// (ClaimBrand, and BrandClaim's claim).
 //
 // The engine reports each write once, when it ends, and before that each
-// race it lost and retried, any number of times (Retrying set, Err matching
-// ErrConflict): promise 27. Err says what happened, tested like the error
-// the call returns: nil when the key holds this write (written now, or
-// found already written); for a refusal, nothing written, ErrStaleEpoch,
-// ErrEpochRegressed, ErrWire, ErrCorrupt, ErrUntrustedStore, ErrLeaseHeld,
-// ErrLeaseLost, ErrNotFound or ErrConflict (every attempt lost);
-// ErrOutcomeUnknown, never with a conflict or a refusal, when the outcome
-// could not be learned; anything else for a failure. Outcome names it.
+// race it lost and retried (Retrying set, Err matching ErrConflict), as
+// promise 27 says. Err says what happened, tested like the error the call
+// returns: nil when the key holds this write (written now, or found written);
+// for a refusal, nothing written, ErrStaleEpoch, ErrEpochRegressed, ErrWire,
+// ErrCorrupt, ErrUntrustedStore, ErrLeaseHeld, ErrLeaseLost, ErrNotFound or
+// ErrConflict (every attempt lost); ErrOutcomeUnknown, never with a conflict
+// or a refusal, when the outcome could not be learned; anything else for a
+// failure. Outcome names it.
 type WriteEvent struct {
 	Op       string    // what was written; see above
 	Key      string    // the key written

@@ -87,38 +87,29 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 	return info, f.checkIdentity(key, st.h)
 }
 
-// Settlement is what Settle writes over a corrupt, lost or set-back record,
-// and what the operator asserts about it.
+// Settlement is what Settle writes, and what the operator asserts.
 type Settlement struct {
 	// Version is the version to replace, as a *CorruptError or Inspect
 	// reported it; required, except with Lost for a record that is gone.
 	Version string
 
-	// Writer, Epoch and Payload are the fresh record's, validated as for
+	// Writer, Epoch and Payload are the new record's, validated as for
 	// Push.
 	Writer  string
 	Epoch   uint64
 	Payload []byte
 
 	// Floor is the operator's assertion that no epoch above it was ever
-	// granted for the shard; Epoch must be above it. Zero asserts none; it
-	// is required with Lost, and when not even the corrupt record's header
-	// decodes.
+	// granted for the shard; zero asserts none.
 	Floor uint64
 
-	// Lost settles a record that was lost or set back (ErrEpochRegressed)
-	// rather than a damaged one (see Settle).
+	// Lost settles a record lost or set back rather than damaged.
 	Lost bool
 
-	// DropBlobs settles a stream's record without the blobs it references:
-	// every blob of the shard the settled record does not reference is
-	// then garbage, and Collect deletes it. Without it, the settled record
-	// keeps the references of the one it replaces when they decode
-	// (promise 9), and Settle refuses, writing nothing, when they may exist
-	// but cannot be read: a stream's record whose references are damaged,
-	// or, of a shard with blobs, a record whose header does not decode or
-	// (with Lost) no record. A Fence with no blob store sees no blobs:
-	// settle a stream's shard with the writers' configuration.
+	// DropBlobs settles a stream's record without its blob references,
+	// making every blob of the shard garbage for Collect. Without it the
+	// references of the record replaced are kept when they decode, and
+	// Settle refuses when they may exist but cannot be read (promise 9).
 	DropBlobs bool
 }
 
@@ -130,43 +121,32 @@ func horizonTime(h int64) time.Time {
 	return time.Unix(0, h)
 }
 
-// Settle replaces the corrupt record of (plugin, shard) with a fresh record
-// of s.Payload at s.Epoch by s.Writer, in one write conditioned on exactly
-// s.Version: the only way this package overwrites a record the other writes
-// refuse, meant for an operator who has looked at it (Inspect).
+// Settle replaces the corrupt record of (plugin, shard) with a record of
+// s.Payload at s.Epoch by s.Writer, in one write conditioned on exactly
+// s.Version: the only write over a record the others refuse, for an
+// operator who has looked at it (Inspect). It refuses, writing nothing:
 //
-// Without s.Lost it refuses, writing nothing, unless the record is still
-// corrupt at s.Version: an error matching ErrNotFound when there is no
-// record, ErrConflict when it has another version now, and an
-// *InvalidArgumentError when it decodes. It never lowers the recorded epoch
-// (promise 8):
+//   - ErrNotFound when there is no record, ErrConflict when it has another
+//     version now, and an *InvalidArgumentError when it decodes (without
+//     s.Lost) or is damaged (with s.Lost);
+//   - a *WireError for a damaged record whose header decodes to another
+//     identity, and a *StaleEpochError for an Epoch not above that header's
+//     epoch, or not above every epoch in the shard's settle log (Prefix +
+//     "_settled/" + plugin + "/" + shard, written right before the record, so
+//     that an old settle run again over new damage is refused), or under
+//     KeepFloor not above the shard's floor;
+//   - an *InvalidArgumentError for an Epoch not above s.Floor, which is
+//     required when the header does not decode and with s.Lost;
+//   - an *EpochRegressedError for an Epoch not above what the Fence saw of
+//     the record.
 //
-//   - when the corrupt record's header still decodes, a header of another
-//     identity is refused with a *WireError and an Epoch not above the
-//     header's with a *StaleEpochError;
-//   - when not even the header decodes, s.Floor must be stated and Epoch
-//     above it, else an *InvalidArgumentError;
-//   - a settle is entered in the shard's settle log (Prefix + "_settled/" +
-//     plugin + "/" + shard) right before it writes the record, and Epoch
-//     must be above every epoch entered there before, else a
-//     *StaleEpochError: the same damage twice can have the same version,
-//     and the log refuses an old settle run again over new damage.
-//
-// With s.Lost it settles a record lost or set back: the record absent
-// (s.Version empty) or sound at exactly s.Version, s.Floor stated (at
-// least the epoch the refusal says was seen) and s.Epoch above it and above
-// the record found; a damaged record is refused (ErrInvalidArgument),
-// another version with ErrConflict.
-//
-// Every settle lands above the epochs the Fence saw of the record (else an
-// *EpochRegressedError) and, under KeepFloor, above the shard's floor (else
-// a *StaleEpochError naming the floor's key), which it then raises to its
-// epoch. Retrying a settle whose reply was lost returns nil once the record
-// is exactly this settle; a retry that finds the settle logged but the
-// record still damaged is refused with a *StaleEpochError, as the damage
-// may be new: settle again, higher. A settle log that fails to decode is
-// refused with ErrCorrupt naming it. The Observer sees Op "settle log" and
-// "settle".
+// So it never lowers the recorded epoch (promise 8). With s.Lost it settles
+// a record lost or set back (ErrEpochRegressed): absent (s.Version empty),
+// or sound at exactly s.Version, and Epoch must also be above the record
+// found. A retry whose reply was lost returns nil once the record is this
+// settle; one that finds the settle logged but the record still damaged is
+// refused (*StaleEpochError), as the damage may be new. A settle log that
+// does not decode is ErrCorrupt. Under KeepFloor a settle raises the floor.
 func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) error {
 	switch {
 	case s.Version == "" && !s.Lost:

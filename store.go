@@ -13,13 +13,12 @@ import (
 )
 
 // StoreOptions are the settings of the package's adapters; nil, or a zero
-// field, means the default. Each adapter reads the fields that name it and
-// ignores the rest. Options are copied when the store is made.
+// field, means the default. An adapter reads the fields that name it, when
+// the store is made.
 type StoreOptions struct {
-	// MaxObjectSize is the read limit of Get and GetPrefix in bytes, header
-	// included (on the directory store also the largest data a write
-	// accepts); zero or less means 64 MiB + 4 KiB, the default payload
-	// limit and a record header. A larger object is ErrTooLarge.
+	// MaxObjectSize is the read limit of Get and GetPrefix in bytes (on
+	// the directory store also the largest data a write accepts); zero or
+	// less means 64 MiB + 4 KiB. A larger object is ErrTooLarge.
 	MaxObjectSize int64
 
 	// BlobPartSize (S3, GCS) is the size of the parts a blob larger than
@@ -34,10 +33,8 @@ type StoreOptions struct {
 	// that holds no store one matching fs.ErrNotExist.
 	ReadOnly bool
 
-	// Script (Valkey) writes in one round trip: the value is SET under a
-	// staging key and a Lua script (EVALSHA) checks and moves it onto the
-	// key. False means WATCH/MULTI/EXEC, two round trips. Reads are the
-	// same either way.
+	// Script (Valkey) writes in one round trip, a staged value moved by a
+	// Lua script (EVALSHA); false means WATCH/MULTI/EXEC, two round trips.
 	Script bool
 
 	// WaitReplicas (Valkey), when above zero, is the number of replicas
@@ -53,70 +50,52 @@ type StoreOptions struct {
 }
 
 // ConditionalStore is the one storage primitive the fence needs: a read that
-// returns bytes and their version together, and a write decided atomically by
-// the server against an expected version. Implementations must be safe for
-// concurrent use; writefencetest.TestConditionalStore checks one against this
-// contract.
-//
-// A store may offer faster paths (PrefixReader, PartsPutter, BrandedPutter),
-// which the package uses only through GetPrefix, PutParts and PutIfBranded,
-// and only when the store declares them (see Capable). Deleter and Lister
-// are not faster paths and need no declaration.
+// returns bytes and their version together, and a write decided atomically
+// by the server against an expected version. Implementations must be safe
+// for concurrent use; writefencetest.TestConditionalStore checks one. Faster
+// paths (PrefixReader, PartsPutter, BrandedPutter) are used only when a
+// store declares them (Capable).
 type ConditionalStore interface {
 	// Get returns the bytes stored at key and the store's version token for
-	// exactly those bytes, both taken from one server response.
-	//
-	// A key that does not exist returns an error for which
-	// errors.Is(err, ErrNotFound). An object larger than the store's read
-	// limit returns an error for which errors.Is(err, ErrTooLarge), having
-	// read no more than the limit. Any other failure is returned wrapped and
-	// never matches ErrNotFound or ErrConflict.
-	//
-	// Version tokens are opaque and non-empty. For one key a token never
-	// names two different contents: if a later Get returns a token equal to
-	// one returned earlier, the bytes are the bytes returned then.
+	// exactly those bytes, from one server response: an error matching
+	// ErrNotFound for a missing key, ErrTooLarge for an object over the
+	// store's read limit (having read no more than the limit). Any other
+	// failure is returned wrapped and never matches ErrNotFound or
+	// ErrConflict. Tokens are opaque and non-empty, and for one key never
+	// name two contents: a token equal to one returned earlier means the
+	// bytes returned then.
 	Get(ctx context.Context, key string) (data []byte, version string, err error)
 
 	// PutIfVersion stores data at key if and only if the store's current
 	// version of key equals expectVersion, decided atomically by the
-	// server, and returns the version token of the bytes written. An empty
-	// expectVersion means the key must not exist (create-only).
+	// server, and returns the new version; an empty expectVersion means the
+	// key must not exist. A client-side read, compare and write is not an
+	// implementation.
 	//
-	// A failed precondition returns an error for which
-	// errors.Is(err, ErrConflict) and writes nothing: that includes a
-	// non-empty expectVersion for a key that does not exist, which must
-	// not create it, and an expectVersion of a form the store never
-	// issues, refused before anything is sent, since it matches no version
-	// (a conflict, not an invalid argument, on every store). Any other
-	// failure is returned wrapped and never matches ErrConflict or
-	// ErrNotFound; after it the write may or may not have happened, except
-	// that a refusal of the caller's credentials (matching
-	// fs.ErrPermission) wrote nothing. A client-side read, compare and
-	// write is not an implementation: its gap is the race this package
-	// closes.
+	// A failed precondition returns an error matching ErrConflict and
+	// writes nothing; so does a non-empty expectVersion for a missing key
+	// (which is not created) and one of a form the store never issues
+	// (refused before anything is sent). Any other failure is returned
+	// wrapped and never matches ErrConflict or ErrNotFound; the write may
+	// then have happened, except after a refusal of the credentials
+	// (matching fs.ErrPermission).
 	//
-	// Damage in place: a store whose version token is kept beside its
-	// bytes, and so does not change when they are damaged in place (a file
-	// edited on disk, a Valkey value edited by hand), checks the bytes it
-	// holds. Get and GetPrefix of damaged bytes return a *CorruptError
-	// whose Version names them as found, derived from them and distinct
-	// from every token of intact content, and whose Head holds their first
-	// bytes when the store can locate them. PutIfVersion over damaged bytes
-	// refuses with such an error and writes nothing, unless it is
-	// conditioned on exactly that version: then it replaces them if and
-	// only if they are still those bytes, as atomically as any other
-	// precondition (Fence.Settle). The same damage twice may give the same
-	// version.
-	//
-	// A store whose writes check a bounded part of the object, so that a
-	// write costs the same whatever its size (Valkey: a value's first 3900
-	// bytes, its last 100 and its length), may miss damage outside that
-	// part that keeps the size. Get, and GetPrefix of the whole object,
-	// must still report it; a shorter GetPrefix may return the version
-	// from before the damage, and a PutIfVersion on that version may
-	// replace the object whole. Such a store documents the part it checks,
-	// which holds at least the data's first 1343 bytes (the largest record
-	// header), so that every decision a Fence makes is on checked bytes.
+	// A store whose token is kept beside its bytes, so that damage in
+	// place does not change it (a file edited on disk, a Valkey value
+	// edited by hand), checks its bytes: Get and GetPrefix of damaged bytes
+	// return a *CorruptError whose Version is derived from them, unlike any
+	// token of intact content, and whose Head holds their start when the
+	// store can locate it; PutIfVersion over them refuses with that error,
+	// unless conditioned on exactly that Version: then it replaces them if
+	// they are still those bytes (Fence.Settle). The same damage twice may
+	// give the same Version. A store whose writes check
+	// only a bounded part of the object (Valkey: the first 3900 bytes, the
+	// last 100 and the length) may miss damage outside it that keeps the
+	// size: Get, and GetPrefix of the whole object, still report it, a
+	// shorter GetPrefix may return the version from before the damage, and
+	// a PutIfVersion on that version may replace the object. Such a store
+	// documents the part, which holds at least the data's first 1343 bytes, the largest record
+	// header, so that a Fence decides on checked bytes.
 	PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (newVersion string, err error)
 }
 
