@@ -198,29 +198,23 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 }
 
 // Commit replaces the manifest of (plugin, shard) with next's result at
-// epoch, on behalf of writer: Update for a record that references blobs.
-// next gets the recorded manifest (empty when the shard was never written)
-// and returns the new one; the rules are Update's, and every blob the new
-// manifest references that the recorded one does not must (promise 20):
+// epoch, on behalf of writer: Update for a record that references blobs,
+// with next given the recorded manifest (empty when the shard was never
+// written). Every blob the new manifest references that the recorded one
+// does not must (promise 20) have been written by writer at an epoch not
+// above the commit's and not below the tenure floor, else an error matching
+// ErrInvalidArgument; and must exist with the size referenced, created at
+// or after the record's collection horizon, when the commit decides
+// (checked with StatBlobs), else ErrNotFound (ErrInvalidArgument for
+// another size).
 //
-//   - have been written by writer (its name says so), at an epoch not
-//     above the commit's and not below the tenure floor, else an error
-//     matching ErrInvalidArgument;
-//   - exist with the size its reference gives when the commit decides,
-//     else an error matching ErrNotFound (ErrInvalidArgument for another
-//     size), checked with StatBlobs between the commit's read and its
-//     write and retried as the read is;
-//   - have been created at or after the record's collection horizon (see
-//     Collect), else an error matching ErrNotFound: put it again.
-//
-// The tenure floor is the epoch the manifest's writer's tenure began at: a
-// commit by another writer than the recorded one starts a tenure at the
-// recorded epoch + 1, one by the same writer keeps it, and a Seal or a
-// Settle starts one at its own epoch (promise 21). So a deposed writer's
-// blobs can never be committed, and Collect deletes them at once. Writer
-// names must be unique among the processes that write a shard. The
-// manifest is a stream's record (format version 3 or 4), which older
-// readers refuse, and so is every later record of the shard.
+// The tenure floor is where the writer's tenure began: a commit by another
+// writer than the recorded one starts a tenure at the recorded epoch + 1,
+// and a Seal or a Settle one at its own epoch (promise 21), so a deposed
+// writer's blobs can never be committed. Writer names must be unique among
+// the processes that write a shard. The manifest, and every later record of
+// the shard, is a stream's record (format version 3 or 4), which older
+// readers refuse.
 func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current Manifest) (Manifest, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")
@@ -356,21 +350,17 @@ func (c *checkedBlob) Close() error { return c.rc.Close() }
 type GCOptions struct {
 	// Grace is how old an unreferenced blob of the current tenure must be,
 	// by the blob store's clock, before Collect deletes it; zero means 24
-	// hours. A commit later than that after its upload began is refused
-	// (ErrNotFound), never left referencing a deleted blob.
+	// hours. A commit of it later than that after its upload began is
+	// refused (ErrNotFound).
 	Grace time.Duration
 
-	// DryRun makes Collect report what it would delete, and delete and
-	// write nothing.
+	// DryRun reports what Collect would delete, and writes nothing.
 	DryRun bool
 
-	// RecordGone says that the shard's record was removed on purpose and
-	// no writer writes the shard any more: Collect then deletes every blob
-	// of the shard, and refuses a shard that has a record
-	// (ErrInvalidArgument). Without it, a shard with no record is refused
-	// (ErrNotFound): a Fence pointed at another store or prefix than its
-	// writers', or a record lost, must not cost the blobs that may be all
-	// that is left of the shard.
+	// RecordGone says that the shard's record was removed on purpose:
+	// Collect then deletes every blob of the shard, and refuses a shard
+	// that has a record (ErrInvalidArgument). Without it, a shard with no
+	// record is refused (ErrNotFound), as its blobs may be all that is left.
 	RecordGone bool
 }
 

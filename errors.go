@@ -7,59 +7,50 @@ import (
 	"time"
 )
 
-// Sentinel errors. Test for them with errors.Is; the typed errors below
-// carry the detail.
+// Sentinel errors; test for them with errors.Is.
 var (
-	// ErrStaleEpoch reports a write refused, without writing, because its
-	// epoch was not above the recorded one (a *StaleEpochError).
+	// ErrStaleEpoch reports a write whose epoch was not above the recorded
+	// one.
 	ErrStaleEpoch = errors.New("writefence: stale epoch")
 
-	// ErrWire reports that a store's brand or a record holds another wire
-	// identity than the one configured (a *WireError). It is final.
+	// ErrWire reports a brand or a record of another wire identity. Final.
 	ErrWire = errors.New("writefence: wire identity mismatch")
 
-	// ErrInvalidArgument reports an argument rejected, writing nothing:
-	// mostly before any I/O, and some against what the store holds (a
-	// Settle of a record that decodes, a Commit of another writer's blob).
+	// ErrInvalidArgument reports an argument rejected, mostly before any
+	// I/O, some against what the store holds. Nothing was written.
 	ErrInvalidArgument = errors.New("writefence: invalid argument")
 
-	// ErrOutcomeUnknown reports a write sent whose result could not be
-	// learned: it may or may not have landed (promise 5).
+	// ErrOutcomeUnknown reports a write sent whose landing could not be
+	// learned (promise 5).
 	ErrOutcomeUnknown = errors.New("writefence: outcome unknown")
 
-	// ErrEpochRegressed reports a record absent, or at a lower epoch (a
-	// lease record: a lower term), than seen of it before or kept as the
-	// shard's floor: something outside the package deleted it or set it
-	// back (promises 29 to 31). It is final, and nothing was written; the
-	// way out is an operator's (Settlement.Lost, Fence.Forget,
-	// Lease.Settle). The detail is an *EpochRegressedError, or a
-	// *LeaseLostError.
+	// ErrEpochRegressed reports a record absent or lower (a lease record: at
+	// a lower term) than seen before or kept as the shard's floor (promises
+	// 29 to 31). Final; an operator settles it.
 	ErrEpochRegressed = errors.New("writefence: epoch regressed")
 )
 
 // EpochRegressedError is the detail of a call refused because the record
-// it would write (or act on) is absent or below what was seen of it
-// before. It matches ErrEpochRegressed. Its message has the stable form
+// it would write or act on is absent or below what was seen of it. It
+// matches ErrEpochRegressed. Its message has the stable form
 //
 //	writefence: epoch regressed: <op> at epoch <n> to <key> refused: saw epoch <e> by <writer>, found epoch <f> by <writer>
 //
 // with "<op> of <key>" for a call that writes no epoch, "found no record"
-// when the record is absent, "the shard's floor holds" for "saw" when
-// Floor is set, and "term" for "epoch" when Op is a lease's.
+// for an absent record, "the shard's floor holds" for "saw" when Floor is
+// set, and "term" for "epoch" when Op is a lease's.
 type EpochRegressedError struct {
-	Op    string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source" (its Epoch), "lease acquire" or "lease settle"
-	Key   string // the record's key (a lease record's, for a lease)
+	Op    string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source", "lease acquire" or "lease settle"
+	Key   string // the record's key
 	Epoch uint64 // the epoch the refused write carried (a lease: the term); 0 for Collect and a TermSource
 
-	// Seen and SeenWriter are the highest epoch (a lease record: term) and
-	// its writer seen of the record before, by this Fence or Lease or the
-	// caller of Check, or kept as the shard's floor when Floor is set.
+	// Seen and SeenWriter are the highest epoch (a lease: term) and its
+	// writer seen of the record, or the shard's floor when Floor is set.
 	Seen       uint64
 	SeenWriter string
 	Floor      bool
 
-	// Found and FoundWriter are what the record holds now; Absent is set,
-	// and they are zero, when there is no record.
+	// Found and FoundWriter are what the record holds; Absent when none.
 	Found       uint64
 	FoundWriter string
 	Absent      bool
@@ -178,26 +169,22 @@ func (e *OutcomeUnknownError) Error() string {
 // Unwrap returns ErrOutcomeUnknown and the cause.
 func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
-// Lease errors. Test for them with errors.Is.
+// Lease errors; test for them with errors.Is.
 var (
-	// ErrLeaseHeld reports that Acquire found the lease held, unexpired, by
-	// another holder or Lease value (a *LeaseHeldError).
+	// ErrLeaseHeld reports a lease held, unexpired, by another holder or
+	// Lease value.
 	ErrLeaseHeld = errors.New("writefence: lease held by another holder")
 
-	// ErrLeaseLost reports that a Lease does not hold its lease: it never
-	// acquired it, released it, or lost it (a *LeaseLostError). Only
-	// Acquire gets it back, at a new term.
+	// ErrLeaseLost reports a Lease that does not hold its lease (never
+	// acquired, released or lost); only Acquire gets it back, at a new term.
 	ErrLeaseLost = errors.New("writefence: lease lost")
 
-	// ErrLeaseExpired reports that the holder's clock has passed the expiry
-	// of its last acquisition or renewal, with no takeover known: a
-	// takeover may follow at any moment, and Epoch refuses until a Renew
-	// lands.
+	// ErrLeaseExpired reports that the holder's clock passed its expiry, no
+	// takeover known; Epoch refuses until a Renew lands.
 	ErrLeaseExpired = errors.New("writefence: lease expired")
 
 	// ErrTakeoverTimeout reports that Lease.Hold's acquisition did not land
-	// within TTL - TTL/4 of its start: nothing is held. Back off and call
-	// Hold again.
+	// within TTL - TTL/4; nothing is held.
 	ErrTakeoverTimeout = errors.New("writefence: takeover timed out")
 )
 

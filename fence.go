@@ -92,35 +92,28 @@ type Fence struct {
 }
 
 // Push writes payload as the record of (plugin, shard) at epoch, on behalf
-// of writer, if and only if epoch is strictly greater than the epoch the
-// store records. In order it:
+// of writer, if and only if epoch is strictly greater than the recorded
+// epoch. It:
 //
-//  1. validates the arguments (an error matching ErrInvalidArgument);
-//  2. reads the recorded state: absent is epoch 0; a record that fails to
-//     decode refuses with ErrCorrupt and one of another identity with
-//     ErrWire, without writing; so does, with an *EpochRegressedError, a
-//     record absent or below what this Fence saw of it or the shard's floor,
-//     when the push would otherwise land (promise 29);
-//  3. refuses with a *StaleEpochError (ErrStaleEpoch) unless epoch is
-//     greater than the recorded epoch, without writing;
-//  4. writes the new record with one conditional write on the version read
-//     (create-only when absent);
-//  5. on ErrConflict re-reads and starts again at 2, after a jittered
-//     back-off, at most MaxAttempts attempts in all; then an error
-//     matching ErrConflict.
+//  1. validates the arguments (ErrInvalidArgument);
+//  2. reads the record: absent is epoch 0; one that fails to decode is
+//     refused with ErrCorrupt, one of another identity with ErrWire, and one
+//     absent or below what this Fence saw of it or the shard's floor, when
+//     the push would otherwise land, with an *EpochRegressedError;
+//  3. refuses with a *StaleEpochError unless epoch is greater than the
+//     recorded epoch;
+//  4. writes with one conditional write on the version read;
+//  5. on ErrConflict, backs off and starts again at 2, at most MaxAttempts
+//     attempts in all, then returns an error matching ErrConflict.
 //
-// A record that is exactly this push (same epoch, writer and payload) is an
-// earlier attempt that landed: Push returns nil, unless step 2 refuses it as
-// set back. A write whose outcome a read cannot resolve returns an
-// *OutcomeUnknownError; pushing again with the same arguments resolves it
-// (promise 5). Cancelling ctx stops the retries with an error matching
-// ctx.Err().
-//
-// Push reads as little as it can: nothing when the Fence last wrote or read
-// the record (it conditions on that version), else, on a store that reads
-// prefixes, the record's head alone (its first 4 KiB, and of a stream's
-// record with more references, its header and references), never its
-// payload; see "Damage" in the package documentation.
+// A refusal writes nothing. A record that is exactly this push (epoch,
+// writer and payload) is an earlier attempt that landed: Push returns nil,
+// unless it is below what this Fence saw or the floor.
+// A write whose outcome a read cannot resolve returns an
+// *OutcomeUnknownError (promise 5); a cancelled ctx, an error matching
+// ctx.Err(). Push reads nothing when the Fence last wrote or read the
+// record, and otherwise only the record's head where the store reads
+// prefixes (see "Damage" in the package documentation).
 func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) error {
 	u, err := f.newUpdate(opPush, plugin, shard, writer, epoch)
 	if err != nil {

@@ -117,31 +117,22 @@ type Shard struct {
 	Plugin, Shard string
 }
 
-// Hold takes the lease, seals each of shards within the term it took, and
-// keeps the lease renewed in the background until Release or until ctx
-// ends. It returns a context derived from ctx to ship under, done the
-// moment the lease is lost (context.Cause is a *LeaseLostError naming the
-// new holder and term), expires by this Lease's clock (an error matching
-// ErrLeaseExpired), is released (ErrLeaseLost), or ctx ends (ctx's cause).
+// Hold takes the lease as Acquire does, seals each of shards within the
+// term it took, and renews the lease every TTL/3 in the background until
+// Release or ctx ends. It returns once every seal landed (promise 15), with
+// a context to ship under, done when the lease is lost (context.Cause: a
+// *LeaseLostError), expires (ErrLeaseExpired), is released (ErrLeaseLost),
+// or ctx ends.
 //
-// Hold acquires as Acquire does; the acquisition must land within TTL -
-// TTL/4 of its start, else an error matching ErrTakeoverTimeout, and nothing
-// is held. The renewer starts at once: it renews every TTL/3 from the start
-// of the previous renewal, landed or not, each bounded by the lease's
-// expiry. Then Hold draws an epoch for each of shards in order, seals it
-// (Fence.Seal) as Holder, and returns once every seal landed (promise 15).
-//
-// A slow seal never gives the takeover up, since the writer it fences may be
-// what holds the store up: Hold renews and seals again (each attempt bounded
-// by TTL, then a back-off) until the seal lands, the lease is lost or
-// expires (that error is returned), or ctx ends. A seal refused for good
-// releases the lease and returns the refusal; a shard that records an epoch
-// at or above the term's (ErrStaleEpoch, which says so) cannot be sealed by
-// this lease until its term passes the shard's, so stop and look.
-// ErrLeaseHeld and ctx's error are returned as they are; ErrCorrupt,
-// ErrWire, ErrEpochRegressed and ErrInvalidArgument are final. A Hold while
-// another Hold of this Lease is in force, or an invalid shard name, returns
-// an error before any I/O.
+// An acquisition that does not land within TTL - TTL/4 returns an error
+// matching ErrTakeoverTimeout, holding nothing. A slow seal is sealed again
+// (each attempt bounded by TTL) while the lease is held, as the writer it
+// fences may be what holds the store up; a lease lost or expired meanwhile
+// is returned. A seal refused for good releases the lease and returns the
+// refusal: ErrStaleEpoch when the shard records an epoch at or above the
+// term's, which this lease cannot seal until its term passes it. ErrCorrupt,
+// ErrWire, ErrEpochRegressed and ErrInvalidArgument are final. A second Hold
+// while one is in force, or an invalid shard name, fails before any I/O.
 func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, error) {
 	key, err := l.check()
 	if err != nil {
@@ -852,30 +843,24 @@ func (l *Lease) check() (string, error) {
 	return k, keyErr(err)
 }
 
-// Settle replaces the lease record at exactly version with a released record
-// at term, written under Holder's name in one conditional write, so that the
-// next acquisition, by anyone, takes term + 1 at once: an operator's way out
-// of a lease no Lease can take. term is 1 to 2^32-2, and:
-//
-//   - for a record that fails to decode (Acquire and Hold refuse it with a
-//     *CorruptError naming its version), the operator's assertion that no
-//     higher term was ever granted: at least the term of the highest epoch a
-//     shard the lease gates records (RecordInfo.Epoch >> 32), or the next
-//     holder's seals are refused as stale until its terms pass the shard's;
-//   - for a holder gone for good, whose term the next should not wait out,
-//     the record's own term or above, with version as InspectLease reported
-//     it (a holder that still runs learns the lease lost at its next renewal,
-//     and the fence keeps its late writes out);
-//   - for a record deleted or set back (ErrEpochRegressed), the operator's
-//     assertion as for damage, at least the term the refusal says was seen,
-//     with version the record's now, or empty when there is none.
+// Settle replaces the lease record at exactly version with a released
+// record at term (1 to 2^32-2), written under Holder's name, so that the
+// next acquisition takes term + 1 at once: an operator's way out of a lease
+// no Lease can take. For a record that fails to decode (Acquire's
+// *CorruptError names its version), term is the operator's assertion that
+// no higher term was granted, at least the term of the highest epoch a
+// gated shard records (RecordInfo.Epoch >> 32). For a holder gone for good,
+// term is the record's own or above, and version as InspectLease reports
+// it. For a record deleted or set back (ErrEpochRegressed), term is at least
+// the term the refusal says was seen, and version the record's now, or
+// empty when there is none.
 //
 // It refuses, writing nothing: ErrNotFound when there is no record and
-// version is not empty, ErrConflict when the record has another version now
-// (or exists, when version is empty), an *InvalidArgumentError for a term
-// below that of a record that decodes, and an *EpochRegressedError for a term
-// below one this Lease value wrote or read. Retrying a settle whose reply was
-// lost returns nil once the record is exactly this settle.
+// version is not empty, ErrConflict when the record has another version (or
+// exists, when version is empty), an *InvalidArgumentError for a term below
+// that of a record that decodes, and an *EpochRegressedError for a term
+// below one this Lease value saw. A retry whose reply was lost returns nil
+// once the record is this settle.
 func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	key, err := l.check()
 	switch {

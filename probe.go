@@ -47,30 +47,22 @@ func (e *ProbeError) Unwrap() []error {
 const probeCleanupTimeout = 10 * time.Second
 
 // Probe proves on scratch keys that s decides its preconditions on the
-// server, as ConditionalStore requires, and returns nil if it does. It
-// writes through PutParts and reads back through both Get and GetPrefix, as
-// a Fence does, and checks that every read returns exactly the bytes and the
-// version of the last write that landed, and that:
+// server, and returns nil if it does. Writing through PutParts and reading
+// back through Get and GetPrefix, as a Fence does, it checks that every read
+// returns exactly the last write that landed, that a create-only put lands
+// and a second is refused with ErrConflict, that an update lands at the
+// current version and is refused at a stale one, that an update of a
+// missing key is refused and creates nothing, and, when s declares
+// BrandedPutter, the same through PutIfBranded, with a write under another
+// identity refused with ErrWire.
 //
-//   - a create-only put of a fresh key lands, and a second one is refused
-//     with ErrConflict;
-//   - an update with the current version lands, with a new version, and one
-//     with the first, now stale, version is refused;
-//   - an update of a missing key, with a version the store issued, is
-//     refused and creates nothing;
-//   - when s declares BrandedPutter, the same hold through PutIfBranded
-//     under a scratch brand key, and a write under another identity is
-//     refused with ErrWire, writing nothing.
-//
-// The scratch keys are key, "-" and 16 random hex digits in braces (a hash
-// tag, so that on a Valkey cluster a brand key shares its key's slot), with
-// random content, so that no other probe can pass or fail this one; when s
-// is a Deleter they are deleted afterwards, best effort. A failed check
-// returns a *ProbeError (ErrUntrustedStore). Any other failure (network,
-// auth, a server error such as GCS's 429 for rapid updates) is returned
-// wrapped and is no verdict; a done ctx returns ctx.Err(). A sequential
-// probe cannot catch a store that compares on the client side and loses
-// only races: the conformance suite (writefencetest) races writers for that.
+// The scratch keys are key, "-" and 16 random hex digits in braces (a
+// Valkey hash tag), with random content, so that no other probe can pass or
+// fail this one; a Deleter's are deleted afterwards. A failed check returns
+// a *ProbeError (ErrUntrustedStore); any other failure (network, auth, a
+// server error) is returned wrapped and is no verdict, and a done ctx
+// returns ctx.Err(). A sequential probe cannot catch a store that compares
+// on the client side: writefencetest races writers for that.
 func Probe(ctx context.Context, s ConditionalStore, key string) error {
 	if s == nil {
 		return invalidArg("store", "nil")

@@ -267,21 +267,21 @@ type Lister interface {
 	List(ctx context.Context, prefix string, fn func(key string) error) error
 }
 
-// The store sentinels. Test for them with errors.Is.
+// The store sentinels; test for them with errors.Is.
 var (
-	// ErrNotFound reports that a key was never written (or was deleted).
+	// ErrNotFound reports a key never written, or deleted.
 	ErrNotFound = errors.New("writefence: not found")
 
-	// ErrConflict reports that a conditional write was refused because the
-	// store's version of the key no longer matched the expected one.
+	// ErrConflict reports a conditional write whose expected version did
+	// not match.
 	ErrConflict = errors.New("writefence: version conflict")
 
-	// ErrTooLarge reports that a stored object exceeds the read limit of
-	// the store that read it; nothing beyond the limit was buffered.
+	// ErrTooLarge reports an object over the store's read limit; nothing
+	// beyond the limit was buffered.
 	ErrTooLarge = errors.New("writefence: object too large")
 
-	// ErrCorrupt reports that a stored record failed a decoding check, or
-	// that a store found its bytes damaged in place (promise 7).
+	// ErrCorrupt reports a record that failed a decoding check, or bytes a
+	// store found damaged in place (promise 7).
 	ErrCorrupt = errors.New("writefence: corrupt record")
 )
 

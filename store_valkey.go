@@ -303,30 +303,24 @@ var _ Capable = (*valkeyStore)(nil)
 // and BrandedPutter are its own.
 func (s *valkeyStore) Capabilities() ConditionalStore { return s }
 
-// NewValkeyConditionalStore returns a store that keeps its objects in the
-// server or cluster client talks to (on a standalone server, in the
-// client's selected database), at the keys given. It needs Valkey 7 or
-// later, or Redis 6 or later: a standalone server (*redis.Client or a
-// failover client; with replicas and failover, set StoreOptions.WaitReplicas)
-// or a cluster through a *redis.ClusterClient.
-//
-// A *redis.Ring, which shards keys over servers that share no atomic step,
-// and a standalone client of a cluster node are refused: until the store
-// has seen INFO cluster report cluster_enabled:0, every call returns,
-// touching no key, a *StoreError matching errors.ErrUnsupported (or
-// fs.ErrPermission when the ACL refuses INFO). A failure to reach the server
-// or a passing state (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
-// READONLY, NOREPLICAS, too many clients) is transient: the next call checks
-// again.
+// NewValkeyConditionalStore returns a store that keeps its objects, at the
+// keys given, in the Valkey 7+ or Redis 6+ server client talks to (in its
+// selected database) or in the cluster of a *redis.ClusterClient. With
+// replicas and failover, set StoreOptions.WaitReplicas. A *redis.Ring, and
+// a standalone client of a cluster node, are refused: until INFO cluster
+// reports cluster_enabled:0, every call returns, touching no key, a
+// *StoreError matching errors.ErrUnsupported (fs.ErrPermission when the ACL
+// refuses INFO); a failure to reach the server or a passing state (LOADING,
+// BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, NOREPLICAS, too many
+// clients) is transient.
 //
 // The ACL user needs INFO, and EXISTS, STRLEN, GETRANGE, SET, DEL, SCAN,
-// WATCH, UNWATCH, MULTI and EXEC on the keys; with Script, EVAL and EVALSHA,
-// GET and EXISTS on the keys, and SET, UNLINK, RENAME and PERSIST on the
-// staging keys ("writefence/_put/*"); with WaitReplicas, WAIT and SET on
-// "writefence/_wait" (on a cluster "writefence/_wait{*}"); on a cluster,
-// CLUSTER SLOTS. Retries follow the client's options (MaxRetries): a script
-// retried after its reply was lost recognises its own write, and a
-// transaction is never retried on another connection.
+// WATCH, UNWATCH, MULTI and EXEC on the keys; with Script, EVAL, EVALSHA,
+// GET and EXISTS, and SET, UNLINK, RENAME and PERSIST on "writefence/_put/*";
+// with WaitReplicas, WAIT and SET on "writefence/_wait" (on a cluster
+// "writefence/_wait{*}"); on a cluster, CLUSTER SLOTS. A script retried
+// after its reply was lost recognises its own write; a transaction is never
+// retried on another connection.
 func NewValkeyConditionalStore(client redis.UniversalClient, opts *StoreOptions) ConditionalStore {
 	return newValkeyStore(client, opts)
 }
