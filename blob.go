@@ -78,33 +78,28 @@ func newRefs(current, next []BlobRef) []BlobRef {
 	return added
 }
 
-// BlobStore is an optional capability of a ConditionalStore, used only when
-// the store declares it (Capable): blobs, immutable objects of any size,
-// streamed in and out.
+// BlobStore is an optional capability of a ConditionalStore, used when the
+// store declares it (Capable): immutable blobs of any size, streamed.
 type BlobStore interface {
 	// CreateBlob writes what r yields, to its end, as the blob at key,
-	// holding no more than a part of it in memory at once, and returns the
-	// blob's info once it is durable, its Modified as StatBlob and
-	// ListBlobs report it. A key that exists is refused with a *StoreError
-	// matching ErrConflict where the store can tell on the call it uses (a
-	// Fence creates only new keys, so one that cannot tell need not). An
-	// error from r fails the call with an error matching it, and leaves no
-	// blob at key.
+	// holding at most one part in memory, and returns its info once it is
+	// durable. An existing key is refused with a *StoreError matching
+	// ErrConflict where the store can tell (a Fence creates new keys
+	// only). An error from r fails the call with an error matching it, and
+	// leaves no blob at key.
 	CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error)
 
 	// OpenBlob returns a reader of the whole blob at key, from one
-	// response, and its info. A missing key returns an error matching
-	// ErrNotFound.
+	// response, and its info; a missing key is ErrNotFound.
 	OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error)
 
-	// StatBlob returns the info of the blob at key; a missing key returns
-	// an error matching ErrNotFound.
+	// StatBlob returns the info of the blob at key; a missing key is
+	// ErrNotFound. Every method reports the same Modified for a blob.
 	StatBlob(ctx context.Context, key string) (BlobInfo, error)
 
 	// ListBlobs calls fn with the info of each blob whose key starts with
-	// prefix, in no particular order; a blob created or deleted while it
-	// runs may or may not be listed. An error from fn stops it and is
-	// returned; cancelling ctx stops it with ctx's error.
+	// prefix, in any order (a blob created or deleted meanwhile may be
+	// missed); fn's error or ctx's ends it and is returned.
 	ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error
 
 	// DeleteBlob removes the blob at key; a missing key is not an error.
@@ -137,14 +132,12 @@ func (f *Fence) blobs() (BlobStore, error) {
 	return nil, fmt.Errorf("writefence: the blob store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
 }
 
-// PutBlob streams r, to its end, into a new blob of (plugin, shard)
-// written by writer at epoch, through WriteBlob, and returns its reference,
-// to be committed in the shard's manifest (Commit). Memory is bounded by
-// the store's part size. A reader never sees the blob until a commit
-// references it, and Collect deletes it once it can never be committed.
-// It passes the probe verdict and the brand, and the Observer sees it (Op
-// "blob"), but it makes one attempt (promise 6) and reads no manifest: a
-// deposed writer's upload costs only itself.
+// PutBlob streams r, to its end, into a new blob of (plugin, shard) by
+// writer at epoch, through WriteBlob, and returns its reference for Commit.
+// It holds one part of the blob in memory. No reader sees the blob before a
+// commit references it, and Collect deletes it once it can never be. It
+// passes the probe verdict and the brand and tells the Observer (Op
+// "blob"), but makes one attempt (promise 6) and reads no manifest.
 func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch uint64, r io.Reader) (ref BlobRef, err error) {
 	if _, err := f.newUpdate(opBlob, plugin, shard, writer, epoch); err != nil {
 		return BlobRef{}, err
@@ -235,14 +228,12 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 }
 
 // OpenBlob opens the blob name of (plugin, shard) if and only if the
-// recorded manifest references it, and returns a reader of its bytes and
-// its reference; any other blob is ErrNotFound, whether it exists or not.
-// The record is read as Latest reads it, with the same brand check and
-// errors. The reader checks the bytes against the reference as they
-// stream: more, fewer or other bytes end the read with an error matching
-// ErrCorrupt, returned by the read that would bring the last byte, with
-// none of that read's bytes. So a caller trusts the bytes once it has read
-// the reference's size without an error (io.ReadFull) or read to io.EOF.
+// recorded manifest, read as Latest reads it, references it (else
+// ErrNotFound), and returns a reader of its bytes and its reference. More,
+// fewer or other bytes than the reference says end the read with an error
+// matching ErrCorrupt, returned by the read that would bring the last byte
+// and with none of its bytes: the bytes are checked once the reference's
+// size was read without an error (io.ReadFull) or the read reached io.EOF.
 func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.ReadCloser, BlobRef, error) {
 	info, err := f.Inspect(ctx, plugin, shard)
 	if err != nil {

@@ -12,10 +12,8 @@ import (
 // blob's info, for a store that learns it only by another request (S3: a
 // PUT, then a HEAD for the time).
 type BlobWriter interface {
-	// WriteBlob is CreateBlob, with the same contract (create-only, the
-	// memory of one part, r read to its end, nothing left at key when r
-	// or the write fails, durable once it returns), but returns only the
-	// number of bytes the store holds at key, instead of the blob's info.
+	// WriteBlob is CreateBlob, with the same contract, but returns only
+	// the number of bytes the store holds at key.
 	WriteBlob(ctx context.Context, key string, r io.Reader) (size int64, err error)
 }
 

@@ -45,47 +45,37 @@ import (
 // be retried by the caller; a cancelled or expired ctx is returned as is.
 
 // BrandMode says when a Fence checks the store's brand; the zero value
-// never. The record's own identity (Fence.Identity) is checked on every
-// write whatever the mode.
-//
-//   - BrandVerify, when a separate step brands the store (Fence.ClaimBrand
-//     at deploy time, or "writefence brand install"): writers refuse a store
-//     nobody branded. One read per Fence.
-//   - BrandClaim, when writers create their stores themselves: the first to
-//     start brands an empty store. One read per Fence, and a claim on an
-//     empty store.
-//   - BrandVerifyAlways, when a store can be re-branded while writers run
-//     and old writers must stop at their next write: checked in the write's
-//     own atomic step on a store that declares BrandedPutter (Valkey,
-//     etcdstore), else by a read right before every write and Latest, which
-//     leaves a gap in which a re-brand lets that one write land.
+// never. A record's own identity is checked on every write whatever the
+// mode.
 type BrandMode int
 
 // The brand modes.
 const (
-	// BrandVerify verifies the brand before the Fence's first write or
-	// Latest, and keeps a pass or a refusal for the Fence's lifetime.
+	// BrandVerify, for a store branded by a separate step (ClaimBrand at
+	// deploy time, "writefence brand install"), verifies the brand before
+	// the Fence's first write or Latest and keeps the verdict.
 	BrandVerify BrandMode = iota + 1
 
-	// BrandClaim claims the brand (see ClaimBrand) before the Fence's first
-	// write. Latest neither claims nor verifies; it returns the claim's
-	// refusal once a claim was refused.
+	// BrandClaim, for writers that create their stores, claims the brand
+	// (see ClaimBrand) before the Fence's first write. Latest neither
+	// claims nor verifies; it returns a refused claim's refusal.
 	BrandClaim
 
-	// BrandVerifyAlways verifies the brand on every write and every Latest.
+	// BrandVerifyAlways, for a store re-branded while writers run,
+	// verifies the brand on every write and Latest: in the write's own
+	// atomic step on a BrandedPutter (Valkey, etcdstore), else by a read
+	// right before it, which leaves a gap in which one write may land.
 	BrandVerifyAlways
 )
 
-// ClaimBrand brands the store with the Fence's identity unless it already
-// holds one, and reports whether this call wrote the brand, through the
-// engine (Op "brand claim"). A brand of the identity returns false and nil,
-// another value a *WireError, both without writing; an absent brand is
-// written create-only and read back, and the read decides: of claimers
-// racing an empty store exactly one write lands, every claimer of the
-// winner's identity returns nil and every other a *WireError (promise 11).
-// A claim whose reply was lost is resolved by the read, and reports false.
-// It never overwrites a brand: to re-brand a store, an operator removes the
-// brand key with the store's own tools first.
+// ClaimBrand brands an empty store with the Fence's identity, through the
+// engine (Op "brand claim"), and reports whether this call wrote the brand.
+// A brand of the identity returns false, another value a *WireError, both
+// writing nothing; an absent brand is created and read back, and the read
+// decides, so of claimers racing an empty store one write lands and every
+// claimer of another identity gets a *WireError (promise 11). It never
+// overwrites a brand: an operator re-brands a store by removing the brand
+// key with the store's own tools first.
 func (f *Fence) ClaimBrand(ctx context.Context) (claimed bool, err error) {
 	key, err := f.brandKey()
 	if err != nil {

@@ -9,22 +9,14 @@ import (
 )
 
 // Check reports whether writer still holds (plugin, shard) at epoch, from
-// one consistent read of the record (its header, where the store reads
-// prefixes), writing nothing (promise 32). It returns nil only if the record
-// holds writer at exactly epoch, or, of a stream's record, writer's tenure
-// that began at or below epoch and reached it (RecordInfo.Since <= epoch <=
-// RecordInfo.Epoch). Otherwise it returns the refusal a write would meet: a
-// *StaleEpochError naming the recorded epoch and writer; an
-// *EpochRegressedError when the record is absent or below epoch, or below
-// what this Fence saw of it or the shard's floor; a *CorruptError or a
-// *WireError; ErrInvalidArgument for an invalid name, writer or epoch; or
-// the failure to read, after a read's retries.
-//
-// A writer that acts outside the store for its shard (acknowledges a client,
-// deletes what its manifest dropped) checks first, then acts: the answer
-// holds at the read, and the window until the act is the caller's. Check
-// runs the brand check as Latest does, does not see damage to the payload
-// alone, and tells nobody: no Observer event, no Deposed context.
+// one read of the record's header (not its payload), writing nothing
+// (promise 32): nil only if the record holds writer at exactly epoch, or,
+// of a stream's record, a tenure of writer's with RecordInfo.Since <= epoch
+// <= RecordInfo.Epoch; else the refusal a write would meet
+// (*StaleEpochError, *EpochRegressedError, *CorruptError, *WireError,
+// ErrInvalidArgument) or the failure to read. Check before acting outside
+// the store; the window after the read is the caller's. It tells no
+// Observer or Deposed context.
 func (f *Fence) Check(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
 	u, err := f.newUpdate(opCheck, plugin, shard, writer, epoch)
 	if err != nil {
@@ -85,8 +77,8 @@ func (f *Fence) held(key, writer string, epoch uint64, st recorded, seen sight) 
 	return &StaleEpochError{Op: opCheck, Key: key, Epoch: epoch, RecordedEpoch: st.h.Epoch, RecordedWriter: st.h.Writer}
 }
 
-// Tenure names a shard and the writer and epoch expected to hold it: one
-// check of CheckAll.
+// Tenure is one check of CheckAll: a shard, and its expected writer and
+// epoch.
 type Tenure struct {
 	Plugin, Shard string
 	Writer        string
@@ -96,10 +88,8 @@ type Tenure struct {
 // checkAllAtOnce bounds the reads CheckAll has in flight.
 const checkAllAtOnce = 16
 
-// CheckAll checks each of tenures as Check does, reading each record once,
-// up to 16 at once, and returns one error per tenure, in their order; each
-// answer is of its own read, not of one moment for all. It reads rather than
-// lists: a listing carries versions, never who holds a record.
+// CheckAll checks each of tenures as Check does, 16 reads at a time, and
+// returns one error per tenure, in their order, each of its own read.
 func (f *Fence) CheckAll(ctx context.Context, tenures []Tenure) []error {
 	errs := make([]error, len(tenures))
 	sem := make(chan struct{}, checkAllAtOnce)

@@ -6,21 +6,14 @@ import (
 	"sync"
 )
 
-// Deposed returns a context derived from ctx that is cancelled the moment
-// this Fence learns that its writer of (plugin, shard) is deposed, so that
-// the shard's pipeline stops rather than retry writes the store will keep
-// refusing: when a Push, PushFrom, Update, Commit or Seal by f to that shard
-// is refused as stale (promise 18), with the *StaleEpochError as
-// context.Cause, or when a Lease on f that gates the shard finds the lease
-// lost or expired, with the Lease's error as the cause (promise 16). Only
-// refusals after the call count; a conflict retried, an unknown outcome and
-// a refused Settle never do. A pipeline whose own writes at different
-// epochs race each other can be refused by itself.
-//
-// An invalid plugin or shard returns a context already cancelled with the
-// *InvalidArgumentError as its cause. The context also ends when ctx does;
-// call stop, which cancels it with context.Canceled, when the pipeline ends
-// without being deposed.
+// Deposed returns a context derived from ctx, cancelled the moment this
+// Fence learns that its writer of (plugin, shard) is deposed: a Push,
+// PushFrom, Update, Commit or Seal by f refused as stale (promise 18; the
+// cause is the *StaleEpochError), or a Lease on f that gates the shard
+// lost or expired (promise 16; the cause is the Lease's error). Only
+// refusals after the call count. An invalid name returns a context already
+// cancelled with the *InvalidArgumentError; stop cancels it with
+// context.Canceled.
 func (f *Fence) Deposed(ctx context.Context, plugin, shard string) (deposed context.Context, stop context.CancelFunc) {
 	dctx, cancel := context.WithCancelCause(ctx)
 	key, err := f.key(plugin, shard)

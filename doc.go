@@ -14,53 +14,45 @@
 // writers (see EpochSource). Fence.Push admits it only if its epoch is
 // strictly greater than the epoch the record holds, and lands the new epoch
 // and the payload together in one ConditionalStore.PutIfVersion conditioned
-// on the version it read; on a conflict it reads afresh and decides again.
-// Because the server makes the comparison that matters, a deposed writer, a
-// zombie retrying the epoch it was granted and two writers handed the same
+// on the version it read. Because the server makes the comparison, a
+// deposed writer, a zombie retrying its epoch and two writers handed one
 // epoch all end the same way: at most one write per epoch lands, and the
 // recorded epoch only rises. The store decides, never memory: a remembered
-// version only saves a read, and a remembered epoch only ever refuses (see
-// "The floor survives the record" below).
+// version only saves a read, and a remembered epoch only ever refuses.
 //
-// Every write the package makes (Push; Update, a read-modify-write at a
-// strict epoch; Commit; Seal; Settle; the settle log, the floor, the lease
-// record and the brand claim) goes through one engine: read, decide, one
-// conditional write, and on a conflict a back-off and a fresh read. The
-// guards live in it once: the probe verdict (Fence.Probe), the brand
-// (Fence.Brand), the retries (Fence.MaxAttempts), the classification of
-// errors (a refusal such as ErrCorrupt, ErrWire, ErrInvalidArgument,
-// ErrTooLarge, fs.ErrPermission or errors.ErrUnsupported is final and wrote
-// nothing; any other failure is retried and, after a write, leaves the
-// outcome unknown until a read resolves it; a cancelled ctx ends the write
-// with an error matching ctx.Err()), and the Observer (WriteEvent). A
-// store's faster paths are used only through one helper each, and only when
-// the store declares them (Capable), so the methods that are probed and
-// raced are the methods that run, and a wrapper that overrides Get or
-// PutIfVersion is never bypassed.
+// Every write of a record, a lease or the brand goes through one engine:
+// read, decide, one conditional write, and on a conflict a back-off and a
+// fresh read. The guards live there once: the probe verdict (Fence.Probe), the brand
+// (Fence.Brand), the retries (Fence.MaxAttempts), the Observer
+// (WriteEvent), and the classification of errors: a refusal (ErrCorrupt,
+// ErrWire, ErrInvalidArgument, ErrTooLarge, fs.ErrPermission,
+// errors.ErrUnsupported...) is final and wrote nothing, any other failure
+// is retried, and a cancelled ctx ends the write with an error matching
+// ctx.Err(). A store's faster paths are used only when it declares them
+// (Capable), so the methods that are probed and raced are the ones that
+// run, and a wrapper that overrides Get or PutIfVersion is never bypassed.
 //
 // # Records and keys
 //
-// One record per (plugin, shard), at Prefix + "s/" + plugin + "/" + shard
-// (Fence.Prefix), the names escaped so that the mapping is injective and no
-// shard key reaches the reserved space, Prefix + "_" + name, of the brand,
-// leases, settle logs, floors and the probe. A record is a versioned header
-// (format version, wire identity, epoch, writer, payload length, a CRC-32C
-// of the payload, a CRC-32C over the header) followed by the payload.
-// Writers write format version 2 for a plain record, 3 for a stream's (a
-// manifest, see Commit) and 4 for a stream's that carries a collection
+// One record per (plugin, shard), at Prefix + "s/" + plugin + "/" + shard,
+// the names escaped so that no two shards, and no shard and the reserved
+// space Prefix + "_" + name (brand, leases, settle logs, floors, probe),
+// share a key. A record is a header (format version, wire identity, epoch,
+// writer, payload length, a CRC-32C of the payload, one of the header) and
+// the payload. Writers write format version 2 for a plain record, 3 for a
+// stream's (see Commit) and 4 for a stream's that carries a collection
 // horizon (see Collect); readers also read version 1 and refuse any other,
-// as older readers refuse versions they do not know. Decoding is strict:
-// truncation, trailing bytes, an unknown version, epoch 0, an empty writer
-// or a checksum that disagrees is a *CorruptError naming the check, and
-// only Fence.Settle overwrites a corrupt record.
+// as older readers do. Truncation, trailing bytes, an unknown version,
+// epoch 0, an empty writer or a checksum that disagrees is a *CorruptError
+// naming the check, and only Fence.Settle overwrites a corrupt record.
 //
 // # Stores and errors
 //
-// ConditionalStore is the one primitive. The package provides MemStore,
-// NewDirConditionalStore, NewMinioConditionalStore (S3),
-// NewGCSConditionalStore and NewValkeyConditionalStore; packages
-// dynamostore, etcdstore, azblobstore and pgstore provide more, and
-// writefencetest checks any implementation against the contract.
+// The package provides MemStore, NewDirConditionalStore,
+// NewMinioConditionalStore (S3), NewGCSConditionalStore and
+// NewValkeyConditionalStore; packages dynamostore, etcdstore, azblobstore
+// and pgstore provide more, and writefencetest checks any
+// ConditionalStore.
 //
 // Test errors with errors.Is against the sentinels: ErrNotFound,
 // ErrConflict, ErrStaleEpoch, ErrEpochRegressed, ErrWire, ErrCorrupt,
@@ -68,41 +60,32 @@
 // ErrLeaseHeld, ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout,
 // ErrTermEnded, and errors.ErrUnsupported for a store an adapter refuses
 // to serve. Every
-// typed error matches one of them; its detail is read with errors.As. Every
-// adapter returns a failed store operation as a *StoreError ({Op, Key,
-// Err}, as fs.PathError). Messages are stable, lower case and prefixed
-// "writefence:"; stored bytes in them are escaped and cut short.
+// typed error matches one of them, and carries the detail for errors.As;
+// an adapter's failures are *StoreError. Messages are stable, lower case
+// and prefixed "writefence:", with stored bytes escaped and cut short.
 //
-// # The wire identity
+// # Identity, streams, leases and the floor
 //
-// Every record carries the identity of its format (Fence.Identity), and
-// every write and Latest refuse a record of another identity; the store's
-// brand key (Prefix + "_brand") carries it too, so that a program of
-// another format is refused before it touches any record (see BrandMode,
-// Fence.ClaimBrand). A refusal is a *WireError, final: nothing retries it.
+// Every record carries its format's wire identity (Fence.Identity), and so
+// may the store's brand key, refusing a program of another format before
+// it writes (see BrandMode). A refusal is a *WireError, final.
 //
-// # Streams, leases and the floor
+// A shard's state can be many immutable blobs under one manifest:
+// Fence.PutBlob uploads a blob, Fence.Commit writes the manifest,
+// Fence.OpenBlob reads only what it references, and Fence.Collect deletes
+// what no manifest can reference (promises 19 to 26).
 //
-// A shard's state can be many immutable blobs and one manifest that lists
-// them: Fence.PutBlob uploads a blob, Fence.Commit writes the manifest at a
-// strict epoch, Fence.OpenBlob reads only what the manifest references, and
-// Fence.Collect deletes what no manifest can reference (promises 19 to 26).
-// The blobs may live in another store (Fence.Blobs).
-//
-// Lease is an EpochSource kept in the Fence's store, for users without a
-// control plane; TermSource turns a control plane's term into epochs. A new
-// holder seals each shard first (Fence.Seal, Lease.Hold), fencing a zombie
-// before its first data push. Probe checks that a store honours its
-// preconditions.
+// Lease, kept in the Fence's store, and TermSource, over a control plane's
+// terms, are epoch sources; a new holder seals each shard first
+// (Fence.Seal, Lease.Hold), fencing a zombie before its first push.
 //
 // The floor survives the record: a record deleted or set back (a lifecycle
-// rule, a TTL, eviction, a restore from backup) would let a deposed writer
-// land as if first. A Fence and a Lease refuse such a record with
-// ErrEpochRegressed, Fence.KeepFloor keeps the floor apart from the record,
-// and Fence.Check tells a writer whether it still holds the shard (promises
-// 29 to 32); the way out is an operator's (Settlement.Lost, Lease.Settle,
-// Forget). The README ("When the record is lost or set back") says what
-// stays out of reach.
+// rule, a TTL, eviction, a restore) must not let a deposed writer land as
+// if first. Fences and Leases refuse it (ErrEpochRegressed), KeepFloor
+// keeps the floor apart, and Check tells a writer whether it still holds
+// the shard (promises 29 to 32); an operator settles it (Settlement.Lost).
+// The README ("When the record is lost or set back") says what stays out
+// of reach.
 //
 // # Promises
 //

@@ -19,9 +19,9 @@ type EpochSource interface {
 	Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 }
 
-// StaticEpochSource is an EpochSource that returns the same epoch for every
-// shard, for a writer handed one fencing token by its control plane. Zero is
-// not an epoch and returns an error matching ErrInvalidArgument.
+// StaticEpochSource is an EpochSource of one epoch for every shard, a
+// fencing token its control plane handed the writer; zero is
+// ErrInvalidArgument.
 type StaticEpochSource uint64
 
 // Epoch implements EpochSource.
@@ -54,26 +54,21 @@ var ErrTermEnded = errors.New("writefence: term ended")
 
 // TermSource is an EpochSource over a control plane that hands out one token
 // per leadership term (a Kubernetes Lease's leaderTransitions, Consul's
-// LockIndex): Epoch returns term<<32 | n, n rising from 1 (promise 17). Seal
-// each shard with one of its epochs before pushing (Fence.Seal).
+// LockIndex): Epoch returns term<<32 | n, n rising from 1 (promise 17). Its
+// first epoch of a shard continues above the recorded epoch when that is of
+// this term by Writer, so a restarted process carries on; a record absent
+// or below what the Fence saw gives an *EpochRegressedError, ending nothing
+// (promise 30).
 //
-// The first epoch of a shard reads its record and continues above the
-// recorded epoch when that is of this term by Writer, so a process
-// restarted within its term carries on. A record absent or below what the
-// Fence saw of it gives an *EpochRegressedError, ending nothing, and the
-// next call reads again (promise 30).
-//
-// Term returns the term the caller holds now, or an error when it holds
-// none. It must hand one term to one leader (where a restart can leave a
-// live zombie, make every process start a new term), terms must rise across
-// leaders, and a term is 0 to 2^32-1 (else ErrTermEnded). The source ends
-// for good (ErrTermEnded) once Term reports another term or an error, or
-// once a shard's record is of a newer term or of this term by another
-// writer, or once the term's epochs run out; a new term needs a new
-// TermSource. A call whose own ctx ended ends nothing.
-//
-// A TermSource is safe for concurrent use; its calls are serialized. Set
-// the fields before the first call, and do not copy it after.
+// Term must return the term the caller holds now, 0 to 2^32-1, or an error
+// when it holds none; hand one term to one leader (where a restart can leave
+// a live zombie, start every process in a new term); and raise terms across
+// leaders. The source ends for good (ErrTermEnded) once Term reports
+// another term or an error, a shard's record shows a newer term or another
+// writer of this one, or the term's epochs run out: a new term needs a new
+// TermSource, which seals first. A call whose own ctx ended ends nothing.
+// A TermSource is safe for concurrent use; set its fields before the first
+// call, and do not copy it after.
 type TermSource struct {
 	// Fence reads the shards' records. Required.
 	Fence *Fence
@@ -95,10 +90,9 @@ type TermSource struct {
 var _ EpochSource = (*TermSource)(nil)
 
 // Epoch implements EpochSource (see TermSource). An ended source returns an
-// error matching ErrTermEnded, and, when a term function error ended it,
-// that error too. A failed read of the shard's record or an ended ctx
-// returns that error and no epoch; a record too damaged to show its epoch,
-// its *CorruptError.
+// error matching ErrTermEnded and, when Term's error ended it, that error;
+// a failed read of the record or an ended ctx returns its error, and a
+// record too damaged to show its epoch its *CorruptError.
 func (s *TermSource) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
 	key, err := s.check(plugin, shard)
 	if err != nil {

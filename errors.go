@@ -83,8 +83,7 @@ func (e *EpochRegressedError) Error() string {
 // Unwrap returns ErrEpochRegressed.
 func (e *EpochRegressedError) Unwrap() error { return ErrEpochRegressed }
 
-// InvalidArgumentError names the argument that was rejected and why.
-// It matches ErrInvalidArgument.
+// InvalidArgumentError is the detail of ErrInvalidArgument.
 type InvalidArgumentError struct {
 	Arg    string // the argument's name, e.g. "plugin" or "epoch"
 	Reason string // why it was rejected, lower case
@@ -101,8 +100,7 @@ func invalidArg(arg, format string, a ...any) error {
 	return &InvalidArgumentError{Arg: arg, Reason: fmt.Sprintf(format, a...)}
 }
 
-// StaleEpochError is the detail of a write refused by the strict-epoch
-// rule. It matches ErrStaleEpoch.
+// StaleEpochError is the detail of ErrStaleEpoch.
 type StaleEpochError struct {
 	Op             string // the refused call: "push", "update", "commit", "seal", "settle", "settle log" or "check"; empty prints as "push"
 	Key            string // the record's key
@@ -119,14 +117,13 @@ func (e *StaleEpochError) Error() string {
 // Unwrap returns ErrStaleEpoch.
 func (e *StaleEpochError) Unwrap() error { return ErrStaleEpoch }
 
-// WireError is the detail of a wire-identity refusal. It matches ErrWire.
-// Its message has one of two stable forms:
+// WireError is the detail of a wire-identity refusal; it matches ErrWire.
+// Its message is one of
 //
 //	writefence: wire: expected <identity> but <key> is absent
 //	writefence: wire: expected <identity> found <value>
 //
-// The found value comes last and escaped, so it cannot forge a field or a
-// log line; an empty one prints as "".
+// with the found value escaped, so that it cannot forge a log line.
 type WireError struct {
 	Key      string // the brand key or the record's key
 	Expected string // the configured identity
@@ -148,9 +145,8 @@ func (e *WireError) Error() string {
 // Unwrap returns ErrWire.
 func (e *WireError) Unwrap() error { return ErrWire }
 
-// OutcomeUnknownError reports a write whose result could not be learned:
-// it may or may not have landed. It matches ErrOutcomeUnknown and, through
-// Err, the cause (for example context.DeadlineExceeded or a network error).
+// OutcomeUnknownError reports a write that may or may not have landed. It
+// matches ErrOutcomeUnknown and, through Err, the cause.
 type OutcomeUnknownError struct {
 	Op    string // the write, as WriteEvent.Op names it
 	Key   string // the key written
@@ -188,8 +184,7 @@ var (
 	ErrTakeoverTimeout = errors.New("writefence: takeover timed out")
 )
 
-// LeaseHeldError is the detail of an Acquire refused because another holder
-// holds the lease. It matches ErrLeaseHeld.
+// LeaseHeldError is the detail of ErrLeaseHeld.
 type LeaseHeldError struct {
 	Name   string    // the lease's name (Lease.Name)
 	Key    string    // the lease record's key
@@ -206,12 +201,10 @@ func (e *LeaseHeldError) Error() string {
 // Unwrap returns ErrLeaseHeld.
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 
-// LeaseLostError is the detail of a lease its Lease held and lost: the
-// store records another term (a takeover) or no record. Every later Epoch,
-// Renew and Release returns it, and so does Fence.PushFrom through Epoch.
-// It matches ErrLeaseLost, and also ErrEpochRegressed when the record is
-// gone (NewTerm is 0) or at a lower term, which no takeover writes: see
-// Lease.Settle.
+// LeaseLostError is the detail of a lease lost to another term, or to no
+// record; every later Epoch, Renew and Release returns it. It matches
+// ErrLeaseLost, and ErrEpochRegressed when the record is gone or at a
+// lower term, which no takeover writes (see Lease.Settle).
 type LeaseLostError struct {
 	Name    string // the lease's name (Lease.Name)
 	Term    uint64 // the term the Lease held

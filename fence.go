@@ -29,8 +29,8 @@ type Fence struct {
 	// Store holds the records. Required.
 	Store ConditionalStore
 
-	// Identity is the wire identity of every record written and read (at
-	// most 255 bytes); empty means "writefence/v1".
+	// Identity is the records' wire identity, at most 255 bytes; empty
+	// means "writefence/v1".
 	Identity string
 
 	// Prefix is prepended to every key; empty means "writefence/". It ends
@@ -38,17 +38,15 @@ type Fence struct {
 	// ErrInvalidArgument), so that no prefix reaches into another's keys.
 	Prefix string
 
-	// Blobs holds the shards' blobs under the same Prefix: a store that
-	// declares BlobStore; nil means Store.
+	// Blobs is the BlobStore of the shards' blobs; nil means Store.
 	Blobs ConditionalStore
 
 	// MaxPayloadSize bounds a record's payload; zero means 64 MiB. The
 	// stores' read limit must exceed it by 4 KiB, as their default does.
 	MaxPayloadSize int64
 
-	// MaxAttempts bounds the attempts (read, decide, conditional write) of
-	// one write; zero means 10. A write whose every attempt conflicts
-	// returns an error matching ErrConflict.
+	// MaxAttempts bounds the attempts of one write; zero means 10. A write
+	// whose every attempt conflicts returns an error matching ErrConflict.
 	MaxAttempts int
 
 	// RetryDelay is the base of the jittered exponential back-off before
@@ -56,9 +54,9 @@ type Fence struct {
 	// in (0, min(RetryDelay<<(n-1), 500ms)].
 	RetryDelay time.Duration
 
-	// Probe runs Probe on Store before the first write and, if the store
-	// fails it, refuses every write with its *ProbeError. The verdict is
-	// kept; a failure to probe fails that write, and the next probes again.
+	// Probe runs Probe on Store before the first write, and refuses every
+	// write with its *ProbeError if the store fails. A failure to probe
+	// fails that write; the next probes again.
 	Probe bool
 
 	probe verdictOnce // the kept verdict of the probe
@@ -75,13 +73,11 @@ type Fence struct {
 	Observer func(ctx context.Context, e WriteEvent)
 
 	// KeepFloor keeps each shard's floor, the epoch of its last Seal or
-	// Settle, in a key of its own (Prefix + "_floor/" + plugin + "/" +
-	// shard), read by every write of the record (promise 31): a record
-	// absent or below it is refused (an *EpochRegressedError), and a Push,
-	// Update or Commit that finds neither record nor floor returns an
-	// error matching ErrNotFound, as only a Seal or a Settle creates a
-	// record; a damaged floor is ErrCorrupt. It costs a read per write and
-	// a write per seal. Set it on every Fence of the shards before the
+	// Settle, in a key of its own that every write reads (promise 31): a
+	// record absent or below it is refused (*EpochRegressedError), and as
+	// only a Seal or a Settle creates a record, a Push, Update or Commit
+	// that finds none returns an error matching ErrNotFound; a damaged
+	// floor is ErrCorrupt. Set it on every Fence of the shards before the
 	// first seal.
 	KeepFloor bool
 
@@ -128,19 +124,13 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 }
 
 // Update replaces the record of (plugin, shard) with next's result at
-// epoch, on behalf of writer, if and only if epoch is strictly greater than
-// the recorded epoch: a read-modify-write under the fence. The rules are
-// Push's, with the whole record read every time; the blobs the record
-// references are kept (promise 22).
-//
-// next gets the recorded payload (nil when the shard was never written) and
-// returns the payload to write; it is called again with the fresh payload
-// after a conflict, so it must depend on nothing but its argument. An error
-// from it is returned, and nothing is written. A record at this epoch by
-// this writer whose payload is the one next last produced in this call, or
-// one next returns unchanged, is this update, landed earlier: Update returns
-// nil without writing. So retrying an update whose reply was lost returns
-// nil if next is idempotent, and ErrStaleEpoch otherwise.
+// epoch, on behalf of writer, by Push's rules, reading the whole record;
+// its blob references are kept (promise 22). next gets the recorded payload
+// (nil when there is none) and is called again after a conflict, so it must
+// depend on nothing but its argument; its error is returned, writing
+// nothing. A record at this epoch by this writer whose payload is next's
+// last result, or one next leaves unchanged, is this update, landed:
+// Update returns nil, so a retry returns nil if next is idempotent.
 func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current []byte) ([]byte, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")

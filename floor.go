@@ -162,14 +162,12 @@ func (f *Fence) enterFloor(ctx context.Context, key, writer string, epoch uint64
 	return err
 }
 
-// Forget drops everything the Fence remembers of the record of (plugin,
-// shard), its version and the highest epoch it saw, so that its writes then
-// admit whatever the record holds, a lower epoch included: an operator's way
-// out of ErrEpochRegressed for a record set back on purpose. It writes
-// nothing and changes nothing for other Fences or the KeepFloor floor; to
-// give every Fence a floor above what was lost, settle the record instead
-// (Settlement.Lost). An invalid name returns an error matching
-// ErrInvalidArgument.
+// Forget drops what the Fence remembers of the record of (plugin, shard),
+// its version and the highest epoch it saw, so that its writes admit the
+// record as it is, a lower epoch included: an operator's way out of
+// ErrEpochRegressed for a record set back on purpose. It writes nothing and
+// changes no other Fence or floor (Settlement.Lost does). An invalid name
+// returns an error matching ErrInvalidArgument.
 func (f *Fence) Forget(plugin, shard string) error {
 	key, err := f.key(plugin, shard)
 	if err != nil {

@@ -111,8 +111,7 @@ const (
 	maxLeaseSeq  = 1<<leaseSeqBits - 1
 )
 
-// Shard names one shard of a plugin, as Fence.Push takes them: what Hold
-// seals.
+// Shard names a shard for Hold to seal.
 type Shard struct {
 	Plugin, Shard string
 }
@@ -328,17 +327,13 @@ func (l *Lease) stopHold(h *holding, cause error) {
 	<-h.done
 }
 
-// Acquire takes the lease and returns its term; a Lease that holds it renews
-// instead and keeps its term. Otherwise it reads the record and creates it at
-// term 1 when absent, or takes it over at the record's term + 1 when it is
-// expired, released, or this Lease value's own (an acquisition whose outcome
-// it could not learn). A record held, unexpired by this Lease's clock, by
-// another holder or by another Lease value of this Holder returns a
-// *LeaseHeldError (ErrLeaseHeld). A record that fails to decode returns a
-// *CorruptError and is never overwritten; one absent or at a term below the
-// highest this Lease value wrote or read returns an *EpochRegressedError, for
-// an operator to write back (Settle). Acquire starts nothing in the
-// background.
+// Acquire takes the lease and returns its term; a Lease that holds it
+// renews instead. An absent record is created at term 1; one expired,
+// released, or this Lease value's own (a lost reply) is taken over at its
+// term + 1. A record held, unexpired by this Lease's clock, by another
+// holder or Lease value returns a *LeaseHeldError; one that fails to decode,
+// a *CorruptError, never overwritten; one absent or below the highest term
+// this Lease value saw, an *EpochRegressedError (see Settle).
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	key, err := l.check()
 	if err != nil {
@@ -421,13 +416,11 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 }
 
 // Renew extends the lease by TTL from now, keeping its term, with a write
-// conditioned on the version this Lease last wrote (no read first); it
-// succeeds after the local expiry too, as long as nobody took the lease over.
-// If the store shows another term or no record, the Lease drops the lease and
-// Renew returns a *LeaseLostError (ErrLeaseLost; also ErrEpochRegressed when
-// the record is gone or at a lower term). A Lease that does not hold the
-// lease returns why (ErrLeaseLost). Any other error leaves the lease held
-// until its local expiry, so a retry may land.
+// conditioned on the version this Lease last wrote; it lands after the
+// local expiry too, if nobody took the lease over. A record of another
+// term, or none, drops the lease: Renew returns a *LeaseLostError. A Lease
+// that does not hold the lease returns why (ErrLeaseLost). Any other error
+// leaves the lease held until its local expiry, so a retry may land.
 func (l *Lease) Renew(ctx context.Context) error {
 	key, err := l.check()
 	if err != nil {
@@ -446,14 +439,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return l.rewrite(ctx, key, opLeaseRenew, term, false)
 }
 
-// Release gives the lease up: it ends the Hold in force, whose context is
-// then done with an error matching ErrLeaseLost (no Deposed context is
-// cancelled: releasing deposes nobody), and marks the record expired,
-// keeping its term, with a write conditioned on the version this Lease last
-// wrote, so the next acquisition takes term + 1 at once. The Lease stops
-// handing out epochs whatever the outcome; after an error other than
-// ErrLeaseLost the record may still show the lease held until its expiry. A
-// Lease that does not hold the lease returns why (ErrLeaseLost).
+// Release gives the lease up: it ends the Hold in force (its context then
+// matches ErrLeaseLost; no Deposed context ends, as releasing deposes
+// nobody) and marks the record expired at its term, with a write
+// conditioned on the version this Lease last wrote, so that the next
+// acquisition takes term + 1 at once. The Lease hands out no epoch after,
+// whatever the outcome (after an error, the record may show the lease held
+// until it expires). A Lease that does not hold the lease returns why
+// (ErrLeaseLost).
 func (l *Lease) Release(ctx context.Context) error {
 	key, err := l.check()
 	if err != nil {
@@ -485,14 +478,13 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Epoch implements EpochSource: a new epoch of the held term, term<<32 | n,
-// above every epoch it returned before, with no I/O but once per 2^32-1
-// epochs, to take the next term. The lease gates every shard its holder
-// writes; plugin and shard name the shard whose Deposed contexts end when
-// the lease is lost or expires. A Lease that lost the lease returns a
-// *LeaseLostError; one that does not hold it otherwise, an error matching
-// ErrLeaseLost; one whose local expiry has passed, no takeover known, an
-// error matching ErrLeaseExpired, and that ends the Hold in force and the
-// Deposed contexts of the shards it gates.
+// above every epoch it returned before, with no I/O but to take the next
+// term once per 2^32-1 epochs. The lease gates the shard named, whose
+// Deposed contexts end when the lease is lost or expires. A Lease that lost
+// the lease returns a *LeaseLostError, one that does not otherwise hold it
+// an error matching ErrLeaseLost, and one whose own clock passed the expiry,
+// no takeover known, an error matching ErrLeaseExpired, ending the Hold in
+// force.
 func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
 	for {
 		l.mu.Lock()
@@ -843,24 +835,21 @@ func (l *Lease) check() (string, error) {
 	return k, keyErr(err)
 }
 
-// Settle replaces the lease record at exactly version with a released
-// record at term (1 to 2^32-2), written under Holder's name, so that the
+// Settle replaces the lease record at exactly version (empty: none) with a
+// released record at term (1 to 2^32-2) under Holder's name, so that the
 // next acquisition takes term + 1 at once: an operator's way out of a lease
-// no Lease can take. For a record that fails to decode (Acquire's
-// *CorruptError names its version), term is the operator's assertion that
-// no higher term was granted, at least the term of the highest epoch a
-// gated shard records (RecordInfo.Epoch >> 32). For a holder gone for good,
-// term is the record's own or above, and version as InspectLease reports
-// it. For a record deleted or set back (ErrEpochRegressed), term is at least
-// the term the refusal says was seen, and version the record's now, or
-// empty when there is none.
+// no Lease can take. For a damaged record, or one deleted or set back, term
+// is the operator's assertion that no higher term was granted (at least the
+// term the refusal saw, and the term of the highest epoch a gated shard
+// records, RecordInfo.Epoch >> 32); for a holder gone for good, the
+// record's own term or above.
 //
 // It refuses, writing nothing: ErrNotFound when there is no record and
 // version is not empty, ErrConflict when the record has another version (or
 // exists, when version is empty), an *InvalidArgumentError for a term below
 // that of a record that decodes, and an *EpochRegressedError for a term
-// below one this Lease value saw. A retry whose reply was lost returns nil
-// once the record is this settle.
+// below one this Lease value saw. A retry of a lost reply returns nil once
+// the record is this settle.
 func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	key, err := l.check()
 	switch {

@@ -61,8 +61,8 @@ func (m *MemStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 	return data, o.version, nil
 }
 
-// PutIfVersion implements ConditionalStore. The comparison and the write
-// happen under one lock, which is what makes them atomic.
+// PutIfVersion implements ConditionalStore, comparing and writing under one
+// lock.
 func (m *MemStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -94,8 +94,7 @@ func (m *MemStore) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// List implements Lister, in lexical order. fn runs without the store's
-// lock held, so it may call the store.
+// List implements Lister, in lexical order; fn may call the store.
 func (m *MemStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	if err := ctx.Err(); err != nil {
 		return err

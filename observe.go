@@ -46,10 +46,9 @@ func (e WriteEvent) Outcome() string {
 	return outcome
 }
 
-// SlogObserver returns an Observer for Fence.Observer that logs every event
-// to l, stored bytes escaped: landed writes and retried races at debug
-// level, "wire", "corrupt", "stale", "lease" and "conflict" at warn level,
-// everything else at error level.
+// SlogObserver returns an Observer that logs every event to l, stored bytes
+// escaped: "landed" and "conflict-retried" at debug level, "wire",
+// "corrupt", "stale", "lease" and "conflict" at warn, the rest at error.
 func SlogObserver(l *slog.Logger) func(context.Context, WriteEvent) {
 	return func(ctx context.Context, e WriteEvent) {
 		outcome, level := classify(e)

@@ -43,14 +43,12 @@ func (i RecordInfo) horizon() int64 {
 	return i.Horizon.UnixNano()
 }
 
-// Inspect reads the record of (plugin, shard) once and describes it, with
-// the version of exactly the bytes it decoded: what an operator looks at
-// before settling. It is Latest with more detail, the same brand check and
-// the same errors, and as much of the description as the read allowed: on
-// ErrCorrupt, Key and Version (what Settle needs), Identity, Epoch and
-// Writer when the header still decodes, and Blobs when the references
-// decode too (what a settle keeps); on ErrWire, the whole record. The epoch
-// it reads counts as seen by the Fence (see Forget).
+// Inspect is Latest with what an operator looks at before settling: the
+// record's version of exactly the bytes decoded, its identity, references,
+// tenure floor and horizon. On ErrCorrupt it still returns Key and Version
+// (what Settle needs), and Identity, Epoch and Writer when the header
+// decodes, and Blobs when the references do; on ErrWire, the whole record.
+// The epoch it reads counts as seen by the Fence (see Forget).
 func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
 	key, err := f.key(plugin, shard)
 	if err != nil {

@@ -16,10 +16,9 @@ import (
 // fencing over it is a no-op. It is final; the detail is a *ProbeError.
 var ErrUntrustedStore = errors.New("writefence: untrusted store")
 
-// ProbeError is the verdict of a failed probe: the store did not do what
-// Check requires. It matches ErrUntrustedStore and, through Err, what the
-// store did instead (an unexpected error, or a description of a write or a
-// read that should not have happened).
+// ProbeError is a failed probe's verdict: the store did not do what Check
+// requires. It matches ErrUntrustedStore and, through Err, what the store
+// did instead.
 type ProbeError struct {
 	Check string // the check that failed, e.g. "stale update is refused"
 	Key   string // the scratch key the check ran on

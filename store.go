@@ -27,10 +27,9 @@ type StoreOptions struct {
 	// 10,000 parts (about 156 GiB at 16 MiB).
 	BlobPartSize int64
 
-	// ReadOnly (directory) opens an existing store for reading only: it
-	// creates nothing, takes no lock and needs no write permission; every
-	// write returns an error matching fs.ErrPermission, and a directory
-	// that holds no store one matching fs.ErrNotExist.
+	// ReadOnly (directory) opens an existing store, needing no write
+	// permission: a write returns an error matching fs.ErrPermission, and
+	// opening a directory that holds no store one matching fs.ErrNotExist.
 	ReadOnly bool
 
 	// Script (Valkey) writes in one round trip, a staged value moved by a
@@ -99,20 +98,18 @@ type ConditionalStore interface {
 	PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (newVersion string, err error)
 }
 
-// Capable is implemented by a store that declares its optional capabilities
-// as its own, so that the helpers (GetPrefix, PutParts, PutIfBranded,
-// StatBlobs, DeleteBlobs, WriteBlob) use them:
+// Capable is implemented by a store that declares its optional
+// capabilities as its own, for the helpers (GetPrefix, PutParts,
+// PutIfBranded, StatBlobs, DeleteBlobs, WriteBlob) to use:
 //
 //	func (s *MyStore) Capabilities() writefence.ConditionalStore { return s }
 //
-// Any other store is used through its core methods alone. A wrapper that
-// embeds a Capable store inherits a Capabilities that returns the embedded
-// store, so its own Get and PutIfVersion stay in every path; a wrapper that
-// declares capabilities itself must give each the behaviour of the methods
-// it overrides.
+// A wrapper that embeds a Capable store inherits a Capabilities that names
+// the embedded store, so the wrapper is used through its own Get and
+// PutIfVersion alone, unless it declares capabilities that behave as they
+// do.
 type Capable interface {
-	// Capabilities returns the store whose capabilities are declared: the
-	// receiver itself.
+	// Capabilities returns the receiver itself.
 	Capabilities() ConditionalStore
 }
 
@@ -142,13 +139,10 @@ func sameStore(a, b ConditionalStore) bool {
 // PrefixReader is an optional capability of a ConditionalStore: reading the
 // start of an object without its rest, as a Fence reads a record's header.
 type PrefixReader interface {
-	// GetPrefix returns the first n bytes stored at key (all of them when
-	// the object is shorter), the object's total size, and the version
-	// token of the whole object, all from one server response: the
-	// version, size and leading bytes a Get at that moment would return.
-	// Errors are as for Get, damage in place included, except the damage a
-	// store that checks a bounded part of its objects may miss (see
-	// ConditionalStore.PutIfVersion); n is at least 1.
+	// GetPrefix returns the first n (at least 1) bytes stored at key, the
+	// object's size and its version, from one server response: what a Get
+	// at that moment would return. Errors are as for Get, damage included
+	// but for what a bounded check misses (see ConditionalStore).
 	GetPrefix(ctx context.Context, key string, n int64) (prefix []byte, size int64, version string, err error)
 }
 
@@ -174,9 +168,7 @@ func GetPrefix(ctx context.Context, s ConditionalStore, key string, n int64) (pr
 // stored as their concatenation without joining them in memory.
 type PartsPutter interface {
 	// PutPartsIfVersion is PutIfVersion of the concatenation of parts,
-	// with the same contract: the same preconditions, errors and version
-	// tokens as PutIfVersion of the joined bytes. It must not read the
-	// parts after it returns.
+	// with the same contract; it must not read parts after it returns.
 	PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, expectVersion string) (newVersion string, err error)
 }
 
@@ -201,28 +193,24 @@ func joinParts(parts [][]byte) []byte {
 	return bytes.Join(parts, nil)
 }
 
-// BrandedPutter is an optional capability of a ConditionalStore: a
-// conditional write that also depends on the store's brand key, checked in
-// the same atomic step, as a Fence whose Brand is BrandVerifyAlways writes.
+// BrandedPutter is an optional capability of a ConditionalStore: a write
+// checked against the store's brand key in its own atomic step.
 type BrandedPutter interface {
-	// PutIfBranded is PutPartsIfVersion of parts at key, with the same
-	// contract, that lands only if brandKey holds exactly identity when it
-	// lands; key is never brandKey. An absent brand key is refused with a
-	// *WireError whose Absent is set, another value with a *WireError
-	// naming it, writing nothing; when the version precondition fails too,
-	// either refusal may be returned. A store that cannot read brandKey in
-	// the atomic step of a write of key (a Valkey cluster, for keys in
-	// different hash slots) refuses with an error matching
-	// errors.ErrUnsupported, writing nothing.
+	// PutIfBranded is PutPartsIfVersion of parts at key (never brandKey)
+	// that lands only if brandKey holds exactly identity. An absent brand
+	// is refused with a *WireError whose Absent is set, another value with
+	// a *WireError naming it; either refusal may come when the version
+	// fails too. A store that cannot read brandKey in the write's atomic
+	// step (a Valkey cluster, across slots) returns an error matching
+	// errors.ErrUnsupported. Every refusal writes nothing.
 	PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expectVersion string) (newVersion string, err error)
 }
 
-// PutIfBranded writes parts at key as PutParts does, if and only if
-// brandKey holds exactly identity: in the write's own atomic step through
-// s's BrandedPutter when s declares it (see Capable), else by a Get of
-// brandKey first, which leaves a gap in which a re-brand goes unseen. A
-// brand absent or of another value is refused with a *WireError, writing
-// nothing.
+// PutIfBranded is PutParts if and only if brandKey holds exactly identity,
+// checked in the write's atomic step through s's BrandedPutter when s
+// declares it (see Capable), else by a Get of brandKey first, which leaves a
+// gap for a re-brand. A brand absent or of another value is refused with a
+// *WireError, writing nothing.
 func PutIfBranded(ctx context.Context, s ConditionalStore, brandKey, identity, key string, parts [][]byte, expectVersion string) (newVersion string, err error) {
 	if key == brandKey {
 		return "", invalidArg("key", "%s is the brand key", esc(key))
@@ -247,12 +235,10 @@ func PutIfBranded(ctx context.Context, s ConditionalStore, brandKey, identity, k
 // assertion: an unconditional delete, for scratch keys and operators'
 // tools. The fence never deletes a record.
 type Deleter interface {
-	// Delete removes key, whatever its version, damage in place included.
-	// Deleting a key that does not exist is not an error. Any failure is
-	// returned wrapped and never matches ErrNotFound or ErrConflict; a
-	// later Get of a deleted key matches ErrNotFound, and a version
+	// Delete removes key, whatever its version or damage; a missing key is
+	// not an error, and no failure matches ErrNotFound or ErrConflict. A
 	// token returned before the delete never names other contents after
-	// it, when the key is written again.
+	// the key is written again.
 	Delete(ctx context.Context, key string) error
 }
 
@@ -260,10 +246,9 @@ type Deleter interface {
 // assertion: listing keys by prefix, for operators' tools. The fence never
 // lists.
 type Lister interface {
-	// List calls fn once with each key that starts with prefix. A key
-	// written or deleted while the listing runs may or may not be listed.
-	// When fn returns an error List stops and returns it; cancelling ctx
-	// stops it with ctx's error.
+	// List calls fn once with each key that starts with prefix (a key
+	// written or deleted meanwhile may be missed); fn's error or ctx's
+	// ends it and is returned.
 	List(ctx context.Context, prefix string, fn func(key string) error) error
 }
 
@@ -285,15 +270,12 @@ var (
 	ErrCorrupt = errors.New("writefence: corrupt record")
 )
 
-// StoreError records a store operation that failed and the key it was on,
-// as fs.PathError does for a path: every adapter returns its failures as a
-// *StoreError, refused preconditions and damage in place (a *CorruptError)
-// included, except a done context's own error, the error of a List's fn and
-// a brand's *WireError, which are returned as they are. Err reaches, through
-// errors.Is and errors.As, the sentinel the adapter classified the failure
-// as (ErrNotFound, ErrConflict, ErrTooLarge, ErrOutcomeUnknown,
-// fs.ErrPermission, errors.ErrUnsupported...), the client's own error
-// (minio.ErrorResponse, *googleapi.Error, a redis error...), or both.
+// StoreError records a failed store operation and its key, as fs.PathError
+// does a path: every adapter returns its failures as a *StoreError, except
+// a done ctx's error, a List fn's error and a brand's *WireError. Err
+// reaches, by errors.Is and errors.As, the sentinel the adapter classified
+// the failure as (ErrConflict, fs.ErrPermission...), the client's own error
+// (a minio.ErrorResponse...), or both.
 type StoreError struct {
 	Op  string // the store and the operation, e.g. "s3 put" or "valkey get"
 	Key string // the key operated on; empty for an operation on no key
@@ -318,11 +300,9 @@ type CorruptError struct {
 	Version string // the store's version token of the corrupt record
 	Check   string // the check that failed, e.g. "header checksum"
 
-	// Head, from a store that found damage in place by its own check, is
-	// the start of the damaged data when the store could still locate it:
-	// as much as the store read, up to its read limit, and at least 4096
-	// bytes when a read of the whole object found the damage. A Fence
-	// decodes the record's header and references from it.
+	// Head is the start of bytes a store found damaged in place, when it
+	// could locate them (at least 4096 bytes when it read the whole
+	// object): a Fence decodes the header and references from it.
 	Head []byte
 }
 

@@ -80,17 +80,12 @@ var _ Capable = (*minioStore)(nil)
 func (s *minioStore) Capabilities() ConditionalStore { return s }
 
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
-// which must exist, using the caller's client. The server must implement S3
-// conditional writes (If-None-Match: * and If-Match: "etag"), as AWS S3 and
-// MinIO do; some S3-compatible services ignore the headers, which makes
-// every write unconditional, so probe a server before trusting it (Probe).
-//
-// A record is sent as one PUT of its exact length (up to 5 GiB) carrying its
-// MD5 and its signed SHA-256, never aws-chunked, so that a server that
-// requires a length or cannot decode aws-chunked bodies takes it. A
-// conditional PUT is sent once, without the SDK's retries: a retry of a
-// write that landed would be refused by its own precondition and reported
-// as a conflict. Reads are retried as the client is configured.
+// which must exist, using the caller's client. The server must honour
+// If-None-Match: * and If-Match: "etag" on a PUT, as AWS S3 and MinIO do;
+// some S3-compatible services ignore them, so probe a server first (Probe).
+// A record is one PUT of its exact length (up to 5 GiB) with its MD5 and
+// signed SHA-256, never aws-chunked, sent once: a retry of a PUT that landed
+// would fail its own precondition. Reads are retried as the client says.
 func NewMinioConditionalStore(client *minio.Client, bucket string, opts *StoreOptions) ConditionalStore {
 	return newMinioStore(client, bucket, opts)
 }
