@@ -318,9 +318,11 @@ func (s *valkeyStore) Capabilities() ConditionalStore { return s }
 // WATCH, UNWATCH, MULTI and EXEC on the keys; with Script, EVAL, EVALSHA,
 // GET and EXISTS, and SET, UNLINK, RENAME and PERSIST on "writefence/_put/*";
 // with WaitReplicas, WAIT and SET on "writefence/_wait" (on a cluster
-// "writefence/_wait{*}"); on a cluster, CLUSTER SLOTS. A script retried
-// after its reply was lost recognises its own write; a transaction is never
-// retried on another connection.
+// "writefence/_wait{*}"); on a cluster, CLUSTER SLOTS.
+//
+// Retries follow the client's options (MaxRetries). A script retried after
+// its reply was lost recognises its own write and reports success; a
+// transaction is never retried on another connection.
 func NewValkeyConditionalStore(client redis.UniversalClient, opts *StoreOptions) ConditionalStore {
 	return newValkeyStore(client, opts)
 }
