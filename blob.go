@@ -78,34 +78,28 @@ func newRefs(current, next []BlobRef) []BlobRef {
 	return added
 }
 
-// BlobStore is an optional capability of a ConditionalStore: blobs,
-// immutable objects of any size, streamed in and out. A Fence uses it
-// only when the store declares it (Capable), as for every capability.
+// BlobStore is an optional capability of a ConditionalStore, used when the
+// store declares it (Capable): immutable blobs of any size, streamed.
 type BlobStore interface {
 	// CreateBlob writes what r yields, to its end, as the blob at key,
-	// holding no more than a part of it in memory at once, and returns the
-	// blob's info once it is durable. A key that exists is refused with an
-	// error matching ErrConflict where the store can tell on the call it
-	// uses (every key a Fence creates holds a random id and is new, so a
-	// store that cannot tell need not), as a *StoreError naming the key.
-	// An error from r fails the call with an error that matches it, and no
-	// blob is left at key. The info's Modified agrees with what StatBlob
-	// and ListBlobs report for the blob.
+	// holding at most one part in memory, and returns its info once it is
+	// durable. An existing key is refused with a *StoreError matching
+	// ErrConflict where the store can tell (a Fence creates new keys
+	// only). An error from r fails the call with an error matching it, and
+	// leaves no blob at key.
 	CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error)
 
 	// OpenBlob returns a reader of the whole blob at key, from one
-	// response, and its info. A missing key returns an error matching
-	// ErrNotFound.
+	// response, and its info; a missing key is ErrNotFound.
 	OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error)
 
-	// StatBlob returns the info of the blob at key; a missing key returns
-	// an error matching ErrNotFound.
+	// StatBlob returns the info of the blob at key; a missing key is
+	// ErrNotFound. Every method reports the same Modified for a blob.
 	StatBlob(ctx context.Context, key string) (BlobInfo, error)
 
 	// ListBlobs calls fn with the info of each blob whose key starts with
-	// prefix, in no particular order; a blob created or deleted while it
-	// runs may or may not be listed. An error from fn stops it and is
-	// returned; cancelling ctx stops it with ctx's error.
+	// prefix, in any order (a blob created or deleted meanwhile may be
+	// missed); fn's error or ctx's ends it and is returned.
 	ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error
 
 	// DeleteBlob removes the blob at key; a missing key is not an error.
@@ -138,20 +132,14 @@ func (f *Fence) blobs() (BlobStore, error) {
 	return nil, fmt.Errorf("writefence: the blob store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
 }
 
-// PutBlob streams r, to its end, into a new blob of (plugin, shard)
-// written by writer at epoch, and returns its reference, to be committed in
-// the shard's manifest (Commit). Memory is bounded by the store's part
-// size, whatever the blob's size. The blob is harmless until a commit
-// references it: a reader never sees it, and Collect deletes it once it
-// can never be committed. It passes the probe verdict and the brand, as
-// every write does, and the Observer sees it (Op "blob"). Unlike the
-// record's writes it is made once, never retried: r cannot be read
-// twice. On an error, put the blob again (a new name); a failed upload
-// leaves at most an unreferenced blob, which Collect deletes.
-//
-// A blob whose epoch is below the tenure floor of the recorded manifest
-// can never be committed (see Commit); PutBlob does not read the manifest
-// to refuse it early, so a deposed writer's upload costs only itself.
+// PutBlob streams r, to its end, into a new blob of (plugin, shard) by
+// writer at epoch, through WriteBlob, and returns its reference for Commit.
+// It holds one part of the blob in memory. No reader sees the blob before a
+// commit references it, and Collect deletes it once it can never be. It
+// passes the probe verdict and the brand and tells the Observer (Op
+// "blob"), but makes one attempt (promise 6): r cannot be read twice. On
+// an error, put the blob again (a new name); a failed upload leaves at
+// most an unreferenced blob, which Collect deletes. It reads no manifest.
 func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch uint64, r io.Reader) (ref BlobRef, err error) {
 	if _, err := f.newUpdate(opBlob, plugin, shard, writer, epoch); err != nil {
 		return BlobRef{}, err
@@ -205,39 +193,23 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 }
 
 // Commit replaces the manifest of (plugin, shard) with next's result at
-// epoch, on behalf of writer: Update for a record that references blobs.
-// next gets the recorded manifest (empty when the shard was never written)
-// and returns the new one; the rules are Update's, and in addition every
-// blob the new manifest references that the recorded one does not must:
+// epoch, on behalf of writer: Update for a record that references blobs,
+// with next given the recorded manifest (empty when the shard was never
+// written). Every blob the new manifest references that the recorded one
+// does not must (promise 20) have been written by writer at an epoch not
+// above the commit's and not below the tenure floor, else an error matching
+// ErrInvalidArgument; and must exist with the size referenced, created at
+// or after the record's collection horizon, when the commit decides
+// (checked with StatBlobs), else ErrNotFound (ErrInvalidArgument for
+// another size).
 //
-//   - have been written by writer (its name says so), at an epoch not
-//     above the commit's and not below the tenure floor (below), else an
-//     error matching ErrInvalidArgument;
-//   - exist, with the size its reference gives, when the commit decides,
-//     else an error matching ErrNotFound (ErrInvalidArgument for another
-//     size).
-//
-// The blobs are checked between the commit's read and its write: on a
-// store whose listing is consistent (ConsistentBlobLister: S3, GCS,
-// MemStore), the blobs of each epoch that two or more of them were
-// written at with one listing (one request for a thousand blobs), unless
-// the record references so many blobs of that epoch already that the
-// listing would run over its budget (max(1000, 2 × the new ones)) before
-// it showed them; elsewhere, and for a blob a listing did not show, with
-// StatBlob, 16 at a time. A failure to read is retried as the record's
-// read is.
-//
-// The tenure floor: a manifest records the epoch at which its writer's
-// tenure began. A commit by another writer than the recorded one starts a
-// tenure above every epoch recorded before it (the recorded epoch + 1); a
-// commit by the same writer keeps the floor. So a blob written before a
-// writer change can never be committed after it: a deposed writer's blobs
-// are unreachable for good, and Collect deletes them at once. Writer names
-// must be unique among the processes that write a shard, as for a Lease.
-//
-// The manifest is written in record format version 3, which readers of
-// earlier versions refuse (they fail closed). Once a shard holds such a
-// record, Push and Seal keep its tenure floor.
+// The tenure floor is where the writer's tenure began: a commit by another
+// writer than the recorded one starts a tenure at the recorded epoch + 1,
+// and a Seal or a Settle one at its own epoch (promise 21), so a deposed
+// writer's blobs can never be committed. Writer names must be unique among
+// the processes that write a shard. The manifest, and every later record of
+// the shard, is a stream's record (format version 3 or 4), which older
+// readers refuse.
 func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current Manifest) (Manifest, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")
@@ -257,16 +229,12 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 }
 
 // OpenBlob opens the blob name of (plugin, shard) if and only if the
-// recorded manifest references it, and returns a reader of its bytes and
-// its reference. A blob the manifest does not reference is ErrNotFound,
-// whether it exists or not: a reader that follows the record never sees a
-// blob no admitted commit referenced. The reader checks the bytes against
-// the reference as they stream: more bytes, fewer, or other bytes than the
-// reference says end the read with an error matching ErrCorrupt, returned
-// by the read that would bring the last byte, with none of that read's
-// bytes: a caller trusts the bytes once it has read the reference's size
-// without an error (io.ReadFull) or read to io.EOF. The record is
-// read as Latest reads it, with the same brand check and errors.
+// recorded manifest, read as Latest reads it, references it (else
+// ErrNotFound), and returns a reader of its bytes and its reference. More,
+// fewer or other bytes than the reference says end the read with an error
+// matching ErrCorrupt, returned by the read that would bring the last byte
+// and with none of its bytes: the bytes are checked once the reference's
+// size was read without an error (io.ReadFull) or the read reached io.EOF.
 func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.ReadCloser, BlobRef, error) {
 	info, err := f.Inspect(ctx, plugin, shard)
 	if err != nil {
@@ -373,23 +341,18 @@ func (c *checkedBlob) Close() error { return c.rc.Close() }
 // GCOptions are the settings of one Collect.
 type GCOptions struct {
 	// Grace is how old an unreferenced blob of the current tenure must be,
-	// by the blob store's own clock, before Collect deletes it; zero means
-	// 24 hours. It bounds how long a writer may take from the start of an
-	// upload to the commit that references it: a commit that takes longer
-	// is refused (ErrNotFound), never left referencing a deleted blob.
+	// by the blob store's clock, before Collect deletes it; zero means 24
+	// hours. A commit of it later than that after its upload began is
+	// refused (ErrNotFound).
 	Grace time.Duration
 
-	// DryRun makes Collect report what it would delete and delete nothing
-	// (and write nothing).
+	// DryRun reports what Collect would delete, and writes nothing.
 	DryRun bool
 
-	// RecordGone says that the shard's record was removed on purpose and
-	// no writer writes the shard any more: Collect then deletes every blob
-	// of the shard. Without it, Collect refuses a shard that has no record
-	// (ErrNotFound), and deletes nothing: a Fence pointed at another store
-	// or prefix than its writers', or a record lost, must not cost the
-	// blobs that may be all that is left of the shard. With it, a shard
-	// that has a record is refused (ErrInvalidArgument).
+	// RecordGone says that the shard's record was removed on purpose:
+	// Collect then deletes every blob of the shard, and refuses a shard
+	// that has a record (ErrInvalidArgument). Without it, a shard with no
+	// record is refused (ErrNotFound), as its blobs may be all that is left.
 	RecordGone bool
 }
 
@@ -404,74 +367,28 @@ type GCReport struct {
 }
 
 // Collect deletes the blobs of (plugin, shard) that no manifest can
-// reference, and reports what it found. The rule, applied to each blob
-// that the recorded manifest does not reference:
+// reference, and reports what it found. It never deletes a referenced blob;
+// it deletes at once a blob that can never be committed (written below the
+// manifest's tenure floor, by another writer at an epoch not above the
+// manifest's, or before the record's collection horizon), so a deposed
+// writer's blobs go as soon as its successor commits or seals; and any other
+// only once it is older than opts.Grace by the blob store's clock, after
+// raising the record's collection horizon to that age in a write that
+// changes nothing else (Op "collect"). A commit newly references only blobs
+// created at or after the horizon, so no pause makes a manifest reference a
+// deleted blob (promise 24). On S3 a multipart blob is dated by its
+// upload's start; a blob with no creation time is older than any grace.
 //
-//   - a blob that can never be committed is deleted at once: one written
-//     at an epoch below the manifest's tenure floor, or by another writer
-//     than the manifest's at an epoch not above the manifest's (its writer
-//     could only commit it in a tenure of its own, which would begin above
-//     that epoch; see Commit), or one created before the record's
-//     collection horizon. So a deposed writer's blobs are collected as
-//     soon as its successor has committed or sealed;
-//   - any other unreferenced blob, which a writer of the current tenure
-//     may yet commit, is deleted only once it is older than opts.Grace by
-//     the blob store's own clock (its creation time against the time the
-//     store gives a fresh blob Collect creates first, in the reserved
-//     space), and only after Collect has raised the record's collection
-//     horizon to that age: one conditional write of the record that
-//     changes nothing else (its epoch, writer, payload and references stay
-//     as they are; the Observer sees it as Op "collect"). A commit
-//     newly references only blobs created at or after the horizon of the
-//     record it replaces, and a commit that raced the horizon's write
-//     conflicts with it and decides again on the record that carries it.
-//     So no commit can land a reference to a blob Collect deletes,
-//     whatever either of them is paused for: the grace decides how long a
-//     writer has to commit a blob, never whether a referenced blob
-//     exists.
-//
-// The blob's creation time is what its store reports: on S3 a multipart
-// upload's object carries the time the upload began, so there the grace
-// counts from the start of the upload, and must exceed the longest upload
-// and its commit. A blob whose store gives it no creation time (the zero
-// time) is older than any grace: the first pass that sees it unreferenced
-// raises the horizon past it and deletes it, and no commit references it
-// after that; so Collect stays safe for references, not for uploads in
-// flight: use a blob store that reports creation times.
-//
-// A referenced blob is never deleted. After a pass the blobs left are the
-// referenced ones and those within the grace rule. A corrupt manifest, or
-// one of another identity, is refused (ErrCorrupt, ErrWire) and nothing is
-// deleted: Collect fails closed; so is a shard with no record (see
-// GCOptions.RecordGone). Damage the blob store's listing reports (a blob
-// file of the directory store whose key cannot be read) stops nothing:
-// Collect deletes what it can name and judge, never what it cannot, and
-// then returns the report with that damage (ErrCorrupt). It is safe to run
-// from any number of processes at once: each deletes only what no
-// manifest can reference, by rules that only ever widen. It passes the
-// probe verdict and the brand, as a write does.
-//
-// The deletes rely on the record Collect read: right before each batch of
-// them Collect reads the record again, and deletes nothing more once it
-// no longer holds that tenure (the record gone, set back to a lower
-// epoch, tenure floor or collection horizon, damaged): an
-// *EpochRegressedError, as when the record Collect first reads is absent
-// or below what its Fence saw of it. A shard retired with
-// GCOptions.RecordGone must still have no record. A record that moved on
-// (a later commit, seal or settle) only widens the rules.
-//
-// A pass lists the shard's blob space once (ListBlobs) and deletes in
-// batches through DeleteBlobs: on a store that declares a
-// BlobBatchDeleter, a batch is up to 10,000 blobs (ten of S3's
-// DeleteObjects requests of 1,000 keys); elsewhere up to 100 blobs, one
-// DeleteBlob each. Of a
-// batch that fails part way, the blobs the store reports deleted are in
-// the report.
-//
-// A record write stuck on the server (an S3 server that holds a key's
-// lock while a paused client's upload of it is in flight) holds Collect's
-// read or write of that record as long: Collect deletes nothing meanwhile,
-// and returns when ctx ends.
+// It deletes nothing on a corrupt record (ErrCorrupt), one of another
+// identity (ErrWire), a shard with no record (see GCOptions.RecordGone), or
+// a record absent or below what the Fence saw (ErrEpochRegressed). Before
+// each batch of deletes (up to 10,000 blobs on a store that declares
+// BlobBatchDeleter, else 100) it reads the record again and stops once the
+// record no longer holds the tenure it judged by (promise 32). Damage its
+// listing reports stops nothing: Collect deletes what it can judge and
+// returns ErrCorrupt with the report, which also lists what a failed
+// batch did delete. It passes the probe verdict and the
+// brand, and is safe to run from many processes at once.
 func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (GCReport, error) {
 	var report GCReport
 	key, err := f.key(plugin, shard)

@@ -6,25 +6,20 @@ import (
 	"fmt"
 )
 
-// BlobBatchDeleter is an optional capability of a BlobStore: deleting
-// many blobs in few requests (S3's DeleteObjects takes 1,000 keys a
-// request). Collect deletes through DeleteBlobs, which uses it only when
-// the store declares it (Capable).
+// BlobBatchDeleter is an optional capability of a BlobStore, used through
+// DeleteBlobs: deleting many blobs in few requests (S3: 1,000 a request).
 type BlobBatchDeleter interface {
-	// DeleteBlobs removes the blobs at keys, as DeleteBlob removes each:
-	// a missing key is not an error. It returns the keys it removed or
-	// found missing, in any order. When it could not remove them all it
-	// also returns an error, a *StoreError naming one of the keys left (or
-	// a done context's own error); a key it does not return may or may
-	// not be gone.
+	// DeleteBlobs removes the blobs at keys as DeleteBlob does, and
+	// returns the keys removed or found missing, in any order; when some
+	// are left, also a *StoreError naming one (or ctx's error). A key it
+	// does not return may or may not be gone.
 	DeleteBlobs(ctx context.Context, keys []string) (deleted []string, err error)
 }
 
-// DeleteBlobs removes the blobs at keys through s's BlobBatchDeleter when
-// s declares it (see Capable), else with DeleteBlob of each key in turn,
-// stopping at the first failure. It returns the keys removed or found
-// missing and, when some are left, the error that left them; a key it
-// does not return may or may not be gone. Collect deletes through it.
+// DeleteBlobs removes the blobs at keys through s's BlobBatchDeleter when s
+// declares it (see Capable), else with DeleteBlob of each in turn up to the
+// first failure, and returns the keys removed or found missing and the error
+// that left the others. Collect deletes through it.
 func DeleteBlobs(ctx context.Context, s ConditionalStore, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil

@@ -13,20 +13,14 @@ import (
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// ConsistentBlobLister is an optional capability of a BlobStore: a listing
-// a Commit can check its new blobs by, one request for a thousand blobs on
-// S3 and GCS where a StatBlob costs one each. A Fence uses it only when
-// the store declares it (Capable), through StatBlobs.
+// ConsistentBlobLister is an optional capability of a BlobStore, used
+// through StatBlobs: a listing a Commit can check its new blobs by, one
+// request a thousand blobs on S3 and GCS.
 type ConsistentBlobLister interface {
-	// ListBlobsConsistent is ListBlobs, with the same errors, and in
-	// addition lists every blob whose CreateBlob returned before the call
-	// began, and no blob whose DeleteBlob returned before it began (a
-	// blob created or deleted while it runs may or may not be listed),
-	// each with the Size StatBlob gives and a Modified that agrees with
-	// StatBlob's as ListBlobs' does. AWS S3, MinIO, GCS and Azure list
-	// that way; a store whose listing may lag behind its writes
-	// (eventually consistent listings, a cache in front of the listing)
-	// must not declare it.
+	// ListBlobsConsistent is ListBlobs, that also lists every blob whose
+	// CreateBlob returned before the call began and no blob whose
+	// DeleteBlob did, with StatBlob's Size and Modified. A store whose
+	// listing may lag behind its writes must not declare it.
 	ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error
 }
 
@@ -46,16 +40,12 @@ const statWorkers = 16
 // errListBudget stops a listing that ran over more blobs than it pays to.
 var errListBudget = errors.New("writefence: listing over its budget")
 
-// StatBlobs returns the info of each blob of keys that exists, by key, as
-// StatBlob gives it; a key it does not return has no blob (StatBlob's
-// ErrNotFound). Every key starts with one of prefixes. On a store that
-// declares ConsistentBlobLister (see Capable), each prefix that two or
-// more of the keys share is listed once with ListBlobsConsistent, over at
-// most max(1000, 2 × its keys) blobs, and a key the listings did not show
-// is checked with StatBlob; on any other store every key is checked with
-// StatBlob. The StatBlobs run 16 at a time. The first failure of a
-// listing or of a StatBlob (other than ErrNotFound) ends the call and is
-// returned.
+// StatBlobs returns, by key, the info StatBlob gives of each blob of keys
+// that exists; every key starts with one of prefixes. On a store that
+// declares ConsistentBlobLister (see Capable), a prefix two or more keys
+// share is listed once, over at most max(1000, 2 × its keys) blobs; the
+// other keys are checked with StatBlob, 16 at a time. The first failure
+// other than ErrNotFound ends the call. Commit checks its new blobs with it.
 func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string) (map[string]BlobInfo, error) {
 	return statBlobs(ctx, s, prefixes, keys, nil)
 }

@@ -44,60 +44,38 @@ import (
 // returned wrapped, is never reported as a refusal or as "absent", and may
 // be retried by the caller; a cancelled or expired ctx is returned as is.
 
-// BrandMode says when a Fence checks the store's brand. The zero value
-// checks none; the record-level identity (Fence.Identity) is checked on
-// every write whatever the mode.
-//
-// Which to use:
-//
-//   - BrandVerify when the store is branded by a separate step
-//     (Fence.ClaimBrand at deploy time, or the command's brand install):
-//     writers never write the brand and refuse a store nobody branded. One
-//     read per Fence.
-//   - BrandClaim when writers create their stores themselves: the first
-//     writer to start brands an empty store, the others accept it. One read
-//     per Fence, plus one create-only write and one read on an empty store.
-//   - BrandVerifyAlways when a store can be re-branded while writers run (a
-//     migration to another format) and old writers must stop at their next
-//     write rather than at their next start. Every write checks the
-//     brand: on a store that declares BrandedPutter (Valkey) the
-//     brand is checked inside the write's own atomic step, with no gap
-//     between the check and the write and no extra round trip; on any
-//     other store the Fence reads the brand key right before every write
-//     (and before every Latest), a read that is retried as reads are, and
-//     a re-brand between that read and the write lets that one write land.
+// BrandMode says when a Fence checks the store's brand; the zero value
+// never. A record's own identity is checked on every write whatever the
+// mode.
 type BrandMode int
 
 // The brand modes.
 const (
-	// BrandVerify verifies the brand before the Fence's first write or
-	// Latest, and keeps a pass or a refusal for the Fence's lifetime.
+	// BrandVerify, for a store branded by a separate step (ClaimBrand at
+	// deploy time, "writefence brand install"), verifies the brand before
+	// the Fence's first write or Latest and keeps the verdict.
 	BrandVerify BrandMode = iota + 1
 
-	// BrandClaim claims the brand (see ClaimBrand) before the Fence's first
-	// write. Latest never claims and does not verify either (a reader must
-	// not write, and the store may not be claimed yet); it returns the
-	// claim's refusal once a claim was refused.
+	// BrandClaim, for writers that create their stores, claims the brand
+	// (see ClaimBrand) before the Fence's first write. Latest neither
+	// claims nor verifies; it returns a refused claim's refusal.
 	BrandClaim
 
-	// BrandVerifyAlways verifies the brand on every write and every Latest.
+	// BrandVerifyAlways, for a store re-branded while writers run,
+	// verifies the brand on every write and Latest: in the write's own
+	// atomic step on a BrandedPutter (Valkey, etcdstore), else by a read
+	// right before it, which leaves a gap in which one write may land.
 	BrandVerifyAlways
 )
 
-// ClaimBrand brands the store with the Fence's identity unless it already
-// holds one, and reports whether this call wrote the brand. It goes
-// through the engine every write takes (the probe verdict, the retries,
-// the Observer, with Op "brand claim"): it reads the brand key; the
-// identity returns false and nil, another value a *WireError, both without
-// writing; an absent brand is written with one create-only write and then
-// read back, and the read decides. A claimer that loses the race to create
-// reads afresh: nil when the winner wrote the same identity, a *WireError
-// naming the winner's value when it wrote another. So of N claimers racing
-// an empty store exactly one write lands, every claimer of the winner's
-// identity returns nil and every other is refused. A claim whose reply was
-// lost is resolved by the next read, and reports false. It never
-// overwrites a brand: to re-brand a store for another format an operator
-// removes the brand key with the store's own tools first.
+// ClaimBrand brands an empty store with the Fence's identity, through the
+// engine (Op "brand claim"), and reports whether this call wrote the brand.
+// A brand of the identity returns false, another value a *WireError, both
+// writing nothing; an absent brand is created and read back, and the read
+// decides, so of claimers racing an empty store one write lands and every
+// claimer of another identity gets a *WireError (promise 11). It never
+// overwrites a brand: an operator re-brands a store by removing the brand
+// key with the store's own tools first.
 func (f *Fence) ClaimBrand(ctx context.Context) (claimed bool, err error) {
 	key, err := f.brandKey()
 	if err != nil {
@@ -128,11 +106,9 @@ func (f *Fence) ClaimBrand(ctx context.Context) (claimed bool, err error) {
 }
 
 // VerifyBrand reads the brand key and returns nil if it holds the Fence's
-// identity. It never writes. An absent brand key is refused with a
-// *WireError whose Absent is set ("writefence: wire: expected <identity>
-// but <key> is absent"), another value with a *WireError naming it
-// ("writefence: wire: expected <identity> found <value>"). Other failures
-// are returned wrapped and never read as absent.
+// identity; it never writes. An absent brand key is refused with a
+// *WireError whose Absent is set, another value with a *WireError naming
+// it; any other failure is returned wrapped, never read as absent.
 func (f *Fence) VerifyBrand(ctx context.Context) error {
 	key, err := f.brandKey()
 	if err != nil {

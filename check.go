@@ -9,38 +9,14 @@ import (
 )
 
 // Check reports whether writer still holds (plugin, shard) at epoch, from
-// one consistent read of the record (its header, where the store reads
-// prefixes): it returns nil only if the record holds writer at exactly
-// epoch, or, of a stream's record, writer's tenure that began at or below
-// epoch and reached it (RecordInfo.Since <= epoch <= RecordInfo.Epoch). A
-// writer checks with the epoch of its last write of the record, or, of a
-// stream, with any epoch of its tenure since its seal. It writes nothing.
-//
-// A writer that acts outside the store on behalf of its shard (it
-// acknowledges a client, advertises its progress, deletes what its last
-// manifest dropped, serves a read as the shard's owner) checks first, then
-// acts: Check, then acknowledge. The answer holds for the moment of the
-// read: a takeover that lands after it is not seen, so the window between
-// the check and the act is the caller's, as short as it can make it (a
-// deposed writer's act is then at most that late). A lease bounds it too:
-// act only while the lease's Hold context is live.
-//
-// Otherwise it returns the refusal, as a write would meet it:
-//
-//   - a *StaleEpochError (ErrStaleEpoch) naming the recorded epoch and
-//     writer when another writer, or a later tenure, holds the record;
-//   - an *EpochRegressedError (ErrEpochRegressed) when the record is
-//     absent or below epoch (the write at epoch is not in the store: lost,
-//     set back, or it never landed), or below what this Fence saw of it
-//     or the shard's floor (KeepFloor, whose key is read first);
-//   - a *CorruptError (ErrCorrupt) or a *WireError (ErrWire) for a record
-//     that does not decode or is of another identity, ErrInvalidArgument
-//     for an invalid name, writer or epoch, and a failure to read (after
-//     the retries a read gets) as it is.
-//
-// Damage to the payload alone is not seen by the header's read: Latest
-// and the next write find it. Check runs the Fence's brand check as
-// Latest does, and tells nobody: no Observer event, no Deposed context.
+// one read of the record's header (not its payload), writing nothing
+// (promise 32): nil only if the record holds writer at exactly epoch, or,
+// of a stream's record, a tenure of writer's with RecordInfo.Since <= epoch
+// <= RecordInfo.Epoch; else the refusal a write would meet
+// (*StaleEpochError, *EpochRegressedError, *CorruptError, *WireError,
+// ErrInvalidArgument) or the failure to read. Check before acting outside
+// the store; the window after the read is the caller's. It tells no
+// Observer or Deposed context.
 func (f *Fence) Check(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
 	u, err := f.newUpdate(opCheck, plugin, shard, writer, epoch)
 	if err != nil {
@@ -101,8 +77,8 @@ func (f *Fence) held(key, writer string, epoch uint64, st recorded, seen sight) 
 	return &StaleEpochError{Op: opCheck, Key: key, Epoch: epoch, RecordedEpoch: st.h.Epoch, RecordedWriter: st.h.Writer}
 }
 
-// Tenure names a shard and the writer and epoch expected to hold it: one
-// check of CheckAll.
+// Tenure is one check of CheckAll: a shard, and its expected writer and
+// epoch.
 type Tenure struct {
 	Plugin, Shard string
 	Writer        string
@@ -112,17 +88,8 @@ type Tenure struct {
 // checkAllAtOnce bounds the reads CheckAll has in flight.
 const checkAllAtOnce = 16
 
-// CheckAll checks each of tenures as Check does, in one pass, and returns
-// one error per tenure, in their order: nil where the writer holds the
-// shard. It reads each record once (its header), up to 16 at once; the
-// answers are of the moments of their reads, each consistent, not of one
-// moment for all.
-//
-// It reads rather than lists: a store's listing (Lister) names keys, and
-// the listings that carry more (S3 and Azure ETags, GCS generations) carry
-// a version, never the epoch and writer a record holds, so a listing
-// cannot tell who holds a shard; a version alone proves nothing to a Fence
-// that did not read the bytes it names.
+// CheckAll checks each of tenures as Check does, 16 reads at a time, and
+// returns one error per tenure, in their order, each of its own read.
 func (f *Fence) CheckAll(ctx context.Context, tenures []Tenure) []error {
 	errs := make([]error, len(tenures))
 	sem := make(chan struct{}, checkAllAtOnce)

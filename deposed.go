@@ -6,33 +6,14 @@ import (
 	"sync"
 )
 
-// Deposed returns a context derived from ctx that is cancelled the moment
-// this Fence learns that its writer of (plugin, shard) is deposed: when a
-// Push, Update, Commit or Seal by f to that shard (or PushFrom, which
-// pushes) returns an error matching ErrStaleEpoch, context.Cause of the returned context is then the
-// *StaleEpochError, naming the epoch and writer the store records; when a
-// Lease on f that gates the shard (it sealed it in Hold, or handed out an
-// epoch for it) finds the lease lost or expired, the cause is the Lease's
-// error, a *LeaseLostError or one matching ErrLeaseExpired. A writer's
-// pipeline ships under it and stops at once, rather than retrying writes
-// the store will keep refusing, whichever of its goroutines made the
-// refused write.
-//
-// Only a refusal after the call counts: Deposed does not look at the past,
-// so a writer that takes the shard over later starts afresh. A conflict
-// that was retried and landed never fires it, nor does a write whose outcome
-// is unknown (ErrOutcomeUnknown: pushing again decides), nor a refused
-// Settle, which is an operator's, not a writer's. A stale refusal means the
-// store records an epoch at or above the refused one: another writer's, or
-// one of this Fence's own later writes to the shard if its writes at
-// different epochs race each other (one pipeline pushes at rising epochs, in
-// order, and never refuses itself).
-//
-// An invalid plugin or shard returns a context already cancelled, with the
-// *InvalidArgumentError as its cause: no write to that shard can happen.
-// The returned context also ends when ctx does. Call stop to release it
-// when the pipeline ends without being deposed; it cancels the context
-// with context.Canceled.
+// Deposed returns a context derived from ctx, cancelled the moment this
+// Fence learns that its writer of (plugin, shard) is deposed: a Push,
+// PushFrom, Update, Commit or Seal by f refused as stale (promise 18; the
+// cause is the *StaleEpochError), or a Lease on f that gates the shard
+// lost or expired (promise 16; the cause is the Lease's error). Only
+// refusals after the call count. An invalid name returns a context already
+// cancelled with the *InvalidArgumentError; stop cancels it with
+// context.Canceled.
 func (f *Fence) Deposed(ctx context.Context, plugin, shard string) (deposed context.Context, stop context.CancelFunc) {
 	dctx, cancel := context.WithCancelCause(ctx)
 	key, err := f.key(plugin, shard)

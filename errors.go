@@ -7,67 +7,50 @@ import (
 	"time"
 )
 
-// Sentinel errors. Test for them with errors.Is: the errors the library
-// returns wrap them and carry detail in the typed errors below.
+// Sentinel errors; test for them with errors.Is.
 var (
-	// ErrStaleEpoch reports that a write of a record was refused, before
-	// any write, because its epoch was not strictly greater than the
-	// recorded one.
+	// ErrStaleEpoch reports a write whose epoch was not above the recorded
+	// one.
 	ErrStaleEpoch = errors.New("writefence: stale epoch")
 
-	// ErrWire reports that a store or a record holds another wire identity
-	// than the one configured. It is final: retrying cannot change it.
+	// ErrWire reports a brand or a record of another wire identity. Final.
 	ErrWire = errors.New("writefence: wire identity mismatch")
 
-	// ErrInvalidArgument reports an argument rejected before any I/O.
+	// ErrInvalidArgument reports an argument rejected, mostly before any
+	// I/O, some against what the store holds. Nothing was written.
 	ErrInvalidArgument = errors.New("writefence: invalid argument")
 
-	// ErrOutcomeUnknown reports that a write was sent but its result could
-	// not be learned: it may or may not have landed. Calling Push again
-	// with the same arguments resolves it.
+	// ErrOutcomeUnknown reports a write sent whose landing could not be
+	// learned (promise 5).
 	ErrOutcomeUnknown = errors.New("writefence: outcome unknown")
 
-	// ErrEpochRegressed reports that a record is absent, or holds a lower
-	// epoch (a lease record: a lower term), than one seen of it before: by
-	// the Fence, the Lease or the caller (Check), or kept as the shard's
-	// floor (Fence.KeepFloor). Something outside the package deleted the
-	// record or set it back (a lifecycle rule, a TTL, eviction, a restore
-	// from backup, a failover to a replica that lacked it). It is final:
-	// nothing was written, and retrying cannot change it; the way out is
-	// an operator's (Settlement.Lost, Fence.Forget, Lease.Settle). The
-	// detail is an *EpochRegressedError, or a *LeaseLostError for a lease
-	// its holder found gone or set back.
+	// ErrEpochRegressed reports a record absent or lower (a lease record: at
+	// a lower term) than seen before or kept as the shard's floor (promises
+	// 29 to 31). Final; an operator settles it.
 	ErrEpochRegressed = errors.New("writefence: epoch regressed")
 )
 
 // EpochRegressedError is the detail of a call refused because the record
-// it would write (or act on) is absent or below what was seen of it
-// before. It matches ErrEpochRegressed. Its message has the stable form
+// it would write or act on is absent or below what was seen of it. It
+// matches ErrEpochRegressed. Its message has the stable form
 //
 //	writefence: epoch regressed: <op> at epoch <n> to <key> refused: saw epoch <e> by <writer>, found epoch <f> by <writer>
 //
 // with "<op> of <key>" for a call that writes no epoch, "found no record"
-// when the record is absent, "the shard's floor holds" for "saw" when
-// Floor is set, and "term" for "epoch" when Op is a lease's.
+// for an absent record, "the shard's floor holds" for "saw" when Floor is
+// set, and "term" for "epoch" when Op is a lease's.
 type EpochRegressedError struct {
-	Op  string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source" (its Epoch), "lease acquire" or "lease settle"
-	Key string // the record's key (a lease record's, for a lease)
+	Op    string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source", "lease acquire" or "lease settle"
+	Key   string // the record's key
+	Epoch uint64 // the epoch the refused write carried (a lease: the term); 0 for Collect and a TermSource
 
-	// Epoch is the epoch the refused write carried (of a lease, the term
-	// it would take); 0 for a call that writes none (Collect, a
-	// TermSource).
-	Epoch uint64
-
-	// Seen and SeenWriter are the highest epoch (of a lease record: the
-	// term and its holder) seen of the record before: by this Fence or
-	// Lease, by the caller of Check, or, when Floor is set, kept as the
-	// shard's floor (see Fence.KeepFloor).
+	// Seen and SeenWriter are the highest epoch (a lease: term) and its
+	// writer seen of the record, or the shard's floor when Floor is set.
 	Seen       uint64
 	SeenWriter string
 	Floor      bool
 
-	// Found and FoundWriter are what the record holds now; Absent is set,
-	// and they are zero, when there is no record.
+	// Found and FoundWriter are what the record holds; Absent when none.
 	Found       uint64
 	FoundWriter string
 	Absent      bool
@@ -100,8 +83,7 @@ func (e *EpochRegressedError) Error() string {
 // Unwrap returns ErrEpochRegressed.
 func (e *EpochRegressedError) Unwrap() error { return ErrEpochRegressed }
 
-// InvalidArgumentError names the argument that was rejected and why.
-// It matches ErrInvalidArgument.
+// InvalidArgumentError is the detail of ErrInvalidArgument.
 type InvalidArgumentError struct {
 	Arg    string // the argument's name, e.g. "plugin" or "epoch"
 	Reason string // why it was rejected, lower case
@@ -118,8 +100,7 @@ func invalidArg(arg, format string, a ...any) error {
 	return &InvalidArgumentError{Arg: arg, Reason: fmt.Sprintf(format, a...)}
 }
 
-// StaleEpochError is the detail of a write refused by the strict-epoch
-// rule. It matches ErrStaleEpoch.
+// StaleEpochError is the detail of ErrStaleEpoch.
 type StaleEpochError struct {
 	Op             string // the refused call: "push", "update", "commit", "seal", "settle", "settle log" or "check"; empty prints as "push"
 	Key            string // the record's key
@@ -136,17 +117,13 @@ func (e *StaleEpochError) Error() string {
 // Unwrap returns ErrStaleEpoch.
 func (e *StaleEpochError) Unwrap() error { return ErrStaleEpoch }
 
-// WireError is the detail of a wire-identity refusal. It matches ErrWire.
-// When Absent is true the key held nothing and Found is empty.
-//
-// Its message has one of two stable forms:
+// WireError is the detail of a wire-identity refusal; it matches ErrWire.
+// Its message is one of
 //
 //	writefence: wire: expected <identity> but <key> is absent
 //	writefence: wire: expected <identity> found <value>
 //
-// The found value comes last and is escaped, so it cannot
-// forge a field after it or another log line; an empty value prints as "".
-// The key of a found value travels in Key.
+// with the found value escaped, so that it cannot forge a log line.
 type WireError struct {
 	Key      string // the brand key or the record's key
 	Expected string // the configured identity
@@ -168,9 +145,8 @@ func (e *WireError) Error() string {
 // Unwrap returns ErrWire.
 func (e *WireError) Unwrap() error { return ErrWire }
 
-// OutcomeUnknownError reports a write whose result could not be learned:
-// it may or may not have landed. It matches ErrOutcomeUnknown and, through
-// Err, the cause (for example context.DeadlineExceeded or a network error).
+// OutcomeUnknownError reports a write that may or may not have landed. It
+// matches ErrOutcomeUnknown and, through Err, the cause.
 type OutcomeUnknownError struct {
 	Op    string // the write, as WriteEvent.Op names it
 	Key   string // the key written
@@ -189,36 +165,26 @@ func (e *OutcomeUnknownError) Error() string {
 // Unwrap returns ErrOutcomeUnknown and the cause.
 func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
-// Lease errors. Test for them with errors.Is.
+// Lease errors; test for them with errors.Is.
 var (
-	// ErrLeaseHeld reports that Acquire found the lease held, unexpired, by
-	// another holder. The detail is a *LeaseHeldError.
+	// ErrLeaseHeld reports a lease held, unexpired, by another holder or
+	// Lease value.
 	ErrLeaseHeld = errors.New("writefence: lease held by another holder")
 
-	// ErrLeaseLost reports that a Lease does not hold its lease: it never
-	// acquired it, released it, or the store shows another term (a takeover
-	// after the lease expired) or no record at all, in which case the
-	// detail is a *LeaseLostError. Only Acquire can get it back, at a new
-	// term.
+	// ErrLeaseLost reports a Lease that does not hold its lease (never
+	// acquired, released or lost); only Acquire gets it back, at a new term.
 	ErrLeaseLost = errors.New("writefence: lease lost")
 
-	// ErrLeaseExpired reports that the holder's own clock has passed the
-	// expiry of its last acquire or renewal, and that, as far as this
-	// holder can tell, nobody has taken the lease over yet: a takeover may
-	// follow at any moment. Epoch refuses until a Renew lands, which it
-	// does if nobody took the lease over meanwhile. Once the Lease learns
-	// of a takeover it reports a *LeaseLostError instead.
+	// ErrLeaseExpired reports that the holder's clock passed its expiry, no
+	// takeover known; Epoch refuses until a Renew lands.
 	ErrLeaseExpired = errors.New("writefence: lease expired")
 
 	// ErrTakeoverTimeout reports that Lease.Hold's acquisition did not land
-	// within TTL - TTL/4 of its start, so that the term it may have taken
-	// could not be sealed in time: nothing is held. Back off and call Hold
-	// again. (A slow seal never gives a takeover up: see Lease.Hold.)
+	// within TTL - TTL/4; nothing is held.
 	ErrTakeoverTimeout = errors.New("writefence: takeover timed out")
 )
 
-// LeaseHeldError is the detail of an Acquire refused because another holder
-// holds the lease. It matches ErrLeaseHeld.
+// LeaseHeldError is the detail of ErrLeaseHeld.
 type LeaseHeldError struct {
 	Name   string    // the lease's name (Lease.Name)
 	Key    string    // the lease record's key
@@ -235,16 +201,10 @@ func (e *LeaseHeldError) Error() string {
 // Unwrap returns ErrLeaseHeld.
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 
-// LeaseLostError is the detail of a lease its Lease held and lost: the
-// store records another term (a takeover after the lease expired, by
-// another holder or a later Lease of the same one) or no record at all.
-// Whichever call of the Lease finds it (a renewal in the background, Renew,
-// Acquire), every later Epoch, Renew and Release returns it, and so does
-// Fence.PushFrom through Epoch. It matches ErrLeaseLost; when the record
-// is gone (NewTerm is 0) or holds a lower term than the one held, which
-// no takeover writes (something outside the package deleted the record
-// or set it back), it also matches ErrEpochRegressed, so the operator
-// learns of it: see Lease.Settle.
+// LeaseLostError is the detail of a lease lost to another term, or to no
+// record; every later Epoch, Renew and Release returns it. It matches
+// ErrLeaseLost, and ErrEpochRegressed when the record is gone or at a
+// lower term, which no takeover writes (see Lease.Settle).
 type LeaseLostError struct {
 	Name    string // the lease's name (Lease.Name)
 	Term    uint64 // the term the Lease held

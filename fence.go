@@ -20,106 +20,64 @@ const (
 	maxRetryDelay         = 500 * time.Millisecond
 )
 
-// Fence admits a write to a shard's mirror record only if its epoch is
-// strictly greater than the epoch the record holds, and lands the epoch and
-// the payload in one conditional write on Store. See the package
-// documentation for the protocol.
-//
-// The zero value, given a Store, is ready to use: every other field has a
-// documented default. A Fence is safe for concurrent use and must not be
-// copied after first use. Set the fields before the first write.
+// Fence admits a write to a shard's record only if its epoch is strictly
+// greater than the recorded one (see the package documentation). Its zero
+// value, given a Store, is ready to use; it is safe for concurrent use. Set
+// its fields before the first write, and do not copy it after.
 type Fence struct {
 	// Store holds the records. Required.
 	Store ConditionalStore
 
-	// Identity is the record-level wire identity written into every record
-	// and required of every record read, at most 255 bytes. Empty means
-	// "writefence/v1", the package's record format. A
-	// record of another identity is refused with a *WireError.
+	// Identity is the records' wire identity, at most 255 bytes; empty
+	// means "writefence/v1".
 	Identity string
 
 	// Prefix is prepended to every key; empty means "writefence/". It ends
-	// in "/", and none of its segments is "s" or "b" or starts with "_",
-	// so that no prefix reaches into the keys of another (ErrInvalidArgument
-	// otherwise): Fences under "a/" and "a/b/" would share keys.
+	// in "/", and no segment is "s" or "b" or starts with "_" (else
+	// ErrInvalidArgument), so that no prefix reaches into another's keys.
 	Prefix string
 
-	// Blobs is where the shards' blobs live (PutBlob, OpenBlob, Collect):
-	// a store that declares BlobStore, under the same Prefix; nil means
-	// Store. A store without blobs (Valkey) keeps the manifests while an
-	// object store keeps the blobs.
+	// Blobs is the BlobStore of the shards' blobs; nil means Store.
 	Blobs ConditionalStore
 
-	// MaxPayloadSize bounds the payload of a record; zero means 64 MiB. The
-	// Store's read limit must allow a record of this payload plus 4 KiB for
-	// its header (the stores' default limit is 64 MiB + 4 KiB).
+	// MaxPayloadSize bounds a record's payload; zero means 64 MiB. The
+	// stores' read limit must exceed it by 4 KiB, as their default does.
 	MaxPayloadSize int64
 
-	// MaxAttempts bounds the attempts (a read, a decision, a conditional
-	// write) of one write; zero means 10. When every attempt conflicts the
-	// write returns an error matching ErrConflict; when a write's outcome
-	// stays hidden, one matching ErrOutcomeUnknown.
+	// MaxAttempts bounds the attempts of one write; zero means 10. A write
+	// whose every attempt conflicts returns an error matching ErrConflict.
 	MaxAttempts int
 
 	// RetryDelay is the base of the jittered exponential back-off before
-	// every retry, whatever failed; zero means 5ms. The delay before
-	// attempt n+1 is uniform in (0, min(RetryDelay<<(n-1), 500ms)].
+	// every retry; zero means 5ms. The delay before attempt n+1 is uniform
+	// in (0, min(RetryDelay<<(n-1), 500ms)].
 	RetryDelay time.Duration
 
-	// Probe, when true, runs Probe on Store once before the first write, on
-	// scratch keys in the reserved space under Prefix, and refuses every
-	// write with its *ProbeError (ErrUntrustedStore) if the store fails it.
-	// A pass and an untrusted verdict are kept for the Fence's lifetime; a
-	// failure to probe (network, auth, a done ctx) is returned by that
-	// write and the next write probes again. False means no probe.
+	// Probe runs Probe on Store before the first write, and refuses every
+	// write with its *ProbeError if the store fails. A failure to probe
+	// fails that write; the next probes again.
 	Probe bool
 
 	probe verdictOnce // the kept verdict of the probe
 
-	// Brand says when the store's brand, the store-level wire identity
-	// under Prefix, is checked: the zero value never (see BrandMode). The
-	// brand must hold Identity.
+	// Brand says when the store's brand is checked (see BrandMode); the
+	// zero value never.
 	Brand BrandMode
 
 	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
-	// Observer, when set, sees how every write ended (see WriteEvent), for
-	// metrics or logs: every write of a record, of a Lease on this Fence
-	// and of the brand. It is called synchronously on the writing
-	// goroutine, from many goroutines at once: it must be safe for
-	// concurrent use and quick. Nil means none.
+	// Observer, when set, sees how every write ended (see WriteEvent). It
+	// is called on the writing goroutines: it must be safe for concurrent
+	// use, and quick.
 	Observer func(ctx context.Context, e WriteEvent)
 
-	// KeepFloor keeps each shard's floor apart from its record, so that a
-	// record deleted or set back (a lifecycle rule, a TTL, eviction, an
-	// operator's delete, a restore from backup) is refused by every Fence,
-	// not only by one that saw the record before (see Forget):
-	//
-	//   - a Seal, once its record landed, and a Settle enter their epoch in
-	//     the shard's floor, a key of the reserved space (Prefix + "_floor/"
-	//     + plugin + "/" + shard), which the record's loss does not reach;
-	//   - every write of a record reads the floor first, and refuses with
-	//     an *EpochRegressedError (ErrEpochRegressed) when it finds the
-	//     record absent or below the floor: a write lands only on a record
-	//     at or above it;
-	//   - a shard's first record is written only by a Seal (a takeover's,
-	//     or a new shard's explicit one) or a Settle: a Push, Update or
-	//     Commit that finds no record and no floor refuses with an error
-	//     matching ErrNotFound.
-	//
-	// It costs a read of the floor key on every write of a record, and a
-	// write of it on every seal. The floor is kept by seals and settles,
-	// not by every push, so within a tenure (above the last seal) it is
-	// the writer's own Fence that finds the record set back; and it lives
-	// in the same store, so a loss that reaches the whole store (a restore
-	// of all of it, FLUSHALL) reaches the floor too. Chosen over keeping the
-	// floor in the lease record (only Lease users have one) or in the brand
-	// key (one key for every shard, a write of it on every seal of any
-	// shard): a key per shard is read by the writes of that shard alone.
-	// The floor's key holds a record's header of the seal's epoch and
-	// writer: damage to it is refused as ErrCorrupt naming it. Set it on
-	// every Fence that writes the shards, before the first seal. False
-	// means no floor is kept: absent is epoch 0.
+	// KeepFloor keeps each shard's floor, the epoch of its last Seal or
+	// Settle, in a key of its own that every write reads (promise 31): a
+	// record absent or below it is refused (*EpochRegressedError), and as
+	// only a Seal or a Settle creates a record, a Push, Update or Commit
+	// that finds none returns an error matching ErrNotFound; a damaged
+	// floor is ErrCorrupt. Set it on every Fence of the shards before the
+	// first seal.
 	KeepFloor bool
 
 	mu    sync.Mutex              // guards cache
@@ -129,50 +87,28 @@ type Fence struct {
 }
 
 // Push writes payload as the record of (plugin, shard) at epoch, on behalf
-// of writer, if and only if epoch is strictly greater than the epoch the
-// store records. In order it:
+// of writer, if and only if epoch is strictly greater than the recorded
+// epoch. It:
 //
-//  1. validates the arguments (an error matching ErrInvalidArgument);
-//  2. reads the recorded state: absent is epoch 0; a record that fails to
-//     decode refuses with ErrCorrupt and one of another identity with
-//     ErrWire, without writing; so does, with an *EpochRegressedError
-//     (ErrEpochRegressed), a record absent or below the highest epoch this
-//     Fence wrote or read of it, or below the shard's floor (KeepFloor),
-//     when the push would otherwise land: the record was lost or set
-//     back, which only an operator settles (Settlement.Lost, Forget);
-//  3. refuses with a *StaleEpochError (ErrStaleEpoch) unless epoch is
-//     greater than the recorded epoch, without writing;
-//  4. writes the new record with one conditional write on the version read
-//     (create-only when absent);
-//  5. on ErrConflict re-reads and starts again at 2, after a jittered
-//     back-off, at most MaxAttempts attempts in all; then an error
-//     matching ErrConflict.
+//  1. validates the arguments (ErrInvalidArgument);
+//  2. reads the record: absent is epoch 0; one that fails to decode is
+//     refused with ErrCorrupt, one of another identity with ErrWire, and one
+//     absent or below what this Fence saw of it or the shard's floor, when
+//     the push would otherwise land, with an *EpochRegressedError;
+//  3. refuses with a *StaleEpochError unless epoch is greater than the
+//     recorded epoch;
+//  4. writes with one conditional write on the version read;
+//  5. on ErrConflict, backs off and starts again at 2, at most MaxAttempts
+//     attempts in all, then returns an error matching ErrConflict.
 //
-// A record that is exactly this push (same epoch, writer and payload) means
-// an earlier attempt landed, and Push returns nil: retrying a push whose
-// reply was lost never turns it into ErrStaleEpoch. (Unless the record is
-// below what the Fence saw of it or the shard's floor: a record set back
-// to this push is refused as any other record set back, with an
-// *EpochRegressedError.) A write error other than
-// a conflict or a refusal leaves the outcome unknown; Push resolves it by
-// reading, and returns an *OutcomeUnknownError (ErrOutcomeUnknown) only
-// when it cannot. Cancelling ctx stops the retries; the error then matches
-// ctx.Err().
-//
-// Push is Update with a function that returns payload whatever the record
-// holds, and reads as little as it can: when the Fence wrote or read the
-// record last it conditions its write on that version without reading at
-// all (one round trip); on a store that reads prefixes it reads the
-// record's head alone (one ranged read of its first 4 KiB, and of a
-// stream's record with more references than fit there, one more of its
-// header and references), never its payload, whatever its size, and
-// decides on that: the header's checksum, identity and epoch, the
-// record's size against the lengths the header declares, the references'
-// checksum. A store that keeps its version beside its bytes checks its
-// bytes on that read and reports damage in place as ErrCorrupt; on a
-// store whose version names its bytes and that reads prefixes (S3, GCS,
-// Azure Blob) a payload rewritten from outside under an intact header is
-// not seen by a Push (see the package documentation, "Damage").
+// A refusal writes nothing. A record that is exactly this push (epoch,
+// writer and payload) is an earlier attempt that landed: Push returns nil,
+// unless it is below what this Fence saw or the floor.
+// A write whose outcome a read cannot resolve returns an
+// *OutcomeUnknownError (promise 5); a cancelled ctx, an error matching
+// ctx.Err(). Push reads nothing when the Fence last wrote or read the
+// record, and otherwise only the record's head where the store reads
+// prefixes (see "Damage" in the package documentation).
 func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) error {
 	u, err := f.newUpdate(opPush, plugin, shard, writer, epoch)
 	if err != nil {
@@ -186,25 +122,13 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 }
 
 // Update replaces the record of (plugin, shard) with next's result at
-// epoch, on behalf of writer, if and only if epoch is strictly greater
-// than the recorded epoch: a read-modify-write under the fence, such as a
-// manifest that lists what the shard's state is made of.
-//
-// next gets the recorded payload (nil when the shard was never written) and
-// returns the payload to write. It is called again with the fresh payload
-// after a conflict, so it must depend on nothing but its argument; an error
-// from it is returned and nothing is written. The rules are Push's (steps
-// 1 to 5), with the whole record read every time: a corrupt record or one
-// of another identity refuses, an epoch not above the recorded one returns
-// a *StaleEpochError, a conflict reads afresh and calls next again. The
-// blobs the record references (see Commit) are kept as they are.
-//
-// A record at this epoch by this writer is this update, landed earlier,
-// when it is byte for byte the record this call wrote last, or when next
-// returns its payload unchanged: then Update returns nil without
-// writing. So retrying an update whose reply was lost returns nil if next
-// is idempotent (applying it to its own result changes nothing, as "add
-// segment 42 to the list" does), and ErrStaleEpoch otherwise.
+// epoch, on behalf of writer, by Push's rules, reading the whole record;
+// its blob references are kept (promise 22). next gets the recorded payload
+// (nil when there is none) and is called again after a conflict, so it must
+// depend on nothing but its argument; its error is returned, writing
+// nothing. A record at this epoch by this writer that is byte for byte the
+// one this call wrote last, or one next leaves unchanged, is this update,
+// landed: Update returns nil, so a retry returns nil if next is idempotent.
 func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current []byte) ([]byte, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")

@@ -162,15 +162,11 @@ func (f *Fence) enterFloor(ctx context.Context, key, writer string, epoch uint64
 	return err
 }
 
-// Forget drops everything the Fence remembers of the record of (plugin,
-// shard): the version a push may condition its write on, and the highest
-// epoch it saw, so that its next write decides on what the store holds
-// alone. It is an operator's way out of ErrEpochRegressed for a record
-// lost or set back on purpose (a restore the operator chose): the writes
-// of this Fence then admit whatever the record holds, the lower epoch
-// included. It writes nothing and changes nothing for other Fences, nor
-// the floor kept under KeepFloor; to give every Fence a floor above what
-// was lost, settle the record instead (Settlement.Lost). An invalid name
+// Forget drops what the Fence remembers of the record of (plugin, shard),
+// its version and the highest epoch it saw, so that its writes admit the
+// record as it is, a lower epoch included: an operator's way out of
+// ErrEpochRegressed for a record set back on purpose. It writes nothing and
+// changes no other Fence or floor (Settlement.Lost does). An invalid name
 // returns an error matching ErrInvalidArgument.
 func (f *Fence) Forget(plugin, shard string) error {
 	key, err := f.key(plugin, shard)

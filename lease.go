@@ -15,94 +15,36 @@ import (
 	"github.com/writefence/writefence/internal/record"
 )
 
-// Lease is a named, expiring, exclusive lease kept in one record of a
-// Fence's store (S3, GCS, Valkey, a directory, memory), and an EpochSource
-// that hands out push epochs only while the lease is held. Its record is
-// written through the Fence's engine, with the Fence's prefix, brand,
-// probe, retries and Observer, as every write of the package is.
+// Lease is a named, expiring, exclusive lease kept in a record of a Fence's
+// store, and an EpochSource that hands out epochs only while the lease is
+// held.
 //
-// # Terms and epochs
+// Every acquisition, the first and each takeover of an expired or released
+// lease, takes the next term in one conditional write (promise 12). Another
+// Lease value, even of the same Holder (a restarted process), is refused
+// until the record expires or is released (promise 13), then takes a new
+// term like any contender. Renew keeps the term. Epoch returns term<<32 | n,
+// n rising from 1 (promise 14); when a term's 2^32-1 epochs run out, Epoch
+// takes the next term. Terms run out at 2^32-1.
 //
-// The record holds the holder's name, a term and an expiry. The term rises
-// by one on every acquisition: the first (term 1), and every takeover of
-// an expired or released lease, by anyone. A Lease value holds the lease
-// alone: another value, even of the same Holder (a second process started
-// under the same name, or a restarted one), is refused (ErrLeaseHeld)
-// until the record expires or is released, and then takes a new term like
-// any contender, so a previous incarnation is fenced too (and off the
-// shard's blobs, once the new term seals: see Fence.Seal). Renew keeps
-// the term. Every change to the record is one conditional
-// write on the version read, so of several contenders exactly one gets
-// each term, and a term is only ever written by the Lease that took it.
-// Each record also bears its Lease value's incarnation, random bytes drawn
-// once per value: a Lease takes a record for its own write (one whose
-// reply was lost) only when it bears its incarnation, so two values of one
-// Holder, whose records could otherwise be the same bytes, never share a
-// term.
+// Expiry is judged by local clocks: a contender takes over once its clock
+// passes the expiry the record carries, and the holder stops handing out
+// epochs once its own clock, counted from just before its write, passes it.
+// No promise rests on clocks: an early takeover only makes the old holder's
+// writes stale. A clock before 1970 or after 2262 is refused.
 //
-// A Fence admits one push per epoch per shard, so a term cannot serve as
-// the push epoch itself. Epoch returns term<<32 | n, with n rising on every
-// call from 1: every epoch a holder draws is greater than the last, and
-// every epoch of a later term is greater than every epoch of an earlier one.
-// A new holder's first act is to seal each shard it will write with one of
-// its epochs (Fence.Seal; Hold does it), so a deposed holder still pushing
-// is refused at once, not only after the new holder's first push. When a
-// term's 2^32-1 epochs run out, Epoch moves the lease to the next term with
-// a conditional write, as a takeover by itself. Terms run out at 2^32-1.
-//
-// # Clocks
-//
-// Expiry is decided by local clocks: the record carries the expiry in
-// wall-clock time by the writing holder's clock, and a contender takes over
-// once its own clock passes it. Safety never depends on the clocks: a
-// contender whose clock runs ahead takes over early, and from then on the
-// old holder's pushes carry a lower term and are refused by the storage
-// (ErrStaleEpoch), at the latest after the new holder seals. A clock only
-// decides when a takeover may happen, never whether two pushes can both
-// land. The holder itself stops handing out epochs (ErrLeaseExpired) once
-// its clock passes its expiry, measured from the moment before it sent the
-// write, so it stops before any contender whose clock agrees can take over.
-// A record carries its expiry in Unix nanoseconds: a clock that reads
-// before 1970 or after 2262 is refused before anything is written.
-//
-// # Use
-//
-// Most holders call Hold: it takes the lease over, seals the shards the
-// holder will write within the term it took, and keeps the lease renewed
-// in the background; it returns a context to ship under, done the moment
-// the lease is lost, expires or is released, with context.Cause saying
-// which. Pass the Lease to Fence.PushFrom as the EpochSource, with the
-// Lease's Holder as the writer, and call Release when done.
-//
-// A holder that wants to decide when the lease's writes happen calls
-// Acquire instead, seals each shard with an epoch from Epoch, and calls
-// Renew well before TTL elapses: nothing then runs in the background.
-// Renew and Acquire stay available under Hold too. Self-renewal is a
-// method of its own rather than a setting so that a Lease starts no
-// goroutine unless asked to, and the context that tracks the lease comes
-// from the call that starts tracking it.
-//
-// Either way, when the Lease finds the lease lost (the store shows a
-// takeover, or no record) or its local clock passes the expiry, it cancels
-// every Deposed context of its Fence for the shards it sealed in Hold or
-// handed out epochs for, with the same cause, so every pipeline writing
-// under the lease stops at once. A lost lease is reported by every later
-// call as a *LeaseLostError naming the new holder and term; an expired
-// one, not known to be taken over, as ErrLeaseExpired.
-//
-// Two Lease values never hold the lease at once, even of one Holder. A
-// Lease is safe for
-// concurrent use: its writes (acquisitions, renewals, releases) are
-// serialized, and Epoch never waits for one in flight. Set the fields
-// before the first call and do not copy a Lease after it.
+// Most holders call Hold and ship under its context; a holder that decides
+// when the lease's writes happen calls Acquire, Epoch, Fence.Seal and Renew
+// itself. Either way, pass the Lease to Fence.PushFrom with Holder as the
+// writer, and Release it when done. A Lease is safe for concurrent use; its
+// writes are serialized, and Epoch never waits for one. Set the fields
+// before the first call, and do not copy a Lease after it.
 type Lease struct {
-	// Fence is where the lease record lives and how it is written: its
-	// Store, under its Prefix, at Prefix + "_lease/" + Name (escaped),
-	// through its engine. Required.
+	// Fence holds the lease record, at Prefix + "_lease/" + Name, and
+	// writes it through its engine. Required.
 	Fence *Fence
 
-	// Name names the lease, 1 to 256 bytes of any value. Every error of
-	// the Lease names the lease by it.
+	// Name names the lease, 1 to 256 bytes.
 	Name string
 
 	// Holder names this contender in the record, 1 to 1024 bytes.
@@ -111,8 +53,8 @@ type Lease struct {
 	// TTL is how long an acquisition or a renewal lasts. Required, positive.
 	TTL time.Duration
 
-	// Clock returns the current time; nil means time.Now. It decides
-	// expiry; Hold's renewals are paced by the runtime's timers.
+	// Clock returns the current time for expiry; nil means time.Now.
+	// Hold's renewals are paced by the runtime's timers.
 	Clock func() time.Time
 
 	// ioSem serializes the Lease's writes of its record: a channel of one
@@ -169,56 +111,27 @@ const (
 	maxLeaseSeq  = 1<<leaseSeqBits - 1
 )
 
-// Shard names one shard of a plugin, as Fence.Push takes them: what Hold
-// seals.
+// Shard names a shard for Hold to seal.
 type Shard struct {
 	Plugin, Shard string
 }
 
-// Hold takes the lease, seals each of shards within the term it took, and
-// keeps the lease renewed in the background until Release or until ctx
-// ends. It returns a context derived from ctx to ship under: it is done
-// the moment the lease is lost (context.Cause is then a *LeaseLostError
-// naming the new holder and term), expires by this Lease's clock because
-// renewals could not land (an error matching ErrLeaseExpired), is released
-// (one matching ErrLeaseLost), or ctx ends (ctx's cause). A lost or
-// expired lease also cancels the Deposed contexts of every shard it gates
-// (see Lease).
+// Hold takes the lease as Acquire does, seals each of shards within the
+// term it took, and renews the lease every TTL/3 in the background until
+// Release or ctx ends. It returns once every seal landed (promise 15), with
+// a context to ship under, done when the lease is lost (context.Cause: a
+// *LeaseLostError), expires (ErrLeaseExpired), is released (ErrLeaseLost),
+// or ctx ends.
 //
-// Hold acquires as Acquire does, and the renewer starts at once, before
-// any seal: it renews every TTL/3, measured from the start of the previous
-// renewal (or of the acquisition), whether that landed or not, each
-// renewal bounded by the lease's expiry; so two renewals in a row may fail
-// before the lease expires. The acquisition must land within TTL - TTL/4
-// of its start, else Hold gives up with an error matching
-// ErrTakeoverTimeout. Then, for each of shards in order, Hold draws an
-// epoch and seals the shard (Fence.Seal) as Holder, and returns once every
-// seal landed: from then on every deposed holder's writes to those shards
-// are refused.
-//
-// A takeover whose seal is slow keeps the lease: it renews it and seals
-// again (each attempt bounded by TTL, then a back-off) until the seal
-// lands, the lease is lost or expires, or ctx ends. It never gives the
-// lease up because a seal is slow, as the writer it fences may be the one
-// that holds the store up (an S3 server holds a key's writes while a
-// paused client's upload of it is in flight), and giving up would hand the
-// shard back to that writer. A seal refused for good gives the takeover
-// up: Hold then releases the lease and returns the refusal, and when the
-// shard records an epoch at or above the term's (an error matching
-// ErrStaleEpoch that says so) no acquisition of this lease can seal the
-// shard until its term passes the shard's: the lease's record was deleted
-// or rolled back, or another epoch source writes the shard; stop and look,
-// retrying does not help. A takeover whose lease is lost or expires while
-// it seals returns the loss or the expiry. A takeover given up leaves this
-// Lease holding nothing and handing out no epochs. ErrLeaseHeld (another
-// holder, or another Lease value of this Holder, holds the lease) and a
-// cancellation of ctx are returned as they are; ErrCorrupt, ErrWire,
-// ErrEpochRegressed (the lease's record, or a shard's, was deleted or set
-// back under this Lease or its Fence: see Lease.Settle and
-// Settlement.Lost) and ErrInvalidArgument are final.
-//
-// Hold on a Lease whose previous Hold is still in force returns an error;
-// so does an invalid shard name, before any I/O.
+// An acquisition that does not land within TTL - TTL/4 returns an error
+// matching ErrTakeoverTimeout, holding nothing. A slow seal is sealed again
+// (each attempt bounded by TTL) while the lease is held, as the writer it
+// fences may be what holds the store up; a lease lost or expired meanwhile
+// is returned. A seal refused for good releases the lease and returns the
+// refusal: ErrStaleEpoch when the shard records an epoch at or above the
+// term's, which this lease cannot seal until its term passes it. ErrCorrupt,
+// ErrWire, ErrEpochRegressed and ErrInvalidArgument are final. A second Hold
+// while one is in force, or an invalid shard name, fails before any I/O.
 func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, error) {
 	key, err := l.check()
 	if err != nil {
@@ -414,22 +327,13 @@ func (l *Lease) stopHold(h *holding, cause error) {
 	<-h.done
 }
 
-// Acquire takes the lease and returns its term. A Lease that holds it
-// renews instead and keeps its term. Otherwise it reads the record and:
-// absent, it creates it at term 1 (create-only); expired, released, or
-// written by this Lease value itself (an acquisition whose outcome it
-// could not learn), it takes it over at the record's term + 1, conditioned
-// on the version read; held, unexpired by this Lease's clock, by another
-// holder or by another Lease value of this Holder (a restarted process
-// waits for its previous incarnation's term to expire, or be released),
-// it returns a *LeaseHeldError (ErrLeaseHeld). A lost race reads again, as the Fence's retries allow.
-// A record that fails to decode returns a *CorruptError (ErrCorrupt) and is
-// never overwritten. A record absent, or at a term below the highest this
-// Lease value wrote or read in it, is refused with an
-// *EpochRegressedError (ErrEpochRegressed): taking term 1, or the term
-// after the lower one, would hand out epochs below those of terms already
-// granted; an operator writes the record back (Settle). Acquire starts
-// nothing in the background: renew with Renew, or use Hold.
+// Acquire takes the lease and returns its term; a Lease that holds it
+// renews instead. An absent record is created at term 1; one expired,
+// released, or this Lease value's own (a lost reply) is taken over at its
+// term + 1. A record held, unexpired by this Lease's clock, by another
+// holder or Lease value returns a *LeaseHeldError; one that fails to decode,
+// a *CorruptError, never overwritten; one absent or below the highest term
+// this Lease value saw, an *EpochRegressedError (see Settle).
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	key, err := l.check()
 	if err != nil {
@@ -512,15 +416,11 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 }
 
 // Renew extends the lease by TTL from now, keeping its term, with a write
-// conditioned on the version this Lease last wrote (no read first). If the
-// store shows another term (a takeover) or no record, the Lease drops the
-// lease and Renew returns a *LeaseLostError (ErrLeaseLost) naming the new
-// holder and term, which also matches ErrEpochRegressed when the record is
-// gone or holds a lower term; a Lease that does not hold the lease returns why it
-// does not (ErrLeaseLost). Renew succeeds after the local expiry too, as
-// long as nobody took the lease over: the conditional write proves it. Any
-// other error leaves the lease held until its local expiry, so a retry may
-// land.
+// conditioned on the version this Lease last wrote; it lands after the
+// local expiry too, if nobody took the lease over. A record of another
+// term, or none, drops the lease: Renew returns a *LeaseLostError. A Lease
+// that does not hold the lease returns why (ErrLeaseLost). Any other error
+// leaves the lease held until its local expiry, so a retry may land.
 func (l *Lease) Renew(ctx context.Context) error {
 	key, err := l.check()
 	if err != nil {
@@ -539,16 +439,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return l.rewrite(ctx, key, opLeaseRenew, term, false)
 }
 
-// Release gives the lease up: it ends the Hold in force, if any (its
-// context, and every context derived from it, is done with an error
-// matching ErrLeaseLost; no other Deposed context is cancelled, as giving
-// the lease up deposes nobody), and a write conditioned on the version
-// this Lease last wrote marks the record expired, keeping its term, so the
-// next acquisition, by anyone, takes term + 1 at once. The Lease stops
-// handing out epochs whatever the outcome; after an error other than
-// ErrLeaseLost the record may still show the lease held until its expiry.
-// A Lease that does not hold the lease returns why it does not (a
-// *LeaseLostError when it was taken over), matching ErrLeaseLost.
+// Release gives the lease up: it ends the Hold in force (its context then
+// matches ErrLeaseLost; no Deposed context ends, as releasing deposes
+// nobody) and marks the record expired at its term, with a write
+// conditioned on the version this Lease last wrote, so that the next
+// acquisition takes term + 1 at once. The Lease hands out no epoch after,
+// whatever the outcome (after an error, the record may show the lease held
+// until it expires). A Lease that does not hold the lease returns why
+// (ErrLeaseLost).
 func (l *Lease) Release(ctx context.Context) error {
 	key, err := l.check()
 	if err != nil {
@@ -579,16 +477,14 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
-// Epoch implements EpochSource: it returns a new push epoch of the held
-// term, term<<32 | n, greater than every epoch it returned before. One
-// lease gates every shard its holder writes; plugin and shard name the
-// shard whose Deposed contexts are cancelled when the lease is lost or
-// expires. It makes no I/O, except once per 2^32-1 epochs to move to the
-// next term. A Lease that lost the lease returns a *LeaseLostError naming
-// the new holder and term; one that does not hold it otherwise, an error
-// matching ErrLeaseLost; one whose local expiry has passed, with no
-// takeover known, an error matching ErrLeaseExpired, which also ends the
-// Hold in force and cancels the Deposed contexts of the shards it gates.
+// Epoch implements EpochSource: a new epoch of the held term, term<<32 | n,
+// above every epoch it returned before, with no I/O but to take the next
+// term once per 2^32-1 epochs. The lease gates the shard named, whose
+// Deposed contexts end when the lease is lost or expires. A Lease that lost
+// the lease returns a *LeaseLostError, one that does not otherwise hold it
+// an error matching ErrLeaseLost, and one whose own clock passed the expiry,
+// no takeover known, an error matching ErrLeaseExpired, ending the Hold in
+// force.
 func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error) {
 	for {
 		l.mu.Lock()
@@ -939,41 +835,21 @@ func (l *Lease) check() (string, error) {
 	return k, keyErr(err)
 }
 
-// Settle replaces the lease record at exactly version with a released
-// record at term, in one conditional write: an operator's way out of a
-// lease that no Lease can take. Two cases need it:
-//
-//   - a record that fails to decode, which no acquisition ever overwrites
-//     (Acquire and Hold refuse it with a *CorruptError naming its
-//     version): term is then the operator's assertion that no term above
-//     it was ever granted, as the damaged record's own term cannot be
-//     trusted. A lower bound is the term of the highest epoch a shard the
-//     lease gates records (RecordInfo.Epoch >> 32): a term below it
-//     leaves the next holder's seals refused as stale (Hold then says so)
-//     until its terms pass the shard's;
-//   - a holder that is gone for good (its process dead, its machine lost),
-//     whose term the next holder should not wait out: term is then the
-//     record's own term or above, never below (a settle never lowers a
-//     term), and version the one Fence.InspectLease reported. The
-//     operator asserts that the holder no longer runs: if it does, it
-//     learns the lease lost at its next renewal, and the fence, not the
-//     lease, keeps its late writes out;
-//   - a record that was deleted or set back (ErrEpochRegressed: a Lease
-//     that held or saw a higher term refuses to acquire it): version is
-//     then the version of the record now, or empty when there is none,
-//     and term the operator's assertion, as for damage, at least the
-//     term the refusal says was seen.
-//
-// The next acquisition, by anyone, then takes term + 1 at once. The
-// record is written under Holder's name. term must be 1 to 2^32-2.
+// Settle replaces the lease record at exactly version (empty: none) with a
+// released record at term (1 to 2^32-2) under Holder's name, so that the
+// next acquisition takes term + 1 at once: an operator's way out of a lease
+// no Lease can take. For a damaged record, or one deleted or set back, term
+// is the operator's assertion that no higher term was granted (at least the
+// term the refusal saw, and the term of the highest epoch a gated shard
+// records, RecordInfo.Epoch >> 32); for a holder gone for good, the
+// record's own term or above.
 //
 // It refuses, writing nothing: ErrNotFound when there is no record and
-// version is not empty, ErrConflict when the record has another version
-// now (or exists, when version is empty), an *InvalidArgumentError for a
-// term below the term of a record that decodes, and an
-// *EpochRegressedError for a term below one this Lease value wrote or
-// read in the record. Retrying a settle whose reply was lost returns nil
-// once the record is exactly this settle.
+// version is not empty, ErrConflict when the record has another version (or
+// exists, when version is empty), an *InvalidArgumentError for a term below
+// that of a record that decodes, and an *EpochRegressedError for a term
+// below one this Lease value saw. A retry of a lost reply returns nil once
+// the record is this settle.
 func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	key, err := l.check()
 	switch {

@@ -19,16 +19,13 @@ type LeaseInfo struct {
 	Expiry  time.Time // when the term ends by its holder's clock, in UTC; zero once released
 }
 
-// Released reports whether the holder gave the lease up (Lease.Release):
-// the next acquisition, by anyone, takes Term + 1 at once.
+// Released reports whether the holder gave the lease up (Lease.Release).
 func (i LeaseInfo) Released() bool { return i.Expiry.IsZero() }
 
-// InspectLease reads the record of the lease named name under the Fence's
-// Prefix once and describes it, for an operator who looks at a lease
-// without taking part in it: it never writes and checks no brand. A lease
-// never acquired returns an error matching ErrNotFound; a record that
-// fails to decode, or that the store found damaged, a *CorruptError
-// (ErrCorrupt) with its version.
+// InspectLease reads the record of the lease named name once, for an
+// operator, writing nothing and checking no brand: an error matching
+// ErrNotFound for a lease never acquired, a *CorruptError with its version
+// for a damaged record.
 func (f *Fence) InspectLease(ctx context.Context, name string) (LeaseInfo, error) {
 	if err := f.checkConfig(); err != nil {
 		return LeaseInfo{}, err

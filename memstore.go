@@ -9,18 +9,13 @@ import (
 	"time"
 )
 
-// MemStore is an in-memory ConditionalStore for tests, examples and the
-// command's demo. Its zero value is an empty store ready to use. Version
-// tokens are decimal numbers drawn from one counter, so a token never
-// repeats within a store. Get and PutIfVersion copy the bytes they are given
-// or return, so callers may reuse their buffers.
-//
-// MaxObjectSize, when positive, is the read limit of Get (zero means
-// 64 MiB + 4 KiB); it is read without locking and must be set before
-// first use. Clock, when set, gives the creation time of its blobs (nil
-// means time.Now), so a test can age them.
-//
-// It holds blobs too (BlobStore), in memory, whole.
+// MemStore is an in-memory ConditionalStore and BlobStore for tests,
+// examples and the command's demo; its zero value is an empty store. Version
+// tokens come from one counter, so a token never repeats within a store. Get
+// and PutIfVersion copy the bytes they are given or return. MaxObjectSize,
+// when positive, is the read limit of Get (zero means 64 MiB + 4 KiB), and
+// Clock gives the creation time of its blobs (nil means time.Now); set them
+// before first use.
 type MemStore struct {
 	MaxObjectSize int64
 	Clock         func() time.Time
@@ -66,8 +61,8 @@ func (m *MemStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 	return data, o.version, nil
 }
 
-// PutIfVersion implements ConditionalStore. The comparison and the write
-// happen under one lock, which is what makes them atomic.
+// PutIfVersion implements ConditionalStore, comparing and writing under one
+// lock.
 func (m *MemStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -99,8 +94,7 @@ func (m *MemStore) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// List implements Lister, in lexical order. fn runs without the store's
-// lock held, so it may call the store.
+// List implements Lister, in lexical order; fn may call the store.
 func (m *MemStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -37,8 +37,7 @@ func (m *MemStore) now() time.Time {
 	return time.Now()
 }
 
-// CreateBlob implements BlobStore: create-only, the blob held in memory
-// whole (a MemStore's blobs are for tests and examples).
+// CreateBlob implements BlobStore, holding the blob in memory whole.
 func (m *MemStore) CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return BlobInfo{}, err
@@ -92,7 +91,7 @@ func (m *MemStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
 	return BlobInfo{Key: key, Size: int64(len(blob.data)), Modified: blob.modified}, nil
 }
 
-// ListBlobs implements BlobStore. fn runs without the store's lock held.
+// ListBlobs implements BlobStore; fn may call the store.
 func (m *MemStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
 	m.blobs.mu.Lock()
 	var infos []BlobInfo
@@ -115,8 +114,7 @@ func (m *MemStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInf
 
 var _ ConsistentBlobLister = (*MemStore)(nil)
 
-// ListBlobsConsistent implements ConsistentBlobLister: ListBlobs, whose
-// listing is taken under the store's lock.
+// ListBlobsConsistent implements ConsistentBlobLister.
 func (m *MemStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
 	return m.ListBlobs(ctx, prefix, fn)
 }

@@ -8,38 +8,22 @@ import (
 )
 
 // WriteEvent is what a Fence's Observer sees of a write. Op names it:
+// "push", "update", "commit" and "seal" (Push and PushFrom, Update, Commit,
+// Seal), "settle" and "settle log" (Settle, and its entry in the settle
+// log), "floor" (the KeepFloor floor of a Seal or Settle), "blob" (PutBlob),
+// "collect" (Collect's horizon), "lease acquire", "lease renew",
+// "lease release" and "lease settle" (a Lease's record), "brand claim"
+// (ClaimBrand, and BrandClaim's claim).
 //
-//   - "push", "update", "commit", "seal": a writer's write of a record
-//     (Push and PushFrom, Update, Commit, Seal);
-//   - "settle" and "settle log": an operator's Settle, and its entry in the
-//     shard's settle log;
-//   - "floor": a Seal's or a Settle's entry of the shard's floor, once its
-//     record landed (under Fence.KeepFloor);
-//   - "blob": PutBlob's upload of a new blob;
-//   - "collect": Collect's write of a record's collection horizon;
-//   - "lease acquire", "lease renew", "lease release", "lease settle": a
-//     Lease's writes of its record;
-//   - "brand claim": ClaimBrand, and the claim of BrandClaim.
-//
-// The engine reports each write once, when it ends, and every race it
-// lost and retried before that. What happened is told by Err, tested like
-// the error the call returns:
-//
-//   - nil: the key holds this write (written now, or found already
-//     written);
-//   - errors.Is(Err, ErrConflict) with Retrying set: the write lost a race
-//     and the call reads afresh and tries again; this may happen any number
-//     of times before the one event that ends the write;
-//   - ErrStaleEpoch, ErrEpochRegressed, ErrWire, ErrCorrupt,
-//     ErrUntrustedStore, ErrLeaseHeld, ErrLeaseLost, ErrNotFound (a write
-//     the store holds no record for: a Commit's blob, a Settle's record,
-//     a record only a seal creates under KeepFloor), ErrConflict (every
-//     attempt lost): refused, nothing written;
-//   - ErrOutcomeUnknown: the write's outcome could not be learned; it
-//     never also matches ErrConflict or a refusal;
-//   - anything else: a failure (network, auth, ctx).
-//
-// Outcome names each case in one word.
+// The engine reports each write once, when it ends, and before that each
+// race it lost and retried (Retrying set, Err matching ErrConflict), as
+// promise 27 says. Err says what happened, tested like the error the call
+// returns: nil when the key holds this write (written now, or found written);
+// for a refusal, nothing written, ErrStaleEpoch, ErrEpochRegressed, ErrWire,
+// ErrCorrupt, ErrUntrustedStore, ErrLeaseHeld, ErrLeaseLost, ErrNotFound or
+// ErrConflict (every attempt lost); ErrOutcomeUnknown, never with a conflict
+// or a refusal, when the outcome could not be learned; anything else for a
+// failure. Outcome names it.
 type WriteEvent struct {
 	Op       string    // what was written; see above
 	Key      string    // the key written
@@ -51,26 +35,20 @@ type WriteEvent struct {
 	Start    time.Time // when the write began, before its first check: the same on every event of one write
 }
 
-// Outcome names what the event says happened, in one word an Observer can
-// use as a metric label or a log field: "landed", "conflict-retried" (the
-// event of a retried race), "untrusted" (ErrUntrustedStore: the store
-// failed the probe), "unknown" (ErrOutcomeUnknown), "wire", "corrupt",
-// "regressed" (ErrEpochRegressed: the record was lost or set back, which
-// an operator must settle), "stale", "lease" (ErrLeaseHeld or
-// ErrLeaseLost), "conflict" (every attempt lost a race) or "failed"
-// (anything else). An error that matches several sentinels (an unknown
-// outcome wraps its cause, a lease whose record went back is lost and
-// regressed) is named by the first in that order.
+// Outcome names what the event says happened, in one word for a metric
+// label or a log field: "landed", "conflict-retried", "untrusted"
+// (ErrUntrustedStore), "unknown" (ErrOutcomeUnknown), "wire", "corrupt",
+// "regressed" (ErrEpochRegressed), "stale", "lease" (ErrLeaseHeld or
+// ErrLeaseLost), "conflict" (every attempt lost) or "failed" (anything
+// else). An error that matches several is named by the first in that order.
 func (e WriteEvent) Outcome() string {
 	outcome, _ := classify(e)
 	return outcome
 }
 
-// SlogObserver returns an Observer for Fence.Observer that logs every event
-// to l: landed writes and retried conflicts at debug level, refusals at
-// warn level, failures, unknown outcomes, a record that went back and an
-// untrusted store at error level. Stored bytes in
-// the attributes are escaped.
+// SlogObserver returns an Observer that logs every event to l, stored bytes
+// escaped: "landed" and "conflict-retried" at debug level, "wire",
+// "corrupt", "stale", "lease" and "conflict" at warn, the rest at error.
 func SlogObserver(l *slog.Logger) func(context.Context, WriteEvent) {
 	return func(ctx context.Context, e WriteEvent) {
 		outcome, level := classify(e)

@@ -43,19 +43,12 @@ func (i RecordInfo) horizon() int64 {
 	return i.Horizon.UnixNano()
 }
 
-// Inspect reads the record of (plugin, shard) once and describes it, with
-// the version of exactly the bytes it decoded: what an operator looks at
-// before settling. It is Latest with the detail an operator needs: the same
-// brand check and the same errors, with as much of the description as the
-// read allowed: on ErrCorrupt, Key and Version (the version Settle needs),
-// and Identity, Epoch and Writer when the record's header still decodes
-// (only a check after it failed, such as the payload checksum or the
-// store's own check of damage in place), and Blobs when the references
-// after the header decode and match their checksum too (what a settle
-// keeps); on ErrWire, the whole record decoded under the identity it
-// carries. It reports what the store holds, a record lost or set back
-// included (ErrNotFound, a lower epoch); the epoch it reads counts as seen
-// by the Fence, whose later writes refuse to go below it (see Forget).
+// Inspect is Latest with what an operator looks at before settling: the
+// record's version of exactly the bytes decoded, its identity, references,
+// tenure floor and horizon. On ErrCorrupt it still returns Key and Version
+// (what Settle needs), and Identity, Epoch and Writer when the header
+// decodes, and Blobs when the references do; on ErrWire, the whole record.
+// The epoch it reads counts as seen by the Fence (see Forget).
 func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
 	key, err := f.key(plugin, shard)
 	if err != nil {
@@ -92,51 +85,29 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 	return info, f.checkIdentity(key, st.h)
 }
 
-// Settlement is what Settle writes over a corrupt record, and what it
-// asserts about it.
+// Settlement is what Settle writes, and what the operator asserts.
 type Settlement struct {
-	// Version is the version of the corrupt record to replace, as a
-	// *CorruptError or Inspect reported it: the only version Settle
-	// replaces. Required.
+	// Version is the version to replace, as a *CorruptError or Inspect
+	// reported it; required, except with Lost for a record that is gone.
 	Version string
 
-	// Writer, Epoch and Payload are the fresh record's, validated as for
+	// Writer, Epoch and Payload are the new record's, validated as for
 	// Push.
 	Writer  string
 	Epoch   uint64
 	Payload []byte
 
-	// Floor is the caller's assertion that no epoch above it was ever
-	// granted for the shard; Epoch must be above it. It is required (at
-	// least 1) when not even the corrupt record's header can be read, so
-	// that the store holds no epoch to compare Epoch with; zero means
-	// none is asserted.
+	// Floor is the operator's assertion that no epoch above it was ever
+	// granted for the shard; zero asserts none.
 	Floor uint64
 
-	// Lost settles a record that was lost or set back (ErrEpochRegressed)
-	// rather than a damaged one: Version is then the version of the record
-	// the store holds now, as Inspect reports it, or empty when it holds
-	// none; Floor is required, the operator's assertion that no epoch above
-	// it was ever granted for the shard (at least the epoch the refusal
-	// says was seen); and Epoch must be above it, above the record found,
-	// above the shard's floor (Fence.KeepFloor) and above every epoch the
-	// settling Fence saw of the record. The record is written conditioned
-	// on exactly Version (created when it was absent), keeping the
-	// references of the record found as for damage (see DropBlobs; an
-	// absent record's shard with blobs needs DropBlobs).
+	// Lost settles a record lost or set back rather than damaged.
 	Lost bool
 
-	// DropBlobs settles a stream's record without the blobs it
-	// references. Without it, the settled record keeps the references of
-	// the corrupt one when they still decode (RecordInfo.Blobs, as Inspect
-	// shows them), and Settle refuses, writing nothing, when they may
-	// exist but cannot be read: the corrupt record is a stream's and its
-	// references are damaged, or not even its header decodes and the
-	// shard has blobs. A Fence with no blob store (a store that holds
-	// none, and no Fence.Blobs) sees no blobs: settle a stream's shard
-	// with the writers' configuration. With it, every blob of the shard that the settled
-	// record does not reference is garbage from then on (its collection
-	// horizon is the blob store's time), and Collect deletes it.
+	// DropBlobs settles a stream's record without its blob references,
+	// making every blob of the shard garbage for Collect. Without it the
+	// references of the record replaced are kept when they decode, and
+	// Settle refuses when they may exist but cannot be read (promise 9).
 	DropBlobs bool
 }
 
@@ -148,54 +119,32 @@ func horizonTime(h int64) time.Time {
 	return time.Unix(0, h)
 }
 
-// Settle replaces the corrupt record of (plugin, shard) with a fresh record
-// of s.Payload at s.Epoch by s.Writer, in one write conditioned on exactly
-// s.Version, the version found corrupt. It is the only way this package
-// overwrites a record the other writes refuse, and it is meant for an
-// operator who has looked at the record (Inspect).
+// Settle replaces the corrupt record of (plugin, shard) with a record of
+// s.Payload at s.Epoch by s.Writer, in one write conditioned on exactly
+// s.Version: the only write over a record the others refuse, for an
+// operator who has looked at it (Inspect). It refuses, writing nothing:
 //
-// Without s.Lost, it refuses, writing nothing, unless the record is still
-// corrupt at s.Version: an error matching ErrNotFound when there is no record,
-// ErrConflict when the record has another version now (someone wrote
-// since), and an *InvalidArgumentError when the record decodes (there is
-// nothing to settle). It never lowers the recorded epoch:
+//   - ErrNotFound when there is no record, ErrConflict when it has another
+//     version now, and an *InvalidArgumentError when it decodes (without
+//     s.Lost) or is damaged (with s.Lost);
+//   - a *WireError for a damaged record whose header decodes to another
+//     identity, and a *StaleEpochError for an Epoch not above that header's
+//     epoch, or not above every epoch in the shard's settle log (Prefix +
+//     "_settled/" + plugin + "/" + shard, written right before the record, so
+//     that an old settle run again over new damage is refused), or under
+//     KeepFloor not above the shard's floor;
+//   - an *InvalidArgumentError for an Epoch not above s.Floor, which is
+//     required when the header does not decode and with s.Lost;
+//   - an *EpochRegressedError for an Epoch not above what the Fence saw of
+//     the record.
 //
-//   - when the corrupt record's header still decodes (only a check after
-//     it failed: the payload's checksum, or the store's own check of damage
-//     in place), a header of another identity is refused with a *WireError
-//     and an Epoch not above the header's with a *StaleEpochError;
-//   - when not even the header can be read, s.Floor must be stated and
-//     Epoch above it, else an *InvalidArgumentError;
-//   - a settle that passed these checks is entered in the shard's settle
-//     log (a reserved key, Prefix + "_settled/" + plugin + "/" + shard)
-//     right before it writes the record, and Epoch must be above every
-//     epoch entered there before, else a *StaleEpochError. Damaged bytes
-//     can repeat (the same truncation twice has the same version on most
-//     stores), so the log is what refuses an old settle run again over new
-//     damage.
-//
-// With s.Lost it settles a record lost or set back instead of a damaged
-// one (see Settlement.Lost): the record absent (s.Version empty) or sound
-// at exactly s.Version, s.Epoch above s.Floor and above the record found;
-// a damaged record is refused (ErrInvalidArgument), another version with
-// ErrConflict.
-//
-// Every settle lands above the epochs the Fence saw of the record (else an
-// *EpochRegressedError, after the settle log's own check) and, under
-// KeepFloor, above the shard's floor (else a *StaleEpochError naming the
-// floor's key), and then raises the floor to its epoch.
-//
-// Retrying a settle whose reply was lost returns nil once the record is
-// exactly this settle (an *EpochRegressedError when it went back to this
-// settle below what the Fence saw of it since). A retry that finds the settle entered in the log but
-// the record still damaged is refused (a *StaleEpochError): the damage may
-// be new, so settle again at a higher epoch. A settle log that fails to
-// decode is refused with ErrCorrupt naming it; an operator who removes it
-// with the store's own tools loses only that protection.
-//
-// Settle goes through the engine every write takes (the brand check, the
-// probe verdict, the retries, the Observer with Op "settle log" and
-// "settle").
+// So it never lowers the recorded epoch (promise 8). With s.Lost it settles
+// a record lost or set back (ErrEpochRegressed): absent (s.Version empty),
+// or sound at exactly s.Version, and Epoch must also be above the record
+// found. A retry whose reply was lost returns nil once the record is this
+// settle; one that finds the settle logged but the record still damaged is
+// refused (*StaleEpochError), as the damage may be new. A settle log that
+// does not decode is ErrCorrupt. Under KeepFloor a settle raises the floor.
 func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) error {
 	switch {
 	case s.Version == "" && !s.Lost:

@@ -12,17 +12,13 @@ import (
 	"github.com/writefence/writefence/internal/probecheck"
 )
 
-// ErrUntrustedStore reports that a store failed the probe: it accepted a
-// write its precondition should have refused, or read back other bytes or
-// another version than a write returned. Fencing over such a store is a
-// no-op. The verdict is final: retrying cannot change how the server treats
-// preconditions. Test for it with errors.Is; the detail is a *ProbeError.
+// ErrUntrustedStore reports that a store failed the probe (see Probe):
+// fencing over it is a no-op. It is final; the detail is a *ProbeError.
 var ErrUntrustedStore = errors.New("writefence: untrusted store")
 
-// ProbeError is the verdict of a failed probe: the store did not do what
-// Check requires. It matches ErrUntrustedStore and, through Err, what the
-// store did instead (an unexpected error, or a description of a write or a
-// read that should not have happened).
+// ProbeError is a failed probe's verdict: the store did not do what Check
+// requires. It matches ErrUntrustedStore and, through Err, what the store
+// did instead.
 type ProbeError struct {
 	Check string // the check that failed, e.g. "stale update is refused"
 	Key   string // the scratch key the check ran on
@@ -50,46 +46,22 @@ func (e *ProbeError) Unwrap() []error {
 const probeCleanupTimeout = 10 * time.Second
 
 // Probe proves on scratch keys that s decides its preconditions on the
-// server, as ConditionalStore requires, and returns nil if it does. It
-// writes and reads through exactly the methods a Fence uses: every write
-// through PutParts (the store's PartsPutter when it declares one, see
-// Capable), every read back through both Get and GetPrefix. The checks,
-// each followed by the reads, which must return exactly the bytes and the
-// version of the last write that landed:
+// server, and returns nil if it does. Writing through PutParts and reading
+// back through Get and GetPrefix, as a Fence does, it checks that every read
+// returns exactly the last write that landed, that a create-only put lands
+// and a second is refused with ErrConflict, that an update lands at the
+// current version and is refused at a stale one, that an update of a
+// missing key is refused and creates nothing, and, when s declares
+// BrandedPutter, the same through PutIfBranded, with a write under another
+// identity refused with ErrWire.
 //
-//   - a create-only put of a fresh key lands;
-//   - a second create-only put of that key is refused with ErrConflict;
-//   - an update with the current version lands, with a new version;
-//   - an update with the first, now stale, version is refused;
-//   - an update of a missing key, with a version the store issued, is
-//     refused and creates nothing;
-//   - when s declares BrandedPutter, the same create, second create,
-//     update and stale update through PutIfBranded under a scratch brand
-//     key, and a write under another identity, which must be refused with
-//     ErrWire and write nothing.
-//
-// The scratch keys are key followed by "-" and 16 random hex digits in
-// braces (and a suffix for the missing key and the brand's keys): a hash
-// tag, so that on a Valkey cluster the brand key and the key written under
-// it share a slot, where PutIfBranded can check them together (unless key
-// holds a tag of its own, which then puts them together). The content written
-// is random, so neither a leftover of an earlier probe nor a concurrent
-// probe from another process can pass or fail this one. When s implements
-// Deleter, the keys are deleted afterwards, best effort; otherwise they
-// stay, a few dozen bytes each.
-//
-// A store that fails a check returns a *ProbeError, which matches
-// ErrUntrustedStore. Any error other than a refusal (ErrConflict) where one
-// was expected is not a verdict: a network, auth or server failure is
-// returned wrapped and never matches ErrUntrustedStore, and a done ctx
-// returns ctx.Err() as it is. (Cloud Storage throttles rapid updates of one
-// object with HTTP 429, which is such a failure: a *StoreError.)
-//
-// A sequential probe sees what one client sees. It catches a store that
-// ignores preconditions; it cannot catch one that checks them on the client
-// side and then writes unconditionally, which answers every sequential
-// request correctly and loses only races. The conformance suite
-// (writefencetest) races writers to catch that.
+// The scratch keys are key, "-" and 16 random hex digits in braces (a
+// Valkey hash tag), with random content, so that no other probe can pass or
+// fail this one; a Deleter's are deleted afterwards. A failed check returns
+// a *ProbeError (ErrUntrustedStore); any other failure (network, auth, a
+// server error) is returned wrapped and is no verdict, and a done ctx
+// returns ctx.Err(). A sequential probe cannot catch a store that compares
+// on the client side: writefencetest races writers for that.
 func Probe(ctx context.Context, s ConditionalStore, key string) error {
 	if s == nil {
 		return invalidArg("store", "nil")

@@ -173,22 +173,15 @@ const (
 	dirBlobDelete = "dir blob delete"
 )
 
-// NewDirConditionalStore opens the store in dir, creating dir and its
-// layout when missing (with opts.ReadOnly, the existing store, for reading
-// only; see StoreOptions). Temporary files that a crashed writer left
-// behind are removed: those of objects when no other writer holds the
-// lock, those of blobs once no writer holds them and they are a minute
-// old. On a system where the store cannot lock files it returns a
-// *StoreError matching errors.ErrUnsupported.
-//
-// The store is correct across goroutines and across the processes of one
-// host that open the same directory: every write takes one exclusive
-// flock(2) on the directory, compares the version token, writes a
-// temporary file, fsyncs it, renames it into place and fsyncs the
-// directory. flock(2) is not reliable on network file systems: use a
-// local directory. Each file holds its key and a CRC-32C over the whole
-// file, which every read checks (ErrCorrupt); version tokens are random.
-// Every failure is a *StoreError whose Op starts with "dir ".
+// NewDirConditionalStore opens the store in dir, creating it when missing
+// (with opts.ReadOnly, opening an existing one for reading), and removes
+// the temporary files a crashed writer left. It serves the processes of one
+// host: a write takes an exclusive flock(2) on the directory, compares the
+// version, writes and fsyncs a temporary file, renames it into place and
+// fsyncs the directory, so use a local file system, not a network one.
+// Every read checks the file's CRC-32C (ErrCorrupt); every failure is a
+// *StoreError whose Op starts with "dir ", one matching
+// errors.ErrUnsupported where files cannot be locked.
 func NewDirConditionalStore(dir string, opts *StoreOptions) (ConditionalStore, error) {
 	var o StoreOptions
 	if opts != nil {

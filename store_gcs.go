@@ -61,20 +61,13 @@ var _ Capable = (*gcsStore)(nil)
 func (s *gcsStore) Capabilities() ConditionalStore { return s }
 
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
-// using the caller's client. The bucket must exist; the store never creates
-// or configures it.
-//
-// Server requirements: the JSON API's ifGenerationMatch and
-// ifGenerationMatch=0 (does-not-exist) preconditions on object inserts,
-// answered with HTTP 412 when they fail, and an x-goog-generation header on
-// reads. Cloud Storage has both; so does fake-gcs-server, when started with
-// -public-host set to its own address so the client's XML reads reach it.
-// Object versioning and retention policies on the bucket are not needed and
-// do not change the protocol; a bucket lifecycle rule that deletes objects
-// would delete records, so do not set one on the records' prefix.
-//
-// Retries follow the client's configuration (Client.SetRetry). Reads are
-// retried by the client; writes are not, see PutIfVersion.
+// which must exist, using the caller's client. The server must answer the
+// JSON API's ifGenerationMatch preconditions (0: does not exist) with HTTP
+// 412 and send x-goog-generation on reads, as Cloud Storage does, and
+// fake-gcs-server when started with -public-host set to its own address.
+// Reads are retried as the client is configured (Client.SetRetry); a write
+// is sent once, as a retry of one that landed would fail its own
+// precondition.
 func NewGCSConditionalStore(client *storage.Client, bucket string, opts *StoreOptions) ConditionalStore {
 	return newGCSStore(client, bucket, opts)
 }

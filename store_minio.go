@@ -80,26 +80,12 @@ var _ Capable = (*minioStore)(nil)
 func (s *minioStore) Capabilities() ConditionalStore { return s }
 
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
-// which must exist, using the caller's client.
-//
-// The server must implement S3 conditional writes: a PUT carrying
-// If-None-Match: * is refused when the key exists, and a PUT carrying
-// If-Match: "etag" is refused unless the key's current ETag is etag. AWS S3
-// supports both since 2024, and MinIO does; several other S3-compatible
-// services accept the headers and ignore them, which would make every write
-// unconditional, so check a server before trusting it.
-//
-// Every record is sent as one PUT of its exact length, whatever its size
-// (S3 accepts up to 5 GiB that way), never as a multipart upload, and
-// always with a Content-Length, an empty record's being 0: its body is
-// sent whole, never framed as aws-chunked, and carries its SHA-256, signed,
-// and its MD5 (Content-MD5), which the server checks, whatever the
-// client's scheme (http or https) and options. So a server that requires
-// a length, or does not decode aws-chunked bodies, takes every record. A
-// conditional PUT is sent once: the SDK's own retries are not used for it,
-// because a retry after a write that landed but whose answer was lost would
-// be refused by the write's own precondition and reported as a conflict.
-// Reads are retried as the client is configured.
+// which must exist, using the caller's client. The server must honour
+// If-None-Match: * and If-Match: "etag" on a PUT, as AWS S3 and MinIO do;
+// some S3-compatible services ignore them, so probe a server first (Probe).
+// A record is one PUT of its exact length (up to 5 GiB) with its MD5 and
+// signed SHA-256, never aws-chunked, sent once: a retry of a PUT that landed
+// would fail its own precondition. Reads are retried as the client says.
 func NewMinioConditionalStore(client *minio.Client, bucket string, opts *StoreOptions) ConditionalStore {
 	return newMinioStore(client, bucket, opts)
 }

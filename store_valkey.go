@@ -303,40 +303,22 @@ var _ Capable = (*valkeyStore)(nil)
 // and BrandedPutter are its own.
 func (s *valkeyStore) Capabilities() ConditionalStore { return s }
 
-// NewValkeyConditionalStore returns a store that keeps its objects in the
-// server or cluster client talks to (on a standalone server, in the
-// client's selected database). Keys are used as given; see
-// valkeyStore for what each holds.
+// NewValkeyConditionalStore returns a store that keeps its objects, at the
+// keys given, in the Valkey 7+ or Redis 6+ server client talks to (in its
+// selected database) or in the cluster of a *redis.ClusterClient. With
+// replicas and failover, set StoreOptions.WaitReplicas. A *redis.Ring, and
+// a standalone client of a cluster node, are refused: until INFO cluster
+// reports cluster_enabled:0, every call returns, touching no key, a
+// *StoreError matching errors.ErrUnsupported (fs.ErrPermission when the ACL
+// refuses INFO); a failure to reach the server or a passing state (LOADING,
+// BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, NOREPLICAS, too many
+// clients) is transient.
 //
-// Server requirements: Valkey 7 or later, or Redis 6 or later, either
-// standalone (a primary, optionally with replicas and failover, see
-// Durability; *redis.Client and a failover client both work) or in
-// cluster mode through a *redis.ClusterClient (see Cluster). A
-// *redis.Ring is refused, because it shards keys over servers that share
-// no atomic step, and so is a standalone client of a cluster node, which
-// would see the cluster's redirections as errors: before the first key is
-// read or written the store checks that the client is not a *redis.Ring
-// and, unless it is a *redis.ClusterClient, that INFO cluster reports
-// cluster_enabled:0; until that holds every call returns, without touching
-// a key, a *StoreError that matches errors.ErrUnsupported and says what
-// was found. Retrying does not help: the configuration has to change. The
-// check needs the INFO command (ACL +info). A server that answers INFO
-// cluster with an error reply of its own (the command renamed away or
-// unknown, the section unknown) leaves the store unable to tell whether
-// it is a cluster node, and is refused the same way, as unsupported. An
-// ACL's refusal of INFO matches fs.ErrPermission instead. A failure to
-// reach the server, or a reply naming a passing state (LOADING, BUSY,
-// MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, NOREPLICAS, too many
-// clients), is transient, and the next call checks again; once the check
-// succeeds it is not repeated.
-//
-// The ACL user needs EXISTS, STRLEN, GETRANGE, SET, DEL, SCAN, WATCH,
-// UNWATCH, MULTI and EXEC on the keys; with Script set, EVAL and EVALSHA,
-// and SET, UNLINK, RENAME and PERSIST on the staging keys
-// ("writefence/_put/*"), and GET and EXISTS (which the script calls) on
-// the keys; with WaitReplicas set, WAIT, and SET on "writefence/_wait"
-// (on a cluster "writefence/_wait{*}"); on a cluster, CLUSTER SLOTS (the
-// client's own need).
+// The ACL user needs INFO, and EXISTS, STRLEN, GETRANGE, SET, DEL, SCAN,
+// WATCH, UNWATCH, MULTI and EXEC on the keys; with Script, EVAL, EVALSHA,
+// GET and EXISTS, and SET, UNLINK, RENAME and PERSIST on "writefence/_put/*";
+// with WaitReplicas, WAIT and SET on "writefence/_wait" (on a cluster
+// "writefence/_wait{*}"); on a cluster, CLUSTER SLOTS.
 //
 // Retries follow the client's options (MaxRetries). A script retried after
 // its reply was lost recognises its own write and reports success; a
