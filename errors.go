@@ -56,6 +56,7 @@ type EpochRegressedError struct {
 	Absent      bool
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *EpochRegressedError) Error() string {
 	unit := "epoch"
 	if strings.HasPrefix(e.Op, "lease") {
@@ -89,6 +90,7 @@ type InvalidArgumentError struct {
 	Reason string // why it was rejected, lower case
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *InvalidArgumentError) Error() string {
 	return "writefence: invalid argument: " + e.Arg + ": " + e.Reason
 }
@@ -109,6 +111,7 @@ type StaleEpochError struct {
 	RecordedWriter string // the writer of the recorded record
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *StaleEpochError) Error() string {
 	return fmt.Sprintf("writefence: stale epoch: %s at epoch %d to %s refused: recorded epoch %d by %s",
 		orDefault(e.Op, opPush), e.Epoch, esc(e.Key), e.RecordedEpoch, esc(e.RecordedWriter))
@@ -131,6 +134,7 @@ type WireError struct {
 	Absent   bool   // the key did not exist
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *WireError) Error() string {
 	if e.Absent {
 		return "writefence: wire: expected " + esc(e.Expected) + " but " + esc(e.Key) + " is absent"
@@ -154,6 +158,7 @@ type OutcomeUnknownError struct {
 	Err   error  // the error that hid the outcome
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *OutcomeUnknownError) Error() string {
 	at := ""
 	if e.Epoch != 0 {
@@ -193,6 +198,7 @@ type LeaseHeldError struct {
 	Expiry time.Time // when the record expires, by the holder's clock
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *LeaseHeldError) Error() string {
 	return fmt.Sprintf("writefence: lease %s held by %s at term %d until %s",
 		esc(e.Name), esc(e.Holder), e.Term, e.Expiry.UTC().Format(time.RFC3339Nano))
@@ -212,6 +218,7 @@ type LeaseLostError struct {
 	NewTerm uint64 // the record's term now; 0 when the record is gone
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *LeaseLostError) Error() string {
 	switch {
 	case e.NewTerm == 0:

@@ -25,6 +25,7 @@ type ProbeError struct {
 	Err   error  // what the store did instead
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *ProbeError) Error() string {
 	s := "writefence: untrusted store: probe at " + esc(e.Key) + ": " + e.Check
 	if e.Err != nil {

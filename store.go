@@ -282,6 +282,7 @@ type StoreError struct {
 	Err error  // the cause
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *StoreError) Error() string {
 	s := "writefence: " + e.Op
 	if e.Key != "" {
@@ -306,6 +307,7 @@ type CorruptError struct {
 	Head []byte
 }
 
+// Error returns the message: "writefence: ", then what the fields say.
 func (e *CorruptError) Error() string {
 	s := "writefence: corrupt record: " + e.Check
 	if e.Key != "" {
