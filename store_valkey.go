@@ -338,9 +338,13 @@ func (s *ValkeyConditionalStore) Capabilities() ConditionalStore { return s }
 // (on a cluster "writefence/_wait{*}"); on a cluster, CLUSTER SLOTS (the
 // client's own need).
 //
-// Retries follow the client's options (MaxRetries). A script retried after
-// its reply was lost recognises its own write and reports success; a
-// transaction is never retried on another connection.
+// Retries follow the client's options (MaxRetries), except for the
+// writes: the client never sends a write's script again once it may have
+// reached the server, and never retries a transaction on another
+// connection, so a write whose reply was lost fails with the client's
+// error (a retry could find a rival's write after its own and report a
+// conflict for a write that landed). A script that still runs twice
+// recognises its own write and reports success.
 func NewValkeyConditionalStore(client redis.UniversalClient) *ValkeyConditionalStore {
 	s := &ValkeyConditionalStore{client: client}
 	s.cluster, _ = client.(*redis.ClusterClient)
@@ -429,12 +433,19 @@ func valkeyInfoField(info, name string) (string, bool) {
 
 // ---- connections and cluster redirections ----
 
-// valkeyConn is the dedicated connection a call runs on, and whether the
-// node it reaches must be told ASKING before each command: an ASK
-// redirection named it as the node importing the key's slot.
+// valkeyConn is the connection a call runs on, and whether the node it
+// reaches must be told ASKING before each command: an ASK redirection
+// named it as the node importing the key's slot.
 type valkeyConn struct {
-	tx     *redis.Tx
+	r      valkeyRunner // tx, or the client when the call needs no connection of its own
+	tx     *redis.Tx    // the dedicated connection; nil when r is the client
 	asking bool
+}
+
+// valkeyRunner sends commands: a *redis.Tx or a *redis.Client.
+type valkeyRunner interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
 }
 
 // queue adds cmd to the pipeline p, after an ASKING when the connection
@@ -444,6 +455,20 @@ func (c valkeyConn) queue(ctx context.Context, p redis.Pipeliner, cmd redis.Cmde
 		_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
 	}
 	_ = p.Process(ctx, cmd)
+}
+
+// send sends cmds in one round trip, each after an ASKING when the
+// connection asks, and returns the error of the first that failed.
+func (c valkeyConn) send(ctx context.Context, cmds ...redis.Cmder) error {
+	if len(cmds) == 1 && !c.asking {
+		return c.r.Process(ctx, cmds[0])
+	}
+	p := c.r.Pipeline()
+	for _, cmd := range cmds {
+		c.queue(ctx, p, cmd)
+	}
+	_, err := p.Exec(ctx)
+	return err
 }
 
 // ask sends ASKING, when the connection asks, right before a MULTI: the
@@ -466,7 +491,7 @@ func (c valkeyConn) ask(ctx context.Context) error {
 // only from a step that wrote nothing.
 func (s *ValkeyConditionalStore) onNode(ctx context.Context, op, key string, f func(c valkeyConn) error) error {
 	if s.cluster == nil {
-		return s.client.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{tx: tx}) })
+		return s.client.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{r: tx, tx: tx}) })
 	}
 	node, err := s.cluster.MasterForKey(ctx, key)
 	if err != nil {
@@ -474,7 +499,7 @@ func (s *ValkeyConditionalStore) onNode(ctx context.Context, op, key string, f f
 	}
 	asking, aborts := false, 0
 	for attempt := 1; ; attempt++ {
-		err = node.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{tx: tx, asking: asking}) })
+		err = node.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{r: tx, tx: tx, asking: asking}) })
 		if err == nil || attempt >= valkeyMaxRedirects || ctx.Err() != nil {
 			break
 		}
@@ -854,6 +879,15 @@ func (s *ValkeyConditionalStore) put(ctx context.Context, key string, parts [][]
 	}
 	version := newValkeyVersion()
 	value := valkeyValue(version, parts)
+	if s.Script && s.cluster == nil && s.WaitReplicas <= 0 {
+		// No WAIT to follow the write on its connection, no redirection to
+		// follow: the script, sent once, runs on any of the client's
+		// connections.
+		if err := s.putScript(ctx, valkeyConn{r: s.client}, key, version, value, expectVersion, brand); err != nil {
+			return "", err
+		}
+		return version, nil
+	}
 	err := s.onNode(ctx, "put", key, func(c valkeyConn) error {
 		if !s.Script {
 			return s.putWatch(ctx, c, key, value, expectVersion, brand)
@@ -1176,16 +1210,30 @@ redis.call('PERSIST', key)
 return 1
 `
 
+// valkeyOnce is a command go-redis never sends twice: its NoRetry (see
+// redis.Cmder) keeps the client from retrying it, or a pipeline holding
+// it, after a failure that may have reached the server, whatever the
+// client's MaxRetries. (A failure before a byte of it was written, which
+// the client may still retry, is its first execution.)
+type valkeyOnce struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (valkeyOnce) NoRetry() bool { return true }
+
 // putScript is the Script path: one round trip of the staging SET and the
 // script (EVALSHA, then EVAL when the server does not hold the script),
 // with a WAIT after it when WaitReplicas is set, on the same connection.
 //
-// The script runs on a connection of its own: go-redis retries a command
-// whose reply was lost on another pooled connection, and a re-sent script
-// that finds a rival's write after its own would report a conflict for a
-// write that landed. A dedicated connection fails the retry instead, so
-// the error stays ambiguous, as it is. The WAIT must run on that
-// connection too, after a write of its own.
+// The script is a valkeyOnce command: go-redis retries a command whose
+// reply was lost, and a re-sent script that finds a rival's write after
+// its own would report a conflict for a write that landed; the client
+// never sends it twice, so the error stays ambiguous, as it is. It
+// therefore needs no connection of its own, and on a standalone server
+// without WaitReplicas it runs on the client's pool (c.tx is nil), which
+// spares the call a transaction's setup. With WaitReplicas it runs on the
+// dedicated connection c, where the WAIT must follow a write of its own;
+// on a cluster too, so that a write that meets a migrating slot can take
+// the WATCH path there.
 func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, key, version string, value []byte, expectVersion string, brand *valkeyBrand) error {
 	wait := "0"
 	if s.WaitReplicas > 0 {
@@ -1193,8 +1241,10 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, ke
 	}
 	limit := s.limit()
 	staged := keys.Staged(key, version)
-	scriptKeys := []string{key, staged}
-	args := []any{expectVersion, value[:valkeyHeaderLen], limit, wait}
+	scriptKeys := make([]any, 0, 4)
+	scriptKeys = append(scriptKeys, key, staged)
+	args := make([]any, 0, 6)
+	args = append(args, expectVersion, value[:valkeyHeaderLen], limit, wait)
 	if brand != nil {
 		scriptKeys = append(scriptKeys, brand.key)
 		args = append(args, brand.identity, valkeyBrandReadEnd)
@@ -1202,34 +1252,27 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, ke
 	if s.WaitReplicas > 0 {
 		scriptKeys = append(scriptKeys, s.waitKey(key))
 	}
-	run := func(p redis.Pipeliner, op string, script ...any) *redis.Cmd {
-		a := append(append([]any{op}, script...), len(scriptKeys))
-		for _, k := range scriptKeys {
-			a = append(a, k)
-		}
-		cmd := redis.NewCmd(ctx, append(a, args...)...)
-		c.queue(ctx, p, cmd)
-		return cmd
+	script := func(op string, source string) valkeyOnce {
+		a := make([]any, 0, 3+len(scriptKeys)+len(args))
+		a = append(append(append(a, op, source, len(scriptKeys)), scriptKeys...), args...)
+		return valkeyOnce{redis.NewCmd(ctx, a...)}
 	}
-	p := c.tx.Pipeline()
 	stage := redis.NewStatusCmd(ctx, "set", staged, value, "px", valkeyStagedTTL.Milliseconds())
-	c.queue(ctx, p, stage)
-	cmd := run(p, "evalsha", valkeyPutScript.Hash())
-	_, err := p.Exec(ctx)
+	cmd := script("evalsha", valkeyPutScript.Hash())
+	cmds := []redis.Cmder{stage, cmd}
+	err := c.send(ctx, cmds...)
 	if err != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		// The staged value is in place: send the script itself.
-		p = c.tx.Pipeline()
-		cmd = run(p, "eval", valkeyPutLua)
-		_, err = p.Exec(ctx)
+		// The script did not run (the staged value is in place): send
+		// the script itself.
+		cmd = script("eval", valkeyPutLua)
+		err = c.send(ctx, cmd)
 	}
 	var reply redis.Error
 	if err != nil && stage.Err() == nil && errors.As(cmd.Err(), &reply) {
 		// The server refused the script (NOPERM, WRONGTYPE, a
 		// redirection): it wrote nothing, and the staged value need not
 		// wait for its expiry.
-		p = c.tx.Pipeline()
-		c.queue(ctx, p, redis.NewIntCmd(ctx, "unlink", staged))
-		_, _ = p.Exec(ctx)
+		_ = c.send(ctx, redis.NewIntCmd(ctx, "unlink", staged))
 	}
 	if err != nil {
 		what := "the key"
