@@ -965,17 +965,20 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 
 	// The WATCH travels in the first pipeline, so Client.Watch (called
 	// with no keys) costs no round trip of its own; it does not know about
-	// that WATCH, hence the explicit UNWATCH.
+	// that WATCH, hence the explicit UNWATCH. The key is boxed once for
+	// the commands that name it.
 	limit := s.limit()
-	watch := redis.NewStatusCmd(ctx, "watch", key)
+	k := any(key)
+	watch := redis.NewStatusCmd(ctx, "watch", k)
 	if brand != nil {
-		watch = redis.NewStatusCmd(ctx, "watch", key, brand.key)
+		watch = redis.NewStatusCmd(ctx, "watch", k, brand.key)
 	}
-	size := redis.NewIntCmd(ctx, "strlen", key)
-	exists := redis.NewIntCmd(ctx, "exists", key)
-	head := redis.NewStringCmd(ctx, "getrange", key, 0, min(valkeyHeadEnd-1, valkeyReadEnd(limit)))
-	tail := redis.NewStringCmd(ctx, "getrange", key, -valkeyTailLen, -1)
-	cmds := []redis.Cmder{watch, size, exists, head, tail}
+	size := redis.NewIntCmd(ctx, "strlen", k)
+	exists := redis.NewIntCmd(ctx, "exists", k)
+	head := redis.NewStringCmd(ctx, "getrange", k, 0, valkeyHeadLast(limit))
+	tail := redis.NewStringCmd(ctx, "getrange", k, -valkeyTailLen, -1)
+	var all [7]redis.Cmder
+	cmds := append(all[:0], watch, size, exists, head, tail)
 	var brandExists *redis.IntCmd
 	var brandValue *redis.StringCmd
 	if brand != nil {
@@ -983,11 +986,7 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 		brandValue = redis.NewStringCmd(ctx, "getrange", brand.key, 0, valkeyBrandReadEnd)
 		cmds = append(cmds, brandExists, brandValue)
 	}
-	read := tx.Pipeline()
-	for _, cmd := range cmds {
-		c.queue(ctx, read, cmd)
-	}
-	if _, err := read.Exec(ctx); err != nil {
+	if err := c.send(ctx, cmds...); err != nil {
 		what := "the key"
 		if brand != nil && head.Err() == nil && valkeyErrorCode(brandValue.Err()) == "WRONGTYPE" {
 			what = "brand key " + esc(brand.key)
@@ -1004,10 +1003,8 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 		if read1 {
 			return nil
 		}
-		p := tx.Pipeline()
-		get := redis.NewStringCmd(ctx, "getrange", key, 0, valkeyReadEnd(limit))
-		c.queue(ctx, p, get)
-		if _, err := p.Exec(ctx); err != nil {
+		get := redis.NewStringCmd(ctx, "getrange", k, 0, valkeyReadEnd(limit))
+		if err := c.send(ctx, get); err != nil {
 			return valkeyError("put", key, valkeyRouted(key, err, get))
 		}
 		whole, read1 = get.Val(), true
@@ -1067,7 +1064,8 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 		return valkeyError("put", key, err)
 	}
 	write := tx.TxPipeline()
-	set := write.Set(ctx, key, value, 0)
+	set := redis.NewStatusCmd(ctx, "set", k, value)
+	_ = write.Process(ctx, set)
 	_, err := write.Exec(ctx)
 	// EXEC discards the WATCH whether it commits or aborts; an EXECABORT
 	// (a command refused while queued) discards it too.
@@ -1430,12 +1428,17 @@ func valkeyValue(version string, parts [][]byte) []byte {
 	}
 	putHex(value[valkeyLengthOff:valkeyCRCOff], uint64(n))
 	putHex(value[valkeyCRCOff:valkeyHeaderLen], uint64(crc))
-	headEnd := min(len(value), valkeyHeadEnd)
-	h := sha1.New()
-	h.Write(value[valkeyTokenOff:headEnd])
-	h.Write(value[max(headEnd, len(value)-valkeyTailLen):])
 	var sum [sha1.Size]byte
-	hex.Encode(value[valkeyDigestOff:valkeyTokenOff], h.Sum(sum[:0]))
+	if len(value) <= valkeyHeadEnd {
+		// All head: one contiguous run, hashed without a hash.Hash.
+		sum = sha1.Sum(value[valkeyTokenOff:])
+	} else {
+		h := sha1.New()
+		h.Write(value[valkeyTokenOff:valkeyHeadEnd])
+		h.Write(value[max(valkeyHeadEnd, len(value)-valkeyTailLen):])
+		h.Sum(sum[:0])
+	}
+	hex.Encode(value[valkeyDigestOff:valkeyTokenOff], sum[:])
 	return value
 }
 
@@ -1614,6 +1617,17 @@ func valkeyDamagedHead(v string) []byte {
 	}
 	return []byte(v[start:])
 }
+
+// valkeyHeadLast is the last byte of a value's head that a write reads,
+// boxed: valkeyHeadEnd-1, unless limit cuts the read shorter.
+func valkeyHeadLast(limit int64) any {
+	if end := valkeyReadEnd(limit); end < valkeyHeadEnd-1 {
+		return end
+	}
+	return valkeyHeadLastBoxed
+}
+
+var valkeyHeadLastBoxed any = int64(valkeyHeadEnd - 1)
 
 // valkeyReadEnd is the last byte index a read of a value under limit asks
 // GETRANGE for: one past the limit tells that the value is larger. Clamped
