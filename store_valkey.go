@@ -1089,23 +1089,24 @@ func (s *ValkeyConditionalStore) putWatch(ctx context.Context, c valkeyConn, key
 
 // valkeyChecksLua are the checks of valkeyHeadCheck and valkeyFirstCheck
 // in Lua, shared by the scripts: the same checks in the same order, with
-// the same names. head checks a value of this layout from its head h (its
-// first 3900 bytes), its tail t (its last 100) and its length; first
-// checks a whole value of the first layout; check checks a value v read
-// whole.
+// the same names. head checks a value of this layout of size bytes from
+// g, its first 44 bytes (the layout and the head digest), c, the rest of
+// its head (bytes 44 to 3899, or to its end), and t, its last 100 bytes
+// when it is longer than its head (nil otherwise); the digest is taken
+// over c and t straight from the reads, with no copy of c; it returns the
+// check that failed, or false and the token. first checks a whole value
+// of the first layout; check checks a value v read whole.
 const valkeyChecksLua = `
-local function head(h, t, size)
-  if string.len(h) < 100 then return 'valkey value shorter than its header' end
-  local headEnd = math.min(size, 3900)
-  local covered = string.sub(h, 45, headEnd)
-  if size > headEnd then
-    covered = covered .. string.sub(t, string.len(t) - (size - math.max(headEnd, size - 100)) + 1)
-  end
-  if redis.sha1hex(covered) ~= string.sub(h, 5, 44) then return 'valkey head digest' end
-  if not string.find(string.sub(h, 45, 76), '^[0-9a-f]+$') then return 'valkey version token' end
-  local n = string.sub(h, 77, 92)
+local function head(g, c, t, size)
+  if size < 100 then return 'valkey value shorter than its header' end
+  local covered = c
+  if t then covered = c .. string.sub(t, 101 - math.min(100, size - 3900)) end
+  if redis.sha1hex(covered) ~= string.sub(g, 5, 44) then return 'valkey head digest' end
+  local token = string.sub(c, 1, 32)
+  if not string.find(token, '^[0-9a-f]+$') then return 'valkey version token' end
+  local n = string.sub(c, 33, 48)
   if not string.find(n, '^[0-9a-f]+$') or tonumber(n, 16) ~= size - 100 then return 'valkey data length' end
-  return false
+  return false, token
 end
 local function first(v)
   if string.len(v) < 72 then return 'valkey value shorter than its header' end
@@ -1114,37 +1115,48 @@ local function first(v)
   return false
 end
 local function check(v)
-  if string.sub(v, 1, 4) == 'WFV2' then return head(v, v, string.len(v)) end
-  return first(v)
+  local size = string.len(v)
+  if string.sub(v, 1, 4) ~= 'WFV2' then return first(v) end
+  local t = size > 3900 and string.sub(v, -100) or nil
+  return head(string.sub(v, 1, 44), string.sub(v, 45, 3900), t, size)
 end
 `
 
 // valkeyPutScript is the check and the move of the Script path, in the
 // order of the WATCH path: the size, the brand, then the precondition. It
 // reads the head and the tail of the current value (the whole value only
-// in the first layout, or to name or settle damage), never the new value, which waits
-// under the staging key: RENAME moves it onto the key without a copy, and
-// PERSIST drops the staging key's expiry. STRLEN comes first so that a key
-// of another type fails with WRONGTYPE, as on the WATCH path; EXISTS only
-// tells an empty value from none. A current value whose header is the new
-// one can only be this very write (its token is new), moved by an earlier
-// attempt whose reply was lost: it reports success, so a retried script
-// never turns its own write into a conflict, even when the brand changed
-// since it landed (it was admitted under the right brand); it writes the
-// sync key so that a WAIT after it has a write of this connection to wait
-// for. Every refusal deletes the staged value.
+// in the first layout, or to name or settle damage), never the new value,
+// which waits under the staging key: RENAME moves it onto the key without
+// a copy, and PERSIST drops the staging key's expiry. STRLEN comes first
+// so that a key of another type fails with WRONGTYPE, as on the WATCH
+// path; EXISTS only tells an empty value from none. A current value whose
+// first 44 bytes are the new value's (the layout and the head digest,
+// which covers the new token) can only be this very write (its token is
+// new), moved by an earlier attempt whose reply was lost: it reports
+// success, so a retried script never turns its own write into a conflict,
+// even when the brand changed since it landed (it was admitted under the
+// right brand); it writes the sync key so that a WAIT after it has a write
+// of this connection to wait for. Every refusal deletes the staged value.
+//
+// Every byte a script takes in (an argument, a reply of redis.call, a
+// substring) is a Lua string the server allocates and later collects, at
+// about 1 ns a byte on top of what the bytes cost elsewhere: the script
+// reads the head's bytes past the digest in one GETRANGE, the 44 bytes
+// before them in another, and hashes the first read as it comes, with no
+// copy of it.
 //
 // KEYS[1]: the data key; KEYS[2]: the staging key; then the brand key,
 // when ARGV[5] is given; then the sync key, when ARGV[4] is "1". Only the
 // keys the script touches are declared, because the server checks the ACL
 // of every declared key. ARGV[1]: the expected version, "" for absent.
-// ARGV[2]: the new value's header. ARGV[3]: the read limit. ARGV[4]: "1"
-// when the caller will WAIT. With a brand key, ARGV[5]: the identity it
-// must hold; ARGV[6]: the last byte of it to read. Returns 1 when written,
-// 0 on a failed precondition, {"toolarge"}, {"corrupt", check, damaged
-// version}, {"unstaged"} when the staged value is gone (expired), or a
-// brand refusal: {"absent"}, {"layout", check, damaged version} for a
-// value that is not an intact value of this store, or {"found", data}.
+// ARGV[2]: the new value's first 44 bytes. ARGV[3]: the read limit.
+// ARGV[4]: "1" when the caller will WAIT. With a brand key, ARGV[5]: the
+// identity it must hold; ARGV[6]: the last byte of it to read. Returns 1
+// when written, 0 on a failed precondition, {"toolarge"}, {"corrupt",
+// check, damaged version}, {"unstaged"} when the staged value is gone
+// (expired), or a brand refusal: {"absent"}, {"layout", check, damaged
+// version} for a value that is not an intact value of this store, or
+// {"found", data}.
 var valkeyPutScript = redis.NewScript(valkeyPutLua)
 
 // valkeyPutLua is the put script's source.
@@ -1160,24 +1172,22 @@ local size = redis.call('STRLEN', key)
 local exists = size > 0 or redis.call('EXISTS', key) == 1
 local token, damage
 if exists then
-  local h = redis.call('GETRANGE', key, 0, math.min(3899, 100 + tonumber(ARGV[3])))
-  if string.sub(h, 1, 100) == ARGV[2] then
+  local g = redis.call('GETRANGE', key, 0, 43)
+  if g == ARGV[2] then
     if waitKey then redis.call('SET', waitKey, '') end
     return refuse(1)
   end
   local hl = 72
-  if string.sub(h, 1, 4) == 'WFV2' then hl = 100 end
+  if string.sub(g, 1, 4) == 'WFV2' then hl = 100 end
   if size - hl > tonumber(ARGV[3]) then return refuse({'toolarge'}) end
-  if hl == 100 and size > 3900 then
-    damage = head(h, redis.call('GETRANGE', key, -100, -1), size)
-  elseif hl == 100 then
-    damage = head(h, h, size)
+  if hl == 100 then
+    local t = size > 3900 and redis.call('GETRANGE', key, -100, -1) or nil
+    damage, token = head(g, redis.call('GETRANGE', key, 44, 3899), t, size)
   else
-    if size > string.len(h) then h = redis.call('GET', key) end
-    damage = first(h)
+    local v = redis.call('GET', key)
+    damage = first(v)
+    if not damage then token = string.sub(v, 41, 72) end
   end
-  if not damage and hl == 100 then token = string.sub(h, 45, 76)
-  elseif not damage then token = string.sub(h, 41, 72) end
 end
 if brandKey then
   local brand = redis.call('GETRANGE', brandKey, 0, tonumber(ARGV[6]))
@@ -1242,7 +1252,7 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, ke
 	scriptKeys := make([]any, 0, 4)
 	scriptKeys = append(scriptKeys, key, staged)
 	args := make([]any, 0, 6)
-	args = append(args, expectVersion, value[:valkeyHeaderLen], limit, wait)
+	args = append(args, expectVersion, value[:valkeyTokenOff], limit, wait)
 	if brand != nil {
 		scriptKeys = append(scriptKeys, brand.key)
 		args = append(args, brand.identity, valkeyBrandReadEnd)
