@@ -63,6 +63,10 @@ const valkeyDamagedPrefix = "damaged-"
 // moves or deletes it at once otherwise.
 const valkeyStagedTTL = 10 * time.Minute
 
+// valkeyStagedTTLMillis is valkeyStagedTTL in milliseconds, boxed once for
+// every staging SET.
+var valkeyStagedTTLMillis any = valkeyStagedTTL.Milliseconds()
+
 // valkeyDefaultWaitTimeout is the bound of a WAIT when WaitTimeout is zero.
 const valkeyDefaultWaitTimeout = time.Second
 
@@ -1249,30 +1253,36 @@ func (s *ValkeyConditionalStore) putScript(ctx context.Context, c valkeyConn, ke
 	}
 	limit := s.limit()
 	staged := keys.Staged(key, version)
-	scriptKeys := make([]any, 0, 4)
-	scriptKeys = append(scriptKeys, key, staged)
-	args := make([]any, 0, 6)
-	args = append(args, expectVersion, value[:valkeyTokenOff], limit, wait)
+	k, st := any(key), any(staged)
+	nkeys := 2
 	if brand != nil {
-		scriptKeys = append(scriptKeys, brand.key)
-		args = append(args, brand.identity, valkeyBrandReadEnd)
+		nkeys++
 	}
 	if s.WaitReplicas > 0 {
-		scriptKeys = append(scriptKeys, s.waitKey(key))
+		nkeys++
 	}
-	script := func(op string, source string) valkeyOnce {
-		a := make([]any, 0, 3+len(scriptKeys)+len(args))
-		a = append(append(append(a, op, source, len(scriptKeys)), scriptKeys...), args...)
-		return valkeyOnce{redis.NewCmd(ctx, a...)}
+	a := make([]any, 0, 3+nkeys+6)
+	a = append(a, "evalsha", valkeyPutScript.Hash(), nkeys)
+	a = append(a, k, st)
+	if brand != nil {
+		a = append(a, brand.key)
 	}
-	stage := redis.NewStatusCmd(ctx, "set", staged, value, "px", valkeyStagedTTL.Milliseconds())
-	cmd := script("evalsha", valkeyPutScript.Hash())
-	cmds := []redis.Cmder{stage, cmd}
-	err := c.send(ctx, cmds...)
+	if s.WaitReplicas > 0 {
+		a = append(a, s.waitKey(key))
+	}
+	a = append(a, expectVersion, value[:valkeyTokenOff], limit, wait)
+	if brand != nil {
+		a = append(a, brand.identity, valkeyBrandReadEnd)
+	}
+	stage := redis.NewStatusCmd(ctx, "set", st, value, "px", valkeyStagedTTLMillis)
+	cmd := valkeyOnce{redis.NewCmd(ctx, a...)}
+	err := c.send(ctx, stage, cmd)
 	if err != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		// The script did not run (the staged value is in place): send
 		// the script itself.
-		cmd = script("eval", valkeyPutLua)
+		a = slices.Clone(a)
+		a[0], a[1] = "eval", valkeyPutLua
+		cmd = valkeyOnce{redis.NewCmd(ctx, a...)}
 		err = c.send(ctx, cmd)
 	}
 	var reply redis.Error
