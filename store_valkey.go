@@ -1547,7 +1547,12 @@ func valkeyHeadCheck(h, t string, size int64) string {
 func valkeyHeadDigest(h, t string, size int64) [sha1.Size]byte {
 	headEnd := min(size, valkeyHeadEnd)
 	tail := size - max(headEnd, size-valkeyTailLen)
-	return valkeySHA1(h[valkeyTokenOff:headEnd], t[int64(len(t))-tail:])
+	// What the digest covers fits in a buffer on the stack: hashed in one
+	// call, with no hash.Hash to allocate.
+	var buf [valkeyHeadEnd - valkeyTokenOff + valkeyTailLen]byte
+	n := copy(buf[:], h[valkeyTokenOff:headEnd])
+	n += copy(buf[n:], t[int64(len(t))-tail:])
+	return sha1.Sum(buf[:n])
 }
 
 // valkeyFirstCheck returns the check a whole value of the first layout
