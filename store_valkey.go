@@ -185,8 +185,8 @@ const valkeyMaxRedirects = 16
 //
 // Why the head digest is a SHA-1: the Script path checks it in the
 // server, and the only digest a Valkey script has is redis.sha1hex. A
-// CRC-32C written in Lua costs the server some 80 times what
-// redis.sha1hex does over the same 1 KiB, and a check of the header alone
+// CRC-32C written in Lua costs the server some 30 times the whole check
+// over the same 1 KiB (159 µs against 5), and a check of the header alone
 // would let a write replace data edited in place under an intact header
 // unseen. Over the bytes it covers the SHA-1 finds any edit, accidental
 // or by hand, short of a deliberate collision; the CRC-32C of the data
