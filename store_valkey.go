@@ -63,6 +63,10 @@ const valkeyDamagedPrefix = "damaged-"
 // moves or deletes it at once otherwise.
 const valkeyStagedTTL = 10 * time.Minute
 
+// valkeyStagedTTLMillis is valkeyStagedTTL in milliseconds, boxed once for
+// every staging SET.
+var valkeyStagedTTLMillis any = valkeyStagedTTL.Milliseconds()
+
 // valkeyDefaultWaitTimeout is the bound of a WAIT when WaitTimeout is zero.
 const valkeyDefaultWaitTimeout = time.Second
 
@@ -171,8 +175,25 @@ const valkeyMaxRedirects = 16
 // same results and the same errors, and on both the server's work per
 // write is the check of a head and a tail plus what a plain SET of the
 // value costs: neither hashes nor transfers the value it replaces
-// (BENCHMARKS.md), and the script never copies the new value into Lua. A staged value whose script never ran
-// (the connection was lost in between) expires after ten minutes.
+// (BENCHMARKS.md), and the script never copies the new value into Lua. A
+// staged value whose script never ran (the connection was lost in
+// between) expires after ten minutes. The client sends a write's script
+// once, never again after a failure that may have reached the server
+// (see NewValkeyConditionalStore), so on a standalone server without
+// WaitReplicas it needs no connection of its own and runs on the client's
+// pool.
+//
+// Why the head digest is a SHA-1: the Script path checks it in the
+// server, and the only digest a Valkey script has is redis.sha1hex. A
+// CRC-32C written in Lua costs the server some 30 times the whole check
+// over the same 1 KiB (159 µs against 5), and a check of the header alone
+// would let a write replace data edited in place under an intact header
+// unseen. Over the bytes it covers the SHA-1 finds any edit, accidental
+// or by hand, short of a deliberate collision; the CRC-32C of the data
+// finds, on a read of the whole value, any edit of a single run of up to
+// 32 bits and any other with a chance of 1 in 2^32 of missing it. A 1 KiB
+// write's check costs the server about 4 µs, half of it taking the head's
+// bytes into Lua and half the SHA-1 (BENCHMARKS.md).
 //
 // Brand: PutIfBranded (BrandedPutter) reads the brand key inside the
 // write's own atomic step, WATCHed with the data key and checked before
@@ -320,9 +341,13 @@ func (s *valkeyStore) Capabilities() ConditionalStore { return s }
 // with WaitReplicas, WAIT and SET on "writefence/_wait" (on a cluster
 // "writefence/_wait{*}"); on a cluster, CLUSTER SLOTS.
 //
-// Retries follow the client's options (MaxRetries). A script retried after
-// its reply was lost recognises its own write and reports success; a
-// transaction is never retried on another connection.
+// Retries follow the client's options (MaxRetries), except for the
+// writes: the client never sends a write's script again once it may have
+// reached the server, and never retries a transaction on another
+// connection, so a write whose reply was lost fails with the client's
+// error (a retry could find a rival's write after its own and report a
+// conflict for a write that landed). A script that still runs twice
+// recognises its own write and reports success.
 func NewValkeyConditionalStore(client redis.UniversalClient, opts *StoreOptions) ConditionalStore {
 	return newValkeyStore(client, opts)
 }
@@ -419,12 +444,19 @@ func valkeyInfoField(info, name string) (string, bool) {
 
 // ---- connections and cluster redirections ----
 
-// valkeyConn is the dedicated connection a call runs on, and whether the
-// node it reaches must be told ASKING before each command: an ASK
-// redirection named it as the node importing the key's slot.
+// valkeyConn is the connection a call runs on, and whether the node it
+// reaches must be told ASKING before each command: an ASK redirection
+// named it as the node importing the key's slot.
 type valkeyConn struct {
-	tx     *redis.Tx
+	r      valkeyRunner // tx, or the client when the call needs no connection of its own
+	tx     *redis.Tx    // the dedicated connection; nil when r is the client
 	asking bool
+}
+
+// valkeyRunner sends commands: a *redis.Tx or a *redis.Client.
+type valkeyRunner interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
 }
 
 // queue adds cmd to the pipeline p, after an ASKING when the connection
@@ -434,6 +466,20 @@ func (c valkeyConn) queue(ctx context.Context, p redis.Pipeliner, cmd redis.Cmde
 		_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
 	}
 	_ = p.Process(ctx, cmd)
+}
+
+// send sends cmds in one round trip, each after an ASKING when the
+// connection asks, and returns the error of the first that failed.
+func (c valkeyConn) send(ctx context.Context, cmds ...redis.Cmder) error {
+	if len(cmds) == 1 && !c.asking {
+		return c.r.Process(ctx, cmds[0])
+	}
+	p := c.r.Pipeline()
+	for _, cmd := range cmds {
+		c.queue(ctx, p, cmd)
+	}
+	_, err := p.Exec(ctx)
+	return err
 }
 
 // ask sends ASKING, when the connection asks, right before a MULTI: the
@@ -456,7 +502,7 @@ func (c valkeyConn) ask(ctx context.Context) error {
 // only from a step that wrote nothing.
 func (s *valkeyStore) onNode(ctx context.Context, op, key string, f func(c valkeyConn) error) error {
 	if s.cluster == nil {
-		return s.client.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{tx: tx}) })
+		return s.client.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{r: tx, tx: tx}) })
 	}
 	node, err := s.cluster.MasterForKey(ctx, key)
 	if err != nil {
@@ -464,7 +510,7 @@ func (s *valkeyStore) onNode(ctx context.Context, op, key string, f func(c valke
 	}
 	asking, aborts := false, 0
 	for attempt := 1; ; attempt++ {
-		err = node.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{tx: tx, asking: asking}) })
+		err = node.Watch(ctx, func(tx *redis.Tx) error { return f(valkeyConn{r: tx, tx: tx, asking: asking}) })
 		if err == nil || attempt >= valkeyMaxRedirects || ctx.Err() != nil {
 			break
 		}
@@ -844,6 +890,15 @@ func (s *valkeyStore) put(ctx context.Context, key string, parts [][]byte, expec
 	}
 	version := newValkeyVersion()
 	value := valkeyValue(version, parts)
+	if s.Script && s.cluster == nil && s.WaitReplicas <= 0 {
+		// No WAIT to follow the write on its connection, no redirection to
+		// follow: the script, sent once, runs on any of the client's
+		// connections.
+		if err := s.putScript(ctx, valkeyConn{r: s.client}, key, version, value, expectVersion, brand); err != nil {
+			return "", err
+		}
+		return version, nil
+	}
 	err := s.onNode(ctx, "put", key, func(c valkeyConn) error {
 		if !s.Script {
 			return s.putWatch(ctx, c, key, value, expectVersion, brand)
@@ -921,17 +976,20 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 
 	// The WATCH travels in the first pipeline, so Client.Watch (called
 	// with no keys) costs no round trip of its own; it does not know about
-	// that WATCH, hence the explicit UNWATCH.
+	// that WATCH, hence the explicit UNWATCH. The key is boxed once for
+	// the commands that name it.
 	limit := s.limit()
-	watch := redis.NewStatusCmd(ctx, "watch", key)
+	k := any(key)
+	watch := redis.NewStatusCmd(ctx, "watch", k)
 	if brand != nil {
-		watch = redis.NewStatusCmd(ctx, "watch", key, brand.key)
+		watch = redis.NewStatusCmd(ctx, "watch", k, brand.key)
 	}
-	size := redis.NewIntCmd(ctx, "strlen", key)
-	exists := redis.NewIntCmd(ctx, "exists", key)
-	head := redis.NewStringCmd(ctx, "getrange", key, 0, min(valkeyHeadEnd-1, valkeyReadEnd(limit)))
-	tail := redis.NewStringCmd(ctx, "getrange", key, -valkeyTailLen, -1)
-	cmds := []redis.Cmder{watch, size, exists, head, tail}
+	size := redis.NewIntCmd(ctx, "strlen", k)
+	exists := redis.NewIntCmd(ctx, "exists", k)
+	head := redis.NewStringCmd(ctx, "getrange", k, 0, valkeyHeadLast(limit))
+	tail := redis.NewStringCmd(ctx, "getrange", k, -valkeyTailLen, -1)
+	var all [7]redis.Cmder
+	cmds := append(all[:0], watch, size, exists, head, tail)
 	var brandExists *redis.IntCmd
 	var brandValue *redis.StringCmd
 	if brand != nil {
@@ -939,11 +997,7 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 		brandValue = redis.NewStringCmd(ctx, "getrange", brand.key, 0, valkeyBrandReadEnd)
 		cmds = append(cmds, brandExists, brandValue)
 	}
-	read := tx.Pipeline()
-	for _, cmd := range cmds {
-		c.queue(ctx, read, cmd)
-	}
-	if _, err := read.Exec(ctx); err != nil {
+	if err := c.send(ctx, cmds...); err != nil {
 		what := "the key"
 		if brand != nil && head.Err() == nil && valkeyErrorCode(brandValue.Err()) == "WRONGTYPE" {
 			what = "brand key " + esc(brand.key)
@@ -960,10 +1014,8 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 		if read1 {
 			return nil
 		}
-		p := tx.Pipeline()
-		get := redis.NewStringCmd(ctx, "getrange", key, 0, valkeyReadEnd(limit))
-		c.queue(ctx, p, get)
-		if _, err := p.Exec(ctx); err != nil {
+		get := redis.NewStringCmd(ctx, "getrange", k, 0, valkeyReadEnd(limit))
+		if err := c.send(ctx, get); err != nil {
 			return valkeyError("put", key, valkeyRouted(key, err, get))
 		}
 		whole, read1 = get.Val(), true
@@ -1023,7 +1075,8 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 		return valkeyError("put", key, err)
 	}
 	write := tx.TxPipeline()
-	set := write.Set(ctx, key, value, 0)
+	set := redis.NewStatusCmd(ctx, "set", k, value)
+	_ = write.Process(ctx, set)
 	_, err := write.Exec(ctx)
 	// EXEC discards the WATCH whether it commits or aborts; an EXECABORT
 	// (a command refused while queued) discards it too.
@@ -1047,23 +1100,24 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 
 // valkeyChecksLua are the checks of valkeyHeadCheck and valkeyFirstCheck
 // in Lua, shared by the scripts: the same checks in the same order, with
-// the same names. head checks a value of this layout from its head h (its
-// first 3900 bytes), its tail t (its last 100) and its length; first
-// checks a whole value of the first layout; check checks a value v read
-// whole.
+// the same names. head checks a value of this layout of size bytes from
+// g, its first 44 bytes (the layout and the head digest), c, the rest of
+// its head (bytes 44 to 3899, or to its end), and t, its last 100 bytes
+// when it is longer than its head (nil otherwise); the digest is taken
+// over c and t straight from the reads, with no copy of c; it returns the
+// check that failed, or false and the token. first checks a whole value
+// of the first layout; check checks a value v read whole.
 const valkeyChecksLua = `
-local function head(h, t, size)
-  if string.len(h) < 100 then return 'valkey value shorter than its header' end
-  local headEnd = math.min(size, 3900)
-  local covered = string.sub(h, 45, headEnd)
-  if size > headEnd then
-    covered = covered .. string.sub(t, string.len(t) - (size - math.max(headEnd, size - 100)) + 1)
-  end
-  if redis.sha1hex(covered) ~= string.sub(h, 5, 44) then return 'valkey head digest' end
-  if not string.find(string.sub(h, 45, 76), '^[0-9a-f]+$') then return 'valkey version token' end
-  local n = string.sub(h, 77, 92)
+local function head(g, c, t, size)
+  if size < 100 then return 'valkey value shorter than its header' end
+  local covered = c
+  if t then covered = c .. string.sub(t, 101 - math.min(100, size - 3900)) end
+  if redis.sha1hex(covered) ~= string.sub(g, 5, 44) then return 'valkey head digest' end
+  local token = string.sub(c, 1, 32)
+  if not string.find(token, '^[0-9a-f]+$') then return 'valkey version token' end
+  local n = string.sub(c, 33, 48)
   if not string.find(n, '^[0-9a-f]+$') or tonumber(n, 16) ~= size - 100 then return 'valkey data length' end
-  return false
+  return false, token
 end
 local function first(v)
   if string.len(v) < 72 then return 'valkey value shorter than its header' end
@@ -1072,37 +1126,48 @@ local function first(v)
   return false
 end
 local function check(v)
-  if string.sub(v, 1, 4) == 'WFV2' then return head(v, v, string.len(v)) end
-  return first(v)
+  local size = string.len(v)
+  if string.sub(v, 1, 4) ~= 'WFV2' then return first(v) end
+  local t = size > 3900 and string.sub(v, -100) or nil
+  return head(string.sub(v, 1, 44), string.sub(v, 45, 3900), t, size)
 end
 `
 
 // valkeyPutScript is the check and the move of the Script path, in the
 // order of the WATCH path: the size, the brand, then the precondition. It
 // reads the head and the tail of the current value (the whole value only
-// in the first layout, or to name or settle damage), never the new value, which waits
-// under the staging key: RENAME moves it onto the key without a copy, and
-// PERSIST drops the staging key's expiry. STRLEN comes first so that a key
-// of another type fails with WRONGTYPE, as on the WATCH path; EXISTS only
-// tells an empty value from none. A current value whose header is the new
-// one can only be this very write (its token is new), moved by an earlier
-// attempt whose reply was lost: it reports success, so a retried script
-// never turns its own write into a conflict, even when the brand changed
-// since it landed (it was admitted under the right brand); it writes the
-// sync key so that a WAIT after it has a write of this connection to wait
-// for. Every refusal deletes the staged value.
+// in the first layout, or to name or settle damage), never the new value,
+// which waits under the staging key: RENAME moves it onto the key without
+// a copy, and PERSIST drops the staging key's expiry. STRLEN comes first
+// so that a key of another type fails with WRONGTYPE, as on the WATCH
+// path; EXISTS only tells an empty value from none. A current value whose
+// first 44 bytes are the new value's (the layout and the head digest,
+// which covers the new token) can only be this very write (its token is
+// new), moved by an earlier attempt whose reply was lost: it reports
+// success, so a retried script never turns its own write into a conflict,
+// even when the brand changed since it landed (it was admitted under the
+// right brand); it writes the sync key so that a WAIT after it has a write
+// of this connection to wait for. Every refusal deletes the staged value.
+//
+// Every byte a script takes in (an argument, a reply of redis.call, a
+// substring) is a Lua string the server allocates and later collects, at
+// about 1 ns a byte on top of what the bytes cost elsewhere: the script
+// reads the head's bytes past the digest in one GETRANGE, the 44 bytes
+// before them in another, and hashes the first read as it comes, with no
+// copy of it.
 //
 // KEYS[1]: the data key; KEYS[2]: the staging key; then the brand key,
 // when ARGV[5] is given; then the sync key, when ARGV[4] is "1". Only the
 // keys the script touches are declared, because the server checks the ACL
 // of every declared key. ARGV[1]: the expected version, "" for absent.
-// ARGV[2]: the new value's header. ARGV[3]: the read limit. ARGV[4]: "1"
-// when the caller will WAIT. With a brand key, ARGV[5]: the identity it
-// must hold; ARGV[6]: the last byte of it to read. Returns 1 when written,
-// 0 on a failed precondition, {"toolarge"}, {"corrupt", check, damaged
-// version}, {"unstaged"} when the staged value is gone (expired), or a
-// brand refusal: {"absent"}, {"layout", check, damaged version} for a
-// value that is not an intact value of this store, or {"found", data}.
+// ARGV[2]: the new value's first 44 bytes. ARGV[3]: the read limit.
+// ARGV[4]: "1" when the caller will WAIT. With a brand key, ARGV[5]: the
+// identity it must hold; ARGV[6]: the last byte of it to read. Returns 1
+// when written, 0 on a failed precondition, {"toolarge"}, {"corrupt",
+// check, damaged version}, {"unstaged"} when the staged value is gone
+// (expired), or a brand refusal: {"absent"}, {"layout", check, damaged
+// version} for a value that is not an intact value of this store, or
+// {"found", data}.
 var valkeyPutScript = redis.NewScript(valkeyPutLua)
 
 // valkeyPutLua is the put script's source.
@@ -1118,24 +1183,22 @@ local size = redis.call('STRLEN', key)
 local exists = size > 0 or redis.call('EXISTS', key) == 1
 local token, damage
 if exists then
-  local h = redis.call('GETRANGE', key, 0, math.min(3899, 100 + tonumber(ARGV[3])))
-  if string.sub(h, 1, 100) == ARGV[2] then
+  local g = redis.call('GETRANGE', key, 0, 43)
+  if g == ARGV[2] then
     if waitKey then redis.call('SET', waitKey, '') end
     return refuse(1)
   end
   local hl = 72
-  if string.sub(h, 1, 4) == 'WFV2' then hl = 100 end
+  if string.sub(g, 1, 4) == 'WFV2' then hl = 100 end
   if size - hl > tonumber(ARGV[3]) then return refuse({'toolarge'}) end
-  if hl == 100 and size > 3900 then
-    damage = head(h, redis.call('GETRANGE', key, -100, -1), size)
-  elseif hl == 100 then
-    damage = head(h, h, size)
+  if hl == 100 then
+    local t = size > 3900 and redis.call('GETRANGE', key, -100, -1) or nil
+    damage, token = head(g, redis.call('GETRANGE', key, 44, 3899), t, size)
   else
-    if size > string.len(h) then h = redis.call('GET', key) end
-    damage = first(h)
+    local v = redis.call('GET', key)
+    damage = first(v)
+    if not damage then token = string.sub(v, 41, 72) end
   end
-  if not damage and hl == 100 then token = string.sub(h, 45, 76)
-  elseif not damage then token = string.sub(h, 41, 72) end
 end
 if brandKey then
   local brand = redis.call('GETRANGE', brandKey, 0, tonumber(ARGV[6]))
@@ -1166,16 +1229,30 @@ redis.call('PERSIST', key)
 return 1
 `
 
+// valkeyOnce is a command go-redis never sends twice: its NoRetry (see
+// redis.Cmder) keeps the client from retrying it, or a pipeline holding
+// it, after a failure that may have reached the server, whatever the
+// client's MaxRetries. (A failure before a byte of it was written, which
+// the client may still retry, is its first execution.)
+type valkeyOnce struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (valkeyOnce) NoRetry() bool { return true }
+
 // putScript is the Script path: one round trip of the staging SET and the
 // script (EVALSHA, then EVAL when the server does not hold the script),
 // with a WAIT after it when WaitReplicas is set, on the same connection.
 //
-// The script runs on a connection of its own: go-redis retries a command
-// whose reply was lost on another pooled connection, and a re-sent script
-// that finds a rival's write after its own would report a conflict for a
-// write that landed. A dedicated connection fails the retry instead, so
-// the error stays ambiguous, as it is. The WAIT must run on that
-// connection too, after a write of its own.
+// The script is a valkeyOnce command: go-redis retries a command whose
+// reply was lost, and a re-sent script that finds a rival's write after
+// its own would report a conflict for a write that landed; the client
+// never sends it twice, so the error stays ambiguous, as it is. It
+// therefore needs no connection of its own, and on a standalone server
+// without WaitReplicas it runs on the client's pool (c.tx is nil), which
+// spares the call a transaction's setup. With WaitReplicas it runs on the
+// dedicated connection c, where the WAIT must follow a write of its own;
+// on a cluster too, so that a write that meets a migrating slot can take
+// the WATCH path there.
 func (s *valkeyStore) putScript(ctx context.Context, c valkeyConn, key, version string, value []byte, expectVersion string, brand *valkeyBrand) error {
 	wait := "0"
 	if s.WaitReplicas > 0 {
@@ -1183,43 +1260,44 @@ func (s *valkeyStore) putScript(ctx context.Context, c valkeyConn, key, version 
 	}
 	limit := s.limit()
 	staged := keys.Staged(key, version)
-	scriptKeys := []string{key, staged}
-	args := []any{expectVersion, value[:valkeyHeaderLen], limit, wait}
+	k, st := any(key), any(staged)
+	nkeys := 2
 	if brand != nil {
-		scriptKeys = append(scriptKeys, brand.key)
-		args = append(args, brand.identity, valkeyBrandReadEnd)
+		nkeys++
 	}
 	if s.WaitReplicas > 0 {
-		scriptKeys = append(scriptKeys, s.waitKey(key))
+		nkeys++
 	}
-	run := func(p redis.Pipeliner, op string, script ...any) *redis.Cmd {
-		a := append(append([]any{op}, script...), len(scriptKeys))
-		for _, k := range scriptKeys {
-			a = append(a, k)
-		}
-		cmd := redis.NewCmd(ctx, append(a, args...)...)
-		c.queue(ctx, p, cmd)
-		return cmd
+	a := make([]any, 0, 3+nkeys+6)
+	a = append(a, "evalsha", valkeyPutScript.Hash(), nkeys)
+	a = append(a, k, st)
+	if brand != nil {
+		a = append(a, brand.key)
 	}
-	p := c.tx.Pipeline()
-	stage := redis.NewStatusCmd(ctx, "set", staged, value, "px", valkeyStagedTTL.Milliseconds())
-	c.queue(ctx, p, stage)
-	cmd := run(p, "evalsha", valkeyPutScript.Hash())
-	_, err := p.Exec(ctx)
+	if s.WaitReplicas > 0 {
+		a = append(a, s.waitKey(key))
+	}
+	a = append(a, expectVersion, value[:valkeyTokenOff], limit, wait)
+	if brand != nil {
+		a = append(a, brand.identity, valkeyBrandReadEnd)
+	}
+	stage := redis.NewStatusCmd(ctx, "set", st, value, "px", valkeyStagedTTLMillis)
+	cmd := valkeyOnce{redis.NewCmd(ctx, a...)}
+	err := c.send(ctx, stage, cmd)
 	if err != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		// The staged value is in place: send the script itself.
-		p = c.tx.Pipeline()
-		cmd = run(p, "eval", valkeyPutLua)
-		_, err = p.Exec(ctx)
+		// The script did not run (the staged value is in place): send
+		// the script itself.
+		a = slices.Clone(a)
+		a[0], a[1] = "eval", valkeyPutLua
+		cmd = valkeyOnce{redis.NewCmd(ctx, a...)}
+		err = c.send(ctx, cmd)
 	}
 	var reply redis.Error
 	if err != nil && stage.Err() == nil && errors.As(cmd.Err(), &reply) {
 		// The server refused the script (NOPERM, WRONGTYPE, a
 		// redirection): it wrote nothing, and the staged value need not
 		// wait for its expiry.
-		p = c.tx.Pipeline()
-		c.queue(ctx, p, redis.NewIntCmd(ctx, "unlink", staged))
-		_, _ = p.Exec(ctx)
+		_ = c.send(ctx, redis.NewIntCmd(ctx, "unlink", staged))
 	}
 	if err != nil {
 		what := "the key"
@@ -1377,12 +1455,17 @@ func valkeyValue(version string, parts [][]byte) []byte {
 	}
 	putHex(value[valkeyLengthOff:valkeyCRCOff], uint64(n))
 	putHex(value[valkeyCRCOff:valkeyHeaderLen], uint64(crc))
-	headEnd := min(len(value), valkeyHeadEnd)
-	h := sha1.New()
-	h.Write(value[valkeyTokenOff:headEnd])
-	h.Write(value[max(headEnd, len(value)-valkeyTailLen):])
 	var sum [sha1.Size]byte
-	hex.Encode(value[valkeyDigestOff:valkeyTokenOff], h.Sum(sum[:0]))
+	if len(value) <= valkeyHeadEnd {
+		// All head: one contiguous run, hashed without a hash.Hash.
+		sum = sha1.Sum(value[valkeyTokenOff:])
+	} else {
+		h := sha1.New()
+		h.Write(value[valkeyTokenOff:valkeyHeadEnd])
+		h.Write(value[max(valkeyHeadEnd, len(value)-valkeyTailLen):])
+		h.Sum(sum[:0])
+	}
+	hex.Encode(value[valkeyDigestOff:valkeyTokenOff], sum[:])
 	return value
 }
 
@@ -1471,7 +1554,12 @@ func valkeyHeadCheck(h, t string, size int64) string {
 func valkeyHeadDigest(h, t string, size int64) [sha1.Size]byte {
 	headEnd := min(size, valkeyHeadEnd)
 	tail := size - max(headEnd, size-valkeyTailLen)
-	return valkeySHA1(h[valkeyTokenOff:headEnd], t[int64(len(t))-tail:])
+	// What the digest covers fits in a buffer on the stack: hashed in one
+	// call, with no hash.Hash to allocate.
+	var buf [valkeyHeadEnd - valkeyTokenOff + valkeyTailLen]byte
+	n := copy(buf[:], h[valkeyTokenOff:headEnd])
+	n += copy(buf[n:], t[int64(len(t))-tail:])
+	return sha1.Sum(buf[:n])
 }
 
 // valkeyFirstCheck returns the check a whole value of the first layout
@@ -1561,6 +1649,17 @@ func valkeyDamagedHead(v string) []byte {
 	}
 	return []byte(v[start:])
 }
+
+// valkeyHeadLast is the last byte of a value's head that a write reads,
+// boxed: valkeyHeadEnd-1, unless limit cuts the read shorter.
+func valkeyHeadLast(limit int64) any {
+	if end := valkeyReadEnd(limit); end < valkeyHeadEnd-1 {
+		return end
+	}
+	return valkeyHeadLastBoxed
+}
+
+var valkeyHeadLastBoxed any = int64(valkeyHeadEnd - 1)
 
 // valkeyReadEnd is the last byte index a read of a value under limit asks
 // GETRANGE for: one past the limit tells that the value is larger. Clamped

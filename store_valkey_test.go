@@ -440,3 +440,42 @@ func TestValkeyCheckWithoutInfoCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestValkeyScriptSentOnce: the Script path's write is never sent twice
+// by the client, though the client retries other commands: the connection
+// is lost after the server received the script (its reply is lost), and
+// the call fails with an error that is neither a conflict nor a refusal.
+// A second run could find a rival's write after its own and report a
+// conflict for a write that landed. With WaitReplicas the script runs on
+// a connection of its own; without, on the client's pool.
+func TestValkeyScriptSentOnce(t *testing.T) {
+	for _, wait := range []int{0, 1} {
+		t.Run(fmt.Sprintf("wait=%d", wait), func(t *testing.T) {
+			f := newRESPFake(t, func(cmd []string) string {
+				switch strings.ToLower(cmd[0]) {
+				case "info":
+					return respBulk("# Cluster\r\ncluster_enabled:0\r\n")
+				case "set":
+					return "+OK\r\n"
+				case "hello":
+					return "-ERR unknown command 'HELLO'\r\n"
+				}
+				return "" // the reply to anything else is lost
+			})
+			c := redis.NewClient(&redis.Options{Addr: f.addr, Protocol: 2, DisableIdentity: true,
+				MaxRetries: 3, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+			t.Cleanup(func() { _ = c.Close() })
+			ctx := context.Background()
+			require.Error(t, c.Get(ctx, "k").Err())
+			require.Equal(t, 4, f.count("get"), "the client retries a command whose reply was lost")
+
+			store := newValkeyStore(c, true)
+			store.WaitReplicas = wait
+			_, err := store.PutIfVersion(ctx, "k", []byte("x"), "")
+			requireStoreError(t, err, "valkey put", "k")
+			assert.NotErrorIs(t, err, writefence.ErrConflict)
+			assert.Equal(t, 1, f.count("evalsha"), "the script was sent once")
+			assert.Zero(t, f.count("eval"))
+		})
+	}
+}
