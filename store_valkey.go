@@ -341,13 +341,9 @@ func (s *valkeyStore) Capabilities() ConditionalStore { return s }
 // with WaitReplicas, WAIT and SET on "writefence/_wait" (on a cluster
 // "writefence/_wait{*}"); on a cluster, CLUSTER SLOTS.
 //
-// Retries follow the client's options (MaxRetries), except for the
-// writes: the client never sends a write's script again once it may have
-// reached the server, and never retries a transaction on another
-// connection, so a write whose reply was lost fails with the client's
-// error (a retry could find a rival's write after its own and report a
-// conflict for a write that landed). A script that still runs twice
-// recognises its own write and reports success.
+// Reads retry as the client's options say (MaxRetries); a write is never
+// sent again once it may have reached the server (a retry could report a
+// conflict for a write that landed), so a lost reply is the client's error.
 func NewValkeyConditionalStore(client redis.UniversalClient, opts *StoreOptions) ConditionalStore {
 	return newValkeyStore(client, opts)
 }
