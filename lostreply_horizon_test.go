@@ -14,9 +14,11 @@ import (
 
 // betweenStore performs the first write of key, then runs between (another
 // process's call, while the reply is on its way), then answers the write
-// with fail instead of its result: a reply lost, or (as store_gcs.go says a
-// client that retried a landed write would) a conflict for a write that
-// happened.
+// with fail instead of its result: a reply lost, or a conflict for a write
+// that happened (outside ConditionalStore's contract, which says a
+// conflict wrote nothing, but what store_gcs.go says a client that
+// retried a landed write would answer, and what the engine's
+// snapshot.ours names).
 type betweenStore struct {
 	writefence.ConditionalStore
 	key     string
