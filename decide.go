@@ -2,6 +2,7 @@ package writefence
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/writefence/writefence/internal/record"
 )
@@ -12,8 +13,8 @@ import (
 // recordUpdate.decide's, once; what one kind of write decides on its own
 // is its recordWrite, built by Push, Update, Seal or Commit. A decision
 // reads only its arguments: it keeps nothing from one attempt to the
-// next (the engine tells it when a record is byte for byte what the call
-// sent before, snapshot.ours).
+// next (the engine hands it the bytes the call sent before, snapshot.sent,
+// and tells it when a record is byte for byte those, snapshot.ours).
 
 // A recordWrite is what one kind of write of a record decides on its own.
 type recordWrite interface {
@@ -172,7 +173,7 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 			if !st.whole {
 				return nil, false, record.Body{}, errReadWhole
 			}
-			if s.ours || u.landed(st.body) {
+			if ours(s, st) || u.landed(st.body) {
 				// This write, landed; but a record gone back below what was
 				// seen of it is refused, even when it went back to this.
 				if err := regression(u.op, u.key, u.epoch, st, u.sight); err != nil {
@@ -217,6 +218,26 @@ func (u *recordUpdate) landed(body record.Body) bool {
 		return false
 	}
 	return u.w.landed(body)
+}
+
+// ours reports whether the record st, read whole as s, is the call's
+// last write that failed (s.sent), landed: byte for byte (s.ours), or
+// but for a collection horizon raised over it since, which Collect writes
+// changing nothing else in the record (promise 1): the same identity,
+// epoch, writer, tenure floor, payload and references, at a horizon no
+// lower. A write whose reply was lost is so resolved by the next read
+// even when a Collect ran in between, whatever next would do again.
+func ours(s *snapshot, st recorded) bool {
+	if s.ours {
+		return true
+	}
+	if s.sent == nil || !st.whole {
+		return false
+	}
+	h, b, check := record.Decode(s.sent)
+	return check == "" && h.Identity == st.h.Identity && h.Epoch == st.h.Epoch && h.Writer == st.h.Writer &&
+		record.TenureFloor(h) == record.TenureFloor(st.h) && h.Horizon <= st.h.Horizon &&
+		bytes.Equal(b.Payload, st.body.Payload) && slices.Equal(b.Refs, st.body.Refs)
 }
 
 // distinctRefs refuses a manifest that references one blob name twice (the

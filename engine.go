@@ -114,6 +114,12 @@ type snapshot struct {
 	// conflict, a lost reply): it did, or a write of the very same bytes
 	// did. A decision needs no memory of its own for it.
 	ours bool
+
+	// sent is the bytes of this call's last write that failed (nil when
+	// none), for a decision that knows which later writes of others leave
+	// its write in place: a record's collection horizon, which Collect
+	// raises changing nothing else (see recordUpdate.ours).
+	sent []byte
 }
 
 // outcome is how a change ended that did not fail.
@@ -181,6 +187,7 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool, last *[]b
 		}
 	}
 	mark := func(s *snapshot) {
+		s.sent = *last
 		s.ours = *last != nil && s.found && s.whole && s.damage == nil && bytes.Equal(s.data, *last)
 	}
 	mark(s)

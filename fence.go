@@ -127,8 +127,9 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 // (nil when there is none) and is called again after a conflict, so it must
 // depend on nothing but its argument; its error is returned, writing
 // nothing. A record at this epoch by this writer that is byte for byte the
-// one this call wrote last, or one next leaves unchanged, is this update,
-// landed: Update returns nil, so a retry returns nil if next is idempotent.
+// one this call wrote last (but for a collection horizon Collect raised
+// since), or one next leaves unchanged, is this update, landed: Update
+// returns nil, so a retry returns nil if next is idempotent.
 func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current []byte) ([]byte, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")
