@@ -386,9 +386,9 @@ type GCReport struct {
 // BlobBatchDeleter, else 100) it reads the record again and stops once the
 // record no longer holds the tenure it judged by (promise 32). Damage its
 // listing reports stops nothing: Collect deletes what it can judge and
-// returns ErrCorrupt with the report, which also lists what a failed
-// batch did delete. It passes the probe verdict and the
-// brand, and is safe to run from many processes at once.
+// returns ErrCorrupt with the report (which lists what a failed batch
+// deleted). It passes the probe verdict and the brand, and is safe to run
+// from many processes at once.
 func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (GCReport, error) {
 	var report GCReport
 	key, err := f.key(plugin, shard)

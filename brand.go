@@ -70,13 +70,12 @@ const (
 
 // ClaimBrand brands an empty store with the Fence's identity, through the
 // engine (Op "brand claim"), and reports whether this call wrote the brand.
-// A brand of the identity returns false, another value a *WireError, both
-// writing nothing (a claim whose reply was lost finds the identity, and
-// returns false: two claimers never both report true); an absent brand is created and read back, and the read
-// decides, so of claimers racing an empty store one write lands and every
-// claimer of another identity gets a *WireError (promise 11). It never
-// overwrites a brand: an operator re-brands a store by removing the brand
-// key with the store's own tools first.
+// A brand of the identity returns false (so does a claim whose reply was
+// lost: two claimers never both report true), another value a *WireError,
+// both writing nothing; an absent brand is created and read back, and the
+// read decides, so of claimers racing an empty store one write lands and
+// every claimer of another identity gets a *WireError (promise 11). It
+// never overwrites a brand: an operator removes the brand key first.
 func (f *Fence) ClaimBrand(ctx context.Context) (claimed bool, err error) {
 	key, err := f.brandKey()
 	if err != nil {

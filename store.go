@@ -32,8 +32,7 @@ type StoreOptions struct {
 	// opening a directory that holds no store one matching fs.ErrNotExist.
 	ReadOnly bool
 
-	// Script (Valkey) writes in one round trip, a staged value moved by a
-	// Lua script (EVALSHA); false means WATCH/MULTI/EXEC, two round trips.
+	// Script (Valkey) writes in one round trip (a Lua script), not two.
 	Script bool
 
 	// WaitReplicas (Valkey), when above zero, is the number of replicas
@@ -43,8 +42,8 @@ type StoreOptions struct {
 	// Set it when the server has replicas and failover (promise 4).
 	WaitReplicas int
 
-	// WaitTimeout (Valkey) bounds each WAIT; zero means one second. It is
-	// cut to ctx's deadline and rounded up to whole milliseconds.
+	// WaitTimeout (Valkey) bounds each WAIT (one second when zero, and
+	// never past ctx's deadline).
 	WaitTimeout time.Duration
 }
 
