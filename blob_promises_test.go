@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -149,11 +150,11 @@ func pausedCommit(t *testing.T, mem *writefence.MemStore, blobEpoch uint64) (*ho
 // and finds the blob gone.
 func TestPausedCommitNeverLandsADeletedBlob(t *testing.T) {
 	ctx := t.Context()
-	clock := newMemClock()
-	mem := &writefence.MemStore{Clock: clock.now}
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
 	store, writer, ref, done := pausedCommit(t, mem, 1)
 
-	clock.advance(2 * time.Hour)
+	clock.Advance(2 * time.Hour)
 	collector := &writefence.Fence{Store: mem}
 	report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 	require.NoError(t, err)
@@ -174,9 +175,9 @@ func TestPausedCommitNeverLandsADeletedBlob(t *testing.T) {
 	// if something put it back: it is garbage.
 	_, err = mem.CreateBlob(ctx, blobKey(t, ref.Name), strings.NewReader("segment"))
 	require.NoError(t, err)
-	clock.advance(-3 * time.Hour)
+	clock.Advance(-3 * time.Hour)
 	old := putBlob(t, writer, "a", 1, "from before the horizon")
-	clock.advance(3 * time.Hour)
+	clock.Advance(3 * time.Hour)
 	err = writer.Commit(ctx, "wal", "0", "a", 3, appendBlob(old))
 	require.ErrorIs(t, err, writefence.ErrNotFound)
 	assert.Contains(t, err.Error(), "before the collection horizon")
@@ -189,20 +190,20 @@ func TestPausedCommitNeverLandsADeletedBlob(t *testing.T) {
 // (promise 21).
 func TestZombieBlobNeverAdmitted(t *testing.T) {
 	ctx := t.Context()
-	clock := newMemClock()
-	mem := &writefence.MemStore{Clock: clock.now}
-	old := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "a", TTL: time.Minute, Clock: clock.now}
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
+	old := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "a", TTL: time.Minute, Clock: clock.Now}
 	_, err := old.Acquire(ctx)
 	require.NoError(t, err)
 	oldEpoch, err := old.Epoch(ctx, "wal", "0")
 	require.NoError(t, err)
 	require.NoError(t, old.Fence.Seal(ctx, "wal", "0", "a", oldEpoch))
 
-	restarted := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "a", TTL: time.Minute, Clock: clock.now}
+	restarted := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "a", TTL: time.Minute, Clock: clock.Now}
 	_, err = restarted.Acquire(ctx)
 	var held *writefence.LeaseHeldError
 	require.ErrorAs(t, err, &held, "a second value of the holder waits for the term to end")
-	clock.advance(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	_, err = restarted.Hold(ctx, writefence.Shard{Plugin: "wal", Shard: "0"})
 	require.NoError(t, err)
 	defer restarted.Release(context.WithoutCancel(ctx))

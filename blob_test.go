@@ -16,20 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/testserver"
 )
-
-// memClock is a MemStore's blob clock that a test moves.
-type memClock struct{ ns atomic.Int64 }
-
-func newMemClock() *memClock {
-	c := &memClock{}
-	c.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *memClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *memClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // appendBlob is a commit that adds ref to the manifest, idempotent.
 func appendBlob(ref writefence.BlobRef) func(writefence.Manifest) (writefence.Manifest, error) {
@@ -114,8 +103,8 @@ func TestCommitChecksNewBlobs(t *testing.T) {
 // once, whatever the grace, and never a referenced blob.
 func TestDeposedWritersBlobs(t *testing.T) {
 	ctx := t.Context()
-	clock := newMemClock()
-	f := &writefence.Fence{Store: &writefence.MemStore{Clock: clock.now}}
+	clock := &fakeclock.Clock{}
+	f := &writefence.Fence{Store: &writefence.MemStore{Clock: clock.Now}}
 	a1 := putBlob(t, f, "a", 1, "a's first segment")
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(a1)))
 	a2 := putBlob(t, f, "a", 3, "a's second segment, never committed")
@@ -140,8 +129,8 @@ func TestDeposedWritersBlobs(t *testing.T) {
 // nothing; a referenced blob is never deleted, however old.
 func TestCollectGrace(t *testing.T) {
 	ctx := t.Context()
-	clock := newMemClock()
-	mem := &writefence.MemStore{Clock: clock.now}
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
 	f := &writefence.Fence{Store: mem}
 	kept := putBlob(t, f, "a", 1, "committed")
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(kept)))
@@ -152,7 +141,7 @@ func TestCollectGrace(t *testing.T) {
 	assert.Empty(t, report.Deleted)
 	assert.Len(t, report.Kept, 1)
 
-	clock.advance(2 * time.Hour)
+	clock.Advance(2 * time.Hour)
 	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour, DryRun: true})
 	require.NoError(t, err)
 	require.Len(t, report.Deleted, 1)

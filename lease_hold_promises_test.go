@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
 )
 
 // TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss: a takeover
@@ -27,10 +28,10 @@ func TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss(t *testing.T) {
 	shard := writefence.Shard{Plugin: "wal", Shard: "0"}
 	store := &slowKey{MemStore: mem, key: mustKey(t, "wal", "0"), arrived: make(chan struct{}), release: make(chan struct{})}
 
-	clockA, clockB := newMemClock(), newMemClock()
-	clockB.advance(2 * time.Hour) // B's clock has passed A's expiry
-	a := &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.now}
-	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.now}
+	clockA, clockB := &fakeclock.Clock{}, &fakeclock.Clock{}
+	clockB.Advance(2 * time.Hour) // B's clock has passed A's expiry
+	a := &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.Now}
+	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.Now}
 
 	held := make(chan error, 1)
 	go func() {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -55,10 +56,10 @@ func TestPromise16_RenewThatReadsATakeoverEndsTheLease(t *testing.T) {
 	require.NoError(t, err)
 	store := &lostReplyOnce{MemStore: mem, key: leaseKey}
 
-	clockA, clockB := newMemClock(), newMemClock()
-	clockB.advance(2 * time.Hour) // B's clock has passed A's expiry
-	a := &writefence.Lease{Fence: &writefence.Fence{Store: store, RetryDelay: time.Microsecond}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.now}
-	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.now}
+	clockA, clockB := &fakeclock.Clock{}, &fakeclock.Clock{}
+	clockB.Advance(2 * time.Hour) // B's clock has passed A's expiry
+	a := &writefence.Lease{Fence: &writefence.Fence{Store: store, RetryDelay: time.Microsecond}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.Now}
+	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.Now}
 
 	_, err = a.Acquire(ctx)
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/hook"
 )
 
@@ -21,8 +22,8 @@ import (
 func TestLeaseRolloverLostReplyKeepsOwnTerm(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
-	clock := newLeaseClock()
-	a := acquiredLease(t, store, "node-a", clock.now)
+	clock := &fakeclock.Clock{}
+	a := acquiredLease(t, store, "node-a", clock.Now)
 	a.Fence.MaxAttempts = 3
 	a.mu.Lock()
 	a.seq = maxLeaseSeq
@@ -58,7 +59,7 @@ func TestLeaseRolloverLostReplyKeepsOwnTerm(t *testing.T) {
 	require.Equal(t, "node-a", rec.Holder)
 	require.Equal(t, uint64(2), rec.Term, "the move to term 2 landed")
 
-	clock.advance(time.Second) // well within the TTL
+	clock.Advance(time.Second) // well within the TTL
 	epoch, err := a.Epoch(ctx, "wal", "0")
 	require.NoError(t, err, "the store shows this Lease holding term 2, by its own write")
 	require.Equal(t, uint64(2<<leaseSeqBits|1), epoch)

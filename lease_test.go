@@ -18,23 +18,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/testserver"
 )
-
-// leaseClock is a fake clock shared by goroutines; it only moves forward.
-type leaseClock struct{ ns atomic.Int64 }
-
-func newLeaseClock() *leaseClock {
-	c := &leaseClock{}
-	c.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *leaseClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *leaseClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func newTestLease(store ConditionalStore, holder string, clock func() time.Time) *Lease {
 	return &Lease{Fence: &Fence{Store: store}, Name: "leader", Holder: holder, TTL: 10 * time.Second, Clock: clock}
@@ -88,8 +77,8 @@ func TestLeaseRecordStrict(t *testing.T) {
 func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
-	clock := newLeaseClock()
-	a := acquiredLease(t, store, "a", clock.now)
+	clock := &fakeclock.Clock{}
+	a := acquiredLease(t, store, "a", clock.Now)
 
 	key, err := keys.Lease("", "leader")
 	require.NoError(t, err)
@@ -103,8 +92,8 @@ func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
 	assert.Equal(t, v, ce.Version)
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseLost)
-	clock.advance(time.Hour)
-	_, err = newTestLease(store, "b", clock.now).Acquire(ctx)
+	clock.Advance(time.Hour)
+	_, err = newTestLease(store, "b", clock.Now).Acquire(ctx)
 	require.ErrorIs(t, err, ErrCorrupt)
 	data, v2, err := store.Get(ctx, key)
 	require.NoError(t, err)
@@ -133,8 +122,8 @@ func TestLeaseInvalid(t *testing.T) {
 func TestLeaseTakeover(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
-	clock := newLeaseClock()
-	a, b := newTestLease(store, "a", clock.now), newTestLease(store, "b", clock.now)
+	clock := &fakeclock.Clock{}
+	a, b := newTestLease(store, "a", clock.Now), newTestLease(store, "b", clock.Now)
 
 	_, err := a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseLost, "not acquired yet")
@@ -155,17 +144,17 @@ func TestLeaseTakeover(t *testing.T) {
 	require.ErrorAs(t, err, &held)
 	assert.Equal(t, "a", held.Holder)
 	assert.Equal(t, uint64(1), held.Term)
-	assert.True(t, clock.now().Add(10*time.Second).Equal(held.Expiry), "expiry %v", held.Expiry)
+	assert.True(t, clock.Now().Add(10*time.Second).Equal(held.Expiry), "expiry %v", held.Expiry)
 
-	clock.advance(6 * time.Second)
+	clock.Advance(6 * time.Second)
 	term, err = a.Acquire(ctx) // held: renews, keeps the term
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), term)
-	clock.advance(6 * time.Second) // 12s after acquiring, 6s after renewing
+	clock.Advance(6 * time.Second) // 12s after acquiring, 6s after renewing
 	_, err = b.Acquire(ctx)
 	require.ErrorIs(t, err, ErrLeaseHeld)
 
-	clock.advance(4 * time.Second) // the renewal has expired
+	clock.Advance(4 * time.Second) // the renewal has expired
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseExpired)
 	_, _, ok := leaseHeld(a)
@@ -187,20 +176,20 @@ func TestLeaseTakeover(t *testing.T) {
 	term, exp, ok := leaseHeld(b)
 	assert.True(t, ok)
 	assert.Equal(t, uint64(2), term)
-	assert.Equal(t, clock.now().Add(10*time.Second), exp)
+	assert.Equal(t, clock.Now().Add(10*time.Second), exp)
 }
 
 // TestLeaseRenewAfterLocalExpiry: a holder whose lease expired by its clock
 // but was not taken over renews, keeps its term and continues its epochs.
 func TestLeaseRenewAfterLocalExpiry(t *testing.T) {
 	ctx := t.Context()
-	clock := newLeaseClock()
-	a := newTestLease(&MemStore{}, "a", clock.now)
+	clock := &fakeclock.Clock{}
+	a := newTestLease(&MemStore{}, "a", clock.Now)
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 	e1, err := a.Epoch(ctx, "p", "s")
 	require.NoError(t, err)
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseExpired)
 	require.NoError(t, a.Renew(ctx))
@@ -215,8 +204,8 @@ func TestLeaseRenewAfterLocalExpiry(t *testing.T) {
 func TestLeaseReleaseThenAcquire(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
-	clock := newLeaseClock()
-	a, b := newTestLease(store, "a", clock.now), newTestLease(store, "b", clock.now)
+	clock := &fakeclock.Clock{}
+	a, b := newTestLease(store, "a", clock.Now), newTestLease(store, "b", clock.Now)
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, a.Release(ctx))
@@ -230,7 +219,7 @@ func TestLeaseReleaseThenAcquire(t *testing.T) {
 
 	// A second Lease value of "b" (a restarted process, or a second one
 	// started under the same name) waits like any contender.
-	restarted := newTestLease(store, "b", clock.now)
+	restarted := newTestLease(store, "b", clock.Now)
 	_, err = restarted.Acquire(ctx)
 	var held *LeaseHeldError
 	require.ErrorAs(t, err, &held, "another value of the holder is refused while the term is unexpired")
@@ -252,8 +241,8 @@ func TestLeaseReleaseThenAcquire(t *testing.T) {
 func TestLeaseEpochsRollOver(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
-	clock := newLeaseClock()
-	a := acquiredLease(t, store, "a", clock.now)
+	clock := &fakeclock.Clock{}
+	a := acquiredLease(t, store, "a", clock.Now)
 	a.mu.Lock()
 	a.seq = maxLeaseSeq - 1
 	a.mu.Unlock()
@@ -296,8 +285,8 @@ func (s *leaseLossyStore) PutIfVersion(ctx context.Context, key string, data []b
 func TestLeaseLostReplies(t *testing.T) {
 	ctx := t.Context()
 	store := &leaseLossyStore{}
-	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
+	clock := &fakeclock.Clock{}
+	a := newTestLease(store, "a", clock.Now)
 
 	store.lose.Store(1)
 	term, err := a.Acquire(ctx)
@@ -307,15 +296,15 @@ func TestLeaseLostReplies(t *testing.T) {
 	store.lose.Store(1)
 	require.NoError(t, a.Renew(ctx))
 	store.lose.Store(3) // three renewals in a row lose their replies
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	require.NoError(t, a.Renew(ctx))
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	require.NoError(t, a.Renew(ctx))
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	require.NoError(t, a.Renew(ctx))
 	_, exp, ok := leaseHeld(a)
 	require.True(t, ok)
-	assert.Equal(t, clock.now().Add(10*time.Second), exp)
+	assert.Equal(t, clock.Now().Add(10*time.Second), exp)
 
 	// A cancelled context hides the outcome: the error says so and the
 	// lease stays held locally.
@@ -337,7 +326,7 @@ func TestLeaseContention(t *testing.T) {
 	const holders, steps = 8, 1000
 	const ttl = 100 * time.Millisecond
 	store := &MemStore{}
-	clock := newLeaseClock()
+	clock := &fakeclock.Clock{}
 
 	type grant struct {
 		term       uint64
@@ -363,7 +352,7 @@ func TestLeaseContention(t *testing.T) {
 	}
 
 	draw := func(l *Lease) {
-		at := clock.now().UnixNano()
+		at := clock.Now().UnixNano()
 		e, err := l.Epoch(context.Background(), "p", "s")
 		switch {
 		case err == nil:
@@ -377,7 +366,7 @@ func TestLeaseContention(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for i := range holders {
-		l := &Lease{Fence: &Fence{Store: store}, Name: "leader", Holder: fmt.Sprintf("h%d", i), TTL: ttl, Clock: clock.now}
+		l := &Lease{Fence: &Fence{Store: store}, Name: "leader", Holder: fmt.Sprintf("h%d", i), TTL: ttl, Clock: clock.Now}
 		rng := rand.New(rand.NewPCG(uint64(i), 7))
 		wg.Go(func() {
 			ctx := context.Background()
@@ -385,7 +374,7 @@ func TestLeaseContention(t *testing.T) {
 				// Steps of up to 40ms against a TTL of 100ms, and renewals
 				// rare enough, that leases often expire while held and
 				// others take them over.
-				clock.advance(time.Duration(rng.IntN(40)) * time.Millisecond)
+				clock.Advance(time.Duration(rng.IntN(40)) * time.Millisecond)
 				runtime.Gosched()
 				// Now and then draw an epoch whatever the lease's state: it
 				// must be refused unless the lease is held.
@@ -407,7 +396,7 @@ func TestLeaseContention(t *testing.T) {
 				}
 				switch rng.IntN(10) {
 				case 0:
-					at := clock.now().UnixNano()
+					at := clock.Now().UnixNano()
 					term, _, _ := leaseHeld(l)
 					if err := l.Release(ctx); err == nil {
 						mu.Lock()
@@ -492,9 +481,9 @@ func TestLeaseZombieFenced(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
 	f := &Fence{Store: store}
-	frozen := newLeaseClock() // the zombie's clock stops when it pauses
-	clock := newLeaseClock()
-	a := newTestLease(store, "a", frozen.now)
+	frozen := &fakeclock.Clock{} // the zombie's clock stops when it pauses
+	clock := &fakeclock.Clock{}
+	a := newTestLease(store, "a", frozen.Now)
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 	e, err := a.Epoch(ctx, "wal", "0")
@@ -507,8 +496,8 @@ func TestLeaseZombieFenced(t *testing.T) {
 	pending, err := a.Epoch(ctx, "wal", "0") // drawn just before the pause
 	require.NoError(t, err)
 
-	clock.advance(time.Minute)
-	b := newTestLease(store, "b", clock.now)
+	clock.Advance(time.Minute)
+	b := newTestLease(store, "b", clock.Now)
 	term, err := b.Acquire(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), term)
@@ -674,7 +663,7 @@ func TestLeaseLostReachesEveryCall(t *testing.T) {
 // flight: a renewal held inside its write leaves Epoch free.
 func TestLeaseEpochDuringRenewal(t *testing.T) {
 	ctx := t.Context()
-	a := acquiredLease(t, &MemStore{}, "a", newLeaseClock().now)
+	a := acquiredLease(t, &MemStore{}, "a", (&fakeclock.Clock{}).Now)
 	leaseKey, err := keys.Lease("", "leader")
 	require.NoError(t, err)
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -704,8 +693,8 @@ func TestLeaseEpochDuringRenewal(t *testing.T) {
 func TestLeaseSettleCorruptRecord(t *testing.T) {
 	ctx := t.Context()
 	store := &MemStore{}
-	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
+	clock := &fakeclock.Clock{}
+	a := newTestLease(store, "a", clock.Now)
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 	key, err := keys.Lease("", "leader")
@@ -716,11 +705,11 @@ func TestLeaseSettleCorruptRecord(t *testing.T) {
 	_, err = store.PutIfVersion(ctx, key, data, v)
 	require.NoError(t, err)
 
-	b := newTestLease(store, "b", clock.now)
+	b := newTestLease(store, "b", clock.Now)
 	_, err = b.Acquire(ctx)
 	var ce *CorruptError
 	require.ErrorAs(t, err, &ce, "no acquisition overwrites a corrupt lease record")
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	_, err = b.Acquire(ctx)
 	require.ErrorIs(t, err, ErrCorrupt, "not even once it expired")
 
@@ -735,7 +724,7 @@ func TestLeaseSettleCorruptRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, b.Settle(ctx, v, 3), ErrInvalidArgument, "never below the term of a record that decodes")
 	require.NoError(t, b.Settle(ctx, v, 6), "an operator's release of a gone holder's lease, at its own term")
-	c := newTestLease(store, "c", clock.now)
+	c := newTestLease(store, "c", clock.Now)
 	term, err = c.Acquire(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(7), term)

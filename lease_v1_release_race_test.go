@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -36,17 +37,17 @@ func encodeLeaseV1(holder string, term uint64, expiry int64) []byte {
 // good); one naming another holder is held until it expires too.
 func TestLeaseTakesOverFormatV1(t *testing.T) {
 	ctx := t.Context()
-	clock := newLeaseClock()
+	clock := &fakeclock.Clock{}
 	key, err := keys.Lease("", "leader")
 	require.NoError(t, err)
 
 	store := &MemStore{}
-	_, err = store.PutIfVersion(ctx, key, encodeLeaseV1("a", 5, clock.now().Add(time.Hour).UnixNano()), "")
+	_, err = store.PutIfVersion(ctx, key, encodeLeaseV1("a", 5, clock.Now().Add(time.Hour).UnixNano()), "")
 	require.NoError(t, err)
-	a := newTestLease(store, "a", clock.now)
+	a := newTestLease(store, "a", clock.Now)
 	_, err = a.Acquire(ctx)
 	require.ErrorIs(t, err, ErrLeaseHeld, "unexpired: another incarnation's")
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	term, err := a.Acquire(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(6), term)
@@ -61,15 +62,15 @@ func TestLeaseTakesOverFormatV1(t *testing.T) {
 	require.NoError(t, a.Release(ctx))
 
 	other := &MemStore{}
-	expiry := clock.now().Add(time.Second)
+	expiry := clock.Now().Add(time.Second)
 	_, err = other.PutIfVersion(ctx, key, encodeLeaseV1("b", 5, expiry.UnixNano()), "")
 	require.NoError(t, err)
-	a = newTestLease(other, "a", clock.now)
+	a = newTestLease(other, "a", clock.Now)
 	_, err = a.Acquire(ctx)
 	var held *LeaseHeldError
 	require.ErrorAs(t, err, &held)
 	assert.Equal(t, "b", held.Holder)
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	term, err = a.Acquire(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(6), term)
@@ -82,8 +83,8 @@ func TestLeaseTakesOverFormatV1(t *testing.T) {
 func TestLeaseReleaseLostReply(t *testing.T) {
 	ctx := hook.With(t.Context(), &hook.Hooks{Wait: func(context.Context, int, time.Duration) error { return nil }})
 	store := &leaseLossyStore{}
-	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
+	clock := &fakeclock.Clock{}
+	a := newTestLease(store, "a", clock.Now)
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 
@@ -99,7 +100,7 @@ func TestLeaseReleaseLostReply(t *testing.T) {
 	_, err = a.Epoch(ctx, "p", "s")
 	require.ErrorIs(t, err, ErrLeaseLost)
 
-	b := newTestLease(store, "b", clock.now)
+	b := newTestLease(store, "b", clock.Now)
 	term, err := b.Acquire(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), term)

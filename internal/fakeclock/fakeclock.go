@@ -19,11 +19,13 @@ type Clock struct {
 	since atomic.Int64 // nanoseconds since Start
 }
 
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time { return Start.Add(time.Duration(c.since.Load())) }
+// Now returns the clock's time, in the local zone as time.Unix gives the
+// times a Lease decodes from its record. It reads any time Set can set,
+// beyond the years Unix nanoseconds hold (1678 to 2262) too.
+func (c *Clock) Now() time.Time { return Start.Add(time.Duration(c.since.Load())).In(time.Local) }
 
 // Advance moves the clock by d, backwards when d is negative.
 func (c *Clock) Advance(d time.Duration) { c.since.Add(int64(d)) }
 
-// Set moves the clock to t.
+// Set moves the clock to t, which must be within 292 years of Start.
 func (c *Clock) Set(t time.Time) { c.since.Store(int64(t.Sub(Start))) }

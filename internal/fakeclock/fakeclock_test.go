@@ -32,9 +32,14 @@ func TestClock(t *testing.T) {
 	if got, want := c.Now(), fakeclock.Start.Add(1600*time.Second-time.Hour); !got.Equal(want) {
 		t.Errorf("moved back an hour: %v, want %v", got, want)
 	}
-	at := time.Date(2031, 6, 1, 12, 0, 0, 0, time.UTC)
-	c.Set(at)
-	if !c.Now().Equal(at) {
-		t.Errorf("set to %v: reads %v", at, c.Now())
+	for _, at := range []time.Time{
+		time.Date(2031, 6, 1, 12, 0, 0, 0, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 0, 0, time.UTC),
+		time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC), // past what Unix nanoseconds hold
+	} {
+		c.Set(at)
+		if !c.Now().Equal(at) {
+			t.Errorf("set to %v: reads %v", at, c.Now())
+		}
 	}
 }
