@@ -22,13 +22,17 @@
 //
 // # Order of a call
 //
-// A call is counted (Calls), then runs Options.Around, which makes the
-// call itself by calling its argument, or does not. The call itself
-// meets the faults injected for it (Inject), then the replacement of its
-// method in Options or else the wrapped store; an answer without error
-// from there is counted as OK. A call that returns an error returns the
-// zero value of its other results with it, except DeleteBlobs, which
-// returns the keys the store behind it deleted with that store's error.
+// A call is counted (Calls); runs Options.Before, whose error ends it;
+// meets the faults injected for it (Inject) that fail it or hold it at a
+// gate; reaches the replacement of its method in Options, or else the
+// wrapped store, where an answer without error counts as OK; meets the
+// faults that lose its reply; and runs Options.After, whose error is what
+// the caller sees. A call that returns an error returns the zero value of
+// its other results with it, except DeleteBlobs, which returns the keys
+// the store behind it deleted with that store's error.
+//
+// A Store that is given no hooks, no faults and no ByKey allocates
+// nothing of its own on a call, so a benchmark can count through it.
 package fakestore
 
 import (
@@ -123,11 +127,19 @@ type Options struct {
 	// offer; a replacement below still offers its own.
 	Hide Caps
 
-	// Around, when set, runs each call: it makes the call by calling call
-	// (which returns the call's error), or does not, and returns the error
-	// the caller sees. Not calling call and returning nil makes a listing
-	// that lists nothing.
-	Around func(ctx context.Context, c Call, call func() error) error
+	// ByKey counts the calls by key too (Calls and OK of keys, Keys): a
+	// counter a key, which a benchmark would see in its heap.
+	ByKey bool
+
+	// Before, when set, runs before each call; an error ends the call
+	// with it, before it reaches the store. It may block, to hold the
+	// call.
+	Before func(ctx context.Context, c Call) error
+
+	// After, when set, runs after each call that Before let through, with
+	// the call's error (nil when it succeeded); what it returns is the
+	// error the caller sees.
+	After func(ctx context.Context, c Call, err error) error
 
 	// Faults are injected at the start, as by Inject.
 	Faults []Fault
@@ -135,13 +147,15 @@ type Options struct {
 	// Replacements of the wrapped store's methods. PutParts replaces the
 	// parts path alone (PutPartsIfVersion), which Put, when set, otherwise
 	// replaces with PutIfVersion. GetPrefix and PutIfBranded are offered,
-	// and declared, when set, whatever the wrapped store has.
-	Get          func(ctx context.Context, key string) ([]byte, string, error)
-	Put          func(ctx context.Context, key string, data []byte, expect string) (string, error)
-	PutParts     func(ctx context.Context, key string, parts [][]byte, expect string) (string, error)
-	GetPrefix    func(ctx context.Context, key string, n int64) ([]byte, int64, string, error)
-	PutIfBranded func(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error)
-	ListBlobs    func(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error
+	// and declared, when set, whatever the wrapped store has; the blob
+	// listings replace those of a Store that offers them.
+	Get                 func(ctx context.Context, key string) ([]byte, string, error)
+	Put                 func(ctx context.Context, key string, data []byte, expect string) (string, error)
+	PutParts            func(ctx context.Context, key string, parts [][]byte, expect string) (string, error)
+	GetPrefix           func(ctx context.Context, key string, n int64) ([]byte, int64, string, error)
+	PutIfBranded        func(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error)
+	ListBlobs           func(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error
+	ListBlobsConsistent func(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error
 }
 
 // Fault is a failure planned for calls of one Op.
@@ -177,15 +191,17 @@ type Store interface {
 	writefence.ConditionalStore
 
 	// Calls returns how many calls of op were made, of any key or, with
-	// keys, of those keys.
+	// keys (which needs Options.ByKey), of those keys.
 	Calls(op Op, keys ...string) int64
 
 	// OK returns how many calls of op the store behind answered without
-	// an error, of any key or, with keys, of those keys: of writes, how
-	// many landed, whatever reply the caller saw.
+	// an error, of any key or, with keys (which needs Options.ByKey), of
+	// those keys: of writes, how many landed, whatever reply the caller
+	// saw.
 	OK(op Op, keys ...string) int64
 
-	// Keys returns the keys that calls of op were made of, sorted.
+	// Keys returns the keys that calls of op were made of, sorted; it
+	// needs Options.ByKey.
 	Keys(op Op) []string
 
 	// Inject plans f, after the faults planned before it for the same
@@ -202,6 +218,7 @@ type Store interface {
 // New returns a Store over inner.
 func New(inner writefence.ConditionalStore, opts Options) Store {
 	s := &store{inner: inner, opts: opts, has: offered(inner, opts), faults: slices.Clone(opts.Faults)}
+	s.planned.Store(int32(len(s.faults)))
 	s.self = views[s.has](s)
 	return s.self
 }
@@ -263,6 +280,7 @@ type store struct {
 	self  Store // the view New returned, which declares the capabilities
 
 	calls, oks [numOps]atomic.Int64
+	planned    atomic.Int32 // len(faults), read without the lock
 
 	mu     sync.Mutex // guards the fields below
 	byKey  map[opKey]*keyCounts
@@ -290,6 +308,7 @@ func (s *store) count(op Op, keys []string, total *[numOps]atomic.Int64, of func
 	if len(keys) == 0 {
 		return total[op].Load()
 	}
+	s.byKeyOnly()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
@@ -301,7 +320,15 @@ func (s *store) count(op Op, keys []string, total *[numOps]atomic.Int64, of func
 	return n
 }
 
+// byKeyOnly panics unless the calls are counted by key.
+func (s *store) byKeyOnly() {
+	if !s.opts.ByKey {
+		panic("fakestore: the calls of a key are counted with Options.ByKey only")
+	}
+}
+
 func (s *store) Keys(op Op) []string {
+	s.byKeyOnly()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var keys []string
@@ -318,12 +345,14 @@ func (s *store) Inject(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, f)
+	s.planned.Store(int32(len(s.faults)))
 }
 
 func (s *store) Clear(op Op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = slices.DeleteFunc(s.faults, func(f Fault) bool { return f.Op == op })
+	s.planned.Store(int32(len(s.faults)))
 }
 
 // note counts a call of c's op on key, and whether it succeeded.
@@ -333,6 +362,9 @@ func (s *store) note(c *Call, ok bool) {
 		counts = &s.oks
 	}
 	counts[c.Op].Add(1)
+	if !s.opts.ByKey {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byKey == nil {
@@ -359,6 +391,9 @@ func (s *store) note(c *Call, ok bool) {
 // uses one of its Times; ok is false when there is none. A lost fault is
 // used only by a call that succeeded, which is when it is asked for.
 func (s *store) fault(c *Call, lost bool) (Fault, bool) {
+	if s.planned.Load() == 0 {
+		return Fault{}, false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, f := range s.faults {
@@ -368,6 +403,7 @@ func (s *store) fault(c *Call, lost bool) (Fault, bool) {
 		if f.Times > 0 {
 			if f.Times == 1 {
 				s.faults = slices.Delete(s.faults, i, i+1)
+				s.planned.Store(int32(len(s.faults)))
 			} else {
 				s.faults[i].Times--
 			}
@@ -377,34 +413,45 @@ func (s *store) fault(c *Call, lost bool) (Fault, bool) {
 	return Fault{}, false
 }
 
-// do runs the call c, whose store call is fn.
-func (s *store) do(ctx context.Context, c Call, fn func() error) error {
-	s.note(&c, false)
-	call := func() error {
-		if f, ok := s.fault(&c, false); ok {
-			if f.Gate != nil {
-				if err := f.Gate.hold(ctx); err != nil {
-					return err
-				}
-			}
-			if f.Err != nil {
-				return f.Err
-			}
-		}
-		if err := fn(); err != nil {
+// before starts the call c: it counts it, runs Before and the faults that
+// fail it or hold it. An error ends the call.
+func (s *store) before(ctx context.Context, c *Call) error {
+	s.note(c, false)
+	if s.opts.Before != nil {
+		if err := s.opts.Before(ctx, *c); err != nil {
 			return err
 		}
-		s.note(&c, true)
-		if f, ok := s.fault(&c, true); ok {
-			return f.Err
+	}
+	if f, ok := s.fault(c, false); ok {
+		if f.Gate != nil {
+			if err := f.Gate.hold(ctx); err != nil {
+				return err
+			}
 		}
-		return nil
+		return f.Err
 	}
-	if s.opts.Around != nil {
-		return s.opts.Around(ctx, c, call)
-	}
-	return call()
+	return nil
 }
+
+// after ends the call c, whose store answered err: it counts a success,
+// runs the faults that lose its reply and After, and returns what the
+// caller sees.
+func (s *store) after(ctx context.Context, c *Call, err error) error {
+	if err == nil {
+		s.note(c, true)
+		if f, ok := s.fault(c, true); ok {
+			err = f.Err
+		}
+	}
+	if s.opts.After != nil {
+		err = s.opts.After(ctx, *c, err)
+	}
+	return err
+}
+
+// hooked reports whether a hook may see a call's data, which is then
+// built for it.
+func (s *store) hooked() bool { return s.opts.Before != nil || s.opts.After != nil }
 
 // Gate holds the calls of the faults it is given to until it opens. Its
 // zero value is a closed gate; it is not to be copied once used.
@@ -445,98 +492,121 @@ func (g *Gate) hold(ctx context.Context) error {
 }
 
 func (s *store) Get(ctx context.Context, key string) ([]byte, string, error) {
+	c := Call{Op: Get, Key: key}
+	if err := s.before(ctx, &c); err != nil {
+		return nil, "", err
+	}
 	var data []byte
 	var v string
-	err := s.do(ctx, Call{Op: Get, Key: key}, func() (err error) {
-		if s.opts.Get != nil {
-			data, v, err = s.opts.Get(ctx, key)
-		} else {
-			data, v, err = s.inner.Get(ctx, key)
-		}
-		return err
-	})
-	if err != nil {
+	var err error
+	if s.opts.Get != nil {
+		data, v, err = s.opts.Get(ctx, key)
+	} else {
+		data, v, err = s.inner.Get(ctx, key)
+	}
+	if err := s.after(ctx, &c, err); err != nil {
 		return nil, "", err
 	}
 	return data, v, nil
 }
 
 func (s *store) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	return s.put(ctx, key, [][]byte{data}, expect, func() (string, error) {
-		if s.opts.Put != nil {
-			return s.opts.Put(ctx, key, data, expect)
-		}
-		return s.inner.PutIfVersion(ctx, key, data, expect)
-	})
+	c := Call{Op: Put, Key: key, Expect: expect}
+	if s.hooked() {
+		c.Parts = [][]byte{data}
+	}
+	if err := s.before(ctx, &c); err != nil {
+		return "", err
+	}
+	var v string
+	var err error
+	if s.opts.Put != nil {
+		v, err = s.opts.Put(ctx, key, data, expect)
+	} else {
+		v, err = s.inner.PutIfVersion(ctx, key, data, expect)
+	}
+	if err := s.after(ctx, &c, err); err != nil {
+		return "", err
+	}
+	return v, nil
 }
 
 // putParts is the PartsPutter of a Store that declares capabilities.
 func (s *store) putParts(ctx context.Context, key string, parts [][]byte, expect string) (string, error) {
-	return s.put(ctx, key, parts, expect, func() (string, error) {
-		switch {
-		case s.opts.PutParts != nil:
-			return s.opts.PutParts(ctx, key, parts, expect)
-		case s.opts.Put != nil:
-			return s.opts.Put(ctx, key, bytes.Join(parts, nil), expect)
-		}
-		return writefence.PutParts(ctx, s.inner, key, parts, expect)
-	})
-}
-
-func (s *store) put(ctx context.Context, key string, parts [][]byte, expect string, write func() (string, error)) (string, error) {
+	c := Call{Op: Put, Key: key, Parts: parts, Expect: expect}
+	if err := s.before(ctx, &c); err != nil {
+		return "", err
+	}
 	var v string
-	err := s.do(ctx, Call{Op: Put, Key: key, Parts: parts, Expect: expect}, func() (err error) {
-		v, err = write()
-		return err
-	})
-	if err != nil {
+	var err error
+	switch {
+	case s.opts.PutParts != nil:
+		v, err = s.opts.PutParts(ctx, key, parts, expect)
+	case s.opts.Put != nil:
+		v, err = s.opts.Put(ctx, key, bytes.Join(parts, nil), expect)
+	default:
+		v, err = writefence.PutParts(ctx, s.inner, key, parts, expect)
+	}
+	if err := s.after(ctx, &c, err); err != nil {
 		return "", err
 	}
 	return v, nil
 }
 
 func (s *store) getPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	c := Call{Op: GetPrefix, Key: key}
+	if err := s.before(ctx, &c); err != nil {
+		return nil, 0, "", err
+	}
 	var data []byte
 	var size int64
 	var v string
-	err := s.do(ctx, Call{Op: GetPrefix, Key: key}, func() (err error) {
-		if s.opts.GetPrefix != nil {
-			data, size, v, err = s.opts.GetPrefix(ctx, key, n)
-		} else {
-			data, size, v, err = writefence.GetPrefix(ctx, s.inner, key, n)
-		}
-		return err
-	})
-	if err != nil {
+	var err error
+	if s.opts.GetPrefix != nil {
+		data, size, v, err = s.opts.GetPrefix(ctx, key, n)
+	} else {
+		data, size, v, err = writefence.GetPrefix(ctx, s.inner, key, n)
+	}
+	if err := s.after(ctx, &c, err); err != nil {
 		return nil, 0, "", err
 	}
 	return data, size, v, nil
 }
 
 func (s *store) putIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
+	c := Call{Op: PutIfBranded, Key: key, Parts: parts, Expect: expect}
+	if err := s.before(ctx, &c); err != nil {
+		return "", err
+	}
 	var v string
-	err := s.do(ctx, Call{Op: PutIfBranded, Key: key, Parts: parts, Expect: expect}, func() (err error) {
-		if s.opts.PutIfBranded != nil {
-			v, err = s.opts.PutIfBranded(ctx, brandKey, identity, key, parts, expect)
-		} else {
-			v, err = writefence.PutIfBranded(ctx, s.inner, brandKey, identity, key, parts, expect)
-		}
-		return err
-	})
-	if err != nil {
+	var err error
+	if s.opts.PutIfBranded != nil {
+		v, err = s.opts.PutIfBranded(ctx, brandKey, identity, key, parts, expect)
+	} else {
+		v, err = writefence.PutIfBranded(ctx, s.inner, brandKey, identity, key, parts, expect)
+	}
+	if err := s.after(ctx, &c, err); err != nil {
 		return "", err
 	}
 	return v, nil
 }
 
+// run makes a call whose only result is its error.
+func (s *store) run(ctx context.Context, c Call, call func() error) error {
+	if err := s.before(ctx, &c); err != nil {
+		return err
+	}
+	return s.after(ctx, &c, call())
+}
+
 func (s *store) delete(ctx context.Context, key string) error {
-	return s.do(ctx, Call{Op: Delete, Key: key}, func() error {
+	return s.run(ctx, Call{Op: Delete, Key: key}, func() error {
 		return s.inner.(writefence.Deleter).Delete(ctx, key)
 	})
 }
 
 func (s *store) list(ctx context.Context, prefix string, fn func(string) error) error {
-	return s.do(ctx, Call{Op: List, Key: prefix}, func() error {
+	return s.run(ctx, Call{Op: List, Key: prefix}, func() error {
 		return s.inner.(writefence.Lister).List(ctx, prefix, fn)
 	})
 }
@@ -547,7 +617,7 @@ func (s *store) blobs() writefence.BlobStore { return s.inner.(writefence.BlobSt
 
 func (s *store) createBlob(ctx context.Context, key string, r io.Reader) (writefence.BlobInfo, error) {
 	var info writefence.BlobInfo
-	err := s.do(ctx, Call{Op: CreateBlob, Key: key}, func() (err error) {
+	err := s.run(ctx, Call{Op: CreateBlob, Key: key}, func() (err error) {
 		info, err = s.blobs().CreateBlob(ctx, key, r)
 		return err
 	})
@@ -559,7 +629,7 @@ func (s *store) createBlob(ctx context.Context, key string, r io.Reader) (writef
 
 func (s *store) writeBlob(ctx context.Context, key string, r io.Reader) (int64, error) {
 	var size int64
-	err := s.do(ctx, Call{Op: CreateBlob, Key: key}, func() (err error) {
+	err := s.run(ctx, Call{Op: CreateBlob, Key: key}, func() (err error) {
 		size, err = writefence.WriteBlob(ctx, s.inner, key, r)
 		return err
 	})
@@ -572,7 +642,7 @@ func (s *store) writeBlob(ctx context.Context, key string, r io.Reader) (int64, 
 func (s *store) openBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
 	var rc io.ReadCloser
 	var info writefence.BlobInfo
-	err := s.do(ctx, Call{Op: OpenBlob, Key: key}, func() (err error) {
+	err := s.run(ctx, Call{Op: OpenBlob, Key: key}, func() (err error) {
 		rc, info, err = s.blobs().OpenBlob(ctx, key)
 		return err
 	})
@@ -587,7 +657,7 @@ func (s *store) openBlob(ctx context.Context, key string) (io.ReadCloser, writef
 
 func (s *store) statBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
 	var info writefence.BlobInfo
-	err := s.do(ctx, Call{Op: StatBlob, Key: key}, func() (err error) {
+	err := s.run(ctx, Call{Op: StatBlob, Key: key}, func() (err error) {
 		info, err = s.blobs().StatBlob(ctx, key)
 		return err
 	})
@@ -598,7 +668,7 @@ func (s *store) statBlob(ctx context.Context, key string) (writefence.BlobInfo, 
 }
 
 func (s *store) listBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	return s.do(ctx, Call{Op: ListBlobs, Key: prefix}, func() error {
+	return s.run(ctx, Call{Op: ListBlobs, Key: prefix}, func() error {
 		if s.opts.ListBlobs != nil {
 			return s.opts.ListBlobs(ctx, prefix, fn)
 		}
@@ -607,13 +677,16 @@ func (s *store) listBlobs(ctx context.Context, prefix string, fn func(writefence
 }
 
 func (s *store) listBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	return s.do(ctx, Call{Op: ListBlobsConsistent, Key: prefix}, func() error {
+	return s.run(ctx, Call{Op: ListBlobsConsistent, Key: prefix}, func() error {
+		if s.opts.ListBlobsConsistent != nil {
+			return s.opts.ListBlobsConsistent(ctx, prefix, fn)
+		}
 		return s.inner.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, fn)
 	})
 }
 
 func (s *store) deleteBlob(ctx context.Context, key string) error {
-	return s.do(ctx, Call{Op: DeleteBlob, Key: key}, func() error {
+	return s.run(ctx, Call{Op: DeleteBlob, Key: key}, func() error {
 		return s.blobs().DeleteBlob(ctx, key)
 	})
 }
@@ -621,7 +694,7 @@ func (s *store) deleteBlob(ctx context.Context, key string) error {
 func (s *store) deleteBlobs(ctx context.Context, keys []string) ([]string, error) {
 	var deleted []string
 	var storeErr error
-	err := s.do(ctx, Call{Op: DeleteBlobs, Keys: keys}, func() error {
+	err := s.run(ctx, Call{Op: DeleteBlobs, Keys: keys}, func() error {
 		deleted, storeErr = writefence.DeleteBlobs(ctx, s.inner, keys)
 		return storeErr
 	})

@@ -101,7 +101,7 @@ func TestOffersExactlyWhatIsAsked(t *testing.T) {
 func TestCallsReachTheWrappedStore(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	s := fakestore.New(everything{mem}, fakestore.Options{})
+	s := fakestore.New(everything{mem}, fakestore.Options{ByKey: true})
 	v, err := writefence.PutParts(ctx, s, "k", [][]byte{[]byte("he"), []byte("llo")}, "")
 	must(t, err)
 	data, v2, err := mem.Get(ctx, "k")
@@ -157,7 +157,7 @@ func TestFaults(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
 	errDown := errors.New("down")
-	s := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{
+	s := fakestore.New(mem, fakestore.Options{ByKey: true, Faults: []fakestore.Fault{
 		{Op: fakestore.Put, Key: "a", Times: 2, Err: errDown},
 		{Op: fakestore.Put, Times: 1, Err: fakestore.ErrLostReply, Lost: true},
 	}})
@@ -206,34 +206,75 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// TestAround: Around sees each call and decides what its caller sees; a
-// listing it does not make lists nothing.
-func TestAround(t *testing.T) {
+// TestHooks: Before sees each call and may end it before the store;
+// After sees its error and decides what the caller sees; a replaced
+// listing lists what its replacement does.
+func TestHooks(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
 	_, err := mem.CreateBlob(ctx, "b", strings.NewReader("x"))
 	must(t, err)
+	errRefused := errors.New("refused")
 	var seen []string
-	s := fakestore.New(mem, fakestore.Options{Around: func(ctx context.Context, c fakestore.Call, call func() error) error {
-		seen = append(seen, c.Op.String()+" "+c.Key+" "+string(c.Data()))
-		if c.Op == fakestore.ListBlobsConsistent {
+	s := fakestore.New(mem, fakestore.Options{
+		Before: func(_ context.Context, c fakestore.Call) error {
+			seen = append(seen, c.Op.String()+" "+c.Key+" "+string(c.Data()))
+			if c.Key == "refused" {
+				return errRefused
+			}
 			return nil
-		}
-		return call()
-	}})
-	_, err = s.PutIfVersion(ctx, "k", []byte("v"), "")
-	must(t, err)
+		},
+		After: func(_ context.Context, c fakestore.Call, err error) error {
+			if c.Op == fakestore.Put && err == nil {
+				return fakestore.ErrLostReply
+			}
+			return err
+		},
+		ListBlobsConsistent: func(context.Context, string, func(writefence.BlobInfo) error) error { return nil },
+	})
+	if _, err := s.PutIfVersion(ctx, "k", []byte("v"), ""); err != fakestore.ErrLostReply {
+		t.Errorf("a write After loses: %v", err)
+	}
+	if _, _, err := mem.Get(ctx, "k"); err != nil {
+		t.Errorf("the write whose reply After lost did not land: %v", err)
+	}
+	if _, _, err := s.Get(ctx, "refused"); err != errRefused {
+		t.Errorf("a read Before refuses: %v", err)
+	}
 	n := 0
 	must(t, s.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, "", func(writefence.BlobInfo) error { n++; return nil }))
 	must(t, s.(writefence.BlobStore).ListBlobs(ctx, "", func(writefence.BlobInfo) error { n += 10; return nil }))
 	if n != 10 {
 		t.Errorf("listed %d, want the plain listing's one blob only", n)
 	}
-	if want := []string{"Put k v", "ListBlobsConsistent  ", "ListBlobs  "}; !slices.Equal(seen, want) {
-		t.Errorf("Around saw %q, want %q", seen, want)
+	if want := []string{"Put k v", "Get refused ", "ListBlobsConsistent  ", "ListBlobs  "}; !slices.Equal(seen, want) {
+		t.Errorf("Before saw %q, want %q", seen, want)
 	}
-	if got := s.OK(fakestore.ListBlobsConsistent); got != 0 {
-		t.Errorf("a listing Around did not make counts as OK: %d", got)
+	if got := [2]int64{s.Calls(fakestore.Get), s.OK(fakestore.Get)}; got != [2]int64{1, 0} {
+		t.Errorf("a read Before refused: calls and OK %v", got)
+	}
+}
+
+// still is a store that allocates nothing: every key holds the same
+// bytes, at the same version.
+type still struct{}
+
+var stillData = []byte("still")
+
+func (still) Get(context.Context, string) ([]byte, string, error) { return stillData, "v", nil }
+
+func (still) PutIfVersion(context.Context, string, []byte, string) (string, error) { return "v", nil }
+
+// TestNoAllocations: a Store with no hooks, faults or ByKey allocates
+// nothing of its own, so a benchmark counts through it.
+func TestNoAllocations(t *testing.T) {
+	ctx := t.Context()
+	s := fakestore.New(still{}, fakestore.Options{})
+	if n := testing.AllocsPerRun(100, func() {
+		_, _, _ = s.Get(ctx, "k")
+		_, _ = s.PutIfVersion(ctx, "k", stillData, "v")
+	}); n != 0 {
+		t.Errorf("a read and a write through the Store allocate %v times", n)
 	}
 }
 
@@ -243,7 +284,7 @@ func TestConcurrentFaults(t *testing.T) {
 	ctx := t.Context()
 	const calls, fail = 64, 5
 	errDown := errors.New("down")
-	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{Faults: []fakestore.Fault{{Op: fakestore.Put, Times: fail, Err: errDown}}})
+	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{ByKey: true, Faults: []fakestore.Fault{{Op: fakestore.Put, Times: fail, Err: errDown}}})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	failed := 0
