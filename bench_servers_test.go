@@ -22,6 +22,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
@@ -61,10 +62,6 @@ type benchTransport struct{ *testserver.Transport }
 // traffic returns the requests sent and the GET body bytes read so far.
 func (t *benchTransport) traffic() (reqs, read int64) { return t.Requests(), t.GetBytesRead() }
 
-// hiddenPrefix hides every optional capability of the store it wraps, so a
-// Fence over it reads whole records.
-type hiddenPrefix struct{ writefence.ConditionalStore }
-
 // benchPush runs every implementation at every size over store, whose HTTP
 // traffic wire counts.
 func benchPush(b *testing.B, store writefence.ConditionalStore, wire *benchTransport) {
@@ -95,6 +92,9 @@ func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchT
 	// payload and a header), so that it and fenced differ only in the
 	// fence's own work.
 	record := append(append([]byte(nil), payload...), make([]byte, recordOverhead(b, store, prefix))...)
+	// readfirst reads through a store that hides every optional
+	// capability, so a Fence over it reads whole records.
+	hidden := fakestore.New(store, fakestore.Options{Hide: fakestore.All})
 
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
@@ -111,7 +111,7 @@ func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchT
 		case "cold":
 			err = (&writefence.Fence{Store: store, Prefix: prefix}).Push(ctx, "wal", "0", "w", epoch, payload)
 		case "readfirst":
-			err = (&writefence.Fence{Store: hiddenPrefix{store}, Prefix: prefix}).Push(ctx, "wal", "0", "w", epoch, payload)
+			err = (&writefence.Fence{Store: hidden, Prefix: prefix}).Push(ctx, "wal", "0", "w", epoch, payload)
 		default:
 			b.Fatalf("unknown impl %q", impl)
 		}
@@ -588,10 +588,16 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 			}
 		})
 	}
-	counters := make([]*countingStore, writers)
+	counters := make([]fakestore.Store, writers)
+	conflicts := make([]atomic.Int64, writers) // the writes the store refused as conflicts, by writer
 	fences := make([]*writefence.Fence, writers)
 	for i := range fences {
-		counters[i] = &countingStore{ConditionalStore: store}
+		counters[i] = fakestore.New(store, fakestore.Options{Hide: fakestore.All, After: func(_ context.Context, _ fakestore.Call, err error) error {
+			if errors.Is(err, writefence.ErrConflict) {
+				conflicts[i].Add(1)
+			}
+			return err
+		}})
 		fences[i] = &writefence.Fence{Store: counters[i], Prefix: prefix}
 	}
 	var (
@@ -605,8 +611,8 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 	}
 	for b.Loop() {
 		before := make([]int64, writers)
-		for i, c := range counters {
-			before[i] = c.conflicts.Load()
+		for i := range conflicts {
+			before[i] = conflicts[i].Load()
 		}
 		var start, done sync.WaitGroup
 		start.Add(1)
@@ -627,15 +633,15 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 		start.Done()
 		done.Wait()
 		slowest := int64(0)
-		for i, c := range counters {
-			slowest = max(slowest, c.conflicts.Load()-before[i])
+		for i := range conflicts {
+			slowest = max(slowest, conflicts[i].Load()-before[i])
 		}
 		slowestSum += slowest
 		slowestWorst = max(slowestWorst, slowest)
 	}
 	calls := int64(0)
 	for _, c := range counters {
-		calls += c.roundTrips()
+		calls += roundTrips(c)
 	}
 	n := float64(b.N)
 	l := float64(landed.Load())

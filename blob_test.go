@@ -224,7 +224,7 @@ func TestBlobsElsewhere(t *testing.T) {
 // TestBlobsUnsupported: a store that declares no BlobStore, such as a
 // wrapper, holds no blobs.
 func TestBlobsUnsupported(t *testing.T) {
-	f := &writefence.Fence{Store: &countingStore{ConditionalStore: &writefence.MemStore{}}}
+	f := &writefence.Fence{Store: counted(&writefence.MemStore{})}
 	_, err := f.PutBlob(t.Context(), "wal", "0", "a", 1, strings.NewReader("x"))
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
@@ -234,9 +234,9 @@ func TestBlobsUnsupported(t *testing.T) {
 func TestCommitRetryAfterLostReply(t *testing.T) {
 	ctx := context.Background()
 	mem := &writefence.MemStore{}
-	lost := &lostReplyStore{ConditionalStore: mem, remaining: 1}
+	lost := counted(mem, lostReplies(1))
 	ref := putBlob(t, &writefence.Fence{Store: mem}, "a", 1, "x")
-	// The wrapper declares nothing, so blobs live in mem itself.
+	// The fake declares nothing, so blobs live in mem itself.
 	f := &writefence.Fence{Store: lost, Blobs: mem}
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)), "the same commit again: landed")

@@ -18,6 +18,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -361,7 +362,7 @@ func TestBrandFailuresPassThrough(t *testing.T) {
 func TestBrandClaimSettlesLostReply(t *testing.T) {
 	ctx := context.Background()
 	s := newHookStore()
-	s.afterPut = func(string, error) error { return errLostReply }
+	s.afterPut = func(string, error) error { return fakestore.ErrLostReply }
 	require.NoError(t, claimBrand(ctx, &writefence.Fence{Store: s}), "the write landed and the read shows it")
 
 	s = newHookStore()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 // gateStore holds the first write that reaches it until the test releases
@@ -97,14 +98,14 @@ func TestDeposedByStaleRefusal(t *testing.T) {
 // then the write lands.
 func TestDeposedNotByInjectedConflicts(t *testing.T) {
 	ctx := t.Context()
-	conflicts := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: 3}
+	conflicts := counted(&writefence.MemStore{}, conflicts(3))
 	obs := &outcomeCounter{}
 	f := &writefence.Fence{Store: conflicts, Observer: obs.observe}
 	dctx, stop := f.Deposed(ctx, "wal", "0")
 	defer stop()
 
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment")))
-	assert.Equal(t, int64(3), conflicts.refused.Load())
+	assert.Equal(t, [2]int64{4, 1}, [2]int64{conflicts.Calls(fakestore.Put), conflicts.OK(fakestore.Put)}, "3 writes refused, then the one that landed")
 	assert.Equal(t, 3, obs.counts["conflict-retried"])
 	require.NoError(t, dctx.Err(), "a retried conflict that landed does not depose")
 }
@@ -184,12 +185,13 @@ func TestDeposedScope(t *testing.T) {
 
 	// A push whose reply was lost and whose record cannot be read back:
 	// the outcome is unknown, not a refusal.
-	lost := &lostReplyStore{ConditionalStore: &writefence.MemStore{}}
+	lost := counted(&writefence.MemStore{})
 	lf := &writefence.Fence{Store: lost, MaxAttempts: 2}
 	lctx, lstop := lf.Deposed(ctx, "wal", "0")
 	defer lstop()
 	require.NoError(t, lf.Push(ctx, "wal", "0", "a", 1, nil))
-	lost.set(1, true)
+	lost.Inject(lostReplies(1))
+	lost.Inject(readsFail)
 	require.ErrorIs(t, lf.Push(ctx, "wal", "0", "a", 2, nil), writefence.ErrOutcomeUnknown)
 	require.NoError(t, lctx.Err(), "an unknown outcome does not depose")
 }

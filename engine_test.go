@@ -17,6 +17,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 )
 
@@ -103,7 +104,7 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 				requireUntouched(t, mem, v)
 			})
 			t.Run("untrusted store", func(t *testing.T) {
-				s := &ignoringStore{}
+				s := ignoring(&writefence.MemStore{})
 				v := op.setup(t, s)
 				requireRefused(t, op, s, v, &writefence.Fence{Store: s, Probe: true}, writefence.ErrUntrustedStore, "failed")
 			})
@@ -131,10 +132,8 @@ func TestWritePathsShareRetries(t *testing.T) {
 		t.Run(op.name, func(t *testing.T) {
 			mem := &writefence.MemStore{}
 			v := op.setup(t, mem)
-			conflicts := &conflictStore{ConditionalStore: mem, remaining: 2}
-			lost := &lostReplyStore{ConditionalStore: conflicts, remaining: 1}
 			obs := &outcomeCounter{}
-			f := &writefence.Fence{Store: lost, Observer: obs.observe}
+			f := &writefence.Fence{Store: counted(mem, conflicts(2), lostReplies(1)), Observer: obs.observe}
 			require.NoError(t, op.call(t.Context(), f, v))
 			assert.Equal(t, 2, obs.counts["conflict-retried"])
 			assert.Equal(t, "landed", eventOutcome(obs.last()))
@@ -261,7 +260,7 @@ func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
 	assert.Equal(t, "leader", info.Writer)
 	assert.Equal(t, bad, info.Version)
 
-	puts := counting.puts.Load()
+	puts := counting.Calls(fakestore.Put)
 	for _, epoch := range []uint64{6, 11} {
 		err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: epoch, Payload: []byte("restored")})
 		var se *writefence.StaleEpochError
@@ -269,7 +268,7 @@ func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
 		assert.Equal(t, uint64(11), se.RecordedEpoch)
 		assert.Equal(t, "leader", se.RecordedWriter)
 	}
-	assert.Equal(t, puts, counting.puts.Load(), "a refused settle writes nothing")
+	assert.Equal(t, puts, counting.Calls(fakestore.Put), "a refused settle writes nothing")
 
 	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: 12, Payload: []byte("restored")}))
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "leader", 11, []byte("late")), writefence.ErrStaleEpoch,
@@ -391,7 +390,7 @@ func TestPermissionRefusalIsFinal(t *testing.T) {
 // TestCancelAfterUnknownOutcome: a write whose reply was lost, then a
 // cancelled ctx: the error matches ctx.Err() and ErrOutcomeUnknown both.
 func TestCancelAfterUnknownOutcome(t *testing.T) {
-	s := &failingWrites{MemStore: &writefence.MemStore{}, err: errLostReply, lands: true}
+	s := &failingWrites{MemStore: &writefence.MemStore{}, err: fakestore.ErrLostReply, lands: true}
 	ctx, cancel := context.WithCancel(t.Context())
 	ctx = hook.With(ctx, &hook.Hooks{Wait: func(ctx context.Context, _ int, _ time.Duration) error {
 		cancel()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 func TestInspect(t *testing.T) {
@@ -57,16 +58,16 @@ func TestSettle(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, bad, ce.Version)
 
-	puts := counting.puts.Load()
+	puts := counting.Calls(fakestore.Put)
 	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: good, Writer: "op", Epoch: 9, Payload: []byte("restored")})
 	require.ErrorIs(t, err, writefence.ErrConflict, "only the version found corrupt")
 	require.ErrorIs(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: 0, Payload: nil}), writefence.ErrInvalidArgument)
 	require.ErrorIs(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: "", Writer: "op", Epoch: 9, Payload: nil}), writefence.ErrInvalidArgument)
-	assert.Equal(t, puts, counting.puts.Load(), "refusals write nothing")
+	assert.Equal(t, puts, counting.Calls(fakestore.Put), "refusals write nothing")
 
 	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 9, Payload: []byte("restored")})
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "no epoch can be read from garbage: the floor must be stated")
-	assert.Equal(t, puts, counting.puts.Load(), "refusals write nothing")
+	assert.Equal(t, puts, counting.Calls(fakestore.Put), "refusals write nothing")
 	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3}))
 	requireLatest(t, f, 9, "op", "restored")
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 10, []byte("next")), "pushes resume after settling")

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/probecheck"
 	"github.com/writefence/writefence/internal/testserver"
@@ -75,8 +76,8 @@ func TestProbeVerdicts(t *testing.T) {
 		// between the compare and the write is lost. The conformance
 		// suite's races catch that store; the probe is for stores that
 		// ignore preconditions outright.
-		{"client-side compare", &clientCompareStore{}, ""},
-		{"ignores every precondition", &ignoringStore{}, probecheck.CreateRefused},
+		{"client-side compare", clientCompare(&writefence.MemStore{}), ""},
+		{"ignores every precondition", ignoring(&writefence.MemStore{}), probecheck.CreateRefused},
 		{"ignores If-None-Match", &lyingStore{ignoreIfNoneMatch: true}, probecheck.CreateRefused},
 		{"ignores If-Match", &lyingStore{ignoreIfMatch: true}, probecheck.StaleRefused},
 		{"creates on a missing-key update", &lyingStore{createOnMissing: true}, probecheck.MissingRefused},
@@ -112,10 +113,11 @@ func TestProbeCleansUp(t *testing.T) {
 	}
 	assert.Empty(t, testserver.Keys(t, mem))
 
-	noDelete := &clientCompareStore{}
+	behind := &writefence.MemStore{}
+	noDelete := clientCompare(behind)
 	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"))
 	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"), "a leftover of an earlier probe must not fail the next")
-	keys := testserver.Keys(t, &noDelete.m)
+	keys := testserver.Keys(t, behind)
 	assert.Len(t, keys, 2)
 	for _, k := range keys {
 		assert.NotContains(t, k, "absent")
@@ -126,7 +128,7 @@ func TestProbeCleansUp(t *testing.T) {
 	assert.Empty(t, testserver.Keys(t, &lying.m), "the key a lying store created is deleted too")
 }
 
-// failingStore fails every call after the first pass calls with errLostReply,
+// failingStore fails every call after the first pass calls with fakestore.ErrLostReply,
 // until healed.
 type failingStore struct {
 	writefence.MemStore
@@ -141,14 +143,14 @@ func (s *failingStore) fail() bool {
 
 func (s *failingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if s.fail() {
-		return nil, "", errLostReply
+		return nil, "", fakestore.ErrLostReply
 	}
 	return s.MemStore.Get(ctx, key)
 }
 
 func (s *failingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
 	if s.fail() {
-		return "", errLostReply
+		return "", fakestore.ErrLostReply
 	}
 	return s.MemStore.PutIfVersion(ctx, key, data, expect)
 }
@@ -159,7 +161,7 @@ func TestProbeFailureIsNoVerdict(t *testing.T) {
 	for pass := range int64(10) {
 		s := &failingStore{pass: pass}
 		err := writefence.Probe(t.Context(), s, "p")
-		require.ErrorIs(t, err, errLostReply, "failing after %d calls", pass)
+		require.ErrorIs(t, err, fakestore.ErrLostReply, "failing after %d calls", pass)
 		assert.NotErrorIs(t, err, writefence.ErrUntrustedStore)
 		assert.NotErrorIs(t, err, writefence.ErrConflict)
 		assert.True(t, strings.HasPrefix(err.Error(), "writefence: probe at p-"), err.Error())
@@ -181,9 +183,8 @@ func TestProbeFailureIsNoVerdict(t *testing.T) {
 // ignores preconditions is refused and writes no record; the verdict is
 // kept, so later pushes are refused without touching the store.
 func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
-	store := &ignoringStore{}
-	counting := &countingStore{ConditionalStore: store}
-	f := &writefence.Fence{Store: counting, Probe: true}
+	store := ignoring(&writefence.MemStore{})
+	f := &writefence.Fence{Store: store, Probe: true}
 
 	err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrUntrustedStore)
@@ -194,9 +195,9 @@ func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
 	_, _, err = store.Get(t.Context(), mustKey(t, "wal", "0"))
 	require.ErrorIs(t, err, writefence.ErrNotFound, "no record was written")
 
-	before := counting.roundTrips()
+	before := roundTrips(store)
 	require.ErrorIs(t, f.Push(t.Context(), "wal", "0", "w", 2, []byte("x")), writefence.ErrUntrustedStore)
-	assert.Equal(t, before, counting.roundTrips(), "the verdict is kept")
+	assert.Equal(t, before, roundTrips(store), "the verdict is kept")
 
 	// Without the option the fence trusts the store.
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
@@ -205,7 +206,7 @@ func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
 // TestFenceProbeOnce: a passing probe runs once, however many pushes start
 // together; a failure to probe is not kept.
 func TestFenceProbeOnce(t *testing.T) {
-	counting := &countingStore{ConditionalStore: &writefence.MemStore{}}
+	counting := counted(&writefence.MemStore{})
 	f := &writefence.Fence{Store: counting, Probe: true}
 	var wg sync.WaitGroup
 	for i := range 16 {
@@ -217,13 +218,13 @@ func TestFenceProbeOnce(t *testing.T) {
 	// One probe: 5 puts and 7 gets (each write that lands is read back by
 	// Get and by GetPrefix, which a store without PrefixReader serves with
 	// Get); then one get and one put per push.
-	assert.Equal(t, int64(5+16), counting.puts.Load())
-	assert.Equal(t, int64(7+16), counting.gets.Load())
+	assert.Equal(t, int64(5+16), counting.Calls(fakestore.Put))
+	assert.Equal(t, int64(7+16), counting.Calls(fakestore.Get))
 
 	failing := &failingStore{pass: 3}
 	f = &writefence.Fence{Store: failing, Probe: true}
 	err := f.Push(t.Context(), "wal", "0", "w", 1, nil)
-	require.ErrorIs(t, err, errLostReply)
+	require.ErrorIs(t, err, fakestore.ErrLostReply)
 	assert.NotErrorIs(t, err, writefence.ErrUntrustedStore)
 	failing.healed.Store(true)
 	require.NoError(t, f.Push(t.Context(), "wal", "0", "w", 1, nil), "a failed probe is run again")

@@ -14,37 +14,36 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 func TestConflictsRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, k := range []int{1, 3, 10 - 1} {
-		store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: k}
-		counting := &countingStore{ConditionalStore: store}
+		counting := counted(&writefence.MemStore{}, conflicts(k))
 		f := &writefence.Fence{Store: counting}
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")), "k=%d", k)
-		assert.Equal(t, int64(k+1), counting.puts.Load())
-		assert.Equal(t, int64(k+1), counting.gets.Load(), "every conflict re-reads")
-		t.Logf("%d injected conflicts: landed after %d writes", k, counting.puts.Load())
+		assert.Equal(t, int64(k+1), counting.Calls(fakestore.Put))
+		assert.Equal(t, int64(k+1), counting.Calls(fakestore.Get), "every conflict re-reads")
+		t.Logf("%d injected conflicts: landed after %d writes", k, counting.Calls(fakestore.Put))
 	}
 }
 
 func TestEndlessConflicts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: -1}
-	counting := &countingStore{ConditionalStore: store}
+	counting := counted(&writefence.MemStore{}, conflicts(0))
 	f := &writefence.Fence{Store: counting, MaxAttempts: 4}
 	err := f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrConflict)
 	require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
-	assert.Equal(t, int64(4), counting.puts.Load(), "exactly MaxAttempts writes")
+	assert.Equal(t, int64(4), counting.Calls(fakestore.Put), "exactly MaxAttempts writes")
 
-	counting.puts.Store(0)
+	before := counting.Calls(fakestore.Put)
 	err = (&writefence.Fence{Store: counting}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrConflict)
-	assert.Equal(t, int64(10), counting.puts.Load())
+	assert.Equal(t, int64(10), counting.Calls(fakestore.Put)-before)
 }
 
 // TestRaceSameEpoch: many writers push the same epoch at once; exactly one
@@ -168,8 +167,8 @@ func TestRaceCatchesBrokenStores(t *testing.T) {
 	const writers, rounds = 32, 20
 	ctx := context.Background()
 	stores := map[string]writefence.ConditionalStore{
-		"client-side compare":  &clientCompareStore{},
-		"ignores precondition": &ignoringStore{},
+		"client-side compare":  clientCompare(&writefence.MemStore{}),
+		"ignores precondition": ignoring(&writefence.MemStore{}),
 	}
 	for name, store := range stores {
 		f := &writefence.Fence{Store: store}
