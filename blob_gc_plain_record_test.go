@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 // TestCollectOverAPlainRecordAgreesWithCommit: over a plain record (format
@@ -28,7 +29,15 @@ import (
 func TestCollectOverAPlainRecordAgreesWithCommit(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	blobs := &hookedBlobs{MemStore: mem}
+	var beforeDelete func(key string) // set once the blob it waits for exists
+	blobs := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.DeleteBlobs && beforeDelete != nil {
+			for _, k := range c.Keys {
+				beforeDelete(k)
+			}
+		}
+		return nil
+	}})
 	collector := &writefence.Fence{Store: mem, Blobs: blobs}
 	a := &writefence.Fence{Store: mem, Blobs: blobs}
 	b := &writefence.Fence{Store: mem, Blobs: blobs}
@@ -39,7 +48,7 @@ func TestCollectOverAPlainRecordAgreesWithCommit(t *testing.T) {
 	var once sync.Once
 	raced := false
 	var commitErr error
-	blobs.beforeDelete = func(_ context.Context, key string) {
+	beforeDelete = func(key string) {
 		if !strings.HasSuffix(key, early.Name) {
 			return
 		}

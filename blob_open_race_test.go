@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 // TestOpenBlobRacingCollectIsNotFound: a blob dropped from the manifest and
@@ -25,7 +26,13 @@ import (
 func TestOpenBlobRacingCollectIsNotFound(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	blobs := &hookedBlobs{MemStore: mem}
+	var beforeOpen func(key string) // set once the blob it waits for is committed
+	blobs := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.OpenBlob && beforeOpen != nil {
+			beforeOpen(c.Key)
+		}
+		return nil
+	}})
 	a := &writefence.Fence{Store: mem, Blobs: blobs}
 	b := &writefence.Fence{Store: mem, Blobs: blobs}
 	reader := &writefence.Fence{Store: mem, Blobs: blobs}
@@ -36,7 +43,7 @@ func TestOpenBlobRacingCollectIsNotFound(t *testing.T) {
 	require.NoError(t, b.Seal(ctx, "wal", "0", "b", 3))
 
 	var once sync.Once
-	blobs.beforeOpen = func(_ context.Context, key string) {
+	beforeOpen = func(key string) {
 		if !strings.HasSuffix(key, x.Name) {
 			return
 		}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,25 +13,14 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// flakyBlobs is a blob store whose StatBlob fails the first fails calls
-// with a throttling error, as a loaded server answers 503.
-type flakyBlobs struct {
-	*writefence.MemStore
-	fails atomic.Int32
-	stats atomic.Int32
-}
-
-func (s *flakyBlobs) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *flakyBlobs) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
-	s.stats.Add(1)
-	if s.fails.Add(-1) >= 0 {
-		return writefence.BlobInfo{}, &writefence.StoreError{Op: "test stat blob", Key: key, Err: errors.New("503 slow down")}
-	}
-	return s.MemStore.StatBlob(ctx, key)
+// throttled fails the next n calls of op with a throttling error, as a
+// loaded server answers 503 (every call when n is 0).
+func throttled(op fakestore.Op, n int) fakestore.Fault {
+	return fakestore.Fault{Op: op, Times: n, Err: &writefence.StoreError{Op: "test " + op.String(), Err: errors.New("503 slow down")}}
 }
 
 // TestCommitRetriesAThrottledStat: a transient failure of one of a
@@ -42,14 +29,14 @@ func (s *flakyBlobs) StatBlob(ctx context.Context, key string) (writefence.BlobI
 func TestCommitRetriesAThrottledStat(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	blobs := &flakyBlobs{MemStore: mem}
+	blobs := fakestore.New(mem, fakestore.Options{})
 	f := &writefence.Fence{Store: mem, Blobs: blobs, RetryDelay: time.Microsecond}
 	ref := putBlob(t, f, "a", 1, "segment")
-	blobs.fails.Store(1)
+	blobs.Inject(throttled(fakestore.StatBlob, 1))
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)), "one 503 is retried")
-	assert.Equal(t, int32(2), blobs.stats.Load(), "the throttled check, then its retry")
+	assert.Equal(t, int64(2), blobs.Calls(fakestore.StatBlob), "the throttled check, then its retry")
 
-	blobs.fails.Store(1000)
+	blobs.Inject(throttled(fakestore.StatBlob, 0))
 	ref2 := putBlob(t, f, "a", 3, "another")
 	err := f.Commit(ctx, "wal", "0", "a", 4, appendBlob(ref2))
 	require.Error(t, err, "a store that keeps failing ends the commit after MaxAttempts")
@@ -95,51 +82,25 @@ func blobKey(t testing.TB, name string) string {
 	return k
 }
 
-// holdingStore holds the writes of one key until the test lets them go,
-// telling the test each time one arrives.
-type holdingStore struct {
-	*writefence.MemStore
-	key     string
-	arrived chan struct{}
-	release chan struct{}
-	mu      sync.Mutex
-	holding bool
-}
-
-func (s *holdingStore) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *holdingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.mu.Lock()
-	hold := s.holding && key == s.key
-	s.holding = false
-	s.mu.Unlock()
-	if hold {
-		s.arrived <- struct{}{}
-		<-s.release
-	}
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
-}
-
 // pausedCommit pushes the shard's record at epoch 1 over mem, puts a
 // blob by "a" at blobEpoch, and starts a commit of it at epoch 2 that
 // checks the blob and is held once it has sent its write; it returns the
-// holding store, whose release lets the write go, the writer's Fence, the
-// blob's reference and the commit's end.
-func pausedCommit(t *testing.T, mem *writefence.MemStore, blobEpoch uint64) (*holdingStore, *writefence.Fence, writefence.BlobRef, <-chan error) {
+// gate whose Open lets the write go, the writer's Fence, the blob's
+// reference and the commit's end.
+func pausedCommit(t *testing.T, mem *writefence.MemStore, blobEpoch uint64) (*fakestore.Gate, *writefence.Fence, writefence.BlobRef, <-chan error) {
 	t.Helper()
 	ctx := t.Context()
-	store := &holdingStore{MemStore: mem, key: mustKey(t, "wal", "0"), arrived: make(chan struct{}), release: make(chan struct{})}
+	store := fakestore.New(mem, fakestore.Options{})
 	writer := &writefence.Fence{Store: store}
 	require.NoError(t, writer.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
 	ref := putBlob(t, writer, "a", blobEpoch, "segment")
 
-	store.mu.Lock()
-	store.holding = true
-	store.mu.Unlock()
+	gate := &fakestore.Gate{}
+	store.Inject(fakestore.Fault{Op: fakestore.Put, Key: mustKey(t, "wal", "0"), Times: 1, Gate: gate})
 	done := make(chan error, 1)
 	go func() { done <- writer.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)) }()
-	<-store.arrived // the commit checked its blob and sent its write
-	return store, writer, ref, done
+	<-gate.Arrived() // the commit checked its blob and sent its write
+	return gate, writer, ref, done
 }
 
 // TestPausedCommitNeverLandsADeletedBlob: a commit that checked its blob,
@@ -152,7 +113,7 @@ func TestPausedCommitNeverLandsADeletedBlob(t *testing.T) {
 	ctx := t.Context()
 	clock := &fakeclock.Clock{}
 	mem := &writefence.MemStore{Clock: clock.Now}
-	store, writer, ref, done := pausedCommit(t, mem, 1)
+	gate, writer, ref, done := pausedCommit(t, mem, 1)
 
 	clock.Advance(2 * time.Hour)
 	collector := &writefence.Fence{Store: mem}
@@ -163,7 +124,7 @@ func TestPausedCommitNeverLandsADeletedBlob(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, info.Horizon.IsZero(), "the record carries the collection horizon")
 
-	close(store.release)
+	gate.Open()
 	err = <-done
 	require.ErrorIs(t, err, writefence.ErrNotFound, "the commit found its blob gone")
 	info, err = collector.Inspect(ctx, "wal", "0")

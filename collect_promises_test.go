@@ -19,14 +19,14 @@ import (
 func TestPromise24_CollectOfBlobsWithoutCreationTime(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{Clock: func() time.Time { return time.Time{} }}
-	store, _, _, done := pausedCommit(t, mem, 2)
+	gate, _, _, done := pausedCommit(t, mem, 2)
 
 	collector := &writefence.Fence{Store: mem}
 	report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{})
 	require.NoError(t, err)
 	t.Logf("collect deleted %d blobs", len(report.Deleted))
 
-	close(store.release)
+	gate.Open()
 	err = <-done
 	info, ierr := collector.Inspect(ctx, "wal", "0")
 	require.NoError(t, ierr)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,30 +12,6 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/fakestore"
 )
-
-// gateStore holds the first write that reaches it until the test releases
-// it, so that a rival's write can land between a write's read and its
-// conditional write: the interleaving that makes it conflict.
-type gateStore struct {
-	writefence.ConditionalStore
-	arrived chan struct{} // closed when the first write is held
-	release chan struct{} // closed by the test to let it go on
-	once    sync.Once
-}
-
-func newGateStore(s writefence.ConditionalStore) *gateStore {
-	return &gateStore{ConditionalStore: s, arrived: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (s *gateStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	held := false
-	s.once.Do(func() { held = true })
-	if held {
-		close(s.arrived)
-		<-s.release
-	}
-	return s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
-}
 
 // requireDeposedBy fails unless ctx was cancelled by a stale refusal of op
 // at epoch, with the store recording recorded by writer.
@@ -128,17 +103,20 @@ func TestDeposedRacedConflict(t *testing.T) {
 			ctx := t.Context()
 			mem := &writefence.MemStore{}
 			require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "old", 1, []byte("segment 1")))
-			gate := newGateStore(mem)
+			// The first write is held, so that a rival's write can land
+			// between a's read and its conditional write: the
+			// interleaving that makes it conflict.
+			gate := &fakestore.Gate{}
 			obs := &outcomeCounter{}
-			f := &writefence.Fence{Store: gate, Observer: obs.observe}
+			f := &writefence.Fence{Store: counted(mem, fakestore.Fault{Op: fakestore.Put, Times: 1, Gate: gate}), Observer: obs.observe}
 			dctx, stop := f.Deposed(ctx, "wal", "0")
 			defer stop()
 
 			done := make(chan error, 1)
 			go func() { done <- f.Push(ctx, "wal", "0", "a", 3, []byte("segment 2")) }()
-			<-gate.arrived // a's write, decided on epoch 1, is held
+			<-gate.Arrived() // a's write, decided on epoch 1, is held
 			require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "rival", tc.rivalEpoch, []byte("rival")))
-			close(gate.release)
+			gate.Open()
 			err := <-done
 
 			assert.Equal(t, 1, obs.counts["conflict-retried"], "the held write conflicted once")

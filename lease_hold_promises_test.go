@@ -2,7 +2,6 @@ package writefence_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 // TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss: a takeover
@@ -26,7 +26,8 @@ func TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
 	shard := writefence.Shard{Plugin: "wal", Shard: "0"}
-	store := &slowKey{MemStore: mem, key: mustKey(t, "wal", "0"), arrived: make(chan struct{}), release: make(chan struct{})}
+	slow := &fakestore.Gate{} // holds the first write of the shard's record
+	store := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{{Op: fakestore.Put, Key: mustKey(t, "wal", "0"), Times: 1, Gate: slow}}})
 
 	clockA, clockB := &fakeclock.Clock{}, &fakeclock.Clock{}
 	clockB.Advance(2 * time.Hour) // B's clock has passed A's expiry
@@ -38,12 +39,12 @@ func TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss(t *testing.T) {
 		_, err := a.Hold(ctx, shard)
 		held <- err
 	}()
-	<-store.arrived // A holds term 1; its seal's write is slow
+	<-slow.Arrived() // A holds term 1; its seal's write is slow
 
 	_, err := b.Hold(ctx, shard)
 	require.NoError(t, err, "B takes the lease over at term 2 and seals the shard")
 	defer b.Release(context.WithoutCancel(ctx))
-	close(store.release)
+	slow.Open()
 
 	err = <-held
 	require.Error(t, err)
@@ -55,26 +56,4 @@ func TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss(t *testing.T) {
 	}
 	assert.NotContains(t, err.Error(), "retrying does not help")
 	assert.NotContains(t, err.Error(), "the lease's terms are behind the shard's epochs")
-}
-
-// slowKey holds the first write of one key until the test lets it go,
-// telling the test when it arrives; every other write passes.
-type slowKey struct {
-	*writefence.MemStore
-	key     string
-	arrived chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (s *slowKey) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *slowKey) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	if key == s.key {
-		s.once.Do(func() {
-			s.arrived <- struct{}{}
-			<-s.release
-		})
-	}
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
 }

@@ -128,38 +128,23 @@ func TestProbeCleansUp(t *testing.T) {
 	assert.Empty(t, testserver.Keys(t, &lying.m), "the key a lying store created is deleted too")
 }
 
-// failingStore fails every call after the first pass calls with fakestore.ErrLostReply,
-// until healed.
-type failingStore struct {
-	writefence.MemStore
-	pass   int64
-	calls  atomic.Int64
-	healed atomic.Bool
-}
-
-func (s *failingStore) fail() bool {
-	return s.calls.Add(1) > s.pass && !s.healed.Load()
-}
-
-func (s *failingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if s.fail() {
-		return nil, "", fakestore.ErrLostReply
-	}
-	return s.MemStore.Get(ctx, key)
-}
-
-func (s *failingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	if s.fail() {
-		return "", fakestore.ErrLostReply
-	}
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+// failingAfter returns a store that fails every read and write after the
+// first pass of them with fakestore.ErrLostReply, until healed is set.
+func failingAfter(pass int64, healed *atomic.Bool) fakestore.Store {
+	var calls atomic.Int64
+	return fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.Declared, Before: func(_ context.Context, c fakestore.Call) error {
+		if (c.Op == fakestore.Get || c.Op == fakestore.Put) && calls.Add(1) > pass && !healed.Load() {
+			return fakestore.ErrLostReply
+		}
+		return nil
+	}})
 }
 
 // TestProbeFailureIsNoVerdict: a store that fails at any step of the probe
 // is reported as failing, never as lying.
 func TestProbeFailureIsNoVerdict(t *testing.T) {
 	for pass := range int64(10) {
-		s := &failingStore{pass: pass}
+		s := failingAfter(pass, &atomic.Bool{})
 		err := writefence.Probe(t.Context(), s, "p")
 		require.ErrorIs(t, err, fakestore.ErrLostReply, "failing after %d calls", pass)
 		assert.NotErrorIs(t, err, writefence.ErrUntrustedStore)
@@ -221,12 +206,13 @@ func TestFenceProbeOnce(t *testing.T) {
 	assert.Equal(t, int64(5+16), counting.Calls(fakestore.Put))
 	assert.Equal(t, int64(7+16), counting.Calls(fakestore.Get))
 
-	failing := &failingStore{pass: 3}
+	var healed atomic.Bool
+	failing := failingAfter(3, &healed)
 	f = &writefence.Fence{Store: failing, Probe: true}
 	err := f.Push(t.Context(), "wal", "0", "w", 1, nil)
 	require.ErrorIs(t, err, fakestore.ErrLostReply)
 	assert.NotErrorIs(t, err, writefence.ErrUntrustedStore)
-	failing.healed.Store(true)
+	healed.Store(true)
 	require.NoError(t, f.Push(t.Context(), "wal", "0", "w", 1, nil), "a failed probe is run again")
 	_, _, _, err = f.Latest(t.Context(), "wal", "0")
 	require.NoError(t, err)
@@ -235,53 +221,17 @@ func TestFenceProbeOnce(t *testing.T) {
 // TestFenceProbeWaitHonoursContext: a push waiting for another push's probe
 // gives up when its ctx ends.
 func TestFenceProbeWaitHonoursContext(t *testing.T) {
-	blocked := &blockingStore{MemStore: writefence.MemStore{}, release: make(chan struct{}), entered: make(chan struct{}, 1)}
-	f := &writefence.Fence{Store: blocked, Probe: true}
+	blocked := &fakestore.Gate{} // holds the first write
+	f := &writefence.Fence{Store: fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.Declared, Faults: []fakestore.Fault{{Op: fakestore.Put, Times: 1, Gate: blocked}}}), Probe: true}
 	first := make(chan error, 1)
 	go func() { first <- f.Push(context.Background(), "wal", "0", "w", 1, nil) }()
-	<-blocked.entered
+	<-blocked.Arrived()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	require.ErrorIs(t, f.Push(ctx, "wal", "1", "w", 1, nil), context.Canceled)
-	close(blocked.release)
+	blocked.Open()
 	require.NoError(t, <-first)
-}
-
-// blockingStore holds its first write until release is closed.
-type blockingStore struct {
-	writefence.MemStore
-	once    sync.Once
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (s *blockingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.once.Do(func() {
-		s.entered <- struct{}{}
-		<-s.release
-	})
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
-}
-
-// ignoringParts declares a PartsPutter that ignores every precondition,
-// while its PutIfVersion is correct: the path a Fence takes is the broken
-// one.
-type ignoringParts struct{ writefence.MemStore }
-
-func (s *ignoringParts) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *ignoringParts) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, _ string) (string, error) {
-	return unconditionalPut(ctx, &s.MemStore, key, bytes.Join(parts, nil))
-}
-
-// ignoringBrand declares a BrandedPutter that never reads the brand.
-type ignoringBrand struct{ writefence.MemStore }
-
-func (s *ignoringBrand) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *ignoringBrand) PutIfBranded(ctx context.Context, _, _, key string, parts [][]byte, expect string) (string, error) {
-	return s.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
 }
 
 // TestProbeTakesTheFencesPath: the probe writes through the methods a
@@ -289,8 +239,24 @@ func (s *ignoringBrand) PutIfBranded(ctx context.Context, _, _, key string, part
 // path is broken fails it although its PutIfVersion is correct; and a
 // Fence over it is refused before it writes.
 func TestProbeTakesTheFencesPath(t *testing.T) {
-	for name, s := range map[string]writefence.ConditionalStore{"parts": &ignoringParts{}, "brand": &ignoringBrand{}} {
+	for name, opts := range map[string]func(mem *writefence.MemStore) fakestore.Options{
+		// A PartsPutter that ignores every precondition, while
+		// PutIfVersion is correct: the path a Fence takes is the broken one.
+		"parts": func(mem *writefence.MemStore) fakestore.Options {
+			return fakestore.Options{PutParts: func(ctx context.Context, key string, parts [][]byte, _ string) (string, error) {
+				return unconditionalPut(ctx, mem, key, bytes.Join(parts, nil))
+			}}
+		},
+		// A BrandedPutter that never reads the brand.
+		"brand": func(mem *writefence.MemStore) fakestore.Options {
+			return fakestore.Options{PutIfBranded: func(ctx context.Context, _, _, key string, parts [][]byte, expect string) (string, error) {
+				return mem.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
+			}}
+		},
+	} {
 		t.Run(name, func(t *testing.T) {
+			mem := &writefence.MemStore{}
+			s := fakestore.New(mem, opts(mem))
 			err := writefence.Probe(t.Context(), s, "probe")
 			require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 			require.ErrorIs(t, (&writefence.Fence{Store: s, Probe: true}).Push(t.Context(), "wal", "0", "w", 1, nil), writefence.ErrUntrustedStore)
