@@ -799,9 +799,9 @@ func BenchmarkCommitBlobs(b *testing.B) {
 func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.ConditionalStore, *benchTransport), n int) {
 	ctx := context.Background()
 	store, wire := open(b)
-	blobs := newCountedBlobs(b, store)
+	blobs := fakestore.New(store, fakestore.Options{})
 	prefix := testserver.UniqueName(b) + "/"
-	f := &writefence.Fence{Store: store, Blobs: blobs.store(), Prefix: prefix}
+	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: prefix}
 	var sets [2][]writefence.BlobRef
 	for i := range sets {
 		for j := range n {
@@ -820,7 +820,7 @@ func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.Conditiona
 	for _, impl := range []string{"commit", "list"} {
 		b.Run("impl="+impl, func(b *testing.B) {
 			b.ReportAllocs()
-			reqs, stats := wire.requests(), blobs.calls.stat.Load()
+			reqs, stats := wire.requests(), blobs.Calls(fakestore.StatBlob)
 			for i := 0; b.Loop(); i++ {
 				switch impl {
 				case "commit":
@@ -831,7 +831,7 @@ func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.Conditiona
 					})
 				case "list":
 					listed := 0
-					err = blobs.bs.ListBlobs(ctx, fmt.Sprintf("%s%016x-", space, i%2+1), func(writefence.BlobInfo) error {
+					err = store.(writefence.BlobStore).ListBlobs(ctx, fmt.Sprintf("%s%016x-", space, i%2+1), func(writefence.BlobInfo) error {
 						listed++
 						return nil
 					})
@@ -845,7 +845,7 @@ func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.Conditiona
 			}
 			nOps := float64(b.N)
 			b.ReportMetric(float64(wire.requests()-reqs)/nOps, "roundtrips/op")
-			b.ReportMetric(float64(blobs.calls.stat.Load()-stats)/nOps, "stats/op")
+			b.ReportMetric(float64(blobs.Calls(fakestore.StatBlob)-stats)/nOps, "stats/op")
 		})
 	}
 }

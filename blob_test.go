@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -177,23 +177,17 @@ func TestCollectFailsClosed(t *testing.T) {
 	assert.Equal(t, 1, n, "nothing deleted")
 }
 
-// listingAll is a MemStore whose ListBlobs lists every blob, whatever the
-// prefix, against the contract of BlobStore.
-type listingAll struct{ *writefence.MemStore }
-
-func (s listingAll) Capabilities() writefence.ConditionalStore { return s }
-
-func (s listingAll) ListBlobs(ctx context.Context, _ string, fn func(writefence.BlobInfo) error) error {
-	return s.MemStore.ListBlobs(ctx, "", fn)
-}
-
 // TestCollectRefusesAListingOutsideItsShard: a store that lists blobs
 // beyond the prefix Collect asked for fails the collection, which deletes
 // nothing, rather than having Collect misread another shard's blob.
 func TestCollectRefusesAListingOutsideItsShard(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	f := &writefence.Fence{Store: listingAll{mem}}
+	// ListBlobs lists every blob, whatever the prefix, against the
+	// contract of BlobStore.
+	f := &writefence.Fence{Store: fakestore.New(mem, fakestore.Options{ListBlobs: func(ctx context.Context, _ string, fn func(writefence.BlobInfo) error) error {
+		return mem.ListBlobs(ctx, "", fn)
+	}})}
 	ref := putBlob(t, f, "a", 1, "shard 0's")
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
 	_, err := f.PutBlob(ctx, "wal", "other shard", "b", 1, strings.NewReader("never committed"))
@@ -290,76 +284,11 @@ func TestPushKeepsTheFloor(t *testing.T) {
 	assert.True(t, bytes.HasPrefix(data, []byte("WFR\x00")))
 }
 
-// blobCalls counts the calls made of a blob store.
-type blobCalls struct{ create, open, stat, list, del atomic.Int64 }
-
-// countedBlobs is a blob store that counts the calls a Fence makes of the
-// one it wraps, to be set as the Fence's Blobs.
-type countedBlobs struct {
-	writefence.ConditionalStore
-	bs    writefence.BlobStore
-	calls blobCalls
-}
-
-// newCountedBlobs counts the blob calls made of store, which must hold
-// blobs.
-func newCountedBlobs(t testing.TB, store writefence.ConditionalStore) *countedBlobs {
-	bs, ok := store.(writefence.BlobStore)
-	require.True(t, ok, "%T holds no blobs", store)
-	return &countedBlobs{ConditionalStore: store, bs: bs}
-}
-
-func (s *countedBlobs) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *countedBlobs) CreateBlob(ctx context.Context, key string, r io.Reader) (writefence.BlobInfo, error) {
-	s.calls.create.Add(1)
-	return s.bs.CreateBlob(ctx, key, r)
-}
-
-func (s *countedBlobs) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
-	s.calls.open.Add(1)
-	return s.bs.OpenBlob(ctx, key)
-}
-
-func (s *countedBlobs) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
-	s.calls.stat.Add(1)
-	return s.bs.StatBlob(ctx, key)
-}
-
-func (s *countedBlobs) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	s.calls.list.Add(1)
-	return s.bs.ListBlobs(ctx, prefix, fn)
-}
-
-func (s *countedBlobs) DeleteBlob(ctx context.Context, key string) error {
-	s.calls.del.Add(1)
-	return s.bs.DeleteBlob(ctx, key)
-}
-
-// store returns the counted blob store, declaring a ConsistentBlobLister,
-// whose calls count as listings, when the store it counts declares one.
-func (s *countedBlobs) store() writefence.ConditionalStore {
-	if declares[writefence.ConsistentBlobLister](s.ConditionalStore) {
-		return &countedListing{s}
-	}
-	return s
-}
-
-// countedListing is countedBlobs over a store that declares a
-// ConsistentBlobLister.
-type countedListing struct{ *countedBlobs }
-
-func (s *countedListing) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *countedListing) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	s.calls.list.Add(1)
-	return s.ConditionalStore.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, fn)
-}
-
-// counts returns the calls made so far: create, open, stat, list, delete.
-func (s *countedBlobs) counts() [5]int64 {
-	c := &s.calls
-	return [5]int64{c.create.Load(), c.open.Load(), c.stat.Load(), c.list.Load(), c.del.Load()}
+// blobCalls returns the calls made so far of the blob store s: create,
+// open, stat, list, delete.
+func blobCalls(s fakestore.Store) [5]int64 {
+	return [5]int64{s.Calls(fakestore.CreateBlob), s.Calls(fakestore.OpenBlob), s.Calls(fakestore.StatBlob),
+		s.Calls(fakestore.ListBlobs) + s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.DeleteBlob) + s.Calls(fakestore.DeleteBlobs)}
 }
 
 // testCommitManyBlobs: a commit whose manifest newly references 1,000
@@ -374,8 +303,8 @@ func (s *countedBlobs) counts() [5]int64 {
 func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffic func() (reqs, writes int64)) {
 	const n = 1000
 	ctx := t.Context()
-	blobs := newCountedBlobs(t, store)
-	f := &writefence.Fence{Store: store, Blobs: blobs.store(), Prefix: testserver.UniqueName(t) + "/"}
+	blobs := fakestore.New(store, fakestore.Options{})
+	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: testserver.UniqueName(t) + "/"}
 	listing := declares[writefence.ConsistentBlobLister](store)
 	first := putBlob(t, f, "a", 1, "the first segment")
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(first)))
@@ -387,7 +316,7 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 	}
 
 	traced, trace := testserver.Traced(ctx)
-	calls := blobs.counts()
+	calls := blobCalls(blobs)
 	var reqs, writes int64
 	if traffic != nil {
 		reqs, writes = traffic()
@@ -396,7 +325,7 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 		m.Blobs = append(m.Blobs, refs...)
 		return m, nil
 	}))
-	after := blobs.counts()
+	after := blobCalls(blobs)
 	assert.Equal(t, int64(1), trace.Writes(), "one conditional write")
 	assert.Equal(t, int64(1), trace.Reads(), "one read of the record")
 	assert.Zero(t, trace.Waits(), "no retry")
@@ -430,24 +359,6 @@ func TestCommitManyBlobs(t *testing.T) {
 	t.Run("dir", func(t *testing.T) { testCommitManyBlobs(t, newDirStore(t, t.TempDir()), nil) })
 }
 
-// blindListing is a MemStore whose consistent listing shows none of the
-// blobs that exist: a listing that fell behind, or lost a page.
-type blindListing struct {
-	*writefence.MemStore
-	stats atomic.Int64
-}
-
-func (s *blindListing) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *blindListing) ListBlobsConsistent(context.Context, string, func(writefence.BlobInfo) error) error {
-	return nil
-}
-
-func (s *blindListing) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
-	s.stats.Add(1)
-	return s.MemStore.StatBlob(ctx, key)
-}
-
 // TestCommitChecksUnlistedBlobs: a commit whose new blobs of one epoch are
 // checked by a listing checks each blob the listing did not show with
 // StatBlob before it refuses: with a listing that shows nothing, the
@@ -455,7 +366,11 @@ func (s *blindListing) StatBlob(ctx context.Context, key string) (writefence.Blo
 // of one that does not exist is refused with ErrNotFound, writing nothing.
 func TestCommitChecksUnlistedBlobs(t *testing.T) {
 	ctx := t.Context()
-	s := &blindListing{MemStore: &writefence.MemStore{}}
+	// A consistent listing that shows none of the blobs that exist: a
+	// listing that fell behind, or lost a page.
+	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{
+		ListBlobsConsistent: func(context.Context, string, func(writefence.BlobInfo) error) error { return nil },
+	})
 	f := &writefence.Fence{Store: s}
 	var refs []writefence.BlobRef
 	for i := range 5 {
@@ -465,7 +380,7 @@ func TestCommitChecksUnlistedBlobs(t *testing.T) {
 		m.Blobs = refs
 		return m, nil
 	}), "the blobs exist, though the listing did not show them")
-	assert.EqualValues(t, 5, s.stats.Load(), "one StatBlob of each blob the listing did not show")
+	assert.EqualValues(t, 5, s.Calls(fakestore.StatBlob), "one StatBlob of each blob the listing did not show")
 
 	more := []writefence.BlobRef{putBlob(t, f, "a", 2, "six"), putBlob(t, f, "a", 2, "seven")}
 	missing := more[1]
@@ -488,32 +403,13 @@ func declares[C any](s writefence.ConditionalStore) bool {
 	return ok && has && c.Capabilities() == s
 }
 
-// countingListing is a MemStore that counts its consistent listings and
-// its StatBlobs.
-type countingListing struct {
-	*writefence.MemStore
-	lists, stats atomic.Int64
-}
-
-func (s *countingListing) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *countingListing) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	s.lists.Add(1)
-	return s.MemStore.ListBlobsConsistent(ctx, prefix, fn)
-}
-
-func (s *countingListing) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
-	s.stats.Add(1)
-	return s.MemStore.StatBlob(ctx, key)
-}
-
 // TestCommitInALongEpoch: once the record references more blobs written
 // at one epoch than a listing's budget, a commit of a few new blobs of that
 // epoch checks them with StatBlob and lists nothing (a listing would run
 // over the old blobs and not show the new ones); below that, it lists.
 func TestCommitInALongEpoch(t *testing.T) {
 	ctx := t.Context()
-	s := &countingListing{MemStore: &writefence.MemStore{}}
+	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{})
 	f := &writefence.Fence{Store: s}
 	epoch := uint64(1)
 	commit := func(n int) {
@@ -528,12 +424,12 @@ func TestCommitInALongEpoch(t *testing.T) {
 		}))
 	}
 	commit(990)
-	require.EqualValues(t, 1, s.lists.Load(), "a fresh epoch's blobs: one listing")
-	require.Zero(t, s.stats.Load())
+	require.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "a fresh epoch's blobs: one listing")
+	require.Zero(t, s.Calls(fakestore.StatBlob))
 	commit(10)
-	assert.EqualValues(t, 2, s.lists.Load(), "1,000 blobs of the epoch, the budget: listed")
-	assert.Zero(t, s.stats.Load())
+	assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "1,000 blobs of the epoch, the budget: listed")
+	assert.Zero(t, s.Calls(fakestore.StatBlob))
 	commit(16)
-	assert.EqualValues(t, 2, s.lists.Load(), "1,016 blobs of the epoch, over the budget: not listed")
-	assert.EqualValues(t, 16, s.stats.Load(), "one StatBlob a new blob")
+	assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "1,016 blobs of the epoch, over the budget: not listed")
+	assert.EqualValues(t, 16, s.Calls(fakestore.StatBlob), "one StatBlob a new blob")
 }

@@ -2,11 +2,8 @@ package writefence_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -57,24 +55,6 @@ func TestPromise9_SettleKeepsManyReferencesOnTheDirectoryStore(t *testing.T) {
 	assert.ElementsMatch(t, refs, after.Blobs)
 }
 
-// throttledList is a blob store whose listing fails the first fails calls
-// with a throttling error, as a loaded server answers 503.
-type throttledList struct {
-	*writefence.MemStore
-	fails atomic.Int32
-	lists atomic.Int32
-}
-
-func (s *throttledList) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *throttledList) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	s.lists.Add(1)
-	if s.fails.Add(-1) >= 0 {
-		return &writefence.StoreError{Op: "test list blobs", Key: prefix, Err: errors.New("503 slow down")}
-	}
-	return s.MemStore.ListBlobs(ctx, prefix, fn)
-}
-
 // TestPromise6_SettleRetriesAThrottledRead: a Settle is a write of a
 // record, and a transient failure of a read it makes (here, the look at
 // the shard's blobs that decides whether references may be lost) is
@@ -82,15 +62,15 @@ func (s *throttledList) ListBlobs(ctx context.Context, prefix string, fn func(wr
 func TestPromise6_SettleRetriesAThrottledRead(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	blobs := &throttledList{MemStore: mem}
+	blobs := fakestore.New(mem, fakestore.Options{})
 	f := &writefence.Fence{Store: mem, Blobs: blobs, RetryDelay: time.Microsecond}
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("payload")))
 	version := damageRecord(t, mem)
 
-	blobs.fails.Store(1)
+	blobs.Inject(throttled(fakestore.ListBlobs, 1))
 	err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 2, Payload: []byte("settled")})
 	require.NoError(t, err, "one 503 is retried")
-	assert.Equal(t, int32(2), blobs.lists.Load(), "the throttled read, then its retry")
+	assert.Equal(t, int64(2), blobs.Calls(fakestore.ListBlobs), "the throttled read, then its retry")
 }
 
 // damageRecord overwrites the shard's record with its payload's last byte
@@ -131,46 +111,14 @@ func TestPromise10_NoWriteOnAStoreOfAnotherIdentity(t *testing.T) {
 			other := &writefence.Fence{Store: mem, Identity: "other/v1"}
 			_, err := other.ClaimBrand(ctx)
 			require.NoError(t, err)
-			blobs := &createCounter{MemStore: mem}
+			blobs := fakestore.New(mem, fakestore.Options{ByKey: true})
 			f := &writefence.Fence{Store: mem, Blobs: blobs, Brand: tc.mode}
 
 			err = tc.call(ctx, f)
 			require.Error(t, err, "refused: the store is another program's")
-			assert.Zero(t, blobs.created.Load(), "a blob was created in a store branded for another identity: %s", strings.Join(blobs.names(), ", "))
+			assert.Zero(t, blobs.Calls(fakestore.CreateBlob), "a blob was created in a store branded for another identity: %s", strings.Join(blobs.Keys(fakestore.CreateBlob), ", "))
 		})
 	}
-}
-
-// createCounter records the keys of the blobs created through it.
-type createCounter struct {
-	*writefence.MemStore
-	created atomic.Int32
-	list    atomic.Pointer[[]string]
-}
-
-func (s *createCounter) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *createCounter) CreateBlob(ctx context.Context, key string, r io.Reader) (writefence.BlobInfo, error) {
-	s.created.Add(1)
-	for {
-		old := s.list.Load()
-		var next []string
-		if old != nil {
-			next = append(next, *old...)
-		}
-		next = append(next, key)
-		if s.list.CompareAndSwap(old, &next) {
-			break
-		}
-	}
-	return s.MemStore.CreateBlob(ctx, key, r)
-}
-
-func (s *createCounter) names() []string {
-	if l := s.list.Load(); l != nil {
-		return *l
-	}
-	return nil
 }
 
 // TestPromise27_ObserverSeesASettleThatFailsOnItsBlobs: the Observer sees
@@ -181,7 +129,7 @@ func (s *createCounter) names() []string {
 func TestPromise27_ObserverSeesASettleThatFailsOnItsBlobs(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	blobs := &throttledList{MemStore: mem}
+	blobs := fakestore.New(mem, fakestore.Options{})
 	var events []writefence.WriteEvent
 	f := &writefence.Fence{Store: mem, Blobs: blobs, MaxAttempts: 1, Observer: func(_ context.Context, e writefence.WriteEvent) {
 		events = append(events, e)
@@ -190,32 +138,12 @@ func TestPromise27_ObserverSeesASettleThatFailsOnItsBlobs(t *testing.T) {
 	version := damageRecord(t, mem)
 	events = nil
 
-	blobs.fails.Store(1000)
+	blobs.Inject(throttled(fakestore.ListBlobs, 0))
 	err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 2, Payload: []byte("settled")})
 	require.Error(t, err)
 	require.Len(t, events, 1, "the settle's end is seen once")
 	assert.Equal(t, "settle", events[0].Op)
 	assert.Error(t, events[0].Err)
-}
-
-// brandReadFails is a store whose reads of the brand key fail the first
-// fails times with a throttling error.
-type brandReadFails struct {
-	*writefence.MemStore
-	fails atomic.Int32
-	reads atomic.Int32
-}
-
-func (s *brandReadFails) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *brandReadFails) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if key == brandKey {
-		s.reads.Add(1)
-		if s.fails.Add(-1) >= 0 {
-			return nil, "", &writefence.StoreError{Op: "test get", Key: key, Err: errors.New("503 slow down")}
-		}
-	}
-	return s.MemStore.Get(ctx, key)
 }
 
 // TestPromise6_SettleRetriesAThrottledBrandRead: under BrandVerifyAlways a
@@ -225,17 +153,19 @@ func (s *brandReadFails) Get(ctx context.Context, key string) ([]byte, string, e
 func TestPromise6_SettleRetriesAThrottledBrandRead(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	s := &brandReadFails{MemStore: mem}
+	s := fakestore.New(mem, fakestore.Options{ByKey: true})
 	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerifyAlways, RetryDelay: time.Microsecond}
 	_, err := f.ClaimBrand(ctx)
 	require.NoError(t, err)
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("payload")))
 	version := damageRecord(t, mem)
 
-	s.fails.Store(1)
-	reads := s.reads.Load()
+	fault := throttled(fakestore.Get, 1)
+	fault.Key = brandKey
+	s.Inject(fault)
+	reads := s.Calls(fakestore.Get, brandKey)
 	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 2, Payload: []byte("settled"), DropBlobs: true})
 	require.NoError(t, err, "one 503 is retried")
-	assert.GreaterOrEqual(t, s.reads.Load()-reads, int32(2), "the throttled read, then its retry")
+	assert.GreaterOrEqual(t, s.Calls(fakestore.Get, brandKey)-reads, int64(2), "the throttled read, then its retry")
 	requireLatest(t, &writefence.Fence{Store: mem}, 2, "op", "settled")
 }
