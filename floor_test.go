@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 )
@@ -284,36 +285,22 @@ func TestKeepFloorDamaged(t *testing.T) {
 	assert.Equal(t, floorKey, we.Key)
 }
 
-// countingReads counts the reads a store serves.
-type countingReads struct {
-	*writefence.MemStore
-	mu    sync.Mutex
-	reads int
-}
-
-func (c *countingReads) Get(ctx context.Context, key string) ([]byte, string, error) {
-	c.mu.Lock()
-	c.reads++
-	c.mu.Unlock()
-	return c.MemStore.Get(ctx, key)
-}
-
 // TestKeepFloorCost: a steady push costs one read, of the floor, under
 // KeepFloor, and none without; a seal one write more, of the floor.
 func TestKeepFloorCost(t *testing.T) {
 	ctx := t.Context()
 	for _, keep := range []bool{false, true} {
-		s := &countingReads{MemStore: &writefence.MemStore{}}
+		s := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.Declared})
 		f := &writefence.Fence{Store: s, KeepFloor: keep}
 		require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1))
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, nil))
-		before := s.reads
+		before := s.Calls(fakestore.Get)
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", 3, nil))
-		want := 0
+		want := int64(0)
 		if keep {
 			want = 1
 		}
-		assert.Equal(t, want, s.reads-before, "reads of a steady push with KeepFloor %t", keep)
+		assert.Equal(t, want, s.Calls(fakestore.Get)-before, "reads of a steady push with KeepFloor %t", keep)
 	}
 }
 

@@ -3,7 +3,6 @@ package writefence_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,35 +11,9 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 )
-
-// lostReplyOnce fails one write of one key with a network error that
-// hides its outcome (it writes nothing), after running meanwhile: what a
-// writer sees when its connection drops while others write.
-type lostReplyOnce struct {
-	*writefence.MemStore
-	mu        sync.Mutex
-	key       string
-	meanwhile func()
-}
-
-func (s *lostReplyOnce) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.mu.Lock()
-	run := s.meanwhile
-	if key != s.key {
-		run = nil
-	}
-	if run != nil {
-		s.meanwhile = nil
-	}
-	s.mu.Unlock()
-	if run != nil {
-		run()
-		return "", &writefence.StoreError{Op: "test put", Key: key, Err: errors.New("connection reset by peer")}
-	}
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
-}
 
 // TestPromise16_RenewThatReadsATakeoverEndsTheLease: a renewal whose
 // first write loses its reply, and whose retry then reads the record of
@@ -54,7 +27,7 @@ func TestPromise16_RenewThatReadsATakeoverEndsTheLease(t *testing.T) {
 	mem := &writefence.MemStore{}
 	leaseKey, err := keys.Lease("", "wal/0")
 	require.NoError(t, err)
-	store := &lostReplyOnce{MemStore: mem, key: leaseKey}
+	store := counted(mem)
 
 	clockA, clockB := &fakeclock.Clock{}, &fakeclock.Clock{}
 	clockB.Advance(2 * time.Hour) // B's clock has passed A's expiry
@@ -68,14 +41,21 @@ func TestPromise16_RenewThatReadsATakeoverEndsTheLease(t *testing.T) {
 	deposed, stop := a.Fence.Deposed(ctx, "wal", "0")
 	defer stop()
 
-	store.mu.Lock()
-	store.meanwhile = func() {
-		term, err := b.Acquire(ctx)
-		require.NoError(t, err)
-		require.Equal(t, uint64(2), term)
-	}
-	store.mu.Unlock()
-	err = a.Renew(ctx)
+	// A's renewal sends its write; B takes the lease over meanwhile; the
+	// write then fails with a network error that hides its outcome (it
+	// wrote nothing): what a writer sees when its connection drops while
+	// others write.
+	held := &fakestore.Gate{}
+	store.Inject(fakestore.Fault{Op: fakestore.Put, Key: leaseKey, Times: 1, Gate: held,
+		Err: &writefence.StoreError{Op: "test put", Key: leaseKey, Err: errors.New("connection reset by peer")}})
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Renew(ctx) }()
+	<-held.Arrived()
+	term, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), term)
+	held.Open()
+	err = <-renewed
 	require.Error(t, err, "the renewal did not land: B holds term 2")
 	t.Logf("renew: %v", err)
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -34,13 +35,13 @@ func TestPushOverDamagedPayload(t *testing.T) {
 
 	t.Run("in place, dir", func(t *testing.T) {
 		dir := t.TempDir()
-		store := &readCounter{DirStore: newDirStore(t, dir)}
+		store := fakestore.New(newDirStore(t, dir), fakestore.Options{})
 		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 1, payload))
 		require.NoError(t, testserver.DamageDir(dir)(ctx, key, testserver.Fault{Flip: -1}))
-		read := store.read.Load()
+		read := store.BytesRead()
 		err := (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("over it"))
 		require.ErrorIs(t, err, writefence.ErrCorrupt, "a Push overwrote damage in place")
-		assert.LessOrEqual(t, store.read.Load()-read, int64(defaults.MaxHeaderSize))
+		assert.LessOrEqual(t, store.BytesRead()-read, int64(defaults.MaxHeaderSize))
 	})
 
 	// rewrite damages the record's last byte by a write from outside.
@@ -63,7 +64,7 @@ func TestPushOverDamagedPayload(t *testing.T) {
 	})
 
 	t.Run("rewritten, prefix reader", func(t *testing.T) {
-		store := &prefixMemStore{}
+		store := newPrefixStore()
 		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 1, payload))
 		rewrite(t, store)
 		err := (&writefence.Fence{Store: store}).Update(ctx, "wal", "0", "b", 2, func(p []byte) ([]byte, error) { return p, nil })
@@ -71,18 +72,4 @@ func TestPushOverDamagedPayload(t *testing.T) {
 		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("over it")))
 		requireLatest(t, &writefence.Fence{Store: store}, 2, "b", "over it")
 	})
-}
-
-// prefixMemStore is MemStore with a PrefixReader of its own, as S3 and GCS
-// have: the first n bytes, the size and the version from one read.
-type prefixMemStore struct{ writefence.MemStore }
-
-func (s *prefixMemStore) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *prefixMemStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	data, v, err := s.Get(ctx, key)
-	if err != nil {
-		return nil, 0, "", err
-	}
-	return data[:min(int64(len(data)), n)], int64(len(data)), v, nil
 }

@@ -85,29 +85,6 @@ func requireLatestIn(t testing.TB, f *writefence.Fence, plugin, shard string, ep
 	require.Equal(t, payload, string(p))
 }
 
-// observingStore records, under the store's own ordering, every record
-// that lands on a key, so a test can check the sequence the store saw.
-type observingStore struct {
-	writefence.MemStore
-	fence  *writefence.Fence // decodes what landed
-	mu     sync.Mutex        // guards epochs; held across the write
-	epochs []uint64
-}
-
-func (s *observingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
-	if err == nil {
-		e, _, _, lerr := s.fence.Latest(ctx, "wal", "0")
-		if lerr != nil {
-			return "", lerr
-		}
-		s.epochs = append(s.epochs, e)
-	}
-	return v, err
-}
-
 // TestRaceEpochLadder: writers push epochs in random order; every epoch that
 // lands (as the store saw it) is greater than the one before, and the final
 // record holds the maximum.
@@ -116,8 +93,25 @@ func TestRaceEpochLadder(t *testing.T) {
 	ctx := context.Background()
 	var landed, stale, lost int
 	for round := range rounds {
-		obs := &observingStore{}
-		obs.fence = &writefence.Fence{Store: &obs.MemStore}
+		// Every record that lands is recorded, under the store's own
+		// ordering, so that the test checks the sequence the store saw.
+		mem := &writefence.MemStore{}
+		reader := &writefence.Fence{Store: mem} // decodes what landed
+		var order sync.Mutex                    // held across each write, and guards epochs
+		var epochs []uint64
+		obs := fakestore.New(mem, fakestore.Options{Hide: fakestore.Declared, Put: func(ctx context.Context, key string, data []byte, expect string) (string, error) {
+			order.Lock()
+			defer order.Unlock()
+			v, err := mem.PutIfVersion(ctx, key, data, expect)
+			if err == nil {
+				e, _, _, lerr := reader.Latest(ctx, "wal", "0")
+				if lerr != nil {
+					return "", lerr
+				}
+				epochs = append(epochs, e)
+			}
+			return v, err
+		}})
 		// Each conflict means another writer landed, so with 16 writers the
 		// default bound could end the highest epoch's push; raise it.
 		f := &writefence.Fence{Store: obs, RetryDelay: 100 * time.Microsecond, MaxAttempts: 256}
@@ -145,8 +139,8 @@ func TestRaceEpochLadder(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		for i := 1; i < len(obs.epochs); i++ {
-			require.Greater(t, obs.epochs[i], obs.epochs[i-1], "round %d: landed epochs %v", round, obs.epochs)
+		for i := 1; i < len(epochs); i++ {
+			require.Greater(t, epochs[i], epochs[i-1], "round %d: landed epochs %v", round, epochs)
 		}
 		e, _, _, err := f.Latest(ctx, "wal", "0")
 		require.NoError(t, err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
@@ -443,32 +444,6 @@ func TestDirDamageThroughFence(t *testing.T) {
 	requireLatest(t, f, 10, "operator", "rebuilt")
 }
 
-// readCounter counts the bytes the directory store's reads return to the
-// fence, as a ranged GET's body counts them on a network store; the
-// writes, PrefixReader and the other capabilities pass through.
-type readCounter struct {
-	*writefence.DirStore
-	calls, read atomic.Int64
-}
-
-// Capabilities declares the store's capabilities as the counter's own: its
-// Get and GetPrefix count, and its writes are the store's.
-func (c *readCounter) Capabilities() writefence.ConditionalStore { return c }
-
-func (c *readCounter) Get(ctx context.Context, key string) ([]byte, string, error) {
-	data, v, err := c.DirStore.Get(ctx, key)
-	c.calls.Add(1)
-	c.read.Add(int64(len(data)))
-	return data, v, err
-}
-
-func (c *readCounter) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	prefix, size, v, err := c.DirStore.GetPrefix(ctx, key, n)
-	c.calls.Add(1)
-	c.read.Add(int64(len(prefix)))
-	return prefix, size, v, err
-}
-
 // TestDirColdPush: over a 64 MiB record, a push by a fresh fence reads the
 // record's head alone (the store checks the whole file on that read, as a
 // store that keeps its version beside its bytes must, but returns the
@@ -476,8 +451,11 @@ func (c *readCounter) GetPrefix(ctx context.Context, key string, n int64) ([]byt
 // payload: the store checks the old file and writes the new one through
 // fixed buffers. A stale push is refused from the record's header alone.
 func TestDirColdPush(t *testing.T) {
+	headReads := func(s fakestore.Store) int64 { return s.Calls(fakestore.Get) + s.Calls(fakestore.GetPrefix) }
 	ctx := t.Context()
-	s := &readCounter{DirStore: newDirStore(t, t.TempDir())}
+	// Counts the bytes the directory store's reads return to the fence,
+	// as a ranged GET's body counts them on a network store.
+	s := fakestore.New(newDirStore(t, t.TempDir()), fakestore.Options{})
 	payload := make([]byte, 64<<20)
 	for i := range payload {
 		payload[i] = byte(i * 31)
@@ -485,21 +463,21 @@ func TestDirColdPush(t *testing.T) {
 	require.NoError(t, (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "a", 1, payload))
 
 	var before, after runtime.MemStats
-	calls, read := s.calls.Load(), s.read.Load()
+	calls, read := headReads(s), s.BytesRead()
 	runtime.ReadMemStats(&before)
 	require.NoError(t, (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "b", 2, payload))
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
-	assert.Equal(t, int64(1), s.calls.Load()-calls, "one read of the record it replaces")
-	assert.LessOrEqual(t, s.read.Load()-read, int64(defaults.MaxHeaderSize), "of its head alone")
+	assert.Equal(t, int64(1), headReads(s)-calls, "one read of the record it replaces")
+	assert.LessOrEqual(t, s.BytesRead()-read, int64(defaults.MaxHeaderSize), "of its head alone")
 	assert.Less(t, allocated, uint64(1<<20), "no copy of the old record, none of the new")
 	t.Logf("cold push over a 64 MiB record: allocated %d bytes", allocated)
 
-	calls, read = s.calls.Load(), s.read.Load()
+	calls, read = headReads(s), s.BytesRead()
 	err := (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "c", 2, payload)
 	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
-	assert.Equal(t, int64(1), s.calls.Load()-calls, "one read")
-	assert.LessOrEqual(t, s.read.Load()-read, int64(defaults.MaxHeaderSize), "of the header alone")
+	assert.Equal(t, int64(1), headReads(s)-calls, "one read")
+	assert.LessOrEqual(t, s.BytesRead()-read, int64(defaults.MaxHeaderSize), "of the header alone")
 
 	requireLatest(t, &writefence.Fence{Store: s}, 2, "b", string(payload))
 }

@@ -181,6 +181,19 @@ type Fault struct {
 	Gate *Gate
 }
 
+// GetPrefixOf returns a GetPrefix, for Options, served by s's Get: it
+// reads the whole object and returns its first n bytes, its size and its
+// version, all from that one read.
+func GetPrefixOf(s writefence.ConditionalStore) func(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+	return func(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
+		data, v, err := s.Get(ctx, key)
+		if err != nil {
+			return nil, 0, "", err
+		}
+		return data[:min(int64(len(data)), n)], int64(len(data)), v, nil
+	}
+}
+
 // ErrLostReply is an error a test can give a Fault: a reply lost on the
 // network, which says nothing of the call's outcome.
 var ErrLostReply = errors.New("connection reset by peer")
@@ -203,6 +216,10 @@ type Store interface {
 	// Keys returns the keys that calls of op were made of, sorted; it
 	// needs Options.ByKey.
 	Keys(op Op) []string
+
+	// BytesRead returns the bytes that Get and GetPrefix returned to their
+	// callers, as a ranged GET's body counts them on a network store.
+	BytesRead() int64
 
 	// Inject plans f, after the faults planned before it for the same
 	// calls.
@@ -280,6 +297,7 @@ type store struct {
 	self  Store // the view New returned, which declares the capabilities
 
 	calls, oks [numOps]atomic.Int64
+	read       atomic.Int64 // bytes Get and GetPrefix returned
 	planned    atomic.Int32 // len(faults), read without the lock
 
 	mu     sync.Mutex // guards the fields below
@@ -295,6 +313,8 @@ type opKey struct {
 type keyCounts struct{ calls, oks int64 }
 
 func (s *store) Unwrap() writefence.ConditionalStore { return s.inner }
+
+func (s *store) BytesRead() int64 { return s.read.Load() }
 
 func (s *store) Calls(op Op, keys ...string) int64 {
 	return s.count(op, keys, &s.calls, func(c *keyCounts) int64 { return c.calls })
@@ -507,6 +527,7 @@ func (s *store) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if err := s.after(ctx, &c, err); err != nil {
 		return nil, "", err
 	}
+	s.read.Add(int64(len(data)))
 	return data, v, nil
 }
 
@@ -570,6 +591,7 @@ func (s *store) getPrefix(ctx context.Context, key string, n int64) ([]byte, int
 	if err := s.after(ctx, &c, err); err != nil {
 		return nil, 0, "", err
 	}
+	s.read.Add(int64(len(data)))
 	return data, size, v, nil
 }
 

@@ -20,11 +20,7 @@ type everything struct{ *writefence.MemStore }
 func (e everything) Capabilities() writefence.ConditionalStore { return e }
 
 func (e everything) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	data, v, err := e.Get(ctx, key)
-	if err != nil {
-		return nil, 0, "", err
-	}
-	return data[:min(int64(len(data)), n)], int64(len(data)), v, nil
+	return fakestore.GetPrefixOf(e.MemStore)(ctx, key, n)
 }
 
 func (e everything) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
@@ -114,6 +110,9 @@ func TestCallsReachTheWrappedStore(t *testing.T) {
 	if string(prefix) != "he" || size != 5 {
 		t.Errorf("GetPrefix: %q, %d", prefix, size)
 	}
+	if _, _, err := s.Get(ctx, "k"); err != nil || s.BytesRead() != 2+5 {
+		t.Errorf("Get: %v; %d bytes read by it and GetPrefix, want 7", err, s.BytesRead())
+	}
 	_, err = s.PutIfVersion(ctx, "k", []byte("x"), "stale")
 	if !errors.Is(err, writefence.ErrConflict) {
 		t.Errorf("a stale write: %v", err)
@@ -137,7 +136,7 @@ func TestCallsReachTheWrappedStore(t *testing.T) {
 	for _, c := range []struct {
 		op        fakestore.Op
 		calls, ok int64
-	}{{fakestore.Put, 2, 1}, {fakestore.GetPrefix, 1, 1}, {fakestore.CreateBlob, 1, 1}, {fakestore.DeleteBlobs, 1, 1}, {fakestore.Delete, 1, 1}, {fakestore.Get, 0, 0}} {
+	}{{fakestore.Put, 2, 1}, {fakestore.GetPrefix, 1, 1}, {fakestore.CreateBlob, 1, 1}, {fakestore.DeleteBlobs, 1, 1}, {fakestore.Delete, 1, 1}, {fakestore.Get, 1, 1}} {
 		if got := [2]int64{s.Calls(c.op), s.OK(c.op)}; got != [2]int64{c.calls, c.ok} {
 			t.Errorf("%v: calls and OK %v, want %v", c.op, got, [2]int64{c.calls, c.ok})
 		}
