@@ -262,40 +262,37 @@ func TestLeaseEpochsRollOver(t *testing.T) {
 	require.NoError(t, a.Renew(ctx))
 }
 
-// leaseLossyStore performs writes but reports the next lose of them as
-// failed, as a lost reply would.
-type leaseLossyStore struct {
-	MemStore
-	lose atomic.Int64
-}
-
 var errLeaseReplyLost = errors.New("reply lost")
 
-func (s *leaseLossyStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
-	if err == nil && s.lose.Add(-1) >= 0 {
-		return "", errLeaseReplyLost
+// losingReplies is a write hook that makes each write and reports the next
+// *lose of those that landed as failed, as a lost reply would.
+func losingReplies(lose *atomic.Int64) func(context.Context, string, func() (string, error)) (string, error) {
+	return func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+		v, err := write()
+		if err == nil && lose.Add(-1) >= 0 {
+			return "", errLeaseReplyLost
+		}
+		return v, err
 	}
-	return v, err
 }
 
 // TestLeaseLostReplies: writes that landed but whose replies were lost are
 // recognised by reading the record, so the holder neither fails nor loses
 // its lease.
 func TestLeaseLostReplies(t *testing.T) {
-	ctx := t.Context()
-	store := &leaseLossyStore{}
+	var lose atomic.Int64
+	ctx := hook.With(t.Context(), &hook.Hooks{Write: losingReplies(&lose)})
 	clock := &fakeclock.Clock{}
-	a := newTestLease(store, "a", clock.Now)
+	a := newTestLease(&MemStore{}, "a", clock.Now)
 
-	store.lose.Store(1)
+	lose.Store(1)
 	term, err := a.Acquire(ctx)
 	require.NoError(t, err, "the acquire landed; a read proves it")
 	assert.Equal(t, uint64(1), term)
 
-	store.lose.Store(1)
+	lose.Store(1)
 	require.NoError(t, a.Renew(ctx))
-	store.lose.Store(3) // three renewals in a row lose their replies
+	lose.Store(3) // three renewals in a row lose their replies
 	clock.Advance(time.Second)
 	require.NoError(t, a.Renew(ctx))
 	clock.Advance(time.Second)
@@ -308,7 +305,7 @@ func TestLeaseLostReplies(t *testing.T) {
 
 	// A cancelled context hides the outcome: the error says so and the
 	// lease stays held locally.
-	store.lose.Store(1)
+	lose.Store(1)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	err = a.Renew(cctx)

@@ -81,14 +81,15 @@ func TestLeaseTakesOverFormatV1(t *testing.T) {
 // shows the lease released at its term, and the next acquisition, by
 // anyone, takes term + 1 at once.
 func TestLeaseReleaseLostReply(t *testing.T) {
-	ctx := hook.With(t.Context(), &hook.Hooks{Wait: func(context.Context, int, time.Duration) error { return nil }})
-	store := &leaseLossyStore{}
+	var lose atomic.Int64
+	ctx := hook.With(t.Context(), &hook.Hooks{Wait: func(context.Context, int, time.Duration) error { return nil }, Write: losingReplies(&lose)})
+	store := &MemStore{}
 	clock := &fakeclock.Clock{}
 	a := newTestLease(store, "a", clock.Now)
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 
-	store.lose.Store(1)
+	lose.Store(1)
 	require.NoError(t, a.Release(ctx))
 	key, _ := keys.Lease("", "leader")
 	data, _, err := store.Get(ctx, key)
@@ -109,37 +110,34 @@ func TestLeaseReleaseLostReply(t *testing.T) {
 	require.ErrorAs(t, err, &held, "term %d", term)
 }
 
-// barrierStore makes the first two reads of the lease wait for each
-// other, so that two acquisitions both see the lease absent.
-type barrierStore struct {
-	MemStore
-	reads atomic.Int32
-	both  chan struct{}
-}
-
-func (s *barrierStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	data, version, err := s.MemStore.Get(ctx, key)
-	if n := s.reads.Add(1); n <= 2 {
-		if n == 2 {
-			close(s.both)
-		}
-		select {
-		case <-s.both:
-		case <-ctx.Done():
-			return nil, "", ctx.Err()
-		}
-	}
-	return data, version, err
-}
-
 // TestLeaseSameHolderRace: two Lease values of one Holder on one shared
 // Clock race Acquire, both having read the lease absent: exactly one
 // holds it, and the other, reading again after its write conflicted, is
 // refused as any other contender would be. Two processes under one name
 // never both hold the lease.
 func TestLeaseSameHolderRace(t *testing.T) {
-	ctx := hook.With(t.Context(), &hook.Hooks{Wait: func(context.Context, int, time.Duration) error { return nil }})
-	store := &barrierStore{both: make(chan struct{})}
+	// The first two writes wait for each other, so that both acquisitions
+	// read the lease absent before either writes.
+	var reads, writes atomic.Int32
+	both := make(chan struct{})
+	ctx := hook.With(t.Context(), &hook.Hooks{
+		Wait: func(context.Context, int, time.Duration) error { return nil },
+		Read: func(context.Context, string) error { reads.Add(1); return nil },
+		Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+			if n := writes.Add(1); n <= 2 {
+				if n == 2 {
+					close(both)
+				}
+				select {
+				case <-both:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+			return write()
+		},
+	})
+	store := &MemStore{}
 	fixed := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return fixed }
 	leases := [2]*Lease{newTestLease(store, "a", clock), newTestLease(store, "a", clock)}
@@ -150,7 +148,7 @@ func TestLeaseSameHolderRace(t *testing.T) {
 		wg.Go(func() { terms[i], errs[i] = l.Acquire(ctx) })
 	}
 	wg.Wait()
-	require.Equal(t, int32(3), store.reads.Load(), "both read the lease absent, and the loser read it again")
+	require.Equal(t, int32(3), reads.Load(), "both read the lease absent, and the loser read it again")
 	winner, loser := 0, 1
 	if errs[0] != nil {
 		winner, loser = 1, 0
