@@ -24,6 +24,7 @@ import (
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -77,12 +78,8 @@ func benchPush(b *testing.B, store writefence.ConditionalStore, wire *benchTrans
 
 func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchTransport, impl string, payload []byte) {
 	ctx := context.Background()
-	prefix := testserver.UniqueName(b) + "/"
-	fence := &writefence.Fence{Store: store, Prefix: prefix}
+	fence, prefix := pushbench.Fenced(b, store, payload)
 	epoch := uint64(1)
-	if err := fence.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
-		b.Fatal(err)
-	}
 	rawKey := prefix + "raw"
 	version, err := store.PutIfVersion(ctx, rawKey, payload, "")
 	if err != nil {

@@ -33,15 +33,23 @@ func Run(b *testing.B, store writefence.ConditionalStore, trips func() int64) {
 	}
 }
 
+// Fenced returns a Fence over a prefix of store of the benchmark's own,
+// and the prefix, once the Fence pushed payload to shard (wal, 0) at
+// epoch 1.
+func Fenced(b *testing.B, store writefence.ConditionalStore, payload []byte) (*writefence.Fence, string) {
+	prefix := testserver.UniqueName(b) + "/"
+	fence := &writefence.Fence{Store: store, Prefix: prefix}
+	if err := fence.Push(context.Background(), "wal", "0", "w", 1, payload); err != nil {
+		b.Fatal(err)
+	}
+	return fence, prefix
+}
+
 // push runs one implementation of Run.
 func push(b *testing.B, store writefence.ConditionalStore, impl string, payload []byte, trips func() int64) {
 	ctx := context.Background()
-	prefix := testserver.UniqueName(b) + "/"
-	fence := &writefence.Fence{Store: store, Prefix: prefix}
+	fence, prefix := Fenced(b, store, payload)
 	epoch := uint64(1)
-	if err := fence.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
-		b.Fatal(err)
-	}
 	record, _, err := store.Get(ctx, prefix+"s/wal/0")
 	if err != nil {
 		b.Fatal(err)
