@@ -3,6 +3,7 @@ package writefence_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -1189,4 +1190,147 @@ func FuzzDirFile(f *testing.F) {
 		_, werr := s.PutIfVersion(ctx, key, []byte("next"), version)
 		require.NoError(t, werr, "the version Get returned is the file's")
 	})
+}
+
+// TestDirDamagedLayoutKeepsRecordHeader: damage to the directory store's
+// own file header (the magic, the format version, the key length, the data
+// length, a byte of the stored key) leaves the record's header, intact on
+// disk, readable from CorruptError.Head: the store takes the head where an
+// intact file of the key has its data, whatever the damaged fields claim.
+// So Inspect shows the record's epoch, and a Settle below it is refused:
+// the recorded epoch never goes down, settles included.
+//
+// Sequence: Push at epoch 100; damage the object file in place, in the
+// store's own header only; Inspect; Settle at epoch 2 with floor 1. Want:
+// Inspect shows epoch 100, the settle is refused as stale, and Inspect
+// still shows 100.
+func TestDirDamagedLayoutKeepsRecordHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte, keyLen int)
+	}{
+		// The data length, 8 bytes at offset 23, says 0: the head is cut to
+		// nothing although the record is all there.
+		{"data length zero", func(b []byte, _ int) { binary.BigEndian.PutUint64(b[23:], 0) }},
+		// The data length says 10 bytes: the head is cut inside the header.
+		{"data length short", func(b []byte, _ int) { binary.BigEndian.PutUint64(b[23:], 10) }},
+		// One bit of the magic: no head at all, though the key and the
+		// record follow in place.
+		{"magic", func(b []byte, _ int) { b[0] ^= 1 }},
+		// The format version byte: no head either.
+		{"format version", func(b []byte, _ int) { b[4] ^= 1 }},
+		// One bit of the key length: the key no longer matches, no head.
+		{"key length", func(b []byte, _ int) { b[22] ^= 1 }},
+		// One bit of the stored key itself (the store knows the key it
+		// reads, so where the data starts is still known): no head.
+		{"key byte", func(b []byte, _ int) { b[31] ^= 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			store := newDirStore(t, dir)
+			f := &writefence.Fence{Store: store}
+			require.NoError(t, f.Push(ctx, "wal", "0", "writer-a", 100, []byte("the shard's state at epoch 100")))
+
+			key := mustKey(t, "wal", "0")
+			path := testserver.DirObjectFile(dir, key)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			keyLen := int(binary.BigEndian.Uint16(b[21:]))
+			record := append([]byte(nil), b[31+keyLen:len(b)-4]...)
+			tc.damage(b, keyLen)
+			require.NoError(t, os.WriteFile(path, b, 0o600))
+			// The record's own bytes are intact in the file.
+			require.Equal(t, record, b[31+keyLen:len(b)-4])
+
+			info, err := f.Inspect(ctx, "wal", "0")
+			require.ErrorIs(t, err, writefence.ErrCorrupt)
+			require.NotEmpty(t, info.Version)
+
+			settleErr := f.Settle(ctx, "wal", "0", writefence.Settlement{
+				Version: info.Version, Writer: "operator", Epoch: 2, Floor: 1, Payload: []byte("settled"),
+			})
+			// The refused settle leaves the damage in place, for Inspect.
+			after, afterErr := f.Inspect(ctx, "wal", "0")
+
+			assert.Equal(t, uint64(100), info.Epoch,
+				"Inspect hides the epoch of a record header that is intact on disk")
+			assert.ErrorIs(t, settleErr, writefence.ErrStaleEpoch,
+				"Settle at epoch 2 over an intact header at epoch 100 must be refused")
+			require.ErrorIs(t, afterErr, writefence.ErrCorrupt)
+			require.GreaterOrEqual(t, after.Epoch, uint64(100), "the recorded epoch went down from 100 to %d", after.Epoch)
+		})
+	}
+}
+
+// TestDirLockHoldsWhilePathsMove: the directory store's exclusion does not
+// depend on any path. Store values a and c are opened on one directory;
+// objects/ is moved away and back (as a backup tool or an operator might);
+// a pushes epoch 1, then pushes epoch 2 and holds the lock, compare passed,
+// file not yet replaced; objects/ moves away and back again, and a file
+// named lock (an older layout's lock file) comes and goes; c pushes epoch 2
+// over the same record. c must wait for a, then be refused as stale:
+// exactly one of the two pushes at epoch 2 returns nil, and it is the
+// record that stays.
+func TestDirLockHoldsWhilePathsMove(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	objects := filepath.Join(dir, "objects")
+	move := func() {
+		require.NoError(t, os.Rename(objects, objects+".away"))
+		require.NoError(t, os.Rename(objects+".away", objects))
+	}
+	a, c := newDirStore(t, dir), newDirStore(t, dir)
+	fa, fc := &writefence.Fence{Store: a}, &writefence.Fence{Store: c}
+
+	move()
+	require.NoError(t, fa.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+
+	var armed atomic.Bool
+	aHolds, aGo := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	writefence.HookDirReplace(t, func(s *writefence.DirStore, _ string) {
+		if s == a && armed.Load() {
+			once.Do(func() { close(aHolds); <-aGo })
+		}
+	})
+	armed.Store(true)
+	var errA error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errA = fa.Push(ctx, "wal", "0", "a", 2, []byte("by a"))
+	}()
+	select {
+	case <-aHolds:
+	case <-done:
+		t.Fatalf("a's push ended without holding the lock: %v", errA)
+	}
+	move() // while a holds the lock
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lock"), nil, 0o600))
+	require.NoError(t, os.Remove(filepath.Join(dir, "lock")))
+
+	cPolled := lockPolls(t, c, 3)
+	cDone := make(chan error, 1)
+	go func() { cDone <- fc.Push(ctx, "wal", "0", "c", 2, []byte("by c")) }()
+	var errC error
+	waited := false
+	select {
+	case errC = <-cDone: // c wrote while a held the lock
+	case <-cPolled: // c waits for a, as it should
+		waited = true
+	}
+	close(aGo)
+	<-done
+	if waited {
+		errC = <-cDone
+	}
+
+	require.NoError(t, errA)
+	assert.Error(t, errC, "c's push at epoch 2 must be refused (stale, after waiting for a's): two pushes at one epoch both returned nil")
+	_, w, p, err := (&writefence.Fence{Store: newDirStore(t, dir)}).Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	if errC == nil {
+		assert.Equal(t, "c", w, "c's acknowledged push was overwritten by %s's %q", w, p)
+	}
 }
