@@ -1,0 +1,174 @@
+package writefence_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/keys"
+)
+
+// TestLeaseOneTermOneHolder: two Lease values of one Holder (a restarted
+// process and its previous incarnation, which the lease fences) never
+// both acquire one term, even when they compute the same expiry (one
+// fixed Clock): each record bears its Lease value's random incarnation,
+// so the restarted value's retry, after its create-only write conflicted
+// with the old value's, does not take the old value's record for its own
+// landed write. It takes the lease over at term 2 instead, and the old
+// value's renewal is refused.
+func TestLeaseOneTermOneHolder(t *testing.T) {
+	ctx := context.Background()
+	store := &writefence.MemStore{}
+	fixed := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return fixed }
+	lease := func() *writefence.Lease {
+		return &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "leader", Holder: "node-a", TTL: 10 * time.Second, Clock: clock}
+	}
+	old, restarted := lease(), lease()
+
+	var (
+		oldTerm uint64
+		oldErr  error
+		raced   bool
+	)
+	hctx := hook.With(ctx, &hook.Hooks{
+		// The restarted value's first write: the old value acquires first.
+		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+			if !raced {
+				raced = true
+				oldTerm, oldErr = old.Acquire(ctx)
+			}
+			return write()
+		},
+		Wait: func(context.Context, int, time.Duration) error { return nil },
+	})
+	newTerm, newErr := restarted.Acquire(hctx)
+	require.True(t, raced)
+	require.NoError(t, oldErr)
+
+	// Exactly one of the two may hold term 1; the other must be refused
+	// (or, as a takeover by the same holder, get term 2).
+	held := 0
+	for _, r := range []struct {
+		term uint64
+		err  error
+	}{{oldTerm, nil}, {newTerm, newErr}} {
+		if r.err == nil && r.term == 1 {
+			held++
+		}
+	}
+	assert.Equal(t, 1, held, "two Lease values acquired term 1: old got term %d, restarted got term %d (%v)", oldTerm, newTerm, newErr)
+
+	// What that costs: both hand out the same epochs, and both renew.
+	e1, err1 := old.Epoch(ctx, "wal", "0")
+	e2, err2 := restarted.Epoch(ctx, "wal", "0")
+	if err1 == nil && err2 == nil {
+		assert.NotEqual(t, e1, e2, "two holders drew the same epoch %d", e1)
+	}
+	r1, r2 := old.Renew(ctx), restarted.Renew(ctx)
+	assert.False(t, r1 == nil && r2 == nil, "both Lease values renewed the one term")
+}
+
+// TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss: a takeover
+// whose seal is slow, and whose lease another holder takes over meanwhile
+// (by a clock of its own that has passed the expiry) and seals the shard
+// at its own, higher term, returns the loss (promise 15: "A takeover whose
+// lease is lost or expires while it seals returns the loss or the
+// expiry"): an error matching ErrLeaseLost that names the new holder and
+// term. It is not the refusal Hold reserves for a lease whose terms are
+// behind the shard's epochs ("stop and look, retrying does not help"):
+// here the lease is simply held by someone else, as any takeover loses it.
+func TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	shard := writefence.Shard{Plugin: "wal", Shard: "0"}
+	slow := &fakestore.Gate{} // holds the first write of the shard's record
+	store := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{{Op: fakestore.Put, Key: mustKey(t, "wal", "0"), Times: 1, Gate: slow}}})
+
+	clockA, clockB := &fakeclock.Clock{}, &fakeclock.Clock{}
+	clockB.Advance(2 * time.Hour) // B's clock has passed A's expiry
+	a := &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.Now}
+	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.Now}
+
+	held := make(chan error, 1)
+	go func() {
+		_, err := a.Hold(ctx, shard)
+		held <- err
+	}()
+	<-slow.Arrived() // A holds term 1; its seal's write is slow
+
+	_, err := b.Hold(ctx, shard)
+	require.NoError(t, err, "B takes the lease over at term 2 and seals the shard")
+	defer b.Release(context.WithoutCancel(ctx))
+	slow.Open()
+
+	err = <-held
+	require.Error(t, err)
+	require.ErrorIs(t, err, writefence.ErrLeaseLost, "A's lease was taken over while it sealed: Hold returns the loss")
+	var lost *writefence.LeaseLostError
+	if assert.ErrorAs(t, err, &lost) {
+		assert.Equal(t, "b", lost.Holder)
+		assert.Equal(t, uint64(2), lost.NewTerm)
+	}
+	assert.NotContains(t, err.Error(), "retrying does not help")
+	assert.NotContains(t, err.Error(), "the lease's terms are behind the shard's epochs")
+}
+
+// TestPromise16_RenewThatReadsATakeoverEndsTheLease: a renewal whose
+// first write loses its reply, and whose retry then reads the record of
+// another holder at a later term, has learned that the lease is lost,
+// whatever became of its own write: nothing it wrote can outrank a later
+// term. By the time Renew returns, the Lease hands out no more epochs
+// (promise 14) and the Deposed contexts of the shards it gates are done
+// (promise 16).
+func TestPromise16_RenewThatReadsATakeoverEndsTheLease(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	leaseKey, err := keys.Lease("", "wal/0")
+	require.NoError(t, err)
+	store := counted(mem)
+
+	clockA, clockB := &fakeclock.Clock{}, &fakeclock.Clock{}
+	clockB.Advance(2 * time.Hour) // B's clock has passed A's expiry
+	a := &writefence.Lease{Fence: &writefence.Fence{Store: store, RetryDelay: time.Microsecond}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.Now}
+	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.Now}
+
+	_, err = a.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = a.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+	deposed, stop := a.Fence.Deposed(ctx, "wal", "0")
+	defer stop()
+
+	// A's renewal sends its write; B takes the lease over meanwhile; the
+	// write then fails with a network error that hides its outcome (it
+	// wrote nothing): what a writer sees when its connection drops while
+	// others write.
+	held := &fakestore.Gate{}
+	store.Inject(fakestore.Fault{Op: fakestore.Put, Key: leaseKey, Times: 1, Gate: held,
+		Err: &writefence.StoreError{Op: "test put", Key: leaseKey, Err: errors.New("connection reset by peer")}})
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Renew(ctx) }()
+	<-held.Arrived()
+	term, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), term)
+	held.Open()
+	err = <-renewed
+	require.Error(t, err, "the renewal did not land: B holds term 2")
+	t.Logf("renew: %v", err)
+
+	_, err = a.Epoch(ctx, "wal", "0")
+	assert.ErrorIs(t, err, writefence.ErrLeaseLost, "A read B's term: it hands out no epoch of its own lost term")
+	assert.Error(t, deposed.Err(), "the shard A gates is told at once")
+	var lost *writefence.LeaseLostError
+	assert.ErrorAs(t, context.Cause(deposed), &lost)
+}
