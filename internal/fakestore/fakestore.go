@@ -4,6 +4,10 @@
 // it before it reaches the wrapped store, lose its reply after, hold it
 // at a gate, or replace it. It is not part of the public API.
 //
+// A Store steps into a store's calls, whoever makes them. A test that
+// steps only into a Fence's own reads, writes and back-offs does so
+// without a store, through the context hooks of package hook.
+//
 // # Capabilities
 //
 // A Store offers what the store it wraps offers, less what Options.Hide
@@ -13,8 +17,8 @@
 // ConsistentBlobLister and BlobBatchDeleter when the wrapped store
 // declares them (writefence.Capable). The Store declares what it offers as
 // its own, so a Fence over it goes through its methods, never around them.
-// Offering a declared capability it also declares PartsPutter, and
-// BlobWriter beside BlobStore: those reach the wrapped store through
+// Offering a declared capability it also declares PartsPutter (so a
+// PutParts replacement needs one), and BlobWriter beside BlobStore: those reach the wrapped store through
 // writefence.PutParts and writefence.WriteBlob, so the wrapped store gets
 // the calls a Fence over it would make, and a Fence's choices, which
 // depend on the other capabilities only, are those it makes over the
