@@ -732,27 +732,27 @@ func TestLeaseSettleCorruptRecord(t *testing.T) {
 // moves only when every goroutine of the test is blocked, so "the moment
 // the lease expires" is an exact instant and every test is deterministic.
 
-// cutStore is a store a test can cut off from one holder, as a network
-// partition would: while cut, every read and write fails.
-type cutStore struct {
-	ConditionalStore
-	cut atomic.Bool
-}
-
 var errCut = errors.New("store unreachable")
 
-func (s *cutStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if s.cut.Load() {
-		return nil, "", errCut
-	}
-	return s.ConditionalStore.Get(ctx, key)
-}
-
-func (s *cutStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	if s.cut.Load() {
-		return "", errCut
-	}
-	return s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
+// cutOff returns ctx with hooks that fail every read and write the engine
+// makes under it while cut is set, as a network partition between a holder
+// and the store would. A Hold's renewals and seals run under the context
+// it was given, so they are cut off too.
+func cutOff(ctx context.Context, cut *atomic.Bool) context.Context {
+	return hook.With(ctx, &hook.Hooks{
+		Read: func(context.Context, string) error {
+			if cut.Load() {
+				return errCut
+			}
+			return nil
+		},
+		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+			if cut.Load() {
+				return "", errCut
+			}
+			return write()
+		},
+	})
 }
 
 // landings records when a Fence's writes landed, by op, on the bubble's
@@ -1033,16 +1033,16 @@ func TestLeaseHoldLost(t *testing.T) {
 // lease, a Renew lands and the holder carries on at its term.
 func TestLeaseHoldExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := t.Context()
-		link := &cutStore{ConditionalStore: &MemStore{}}
-		f := &Fence{Store: link}
+		var cut atomic.Bool
+		ctx := cutOff(t.Context(), &cut)
+		f := &Fence{Store: &MemStore{}}
 		a := holdLease(f, "a")
 		start := time.Now()
 		held, err := a.Hold(ctx, Shard{"wal", "0"})
 		require.NoError(t, err)
 		d0, stop := f.Deposed(ctx, "wal", "0")
 		defer stop()
-		link.cut.Store(true)
+		cut.Store(true)
 
 		<-held.Done()
 		assert.Equal(t, start.Add(holdTTL), time.Now(), "done the moment the lease expires")
@@ -1055,7 +1055,7 @@ func TestLeaseHoldExpires(t *testing.T) {
 		require.ErrorIs(t, err, ErrLeaseExpired)
 		assert.Contains(t, err.Error(), "no takeover seen, but one may follow")
 
-		link.cut.Store(false)
+		cut.Store(false)
 		require.NoError(t, a.Renew(ctx))
 		e, err := a.Epoch(ctx, "wal", "0")
 		require.NoError(t, err)
