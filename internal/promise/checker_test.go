@@ -533,11 +533,9 @@ func TestPromise8_SettleFloor(t *testing.T) {
 	t.Run("below an earlier settle", func(t *testing.T) {
 		b := newBuilder(t)
 		v := b.put(nil, key, []byte("damaged"))
-		st := b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
 		v = b.put(nil, key, []byte("damaged again"))
-		st = b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v})
-		b.put(st, key, rec("w1", 6, plain("")))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v}, key, rec("w1", 6, plain("")))
 		b.requireBroken(8)
 	})
 }
