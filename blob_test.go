@@ -40,6 +40,15 @@ func putBlob(t *testing.T, f *writefence.Fence, writer string, epoch uint64, dat
 	return ref
 }
 
+// committedBlob puts a blob of data by writer at epoch and commits it at
+// that epoch, and returns its reference.
+func committedBlob(t *testing.T, f *writefence.Fence, writer string, epoch uint64, data string) writefence.BlobRef {
+	t.Helper()
+	ref := putBlob(t, f, writer, epoch, data)
+	require.NoError(t, f.Commit(t.Context(), "wal", "0", writer, epoch, appendBlob(ref)))
+	return ref
+}
+
 func readBlob(t *testing.T, f *writefence.Fence, name string) (string, error) {
 	t.Helper()
 	rc, _, err := f.OpenBlob(t.Context(), "wal", "0", name)
@@ -309,8 +318,7 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 	blobs := fakestore.New(store, fakestore.Options{})
 	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: testserver.UniqueName(t) + "/"}
 	listing := declares[writefence.ConsistentBlobLister](store)
-	first := putBlob(t, f, "a", 1, "the first segment")
-	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(first)))
+	first := committedBlob(t, f, "a", 1, "the first segment")
 	refs := make([]writefence.BlobRef, n)
 	for i := range refs {
 		ref, err := f.PutBlob(ctx, "wal", "0", "a", 2, strings.NewReader(fmt.Sprintf("segment %d", i)))
@@ -686,8 +694,7 @@ func TestPromise20_CommitChecksAReferenceReplacedInPlace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &writefence.Fence{Store: &writefence.MemStore{}}
-			first := putBlob(t, f, "a", 1, "segment 1")
-			require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(first)))
+			first := committedBlob(t, f, "a", 1, "segment 1")
 
 			err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
 				m.Blobs[0] = tc.ref // replace the one segment where it stands
@@ -784,8 +791,7 @@ func TestCommitRefusesRepeatedReference(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
 			f := &writefence.Fence{Store: &writefence.MemStore{}}
-			first := putBlob(t, f, "a", 1, "segment one")
-			require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(first)))
+			first := committedBlob(t, f, "a", 1, "segment one")
 			seg := putBlob(t, f, "a", 2, "segment two")
 
 			err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
@@ -839,8 +845,7 @@ func TestTenureFloorKeptWhenManifestEmpties(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
 			f := &writefence.Fence{Store: &writefence.MemStore{}}
-			a1 := putBlob(t, f, "a", 1, "a's first segment")
-			require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(a1)))
+			committedBlob(t, f, "a", 1, "a's first segment")
 			aStep(t, f)
 
 			require.NoError(t, f.Seal(ctx, "wal", "0", "b", 3))
@@ -874,12 +879,9 @@ func TestTenureFloorKeptWhenManifestEmpties(t *testing.T) {
 func TestReadFullOfADamagedBlob(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	store, err := writefence.NewDirStore(dir)
-	require.NoError(t, err)
-	f := &writefence.Fence{Store: store}
+	f := &writefence.Fence{Store: newDirStore(t, dir)}
 	const data = "a segment whose length is known"
-	ref := putBlob(t, f, "a", 1, data)
-	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref)))
+	ref := committedBlob(t, f, "a", 1, data)
 
 	key, err := keys.Blob("", "wal", "0", ref.Name)
 	require.NoError(t, err)
@@ -927,8 +929,7 @@ func TestOpenBlobRacingCollectIsNotFound(t *testing.T) {
 	reader := &writefence.Fence{Store: mem, Blobs: blobs}
 	collector := &writefence.Fence{Store: mem, Blobs: blobs}
 
-	x := putBlob(t, a, "a", 2, "a's segment")
-	require.NoError(t, a.Commit(ctx, "wal", "0", "a", 2, appendBlob(x)))
+	x := committedBlob(t, a, "a", 2, "a's segment")
 	require.NoError(t, b.Seal(ctx, "wal", "0", "b", 3))
 
 	var once sync.Once
@@ -1022,12 +1023,10 @@ func TestCollectOverAPlainRecordAgreesWithCommit(t *testing.T) {
 func TestCollectPastAnUnnameableBlobFile(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	store, err := writefence.NewDirStore(dir)
-	require.NoError(t, err)
+	store := newDirStore(t, dir)
 	f := &writefence.Fence{Store: store}
 
-	kept := putBlob(t, f, "a", 1, "a's committed segment")
-	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(kept)))
+	committedBlob(t, f, "a", 1, "a's committed segment")
 	doomed := putBlob(t, f, "a", 1, "a's uncommitted segment")
 	require.NoError(t, f.Seal(ctx, "wal", "0", "b", 2))
 

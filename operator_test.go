@@ -90,9 +90,7 @@ func TestSettle(t *testing.T) {
 func TestPromise9_SettleKeepsManyReferencesOnTheDirectoryStore(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	store, err := writefence.NewDirStore(dir)
-	require.NoError(t, err)
-	f := &writefence.Fence{Store: store}
+	f := &writefence.Fence{Store: newDirStore(t, dir)}
 
 	const segments = 80 // about 65 bytes of reference each: more than 4 KiB
 	var refs []writefence.BlobRef
