@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/sdkserver/postgres"
 	"github.com/writefence/writefence/internal/testserver"
@@ -72,8 +73,15 @@ func TestConformanceSerializable(t *testing.T) {
 		c.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
 	})
 	store.MaxObjectSize = kitReadLimit
+	// Counts the conflicts that were serialization failures.
 	var serialization atomic.Int64
-	counted := countingStore{store, &serialization}
+	counted := fakestore.New(store, fakestore.Options{After: func(_ context.Context, _ fakestore.Call, err error) error {
+		var pe *pgconn.PgError
+		if errors.Is(err, writefence.ErrConflict) && errors.As(err, &pe) && pe.Code == "40001" {
+			serialization.Add(1)
+		}
+		return err
+	}})
 	damage := postgres.DamagePostgres(pool, table)
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return counted }, &writefencetest.Options{
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
@@ -83,21 +91,6 @@ func TestConformanceSerializable(t *testing.T) {
 		OverwriteReads: testserver.KitOverwriteReads(),
 	})
 	t.Logf("serialization failures seen as conflicts: %d", serialization.Load())
-}
-
-// countingStore counts the conflicts that were serialization failures.
-type countingStore struct {
-	*pgstore.Store
-	serialization *atomic.Int64
-}
-
-func (c countingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	v, err := c.Store.PutIfVersion(ctx, key, data, expect)
-	var pe *pgconn.PgError
-	if errors.Is(err, writefence.ErrConflict) && errors.As(err, &pe) && pe.Code == "40001" {
-		c.serialization.Add(1)
-	}
-	return v, err
 }
 
 // TestSerializationFailureIsConflict forces one serialization failure: a
