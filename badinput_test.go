@@ -24,6 +24,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
@@ -68,7 +69,7 @@ func TestBadInputFence(t *testing.T) {
 	hugeVersion, err := mem.PutIfVersion(t.Context(), hugeKey, recordClaiming(t, "leader", 3, 4<<30), "")
 	require.NoError(t, err)
 
-	counting := &countingStore{ConditionalStore: mem}
+	counting := counted(mem)
 	f := &writefence.Fence{Store: counting, MaxPayloadSize: 16}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -147,7 +148,7 @@ func TestBadInputFence(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshot(t, mem)
-			puts := counting.puts.Load()
+			puts := counting.Calls(fakestore.Put)
 			err := tc.call()
 			require.ErrorIs(t, err, tc.is)
 			assert.True(t, strings.HasPrefix(err.Error(), "writefence: ") || tc.is == context.Canceled || tc.is == context.DeadlineExceeded,
@@ -173,7 +174,7 @@ func TestBadInputFence(t *testing.T) {
 				assert.Equal(t, *tc.wire, *we)
 			}
 			if tc.name != "memstore malformed version" {
-				assert.Equal(t, puts, counting.puts.Load(), "no write may be attempted")
+				assert.Equal(t, puts, counting.Calls(fakestore.Put), "no write may be attempted")
 			}
 			assert.Equal(t, before, snapshot(t, mem), "the store must be unchanged")
 		})

@@ -22,7 +22,9 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -61,10 +63,6 @@ type benchTransport struct{ *testserver.Transport }
 // traffic returns the requests sent and the GET body bytes read so far.
 func (t *benchTransport) traffic() (reqs, read int64) { return t.Requests(), t.GetBytesRead() }
 
-// hiddenPrefix hides every optional capability of the store it wraps, so a
-// Fence over it reads whole records.
-type hiddenPrefix struct{ writefence.ConditionalStore }
-
 // benchPush runs every implementation at every size over store, whose HTTP
 // traffic wire counts.
 func benchPush(b *testing.B, store writefence.ConditionalStore, wire *benchTransport) {
@@ -80,12 +78,8 @@ func benchPush(b *testing.B, store writefence.ConditionalStore, wire *benchTrans
 
 func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchTransport, impl string, payload []byte) {
 	ctx := context.Background()
-	prefix := testserver.UniqueName(b) + "/"
-	fence := &writefence.Fence{Store: store, Prefix: prefix}
+	fence, prefix := pushbench.Fenced(b, store, payload)
 	epoch := uint64(1)
-	if err := fence.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
-		b.Fatal(err)
-	}
 	rawKey := prefix + "raw"
 	version, err := store.PutIfVersion(ctx, rawKey, payload, "")
 	if err != nil {
@@ -95,6 +89,9 @@ func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchT
 	// payload and a header), so that it and fenced differ only in the
 	// fence's own work.
 	record := append(append([]byte(nil), payload...), make([]byte, recordOverhead(b, store, prefix))...)
+	// readfirst reads through a store that hides every optional
+	// capability, so a Fence over it reads whole records.
+	hidden := fakestore.New(store, fakestore.Options{Hide: fakestore.All})
 
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
@@ -111,7 +108,7 @@ func benchPushImpl(b *testing.B, store writefence.ConditionalStore, wire *benchT
 		case "cold":
 			err = (&writefence.Fence{Store: store, Prefix: prefix}).Push(ctx, "wal", "0", "w", epoch, payload)
 		case "readfirst":
-			err = (&writefence.Fence{Store: hiddenPrefix{store}, Prefix: prefix}).Push(ctx, "wal", "0", "w", epoch, payload)
+			err = (&writefence.Fence{Store: hidden, Prefix: prefix}).Push(ctx, "wal", "0", "w", epoch, payload)
 		default:
 			b.Fatalf("unknown impl %q", impl)
 		}
@@ -588,10 +585,16 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 			}
 		})
 	}
-	counters := make([]*countingStore, writers)
+	counters := make([]fakestore.Store, writers)
+	conflicts := make([]atomic.Int64, writers) // the writes the store refused as conflicts, by writer
 	fences := make([]*writefence.Fence, writers)
 	for i := range fences {
-		counters[i] = &countingStore{ConditionalStore: store}
+		counters[i] = fakestore.New(store, fakestore.Options{Hide: fakestore.All, After: func(_ context.Context, _ fakestore.Call, err error) error {
+			if errors.Is(err, writefence.ErrConflict) {
+				conflicts[i].Add(1)
+			}
+			return err
+		}})
 		fences[i] = &writefence.Fence{Store: counters[i], Prefix: prefix}
 	}
 	var (
@@ -605,8 +608,8 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 	}
 	for b.Loop() {
 		before := make([]int64, writers)
-		for i, c := range counters {
-			before[i] = c.conflicts.Load()
+		for i := range conflicts {
+			before[i] = conflicts[i].Load()
 		}
 		var start, done sync.WaitGroup
 		start.Add(1)
@@ -627,15 +630,15 @@ func benchContention(b *testing.B, store writefence.ConditionalStore, writers in
 		start.Done()
 		done.Wait()
 		slowest := int64(0)
-		for i, c := range counters {
-			slowest = max(slowest, c.conflicts.Load()-before[i])
+		for i := range conflicts {
+			slowest = max(slowest, conflicts[i].Load()-before[i])
 		}
 		slowestSum += slowest
 		slowestWorst = max(slowestWorst, slowest)
 	}
 	calls := int64(0)
 	for _, c := range counters {
-		calls += c.roundTrips()
+		calls += roundTrips(c)
 	}
 	n := float64(b.N)
 	l := float64(landed.Load())
@@ -793,9 +796,9 @@ func BenchmarkCommitBlobs(b *testing.B) {
 func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.ConditionalStore, *benchTransport), n int) {
 	ctx := context.Background()
 	store, wire := open(b)
-	blobs := newCountedBlobs(b, store)
+	blobs := fakestore.New(store, fakestore.Options{})
 	prefix := testserver.UniqueName(b) + "/"
-	f := &writefence.Fence{Store: store, Blobs: blobs.store(), Prefix: prefix}
+	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: prefix}
 	var sets [2][]writefence.BlobRef
 	for i := range sets {
 		for j := range n {
@@ -814,7 +817,7 @@ func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.Conditiona
 	for _, impl := range []string{"commit", "list"} {
 		b.Run("impl="+impl, func(b *testing.B) {
 			b.ReportAllocs()
-			reqs, stats := wire.requests(), blobs.calls.stat.Load()
+			reqs, stats := wire.requests(), blobs.Calls(fakestore.StatBlob)
 			for i := 0; b.Loop(); i++ {
 				switch impl {
 				case "commit":
@@ -825,7 +828,7 @@ func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.Conditiona
 					})
 				case "list":
 					listed := 0
-					err = blobs.bs.ListBlobs(ctx, fmt.Sprintf("%s%016x-", space, i%2+1), func(writefence.BlobInfo) error {
+					err = store.(writefence.BlobStore).ListBlobs(ctx, fmt.Sprintf("%s%016x-", space, i%2+1), func(writefence.BlobInfo) error {
 						listed++
 						return nil
 					})
@@ -839,7 +842,7 @@ func benchCommitBlobs(b *testing.B, open func(*testing.B) (writefence.Conditiona
 			}
 			nOps := float64(b.N)
 			b.ReportMetric(float64(wire.requests()-reqs)/nOps, "roundtrips/op")
-			b.ReportMetric(float64(blobs.calls.stat.Load()-stats)/nOps, "stats/op")
+			b.ReportMetric(float64(blobs.Calls(fakestore.StatBlob)-stats)/nOps, "stats/op")
 		})
 	}
 }

@@ -32,13 +32,13 @@ func BenchmarkPush(b *testing.B) {
 		for _, mode := range []string{"steady", "read-first"} {
 			b.Run(fmt.Sprintf("%s/%dKiB", mode, size>>10), func(b *testing.B) {
 				ctx := context.Background()
-				store := &countingStore{ConditionalStore: &writefence.MemStore{}}
+				store := counted(&writefence.MemStore{})
 				f := &writefence.Fence{Store: store}
 				epoch := uint64(1)
 				if err := f.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
 					b.Fatal(err)
 				}
-				start := store.roundTrips()
+				start := roundTrips(store)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				for b.Loop() {
@@ -50,7 +50,7 @@ func BenchmarkPush(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64(store.roundTrips()-start)/float64(b.N), "roundtrips/op")
+				b.ReportMetric(float64(roundTrips(store)-start)/float64(b.N), "roundtrips/op")
 			})
 		}
 	}
@@ -113,7 +113,7 @@ func sum(h hash.Hash, p []byte) {
 func BenchmarkManyShards(b *testing.B) {
 	const shards = 100_000
 	ctx := context.Background()
-	store := &countingStore{ConditionalStore: &forgetfulStore{}}
+	store := counted(&forgetfulStore{})
 	names := make([]string, shards)
 	for i := range names {
 		names[i] = fmt.Sprintf("shard-%06d", i)
@@ -130,7 +130,7 @@ func BenchmarkManyShards(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	perShard := float64(after.HeapAlloc-before.HeapAlloc) / shards
-	start := store.roundTrips()
+	start := roundTrips(store)
 	epoch, i := uint64(1), 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -142,7 +142,7 @@ func BenchmarkManyShards(b *testing.B) {
 		}
 		i = (i + 1) % shards
 	}
-	b.ReportMetric(float64(store.roundTrips()-start)/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(roundTrips(store)-start)/float64(b.N), "roundtrips/op")
 	b.ReportMetric(perShard, "bytes/shard")
 	runtime.KeepAlive(f)
 }

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,20 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
-
-// memClock is a MemStore's blob clock that a test moves.
-type memClock struct{ ns atomic.Int64 }
-
-func newMemClock() *memClock {
-	c := &memClock{}
-	c.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *memClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *memClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // appendBlob is a commit that adds ref to the manifest, idempotent.
 func appendBlob(ref writefence.BlobRef) func(writefence.Manifest) (writefence.Manifest, error) {
@@ -45,6 +37,15 @@ func putBlob(t *testing.T, f *writefence.Fence, writer string, epoch uint64, dat
 	t.Helper()
 	ref, err := f.PutBlob(t.Context(), "wal", "0", writer, epoch, strings.NewReader(data))
 	require.NoError(t, err)
+	return ref
+}
+
+// committedBlob puts a blob of data by writer at epoch and commits it at
+// that epoch, and returns its reference.
+func committedBlob(t *testing.T, f *writefence.Fence, writer string, epoch uint64, data string) writefence.BlobRef {
+	t.Helper()
+	ref := putBlob(t, f, writer, epoch, data)
+	require.NoError(t, f.Commit(t.Context(), "wal", "0", writer, epoch, appendBlob(ref)))
 	return ref
 }
 
@@ -114,8 +115,8 @@ func TestCommitChecksNewBlobs(t *testing.T) {
 // once, whatever the grace, and never a referenced blob.
 func TestDeposedWritersBlobs(t *testing.T) {
 	ctx := t.Context()
-	clock := newMemClock()
-	f := &writefence.Fence{Store: &writefence.MemStore{Clock: clock.now}}
+	clock := &fakeclock.Clock{}
+	f := &writefence.Fence{Store: &writefence.MemStore{Clock: clock.Now}}
 	a1 := putBlob(t, f, "a", 1, "a's first segment")
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(a1)))
 	a2 := putBlob(t, f, "a", 3, "a's second segment, never committed")
@@ -140,8 +141,8 @@ func TestDeposedWritersBlobs(t *testing.T) {
 // nothing; a referenced blob is never deleted, however old.
 func TestCollectGrace(t *testing.T) {
 	ctx := t.Context()
-	clock := newMemClock()
-	mem := &writefence.MemStore{Clock: clock.now}
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
 	f := &writefence.Fence{Store: mem}
 	kept := putBlob(t, f, "a", 1, "committed")
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(kept)))
@@ -152,7 +153,7 @@ func TestCollectGrace(t *testing.T) {
 	assert.Empty(t, report.Deleted)
 	assert.Len(t, report.Kept, 1)
 
-	clock.advance(2 * time.Hour)
+	clock.Advance(2 * time.Hour)
 	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour, DryRun: true})
 	require.NoError(t, err)
 	require.Len(t, report.Deleted, 1)
@@ -188,23 +189,17 @@ func TestCollectFailsClosed(t *testing.T) {
 	assert.Equal(t, 1, n, "nothing deleted")
 }
 
-// listingAll is a MemStore whose ListBlobs lists every blob, whatever the
-// prefix, against the contract of BlobStore.
-type listingAll struct{ *writefence.MemStore }
-
-func (s listingAll) Capabilities() writefence.ConditionalStore { return s }
-
-func (s listingAll) ListBlobs(ctx context.Context, _ string, fn func(writefence.BlobInfo) error) error {
-	return s.MemStore.ListBlobs(ctx, "", fn)
-}
-
 // TestCollectRefusesAListingOutsideItsShard: a store that lists blobs
 // beyond the prefix Collect asked for fails the collection, which deletes
 // nothing, rather than having Collect misread another shard's blob.
 func TestCollectRefusesAListingOutsideItsShard(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	f := &writefence.Fence{Store: listingAll{mem}}
+	// ListBlobs lists every blob, whatever the prefix, against the
+	// contract of BlobStore.
+	f := &writefence.Fence{Store: fakestore.New(mem, fakestore.Options{ListBlobs: func(ctx context.Context, _ string, fn func(writefence.BlobInfo) error) error {
+		return mem.ListBlobs(ctx, "", fn)
+	}})}
 	ref := putBlob(t, f, "a", 1, "shard 0's")
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
 	_, err := f.PutBlob(ctx, "wal", "other shard", "b", 1, strings.NewReader("never committed"))
@@ -235,7 +230,7 @@ func TestBlobsElsewhere(t *testing.T) {
 // TestBlobsUnsupported: a store that declares no BlobStore, such as a
 // wrapper, holds no blobs.
 func TestBlobsUnsupported(t *testing.T) {
-	f := &writefence.Fence{Store: &countingStore{ConditionalStore: &writefence.MemStore{}}}
+	f := &writefence.Fence{Store: counted(&writefence.MemStore{})}
 	_, err := f.PutBlob(t.Context(), "wal", "0", "a", 1, strings.NewReader("x"))
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
@@ -245,9 +240,9 @@ func TestBlobsUnsupported(t *testing.T) {
 func TestCommitRetryAfterLostReply(t *testing.T) {
 	ctx := context.Background()
 	mem := &writefence.MemStore{}
-	lost := &lostReplyStore{ConditionalStore: mem, remaining: 1}
+	lost := counted(mem, lostReplies(1))
 	ref := putBlob(t, &writefence.Fence{Store: mem}, "a", 1, "x")
-	// The wrapper declares nothing, so blobs live in mem itself.
+	// The fake declares nothing, so blobs live in mem itself.
 	f := &writefence.Fence{Store: lost, Blobs: mem}
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)), "the same commit again: landed")
@@ -301,76 +296,11 @@ func TestPushKeepsTheFloor(t *testing.T) {
 	assert.True(t, bytes.HasPrefix(data, []byte("WFR\x00")))
 }
 
-// blobCalls counts the calls made of a blob store.
-type blobCalls struct{ create, open, stat, list, del atomic.Int64 }
-
-// countedBlobs is a blob store that counts the calls a Fence makes of the
-// one it wraps, to be set as the Fence's Blobs.
-type countedBlobs struct {
-	writefence.ConditionalStore
-	bs    writefence.BlobStore
-	calls blobCalls
-}
-
-// newCountedBlobs counts the blob calls made of store, which must hold
-// blobs.
-func newCountedBlobs(t testing.TB, store writefence.ConditionalStore) *countedBlobs {
-	bs, ok := store.(writefence.BlobStore)
-	require.True(t, ok, "%T holds no blobs", store)
-	return &countedBlobs{ConditionalStore: store, bs: bs}
-}
-
-func (s *countedBlobs) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *countedBlobs) CreateBlob(ctx context.Context, key string, r io.Reader) (writefence.BlobInfo, error) {
-	s.calls.create.Add(1)
-	return s.bs.CreateBlob(ctx, key, r)
-}
-
-func (s *countedBlobs) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
-	s.calls.open.Add(1)
-	return s.bs.OpenBlob(ctx, key)
-}
-
-func (s *countedBlobs) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
-	s.calls.stat.Add(1)
-	return s.bs.StatBlob(ctx, key)
-}
-
-func (s *countedBlobs) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	s.calls.list.Add(1)
-	return s.bs.ListBlobs(ctx, prefix, fn)
-}
-
-func (s *countedBlobs) DeleteBlob(ctx context.Context, key string) error {
-	s.calls.del.Add(1)
-	return s.bs.DeleteBlob(ctx, key)
-}
-
-// store returns the counted blob store, declaring a ConsistentBlobLister,
-// whose calls count as listings, when the store it counts declares one.
-func (s *countedBlobs) store() writefence.ConditionalStore {
-	if declares[writefence.ConsistentBlobLister](s.ConditionalStore) {
-		return &countedListing{s}
-	}
-	return s
-}
-
-// countedListing is countedBlobs over a store that declares a
-// ConsistentBlobLister.
-type countedListing struct{ *countedBlobs }
-
-func (s *countedListing) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *countedListing) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	s.calls.list.Add(1)
-	return s.ConditionalStore.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, fn)
-}
-
-// counts returns the calls made so far: create, open, stat, list, delete.
-func (s *countedBlobs) counts() [5]int64 {
-	c := &s.calls
-	return [5]int64{c.create.Load(), c.open.Load(), c.stat.Load(), c.list.Load(), c.del.Load()}
+// blobCalls returns the calls made so far of the blob store s: create,
+// open, stat, list, delete.
+func blobCalls(s fakestore.Store) [5]int64 {
+	return [5]int64{s.Calls(fakestore.CreateBlob), s.Calls(fakestore.OpenBlob), s.Calls(fakestore.StatBlob),
+		s.Calls(fakestore.ListBlobs) + s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.DeleteBlob) + s.Calls(fakestore.DeleteBlobs)}
 }
 
 // testCommitManyBlobs: a commit whose manifest newly references 1,000
@@ -385,11 +315,10 @@ func (s *countedBlobs) counts() [5]int64 {
 func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffic func() (reqs, writes int64)) {
 	const n = 1000
 	ctx := t.Context()
-	blobs := newCountedBlobs(t, store)
-	f := &writefence.Fence{Store: store, Blobs: blobs.store(), Prefix: testserver.UniqueName(t) + "/"}
+	blobs := fakestore.New(store, fakestore.Options{})
+	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: testserver.UniqueName(t) + "/"}
 	listing := declares[writefence.ConsistentBlobLister](store)
-	first := putBlob(t, f, "a", 1, "the first segment")
-	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, appendBlob(first)))
+	first := committedBlob(t, f, "a", 1, "the first segment")
 	refs := make([]writefence.BlobRef, n)
 	for i := range refs {
 		ref, err := f.PutBlob(ctx, "wal", "0", "a", 2, strings.NewReader(fmt.Sprintf("segment %d", i)))
@@ -398,7 +327,7 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 	}
 
 	traced, trace := testserver.Traced(ctx)
-	calls := blobs.counts()
+	calls := blobCalls(blobs)
 	var reqs, writes int64
 	if traffic != nil {
 		reqs, writes = traffic()
@@ -407,7 +336,7 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 		m.Blobs = append(m.Blobs, refs...)
 		return m, nil
 	}))
-	after := blobs.counts()
+	after := blobCalls(blobs)
 	assert.Equal(t, int64(1), trace.Writes(), "one conditional write")
 	assert.Equal(t, int64(1), trace.Reads(), "one read of the record")
 	assert.Zero(t, trace.Waits(), "no retry")
@@ -441,24 +370,6 @@ func TestCommitManyBlobs(t *testing.T) {
 	t.Run("dir", func(t *testing.T) { testCommitManyBlobs(t, newDirStore(t, t.TempDir()), nil) })
 }
 
-// blindListing is a MemStore whose consistent listing shows none of the
-// blobs that exist: a listing that fell behind, or lost a page.
-type blindListing struct {
-	*writefence.MemStore
-	stats atomic.Int64
-}
-
-func (s *blindListing) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *blindListing) ListBlobsConsistent(context.Context, string, func(writefence.BlobInfo) error) error {
-	return nil
-}
-
-func (s *blindListing) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
-	s.stats.Add(1)
-	return s.MemStore.StatBlob(ctx, key)
-}
-
 // TestCommitChecksUnlistedBlobs: a commit whose new blobs of one epoch are
 // checked by a listing checks each blob the listing did not show with
 // StatBlob before it refuses: with a listing that shows nothing, the
@@ -466,7 +377,11 @@ func (s *blindListing) StatBlob(ctx context.Context, key string) (writefence.Blo
 // of one that does not exist is refused with ErrNotFound, writing nothing.
 func TestCommitChecksUnlistedBlobs(t *testing.T) {
 	ctx := t.Context()
-	s := &blindListing{MemStore: &writefence.MemStore{}}
+	// A consistent listing that shows none of the blobs that exist: a
+	// listing that fell behind, or lost a page.
+	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{
+		ListBlobsConsistent: func(context.Context, string, func(writefence.BlobInfo) error) error { return nil },
+	})
 	f := &writefence.Fence{Store: s}
 	var refs []writefence.BlobRef
 	for i := range 5 {
@@ -476,7 +391,7 @@ func TestCommitChecksUnlistedBlobs(t *testing.T) {
 		m.Blobs = refs
 		return m, nil
 	}), "the blobs exist, though the listing did not show them")
-	assert.EqualValues(t, 5, s.stats.Load(), "one StatBlob of each blob the listing did not show")
+	assert.EqualValues(t, 5, s.Calls(fakestore.StatBlob), "one StatBlob of each blob the listing did not show")
 
 	more := []writefence.BlobRef{putBlob(t, f, "a", 2, "six"), putBlob(t, f, "a", 2, "seven")}
 	missing := more[1]
@@ -499,32 +414,13 @@ func declares[C any](s writefence.ConditionalStore) bool {
 	return ok && has && c.Capabilities() == s
 }
 
-// countingListing is a MemStore that counts its consistent listings and
-// its StatBlobs.
-type countingListing struct {
-	*writefence.MemStore
-	lists, stats atomic.Int64
-}
-
-func (s *countingListing) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *countingListing) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	s.lists.Add(1)
-	return s.MemStore.ListBlobsConsistent(ctx, prefix, fn)
-}
-
-func (s *countingListing) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
-	s.stats.Add(1)
-	return s.MemStore.StatBlob(ctx, key)
-}
-
 // TestCommitInALongEpoch: once the record references more blobs written
 // at one epoch than a listing's budget, a commit of a few new blobs of that
 // epoch checks them with StatBlob and lists nothing (a listing would run
 // over the old blobs and not show the new ones); below that, it lists.
 func TestCommitInALongEpoch(t *testing.T) {
 	ctx := t.Context()
-	s := &countingListing{MemStore: &writefence.MemStore{}}
+	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{})
 	f := &writefence.Fence{Store: s}
 	epoch := uint64(1)
 	commit := func(n int) {
@@ -539,12 +435,610 @@ func TestCommitInALongEpoch(t *testing.T) {
 		}))
 	}
 	commit(990)
-	require.EqualValues(t, 1, s.lists.Load(), "a fresh epoch's blobs: one listing")
-	require.Zero(t, s.stats.Load())
+	require.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "a fresh epoch's blobs: one listing")
+	require.Zero(t, s.Calls(fakestore.StatBlob))
 	commit(10)
-	assert.EqualValues(t, 2, s.lists.Load(), "1,000 blobs of the epoch, the budget: listed")
-	assert.Zero(t, s.stats.Load())
+	assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "1,000 blobs of the epoch, the budget: listed")
+	assert.Zero(t, s.Calls(fakestore.StatBlob))
 	commit(16)
-	assert.EqualValues(t, 2, s.lists.Load(), "1,016 blobs of the epoch, over the budget: not listed")
-	assert.EqualValues(t, 16, s.stats.Load(), "one StatBlob a new blob")
+	assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "1,016 blobs of the epoch, over the budget: not listed")
+	assert.EqualValues(t, 16, s.Calls(fakestore.StatBlob), "one StatBlob a new blob")
+}
+
+// throttled fails the next n calls of op with a throttling error, as a
+// loaded server answers 503 (every call when n is 0).
+func throttled(op fakestore.Op, n int) fakestore.Fault {
+	return fakestore.Fault{Op: op, Times: n, Err: &writefence.StoreError{Op: "test " + op.String(), Err: errors.New("503 slow down")}}
+}
+
+// TestCommitRetriesAThrottledStat: a transient failure of one of a
+// commit's checks of its blobs is retried like any read (promise 6), not
+// the end of the commit.
+func TestCommitRetriesAThrottledStat(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	blobs := fakestore.New(mem, fakestore.Options{})
+	f := &writefence.Fence{Store: mem, Blobs: blobs, RetryDelay: time.Microsecond}
+	ref := putBlob(t, f, "a", 1, "segment")
+	blobs.Inject(throttled(fakestore.StatBlob, 1))
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)), "one 503 is retried")
+	assert.Equal(t, int64(2), blobs.Calls(fakestore.StatBlob), "the throttled check, then its retry")
+
+	blobs.Inject(throttled(fakestore.StatBlob, 0))
+	ref2 := putBlob(t, f, "a", 3, "another")
+	err := f.Commit(ctx, "wal", "0", "a", 4, appendBlob(ref2))
+	require.Error(t, err, "a store that keeps failing ends the commit after MaxAttempts")
+	assert.NotErrorIs(t, err, writefence.ErrNotFound)
+	assert.Contains(t, err.Error(), "10 attempts")
+}
+
+// TestCollectRefusesAShardWithoutRecord: Collect deletes nothing of a
+// shard whose record it cannot find (a Fence over another prefix or store
+// than its writers', a record lost), unless told the shard was retired on
+// purpose; told so while the record exists, it refuses (promise 25).
+func TestCollectRefusesAShardWithoutRecord(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+	ref := putBlob(t, f, "a", 1, "uncommitted")
+
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Nanosecond})
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+	assert.Empty(t, report.Deleted)
+	assert.Contains(t, err.Error(), "1 blobs but no record")
+	_, err = mem.StatBlob(ctx, blobKey(t, ref.Name))
+	require.NoError(t, err, "the blob is kept")
+
+	_, err = f.Collect(ctx, "wal", "typo", writefence.GCOptions{})
+	require.ErrorIs(t, err, writefence.ErrNotFound, "no record and no blob: no such shard")
+
+	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{RecordGone: true})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1, "a shard retired on purpose loses its blobs")
+	_, err = mem.StatBlob(ctx, blobKey(t, ref.Name))
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, []byte("record")))
+	_, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{RecordGone: true})
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "RecordGone over a record")
+}
+
+func blobKey(t testing.TB, name string) string {
+	t.Helper()
+	k, err := keys.Blob("", "wal", "0", name)
+	require.NoError(t, err)
+	return k
+}
+
+// pausedCommit pushes the shard's record at epoch 1 over mem, puts a
+// blob by "a" at blobEpoch, and starts a commit of it at epoch 2 that
+// checks the blob and is held once it has sent its write; it returns the
+// gate whose Open lets the write go, the writer's Fence, the blob's
+// reference and the commit's end.
+func pausedCommit(t *testing.T, mem *writefence.MemStore, blobEpoch uint64) (*fakestore.Gate, *writefence.Fence, writefence.BlobRef, <-chan error) {
+	t.Helper()
+	ctx := t.Context()
+	store := fakestore.New(mem, fakestore.Options{})
+	writer := &writefence.Fence{Store: store}
+	require.NoError(t, writer.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+	ref := putBlob(t, writer, "a", blobEpoch, "segment")
+
+	gate := &fakestore.Gate{}
+	store.Inject(fakestore.Fault{Op: fakestore.Put, Key: mustKey(t, "wal", "0"), Times: 1, Gate: gate})
+	done := make(chan error, 1)
+	go func() { done <- writer.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)) }()
+	<-gate.Arrived() // the commit checked its blob and sent its write
+	return gate, writer, ref, done
+}
+
+// TestPausedCommitNeverLandsADeletedBlob: a commit that checked its blob,
+// then paused before its write for longer than the grace, while Collect
+// deleted the blob, is refused: it never lands a reference to a blob that
+// is gone (promises 20 and 24). Collect raises the record's collection
+// horizon first, so the paused write conflicts, the commit decides again
+// and finds the blob gone.
+func TestPausedCommitNeverLandsADeletedBlob(t *testing.T) {
+	ctx := t.Context()
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
+	gate, writer, ref, done := pausedCommit(t, mem, 1)
+
+	clock.Advance(2 * time.Hour)
+	collector := &writefence.Fence{Store: mem}
+	report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1, "older than the grace and unreferenced: deleted")
+	info, err := collector.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.False(t, info.Horizon.IsZero(), "the record carries the collection horizon")
+
+	gate.Open()
+	err = <-done
+	require.ErrorIs(t, err, writefence.ErrNotFound, "the commit found its blob gone")
+	info, err = collector.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Empty(t, info.Blobs, "no reference to a deleted blob landed")
+	assert.Equal(t, uint64(1), info.Epoch)
+
+	// A blob created before the horizon is never committed again, even
+	// if something put it back: it is garbage.
+	_, err = mem.CreateBlob(ctx, blobKey(t, ref.Name), strings.NewReader("segment"))
+	require.NoError(t, err)
+	clock.Advance(-3 * time.Hour)
+	old := putBlob(t, writer, "a", 1, "from before the horizon")
+	clock.Advance(3 * time.Hour)
+	err = writer.Commit(ctx, "wal", "0", "a", 3, appendBlob(old))
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+	assert.Contains(t, err.Error(), "before the collection horizon")
+}
+
+// TestZombieBlobNeverAdmitted: a previous incarnation of a holder (a
+// process the same holder name restarted from, still running) uploads a
+// blob at its old term after the new term's seal: no commit admits it,
+// not even the new incarnation's own, and Collect deletes it at once
+// (promise 21).
+func TestZombieBlobNeverAdmitted(t *testing.T) {
+	ctx := t.Context()
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
+	old := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "a", TTL: time.Minute, Clock: clock.Now}
+	_, err := old.Acquire(ctx)
+	require.NoError(t, err)
+	oldEpoch, err := old.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+	require.NoError(t, old.Fence.Seal(ctx, "wal", "0", "a", oldEpoch))
+
+	restarted := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "a", TTL: time.Minute, Clock: clock.Now}
+	_, err = restarted.Acquire(ctx)
+	var held *writefence.LeaseHeldError
+	require.ErrorAs(t, err, &held, "a second value of the holder waits for the term to end")
+	clock.Advance(2 * time.Minute)
+	_, err = restarted.Hold(ctx, writefence.Shard{Plugin: "wal", Shard: "0"})
+	require.NoError(t, err)
+	defer restarted.Release(context.WithoutCancel(ctx))
+
+	// The zombie, within its TTL by a clock of its own, uploads at its term.
+	zombie := putBlob(t, old.Fence, "a", oldEpoch+1, "the zombie's segment")
+	e, err := restarted.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+	err = restarted.Fence.Commit(ctx, "wal", "0", "a", e, appendBlob(zombie))
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "before the tenure that began at epoch "+fmt.Sprint(2<<32|1))
+	report, err := restarted.Fence.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1, "collected at once, whatever the grace")
+	assert.Equal(t, blobKey(t, zombie.Name), report.Deleted[0].Key)
+}
+
+// flipAt damages the record of (wal, 0) in mem from outside: the byte at
+// index at (from the end when negative) flips.
+func flipAt(t *testing.T, mem *writefence.MemStore, at int) {
+	t.Helper()
+	key := mustKey(t, "wal", "0")
+	data, v, err := mem.Get(t.Context(), key)
+	require.NoError(t, err)
+	if at < 0 {
+		at += len(data)
+	}
+	data[at] ^= 1
+	_, err = mem.PutIfVersion(t.Context(), key, data, v)
+	require.NoError(t, err)
+}
+
+// TestSettleKeepsReferences: a settle over a manifest whose payload is
+// damaged keeps the blobs it references, which Inspect shows; Collect
+// then keeps them and readers read them (promise 9). Over damaged
+// references it refuses unless told to drop them, and then the blobs are
+// garbage Collect deletes at once.
+func TestSettleKeepsReferences(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+	ref := putBlob(t, f, "a", 1, "acknowledged segment")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
+
+	flipAt(t, mem, -1) // the payload's last byte: header and references intact
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the damaged record's references, as they decode")
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 3, Payload: []byte("restored")}))
+	info, err = f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the settle kept them")
+	assert.Equal(t, uint64(3), info.Since, "a settle begins a tenure at its epoch")
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+	require.NoError(t, err)
+	assert.Empty(t, report.Deleted)
+	data, err := readBlob(t, f, ref.Name)
+	require.NoError(t, err)
+	assert.Equal(t, "acknowledged segment", data)
+
+	// Damage in the references: they cannot be read.
+	key := mustKey(t, "wal", "0")
+	raw, _, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	flipAt(t, mem, len(raw)-len("restored")-3) // inside the last reference's CRC
+	info, err = f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Nil(t, info.Blobs)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 4, Payload: []byte("again")})
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "DropBlobs")
+	_, v, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, info.Version, v, "refused: nothing written")
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 4, Payload: []byte("again"), DropBlobs: true}))
+	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1, "dropped: garbage behind the settle's horizon, collected at once")
+}
+
+// TestPromise20_CommitChecksAReferenceReplacedInPlace: a commit whose
+// manifest function replaces a reference where it stands (compaction:
+// m.Blobs[i] = merged, as Go code edits a slice it was handed) newly
+// references the replacement, and lands only if that blob exists, with its
+// size, was written by the committing writer within its tenure, and after
+// the collection horizon (promise 20). Otherwise the recorded manifest
+// references a blob that does not exist (promise 24), and OpenBlob of it
+// reports damage.
+func TestPromise20_CommitChecksAReferenceReplacedInPlace(t *testing.T) {
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name string
+		ref  writefence.BlobRef
+		want error
+	}{
+		{"a blob that was never written", writefence.BlobRef{Name: keys.BlobName(2, "a", strings.Repeat("0", 32)), Size: 7, CRC: 1}, writefence.ErrNotFound},
+		{"another writer's blob", writefence.BlobRef{Name: keys.BlobName(2, "zombie", strings.Repeat("1", 32)), Size: 7, CRC: 1}, writefence.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &writefence.Fence{Store: &writefence.MemStore{}}
+			first := committedBlob(t, f, "a", 1, "segment 1")
+
+			err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Blobs[0] = tc.ref // replace the one segment where it stands
+				return m, nil
+			})
+			require.ErrorIs(t, err, tc.want, "the replacement is newly referenced and checked")
+
+			info, err := f.Inspect(ctx, "wal", "0")
+			require.NoError(t, err)
+			assert.Equal(t, []writefence.BlobRef{first}, info.Blobs, "the recorded manifest still references only blobs that exist")
+			for _, r := range info.Blobs {
+				_, err := readBlob(t, f, r.Name)
+				assert.NoError(t, err, "every referenced blob exists")
+			}
+		})
+	}
+}
+
+// TestPromise22_PushKeepsTheRecordedReferences: a push keeps the
+// references of the record it replaces (promise 22), the ones the store
+// holds. A writer that builds its manifests in a buffer of its own, hands
+// it to Commit and later reuses the buffer for its next manifest has not
+// changed the record: the push that follows the commit, which the Fence
+// conditions on the version it remembers without reading, must still
+// carry the recorded references, not what the buffer holds now.
+func TestPromise22_PushKeepsTheRecordedReferences(t *testing.T) {
+	ctx := t.Context()
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+	first := putBlob(t, f, "a", 1, "segment 1")
+	buf := []writefence.BlobRef{first}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = buf
+		return m, nil
+	}))
+
+	// The writer starts its next manifest in the same buffer.
+	buf[0] = writefence.BlobRef{Name: keys.BlobName(3, "a", strings.Repeat("2", 32)), Size: 1, CRC: 1}
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 3, []byte("checkpoint")))
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, []writefence.BlobRef{first}, info.Blobs, "the push keeps the references the store recorded")
+	_, err = readBlob(t, f, info.Blobs[0].Name)
+	assert.NoError(t, err, "every referenced blob exists (promise 24)")
+}
+
+// TestPromise24_CollectOfBlobsWithoutCreationTime: on a blob store that
+// gives no creation time (the zero time, as Collect's documentation
+// considers: "Collect fails safe for references, not for uploads in
+// flight"), a commit that checked its blob and then paused while Collect
+// ran must not land a reference to a blob Collect deleted (promises 20 and
+// 24). Collect may delete the blob, but then the commit must be refused.
+func TestPromise24_CollectOfBlobsWithoutCreationTime(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{Clock: func() time.Time { return time.Time{} }}
+	gate, _, _, done := pausedCommit(t, mem, 2)
+
+	collector := &writefence.Fence{Store: mem}
+	report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{})
+	require.NoError(t, err)
+	t.Logf("collect deleted %d blobs", len(report.Deleted))
+
+	gate.Open()
+	err = <-done
+	info, ierr := collector.Inspect(ctx, "wal", "0")
+	require.NoError(t, ierr)
+	for _, r := range info.Blobs {
+		_, err := readBlob(t, collector, r.Name)
+		assert.NoError(t, err, "every blob the recorded manifest references exists")
+	}
+	if len(report.Deleted) > 0 {
+		require.Error(t, err, "the commit of a deleted blob is refused")
+	}
+}
+
+// TestCommitRefusesRepeatedReference: a manifest whose reference list
+// names one blob twice (the same reference repeated, as a "append the
+// segment" commit retried over a manifest that already has it produces,
+// or one name with another checksum) is refused with ErrInvalidArgument
+// and nothing is written: a commit never lands a record the decoder
+// refuses, and the shard keeps reading and taking writes as before.
+func TestCommitRefusesRepeatedReference(t *testing.T) {
+	cases := map[string]func(ref writefence.BlobRef) []writefence.BlobRef{
+		"the same reference twice": func(ref writefence.BlobRef) []writefence.BlobRef {
+			return []writefence.BlobRef{ref, ref}
+		},
+		"one name with two checksums": func(ref writefence.BlobRef) []writefence.BlobRef {
+			other := ref
+			other.CRC ^= 1
+			return []writefence.BlobRef{ref, other}
+		},
+	}
+	for name, refs := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			f := &writefence.Fence{Store: &writefence.MemStore{}}
+			first := committedBlob(t, f, "a", 1, "segment one")
+			seg := putBlob(t, f, "a", 2, "segment two")
+
+			err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Blobs = append(m.Blobs, refs(seg)...)
+				return m, nil
+			})
+			assert.ErrorIs(t, err, writefence.ErrInvalidArgument, "a manifest that names a blob twice is refused")
+
+			_, err = f.Inspect(ctx, "wal", "0")
+			assert.NoError(t, err, "the recorded manifest decodes")
+			_, err = readBlob(t, f, first.Name)
+			assert.NoError(t, err, "the committed blob is still readable")
+			_, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+			assert.NoError(t, err, "collect")
+			assert.NoError(t, f.Seal(ctx, "wal", "0", "b", 3), "a successor can still take over")
+		})
+	}
+}
+
+// TestTenureFloorKeptWhenManifestEmpties: a shard's record stays a stream's
+// record (format version 3) once it was one, so a manifest that drops its
+// last reference keeps the tenure floor rising, and a blob a deposed
+// writer uploads after its successor's seal can never be committed.
+//
+// Sequence: a commits at epoch 1 a manifest referencing its blob (since
+// 0, the shard's first tenure); at epoch 2 a drops its references (by
+// Commit, or by a plain Push); b seals at epoch 3; a, deposed but still
+// running at epoch 2, uploads a blob after b's seal, and its commit at
+// epoch 2 is refused as stale; a later seals at epoch 4 and commits its
+// epoch-2 blob at epoch 5. Want: since 3 after b's seal, 4 after a's, and
+// the commit refused with ErrInvalidArgument, as in the control subtest
+// where a's manifest keeps a blob.
+func TestTenureFloorKeptWhenManifestEmpties(t *testing.T) {
+	cases := map[string]func(t *testing.T, f *writefence.Fence){
+		"a's manifest still references a blob (control)": func(t *testing.T, f *writefence.Fence) {
+			a2 := putBlob(t, f, "a", 2, "a's compaction")
+			require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+				return writefence.Manifest{Payload: []byte("compacted"), Blobs: []writefence.BlobRef{a2}}, nil
+			}))
+		},
+		"a commits a manifest of no blobs": func(t *testing.T, f *writefence.Fence) {
+			require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+				return writefence.Manifest{Payload: []byte("compacted")}, nil
+			}))
+		},
+		"a pushes over its manifest": func(t *testing.T, f *writefence.Fence) {
+			require.NoError(t, f.Push(t.Context(), "wal", "0", "a", 2, []byte("compacted")))
+		},
+	}
+	for name, aStep := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			f := &writefence.Fence{Store: &writefence.MemStore{}}
+			committedBlob(t, f, "a", 1, "a's first segment")
+			aStep(t, f)
+
+			require.NoError(t, f.Seal(ctx, "wal", "0", "b", 3))
+			info, err := f.Inspect(ctx, "wal", "0")
+			require.NoError(t, err)
+			assert.Equal(t, uint64(3), info.Since, "b's tenure begins above a's epoch 2")
+
+			zombie := putBlob(t, f, "a", 2, "uploaded by deposed a after b's seal")
+			require.ErrorIs(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(zombie)), writefence.ErrStaleEpoch)
+
+			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 4))
+			info, err = f.Inspect(ctx, "wal", "0")
+			require.NoError(t, err)
+			assert.Equal(t, uint64(4), info.Since, "a's new tenure begins above b's epoch 3")
+
+			err = f.Commit(ctx, "wal", "0", "a", 5, appendBlob(zombie))
+			if !assert.ErrorIs(t, err, writefence.ErrInvalidArgument, "a commits the blob it uploaded, deposed, after b's seal") {
+				got, rerr := readBlob(t, f, zombie.Name)
+				t.Errorf("a reader following the record reads %q (err %v)", got, rerr)
+			}
+		})
+	}
+}
+
+// TestReadFullOfADamagedBlob: OpenBlob's reader checks the blob's checksum
+// on the read that brings its last byte, so a caller that reads exactly
+// the reference's size (io.ReadFull) gets ErrCorrupt for a damaged blob,
+// as one that reads to io.EOF does, never the bytes without an error.
+// Here one data byte of a committed blob on a directory store is flipped
+// on disk, the file's length unchanged.
+func TestReadFullOfADamagedBlob(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	f := &writefence.Fence{Store: newDirStore(t, dir)}
+	const data = "a segment whose length is known"
+	ref := committedBlob(t, f, "a", 1, data)
+
+	key, err := keys.Blob("", "wal", "0", ref.Name)
+	require.NoError(t, err)
+	path := blobFile(dir, key)
+	file, err := os.ReadFile(path)
+	require.NoError(t, err)
+	at := 7 + len(key) + 3 // the fourth byte of the data
+	file[at] ^= 0x20
+	require.NoError(t, os.WriteFile(path, file, 0o600))
+
+	// Read to EOF: the damage is found.
+	_, err = readBlob(t, f, ref.Name)
+	require.ErrorIs(t, err, writefence.ErrCorrupt, "read to io.EOF")
+
+	// Read exactly the size the reference gives.
+	rc, got, err := f.OpenBlob(ctx, "wal", "0", ref.Name)
+	require.NoError(t, err)
+	defer rc.Close()
+	buf := make([]byte, got.Size)
+	_, err = io.ReadFull(rc, buf)
+	assert.ErrorIs(t, err, writefence.ErrCorrupt, "read of exactly ref.Size bytes")
+}
+
+// TestOpenBlobRacingCollectIsNotFound: a blob dropped from the manifest and
+// collected between OpenBlob's read of the record and its open of the
+// blob is ErrNotFound (OpenBlob reads the manifest again and finds it no
+// longer referenced), never ErrCorrupt: nothing is damaged.
+//
+// Sequence: a commits blob x at epoch 2; b seals at epoch 3, carrying x
+// forward, and in the gap (a hook in the blob store's OpenBlob, no sleep)
+// commits at epoch 4 a compaction that drops x, and Collect deletes x at
+// once (below b's tenure floor).
+func TestOpenBlobRacingCollectIsNotFound(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	var beforeOpen func(key string) // set once the blob it waits for is committed
+	blobs := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.OpenBlob && beforeOpen != nil {
+			beforeOpen(c.Key)
+		}
+		return nil
+	}})
+	a := &writefence.Fence{Store: mem, Blobs: blobs}
+	b := &writefence.Fence{Store: mem, Blobs: blobs}
+	reader := &writefence.Fence{Store: mem, Blobs: blobs}
+	collector := &writefence.Fence{Store: mem, Blobs: blobs}
+
+	x := committedBlob(t, a, "a", 2, "a's segment")
+	require.NoError(t, b.Seal(ctx, "wal", "0", "b", 3))
+
+	var once sync.Once
+	beforeOpen = func(key string) {
+		if !strings.HasSuffix(key, x.Name) {
+			return
+		}
+		once.Do(func() {
+			require.NoError(t, b.Commit(ctx, "wal", "0", "b", 4, func(m writefence.Manifest) (writefence.Manifest, error) {
+				return writefence.Manifest{Payload: []byte("compacted")}, nil
+			}))
+			report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+			require.NoError(t, err)
+			require.Len(t, report.Deleted, 1, "x is collected at once")
+		})
+	}
+	_, err := readBlob(t, reader, x.Name)
+	assert.NotErrorIs(t, err, writefence.ErrCorrupt, "nothing in the store is damaged")
+	assert.ErrorIs(t, err, writefence.ErrNotFound, "x is no longer referenced")
+}
+
+// TestCollectOverAPlainRecordAgreesWithCommit: over a plain record (format
+// version 2, which carries no tenure floor of its own) Commit and Collect
+// apply the same floor, the record's epoch, so a blob Collect judges never
+// committable is refused by a commit that races it.
+//
+// Sequence: b uploads a blob at epoch 1; a pushes at epoch 3 (a plain
+// record); Collect reads the record and judges b's blob never committable
+// (another writer's, at an epoch not above 3); between that read and the
+// delete (a hook in the blob store's DeleteBlob, no sleep), b seals at 4
+// and tries to commit its epoch-1 blob at 5. Want: the commit refused
+// (ErrInvalidArgument: before the tenure that began at 4), the blob
+// deleted, and the manifest referencing no missing blob.
+func TestCollectOverAPlainRecordAgreesWithCommit(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	var beforeDelete func(key string) // set once the blob it waits for exists
+	blobs := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.DeleteBlobs && beforeDelete != nil {
+			for _, k := range c.Keys {
+				beforeDelete(k)
+			}
+		}
+		return nil
+	}})
+	collector := &writefence.Fence{Store: mem, Blobs: blobs}
+	a := &writefence.Fence{Store: mem, Blobs: blobs}
+	b := &writefence.Fence{Store: mem, Blobs: blobs}
+
+	early := putBlob(t, b, "b", 1, "b's segment of epoch 1")
+	require.NoError(t, a.Push(ctx, "wal", "0", "a", 3, []byte("a's state")))
+
+	var once sync.Once
+	raced := false
+	var commitErr error
+	beforeDelete = func(key string) {
+		if !strings.HasSuffix(key, early.Name) {
+			return
+		}
+		once.Do(func() {
+			// b, at admissible epochs, between Collect's read of the
+			// record and its delete.
+			require.NoError(t, b.Seal(ctx, "wal", "0", "b", 4))
+			commitErr = b.Commit(ctx, "wal", "0", "b", 5, appendBlob(early))
+			raced = true
+		})
+	}
+	report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+	require.NoError(t, err)
+	require.True(t, raced, "the commit ran between Collect's read and its delete")
+	require.ErrorIs(t, commitErr, writefence.ErrInvalidArgument, "b's epoch-1 blob is below the tenure b began at 4")
+
+	info, err := collector.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.NotContains(t, info.Blobs, early, "the recorded manifest does not reference b's epoch-1 blob")
+	deleted := false
+	for _, d := range report.Deleted {
+		deleted = deleted || strings.HasSuffix(d.Key, early.Name)
+	}
+	assert.True(t, deleted, "Collect deleted b's epoch-1 blob")
+	_, err = readBlob(t, collector, early.Name)
+	assert.ErrorIs(t, err, writefence.ErrNotFound, "a blob no manifest references is not readable")
+}
+
+// TestCollectPastAnUnnameableBlobFile: on a directory store, a blob file
+// whose header is damaged (cut to 5 bytes), which the store cannot name,
+// stops no collection: Collect of another shard deletes what it can name
+// and judge (a deposed writer's blob, below the successor's tenure) and
+// then reports the damage; the damaged file, which it cannot name, it
+// leaves alone.
+func TestCollectPastAnUnnameableBlobFile(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	store := newDirStore(t, dir)
+	f := &writefence.Fence{Store: store}
+
+	committedBlob(t, f, "a", 1, "a's committed segment")
+	doomed := putBlob(t, f, "a", 1, "a's uncommitted segment")
+	require.NoError(t, f.Seal(ctx, "wal", "0", "b", 2))
+
+	other, err := f.PutBlob(ctx, "wal", "1", "c", 1, strings.NewReader("another shard's blob"))
+	require.NoError(t, err)
+	otherKey, err := keys.Blob("", "wal", "1", other.Name)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(blobFile(dir, otherKey), 5))
+
+	report, cerr := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+	doomedKey, kerr := keys.Blob("", "wal", "0", doomed.Name)
+	require.NoError(t, kerr)
+	_, serr := store.StatBlob(ctx, doomedKey)
+	assert.ErrorIs(t, serr, writefence.ErrNotFound, "a's uncommitted blob, below b's tenure, is collected (%d deleted; collect: %v)", len(report.Deleted), cerr)
 }

@@ -53,7 +53,7 @@ func TestBrandClaimRaceServers(t *testing.T) {
 	for _, server := range servers {
 		t.Run(server.name, func(t *testing.T) {
 			store, prefix := server.store(t)
-			s := &hookStore{ConditionalStore: store}
+			s := countedByKey(store)
 			wins := map[string]int{}
 			var won, refused, wrote, landed int
 			for round := range rounds {
@@ -91,7 +91,7 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 		key, code string
 		is        error
 	}{{list, "WRONGTYPE", errors.ErrUnsupported}, {hidden, "NOPERM", fs.ErrPermission}} {
-		s := &hookStore{ConditionalStore: writefence.NewValkeyStore(limited)}
+		s := countedByKey(writefence.NewValkeyStore(limited))
 		b := &writefence.Fence{Store: s, Prefix: strings.TrimSuffix(tc.key, "_brand")}
 		_, installErr := b.ClaimBrand(ctx)
 		for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
@@ -104,7 +104,7 @@ func TestBrandValkeyOtherFailures(t *testing.T) {
 			assert.NotContains(t, err.Error(), password)
 			t.Logf("%s %s: %v", tc.code, op, err)
 		}
-		gets, puts, _ := s.calls(tc.key)
+		gets, puts, _ := callsOf(s, tc.key)
 		assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "%s: one read each, never retried, nothing written", tc.code)
 	}
 	n, err := admin.LLen(ctx, list).Result()

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,69 +17,25 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// hookStore wraps a store, counts the calls per key and lets a test fail or
-// replace them.
-type hookStore struct {
-	writefence.ConditionalStore
-	// beforeGet, when set, may fail a Get before it reaches the store.
-	beforeGet func(key string) error
-	// afterPut, when set, replaces the result of a write that reached the
-	// store (it may have landed).
-	afterPut func(key string, err error) error
-
-	mu         sync.Mutex // guards the counters
-	gets, puts map[string]int
-	landed     map[string]int // writes the store accepted
+// countedByKey returns a fake store over inner, with faults, that counts
+// the calls of each key and offers Get and PutIfVersion alone.
+func countedByKey(inner writefence.ConditionalStore, faults ...fakestore.Fault) fakestore.Store {
+	return fakestore.New(inner, fakestore.Options{Hide: fakestore.All, ByKey: true, Faults: faults})
 }
 
-func newHookStore() *hookStore {
-	return &hookStore{ConditionalStore: &writefence.MemStore{}}
+// callsOf returns the reads, write attempts and landed writes of key on s.
+func callsOf(s fakestore.Store, key string) (gets, puts, landed int) {
+	return int(s.Calls(fakestore.Get, key)), int(s.Calls(fakestore.Put, key)), int(s.OK(fakestore.Put, key))
 }
 
-func (s *hookStore) count(m *map[string]int, key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if *m == nil {
-		*m = make(map[string]int)
-	}
-	(*m)[key]++
-}
-
-func (s *hookStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	s.count(&s.gets, key)
-	if s.beforeGet != nil {
-		if err := s.beforeGet(key); err != nil {
-			return nil, "", err
-		}
-	}
-	return s.ConditionalStore.Get(ctx, key)
-}
-
-func (s *hookStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.count(&s.puts, key)
-	v, err := s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
-	if err == nil {
-		s.count(&s.landed, key)
-	}
-	if s.afterPut != nil {
-		err = s.afterPut(key, err)
-	}
-	return v, err
-}
-
-// calls returns the gets, write attempts and landed writes on key.
-func (s *hookStore) calls(key string) (gets, puts, landed int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gets[key], s.puts[key], s.landed[key]
-}
-
-func (s *hookStore) value(t *testing.T, key string) string {
+// valueOf returns what the store behind s holds at key.
+func valueOf(t *testing.T, s fakestore.Store, key string) string {
 	t.Helper()
-	data, _, err := s.ConditionalStore.Get(context.Background(), key)
+	data, _, err := s.Unwrap().Get(context.Background(), key)
 	require.NoError(t, err)
 	return string(data)
 }
@@ -101,29 +56,29 @@ func requireWire(t *testing.T, err error, want writefence.WireError) {
 
 func TestBrandClaim(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	b := &writefence.Fence{Store: s}
 
 	require.NoError(t, claimBrand(ctx, b), "an empty store is claimed")
-	gets, puts, landed := s.calls(brandKey)
+	gets, puts, landed := callsOf(s, brandKey)
 	assert.Equal(t, [3]int{2, 1, 1}, [3]int{gets, puts, landed}, "read, create-only write, confirming read")
-	assert.Equal(t, defaults.Identity, s.value(t, brandKey), "the brand key holds the identity's bytes")
+	assert.Equal(t, defaults.Identity, valueOf(t, s, brandKey), "the brand key holds the identity's bytes")
 
 	require.NoError(t, claimBrand(ctx, b), "an equal brand is accepted")
-	gets, puts, _ = s.calls(brandKey)
+	gets, puts, _ = callsOf(s, brandKey)
 	assert.Equal(t, [2]int{3, 1}, [2]int{gets, puts}, "with one read and no write")
 
 	other := &writefence.Fence{Store: s, Identity: "other/v2"}
 	err := claimBrand(ctx, other)
 	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "other/v2", Found: defaults.Identity})
 	assert.Equal(t, "writefence: wire: expected other/v2 found writefence/v1", err.Error())
-	gets, puts, _ = s.calls(brandKey)
+	gets, puts, _ = callsOf(s, brandKey)
 	assert.Equal(t, [2]int{4, 1}, [2]int{gets, puts}, "another brand is refused after one read, never retried, nothing written")
 }
 
 func TestBrandVerify(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	b := &writefence.Fence{Store: s, Identity: "mine/v1", Prefix: "p/"}
 
 	err := b.VerifyBrand(ctx)
@@ -131,7 +86,7 @@ func TestBrandVerify(t *testing.T) {
 	assert.Equal(t, "writefence: wire: expected mine/v1 but p/_brand is absent", err.Error())
 	assert.NotErrorIs(t, err, writefence.ErrNotFound, "absent is a refusal, not a store miss")
 
-	_, err = s.ConditionalStore.PutIfVersion(ctx, "p/_brand", []byte("theirs/v3"), "")
+	_, err = s.Unwrap().PutIfVersion(ctx, "p/_brand", []byte("theirs/v3"), "")
 	require.NoError(t, err)
 	err = b.VerifyBrand(ctx)
 	requireWire(t, err, writefence.WireError{Key: "p/_brand", Expected: "mine/v1", Found: "theirs/v3"})
@@ -139,20 +94,20 @@ func TestBrandVerify(t *testing.T) {
 
 	require.NoError(t, (&writefence.Fence{Store: s, Identity: "theirs/v3", Prefix: "p/"}).VerifyBrand(ctx))
 
-	gets, puts, _ := s.calls("p/_brand")
+	gets, puts, _ := callsOf(s, "p/_brand")
 	assert.Equal(t, 3, gets, "one read per Verify, refusals included")
 	assert.Zero(t, puts, "Verify never writes")
 }
 
 func TestBrandInstall(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	b := &writefence.Fence{Store: s, Identity: "mine/v1"}
 
 	installed, err := b.ClaimBrand(ctx)
 	require.NoError(t, err)
 	assert.True(t, installed)
-	assert.Equal(t, "mine/v1", s.value(t, brandKey))
+	assert.Equal(t, "mine/v1", valueOf(t, s, brandKey))
 
 	installed, err = b.ClaimBrand(ctx)
 	require.NoError(t, err)
@@ -161,9 +116,9 @@ func TestBrandInstall(t *testing.T) {
 	installed, err = (&writefence.Fence{Store: s, Identity: "theirs/v1"}).ClaimBrand(ctx)
 	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: "theirs/v1", Found: "mine/v1"})
 	assert.False(t, installed)
-	assert.Equal(t, "mine/v1", s.value(t, brandKey), "another brand is never overwritten")
+	assert.Equal(t, "mine/v1", valueOf(t, s, brandKey), "another brand is never overwritten")
 
-	_, puts, landed := s.calls(brandKey)
+	_, puts, landed := callsOf(s, brandKey)
 	assert.Equal(t, [2]int{1, 1}, [2]int{puts, landed}, "one write, by the first install only")
 }
 
@@ -179,13 +134,12 @@ func TestBrandInstallLosesRace(t *testing.T) {
 		{racer: "mine/v1", wantValue: "mine/v1"},
 		{racer: "theirs/v1", wantErr: true, wantValue: "theirs/v1"},
 	} {
-		s := newHookStore()
-		s.beforeGet = func(key string) error {
-			s.beforeGet = nil
-			_, err := s.ConditionalStore.PutIfVersion(ctx, key, []byte(tc.racer), "")
-			require.NoError(t, err)
-			return writefence.ErrNotFound
-		}
+		// The racer's brand lands while Install's read is on its way,
+		// which answers that the key is absent.
+		mem := &writefence.MemStore{}
+		_, err := mem.PutIfVersion(ctx, brandKey, []byte(tc.racer), "")
+		require.NoError(t, err)
+		s := countedByKey(mem, fakestore.Fault{Op: fakestore.Get, Times: 1, Err: writefence.ErrNotFound})
 		installed, err := (&writefence.Fence{Store: s, Identity: "mine/v1"}).ClaimBrand(ctx)
 		assert.False(t, installed, tc.racer)
 		if tc.wantErr {
@@ -193,8 +147,8 @@ func TestBrandInstallLosesRace(t *testing.T) {
 		} else {
 			require.NoError(t, err, tc.racer)
 		}
-		assert.Equal(t, tc.wantValue, s.value(t, brandKey))
-		_, puts, landed := s.calls(brandKey)
+		assert.Equal(t, tc.wantValue, valueOf(t, s, brandKey))
+		_, puts, landed := callsOf(s, brandKey)
 		assert.Equal(t, [2]int{1, 0}, [2]int{puts, landed}, tc.racer)
 	}
 }
@@ -202,7 +156,7 @@ func TestBrandInstallLosesRace(t *testing.T) {
 // TestBrandRaceMem races 16 claimers or installers of two identities on an
 // empty MemStore; brand_integration_test.go does the same on real servers.
 func TestBrandRaceMem(t *testing.T) {
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	for round := range 200 {
 		stats := raceBrand(t, s, fmt.Sprintf("mem/%d/_brand", round))
 		require.Equal(t, 1, stats.landed, "round %d", round)
@@ -226,7 +180,7 @@ func TestBrandRaceMem(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		_, _, landed := s.calls(key)
+		_, _, landed := callsOf(s, key)
 		require.Equal(t, 1, landed)
 	}
 	assert.Equal(t, 50, installs, "exactly one install per round reports installed")
@@ -242,7 +196,7 @@ type brandRace struct {
 // raceBrand runs 16 claimers, 8 of identity A and 8 of identity B, against
 // key on an empty store, and checks that exactly one identity won: every
 // claimer of it returned nil and every other was refused naming it.
-func raceBrand(t *testing.T, s *hookStore, key string) brandRace {
+func raceBrand(t *testing.T, s fakestore.Store, key string) brandRace {
 	t.Helper()
 	ids := [2]string{"brand-a/v1", "brand-b/v1"}
 	errs := make([]error, 16)
@@ -258,7 +212,7 @@ func raceBrand(t *testing.T, s *hookStore, key string) brandRace {
 	wg.Wait()
 
 	var r brandRace
-	r.winner = s.value(t, key)
+	r.winner = valueOf(t, s, key)
 	require.Contains(t, ids, r.winner)
 	for i, err := range errs {
 		if ids[i%2] == r.winner {
@@ -272,7 +226,7 @@ func raceBrand(t *testing.T, s *hookStore, key string) brandRace {
 		require.Equal(t, r.winner, we.Found, "the refusal names the winner")
 		r.refused++
 	}
-	_, r.wrote, r.landed = s.calls(key)
+	_, r.wrote, r.landed = callsOf(s, key)
 	require.Equal(t, [2]int{8, 8}, [2]int{r.won, r.refused})
 	return r
 }
@@ -293,8 +247,8 @@ func TestBrandFoundEscaped(t *testing.T) {
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
-			s := newHookStore()
-			_, err := s.ConditionalStore.PutIfVersion(ctx, brandKey, []byte(value), "")
+			s := countedByKey(&writefence.MemStore{})
+			_, err := s.Unwrap().PutIfVersion(ctx, brandKey, []byte(value), "")
 			require.NoError(t, err)
 			b := &writefence.Fence{Store: s}
 			_, installErr := b.ClaimBrand(ctx)
@@ -307,7 +261,7 @@ func TestBrandFoundEscaped(t *testing.T) {
 					assert.True(t, msg[i] >= 0x20 && msg[i] < 0x7f, "%s: byte %#x at %d", op, msg[i], i)
 				}
 			}
-			gets, puts, _ := s.calls(brandKey)
+			gets, puts, _ := callsOf(s, brandKey)
 			assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "one read each, no write")
 		})
 	}
@@ -317,8 +271,8 @@ func TestBrandFoundEscaped(t *testing.T) {
 // message says so unambiguously.
 func TestBrandEmptyValue(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
-	_, err := s.ConditionalStore.PutIfVersion(ctx, brandKey, nil, "")
+	s := countedByKey(&writefence.MemStore{})
+	_, err := s.Unwrap().PutIfVersion(ctx, brandKey, nil, "")
 	require.NoError(t, err)
 	err = claimBrand(ctx, &writefence.Fence{Store: s})
 	requireWire(t, err, writefence.WireError{Key: brandKey, Expected: defaults.Identity})
@@ -330,8 +284,7 @@ func TestBrandEmptyValue(t *testing.T) {
 // wrapped, never as a refusal or as absent, a permission error after one
 // attempt; a done ctx is returned as is.
 func TestBrandFailuresPassThrough(t *testing.T) {
-	s := newHookStore()
-	s.beforeGet = func(string) error { return errDenied }
+	s := countedByKey(&writefence.MemStore{}, fakestore.Fault{Op: fakestore.Get, Err: errDenied})
 	b := &writefence.Fence{Store: s}
 	_, installErr := b.ClaimBrand(t.Context())
 	for op, err := range map[string]error{"claim": claimBrand(t.Context(), b), "verify": b.VerifyBrand(t.Context()), "install": installErr} {
@@ -344,7 +297,7 @@ func TestBrandFailuresPassThrough(t *testing.T) {
 		}
 		assert.Equal(t, want, err.Error(), op)
 	}
-	gets, puts, _ := s.calls(brandKey)
+	gets, puts, _ := callsOf(s, brandKey)
 	assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "one read each: a permission refusal is never retried")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -360,26 +313,17 @@ func TestBrandFailuresPassThrough(t *testing.T) {
 // write reply was lost.
 func TestBrandClaimSettlesLostReply(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
-	s.afterPut = func(string, error) error { return errLostReply }
+	s := countedByKey(&writefence.MemStore{}, lostReplies(0))
 	require.NoError(t, claimBrand(ctx, &writefence.Fence{Store: s}), "the write landed and the read shows it")
 
-	s = newHookStore()
-	s.ConditionalStore = &refusingWrites{s.ConditionalStore}
+	s = countedByKey(&writefence.MemStore{}, fakestore.Fault{Op: fakestore.Put, Err: errDenied})
 	err := claimBrand(ctx, &writefence.Fence{Store: s})
 	require.ErrorIs(t, err, errDenied)
 	assert.NotErrorIs(t, err, writefence.ErrWire)
 	assert.NotErrorIs(t, err, writefence.ErrNotFound)
 	assert.Equal(t, "access denied: permission denied", err.Error())
-	gets, puts, _ := s.calls(brandKey)
+	gets, puts, _ := callsOf(s, brandKey)
 	assert.Equal(t, [2]int{1, 1}, [2]int{gets, puts}, "no retry")
-}
-
-// refusingWrites refuses every write without performing it.
-type refusingWrites struct{ writefence.ConditionalStore }
-
-func (refusingWrites) PutIfVersion(context.Context, string, []byte, string) (string, error) {
-	return "", errDenied
 }
 
 func TestBrandInvalid(t *testing.T) {
@@ -406,20 +350,20 @@ func claimBrand(ctx context.Context, f *writefence.Fence) error {
 
 // The Fence's brand check, per mode, on a counting MemStore.
 
-func putBrand(t *testing.T, s *hookStore, value string) {
+func putBrand(t *testing.T, s fakestore.Store, value string) {
 	t.Helper()
 	ctx := context.Background()
-	_, v, err := s.ConditionalStore.Get(ctx, brandKey)
+	_, v, err := s.Unwrap().Get(ctx, brandKey)
 	if err != nil {
 		require.ErrorIs(t, err, writefence.ErrNotFound)
 	}
-	_, err = s.ConditionalStore.PutIfVersion(ctx, brandKey, []byte(value), v)
+	_, err = s.Unwrap().PutIfVersion(ctx, brandKey, []byte(value), v)
 	require.NoError(t, err)
 }
 
 func TestFenceBrandVerifyOnce(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerify}
 	rec := mustKey(t, "wal", "0")
 
@@ -429,9 +373,9 @@ func TestFenceBrandVerifyOnce(t *testing.T) {
 	assert.ErrorIs(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")), writefence.ErrWire, "a refusal is final for the Fence")
 	_, _, _, err = f.Latest(ctx, "wal", "0")
 	assert.ErrorIs(t, err, writefence.ErrWire)
-	gets, puts, _ := s.calls(brandKey)
+	gets, puts, _ := callsOf(s, brandKey)
 	assert.Equal(t, [2]int{1, 0}, [2]int{gets, puts}, "one read, the refusal remembered")
-	gets, puts, _ = s.calls(rec)
+	gets, puts, _ = callsOf(s, rec)
 	assert.Equal(t, [2]int{0, 0}, [2]int{gets, puts}, "the record is never touched")
 
 	f = &writefence.Fence{Store: s, Brand: writefence.BrandVerify}
@@ -440,28 +384,28 @@ func TestFenceBrandVerifyOnce(t *testing.T) {
 	}
 	_, _, _, err = f.Latest(ctx, "wal", "0")
 	require.NoError(t, err)
-	gets, puts, _ = s.calls(brandKey)
+	gets, puts, _ = callsOf(s, brandKey)
 	assert.Equal(t, [2]int{2, 0}, [2]int{gets, puts}, "a new Fence verifies once, and never writes the brand")
 }
 
 func TestFenceBrandClaimOnce(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	f := &writefence.Fence{Store: s, Brand: writefence.BrandClaim}
 
 	_, _, _, err := f.Latest(ctx, "wal", "0")
 	require.ErrorIs(t, err, writefence.ErrNotFound, "Latest does not claim, nor refuse an unclaimed store")
-	gets, puts, _ := s.calls(brandKey)
+	gets, puts, _ := callsOf(s, brandKey)
 	assert.Equal(t, [2]int{0, 0}, [2]int{gets, puts})
 
 	for epoch := uint64(1); epoch <= 3; epoch++ {
 		require.NoError(t, f.Push(ctx, "wal", "0", "w", epoch, []byte("x")))
 	}
-	assert.Equal(t, defaults.Identity, s.value(t, brandKey))
-	gets, puts, _ = s.calls(brandKey)
+	assert.Equal(t, defaults.Identity, valueOf(t, s, brandKey))
+	gets, puts, _ = callsOf(s, brandKey)
 	assert.Equal(t, [2]int{2, 1}, [2]int{gets, puts}, "one claim: read, write, confirming read")
 
-	foreign := newHookStore()
+	foreign := countedByKey(&writefence.MemStore{})
 	putBrand(t, foreign, "other/v1")
 	f = &writefence.Fence{Store: foreign, Brand: writefence.BrandClaim}
 	err = f.Push(ctx, "wal", "0", "w", 1, []byte("x"))
@@ -469,15 +413,15 @@ func TestFenceBrandClaimOnce(t *testing.T) {
 	_, _, _, err = f.Latest(ctx, "wal", "0")
 	require.ErrorIs(t, err, writefence.ErrWire, "Latest returns the claim's refusal")
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")), writefence.ErrWire)
-	gets, puts, _ = foreign.calls(brandKey)
+	gets, puts, _ = callsOf(foreign, brandKey)
 	assert.Equal(t, [2]int{1, 0}, [2]int{gets, puts}, "refused once, never retried")
-	_, puts, _ = foreign.calls(mustKey(t, "wal", "0"))
+	_, puts, _ = callsOf(foreign, mustKey(t, "wal", "0"))
 	assert.Zero(t, puts)
 }
 
 func TestFenceBrandVerifyAlways(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	putBrand(t, s, defaults.Identity)
 	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerifyAlways}
 
@@ -485,7 +429,7 @@ func TestFenceBrandVerifyAlways(t *testing.T) {
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 2, []byte("x")))
 	_, _, _, err := f.Latest(ctx, "wal", "0")
 	require.NoError(t, err)
-	gets, _, _ := s.calls(brandKey)
+	gets, _, _ := callsOf(s, brandKey)
 	assert.Equal(t, 3, gets, "one read per Push and per Latest")
 
 	putBrand(t, s, "migrated/v2")
@@ -506,31 +450,24 @@ func TestFenceBrandVerifyAlways(t *testing.T) {
 // write whose outcome is unknown, having written nothing.
 func TestFenceBrandVerifyAlwaysReadFails(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	putBrand(t, s, defaults.Identity)
 	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerifyAlways, MaxAttempts: 3, RetryDelay: time.Microsecond}
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("one")))
 	shard := mustKey(t, "wal", "0")
-	_, puts0, _ := s.calls(shard)
+	_, puts0, _ := callsOf(s, shard)
 
 	errReset := errors.New("connection reset")
-	var failures atomic.Int64
-	failures.Store(1)
-	s.beforeGet = func(key string) error {
-		if key == brandKey && failures.Add(-1) >= 0 {
-			return errReset
-		}
-		return nil
-	}
+	s.Inject(fakestore.Fault{Op: fakestore.Get, Key: brandKey, Times: 1, Err: errReset})
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 2, []byte("two")), "one failed brand read is retried")
-	_, puts, _ := s.calls(shard)
+	_, puts, _ := callsOf(s, shard)
 	assert.Equal(t, 1, puts-puts0, "one write, after the brand read that passed")
 
-	failures.Store(1 << 30)
+	s.Inject(fakestore.Fault{Op: fakestore.Get, Key: brandKey, Err: errReset})
 	err := f.Push(ctx, "wal", "0", "w", 3, []byte("three"))
 	require.ErrorIs(t, err, errReset)
 	assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "nothing was sent")
-	_, puts2, _ := s.calls(shard)
+	_, puts2, _ := callsOf(s, shard)
 	assert.Equal(t, puts, puts2, "no write without a brand read that passed")
 	requireLatest(t, &writefence.Fence{Store: s}, 2, "w", "two")
 }
@@ -540,23 +477,16 @@ func TestFenceBrandVerifyAlwaysReadFails(t *testing.T) {
 func TestFenceBrandTransientNotKept(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []writefence.BrandMode{writefence.BrandVerify, writefence.BrandClaim} {
-		s := newHookStore()
+		s := countedByKey(&writefence.MemStore{})
 		putBrand(t, s, defaults.Identity)
-		var fail atomic.Bool
-		fail.Store(true)
-		s.beforeGet = func(key string) error {
-			if key == brandKey && fail.Swap(false) {
-				return errDenied
-			}
-			return nil
-		}
+		s.Inject(fakestore.Fault{Op: fakestore.Get, Key: brandKey, Times: 1, Err: errDenied})
 		f := &writefence.Fence{Store: s, Brand: mode}
 		err := f.Push(ctx, "wal", "0", "w", 1, []byte("x"))
 		require.ErrorIs(t, err, errDenied)
 		assert.NotErrorIs(t, err, writefence.ErrWire)
 		require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")))
 		require.NoError(t, f.Push(ctx, "wal", "0", "w", 2, []byte("x")))
-		gets, _, _ := s.calls(brandKey)
+		gets, _, _ := callsOf(s, brandKey)
 		assert.Equal(t, 2, gets, "mode %d: the failure was not kept, the success was", mode)
 	}
 }
@@ -564,15 +494,10 @@ func TestFenceBrandTransientNotKept(t *testing.T) {
 // TestFenceBrandOnceConcurrent: concurrent first pushes share one check;
 // a caller waiting for it honours its own ctx.
 func TestFenceBrandOnceConcurrent(t *testing.T) {
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	putBrand(t, s, defaults.Identity)
-	release := make(chan struct{})
-	s.beforeGet = func(key string) error {
-		if key == brandKey {
-			<-release
-		}
-		return nil
-	}
+	held := &fakestore.Gate{} // holds the brand's reads
+	s.Inject(fakestore.Fault{Op: fakestore.Get, Key: brandKey, Gate: held})
 	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerify}
 	var wg sync.WaitGroup
 	for i := range 16 {
@@ -580,13 +505,13 @@ func TestFenceBrandOnceConcurrent(t *testing.T) {
 			assert.NoError(t, f.Push(context.Background(), "wal", string(rune('a'+i)), "w", 1, []byte("x")))
 		})
 	}
-	require.Eventually(t, func() bool { g, _, _ := s.calls(brandKey); return g == 1 }, 5*time.Second, time.Millisecond)
+	<-held.Arrived()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	assert.Equal(t, context.DeadlineExceeded, f.Push(ctx, "wal", "late", "w", 1, []byte("x")), "a waiter gives up with its ctx")
-	close(release)
+	held.Open()
 	wg.Wait()
-	gets, _, _ := s.calls(brandKey)
+	gets, _, _ := callsOf(s, brandKey)
 	assert.Equal(t, 1, gets, "sixteen first pushes, one brand read")
 }
 
@@ -594,7 +519,7 @@ func TestFenceBrandOnceConcurrent(t *testing.T) {
 // in for the record-level identity, which every push checks.
 func TestFenceBrandRecordIdentityStillChecked(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	putBrand(t, s, defaults.Identity)
 	require.NoError(t, (&writefence.Fence{Store: s, Identity: "other/v1"}).Push(ctx, "wal", "0", "w", 1, []byte("x")))
 	for _, mode := range []writefence.BrandMode{writefence.BrandVerify, writefence.BrandClaim, writefence.BrandVerifyAlways} {
@@ -611,11 +536,11 @@ func TestFenceBrandRecordIdentityStillChecked(t *testing.T) {
 // refused before any I/O.
 func TestFenceBrandConfig(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	f := &writefence.Fence{Store: s, Prefix: "tenant/", Identity: "mine/v1", Brand: writefence.BrandClaim}
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")))
-	assert.Equal(t, "mine/v1", s.value(t, "tenant/_brand"), "the brand lives under the Fence's prefix")
-	gets, puts, _ := s.calls(brandKey)
+	assert.Equal(t, "mine/v1", valueOf(t, s, "tenant/_brand"), "the brand lives under the Fence's prefix")
+	gets, puts, _ := callsOf(s, brandKey)
 	assert.Equal(t, [2]int{0, 0}, [2]int{gets, puts}, "the default prefix's brand is not touched")
 	require.NoError(t, (&writefence.Fence{Store: s, Prefix: "tenant/", Identity: "mine/v1"}).VerifyBrand(ctx))
 	requireWire(t, (&writefence.Fence{Store: s, Prefix: "tenant/"}).VerifyBrand(ctx),
@@ -632,15 +557,24 @@ func TestFenceBrandConfig(t *testing.T) {
 // with no separate brand read; Latest still reads the brand.
 func TestFenceBrandInsideTheWrite(t *testing.T) {
 	ctx := context.Background()
-	s := newHookStore()
+	s := countedByKey(&writefence.MemStore{})
 	putBrand(t, s, defaults.Identity)
-	branded := &brandedStore{hookStore: s}
+	// A BrandedPutter over s: it reads the brand, then writes. Not
+	// atomic, which the Fence cannot tell; the real adapter's atomicity
+	// is tested against Valkey.
+	branded := fakestore.New(s, fakestore.Options{PutIfBranded: func(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
+		brand := &writefence.Fence{Store: s, Identity: identity, Prefix: strings.TrimSuffix(brandKey, "_brand")}
+		if err := brand.VerifyBrand(ctx); err != nil {
+			return "", err
+		}
+		return s.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
+	}})
 	f := &writefence.Fence{Store: branded, Brand: writefence.BrandVerifyAlways}
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("x")))
 	require.NoError(t, f.Seal(ctx, "wal", "0", "w", 2))
-	gets, _, _ := s.calls(brandKey)
+	gets, _, _ := callsOf(s, brandKey)
 	assert.Equal(t, 2, gets, "the brand is read by the write's own check only")
-	assert.Equal(t, int64(2), branded.writes.Load())
+	assert.Equal(t, int64(2), branded.Calls(fakestore.PutIfBranded))
 
 	putBrand(t, s, "migrated/v2")
 	err := f.Push(ctx, "wal", "0", "w", 3, []byte("x"))
@@ -649,30 +583,10 @@ func TestFenceBrandInsideTheWrite(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrWire, "Latest reads the brand itself")
 
 	for _, mode := range []writefence.BrandMode{writefence.BrandVerify, writefence.BrandClaim} {
-		before := branded.writes.Load()
+		before := branded.Calls(fakestore.PutIfBranded)
 		_ = (&writefence.Fence{Store: branded, Brand: mode}).Push(ctx, "wal", "1", "w", 1, nil)
-		assert.Equal(t, before, branded.writes.Load(), "mode %d writes with PutIfVersion", mode)
+		assert.Equal(t, before, branded.Calls(fakestore.PutIfBranded), "mode %d writes with PutIfVersion", mode)
 	}
-}
-
-// brandedStore is a BrandedPutter over a hookStore: it reads the brand,
-// then writes. Not atomic, which the Fence cannot tell; the real adapter's
-// atomicity is tested against Valkey.
-type brandedStore struct {
-	*hookStore
-	writes atomic.Int64 // PutIfBranded calls
-}
-
-func (s *brandedStore) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *brandedStore) PutIfBranded(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error) {
-	data := bytes.Join(parts, nil)
-	s.writes.Add(1)
-	brand := &writefence.Fence{Store: s.hookStore, Identity: identity, Prefix: strings.TrimSuffix(brandKey, "_brand")}
-	if err := brand.VerifyBrand(ctx); err != nil {
-		return "", err
-	}
-	return s.PutIfVersion(ctx, key, data, expect)
 }
 
 // TestBrandReadRetried: the brand's read before a Fence's first write
@@ -702,24 +616,14 @@ func TestBrandReadRetried(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newHookStore()
+			s := countedByKey(&writefence.MemStore{})
 			putBrand(t, s, defaults.Identity)
 			require.NoError(t, (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "w", 1, []byte("zero")))
-			var failures, reads atomic.Int64
-			failures.Store(1)
-			s.beforeGet = func(key string) error {
-				if key != brandKey {
-					return nil
-				}
-				reads.Add(1)
-				if failures.Add(-1) >= 0 {
-					return errors.New("connection reset")
-				}
-				return nil
-			}
+			reads := s.Calls(fakestore.Get, brandKey)
+			s.Inject(fakestore.Fault{Op: fakestore.Get, Key: brandKey, Times: 1, Err: errors.New("connection reset")})
 			f := &writefence.Fence{Store: s, Brand: tc.mode, RetryDelay: time.Microsecond}
 			require.NoError(t, tc.call(f), "one failed brand read is retried")
-			assert.GreaterOrEqual(t, reads.Load(), int64(2), "the failed read, then its retry")
+			assert.GreaterOrEqual(t, s.Calls(fakestore.Get, brandKey)-reads, int64(2), "the failed read, then its retry")
 		})
 	}
 }

@@ -4,38 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
-
-// gateStore holds the first write that reaches it until the test releases
-// it, so that a rival's write can land between a write's read and its
-// conditional write: the interleaving that makes it conflict.
-type gateStore struct {
-	writefence.ConditionalStore
-	arrived chan struct{} // closed when the first write is held
-	release chan struct{} // closed by the test to let it go on
-	once    sync.Once
-}
-
-func newGateStore(s writefence.ConditionalStore) *gateStore {
-	return &gateStore{ConditionalStore: s, arrived: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (s *gateStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	held := false
-	s.once.Do(func() { held = true })
-	if held {
-		close(s.arrived)
-		<-s.release
-	}
-	return s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
-}
 
 // requireDeposedBy fails unless ctx was cancelled by a stale refusal of op
 // at epoch, with the store recording recorded by writer.
@@ -97,14 +73,14 @@ func TestDeposedByStaleRefusal(t *testing.T) {
 // then the write lands.
 func TestDeposedNotByInjectedConflicts(t *testing.T) {
 	ctx := t.Context()
-	conflicts := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: 3}
+	conflicts := counted(&writefence.MemStore{}, conflicts(3))
 	obs := &outcomeCounter{}
 	f := &writefence.Fence{Store: conflicts, Observer: obs.observe}
 	dctx, stop := f.Deposed(ctx, "wal", "0")
 	defer stop()
 
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment")))
-	assert.Equal(t, int64(3), conflicts.refused.Load())
+	assert.Equal(t, [2]int64{4, 1}, [2]int64{conflicts.Calls(fakestore.Put), conflicts.OK(fakestore.Put)}, "3 writes refused, then the one that landed")
 	assert.Equal(t, 3, obs.counts["conflict-retried"])
 	require.NoError(t, dctx.Err(), "a retried conflict that landed does not depose")
 }
@@ -127,17 +103,20 @@ func TestDeposedRacedConflict(t *testing.T) {
 			ctx := t.Context()
 			mem := &writefence.MemStore{}
 			require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "old", 1, []byte("segment 1")))
-			gate := newGateStore(mem)
+			// The first write is held, so that a rival's write can land
+			// between a's read and its conditional write: the
+			// interleaving that makes it conflict.
+			gate := &fakestore.Gate{}
 			obs := &outcomeCounter{}
-			f := &writefence.Fence{Store: gate, Observer: obs.observe}
+			f := &writefence.Fence{Store: counted(mem, fakestore.Fault{Op: fakestore.Put, Times: 1, Gate: gate}), Observer: obs.observe}
 			dctx, stop := f.Deposed(ctx, "wal", "0")
 			defer stop()
 
 			done := make(chan error, 1)
 			go func() { done <- f.Push(ctx, "wal", "0", "a", 3, []byte("segment 2")) }()
-			<-gate.arrived // a's write, decided on epoch 1, is held
+			<-gate.Arrived() // a's write, decided on epoch 1, is held
 			require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "rival", tc.rivalEpoch, []byte("rival")))
-			close(gate.release)
+			gate.Open()
 			err := <-done
 
 			assert.Equal(t, 1, obs.counts["conflict-retried"], "the held write conflicted once")
@@ -184,12 +163,13 @@ func TestDeposedScope(t *testing.T) {
 
 	// A push whose reply was lost and whose record cannot be read back:
 	// the outcome is unknown, not a refusal.
-	lost := &lostReplyStore{ConditionalStore: &writefence.MemStore{}}
+	lost := counted(&writefence.MemStore{})
 	lf := &writefence.Fence{Store: lost, MaxAttempts: 2}
 	lctx, lstop := lf.Deposed(ctx, "wal", "0")
 	defer lstop()
 	require.NoError(t, lf.Push(ctx, "wal", "0", "a", 1, nil))
-	lost.set(1, true)
+	lost.Inject(lostReplies(1))
+	lost.Inject(readsFail)
 	require.ErrorIs(t, lf.Push(ctx, "wal", "0", "a", 2, nil), writefence.ErrOutcomeUnknown)
 	require.NoError(t, lctx.Err(), "an unknown outcome does not depose")
 }

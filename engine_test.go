@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 )
 
@@ -103,7 +103,7 @@ func TestEveryWritePathIsGuarded(t *testing.T) {
 				requireUntouched(t, mem, v)
 			})
 			t.Run("untrusted store", func(t *testing.T) {
-				s := &ignoringStore{}
+				s := ignoring(&writefence.MemStore{})
 				v := op.setup(t, s)
 				requireRefused(t, op, s, v, &writefence.Fence{Store: s, Probe: true}, writefence.ErrUntrustedStore, "failed")
 			})
@@ -131,10 +131,8 @@ func TestWritePathsShareRetries(t *testing.T) {
 		t.Run(op.name, func(t *testing.T) {
 			mem := &writefence.MemStore{}
 			v := op.setup(t, mem)
-			conflicts := &conflictStore{ConditionalStore: mem, remaining: 2}
-			lost := &lostReplyStore{ConditionalStore: conflicts, remaining: 1}
 			obs := &outcomeCounter{}
-			f := &writefence.Fence{Store: lost, Observer: obs.observe}
+			f := &writefence.Fence{Store: counted(mem, conflicts(2), lostReplies(1)), Observer: obs.observe}
 			require.NoError(t, op.call(t.Context(), f, v))
 			assert.Equal(t, 2, obs.counts["conflict-retried"])
 			assert.Equal(t, "landed", eventOutcome(obs.last()))
@@ -261,7 +259,7 @@ func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
 	assert.Equal(t, "leader", info.Writer)
 	assert.Equal(t, bad, info.Version)
 
-	puts := counting.puts.Load()
+	puts := counting.Calls(fakestore.Put)
 	for _, epoch := range []uint64{6, 11} {
 		err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: epoch, Payload: []byte("restored")})
 		var se *writefence.StaleEpochError
@@ -269,25 +267,12 @@ func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
 		assert.Equal(t, uint64(11), se.RecordedEpoch)
 		assert.Equal(t, "leader", se.RecordedWriter)
 	}
-	assert.Equal(t, puts, counting.puts.Load(), "a refused settle writes nothing")
+	assert.Equal(t, puts, counting.Calls(fakestore.Put), "a refused settle writes nothing")
 
 	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: 12, Payload: []byte("restored")}))
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "leader", 11, []byte("late")), writefence.ErrStaleEpoch,
 		"the deposed writer at the old epoch stays fenced")
 	requireLatest(t, f, 12, "op", "restored")
-}
-
-// writeRefuser answers every write with err, having written nothing, as
-// a Valkey store does when the brand inside its transaction is foreign.
-type writeRefuser struct {
-	writefence.MemStore
-	err  error
-	puts int
-}
-
-func (s *writeRefuser) PutIfVersion(context.Context, string, []byte, string) (string, error) {
-	s.puts++
-	return "", s.err
 }
 
 // TestRefusedWritesAreFinal: a store that refuses a write (another wire
@@ -300,30 +285,15 @@ func TestRefusedWritesAreFinal(t *testing.T) {
 		errors.ErrUnsupported,
 	} {
 		t.Run(fmt.Sprintf("%T", refusal), func(t *testing.T) {
-			s := &writeRefuser{err: fmt.Errorf("store: %w", refusal)}
+			// Every write is refused, having written nothing, as a Valkey
+			// store does when the brand inside its transaction is foreign.
+			s := counted(&writefence.MemStore{}, fakestore.Fault{Op: fakestore.Put, Err: fmt.Errorf("store: %w", refusal)})
 			err := (&writefence.Fence{Store: s}).Push(t.Context(), "wal", "0", "a", 1, []byte("x"))
 			require.True(t, errors.Is(err, refusal), "%v", err)
 			require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
-			assert.Equal(t, 1, s.puts)
+			assert.Equal(t, int64(1), s.Calls(fakestore.Put))
 		})
 	}
-}
-
-// failingWrites answers every write with err, having written nothing or
-// not (err does not say), as a store that cannot be reached does.
-type failingWrites struct {
-	*writefence.MemStore
-	err   error
-	puts  int
-	lands bool // each write lands before its reply fails
-}
-
-func (s *failingWrites) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.puts++
-	if s.lands {
-		_, _ = s.MemStore.PutIfVersion(ctx, key, data, expect)
-	}
-	return "", s.err
 }
 
 // waits returns a context whose engine back-offs are recorded instead of
@@ -346,15 +316,18 @@ func waits(ctx context.Context) (context.Context, *[]time.Duration) {
 // the same engine: a lease renewal that cannot reach the store is not
 // reported as a conflict.
 func TestEveryRetryBacksOff(t *testing.T) {
+	// Every write fails, having written nothing or not (the error does
+	// not say), as on a store that cannot be reached.
 	errNet := errors.New("connection refused")
-	s := &failingWrites{MemStore: &writefence.MemStore{}, err: errNet}
+	unreachable := fakestore.Fault{Op: fakestore.Put, Err: errNet}
+	s := counted(&writefence.MemStore{}, unreachable)
 	ctx, got := waits(t.Context())
 	f := &writefence.Fence{Store: s, MaxAttempts: 5}
 	err := f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, errNet, "the cause is kept")
 	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
 	require.NotErrorIs(t, err, writefence.ErrConflict)
-	assert.Equal(t, 5, s.puts)
+	assert.Equal(t, int64(5), s.Calls(fakestore.Put))
 	require.Len(t, *got, 4, "a back-off before every retry")
 	for i, d := range *got {
 		assert.Positive(t, d, "back-off %d", i)
@@ -364,13 +337,13 @@ func TestEveryRetryBacksOff(t *testing.T) {
 	lease := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "n", Holder: "h", TTL: time.Minute}
 	_, err = lease.Acquire(t.Context())
 	require.NoError(t, err)
-	s = &failingWrites{MemStore: mem, err: errNet} // the same record, the same version
+	s = counted(mem, unreachable) // the same record, the same version
 	lease.Fence.Store, lease.Fence.MaxAttempts = s, 5
 	ctx, got = waits(t.Context())
 	err = lease.Renew(ctx)
 	require.ErrorIs(t, err, errNet)
 	require.NotErrorIs(t, err, writefence.ErrConflict, "an unreachable store is not a conflict")
-	assert.Equal(t, 5, s.puts)
+	assert.Equal(t, int64(5), s.Calls(fakestore.Put))
 	assert.Len(t, *got, 4)
 }
 
@@ -379,19 +352,19 @@ func TestEveryRetryBacksOff(t *testing.T) {
 // unknown outcome.
 func TestPermissionRefusalIsFinal(t *testing.T) {
 	denied := &writefence.StoreError{Op: "s3 put", Key: "k", Err: fmt.Errorf("%w: access denied", fs.ErrPermission)}
-	s := &failingWrites{MemStore: &writefence.MemStore{}, err: denied}
+	s := counted(&writefence.MemStore{}, fakestore.Fault{Op: fakestore.Put, Err: denied})
 	ctx, got := waits(t.Context())
 	err := (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, fs.ErrPermission)
 	require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
-	assert.Equal(t, 1, s.puts)
+	assert.Equal(t, int64(1), s.Calls(fakestore.Put))
 	assert.Empty(t, *got)
 }
 
 // TestCancelAfterUnknownOutcome: a write whose reply was lost, then a
 // cancelled ctx: the error matches ctx.Err() and ErrOutcomeUnknown both.
 func TestCancelAfterUnknownOutcome(t *testing.T) {
-	s := &failingWrites{MemStore: &writefence.MemStore{}, err: errLostReply, lands: true}
+	s := counted(&writefence.MemStore{}, lostReplies(0))
 	ctx, cancel := context.WithCancel(t.Context())
 	ctx = hook.With(ctx, &hook.Hooks{Wait: func(ctx context.Context, _ int, _ time.Duration) error {
 		cancel()
@@ -400,7 +373,7 @@ func TestCancelAfterUnknownOutcome(t *testing.T) {
 	err := (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
-	assert.Equal(t, 1, s.puts)
+	assert.Equal(t, int64(1), s.Calls(fakestore.Put))
 
 	// Without a write in flight, the cancellation is ctx.Err() itself.
 	ctx, cancel = context.WithCancel(t.Context())
@@ -527,29 +500,19 @@ func (s *contentVersioned) PutIfVersion(ctx context.Context, key string, data []
 	return contentVersion(data), nil
 }
 
-// hiddenThenConflicts is a store whose first write fails with an error
-// that hides its outcome (it writes nothing), and whose later writes all
-// lose a race: what a writer sees when its reply was lost and then every
-// retry conflicts.
-type hiddenThenConflicts struct {
-	writefence.ConditionalStore
-	writes atomic.Int32
-}
-
-func (s *hiddenThenConflicts) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	if s.writes.Add(1) == 1 {
-		return "", &writefence.StoreError{Op: "test put", Key: key, Err: errors.New("connection reset by peer")}
-	}
-	return "", &writefence.StoreError{Op: "test put", Key: key, Err: writefence.ErrConflict}
-}
-
 // TestUnknownOutcomeIsOneError: a write whose reply was lost and whose
 // every retry then conflicts ends with one error, an unknown outcome that
 // keeps the cause that hid it, and never also matches ErrConflict: a
 // caller that tests ErrConflict first must not conclude nothing was
 // written (promise 5).
 func TestUnknownOutcomeIsOneError(t *testing.T) {
-	s := &hiddenThenConflicts{ConditionalStore: &writefence.MemStore{}}
+	// The first write fails with an error that hides its outcome (it
+	// writes nothing), and the later writes all lose a race: what a
+	// writer sees when its reply was lost and then every retry conflicts.
+	key := mustKey(t, "wal", "0")
+	s := counted(&writefence.MemStore{},
+		fakestore.Fault{Op: fakestore.Put, Times: 1, Err: &writefence.StoreError{Op: "test put", Key: key, Err: errors.New("connection reset by peer")}},
+		fakestore.Fault{Op: fakestore.Put, Err: &writefence.StoreError{Op: "test put", Key: key, Err: writefence.ErrConflict}})
 	f := &writefence.Fence{Store: s, MaxAttempts: 4, RetryDelay: time.Microsecond}
 	err := f.Push(t.Context(), "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
@@ -558,5 +521,5 @@ func TestUnknownOutcomeIsOneError(t *testing.T) {
 	require.ErrorAs(t, err, &unknown)
 	assert.Contains(t, unknown.Err.Error(), "connection reset by peer", "the cause is kept")
 	assert.Contains(t, err.Error(), "then 4 attempts, the last: test put")
-	assert.Equal(t, int32(4), s.writes.Load())
+	assert.Equal(t, int64(4), s.Calls(fakestore.Put))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -218,7 +219,7 @@ func TestTermSourceEndedByTheRecord(t *testing.T) {
 func TestTermSourceUnreadableRecord(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	lost := &lostReplyStore{ConditionalStore: mem}
+	lost := counted(mem)
 	f := &writefence.Fence{Store: lost}
 	require.NoError(t, f.Push(ctx, "wal", "0", "node-a", epochOf(7, 5), []byte("segment")))
 	key := mustKey(t, "wal", "0")
@@ -231,11 +232,11 @@ func TestTermSourceUnreadableRecord(t *testing.T) {
 	require.NoError(t, err)
 
 	src := newTermSource(&writefence.Fence{Store: lost}, "node-a", &termFunc{term: 7})
-	lost.set(0, true)
+	lost.Inject(readsFail)
 	epoch, err := src.Epoch(ctx, "wal", "0")
-	require.ErrorIs(t, err, errLostReply)
+	require.ErrorIs(t, err, fakestore.ErrLostReply)
 	require.Zero(t, epoch)
-	lost.set(0, false)
+	lost.Clear(fakestore.Get)
 
 	epoch, err = src.Epoch(ctx, "wal", "0")
 	require.NoError(t, err)

@@ -4,82 +4,74 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
-// The test doubles below wrap writefence.MemStore, the in-memory model.
+// The test doubles below are fakestore Stores over a writefence.MemStore,
+// the in-memory model, or broken stores of their own.
 
-// countedFence returns a Fence over a countingStore over a MemStore.
-func countedFence() (*writefence.MemStore, *countingStore, *writefence.Fence) {
+// counted returns a fake store over inner, with faults, that offers Get
+// and PutIfVersion alone, as a wrapper that embeds a ConditionalStore
+// does; its Calls count the calls that reach the store.
+func counted(inner writefence.ConditionalStore, faults ...fakestore.Fault) fakestore.Store {
+	return fakestore.New(inner, fakestore.Options{Hide: fakestore.All, Faults: faults})
+}
+
+// countedFence returns a Fence over a counted MemStore.
+func countedFence() (*writefence.MemStore, fakestore.Store, *writefence.Fence) {
 	mem := &writefence.MemStore{}
-	counting := &countingStore{ConditionalStore: mem}
+	counting := counted(mem)
 	return mem, counting, &writefence.Fence{Store: counting}
 }
 
-// countingStore counts the calls that reach the store, and the writes it
-// refused as conflicts.
-type countingStore struct {
-	writefence.ConditionalStore
-	gets, puts, conflicts atomic.Int64
+// roundTrips returns the reads and writes made of s.
+func roundTrips(s fakestore.Store) int64 { return s.Calls(fakestore.Get) + s.Calls(fakestore.Put) }
+
+// conflicts answers ErrConflict to the next n writes (every write when n
+// is 0) without performing them, as if another writer won each race.
+func conflicts(n int) fakestore.Fault {
+	return fakestore.Fault{Op: fakestore.Put, Times: n, Err: writefence.ErrConflict}
 }
 
-func (s *countingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	s.gets.Add(1)
-	return s.ConditionalStore.Get(ctx, key)
+// lostReplies performs the next n writes that land and reports
+// fakestore.ErrLostReply instead of their result.
+func lostReplies(n int) fakestore.Fault {
+	return fakestore.Fault{Op: fakestore.Put, Times: n, Err: fakestore.ErrLostReply, Lost: true}
 }
 
-func (s *countingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.puts.Add(1)
-	v, err := s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
-	if errors.Is(err, writefence.ErrConflict) {
-		s.conflicts.Add(1)
-	}
-	return v, err
+// readsFail fails every read, so the outcome of a write cannot be learned.
+var readsFail = fakestore.Fault{Op: fakestore.Get, Err: fakestore.ErrLostReply}
+
+// clientCompare returns a broken store over mem: it checks the
+// precondition itself with a Get and then writes unconditionally, leaving
+// a window in which another writer's write is overwritten.
+func clientCompare(mem *writefence.MemStore) fakestore.Store {
+	return fakestore.New(mem, fakestore.Options{Hide: fakestore.All, Put: func(ctx context.Context, key string, data []byte, expect string) (string, error) {
+		_, current, err := mem.Get(ctx, key)
+		if errors.Is(err, writefence.ErrNotFound) {
+			current = ""
+		} else if err != nil {
+			return "", err
+		}
+		if current != expect {
+			return "", writefence.ErrConflict
+		}
+		time.Sleep(50 * time.Microsecond) // the window a real network round trip leaves
+		return unconditionalPut(ctx, mem, key, data)
+	}})
 }
 
-func (s *countingStore) roundTrips() int64 { return s.gets.Load() + s.puts.Load() }
-
-// clientCompareStore is a broken store: it checks the precondition itself
-// with a Get and then writes unconditionally, leaving a window in which
-// another writer's write is overwritten.
-type clientCompareStore struct {
-	m writefence.MemStore
-}
-
-func (s *clientCompareStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return s.m.Get(ctx, key)
-}
-
-func (s *clientCompareStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	_, current, err := s.m.Get(ctx, key)
-	if errors.Is(err, writefence.ErrNotFound) {
-		current = ""
-	} else if err != nil {
-		return "", err
-	}
-	if current != expect {
-		return "", writefence.ErrConflict
-	}
-	time.Sleep(50 * time.Microsecond) // the window a real network round trip leaves
-	return unconditionalPut(ctx, &s.m, key, data)
-}
-
-// ignoringStore is a broken store that accepts every write whatever the
-// precondition, as some "S3-compatible" services do with If-Match.
-type ignoringStore struct {
-	m writefence.MemStore
-}
-
-func (s *ignoringStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	return s.m.Get(ctx, key)
-}
-
-func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byte, _ string) (string, error) {
-	time.Sleep(50 * time.Microsecond) // the request's trip to the server
-	return unconditionalPut(ctx, &s.m, key, data)
+// ignoring returns a broken store over mem that accepts every write
+// whatever the precondition, as some "S3-compatible" services do with
+// If-Match.
+func ignoring(mem *writefence.MemStore) fakestore.Store {
+	return fakestore.New(mem, fakestore.Options{Hide: fakestore.All, Put: func(ctx context.Context, key string, data []byte, _ string) (string, error) {
+		time.Sleep(50 * time.Microsecond) // the request's trip to the server
+		return unconditionalPut(ctx, mem, key, data)
+	}})
 }
 
 // unconditionalPut overwrites key on m whatever it holds.
@@ -110,70 +102,6 @@ func together(n int, fn func(i int) error) []error {
 	close(start)
 	wg.Wait()
 	return errs
-}
-
-// conflictStore answers ErrConflict to the next n writes (forever when n is
-// negative) without performing them, as if another writer won each race.
-type conflictStore struct {
-	writefence.ConditionalStore
-	mu        sync.Mutex // guards remaining
-	remaining int
-	refused   atomic.Int64
-}
-
-func (s *conflictStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.mu.Lock()
-	refuse := s.remaining != 0
-	if s.remaining > 0 {
-		s.remaining--
-	}
-	s.mu.Unlock()
-	if refuse {
-		s.refused.Add(1)
-		return "", writefence.ErrConflict
-	}
-	return s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
-}
-
-// errLostReply stands for a reply lost on the network after the server
-// committed the write.
-var errLostReply = errors.New("connection reset by peer")
-
-// lostReplyStore performs the next n writes and then reports errLostReply
-// instead of their result. With failReads set, reads fail too, so the
-// outcome cannot be learned.
-type lostReplyStore struct {
-	writefence.ConditionalStore
-	mu        sync.Mutex // guards remaining and failReads
-	remaining int
-	failReads bool
-}
-
-func (s *lostReplyStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	s.mu.Lock()
-	fail := s.failReads
-	s.mu.Unlock()
-	if fail {
-		return nil, "", errLostReply
-	}
-	return s.ConditionalStore.Get(ctx, key)
-}
-
-func (s *lostReplyStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	v, err := s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil && s.remaining > 0 {
-		s.remaining--
-		return "", errLostReply
-	}
-	return v, err
-}
-
-func (s *lostReplyStore) set(remaining int, failReads bool) {
-	s.mu.Lock()
-	s.remaining, s.failReads = remaining, failReads
-	s.mu.Unlock()
 }
 
 // epochFunc adapts a function to an EpochSource.

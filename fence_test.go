@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
@@ -57,15 +59,15 @@ func TestStaleRefusedWithoutWrite(t *testing.T) {
 	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "leader", 7, []byte("x")))
 
 	for _, epoch := range []uint64{1, 6, 7} {
-		counting := &countingStore{ConditionalStore: mem}
+		counting := counted(mem)
 		f := &writefence.Fence{Store: counting}
 		err := f.Push(ctx, "wal", "0", "zombie", epoch, []byte("y"))
 		require.ErrorIs(t, err, writefence.ErrStaleEpoch)
 		var stale *writefence.StaleEpochError
 		require.ErrorAs(t, err, &stale)
 		assert.Equal(t, writefence.StaleEpochError{Op: "push", Key: mustKey(t, "wal", "0"), Epoch: epoch, RecordedEpoch: 7, RecordedWriter: "leader"}, *stale)
-		assert.Equal(t, int64(0), counting.puts.Load(), "epoch %d: a stale push must not write", epoch)
-		assert.Equal(t, int64(1), counting.gets.Load())
+		assert.Equal(t, int64(0), counting.Calls(fakestore.Put), "epoch %d: a stale push must not write", epoch)
+		assert.Equal(t, int64(1), counting.Calls(fakestore.Get))
 		assert.Equal(t,
 			`writefence: stale epoch: push at epoch `+strconv.FormatUint(epoch, 10)+` to writefence/s/wal/0 refused: recorded epoch 7 by leader`,
 			err.Error())
@@ -75,7 +77,7 @@ func TestStaleRefusedWithoutWrite(t *testing.T) {
 
 func TestInvalidArguments(t *testing.T) {
 	ctx := context.Background()
-	counting := &countingStore{ConditionalStore: &writefence.MemStore{}}
+	counting := counted(&writefence.MemStore{})
 	f := &writefence.Fence{Store: counting, MaxPayloadSize: 16}
 	cases := []struct {
 		name                  string
@@ -105,7 +107,7 @@ func TestInvalidArguments(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "writefence: invalid argument: "+tc.arg+": "), err.Error())
 		})
 	}
-	assert.Equal(t, int64(0), counting.roundTrips(), "invalid arguments must be refused before any I/O")
+	assert.Equal(t, int64(0), roundTrips(counting), "invalid arguments must be refused before any I/O")
 
 	// The maximum epoch is valid, and nothing can follow it.
 	require.NoError(t, f.Push(ctx, "p", "s", "w", ^uint64(0), nil))
@@ -147,7 +149,7 @@ func TestCorruptFailsClosed(t *testing.T) {
 			key := mustKey(t, "wal", "0")
 			version, err := mem.PutIfVersion(ctx, key, rec, "")
 			require.NoError(t, err)
-			counting := &countingStore{ConditionalStore: mem}
+			counting := counted(mem)
 			f := &writefence.Fence{Store: counting}
 
 			err = f.Push(ctx, "wal", "0", "b", 1000, []byte("new"))
@@ -162,7 +164,7 @@ func TestCorruptFailsClosed(t *testing.T) {
 			_, _, _, err = f.Latest(ctx, "wal", "0")
 			require.ErrorIs(t, err, writefence.ErrCorrupt)
 
-			assert.Equal(t, int64(0), counting.puts.Load(), "a corrupt record must never be overwritten")
+			assert.Equal(t, int64(0), counting.Calls(fakestore.Put), "a corrupt record must never be overwritten")
 			data, v, err := mem.Get(ctx, key)
 			require.NoError(t, err)
 			assert.Equal(t, version, v)
@@ -176,7 +178,7 @@ func TestOtherIdentityRefused(t *testing.T) {
 	mem := &writefence.MemStore{}
 	require.NoError(t, (&writefence.Fence{Store: mem, Identity: "other-format/v9\n"}).Push(ctx, "wal", "0", "a", 1, []byte("x")))
 
-	counting := &countingStore{ConditionalStore: mem}
+	counting := counted(mem)
 	f := &writefence.Fence{Store: counting}
 	err := f.Push(ctx, "wal", "0", "b", 2, []byte("y"))
 	require.ErrorIs(t, err, writefence.ErrWire)
@@ -184,7 +186,7 @@ func TestOtherIdentityRefused(t *testing.T) {
 	require.ErrorAs(t, err, &we)
 	assert.Equal(t, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: defaults.Identity, Found: "other-format/v9\n"}, *we)
 	assert.Equal(t, `writefence: wire: expected writefence/v1 found other-format/v9\n`, err.Error())
-	assert.Equal(t, int64(0), counting.puts.Load())
+	assert.Equal(t, int64(0), counting.Calls(fakestore.Put))
 
 	_, _, _, err = f.Latest(ctx, "wal", "0")
 	require.ErrorIs(t, err, writefence.ErrWire)
@@ -196,21 +198,22 @@ func TestReplayIsSuccess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	mem := &writefence.MemStore{}
-	lost := &lostReplyStore{ConditionalStore: mem}
+	lost := counted(mem)
 	f := &writefence.Fence{Store: lost}
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
 
 	// The write lands, its reply is lost, and the store stays unreachable:
 	// the outcome cannot be learned.
-	lost.set(1, true)
+	lost.Inject(lostReplies(1))
+	lost.Inject(readsFail)
 	err := f.Push(ctx, "wal", "0", "a", 2, []byte("two"))
 	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
-	require.ErrorIs(t, err, errLostReply)
+	require.ErrorIs(t, err, fakestore.ErrLostReply)
 	require.NotErrorIs(t, err, writefence.ErrStaleEpoch)
 	requireLatest(t, &writefence.Fence{Store: mem}, 2, "a", "two")
 
 	// The store is back: the same call settles it as landed.
-	lost.set(0, false)
+	lost.Clear(fakestore.Get)
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, []byte("two")))
 
 	// Same epoch and writer but another payload is not a replay.
@@ -224,12 +227,11 @@ func TestReplayIsSuccess(t *testing.T) {
 func TestLostReplyResolvedByRead(t *testing.T) {
 	ctx := context.Background()
 	mem := &writefence.MemStore{}
-	lost := &lostReplyStore{ConditionalStore: mem, remaining: 1}
-	counting := &countingStore{ConditionalStore: lost}
+	counting := counted(mem, lostReplies(1))
 	f := &writefence.Fence{Store: counting}
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
-	assert.Equal(t, int64(1), counting.puts.Load(), "the landed write must not be repeated")
-	assert.Equal(t, int64(2), counting.gets.Load(), "one read to admit, one to resolve")
+	assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "the landed write must not be repeated")
+	assert.Equal(t, int64(2), counting.Calls(fakestore.Get), "one read to admit, one to resolve")
 	requireLatest(t, f, 1, "a", "one")
 }
 
@@ -254,22 +256,21 @@ func TestLostReplyOfANonIdempotentWrite(t *testing.T) {
 }
 
 func TestCancelledContextStopsRetries(t *testing.T) {
-	store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: -1}
-	counting := &countingStore{ConditionalStore: store}
+	counting := counted(&writefence.MemStore{}, conflicts(0))
 	f := &writefence.Fence{Store: counting, MaxAttempts: 1000, RetryDelay: 1 << 40}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Push(ctx, "wal", "0", "a", 1, []byte("x")) }()
-	require.Eventually(t, func() bool { return counting.puts.Load() == 1 }, timeout, tick)
+	require.Eventually(t, func() bool { return counting.Calls(fakestore.Put) == 1 }, timeout, tick)
 	cancel()
 	err := <-done
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, int64(1), counting.puts.Load(), "no write after the cancel")
+	assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "no write after the cancel")
 
 	// A context cancelled before the call reaches no write either.
 	err = f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, int64(1), counting.puts.Load())
+	assert.Equal(t, int64(1), counting.Calls(fakestore.Put))
 }
 
 // TestSteadyStateOneRoundTrip: a writer pushing consecutive epochs makes one
@@ -279,18 +280,18 @@ func TestSteadyStateOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	mem, counting, f := countedFence()
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")))
-	before := counting.roundTrips()
+	before := roundTrips(counting)
 	for e := uint64(2); e <= 101; e++ {
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", e, []byte("x")))
 	}
-	assert.Equal(t, int64(100), counting.roundTrips()-before, "one round trip per push")
+	assert.Equal(t, int64(100), roundTrips(counting)-before, "one round trip per push")
 
 	// Another fence (a new leader) writes epoch 200.
 	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "b", 200, []byte("y")))
-	before = counting.roundTrips()
+	before = roundTrips(counting)
 	err := f.Push(ctx, "wal", "0", "a", 102, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrStaleEpoch, "the cache never admits a push the store refuses")
-	assert.Equal(t, int64(2), counting.roundTrips()-before, "one conflicting write, one fresh read")
+	assert.Equal(t, int64(2), roundTrips(counting)-before, "one conflicting write, one fresh read")
 	requireLatest(t, f, 200, "b", "y")
 }
 
@@ -354,4 +355,64 @@ func TestNestedPrefixRefused(t *testing.T) {
 	}
 	assert.Empty(t, testserver.Keys(t, mem), "nothing written")
 	require.NoError(t, (&writefence.Fence{Store: mem, Prefix: "a/c/"}).Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
+}
+
+// TestPushOverDamagedPayload: a record whose payload was damaged past its
+// intact header, on each class of store (see the package documentation,
+// "Damage"):
+//
+//   - a store that keeps its version beside its bytes (the directory
+//     store), damaged in place: the store's own check finds it on the
+//     push's head read, which returns no more than the header's bytes, and
+//     the push refuses with ErrCorrupt;
+//   - a store without a PrefixReader (MemStore): the push reads the record
+//     whole and refuses it;
+//   - a store whose versions name its bytes, as S3's ETags do, rewritten
+//     whole from outside (a new version): the push decides on the sound
+//     head and replaces it; Latest and Update, which read the payload,
+//     refuse it.
+func TestPushOverDamagedPayload(t *testing.T) {
+	ctx := context.Background()
+	payload := bytes.Repeat([]byte("x"), 3*defaults.MaxHeaderSize)
+	key := mustKey(t, "wal", "0")
+
+	t.Run("in place, dir", func(t *testing.T) {
+		dir := t.TempDir()
+		store := fakestore.New(newDirStore(t, dir), fakestore.Options{})
+		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 1, payload))
+		require.NoError(t, testserver.DamageDir(dir)(ctx, key, testserver.Fault{Flip: -1}))
+		read := store.BytesRead()
+		err := (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("over it"))
+		require.ErrorIs(t, err, writefence.ErrCorrupt, "a Push overwrote damage in place")
+		assert.LessOrEqual(t, store.BytesRead()-read, int64(defaults.MaxHeaderSize))
+	})
+
+	// rewrite damages the record's last byte by a write from outside.
+	rewrite := func(t *testing.T, store writefence.ConditionalStore) {
+		data, v, err := store.Get(ctx, key)
+		require.NoError(t, err)
+		data[len(data)-1] ^= 1
+		_, err = store.PutIfVersion(ctx, key, data, v)
+		require.NoError(t, err)
+		_, _, _, err = (&writefence.Fence{Store: store}).Latest(ctx, "wal", "0")
+		require.ErrorIs(t, err, writefence.ErrCorrupt, "the record is corrupt")
+	}
+
+	t.Run("rewritten, no prefix reader", func(t *testing.T) {
+		store := &writefence.MemStore{}
+		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 1, payload))
+		rewrite(t, store)
+		err := (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("over it"))
+		require.ErrorIs(t, err, writefence.ErrCorrupt, "a Push that reads the record whole overwrote it")
+	})
+
+	t.Run("rewritten, prefix reader", func(t *testing.T) {
+		store := newPrefixStore()
+		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 1, payload))
+		rewrite(t, store)
+		err := (&writefence.Fence{Store: store}).Update(ctx, "wal", "0", "b", 2, func(p []byte) ([]byte, error) { return p, nil })
+		require.ErrorIs(t, err, writefence.ErrCorrupt, "Update reads the payload")
+		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("over it")))
+		requireLatest(t, &writefence.Fence{Store: store}, 2, "b", "over it")
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 )
@@ -284,36 +285,22 @@ func TestKeepFloorDamaged(t *testing.T) {
 	assert.Equal(t, floorKey, we.Key)
 }
 
-// countingReads counts the reads a store serves.
-type countingReads struct {
-	*writefence.MemStore
-	mu    sync.Mutex
-	reads int
-}
-
-func (c *countingReads) Get(ctx context.Context, key string) ([]byte, string, error) {
-	c.mu.Lock()
-	c.reads++
-	c.mu.Unlock()
-	return c.MemStore.Get(ctx, key)
-}
-
 // TestKeepFloorCost: a steady push costs one read, of the floor, under
 // KeepFloor, and none without; a seal one write more, of the floor.
 func TestKeepFloorCost(t *testing.T) {
 	ctx := t.Context()
 	for _, keep := range []bool{false, true} {
-		s := &countingReads{MemStore: &writefence.MemStore{}}
+		s := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.Declared})
 		f := &writefence.Fence{Store: s, KeepFloor: keep}
 		require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1))
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, nil))
-		before := s.reads
+		before := s.Calls(fakestore.Get)
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", 3, nil))
-		want := 0
+		want := int64(0)
 		if keep {
 			want = 1
 		}
-		assert.Equal(t, want, s.reads-before, "reads of a steady push with KeepFloor %t", keep)
+		assert.Equal(t, want, s.Calls(fakestore.Get)-before, "reads of a steady push with KeepFloor %t", keep)
 	}
 }
 
@@ -660,6 +647,78 @@ func TestRegressionUnderDelete(t *testing.T) {
 			}
 			_, _, err := s.Get(ctx, key)
 			require.ErrorIs(t, err, writefence.ErrNotFound)
+		})
+	}
+}
+
+// TestRegressedOwnRecord (promise 29): a record set back to exactly a
+// write the caller repeats (a retry of a push, an update or a seal whose
+// reply was lost) under a Fence that saw the record higher since. The
+// write is not reported landed: the record went back below what the Fence
+// saw, and the call is refused as regressed, writing nothing.
+func TestRegressedOwnRecord(t *testing.T) {
+	for name, s := range lossStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			f := &writefence.Fence{Store: s}
+			key := mustKey(t, "wal", "0")
+			same := func(cur []byte) ([]byte, error) { return cur, nil }
+
+			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1<<32|1))
+			sealed := bytesAt(t, s, key)
+			require.NoError(t, f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")))
+			pushed := bytesAt(t, s, key)
+			// The takeover, which this Fence sees.
+			require.NoError(t, f.Seal(ctx, "wal", "0", "b", 2<<32|1))
+
+			for _, tt := range []struct {
+				name  string
+				bytes []byte
+				call  func() error
+				want  writefence.EpochRegressedError
+			}{
+				{"push", pushed, func() error { return f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")) },
+					writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 1<<32 | 2, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 2, FoundWriter: "a"}},
+				{"update", pushed, func() error { return f.Update(ctx, "wal", "0", "a", 1<<32|2, same) },
+					writefence.EpochRegressedError{Op: "update", Key: key, Epoch: 1<<32 | 2, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 2, FoundWriter: "a"}},
+				{"seal", sealed, func() error { return f.Seal(ctx, "wal", "0", "a", 1<<32|1) },
+					writefence.EpochRegressedError{Op: "seal", Key: key, Epoch: 1<<32 | 1, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 1, FoundWriter: "a"}},
+			} {
+				t.Run(tt.name, func(t *testing.T) {
+					v := setBack(t, s, key, tt.bytes)
+					requireRegressed(t, tt.call(), tt.want)
+					_, got, err := s.Get(ctx, key)
+					require.NoError(t, err)
+					assert.Equal(t, v, got, "nothing written")
+				})
+			}
+		})
+	}
+}
+
+// TestSettleRegressedOwnRecord (promise 29): a settle run again over a
+// record set back to exactly that settle, under a Fence that saw the
+// record higher since, is refused as regressed, as every settle below
+// what the Fence saw is, rather than reported landed.
+func TestSettleRegressedOwnRecord(t *testing.T) {
+	for name, s := range lossStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			f := &writefence.Fence{Store: s}
+			key := mustKey(t, "wal", "0")
+			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1))
+			require.NoError(t, s.Delete(ctx, key))
+			settle := writefence.Settlement{Lost: true, Writer: "op", Floor: 1, Epoch: 2, Payload: []byte("s")}
+			require.NoError(t, f.Settle(ctx, "wal", "0", settle))
+			settled := bytesAt(t, s, key)
+			require.NoError(t, f.Seal(ctx, "wal", "0", "b", 3))
+
+			v := setBack(t, s, key, settled)
+			requireRegressed(t, f.Settle(ctx, "wal", "0", settle),
+				writefence.EpochRegressedError{Op: "settle", Key: key, Epoch: 2, Seen: 3, SeenWriter: "b", Found: 2, FoundWriter: "op"})
+			_, got, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			assert.Equal(t, v, got, "nothing written")
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,8 +17,9 @@ import (
 // lease is lost or released.
 func TestLeaseHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := t.Context()
-		store := &cutStore{ConditionalStore: &MemStore{}}
+		var cut atomic.Bool
+		ctx := cutOff(t.Context(), &cut)
+		store := &MemStore{}
 		a := holdLease(&Fence{Store: store}, "a")
 		term, expiry, ok := a.Held()
 		assert.False(t, ok)
@@ -38,14 +40,14 @@ func TestLeaseHeld(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, start.Add(time.Second+holdTTL), expiry, "a renewal moves the expiry")
 
-		store.cut.Store(true)
+		cut.Store(true)
 		time.Sleep(holdTTL + time.Second)
 		require.Error(t, a.Renew(ctx))
 		term2, expiry, ok := a.Held()
 		require.True(t, ok, "an expired lease is still held: a renewal may land")
 		assert.Equal(t, term, term2)
 		assert.True(t, expiry.Before(time.Now()), "the expiry is in the past")
-		store.cut.Store(false)
+		cut.Store(false)
 
 		b := holdLease(&Fence{Store: store}, "b")
 		bterm, err := b.Acquire(ctx)

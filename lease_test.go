@@ -1,742 +1,174 @@
-package writefence
+package writefence_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"runtime"
-	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
-	"github.com/writefence/writefence/internal/record"
-	"github.com/writefence/writefence/internal/testserver"
 )
 
-// leaseClock is a fake clock shared by goroutines; it only moves forward.
-type leaseClock struct{ ns atomic.Int64 }
-
-func newLeaseClock() *leaseClock {
-	c := &leaseClock{}
-	c.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *leaseClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *leaseClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-func newTestLease(store ConditionalStore, holder string, clock func() time.Time) *Lease {
-	return &Lease{Fence: &Fence{Store: store}, Name: "leader", Holder: holder, TTL: 10 * time.Second, Clock: clock}
-}
-
-func TestLeaseRecordStrict(t *testing.T) {
-	inc := [leaseIncSize]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	good := encodeLease("node-a", 7, 1234, inc)
-	r, check := decodeLease(good)
-	require.Empty(t, check)
-	assert.Equal(t, leaseRecord{Holder: "node-a", Term: 7, Expiry: 1234, Incarnation: inc}, r)
-
-	// Format version 1 (no incarnation) still decodes, with none.
-	v1 := append([]byte(nil), good[:leaseV1HeaderSize]...)
-	v1[4] = 1
-	v1 = append(v1, "node-a"...)
-	v1 = binary.BigEndian.AppendUint32(v1, record.CRC32C(v1))
-	r, check = decodeLease(v1)
-	require.Empty(t, check)
-	assert.Equal(t, leaseRecord{Holder: "node-a", Term: 7, Expiry: 1234}, r)
-
-	flip := func(i int) []byte { return testserver.Flipped(good, i) }
-	cases := map[string]struct {
-		b     []byte
-		check string
-	}{
-		"empty":           {nil, "truncated"},
-		"magic":           {flip(0), "magic"},
-		"version":         {flip(4), "unknown format version"},
-		"term bit":        {flip(14), "checksum"},
-		"holder byte":     {flip(leaseHeaderSize), "checksum"},
-		"incarnation bit": {flip(30), "checksum"},
-		"checksum":        {flip(len(good) - 1), "checksum"},
-		"truncated":       {good[:len(good)-1], "truncated"},
-		"trailing":        {append(append([]byte(nil), good...), 0), "trailing bytes"},
-		"term 0":          {encodeLease("a", 0, 1, inc), "term 0"},
-		"term too large":  {encodeLease("a", maxLeaseTerm+1, 1, inc), "term too large"},
-		"empty holder":    {encodeLease("", 1, 1, inc), "empty holder"},
-		"long holder":     {encodeLease(strings.Repeat("h", record.MaxWriterLen+1), 1, 1, inc), "holder length"},
-		"negative expiry": {encodeLease("a", 1, -1, inc), "negative expiry"},
-		"a fence record":  {wholeRecord("id", "w", 1, record.Body{}), "magic"},
+// TestLeaseOneTermOneHolder: two Lease values of one Holder (a restarted
+// process and its previous incarnation, which the lease fences) never
+// both acquire one term, even when they compute the same expiry (one
+// fixed Clock): each record bears its Lease value's random incarnation,
+// so the restarted value's retry, after its create-only write conflicted
+// with the old value's, does not take the old value's record for its own
+// landed write. It takes the lease over at term 2 instead, and the old
+// value's renewal is refused.
+func TestLeaseOneTermOneHolder(t *testing.T) {
+	ctx := context.Background()
+	store := &writefence.MemStore{}
+	fixed := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return fixed }
+	lease := func() *writefence.Lease {
+		return &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "leader", Holder: "node-a", TTL: 10 * time.Second, Clock: clock}
 	}
-	for name, c := range cases {
-		_, check := decodeLease(c.b)
-		assert.Equal(t, c.check, check, name)
-	}
-}
+	old, restarted := lease(), lease()
 
-// TestLeaseCorruptRecordFailsClosed: a record that fails to decode is
-// neither taken over nor renewed over, and its holder stops.
-func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
-	ctx := t.Context()
-	store := &MemStore{}
-	clock := newLeaseClock()
-	a := acquiredLease(t, store, "a", clock.now)
-
-	key, err := keys.Lease("", "leader")
-	require.NoError(t, err)
-	_, v, err := store.Get(ctx, key)
-	require.NoError(t, err)
-	v, err = store.PutIfVersion(ctx, key, []byte("garbage"), v)
-	require.NoError(t, err)
-
-	var ce *CorruptError
-	require.ErrorAs(t, a.Renew(ctx), &ce)
-	assert.Equal(t, v, ce.Version)
-	_, err = a.Epoch(ctx, "p", "s")
-	require.ErrorIs(t, err, ErrLeaseLost)
-	clock.advance(time.Hour)
-	_, err = newTestLease(store, "b", clock.now).Acquire(ctx)
-	require.ErrorIs(t, err, ErrCorrupt)
-	data, v2, err := store.Get(ctx, key)
-	require.NoError(t, err)
-	assert.Equal(t, "garbage", string(data))
-	assert.Equal(t, v, v2)
-}
-
-func TestLeaseInvalid(t *testing.T) {
-	store := &MemStore{}
-	for name, l := range map[string]*Lease{
-		"fence":  {Name: "n", Holder: "h", TTL: time.Second},
-		"store":  {Fence: &Fence{}, Name: "n", Holder: "h", TTL: time.Second},
-		"holder": {Fence: &Fence{Store: store}, Name: "n", TTL: time.Second},
-		"long":   {Fence: &Fence{Store: store}, Name: "n", Holder: strings.Repeat("h", record.MaxWriterLen+1), TTL: time.Second},
-		"ttl":    {Fence: &Fence{Store: store}, Name: "n", Holder: "h"},
-		"name":   {Fence: &Fence{Store: store}, Holder: "h", TTL: time.Second},
-	} {
-		_, err := l.Acquire(t.Context())
-		assert.ErrorIs(t, err, ErrInvalidArgument, name)
-	}
-	assert.Empty(t, testserver.Keys(t, store))
-}
-
-// TestLeaseTakeover walks one lease through its life: held, refused to
-// others, renewed, expired, taken over, lost.
-func TestLeaseTakeover(t *testing.T) {
-	ctx := t.Context()
-	store := &MemStore{}
-	clock := newLeaseClock()
-	a, b := newTestLease(store, "a", clock.now), newTestLease(store, "b", clock.now)
-
-	_, err := a.Epoch(ctx, "p", "s")
-	require.ErrorIs(t, err, ErrLeaseLost, "not acquired yet")
-	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
-
-	term, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1), term)
-	e1, err := a.Epoch(ctx, "p", "s")
-	require.NoError(t, err)
-	e2, err := a.Epoch(ctx, "other", "shard")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1<<32|1), e1)
-	assert.Equal(t, e1+1, e2)
-
-	_, err = b.Acquire(ctx)
-	var held *LeaseHeldError
-	require.ErrorAs(t, err, &held)
-	assert.Equal(t, "a", held.Holder)
-	assert.Equal(t, uint64(1), held.Term)
-	assert.True(t, clock.now().Add(10*time.Second).Equal(held.Expiry), "expiry %v", held.Expiry)
-
-	clock.advance(6 * time.Second)
-	term, err = a.Acquire(ctx) // held: renews, keeps the term
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1), term)
-	clock.advance(6 * time.Second) // 12s after acquiring, 6s after renewing
-	_, err = b.Acquire(ctx)
-	require.ErrorIs(t, err, ErrLeaseHeld)
-
-	clock.advance(4 * time.Second) // the renewal has expired
-	_, err = a.Epoch(ctx, "p", "s")
-	require.ErrorIs(t, err, ErrLeaseExpired)
-	_, _, ok := leaseHeld(a)
-	assert.False(t, ok)
-	term, err = b.Acquire(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(2), term)
-	eb, err := b.Epoch(ctx, "p", "s")
-	require.NoError(t, err)
-	assert.Greater(t, eb, e2)
-	assert.Equal(t, uint64(2), leaseTerm(eb))
-
-	err = a.Renew(ctx)
-	require.ErrorIs(t, err, ErrLeaseLost)
-	assert.Contains(t, err.Error(), "taken over by b at term 2")
-	_, err = a.Epoch(ctx, "p", "s")
-	require.ErrorIs(t, err, ErrLeaseLost)
-	require.ErrorIs(t, a.Release(ctx), ErrLeaseLost)
-	term, exp, ok := leaseHeld(b)
-	assert.True(t, ok)
-	assert.Equal(t, uint64(2), term)
-	assert.Equal(t, clock.now().Add(10*time.Second), exp)
-}
-
-// TestLeaseRenewAfterLocalExpiry: a holder whose lease expired by its clock
-// but was not taken over renews, keeps its term and continues its epochs.
-func TestLeaseRenewAfterLocalExpiry(t *testing.T) {
-	ctx := t.Context()
-	clock := newLeaseClock()
-	a := newTestLease(&MemStore{}, "a", clock.now)
-	_, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	e1, err := a.Epoch(ctx, "p", "s")
-	require.NoError(t, err)
-	clock.advance(time.Minute)
-	_, err = a.Epoch(ctx, "p", "s")
-	require.ErrorIs(t, err, ErrLeaseExpired)
-	require.NoError(t, a.Renew(ctx))
-	e2, err := a.Epoch(ctx, "p", "s")
-	require.NoError(t, err)
-	assert.Equal(t, e1+1, e2)
-}
-
-// TestLeaseReleaseThenAcquire: a release lets the next holder in at once,
-// one term up; a restarted holder (a new Lease value of the same holder)
-// takes over at once, one term up, and its previous incarnation is lost.
-func TestLeaseReleaseThenAcquire(t *testing.T) {
-	ctx := t.Context()
-	store := &MemStore{}
-	clock := newLeaseClock()
-	a, b := newTestLease(store, "a", clock.now), newTestLease(store, "b", clock.now)
-	_, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	require.NoError(t, a.Release(ctx))
-	_, err = a.Epoch(ctx, "p", "s")
-	require.ErrorIs(t, err, ErrLeaseLost)
-	require.ErrorIs(t, a.Release(ctx), ErrLeaseLost, "released twice")
-
-	term, err := b.Acquire(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(2), term, "no clock advance needed after a release")
-
-	// A second Lease value of "b" (a restarted process, or a second one
-	// started under the same name) waits like any contender.
-	restarted := newTestLease(store, "b", clock.now)
-	_, err = restarted.Acquire(ctx)
-	var held *LeaseHeldError
-	require.ErrorAs(t, err, &held, "another value of the holder is refused while the term is unexpired")
-	assert.Equal(t, "b", held.Holder)
-	require.NoError(t, b.Renew(ctx), "the holder keeps its term")
-	require.NoError(t, b.Release(ctx))
-	term, err = restarted.Acquire(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(3), term)
-	require.ErrorIs(t, b.Renew(ctx), ErrLeaseLost)
-
-	term, err = a.Acquire(ctx) // held by restarted "b", unexpired
-	require.ErrorIs(t, err, ErrLeaseHeld)
-	assert.Zero(t, term)
-}
-
-// TestLeaseEpochsRollOver: when a term's epochs run out, Epoch moves the
-// lease to the next term, and the epochs keep rising.
-func TestLeaseEpochsRollOver(t *testing.T) {
-	ctx := t.Context()
-	store := &MemStore{}
-	clock := newLeaseClock()
-	a := acquiredLease(t, store, "a", clock.now)
-	a.mu.Lock()
-	a.seq = maxLeaseSeq - 1
-	a.mu.Unlock()
-	last, err := a.Epoch(ctx, "p", "s")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1<<32|maxLeaseSeq), last)
-	next, err := a.Epoch(ctx, "p", "s")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(2<<32|1), next)
-
-	key, _ := keys.Lease("", "leader")
-	data, _, err := store.Get(ctx, key)
-	require.NoError(t, err)
-	rec, check := decodeLease(data)
-	require.Empty(t, check)
-	assert.Equal(t, uint64(2), rec.Term, "the store records the new term")
-	require.NoError(t, a.Renew(ctx))
-}
-
-// leaseLossyStore performs writes but reports the next lose of them as
-// failed, as a lost reply would.
-type leaseLossyStore struct {
-	MemStore
-	lose atomic.Int64
-}
-
-var errLeaseReplyLost = errors.New("reply lost")
-
-func (s *leaseLossyStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
-	if err == nil && s.lose.Add(-1) >= 0 {
-		return "", errLeaseReplyLost
-	}
-	return v, err
-}
-
-// TestLeaseLostReplies: writes that landed but whose replies were lost are
-// recognised by reading the record, so the holder neither fails nor loses
-// its lease.
-func TestLeaseLostReplies(t *testing.T) {
-	ctx := t.Context()
-	store := &leaseLossyStore{}
-	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
-
-	store.lose.Store(1)
-	term, err := a.Acquire(ctx)
-	require.NoError(t, err, "the acquire landed; a read proves it")
-	assert.Equal(t, uint64(1), term)
-
-	store.lose.Store(1)
-	require.NoError(t, a.Renew(ctx))
-	store.lose.Store(3) // three renewals in a row lose their replies
-	clock.advance(time.Second)
-	require.NoError(t, a.Renew(ctx))
-	clock.advance(time.Second)
-	require.NoError(t, a.Renew(ctx))
-	clock.advance(time.Second)
-	require.NoError(t, a.Renew(ctx))
-	_, exp, ok := leaseHeld(a)
-	require.True(t, ok)
-	assert.Equal(t, clock.now().Add(10*time.Second), exp)
-
-	// A cancelled context hides the outcome: the error says so and the
-	// lease stays held locally.
-	store.lose.Store(1)
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	err = a.Renew(cctx)
-	require.Error(t, err)
-	_, _, ok = leaseHeld(a)
-	assert.True(t, ok)
-	require.NoError(t, a.Renew(ctx), "the next renewal finds its own term and lands")
-}
-
-// TestLeaseContention: holders contend for one lease on a shared fake
-// clock, acquiring, renewing, drawing epochs and releasing at random. At no
-// clock time do two holders' terms overlap, every term has one holder,
-// terms rise by one, and every epoch is drawn within its term's interval.
-func TestLeaseContention(t *testing.T) {
-	const holders, steps = 8, 1000
-	const ttl = 100 * time.Millisecond
-	store := &MemStore{}
-	clock := newLeaseClock()
-
-	type grant struct {
-		term       uint64
-		holder     string
-		start, end int64 // fake-clock nanoseconds
-		released   bool
-	}
-	type drawn struct {
-		epoch uint64
-		at    int64
-	}
 	var (
-		mu     sync.Mutex // guards grants and epochs
-		grants []grant
-		epochs []drawn
-		held   atomic.Int64 // ErrLeaseHeld refusals
+		oldTerm uint64
+		oldErr  error
+		raced   bool
 	)
-	record := func(l *Lease) {
-		term, exp, _ := leaseHeld(l)
-		mu.Lock()
-		grants = append(grants, grant{term: term, holder: l.Holder, start: exp.Add(-ttl).UnixNano(), end: exp.UnixNano()})
-		mu.Unlock()
-	}
-
-	draw := func(l *Lease) {
-		at := clock.now().UnixNano()
-		e, err := l.Epoch(context.Background(), "p", "s")
-		switch {
-		case err == nil:
-			mu.Lock()
-			epochs = append(epochs, drawn{epoch: e, at: at})
-			mu.Unlock()
-		case !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, ErrLeaseLost):
-			t.Errorf("%s: Epoch: %v", l.Holder, err)
-		}
-	}
-
-	var wg sync.WaitGroup
-	for i := range holders {
-		l := &Lease{Fence: &Fence{Store: store}, Name: "leader", Holder: fmt.Sprintf("h%d", i), TTL: ttl, Clock: clock.now}
-		rng := rand.New(rand.NewPCG(uint64(i), 7))
-		wg.Go(func() {
-			ctx := context.Background()
-			for range steps {
-				// Steps of up to 40ms against a TTL of 100ms, and renewals
-				// rare enough, that leases often expire while held and
-				// others take them over.
-				clock.advance(time.Duration(rng.IntN(40)) * time.Millisecond)
-				runtime.Gosched()
-				// Now and then draw an epoch whatever the lease's state: it
-				// must be refused unless the lease is held.
-				if rng.IntN(4) == 0 {
-					draw(l)
-					continue
-				}
-				if _, _, ok := leaseHeld(l); !ok {
-					_, err := l.Acquire(ctx)
-					switch {
-					case err == nil:
-						record(l)
-					case errors.Is(err, ErrLeaseHeld):
-						held.Add(1)
-					default:
-						t.Errorf("%s: Acquire: %v", l.Holder, err)
-					}
-					continue
-				}
-				switch rng.IntN(10) {
-				case 0:
-					at := clock.now().UnixNano()
-					term, _, _ := leaseHeld(l)
-					if err := l.Release(ctx); err == nil {
-						mu.Lock()
-						grants = append(grants, grant{term: term, holder: l.Holder, end: at, released: true})
-						mu.Unlock()
-					} else if !errors.Is(err, ErrLeaseLost) {
-						t.Errorf("%s: Release: %v", l.Holder, err)
-					}
-				case 1:
-					if err := l.Renew(ctx); err == nil {
-						record(l)
-					} else if !errors.Is(err, ErrLeaseLost) {
-						t.Errorf("%s: Renew: %v", l.Holder, err)
-					}
-				default:
-					draw(l)
-				}
+	hctx := hook.With(ctx, &hook.Hooks{
+		// The restarted value's first write: the old value acquires first.
+		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+			if !raced {
+				raced = true
+				oldTerm, oldErr = old.Acquire(ctx)
 			}
-		})
-	}
-	wg.Wait()
+			return write()
+		},
+		Wait: func(context.Context, int, time.Duration) error { return nil },
+	})
+	newTerm, newErr := restarted.Acquire(hctx)
+	require.True(t, raced)
+	require.NoError(t, oldErr)
 
-	// Fold the grants into one interval per term.
-	type span struct {
-		holder     string
-		start, end int64
-		released   bool
-	}
-	terms := make(map[uint64]*span)
-	for _, g := range grants {
-		s, ok := terms[g.term]
-		if !ok {
-			terms[g.term] = &span{holder: g.holder, start: g.start, end: g.end, released: g.released}
-			continue
-		}
-		require.Equal(t, s.holder, g.holder, "term %d granted to two holders", g.term)
-		switch {
-		case g.released:
-			s.end, s.released = g.end, true
-		case s.released:
-			t.Fatalf("term %d renewed after its release", g.term)
-		default:
-			if g.start != 0 && (s.start == 0 || g.start < s.start) {
-				s.start = g.start
-			}
-			s.end = max(s.end, g.end)
+	// Exactly one of the two may hold term 1; the other must be refused
+	// (or, as a takeover by the same holder, get term 2).
+	held := 0
+	for _, r := range []struct {
+		term uint64
+		err  error
+	}{{oldTerm, nil}, {newTerm, newErr}} {
+		if r.err == nil && r.term == 1 {
+			held++
 		}
 	}
-	n := uint64(len(terms))
-	require.Greater(t, n, uint64(10), "too few takeovers to prove anything")
-	for term := uint64(1); term <= n; term++ {
-		s, ok := terms[term]
-		require.True(t, ok, "term %d never granted, yet %d terms were: terms must rise by one", term, n)
-		if next, ok := terms[term+1]; ok {
-			require.LessOrEqual(t, s.end, next.start,
-				"term %d (%s) lasts until %d, after term %d (%s) starts at %d", term, s.holder, s.end, term+1, next.holder, next.start)
-		}
+	assert.Equal(t, 1, held, "two Lease values acquired term 1: old got term %d, restarted got term %d (%v)", oldTerm, newTerm, newErr)
+
+	// What that costs: both hand out the same epochs, and both renew.
+	e1, err1 := old.Epoch(ctx, "wal", "0")
+	e2, err2 := restarted.Epoch(ctx, "wal", "0")
+	if err1 == nil && err2 == nil {
+		assert.NotEqual(t, e1, e2, "two holders drew the same epoch %d", e1)
 	}
-	sort.Slice(epochs, func(i, j int) bool { return epochs[i].at < epochs[j].at })
-	for i, d := range epochs {
-		s := terms[leaseTerm(d.epoch)]
-		require.NotNil(t, s, "epoch %d of an unknown term", d.epoch)
-		// A release ends a term at the instant of the call, after the
-		// holder's last epoch, which the fake clock may give the same time.
-		within := s.start <= d.at && (d.at < s.end || s.released && d.at == s.end)
-		require.True(t, within, "epoch %d drawn at %d outside its term [%d, %d)", d.epoch, d.at, s.start, s.end)
-		if i > 0 && epochs[i-1].at < d.at {
-			require.Less(t, epochs[i-1].epoch, d.epoch, "epochs drawn later are greater")
-		}
-	}
-	t.Logf("%d holders x %d steps: %d terms, %d grants, %d epochs drawn, %d acquisitions refused as held",
-		holders, steps, n, len(grants), len(epochs), held.Load())
+	r1, r2 := old.Renew(ctx), restarted.Renew(ctx)
+	assert.False(t, r1 == nil && r2 == nil, "both Lease values renewed the one term")
 }
 
-// TestLeaseZombieFenced: a holder pauses, its lease is taken over, and the
-// new holder seals the shard. The paused holder wakes with a clock that
-// never moved, so it still believes it holds the lease and keeps drawing
-// epochs: every push it makes is refused by the store, and the payload the
-// new holder sealed is kept. A shard the new holder did not seal shows
-// what the seal is for: the zombie's push there lands.
-func TestLeaseZombieFenced(t *testing.T) {
+// TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss: a takeover
+// whose seal is slow, and whose lease another holder takes over meanwhile
+// (by a clock of its own that has passed the expiry) and seals the shard
+// at its own, higher term, returns the loss (promise 15: "A takeover whose
+// lease is lost or expires while it seals returns the loss or the
+// expiry"): an error matching ErrLeaseLost that names the new holder and
+// term. It is not the refusal Hold reserves for a lease whose terms are
+// behind the shard's epochs ("stop and look, retrying does not help"):
+// here the lease is simply held by someone else, as any takeover loses it.
+func TestPromise15_HoldLosingTheLeaseWhileSealingReturnsTheLoss(t *testing.T) {
 	ctx := t.Context()
-	store := &MemStore{}
-	f := &Fence{Store: store}
-	frozen := newLeaseClock() // the zombie's clock stops when it pauses
-	clock := newLeaseClock()
-	a := newTestLease(store, "a", frozen.now)
-	_, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	e, err := a.Epoch(ctx, "wal", "0")
-	require.NoError(t, err)
-	require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
-	for i := range 3 {
-		_, err := f.PushFrom(ctx, a, "wal", "0", "a", fmt.Appendf(nil, "a %d", i))
-		require.NoError(t, err)
-	}
-	pending, err := a.Epoch(ctx, "wal", "0") // drawn just before the pause
-	require.NoError(t, err)
+	mem := &writefence.MemStore{}
+	shard := writefence.Shard{Plugin: "wal", Shard: "0"}
+	slow := &fakestore.Gate{} // holds the first write of the shard's record
+	store := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{{Op: fakestore.Put, Key: mustKey(t, "wal", "0"), Times: 1, Gate: slow}}})
 
-	clock.advance(time.Minute)
-	b := newTestLease(store, "b", clock.now)
+	clockA, clockB := &fakeclock.Clock{}, &fakeclock.Clock{}
+	clockB.Advance(2 * time.Hour) // B's clock has passed A's expiry
+	a := &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.Now}
+	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.Now}
+
+	held := make(chan error, 1)
+	go func() {
+		_, err := a.Hold(ctx, shard)
+		held <- err
+	}()
+	<-slow.Arrived() // A holds term 1; its seal's write is slow
+
+	_, err := b.Hold(ctx, shard)
+	require.NoError(t, err, "B takes the lease over at term 2 and seals the shard")
+	defer b.Release(context.WithoutCancel(ctx))
+	slow.Open()
+
+	err = <-held
+	require.Error(t, err)
+	require.ErrorIs(t, err, writefence.ErrLeaseLost, "A's lease was taken over while it sealed: Hold returns the loss")
+	var lost *writefence.LeaseLostError
+	if assert.ErrorAs(t, err, &lost) {
+		assert.Equal(t, "b", lost.Holder)
+		assert.Equal(t, uint64(2), lost.NewTerm)
+	}
+	assert.NotContains(t, err.Error(), "retrying does not help")
+	assert.NotContains(t, err.Error(), "the lease's terms are behind the shard's epochs")
+}
+
+// TestPromise16_RenewThatReadsATakeoverEndsTheLease: a renewal whose
+// first write loses its reply, and whose retry then reads the record of
+// another holder at a later term, has learned that the lease is lost,
+// whatever became of its own write: nothing it wrote can outrank a later
+// term. By the time Renew returns, the Lease hands out no more epochs
+// (promise 14) and the Deposed contexts of the shards it gates are done
+// (promise 16).
+func TestPromise16_RenewThatReadsATakeoverEndsTheLease(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	leaseKey, err := keys.Lease("", "wal/0")
+	require.NoError(t, err)
+	store := counted(mem)
+
+	clockA, clockB := &fakeclock.Clock{}, &fakeclock.Clock{}
+	clockB.Advance(2 * time.Hour) // B's clock has passed A's expiry
+	a := &writefence.Lease{Fence: &writefence.Fence{Store: store, RetryDelay: time.Microsecond}, Name: "wal/0", Holder: "a", TTL: time.Hour, Clock: clockA.Now}
+	b := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "b", TTL: time.Hour, Clock: clockB.Now}
+
+	_, err = a.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = a.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+	deposed, stop := a.Fence.Deposed(ctx, "wal", "0")
+	defer stop()
+
+	// A's renewal sends its write; B takes the lease over meanwhile; the
+	// write then fails with a network error that hides its outcome (it
+	// wrote nothing): what a writer sees when its connection drops while
+	// others write.
+	held := &fakestore.Gate{}
+	store.Inject(fakestore.Fault{Op: fakestore.Put, Key: leaseKey, Times: 1, Gate: held,
+		Err: &writefence.StoreError{Op: "test put", Key: leaseKey, Err: errors.New("connection reset by peer")}})
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Renew(ctx) }()
+	<-held.Arrived()
 	term, err := b.Acquire(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), term)
-	seal, err := b.Epoch(ctx, "wal", "0")
-	require.NoError(t, err)
-	require.NoError(t, f.Seal(ctx, "wal", "0", "b", seal))
+	held.Open()
+	err = <-renewed
+	require.Error(t, err, "the renewal did not land: B holds term 2")
+	t.Logf("renew: %v", err)
 
-	// The zombie wakes: the epoch it held, and every new one it draws.
-	refused := 0
-	err = f.Push(ctx, "wal", "0", "a", pending, []byte("a late"))
-	require.ErrorIs(t, err, ErrStaleEpoch)
-	refused++
-	for i := range 20 {
-		e, err := f.PushFrom(ctx, a, "wal", "0", "a", fmt.Appendf(nil, "a zombie %d", i))
-		require.Equal(t, uint64(1), leaseTerm(e), "the zombie still draws epochs of its term")
-		var se *StaleEpochError
-		require.ErrorAs(t, err, &se)
-		assert.Equal(t, seal, se.RecordedEpoch)
-		assert.Equal(t, "b", se.RecordedWriter)
-		refused++
-	}
-	epoch, writer, payload, err := f.Latest(ctx, "wal", "0")
-	require.NoError(t, err)
-	assert.Equal(t, seal, epoch)
-	assert.Equal(t, "b", writer)
-	assert.Equal(t, "a 2", string(payload), "the seal keeps the last landed payload")
-
-	_, err = f.PushFrom(ctx, b, "wal", "0", "b", []byte("b 1"))
-	require.NoError(t, err)
-	_, err = f.PushFrom(ctx, a, "wal", "unsealed", "a", []byte("a zombie"))
-	require.NoError(t, err, "without a seal the zombie lands until the new holder's first push")
-
-	require.ErrorIs(t, a.Renew(ctx), ErrLeaseLost)
 	_, err = a.Epoch(ctx, "wal", "0")
-	require.ErrorIs(t, err, ErrLeaseLost)
-	t.Logf("%d zombie pushes after the seal, all refused as stale", refused)
-}
-
-// leaseTerm returns the term of the lease an epoch was drawn in.
-func leaseTerm(epoch uint64) uint64 { return epoch >> leaseSeqBits }
-
-// leaseHeld reports the term l holds and when it stops handing out epochs, by
-// its own clock; ok is false when it does not hold the lease or that time
-// has passed.
-func leaseHeld(l *Lease) (term uint64, expiry time.Time, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held {
-		return 0, time.Time{}, false
-	}
-	return l.term, l.expiry, l.now().Before(l.expiry)
-}
-
-// acquiredLease returns a Lease of holder that has acquired the lease.
-func acquiredLease(t *testing.T, store ConditionalStore, holder string, clock func() time.Time) *Lease {
-	t.Helper()
-	l := newTestLease(store, holder, clock)
-	_, err := l.Acquire(t.Context())
-	require.NoError(t, err)
-	return l
-}
-
-// holdTTL is the TTL of the tests that run in a synctest bubble, on the
-// bubble's clock: Hold renews every 3s and seals a takeover by 6.75s.
-const holdTTL = 9 * time.Second
-
-// holdLease returns a Lease of holder on f, on the real (or the bubble's)
-// clock.
-func holdLease(f *Fence, holder string) *Lease {
-	return &Lease{Fence: f, Name: "leader", Holder: holder, TTL: holdTTL}
-}
-
-// skewedLease is a contender whose clock runs a minute ahead: it sees any
-// lease of holdTTL expired and takes it over at once, as a contender with
-// a wrong clock may. Safety does not depend on clocks; this is how the
-// tests make a takeover while the holder still believes it holds.
-func skewedLease(store ConditionalStore, holder string) *Lease {
-	l := holdLease(&Fence{Store: store}, holder)
-	l.Clock = func() time.Time { return time.Now().Add(time.Minute) }
-	return l
-}
-
-// TestLeaseLostReachesEveryCall: whichever call of a deposed holder finds
-// the takeover first, every call after names the new holder and its term:
-// Epoch, Renew, Release, and Fence.PushFrom through Epoch, whose message
-// does not repeat the prefix. Before any call reads the lease record, the
-// store itself refuses the holder's push, naming the new holder's writer
-// and an epoch of its term.
-func TestLeaseLostReachesEveryCall(t *testing.T) {
-	for _, first := range []string{"background renewal", "Renew", "Acquire", "Release"} {
-		t.Run(first, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ctx := t.Context()
-				store := &MemStore{}
-				f := &Fence{Store: store}
-				a := holdLease(f, "a")
-				var held context.Context
-				if first == "background renewal" {
-					var err error
-					held, err = a.Hold(ctx, Shard{"wal", "0"})
-					require.NoError(t, err)
-				} else {
-					_, err := a.Acquire(ctx)
-					require.NoError(t, err)
-					e, err := a.Epoch(ctx, "wal", "0")
-					require.NoError(t, err)
-					require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
-				}
-				b := skewedLease(store, "b")
-				_, err := b.Hold(ctx, Shard{"wal", "0"})
-				require.NoError(t, err)
-
-				// a has not read the lease record yet: the store refuses its push.
-				_, err = f.PushFrom(ctx, a, "wal", "0", "a", []byte("late"))
-				var stale *StaleEpochError
-				require.ErrorAs(t, err, &stale)
-				assert.Equal(t, "b", stale.RecordedWriter)
-				assert.Equal(t, uint64(2), leaseTerm(stale.RecordedEpoch))
-
-				want := LeaseLostError{Name: "leader", Term: 1, Holder: "b", NewTerm: 2}
-				var lost *LeaseLostError
-				switch first {
-				case "background renewal":
-					<-held.Done()
-					require.ErrorAs(t, context.Cause(held), &lost)
-				case "Renew":
-					require.ErrorAs(t, a.Renew(ctx), &lost)
-				case "Acquire":
-					_, err := a.Acquire(ctx)
-					var heldErr *LeaseHeldError
-					require.ErrorAs(t, err, &heldErr)
-					assert.Equal(t, "b", heldErr.Holder)
-					assert.Equal(t, uint64(2), heldErr.Term)
-					lost = &want
-				case "Release":
-					require.ErrorAs(t, a.Release(ctx), &lost)
-				}
-				assert.Equal(t, want, *lost)
-
-				msg := "writefence: lease leader: term 1: taken over by b at term 2: writefence: lease lost"
-				_, err = a.Epoch(ctx, "wal", "0")
-				require.ErrorAs(t, err, &lost, "Epoch")
-				assert.Equal(t, want, *lost)
-				assert.EqualError(t, err, msg)
-				err = a.Renew(ctx)
-				require.ErrorAs(t, err, &lost, "Renew")
-				assert.EqualError(t, err, msg)
-				_, err = f.PushFrom(ctx, a, "wal", "0", "a", []byte("late"))
-				require.ErrorAs(t, err, &lost, "PushFrom")
-				assert.Equal(t, want, *lost)
-				assert.EqualError(t, err, "writefence: epoch source: lease leader: term 1: taken over by b at term 2: writefence: lease lost")
-				assert.NotContains(t, err.Error(), "writefence: epoch source: writefence:")
-				err = a.Release(ctx)
-				require.ErrorAs(t, err, &lost, "Release")
-				assert.EqualError(t, err, msg)
-				require.NoError(t, b.Release(ctx))
-			})
-		})
-	}
-}
-
-// TestLeaseEpochDuringRenewal: Epoch does not wait for a renewal in
-// flight: a renewal held inside its write leaves Epoch free.
-func TestLeaseEpochDuringRenewal(t *testing.T) {
-	ctx := t.Context()
-	a := acquiredLease(t, &MemStore{}, "a", newLeaseClock().now)
-	leaseKey, err := keys.Lease("", "leader")
-	require.NoError(t, err)
-	entered, release := make(chan struct{}), make(chan struct{})
-	hooked := hook.With(ctx, &hook.Hooks{Write: func(_ context.Context, key string, write func() (string, error)) (string, error) {
-		if key == leaseKey {
-			close(entered)
-			<-release
-		}
-		return write()
-	}})
-	renewed := make(chan error, 1)
-	go func() { renewed <- a.Renew(hooked) }()
-	<-entered
-	e, err := a.Epoch(ctx, "wal", "0")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1<<32|1), e)
-	close(release)
-	require.NoError(t, <-renewed)
-}
-
-// TestLeaseSettleCorruptRecord: a lease record that fails to decode
-// blocks every acquisition, for good; Lease.Settle, at exactly its
-// version and a term the operator asserts, replaces it with a released
-// record, and the next acquisition takes the next term at once. A settle
-// never lowers the term of a record that decodes, and is refused at any
-// other version.
-func TestLeaseSettleCorruptRecord(t *testing.T) {
-	ctx := t.Context()
-	store := &MemStore{}
-	clock := newLeaseClock()
-	a := newTestLease(store, "a", clock.now)
-	_, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	key, err := keys.Lease("", "leader")
-	require.NoError(t, err)
-	data, v, err := store.Get(ctx, key)
-	require.NoError(t, err)
-	data[len(data)-1] ^= 1
-	_, err = store.PutIfVersion(ctx, key, data, v)
-	require.NoError(t, err)
-
-	b := newTestLease(store, "b", clock.now)
-	_, err = b.Acquire(ctx)
-	var ce *CorruptError
-	require.ErrorAs(t, err, &ce, "no acquisition overwrites a corrupt lease record")
-	clock.advance(time.Hour)
-	_, err = b.Acquire(ctx)
-	require.ErrorIs(t, err, ErrCorrupt, "not even once it expired")
-
-	require.ErrorIs(t, b.Settle(ctx, "other", 5), ErrConflict)
-	require.NoError(t, b.Settle(ctx, ce.Version, 5))
-	require.NoError(t, b.Settle(ctx, ce.Version, 5), "a settle found landed returns nil")
-	term, err := b.Acquire(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(6), term, "the next acquisition takes the term after the settled one")
-
-	_, v, err = store.Get(ctx, key)
-	require.NoError(t, err)
-	require.ErrorIs(t, b.Settle(ctx, v, 3), ErrInvalidArgument, "never below the term of a record that decodes")
-	require.NoError(t, b.Settle(ctx, v, 6), "an operator's release of a gone holder's lease, at its own term")
-	c := newTestLease(store, "c", clock.now)
-	term, err = c.Acquire(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(7), term)
+	assert.ErrorIs(t, err, writefence.ErrLeaseLost, "A read B's term: it hands out no epoch of its own lost term")
+	assert.Error(t, deposed.Err(), "the shard A gates is told at once")
+	var lost *writefence.LeaseLostError
+	assert.ErrorAs(t, context.Cause(deposed), &lost)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 // outcomeCounter observes a Fence and counts what happened, told apart
@@ -65,9 +66,8 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	ctx := context.Background()
 	obs := &outcomeCounter{}
 	mem := &writefence.MemStore{}
-	conflicts := &conflictStore{ConditionalStore: mem}
-	lost := &lostReplyStore{ConditionalStore: conflicts}
-	f := &writefence.Fence{Store: lost, Observer: obs.observe}
+	store := counted(mem)
+	f := &writefence.Fence{Store: store, Observer: obs.observe}
 
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")))
 	e := obs.last()
@@ -80,17 +80,16 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	require.ErrorAs(t, obs.last().Err, &stale)
 	assert.Equal(t, uint64(1), stale.RecordedEpoch)
 
-	conflicts.mu.Lock()
-	conflicts.remaining = 2
-	conflicts.mu.Unlock()
+	store.Inject(conflicts(2))
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, []byte("x")))
 	assert.Equal(t, 2, obs.counts["conflict-retried"])
 	assert.Equal(t, 3, obs.last().Attempt)
 
-	lost.set(1, true)
+	store.Inject(lostReplies(1))
+	store.Inject(readsFail)
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 3, []byte("x")), writefence.ErrOutcomeUnknown)
 	assert.Equal(t, "unknown", eventOutcome(obs.last()))
-	lost.set(0, false)
+	store.Clear(fakestore.Get)
 
 	require.NoError(t, (&writefence.Fence{Store: mem, Identity: "other"}).Push(ctx, "wal", "1", "z", 1, nil))
 	require.ErrorIs(t, f.Push(ctx, "wal", "1", "a", 2, nil), writefence.ErrWire)
@@ -101,9 +100,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	require.ErrorIs(t, f.Push(ctx, "wal", "2", "a", 1, nil), writefence.ErrCorrupt)
 	assert.Equal(t, "corrupt", eventOutcome(obs.last()))
 
-	conflicts.mu.Lock()
-	conflicts.remaining = -1
-	conflicts.mu.Unlock()
+	store.Inject(conflicts(0))
 	f.MaxAttempts = 2
 	require.ErrorIs(t, f.Push(ctx, "wal", "3", "a", 1, nil), writefence.ErrConflict)
 	assert.Equal(t, "conflict", eventOutcome(obs.last()))

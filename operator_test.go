@@ -2,13 +2,18 @@ package writefence_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 func TestInspect(t *testing.T) {
@@ -57,19 +62,172 @@ func TestSettle(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, bad, ce.Version)
 
-	puts := counting.puts.Load()
+	puts := counting.Calls(fakestore.Put)
 	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: good, Writer: "op", Epoch: 9, Payload: []byte("restored")})
 	require.ErrorIs(t, err, writefence.ErrConflict, "only the version found corrupt")
 	require.ErrorIs(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: 0, Payload: nil}), writefence.ErrInvalidArgument)
 	require.ErrorIs(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: "", Writer: "op", Epoch: 9, Payload: nil}), writefence.ErrInvalidArgument)
-	assert.Equal(t, puts, counting.puts.Load(), "refusals write nothing")
+	assert.Equal(t, puts, counting.Calls(fakestore.Put), "refusals write nothing")
 
 	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 9, Payload: []byte("restored")})
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "no epoch can be read from garbage: the floor must be stated")
-	assert.Equal(t, puts, counting.puts.Load(), "refusals write nothing")
+	assert.Equal(t, puts, counting.Calls(fakestore.Put), "refusals write nothing")
 	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3}))
 	requireLatest(t, f, 9, "op", "restored")
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 10, []byte("next")), "pushes resume after settling")
 	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 11, Payload: nil})
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument, "settled once: nothing left to settle")
+}
+
+// TestPromise9_SettleKeepsManyReferencesOnTheDirectoryStore: a stream's
+// manifest on the directory store whose payload is damaged in place, its
+// header and every reference intact, is settled keeping every reference
+// (promise 9: "Settle keeps the blobs the damaged record references when
+// its references decode"). A shard with enough segments that its
+// references pass the first 4 KiB of the record must not be treated as
+// one whose references cannot be read: that would leave the operator
+// only DropBlobs, which loses every segment.
+func TestPromise9_SettleKeepsManyReferencesOnTheDirectoryStore(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	f := &writefence.Fence{Store: newDirStore(t, dir)}
+
+	const segments = 80 // about 65 bytes of reference each: more than 4 KiB
+	var refs []writefence.BlobRef
+	for i := range segments {
+		refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprintf("segment %d", i)))
+	}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Payload, m.Blobs = []byte("manifest"), refs
+		return m, nil
+	}))
+
+	// One bit of the payload, the record's last byte, flips on disk.
+	require.NoError(t, testserver.DamageDir(dir)(ctx, mustKey(t, "wal", "0"), testserver.Fault{Flip: -1}))
+
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	require.Equal(t, uint64(2), info.Epoch, "the header is intact")
+	assert.Len(t, info.Blobs, segments, "the references are intact, and Inspect shows what a settle keeps")
+
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 3, Payload: []byte("settled")})
+	require.NoError(t, err, "the references decode: the settle keeps them")
+	after, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, refs, after.Blobs)
+}
+
+// TestPromise6_SettleRetriesAThrottledRead: a Settle is a write of a
+// record, and a transient failure of a read it makes (here, the look at
+// the shard's blobs that decides whether references may be lost) is
+// retried after a back-off (promise 6), not the end of the settle.
+func TestPromise6_SettleRetriesAThrottledRead(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	blobs := fakestore.New(mem, fakestore.Options{})
+	f := &writefence.Fence{Store: mem, Blobs: blobs, RetryDelay: time.Microsecond}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("payload")))
+	version := damageRecord(t, mem)
+
+	blobs.Inject(throttled(fakestore.ListBlobs, 1))
+	err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 2, Payload: []byte("settled")})
+	require.NoError(t, err, "one 503 is retried")
+	assert.Equal(t, int64(2), blobs.Calls(fakestore.ListBlobs), "the throttled read, then its retry")
+}
+
+// damageRecord overwrites the shard's record with its payload's last byte
+// flipped, as a program writing the object directly would, and returns
+// the version of the damaged bytes.
+func damageRecord(t *testing.T, mem *writefence.MemStore) string {
+	t.Helper()
+	require.NoError(t, testserver.DamageByOverwrite(mem)(t.Context(), mustKey(t, "wal", "0"), testserver.Fault{Flip: -1}))
+	_, v, err := mem.Get(t.Context(), mustKey(t, "wal", "0"))
+	require.NoError(t, err)
+	return v
+}
+
+// TestPromise10_NoWriteOnAStoreOfAnotherIdentity: a Fence whose store is
+// branded for another program writes nothing there, not even a blob of
+// its reserved space: a Collect and a Settle that the brand refuses
+// create no blob in that store first (promises 3 and 10).
+func TestPromise10_NoWriteOnAStoreOfAnotherIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode writefence.BrandMode
+		call func(ctx context.Context, f *writefence.Fence) error
+	}{
+		{"collect, brand verified on every write", writefence.BrandVerifyAlways, func(ctx context.Context, f *writefence.Fence) error {
+			_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})
+			return err
+		}},
+		{"settle dropping blobs, brand verified once", writefence.BrandVerify, func(ctx context.Context, f *writefence.Fence) error {
+			return f.Settle(ctx, "wal", "0", writefence.Settlement{Version: "1", Writer: "op", Epoch: 2, DropBlobs: true})
+		}},
+		{"settle dropping blobs, brand verified on every write", writefence.BrandVerifyAlways, func(ctx context.Context, f *writefence.Fence) error {
+			return f.Settle(ctx, "wal", "0", writefence.Settlement{Version: "1", Writer: "op", Epoch: 2, DropBlobs: true})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			mem := &writefence.MemStore{}
+			other := &writefence.Fence{Store: mem, Identity: "other/v1"}
+			_, err := other.ClaimBrand(ctx)
+			require.NoError(t, err)
+			blobs := fakestore.New(mem, fakestore.Options{ByKey: true})
+			f := &writefence.Fence{Store: mem, Blobs: blobs, Brand: tc.mode}
+
+			err = tc.call(ctx, f)
+			require.Error(t, err, "refused: the store is another program's")
+			assert.Zero(t, blobs.Calls(fakestore.CreateBlob), "a blob was created in a store branded for another identity: %s", strings.Join(blobs.Keys(fakestore.CreateBlob), ", "))
+		})
+	}
+}
+
+// TestPromise27_ObserverSeesASettleThatFailsOnItsBlobs: the Observer sees
+// every write once when it ends (promise 27), a settle too, whatever ends
+// it: one whose read of the record fails is seen as a settle, and so must
+// be one that fails on its look at the shard's blobs, before it reads the
+// record.
+func TestPromise27_ObserverSeesASettleThatFailsOnItsBlobs(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	blobs := fakestore.New(mem, fakestore.Options{})
+	var events []writefence.WriteEvent
+	f := &writefence.Fence{Store: mem, Blobs: blobs, MaxAttempts: 1, Observer: func(_ context.Context, e writefence.WriteEvent) {
+		events = append(events, e)
+	}}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("payload")))
+	version := damageRecord(t, mem)
+	events = nil
+
+	blobs.Inject(throttled(fakestore.ListBlobs, 0))
+	err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 2, Payload: []byte("settled")})
+	require.Error(t, err)
+	require.Len(t, events, 1, "the settle's end is seen once")
+	assert.Equal(t, "settle", events[0].Op)
+	assert.Error(t, events[0].Err)
+}
+
+// TestPromise6_SettleRetriesAThrottledBrandRead: under BrandVerifyAlways a
+// settle that drops its blobs reads the brand before the blob store's
+// clock; a transient failure of that read is retried (promise 6), not the
+// end of the settle.
+func TestPromise6_SettleRetriesAThrottledBrandRead(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	s := fakestore.New(mem, fakestore.Options{ByKey: true})
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerifyAlways, RetryDelay: time.Microsecond}
+	_, err := f.ClaimBrand(ctx)
+	require.NoError(t, err)
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("payload")))
+	version := damageRecord(t, mem)
+
+	fault := throttled(fakestore.Get, 1)
+	fault.Key = brandKey
+	s.Inject(fault)
+	reads := s.Calls(fakestore.Get, brandKey)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: version, Writer: "op", Epoch: 2, Payload: []byte("settled"), DropBlobs: true})
+	require.NoError(t, err, "one 503 is retried")
+	assert.GreaterOrEqual(t, s.Calls(fakestore.Get, brandKey)-reads, int64(2), "the throttled read, then its retry")
+	requireLatest(t, &writefence.Fence{Store: mem}, 2, "op", "settled")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/probecheck"
 	"github.com/writefence/writefence/internal/testserver"
@@ -75,8 +76,8 @@ func TestProbeVerdicts(t *testing.T) {
 		// between the compare and the write is lost. The conformance
 		// suite's races catch that store; the probe is for stores that
 		// ignore preconditions outright.
-		{"client-side compare", &clientCompareStore{}, ""},
-		{"ignores every precondition", &ignoringStore{}, probecheck.CreateRefused},
+		{"client-side compare", clientCompare(&writefence.MemStore{}), ""},
+		{"ignores every precondition", ignoring(&writefence.MemStore{}), probecheck.CreateRefused},
 		{"ignores If-None-Match", &lyingStore{ignoreIfNoneMatch: true}, probecheck.CreateRefused},
 		{"ignores If-Match", &lyingStore{ignoreIfMatch: true}, probecheck.StaleRefused},
 		{"creates on a missing-key update", &lyingStore{createOnMissing: true}, probecheck.MissingRefused},
@@ -112,10 +113,11 @@ func TestProbeCleansUp(t *testing.T) {
 	}
 	assert.Empty(t, testserver.Keys(t, mem))
 
-	noDelete := &clientCompareStore{}
+	behind := &writefence.MemStore{}
+	noDelete := clientCompare(behind)
 	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"))
 	require.NoError(t, writefence.Probe(t.Context(), noDelete, "p"), "a leftover of an earlier probe must not fail the next")
-	keys := testserver.Keys(t, &noDelete.m)
+	keys := testserver.Keys(t, behind)
 	assert.Len(t, keys, 2)
 	for _, k := range keys {
 		assert.NotContains(t, k, "absent")
@@ -126,40 +128,25 @@ func TestProbeCleansUp(t *testing.T) {
 	assert.Empty(t, testserver.Keys(t, &lying.m), "the key a lying store created is deleted too")
 }
 
-// failingStore fails every call after the first pass calls with errLostReply,
-// until healed.
-type failingStore struct {
-	writefence.MemStore
-	pass   int64
-	calls  atomic.Int64
-	healed atomic.Bool
-}
-
-func (s *failingStore) fail() bool {
-	return s.calls.Add(1) > s.pass && !s.healed.Load()
-}
-
-func (s *failingStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if s.fail() {
-		return nil, "", errLostReply
-	}
-	return s.MemStore.Get(ctx, key)
-}
-
-func (s *failingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	if s.fail() {
-		return "", errLostReply
-	}
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
+// failingAfter returns a store that fails every read and write after the
+// first pass of them with fakestore.ErrLostReply, until healed is set.
+func failingAfter(pass int64, healed *atomic.Bool) fakestore.Store {
+	var calls atomic.Int64
+	return fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.Declared, Before: func(_ context.Context, c fakestore.Call) error {
+		if (c.Op == fakestore.Get || c.Op == fakestore.Put) && calls.Add(1) > pass && !healed.Load() {
+			return fakestore.ErrLostReply
+		}
+		return nil
+	}})
 }
 
 // TestProbeFailureIsNoVerdict: a store that fails at any step of the probe
 // is reported as failing, never as lying.
 func TestProbeFailureIsNoVerdict(t *testing.T) {
 	for pass := range int64(10) {
-		s := &failingStore{pass: pass}
+		s := failingAfter(pass, &atomic.Bool{})
 		err := writefence.Probe(t.Context(), s, "p")
-		require.ErrorIs(t, err, errLostReply, "failing after %d calls", pass)
+		require.ErrorIs(t, err, fakestore.ErrLostReply, "failing after %d calls", pass)
 		assert.NotErrorIs(t, err, writefence.ErrUntrustedStore)
 		assert.NotErrorIs(t, err, writefence.ErrConflict)
 		assert.True(t, strings.HasPrefix(err.Error(), "writefence: probe at p-"), err.Error())
@@ -181,9 +168,8 @@ func TestProbeFailureIsNoVerdict(t *testing.T) {
 // ignores preconditions is refused and writes no record; the verdict is
 // kept, so later pushes are refused without touching the store.
 func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
-	store := &ignoringStore{}
-	counting := &countingStore{ConditionalStore: store}
-	f := &writefence.Fence{Store: counting, Probe: true}
+	store := ignoring(&writefence.MemStore{})
+	f := &writefence.Fence{Store: store, Probe: true}
 
 	err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrUntrustedStore)
@@ -194,9 +180,9 @@ func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
 	_, _, err = store.Get(t.Context(), mustKey(t, "wal", "0"))
 	require.ErrorIs(t, err, writefence.ErrNotFound, "no record was written")
 
-	before := counting.roundTrips()
+	before := roundTrips(store)
 	require.ErrorIs(t, f.Push(t.Context(), "wal", "0", "w", 2, []byte("x")), writefence.ErrUntrustedStore)
-	assert.Equal(t, before, counting.roundTrips(), "the verdict is kept")
+	assert.Equal(t, before, roundTrips(store), "the verdict is kept")
 
 	// Without the option the fence trusts the store.
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
@@ -205,7 +191,7 @@ func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
 // TestFenceProbeOnce: a passing probe runs once, however many pushes start
 // together; a failure to probe is not kept.
 func TestFenceProbeOnce(t *testing.T) {
-	counting := &countingStore{ConditionalStore: &writefence.MemStore{}}
+	counting := counted(&writefence.MemStore{})
 	f := &writefence.Fence{Store: counting, Probe: true}
 	var wg sync.WaitGroup
 	for i := range 16 {
@@ -217,15 +203,16 @@ func TestFenceProbeOnce(t *testing.T) {
 	// One probe: 5 puts and 7 gets (each write that lands is read back by
 	// Get and by GetPrefix, which a store without PrefixReader serves with
 	// Get); then one get and one put per push.
-	assert.Equal(t, int64(5+16), counting.puts.Load())
-	assert.Equal(t, int64(7+16), counting.gets.Load())
+	assert.Equal(t, int64(5+16), counting.Calls(fakestore.Put))
+	assert.Equal(t, int64(7+16), counting.Calls(fakestore.Get))
 
-	failing := &failingStore{pass: 3}
+	var healed atomic.Bool
+	failing := failingAfter(3, &healed)
 	f = &writefence.Fence{Store: failing, Probe: true}
 	err := f.Push(t.Context(), "wal", "0", "w", 1, nil)
-	require.ErrorIs(t, err, errLostReply)
+	require.ErrorIs(t, err, fakestore.ErrLostReply)
 	assert.NotErrorIs(t, err, writefence.ErrUntrustedStore)
-	failing.healed.Store(true)
+	healed.Store(true)
 	require.NoError(t, f.Push(t.Context(), "wal", "0", "w", 1, nil), "a failed probe is run again")
 	_, _, _, err = f.Latest(t.Context(), "wal", "0")
 	require.NoError(t, err)
@@ -234,53 +221,17 @@ func TestFenceProbeOnce(t *testing.T) {
 // TestFenceProbeWaitHonoursContext: a push waiting for another push's probe
 // gives up when its ctx ends.
 func TestFenceProbeWaitHonoursContext(t *testing.T) {
-	blocked := &blockingStore{MemStore: writefence.MemStore{}, release: make(chan struct{}), entered: make(chan struct{}, 1)}
-	f := &writefence.Fence{Store: blocked, Probe: true}
+	blocked := &fakestore.Gate{} // holds the first write
+	f := &writefence.Fence{Store: fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.Declared, Faults: []fakestore.Fault{{Op: fakestore.Put, Times: 1, Gate: blocked}}}), Probe: true}
 	first := make(chan error, 1)
 	go func() { first <- f.Push(context.Background(), "wal", "0", "w", 1, nil) }()
-	<-blocked.entered
+	<-blocked.Arrived()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	require.ErrorIs(t, f.Push(ctx, "wal", "1", "w", 1, nil), context.Canceled)
-	close(blocked.release)
+	blocked.Open()
 	require.NoError(t, <-first)
-}
-
-// blockingStore holds its first write until release is closed.
-type blockingStore struct {
-	writefence.MemStore
-	once    sync.Once
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (s *blockingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.once.Do(func() {
-		s.entered <- struct{}{}
-		<-s.release
-	})
-	return s.MemStore.PutIfVersion(ctx, key, data, expect)
-}
-
-// ignoringParts declares a PartsPutter that ignores every precondition,
-// while its PutIfVersion is correct: the path a Fence takes is the broken
-// one.
-type ignoringParts struct{ writefence.MemStore }
-
-func (s *ignoringParts) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *ignoringParts) PutPartsIfVersion(ctx context.Context, key string, parts [][]byte, _ string) (string, error) {
-	return unconditionalPut(ctx, &s.MemStore, key, bytes.Join(parts, nil))
-}
-
-// ignoringBrand declares a BrandedPutter that never reads the brand.
-type ignoringBrand struct{ writefence.MemStore }
-
-func (s *ignoringBrand) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *ignoringBrand) PutIfBranded(ctx context.Context, _, _, key string, parts [][]byte, expect string) (string, error) {
-	return s.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
 }
 
 // TestProbeTakesTheFencesPath: the probe writes through the methods a
@@ -288,8 +239,24 @@ func (s *ignoringBrand) PutIfBranded(ctx context.Context, _, _, key string, part
 // path is broken fails it although its PutIfVersion is correct; and a
 // Fence over it is refused before it writes.
 func TestProbeTakesTheFencesPath(t *testing.T) {
-	for name, s := range map[string]writefence.ConditionalStore{"parts": &ignoringParts{}, "brand": &ignoringBrand{}} {
+	for name, opts := range map[string]func(mem *writefence.MemStore) fakestore.Options{
+		// A PartsPutter that ignores every precondition, while
+		// PutIfVersion is correct: the path a Fence takes is the broken one.
+		"parts": func(mem *writefence.MemStore) fakestore.Options {
+			return fakestore.Options{PutParts: func(ctx context.Context, key string, parts [][]byte, _ string) (string, error) {
+				return unconditionalPut(ctx, mem, key, bytes.Join(parts, nil))
+			}}
+		},
+		// A BrandedPutter that never reads the brand.
+		"brand": func(mem *writefence.MemStore) fakestore.Options {
+			return fakestore.Options{PutIfBranded: func(ctx context.Context, _, _, key string, parts [][]byte, expect string) (string, error) {
+				return mem.PutIfVersion(ctx, key, bytes.Join(parts, nil), expect)
+			}}
+		},
+	} {
 		t.Run(name, func(t *testing.T) {
+			mem := &writefence.MemStore{}
+			s := fakestore.New(mem, opts(mem))
 			err := writefence.Probe(t.Context(), s, "probe")
 			require.ErrorIs(t, err, writefence.ErrUntrustedStore)
 			require.ErrorIs(t, (&writefence.Fence{Store: s, Probe: true}).Push(t.Context(), "wal", "0", "w", 1, nil), writefence.ErrUntrustedStore)

@@ -14,37 +14,36 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 func TestConflictsRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, k := range []int{1, 3, 10 - 1} {
-		store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: k}
-		counting := &countingStore{ConditionalStore: store}
+		counting := counted(&writefence.MemStore{}, conflicts(k))
 		f := &writefence.Fence{Store: counting}
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")), "k=%d", k)
-		assert.Equal(t, int64(k+1), counting.puts.Load())
-		assert.Equal(t, int64(k+1), counting.gets.Load(), "every conflict re-reads")
-		t.Logf("%d injected conflicts: landed after %d writes", k, counting.puts.Load())
+		assert.Equal(t, int64(k+1), counting.Calls(fakestore.Put))
+		assert.Equal(t, int64(k+1), counting.Calls(fakestore.Get), "every conflict re-reads")
+		t.Logf("%d injected conflicts: landed after %d writes", k, counting.Calls(fakestore.Put))
 	}
 }
 
 func TestEndlessConflicts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: -1}
-	counting := &countingStore{ConditionalStore: store}
+	counting := counted(&writefence.MemStore{}, conflicts(0))
 	f := &writefence.Fence{Store: counting, MaxAttempts: 4}
 	err := f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrConflict)
 	require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
-	assert.Equal(t, int64(4), counting.puts.Load(), "exactly MaxAttempts writes")
+	assert.Equal(t, int64(4), counting.Calls(fakestore.Put), "exactly MaxAttempts writes")
 
-	counting.puts.Store(0)
+	before := counting.Calls(fakestore.Put)
 	err = (&writefence.Fence{Store: counting}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
 	require.ErrorIs(t, err, writefence.ErrConflict)
-	assert.Equal(t, int64(10), counting.puts.Load())
+	assert.Equal(t, int64(10), counting.Calls(fakestore.Put)-before)
 }
 
 // TestRaceSameEpoch: many writers push the same epoch at once; exactly one
@@ -86,29 +85,6 @@ func requireLatestIn(t testing.TB, f *writefence.Fence, plugin, shard string, ep
 	require.Equal(t, payload, string(p))
 }
 
-// observingStore records, under the store's own ordering, every record
-// that lands on a key, so a test can check the sequence the store saw.
-type observingStore struct {
-	writefence.MemStore
-	fence  *writefence.Fence // decodes what landed
-	mu     sync.Mutex        // guards epochs; held across the write
-	epochs []uint64
-}
-
-func (s *observingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, err := s.MemStore.PutIfVersion(ctx, key, data, expect)
-	if err == nil {
-		e, _, _, lerr := s.fence.Latest(ctx, "wal", "0")
-		if lerr != nil {
-			return "", lerr
-		}
-		s.epochs = append(s.epochs, e)
-	}
-	return v, err
-}
-
 // TestRaceEpochLadder: writers push epochs in random order; every epoch that
 // lands (as the store saw it) is greater than the one before, and the final
 // record holds the maximum.
@@ -117,8 +93,25 @@ func TestRaceEpochLadder(t *testing.T) {
 	ctx := context.Background()
 	var landed, stale, lost int
 	for round := range rounds {
-		obs := &observingStore{}
-		obs.fence = &writefence.Fence{Store: &obs.MemStore}
+		// Every record that lands is recorded, under the store's own
+		// ordering, so that the test checks the sequence the store saw.
+		mem := &writefence.MemStore{}
+		reader := &writefence.Fence{Store: mem} // decodes what landed
+		var order sync.Mutex                    // held across each write, and guards epochs
+		var epochs []uint64
+		obs := fakestore.New(mem, fakestore.Options{Hide: fakestore.Declared, Put: func(ctx context.Context, key string, data []byte, expect string) (string, error) {
+			order.Lock()
+			defer order.Unlock()
+			v, err := mem.PutIfVersion(ctx, key, data, expect)
+			if err == nil {
+				e, _, _, lerr := reader.Latest(ctx, "wal", "0")
+				if lerr != nil {
+					return "", lerr
+				}
+				epochs = append(epochs, e)
+			}
+			return v, err
+		}})
 		// Each conflict means another writer landed, so with 16 writers the
 		// default bound could end the highest epoch's push; raise it.
 		f := &writefence.Fence{Store: obs, RetryDelay: 100 * time.Microsecond, MaxAttempts: 256}
@@ -146,8 +139,8 @@ func TestRaceEpochLadder(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		for i := 1; i < len(obs.epochs); i++ {
-			require.Greater(t, obs.epochs[i], obs.epochs[i-1], "round %d: landed epochs %v", round, obs.epochs)
+		for i := 1; i < len(epochs); i++ {
+			require.Greater(t, epochs[i], epochs[i-1], "round %d: landed epochs %v", round, epochs)
 		}
 		e, _, _, err := f.Latest(ctx, "wal", "0")
 		require.NoError(t, err)
@@ -168,8 +161,8 @@ func TestRaceCatchesBrokenStores(t *testing.T) {
 	const writers, rounds = 32, 20
 	ctx := context.Background()
 	stores := map[string]writefence.ConditionalStore{
-		"client-side compare":  &clientCompareStore{},
-		"ignores precondition": &ignoringStore{},
+		"client-side compare":  clientCompare(&writefence.MemStore{}),
+		"ignores precondition": ignoring(&writefence.MemStore{}),
 	}
 	for name, store := range stores {
 		f := &writefence.Fence{Store: store}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,31 +11,16 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
-// prefixStore adds PrefixReader to the in-memory store and counts the bytes
-// that reads return, as a ranged GET would transfer them.
-type prefixStore struct {
-	writefence.MemStore
-	bytesRead atomic.Int64
-}
-
-func (s *prefixStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	data, v, err := s.MemStore.Get(ctx, key)
-	s.bytesRead.Add(int64(len(data)))
-	return data, v, err
-}
-
-func (s *prefixStore) Capabilities() writefence.ConditionalStore { return s }
-
-func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	data, v, err := s.MemStore.Get(ctx, key)
-	if err != nil {
-		return nil, 0, "", err
-	}
-	prefix := data[:min(int64(len(data)), n)]
-	s.bytesRead.Add(int64(len(prefix)))
-	return prefix, int64(len(data)), v, nil
+// newPrefixStore returns an in-memory store with a PrefixReader of its
+// own, as S3 and GCS have: the first n bytes, the size and the version
+// from one read. Its BytesRead counts what its reads return, as a ranged
+// GET would transfer it.
+func newPrefixStore() fakestore.Store {
+	mem := &writefence.MemStore{}
+	return fakestore.New(mem, fakestore.Options{GetPrefix: fakestore.GetPrefixOf(mem)})
 }
 
 // TestColdPushReadsHeaderOnly: over a 16 MiB record, a fresh fence's
@@ -44,20 +28,20 @@ func (s *prefixStore) GetPrefix(ctx context.Context, key string, n int64) ([]byt
 // or replaces the record.
 func TestColdPushReadsHeaderOnly(t *testing.T) {
 	ctx := context.Background()
-	store := &prefixStore{}
+	store := newPrefixStore()
 	big := make([]byte, 16<<20)
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 1, big))
 
-	store.bytesRead.Store(0)
+	read := store.BytesRead()
 	err := (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "c", 1, big)
 	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
-	assert.LessOrEqual(t, store.bytesRead.Load(), int64(defaults.MaxHeaderSize))
-	t.Logf("a stale cold push over a 16 MiB record read %d bytes", store.bytesRead.Load())
+	assert.LessOrEqual(t, store.BytesRead()-read, int64(defaults.MaxHeaderSize))
+	t.Logf("a stale cold push over a 16 MiB record read %d bytes", store.BytesRead()-read)
 
-	store.bytesRead.Store(0)
+	read = store.BytesRead()
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, big))
-	assert.LessOrEqual(t, store.bytesRead.Load(), int64(defaults.MaxHeaderSize), "the record replaced was read by its head")
-	t.Logf("a cold push over a 16 MiB record read %d bytes", store.bytesRead.Load())
+	assert.LessOrEqual(t, store.BytesRead()-read, int64(defaults.MaxHeaderSize), "the record replaced was read by its head")
+	t.Logf("a cold push over a 16 MiB record read %d bytes", store.BytesRead()-read)
 	requireLatest(t, &writefence.Fence{Store: store}, 2, "b", string(big))
 }
 
@@ -70,14 +54,14 @@ func TestColdPushOverManyReferences(t *testing.T) {
 	store, f, payload := manyReferences(t)
 	before, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
-	data, _, err := store.MemStore.Get(ctx, mustKey(t, "wal", "0"))
+	data, _, err := store.Unwrap().Get(ctx, mustKey(t, "wal", "0"))
 	require.NoError(t, err)
 	head := len(data) - len(payload)
 	require.Greater(t, head, defaults.MaxHeaderSize, "the references run past one header read")
 
-	store.bytesRead.Store(0)
+	read := store.BytesRead()
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 2, []byte("pushed")))
-	assert.Equal(t, int64(defaults.MaxHeaderSize+head), store.bytesRead.Load(), "one header read, then the header and the references")
+	assert.Equal(t, int64(defaults.MaxHeaderSize+head), store.BytesRead()-read, "one header read, then the header and the references")
 
 	after, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
@@ -90,10 +74,10 @@ func TestColdPushOverManyReferences(t *testing.T) {
 // manyReferences returns a store holding a stream's record of a 1 MiB
 // payload whose 200 references run past one header read, committed by
 // writer "a" at epoch 1 through the Fence returned, and the payload.
-func manyReferences(t *testing.T) (*prefixStore, *writefence.Fence, []byte) {
+func manyReferences(t *testing.T) (fakestore.Store, *writefence.Fence, []byte) {
 	t.Helper()
 	ctx := t.Context()
-	store := &prefixStore{}
+	store := newPrefixStore()
 	f := &writefence.Fence{Store: store}
 	var refs []writefence.BlobRef
 	for i := range 200 {
@@ -117,7 +101,7 @@ func TestColdPushOverDamagedReferences(t *testing.T) {
 	ctx := context.Background()
 	store, _, payload := manyReferences(t)
 	key := mustKey(t, "wal", "0")
-	data, v, err := store.MemStore.Get(ctx, key)
+	data, v, err := store.Unwrap().Get(ctx, key)
 	require.NoError(t, err)
 	head := len(data) - len(payload)
 	require.Greater(t, head, defaults.MaxHeaderSize+1, "the references run past one header read")
@@ -128,7 +112,7 @@ func TestColdPushOverDamagedReferences(t *testing.T) {
 
 	err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("pushed"))
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	after, v2, err := store.MemStore.Get(ctx, key)
+	after, v2, err := store.Unwrap().Get(ctx, key)
 	require.NoError(t, err)
 	assert.Equal(t, damaged, after, "the refusal wrote nothing")
 	assert.Equal(t, v, v2)
@@ -140,7 +124,7 @@ func TestHeaderPathCorruption(t *testing.T) {
 	ctx := context.Background()
 	for name, rec := range corruptions(t) {
 		t.Run(name, func(t *testing.T) {
-			store := &prefixStore{}
+			store := newPrefixStore()
 			_, err := store.PutIfVersion(ctx, mustKey(t, "wal", "0"), rec, "")
 			require.NoError(t, err)
 			err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 1000, []byte("new"))
@@ -149,7 +133,7 @@ func TestHeaderPathCorruption(t *testing.T) {
 	}
 
 	// A large record cut short or extended is caught from its size alone.
-	store := &prefixStore{}
+	store := newPrefixStore()
 	f := &writefence.Fence{Store: store}
 	payload := make([]byte, 3*defaults.MaxHeaderSize)
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, payload))

@@ -3,12 +3,14 @@ package writefence_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 func TestSealKeepsPayload(t *testing.T) {
@@ -69,20 +71,6 @@ func TestSealRefusals(t *testing.T) {
 	}
 }
 
-// interleavingStore runs during once, just before the first conditional
-// write reaches the store: another writer's push landing between Seal's
-// read and its write.
-type interleavingStore struct {
-	writefence.ConditionalStore
-	once   sync.Once
-	during func()
-}
-
-func (s *interleavingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	s.once.Do(s.during)
-	return s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
-}
-
 // TestSealCarriesTheLatestPayload: a push that lands between Seal's read
 // and its write makes the write conflict; Seal reads again and carries the
 // new payload forward, never the one it read first.
@@ -91,9 +79,15 @@ func TestSealCarriesTheLatestPayload(t *testing.T) {
 	mem := &writefence.MemStore{}
 	old := &writefence.Fence{Store: mem}
 	require.NoError(t, old.Push(ctx, "wal", "0", "old", 1, []byte("segment 1")))
-	store := &interleavingStore{ConditionalStore: mem, during: func() {
-		require.NoError(t, old.Push(ctx, "wal", "0", "old", 2, []byte("segment 2")))
-	}}
+	// Just before Seal's first conditional write reaches the store,
+	// another writer's push lands.
+	var once sync.Once
+	store := fakestore.New(mem, fakestore.Options{Hide: fakestore.All, Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.Put {
+			once.Do(func() { require.NoError(t, old.Push(ctx, "wal", "0", "old", 2, []byte("segment 2"))) })
+		}
+		return nil
+	}})
 	f := &writefence.Fence{Store: store}
 	require.NoError(t, f.Seal(ctx, "wal", "0", "new", 10))
 	requireLatest(t, f, 10, "new", "segment 2")
@@ -102,40 +96,36 @@ func TestSealCarriesTheLatestPayload(t *testing.T) {
 func TestSealRetriesConflictsAndLostReplies(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	conflicts := &conflictStore{ConditionalStore: &writefence.MemStore{}, remaining: 3}
-	f := &writefence.Fence{Store: conflicts}
+	store := counted(&writefence.MemStore{}, conflicts(3))
+	f := &writefence.Fence{Store: store}
 	require.NoError(t, f.Seal(ctx, "wal", "0", "new", 2))
-	assert.Equal(t, int64(3), conflicts.refused.Load())
+	assert.Equal(t, [2]int64{4, 1}, [2]int64{store.Calls(fakestore.Put), store.OK(fakestore.Put)}, "3 writes refused, then the one that landed")
 	requireLatest(t, f, 2, "new", "")
 
-	conflicts.mu.Lock()
-	conflicts.remaining = -1
-	conflicts.mu.Unlock()
-	f = &writefence.Fence{Store: conflicts, MaxAttempts: 3}
+	store.Inject(conflicts(0))
+	f = &writefence.Fence{Store: store, MaxAttempts: 3}
 	require.ErrorIs(t, f.Seal(ctx, "wal", "0", "new", 3), writefence.ErrConflict)
 
-	lost := &lostReplyStore{ConditionalStore: &writefence.MemStore{}}
+	var blackout atomic.Bool // set: every read fails once a write has been attempted
+	var lost fakestore.Store
+	lost = fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All, After: func(_ context.Context, c fakestore.Call, err error) error {
+		if c.Op == fakestore.Put && blackout.Load() {
+			lost.Inject(readsFail)
+		}
+		return err
+	}})
 	f = &writefence.Fence{Store: lost}
 	require.NoError(t, f.Push(ctx, "wal", "0", "old", 1, []byte("segment 1")))
-	lost.set(1, false)
+	lost.Inject(lostReplies(1))
 	require.NoError(t, f.Seal(ctx, "wal", "0", "new", 2), "the seal landed; a read proves it")
 	requireLatest(t, f, 2, "new", "segment 1")
 
 	// The reply is lost and then the store cannot be read: the seal may
 	// or may not have landed, and the error says so.
-	lost.set(1, false)
-	f = &writefence.Fence{Store: blackoutStore{lost}}
+	lost.Inject(lostReplies(1))
+	blackout.Store(true)
 	err := f.Seal(ctx, "wal", "0", "new", 3)
 	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
-	lost.set(0, false)
+	lost.Clear(fakestore.Get)
 	requireLatest(t, f, 3, "new", "segment 1")
-}
-
-// blackoutStore makes every read fail once a write has been attempted.
-type blackoutStore struct{ *lostReplyStore }
-
-func (s blackoutStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	v, err := s.lostReplyStore.PutIfVersion(ctx, key, data, expect)
-	s.set(0, true)
-	return v, err
 }

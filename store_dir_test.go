@@ -3,6 +3,7 @@ package writefence_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
@@ -443,32 +445,6 @@ func TestDirDamageThroughFence(t *testing.T) {
 	requireLatest(t, f, 10, "operator", "rebuilt")
 }
 
-// readCounter counts the bytes the directory store's reads return to the
-// fence, as a ranged GET's body counts them on a network store; the
-// writes, PrefixReader and the other capabilities pass through.
-type readCounter struct {
-	*writefence.DirStore
-	calls, read atomic.Int64
-}
-
-// Capabilities declares the store's capabilities as the counter's own: its
-// Get and GetPrefix count, and its writes are the store's.
-func (c *readCounter) Capabilities() writefence.ConditionalStore { return c }
-
-func (c *readCounter) Get(ctx context.Context, key string) ([]byte, string, error) {
-	data, v, err := c.DirStore.Get(ctx, key)
-	c.calls.Add(1)
-	c.read.Add(int64(len(data)))
-	return data, v, err
-}
-
-func (c *readCounter) GetPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
-	prefix, size, v, err := c.DirStore.GetPrefix(ctx, key, n)
-	c.calls.Add(1)
-	c.read.Add(int64(len(prefix)))
-	return prefix, size, v, err
-}
-
 // TestDirColdPush: over a 64 MiB record, a push by a fresh fence reads the
 // record's head alone (the store checks the whole file on that read, as a
 // store that keeps its version beside its bytes must, but returns the
@@ -476,8 +452,11 @@ func (c *readCounter) GetPrefix(ctx context.Context, key string, n int64) ([]byt
 // payload: the store checks the old file and writes the new one through
 // fixed buffers. A stale push is refused from the record's header alone.
 func TestDirColdPush(t *testing.T) {
+	headReads := func(s fakestore.Store) int64 { return s.Calls(fakestore.Get) + s.Calls(fakestore.GetPrefix) }
 	ctx := t.Context()
-	s := &readCounter{DirStore: newDirStore(t, t.TempDir())}
+	// Counts the bytes the directory store's reads return to the fence,
+	// as a ranged GET's body counts them on a network store.
+	s := fakestore.New(newDirStore(t, t.TempDir()), fakestore.Options{})
 	payload := make([]byte, 64<<20)
 	for i := range payload {
 		payload[i] = byte(i * 31)
@@ -485,21 +464,21 @@ func TestDirColdPush(t *testing.T) {
 	require.NoError(t, (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "a", 1, payload))
 
 	var before, after runtime.MemStats
-	calls, read := s.calls.Load(), s.read.Load()
+	calls, read := headReads(s), s.BytesRead()
 	runtime.ReadMemStats(&before)
 	require.NoError(t, (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "b", 2, payload))
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
-	assert.Equal(t, int64(1), s.calls.Load()-calls, "one read of the record it replaces")
-	assert.LessOrEqual(t, s.read.Load()-read, int64(defaults.MaxHeaderSize), "of its head alone")
+	assert.Equal(t, int64(1), headReads(s)-calls, "one read of the record it replaces")
+	assert.LessOrEqual(t, s.BytesRead()-read, int64(defaults.MaxHeaderSize), "of its head alone")
 	assert.Less(t, allocated, uint64(1<<20), "no copy of the old record, none of the new")
 	t.Logf("cold push over a 64 MiB record: allocated %d bytes", allocated)
 
-	calls, read = s.calls.Load(), s.read.Load()
+	calls, read = headReads(s), s.BytesRead()
 	err := (&writefence.Fence{Store: s}).Push(ctx, "wal", "0", "c", 2, payload)
 	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
-	assert.Equal(t, int64(1), s.calls.Load()-calls, "one read")
-	assert.LessOrEqual(t, s.read.Load()-read, int64(defaults.MaxHeaderSize), "of the header alone")
+	assert.Equal(t, int64(1), headReads(s)-calls, "one read")
+	assert.LessOrEqual(t, s.BytesRead()-read, int64(defaults.MaxHeaderSize), "of the header alone")
 
 	requireLatest(t, &writefence.Fence{Store: s}, 2, "b", string(payload))
 }
@@ -1211,4 +1190,147 @@ func FuzzDirFile(f *testing.F) {
 		_, werr := s.PutIfVersion(ctx, key, []byte("next"), version)
 		require.NoError(t, werr, "the version Get returned is the file's")
 	})
+}
+
+// TestDirDamagedLayoutKeepsRecordHeader: damage to the directory store's
+// own file header (the magic, the format version, the key length, the data
+// length, a byte of the stored key) leaves the record's header, intact on
+// disk, readable from CorruptError.Head: the store takes the head where an
+// intact file of the key has its data, whatever the damaged fields claim.
+// So Inspect shows the record's epoch, and a Settle below it is refused:
+// the recorded epoch never goes down, settles included.
+//
+// Sequence: Push at epoch 100; damage the object file in place, in the
+// store's own header only; Inspect; Settle at epoch 2 with floor 1. Want:
+// Inspect shows epoch 100, the settle is refused as stale, and Inspect
+// still shows 100.
+func TestDirDamagedLayoutKeepsRecordHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte, keyLen int)
+	}{
+		// The data length, 8 bytes at offset 23, says 0: the head is cut to
+		// nothing although the record is all there.
+		{"data length zero", func(b []byte, _ int) { binary.BigEndian.PutUint64(b[23:], 0) }},
+		// The data length says 10 bytes: the head is cut inside the header.
+		{"data length short", func(b []byte, _ int) { binary.BigEndian.PutUint64(b[23:], 10) }},
+		// One bit of the magic: no head at all, though the key and the
+		// record follow in place.
+		{"magic", func(b []byte, _ int) { b[0] ^= 1 }},
+		// The format version byte: no head either.
+		{"format version", func(b []byte, _ int) { b[4] ^= 1 }},
+		// One bit of the key length: the key no longer matches, no head.
+		{"key length", func(b []byte, _ int) { b[22] ^= 1 }},
+		// One bit of the stored key itself (the store knows the key it
+		// reads, so where the data starts is still known): no head.
+		{"key byte", func(b []byte, _ int) { b[31] ^= 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			store := newDirStore(t, dir)
+			f := &writefence.Fence{Store: store}
+			require.NoError(t, f.Push(ctx, "wal", "0", "writer-a", 100, []byte("the shard's state at epoch 100")))
+
+			key := mustKey(t, "wal", "0")
+			path := testserver.DirObjectFile(dir, key)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			keyLen := int(binary.BigEndian.Uint16(b[21:]))
+			record := append([]byte(nil), b[31+keyLen:len(b)-4]...)
+			tc.damage(b, keyLen)
+			require.NoError(t, os.WriteFile(path, b, 0o600))
+			// The record's own bytes are intact in the file.
+			require.Equal(t, record, b[31+keyLen:len(b)-4])
+
+			info, err := f.Inspect(ctx, "wal", "0")
+			require.ErrorIs(t, err, writefence.ErrCorrupt)
+			require.NotEmpty(t, info.Version)
+
+			settleErr := f.Settle(ctx, "wal", "0", writefence.Settlement{
+				Version: info.Version, Writer: "operator", Epoch: 2, Floor: 1, Payload: []byte("settled"),
+			})
+			// The refused settle leaves the damage in place, for Inspect.
+			after, afterErr := f.Inspect(ctx, "wal", "0")
+
+			assert.Equal(t, uint64(100), info.Epoch,
+				"Inspect hides the epoch of a record header that is intact on disk")
+			assert.ErrorIs(t, settleErr, writefence.ErrStaleEpoch,
+				"Settle at epoch 2 over an intact header at epoch 100 must be refused")
+			require.ErrorIs(t, afterErr, writefence.ErrCorrupt)
+			require.GreaterOrEqual(t, after.Epoch, uint64(100), "the recorded epoch went down from 100 to %d", after.Epoch)
+		})
+	}
+}
+
+// TestDirLockHoldsWhilePathsMove: the directory store's exclusion does not
+// depend on any path. Store values a and c are opened on one directory;
+// objects/ is moved away and back (as a backup tool or an operator might);
+// a pushes epoch 1, then pushes epoch 2 and holds the lock, compare passed,
+// file not yet replaced; objects/ moves away and back again, and a file
+// named lock (an older layout's lock file) comes and goes; c pushes epoch 2
+// over the same record. c must wait for a, then be refused as stale:
+// exactly one of the two pushes at epoch 2 returns nil, and it is the
+// record that stays.
+func TestDirLockHoldsWhilePathsMove(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	objects := filepath.Join(dir, "objects")
+	move := func() {
+		require.NoError(t, os.Rename(objects, objects+".away"))
+		require.NoError(t, os.Rename(objects+".away", objects))
+	}
+	a, c := newDirStore(t, dir), newDirStore(t, dir)
+	fa, fc := &writefence.Fence{Store: a}, &writefence.Fence{Store: c}
+
+	move()
+	require.NoError(t, fa.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+
+	var armed atomic.Bool
+	aHolds, aGo := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	writefence.HookDirReplace(t, func(s *writefence.DirStore, _ string) {
+		if s == a && armed.Load() {
+			once.Do(func() { close(aHolds); <-aGo })
+		}
+	})
+	armed.Store(true)
+	var errA error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errA = fa.Push(ctx, "wal", "0", "a", 2, []byte("by a"))
+	}()
+	select {
+	case <-aHolds:
+	case <-done:
+		t.Fatalf("a's push ended without holding the lock: %v", errA)
+	}
+	move() // while a holds the lock
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lock"), nil, 0o600))
+	require.NoError(t, os.Remove(filepath.Join(dir, "lock")))
+
+	cPolled := lockPolls(t, c, 3)
+	cDone := make(chan error, 1)
+	go func() { cDone <- fc.Push(ctx, "wal", "0", "c", 2, []byte("by c")) }()
+	var errC error
+	waited := false
+	select {
+	case errC = <-cDone: // c wrote while a held the lock
+	case <-cPolled: // c waits for a, as it should
+		waited = true
+	}
+	close(aGo)
+	<-done
+	if waited {
+		errC = <-cDone
+	}
+
+	require.NoError(t, errA)
+	assert.Error(t, errC, "c's push at epoch 2 must be refused (stale, after waiting for a's): two pushes at one epoch both returned nil")
+	_, w, p, err := (&writefence.Fence{Store: newDirStore(t, dir)}).Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	if errC == nil {
+		assert.Equal(t, "c", w, "c's acknowledged push was overwritten by %s's %q", w, p)
+	}
 }

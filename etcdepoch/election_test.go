@@ -10,26 +10,10 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/etcdepoch"
+	"github.com/writefence/writefence/internal/pending"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
-
-// campaignAsync starts a campaign in the background; the returned channel
-// yields its result.
-func campaignAsync(ctx context.Context, e *etcdepoch.Election, val string) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- e.Campaign(ctx, val) }()
-	return done
-}
-
-func requireBlocked(t *testing.T, done <-chan error, what string) {
-	t.Helper()
-	select {
-	case err := <-done:
-		t.Fatalf("%s returned while another candidate leads: %v", what, err)
-	default:
-	}
-}
 
 // TestEpochSourceKit runs the epoch-source kit: each leader campaigns
 // with a session and a client of its own, as a separate process would; a
@@ -70,17 +54,17 @@ func TestCampaignWaitsForTheLeader(t *testing.T) {
 	a := etcdepoch.NewElection(sa, name)
 	b := etcdepoch.NewElection(newSession(t, newClient(t, etcdEndpoint), 60), name)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
-	bWon := campaignAsync(ctx, b, "node-b")
+	bWon := pending.Start(func() error { return b.Campaign(ctx, "node-b") })
 	cands := waitCandidates(t, admin, name, 2)
 	akey, _ := a.Leading()
 	require.Equal(t, akey, cands[0].key, "node-a is the first candidate")
 	_, err := a.Epoch(ctx, "wal", "0")
 	require.NoError(t, err)
-	requireBlocked(t, bWon, "node-b's campaign")
+	bWon.RequireBlocked(t, "node-b's campaign")
 
 	_, err = admin.Revoke(ctx, sa.Lease())
 	require.NoError(t, err)
-	require.NoError(t, <-bWon, "node-b wins once node-a's key is gone")
+	require.NoError(t, bWon.Wait(), "node-b wins once node-a's key is gone")
 	bkey, _ := b.Leading()
 	require.Equal(t, cands[1].key, bkey)
 	require.NoError(t, b.Resign(ctx))
@@ -127,7 +111,7 @@ func TestGuardRefusesACandidateThatIsNotFirst(t *testing.T) {
 	b := etcdepoch.NewElection(newSession(t, newClient(t, etcdEndpoint), 60), name)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	bctx, bcancel := context.WithCancel(ctx)
-	bWon := campaignAsync(bctx, b, "node-b")
+	bWon := pending.Start(func() error { return b.Campaign(bctx, "node-b") })
 	cands := waitCandidates(t, admin, name, 2)
 	before := mintRevision(t, admin, name)
 
@@ -138,9 +122,9 @@ func TestGuardRefusesACandidateThatIsNotFirst(t *testing.T) {
 	require.Contains(t, err.Error(), cands[0].key, "names the candidate that leads")
 	require.Equal(t, before, mintRevision(t, admin, name))
 
-	requireBlocked(t, bWon, "node-b's campaign")
+	bWon.RequireBlocked(t, "node-b's campaign")
 	bcancel()
-	require.ErrorIs(t, <-bWon, context.Canceled)
+	require.ErrorIs(t, bWon.Wait(), context.Canceled)
 	_, err = a.Epoch(ctx, "wal", "0")
 	require.NoError(t, err, "the leader is unaffected")
 }

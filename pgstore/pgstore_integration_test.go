@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/sdkserver/postgres"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/pgstore"
@@ -71,8 +73,15 @@ func TestConformanceSerializable(t *testing.T) {
 		c.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
 	})
 	store.MaxObjectSize = kitReadLimit
+	// Counts the conflicts that were serialization failures.
 	var serialization atomic.Int64
-	counted := countingStore{store, &serialization}
+	counted := fakestore.New(store, fakestore.Options{After: func(_ context.Context, _ fakestore.Call, err error) error {
+		var pe *pgconn.PgError
+		if errors.Is(err, writefence.ErrConflict) && errors.As(err, &pe) && pe.Code == "40001" {
+			serialization.Add(1)
+		}
+		return err
+	}})
 	damage := postgres.DamagePostgres(pool, table)
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return counted }, &writefencetest.Options{
 		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
@@ -82,21 +91,6 @@ func TestConformanceSerializable(t *testing.T) {
 		OverwriteReads: testserver.KitOverwriteReads(),
 	})
 	t.Logf("serialization failures seen as conflicts: %d", serialization.Load())
-}
-
-// countingStore counts the conflicts that were serialization failures.
-type countingStore struct {
-	*pgstore.Store
-	serialization *atomic.Int64
-}
-
-func (c countingStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	v, err := c.Store.PutIfVersion(ctx, key, data, expect)
-	var pe *pgconn.PgError
-	if errors.Is(err, writefence.ErrConflict) && errors.As(err, &pe) && pe.Code == "40001" {
-		c.serialization.Add(1)
-	}
-	return v, err
 }
 
 // TestSerializationFailureIsConflict forces one serialization failure: a
@@ -518,92 +512,14 @@ func TestListPages(t *testing.T) {
 	}
 }
 
-// BenchmarkPush compares, at 1 KiB, the store's raw conditional write
-// (PutIfVersion conditioned on the version the previous write returned:
-// the floor), the same for a payload of the fenced record's size
-// (rawrecord), and a steady Fence.Push by one writer pushing consecutive
-// epochs (fenced), which conditions each write on the version it last
-// wrote without reading. roundtrips/op counts the statements and prepares
-// sent. Read them side by side with benchstat.
+// BenchmarkPush is pushbench.Run, the raw conditional write beside a
+// steady Fence.Push; roundtrips/op counts the statements and prepares sent. Read the
+// implementations side by side with benchstat.
 func BenchmarkPush(b *testing.B) {
 	tracer := &statementCounter{}
 	pool := postgres.PostgresPool(b, testserver.PostgresURL(b), func(c *pgxpool.Config) { c.ConnConfig.Tracer = tracer })
 	store, err := pgstore.New(pool, postgres.PostgresTable(b, pool))
 	require.NoError(b, err)
 	require.NoError(b, store.CreateTable(context.Background()))
-	payload := make([]byte, 1<<10)
-	for i := range payload {
-		payload[i] = byte(i*31 + 7)
-	}
-	trips := func() int64 { q, p := tracer.counts(); return q + p }
-	for _, impl := range []string{"raw", "rawrecord", "fenced", "paired"} {
-		b.Run("size=1KiB/impl="+impl, func(b *testing.B) {
-			benchPush(b, store, impl, payload, trips)
-		})
-	}
-}
-
-// benchPush runs one implementation of BenchmarkPush; trips counts round
-// trips so far.
-func benchPush(b *testing.B, store writefence.ConditionalStore, impl string, payload []byte, trips func() int64) {
-	ctx := context.Background()
-	prefix := testserver.UniqueName(b) + "/"
-	fence := &writefence.Fence{Store: store, Prefix: prefix}
-	epoch := uint64(1)
-	if err := fence.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
-		b.Fatal(err)
-	}
-	record, _, err := store.Get(ctx, prefix+"s/wal/0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	data := payload
-	if impl == "rawrecord" {
-		data = make([]byte, len(record))
-		copy(data, payload)
-	}
-	version, err := store.PutIfVersion(ctx, prefix+"raw", data, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(payload)))
-	b.ReportAllocs()
-	start := trips()
-	if impl == "paired" {
-		// One raw write of the record's size and one push in turn, each
-		// timed: a machine whose load drifts slows both alike, so their
-		// ratio holds where two separate runs would not.
-		data = make([]byte, len(record))
-		copy(data, payload)
-		var raw, fenced time.Duration
-		for b.Loop() {
-			epoch++
-			t0 := time.Now()
-			if version, err = store.PutIfVersion(ctx, prefix+"raw", data, version); err != nil {
-				b.Fatal(err)
-			}
-			t1 := time.Now()
-			if err = fence.Push(ctx, "wal", "0", "w", epoch, payload); err != nil {
-				b.Fatal(err)
-			}
-			raw, fenced = raw+t1.Sub(t0), fenced+time.Since(t1)
-		}
-		b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
-		b.ReportMetric(float64(fenced.Nanoseconds())/float64(b.N), "fenced-ns/op")
-		b.ReportMetric(float64(fenced)/float64(raw), "fenced/raw")
-		b.ReportMetric(float64(trips()-start)/float64(2*b.N), "roundtrips/op")
-		return
-	}
-	for b.Loop() {
-		epoch++
-		if impl == "fenced" {
-			err = fence.Push(ctx, "wal", "0", "w", epoch, payload)
-		} else {
-			version, err = store.PutIfVersion(ctx, prefix+"raw", data, version)
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(trips()-start)/float64(b.N), "roundtrips/op")
+	pushbench.Run(b, store, func() int64 { q, p := tracer.counts(); return q + p })
 }

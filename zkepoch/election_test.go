@@ -9,26 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/pending"
 	"github.com/writefence/writefence/writefencetest"
 	"github.com/writefence/writefence/zkepoch"
 )
-
-// campaignAsync starts a campaign in the background; the returned channel
-// yields its result.
-func campaignAsync(ctx context.Context, e *zkepoch.Election, val string) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- e.Campaign(ctx, val) }()
-	return done
-}
-
-func requireBlocked(t *testing.T, done <-chan error, what string) {
-	t.Helper()
-	select {
-	case err := <-done:
-		t.Fatalf("%s returned while another candidate leads: %v", what, err)
-	default:
-	}
-}
 
 // TestEpochSourceKit runs the epoch-source kit: each leader campaigns
 // with a client and a session of its own, as a separate process would; a
@@ -78,17 +62,17 @@ func TestLeaderCutOffWhileExpired(t *testing.T) {
 	a, b := zkepoch.NewElection(ca.Conn, path), zkepoch.NewElection(cb.Conn, path)
 
 	require.NoError(t, a.Campaign(ctx, "node-a"))
-	bWon := campaignAsync(ctx, b, "node-b")
+	bWon := pending.Start(func() error { return b.Campaign(ctx, "node-b") })
 	waitCandidates(t, admin, path, 2)
 	_, err := a.Epoch(ctx, "wal", "0")
 	require.NoError(t, err)
-	requireBlocked(t, bWon, "node-b's campaign")
+	bWon.RequireBlocked(t, "node-b's campaign")
 
 	id, passwd := ca.dialer.session()
 	require.Equal(t, ca.SessionID(), id, "the dialer read node-a's session off its connection")
 	ca.dialer.freeze(true)
 	expireSession(t, zkEndpoint, id, passwd)
-	require.NoError(t, <-bWon, "node-b leads once node-a's znode is gone")
+	require.NoError(t, bWon.Wait(), "node-b leads once node-a's znode is gone")
 
 	epoch, err := a.Epoch(ctx, "wal", "0")
 	require.Error(t, err, "cut off, node-a gets no epoch")
@@ -163,11 +147,11 @@ func TestCampaignCancelled(t *testing.T) {
 	b := zkepoch.NewElection(newClient(t, zkEndpoint).Conn, path)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	bctx, bcancel := context.WithCancel(ctx)
-	bWon := campaignAsync(bctx, b, "node-b")
+	bWon := pending.Start(func() error { return b.Campaign(bctx, "node-b") })
 	cands := waitCandidates(t, admin, path, 2)
-	requireBlocked(t, bWon, "node-b's campaign")
+	bWon.RequireBlocked(t, "node-b's campaign")
 	bcancel()
-	require.ErrorIs(t, <-bWon, context.Canceled)
+	require.ErrorIs(t, bWon.Wait(), context.Canceled)
 	ok, _, err := admin.Exists(cands[1])
 	require.NoError(t, err)
 	require.False(t, ok, "the cancelled candidate's znode is deleted")

@@ -12,58 +12,82 @@ import (
 	"github.com/writefence/writefence/zkepoch"
 )
 
-// A writer gated behind ZooKeeper leader election: campaign, seal the
-// shards the new leader will write, push with epochs minted while
-// ZooKeeper confirms the leadership, resign. zkEndpoint is the ZooKeeper
+// A failover behind ZooKeeper leader election: node-a leads and writes;
+// node-b's campaign waits until node-a resigns, then node-b seals the
+// shard and writes, and node-a draws no more epochs. Each candidate has a
+// session of its own, as each process would. zkEndpoint is the ZooKeeper
 // server to use.
 func Example() {
 	ctx := context.Background()
-	conn, _, err := zk.Connect([]string{zkEndpoint}, 10*time.Second, zk.WithLogInfo(false))
+	var conns []*zk.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	candidate := func() (*zkepoch.Election, error) {
+		conn, _, err := zk.Connect([]string{zkEndpoint}, 10*time.Second, zk.WithLogInfo(false))
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, conn)
+		return zkepoch.NewElection(conn, "/example/wal-writer"), nil
+	}
+	a, err := candidate()
 	if err != nil {
 		fmt.Println("connect:", err)
 		return
 	}
-	defer conn.Close()
+	b, err := candidate()
+	if err != nil {
+		fmt.Println("connect:", err)
+		return
+	}
 
 	fence := &writefence.Fence{Store: &writefence.MemStore{}}
-	leader := zkepoch.NewElection(conn, "/example/wal-writer")
-	if err := leader.Campaign(ctx, "node-a"); err != nil {
+	// lead seals the shard for a new leader, then pushes a segment.
+	lead := func(leader *zkepoch.Election, name, segment string) error {
+		seal, err := leader.Epoch(ctx, "wal", "0")
+		if err != nil {
+			return err
+		}
+		if err := fence.Seal(ctx, "wal", "0", name, seal); err != nil {
+			return err
+		}
+		_, err = fence.PushFrom(ctx, leader, "wal", "0", name, []byte(segment))
+		return err
+	}
+
+	if err := a.Campaign(ctx, "node-a"); err != nil {
 		fmt.Println("campaign:", err)
 		return
 	}
-	fmt.Println("node-a leads")
+	fmt.Println("node-a leads:", lead(a, "node-a", "segment 1"))
 
-	// Seal first: from here on, a deposed leader's pushes are refused.
-	for _, shard := range []string{"0", "1"} {
-		seal, err := leader.Epoch(ctx, "wal", shard)
-		if err != nil {
-			fmt.Println("epoch:", err)
-			return
-		}
-		if err := fence.Seal(ctx, "wal", shard, "node-a", seal); err != nil {
-			fmt.Println("seal:", err)
-			return
-		}
-	}
-	for i, shard := range []string{"0", "1", "0"} {
-		_, err := fence.PushFrom(ctx, leader, "wal", shard, "node-a", fmt.Appendf(nil, "segment %d", i+1))
-		fmt.Printf("pushed segment %d to shard %s: %v\n", i+1, shard, err)
-	}
-
-	if err := leader.Resign(ctx); err != nil {
+	bLeads := make(chan error, 1)
+	go func() { bLeads <- b.Campaign(ctx, "node-b") }()
+	if err := a.Resign(ctx); err != nil {
 		fmt.Println("resign:", err)
 		return
 	}
-	_, err = fence.PushFrom(ctx, leader, "wal", "0", "node-a", []byte("segment 4"))
-	fmt.Println("push after resigning refused:", errors.Is(err, zkepoch.ErrNotLeader))
+	if err := <-bLeads; err != nil {
+		fmt.Println("campaign:", err)
+		return
+	}
+	fmt.Println("node-b leads:", lead(b, "node-b", "segment 2"))
+
+	_, err = fence.PushFrom(ctx, a, "wal", "0", "node-a", []byte("segment 3"))
+	fmt.Println("node-a's push refused:", errors.Is(err, zkepoch.ErrNotLeader))
+	if err := b.Resign(ctx); err != nil {
+		fmt.Println("resign:", err)
+		return
+	}
 
 	_, writer, payload, _ := fence.Latest(ctx, "wal", "0")
 	fmt.Printf("shard 0: %s by %s\n", payload, writer)
 	// Output:
-	// node-a leads
-	// pushed segment 1 to shard 0: <nil>
-	// pushed segment 2 to shard 1: <nil>
-	// pushed segment 3 to shard 0: <nil>
-	// push after resigning refused: true
-	// shard 0: segment 3 by node-a
+	// node-a leads: <nil>
+	// node-b leads: <nil>
+	// node-a's push refused: true
+	// shard 0: segment 2 by node-b
 }

@@ -11,14 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -50,19 +49,12 @@ var shared struct {
 	n      int
 }
 
-// testClock is a blob store's clock that a test moves.
-type testClock struct{ ns atomic.Int64 }
-
-func (c *testClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 // sharedMem returns the address of a fresh MemStore that every run of the
 // command in the test reaches, the store, and its blob clock.
-func sharedMem(t *testing.T) (string, *writefence.MemStore, *testClock) {
+func sharedMem(t *testing.T) (string, *writefence.MemStore, *fakeclock.Clock) {
 	t.Helper()
-	clock := &testClock{}
-	clock.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	s := &writefence.MemStore{Clock: clock.now}
+	clock := &fakeclock.Clock{}
+	s := &writefence.MemStore{Clock: clock.Now}
 	shared.mu.Lock()
 	shared.n++
 	name := "s" + strconv.Itoa(shared.n)

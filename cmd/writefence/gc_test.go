@@ -89,9 +89,9 @@ func TestGCGrace(t *testing.T) {
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, row("kept", "grace"), r.stdout)
 
-	clock.advance(59 * time.Minute)
+	clock.Advance(59 * time.Minute)
 	assert.Equal(t, row("kept", "grace"), wf(t, "gc", "-grace", "1h", "-store", addr, "wal", "s").stdout)
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	assert.Equal(t, row("kept", "grace"), wf(t, "gc", "-store", addr, "wal", "s").stdout, "the default grace is 24h")
 	assert.Equal(t, row("would_delete", "unreferenced"), wf(t, "gc", "-dry-run", "-grace", "1h", "-store", addr, "wal", "s").stdout)
 	assert.Equal(t, row("deleted", "unreferenced"), wf(t, "gc", "-grace", "1h", "-store", addr, "wal", "s").stdout)

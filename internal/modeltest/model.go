@@ -30,6 +30,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/promise"
@@ -363,7 +364,7 @@ type modelRun struct {
 	admin   *writefence.Fence
 	writers []*modelWriter
 	plan    *faultPlan
-	clock   *modelClock
+	clock   *fakeclock.Clock
 	counts  *modelCounts
 	hist    *Recorder // the history, for the promise checker
 	aliens  int       // the foreign pushes so far
@@ -436,8 +437,8 @@ func newModelRun(t *rapid.T, target Target, counts *modelCounts) *modelRun {
 	require.NoError(t, err)
 	leaseKey, err := keys.Lease(prefix, "model")
 	require.NoError(t, err)
-	clock := newModelClock()
-	rec, recorded := NewRecorder(target.Store, clock.now, promise.Options{HeadPush: target.headPush()})
+	clock := &fakeclock.Clock{}
+	rec, recorded := NewRecorder(target.Store, clock.Now, promise.Options{HeadPush: target.headPush()})
 	target.Store = recorded
 	r := &modelRun{
 		target: target, prefix: prefix, key: key, logKey: logKey, brand: keys.Brand(prefix), lease: leaseKey,
@@ -461,7 +462,7 @@ func newModelRun(t *rapid.T, target Target, counts *modelCounts) *modelRun {
 		if rapid.Bool().Draw(t, w.name+" brand always") {
 			w.always, w.fence.Brand = true, writefence.BrandVerifyAlways
 		}
-		w.lease = &writefence.Lease{Fence: w.fence, Name: "model", Holder: w.name, TTL: 10 * time.Second, Clock: r.clock.now}
+		w.lease = &writefence.Lease{Fence: w.fence, Name: "model", Holder: w.name, TTL: 10 * time.Second, Clock: r.clock.Now}
 		r.writers = append(r.writers, w)
 	}
 	if rapid.IntRange(0, 3).Draw(t, "starts with a record of another identity") == 0 {
@@ -1345,7 +1346,7 @@ func (r *modelRun) restartLease(t *rapid.T) {
 	w := r.drawWriter(t)
 	r.counts.add("lease restart")
 	w.old = w.lease
-	w.lease = &writefence.Lease{Fence: w.fence, Name: "model", Holder: w.name, TTL: 10 * time.Second, Clock: r.clock.now}
+	w.lease = &writefence.Lease{Fence: w.fence, Name: "model", Holder: w.name, TTL: 10 * time.Second, Clock: r.clock.Now}
 }
 
 // oldLease runs the replaced Lease value of a writer: an acquisition or a
@@ -1370,7 +1371,7 @@ func (r *modelRun) oldLease(t *rapid.T) {
 }
 
 func (r *modelRun) advance(t *rapid.T) {
-	r.clock.advance(time.Duration(rapid.IntRange(1, 15).Draw(t, "seconds")) * time.Second)
+	r.clock.Advance(time.Duration(rapid.IntRange(1, 15).Draw(t, "seconds")) * time.Second)
 }
 
 // badClock runs an Acquire with the clock before 1970 or after 2262, which a
@@ -1378,13 +1379,13 @@ func (r *modelRun) advance(t *rapid.T) {
 // written.
 func (r *modelRun) badClock(t *rapid.T) {
 	w := r.drawWriter(t)
-	saved := r.clock.ns.Load()
+	saved := r.clock.Now()
 	bad := time.Date(1969, 12, 31, 23, 59, 0, 0, time.UTC)
 	if rapid.Bool().Draw(t, "after 2262") {
 		bad = time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC)
 	}
-	r.clock.ns.Store(bad.UnixNano())
-	defer r.clock.ns.Store(saved)
+	r.clock.Set(bad)
+	defer r.clock.Set(saved)
 	r.leaseStep(t, "lease acquire with a clock out of range", w, promise.Call{Op: promise.Acquire, Lease: leaseLabel(w, w.lease)}, w.lease.Acquire)
 }
 
@@ -1809,18 +1810,6 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 	})
 	t.Logf("%s: %v", target.Name, counts.steps)
 }
-
-// modelClock is the leases' fake clock; only steps move it.
-type modelClock struct{ ns atomic.Int64 }
-
-func newModelClock() *modelClock {
-	c := &modelClock{}
-	c.ns.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *modelClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *modelClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // commandLineFlags are the flags the command line set, read once before
 // any test sets a flag itself.

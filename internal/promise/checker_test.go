@@ -63,6 +63,15 @@ func (b *builder) put(c *Call, key string, data []byte) string {
 	return v
 }
 
+// wrote begins c, lands data at key for it and ends it with no error,
+// and returns it.
+func (b *builder) wrote(c Call, key string, data []byte) *Call {
+	p := b.begin(c)
+	b.put(p, key, data)
+	b.end(p, nil)
+	return p
+}
+
 func (b *builder) del(c *Call, key string) {
 	b.h.Change(Change{Call: callID(c), Kind: "delete", Key: key, At: b.tick()})
 }
@@ -208,13 +217,9 @@ func TestCorrectHistory(t *testing.T) {
 	b.end(cl, nil)
 
 	deposed := []Context{{ID: 1, Kind: "deposed", Key: key}}
-	p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true, Before: deposed, After: deposed})
-	b.put(p, key, rec("w1", 1, plain("a")))
-	b.end(p, nil)
+	b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true, Before: deposed, After: deposed}, key, rec("w1", 1, plain("a")))
 
-	u := b.begin(Call{Op: Update, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
-	b.put(u, key, rec("w1", 2, plain("ab")))
-	b.end(u, nil)
+	b.wrote(Call{Op: Update, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, plain("ab")))
 
 	blobA, blobB, blobC := []byte("blob-a"), []byte("blob-b"), []byte("blob-c")
 	nameA, nameB, nameC := keys.BlobName(3, "w1", blobID(1)), keys.BlobName(3, "w1", blobID(2)), keys.BlobName(5, "w2", blobID(3))
@@ -230,9 +235,7 @@ func TestCorrectHistory(t *testing.T) {
 	}
 
 	refs := []record.BlobRef{ref(nameA, blobA)}
-	cm := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3})
-	b.put(cm, key, rec("w1", 3, record.Body{Payload: []byte("m"), Refs: refs, Since: 2, Stream: true}))
-	b.end(cm, nil)
+	b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3}, key, rec("w1", 3, record.Body{Payload: []byte("m"), Refs: refs, Since: 2, Stream: true}))
 
 	sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 4})
 	sealed := rec("w2", 4, record.Body{Payload: []byte("m"), Refs: refs, Since: 4, Stream: true})
@@ -259,9 +262,7 @@ func TestCorrectHistory(t *testing.T) {
 	b.put(ac, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 	ac.Term = 1
 	b.end(ac, nil)
-	rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
-	b.put(rn, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-	b.end(rn, nil)
+	b.wrote(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 	hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key2},
 		After: []Context{{ID: 2, Kind: "hold", Lease: lv1}}})
 	b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
@@ -305,9 +306,7 @@ func TestAddIsIncremental(t *testing.T) {
 	b := newBuilder(t)
 	key := shardKeyOf(t, "", "pl", "s1")
 	b.put(nil, key, rec("w1", 5, plain("x")))
-	p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")})
-	b.put(p, key, rec("w1", 4, plain("y")))
-	b.end(p, nil)
+	b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")}, key, rec("w1", 4, plain("y")))
 
 	c := NewChecker(Options{})
 	var all []Violation
@@ -327,24 +326,18 @@ func TestPromise1_EpochRises(t *testing.T) {
 	t.Run("lower epoch", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")})
-		b.put(p, key, rec("w1", 4, record.Body{Payload: []byte("y"), Since: 1, Stream: true}))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")}, key, rec("w1", 4, record.Body{Payload: []byte("y"), Since: 1, Stream: true}))
 		b.requireBroken(1)
 	})
 	t.Run("collect changes more than the horizon", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.put(co, key, rec("w1", 5, record.Body{Payload: []byte("other"), Since: 1, Horizon: 7, Stream: true}))
-		b.end(co, nil)
+		b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, rec("w1", 5, record.Body{Payload: []byte("other"), Since: 1, Horizon: 7, Stream: true}))
 		b.requireBroken(1)
 	})
 	t.Run("bytes that do not decode", func(t *testing.T) {
 		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")})
-		b.put(p, key, []byte("garbage"))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")}, key, []byte("garbage"))
 		b.requireBroken(1)
 	})
 }
@@ -353,17 +346,13 @@ func TestPromise2_OneWritePerEpoch(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	history := func(t *testing.T, outsideDelete bool) *builder {
 		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 2, plain("a")))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
 		if outsideDelete {
 			b.del(nil, key)
 		} else {
 			b.put(nil, key, rec("w0", 1, plain("old"))) // a rollback
 		}
-		q := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")})
-		b.put(q, key, rec("w2", 2, plain("b")))
-		b.end(q, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")}, key, rec("w2", 2, plain("b")))
 		return b
 	}
 	history(t, false).requireBroken(2)
@@ -412,12 +401,8 @@ func TestPromise4_AckedStays(t *testing.T) {
 	})
 	t.Run("replaced at its epoch afterwards", func(t *testing.T) {
 		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 3, plain("a")))
-		b.end(p, nil)
-		q := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")})
-		b.put(q, key, rec("w2", 2, plain("b")))
-		b.end(q, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")}, key, rec("w1", 3, plain("a")))
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")}, key, rec("w2", 2, plain("b")))
 		b.requireBroken(4)
 	})
 }
@@ -475,9 +460,7 @@ func TestPromise7_Damage(t *testing.T) {
 	t.Run("push over damage", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, []byte("damaged"))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 1, plain("a")))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")}, key, rec("w1", 1, plain("a")))
 		b.requireBroken(7)
 	})
 	// A record rewritten whole from outside, its payload damaged under a
@@ -487,9 +470,7 @@ func TestPromise7_Damage(t *testing.T) {
 	headPush := func(t *testing.T, data []byte, inPlace bool, op Op) *builder {
 		b := newBuilder(t)
 		b.h.Change(Change{Kind: "put", Key: key, Data: data, Version: b.version(), InPlace: inPlace, At: b.tick()})
-		p := b.begin(Call{Op: op, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")})
-		b.put(p, key, rec("w2", 2, plain("b")))
-		b.end(p, nil)
+		b.wrote(Call{Op: op, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")}, key, rec("w2", 2, plain("b")))
 		return b
 	}
 	sound := rec("w1", 1, plain(strings.Repeat("p", 5000))) // longer than a head read
@@ -515,9 +496,7 @@ func TestPromise7_Damage(t *testing.T) {
 	t.Run("settle of another version", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, []byte("damaged"))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "elsewhere"})
-		b.put(st, key, rec("w1", 3, plain("")))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "elsewhere"}, key, rec("w1", 3, plain("")))
 		b.requireBroken(7)
 	})
 	t.Run("latest at epoch 0", func(t *testing.T) {
@@ -542,29 +521,21 @@ func TestPromise8_SettleFloor(t *testing.T) {
 	t.Run("below the damaged header", func(t *testing.T) {
 		b := newBuilder(t)
 		v := b.put(nil, key, damage(rec("w1", 4, plain("x"))))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Version: v})
-		b.put(st, key, rec("w1", 3, plain("")))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Version: v}, key, rec("w1", 3, plain("")))
 		b.requireBroken(8)
 	})
 	t.Run("not above the floor", func(t *testing.T) {
 		b := newBuilder(t)
 		v := b.put(nil, key, []byte("damaged"))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, Floor: 10, Version: v})
-		b.put(st, key, rec("w1", 5, plain("")))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, Floor: 10, Version: v}, key, rec("w1", 5, plain("")))
 		b.requireBroken(8)
 	})
 	t.Run("below an earlier settle", func(t *testing.T) {
 		b := newBuilder(t)
 		v := b.put(nil, key, []byte("damaged"))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v})
-		b.put(st, key, rec("w1", 7, plain("")))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
 		v = b.put(nil, key, []byte("damaged again"))
-		st = b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v})
-		b.put(st, key, rec("w1", 6, plain("")))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v}, key, rec("w1", 6, plain("")))
 		b.requireBroken(8)
 	})
 }
@@ -576,9 +547,7 @@ func TestPromise9_SettleKeepsRefs(t *testing.T) {
 	t.Run("references dropped", func(t *testing.T) {
 		b := newBuilder(t)
 		v := b.put(nil, key, damage(rec("w1", 1, stream)))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v})
-		b.put(st, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v}, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
 		b.requireBroken(9)
 	})
 	t.Run("references unreadable", func(t *testing.T) {
@@ -587,9 +556,7 @@ func TestPromise9_SettleKeepsRefs(t *testing.T) {
 		h, _ := record.DecodeHeader(data)
 		data[h.Size] ^= 0xff // the first byte of the references
 		v := b.put(nil, key, data)
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v})
-		b.put(st, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v}, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
 		b.requireBroken(9)
 	})
 }
@@ -599,17 +566,13 @@ func TestPromise10_Identity(t *testing.T) {
 	t.Run("over another identity", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, recOf("other/v9", "w1", 1, plain("x")))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 2, plain("a")))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
 		b.requireBroken(10)
 	})
 	t.Run("brand of another identity", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, keys.Brand(""), []byte("other/v9"))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true})
-		b.put(p, key, rec("w1", 1, plain("a")))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true}, key, rec("w1", 1, plain("a")))
 		b.requireBroken(10)
 	})
 }
@@ -628,13 +591,9 @@ func TestPromise11_Claims(t *testing.T) {
 	})
 	t.Run("a claim after an outside delete", func(t *testing.T) {
 		b := newBuilder(t)
-		c1 := b.begin(Call{Op: Claim})
-		b.put(c1, brand, []byte(defaultIdentity))
-		b.end(c1, nil)
+		b.wrote(Call{Op: Claim}, brand, []byte(defaultIdentity))
 		b.del(nil, brand) // an operator re-brands
-		c2 := b.begin(Call{Op: Claim, Proc: "p2", Claimed: true})
-		b.put(c2, brand, []byte(defaultIdentity))
-		b.end(c2, nil)
+		b.wrote(Call{Op: Claim, Proc: "p2", Claimed: true}, brand, []byte(defaultIdentity))
 		b.requireKept(11)
 	})
 	t.Run("claimed without a create", func(t *testing.T) {
@@ -658,19 +617,13 @@ func TestPromise12_Terms(t *testing.T) {
 	t.Run("term lowered", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, record.EncodeLease("h1", 5, 0, inc1))
-		ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"})
-		b.put(ac, key, record.EncodeLease("h2", 4, b.now.Add(time.Minute).UnixNano(), inc2))
-		b.end(ac, nil)
+		b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"}, key, record.EncodeLease("h2", 4, b.now.Add(time.Minute).UnixNano(), inc2))
 		b.requireBroken(12)
 	})
 	t.Run("a term taken twice", func(t *testing.T) {
 		b := newBuilder(t)
-		a1 := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
-		b.put(a1, key, record.EncodeLease("h1", 1, 0, inc1))
-		b.end(a1, nil)
-		a2 := b.begin(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"})
-		b.put(a2, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc2))
-		b.end(a2, nil)
+		b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, 0, inc1))
+		b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc2))
 		b.requireBroken(12)
 	})
 }
@@ -678,12 +631,8 @@ func TestPromise12_Terms(t *testing.T) {
 func TestPromise13_OneHolder(t *testing.T) {
 	key := leaseKeyOf(t, "L")
 	b := newBuilder(t)
-	a1 := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
-	b.put(a1, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-	b.end(a1, nil)
-	a2 := b.begin(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"})
-	b.put(a2, key, record.EncodeLease("h1", 2, b.now.Add(time.Minute).UnixNano(), inc2))
-	b.end(a2, nil)
+	b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"}, key, record.EncodeLease("h1", 2, b.now.Add(time.Minute).UnixNano(), inc2))
 	b.requireBroken(13)
 }
 
@@ -746,9 +695,7 @@ func TestPromise15_Hold(t *testing.T) {
 	key, leaseKey := shardKeyOf(t, "", "pl", "s1"), leaseKeyOf(t, "L")
 	t.Run("nil without its seal", func(t *testing.T) {
 		b := newBuilder(t)
-		hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
-		b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.end(hd, nil)
+		b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 		b.requireBroken(15)
 	})
 	t.Run("released for slowness", func(t *testing.T) {
@@ -845,9 +792,7 @@ func TestPromise19_BlobsOnce(t *testing.T) {
 func TestPromise20_Commit(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	commit := func(b *builder, name string, data []byte) {
-		cm := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
-		b.put(cm, key, rec("w1", 2, record.Body{Refs: []record.BlobRef{ref(name, data)}, Since: 1, Stream: true}))
-		b.end(cm, nil)
+		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Refs: []record.BlobRef{ref(name, data)}, Since: 1, Stream: true}))
 	}
 	t.Run("another writer's blob", func(t *testing.T) {
 		b := newBuilder(t)
@@ -883,25 +828,19 @@ func TestPromise21_Tenure(t *testing.T) {
 	t.Run("seal keeps the floor", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
-		b.put(sl, key, rec("w1", 2, record.Body{Since: 1, Stream: true}))
-		b.end(sl, nil)
+		b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Since: 1, Stream: true}))
 		b.requireBroken(21)
 	})
 	t.Run("floor lowered", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, rec("w1", 3, record.Body{Since: 3, Stream: true}))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4})
-		b.put(p, key, rec("w1", 4, record.Body{Since: 2, Stream: true}))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4}, key, rec("w1", 4, record.Body{Since: 2, Stream: true}))
 		b.requireBroken(21)
 	})
 	t.Run("new writer keeps the floor", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, rec("w1", 3, record.Body{Since: 1, Stream: true}))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 4})
-		b.put(p, key, rec("w2", 4, record.Body{Since: 1, Stream: true}))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 4}, key, rec("w2", 4, record.Body{Since: 1, Stream: true}))
 		b.requireBroken(21)
 	})
 	t.Run("a blob below the floor", func(t *testing.T) {
@@ -909,9 +848,7 @@ func TestPromise21_Tenure(t *testing.T) {
 		name := keys.BlobName(1, "w1", blobID(1))
 		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
 		b.put(nil, key, rec("w1", 3, record.Body{Since: 3, Stream: true}))
-		cm := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4})
-		b.put(cm, key, rec("w1", 4, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 3, Stream: true}))
-		b.end(cm, nil)
+		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4}, key, rec("w1", 4, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 3, Stream: true}))
 		b.requireBroken(21)
 	})
 }
@@ -923,17 +860,13 @@ func TestPromise22_RecordOpsKeepRefs(t *testing.T) {
 		b := newBuilder(t)
 		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
 		b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
 		b.requireBroken(22)
 	})
 	t.Run("a stream's record made plain", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 2, plain("a")))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
 		b.requireBroken(22)
 	})
 }
@@ -1036,9 +969,7 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
 		b.deleteBlob(co, blobKeyOf(t, "s1", name))
 		b.end(co, nil)
-		cm := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
-		b.put(cm, key, rec("w1", 2, body))
-		b.end(cm, nil)
+		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, body))
 		b.requireBroken(25)
 	})
 }
@@ -1083,16 +1014,12 @@ func TestPromise27_Observer(t *testing.T) {
 func TestPromise28_Keys(t *testing.T) {
 	t.Run("another shard's record", func(t *testing.T) {
 		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.put(p, shardKeyOf(t, "", "pl", "s2"), rec("w1", 1, plain("a")))
-		b.end(p, nil)
+		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")}, shardKeyOf(t, "", "pl", "s2"), rec("w1", 1, plain("a")))
 		b.requireBroken(28)
 	})
 	t.Run("a prefix that reaches into another's keys", func(t *testing.T) {
 		b := newBuilder(t)
-		p := b.begin(Call{Op: Claim, Prefix: "a/_x/"})
-		b.put(p, "a/_x/_brand", []byte(defaultIdentity))
-		b.end(p, nil)
+		b.wrote(Call{Op: Claim, Prefix: "a/_x/"}, "a/_x/_brand", []byte(defaultIdentity))
 		b.requireBroken(28)
 	})
 }
@@ -1115,9 +1042,7 @@ var errRegressed = errors.New("writefence: epoch regressed")
 
 // pushed records a push by proc of payload at epoch that landed.
 func pushed(b *builder, proc, key string, epoch uint64, payload string, keepFloor bool) {
-	p := b.begin(Call{Op: Push, Proc: proc, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: epoch, Payload: []byte(payload), KeepFloor: keepFloor})
-	b.put(p, key, rec("w1", epoch, plain(payload)))
-	b.end(p, nil)
+	b.wrote(Call{Op: Push, Proc: proc, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: epoch, Payload: []byte(payload), KeepFloor: keepFloor}, key, rec("w1", epoch, plain(payload)))
 }
 
 func TestPromise29_FenceSawIt(t *testing.T) {
@@ -1153,9 +1078,7 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 			b := newBuilder(t)
 			pushed(b, "p1", key, 5, "five", false)
 			b.del(nil, key)
-			st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: e, Payload: []byte("s"), Floor: e - 1, Lost: true})
-			b.put(st, key, rec("op", e, plain("s")))
-			b.end(st, nil)
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: e, Payload: []byte("s"), Floor: e - 1, Lost: true}, key, rec("op", e, plain("s")))
 			if e == 5 {
 				b.requireBroken(29)
 			} else {
@@ -1182,9 +1105,7 @@ func TestPromise30_LeaseSawIt(t *testing.T) {
 		b := newBuilder(t)
 		acquired(t, b, time.Minute)
 		b.del(nil, leaseKey)
-		ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
-		b.put(ac, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.end(ac, nil)
+		b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 		b.requireBroken(30)
 	})
 	t.Run("a renewal over the record set back", func(t *testing.T) {
@@ -1194,18 +1115,14 @@ func TestPromise30_LeaseSawIt(t *testing.T) {
 		ac.Term = 3
 		b.end(ac, nil)
 		b.put(nil, leaseKey, record.EncodeLease("h1", 2, 0, inc1))
-		rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
-		b.put(rn, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.end(rn, nil)
+		b.wrote(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"}, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
 		b.requireBroken(30)
 	})
 	t.Run("another Lease value", func(t *testing.T) {
 		b := newBuilder(t)
 		acquired(t, b, time.Millisecond)
 		b.del(nil, leaseKey)
-		ac := b.begin(Call{Op: Acquire, Lease: "p2/lease#1", Proc: "p2", LeaseName: "L", Holder: "h2"})
-		b.put(ac, leaseKey, record.EncodeLease("h2", 1, b.now.Add(time.Minute).UnixNano(), inc2))
-		b.end(ac, nil)
+		b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", Proc: "p2", LeaseName: "L", Holder: "h2"}, leaseKey, record.EncodeLease("h2", 1, b.now.Add(time.Minute).UnixNano(), inc2))
 		b.requireKept(30)
 	})
 	key := shardKeyOf(t, "", "pl", "s1")
@@ -1256,9 +1173,7 @@ func TestPromise31_KeepFloor(t *testing.T) {
 		b := newBuilder(t)
 		sealed(b)
 		b.del(nil, key)
-		sl := b.begin(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true})
-		b.put(sl, key, rec("w2", 9, plain("")))
-		b.end(sl, nil)
+		b.wrote(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true}, key, rec("w2", 9, plain("")))
 		b.requireBroken(31)
 	})
 	t.Run("a push creates the record", func(t *testing.T) {
@@ -1270,9 +1185,7 @@ func TestPromise31_KeepFloor(t *testing.T) {
 		b := newBuilder(t)
 		sealed(b)
 		b.del(nil, key)
-		st := b.begin(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Payload: []byte("s"), Floor: 4, Lost: true, KeepFloor: true})
-		b.put(st, key, rec("op", 5, plain("s")))
-		b.end(st, nil)
+		b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Payload: []byte("s"), Floor: 4, Lost: true, KeepFloor: true}, key, rec("op", 5, plain("s")))
 		b.requireBroken(31)
 	})
 	t.Run("the floor deleted outside", func(t *testing.T) {
@@ -1280,9 +1193,7 @@ func TestPromise31_KeepFloor(t *testing.T) {
 		sealed(b)
 		b.del(nil, key)
 		b.del(nil, floorKey)
-		sl := b.begin(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true})
-		b.put(sl, key, rec("w2", 9, plain("")))
-		b.end(sl, nil)
+		b.wrote(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true}, key, rec("w2", 9, plain("")))
 		b.requireKept(31)
 	})
 }
