@@ -243,11 +243,11 @@ func TestLostReplyResolvedByRead(t *testing.T) {
 func TestLostReplyOfANonIdempotentWrite(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	f := &writefence.Fence{Store: &lostReplyStore{ConditionalStore: mem, remaining: 1}}
+	f := &writefence.Fence{Store: counted(mem, lostReplies(1))}
 	require.NoError(t, f.Update(ctx, "wal", "0", "a", 1, func(cur []byte) ([]byte, error) { return append(cur, '+'), nil }))
 	requireLatest(t, f, 1, "a", "+")
 
-	f = &writefence.Fence{Store: &lostReplyStore{ConditionalStore: mem, remaining: 1}}
+	f = &writefence.Fence{Store: counted(mem, lostReplies(1))}
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
 		m.Payload = append(m.Payload, '+')
 		return m, nil

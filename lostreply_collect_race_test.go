@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -42,7 +43,7 @@ func (s *faultyRecordStore) PutIfVersion(ctx context.Context, key string, data [
 	if n%2 == 0 {
 		s.between()
 	}
-	return "", errLostReply
+	return "", fakestore.ErrLostReply
 }
 
 // Promises 3, 5 and 24 under concurrency: writers commit blobs with a

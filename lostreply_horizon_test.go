@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 // betweenStore performs the first write of key, then runs between (another
@@ -57,19 +59,19 @@ func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"lost reply", errLostReply},
+		{"lost reply", fakestore.ErrLostReply},
 		{"conflict hiding a landing", writefence.ErrConflict},
 	} {
 		t.Run(fail.name+"/commit", func(t *testing.T) {
 			ctx := t.Context()
-			clock := newMemClock()
-			mem := &writefence.MemStore{Clock: clock.now}
+			clock := &fakeclock.Clock{}
+			mem := &writefence.MemStore{Clock: clock.Now}
 			other := &writefence.Fence{Store: mem}
 			ref1 := putBlob(t, other, "a", 1, "one")
 			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
 			ref2 := putBlob(t, other, "a", 2, "two")
 			stray := putBlob(t, other, "a", 2, "stray") // never committed: Collect raises the horizon over it
-			clock.advance(2 * time.Hour)
+			clock.Advance(2 * time.Hour)
 
 			var collected writefence.GCReport
 			store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: fail.err, between: func() {
@@ -77,7 +79,7 @@ func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
 				collected, err = other.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 				require.NoError(t, err)
 			}}
-			counting := &countingStore{ConditionalStore: store}
+			counting := counted(store)
 			f := &writefence.Fence{Store: counting, Blobs: mem}
 			dctx, stop := f.Deposed(ctx, "wal", "0")
 			defer stop()
@@ -92,7 +94,7 @@ func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
 			assert.Contains(t, collected.Deleted[0].Key, stray.Name)
 			require.NoError(t, err, "the commit landed; the horizon Collect raised since changes nothing else")
 			require.NoError(t, dctx.Err(), "a commit that landed deposes nobody")
-			assert.Equal(t, int64(1), counting.puts.Load(), "the landed commit is not written again")
+			assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "the landed commit is not written again")
 			info, err := f.Inspect(ctx, "wal", "0")
 			require.NoError(t, err)
 			assert.Equal(t, uint64(2), info.Epoch)
@@ -100,18 +102,18 @@ func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
 		})
 		t.Run(fail.name+"/update", func(t *testing.T) {
 			ctx := t.Context()
-			clock := newMemClock()
-			mem := &writefence.MemStore{Clock: clock.now}
+			clock := &fakeclock.Clock{}
+			mem := &writefence.MemStore{Clock: clock.Now}
 			other := &writefence.Fence{Store: mem}
 			require.NoError(t, other.Push(ctx, "wal", "0", "a", 1, []byte("x")))
 			putBlob(t, other, "a", 2, "stray") // Collect raises the horizon over it
-			clock.advance(2 * time.Hour)
+			clock.Advance(2 * time.Hour)
 
 			store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: fail.err, between: func() {
 				_, err := other.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 				require.NoError(t, err)
 			}}
-			counting := &countingStore{ConditionalStore: store}
+			counting := counted(store)
 			f := &writefence.Fence{Store: counting}
 			dctx, stop := f.Deposed(ctx, "wal", "0")
 			defer stop()
@@ -119,7 +121,7 @@ func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
 			err := f.Update(ctx, "wal", "0", "a", 2, func(cur []byte) ([]byte, error) { return append(cur, '+'), nil })
 			require.NoError(t, err, "the update landed; the horizon Collect raised since changes nothing else")
 			require.NoError(t, dctx.Err(), "an update that landed deposes nobody")
-			assert.Equal(t, int64(1), counting.puts.Load(), "the landed update is not written again")
+			assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "the landed update is not written again")
 			info, err := f.Inspect(ctx, "wal", "0")
 			require.NoError(t, err)
 			assert.False(t, info.Horizon.IsZero(), "Collect raised the horizon in between")

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 // The engine takes a record that is what the call's last failed write sent
@@ -29,21 +31,21 @@ func TestPromise29_LostReplyThenSetBackToThisCallsBytes(t *testing.T) {
 		fail    error
 		want    error
 	}{
-		{"lost reply", false, errLostReply, writefence.ErrOutcomeUnknown},
-		{"lost reply, horizon raised", true, errLostReply, writefence.ErrOutcomeUnknown},
+		{"lost reply", false, fakestore.ErrLostReply, writefence.ErrOutcomeUnknown},
+		{"lost reply, horizon raised", true, fakestore.ErrLostReply, writefence.ErrOutcomeUnknown},
 		{"conflict hiding a landing", false, writefence.ErrConflict, writefence.ErrEpochRegressed},
 		{"conflict hiding a landing, horizon raised", true, writefence.ErrConflict, writefence.ErrEpochRegressed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			clock := newMemClock()
-			mem := &writefence.MemStore{Clock: clock.now}
+			clock := &fakeclock.Clock{}
+			mem := &writefence.MemStore{Clock: clock.Now}
 			other := &writefence.Fence{Store: mem}
 			ref1 := putBlob(t, other, "a", 1, "one")
 			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
 			ref2 := putBlob(t, other, "a", 2, "two")
 			putBlob(t, other, "a", 2, "stray")
-			clock.advance(2 * time.Hour)
+			clock.Advance(2 * time.Hour)
 			key := mustKey(t, "wal", "0")
 
 			var f *writefence.Fence
@@ -65,7 +67,7 @@ func TestPromise29_LostReplyThenSetBackToThisCallsBytes(t *testing.T) {
 				_, err = mem.PutIfVersion(ctx, key, landed, v)
 				require.NoError(t, err)
 			}}
-			counting := &countingStore{ConditionalStore: store}
+			counting := counted(store)
 			f = &writefence.Fence{Store: counting, Blobs: mem}
 
 			err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
@@ -74,7 +76,7 @@ func TestPromise29_LostReplyThenSetBackToThisCallsBytes(t *testing.T) {
 			})
 			require.ErrorIs(t, err, tc.want, "the record went back below what the Fence saw: never nil")
 			assert.Contains(t, err.Error(), "regressed")
-			assert.Equal(t, int64(1), counting.puts.Load(), "nothing written again")
+			assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "nothing written again")
 		})
 	}
 }
@@ -87,14 +89,13 @@ func TestLostReplyOfAPushLargerThanAHead(t *testing.T) {
 	mem := &writefence.MemStore{}
 	payload := bytes.Repeat([]byte("p"), 256<<10)
 	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "a", 1, []byte("first")))
-	lost := &lostReplyStore{ConditionalStore: mem, remaining: 1}
-	counting := &countingStore{ConditionalStore: lost}
+	counting := counted(mem, lostReplies(1))
 	f := &writefence.Fence{Store: counting}
 	dctx, stop := f.Deposed(ctx, "wal", "0")
 	defer stop()
 	require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, payload))
 	require.NoError(t, dctx.Err())
-	assert.Equal(t, int64(1), counting.puts.Load(), "the landed push is not written again")
+	assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "the landed push is not written again")
 	e, w, p, err := f.Latest(ctx, "wal", "0")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), e)
@@ -113,20 +114,20 @@ func TestLostReplyOfASealThenCollect(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			clock := newMemClock()
-			mem := &writefence.MemStore{Clock: clock.now}
+			clock := &fakeclock.Clock{}
+			mem := &writefence.MemStore{Clock: clock.Now}
 			other := &writefence.Fence{Store: mem, KeepFloor: keep}
 			require.NoError(t, other.Seal(ctx, "wal", "0", "a", 1))
 			ref1 := putBlob(t, other, "a", 1, "one")
 			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref1)))
 			putBlob(t, other, "b", 3, "stray") // b's, of the tenure the seal begins
-			clock.advance(2 * time.Hour)
+			clock.Advance(2 * time.Hour)
 
-			store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: errLostReply, between: func() {
+			store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: fakestore.ErrLostReply, between: func() {
 				_, err := other.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 				require.NoError(t, err)
 			}}
-			counting := &countingStore{ConditionalStore: store}
+			counting := counted(store)
 			f := &writefence.Fence{Store: counting, Blobs: mem, KeepFloor: keep}
 			dctx, stop := f.Deposed(ctx, "wal", "0")
 			defer stop()
@@ -171,19 +172,18 @@ func TestLostReplyOfEveryWriteOfASettle(t *testing.T) {
 			ctx := t.Context()
 			mem := &writefence.MemStore{}
 			v := corruptRecord(t, mem)
-			lost := &lostReplyStore{ConditionalStore: mem, remaining: 3}
-			counting := &countingStore{ConditionalStore: lost}
+			counting := counted(mem, lostReplies(3))
 			f := &writefence.Fence{Store: counting, KeepFloor: keep}
 			require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: v, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3}))
 			writes := int64(2)
 			if keep {
 				writes = 3
 			}
-			assert.Equal(t, writes, counting.puts.Load(), "each key written once")
+			assert.Equal(t, writes, counting.Calls(fakestore.Put), "each key written once")
 			requireLatest(t, f, 9, "op", "restored")
 			// The same settle again: landed, nil, nothing written.
 			require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: v, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3}))
-			assert.Equal(t, writes, counting.puts.Load())
+			assert.Equal(t, writes, counting.Calls(fakestore.Put))
 			if keep {
 				fresh := &writefence.Fence{Store: mem, KeepFloor: true}
 				err := fresh.Seal(ctx, "wal", "0", "z", 9)
@@ -204,8 +204,8 @@ func TestCommitConflictRetriedWithANonIdempotentNext(t *testing.T) {
 	ref1 := putBlob(t, other, "a", 1, "one")
 	require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
 	ref2 := putBlob(t, other, "a", 3, "two")
-	gate := newGateStore(mem)
-	f := &writefence.Fence{Store: gate, Blobs: mem}
+	gate := &fakestore.Gate{} // holds the commit's first write
+	f := &writefence.Fence{Store: counted(mem, fakestore.Fault{Op: fakestore.Put, Times: 1, Gate: gate}), Blobs: mem}
 	done := make(chan error, 1)
 	go func() {
 		done <- f.Commit(ctx, "wal", "0", "a", 3, func(m writefence.Manifest) (writefence.Manifest, error) {
@@ -214,9 +214,9 @@ func TestCommitConflictRetriedWithANonIdempotentNext(t *testing.T) {
 			return m, nil
 		})
 	}()
-	<-gate.arrived
+	<-gate.Arrived()
 	require.NoError(t, other.Push(ctx, "wal", "0", "a", 2, []byte("rival")))
-	close(gate.release)
+	gate.Open()
 	require.NoError(t, <-done)
 	info, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
@@ -233,7 +233,7 @@ func TestCommitConflictRetriedWithANonIdempotentNext(t *testing.T) {
 func TestClaimBrandLostReply(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
-	lost := &lostReplyStore{ConditionalStore: mem, remaining: 1}
+	lost := counted(mem, lostReplies(1))
 	claimed, err := (&writefence.Fence{Store: lost}).ClaimBrand(ctx)
 	require.NoError(t, err)
 	assert.False(t, claimed)
