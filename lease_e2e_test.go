@@ -75,11 +75,11 @@ import (
 // helpers' leases much more than they work, and the test runs alone (it is
 // not parallel to other tests), so three at once keep its timing. CI runs
 // three rounds per moment, one lane each (about 10 s, against 30 s one
-// after the other). For a longer run, with the servers' addresses exported
-// (.ci/servers.sh's wf_start_servers, as .ci/run does; about 2.5 s a round
-// in each lane):
+// after the other). For a longer run, with the servers up (about 2.5 s a
+// round in each lane):
 //
-//	WRITEFENCE_LEASE_E2E_ROUNDS=25 go test -run '^TestLeaseEndToEnd$' -v -timeout 30m .
+//	WRITEFENCE_LEASE_E2E_ROUNDS=25 go run ./internal/testserver/cmd/servers \
+//		go test -run '^TestLeaseEndToEnd$' -v -timeout 30m .
 
 const (
 	e2eHelperEnv = "WRITEFENCE_LEASE_E2E_HELPER" // the holder a helper runs as

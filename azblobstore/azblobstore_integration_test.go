@@ -30,7 +30,7 @@ import (
 )
 
 // The integration tests run against the Azure Blob endpoint named by
-// WRITEFENCE_AZURITE_ENDPOINT (Azurite, as .ci/servers.sh starts it).
+// WRITEFENCE_AZURITE_ENDPOINT (Azurite, as .ci/run starts it).
 
 // kitReadLimit is the read limit the conformance run sets, so the suite
 // checks ErrTooLarge without writing 64 MiB.

@@ -27,7 +27,7 @@ import (
 )
 
 // The store against the DynamoDB server named by
-// WRITEFENCE_DYNAMODB_ENDPOINT (.ci/servers.sh starts dynalite 4.0.0),
+// WRITEFENCE_DYNAMODB_ENDPOINT (.ci/run starts dynalite 4.0.0),
 // each test in a table of its own.
 
 // kitReadLimit is the read limit of the conformance runs: below the data

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	if _, err := exec.LookPath("etcd"); err != nil {
 		if testserver.Required() {
-			fmt.Fprintln(os.Stderr, "etcdepoch: etcd is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set (.ci/install-servers installs it)")
+			fmt.Fprintln(os.Stderr, "etcdepoch: etcd is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set (go run ./internal/testserver/cmd/servers -install installs it)")
 			return 1
 		}
 		fmt.Println("etcdepoch: etcd is not on PATH: skipping the tests of this package (apt-get install etcd-server)")

@@ -28,7 +28,7 @@ import (
 )
 
 // The store against the etcd server named by WRITEFENCE_ETCD_ENDPOINT
-// (.ci/servers.sh starts Debian's etcd 3.4), and against servers of a
+// (.ci/run starts Debian's etcd 3.4), and against servers of a
 // test's own for authentication and the server's request limit.
 
 // kitReadLimit is the read limit of the conformance run: the suite checks

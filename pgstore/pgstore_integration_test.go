@@ -29,7 +29,7 @@ import (
 )
 
 // The integration tests run against the PostgreSQL server named by
-// WRITEFENCE_POSTGRES_URL (as .ci/servers.sh starts it), each in a table
+// WRITEFENCE_POSTGRES_URL (as .ci/run starts it), each in a table
 // of its own.
 
 // kitReadLimit is the read limit the conformance run sets, so the suite

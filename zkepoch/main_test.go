@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	if err := zookeeperInstalled(); err != nil {
 		if testserver.Required() {
-			fmt.Fprintf(os.Stderr, "zkepoch: %v but WRITEFENCE_REQUIRE_SERVERS is set (.ci/install-servers installs it)\n", err)
+			fmt.Fprintf(os.Stderr, "zkepoch: %v but WRITEFENCE_REQUIRE_SERVERS is set (go run ./internal/testserver/cmd/servers -install installs it)\n", err)
 			return 1
 		}
 		fmt.Printf("zkepoch: %v: skipping the tests of this package (apt-get install zookeeper)\n", err)

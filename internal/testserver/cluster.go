@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/writefence/writefence/internal/testserver/launch"
 )
 
 // Valkey clusters: the shared one .ci/run starts (three primaries with a
@@ -90,66 +92,26 @@ func (n ValkeyNode) Port() string {
 // FormValkeyCluster.
 func StartValkeyNode(t testing.TB, args ...string) ValkeyNode {
 	t.Helper()
-	var bus string
-	addr := startValkey(t, "", func() []string {
-		bus = FreePort()
-		return append([]string{"--cluster-enabled", "yes", "--cluster-port", bus,
-			"--cluster-config-file", "nodes.conf", "--repl-diskless-sync-delay", "0"}, args...)
-	})
-	return ValkeyNode{Addr: addr, BusPort: bus, Client: ValkeyClient(t, addr, "")}
+	needProgram(t, "valkey-server")
+	p, n, err := launch.StartValkeyNode(t.TempDir(), args...)
+	check(t, err)
+	t.Cleanup(p.Stop)
+	return ValkeyNode{Addr: n.Addr, BusPort: n.BusPort, Client: ValkeyClient(t, n.Addr, "")}
 }
 
 // FormValkeyCluster makes one cluster of primaries, which share the slots
 // in order and evenly, and replicas, where replicas[i] replicates
-// primaries[i%len(primaries)]. Every node meets the first primary at its
-// own client and bus ports on 127.0.0.1. It returns once every node
-// reports cluster_state:ok and knows every other, and every replica's
-// link is up and counted online by its primary.
+// primaries[i%len(primaries)] (launch.FormValkeyCluster).
 func FormValkeyCluster(t testing.TB, primaries, replicas []ValkeyNode) {
 	t.Helper()
-	ctx := context.Background()
-	for i, p := range primaries {
-		lo, hi := i*16384/len(primaries), (i+1)*16384/len(primaries)-1
-		check(t, p.Client.ClusterAddSlotsRange(ctx, lo, hi).Err())
-	}
-	all := append(append([]ValkeyNode{}, primaries...), replicas...)
-	for _, n := range all[1:] {
-		check(t, n.Client.Do(ctx, "cluster", "meet", "127.0.0.1", primaries[0].Port(), primaries[0].BusPort).Err())
-	}
-	WaitValkey(t, "every node knows every other", func() bool {
-		for _, n := range all {
-			nodes, err := n.Client.ClusterNodes(ctx).Result()
-			if err != nil || strings.Count(nodes, "\n") < len(all) || strings.Contains(nodes, "handshake") {
-				return false
-			}
+	nodes := func(ns []ValkeyNode) []launch.ValkeyNode {
+		var l []launch.ValkeyNode
+		for _, n := range ns {
+			l = append(l, launch.ValkeyNode{Addr: n.Addr, BusPort: n.BusPort})
 		}
-		return true
-	})
-	for i, r := range replicas {
-		id, err := primaries[i%len(primaries)].Client.ClusterMyID(ctx).Result()
-		check(t, err)
-		check(t, r.Client.Do(ctx, "cluster", "replicate", id).Err())
+		return l
 	}
-	WaitValkey(t, "the cluster is ok on every node, and every replica online", func() bool {
-		for _, n := range all {
-			if info, err := n.Client.ClusterInfo(ctx).Result(); err != nil || !strings.Contains(info, "cluster_state:ok") {
-				return false
-			}
-		}
-		for i := range primaries {
-			want := 0
-			for j := range replicas {
-				if j%len(primaries) == i {
-					want++
-				}
-			}
-			info, err := primaries[i].Client.Info(ctx, "replication").Result()
-			if err != nil || strings.Count(info, "state=online") < want {
-				return false
-			}
-		}
-		return true
-	})
+	check(t, launch.FormValkeyCluster(nodes(primaries), nodes(replicas)))
 }
 
 // ValkeyNodeID returns the cluster node ID of the node c talks to.

@@ -3,7 +3,7 @@ package testserver
 import "testing"
 
 // DynamoDBEndpoint returns the URL of the DynamoDB server named by the
-// environment (WRITEFENCE_DYNAMODB_ENDPOINT; .ci/servers.sh starts
+// environment (WRITEFENCE_DYNAMODB_ENDPOINT; .ci/run starts
 // dynalite), e.g. http://127.0.0.1:4567.
 func DynamoDBEndpoint(t testing.TB) string { return Env(t, "WRITEFENCE_DYNAMODB_ENDPOINT") }
 

@@ -4,7 +4,9 @@
 // they hold as a test needs, so that the packages' tests, the command's
 // tests and the benchmarks share one copy of each helper.
 //
-// The servers are named by the environment .ci/servers.sh exports:
+// The processes are started by the subpackage launch. The servers a whole
+// run shares are named by the environment cmd/servers gives the command
+// it runs (.ci/run runs the tests so):
 // WRITEFENCE_S3_ENDPOINT, WRITEFENCE_S3_ACCESS_KEY,
 // WRITEFENCE_S3_SECRET_KEY, WRITEFENCE_GCS_ENDPOINT,
 // WRITEFENCE_VALKEY_ADDR, WRITEFENCE_VALKEY_CLUSTER,
@@ -19,13 +21,9 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +34,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+
+	"github.com/writefence/writefence/internal/testserver/launch"
 )
 
 // Required reports whether a missing server fails a test instead of
@@ -293,73 +293,32 @@ func StartValkey(t testing.TB, password string, args ...string) string {
 }
 
 // startValkey is StartValkey with the extra arguments args returns, asked
-// afresh for each attempt (they may name a port of their own).
+// afresh for each port tried (they may name a port of their own).
 func startValkey(t testing.TB, password string, args func() []string) string {
 	t.Helper()
-	bin, err := exec.LookPath("valkey-server")
-	if err != nil {
+	needProgram(t, "valkey-server")
+	p, addr, err := launch.Valkey(t.TempDir(), password, args)
+	check(t, err)
+	t.Cleanup(p.Stop)
+	return addr
+}
+
+// needProgram skips t, or fails it when Required, unless the program name
+// is on PATH.
+func needProgram(t testing.TB, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
 		if Required() {
-			t.Fatalf("valkey-server is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set")
+			t.Fatalf("%s is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set (go run ./internal/testserver/cmd/servers -install installs it)", name)
 		}
-		t.Skip("valkey-server is not on PATH")
+		t.Skipf("%s is not on PATH", name)
 	}
-	for range 5 {
-		port := FreePort()
-		if port == "" {
-			break
-		}
-		addr := net.JoinHostPort("127.0.0.1", port)
-		extra := args()
-		argv := append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", t.TempDir(),
-			"--save", "", "--appendonly", "no", "--daemonize", "no"}, extra...)
-		cmd := exec.Command(bin, argv...)
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		dieWithParent(cmd)
-		check(t, cmd.Start())
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		stop := func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
-		ready := false
-		for deadline := time.Now().Add(10 * time.Second); !ready && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			select {
-			case <-exited:
-				deadline = time.Time{}
-			default:
-				ready = c.Ping(context.Background()).Err() == nil
-			}
-		}
-		_ = c.Close()
-		if ready {
-			t.Cleanup(stop)
-			return addr
-		}
-		stop()
-		t.Logf("valkey-server %v on port %s did not start (retrying on another port): %s", extra, port, out.String())
-	}
-	t.Fatalf("could not start valkey-server")
-	return ""
 }
 
 // FreePort returns a loopback TCP port in 20000-32000 that was free a
 // moment ago, for a server process a test starts; "" when it found none.
 // It takes no testing.TB so that a TestMain can use it too.
-func FreePort() string {
-	for range 20 {
-		port := strconv.Itoa(20000 + rand.IntN(12000))
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
-		if err != nil {
-			continue // taken
-		}
-		_ = ln.Close()
-		return port
-	}
-	return ""
-}
+func FreePort() string { return launch.FreePort() }
 
 // KitOverwriteReads is the size of Get/UnderOverwrite
 // (writefencetest.Options.OverwriteReads) in the conformance runs on the

@@ -20,7 +20,7 @@ import (
 )
 
 // Azurite is an Azure Blob Storage endpoint (the Azurite emulator, as
-// .ci/servers.sh starts it) and the shared key of its account.
+// .ci/run starts it) and the shared key of its account.
 type Azurite struct {
 	Endpoint string // the account's URL, e.g. http://127.0.0.1:10000/devstoreaccount1
 	Account  string

@@ -1,5 +1,5 @@
 // Command memstore uses writefence's Fence over a MemStore only: the
-// program .ci/core-size measures for the core's size.
+// program bench/core-size measures for the core's size.
 package main
 
 import (
