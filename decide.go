@@ -14,7 +14,7 @@ import (
 // is its recordWrite, built by Push, Update, Seal or Commit. A decision
 // reads only its arguments: it keeps nothing from one attempt to the
 // next (the engine hands it the bytes the call sent before, snapshot.sent,
-// and tells it when a record is byte for byte those, snapshot.ours).
+// and ours tells when the record read is those).
 
 // A recordWrite is what one kind of write of a record decides on its own.
 type recordWrite interface {
@@ -221,16 +221,13 @@ func (u *recordUpdate) landed(body record.Body) bool {
 }
 
 // ours reports whether the record st, read whole as s, is the call's
-// last write that failed (s.sent), landed: byte for byte (s.ours), or
-// but for a collection horizon raised over it since, which Collect writes
+// last write that failed (s.sent), landed: byte for byte, or but for a
+// collection horizon raised over it since, which Collect writes
 // changing nothing else in the record (promise 1): the same identity,
 // epoch, writer, tenure floor, payload and references, at a horizon no
 // lower. A write whose reply was lost is so resolved by the next read
 // even when a Collect ran in between, whatever next would do again.
 func ours(s *snapshot, st recorded) bool {
-	if s.ours {
-		return true
-	}
 	if s.sent == nil || !st.whole {
 		return false
 	}

@@ -109,16 +109,10 @@ type snapshot struct {
 	// locate of them.
 	damage *CorruptError
 
-	// ours is set when data is the whole object and byte for byte what a
-	// write of this call sent before without learning that it landed (a
-	// conflict, a lost reply): it did, or a write of the very same bytes
-	// did. A decision needs no memory of its own for it.
-	ours bool
-
-	// sent is the bytes of this call's last write that failed (nil when
-	// none), for a decision that knows which later writes of others leave
-	// its write in place: a record's collection horizon, which Collect
-	// raises changing nothing else (see recordUpdate.ours).
+	// sent is the bytes of this call's last write that failed without
+	// learning whether it landed (a conflict, a lost reply), nil when
+	// none: a decision that finds them recorded (see ours, decide.go)
+	// knows the write landed, and needs no memory of its own for it.
 	sent []byte
 }
 
@@ -186,17 +180,13 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool, last *[]b
 			return outcome{}, false, readFailure{err}
 		}
 	}
-	mark := func(s *snapshot) {
-		s.sent = *last
-		s.ours = *last != nil && s.found && s.whole && s.damage == nil && bytes.Equal(s.data, *last)
-	}
-	mark(s)
+	s.sent = *last
 	parts, done, err := c.decide(s)
 	if errors.Is(err, errReadWhole) {
 		if s, err = f.readKey(ctx, c.key, false); err != nil {
 			return outcome{}, false, readFailure{err}
 		}
-		mark(s)
+		s.sent = *last
 		parts, done, err = c.decide(s)
 	}
 	switch {

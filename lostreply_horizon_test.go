@@ -20,7 +20,7 @@ import (
 // that happened (outside ConditionalStore's contract, which says a
 // conflict wrote nothing, but what store_gcs.go says a client that
 // retried a landed write would answer, and what the engine's
-// snapshot.ours names).
+// snapshot.sent names).
 type betweenStore struct {
 	writefence.ConditionalStore
 	key     string
