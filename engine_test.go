@@ -1,13 +1,17 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,8 +20,10 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // writePath is one way a Fence writes a record, with its set-up.
@@ -522,4 +528,472 @@ func TestUnknownOutcomeIsOneError(t *testing.T) {
 	assert.Contains(t, unknown.Err.Error(), "connection reset by peer", "the cause is kept")
 	assert.Contains(t, err.Error(), "then 4 attempts, the last: test put")
 	assert.Equal(t, int64(4), s.Calls(fakestore.Put))
+}
+
+// The engine takes a record that is what the call's last failed write sent
+// (byte for byte, or but for a horizon Collect raised) for that write,
+// landed. These tests attack that rule: a record set back to those bytes,
+// a record read as a head, a seal and a settle whose replies were lost.
+
+// Promise 29: a write whose reply was lost, then another writer's write
+// that this Fence sees, then the record set back to exactly what the
+// call sent (a restore): the retry finds its own bytes, but below what
+// the Fence saw since, and does not return nil; it writes nothing again.
+// Also when the bytes set back carry a horizon Collect raised.
+func TestPromise29_LostReplyThenSetBackToThisCallsBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		horizon bool // the record set back is the call's bytes with a horizon Collect raised
+		fail    error
+		want    error
+	}{
+		{"lost reply", false, fakestore.ErrLostReply, writefence.ErrOutcomeUnknown},
+		{"lost reply, horizon raised", true, fakestore.ErrLostReply, writefence.ErrOutcomeUnknown},
+		{"conflict hiding a landing", false, writefence.ErrConflict, writefence.ErrEpochRegressed},
+		{"conflict hiding a landing, horizon raised", true, writefence.ErrConflict, writefence.ErrEpochRegressed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			clock := &fakeclock.Clock{}
+			mem := &writefence.MemStore{Clock: clock.Now}
+			other := &writefence.Fence{Store: mem}
+			ref1 := putBlob(t, other, "a", 1, "one")
+			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
+			ref2 := putBlob(t, other, "a", 2, "two")
+			putBlob(t, other, "a", 2, "stray")
+			clock.Advance(2 * time.Hour)
+			key := mustKey(t, "wal", "0")
+
+			var f *writefence.Fence
+			store := &betweenStore{ConditionalStore: mem, key: key, fail: tc.fail, between: func() {
+				if tc.horizon {
+					_, err := other.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+					require.NoError(t, err)
+				}
+				landed, _, err := mem.Get(ctx, key)
+				require.NoError(t, err)
+				// b takes the shard, and this Fence sees it.
+				require.NoError(t, other.Seal(ctx, "wal", "0", "b", 3))
+				e, _, _, err := f.Latest(ctx, "wal", "0")
+				require.NoError(t, err)
+				require.Equal(t, uint64(3), e)
+				// A restore sets the record back to the call's write.
+				_, v, err := mem.Get(ctx, key)
+				require.NoError(t, err)
+				_, err = mem.PutIfVersion(ctx, key, landed, v)
+				require.NoError(t, err)
+			}}
+			counting := counted(store)
+			f = &writefence.Fence{Store: counting, Blobs: mem}
+
+			err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Blobs = append(m.Blobs, ref2)
+				return m, nil
+			})
+			require.ErrorIs(t, err, tc.want, "the record went back below what the Fence saw: never nil")
+			assert.Contains(t, err.Error(), "regressed")
+			assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "nothing written again")
+		})
+	}
+}
+
+// A push of a payload larger than a record's head whose reply was lost:
+// the retry reads the head, which cannot tell, then the whole record,
+// which is byte for byte the push: nil, and no second write.
+func TestLostReplyOfAPushLargerThanAHead(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	payload := bytes.Repeat([]byte("p"), 256<<10)
+	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "a", 1, []byte("first")))
+	counting := counted(mem, lostReplies(1))
+	f := &writefence.Fence{Store: counting}
+	dctx, stop := f.Deposed(ctx, "wal", "0")
+	defer stop()
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 2, payload))
+	require.NoError(t, dctx.Err())
+	assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "the landed push is not written again")
+	e, w, p, err := f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), e)
+	assert.Equal(t, "a", w)
+	assert.True(t, bytes.Equal(payload, p))
+}
+
+// A seal whose reply was lost, with a Collect raising the horizon before
+// the retry reads: the seal landed (nil), starts its tenure at its epoch
+// (promise 21), and under KeepFloor enters the floor (promise 31).
+func TestLostReplyOfASealThenCollect(t *testing.T) {
+	eachFloorMode(t, func(t *testing.T, keep bool) {
+		ctx := t.Context()
+		clock := &fakeclock.Clock{}
+		mem := &writefence.MemStore{Clock: clock.Now}
+		other := &writefence.Fence{Store: mem, KeepFloor: keep}
+		require.NoError(t, other.Seal(ctx, "wal", "0", "a", 1))
+		ref1 := putBlob(t, other, "a", 1, "one")
+		require.NoError(t, other.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref1)))
+		putBlob(t, other, "b", 3, "stray") // b's, of the tenure the seal begins
+		clock.Advance(2 * time.Hour)
+
+		store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: fakestore.ErrLostReply, between: func() {
+			_, err := other.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+			require.NoError(t, err)
+		}}
+		counting := counted(store)
+		f := &writefence.Fence{Store: counting, Blobs: mem, KeepFloor: keep}
+		dctx, stop := f.Deposed(ctx, "wal", "0")
+		defer stop()
+		require.NoError(t, f.Seal(ctx, "wal", "0", "b", 3))
+		require.NoError(t, dctx.Err())
+
+		info, err := f.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(3), info.Epoch)
+		assert.Equal(t, "b", info.Writer)
+		assert.Equal(t, uint64(3), info.Since, "the seal's tenure begins at its epoch")
+		assert.False(t, info.Horizon.IsZero(), "Collect raised the horizon in between")
+		assert.Equal(t, []writefence.BlobRef{ref1}, info.Blobs)
+
+		// a's blob of epoch 2 is below the seal's tenure: never newly
+		// referenced again, by a or by b.
+		late := putBlob(t, other, "a", 2, "late")
+		require.Error(t, f.Commit(ctx, "wal", "0", "a", 4, appendBlob(late)))
+		if keep {
+			// The floor was entered: the record deleted, a push below
+			// the seal is refused by a Fence that never saw the shard.
+			require.NoError(t, mem.Delete(ctx, mustKey(t, "wal", "0")))
+			fresh := &writefence.Fence{Store: mem, KeepFloor: true}
+			require.Error(t, fresh.Push(ctx, "wal", "0", "z", 2, []byte("zombie")))
+			_, _, err := mem.Get(ctx, mustKey(t, "wal", "0"))
+			require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written below the floor")
+		}
+	})
+}
+
+// Every write of a Settle has its reply lost once (the log's entry, the
+// record, and under KeepFloor the floor): each is resolved by the next
+// read, and the settle returns nil, having written each key once.
+func TestLostReplyOfEveryWriteOfASettle(t *testing.T) {
+	eachFloorMode(t, func(t *testing.T, keep bool) {
+		ctx := t.Context()
+		mem := &writefence.MemStore{}
+		v := corruptRecord(t, mem)
+		counting := counted(mem, lostReplies(3))
+		f := &writefence.Fence{Store: counting, KeepFloor: keep}
+		require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: v, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3}))
+		writes := int64(2)
+		if keep {
+			writes = 3
+		}
+		assert.Equal(t, writes, counting.Calls(fakestore.Put), "each key written once")
+		requireLatest(t, f, 9, "op", "restored")
+		// The same settle again: landed, nil, nothing written.
+		require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: v, Writer: "op", Epoch: 9, Payload: []byte("restored"), Floor: 3}))
+		assert.Equal(t, writes, counting.Calls(fakestore.Put))
+		if keep {
+			fresh := &writefence.Fence{Store: mem, KeepFloor: true}
+			err := fresh.Seal(ctx, "wal", "0", "z", 9)
+			require.ErrorIs(t, err, writefence.ErrStaleEpoch, "the floor is the settle's")
+			assert.True(t, strings.Contains(err.Error(), "9"))
+		}
+	})
+}
+
+// A commit that conflicts (a write below it landed first) and is retried,
+// with a next that is not idempotent: next runs on the record the retry
+// read, and the commit lands once, its blob referenced once.
+func TestCommitConflictRetriedWithANonIdempotentNext(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	other := &writefence.Fence{Store: mem}
+	ref1 := putBlob(t, other, "a", 1, "one")
+	require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
+	ref2 := putBlob(t, other, "a", 3, "two")
+	gate := &fakestore.Gate{} // holds the commit's first write
+	f := &writefence.Fence{Store: counted(mem, fakestore.Fault{Op: fakestore.Put, Times: 1, Gate: gate}), Blobs: mem}
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Commit(ctx, "wal", "0", "a", 3, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = append(m.Blobs, ref2)
+			m.Payload = append(m.Payload, '+')
+			return m, nil
+		})
+	}()
+	<-gate.Arrived()
+	require.NoError(t, other.Push(ctx, "wal", "0", "a", 2, []byte("rival")))
+	gate.Open()
+	require.NoError(t, <-done)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), info.Epoch)
+	assert.Equal(t, "rival+", string(info.Payload), "next ran on the record the retry read")
+	assert.Equal(t, []writefence.BlobRef{ref1, ref2}, info.Blobs)
+}
+
+// Promise 11 and a lost reply: a claim whose create landed but whose reply
+// was lost finds the identity on its next read, and returns false and nil
+// (it cannot tell its own create from another claimer's of the same
+// identity, so it never reports a claim twice); a claimer of another
+// identity is refused.
+func TestClaimBrandLostReply(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	lost := counted(mem, lostReplies(1))
+	claimed, err := (&writefence.Fence{Store: lost}).ClaimBrand(ctx)
+	require.NoError(t, err)
+	assert.False(t, claimed)
+	require.NoError(t, (&writefence.Fence{Store: mem}).VerifyBrand(ctx), "the brand landed")
+	claimed, err = (&writefence.Fence{Store: mem}).ClaimBrand(ctx)
+	require.NoError(t, err)
+	assert.False(t, claimed)
+	_, err = (&writefence.Fence{Store: mem, Identity: "other/v1"}).ClaimBrand(ctx)
+	require.ErrorIs(t, err, writefence.ErrWire)
+}
+
+// betweenStore performs the first write of key, then runs between (another
+// process's call, while the reply is on its way), then answers the write
+// with fail instead of its result: a reply lost, or a conflict for a write
+// that happened (outside ConditionalStore's contract, which says a
+// conflict wrote nothing, but what store_gcs.go says a client that
+// retried a landed write would answer, and what the engine's
+// snapshot.sent names).
+type betweenStore struct {
+	writefence.ConditionalStore
+	key     string
+	fail    error
+	between func()
+	once    sync.Once
+}
+
+func (s *betweenStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	v, err := s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
+	if key != s.key || err != nil {
+		return v, err
+	}
+	hit := false
+	s.once.Do(func() { hit = true })
+	if !hit {
+		return v, err
+	}
+	s.between()
+	return "", s.fail
+}
+
+// Promise 5 (and 3, 18): a commit or an update whose next is not
+// idempotent, whose write landed but whose reply was lost, is resolved by
+// the call's next read even when a Collect raised the record's collection
+// horizon in between. The horizon write changes nothing else in the
+// record (promise 1): the record still holds this call's epoch, writer,
+// payload and references, so the call returns nil, deposes nobody, and
+// writes nothing again. Before the fix, the record was no longer byte for
+// byte what the call sent, and next, asked again, appended again: the call
+// ended as if another write had taken the shard (ErrOutcomeUnknown after a
+// lost reply; ErrStaleEpoch, deposing the writer, after a conflict that hid
+// the landing).
+func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
+	for _, fail := range []struct {
+		name string
+		err  error
+	}{
+		{"lost reply", fakestore.ErrLostReply},
+		{"conflict hiding a landing", writefence.ErrConflict},
+	} {
+		t.Run(fail.name+"/commit", func(t *testing.T) {
+			ctx := t.Context()
+			clock := &fakeclock.Clock{}
+			mem := &writefence.MemStore{Clock: clock.Now}
+			other := &writefence.Fence{Store: mem}
+			ref1 := putBlob(t, other, "a", 1, "one")
+			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
+			ref2 := putBlob(t, other, "a", 2, "two")
+			stray := putBlob(t, other, "a", 2, "stray") // never committed: Collect raises the horizon over it
+			clock.Advance(2 * time.Hour)
+
+			var collected writefence.GCReport
+			store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: fail.err, between: func() {
+				var err error
+				collected, err = other.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+				require.NoError(t, err)
+			}}
+			counting := counted(store)
+			f := &writefence.Fence{Store: counting, Blobs: mem}
+			dctx, stop := f.Deposed(ctx, "wal", "0")
+			defer stop()
+
+			// Not idempotent: each call appends, as the package's stream
+			// example does.
+			err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Blobs = append(m.Blobs, ref2)
+				return m, nil
+			})
+			require.Len(t, collected.Deleted, 1, "the Collect in between deleted the stray blob")
+			assert.Contains(t, collected.Deleted[0].Key, stray.Name)
+			require.NoError(t, err, "the commit landed; the horizon Collect raised since changes nothing else")
+			require.NoError(t, dctx.Err(), "a commit that landed deposes nobody")
+			assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "the landed commit is not written again")
+			info, err := f.Inspect(ctx, "wal", "0")
+			require.NoError(t, err)
+			assert.Equal(t, uint64(2), info.Epoch)
+			assert.Equal(t, []writefence.BlobRef{ref1, ref2}, info.Blobs)
+		})
+		t.Run(fail.name+"/update", func(t *testing.T) {
+			ctx := t.Context()
+			clock := &fakeclock.Clock{}
+			mem := &writefence.MemStore{Clock: clock.Now}
+			other := &writefence.Fence{Store: mem}
+			require.NoError(t, other.Push(ctx, "wal", "0", "a", 1, []byte("x")))
+			putBlob(t, other, "a", 2, "stray") // Collect raises the horizon over it
+			clock.Advance(2 * time.Hour)
+
+			store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: fail.err, between: func() {
+				_, err := other.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+				require.NoError(t, err)
+			}}
+			counting := counted(store)
+			f := &writefence.Fence{Store: counting}
+			dctx, stop := f.Deposed(ctx, "wal", "0")
+			defer stop()
+
+			err := f.Update(ctx, "wal", "0", "a", 2, func(cur []byte) ([]byte, error) { return append(cur, '+'), nil })
+			require.NoError(t, err, "the update landed; the horizon Collect raised since changes nothing else")
+			require.NoError(t, dctx.Err(), "an update that landed deposes nobody")
+			assert.Equal(t, int64(1), counting.Calls(fakestore.Put), "the landed update is not written again")
+			info, err := f.Inspect(ctx, "wal", "0")
+			require.NoError(t, err)
+			assert.False(t, info.Horizon.IsZero(), "Collect raised the horizon in between")
+			requireLatest(t, f, 2, "a", "x+")
+		})
+	}
+}
+
+// faultyRecordStore lands every third write of key and then answers it
+// with a lost reply, running between first on every other such fault. (A
+// conflict that hid a landing would be outside ConditionalStore's
+// contract: a landing superseded before the retry's read is then
+// indistinguishable from a refusal.)
+type faultyRecordStore struct {
+	writefence.ConditionalStore
+	key     string
+	writes  atomic.Int64
+	between func()
+}
+
+func (s *faultyRecordStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	v, err := s.ConditionalStore.PutIfVersion(ctx, key, data, expect)
+	if key != s.key || err != nil {
+		return v, err
+	}
+	n := s.writes.Add(1)
+	if n%3 != 0 {
+		return v, err
+	}
+	if n%2 == 0 {
+		s.between()
+	}
+	return "", fakestore.ErrLostReply
+}
+
+// Promises 3, 5 and 24 under concurrency: writers commit blobs with a
+// next that appends (not idempotent), at unique rising epochs, while
+// replies are lost and Collects raise the horizon and delete stray blobs. A commit that returned nil is recorded;
+// one refused (not an unknown outcome) is not; every blob the record
+// references exists. Run with -race and -count.
+func TestCommitsLostRepliesAndCollectsRace(t *testing.T) {
+	const writers, rounds = 4, 12
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	key := mustKey(t, "wal", "0")
+	collector := &writefence.Fence{Store: mem, RetryDelay: time.Microsecond, MaxAttempts: 1000}
+	collect := func() { _, _ = collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Millisecond}) }
+	store := &faultyRecordStore{ConditionalStore: mem, key: key, between: collect}
+	require.NoError(t, (&writefence.Fence{Store: mem}).Seal(ctx, "wal", "0", "w0", 1))
+
+	var epochs atomic.Uint64
+	epochs.Store(1)
+	type result struct {
+		ref writefence.BlobRef
+		err error
+	}
+	var mu sync.Mutex
+	var results []result
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			collect()
+			time.Sleep(200 * time.Microsecond)
+		}
+	})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			writer := fmt.Sprintf("w%d", w)
+			f := &writefence.Fence{Store: store, Blobs: mem, RetryDelay: time.Microsecond, MaxAttempts: 1000}
+			for r := range rounds {
+				epoch := epochs.Add(1)
+				ref, err := f.PutBlob(ctx, "wal", "0", writer, epoch, strings.NewReader(fmt.Sprint(writer, r)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// A stray blob for the Collects to raise the horizon over.
+				if _, err := f.PutBlob(ctx, "wal", "0", writer, epoch, strings.NewReader("stray")); err != nil {
+					t.Error(err)
+					return
+				}
+				err = f.Commit(ctx, "wal", "0", writer, epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+					m.Blobs = append(m.Blobs, ref)
+					m.Payload = append(m.Payload, '+')
+					return m, nil
+				})
+				mu.Lock()
+				results = append(results, result{ref, err})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+
+	info, err := (&writefence.Fence{Store: mem}).Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	landed := 0
+	for _, r := range results {
+		recorded := slices.Contains(info.Blobs, r.ref)
+		switch {
+		case r.err == nil:
+			landed++
+			assert.True(t, recorded, "a commit that returned nil is recorded: %s", r.ref.Name)
+		case errors.Is(r.err, writefence.ErrOutcomeUnknown):
+		default:
+			assert.False(t, recorded, "a commit refused (%v) wrote nothing, yet the record references %s", r.err, r.ref.Name)
+		}
+	}
+	assert.Equal(t, len(info.Payload), len(info.Blobs), "each landed commit appended once")
+	space, err := keys.Blobs("", "wal", "0")
+	require.NoError(t, err)
+	for _, b := range info.Blobs {
+		_, err := mem.StatBlob(ctx, space+b.Name)
+		if errors.Is(err, writefence.ErrNotFound) {
+			t.Errorf("referenced blob %s is missing", b.Name)
+		}
+	}
+	assert.Positive(t, landed)
+	t.Logf("%d commits, %d landed, %d writes of the record, the horizon at %v", len(results), landed, store.writes.Load(), info.Horizon)
+}
+
+// eachFloorMode runs test as a subtest without and with Fence.KeepFloor.
+func eachFloorMode(t *testing.T, test func(t *testing.T, keep bool)) {
+	for _, keep := range []bool{false, true} {
+		name := "plain"
+		if keep {
+			name = "KeepFloor"
+		}
+		t.Run(name, func(t *testing.T) { test(t, keep) })
+	}
 }
