@@ -39,99 +39,6 @@ import (
 //     recorded manifest references, nor one a writer still racing at an
 //     admissible epoch may yet commit (see Collect for the rule).
 
-// BlobRef is a record's reference to a blob of its shard: the blob's name
-// and what checks its bytes. The name carries the epoch and the writer
-// that wrote the blob. Its fields:
-//
-//	Name string // the blob's name in the shard's blob space, as PutBlob returned it
-//	Size int64  // its size in bytes
-//	CRC  uint32 // the CRC-32C of its bytes
-type BlobRef = record.BlobRef
-
-// Manifest is a record as Commit reads and writes it: the payload and the
-// blobs it references.
-type Manifest struct {
-	Payload []byte
-	Blobs   []BlobRef
-}
-
-func (m Manifest) equal(o Manifest) bool {
-	return bytes.Equal(m.Payload, o.Payload) && slices.Equal(m.Blobs, o.Blobs)
-}
-
-func (m Manifest) clone() Manifest {
-	return Manifest{Payload: bytes.Clone(m.Payload), Blobs: slices.Clone(m.Blobs)}
-}
-
-// newRefs returns the references of next that current does not hold.
-func newRefs(current, next []BlobRef) []BlobRef {
-	had := make(map[BlobRef]bool, len(current))
-	for _, r := range current {
-		had[r] = true
-	}
-	var added []BlobRef
-	for _, r := range next {
-		if !had[r] {
-			added = append(added, r)
-		}
-	}
-	return added
-}
-
-// BlobStore is an optional capability of a ConditionalStore, used when the
-// store declares it (Capable): immutable blobs of any size, streamed.
-type BlobStore interface {
-	// CreateBlob writes what r yields, to its end, as the blob at key,
-	// holding at most one part in memory, and returns its info once it is
-	// durable. An existing key is refused with a *StoreError matching
-	// ErrConflict where the store can tell (a Fence creates new keys
-	// only). An error from r fails the call with an error matching it, and
-	// leaves no blob at key.
-	CreateBlob(ctx context.Context, key string, r io.Reader) (BlobInfo, error)
-
-	// OpenBlob returns a reader of the whole blob at key, from one
-	// response, and its info; a missing key is ErrNotFound.
-	OpenBlob(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error)
-
-	// StatBlob returns the info of the blob at key; a missing key is
-	// ErrNotFound. Every method reports the same Modified for a blob.
-	StatBlob(ctx context.Context, key string) (BlobInfo, error)
-
-	// ListBlobs calls fn with the info of each blob whose key starts with
-	// prefix, in any order (a blob created or deleted meanwhile may be
-	// missed); fn's error or ctx's ends it and is returned.
-	ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error
-
-	// DeleteBlob removes the blob at key; a missing key is not an error.
-	DeleteBlob(ctx context.Context, key string) error
-}
-
-// BlobInfo describes a stored blob.
-type BlobInfo struct {
-	Key      string
-	Size     int64
-	Modified time.Time // when it was created, by the store's own clock
-}
-
-// blobStore returns the store of the Fence's blobs: Blobs, or Store when
-// Blobs is nil. The capability helpers (WriteBlob, StatBlobs,
-// DeleteBlobs) are called on it.
-func (f *Fence) blobStore() ConditionalStore {
-	if f.Blobs != nil {
-		return f.Blobs
-	}
-	return f.Store
-}
-
-// blobs returns the BlobStore of the Fence's blobs.
-func (f *Fence) blobs() (BlobStore, error) {
-	s := f.blobStore()
-	if bs, ok := capability[BlobStore](s); ok {
-		return bs, nil
-	}
-	return nil, fmt.Errorf("writefence: the blob store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
-}
-
 // PutBlob streams r, to its end, into a new blob of (plugin, shard) by
 // writer at epoch, through WriteBlob, and returns its reference for Commit.
 // It holds one part of the blob in memory. No reader sees the blob before a
@@ -141,6 +48,7 @@ func (f *Fence) blobs() (BlobStore, error) {
 // an error, put the blob again (a new name); a failed upload leaves at
 // most an unreferenced blob, which Collect deletes. It reads no manifest.
 func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch uint64, r io.Reader) (ref BlobRef, err error) {
+	e := f.engine()
 	if _, err := f.newUpdate(opBlob, plugin, shard, writer, epoch); err != nil {
 		return BlobRef{}, err
 	}
@@ -158,14 +66,14 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	}
 	c := &change{op: opBlob, key: key, writer: writer, epoch: epoch, branded: true}
 	attempt, start := 0, time.Now()
-	defer func() { f.observe(ctx, c, start, false, attempt, err) }()
-	if err := f.guard(ctx, c); err != nil {
+	defer func() { e.observe(ctx, c, start, false, attempt, err) }()
+	if err := e.guard(ctx, c); err != nil {
 		return BlobRef{}, err
 	}
-	if f.brandEveryWrite() {
+	if e.brandEveryWrite() {
 		// No blob store checks the brand inside its create: it is read
 		// right before, as for any store that cannot.
-		if err := f.brandRead(ctx); err != nil {
+		if err := e.brandRead(ctx); err != nil {
 			return BlobRef{}, err
 		}
 	}
@@ -257,7 +165,7 @@ func (f *Fence) OpenBlob(ctx context.Context, plugin, shard, name string) (io.Re
 		rc io.ReadCloser
 		bi BlobInfo
 	}
-	o, err := retried(ctx, f, func() (opened, error) {
+	o, err := retried(ctx, f.engine(), func() (opened, error) {
 		rc, bi, err := bs.OpenBlob(ctx, key)
 		return opened{rc, bi}, err
 	})
@@ -359,13 +267,6 @@ type GCOptions struct {
 // defaultGrace is GCOptions.Grace's default.
 const defaultGrace = 24 * time.Hour
 
-// GCReport is what one Collect found and did.
-type GCReport struct {
-	Referenced []BlobInfo // blobs the recorded manifest references
-	Deleted    []BlobInfo // blobs deleted (with DryRun: that would be)
-	Kept       []BlobInfo // unreferenced blobs within the grace rule, and names of no blob of this package
-}
-
 // Collect deletes the blobs of (plugin, shard) that no manifest can
 // reference, and reports what it found. It never deletes a referenced blob;
 // it deletes at once a blob that can never be committed (written below the
@@ -390,8 +291,9 @@ type GCReport struct {
 // deleted). It passes the probe verdict and the brand, and is safe to run
 // from many processes at once.
 func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (GCReport, error) {
+	e := f.engine()
 	var report GCReport
-	key, err := f.key(plugin, shard)
+	key, err := e.key(plugin, shard)
 	if err != nil {
 		return report, err
 	}
@@ -403,13 +305,13 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if err != nil {
 		return report, err
 	}
-	if err := f.guard(ctx, &change{op: opCollect, key: key, branded: true}); err != nil {
+	if err := e.guard(ctx, &change{op: opCollect, key: key, branded: true}); err != nil {
 		return report, err
 	}
 	// Collect writes (the clock's blob, the horizon, deletes): under
 	// BrandVerifyAlways the brand is read before the first of them.
-	if f.brandEveryWrite() {
-		if err := f.brandRead(ctx); err != nil {
+	if e.brandEveryWrite() {
+		if err := e.brandRead(ctx); err != nil {
 			return report, unwrapRead(err)
 		}
 	}
@@ -520,19 +422,20 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 // returns the references of the record that then carries it: no commit
 // can newly reference a blob created before the horizon from then on.
 func (f *Fence) raiseHorizon(ctx context.Context, key string, horizon int64) ([]BlobRef, error) {
+	e := f.engine()
 	var refs []BlobRef // of the record the last attempt decided on
 	var seen sight
 	var fl floorState
-	_, err := f.run(ctx, &change{op: opCollect, key: key, branded: true, before: f.sightBefore(key, "", &fl, &seen), decide: func(s *snapshot) ([][]byte, bool, error) {
+	_, err := e.run(ctx, &change{op: opCollect, key: key, branded: true, before: e.sightBefore(key, "", &fl, &seen), decide: func(s *snapshot) ([][]byte, bool, error) {
 		st := decodeSnapshot(key, s)
 		if st.corrupt != nil {
 			return nil, false, st.corrupt
 		}
 		if st.found {
-			if err := f.checkIdentity(key, st.h); err != nil {
+			if err := e.checkIdentity(key, st.h); err != nil {
 				return nil, false, err
 			}
-			f.sawRecord(key, st)
+			e.sawRecord(key, st)
 		}
 		if err := regression(opCollect, key, 0, st, seen); err != nil {
 			return nil, false, err
@@ -548,22 +451,8 @@ func (f *Fence) raiseHorizon(ctx context.Context, key string, horizon int64) ([]
 		b.Stream, b.Since, b.Horizon = true, record.TenureFloor(st.h), horizon
 		return record.Encode(st.h.Identity, st.h.Writer, st.h.Epoch, b, record.CRC32C(b.Payload)), false, nil
 	}})
-	f.forget(key)
+	f.cache.forget(key)
 	return refs, err
-}
-
-// onlyDamage reports whether err, or every error it joins, matches
-// ErrCorrupt.
-func onlyDamage(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if !onlyDamage(e) {
-				return false
-			}
-		}
-		return true
-	}
-	return errors.Is(err, ErrCorrupt)
 }
 
 // uncommittable reports whether a blob written at epoch by writer can never
@@ -593,4 +482,105 @@ func (f *Fence) blobClock(ctx context.Context, bs BlobStore) (time.Time, error) 
 		return time.Time{}, fmt.Errorf("writefence: the blob store's clock: %w", err)
 	}
 	return info.Modified, nil
+}
+
+// checkBlobs checks the blobs a commit to the record at key, by writer
+// at epoch, newly references (refs; current are those the record
+// references already): that each was written by writer at an
+// epoch not above the commit's and not below floor, the tenure floor
+// (their names say so), and that each exists with the size referenced,
+// created at or after horizon, the record's collection horizon (see
+// Commit). The names are checked first, which costs nothing; then the
+// blobs, with StatBlobs over the prefixes of their epochs. A failure to
+// read that is not a refusal is a readFailure, which the engine retries.
+func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch uint64, current, refs []BlobRef, floor uint64, horizon int64) error {
+	var prefixes, blobKeys []string
+	for _, r := range refs {
+		e, _, w, ok := keys.ParseBlobName(r.Name)
+		switch {
+		case !ok:
+			return invalidArg("blob", "%s is not a blob name", esc(r.Name))
+		case w != writer:
+			return invalidArg("blob", "%s was written by %s, not %s", esc(r.Name), esc(w), esc(writer))
+		case e > epoch:
+			return invalidArg("blob", "%s was written at epoch %d, above the commit's %d", esc(r.Name), e, epoch)
+		case e < floor:
+			return invalidArg("blob", "%s was written at epoch %d, before the tenure that began at epoch %d", esc(r.Name), e, floor)
+		}
+		if p := space + keys.BlobEpochPrefix(e); !slices.Contains(prefixes, p) {
+			prefixes = append(prefixes, p)
+		}
+		blobKeys = append(blobKeys, space+r.Name)
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	others := map[string]int{}
+	for _, r := range current {
+		if e, _, _, ok := keys.ParseBlobName(r.Name); ok {
+			others[space+keys.BlobEpochPrefix(e)]++
+		}
+	}
+	store := f.blobStore()
+	found, err := statBlobs(ctx, store, prefixes, blobKeys, others)
+	switch {
+	case err != nil && !final(err):
+		// A read like any other: retried after a back-off.
+		return readFailure{fmt.Errorf("blobs: %w", err)}
+	case err != nil:
+		return fmt.Errorf("writefence: commit %s: blobs: %w", esc(key), err)
+	}
+	for _, r := range refs {
+		info, ok := found[space+r.Name]
+		switch {
+		case !ok:
+			return fmt.Errorf("writefence: commit %s: blob %s does not exist: %w", esc(key), esc(r.Name), ErrNotFound)
+		case info.Size != r.Size:
+			return invalidArg("blob", "%s holds %d bytes, its reference says %d", esc(r.Name), info.Size, r.Size)
+		case horizon != 0 && info.Modified.UnixNano() < horizon:
+			return fmt.Errorf("writefence: commit %s: blob %s was created at %s, before the collection horizon %s, and is garbage: put it again: %w",
+				esc(key), esc(r.Name), info.Modified.UTC().Format(time.RFC3339Nano), time.Unix(0, horizon).UTC().Format(time.RFC3339Nano), ErrNotFound)
+		}
+	}
+	return nil
+}
+
+// deleteDoomed deletes the doomed blobs of a collection in batches,
+// calling held right before each and stopping with its error, and adds
+// those it deleted to report.Deleted (all of them, deleting nothing and
+// calling held never, with dryRun).
+func (f *Fence) deleteDoomed(ctx context.Context, doomed []BlobInfo, dryRun bool, held func() error, report *GCReport) error {
+	if dryRun {
+		report.Deleted = append(report.Deleted, doomed...)
+		return nil
+	}
+	store := f.blobStore()
+	size := collectSerial
+	if _, ok := capability[BlobBatchDeleter](store); ok {
+		size = collectBatch
+	}
+	for start := 0; start < len(doomed); start += size {
+		if err := held(); err != nil {
+			return err
+		}
+		batch := doomed[start:min(start+size, len(doomed))]
+		keys := make([]string, len(batch))
+		for i, b := range batch {
+			keys[i] = b.Key
+		}
+		deleted, err := DeleteBlobs(ctx, store, keys)
+		gone := make(map[string]bool, len(deleted))
+		for _, k := range deleted {
+			gone[k] = true
+		}
+		for _, b := range batch {
+			if gone[b.Key] {
+				report.Deleted = append(report.Deleted, b)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("writefence: collect: %d of %d blobs left: %w", len(doomed)-len(report.Deleted), len(doomed), err)
+		}
+	}
+	return nil
 }

@@ -54,42 +54,9 @@ const (
 	collectSerial = 100
 )
 
-// deleteDoomed deletes the doomed blobs of a collection in batches,
-// calling held right before each and stopping with its error, and adds
-// those it deleted to report.Deleted (all of them, deleting nothing and
-// calling held never, with dryRun).
-func (f *Fence) deleteDoomed(ctx context.Context, doomed []BlobInfo, dryRun bool, held func() error, report *GCReport) error {
-	if dryRun {
-		report.Deleted = append(report.Deleted, doomed...)
-		return nil
-	}
-	store := f.blobStore()
-	size := collectSerial
-	if _, ok := capability[BlobBatchDeleter](store); ok {
-		size = collectBatch
-	}
-	for start := 0; start < len(doomed); start += size {
-		if err := held(); err != nil {
-			return err
-		}
-		batch := doomed[start:min(start+size, len(doomed))]
-		keys := make([]string, len(batch))
-		for i, b := range batch {
-			keys[i] = b.Key
-		}
-		deleted, err := DeleteBlobs(ctx, store, keys)
-		gone := make(map[string]bool, len(deleted))
-		for _, k := range deleted {
-			gone[k] = true
-		}
-		for _, b := range batch {
-			if gone[b.Key] {
-				report.Deleted = append(report.Deleted, b)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("writefence: collect: %d of %d blobs left: %w", len(doomed)-len(report.Deleted), len(doomed), err)
-		}
-	}
-	return nil
+// GCReport is what one Collect found and did.
+type GCReport struct {
+	Referenced []BlobInfo // blobs the recorded manifest references
+	Deleted    []BlobInfo // blobs deleted (with DryRun: that would be)
+	Kept       []BlobInfo // unreferenced blobs within the grace rule, and names of no blob of this package
 }

@@ -7,10 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/writefence/writefence/internal/hook"
-	"github.com/writefence/writefence/internal/keys"
 )
 
 // ConsistentBlobLister is an optional capability of a BlobStore, used
@@ -169,65 +167,4 @@ func statEach(ctx context.Context, bs BlobStore, keys []string, found map[string
 	}
 	wg.Wait()
 	return first
-}
-
-// checkBlobs checks the blobs a commit to the record at key, by writer
-// at epoch, newly references (refs; current are those the record
-// references already): that each was written by writer at an
-// epoch not above the commit's and not below floor, the tenure floor
-// (their names say so), and that each exists with the size referenced,
-// created at or after horizon, the record's collection horizon (see
-// Commit). The names are checked first, which costs nothing; then the
-// blobs, with StatBlobs over the prefixes of their epochs. A failure to
-// read that is not a refusal is a readFailure, which the engine retries.
-func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch uint64, current, refs []BlobRef, floor uint64, horizon int64) error {
-	var prefixes, blobKeys []string
-	for _, r := range refs {
-		e, _, w, ok := keys.ParseBlobName(r.Name)
-		switch {
-		case !ok:
-			return invalidArg("blob", "%s is not a blob name", esc(r.Name))
-		case w != writer:
-			return invalidArg("blob", "%s was written by %s, not %s", esc(r.Name), esc(w), esc(writer))
-		case e > epoch:
-			return invalidArg("blob", "%s was written at epoch %d, above the commit's %d", esc(r.Name), e, epoch)
-		case e < floor:
-			return invalidArg("blob", "%s was written at epoch %d, before the tenure that began at epoch %d", esc(r.Name), e, floor)
-		}
-		if p := space + keys.BlobEpochPrefix(e); !slices.Contains(prefixes, p) {
-			prefixes = append(prefixes, p)
-		}
-		blobKeys = append(blobKeys, space+r.Name)
-	}
-	if len(refs) == 0 {
-		return nil
-	}
-	others := map[string]int{}
-	for _, r := range current {
-		if e, _, _, ok := keys.ParseBlobName(r.Name); ok {
-			others[space+keys.BlobEpochPrefix(e)]++
-		}
-	}
-	store := f.blobStore()
-	found, err := statBlobs(ctx, store, prefixes, blobKeys, others)
-	switch {
-	case err != nil && !final(err):
-		// A read like any other: retried after a back-off.
-		return readFailure{fmt.Errorf("blobs: %w", err)}
-	case err != nil:
-		return fmt.Errorf("writefence: commit %s: blobs: %w", esc(key), err)
-	}
-	for _, r := range refs {
-		info, ok := found[space+r.Name]
-		switch {
-		case !ok:
-			return fmt.Errorf("writefence: commit %s: blob %s does not exist: %w", esc(key), esc(r.Name), ErrNotFound)
-		case info.Size != r.Size:
-			return invalidArg("blob", "%s holds %d bytes, its reference says %d", esc(r.Name), info.Size, r.Size)
-		case horizon != 0 && info.Modified.UnixNano() < horizon:
-			return fmt.Errorf("writefence: commit %s: blob %s was created at %s, before the collection horizon %s, and is garbage: put it again: %w",
-				esc(key), esc(r.Name), info.Modified.UTC().Format(time.RFC3339Nano), time.Unix(0, horizon).UTC().Format(time.RFC3339Nano), ErrNotFound)
-		}
-	}
-	return nil
 }

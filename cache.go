@@ -1,6 +1,9 @@
 package writefence
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"sync"
+)
 
 // The version cache: what a Fence remembers of the records it wrote, so
 // that a push can skip its read; and beside each entry, the highest epoch
@@ -13,6 +16,13 @@ import "hash/maphash"
 // epoch it saw of it: a record of that shard lost or set back is then
 // found by the Fence only as a Fence that never saw it would (see
 // Fence.KeepFloor).
+// recordCache is what a Fence wrote and saw of each record, by a hash of
+// the record's key.
+type recordCache struct {
+	mu sync.Mutex // guards m
+	m  map[uint64]cachedRecord
+}
+
 const maxCached = 1 << 17
 
 // cacheSeed keys the version cache by a hash of the record's key rather
@@ -52,10 +62,10 @@ type cachedRecord struct {
 // cached returns what the fence remembers of key's record to condition a
 // push at epoch on without reading, when the fence wrote it at a lower
 // epoch, and saw nothing of it above what it wrote.
-func (f *Fence) cached(key string, epoch uint64) (cachedRecord, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, ok := f.cache[maphash.String(cacheSeed, key)]
+func (rc *recordCache) cached(key string, epoch uint64) (cachedRecord, bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	c, ok := rc.m[maphash.String(cacheSeed, key)]
 	if !ok || c.version == "" || epoch <= c.epoch || c.seen > c.epoch {
 		return cachedRecord{}, false
 	}
@@ -64,53 +74,53 @@ func (f *Fence) cached(key string, epoch uint64) (cachedRecord, bool) {
 
 // remember keeps c as what the fence wrote of key's record, at c.epoch by
 // c.writer: its version, and the epoch seen.
-func (f *Fence) remember(key string, c cachedRecord) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (rc *recordCache) remember(key string, c cachedRecord) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	h := maphash.String(cacheSeed, key)
-	old := f.entryLocked(h)
+	old := rc.entryLocked(h)
 	c.seen, c.seenWriter = old.seen, old.seenWriter
 	if c.epoch > c.seen {
 		c.seen, c.seenWriter = c.epoch, c.writer
 	}
-	f.cache[h] = c
+	rc.m[h] = c
 }
 
 // saw notes that the fence read or wrote key's record at epoch by writer.
-func (f *Fence) saw(key string, epoch uint64, writer string) {
+func (rc *recordCache) saw(key string, epoch uint64, writer string) {
 	if epoch == 0 {
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	h := maphash.String(cacheSeed, key)
-	if c, ok := f.cache[h]; ok && c.seen >= epoch {
+	if c, ok := rc.m[h]; ok && c.seen >= epoch {
 		return
 	}
-	c := f.entryLocked(h)
+	c := rc.entryLocked(h)
 	c.seen, c.seenWriter = epoch, writer
-	f.cache[h] = c
+	rc.m[h] = c
 }
 
 // seen returns the highest epoch the fence saw of key's record, and its
 // writer; 0 when it saw none, or forgot.
-func (f *Fence) seen(key string) (uint64, string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.cache[maphash.String(cacheSeed, key)]
+func (rc *recordCache) seen(key string) (uint64, string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	c := rc.m[maphash.String(cacheSeed, key)]
 	return c.seen, c.seenWriter
 }
 
 // entryLocked returns the entry of hash h, making room for it when it is
 // new and the cache is full. The caller holds mu.
-func (f *Fence) entryLocked(h uint64) cachedRecord {
-	if f.cache == nil {
-		f.cache = make(map[uint64]cachedRecord)
+func (rc *recordCache) entryLocked(h uint64) cachedRecord {
+	if rc.m == nil {
+		rc.m = make(map[uint64]cachedRecord)
 	}
-	c, ok := f.cache[h]
-	if !ok && len(f.cache) >= maxCached {
-		for k := range f.cache {
-			delete(f.cache, k)
+	c, ok := rc.m[h]
+	if !ok && len(rc.m) >= maxCached {
+		for k := range rc.m {
+			delete(rc.m, k)
 			break
 		}
 	}
@@ -119,23 +129,23 @@ func (f *Fence) entryLocked(h uint64) cachedRecord {
 
 // forget drops the version the fence remembers of key's record, keeping
 // the epoch it saw.
-func (f *Fence) forget(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (rc *recordCache) forget(key string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	h := maphash.String(cacheSeed, key)
-	c, ok := f.cache[h]
+	c, ok := rc.m[h]
 	switch {
 	case !ok:
 	case c.seen == 0:
-		delete(f.cache, h)
+		delete(rc.m, h)
 	default:
-		f.cache[h] = cachedRecord{seen: c.seen, seenWriter: c.seenWriter}
+		rc.m[h] = cachedRecord{seen: c.seen, seenWriter: c.seenWriter}
 	}
 }
 
 // drop forgets everything the fence remembers of key's record.
-func (f *Fence) drop(key string) {
-	f.mu.Lock()
-	delete(f.cache, maphash.String(cacheSeed, key))
-	f.mu.Unlock()
+func (rc *recordCache) drop(key string) {
+	rc.mu.Lock()
+	delete(rc.m, maphash.String(cacheSeed, key))
+	rc.mu.Unlock()
 }

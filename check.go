@@ -18,18 +18,19 @@ import (
 // the store; the window after the read is the caller's. It tells no
 // Observer or Deposed context.
 func (f *Fence) Check(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
+	e := f.engine()
 	u, err := f.newUpdate(opCheck, plugin, shard, writer, epoch)
 	if err != nil {
 		return err
 	}
-	if err := f.checkBrand(ctx, false); err != nil {
+	if err := e.checkBrand(ctx, false); err != nil {
 		return err
 	}
 	seen, err := f.sightNow(ctx, opCheck, plugin, shard, u.key)
 	if err != nil {
 		return err
 	}
-	s, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, u.key, true) })
+	s, err := retried(ctx, e, func() (*snapshot, error) { return e.readKey(ctx, u.key, true) })
 	if err != nil {
 		return fmt.Errorf("writefence: check %s: read: %w", esc(u.key), err)
 	}
@@ -40,27 +41,29 @@ func (f *Fence) Check(ctx context.Context, plugin, shard, writer string, epoch u
 // sent by a call of op: what the Fence saw of it, and under KeepFloor the
 // floor, read now with a read's retries.
 func (f *Fence) sightNow(ctx context.Context, op, plugin, shard, key string) (sight, error) {
+	e := f.engine()
 	var fl floorState
 	if f.KeepFloor {
-		fk, err := f.floorKey(plugin, shard)
+		fk, err := e.floorKey(plugin, shard)
 		if err != nil {
 			return sight{}, err
 		}
-		if fl, err = retried(ctx, f, func() (floorState, error) { return f.readFloor(ctx, fk) }); err != nil {
+		if fl, err = retried(ctx, e, func() (floorState, error) { return e.readFloor(ctx, fk) }); err != nil {
 			return sight{}, &prefixed{prefix: fmt.Sprintf("writefence: %s %s: read the floor: ", op, esc(key)), err: err}
 		}
 	}
-	return f.sightOf(key, fl), nil
+	return e.sightOf(key, fl), nil
 }
 
 // held is Check's decision on the record st, read after seen was known.
 func (f *Fence) held(key, writer string, epoch uint64, st recorded, seen sight) error {
+	e := f.engine()
 	if st.corrupt != nil {
 		return st.corrupt
 	}
-	f.sawRecord(key, st)
+	e.sawRecord(key, st)
 	if st.found {
-		if err := f.checkIdentity(key, st.h); err != nil {
+		if err := e.checkIdentity(key, st.h); err != nil {
 			return err
 		}
 	}
@@ -130,11 +133,12 @@ func collectRegressed(key string, info RecordInfo, gone bool, seen sight) error 
 // horizon, or damaged since, stops the deletes. With gone (a shard
 // retired, GCOptions.RecordGone) the record must still be absent.
 func (f *Fence) collectHeld(ctx context.Context, plugin, shard, key string, info RecordInfo, horizon int64, gone bool) error {
+	e := f.engine()
 	seen, err := f.sightNow(ctx, opCollect, plugin, shard, key)
 	if err != nil {
 		return err
 	}
-	s, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, key, true) })
+	s, err := retried(ctx, e, func() (*snapshot, error) { return e.readKey(ctx, key, true) })
 	if err != nil {
 		return fmt.Errorf("writefence: collect %s: read again before deleting: %w", esc(key), err)
 	}
@@ -147,9 +151,9 @@ func (f *Fence) collectHeld(ctx context.Context, plugin, shard, key string, info
 	case st.corrupt != nil:
 		return st.corrupt
 	}
-	f.sawRecord(key, st)
+	e.sawRecord(key, st)
 	if st.found {
-		if err := f.checkIdentity(key, st.h); err != nil {
+		if err := e.checkIdentity(key, st.h); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package writefence
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"github.com/writefence/writefence/internal/record"
@@ -247,6 +248,67 @@ func distinctRefs(refs []BlobRef) error {
 			return invalidArg("manifest", "blob %s is referenced twice", esc(r.Name))
 		}
 		seen[r.Name] = true
+	}
+	return nil
+}
+
+// recordUpdate is one Push, Update, Seal or Commit of a record.
+type recordUpdate struct {
+	f      *engine
+	op     string
+	key    string
+	writer string
+	epoch  uint64
+
+	plugin, shard string
+	floor         floorState // the shard's floor, read by this attempt under KeepFloor
+	sight         sight      // what was known of the record before this attempt read it
+
+	// w is what this kind of write decides on its own (see recordWrite).
+	w recordWrite
+
+	// newTenure: the write starts a tenure at its own epoch, whoever
+	// wrote the record before (a seal; see Seal).
+	newTenure bool
+}
+
+// since is the tenure floor of a record this update writes over prior p:
+// a seal starts a tenure at its own epoch; a change of writer starts one
+// above every epoch recorded before it; otherwise the floor stays.
+func (u *recordUpdate) since(p prior) uint64 {
+	switch {
+	case u.newTenure:
+		return u.epoch
+	case p.epoch != 0 && u.writer != p.writer:
+		return p.epoch + 1
+	}
+	return p.floor()
+}
+
+// regressed refuses a write of this update that finds the record st
+// absent or below what was seen of it (see regression), and, under
+// KeepFloor, a write that would create a shard's first record unless it
+// is a seal.
+func (u *recordUpdate) regressed(st recorded) error {
+	if err := regression(u.op, u.key, u.epoch, st, u.sight); err != nil {
+		return err
+	}
+	if u.f.KeepFloor && !st.found && !u.newTenure {
+		return fmt.Errorf("writefence: %s at epoch %d to %s refused: no record, and under KeepFloor only a seal or a settle creates one: %w",
+			u.op, u.epoch, esc(u.key), ErrNotFound)
+	}
+	return nil
+}
+
+// checkBody refuses a record whose payload and references together pass
+// the Fence's limit.
+func (e *engine) checkBody(payload []byte, refs []BlobRef) error {
+	size := int64(len(payload))
+	for _, r := range refs {
+		size += record.RefEntryFixed + int64(len(r.Name))
+	}
+	if limit := e.maxPayload(); size > limit {
+		return invalidArg("payload", "%d bytes with its references, more than the limit of %d", size, limit)
 	}
 	return nil
 }

@@ -2,40 +2,14 @@ package writefence
 
 import (
 	"context"
-	"errors"
 	"sync"
 )
-
-// Deposed returns a context derived from ctx, cancelled the moment this
-// Fence learns that its writer of (plugin, shard) is deposed: a Push,
-// PushFrom, Update, Commit or Seal by f refused as stale (promise 18; the
-// cause is the *StaleEpochError), or a Lease on f that gates the shard
-// lost or expired (promise 16; the cause is the Lease's error). Only
-// refusals after the call count. An invalid name returns a context already
-// cancelled with the *InvalidArgumentError; stop cancels it with
-// context.Canceled.
-func (f *Fence) Deposed(ctx context.Context, plugin, shard string) (deposed context.Context, stop context.CancelFunc) {
-	dctx, cancel := context.WithCancelCause(ctx)
-	key, err := f.key(plugin, shard)
-	if err != nil {
-		cancel(err)
-		return dctx, func() {}
-	}
-	w := &deposedWaiter{key: key, cancel: cancel}
-	f.deposed.add(w)
-	// However the context ends (stop, ctx, a refusal), it is forgotten.
-	context.AfterFunc(dctx, func() { f.deposed.remove(w) })
-	return dctx, func() {
-		f.deposed.remove(w)
-		cancel(context.Canceled)
-	}
-}
 
 // deposition is a Fence's registry of the contexts Deposed handed out.
 //
 // It is the seam through which anything that learns a writer is deposed
 // tells its pipelines: the engine calls depose on a stale refusal of a
-// shard's write (Fence.refused); a Lease that finds its lease lost or
+// shard's write (engine.refused); a Lease that finds its lease lost or
 // expired calls l.Fence.deposed.depose with that as the cause and a match
 // of every key it gates (Lease.endLocked).
 type deposition struct {
@@ -82,14 +56,4 @@ func (d *deposition) depose(cause error, match func(key string) bool) {
 	for _, w := range fire {
 		w.cancel(cause)
 	}
-}
-
-// refused tells the Deposed contexts of c's key that c ended on err, when
-// err refuses a writer's write (c.deposes) as stale.
-func (f *Fence) refused(c *change, err error) {
-	var stale *StaleEpochError
-	if err == nil || !c.deposes || !errors.As(err, &stale) {
-		return
-	}
-	f.deposed.depose(stale, func(key string) bool { return key == c.key })
 }

@@ -9,12 +9,14 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // The conditional-update engine. Every conditional write the package
-// makes goes through Fence.run: the shard records (Push, Update, Seal,
+// makes goes through engine.run: the shard records (Push, Update, Seal,
 // Commit, Settle), the settle log, the floor, the collection horizon, the
 // lease record and the brand claim. It reads the key, lets the change
 // decide on what it read (decide.go for a shard's record), and makes one
@@ -30,30 +32,33 @@ import (
 // puts the blob again under a new name), and Collect's deletes and its
 // clock blob, which the next pass repeats.
 
-// The operations of the engine, as the Observer and errors name them.
-const (
-	opPush         = "push"
-	opUpdate       = "update"
-	opCommit       = "commit"
-	opBlob         = "blob"
-	opSeal         = "seal"
-	opSettle       = "settle"
-	opSettleLog    = "settle log"
-	opLeaseAcquire = "lease acquire"
-	opLeaseRenew   = "lease renew"
-	opLeaseRelease = "lease release"
-	opBrandClaim   = "brand claim"
-	opCollect      = "collect"
-	opLeaseSettle  = "lease settle"
-	opFloor        = "floor"
-	opCheck        = "check"
-	opTermSource   = "term source"
-)
+// engine is a Fence as one call sees it: the Fence's settings, copied by
+// Fence.engine when the call starts, and the state the Fence keeps between
+// calls. Everything a write needs below the Fence's own methods is the
+// engine's, so that this file, and those it calls on, never name the
+// Fence. The settings' zero values mean what the Fence's fields document.
+type engine struct {
+	Store          ConditionalStore
+	Identity       string
+	Prefix         string
+	MaxPayloadSize int64
+	MaxAttempts    int
+	RetryDelay     time.Duration
+	Probe          bool
+	Brand          BrandMode
+	Observer       func(ctx context.Context, e WriteEvent)
+	KeepFloor      bool
 
-// ops lists every op an Observer can see, in the order WriteEvent's
-// documentation names them.
-var ops = []string{opPush, opUpdate, opCommit, opSeal, opSettle, opSettleLog, opFloor, opBlob, opCollect,
-	opLeaseAcquire, opLeaseRenew, opLeaseRelease, opLeaseSettle, opBrandClaim}
+	*fenceState
+}
+
+// fenceState is what a Fence keeps between calls.
+type fenceState struct {
+	probe     verdictOnce // the kept verdict of the probe
+	brandOnce verdictOnce // the kept outcome of a once-mode brand check
+	cache     recordCache // what the Fence wrote and saw of each record
+	deposed   deposition  // the contexts Deposed handed out
+}
 
 // A change is one conditional update of one key.
 type change struct {
@@ -95,27 +100,6 @@ type change struct {
 	decide func(s *snapshot) (parts [][]byte, done bool, err error)
 }
 
-// snapshot is what one read of a key found.
-type snapshot struct {
-	found   bool
-	cached  bool   // not read: the version the change remembered
-	whole   bool   // data is the whole object
-	version string // of the bytes read, or of the damage
-	data    []byte // the object, or its first bytes
-	size    int64  // the object's size
-
-	// damage is set when the store's own check found the bytes damaged in
-	// place; data is then nil and damage.Head holds what the store could
-	// locate of them.
-	damage *CorruptError
-
-	// sent is the bytes of this call's last write that failed without
-	// learning whether it landed (a conflict, a lost reply), nil when
-	// none: a decision that finds them recorded (see ours, decide.go)
-	// knows the write landed, and needs no memory of its own for it.
-	sent []byte
-}
-
 // outcome is how a change ended that did not fail.
 type outcome struct {
 	version string // the key's version now: of the write, or of what was found
@@ -128,20 +112,20 @@ var errReadWhole = errors.New("writefence: read the whole object")
 
 // run makes change c, guarded, and tells how it ended: to the Deposed
 // contexts of its key when it was refused as stale, then to the Observer.
-func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
+func (e *engine) run(ctx context.Context, c *change) (out outcome, err error) {
 	attempt, start := 0, time.Now()
 	defer func() {
-		f.refused(c, err)
-		f.observe(ctx, c, start, false, attempt, err)
+		e.refused(c, err)
+		e.observe(ctx, c, start, false, attempt, err)
 	}()
-	if err := f.guard(ctx, c); err != nil {
+	if err := e.guard(ctx, c); err != nil {
 		return outcome{}, err
 	}
-	maxAttempts := f.maxAttempts()
+	maxAttempts := e.maxAttempts()
 	var unsure error // a write of this call whose outcome an error hid
 	var last []byte  // the bytes of this call's last write that failed
 	for attempt = 1; ; attempt++ {
-		out, sent, err := f.attempt(ctx, c, attempt == 1 && c.cached != "", &last)
+		out, sent, err := e.attempt(ctx, c, attempt == 1 && c.cached != "", &last)
 		if err == nil {
 			return out, nil
 		}
@@ -156,9 +140,9 @@ func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 		case attempt >= maxAttempts:
 			return outcome{}, c.exhausted(unsure, attempt, err)
 		case errors.Is(err, ErrConflict):
-			f.observe(ctx, c, start, true, attempt, err)
+			e.observe(ctx, c, start, true, attempt, err)
 		}
-		if f.backoff(ctx, attempt) != nil {
+		if e.backoff(ctx, attempt) != nil {
 			return outcome{}, c.failed(unsure, ctx.Err())
 		}
 	}
@@ -168,7 +152,7 @@ func (f *Fence) run(ctx context.Context, c *change) (out outcome, err error) {
 // sent says the error came from the write, whose outcome it may hide;
 // last holds the bytes of the call's last write that failed, which the
 // attempt compares with what it reads (snapshot.ours), and updates.
-func (f *Fence) attempt(ctx context.Context, c *change, useCache bool, last *[]byte) (out outcome, sent bool, err error) {
+func (e *engine) attempt(ctx context.Context, c *change, useCache bool, last *[]byte) (out outcome, sent bool, err error) {
 	if c.before != nil {
 		if err := c.before(ctx); err != nil {
 			return outcome{}, false, err
@@ -176,14 +160,14 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool, last *[]b
 	}
 	s := &snapshot{found: true, cached: true, version: c.cached}
 	if !useCache {
-		if s, err = f.readKey(ctx, c.key, c.head); err != nil {
+		if s, err = e.readKey(ctx, c.key, c.head); err != nil {
 			return outcome{}, false, readFailure{err}
 		}
 	}
 	s.sent = *last
 	parts, done, err := c.decide(s)
 	if errors.Is(err, errReadWhole) {
-		if s, err = f.readKey(ctx, c.key, false); err != nil {
+		if s, err = e.readKey(ctx, c.key, false); err != nil {
 			return outcome{}, false, readFailure{err}
 		}
 		s.sent = *last
@@ -195,10 +179,10 @@ func (f *Fence) attempt(ctx context.Context, c *change, useCache bool, last *[]b
 	case done:
 		return outcome{version: s.version}, false, nil
 	}
-	if err := f.brandBeforeWrite(ctx, c); err != nil {
+	if err := e.brandBeforeWrite(ctx, c); err != nil {
 		return outcome{}, false, err
 	}
-	version, err := f.write(ctx, c, parts, s.version)
+	version, err := e.write(ctx, c, parts, s.version)
 	if err != nil {
 		*last = bytes.Join(parts, nil)
 		return outcome{}, true, err
@@ -284,34 +268,34 @@ func (c *change) exhausted(unsure error, attempts int, err error) error {
 
 // guard runs the checks every change passes before its first read: the
 // probe verdict, then the brand as the Fence's mode asks.
-func (f *Fence) guard(ctx context.Context, c *change) error {
-	if f.Probe {
-		if err := f.checkProbe(ctx); err != nil {
+func (e *engine) guard(ctx context.Context, c *change) error {
+	if e.Probe {
+		if err := e.checkProbe(ctx); err != nil {
 			return err
 		}
 	}
 	if !c.branded {
 		return nil
 	}
-	return f.checkBrand(ctx, true)
+	return e.checkBrand(ctx, true)
 }
 
 // guarded runs c's guards alone, as run does before c's first read, and
 // tells the Observer of a refusal: for a call that reads before it runs
 // the engine, so that a refused call reads nothing and is seen refused as
 // itself.
-func (f *Fence) guarded(ctx context.Context, c *change) error {
-	err := f.guard(ctx, c)
+func (e *engine) guarded(ctx context.Context, c *change) error {
+	err := e.guard(ctx, c)
 	if err != nil {
-		f.observe(ctx, c, time.Now(), false, 0, err)
+		e.observe(ctx, c, time.Now(), false, 0, err)
 	}
 	return err
 }
 
 // maxAttempts is MaxAttempts or its default.
-func (f *Fence) maxAttempts() int {
-	if f.MaxAttempts > 0 {
-		return f.MaxAttempts
+func (e *engine) maxAttempts() int {
+	if e.MaxAttempts > 0 {
+		return e.MaxAttempts
 	}
 	return defaultMaxAttempts
 }
@@ -320,13 +304,13 @@ func (f *Fence) maxAttempts() int {
 // Inspect, the opening of a blob), under the engine's retry policy: a
 // failure that is not a refusal is retried after a back-off, up to
 // MaxAttempts attempts, until ctx ends.
-func retried[T any](ctx context.Context, f *Fence, read func() (T, error)) (T, error) {
+func retried[T any](ctx context.Context, e *engine, read func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		v, err := read()
-		if err == nil || final(err) || errors.Is(err, ErrNotFound) || isContextErr(err) || attempt >= f.maxAttempts() {
+		if err == nil || final(err) || errors.Is(err, ErrNotFound) || isContextErr(err) || attempt >= e.maxAttempts() {
 			return v, err
 		}
-		if f.backoff(ctx, attempt) != nil {
+		if e.backoff(ctx, attempt) != nil {
 			return v, ctx.Err()
 		}
 	}
@@ -335,13 +319,13 @@ func retried[T any](ctx context.Context, f *Fence, read func() (T, error)) (T, e
 // retryList runs list, a listing whose callback may stop it with stop,
 // under the same policy as retried: stop, damage the listing reports and a
 // refusal end it at once.
-func retryList(ctx context.Context, f *Fence, stop error, list func() error) error {
+func retryList(ctx context.Context, e *engine, stop error, list func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := list()
-		if err == nil || errors.Is(err, stop) || final(err) || onlyDamage(err) || isContextErr(err) || attempt >= f.maxAttempts() {
+		if err == nil || errors.Is(err, stop) || final(err) || onlyDamage(err) || isContextErr(err) || attempt >= e.maxAttempts() {
 			return err
 		}
-		if f.backoff(ctx, attempt) != nil {
+		if e.backoff(ctx, attempt) != nil {
 			return ctx.Err()
 		}
 	}
@@ -358,17 +342,17 @@ func unwrapRead(err error) error {
 
 // readKey reads key once: all of it, or with head its head (readHead). A
 // missing key and damage the store found are states, not errors.
-func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, error) {
+func (e *engine) readKey(ctx context.Context, key string, head bool) (*snapshot, error) {
 	if err := hook.Read(ctx, key); err != nil {
 		return nil, err
 	}
 	var s snapshot
 	var err error
 	if head {
-		s.data, s.size, s.version, err = f.readHead(ctx, key)
+		s.data, s.size, s.version, err = e.readHead(ctx, key)
 		s.whole = s.size <= int64(len(s.data))
 	} else {
-		s.data, s.version, err = f.Store.Get(ctx, key)
+		s.data, s.version, err = e.Store.Get(ctx, key)
 		s.size, s.whole = int64(len(s.data)), true
 	}
 	var ce *CorruptError
@@ -391,11 +375,11 @@ func (f *Fence) readKey(ctx context.Context, key string, head bool) (*snapshot, 
 // brandedWrites reports whether c's write checks the brand in its own
 // atomic step: the Fence checks it before every write and the store is a
 // BrandedPutter.
-func (f *Fence) brandedWrites(c *change) bool {
-	if !c.branded || !f.brandEveryWrite() {
+func (e *engine) brandedWrites(c *change) bool {
+	if !c.branded || !e.brandEveryWrite() {
 		return false
 	}
-	_, ok := capability[BrandedPutter](f.Store)
+	_, ok := capability[BrandedPutter](e.Store)
 	return ok
 }
 
@@ -403,11 +387,11 @@ func (f *Fence) brandedWrites(c *change) bool {
 // checks it before every write and the store cannot check it inside the
 // write: a read of the brand key, whose failure is a read's (retried when
 // transient, nothing sent) and whose mismatch is final.
-func (f *Fence) brandBeforeWrite(ctx context.Context, c *change) error {
-	if !c.branded || !f.brandEveryWrite() || f.brandedWrites(c) {
+func (e *engine) brandBeforeWrite(ctx context.Context, c *change) error {
+	if !c.branded || !e.brandEveryWrite() || e.brandedWrites(c) {
 		return nil
 	}
-	return f.brandRead(ctx)
+	return e.brandRead(ctx)
 }
 
 // brandRead is the one read of the brand key: it reads it once and
@@ -415,36 +399,36 @@ func (f *Fence) brandBeforeWrite(ctx context.Context, c *change) error {
 // readFailure; another value, or none, a *WireError (Absent set when the
 // key does not exist). VerifyBrand, ClaimBrand's confirming read, the
 // checks before writes and Latest all go through it.
-func (f *Fence) brandRead(ctx context.Context) error {
-	brandKey := keys.Brand(f.Prefix)
+func (e *engine) brandRead(ctx context.Context) error {
+	brandKey := keys.Brand(e.Prefix)
 	if err := hook.Read(ctx, brandKey); err != nil {
 		return readFailure{err}
 	}
-	data, _, err := f.Store.Get(ctx, brandKey)
+	data, _, err := e.Store.Get(ctx, brandKey)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return compareBrand(brandKey, f.identity(), nil, false)
+		return compareBrand(brandKey, e.identity(), nil, false)
 	case err != nil:
 		return readFailure{err}
 	}
-	return compareBrand(brandKey, f.identity(), data, true)
+	return compareBrand(brandKey, e.identity(), data, true)
 }
 
 // write makes the change's one conditional write: through the store's
 // PutIfBranded when brandedWrites, else through PutParts.
-func (f *Fence) write(ctx context.Context, c *change, parts [][]byte, version string) (string, error) {
+func (e *engine) write(ctx context.Context, c *change, parts [][]byte, version string) (string, error) {
 	return hook.Write(ctx, c.key, func() (string, error) {
-		if f.brandedWrites(c) {
-			return PutIfBranded(ctx, f.Store, keys.Brand(f.Prefix), f.identity(), c.key, parts, version)
+		if e.brandedWrites(c) {
+			return PutIfBranded(ctx, e.Store, keys.Brand(e.Prefix), e.identity(), c.key, parts, version)
 		}
-		return PutParts(ctx, f.Store, c.key, parts, version)
+		return PutParts(ctx, e.Store, c.key, parts, version)
 	})
 }
 
 // backoff waits before attempt+1, or returns ctx's error if ctx ends first.
 // The delay is uniform in (0, min(RetryDelay<<(attempt-1), 500ms)].
-func (f *Fence) backoff(ctx context.Context, attempt int) error {
-	base := f.RetryDelay
+func (e *engine) backoff(ctx context.Context, attempt int) error {
+	base := e.RetryDelay
 	if base <= 0 {
 		base = defaultRetryDelay
 	}
@@ -454,3 +438,224 @@ func (f *Fence) backoff(ctx context.Context, attempt int) error {
 	}
 	return hook.Wait(ctx, attempt, rand.N(ceiling)+1)
 }
+
+// BrandMode says when a Fence checks the store's brand; the zero value
+// never. A record's own identity is checked on every write whatever the
+// mode.
+type BrandMode int
+
+// The brand modes.
+const (
+	// BrandVerify, for a store branded by a separate step (ClaimBrand at
+	// deploy time, "writefence brand install"), verifies the brand before
+	// the Fence's first write or Latest and keeps the verdict.
+	BrandVerify BrandMode = iota + 1
+
+	// BrandClaim, for writers that create their stores, claims the brand
+	// (see ClaimBrand) before the Fence's first write. Latest neither
+	// claims nor verifies; it returns a refused claim's refusal.
+	BrandClaim
+
+	// BrandVerifyAlways, for a store re-branded while writers run,
+	// verifies the brand on every write and Latest: in the write's own
+	// atomic step on a BrandedPutter (Valkey, etcdstore), else by a read
+	// right before it, which leaves a gap in which one write may land.
+	BrandVerifyAlways
+)
+
+// key validates the fence's configuration and returns the key of a shard.
+func (e *engine) key(plugin, shard string) (string, error) {
+	if err := e.checkConfig(); err != nil {
+		return "", err
+	}
+	return shardKey(e.Prefix, plugin, shard)
+}
+
+// checkConfig validates the fields every operation needs.
+func (e *engine) checkConfig() error {
+	switch {
+	case e.Store == nil:
+		return invalidArg("store", "Fence.Store is nil")
+	case len(e.Identity) > record.MaxIdentityLen:
+		return invalidArg("identity", "%d bytes, more than %d", len(e.Identity), record.MaxIdentityLen)
+	}
+	return keyErr(keys.CheckPrefix(e.Prefix))
+}
+
+func (e *engine) identity() string { return orDefault(e.Identity, defaultIdentity) }
+
+func (e *engine) maxPayload() int64 {
+	if e.MaxPayloadSize > 0 {
+		return e.MaxPayloadSize
+	}
+	return defaultMaxPayloadSize
+}
+
+func (e *engine) observe(ctx context.Context, c *change, start time.Time, retrying bool, attempt int, err error) {
+	if e.Observer != nil {
+		e.Observer(ctx, WriteEvent{Op: c.op, Key: c.key, Writer: c.writer, Epoch: c.epoch, Attempt: attempt, Retrying: retrying, Err: err, Start: start})
+	}
+}
+
+// refused tells the Deposed contexts of c's key that c ended on err, when
+// err refuses a writer's write (c.deposes) as stale.
+func (e *engine) refused(c *change, err error) {
+	var stale *StaleEpochError
+	if err == nil || !c.deposes || !errors.As(err, &stale) {
+		return
+	}
+	e.deposed.depose(stale, func(key string) bool { return key == c.key })
+}
+
+// checkProbe runs the probe of the Store unless a verdict is kept.
+func (e *engine) checkProbe(ctx context.Context) error {
+	key := keys.Probe(e.Prefix)
+	return e.probe.do(ctx, func(ctx context.Context) error {
+		return Probe(ctx, e.Store, key)
+	}, func(err error) bool { return errors.Is(err, ErrUntrustedStore) })
+}
+
+// brandKey validates the configuration a brand check needs and returns
+// the brand key.
+func (e *engine) brandKey() (string, error) {
+	if err := e.checkConfig(); err != nil {
+		return "", err
+	}
+	key := keys.Brand(e.Prefix)
+	if len(key) > keys.MaxKeyLen {
+		return "", invalidArg("prefix", "the brand key is %d bytes, more than %d", len(key), keys.MaxKeyLen)
+	}
+	return key, nil
+}
+
+// brandEveryWrite reports whether every write checks the brand itself: in
+// its own atomic step on a store that can (brandedWrites), else by a read
+// right before it (brandBeforeWrite).
+func (e *engine) brandEveryWrite() bool { return e.Brand == BrandVerifyAlways }
+
+// checkBrand runs the brand check the Fence's mode asks for before a write
+// (forWrite) or a Latest.
+func (e *engine) checkBrand(ctx context.Context, forWrite bool) error {
+	switch e.Brand {
+	case 0:
+		return nil
+	case BrandVerifyAlways:
+		if forWrite {
+			return nil // checked by the write itself (engine.write)
+		}
+		return e.verifyBrandRetried(ctx)
+	case BrandVerify:
+		return e.brandOnce.do(ctx, e.verifyBrandRetried, isWire)
+	case BrandClaim:
+		if forWrite {
+			return e.brandOnce.do(ctx, func(ctx context.Context) error {
+				_, err := e.claimBrand(ctx)
+				return err
+			}, isWire)
+		}
+		return e.brandOnce.refusal()
+	}
+	return invalidArg("brand", "unknown BrandMode %d", int(e.Brand))
+}
+
+// verifyBrandRetried is VerifyBrand with a read's retries: a transient
+// failure to read the brand is tried again after a back-off, as every
+// read a call makes before it writes.
+func (e *engine) verifyBrandRetried(ctx context.Context) error {
+	_, err := retried(ctx, e, func() (struct{}, error) { return struct{}{}, e.verifyBrand(ctx) })
+	return err
+}
+
+func (e *engine) checkIdentity(key string, h record.Header) error {
+	if id := e.identity(); h.Identity != id {
+		return &WireError{Key: key, Expected: id, Found: h.Identity}
+	}
+	return nil
+}
+
+// readHead reads the head of the record at key through GetPrefix: its
+// first record.MaxHeaderSize bytes, which hold every header, and, of a
+// stream's record whose references run past them, a second read of its
+// header and references. It never reads the payload, except from a store
+// that reads no prefixes (see Capable): that store's Get brings the whole
+// record anyway, which is then decided on whole.
+func (e *engine) readHead(ctx context.Context, key string) ([]byte, int64, string, error) {
+	if _, ok := capability[PrefixReader](e.Store); !ok {
+		data, version, err := e.Store.Get(ctx, key)
+		return data, int64(len(data)), version, err
+	}
+	data, size, version, err := GetPrefix(ctx, e.Store, key, record.MaxHeaderSize)
+	if err != nil || size <= int64(len(data)) {
+		return data, size, version, err
+	}
+	h, check := record.DecodeHeader(data)
+	if check != "" || !h.Stream() {
+		return data, size, version, nil
+	}
+	// The header's checksum passed, so RefsLen is what a writer wrote;
+	// a record shorter than it declares is left to the decision.
+	end := uint64(h.Size) + h.RefsLen
+	if end <= uint64(len(data)) || end > uint64(size) {
+		return data, size, version, nil
+	}
+	if err := hook.Read(ctx, key); err != nil {
+		return nil, 0, "", err
+	}
+	return GetPrefix(ctx, e.Store, key, int64(end))
+}
+
+// claimBrand is Fence.ClaimBrand.
+func (e *engine) claimBrand(ctx context.Context) (claimed bool, err error) {
+	key, err := e.brandKey()
+	if err != nil {
+		return false, err
+	}
+	identity := e.identity()
+	out, err := e.run(ctx, &change{op: opBrandClaim, key: key, decide: func(s *snapshot) ([][]byte, bool, error) {
+		switch {
+		case s.damage != nil:
+			return nil, false, fmt.Errorf("writefence: brand: read %s: %w", esc(key), s.damage)
+		case !s.found:
+			return [][]byte{[]byte(identity)}, false, nil
+		}
+		return nil, true, compareBrand(key, identity, s.data, true)
+	}})
+	if err != nil || !out.wrote {
+		return false, err
+	}
+	// The confirming read: a store that acknowledged the create must show
+	// it.
+	err = e.verifyBrand(ctx)
+	if we := (*WireError)(nil); errors.As(err, &we) && we.Absent {
+		// Written and gone by the time of the read: something deletes the
+		// brand key. Not a refusal: nothing was found to refuse.
+		return false, fmt.Errorf("writefence: brand: claim %s: the brand key is absent right after the claim", esc(key))
+	}
+	return err == nil, err
+}
+
+// verifyBrand is Fence.VerifyBrand.
+func (e *engine) verifyBrand(ctx context.Context) error {
+	key, err := e.brandKey()
+	if err != nil {
+		return err
+	}
+	err = e.brandRead(ctx)
+	var rf readFailure
+	switch {
+	case !errors.As(err, &rf):
+		return err
+	case isContextErr(rf.err):
+		return rf.err
+	}
+	return fmt.Errorf("writefence: brand: read %s: %w", esc(key), rf.err)
+}
+
+// Defaults for the zero values of the Fence's settings.
+const (
+	defaultIdentity       = defaults.Identity // "writefence/v1", the package's record format
+	defaultMaxPayloadSize = defaults.MaxPayloadSize
+	defaultMaxAttempts    = 10
+	defaultRetryDelay     = 5 * time.Millisecond
+	maxRetryDelay         = 500 * time.Millisecond
+)

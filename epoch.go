@@ -133,8 +133,8 @@ func (s *TermSource) Epoch(ctx context.Context, plugin, shard string) (uint64, e
 // recorded epoch's when it is of this term by this writer. The caller
 // holds mu.
 func (s *TermSource) continueAbove(ctx context.Context, key string) error {
-	seen := s.Fence.sightOf(key, floorState{})
-	snap, err := s.Fence.readKey(ctx, key, true)
+	seen := s.Fence.engine().sightOf(key, floorState{})
+	snap, err := s.Fence.engine().readKey(ctx, key, true)
 	if err != nil {
 		if isContextErr(err) && ctx.Err() != nil {
 			return ctx.Err()
@@ -143,7 +143,7 @@ func (s *TermSource) continueAbove(ctx context.Context, key string) error {
 	}
 	st := decodeSnapshot(key, snap)
 	if st.corrupt == nil || st.h.Epoch != 0 {
-		s.Fence.sawRecord(key, st)
+		s.Fence.engine().sawRecord(key, st)
 		if err := regression(opTermSource, key, 0, st, seen); err != nil {
 			return err // the record went back: no epoch continues from it
 		}
@@ -203,5 +203,13 @@ func (s *TermSource) check(plugin, shard string) (string, error) {
 	case len(s.Writer) > record.MaxWriterLen:
 		return "", invalidArg("writer", "%d bytes, more than %d", len(s.Writer), record.MaxWriterLen)
 	}
-	return s.Fence.key(plugin, shard)
+	return s.Fence.engine().key(plugin, shard)
 }
+
+// Limits of the lease's epochs: Epoch returns term<<leaseSeqBits | n.
+const (
+	leaseSeqBits = 32
+	// maxLeaseTerm is the highest term a lease can reach.
+	maxLeaseTerm = 1<<(64-leaseSeqBits) - 1
+	maxLeaseSeq  = 1<<leaseSeqBits - 1
+)

@@ -1,10 +1,13 @@
 package writefence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/writefence/writefence/internal/escape"
 )
 
 // Sentinel errors; test for them with errors.Is.
@@ -259,3 +262,52 @@ func (e *prefixed) Error() string {
 
 // Unwrap returns the error it wraps.
 func (e *prefixed) Unwrap() error { return e.err }
+
+// The operations of the engine, as the Observer and errors name them.
+const (
+	opPush         = "push"
+	opUpdate       = "update"
+	opCommit       = "commit"
+	opBlob         = "blob"
+	opSeal         = "seal"
+	opSettle       = "settle"
+	opSettleLog    = "settle log"
+	opLeaseAcquire = "lease acquire"
+	opLeaseRenew   = "lease renew"
+	opLeaseRelease = "lease release"
+	opBrandClaim   = "brand claim"
+	opCollect      = "collect"
+	opLeaseSettle  = "lease settle"
+	opFloor        = "floor"
+	opCheck        = "check"
+	opTermSource   = "term source"
+)
+
+// ops lists every op an Observer can see, in the order WriteEvent's
+// documentation names them.
+var ops = []string{opPush, opUpdate, opCommit, opSeal, opSettle, opSettleLog, opFloor, opBlob, opCollect,
+	opLeaseAcquire, opLeaseRenew, opLeaseRelease, opLeaseSettle, opBrandClaim}
+
+// esc renders stored bytes for an error message or a log line (see
+// internal/escape): a hostile value can neither forge a line nor flood one.
+func esc(s string) string { return escape.String(s) }
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func isWire(err error) bool {
+	var we *WireError
+	return errors.As(err, &we)
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// trim returns err's message without its leading "writefence: ", for an
+// error quoted inside another.
+func trim(err error) string { return strings.TrimPrefix(err.Error(), "writefence: ") }

@@ -2,22 +2,11 @@ package writefence
 
 import (
 	"context"
-	"slices"
-	"sync"
+	"errors"
+	"fmt"
 	"time"
 
-	"github.com/writefence/writefence/internal/defaults"
-	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
-)
-
-// Defaults for the zero values of the Fence's settings.
-const (
-	defaultIdentity       = defaults.Identity // "writefence/v1", the package's record format
-	defaultMaxPayloadSize = defaults.MaxPayloadSize
-	defaultMaxAttempts    = 10
-	defaultRetryDelay     = 5 * time.Millisecond
-	maxRetryDelay         = 500 * time.Millisecond
 )
 
 // Fence admits a write to a shard's record only if its epoch is strictly
@@ -58,13 +47,9 @@ type Fence struct {
 	// fails that write; the next probes again.
 	Probe bool
 
-	probe verdictOnce // the kept verdict of the probe
-
 	// Brand says when the store's brand is checked (see BrandMode); the
 	// zero value never.
 	Brand BrandMode
-
-	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 
 	// Observer, when set, sees how every write ended (see WriteEvent). It
 	// is called on the writing goroutines: it must be safe for concurrent
@@ -80,10 +65,15 @@ type Fence struct {
 	// first seal.
 	KeepFloor bool
 
-	mu    sync.Mutex              // guards cache
-	cache map[uint64]cachedRecord // by a hash of the record's key
+	fenceState // what the Fence keeps between calls
+}
 
-	deposed deposition // the contexts Deposed handed out
+// engine returns the engine of one call: the Fence's settings as they
+// are now, and its state.
+func (f *Fence) engine() *engine {
+	return &engine{Store: f.Store, Identity: f.Identity, Prefix: f.Prefix, MaxPayloadSize: f.MaxPayloadSize,
+		MaxAttempts: f.MaxAttempts, RetryDelay: f.RetryDelay, Probe: f.Probe, Brand: f.Brand,
+		Observer: f.Observer, KeepFloor: f.KeepFloor, fenceState: &f.fenceState}
 }
 
 // Push writes payload as the record of (plugin, shard) at epoch, on behalf
@@ -114,7 +104,7 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 	if err != nil {
 		return err
 	}
-	if err := f.checkBody(payload, nil); err != nil {
+	if err := u.f.checkBody(payload, nil); err != nil {
 		return err
 	}
 	u.w = pushWrite{payload: payload, sum: record.CRC32C(payload)}
@@ -145,77 +135,10 @@ func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch 
 	return f.runUpdate(ctx, u)
 }
 
-// recordUpdate is one Push, Update, Seal or Commit of a record.
-type recordUpdate struct {
-	f      *Fence
-	op     string
-	key    string
-	writer string
-	epoch  uint64
-
-	plugin, shard string
-	floor         floorState // the shard's floor, read by this attempt under KeepFloor
-	sight         sight      // what was known of the record before this attempt read it
-
-	// w is what this kind of write decides on its own (see recordWrite).
-	w recordWrite
-
-	// newTenure: the write starts a tenure at its own epoch, whoever
-	// wrote the record before (a seal; see Seal).
-	newTenure bool
-}
-
-// prior is what a write of a record carries on from the record it
-// replaces, besides the payload: the writer and epoch that decide a new
-// tenure, and, of a stream's record, its tenure floor, collection horizon
-// and references.
-type prior struct {
-	writer string
-	epoch  uint64
-	stream *streamState // nil for a plain record, or none
-}
-
-// streamState is what a stream's record (format version 3 or 4) holds
-// besides its payload.
-type streamState struct {
-	since   uint64
-	horizon int64
-	refs    []BlobRef
-}
-
-// priorOf is what the sound record with header h and body b hands on.
-func priorOf(h record.Header, b record.Body) prior {
-	p := prior{writer: h.Writer, epoch: h.Epoch}
-	if h.Stream() {
-		p.stream = &streamState{since: h.Since, horizon: h.Horizon, refs: b.Refs}
-	}
-	return p
-}
-
-// priorOfBody is what a record this Fence wrote, by writer at epoch,
-// hands on.
-func priorOfBody(writer string, epoch uint64, b record.Body) prior {
-	p := prior{writer: writer, epoch: epoch}
-	if b.Stream {
-		// A copy: the references may be a slice the caller's next
-		// returned, which the caller may use again.
-		p.stream = &streamState{since: b.Since, horizon: b.Horizon, refs: slices.Clone(b.Refs)}
-	}
-	return p
-}
-
-// floor is the tenure floor over the record (see record.TenureFloor):
-// the floor a stream's record carries, the epoch of a plain one.
-func (p prior) floor() uint64 {
-	if p.stream != nil {
-		return p.stream.since
-	}
-	return p.epoch
-}
-
 // newUpdate validates the arguments every write of a record shares.
 func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*recordUpdate, error) {
-	key, err := f.key(plugin, shard)
+	e := f.engine()
+	key, err := e.key(plugin, shard)
 	if err != nil {
 		return nil, err
 	}
@@ -227,38 +150,26 @@ func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*reco
 	case epoch == 0:
 		return nil, invalidArg("epoch", "must be at least 1")
 	}
-	return &recordUpdate{f: f, op: op, key: key, writer: writer, epoch: epoch, plugin: plugin, shard: shard}, nil
-}
-
-// checkBody refuses a record whose payload and references together pass
-// the Fence's limit.
-func (f *Fence) checkBody(payload []byte, refs []BlobRef) error {
-	size := int64(len(payload))
-	for _, r := range refs {
-		size += record.RefEntryFixed + int64(len(r.Name))
-	}
-	if limit := f.maxPayload(); size > limit {
-		return invalidArg("payload", "%d bytes with its references, more than the limit of %d", size, limit)
-	}
-	return nil
+	return &recordUpdate{f: e, op: op, key: key, writer: writer, epoch: epoch, plugin: plugin, shard: shard}, nil
 }
 
 // runUpdate runs u through the engine, with the version cache: a push may
 // condition its first write on the version the Fence remembers.
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
+	e := u.f
 	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, deposes: true,
 		head: u.w.blind()}
 	var floorKey string
-	if f.KeepFloor {
+	if e.KeepFloor {
 		var err error
-		if floorKey, err = f.floorKey(u.plugin, u.shard); err != nil {
+		if floorKey, err = e.floorKey(u.plugin, u.shard); err != nil {
 			return err
 		}
 	}
-	c.before = f.sightBefore(u.key, floorKey, &u.floor, &u.sight)
+	c.before = e.sightBefore(u.key, floorKey, &u.floor, &u.sight)
 	var mem cachedRecord
 	if u.w.blind() {
-		if mem, _ = f.cached(u.key, u.epoch); mem.version != "" {
+		if mem, _ = e.cache.cached(u.key, u.epoch); mem.version != "" {
 			c.cached = mem.version
 		}
 	}
@@ -281,29 +192,16 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		wrote = body
 		return parts, done, err
 	}
-	out, err := f.run(ctx, c)
+	out, err := e.run(ctx, c)
 	if err != nil {
-		f.forget(u.key)
+		e.cache.forget(u.key)
 		return err
 	}
-	f.remember(u.key, cachedRecord{version: out.version, prior: priorOfBody(u.writer, u.epoch, wrote)})
-	if u.newTenure && f.KeepFloor {
-		return f.enterFloor(ctx, floorKey, u.writer, u.epoch)
+	e.cache.remember(u.key, cachedRecord{version: out.version, prior: priorOfBody(u.writer, u.epoch, wrote)})
+	if u.newTenure && e.KeepFloor {
+		return e.enterFloor(ctx, floorKey, u.writer, u.epoch)
 	}
 	return nil
-}
-
-// since is the tenure floor of a record this update writes over prior p:
-// a seal starts a tenure at its own epoch; a change of writer starts one
-// above every epoch recorded before it; otherwise the floor stays.
-func (u *recordUpdate) since(p prior) uint64 {
-	switch {
-	case u.newTenure:
-		return u.epoch
-	case p.epoch != 0 && u.writer != p.writer:
-		return p.epoch + 1
-	}
-	return p.floor()
 }
 
 // Latest returns the recorded epoch, writer and payload of (plugin, shard).
@@ -317,30 +215,144 @@ func (f *Fence) Latest(ctx context.Context, plugin, shard string) (epoch uint64,
 	return info.Epoch, info.Writer, info.Payload, nil
 }
 
-// key validates the fence's configuration and returns the key of a shard.
-func (f *Fence) key(plugin, shard string) (string, error) {
-	if err := f.checkConfig(); err != nil {
-		return "", err
+// Deposed returns a context derived from ctx, cancelled the moment this
+// Fence learns that its writer of (plugin, shard) is deposed: a Push,
+// PushFrom, Update, Commit or Seal by f refused as stale (promise 18; the
+// cause is the *StaleEpochError), or a Lease on f that gates the shard
+// lost or expired (promise 16; the cause is the Lease's error). Only
+// refusals after the call count. An invalid name returns a context already
+// cancelled with the *InvalidArgumentError; stop cancels it with
+// context.Canceled.
+func (f *Fence) Deposed(ctx context.Context, plugin, shard string) (deposed context.Context, stop context.CancelFunc) {
+	dctx, cancel := context.WithCancelCause(ctx)
+	key, err := f.engine().key(plugin, shard)
+	if err != nil {
+		cancel(err)
+		return dctx, func() {}
 	}
-	return shardKey(f.Prefix, plugin, shard)
+	w := &deposedWaiter{key: key, cancel: cancel}
+	f.deposed.add(w)
+	// However the context ends (stop, ctx, a refusal), it is forgotten.
+	context.AfterFunc(dctx, func() { f.deposed.remove(w) })
+	return dctx, func() {
+		f.deposed.remove(w)
+		cancel(context.Canceled)
+	}
 }
 
-// checkConfig validates the fields every operation needs.
-func (f *Fence) checkConfig() error {
-	switch {
-	case f.Store == nil:
-		return invalidArg("store", "Fence.Store is nil")
-	case len(f.Identity) > record.MaxIdentityLen:
-		return invalidArg("identity", "%d bytes, more than %d", len(f.Identity), record.MaxIdentityLen)
+// Forget drops what the Fence remembers of the record of (plugin, shard),
+// its version and the highest epoch it saw, so that its writes admit the
+// record as it is, a lower epoch included: an operator's way out of
+// ErrEpochRegressed for a record set back on purpose. It writes nothing and
+// changes no other Fence or floor (Settlement.Lost does). An invalid name
+// returns an error matching ErrInvalidArgument.
+func (f *Fence) Forget(plugin, shard string) error {
+	key, err := f.engine().key(plugin, shard)
+	if err != nil {
+		return err
 	}
-	return keyErr(keys.CheckPrefix(f.Prefix))
+	f.cache.drop(key)
+	return nil
 }
 
-func (f *Fence) identity() string { return orDefault(f.Identity, defaultIdentity) }
+// RecordInfo is what Inspect learned of a shard's record from one read.
+type RecordInfo struct {
+	Key      string    // the record's key
+	Version  string    // the store's version token of exactly the bytes decoded
+	Identity string    // the wire identity the record carries
+	Epoch    uint64    // the recorded epoch
+	Writer   string    // the writer of the record
+	Payload  []byte    // the payload
+	Blobs    []BlobRef // the blobs it references (see Commit), also of a corrupt record whose references decode
+	Since    uint64    // the epoch its writer's tenure began (see Commit); 0 in a record of no stream
+	Horizon  time.Time // the collection horizon, by the blob store's clock (see Collect); zero when none
+	Stream   bool      // a stream's record (format version 3 or 4), as every later record of the shard is
+}
 
-func (f *Fence) maxPayload() int64 {
-	if f.MaxPayloadSize > 0 {
-		return f.MaxPayloadSize
+// floor is the tenure floor Commit and Collect apply over the record (see
+// record.TenureFloor): Since in a stream's record, the epoch in a plain one.
+func (i RecordInfo) floor() uint64 {
+	if i.Stream {
+		return i.Since
 	}
-	return defaultMaxPayloadSize
+	return i.Epoch
+}
+
+// horizon is the record's collection horizon in Unix nanoseconds, 0 for
+// none.
+func (i RecordInfo) horizon() int64 {
+	if i.Horizon.IsZero() {
+		return 0
+	}
+	return i.Horizon.UnixNano()
+}
+
+// Inspect is Latest with what an operator looks at before settling: the
+// record's version of exactly the bytes decoded, its identity, references,
+// tenure floor and horizon. On ErrCorrupt it still returns Key and Version
+// (what Settle needs), and Identity, Epoch and Writer when the header
+// decodes, and Blobs when the references do; on ErrWire, the whole record.
+// The epoch it reads counts as seen by the Fence (see Forget).
+func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
+	e := f.engine()
+	key, err := e.key(plugin, shard)
+	if err != nil {
+		return RecordInfo{}, err
+	}
+	if err := e.checkBrand(ctx, false); err != nil {
+		return RecordInfo{Key: key}, err
+	}
+	info := RecordInfo{Key: key}
+	s, err := retried(ctx, e, func() (*snapshot, error) { return e.readKey(ctx, key, false) })
+	if err != nil {
+		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), err)
+	}
+	st := decodeSnapshot(key, s)
+	e.sawRecord(key, st)
+	if !st.found {
+		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), ErrNotFound)
+	}
+	info.Version = st.version
+	if st.h.Epoch != 0 {
+		// The header decoded, whatever check failed after it: its epoch
+		// and writer are what Settle must not go below.
+		info.Identity, info.Epoch, info.Writer = st.h.Identity, st.h.Epoch, st.h.Writer
+	}
+	if st.corrupt != nil {
+		if st.h.Epoch != 0 && st.salvagedKnown {
+			info.Blobs, info.Since, info.Stream = st.salvaged, st.h.Since, st.h.Stream()
+			info.Horizon = horizonTime(st.h.Horizon)
+		}
+		return info, st.corrupt
+	}
+	info.Payload, info.Blobs, info.Since = st.body.Payload, st.body.Refs, st.body.Since
+	info.Stream, info.Horizon = st.body.Stream, horizonTime(st.body.Horizon)
+	return info, e.checkIdentity(key, st.h)
+}
+
+// horizonTime is a record's collection horizon as a time; zero for none.
+func horizonTime(h int64) time.Time {
+	if h == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, h)
+}
+
+// blobStore returns the store of the Fence's blobs: Blobs, or Store when
+// Blobs is nil. The capability helpers (WriteBlob, StatBlobs,
+// DeleteBlobs) are called on it.
+func (f *Fence) blobStore() ConditionalStore {
+	if f.Blobs != nil {
+		return f.Blobs
+	}
+	return f.Store
+}
+
+// blobs returns the BlobStore of the Fence's blobs.
+func (f *Fence) blobs() (BlobStore, error) {
+	s := f.blobStore()
+	if bs, ok := capability[BlobStore](s); ok {
+		return bs, nil
+	}
+	return nil, fmt.Errorf("writefence: the blob store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
 }

@@ -2,7 +2,6 @@ package writefence
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -36,9 +35,9 @@ type floorState struct {
 // sawRecord notes that the fence read the record st at key: the highest
 // epoch seen rises to its epoch when its header decodes under the Fence's
 // identity.
-func (f *Fence) sawRecord(key string, st recorded) {
-	if st.found && st.h.Epoch != 0 && st.h.Identity == f.identity() {
-		f.saw(key, st.h.Epoch, st.h.Writer)
+func (e *engine) sawRecord(key string, st recorded) {
+	if st.found && st.h.Epoch != 0 && st.h.Identity == e.identity() {
+		e.cache.saw(key, st.h.Epoch, st.h.Writer)
 	}
 }
 
@@ -56,8 +55,8 @@ type sight struct {
 
 // sightOf is the sight of the record at key now, with the floor fl read.
 // Take it right before reading the record.
-func (f *Fence) sightOf(key string, fl floorState) sight {
-	epoch, by := f.seen(key)
+func (e *engine) sightOf(key string, fl floorState) sight {
+	epoch, by := e.cache.seen(key)
 	if fl.present && fl.epoch > epoch {
 		return sight{epoch: fl.epoch, writer: fl.writer, floor: true}
 	}
@@ -80,24 +79,9 @@ func regression(op, key string, epoch uint64, st recorded, seen sight) error {
 	return nil
 }
 
-// regressed refuses a write of this update that finds the record st
-// absent or below what was seen of it (see regression), and, under
-// KeepFloor, a write that would create a shard's first record unless it
-// is a seal.
-func (u *recordUpdate) regressed(st recorded) error {
-	if err := regression(u.op, u.key, u.epoch, st, u.sight); err != nil {
-		return err
-	}
-	if u.f.KeepFloor && !st.found && !u.newTenure {
-		return fmt.Errorf("writefence: %s at epoch %d to %s refused: no record, and under KeepFloor only a seal or a settle creates one: %w",
-			u.op, u.epoch, esc(u.key), ErrNotFound)
-	}
-	return nil
-}
-
 // floorKey returns the key of the floor of (plugin, shard).
-func (f *Fence) floorKey(plugin, shard string) (string, error) {
-	k, err := keys.Floor(f.Prefix, plugin, shard)
+func (e *engine) floorKey(plugin, shard string) (string, error) {
+	k, err := keys.Floor(e.Prefix, plugin, shard)
 	return k, keyErr(err)
 }
 
@@ -105,8 +89,8 @@ func (f *Fence) floorKey(plugin, shard string) (string, error) {
 // last seal or settle entered in it. A failure to read is a readFailure;
 // damage is a *CorruptError naming the key, and a floor of another
 // identity a *WireError.
-func (f *Fence) readFloor(ctx context.Context, key string) (floorState, error) {
-	s, err := f.readKey(ctx, key, false)
+func (e *engine) readFloor(ctx context.Context, key string) (floorState, error) {
+	s, err := e.readKey(ctx, key, false)
 	if err != nil {
 		return floorState{}, readFailure{err}
 	}
@@ -117,7 +101,7 @@ func (f *Fence) readFloor(ctx context.Context, key string) (floorState, error) {
 	case st.corrupt != nil:
 		return floorState{}, st.corrupt
 	}
-	if err := f.checkIdentity(key, st.h); err != nil {
+	if err := e.checkIdentity(key, st.h); err != nil {
 		return floorState{}, err
 	}
 	return floorState{present: true, epoch: st.h.Epoch, writer: st.h.Writer}, nil
@@ -126,16 +110,16 @@ func (f *Fence) readFloor(ctx context.Context, key string) (floorState, error) {
 // sightBefore returns a change's before for the record at key: at the
 // start of every attempt it reads the floor at floorKey (none when empty)
 // into *fl, then takes the sight of the record into *seen.
-func (f *Fence) sightBefore(key, floorKey string, fl *floorState, seen *sight) func(ctx context.Context) error {
+func (e *engine) sightBefore(key, floorKey string, fl *floorState, seen *sight) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		var got floorState
 		if floorKey != "" {
 			var err error
-			if got, err = f.readFloor(ctx, floorKey); err != nil {
+			if got, err = e.readFloor(ctx, floorKey); err != nil {
 				return err
 			}
 		}
-		*fl, *seen = got, f.sightOf(key, got)
+		*fl, *seen = got, e.sightOf(key, got)
 		return nil
 	}
 }
@@ -144,35 +128,20 @@ func (f *Fence) sightBefore(key, floorKey string, fl *floorState, seen *sight) f
 // record of that epoch and writer, with no payload, written through the
 // engine (Op "floor") once the seal or settle of that epoch landed. A
 // floor at or above epoch is left as it is.
-func (f *Fence) enterFloor(ctx context.Context, key, writer string, epoch uint64) error {
-	_, err := f.run(ctx, &change{op: opFloor, key: key, writer: writer, epoch: epoch, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+func (e *engine) enterFloor(ctx context.Context, key, writer string, epoch uint64) error {
+	_, err := e.run(ctx, &change{op: opFloor, key: key, writer: writer, epoch: epoch, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
 		st := decodeSnapshot(key, s)
 		if st.found {
 			switch {
 			case st.corrupt != nil:
 				return nil, false, st.corrupt
-			case st.h.Identity != f.identity():
-				return nil, false, f.checkIdentity(key, st.h)
+			case st.h.Identity != e.identity():
+				return nil, false, e.checkIdentity(key, st.h)
 			case st.h.Epoch >= epoch:
 				return nil, true, nil
 			}
 		}
-		return [][]byte{record.EncodeHeader(f.identity(), writer, epoch, 0, record.CRC32C(nil))}, false, nil
+		return [][]byte{record.EncodeHeader(e.identity(), writer, epoch, 0, record.CRC32C(nil))}, false, nil
 	}})
 	return err
-}
-
-// Forget drops what the Fence remembers of the record of (plugin, shard),
-// its version and the highest epoch it saw, so that its writes admit the
-// record as it is, a lower epoch included: an operator's way out of
-// ErrEpochRegressed for a record set back on purpose. It writes nothing and
-// changes no other Fence or floor (Settlement.Lost does). An invalid name
-// returns an error matching ErrInvalidArgument.
-func (f *Fence) Forget(plugin, shard string) error {
-	key, err := f.key(plugin, shard)
-	if err != nil {
-		return err
-	}
-	f.drop(key)
-	return nil
 }

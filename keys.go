@@ -3,7 +3,6 @@ package writefence
 import (
 	"errors"
 
-	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -28,13 +27,7 @@ func keyErr(err error) error {
 	return err
 }
 
-// esc renders stored bytes for an error message or a log line (see
-// internal/escape): a hostile value can neither forge a line nor flood one.
-func esc(s string) string { return escape.String(s) }
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+// Shard names a shard for Hold to seal.
+type Shard struct {
+	Plugin, Shard string
 }

@@ -103,19 +103,6 @@ type holding struct {
 
 var _ EpochSource = (*Lease)(nil)
 
-// Limits of the lease's epochs: Epoch returns term<<leaseSeqBits | n.
-const (
-	leaseSeqBits = 32
-	// maxLeaseTerm is the highest term a lease can reach.
-	maxLeaseTerm = 1<<(64-leaseSeqBits) - 1
-	maxLeaseSeq  = 1<<leaseSeqBits - 1
-)
-
-// Shard names a shard for Hold to seal.
-type Shard struct {
-	Plugin, Shard string
-}
-
 // Hold takes the lease as Acquire does, seals each of shards within the
 // term it took, and renews the lease every TTL/3 in the background until
 // Release or ctx ends. It returns once every seal landed (promise 15), with
@@ -139,7 +126,7 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 	}
 	sealed := make([]string, len(shards))
 	for i, s := range shards {
-		if sealed[i], err = l.Fence.key(s.Plugin, s.Shard); err != nil {
+		if sealed[i], err = l.Fence.engine().key(s.Plugin, s.Shard); err != nil {
 			return nil, err
 		}
 	}
@@ -209,7 +196,7 @@ func (l *Lease) seal(ctx context.Context, h *holding, term uint64, s Shard, key 
 		case h.ctx.Err() != nil, final(err):
 			return l.giveUp(ctx, h, term, key, err)
 		}
-		if l.Fence.backoff(h.ctx, attempt) != nil {
+		if l.Fence.engine().backoff(h.ctx, attempt) != nil {
 			return l.giveUp(ctx, h, term, key, err)
 		}
 	}
@@ -368,7 +355,7 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 		expiry time.Time
 		out    []byte // the record the last attempt wrote
 	)
-	res, err := l.Fence.run(ctx, &change{op: opLeaseAcquire, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+	res, err := l.Fence.engine().run(ctx, &change{op: opLeaseAcquire, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
 		if s.found && out != nil && bytes.Equal(s.data, out) {
 			// An earlier attempt of this call landed: the bytes bear this
 			// Lease value's incarnation, so no other Lease wrote them.
@@ -502,7 +489,7 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 		case l.seq < maxLeaseSeq:
 			l.seq++
 			epoch := l.term<<leaseSeqBits | l.seq
-			if key, err := l.Fence.key(plugin, shard); err == nil {
+			if key, err := l.Fence.engine().key(plugin, shard); err == nil {
 				l.gateKey(key)
 			}
 			l.mu.Unlock()
@@ -551,7 +538,7 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 		expiry time.Time
 		out    []byte // the record the last attempt wrote
 	)
-	res, err := l.Fence.run(ctx, &change{op: op, key: key, writer: l.Holder, branded: true, cached: version, decide: func(s *snapshot) ([][]byte, bool, error) {
+	res, err := l.Fence.engine().run(ctx, &change{op: op, key: key, writer: l.Holder, branded: true, cached: version, decide: func(s *snapshot) ([][]byte, bool, error) {
 		if !s.cached {
 			if s.found && out != nil && bytes.Equal(s.data, out) {
 				return nil, true, nil // an earlier attempt of this call landed
@@ -673,10 +660,6 @@ func (l *Lease) wrap(op string, err error) error {
 	}
 	return &prefixed{prefix: fmt.Sprintf("writefence: lease %s: %s: ", esc(l.Name), strings.TrimPrefix(op, "lease ")), err: err}
 }
-
-// trim returns err's message without its leading "writefence: ", for an
-// error quoted inside another.
-func trim(err error) string { return strings.TrimPrefix(err.Error(), "writefence: ") }
 
 // decode decodes the lease record s read at key; a damaged one is a
 // *CorruptError.
@@ -828,7 +811,7 @@ func (l *Lease) check() (string, error) {
 	case l.TTL <= 0:
 		return "", invalidArg("ttl", "%v, must be positive", l.TTL)
 	}
-	if err := l.Fence.checkConfig(); err != nil {
+	if err := l.Fence.engine().checkConfig(); err != nil {
 		return "", err
 	}
 	k, err := keys.Lease(l.Fence.Prefix, l.Name)
@@ -864,7 +847,7 @@ func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	defer l.unlockIO()
 	var none [leaseIncSize]byte
 	settled := encodeLease(l.Holder, term, 0, none)
-	_, err = l.Fence.run(ctx, &change{op: opLeaseSettle, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
+	_, err = l.Fence.engine().run(ctx, &change{op: opLeaseSettle, key: key, writer: l.Holder, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
 		l.mu.Lock()
 		seen, by := l.seen, l.seenHolder
 		l.mu.Unlock()

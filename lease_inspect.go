@@ -27,7 +27,8 @@ func (i LeaseInfo) Released() bool { return i.Expiry.IsZero() }
 // ErrNotFound for a lease never acquired, a *CorruptError with its version
 // for a damaged record.
 func (f *Fence) InspectLease(ctx context.Context, name string) (LeaseInfo, error) {
-	if err := f.checkConfig(); err != nil {
+	e := f.engine()
+	if err := e.checkConfig(); err != nil {
 		return LeaseInfo{}, err
 	}
 	key, err := keys.Lease(f.Prefix, name)
@@ -35,7 +36,7 @@ func (f *Fence) InspectLease(ctx context.Context, name string) (LeaseInfo, error
 		return LeaseInfo{}, keyErr(err)
 	}
 	info := LeaseInfo{Name: name, Key: key}
-	s, err := f.readKey(ctx, key, false)
+	s, err := e.readKey(ctx, key, false)
 	switch {
 	case err != nil:
 		return info, fmt.Errorf("writefence: lease %s: read %s: %w", esc(name), esc(key), err)

@@ -97,9 +97,3 @@ func classify(e WriteEvent) (string, slog.Level) {
 	}
 	return "failed", slog.LevelError
 }
-
-func (f *Fence) observe(ctx context.Context, c *change, start time.Time, retrying bool, attempt int, err error) {
-	if f.Observer != nil {
-		f.Observer(ctx, WriteEvent{Op: c.op, Key: c.key, Writer: c.writer, Epoch: c.epoch, Attempt: attempt, Retrying: retrying, Err: err, Start: start})
-	}
-}

@@ -11,80 +11,6 @@ import (
 	"github.com/writefence/writefence/internal/record"
 )
 
-// RecordInfo is what Inspect learned of a shard's record from one read.
-type RecordInfo struct {
-	Key      string    // the record's key
-	Version  string    // the store's version token of exactly the bytes decoded
-	Identity string    // the wire identity the record carries
-	Epoch    uint64    // the recorded epoch
-	Writer   string    // the writer of the record
-	Payload  []byte    // the payload
-	Blobs    []BlobRef // the blobs it references (see Commit), also of a corrupt record whose references decode
-	Since    uint64    // the epoch its writer's tenure began (see Commit); 0 in a record of no stream
-	Horizon  time.Time // the collection horizon, by the blob store's clock (see Collect); zero when none
-	Stream   bool      // a stream's record (format version 3 or 4), as every later record of the shard is
-}
-
-// floor is the tenure floor Commit and Collect apply over the record (see
-// record.TenureFloor): Since in a stream's record, the epoch in a plain one.
-func (i RecordInfo) floor() uint64 {
-	if i.Stream {
-		return i.Since
-	}
-	return i.Epoch
-}
-
-// horizon is the record's collection horizon in Unix nanoseconds, 0 for
-// none.
-func (i RecordInfo) horizon() int64 {
-	if i.Horizon.IsZero() {
-		return 0
-	}
-	return i.Horizon.UnixNano()
-}
-
-// Inspect is Latest with what an operator looks at before settling: the
-// record's version of exactly the bytes decoded, its identity, references,
-// tenure floor and horizon. On ErrCorrupt it still returns Key and Version
-// (what Settle needs), and Identity, Epoch and Writer when the header
-// decodes, and Blobs when the references do; on ErrWire, the whole record.
-// The epoch it reads counts as seen by the Fence (see Forget).
-func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
-	key, err := f.key(plugin, shard)
-	if err != nil {
-		return RecordInfo{}, err
-	}
-	if err := f.checkBrand(ctx, false); err != nil {
-		return RecordInfo{Key: key}, err
-	}
-	info := RecordInfo{Key: key}
-	s, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, key, false) })
-	if err != nil {
-		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), err)
-	}
-	st := decodeSnapshot(key, s)
-	f.sawRecord(key, st)
-	if !st.found {
-		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), ErrNotFound)
-	}
-	info.Version = st.version
-	if st.h.Epoch != 0 {
-		// The header decoded, whatever check failed after it: its epoch
-		// and writer are what Settle must not go below.
-		info.Identity, info.Epoch, info.Writer = st.h.Identity, st.h.Epoch, st.h.Writer
-	}
-	if st.corrupt != nil {
-		if st.h.Epoch != 0 && st.salvagedKnown {
-			info.Blobs, info.Since, info.Stream = st.salvaged, st.h.Since, st.h.Stream()
-			info.Horizon = horizonTime(st.h.Horizon)
-		}
-		return info, st.corrupt
-	}
-	info.Payload, info.Blobs, info.Since = st.body.Payload, st.body.Refs, st.body.Since
-	info.Stream, info.Horizon = st.body.Stream, horizonTime(st.body.Horizon)
-	return info, f.checkIdentity(key, st.h)
-}
-
 // Settlement is what Settle writes, and what the operator asserts.
 type Settlement struct {
 	// Version is the version to replace, as a *CorruptError or Inspect
@@ -109,14 +35,6 @@ type Settlement struct {
 	// references of the record replaced are kept when they decode, and
 	// Settle refuses when they may exist but cannot be read (promise 9).
 	DropBlobs bool
-}
-
-// horizonTime is a record's collection horizon as a time; zero for none.
-func horizonTime(h int64) time.Time {
-	if h == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, h)
 }
 
 // Settle replaces the corrupt record of (plugin, shard) with a record of
@@ -146,6 +64,7 @@ func horizonTime(h int64) time.Time {
 // refused (*StaleEpochError), as the damage may be new. A settle log that
 // does not decode is ErrCorrupt. Under KeepFloor a settle raises the floor.
 func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) error {
+	e := f.engine()
 	switch {
 	case s.Version == "" && !s.Lost:
 		return invalidArg("version", "empty: the version of the corrupt record is required")
@@ -158,20 +77,20 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 	if err != nil {
 		return err
 	}
-	if err := f.checkBody(s.Payload, nil); err != nil {
+	if err := e.checkBody(s.Payload, nil); err != nil {
 		return err
 	}
 	logKey, err := keys.SettleLog(f.Prefix, plugin, shard)
 	if err != nil {
 		return keyErr(err)
 	}
-	st := &settle{f: f, key: u.key, logKey: logKey, s: s}
+	st := &settle{f: f, e: e, key: u.key, logKey: logKey, s: s}
 	if f.KeepFloor {
-		if st.floorKey, err = f.floorKey(plugin, shard); err != nil {
+		if st.floorKey, err = e.floorKey(plugin, shard); err != nil {
 			return err
 		}
 	}
-	defer f.forget(u.key)
+	defer f.cache.forget(u.key)
 	// The guards, the shard's blobs and the record as it stands first: a
 	// settle they refuse enters nothing in the log, writes nothing, and
 	// the Observer sees it refused as a settle. Then two runs of the
@@ -179,40 +98,40 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 	// again; then, under KeepFloor, the floor.
 	c := &change{op: opSettle, key: u.key, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decide}
 	start := time.Now()
-	if err := f.guarded(ctx, c); err != nil {
+	if err := e.guarded(ctx, c); err != nil {
 		return err
 	}
 	if err := st.blobs(ctx, plugin, shard); err != nil {
-		f.observe(ctx, c, start, false, 0, err)
+		e.observe(ctx, c, start, false, 0, err)
 		return err
 	}
-	c.before = f.sightBefore(u.key, st.floorKey, &st.floor, &st.sight)
+	c.before = e.sightBefore(u.key, st.floorKey, &st.floor, &st.sight)
 	if f.KeepFloor {
-		if st.floor, err = retried(ctx, f, func() (floorState, error) { return f.readFloor(ctx, st.floorKey) }); err != nil {
+		if st.floor, err = retried(ctx, e, func() (floorState, error) { return e.readFloor(ctx, st.floorKey) }); err != nil {
 			err = &prefixed{prefix: fmt.Sprintf("writefence: settle %s: read the floor: ", esc(u.key)), err: err}
-			f.observe(ctx, c, start, false, 1, err)
+			e.observe(ctx, c, start, false, 1, err)
 			return err
 		}
 	}
-	st.sight = f.sightOf(u.key, st.floor)
-	snap, err := retried(ctx, f, func() (*snapshot, error) { return f.readKey(ctx, u.key, false) })
+	st.sight = e.sightOf(u.key, st.floor)
+	snap, err := retried(ctx, e, func() (*snapshot, error) { return e.readKey(ctx, u.key, false) })
 	if err != nil {
 		err = fmt.Errorf("writefence: settle %s: read: %w", esc(u.key), err)
-		f.observe(ctx, c, start, false, 1, err)
+		e.observe(ctx, c, start, false, 1, err)
 		return err
 	}
 	if _, done, err := st.decide(snap); err != nil || done {
-		f.observe(ctx, c, start, false, 1, err)
+		e.observe(ctx, c, start, false, 1, err)
 		if err == nil {
 			return st.landed(ctx)
 		}
 		return err
 	}
-	if _, err := f.run(ctx, &change{op: opSettleLog, key: logKey, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decideLog}); err != nil {
-		f.observe(ctx, c, start, false, 0, err) // the settle ends with its log's refusal
+	if _, err := e.run(ctx, &change{op: opSettleLog, key: logKey, writer: s.Writer, epoch: s.Epoch, branded: true, decide: st.decideLog}); err != nil {
+		e.observe(ctx, c, start, false, 0, err) // the settle ends with its log's refusal
 		return err
 	}
-	if _, err = f.run(ctx, c); err != nil {
+	if _, err = e.run(ctx, c); err != nil {
 		return err
 	}
 	return st.landed(ctx)
@@ -221,16 +140,17 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 // landed notes a settle whose record landed: the Fence saw its epoch, and
 // under KeepFloor the shard's floor rises to it.
 func (st *settle) landed(ctx context.Context) error {
-	st.f.saw(st.key, st.s.Epoch, st.s.Writer)
+	st.f.cache.saw(st.key, st.s.Epoch, st.s.Writer)
 	if st.floorKey == "" {
 		return nil
 	}
-	return st.f.enterFloor(ctx, st.floorKey, st.s.Writer, st.s.Epoch)
+	return st.e.enterFloor(ctx, st.floorKey, st.s.Writer, st.s.Epoch)
 }
 
 // settle is one Settle: its log entry, then its record.
 type settle struct {
 	f      *Fence
+	e      *engine // f's, for this call
 	key    string
 	logKey string
 	s      Settlement
@@ -268,12 +188,12 @@ func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
 	if st.s.DropBlobs {
 		// The clock is a blob the store creates: under BrandVerifyAlways
 		// the brand is read first, as before any write.
-		if st.f.brandEveryWrite() {
-			if _, err := retried(ctx, st.f, func() (struct{}, error) { return struct{}{}, st.f.brandRead(ctx) }); err != nil {
+		if st.e.brandEveryWrite() {
+			if _, err := retried(ctx, st.e, func() (struct{}, error) { return struct{}{}, st.e.brandRead(ctx) }); err != nil {
 				return unwrapRead(err)
 			}
 		}
-		now, err := retried(ctx, st.f, func() (time.Time, error) { return st.f.blobClock(ctx, bs) })
+		now, err := retried(ctx, st.e, func() (time.Time, error) { return st.f.blobClock(ctx, bs) })
 		st.horizon = now.UnixNano()
 		return err
 	}
@@ -282,7 +202,7 @@ func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
 		return keyErr(err)
 	}
 	errFound := errors.New("found")
-	err = retryList(ctx, st.f, errFound, func() error { return bs.ListBlobs(ctx, space, func(BlobInfo) error { return errFound }) })
+	err = retryList(ctx, st.e, errFound, func() error { return bs.ListBlobs(ctx, space, func(BlobInfo) error { return errFound }) })
 	switch {
 	case errors.Is(err, errFound):
 		st.hasBlobs = true
@@ -307,7 +227,7 @@ func (st *settle) aboveFloor() error {
 // of damage meets it after its log's check, which names an earlier
 // settle as stale.
 func (st *settle) aboveSeen() error {
-	if seen, by := st.f.seen(st.key); st.s.Epoch <= seen {
+	if seen, by := st.f.cache.seen(st.key); st.s.Epoch <= seen {
 		return &EpochRegressedError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, Seen: seen, SeenWriter: by,
 			Absent: !st.found.found, Found: st.found.h.Epoch, FoundWriter: st.found.h.Writer}
 	}
@@ -331,8 +251,8 @@ func (st *settle) decideLost(rec recorded) ([][]byte, bool, error) {
 			want = esc(st.s.Version)
 		}
 		return nil, false, fmt.Errorf("writefence: settle %s: the record is at version %s, not %s: %w", esc(st.key), esc(rec.version), want, ErrConflict)
-	case rec.found && h.Identity != st.f.identity():
-		return nil, false, st.f.checkIdentity(st.key, h)
+	case rec.found && h.Identity != st.e.identity():
+		return nil, false, st.e.checkIdentity(st.key, h)
 	case rec.found && st.s.Epoch <= h.Epoch:
 		return nil, false, &StaleEpochError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, RecordedEpoch: h.Epoch, RecordedWriter: h.Writer}
 	}
@@ -352,10 +272,10 @@ func (st *settle) decideLost(rec recorded) ([][]byte, bool, error) {
 	case rec.found && h.Stream():
 		body.Stream, body.Since, body.Horizon, body.Refs = true, st.s.Epoch, h.Horizon, rec.body.Refs
 	}
-	if err := st.f.checkBody(body.Payload, body.Refs); err != nil {
+	if err := st.e.checkBody(body.Payload, body.Refs); err != nil {
 		return nil, false, err
 	}
-	return record.Encode(st.f.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
+	return record.Encode(st.e.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
 }
 
 // decideLog enters the settle in the log: a record of the settle's epoch
@@ -367,8 +287,8 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 		switch {
 		case rec.corrupt != nil:
 			return nil, false, rec.corrupt
-		case rec.h.Identity != st.f.identity():
-			return nil, false, st.f.checkIdentity(st.logKey, rec.h)
+		case rec.h.Identity != st.e.identity():
+			return nil, false, st.e.checkIdentity(st.logKey, rec.h)
 		case st.tried && rec.h.Epoch == st.s.Epoch && rec.h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, entry):
 			return nil, true, nil // this call's write landed, its reply was lost
 		case st.s.Epoch <= rec.h.Epoch:
@@ -378,7 +298,7 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 	if err := st.aboveSeen(); err != nil {
 		return nil, false, err
 	}
-	h := record.EncodeHeader(st.f.identity(), st.s.Writer, st.s.Epoch, uint64(len(entry)), record.CRC32C(entry))
+	h := record.EncodeHeader(st.e.identity(), st.s.Writer, st.s.Epoch, uint64(len(entry)), record.CRC32C(entry))
 	st.tried = true
 	return [][]byte{h, entry}, false, nil
 }
@@ -389,10 +309,10 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 // cannot read unless told to.
 func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 	rec := decodeSnapshot(st.key, s)
-	st.f.sawRecord(st.key, rec)
+	st.e.sawRecord(st.key, rec)
 	st.found = rec
 	h := rec.h
-	if rec.corrupt == nil && rec.found && h.Identity == st.f.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) {
+	if rec.corrupt == nil && rec.found && h.Identity == st.e.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) {
 		// This settle landed, unless the record went back to it below
 		// what was seen of it since.
 		if err := regression(opSettle, st.key, st.s.Epoch, rec, st.sight); err != nil {
@@ -411,8 +331,8 @@ func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 	case rec.version != st.s.Version:
 		return nil, false, fmt.Errorf("writefence: settle %s: the corrupt record is at version %s, not %s: %w",
 			esc(st.key), esc(rec.version), esc(st.s.Version), ErrConflict)
-	case h.Epoch != 0 && h.Identity != st.f.identity():
-		return nil, false, st.f.checkIdentity(st.key, h)
+	case h.Epoch != 0 && h.Identity != st.e.identity():
+		return nil, false, st.e.checkIdentity(st.key, h)
 	case h.Epoch != 0 && st.s.Epoch <= h.Epoch:
 		return nil, false, &StaleEpochError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, RecordedEpoch: h.Epoch, RecordedWriter: h.Writer}
 	case h.Epoch == 0 && st.s.Floor == 0:
@@ -440,8 +360,8 @@ func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 	case h.Stream():
 		body.Stream, body.Since, body.Horizon, body.Refs = true, st.s.Epoch, h.Horizon, rec.salvaged
 	}
-	if err := st.f.checkBody(body.Payload, body.Refs); err != nil {
+	if err := st.e.checkBody(body.Payload, body.Refs); err != nil {
 		return nil, false, err
 	}
-	return record.Encode(st.f.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
+	return record.Encode(st.e.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
 }

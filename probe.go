@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/probecheck"
 )
 
@@ -323,12 +322,4 @@ func randomHex(n int) (string, error) {
 		return "", fmt.Errorf("writefence: probe: %w", err)
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// checkProbe runs the probe of f.Store unless a verdict is kept.
-func (f *Fence) checkProbe(ctx context.Context) error {
-	key := keys.Probe(f.Prefix)
-	return f.probe.do(ctx, func(ctx context.Context) error {
-		return Probe(ctx, f.Store, key)
-	}, func(err error) bool { return errors.Is(err, ErrUntrustedStore) })
 }

@@ -1,9 +1,8 @@
 package writefence
 
 import (
-	"context"
+	"slices"
 
-	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/record"
 )
 
@@ -91,40 +90,71 @@ func (st *recorded) decodeHeadBody(head []byte) string {
 	return check
 }
 
-func (f *Fence) checkIdentity(key string, h record.Header) error {
-	if id := f.identity(); h.Identity != id {
-		return &WireError{Key: key, Expected: id, Found: h.Identity}
-	}
-	return nil
+// snapshot is what one read of a key found.
+type snapshot struct {
+	found   bool
+	cached  bool   // not read: the version the change remembered
+	whole   bool   // data is the whole object
+	version string // of the bytes read, or of the damage
+	data    []byte // the object, or its first bytes
+	size    int64  // the object's size
+
+	// damage is set when the store's own check found the bytes damaged in
+	// place; data is then nil and damage.Head holds what the store could
+	// locate of them.
+	damage *CorruptError
+
+	// sent is the bytes of this call's last write that failed without
+	// learning whether it landed (a conflict, a lost reply), nil when
+	// none: a decision that finds them recorded (see ours, decide.go)
+	// knows the write landed, and needs no memory of its own for it.
+	sent []byte
 }
 
-// readHead reads the head of the record at key through GetPrefix: its
-// first record.MaxHeaderSize bytes, which hold every header, and, of a
-// stream's record whose references run past them, a second read of its
-// header and references. It never reads the payload, except from a store
-// that reads no prefixes (see Capable): that store's Get brings the whole
-// record anyway, which is then decided on whole.
-func (f *Fence) readHead(ctx context.Context, key string) ([]byte, int64, string, error) {
-	if _, ok := capability[PrefixReader](f.Store); !ok {
-		data, version, err := f.Store.Get(ctx, key)
-		return data, int64(len(data)), version, err
+// prior is what a write of a record carries on from the record it
+// replaces, besides the payload: the writer and epoch that decide a new
+// tenure, and, of a stream's record, its tenure floor, collection horizon
+// and references.
+type prior struct {
+	writer string
+	epoch  uint64
+	stream *streamState // nil for a plain record, or none
+}
+
+// streamState is what a stream's record (format version 3 or 4) holds
+// besides its payload.
+type streamState struct {
+	since   uint64
+	horizon int64
+	refs    []BlobRef
+}
+
+// priorOf is what the sound record with header h and body b hands on.
+func priorOf(h record.Header, b record.Body) prior {
+	p := prior{writer: h.Writer, epoch: h.Epoch}
+	if h.Stream() {
+		p.stream = &streamState{since: h.Since, horizon: h.Horizon, refs: b.Refs}
 	}
-	data, size, version, err := GetPrefix(ctx, f.Store, key, record.MaxHeaderSize)
-	if err != nil || size <= int64(len(data)) {
-		return data, size, version, err
+	return p
+}
+
+// priorOfBody is what a record this Fence wrote, by writer at epoch,
+// hands on.
+func priorOfBody(writer string, epoch uint64, b record.Body) prior {
+	p := prior{writer: writer, epoch: epoch}
+	if b.Stream {
+		// A copy: the references may be a slice the caller's next
+		// returned, which the caller may use again.
+		p.stream = &streamState{since: b.Since, horizon: b.Horizon, refs: slices.Clone(b.Refs)}
 	}
-	h, check := record.DecodeHeader(data)
-	if check != "" || !h.Stream() {
-		return data, size, version, nil
+	return p
+}
+
+// floor is the tenure floor over the record (see record.TenureFloor):
+// the floor a stream's record carries, the epoch of a plain one.
+func (p prior) floor() uint64 {
+	if p.stream != nil {
+		return p.stream.since
 	}
-	// The header's checksum passed, so RefsLen is what a writer wrote;
-	// a record shorter than it declares is left to the decision.
-	end := uint64(h.Size) + h.RefsLen
-	if end <= uint64(len(data)) || end > uint64(size) {
-		return data, size, version, nil
-	}
-	if err := hook.Read(ctx, key); err != nil {
-		return nil, 0, "", err
-	}
-	return GetPrefix(ctx, f.Store, key, int64(end))
+	return p.epoch
 }

@@ -346,3 +346,16 @@ func tooLarge(op, key string, limit int64) error {
 // is configured (64 MiB + 4 KiB): the largest payload a Fence accepts by
 // default plus room for a record header.
 const defaultMaxObjectSize = defaults.MaxObjectSize
+
+// compareBrand is the one comparison of a brand key's content with an
+// identity, shared by the Fence and the Valkey adapter's in-transaction
+// check.
+func compareBrand(key, identity string, data []byte, exists bool) error {
+	switch {
+	case !exists:
+		return &WireError{Key: key, Expected: identity, Absent: true}
+	case string(data) != identity:
+		return &WireError{Key: key, Expected: identity, Found: string(data)}
+	}
+	return nil
+}

@@ -693,7 +693,7 @@ func TestMinioFencePermissionIsFinal(t *testing.T) {
 				if cached {
 					key, err := shardKey("", "wal", "0")
 					require.NoError(t, err)
-					f.remember(key, cachedRecord{version: "d41d8cd98f00b204e9800998ecf8427e", prior: prior{epoch: 1, writer: "w"}})
+					f.cache.remember(key, cachedRecord{version: "d41d8cd98f00b204e9800998ecf8427e", prior: prior{epoch: 1, writer: "w"}})
 				}
 				err := f.Push(t.Context(), "wal", "0", "w", 2, []byte("payload"))
 				require.ErrorIs(t, err, fs.ErrPermission)
