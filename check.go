@@ -56,7 +56,7 @@ func (f *Fence) sightNow(ctx context.Context, op, plugin, shard, key string) (si
 }
 
 // held is Check's decision on the record st, read after seen was known.
-func (f *Fence) held(key, writer string, epoch uint64, st recorded, seen sight) error {
+func (f *Fence) held(key, writer string, epoch uint64, st decodedRecord, seen sight) error {
 	e := f.engine()
 	if st.corrupt != nil {
 		return st.corrupt
@@ -122,7 +122,7 @@ func (f *Fence) CheckAll(ctx context.Context, tenures []Tenure) []error {
 // (gone) or at info's epoch below what was known of it before the read
 // (seen): the blobs a lost record referenced are all that is left of it.
 func collectRegressed(key string, info RecordInfo, gone bool, seen sight) error {
-	return regression(opCollect, key, 0, recorded{found: !gone, h: record.Header{Epoch: info.Epoch, Writer: info.Writer}}, seen)
+	return regression(opCollect, key, 0, decodedRecord{found: !gone, h: record.Header{Epoch: info.Epoch, Writer: info.Writer}}, seen)
 }
 
 // collectHeld checks, right before a batch of Collect's deletes, that the
@@ -145,7 +145,7 @@ func (f *Fence) collectHeld(ctx context.Context, plugin, shard, key string, info
 	st := decodeSnapshot(key, s)
 	switch {
 	case gone && st.found:
-		return invalidArg("record", "GCOptions.RecordGone is set, but %s holds a record again: nothing more deleted", esc(key))
+		return invalidArg("record", "RecordGone is set, but %s holds a record again: nothing more deleted", esc(key))
 	case gone:
 		return nil
 	case st.corrupt != nil:

@@ -153,7 +153,7 @@ func manifestLanded(next func(Manifest) (Manifest, error), body record.Body) boo
 
 // parts encodes the record of body written by this update.
 func (u *recordUpdate) parts(b record.Body) [][]byte {
-	return record.Encode(u.f.identity(), u.writer, u.epoch, b, u.w.crc(b))
+	return record.Encode(u.f.wireID(), u.writer, u.epoch, b, u.w.crc(b))
 }
 
 // decide is the protocol's decision on what the store records: the record
@@ -228,7 +228,7 @@ func (u *recordUpdate) landed(body record.Body) bool {
 // epoch, writer, tenure floor, payload and references, at a horizon no
 // lower. A write whose reply was lost is so resolved by the next read
 // even when a Collect ran in between, whatever next would do again.
-func ours(s *snapshot, st recorded) bool {
+func ours(s *snapshot, st decodedRecord) bool {
 	if s.sent == nil || !st.whole {
 		return false
 	}
@@ -289,7 +289,7 @@ func (u *recordUpdate) since(p prior) uint64 {
 // absent or below what was seen of it (see regression), and, under
 // KeepFloor, a write that would create a shard's first record unless it
 // is a seal.
-func (u *recordUpdate) regressed(st recorded) error {
+func (u *recordUpdate) regressed(st decodedRecord) error {
 	if err := regression(u.op, u.key, u.epoch, st, u.sight); err != nil {
 		return err
 	}

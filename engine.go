@@ -100,8 +100,8 @@ type change struct {
 	decide func(s *snapshot) (parts [][]byte, done bool, err error)
 }
 
-// outcome is how a change ended that did not fail.
-type outcome struct {
+// changeResult is how a change ended that did not fail.
+type changeResult struct {
 	version string // the key's version now: of the write, or of what was found
 	wrote   bool   // this call's write landed, rather than finding it done
 }
@@ -112,14 +112,14 @@ var errReadWhole = errors.New("writefence: read the whole object")
 
 // run makes change c, guarded, and tells how it ended: to the Deposed
 // contexts of its key when it was refused as stale, then to the Observer.
-func (e *engine) run(ctx context.Context, c *change) (out outcome, err error) {
+func (e *engine) run(ctx context.Context, c *change) (out changeResult, err error) {
 	attempt, start := 0, time.Now()
 	defer func() {
 		e.refused(c, err)
 		e.observe(ctx, c, start, false, attempt, err)
 	}()
 	if err := e.guard(ctx, c); err != nil {
-		return outcome{}, err
+		return changeResult{}, err
 	}
 	maxAttempts := e.maxAttempts()
 	var unsure error // a write of this call whose outcome an error hid
@@ -134,16 +134,16 @@ func (e *engine) run(ctx context.Context, c *change) (out outcome, err error) {
 		}
 		switch {
 		case !sent && !transientRead(err), final(err):
-			return outcome{}, c.failed(unsure, err)
+			return changeResult{}, c.failed(unsure, err)
 		case ctx.Err() != nil:
-			return outcome{}, c.failed(unsure, ctx.Err())
+			return changeResult{}, c.failed(unsure, ctx.Err())
 		case attempt >= maxAttempts:
-			return outcome{}, c.exhausted(unsure, attempt, err)
+			return changeResult{}, c.exhausted(unsure, attempt, err)
 		case errors.Is(err, ErrConflict):
 			e.observe(ctx, c, start, true, attempt, err)
 		}
 		if e.backoff(ctx, attempt) != nil {
-			return outcome{}, c.failed(unsure, ctx.Err())
+			return changeResult{}, c.failed(unsure, ctx.Err())
 		}
 	}
 }
@@ -152,50 +152,43 @@ func (e *engine) run(ctx context.Context, c *change) (out outcome, err error) {
 // sent says the error came from the write, whose outcome it may hide;
 // last holds the bytes of the call's last write that failed, which the
 // attempt compares with what it reads (snapshot.ours), and updates.
-func (e *engine) attempt(ctx context.Context, c *change, useCache bool, last *[]byte) (out outcome, sent bool, err error) {
+func (e *engine) attempt(ctx context.Context, c *change, useCache bool, last *[]byte) (out changeResult, sent bool, err error) {
 	if c.before != nil {
 		if err := c.before(ctx); err != nil {
-			return outcome{}, false, err
+			return changeResult{}, false, err
 		}
 	}
 	s := &snapshot{found: true, cached: true, version: c.cached}
 	if !useCache {
 		if s, err = e.readKey(ctx, c.key, c.head); err != nil {
-			return outcome{}, false, readFailure{err}
+			return changeResult{}, false, readFailure{err}
 		}
 	}
 	s.sent = *last
 	parts, done, err := c.decide(s)
 	if errors.Is(err, errReadWhole) {
 		if s, err = e.readKey(ctx, c.key, false); err != nil {
-			return outcome{}, false, readFailure{err}
+			return changeResult{}, false, readFailure{err}
 		}
 		s.sent = *last
 		parts, done, err = c.decide(s)
 	}
 	switch {
 	case err != nil:
-		return outcome{}, false, err
+		return changeResult{}, false, err
 	case done:
-		return outcome{version: s.version}, false, nil
+		return changeResult{version: s.version}, false, nil
 	}
 	if err := e.brandBeforeWrite(ctx, c); err != nil {
-		return outcome{}, false, err
+		return changeResult{}, false, err
 	}
 	version, err := e.write(ctx, c, parts, s.version)
 	if err != nil {
 		*last = bytes.Join(parts, nil)
-		return outcome{}, true, err
+		return changeResult{}, true, err
 	}
-	return outcome{version: version, wrote: true}, false, nil
+	return changeResult{version: version, wrote: true}, false, nil
 }
-
-// outcomeSettled is implemented by a refusal that settles what a write
-// whose reply was lost could have done: whatever it did, the caller's
-// state is known (a lease taken over is lost, whether or not this
-// Lease's last renewal landed first). The engine returns such a refusal
-// as it is, not as an unknown outcome.
-type outcomeSettled interface{ outcomeSettled() }
 
 // readFailure marks a store's failure to read, which a retry may overcome;
 // every other error of an attempt that wrote nothing is a decision.
@@ -407,11 +400,11 @@ func (e *engine) brandRead(ctx context.Context) error {
 	data, _, err := e.Store.Get(ctx, brandKey)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return compareBrand(brandKey, e.identity(), nil, false)
+		return compareBrand(brandKey, e.wireID(), nil, false)
 	case err != nil:
 		return readFailure{err}
 	}
-	return compareBrand(brandKey, e.identity(), data, true)
+	return compareBrand(brandKey, e.wireID(), data, true)
 }
 
 // write makes the change's one conditional write: through the store's
@@ -419,7 +412,7 @@ func (e *engine) brandRead(ctx context.Context) error {
 func (e *engine) write(ctx context.Context, c *change, parts [][]byte, version string) (string, error) {
 	return hook.Write(ctx, c.key, func() (string, error) {
 		if e.brandedWrites(c) {
-			return PutIfBranded(ctx, e.Store, keys.Brand(e.Prefix), e.identity(), c.key, parts, version)
+			return PutIfBranded(ctx, e.Store, keys.Brand(e.Prefix), e.wireID(), c.key, parts, version)
 		}
 		return PutParts(ctx, e.Store, c.key, parts, version)
 	})
@@ -475,14 +468,15 @@ func (e *engine) key(plugin, shard string) (string, error) {
 func (e *engine) checkConfig() error {
 	switch {
 	case e.Store == nil:
-		return invalidArg("store", "Fence.Store is nil")
+		return invalidArg("store", "nil")
 	case len(e.Identity) > record.MaxIdentityLen:
 		return invalidArg("identity", "%d bytes, more than %d", len(e.Identity), record.MaxIdentityLen)
 	}
 	return keyErr(keys.CheckPrefix(e.Prefix))
 }
 
-func (e *engine) identity() string { return orDefault(e.Identity, defaultIdentity) }
+// wireID is the records' wire identity: Identity or its default.
+func (e *engine) wireID() string { return orDefault(e.Identity, defaultIdentity) }
 
 func (e *engine) maxPayload() int64 {
 	if e.MaxPayloadSize > 0 {
@@ -567,7 +561,7 @@ func (e *engine) verifyBrandRetried(ctx context.Context) error {
 }
 
 func (e *engine) checkIdentity(key string, h record.Header) error {
-	if id := e.identity(); h.Identity != id {
+	if id := e.wireID(); h.Identity != id {
 		return &WireError{Key: key, Expected: id, Found: h.Identity}
 	}
 	return nil
@@ -610,7 +604,7 @@ func (e *engine) claimBrand(ctx context.Context) (claimed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	identity := e.identity()
+	identity := e.wireID()
 	out, err := e.run(ctx, &change{op: opBrandClaim, key: key, decide: func(s *snapshot) ([][]byte, bool, error) {
 		switch {
 		case s.damage != nil:
@@ -659,3 +653,31 @@ const (
 	defaultRetryDelay     = 5 * time.Millisecond
 	maxRetryDelay         = 500 * time.Millisecond
 )
+
+// WriteEvent is what a Fence's Observer sees of a write. Op names it:
+// "push", "update", "commit" and "seal" (Push and PushFrom, Update, Commit,
+// Seal), "settle" and "settle log" (Settle, and its entry in the settle
+// log), "floor" (the KeepFloor floor of a Seal or Settle), "blob" (PutBlob),
+// "collect" (Collect's horizon), "lease acquire", "lease renew",
+// "lease release" and "lease settle" (a Lease's record), "brand claim"
+// (ClaimBrand, and BrandClaim's claim).
+//
+// The engine reports each write once, when it ends, and before that each
+// race it lost and retried (Retrying set, Err matching ErrConflict), as
+// promise 27 says. Err says what happened, tested like the error the call
+// returns: nil when the key holds this write (written now, or found written);
+// for a refusal, nothing written, ErrStaleEpoch, ErrEpochRegressed, ErrWire,
+// ErrCorrupt, ErrUntrustedStore, ErrLeaseHeld, ErrLeaseLost, ErrNotFound or
+// ErrConflict (every attempt lost); ErrOutcomeUnknown, never with a conflict
+// or a refusal, when the outcome could not be learned; anything else for a
+// failure. Outcome names it.
+type WriteEvent struct {
+	Op       string    // what was written; see above
+	Key      string    // the key written
+	Writer   string    // the writer, or the lease's holder; empty for the brand
+	Epoch    uint64    // the epoch the write carried; 0 for a lease, the brand or a collection's horizon
+	Attempt  int       // the attempt (read, decision, conditional write) it happened on, from 1; 0 when refused before the first (brand, probe)
+	Retrying bool      // a lost race the call retries; false on the event that ends the write
+	Err      error     // nil when the write landed; what happened otherwise
+	Start    time.Time // when the write began, before its first check: the same on every event of one write
+}

@@ -311,3 +311,10 @@ func isContextErr(err error) bool {
 // trim returns err's message without its leading "writefence: ", for an
 // error quoted inside another.
 func trim(err error) string { return strings.TrimPrefix(err.Error(), "writefence: ") }
+
+// outcomeSettled is implemented by a refusal that settles what a write
+// whose reply was lost could have done: whatever it did, the caller's
+// state is known (a lease taken over is lost, whether or not this
+// Lease's last renewal landed first). The engine returns such a refusal
+// as it is, not as an unknown outcome.
+type outcomeSettled interface{ outcomeSettled() }

@@ -35,8 +35,8 @@ type floorState struct {
 // sawRecord notes that the fence read the record st at key: the highest
 // epoch seen rises to its epoch when its header decodes under the Fence's
 // identity.
-func (e *engine) sawRecord(key string, st recorded) {
-	if st.found && st.h.Epoch != 0 && st.h.Identity == e.identity() {
+func (e *engine) sawRecord(key string, st decodedRecord) {
+	if st.found && st.h.Epoch != 0 && st.h.Identity == e.wireID() {
 		e.cache.saw(key, st.h.Epoch, st.h.Writer)
 	}
 }
@@ -66,7 +66,7 @@ func (e *engine) sightOf(key string, fl floorState) sight {
 // regression refuses, with an *EpochRegressedError, a call of op at epoch
 // whose read finds the record at key absent or below what was known of it
 // before the read was sent (seen).
-func regression(op, key string, epoch uint64, st recorded, seen sight) error {
+func regression(op, key string, epoch uint64, st decodedRecord, seen sight) error {
 	switch {
 	case seen.epoch == 0:
 		return nil
@@ -135,13 +135,13 @@ func (e *engine) enterFloor(ctx context.Context, key, writer string, epoch uint6
 			switch {
 			case st.corrupt != nil:
 				return nil, false, st.corrupt
-			case st.h.Identity != e.identity():
+			case st.h.Identity != e.wireID():
 				return nil, false, e.checkIdentity(key, st.h)
 			case st.h.Epoch >= epoch:
 				return nil, true, nil
 			}
 		}
-		return [][]byte{record.EncodeHeader(e.identity(), writer, epoch, 0, record.CRC32C(nil))}, false, nil
+		return [][]byte{record.EncodeHeader(e.wireID(), writer, epoch, 0, record.CRC32C(nil))}, false, nil
 	}})
 	return err
 }

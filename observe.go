@@ -4,36 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 )
-
-// WriteEvent is what a Fence's Observer sees of a write. Op names it:
-// "push", "update", "commit" and "seal" (Push and PushFrom, Update, Commit,
-// Seal), "settle" and "settle log" (Settle, and its entry in the settle
-// log), "floor" (the KeepFloor floor of a Seal or Settle), "blob" (PutBlob),
-// "collect" (Collect's horizon), "lease acquire", "lease renew",
-// "lease release" and "lease settle" (a Lease's record), "brand claim"
-// (ClaimBrand, and BrandClaim's claim).
-//
-// The engine reports each write once, when it ends, and before that each
-// race it lost and retried (Retrying set, Err matching ErrConflict), as
-// promise 27 says. Err says what happened, tested like the error the call
-// returns: nil when the key holds this write (written now, or found written);
-// for a refusal, nothing written, ErrStaleEpoch, ErrEpochRegressed, ErrWire,
-// ErrCorrupt, ErrUntrustedStore, ErrLeaseHeld, ErrLeaseLost, ErrNotFound or
-// ErrConflict (every attempt lost); ErrOutcomeUnknown, never with a conflict
-// or a refusal, when the outcome could not be learned; anything else for a
-// failure. Outcome names it.
-type WriteEvent struct {
-	Op       string    // what was written; see above
-	Key      string    // the key written
-	Writer   string    // the writer, or the lease's holder; empty for the brand
-	Epoch    uint64    // the epoch the write carried; 0 for a lease, the brand or a collection's horizon
-	Attempt  int       // the attempt (read, decision, conditional write) it happened on, from 1; 0 when refused before the first (brand, probe)
-	Retrying bool      // a lost race the call retries; false on the event that ends the write
-	Err      error     // nil when the write landed; what happened otherwise
-	Start    time.Time // when the write began, before its first check: the same on every event of one write
-}
 
 // Outcome names what the event says happened, in one word for a metric
 // label or a log field: "landed", "conflict-retried", "untrusted"

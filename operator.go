@@ -84,7 +84,7 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 	if err != nil {
 		return keyErr(err)
 	}
-	st := &settle{f: f, e: e, key: u.key, logKey: logKey, s: s}
+	st := &settleOp{f: f, e: e, key: u.key, logKey: logKey, s: s}
 	if f.KeepFloor {
 		if st.floorKey, err = e.floorKey(plugin, shard); err != nil {
 			return err
@@ -139,7 +139,7 @@ func (f *Fence) Settle(ctx context.Context, plugin, shard string, s Settlement) 
 
 // landed notes a settle whose record landed: the Fence saw its epoch, and
 // under KeepFloor the shard's floor rises to it.
-func (st *settle) landed(ctx context.Context) error {
+func (st *settleOp) landed(ctx context.Context) error {
 	st.f.cache.saw(st.key, st.s.Epoch, st.s.Writer)
 	if st.floorKey == "" {
 		return nil
@@ -147,8 +147,8 @@ func (st *settle) landed(ctx context.Context) error {
 	return st.e.enterFloor(ctx, st.floorKey, st.s.Writer, st.s.Epoch)
 }
 
-// settle is one Settle: its log entry, then its record.
-type settle struct {
+// settleOp is one Settle: its log entry, then its record.
+type settleOp struct {
 	f      *Fence
 	e      *engine // f's, for this call
 	key    string
@@ -173,14 +173,14 @@ type settle struct {
 
 	// found is what the last read of the record found, and sight what
 	// was known of it before that read was sent.
-	found recorded
+	found decodedRecord
 	sight sight
 }
 
 // blobs learns what a settle needs of the shard's blobs before it reads
 // the record: with DropBlobs the blob store's time, else whether the
 // shard has any blob at all. A Fence with no blob store has none.
-func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
+func (st *settleOp) blobs(ctx context.Context, plugin, shard string) error {
 	bs, err := st.f.blobs()
 	if err != nil {
 		return nil
@@ -214,7 +214,7 @@ func (st *settle) blobs(ctx context.Context, plugin, shard string) error {
 
 // aboveFloor refuses a settle whose epoch is not above the shard's floor
 // (KeepFloor), with a *StaleEpochError naming the floor's key.
-func (st *settle) aboveFloor() error {
+func (st *settleOp) aboveFloor() error {
 	if st.floor.present && st.s.Epoch <= st.floor.epoch {
 		return &StaleEpochError{Op: opSettle, Key: st.floorKey, Epoch: st.s.Epoch, RecordedEpoch: st.floor.epoch, RecordedWriter: st.floor.writer}
 	}
@@ -226,7 +226,7 @@ func (st *settle) aboveFloor() error {
 // last read of the record found: a settle never lands below it. A settle
 // of damage meets it after its log's check, which names an earlier
 // settle as stale.
-func (st *settle) aboveSeen() error {
+func (st *settleOp) aboveSeen() error {
 	if seen, by := st.f.cache.seen(st.key); st.s.Epoch <= seen {
 		return &EpochRegressedError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, Seen: seen, SeenWriter: by,
 			Absent: !st.found.found, Found: st.found.h.Epoch, FoundWriter: st.found.h.Writer}
@@ -238,7 +238,7 @@ func (st *settle) aboveSeen() error {
 // (Settlement.Lost): it must be absent or sound at exactly the version
 // the operator saw, and the settle must land above it, above the floor,
 // and above what the Fence saw.
-func (st *settle) decideLost(rec recorded) ([][]byte, bool, error) {
+func (st *settleOp) decideLost(rec decodedRecord) ([][]byte, bool, error) {
 	h := rec.h
 	switch {
 	case rec.corrupt != nil:
@@ -251,7 +251,7 @@ func (st *settle) decideLost(rec recorded) ([][]byte, bool, error) {
 			want = esc(st.s.Version)
 		}
 		return nil, false, fmt.Errorf("writefence: settle %s: the record is at version %s, not %s: %w", esc(st.key), esc(rec.version), want, ErrConflict)
-	case rec.found && h.Identity != st.e.identity():
+	case rec.found && h.Identity != st.e.wireID():
 		return nil, false, st.e.checkIdentity(st.key, h)
 	case rec.found && st.s.Epoch <= h.Epoch:
 		return nil, false, &StaleEpochError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, RecordedEpoch: h.Epoch, RecordedWriter: h.Writer}
@@ -275,19 +275,19 @@ func (st *settle) decideLost(rec recorded) ([][]byte, bool, error) {
 	if err := st.e.checkBody(body.Payload, body.Refs); err != nil {
 		return nil, false, err
 	}
-	return record.Encode(st.e.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
+	return record.Encode(st.e.wireID(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
 }
 
 // decideLog enters the settle in the log: a record of the settle's epoch
 // and writer whose payload is the version it replaces.
-func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
+func (st *settleOp) decideLog(s *snapshot) ([][]byte, bool, error) {
 	entry := []byte(st.s.Version)
 	if s.found {
 		rec := decodeSnapshot(st.logKey, s)
 		switch {
 		case rec.corrupt != nil:
 			return nil, false, rec.corrupt
-		case rec.h.Identity != st.e.identity():
+		case rec.h.Identity != st.e.wireID():
 			return nil, false, st.e.checkIdentity(st.logKey, rec.h)
 		case st.tried && rec.h.Epoch == st.s.Epoch && rec.h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, entry):
 			return nil, true, nil // this call's write landed, its reply was lost
@@ -298,7 +298,7 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 	if err := st.aboveSeen(); err != nil {
 		return nil, false, err
 	}
-	h := record.EncodeHeader(st.e.identity(), st.s.Writer, st.s.Epoch, uint64(len(entry)), record.CRC32C(entry))
+	h := record.EncodeHeader(st.e.wireID(), st.s.Writer, st.s.Epoch, uint64(len(entry)), record.CRC32C(entry))
 	st.tried = true
 	return [][]byte{h, entry}, false, nil
 }
@@ -307,12 +307,12 @@ func (st *settle) decideLog(s *snapshot) ([][]byte, bool, error) {
 // exactly the version the operator saw, the settle must not lower an
 // epoch the damage left readable, and it must not drop references it
 // cannot read unless told to.
-func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
+func (st *settleOp) decide(s *snapshot) ([][]byte, bool, error) {
 	rec := decodeSnapshot(st.key, s)
 	st.e.sawRecord(st.key, rec)
 	st.found = rec
 	h := rec.h
-	if rec.corrupt == nil && rec.found && h.Identity == st.e.identity() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) {
+	if rec.corrupt == nil && rec.found && h.Identity == st.e.wireID() && h.Epoch == st.s.Epoch && h.Writer == st.s.Writer && bytes.Equal(rec.body.Payload, st.s.Payload) {
 		// This settle landed, unless the record went back to it below
 		// what was seen of it since.
 		if err := regression(opSettle, st.key, st.s.Epoch, rec, st.sight); err != nil {
@@ -331,7 +331,7 @@ func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 	case rec.version != st.s.Version:
 		return nil, false, fmt.Errorf("writefence: settle %s: the corrupt record is at version %s, not %s: %w",
 			esc(st.key), esc(rec.version), esc(st.s.Version), ErrConflict)
-	case h.Epoch != 0 && h.Identity != st.e.identity():
+	case h.Epoch != 0 && h.Identity != st.e.wireID():
 		return nil, false, st.e.checkIdentity(st.key, h)
 	case h.Epoch != 0 && st.s.Epoch <= h.Epoch:
 		return nil, false, &StaleEpochError{Op: opSettle, Key: st.key, Epoch: st.s.Epoch, RecordedEpoch: h.Epoch, RecordedWriter: h.Writer}
@@ -363,5 +363,5 @@ func (st *settle) decide(s *snapshot) ([][]byte, bool, error) {
 	if err := st.e.checkBody(body.Payload, body.Refs); err != nil {
 		return nil, false, err
 	}
-	return record.Encode(st.e.identity(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
+	return record.Encode(st.e.wireID(), st.s.Writer, st.s.Epoch, body, record.CRC32C(st.s.Payload)), false, nil
 }

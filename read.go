@@ -6,8 +6,8 @@ import (
 	"github.com/writefence/writefence/internal/record"
 )
 
-// recorded is what one read of a record's key found, decoded.
-type recorded struct {
+// decodedRecord is what one read of a record's key found, decoded.
+type decodedRecord struct {
 	found   bool
 	whole   bool          // the whole record was read, not only its head
 	version string        // the version of the bytes read (of the damage, when damaged in place)
@@ -38,8 +38,8 @@ type recorded struct {
 // record the store found damaged in place, the header is decoded from the
 // head of the damaged data the store located, so that its epoch is still
 // known.
-func decodeSnapshot(key string, s *snapshot) recorded {
-	st := recorded{found: s.found, whole: s.whole, version: s.version}
+func decodeSnapshot(key string, s *snapshot) decodedRecord {
+	st := decodedRecord{found: s.found, whole: s.whole, version: s.version}
 	check := ""
 	switch {
 	case !s.found:
@@ -77,7 +77,7 @@ func decodeSnapshot(key string, s *snapshot) recorded {
 // decodeHeadBody decodes what a sound head holds besides the header: of a
 // stream's record, its references, when the head holds them whole. It
 // returns the failed check of references that fail theirs.
-func (st *recorded) decodeHeadBody(head []byte) string {
+func (st *decodedRecord) decodeHeadBody(head []byte) string {
 	if !st.h.Stream() {
 		st.headBody = true
 		return ""

@@ -19,7 +19,7 @@ type verdictOnce struct {
 
 // do returns the kept verdict, or runs check and keeps its result when
 // it is nil or final says it is a refusal.
-func (o *verdictOnce) do(ctx context.Context, check func(context.Context) error, final func(error) bool) error {
+func (o *verdictOnce) do(ctx context.Context, check func(context.Context) error, isFinal func(error) bool) error {
 	for {
 		o.mu.Lock()
 		if o.done {
@@ -43,7 +43,7 @@ func (o *verdictOnce) do(ctx context.Context, check func(context.Context) error,
 		err := check(ctx)
 
 		o.mu.Lock()
-		if err == nil || final(err) {
+		if err == nil || isFinal(err) {
 			o.done, o.err = true, err
 		}
 		o.running = nil
