@@ -106,13 +106,8 @@ func (sf *storeFlags) output() *output { return &output{inv: sf.inv, json: sf.js
 // holds no store, or a missing bucket, table or container, is an error
 // unless the command writes and -create was given, which creates it.
 func (sf *storeFlags) withStore(ctx context.Context, o *output, readOnly bool, use func(ctx context.Context, s *opened) int) int {
-	if sf.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, sf.timeout)
-		defer cancel()
-	}
-	sf.inv.timeout = sf.timeout
-	addr, err := storeAddress(sf.addr)
+	ctx, cancel, addr, err := sf.begin(ctx)
+	defer cancel()
 	if err != nil {
 		return o.fail(err)
 	}
@@ -130,6 +125,18 @@ func (sf *storeFlags) withStore(ctx context.Context, o *output, readOnly bool, u
 		return o.fail(err)
 	}
 	return use(ctx, s)
+}
+
+// begin returns ctx bounded by -timeout, the function that releases it,
+// and the store's address (the default when -store is empty).
+func (sf *storeFlags) begin(ctx context.Context) (context.Context, context.CancelFunc, string, error) {
+	cancel := context.CancelFunc(func() {})
+	if sf.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, sf.timeout)
+	}
+	sf.inv.timeout = sf.timeout
+	addr, err := storeAddress(sf.addr)
+	return ctx, cancel, addr, err
 }
 
 // storeAddress returns addr, or the default address when addr is empty.
@@ -232,6 +239,18 @@ func query(u *url.URL, allowed ...string) (url.Values, error) {
 		}
 	}
 	return q, nil
+}
+
+// hostName returns the bucket, table or container (what) an address of
+// the form scheme://name[?params] names as its host, refusing one without
+// it or with a path; form is the address's form, for the refusal.
+//
+//lint:ignore U1000 as query
+func hostName(u *url.URL, what, form string) (string, error) {
+	if u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return "", usagef("writefence: store address: want %s, the %s as the host and no path", form, what)
+	}
+	return u.Host, nil
 }
 
 // boolParam reads the parameter name of q as true or false, def when it

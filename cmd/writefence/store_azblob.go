@@ -36,9 +36,9 @@ func openAzblob(_ context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := u.Host
-	if name == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, usagef("writefence: store address: want azblob://container[?endpoint=URL], the container as the host and no path")
+	name, err := hostName(u, "container", "azblob://container[?endpoint=URL]")
+	if err != nil {
+		return nil, err
 	}
 	if !validContainer(name) {
 		return nil, usagef("writefence: store address: container %s: want 3 to 63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit", escape.String(name))

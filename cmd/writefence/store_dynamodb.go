@@ -38,9 +38,9 @@ func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	table := u.Host
-	if table == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, usagef("writefence: store address: want dynamodb://table[?endpoint=http://host:port&region=R], the table as the host and no path")
+	table, err := hostName(u, "table", "dynamodb://table[?endpoint=http://host:port&region=R]")
+	if err != nil {
+		return nil, err
 	}
 	if !dynamoTableName.MatchString(table) {
 		return nil, usagef("writefence: store address: table %s: want 3 to 255 letters, digits, '_', '-' or '.'", escape.String(table))

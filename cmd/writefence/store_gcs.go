@@ -34,9 +34,9 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	bucket := u.Host
-	if bucket == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, usagef("writefence: store address: want gs://bucket[?endpoint=http://host:port], the bucket as the host and no path")
+	bucket, err := hostName(u, "bucket", "gs://bucket[?endpoint=http://host:port]")
+	if err != nil {
+		return nil, err
 	}
 	if !validGCSBucket(bucket) {
 		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", escape.String(bucket))

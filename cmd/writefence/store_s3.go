@@ -31,9 +31,9 @@ func openS3(_ context.Context, u *url.URL) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	bucket := u.Host
-	if bucket == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, usagef("writefence: store address: want s3://bucket[?endpoint=host:port], the bucket as the host and no path")
+	bucket, err := hostName(u, "bucket", "s3://bucket[?endpoint=host:port]")
+	if err != nil {
+		return nil, err
 	}
 	if err := s3utils.CheckValidBucketNameStrict(bucket); err != nil {
 		return nil, usagef("writefence: store address: bucket %s: %v", escape.String(bucket), err)
