@@ -65,9 +65,7 @@ func fakeDynamoDB(t *testing.T, ttl, table string) string {
 		fmt.Fprint(w, body)
 	}))
 	t.Cleanup(srv.Close)
-	t.Setenv("AWS_ACCESS_KEY_ID", testserver.DynamoDBAccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", testserver.DynamoDBSecretKey)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	awsCredentials(t, testserver.DynamoDBAccessKey, testserver.DynamoDBSecretKey)
 	return "dynamodb://mirrors?" + url.Values{"endpoint": {srv.URL}}.Encode()
 }
 

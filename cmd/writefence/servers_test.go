@@ -11,6 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// awsCredentials gives the command an AWS key pair in the environment, as
+// the AWS SDK reads it, and keeps it from asking a cloud metadata service.
+func awsCredentials(t *testing.T, id, secret string) {
+	t.Setenv("AWS_ACCESS_KEY_ID", id)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
 // serverScenario runs every subcommand against the store at addr, under
 // prefix (the default when empty), and asserts each exit status.
 func serverScenario(t *testing.T, addr, prefix string) {

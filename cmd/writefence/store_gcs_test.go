@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/url"
 	"syscall"
@@ -21,19 +20,13 @@ import (
 // ones, refused as usage errors before any I/O; a bucket name the service
 // would refuse is one too.
 func TestGCSAddress(t *testing.T) {
-	s, err := openStore(context.Background(), "gs://bkt?endpoint=http://h:1")
-	require.NoError(t, err)
-	assert.Equal(t, "*writefence.gcsStore", fmt.Sprintf("%T", s.store))
-	require.NoError(t, s.close())
-	for _, addr := range []string{"gs://", "gs://bucket?endpoint=127.0.0.1:4443"} {
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-	}
-	for _, addr := range []string{"gs://ab?endpoint=http://127.0.0.1:1", "gs://Upper?endpoint=http://127.0.0.1:1", "gs://-x-?endpoint=http://127.0.0.1:1"} {
-		r := wf(t, "latest", "-store", addr, "-timeout", "5s", "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.Contains(t, r.stderr, "bucket", addr)
-	}
+	assertOpens(t, "*writefence.gcsStore", "gs://bkt?endpoint=http://h:1")
+	assertRefused(t, "gs://", "gs://bucket?endpoint=127.0.0.1:4443")
+	assertRefusedSaying(t, map[string]string{
+		"gs://ab?endpoint=http://127.0.0.1:1":    "bucket",
+		"gs://Upper?endpoint=http://127.0.0.1:1": "bucket",
+		"gs://-x-?endpoint=http://127.0.0.1:1":   "bucket",
+	})
 }
 
 // closedPort returns a 127.0.0.1 address where nothing listens: a port

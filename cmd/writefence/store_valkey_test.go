@@ -13,7 +13,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -39,7 +38,7 @@ import (
 // echoing no secret.
 func TestValkeyAddress(t *testing.T) {
 	ctx := context.Background()
-	for _, addr := range []string{
+	assertRefused(t,
 		"valkey://127.0.0.1",
 		"valkey://127.0.0.1:6379/zero",
 		"valkey://127.0.0.1:6379/0?script=perhaps",
@@ -49,17 +48,8 @@ func TestValkeyAddress(t *testing.T) {
 		"valkey+cluster://127.0.0.1:1,",
 		"valkey+cluster://127.0.0.1:1/0",
 		"valkey+cluster://default:hunter2secret@127.0.0.1:1",
-	} {
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.NotContains(t, r.stderr+r.stdout, "hunter2secret", addr)
-	}
-	for _, addr := range []string{"valkey://h:1/3?script=1", "redis://h:1"} {
-		s, err := openStore(ctx, addr)
-		require.NoError(t, err, addr)
-		assert.Equal(t, "*writefence.valkeyStore", fmt.Sprintf("%T", s.store), addr)
-		require.NoError(t, s.close(), addr)
-	}
+	)
+	assertOpens(t, "*writefence.valkeyStore", "valkey://h:1/3?script=1", "redis://h:1")
 	s, err := openStore(ctx, "valkey://h:1/3?script=1")
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.close()) }()
@@ -90,7 +80,7 @@ func TestValkeyAddress(t *testing.T) {
 		assert.Equal(t, want.timeout, s.opts.WaitTimeout, addr)
 		require.NoError(t, s.close(), addr)
 	}
-	for addr, param := range map[string]string{
+	assertRefusedSaying(t, map[string]string{
 		"valkey://h:1/0?wait=-1":                   "wait=-1",
 		"valkey://h:1/0?wait=one":                  "wait=one",
 		"valkey://h:1/0?wait=1.5":                  "wait=1.5",
@@ -109,11 +99,7 @@ func TestValkeyAddress(t *testing.T) {
 		"valkey+cluster://h:1?wait-timeout=1s":     "wait-timeout=1s without wait=N",
 		"valkeys+cluster://h:1?tls=false":          "use valkey+cluster://",
 		"valkey+cluster://h:1?db=3":                `"db"`,
-	} {
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.Contains(t, r.stderr, param, addr)
-	}
+	})
 	r := wf(t, "help")
 	for _, doc := range []string{"valkeys://host:port/db", "wait=N", "wait-timeout=D", "tls=true"} {
 		assert.Contains(t, r.stdout, doc, "the store addresses in help")

@@ -48,9 +48,7 @@ func countingProxy(t *testing.T, target string) (string, func() int64) {
 // retries or the whole -timeout (etcd waited 61 s), and before any
 // request: reads and writes alike.
 func TestConnectionRefusedFailsFast(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "example-secret")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	awsCredentials(t, "AKIDEXAMPLE", "example-secret")
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
 	t.Setenv("AZURE_STORAGE_ACCOUNT", "devstoreaccount1")
 	t.Setenv("AZURE_STORAGE_KEY", "ZXhhbXBsZS1rZXk=")
