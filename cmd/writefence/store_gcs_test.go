@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"syscall"
 	"testing"
@@ -29,22 +28,11 @@ func TestGCSAddress(t *testing.T) {
 	})
 }
 
-// closedPort returns a 127.0.0.1 address where nothing listens: a port
-// taken and let go.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // TestGCSConnectionRefused: a gs:// endpoint that refuses the connection
 // fails with the refusal, as S3 and Valkey do, rather than retrying until
 // -timeout ends it with a deadline.
 func TestGCSConnectionRefused(t *testing.T) {
-	addr := "gs://mirrors?endpoint=http://" + closedPort(t)
+	addr := "gs://mirrors?endpoint=http://" + refusingPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := openStore(ctx, addr)

@@ -233,8 +233,7 @@ func TestReadOnlyUser(t *testing.T) {
 func TestErrorAdvice(t *testing.T) {
 	t.Run("no doubled prefix", func(t *testing.T) {
 		// A store's error wrapped by the fence's: both carry the prefix.
-		addr := fileStore(t)
-		require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s").code)
+		addr, _ := pushedStore(t)
 		files, err := filepath.Glob(filepath.Join(strings.TrimPrefix(addr, "file://"), "objects", "*"))
 		require.NoError(t, err)
 		require.Len(t, files, 1)

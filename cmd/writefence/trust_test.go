@@ -304,9 +304,7 @@ func TestRaceInterrupted(t *testing.T) {
 		if asJSON {
 			args = append(args, "-json")
 		}
-		var stdout, stderr strings.Builder
-		code := run(ctx, args, &stdout, &stderr)
-		r := result{code, stdout.String(), stderr.String()}
+		r := wfContext(ctx, args...)
 		require.Equal(t, exitInterrupted, r.code, "%s", r)
 		assert.NotContains(t, r.stdout+r.stderr, "VIOLATION")
 		assert.NotContains(t, r.stdout, "does not fence")
