@@ -108,6 +108,48 @@ func doctorFindings(t *testing.T, addr, check string, args ...string) (int, []fi
 	return r.code, findingsOf(fs, check)
 }
 
+// oneFinding returns the one finding of check in doctor's -json output r.
+func oneFinding(t *testing.T, r result, check string) finding {
+	t.Helper()
+	fs, _ := doctorLines(t, r)
+	f := findingsOf(fs, check)
+	require.Len(t, f, 1, "%s: %s", check, r)
+	return f[0]
+}
+
+// assertFinding runs doctor -json -writes=false on addr, asserts its exit
+// status and the level of its one finding of check and, unless found is
+// empty, what it found; it returns the finding.
+func assertFinding(t *testing.T, addr, check string, code int, lvl level, found string) finding {
+	t.Helper()
+	r := wf(t, "doctor", "-json", "-writes=false", "-store", addr)
+	f := oneFinding(t, r, check)
+	assert.Equal(t, code, r.code, "%s: %s", check, r)
+	assert.Equal(t, lvl, f.Level, "%s: %+v", check, f)
+	if found != "" {
+		assert.Equal(t, found, f.Found, check)
+	}
+	return f
+}
+
+// assertDoctorClean runs doctor -json on addr, reads under overwrite
+// included, and asserts it exits 0 with every finding ok, those of checks
+// and no other, in that order; it returns the findings.
+func assertDoctorClean(t *testing.T, addr string, checks ...string) []finding {
+	t.Helper()
+	r := wf(t, "doctor", "-json", "-overwrite", "2s", "-store", addr)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	fs, res := doctorLines(t, r)
+	assert.Equal(t, "ok", res["outcome"])
+	var got []string
+	for _, f := range fs {
+		assert.Equal(t, levelOK, f.Level, "%+v", f)
+		got = append(got, f.Check)
+	}
+	assert.Equal(t, checks, got, "%s", r)
+	return fs
+}
+
 // findingsOf returns the findings of check.
 func findingsOf(fs []finding, check string) []finding {
 	var out []finding

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +19,23 @@ func awsCredentials(t *testing.T, id, secret string) {
 	t.Setenv("AWS_ACCESS_KEY_ID", id)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+// startServer starts the server c, its output in log, and when the test
+// ends signals it with stop and waits for it to exit; exited is closed
+// once it has.
+func startServer(t *testing.T, c *exec.Cmd, stop os.Signal) (log *strings.Builder, exited <-chan struct{}) {
+	t.Helper()
+	log = new(strings.Builder)
+	c.Stdout, c.Stderr = log, log
+	require.NoError(t, c.Start())
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = c.Process.Signal(stop)
+		<-done
+	})
+	return log, done
 }
 
 // serverScenario runs every subcommand against the store at addr, under

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -76,6 +77,28 @@ func TestInterrupted(t *testing.T) {
 		})
 	}
 	assert.Contains(t, exitHelp(), "130 interrupted")
+}
+
+// s3Bucket creates a bucket of the test's own through c, and removes it
+// when the test ends with its objects, every version of them: a test may
+// turn versioning on.
+func s3Bucket(t *testing.T, c *minio.Client) string {
+	t.Helper()
+	bucket := testserver.MinioBucket(t, c)
+	t.Cleanup(func() { // runs before MinioBucket's, which removes the bucket
+		ctx, cancel := testserver.CleanupContext(t)
+		defer cancel()
+		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true, WithVersions: true}) {
+			err := o.Err
+			if err == nil {
+				err = c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{VersionID: o.VersionID})
+			}
+			if err != nil {
+				t.Errorf("cleanup: %s: %v", bucket, err)
+			}
+		}
+	})
+	return bucket
 }
 
 // s3Address creates a bucket of the test's own on the S3 server, removed
