@@ -94,15 +94,7 @@ func openAzblob(_ context.Context, u *url.URL) (*opened, error) {
 				return err
 			}
 			_, err := c.GetProperties(ctx, nil)
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case bloberror.HasCode(err, bloberror.ContainerNotFound):
-				return &missingError{addr: addr, what: "container", name: name}
-			}
-			// Any other failure (a key or SAS that may not read the
-			// container's properties) is left to the command's requests.
-			return nil
+			return readyUnless(ctx, bloberror.HasCode(err, bloberror.ContainerNotFound), addr, "container", name)
 		},
 		create: func(ctx context.Context) error {
 			_, err := c.Create(ctx, nil)

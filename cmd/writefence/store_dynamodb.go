@@ -100,15 +100,7 @@ func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
 			}
 			_, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
 			var nf *types.ResourceNotFoundException
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case errors.As(err, &nf):
-				return &missingError{addr: addr, what: "table", name: table}
-			}
-			// Any other failure (no dynamodb:DescribeTable, throttling) is
-			// left to the command's own requests.
-			return nil
+			return readyUnless(ctx, errors.As(err, &nf), addr, "table", table)
 		},
 		create: store.CreateTable,
 	}, nil

@@ -84,13 +84,7 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 			// only the bucket's own attributes tell. A refusal to read
 			// them (no storage.buckets.get) is left to the requests.
 			_, err := b.Attrs(ctx)
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case errors.Is(err, storage.ErrBucketNotExist):
-				return &missingError{addr: addr, what: "bucket", name: bucket}
-			}
-			return nil
+			return readyUnless(ctx, errors.Is(err, storage.ErrBucketNotExist), addr, "bucket", bucket)
 		},
 		create: func(ctx context.Context) error {
 			if project == "" {

@@ -104,13 +104,7 @@ func s3BucketReady(ctx context.Context, client *minio.Client, addr, bucket, regi
 	} else {
 		exists, err = client.BucketExists(ctx, bucket)
 	}
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case !exists && (err == nil || minio.ToErrorResponse(err).Code == "NoSuchBucket"):
-		return &missingError{addr: addr, what: "bucket", name: bucket}
-	}
-	return nil
+	return readyUnless(ctx, !exists && (err == nil || minio.ToErrorResponse(err).Code == "NoSuchBucket"), addr, "bucket", bucket)
 }
 
 // gcsXMLEndpoint reports whether endpoint (host or host:port) is Cloud
