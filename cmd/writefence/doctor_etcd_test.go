@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -42,7 +41,7 @@ func startEtcdCluster(t *testing.T, n int) string {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--logger", "zap", "--log-level", "error")
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		startServer(t, c, os.Kill)
+		startServer(t, c, syscall.SIGKILL)
 	}
 	hc := &http.Client{Timeout: time.Second}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {

@@ -11,8 +11,6 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/writefence/writefence/internal/testserver"
 )
 
 // TestDoctorGCSEmulator: on fake-gcs-server, a bucket with versioning
@@ -21,9 +19,7 @@ import (
 // warning. The emulator keeps no lifecycle rules, retention policy or
 // holds (it accepts and drops them): TestDoctorGCSSettings checks those.
 func TestDoctorGCSEmulator(t *testing.T) {
-	endpoint := testserver.GCSEndpoint(t)
-	c := testserver.GCSClient(t, endpoint, nil)
-	bucket := testserver.GCSBucket(t, c)
+	bucket, endpoint, c := gcsBucket(t)
 	addr := "gs://" + bucket + "?endpoint=" + endpoint
 
 	assertFinding(t, addr, "gcs.versioning", exitOK, levelWarn, "neither object versioning nor soft delete is on")

@@ -126,7 +126,7 @@ func (s pgServer) startStandby(t *testing.T) {
 	c := exec.Command(filepath.Join(s.bin, "pg_receivewal"), "-D", t.TempDir(), "-h", "127.0.0.1", "-p", s.port,
 		"-U", "postgres", "--no-password", "--synchronous", "--no-loop")
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	startServer(t, c, os.Kill)
+	startServer(t, c, syscall.SIGKILL)
 	s.waitFor(t, "SELECT count(*)::text FROM pg_stat_replication", "1")
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -50,21 +51,23 @@ func TestGCSConnectionRefused(t *testing.T) {
 }
 
 // gcsBucket creates a bucket of the test's own on the emulator, removed
-// with its objects afterwards, and returns its name and the endpoint.
-func gcsBucket(t *testing.T) (bucket, endpoint string) {
+// with its objects afterwards, and returns its name, the endpoint and a
+// client of the emulator.
+func gcsBucket(t *testing.T) (bucket, endpoint string, c *storage.Client) {
 	endpoint = testserver.GCSEndpoint(t)
-	return testserver.GCSBucket(t, testserver.GCSClient(t, endpoint, nil)), endpoint
+	c = testserver.GCSClient(t, endpoint, nil)
+	return testserver.GCSBucket(t, c), endpoint, c
 }
 
 func TestServerGCS(t *testing.T) {
-	bucket, endpoint := gcsBucket(t)
+	bucket, endpoint, _ := gcsBucket(t)
 	serverScenario(t, "gs://"+bucket+"?endpoint="+endpoint, "")
 }
 
 // TestServerGCSEmulatorHost: with STORAGE_EMULATOR_HOST set, gs://bucket
 // reaches the emulator without an endpoint in the address.
 func TestServerGCSEmulatorHost(t *testing.T) {
-	bucket, endpoint := gcsBucket(t)
+	bucket, endpoint, _ := gcsBucket(t)
 	u, err := url.Parse(endpoint)
 	require.NoError(t, err)
 	t.Setenv("STORAGE_EMULATOR_HOST", u.Host)

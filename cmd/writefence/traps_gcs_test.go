@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/writefence/writefence/internal/testserver"
 )
 
 // TestGCSMissingBucket: a Cloud Storage bucket that does not exist is
@@ -18,9 +16,7 @@ import (
 // ends with an unknown outcome (exit 8) over a 404 that names nothing.
 // init creates it, and then a push lands.
 func TestGCSMissingBucket(t *testing.T) {
-	endpoint := testserver.GCSEndpoint(t)
-	c := testserver.GCSClient(t, endpoint, nil)
-	bucket := testserver.GCSBucket(t, c)
+	bucket, endpoint, c := gcsBucket(t)
 	require.NoError(t, c.Bucket(bucket).Delete(context.Background()))
 	proxy, requests := countingProxy(t, endpoint)
 	addr := "gs://" + bucket + "?endpoint=http://" + proxy
