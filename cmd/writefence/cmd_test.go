@@ -58,6 +58,52 @@ func jsonOf(t *testing.T, r result) map[string]any {
 	return m
 }
 
+// testStores are the stores the tests reach by address, scheme://name:
+// each function returns the store of a name, each time the command opens
+// one.
+var testStores = map[string]func(name string) (writefence.ConditionalStore, error){
+	// shared://N is the MemStore N of sharedMem, which outlives a run of
+	// the command, so that a test can put, commit and get across runs
+	// (mem:// is a fresh store each run).
+	"shared": func(name string) (writefence.ConditionalStore, error) { return sharedStore(name) },
+	// sharednoblobs://N is the shared MemStore N seen through the core
+	// interface alone: a store of records that holds no blobs, as
+	// DynamoDB, etcd, PostgreSQL, Azure Blob and Valkey are.
+	"sharednoblobs": func(name string) (writefence.ConditionalStore, error) {
+		s, err := sharedStore(name)
+		if err != nil {
+			return nil, err
+		}
+		return recordsOnly{s, s}, nil
+	},
+	// noblobs:// is a store that holds no blobs (it declares no
+	// BlobStore).
+	"noblobs": func(string) (writefence.ConditionalStore, error) { return noBlobStore{&writefence.MemStore{}}, nil },
+	// mispair:// pairs bytes with the previous write's version on every
+	// third read under overwrite, as some S3-compatible servers do on a
+	// few reads in ten thousand.
+	"mispair": func(string) (writefence.ConditionalStore, error) { return &mispairing{}, nil },
+	// Broken stores, to prove that probe and race fail on a store that
+	// does not fence.
+	"ignoring": func(string) (writefence.ConditionalStore, error) { return &ignoringStore{}, nil },
+	"blind":    func(string) (writefence.ConditionalStore, error) { return &blindStore{}, nil },
+	"garbling": func(string) (writefence.ConditionalStore, error) { return &garblingStore{}, nil },
+	// interrupting://N is the interruptingStore a test registered as N.
+	"interrupting": func(name string) (writefence.ConditionalStore, error) { return interruptingStoreNamed(name), nil },
+}
+
+func init() {
+	for scheme, open := range testStores {
+		openers[scheme] = func(_ context.Context, u *url.URL) (*opened, error) {
+			s, err := open(u.Host)
+			if err != nil {
+				return nil, err
+			}
+			return &opened{store: s, close: noClose}, nil
+		}
+	}
+}
+
 // fileStore returns the address of a fresh directory store, created
 // empty: writes never create one without -create.
 func fileStore(t *testing.T) string {

@@ -16,12 +16,6 @@ import (
 )
 
 func init() {
-	// mispair:// pairs bytes with the previous write's version on every
-	// third read under overwrite, as some S3-compatible servers do on a
-	// few reads in ten thousand.
-	openers["mispair"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: &mispairing{}, close: noClose}, nil
-	}
 	// levels://risk,unknown,warn adds one finding of each level named,
 	// over an in-memory store.
 	openers["levels"] = func(_ context.Context, u *url.URL) (*opened, error) {

@@ -144,18 +144,24 @@ func TestPushUsage(t *testing.T) {
 	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
 }
 
+// pushAndSettle runs push and settle of wal/s on addr, by writer a at
+// epoch with the payload file p, and returns each command's result.
+func pushAndSettle(t *testing.T, addr, p, epoch string) map[string]result {
+	t.Helper()
+	args := []string{"-store", addr, "-writer", "a", "-epoch", epoch, "-file", p}
+	return map[string]result{
+		"push":   wf(t, append(append([]string{"push"}, args...), "wal", "s")...),
+		"settle": wf(t, append(append([]string{"settle", "-confirm-version", "v"}, args...), "wal", "s")...),
+	}
+}
+
 // TestEpochPlainDecimal: -epoch takes plain decimal digits only; "010" is
 // not 8, "0x10" not 16. Each is a usage error and writes nothing.
 func TestEpochPlainDecimal(t *testing.T) {
 	addr := emptyStore(t)
 	p := writeFile(t, "x")
 	for _, epoch := range []string{"010", "0x10", "0X10", "0b1", "0o7", "1_0", "+1", "-1", " 1", "1 ", "１", "1e3", "", "18446744073709551616"} {
-		for _, c := range []string{"push", "settle"} {
-			args := []string{c, "-store", addr, "-writer", "a", "-epoch", epoch, "-file", p}
-			if c == "settle" {
-				args = append(args, "-confirm-version", "v")
-			}
-			r := wf(t, append(args, "wal", "s")...)
+		for c, r := range pushAndSettle(t, addr, p, epoch) {
 			assert.Equal(t, exitUsage, r.code, "%s -epoch %q: %s", c, epoch, r)
 			assert.Contains(t, r.stderr, "plain decimal", "%s -epoch %q", c, epoch)
 		}
@@ -175,12 +181,7 @@ func TestEpochLimit(t *testing.T) {
 	addr := emptyStore(t)
 	p := writeFile(t, "x")
 	for _, epoch := range []string{"9223372036854775808", "18446744073709551615"} {
-		for _, c := range []string{"push", "settle"} {
-			args := []string{c, "-store", addr, "-writer", "a", "-epoch", epoch, "-file", p}
-			if c == "settle" {
-				args = append(args, "-confirm-version", "v")
-			}
-			r := wf(t, append(args, "wal", "s")...)
+		for c, r := range pushAndSettle(t, addr, p, epoch) {
 			assert.Equal(t, exitUsage, r.code, "%s -epoch %s: %s", c, epoch, r)
 			assert.Contains(t, r.stderr, "above 2^63-1", "%s -epoch %s", c, epoch)
 			assert.Contains(t, r.stderr, "no command lowers it", "%s -epoch %s: why", c, epoch)

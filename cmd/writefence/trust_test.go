@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,20 +13,6 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/probecheck"
 )
-
-// Broken stores, reachable by address in the tests, to prove that probe
-// and race fail on a store that does not fence.
-func init() {
-	openers["ignoring"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: &ignoringStore{}, close: noClose}, nil
-	}
-	openers["blind"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: &blindStore{}, close: noClose}, nil
-	}
-	openers["garbling"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: &garblingStore{}, close: noClose}, nil
-	}
-}
 
 // garblingStore enforces preconditions but reads back other bytes than
 // were written: a server, proxy or cache that damages what it returns.
@@ -274,12 +259,12 @@ var interrupting struct {
 	stores map[string]*interruptingStore
 }
 
-func init() {
-	openers["interrupting"] = func(_ context.Context, u *url.URL) (*opened, error) {
-		interrupting.mu.Lock()
-		defer interrupting.mu.Unlock()
-		return &opened{store: interrupting.stores[u.Host], close: noClose}, nil
-	}
+// interruptingStoreNamed returns the interruptingStore a test registered
+// as name.
+func interruptingStoreNamed(name string) *interruptingStore {
+	interrupting.mu.Lock()
+	defer interrupting.mu.Unlock()
+	return interrupting.stores[name]
 }
 
 // TestRaceInterrupted: an interrupt in the middle of a round ends the race
