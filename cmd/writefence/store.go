@@ -241,16 +241,26 @@ func query(u *url.URL, allowed ...string) (url.Values, error) {
 	return q, nil
 }
 
-// hostName returns the bucket, table or container (what) an address of
-// the form scheme://name[?params] names as its host, refusing one without
-// it or with a path; form is the address's form, for the refusal.
+// storeName reads an address of the form scheme://name[?params]: its
+// query, refusing parameters not in allowed, and the bucket, table or
+// container (what) its host names, refusing an address without one or
+// with a path (form is the address's form, for the refusal), and a name
+// that valid refuses, with valid's reason.
 //
 //lint:ignore U1000 as query
-func hostName(u *url.URL, what, form string) (string, error) {
-	if u.Host == "" || strings.Trim(u.Path, "/") != "" {
-		return "", usagef("writefence: store address: want %s, the %s as the host and no path", form, what)
+func storeName(u *url.URL, what, form string, valid func(name string) error, allowed ...string) (string, url.Values, error) {
+	q, err := query(u, allowed...)
+	if err != nil {
+		return "", nil, err
 	}
-	return u.Host, nil
+	name := u.Host
+	if name == "" || strings.Trim(u.Path, "/") != "" {
+		return "", nil, usagef("writefence: store address: want %s, the %s as the host and no path", form, what)
+	}
+	if err := valid(name); err != nil {
+		return "", nil, usagef("writefence: store address: %s %s: %v", what, escape.String(name), err)
+	}
+	return name, q, nil
 }
 
 // boolParam reads the parameter name of q as true or false, def when it

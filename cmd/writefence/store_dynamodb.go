@@ -27,6 +27,14 @@ func init() {
 // dynamoTableName is DynamoDB's rule for table names.
 var dynamoTableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
 
+// validTable applies dynamoTableName.
+func validTable(n string) error {
+	if !dynamoTableName.MatchString(n) {
+		return errors.New("want 3 to 255 letters, digits, '_', '-' or '.'")
+	}
+	return nil
+}
+
 // openDynamoDB opens dynamodb://table[?endpoint=http://host:port&region=R].
 // Credentials and, without region=, the region come from the AWS SDK's
 // usual sources: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and
@@ -34,16 +42,9 @@ var dynamoTableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
 // metadata service for an endpoint that is not AWS's own. The table must
 // exist: only init and -create create it.
 func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "endpoint", "region")
+	table, q, err := storeName(u, "table", "dynamodb://table[?endpoint=http://host:port&region=R]", validTable, "endpoint", "region")
 	if err != nil {
 		return nil, err
-	}
-	table, err := hostName(u, "table", "dynamodb://table[?endpoint=http://host:port&region=R]")
-	if err != nil {
-		return nil, err
-	}
-	if !dynamoTableName.MatchString(table) {
-		return nil, usagef("writefence: store address: table %s: want 3 to 255 letters, digits, '_', '-' or '.'", escape.String(table))
 	}
 	var opts []func(*config.LoadOptions) error
 	region := q.Get("region")

@@ -27,16 +27,9 @@ func init() {
 // openS3 opens s3://bucket?endpoint=host:port&secure=false&region=r.
 // Credentials come from the environment, in minio-go's usual order.
 func openS3(_ context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "endpoint", "secure", "region")
+	bucket, q, err := storeName(u, "bucket", "s3://bucket[?endpoint=host:port]", s3utils.CheckValidBucketNameStrict, "endpoint", "secure", "region")
 	if err != nil {
 		return nil, err
-	}
-	bucket, err := hostName(u, "bucket", "s3://bucket[?endpoint=host:port]")
-	if err != nil {
-		return nil, err
-	}
-	if err := s3utils.CheckValidBucketNameStrict(bucket); err != nil {
-		return nil, usagef("writefence: store address: bucket %s: %v", escape.String(bucket), err)
 	}
 	endpoint := q.Get("endpoint")
 	if endpoint == "" {
