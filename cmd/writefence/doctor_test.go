@@ -31,50 +31,44 @@ func init() {
 // overwritten, the current bytes with the previous version on every third
 // read.
 type mispairing struct {
-	mu    sync.Mutex // guards the fields below
-	data  map[string][]byte
-	ver   map[string]int
+	mu    sync.Mutex // serialises the calls, and guards prev and reads
+	mem   writefence.MemStore
+	prev  map[string]string // each key's version before its last write
 	reads int
 }
 
 func (m *mispairing) Get(ctx context.Context, key string) ([]byte, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d, ok := m.data[key]
-	if !ok {
-		return nil, "", writefence.ErrNotFound
+	d, v, err := m.mem.Get(ctx, key)
+	if err != nil {
+		return nil, "", err
 	}
 	m.reads++
-	v := m.ver[key]
-	if v > 1 && m.reads%3 == 0 {
-		v--
+	if p := m.prev[key]; p != "" && m.reads%3 == 0 {
+		v = p
 	}
-	return append([]byte(nil), d...), "v" + itoa(v), nil
+	return d, v, nil
 }
 
 func (m *mispairing) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.data == nil {
-		m.data, m.ver = map[string][]byte{}, map[string]int{}
+	v, err := m.mem.PutIfVersion(ctx, key, data, expect)
+	if err == nil {
+		if m.prev == nil {
+			m.prev = map[string]string{}
+		}
+		m.prev[key] = expect
 	}
-	cur := ""
-	if _, ok := m.data[key]; ok {
-		cur = "v" + itoa(m.ver[key])
-	}
-	if cur != expect {
-		return "", writefence.ErrConflict
-	}
-	m.ver[key]++
-	m.data[key] = append([]byte(nil), data...)
-	return "v" + itoa(m.ver[key]), nil
+	return v, err
 }
 
 func (m *mispairing) Delete(ctx context.Context, key string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.data, key)
-	return nil
+	delete(m.prev, key)
+	return m.mem.Delete(ctx, key)
 }
 
 // doctorLines parses doctor's -json output: the findings, then the result.

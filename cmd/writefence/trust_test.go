@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,32 +31,22 @@ func (s *garblingStore) Get(ctx context.Context, key string) ([]byte, string, er
 // the expected version: a server that accepts precondition headers and
 // ignores them.
 type ignoringStore struct {
-	mu      sync.Mutex // guards the fields below
-	objects map[string][]byte
-	version map[string]string
-	counter int
+	mu  sync.Mutex // makes the read and the write of a PutIfVersion one
+	mem writefence.MemStore
 }
 
-func (s *ignoringStore) Get(_ context.Context, key string) ([]byte, string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.objects[key]
-	if !ok {
-		return nil, "", writefence.ErrNotFound
-	}
-	return append([]byte(nil), d...), s.version[key], nil
+func (s *ignoringStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return s.mem.Get(ctx, key)
 }
 
-func (s *ignoringStore) PutIfVersion(_ context.Context, key string, data []byte, _ string) (string, error) {
+func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byte, _ string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.objects == nil {
-		s.objects, s.version = map[string][]byte{}, map[string]string{}
+	_, cur, err := s.mem.Get(ctx, key)
+	if err != nil && !errors.Is(err, writefence.ErrNotFound) {
+		return "", err
 	}
-	s.counter++
-	s.objects[key] = append([]byte(nil), data...)
-	s.version[key] = strconv.Itoa(s.counter)
-	return s.version[key], nil
+	return s.mem.PutIfVersion(ctx, key, data, cur)
 }
 
 // blindStore accepts every write and never finds anything: every writer
