@@ -114,14 +114,22 @@ func TestWireIdentity(t *testing.T) {
 // TestPushBrand: -brand verify refuses an unbranded store before writing;
 // -brand claim brands it and then verify passes.
 func TestPushBrand(t *testing.T) {
-	addr := fileStore(t)
-	p := writeFile(t, "x")
-	r := wf(t, "push", "-store", addr, "-brand", "verify", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
-	assert.Equal(t, exitWire, r.code, "%s", r)
-	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "a refused push wrote nothing")
-	assert.Equal(t, exitOK, wf(t, "push", "-store", addr, "-brand", "claim", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
-	assert.Equal(t, exitOK, wf(t, "push", "-store", addr, "-brand", "verify", "-writer", "a", "-epoch", "2", "-file", p, "wal", "s").code)
-	assert.Equal(t, exitUsage, wf(t, "push", "-store", addr, "-brand", "maybe", "-writer", "a", "-epoch", "3", "-file", p, "wal", "s").code)
+	addr, p := fileStore(t), writeFile(t, "x")
+	// Each push in turn, and latest's status after it: a refused push
+	// wrote nothing.
+	for _, c := range []struct {
+		brand, epoch string
+		code, latest int
+	}{
+		{"verify", "1", exitWire, exitNotFound},
+		{"claim", "1", exitOK, exitOK},
+		{"verify", "2", exitOK, exitOK},
+		{"maybe", "3", exitUsage, exitOK},
+	} {
+		r := wf(t, "push", "-store", addr, "-brand", c.brand, "-writer", "a", "-epoch", c.epoch, "-file", p, "wal", "s")
+		assert.Equal(t, c.code, r.code, "-brand %s -epoch %s: %s", c.brand, c.epoch, r)
+		assert.Equal(t, c.latest, wf(t, "latest", "-store", addr, "wal", "s").code, "after -brand %s -epoch %s", c.brand, c.epoch)
+	}
 }
 
 func TestPushUsage(t *testing.T) {

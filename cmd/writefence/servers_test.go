@@ -21,6 +21,21 @@ func awsCredentials(t *testing.T, id, secret string) {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }
 
+// azureSharedKey gives the command an Azure storage account and its
+// shared key in the environment, and no connection string.
+func azureSharedKey(t *testing.T, account, key string) {
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+	t.Setenv("AZURE_STORAGE_ACCOUNT", account)
+	t.Setenv("AZURE_STORAGE_KEY", key)
+}
+
+// noValkeyPassword leaves the command no Valkey password in the
+// environment.
+func noValkeyPassword(t *testing.T) {
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("REDISCLI_AUTH", "")
+}
+
 // startServer starts the server c, its output in log, and when the test
 // ends signals it with stop and waits for it to exit; exited is closed
 // once it has.

@@ -16,9 +16,7 @@ import (
 // store; a malformed address is a usage error before any I/O that never
 // echoes a secret; missing credentials name the variables read.
 func TestAzblobAddress(t *testing.T) {
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_ACCOUNT", "devstoreaccount1")
-	t.Setenv("AZURE_STORAGE_KEY", "a2V5")
+	azureSharedKey(t, "devstoreaccount1", "a2V5")
 	assertOpens(t, "*azblobstore.Store", "azblob://mirrors", "azblob://mir-rors-01?endpoint=http://127.0.0.1:1/devstoreaccount1")
 	assertRefusedSaying(t, map[string]string{
 		"azblob://":             "azblob://container",
@@ -63,9 +61,7 @@ func TestAzblobAddress(t *testing.T) {
 func azblobAddress(t *testing.T) (addr string, az azurite.Azurite) {
 	t.Helper()
 	az = azurite.AzuriteServer(t)
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_ACCOUNT", az.Account)
-	t.Setenv("AZURE_STORAGE_KEY", az.Key)
+	azureSharedKey(t, az.Account, az.Key)
 	name := azurite.AzuriteContainer(t, az.Service(t, nil))
 	return "azblob://" + name + "?endpoint=" + az.Endpoint, az
 }

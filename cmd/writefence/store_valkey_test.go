@@ -133,8 +133,7 @@ func respServer(t *testing.T, reply string) string {
 // say how.
 func TestValkeyErrorAdvice(t *testing.T) {
 	t.Run("valkey NOAUTH names the variables read", func(t *testing.T) {
-		t.Setenv("VALKEY_PASSWORD", "")
-		t.Setenv("REDISCLI_AUTH", "")
+		noValkeyPassword(t)
 		addr := respServer(t, "-NOAUTH Authentication required.\r\n")
 		r := wf(t, "latest", "-timeout", "20s", "-store", "valkey://"+addr+"/0", "wal", "s")
 		assert.Equal(t, exitError, r.code, "%s", r)
@@ -198,8 +197,7 @@ func TestRedisLogSilenced(t *testing.T) {
 
 func TestServerValkey(t *testing.T) {
 	addr := testserver.ValkeyAddr(t)
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	for _, store := range []string{"valkey://" + addr + "/0", "valkey://" + addr + "/0?script=1"} {
 		t.Run(store, func(t *testing.T) { serverScenario(t, store, testserver.ValkeyPrefix(t, addr)) })
 	}
@@ -211,8 +209,7 @@ func TestServerValkey(t *testing.T) {
 // and in -json, and the line replaces the value.
 func TestServerValkeyDamage(t *testing.T) {
 	addr := testserver.ValkeyAddr(t)
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	prefix := testserver.ValkeyPrefix(t, addr)
 	store := []string{"-store", "valkey://" + addr + "/0", "-prefix", prefix}
 	cmd := func(name string, args ...string) result {
@@ -279,8 +276,7 @@ func startReplicated(t *testing.T) (primary string, replica *redis.Client) {
 // there are, rather than waiting in vain and calling the outcome unknown
 // (exit 8), which no repetition would change.
 func TestServerValkeyWait(t *testing.T) {
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	primary, replica := startReplicated(t)
 	p := writeFile(t, "segment 0001")
 	push := func(store, epoch string) result {
@@ -311,8 +307,7 @@ func TestServerValkeyWait(t *testing.T) {
 // race and probe included, and ls over every primary.
 func TestServerValkeyCluster(t *testing.T) {
 	addrs := testserver.ValkeyClusterAddrs(t)
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	for _, store := range []string{"valkey+cluster://" + addrs[0] + "," + addrs[1], "valkey+cluster://" + addrs[2] + "?script=1"} {
 		t.Run(store, func(t *testing.T) { serverScenario(t, store, testserver.ValkeyClusterPrefix(t, addrs, false)) })
 	}
@@ -323,8 +318,7 @@ func TestServerValkeyCluster(t *testing.T) {
 // primary holds it; wait=2 is refused before the write (exit 1).
 func TestServerValkeyClusterWait(t *testing.T) {
 	addrs := testserver.ValkeyClusterAddrs(t)
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	prefix := testserver.ValkeyClusterPrefix(t, addrs, false)
 	cluster := "valkey+cluster://" + strings.Join(addrs, ",")
 	p := writeFile(t, "segment 0001")
@@ -361,8 +355,7 @@ func TestServerValkeyClusterWait(t *testing.T) {
 // TLS server is a proxy to a private Valkey; the command runs as a process
 // of its own, since Go reads SSL_CERT_FILE once per process.
 func TestServerValkeyTLS(t *testing.T) {
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	backend := testserver.StartValkey(t, "")
 	cert, caFile := selfSignedCert(t)
 	addr := tlsProxy(t, backend, cert)

@@ -16,9 +16,7 @@ import (
 // init creates it, and then a push lands.
 func TestAzblobMissingContainer(t *testing.T) {
 	az := azurite.AzuriteServer(t)
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_ACCOUNT", az.Account)
-	t.Setenv("AZURE_STORAGE_KEY", az.Key)
+	azureSharedKey(t, az.Account, az.Key)
 	svc := az.Service(t, nil)
 	name := azurite.AzuriteContainer(t, svc)
 	_, err := svc.DeleteContainer(context.Background(), name, nil)

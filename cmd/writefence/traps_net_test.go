@@ -87,12 +87,9 @@ func assertInitCreates(t *testing.T, addr, missing, p string) {
 // request: reads and writes alike.
 func TestConnectionRefusedFailsFast(t *testing.T) {
 	awsCredentials(t, "AKIDEXAMPLE", "example-secret")
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_ACCOUNT", "devstoreaccount1")
-	t.Setenv("AZURE_STORAGE_KEY", "ZXhhbXBsZS1rZXk=")
+	azureSharedKey(t, "devstoreaccount1", "ZXhhbXBsZS1rZXk=")
 	t.Setenv("PGPASSWORD", "example")
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	p := writeFile(t, "x")
 	for scheme, addr := range map[string]func(hp string) string{
 		"s3":             func(hp string) string { return "s3://mirrors?secure=false&endpoint=" + hp },
