@@ -58,12 +58,7 @@ examples:
 
 // blobPutResult is blob put's -json output.
 type blobPutResult struct {
-	Outcome string `json:"outcome"`
-	Key     string `json:"key"`
-	Plugin  string `json:"plugin"`
-	Shard   string `json:"shard"`
-	Epoch   uint64 `json:"epoch"`
-	Writer  string `json:"writer"`
+	landedResult
 	blobRef
 }
 
@@ -97,11 +92,7 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(fmt.Errorf("writefence: blob: %w", err))
 		}
 		plugin, shard := args[0], args[1]
-		return w.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence, err := w.writeFence(ctx, s, "", *brand)
-			if err != nil {
-				return o.fail(err)
-			}
+		return w.withWriteFence(ctx, o, "", *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			ref, err := fence.PutBlob(ctx, plugin, shard, w.writer, uint64(w.epoch), br)
 			if err != nil {
 				return o.fail(blobError(err))
@@ -109,7 +100,7 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 			b := newBlobRef(ref)
 			if w.json {
 				key, _ := keys.Blob(w.prefix, plugin, shard, ref.Name)
-				o.emit(blobPutResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: uint64(w.epoch), Writer: w.writer, blobRef: b})
+				o.emit(blobPutResult{landed(key, plugin, shard, w.writer, uint64(w.epoch)), b})
 			} else {
 				fmt.Fprintln(inv.stdout, b.Ref)
 			}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,25 +19,6 @@ import (
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// Stores for the blob tests, reachable by address: shared://N is one
-// MemStore that outlives a run of the command, so that a test can put,
-// commit and get across runs (mem:// is a fresh store each run);
-// noblobs:// is a store that holds no blobs (it declares no BlobStore).
-func init() {
-	openers["shared"] = func(_ context.Context, u *url.URL) (*opened, error) {
-		shared.mu.Lock()
-		defer shared.mu.Unlock()
-		s, ok := shared.stores[u.Host]
-		if !ok {
-			return nil, fmt.Errorf("no shared store %q", u.Host)
-		}
-		return &opened{store: s, close: noClose}, nil
-	}
-	openers["noblobs"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: noBlobStore{&writefence.MemStore{}}, close: noClose}, nil
-	}
-}
-
 // noBlobStore is a store with the core interface only.
 type noBlobStore struct{ writefence.ConditionalStore }
 
@@ -47,6 +26,17 @@ var shared struct {
 	mu     sync.Mutex // guards the fields below
 	stores map[string]*writefence.MemStore
 	n      int
+}
+
+// sharedStore returns the shared MemStore named name.
+func sharedStore(name string) (*writefence.MemStore, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	s, ok := shared.stores[name]
+	if !ok {
+		return nil, fmt.Errorf("no shared store %q", name)
+	}
+	return s, nil
 }
 
 // sharedMem returns the address of a fresh MemStore that every run of the

@@ -57,12 +57,7 @@ examples:
 
 // commitResult is commit's -json output when the commit landed.
 type commitResult struct {
-	Outcome   string    `json:"outcome"`
-	Key       string    `json:"key"`
-	Plugin    string    `json:"plugin"`
-	Shard     string    `json:"shard"`
-	Epoch     uint64    `json:"epoch"`
-	Writer    string    `json:"writer"`
+	landedResult
 	Size      int       `json:"size"`  // payload bytes
 	Blobs     []blobRef `json:"blobs"` // every reference of the manifest written
 	BlobBytes int64     `json:"blob_bytes"`
@@ -117,13 +112,9 @@ func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 			}
 		}
 		plugin, shard := args[0], args[1]
-		return w.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence, err := w.writeFence(ctx, s, *identity, *brand)
-			if err != nil {
-				return o.fail(err)
-			}
+		return w.withWriteFence(ctx, o, *identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			var last edit // the edit of the manifest that was written
-			err = fence.Commit(ctx, plugin, shard, w.writer, uint64(w.epoch), func(m writefence.Manifest) (writefence.Manifest, error) {
+			err := fence.Commit(ctx, plugin, shard, w.writer, uint64(w.epoch), func(m writefence.Manifest) (writefence.Manifest, error) {
 				e, err := apply(m, payload, *keep, adds, drops)
 				if err == nil {
 					last = e
@@ -137,7 +128,7 @@ func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 				fmt.Fprintf(inv.stderr, "writefence commit: -drop %s: the manifest does not reference it; nothing to drop\n", blobName(n))
 			}
 			key, _ := keys.Shard(w.prefix, plugin, shard)
-			r := commitResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: uint64(w.epoch), Writer: w.writer,
+			r := commitResult{landedResult: landed(key, plugin, shard, w.writer, uint64(w.epoch)),
 				Size: len(last.next.Payload), Blobs: []blobRef{}, Added: last.added, Dropped: last.dropped}
 			for _, b := range last.next.Blobs {
 				r.Blobs = append(r.Blobs, newBlobRef(b))

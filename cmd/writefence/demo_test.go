@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync/atomic"
@@ -61,11 +60,9 @@ func TestDemoInterrupted(t *testing.T) {
 			if asJSON {
 				args = append(args, "-json")
 			}
-			var stdout, stderr bytes.Buffer
-			code := run(ctx, args, &stdout, &stderr)
+			r := wfContext(ctx, args...)
 			cancel()
-			r := result{code, stdout.String(), stderr.String()}
-			require.Equal(t, exitInterrupted, code, "write %d, %v: %s", at, args, r)
+			require.Equal(t, exitInterrupted, r.code, "write %d, %v: %s", at, args, r)
 			assert.NotContains(t, strings.ToLower(r.stdout+r.stderr), "violation", "write %d: %s", at, r)
 			assert.Contains(t, r.stderr, "writefence demo: interrupted: context canceled", "write %d", at)
 			if asJSON {

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence/internal/testserver"
 )
@@ -24,18 +23,12 @@ import (
 // UpdateTimeToLive and no global tables: TestDoctorDynamoDBSettings
 // checks those.
 func TestDoctorDynamoDBServer(t *testing.T) {
-	addr := dynamoAddress(t)
-	r := wf(t, "doctor", "-json", "-overwrite", "2s", "-store", addr)
-	require.Equal(t, exitOK, r.code, "%s", r)
-	fs, _ := doctorLines(t, r)
+	fs := assertDoctorClean(t, dynamoAddress(t), "dynamodb.ttl", "dynamodb.replicas", "reads.overwrite")
 	assert.Equal(t, []finding{{Check: "dynamodb.ttl", Level: levelOK, Found: "time to live is off"}}, findingsOf(fs, "dynamodb.ttl"))
 	assert.Equal(t, []finding{{Check: "dynamodb.replicas", Level: levelOK, Found: "not a global table: one region decides every conditional write"}}, findingsOf(fs, "dynamodb.replicas"))
-	ow := findingsOf(fs, "reads.overwrite")
-	require.Len(t, ow, 1, "%s", r)
-	assert.Equal(t, levelOK, ow[0].Level, "%s", r)
 
 	missing := "dynamodb://no-such-table-" + testserver.UniqueName(t) + "?" + url.Values{"endpoint": {testserver.DynamoDBEndpoint(t)}}.Encode()
-	r = wf(t, "doctor", "-writes=false", "-json", "-store", missing)
+	r := wf(t, "doctor", "-writes=false", "-json", "-store", missing)
 	assert.Equal(t, exitError, r.code, "%s", r)
 	fs, _ = doctorLines(t, r)
 	for _, f := range fs {
@@ -65,9 +58,7 @@ func fakeDynamoDB(t *testing.T, ttl, table string) string {
 		fmt.Fprint(w, body)
 	}))
 	t.Cleanup(srv.Close)
-	t.Setenv("AWS_ACCESS_KEY_ID", testserver.DynamoDBAccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", testserver.DynamoDBSecretKey)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	awsCredentials(t, testserver.DynamoDBAccessKey, testserver.DynamoDBSecretKey)
 	return "dynamodb://mirrors?" + url.Values{"endpoint": {srv.URL}}.Encode()
 }
 
@@ -78,24 +69,15 @@ func fakeDynamoDB(t *testing.T, ttl, table string) string {
 func TestDoctorDynamoDBSettings(t *testing.T) {
 	addr := fakeDynamoDB(t, `{"TimeToLiveDescription": {"AttributeName": "expires", "TimeToLiveStatus": "ENABLED"}}`,
 		`{"Table": {"TableName": "mirrors", "Replicas": [{"RegionName": "eu-west-1"}, {"RegionName": "us-east-1"}]}}`)
-	r := wf(t, "doctor", "-writes=false", "-json", "-store", addr)
-	assert.Equal(t, exitAtRisk, r.code, "%s", r)
-	fs, _ := doctorLines(t, r)
-	ttl := findingsOf(fs, "dynamodb.ttl")
-	require.Len(t, ttl, 1, "%s", r)
-	assert.Equal(t, levelRisk, ttl[0].Level)
-	assert.Equal(t, "time to live is enabled, on the attribute expires", ttl[0].Found)
-	assert.Contains(t, ttl[0].Fix, "aws dynamodb update-time-to-live --table-name mirrors --time-to-live-specification Enabled=false,AttributeName=expires")
-	rep := findingsOf(fs, "dynamodb.replicas")
-	require.Len(t, rep, 1, "%s", r)
-	assert.Equal(t, levelRisk, rep[0].Level)
-	assert.Equal(t, "a global table replicated to eu-west-1, us-east-1, with eventual consistency between regions", rep[0].Found)
+	ttl := assertFinding(t, addr, "dynamodb.ttl", exitAtRisk, levelRisk, "time to live is enabled, on the attribute expires")
+	assert.Contains(t, ttl.Fix, "aws dynamodb update-time-to-live --table-name mirrors --time-to-live-specification Enabled=false,AttributeName=expires")
+	assertFinding(t, addr, "dynamodb.replicas", exitAtRisk, levelRisk, "a global table replicated to eu-west-1, us-east-1, with eventual consistency between regions")
 
 	addr = fakeDynamoDB(t, `{"TimeToLiveDescription": {"AttributeName": "expires", "TimeToLiveStatus": "DISABLED"}}`,
 		`{"Table": {"TableName": "mirrors", "MultiRegionConsistency": "STRONG", "Replicas": [{"RegionName": "eu-west-1"}, {"RegionName": "eu-west-2"}]}}`)
-	r = wf(t, "doctor", "-writes=false", "-json", "-store", addr)
+	r := wf(t, "doctor", "-writes=false", "-json", "-store", addr)
 	assert.Equal(t, exitOK, r.code, "%s", r)
-	fs, _ = doctorLines(t, r)
+	fs, _ := doctorLines(t, r)
 	assert.Equal(t, []finding{
 		{Check: "dynamodb.ttl", Level: levelOK, Found: "time to live is off"},
 		{Check: "dynamodb.replicas", Level: levelOK, Found: "a global table in eu-west-1, eu-west-2 with multi-Region strong consistency"},

@@ -11,8 +11,6 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/writefence/writefence/internal/testserver"
 )
 
 // TestDoctorGCSEmulator: on fake-gcs-server, a bucket with versioning
@@ -21,33 +19,14 @@ import (
 // warning. The emulator keeps no lifecycle rules, retention policy or
 // holds (it accepts and drops them): TestDoctorGCSSettings checks those.
 func TestDoctorGCSEmulator(t *testing.T) {
-	endpoint := testserver.GCSEndpoint(t)
-	c := testserver.GCSClient(t, endpoint, nil)
-	bucket := testserver.GCSBucket(t, c)
+	bucket, endpoint, c := gcsBucket(t)
 	addr := "gs://" + bucket + "?endpoint=" + endpoint
 
-	r := wf(t, "doctor", "-writes=false", "-json", "-store", addr)
-	require.Equal(t, exitOK, r.code, "%s", r)
-	fs, _ := doctorLines(t, r)
-	v := findingsOf(fs, "gcs.versioning")
-	require.Len(t, v, 1, "%s", r)
-	assert.Equal(t, levelWarn, v[0].Level)
-	assert.Equal(t, "neither object versioning nor soft delete is on", v[0].Found)
+	assertFinding(t, addr, "gcs.versioning", exitOK, levelWarn, "neither object versioning nor soft delete is on")
 
 	_, err := c.Bucket(bucket).Update(t.Context(), storage.BucketAttrsToUpdate{VersioningEnabled: true})
 	require.NoError(t, err)
-	r = wf(t, "doctor", "-json", "-overwrite", "2s", "-store", addr)
-	require.Equal(t, exitOK, r.code, "%s", r)
-	fs, res := doctorLines(t, r)
-	assert.Equal(t, "ok", res["outcome"])
-	for _, f := range fs {
-		assert.Equal(t, levelOK, f.Level, "%+v", f)
-	}
-	checks := map[string]int{}
-	for _, f := range fs {
-		checks[f.Check]++
-	}
-	assert.Equal(t, map[string]int{"gcs.lifecycle": 1, "gcs.retention": 1, "gcs.versioning": 1, "gcs.holds": 1, "reads.overwrite": 1}, checks, "%s", r)
+	assertDoctorClean(t, addr, "gcs.lifecycle", "gcs.retention", "gcs.versioning", "gcs.holds", "reads.overwrite")
 }
 
 // TestDoctorGCSSettings: the settings the emulator does not keep, served

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -101,16 +100,7 @@ func startPostgres(t *testing.T, settings ...string) pgServer {
 	for _, kv := range settings {
 		args = append(args, "-c", kv)
 	}
-	srv := command("postgres", args...)
-	var log strings.Builder
-	srv.Stdout, srv.Stderr = &log, &log
-	require.NoError(t, srv.Start())
-	exited := make(chan struct{})
-	go func() { _ = srv.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = srv.Process.Signal(syscall.SIGQUIT) // immediate shutdown
-		<-exited
-	})
+	log, exited := startServer(t, command("postgres", args...), syscall.SIGQUIT) // SIGQUIT: immediate shutdown
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		select {
 		case <-exited:
@@ -136,15 +126,7 @@ func (s pgServer) startStandby(t *testing.T) {
 	c := exec.Command(filepath.Join(s.bin, "pg_receivewal"), "-D", t.TempDir(), "-h", "127.0.0.1", "-p", s.port,
 		"-U", "postgres", "--no-password", "--synchronous", "--no-loop")
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var log strings.Builder
-	c.Stdout, c.Stderr = &log, &log
-	require.NoError(t, c.Start())
-	exited := make(chan struct{})
-	go func() { _ = c.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = c.Process.Kill()
-		<-exited
-	})
+	startServer(t, c, syscall.SIGKILL)
 	s.waitFor(t, "SELECT count(*)::text FROM pg_stat_replication", "1")
 }
 
@@ -152,15 +134,7 @@ func (s pgServer) startStandby(t *testing.T) {
 // and no standby is clean, reads under overwrite included, and exits 0.
 func TestDoctorPostgresClean(t *testing.T) {
 	s := startPostgres(t)
-	r := wf(t, "doctor", "-json", "-overwrite", "2s", "-store", s.url("postgres", "&table=doctor&create=true"))
-	require.Equal(t, exitOK, r.code, "%s", r)
-	fs, _ := doctorLines(t, r)
-	var checks []string
-	for _, f := range fs {
-		assert.Equal(t, levelOK, f.Level, "%+v", f)
-		checks = append(checks, f.Check)
-	}
-	assert.Equal(t, []string{"postgres.fsync", "postgres.replication", "postgres.synchronous_commit", "reads.overwrite"}, checks)
+	assertDoctorClean(t, s.url("postgres", "&table=doctor&create=true"), "postgres.fsync", "postgres.replication", "postgres.synchronous_commit", "reads.overwrite")
 }
 
 // TestDoctorPostgresDurability: fsync off on the server (ALTER SYSTEM), and
@@ -171,31 +145,21 @@ func TestDoctorPostgresDurability(t *testing.T) {
 	s.exec(t, "ALTER SYSTEM SET fsync = off")
 	s.exec(t, "SELECT pg_reload_conf()")
 	s.waitFor(t, "SELECT current_setting('fsync')", "off")
-	code, fs := doctorFindings(t, s.url("postgres", ""), "postgres.fsync", "-writes=false")
-	assert.Equal(t, exitAtRisk, code)
-	require.Len(t, fs, 1)
+	f := assertFinding(t, s.url("postgres", ""), "postgres.fsync", exitAtRisk, levelRisk, "fsync is off")
 	assert.Equal(t, finding{Check: "postgres.fsync", Level: levelRisk, Found: "fsync is off",
 		Consequence: "a crash of the host can lose or corrupt commits the server acknowledged: records roll back or break",
-		Fix:         "ALTER SYSTEM SET fsync = on; SELECT pg_reload_conf();"}, fs[0])
-	_, fs = doctorFindings(t, s.url("postgres", ""), "postgres.synchronous_commit", "-writes=false")
-	require.Len(t, fs, 1)
-	assert.Equal(t, levelOK, fs[0].Level)
+		Fix:         "ALTER SYSTEM SET fsync = on; SELECT pg_reload_conf();"}, f)
+	assertFinding(t, s.url("postgres", ""), "postgres.synchronous_commit", exitAtRisk, levelOK, "")
 
 	s.exec(t, "ALTER SYSTEM RESET fsync")
 	s.exec(t, "SELECT pg_reload_conf()")
 	s.waitFor(t, "SELECT current_setting('fsync')", "on")
-	code, fs = doctorFindings(t, s.url("postgres", "&synchronous_commit=off"), "postgres.synchronous_commit", "-writes=false")
-	assert.Equal(t, exitAtRisk, code)
-	require.Len(t, fs, 1)
-	assert.Equal(t, levelRisk, fs[0].Level)
-	assert.Equal(t, "synchronous_commit is off in the store's sessions", fs[0].Found)
+	assertFinding(t, s.url("postgres", "&synchronous_commit=off"), "postgres.synchronous_commit", exitAtRisk, levelRisk, "synchronous_commit is off in the store's sessions")
 
+	// Set on the role.
 	s.exec(t, "CREATE ROLE lax LOGIN")
 	s.exec(t, "ALTER ROLE lax SET synchronous_commit = off")
-	code, fs = doctorFindings(t, s.url("lax", ""), "postgres.synchronous_commit", "-writes=false")
-	assert.Equal(t, exitAtRisk, code, "set on the role")
-	require.Len(t, fs, 1)
-	assert.Equal(t, levelRisk, fs[0].Level)
+	assertFinding(t, s.url("lax", ""), "postgres.synchronous_commit", exitAtRisk, levelRisk, "")
 }
 
 // TestDoctorPostgresStandbys: a standby that streams asynchronously is a
@@ -205,32 +169,20 @@ func TestDoctorPostgresDurability(t *testing.T) {
 func TestDoctorPostgresStandbys(t *testing.T) {
 	s := startPostgres(t)
 	s.startStandby(t)
-	code, fs := doctorFindings(t, s.url("postgres", ""), "postgres.replication", "-writes=false")
-	assert.Equal(t, exitAtRisk, code)
-	require.Len(t, fs, 1)
-	assert.Equal(t, levelRisk, fs[0].Level)
-	assert.Equal(t, "1 standby stream from this server and none is synchronous (synchronous_standby_names '')", fs[0].Found)
+	assertFinding(t, s.url("postgres", ""), "postgres.replication", exitAtRisk, levelRisk,
+		"1 standby stream from this server and none is synchronous (synchronous_standby_names '')")
 
 	s.exec(t, "ALTER SYSTEM SET synchronous_standby_names = 'pg_receivewal'")
 	s.exec(t, "SELECT pg_reload_conf()")
 	s.waitFor(t, "SELECT sync_state FROM pg_stat_replication", "sync")
-	code, fs = doctorFindings(t, s.url("postgres", ""), "postgres.replication", "-writes=false")
-	assert.Equal(t, exitOK, code)
-	require.Len(t, fs, 1)
-	assert.Equal(t, finding{Check: "postgres.replication", Level: levelOK, Found: "1 standby stream from this server, 1 synchronous"}, fs[0])
-
-	code, fs = doctorFindings(t, s.url("postgres", "&synchronous_commit=local"), "postgres.synchronous_commit", "-writes=false")
-	assert.Equal(t, exitAtRisk, code)
-	require.Len(t, fs, 1)
-	assert.Equal(t, "synchronous_commit is local in the store's sessions, beside synchronous standbys", fs[0].Found)
+	f := assertFinding(t, s.url("postgres", ""), "postgres.replication", exitOK, levelOK, "1 standby stream from this server, 1 synchronous")
+	assert.Equal(t, finding{Check: "postgres.replication", Level: levelOK, Found: "1 standby stream from this server, 1 synchronous"}, f)
+	assertFinding(t, s.url("postgres", "&synchronous_commit=local"), "postgres.synchronous_commit", exitAtRisk, levelRisk,
+		"synchronous_commit is local in the store's sessions, beside synchronous standbys")
 
 	s.exec(t, "CREATE ROLE watcher LOGIN")
-	code, fs = doctorFindings(t, s.url("watcher", ""), "postgres.replication", "-writes=false")
-	assert.Equal(t, exitError, code)
-	require.Len(t, fs, 1)
-	assert.Equal(t, levelUnknown, fs[0].Level, "%+v", fs[0])
-	assert.Contains(t, fs[0].Fix, "pg_read_all_stats")
+	f = assertFinding(t, s.url("watcher", ""), "postgres.replication", exitError, levelUnknown, "")
+	assert.Contains(t, f.Fix, "pg_read_all_stats")
 	s.exec(t, "GRANT pg_read_all_stats TO watcher")
-	code, _ = doctorFindings(t, s.url("watcher", ""), "postgres.replication", "-writes=false")
-	assert.Equal(t, exitOK, code)
+	assertFinding(t, s.url("watcher", ""), "postgres.replication", exitOK, levelOK, "")
 }

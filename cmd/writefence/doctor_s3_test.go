@@ -17,26 +17,16 @@ import (
 	"github.com/writefence/writefence/internal/testserver"
 )
 
-// doctorS3 creates a bucket of the test's own on the S3 server and
-// returns its address, a client of the server and the bucket. The command
-// finds the credentials in the environment. Objects of every version are
-// removed before the bucket is.
+// doctorS3 creates a bucket of the test's own on the S3 server (s3Bucket)
+// and returns its address, a client of the server and the bucket. The
+// command finds the credentials in the environment.
 func doctorS3(t *testing.T) (addr string, c *minio.Client, bucket string) {
 	t.Helper()
 	s3 := testserver.S3Server(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", s3.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3.SecretKey)
 	c = s3.Client(t, nil)
-	bucket = testserver.MinioBucket(t, c)
-	t.Cleanup(func() { // runs before MinioBucket's, which removes the bucket
-		ctx, cancel := testserver.CleanupContext(t)
-		defer cancel()
-		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true, WithVersions: true}) {
-			if o.Err == nil {
-				_ = c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{VersionID: o.VersionID})
-			}
-		}
-	})
+	bucket = s3Bucket(t, c)
 	return "s3://" + bucket + "?endpoint=" + s3.Endpoint + "&secure=false", c, bucket
 }
 

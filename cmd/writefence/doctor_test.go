@@ -16,12 +16,6 @@ import (
 )
 
 func init() {
-	// mispair:// pairs bytes with the previous write's version on every
-	// third read under overwrite, as some S3-compatible servers do on a
-	// few reads in ten thousand.
-	openers["mispair"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: &mispairing{}, close: noClose}, nil
-	}
 	// levels://risk,unknown,warn adds one finding of each level named,
 	// over an in-memory store.
 	openers["levels"] = func(_ context.Context, u *url.URL) (*opened, error) {
@@ -37,50 +31,44 @@ func init() {
 // overwritten, the current bytes with the previous version on every third
 // read.
 type mispairing struct {
-	mu    sync.Mutex // guards the fields below
-	data  map[string][]byte
-	ver   map[string]int
+	mu    sync.Mutex // serialises the calls, and guards prev and reads
+	mem   writefence.MemStore
+	prev  map[string]string // each key's version before its last write
 	reads int
 }
 
 func (m *mispairing) Get(ctx context.Context, key string) ([]byte, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d, ok := m.data[key]
-	if !ok {
-		return nil, "", writefence.ErrNotFound
+	d, v, err := m.mem.Get(ctx, key)
+	if err != nil {
+		return nil, "", err
 	}
 	m.reads++
-	v := m.ver[key]
-	if v > 1 && m.reads%3 == 0 {
-		v--
+	if p := m.prev[key]; p != "" && m.reads%3 == 0 {
+		v = p
 	}
-	return append([]byte(nil), d...), "v" + itoa(v), nil
+	return d, v, nil
 }
 
 func (m *mispairing) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.data == nil {
-		m.data, m.ver = map[string][]byte{}, map[string]int{}
+	v, err := m.mem.PutIfVersion(ctx, key, data, expect)
+	if err == nil {
+		if m.prev == nil {
+			m.prev = map[string]string{}
+		}
+		m.prev[key] = expect
 	}
-	cur := ""
-	if _, ok := m.data[key]; ok {
-		cur = "v" + itoa(m.ver[key])
-	}
-	if cur != expect {
-		return "", writefence.ErrConflict
-	}
-	m.ver[key]++
-	m.data[key] = append([]byte(nil), data...)
-	return "v" + itoa(m.ver[key]), nil
+	return v, err
 }
 
 func (m *mispairing) Delete(ctx context.Context, key string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.data, key)
-	return nil
+	delete(m.prev, key)
+	return m.mem.Delete(ctx, key)
 }
 
 // doctorLines parses doctor's -json output: the findings, then the result.
@@ -106,6 +94,48 @@ func doctorFindings(t *testing.T, addr, check string, args ...string) (int, []fi
 	r := wf(t, append([]string{"doctor", "-json", "-store", addr}, args...)...)
 	fs, _ := doctorLines(t, r)
 	return r.code, findingsOf(fs, check)
+}
+
+// oneFinding returns the one finding of check in doctor's -json output r.
+func oneFinding(t *testing.T, r result, check string) finding {
+	t.Helper()
+	fs, _ := doctorLines(t, r)
+	f := findingsOf(fs, check)
+	require.Len(t, f, 1, "%s: %s", check, r)
+	return f[0]
+}
+
+// assertFinding runs doctor -json -writes=false on addr, asserts its exit
+// status and the level of its one finding of check and, unless found is
+// empty, what it found; it returns the finding.
+func assertFinding(t *testing.T, addr, check string, code int, lvl level, found string) finding {
+	t.Helper()
+	r := wf(t, "doctor", "-json", "-writes=false", "-store", addr)
+	f := oneFinding(t, r, check)
+	assert.Equal(t, code, r.code, "%s: %s", check, r)
+	assert.Equal(t, lvl, f.Level, "%s: %+v", check, f)
+	if found != "" {
+		assert.Equal(t, found, f.Found, check)
+	}
+	return f
+}
+
+// assertDoctorClean runs doctor -json on addr, reads under overwrite
+// included, and asserts it exits 0 with every finding ok, those of checks
+// and no other, in that order; it returns the findings.
+func assertDoctorClean(t *testing.T, addr string, checks ...string) []finding {
+	t.Helper()
+	r := wf(t, "doctor", "-json", "-overwrite", "2s", "-store", addr)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	fs, res := doctorLines(t, r)
+	assert.Equal(t, "ok", res["outcome"])
+	var got []string
+	for _, f := range fs {
+		assert.Equal(t, levelOK, f.Level, "%+v", f)
+		got = append(got, f.Check)
+	}
+	assert.Equal(t, checks, got, "%s", r)
+	return fs
 }
 
 // findingsOf returns the findings of check.

@@ -85,43 +85,21 @@ func TestDoctorValkeyReplicas(t *testing.T) {
 		return err == nil && strings.Contains(info, "state=online")
 	})
 
-	code, fs := doctorFindings(t, "valkey://"+primary+"/0", "valkey.replication", "-writes=false")
-	require.Len(t, fs, 1)
-	assert.Equal(t, exitAtRisk, code)
+	f := assertFinding(t, "valkey://"+primary+"/0", "valkey.replication", exitAtRisk, levelRisk, "1 replica connected and the address has no wait=")
 	assert.Equal(t, finding{Check: "valkey.replication", Level: levelRisk, Found: "1 replica connected and the address has no wait=",
 		Consequence: "the primary acknowledges a push before any replica has it: a failover to a replica that had not received it loses it, and two pushes of one epoch can both have returned success",
-		Fix:         "add ?wait=1 (and &wait-timeout=D) to the store address of every writer, so a push counts only once replicas hold it"}, fs[0])
+		Fix:         "add ?wait=1 (and &wait-timeout=D) to the store address of every writer, so a push counts only once replicas hold it"}, f)
 
-	code, fs = doctorFindings(t, "valkey://"+primary+"/0?wait=1", "valkey.replication", "-writes=false")
-	require.Len(t, fs, 1)
-	assert.Equal(t, exitOK, code)
-	assert.Equal(t, "1 replica connected, and a push waits for 1 of them (wait=1)", fs[0].Found)
-
-	code, fs = doctorFindings(t, "valkey://"+primary+"/0?wait=2", "valkey.replication", "-writes=false")
-	require.Len(t, fs, 1)
-	assert.Equal(t, exitOK, code)
-	assert.Equal(t, levelWarn, fs[0].Level)
-	assert.Equal(t, "wait=2 but 1 replica connected", fs[0].Found)
-
-	_, fs = doctorFindings(t, "valkey://"+replica+"/0", "valkey.replication", "-writes=false")
-	require.Len(t, fs, 1)
-	assert.Equal(t, levelWarn, fs[0].Level)
-	assert.Equal(t, "the server is a replica (role slave)", fs[0].Found)
+	assertFinding(t, "valkey://"+primary+"/0?wait=1", "valkey.replication", exitOK, levelOK, "1 replica connected, and a push waits for 1 of them (wait=1)")
+	assertFinding(t, "valkey://"+primary+"/0?wait=2", "valkey.replication", exitOK, levelWarn, "wait=2 but 1 replica connected")
+	assertFinding(t, "valkey://"+replica+"/0", "valkey.replication", exitOK, levelWarn, "the server is a replica (role slave)")
 }
 
 // TestDoctorValkeyClean: a server with an append-only file, no eviction
 // and no replica is clean, reads under overwrite included, and exits 0.
 func TestDoctorValkeyClean(t *testing.T) {
 	addr := testserver.StartValkey(t, "", "--appendonly", "yes")
-	r := wf(t, "doctor", "-json", "-overwrite", "2s", "-store", "valkey://"+addr+"/0")
-	require.Equal(t, exitOK, r.code, "%s", r)
-	fs, _ := doctorLines(t, r)
-	var checks []string
-	for _, f := range fs {
-		assert.Equal(t, levelOK, f.Level, "%+v", f)
-		checks = append(checks, f.Check)
-	}
-	assert.Equal(t, []string{"valkey.eviction", "valkey.persistence", "valkey.replication", "reads.overwrite"}, checks)
+	assertDoctorClean(t, "valkey://"+addr+"/0", "valkey.eviction", "valkey.persistence", "valkey.replication", "reads.overwrite")
 }
 
 // TestDoctorValkeyCluster: on a cluster of the test's own, three

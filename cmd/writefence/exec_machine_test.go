@@ -33,6 +33,25 @@ func heldMachine(p policy) *machine {
 	return m
 }
 
+// freshMachine is a machine that has done nothing yet, at t0.
+func freshMachine(p policy) *machine { return newMachine(p, machineT0) }
+
+// acquiringMachine is freshMachine with a Hold in flight.
+func acquiringMachine(p policy) *machine {
+	m := freshMachine(p)
+	m.acquiring()
+	return m
+}
+
+// then is the machine start makes, put through events.
+func then(start func(policy) *machine, events func(m *machine)) func(policy) *machine {
+	return func(p policy) *machine {
+		m := start(p)
+		events(m)
+		return m
+	}
+}
+
 // runningMachine is heldMachine with its program started.
 func runningMachine(p policy) *machine {
 	m := heldMachine(p)
@@ -48,6 +67,13 @@ func TestExecMachineDecisions(t *testing.T) {
 	restart.restart = true
 	waiting := machinePol
 	waiting.wait = 30 * time.Second
+	heldBy := func(expiry time.Duration) error {
+		return &writefence.LeaseHeldError{Name: "wal", Holder: "b", Term: 2, Expiry: at(expiry)}
+	}
+	refused := func(err error) func(policy) *machine {
+		return then(acquiringMachine, func(m *machine) { m.holdFailed(machineT0, err) })
+	}
+	stopping := then(runningMachine, func(m *machine) { m.terminating(at(7*time.Second), "expiring") })
 	cases := []struct {
 		name string
 		p    policy
@@ -55,244 +81,77 @@ func TestExecMachineDecisions(t *testing.T) {
 		now  time.Duration
 		want decision
 	}{
-		{"a new supervisor acquires", machinePol, func(p policy) *machine { return newMachine(p, machineT0) }, 0, decision{act: actAcquire}},
-		{"a Hold in flight is waited for", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			return m
-		}, time.Hour, decision{act: actWait}},
-		{"a Hold in flight is waited for until -timeout", waiting, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			return m
-		}, time.Second, decision{act: actWait, at: at(30 * time.Second)}},
-		{"held by another: tried again at its holder's expiry", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, &writefence.LeaseHeldError{Name: "wal", Holder: "b", Term: 2, Expiry: at(1500 * time.Millisecond)})
-			return m
-		}, 0, decision{act: actWait, at: at(1500 * time.Millisecond)}},
-		{"held by another: tried again a quarter TTL on at the latest", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, &writefence.LeaseHeldError{Name: "wal", Holder: "b", Term: 2, Expiry: at(time.Hour)})
-			return m
-		}, 0, decision{act: actWait, at: at(2 * time.Second)}},
-		{"held by another whose expiry passed: a sixteenth TTL on at the soonest", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, &writefence.LeaseHeldError{Name: "wal", Holder: "b", Term: 2, Expiry: at(-time.Hour)})
-			return m
-		}, 0, decision{act: actWait, at: at(500 * time.Millisecond)}},
-		{"held by another: acquire once the time comes", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, &writefence.LeaseHeldError{Name: "wal", Holder: "b", Term: 2, Expiry: at(time.Second)})
-			return m
-		}, time.Second, decision{act: actAcquire}},
-		{"a takeover that timed out: again an eighth TTL on", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, fmt.Errorf("writefence: lease wal: takeover given up: %w", writefence.ErrTakeoverTimeout))
-			return m
-		}, 0, decision{act: actWait, at: at(time.Second)}},
-		{"an unreachable store before the first term: give up", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, errNet)
-			return m
-		}, 0, decision{act: actExit, code: exitError, err: errNet}},
-		{"an unreachable store after a term: again a quarter TTL on", restart, func(p policy) *machine {
-			m := runningMachine(p)
+		{"a new supervisor acquires", machinePol, freshMachine, 0, decision{act: actAcquire}},
+		{"a Hold in flight is waited for", machinePol, acquiringMachine, time.Hour, decision{act: actWait}},
+		{"a Hold in flight is waited for until -timeout", waiting, acquiringMachine, time.Second, decision{act: actWait, at: at(30 * time.Second)}},
+		{"held by another: tried again at its holder's expiry", machinePol, refused(heldBy(1500 * time.Millisecond)), 0, decision{act: actWait, at: at(1500 * time.Millisecond)}},
+		{"held by another: tried again a quarter TTL on at the latest", machinePol, refused(heldBy(time.Hour)), 0, decision{act: actWait, at: at(2 * time.Second)}},
+		{"held by another whose expiry passed: a sixteenth TTL on at the soonest", machinePol, refused(heldBy(-time.Hour)), 0, decision{act: actWait, at: at(500 * time.Millisecond)}},
+		{"held by another: acquire once the time comes", machinePol, refused(heldBy(time.Second)), time.Second, decision{act: actAcquire}},
+		{"a takeover that timed out: again an eighth TTL on", machinePol, refused(fmt.Errorf("writefence: lease wal: takeover given up: %w", writefence.ErrTakeoverTimeout)), 0, decision{act: actWait, at: at(time.Second)}},
+		{"an unreachable store before the first term: give up", machinePol, refused(errNet), 0, decision{act: actExit, code: exitError, err: errNet}},
+		{"an unreachable store after a term: again a quarter TTL on", restart, then(runningMachine, func(m *machine) {
 			m.leaseEnded(lost)
 			m.terminating(at(time.Second), "lost")
 			m.exited(143)
 			m.released(at(time.Second))
 			m.acquiring()
 			m.holdFailed(at(time.Second), errNet)
-			return m
-		}, time.Second, decision{act: actWait, at: at(3 * time.Second)}},
-		{"a damaged lease record: give up", restart, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, &writefence.CorruptError{Key: "writefence/_lease/wal", Check: "checksum"})
-			return m
-		}, 0, decision{act: actExit, code: exitCorrupt, err: &writefence.CorruptError{Key: "writefence/_lease/wal", Check: "checksum"}}},
-		{"a seal refused as stale: again an eighth TTL on", restart, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, errStale)
-			return m
-		}, 0, decision{act: actWait, at: at(time.Second)}},
-		{"a seal refused as stale three times in a row: give up", restart, func(p policy) *machine {
-			m := newMachine(p, machineT0)
+		}), time.Second, decision{act: actWait, at: at(3 * time.Second)}},
+		{"a damaged lease record: give up", restart, refused(&writefence.CorruptError{Key: "writefence/_lease/wal", Check: "checksum"}), 0, decision{act: actExit, code: exitCorrupt, err: &writefence.CorruptError{Key: "writefence/_lease/wal", Check: "checksum"}}},
+		{"a seal refused as stale: again an eighth TTL on", restart, refused(errStale), 0, decision{act: actWait, at: at(time.Second)}},
+		{"a seal refused as stale three times in a row: give up", restart, then(freshMachine, func(m *machine) {
 			for range staleHolds {
 				m.acquiring()
 				m.holdFailed(machineT0, errStale)
 			}
-			return m
-		}, 0, decision{act: actExit, code: exitStale, err: errStale}},
-		{"stale refusals not in a row: again", restart, func(p policy) *machine {
-			m := newMachine(p, machineT0)
+		}), 0, decision{act: actExit, code: exitStale, err: errStale}},
+		{"stale refusals not in a row: again", restart, then(freshMachine, func(m *machine) {
 			for range staleHolds {
 				m.acquiring()
 				m.holdFailed(machineT0, errStale)
 				m.acquiring()
-				m.holdFailed(machineT0, &writefence.LeaseHeldError{Name: "wal", Holder: "b", Term: 2, Expiry: at(time.Second)})
+				m.holdFailed(machineT0, heldBy(time.Second))
 			}
 			m.acquiring()
 			m.holdFailed(machineT0, errStale)
-			return m
-		}, 0, decision{act: actWait, at: at(time.Second)}},
-		{"-timeout passed while waiting: give up", waiting, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.holdFailed(machineT0, &writefence.LeaseHeldError{Name: "wal", Holder: "b", Term: 2, Expiry: at(time.Hour)})
-			return m
-		}, 30 * time.Second, decision{act: actExit, code: exitLeaseEnded}},
-		{"-timeout passed with a Hold in flight: cancel it first", waiting, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			return m
-		}, 30 * time.Second, decision{act: actCancel}},
-		{"-timeout passed with the Hold cancelled: wait for it", waiting, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.cancelling()
-			return m
-		}, 31 * time.Second, decision{act: actWait}},
+		}), 0, decision{act: actWait, at: at(time.Second)}},
+		{"-timeout passed while waiting: give up", waiting, refused(heldBy(time.Hour)), 30 * time.Second, decision{act: actExit, code: exitLeaseEnded}},
+		{"-timeout passed with a Hold in flight: cancel it first", waiting, acquiringMachine, 30 * time.Second, decision{act: actCancel}},
+		{"-timeout passed with the Hold cancelled: wait for it", waiting, then(acquiringMachine, func(m *machine) { m.cancelling() }), 31 * time.Second, decision{act: actWait}},
 
 		{"held with the whole term left: start", machinePol, heldMachine, 0, decision{act: actStart}},
 		{"held with half the term left: start", machinePol, heldMachine, 4 * time.Second, decision{act: actStart}},
 		{"held with less than half the term left: wait for a renewal", machinePol, heldMachine, 4*time.Second + 1, decision{act: actWait, at: at(4*time.Second + 1 + 500*time.Millisecond)}},
-		{"held, then renewed: start", machinePol, func(p policy) *machine {
-			m := heldMachine(p)
-			m.renewed(at(13 * time.Second))
-			return m
-		}, 5 * time.Second, decision{act: actStart}},
-		{"the lease ended before the program started: release", machinePol, func(p policy) *machine {
-			m := heldMachine(p)
-			m.leaseEnded(lost)
-			return m
-		}, 0, decision{act: actRelease}},
+		{"held, then renewed: start", machinePol, then(heldMachine, func(m *machine) { m.renewed(at(13 * time.Second)) }), 5 * time.Second, decision{act: actStart}},
+		{"the lease ended before the program started: release", machinePol, then(heldMachine, func(m *machine) { m.leaseEnded(lost) }), 0, decision{act: actRelease}},
 
 		{"running: wait until SIGTERM is due", machinePol, runningMachine, time.Second, decision{act: actWait, at: at(6 * time.Second)}},
-		{"running, renewed: SIGTERM is due later", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.renewed(at(10 * time.Second))
-			return m
-		}, 3 * time.Second, decision{act: actWait, at: at(8 * time.Second)}},
+		{"running, renewed: SIGTERM is due later", machinePol, then(runningMachine, func(m *machine) { m.renewed(at(10 * time.Second)) }), 3 * time.Second, decision{act: actWait, at: at(8 * time.Second)}},
 		{"running, margin + grace left: SIGTERM, SIGKILL at the margin", machinePol, runningMachine, 6 * time.Second, decision{act: actTerm, killBy: at(7 * time.Second)}},
 		{"running, SIGTERM late: SIGKILL still at the margin", machinePol, runningMachine, 6500 * time.Millisecond, decision{act: actTerm, killBy: at(7 * time.Second)}},
 		{"running, past the margin (the supervisor was paused): SIGKILL a grace on", machinePol, runningMachine, 9 * time.Second, decision{act: actTerm, killBy: at(10 * time.Second)}},
-		{"running, the lease lost early: SIGTERM, SIGKILL a grace on", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.leaseEnded(lost)
-			return m
-		}, 2 * time.Second, decision{act: actTerm, killBy: at(3 * time.Second)}},
-		{"running, the lease lost near the margin: SIGKILL by the margin", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.leaseEnded(lost)
-			return m
-		}, 6500 * time.Millisecond, decision{act: actTerm, killBy: at(7 * time.Second)}},
+		{"running, the lease lost early: SIGTERM, SIGKILL a grace on", machinePol, then(runningMachine, func(m *machine) { m.leaseEnded(lost) }), 2 * time.Second, decision{act: actTerm, killBy: at(3 * time.Second)}},
+		{"running, the lease lost near the margin: SIGKILL by the margin", machinePol, then(runningMachine, func(m *machine) { m.leaseEnded(lost) }), 6500 * time.Millisecond, decision{act: actTerm, killBy: at(7 * time.Second)}},
 		{"running, -grace 0: SIGKILL at once", policy{ttl: 8 * time.Second}, runningMachine, 7 * time.Second, decision{act: actTerm, killBy: at(7 * time.Second)}},
-		{"running, interrupted: the program decides (the signal was forwarded)", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.interrupt()
-			return m
-		}, time.Second, decision{act: actWait, at: at(6 * time.Second)}},
-		{"stopping: wait for SIGKILL's time", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.terminating(at(7*time.Second), "expiring")
-			return m
-		}, 6 * time.Second, decision{act: actWait, at: at(7 * time.Second)}},
-		{"stopping: SIGKILL at its time", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.terminating(at(7*time.Second), "expiring")
-			return m
-		}, 7 * time.Second, decision{act: actKill}},
-		{"killed: wait for the exit", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.terminating(at(7*time.Second), "expiring")
-			m.killing()
-			return m
-		}, time.Hour, decision{act: actWait}},
+		{"running, interrupted: the program decides (the signal was forwarded)", machinePol, then(runningMachine, func(m *machine) { m.interrupt() }), time.Second, decision{act: actWait, at: at(6 * time.Second)}},
+		{"stopping: wait for SIGKILL's time", machinePol, stopping, 6 * time.Second, decision{act: actWait, at: at(7 * time.Second)}},
+		{"stopping: SIGKILL at its time", machinePol, stopping, 7 * time.Second, decision{act: actKill}},
+		{"killed: wait for the exit", machinePol, then(stopping, func(m *machine) { m.killing() }), time.Hour, decision{act: actWait}},
 
-		{"exited by itself: release first", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.exited(3)
-			return m
-		}, time.Second, decision{act: actRelease}},
-		{"exited by itself, released: its status", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.exited(3)
-			m.released(at(time.Second))
-			return m
-		}, time.Second, decision{act: actExit, code: 3, own: true}},
-		{"exited by itself with -restart: its status", restart, func(p policy) *machine {
-			m := runningMachine(p)
-			m.exited(0)
-			m.released(at(time.Second))
-			return m
-		}, time.Second, decision{act: actExit, code: 0, own: true}},
-		{"stopped for the lease: 75", machinePol, func(p policy) *machine {
-			m := runningMachine(p)
-			m.terminating(at(7*time.Second), "expiring")
-			m.exited(143)
-			m.released(at(7 * time.Second))
-			return m
-		}, 7 * time.Second, decision{act: actExit, code: exitLeaseEnded}},
-		{"stopped for the lease, -restart: acquire again", restart, func(p policy) *machine {
-			m := runningMachine(p)
-			m.terminating(at(7*time.Second), "expiring")
-			m.exited(143)
-			m.released(at(7 * time.Second))
-			return m
-		}, 7 * time.Second, decision{act: actAcquire}},
-		{"stopped for the lease, -restart, interrupted: 75", restart, func(p policy) *machine {
-			m := runningMachine(p)
-			m.terminating(at(7*time.Second), "expiring")
-			m.interrupt()
-			m.exited(143)
-			m.released(at(7 * time.Second))
-			return m
-		}, 7 * time.Second, decision{act: actExit, code: exitLeaseEnded}},
-		{"could not start: release first", machinePol, func(p policy) *machine {
-			m := heldMachine(p)
-			m.startFailed(exitCannotRun)
-			return m
-		}, 0, decision{act: actRelease}},
-		{"could not start, released: 126, not the program's", machinePol, func(p policy) *machine {
-			m := heldMachine(p)
-			m.startFailed(exitCannotRun)
-			m.released(machineT0)
-			return m
-		}, 0, decision{act: actExit, code: exitCannotRun}},
+		{"exited by itself: release first", machinePol, then(runningMachine, func(m *machine) { m.exited(3) }), time.Second, decision{act: actRelease}},
+		{"exited by itself, released: its status", machinePol, then(runningMachine, func(m *machine) { m.exited(3); m.released(at(time.Second)) }), time.Second, decision{act: actExit, code: 3, own: true}},
+		{"exited by itself with -restart: its status", restart, then(runningMachine, func(m *machine) { m.exited(0); m.released(at(time.Second)) }), time.Second, decision{act: actExit, code: 0, own: true}},
+		{"stopped for the lease: 75", machinePol, then(stopping, func(m *machine) { m.exited(143); m.released(at(7 * time.Second)) }), 7 * time.Second, decision{act: actExit, code: exitLeaseEnded}},
+		{"stopped for the lease, -restart: acquire again", restart, then(stopping, func(m *machine) { m.exited(143); m.released(at(7 * time.Second)) }), 7 * time.Second, decision{act: actAcquire}},
+		{"stopped for the lease, -restart, interrupted: 75", restart, then(stopping, func(m *machine) { m.interrupt(); m.exited(143); m.released(at(7 * time.Second)) }), 7 * time.Second, decision{act: actExit, code: exitLeaseEnded}},
+		{"could not start: release first", machinePol, then(heldMachine, func(m *machine) { m.startFailed(exitCannotRun) }), 0, decision{act: actRelease}},
+		{"could not start, released: 126, not the program's", machinePol, then(heldMachine, func(m *machine) { m.startFailed(exitCannotRun); m.released(machineT0) }), 0, decision{act: actExit, code: exitCannotRun}},
 
-		{"interrupted while waiting: 130", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.interrupt()
-			return m
-		}, 0, decision{act: actExit, code: exitInterrupted}},
-		{"interrupted with a Hold in flight: cancel it", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.interrupt()
-			return m
-		}, 0, decision{act: actCancel}},
-		{"interrupted, the Hold cancelled: 130", machinePol, func(p policy) *machine {
-			m := newMachine(p, machineT0)
-			m.acquiring()
-			m.interrupt()
-			m.cancelling()
-			m.holdFailed(machineT0, context.Canceled)
-			return m
-		}, 0, decision{act: actExit, code: exitInterrupted}},
-		{"interrupted, held, not started: release", machinePol, func(p policy) *machine {
-			m := heldMachine(p)
-			m.interrupt()
-			return m
-		}, 0, decision{act: actRelease}},
+		{"interrupted while waiting: 130", machinePol, then(freshMachine, func(m *machine) { m.interrupt() }), 0, decision{act: actExit, code: exitInterrupted}},
+		{"interrupted with a Hold in flight: cancel it", machinePol, then(acquiringMachine, func(m *machine) { m.interrupt() }), 0, decision{act: actCancel}},
+		{"interrupted, the Hold cancelled: 130", machinePol, then(acquiringMachine, func(m *machine) { m.interrupt(); m.cancelling(); m.holdFailed(machineT0, context.Canceled) }), 0, decision{act: actExit, code: exitInterrupted}},
+		{"interrupted, held, not started: release", machinePol, then(heldMachine, func(m *machine) { m.interrupt() }), 0, decision{act: actRelease}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

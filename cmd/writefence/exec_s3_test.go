@@ -24,7 +24,8 @@ func init() { execStores["s3"] = execS3 }
 func execS3(t *testing.T) (string, []string, func(*testing.T, map[string][]uint64)) {
 	s3 := testserver.S3Server(t)
 	c := s3.Client(t, testserver.HTTPTransport(t))
-	bucket := versionedBucket(t, c)
+	bucket := s3Bucket(t, c)
+	require.NoError(t, c.SetBucketVersioning(t.Context(), bucket, minio.BucketVersioningConfiguration{Status: "Enabled"}))
 	addr := "s3://" + bucket + "?endpoint=" + s3.Endpoint + "&secure=false"
 	env := []string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
 	return addr, env, func(t *testing.T, landed map[string][]uint64) { checkS3History(t, c, bucket, landed) }
@@ -79,34 +80,4 @@ func checkS3History(t *testing.T, c *minio.Client, bucket string, landed map[str
 			assert.True(t, in[version{e, holder}], "%s's push at epoch %d landed but is not in the history %v", holder, e, history)
 		}
 	}
-}
-
-// versionedBucket creates a bucket of the test's own that keeps every
-// version of its objects, removed with them when the test ends.
-func versionedBucket(t *testing.T, c *minio.Client) string {
-	bucket := testserver.UniqueName(t)
-	ctx := t.Context()
-	require.NoError(t, c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}))
-	t.Cleanup(func() {
-		ctx, cancel := testserver.CleanupContext(t)
-		defer cancel()
-		var all []minio.ObjectInfo
-		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true, WithVersions: true}) {
-			if o.Err != nil {
-				t.Errorf("cleanup: list %s: %v", bucket, o.Err)
-				continue
-			}
-			all = append(all, o)
-		}
-		for _, o := range all {
-			if err := c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{VersionID: o.VersionID}); err != nil {
-				t.Errorf("cleanup: remove %s version %s: %v", o.Key, o.VersionID, err)
-			}
-		}
-		if err := c.RemoveBucket(ctx, bucket); err != nil {
-			t.Errorf("cleanup: remove bucket %s: %v", bucket, err)
-		}
-	})
-	require.NoError(t, c.SetBucketVersioning(ctx, bucket, minio.BucketVersioningConfiguration{Status: "Enabled"}))
-	return bucket
 }

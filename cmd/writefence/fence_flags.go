@@ -74,6 +74,18 @@ func (sf *storeFlags) writeFence(ctx context.Context, s *opened, identity string
 	return f, nil
 }
 
+// withWriteFence opens the store as withStore does, for a command that
+// writes, and runs use with writeFence's Fence over it.
+func (sf *storeFlags) withWriteFence(ctx context.Context, o *output, identity string, b brandValue, use func(ctx context.Context, s *opened, fence *writefence.Fence) int) int {
+	return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
+		fence, err := sf.writeFence(ctx, s, identity, b)
+		if err != nil {
+			return o.fail(err)
+		}
+		return use(ctx, s, fence)
+	})
+}
+
 // brandAdvice says what a refusal by an installed brand means.
 func brandAdvice(err error) error {
 	var wire *writefence.WireError

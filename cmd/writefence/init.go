@@ -59,13 +59,8 @@ func defineInit(fs *flag.FlagSet, inv *invocation) action {
 	sf.addBlobsFlag(fs)
 	return func(ctx context.Context, inv *invocation, _ []string) int {
 		o := sf.output()
-		if sf.timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, sf.timeout)
-			defer cancel()
-		}
-		sf.inv.timeout = sf.timeout
-		addr, err := storeAddress(sf.addr)
+		ctx, cancel, addr, err := sf.begin(ctx)
+		defer cancel()
 		if err != nil {
 			return o.fail(err)
 		}

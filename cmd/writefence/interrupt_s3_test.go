@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -17,15 +16,13 @@ import (
 // canceled".
 func TestS3PushInterrupted(t *testing.T) {
 	silent, accepted := silentServer(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "example-secret")
+	awsCredentials(t, "AKIDEXAMPLE", "example-secret")
+	p := writeFile(t, "x")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan result)
 	go func() {
-		var stdout, stderr bytes.Buffer
-		code := run(ctx, []string{"push", "-timeout", "0", "-store", "s3://mirrors?secure=false&endpoint=" + silent,
-			"-writer", "a", "-epoch", "1", "-file", writeFile(t, "x"), "wal", "s"}, &stdout, &stderr)
-		done <- result{code, stdout.String(), stderr.String()}
+		done <- wfContext(ctx, "push", "-timeout", "0", "-store", "s3://mirrors?secure=false&endpoint="+silent,
+			"-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
 	}()
 	// Wait for the connection that carries a request: the command is then
 	// waiting on the store's answer.

@@ -147,11 +147,7 @@ func defineLeaseRelease(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: -holder is required: the holder the lease names (writefence lease show %s prints it), so that only that holder's lease is released", shellQuote(args[0])))
 		}
 		name := args[0]
-		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence, err := sf.writeFence(ctx, s, "", *brand)
-			if err != nil {
-				return o.fail(err)
-			}
+		return sf.withWriteFence(ctx, o, "", *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			info, err := fence.InspectLease(ctx, name)
 			if err != nil {
 				return o.fail(leaseError(err))

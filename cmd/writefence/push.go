@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
@@ -68,15 +69,27 @@ examples:
 	define: definePush,
 }
 
-// pushResult is push's -json output when the push landed.
-type pushResult struct {
+// landedResult is what the -json output of a command that wrote shows
+// first: the key written, its shard, and the writer and epoch of the
+// write.
+type landedResult struct {
 	Outcome string `json:"outcome"`
 	Key     string `json:"key"`
 	Plugin  string `json:"plugin"`
 	Shard   string `json:"shard"`
 	Epoch   uint64 `json:"epoch"`
 	Writer  string `json:"writer"`
-	Size    int    `json:"size"`
+}
+
+// landed returns the landedResult of a write that landed.
+func landed(key, plugin, shard, writer string, epoch uint64) landedResult {
+	return landedResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: epoch, Writer: writer}
+}
+
+// pushResult is push's -json output when the push landed.
+type pushResult struct {
+	landedResult
+	Size int `json:"size"`
 }
 
 // stdin is where -file - reads; tests replace it.
@@ -187,17 +200,13 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(err)
 		}
 		plugin, shard := args[0], args[1]
-		return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence, err := rf.writeFence(ctx, s, rf.identity, *brand)
-			if err != nil {
-				return o.fail(err)
-			}
+		return rf.withWriteFence(ctx, o, rf.identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			if err := fence.Push(ctx, plugin, shard, rf.writer, uint64(rf.epoch), payload); err != nil {
 				return o.fail(err)
 			}
 			key, _ := keys.Shard(rf.prefix, plugin, shard)
 			if rf.json {
-				o.emit(pushResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: uint64(rf.epoch), Writer: rf.writer, Size: len(payload)})
+				o.emit(pushResult{landed(key, plugin, shard, rf.writer, uint64(rf.epoch)), len(payload)})
 			} else {
 				fmt.Fprintf(inv.stdout, "landed: %s epoch %s by %s, %d bytes\n",
 					escape.String(key), strconv.FormatUint(uint64(rf.epoch), 10), escape.String(rf.writer), len(payload))

@@ -98,18 +98,14 @@ func pushAtTerm(ctx context.Context, fs *flag.FlagSet, o *output, rf *recordFlag
 	if err != nil {
 		return o.fail(err)
 	}
-	return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-		fence, err := rf.writeFence(ctx, s, rf.identity, b)
-		if err != nil {
-			return o.fail(err)
-		}
+	return rf.withWriteFence(ctx, o, rf.identity, b, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 		epoch, err := pushTerm(ctx, fence, term, plugin, shard, rf.writer, payload)
 		if err != nil {
 			return o.fail(err)
 		}
 		key, _ := keys.Shard(rf.prefix, plugin, shard)
 		if rf.json {
-			o.emit(pushResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: epoch, Writer: rf.writer, Size: len(payload)})
+			o.emit(pushResult{landed(key, plugin, shard, rf.writer, epoch), len(payload)})
 		} else {
 			fmt.Fprintf(o.inv.stdout, "landed: %s epoch %d (term %d, #%d) by %s, %d bytes\n",
 				escape.String(key), epoch, epoch>>32, epoch&maxTerm, escape.String(rf.writer), len(payload))

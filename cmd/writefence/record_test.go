@@ -114,14 +114,22 @@ func TestWireIdentity(t *testing.T) {
 // TestPushBrand: -brand verify refuses an unbranded store before writing;
 // -brand claim brands it and then verify passes.
 func TestPushBrand(t *testing.T) {
-	addr := fileStore(t)
-	p := writeFile(t, "x")
-	r := wf(t, "push", "-store", addr, "-brand", "verify", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
-	assert.Equal(t, exitWire, r.code, "%s", r)
-	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "a refused push wrote nothing")
-	assert.Equal(t, exitOK, wf(t, "push", "-store", addr, "-brand", "claim", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s").code)
-	assert.Equal(t, exitOK, wf(t, "push", "-store", addr, "-brand", "verify", "-writer", "a", "-epoch", "2", "-file", p, "wal", "s").code)
-	assert.Equal(t, exitUsage, wf(t, "push", "-store", addr, "-brand", "maybe", "-writer", "a", "-epoch", "3", "-file", p, "wal", "s").code)
+	addr, p := fileStore(t), writeFile(t, "x")
+	// Each push in turn, and latest's status after it: a refused push
+	// wrote nothing.
+	for _, c := range []struct {
+		brand, epoch string
+		code, latest int
+	}{
+		{"verify", "1", exitWire, exitNotFound},
+		{"claim", "1", exitOK, exitOK},
+		{"verify", "2", exitOK, exitOK},
+		{"maybe", "3", exitUsage, exitOK},
+	} {
+		r := wf(t, "push", "-store", addr, "-brand", c.brand, "-writer", "a", "-epoch", c.epoch, "-file", p, "wal", "s")
+		assert.Equal(t, c.code, r.code, "-brand %s -epoch %s: %s", c.brand, c.epoch, r)
+		assert.Equal(t, c.latest, wf(t, "latest", "-store", addr, "wal", "s").code, "after -brand %s -epoch %s", c.brand, c.epoch)
+	}
 }
 
 func TestPushUsage(t *testing.T) {
@@ -144,18 +152,24 @@ func TestPushUsage(t *testing.T) {
 	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing was written")
 }
 
+// pushAndSettle runs push and settle of wal/s on addr, by writer a at
+// epoch with the payload file p, and returns each command's result.
+func pushAndSettle(t *testing.T, addr, p, epoch string) map[string]result {
+	t.Helper()
+	args := []string{"-store", addr, "-writer", "a", "-epoch", epoch, "-file", p}
+	return map[string]result{
+		"push":   wf(t, append(append([]string{"push"}, args...), "wal", "s")...),
+		"settle": wf(t, append(append([]string{"settle", "-confirm-version", "v"}, args...), "wal", "s")...),
+	}
+}
+
 // TestEpochPlainDecimal: -epoch takes plain decimal digits only; "010" is
 // not 8, "0x10" not 16. Each is a usage error and writes nothing.
 func TestEpochPlainDecimal(t *testing.T) {
 	addr := emptyStore(t)
 	p := writeFile(t, "x")
 	for _, epoch := range []string{"010", "0x10", "0X10", "0b1", "0o7", "1_0", "+1", "-1", " 1", "1 ", "１", "1e3", "", "18446744073709551616"} {
-		for _, c := range []string{"push", "settle"} {
-			args := []string{c, "-store", addr, "-writer", "a", "-epoch", epoch, "-file", p}
-			if c == "settle" {
-				args = append(args, "-confirm-version", "v")
-			}
-			r := wf(t, append(args, "wal", "s")...)
+		for c, r := range pushAndSettle(t, addr, p, epoch) {
 			assert.Equal(t, exitUsage, r.code, "%s -epoch %q: %s", c, epoch, r)
 			assert.Contains(t, r.stderr, "plain decimal", "%s -epoch %q", c, epoch)
 		}
@@ -175,12 +189,7 @@ func TestEpochLimit(t *testing.T) {
 	addr := emptyStore(t)
 	p := writeFile(t, "x")
 	for _, epoch := range []string{"9223372036854775808", "18446744073709551615"} {
-		for _, c := range []string{"push", "settle"} {
-			args := []string{c, "-store", addr, "-writer", "a", "-epoch", epoch, "-file", p}
-			if c == "settle" {
-				args = append(args, "-confirm-version", "v")
-			}
-			r := wf(t, append(args, "wal", "s")...)
+		for c, r := range pushAndSettle(t, addr, p, epoch) {
 			assert.Equal(t, exitUsage, r.code, "%s -epoch %s: %s", c, epoch, r)
 			assert.Contains(t, r.stderr, "above 2^63-1", "%s -epoch %s", c, epoch)
 			assert.Contains(t, r.stderr, "no command lowers it", "%s -epoch %s: why", c, epoch)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
@@ -39,16 +40,6 @@ examples:
 	define: defineSeal,
 }
 
-// sealResult is seal's -json output.
-type sealResult struct {
-	Outcome string `json:"outcome"`
-	Key     string `json:"key"`
-	Plugin  string `json:"plugin"`
-	Shard   string `json:"shard"`
-	Epoch   uint64 `json:"epoch"`
-	Writer  string `json:"writer"`
-}
-
 func defineSeal(fs *flag.FlagSet, inv *invocation) action {
 	w := addWriterFlags(fs, inv, defaultTimeout, "that seals, recorded as the shard's writer")
 	w.addCreateFlag(fs)
@@ -60,17 +51,13 @@ func defineSeal(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(err)
 		}
 		plugin, shard := args[0], args[1]
-		return w.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence, err := w.writeFence(ctx, s, *identity, *brand)
-			if err != nil {
-				return o.fail(err)
-			}
+		return w.withWriteFence(ctx, o, *identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			if err := fence.Seal(ctx, plugin, shard, w.writer, uint64(w.epoch)); err != nil {
 				return o.fail(err)
 			}
 			key, _ := keys.Shard(w.prefix, plugin, shard)
 			if w.json {
-				o.emit(sealResult{Outcome: "ok", Key: key, Plugin: plugin, Shard: shard, Epoch: uint64(w.epoch), Writer: w.writer})
+				o.emit(landed(key, plugin, shard, w.writer, uint64(w.epoch)))
 			} else {
 				fmt.Fprintf(inv.stdout, "sealed: %s at epoch %s by %s; every write at or below it is refused\n",
 					escape.String(key), strconv.FormatUint(uint64(w.epoch), 10), escape.String(w.writer))

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,46 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// awsCredentials gives the command an AWS key pair in the environment, as
+// the AWS SDK reads it, and keeps it from asking a cloud metadata service.
+func awsCredentials(t *testing.T, id, secret string) {
+	t.Setenv("AWS_ACCESS_KEY_ID", id)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+// azureSharedKey gives the command an Azure storage account and its
+// shared key in the environment, and no connection string.
+func azureSharedKey(t *testing.T, account, key string) {
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+	t.Setenv("AZURE_STORAGE_ACCOUNT", account)
+	t.Setenv("AZURE_STORAGE_KEY", key)
+}
+
+// noValkeyPassword leaves the command no Valkey password in the
+// environment.
+func noValkeyPassword(t *testing.T) {
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("REDISCLI_AUTH", "")
+}
+
+// startServer starts the server c, its output in log, and when the test
+// ends signals it with stop and waits for it to exit; exited is closed
+// once it has.
+func startServer(t *testing.T, c *exec.Cmd, stop os.Signal) (log *strings.Builder, exited <-chan struct{}) {
+	t.Helper()
+	log = new(strings.Builder)
+	c.Stdout, c.Stderr = log, log
+	require.NoError(t, c.Start())
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = c.Process.Signal(stop)
+		<-done
+	})
+	return log, done
+}
 
 // serverScenario runs every subcommand against the store at addr, under
 // prefix (the default when empty), and asserts each exit status.

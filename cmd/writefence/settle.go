@@ -117,11 +117,7 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: -epoch %s is not above -floor %s: settle at an epoch above every epoch ever granted", rf.epoch.String(), floor.String()))
 		}
 		plugin, shard := args[0], args[1]
-		return rf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
-			fence, err := rf.writeFence(ctx, s, rf.identity, *brand)
-			if err != nil {
-				return o.fail(err)
-			}
+		return rf.withWriteFence(ctx, o, rf.identity, *brand, func(ctx context.Context, s *opened, fence *writefence.Fence) int {
 			// A settle keeps the shard's floor whether or not the writers
 			// do (Fence.KeepFloor): for writers that keep it, a settle not
 			// above it would leave a record they all refuse, and one that
@@ -129,7 +125,7 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 			// the settle pass them; for the others the floor's key is
 			// never read.
 			fence.KeepFloor = true
-			err = fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
+			err := fence.Settle(ctx, plugin, shard, writefence.Settlement{Version: *confirm, Writer: rf.writer,
 				Epoch: uint64(rf.epoch), Payload: payload, Floor: uint64(floor), DropBlobs: *dropBlobs, Lost: *lost})
 			// Empty only for names Settle refused before reading anything.
 			key, _ := keys.Shard(rf.prefix, plugin, shard)

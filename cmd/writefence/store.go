@@ -106,13 +106,8 @@ func (sf *storeFlags) output() *output { return &output{inv: sf.inv, json: sf.js
 // holds no store, or a missing bucket, table or container, is an error
 // unless the command writes and -create was given, which creates it.
 func (sf *storeFlags) withStore(ctx context.Context, o *output, readOnly bool, use func(ctx context.Context, s *opened) int) int {
-	if sf.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, sf.timeout)
-		defer cancel()
-	}
-	sf.inv.timeout = sf.timeout
-	addr, err := storeAddress(sf.addr)
+	ctx, cancel, addr, err := sf.begin(ctx)
+	defer cancel()
 	if err != nil {
 		return o.fail(err)
 	}
@@ -130,6 +125,18 @@ func (sf *storeFlags) withStore(ctx context.Context, o *output, readOnly bool, u
 		return o.fail(err)
 	}
 	return use(ctx, s)
+}
+
+// begin returns ctx bounded by -timeout, the function that releases it,
+// and the store's address (the default when -store is empty).
+func (sf *storeFlags) begin(ctx context.Context) (context.Context, context.CancelFunc, string, error) {
+	cancel := context.CancelFunc(func() {})
+	if sf.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, sf.timeout)
+	}
+	sf.inv.timeout = sf.timeout
+	addr, err := storeAddress(sf.addr)
+	return ctx, cancel, addr, err
 }
 
 // storeAddress returns addr, or the default address when addr is empty.
@@ -232,6 +239,28 @@ func query(u *url.URL, allowed ...string) (url.Values, error) {
 		}
 	}
 	return q, nil
+}
+
+// storeName reads an address of the form scheme://name[?params]: its
+// query, refusing parameters not in allowed, and the bucket, table or
+// container (what) its host names, refusing an address without one or
+// with a path (form is the address's form, for the refusal), and a name
+// that valid refuses, with valid's reason.
+//
+//lint:ignore U1000 as query
+func storeName(u *url.URL, what, form string, valid func(name string) error, allowed ...string) (string, url.Values, error) {
+	q, err := query(u, allowed...)
+	if err != nil {
+		return "", nil, err
+	}
+	name := u.Host
+	if name == "" || strings.Trim(u.Path, "/") != "" {
+		return "", nil, usagef("writefence: store address: want %s, the %s as the host and no path", form, what)
+	}
+	if err := valid(name); err != nil {
+		return "", nil, usagef("writefence: store address: %s %s: %v", what, escape.String(name), err)
+	}
+	return name, q, nil
 }
 
 // boolParam reads the parameter name of q as true or false, def when it

@@ -32,16 +32,9 @@ func init() {
 // another (the account's URL, e.g. Azurite's
 // http://127.0.0.1:10000/devstoreaccount1).
 func openAzblob(_ context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "endpoint")
+	name, q, err := storeName(u, "container", "azblob://container[?endpoint=URL]", validContainer, "endpoint")
 	if err != nil {
 		return nil, err
-	}
-	name := u.Host
-	if name == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, usagef("writefence: store address: want azblob://container[?endpoint=URL], the container as the host and no path")
-	}
-	if !validContainer(name) {
-		return nil, usagef("writefence: store address: container %s: want 3 to 63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit", escape.String(name))
 	}
 	endpoint := q.Get("endpoint")
 	if endpoint != "" {
@@ -94,15 +87,7 @@ func openAzblob(_ context.Context, u *url.URL) (*opened, error) {
 				return err
 			}
 			_, err := c.GetProperties(ctx, nil)
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case bloberror.HasCode(err, bloberror.ContainerNotFound):
-				return &missingError{addr: addr, what: "container", name: name}
-			}
-			// Any other failure (a key or SAS that may not read the
-			// container's properties) is left to the command's requests.
-			return nil
+			return readyUnless(ctx, bloberror.HasCode(err, bloberror.ContainerNotFound), addr, "container", name)
 		},
 		create: func(ctx context.Context) error {
 			_, err := c.Create(ctx, nil)
@@ -115,16 +100,17 @@ func openAzblob(_ context.Context, u *url.URL) (*opened, error) {
 }
 
 // validContainer applies Azure's rules for container names.
-func validContainer(n string) bool {
+func validContainer(n string) error {
+	bad := errors.New("want 3 to 63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit")
 	if len(n) < 3 || len(n) > 63 || n[0] == '-' || n[len(n)-1] == '-' || strings.Contains(n, "--") {
-		return false
+		return bad
 	}
 	for i := 0; i < len(n); i++ {
 		if c := n[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
+			return bad
 		}
 	}
-	return true
+	return nil
 }
 
 // adviseAzblob names the variables read when Azure refused the

@@ -3,14 +3,12 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/writefence/writefence/azblobstore"
 	"github.com/writefence/writefence/internal/sdkserver/azurite"
 )
 
@@ -18,16 +16,9 @@ import (
 // store; a malformed address is a usage error before any I/O that never
 // echoes a secret; missing credentials name the variables read.
 func TestAzblobAddress(t *testing.T) {
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_ACCOUNT", "devstoreaccount1")
-	t.Setenv("AZURE_STORAGE_KEY", "a2V5")
-	for _, addr := range []string{"azblob://mirrors", "azblob://mir-rors-01?endpoint=http://127.0.0.1:1/devstoreaccount1"} {
-		s, err := openStore(context.Background(), addr)
-		require.NoError(t, err, addr)
-		assert.IsType(t, &azblobstore.Store{}, s.store, addr)
-		require.NoError(t, s.close())
-	}
-	for addr, says := range map[string]string{
+	azureSharedKey(t, "devstoreaccount1", "a2V5")
+	assertOpens(t, "*azblobstore.Store", "azblob://mirrors", "azblob://mir-rors-01?endpoint=http://127.0.0.1:1/devstoreaccount1")
+	assertRefusedSaying(t, map[string]string{
 		"azblob://":             "azblob://container",
 		"azblob://ab":           "container ab",
 		"azblob://Mirrors":      "container Mirrors",
@@ -38,32 +29,30 @@ func TestAzblobAddress(t *testing.T) {
 		"azblob://mirrors?endpoint=http://h/?sig=abc": "without a query",
 		"azblob://mirrors?endpiont=http://h":          `"endpiont"`,
 		"azblob://account:hunter2secret@mirrors":      "credentials are not accepted",
+	})
+	r := wf(t, "latest", "-store", "azblob://mirrors?endpoint=http://h/?sig=abc", "wal", "s")
+	assert.NotContains(t, r.stderr+r.stdout, "sig=abc", "a SAS in the endpoint is not echoed")
+
+	// The credentials, each case's variables set in turn over the last's.
+	for _, c := range []struct {
+		env  map[string]string
+		addr string
+		code int
+		says string
+	}{
+		{map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;AccountKey=hunter2secret"}, "azblob://mirrors?endpoint=http://h", exitUsage, "give one of them"},
+		{map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "not a connection string hunter2secret"}, "azblob://mirrors", exitError, ""},
+		{map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "", "AZURE_STORAGE_KEY": ""}, "azblob://mirrors", exitError, "AZURE_STORAGE_ACCOUNT (set), AZURE_STORAGE_KEY (unset)"},
+		{map[string]string{"AZURE_STORAGE_KEY": "not base64 hunter2secret!"}, "azblob://mirrors", exitError, ""},
 	} {
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.Contains(t, r.stderr, says, addr)
-		assert.NotContains(t, r.stderr+r.stdout, "hunter2secret", addr)
-		assert.NotContains(t, r.stderr+r.stdout, "sig=abc", addr)
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		r := wf(t, "latest", "-store", c.addr, "wal", "s")
+		assert.Equal(t, c.code, r.code, "%v: %s", c.env, r)
+		assert.Contains(t, r.stderr, c.says, "%v", c.env)
+		assert.NotContains(t, r.stderr, "hunter2secret", "%v", c.env)
 	}
-
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "AccountName=a;AccountKey=hunter2secret")
-	r := wf(t, "latest", "-store", "azblob://mirrors?endpoint=http://h", "wal", "s")
-	assert.Equal(t, exitUsage, r.code, "%s", r)
-	assert.Contains(t, r.stderr, "give one of them")
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "not a connection string hunter2secret")
-	r = wf(t, "latest", "-store", "azblob://mirrors", "wal", "s")
-	assert.Equal(t, exitError, r.code, "%s", r)
-	assert.NotContains(t, r.stderr, "hunter2secret")
-
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_KEY", "")
-	r = wf(t, "latest", "-store", "azblob://mirrors", "wal", "s")
-	assert.Equal(t, exitError, r.code, "%s", r)
-	assert.Contains(t, r.stderr, "AZURE_STORAGE_ACCOUNT (set), AZURE_STORAGE_KEY (unset)")
-	t.Setenv("AZURE_STORAGE_KEY", "not base64 hunter2secret!")
-	r = wf(t, "latest", "-store", "azblob://mirrors", "wal", "s")
-	assert.Equal(t, exitError, r.code, "%s", r)
-	assert.NotContains(t, r.stderr, "hunter2secret")
 }
 
 // azblobAddress creates a container of the test's own on Azurite, deleted
@@ -72,9 +61,7 @@ func TestAzblobAddress(t *testing.T) {
 func azblobAddress(t *testing.T) (addr string, az azurite.Azurite) {
 	t.Helper()
 	az = azurite.AzuriteServer(t)
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_ACCOUNT", az.Account)
-	t.Setenv("AZURE_STORAGE_KEY", az.Key)
+	azureSharedKey(t, az.Account, az.Key)
 	name := azurite.AzuriteContainer(t, az.Service(t, nil))
 	return "azblob://" + name + "?endpoint=" + az.Endpoint, az
 }

@@ -27,6 +27,14 @@ func init() {
 // dynamoTableName is DynamoDB's rule for table names.
 var dynamoTableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
 
+// validTable applies dynamoTableName.
+func validTable(n string) error {
+	if !dynamoTableName.MatchString(n) {
+		return errors.New("want 3 to 255 letters, digits, '_', '-' or '.'")
+	}
+	return nil
+}
+
 // openDynamoDB opens dynamodb://table[?endpoint=http://host:port&region=R].
 // Credentials and, without region=, the region come from the AWS SDK's
 // usual sources: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and
@@ -34,16 +42,9 @@ var dynamoTableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
 // metadata service for an endpoint that is not AWS's own. The table must
 // exist: only init and -create create it.
 func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "endpoint", "region")
+	table, q, err := storeName(u, "table", "dynamodb://table[?endpoint=http://host:port&region=R]", validTable, "endpoint", "region")
 	if err != nil {
 		return nil, err
-	}
-	table := u.Host
-	if table == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, usagef("writefence: store address: want dynamodb://table[?endpoint=http://host:port&region=R], the table as the host and no path")
-	}
-	if !dynamoTableName.MatchString(table) {
-		return nil, usagef("writefence: store address: table %s: want 3 to 255 letters, digits, '_', '-' or '.'", escape.String(table))
 	}
 	var opts []func(*config.LoadOptions) error
 	region := q.Get("region")
@@ -100,15 +101,7 @@ func openDynamoDB(ctx context.Context, u *url.URL) (*opened, error) {
 			}
 			_, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
 			var nf *types.ResourceNotFoundException
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case errors.As(err, &nf):
-				return &missingError{addr: addr, what: "table", name: table}
-			}
-			// Any other failure (no dynamodb:DescribeTable, throttling) is
-			// left to the command's own requests.
-			return nil
+			return readyUnless(ctx, errors.As(err, &nf), addr, "table", table)
 		},
 		create: store.CreateTable,
 	}, nil

@@ -30,16 +30,9 @@ func init() {
 // project (default $GOOGLE_CLOUD_PROJECT) is needed only to create the
 // bucket (init, -create).
 func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "endpoint", "project")
+	bucket, q, err := storeName(u, "bucket", "gs://bucket[?endpoint=http://host:port]", validGCSBucket, "endpoint", "project")
 	if err != nil {
 		return nil, err
-	}
-	bucket := u.Host
-	if bucket == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, usagef("writefence: store address: want gs://bucket[?endpoint=http://host:port], the bucket as the host and no path")
-	}
-	if !validGCSBucket(bucket) {
-		return nil, usagef("writefence: store address: bucket %s: want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit", escape.String(bucket))
 	}
 	var opts []option.ClientOption
 	host := "storage.googleapis.com:443"
@@ -84,13 +77,7 @@ func openGCS(ctx context.Context, u *url.URL) (*opened, error) {
 			// only the bucket's own attributes tell. A refusal to read
 			// them (no storage.buckets.get) is left to the requests.
 			_, err := b.Attrs(ctx)
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case errors.Is(err, storage.ErrBucketNotExist):
-				return &missingError{addr: addr, what: "bucket", name: bucket}
-			}
-			return nil
+			return readyUnless(ctx, errors.Is(err, storage.ErrBucketNotExist), addr, "bucket", bucket)
 		},
 		create: func(ctx context.Context) error {
 			if project == "" {
@@ -119,19 +106,23 @@ func gcsRetryable(err error) bool {
 
 // validGCSBucket applies Cloud Storage's naming rules for buckets without
 // dots, and the 222-byte limit of dotted names; the server decides the rest.
-func validGCSBucket(b string) bool {
+func validGCSBucket(b string) error {
+	bad := errors.New("want 3 to 63 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
 	max := 63
 	if strings.Contains(b, ".") {
 		max = 222
 	}
 	if len(b) < 3 || len(b) > max {
-		return false
+		return bad
 	}
 	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 	for i := 0; i < len(b); i++ {
 		if c := b[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
-			return false
+			return bad
 		}
 	}
-	return alnum(b[0]) && alnum(b[len(b)-1])
+	if !alnum(b[0]) || !alnum(b[len(b)-1]) {
+		return bad
+	}
+	return nil
 }

@@ -4,13 +4,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/url"
 	"syscall"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,37 +20,20 @@ import (
 // ones, refused as usage errors before any I/O; a bucket name the service
 // would refuse is one too.
 func TestGCSAddress(t *testing.T) {
-	s, err := openStore(context.Background(), "gs://bkt?endpoint=http://h:1")
-	require.NoError(t, err)
-	assert.Equal(t, "*writefence.gcsStore", fmt.Sprintf("%T", s.store))
-	require.NoError(t, s.close())
-	for _, addr := range []string{"gs://", "gs://bucket?endpoint=127.0.0.1:4443"} {
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-	}
-	for _, addr := range []string{"gs://ab?endpoint=http://127.0.0.1:1", "gs://Upper?endpoint=http://127.0.0.1:1", "gs://-x-?endpoint=http://127.0.0.1:1"} {
-		r := wf(t, "latest", "-store", addr, "-timeout", "5s", "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.Contains(t, r.stderr, "bucket", addr)
-	}
-}
-
-// closedPort returns a 127.0.0.1 address where nothing listens: a port
-// taken and let go.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+	assertOpens(t, "*writefence.gcsStore", "gs://bkt?endpoint=http://h:1")
+	assertRefused(t, "gs://", "gs://bucket?endpoint=127.0.0.1:4443")
+	assertRefusedSaying(t, map[string]string{
+		"gs://ab?endpoint=http://127.0.0.1:1":    "bucket",
+		"gs://Upper?endpoint=http://127.0.0.1:1": "bucket",
+		"gs://-x-?endpoint=http://127.0.0.1:1":   "bucket",
+	})
 }
 
 // TestGCSConnectionRefused: a gs:// endpoint that refuses the connection
 // fails with the refusal, as S3 and Valkey do, rather than retrying until
 // -timeout ends it with a deadline.
 func TestGCSConnectionRefused(t *testing.T) {
-	addr := "gs://mirrors?endpoint=http://" + closedPort(t)
+	addr := "gs://mirrors?endpoint=http://" + refusingPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := openStore(ctx, addr)
@@ -69,21 +51,23 @@ func TestGCSConnectionRefused(t *testing.T) {
 }
 
 // gcsBucket creates a bucket of the test's own on the emulator, removed
-// with its objects afterwards, and returns its name and the endpoint.
-func gcsBucket(t *testing.T) (bucket, endpoint string) {
+// with its objects afterwards, and returns its name, the endpoint and a
+// client of the emulator.
+func gcsBucket(t *testing.T) (bucket, endpoint string, c *storage.Client) {
 	endpoint = testserver.GCSEndpoint(t)
-	return testserver.GCSBucket(t, testserver.GCSClient(t, endpoint, nil)), endpoint
+	c = testserver.GCSClient(t, endpoint, nil)
+	return testserver.GCSBucket(t, c), endpoint, c
 }
 
 func TestServerGCS(t *testing.T) {
-	bucket, endpoint := gcsBucket(t)
+	bucket, endpoint, _ := gcsBucket(t)
 	serverScenario(t, "gs://"+bucket+"?endpoint="+endpoint, "")
 }
 
 // TestServerGCSEmulatorHost: with STORAGE_EMULATOR_HOST set, gs://bucket
 // reaches the emulator without an endpoint in the address.
 func TestServerGCSEmulatorHost(t *testing.T) {
-	bucket, endpoint := gcsBucket(t)
+	bucket, endpoint, _ := gcsBucket(t)
 	u, err := url.Parse(endpoint)
 	require.NoError(t, err)
 	t.Setenv("STORAGE_EMULATOR_HOST", u.Host)

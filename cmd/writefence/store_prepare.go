@@ -38,6 +38,23 @@ type missingError struct {
 	write bool
 }
 
+// readyUnless is what a store's ready check returns once it asked the
+// store for its bucket, table or container (what, named name): ctx's
+// error when ctx ended, a *missingError when missing, else nil. Any other
+// failure of the asking (a credential refused, no permission to ask) is
+// left to the command's own requests, which say more.
+//
+//lint:ignore U1000 the stores' files use it, and a build may leave them all out
+func readyUnless(ctx context.Context, missing bool, addr, what, name string) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case missing:
+		return &missingError{addr: addr, what: what, name: name}
+	}
+	return nil
+}
+
 func (e *missingError) Error() string {
 	create := ""
 	if e.write {

@@ -27,16 +27,9 @@ func init() {
 // openS3 opens s3://bucket?endpoint=host:port&secure=false&region=r.
 // Credentials come from the environment, in minio-go's usual order.
 func openS3(_ context.Context, u *url.URL) (*opened, error) {
-	q, err := query(u, "endpoint", "secure", "region")
+	bucket, q, err := storeName(u, "bucket", "s3://bucket[?endpoint=host:port]", s3utils.CheckValidBucketNameStrict, "endpoint", "secure", "region")
 	if err != nil {
 		return nil, err
-	}
-	bucket := u.Host
-	if bucket == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, usagef("writefence: store address: want s3://bucket[?endpoint=host:port], the bucket as the host and no path")
-	}
-	if err := s3utils.CheckValidBucketNameStrict(bucket); err != nil {
-		return nil, usagef("writefence: store address: bucket %s: %v", escape.String(bucket), err)
 	}
 	endpoint := q.Get("endpoint")
 	if endpoint == "" {
@@ -104,13 +97,7 @@ func s3BucketReady(ctx context.Context, client *minio.Client, addr, bucket, regi
 	} else {
 		exists, err = client.BucketExists(ctx, bucket)
 	}
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case !exists && (err == nil || minio.ToErrorResponse(err).Code == "NoSuchBucket"):
-		return &missingError{addr: addr, what: "bucket", name: bucket}
-	}
-	return nil
+	return readyUnless(ctx, !exists && (err == nil || minio.ToErrorResponse(err).Code == "NoSuchBucket"), addr, "bucket", bucket)
 }
 
 // gcsXMLEndpoint reports whether endpoint (host or host:port) is Cloud

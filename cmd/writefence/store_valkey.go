@@ -68,24 +68,15 @@ func openValkey(_ context.Context, u *url.URL) (*opened, error) {
 		// Reads and writes end at the command's -timeout: without this
 		// go-redis waits out its own timeouts (seconds) whatever ctx says.
 		ContextTimeoutEnabled: true,
-	}
-	if p.tls {
-		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		TLSConfig:             p.tlsConfig(host),
 	}
 	client := redis.NewClient(opts)
-	addr := u.String()
-	return &opened{
-		store: writefence.NewValkeyConditionalStore(client, p.options()),
-		opts:  *p.options(),
-		close: client.Close,
-		audit: valkeyAuditor(client, p.wait),
-		ready: func(ctx context.Context) error {
-			if err := dialCheck(ctx, addr, false, u.Host); err != nil {
-				return err
-			}
-			return valkeyServerReady(ctx, client, u, p.wait)
-		},
-	}, nil
+	return p.opened(client, func(ctx context.Context) error {
+		if err := dialCheck(ctx, u.String(), false, u.Host); err != nil {
+			return err
+		}
+		return valkeyServerReady(ctx, client, u, p.wait)
+	}), nil
 }
 
 // openValkeyCluster opens valkey+cluster://host:port,host:port[?script=1&wait=N&wait-timeout=D&tls=true],
@@ -117,29 +108,41 @@ func openValkeyCluster(_ context.Context, u *url.URL) (*opened, error) {
 		Password:              password,
 		ContextTimeoutEnabled: true, // as for valkey://
 	}
-	if p.tls {
-		host, _, _ := net.SplitHostPort(addrs[0])
-		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-	}
+	host, _, _ := net.SplitHostPort(addrs[0])
+	opts.TLSConfig = p.tlsConfig(host)
 	client := redis.NewClusterClient(opts)
-	addr := u.String()
+	return p.opened(client, func(ctx context.Context) error {
+		if err := dialCheck(ctx, u.String(), false, addrs...); err != nil {
+			return err
+		}
+		if p.wait == 0 {
+			return nil
+		}
+		return client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return valkeyReplicasReady(ctx, c, u, p.wait)
+		})
+	}), nil
+}
+
+// opened returns the store over client with p's settings; ready checks,
+// before the command's first request, that the server answers as p asks.
+func (p valkeyQuery) opened(client redis.UniversalClient, ready func(ctx context.Context) error) *opened {
 	return &opened{
 		store: writefence.NewValkeyConditionalStore(client, p.options()),
 		opts:  *p.options(),
 		close: client.Close,
 		audit: valkeyAuditor(client, p.wait),
-		ready: func(ctx context.Context) error {
-			if err := dialCheck(ctx, addr, false, addrs...); err != nil {
-				return err
-			}
-			if p.wait == 0 {
-				return nil
-			}
-			return client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-				return valkeyReplicasReady(ctx, c, u, p.wait)
-			})
-		},
-	}, nil
+		ready: ready,
+	}
+}
+
+// tlsConfig returns the TLS settings of a connection to host, nil when p
+// asks for none: the server's certificate is checked against host.
+func (p valkeyQuery) tlsConfig(host string) *tls.Config {
+	if !p.tls {
+		return nil
+	}
+	return &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 }
 
 // valkeyQuery is the settings of a Valkey address's query.

@@ -13,7 +13,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -39,7 +38,7 @@ import (
 // echoing no secret.
 func TestValkeyAddress(t *testing.T) {
 	ctx := context.Background()
-	for _, addr := range []string{
+	assertRefused(t,
 		"valkey://127.0.0.1",
 		"valkey://127.0.0.1:6379/zero",
 		"valkey://127.0.0.1:6379/0?script=perhaps",
@@ -49,17 +48,8 @@ func TestValkeyAddress(t *testing.T) {
 		"valkey+cluster://127.0.0.1:1,",
 		"valkey+cluster://127.0.0.1:1/0",
 		"valkey+cluster://default:hunter2secret@127.0.0.1:1",
-	} {
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.NotContains(t, r.stderr+r.stdout, "hunter2secret", addr)
-	}
-	for _, addr := range []string{"valkey://h:1/3?script=1", "redis://h:1"} {
-		s, err := openStore(ctx, addr)
-		require.NoError(t, err, addr)
-		assert.Equal(t, "*writefence.valkeyStore", fmt.Sprintf("%T", s.store), addr)
-		require.NoError(t, s.close(), addr)
-	}
+	)
+	assertOpens(t, "*writefence.valkeyStore", "valkey://h:1/3?script=1", "redis://h:1")
 	s, err := openStore(ctx, "valkey://h:1/3?script=1")
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.close()) }()
@@ -90,7 +80,7 @@ func TestValkeyAddress(t *testing.T) {
 		assert.Equal(t, want.timeout, s.opts.WaitTimeout, addr)
 		require.NoError(t, s.close(), addr)
 	}
-	for addr, param := range map[string]string{
+	assertRefusedSaying(t, map[string]string{
 		"valkey://h:1/0?wait=-1":                   "wait=-1",
 		"valkey://h:1/0?wait=one":                  "wait=one",
 		"valkey://h:1/0?wait=1.5":                  "wait=1.5",
@@ -109,11 +99,7 @@ func TestValkeyAddress(t *testing.T) {
 		"valkey+cluster://h:1?wait-timeout=1s":     "wait-timeout=1s without wait=N",
 		"valkeys+cluster://h:1?tls=false":          "use valkey+cluster://",
 		"valkey+cluster://h:1?db=3":                `"db"`,
-	} {
-		r := wf(t, "latest", "-store", addr, "wal", "s")
-		assert.Equal(t, exitUsage, r.code, "%s: %s", addr, r)
-		assert.Contains(t, r.stderr, param, addr)
-	}
+	})
 	r := wf(t, "help")
 	for _, doc := range []string{"valkeys://host:port/db", "wait=N", "wait-timeout=D", "tls=true"} {
 		assert.Contains(t, r.stdout, doc, "the store addresses in help")
@@ -147,8 +133,7 @@ func respServer(t *testing.T, reply string) string {
 // say how.
 func TestValkeyErrorAdvice(t *testing.T) {
 	t.Run("valkey NOAUTH names the variables read", func(t *testing.T) {
-		t.Setenv("VALKEY_PASSWORD", "")
-		t.Setenv("REDISCLI_AUTH", "")
+		noValkeyPassword(t)
 		addr := respServer(t, "-NOAUTH Authentication required.\r\n")
 		r := wf(t, "latest", "-timeout", "20s", "-store", "valkey://"+addr+"/0", "wal", "s")
 		assert.Equal(t, exitError, r.code, "%s", r)
@@ -212,8 +197,7 @@ func TestRedisLogSilenced(t *testing.T) {
 
 func TestServerValkey(t *testing.T) {
 	addr := testserver.ValkeyAddr(t)
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	for _, store := range []string{"valkey://" + addr + "/0", "valkey://" + addr + "/0?script=1"} {
 		t.Run(store, func(t *testing.T) { serverScenario(t, store, testserver.ValkeyPrefix(t, addr)) })
 	}
@@ -225,8 +209,7 @@ func TestServerValkey(t *testing.T) {
 // and in -json, and the line replaces the value.
 func TestServerValkeyDamage(t *testing.T) {
 	addr := testserver.ValkeyAddr(t)
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	prefix := testserver.ValkeyPrefix(t, addr)
 	store := []string{"-store", "valkey://" + addr + "/0", "-prefix", prefix}
 	cmd := func(name string, args ...string) result {
@@ -293,8 +276,7 @@ func startReplicated(t *testing.T) (primary string, replica *redis.Client) {
 // there are, rather than waiting in vain and calling the outcome unknown
 // (exit 8), which no repetition would change.
 func TestServerValkeyWait(t *testing.T) {
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	primary, replica := startReplicated(t)
 	p := writeFile(t, "segment 0001")
 	push := func(store, epoch string) result {
@@ -325,8 +307,7 @@ func TestServerValkeyWait(t *testing.T) {
 // race and probe included, and ls over every primary.
 func TestServerValkeyCluster(t *testing.T) {
 	addrs := testserver.ValkeyClusterAddrs(t)
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	for _, store := range []string{"valkey+cluster://" + addrs[0] + "," + addrs[1], "valkey+cluster://" + addrs[2] + "?script=1"} {
 		t.Run(store, func(t *testing.T) { serverScenario(t, store, testserver.ValkeyClusterPrefix(t, addrs, false)) })
 	}
@@ -337,8 +318,7 @@ func TestServerValkeyCluster(t *testing.T) {
 // primary holds it; wait=2 is refused before the write (exit 1).
 func TestServerValkeyClusterWait(t *testing.T) {
 	addrs := testserver.ValkeyClusterAddrs(t)
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	prefix := testserver.ValkeyClusterPrefix(t, addrs, false)
 	cluster := "valkey+cluster://" + strings.Join(addrs, ",")
 	p := writeFile(t, "segment 0001")
@@ -375,8 +355,7 @@ func TestServerValkeyClusterWait(t *testing.T) {
 // TLS server is a proxy to a private Valkey; the command runs as a process
 // of its own, since Go reads SSL_CERT_FILE once per process.
 func TestServerValkeyTLS(t *testing.T) {
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	backend := testserver.StartValkey(t, "")
 	cert, caFile := selfSignedCert(t)
 	addr := tlsProxy(t, backend, cert)

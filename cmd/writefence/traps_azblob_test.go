@@ -6,7 +6,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence/internal/sdkserver/azurite"
@@ -17,9 +16,7 @@ import (
 // init creates it, and then a push lands.
 func TestAzblobMissingContainer(t *testing.T) {
 	az := azurite.AzuriteServer(t)
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_ACCOUNT", az.Account)
-	t.Setenv("AZURE_STORAGE_KEY", az.Key)
+	azureSharedKey(t, az.Account, az.Key)
 	svc := az.Service(t, nil)
 	name := azurite.AzuriteContainer(t, svc)
 	_, err := svc.DeleteContainer(context.Background(), name, nil)
@@ -28,22 +25,11 @@ func TestAzblobMissingContainer(t *testing.T) {
 	proxy, requests := countingProxy(t, u)
 	addr := "azblob://" + name + "?endpoint=http://" + proxy + "/" + account
 	p := writeFile(t, "segment")
-	for _, args := range [][]string{
-		{"latest", "wal", "s"},
-		{"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
-	} {
-		before := requests()
-		r := wf(t, append(args, "-store", addr)...)
-		assert.Equal(t, exitError, r.code, "%v: %s", args, r)
-		assert.Contains(t, r.stderr, "writefence: container "+name+" does not exist ("+addr+")", "%v", args)
-		assert.Contains(t, r.stderr, "to create it, run: writefence init -store '"+addr+"'", "%v", args)
-		assert.EqualValues(t, 1, requests()-before, "%v: one request, nothing retried", args)
-	}
-	r := wf(t, "init", "-store", addr)
-	require.Equal(t, exitOK, r.code, "%s", r)
-	assert.Equal(t, "created: "+addr+" (container "+name+")\n", r.stdout)
-	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
-	assert.Equal(t, exitOK, r.code, "%s", r)
+	assertMissing(t, addr, "container "+name, requests,
+		[]string{"latest", "wal", "s"},
+		[]string{"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
+	)
+	assertInitCreates(t, addr, "container "+name, p)
 }
 
 // cutAccount splits Azurite's account URL, http://host:port/account, into

@@ -61,17 +61,9 @@ func TestDynamoDBMissingTable(t *testing.T) {
 	_, err = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	require.NoError(t, err)
 	p := writeFile(t, "segment")
-	for _, args := range [][]string{{"latest", "wal", "s"}, {"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"}, {"ls"}} {
-		r := wf(t, append(args, "-store", addr)...)
-		assert.Equal(t, exitError, r.code, "%v: %s", args, r)
-		assert.Contains(t, r.stderr, "writefence: table "+table+" does not exist ("+addr+")", "%v", args)
-		assert.Contains(t, r.stderr, "to create it, run: writefence init -store '"+addr+"'", "%v", args)
-		assert.NotContains(t, r.stderr, "ResourceNotFoundException", "%v", args)
-		assert.NotContains(t, r.stderr, "attempts", "%v", args)
+	for _, r := range assertMissing(t, addr, "table "+table, nil,
+		[]string{"latest", "wal", "s"}, []string{"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"}, []string{"ls"}) {
+		assert.NotContains(t, r.stderr, "ResourceNotFoundException", "%s", r)
 	}
-	r := wf(t, "init", "-store", addr)
-	require.Equal(t, exitOK, r.code, "%s", r)
-	assert.Equal(t, "created: "+addr+" (table "+table+")\n", r.stdout)
-	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
-	assert.Equal(t, exitOK, r.code, "%s", r)
+	assertInitCreates(t, addr, "table "+table, p)
 }

@@ -43,20 +43,53 @@ func countingProxy(t *testing.T, target string) (string, func() int64) {
 	return strings.TrimPrefix(srv.URL, "http://"), n.Load
 }
 
+// assertMissing runs each command on addr, whose bucket, table or
+// container (missing, such as "bucket mirrors") does not exist, and
+// asserts that each fails naming it, with the init command that creates
+// it, and retries nothing: one request each, where requests counts them
+// (nil: not counted). It returns the runs.
+func assertMissing(t *testing.T, addr, missing string, requests func() int64, commands ...[]string) []result {
+	t.Helper()
+	var rs []result
+	for _, args := range commands {
+		var before int64
+		if requests != nil {
+			before = requests()
+		}
+		r := wf(t, append(args, "-store", addr)...)
+		assert.Equal(t, exitError, r.code, "%v: %s", args, r)
+		assert.Contains(t, r.stderr, "writefence: "+missing+" does not exist ("+addr+")", "%v", args)
+		assert.Contains(t, r.stderr, "to create it, run: writefence init -store '"+addr+"'", "%v", args)
+		assert.NotContains(t, r.stderr, "attempts", "%v: nothing retried", args)
+		if requests != nil {
+			assert.EqualValues(t, 1, requests()-before, "%v: one request, nothing retried", args)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// assertInitCreates runs init on addr, whose bucket, table or container
+// (missing) does not exist, asserts it says it created it, and that a
+// push of the file p then lands.
+func assertInitCreates(t *testing.T, addr, missing, p string) {
+	t.Helper()
+	r := wf(t, "init", "-store", addr)
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Equal(t, "created: "+addr+" ("+missing+")\n", r.stdout)
+	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
+	assert.Equal(t, exitOK, r.code, "%s", r)
+}
+
 // TestConnectionRefusedFailsFast: on every store, an address where nothing
 // listens fails at once with what to check, not after the client's
 // retries or the whole -timeout (etcd waited 61 s), and before any
 // request: reads and writes alike.
 func TestConnectionRefusedFailsFast(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "example-secret")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	t.Setenv("AZURE_STORAGE_ACCOUNT", "devstoreaccount1")
-	t.Setenv("AZURE_STORAGE_KEY", "ZXhhbXBsZS1rZXk=")
+	awsCredentials(t, "AKIDEXAMPLE", "example-secret")
+	azureSharedKey(t, "devstoreaccount1", "ZXhhbXBsZS1rZXk=")
 	t.Setenv("PGPASSWORD", "example")
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	p := writeFile(t, "x")
 	for scheme, addr := range map[string]func(hp string) string{
 		"s3":             func(hp string) string { return "s3://mirrors?secure=false&endpoint=" + hp },

@@ -35,30 +35,19 @@ func TestS3MissingBucket(t *testing.T) {
 	proxy, requests := countingProxy(t, "http://"+s3.Endpoint)
 	addr := "s3://" + bucket + "?endpoint=" + proxy + "&secure=false"
 	p := writeFile(t, "segment")
-	for _, args := range [][]string{
-		{"latest", "wal", "s"},
-		{"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
-		{"blob", "put", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
-	} {
-		before := requests()
-		r := wf(t, append(args, "-store", addr)...)
-		assert.Equal(t, exitError, r.code, "%v: %s", args, r)
-		assert.Contains(t, r.stderr, "writefence: bucket "+bucket+" does not exist ("+addr+")", "%v", args)
-		assert.Contains(t, r.stderr, "to create it, run: writefence init -store '"+addr+"'", "%v", args)
-		assert.EqualValues(t, 1, requests()-before, "%v: one request, nothing retried", args)
-	}
+	assertMissing(t, addr, "bucket "+bucket, requests,
+		[]string{"latest", "wal", "s"},
+		[]string{"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
+		[]string{"blob", "put", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
+	)
 	exists, err := c.BucketExists(t.Context(), bucket)
 	require.NoError(t, err)
 	require.False(t, exists, "nothing created the bucket")
 
+	assertInitCreates(t, addr, "bucket "+bucket, p)
 	r := wf(t, "init", "-store", addr)
 	require.Equal(t, exitOK, r.code, "%s", r)
-	assert.Equal(t, "created: "+addr+" (bucket "+bucket+")\n", r.stdout)
-	r = wf(t, "init", "-store", addr)
-	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.True(t, strings.HasPrefix(r.stdout, "exists: "), "%s", r)
-	r = wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "-file", p, "wal", "s")
-	assert.Equal(t, exitOK, r.code, "%s", r)
 }
 
 // TestS3CreateOnWrite: -create on a command that writes creates a missing

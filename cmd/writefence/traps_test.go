@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -22,21 +20,6 @@ import (
 
 // The tests of this file are the traps a new user of the command fell
 // into, each run as that user ran it.
-
-func init() {
-	// sharednoblobs://N is the shared MemStore N seen through the core
-	// interface alone: a store of records that holds no blobs, as
-	// DynamoDB, etcd, PostgreSQL, Azure Blob and Valkey are.
-	openers["sharednoblobs"] = func(_ context.Context, u *url.URL) (*opened, error) {
-		shared.mu.Lock()
-		defer shared.mu.Unlock()
-		s, ok := shared.stores[u.Host]
-		if !ok {
-			return nil, fmt.Errorf("no shared store %q", u.Host)
-		}
-		return &opened{store: recordsOnly{s, s}, close: noClose}, nil
-	}
-}
 
 // recordsOnly is a store that lists its keys and holds no blobs.
 type recordsOnly struct {

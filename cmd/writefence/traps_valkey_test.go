@@ -16,8 +16,7 @@ import (
 // waiting and calling the outcome unknown (exit 8) with advice to repeat
 // the push, which could never help.
 func TestValkeyWaitWithoutReplicas(t *testing.T) {
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	server := testserver.StartValkey(t, "")
 	p := writeFile(t, "segment")
 	for _, args := range [][]string{
@@ -36,8 +35,7 @@ func TestValkeyWaitWithoutReplicas(t *testing.T) {
 // TestValkeyClusterNodeUnderValkeyScheme: a cluster's node addressed as a
 // standalone server says to use valkey+cluster://, naming no Go type.
 func TestValkeyClusterNodeUnderValkeyScheme(t *testing.T) {
-	t.Setenv("VALKEY_PASSWORD", "")
-	t.Setenv("REDISCLI_AUTH", "")
+	noValkeyPassword(t)
 	node := testserver.ValkeyClusterAddrs(t)[0]
 	r := wf(t, "latest", "-store", "valkey://"+node+"/0", "wal", "s")
 	assert.Equal(t, exitUsage, r.code, "%s", r)

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"net/url"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,20 +14,6 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/probecheck"
 )
-
-// Broken stores, reachable by address in the tests, to prove that probe
-// and race fail on a store that does not fence.
-func init() {
-	openers["ignoring"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: &ignoringStore{}, close: noClose}, nil
-	}
-	openers["blind"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: &blindStore{}, close: noClose}, nil
-	}
-	openers["garbling"] = func(context.Context, *url.URL) (*opened, error) {
-		return &opened{store: &garblingStore{}, close: noClose}, nil
-	}
-}
 
 // garblingStore enforces preconditions but reads back other bytes than
 // were written: a server, proxy or cache that damages what it returns.
@@ -45,32 +31,22 @@ func (s *garblingStore) Get(ctx context.Context, key string) ([]byte, string, er
 // the expected version: a server that accepts precondition headers and
 // ignores them.
 type ignoringStore struct {
-	mu      sync.Mutex // guards the fields below
-	objects map[string][]byte
-	version map[string]string
-	counter int
+	mu  sync.Mutex // makes the read and the write of a PutIfVersion one
+	mem writefence.MemStore
 }
 
-func (s *ignoringStore) Get(_ context.Context, key string) ([]byte, string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.objects[key]
-	if !ok {
-		return nil, "", writefence.ErrNotFound
-	}
-	return append([]byte(nil), d...), s.version[key], nil
+func (s *ignoringStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return s.mem.Get(ctx, key)
 }
 
-func (s *ignoringStore) PutIfVersion(_ context.Context, key string, data []byte, _ string) (string, error) {
+func (s *ignoringStore) PutIfVersion(ctx context.Context, key string, data []byte, _ string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.objects == nil {
-		s.objects, s.version = map[string][]byte{}, map[string]string{}
+	_, cur, err := s.mem.Get(ctx, key)
+	if err != nil && !errors.Is(err, writefence.ErrNotFound) {
+		return "", err
 	}
-	s.counter++
-	s.objects[key] = append([]byte(nil), data...)
-	s.version[key] = strconv.Itoa(s.counter)
-	return s.version[key], nil
+	return s.mem.PutIfVersion(ctx, key, data, cur)
 }
 
 // blindStore accepts every write and never finds anything: every writer
@@ -274,12 +250,12 @@ var interrupting struct {
 	stores map[string]*interruptingStore
 }
 
-func init() {
-	openers["interrupting"] = func(_ context.Context, u *url.URL) (*opened, error) {
-		interrupting.mu.Lock()
-		defer interrupting.mu.Unlock()
-		return &opened{store: interrupting.stores[u.Host], close: noClose}, nil
-	}
+// interruptingStoreNamed returns the interruptingStore a test registered
+// as name.
+func interruptingStoreNamed(name string) *interruptingStore {
+	interrupting.mu.Lock()
+	defer interrupting.mu.Unlock()
+	return interrupting.stores[name]
 }
 
 // TestRaceInterrupted: an interrupt in the middle of a round ends the race
@@ -304,9 +280,7 @@ func TestRaceInterrupted(t *testing.T) {
 		if asJSON {
 			args = append(args, "-json")
 		}
-		var stdout, stderr strings.Builder
-		code := run(ctx, args, &stdout, &stderr)
-		r := result{code, stdout.String(), stderr.String()}
+		r := wfContext(ctx, args...)
 		require.Equal(t, exitInterrupted, r.code, "%s", r)
 		assert.NotContains(t, r.stdout+r.stderr, "VIOLATION")
 		assert.NotContains(t, r.stdout, "does not fence")
