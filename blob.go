@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
 )
@@ -49,7 +50,8 @@ import (
 // most an unreferenced blob, which Collect deletes. It reads no manifest.
 func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch uint64, r io.Reader) (ref BlobRef, err error) {
 	e := f.engine()
-	if _, err := f.newUpdate(opBlob, plugin, shard, writer, epoch); err != nil {
+	u, err := f.newUpdate(opBlob, plugin, shard, writer, epoch)
+	if err != nil {
 		return BlobRef{}, err
 	}
 	if _, err := f.blobs(); err != nil {
@@ -86,6 +88,7 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	if size != sum.n {
 		return BlobRef{}, fmt.Errorf("writefence: blob %s: the store holds %d bytes of the %d written: %w", esc(key), size, sum.n, ErrOutcomeUnknown)
 	}
+	e.cache.put(u.key, epoch)
 	return BlobRef{Name: name, Size: sum.n, CRC: sum.h.Sum32()}, nil
 }
 
@@ -108,8 +111,8 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 // above the commit's and not below the tenure floor, else an error matching
 // ErrInvalidArgument; and must exist with the size referenced, created at
 // or after the record's collection horizon, when the commit decides
-// (checked with StatBlobs), else ErrNotFound (ErrInvalidArgument for
-// another size).
+// (StatBlobs, and a listing beside the read of the epoch of the Fence's
+// last PutBlob), else ErrNotFound (ErrInvalidArgument for size).
 //
 // The tenure floor is where the writer's tenure began: a commit by another
 // writer than the recorded one starts a tenure at the recorded epoch + 1,
@@ -130,10 +133,48 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 	if err != nil {
 		return keyErr(err)
 	}
+	ahead := f.listAhead(ctx, u, space)
+	defer ahead.stop()
 	u.w = commitWrite{fn: next, check: func(current, refs []BlobRef, floor uint64, horizon int64) error {
-		return f.checkBlobs(ctx, u.key, space, writer, epoch, current, refs, floor, horizon)
+		return f.checkBlobs(ctx, u.key, space, writer, epoch, current, refs, floor, horizon, ahead)
 	}}
 	return f.runUpdate(ctx, u)
+}
+
+// listAhead starts, beside the commit u's read of its record, the listing
+// its check of new blobs will most likely want: of the blobs of the epoch
+// of the last blob this Fence put for the shard (the usual commit adds the
+// blobs its writer just put), on a store whose listing is consistent. A
+// commit so waits for the slower of the read and the listing, not for
+// both; one that adds no blob of that epoch costs the listing unused. It
+// lists nothing when the Fence put no blob for the shard, or knows the
+// record to reference more blobs of that epoch than the listing's budget
+// (a long epoch, see statBlobs).
+func (f *Fence) listAhead(ctx context.Context, u *recordUpdate, space string) *aheadListing {
+	lister, ok := capability[ConsistentBlobLister](f.blobStore())
+	if !ok {
+		return nil
+	}
+	epoch, refs, ok := u.f.cache.lastPut(u.key)
+	if !ok || epoch > u.epoch {
+		return nil
+	}
+	// The budget of a listing of up to listBudget new blobs (see
+	// listBlobs), which a long epoch's known blobs alone would pass.
+	known, budget := listBudget, 2*listBudget
+	if b := hook.ListBudget(ctx); b > 0 {
+		known, budget = b, b
+	}
+	prefix, n := keys.BlobEpochPrefix(epoch), 0
+	for _, r := range refs {
+		if strings.HasPrefix(r.Name, prefix) {
+			n++
+		}
+	}
+	if n >= known {
+		return nil
+	}
+	return listAhead(ctx, lister, space+prefix, budget)
 }
 
 // OpenBlob opens the blob name of (plugin, shard) if and only if the
@@ -491,9 +532,10 @@ func (f *Fence) blobClock(ctx context.Context, bs BlobStore) (time.Time, error) 
 // (their names say so), and that each exists with the size referenced,
 // created at or after horizon, the record's collection horizon (see
 // Commit). The names are checked first, which costs nothing; then the
-// blobs, with StatBlobs over the prefixes of their epochs. A failure to
+// blobs, with StatBlobs over the prefixes of their epochs, and ahead, the
+// listing started beside the read (see listAhead). A failure to
 // read that is not a refusal is a readFailure, which the engine retries.
-func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch uint64, current, refs []BlobRef, floor uint64, horizon int64) error {
+func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch uint64, current, refs []BlobRef, floor uint64, horizon int64, ahead *aheadListing) error {
 	var prefixes, blobKeys []string
 	for _, r := range refs {
 		e, _, w, ok := keys.ParseBlobName(r.Name)
@@ -522,7 +564,7 @@ func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch
 		}
 	}
 	store := f.blobStore()
-	found, err := statBlobs(ctx, store, prefixes, blobKeys, others)
+	found, err := statBlobs(ctx, store, prefixes, blobKeys, others, ahead)
 	switch {
 	case err != nil && !final(err):
 		// A read like any other: retried after a back-off.

@@ -45,7 +45,7 @@ var errListBudget = errors.New("writefence: listing over its budget")
 // other keys are checked with StatBlob, 16 at a time. The first failure
 // other than ErrNotFound ends the call. Commit checks its new blobs with it.
 func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string) (map[string]BlobInfo, error) {
-	return statBlobs(ctx, s, prefixes, keys, nil)
+	return statBlobs(ctx, s, prefixes, keys, nil, nil)
 }
 
 // statBlobs is StatBlobs, told of others: how many blobs other than keys
@@ -54,8 +54,10 @@ func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string)
 // budget on those alone is not listed: its keys are checked with
 // StatBlob. In a long epoch, where thousands of blobs share the prefix, a
 // commit of a few new ones so costs their StatBlobs, never a listing of
-// a thousand blobs that may not show them.
-func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string, others map[string]int) (map[string]BlobInfo, error) {
+// a thousand blobs that may not show them. The keys under the prefix of
+// ahead, a listing started before (nil for none), are checked by it when it
+// ended within its budget: those it did not show with StatBlob.
+func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string, others map[string]int, ahead *aheadListing) (map[string]BlobInfo, error) {
 	bs, ok := capability[BlobStore](s)
 	if !ok {
 		return nil, fmt.Errorf("writefence: the store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
@@ -67,9 +69,33 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string,
 	}
 	found := make(map[string]BlobInfo, len(keys))
 	pending := keys
+	if listed, complete, ok := ahead.wait(ctx); ok && slices.Contains(prefixes, ahead.prefix) {
+		var rest, unseen []string
+		for _, k := range keys {
+			if !strings.HasPrefix(k, ahead.prefix) {
+				rest = append(rest, k)
+			} else if _, seen := listed[k]; !seen {
+				unseen = append(unseen, k)
+			}
+		}
+		// Of a listing cut at its budget, the keys it did not show are
+		// left to the listing below, with a budget by their number.
+		if complete || len(unseen) == 0 {
+			for _, k := range keys {
+				if info, seen := listed[k]; seen && strings.HasPrefix(k, ahead.prefix) {
+					found[k] = info
+				}
+			}
+			prefixes = slices.DeleteFunc(slices.Clone(prefixes), func(p string) bool { return p == ahead.prefix })
+			if err := statEach(ctx, bs, unseen, found); err != nil {
+				return nil, err
+			}
+			pending = rest
+		}
+	}
 	if lister, ok := capability[ConsistentBlobLister](s); ok {
 		var err error
-		if pending, err = listBlobs(ctx, lister, prefixes, keys, others, hook.ListBudget(ctx), found); err != nil {
+		if pending, err = listBlobs(ctx, lister, prefixes, pending, others, hook.ListBudget(ctx), found); err != nil {
 			return nil, err
 		}
 	}
@@ -167,4 +193,66 @@ func statEach(ctx context.Context, bs BlobStore, keys []string, found map[string
 	}
 	wg.Wait()
 	return first
+}
+
+// aheadListing is a consistent listing of one prefix that runs beside the
+// read of a record, started before the decision that needs it is made (see
+// Fence.Commit). What it shows is evidence a decision may take as a
+// listing made after the read: the blobs it saw existed, at their sizes
+// and creation times, and a blob Collect deleted since it was listed was
+// below a collection horizon that Collect wrote into the record first.
+type aheadListing struct {
+	prefix string
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the listing ended; found and complete are set then
+	found  map[string]BlobInfo
+	// complete: the listing ended within its budget, without an error,
+	// so a blob of the prefix it did not show did not exist when it ran.
+	complete bool
+}
+
+// listAhead starts a listing of prefix over at most budget blobs.
+func listAhead(ctx context.Context, lister ConsistentBlobLister, prefix string, budget int) *aheadListing {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &aheadListing{prefix: prefix, cancel: cancel, done: make(chan struct{}), found: map[string]BlobInfo{}}
+	go func() {
+		defer close(l.done)
+		err := lister.ListBlobsConsistent(ctx, prefix, func(b BlobInfo) error {
+			l.found[b.Key] = b
+			if budget--; budget <= 0 {
+				return errListBudget
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			l.complete = true
+		case !errors.Is(err, errListBudget):
+			l.found = nil // a failed listing shows nothing
+		}
+	}()
+	return l
+}
+
+// wait returns, once the listing ended, what it found and whether it is
+// complete; ok is false when l is nil, the listing failed, or ctx ended
+// first.
+func (l *aheadListing) wait(ctx context.Context) (found map[string]BlobInfo, complete, ok bool) {
+	if l == nil {
+		return nil, false, false
+	}
+	select {
+	case <-l.done:
+		return l.found, l.complete, l.found != nil
+	case <-ctx.Done():
+		return nil, false, false
+	}
+}
+
+// stop ends the listing and waits for it; nil does nothing.
+func (l *aheadListing) stop() {
+	if l != nil {
+		l.cancel()
+		<-l.done
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -407,6 +408,83 @@ func TestCommitChecksUnlistedBlobs(t *testing.T) {
 	assert.ElementsMatch(t, refs, info.Blobs)
 }
 
+// TestCommitListsBesideItsRead: a commit of blobs its Fence put lists
+// their epoch's blob space while it reads the record, not after (the read
+// of the record is held until the listing has started: were they one
+// after the other, every goroutine of the bubble would block), and so
+// checks them with no StatBlob and no second listing. A commit by a Fence
+// that put no blob lists after its read, as a listing that failed beside
+// the read is done again after it.
+func TestCommitListsBesideItsRead(t *testing.T) {
+	t.Run("beside", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			listing := make(chan struct{})
+			var once sync.Once
+			s := fakestore.New(&writefence.MemStore{}, fakestore.Options{
+				Before: func(ctx context.Context, c fakestore.Call) error {
+					switch c.Op {
+					case fakestore.ListBlobsConsistent:
+						once.Do(func() { close(listing) })
+					case fakestore.Get:
+						<-listing
+					}
+					return nil
+				},
+			})
+			f := &writefence.Fence{Store: s}
+			var refs []writefence.BlobRef
+			for i := range 5 {
+				refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+			}
+			require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Blobs = refs
+				return m, nil
+			}))
+			assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent))
+			assert.Zero(t, s.Calls(fakestore.StatBlob))
+			assert.EqualValues(t, 1, s.Calls(fakestore.Get), "one read of the record")
+		})
+	})
+	after := func(t *testing.T, faults ...fakestore.Fault) (ops []fakestore.Op, s fakestore.Store) {
+		var mu sync.Mutex
+		s = fakestore.New(&writefence.MemStore{}, fakestore.Options{
+			Before: func(ctx context.Context, c fakestore.Call) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if c.Op == fakestore.Get || c.Op == fakestore.ListBlobsConsistent {
+					ops = append(ops, c.Op)
+				}
+				return nil
+			},
+		})
+		f := &writefence.Fence{Store: s, RetryDelay: time.Microsecond}
+		refs := []writefence.BlobRef{putBlob(t, f, "a", 1, "one"), putBlob(t, f, "a", 1, "two")}
+		for _, fault := range faults {
+			s.Inject(fault)
+		}
+		committer := f
+		if len(faults) == 0 {
+			committer = &writefence.Fence{Store: s}
+		}
+		require.NoError(t, committer.Commit(t.Context(), "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = refs
+			return m, nil
+		}))
+		assert.Zero(t, s.Calls(fakestore.StatBlob))
+		return ops, s
+	}
+	t.Run("no blob put", func(t *testing.T) {
+		ops, _ := after(t)
+		assert.Equal(t, []fakestore.Op{fakestore.Get, fakestore.ListBlobsConsistent}, ops, "the read, then the listing")
+	})
+	t.Run("failed beside", func(t *testing.T) {
+		ops, s := after(t, throttled(fakestore.ListBlobsConsistent, 1))
+		assert.Len(t, ops, 3, "the listing beside the read, the read, the listing after it")
+		assert.EqualValues(t, 1, s.Calls(fakestore.Get))
+		assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent))
+	})
+}
+
 // declares reports whether s declares the capability C as its own.
 func declares[C any](s writefence.ConditionalStore) bool {
 	c, ok := s.(writefence.Capable)
@@ -459,13 +537,17 @@ func TestCommitRetriesAThrottledStat(t *testing.T) {
 	mem := &writefence.MemStore{}
 	blobs := fakestore.New(mem, fakestore.Options{})
 	f := &writefence.Fence{Store: mem, Blobs: blobs, RetryDelay: time.Microsecond}
-	ref := putBlob(t, f, "a", 1, "segment")
+	// The blobs are put by another Fence: the committing one lists no
+	// blob space beside its read (it put none), and checks the one new
+	// blob with StatBlob.
+	putter := &writefence.Fence{Store: mem, Blobs: blobs}
+	ref := putBlob(t, putter, "a", 1, "segment")
 	blobs.Inject(throttled(fakestore.StatBlob, 1))
 	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)), "one 503 is retried")
 	assert.Equal(t, int64(2), blobs.Calls(fakestore.StatBlob), "the throttled check, then its retry")
 
 	blobs.Inject(throttled(fakestore.StatBlob, 0))
-	ref2 := putBlob(t, f, "a", 3, "another")
+	ref2 := putBlob(t, putter, "a", 3, "another")
 	err := f.Commit(ctx, "wal", "0", "a", 4, appendBlob(ref2))
 	require.Error(t, err, "a store that keeps failing ends the commit after MaxAttempts")
 	assert.NotErrorIs(t, err, writefence.ErrNotFound)

@@ -10,18 +10,22 @@ import (
 // the Fence saw of the record, so that a record deleted or set back is
 // never taken for a new one (see Fence.Forget).
 
+// recordCache is what a Fence wrote and saw of each record, by a hash of
+// the record's key; and beside it the epoch of the last blob the Fence put
+// in each shard's blob space, where a commit's new blobs most likely are
+// (see Fence.Commit).
+type recordCache struct {
+	mu   sync.Mutex // guards m and puts
+	m    map[uint64]cachedRecord
+	puts map[uint64]uint64
+}
+
 // maxCached bounds the version cache: 131,072 shards, about 150 bytes each
 // (165 when the highest epoch seen is another writer's); past it an arbitrary entry is dropped, which costs that
 // shard one read on its next push, and the Fence's memory of the highest
 // epoch it saw of it: a record of that shard lost or set back is then
 // found by the Fence only as a Fence that never saw it would (see
 // Fence.KeepFloor).
-// recordCache is what a Fence wrote and saw of each record, by a hash of
-// the record's key.
-type recordCache struct {
-	mu sync.Mutex // guards m
-	m  map[uint64]cachedRecord
-}
 
 const maxCached = 1 << 17
 
@@ -148,4 +152,38 @@ func (rc *recordCache) drop(key string) {
 	rc.mu.Lock()
 	delete(rc.m, maphash.String(cacheSeed, key))
 	rc.mu.Unlock()
+}
+
+// put notes that the Fence put a blob at epoch in the blob space of the
+// shard whose record is at key.
+func (rc *recordCache) put(key string, epoch uint64) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.puts == nil {
+		rc.puts = make(map[uint64]uint64)
+	}
+	h := maphash.String(cacheSeed, key)
+	if _, ok := rc.puts[h]; !ok && len(rc.puts) >= maxCached {
+		for k := range rc.puts {
+			delete(rc.puts, k)
+			break
+		}
+	}
+	rc.puts[h] = epoch
+}
+
+// lastPut returns the epoch of the last blob the Fence put for the record
+// at key, and the references the Fence knows that record to hold (nil when
+// it knows none).
+func (rc *recordCache) lastPut(key string) (epoch uint64, refs []BlobRef, ok bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	h := maphash.String(cacheSeed, key)
+	if epoch, ok = rc.puts[h]; !ok {
+		return 0, nil, false
+	}
+	if c := rc.m[h]; c.stream != nil {
+		refs = c.stream.refs
+	}
+	return epoch, refs, true
 }

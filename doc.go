@@ -28,8 +28,8 @@
 // ErrWire, ErrInvalidArgument, ErrTooLarge, fs.ErrPermission,
 // errors.ErrUnsupported...) is final and wrote nothing, any other failure
 // is retried, and a cancelled ctx ends the write with an error matching
-// ctx.Err(). A store's faster paths are used only when it declares them
-// (Capable), so the methods that are probed and raced are the ones that
+// ctx.Err(). A store's faster paths are used only where it declares them
+// (Capable): the methods probed and raced are the ones that
 // run, and a wrapper that overrides Get or PutIfVersion is never bypassed.
 //
 // # Records and keys

@@ -18,7 +18,7 @@ import (
 // quoted as the engine writes it, and name no other.
 func TestEveryOpIsDocumented(t *testing.T) {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "observe.go", nil, parser.ParseComments)
+	f, err := parser.ParseFile(fset, "engine.go", nil, parser.ParseComments)
 	require.NoError(t, err)
 	var doc string
 	ast.Inspect(f, func(n ast.Node) bool {
