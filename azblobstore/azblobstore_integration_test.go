@@ -1,7 +1,6 @@
 package azblobstore_test
 
 import (
-	"context"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -26,7 +25,7 @@ import (
 	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/sdkserver/azurite"
 	"github.com/writefence/writefence/internal/testserver"
-	"github.com/writefence/writefence/writefencetest"
+	"github.com/writefence/writefence/internal/testserver/kit"
 )
 
 // The integration tests run against the Azure Blob endpoint named by
@@ -51,21 +50,13 @@ func newStore(t *testing.T, rt http.RoundTripper) (*azblobstore.Store, *containe
 func TestConformance(t *testing.T) {
 	store, c := newStore(t, nil)
 	store.MaxObjectSize = kitReadLimit
-	damage := azurite.DamageAzblob(c)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
-		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-			return damage(ctx, key, testserver.Fault(f))
-		},
-		ReadLimit:      kitReadLimit,
-		OverwriteReads: testserver.KitOverwriteReads(),
-	})
+	kit.Run(t, store, azurite.DamageAzblob(c), kitReadLimit)
 }
 
 // TestProbe: the probe trusts Azurite, and leaves no blob behind.
 func TestProbe(t *testing.T) {
 	store, _ := newStore(t, nil)
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe"))
-	assert.Empty(t, testserver.Keys(t, store), "the probe cleans up")
+	kit.Probe(t, store)
 }
 
 // preconditionProxy forwards to target and, while strip is set, removes

@@ -23,6 +23,7 @@ import (
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/sdkserver/dynalite"
 	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -68,23 +69,15 @@ func TestConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c, table, store := newStore(t, nil)
 			store.MaxObjectSize, store.CacheBytes = kitReadLimit, cache
-			damage := dynalite.DamageDynamoDB(c, table)
-			writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
-				Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-					return damage(ctx, key, testserver.Fault(f))
-				},
-				ReadLimit:      kitReadLimit,
-				OverwriteReads: testserver.KitOverwriteReads(),
-			})
+			kit.Run(t, store, dynalite.DamageDynamoDB(c, table), kitReadLimit)
 		})
 	}
 }
 
+// TestProbe: the probe trusts DynamoDB, and leaves no item behind.
 func TestProbe(t *testing.T) {
 	_, _, store := newStore(t, nil)
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe/scratch"))
-	f := &writefence.Fence{Store: store, Probe: true}
-	require.NoError(t, f.Push(t.Context(), "wal", "0", "node-a", 1, []byte("segment")))
+	kit.Probe(t, store)
 }
 
 // shardKey is the store key of a shard's record under the default prefix.

@@ -24,7 +24,7 @@ import (
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/sdkserver/etcd"
 	"github.com/writefence/writefence/internal/testserver"
-	"github.com/writefence/writefence/writefencetest"
+	"github.com/writefence/writefence/internal/testserver/kit"
 )
 
 // The store against the etcd server named by WRITEFENCE_ETCD_ENDPOINT
@@ -69,21 +69,13 @@ func newStore(t *testing.T) (*clientv3.Client, *etcdstore.Store, string) {
 func TestConformance(t *testing.T) {
 	c, store, prefix := newStore(t)
 	store.MaxObjectSize = kitReadLimit
-	damage := etcd.DamageEtcd(c, prefix)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
-		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-			return damage(ctx, key, testserver.Fault(f))
-		},
-		ReadLimit:      kitReadLimit,
-		OverwriteReads: testserver.KitOverwriteReads(),
-	})
+	kit.Run(t, store, etcd.DamageEtcd(c, prefix), kitReadLimit)
 }
 
+// TestProbe: the probe trusts etcd, and leaves no key behind.
 func TestProbe(t *testing.T) {
 	_, store, _ := newStore(t)
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe/scratch"))
-	f := &writefence.Fence{Store: store, Probe: true}
-	require.NoError(t, f.Push(t.Context(), "wal", "0", "node-a", 1, []byte("segment")))
+	kit.Probe(t, store)
 }
 
 // TestRoundTrips: a steady push (a Fence pushing consecutive epochs, its

@@ -24,8 +24,8 @@ import (
 	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/sdkserver/postgres"
 	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/pgstore"
-	"github.com/writefence/writefence/writefencetest"
 )
 
 // The integration tests run against the PostgreSQL server named by
@@ -54,14 +54,7 @@ func newStore(t *testing.T, configure func(*pgxpool.Config)) (*pgstore.Store, *p
 func TestConformance(t *testing.T) {
 	store, pool, table := newStore(t, nil)
 	store.MaxObjectSize = kitReadLimit
-	damage := postgres.DamagePostgres(pool, table)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
-		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-			return damage(ctx, key, testserver.Fault(f))
-		},
-		ReadLimit:      kitReadLimit,
-		OverwriteReads: testserver.KitOverwriteReads(),
-	})
+	kit.Run(t, store, postgres.DamagePostgres(pool, table), kitReadLimit)
 }
 
 // TestConformanceSerializable runs the races of the suite on a pool whose
@@ -82,14 +75,7 @@ func TestConformanceSerializable(t *testing.T) {
 		}
 		return err
 	}})
-	damage := postgres.DamagePostgres(pool, table)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return counted }, &writefencetest.Options{
-		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-			return damage(ctx, key, testserver.Fault(f))
-		},
-		ReadLimit:      kitReadLimit,
-		OverwriteReads: testserver.KitOverwriteReads(),
-	})
+	kit.Run(t, counted, postgres.DamagePostgres(pool, table), kitReadLimit)
 	t.Logf("serialization failures seen as conflicts: %d", serialization.Load())
 }
 
@@ -144,8 +130,7 @@ func TestSerializationFailureIsConflict(t *testing.T) {
 // TestProbe: the probe trusts PostgreSQL, and leaves no row behind.
 func TestProbe(t *testing.T) {
 	store, _, _ := newStore(t, nil)
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe"))
-	assert.Empty(t, testserver.Keys(t, store), "the probe cleans up")
+	kit.Probe(t, store)
 }
 
 // TestCreateTable: New and every read or write create nothing; a missing
