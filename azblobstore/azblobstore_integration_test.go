@@ -21,6 +21,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/azblobstore"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/probecheck"
 	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/sdkserver/azurite"
@@ -45,6 +46,10 @@ func newStore(t *testing.T, rt http.RoundTripper) (*azblobstore.Store, *containe
 	return azblobstore.New(c), c
 }
 
+// TestMain sets rapid's flags for the model test and checks for leaked
+// goroutines (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
+
 // TestConformance runs the exported conformance suite over one container;
 // damage is an unconditional overwrite by a client of its own.
 func TestConformance(t *testing.T) {
@@ -57,6 +62,16 @@ func TestConformance(t *testing.T) {
 func TestProbe(t *testing.T) {
 	store, _ := newStore(t, nil)
 	kit.Probe(t, store)
+}
+
+// TestModel runs the model (internal/modeltest) on Azure Blob on
+// Azurite, damaged by raw overwrites.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	modeltest.Run(t, func(t *testing.T) modeltest.Target {
+		store, c := newStore(t, nil)
+		return modeltest.Target{Name: "azblob", Rewrites: true, Store: store, Damage: azurite.DamageAzblob(c)}
+	})
 }
 
 // preconditionProxy forwards to target and, while strip is set, removes
@@ -194,12 +209,7 @@ func TestPermission(t *testing.T) {
 
 	check := func(op string, err error) {
 		t.Helper()
-		require.ErrorIs(t, err, fs.ErrPermission, op)
-		assert.NotErrorIs(t, err, writefence.ErrConflict, op)
-		assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
-		var se *writefence.StoreError
-		require.ErrorAs(t, err, &se, op)
-		assert.Equal(t, "azblob "+op, se.Op)
+		kit.Permission(t, err, "azblob "+op)
 		var re *azcore.ResponseError
 		require.ErrorAs(t, err, &re, op)
 		assert.Equal(t, http.StatusForbidden, re.StatusCode, op)

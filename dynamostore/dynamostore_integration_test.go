@@ -21,6 +21,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/dynamostore"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/sdkserver/dynalite"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/internal/testserver/kit"
@@ -50,6 +51,10 @@ func newStore(t *testing.T, rt *testserver.Transport) (*dynamodb.Client, string,
 	return c, table, dynamostore.New(c, table)
 }
 
+// TestMain sets rapid's flags for the model test and checks for leaked
+// goroutines (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
+
 // TestConformanceUntold runs the kit's size checks on a store left as
 // New makes it, without Options.ReadLimit: an item holds less than the
 // 1 MiB Payload/1MiB writes, and the kit learns the limit from the store's
@@ -70,6 +75,22 @@ func TestConformance(t *testing.T) {
 			c, table, store := newStore(t, nil)
 			store.MaxObjectSize, store.CacheBytes = kitReadLimit, cache
 			kit.Run(t, store, dynalite.DamageDynamoDB(c, table), kitReadLimit)
+		})
+	}
+}
+
+// TestModel runs the model (internal/modeltest) on both ways a write
+// learns the item it conditions on, damaged in place.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	for name, cache := range map[string]int64{"remembered": 0, "readfirst": -1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			modeltest.Run(t, func(t *testing.T) modeltest.Target {
+				c, table, store := newStore(t, nil)
+				store.CacheBytes = cache
+				return modeltest.Target{Name: "dynamodb-" + name, Store: store, Damage: dynalite.DamageDynamoDB(c, table)}
+			})
 		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/etcdstore"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/sdkserver/etcd"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/internal/testserver/kit"
@@ -66,6 +67,10 @@ func newStore(t *testing.T) (*clientv3.Client, *etcdstore.Store, string) {
 	return c, etcdstore.New(c, prefix), prefix
 }
 
+// TestMain sets rapid's flags for the model test and checks for leaked
+// goroutines (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
+
 func TestConformance(t *testing.T) {
 	c, store, prefix := newStore(t)
 	store.MaxObjectSize = kitReadLimit
@@ -76,6 +81,16 @@ func TestConformance(t *testing.T) {
 func TestProbe(t *testing.T) {
 	_, store, _ := newStore(t)
 	kit.Probe(t, store)
+}
+
+// TestModel runs the model (internal/modeltest) on etcd, where a write
+// around the store is a new mod revision.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	modeltest.Run(t, func(t *testing.T) modeltest.Target {
+		c, store, prefix := newStore(t)
+		return modeltest.Target{Name: "etcd", Rewrites: true, Store: store, Damage: etcd.DamageEtcd(c, prefix)}
+	})
 }
 
 // TestRoundTrips: a steady push (a Fence pushing consecutive epochs, its

@@ -21,6 +21,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/sdkserver/postgres"
 	"github.com/writefence/writefence/internal/testserver"
@@ -48,6 +49,10 @@ func newStore(t *testing.T, configure func(*pgxpool.Config)) (*pgstore.Store, *p
 	return store, pool, table
 }
 
+// TestMain sets rapid's flags for the model test and checks for leaked
+// goroutines (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
+
 // TestConformance runs the exported conformance suite over one table;
 // damage is an UPDATE of the data column alone, which keeps the version
 // and the digest: damage in place, which the store's digest check finds.
@@ -55,6 +60,16 @@ func TestConformance(t *testing.T) {
 	store, pool, table := newStore(t, nil)
 	store.MaxObjectSize = kitReadLimit
 	kit.Run(t, store, postgres.DamagePostgres(pool, table), kitReadLimit)
+}
+
+// TestModel runs the model (internal/modeltest) on PostgreSQL, damaged in
+// place by UPDATEs of the data column that keep the version.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	modeltest.Run(t, func(t *testing.T) modeltest.Target {
+		store, pool, table := newStore(t, nil)
+		return modeltest.Target{Name: "postgres", Store: store, Damage: postgres.DamagePostgres(pool, table)}
+	})
 }
 
 // TestConformanceSerializable runs the races of the suite on a pool whose
@@ -344,12 +359,7 @@ func TestPermission(t *testing.T) {
 			require.NoError(t, err)
 			check := func(op string, err error) {
 				t.Helper()
-				require.ErrorIs(t, err, fs.ErrPermission, op)
-				assert.NotErrorIs(t, err, writefence.ErrConflict, op)
-				assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
-				var se *writefence.StoreError
-				require.ErrorAs(t, err, &se, op)
-				assert.Equal(t, "postgres "+op, se.Op)
+				kit.Permission(t, err, "postgres "+op)
 				var pe *pgconn.PgError
 				require.ErrorAs(t, err, &pe, op)
 				assert.Equal(t, c.code, pe.Code, op)

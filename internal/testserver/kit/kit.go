@@ -7,6 +7,8 @@ package kit
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,15 +38,71 @@ func Run(t *testing.T, store writefence.ConditionalStore, damage testserver.Dama
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, Options(damage, readLimit))
 }
 
+// Store is what the adapter modules' stores all are: a ConditionalStore
+// that is a Deleter and a Lister.
+type Store interface {
+	writefence.ConditionalStore
+	writefence.Deleter
+	writefence.Lister
+}
+
 // Probe checks that writefence.Probe trusts store and leaves no key
 // behind, and that a Fence with Probe set pushes through it.
-func Probe(t *testing.T, store interface {
-	writefence.ConditionalStore
-	writefence.Lister
-}) {
+func Probe(t *testing.T, store Store) {
 	t.Helper()
 	require.NoError(t, writefence.Probe(t.Context(), store, "probe/scratch"))
 	assert.Empty(t, testserver.Keys(t, store), "the probe cleans up")
 	f := &writefence.Fence{Store: store, Probe: true}
 	require.NoError(t, f.Push(t.Context(), "wal", "0", "node-a", 1, []byte("segment")))
+}
+
+// Permission checks that err is the refusal of the store operation op
+// for want of permission: it matches fs.ErrPermission and neither
+// writefence.ErrConflict nor writefence.ErrNotFound, and it is a
+// *writefence.StoreError of op.
+func Permission(t *testing.T, err error, op string) {
+	t.Helper()
+	require.ErrorIs(t, err, fs.ErrPermission, op)
+	assert.NotErrorIs(t, err, writefence.ErrConflict, op)
+	assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
+	var se *writefence.StoreError
+	require.ErrorAs(t, err, &se, op)
+	assert.Equal(t, op, se.Op)
+}
+
+// Call makes the call of s that op names, on the key "k", and returns its
+// error: get, create (a create-only write), update (a write conditioned
+// on version), delete, or list (of every key).
+func Call(ctx context.Context, s Store, op, version string) error {
+	switch op {
+	case "get":
+		_, _, err := s.Get(ctx, "k")
+		return err
+	case "create":
+		_, err := s.PutIfVersion(ctx, "k", []byte("x"), "")
+		return err
+	case "update":
+		_, err := s.PutIfVersion(ctx, "k", []byte("x"), version)
+		return err
+	case "delete":
+		return s.Delete(ctx, "k")
+	case "list":
+		return s.List(ctx, "", func(string) error { return nil })
+	}
+	panic("kit: no call " + op)
+}
+
+// Ops are the calls of Call that reach a store's every operation, by the
+// name the operation has in a *writefence.StoreError's Op (after the
+// store's own name, as in "etcd get").
+var Ops = map[string]string{"get": "get", "put": "create", "delete": "delete", "list": "list"}
+
+// Sentinels checks that err matches want and none of the other store
+// sentinels (fs.ErrPermission, writefence.ErrConflict, ErrNotFound and
+// ErrTooLarge); want nil: none of them. what names the case.
+func Sentinels(t *testing.T, err, want error, what string) {
+	t.Helper()
+	for _, s := range []error{fs.ErrPermission, writefence.ErrConflict, writefence.ErrNotFound, writefence.ErrTooLarge} {
+		assert.Equal(t, s == want, errors.Is(err, s), "%s: matches %v", what, s)
+	}
 }
