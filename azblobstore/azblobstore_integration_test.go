@@ -221,17 +221,10 @@ func TestPermission(t *testing.T) {
 		assert.NotContains(t, msg, "\n", "one line: %s", msg)
 		t.Logf("%s: %v", op, err)
 	}
-	_, _, err := store.Get(ctx, "k")
-	check("get", err)
-	_, _, _, err = store.GetPrefix(ctx, "k", 10)
-	check("get", err)
-	_, err = store.PutIfVersion(ctx, "k", []byte("x"), "")
-	check("put", err)
-	check("delete", store.Delete(ctx, "k"))
-	check("list", store.List(ctx, "", func(string) error { return nil }))
+	kit.EachOp(ctx, store, check)
 
 	reqs := wire.Requests()
-	err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, []byte("x"))
+	err := (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, []byte("x"))
 	require.ErrorIs(t, err, fs.ErrPermission)
 	assert.EqualValues(t, 1, wire.Requests()-reqs, "refused credentials are final: no retry")
 }

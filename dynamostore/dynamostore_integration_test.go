@@ -420,7 +420,7 @@ func BenchmarkPush(b *testing.B) {
 			before := rt.Requests()
 			for b.Loop() {
 				switch impl {
-				case "raw":
+				case "raw", "rawitem":
 					next := fmt.Sprint(rawVersion + 1)
 					in := &dynamodb.PutItemInput{
 						TableName: aws.String(table),
@@ -435,31 +435,18 @@ func BenchmarkPush(b *testing.B) {
 							":v": &types.AttributeValueMemberS{Value: fmt.Sprint(rawVersion)},
 						},
 					}
-					_, err = c.PutItem(ctx, in, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
-					rawVersion++
-				case "rawitem":
-					next := fmt.Sprint(rawVersion + 1)
-					digest := make([]byte, 32)
-					digest[0] = byte(rawVersion + 1)
-					in := &dynamodb.PutItemInput{
-						TableName: aws.String(table),
-						Item: map[string]types.AttributeValue{
-							"key":     &types.AttributeValueMemberS{Value: key + "-raw"},
-							"version": &types.AttributeValueMemberS{Value: next},
-							"data":    &types.AttributeValueMemberB{Value: payload},
-							"digest":  &types.AttributeValueMemberB{Value: digest},
-						},
-						ConditionExpression:      aws.String("attribute_not_exists(#k) OR #v = :v AND #d = :d AND #g = :g"),
-						ExpressionAttributeNames: map[string]string{"#k": "key", "#v": "version", "#d": "data", "#g": "digest"},
-						ExpressionAttributeValues: map[string]types.AttributeValue{
-							":v": &types.AttributeValueMemberS{Value: fmt.Sprint(rawVersion)},
-							":d": &types.AttributeValueMemberB{Value: payload},
-							":g": &types.AttributeValueMemberB{Value: prevDigest},
-						},
+					if impl == "rawitem" {
+						digest := make([]byte, 32)
+						digest[0] = byte(rawVersion + 1)
+						in.Item["digest"] = &types.AttributeValueMemberB{Value: digest}
+						in.ConditionExpression = aws.String(*in.ConditionExpression + " AND #d = :d AND #g = :g")
+						in.ExpressionAttributeNames["#d"], in.ExpressionAttributeNames["#g"] = "data", "digest"
+						in.ExpressionAttributeValues[":d"] = &types.AttributeValueMemberB{Value: payload}
+						in.ExpressionAttributeValues[":g"] = &types.AttributeValueMemberB{Value: prevDigest}
+						prevDigest = digest
 					}
 					_, err = c.PutItem(ctx, in, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
 					rawVersion++
-					prevDigest = digest
 				case "store":
 					version, err = store.PutIfVersion(ctx, key, payload, version)
 				case "fenced":

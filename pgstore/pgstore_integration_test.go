@@ -368,14 +368,7 @@ func TestPermission(t *testing.T) {
 				assert.NotContains(t, err.Error(), password, op)
 				t.Logf("%s: %v", op, err)
 			}
-			_, _, err = s.Get(ctx, "k")
-			check("get", err)
-			_, _, _, err = s.GetPrefix(ctx, "k", 4)
-			check("get", err)
-			_, err = s.PutIfVersion(ctx, "k", []byte("y"), "")
-			check("put", err)
-			check("delete", s.Delete(ctx, "k"))
-			check("list", s.List(ctx, "", func(string) error { return nil }))
+			kit.EachOp(ctx, s, check)
 			check("create table", s.CreateTable(ctx))
 
 			before, _ := tracer.counts()

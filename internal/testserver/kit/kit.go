@@ -92,6 +92,23 @@ func Call(ctx context.Context, s Store, op, version string) error {
 	panic("kit: no call " + op)
 }
 
+// EachOp hands check the error of each operation of s on the key "k",
+// with the operation's name in a *writefence.StoreError's Op: a get, a
+// get by prefix when s is a writefence.PrefixReader (also "get"), a
+// create ("put"), a delete and a list.
+func EachOp(ctx context.Context, s Store, check func(op string, err error)) {
+	_, _, err := s.Get(ctx, "k")
+	check("get", err)
+	if p, ok := s.(writefence.PrefixReader); ok {
+		_, _, _, err = p.GetPrefix(ctx, "k", 4)
+		check("get", err)
+	}
+	_, err = s.PutIfVersion(ctx, "k", []byte("y"), "")
+	check("put", err)
+	check("delete", s.Delete(ctx, "k"))
+	check("list", s.List(ctx, "", func(string) error { return nil }))
+}
+
 // Ops are the calls of Call that reach a store's every operation, by the
 // name the operation has in a *writefence.StoreError's Op (after the
 // store's own name, as in "etcd get").
