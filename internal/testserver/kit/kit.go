@@ -1,8 +1,9 @@
-// Package kit runs the conformance suite (writefencetest) and the probe
-// on the stores of the adapter modules on their real servers, with the
-// options those runs share, so that each module's integration tests hold
-// only what is the module's own. It is apart from testserver because the
-// package writefence's own tests use testserver, and kit uses writefence.
+// Package kit holds the checks that the adapter modules' tests all make of
+// their stores: the conformance suite (writefencetest) on a real server
+// with the options those runs share, the probe, and the errors of each
+// operation, so that each module's tests hold only what is its own. It is
+// apart from testserver because the package writefence's own tests use
+// testserver, and kit uses writefence.
 package kit
 
 import (
@@ -10,9 +11,6 @@ import (
 	"errors"
 	"io/fs"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/testserver"
@@ -50,10 +48,16 @@ type Store interface {
 // behind, and that a Fence with Probe set pushes through it.
 func Probe(t *testing.T, store Store) {
 	t.Helper()
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe/scratch"))
-	assert.Empty(t, testserver.Keys(t, store), "the probe cleans up")
+	if err := writefence.Probe(t.Context(), store, "probe/scratch"); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	if keys := testserver.Keys(t, store); len(keys) > 0 {
+		t.Errorf("the probe left %q behind", keys)
+	}
 	f := &writefence.Fence{Store: store, Probe: true}
-	require.NoError(t, f.Push(t.Context(), "wal", "0", "node-a", 1, []byte("segment")))
+	if err := f.Push(t.Context(), "wal", "0", "node-a", 1, []byte("segment")); err != nil {
+		t.Fatalf("Push with Probe set: %v", err)
+	}
 }
 
 // Permission checks that err is the refusal of the store operation op
@@ -62,12 +66,21 @@ func Probe(t *testing.T, store Store) {
 // *writefence.StoreError of op.
 func Permission(t *testing.T, err error, op string) {
 	t.Helper()
-	require.ErrorIs(t, err, fs.ErrPermission, op)
-	assert.NotErrorIs(t, err, writefence.ErrConflict, op)
-	assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
+	if !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("%s: %v; want an error matching fs.ErrPermission", op, err)
+	}
+	for _, s := range []error{writefence.ErrConflict, writefence.ErrNotFound} {
+		if errors.Is(err, s) {
+			t.Errorf("%s: %v matches %v", op, err, s)
+		}
+	}
 	var se *writefence.StoreError
-	require.ErrorAs(t, err, &se, op)
-	assert.Equal(t, op, se.Op)
+	if !errors.As(err, &se) {
+		t.Fatalf("%s: %v is no *writefence.StoreError", op, err)
+	}
+	if se.Op != op {
+		t.Errorf("StoreError.Op is %q; want %q", se.Op, op)
+	}
 }
 
 // Call makes the call of s that op names, on the key "k", and returns its
@@ -120,6 +133,8 @@ var Ops = map[string]string{"get": "get", "put": "create", "delete": "delete", "
 func Sentinels(t *testing.T, err, want error, what string) {
 	t.Helper()
 	for _, s := range []error{fs.ErrPermission, writefence.ErrConflict, writefence.ErrNotFound, writefence.ErrTooLarge} {
-		assert.Equal(t, s == want, errors.Is(err, s), "%s: matches %v", what, s)
+		if got := errors.Is(err, s); got != (s == want) {
+			t.Errorf("%s: %v matches %v: %t; want %t", what, err, s, got, s == want)
+		}
 	}
 }
