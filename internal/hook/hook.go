@@ -70,6 +70,12 @@ func Wait(ctx context.Context, attempt int, d time.Duration) error {
 	if h, _ := ctx.Value(hooksKey{}).(*Hooks); h != nil && h.Wait != nil {
 		return h.Wait(ctx, attempt, d)
 	}
+	return Sleep(ctx, d)
+}
+
+// Sleep sleeps d; it returns ctx's error if ctx ends first. It runs no
+// hook.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -146,6 +146,31 @@ func (b *builder) requireKept(n int) {
 	require.NotContainsf(b.t, got, n, "promise %d reported: %v", n, got[n])
 }
 
+// story is a history a test builds, by name, and whether it keeps the
+// promise the test is of (false: it breaks it).
+type story struct {
+	name  string
+	kept  bool
+	build func(b *builder)
+}
+
+// judge builds each story's history in a subtest of its name and requires
+// that it breaks promise n, or keeps it when the story says so.
+func judge(t *testing.T, n int, stories ...story) {
+	t.Helper()
+	for _, st := range stories {
+		t.Run(st.name, func(t *testing.T) {
+			b := newBuilder(t)
+			st.build(b)
+			if st.kept {
+				b.requireKept(n)
+			} else {
+				b.requireBroken(n)
+			}
+		})
+	}
+}
+
 func shardKeyOf(t *testing.T, prefix, plugin, shard string) string {
 	k, err := keys.Shard(prefix, plugin, shard)
 	require.NoError(t, err)
@@ -368,27 +393,24 @@ func TestPromise3_RefusalWritesNothing(t *testing.T) {
 		b.end(p, errStale, "stale")
 		b.requireBroken(3)
 	})
-	t.Run("a step that landed before the refusal", func(t *testing.T) {
+	// A settle whose log landed and that was then refused, with the
+	// Observer's event of the log (a step that landed before the refusal)
+	// or without it (the log itself refused).
+	settleLogged := func(t *testing.T, logEvent bool, err error, is string) *builder {
 		b := newBuilder(t)
 		b.put(nil, key, []byte("damaged"))
 		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "v1"})
-		logKey, err := keys.SettleLog("", "pl", "s1")
-		require.NoError(t, err)
+		logKey, kerr := keys.SettleLog("", "pl", "s1")
+		require.NoError(t, kerr)
 		b.put(st, logKey, rec("w1", 3, plain("v1")))
-		st.Events = append(st.Events, Event{Op: "settle log", Key: logKey})
-		b.end(st, errInvalid, "invalid")
-		b.requireKept(3)
-	})
-	t.Run("a refused settle log", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, []byte("damaged"))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "v1"})
-		logKey, err := keys.SettleLog("", "pl", "s1")
-		require.NoError(t, err)
-		b.put(st, logKey, rec("w1", 3, plain("v1")))
-		b.end(st, errConflict, "conflict")
-		b.requireBroken(3)
-	})
+		if logEvent {
+			st.Events = append(st.Events, Event{Op: "settle log", Key: logKey})
+		}
+		b.end(st, err, is)
+		return b
+	}
+	t.Run("a step that landed before the refusal", func(t *testing.T) { settleLogged(t, true, errInvalid, "invalid").requireKept(3) })
+	t.Run("a refused settle log", func(t *testing.T) { settleLogged(t, false, errConflict, "conflict").requireBroken(3) })
 }
 
 func TestPromise4_AckedStays(t *testing.T) {
@@ -409,36 +431,23 @@ func TestPromise4_AckedStays(t *testing.T) {
 
 func TestPromise5_LostReplies(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("unknown and stale", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
-		b.end(p, errUnknown, "unknown", "stale", "cause")
-		b.requireBroken(5)
-	})
-	t.Run("unknown without its cause", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
-		b.end(p, errUnknown, "unknown")
-		b.requireBroken(5)
-	})
-	t.Run("lost reply turned stale", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+	push := Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")}
+	// lost begins the push, lands it and loses its reply.
+	lost := func(b *builder) *Call {
+		p := b.begin(push)
 		b.put(p, key, rec("w1", 1, plain("a")))
 		b.fault(p, "lost")
-		b.end(p, errStale, "stale")
-		b.requireBroken(5)
-	})
-	t.Run("retry refused over its own write", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 1, plain("a")))
-		b.fault(p, "lost")
-		b.end(p, fmt.Errorf("%w: timeout", errUnknown), "unknown", "cause")
-		q := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.end(q, errStale, "stale")
-		b.requireBroken(5)
-	})
+		return p
+	}
+	judge(t, 5,
+		story{name: "unknown and stale", build: func(b *builder) { b.end(b.begin(push), errUnknown, "unknown", "stale", "cause") }},
+		story{name: "unknown without its cause", build: func(b *builder) { b.end(b.begin(push), errUnknown, "unknown") }},
+		story{name: "lost reply turned stale", build: func(b *builder) { b.end(lost(b), errStale, "stale") }},
+		story{name: "retry refused over its own write", build: func(b *builder) {
+			b.end(lost(b), fmt.Errorf("%w: timeout", errUnknown), "unknown", "cause")
+			b.end(b.begin(push), errStale, "stale")
+		}},
+	)
 }
 
 func TestPromise6_TransientRetried(t *testing.T) {
@@ -651,44 +660,36 @@ func epoch(b *builder, got uint64) {
 }
 
 func TestPromise14_LeaseEpochs(t *testing.T) {
-	t.Run("not rising", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		epoch(b, 1<<32|2)
-		epoch(b, 1<<32|1)
-		b.requireBroken(14)
-	})
-	t.Run("a term never written", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		epoch(b, 2<<32|1)
-		b.requireBroken(14)
-	})
-	t.Run("after the expiry", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Millisecond)
-		b.tick()
-		epoch(b, 1<<32|1)
-		b.requireBroken(14)
-	})
-	t.Run("renewed in the background", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Millisecond)
-		// A renewal no call is recorded for: the record bears the value's
-		// incarnation.
-		b.put(nil, leaseKeyOf(t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.tick()
-		epoch(b, 1<<32|1)
-		b.requireKept(14)
-	})
-	t.Run("after the loss", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
-		b.end(rn, errLeaseLost, "lease lost")
-		epoch(b, 1<<32|1)
-		b.requireBroken(14)
-	})
+	judge(t, 14,
+		story{name: "not rising", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			epoch(b, 1<<32|2)
+			epoch(b, 1<<32|1)
+		}},
+		story{name: "a term never written", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			epoch(b, 2<<32|1)
+		}},
+		story{name: "after the expiry", build: func(b *builder) {
+			acquired(b.t, b, time.Millisecond)
+			b.tick()
+			epoch(b, 1<<32|1)
+		}},
+		story{name: "renewed in the background", kept: true, build: func(b *builder) {
+			acquired(b.t, b, time.Millisecond)
+			// A renewal no call is recorded for: the record bears the
+			// value's incarnation.
+			b.put(nil, leaseKeyOf(b.t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.tick()
+			epoch(b, 1<<32|1)
+		}},
+		story{name: "after the loss", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.end(rn, errLeaseLost, "lease lost")
+			epoch(b, 1<<32|1)
+		}},
+	)
 }
 
 func TestPromise15_Hold(t *testing.T) {
@@ -791,66 +792,58 @@ func TestPromise19_BlobsOnce(t *testing.T) {
 
 func TestPromise20_Commit(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	commit := func(b *builder, name string, data []byte) {
-		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Refs: []record.BlobRef{ref(name, data)}, Since: 1, Stream: true}))
+	for _, c := range []struct {
+		name    string
+		writer  string // of the blob's name
+		stored  []byte // the blob's bytes; nil: no blob
+		horizon bool   // the record's horizon is past the blob's creation
+	}{
+		{"another writer's blob", "w2", []byte("b"), false},
+		{"a missing blob", "w1", nil, false},
+		{"another size", "w1", []byte("bb"), false},
+		{"behind the horizon", "w1", []byte("b"), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBuilder(t)
+			name := keys.BlobName(1, c.writer, blobID(1))
+			if c.stored != nil {
+				made := b.createBlob(nil, blobKeyOf(t, "s1", name), c.stored)
+				if c.horizon {
+					b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: made.UnixNano() + 1, Stream: true}))
+				}
+			}
+			b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
+			b.requireBroken(20)
+		})
 	}
-	t.Run("another writer's blob", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w2", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		commit(b, name, []byte("b"))
-		b.requireBroken(20)
-	})
-	t.Run("a missing blob", func(t *testing.T) {
-		b := newBuilder(t)
-		commit(b, keys.BlobName(1, "w1", blobID(1)), []byte("b"))
-		b.requireBroken(20)
-	})
-	t.Run("another size", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w1", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("bb"))
-		commit(b, name, []byte("b"))
-		b.requireBroken(20)
-	})
-	t.Run("behind the horizon", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w1", blobID(1))
-		made := b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: made.UnixNano() + 1, Stream: true}))
-		commit(b, name, []byte("b"))
-		b.requireBroken(20)
-	})
 }
 
 func TestPromise21_Tenure(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("seal keeps the floor", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Since: 1, Stream: true}))
-		b.requireBroken(21)
-	})
-	t.Run("floor lowered", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 3, record.Body{Since: 3, Stream: true}))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4}, key, rec("w1", 4, record.Body{Since: 2, Stream: true}))
-		b.requireBroken(21)
-	})
-	t.Run("new writer keeps the floor", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 3, record.Body{Since: 1, Stream: true}))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 4}, key, rec("w2", 4, record.Body{Since: 1, Stream: true}))
-		b.requireBroken(21)
-	})
-	t.Run("a blob below the floor", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w1", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 3, record.Body{Since: 3, Stream: true}))
-		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4}, key, rec("w1", 4, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 3, Stream: true}))
-		b.requireBroken(21)
-	})
+	name := keys.BlobName(1, "w1", blobID(1))
+	for _, c := range []struct {
+		name       string
+		was, floor uint64 // the epoch and the floor of w1's record before
+		op         Op
+		writer     string
+		epoch      uint64
+		body       record.Body // what the call wrote
+	}{
+		{"seal keeps the floor", 1, 1, Seal, "w1", 2, record.Body{Since: 1, Stream: true}},
+		{"floor lowered", 3, 3, Push, "w1", 4, record.Body{Since: 2, Stream: true}},
+		{"new writer keeps the floor", 3, 1, Push, "w2", 4, record.Body{Since: 1, Stream: true}},
+		{"a blob below the floor", 3, 3, Commit, "w1", 4, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 3, Stream: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBuilder(t)
+			if len(c.body.Refs) > 0 {
+				b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+			}
+			b.put(nil, key, rec("w1", c.was, record.Body{Since: c.floor, Stream: true}))
+			b.wrote(Call{Op: c.op, Plugin: "pl", Shard: "s1", Writer: c.writer, Epoch: c.epoch}, key, rec(c.writer, c.epoch, c.body))
+			b.requireBroken(21)
+		})
+	}
 }
 
 func TestPromise22_RecordOpsKeepRefs(t *testing.T) {
@@ -873,43 +866,39 @@ func TestPromise22_RecordOpsKeepRefs(t *testing.T) {
 
 func TestPromise23_Readers(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("latest of what was never recorded", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 1, plain("a")))
+	// latest records a Latest that read h and body over a record of
+	// stored.
+	latest := func(b *builder, stored record.Body, h record.Header, body record.Body) {
+		b.put(nil, key, rec("w1", 1, stored))
 		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
-		h, body, _ := record.Decode(rec("w1", 1, plain("forged")))
 		la.Read, la.ReadBody = &h, body
 		b.end(la, nil)
-		b.requireBroken(23)
-	})
-	t.Run("latest of the payload alone", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 1, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
-		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
-		la.Read, la.ReadBody = &record.Header{Epoch: 1, Writer: "w1"}, record.Body{Payload: []byte("a")}
-		b.end(la, nil)
-		b.requireKept(23)
-	})
-	t.Run("open of another blob's bytes", func(t *testing.T) {
-		b := newBuilder(t)
+	}
+	// open records an OpenBlob that read data of a blob of "real", which
+	// the record references when referenced.
+	open := func(b *builder, referenced bool, data string) {
 		name := keys.BlobName(1, "w1", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("real"))
-		b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("real"))}, Since: 1, Stream: true}))
+		b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("real"))
+		body := record.Body{Since: 1, Stream: true}
+		if referenced {
+			body.Refs = []record.BlobRef{ref(name, []byte("real"))}
+		}
+		b.put(nil, key, rec("w1", 1, body))
 		op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: name})
-		op.Bytes = []byte("fake")
+		op.Bytes = []byte(data)
 		b.end(op, nil)
-		b.requireBroken(23)
-	})
-	t.Run("open of an unreferenced blob", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w1", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("real"))
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: name})
-		op.Bytes = []byte("real")
-		b.end(op, nil)
-		b.requireBroken(23)
-	})
+	}
+	judge(t, 23,
+		story{name: "latest of what was never recorded", build: func(b *builder) {
+			h, body, _ := record.Decode(rec("w1", 1, plain("forged")))
+			latest(b, plain("a"), h, body)
+		}},
+		story{name: "latest of the payload alone", kept: true, build: func(b *builder) {
+			latest(b, record.Body{Payload: []byte("a"), Since: 1, Stream: true}, record.Header{Epoch: 1, Writer: "w1"}, record.Body{Payload: []byte("a")})
+		}},
+		story{name: "open of another blob's bytes", build: func(b *builder) { open(b, true, "fake") }},
+		story{name: "open of an unreferenced blob", build: func(b *builder) { open(b, false, "real") }},
+	)
 }
 
 func TestPromise24_NoReferencedBlobMissing(t *testing.T) {
@@ -936,42 +925,33 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	name := keys.BlobName(1, "w1", blobID(1))
 	body := record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}
-	t.Run("a referenced blob", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 1, body))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.deleteBlob(co, blobKeyOf(t, "s1", name))
-		b.end(co, nil)
-		b.requireBroken(25)
-	})
-	t.Run("no record and no RecordGone", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.deleteBlob(co, blobKeyOf(t, "s1", name))
-		b.end(co, errNotFound, "not found")
-		b.requireBroken(25)
-	})
-	t.Run("a damaged record", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, []byte("damaged"))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.deleteBlob(co, blobKeyOf(t, "s1", name))
-		b.end(co, nil)
-		b.requireBroken(25)
-	})
-	t.Run("referenced after the collection", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.deleteBlob(co, blobKeyOf(t, "s1", name))
-		b.end(co, nil)
-		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, body))
-		b.requireBroken(25)
-	})
+	for _, c := range []struct {
+		name   string
+		stored []byte // the record the collection finds; nil: none
+		err    error  // what the collection returned
+		is     []string
+		commit bool // a commit references the blob afterwards
+	}{
+		{"a referenced blob", rec("w1", 1, body), nil, nil, false},
+		{"no record and no RecordGone", nil, errNotFound, []string{"not found"}, false},
+		{"a damaged record", []byte("damaged"), nil, nil, false},
+		{"referenced after the collection", rec("w1", 1, record.Body{Since: 1, Stream: true}), nil, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBuilder(t)
+			b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+			if c.stored != nil {
+				b.put(nil, key, c.stored)
+			}
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.deleteBlob(co, blobKeyOf(t, "s1", name))
+			b.end(co, c.err, c.is...)
+			if c.commit {
+				b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, body))
+			}
+			b.requireBroken(25)
+		})
+	}
 }
 
 func TestPromise26_CollectReclaims(t *testing.T) {
@@ -987,28 +967,25 @@ func TestPromise26_CollectReclaims(t *testing.T) {
 
 func TestPromise27_Observer(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("no event", func(t *testing.T) {
-		b := newBuilder(t)
+	// landed begins a push and lands its record.
+	landed := func(b *builder) *Call {
 		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
 		b.put(p, key, rec("w1", 1, plain("a")))
-		b.endBare(p, nil)
-		b.requireBroken(27)
-	})
-	t.Run("refused without an event", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, []byte("damaged"))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Floor: 1, Version: "elsewhere"})
-		b.endBare(st, errConflict, "conflict")
-		b.requireBroken(27)
-	})
-	t.Run("an Op WriteEvent does not name", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 1, plain("a")))
-		p.Events = append(p.Events, Event{Op: "pushed", Key: key})
-		b.end(p, nil)
-		b.requireBroken(27)
-	})
+		return p
+	}
+	judge(t, 27,
+		story{name: "no event", build: func(b *builder) { b.endBare(landed(b), nil) }},
+		story{name: "refused without an event", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Floor: 1, Version: "elsewhere"})
+			b.endBare(st, errConflict, "conflict")
+		}},
+		story{name: "an Op WriteEvent does not name", build: func(b *builder) {
+			p := landed(b)
+			p.Events = append(p.Events, Event{Op: "pushed", Key: key})
+			b.end(p, nil)
+		}},
+	)
 }
 
 func TestPromise28_Keys(t *testing.T) {
