@@ -2,9 +2,7 @@ package etcdepoch_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -25,26 +23,8 @@ var etcdEndpoint string
 // binary every test here is skipped, or the run fails when
 // WRITEFENCE_REQUIRE_SERVERS is set, as .ci/run sets it.
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	if _, err := exec.LookPath("etcd"); err != nil {
-		if testserver.Required() {
-			fmt.Fprintln(os.Stderr, "etcdepoch: etcd is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set (go run ./internal/testserver/cmd/servers -install installs it)")
-			return 1
-		}
-		fmt.Println("etcdepoch: etcd is not on PATH: skipping the tests of this package (apt-get install etcd-server)")
-		return 0
-	}
-	srv, err := testserver.StartEtcd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcdepoch:", err)
-		return 1
-	}
-	defer srv.Stop()
-	etcdEndpoint = srv.Endpoint
-	return m.Run()
+	os.Exit(testserver.RunMain(m, "etcdepoch", "etcd-server", testserver.EtcdInstalled,
+		func() (*testserver.Server, error) { return testserver.StartEtcd() }, &etcdEndpoint))
 }
 
 // newClient returns a client of endpoint (a connection of its own, as a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/pending"
+	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 	"github.com/writefence/writefence/zkepoch"
 )
@@ -164,11 +165,11 @@ func TestCampaignCancelled(t *testing.T) {
 // With its server gone, a leader gets an error and no epoch, however often
 // it asks, and a ctx that ends is honoured.
 func TestEpochZooKeeperKilled(t *testing.T) {
-	srv, err := startZooKeeper()
+	srv, err := testserver.StartZooKeeper()
 	require.NoError(t, err)
-	t.Cleanup(srv.stop)
+	t.Cleanup(srv.Stop)
 	ctx := contextWithTimeout(t, time.Minute)
-	c := newClient(t, srv.endpoint)
+	c := newClient(t, srv.Endpoint)
 	a := zkepoch.NewElection(c.Conn, uniquePath(t))
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	_, err = a.Epoch(ctx, "wal", "0")
@@ -185,7 +186,7 @@ func TestEpochZooKeeperKilled(t *testing.T) {
 	require.Zero(t, epoch)
 	c.dialer.blackhole(false)
 
-	srv.stop()
+	srv.Stop()
 
 	for i := range 3 {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
