@@ -174,7 +174,7 @@ func TestLimits(t *testing.T) {
 	big := make([]byte, etcdstore.DefaultMaxRequestBytes)
 	before := counter.total.Load()
 	_, err := store.PutIfVersion(ctx, "big", big, "")
-	requireStoreError(t, err, "etcd put", "big", writefence.ErrTooLarge)
+	kit.StoreError(t, err, "etcd put", "big", writefence.ErrTooLarge)
 	assert.Equal(t, before, counter.total.Load(), "refused before sending")
 
 	// The largest value that fits: the store's own bound is within a few
@@ -189,19 +189,19 @@ func TestLimits(t *testing.T) {
 	store.MaxRequestBytes = 4 << 20
 	for _, n := range []int{etcdstore.DefaultMaxRequestBytes, 3 << 20} {
 		_, err = store.PutIfVersion(ctx, "over", make([]byte, n), "")
-		requireStoreError(t, err, "etcd put", "over", writefence.ErrTooLarge)
+		kit.StoreError(t, err, "etcd put", "over", writefence.ErrTooLarge)
 		_, _, err = store.Get(ctx, "over")
 		assert.ErrorIs(t, err, writefence.ErrNotFound, "nothing landed")
 	}
 
 	store.MaxObjectSize = 64 << 10
 	_, _, err = store.Get(ctx, "fits")
-	requireStoreError(t, err, "etcd get", "fits", writefence.ErrTooLarge)
+	kit.StoreError(t, err, "etcd get", "fits", writefence.ErrTooLarge)
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "refused by the call's receive limit: %v", err)
 	_, err = c.Put(ctx, prefix+"edge", string(make([]byte, 64<<10+1)))
 	require.NoError(t, err)
 	_, _, err = store.Get(ctx, "edge")
-	requireStoreError(t, err, "etcd get", "edge", writefence.ErrTooLarge)
+	kit.StoreError(t, err, "etcd get", "edge", writefence.ErrTooLarge)
 }
 
 // shardKey is the store key of a shard's record under the default prefix.
@@ -210,17 +210,6 @@ func shardKey(t *testing.T, plugin, shard string) string {
 	k, err := keys.Shard("", plugin, shard)
 	require.NoError(t, err)
 	return k
-}
-
-// requireStoreError requires err to be a *writefence.StoreError of op on
-// key matching kind.
-func requireStoreError(t *testing.T, err error, op, key string, kind error) {
-	t.Helper()
-	var se *writefence.StoreError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, op, se.Op)
-	assert.Equal(t, key, se.Key)
-	require.ErrorIs(t, err, kind)
 }
 
 // TestPermissions runs against an etcd of the test's own with

@@ -76,12 +76,10 @@ func Wait(ctx context.Context, attempt int, d time.Duration) error {
 // Sleep sleeps d; it returns ctx's error if ctx ends first. It runs no
 // hook.
 func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-time.After(d): // collected once it is unreachable, fired or not
 		return nil
 	}
 }

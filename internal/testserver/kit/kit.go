@@ -74,6 +74,25 @@ func Permission(t *testing.T, err error, op string) {
 			t.Errorf("%s: %v matches %v", op, err, s)
 		}
 	}
+	storeError(t, err, op)
+}
+
+// StoreError checks that err is a *writefence.StoreError of the operation
+// op on key, and that it matches kind.
+func StoreError(t *testing.T, err error, op, key string, kind error) {
+	t.Helper()
+	if se := storeError(t, err, op); se.Key != key {
+		t.Errorf("StoreError.Key is %q; want %q", se.Key, key)
+	}
+	if !errors.Is(err, kind) {
+		t.Fatalf("%s %q: %v; want an error matching %v", op, key, err, kind)
+	}
+}
+
+// storeError returns err as a *writefence.StoreError, which it checks is
+// of op.
+func storeError(t *testing.T, err error, op string) *writefence.StoreError {
+	t.Helper()
 	var se *writefence.StoreError
 	if !errors.As(err, &se) {
 		t.Fatalf("%s: %v is no *writefence.StoreError", op, err)
@@ -81,6 +100,7 @@ func Permission(t *testing.T, err error, op string) {
 	if se.Op != op {
 		t.Errorf("StoreError.Op is %q; want %q", se.Op, op)
 	}
+	return se
 }
 
 // Call makes the call of s that op names, on the key "k", and returns its
