@@ -20,7 +20,6 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/dynamostore"
-	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/sdkserver/dynalite"
 	"github.com/writefence/writefence/internal/testserver"
@@ -101,14 +100,6 @@ func TestProbe(t *testing.T) {
 	kit.Probe(t, store)
 }
 
-// shardKey is the store key of a shard's record under the default prefix.
-func shardKey(t *testing.T, plugin, shard string) string {
-	t.Helper()
-	k, err := keys.Shard("", plugin, shard)
-	require.NoError(t, err)
-	return k
-}
-
 // TestRoundTrips counts the HTTP requests the SDK sends: a steady push (a
 // Fence pushing consecutive epochs, its version cached) is one PutItem; a
 // push by a fresh Fence a GetItem and a PutItem; Get one GetItem. Without
@@ -133,7 +124,7 @@ func TestRoundTrips(t *testing.T) {
 	assert.EqualValues(t, 2, rt.Requests()-before, "requests of a cold push")
 
 	before = rt.Requests()
-	_, _, err := store.Get(ctx, shardKey(t, "wal", "0"))
+	_, _, err := store.Get(ctx, kit.ShardKey(t, "wal", "0"))
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, rt.Requests()-before, "requests of a Get")
 
@@ -166,7 +157,7 @@ func TestDamageInPlace(t *testing.T) {
 	c, table, store := newStore(t, nil)
 	ctx := t.Context()
 	damage := dynalite.DamageDynamoDB(c, table)
-	key := shardKey(t, "wal", "0")
+	key := kit.ShardKey(t, "wal", "0")
 	for i, how := range []string{"update", "put"} {
 		t.Run(how, func(t *testing.T) {
 			f := &writefence.Fence{Store: store}

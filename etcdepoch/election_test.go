@@ -29,8 +29,7 @@ func TestEpochSourceKit(t *testing.T) {
 		)
 		return writefencetest.Election{
 			Lead: func(t *testing.T) writefence.EpochSource {
-				session = newSession(t, newClient(t, etcdEndpoint), 60)
-				leader = etcdepoch.NewElection(session, name)
+				leader, session = newCandidate(t, name)
 				require.NoError(t, leader.Campaign(t.Context(), "node"))
 				return leader
 			},
@@ -50,9 +49,8 @@ func TestCampaignWaitsForTheLeader(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName(t)
 	admin := newClient(t, etcdEndpoint)
-	sa := newSession(t, newClient(t, etcdEndpoint), 60)
-	a := etcdepoch.NewElection(sa, name)
-	b := etcdepoch.NewElection(newSession(t, newClient(t, etcdEndpoint), 60), name)
+	a, sa := newCandidate(t, name)
+	b, _ := newCandidate(t, name)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	bWon := pending.Start(func() error { return b.Campaign(ctx, "node-b") })
 	cands := waitCandidates(t, admin, name, 2)
@@ -76,8 +74,7 @@ func TestDeposedLeaderGuardRefusesInEtcd(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName(t)
 	admin := newClient(t, etcdEndpoint)
-	sa := newSession(t, newClient(t, etcdEndpoint), 60)
-	a := etcdepoch.NewElection(sa, name)
+	a, sa := newCandidate(t, name)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	_, err := a.Epoch(ctx, "wal", "0")
 	require.NoError(t, err)
@@ -107,8 +104,8 @@ func TestGuardRefusesACandidateThatIsNotFirst(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName(t)
 	admin := newClient(t, etcdEndpoint)
-	a := etcdepoch.NewElection(newSession(t, newClient(t, etcdEndpoint), 60), name)
-	b := etcdepoch.NewElection(newSession(t, newClient(t, etcdEndpoint), 60), name)
+	a, _ := newCandidate(t, name)
+	b, _ := newCandidate(t, name)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	bctx, bcancel := context.WithCancel(ctx)
 	bWon := pending.Start(func() error { return b.Campaign(bctx, "node-b") })
@@ -131,8 +128,7 @@ func TestGuardRefusesACandidateThatIsNotFirst(t *testing.T) {
 
 func TestEpochRefusedWithoutLeadership(t *testing.T) {
 	ctx := context.Background()
-	s := newSession(t, newClient(t, etcdEndpoint), 60)
-	a := etcdepoch.NewElection(s, uniqueName(t))
+	a, s := newCandidate(t, uniqueName(t))
 	epoch, err := a.Epoch(ctx, "wal", "0")
 	require.ErrorIs(t, err, etcdepoch.ErrNotLeader, "before any campaign")
 	require.Zero(t, epoch)

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/writefence/writefence/etcdepoch"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -39,6 +40,15 @@ func newClient(t testing.TB, endpoint string) *clientv3.Client {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// newCandidate returns a candidate in the election name, campaigning with a
+// session (a lease of 60 s) and a client of its own, as a separate
+// process would, and its session.
+func newCandidate(t testing.TB, name string) (*etcdepoch.Election, *concurrency.Session) {
+	t.Helper()
+	s := newSession(t, newClient(t, etcdEndpoint), 60)
+	return etcdepoch.NewElection(s, name), s
 }
 
 // newSession returns a session of cli with a lease of ttl seconds,

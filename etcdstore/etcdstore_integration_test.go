@@ -21,7 +21,6 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/etcdstore"
-	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/sdkserver/etcd"
 	"github.com/writefence/writefence/internal/testserver"
@@ -117,7 +116,7 @@ func TestRoundTrips(t *testing.T) {
 	assert.EqualValues(t, 2, counter.total.Load()-before, "RPCs of a cold push")
 
 	before = counter.total.Load()
-	_, _, err := store.Get(ctx, shardKey(t, "wal", "0"))
+	_, _, err := store.Get(ctx, kit.ShardKey(t, "wal", "0"))
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, counter.total.Load()-before, "RPCs of a Get")
 	assert.Equal(t, counter.total.Load(), counter.kv.Load(), "every RPC was a KV call")
@@ -148,7 +147,7 @@ func TestVersionIsModRevision(t *testing.T) {
 
 	f := &writefence.Fence{Store: store}
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("p")))
-	key := shardKey(t, "wal", "0")
+	key := kit.ShardKey(t, "wal", "0")
 	_, err = c.Put(ctx, prefix+key, "not a record")
 	require.NoError(t, err)
 	_, _, _, err = f.Latest(ctx, "wal", "0")
@@ -202,14 +201,6 @@ func TestLimits(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = store.Get(ctx, "edge")
 	kit.StoreError(t, err, "etcd get", "edge", writefence.ErrTooLarge)
-}
-
-// shardKey is the store key of a shard's record under the default prefix.
-func shardKey(t *testing.T, plugin, shard string) string {
-	t.Helper()
-	k, err := keys.Shard("", plugin, shard)
-	require.NoError(t, err)
-	return k
 }
 
 // TestPermissions runs against an etcd of the test's own with

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
@@ -157,4 +158,14 @@ func Sentinels(t *testing.T, err, want error, what string) {
 			t.Errorf("%s: %v matches %v: %t; want %t", what, err, s, got, s == want)
 		}
 	}
+}
+
+// ShardKey is the store key of a shard's record under the default prefix.
+func ShardKey(t *testing.T, plugin, shard string) string {
+	t.Helper()
+	k, err := keys.Shard("", plugin, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
