@@ -314,6 +314,13 @@ func wantAgree(t *testing.T, call string, info, stat writefence.BlobInfo) {
 	}
 }
 
+// namedBlob is a case of a check over blobs: the blob's bytes, and the
+// name of the case, which its key ends with.
+type namedBlob struct {
+	name string
+	b    blobBytes
+}
+
 // blobFirstChunk is the most a store may read of a blob before it chooses
 // between one request and an upload in parts (S3's adapter reads 5 MiB,
 // GCS's 1 MiB): the round trip goes two parts past it.
@@ -325,10 +332,7 @@ const blobFirstChunk = 5 << 20
 // creation time, and CreateBlob, StatBlob and OpenBlob agreeing on them.
 func testBlobRoundTrip(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
-	for _, c := range []struct {
-		name string
-		b    blobBytes
-	}{
+	for _, c := range []namedBlob{
 		{"empty", blobBytes{1, 0}},
 		{"one-byte", blobBytes{2, 1}},
 		{"part-less-a-byte", blobBytes{4, sc.blobPart() - 1}},
@@ -432,10 +436,7 @@ var errReaderBroke = errors.New("writefencetest: the reader broke")
 // by StatBlob, OpenBlob and ListBlobs.
 func testBlobFailingReader(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
-	for _, c := range []struct {
-		name string
-		b    blobBytes
-	}{
+	for _, c := range []namedBlob{
 		{"at-start", blobBytes{20, 0}},
 		{"midway", blobBytes{21, 3000}},
 		{"after-a-part", blobBytes{22, sc.blobPart() + 1}},

@@ -20,10 +20,7 @@ import (
 func testWriteBlob(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
 	logPaths(t, sc, "WriteBlob")
-	for _, c := range []struct {
-		name string
-		b    blobBytes
-	}{
+	for _, c := range []namedBlob{
 		{"empty", blobBytes{400, 0}},
 		{"one-byte", blobBytes{401, 1}},
 		{"parts", blobBytes{402, 2*sc.blobPart() + 1}},
