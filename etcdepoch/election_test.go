@@ -12,6 +12,7 @@ import (
 	"github.com/writefence/writefence/etcdepoch"
 	"github.com/writefence/writefence/internal/pending"
 	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -23,23 +24,16 @@ func TestEpochSourceKit(t *testing.T) {
 	writefencetest.TestEpochSource(t, func(t *testing.T) writefencetest.Election {
 		name := uniqueName(t)
 		admin := newClient(t, etcdEndpoint)
-		var (
-			session *concurrency.Session
-			leader  *etcdepoch.Election
-		)
-		return writefencetest.Election{
-			Lead: func(t *testing.T) writefence.EpochSource {
-				leader, session = newCandidate(t, name)
-				require.NoError(t, leader.Campaign(t.Context(), "node"))
-				return leader
-			},
-			Depose: func(t *testing.T) {
-				_, err := admin.Revoke(t.Context(), session.Lease())
-				require.NoError(t, err)
-			},
-			Deposed: etcdepoch.ErrNotLeader,
-			Resign:  func(t *testing.T) { require.NoError(t, leader.Resign(t.Context())) },
-		}
+		var session *concurrency.Session
+		return kit.Election(func(t *testing.T) *etcdepoch.Election {
+			leader, s := newCandidate(t, name)
+			session = s
+			require.NoError(t, leader.Campaign(t.Context(), "node"))
+			return leader
+		}, func(t *testing.T) {
+			_, err := admin.Revoke(t.Context(), session.Lease())
+			require.NoError(t, err)
+		}, etcdepoch.ErrNotLeader)
 	}, nil)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/pending"
 	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/writefencetest"
 	"github.com/writefence/writefence/zkepoch"
 )
@@ -25,28 +26,20 @@ import (
 func TestEpochSourceKit(t *testing.T) {
 	writefencetest.TestEpochSource(t, func(t *testing.T) writefencetest.Election {
 		path := uniquePath(t)
-		var (
-			c      *client
-			leader *zkepoch.Election
-		)
-		return writefencetest.Election{
-			Lead: func(t *testing.T) writefence.EpochSource {
-				c = newClient(t, zkEndpoint)
-				leader = zkepoch.NewElection(c.Conn, path)
-				require.NoError(t, leader.Campaign(contextWithTimeout(t, time.Minute), "node"))
-				return leader
-			},
-			Depose: func(t *testing.T) {
-				id, passwd := c.dialer.session()
-				c.dialer.freeze(true)
-				expireSession(t, zkEndpoint, id, passwd)
-				c.dialer.freeze(false)
-				c.waitState(t, zk.StateExpired)
-				c.waitState(t, zk.StateHasSession)
-			},
-			Deposed: zkepoch.ErrNotLeader,
-			Resign:  func(t *testing.T) { require.NoError(t, leader.Resign(contextWithTimeout(t, time.Minute))) },
-		}
+		var c *client
+		return kit.Election(func(t *testing.T) *zkepoch.Election {
+			c = newClient(t, zkEndpoint)
+			leader := zkepoch.NewElection(c.Conn, path)
+			require.NoError(t, leader.Campaign(contextWithTimeout(t, time.Minute), "node"))
+			return leader
+		}, func(t *testing.T) {
+			id, passwd := c.dialer.session()
+			c.dialer.freeze(true)
+			expireSession(t, zkEndpoint, id, passwd)
+			c.dialer.freeze(false)
+			c.waitState(t, zk.StateExpired)
+			c.waitState(t, zk.StateHasSession)
+		}, zkepoch.ErrNotLeader)
 	}, nil)
 }
 

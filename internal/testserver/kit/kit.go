@@ -1,9 +1,10 @@
-// Package kit holds the checks that the adapter modules' tests all make of
-// their stores: the conformance suite (writefencetest) on a real server
-// with the options those runs share, the probe, and the errors of each
-// operation, so that each module's tests hold only what is its own. It is
-// apart from testserver because the package writefence's own tests use
-// testserver, and kit uses writefence.
+// Package kit holds what the tests of the adapter modules share: the
+// checks they all make of their stores (the conformance suite,
+// writefencetest, on a real server with the options those runs share, the
+// probe, the errors of each operation), and the epoch-source kit's
+// Election of an election's candidates, so that each module's tests hold
+// only what is its own. It is apart from testserver because the package
+// writefence's own tests use testserver, and kit uses writefence.
 package kit
 
 import (
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"io/fs"
 	"testing"
+	"time"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/keys"
@@ -168,4 +170,35 @@ func ShardKey(t *testing.T, plugin, shard string) string {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// Candidate is a leader of an election under test: an EpochSource that
+// can resign.
+type Candidate interface {
+	writefence.EpochSource
+	Resign(ctx context.Context) error
+}
+
+// Election is the Election of the epoch-source kit
+// (writefencetest.TestEpochSource) over lead, which makes a leader that
+// won its campaign; depose ends the leadership of the last one from
+// outside it, and deposed is the error its Epoch then matches. The leader
+// resigns with its Resign, which has a minute.
+func Election[C Candidate](lead func(t *testing.T) C, depose func(t *testing.T), deposed error) writefencetest.Election {
+	var leader C
+	return writefencetest.Election{
+		Lead: func(t *testing.T) writefence.EpochSource {
+			leader = lead(t)
+			return leader
+		},
+		Depose:  depose,
+		Deposed: deposed,
+		Resign: func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			if err := leader.Resign(ctx); err != nil {
+				t.Fatalf("Resign: %v", err)
+			}
+		},
+	}
 }
