@@ -47,8 +47,8 @@ func TestRecordEveryTruncationAndBitFlip(t *testing.T) {
 	}
 	for range 60 {
 		in := input{
-			identity: string(randBytes(rng, 1 + rng.IntN(MaxIdentityLen))),
-			writer:   string(randBytes(rng, 1 + rng.IntN(MaxWriterLen))),
+			identity: string(randBytes(rng, 1+rng.IntN(MaxIdentityLen))),
+			writer:   string(randBytes(rng, 1+rng.IntN(MaxWriterLen))),
 			epoch:    1 + rng.Uint64N(^uint64(0)),
 			body:     Body{Payload: randBytes(rng, rng.IntN(200))},
 		}

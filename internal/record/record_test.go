@@ -38,8 +38,8 @@ func randBytes(rng *rand.Rand, n int) []byte {
 func TestRecordRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 2000 {
-		identity := string(randBytes(rng, 1 + rng.IntN(MaxIdentityLen)))
-		writer := string(randBytes(rng, 1 + rng.IntN(MaxWriterLen)))
+		identity := string(randBytes(rng, 1+rng.IntN(MaxIdentityLen)))
+		writer := string(randBytes(rng, 1+rng.IntN(MaxWriterLen)))
 		epoch := 1 + rng.Uint64N(1<<63)
 		if i%10 == 0 {
 			epoch = ^uint64(0)
