@@ -1,7 +1,6 @@
 package azblobstore_test
 
 import (
-	"context"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -22,11 +21,12 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/azblobstore"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/probecheck"
 	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/sdkserver/azurite"
 	"github.com/writefence/writefence/internal/testserver"
-	"github.com/writefence/writefence/writefencetest"
+	"github.com/writefence/writefence/internal/testserver/kit"
 )
 
 // The integration tests run against the Azure Blob endpoint named by
@@ -46,26 +46,32 @@ func newStore(t *testing.T, rt http.RoundTripper) (*azblobstore.Store, *containe
 	return azblobstore.New(c), c
 }
 
+// TestMain sets rapid's flags for the model test and checks for leaked
+// goroutines (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
+
 // TestConformance runs the exported conformance suite over one container;
 // damage is an unconditional overwrite by a client of its own.
 func TestConformance(t *testing.T) {
 	store, c := newStore(t, nil)
 	store.MaxObjectSize = kitReadLimit
-	damage := azurite.DamageAzblob(c)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
-		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-			return damage(ctx, key, testserver.Fault(f))
-		},
-		ReadLimit:      kitReadLimit,
-		OverwriteReads: testserver.KitOverwriteReads(),
-	})
+	kit.Run(t, store, azurite.DamageAzblob(c), kitReadLimit)
 }
 
 // TestProbe: the probe trusts Azurite, and leaves no blob behind.
 func TestProbe(t *testing.T) {
 	store, _ := newStore(t, nil)
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe"))
-	assert.Empty(t, testserver.Keys(t, store), "the probe cleans up")
+	kit.Probe(t, store)
+}
+
+// TestModel runs the model (internal/modeltest) on Azure Blob on
+// Azurite, damaged by raw overwrites.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	modeltest.Run(t, func(t *testing.T) modeltest.Target {
+		store, c := newStore(t, nil)
+		return modeltest.Target{Name: "azblob", Rewrites: true, Store: store, Damage: azurite.DamageAzblob(c)}
+	})
 }
 
 // preconditionProxy forwards to target and, while strip is set, removes
@@ -203,12 +209,7 @@ func TestPermission(t *testing.T) {
 
 	check := func(op string, err error) {
 		t.Helper()
-		require.ErrorIs(t, err, fs.ErrPermission, op)
-		assert.NotErrorIs(t, err, writefence.ErrConflict, op)
-		assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
-		var se *writefence.StoreError
-		require.ErrorAs(t, err, &se, op)
-		assert.Equal(t, "azblob "+op, se.Op)
+		kit.Permission(t, err, "azblob "+op)
 		var re *azcore.ResponseError
 		require.ErrorAs(t, err, &re, op)
 		assert.Equal(t, http.StatusForbidden, re.StatusCode, op)
@@ -220,17 +221,10 @@ func TestPermission(t *testing.T) {
 		assert.NotContains(t, msg, "\n", "one line: %s", msg)
 		t.Logf("%s: %v", op, err)
 	}
-	_, _, err := store.Get(ctx, "k")
-	check("get", err)
-	_, _, _, err = store.GetPrefix(ctx, "k", 10)
-	check("get", err)
-	_, err = store.PutIfVersion(ctx, "k", []byte("x"), "")
-	check("put", err)
-	check("delete", store.Delete(ctx, "k"))
-	check("list", store.List(ctx, "", func(string) error { return nil }))
+	kit.EachOp(ctx, store, check)
 
 	reqs := wire.Requests()
-	err = (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, []byte("x"))
+	err := (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "w", 1, []byte("x"))
 	require.ErrorIs(t, err, fs.ErrPermission)
 	assert.EqualValues(t, 1, wire.Requests()-reqs, "refused credentials are final: no retry")
 }

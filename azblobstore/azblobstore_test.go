@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/md5"
 	"encoding/base64"
-	"errors"
 	"io"
 	"io/fs"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/azblobstore"
+	"github.com/writefence/writefence/internal/testserver/kit"
 )
 
 // The unit tests run the store over the real SDK with a fake transport
@@ -186,21 +186,9 @@ func TestClassification(t *testing.T) {
 				body = nil // a response without a code at all
 			}
 			store, _ := fakeStore(t, func(*http.Request, int) *http.Response { return respond(c.status, c.code, "", body) })
-			var err error
-			switch c.op {
-			case "get":
-				_, _, err = store.Get(t.Context(), "k")
-			case "create":
-				_, err = store.PutIfVersion(t.Context(), "k", []byte("x"), "")
-			case "update":
-				_, err = store.PutIfVersion(t.Context(), "k", []byte("x"), "0x1")
-			case "delete":
-				err = store.Delete(t.Context(), "k")
-			}
+			err := kit.Call(t.Context(), store, c.op, "0x1")
 			require.Error(t, err)
-			for _, s := range []error{writefence.ErrConflict, writefence.ErrNotFound, fs.ErrPermission} {
-				assert.Equal(t, s == c.want, errors.Is(err, s), "matches %v", s)
-			}
+			kit.Sentinels(t, err, c.want, c.op)
 			var re *azcore.ResponseError
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, c.status, re.StatusCode)

@@ -20,9 +20,10 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/dynamostore"
-	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/sdkserver/dynalite"
 	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -49,6 +50,10 @@ func newStore(t *testing.T, rt *testserver.Transport) (*dynamodb.Client, string,
 	return c, table, dynamostore.New(c, table)
 }
 
+// TestMain sets rapid's flags for the model test and checks for leaked
+// goroutines (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
+
 // TestConformanceUntold runs the kit's size checks on a store left as
 // New makes it, without Options.ReadLimit: an item holds less than the
 // 1 MiB Payload/1MiB writes, and the kit learns the limit from the store's
@@ -68,31 +73,31 @@ func TestConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c, table, store := newStore(t, nil)
 			store.MaxObjectSize, store.CacheBytes = kitReadLimit, cache
-			damage := dynalite.DamageDynamoDB(c, table)
-			writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
-				Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-					return damage(ctx, key, testserver.Fault(f))
-				},
-				ReadLimit:      kitReadLimit,
-				OverwriteReads: testserver.KitOverwriteReads(),
+			kit.Run(t, store, dynalite.DamageDynamoDB(c, table), kitReadLimit)
+		})
+	}
+}
+
+// TestModel runs the model (internal/modeltest) on both ways a write
+// learns the item it conditions on, damaged in place.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	for name, cache := range map[string]int64{"remembered": 0, "readfirst": -1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			modeltest.Run(t, func(t *testing.T) modeltest.Target {
+				c, table, store := newStore(t, nil)
+				store.CacheBytes = cache
+				return modeltest.Target{Name: "dynamodb-" + name, Store: store, Damage: dynalite.DamageDynamoDB(c, table)}
 			})
 		})
 	}
 }
 
+// TestProbe: the probe trusts DynamoDB, and leaves no item behind.
 func TestProbe(t *testing.T) {
 	_, _, store := newStore(t, nil)
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe/scratch"))
-	f := &writefence.Fence{Store: store, Probe: true}
-	require.NoError(t, f.Push(t.Context(), "wal", "0", "node-a", 1, []byte("segment")))
-}
-
-// shardKey is the store key of a shard's record under the default prefix.
-func shardKey(t *testing.T, plugin, shard string) string {
-	t.Helper()
-	k, err := keys.Shard("", plugin, shard)
-	require.NoError(t, err)
-	return k
+	kit.Probe(t, store)
 }
 
 // TestRoundTrips counts the HTTP requests the SDK sends: a steady push (a
@@ -119,7 +124,7 @@ func TestRoundTrips(t *testing.T) {
 	assert.EqualValues(t, 2, rt.Requests()-before, "requests of a cold push")
 
 	before = rt.Requests()
-	_, _, err := store.Get(ctx, shardKey(t, "wal", "0"))
+	_, _, err := store.Get(ctx, kit.ShardKey(t, "wal", "0"))
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, rt.Requests()-before, "requests of a Get")
 
@@ -152,7 +157,7 @@ func TestDamageInPlace(t *testing.T) {
 	c, table, store := newStore(t, nil)
 	ctx := t.Context()
 	damage := dynalite.DamageDynamoDB(c, table)
-	key := shardKey(t, "wal", "0")
+	key := kit.ShardKey(t, "wal", "0")
 	for i, how := range []string{"update", "put"} {
 		t.Run(how, func(t *testing.T) {
 			f := &writefence.Fence{Store: store}
@@ -406,7 +411,7 @@ func BenchmarkPush(b *testing.B) {
 			before := rt.Requests()
 			for b.Loop() {
 				switch impl {
-				case "raw":
+				case "raw", "rawitem":
 					next := fmt.Sprint(rawVersion + 1)
 					in := &dynamodb.PutItemInput{
 						TableName: aws.String(table),
@@ -421,31 +426,18 @@ func BenchmarkPush(b *testing.B) {
 							":v": &types.AttributeValueMemberS{Value: fmt.Sprint(rawVersion)},
 						},
 					}
-					_, err = c.PutItem(ctx, in, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
-					rawVersion++
-				case "rawitem":
-					next := fmt.Sprint(rawVersion + 1)
-					digest := make([]byte, 32)
-					digest[0] = byte(rawVersion + 1)
-					in := &dynamodb.PutItemInput{
-						TableName: aws.String(table),
-						Item: map[string]types.AttributeValue{
-							"key":     &types.AttributeValueMemberS{Value: key + "-raw"},
-							"version": &types.AttributeValueMemberS{Value: next},
-							"data":    &types.AttributeValueMemberB{Value: payload},
-							"digest":  &types.AttributeValueMemberB{Value: digest},
-						},
-						ConditionExpression:      aws.String("attribute_not_exists(#k) OR #v = :v AND #d = :d AND #g = :g"),
-						ExpressionAttributeNames: map[string]string{"#k": "key", "#v": "version", "#d": "data", "#g": "digest"},
-						ExpressionAttributeValues: map[string]types.AttributeValue{
-							":v": &types.AttributeValueMemberS{Value: fmt.Sprint(rawVersion)},
-							":d": &types.AttributeValueMemberB{Value: payload},
-							":g": &types.AttributeValueMemberB{Value: prevDigest},
-						},
+					if impl == "rawitem" {
+						digest := make([]byte, 32)
+						digest[0] = byte(rawVersion + 1)
+						in.Item["digest"] = &types.AttributeValueMemberB{Value: digest}
+						in.ConditionExpression = aws.String(*in.ConditionExpression + " AND #d = :d AND #g = :g")
+						in.ExpressionAttributeNames["#d"], in.ExpressionAttributeNames["#g"] = "data", "digest"
+						in.ExpressionAttributeValues[":d"] = &types.AttributeValueMemberB{Value: payload}
+						in.ExpressionAttributeValues[":g"] = &types.AttributeValueMemberB{Value: prevDigest}
+						prevDigest = digest
 					}
 					_, err = c.PutItem(ctx, in, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
 					rawVersion++
-					prevDigest = digest
 				case "store":
 					version, err = store.PutIfVersion(ctx, key, payload, version)
 				case "fenced":

@@ -15,6 +15,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/dynamostore"
+	"github.com/writefence/writefence/internal/testserver/kit"
 )
 
 // fakeAPI answers every call with its fixed error, or, with none set, the
@@ -81,12 +82,6 @@ func apiError(code string) error {
 // overcome (throttling, a server error, a missing table) matches none.
 func TestErrorKinds(t *testing.T) {
 	ctx := context.Background()
-	ops := map[string]func(s *dynamostore.Store) error{
-		"dynamodb get":    func(s *dynamostore.Store) error { _, _, err := s.Get(ctx, "k"); return err },
-		"dynamodb put":    func(s *dynamostore.Store) error { _, err := s.PutIfVersion(ctx, "k", []byte("x"), ""); return err },
-		"dynamodb delete": func(s *dynamostore.Store) error { return s.Delete(ctx, "k") },
-		"dynamodb list":   func(s *dynamostore.Store) error { return s.List(ctx, "", func(string) error { return nil }) },
-	}
 	for _, tc := range []struct {
 		code string
 		want error // nil: none of the sentinels
@@ -103,17 +98,16 @@ func TestErrorKinds(t *testing.T) {
 		{"InternalServerError", nil},
 		{"ResourceNotFoundException", nil},
 	} {
-		for op, call := range ops {
-			err := call(dynamostore.NewWithAPI(&fakeAPI{err: apiError(tc.code)}, "t"))
+		for name, call := range kit.Ops {
+			op := "dynamodb " + name
+			err := kit.Call(ctx, dynamostore.NewWithAPI(&fakeAPI{err: apiError(tc.code)}, "t"), call, "")
 			var se *writefence.StoreError
 			require.ErrorAs(t, err, &se, "%s %s", tc.code, op)
 			assert.Equal(t, op, se.Op)
 			var ae smithy.APIError
 			require.ErrorAs(t, err, &ae, "%s %s: the SDK's error is reachable", tc.code, op)
 			assert.Equal(t, tc.code, ae.ErrorCode())
-			for _, s := range []error{fs.ErrPermission, writefence.ErrConflict, writefence.ErrNotFound, writefence.ErrTooLarge} {
-				assert.Equal(t, s == tc.want, errors.Is(err, s), "%s %s: matches %v", tc.code, op, s)
-			}
+			kit.Sentinels(t, err, tc.want, tc.code+" "+op)
 		}
 	}
 }

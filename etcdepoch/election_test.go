@@ -12,6 +12,7 @@ import (
 	"github.com/writefence/writefence/etcdepoch"
 	"github.com/writefence/writefence/internal/pending"
 	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -23,24 +24,16 @@ func TestEpochSourceKit(t *testing.T) {
 	writefencetest.TestEpochSource(t, func(t *testing.T) writefencetest.Election {
 		name := uniqueName(t)
 		admin := newClient(t, etcdEndpoint)
-		var (
-			session *concurrency.Session
-			leader  *etcdepoch.Election
-		)
-		return writefencetest.Election{
-			Lead: func(t *testing.T) writefence.EpochSource {
-				session = newSession(t, newClient(t, etcdEndpoint), 60)
-				leader = etcdepoch.NewElection(session, name)
-				require.NoError(t, leader.Campaign(t.Context(), "node"))
-				return leader
-			},
-			Depose: func(t *testing.T) {
-				_, err := admin.Revoke(t.Context(), session.Lease())
-				require.NoError(t, err)
-			},
-			Deposed: etcdepoch.ErrNotLeader,
-			Resign:  func(t *testing.T) { require.NoError(t, leader.Resign(t.Context())) },
-		}
+		var session *concurrency.Session
+		return kit.Election(func(t *testing.T) *etcdepoch.Election {
+			leader, s := newCandidate(t, name)
+			session = s
+			require.NoError(t, leader.Campaign(t.Context(), "node"))
+			return leader
+		}, func(t *testing.T) {
+			_, err := admin.Revoke(t.Context(), session.Lease())
+			require.NoError(t, err)
+		}, etcdepoch.ErrNotLeader)
 	}, nil)
 }
 
@@ -50,9 +43,8 @@ func TestCampaignWaitsForTheLeader(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName(t)
 	admin := newClient(t, etcdEndpoint)
-	sa := newSession(t, newClient(t, etcdEndpoint), 60)
-	a := etcdepoch.NewElection(sa, name)
-	b := etcdepoch.NewElection(newSession(t, newClient(t, etcdEndpoint), 60), name)
+	a, sa := newCandidate(t, name)
+	b, _ := newCandidate(t, name)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	bWon := pending.Start(func() error { return b.Campaign(ctx, "node-b") })
 	cands := waitCandidates(t, admin, name, 2)
@@ -76,8 +68,7 @@ func TestDeposedLeaderGuardRefusesInEtcd(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName(t)
 	admin := newClient(t, etcdEndpoint)
-	sa := newSession(t, newClient(t, etcdEndpoint), 60)
-	a := etcdepoch.NewElection(sa, name)
+	a, sa := newCandidate(t, name)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	_, err := a.Epoch(ctx, "wal", "0")
 	require.NoError(t, err)
@@ -107,8 +98,8 @@ func TestGuardRefusesACandidateThatIsNotFirst(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName(t)
 	admin := newClient(t, etcdEndpoint)
-	a := etcdepoch.NewElection(newSession(t, newClient(t, etcdEndpoint), 60), name)
-	b := etcdepoch.NewElection(newSession(t, newClient(t, etcdEndpoint), 60), name)
+	a, _ := newCandidate(t, name)
+	b, _ := newCandidate(t, name)
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	bctx, bcancel := context.WithCancel(ctx)
 	bWon := pending.Start(func() error { return b.Campaign(bctx, "node-b") })
@@ -131,8 +122,7 @@ func TestGuardRefusesACandidateThatIsNotFirst(t *testing.T) {
 
 func TestEpochRefusedWithoutLeadership(t *testing.T) {
 	ctx := context.Background()
-	s := newSession(t, newClient(t, etcdEndpoint), 60)
-	a := etcdepoch.NewElection(s, uniqueName(t))
+	a, s := newCandidate(t, uniqueName(t))
 	epoch, err := a.Epoch(ctx, "wal", "0")
 	require.ErrorIs(t, err, etcdepoch.ErrNotLeader, "before any campaign")
 	require.Zero(t, epoch)

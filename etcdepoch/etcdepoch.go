@@ -18,6 +18,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/lead"
 )
 
 // ErrNotLeader reports that the caller does not lead the election: it never
@@ -96,10 +97,9 @@ type Election struct {
 	// not safe for concurrent use.
 	campaign sync.Mutex
 
-	mu   sync.Mutex // guards key, rev and lost
-	key  string     // this candidate's leader key after a won campaign, else ""
-	rev  int64      // the create revision of key
-	lost error      // why the last leadership ended, nil before the first
+	// lead is this candidate's leadership: its leader key after a won
+	// campaign, and the key's create revision.
+	lead lead.State
 }
 
 var _ writefence.EpochSource = (*Election)(nil)
@@ -123,14 +123,14 @@ func (e *Election) Campaign(ctx context.Context, val string) error {
 	}
 	e.campaign.Lock()
 	defer e.campaign.Unlock()
-	e.set("", 0, nil)
+	e.lead.Set("", 0, nil)
 	if err := e.election.Campaign(ctx, val); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
 		return fmt.Errorf("writefence: etcd election %s: campaign: %w", escape.String(e.name), err)
 	}
-	e.set(e.election.Key(), e.election.Rev(), nil)
+	e.lead.Set(e.election.Key(), e.election.Rev(), nil)
 	return nil
 }
 
@@ -143,7 +143,7 @@ func (e *Election) Resign(ctx context.Context) error {
 	}
 	e.campaign.Lock()
 	defer e.campaign.Unlock()
-	e.set("", 0, e.notLeader("resigned"))
+	e.lead.Set("", 0, e.notLeader("resigned"))
 	if err := e.election.Resign(ctx); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -163,18 +163,12 @@ func (e *Election) Epoch(ctx context.Context, plugin, shard string) (uint64, err
 	if err := e.check(); err != nil {
 		return 0, err
 	}
-	key, rev, lost := e.leading()
-	if key == "" {
-		if lost != nil {
-			return 0, lost
-		}
-		return 0, e.notLeader("no campaign won")
-	}
-	if err := ctx.Err(); err != nil {
+	key, rev, err := e.lead.Held(ctx, e.notLeader)
+	if err != nil {
 		return 0, err
 	}
 	if e.session.Ctx().Err() != nil {
-		return 0, e.drop(key, rev, e.notLeader("session ended"))
+		return 0, e.lead.Drop(key, rev, e.notLeader("session ended"))
 	}
 	// A request in flight when the session ends is abandoned: the lease
 	// may be gone by the time etcd would answer.
@@ -196,7 +190,7 @@ func (e *Election) Epoch(ctx context.Context, plugin, shard string) (uint64, err
 			return 0, cerr
 		}
 		if e.session.Ctx().Err() != nil {
-			return 0, e.drop(key, rev, e.notLeader("session ended"))
+			return 0, e.lead.Drop(key, rev, e.notLeader("session ended"))
 		}
 		return 0, fmt.Errorf("writefence: etcd election %s: epoch: %w", escape.String(e.name), err)
 	}
@@ -207,7 +201,7 @@ func (e *Election) Epoch(ctx context.Context, plugin, shard string) (uint64, err
 		if first := resp.Responses[0].GetResponseRange().GetKvs(); len(first) > 0 {
 			reason += fmt.Sprintf("; %s created at revision %d does", escape.String(string(first[0].Key)), first[0].CreateRevision)
 		}
-		return 0, e.drop(key, rev, e.notLeader(reason))
+		return 0, e.lead.Drop(key, rev, e.notLeader(reason))
 	}
 	kvs := resp.Responses[1].GetResponseRange().GetKvs()
 	if len(kvs) != 1 || kvs[0].ModRevision < 1 {
@@ -228,28 +222,4 @@ func (e *Election) check() error {
 
 func (e *Election) notLeader(reason string) error {
 	return fmt.Errorf("writefence: etcd election %s: %s: %w", escape.String(e.name), reason, ErrNotLeader)
-}
-
-func (e *Election) leading() (string, int64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.key, e.rev, e.lost
-}
-
-func (e *Election) set(key string, rev int64, lost error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.key, e.rev, e.lost = key, rev, lost
-}
-
-// drop forgets the leadership of key at rev for the reason lost, which it
-// returns, unless a campaign has replaced it meanwhile. Later calls of
-// Epoch return lost without asking etcd.
-func (e *Election) drop(key string, rev int64, lost error) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.key == key && e.rev == rev {
-		e.key, e.rev, e.lost = "", 0, lost
-	}
-	return lost
 }

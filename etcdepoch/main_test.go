@@ -2,9 +2,7 @@ package etcdepoch_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/writefence/writefence/etcdepoch"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -25,26 +24,8 @@ var etcdEndpoint string
 // binary every test here is skipped, or the run fails when
 // WRITEFENCE_REQUIRE_SERVERS is set, as .ci/run sets it.
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	if _, err := exec.LookPath("etcd"); err != nil {
-		if testserver.Required() {
-			fmt.Fprintln(os.Stderr, "etcdepoch: etcd is not on PATH but WRITEFENCE_REQUIRE_SERVERS is set (go run ./internal/testserver/cmd/servers -install installs it)")
-			return 1
-		}
-		fmt.Println("etcdepoch: etcd is not on PATH: skipping the tests of this package (apt-get install etcd-server)")
-		return 0
-	}
-	srv, err := testserver.StartEtcd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcdepoch:", err)
-		return 1
-	}
-	defer srv.Stop()
-	etcdEndpoint = srv.Endpoint
-	return m.Run()
+	os.Exit(testserver.RunMain(m, "etcdepoch", "etcd-server", testserver.EtcdInstalled,
+		func() (*testserver.Server, error) { return testserver.StartEtcd() }, &etcdEndpoint))
 }
 
 // newClient returns a client of endpoint (a connection of its own, as a
@@ -59,6 +40,15 @@ func newClient(t testing.TB, endpoint string) *clientv3.Client {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// newCandidate returns a candidate in the election name, campaigning with a
+// session (a lease of 60 s) and a client of its own, as a separate
+// process would, and its session.
+func newCandidate(t testing.TB, name string) (*etcdepoch.Election, *concurrency.Session) {
+	t.Helper()
+	s := newSession(t, newClient(t, etcdEndpoint), 60)
+	return etcdepoch.NewElection(s, name), s
 }
 
 // newSession returns a session of cli with a lease of ttl seconds,

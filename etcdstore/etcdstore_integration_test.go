@@ -21,10 +21,10 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/etcdstore"
-	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/sdkserver/etcd"
 	"github.com/writefence/writefence/internal/testserver"
-	"github.com/writefence/writefence/writefencetest"
+	"github.com/writefence/writefence/internal/testserver/kit"
 )
 
 // The store against the etcd server named by WRITEFENCE_ETCD_ENDPOINT
@@ -66,24 +66,30 @@ func newStore(t *testing.T) (*clientv3.Client, *etcdstore.Store, string) {
 	return c, etcdstore.New(c, prefix), prefix
 }
 
+// TestMain sets rapid's flags for the model test and checks for leaked
+// goroutines (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
+
 func TestConformance(t *testing.T) {
 	c, store, prefix := newStore(t)
 	store.MaxObjectSize = kitReadLimit
-	damage := etcd.DamageEtcd(c, prefix)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
-		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-			return damage(ctx, key, testserver.Fault(f))
-		},
-		ReadLimit:      kitReadLimit,
-		OverwriteReads: testserver.KitOverwriteReads(),
-	})
+	kit.Run(t, store, etcd.DamageEtcd(c, prefix), kitReadLimit)
 }
 
+// TestProbe: the probe trusts etcd, and leaves no key behind.
 func TestProbe(t *testing.T) {
 	_, store, _ := newStore(t)
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe/scratch"))
-	f := &writefence.Fence{Store: store, Probe: true}
-	require.NoError(t, f.Push(t.Context(), "wal", "0", "node-a", 1, []byte("segment")))
+	kit.Probe(t, store)
+}
+
+// TestModel runs the model (internal/modeltest) on etcd, where a write
+// around the store is a new mod revision.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	modeltest.Run(t, func(t *testing.T) modeltest.Target {
+		c, store, prefix := newStore(t)
+		return modeltest.Target{Name: "etcd", Rewrites: true, Store: store, Damage: etcd.DamageEtcd(c, prefix)}
+	})
 }
 
 // TestRoundTrips: a steady push (a Fence pushing consecutive epochs, its
@@ -110,7 +116,7 @@ func TestRoundTrips(t *testing.T) {
 	assert.EqualValues(t, 2, counter.total.Load()-before, "RPCs of a cold push")
 
 	before = counter.total.Load()
-	_, _, err := store.Get(ctx, shardKey(t, "wal", "0"))
+	_, _, err := store.Get(ctx, kit.ShardKey(t, "wal", "0"))
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, counter.total.Load()-before, "RPCs of a Get")
 	assert.Equal(t, counter.total.Load(), counter.kv.Load(), "every RPC was a KV call")
@@ -141,7 +147,7 @@ func TestVersionIsModRevision(t *testing.T) {
 
 	f := &writefence.Fence{Store: store}
 	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("p")))
-	key := shardKey(t, "wal", "0")
+	key := kit.ShardKey(t, "wal", "0")
 	_, err = c.Put(ctx, prefix+key, "not a record")
 	require.NoError(t, err)
 	_, _, _, err = f.Latest(ctx, "wal", "0")
@@ -167,7 +173,7 @@ func TestLimits(t *testing.T) {
 	big := make([]byte, etcdstore.DefaultMaxRequestBytes)
 	before := counter.total.Load()
 	_, err := store.PutIfVersion(ctx, "big", big, "")
-	requireStoreError(t, err, "etcd put", "big", writefence.ErrTooLarge)
+	kit.StoreError(t, err, "etcd put", "big", writefence.ErrTooLarge)
 	assert.Equal(t, before, counter.total.Load(), "refused before sending")
 
 	// The largest value that fits: the store's own bound is within a few
@@ -182,38 +188,19 @@ func TestLimits(t *testing.T) {
 	store.MaxRequestBytes = 4 << 20
 	for _, n := range []int{etcdstore.DefaultMaxRequestBytes, 3 << 20} {
 		_, err = store.PutIfVersion(ctx, "over", make([]byte, n), "")
-		requireStoreError(t, err, "etcd put", "over", writefence.ErrTooLarge)
+		kit.StoreError(t, err, "etcd put", "over", writefence.ErrTooLarge)
 		_, _, err = store.Get(ctx, "over")
 		assert.ErrorIs(t, err, writefence.ErrNotFound, "nothing landed")
 	}
 
 	store.MaxObjectSize = 64 << 10
 	_, _, err = store.Get(ctx, "fits")
-	requireStoreError(t, err, "etcd get", "fits", writefence.ErrTooLarge)
+	kit.StoreError(t, err, "etcd get", "fits", writefence.ErrTooLarge)
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "refused by the call's receive limit: %v", err)
 	_, err = c.Put(ctx, prefix+"edge", string(make([]byte, 64<<10+1)))
 	require.NoError(t, err)
 	_, _, err = store.Get(ctx, "edge")
-	requireStoreError(t, err, "etcd get", "edge", writefence.ErrTooLarge)
-}
-
-// shardKey is the store key of a shard's record under the default prefix.
-func shardKey(t *testing.T, plugin, shard string) string {
-	t.Helper()
-	k, err := keys.Shard("", plugin, shard)
-	require.NoError(t, err)
-	return k
-}
-
-// requireStoreError requires err to be a *writefence.StoreError of op on
-// key matching kind.
-func requireStoreError(t *testing.T, err error, op, key string, kind error) {
-	t.Helper()
-	var se *writefence.StoreError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, op, se.Op)
-	assert.Equal(t, key, se.Key)
-	require.ErrorIs(t, err, kind)
+	kit.StoreError(t, err, "etcd get", "edge", writefence.ErrTooLarge)
 }
 
 // TestPermissions runs against an etcd of the test's own with

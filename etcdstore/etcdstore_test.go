@@ -17,6 +17,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/etcdstore"
+	"github.com/writefence/writefence/internal/testserver/kit"
 )
 
 // fakeKV answers every call with err when set, else with the replies set;
@@ -57,12 +58,6 @@ func (f *fakeKV) DeleteRange(context.Context, *pb.DeleteRangeRequest, ...grpc.Ca
 // overcome (no leader, too many requests, no connection) matches none.
 func TestErrorKinds(t *testing.T) {
 	ctx := context.Background()
-	ops := map[string]func(s *etcdstore.Store) error{
-		"etcd get":    func(s *etcdstore.Store) error { _, _, err := s.Get(ctx, "k"); return err },
-		"etcd put":    func(s *etcdstore.Store) error { _, err := s.PutIfVersion(ctx, "k", []byte("x"), ""); return err },
-		"etcd delete": func(s *etcdstore.Store) error { return s.Delete(ctx, "k") },
-		"etcd list":   func(s *etcdstore.Store) error { return s.List(ctx, "", func(string) error { return nil }) },
-	}
 	for _, tc := range []struct {
 		name string
 		err  error // as the gRPC connection returns it
@@ -79,8 +74,9 @@ func TestErrorKinds(t *testing.T) {
 		{"no leader", rpctypes.ErrGRPCNoLeader, nil},
 		{"unavailable", status.Error(codes.Unavailable, "connection refused"), nil},
 	} {
-		for op, call := range ops {
-			err := call(etcdstore.NewFromKV(&fakeKV{err: tc.err}, "/p/"))
+		for name, call := range kit.Ops {
+			op := "etcd " + name
+			err := kit.Call(ctx, etcdstore.NewFromKV(&fakeKV{err: tc.err}, "/p/"), call, "")
 			var se *writefence.StoreError
 			require.ErrorAs(t, err, &se, "%s %s", tc.name, op)
 			assert.Equal(t, op, se.Op)
@@ -91,9 +87,7 @@ func TestErrorKinds(t *testing.T) {
 			} else {
 				assert.Equal(t, status.Code(tc.err), status.Code(err), "%s %s: the gRPC status is reachable", tc.name, op)
 			}
-			for _, s := range []error{fs.ErrPermission, writefence.ErrConflict, writefence.ErrNotFound, writefence.ErrTooLarge} {
-				assert.Equal(t, s == tc.want, errors.Is(err, s), "%s %s: matches %v", tc.name, op, s)
-			}
+			kit.Sentinels(t, err, tc.want, tc.name+" "+op)
 		}
 	}
 }

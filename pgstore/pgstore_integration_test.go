@@ -21,11 +21,12 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/pushbench"
 	"github.com/writefence/writefence/internal/sdkserver/postgres"
 	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/pgstore"
-	"github.com/writefence/writefence/writefencetest"
 )
 
 // The integration tests run against the PostgreSQL server named by
@@ -48,19 +49,26 @@ func newStore(t *testing.T, configure func(*pgxpool.Config)) (*pgstore.Store, *p
 	return store, pool, table
 }
 
+// TestMain sets rapid's flags for the model test and checks for leaked
+// goroutines (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
+
 // TestConformance runs the exported conformance suite over one table;
 // damage is an UPDATE of the data column alone, which keeps the version
 // and the digest: damage in place, which the store's digest check finds.
 func TestConformance(t *testing.T) {
 	store, pool, table := newStore(t, nil)
 	store.MaxObjectSize = kitReadLimit
-	damage := postgres.DamagePostgres(pool, table)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return store }, &writefencetest.Options{
-		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-			return damage(ctx, key, testserver.Fault(f))
-		},
-		ReadLimit:      kitReadLimit,
-		OverwriteReads: testserver.KitOverwriteReads(),
+	kit.Run(t, store, postgres.DamagePostgres(pool, table), kitReadLimit)
+}
+
+// TestModel runs the model (internal/modeltest) on PostgreSQL, damaged in
+// place by UPDATEs of the data column that keep the version.
+func TestModel(t *testing.T) {
+	t.Parallel()
+	modeltest.Run(t, func(t *testing.T) modeltest.Target {
+		store, pool, table := newStore(t, nil)
+		return modeltest.Target{Name: "postgres", Store: store, Damage: postgres.DamagePostgres(pool, table)}
 	})
 }
 
@@ -82,14 +90,7 @@ func TestConformanceSerializable(t *testing.T) {
 		}
 		return err
 	}})
-	damage := postgres.DamagePostgres(pool, table)
-	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return counted }, &writefencetest.Options{
-		Damage: func(ctx context.Context, key string, f writefencetest.Fault) error {
-			return damage(ctx, key, testserver.Fault(f))
-		},
-		ReadLimit:      kitReadLimit,
-		OverwriteReads: testserver.KitOverwriteReads(),
-	})
+	kit.Run(t, counted, postgres.DamagePostgres(pool, table), kitReadLimit)
 	t.Logf("serialization failures seen as conflicts: %d", serialization.Load())
 }
 
@@ -144,8 +145,7 @@ func TestSerializationFailureIsConflict(t *testing.T) {
 // TestProbe: the probe trusts PostgreSQL, and leaves no row behind.
 func TestProbe(t *testing.T) {
 	store, _, _ := newStore(t, nil)
-	require.NoError(t, writefence.Probe(t.Context(), store, "probe"))
-	assert.Empty(t, testserver.Keys(t, store), "the probe cleans up")
+	kit.Probe(t, store)
 }
 
 // TestCreateTable: New and every read or write create nothing; a missing
@@ -359,12 +359,7 @@ func TestPermission(t *testing.T) {
 			require.NoError(t, err)
 			check := func(op string, err error) {
 				t.Helper()
-				require.ErrorIs(t, err, fs.ErrPermission, op)
-				assert.NotErrorIs(t, err, writefence.ErrConflict, op)
-				assert.NotErrorIs(t, err, writefence.ErrNotFound, op)
-				var se *writefence.StoreError
-				require.ErrorAs(t, err, &se, op)
-				assert.Equal(t, "postgres "+op, se.Op)
+				kit.Permission(t, err, "postgres "+op)
 				var pe *pgconn.PgError
 				require.ErrorAs(t, err, &pe, op)
 				assert.Equal(t, c.code, pe.Code, op)
@@ -373,14 +368,7 @@ func TestPermission(t *testing.T) {
 				assert.NotContains(t, err.Error(), password, op)
 				t.Logf("%s: %v", op, err)
 			}
-			_, _, err = s.Get(ctx, "k")
-			check("get", err)
-			_, _, _, err = s.GetPrefix(ctx, "k", 4)
-			check("get", err)
-			_, err = s.PutIfVersion(ctx, "k", []byte("y"), "")
-			check("put", err)
-			check("delete", s.Delete(ctx, "k"))
-			check("list", s.List(ctx, "", func(string) error { return nil }))
+			kit.EachOp(ctx, s, check)
 			check("create table", s.CreateTable(ctx))
 
 			before, _ := tracer.counts()

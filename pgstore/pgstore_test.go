@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/pgstore"
 )
 
@@ -244,33 +245,24 @@ func TestClassification(t *testing.T) {
 		op, code string
 		want     error
 	}{
-		{"put", "40001", writefence.ErrConflict},
+		{"update", "40001", writefence.ErrConflict},
 		{"get", "40001", nil},
-		{"put", "42501", fs.ErrPermission},
+		{"update", "42501", fs.ErrPermission},
 		{"get", "42501", fs.ErrPermission},
 		{"delete", "42501", fs.ErrPermission},
 		{"get", "28P01", fs.ErrPermission},
-		{"put", "28000", fs.ErrPermission},
-		{"put", "57P01", nil}, // admin shutdown: the outcome is unknown
-		{"put", "40P01", nil},
+		{"update", "28000", fs.ErrPermission},
+		{"update", "57P01", nil}, // admin shutdown: the outcome is unknown
+		{"update", "40P01", nil},
 		{"get", "42P01", nil},
-		{"put", "23505", nil},
+		{"update", "23505", nil},
 	} {
 		t.Run(c.op+"/"+c.code, func(t *testing.T) {
 			pe := &pgconn.PgError{Code: c.code, Message: "scripted"}
 			s, _ := newFake(t, answer{err: pe})
-			var err error
-			switch c.op {
-			case "get":
-				_, _, err = s.Get(t.Context(), "k")
-			case "put":
-				_, err = s.PutIfVersion(t.Context(), "k", []byte("x"), "3")
-			case "delete":
-				err = s.Delete(t.Context(), "k")
-			}
-			for _, sentinel := range []error{writefence.ErrConflict, writefence.ErrNotFound, fs.ErrPermission} {
-				assert.Equal(t, sentinel == c.want, errors.Is(err, sentinel), "matches %v: %v", sentinel, err)
-			}
+			err := kit.Call(t.Context(), s, c.op, "3")
+			require.Error(t, err)
+			kit.Sentinels(t, err, c.want, err.Error())
 			var got *pgconn.PgError
 			require.ErrorAs(t, err, &got)
 			assert.Same(t, pe, got)

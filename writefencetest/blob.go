@@ -314,6 +314,13 @@ func wantAgree(t *testing.T, call string, info, stat writefence.BlobInfo) {
 	}
 }
 
+// namedBlob is a case of a check over blobs: the blob's bytes, and the
+// name of the case, which its key ends with.
+type namedBlob struct {
+	name string
+	b    blobBytes
+}
+
 // blobFirstChunk is the most a store may read of a blob before it chooses
 // between one request and an upload in parts (S3's adapter reads 5 MiB,
 // GCS's 1 MiB): the round trip goes two parts past it.
@@ -325,10 +332,7 @@ const blobFirstChunk = 5 << 20
 // creation time, and CreateBlob, StatBlob and OpenBlob agreeing on them.
 func testBlobRoundTrip(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
-	for _, c := range []struct {
-		name string
-		b    blobBytes
-	}{
+	for _, c := range []namedBlob{
 		{"empty", blobBytes{1, 0}},
 		{"one-byte", blobBytes{2, 1}},
 		{"part-less-a-byte", blobBytes{4, sc.blobPart() - 1}},
@@ -351,21 +355,30 @@ func testBlobRoundTrip(t *testing.T, sc *scope) {
 		wantInfo(t, fmt.Sprintf("StatBlob(%q)", key), stat, key, c.b.size)
 		wantAgree(t, create, info, stat)
 
-		rc, open, err := bs.OpenBlob(t.Context(), key)
-		if err != nil {
-			t.Fatalf("OpenBlob(%q): %v", key, err)
-		}
+		open := readsBack(t, bs, key, c.b, fmt.Sprintf("of a blob of %d bytes", c.b.size))
 		wantInfo(t, fmt.Sprintf("OpenBlob(%q)", key), open, key, c.b.size)
 		wantAgree(t, fmt.Sprintf("OpenBlob(%q)", key), open, stat)
-		diff, err := c.b.diff(rc)
-		rc.Close()
-		switch {
-		case err != nil:
-			t.Errorf("reading OpenBlob(%q): %v", key, err)
-		case diff != "":
-			t.Errorf("OpenBlob(%q) of a blob of %d bytes: what it reads %s", key, c.b.size, diff)
-		}
 	}
+}
+
+// readsBack opens the blob at key and fails the test unless it reads b;
+// when says when it is read. It returns what OpenBlob returned of the
+// blob.
+func readsBack(t *testing.T, bs writefence.BlobStore, key string, b blobBytes, when string) writefence.BlobInfo {
+	t.Helper()
+	rc, info, err := bs.OpenBlob(t.Context(), key)
+	if err != nil {
+		t.Fatalf("OpenBlob(%q): %v", key, err)
+	}
+	diff, err := b.diff(rc)
+	rc.Close()
+	switch {
+	case err != nil:
+		t.Errorf("reading OpenBlob(%q): %v", key, err)
+	case diff != "":
+		t.Errorf("OpenBlob(%q) %s: what it reads %s", key, when, diff)
+	}
+	return info
 }
 
 // wantHolds fails the test unless the blob at key is b, whole, by its
@@ -423,10 +436,7 @@ var errReaderBroke = errors.New("writefencetest: the reader broke")
 // by StatBlob, OpenBlob and ListBlobs.
 func testBlobFailingReader(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
-	for _, c := range []struct {
-		name string
-		b    blobBytes
-	}{
+	for _, c := range []namedBlob{
 		{"at-start", blobBytes{20, 0}},
 		{"midway", blobBytes{21, 3000}},
 		{"after-a-part", blobBytes{22, sc.blobPart() + 1}},
@@ -471,14 +481,34 @@ func wantNoBlob(t *testing.T, bs writefence.BlobStore, key, when string) {
 // listedBlobs returns what ListBlobs(prefix) called fn with, by key.
 func listedBlobs(t *testing.T, bs writefence.BlobStore, prefix string) map[string][]writefence.BlobInfo {
 	t.Helper()
+	return listedBy(t, "ListBlobs", bs.ListBlobs, prefix)
+}
+
+// listedBy returns what list(prefix), the store's method name, called fn
+// with, by key.
+func listedBy(t *testing.T, name string, list func(context.Context, string, func(writefence.BlobInfo) error) error, prefix string) map[string][]writefence.BlobInfo {
+	t.Helper()
 	got := map[string][]writefence.BlobInfo{}
-	if err := bs.ListBlobs(t.Context(), prefix, func(b writefence.BlobInfo) error {
+	if err := list(t.Context(), prefix, func(b writefence.BlobInfo) error {
 		got[b.Key] = append(got[b.Key], b)
 		return nil
 	}); err != nil {
-		t.Fatalf("ListBlobs(%q): %v", prefix, err)
+		t.Fatalf("%s(%q): %v", name, prefix, err)
 	}
 	return got
+}
+
+// createBlobs creates n blobs at the blob keys name+"0" to name+"<n-1>",
+// the ith of blobBytes{seed + i, step * i}, and returns their keys.
+func createBlobs(t *testing.T, sc *scope, bs writefence.BlobStore, name string, n int, seed uint64, step int64) []string {
+	t.Helper()
+	var keys []string
+	for i := range n {
+		k := sc.blobKey(fmt.Sprintf("%s%d", name, i))
+		createBlob(t, bs, k, blobBytes{seed + uint64(i), step * int64(i)})
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // wantBlobsListed fails the test unless ListBlobs(prefix) lists each blob
@@ -487,23 +517,15 @@ func listedBlobs(t *testing.T, bs writefence.BlobStore, prefix string) map[strin
 func wantBlobsListed(t *testing.T, bs writefence.BlobStore, prefix string, want map[string]writefence.BlobInfo, gone string) {
 	t.Helper()
 	got := listedBlobs(t, bs, prefix)
+	counts := map[string]int{}
+	for k, infos := range got {
+		counts[k] = len(infos)
+	}
+	wantListedOnce(t, fmt.Sprintf("ListBlobs(%q)", prefix), counts, slices.Sorted(maps.Keys(want)), gone)
 	for _, k := range slices.Sorted(maps.Keys(want)) {
-		infos := got[k]
-		if len(infos) != 1 {
-			t.Errorf("ListBlobs(%q) listed %q %d times; want once", prefix, k, len(infos))
-		}
-		for _, info := range infos {
+		for _, info := range got[k] {
 			wantInfo(t, fmt.Sprintf("ListBlobs(%q) of %q", prefix, k), info, k, want[k].Size)
 			wantAgree(t, fmt.Sprintf("ListBlobs(%q) of %q", prefix, k), info, want[k])
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(got)) {
-		switch _, ok := want[k]; {
-		case ok:
-		case k == gone:
-			t.Errorf("ListBlobs(%q) listed %q, which was deleted", prefix, k)
-		default:
-			t.Errorf("ListBlobs(%q) listed %q, which does not start with the prefix or was never created", prefix, k)
 		}
 	}
 }

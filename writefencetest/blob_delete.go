@@ -21,12 +21,7 @@ func testDeleteBlobs(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
 	logPaths(t, sc, "DeleteBlobs")
 	base := sc.prefix + "batch/"
-	var keys []string
-	for i := range 7 {
-		k := sc.blobKey(fmt.Sprintf("batch/%d", i))
-		createBlob(t, bs, k, blobBytes{uint64(300 + i), int64(3 * i)})
-		keys = append(keys, k)
-	}
+	keys := createBlobs(t, sc, bs, "batch/", 7, 300, 3)
 	beside := sc.blobKey("batch")
 	createBlob(t, bs, beside, blobBytes{310, 5})
 	keys = append(keys, sc.blobKey("batch/never"))

@@ -40,14 +40,7 @@ func consistentLister(t *testing.T, sc *scope) (writefence.BlobStore, writefence
 // with, by key.
 func consistentListed(t *testing.T, l writefence.ConsistentBlobLister, prefix string) map[string][]writefence.BlobInfo {
 	t.Helper()
-	got := map[string][]writefence.BlobInfo{}
-	if err := l.ListBlobsConsistent(t.Context(), prefix, func(b writefence.BlobInfo) error {
-		got[b.Key] = append(got[b.Key], b)
-		return nil
-	}); err != nil {
-		t.Fatalf("ListBlobsConsistent(%q): %v", prefix, err)
-	}
-	return got
+	return listedBy(t, "ListBlobsConsistent", l.ListBlobsConsistent, prefix)
 }
 
 // testBlobListConsistent creates blobs and, right after the creates
@@ -140,13 +133,8 @@ func testStatBlobs(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
 	logPaths(t, sc, "StatBlobs")
 	many, one := sc.prefix+"stats/0001-", sc.prefix+"stats/0002-"
-	var keys []string
+	keys := createBlobs(t, sc, bs, "stats/0001-", 5, 200, 10)
 	want := map[string]writefence.BlobInfo{}
-	for i := range 5 {
-		k := sc.blobKey(fmt.Sprintf("stats/0001-%d", i))
-		createBlob(t, bs, k, blobBytes{uint64(200 + i), int64(10 * i)})
-		keys = append(keys, k)
-	}
 	single := sc.blobKey("stats/0002-a")
 	createBlob(t, bs, single, blobBytes{210, 7})
 	deleted, never := sc.blobKey("stats/0001-deleted"), sc.blobKey("stats/0001-never")

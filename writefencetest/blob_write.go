@@ -20,10 +20,7 @@ import (
 func testWriteBlob(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
 	logPaths(t, sc, "WriteBlob")
-	for _, c := range []struct {
-		name string
-		b    blobBytes
-	}{
+	for _, c := range []namedBlob{
 		{"empty", blobBytes{400, 0}},
 		{"one-byte", blobBytes{401, 1}},
 		{"parts", blobBytes{402, 2*sc.blobPart() + 1}},
@@ -42,18 +39,7 @@ func testWriteBlob(t *testing.T, sc *scope) {
 			t.Errorf("%s returned size %d; want %d", call, size, c.b.size)
 		}
 		wantInfo(t, fmt.Sprintf("StatBlob(%q)", key), statBlob(t, bs, key), key, c.b.size)
-		rc, _, err := bs.OpenBlob(t.Context(), key)
-		if err != nil {
-			t.Fatalf("OpenBlob(%q): %v", key, err)
-		}
-		diff, err := c.b.diff(rc)
-		rc.Close()
-		switch {
-		case err != nil:
-			t.Errorf("reading OpenBlob(%q): %v", key, err)
-		case diff != "":
-			t.Errorf("OpenBlob(%q) after %s: what it reads %s", key, call, diff)
-		}
+		readsBack(t, bs, key, c.b, "after "+call)
 	}
 
 	key := sc.blobKey("write-twice")

@@ -141,17 +141,55 @@ func init() {
 	}
 }
 
+// childRun is what a child test process printed, and how it ended.
+type childRun struct {
+	out []byte
+	err error
+}
+
+// runChildren runs the test binary once for each of values, as the test
+// run alone (with -test.timeout timeout) and with env set to the value,
+// at most slots at once, started in the order given. The ith channel
+// yields the ith child; the test's cleanup waits for every child.
+func runChildren(t *testing.T, run, env, timeout string, values []string, slots int) []chan childRun {
+	ctx := t.Context() // done before the cleanup below waits
+	done := make([]chan childRun, len(values))
+	free := make(chan struct{}, slots)
+	var children sync.WaitGroup
+	t.Cleanup(children.Wait)
+	for i, v := range values {
+		done[i] = make(chan childRun, 1)
+		free <- struct{}{}
+		children.Go(func() {
+			defer func() { <-free }()
+			cmd := exec.CommandContext(ctx, os.Args[0],
+				"-test.run=^"+run+"$", "-test.v", "-test.count=1", "-test.timeout="+timeout)
+			cmd.Env = append(os.Environ(), env+"="+v)
+			out, err := cmd.CombinedOutput()
+			done[i] <- childRun{out, err}
+		})
+	}
+	return done
+}
+
+// childOf returns the value of m that env names in a child process that
+// parent started (runChildren), and skips the test in any other process.
+func childOf[V any](t *testing.T, env, parent string, m map[string]V) V {
+	t.Helper()
+	name := os.Getenv(env)
+	if name == "" {
+		t.Skip("run by " + parent + " in a child process")
+	}
+	v, ok := m[name]
+	require.True(t, ok, "unknown %s=%q", env, name)
+	return v
+}
+
 // TestHelperBroken is not a test on its own: TestSuiteHasTeeth runs it in a
 // child process, because a failing *testing.T cannot be observed from
 // inside the test binary.
 func TestHelperBroken(t *testing.T) {
-	name := os.Getenv(brokenEnv)
-	if name == "" {
-		t.Skip("run by TestSuiteHasTeeth in a child process")
-	}
-	newChild, ok := childStores[name]
-	require.True(t, ok, "unknown %s=%q", brokenEnv, name)
-	c := newChild()
+	c := childOf(t, brokenEnv, "TestSuiteHasTeeth", childStores)()
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return c.store }, c.opts)
 }
 
@@ -299,29 +337,13 @@ func TestSuiteHasTeeth(t *testing.T) {
 	}
 	// The children spend much of their time waiting (on the suite's
 	// barriers and compare gaps), so they run twice as many at once as
-	// there are CPUs, whatever -parallel says, started in the order of the
-	// list; each subtest checks its child's output.
-	type child struct {
-		out []byte
-		err error
-	}
-	ctx := t.Context() // done before the cleanup below waits
-	done := make([]chan child, len(tests))
-	slots := make(chan struct{}, 2*runtime.GOMAXPROCS(0))
-	var children sync.WaitGroup
-	t.Cleanup(children.Wait)
+	// there are CPUs, whatever -parallel says; each subtest checks its
+	// child's output.
+	stores := make([]string, len(tests))
 	for i, tt := range tests {
-		done[i] = make(chan child, 1)
-		slots <- struct{}{}
-		children.Go(func() {
-			defer func() { <-slots }()
-			cmd := exec.CommandContext(ctx, os.Args[0],
-				"-test.run=^TestHelperBroken$", "-test.v", "-test.count=1", "-test.timeout=5m")
-			cmd.Env = append(os.Environ(), brokenEnv+"="+tt.store)
-			out, err := cmd.CombinedOutput()
-			done[i] <- child{out, err}
-		})
+		stores[i] = tt.store
 	}
+	done := runChildren(t, "TestHelperBroken", brokenEnv, "5m", stores, 2*runtime.GOMAXPROCS(0))
 	for i, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {
 			c := <-done[i]

@@ -89,13 +89,5 @@ func (s *brandedStore) putComparing(ctx context.Context, brandKey, identity, key
 	if err != nil {
 		return "", err
 	}
-	_, current, err := s.MemStore.Get(ctx, key)
-	if err != nil && !errors.Is(err, writefence.ErrNotFound) {
-		return "", err
-	}
-	s.gap.compared(current == expect)
-	if current != expect {
-		return "", conflict("branded put", key)
-	}
-	return overwrite(ctx, &s.MemStore, key, data)
+	return compareThenWrite(ctx, &s.MemStore, &s.gap, "branded put", key, data, expect)
 }

@@ -154,11 +154,5 @@ func (s *sealedStore) PutIfVersion(ctx context.Context, key string, data []byte,
 }
 
 func (s *sealedStore) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.objects, key)
-	return nil
+	return deleteLocked(ctx, &s.mu, s.objects, key)
 }

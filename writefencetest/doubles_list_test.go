@@ -2,6 +2,8 @@ package writefencetest_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -51,12 +53,7 @@ func (s *listStore) List(ctx context.Context, prefix string, fn func(key string)
 		})
 	case listDeleted:
 		s.mu.Lock()
-		var gone []string
-		for k := range s.deleted {
-			if strings.HasPrefix(k, prefix) {
-				gone = append(gone, k)
-			}
-		}
+		gone := slices.DeleteFunc(slices.Collect(maps.Keys(s.deleted)), func(k string) bool { return !strings.HasPrefix(k, prefix) })
 		s.mu.Unlock()
 		if err := s.MemStore.List(ctx, prefix, fn); err != nil {
 			return err

@@ -142,13 +142,7 @@ func (s *tornStore) PutIfVersion(ctx context.Context, key string, data []byte, e
 }
 
 func (s *tornStore) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.objects, key)
-	return nil
+	return deleteLocked(ctx, &s.mu, s.objects, key)
 }
 
 // limitFault is how a limitStore keeps its read limit.

@@ -97,15 +97,22 @@ type clientCompareStore struct {
 }
 
 func (s *clientCompareStore) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
-	_, current, err := s.MemStore.Get(ctx, key)
+	return compareThenWrite(ctx, &s.MemStore, &s.gap, "compare put", key, data, expect)
+}
+
+// compareThenWrite is a write that compares the version at key with
+// expect in one step, refused as op on a mismatch, and overwrites it in
+// another, with gap between them.
+func compareThenWrite(ctx context.Context, m *writefence.MemStore, gap *compareGap, op, key string, data []byte, expect string) (string, error) {
+	_, current, err := m.Get(ctx, key)
 	if err != nil && !errors.Is(err, writefence.ErrNotFound) {
 		return "", err
 	}
-	s.gap.compared(current == expect)
+	gap.compared(current == expect)
 	if current != expect {
-		return "", conflict("compare put", key)
+		return "", conflict(op, key)
 	}
-	return overwrite(ctx, &s.MemStore, key, data)
+	return overwrite(ctx, m, key, data)
 }
 
 // ignoringStore ignores preconditions entirely, as some S3-compatible
@@ -194,12 +201,19 @@ func (s *counterStore) PutIfVersion(ctx context.Context, key string, data []byte
 }
 
 func (s *counterStore) Delete(ctx context.Context, key string) error {
-	if ctx.Err() == nil {
-		s.mu.Lock()
-		delete(s.objects, key)
-		s.mu.Unlock()
+	return deleteLocked(ctx, &s.mu, s.objects, key)
+}
+
+// deleteLocked is the Delete of a double that keeps its objects in a map
+// that mu guards: ctx's error, or the key deleted.
+func deleteLocked[V any](ctx context.Context, mu *sync.Mutex, objects map[string]V, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return ctx.Err()
+	mu.Lock()
+	defer mu.Unlock()
+	delete(objects, key)
+	return nil
 }
 
 // errorsFault is how an errorsStore's errors lose their detail.

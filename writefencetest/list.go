@@ -17,11 +17,7 @@ import (
 // lister returns the store's Lister, or skips the test when it has none.
 func lister(t *testing.T, sc *scope) writefence.Lister {
 	t.Helper()
-	l, ok := sc.s.(writefence.Lister)
-	if !ok {
-		t.Skip("the store does not implement writefence.Lister")
-	}
-	return l
+	return implemented[writefence.Lister](t, sc, "Lister")
 }
 
 // listed returns how often List(prefix) called fn with each key.
@@ -38,19 +34,26 @@ func listed(t *testing.T, l writefence.Lister, prefix string) map[string]int {
 // exactly once and nothing else; gone names deleted keys.
 func wantListed(t *testing.T, l writefence.Lister, prefix string, want []string, gone string) {
 	t.Helper()
-	got := listed(t, l, prefix)
+	wantListedOnce(t, fmt.Sprintf("List(%q)", prefix), listed(t, l, prefix), want, gone)
+}
+
+// wantListedOnce fails the test unless the listing call, which listed
+// each key of counts that many times, listed each key of want exactly
+// once and no other key; gone, when not "", is a deleted key.
+func wantListedOnce(t *testing.T, call string, counts map[string]int, want []string, gone string) {
+	t.Helper()
 	for _, k := range want {
-		if n := got[k]; n != 1 {
-			t.Errorf("List(%q) listed %q %d times; want once", prefix, k, n)
+		if n := counts[k]; n != 1 {
+			t.Errorf("%s listed %q %d times; want once", call, k, n)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(got)) {
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		switch {
 		case slices.Contains(want, k):
 		case k == gone && gone != "":
-			t.Errorf("List(%q) listed %q, which was deleted", prefix, k)
+			t.Errorf("%s listed %q, which was deleted", call, k)
 		default:
-			t.Errorf("List(%q) listed %q, which does not start with the prefix or was never written", prefix, k)
+			t.Errorf("%s listed %q, which does not start with the prefix or was never written", call, k)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -168,12 +167,7 @@ var sourceFaults = map[string]sourceFault{
 // TestHelperBrokenSource is not a test on its own: TestSourceKitHasTeeth
 // runs it in a child process.
 func TestHelperBrokenSource(t *testing.T) {
-	name := os.Getenv(brokenSourceEnv)
-	if name == "" {
-		t.Skip("run by TestSourceKitHasTeeth in a child process")
-	}
-	fault, ok := sourceFaults[name]
-	require.True(t, ok, "unknown %s=%q", brokenSourceEnv, name)
+	fault := childOf(t, brokenSourceEnv, "TestSourceKitHasTeeth", sourceFaults)
 	writefencetest.TestEpochSource(t, func(*testing.T) writefencetest.Election {
 		return (&fakeElection{fault: fault}).election()
 	}, &writefencetest.SourceOptions{Bubble: fault == sourceExpires})
@@ -203,26 +197,11 @@ func TestSourceKitHasTeeth(t *testing.T) {
 		{"cancel-ends", []string{"Epochs/Canceled"}},
 		{"racy", []string{"Epochs/Concurrent"}},
 	}
-	type result struct {
-		out []byte
-		err error
-	}
-	done := make([]chan result, len(tests))
-	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var children sync.WaitGroup
-	t.Cleanup(children.Wait)
+	sources := make([]string, len(tests))
 	for i, tt := range tests {
-		done[i] = make(chan result, 1)
-		slots <- struct{}{}
-		children.Go(func() {
-			defer func() { <-slots }()
-			cmd := exec.CommandContext(t.Context(), os.Args[0],
-				"-test.run=^TestHelperBrokenSource$", "-test.v", "-test.count=1", "-test.timeout=2m")
-			cmd.Env = append(os.Environ(), brokenSourceEnv+"="+tt.source)
-			out, err := cmd.CombinedOutput()
-			done[i] <- result{out, err}
-		})
+		sources[i] = tt.source
 	}
+	done := runChildren(t, "TestHelperBrokenSource", brokenSourceEnv, "2m", sources, runtime.GOMAXPROCS(0))
 	for i, tt := range tests {
 		t.Run(tt.source, func(t *testing.T) {
 			r := <-done[i]

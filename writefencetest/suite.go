@@ -318,14 +318,21 @@ func (sc *scope) track(key string) string {
 	return key
 }
 
+// implemented returns the store as the optional interface C, named name,
+// or skips the test when the store does not implement it.
+func implemented[C any](t *testing.T, sc *scope, name string) C {
+	t.Helper()
+	c, ok := sc.s.(C)
+	if !ok {
+		t.Skip("the store does not implement writefence." + name)
+	}
+	return c
+}
+
 // deleter returns the store's Deleter, or skips the test when it has none.
 func deleter(t *testing.T, sc *scope) writefence.Deleter {
 	t.Helper()
-	d, ok := sc.s.(writefence.Deleter)
-	if !ok {
-		t.Skip("the store does not implement writefence.Deleter")
-	}
-	return d
+	return implemented[writefence.Deleter](t, sc, "Deleter")
 }
 
 // writePath is one way to make a conditional write: the store's own
@@ -507,12 +514,20 @@ func testUpdateMissing(t *testing.T, sc *scope) {
 	// A token the store really issued, but for another key.
 	other := sc.key("other")
 	borrowed := put(t, sc.s, other, []byte("other"), "")
+	for _, expect := range []string{madeUpVersion, borrowed} {
+		wantRefusedMissing(t, sc, key, []byte("never"), expect, "a missing key")
+	}
+}
+
+// wantRefusedMissing checks that a write of data to key, which what
+// describes, conditioned on expect, is refused with ErrConflict on every
+// write path and leaves the key missing.
+func wantRefusedMissing(t *testing.T, sc *scope, key string, data []byte, expect, what string) {
+	t.Helper()
 	for _, p := range writePaths {
-		for _, expect := range []string{madeUpVersion, borrowed} {
-			_, err := p.write(t.Context(), sc.s, key, []byte("never"), expect)
-			wantConflict(t, err, p.call(key, []byte("never"), expect)+" of a missing key")
-			wantMissing(t, sc.s, key)
-		}
+		_, err := p.write(t.Context(), sc.s, key, data, expect)
+		wantConflict(t, err, p.call(key, data, expect)+" of "+what)
+		wantMissing(t, sc.s, key)
 	}
 }
 
@@ -524,11 +539,7 @@ func testUpdateDeleted(t *testing.T, sc *scope) {
 		t.Fatalf("Delete(%q): %v", key, err)
 	}
 	wantMissing(t, sc.s, key)
-	for _, p := range writePaths {
-		_, err := p.write(t.Context(), sc.s, key, []byte("second"), v)
-		wantConflict(t, err, p.call(key, []byte("second"), v)+" of a deleted key with its last version")
-		wantMissing(t, sc.s, key)
-	}
+	wantRefusedMissing(t, sc, key, []byte("second"), v, "a deleted key with its last version")
 }
 
 // testDeleteMissing checks that deleting a key that does not exist, never

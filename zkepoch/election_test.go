@@ -10,6 +10,8 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/pending"
+	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/internal/testserver/kit"
 	"github.com/writefence/writefence/writefencetest"
 	"github.com/writefence/writefence/zkepoch"
 )
@@ -24,28 +26,20 @@ import (
 func TestEpochSourceKit(t *testing.T) {
 	writefencetest.TestEpochSource(t, func(t *testing.T) writefencetest.Election {
 		path := uniquePath(t)
-		var (
-			c      *client
-			leader *zkepoch.Election
-		)
-		return writefencetest.Election{
-			Lead: func(t *testing.T) writefence.EpochSource {
-				c = newClient(t, zkEndpoint)
-				leader = zkepoch.NewElection(c.Conn, path)
-				require.NoError(t, leader.Campaign(contextWithTimeout(t, time.Minute), "node"))
-				return leader
-			},
-			Depose: func(t *testing.T) {
-				id, passwd := c.dialer.session()
-				c.dialer.freeze(true)
-				expireSession(t, zkEndpoint, id, passwd)
-				c.dialer.freeze(false)
-				c.waitState(t, zk.StateExpired)
-				c.waitState(t, zk.StateHasSession)
-			},
-			Deposed: zkepoch.ErrNotLeader,
-			Resign:  func(t *testing.T) { require.NoError(t, leader.Resign(contextWithTimeout(t, time.Minute))) },
-		}
+		var c *client
+		return kit.Election(func(t *testing.T) *zkepoch.Election {
+			c = newClient(t, zkEndpoint)
+			leader := zkepoch.NewElection(c.Conn, path)
+			require.NoError(t, leader.Campaign(contextWithTimeout(t, time.Minute), "node"))
+			return leader
+		}, func(t *testing.T) {
+			id, passwd := c.dialer.session()
+			c.dialer.freeze(true)
+			expireSession(t, zkEndpoint, id, passwd)
+			c.dialer.freeze(false)
+			c.waitState(t, zk.StateExpired)
+			c.waitState(t, zk.StateHasSession)
+		}, zkepoch.ErrNotLeader)
 	}, nil)
 }
 
@@ -164,11 +158,11 @@ func TestCampaignCancelled(t *testing.T) {
 // With its server gone, a leader gets an error and no epoch, however often
 // it asks, and a ctx that ends is honoured.
 func TestEpochZooKeeperKilled(t *testing.T) {
-	srv, err := startZooKeeper()
+	srv, err := testserver.StartZooKeeper()
 	require.NoError(t, err)
-	t.Cleanup(srv.stop)
+	t.Cleanup(srv.Stop)
 	ctx := contextWithTimeout(t, time.Minute)
-	c := newClient(t, srv.endpoint)
+	c := newClient(t, srv.Endpoint)
 	a := zkepoch.NewElection(c.Conn, uniquePath(t))
 	require.NoError(t, a.Campaign(ctx, "node-a"))
 	_, err = a.Epoch(ctx, "wal", "0")
@@ -185,7 +179,7 @@ func TestEpochZooKeeperKilled(t *testing.T) {
 	require.Zero(t, epoch)
 	c.dialer.blackhole(false)
 
-	srv.stop()
+	srv.Stop()
 
 	for i := range 3 {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)

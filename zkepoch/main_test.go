@@ -5,13 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,207 +23,12 @@ import (
 // started for the package's tests and examples.
 var zkEndpoint string
 
-// zookeeperJar is where Debian's zookeeper package puts the server; its
-// manifest's Class-Path names every jar it needs.
-const zookeeperJar = "/usr/share/java/zookeeper.jar"
-
 // TestMain starts one ZooKeeper server (Debian's zookeeper package and a
 // java on PATH) for the whole run and stops it at the end. Without them
 // every test here is skipped, or the run fails when
 // WRITEFENCE_REQUIRE_SERVERS is set, as .ci/run sets it.
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	if err := zookeeperInstalled(); err != nil {
-		if testserver.Required() {
-			fmt.Fprintf(os.Stderr, "zkepoch: %v but WRITEFENCE_REQUIRE_SERVERS is set (go run ./internal/testserver/cmd/servers -install installs it)\n", err)
-			return 1
-		}
-		fmt.Printf("zkepoch: %v: skipping the tests of this package (apt-get install zookeeper)\n", err)
-		return 0
-	}
-	srv, err := startZooKeeper()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "zkepoch:", err)
-		return 1
-	}
-	defer srv.stop()
-	zkEndpoint = srv.endpoint
-	return m.Run()
-}
-
-func zookeeperInstalled() error {
-	if _, err := exec.LookPath("java"); err != nil {
-		return errors.New("java is not on PATH")
-	}
-	if _, err := os.Stat(zookeeperJar); err != nil {
-		return fmt.Errorf("%s is missing", zookeeperJar)
-	}
-	return nil
-}
-
-// zkServer is a ZooKeeper process of the test's own.
-type zkServer struct {
-	endpoint string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	dir      string
-	out      *lockedWriter
-	once     sync.Once
-}
-
-// startZooKeeper starts a standalone ZooKeeper on a free port in
-// 20000-32000 with a data directory of its own (on tmpfs when there is
-// one), waits until it answers ruok, and returns it.
-//
-// It runs the server's main class with java directly rather than Debian's
-// zkServer.sh: that script reads a zkEnv.sh that fixes the configuration
-// to /etc/zookeeper/conf and the classpath to
-// /etc/zookeeper/conf:/usr/share/java/zookeeper.jar. The jar's manifest
-// names its dependencies, so the classpath is the jar alone. The ticks are
-// short, so negotiated session timeouts start at 200ms; the admin server
-// (an HTTP port of its own) is off.
-func startZooKeeper() (*zkServer, error) {
-	var lastErr error
-	for range 5 {
-		port := testserver.FreePort()
-		if port == "" {
-			continue
-		}
-		dir, err := os.MkdirTemp(tmpfsDir(), "zkepoch-")
-		if err != nil {
-			return nil, err
-		}
-		cfg := filepath.Join(dir, "zoo.cfg")
-		conf := strings.Join([]string{
-			"tickTime=100",
-			"maxSessionTimeout=60000",
-			"dataDir=" + filepath.Join(dir, "data"),
-			"clientPort=" + port,
-			"clientPortAddress=127.0.0.1",
-			"admin.enableServer=false",
-			"4lw.commands.whitelist=ruok",
-			"",
-		}, "\n")
-		if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		cmd := exec.Command("java", "-Xmx256m", "-Dzookeeper.forceSync=no",
-			"-cp", zookeeperJar, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
-		out := &lockedWriter{w: new(strings.Builder)}
-		cmd.Stdout, cmd.Stderr = out, out
-		dieWithParent(cmd)
-		if err := cmd.Start(); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		s := &zkServer{endpoint: "127.0.0.1:" + port, cmd: cmd, exited: make(chan struct{}), dir: dir, out: out}
-		go func() { _ = cmd.Wait(); close(s.exited) }()
-		err = s.waitReady(60 * time.Second)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = fmt.Errorf("zookeeper on %s: %w; its log: %s", s.endpoint, err, out.String())
-		s.stop()
-	}
-	return nil, fmt.Errorf("could not start zookeeper: %w", lastErr)
-}
-
-// waitReady polls until the server answers ruok with imok and then hands
-// a client a session, or until it exits. imok alone is not enough: the
-// server answers it while it still closes the connections of clients that
-// ask for a session.
-func (s *zkServer) waitReady(limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return errors.New("exited during start-up")
-		default:
-		}
-		if ruok(s.endpoint) && hasSession(s.endpoint, 5*time.Second) {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return errors.New("not ready in time")
-}
-
-// hasSession reports whether a client of endpoint gets a session within
-// limit.
-func hasSession(endpoint string, limit time.Duration) bool {
-	conn, events, err := zk.Connect([]string{endpoint}, 10*time.Second, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	timeout := time.After(limit)
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return false
-			}
-			if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-				return true
-			}
-		case <-timeout:
-			return false
-		}
-	}
-}
-
-func ruok(endpoint string) bool {
-	c, err := net.DialTimeout("tcp", endpoint, time.Second)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("ruok")); err != nil {
-		return false
-	}
-	b, _ := io.ReadAll(c)
-	return string(b) == "imok"
-}
-
-// stop kills the server, waits for it to exit and removes its data.
-func (s *zkServer) stop() {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		_ = os.RemoveAll(s.dir)
-	})
-}
-
-func tmpfsDir() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		return "/dev/shm"
-	}
-	return ""
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *strings.Builder
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.w.Len() > 1<<16 {
-		return len(p), nil
-	}
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
+	os.Exit(testserver.RunMain(m, "zkepoch", "zookeeper", testserver.ZooKeeperInstalled, testserver.StartZooKeeper, &zkEndpoint))
 }
 
 // quiet is a go-zookeeper logger that keeps the tests' output clean.

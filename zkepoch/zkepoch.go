@@ -21,6 +21,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/lead"
 )
 
 // ErrNotLeader reports that the caller does not lead the election: it never
@@ -120,10 +121,9 @@ type Election struct {
 	// campaign serializes Campaign and Resign.
 	campaign sync.Mutex
 
-	mu      sync.Mutex // guards node, session and lost
-	node    string     // this candidate's znode after a won campaign, else ""
-	session int64      // the session that owns node
-	lost    error      // why the last leadership ended, nil before the first
+	// lead is this candidate's leadership: its znode after a won
+	// campaign, and the session that owns the znode.
+	lead lead.State
 }
 
 var _ writefence.EpochSource = (*Election)(nil)
@@ -154,10 +154,10 @@ func (e *Election) Campaign(ctx context.Context, val string) error {
 	}
 	e.campaign.Lock()
 	defer e.campaign.Unlock()
-	if node, _, _ := e.leading(); node != "" {
+	if node, _, _ := e.lead.Get(); node != "" {
 		e.withdraw(ctx, node)
 	}
-	e.set("", 0, nil)
+	e.lead.Set("", 0, nil)
 	if err := e.ensurePath(ctx); err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (e *Election) Campaign(ctx context.Context, val string) error {
 			return err
 		}
 		if below == "" {
-			e.set(node, stat.EphemeralOwner, nil)
+			e.lead.Set(node, stat.EphemeralOwner, nil)
 			return nil
 		}
 		if err := e.waitGone(ctx, below); err != nil {
@@ -346,8 +346,8 @@ func (e *Election) Resign(ctx context.Context) error {
 	}
 	e.campaign.Lock()
 	defer e.campaign.Unlock()
-	node, _, _ := e.leading()
-	e.set("", 0, e.notLeader("resigned"))
+	node, _, _ := e.lead.Get()
+	e.lead.Set("", 0, e.notLeader("resigned"))
 	if node == "" {
 		return nil
 	}
@@ -368,18 +368,12 @@ func (e *Election) Epoch(ctx context.Context, plugin, shard string) (uint64, err
 	if err := e.check(); err != nil {
 		return 0, err
 	}
-	node, session, lost := e.leading()
-	if node == "" {
-		if lost != nil {
-			return 0, lost
-		}
-		return 0, e.notLeader("no campaign won")
-	}
-	if err := ctx.Err(); err != nil {
+	node, session, err := e.lead.Held(ctx, e.notLeader)
+	if err != nil {
 		return 0, err
 	}
 	if id := e.conn.SessionID(); id != session {
-		return 0, e.drop(node, e.notLeader(fmt.Sprintf("session %#x expired (the client now has %#x)", session, id)))
+		return 0, e.lead.Drop(node, session, e.notLeader(fmt.Sprintf("session %#x expired (the client now has %#x)", session, id)))
 	}
 	if state := e.conn.State(); state != zk.StateHasSession {
 		return 0, fmt.Errorf("writefence: zookeeper election %s: epoch: not connected (%v)", escape.String(e.path), state)
@@ -397,9 +391,9 @@ func (e *Election) Epoch(ctx context.Context, plugin, shard string) (uint64, err
 	case errors.Is(err, zk.ErrNoNode):
 		// Permanent: the znode's name carries a GUID of this candidate's,
 		// so nothing recreates it.
-		return 0, e.drop(node, e.notLeader("deposed: its znode "+escape.String(node)+" is gone"))
+		return 0, e.lead.Drop(node, session, e.notLeader("deposed: its znode "+escape.String(node)+" is gone"))
 	case errors.Is(err, zk.ErrSessionExpired):
-		return 0, e.drop(node, e.notLeader(fmt.Sprintf("session %#x expired", session)))
+		return 0, e.lead.Drop(node, session, e.notLeader(fmt.Sprintf("session %#x expired", session)))
 	default:
 		return 0, fmt.Errorf("writefence: zookeeper election %s: epoch: %w", escape.String(e.path), err)
 	}
@@ -433,30 +427,6 @@ func (e *Election) failed(ctx context.Context, op string, err error) error {
 		return err
 	}
 	return fmt.Errorf("writefence: zookeeper election %s: %s: %w", escape.String(e.path), op, err)
-}
-
-func (e *Election) leading() (string, int64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.node, e.session, e.lost
-}
-
-func (e *Election) set(node string, session int64, lost error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.node, e.session, e.lost = node, session, lost
-}
-
-// drop forgets the leadership of node for the reason lost, which it
-// returns, unless a campaign has replaced it meanwhile. Later calls of
-// Epoch return lost without asking ZooKeeper.
-func (e *Election) drop(node string, lost error) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.node == node {
-		e.node, e.session, e.lost = "", 0, lost
-	}
-	return lost
 }
 
 // call runs fn, a go-zookeeper call, and returns its result, or ctx.Err()

@@ -70,12 +70,16 @@ func Wait(ctx context.Context, attempt int, d time.Duration) error {
 	if h, _ := ctx.Value(hooksKey{}).(*Hooks); h != nil && h.Wait != nil {
 		return h.Wait(ctx, attempt, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	return Sleep(ctx, d)
+}
+
+// Sleep sleeps d; it returns ctx's error if ctx ends first. It runs no
+// hook.
+func Sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-time.After(d): // collected once it is unreachable, fired or not
 		return nil
 	}
 }

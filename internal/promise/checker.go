@@ -314,6 +314,17 @@ func (c *Checker) store(idx int, key string, v *value, outside bool) {
 	}
 }
 
+// endsFirst and endsThen judge a call's flight at its end, in this order,
+// around the checks of the call itself (checkObserved, checkPrefix).
+var (
+	endsFirst = [...]func(*Checker, int, *flight){
+		(*Checker).checkRefusal, (*Checker).checkUnknown, (*Checker).checkRetried, (*Checker).checkAcked, (*Checker).checkDeposed,
+	}
+	endsThen = [...]func(*Checker, int, *flight){
+		(*Checker).checkReader, (*Checker).checkClaim, (*Checker).endLease, (*Checker).checkCollected, (*Checker).endSeen, (*Checker).endWriter,
+	}
+)
+
 func (c *Checker) end(idx int, call *Call) {
 	fl := c.flights[call.ID]
 	if fl == nil {
@@ -321,19 +332,14 @@ func (c *Checker) end(idx int, call *Call) {
 		c.calls[call.ID] = call
 		fl = &flight{call: call, begin: idx}
 	}
-	c.checkRefusal(idx, fl)
-	c.checkUnknown(idx, fl)
-	c.checkRetried(idx, fl)
-	c.checkAcked(idx, fl)
-	c.checkDeposed(idx, fl)
+	for _, check := range endsFirst {
+		check(c, idx, fl)
+	}
 	c.checkObserved(idx, call)
 	c.checkPrefix(idx, call)
-	c.checkReader(idx, fl)
-	c.checkClaim(idx, fl)
-	c.endLease(idx, fl)
-	c.checkCollected(idx, fl)
-	c.endSeen(idx, fl)
-	c.endWriter(idx, fl)
+	for _, check := range endsThen {
+		check(c, idx, fl)
+	}
 
 	delete(c.flights, call.ID)
 	if call.Key != "" {

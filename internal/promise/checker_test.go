@@ -146,6 +146,31 @@ func (b *builder) requireKept(n int) {
 	require.NotContainsf(b.t, got, n, "promise %d reported: %v", n, got[n])
 }
 
+// story is a history a test builds, by name, and whether it keeps the
+// promise the test is of (false: it breaks it).
+type story struct {
+	name  string
+	kept  bool
+	build func(b *builder)
+}
+
+// judge builds each story's history in a subtest of its name and requires
+// that it breaks promise n, or keeps it when the story says so.
+func judge(t *testing.T, n int, stories ...story) {
+	t.Helper()
+	for _, st := range stories {
+		t.Run(st.name, func(t *testing.T) {
+			b := newBuilder(t)
+			st.build(b)
+			if st.kept {
+				b.requireKept(n)
+			} else {
+				b.requireBroken(n)
+			}
+		})
+	}
+}
+
 func shardKeyOf(t *testing.T, prefix, plugin, shard string) string {
 	k, err := keys.Shard(prefix, plugin, shard)
 	require.NoError(t, err)
@@ -323,23 +348,19 @@ func TestAddIsIncremental(t *testing.T) {
 
 func TestPromise1_EpochRises(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("lower epoch", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")}, key, rec("w1", 4, record.Body{Payload: []byte("y"), Since: 1, Stream: true}))
-		b.requireBroken(1)
-	})
-	t.Run("collect changes more than the horizon", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
-		b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, rec("w1", 5, record.Body{Payload: []byte("other"), Since: 1, Horizon: 7, Stream: true}))
-		b.requireBroken(1)
-	})
-	t.Run("bytes that do not decode", func(t *testing.T) {
-		b := newBuilder(t)
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")}, key, []byte("garbage"))
-		b.requireBroken(1)
-	})
+	judge(t, 1,
+		story{name: "lower epoch", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")}, key, rec("w1", 4, record.Body{Payload: []byte("y"), Since: 1, Stream: true}))
+		}},
+		story{name: "collect changes more than the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, rec("w1", 5, record.Body{Payload: []byte("other"), Since: 1, Horizon: 7, Stream: true}))
+		}},
+		story{name: "bytes that do not decode", build: func(b *builder) {
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")}, key, []byte("garbage"))
+		}},
+	)
 }
 
 func TestPromise2_OneWritePerEpoch(t *testing.T) {
@@ -368,77 +389,59 @@ func TestPromise3_RefusalWritesNothing(t *testing.T) {
 		b.end(p, errStale, "stale")
 		b.requireBroken(3)
 	})
-	t.Run("a step that landed before the refusal", func(t *testing.T) {
+	// A settle whose log landed and that was then refused, with the
+	// Observer's event of the log (a step that landed before the refusal)
+	// or without it (the log itself refused).
+	settleLogged := func(t *testing.T, logEvent bool, err error, is string) *builder {
 		b := newBuilder(t)
 		b.put(nil, key, []byte("damaged"))
 		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "v1"})
-		logKey, err := keys.SettleLog("", "pl", "s1")
-		require.NoError(t, err)
+		logKey, kerr := keys.SettleLog("", "pl", "s1")
+		require.NoError(t, kerr)
 		b.put(st, logKey, rec("w1", 3, plain("v1")))
-		st.Events = append(st.Events, Event{Op: "settle log", Key: logKey})
-		b.end(st, errInvalid, "invalid")
-		b.requireKept(3)
-	})
-	t.Run("a refused settle log", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, []byte("damaged"))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "v1"})
-		logKey, err := keys.SettleLog("", "pl", "s1")
-		require.NoError(t, err)
-		b.put(st, logKey, rec("w1", 3, plain("v1")))
-		b.end(st, errConflict, "conflict")
-		b.requireBroken(3)
-	})
+		if logEvent {
+			st.Events = append(st.Events, Event{Op: "settle log", Key: logKey})
+		}
+		b.end(st, err, is)
+		return b
+	}
+	t.Run("a step that landed before the refusal", func(t *testing.T) { settleLogged(t, true, errInvalid, "invalid").requireKept(3) })
+	t.Run("a refused settle log", func(t *testing.T) { settleLogged(t, false, errConflict, "conflict").requireBroken(3) })
 }
 
 func TestPromise4_AckedStays(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("nil without landing", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.end(p, nil)
-		b.requireBroken(4)
-	})
-	t.Run("replaced at its epoch afterwards", func(t *testing.T) {
-		b := newBuilder(t)
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")}, key, rec("w1", 3, plain("a")))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")}, key, rec("w2", 2, plain("b")))
-		b.requireBroken(4)
-	})
+	judge(t, 4,
+		story{name: "nil without landing", build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.end(p, nil)
+		}},
+		story{name: "replaced at its epoch afterwards", build: func(b *builder) {
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")}, key, rec("w1", 3, plain("a")))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")}, key, rec("w2", 2, plain("b")))
+		}},
+	)
 }
 
 func TestPromise5_LostReplies(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("unknown and stale", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
-		b.end(p, errUnknown, "unknown", "stale", "cause")
-		b.requireBroken(5)
-	})
-	t.Run("unknown without its cause", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
-		b.end(p, errUnknown, "unknown")
-		b.requireBroken(5)
-	})
-	t.Run("lost reply turned stale", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+	push := Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")}
+	// lost begins the push, lands it and loses its reply.
+	lost := func(b *builder) *Call {
+		p := b.begin(push)
 		b.put(p, key, rec("w1", 1, plain("a")))
 		b.fault(p, "lost")
-		b.end(p, errStale, "stale")
-		b.requireBroken(5)
-	})
-	t.Run("retry refused over its own write", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 1, plain("a")))
-		b.fault(p, "lost")
-		b.end(p, fmt.Errorf("%w: timeout", errUnknown), "unknown", "cause")
-		q := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.end(q, errStale, "stale")
-		b.requireBroken(5)
-	})
+		return p
+	}
+	judge(t, 5,
+		story{name: "unknown and stale", build: func(b *builder) { b.end(b.begin(push), errUnknown, "unknown", "stale", "cause") }},
+		story{name: "unknown without its cause", build: func(b *builder) { b.end(b.begin(push), errUnknown, "unknown") }},
+		story{name: "lost reply turned stale", build: func(b *builder) { b.end(lost(b), errStale, "stale") }},
+		story{name: "retry refused over its own write", build: func(b *builder) {
+			b.end(lost(b), fmt.Errorf("%w: timeout", errUnknown), "unknown", "cause")
+			b.end(b.begin(push), errStale, "stale")
+		}},
+	)
 }
 
 func TestPromise6_TransientRetried(t *testing.T) {
@@ -493,139 +496,119 @@ func TestPromise7_Damage(t *testing.T) {
 		header[10] ^= 1
 		require.True(t, broken(headPush(t, header, false, Push), Options{HeadPush: true}), "a damaged header")
 	})
-	t.Run("settle of another version", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, []byte("damaged"))
-		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "elsewhere"}, key, rec("w1", 3, plain("")))
-		b.requireBroken(7)
-	})
-	t.Run("latest at epoch 0", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, []byte("damaged"))
-		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
-		la.Read = &record.Header{}
-		b.end(la, nil)
-		b.requireBroken(7)
-	})
-	t.Run("latest finds damage absent", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, []byte("damaged"))
-		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
-		b.end(la, errNotFound, "not found")
-		b.requireBroken(7)
-	})
+	judge(t, 7,
+		story{name: "settle of another version", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Floor: 2, Version: "elsewhere"}, key, rec("w1", 3, plain("")))
+		}},
+		story{name: "latest at epoch 0", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+			la.Read = &record.Header{}
+			b.end(la, nil)
+		}},
+		story{name: "latest finds damage absent", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+			b.end(la, errNotFound, "not found")
+		}},
+	)
 }
 
 func TestPromise8_SettleFloor(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("below the damaged header", func(t *testing.T) {
-		b := newBuilder(t)
-		v := b.put(nil, key, damage(rec("w1", 4, plain("x"))))
-		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Version: v}, key, rec("w1", 3, plain("")))
-		b.requireBroken(8)
-	})
-	t.Run("not above the floor", func(t *testing.T) {
-		b := newBuilder(t)
-		v := b.put(nil, key, []byte("damaged"))
-		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, Floor: 10, Version: v}, key, rec("w1", 5, plain("")))
-		b.requireBroken(8)
-	})
-	t.Run("below an earlier settle", func(t *testing.T) {
-		b := newBuilder(t)
-		v := b.put(nil, key, []byte("damaged"))
-		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
-		v = b.put(nil, key, []byte("damaged again"))
-		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v}, key, rec("w1", 6, plain("")))
-		b.requireBroken(8)
-	})
+	judge(t, 8,
+		story{name: "below the damaged header", build: func(b *builder) {
+			v := b.put(nil, key, damage(rec("w1", 4, plain("x"))))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Version: v}, key, rec("w1", 3, plain("")))
+		}},
+		story{name: "not above the floor", build: func(b *builder) {
+			v := b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, Floor: 10, Version: v}, key, rec("w1", 5, plain("")))
+		}},
+		story{name: "below an earlier settle", build: func(b *builder) {
+			v := b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
+			v = b.put(nil, key, []byte("damaged again"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v}, key, rec("w1", 6, plain("")))
+		}},
+	)
 }
 
 func TestPromise9_SettleKeepsRefs(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	name := keys.BlobName(1, "w1", blobID(1))
 	stream := record.Body{Payload: []byte("x"), Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}
-	t.Run("references dropped", func(t *testing.T) {
-		b := newBuilder(t)
-		v := b.put(nil, key, damage(rec("w1", 1, stream)))
-		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v}, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
-		b.requireBroken(9)
-	})
-	t.Run("references unreadable", func(t *testing.T) {
-		b := newBuilder(t)
-		data := rec("w1", 1, stream)
-		h, _ := record.DecodeHeader(data)
-		data[h.Size] ^= 0xff // the first byte of the references
-		v := b.put(nil, key, data)
-		b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v}, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
-		b.requireBroken(9)
-	})
+	judge(t, 9,
+		story{name: "references dropped", build: func(b *builder) {
+			v := b.put(nil, key, damage(rec("w1", 1, stream)))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v}, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+		}},
+		story{name: "references unreadable", build: func(b *builder) {
+			data := rec("w1", 1, stream)
+			h, _ := record.DecodeHeader(data)
+			data[h.Size] ^= 0xff // the first byte of the references
+			v := b.put(nil, key, data)
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v}, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+		}},
+	)
 }
 
 func TestPromise10_Identity(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("over another identity", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, recOf("other/v9", "w1", 1, plain("x")))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
-		b.requireBroken(10)
-	})
-	t.Run("brand of another identity", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, keys.Brand(""), []byte("other/v9"))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true}, key, rec("w1", 1, plain("a")))
-		b.requireBroken(10)
-	})
+	judge(t, 10,
+		story{name: "over another identity", build: func(b *builder) {
+			b.put(nil, key, recOf("other/v9", "w1", 1, plain("x")))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
+		}},
+		story{name: "brand of another identity", build: func(b *builder) {
+			b.put(nil, keys.Brand(""), []byte("other/v9"))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true}, key, rec("w1", 1, plain("a")))
+		}},
+	)
 }
 
 func TestPromise11_Claims(t *testing.T) {
 	brand := keys.Brand("")
-	t.Run("a second claim lands", func(t *testing.T) {
-		b := newBuilder(t)
-		c1 := b.begin(Call{Op: Claim})
-		c2 := b.begin(Call{Op: Claim, Proc: "p2"})
-		b.put(c1, brand, []byte(defaultIdentity))
-		b.put(c2, brand, []byte(defaultIdentity)) // a store that ignored create-only
-		b.end(c1, nil)
-		b.end(c2, nil)
-		b.requireBroken(11)
-	})
-	t.Run("a claim after an outside delete", func(t *testing.T) {
-		b := newBuilder(t)
-		b.wrote(Call{Op: Claim}, brand, []byte(defaultIdentity))
-		b.del(nil, brand) // an operator re-brands
-		b.wrote(Call{Op: Claim, Proc: "p2", Claimed: true}, brand, []byte(defaultIdentity))
-		b.requireKept(11)
-	})
-	t.Run("claimed without a create", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, brand, []byte(defaultIdentity))
-		c1 := b.begin(Call{Op: Claim, Claimed: true})
-		b.end(c1, nil)
-		b.requireBroken(11)
-	})
-	t.Run("nil while the brand is another", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, brand, []byte("other/v9"))
-		c1 := b.begin(Call{Op: Claim})
-		b.end(c1, nil)
-		b.requireBroken(11)
-	})
+	judge(t, 11,
+		story{name: "a second claim lands", build: func(b *builder) {
+			c1 := b.begin(Call{Op: Claim})
+			c2 := b.begin(Call{Op: Claim, Proc: "p2"})
+			b.put(c1, brand, []byte(defaultIdentity))
+			b.put(c2, brand, []byte(defaultIdentity)) // a store that ignored create-only
+			b.end(c1, nil)
+			b.end(c2, nil)
+		}},
+		story{name: "a claim after an outside delete", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Claim}, brand, []byte(defaultIdentity))
+			b.del(nil, brand) // an operator re-brands
+			b.wrote(Call{Op: Claim, Proc: "p2", Claimed: true}, brand, []byte(defaultIdentity))
+		}},
+		story{name: "claimed without a create", build: func(b *builder) {
+			b.put(nil, brand, []byte(defaultIdentity))
+			c1 := b.begin(Call{Op: Claim, Claimed: true})
+			b.end(c1, nil)
+		}},
+		story{name: "nil while the brand is another", build: func(b *builder) {
+			b.put(nil, brand, []byte("other/v9"))
+			c1 := b.begin(Call{Op: Claim})
+			b.end(c1, nil)
+		}},
+	)
 }
 
 func TestPromise12_Terms(t *testing.T) {
 	key := leaseKeyOf(t, "L")
-	t.Run("term lowered", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, record.EncodeLease("h1", 5, 0, inc1))
-		b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"}, key, record.EncodeLease("h2", 4, b.now.Add(time.Minute).UnixNano(), inc2))
-		b.requireBroken(12)
-	})
-	t.Run("a term taken twice", func(t *testing.T) {
-		b := newBuilder(t)
-		b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, 0, inc1))
-		b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc2))
-		b.requireBroken(12)
-	})
+	judge(t, 12,
+		story{name: "term lowered", build: func(b *builder) {
+			b.put(nil, key, record.EncodeLease("h1", 5, 0, inc1))
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"}, key, record.EncodeLease("h2", 4, b.now.Add(time.Minute).UnixNano(), inc2))
+		}},
+		story{name: "a term taken twice", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, 0, inc1))
+			b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc2))
+		}},
+	)
 }
 
 func TestPromise13_OneHolder(t *testing.T) {
@@ -651,84 +634,72 @@ func epoch(b *builder, got uint64) {
 }
 
 func TestPromise14_LeaseEpochs(t *testing.T) {
-	t.Run("not rising", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		epoch(b, 1<<32|2)
-		epoch(b, 1<<32|1)
-		b.requireBroken(14)
-	})
-	t.Run("a term never written", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		epoch(b, 2<<32|1)
-		b.requireBroken(14)
-	})
-	t.Run("after the expiry", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Millisecond)
-		b.tick()
-		epoch(b, 1<<32|1)
-		b.requireBroken(14)
-	})
-	t.Run("renewed in the background", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Millisecond)
-		// A renewal no call is recorded for: the record bears the value's
-		// incarnation.
-		b.put(nil, leaseKeyOf(t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.tick()
-		epoch(b, 1<<32|1)
-		b.requireKept(14)
-	})
-	t.Run("after the loss", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
-		b.end(rn, errLeaseLost, "lease lost")
-		epoch(b, 1<<32|1)
-		b.requireBroken(14)
-	})
+	judge(t, 14,
+		story{name: "not rising", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			epoch(b, 1<<32|2)
+			epoch(b, 1<<32|1)
+		}},
+		story{name: "a term never written", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			epoch(b, 2<<32|1)
+		}},
+		story{name: "after the expiry", build: func(b *builder) {
+			acquired(b.t, b, time.Millisecond)
+			b.tick()
+			epoch(b, 1<<32|1)
+		}},
+		story{name: "renewed in the background", kept: true, build: func(b *builder) {
+			acquired(b.t, b, time.Millisecond)
+			// A renewal no call is recorded for: the record bears the
+			// value's incarnation.
+			b.put(nil, leaseKeyOf(b.t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.tick()
+			epoch(b, 1<<32|1)
+		}},
+		story{name: "after the loss", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.end(rn, errLeaseLost, "lease lost")
+			epoch(b, 1<<32|1)
+		}},
+	)
 }
 
 func TestPromise15_Hold(t *testing.T) {
 	key, leaseKey := shardKeyOf(t, "", "pl", "s1"), leaseKeyOf(t, "L")
-	t.Run("nil without its seal", func(t *testing.T) {
-		b := newBuilder(t)
-		b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.requireBroken(15)
-	})
-	t.Run("released for slowness", func(t *testing.T) {
-		b := newBuilder(t)
-		hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
-		b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
-		b.end(hd, errConflict, "conflict")
-		b.requireBroken(15)
-	})
+	judge(t, 15,
+		story{name: "nil without its seal", build: func(b *builder) {
+			b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
+		story{name: "released for slowness", build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
+			b.end(hd, errConflict, "conflict")
+		}},
+	)
 }
 
 func TestPromise16_LossEndsContexts(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("hold context", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		hold := []Context{{ID: 1, Kind: "hold", Lease: lv1}}
-		ep := b.begin(Call{Op: Epoch, Lease: lv1, Before: hold, After: hold})
-		b.end(ep, errLeaseLost, "lease lost")
-		b.requireBroken(16)
-	})
-	t.Run("deposed context", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key})
-		ep.Got = 1<<32 | 1
-		b.end(ep, nil)
-		dep := []Context{{ID: 1, Kind: "deposed", Key: key}}
-		ep = b.begin(Call{Op: Epoch, Lease: lv1, Before: dep, After: dep})
-		b.end(ep, errLeaseLost, "lease lost")
-		b.requireBroken(16)
-	})
+	judge(t, 16,
+		story{name: "hold context", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			hold := []Context{{ID: 1, Kind: "hold", Lease: lv1}}
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, Before: hold, After: hold})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+		story{name: "deposed context", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key})
+			ep.Got = 1<<32 | 1
+			b.end(ep, nil)
+			dep := []Context{{ID: 1, Kind: "deposed", Key: key}}
+			ep = b.begin(Call{Op: Epoch, Lease: lv1, Before: dep, After: dep})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+	)
 }
 
 func TestPromise17_TermSource(t *testing.T) {
@@ -737,45 +708,39 @@ func TestPromise17_TermSource(t *testing.T) {
 		c.Got = got
 		b.end(c, err, is...)
 	}
-	t.Run("not rising", func(t *testing.T) {
-		b := newBuilder(t)
-		source(b, 7<<32|2, nil)
-		source(b, 7<<32|1, nil)
-		b.requireBroken(17)
-	})
-	t.Run("another term", func(t *testing.T) {
-		b := newBuilder(t)
-		source(b, 7<<32|1, nil)
-		source(b, 8<<32|1, nil)
-		b.requireBroken(17)
-	})
-	t.Run("after its term ended", func(t *testing.T) {
-		b := newBuilder(t)
-		source(b, 7<<32|1, nil)
-		source(b, 0, errTermEnded, "term ended")
-		source(b, 7<<32|2, nil)
-		b.requireBroken(17)
-	})
+	judge(t, 17,
+		story{name: "not rising", build: func(b *builder) {
+			source(b, 7<<32|2, nil)
+			source(b, 7<<32|1, nil)
+		}},
+		story{name: "another term", build: func(b *builder) {
+			source(b, 7<<32|1, nil)
+			source(b, 8<<32|1, nil)
+		}},
+		story{name: "after its term ended", build: func(b *builder) {
+			source(b, 7<<32|1, nil)
+			source(b, 0, errTermEnded, "term ended")
+			source(b, 7<<32|2, nil)
+		}},
+	)
 }
 
 func TestPromise18_Deposed(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	waiting := []Context{{ID: 1, Kind: "deposed", Key: key}}
-	t.Run("stale leaves it running", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w9", 9, plain("x")))
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting, After: waiting})
-		b.end(p, errStale, "stale")
-		b.requireBroken(18)
-	})
-	t.Run("a landed write ends it", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), Before: waiting,
-			After: []Context{{ID: 1, Kind: "deposed", Key: key, Done: true, Cause: errStale, Is: Matches{"stale"}}}})
-		b.put(p, key, rec("w1", 1, plain("a")))
-		b.end(p, nil)
-		b.requireBroken(18)
-	})
+	judge(t, 18,
+		story{name: "stale leaves it running", build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9, plain("x")))
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting, After: waiting})
+			b.end(p, errStale, "stale")
+		}},
+		story{name: "a landed write ends it", build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), Before: waiting,
+				After: []Context{{ID: 1, Kind: "deposed", Key: key, Done: true, Cause: errStale, Is: Matches{"stale"}}}})
+			b.put(p, key, rec("w1", 1, plain("a")))
+			b.end(p, nil)
+		}},
+	)
 }
 
 func TestPromise19_BlobsOnce(t *testing.T) {
@@ -791,125 +756,111 @@ func TestPromise19_BlobsOnce(t *testing.T) {
 
 func TestPromise20_Commit(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	commit := func(b *builder, name string, data []byte) {
-		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Refs: []record.BlobRef{ref(name, data)}, Since: 1, Stream: true}))
+	for _, c := range []struct {
+		name    string
+		writer  string // of the blob's name
+		stored  []byte // the blob's bytes; nil: no blob
+		horizon bool   // the record's horizon is past the blob's creation
+	}{
+		{"another writer's blob", "w2", []byte("b"), false},
+		{"a missing blob", "w1", nil, false},
+		{"another size", "w1", []byte("bb"), false},
+		{"behind the horizon", "w1", []byte("b"), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBuilder(t)
+			name := keys.BlobName(1, c.writer, blobID(1))
+			if c.stored != nil {
+				made := b.createBlob(nil, blobKeyOf(t, "s1", name), c.stored)
+				if c.horizon {
+					b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: made.UnixNano() + 1, Stream: true}))
+				}
+			}
+			b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
+			b.requireBroken(20)
+		})
 	}
-	t.Run("another writer's blob", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w2", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		commit(b, name, []byte("b"))
-		b.requireBroken(20)
-	})
-	t.Run("a missing blob", func(t *testing.T) {
-		b := newBuilder(t)
-		commit(b, keys.BlobName(1, "w1", blobID(1)), []byte("b"))
-		b.requireBroken(20)
-	})
-	t.Run("another size", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w1", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("bb"))
-		commit(b, name, []byte("b"))
-		b.requireBroken(20)
-	})
-	t.Run("behind the horizon", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w1", blobID(1))
-		made := b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: made.UnixNano() + 1, Stream: true}))
-		commit(b, name, []byte("b"))
-		b.requireBroken(20)
-	})
 }
 
 func TestPromise21_Tenure(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("seal keeps the floor", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Since: 1, Stream: true}))
-		b.requireBroken(21)
-	})
-	t.Run("floor lowered", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 3, record.Body{Since: 3, Stream: true}))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4}, key, rec("w1", 4, record.Body{Since: 2, Stream: true}))
-		b.requireBroken(21)
-	})
-	t.Run("new writer keeps the floor", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 3, record.Body{Since: 1, Stream: true}))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 4}, key, rec("w2", 4, record.Body{Since: 1, Stream: true}))
-		b.requireBroken(21)
-	})
-	t.Run("a blob below the floor", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w1", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 3, record.Body{Since: 3, Stream: true}))
-		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4}, key, rec("w1", 4, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 3, Stream: true}))
-		b.requireBroken(21)
-	})
+	name := keys.BlobName(1, "w1", blobID(1))
+	for _, c := range []struct {
+		name       string
+		was, floor uint64 // the epoch and the floor of w1's record before
+		op         Op
+		writer     string
+		epoch      uint64
+		body       record.Body // what the call wrote
+	}{
+		{"seal keeps the floor", 1, 1, Seal, "w1", 2, record.Body{Since: 1, Stream: true}},
+		{"floor lowered", 3, 3, Push, "w1", 4, record.Body{Since: 2, Stream: true}},
+		{"new writer keeps the floor", 3, 1, Push, "w2", 4, record.Body{Since: 1, Stream: true}},
+		{"a blob below the floor", 3, 3, Commit, "w1", 4, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 3, Stream: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBuilder(t)
+			if len(c.body.Refs) > 0 {
+				b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+			}
+			b.put(nil, key, rec("w1", c.was, record.Body{Since: c.floor, Stream: true}))
+			b.wrote(Call{Op: c.op, Plugin: "pl", Shard: "s1", Writer: c.writer, Epoch: c.epoch}, key, rec(c.writer, c.epoch, c.body))
+			b.requireBroken(21)
+		})
+	}
 }
 
 func TestPromise22_RecordOpsKeepRefs(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	name := keys.BlobName(1, "w1", blobID(1))
-	t.Run("references dropped", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
-		b.requireBroken(22)
-	})
-	t.Run("a stream's record made plain", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
-		b.requireBroken(22)
-	})
+	judge(t, 22,
+		story{name: "references dropped", build: func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("b"))
+			b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
+		}},
+		story{name: "a stream's record made plain", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
+		}},
+	)
 }
 
 func TestPromise23_Readers(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("latest of what was never recorded", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 1, plain("a")))
+	// latest records a Latest that read h and body over a record of
+	// stored.
+	latest := func(b *builder, stored record.Body, h record.Header, body record.Body) {
+		b.put(nil, key, rec("w1", 1, stored))
 		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
-		h, body, _ := record.Decode(rec("w1", 1, plain("forged")))
 		la.Read, la.ReadBody = &h, body
 		b.end(la, nil)
-		b.requireBroken(23)
-	})
-	t.Run("latest of the payload alone", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 1, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
-		la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
-		la.Read, la.ReadBody = &record.Header{Epoch: 1, Writer: "w1"}, record.Body{Payload: []byte("a")}
-		b.end(la, nil)
-		b.requireKept(23)
-	})
-	t.Run("open of another blob's bytes", func(t *testing.T) {
-		b := newBuilder(t)
+	}
+	// open records an OpenBlob that read data of a blob of "real", which
+	// the record references when referenced.
+	open := func(b *builder, referenced bool, data string) {
 		name := keys.BlobName(1, "w1", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("real"))
-		b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("real"))}, Since: 1, Stream: true}))
+		b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("real"))
+		body := record.Body{Since: 1, Stream: true}
+		if referenced {
+			body.Refs = []record.BlobRef{ref(name, []byte("real"))}
+		}
+		b.put(nil, key, rec("w1", 1, body))
 		op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: name})
-		op.Bytes = []byte("fake")
+		op.Bytes = []byte(data)
 		b.end(op, nil)
-		b.requireBroken(23)
-	})
-	t.Run("open of an unreferenced blob", func(t *testing.T) {
-		b := newBuilder(t)
-		name := keys.BlobName(1, "w1", blobID(1))
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("real"))
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: name})
-		op.Bytes = []byte("real")
-		b.end(op, nil)
-		b.requireBroken(23)
-	})
+	}
+	judge(t, 23,
+		story{name: "latest of what was never recorded", build: func(b *builder) {
+			h, body, _ := record.Decode(rec("w1", 1, plain("forged")))
+			latest(b, plain("a"), h, body)
+		}},
+		story{name: "latest of the payload alone", kept: true, build: func(b *builder) {
+			latest(b, record.Body{Payload: []byte("a"), Since: 1, Stream: true}, record.Header{Epoch: 1, Writer: "w1"}, record.Body{Payload: []byte("a")})
+		}},
+		story{name: "open of another blob's bytes", build: func(b *builder) { open(b, true, "fake") }},
+		story{name: "open of an unreferenced blob", build: func(b *builder) { open(b, false, "real") }},
+	)
 }
 
 func TestPromise24_NoReferencedBlobMissing(t *testing.T) {
@@ -936,42 +887,33 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	name := keys.BlobName(1, "w1", blobID(1))
 	body := record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}
-	t.Run("a referenced blob", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 1, body))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.deleteBlob(co, blobKeyOf(t, "s1", name))
-		b.end(co, nil)
-		b.requireBroken(25)
-	})
-	t.Run("no record and no RecordGone", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.deleteBlob(co, blobKeyOf(t, "s1", name))
-		b.end(co, errNotFound, "not found")
-		b.requireBroken(25)
-	})
-	t.Run("a damaged record", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, []byte("damaged"))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.deleteBlob(co, blobKeyOf(t, "s1", name))
-		b.end(co, nil)
-		b.requireBroken(25)
-	})
-	t.Run("referenced after the collection", func(t *testing.T) {
-		b := newBuilder(t)
-		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
-		b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
-		co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
-		b.deleteBlob(co, blobKeyOf(t, "s1", name))
-		b.end(co, nil)
-		b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, body))
-		b.requireBroken(25)
-	})
+	for _, c := range []struct {
+		name   string
+		stored []byte // the record the collection finds; nil: none
+		err    error  // what the collection returned
+		is     []string
+		commit bool // a commit references the blob afterwards
+	}{
+		{"a referenced blob", rec("w1", 1, body), nil, nil, false},
+		{"no record and no RecordGone", nil, errNotFound, []string{"not found"}, false},
+		{"a damaged record", []byte("damaged"), nil, nil, false},
+		{"referenced after the collection", rec("w1", 1, record.Body{Since: 1, Stream: true}), nil, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBuilder(t)
+			b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+			if c.stored != nil {
+				b.put(nil, key, c.stored)
+			}
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.deleteBlob(co, blobKeyOf(t, "s1", name))
+			b.end(co, c.err, c.is...)
+			if c.commit {
+				b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, body))
+			}
+			b.requireBroken(25)
+		})
+	}
 }
 
 func TestPromise26_CollectReclaims(t *testing.T) {
@@ -987,41 +929,36 @@ func TestPromise26_CollectReclaims(t *testing.T) {
 
 func TestPromise27_Observer(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	t.Run("no event", func(t *testing.T) {
-		b := newBuilder(t)
+	// landed begins a push and lands its record.
+	landed := func(b *builder) *Call {
 		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
 		b.put(p, key, rec("w1", 1, plain("a")))
-		b.endBare(p, nil)
-		b.requireBroken(27)
-	})
-	t.Run("refused without an event", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, []byte("damaged"))
-		st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Floor: 1, Version: "elsewhere"})
-		b.endBare(st, errConflict, "conflict")
-		b.requireBroken(27)
-	})
-	t.Run("an Op WriteEvent does not name", func(t *testing.T) {
-		b := newBuilder(t)
-		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
-		b.put(p, key, rec("w1", 1, plain("a")))
-		p.Events = append(p.Events, Event{Op: "pushed", Key: key})
-		b.end(p, nil)
-		b.requireBroken(27)
-	})
+		return p
+	}
+	judge(t, 27,
+		story{name: "no event", build: func(b *builder) { b.endBare(landed(b), nil) }},
+		story{name: "refused without an event", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Floor: 1, Version: "elsewhere"})
+			b.endBare(st, errConflict, "conflict")
+		}},
+		story{name: "an Op WriteEvent does not name", build: func(b *builder) {
+			p := landed(b)
+			p.Events = append(p.Events, Event{Op: "pushed", Key: key})
+			b.end(p, nil)
+		}},
+	)
 }
 
 func TestPromise28_Keys(t *testing.T) {
-	t.Run("another shard's record", func(t *testing.T) {
-		b := newBuilder(t)
-		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")}, shardKeyOf(t, "", "pl", "s2"), rec("w1", 1, plain("a")))
-		b.requireBroken(28)
-	})
-	t.Run("a prefix that reaches into another's keys", func(t *testing.T) {
-		b := newBuilder(t)
-		b.wrote(Call{Op: Claim, Prefix: "a/_x/"}, "a/_x/_brand", []byte(defaultIdentity))
-		b.requireBroken(28)
-	})
+	judge(t, 28,
+		story{name: "another shard's record", build: func(b *builder) {
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")}, shardKeyOf(b.t, "", "pl", "s2"), rec("w1", 1, plain("a")))
+		}},
+		story{name: "a prefix that reaches into another's keys", build: func(b *builder) {
+			b.wrote(Call{Op: Claim, Prefix: "a/_x/"}, "a/_x/_brand", []byte(defaultIdentity))
+		}},
+	)
 }
 
 // TestWriteError checks a refused write under a wire error is judged as
@@ -1101,30 +1038,26 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 
 func TestPromise30_LeaseSawIt(t *testing.T) {
 	leaseKey := leaseKeyOf(t, "L")
-	t.Run("an acquisition over the deleted record", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Minute)
-		b.del(nil, leaseKey)
-		b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.requireBroken(30)
-	})
-	t.Run("a renewal over the record set back", func(t *testing.T) {
-		b := newBuilder(t)
-		ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
-		b.put(ac, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
-		ac.Term = 3
-		b.end(ac, nil)
-		b.put(nil, leaseKey, record.EncodeLease("h1", 2, 0, inc1))
-		b.wrote(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"}, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
-		b.requireBroken(30)
-	})
-	t.Run("another Lease value", func(t *testing.T) {
-		b := newBuilder(t)
-		acquired(t, b, time.Millisecond)
-		b.del(nil, leaseKey)
-		b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", Proc: "p2", LeaseName: "L", Holder: "h2"}, leaseKey, record.EncodeLease("h2", 1, b.now.Add(time.Minute).UnixNano(), inc2))
-		b.requireKept(30)
-	})
+	judge(t, 30,
+		story{name: "an acquisition over the deleted record", build: func(b *builder) {
+			acquired(b.t, b, time.Minute)
+			b.del(nil, leaseKey)
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
+		story{name: "a renewal over the record set back", build: func(b *builder) {
+			ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.put(ac, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
+			ac.Term = 3
+			b.end(ac, nil)
+			b.put(nil, leaseKey, record.EncodeLease("h1", 2, 0, inc1))
+			b.wrote(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"}, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
+		story{name: "another Lease value", kept: true, build: func(b *builder) {
+			acquired(b.t, b, time.Millisecond)
+			b.del(nil, leaseKey)
+			b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", Proc: "p2", LeaseName: "L", Holder: "h2"}, leaseKey, record.EncodeLease("h2", 1, b.now.Add(time.Minute).UnixNano(), inc2))
+		}},
+	)
 	key := shardKeyOf(t, "", "pl", "s1")
 	termSource := func(t *testing.T, deleted bool) *builder {
 		b := newBuilder(t)
@@ -1169,33 +1102,27 @@ func TestPromise31_KeepFloor(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a seal over the deleted record", func(t *testing.T) {
-		b := newBuilder(t)
-		sealed(b)
-		b.del(nil, key)
-		b.wrote(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true}, key, rec("w2", 9, plain("")))
-		b.requireBroken(31)
-	})
-	t.Run("a push creates the record", func(t *testing.T) {
-		b := newBuilder(t)
-		pushed(b, "p1", key, 1, "one", true)
-		b.requireBroken(31)
-	})
-	t.Run("a settle not above the floor", func(t *testing.T) {
-		b := newBuilder(t)
-		sealed(b)
-		b.del(nil, key)
-		b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Payload: []byte("s"), Floor: 4, Lost: true, KeepFloor: true}, key, rec("op", 5, plain("s")))
-		b.requireBroken(31)
-	})
-	t.Run("the floor deleted outside", func(t *testing.T) {
-		b := newBuilder(t)
-		sealed(b)
-		b.del(nil, key)
-		b.del(nil, floorKey)
-		b.wrote(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true}, key, rec("w2", 9, plain("")))
-		b.requireKept(31)
-	})
+	judge(t, 31,
+		story{name: "a seal over the deleted record", build: func(b *builder) {
+			sealed(b)
+			b.del(nil, key)
+			b.wrote(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true}, key, rec("w2", 9, plain("")))
+		}},
+		story{name: "a push creates the record", build: func(b *builder) {
+			pushed(b, "p1", key, 1, "one", true)
+		}},
+		story{name: "a settle not above the floor", build: func(b *builder) {
+			sealed(b)
+			b.del(nil, key)
+			b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Payload: []byte("s"), Floor: 4, Lost: true, KeepFloor: true}, key, rec("op", 5, plain("s")))
+		}},
+		story{name: "the floor deleted outside", kept: true, build: func(b *builder) {
+			sealed(b)
+			b.del(nil, key)
+			b.del(nil, floorKey)
+			b.wrote(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true}, key, rec("w2", 9, plain("")))
+		}},
+	)
 }
 
 func TestPromise32_Check(t *testing.T) {
@@ -1207,44 +1134,34 @@ func TestPromise32_Check(t *testing.T) {
 	stream := func(since uint64) record.Body {
 		return record.Body{Payload: []byte("m"), Since: since, Stream: true}
 	}
-	t.Run("nil while another writer held it", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w2", 7, plain("x")))
-		check(b, "w1", 5, nil)
-		b.requireBroken(32)
-	})
-	t.Run("nil within the tenure", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 7, stream(4)))
-		check(b, "w1", 5, nil)
-		b.requireKept(32)
-	})
-	t.Run("nil below the tenure", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 7, stream(6)))
-		check(b, "w1", 5, nil)
-		b.requireBroken(32)
-	})
-	t.Run("stale while it held the writer", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 5, plain("x")))
-		check(b, "w1", 5, errStale, "stale")
-		b.requireBroken(32)
-	})
-	t.Run("regressed while it held the writer", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 5, plain("x")))
-		check(b, "w1", 5, errRegressed, "regressed")
-		b.requireBroken(32)
-	})
-	t.Run("regressed once set back", func(t *testing.T) {
-		b := newBuilder(t)
-		b.put(nil, key, rec("w1", 5, plain("x")))
-		b.put(nil, key, rec("w1", 6, plain("y")))
-		b.put(nil, key, rec("w1", 5, plain("x")))
-		check(b, "w1", 5, errRegressed, "regressed")
-		b.requireKept(32)
-	})
+	judge(t, 32,
+		story{name: "nil while another writer held it", build: func(b *builder) {
+			b.put(nil, key, rec("w2", 7, plain("x")))
+			check(b, "w1", 5, nil)
+		}},
+		story{name: "nil within the tenure", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 7, stream(4)))
+			check(b, "w1", 5, nil)
+		}},
+		story{name: "nil below the tenure", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 7, stream(6)))
+			check(b, "w1", 5, nil)
+		}},
+		story{name: "stale while it held the writer", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			check(b, "w1", 5, errStale, "stale")
+		}},
+		story{name: "regressed while it held the writer", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			check(b, "w1", 5, errRegressed, "regressed")
+		}},
+		story{name: "regressed once set back", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			b.put(nil, key, rec("w1", 6, plain("y")))
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			check(b, "w1", 5, errRegressed, "regressed")
+		}},
+	)
 }
 
 // TestRollbackRelanding: a call whose write the store lost to a rollback

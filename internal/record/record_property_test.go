@@ -19,13 +19,6 @@ import (
 // refused by a named check.
 func TestRecordEveryTruncationAndBitFlip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 7))
-	randBytes := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.UintN(256))
-		}
-		return b
-	}
 	type input struct {
 		identity, writer string
 		epoch            uint64
@@ -54,10 +47,10 @@ func TestRecordEveryTruncationAndBitFlip(t *testing.T) {
 	}
 	for range 60 {
 		in := input{
-			identity: string(randBytes(1 + rng.IntN(MaxIdentityLen))),
-			writer:   string(randBytes(1 + rng.IntN(MaxWriterLen))),
+			identity: string(randBytes(rng, 1+rng.IntN(MaxIdentityLen))),
+			writer:   string(randBytes(rng, 1+rng.IntN(MaxWriterLen))),
 			epoch:    1 + rng.Uint64N(^uint64(0)),
-			body:     Body{Payload: randBytes(rng.IntN(200))},
+			body:     Body{Payload: randBytes(rng, rng.IntN(200))},
 		}
 		switch rng.IntN(4) {
 		case 0:
@@ -70,7 +63,7 @@ func TestRecordEveryTruncationAndBitFlip(t *testing.T) {
 			in.body.Since = rng.Uint64N(in.epoch + 1)
 			for j := range rng.IntN(4) {
 				in.body.Refs = append(in.body.Refs, BlobRef{
-					Name: keys.BlobName(1+rng.Uint64N(in.epoch), string(randBytes(1+rng.IntN(40))), fmt.Sprintf("%032x", j)),
+					Name: keys.BlobName(1+rng.Uint64N(in.epoch), string(randBytes(rng, 1+rng.IntN(40))), fmt.Sprintf("%032x", j)),
 					Size: int64(rng.Uint64N(1 << 63)), CRC: rng.Uint32()})
 			}
 		}

@@ -23,26 +23,28 @@ func wholeRecord(identity, writer string, epoch uint64, body Body) []byte {
 	return bytes.Join(Encode(identity, writer, epoch, body, CRC32C(body.Payload)), nil)
 }
 
+// randBytes returns n bytes drawn from rng.
+func randBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.UintN(256))
+	}
+	return b
+}
+
 // TestRecordRoundTrip is a property test: any valid fields encode to a
 // record that decodes to the same fields, with a header no larger than
 // MaxHeaderSize that decodes alone.
 func TestRecordRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	randBytes := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.UintN(256))
-		}
-		return b
-	}
 	for i := range 2000 {
-		identity := string(randBytes(1 + rng.IntN(MaxIdentityLen)))
-		writer := string(randBytes(1 + rng.IntN(MaxWriterLen)))
+		identity := string(randBytes(rng, 1+rng.IntN(MaxIdentityLen)))
+		writer := string(randBytes(rng, 1+rng.IntN(MaxWriterLen)))
 		epoch := 1 + rng.Uint64N(1<<63)
 		if i%10 == 0 {
 			epoch = ^uint64(0)
 		}
-		payload := randBytes(rng.IntN(4096))
+		payload := randBytes(rng, rng.IntN(4096))
 		if i%7 == 0 {
 			payload = nil
 		}

@@ -103,7 +103,7 @@ func (w *World) start(p *proc) {
 	base := context.WithValue(w.ctx, procKey{}, p)
 	// A back-off without jitter: the same seed, the same waits.
 	base = hook.With(base, &hook.Hooks{Wait: func(ctx context.Context, attempt int, _ time.Duration) error {
-		return sleep(ctx, min(5*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond))
+		return hook.Sleep(ctx, min(5*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond))
 	}, ListBudget: w.cfg.ListBudget})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
@@ -123,7 +123,7 @@ func (w *World) start(p *proc) {
 	w.mu.Unlock()
 	go func() {
 		defer close(p.ended)
-		if sleep(p.ctx, stagger) != nil {
+		if hook.Sleep(p.ctx, stagger) != nil {
 			return
 		}
 		switch p.kind {
@@ -137,18 +137,6 @@ func (w *World) start(p *proc) {
 			p.operator()
 		}
 	}()
-}
-
-// sleep waits d, or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // between draws a duration in [lo, hi).
@@ -175,7 +163,7 @@ func (p *proc) writer() {
 			return err
 		})
 		if err != nil {
-			if sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL)) != nil {
+			if hook.Sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL)) != nil {
 				return
 			}
 			continue
@@ -246,7 +234,7 @@ func (p *proc) ship(ctx context.Context) {
 			_ = p.call(ctx, &promise.Call{Op: promise.Seal, Writer: p.holder, Epoch: epoch},
 				func(ctx context.Context) error { return p.fence.Seal(ctx, plugin, shard, p.holder, epoch) })
 		}
-		if sleep(ctx, p.between(time.Millisecond, 2*time.Second)) != nil {
+		if hook.Sleep(ctx, p.between(time.Millisecond, 2*time.Second)) != nil {
 			return
 		}
 	}
@@ -275,7 +263,7 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	if p.rng.IntN(4) == 0 {
 		// Now and then the writer pauses between the upload and the
 		// commit, as its scheduler or a slow disk would make it.
-		if sleep(ctx, p.between(time.Millisecond, p.w.cfg.Grace)) != nil {
+		if hook.Sleep(ctx, p.between(time.Millisecond, p.w.cfg.Grace)) != nil {
 			return
 		}
 	}
@@ -361,7 +349,7 @@ func (p *proc) recoverBlobs(ctx context.Context) {
 
 // collector collects the shard now and then.
 func (p *proc) collector() {
-	for sleep(p.ctx, p.between(time.Millisecond, p.w.cfg.Grace)) == nil {
+	for hook.Sleep(p.ctx, p.between(time.Millisecond, p.w.cfg.Grace)) == nil {
 		dry := p.rng.IntN(10) == 0
 		c := &promise.Call{Op: promise.Collect, DryRun: dry}
 		_ = p.call(p.ctx, c, func(ctx context.Context) error {
@@ -376,7 +364,7 @@ func (p *proc) collector() {
 
 // reader follows the manifest: the record, then every blob it references.
 func (p *proc) reader() {
-	for sleep(p.ctx, p.between(time.Millisecond, 3*time.Second)) == nil {
+	for hook.Sleep(p.ctx, p.between(time.Millisecond, 3*time.Second)) == nil {
 		info, err := p.latest()
 		if err != nil {
 			continue
@@ -419,7 +407,7 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 // a process reported it lost or set back (ErrEpochRegressed), as the
 // runbook says: above the highest epoch ever granted (settleEpoch).
 func (p *proc) operator() {
-	for sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
+	for hook.Sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
 		p.w.mu.Lock()
 		regressed := p.w.regressed
 		p.w.mu.Unlock()

@@ -368,6 +368,12 @@ func (w *World) damage() {
 		at = len(data) - 1 - w.rng.IntN(min(len(data), 3))
 	}
 	data[at] ^= 1 << w.rng.IntN(8)
+	w.putOutside(data, version, "damage")
+}
+
+// putOutside writes data over the record at version from outside the
+// package, and records the change, with note, when it lands.
+func (w *World) putOutside(data []byte, version, note string) {
 	v, err := w.base.PutIfVersion(context.Background(), w.key, data, version)
 	if err != nil {
 		return
@@ -376,7 +382,7 @@ func (w *World) damage() {
 	defer w.mu.Unlock()
 	w.record(promise.Change{Kind: "put", Key: w.key, Data: data, Version: v, At: time.Now()})
 	w.past = append(w.past, data)
-	w.note("damage")
+	w.note(note)
 }
 
 // rollback sets the record back to one of its earlier contents, from
@@ -401,15 +407,7 @@ func (w *World) rollback() {
 	case err != nil:
 		return
 	}
-	v, err := w.base.PutIfVersion(context.Background(), w.key, data, version)
-	if err != nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.record(promise.Change{Kind: "put", Key: w.key, Data: data, Version: v, At: time.Now()})
-	w.past = append(w.past, data)
-	w.note("record set back")
+	w.putOutside(data, version, "record set back")
 }
 
 // deleteRecord deletes the record from outside the package.

@@ -140,12 +140,7 @@ func DamageValkey(c redis.UniversalClient) Damager {
 // would; the object gets a new ETag.
 func DamageS3(c *minio.Client, bucket string) Damager {
 	return func(ctx context.Context, key string, f Fault) error {
-		o, err := c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
-		if err != nil {
-			return err
-		}
-		data, err := io.ReadAll(o)
-		o.Close()
+		data, err := readAll(c.GetObject(ctx, bucket, key, minio.GetObjectOptions{}))
 		if err != nil {
 			return err
 		}
@@ -160,12 +155,7 @@ func DamageS3(c *minio.Client, bucket string) Damager {
 func DamageGCS(c *storage.Client, bucket string) Damager {
 	return func(ctx context.Context, key string, f Fault) error {
 		obj := c.Bucket(bucket).Object(key)
-		r, err := obj.NewReader(ctx)
-		if err != nil {
-			return err
-		}
-		data, err := io.ReadAll(r)
-		r.Close()
+		data, err := readAll(obj.NewReader(ctx))
 		if err != nil {
 			return err
 		}
@@ -176,4 +166,14 @@ func DamageGCS(c *storage.Client, bucket string) Damager {
 		}
 		return w.Close()
 	}
+}
+
+// readAll reads r whole and closes it; err is the error of opening it,
+// which it returns instead.
+func readAll(r io.ReadCloser, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }

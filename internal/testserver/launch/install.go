@@ -124,7 +124,7 @@ func installDebian(run func(what string, cmd *exec.Cmd) bool, fail func(error)) 
 	}{
 		{"etcd-server", "etcd", onPath("etcd")},
 		// ZooKeeper brings the Java runtime it needs.
-		{"zookeeper", "", onPath("java") && exists("/usr/share/java/zookeeper.jar")},
+		{"zookeeper", "", onPath("java") && exists(ZooKeeperJar)},
 		{"postgresql", "postgresql", len(pg) > 0},
 	} {
 		if !p.present {

@@ -114,6 +114,16 @@ func withPorts(n int, start func(ports []string) (*Process, error)) (*Process, [
 	return nil, nil, err
 }
 
+// withPort starts a server as withPorts does, on one port, and returns it
+// with its URL, http://127.0.0.1:port.
+func withPort(start func(port string) (*Process, error)) (*Process, string, error) {
+	p, ports, err := withPorts(1, func(ports []string) (*Process, error) { return start(ports[0]) })
+	if err != nil {
+		return nil, "", err
+	}
+	return p, "http://127.0.0.1:" + ports[0], nil
+}
+
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {

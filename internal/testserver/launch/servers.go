@@ -72,16 +72,11 @@ const (
 // and returns it with its URL. It names itself by that address: without
 // -public-host the Go client's reads get 404.
 func FakeGCS() (*Process, string, error) {
-	p, ports, err := withPorts(1, func(ports []string) (*Process, error) {
-		url := "http://127.0.0.1:" + ports[0]
+	return withPort(func(port string) (*Process, error) {
 		cmd := exec.Command(filepath.Join(BinDir(), "fake-gcs-server"), "-scheme", "http", "-host", "127.0.0.1",
-			"-port", ports[0], "-public-host", "127.0.0.1:"+ports[0], "-backend", "memory")
-		return Start(cmd, "", time.Minute, httpReady("GET", url+"/storage/v1/b", ""))
+			"-port", port, "-public-host", "127.0.0.1:"+port, "-backend", "memory")
+		return Start(cmd, "", time.Minute, httpReady("GET", "http://127.0.0.1:"+port+"/storage/v1/b", ""))
 	})
-	if err != nil {
-		return nil, "", err
-	}
-	return p, "http://127.0.0.1:" + ports[0], nil
 }
 
 // Dynalite starts dynalite (DynamoDB's API over an in-memory LevelDB,
@@ -89,16 +84,12 @@ func FakeGCS() (*Process, string, error) {
 // it with its URL.
 func Dynalite() (*Process, string, error) {
 	cli := filepath.Join(npmDir(dynalitePackage), "node_modules", "dynalite", "cli.js")
-	p, ports, err := withPorts(1, func(ports []string) (*Process, error) {
-		cmd := exec.Command("node", cli, "--host", "127.0.0.1", "--port", ports[0],
+	return withPort(func(port string) (*Process, error) {
+		cmd := exec.Command("node", cli, "--host", "127.0.0.1", "--port", port,
 			"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 		// It answers any POST, with an error for one that names no operation.
-		return Start(cmd, "", time.Minute, httpReady("POST", "http://127.0.0.1:"+ports[0]+"/", ""))
+		return Start(cmd, "", time.Minute, httpReady("POST", "http://127.0.0.1:"+port+"/", ""))
 	})
-	if err != nil {
-		return nil, "", err
-	}
-	return p, "http://127.0.0.1:" + ports[0], nil
 }
 
 // Azurite starts Azurite's blob service (installed by Install), its data
@@ -107,16 +98,16 @@ func Dynalite() (*Process, string, error) {
 // AzuriteAccount, whose key is AzuriteKey.
 func Azurite() (*Process, string, error) {
 	bin := filepath.Join(npmDir(azuritePackage), "node_modules", ".bin", "azurite-blob")
-	p, ports, err := withPorts(1, func(ports []string) (*Process, error) {
-		cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", ports[0], "--inMemoryPersistence",
+	p, url, err := withPort(func(port string) (*Process, error) {
+		cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", port, "--inMemoryPersistence",
 			"--silent", "--skipApiVersionCheck", "--disableTelemetry")
 		// Any HTTP answer will do: an anonymous request is refused.
-		return Start(cmd, "", time.Minute, httpReady("GET", "http://127.0.0.1:"+ports[0]+"/", ""))
+		return Start(cmd, "", time.Minute, httpReady("GET", "http://127.0.0.1:"+port+"/", ""))
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	return p, "http://127.0.0.1:" + ports[0] + "/" + AzuriteAccount, nil
+	return p, url + "/" + AzuriteAccount, nil
 }
 
 // Azurite's well-known development account.
