@@ -159,3 +159,12 @@ func (s *forgetfulStore) Get(context.Context, string) ([]byte, string, error) {
 func (s *forgetfulStore) PutIfVersion(context.Context, string, []byte, string) (string, error) {
 	return fmt.Sprintf("%032x", s.n.Add(1)), nil
 }
+
+// benchPayload returns n bytes of a pattern.
+func benchPayload(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*31 + 7)
+	}
+	return p
+}
