@@ -20,6 +20,7 @@ import (
 	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -569,4 +570,69 @@ func TestBadInputFence(t *testing.T) {
 			assert.Equal(t, before, snapshot(t, mem), "the store must be unchanged")
 		})
 	}
+}
+
+// forgeCRC returns a copy of p, of the same length, whose last four bytes
+// are changed so that its CRC-32C equals want. CRC-32C is linear over
+// GF(2), so the effect of each of the last 32 bits on the checksum is a
+// fixed vector, and a set of bits to flip is found by elimination.
+func forgeCRC(t *testing.T, p []byte, want uint32) []byte {
+	t.Helper()
+	require.GreaterOrEqual(t, len(p), 4)
+	out := append([]byte(nil), p...)
+	zero := record.CRC32C(make([]byte, len(p)))
+	type row struct{ effect, bits uint32 }
+	var rows []row
+	for bit := range 32 {
+		e := make([]byte, len(p))
+		e[len(p)-4+bit/8] = 1 << (bit % 8)
+		rows = append(rows, row{record.CRC32C(e) ^ zero, 1 << bit})
+	}
+	// Reduce to one row per leading bit of effect.
+	var basis [32]row
+	for _, r := range rows {
+		for i := 31; i >= 0 && r.effect != 0; i-- {
+			if r.effect&(1<<i) == 0 {
+				continue
+			}
+			if basis[i].effect == 0 {
+				basis[i] = r
+				break
+			}
+			r.effect ^= basis[i].effect
+			r.bits ^= basis[i].bits
+		}
+	}
+	need, flip := record.CRC32C(p)^want, uint32(0)
+	for i := 31; i >= 0; i-- {
+		if need&(1<<i) != 0 {
+			require.NotZero(t, basis[i].effect, "no basis vector for bit %d", i)
+			need ^= basis[i].effect
+			flip ^= basis[i].bits
+		}
+	}
+	for bit := range 32 {
+		if flip&(1<<bit) != 0 {
+			out[len(p)-4+bit/8] ^= 1 << (bit % 8)
+		}
+	}
+	require.Equal(t, want, record.CRC32C(out))
+	return out
+}
+
+// TestReplayIsDecidedByThePayload: a record of the same epoch, writer,
+// length and payload checksum as a push is that push only if its payload
+// is the same bytes; the checksum alone never decides.
+func TestReplayIsDecidedByThePayload(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	mine := []byte("segment 0007: the bytes this writer pushed")
+	other := forgeCRC(t, []byte("segment 0007: other bytes, same length!!!!"), record.CRC32C(mine))
+	require.Len(t, other, len(mine))
+	require.NotEqual(t, mine, other)
+
+	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "a", 7, mine))
+	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "a", 7, mine), "the same push again is its replay")
+	err := (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "a", 7, other)
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch, "other bytes with the same checksum are not this push")
 }

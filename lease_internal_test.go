@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -1439,4 +1440,10 @@ func TestLeaseSameHolderRace(t *testing.T) {
 	_, err = leases[winner].Epoch(ctx, "p", "s")
 	require.NoError(t, err)
 	require.NoError(t, leases[winner].Renew(ctx))
+}
+
+// wholeRecord returns a whole record, of format version 2, or 3 when body
+// has references or a tenure floor, as a Fence writes it.
+func wholeRecord(identity, writer string, epoch uint64, body record.Body) []byte {
+	return bytes.Join(record.Encode(identity, writer, epoch, body, record.CRC32C(body.Payload)), nil)
 }
