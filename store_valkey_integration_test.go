@@ -27,6 +27,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
@@ -1032,7 +1033,7 @@ func (w valkeyWrapper) PutIfVersion(ctx context.Context, key string, data []byte
 	return w.o.PutIfVersion(ctx, key, data, expect, w.ValkeyStore.PutIfVersion)
 }
 
-// ---- the brand checked in the write (PutIfBranded) ----
+// ---- the brand: checked in the write (PutIfBranded), damaged, unreadable ----
 
 func TestValkeyBrandPerWrite(t *testing.T) {
 	ctx := context.Background()
@@ -1365,6 +1366,97 @@ func (p *valkeyProgress) reached(target []int) bool {
 		}
 	}
 	return true
+}
+
+// TestValkeyDamagedBrandIsFinal: under BrandVerifyAlways the Valkey store
+// reads the brand key inside the write's own step; a brand key that is not
+// an intact value of the store (damaged in place, as by a SETRANGE) is a
+// refusal in that step, reported as damage of the brand key (ErrCorrupt,
+// final), as every other store reports it: one write attempt, not a write
+// whose outcome is unknown, and the record unchanged.
+func TestValkeyDamagedBrandIsFinal(t *testing.T) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
+		ctx := context.Background()
+		admin := &writefence.Fence{Store: store, Prefix: prefix}
+		_, err := admin.ClaimBrand(ctx)
+		require.NoError(t, err)
+		f := &writefence.Fence{Store: store, Prefix: prefix, Brand: writefence.BrandVerifyAlways, MaxAttempts: 4}
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+
+		require.NoError(t, testserver.DamageValkey(c)(ctx, keys.Brand(prefix), testserver.Fault{Flip: 0}))
+
+		var writes atomic.Int64
+		hctx := hook.With(ctx, &hook.Hooks{
+			Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+				writes.Add(1)
+				return write()
+			},
+			Wait: func(context.Context, int, time.Duration) error { return nil },
+		})
+		err = (&writefence.Fence{Store: store, Prefix: prefix, Brand: writefence.BrandVerifyAlways, MaxAttempts: 4}).
+			Push(hctx, "wal", "0", "a", 2, []byte("two"))
+		require.ErrorIs(t, err, writefence.ErrCorrupt)
+		var ce *writefence.CorruptError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, keys.Brand(prefix), ce.Key)
+		assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "the store refused the write in its atomic step: nothing landed, and the outcome is known")
+		assert.Equal(t, int64(1), writes.Load(), "a refusal in the write's own step is final: one attempt")
+		requireLatestPrefixed(t, admin, 1, "a", "one")
+	})
+}
+
+func requireLatestPrefixed(t *testing.T, f *writefence.Fence, epoch uint64, writer, payload string) {
+	t.Helper()
+	e, w, p, err := f.Latest(context.Background(), "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, epoch, e)
+	assert.Equal(t, writer, w)
+	assert.Equal(t, payload, string(p))
+}
+
+// TestBrandValkeyOtherFailures: on Valkey, a brand key of the wrong type and
+// one the ACL user may not read fail with the server's error, which is
+// never a refusal of the brand and never "absent". Both are final (the
+// server will answer the same again), so each is read once, not retried:
+// WRONGTYPE matches errors.ErrUnsupported, NOPERM fs.ErrPermission.
+func TestBrandValkeyOtherFailures(t *testing.T) {
+	ctx := context.Background()
+	admin := newValkeyClient(t)
+	prefix := valkeyPrefix(t, admin)
+	list, hidden := prefix+"list/_brand", prefix+"hidden/_brand"
+	require.NoError(t, admin.RPush(ctx, list, "writefence/v1").Err())
+	_, err := writefence.NewValkeyStore(admin).PutIfVersion(ctx, hidden, []byte(defaults.Identity), "")
+	require.NoError(t, err)
+
+	user, password := strings.TrimSuffix(prefix, "/")+"-brand", "pw-"+testserver.UniqueName(t)
+	require.NoError(t, admin.Do(ctx, "acl", "setuser", user, "on", ">"+password, "+@all", "~"+prefix+"list/*").Err())
+	t.Cleanup(func() { assert.NoError(t, admin.Do(context.Background(), "acl", "deluser", user).Err()) })
+	limited := newValkeyClient(t, func(o *redis.Options) { o.Username, o.Password = user, password })
+
+	for _, tc := range []struct {
+		key, code string
+		is        error
+	}{{list, "WRONGTYPE", errors.ErrUnsupported}, {hidden, "NOPERM", fs.ErrPermission}} {
+		s := countedByKey(writefence.NewValkeyStore(limited))
+		b := &writefence.Fence{Store: s, Prefix: strings.TrimSuffix(tc.key, "_brand")}
+		_, installErr := b.ClaimBrand(ctx)
+		for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
+			require.Error(t, err, "%s %s", tc.code, op)
+			assert.True(t, redis.HasErrorPrefix(err, tc.code), "%s %s: %v", tc.code, op, err)
+			assert.ErrorIs(t, err, tc.is, "%s %s", tc.code, op)
+			assert.NotErrorIs(t, err, writefence.ErrWire, "%s %s", tc.code, op)
+			assert.NotErrorIs(t, err, writefence.ErrNotFound, "%s %s", tc.code, op)
+			assert.NotErrorIs(t, err, writefence.ErrConflict, "%s %s", tc.code, op)
+			assert.NotContains(t, err.Error(), password)
+			t.Logf("%s %s: %v", tc.code, op, err)
+		}
+		gets, puts, _ := callsOf(s, tc.key)
+		assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "%s: one read each, never retried, nothing written", tc.code)
+	}
+	n, err := admin.LLen(ctx, list).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the list is untouched")
+	require.NoError(t, (&writefence.Fence{Store: writefence.NewValkeyStore(admin), Prefix: strings.TrimSuffix(hidden, "_brand")}).VerifyBrand(ctx), "the hidden brand is intact")
 }
 
 // ---- round trips, and no WATCH left armed ----
