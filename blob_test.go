@@ -710,55 +710,6 @@ func flipAt(t *testing.T, mem *writefence.MemStore, at int) {
 	require.NoError(t, err)
 }
 
-// TestSettleKeepsReferences: a settle over a manifest whose payload is
-// damaged keeps the blobs it references, which Inspect shows; Collect
-// then keeps them and readers read them (promise 9). Over damaged
-// references it refuses unless told to drop them, and then the blobs are
-// garbage Collect deletes at once.
-func TestSettleKeepsReferences(t *testing.T) {
-	ctx := t.Context()
-	mem := &writefence.MemStore{}
-	f := &writefence.Fence{Store: mem}
-	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
-	ref := putBlob(t, f, "a", 1, "acknowledged segment")
-	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
-
-	flipAt(t, mem, -1) // the payload's last byte: header and references intact
-	info, err := f.Inspect(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the damaged record's references, as they decode")
-	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 3, Payload: []byte("restored")}))
-	info, err = f.Inspect(ctx, "wal", "0")
-	require.NoError(t, err)
-	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the settle kept them")
-	assert.Equal(t, uint64(3), info.Since, "a settle begins a tenure at its epoch")
-	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
-	require.NoError(t, err)
-	assert.Empty(t, report.Deleted)
-	data, err := readBlob(t, f, ref.Name)
-	require.NoError(t, err)
-	assert.Equal(t, "acknowledged segment", data)
-
-	// Damage in the references: they cannot be read.
-	key := mustKey(t, "wal", "0")
-	raw, _, err := mem.Get(ctx, key)
-	require.NoError(t, err)
-	flipAt(t, mem, len(raw)-len("restored")-3) // inside the last reference's CRC
-	info, err = f.Inspect(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	assert.Nil(t, info.Blobs)
-	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 4, Payload: []byte("again")})
-	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
-	assert.Contains(t, err.Error(), "DropBlobs")
-	_, v, err := mem.Get(ctx, key)
-	require.NoError(t, err)
-	assert.Equal(t, info.Version, v, "refused: nothing written")
-	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 4, Payload: []byte("again"), DropBlobs: true}))
-	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
-	require.NoError(t, err)
-	require.Len(t, report.Deleted, 1, "dropped: garbage behind the settle's horizon, collected at once")
-}
-
 // TestPromise20_CommitChecksAReferenceReplacedInPlace: a commit whose
 // manifest function replaces a reference where it stands (compaction:
 // m.Blobs[i] = merged, as Go code edits a slice it was handed) newly

@@ -154,7 +154,7 @@ func TestBrandInstallLosesRace(t *testing.T) {
 }
 
 // TestBrandRaceMem races 16 claimers or installers of two identities on an
-// empty MemStore; brand_integration_test.go does the same on real servers.
+// empty MemStore; brand_servers_test.go does the same on real servers.
 func TestBrandRaceMem(t *testing.T) {
 	s := countedByKey(&writefence.MemStore{})
 	for round := range 200 {

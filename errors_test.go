@@ -74,3 +74,26 @@ func TestStoredBytesAreEscaped(t *testing.T) {
 	}
 	assert.True(t, errors.Is(cases[0].err, writefence.ErrStaleEpoch))
 }
+
+func TestEpochRegressedErrorMessage(t *testing.T) {
+	for _, tt := range []struct {
+		err  writefence.EpochRegressedError
+		want string
+	}{
+		{writefence.EpochRegressedError{Op: "push", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "a", Found: 5, FoundWriter: "b"},
+			"writefence: epoch regressed: push at epoch 9 to k refused: saw epoch 7 by a, found epoch 5 by b"},
+		{writefence.EpochRegressedError{Op: "seal", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "a", Absent: true},
+			"writefence: epoch regressed: seal at epoch 9 to k refused: saw epoch 7 by a, found no record"},
+		{writefence.EpochRegressedError{Op: "push", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "a", Floor: true, Absent: true},
+			"writefence: epoch regressed: push at epoch 9 to k refused: the shard's floor holds epoch 7 by a, found no record"},
+		{writefence.EpochRegressedError{Op: "collect", Key: "k", Seen: 7, SeenWriter: "a", Found: 5, FoundWriter: "b"},
+			"writefence: epoch regressed: collect of k refused: saw epoch 7 by a, found epoch 5 by b"},
+		{writefence.EpochRegressedError{Op: "lease acquire", Key: "k", Seen: 3, SeenWriter: "h", Found: 1, FoundWriter: "h\n2"},
+			`writefence: epoch regressed: lease acquire of k refused: saw term 3 by h, found term 1 by h\n2`},
+		{writefence.EpochRegressedError{Op: "settle", Key: "k", Epoch: 6, Seen: 7, SeenWriter: "a"},
+			"writefence: epoch regressed: settle at epoch 6 to k refused: saw epoch 7 by a, found a record whose epoch cannot be read"},
+	} {
+		assert.Equal(t, tt.want, tt.err.Error())
+		assert.ErrorIs(t, &tt.err, writefence.ErrEpochRegressed)
+	}
+}

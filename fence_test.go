@@ -18,7 +18,6 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
-	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -300,67 +299,10 @@ func TestSteadyStateOneRoundTrip(t *testing.T) {
 	requireLatest(t, f, 200, "b", "y")
 }
 
-func TestPushFrom(t *testing.T) {
-	ctx := context.Background()
-	f := &writefence.Fence{Store: &writefence.MemStore{}}
-	epoch, err := f.PushFrom(ctx, writefence.StaticEpochSource(4), "wal", "0", "a", []byte("x"))
-	require.NoError(t, err)
-	assert.Equal(t, uint64(4), epoch)
-	requireLatest(t, f, 4, "a", "x")
-
-	_, err = f.PushFrom(ctx, writefence.StaticEpochSource(4), "wal", "0", "b", []byte("y"))
-	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
-
-	_, err = f.PushFrom(ctx, writefence.StaticEpochSource(0), "wal", "0", "a", []byte("x"))
-	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
-
-	errNoLease := errors.New("lease not held")
-	src := epochFunc(func(context.Context, string, string) (uint64, error) { return 0, errNoLease })
-	_, err = f.PushFrom(ctx, src, "wal", "0", "a", []byte("x"))
-	require.ErrorIs(t, err, errNoLease)
-	_, err = f.PushFrom(ctx, nil, "wal", "0", "a", []byte("x"))
-	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
-	requireLatest(t, f, 4, "a", "x")
-}
-
-func TestEscape(t *testing.T) {
-	cases := map[string]string{
-		"plain/v1":       "plain/v1",
-		"line\nforged":   `line\nforged`,
-		"\x1b[31mred":    `\x1b[31mred`,
-		"nul\x00":        `nul\x00`,
-		"bad\xffutf8":    `bad\xffutf8`,
-		`quote"back\`:    `quote\"back\\`,
-		"é ok":           "é ok",
-		"\u202eoverride": `\u202eoverride`,
-	}
-	for in, want := range cases {
-		assert.Equal(t, want, escape.String(in))
-	}
-	long := escape.String(strings.Repeat("a", 10<<10))
-	assert.Equal(t, strings.Repeat("a", 256)+"...(10240 bytes)", long)
-}
-
 const (
 	timeout = 10 * time.Second
 	tick    = time.Millisecond
 )
-
-// TestNestedPrefixRefused: a prefix that would reach into another Fence's
-// keys (its shard, blob or reserved space) is refused before any I/O, as
-// one that does not end in "/" (promise 28).
-func TestNestedPrefixRefused(t *testing.T) {
-	mem := &writefence.MemStore{}
-	for _, prefix := range []string{"a/b/", "a/s/", "x/_lease/", "a"} {
-		f := &writefence.Fence{Store: mem, Prefix: prefix}
-		err := f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
-		require.ErrorIs(t, err, writefence.ErrInvalidArgument, "%q", prefix)
-		_, err = f.Collect(t.Context(), "wal", "0", writefence.GCOptions{})
-		require.ErrorIs(t, err, writefence.ErrInvalidArgument, "%q", prefix)
-	}
-	assert.Empty(t, testserver.Keys(t, mem), "nothing written")
-	require.NoError(t, (&writefence.Fence{Store: mem, Prefix: "a/c/"}).Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
-}
 
 // TestPushOverDamagedPayload: a record whose payload was damaged past its
 // intact header, on each class of store (see the package documentation,
