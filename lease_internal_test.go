@@ -102,22 +102,6 @@ func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
 	assert.Equal(t, v, v2)
 }
 
-func TestLeaseInvalid(t *testing.T) {
-	store := &MemStore{}
-	for name, l := range map[string]*Lease{
-		"fence":  {Name: "n", Holder: "h", TTL: time.Second},
-		"store":  {Fence: &Fence{}, Name: "n", Holder: "h", TTL: time.Second},
-		"holder": {Fence: &Fence{Store: store}, Name: "n", TTL: time.Second},
-		"long":   {Fence: &Fence{Store: store}, Name: "n", Holder: strings.Repeat("h", record.MaxWriterLen+1), TTL: time.Second},
-		"ttl":    {Fence: &Fence{Store: store}, Name: "n", Holder: "h"},
-		"name":   {Fence: &Fence{Store: store}, Holder: "h", TTL: time.Second},
-	} {
-		_, err := l.Acquire(t.Context())
-		assert.ErrorIs(t, err, ErrInvalidArgument, name)
-	}
-	assert.Empty(t, testserver.Keys(t, store))
-}
-
 // TestLeaseTakeover walks one lease through its life: held, refused to
 // others, renewed, expired, taken over, lost.
 func TestLeaseTakeover(t *testing.T) {

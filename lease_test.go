@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
+	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
 
@@ -296,4 +299,20 @@ func TestLeaseKit(t *testing.T) {
 			Resign:  func(t *testing.T) { require.NoError(t, leader.Release(t.Context())) },
 		}
 	}, &writefencetest.SourceOptions{Bubble: true})
+}
+
+func TestLeaseInvalid(t *testing.T) {
+	store := &writefence.MemStore{}
+	for name, l := range map[string]*writefence.Lease{
+		"fence":  {Name: "n", Holder: "h", TTL: time.Second},
+		"store":  {Fence: &writefence.Fence{}, Name: "n", Holder: "h", TTL: time.Second},
+		"holder": {Fence: &writefence.Fence{Store: store}, Name: "n", TTL: time.Second},
+		"long":   {Fence: &writefence.Fence{Store: store}, Name: "n", Holder: strings.Repeat("h", record.MaxWriterLen+1), TTL: time.Second},
+		"ttl":    {Fence: &writefence.Fence{Store: store}, Name: "n", Holder: "h"},
+		"name":   {Fence: &writefence.Fence{Store: store}, Holder: "h", TTL: time.Second},
+	} {
+		_, err := l.Acquire(t.Context())
+		assert.ErrorIs(t, err, writefence.ErrInvalidArgument, name)
+	}
+	assert.Empty(t, testserver.Keys(t, store))
 }
