@@ -31,6 +31,8 @@ func mustKey(t testing.TB, plugin, shard string) string {
 	return key
 }
 
+// requireLatest checks that shard wal/0, read through f (whose Prefix
+// applies), holds payload by writer at epoch.
 func requireLatest(t testing.TB, f *writefence.Fence, epoch uint64, writer, payload string) {
 	t.Helper()
 	e, w, p, err := f.Latest(context.Background(), "wal", "0")

@@ -1401,17 +1401,8 @@ func TestValkeyDamagedBrandIsFinal(t *testing.T) {
 		assert.Equal(t, keys.Brand(prefix), ce.Key)
 		assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "the store refused the write in its atomic step: nothing landed, and the outcome is known")
 		assert.Equal(t, int64(1), writes.Load(), "a refusal in the write's own step is final: one attempt")
-		requireLatestPrefixed(t, admin, 1, "a", "one")
+		requireLatest(t, admin, 1, "a", "one")
 	})
-}
-
-func requireLatestPrefixed(t *testing.T, f *writefence.Fence, epoch uint64, writer, payload string) {
-	t.Helper()
-	e, w, p, err := f.Latest(context.Background(), "wal", "0")
-	require.NoError(t, err)
-	assert.Equal(t, epoch, e)
-	assert.Equal(t, writer, w)
-	assert.Equal(t, payload, string(p))
 }
 
 // TestBrandValkeyOtherFailures: on Valkey, a brand key of the wrong type and
