@@ -2399,13 +2399,8 @@ func TestValkeyClusterFailover(t *testing.T) {
 					both := []string{p.Addr, r.Addr}
 					aStore := newStore(testserver.ValkeyClusterClient(t, both), testAckTimeout)
 					a := &writefence.Fence{Store: aStore}
-					var pushes []valkeyPush
-					push := func(f *writefence.Fence, writer string, epoch uint64) error {
-						err := f.Push(ctx, "wal", "0", writer, epoch, fmt.Appendf(nil, "%s at %d", writer, epoch))
-						pushes = append(pushes, valkeyPush{writer, epoch, err})
-						t.Logf("push by %s at epoch %d: %v", writer, epoch, err)
-						return err
-					}
+					pushes := &valkeyPushes{t: t}
+					push := pushes.push
 					caughtUp := func() bool {
 						return infoField(t, r.Client, "replication", "slave_repl_offset") == infoField(t, p.Client, "replication", "master_repl_offset")
 					}
@@ -2450,34 +2445,13 @@ func TestValkeyClusterFailover(t *testing.T) {
 					reader := &writefence.Fence{Store: newValkeyStore(testserver.ValkeyClusterClient(t, []string{r.Addr}), script)}
 					epoch, writer, _, err := reader.Latest(ctx, "wal", "0")
 					require.NoError(t, err)
-					var lost []valkeyPush
-					landed := map[uint64]int{}
-					for _, p := range pushes {
-						if p.err != nil {
-							continue
-						}
-						landed[p.epoch]++
-						if p.epoch > epoch || p.epoch == epoch && p.writer != writer {
-							lost = append(lost, p)
-						}
-					}
-					t.Logf("after the failover: epoch %d by %s; lost: %v", epoch, writer, lost)
-					switch {
-					case !forced:
+					if !forced {
+						lost, _ := pushes.lost(epoch, writer)
 						assert.Empty(t, lost, "no push that returned nil is lost")
 						assert.Equal(t, uint64(3), epoch)
-					case !wait:
-						require.NoError(t, errA)
-						require.NoError(t, errRetry)
-						assert.Equal(t, []valkeyPush{{"a", 2, nil}, {"a", 2, nil}}, lost, "the documented failure: an acknowledged push is lost")
-						assert.Equal(t, 3, landed[2], "and a second push at epoch 2 returned nil too")
-					default:
-						require.ErrorIs(t, errA, writefence.ErrOutcomeUnknown)
-						assert.NotErrorIs(t, errA, writefence.ErrConflict)
-						require.ErrorIs(t, errRetry, writefence.ErrOutcomeUnknown, "a retry reading the record only the old primary holds")
-						assert.Empty(t, lost, "no push that returned nil is lost")
-						assert.Equal(t, 1, landed[2], "one push at epoch 2 returned nil")
+						return
 					}
+					pushes.requireOutcome(epoch, writer, wait, errA, errRetry, "the old primary")
 				})
 			})
 		}
@@ -2754,6 +2728,64 @@ type valkeyPush struct {
 	err    error
 }
 
+// valkeyPushes records the pushes of a failover test, in order.
+type valkeyPushes struct {
+	t    *testing.T
+	list []valkeyPush
+}
+
+// push pushes "writer at epoch" to shard wal/0 through f and records it.
+func (ps *valkeyPushes) push(f *writefence.Fence, writer string, epoch uint64) error {
+	err := f.Push(context.Background(), "wal", "0", writer, epoch, fmt.Appendf(nil, "%s at %d", writer, epoch))
+	ps.list = append(ps.list, valkeyPush{writer, epoch, err})
+	ps.t.Logf("push by %s at epoch %d: %v", writer, epoch, err)
+	return err
+}
+
+// lost returns the pushes that returned nil and that the record read after
+// the failover, epoch by writer, does not hold, and how many pushes
+// returned nil at each epoch.
+func (ps *valkeyPushes) lost(epoch uint64, writer string) (lost []valkeyPush, landed map[uint64]int) {
+	landed = map[uint64]int{}
+	for _, p := range ps.list {
+		if p.err != nil {
+			continue
+		}
+		landed[p.epoch]++
+		if p.epoch > epoch || p.epoch == epoch && p.writer != writer {
+			lost = append(lost, p)
+		}
+	}
+	ps.t.Logf("after the failover: epoch %d by %s; lost: %v", epoch, writer, lost)
+	return lost, landed
+}
+
+// requireOutcome checks a failover in which a's push at epoch 2 (errA) and
+// its retry from another connection (errRetry) met a replication outage,
+// and b pushed at epoch 2 on the promoted replica, which then held the
+// record epoch by writer. Without wait, the documented failure of
+// asynchronous replication: both returned nil and are lost, and b's push
+// returned nil too. With WaitReplicas, both report an unknown outcome (the
+// retry reads the record only holder has) and no push that returned nil is
+// lost.
+func (ps *valkeyPushes) requireOutcome(epoch uint64, writer string, wait bool, errA, errRetry error, holder string) {
+	t := ps.t
+	t.Helper()
+	lost, landed := ps.lost(epoch, writer)
+	if !wait {
+		require.NoError(t, errA)
+		require.NoError(t, errRetry)
+		assert.Equal(t, []valkeyPush{{"a", 2, nil}, {"a", 2, nil}}, lost, "the documented failure: an acknowledged push is lost")
+		assert.Equal(t, 3, landed[2], "and a second push at epoch 2 returned nil too")
+		return
+	}
+	require.ErrorIs(t, errA, writefence.ErrOutcomeUnknown)
+	assert.NotErrorIs(t, errA, writefence.ErrConflict)
+	require.ErrorIs(t, errRetry, writefence.ErrOutcomeUnknown, "a retry reading the record only %s holds", holder)
+	assert.Empty(t, lost, "no push that returned nil is lost")
+	assert.Equal(t, 1, landed[2], "one push at epoch 2 returned nil")
+}
+
 // TestValkeyFailover: a push during a replication outage, then the replica
 // promoted. Without WaitReplicas the acknowledged push is lost and a second
 // push at the same epoch also returns nil: the documented failure of
@@ -2782,13 +2814,8 @@ func TestValkeyFailover(t *testing.T) {
 				}
 				key, err := keys.Shard("", "wal", "0")
 				require.NoError(t, err)
-				var pushes []valkeyPush
-				push := func(f *writefence.Fence, writer string, epoch uint64) error {
-					err := f.Push(ctx, "wal", "0", writer, epoch, fmt.Appendf(nil, "%s at %d", writer, epoch))
-					pushes = append(pushes, valkeyPush{writer, epoch, err})
-					t.Logf("push by %s at epoch %d: %v", writer, epoch, err)
-					return err
-				}
+				pushes := &valkeyPushes{t: t}
+				push := pushes.push
 
 				aStore := newStore(primary, wait)
 				aStore.WaitTimeout = testAckTimeout
@@ -2828,30 +2855,7 @@ func TestValkeyFailover(t *testing.T) {
 
 				epoch, writer, _, err := b.Latest(ctx, "wal", "0")
 				require.NoError(t, err)
-				var lost []valkeyPush
-				landed := map[uint64]int{}
-				for _, p := range pushes {
-					if p.err != nil {
-						continue
-					}
-					landed[p.epoch]++
-					if p.epoch > epoch || p.epoch == epoch && p.writer != writer {
-						lost = append(lost, p)
-					}
-				}
-				t.Logf("after the failover: epoch %d by %s; lost: %v", epoch, writer, lost)
-				if !wait {
-					require.NoError(t, errA)
-					require.NoError(t, errRetry)
-					assert.Equal(t, []valkeyPush{{"a", 2, nil}, {"a", 2, nil}}, lost, "the documented failure: an acknowledged push is lost")
-					assert.Equal(t, 3, landed[2], "and a second push at epoch 2 returned nil too")
-					return
-				}
-				require.ErrorIs(t, errA, writefence.ErrOutcomeUnknown)
-				assert.NotErrorIs(t, errA, writefence.ErrConflict)
-				require.ErrorIs(t, errRetry, writefence.ErrOutcomeUnknown, "a retry reading the record only the primary holds")
-				assert.Empty(t, lost, "no push that returned nil is lost")
-				assert.Equal(t, 1, landed[2], "one push at epoch 2 returned nil")
+				pushes.requireOutcome(epoch, writer, wait, errA, errRetry, "the primary")
 			})
 		})
 	}
