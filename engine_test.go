@@ -431,6 +431,24 @@ func TestUnknownOutcomeIsOneError(t *testing.T) {
 // landed. These tests attack that rule: a record set back to those bytes,
 // a record read as a head, a seal and a settle whose replies were lost.
 
+// strayScene returns a MemStore on a fake clock and a Fence over it, on
+// which writer a committed blob one at epoch 1 and then uploaded, at epoch
+// 2, blob two and a stray blob it never commits, both two hours old: a
+// Collect with an hour's grace raises the record's horizon over the stray
+// and deletes it.
+func strayScene(t *testing.T) (mem *writefence.MemStore, other *writefence.Fence, one, two, stray writefence.BlobRef) {
+	t.Helper()
+	clock := &fakeclock.Clock{}
+	mem = &writefence.MemStore{Clock: clock.Now}
+	other = &writefence.Fence{Store: mem}
+	one = putBlob(t, other, "a", 1, "one")
+	require.NoError(t, other.Commit(t.Context(), "wal", "0", "a", 1, appendBlob(one)))
+	two = putBlob(t, other, "a", 2, "two")
+	stray = putBlob(t, other, "a", 2, "stray")
+	clock.Advance(2 * time.Hour)
+	return mem, other, one, two, stray
+}
+
 // Promise 29: a write whose reply was lost, then another writer's write
 // that this Fence sees, then the record set back to exactly what the
 // call sent (a restore): the retry finds its own bytes, but below what
@@ -450,14 +468,7 @@ func TestPromise29_LostReplyThenSetBackToThisCallsBytes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			clock := &fakeclock.Clock{}
-			mem := &writefence.MemStore{Clock: clock.Now}
-			other := &writefence.Fence{Store: mem}
-			ref1 := putBlob(t, other, "a", 1, "one")
-			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
-			ref2 := putBlob(t, other, "a", 2, "two")
-			putBlob(t, other, "a", 2, "stray")
-			clock.Advance(2 * time.Hour)
+			mem, other, _, ref2, _ := strayScene(t)
 			key := mustKey(t, "wal", "0")
 
 			var f *writefence.Fence
@@ -695,14 +706,7 @@ func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
 	} {
 		t.Run(fail.name+"/commit", func(t *testing.T) {
 			ctx := t.Context()
-			clock := &fakeclock.Clock{}
-			mem := &writefence.MemStore{Clock: clock.Now}
-			other := &writefence.Fence{Store: mem}
-			ref1 := putBlob(t, other, "a", 1, "one")
-			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
-			ref2 := putBlob(t, other, "a", 2, "two")
-			stray := putBlob(t, other, "a", 2, "stray") // never committed: Collect raises the horizon over it
-			clock.Advance(2 * time.Hour)
+			mem, other, ref1, ref2, stray := strayScene(t)
 
 			var collected writefence.GCReport
 			store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: fail.err, between: func() {
