@@ -49,6 +49,21 @@ func setBack(t *testing.T, s writefence.ConditionalStore, key string, data []byt
 	return nv
 }
 
+// setBackOnRead returns ctx with a hook that sets the record at key back
+// to data (setBack) right before the nth read of key made under it, and
+// the count of those reads.
+func setBackOnRead(ctx context.Context, t *testing.T, s writefence.ConditionalStore, key string, data []byte, n int) (context.Context, *int) {
+	reads := new(int)
+	return hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
+		if k == key {
+			if *reads++; *reads == n {
+				setBack(t, s, key, data)
+			}
+		}
+		return nil
+	}}), reads
+}
+
 // bytesAt returns what s holds at key.
 func bytesAt(t *testing.T, s writefence.ConditionalStore, key string) []byte {
 	t.Helper()
@@ -309,15 +324,7 @@ func TestCollectChecksTenure(t *testing.T) {
 
 			// ...unless the record is set back, which makes it a's to
 			// commit again, between Collect's read and its deletes.
-			reads := 0
-			hctx := hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
-				if k == key {
-					if reads++; reads == 2 {
-						setBack(t, s, key, committed)
-					}
-				}
-				return nil
-			}})
+			hctx, _ := setBackOnRead(ctx, t, s, key, committed, 2)
 			gc := &writefence.Fence{Store: s}
 			report, err := gc.Collect(hctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
@@ -337,15 +344,7 @@ func TestCollectChecksTenure(t *testing.T) {
 
 			// RecordGone: the record written again before the deletes.
 			require.NoError(t, s.Delete(ctx, key))
-			reads = 0
-			hctx = hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
-				if k == key {
-					if reads++; reads == 2 {
-						setBack(t, s, key, committed)
-					}
-				}
-				return nil
-			}})
+			hctx, _ = setBackOnRead(ctx, t, s, key, committed, 2)
 			report, err = (&writefence.Fence{Store: s}).Collect(hctx, "wal", "0", writefence.GCOptions{RecordGone: true})
 			require.ErrorIs(t, err, writefence.ErrInvalidArgument)
 			assert.Empty(t, report.Deleted)
@@ -387,19 +386,11 @@ func TestCollectChecksTenureBeforeEachBatch(t *testing.T) {
 			// The record's reads: Collect's first, then one before each
 			// batch. It is set back to a's record, whose writer may commit
 			// the blobs again, right before the second batch.
-			reads := 0
-			hctx := hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
-				if k == key {
-					if reads++; reads == 3 {
-						setBack(t, s, key, committed)
-					}
-				}
-				return nil
-			}})
+			hctx, reads := setBackOnRead(ctx, t, s, key, committed, 3)
 			report, err := (&writefence.Fence{Store: s}).Collect(hctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
 			assert.Len(t, report.Deleted, c.batch, "the first batch, deleted before the record was set back")
-			assert.Equal(t, 3, reads, "the record read, then read again before each of two batches")
+			assert.Equal(t, 3, *reads, "the record read, then read again before each of two batches")
 			space, err := keys.Blobs("", "wal", "0")
 			require.NoError(t, err)
 			left := 0
