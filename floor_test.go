@@ -449,18 +449,9 @@ func TestRegressionUnderDelete(t *testing.T) {
 			f := &writefence.Fence{Store: s, RetryDelay: time.Microsecond, MaxAttempts: 100}
 			key := mustKey(t, "wal", "0")
 			push := func(base uint64) []error {
-				start := make(chan struct{})
-				out := make([]error, writers)
-				var wg sync.WaitGroup
-				for w := range writers {
-					wg.Go(func() {
-						<-start
-						out[w] = f.Push(ctx, "wal", "0", "w", base+uint64(w), []byte("x"))
-					})
-				}
-				close(start)
-				wg.Wait()
-				return out
+				return together(writers, func(w int) error {
+					return f.Push(ctx, "wal", "0", "w", base+uint64(w), []byte("x"))
+				})
 			}
 			for _, err := range push(1) {
 				if err != nil {

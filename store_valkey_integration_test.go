@@ -1793,18 +1793,10 @@ func TestValkeyFenceSameEpochRace(t *testing.T) {
 
 		var landed, stale, other int
 		for round := uint64(1); round <= rounds; round++ {
-			errs := make([]error, writers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Go(func() {
-					<-start
-					payload := fmt.Appendf(nil, "round %d writer %d", round, w)
-					errs[w] = fence.Push(ctx, "race", "shard", fmt.Sprintf("writer-%d", w), round, payload)
-				})
-			}
-			close(start)
-			wg.Wait()
+			errs := together(writers, func(w int) error {
+				payload := fmt.Appendf(nil, "round %d writer %d", round, w)
+				return fence.Push(ctx, "race", "shard", fmt.Sprintf("writer-%d", w), round, payload)
+			})
 
 			nils := 0
 			for w, err := range errs {
@@ -2064,18 +2056,10 @@ func TestValkeyClusterFenceRace(t *testing.T) {
 			fences[w] = &writefence.Fence{Store: newValkeyStore(cc, script), Prefix: prefix + map[bool]string{false: "watch/", true: "script/"}[script]}
 		}
 		for round := uint64(1); round <= rounds; round++ {
-			errs := make([]error, writers*shards)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range errs {
-				wg.Go(func() {
-					<-start
-					w, shard := i%writers, strconv.Itoa(i/writers)
-					errs[i] = fences[w].Push(ctx, "race", shard, fmt.Sprintf("writer-%d", w), round, fmt.Appendf(nil, "round %d writer %d", round, w))
-				})
-			}
-			close(start)
-			wg.Wait()
+			errs := together(writers*shards, func(i int) error {
+				w, shard := i%writers, strconv.Itoa(i/writers)
+				return fences[w].Push(ctx, "race", shard, fmt.Sprintf("writer-%d", w), round, fmt.Appendf(nil, "round %d writer %d", round, w))
+			})
 			for shard := range shards {
 				nils := 0
 				for w := range writers {
@@ -2308,17 +2292,9 @@ func TestValkeyClusterMigrationRace(t *testing.T) {
 		race := func(phase string) {
 			t.Helper()
 			round++
-			errs := make([]error, writers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Go(func() {
-					<-start
-					errs[w] = fences[w].Push(ctx, "wal", shard, fmt.Sprintf("w%d", w), round, fmt.Appendf(nil, "round %d by %d", round, w))
-				})
-			}
-			close(start)
-			wg.Wait()
+			errs := together(writers, func(w int) error {
+				return fences[w].Push(ctx, "wal", shard, fmt.Sprintf("w%d", w), round, fmt.Appendf(nil, "round %d by %d", round, w))
+			})
 			nils := 0
 			for w, err := range errs {
 				switch {
