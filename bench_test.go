@@ -61,12 +61,3 @@ func sum(h hash.Hash, p []byte) {
 	h.Write(p)
 	_ = h.Sum(nil)
 }
-
-// benchPayload returns n bytes of a pattern.
-func benchPayload(n int) []byte {
-	p := make([]byte, n)
-	for i := range p {
-		p[i] = byte(i*31 + 7)
-	}
-	return p
-}

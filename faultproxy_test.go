@@ -565,13 +565,3 @@ func (s *recordingServer) received(req string) bool {
 	defer s.mu.Unlock()
 	return s.seen[req]
 }
-
-// dropReplyWhen makes the proxy drop the reply of every request for which
-// match (given the request's first bytes) reports true, calling then in
-// between: the request has reached the server and been answered, and the
-// client has not yet seen its connection reset.
-func (p *faultProxy) dropReplyWhen(match func(req []byte) bool, then func()) {
-	p.mu.Lock()
-	p.dropWhen, p.then = match, then
-	p.mu.Unlock()
-}

@@ -85,6 +85,16 @@ func eachValkeyStore(t *testing.T, f func(t *testing.T, c *redis.Client, store *
 	})
 }
 
+// benchPayload returns n bytes of a pattern: the benchmarks' payloads,
+// and data of many sizes here.
+func benchPayload(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*31 + 7)
+	}
+	return p
+}
+
 // valkeyRawValue is a value in the store's layout: "WFV2", the SHA-1 in
 // hex of the rest of the value's first 3900 bytes and of its last 100
 // past those, the token, the data's length and CRC-32C in hex, the data.
