@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,20 +18,7 @@ import (
 // list of the writefence.op attribute name every op an Observer can see,
 // quoted as the engine writes it, and name no other.
 func TestEveryOpIsDocumented(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "engine.go", nil, parser.ParseComments)
-	require.NoError(t, err)
-	var doc string
-	ast.Inspect(f, func(n ast.Node) bool {
-		if g, ok := n.(*ast.GenDecl); ok && g.Tok == token.TYPE {
-			for _, s := range g.Specs {
-				if s.(*ast.TypeSpec).Name.Name == "WriteEvent" && g.Doc != nil {
-					doc = g.Doc.Text()
-				}
-			}
-		}
-		return true
-	})
+	doc := typeDoc(t, "WriteEvent")
 	require.NotEmpty(t, doc, "WriteEvent's doc comment")
 	otel, err := os.ReadFile("otelobserver/otelobserver.go")
 	require.NoError(t, err)
@@ -54,4 +42,30 @@ func TestEveryOpIsDocumented(t *testing.T) {
 		}
 		assert.Contains(t, ops, field, "WriteEvent's doc names %q, which is no op", field)
 	}
+}
+
+// typeDoc returns the doc comment of the package's type name, in whichever
+// of the package's files declares it.
+func typeDoc(t *testing.T, name string) string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	var doc string
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ParseComments)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.TYPE && g.Doc != nil {
+				for _, s := range g.Specs {
+					if s.(*ast.TypeSpec).Name.Name == name {
+						doc = g.Doc.Text()
+					}
+				}
+			}
+		}
+	}
+	return doc
 }
