@@ -1,11 +1,7 @@
 package writefence
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,30 +38,4 @@ func TestEveryOpIsDocumented(t *testing.T) {
 		}
 		assert.Contains(t, ops, field, "WriteEvent's doc names %q, which is no op", field)
 	}
-}
-
-// typeDoc returns the doc comment of the package's type name, in whichever
-// of the package's files declares it.
-func typeDoc(t *testing.T, name string) string {
-	t.Helper()
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	var doc string
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ParseComments)
-		require.NoError(t, err)
-		for _, d := range f.Decls {
-			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.TYPE && g.Doc != nil {
-				for _, s := range g.Specs {
-					if s.(*ast.TypeSpec).Name.Name == name {
-						doc = g.Doc.Text()
-					}
-				}
-			}
-		}
-	}
-	return doc
 }
