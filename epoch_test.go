@@ -332,28 +332,26 @@ func TestTermSourceKit(t *testing.T) {
 // epoch of its term hands out no epoch from a record deleted since, and
 // ends nothing: after Forget it starts over.
 func TestTermSourceRecordLost(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s}
-			term := func(context.Context) (uint64, error) { return 7, nil }
-			src := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
-			for range 3 {
-				_, err := f.PushFrom(ctx, src, "wal", "0", "w", []byte("x"))
-				require.NoError(t, err)
-			}
-			require.NoError(t, s.Delete(ctx, mustKey(t, "wal", "0")))
-
-			again := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
-			_, err := again.Epoch(ctx, "wal", "0")
-			requireRegressed(t, err, writefence.EpochRegressedError{Op: "term source", Key: mustKey(t, "wal", "0"), Seen: 7<<32 | 3, SeenWriter: "w", Absent: true})
-			assert.NotErrorIs(t, err, writefence.ErrTermEnded)
-			require.NoError(t, f.Forget("wal", "0"))
-			e, err := again.Epoch(ctx, "wal", "0")
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s}
+		term := func(context.Context) (uint64, error) { return 7, nil }
+		src := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
+		for range 3 {
+			_, err := f.PushFrom(ctx, src, "wal", "0", "w", []byte("x"))
 			require.NoError(t, err)
-			assert.Equal(t, uint64(7<<32|1), e)
-		})
-	}
+		}
+		require.NoError(t, s.Delete(ctx, mustKey(t, "wal", "0")))
+
+		again := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
+		_, err := again.Epoch(ctx, "wal", "0")
+		requireRegressed(t, err, writefence.EpochRegressedError{Op: "term source", Key: mustKey(t, "wal", "0"), Seen: 7<<32 | 3, SeenWriter: "w", Absent: true})
+		assert.NotErrorIs(t, err, writefence.ErrTermEnded)
+		require.NoError(t, f.Forget("wal", "0"))
+		e, err := again.Epoch(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(7<<32|1), e)
+	})
 }
 
 func TestPushFrom(t *testing.T) {

@@ -181,63 +181,61 @@ func TestPromise16_RenewThatReadsATakeoverEndsTheLease(t *testing.T) {
 // TestLeaseRecordLost: a lease record deleted or set back under the Lease
 // that held it.
 func TestLeaseRecordLost(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s}
-			key, err := keys.Lease("", "L")
-			require.NoError(t, err)
-			l := &writefence.Lease{Fence: f, Name: "L", Holder: "h1", TTL: time.Minute}
-			term, err := l.Acquire(ctx)
-			require.NoError(t, err)
-			require.Equal(t, uint64(1), term)
-			first := bytesAt(t, s, key)
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s}
+		key, err := keys.Lease("", "L")
+		require.NoError(t, err)
+		l := &writefence.Lease{Fence: f, Name: "L", Holder: "h1", TTL: time.Minute}
+		term, err := l.Acquire(ctx)
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), term)
+		first := bytesAt(t, s, key)
 
-			// Deleted while held: the renewal reports the lease lost, and
-			// regressed.
-			require.NoError(t, s.Delete(ctx, key))
-			err = l.Renew(ctx)
-			var lost *writefence.LeaseLostError
-			require.ErrorAs(t, err, &lost)
-			assert.ErrorIs(t, err, writefence.ErrLeaseLost)
-			assert.ErrorIs(t, err, writefence.ErrEpochRegressed)
-			assert.Equal(t, "writefence: lease L: term 1: the record is gone: writefence: lease lost", err.Error())
-			_, err = l.Epoch(ctx, "wal", "0")
-			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+		// Deleted while held: the renewal reports the lease lost, and
+		// regressed.
+		require.NoError(t, s.Delete(ctx, key))
+		err = l.Renew(ctx)
+		var lost *writefence.LeaseLostError
+		require.ErrorAs(t, err, &lost)
+		assert.ErrorIs(t, err, writefence.ErrLeaseLost)
+		assert.ErrorIs(t, err, writefence.ErrEpochRegressed)
+		assert.Equal(t, "writefence: lease L: term 1: the record is gone: writefence: lease lost", err.Error())
+		_, err = l.Epoch(ctx, "wal", "0")
+		require.ErrorIs(t, err, writefence.ErrEpochRegressed)
 
-			// The Lease that held term 1 will not take term 1 again.
-			_, err = l.Acquire(ctx)
-			requireRegressed(t, errors.Unwrap(err), writefence.EpochRegressedError{Op: "lease acquire", Key: key, Seen: 1, SeenWriter: "h1", Absent: true})
-			assert.Equal(t, "writefence: lease L: acquire: epoch regressed: lease acquire of "+key+" refused: saw term 1 by h1, found no record", err.Error())
-			_, _, err = s.Get(ctx, key)
-			require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
+		// The Lease that held term 1 will not take term 1 again.
+		_, err = l.Acquire(ctx)
+		requireRegressed(t, errors.Unwrap(err), writefence.EpochRegressedError{Op: "lease acquire", Key: key, Seen: 1, SeenWriter: "h1", Absent: true})
+		assert.Equal(t, "writefence: lease L: acquire: epoch regressed: lease acquire of "+key+" refused: saw term 1 by h1, found no record", err.Error())
+		_, _, err = s.Get(ctx, key)
+		require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
 
-			// The operator settles the absent record at the highest term
-			// granted; the next acquisition takes the term after it.
-			op := &writefence.Lease{Fence: &writefence.Fence{Store: s}, Name: "L", Holder: "operator", TTL: time.Minute}
-			require.ErrorIs(t, op.Settle(ctx, "v0", 1), writefence.ErrNotFound)
-			require.NoError(t, op.Settle(ctx, "", 1))
-			require.NoError(t, op.Settle(ctx, "", 1), "the settle run again once it landed")
-			require.ErrorIs(t, op.Settle(ctx, "", 2), writefence.ErrConflict, "a record exists")
-			term, err = l.Acquire(ctx)
-			require.NoError(t, err)
-			require.Equal(t, uint64(2), term)
+		// The operator settles the absent record at the highest term
+		// granted; the next acquisition takes the term after it.
+		op := &writefence.Lease{Fence: &writefence.Fence{Store: s}, Name: "L", Holder: "operator", TTL: time.Minute}
+		require.ErrorIs(t, op.Settle(ctx, "v0", 1), writefence.ErrNotFound)
+		require.NoError(t, op.Settle(ctx, "", 1))
+		require.NoError(t, op.Settle(ctx, "", 1), "the settle run again once it landed")
+		require.ErrorIs(t, op.Settle(ctx, "", 2), writefence.ErrConflict, "a record exists")
+		term, err = l.Acquire(ctx)
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), term)
 
-			// Set back to term 1 while term 2 is held: lost and regressed.
-			setBack(t, s, key, first)
-			err = l.Renew(ctx)
-			require.ErrorIs(t, err, writefence.ErrLeaseLost)
-			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
-			assert.Equal(t, "writefence: lease L: term 2: the record went back to term 1 by h1: writefence: lease lost", err.Error())
-			_, err = l.Acquire(ctx)
-			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+		// Set back to term 1 while term 2 is held: lost and regressed.
+		setBack(t, s, key, first)
+		err = l.Renew(ctx)
+		require.ErrorIs(t, err, writefence.ErrLeaseLost)
+		require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+		assert.Equal(t, "writefence: lease L: term 2: the record went back to term 1 by h1: writefence: lease lost", err.Error())
+		_, err = l.Acquire(ctx)
+		require.ErrorIs(t, err, writefence.ErrEpochRegressed)
 
-			// A takeover is lost, not regressed.
-			taken := &writefence.LeaseLostError{Name: "L", Term: 2, Holder: "h2", NewTerm: 3}
-			assert.NotErrorIs(t, taken, writefence.ErrEpochRegressed)
-			assert.ErrorIs(t, taken, writefence.ErrLeaseLost)
-		})
-	}
+		// A takeover is lost, not regressed.
+		taken := &writefence.LeaseLostError{Name: "L", Term: 2, Holder: "h2", NewTerm: 3}
+		assert.NotErrorIs(t, taken, writefence.ErrEpochRegressed)
+		assert.ErrorIs(t, taken, writefence.ErrLeaseLost)
+	})
 }
 
 // TestLeaseClockOutOfRange: a clock the lease record cannot carry (before
