@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -707,55 +710,6 @@ func flipAt(t *testing.T, mem *writefence.MemStore, at int) {
 	require.NoError(t, err)
 }
 
-// TestSettleKeepsReferences: a settle over a manifest whose payload is
-// damaged keeps the blobs it references, which Inspect shows; Collect
-// then keeps them and readers read them (promise 9). Over damaged
-// references it refuses unless told to drop them, and then the blobs are
-// garbage Collect deletes at once.
-func TestSettleKeepsReferences(t *testing.T) {
-	ctx := t.Context()
-	mem := &writefence.MemStore{}
-	f := &writefence.Fence{Store: mem}
-	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
-	ref := putBlob(t, f, "a", 1, "acknowledged segment")
-	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
-
-	flipAt(t, mem, -1) // the payload's last byte: header and references intact
-	info, err := f.Inspect(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the damaged record's references, as they decode")
-	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 3, Payload: []byte("restored")}))
-	info, err = f.Inspect(ctx, "wal", "0")
-	require.NoError(t, err)
-	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the settle kept them")
-	assert.Equal(t, uint64(3), info.Since, "a settle begins a tenure at its epoch")
-	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
-	require.NoError(t, err)
-	assert.Empty(t, report.Deleted)
-	data, err := readBlob(t, f, ref.Name)
-	require.NoError(t, err)
-	assert.Equal(t, "acknowledged segment", data)
-
-	// Damage in the references: they cannot be read.
-	key := mustKey(t, "wal", "0")
-	raw, _, err := mem.Get(ctx, key)
-	require.NoError(t, err)
-	flipAt(t, mem, len(raw)-len("restored")-3) // inside the last reference's CRC
-	info, err = f.Inspect(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	assert.Nil(t, info.Blobs)
-	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 4, Payload: []byte("again")})
-	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
-	assert.Contains(t, err.Error(), "DropBlobs")
-	_, v, err := mem.Get(ctx, key)
-	require.NoError(t, err)
-	assert.Equal(t, info.Version, v, "refused: nothing written")
-	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 4, Payload: []byte("again"), DropBlobs: true}))
-	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
-	require.NoError(t, err)
-	require.Len(t, report.Deleted, 1, "dropped: garbage behind the settle's horizon, collected at once")
-}
-
 // TestPromise20_CommitChecksAReferenceReplacedInPlace: a commit whose
 // manifest function replaces a reference where it stands (compaction:
 // m.Blobs[i] = merged, as Go code edits a slice it was handed) newly
@@ -1123,4 +1077,181 @@ func TestCollectPastAnUnnameableBlobFile(t *testing.T) {
 	require.NoError(t, kerr)
 	_, serr := store.StatBlob(ctx, doomedKey)
 	assert.ErrorIs(t, serr, writefence.ErrNotFound, "a's uncommitted blob, below b's tenure, is collected (%d deleted; collect: %v)", len(report.Deleted), cerr)
+}
+
+// What the tests of the blob stores share, on the servers and the
+// directory: blobs of a pattern, and the memory a blob's stream takes.
+
+// patternReader yields n bytes of a pattern of its seed, copied as they
+// are read from one table the package holds: a blob of any size costs the
+// test no memory, and little time.
+type patternReader struct {
+	n, off int64
+	seed   byte
+}
+
+// patternPeriod is the period of the pattern, a prime, so that no part
+// size repeats it.
+const patternPeriod = 65521
+
+// patternTable holds two periods, so that a read of up to one period
+// from any offset is one copy.
+var patternTable = func() []byte {
+	t := make([]byte, 2*patternPeriod)
+	for i := range t {
+		o := i % patternPeriod
+		t[i] = byte(o*31 + o>>7)
+	}
+	return t
+}()
+
+func newPattern(n int64, seed byte) *patternReader { return &patternReader{n: n, seed: seed} }
+
+func (r *patternReader) Read(p []byte) (int, error) {
+	if r.off >= r.n {
+		return 0, io.EOF
+	}
+	total := 0
+	for len(p) > 0 && r.off < r.n {
+		start := (r.off + int64(r.seed)*977) % patternPeriod
+		n := copy(p[:min(int64(len(p)), r.n-r.off)], patternTable[start:start+patternPeriod])
+		p = p[n:]
+		r.off += int64(n)
+		total += n
+	}
+	return total, nil
+}
+
+// patternSum returns the CRC-32C of the pattern of n bytes of seed.
+func patternSum(n int64, seed byte) uint32 {
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	_, _ = io.Copy(h, newPattern(n, seed))
+	return h.Sum32()
+}
+
+// readBlobSum reads the blob at key through store to its end and returns
+// its size and CRC-32C, and the info OpenBlob gave.
+func readBlobSum(t *testing.T, store writefence.BlobStore, key string) (int64, uint32, writefence.BlobInfo) {
+	t.Helper()
+	rc, info, err := store.OpenBlob(t.Context(), key)
+	require.NoError(t, err)
+	defer rc.Close()
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	n, err := io.Copy(h, rc)
+	require.NoError(t, err)
+	return n, h.Sum32(), info
+}
+
+// listBlobs returns what ListBlobs gives under prefix, by key, failing the
+// test if a key comes twice.
+func listBlobs(t *testing.T, store writefence.BlobStore, prefix string) map[string]writefence.BlobInfo {
+	t.Helper()
+	got := map[string]writefence.BlobInfo{}
+	require.NoError(t, store.ListBlobs(t.Context(), prefix, func(b writefence.BlobInfo) error {
+		_, dup := got[b.Key]
+		assert.False(t, dup, "%s listed twice", b.Key)
+		got[b.Key] = b
+		return nil
+	}))
+	return got
+}
+
+// heapSample is what the heap holds: its objects, live or not yet swept
+// (what a peak of memory is made of), and the objects the last GC found
+// live (what is retained).
+type heapSample struct{ objects, live uint64 }
+
+// readHeap returns the heap's sample, without stopping the world.
+func readHeap() heapSample {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return heapSample{objects: s[0].Value.Uint64(), live: s[1].Value.Uint64()}
+}
+
+// heapPeak samples the heap every millisecond until stop is called, which
+// returns the largest of each figure sampled.
+func heapPeak() (stop func() heapSample) {
+	done := make(chan struct{})
+	result := make(chan heapSample)
+	go func() {
+		var peak heapSample
+		take := func() {
+			h := readHeap()
+			peak = heapSample{objects: max(peak.objects, h.objects), live: max(peak.live, h.live)}
+		}
+		take()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				take()
+				result <- peak
+				return
+			case <-tick.C:
+				take()
+			}
+		}
+	}()
+	return func() heapSample {
+		close(done)
+		return <-result
+	}
+}
+
+// growth returns how much each figure of peak exceeds base, in MiB.
+func (peak heapSample) growth(base heapSample) (objects, live float64) {
+	grew := func(p, b uint64) float64 { return float64(p-min(p, b)) / (1 << 20) }
+	return grew(peak.objects, base.objects), grew(peak.live, base.live)
+}
+
+// testBlobMemory streams a 40 MiB blob through store's CreateBlob and
+// checks that the bytes allocated meanwhile, by every goroutine (an upper
+// bound on how much the heap can have grown), stay within bound. It logs
+// them and the peak growth of the heap, sampled.
+func testBlobMemory(t *testing.T, store writefence.BlobStore, bound uint64) {
+	const size = 40 << 20
+	key := testserver.UniqueName(t) + "/big"
+	// A first blob warms the client up (connections, caches), so what is
+	// measured is the blob's own cost.
+	_, err := store.CreateBlob(t.Context(), key+"-warm", strings.NewReader("warm"))
+	require.NoError(t, err)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	base := readHeap()
+	stop := heapPeak()
+	info, err := store.CreateBlob(t.Context(), key, newPattern(size, 9))
+	objects, live := stop().growth(base)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	assert.Equal(t, int64(size), info.Size)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a %d MiB blob: %.1f MiB allocated (bound %.1f MiB); at their peaks the heap's objects grew by %.1f MiB, those live at a GC by %.1f MiB",
+		size>>20, float64(allocated)/(1<<20), float64(bound)/(1<<20), objects, live)
+	assert.LessOrEqual(t, allocated, bound, "bytes allocated while streaming the blob")
+
+	n, sum, _ := readBlobSum(t, store, key)
+	assert.Equal(t, int64(size), n)
+	assert.Equal(t, patternSum(size, 9), sum)
+}
+
+// blobNames returns the names, in the shard's blob space, of infos.
+func blobNames(infos []writefence.BlobInfo) []string {
+	var names []string
+	for _, b := range infos {
+		names = append(names, b.Key[strings.LastIndexByte(b.Key, '/')+1:])
+	}
+	slices.Sort(names)
+	return names
+}
+
+// sortedNames returns the names of refs, sorted.
+func sortedNames(refs ...writefence.BlobRef) []string {
+	var names []string
+	for _, r := range refs {
+		names = append(names, r.Name)
+	}
+	slices.Sort(names)
+	return names
 }

@@ -154,7 +154,7 @@ func TestBrandInstallLosesRace(t *testing.T) {
 }
 
 // TestBrandRaceMem races 16 claimers or installers of two identities on an
-// empty MemStore; brand_integration_test.go does the same on real servers.
+// empty MemStore; brand_servers_test.go does the same on real servers.
 func TestBrandRaceMem(t *testing.T) {
 	s := countedByKey(&writefence.MemStore{})
 	for round := range 200 {
@@ -199,17 +199,9 @@ type brandRace struct {
 func raceBrand(t *testing.T, s fakestore.Store, key string) brandRace {
 	t.Helper()
 	ids := [2]string{"brand-a/v1", "brand-b/v1"}
-	errs := make([]error, 16)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Go(func() {
-			<-start
-			errs[i] = claimBrand(t.Context(), &writefence.Fence{Store: s, Identity: ids[i%2], Prefix: strings.TrimSuffix(key, "_brand")})
-		})
-	}
-	close(start)
-	wg.Wait()
+	errs := together(16, func(i int) error {
+		return claimBrand(t.Context(), &writefence.Fence{Store: s, Identity: ids[i%2], Prefix: strings.TrimSuffix(key, "_brand")})
+	})
 
 	var r brandRace
 	r.winner = valueOf(t, s, key)

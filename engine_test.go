@@ -250,37 +250,6 @@ func damagePayload(t *testing.T, s writefence.ConditionalStore) string {
 	return v
 }
 
-// TestSettleNeverLowersAReadableEpoch: a record whose payload is damaged
-// under an intact header still names its epoch; settling below it would
-// let a deposed writer at the old epoch land afterwards.
-func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
-	ctx := t.Context()
-	mem, counting, f := countedFence()
-	require.NoError(t, f.Push(ctx, "wal", "0", "leader", 11, []byte("segment 11")))
-	bad := damagePayload(t, mem)
-
-	info, err := f.Inspect(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	assert.Equal(t, uint64(11), info.Epoch, "Inspect shows the header's epoch")
-	assert.Equal(t, "leader", info.Writer)
-	assert.Equal(t, bad, info.Version)
-
-	puts := counting.Calls(fakestore.Put)
-	for _, epoch := range []uint64{6, 11} {
-		err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: epoch, Payload: []byte("restored")})
-		var se *writefence.StaleEpochError
-		require.ErrorAs(t, err, &se, "settle at %d", epoch)
-		assert.Equal(t, uint64(11), se.RecordedEpoch)
-		assert.Equal(t, "leader", se.RecordedWriter)
-	}
-	assert.Equal(t, puts, counting.Calls(fakestore.Put), "a refused settle writes nothing")
-
-	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: 12, Payload: []byte("restored")}))
-	require.ErrorIs(t, f.Push(ctx, "wal", "0", "leader", 11, []byte("late")), writefence.ErrStaleEpoch,
-		"the deposed writer at the old epoch stays fenced")
-	requireLatest(t, f, 12, "op", "restored")
-}
-
 // TestRefusedWritesAreFinal: a store that refuses a write (another wire
 // identity, damage) is not retried and not reported as an unknown outcome.
 func TestRefusedWritesAreFinal(t *testing.T) {
@@ -388,79 +357,6 @@ func TestCancelAfterUnknownOutcome(t *testing.T) {
 	require.Equal(t, context.Canceled, err)
 }
 
-// TestLeaseClockOutOfRange: a clock the lease record cannot carry (before
-// 1970, after 2262 in Unix nanoseconds) is refused before anything is
-// written.
-func TestLeaseClockOutOfRange(t *testing.T) {
-	for name, now := range map[string]time.Time{
-		"before 1970": time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC),
-		"after 2262":  time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC),
-	} {
-		t.Run(name, func(t *testing.T) {
-			mem := &writefence.MemStore{}
-			l := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "n", Holder: "h", TTL: time.Minute,
-				Clock: func() time.Time { return now }}
-			_, err := l.Acquire(t.Context())
-			var ia *writefence.InvalidArgumentError
-			require.ErrorAs(t, err, &ia)
-			assert.Equal(t, "clock", ia.Arg)
-			keys := 0
-			require.NoError(t, mem.List(t.Context(), "", func(string) error { keys++; return nil }))
-			assert.Zero(t, keys, "nothing written")
-		})
-	}
-}
-
-// TestSettleRefusesAnotherIdentity: a corrupt record whose header names
-// another wire identity is not replaced: the program that settles it does
-// not speak its format.
-func TestSettleRefusesAnotherIdentity(t *testing.T) {
-	ctx := t.Context()
-	mem := &writefence.MemStore{}
-	other := &writefence.Fence{Store: mem, Identity: "other-format/v9"}
-	require.NoError(t, other.Push(ctx, "wal", "0", "them", 5, []byte("their payload")))
-	damagePayload(t, mem)
-	f := &writefence.Fence{Store: mem}
-	info, err := f.Inspect(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	assert.Equal(t, "other-format/v9", info.Identity)
-	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 6, Payload: []byte("ours")})
-	requireWire(t, err, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: defaults.Identity, Found: "other-format/v9"})
-	_, v, err := mem.Get(ctx, mustKey(t, "wal", "0"))
-	require.NoError(t, err)
-	assert.Equal(t, info.Version, v, "nothing written")
-}
-
-// TestSettleRerunOverSameDamage: push at 5, the record emptied, settled at
-// 10, pushed at 20, emptied again: the same settle run again is refused,
-// though the damaged bytes (and, on a store whose versions name bytes,
-// their version) are the same; the epoch never goes from 20 to 10.
-func TestSettleRerunOverSameDamage(t *testing.T) {
-	ctx := t.Context()
-	s := &contentVersioned{}
-	f := &writefence.Fence{Store: s}
-	key := mustKey(t, "wal", "0")
-	require.NoError(t, f.Push(ctx, "wal", "0", "a", 5, []byte("five")))
-	s.raw(key, nil)
-	info, err := f.Inspect(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	settle := writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 10, Payload: []byte("ten"), Floor: 5}
-	require.NoError(t, f.Settle(ctx, "wal", "0", settle))
-	require.NoError(t, f.Push(ctx, "wal", "0", "a", 20, []byte("twenty")))
-	s.raw(key, nil)
-	again, err := f.Inspect(ctx, "wal", "0")
-	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	require.Equal(t, info.Version, again.Version, "the same damage has the same version on this store")
-
-	err = f.Settle(ctx, "wal", "0", settle)
-	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
-	_, v, err := s.Get(ctx, key)
-	require.NoError(t, err)
-	assert.Equal(t, info.Version, v, "nothing written")
-	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 21, Payload: []byte("21"), Floor: 20}))
-	requireLatest(t, f, 21, "op", "21")
-}
-
 // contentVersioned is a store whose version is a hash of the bytes, as S3's
 // ETag is: the same bytes written twice have the same version.
 type contentVersioned struct {
@@ -535,6 +431,24 @@ func TestUnknownOutcomeIsOneError(t *testing.T) {
 // landed. These tests attack that rule: a record set back to those bytes,
 // a record read as a head, a seal and a settle whose replies were lost.
 
+// strayScene returns a MemStore on a fake clock and a Fence over it, on
+// which writer a committed blob one at epoch 1 and then uploaded, at epoch
+// 2, blob two and a stray blob it never commits, both two hours old: a
+// Collect with an hour's grace raises the record's horizon over the stray
+// and deletes it.
+func strayScene(t *testing.T) (mem *writefence.MemStore, other *writefence.Fence, one, two, stray writefence.BlobRef) {
+	t.Helper()
+	clock := &fakeclock.Clock{}
+	mem = &writefence.MemStore{Clock: clock.Now}
+	other = &writefence.Fence{Store: mem}
+	one = putBlob(t, other, "a", 1, "one")
+	require.NoError(t, other.Commit(t.Context(), "wal", "0", "a", 1, appendBlob(one)))
+	two = putBlob(t, other, "a", 2, "two")
+	stray = putBlob(t, other, "a", 2, "stray")
+	clock.Advance(2 * time.Hour)
+	return mem, other, one, two, stray
+}
+
 // Promise 29: a write whose reply was lost, then another writer's write
 // that this Fence sees, then the record set back to exactly what the
 // call sent (a restore): the retry finds its own bytes, but below what
@@ -554,14 +468,7 @@ func TestPromise29_LostReplyThenSetBackToThisCallsBytes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			clock := &fakeclock.Clock{}
-			mem := &writefence.MemStore{Clock: clock.Now}
-			other := &writefence.Fence{Store: mem}
-			ref1 := putBlob(t, other, "a", 1, "one")
-			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
-			ref2 := putBlob(t, other, "a", 2, "two")
-			putBlob(t, other, "a", 2, "stray")
-			clock.Advance(2 * time.Hour)
+			mem, other, _, ref2, _ := strayScene(t)
 			key := mustKey(t, "wal", "0")
 
 			var f *writefence.Fence
@@ -799,14 +706,7 @@ func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
 	} {
 		t.Run(fail.name+"/commit", func(t *testing.T) {
 			ctx := t.Context()
-			clock := &fakeclock.Clock{}
-			mem := &writefence.MemStore{Clock: clock.Now}
-			other := &writefence.Fence{Store: mem}
-			ref1 := putBlob(t, other, "a", 1, "one")
-			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
-			ref2 := putBlob(t, other, "a", 2, "two")
-			stray := putBlob(t, other, "a", 2, "stray") // never committed: Collect raises the horizon over it
-			clock.Advance(2 * time.Hour)
+			mem, other, ref1, ref2, stray := strayScene(t)
 
 			var collected writefence.GCReport
 			store := &betweenStore{ConditionalStore: mem, key: mustKey(t, "wal", "0"), fail: fail.err, between: func() {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -329,40 +328,51 @@ func TestTermSourceKit(t *testing.T) {
 	}, nil)
 }
 
-// TestLeaseKit runs the epoch-source kit over Leases of one record, in a
-// synctest bubble: a leader is a Lease of its own holder that acquired
-// the lease; it is deposed by its TTL passing (a sleep, at once in the
-// bubble), a contender taking the lease over, and its Renew learning of
-// the takeover (a *LeaseLostError). It resigns with Release.
-func TestLeaseKit(t *testing.T) {
-	writefencetest.TestEpochSource(t, func(*testing.T) writefencetest.Election {
-		const ttl = 10 * time.Second
-		store := &writefence.MemStore{}
-		var leader, next *writefence.Lease
-		holders := 0
-		contender := func(t *testing.T) *writefence.Lease {
-			holders++
-			l := &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "kit", Holder: fmt.Sprint("node-", holders), TTL: ttl}
-			_, err := l.Acquire(t.Context())
+// TestTermSourceRecordLost: a TermSource whose Fence saw the shard at an
+// epoch of its term hands out no epoch from a record deleted since, and
+// ends nothing: after Forget it starts over.
+func TestTermSourceRecordLost(t *testing.T) {
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s}
+		term := func(context.Context) (uint64, error) { return 7, nil }
+		src := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
+		for range 3 {
+			_, err := f.PushFrom(ctx, src, "wal", "0", "w", []byte("x"))
 			require.NoError(t, err)
-			return l
 		}
-		return writefencetest.Election{
-			Lead: func(t *testing.T) writefence.EpochSource {
-				leader, next = next, nil
-				if leader == nil {
-					leader = contender(t)
-				}
-				return leader
-			},
-			Depose: func(t *testing.T) {
-				time.Sleep(ttl)
-				next = contender(t)
-				var lost *writefence.LeaseLostError
-				require.ErrorAs(t, leader.Renew(t.Context()), &lost)
-			},
-			Deposed: writefence.ErrLeaseLost,
-			Resign:  func(t *testing.T) { require.NoError(t, leader.Release(t.Context())) },
-		}
-	}, &writefencetest.SourceOptions{Bubble: true})
+		require.NoError(t, s.Delete(ctx, mustKey(t, "wal", "0")))
+
+		again := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
+		_, err := again.Epoch(ctx, "wal", "0")
+		requireRegressed(t, err, writefence.EpochRegressedError{Op: "term source", Key: mustKey(t, "wal", "0"), Seen: 7<<32 | 3, SeenWriter: "w", Absent: true})
+		assert.NotErrorIs(t, err, writefence.ErrTermEnded)
+		require.NoError(t, f.Forget("wal", "0"))
+		e, err := again.Epoch(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(7<<32|1), e)
+	})
+}
+
+func TestPushFrom(t *testing.T) {
+	ctx := context.Background()
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+	epoch, err := f.PushFrom(ctx, writefence.StaticEpochSource(4), "wal", "0", "a", []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), epoch)
+	requireLatest(t, f, 4, "a", "x")
+
+	_, err = f.PushFrom(ctx, writefence.StaticEpochSource(4), "wal", "0", "b", []byte("y"))
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+
+	_, err = f.PushFrom(ctx, writefence.StaticEpochSource(0), "wal", "0", "a", []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+
+	errNoLease := errors.New("lease not held")
+	src := epochFunc(func(context.Context, string, string) (uint64, error) { return 0, errNoLease })
+	_, err = f.PushFrom(ctx, src, "wal", "0", "a", []byte("x"))
+	require.ErrorIs(t, err, errNoLease)
+	_, err = f.PushFrom(ctx, nil, "wal", "0", "a", []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	requireLatest(t, f, 4, "a", "x")
 }

@@ -34,6 +34,14 @@ func lossStores(t *testing.T) map[string]lossStore {
 	return map[string]lossStore{"mem": &writefence.MemStore{}, "dir": newDirStore(t, t.TempDir())}
 }
 
+// eachLossStore runs test on each of lossStores, as a subtest named after
+// it.
+func eachLossStore(t *testing.T, test func(t *testing.T, s lossStore)) {
+	for name, s := range lossStores(t) {
+		t.Run(name, func(t *testing.T) { test(t, s) })
+	}
+}
+
 // setBack writes data at key over whatever it holds, as a restore from
 // backup would, and returns the new version.
 func setBack(t *testing.T, s writefence.ConditionalStore, key string, data []byte) string {
@@ -47,6 +55,21 @@ func setBack(t *testing.T, s writefence.ConditionalStore, key string, data []byt
 	nv, err := s.PutIfVersion(context.Background(), key, data, v)
 	require.NoError(t, err)
 	return nv
+}
+
+// setBackOnRead returns ctx with a hook that sets the record at key back
+// to data (setBack) right before the nth read of key made under it, and
+// the count of those reads.
+func setBackOnRead(ctx context.Context, t *testing.T, s writefence.ConditionalStore, key string, data []byte, n int) (context.Context, *int) {
+	reads := new(int)
+	return hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
+		if k == key {
+			if *reads++; *reads == n {
+				setBack(t, s, key, data)
+			}
+		}
+		return nil
+	}}), reads
 }
 
 // bytesAt returns what s holds at key.
@@ -68,193 +91,164 @@ func requireRegressed(t *testing.T, err error, want writefence.EpochRegressedErr
 	assert.NotErrorIs(t, err, writefence.ErrStaleEpoch)
 }
 
-func TestEpochRegressedErrorMessage(t *testing.T) {
-	for _, tt := range []struct {
-		err  writefence.EpochRegressedError
-		want string
-	}{
-		{writefence.EpochRegressedError{Op: "push", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "a", Found: 5, FoundWriter: "b"},
-			"writefence: epoch regressed: push at epoch 9 to k refused: saw epoch 7 by a, found epoch 5 by b"},
-		{writefence.EpochRegressedError{Op: "seal", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "a", Absent: true},
-			"writefence: epoch regressed: seal at epoch 9 to k refused: saw epoch 7 by a, found no record"},
-		{writefence.EpochRegressedError{Op: "push", Key: "k", Epoch: 9, Seen: 7, SeenWriter: "a", Floor: true, Absent: true},
-			"writefence: epoch regressed: push at epoch 9 to k refused: the shard's floor holds epoch 7 by a, found no record"},
-		{writefence.EpochRegressedError{Op: "collect", Key: "k", Seen: 7, SeenWriter: "a", Found: 5, FoundWriter: "b"},
-			"writefence: epoch regressed: collect of k refused: saw epoch 7 by a, found epoch 5 by b"},
-		{writefence.EpochRegressedError{Op: "lease acquire", Key: "k", Seen: 3, SeenWriter: "h", Found: 1, FoundWriter: "h\n2"},
-			`writefence: epoch regressed: lease acquire of k refused: saw term 3 by h, found term 1 by h\n2`},
-		{writefence.EpochRegressedError{Op: "settle", Key: "k", Epoch: 6, Seen: 7, SeenWriter: "a"},
-			"writefence: epoch regressed: settle at epoch 6 to k refused: saw epoch 7 by a, found a record whose epoch cannot be read"},
-	} {
-		assert.Equal(t, tt.want, tt.err.Error())
-		assert.ErrorIs(t, &tt.err, writefence.ErrEpochRegressed)
-	}
-}
-
 // TestRecordLost: a record deleted under the Fence that wrote it. Every
 // write of that Fence is refused, writing nothing, and the Observer sees
 // it as "regressed"; a Fence that never saw the shard cannot know; the
 // operator's settle with Lost writes it afresh above the floor asserted,
 // and Forget lets one Fence carry on.
 func TestRecordLost(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			var outcomes []string
-			f := &writefence.Fence{Store: s, Observer: func(_ context.Context, e writefence.WriteEvent) {
-				if !e.Retrying {
-					outcomes = append(outcomes, e.Op+" "+e.Outcome())
-				}
-			}}
-			key := mustKey(t, "wal", "0")
-			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1<<32|1))
-			require.NoError(t, f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")))
-			require.NoError(t, s.Delete(ctx, key))
-			outcomes = nil
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		var outcomes []string
+		f := &writefence.Fence{Store: s, Observer: func(_ context.Context, e writefence.WriteEvent) {
+			if !e.Retrying {
+				outcomes = append(outcomes, e.Op+" "+e.Outcome())
+			}
+		}}
+		key := mustKey(t, "wal", "0")
+		require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1<<32|1))
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")))
+		require.NoError(t, s.Delete(ctx, key))
+		outcomes = nil
 
-			want := writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 1<<32 | 3, Seen: 1<<32 | 2, SeenWriter: "a", Absent: true}
-			requireRegressed(t, f.Push(ctx, "wal", "0", "a", 1<<32|3, []byte("three")), want)
-			want.Op = "update"
-			requireRegressed(t, f.Update(ctx, "wal", "0", "a", 1<<32|3, func(cur []byte) ([]byte, error) { return cur, nil }), want)
-			want.Op = "commit"
-			requireRegressed(t, f.Commit(ctx, "wal", "0", "a", 1<<32|3, func(m writefence.Manifest) (writefence.Manifest, error) { return m, nil }), want)
-			want.Op, want.Epoch = "seal", 2<<32|1
-			requireRegressed(t, f.Seal(ctx, "wal", "0", "b", 2<<32|1), want)
-			_, _, err := s.Get(ctx, key)
-			require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
-			assert.Equal(t, []string{"push regressed", "update regressed", "commit regressed", "seal regressed"}, outcomes)
+		want := writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 1<<32 | 3, Seen: 1<<32 | 2, SeenWriter: "a", Absent: true}
+		requireRegressed(t, f.Push(ctx, "wal", "0", "a", 1<<32|3, []byte("three")), want)
+		want.Op = "update"
+		requireRegressed(t, f.Update(ctx, "wal", "0", "a", 1<<32|3, func(cur []byte) ([]byte, error) { return cur, nil }), want)
+		want.Op = "commit"
+		requireRegressed(t, f.Commit(ctx, "wal", "0", "a", 1<<32|3, func(m writefence.Manifest) (writefence.Manifest, error) { return m, nil }), want)
+		want.Op, want.Epoch = "seal", 2<<32|1
+		requireRegressed(t, f.Seal(ctx, "wal", "0", "b", 2<<32|1), want)
+		_, _, err := s.Get(ctx, key)
+		require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
+		assert.Equal(t, []string{"push regressed", "update regressed", "commit regressed", "seal regressed"}, outcomes)
 
-			// Reads report what is there; Check, which asks whether the
-			// writer still holds the shard, refuses.
-			_, _, _, err = f.Latest(ctx, "wal", "0")
-			require.ErrorIs(t, err, writefence.ErrNotFound)
-			requireRegressed(t, f.Check(ctx, "wal", "0", "a", 1<<32|2),
-				writefence.EpochRegressedError{Op: "check", Key: key, Epoch: 1<<32 | 2, Seen: 1<<32 | 2, SeenWriter: "a", Absent: true})
+		// Reads report what is there; Check, which asks whether the
+		// writer still holds the shard, refuses.
+		_, _, _, err = f.Latest(ctx, "wal", "0")
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+		requireRegressed(t, f.Check(ctx, "wal", "0", "a", 1<<32|2),
+			writefence.EpochRegressedError{Op: "check", Key: key, Epoch: 1<<32 | 2, Seen: 1<<32 | 2, SeenWriter: "a", Absent: true})
 
-			// The bound: a Fence that never saw the shard takes it for new.
-			fresh := &writefence.Fence{Store: s}
-			require.NoError(t, fresh.Push(ctx, "wal", "0", "zombie", 1, []byte("one")))
-			requireRegressed(t, f.Push(ctx, "wal", "0", "a", 1<<32|3, []byte("three")),
-				writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 1<<32 | 3, Seen: 1<<32 | 2, SeenWriter: "a", Found: 1, FoundWriter: "zombie"})
+		// The bound: a Fence that never saw the shard takes it for new.
+		fresh := &writefence.Fence{Store: s}
+		require.NoError(t, fresh.Push(ctx, "wal", "0", "zombie", 1, []byte("one")))
+		requireRegressed(t, f.Push(ctx, "wal", "0", "a", 1<<32|3, []byte("three")),
+			writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 1<<32 | 3, Seen: 1<<32 | 2, SeenWriter: "a", Found: 1, FoundWriter: "zombie"})
 
-			// The operator settles the record lost above the highest epoch
-			// ever granted; a settle below what the Fence saw is refused.
-			info, err := f.Inspect(ctx, "wal", "0")
-			require.NoError(t, err)
-			low := writefence.Settlement{Version: info.Version, Lost: true, Writer: "op", Floor: 1, Epoch: 2, Payload: []byte("s")}
-			requireRegressed(t, f.Settle(ctx, "wal", "0", low),
-				writefence.EpochRegressedError{Op: "settle", Key: key, Epoch: 2, Seen: 1<<32 | 2, SeenWriter: "a", Found: 1, FoundWriter: "zombie"})
-			settle := writefence.Settlement{Version: info.Version, Lost: true, Writer: "op", Floor: 2<<32 - 1, Epoch: 2 << 32, Payload: []byte("settled")}
-			require.NoError(t, f.Settle(ctx, "wal", "0", settle))
-			require.NoError(t, f.Settle(ctx, "wal", "0", settle), "a settle run again once it landed")
-			require.NoError(t, f.Seal(ctx, "wal", "0", "b", 2<<32|1))
-			require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 1<<32|3, nil), writefence.ErrStaleEpoch)
-			require.NoError(t, f.Push(ctx, "wal", "0", "b", 2<<32|2, []byte("b")))
+		// The operator settles the record lost above the highest epoch
+		// ever granted; a settle below what the Fence saw is refused.
+		info, err := f.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		low := writefence.Settlement{Version: info.Version, Lost: true, Writer: "op", Floor: 1, Epoch: 2, Payload: []byte("s")}
+		requireRegressed(t, f.Settle(ctx, "wal", "0", low),
+			writefence.EpochRegressedError{Op: "settle", Key: key, Epoch: 2, Seen: 1<<32 | 2, SeenWriter: "a", Found: 1, FoundWriter: "zombie"})
+		settle := writefence.Settlement{Version: info.Version, Lost: true, Writer: "op", Floor: 2<<32 - 1, Epoch: 2 << 32, Payload: []byte("settled")}
+		require.NoError(t, f.Settle(ctx, "wal", "0", settle))
+		require.NoError(t, f.Settle(ctx, "wal", "0", settle), "a settle run again once it landed")
+		require.NoError(t, f.Seal(ctx, "wal", "0", "b", 2<<32|1))
+		require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 1<<32|3, nil), writefence.ErrStaleEpoch)
+		require.NoError(t, f.Push(ctx, "wal", "0", "b", 2<<32|2, []byte("b")))
 
-			// Forget: the Fence takes the record as it is.
-			require.NoError(t, s.Delete(ctx, key))
-			require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 2<<32|3, nil), writefence.ErrEpochRegressed)
-			require.NoError(t, f.Forget("wal", "0"))
-			require.NoError(t, f.Push(ctx, "wal", "0", "b", 2<<32|3, []byte("again")))
-			require.ErrorIs(t, f.Forget("", "0"), writefence.ErrInvalidArgument)
-		})
-	}
+		// Forget: the Fence takes the record as it is.
+		require.NoError(t, s.Delete(ctx, key))
+		require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 2<<32|3, nil), writefence.ErrEpochRegressed)
+		require.NoError(t, f.Forget("wal", "0"))
+		require.NoError(t, f.Push(ctx, "wal", "0", "b", 2<<32|3, []byte("again")))
+		require.ErrorIs(t, f.Forget("", "0"), writefence.ErrInvalidArgument)
+	})
 }
 
 // TestRecordSetBack: the record set back to an earlier version's bytes.
 // Reads count as seen: a Fence that only read the later record refuses
 // too; Inspect and Latest report what the store holds.
 func TestRecordSetBack(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			writer, reader := &writefence.Fence{Store: s}, &writefence.Fence{Store: s}
-			key := mustKey(t, "wal", "0")
-			require.NoError(t, writer.Push(ctx, "wal", "0", "a", 5, []byte("five")))
-			five := bytesAt(t, s, key)
-			require.NoError(t, writer.Push(ctx, "wal", "0", "a", 6, []byte("six")))
-			_, err := reader.Inspect(ctx, "wal", "0")
-			require.NoError(t, err)
-			restored := setBack(t, s, key, five)
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		writer, reader := &writefence.Fence{Store: s}, &writefence.Fence{Store: s}
+		key := mustKey(t, "wal", "0")
+		require.NoError(t, writer.Push(ctx, "wal", "0", "a", 5, []byte("five")))
+		five := bytesAt(t, s, key)
+		require.NoError(t, writer.Push(ctx, "wal", "0", "a", 6, []byte("six")))
+		_, err := reader.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		restored := setBack(t, s, key, five)
 
-			want := writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 7, Seen: 6, SeenWriter: "a", Found: 5, FoundWriter: "a"}
-			requireRegressed(t, writer.Push(ctx, "wal", "0", "a", 7, []byte("seven")), want)
-			requireRegressed(t, reader.Push(ctx, "wal", "0", "a", 7, []byte("seven")), want)
-			e, _, p, err := reader.Latest(ctx, "wal", "0")
-			require.NoError(t, err)
-			assert.Equal(t, uint64(5), e)
-			assert.Equal(t, "five", string(p))
-			_, v, err := s.Get(ctx, key)
-			require.NoError(t, err)
-			assert.Equal(t, restored, v, "nothing written")
+		want := writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 7, Seen: 6, SeenWriter: "a", Found: 5, FoundWriter: "a"}
+		requireRegressed(t, writer.Push(ctx, "wal", "0", "a", 7, []byte("seven")), want)
+		requireRegressed(t, reader.Push(ctx, "wal", "0", "a", 7, []byte("seven")), want)
+		e, _, p, err := reader.Latest(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(5), e)
+		assert.Equal(t, "five", string(p))
+		_, v, err := s.Get(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, restored, v, "nothing written")
 
-			// A stale write stays stale: its refusal is the rule's.
-			require.ErrorIs(t, writer.Push(ctx, "wal", "0", "z", 4, nil), writefence.ErrStaleEpoch)
-		})
-	}
+		// A stale write stays stale: its refusal is the rule's.
+		require.ErrorIs(t, writer.Push(ctx, "wal", "0", "z", 4, nil), writefence.ErrStaleEpoch)
+	})
 }
 
 // TestKeepFloor: the floor kept apart from the record.
 func TestKeepFloor(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s, KeepFloor: true}
-			key := mustKey(t, "wal", "0")
-			floorKey, err := keys.Floor("", "wal", "0")
-			require.NoError(t, err)
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s, KeepFloor: true}
+		key := mustKey(t, "wal", "0")
+		floorKey, err := keys.Floor("", "wal", "0")
+		require.NoError(t, err)
 
-			// A shard's first record only by a seal.
-			for _, err := range []error{
-				f.Push(ctx, "wal", "0", "a", 1, nil),
-				f.Update(ctx, "wal", "0", "a", 1, func(cur []byte) ([]byte, error) { return cur, nil }),
-				f.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) { return m, nil }),
-			} {
-				require.ErrorIs(t, err, writefence.ErrNotFound)
-				assert.Contains(t, err.Error(), "under KeepFloor only a seal or a settle creates one")
-			}
-			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1<<32|1))
-			sealed := bytesAt(t, s, key)
-			info, err := (&writefence.Fence{Store: s, Prefix: "writefence/"}).Inspect(ctx, "wal", "0")
-			require.NoError(t, err)
-			assert.Equal(t, uint64(1<<32|1), info.Epoch)
-			floor, _, err := s.Get(ctx, floorKey)
-			require.NoError(t, err)
-			require.NoError(t, f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")))
-			assert.Equal(t, floor, bytesAt(t, s, floorKey), "a push leaves the floor as it is")
+		// A shard's first record only by a seal.
+		for _, err := range []error{
+			f.Push(ctx, "wal", "0", "a", 1, nil),
+			f.Update(ctx, "wal", "0", "a", 1, func(cur []byte) ([]byte, error) { return cur, nil }),
+			f.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) { return m, nil }),
+		} {
+			require.ErrorIs(t, err, writefence.ErrNotFound)
+			assert.Contains(t, err.Error(), "under KeepFloor only a seal or a settle creates one")
+		}
+		require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1<<32|1))
+		sealed := bytesAt(t, s, key)
+		info, err := (&writefence.Fence{Store: s, Prefix: "writefence/"}).Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1<<32|1), info.Epoch)
+		floor, _, err := s.Get(ctx, floorKey)
+		require.NoError(t, err)
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")))
+		assert.Equal(t, floor, bytesAt(t, s, floorKey), "a push leaves the floor as it is")
 
-			// A Fence that never saw the shard refuses it deleted.
-			require.NoError(t, s.Delete(ctx, key))
-			fresh := &writefence.Fence{Store: s, KeepFloor: true}
-			want := writefence.EpochRegressedError{Op: "seal", Key: key, Epoch: 2<<32 | 1, Seen: 1<<32 | 1, SeenWriter: "a", Floor: true, Absent: true}
-			requireRegressed(t, fresh.Seal(ctx, "wal", "0", "b", 2<<32|1), want)
-			requireRegressed(t, fresh.Check(ctx, "wal", "0", "a", 1<<32|2),
-				writefence.EpochRegressedError{Op: "check", Key: key, Epoch: 1<<32 | 2, Seen: 1<<32 | 1, SeenWriter: "a", Floor: true, Absent: true})
+		// A Fence that never saw the shard refuses it deleted.
+		require.NoError(t, s.Delete(ctx, key))
+		fresh := &writefence.Fence{Store: s, KeepFloor: true}
+		want := writefence.EpochRegressedError{Op: "seal", Key: key, Epoch: 2<<32 | 1, Seen: 1<<32 | 1, SeenWriter: "a", Floor: true, Absent: true}
+		requireRegressed(t, fresh.Seal(ctx, "wal", "0", "b", 2<<32|1), want)
+		requireRegressed(t, fresh.Check(ctx, "wal", "0", "a", 1<<32|2),
+			writefence.EpochRegressedError{Op: "check", Key: key, Epoch: 1<<32 | 2, Seen: 1<<32 | 1, SeenWriter: "a", Floor: true, Absent: true})
 
-			// Set back to the seal's own record: within the tenure the
-			// floor does not tell; the Fence that wrote the push does.
-			setBack(t, s, key, sealed)
-			require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 1<<32|3, nil), writefence.ErrEpochRegressed)
-			require.NoError(t, fresh.Push(ctx, "wal", "0", "a", 1<<32|3, []byte("three")))
+		// Set back to the seal's own record: within the tenure the
+		// floor does not tell; the Fence that wrote the push does.
+		setBack(t, s, key, sealed)
+		require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 1<<32|3, nil), writefence.ErrEpochRegressed)
+		require.NoError(t, fresh.Push(ctx, "wal", "0", "a", 1<<32|3, []byte("three")))
 
-			// A settle not above the floor is stale, naming the floor.
-			require.NoError(t, s.Delete(ctx, key))
-			err = fresh.Settle(ctx, "wal", "0", writefence.Settlement{Lost: true, Writer: "op", Floor: 1, Epoch: 1<<32 | 1})
-			var se *writefence.StaleEpochError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, floorKey, se.Key)
-			assert.Equal(t, uint64(1<<32|1), se.RecordedEpoch)
-			_, _, err = s.Get(ctx, key)
-			require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
+		// A settle not above the floor is stale, naming the floor.
+		require.NoError(t, s.Delete(ctx, key))
+		err = fresh.Settle(ctx, "wal", "0", writefence.Settlement{Lost: true, Writer: "op", Floor: 1, Epoch: 1<<32 | 1})
+		var se *writefence.StaleEpochError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, floorKey, se.Key)
+		assert.Equal(t, uint64(1<<32|1), se.RecordedEpoch)
+		_, _, err = s.Get(ctx, key)
+		require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
 
-			// The settle of the lost record raises the floor.
-			require.NoError(t, fresh.Settle(ctx, "wal", "0", writefence.Settlement{Lost: true, Writer: "op", Floor: 3<<32 - 1, Epoch: 3 << 32, Payload: []byte("s")}))
-			require.ErrorIs(t, (&writefence.Fence{Store: s, KeepFloor: true}).Seal(ctx, "wal", "0", "b", 2<<32|9), writefence.ErrStaleEpoch)
-			require.NoError(t, s.Delete(ctx, key))
-			requireRegressed(t, (&writefence.Fence{Store: s, KeepFloor: true}).Seal(ctx, "wal", "0", "b", 4<<32|1),
-				writefence.EpochRegressedError{Op: "seal", Key: key, Epoch: 4<<32 | 1, Seen: 3 << 32, SeenWriter: "op", Floor: true, Absent: true})
-		})
-	}
+		// The settle of the lost record raises the floor.
+		require.NoError(t, fresh.Settle(ctx, "wal", "0", writefence.Settlement{Lost: true, Writer: "op", Floor: 3<<32 - 1, Epoch: 3 << 32, Payload: []byte("s")}))
+		require.ErrorIs(t, (&writefence.Fence{Store: s, KeepFloor: true}).Seal(ctx, "wal", "0", "b", 2<<32|9), writefence.ErrStaleEpoch)
+		require.NoError(t, s.Delete(ctx, key))
+		requireRegressed(t, (&writefence.Fence{Store: s, KeepFloor: true}).Seal(ctx, "wal", "0", "b", 4<<32|1),
+			writefence.EpochRegressedError{Op: "seal", Key: key, Epoch: 4<<32 | 1, Seen: 3 << 32, SeenWriter: "op", Floor: true, Absent: true})
+	})
 }
 
 // TestKeepFloorDamaged: a floor that does not decode, or of another
@@ -304,218 +298,58 @@ func TestKeepFloorCost(t *testing.T) {
 	}
 }
 
-// TestCheck: before and after a takeover, and each refusal.
-func TestCheck(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			a, b := &writefence.Fence{Store: s}, &writefence.Fence{Store: s}
-			key := mustKey(t, "wal", "0")
-			require.NoError(t, a.Seal(ctx, "wal", "0", "a", 10))
-			require.NoError(t, a.Commit(ctx, "wal", "0", "a", 12, func(m writefence.Manifest) (writefence.Manifest, error) { return m, nil }))
-			for _, e := range []uint64{10, 11, 12} {
-				require.NoError(t, a.Check(ctx, "wal", "0", "a", e), "epoch %d of the tenure", e)
-			}
-			requireRegressed(t, a.Check(ctx, "wal", "0", "a", 13),
-				writefence.EpochRegressedError{Op: "check", Key: key, Epoch: 13, Seen: 13, SeenWriter: "a", Found: 12, FoundWriter: "a"})
-
-			require.NoError(t, b.Seal(ctx, "wal", "0", "b", 20))
-			err := a.Check(ctx, "wal", "0", "a", 12)
-			var se *writefence.StaleEpochError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, writefence.StaleEpochError{Op: "check", Key: key, Epoch: 12, RecordedEpoch: 20, RecordedWriter: "b"}, *se)
-			assert.Equal(t, "writefence: stale epoch: check at epoch 12 to "+key+" refused: recorded epoch 20 by b", err.Error())
-			require.NoError(t, b.Check(ctx, "wal", "0", "b", 20))
-			require.ErrorIs(t, b.Check(ctx, "wal", "0", "b", 19), writefence.ErrStaleEpoch, "below the seal's tenure")
-
-			errs := a.CheckAll(ctx, []writefence.Tenure{
-				{Plugin: "wal", Shard: "0", Writer: "a", Epoch: 12},
-				{Plugin: "wal", Shard: "0", Writer: "b", Epoch: 20},
-				{Plugin: "wal", Shard: "1", Writer: "b", Epoch: 20},
-				{Plugin: "", Shard: "0", Writer: "b", Epoch: 20},
-			})
-			require.Len(t, errs, 4)
-			assert.ErrorIs(t, errs[0], writefence.ErrStaleEpoch)
-			assert.NoError(t, errs[1])
-			assert.ErrorIs(t, errs[2], writefence.ErrEpochRegressed, "a shard without a record holds nobody")
-			assert.ErrorIs(t, errs[3], writefence.ErrInvalidArgument)
-
-			canceled, cancel := context.WithCancel(ctx)
-			cancel()
-			for _, err := range a.CheckAll(canceled, make([]writefence.Tenure, 40)) {
-				assert.Error(t, err)
-			}
-
-			require.ErrorIs(t, b.Check(ctx, "wal", "0", "b", 0), writefence.ErrInvalidArgument)
-			require.ErrorIs(t, b.Check(ctx, "wal", "0", "", 20), writefence.ErrInvalidArgument)
-			other := &writefence.Fence{Store: s, Identity: "other/v1"}
-			require.ErrorIs(t, other.Check(ctx, "wal", "0", "b", 20), writefence.ErrWire)
-			setBack(t, s, key, []byte("garbage"))
-			require.ErrorIs(t, b.Check(ctx, "wal", "0", "b", 20), writefence.ErrCorrupt)
-		})
-	}
-}
-
-// TestLeaseRecordLost: a lease record deleted or set back under the Lease
-// that held it.
-func TestLeaseRecordLost(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s}
-			key, err := keys.Lease("", "L")
-			require.NoError(t, err)
-			l := &writefence.Lease{Fence: f, Name: "L", Holder: "h1", TTL: time.Minute}
-			term, err := l.Acquire(ctx)
-			require.NoError(t, err)
-			require.Equal(t, uint64(1), term)
-			first := bytesAt(t, s, key)
-
-			// Deleted while held: the renewal reports the lease lost, and
-			// regressed.
-			require.NoError(t, s.Delete(ctx, key))
-			err = l.Renew(ctx)
-			var lost *writefence.LeaseLostError
-			require.ErrorAs(t, err, &lost)
-			assert.ErrorIs(t, err, writefence.ErrLeaseLost)
-			assert.ErrorIs(t, err, writefence.ErrEpochRegressed)
-			assert.Equal(t, "writefence: lease L: term 1: the record is gone: writefence: lease lost", err.Error())
-			_, err = l.Epoch(ctx, "wal", "0")
-			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
-
-			// The Lease that held term 1 will not take term 1 again.
-			_, err = l.Acquire(ctx)
-			requireRegressed(t, errors.Unwrap(err), writefence.EpochRegressedError{Op: "lease acquire", Key: key, Seen: 1, SeenWriter: "h1", Absent: true})
-			assert.Equal(t, "writefence: lease L: acquire: epoch regressed: lease acquire of "+key+" refused: saw term 1 by h1, found no record", err.Error())
-			_, _, err = s.Get(ctx, key)
-			require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
-
-			// The operator settles the absent record at the highest term
-			// granted; the next acquisition takes the term after it.
-			op := &writefence.Lease{Fence: &writefence.Fence{Store: s}, Name: "L", Holder: "operator", TTL: time.Minute}
-			require.ErrorIs(t, op.Settle(ctx, "v0", 1), writefence.ErrNotFound)
-			require.NoError(t, op.Settle(ctx, "", 1))
-			require.NoError(t, op.Settle(ctx, "", 1), "the settle run again once it landed")
-			require.ErrorIs(t, op.Settle(ctx, "", 2), writefence.ErrConflict, "a record exists")
-			term, err = l.Acquire(ctx)
-			require.NoError(t, err)
-			require.Equal(t, uint64(2), term)
-
-			// Set back to term 1 while term 2 is held: lost and regressed.
-			setBack(t, s, key, first)
-			err = l.Renew(ctx)
-			require.ErrorIs(t, err, writefence.ErrLeaseLost)
-			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
-			assert.Equal(t, "writefence: lease L: term 2: the record went back to term 1 by h1: writefence: lease lost", err.Error())
-			_, err = l.Acquire(ctx)
-			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
-
-			// A takeover is lost, not regressed.
-			taken := &writefence.LeaseLostError{Name: "L", Term: 2, Holder: "h2", NewTerm: 3}
-			assert.NotErrorIs(t, taken, writefence.ErrEpochRegressed)
-			assert.ErrorIs(t, taken, writefence.ErrLeaseLost)
-		})
-	}
-}
-
-// TestTermSourceRecordLost: a TermSource whose Fence saw the shard at an
-// epoch of its term hands out no epoch from a record deleted since, and
-// ends nothing: after Forget it starts over.
-func TestTermSourceRecordLost(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s}
-			term := func(context.Context) (uint64, error) { return 7, nil }
-			src := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
-			for range 3 {
-				_, err := f.PushFrom(ctx, src, "wal", "0", "w", []byte("x"))
-				require.NoError(t, err)
-			}
-			require.NoError(t, s.Delete(ctx, mustKey(t, "wal", "0")))
-
-			again := &writefence.TermSource{Fence: f, Writer: "w", Term: term}
-			_, err := again.Epoch(ctx, "wal", "0")
-			requireRegressed(t, err, writefence.EpochRegressedError{Op: "term source", Key: mustKey(t, "wal", "0"), Seen: 7<<32 | 3, SeenWriter: "w", Absent: true})
-			assert.NotErrorIs(t, err, writefence.ErrTermEnded)
-			require.NoError(t, f.Forget("wal", "0"))
-			e, err := again.Epoch(ctx, "wal", "0")
-			require.NoError(t, err)
-			assert.Equal(t, uint64(7<<32|1), e)
-		})
-	}
-}
-
 // TestCollectChecksTenure: Collect reads the record again right before it
 // deletes, and deletes nothing once the record was set back below the
 // tenure it judged the blobs by; a Fence that saw the record above what
 // Collect finds refuses at once; a shard retired with RecordGone whose
 // record reappears keeps its blobs.
 func TestCollectChecksTenure(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			a, b := &writefence.Fence{Store: s}, &writefence.Fence{Store: s}
-			key := mustKey(t, "wal", "0")
-			kept, err := a.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader("kept"))
-			require.NoError(t, err)
-			loose, err := a.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader("loose"))
-			require.NoError(t, err)
-			require.NoError(t, a.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
-				m.Blobs = append(m.Blobs, kept)
-				return m, nil
-			}))
-			committed := bytesAt(t, s, key)
-			// The takeover's seal: a's unreferenced blob is a deposed
-			// writer's, deleted at once...
-			require.NoError(t, b.Seal(ctx, "wal", "0", "b", 2))
-			looseKey, err := keys.Blob("", "wal", "0", loose.Name)
-			require.NoError(t, err)
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		a, b := &writefence.Fence{Store: s}, &writefence.Fence{Store: s}
+		key := mustKey(t, "wal", "0")
+		kept, err := a.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader("kept"))
+		require.NoError(t, err)
+		loose, err := a.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader("loose"))
+		require.NoError(t, err)
+		require.NoError(t, a.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = append(m.Blobs, kept)
+			return m, nil
+		}))
+		committed := bytesAt(t, s, key)
+		// The takeover's seal: a's unreferenced blob is a deposed
+		// writer's, deleted at once...
+		require.NoError(t, b.Seal(ctx, "wal", "0", "b", 2))
+		looseKey, err := keys.Blob("", "wal", "0", loose.Name)
+		require.NoError(t, err)
 
-			// ...unless the record is set back, which makes it a's to
-			// commit again, between Collect's read and its deletes.
-			reads := 0
-			hctx := hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
-				if k == key {
-					if reads++; reads == 2 {
-						setBack(t, s, key, committed)
-					}
-				}
-				return nil
-			}})
-			gc := &writefence.Fence{Store: s}
-			report, err := gc.Collect(hctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
-			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
-			assert.Empty(t, report.Deleted)
-			_, err = s.(writefence.BlobStore).StatBlob(ctx, looseKey)
-			require.NoError(t, err, "the blob the record set back lets a commit again")
-			require.NoError(t, a.Commit(ctx, "wal", "0", "a", 3, func(m writefence.Manifest) (writefence.Manifest, error) {
-				m.Blobs = append(m.Blobs, loose)
-				return m, nil
-			}), "and a's commit of it over the record set back lands")
+		// ...unless the record is set back, which makes it a's to
+		// commit again, between Collect's read and its deletes.
+		hctx, _ := setBackOnRead(ctx, t, s, key, committed, 2)
+		gc := &writefence.Fence{Store: s}
+		report, err := gc.Collect(hctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+		require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+		assert.Empty(t, report.Deleted)
+		_, err = s.(writefence.BlobStore).StatBlob(ctx, looseKey)
+		require.NoError(t, err, "the blob the record set back lets a commit again")
+		require.NoError(t, a.Commit(ctx, "wal", "0", "a", 3, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = append(m.Blobs, loose)
+			return m, nil
+		}), "and a's commit of it over the record set back lands")
 
-			// A Fence that saw a higher epoch refuses the collection.
-			require.NoError(t, b.Seal(ctx, "wal", "0", "b", 4))
-			setBack(t, s, key, committed)
-			_, err = b.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
-			requireRegressed(t, err, writefence.EpochRegressedError{Op: "collect", Key: key, Seen: 4, SeenWriter: "b", Found: 1, FoundWriter: "a"})
+		// A Fence that saw a higher epoch refuses the collection.
+		require.NoError(t, b.Seal(ctx, "wal", "0", "b", 4))
+		setBack(t, s, key, committed)
+		_, err = b.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+		requireRegressed(t, err, writefence.EpochRegressedError{Op: "collect", Key: key, Seen: 4, SeenWriter: "b", Found: 1, FoundWriter: "a"})
 
-			// RecordGone: the record written again before the deletes.
-			require.NoError(t, s.Delete(ctx, key))
-			reads = 0
-			hctx = hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
-				if k == key {
-					if reads++; reads == 2 {
-						setBack(t, s, key, committed)
-					}
-				}
-				return nil
-			}})
-			report, err = (&writefence.Fence{Store: s}).Collect(hctx, "wal", "0", writefence.GCOptions{RecordGone: true})
-			require.ErrorIs(t, err, writefence.ErrInvalidArgument)
-			assert.Empty(t, report.Deleted)
-		})
-	}
+		// RecordGone: the record written again before the deletes.
+		require.NoError(t, s.Delete(ctx, key))
+		hctx, _ = setBackOnRead(ctx, t, s, key, committed, 2)
+		report, err = (&writefence.Fence{Store: s}).Collect(hctx, "wal", "0", writefence.GCOptions{RecordGone: true})
+		require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+		assert.Empty(t, report.Deleted)
+	})
 }
 
 // TestCollectChecksTenureBeforeEachBatch: Collect deletes in batches, and
@@ -552,19 +386,11 @@ func TestCollectChecksTenureBeforeEachBatch(t *testing.T) {
 			// The record's reads: Collect's first, then one before each
 			// batch. It is set back to a's record, whose writer may commit
 			// the blobs again, right before the second batch.
-			reads := 0
-			hctx := hook.With(ctx, &hook.Hooks{Read: func(_ context.Context, k string) error {
-				if k == key {
-					if reads++; reads == 3 {
-						setBack(t, s, key, committed)
-					}
-				}
-				return nil
-			}})
+			hctx, reads := setBackOnRead(ctx, t, s, key, committed, 3)
 			report, err := (&writefence.Fence{Store: s}).Collect(hctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
 			assert.Len(t, report.Deleted, c.batch, "the first batch, deleted before the record was set back")
-			assert.Equal(t, 3, reads, "the record read, then read again before each of two batches")
+			assert.Equal(t, 3, *reads, "the record read, then read again before each of two batches")
 			space, err := keys.Blobs("", "wal", "0")
 			require.NoError(t, err)
 			left := 0
@@ -580,36 +406,34 @@ func TestCollectChecksTenureBeforeEachBatch(t *testing.T) {
 // back. Run with -race.
 func TestRegressionNoFalseAlarm(t *testing.T) {
 	const writers, rounds = 8, 30
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s, RetryDelay: time.Microsecond, MaxAttempts: 100}
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			errs := make(chan error, writers*rounds*2)
-			for w := range writers {
-				wg.Go(func() {
-					<-start
-					for r := range rounds {
-						epoch := uint64(r*writers + w + 1)
-						err := f.Push(ctx, "wal", "0", fmt.Sprintf("w%d", w), epoch, []byte{byte(w)})
-						if err != nil && !errors.Is(err, writefence.ErrStaleEpoch) {
-							errs <- err
-						}
-						if _, err := f.Inspect(ctx, "wal", "0"); err != nil && !errors.Is(err, writefence.ErrNotFound) {
-							errs <- err
-						}
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s, RetryDelay: time.Microsecond, MaxAttempts: 100}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make(chan error, writers*rounds*2)
+		for w := range writers {
+			wg.Go(func() {
+				<-start
+				for r := range rounds {
+					epoch := uint64(r*writers + w + 1)
+					err := f.Push(ctx, "wal", "0", fmt.Sprintf("w%d", w), epoch, []byte{byte(w)})
+					if err != nil && !errors.Is(err, writefence.ErrStaleEpoch) {
+						errs <- err
 					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-		})
-	}
+					if _, err := f.Inspect(ctx, "wal", "0"); err != nil && !errors.Is(err, writefence.ErrNotFound) {
+						errs <- err
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
 }
 
 // TestRegressionUnderDelete: goroutines of one Fence push while the
@@ -617,38 +441,27 @@ func TestRegressionNoFalseAlarm(t *testing.T) {
 // returned is refused as regressed, and none lands. Run with -race.
 func TestRegressionUnderDelete(t *testing.T) {
 	const writers = 8
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s, RetryDelay: time.Microsecond, MaxAttempts: 100}
-			key := mustKey(t, "wal", "0")
-			push := func(base uint64) []error {
-				start := make(chan struct{})
-				out := make([]error, writers)
-				var wg sync.WaitGroup
-				for w := range writers {
-					wg.Go(func() {
-						<-start
-						out[w] = f.Push(ctx, "wal", "0", "w", base+uint64(w), []byte("x"))
-					})
-				}
-				close(start)
-				wg.Wait()
-				return out
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s, RetryDelay: time.Microsecond, MaxAttempts: 100}
+		key := mustKey(t, "wal", "0")
+		push := func(base uint64) []error {
+			return together(writers, func(w int) error {
+				return f.Push(ctx, "wal", "0", "w", base+uint64(w), []byte("x"))
+			})
+		}
+		for _, err := range push(1) {
+			if err != nil {
+				require.ErrorIs(t, err, writefence.ErrStaleEpoch)
 			}
-			for _, err := range push(1) {
-				if err != nil {
-					require.ErrorIs(t, err, writefence.ErrStaleEpoch)
-				}
-			}
-			require.NoError(t, s.Delete(ctx, key))
-			for _, err := range push(100) {
-				require.ErrorIs(t, err, writefence.ErrEpochRegressed)
-			}
-			_, _, err := s.Get(ctx, key)
-			require.ErrorIs(t, err, writefence.ErrNotFound)
-		})
-	}
+		}
+		require.NoError(t, s.Delete(ctx, key))
+		for _, err := range push(100) {
+			require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+		}
+		_, _, err := s.Get(ctx, key)
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+	})
 }
 
 // TestRegressedOwnRecord (promise 29): a record set back to exactly a
@@ -657,43 +470,41 @@ func TestRegressionUnderDelete(t *testing.T) {
 // write is not reported landed: the record went back below what the Fence
 // saw, and the call is refused as regressed, writing nothing.
 func TestRegressedOwnRecord(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s}
-			key := mustKey(t, "wal", "0")
-			same := func(cur []byte) ([]byte, error) { return cur, nil }
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s}
+		key := mustKey(t, "wal", "0")
+		same := func(cur []byte) ([]byte, error) { return cur, nil }
 
-			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1<<32|1))
-			sealed := bytesAt(t, s, key)
-			require.NoError(t, f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")))
-			pushed := bytesAt(t, s, key)
-			// The takeover, which this Fence sees.
-			require.NoError(t, f.Seal(ctx, "wal", "0", "b", 2<<32|1))
+		require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1<<32|1))
+		sealed := bytesAt(t, s, key)
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")))
+		pushed := bytesAt(t, s, key)
+		// The takeover, which this Fence sees.
+		require.NoError(t, f.Seal(ctx, "wal", "0", "b", 2<<32|1))
 
-			for _, tt := range []struct {
-				name  string
-				bytes []byte
-				call  func() error
-				want  writefence.EpochRegressedError
-			}{
-				{"push", pushed, func() error { return f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")) },
-					writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 1<<32 | 2, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 2, FoundWriter: "a"}},
-				{"update", pushed, func() error { return f.Update(ctx, "wal", "0", "a", 1<<32|2, same) },
-					writefence.EpochRegressedError{Op: "update", Key: key, Epoch: 1<<32 | 2, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 2, FoundWriter: "a"}},
-				{"seal", sealed, func() error { return f.Seal(ctx, "wal", "0", "a", 1<<32|1) },
-					writefence.EpochRegressedError{Op: "seal", Key: key, Epoch: 1<<32 | 1, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 1, FoundWriter: "a"}},
-			} {
-				t.Run(tt.name, func(t *testing.T) {
-					v := setBack(t, s, key, tt.bytes)
-					requireRegressed(t, tt.call(), tt.want)
-					_, got, err := s.Get(ctx, key)
-					require.NoError(t, err)
-					assert.Equal(t, v, got, "nothing written")
-				})
-			}
-		})
-	}
+		for _, tt := range []struct {
+			name  string
+			bytes []byte
+			call  func() error
+			want  writefence.EpochRegressedError
+		}{
+			{"push", pushed, func() error { return f.Push(ctx, "wal", "0", "a", 1<<32|2, []byte("two")) },
+				writefence.EpochRegressedError{Op: "push", Key: key, Epoch: 1<<32 | 2, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 2, FoundWriter: "a"}},
+			{"update", pushed, func() error { return f.Update(ctx, "wal", "0", "a", 1<<32|2, same) },
+				writefence.EpochRegressedError{Op: "update", Key: key, Epoch: 1<<32 | 2, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 2, FoundWriter: "a"}},
+			{"seal", sealed, func() error { return f.Seal(ctx, "wal", "0", "a", 1<<32|1) },
+				writefence.EpochRegressedError{Op: "seal", Key: key, Epoch: 1<<32 | 1, Seen: 2<<32 | 1, SeenWriter: "b", Found: 1<<32 | 1, FoundWriter: "a"}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				v := setBack(t, s, key, tt.bytes)
+				requireRegressed(t, tt.call(), tt.want)
+				_, got, err := s.Get(ctx, key)
+				require.NoError(t, err)
+				assert.Equal(t, v, got, "nothing written")
+			})
+		}
+	})
 }
 
 // TestSettleRegressedOwnRecord (promise 29): a settle run again over a
@@ -701,24 +512,22 @@ func TestRegressedOwnRecord(t *testing.T) {
 // record higher since, is refused as regressed, as every settle below
 // what the Fence saw is, rather than reported landed.
 func TestSettleRegressedOwnRecord(t *testing.T) {
-	for name, s := range lossStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			f := &writefence.Fence{Store: s}
-			key := mustKey(t, "wal", "0")
-			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1))
-			require.NoError(t, s.Delete(ctx, key))
-			settle := writefence.Settlement{Lost: true, Writer: "op", Floor: 1, Epoch: 2, Payload: []byte("s")}
-			require.NoError(t, f.Settle(ctx, "wal", "0", settle))
-			settled := bytesAt(t, s, key)
-			require.NoError(t, f.Seal(ctx, "wal", "0", "b", 3))
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s}
+		key := mustKey(t, "wal", "0")
+		require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1))
+		require.NoError(t, s.Delete(ctx, key))
+		settle := writefence.Settlement{Lost: true, Writer: "op", Floor: 1, Epoch: 2, Payload: []byte("s")}
+		require.NoError(t, f.Settle(ctx, "wal", "0", settle))
+		settled := bytesAt(t, s, key)
+		require.NoError(t, f.Seal(ctx, "wal", "0", "b", 3))
 
-			v := setBack(t, s, key, settled)
-			requireRegressed(t, f.Settle(ctx, "wal", "0", settle),
-				writefence.EpochRegressedError{Op: "settle", Key: key, Epoch: 2, Seen: 3, SeenWriter: "b", Found: 2, FoundWriter: "op"})
-			_, got, err := s.Get(ctx, key)
-			require.NoError(t, err)
-			assert.Equal(t, v, got, "nothing written")
-		})
-	}
+		v := setBack(t, s, key, settled)
+		requireRegressed(t, f.Settle(ctx, "wal", "0", settle),
+			writefence.EpochRegressedError{Op: "settle", Key: key, Epoch: 2, Seen: 3, SeenWriter: "b", Found: 2, FoundWriter: "op"})
+		_, got, err := s.Get(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, v, got, "nothing written")
+	})
 }

@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -99,22 +100,6 @@ func TestLeaseCorruptRecordFailsClosed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "garbage", string(data))
 	assert.Equal(t, v, v2)
-}
-
-func TestLeaseInvalid(t *testing.T) {
-	store := &MemStore{}
-	for name, l := range map[string]*Lease{
-		"fence":  {Name: "n", Holder: "h", TTL: time.Second},
-		"store":  {Fence: &Fence{}, Name: "n", Holder: "h", TTL: time.Second},
-		"holder": {Fence: &Fence{Store: store}, Name: "n", TTL: time.Second},
-		"long":   {Fence: &Fence{Store: store}, Name: "n", Holder: strings.Repeat("h", record.MaxWriterLen+1), TTL: time.Second},
-		"ttl":    {Fence: &Fence{Store: store}, Name: "n", Holder: "h"},
-		"name":   {Fence: &Fence{Store: store}, Holder: "h", TTL: time.Second},
-	} {
-		_, err := l.Acquire(t.Context())
-		assert.ErrorIs(t, err, ErrInvalidArgument, name)
-	}
-	assert.Empty(t, testserver.Keys(t, store))
 }
 
 // TestLeaseTakeover walks one lease through its life: held, refused to
@@ -1439,4 +1424,10 @@ func TestLeaseSameHolderRace(t *testing.T) {
 	_, err = leases[winner].Epoch(ctx, "p", "s")
 	require.NoError(t, err)
 	require.NoError(t, leases[winner].Renew(ctx))
+}
+
+// wholeRecord returns a whole record, of format version 2, or 3 when body
+// has references or a tenure floor, as a Fence writes it.
+func wholeRecord(identity, writer string, epoch uint64, body record.Body) []byte {
+	return bytes.Join(record.Encode(identity, writer, epoch, body, record.CRC32C(body.Payload)), nil)
 }

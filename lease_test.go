@@ -3,6 +3,8 @@ package writefence_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,9 @@ import (
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
+	"github.com/writefence/writefence/internal/testserver"
+	"github.com/writefence/writefence/writefencetest"
 )
 
 // TestLeaseOneTermOneHolder: two Lease values of one Holder (a restarted
@@ -171,4 +176,141 @@ func TestPromise16_RenewThatReadsATakeoverEndsTheLease(t *testing.T) {
 	assert.Error(t, deposed.Err(), "the shard A gates is told at once")
 	var lost *writefence.LeaseLostError
 	assert.ErrorAs(t, context.Cause(deposed), &lost)
+}
+
+// TestLeaseRecordLost: a lease record deleted or set back under the Lease
+// that held it.
+func TestLeaseRecordLost(t *testing.T) {
+	eachLossStore(t, func(t *testing.T, s lossStore) {
+		ctx := t.Context()
+		f := &writefence.Fence{Store: s}
+		key, err := keys.Lease("", "L")
+		require.NoError(t, err)
+		l := &writefence.Lease{Fence: f, Name: "L", Holder: "h1", TTL: time.Minute}
+		term, err := l.Acquire(ctx)
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), term)
+		first := bytesAt(t, s, key)
+
+		// Deleted while held: the renewal reports the lease lost, and
+		// regressed.
+		require.NoError(t, s.Delete(ctx, key))
+		err = l.Renew(ctx)
+		var lost *writefence.LeaseLostError
+		require.ErrorAs(t, err, &lost)
+		assert.ErrorIs(t, err, writefence.ErrLeaseLost)
+		assert.ErrorIs(t, err, writefence.ErrEpochRegressed)
+		assert.Equal(t, "writefence: lease L: term 1: the record is gone: writefence: lease lost", err.Error())
+		_, err = l.Epoch(ctx, "wal", "0")
+		require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+
+		// The Lease that held term 1 will not take term 1 again.
+		_, err = l.Acquire(ctx)
+		requireRegressed(t, errors.Unwrap(err), writefence.EpochRegressedError{Op: "lease acquire", Key: key, Seen: 1, SeenWriter: "h1", Absent: true})
+		assert.Equal(t, "writefence: lease L: acquire: epoch regressed: lease acquire of "+key+" refused: saw term 1 by h1, found no record", err.Error())
+		_, _, err = s.Get(ctx, key)
+		require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
+
+		// The operator settles the absent record at the highest term
+		// granted; the next acquisition takes the term after it.
+		op := &writefence.Lease{Fence: &writefence.Fence{Store: s}, Name: "L", Holder: "operator", TTL: time.Minute}
+		require.ErrorIs(t, op.Settle(ctx, "v0", 1), writefence.ErrNotFound)
+		require.NoError(t, op.Settle(ctx, "", 1))
+		require.NoError(t, op.Settle(ctx, "", 1), "the settle run again once it landed")
+		require.ErrorIs(t, op.Settle(ctx, "", 2), writefence.ErrConflict, "a record exists")
+		term, err = l.Acquire(ctx)
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), term)
+
+		// Set back to term 1 while term 2 is held: lost and regressed.
+		setBack(t, s, key, first)
+		err = l.Renew(ctx)
+		require.ErrorIs(t, err, writefence.ErrLeaseLost)
+		require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+		assert.Equal(t, "writefence: lease L: term 2: the record went back to term 1 by h1: writefence: lease lost", err.Error())
+		_, err = l.Acquire(ctx)
+		require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+
+		// A takeover is lost, not regressed.
+		taken := &writefence.LeaseLostError{Name: "L", Term: 2, Holder: "h2", NewTerm: 3}
+		assert.NotErrorIs(t, taken, writefence.ErrEpochRegressed)
+		assert.ErrorIs(t, taken, writefence.ErrLeaseLost)
+	})
+}
+
+// TestLeaseClockOutOfRange: a clock the lease record cannot carry (before
+// 1970, after 2262 in Unix nanoseconds) is refused before anything is
+// written.
+func TestLeaseClockOutOfRange(t *testing.T) {
+	for name, now := range map[string]time.Time{
+		"before 1970": time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC),
+		"after 2262":  time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC),
+	} {
+		t.Run(name, func(t *testing.T) {
+			mem := &writefence.MemStore{}
+			l := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "n", Holder: "h", TTL: time.Minute,
+				Clock: func() time.Time { return now }}
+			_, err := l.Acquire(t.Context())
+			var ia *writefence.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			assert.Equal(t, "clock", ia.Arg)
+			keys := 0
+			require.NoError(t, mem.List(t.Context(), "", func(string) error { keys++; return nil }))
+			assert.Zero(t, keys, "nothing written")
+		})
+	}
+}
+
+// TestLeaseKit runs the epoch-source kit over Leases of one record, in a
+// synctest bubble: a leader is a Lease of its own holder that acquired
+// the lease; it is deposed by its TTL passing (a sleep, at once in the
+// bubble), a contender taking the lease over, and its Renew learning of
+// the takeover (a *LeaseLostError). It resigns with Release.
+func TestLeaseKit(t *testing.T) {
+	writefencetest.TestEpochSource(t, func(*testing.T) writefencetest.Election {
+		const ttl = 10 * time.Second
+		store := &writefence.MemStore{}
+		var leader, next *writefence.Lease
+		holders := 0
+		contender := func(t *testing.T) *writefence.Lease {
+			holders++
+			l := &writefence.Lease{Fence: &writefence.Fence{Store: store}, Name: "kit", Holder: fmt.Sprint("node-", holders), TTL: ttl}
+			_, err := l.Acquire(t.Context())
+			require.NoError(t, err)
+			return l
+		}
+		return writefencetest.Election{
+			Lead: func(t *testing.T) writefence.EpochSource {
+				leader, next = next, nil
+				if leader == nil {
+					leader = contender(t)
+				}
+				return leader
+			},
+			Depose: func(t *testing.T) {
+				time.Sleep(ttl)
+				next = contender(t)
+				var lost *writefence.LeaseLostError
+				require.ErrorAs(t, leader.Renew(t.Context()), &lost)
+			},
+			Deposed: writefence.ErrLeaseLost,
+			Resign:  func(t *testing.T) { require.NoError(t, leader.Release(t.Context())) },
+		}
+	}, &writefencetest.SourceOptions{Bubble: true})
+}
+
+func TestLeaseInvalid(t *testing.T) {
+	store := &writefence.MemStore{}
+	for name, l := range map[string]*writefence.Lease{
+		"fence":  {Name: "n", Holder: "h", TTL: time.Second},
+		"store":  {Fence: &writefence.Fence{}, Name: "n", Holder: "h", TTL: time.Second},
+		"holder": {Fence: &writefence.Fence{Store: store}, Name: "n", TTL: time.Second},
+		"long":   {Fence: &writefence.Fence{Store: store}, Name: "n", Holder: strings.Repeat("h", record.MaxWriterLen+1), TTL: time.Second},
+		"ttl":    {Fence: &writefence.Fence{Store: store}, Name: "n", Holder: "h"},
+		"name":   {Fence: &writefence.Fence{Store: store}, Holder: "h", TTL: time.Second},
+	} {
+		_, err := l.Acquire(t.Context())
+		assert.ErrorIs(t, err, writefence.ErrInvalidArgument, name)
+	}
+	assert.Empty(t, testserver.Keys(t, store))
 }

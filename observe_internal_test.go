@@ -1,9 +1,6 @@
 package writefence
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"strconv"
 	"strings"
@@ -17,20 +14,7 @@ import (
 // list of the writefence.op attribute name every op an Observer can see,
 // quoted as the engine writes it, and name no other.
 func TestEveryOpIsDocumented(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "engine.go", nil, parser.ParseComments)
-	require.NoError(t, err)
-	var doc string
-	ast.Inspect(f, func(n ast.Node) bool {
-		if g, ok := n.(*ast.GenDecl); ok && g.Tok == token.TYPE {
-			for _, s := range g.Specs {
-				if s.(*ast.TypeSpec).Name.Name == "WriteEvent" && g.Doc != nil {
-					doc = g.Doc.Text()
-				}
-			}
-		}
-		return true
-	})
+	doc := typeDoc(t, "WriteEvent")
 	require.NotEmpty(t, doc, "WriteEvent's doc comment")
 	otel, err := os.ReadFile("otelobserver/otelobserver.go")
 	require.NoError(t, err)

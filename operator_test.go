@@ -231,3 +231,133 @@ func TestPromise6_SettleRetriesAThrottledBrandRead(t *testing.T) {
 	assert.GreaterOrEqual(t, s.Calls(fakestore.Get, brandKey)-reads, int64(2), "the throttled read, then its retry")
 	requireLatest(t, &writefence.Fence{Store: mem}, 2, "op", "settled")
 }
+
+// TestSettleNeverLowersAReadableEpoch: a record whose payload is damaged
+// under an intact header still names its epoch; settling below it would
+// let a deposed writer at the old epoch land afterwards.
+func TestSettleNeverLowersAReadableEpoch(t *testing.T) {
+	ctx := t.Context()
+	mem, counting, f := countedFence()
+	require.NoError(t, f.Push(ctx, "wal", "0", "leader", 11, []byte("segment 11")))
+	bad := damagePayload(t, mem)
+
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, uint64(11), info.Epoch, "Inspect shows the header's epoch")
+	assert.Equal(t, "leader", info.Writer)
+	assert.Equal(t, bad, info.Version)
+
+	puts := counting.Calls(fakestore.Put)
+	for _, epoch := range []uint64{6, 11} {
+		err := f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: epoch, Payload: []byte("restored")})
+		var se *writefence.StaleEpochError
+		require.ErrorAs(t, err, &se, "settle at %d", epoch)
+		assert.Equal(t, uint64(11), se.RecordedEpoch)
+		assert.Equal(t, "leader", se.RecordedWriter)
+	}
+	assert.Equal(t, puts, counting.Calls(fakestore.Put), "a refused settle writes nothing")
+
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: bad, Writer: "op", Epoch: 12, Payload: []byte("restored")}))
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "leader", 11, []byte("late")), writefence.ErrStaleEpoch,
+		"the deposed writer at the old epoch stays fenced")
+	requireLatest(t, f, 12, "op", "restored")
+}
+
+// TestSettleRefusesAnotherIdentity: a corrupt record whose header names
+// another wire identity is not replaced: the program that settles it does
+// not speak its format.
+func TestSettleRefusesAnotherIdentity(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	other := &writefence.Fence{Store: mem, Identity: "other-format/v9"}
+	require.NoError(t, other.Push(ctx, "wal", "0", "them", 5, []byte("their payload")))
+	damagePayload(t, mem)
+	f := &writefence.Fence{Store: mem}
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, "other-format/v9", info.Identity)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 6, Payload: []byte("ours")})
+	requireWire(t, err, writefence.WireError{Key: mustKey(t, "wal", "0"), Expected: defaults.Identity, Found: "other-format/v9"})
+	_, v, err := mem.Get(ctx, mustKey(t, "wal", "0"))
+	require.NoError(t, err)
+	assert.Equal(t, info.Version, v, "nothing written")
+}
+
+// TestSettleRerunOverSameDamage: push at 5, the record emptied, settled at
+// 10, pushed at 20, emptied again: the same settle run again is refused,
+// though the damaged bytes (and, on a store whose versions name bytes,
+// their version) are the same; the epoch never goes from 20 to 10.
+func TestSettleRerunOverSameDamage(t *testing.T) {
+	ctx := t.Context()
+	s := &contentVersioned{}
+	f := &writefence.Fence{Store: s}
+	key := mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 5, []byte("five")))
+	s.raw(key, nil)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	settle := writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 10, Payload: []byte("ten"), Floor: 5}
+	require.NoError(t, f.Settle(ctx, "wal", "0", settle))
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 20, []byte("twenty")))
+	s.raw(key, nil)
+	again, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	require.Equal(t, info.Version, again.Version, "the same damage has the same version on this store")
+
+	err = f.Settle(ctx, "wal", "0", settle)
+	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+	_, v, err := s.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, info.Version, v, "nothing written")
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "op", Epoch: 21, Payload: []byte("21"), Floor: 20}))
+	requireLatest(t, f, 21, "op", "21")
+}
+
+// TestSettleKeepsReferences: a settle over a manifest whose payload is
+// damaged keeps the blobs it references, which Inspect shows; Collect
+// then keeps them and readers read them (promise 9). Over damaged
+// references it refuses unless told to drop them, and then the blobs are
+// garbage Collect deletes at once.
+func TestSettleKeepsReferences(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+	ref := putBlob(t, f, "a", 1, "acknowledged segment")
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)))
+
+	flipAt(t, mem, -1) // the payload's last byte: header and references intact
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the damaged record's references, as they decode")
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 3, Payload: []byte("restored")}))
+	info, err = f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, []writefence.BlobRef{ref}, info.Blobs, "the settle kept them")
+	assert.Equal(t, uint64(3), info.Since, "a settle begins a tenure at its epoch")
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+	require.NoError(t, err)
+	assert.Empty(t, report.Deleted)
+	data, err := readBlob(t, f, ref.Name)
+	require.NoError(t, err)
+	assert.Equal(t, "acknowledged segment", data)
+
+	// Damage in the references: they cannot be read.
+	key := mustKey(t, "wal", "0")
+	raw, _, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	flipAt(t, mem, len(raw)-len("restored")-3) // inside the last reference's CRC
+	info, err = f.Inspect(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Nil(t, info.Blobs)
+	err = f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 4, Payload: []byte("again")})
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "DropBlobs")
+	_, v, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, info.Version, v, "refused: nothing written")
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: info.Version, Writer: "operator", Epoch: 4, Payload: []byte("again"), DropBlobs: true}))
+	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1, "dropped: garbage behind the settle's horizon, collected at once")
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,20 +167,15 @@ func TestRaceCatchesBrokenStores(t *testing.T) {
 		f := &writefence.Fence{Store: store}
 		worst := 0
 		for round := 1; round <= rounds; round++ {
-			var landed atomic.Int64
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for w := range writers {
-				wg.Go(func() {
-					<-start
-					if f.Push(ctx, "wal", "0", fmt.Sprintf("w%d", w), uint64(round), []byte("x")) == nil {
-						landed.Add(1)
-					}
-				})
+			landed := 0
+			for _, err := range together(writers, func(w int) error {
+				return f.Push(ctx, "wal", "0", fmt.Sprintf("w%d", w), uint64(round), []byte("x"))
+			}) {
+				if err == nil {
+					landed++
+				}
 			}
-			close(start)
-			wg.Wait()
-			worst = max(worst, int(landed.Load()))
+			worst = max(worst, landed)
 		}
 		assert.Greater(t, worst, 1, "%s: the race never caught a double landing", name)
 		t.Logf("%s: up to %d writers landed the same epoch in one round", name, worst)

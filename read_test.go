@@ -12,6 +12,8 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // newPrefixStore returns an in-memory store with a PrefixReader of its
@@ -173,4 +175,28 @@ func TestHeaderPathCorruption(t *testing.T) {
 	assert.Equal(t, v, v2)
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 3, []byte("over it")))
 	requireLatest(t, f, 3, "b", "over it")
+}
+
+// TestFormatVersion1Records: records written in format version 1 are read,
+// replayed and pushed over; what a Fence writes is version 2.
+func TestFormatVersion1Records(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	_, err = mem.PutIfVersion(ctx, key, record.EncodeV1(defaults.Identity, "a", 5, []byte("old format")), "")
+	require.NoError(t, err)
+
+	f := &writefence.Fence{Store: mem}
+	epoch, writer, payload, err := f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), epoch)
+	assert.Equal(t, "a", writer)
+	assert.Equal(t, "old format", string(payload))
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 5, []byte("old format")), "a replay of a version 1 record")
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "b", 5, []byte("x")), writefence.ErrStaleEpoch)
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 6, []byte("new format")))
+	data, _, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, byte(2), data[4], "format version written")
 }

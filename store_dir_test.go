@@ -414,23 +414,17 @@ func TestDirDamagedTwice(t *testing.T) {
 // damaged version replaces it.
 func TestDirDamageThroughFence(t *testing.T) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	s := newDirStore(t, dir)
-	f := &writefence.Fence{Store: s}
-	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment 1")))
+	dir, s, f, _ := pushedDir(t, "a", 1)
 	info, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
-	good, err := os.ReadFile(keyFile(dir, info.Key))
-	require.NoError(t, err)
+	good := readKeyFile(t, dir, info.Key)
 	bad := append([]byte(nil), good...)
 	bad[len(bad)-6] ^= 0x40 // in the record's payload: the token stays
 	require.NoError(t, os.WriteFile(keyFile(dir, info.Key), bad, 0o600))
 
 	err = f.Push(ctx, "wal", "0", "a", 2, []byte("segment 2"))
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
-	onDisk, err := os.ReadFile(keyFile(dir, info.Key))
-	require.NoError(t, err)
-	assert.Equal(t, bad, onDisk, "the damaged file was not overwritten")
+	assert.Equal(t, bad, readKeyFile(t, dir, info.Key), "the damaged file was not overwritten")
 
 	// A fresh fence reads the header alone, and the store's check of the
 	// whole file still refuses.
@@ -673,6 +667,27 @@ func damageFile(t *testing.T, dir, key string, b []byte) {
 	require.NoError(t, os.WriteFile(keyFile(dir, key), b, 0o600))
 }
 
+// readKeyFile returns the bytes of the object file of key in dir.
+func readKeyFile(t *testing.T, dir, key string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(keyFile(dir, key))
+	require.NoError(t, err)
+	return b
+}
+
+// pushedDir returns a directory store in a directory of the test's own and
+// a Fence over it, once writer pushed "segment <epoch>" to shard wal/0 at
+// epoch, and the shard's key.
+func pushedDir(t *testing.T, writer string, epoch uint64) (dir string, s *writefence.DirStore, f *writefence.Fence, key string) {
+	t.Helper()
+	dir = t.TempDir()
+	s = newDirStore(t, dir)
+	f = &writefence.Fence{Store: s}
+	key = mustKey(t, "wal", "0")
+	require.NoError(t, f.Push(t.Context(), "wal", "0", writer, epoch, fmt.Appendf(nil, "segment %d", epoch)))
+	return dir, s, f, key
+}
+
 // dirSnapshot returns every file under dir with its contents.
 func dirSnapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -691,15 +706,10 @@ func dirSnapshot(t *testing.T, dir string) map[string]string {
 // writer's push are refused without writing, a settle above it lands.
 func TestDirSettleDamagedPayload(t *testing.T) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	s := newDirStore(t, dir)
-	f := &writefence.Fence{Store: s}
-	key := mustKey(t, "wal", "0")
-	require.NoError(t, f.Push(ctx, "wal", "0", "w100", 100, []byte("segment 100")))
+	dir, s, f, key := pushedDir(t, "w100", 100)
 	record, _, err := s.Get(ctx, key)
 	require.NoError(t, err)
-	good, err := os.ReadFile(keyFile(dir, key))
-	require.NoError(t, err)
+	good := readKeyFile(t, dir, key)
 	bad := testserver.Flipped(good, len(good)-5) // the payload's last byte
 	damageFile(t, dir, key, bad)
 
@@ -734,16 +744,11 @@ func TestDirSettleDamagedPayload(t *testing.T) {
 // needs a stated floor.
 func TestDirSettleDamagedFraming(t *testing.T) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	s := newDirStore(t, dir)
-	f := &writefence.Fence{Store: s}
-	key := mustKey(t, "wal", "0")
-	require.NoError(t, f.Push(ctx, "wal", "0", "a", 7, []byte("segment 7")))
-	good, err := os.ReadFile(keyFile(dir, key))
-	require.NoError(t, err)
+	dir, s, f, key := pushedDir(t, "a", 7)
+	good := readKeyFile(t, dir, key)
 	damageFile(t, dir, key, testserver.Flipped(good, 0)) // the file's magic
 
-	_, _, err = s.Get(ctx, key)
+	_, _, err := s.Get(ctx, key)
 	var ce *writefence.CorruptError
 	require.ErrorAs(t, err, &ce)
 	assert.NotEmpty(t, ce.Head)
@@ -758,8 +763,7 @@ func TestDirSettleDamagedFraming(t *testing.T) {
 	requireLatest(t, f, 8, "op", "rebuilt")
 
 	// Cut inside the record's header: nothing of it can be read.
-	now, err := os.ReadFile(keyFile(dir, key))
-	require.NoError(t, err)
+	now := readKeyFile(t, dir, key)
 	damageFile(t, dir, key, now[:31+len(key)+10]) // 31: the file header before the key
 	info, err = f.Inspect(ctx, "wal", "0")
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
@@ -780,11 +784,7 @@ func TestDirSettleDamagedFraming(t *testing.T) {
 // since lands.
 func TestDirSettleRepeatedDamage(t *testing.T) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	s := newDirStore(t, dir)
-	f := &writefence.Fence{Store: s}
-	key := mustKey(t, "wal", "0")
-	require.NoError(t, f.Push(ctx, "wal", "0", "a", 5, []byte("segment 5")))
+	dir, _, f, key := pushedDir(t, "a", 5)
 	damageFile(t, dir, key, nil)
 	info, err := f.Inspect(ctx, "wal", "0")
 	require.ErrorIs(t, err, writefence.ErrCorrupt)
@@ -798,9 +798,7 @@ func TestDirSettleRepeatedDamage(t *testing.T) {
 	require.Equal(t, info.Version, again.Version, "the same damage, the same version")
 	err = f.Settle(ctx, "wal", "0", first)
 	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
-	onDisk, err := os.ReadFile(keyFile(dir, key))
-	require.NoError(t, err)
-	assert.Empty(t, onDisk, "the record stays damaged")
+	assert.Empty(t, readKeyFile(t, dir, key), "the record stays damaged")
 
 	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Version: again.Version, Writer: "op", Epoch: 21, Payload: []byte("rebuilt again"), Floor: 20}))
 	requireLatest(t, f, 21, "op", "rebuilt again")
@@ -1333,4 +1331,46 @@ func TestDirLockHoldsWhilePathsMove(t *testing.T) {
 	if errC == nil {
 		assert.Equal(t, "c", w, "c's acknowledged push was overwritten by %s's %q", w, p)
 	}
+}
+
+// TestDirStoreOptions: the directory store's constructor reads the fields
+// that name it, together: ReadOnly opens the existing store for reading
+// (fs.ErrNotExist where there is none, fs.ErrPermission for every write)
+// and MaxObjectSize is its read limit, whether or not it is read-only; a
+// writable store refuses to write more.
+func TestDirStoreOptions(t *testing.T) {
+	ctx := t.Context()
+	_, err := writefence.NewDirConditionalStore(filepath.Join(t.TempDir(), "none"), &writefence.StoreOptions{ReadOnly: true, MaxObjectSize: 10})
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip(err)
+	}
+	require.ErrorIs(t, err, fs.ErrNotExist)
+
+	dir := t.TempDir()
+	w, err := writefence.NewDirConditionalStore(dir, nil)
+	require.NoError(t, err)
+	v, err := w.PutIfVersion(ctx, "big", make([]byte, 20), "")
+	require.NoError(t, err)
+
+	small, err := writefence.NewDirConditionalStore(dir, &writefence.StoreOptions{MaxObjectSize: 10})
+	require.NoError(t, err)
+	_, _, err = small.Get(ctx, "big")
+	require.ErrorIs(t, err, writefence.ErrTooLarge)
+	_, err = small.PutIfVersion(ctx, "other", make([]byte, 11), "")
+	require.Error(t, err, "a write over the limit is refused")
+	_, _, err = small.Get(ctx, "other")
+	require.ErrorIs(t, err, writefence.ErrNotFound, "and wrote nothing")
+
+	r, err := writefence.NewDirConditionalStore(dir, &writefence.StoreOptions{ReadOnly: true, MaxObjectSize: 10})
+	require.NoError(t, err)
+	_, _, err = r.Get(ctx, "big")
+	require.ErrorIs(t, err, writefence.ErrTooLarge, "the read-only store keeps the read limit")
+	_, _, _, err = writefence.GetPrefix(ctx, r, "big", 30)
+	require.ErrorIs(t, err, writefence.ErrTooLarge)
+	_, err = r.PutIfVersion(ctx, "big", []byte("x"), v)
+	require.ErrorIs(t, err, fs.ErrPermission)
+
+	// A Fence over the read-only store: its push is refused, final.
+	f := &writefence.Fence{Store: r}
+	require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")), fs.ErrPermission)
 }

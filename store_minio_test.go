@@ -81,15 +81,23 @@ func (f *s3Fake) requests() []s3Seen {
 // minio-go's MaxRetries (1 means a single attempt).
 func (f *s3Fake) store(t *testing.T, retries int) *minioStore {
 	t.Helper()
-	return newMinioStore(s3FakeClient(t, f.srv.Listener.Addr().String(), retries), "bucket", nil)
+	return newMinioStore(s3FakeClient(t, f.srv.Listener.Addr().String(), retries, false), "bucket", nil)
 }
 
-func s3FakeClient(t *testing.T, addr string, retries int) *minio.Client {
+// trailingStore is store(t, 1) over a client that, with trailing, adds
+// checksum trailers where minio-go can (TrailingHeaders).
+func (f *s3Fake) trailingStore(t *testing.T, trailing bool) *minioStore {
+	t.Helper()
+	return newMinioStore(s3FakeClient(t, f.srv.Listener.Addr().String(), 1, trailing), "bucket", nil)
+}
+
+func s3FakeClient(t *testing.T, addr string, retries int, trailing bool) *minio.Client {
 	t.Helper()
 	c, err := minio.New(addr, &minio.Options{
-		Creds:      credentials.NewStaticV4(s3FakeAccessKey, s3FakeSecret, ""),
-		Region:     "us-east-1", // skips the bucket-location request
-		MaxRetries: retries,
+		Creds:           credentials.NewStaticV4(s3FakeAccessKey, s3FakeSecret, ""),
+		Region:          "us-east-1", // skips the bucket-location request
+		MaxRetries:      retries,
+		TrailingHeaders: trailing,
 	})
 	require.NoError(t, err)
 	return c
@@ -195,13 +203,6 @@ func TestMinioRecordHasContentLength(t *testing.T) {
 					f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
 						w.Header().Set("ETag", `"e"`)
 					})
-					c, err := minio.New(f.srv.Listener.Addr().String(), &minio.Options{
-						Creds:           credentials.NewStaticV4(s3FakeAccessKey, s3FakeSecret, ""),
-						Region:          "us-east-1",
-						MaxRetries:      1,
-						TrailingHeaders: trailing,
-					})
-					require.NoError(t, err)
 					data := make([]byte, n)
 					for i := range data {
 						data[i] = byte(i)
@@ -210,7 +211,7 @@ func TestMinioRecordHasContentLength(t *testing.T) {
 					if parts == 3 {
 						split = [][]byte{data[:n/3], data[n/3 : 2*n/3], data[2*n/3:]}
 					}
-					_, err = newMinioStore(c, "bucket", nil).PutPartsIfVersion(t.Context(), "k", split, "")
+					_, err := f.trailingStore(t, trailing).PutPartsIfVersion(t.Context(), "k", split, "")
 					require.NoError(t, err)
 
 					seen := f.requests()
@@ -340,7 +341,7 @@ func TestMinioStoreTransportError(t *testing.T) {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 
-	s := newMinioStore(s3FakeClient(t, addr, 1), "bucket", nil)
+	s := newMinioStore(s3FakeClient(t, addr, 1, false), "bucket", nil)
 	_, _, err = s.Get(t.Context(), "k")
 	assertNeitherSentinel(t, err)
 	_, err = s.PutIfVersion(t.Context(), "k", []byte("x"), "")
@@ -821,14 +822,7 @@ func TestMinioBlobSmallIsOnePut(t *testing.T) {
 			// the same way: one PUT of its exact length, not aws-chunked,
 			// signed or not.
 			f := newS3Fake(t, s3MultipartFake(serverTime, n))
-			c, err := minio.New(f.srv.Listener.Addr().String(), &minio.Options{
-				Creds:           credentials.NewStaticV4(s3FakeAccessKey, s3FakeSecret, ""),
-				Region:          "us-east-1",
-				MaxRetries:      1,
-				TrailingHeaders: true,
-			})
-			require.NoError(t, err)
-			_, err = newMinioStore(c, "bucket", nil).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
+			_, err := f.trailingStore(t, true).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
 			require.NoError(t, err)
 			seen := f.requests()
 			require.Len(t, seen, 2)

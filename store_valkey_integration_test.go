@@ -27,6 +27,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
@@ -82,6 +83,16 @@ func eachValkeyStore(t *testing.T, f func(t *testing.T, c *redis.Client, store *
 		c := newValkeyClient(t)
 		f(t, c, newValkeyStore(c, script), valkeyPrefix(t, c))
 	})
+}
+
+// benchPayload returns n bytes of a pattern: the benchmarks' payloads,
+// and data of many sizes here.
+func benchPayload(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*31 + 7)
+	}
+	return p
 }
 
 // valkeyRawValue is a value in the store's layout: "WFV2", the SHA-1 in
@@ -1032,7 +1043,7 @@ func (w valkeyWrapper) PutIfVersion(ctx context.Context, key string, data []byte
 	return w.o.PutIfVersion(ctx, key, data, expect, w.ValkeyStore.PutIfVersion)
 }
 
-// ---- the brand checked in the write (PutIfBranded) ----
+// ---- the brand: checked in the write (PutIfBranded), damaged, unreadable ----
 
 func TestValkeyBrandPerWrite(t *testing.T) {
 	ctx := context.Background()
@@ -1365,6 +1376,88 @@ func (p *valkeyProgress) reached(target []int) bool {
 		}
 	}
 	return true
+}
+
+// TestValkeyDamagedBrandIsFinal: under BrandVerifyAlways the Valkey store
+// reads the brand key inside the write's own step; a brand key that is not
+// an intact value of the store (damaged in place, as by a SETRANGE) is a
+// refusal in that step, reported as damage of the brand key (ErrCorrupt,
+// final), as every other store reports it: one write attempt, not a write
+// whose outcome is unknown, and the record unchanged.
+func TestValkeyDamagedBrandIsFinal(t *testing.T) {
+	eachValkeyStore(t, func(t *testing.T, c *redis.Client, store *writefence.ValkeyStore, prefix string) {
+		ctx := context.Background()
+		admin := &writefence.Fence{Store: store, Prefix: prefix}
+		_, err := admin.ClaimBrand(ctx)
+		require.NoError(t, err)
+		f := &writefence.Fence{Store: store, Prefix: prefix, Brand: writefence.BrandVerifyAlways, MaxAttempts: 4}
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("one")))
+
+		require.NoError(t, testserver.DamageValkey(c)(ctx, keys.Brand(prefix), testserver.Fault{Flip: 0}))
+
+		var writes atomic.Int64
+		hctx := hook.With(ctx, &hook.Hooks{
+			Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
+				writes.Add(1)
+				return write()
+			},
+			Wait: func(context.Context, int, time.Duration) error { return nil },
+		})
+		err = (&writefence.Fence{Store: store, Prefix: prefix, Brand: writefence.BrandVerifyAlways, MaxAttempts: 4}).
+			Push(hctx, "wal", "0", "a", 2, []byte("two"))
+		require.ErrorIs(t, err, writefence.ErrCorrupt)
+		var ce *writefence.CorruptError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, keys.Brand(prefix), ce.Key)
+		assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "the store refused the write in its atomic step: nothing landed, and the outcome is known")
+		assert.Equal(t, int64(1), writes.Load(), "a refusal in the write's own step is final: one attempt")
+		requireLatest(t, admin, 1, "a", "one")
+	})
+}
+
+// TestBrandValkeyOtherFailures: on Valkey, a brand key of the wrong type and
+// one the ACL user may not read fail with the server's error, which is
+// never a refusal of the brand and never "absent". Both are final (the
+// server will answer the same again), so each is read once, not retried:
+// WRONGTYPE matches errors.ErrUnsupported, NOPERM fs.ErrPermission.
+func TestBrandValkeyOtherFailures(t *testing.T) {
+	ctx := context.Background()
+	admin := newValkeyClient(t)
+	prefix := valkeyPrefix(t, admin)
+	list, hidden := prefix+"list/_brand", prefix+"hidden/_brand"
+	require.NoError(t, admin.RPush(ctx, list, "writefence/v1").Err())
+	_, err := writefence.NewValkeyStore(admin).PutIfVersion(ctx, hidden, []byte(defaults.Identity), "")
+	require.NoError(t, err)
+
+	user, password := strings.TrimSuffix(prefix, "/")+"-brand", "pw-"+testserver.UniqueName(t)
+	require.NoError(t, admin.Do(ctx, "acl", "setuser", user, "on", ">"+password, "+@all", "~"+prefix+"list/*").Err())
+	t.Cleanup(func() { assert.NoError(t, admin.Do(context.Background(), "acl", "deluser", user).Err()) })
+	limited := newValkeyClient(t, func(o *redis.Options) { o.Username, o.Password = user, password })
+
+	for _, tc := range []struct {
+		key, code string
+		is        error
+	}{{list, "WRONGTYPE", errors.ErrUnsupported}, {hidden, "NOPERM", fs.ErrPermission}} {
+		s := countedByKey(writefence.NewValkeyStore(limited))
+		b := &writefence.Fence{Store: s, Prefix: strings.TrimSuffix(tc.key, "_brand")}
+		_, installErr := b.ClaimBrand(ctx)
+		for op, err := range map[string]error{"claim": claimBrand(ctx, b), "verify": b.VerifyBrand(ctx), "install": installErr} {
+			require.Error(t, err, "%s %s", tc.code, op)
+			assert.True(t, redis.HasErrorPrefix(err, tc.code), "%s %s: %v", tc.code, op, err)
+			assert.ErrorIs(t, err, tc.is, "%s %s", tc.code, op)
+			assert.NotErrorIs(t, err, writefence.ErrWire, "%s %s", tc.code, op)
+			assert.NotErrorIs(t, err, writefence.ErrNotFound, "%s %s", tc.code, op)
+			assert.NotErrorIs(t, err, writefence.ErrConflict, "%s %s", tc.code, op)
+			assert.NotContains(t, err.Error(), password)
+			t.Logf("%s %s: %v", tc.code, op, err)
+		}
+		gets, puts, _ := callsOf(s, tc.key)
+		assert.Equal(t, [2]int{3, 0}, [2]int{gets, puts}, "%s: one read each, never retried, nothing written", tc.code)
+	}
+	n, err := admin.LLen(ctx, list).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the list is untouched")
+	require.NoError(t, (&writefence.Fence{Store: writefence.NewValkeyStore(admin), Prefix: strings.TrimSuffix(hidden, "_brand")}).VerifyBrand(ctx), "the hidden brand is intact")
 }
 
 // ---- round trips, and no WATCH left armed ----
@@ -1710,18 +1803,10 @@ func TestValkeyFenceSameEpochRace(t *testing.T) {
 
 		var landed, stale, other int
 		for round := uint64(1); round <= rounds; round++ {
-			errs := make([]error, writers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Go(func() {
-					<-start
-					payload := fmt.Appendf(nil, "round %d writer %d", round, w)
-					errs[w] = fence.Push(ctx, "race", "shard", fmt.Sprintf("writer-%d", w), round, payload)
-				})
-			}
-			close(start)
-			wg.Wait()
+			errs := together(writers, func(w int) error {
+				payload := fmt.Appendf(nil, "round %d writer %d", round, w)
+				return fence.Push(ctx, "race", "shard", fmt.Sprintf("writer-%d", w), round, payload)
+			})
 
 			nils := 0
 			for w, err := range errs {
@@ -1981,18 +2066,10 @@ func TestValkeyClusterFenceRace(t *testing.T) {
 			fences[w] = &writefence.Fence{Store: newValkeyStore(cc, script), Prefix: prefix + map[bool]string{false: "watch/", true: "script/"}[script]}
 		}
 		for round := uint64(1); round <= rounds; round++ {
-			errs := make([]error, writers*shards)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range errs {
-				wg.Go(func() {
-					<-start
-					w, shard := i%writers, strconv.Itoa(i/writers)
-					errs[i] = fences[w].Push(ctx, "race", shard, fmt.Sprintf("writer-%d", w), round, fmt.Appendf(nil, "round %d writer %d", round, w))
-				})
-			}
-			close(start)
-			wg.Wait()
+			errs := together(writers*shards, func(i int) error {
+				w, shard := i%writers, strconv.Itoa(i/writers)
+				return fences[w].Push(ctx, "race", shard, fmt.Sprintf("writer-%d", w), round, fmt.Appendf(nil, "round %d writer %d", round, w))
+			})
 			for shard := range shards {
 				nils := 0
 				for w := range writers {
@@ -2225,17 +2302,9 @@ func TestValkeyClusterMigrationRace(t *testing.T) {
 		race := func(phase string) {
 			t.Helper()
 			round++
-			errs := make([]error, writers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Go(func() {
-					<-start
-					errs[w] = fences[w].Push(ctx, "wal", shard, fmt.Sprintf("w%d", w), round, fmt.Appendf(nil, "round %d by %d", round, w))
-				})
-			}
-			close(start)
-			wg.Wait()
+			errs := together(writers, func(w int) error {
+				return fences[w].Push(ctx, "wal", shard, fmt.Sprintf("w%d", w), round, fmt.Appendf(nil, "round %d by %d", round, w))
+			})
 			nils := 0
 			for w, err := range errs {
 				switch {
@@ -2316,13 +2385,8 @@ func TestValkeyClusterFailover(t *testing.T) {
 					both := []string{p.Addr, r.Addr}
 					aStore := newStore(testserver.ValkeyClusterClient(t, both), testAckTimeout)
 					a := &writefence.Fence{Store: aStore}
-					var pushes []valkeyPush
-					push := func(f *writefence.Fence, writer string, epoch uint64) error {
-						err := f.Push(ctx, "wal", "0", writer, epoch, fmt.Appendf(nil, "%s at %d", writer, epoch))
-						pushes = append(pushes, valkeyPush{writer, epoch, err})
-						t.Logf("push by %s at epoch %d: %v", writer, epoch, err)
-						return err
-					}
+					pushes := &valkeyPushes{t: t}
+					push := pushes.push
 					caughtUp := func() bool {
 						return infoField(t, r.Client, "replication", "slave_repl_offset") == infoField(t, p.Client, "replication", "master_repl_offset")
 					}
@@ -2367,34 +2431,13 @@ func TestValkeyClusterFailover(t *testing.T) {
 					reader := &writefence.Fence{Store: newValkeyStore(testserver.ValkeyClusterClient(t, []string{r.Addr}), script)}
 					epoch, writer, _, err := reader.Latest(ctx, "wal", "0")
 					require.NoError(t, err)
-					var lost []valkeyPush
-					landed := map[uint64]int{}
-					for _, p := range pushes {
-						if p.err != nil {
-							continue
-						}
-						landed[p.epoch]++
-						if p.epoch > epoch || p.epoch == epoch && p.writer != writer {
-							lost = append(lost, p)
-						}
-					}
-					t.Logf("after the failover: epoch %d by %s; lost: %v", epoch, writer, lost)
-					switch {
-					case !forced:
+					if !forced {
+						lost, _ := pushes.lost(epoch, writer)
 						assert.Empty(t, lost, "no push that returned nil is lost")
 						assert.Equal(t, uint64(3), epoch)
-					case !wait:
-						require.NoError(t, errA)
-						require.NoError(t, errRetry)
-						assert.Equal(t, []valkeyPush{{"a", 2, nil}, {"a", 2, nil}}, lost, "the documented failure: an acknowledged push is lost")
-						assert.Equal(t, 3, landed[2], "and a second push at epoch 2 returned nil too")
-					default:
-						require.ErrorIs(t, errA, writefence.ErrOutcomeUnknown)
-						assert.NotErrorIs(t, errA, writefence.ErrConflict)
-						require.ErrorIs(t, errRetry, writefence.ErrOutcomeUnknown, "a retry reading the record only the old primary holds")
-						assert.Empty(t, lost, "no push that returned nil is lost")
-						assert.Equal(t, 1, landed[2], "one push at epoch 2 returned nil")
+						return
 					}
+					pushes.requireOutcome(epoch, writer, wait, errA, errRetry, "the old primary")
 				})
 			})
 		}
@@ -2671,6 +2714,64 @@ type valkeyPush struct {
 	err    error
 }
 
+// valkeyPushes records the pushes of a failover test, in order.
+type valkeyPushes struct {
+	t    *testing.T
+	list []valkeyPush
+}
+
+// push pushes "writer at epoch" to shard wal/0 through f and records it.
+func (ps *valkeyPushes) push(f *writefence.Fence, writer string, epoch uint64) error {
+	err := f.Push(context.Background(), "wal", "0", writer, epoch, fmt.Appendf(nil, "%s at %d", writer, epoch))
+	ps.list = append(ps.list, valkeyPush{writer, epoch, err})
+	ps.t.Logf("push by %s at epoch %d: %v", writer, epoch, err)
+	return err
+}
+
+// lost returns the pushes that returned nil and that the record read after
+// the failover, epoch by writer, does not hold, and how many pushes
+// returned nil at each epoch.
+func (ps *valkeyPushes) lost(epoch uint64, writer string) (lost []valkeyPush, landed map[uint64]int) {
+	landed = map[uint64]int{}
+	for _, p := range ps.list {
+		if p.err != nil {
+			continue
+		}
+		landed[p.epoch]++
+		if p.epoch > epoch || p.epoch == epoch && p.writer != writer {
+			lost = append(lost, p)
+		}
+	}
+	ps.t.Logf("after the failover: epoch %d by %s; lost: %v", epoch, writer, lost)
+	return lost, landed
+}
+
+// requireOutcome checks a failover in which a's push at epoch 2 (errA) and
+// its retry from another connection (errRetry) met a replication outage,
+// and b pushed at epoch 2 on the promoted replica, which then held the
+// record epoch by writer. Without wait, the documented failure of
+// asynchronous replication: both returned nil and are lost, and b's push
+// returned nil too. With WaitReplicas, both report an unknown outcome (the
+// retry reads the record only holder has) and no push that returned nil is
+// lost.
+func (ps *valkeyPushes) requireOutcome(epoch uint64, writer string, wait bool, errA, errRetry error, holder string) {
+	t := ps.t
+	t.Helper()
+	lost, landed := ps.lost(epoch, writer)
+	if !wait {
+		require.NoError(t, errA)
+		require.NoError(t, errRetry)
+		assert.Equal(t, []valkeyPush{{"a", 2, nil}, {"a", 2, nil}}, lost, "the documented failure: an acknowledged push is lost")
+		assert.Equal(t, 3, landed[2], "and a second push at epoch 2 returned nil too")
+		return
+	}
+	require.ErrorIs(t, errA, writefence.ErrOutcomeUnknown)
+	assert.NotErrorIs(t, errA, writefence.ErrConflict)
+	require.ErrorIs(t, errRetry, writefence.ErrOutcomeUnknown, "a retry reading the record only %s holds", holder)
+	assert.Empty(t, lost, "no push that returned nil is lost")
+	assert.Equal(t, 1, landed[2], "one push at epoch 2 returned nil")
+}
+
 // TestValkeyFailover: a push during a replication outage, then the replica
 // promoted. Without WaitReplicas the acknowledged push is lost and a second
 // push at the same epoch also returns nil: the documented failure of
@@ -2699,13 +2800,8 @@ func TestValkeyFailover(t *testing.T) {
 				}
 				key, err := keys.Shard("", "wal", "0")
 				require.NoError(t, err)
-				var pushes []valkeyPush
-				push := func(f *writefence.Fence, writer string, epoch uint64) error {
-					err := f.Push(ctx, "wal", "0", writer, epoch, fmt.Appendf(nil, "%s at %d", writer, epoch))
-					pushes = append(pushes, valkeyPush{writer, epoch, err})
-					t.Logf("push by %s at epoch %d: %v", writer, epoch, err)
-					return err
-				}
+				pushes := &valkeyPushes{t: t}
+				push := pushes.push
 
 				aStore := newStore(primary, wait)
 				aStore.WaitTimeout = testAckTimeout
@@ -2745,30 +2841,7 @@ func TestValkeyFailover(t *testing.T) {
 
 				epoch, writer, _, err := b.Latest(ctx, "wal", "0")
 				require.NoError(t, err)
-				var lost []valkeyPush
-				landed := map[uint64]int{}
-				for _, p := range pushes {
-					if p.err != nil {
-						continue
-					}
-					landed[p.epoch]++
-					if p.epoch > epoch || p.epoch == epoch && p.writer != writer {
-						lost = append(lost, p)
-					}
-				}
-				t.Logf("after the failover: epoch %d by %s; lost: %v", epoch, writer, lost)
-				if !wait {
-					require.NoError(t, errA)
-					require.NoError(t, errRetry)
-					assert.Equal(t, []valkeyPush{{"a", 2, nil}, {"a", 2, nil}}, lost, "the documented failure: an acknowledged push is lost")
-					assert.Equal(t, 3, landed[2], "and a second push at epoch 2 returned nil too")
-					return
-				}
-				require.ErrorIs(t, errA, writefence.ErrOutcomeUnknown)
-				assert.NotErrorIs(t, errA, writefence.ErrConflict)
-				require.ErrorIs(t, errRetry, writefence.ErrOutcomeUnknown, "a retry reading the record only the primary holds")
-				assert.Empty(t, lost, "no push that returned nil is lost")
-				assert.Equal(t, 1, landed[2], "one push at epoch 2 returned nil")
+				pushes.requireOutcome(epoch, writer, wait, errA, errRetry, "the primary")
 			})
 		})
 	}

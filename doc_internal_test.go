@@ -30,16 +30,8 @@ func TestDocNamesEverySentinel(t *testing.T) {
 	doc := packageDoc(t)
 	errors := doc[strings.Index(doc, "Test errors with errors.Is"):]
 	errors = errors[:strings.Index(errors, "Every\ntyped error")]
-	fset := token.NewFileSet()
-	names, err := filepath.Glob("*.go")
-	require.NoError(t, err)
 	var found int
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		require.NoError(t, err)
+	for _, f := range sourceFiles(t) {
 		for _, d := range f.Decls {
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.VAR {
@@ -99,4 +91,42 @@ func TestDocsCiteFilesThatExist(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Greater(t, checked, 10)
+}
+
+// sourceFiles returns the package's files, but its tests, parsed with
+// their comments.
+func sourceFiles(t *testing.T) []*ast.File {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	return files
+}
+
+// typeDoc returns the doc comment of the package's type name, in whichever
+// of the package's files declares it.
+func typeDoc(t *testing.T, name string) string {
+	t.Helper()
+	var doc string
+	for _, f := range sourceFiles(t) {
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.TYPE && g.Doc != nil {
+				for _, s := range g.Specs {
+					if s.(*ast.TypeSpec).Name.Name == name {
+						doc = g.Doc.Text()
+					}
+				}
+			}
+		}
+	}
+	return doc
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/writefence/writefence/internal/keys"
 )
 
+// Fence.Blobs (blob.go) on the real servers of two adapters: the
+// manifests in one store, the blobs in another.
+
 // TestValkeyBlobsElsewhere: the deployment the adapter's documentation
 // names for blobs, the manifests in Valkey and the blobs in an object
 // store (MinIO here) through Fence.Blobs: a blob is put, committed in a

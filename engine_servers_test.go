@@ -22,6 +22,10 @@ import (
 	"github.com/writefence/writefence/internal/testserver"
 )
 
+// The engine's resolution of lost replies (engine.go) on every adapter's
+// real server, through the fault proxy (faultproxy_test.go). The faulty
+// stores serve linearizability_test.go too.
+
 // faultyStore is one adapter on a real server reached through a fault
 // proxy, and the same records reached directly, to check what the store
 // really holds.
