@@ -62,10 +62,12 @@ func TestDocNamesTheFormatVersions(t *testing.T) {
 }
 
 // TestDocsCiteFilesThatExist: every file of the repository a comment or a
-// Markdown file names (BENCHMARKS.md, .ci/run, cmd/writefence/exit.go...)
-// exists.
+// Markdown file names (BENCHMARKS.md, .ci/run, cmd/writefence/exit.go...),
+// and every file of the package the README or BENCHMARKS.md names alone
+// (`fence.go`), exists.
 func TestDocsCiteFilesThatExist(t *testing.T) {
 	cited := regexp.MustCompile(`(?:^|[\s(\x60"])((?:\.ci|cmd|internal|bench|writefencetest|[a-z]+store|otelobserver|etcdepoch|zkepoch)/[A-Za-z0-9_./-]+\.(?:go|sh|md)|\.ci/[a-z-]+|[A-Z]+\.md)\b`)
+	rootFile := regexp.MustCompile("`([a-z][a-z0-9_]*\\.go)`")
 	var checked int
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -86,6 +88,14 @@ func TestDocsCiteFilesThatExist(t *testing.T) {
 			checked++
 			_, err := os.Stat(name)
 			assert.NoError(t, err, "%s cites %s", path, name)
+		}
+		if path == "README.md" || path == "BENCHMARKS.md" {
+			// The package's own files, named alone (`fence.go`).
+			for _, m := range rootFile.FindAllStringSubmatch(string(data), -1) {
+				checked++
+				_, err := os.Stat(m[1])
+				assert.NoError(t, err, "%s cites %s", path, m[1])
+			}
 		}
 		return nil
 	})
