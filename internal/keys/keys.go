@@ -30,6 +30,7 @@ package keys
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -151,14 +152,28 @@ const blobNameFixed = 16 + 1 + 32 + 1
 // random id (32 lower-case hexadecimal digits).
 func BlobName(epoch uint64, writer, id string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%016x-%s-", epoch, id)
+	b.Grow(blobNameFixed + len(writer))
+	b.Write(epochPrefix(epoch))
+	b.WriteString(id)
+	b.WriteByte('-')
 	escapeName(&b, writer)
 	return b.String()
 }
 
 // BlobEpochPrefix is what the names of the blobs written at epoch start
 // with: a blob space's key prefix plus it lists exactly those blobs.
-func BlobEpochPrefix(epoch uint64) string { return fmt.Sprintf("%016x-", epoch) }
+func BlobEpochPrefix(epoch uint64) string { return string(epochPrefix(epoch)) }
+
+// epochPrefix is epoch in 16 lower-case hexadecimal digits and a '-'.
+func epochPrefix(epoch uint64) []byte {
+	b := make([]byte, 17)
+	for i := 15; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[epoch&0xf]
+		epoch >>= 4
+	}
+	b[16] = '-'
+	return b
+}
 
 // ParseBlobName is the inverse of BlobName: the epoch, id and writer of a
 // blob's name, and false for a name BlobName never returns.
@@ -166,14 +181,42 @@ func ParseBlobName(name string) (epoch uint64, id, writer string, ok bool) {
 	if len(name) <= blobNameFixed || name[16] != '-' || name[49] != '-' {
 		return 0, "", "", false
 	}
-	if _, err := fmt.Sscanf(name[:16], "%016x", &epoch); err != nil || !isHex(name[:16]) || !isHex(name[17:49]) {
+	if !isHex(name[:16]) || !isHex(name[17:49]) {
+		return 0, "", "", false
+	}
+	epoch, err := strconv.ParseUint(name[:16], 16, 64)
+	if err != nil {
 		return 0, "", "", false
 	}
 	writer, ok = unescapeName(name[50:])
-	if !ok || writer == "" || BlobName(epoch, writer, name[17:49]) != name {
+	if !ok || writer == "" || !canonical(name[50:]) {
 		return 0, "", "", false
 	}
 	return epoch, name[17:49], writer, true
+}
+
+// canonical reports whether s is what escapeName writes of the name it
+// unescapes to: every byte escapeName keeps is kept, every other escaped.
+func canonical(s string) bool {
+	for i, n := 0, 0; i < len(s); i, n = i+1, n+1 {
+		c := s[i]
+		if c == '%' {
+			if i+2 >= len(s) {
+				return false
+			}
+			hi, lo := strings.IndexByte(hexDigits, s[i+1]), strings.IndexByte(hexDigits, s[i+2])
+			if hi < 0 || lo < 0 {
+				return false
+			}
+			c, i = byte(hi<<4|lo), i+2
+			if keepByte(c) || c == '.' && n > 0 {
+				return false
+			}
+		} else if !keepByte(c) && !(c == '.' && n > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func isHex(s string) bool {

@@ -188,7 +188,14 @@ func TestBlobName(t *testing.T) {
 			t.Errorf("blob name %q holds a slash", name)
 		}
 	}
+	if name := BlobName(0xabcdef, "w", "0123456789abcdef0123456789abcdef"); name != "0000000000abcdef-0123456789abcdef0123456789abcdef-w" {
+		t.Errorf("BlobName = %q: the epoch is 16 lower-case hexadecimal digits", name)
+	}
+	if p := BlobEpochPrefix(0xabcdef); p != "0000000000abcdef-" {
+		t.Errorf("BlobEpochPrefix = %q", p)
+	}
 	for _, bad := range []string{"", "x", "0000000000000007-0123456789abcdef0123456789abcdef-",
+		"0000000000ABCDEF-0123456789abcdef0123456789abcdef-w",
 		"000000000000000G-0123456789abcdef0123456789abcdef-w", "0000000000000007-0123456789ABCDEF0123456789abcdef-w",
 		"0000000000000007-0123456789abcdef0123456789abcdef-%41"} {
 		if _, _, _, ok := ParseBlobName(bad); ok {
