@@ -146,10 +146,10 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 // of the last blob this Fence put for the shard (the usual commit adds the
 // blobs its writer just put), on a store whose listing is consistent. A
 // commit so waits for the slower of the read and the listing, not for
-// both; one that adds no blob of that epoch costs the listing unused. It
-// lists nothing when the Fence put no blob for the shard, or knows the
-// record to reference more blobs of that epoch than the listing's budget
-// (a long epoch, see statBlobs).
+// both; one that adds no blob of that epoch leaves the listing unused,
+// and does not wait for it. It lists nothing when the Fence put no blob
+// for the shard, or knows the record to reference more blobs of that
+// epoch than the listing's budget (a long epoch, see statBlobs).
 func (f *Fence) listAhead(ctx context.Context, u *recordUpdate, space string) *aheadListing {
 	lister, ok := capability[ConsistentBlobLister](f.blobStore())
 	if !ok {

@@ -69,7 +69,7 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string,
 	}
 	found := make(map[string]BlobInfo, len(keys))
 	pending := keys
-	if listed, complete, ok := ahead.wait(ctx); ok && slices.Contains(prefixes, ahead.prefix) {
+	if listed, complete, ok := ahead.wait(ctx, prefixes); ok {
 		var rest, unseen []string
 		for _, k := range keys {
 			if !strings.HasPrefix(k, ahead.prefix) {
@@ -236,9 +236,10 @@ func listAhead(ctx context.Context, lister ConsistentBlobLister, prefix string, 
 
 // wait returns, once the listing ended, what it found and whether it is
 // complete; ok is false when l is nil, the listing failed, or ctx ended
-// first.
-func (l *aheadListing) wait(ctx context.Context) (found map[string]BlobInfo, complete, ok bool) {
-	if l == nil {
+// first, and, without waiting, when l's prefix is none of prefixes: a
+// check that does not use the listing does not wait for it.
+func (l *aheadListing) wait(ctx context.Context, prefixes []string) (found map[string]BlobInfo, complete, ok bool) {
+	if l == nil || !slices.Contains(prefixes, l.prefix) {
 		return nil, false, false
 	}
 	select {

@@ -488,6 +488,37 @@ func TestCommitListsBesideItsRead(t *testing.T) {
 	})
 }
 
+// TestCommitLeavesAListingItDoesNotUse: a commit that adds no blob of the
+// epoch its Fence last put at leaves the listing started beside its read
+// unused, and does not wait for it: over a store whose listing takes an
+// hour, the commit of a blob of an earlier epoch checks it with StatBlob
+// and takes no time, and the listing it left ends with the commit.
+func TestCommitLeavesAListingItDoesNotUse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := fakestore.New(&writefence.MemStore{}, fakestore.Options{
+			Before: func(ctx context.Context, c fakestore.Call) error {
+				if c.Op == fakestore.ListBlobsConsistent {
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(time.Hour):
+					}
+				}
+				return nil
+			},
+		})
+		f := &writefence.Fence{Store: s}
+		require.NoError(t, f.Push(t.Context(), "wal", "0", "a", 1, []byte("manifest")))
+		early := putBlob(t, f, "a", 1, "segment")
+		putBlob(t, f, "a", 2, "the next epoch's segment")
+		start := time.Now()
+		require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 2, appendBlob(early)))
+		assert.Zero(t, time.Since(start), "the commit waited for the listing of epoch 2, which it did not use")
+		assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "the listing beside the read")
+		assert.EqualValues(t, 1, s.Calls(fakestore.StatBlob), "the blob of epoch 1")
+	})
+}
+
 // declares reports whether s declares the capability C as its own.
 func declares[C any](s writefence.ConditionalStore) bool {
 	c, ok := s.(writefence.Capable)
