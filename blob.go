@@ -112,7 +112,8 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 // ErrInvalidArgument; and must exist with the size referenced, created at
 // or after the record's collection horizon, when the commit decides
 // (StatBlobs, and a listing beside the read of the epoch of the Fence's
-// last PutBlob), else ErrNotFound (ErrInvalidArgument for size).
+// last PutBlob when the read finds the record the Fence wrote last), else
+// ErrNotFound (ErrInvalidArgument for size).
 //
 // The tenure floor is where the writer's tenure began: a commit by another
 // writer than the recorded one starts a tenure at the recorded epoch + 1,
@@ -135,8 +136,8 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 	}
 	ahead := f.listAhead(ctx, u, space)
 	defer ahead.stop()
-	u.w = commitWrite{fn: next, check: func(current, refs []BlobRef, floor uint64, horizon int64) error {
-		return f.checkBlobs(ctx, u.key, space, writer, epoch, current, refs, floor, horizon, ahead)
+	u.w = commitWrite{fn: next, check: func(current, refs []BlobRef, floor uint64, horizon int64, read string) error {
+		return f.checkBlobs(ctx, u.key, space, writer, epoch, current, refs, floor, horizon, ahead.at(read))
 	}}
 	return f.runUpdate(ctx, u)
 }
@@ -146,17 +147,20 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 // of the last blob this Fence put for the shard (the usual commit adds the
 // blobs its writer just put), on a store whose listing is consistent. A
 // commit so waits for the slower of the read and the listing, not for
-// both; one that adds no blob of that epoch costs the listing unused. It
-// lists nothing when the Fence put no blob for the shard, or knows the
-// record to reference more blobs of that epoch than the listing's budget
-// (a long epoch, see statBlobs).
+// both; one that adds no blob of that epoch leaves the listing unused,
+// and does not wait for it. The listing is evidence only for a read that
+// finds the record at the version this Fence wrote last, the one it
+// remembers now (see aheadListing): it lists nothing when it remembers
+// none, when it put no blob for the shard, or when it knows the record to
+// reference more blobs of that epoch than the listing's budget (a long
+// epoch, see statBlobs).
 func (f *Fence) listAhead(ctx context.Context, u *recordUpdate, space string) *aheadListing {
 	lister, ok := capability[ConsistentBlobLister](f.blobStore())
 	if !ok {
 		return nil
 	}
-	epoch, refs, ok := u.f.cache.lastPut(u.key)
-	if !ok || epoch > u.epoch {
+	epoch, version, refs, ok := u.f.cache.lastPut(u.key)
+	if !ok || version == "" || epoch > u.epoch {
 		return nil
 	}
 	// The budget of a listing of up to listBudget new blobs (see
@@ -174,7 +178,7 @@ func (f *Fence) listAhead(ctx context.Context, u *recordUpdate, space string) *a
 	if n >= known {
 		return nil
 	}
-	return listAhead(ctx, lister, space+prefix, budget)
+	return listAhead(ctx, lister, space+prefix, budget, version)
 }
 
 // OpenBlob opens the blob name of (plugin, shard) if and only if the
@@ -533,7 +537,8 @@ func (f *Fence) blobClock(ctx context.Context, bs BlobStore) (time.Time, error) 
 // created at or after horizon, the record's collection horizon (see
 // Commit). The names are checked first, which costs nothing; then the
 // blobs, with StatBlobs over the prefixes of their epochs, and ahead, the
-// listing started beside the read (see listAhead). A failure to
+// listing started beside the read (see listAhead), nil unless the record
+// read is at the version it was started at. A failure to
 // read that is not a refusal is a readFailure, which the engine retries.
 func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch uint64, current, refs []BlobRef, floor uint64, horizon int64, ahead *aheadListing) error {
 	var prefixes, blobKeys []string

@@ -69,7 +69,7 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string,
 	}
 	found := make(map[string]BlobInfo, len(keys))
 	pending := keys
-	if listed, complete, ok := ahead.wait(ctx); ok && slices.Contains(prefixes, ahead.prefix) {
+	if listed, complete, ok := ahead.wait(ctx, prefixes); ok {
 		var rest, unseen []string
 		for _, k := range keys {
 			if !strings.HasPrefix(k, ahead.prefix) {
@@ -197,24 +197,30 @@ func statEach(ctx context.Context, bs BlobStore, keys []string, found map[string
 
 // aheadListing is a consistent listing of one prefix that runs beside the
 // read of a record, started before the decision that needs it is made (see
-// Fence.Commit). What it shows is evidence a decision may take as a
-// listing made after the read: the blobs it saw existed, at their sizes
-// and creation times, and a blob Collect deleted since it was listed was
-// below a collection horizon that Collect wrote into the record first.
+// Fence.Commit), while the record was at version, as far as the Fence
+// knew. For a decision on the record read at that version, and written
+// only if it still is, it is evidence as good as a listing made after the
+// read: the record held that one version from before the listing to the
+// write, as it does around a listing made between the two. Not otherwise:
+// a Collect that raised the horizon and deleted a blob the listing showed,
+// then an outside restore of the record to its content before the horizon,
+// leave a record whose read tells nothing of the deletion.
 type aheadListing struct {
-	prefix string
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the listing ended; found and complete are set then
-	found  map[string]BlobInfo
+	prefix  string
+	version string
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the listing ended; found and complete are set then
+	found   map[string]BlobInfo
 	// complete: the listing ended within its budget, without an error,
 	// so a blob of the prefix it did not show did not exist when it ran.
 	complete bool
 }
 
-// listAhead starts a listing of prefix over at most budget blobs.
-func listAhead(ctx context.Context, lister ConsistentBlobLister, prefix string, budget int) *aheadListing {
+// listAhead starts a listing of prefix over at most budget blobs, while
+// the record is at version.
+func listAhead(ctx context.Context, lister ConsistentBlobLister, prefix string, budget int, version string) *aheadListing {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &aheadListing{prefix: prefix, cancel: cancel, done: make(chan struct{}), found: map[string]BlobInfo{}}
+	l := &aheadListing{prefix: prefix, version: version, cancel: cancel, done: make(chan struct{}), found: map[string]BlobInfo{}}
 	go func() {
 		defer close(l.done)
 		err := lister.ListBlobsConsistent(ctx, prefix, func(b BlobInfo) error {
@@ -236,9 +242,10 @@ func listAhead(ctx context.Context, lister ConsistentBlobLister, prefix string, 
 
 // wait returns, once the listing ended, what it found and whether it is
 // complete; ok is false when l is nil, the listing failed, or ctx ended
-// first.
-func (l *aheadListing) wait(ctx context.Context) (found map[string]BlobInfo, complete, ok bool) {
-	if l == nil {
+// first, and, without waiting, when l's prefix is none of prefixes: a
+// check that does not use the listing does not wait for it.
+func (l *aheadListing) wait(ctx context.Context, prefixes []string) (found map[string]BlobInfo, complete, ok bool) {
+	if l == nil || !slices.Contains(prefixes, l.prefix) {
 		return nil, false, false
 	}
 	select {
@@ -247,6 +254,15 @@ func (l *aheadListing) wait(ctx context.Context) (found map[string]BlobInfo, com
 	case <-ctx.Done():
 		return nil, false, false
 	}
+}
+
+// at returns l for a decision on the record read at version read: l if
+// that is the version l was started at, else nil (no evidence).
+func (l *aheadListing) at(read string) *aheadListing {
+	if l == nil || read != l.version {
+		return nil
+	}
+	return l
 }
 
 // stop ends the listing and waits for it; nil does nothing.

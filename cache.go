@@ -173,17 +173,19 @@ func (rc *recordCache) put(key string, epoch uint64) {
 }
 
 // lastPut returns the epoch of the last blob the Fence put for the record
-// at key, and the references the Fence knows that record to hold (nil when
+// at key, the version of that record the Fence remembers writing ("" for
+// none), and the references the Fence knows that record to hold (nil when
 // it knows none).
-func (rc *recordCache) lastPut(key string) (epoch uint64, refs []BlobRef, ok bool) {
+func (rc *recordCache) lastPut(key string) (epoch uint64, version string, refs []BlobRef, ok bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	h := maphash.String(cacheSeed, key)
 	if epoch, ok = rc.puts[h]; !ok {
-		return 0, nil, false
+		return 0, "", nil, false
 	}
-	if c := rc.m[h]; c.stream != nil {
+	c := rc.m[h]
+	if c.stream != nil {
 		refs = c.stream.refs
 	}
-	return epoch, refs, true
+	return epoch, c.version, refs, true
 }

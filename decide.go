@@ -98,8 +98,8 @@ func (w updateWrite) crc(b record.Body) uint32 { return record.CRC32C(b.Payload)
 type commitWrite struct {
 	fn func(current Manifest) (Manifest, error)
 	// check checks the blobs the commit newly references (refs), over the
-	// references the record holds (current).
-	check func(current, refs []BlobRef, floor uint64, horizon int64) error
+	// references the record holds (current), which is at version read.
+	check func(current, refs []BlobRef, floor uint64, horizon int64, read string) error
 }
 
 func (w commitWrite) blind() bool { return false }
@@ -119,7 +119,7 @@ func (w commitWrite) next(u *recordUpdate, current Manifest, p prior) (record.Bo
 	if err := distinctRefs(b.Refs); err != nil {
 		return record.Body{}, err
 	}
-	if err := w.check(current.Blobs, newRefs(current.Blobs, b.Refs), b.Since, b.Horizon); err != nil {
+	if err := w.check(current.Blobs, newRefs(current.Blobs, b.Refs), b.Since, b.Horizon, u.read); err != nil {
 		return record.Body{}, err
 	}
 	return b, nil
@@ -166,7 +166,9 @@ func (u *recordUpdate) decide(s *snapshot) ([][]byte, bool, record.Body, error) 
 	u.f.sawRecord(u.key, st)
 	var current Manifest
 	var p prior
+	u.read = ""
 	if st.found {
+		u.read = s.version
 		if err := u.f.checkIdentity(u.key, st.h); err != nil {
 			return nil, false, record.Body{}, err
 		}
@@ -263,6 +265,7 @@ type recordUpdate struct {
 	plugin, shard string
 	floor         floorState // the shard's floor, read by this attempt under KeepFloor
 	sight         sight      // what was known of the record before this attempt read it
+	read          string     // the version of the record this attempt read, "" when absent
 
 	// w is what this kind of write decides on its own (see recordWrite).
 	w recordWrite
