@@ -111,9 +111,9 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 // above the commit's and not below the tenure floor, else an error matching
 // ErrInvalidArgument; and must exist with the size referenced, created at
 // or after the record's collection horizon, when the commit decides
-// (StatBlobs, and a listing beside the read of the epoch of the Fence's
-// last PutBlob when the read finds the record the Fence wrote last), else
-// ErrNotFound (ErrInvalidArgument for size).
+// (StatBlobs; a listing beside the read, of its last PutBlob's epoch, on
+// a record as the Fence wrote it), else ErrNotFound (ErrInvalidArgument
+// for size).
 //
 // The tenure floor is where the writer's tenure began: a commit by another
 // writer than the recorded one starts a tenure at the recorded epoch + 1,
