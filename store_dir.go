@@ -968,3 +968,34 @@ func (s *dirStore) fileKey(name string) (string, error) {
 		Check:   "dir store: file objects/" + name + " holds no readable key of its name",
 	})
 }
+
+// dirBlobTempAge is how old an unlocked temporary blob file must be
+// before a store that opens the directory removes it: older than the
+// moment between its creation and its writer's flock.
+const dirBlobTempAge = time.Minute
+
+// removeBlobTemps deletes the temporary blob files that crashed writers
+// left: those no writer holds the flock of, older than dirBlobTempAge.
+// It is best effort: a file it cannot remove stays until the next open.
+func (s *dirStore) removeBlobTemps() {
+	entries, err := readRoot(s.blobRoot)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), dirTempPrefix) {
+			continue
+		}
+		f, err := s.blobRoot.Open(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := f.Stat()
+		if err == nil && time.Since(st.ModTime()) > dirBlobTempAge {
+			if locked, err := dirTryLock(f); err == nil && locked {
+				s.blobRoot.Remove(e.Name())
+			}
+		}
+		f.Close()
+	}
+}

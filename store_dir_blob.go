@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/writefence/writefence/internal/record"
 )
@@ -40,11 +39,6 @@ const (
 	dirBlobHeaderSize = 7
 	dirBlobTailSize   = 12
 	dirBlobBuffer     = 256 << 10 // what a blob write holds in memory
-
-	// dirBlobTempAge is how old an unlocked temporary blob file must be
-	// before a store that opens the directory removes it: older than the
-	// moment between its creation and its writer's flock.
-	dirBlobTempAge = time.Minute
 )
 
 var _ BlobStore = (*dirStore)(nil)
@@ -421,30 +415,4 @@ func (s *dirStore) DeleteBlob(ctx context.Context, key string) error {
 		return dirErr(dirBlobDelete, key, err)
 	}
 	return nil
-}
-
-// removeBlobTemps deletes the temporary blob files that crashed writers
-// left: those no writer holds the flock of, older than dirBlobTempAge.
-// It is best effort: a file it cannot remove stays until the next open.
-func (s *dirStore) removeBlobTemps() {
-	entries, err := readRoot(s.blobRoot)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), dirTempPrefix) {
-			continue
-		}
-		f, err := s.blobRoot.Open(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := f.Stat()
-		if err == nil && time.Since(st.ModTime()) > dirBlobTempAge {
-			if locked, err := dirTryLock(f); err == nil && locked {
-				s.blobRoot.Remove(e.Name())
-			}
-		}
-		f.Close()
-	}
 }
