@@ -256,7 +256,7 @@ func distinctRefs(refs []BlobRef) error {
 
 // recordUpdate is one Push, Update, Seal or Commit of a record.
 type recordUpdate struct {
-	f      *engine
+	f      engine // the engine of this call
 	op     string
 	key    string
 	writer string

@@ -150,13 +150,13 @@ func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*reco
 	case epoch == 0:
 		return nil, invalidArg("epoch", "must be at least 1")
 	}
-	return &recordUpdate{f: e, op: op, key: key, writer: writer, epoch: epoch, plugin: plugin, shard: shard}, nil
+	return &recordUpdate{f: *e, op: op, key: key, writer: writer, epoch: epoch, plugin: plugin, shard: shard}, nil
 }
 
 // runUpdate runs u through the engine, with the version cache: a push may
 // condition its first write on the version the Fence remembers.
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
-	e := u.f
+	e := &u.f
 	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, deposes: true,
 		head: u.w.blind()}
 	var floorKey string
