@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/writefence/writefence/internal/listing"
 )
 
 // MemStore is an in-memory ConditionalStore and BlobStore for tests,
@@ -110,15 +112,7 @@ func (m *MemStore) List(ctx context.Context, prefix string, fn func(key string) 
 	}
 	m.mu.Unlock()
 	slices.Sort(keys)
-	for _, k := range keys {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := fn(k); err != nil {
-			return err
-		}
-	}
-	return nil
+	return listing.Each(ctx, keys, fn)
 }
 
 // memBlobs are a MemStore's blobs, beside its objects: a separate key
@@ -212,15 +206,7 @@ func (m *MemStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInf
 		}
 	}
 	m.blobs.mu.Unlock()
-	for _, info := range infos {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := fn(info); err != nil {
-			return err
-		}
-	}
-	return nil
+	return listing.Each(ctx, infos, fn)
 }
 
 var _ ConsistentBlobLister = (*MemStore)(nil)

@@ -112,6 +112,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/listing"
 )
 
 // DB is the part of pgx the store uses. *pgxpool.Pool implements it, and
@@ -448,13 +449,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(key string) err
 		if err != nil {
 			return s.fail(ctx, "list", prefix, err, false)
 		}
-		for _, k := range keys {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := fn(k); err != nil {
-				return err
-			}
+		if err := listing.Each(ctx, keys, fn); err != nil {
+			return err
 		}
 		if len(keys) < listPage {
 			return ctx.Err()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/listing"
 	"github.com/writefence/writefence/internal/promise"
 	"github.com/writefence/writefence/internal/record"
 )
@@ -305,15 +306,7 @@ func (s *simStore) list(ctx context.Context, check bool, prefix string, fn func(
 		return err
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Key < infos[j].Key })
-	for _, b := range infos {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := fn(b); err != nil {
-			return err
-		}
-	}
-	return nil
+	return listing.Each(ctx, infos, fn)
 }
 
 // DeleteBlob implements writefence.BlobStore.
