@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/listing"
 	"github.com/writefence/writefence/internal/record"
 )
 
@@ -894,42 +895,56 @@ func (s *dirStore) List(ctx context.Context, prefix string, fn func(key string) 
 		return storeErr(dirList, "", nil, err)
 	}
 	var keys []string
-	var damaged []error
-	for _, e := range entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		name := e.Name()
-		if strings.HasPrefix(name, dirTempPrefix) || !e.Type().IsRegular() {
-			continue
-		}
-		key, err := s.fileKey(name)
-		switch {
-		case err != nil:
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // deleted since the directory was read
-			}
-			if !errors.Is(err, ErrCorrupt) {
-				return err
-			}
-			damaged = append(damaged, err)
-		case strings.HasPrefix(key, prefix):
+	damaged, err := scanFiles(ctx, entries, s.fileKey, func(key string) error {
+		if strings.HasPrefix(key, prefix) {
 			keys = append(keys, key)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	slices.Sort(keys)
-	for _, k := range keys {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := fn(k); err != nil {
-			return err
-		}
+	if err := listing.Each(ctx, keys, fn); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return errors.Join(damaged...)
+}
+
+// scanFiles reads each file of a listing's entries with read, in the
+// entries' order, and hands visit what it read, passing over temporary
+// files and all but regular ones. A file deleted since the directory was
+// read is passed over; one read finds damaged (ErrCorrupt) is too, and
+// its error is returned in damaged, for the listing to report once it has
+// listed the rest. Any other error of read or visit, or a done ctx, ends
+// the scan and is returned as err.
+func scanFiles[T any](ctx context.Context, entries []fs.DirEntry, read func(name string) (T, error), visit func(T) error) (damaged []error, err error) {
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, dirTempPrefix) || !e.Type().IsRegular() {
+			continue
+		}
+		v, err := read(name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // deleted since the directory was read
+		case errors.Is(err, ErrCorrupt):
+			damaged = append(damaged, err)
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if err := visit(v); err != nil {
+			return nil, err
+		}
+	}
+	return damaged, nil
 }
 
 // fileKey returns the key the object file name holds, checked against the

@@ -335,30 +335,14 @@ func (s *dirStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInf
 	if err != nil {
 		return dirErr(dirBlobList, prefix, err)
 	}
-	var damaged []error
-	for _, e := range entries {
-		if err := ctx.Err(); err != nil {
-			return err
+	damaged, err := scanFiles(ctx, entries, s.blobFileInfo, func(info BlobInfo) error {
+		if !strings.HasPrefix(info.Key, prefix) {
+			return nil
 		}
-		name := e.Name()
-		if strings.HasPrefix(name, dirTempPrefix) || !e.Type().IsRegular() {
-			continue
-		}
-		info, err := s.blobFileInfo(name)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue // deleted since the directory was read
-		case errors.Is(err, ErrCorrupt):
-			damaged = append(damaged, err)
-			continue
-		case err != nil:
-			return err
-		case !strings.HasPrefix(info.Key, prefix):
-			continue
-		}
-		if err := fn(info); err != nil {
-			return err
-		}
+		return fn(info)
+	})
+	if err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
