@@ -725,17 +725,23 @@ func (s *dirStore) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	defer unlock()
-	err = s.root.Remove(s.path(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err == nil {
-		err = s.lockDir.Sync()
-	}
-	if err != nil {
+	if err := removeFile(s.root, s.lockDir, s.path(key)); err != nil {
 		return dirErr(dirDelete, key, err)
 	}
 	return nil
+}
+
+// removeFile removes the file name of root and fsyncs dir, the same
+// directory, so that the removal is durable; a missing file is no error.
+func removeFile(root *os.Root, dir *os.File, name string) error {
+	err := root.Remove(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return dir.Sync()
 }
 
 // Bounds of the wait between attempts to take a lock another process holds.
@@ -957,18 +963,12 @@ func (s *dirStore) fileKey(name string) (string, error) {
 		return "", storeErr(dirList, "", nil, err)
 	}
 	defer f.Close()
-	h := make([]byte, dirHeaderSize)
-	_, err = io.ReadFull(f, h)
-	var key []byte
-	if err == nil && string(h[:4]) == dirMagic && h[4] == dirVersion {
-		key = make([]byte, binary.BigEndian.Uint16(h[21:]))
-		_, err = io.ReadFull(f, key)
-	}
-	if err == nil && key != nil && s.path(string(key)) == path {
-		return string(key), nil
-	}
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+	key, err := readFileKey(f, dirHeaderSize, dirMagic, dirVersion, 21)
+	if err != nil {
 		return "", storeErr(dirList, "", nil, err)
+	}
+	if key != nil && s.path(string(key)) == path {
+		return string(key), nil
 	}
 	// Hash the file from its start for the version Get would report.
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -982,6 +982,25 @@ func (s *dirStore) fileKey(name string) (string, error) {
 		Version: dirDamagedPrefix + hex.EncodeToString(sha.Sum(nil)),
 		Check:   "dir store: file objects/" + name + " holds no readable key of its name",
 	})
+}
+
+// readFileKey reads the header of a store file, size bytes, and the key
+// that follows it when the header starts with magic and version: a key
+// whose length is the big-endian uint16 at lenAt of the header. The key is
+// nil when the file is too short to hold them or is of another format;
+// the error is any other failure to read.
+func readFileKey(f io.Reader, size int, magic string, version byte, lenAt int) ([]byte, error) {
+	h := make([]byte, size)
+	_, err := io.ReadFull(f, h)
+	var key []byte
+	if err == nil && string(h[:4]) == magic && h[4] == version {
+		key = make([]byte, binary.BigEndian.Uint16(h[lenAt:]))
+		_, err = io.ReadFull(f, key)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, nil
+	}
+	return key, err
 }
 
 // dirBlobTempAge is how old an unlocked temporary blob file must be

@@ -361,17 +361,11 @@ func (s *dirStore) blobFileInfo(name string) (BlobInfo, error) {
 		return BlobInfo{}, storeErr(dirBlobList, "", nil, err)
 	}
 	defer f.Close()
-	h := make([]byte, dirBlobHeaderSize)
-	_, err = io.ReadFull(f, h)
-	var key []byte
-	if err == nil && string(h[:4]) == dirBlobMagic && h[4] == dirBlobVersion {
-		key = make([]byte, binary.BigEndian.Uint16(h[5:]))
-		_, err = io.ReadFull(f, key)
-	}
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+	key, err := readFileKey(f, dirBlobHeaderSize, dirBlobMagic, dirBlobVersion, 5)
+	if err != nil {
 		return BlobInfo{}, storeErr(dirBlobList, "", nil, err)
 	}
-	if err != nil || key == nil || blobName(string(key)) != name {
+	if key == nil || blobName(string(key)) != name {
 		return BlobInfo{}, storeErr(dirBlobList, "", nil, &CorruptError{Check: "dir store: file blobs/" + name + " holds no readable key of its name"})
 	}
 	st, err := f.Stat()
@@ -388,14 +382,7 @@ func (s *dirStore) DeleteBlob(ctx context.Context, key string) error {
 	if err := s.check(ctx, dirBlobDelete, key); err != nil {
 		return err
 	}
-	err := s.blobRoot.Remove(blobName(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err == nil {
-		err = s.blobDir.Sync()
-	}
-	if err != nil {
+	if err := removeFile(s.blobRoot, s.blobDir, blobName(key)); err != nil {
 		return dirErr(dirBlobDelete, key, err)
 	}
 	return nil
