@@ -290,7 +290,14 @@ var _ Lister = (*gcsStore)(nil)
 // List implements Lister with the bucket's object listing under prefix, in
 // the server's (lexical) order.
 func (s *gcsStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
-	it := s.client.Bucket(s.bucket).Objects(ctx, &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL})
+	q := &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL}
+	return s.eachObject(ctx, "list", q, func(attrs *storage.ObjectAttrs) error { return fn(attrs.Name) })
+}
+
+// eachObject calls fn with the attributes of each object q lists, in the
+// server's (lexical) order; op names the listing in its errors.
+func (s *gcsStore) eachObject(ctx context.Context, op string, q *storage.Query, fn func(*storage.ObjectAttrs) error) error {
+	it := s.client.Bucket(s.bucket).Objects(ctx, q)
 	for {
 		// The iterator hands out a fetched page without looking at ctx.
 		if err := ctx.Err(); err != nil {
@@ -301,9 +308,9 @@ func (s *gcsStore) List(ctx context.Context, prefix string, fn func(key string) 
 			return ctx.Err()
 		}
 		if err != nil {
-			return gcsError("list", prefix, err)
+			return gcsError(op, q.Prefix, err)
 		}
-		if err := fn(attrs.Name); err != nil {
+		if err := fn(attrs); err != nil {
 			return err
 		}
 	}
@@ -485,27 +492,13 @@ func (s *gcsStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInf
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Created"}); err != nil {
 		return storeErr("gcs blob list", prefix, nil, err)
 	}
-	it := s.client.Bucket(s.bucket).Objects(ctx, q)
-	for {
-		// The iterator hands out a fetched page without looking at ctx.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		attrs, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return ctx.Err()
-		}
-		if err != nil {
-			return gcsError("blob list", prefix, err)
-		}
+	return s.eachObject(ctx, "blob list", q, func(attrs *storage.ObjectAttrs) error {
 		info, err := gcsBlobInfo("blob list", attrs.Name, attrs)
 		if err != nil {
 			return err
 		}
-		if err := fn(info); err != nil {
-			return err
-		}
-	}
+		return fn(info)
+	})
 }
 
 var _ ConsistentBlobLister = (*gcsStore)(nil)
