@@ -322,11 +322,8 @@ func (l *Lease) stopHold(h *holding, cause error) {
 // a *CorruptError, never overwritten; one absent or below the highest term
 // this Lease value saw, an *EpochRegressedError (see Settle).
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
-	key, err := l.check()
+	key, err := l.lockKey(ctx)
 	if err != nil {
-		return 0, err
-	}
-	if err := l.lockIO(ctx); err != nil {
 		return 0, err
 	}
 	defer l.unlockIO()
@@ -409,19 +406,14 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 // that does not hold the lease returns why (ErrLeaseLost). Any other error
 // leaves the lease held until its local expiry, so a retry may land.
 func (l *Lease) Renew(ctx context.Context) error {
-	key, err := l.check()
+	key, err := l.lockKey(ctx)
 	if err != nil {
 		return err
 	}
-	if err := l.lockIO(ctx); err != nil {
-		return err
-	}
 	defer l.unlockIO()
-	l.mu.Lock()
-	held, term, gone := l.held, l.term, l.gone
-	l.mu.Unlock()
-	if !held {
-		return l.notHeld(gone)
+	term, err := l.heldTerm()
+	if err != nil {
+		return err
 	}
 	return l.rewrite(ctx, key, opLeaseRenew, term, false)
 }
@@ -449,11 +441,9 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	defer l.unlockIO()
-	l.mu.Lock()
-	held, term, gone := l.held, l.term, l.gone
-	l.mu.Unlock()
-	if !held {
-		return l.notHeld(gone)
+	term, err := l.heldTerm()
+	if err != nil {
+		return err
 	}
 	err = l.rewrite(ctx, key, opLeaseRelease, term, true)
 	l.mu.Lock()
@@ -505,11 +495,8 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 
 // nextTerm moves the lease from term, whose epochs ran out, to the next.
 func (l *Lease) nextTerm(ctx context.Context, term uint64) error {
-	key, err := l.check()
+	key, err := l.lockKey(ctx)
 	if err != nil {
-		return err
-	}
-	if err := l.lockIO(ctx); err != nil {
 		return err
 	}
 	defer l.unlockIO()
@@ -786,6 +773,32 @@ func (l *Lease) lockIO(ctx context.Context) error {
 
 // unlockIO gives back what lockIO took.
 func (l *Lease) unlockIO() { <-l.ioSem }
+
+// lockKey checks the Lease's fields and takes io, for a call that writes
+// the record, and returns the record's key. Unless it fails, the caller
+// gives io back with unlockIO.
+func (l *Lease) lockKey(ctx context.Context) (string, error) {
+	key, err := l.check()
+	if err != nil {
+		return "", err
+	}
+	if err := l.lockIO(ctx); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// heldTerm returns the term the Lease holds, or why it holds none. The
+// caller holds io.
+func (l *Lease) heldTerm() (uint64, error) {
+	l.mu.Lock()
+	held, term, gone := l.held, l.term, l.gone
+	l.mu.Unlock()
+	if !held {
+		return 0, l.notHeld(gone)
+	}
+	return term, nil
+}
 
 // draw draws this Lease value's incarnation, once. The caller holds io.
 func (l *Lease) draw() error {
