@@ -136,7 +136,7 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 	}
 	ahead := f.listAhead(ctx, u, space)
 	defer ahead.stop()
-	u.w = commitWrite{fn: next, check: func(current, refs []BlobRef, floor uint64, horizon int64, read string) error {
+	u.w = commitWrite{updateWrite: updateWrite{fn: next}, check: func(current, refs []BlobRef, floor uint64, horizon int64, read string) error {
 		return f.checkBlobs(ctx, u.key, space, writer, epoch, current, refs, floor, horizon, ahead.at(read))
 	}}
 	return f.runUpdate(ctx, u)

@@ -94,17 +94,14 @@ func (w updateWrite) landed(body record.Body) bool {
 func (w updateWrite) crc(b record.Body) uint32 { return record.CRC32C(b.Payload) }
 
 // commitWrite is a commit: a manifest computed by next, whose new
-// references are checked (see Commit); the record becomes a stream's.
+// references are checked (see Commit); the record becomes a stream's. It
+// decides as an update does (updateWrite), but for the record it makes.
 type commitWrite struct {
-	fn func(current Manifest) (Manifest, error)
+	updateWrite
 	// check checks the blobs the commit newly references (refs), over the
 	// references the record holds (current), which is at version read.
 	check func(current, refs []BlobRef, floor uint64, horizon int64, read string) error
 }
-
-func (w commitWrite) blind() bool { return false }
-
-func (w commitWrite) mayBe(record.Header) bool { return true }
 
 func (w commitWrite) next(u *recordUpdate, current Manifest, p prior) (record.Body, error) {
 	m, err := w.fn(current.clone())
@@ -124,10 +121,6 @@ func (w commitWrite) next(u *recordUpdate, current Manifest, p prior) (record.Bo
 	}
 	return b, nil
 }
-
-func (w commitWrite) landed(body record.Body) bool { return manifestLanded(w.fn, body) }
-
-func (w commitWrite) crc(b record.Body) uint32 { return record.CRC32C(b.Payload) }
 
 // manifestBody is the body of a record of payload and refs written by u
 // over p: a stream's record (stream) carries p's collection horizon and
