@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/writefence/writefence/internal/record"
 )
 
 // EpochSource is where a push's epoch comes from: the seam through which a
@@ -198,10 +196,9 @@ func (s *TermSource) check(plugin, shard string) (string, error) {
 		return "", invalidArg("fence", "TermSource.Fence is nil")
 	case s.Term == nil:
 		return "", invalidArg("term", "TermSource.Term is nil")
-	case s.Writer == "":
-		return "", invalidArg("writer", "empty")
-	case len(s.Writer) > record.MaxWriterLen:
-		return "", invalidArg("writer", "%d bytes, more than %d", len(s.Writer), record.MaxWriterLen)
+	}
+	if err := checkWriter("writer", s.Writer); err != nil {
+		return "", err
 	}
 	return s.Fence.engine().key(plugin, shard)
 }

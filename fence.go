@@ -142,15 +142,26 @@ func (f *Fence) newUpdate(op, plugin, shard, writer string, epoch uint64) (*reco
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case writer == "":
-		return nil, invalidArg("writer", "empty")
-	case len(writer) > record.MaxWriterLen:
-		return nil, invalidArg("writer", "%d bytes, more than %d", len(writer), record.MaxWriterLen)
-	case epoch == 0:
+	if err := checkWriter("writer", writer); err != nil {
+		return nil, err
+	}
+	if epoch == 0 {
 		return nil, invalidArg("epoch", "must be at least 1")
 	}
 	return &recordUpdate{f: *e, op: op, key: key, writer: writer, epoch: epoch, plugin: plugin, shard: shard}, nil
+}
+
+// checkWriter validates w, the name of a record's writer or a lease's
+// holder, given as the argument arg: not empty, and at most
+// record.MaxWriterLen bytes.
+func checkWriter(arg, w string) error {
+	switch {
+	case w == "":
+		return invalidArg(arg, "empty")
+	case len(w) > record.MaxWriterLen:
+		return invalidArg(arg, "%d bytes, more than %d", len(w), record.MaxWriterLen)
+	}
+	return nil
 }
 
 // runUpdate runs u through the engine, with the version cache: a push may

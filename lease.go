@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
-	"github.com/writefence/writefence/internal/record"
 )
 
 // Lease is a named, expiring, exclusive lease kept in a record of a Fence's
@@ -814,14 +813,13 @@ func (l *Lease) draw() error {
 
 // check validates the Lease's fields and returns its record's key.
 func (l *Lease) check() (string, error) {
-	switch {
-	case l.Fence == nil:
+	if l.Fence == nil {
 		return "", invalidArg("fence", "Lease.Fence is nil")
-	case l.Holder == "":
-		return "", invalidArg("holder", "empty")
-	case len(l.Holder) > record.MaxWriterLen:
-		return "", invalidArg("holder", "%d bytes, more than %d", len(l.Holder), record.MaxWriterLen)
-	case l.TTL <= 0:
+	}
+	if err := checkWriter("holder", l.Holder); err != nil {
+		return "", err
+	}
+	if l.TTL <= 0 {
 		return "", invalidArg("ttl", "%v, must be positive", l.TTL)
 	}
 	if err := l.Fence.engine().checkConfig(); err != nil {
