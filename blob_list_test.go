@@ -1,0 +1,420 @@
+package writefence_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/testserver"
+)
+
+// blobCalls returns the calls made so far of the blob store s: create,
+// open, stat, list, delete.
+func blobCalls(s fakestore.Store) [5]int64 {
+	return [5]int64{s.Calls(fakestore.CreateBlob), s.Calls(fakestore.OpenBlob), s.Calls(fakestore.StatBlob),
+		s.Calls(fakestore.ListBlobs) + s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.DeleteBlob) + s.Calls(fakestore.DeleteBlobs)}
+}
+
+// testCommitManyBlobs: a commit whose manifest newly references 1,000
+// blobs, uploaded before it, is one conditional write of the record,
+// after one read of it; checking that those blobs exist costs, made
+// between the read and the write, one listing of the blobs of their epoch
+// on a store that declares a ConsistentBlobLister, else one StatBlob each,
+// and nothing else of the blob store. traffic, when not nil, returns the
+// requests store sent so far and the writes (PUT and POST) among them: on
+// the wire the commit is then the record's read, one listing request (a
+// page holds 1,000 blobs on S3 and GCS), and the one write.
+func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffic func() (reqs, writes int64)) {
+	const n = 1000
+	ctx := t.Context()
+	blobs := fakestore.New(store, fakestore.Options{})
+	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: testserver.UniqueName(t) + "/"}
+	listing := declares[writefence.ConsistentBlobLister](store)
+	first := committedBlob(t, f, "a", 1, "the first segment")
+	refs := make([]writefence.BlobRef, n)
+	for i := range refs {
+		ref, err := f.PutBlob(ctx, "wal", "0", "a", 2, strings.NewReader(fmt.Sprintf("segment %d", i)))
+		require.NoError(t, err)
+		refs[i] = ref
+	}
+
+	traced, trace := testserver.Traced(ctx)
+	calls := blobCalls(blobs)
+	var reqs, writes int64
+	if traffic != nil {
+		reqs, writes = traffic()
+	}
+	require.NoError(t, f.Commit(traced, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = append(m.Blobs, refs...)
+		return m, nil
+	}))
+	after := blobCalls(blobs)
+	assert.Equal(t, int64(1), trace.Writes(), "one conditional write")
+	assert.Equal(t, int64(1), trace.Reads(), "one read of the record")
+	assert.Zero(t, trace.Waits(), "no retry")
+	delta := [5]int64{after[0] - calls[0], after[1] - calls[1], after[2] - calls[2], after[3] - calls[3], after[4] - calls[4]}
+	if listing {
+		assert.Equal(t, [5]int64{0, 0, 0, 1, 0}, delta, "blob calls (create, open, stat, list, delete): one listing of the blobs of epoch 2")
+	} else {
+		assert.Equal(t, [5]int64{0, 0, n, 0, 0}, delta, "blob calls (create, open, stat, list, delete): one StatBlob per blob newly referenced")
+	}
+	if traffic != nil {
+		reqsAfter, writesAfter := traffic()
+		assert.Equal(t, int64(1), writesAfter-writes, "one write on the wire")
+		assert.Equal(t, int64(1+1+1), reqsAfter-reqs, "requests: the record's read, one listing, the write")
+		t.Logf("a commit newly referencing %d blobs: %d requests", n, reqsAfter-reqs)
+	}
+
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, append([]writefence.BlobRef{first}, refs...), info.Blobs)
+	assert.Equal(t, uint64(2), info.Epoch)
+	got, err := readBlob(t, f, refs[n-1].Name)
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("segment %d", n-1), got)
+}
+
+// TestCommitManyBlobs: see testCommitManyBlobs, in memory and in a
+// directory.
+func TestCommitManyBlobs(t *testing.T) {
+	t.Parallel()
+	t.Run("mem", func(t *testing.T) { testCommitManyBlobs(t, &writefence.MemStore{}, nil) })
+	t.Run("dir", func(t *testing.T) { testCommitManyBlobs(t, newDirStore(t, t.TempDir()), nil) })
+}
+
+// TestCommitChecksUnlistedBlobs: a commit whose new blobs of one epoch are
+// checked by a listing checks each blob the listing did not show with
+// StatBlob before it refuses: with a listing that shows nothing, the
+// commit of blobs that exist lands, one StatBlob a blob, and the commit
+// of one that does not exist is refused with ErrNotFound, writing nothing.
+func TestCommitChecksUnlistedBlobs(t *testing.T) {
+	ctx := t.Context()
+	// A consistent listing that shows none of the blobs that exist: a
+	// listing that fell behind, or lost a page.
+	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{
+		ListBlobsConsistent: func(context.Context, string, func(writefence.BlobInfo) error) error { return nil },
+	})
+	f := &writefence.Fence{Store: s}
+	var refs []writefence.BlobRef
+	for i := range 5 {
+		refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+	}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = refs
+		return m, nil
+	}), "the blobs exist, though the listing did not show them")
+	assert.EqualValues(t, 5, s.Calls(fakestore.StatBlob), "one StatBlob of each blob the listing did not show")
+
+	more := []writefence.BlobRef{putBlob(t, f, "a", 2, "six"), putBlob(t, f, "a", 2, "seven")}
+	missing := more[1]
+	missing.Name = strings.Replace(missing.Name, missing.Name[17:49], strings.Repeat("0", 32), 1)
+	err := f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = append(m.Blobs, more[0], missing)
+		return m, nil
+	})
+	require.ErrorIs(t, err, writefence.ErrNotFound)
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.Epoch, "the refused commit wrote nothing")
+	assert.ElementsMatch(t, refs, info.Blobs)
+}
+
+// TestCommitListsBesideItsRead: a commit of blobs its Fence put, over the
+// record it wrote last, lists their epoch's blob space while it reads the
+// record, not after (the read of the record is held until the listing has
+// started: were they one after the other, every goroutine of the bubble
+// would block), and so checks them with no StatBlob and no second listing.
+// A commit by a Fence that put no blob, or that did not write the record
+// last, lists after its read, as a listing that failed beside the read is
+// done again after it.
+func TestCommitListsBesideItsRead(t *testing.T) {
+	t.Run("beside", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			listing := make(chan struct{})
+			var once sync.Once
+			var armed atomic.Bool
+			s := fakestore.New(&writefence.MemStore{}, fakestore.Options{
+				Before: func(ctx context.Context, c fakestore.Call) error {
+					switch {
+					case c.Op == fakestore.ListBlobsConsistent:
+						once.Do(func() { close(listing) })
+					case c.Op == fakestore.Get && armed.Load():
+						<-listing
+					}
+					return nil
+				},
+			})
+			f := &writefence.Fence{Store: s}
+			require.NoError(t, f.Push(t.Context(), "wal", "0", "a", 1, []byte("manifest")))
+			var refs []writefence.BlobRef
+			for i := range 5 {
+				refs = append(refs, putBlob(t, f, "a", 2, fmt.Sprint("segment ", i)))
+			}
+			gets := s.Calls(fakestore.Get)
+			armed.Store(true)
+			require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Blobs = refs
+				return m, nil
+			}))
+			assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent))
+			assert.Zero(t, s.Calls(fakestore.StatBlob))
+			assert.EqualValues(t, 1, s.Calls(fakestore.Get)-gets, "one read of the record")
+		})
+	})
+	// after commits two blobs put by a Fence, by that Fence (or, with
+	// others, by a Fence that put none), over the record pushed by the
+	// Fence (by another one with others; none without push), with faults
+	// injected once the blobs are put, and returns the reads of the record
+	// and the listings the commit made, in the order they began. It runs
+	// in a bubble, whose other goroutines (a listing beside the read) run
+	// until they block before the read begins.
+	after := func(t *testing.T, push, others bool, faults ...fakestore.Fault) (ops []fakestore.Op, s fakestore.Store) {
+		t.Helper()
+		var mu sync.Mutex
+		var armed atomic.Bool
+		s = fakestore.New(&writefence.MemStore{}, fakestore.Options{
+			Before: func(ctx context.Context, c fakestore.Call) error {
+				if armed.Load() && c.Op == fakestore.Get {
+					synctest.Wait()
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if armed.Load() && (c.Op == fakestore.Get || c.Op == fakestore.ListBlobsConsistent) {
+					ops = append(ops, c.Op)
+				}
+				return nil
+			},
+		})
+		f := &writefence.Fence{Store: s, RetryDelay: time.Microsecond}
+		pusher, committer := f, f
+		if others {
+			pusher, committer = &writefence.Fence{Store: s}, &writefence.Fence{Store: s}
+		}
+		epoch := uint64(1)
+		if push {
+			require.NoError(t, pusher.Push(t.Context(), "wal", "0", "a", 1, []byte("manifest")))
+			epoch = 2
+		}
+		refs := []writefence.BlobRef{putBlob(t, f, "a", epoch, "one"), putBlob(t, f, "a", epoch, "two")}
+		for _, fault := range faults {
+			s.Inject(fault)
+		}
+		armed.Store(true)
+		require.NoError(t, committer.Commit(t.Context(), "wal", "0", "a", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = refs
+			return m, nil
+		}))
+		assert.Zero(t, s.Calls(fakestore.StatBlob))
+		return ops, s
+	}
+	readThenList := []fakestore.Op{fakestore.Get, fakestore.ListBlobsConsistent}
+	t.Run("no blob put", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ops, _ := after(t, true, true)
+			assert.Equal(t, readThenList, ops, "the read, then the listing")
+		})
+	})
+	t.Run("record not written by the Fence", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ops, _ := after(t, false, false)
+			assert.Equal(t, readThenList, ops, "no record: the read, then the listing")
+		})
+	})
+	t.Run("failed beside", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ops, _ := after(t, true, false, throttled(fakestore.ListBlobsConsistent, 1))
+			assert.Equal(t, []fakestore.Op{fakestore.ListBlobsConsistent, fakestore.Get, fakestore.ListBlobsConsistent}, ops,
+				"the listing beside the read, the read, the listing after it")
+		})
+	})
+}
+
+// TestCommitLeavesAListingItDoesNotUse: a commit that adds no blob of the
+// epoch its Fence last put at leaves the listing started beside its read
+// unused, and does not wait for it: over a store whose listing takes an
+// hour, the commit of a blob of an earlier epoch checks it with StatBlob
+// and takes no time, and the listing it left ends with the commit.
+func TestCommitLeavesAListingItDoesNotUse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := fakestore.New(&writefence.MemStore{}, fakestore.Options{
+			Before: func(ctx context.Context, c fakestore.Call) error {
+				if c.Op == fakestore.ListBlobsConsistent {
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(time.Hour):
+					}
+				}
+				return nil
+			},
+		})
+		f := &writefence.Fence{Store: s}
+		require.NoError(t, f.Push(t.Context(), "wal", "0", "a", 1, []byte("manifest")))
+		early := putBlob(t, f, "a", 1, "segment")
+		putBlob(t, f, "a", 2, "the next epoch's segment")
+		start := time.Now()
+		require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 2, appendBlob(early)))
+		assert.Zero(t, time.Since(start), "the commit waited for the listing of epoch 2, which it did not use")
+		assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "the listing beside the read")
+		assert.EqualValues(t, 1, s.Calls(fakestore.StatBlob), "the blob of epoch 1")
+	})
+}
+
+// listedBefore returns a Fence over mem whose first read of the record of
+// (wal, 0) once armed is set waits for the end of the listing beside it,
+// then runs between: what the listing showed is older than what between
+// does, and the read sees it. The test runs in a bubble, so that a commit
+// that lists nothing beside its read deadlocks rather than hangs.
+func listedBefore(t *testing.T, mem *writefence.MemStore, between func()) (*writefence.Fence, fakestore.Store, *atomic.Bool) {
+	t.Helper()
+	key := mustKey(t, "wal", "0")
+	var armed atomic.Bool
+	var listOnce, readOnce sync.Once
+	listed := make(chan struct{})
+	s := fakestore.New(mem, fakestore.Options{
+		Before: func(ctx context.Context, c fakestore.Call) error {
+			if armed.Load() && c.Op == fakestore.Get && c.Key == key {
+				readOnce.Do(func() {
+					<-listed
+					between()
+				})
+			}
+			return nil
+		},
+		After: func(ctx context.Context, c fakestore.Call, err error) error {
+			if armed.Load() && c.Op == fakestore.ListBlobsConsistent {
+				listOnce.Do(func() { close(listed) })
+			}
+			return err
+		},
+	})
+	return &writefence.Fence{Store: s}, s, &armed
+}
+
+// TestCommitListedBeforeACollect: a commit whose listing beside its read
+// showed its blob, which Collect then deleted (raising the record's
+// collection horizon first, the blob being older than the grace), is
+// refused, and so it is when the record was then set back from outside to
+// its content before the horizon (a restore from backup), which leaves a
+// read that tells nothing of the deletion (promises 20 and 24). The
+// record is no longer at the version the listing began at, so the
+// listing is no evidence: the commit checks its blob after its read.
+func TestCommitListedBeforeACollect(t *testing.T) {
+	for _, setBack := range []bool{false, true} {
+		t.Run(fmt.Sprint("set back=", setBack), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				clock := &fakeclock.Clock{}
+				mem := &writefence.MemStore{Clock: clock.Now}
+				key := mustKey(t, "wal", "0")
+				collector := &writefence.Fence{Store: mem}
+				var before []byte
+				var report writefence.GCReport
+				var collectErr, setBackErr error
+				f, s, armed := listedBefore(t, mem, func() {
+					clock.Advance(2 * time.Hour)
+					report, collectErr = collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+					if collectErr != nil || !setBack {
+						return
+					}
+					_, v, err := mem.Get(ctx, key)
+					if setBackErr = err; err == nil {
+						_, setBackErr = mem.PutIfVersion(ctx, key, before, v)
+					}
+				})
+				require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+				before, _, _ = mem.Get(ctx, key)
+				ref := putBlob(t, f, "a", 2, "segment")
+				armed.Store(true)
+				err := f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref))
+				require.NoError(t, collectErr)
+				require.NoError(t, setBackErr)
+				require.Len(t, report.Deleted, 1, "Collect deleted the blob between the listing and the read")
+				assert.Equal(t, blobKey(t, ref.Name), report.Deleted[0].Key)
+				require.ErrorIs(t, err, writefence.ErrNotFound)
+				assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "the listing beside the read")
+				assert.EqualValues(t, 1, s.Calls(fakestore.StatBlob), "the check after the read")
+				info, err := collector.Inspect(ctx, "wal", "0")
+				require.NoError(t, err)
+				assert.Empty(t, info.Blobs, "no reference to a deleted blob landed")
+				assert.Equal(t, uint64(1), info.Epoch)
+			})
+		})
+	}
+}
+
+// TestCommitStatsWhatItsListingDidNotShow: a blob of the listed epoch put
+// after the listing beside the commit's read ran (by another Fence of the
+// writer) is not in that complete listing; the commit checks it with
+// StatBlob and lands, rather than take the listing's silence for its
+// absence.
+func TestCommitStatsWhatItsListingDidNotShow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		mem := &writefence.MemStore{}
+		other := &writefence.Fence{Store: mem}
+		var late writefence.BlobRef
+		f, s, armed := listedBefore(t, mem, func() { late = putBlob(t, other, "a", 2, "put after the listing") })
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+		early := putBlob(t, f, "a", 2, "segment")
+		armed.Store(true)
+		require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = append(m.Blobs, early, late)
+			return m, nil
+		}))
+		assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "the listing beside the read, complete")
+		assert.EqualValues(t, 1, s.Calls(fakestore.StatBlob), "the blob it did not show")
+		info, err := f.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, []writefence.BlobRef{early, late}, info.Blobs)
+	})
+}
+
+// declares reports whether s declares the capability C as its own.
+func declares[C any](s writefence.ConditionalStore) bool {
+	c, ok := s.(writefence.Capable)
+	_, has := s.(C)
+	return ok && has && c.Capabilities() == s
+}
+
+// TestCommitInALongEpoch: once the record references more blobs written
+// at one epoch than a listing's budget, a commit of a few new blobs of that
+// epoch checks them with StatBlob and lists nothing (a listing would run
+// over the old blobs and not show the new ones); below that, it lists.
+func TestCommitInALongEpoch(t *testing.T) {
+	ctx := t.Context()
+	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{})
+	f := &writefence.Fence{Store: s}
+	epoch := uint64(1)
+	commit := func(n int) {
+		var refs []writefence.BlobRef
+		for i := range n {
+			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+		}
+		epoch++ // the blobs stay those of epoch 1: a term's blobs, committed at rising epochs
+		require.NoError(t, f.Commit(ctx, "wal", "0", "a", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = append(m.Blobs, refs...)
+			return m, nil
+		}))
+	}
+	commit(990)
+	require.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "a fresh epoch's blobs: one listing")
+	require.Zero(t, s.Calls(fakestore.StatBlob))
+	commit(10)
+	assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "1,000 blobs of the epoch, the budget: listed")
+	assert.Zero(t, s.Calls(fakestore.StatBlob))
+	commit(16)
+	assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "1,016 blobs of the epoch, over the budget: not listed")
+	assert.EqualValues(t, 16, s.Calls(fakestore.StatBlob), "one StatBlob a new blob")
+}
