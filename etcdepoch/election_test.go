@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/writefence/writefence"
@@ -37,29 +38,48 @@ func TestEpochSourceKit(t *testing.T) {
 	}, nil)
 }
 
+// contest is an election with two candidates: a leads, and b's campaign
+// waits behind it.
+type contest struct {
+	name     string
+	admin    *clientv3.Client // a client of neither candidate
+	a, b     *etcdepoch.Election
+	aSession *concurrency.Session
+	bWon     *pending.Call // b's campaign
+	cands    []candidate   // the candidates' keys in create order
+}
+
+// newContest starts a contest in an election of its own: a campaigns as
+// node-a and wins, then b campaigns as node-b under bctx. It returns once
+// etcd holds both candidates' keys.
+func newContest(t *testing.T, bctx context.Context) contest {
+	t.Helper()
+	c := contest{name: uniqueName(t), admin: newClient(t, etcdEndpoint)}
+	c.a, c.aSession = newCandidate(t, c.name)
+	c.b, _ = newCandidate(t, c.name)
+	require.NoError(t, c.a.Campaign(context.Background(), "node-a"))
+	c.bWon = pending.Start(func() error { return c.b.Campaign(bctx, "node-b") })
+	c.cands = waitCandidates(t, c.admin, c.name, 2)
+	return c
+}
+
 // A second candidate's campaign waits while the first leads, and wins
 // once the first's key is gone; the candidates' keys are in create order.
 func TestCampaignWaitsForTheLeader(t *testing.T) {
 	ctx := context.Background()
-	name := uniqueName(t)
-	admin := newClient(t, etcdEndpoint)
-	a, sa := newCandidate(t, name)
-	b, _ := newCandidate(t, name)
-	require.NoError(t, a.Campaign(ctx, "node-a"))
-	bWon := pending.Start(func() error { return b.Campaign(ctx, "node-b") })
-	cands := waitCandidates(t, admin, name, 2)
-	akey, _ := a.Leading()
-	require.Equal(t, akey, cands[0].key, "node-a is the first candidate")
-	_, err := a.Epoch(ctx, "wal", "0")
+	c := newContest(t, ctx)
+	akey, _ := c.a.Leading()
+	require.Equal(t, akey, c.cands[0].key, "node-a is the first candidate")
+	_, err := c.a.Epoch(ctx, "wal", "0")
 	require.NoError(t, err)
-	bWon.RequireBlocked(t, "node-b's campaign")
+	c.bWon.RequireBlocked(t, "node-b's campaign")
 
-	_, err = admin.Revoke(ctx, sa.Lease())
+	_, err = c.admin.Revoke(ctx, c.aSession.Lease())
 	require.NoError(t, err)
-	require.NoError(t, bWon.Wait(), "node-b wins once node-a's key is gone")
-	bkey, _ := b.Leading()
-	require.Equal(t, cands[1].key, bkey)
-	require.NoError(t, b.Resign(ctx))
+	require.NoError(t, c.bWon.Wait(), "node-b wins once node-a's key is gone")
+	bkey, _ := c.b.Leading()
+	require.Equal(t, c.cands[1].key, bkey)
+	require.NoError(t, c.b.Resign(ctx))
 }
 
 // A leader whose key is deleted while its session is alive still believes
@@ -96,27 +116,21 @@ func TestDeposedLeaderGuardRefusesInEtcd(t *testing.T) {
 // create revision, not only its own key.
 func TestGuardRefusesACandidateThatIsNotFirst(t *testing.T) {
 	ctx := context.Background()
-	name := uniqueName(t)
-	admin := newClient(t, etcdEndpoint)
-	a, _ := newCandidate(t, name)
-	b, _ := newCandidate(t, name)
-	require.NoError(t, a.Campaign(ctx, "node-a"))
 	bctx, bcancel := context.WithCancel(ctx)
-	bWon := pending.Start(func() error { return b.Campaign(bctx, "node-b") })
-	cands := waitCandidates(t, admin, name, 2)
-	before := mintRevision(t, admin, name)
+	c := newContest(t, bctx)
+	before := mintRevision(t, c.admin, c.name)
 
-	b.SetLeading(cands[1].key, cands[1].rev)
-	epoch, err := b.Epoch(ctx, "wal", "0")
+	c.b.SetLeading(c.cands[1].key, c.cands[1].rev)
+	epoch, err := c.b.Epoch(ctx, "wal", "0")
 	require.ErrorIs(t, err, etcdepoch.ErrNotLeader)
 	require.Zero(t, epoch)
-	require.Contains(t, err.Error(), cands[0].key, "names the candidate that leads")
-	require.Equal(t, before, mintRevision(t, admin, name))
+	require.Contains(t, err.Error(), c.cands[0].key, "names the candidate that leads")
+	require.Equal(t, before, mintRevision(t, c.admin, c.name))
 
-	bWon.RequireBlocked(t, "node-b's campaign")
+	c.bWon.RequireBlocked(t, "node-b's campaign")
 	bcancel()
-	require.ErrorIs(t, bWon.Wait(), context.Canceled)
-	_, err = a.Epoch(ctx, "wal", "0")
+	require.ErrorIs(t, c.bWon.Wait(), context.Canceled)
+	_, err = c.a.Epoch(ctx, "wal", "0")
 	require.NoError(t, err, "the leader is unaffected")
 }
 
