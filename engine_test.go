@@ -441,8 +441,7 @@ func strayScene(t *testing.T) (mem *writefence.MemStore, other *writefence.Fence
 	clock := &fakeclock.Clock{}
 	mem = &writefence.MemStore{Clock: clock.Now}
 	other = &writefence.Fence{Store: mem}
-	one = putBlob(t, other, "a", 1, "one")
-	require.NoError(t, other.Commit(t.Context(), "wal", "0", "a", 1, appendBlob(one)))
+	one = committedBlob(t, other, "a", 1, "one")
 	two = putBlob(t, other, "a", 2, "two")
 	stray = putBlob(t, other, "a", 2, "stray")
 	clock.Advance(2 * time.Hour)
@@ -612,8 +611,7 @@ func TestCommitConflictRetriedWithANonIdempotentNext(t *testing.T) {
 	ctx := t.Context()
 	mem := &writefence.MemStore{}
 	other := &writefence.Fence{Store: mem}
-	ref1 := putBlob(t, other, "a", 1, "one")
-	require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, appendBlob(ref1)))
+	ref1 := committedBlob(t, other, "a", 1, "one")
 	ref2 := putBlob(t, other, "a", 3, "two")
 	gate := &fakestore.Gate{} // holds the commit's first write
 	f := &writefence.Fence{Store: counted(mem, fakestore.Fault{Op: fakestore.Put, Times: 1, Gate: gate}), Blobs: mem}
