@@ -8,17 +8,22 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/writefence/writefence/internal/record"
 )
 
 // s3API is the part of minio-go the adapter uses. minio.Core implements it;
@@ -51,8 +56,19 @@ const (
 // fs.ErrPermission: nothing was done, and a Fence does not retry it.
 //
 // Blobs (BlobStore): each blob is one object, written by CreateBlob as
-// one PUT when it is smaller than 1 MiB, else streamed as a multipart
+// one PUT when it is smaller than 5 MiB, else streamed as a multipart
 // upload of BlobPartSize parts; see CreateBlob.
+//
+// The integrity of a one-PUT blob is checked by the server: its body
+// carries an MD5 (Content-MD5) until the store has seen the server refuse
+// a wrong CRC-32C (x-amz-checksum-crc32c), and from then on its CRC-32C
+// instead, about thirty times cheaper to compute. The first non-empty
+// one-PUT blob is the test: it goes with its MD5 and a CRC-32C that does
+// not match it. A server that checks the CRC-32C refuses it (400
+// XAmzContentChecksumMismatch on MinIO, BadDigest on AWS), and the blob
+// is sent again with its CRC-32C alone; a server that ignores the header
+// stores it, its MD5 checked, and the store keeps sending MD5s. Either
+// way no blob is stored unchecked. Records always carry their MD5.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
 // 64 MiB + 4 KiB, the largest default payload and a record header). Set the fields before first use. A
@@ -69,7 +85,19 @@ type minioStore struct {
 
 	api    s3API
 	bucket string
+
+	// crc is what the store knows of the server's check of a blob's
+	// CRC-32C: one of the s3CRC states.
+	crc atomic.Int32
 }
+
+// The states of minioStore.crc.
+const (
+	s3CRCUnknown int32 = iota // not tested yet: blobs carry their MD5
+	s3CRCTesting              // one blob is testing it: the others carry their MD5
+	s3CRCChecked              // the server refused a wrong CRC-32C: blobs carry theirs
+	s3CRCIgnored              // the server stored a blob with a wrong one: blobs carry their MD5
+)
 
 var _ ConditionalStore = (*minioStore)(nil)
 
@@ -226,7 +254,7 @@ func (s *minioStore) PutPartsIfVersion(ctx context.Context, key string, parts []
 		}
 		opts.SetMatchETag(expectVersion)
 	}
-	info, err := s.putWhole(ctx, key, parts, true, opts)
+	info, err := s.putWhole(ctx, key, parts, true, s3SumMD5, opts)
 	if err != nil {
 		return "", s.fail(ctx, "put", key, err, func(r minio.ErrorResponse) error {
 			return putKind(r, expectVersion)
@@ -239,43 +267,117 @@ func (s *minioStore) PutPartsIfVersion(ctx context.Context, key string, parts []
 	return etag, nil
 }
 
+// s3BodySum names the digest of a PUT's body that the server checks.
+type s3BodySum int
+
+const (
+	s3SumMD5  s3BodySum = iota // Content-MD5
+	s3SumCRC                   // x-amz-checksum-crc32c, and no MD5
+	s3SumTest                  // Content-MD5, and an x-amz-checksum-crc32c that does not match the body
+)
+
 // putWhole sends parts, one after the other, as the body of one PUT with
 // opts, once, and never copies them. The request carries the body's exact
-// length (Content-Length, 0 for an empty body), its MD5 (Content-MD5) and,
-// when signed, its SHA-256, signed (X-Amz-Content-Sha256), else
-// UNSIGNED-PAYLOAD; what it carries is computed here and checked by the
-// server. Left to itself, minio-go would sign the
-// body over plain HTTP in aws-chunked chunks, and send an empty one as
-// HTTP chunked with no Content-Length at all, which a server that requires
-// a length refuses (411) and one that does not decode aws-chunked cannot
-// read; and a client built with TrailingHeaders would frame it as
-// aws-chunked to append a checksum trailer, over HTTPS too. A Content-MD5
-// is what keeps minio-go from adding that trailer.
+// length (Content-Length, 0 for an empty body), the digest sum names
+// (Content-MD5 or x-amz-checksum-crc32c, or both) and, when signed, its
+// SHA-256, signed (X-Amz-Content-Sha256), else UNSIGNED-PAYLOAD; what it
+// carries is computed here and checked by the server. Left to itself,
+// minio-go would sign the body over plain HTTP in aws-chunked chunks, and
+// send an empty one as HTTP chunked with no Content-Length at all, which
+// a server that requires a length refuses (411) and one that does not
+// decode aws-chunked cannot read; and a client built with TrailingHeaders
+// would frame it as aws-chunked to append a checksum trailer, over HTTPS
+// too. A Content-MD5, or a checksum header of our own, is what keeps
+// minio-go from adding that trailer.
 //
 // minio-go retries only a body it can rewind; this body cannot be
 // rewound, so the PUT is sent exactly once (see NewMinioConditionalStore).
-func (s *minioStore) putWhole(ctx context.Context, key string, parts [][]byte, signed bool, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
-	sha, sum := sha256.New(), md5.New()
+func (s *minioStore) putWhole(ctx context.Context, key string, parts [][]byte, signed bool, sum s3BodySum, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
+	sha, md := sha256.New(), md5.New()
+	var crc uint32
 	readers := make([]io.Reader, len(parts))
 	size := int64(0)
 	for i, p := range parts {
 		if signed {
 			sha.Write(p)
 		}
-		sum.Write(p)
+		if sum == s3SumCRC || sum == s3SumTest {
+			crc = crc32.Update(crc, record.Castagnoli, p)
+		}
+		if sum != s3SumCRC {
+			md.Write(p)
+		}
 		readers[i] = bytes.NewReader(p)
 		size += int64(len(p))
 	}
-	shaHex := ""
+	shaHex, mdBase64 := "", ""
 	if signed {
 		shaHex = hex.EncodeToString(sha.Sum(nil))
 	}
+	if sum != s3SumCRC {
+		mdBase64 = base64.StdEncoding.EncodeToString(md.Sum(nil))
+	}
+	if sum == s3SumTest {
+		crc = ^crc
+	}
+	if sum != s3SumMD5 {
+		// A header of the caller's own: minio-go adds no trailer beside it.
+		opts.UserMetadata = map[string]string{s3CRCHeader: base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc))}
+	}
 	opts.DisableContentSha256 = true
 	body := &requestBody{r: io.MultiReader(readers...)}
-	info, err := s.api.PutObject(ctx, s.bucket, key, body, size,
-		base64.StdEncoding.EncodeToString(sum.Sum(nil)), shaHex, opts)
+	info, err := s.api.PutObject(ctx, s.bucket, key, body, size, mdBase64, shaHex, opts)
 	body.close()
 	return info, err
+}
+
+// s3CRCHeader carries a body's CRC-32C, big-endian, in base64.
+const s3CRCHeader = "x-amz-checksum-crc32c"
+
+// putBlob sends body, a blob under 5 MiB, as one PUT with opts, with the
+// digest the store's knowledge of the server calls for (see minioStore),
+// testing the server with it when nothing is known yet. Under 1 MiB its
+// SHA-256 is signed too.
+func (s *minioStore) putBlob(ctx context.Context, key string, body []byte, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
+	parts, signed := [][]byte{body}, len(body) < s3SmallBlob
+	state := s.crc.Load()
+	switch {
+	case len(body) == 0:
+		return s.putWhole(ctx, key, parts, signed, s3SumMD5, opts)
+	case state == s3CRCChecked:
+		return s.putWhole(ctx, key, parts, signed, s3SumCRC, opts)
+	case state != s3CRCUnknown || !s.crc.CompareAndSwap(s3CRCUnknown, s3CRCTesting):
+		return s.putWhole(ctx, key, parts, signed, s3SumMD5, opts)
+	}
+	info, err := s.putWhole(ctx, key, parts, signed, s3SumTest, opts)
+	var r minio.ErrorResponse
+	switch {
+	case err == nil:
+		s.crc.Store(s3CRCIgnored)
+		return info, nil
+	case !errors.As(err, &r):
+		s.crc.Store(s3CRCUnknown)
+		return info, err
+	case s3CRCRefused(r):
+		// Nothing was stored. A refusal for an MD5 that did not match,
+		// which AWS also calls BadDigest, is one only if the body was
+		// damaged on its way; then a server that checks the MD5 but not
+		// the CRC-32C would be taken for one that checks both.
+		s.crc.Store(s3CRCChecked)
+		return s.putWhole(ctx, key, parts, signed, s3SumCRC, opts)
+	case r.Code == "NotImplemented" || r.Code == "InvalidArgument" || r.Code == "InvalidRequest":
+		// A server that refuses the header: nothing was stored.
+		s.crc.Store(s3CRCIgnored)
+		return s.putWhole(ctx, key, parts, signed, s3SumMD5, opts)
+	}
+	s.crc.Store(s3CRCUnknown)
+	return info, err
+}
+
+// s3CRCRefused reports whether r refuses a body for a checksum that did
+// not match it: MinIO's code, and AWS's.
+func s3CRCRefused(r minio.ErrorResponse) bool {
+	return r.Code == "XAmzContentChecksumMismatch" || r.Code == "BadDigest"
 }
 
 var _ Deleter = (*minioStore)(nil)
@@ -475,8 +577,9 @@ const (
 // CreateBlob implements BlobStore. It reads r's first 5 MiB (the least
 // part S3 takes); a blob that ends within them (an empty one included) is
 // sent as a record is: one PUT of its exact length, never aws-chunked,
-// which carries its MD5, with If-None-Match: *, and once: a retry after a
-// PUT that landed would be refused by its own precondition. Under 1 MiB
+// with If-None-Match: *, and once: a retry after a PUT that landed would
+// be refused by its own precondition; it carries its MD5 or its CRC-32C
+// (see minioStore). Under 1 MiB
 // the PUT's signature covers the blob's SHA-256 too; from 1 MiB on it goes
 // as UNSIGNED-PAYLOAD, as the parts below do, for the same reason (the
 // hash of a 4 MiB segment costs more than its PUT on a fast link, and the
@@ -523,8 +626,8 @@ var _ BlobWriter = (*minioStore)(nil)
 
 // WriteBlob implements BlobWriter: CreateBlob without the HEAD after a
 // blob sent as one PUT (under 5 MiB), whose size is the Content-Length of
-// the PUT the server accepted, with the body's MD5 it checked, so the
-// bytes it holds are the bytes sent. A blob sent in parts is still read
+// the PUT the server accepted, with the body's MD5 or CRC-32C it
+// checked, so the bytes it holds are the bytes sent. A blob sent in parts is still read
 // with the HEAD, for the size the server put together. PutBlob writes
 // through it: a 64 KiB segment is one request.
 func (s *minioStore) WriteBlob(ctx context.Context, key string, r io.Reader) (int64, error) {
@@ -566,7 +669,7 @@ func (s *minioStore) upload(ctx context.Context, key string, r io.Reader) (minio
 	var up minio.UploadInfo
 	one := len(head) < s3OnePutBlob
 	if one {
-		up, err = s.putWhole(ctx, key, [][]byte{head}, len(head) < s3SmallBlob, opts)
+		up, err = s.putBlob(ctx, key, head, opts)
 		up.Size = int64(len(head))
 	} else {
 		opts.PartSize = uint64(part)

@@ -5,8 +5,12 @@ package writefence_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -424,3 +428,166 @@ func TestMinioCollectManyBlobs(t *testing.T) {
 	require.NoError(t, store.ListBlobs(ctx, space, func(writefence.BlobInfo) error { left++; return nil }))
 	assert.Zero(t, left, "blobs left")
 }
+
+// s3PutTap is an http.RoundTripper in front of the S3 server that
+// records the headers of every PUT and, while damage is set, changes one
+// byte in the middle of a PUT's body on its way, its headers kept.
+type s3PutTap struct {
+	base   http.RoundTripper
+	damage atomic.Bool
+
+	mu   sync.Mutex // guards puts
+	puts []http.Header
+}
+
+func (p *s3PutTap) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodPut {
+		return p.base.RoundTrip(r)
+	}
+	h := r.Header.Clone()
+	h.Set("Content-Length", strconv.FormatInt(r.ContentLength, 10))
+	if len(r.TransferEncoding) > 0 {
+		h.Set("Transfer-Encoding", strings.Join(r.TransferEncoding, ","))
+	}
+	p.mu.Lock()
+	p.puts = append(p.puts, h)
+	p.mu.Unlock()
+	if p.damage.Load() && r.Body != nil && r.ContentLength > 0 {
+		r = r.Clone(r.Context())
+		r.Body = &damagedBody{r: r.Body, at: r.ContentLength / 2}
+	}
+	return p.base.RoundTrip(r)
+}
+
+// taken returns the headers of the PUTs sent since the last call.
+func (p *s3PutTap) taken() []http.Header {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	puts := p.puts
+	p.puts = nil
+	return puts
+}
+
+// damagedBody is a request body whose byte at offset at is inverted.
+type damagedBody struct {
+	r   io.ReadCloser
+	off int64
+	at  int64
+}
+
+func (b *damagedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if i := b.at - b.off; i >= 0 && i < int64(n) {
+		p[i] ^= 0xff
+	}
+	b.off += int64(n)
+	return n, err
+}
+
+func (b *damagedBody) Close() error { return b.r.Close() }
+
+// TestMinioBlobCRC32C: MinIO refuses a wrong x-amz-checksum-crc32c, so
+// the store's first one-PUT blob, its test, is refused and sent again
+// with its CRC-32C alone, and every later one goes as one PUT of its
+// exact length with its CRC-32C and no MD5, never aws-chunked, with or
+// without the client's checksum trailers, signed (64 KiB) or not (4 MiB).
+// A body changed on its way, its headers kept, is refused, and nothing
+// is stored, whether it is the first blob of the store or a later one.
+func TestMinioBlobCRC32C(t *testing.T) {
+	t.Parallel()
+	s3 := testserver.S3Server(t)
+	for _, trailing := range []bool{false, true} {
+		for _, n := range []int{64 << 10, 4 << 20} {
+			t.Run(fmt.Sprintf("trailing=%t/%d", trailing, n), func(t *testing.T) {
+				t.Parallel()
+				tap := &s3PutTap{base: testserver.HTTPTransport(t)}
+				c, err := minio.New(s3.Endpoint, &minio.Options{
+					Creds:           credentials.NewStaticV4(s3.AccessKey, s3.SecretKey, ""),
+					Transport:       tap,
+					Region:          "us-east-1",
+					TrailingHeaders: trailing,
+				})
+				require.NoError(t, err)
+				bucket := testserver.MinioBucket(t, c)
+				ctx := t.Context()
+				body := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, n) }
+				crc := func(b []byte) string {
+					return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))))
+				}
+				assertStored := func(key string, want []byte) {
+					t.Helper()
+					got, err := c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+					require.NoError(t, err)
+					defer got.Close()
+					data, err := io.ReadAll(got)
+					require.NoError(t, err)
+					assert.True(t, bytes.Equal(want, data), "%s: the bytes stored are the bytes sent", key)
+				}
+				// The digest that finds the damage: the signed SHA-256 of a
+				// blob under 1 MiB, else the CRC-32C, or the MD5 the test
+				// carries too.
+				assertAbsent := func(key string, err error, codes ...string) {
+					t.Helper()
+					require.Error(t, err)
+					assert.NotErrorIs(t, err, writefence.ErrConflict)
+					var r minio.ErrorResponse
+					require.ErrorAs(t, err, &r)
+					if n < 1<<20 {
+						codes = []string{"XAmzContentSHA256Mismatch"}
+					}
+					assert.Contains(t, codes, r.Code, "refused for its digest: %v", err)
+					_, statErr := c.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+					assert.Equal(t, minio.NoSuchKey, minio.ToErrorResponse(statErr).Code, "%s: nothing stored", key)
+				}
+
+				// The first blob of a store, damaged: refused, nothing stored.
+				s := writefence.NewMinioStore(c, bucket)
+				tap.damage.Store(true)
+				_, err = s.WriteBlob(ctx, "damaged-first", bytes.NewReader(body(0)))
+				assertAbsent("damaged-first", err, "XAmzContentChecksumMismatch", "BadDigest")
+				tap.damage.Store(false)
+				tap.taken()
+
+				// A fresh store: its first blob tests the server.
+				s = writefence.NewMinioStore(c, bucket)
+				size, err := s.WriteBlob(ctx, "first", bytes.NewReader(body(1)))
+				require.NoError(t, err)
+				assert.Equal(t, int64(n), size)
+				puts := tap.taken()
+				require.Len(t, puts, 2, "the test, refused, then the blob")
+				assert.NotEmpty(t, puts[0].Get("Content-Md5"), "the test carries the MD5")
+				assert.NotEqual(t, crc(body(1)), puts[0].Get(s3CRC32C), "the test carries a wrong CRC-32C")
+				assertStored("first", body(1))
+
+				for i, put := range append(puts[1:], nil) {
+					if put == nil {
+						_, err := s.WriteBlob(ctx, "later", bytes.NewReader(body(2)))
+						require.NoError(t, err)
+						later := tap.taken()
+						require.Len(t, later, 1, "a later blob is one PUT")
+						put = later[0]
+						assertStored("later", body(2))
+					}
+					want := body(1 + i)
+					assert.Equal(t, crc(want), put.Get(s3CRC32C), "the body's CRC-32C")
+					assert.Empty(t, put.Get("Content-Md5"), "no MD5")
+					assert.Equal(t, strconv.Itoa(n), put.Get("Content-Length"))
+					assert.Empty(t, put.Get("Transfer-Encoding"))
+					assert.NotContains(t, put.Get("Content-Encoding"), "aws-chunked")
+					assert.Empty(t, put.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
+					assert.Empty(t, put.Get("X-Amz-Trailer"), "no trailer")
+					assert.False(t, strings.HasPrefix(put.Get("X-Amz-Content-Sha256"), "STREAMING-"))
+				}
+
+				// A later blob, damaged: refused, nothing stored.
+				tap.damage.Store(true)
+				_, err = s.WriteBlob(ctx, "damaged-later", bytes.NewReader(body(3)))
+				assertAbsent("damaged-later", err, "XAmzContentChecksumMismatch")
+				require.Len(t, tap.taken(), 1, "refused, and not sent again")
+			})
+		}
+	}
+}
+
+// s3CRC32C is the header of a body's CRC-32C.
+const s3CRC32C = "X-Amz-Checksum-Crc32c"

@@ -3,13 +3,16 @@
 package writefence
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"net"
@@ -44,8 +47,9 @@ type s3Seen struct {
 	path   string
 	query  string
 	header http.Header
-	body   int64 // bytes of body received (after any aws-chunked framing)
-	length int64 // the request's Content-Length; -1 when it had none (chunked)
+	body   int64  // bytes of body received (after any aws-chunked framing)
+	length int64  // the request's Content-Length; -1 when it had none (chunked)
+	crc    string // the CRC-32C of the body received, as x-amz-checksum-crc32c carries it
 }
 
 // s3Fake is an httptest server that speaks just enough S3 for the adapter:
@@ -61,9 +65,10 @@ func newS3Fake(t *testing.T, handle http.HandlerFunc) *s3Fake {
 	t.Helper()
 	f := &s3Fake{}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := io.Copy(io.Discard, r.Body)
+		data, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(data))
 		f.mu.Lock()
-		f.seen = append(f.seen, s3Seen{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), n, r.ContentLength})
+		f.seen = append(f.seen, s3Seen{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), int64(len(data)), r.ContentLength, s3CRC32COf(data)})
 		f.mu.Unlock()
 		handle(w, r)
 	}))
@@ -1008,4 +1013,212 @@ func TestMinioBlobCancelledContext(t *testing.T) {
 	assert.Equal(t, context.Canceled, err)
 	assert.Equal(t, context.Canceled, s.DeleteBlob(ctx, "k"))
 	assert.Equal(t, context.Canceled, s.ListBlobs(ctx, "", func(BlobInfo) error { return nil }))
+}
+
+// s3CRC32COf returns data's CRC-32C as x-amz-checksum-crc32c carries it.
+func s3CRC32COf(data []byte) string {
+	sum := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
+	return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, sum))
+}
+
+// s3CRCFake answers a PUT that carries x-amz-checksum-crc32c as a server
+// of the kind named does, and everything else with s3MultipartFake:
+// "checks" refuses a CRC-32C that does not match the body with code,
+// "refuses" refuses the header whatever its value, with code, and
+// "ignores" does not look at it.
+func s3CRCFake(f **s3Fake, kind, code string) http.HandlerFunc {
+	next := s3MultipartFake(time.Now(), 0)
+	return func(w http.ResponseWriter, r *http.Request) {
+		sent := r.Header.Get(s3CRCHeader)
+		if r.Method == http.MethodPut && sent != "" {
+			seen := (*f).requests()
+			switch got := seen[len(seen)-1].crc; {
+			case kind == "checks" && sent != got, kind == "refuses":
+				writeS3Error(w, http.StatusBadRequest, code)
+				return
+			}
+		}
+		next(w, r)
+	}
+}
+
+// TestMinioBlobCRC32CTest: the first non-empty one-PUT blob of a store
+// carries its MD5 and a CRC-32C that does not match it. A server that
+// refuses it for that (MinIO's code or AWS's) gets it again with its
+// CRC-32C alone, and every later blob the same way: one PUT of its exact
+// length, not aws-chunked, with no trailer, its SHA-256 signed under 1
+// MiB. A server that stores it, or refuses the header itself, gets an
+// MD5 with every blob from then on. Records carry their MD5 whatever the
+// store knows. The PUTs are checked as they were received; the fake
+// server answers each as the server of that kind would.
+func TestMinioBlobCRC32CTest(t *testing.T) {
+	type put struct {
+		md5 bool   // carries Content-MD5
+		crc string // "": no x-amz-checksum-crc32c; "right", "wrong"
+	}
+	test, crcOnly, md5Only := put{true, "wrong"}, put{false, "right"}, put{true, ""}
+	for _, c := range []struct {
+		kind, code    string
+		first, second []put // the PUTs of the first blob, and of the second
+	}{
+		{"checks", "XAmzContentChecksumMismatch", []put{test, crcOnly}, []put{crcOnly}},
+		{"checks", "BadDigest", []put{test, crcOnly}, []put{crcOnly}},
+		{"ignores", "", []put{test}, []put{md5Only}},
+		{"refuses", "InvalidArgument", []put{test, md5Only}, []put{md5Only}},
+		{"refuses", "NotImplemented", []put{test, md5Only}, []put{md5Only}},
+	} {
+		for _, n := range []int64{100, 1<<20 - 1, 1 << 20, 5<<20 - 1} {
+			for _, trailing := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s %s/%d/trailing=%t", c.kind, c.code, n, trailing), func(t *testing.T) {
+					var f *s3Fake
+					f = newS3Fake(t, s3CRCFake(&f, c.kind, c.code))
+					s := f.trailingStore(t, trailing)
+					for i, want := range [][]put{c.first, c.second} {
+						body := bytes.Repeat([]byte{byte('a' + i)}, int(n))
+						size, err := s.WriteBlob(t.Context(), "k", bytes.NewReader(body))
+						require.NoError(t, err, "blob %d", i)
+						assert.Equal(t, n, size)
+						seen := f.requests()
+						require.Len(t, seen, len(want), "blob %d: PUTs", i)
+						for j, w := range want {
+							r := seen[j]
+							md := md5.Sum(body)
+							switch w.md5 {
+							case true:
+								assert.Equal(t, base64.StdEncoding.EncodeToString(md[:]), r.header.Get("Content-Md5"), "blob %d, PUT %d: the MD5", i, j)
+							default:
+								assert.Empty(t, r.header.Get("Content-Md5"), "blob %d, PUT %d: no MD5", i, j)
+							}
+							switch w.crc {
+							case "right":
+								assert.Equal(t, r.crc, r.header.Get(s3CRCHeader), "blob %d, PUT %d: the body's CRC-32C", i, j)
+							case "wrong":
+								assert.NotEmpty(t, r.header.Get(s3CRCHeader), "blob %d, PUT %d: a CRC-32C", i, j)
+								assert.NotEqual(t, r.crc, r.header.Get(s3CRCHeader), "blob %d, PUT %d: one that does not match", i, j)
+							default:
+								assert.Empty(t, r.header.Get(s3CRCHeader), "blob %d, PUT %d: no CRC-32C", i, j)
+							}
+							assert.Equal(t, http.MethodPut, r.method)
+							assert.Equal(t, "*", r.header.Get("If-None-Match"))
+							assert.Equal(t, n, r.length, "the exact length")
+							assert.Equal(t, n, r.body)
+							assert.Empty(t, r.header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
+							assert.NotContains(t, r.header.Get("Content-Encoding"), "aws-chunked")
+							assert.Empty(t, r.header.Get("X-Amz-Trailer"), "no trailer")
+							if sum := sha256.Sum256(body); n < 1<<20 {
+								assert.Equal(t, hex.EncodeToString(sum[:]), r.header.Get("X-Amz-Content-Sha256"), "the payload's hash is signed")
+							} else {
+								assert.Equal(t, "UNSIGNED-PAYLOAD", r.header.Get("X-Amz-Content-Sha256"))
+							}
+						}
+						f.mu.Lock()
+						f.seen = nil
+						f.mu.Unlock()
+					}
+
+					// A record carries its MD5 and no CRC-32C, whatever the
+					// store knows of the server.
+					_, err := s.PutIfVersion(t.Context(), "r", []byte("record"), "")
+					require.NoError(t, err)
+					seen := f.requests()
+					require.Len(t, seen, 1)
+					md := md5.Sum([]byte("record"))
+					assert.Equal(t, base64.StdEncoding.EncodeToString(md[:]), seen[0].header.Get("Content-Md5"))
+					assert.Empty(t, seen[0].header.Get(s3CRCHeader))
+				})
+			}
+		}
+	}
+}
+
+// TestMinioBlobCRC32CUntested: an empty blob, and a test that fails for
+// another reason than its CRC-32C (a blob at the key already, the network),
+// leave the server untested: the next non-empty blob tests it.
+func TestMinioBlobCRC32CUntested(t *testing.T) {
+	var f *s3Fake
+	var fail atomic.Int32 // status of the next PUT's answer, when not zero
+	checks := s3CRCFake(&f, "checks", "XAmzContentChecksumMismatch")
+	f = newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+		if status := fail.Swap(0); status != 0 {
+			writeS3Error(w, int(status), http.StatusText(int(status)))
+			return
+		}
+		checks(w, r)
+	})
+	s := f.store(t, 1)
+	wrote := func(body string) []string {
+		t.Helper()
+		f.mu.Lock()
+		f.seen = nil
+		f.mu.Unlock()
+		_, err := s.WriteBlob(t.Context(), "k", strings.NewReader(body))
+		var sums []string
+		for _, r := range f.requests() {
+			switch {
+			case r.header.Get(s3CRCHeader) == "":
+				sums = append(sums, "md5")
+			case r.header.Get(s3CRCHeader) != r.crc:
+				sums = append(sums, "test")
+			default:
+				sums = append(sums, "crc")
+			}
+		}
+		if err != nil {
+			sums = append(sums, err.Error())
+		}
+		return sums
+	}
+
+	assert.Equal(t, []string{"md5"}, wrote(""), "an empty blob is no test")
+	fail.Store(http.StatusPreconditionFailed)
+	sums := wrote("taken")
+	require.Len(t, sums, 2)
+	assert.Equal(t, "test", sums[0], "a blob at the key")
+	assert.Equal(t, []string{"test", "crc"}, wrote("next"), "tested again")
+	assert.Equal(t, []string{"crc"}, wrote("then"))
+
+	// The network fails the test of a second store.
+	s = f.store(t, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.WriteBlob(ctx, "k", strings.NewReader("cancelled"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, []string{"test", "crc"}, wrote("next"), "tested again")
+}
+
+// TestMinioBlobCRC32CTestRace: while one blob tests the server, the
+// blobs written beside it carry their MD5.
+func TestMinioBlobCRC32CTestRace(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var f *s3Fake
+	checks := s3CRCFake(&f, "checks", "XAmzContentChecksumMismatch")
+	f = newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bucket/testing" && r.Header.Get(s3CRCHeader) != "" && r.Header.Get("Content-Md5") != "" {
+			close(arrived)
+			<-release
+		}
+		checks(w, r)
+	})
+	s := f.store(t, 1)
+	done := make(chan error)
+	go func() {
+		_, err := s.WriteBlob(t.Context(), "testing", strings.NewReader("first"))
+		done <- err
+	}()
+	<-arrived
+	_, err := s.WriteBlob(t.Context(), "beside", strings.NewReader("second"))
+	require.NoError(t, err)
+	close(release)
+	require.NoError(t, <-done)
+	_, err = s.WriteBlob(t.Context(), "after", strings.NewReader("third"))
+	require.NoError(t, err)
+
+	byPath := map[string][]string{}
+	for _, r := range f.requests() {
+		byPath[r.path] = append(byPath[r.path], r.header.Get("Content-Md5")+"|"+r.header.Get(s3CRCHeader))
+	}
+	md := func(s string) string { m := md5.Sum([]byte(s)); return base64.StdEncoding.EncodeToString(m[:]) }
+	assert.Equal(t, []string{md("second") + "|"}, byPath["/bucket/beside"], "MD5 alone beside the test")
+	assert.Len(t, byPath["/bucket/testing"], 2, "the test, then the blob")
+	assert.Equal(t, []string{"|" + s3CRC32COf([]byte("third"))}, byPath["/bucket/after"], "CRC-32C alone after it")
 }
