@@ -344,6 +344,70 @@ func valkeyServerWork(b *testing.B, c *redis.Client) func(cmds []string) (usec, 
 	}
 }
 
+// BenchmarkValkeyScriptFloor measures, at 1 KiB, what a write through a
+// script costs before any check: a plain SET (set), SET and PING in one
+// pipeline (set-ping), a staging SET and a script that returns 1
+// (stage-noop) or moves the staged value onto the key as the put script
+// does (stage-move: RENAME, PERSIST), and a script that SETs a value sent
+// in its call (call-set). BenchmarkValkeyPut's script path is one of the
+// last two plus the check of the value it replaces.
+func BenchmarkValkeyScriptFloor(b *testing.B) {
+	client, _ := benchValkey(b)
+	ctx := context.Background()
+	value := benchPayload(1 << 10)
+	noop := redis.NewScript(`return 1`)
+	move := redis.NewScript(`redis.call('RENAME', KEYS[2], KEYS[1]) redis.call('PERSIST', KEYS[1]) return 1`)
+	set := redis.NewScript(`redis.call('SET', KEYS[1], ARGV[1]) return 1`)
+	for _, s := range []*redis.Script{noop, move, set} {
+		if err := s.Load(ctx, client).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, impl := range []string{"set", "set-ping", "stage-noop", "stage-move", "call-set"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			key := testserver.UniqueName(b)
+			staged := key + "/staged"
+			b.Cleanup(func() { _ = client.Del(context.Background(), key, staged).Err() })
+			write := func() error {
+				switch impl {
+				case "set":
+					return client.Set(ctx, key, value, 0).Err()
+				case "call-set":
+					return set.EvalSha(ctx, client, []string{key}, value).Err()
+				}
+				p := client.Pipeline()
+				if impl == "set-ping" {
+					p.Set(ctx, key, value, 0)
+					p.Ping(ctx)
+				} else {
+					p.Set(ctx, staged, value, time.Minute)
+					s := map[string]*redis.Script{"stage-noop": noop, "stage-move": move}[impl]
+					s.EvalSha(ctx, p, []string{key, staged})
+				}
+				_, err := p.Exec(ctx)
+				return err
+			}
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			work := valkeyServerWork(b, client)
+			took := make([]time.Duration, 0, 1<<16)
+			for b.Loop() {
+				start := time.Now()
+				if err := write(); err != nil {
+					b.Fatal(err)
+				}
+				if len(took) < cap(took) {
+					took = append(took, time.Since(start))
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2]), "median-ns/op")
+			_, cpu, _ := work(nil)
+			b.ReportMetric(cpu/float64(b.N), "server-cpu-us/op")
+		})
+	}
+}
+
 // BenchmarkValkeyPutWait measures what WaitReplicas=1 costs a write: the
 // two write paths at 1 KiB with and without it (impl=watch-wait,
 // script-wait), on a primary with one replica of the benchmark's own and
