@@ -232,7 +232,9 @@ func BenchmarkValkeyPut(b *testing.B) {
 // benchValkeyPut measures impl ("set", "watch" or "script") writing value
 // at key over store, whose client is client; server answers INFO for the
 // server that holds key. trips and wire, when set, count client's round
-// trips and the bytes it read.
+// trips and the bytes it read. Besides the mean (ns/op) it reports the
+// median of single writes (median-ns/op, of the first 65,536), which a
+// few writes delayed by other work on the machine do not move.
 func benchValkeyPut(b *testing.B, client redis.UniversalClient, server *redis.Client, store *writefence.ValkeyStore, key, impl string, value []byte, trips *benchTrips, wire *valkeyByteCounter) {
 	ctx := context.Background()
 	// The first write also checks the server and loads the script.
@@ -247,7 +249,9 @@ func benchValkeyPut(b *testing.B, client redis.UniversalClient, server *redis.Cl
 	if trips != nil {
 		trips0, read0 = trips.n.Load(), wire.n.Load()
 	}
+	took := make([]time.Duration, 0, 1<<16) // made before the loop: no allocation of it is counted
 	for b.Loop() {
+		start := time.Now()
 		if impl == "set" {
 			err = client.Set(ctx, key, value, 0).Err()
 		} else {
@@ -256,7 +260,12 @@ func benchValkeyPut(b *testing.B, client redis.UniversalClient, server *redis.Cl
 		if err != nil {
 			b.Fatal(err)
 		}
+		if len(took) < cap(took) {
+			took = append(took, time.Since(start))
+		}
 	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2]), "median-ns/op")
 	n := float64(b.N)
 	if trips != nil {
 		b.ReportMetric(float64(trips.n.Load()-trips0)/n, "roundtrips/op")
@@ -266,9 +275,13 @@ func benchValkeyPut(b *testing.B, client redis.UniversalClient, server *redis.Cl
 		"set": {"set"},
 		// EXEC's time includes the SET it runs.
 		"watch": {"watch", "strlen", "exists", "getrange", "multi", "exec"},
-		// EVALSHA's time includes the commands the script calls.
-		"script": {"set", "evalsha", "eval"},
+		// EVALSHA's time includes the commands the script calls, the SET
+		// of a value sent in its call among them.
+		"script": {"evalsha", "eval"},
 	}[impl]
+	if impl == "script" && writefence.ValkeyScriptStages(len(value)) {
+		cmds = append(cmds, "set") // the staging SET, a command of its own
+	}
 	usec, cpu, each := work(cmds)
 	b.ReportMetric(usec/n, "server-us/op")
 	b.ReportMetric(cpu/n, "server-cpu-us/op")
@@ -328,6 +341,70 @@ func valkeyServerWork(b *testing.B, c *redis.Client) func(cmds []string) (usec, 
 			}
 		}
 		return total, cpu1 - cpu0, each
+	}
+}
+
+// BenchmarkValkeyScriptFloor measures, at 1 KiB, what a write through a
+// script costs before any check: a plain SET (set), SET and PING in one
+// pipeline (set-ping), a staging SET and a script that returns 1
+// (stage-noop) or moves the staged value onto the key as the put script
+// does (stage-move: RENAME, PERSIST), and a script that SETs a value sent
+// in its call (call-set). BenchmarkValkeyPut's script path is one of the
+// last two plus the check of the value it replaces.
+func BenchmarkValkeyScriptFloor(b *testing.B) {
+	client, _ := benchValkey(b)
+	ctx := context.Background()
+	value := benchPayload(1 << 10)
+	noop := redis.NewScript(`return 1`)
+	move := redis.NewScript(`redis.call('RENAME', KEYS[2], KEYS[1]) redis.call('PERSIST', KEYS[1]) return 1`)
+	set := redis.NewScript(`redis.call('SET', KEYS[1], ARGV[1]) return 1`)
+	for _, s := range []*redis.Script{noop, move, set} {
+		if err := s.Load(ctx, client).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, impl := range []string{"set", "set-ping", "stage-noop", "stage-move", "call-set"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			key := testserver.UniqueName(b)
+			staged := key + "/staged"
+			b.Cleanup(func() { _ = client.Del(context.Background(), key, staged).Err() })
+			write := func() error {
+				switch impl {
+				case "set":
+					return client.Set(ctx, key, value, 0).Err()
+				case "call-set":
+					return set.EvalSha(ctx, client, []string{key}, value).Err()
+				}
+				p := client.Pipeline()
+				if impl == "set-ping" {
+					p.Set(ctx, key, value, 0)
+					p.Ping(ctx)
+				} else {
+					p.Set(ctx, staged, value, time.Minute)
+					s := map[string]*redis.Script{"stage-noop": noop, "stage-move": move}[impl]
+					s.EvalSha(ctx, p, []string{key, staged})
+				}
+				_, err := p.Exec(ctx)
+				return err
+			}
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			work := valkeyServerWork(b, client)
+			took := make([]time.Duration, 0, 1<<16)
+			for b.Loop() {
+				start := time.Now()
+				if err := write(); err != nil {
+					b.Fatal(err)
+				}
+				if len(took) < cap(took) {
+					took = append(took, time.Since(start))
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2]), "median-ns/op")
+			_, cpu, _ := work(nil)
+			b.ReportMetric(cpu/float64(b.N), "server-cpu-us/op")
+		})
 	}
 }
 

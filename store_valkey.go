@@ -63,6 +63,12 @@ const valkeyDamagedPrefix = "damaged-"
 // moves or deletes it at once otherwise.
 const valkeyStagedTTL = 10 * time.Minute
 
+// valkeyInlineMax is the size of the largest value the Script path sends
+// in the script's call rather than staging it: 2 KiB of data. Beyond about
+// 3 KiB its bytes cost the server more in Lua than the staging SET, RENAME
+// and PERSIST do (BENCHMARKS.md).
+const valkeyInlineMax = valkeyHeaderLen + 2<<10
+
 // valkeyStagedTTLMillis is valkeyStagedTTL in milliseconds, boxed once for
 // every staging SET.
 var valkeyStagedTTLMillis any = valkeyStagedTTL.Milliseconds()
@@ -168,20 +174,21 @@ const valkeyMaxRedirects = 16
 //
 // Writes: PutIfVersion is WATCH, a read of the head and the tail, MULTI,
 // SET, EXEC on one dedicated connection, in two round trips; or, with
-// Script set, one round trip of two commands: a SET of the value under a
-// staging key of its own, "writefence/_put/{tag}" followed by the new
-// token, and a Lua script that checks the current value (and the brand)
-// and renames the staged value onto the key, or deletes it. Both give the
-// same results and the same errors, and on both the server's work per
-// write is the check of a head and a tail plus what a plain SET of the
-// value costs: neither hashes nor transfers the value it replaces
-// (BENCHMARKS.md), and the script never copies the new value into Lua. A
-// staged value whose script never ran (the connection was lost in
-// between) expires after ten minutes. The client sends a write's script
-// once, never again after a failure that may have reached the server
-// (see NewValkeyConditionalStore), so on a standalone server without
-// WaitReplicas it needs no connection of its own and runs on the client's
-// pool.
+// Script set, one round trip of one Lua script that checks the current
+// value (and the brand) and writes the new one. A value of up to 2 KiB of
+// data travels in the script's call and is SET by the script; a larger one
+// is sent in the same round trip as a SET under a staging key of its own,
+// "writefence/_put/{tag}" followed by the new token, which the script
+// renames onto the key, or deletes, so that its bytes never enter Lua.
+// Both paths give the same results and the same errors, and on both the
+// server's work per write is the check of a head and a tail plus what a
+// plain SET of the value costs: neither hashes nor transfers the value it
+// replaces (BENCHMARKS.md). A staged value whose script never ran (the
+// connection was lost in between) expires after ten minutes. The client
+// sends a write's script once, never again after a failure that may have
+// reached the server (see NewValkeyConditionalStore), so on a standalone
+// server without WaitReplicas it needs no connection of its own and runs
+// on the client's pool.
 //
 // Why the head digest is a SHA-1: the Script path checks it in the
 // server, and the only digest a Valkey script has is redis.sha1hex. A
@@ -1150,15 +1157,19 @@ end
 // about 1 ns a byte on top of what the bytes cost elsewhere: the script
 // reads the head's bytes past the digest in one GETRANGE, the 44 bytes
 // before them in another, and hashes the first read as it comes, with no
-// copy of it.
+// copy of it. A small new value is taken in all the same (ARGV[5]): up to
+// valkeyInlineMax bytes, that costs the server less than the staging
+// SET, RENAME and PERSIST, and spares the client a pipeline.
 //
-// KEYS[1]: the data key; KEYS[2]: the staging key; then the brand key,
-// when ARGV[5] is given; then the sync key, when ARGV[4] is "1". Only the
-// keys the script touches are declared, because the server checks the ACL
-// of every declared key. ARGV[1]: the expected version, "" for absent.
-// ARGV[2]: the new value's first 44 bytes. ARGV[3]: the read limit.
-// ARGV[4]: "1" when the caller will WAIT. With a brand key, ARGV[5]: the
-// identity it must hold; ARGV[6]: the last byte of it to read. Returns 1
+// KEYS[1]: the data key; KEYS[2]: the staging key, unless ARGV[5] holds
+// the value; then the brand key, when ARGV[6] is given; then the sync key,
+// when ARGV[4] is "1". Only the keys the script touches are declared,
+// because the server checks the ACL of every declared key. ARGV[1]: the
+// expected version, "" for absent. ARGV[2]: the new value's first 44
+// bytes. ARGV[3]: the read limit. ARGV[4]: "1" when the caller will WAIT.
+// ARGV[5]: the new value, or "" when it is staged (a value is never
+// empty). With a brand key, ARGV[6]: the identity it must hold; ARGV[7]:
+// the last byte of it to read. Returns 1
 // when written, 0 on a failed precondition, {"toolarge"}, {"corrupt",
 // check, damaged version}, {"unstaged"} when the staged value is gone
 // (expired), or a brand refusal: {"absent"}, {"layout", check, damaged
@@ -1168,11 +1179,12 @@ var valkeyPutScript = redis.NewScript(valkeyPutLua)
 
 // valkeyPutLua is the put script's source.
 const valkeyPutLua = valkeyChecksLua + `
-local key, staged, expect = KEYS[1], KEYS[2], ARGV[1]
-local brandKey = ARGV[5] and KEYS[3]
+local key, expect, value = KEYS[1], ARGV[1], ARGV[5]
+local staged = value == '' and KEYS[2]
+local brandKey = ARGV[6] and KEYS[staged and 3 or 2]
 local waitKey = ARGV[4] == '1' and KEYS[#KEYS]
 local function refuse(r)
-  redis.call('UNLINK', staged)
+  if staged then redis.call('UNLINK', staged) end
   return r
 end
 local size = redis.call('STRLEN', key)
@@ -1197,16 +1209,16 @@ if exists then
   end
 end
 if brandKey then
-  local brand = redis.call('GETRANGE', brandKey, 0, tonumber(ARGV[6]))
+  local brand = redis.call('GETRANGE', brandKey, 0, tonumber(ARGV[7]))
   if redis.call('EXISTS', brandKey) == 0 then return refuse({'absent'}) end
-  if string.len(brand) <= tonumber(ARGV[6]) then
+  if string.len(brand) <= tonumber(ARGV[7]) then
     local c = check(brand)
     if c then return refuse({'layout', c, 'damaged-' .. redis.sha1hex(brand)}) end
   end
   local bl = 72
   if string.sub(brand, 1, 4) == 'WFV2' then bl = 100 end
   local data = string.sub(brand, bl + 1)
-  if data ~= ARGV[5] then return refuse({'found', data}) end
+  if data ~= ARGV[6] then return refuse({'found', data}) end
 end
 if string.sub(expect, 1, 8) == 'damaged-' or damage then
   if not exists then return refuse(0) end
@@ -1219,6 +1231,10 @@ elseif expect == '' then
   if exists then return refuse(0) end
 elseif token ~= expect then
   return refuse(0)
+end
+if not staged then
+  redis.call('SET', key, value)
+  return 1
 end
 if redis.pcall('RENAME', staged, key).err then return {'unstaged'} end
 redis.call('PERSIST', key)
@@ -1235,9 +1251,11 @@ type valkeyOnce struct{ *redis.Cmd }
 // NoRetry implements redis.Cmder.
 func (valkeyOnce) NoRetry() bool { return true }
 
-// putScript is the Script path: one round trip of the staging SET and the
-// script (EVALSHA, then EVAL when the server does not hold the script),
-// with a WAIT after it when WaitReplicas is set, on the same connection.
+// putScript is the Script path: one round trip of the script (EVALSHA,
+// then EVAL when the server does not hold the script), with the value in
+// its call up to valkeyInlineMax bytes and after a staging SET in the same
+// round trip beyond, and a WAIT after it when WaitReplicas is set, on the
+// same connection.
 //
 // The script is a valkeyOnce command: go-redis retries a command whose
 // reply was lost, and a re-sent script that finds a rival's write after
@@ -1255,18 +1273,26 @@ func (s *valkeyStore) putScript(ctx context.Context, c valkeyConn, key, version 
 		wait = "1"
 	}
 	limit := s.limit()
-	staged := keys.Staged(key, version)
-	k, st := any(key), any(staged)
-	nkeys := 2
+	inline := len(value) <= valkeyInlineMax
+	var staged string
+	var stage *redis.StatusCmd
+	nkeys := 1
+	if !inline {
+		staged = keys.Staged(key, version)
+		stage = redis.NewStatusCmd(ctx, "set", staged, value, "px", valkeyStagedTTLMillis)
+		nkeys++
+	}
 	if brand != nil {
 		nkeys++
 	}
 	if s.WaitReplicas > 0 {
 		nkeys++
 	}
-	a := make([]any, 0, 3+nkeys+6)
-	a = append(a, "evalsha", valkeyPutScript.Hash(), nkeys)
-	a = append(a, k, st)
+	a := make([]any, 0, 3+nkeys+7)
+	a = append(a, "evalsha", valkeyPutScript.Hash(), nkeys, key)
+	if !inline {
+		a = append(a, staged)
+	}
 	if brand != nil {
 		a = append(a, brand.key)
 	}
@@ -1274,22 +1300,31 @@ func (s *valkeyStore) putScript(ctx context.Context, c valkeyConn, key, version 
 		a = append(a, s.waitKey(key))
 	}
 	a = append(a, expectVersion, value[:valkeyTokenOff], limit, wait)
+	if inline {
+		a = append(a, value)
+	} else {
+		a = append(a, "")
+	}
 	if brand != nil {
 		a = append(a, brand.identity, valkeyBrandReadEnd)
 	}
-	stage := redis.NewStatusCmd(ctx, "set", st, value, "px", valkeyStagedTTLMillis)
 	cmd := valkeyOnce{redis.NewCmd(ctx, a...)}
-	err := c.send(ctx, stage, cmd)
+	sent := []redis.Cmder{cmd}
+	if !inline {
+		sent = []redis.Cmder{stage, cmd}
+	}
+	err := c.send(ctx, sent...)
 	if err != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		// The script did not run (the staged value is in place): send
-		// the script itself.
+		// The script did not run (a staged value is still in place):
+		// send the script itself.
 		a = slices.Clone(a)
 		a[0], a[1] = "eval", valkeyPutLua
 		cmd = valkeyOnce{redis.NewCmd(ctx, a...)}
+		sent[len(sent)-1] = cmd
 		err = c.send(ctx, cmd)
 	}
 	var reply redis.Error
-	if err != nil && stage.Err() == nil && errors.As(cmd.Err(), &reply) {
+	if err != nil && !inline && stage.Err() == nil && errors.As(cmd.Err(), &reply) {
 		// The server refused the script (NOPERM, WRONGTYPE, a
 		// redirection): it wrote nothing, and the staged value need not
 		// wait for its expiry.
@@ -1300,7 +1335,7 @@ func (s *valkeyStore) putScript(ctx context.Context, c valkeyConn, key, version 
 		if brand != nil {
 			what = "the key or brand key " + esc(brand.key)
 		}
-		return valkeyErrorAbout("put", key, what, valkeyRouted(key, err, stage, cmd))
+		return valkeyErrorAbout("put", key, what, valkeyRouted(key, err, sent...))
 	}
 	res := cmd.Val()
 	switch r := res.(type) {

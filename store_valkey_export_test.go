@@ -11,3 +11,7 @@ type ValkeyStore = valkeyStore
 func NewValkeyStore(client redis.UniversalClient) *ValkeyStore {
 	return newValkeyStore(client, nil)
 }
+
+// ValkeyScriptStages reports whether the Script path stages a value of n
+// bytes of data beside the script's call rather than sending it in it.
+func ValkeyScriptStages(n int) bool { return valkeyHeaderLen+n > valkeyInlineMax }

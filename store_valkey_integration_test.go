@@ -193,8 +193,11 @@ func (h *valkeyTap) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if err := h.observe(ctx, cmds); err != nil {
 			return err
 		}
-		defer h.runAfter(cmds)
-		return next(ctx, cmd)
+		// The client sets a single command's error once the hooks
+		// returned: the reply's error is what next returns.
+		err := next(ctx, cmd)
+		h.runAfter(cmds, err)
+		return err
 	}
 }
 
@@ -203,8 +206,9 @@ func (h *valkeyTap) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		if err := h.observe(ctx, cmds); err != nil {
 			return err
 		}
-		defer h.runAfter(cmds)
-		return next(ctx, cmds)
+		err := next(ctx, cmds)
+		h.runAfter(cmds, nil)
+		return err
 	}
 }
 
@@ -224,11 +228,17 @@ func (h *valkeyTap) observe(ctx context.Context, cmds []redis.Cmder) error {
 	return nil
 }
 
-func (h *valkeyTap) runAfter(cmds []redis.Cmder) {
+// runAfter counts the redirections among the replies to cmds, each
+// command's error or, for a single command, err.
+func (h *valkeyTap) runAfter(cmds []redis.Cmder, err error) {
 	h.mu.Lock()
 	for _, c := range cmds {
+		cerr := c.Err()
+		if cerr == nil {
+			cerr = err
+		}
 		var reply redis.Error
-		if !errors.As(c.Err(), &reply) {
+		if !errors.As(cerr, &reply) {
 			continue
 		}
 		if code, _, _ := strings.Cut(reply.Error(), " "); code == "MOVED" || code == "ASK" || code == "TRYAGAIN" {
@@ -822,7 +832,7 @@ func TestValkeyDamageUnderCachedVersion(t *testing.T) {
 		ce := requireCorrupt(t, err, key, "push over damaged bytes")
 		assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "a refusal, not an unknown outcome")
 		require.NotEmpty(t, trips)
-		first := map[bool][]string{false: {"watch", "strlen", "exists", "getrange", "getrange"}, true: {"set", "evalsha"}}[script]
+		first := map[bool][]string{false: {"watch", "strlen", "exists", "getrange", "getrange"}, true: {"evalsha"}}[script]
 		assert.Equal(t, first, trips[0], "the push wrote on its remembered version without reading: %s", formatValkeyTrips(trips))
 		assert.Equal(t, damaged, valkeyRaw(t, c, key), "nothing was overwritten")
 
@@ -1471,6 +1481,55 @@ func TestValkeyRoundTrips(t *testing.T) {
 		t.Logf("first calls: %s", formatValkeyTrips(tap.take()))
 		checkValkeyTrips(t, tap, steps)
 	})
+}
+
+// TestValkeyScriptValueSizes: the Script path sends a value of up to
+// 2 KiB of data in the script's call, and a larger one staged beside it
+// in the same round trip; on a server that does not hold the script yet,
+// either way, the script follows in an EVAL. Every write lands whole and
+// checked, and a stale one on either way writes nothing.
+func TestValkeyScriptValueSizes(t *testing.T) {
+	ctx := context.Background()
+	addr := testserver.StartValkey(t, "")
+	c, tap := newTappedValkeyClient(t, func(o *redis.Options) { o.Addr = addr })
+	store := newValkeyStore(c, true)
+	require.NoError(t, store.Delete(ctx, "warm-up"), "the standalone check")
+	for _, tc := range []struct {
+		size   int
+		staged bool
+	}{
+		{1, false}, {1 << 10, false}, {2 << 10, false}, {2<<10 + 1, true}, {16 << 10, true},
+	} {
+		t.Run(fmt.Sprintf("size=%d", tc.size), func(t *testing.T) {
+			key := fmt.Sprintf("k%d", tc.size)
+			write := []string{"evalsha"}
+			if tc.staged {
+				write = []string{"set", "evalsha"}
+			}
+			require.NoError(t, c.ScriptFlush(ctx).Err())
+			tap.take()
+			data := benchPayload(tc.size)
+			version, err := store.PutIfVersion(ctx, key, data, "")
+			require.NoError(t, err)
+			assert.Equal(t, [][]string{write, {"eval"}}, tap.take(), "the first write, on an empty script cache")
+			requireValkeyContent(t, store, key, string(data), version)
+
+			tap.take()
+			data[0]++
+			next, err := store.PutIfVersion(ctx, key, data, version)
+			require.NoError(t, err)
+			assert.Equal(t, [][]string{write}, tap.take())
+			requireValkeyContent(t, store, key, string(data), next)
+
+			raw := valkeyRaw(t, c, key)
+			_, err = store.PutIfVersion(ctx, key, data[1:], version)
+			require.ErrorIs(t, err, writefence.ErrConflict, "conditioned on the version it replaced")
+			assert.Equal(t, raw, valkeyRaw(t, c, key), "nothing was written")
+			staged, err := c.Keys(ctx, keys.Staging+"*").Result()
+			require.NoError(t, err)
+			assert.Empty(t, staged, "no staged value is left behind")
+		})
+	}
 }
 
 // valkeyTripStep is a call and the round trips it is to take; with wait
@@ -2229,48 +2288,55 @@ func migrateKey(t *testing.T, src, dst testserver.ValkeyNode, key string) {
 // step by step, as valkey-cli --cluster reshard does, and writes the record
 // with PutIfVersion at each step, conditioned on the version the last write
 // returned: while the slot is migrating and the record still on the source
-// (the script path cannot stage its value there, and writes on the WATCH
-// path); with the record migrated by MIGRATE between the write's check and
-// its EXEC (the WATCH aborts and the write runs again on the target); with
-// the record on the target (an ASK); and once the slot is assigned to the
-// target (a MOVED to a client that still routes to the source). Each write
-// lands, none is reported as a conflict, and the record exists on exactly
-// one node.
+// (the script path cannot stage a value there, and writes one of more than
+// 2 KiB on the WATCH path; a smaller one travels in the script's call,
+// which runs there); with the record migrated by MIGRATE at the next MULTI
+// (between the write's check and its EXEC, where the WATCH aborts and the
+// write runs again on the target; for a script, which has no such gap, at
+// the read after it); with the record on the target (an ASK); and once the
+// slot is assigned to the target (a MOVED to a client that still routes to
+// the source). Each write lands, none is reported as a conflict, and the
+// record exists on exactly one node; on both paths, with values on both
+// sides of the script's 2 KiB.
 func TestValkeyClusterMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	eachValkeyPath(t, func(t *testing.T, script bool) {
-		tap := &valkeyTap{}
-		a, b, cc := newValkeyPair(t, tap)
-		store := newValkeyStore(cc, script)
-		_, key := valkeyShardOn(t, "")
-		slot := keys.Slot(key)
-		v, err := store.PutIfVersion(ctx, key, []byte("step 0"), "")
-		require.NoError(t, err)
-		write := func(step string, on testserver.ValkeyNode) {
-			t.Helper()
-			data := []byte(step)
-			nv, err := store.PutIfVersion(ctx, key, data, v)
-			require.NoError(t, err, "%s: the write lands (not a conflict, not an error)", step)
-			v = nv
-			requireValkeyContent(t, store, key, step, v)
-			for _, n := range []testserver.ValkeyNode{a, b} {
-				count, err := n.Client.ClusterCountKeysInSlot(ctx, slot).Result()
+		for _, pad := range []int{0, 4 << 10} {
+			t.Run(fmt.Sprintf("pad=%d", pad), func(t *testing.T) {
+				tap := &valkeyTap{}
+				a, b, cc := newValkeyPair(t, tap)
+				store := newValkeyStore(cc, script)
+				_, key := valkeyShardOn(t, "")
+				slot := keys.Slot(key)
+				v, err := store.PutIfVersion(ctx, key, []byte("step 0"), "")
 				require.NoError(t, err)
-				assert.EqualValues(t, map[bool]int64{true: 1, false: 0}[n.Addr == on.Addr], count, "%s: the record is on %s alone", step, on.Addr)
-			}
-			t.Logf("%s: redirections so far %v", step, tap.redirected())
+				write := func(step string, on testserver.ValkeyNode) {
+					t.Helper()
+					data := step + strings.Repeat("p", pad)
+					nv, err := store.PutIfVersion(ctx, key, []byte(data), v)
+					require.NoError(t, err, "%s: the write lands (not a conflict, not an error)", step)
+					v = nv
+					requireValkeyContent(t, store, key, data, v)
+					for _, n := range []testserver.ValkeyNode{a, b} {
+						count, err := n.Client.ClusterCountKeysInSlot(ctx, slot).Result()
+						require.NoError(t, err)
+						assert.EqualValues(t, map[bool]int64{true: 1, false: 0}[n.Addr == on.Addr], count, "%s: the record is on %s alone", step, on.Addr)
+					}
+					t.Logf("%s: redirections so far %v", step, tap.redirected())
+				}
+				testserver.MigrateValkeySlot(t, slot, a, b, nil, func() {
+					write("migrating, the record on the source", a)
+					tap.onMulti(func(context.Context) { migrateKey(t, a, b, key) })
+					write("the record migrated at the next MULTI", b)
+					write("migrating, the record on the target", b)
+				})
+				write("the slot assigned to the target", b)
+				codes := tap.redirected()
+				assert.Positive(t, codes["ASK"], "ASK redirections were followed")
+				assert.Positive(t, codes["MOVED"], "MOVED redirections were followed")
+			})
 		}
-		testserver.MigrateValkeySlot(t, slot, a, b, nil, func() {
-			write("migrating, the record on the source", a)
-			tap.onMulti(func(context.Context) { migrateKey(t, a, b, key) })
-			write("the record migrated between the check and EXEC", b)
-			write("migrating, the record on the target", b)
-		})
-		write("the slot assigned to the target", b)
-		codes := tap.redirected()
-		assert.Positive(t, codes["ASK"], "ASK redirections were followed")
-		assert.Positive(t, codes["MOVED"], "MOVED redirections were followed")
 	})
 }
 
