@@ -1222,3 +1222,72 @@ func TestMinioBlobCRC32CTestRace(t *testing.T) {
 	assert.Len(t, byPath["/bucket/testing"], 2, "the test, then the blob")
 	assert.Equal(t, []string{"|" + s3CRC32COf([]byte("third"))}, byPath["/bucket/after"], "CRC-32C alone after it")
 }
+
+// TestMinioBlobCRC32CDamagedTest: a server that checks a PUT's MD5 and
+// answers a mismatch with BadDigest, as AWS does, but ignores
+// x-amz-checksum-crc32c (Ceph RGW before Reef, and the other S3 servers
+// that predate the checksum headers), is never to store a blob whose
+// bytes were damaged on their way. Here the body of the store's first
+// blob, the test, arrives damaged: the server refuses it for its MD5, and
+// that refusal must not teach the store that the server checks CRC-32Cs;
+// the second blob arrives damaged too, and must be refused, not stored.
+// Both blobs are of 1 MiB or more, so they go as UNSIGNED-PAYLOAD and
+// their digest is the only check the server makes of their bytes.
+func TestMinioBlobCRC32CDamagedTest(t *testing.T) {
+	var mu sync.Mutex
+	stored := map[string][]byte{}
+	damage := map[string]int{"first": 1, "second": 1} // PUTs of each key to damage
+	f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPut {
+			writeS3Error(w, http.StatusNotImplemented, "NotImplemented")
+			return
+		}
+		key := strings.TrimPrefix(r.URL.Path, "/bucket/")
+		data, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if damage[key] > 0 {
+			damage[key]--
+			data[len(data)/2] ^= 0x20 // a bit flipped on the way
+		}
+		if md := r.Header.Get("Content-Md5"); md != "" {
+			sum := md5.Sum(data)
+			if md != base64.StdEncoding.EncodeToString(sum[:]) {
+				writeS3Error(w, http.StatusBadRequest, "BadDigest")
+				return
+			}
+		}
+		if _, ok := stored[key]; ok && r.Header.Get("If-None-Match") == "*" {
+			writeS3Error(w, http.StatusPreconditionFailed, "PreconditionFailed")
+			return
+		}
+		stored[key] = data
+		w.Header().Set("ETag", `"e"`)
+	})
+	s := f.store(t, 1)
+
+	first := bytes.Repeat([]byte("a"), 1<<20)
+	_, err := s.WriteBlob(t.Context(), "first", bytes.NewReader(first))
+	mu.Lock()
+	got, ok := stored["first"]
+	mu.Unlock()
+	if err == nil {
+		require.True(t, ok)
+		assert.True(t, bytes.Equal(first, got), "the first blob as stored is the bytes sent")
+	}
+
+	// The next blob is damaged on its way too.
+	mu.Lock()
+	damage["second"] = 1
+	mu.Unlock()
+	second := bytes.Repeat([]byte("b"), 2<<20)
+	_, err = s.WriteBlob(t.Context(), "second", bytes.NewReader(second))
+	mu.Lock()
+	got, ok = stored["second"]
+	mu.Unlock()
+	assert.False(t, ok && !bytes.Equal(second, got), "a damaged blob was stored, and WriteBlob returned %v", err)
+	assert.Error(t, err, "a blob damaged on its way is refused")
+	for _, r := range f.requests() {
+		t.Logf("%s %s md5=%q crc32c=%q", r.method, r.path, r.header.Get("Content-Md5"), r.header.Get(s3CRCHeader))
+	}
+}
