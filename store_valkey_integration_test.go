@@ -3,12 +3,14 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"maps"
 	"math/rand/v2"
@@ -2928,4 +2930,133 @@ func TestValkeyWaitRoundTrips(t *testing.T) {
 		tap.take()
 		checkValkeyTrips(t, tap, steps)
 	})
+}
+
+// TestValkeyScriptValueHasNoTTL: whatever the path of the write and of
+// the one before it, and whatever expiry the key held, a value the Script
+// path writes has none: a value sent in the script's call replaces a
+// staged one, an inline one and one a foreign EXPIRE gave a TTL to, and
+// the other way round.
+func TestValkeyScriptValueHasNoTTL(t *testing.T) {
+	ctx := context.Background()
+	c := newValkeyClient(t)
+	prefix := valkeyPrefix(t, c)
+	store := newValkeyStore(c, true)
+	small, large := benchPayload(2<<10), benchPayload(4<<10)
+	for _, tc := range []struct {
+		name        string
+		first, next []byte
+		expire      bool
+	}{
+		{"inline over inline", small, small, false},
+		{"inline over staged", large, small, false},
+		{"staged over inline", small, large, false},
+		{"inline over a key with a TTL", small, small, true},
+		{"inline over a staged key with a TTL", large, small, true},
+		{"staged over a key with a TTL", small, large, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := prefix + strings.ReplaceAll(tc.name, " ", "-")
+			v, err := store.PutIfVersion(ctx, key, tc.first, "")
+			require.NoError(t, err)
+			if tc.expire {
+				require.NoError(t, c.PExpire(ctx, key, time.Hour).Err())
+			}
+			next := append([]byte(nil), tc.next...)
+			next[0]++
+			nv, err := store.PutIfVersion(ctx, key, next, v)
+			require.NoError(t, err)
+			requireValkeyContent(t, store, key, string(next), nv)
+			ttl, err := c.PTTL(ctx, key).Result()
+			require.NoError(t, err)
+			assert.Equal(t, time.Duration(-1), ttl, "the value written has no TTL")
+		})
+	}
+}
+
+// TestValkeyScriptInlineLostReply: the Script path sends a small value in
+// one command of its own, on the client's pool; when the reply to it is
+// lost after the server ran it, the client, whatever its MaxRetries, never
+// sends it again, so a rival's write that lands in between cannot turn
+// the write that landed into a reported conflict. A proxy in front of
+// the server forwards the first EVALSHA and closes the connection before
+// its reply; a rival writes on the proxied server before any later
+// connection is let through.
+func TestValkeyScriptInlineLostReply(t *testing.T) {
+	ctx := context.Background()
+	addr := testserver.StartValkey(t, "")
+	direct := newValkeyClient(t, func(o *redis.Options) { o.Addr = addr })
+	rival := newValkeyStore(direct, true)
+	key := "lost-reply"
+	v, err := rival.PutIfVersion(ctx, key, []byte("first"), "")
+	require.NoError(t, err)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var dropped atomic.Bool
+	var evalshas atomic.Int32
+	go func() {
+		for {
+			cn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer cn.Close()
+				up, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go io.Copy(cn, &lossyReader{r: up, drop: &dropped})
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := cn.Read(buf)
+					if n > 0 {
+						if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) {
+							evalshas.Add(1)
+							if dropped.CompareAndSwap(false, true) {
+								up.Write(buf[:n])
+								// Let the script run, then lose its reply.
+								time.Sleep(200 * time.Millisecond)
+								direct.Set(ctx, key, valkeyRawValue(strings.Repeat("ab", 16), "rival"), 0)
+								cn.Close()
+								return
+							}
+						}
+						if _, err := up.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: 3})
+	t.Cleanup(func() { c.Close() })
+	store := newValkeyStore(c, true)
+	require.NoError(t, store.Delete(ctx, "warm-up"), "the standalone check")
+	_, err = store.PutIfVersion(ctx, key, []byte("mine"), v)
+	t.Logf("put: %v; EVALSHAs through the proxy: %d", err, evalshas.Load())
+	assert.EqualValues(t, 1, evalshas.Load(), "the script was sent once")
+	assert.NotErrorIs(t, err, writefence.ErrConflict, "a write that landed is not reported as a conflict")
+}
+
+// lossyReader passes r's bytes on until drop is set.
+type lossyReader struct {
+	r    io.Reader
+	drop *atomic.Bool
+}
+
+func (l *lossyReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if l.drop.Load() {
+		return 0, io.EOF
+	}
+	return n, err
 }
