@@ -15,6 +15,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -63,12 +64,17 @@ const (
 // carries an MD5 (Content-MD5) until the store has seen the server refuse
 // a wrong CRC-32C (x-amz-checksum-crc32c), and from then on its CRC-32C
 // instead, about thirty times cheaper to compute. The first non-empty
-// one-PUT blob is the test: it goes with its MD5 and a CRC-32C that does
-// not match it. A server that checks the CRC-32C refuses it (400
-// XAmzContentChecksumMismatch on MinIO, BadDigest on AWS), and the blob
-// is sent again with its CRC-32C alone; a server that ignores the header
-// stores it, its MD5 checked, and the store keeps sending MD5s. Either
-// way no blob is stored unchecked. Records always carry their MD5.
+// one-PUT blob is the test: it goes with its SHA-256 signed, no MD5, and
+// a CRC-32C that does not match it. A server that checks the CRC-32C
+// refuses it (400 XAmzContentChecksumMismatch on MinIO, BadDigest on
+// AWS): with no MD5 sent, nothing else could have failed (a body damaged
+// on its way fails its signed SHA-256, XAmzContentSHA256Mismatch, which
+// teaches nothing), and the blob is sent again with its CRC-32C alone. A
+// server that ignores the header stores it, its SHA-256 checked, and the
+// store keeps sending MD5s. Either way no blob is stored unchecked. The
+// store keeps what it learnt for its life: put a store value in front of
+// one kind of server, not of a pool that mixes servers that check the
+// CRC-32C with servers that do not. Records always carry their MD5.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
 // 64 MiB + 4 KiB, the largest default payload and a record header). Set the fields before first use. A
@@ -273,7 +279,7 @@ type s3BodySum int
 const (
 	s3SumMD5  s3BodySum = iota // Content-MD5
 	s3SumCRC                   // x-amz-checksum-crc32c, and no MD5
-	s3SumTest                  // Content-MD5, and an x-amz-checksum-crc32c that does not match the body
+	s3SumTest                  // an x-amz-checksum-crc32c that does not match the body, and no MD5: signed
 )
 
 // putWhole sends parts, one after the other, as the body of one PUT with
@@ -304,7 +310,7 @@ func (s *minioStore) putWhole(ctx context.Context, key string, parts [][]byte, s
 		if sum == s3SumCRC || sum == s3SumTest {
 			crc = crc32.Update(crc, record.Castagnoli, p)
 		}
-		if sum != s3SumCRC {
+		if sum == s3SumMD5 {
 			md.Write(p)
 		}
 		readers[i] = bytes.NewReader(p)
@@ -314,7 +320,7 @@ func (s *minioStore) putWhole(ctx context.Context, key string, parts [][]byte, s
 	if signed {
 		shaHex = hex.EncodeToString(sha.Sum(nil))
 	}
-	if sum != s3SumCRC {
+	if sum == s3SumMD5 {
 		mdBase64 = base64.StdEncoding.EncodeToString(md.Sum(nil))
 	}
 	if sum == s3SumTest {
@@ -322,7 +328,10 @@ func (s *minioStore) putWhole(ctx context.Context, key string, parts [][]byte, s
 	}
 	if sum != s3SumMD5 {
 		// A header of the caller's own: minio-go adds no trailer beside it.
-		opts.UserMetadata = map[string]string{s3CRCHeader: base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc))}
+		meta := make(map[string]string, len(opts.UserMetadata)+1)
+		maps.Copy(meta, opts.UserMetadata)
+		meta[s3CRCHeader] = base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc))
+		opts.UserMetadata = meta
 	}
 	opts.DisableContentSha256 = true
 	body := &requestBody{r: io.MultiReader(readers...)}
@@ -336,8 +345,8 @@ const s3CRCHeader = "x-amz-checksum-crc32c"
 
 // putBlob sends body, a blob under 5 MiB, as one PUT with opts, with the
 // digest the store's knowledge of the server calls for (see minioStore),
-// testing the server with it when nothing is known yet. Under 1 MiB its
-// SHA-256 is signed too.
+// testing the server with it when nothing is known yet. Under 1 MiB, and
+// when it tests, its SHA-256 is signed too.
 func (s *minioStore) putBlob(ctx context.Context, key string, body []byte, opts minio.PutObjectOptions) (minio.UploadInfo, error) {
 	parts, signed := [][]byte{body}, len(body) < s3SmallBlob
 	state := s.crc.Load()
@@ -349,7 +358,7 @@ func (s *minioStore) putBlob(ctx context.Context, key string, body []byte, opts 
 	case state != s3CRCUnknown || !s.crc.CompareAndSwap(s3CRCUnknown, s3CRCTesting):
 		return s.putWhole(ctx, key, parts, signed, s3SumMD5, opts)
 	}
-	info, err := s.putWhole(ctx, key, parts, signed, s3SumTest, opts)
+	info, err := s.putWhole(ctx, key, parts, true, s3SumTest, opts)
 	var r minio.ErrorResponse
 	switch {
 	case err == nil:
@@ -359,10 +368,9 @@ func (s *minioStore) putBlob(ctx context.Context, key string, body []byte, opts 
 		s.crc.Store(s3CRCUnknown)
 		return info, err
 	case s3CRCRefused(r):
-		// Nothing was stored. A refusal for an MD5 that did not match,
-		// which AWS also calls BadDigest, is one only if the body was
-		// damaged on its way; then a server that checks the MD5 but not
-		// the CRC-32C would be taken for one that checks both.
+		// Nothing was stored, and the CRC-32C is the only digest sent
+		// that the refusal can name: the test carries no MD5, and its
+		// signed SHA-256 has a refusal of its own.
 		s.crc.Store(s3CRCChecked)
 		return s.putWhole(ctx, key, parts, signed, s3SumCRC, opts)
 	case r.Code == "NotImplemented" || r.Code == "InvalidArgument" || r.Code == "InvalidRequest":

@@ -5,8 +5,10 @@ package writefence_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -514,6 +516,7 @@ func TestMinioBlobCRC32C(t *testing.T) {
 				crc := func(b []byte) string {
 					return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))))
 				}
+				sha := func(b []byte) string { sum := sha256.Sum256(b); return hex.EncodeToString(sum[:]) }
 				assertStored := func(key string, want []byte) {
 					t.Helper()
 					got, err := c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
@@ -524,8 +527,7 @@ func TestMinioBlobCRC32C(t *testing.T) {
 					assert.True(t, bytes.Equal(want, data), "%s: the bytes stored are the bytes sent", key)
 				}
 				// The digest that finds the damage: the signed SHA-256 of a
-				// blob under 1 MiB, else the CRC-32C, or the MD5 the test
-				// carries too.
+				// blob under 1 MiB or of the test, else the CRC-32C.
 				assertAbsent := func(key string, err error, codes ...string) {
 					t.Helper()
 					require.Error(t, err)
@@ -544,7 +546,7 @@ func TestMinioBlobCRC32C(t *testing.T) {
 				s := writefence.NewMinioStore(c, bucket)
 				tap.damage.Store(true)
 				_, err = s.WriteBlob(ctx, "damaged-first", bytes.NewReader(body(0)))
-				assertAbsent("damaged-first", err, "XAmzContentChecksumMismatch", "BadDigest")
+				assertAbsent("damaged-first", err, "XAmzContentSHA256Mismatch")
 				tap.damage.Store(false)
 				tap.taken()
 
@@ -555,7 +557,8 @@ func TestMinioBlobCRC32C(t *testing.T) {
 				assert.Equal(t, int64(n), size)
 				puts := tap.taken()
 				require.Len(t, puts, 2, "the test, refused, then the blob")
-				assert.NotEmpty(t, puts[0].Get("Content-Md5"), "the test carries the MD5")
+				assert.Empty(t, puts[0].Get("Content-Md5"), "the test carries no MD5")
+				assert.Equal(t, sha(body(1)), puts[0].Get("X-Amz-Content-Sha256"), "the test's SHA-256 is signed")
 				assert.NotEqual(t, crc(body(1)), puts[0].Get(s3CRC32C), "the test carries a wrong CRC-32C")
 				assertStored("first", body(1))
 

@@ -793,13 +793,18 @@ func TestMinioBlobRequests(t *testing.T) {
 // is one PUT of its exact length, its SHA-256 signed under 1 MiB and
 // UNSIGNED-PAYLOAD from 1 MiB on (never aws-chunked), carrying
 // If-None-Match: *, then the HEAD; from 5 MiB on it is a multipart upload.
-// The PUT is sent once, even by a client configured to retry.
+// The PUT is sent once, even by a client configured to retry. The store
+// here knows its server to ignore x-amz-checksum-crc32c, so the PUT
+// carries its MD5 (the test of a store's first blob, and the CRC-32C, are
+// TestMinioBlobCRC32CTest's).
 func TestMinioBlobSmallIsOnePut(t *testing.T) {
 	serverTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
 	for _, n := range []int64{0, 100, 1<<20 - 1, 1 << 20, 5<<20 - 1} {
 		t.Run(strconv.FormatInt(n, 10), func(t *testing.T) {
 			f := newS3Fake(t, s3MultipartFake(serverTime, n))
-			info, err := f.store(t, 1).CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
+			s := f.store(t, 1)
+			s.crc.Store(s3CRCIgnored)
+			info, err := s.CreateBlob(t.Context(), "k", io.LimitReader(zeros{}, n))
 			require.NoError(t, err)
 			assert.Equal(t, BlobInfo{Key: "k", Size: n, Modified: serverTime}, info)
 			seen := f.requests()
@@ -1043,7 +1048,8 @@ func s3CRCFake(f **s3Fake, kind, code string) http.HandlerFunc {
 }
 
 // TestMinioBlobCRC32CTest: the first non-empty one-PUT blob of a store
-// carries its MD5 and a CRC-32C that does not match it. A server that
+// carries a CRC-32C that does not match it, no MD5, and its SHA-256
+// signed whatever its size. A server that
 // refuses it for that (MinIO's code or AWS's) gets it again with its
 // CRC-32C alone, and every later blob the same way: one PUT of its exact
 // length, not aws-chunked, with no trailer, its SHA-256 signed under 1
@@ -1056,7 +1062,7 @@ func TestMinioBlobCRC32CTest(t *testing.T) {
 		md5 bool   // carries Content-MD5
 		crc string // "": no x-amz-checksum-crc32c; "right", "wrong"
 	}
-	test, crcOnly, md5Only := put{true, "wrong"}, put{false, "right"}, put{true, ""}
+	test, crcOnly, md5Only := put{false, "wrong"}, put{false, "right"}, put{true, ""}
 	for _, c := range []struct {
 		kind, code    string
 		first, second []put // the PUTs of the first blob, and of the second
@@ -1105,7 +1111,7 @@ func TestMinioBlobCRC32CTest(t *testing.T) {
 							assert.Empty(t, r.header.Get("X-Amz-Decoded-Content-Length"), "not aws-chunked")
 							assert.NotContains(t, r.header.Get("Content-Encoding"), "aws-chunked")
 							assert.Empty(t, r.header.Get("X-Amz-Trailer"), "no trailer")
-							if sum := sha256.Sum256(body); n < 1<<20 {
+							if sum := sha256.Sum256(body); n < 1<<20 || w == test {
 								assert.Equal(t, hex.EncodeToString(sum[:]), r.header.Get("X-Amz-Content-Sha256"), "the payload's hash is signed")
 							} else {
 								assert.Equal(t, "UNSIGNED-PAYLOAD", r.header.Get("X-Amz-Content-Sha256"))
@@ -1193,7 +1199,7 @@ func TestMinioBlobCRC32CTestRace(t *testing.T) {
 	var f *s3Fake
 	checks := s3CRCFake(&f, "checks", "XAmzContentChecksumMismatch")
 	f = newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/bucket/testing" && r.Header.Get(s3CRCHeader) != "" && r.Header.Get("Content-Md5") != "" {
+		if r.URL.Path == "/bucket/testing" && r.Header.Get(s3CRCHeader) != "" && r.Header.Get(s3CRCHeader) != s3CRC32COf([]byte("first")) {
 			close(arrived)
 			<-release
 		}
@@ -1224,70 +1230,81 @@ func TestMinioBlobCRC32CTestRace(t *testing.T) {
 }
 
 // TestMinioBlobCRC32CDamagedTest: a server that checks a PUT's MD5 and
-// answers a mismatch with BadDigest, as AWS does, but ignores
-// x-amz-checksum-crc32c (Ceph RGW before Reef, and the other S3 servers
-// that predate the checksum headers), is never to store a blob whose
-// bytes were damaged on their way. Here the body of the store's first
-// blob, the test, arrives damaged: the server refuses it for its MD5, and
-// that refusal must not teach the store that the server checks CRC-32Cs;
-// the second blob arrives damaged too, and must be refused, not stored.
-// Both blobs are of 1 MiB or more, so they go as UNSIGNED-PAYLOAD and
-// their digest is the only check the server makes of their bytes.
+// its signed SHA-256, and answers an MD5 mismatch with BadDigest, as AWS
+// does, but ignores x-amz-checksum-crc32c (Ceph RGW before Reef, and the
+// other S3 servers that predate the checksum headers), is never to store
+// a blob whose bytes were damaged on their way. Damaged on its way, the
+// store's first blob, the test, must not teach the store that the server
+// checks CRC-32Cs: a later damaged blob must be refused, not stored,
+// whether the damaged test was the first blob's only PUT or not. The
+// blobs are of 1 MiB or more, so a blob that is not a test goes as
+// UNSIGNED-PAYLOAD and its digest is the only check made of its bytes.
 func TestMinioBlobCRC32CDamagedTest(t *testing.T) {
-	var mu sync.Mutex
-	stored := map[string][]byte{}
-	damage := map[string]int{"first": 1, "second": 1} // PUTs of each key to damage
-	f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPut {
-			writeS3Error(w, http.StatusNotImplemented, "NotImplemented")
-			return
-		}
-		key := strings.TrimPrefix(r.URL.Path, "/bucket/")
-		data, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		defer mu.Unlock()
-		if damage[key] > 0 {
-			damage[key]--
-			data[len(data)/2] ^= 0x20 // a bit flipped on the way
-		}
-		if md := r.Header.Get("Content-Md5"); md != "" {
-			sum := md5.Sum(data)
-			if md != base64.StdEncoding.EncodeToString(sum[:]) {
-				writeS3Error(w, http.StatusBadRequest, "BadDigest")
-				return
+	for _, damageFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("damaged test=%t", damageFirst), func(t *testing.T) {
+			var mu sync.Mutex
+			stored := map[string][]byte{}
+			damage := map[string]int{"second": 1} // PUTs of each key to damage
+			if damageFirst {
+				damage["first"] = 1
 			}
-		}
-		if _, ok := stored[key]; ok && r.Header.Get("If-None-Match") == "*" {
-			writeS3Error(w, http.StatusPreconditionFailed, "PreconditionFailed")
-			return
-		}
-		stored[key] = data
-		w.Header().Set("ETag", `"e"`)
-	})
-	s := f.store(t, 1)
+			f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPut {
+					writeS3Error(w, http.StatusNotImplemented, "NotImplemented")
+					return
+				}
+				key := strings.TrimPrefix(r.URL.Path, "/bucket/")
+				data, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				defer mu.Unlock()
+				if damage[key] > 0 {
+					damage[key]--
+					data[len(data)/2] ^= 0x20 // a bit flipped on the way
+				}
+				if h := r.Header.Get("X-Amz-Content-Sha256"); h != "UNSIGNED-PAYLOAD" {
+					if sum := sha256.Sum256(data); h != hex.EncodeToString(sum[:]) {
+						writeS3Error(w, http.StatusBadRequest, "XAmzContentSHA256Mismatch")
+						return
+					}
+				}
+				if md := r.Header.Get("Content-Md5"); md != "" {
+					if sum := md5.Sum(data); md != base64.StdEncoding.EncodeToString(sum[:]) {
+						writeS3Error(w, http.StatusBadRequest, "BadDigest")
+						return
+					}
+				}
+				if _, ok := stored[key]; ok && r.Header.Get("If-None-Match") == "*" {
+					writeS3Error(w, http.StatusPreconditionFailed, "PreconditionFailed")
+					return
+				}
+				stored[key] = data
+				w.Header().Set("ETag", `"e"`)
+			})
+			s := f.store(t, 1)
 
-	first := bytes.Repeat([]byte("a"), 1<<20)
-	_, err := s.WriteBlob(t.Context(), "first", bytes.NewReader(first))
-	mu.Lock()
-	got, ok := stored["first"]
-	mu.Unlock()
-	if err == nil {
-		require.True(t, ok)
-		assert.True(t, bytes.Equal(first, got), "the first blob as stored is the bytes sent")
-	}
+			first := bytes.Repeat([]byte("a"), 1<<20)
+			_, err := s.WriteBlob(t.Context(), "first", bytes.NewReader(first))
+			mu.Lock()
+			got, ok := stored["first"]
+			mu.Unlock()
+			if damageFirst {
+				assert.Error(t, err, "a test damaged on its way is refused")
+				assert.False(t, ok, "and nothing is stored")
+			} else {
+				require.NoError(t, err)
+				assert.True(t, bytes.Equal(first, got), "the first blob as stored is the bytes sent")
+			}
 
-	// The next blob is damaged on its way too.
-	mu.Lock()
-	damage["second"] = 1
-	mu.Unlock()
-	second := bytes.Repeat([]byte("b"), 2<<20)
-	_, err = s.WriteBlob(t.Context(), "second", bytes.NewReader(second))
-	mu.Lock()
-	got, ok = stored["second"]
-	mu.Unlock()
-	assert.False(t, ok && !bytes.Equal(second, got), "a damaged blob was stored, and WriteBlob returned %v", err)
-	assert.Error(t, err, "a blob damaged on its way is refused")
-	for _, r := range f.requests() {
-		t.Logf("%s %s md5=%q crc32c=%q", r.method, r.path, r.header.Get("Content-Md5"), r.header.Get(s3CRCHeader))
+			second := bytes.Repeat([]byte("b"), 2<<20)
+			_, err = s.WriteBlob(t.Context(), "second", bytes.NewReader(second))
+			mu.Lock()
+			got, ok = stored["second"]
+			mu.Unlock()
+			assert.False(t, ok && !bytes.Equal(second, got), "a damaged blob was stored, and WriteBlob returned %v", err)
+			assert.Error(t, err, "a blob damaged on its way is refused")
+			for _, r := range f.requests() {
+				t.Logf("%s %s md5=%q crc32c=%q sha256=%.12s", r.method, r.path, r.header.Get("Content-Md5"), r.header.Get(s3CRCHeader), r.header.Get("X-Amz-Content-Sha256"))
+			}
+		})
 	}
 }

@@ -1136,12 +1136,13 @@ local function check(v)
 end
 `
 
-// valkeyPutScript is the check and the move of the Script path, in the
+// valkeyPutScript is the check and the write of the Script path, in the
 // order of the WATCH path: the size, the brand, then the precondition. It
 // reads the head and the tail of the current value (the whole value only
-// in the first layout, or to name or settle damage), never the new value,
-// which waits under the staging key: RENAME moves it onto the key without
-// a copy, and PERSIST drops the staging key's expiry. STRLEN comes first
+// in the first layout, or to name or settle damage). A small new value
+// comes in its call (ARGV[5]) and is SET, with no expiry; a larger one
+// waits under the staging key, never read: RENAME moves it onto the key
+// without a copy, and PERSIST drops the staging key's expiry. STRLEN comes first
 // so that a key of another type fails with WRONGTYPE, as on the WATCH
 // path; EXISTS only tells an empty value from none. A current value whose
 // first 44 bytes are the new value's (the layout and the head digest,
@@ -1150,7 +1151,8 @@ end
 // success, so a retried script never turns its own write into a conflict,
 // even when the brand changed since it landed (it was admitted under the
 // right brand); it writes the sync key so that a WAIT after it has a write
-// of this connection to wait for. Every refusal deletes the staged value.
+// of this connection to wait for. Every refusal deletes the staged value,
+// when there is one.
 //
 // Every byte a script takes in (an argument, a reply of redis.call, a
 // substring) is a Lua string the server allocates and later collects, at
