@@ -71,7 +71,9 @@ const (
 // on its way fails its signed SHA-256, XAmzContentSHA256Mismatch, which
 // teaches nothing), and the blob is sent again with its CRC-32C alone. A
 // server that ignores the header stores it, its SHA-256 checked, and the
-// store keeps sending MD5s. Either way no blob is stored unchecked. The
+// store keeps sending MD5s, as it does to one that refuses the header
+// otherwise (with a 400 or 501), after sending the blob again with its
+// MD5. Either way no blob is stored unchecked. The
 // store keeps what it learnt for its life: put a store value in front of
 // one kind of server, not of a pool that mixes servers that check the
 // CRC-32C with servers that do not. Records always carry their MD5.
@@ -373,11 +375,19 @@ func (s *minioStore) putBlob(ctx context.Context, key string, body []byte, opts 
 		// signed SHA-256 has a refusal of its own.
 		s.crc.Store(s3CRCChecked)
 		return s.putWhole(ctx, key, parts, signed, s3SumCRC, opts)
-	case r.Code == "NotImplemented" || r.Code == "InvalidArgument" || r.Code == "InvalidRequest":
-		// A server that refuses the header: nothing was stored.
-		s.crc.Store(s3CRCIgnored)
-		return s.putWhole(ctx, key, parts, signed, s3SumMD5, opts)
+	case r.Code != "XAmzContentSHA256Mismatch" && (r.Code == "NotImplemented" || r.StatusCode == http.StatusBadRequest):
+		// A server that refuses the header, whatever it calls the
+		// refusal: nothing was stored. The blob goes again with its MD5,
+		// and so does every later one once the server takes it, so that a
+		// refusal of the test alone never fails every blob.
+		info, err = s.putWhole(ctx, key, parts, signed, s3SumMD5, opts)
+		if err == nil {
+			s.crc.Store(s3CRCIgnored)
+			return info, nil
+		}
 	}
+	// A body damaged on its way (XAmzContentSHA256Mismatch), a blob at
+	// the key, the network: nothing learnt.
 	s.crc.Store(s3CRCUnknown)
 	return info, err
 }

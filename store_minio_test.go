@@ -1072,6 +1072,7 @@ func TestMinioBlobCRC32CTest(t *testing.T) {
 		{"ignores", "", []put{test}, []put{md5Only}},
 		{"refuses", "InvalidArgument", []put{test, md5Only}, []put{md5Only}},
 		{"refuses", "NotImplemented", []put{test, md5Only}, []put{md5Only}},
+		{"refuses", "UnknownHeader", []put{test, md5Only}, []put{md5Only}},
 	} {
 		for _, n := range []int64{100, 1<<20 - 1, 1 << 20, 5<<20 - 1} {
 			for _, trailing := range []bool{false, true} {
