@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/listing"
 )
 
 // The doubles of writefence.BlobStore: MemStore's blobs with one fault.
@@ -246,15 +247,7 @@ func (s *blobStore) ListBlobsConsistent(ctx context.Context, prefix string, fn f
 	if !seen {
 		shown = now
 	}
-	for _, b := range shown {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := fn(b); err != nil {
-			return err
-		}
-	}
-	return nil
+	return listing.Each(ctx, shown, fn)
 }
 
 // blobWriterStore is a blobStore that declares a writefence.BlobWriter
