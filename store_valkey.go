@@ -1513,7 +1513,7 @@ func putHex(b []byte, x uint64) {
 
 // parseHex reads s, lower-case hex digits only.
 func parseHex(s string) (uint64, bool) {
-	if s == "" || len(s) > 16 || !isLowerHex(s) {
+	if s == "" || len(s) > 16 || !keys.IsLowerHex(s) {
 		return 0, false
 	}
 	var x uint64
@@ -1706,24 +1706,14 @@ func valkeyReadEnd(limit int64) int64 {
 
 // validValkeyVersion reports whether v has the form of a version token.
 func validValkeyVersion(v string) bool {
-	return len(v) == valkeyVersionLen && isLowerHex(v)
+	return len(v) == valkeyVersionLen && keys.IsLowerHex(v)
 }
 
 // validValkeyDamagedVersion reports whether v has the form of the version
 // of a damaged value.
 func validValkeyDamagedVersion(v string) bool {
 	h, ok := strings.CutPrefix(v, valkeyDamagedPrefix)
-	return ok && len(h) == 2*sha1.Size && isLowerHex(h)
-}
-
-func isLowerHex(s string) bool {
-	for i := range len(s) {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return ok && len(h) == 2*sha1.Size && keys.IsLowerHex(h)
 }
 
 // ---- errors ----

@@ -121,6 +121,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // The item's attribute names.
@@ -410,21 +411,12 @@ func damagedVersion(attrs map[string]types.AttributeValue) string {
 }
 
 func validVersion(v string) bool {
-	return len(v) == versionLen && isLowerHex(v)
+	return len(v) == versionLen && keys.IsLowerHex(v)
 }
 
 func validDamagedVersion(v string) bool {
 	h, ok := strings.CutPrefix(v, damagedPrefix)
-	return ok && len(h) == 2*sha256.Size && isLowerHex(h)
-}
-
-func isLowerHex(s string) bool {
-	for i := range len(s) {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return ok && len(h) == 2*sha256.Size && keys.IsLowerHex(h)
 }
 
 func newVersion() string {

@@ -181,7 +181,7 @@ func ParseBlobName(name string) (epoch uint64, id, writer string, ok bool) {
 	if len(name) <= blobNameFixed || name[16] != '-' || name[49] != '-' {
 		return 0, "", "", false
 	}
-	if !isHex(name[:16]) || !isHex(name[17:49]) {
+	if !IsLowerHex(name[:16]) || !IsLowerHex(name[17:49]) {
 		return 0, "", "", false
 	}
 	epoch, err := strconv.ParseUint(name[:16], 16, 64)
@@ -219,7 +219,9 @@ func canonical(s string) bool {
 	return true
 }
 
-func isHex(s string) bool {
+// IsLowerHex reports whether s holds only the digits 0-9 and a-f, the
+// form of a blob id and of the stores' version tokens.
+func IsLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
 			return false

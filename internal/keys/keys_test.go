@@ -252,7 +252,7 @@ func FuzzParseBlobName(f *testing.F) {
 	f.Add("", uint64(0), "x")
 	f.Fuzz(func(t *testing.T, name string, epoch uint64, writer string) {
 		if e, gotID, w, ok := ParseBlobName(name); ok {
-			if w == "" || len(gotID) != 32 || !isHex(gotID) || strings.ToLower(gotID) != gotID {
+			if w == "" || len(gotID) != 32 || !IsLowerHex(gotID) || strings.ToLower(gotID) != gotID {
 				t.Fatalf("ParseBlobName(%q) accepted writer %q, id %q", name, w, gotID)
 			}
 			if again := BlobName(e, w, gotID); again != name {
