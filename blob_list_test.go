@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -27,14 +28,14 @@ func blobCalls(s fakestore.Store) [5]int64 {
 }
 
 // testCommitManyBlobs: a commit whose manifest newly references 1,000
-// blobs, uploaded before it, is one conditional write of the record,
-// after one read of it; checking that those blobs exist costs, made
-// between the read and the write, one listing of the blobs of their epoch
-// on a store that declares a ConsistentBlobLister, else one StatBlob each,
-// and nothing else of the blob store. traffic, when not nil, returns the
-// requests store sent so far and the writes (PUT and POST) among them: on
-// the wire the commit is then the record's read, one listing request (a
-// page holds 1,000 blobs on S3 and GCS), and the one write.
+// blobs, uploaded before it, over the record its Fence wrote last, is one
+// conditional write of the record, with no read of it; checking that
+// those blobs exist costs, before the write, one listing of the blobs of
+// their epoch on a store that declares a ConsistentBlobLister, else one
+// StatBlob each, and nothing else of the blob store. traffic, when not
+// nil, returns the requests store sent so far and the writes (PUT and
+// POST) among them: on the wire the commit is then one listing request
+// (a page holds 1,000 blobs on S3 and GCS) and the one write.
 func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffic func() (reqs, writes int64)) {
 	const n = 1000
 	ctx := t.Context()
@@ -61,7 +62,7 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 	}))
 	after := blobCalls(blobs)
 	assert.Equal(t, int64(1), trace.Writes(), "one conditional write")
-	assert.Equal(t, int64(1), trace.Reads(), "one read of the record")
+	assert.Zero(t, trace.Reads(), "no read of the record: the Fence wrote it last")
 	assert.Zero(t, trace.Waits(), "no retry")
 	delta := [5]int64{after[0] - calls[0], after[1] - calls[1], after[2] - calls[2], after[3] - calls[3], after[4] - calls[4]}
 	if listing {
@@ -72,7 +73,7 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 	if traffic != nil {
 		reqsAfter, writesAfter := traffic()
 		assert.Equal(t, int64(1), writesAfter-writes, "one write on the wire")
-		assert.Equal(t, int64(1+1+1), reqsAfter-reqs, "requests: the record's read, one listing, the write")
+		assert.Equal(t, int64(1+1), reqsAfter-reqs, "requests: one listing, the write")
 		t.Logf("a commit newly referencing %d blobs: %d requests", n, reqsAfter-reqs)
 	}
 
@@ -130,15 +131,38 @@ func TestCommitChecksUnlistedBlobs(t *testing.T) {
 	assert.ElementsMatch(t, refs, info.Blobs)
 }
 
+// unremembered is a payload too large for a Fence to remember: a write
+// over a record that holds it reads the record.
+var unremembered = bytes.Repeat([]byte("m"), 1024)
+
 // TestCommitListsBesideItsRead: a commit of blobs its Fence put, over the
 // record it wrote last, lists their epoch's blob space while it reads the
 // record, not after (the read of the record is held until the listing has
 // started: were they one after the other, every goroutine of the bubble
-// would block), and so checks them with no StatBlob and no second listing.
-// A commit by a Fence that put no blob, or that did not write the record
+// would block), and so checks them with no StatBlob and no second listing;
+// over a record whose payload the Fence remembers, it reads nothing. A
+// commit by a Fence that put no blob, or that did not write the record
 // last, lists after its read, as a listing that failed beside the read is
 // done again after it.
 func TestCommitListsBesideItsRead(t *testing.T) {
+	t.Run("remembered", func(t *testing.T) {
+		s := fakestore.New(&writefence.MemStore{}, fakestore.Options{})
+		f := &writefence.Fence{Store: s}
+		require.NoError(t, f.Push(t.Context(), "wal", "0", "a", 1, []byte("manifest")))
+		refs := []writefence.BlobRef{putBlob(t, f, "a", 2, "one"), putBlob(t, f, "a", 2, "two")}
+		gets := s.Calls(fakestore.Get)
+		require.NoError(t, f.Commit(t.Context(), "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = refs
+			return m, nil
+		}))
+		assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent))
+		assert.Zero(t, s.Calls(fakestore.StatBlob))
+		assert.Zero(t, s.Calls(fakestore.Get)-gets, "no read of the record")
+		info, err := f.Inspect(t.Context(), "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, refs, info.Blobs)
+		assert.Equal(t, []byte("manifest"), info.Payload)
+	})
 	t.Run("beside", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			listing := make(chan struct{})
@@ -156,7 +180,7 @@ func TestCommitListsBesideItsRead(t *testing.T) {
 				},
 			})
 			f := &writefence.Fence{Store: s}
-			require.NoError(t, f.Push(t.Context(), "wal", "0", "a", 1, []byte("manifest")))
+			require.NoError(t, f.Push(t.Context(), "wal", "0", "a", 1, unremembered))
 			var refs []writefence.BlobRef
 			for i := range 5 {
 				refs = append(refs, putBlob(t, f, "a", 2, fmt.Sprint("segment ", i)))
@@ -203,7 +227,7 @@ func TestCommitListsBesideItsRead(t *testing.T) {
 		}
 		epoch := uint64(1)
 		if push {
-			require.NoError(t, pusher.Push(t.Context(), "wal", "0", "a", 1, []byte("manifest")))
+			require.NoError(t, pusher.Push(t.Context(), "wal", "0", "a", 1, unremembered))
 			epoch = 2
 		}
 		refs := []writefence.BlobRef{putBlob(t, f, "a", epoch, "one"), putBlob(t, f, "a", epoch, "two")}
@@ -271,30 +295,18 @@ func TestCommitLeavesAListingItDoesNotUse(t *testing.T) {
 	})
 }
 
-// listedBefore returns a Fence over mem whose first read of the record of
-// (wal, 0) once armed is set waits for the end of the listing beside it,
-// then runs between: what the listing showed is older than what between
-// does, and the read sees it. The test runs in a bubble, so that a commit
-// that lists nothing beside its read deadlocks rather than hangs.
+// listedBefore returns a Fence over mem that, once armed is set, runs
+// between right after its first listing of blobs ends, before the listing
+// returns: what the listing showed is older than what between does, and
+// the commit's decision and write come after it.
 func listedBefore(t *testing.T, mem *writefence.MemStore, between func()) (*writefence.Fence, fakestore.Store, *atomic.Bool) {
 	t.Helper()
-	key := mustKey(t, "wal", "0")
 	var armed atomic.Bool
-	var listOnce, readOnce sync.Once
-	listed := make(chan struct{})
+	var listOnce sync.Once
 	s := fakestore.New(mem, fakestore.Options{
-		Before: func(ctx context.Context, c fakestore.Call) error {
-			if armed.Load() && c.Op == fakestore.Get && c.Key == key {
-				readOnce.Do(func() {
-					<-listed
-					between()
-				})
-			}
-			return nil
-		},
 		After: func(ctx context.Context, c fakestore.Call, err error) error {
 			if armed.Load() && c.Op == fakestore.ListBlobsConsistent {
-				listOnce.Do(func() { close(listed) })
+				listOnce.Do(between)
 			}
 			return err
 		},
@@ -302,17 +314,22 @@ func listedBefore(t *testing.T, mem *writefence.MemStore, between func()) (*writ
 	return &writefence.Fence{Store: s}, s, &armed
 }
 
-// TestCommitListedBeforeACollect: a commit whose listing beside its read
-// showed its blob, which Collect then deleted (raising the record's
-// collection horizon first, the blob being older than the grace), is
-// refused, and so it is when the record was then set back from outside to
-// its content before the horizon (a restore from backup), which leaves a
-// read that tells nothing of the deletion (promises 20 and 24). The
-// record is no longer at the version the listing began at, so the
-// listing is no evidence: the commit checks its blob after its read.
+// TestCommitListedBeforeACollect: a commit whose listing showed its blob,
+// which Collect then deleted (raising the record's collection horizon
+// first, the blob being older than the grace), is refused, and so it is
+// when the record was then set back from outside to its content before
+// the horizon (a restore from backup), which leaves a read that tells
+// nothing of the deletion (promises 20 and 24); over a record whose
+// payload the Fence remembers (a commit that reads nothing) as over one
+// it reads. The record is no longer at the version the listing began at,
+// so the listing is no evidence: the commit checks its blob after a read.
 func TestCommitListedBeforeACollect(t *testing.T) {
-	for _, setBack := range []bool{false, true} {
-		t.Run(fmt.Sprint("set back=", setBack), func(t *testing.T) {
+	for _, c := range []struct {
+		setBack bool
+		payload []byte
+	}{{false, []byte("manifest")}, {true, []byte("manifest")}, {false, unremembered}, {true, unremembered}} {
+		setBack := c.setBack
+		t.Run(fmt.Sprintf("set back=%v/payload=%d", setBack, len(c.payload)), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
 				clock := &fakeclock.Clock{}
@@ -333,17 +350,17 @@ func TestCommitListedBeforeACollect(t *testing.T) {
 						_, setBackErr = mem.PutIfVersion(ctx, key, before, v)
 					}
 				})
-				require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+				require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, c.payload))
 				before, _, _ = mem.Get(ctx, key)
 				ref := putBlob(t, f, "a", 2, "segment")
 				armed.Store(true)
 				err := f.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref))
 				require.NoError(t, collectErr)
 				require.NoError(t, setBackErr)
-				require.Len(t, report.Deleted, 1, "Collect deleted the blob between the listing and the read")
+				require.Len(t, report.Deleted, 1, "Collect deleted the blob after the listing")
 				assert.Equal(t, blobKey(t, ref.Name), report.Deleted[0].Key)
 				require.ErrorIs(t, err, writefence.ErrNotFound)
-				assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "the listing beside the read")
+				assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "the listing")
 				assert.EqualValues(t, 1, s.Calls(fakestore.StatBlob), "the check after the read")
 				info, err := collector.Inspect(ctx, "wal", "0")
 				require.NoError(t, err)
@@ -355,25 +372,29 @@ func TestCommitListedBeforeACollect(t *testing.T) {
 }
 
 // TestCommitStatsWhatItsListingDidNotShow: a blob of the listed epoch put
-// after the listing beside the commit's read ran (by another Fence of the
-// writer) is not in that complete listing; the commit checks it with
-// StatBlob and lands, rather than take the listing's silence for its
-// absence.
+// after the commit's listing ran (by another Fence of the writer) is not
+// in that complete listing; the commit checks it with StatBlob and lands,
+// rather than take the listing's silence for its absence.
 func TestCommitStatsWhatItsListingDidNotShow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		mem := &writefence.MemStore{}
 		other := &writefence.Fence{Store: mem}
 		var late writefence.BlobRef
-		f, s, armed := listedBefore(t, mem, func() { late = putBlob(t, other, "a", 2, "put after the listing") })
+		put := make(chan struct{})
+		f, s, armed := listedBefore(t, mem, func() {
+			late = putBlob(t, other, "a", 2, "put after the listing")
+			close(put)
+		})
 		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
 		early := putBlob(t, f, "a", 2, "segment")
 		armed.Store(true)
 		require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+			<-put // the writer learns of the late blob once the listing ran
 			m.Blobs = append(m.Blobs, early, late)
 			return m, nil
 		}))
-		assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "the listing beside the read, complete")
+		assert.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "the listing, complete")
 		assert.EqualValues(t, 1, s.Calls(fakestore.StatBlob), "the blob it did not show")
 		info, err := f.Inspect(ctx, "wal", "0")
 		require.NoError(t, err)

@@ -2,7 +2,10 @@ package writefence
 
 import (
 	"hash/maphash"
+	"slices"
 	"sync"
+
+	"github.com/writefence/writefence/internal/record"
 )
 
 // The version cache: what a Fence remembers of the records it wrote, so
@@ -45,12 +48,14 @@ const maxCached = 1 << 17
 var cacheSeed = maphash.MakeSeed()
 
 // cachedRecord is what the fence remembers of a record it wrote: its
-// version and what a push over it must carry on. The version lets a push
-// skip the read; the write is still conditioned on it, so a stale entry
-// costs one conflict, never a wrong admission, and since a version names
-// its bytes, what is remembered with it is what the store holds while the
+// version and what a push over it must carry on, and its payload when
+// that is at most cachedPayload bytes (whole), which an update, a seal or
+// a commit over it computes from. The version lets such a write skip the
+// read; the write is still conditioned on it, so a stale entry costs one
+// conflict, never a wrong admission, and since a version names its
+// bytes, what is remembered with it is what the store holds while the
 // version matches. The epoch is only used to decide whether skipping the
-// read is worth trying; it never refuses a push on its own.
+// read is worth trying; it never refuses a write on its own.
 //
 // seen is the highest epoch the Fence wrote or read of the record, by
 // seenWriter: a write that finds the record absent or below it is refused
@@ -58,9 +63,36 @@ var cacheSeed = maphash.MakeSeed()
 type cachedRecord struct {
 	version string
 	prior
+	payload []byte
+	whole   bool // payload is the record's
 
 	seen       uint64
 	seenWriter string
+}
+
+// cachedPayload bounds the payload a cachedRecord keeps: a manifest's
+// payload is most often a position in a log, and 131,072 of these at
+// most 64 MiB.
+const cachedPayload = 512
+
+// rememberWrite is what the Fence remembers of the record at version that
+// writer wrote at epoch with body b.
+func rememberWrite(version, writer string, epoch uint64, b record.Body) cachedRecord {
+	c := cachedRecord{version: version, prior: priorOfBody(writer, epoch, b)}
+	if len(b.Payload) <= cachedPayload {
+		// A copy: the payload may be a slice the caller uses again.
+		c.payload, c.whole = slices.Clone(b.Payload), true
+	}
+	return c
+}
+
+// manifest is the manifest of the record c remembers whole.
+func (c cachedRecord) manifest() Manifest {
+	m := Manifest{Payload: c.payload}
+	if c.stream != nil {
+		m.Blobs = c.stream.refs
+	}
+	return m
 }
 
 // cached returns what the fence remembers of key's record to condition a

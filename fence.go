@@ -164,8 +164,9 @@ func checkWriter(arg, w string) error {
 	return nil
 }
 
-// runUpdate runs u through the engine, with the version cache: a push may
-// condition its first write on the version the Fence remembers.
+// runUpdate runs u through the engine, with the version cache: a write
+// over a record the Fence remembers may condition its first write on the
+// remembered version, without reading (see cachedRecord).
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 	e := &u.f
 	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, deposes: true,
@@ -178,11 +179,11 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		}
 	}
 	c.before = e.sightBefore(u.key, floorKey, &u.floor, &u.sight)
-	var mem cachedRecord
-	if u.w.blind() {
-		if mem, _ = e.cache.cached(u.key, u.epoch); mem.version != "" {
-			c.cached = mem.version
-		}
+	// A push needs nothing of the record but what the Fence remembers; an
+	// update, a seal or a commit needs its payload too.
+	mem, _ := e.cache.cached(u.key, u.epoch)
+	if mem.version != "" && (u.w.blind() || mem.whole) {
+		c.cached = mem.version
 	}
 	var wrote record.Body // what the last decision wrote, or found written
 	c.decide = func(s *snapshot) ([][]byte, bool, error) {
@@ -190,11 +191,21 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 			return nil, false, errReadWhole // the floor passed what the Fence wrote: see what the record holds
 		}
 		if s.cached {
-			var err error
-			if wrote, err = u.w.next(u, Manifest{}, mem.prior); err != nil {
-				return nil, false, err
+			var current Manifest
+			if !u.w.blind() {
+				current = mem.manifest()
 			}
-			if err := u.f.checkBody(wrote.Payload, wrote.Refs); err != nil {
+			u.read = s.version
+			var err error
+			if wrote, err = u.w.next(u, current, mem.prior); err == nil {
+				err = u.f.checkBody(wrote.Payload, wrote.Refs)
+			}
+			switch {
+			case err != nil && !u.w.blind():
+				// A refusal of a decision on what the Fence remembers is
+				// made again on what the store holds, which may be damage.
+				return nil, false, errReadWhole
+			case err != nil:
 				return nil, false, err
 			}
 			return u.parts(wrote), false, nil
@@ -208,7 +219,7 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		e.cache.forget(u.key)
 		return err
 	}
-	e.cache.remember(u.key, cachedRecord{version: out.version, prior: priorOfBody(u.writer, u.epoch, wrote)})
+	e.cache.remember(u.key, rememberWrite(out.version, u.writer, u.epoch, wrote))
 	if u.newTenure && e.KeepFloor {
 		return e.enterFloor(ctx, floorKey, u.writer, u.epoch)
 	}
