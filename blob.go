@@ -299,7 +299,7 @@ type GCOptions struct {
 	// refused (ErrNotFound).
 	Grace time.Duration
 
-	// DryRun reports what Collect would delete, and writes nothing.
+	// DryRun reports what Collect would delete, writing only the clock's blob.
 	DryRun bool
 
 	// RecordGone says that the shard's record was removed on purpose:
@@ -324,6 +324,7 @@ const defaultGrace = 24 * time.Hour
 // created at or after the horizon, so no pause makes a manifest reference a
 // deleted blob (promise 24). On S3 a multipart blob is dated by its
 // upload's start; a blob with no creation time is older than any grace.
+// It reads the clock from a new blob it then deletes.
 //
 // It deletes nothing on a corrupt record (ErrCorrupt), one of another
 // identity (ErrWire), a shard with no record (see GCOptions.RecordGone), or

@@ -96,9 +96,9 @@ func (f *Fence) engine() *engine {
 // unless it is below what this Fence saw or the floor.
 // A write whose outcome a read cannot resolve returns an
 // *OutcomeUnknownError (promise 5); a cancelled ctx, an error matching
-// ctx.Err(). Push reads nothing when the Fence last wrote or read the
-// record, and otherwise only the record's head where the store reads
-// prefixes (see "Damage" in the package documentation).
+// ctx.Err(). Push reads nothing when this Fence wrote the record last (as
+// far as it saw), and otherwise only the record's head where the store
+// reads prefixes (see "Damage" in the package documentation).
 func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch uint64, payload []byte) error {
 	u, err := f.newUpdate(opPush, plugin, shard, writer, epoch)
 	if err != nil {

@@ -597,8 +597,8 @@ const (
 // sent as a record is: one PUT of its exact length, never aws-chunked,
 // with If-None-Match: *, and once: a retry after a PUT that landed would
 // be refused by its own precondition; it carries its MD5 or its CRC-32C
-// (see minioStore). Under 1 MiB
-// the PUT's signature covers the blob's SHA-256 too; from 1 MiB on it goes
+// (see minioStore). Under 1 MiB, and on the CRC-32C test whatever its
+// size, the PUT's signature covers the blob's SHA-256 too; else it goes
 // as UNSIGNED-PAYLOAD, as the parts below do, for the same reason (the
 // hash of a 4 MiB segment costs more than its PUT on a fast link, and the
 // blob's CRC-32C checks it end to end).

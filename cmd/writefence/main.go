@@ -39,7 +39,7 @@
 //
 // -store names the store, before the command or among its flags:
 //
-//	file:///path                      a directory on this host (DirConditionalStore), shared by its processes
+//	file:///path                      a directory on this host (NewDirConditionalStore), shared by its processes
 //	mem://                            in memory, gone when the command exits (for race and trying things out)
 //	's3://bucket?endpoint=host:port'  an S3 API bucket; &secure=false for plain HTTP, &region=R
 //	gs://bucket                       a Cloud Storage bucket; ?endpoint=http://host:port for an emulator
@@ -56,7 +56,7 @@
 // credentials come from.
 //
 // A Valkey address takes wait=N: a write counts as landed only once N
-// replicas acknowledged it (ValkeyConditionalStore.WaitReplicas), and reads
+// replicas acknowledged it (StoreOptions.WaitReplicas), and reads
 // are confirmed the same way; fewer within wait-timeout=D (default 1s) is an
 // unknown outcome, exit 8. Without it a primary acknowledges a push before
 // any replica has it, and a failover can lose it: set wait= on every
