@@ -42,12 +42,11 @@ import (
 
 // PutBlob streams r, to its end, into a new blob of (plugin, shard) by
 // writer at epoch, through WriteBlob, and returns its reference for Commit.
-// It holds one part of the blob in memory. No reader sees the blob before a
-// commit references it, and Collect deletes it once it can never be. It
-// passes the probe verdict and the brand and tells the Observer (Op
-// "blob"), but makes one attempt (promise 6): r cannot be read twice. On
-// an error, put the blob again (a new name); a failed upload leaves at
-// most an unreferenced blob, which Collect deletes. It reads no manifest.
+// It holds one part of the blob in memory and reads no manifest. No reader
+// sees the blob before a commit references it. It passes the probe verdict
+// and the brand and tells the Observer (Op "blob"), but makes one attempt
+// (promise 6): r cannot be read twice. On an error, put the blob again (a
+// new name); Collect deletes what a failed upload left.
 func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch uint64, r io.Reader) (ref BlobRef, err error) {
 	e := f.engine()
 	u, err := f.newUpdate(opBlob, plugin, shard, writer, epoch)
@@ -106,14 +105,14 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 // Commit replaces the manifest of (plugin, shard) with next's result at
 // epoch, on behalf of writer: Update for a record that references blobs,
 // with next given the recorded manifest (empty when the shard was never
-// written). Every blob the new manifest references that the recorded one
-// does not must (promise 20) have been written by writer at an epoch not
-// above the commit's and not below the tenure floor, else an error matching
-// ErrInvalidArgument; and must exist with the size referenced, created at
-// or after the record's collection horizon, when the commit decides
-// (StatBlobs; a listing beside the read, of its last PutBlob's epoch, on
-// a record as the Fence wrote it), else ErrNotFound (ErrInvalidArgument
-// for size).
+// written); for a retry to find its commit landed (promise 5), next must
+// leave a manifest that already holds its change as it is. Every blob the
+// new manifest references that the recorded one does not must (promise 20)
+// have been written by writer at an epoch not above the commit's and not
+// below the tenure floor, else an error matching ErrInvalidArgument; and
+// must exist with the size referenced, created at or after the record's
+// collection horizon, when the commit decides (StatBlobs, or a listing of
+// its last PutBlob's epoch), else ErrNotFound (ErrInvalidArgument for size).
 //
 // The tenure floor is where the writer's tenure began: a commit by another
 // writer than the recorded one starts a tenure at the recorded epoch + 1,

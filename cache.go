@@ -24,11 +24,13 @@ type recordCache struct {
 }
 
 // maxCached bounds the version cache: 131,072 shards, about 150 bytes each
-// (165 when the highest epoch seen is another writer's); past it an arbitrary entry is dropped, which costs that
-// shard one read on its next push, and the Fence's memory of the highest
-// epoch it saw of it: a record of that shard lost or set back is then
-// found by the Fence only as a Fence that never saw it would (see
-// Fence.KeepFloor).
+// (165 when the highest epoch seen is another writer's), and the payload
+// the Fence wrote when it is at most cachedPayload bytes (a manifest's
+// references besides, when the record is a stream's); past it an
+// arbitrary entry is dropped, which costs that shard one read on its next
+// write, and the Fence's memory of the highest epoch it saw of it: a
+// record of that shard lost or set back is then found by the Fence only
+// as a Fence that never saw it would (see Fence.KeepFloor).
 
 const maxCached = 1 << 17
 
@@ -71,8 +73,8 @@ type cachedRecord struct {
 }
 
 // cachedPayload bounds the payload a cachedRecord keeps: a manifest's
-// payload is most often a position in a log, and 131,072 of these at
-// most 64 MiB.
+// payload is most often a position in a log, and 131,072 of these take
+// at most 64 MiB.
 const cachedPayload = 512
 
 // rememberWrite is what the Fence remembers of the record at version that

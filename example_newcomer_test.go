@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,7 +49,9 @@ func Example_leaseBlobManifest() {
 	}
 	// The commit: the manifest now lists the blob, admitted at epoch.
 	err = fence.Commit(held, shard.Plugin, shard.Shard, lease.Holder, epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
-		m.Blobs = append(m.Blobs, ref)
+		if !slices.Contains(m.Blobs, ref) { // a retry finds a commit that landed
+			m.Blobs = append(m.Blobs, ref)
+		}
 		m.Payload = []byte("last segment: 0001")
 		return m, nil
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +40,9 @@ func ExampleFence_Commit() {
 			return ref, err
 		}
 		return ref, fence.Commit(ctx, "wal", "0", holder, epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
-			m.Blobs = append(m.Blobs, ref)
+			if !slices.Contains(m.Blobs, ref) { // a retry finds a commit that landed
+				m.Blobs = append(m.Blobs, ref)
+			}
 			return m, nil
 		})
 	}

@@ -112,11 +112,13 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 }
 
 // Update replaces the record of (plugin, shard) with next's result at
-// epoch, on behalf of writer, by Push's rules, reading the whole record;
-// its blob references are kept (promise 22). next gets the recorded payload
-// (nil when there is none) and is called again after a conflict, so it must
-// depend on nothing but its argument; its error is returned, writing
-// nothing. A record at this epoch by this writer that is byte for byte the
+// epoch, on behalf of writer, by Push's rules, reading the whole record
+// unless this Fence wrote it last with a payload of at most 512 bytes,
+// which it remembers; its blob references are kept (promise 22). next gets
+// the recorded payload (nil when none) and runs again after a conflict or
+// a refusal of the remembered one, so it must depend on its argument
+// alone; its error, on a read, is returned, writing nothing. A record at
+// this epoch by this writer that is byte for byte the
 // one this call wrote last (but for a collection horizon Collect raised
 // since), or one next leaves unchanged, is this update, landed: Update
 // returns nil, so a retry returns nil if next is idempotent.

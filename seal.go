@@ -2,15 +2,14 @@ package writefence
 
 import "context"
 
-// Seal raises the recorded epoch of (plugin, shard) to epoch without
-// changing its payload, so that every write at epoch or below is refused:
-// a new writer's first act. It is Update with a function that returns the
-// recorded payload; the new record keeps the payload, blob references and
-// collection horizon byte for byte and starts a tenure at epoch
-// (promise 21). A shard never pushed is sealed with a plain record of an
-// empty payload, which Latest then returns, since an absent one would let
-// a deposed writer create it. A record already this seal returns nil; one
-// over the Fence's payload limit is refused (ErrInvalidArgument).
+// Seal raises the recorded epoch of (plugin, shard) to epoch, so that
+// every write at epoch or below is refused: a new writer's first act. It
+// is Update with next returning its argument: the new record keeps the
+// payload, references and collection horizon byte for byte and starts a
+// tenure at epoch (promise 21). A shard never pushed is sealed with a
+// plain record of an empty payload, which Latest then returns, since an
+// absent one would let a deposed writer create it. A record already this
+// seal returns nil; one over the payload limit, ErrInvalidArgument.
 func (f *Fence) Seal(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
 	u, err := f.newUpdate(opSeal, plugin, shard, writer, epoch)
 	if err != nil {
