@@ -1029,8 +1029,8 @@ func s3CRC32COf(data []byte) string {
 // s3CRCFake answers a PUT that carries x-amz-checksum-crc32c as a server
 // of the kind named does, and everything else with s3MultipartFake:
 // "checks" refuses a CRC-32C that does not match the body with code,
-// "refuses" refuses the header whatever its value, with code, and
-// "ignores" does not look at it.
+// "refuses" refuses the header whatever its value, with code (and 400;
+// "refuses 501", with 501), and "ignores" does not look at it.
 func s3CRCFake(f **s3Fake, kind, code string) http.HandlerFunc {
 	next := s3MultipartFake(time.Now(), 0)
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -1040,6 +1040,9 @@ func s3CRCFake(f **s3Fake, kind, code string) http.HandlerFunc {
 			switch got := seen[len(seen)-1].crc; {
 			case kind == "checks" && sent != got, kind == "refuses":
 				writeS3Error(w, http.StatusBadRequest, code)
+				return
+			case kind == "refuses 501":
+				writeS3Error(w, http.StatusNotImplemented, code)
 				return
 			}
 		}
@@ -1073,6 +1076,7 @@ func TestMinioBlobCRC32CTest(t *testing.T) {
 		{"refuses", "InvalidArgument", []put{test, md5Only}, []put{md5Only}},
 		{"refuses", "NotImplemented", []put{test, md5Only}, []put{md5Only}},
 		{"refuses", "UnknownHeader", []put{test, md5Only}, []put{md5Only}},
+		{"refuses 501", "UnsupportedHeader", []put{test, md5Only}, []put{md5Only}},
 	} {
 		for _, n := range []int64{100, 1<<20 - 1, 1 << 20, 5<<20 - 1} {
 			for _, trailing := range []bool{false, true} {
