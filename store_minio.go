@@ -375,7 +375,7 @@ func (s *minioStore) putBlob(ctx context.Context, key string, body []byte, opts 
 		// signed SHA-256 has a refusal of its own.
 		s.crc.Store(s3CRCChecked)
 		return s.putWhole(ctx, key, parts, signed, s3SumCRC, opts)
-	case r.Code != "XAmzContentSHA256Mismatch" && (r.Code == "NotImplemented" || r.StatusCode == http.StatusBadRequest):
+	case r.Code != "XAmzContentSHA256Mismatch" && (r.Code == "NotImplemented" || r.StatusCode == http.StatusBadRequest || r.StatusCode == http.StatusNotImplemented):
 		// A server that refuses the header, whatever it calls the
 		// refusal: nothing was stored. The blob goes again with its MD5,
 		// and so does every later one once the server takes it, so that a
