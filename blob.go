@@ -82,7 +82,7 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	sum := &countingCRC{h: crc32.New(record.Castagnoli)}
 	size, err := WriteBlob(ctx, f.blobStore(), key, io.TeeReader(r, sum))
 	if err != nil {
-		return BlobRef{}, fmt.Errorf("writefence: blob %s: %w", esc(key), err)
+		return BlobRef{}, &prefixed{prefix: fmt.Sprintf("writefence: blob %s: ", esc(key)), err: err}
 	}
 	if size != sum.n {
 		return BlobRef{}, fmt.Errorf("writefence: blob %s: the store holds %d bytes of the %d written: %w", esc(key), size, sum.n, ErrOutcomeUnknown)
@@ -427,9 +427,9 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	case err != nil && ctx.Err() != nil:
 		return report, ctx.Err()
 	case err != nil && onlyDamage(err):
-		damage = fmt.Errorf("writefence: collect %s: list: %w", esc(space), err)
+		damage = &prefixed{prefix: fmt.Sprintf("writefence: collect %s: list: ", esc(space)), err: err}
 	case err != nil:
-		return report, fmt.Errorf("writefence: collect %s: list: %w", esc(space), err)
+		return report, &prefixed{prefix: fmt.Sprintf("writefence: collect %s: list: ", esc(space)), err: err}
 	}
 	switch {
 	case gone && !opts.RecordGone && len(report.Kept) == 0:
@@ -521,10 +521,10 @@ func (f *Fence) blobClock(ctx context.Context, bs BlobStore) (time.Time, error) 
 	key := keys.Clock(f.Prefix, id)
 	info, err := bs.CreateBlob(ctx, key, bytes.NewReader(nil))
 	if err != nil {
-		return time.Time{}, fmt.Errorf("writefence: the blob store's clock: %w", err)
+		return time.Time{}, &prefixed{prefix: "writefence: the blob store's clock: ", err: err}
 	}
 	if err := bs.DeleteBlob(ctx, key); err != nil {
-		return time.Time{}, fmt.Errorf("writefence: the blob store's clock: %w", err)
+		return time.Time{}, &prefixed{prefix: "writefence: the blob store's clock: ", err: err}
 	}
 	return info.Modified, nil
 }

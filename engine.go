@@ -246,7 +246,7 @@ func (c *change) failed(unsure, err error) error {
 func (c *change) exhausted(unsure error, attempts int, err error) error {
 	var r readFailure
 	if errors.As(err, &r) {
-		err = fmt.Errorf("read: %w", r.err)
+		err = &prefixed{prefix: "read: ", err: r.err}
 	}
 	if unsure != nil {
 		return &OutcomeUnknownError{Op: c.op, Key: c.key, Epoch: c.epoch,

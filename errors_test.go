@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -95,5 +98,53 @@ func TestEpochRegressedErrorMessage(t *testing.T) {
 	} {
 		assert.Equal(t, tt.want, tt.err.Error())
 		assert.ErrorIs(t, &tt.err, writefence.ErrEpochRegressed)
+	}
+}
+
+// TestStoreErrorPrefixedOnce: a store's error that ends a call reads
+// "writefence: " once, at its start, whatever wraps it on its way (a
+// push's or a lease's attempts, an inspect, a blob, a collection's
+// listing or its clock), and still matches the store's error.
+func TestStoreErrorPrefixedOnce(t *testing.T) {
+	ctx := context.Background()
+	failure := &writefence.StoreError{Op: "s3 get", Key: "k", Err: errors.New("The specified bucket does not exist")}
+	for _, op := range []fakestore.Op{fakestore.Get, fakestore.CreateBlob, fakestore.ListBlobsConsistent, fakestore.ListBlobs} {
+		s := fakestore.New(&writefence.MemStore{}, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+			if c.Op == op {
+				return failure
+			}
+			return nil
+		}})
+		f := &writefence.Fence{Store: s, MaxAttempts: 2}
+		if op != fakestore.Get {
+			require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+		}
+		calls := map[string]func() error{
+			"push": func() error { return f.Push(ctx, "wal", "0", "a", 2, []byte("next")) },
+			"latest": func() error {
+				_, _, _, err := f.Latest(ctx, "wal", "0")
+				return err
+			},
+			"blob": func() error {
+				_, err := f.PutBlob(ctx, "wal", "0", "a", 2, strings.NewReader("segment"))
+				return err
+			},
+			"collect": func() error {
+				_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})
+				return err
+			},
+			"lease": func() error {
+				_, err := (&writefence.Lease{Fence: f, Name: "l", Holder: "h", TTL: time.Minute}).Acquire(ctx)
+				return err
+			},
+		}
+		for name, call := range calls {
+			err := call()
+			if !errors.Is(err, failure) {
+				continue // the call does not reach op
+			}
+			assert.Equal(t, 1, strings.Count(err.Error(), "writefence: "), "%s failing on %s: %v", name, op, err)
+			assert.True(t, strings.HasPrefix(err.Error(), "writefence: "), "%s failing on %s: %v", name, op, err)
+		}
 	}
 }

@@ -329,7 +329,7 @@ func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, 
 	info := RecordInfo{Key: key}
 	s, err := retried(ctx, e, func() (*snapshot, error) { return e.readKey(ctx, key, false) })
 	if err != nil {
-		return info, fmt.Errorf("writefence: inspect %s: %w", esc(key), err)
+		return info, &prefixed{prefix: fmt.Sprintf("writefence: inspect %s: ", esc(key)), err: err}
 	}
 	st := decodeSnapshot(key, s)
 	e.sawRecord(key, st)
