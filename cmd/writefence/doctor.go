@@ -21,7 +21,7 @@ var doctorCommand = command{
 	name:    "doctor",
 	args:    "",
 	nargs:   0,
-	summary: "read the store's own settings that can lose a record or an acknowledged write, and say how to fix each",
+	summary: "check the store's own settings that can lose a record or an acknowledged write (with scratch writes unless -writes=false), and say how to fix each",
 	help: `
 The record is how the store remembers a shard's epoch: a setting that deletes
 it or rolls it back lets a deposed writer land as if the shard were new. doctor

@@ -180,7 +180,7 @@ func s3BucketPolicy(ctx context.Context, a *audit, client *minio.Client, bucket 
 		s3Unreadable(a, check, err, "s3:GetBucketPolicy")
 		return
 	}
-	fix := fmt.Sprintf("merge the statements of writefence policy s3 -bucket %s -prefix %s into the bucket policy", bucket, a.prefix)
+	fix := fmt.Sprintf("merge the statements of writefence policy s3 -bucket %s -prefix %s into the bucket policy (AWS S3; MinIO refuses its condition keys: there, let only the writers' credentials write under the prefix)", bucket, a.prefix)
 	if doc == "" {
 		a.add(finding{Check: check, Level: levelWarn, Found: "the bucket has no policy",
 			Consequence: "the server accepts unconditional writes and deletes of records from any client allowed to write: a program that bypasses the library, or an operator's rm, replaces or deletes a record unchecked",
@@ -226,7 +226,7 @@ func s3UnconditionalWrite(ctx context.Context, a *audit, client *minio.Client, b
 		a.add(finding{Check: check, Level: levelWarn,
 			Found:       fmt.Sprintf("the server accepted a write without If-Match or If-None-Match to %s (deleted again)", escape.String(key)),
 			Consequence: "nothing but the writers' discipline keeps another program from replacing a record without a condition",
-			Fix:         fmt.Sprintf("apply writefence policy s3 -bucket %s -prefix %s (AWS S3 enforces it)", bucket, a.prefix)})
+			Fix:         fmt.Sprintf("apply writefence policy s3 -bucket %s -prefix %s (AWS S3 enforces it; MinIO refuses its condition keys: there, let only the writers' credentials write under the prefix)", bucket, a.prefix)})
 	case code == "AccessDenied":
 		a.ok(check, "the server refused a write without If-Match or If-None-Match under the prefix (AccessDenied)")
 	case ctx.Err() != nil:

@@ -22,7 +22,7 @@
 //	brand   claim|verify|install      hold the store's brand key (-identity)
 //	probe                             prove that the store's conditional write is real
 //	race                              race N writers over M rounds on a scratch shard, check one lands per round
-//	doctor                            read the store's settings that can lose a record or an acknowledged write, with the fix for each
+//	doctor                            check the store's settings that can lose a record or an acknowledged write (scratch writes unless -writes=false), with the fix for each
 //	policy s3                         print an S3 bucket policy that refuses unconditional writes and deletes of records (-bucket, -prefix)
 //	settle  <plugin> <shard>          overwrite a corrupt record, only with -confirm-version of exactly that record
 //	demo                              race writers on the in-memory store and show what the fence does
