@@ -856,8 +856,9 @@ func (t *benchTransport) requests() int64 {
 // for n = 1 and 1,000 (impl=commit). Before each commit, untimed, its
 // Fence puts n blobs at the commit's epoch (16 uploads at once); the
 // commit replaces the manifest's references with them, as a shipper
-// commits what it just put, so it lists their epoch beside its read of
-// the record and writes once (asserted in testCommitManyBlobs).
+// commits what it just put, over the record its Fence wrote: it lists
+// their epoch and writes once, with no read of the record (asserted in
+// testCommitManyBlobs).
 // roundtrips/op counts the commit's requests alone, stats/op its
 // StatBlobs. impl=list is not a commit: one ListBlobs of the n blobs of
 // the epoch put last, what the check costs alone.
