@@ -421,7 +421,8 @@ func (s *minioStore) remove(ctx context.Context, op, key string) error {
 
 // fail wraps an SDK error. kind, when non-nil, names the sentinel an S3
 // error response stands for; a refusal of the credentials is
-// fs.ErrPermission whatever the operation (see s3Refused). A done context
+// fs.ErrPermission whatever the operation (see s3Refused), and a missing
+// bucket errors.ErrUnsupported, which no retry changes. A done context
 // is returned as it is, so cancellation is never mistaken for an answer
 // from the server.
 func (s *minioStore) fail(ctx context.Context, op, key string, err error, kind func(minio.ErrorResponse) error) error {
@@ -434,8 +435,15 @@ func (s *minioStore) fail(ctx context.Context, op, key string, err error, kind f
 		if kind != nil {
 			sentinel = kind(r)
 		}
-		if sentinel == nil && s3Refused(r) {
+		switch {
+		case sentinel != nil:
+		case s3Refused(r):
 			sentinel = fs.ErrPermission
+		case r.Code == "NoSuchBucket":
+			// No retry creates it: the store is not one this adapter
+			// can serve until the bucket exists.
+			sentinel = errors.ErrUnsupported
+			err = fmt.Errorf("the bucket %s does not exist (create it, as writefence init does): %w", esc(s.bucket), err)
 		}
 	}
 	return storeErr("s3 "+op, key, sentinel, err)

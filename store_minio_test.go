@@ -1313,3 +1313,29 @@ func TestMinioBlobCRC32CDamagedTest(t *testing.T) {
 		})
 	}
 }
+
+// TestMinioNoSuchBucket: a missing bucket is no failure a retry mends: a
+// push, a blob and a lease's acquisition each end after one request,
+// with an error matching errors.ErrUnsupported that names the bucket and
+// how to create it.
+func TestMinioNoSuchBucket(t *testing.T) {
+	f := newS3Fake(t, func(w http.ResponseWriter, r *http.Request) { writeS3Error(w, http.StatusNotFound, "NoSuchBucket") })
+	fence := &Fence{Store: f.store(t, 1), RetryDelay: time.Microsecond}
+	for name, call := range map[string]func() error{
+		"push": func() error { return fence.Push(t.Context(), "wal", "0", "a", 1, []byte("x")) },
+		"blob": func() error {
+			_, err := fence.PutBlob(t.Context(), "wal", "0", "a", 1, strings.NewReader("segment"))
+			return err
+		},
+		"lease": func() error {
+			_, err := (&Lease{Fence: fence, Name: "l", Holder: "h", TTL: time.Minute}).Acquire(t.Context())
+			return err
+		},
+	} {
+		before := len(f.requests())
+		err := call()
+		require.ErrorIs(t, err, errors.ErrUnsupported, name)
+		assert.Contains(t, err.Error(), "the bucket bucket does not exist (create it", name)
+		assert.Len(t, f.requests()[before:], 1, "%s: one request, no retry", name)
+	}
+}
