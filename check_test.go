@@ -2,12 +2,20 @@ package writefence_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
+	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/keys"
 )
 
 // TestCheck: before and after a takeover, and each refusal.
@@ -58,4 +66,111 @@ func TestCheck(t *testing.T) {
 		setBack(t, s, key, []byte("garbage"))
 		require.ErrorIs(t, b.Check(ctx, "wal", "0", "b", 20), writefence.ErrCorrupt)
 	})
+}
+
+// TestCollectStopsOnASetBackWithinTheEpoch: a record set back from outside,
+// between two of Collect's batches of deletes, to a record of the same
+// epoch and writer (which no check of the epoch or the Fence's sight
+// catches) whose collection horizon or tenure floor is below the one the
+// collection judged by, stops the deletes: under that record the writer
+// may commit the blobs left again, and does (promise 32). On a store
+// without a batch delete a batch is 100 blobs.
+//
+//   - horizon: the blobs are aged, and Collect raised the horizon over
+//     them; the record goes back to its content before the raise.
+//   - floor: the blobs are below the floor of the writer's seal; the
+//     record goes back to one of the same epoch and writer whose tenure
+//     began before them (restored from another history of the shard).
+func TestCollectStopsOnASetBackWithinTheEpoch(t *testing.T) {
+	const n, batch = 250, 100
+	for _, c := range []string{"horizon", "floor"} {
+		t.Run(c, func(t *testing.T) {
+			ctx := t.Context()
+			clock := &fakeclock.Clock{}
+			mem := &writefence.MemStore{Clock: clock.Now}
+			key := mustKey(t, "wal", "0")
+			var mu sync.Mutex // guards back, deleted and setBackErr
+			var back []byte   // what the record is set back to after the first batch
+			var deleted int   // the blobs deleted so far
+			var setBackErr error
+			s := fakestore.New(mem, fakestore.Options{
+				Hide: fakestore.BlobBatchDeleter,
+				After: func(ctx context.Context, call fakestore.Call, err error) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if call.Op == fakestore.DeleteBlob && err == nil && back != nil {
+						if deleted++; deleted == batch {
+							_, v, gerr := mem.Get(ctx, key)
+							if setBackErr = gerr; gerr == nil {
+								_, setBackErr = mem.PutIfVersion(ctx, key, back, v)
+							}
+						}
+					}
+					return err
+				},
+			})
+			a := &writefence.Fence{Store: s}
+			require.NoError(t, a.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Payload = []byte("a's manifest")
+				return m, nil
+			}))
+			var blobs []writefence.BlobRef
+			for i := range n {
+				ref, err := a.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader(fmt.Sprint(i)))
+				require.NoError(t, err)
+				blobs = append(blobs, ref)
+			}
+			epoch := uint64(1)
+			switch c {
+			case "horizon":
+				// The record before Collect raises its horizon.
+				mu.Lock()
+				back, _, _ = mem.Get(ctx, key)
+				mu.Unlock()
+				clock.Advance(2 * time.Hour)
+			case "floor":
+				// In another history of the shard a pushed at epoch 2 in the
+				// tenure of its commit; in this one it sealed epoch 2, a new
+				// tenure that leaves the blobs of epoch 1 below its floor.
+				other := &writefence.MemStore{}
+				o := &writefence.Fence{Store: other}
+				require.NoError(t, o.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+					m.Payload = []byte("a's manifest")
+					return m, nil
+				}))
+				require.NoError(t, o.Push(ctx, "wal", "0", "a", 2, []byte("a's next manifest")))
+				data, _, err := other.Get(ctx, key)
+				require.NoError(t, err)
+				mu.Lock()
+				back = data
+				mu.Unlock()
+				require.NoError(t, (&writefence.Fence{Store: s}).Seal(ctx, "wal", "0", "a", 2))
+				epoch = 2
+			}
+
+			report, err := (&writefence.Fence{Store: s}).Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+			mu.Lock()
+			require.NoError(t, setBackErr)
+			mu.Unlock()
+			require.ErrorIs(t, err, writefence.ErrEpochRegressed, "the record no longer holds the tenure the collection judged by")
+			assert.Len(t, report.Deleted, batch, "the first batch, deleted before the record was set back")
+
+			space, err := keys.Blobs("", "wal", "0")
+			require.NoError(t, err)
+			var left []string
+			require.NoError(t, mem.ListBlobs(ctx, space, func(b writefence.BlobInfo) error {
+				left = append(left, strings.TrimPrefix(b.Key, space))
+				return nil
+			}))
+			require.Len(t, left, n-batch, "the blobs of the batches after the record was set back")
+
+			// Under the record set back, a commits a blob left, which
+			// every batch after the first would have deleted.
+			i := slices.IndexFunc(blobs, func(r writefence.BlobRef) bool { return r.Name == left[0] })
+			require.NoError(t, a.Commit(ctx, "wal", "0", "a", epoch+1, appendBlob(blobs[i])))
+			got, err := readBlob(t, a, blobs[i].Name)
+			require.NoError(t, err, "the committed blob exists")
+			assert.Equal(t, fmt.Sprint(i), got)
+		})
+	}
 }
