@@ -16,6 +16,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // Writes against a real server under interleavings the server allows but a
@@ -178,4 +179,46 @@ func TestValkeyWatchTornBrandRead(t *testing.T) {
 	assert.True(t, errors.Is(err, writefence.ErrWire) || errors.Is(err, writefence.ErrConflict),
 		"the brand is absent, or changed under the write: %v", err)
 	assert.Equal(t, raw, valkeyRaw(t, c, key), "nothing was written")
+}
+
+// TestValkeyMixedPathsOneWinner: writers on both paths race one version of
+// one key, with values at the Script path's boundary (2 KiB of data, sent
+// in the script's call, and one byte more, staged). Exactly one write
+// lands, whichever path it took; the others are conflicts and write
+// nothing; Get pairs the winner's bytes with the winner's version; no
+// staged value is left behind.
+func TestValkeyMixedPathsOneWinner(t *testing.T) {
+	const writers, rounds = 8, 20
+	ctx := context.Background()
+	addr := testserver.StartValkey(t, "") // a server of its own: no other test stages values on it
+	c := newValkeyClient(t, func(o *redis.Options) { o.Addr, o.PoolSize = addr, writers })
+	stores := []*writefence.ValkeyStore{newValkeyStore(c, false), newValkeyStore(c, true)}
+	key := "mixed"
+	version, err := stores[0].PutIfVersion(ctx, key, []byte("start"), "")
+	require.NoError(t, err)
+	for round := range rounds {
+		datas, versions := make([][]byte, writers), make([]string, writers)
+		errs := together(writers, func(w int) error {
+			datas[w] = benchPayload(2<<10 + w%2)
+			datas[w][0], datas[w][1] = byte(round), byte(w)
+			var err error
+			versions[w], err = stores[w/2%2].PutIfVersion(ctx, key, datas[w], version)
+			return err
+		})
+		winner := -1
+		for w, err := range errs {
+			if err == nil {
+				require.Equal(t, -1, winner, "round %d: writers %d and %d both landed", round, winner, w)
+				winner = w
+				continue
+			}
+			require.ErrorIs(t, err, writefence.ErrConflict, "round %d writer %d", round, w)
+		}
+		require.NotEqual(t, -1, winner, "round %d: one write lands", round)
+		requireValkeyContent(t, stores[0], key, string(datas[winner]), versions[winner])
+		version = versions[winner]
+	}
+	staged, err := c.Keys(ctx, keys.Staging+"*").Result()
+	require.NoError(t, err)
+	assert.Empty(t, staged, "no staged value is left behind")
 }
