@@ -959,8 +959,13 @@ func (b *valkeyBrand) notIntact(key, version, check string) error {
 // pipelined;
 // round trip two is MULTI, SET, EXEC; with WaitReplicas set, round trip
 // three is WAIT. A value of the first layout longer than the head, and a
-// damaged one, is read whole in between, under the same WATCH.
-// Everything runs on one dedicated connection. Whenever EXEC did not run,
+// damaged one, is read whole in between, under the same WATCH. The reads
+// are commands of their own, which a rival's write may fall between: a
+// refusal that rests on more than one of them (damage, a value too large,
+// a brand key that is not intact) is returned only once an EXEC of a
+// mere EXISTS, in place of the UNWATCH, shows that no WATCHed key changed,
+// and is a conflict otherwise. Everything runs on one dedicated
+// connection. Whenever EXEC did not run,
 // an UNWATCH is sent before the connection goes back to the pool, so no
 // WATCH outlives the call; a connection in an unknown state (a transport
 // error, a cancelled ctx) is closed by the client instead of pooled.
@@ -1024,12 +1029,51 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 		whole, read1 = get.Val(), true
 		return nil
 	}
+	// exec runs cmd between MULTI and EXEC, which ends the WATCH whether
+	// it commits or aborts: an abort (a WATCHed key changed) is a
+	// conflict.
+	exec := func(cmd redis.Cmder) error {
+		if err := c.ask(ctx); err != nil {
+			return valkeyError("put", key, err)
+		}
+		p := tx.TxPipeline()
+		_ = p.Process(ctx, cmd)
+		_, err := p.Exec(ctx)
+		// An EXECABORT (a command refused while queued) discards the
+		// transaction, and the WATCH, too.
+		if err == nil || errors.Is(err, redis.TxFailedErr) || redis.IsExecAbortError(err) {
+			execRan = true
+		}
+		if errors.Is(err, redis.TxFailedErr) {
+			return storeErr("valkey put", key, ErrConflict, err)
+		}
+		if err != nil {
+			// A command refused while queued (NOPERM for a user who may
+			// only read the key, an ASK while the slot migrates)
+			// discards the transaction: say why.
+			return valkeyError("put", key, valkeyRouted(key, valkeyQueuedError(err, cmd), cmd))
+		}
+		return nil
+	}
+	// confirm returns refusal, a verdict that rests on more than one of
+	// the reads above, once an EXEC has shown that no WATCHed key changed
+	// since the WATCH: the reads are commands of their own, and a rival's
+	// write landing between two of them would make an intact value look
+	// damaged or too large, or a deleted brand look damaged. When a key
+	// changed, the write is in conflict, as its own EXEC would have been.
+	// The EXEC ends the WATCH in place of the UNWATCH.
+	confirm := func(refusal error) error {
+		if err := exec(redis.NewIntCmd(ctx, "exists", k)); err != nil {
+			return err
+		}
+		return refusal
+	}
 	found, n := exists.Val() != 0, size.Val()
 	var token, check string
 	if found {
 		h := head.Val()
 		if n-int64(valkeyHeaderOf(h)) > limit {
-			return tooLarge("valkey put", key, limit)
+			return confirm(tooLarge("valkey put", key, limit))
 		}
 		if !strings.HasPrefix(h, valkeyMagic) && n > int64(len(h)) {
 			if err := readWhole(); err != nil {
@@ -1043,7 +1087,9 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 		}
 	}
 	if brand != nil {
-		if err := brand.verdict(key, brandExists.Val() != 0, brandValue.Val()); err != nil {
+		if err := brand.verdict(key, brandExists.Val() != 0, brandValue.Val()); errors.Is(err, ErrCorrupt) {
+			return confirm(err)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -1057,7 +1103,7 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 		}
 		if dv := valkeyDamagedVersion(whole); dv != expectVersion {
 			if check != "" {
-				return storeErr("valkey put", key, nil, &CorruptError{Key: key, Version: dv, Check: check})
+				return confirm(storeErr("valkey put", key, nil, &CorruptError{Key: key, Version: dv, Check: check}))
 			}
 			return storeErr("valkey put", key, ErrConflict, nil)
 		}
@@ -1074,26 +1120,8 @@ func (s *valkeyStore) putWatch(ctx context.Context, c valkeyConn, key string, va
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := c.ask(ctx); err != nil {
-		return valkeyError("put", key, err)
-	}
-	write := tx.TxPipeline()
-	set := redis.NewStatusCmd(ctx, "set", k, value)
-	_ = write.Process(ctx, set)
-	_, err := write.Exec(ctx)
-	// EXEC discards the WATCH whether it commits or aborts; an EXECABORT
-	// (a command refused while queued) discards it too.
-	if err == nil || errors.Is(err, redis.TxFailedErr) || redis.IsExecAbortError(err) {
-		execRan = true
-	}
-	if errors.Is(err, redis.TxFailedErr) {
-		return storeErr("valkey put", key, ErrConflict, err)
-	}
-	if err != nil {
-		// A SET refused while queued (NOPERM for a user who may only
-		// read the key, an ASK while the slot migrates) discards the
-		// transaction: say why.
-		return valkeyError("put", key, valkeyRouted(key, valkeyQueuedError(err, set), set))
+	if err := exec(redis.NewStatusCmd(ctx, "set", k, value)); err != nil {
+		return err
 	}
 	if s.WaitReplicas > 0 {
 		return s.wait(ctx, tx, "put", key)
