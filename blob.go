@@ -319,11 +319,10 @@ const defaultGrace = 24 * time.Hour
 // writer's blobs go as soon as its successor commits or seals; and any other
 // only once it is older than opts.Grace by the blob store's clock, after
 // raising the record's collection horizon to that age in a write that
-// changes nothing else (Op "collect"). A commit newly references only blobs
-// created at or after the horizon, so no pause makes a manifest reference a
-// deleted blob (promise 24). On S3 a multipart blob is dated by its
-// upload's start; a blob with no creation time is older than any grace.
-// It reads the clock from a new blob it then deletes.
+// changes nothing else (Op "collect"). No commit newly references a blob
+// created before the horizon (promise 24). On S3 a multipart blob is dated
+// by its upload's start; one with no creation time is older than any
+// grace. The clock is a new blob's time.
 //
 // It deletes nothing on a corrupt record (ErrCorrupt), one of another
 // identity (ErrWire), a shard with no record (see GCOptions.RecordGone), or

@@ -319,7 +319,8 @@ func listedBefore(t *testing.T, mem *writefence.MemStore, between func()) (*writ
 // first, the blob being older than the grace), is refused, and so it is
 // when the record was then set back from outside to its content before
 // the horizon (a restore from backup), which leaves a read that tells
-// nothing of the deletion (promises 20 and 24); over a record whose
+// nothing of the deletion but, on MemStore as on every store but S3, a
+// new version (promises 20 and 24; see the README); over a record whose
 // payload the Fence remembers (a commit that reads nothing) as over one
 // it reads. The record is no longer at the version the listing began at,
 // so the listing is no evidence: the commit checks its blob after a read.

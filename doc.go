@@ -197,7 +197,8 @@
 //     checked against the reference.
 //  24. No referenced blob is ever missing: whatever the pauses of writers
 //     and collectors, every blob a recorded manifest references exists,
-//     unless something outside the package deleted it.
+//     unless something outside the package deleted it, or set the record
+//     back to bytes it held before on S3 (see the README).
 //  25. Collect deletes only what no manifest references or can come to
 //     reference, and deletes nothing when the record is corrupt, of
 //     another identity, or absent (unless told the shard is retired,
