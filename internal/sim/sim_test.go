@@ -97,6 +97,11 @@ func TestSimulation(t *testing.T) {
 		for k, v := range outcomes(h) {
 			total[k] += v
 		}
+		for _, e := range h.Entries {
+			if e.End != nil && e.End.Op == promise.Commit && e.End.Err == nil && w.Reads(e.End.ID) == 0 {
+				total["commit ok, with no read of the record"]++
+			}
+		}
 		if os.Getenv("WRITEFENCE_SIM_SEED") != "" {
 			t.Logf("seed %d:\n%s", seed, Describe(h, w, 0, len(h.Entries)))
 		}
@@ -107,6 +112,11 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("%d histories, %d entries; %v", len(seeds(t)), entries, total)
+	// Both ways a commit decides run: on what its Fence remembers of the
+	// record it wrote, and on a read.
+	if no := total["commit ok, with no read of the record"]; len(seeds(t)) >= 50 && (no == 0 || no == total["commit ok"]) {
+		t.Errorf("of %d commits that landed, %d read nothing: want some of each", total["commit ok"], no)
+	}
 }
 
 // TestSimulationDeterministic: one seed gives one history, entry for

@@ -152,6 +152,11 @@ func callOf(ctx context.Context) int {
 // Get implements writefence.ConditionalStore.
 func (s *simStore) Get(ctx context.Context, key string) (data []byte, version string, err error) {
 	call := callOf(ctx)
+	if key == s.w.key {
+		s.w.mu.Lock()
+		s.w.reads[call]++
+		s.w.mu.Unlock()
+	}
 	err = s.w.do(ctx, "get", key, func(f fault) error {
 		if f == transient {
 			return s.throttled(call, "get", key)

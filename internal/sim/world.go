@@ -81,6 +81,7 @@ type World struct {
 	maxEpoch uint64         // the highest epoch a settle tried
 	maxTerm  uint64         // the highest term a lease record took: its epochs are below (maxTerm+1)<<32
 	tally    map[string]int // what happened, for the log
+	reads    map[int]int    // the reads of the record each call made
 
 	past      [][]byte // every content the record took, in order: what a rollback restores
 	regressed bool     // a call was refused because the record was lost or set back: the operator settles it
@@ -96,7 +97,7 @@ func New(seed uint64, cfg Config) (*World, error) {
 		return nil, err
 	}
 	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5157)), base: base,
-		calls: map[int]*promise.Call{}, names: map[string]int{}, tally: map[string]int{}}
+		calls: map[int]*promise.Call{}, names: map[string]int{}, tally: map[string]int{}, reads: map[int]int{}}
 	w.store = &simStore{w: w, base: base}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if w.key, err = keys.Shard("", plugin, shard); err != nil {
@@ -149,6 +150,13 @@ func (w *World) Tally() map[string]int { return w.tally }
 
 // note counts one thing that happened. The caller holds mu.
 func (w *World) note(what string) { w.tally[what]++ }
+
+// Reads returns how many reads of the shard's record the call made.
+func (w *World) Reads(call int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reads[call]
+}
 
 // act takes one scheduler step: grant a waiting store call (perhaps with a
 // fault), let time pass, or inject chaos.
