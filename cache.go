@@ -4,8 +4,6 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
-
-	"github.com/writefence/writefence/internal/record"
 )
 
 // The version cache: what a Fence remembers of the records it wrote, so
@@ -77,13 +75,13 @@ type cachedRecord struct {
 // at most 64 MiB.
 const cachedPayload = 512
 
-// rememberWrite is what the Fence remembers of the record at version that
-// writer wrote at epoch with body b.
-func rememberWrite(version, writer string, epoch uint64, b record.Body) cachedRecord {
-	c := cachedRecord{version: version, prior: priorOfBody(writer, epoch, b)}
-	if len(b.Payload) <= cachedPayload {
+// rememberWrite is what the Fence remembers of the record at version
+// that it wrote with payload, and that hands p on.
+func rememberWrite(version string, p prior, payload []byte) cachedRecord {
+	c := cachedRecord{version: version, prior: p}
+	if len(payload) <= cachedPayload {
 		// A copy: the payload may be a slice the caller uses again.
-		c.payload, c.whole = slices.Clone(b.Payload), true
+		c.payload, c.whole = slices.Clone(payload), true
 	}
 	return c
 }

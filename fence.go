@@ -221,7 +221,7 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		e.cache.forget(u.key)
 		return err
 	}
-	e.cache.remember(u.key, rememberWrite(out.version, u.writer, u.epoch, wrote))
+	e.cache.remember(u.key, rememberWrite(out.version, priorOfBody(u.writer, u.epoch, wrote), wrote.Payload))
 	if u.newTenure && e.KeepFloor {
 		return e.enterFloor(ctx, floorKey, u.writer, u.epoch)
 	}
