@@ -38,6 +38,10 @@ than gc's -grace without a commit. Only a commit by the same -writer, at an
 epoch not below the blob's and within that writer's tenure, can reference
 it: a writer deposed meanwhile has written a blob nobody will read.
 
+-term T draws the epoch instead of -epoch, as for push: one above the
+shard's last epoch of term T by -writer, the epoch commit -term T then
+commits at; a term a later term has written is refused (exit 4).
+
 Memory stays bounded whatever the size. -timeout is 0 (never) by default,
 since a large blob takes as long as it takes; SIGINT stops the upload (exit
 130) and leaves at most an unreferenced blob, which gc deletes.
@@ -52,7 +56,8 @@ examples:
   writefence blob put -store file:///tmp/wf -writer node-a -epoch 7 -file segment-0001.bin wal shard-0
   ref=$(writefence blob put -writer node-a -epoch 7 -file snap.bin wal shard-0) &&
     writefence commit -writer node-a -epoch 8 -add "$ref" -keep-payload wal shard-0
-  pg_dump mydb | writefence blob put -json -writer node-a -epoch 7 db shard-0`,
+  pg_dump mydb | writefence blob put -json -writer node-a -epoch 7 db shard-0
+  ref=$(writefence blob put -term "$WRITEFENCE_TERM" -file seg.bin wal shard-0)   # under writefence exec`,
 	define: defineBlobPut,
 }
 
@@ -69,8 +74,14 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 	brand := addBrandFlag(fs)
 	file := fs.String("file", "-", "the blob's `file`; - reads stdin")
 	empty := fs.Bool("empty", false, "accept an empty blob (without it 0 bytes are refused)")
+	w.addTermFlag(fs)
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := w.output()
+		if w.term.set {
+			if err := w.termDefaults(fs); err != nil {
+				return o.fail(err)
+			}
+		}
 		if err := w.check(); err != nil {
 			return o.fail(err)
 		}
@@ -93,14 +104,24 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 		}
 		plugin, shard := args[0], args[1]
 		return w.withWriteFence(ctx, o, "", *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
-			ref, err := fence.PutBlob(ctx, plugin, shard, w.writer, uint64(w.epoch), br)
+			epoch := uint64(w.epoch)
+			if w.term.set {
+				var err error
+				src := &writefence.TermSource{Fence: fence, Writer: w.writer, Term: func(context.Context) (uint64, error) { return w.term.term, nil }}
+				if epoch, err = src.Epoch(ctx, plugin, shard); errors.Is(err, writefence.ErrTermEnded) {
+					return o.fail(termEnded(ctx, fence, "blob put", w.term.term, plugin, shard, err))
+				} else if err != nil {
+					return o.fail(err)
+				}
+			}
+			ref, err := fence.PutBlob(ctx, plugin, shard, w.writer, epoch, br)
 			if err != nil {
 				return o.fail(blobError(err))
 			}
 			b := newBlobRef(ref)
 			if w.json {
 				key, _ := keys.Blob(w.prefix, plugin, shard, ref.Name)
-				o.emit(blobPutResult{landed(key, plugin, shard, w.writer, uint64(w.epoch)), b})
+				o.emit(blobPutResult{landed(key, plugin, shard, w.writer, epoch), b})
 			} else {
 				fmt.Fprintln(inv.stdout, b.Ref)
 			}

@@ -27,6 +27,10 @@ stdin). One of the two is required, so that a payload piped to the command
 is never silently ignored. A shard never written starts from an empty
 manifest.
 
+-term T draws the epoch instead of -epoch, as for push: one above the
+shard's last epoch of term T by -writer, so that blob put -term T before it
+wrote its blobs at the same epoch (see blob put).
+
 It lands only if -epoch is greater than the recorded epoch, as for push:
 a deposed writer's commit is refused (exit 4, naming the recorded epoch and
 writer), and nothing is written. It also lands only while every blob it
@@ -51,7 +55,8 @@ store; -add needs a store that holds blobs (exit 1, with the reason).
 examples:
   writefence commit -store file:///tmp/wf -writer node-a -epoch 8 -add 0000000000000007-3f9a...-node-a:1048576:1a2b3c4d -keep-payload wal shard-0
   writefence commit -writer node-a -epoch 9 -add "$ref" -drop 0000000000000007-3f9a...-node-a -payload-file manifest.json wal shard-0
-  writefence commit -json -writer node-b -epoch 12 -keep-payload wal shard-0     # take over: blobs of earlier tenures become collectable`, defaults.MaxPayloadSize>>20),
+  writefence commit -json -writer node-b -epoch 12 -keep-payload wal shard-0     # take over: blobs of earlier tenures become collectable
+  writefence commit -term "$WRITEFENCE_TERM" -add "$ref" -keep-payload wal shard-0   # under writefence exec`, defaults.MaxPayloadSize>>20),
 	define: defineCommit,
 }
 
@@ -91,8 +96,14 @@ func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 	payloadFile := fs.String("payload-file", "", "replace the manifest's payload with this `file`; - reads stdin")
 	keep := fs.Bool("keep-payload", false, "keep the recorded payload")
 	empty := fs.Bool("empty", false, "accept an empty -payload-file")
+	w.addTermFlag(fs)
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := w.output()
+		if w.term.set {
+			if err := w.termDefaults(fs); err != nil {
+				return o.fail(err)
+			}
+		}
 		if err := w.check(); err != nil {
 			return o.fail(err)
 		}
@@ -114,13 +125,27 @@ func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 		plugin, shard := args[0], args[1]
 		return w.withWriteFence(ctx, o, *identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			var last edit // the edit of the manifest that was written
-			err := fence.Commit(ctx, plugin, shard, w.writer, uint64(w.epoch), func(m writefence.Manifest) (writefence.Manifest, error) {
-				e, err := apply(m, payload, *keep, adds, drops)
-				if err == nil {
-					last = e
-				}
-				return e.next, err
-			})
+			commit := func(epoch uint64) error {
+				return fence.Commit(ctx, plugin, shard, w.writer, epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+					e, err := apply(m, payload, *keep, adds, drops)
+					if err == nil {
+						last = e
+					}
+					return e.next, err
+				})
+			}
+			epoch, err := uint64(w.epoch), error(nil)
+			if w.term.set {
+				epoch, err = atTerm(ctx, fence, "commit", w.term.term, plugin, shard, w.writer, func(src writefence.EpochSource) (uint64, error) {
+					epoch, err := src.Epoch(ctx, plugin, shard)
+					if err != nil {
+						return 0, err
+					}
+					return epoch, commit(epoch)
+				})
+			} else {
+				err = commit(epoch)
+			}
 			if err != nil {
 				return o.fail(blobError(err))
 			}
@@ -128,7 +153,7 @@ func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 				fmt.Fprintf(inv.stderr, "writefence commit: -drop %s: the manifest does not reference it; nothing to drop\n", blobName(n))
 			}
 			key, _ := keys.Shard(w.prefix, plugin, shard)
-			r := commitResult{landedResult: landed(key, plugin, shard, w.writer, uint64(w.epoch)),
+			r := commitResult{landedResult: landed(key, plugin, shard, w.writer, epoch),
 				Size: len(last.next.Payload), Blobs: []blobRef{}, Added: last.added, Dropped: last.dropped}
 			for _, b := range last.next.Blobs {
 				r.Blobs = append(r.Blobs, newBlobRef(b))

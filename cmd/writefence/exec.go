@@ -47,10 +47,11 @@ is refused. In order, exec:
       WRITEFENCE_STORE   the store's address (every command's default -store)
       WRITEFENCE_PREFIX  the key prefix
       WRITEFENCE_LEASE   the lease's name
-      WRITEFENCE_HOLDER  -holder, the writer of the seals and of push -term
+      WRITEFENCE_HOLDER  -holder, the writer of the seals and of -term
       WRITEFENCE_TERM    the term: writefence push -term "$WRITEFENCE_TERM"
                          <plugin> <shard> pushes at epochs of it, strictly
-                         rising across separate runs of push;
+                         rising across separate runs of push (blob put and
+                         commit take -term too);
  4. stops the program, SIGTERM to its process group then SIGKILL -grace
     later, before its term can end: as soon as the lease is found lost,
     or when this supervisor's clock says -ttl/8 + -grace of the term is

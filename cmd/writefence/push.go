@@ -101,7 +101,8 @@ type writerFlags struct {
 	*storeFlags
 	writer    string
 	epoch     epochValue
-	hugeEpoch bool // -allow-huge-epoch
+	hugeEpoch bool      // -allow-huge-epoch
+	term      termValue // -term, on the commands that take it
 }
 
 func addWriterFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration, writerUsage string) *writerFlags {
@@ -118,8 +119,8 @@ func (w *writerFlags) check() error {
 	switch {
 	case w.writer == "":
 		return usagef("writefence: -writer is required")
-	case w.epoch == 0:
-		return usagef("writefence: -epoch is required and at least 1")
+	case w.epoch == 0 && !w.term.set:
+		return usagef("writefence: -epoch (or -term) is required, and at least 1")
 	case uint64(w.epoch) > maxPlainEpoch && !w.hugeEpoch:
 		return usagef("writefence: -epoch %s is above 2^63-1 (%d): once recorded, only a higher epoch replaces it "+
 			"and no command lowers it, so a mistyped epoch would fence out every writer ever elected; "+
@@ -188,12 +189,11 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 	rf := addRecordFlags(fs, inv)
 	rf.addCreateFlag(fs)
 	brand := addBrandFlag(fs)
-	term := &termValue{}
-	fs.Var(term, "term", "draw the epoch from `term` instead of -epoch: above the shard's last epoch of this term by -writer (as under writefence exec)")
+	rf.addTermFlag(fs)
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := rf.output()
-		if term.set {
-			return pushAtTerm(ctx, fs, o, rf, *brand, term.term, args[0], args[1])
+		if rf.term.set {
+			return pushAtTerm(ctx, fs, o, rf, *brand, args[0], args[1])
 		}
 		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -164,4 +165,59 @@ func TestPushTermHelp(t *testing.T) {
 	for _, s := range []string{"-term", "WRITEFENCE_TERM", "writefence exec"} {
 		assert.True(t, strings.Contains(r.stdout, s), "%s", s)
 	}
+}
+
+// TestBlobAndCommitTerm: under writefence exec, blob put -term and commit
+// -term draw their epochs as push -term does, from the environment exec
+// sets: the blobs put before a commit are of the epoch the commit lands
+// at, one above the term's last, so a shell shipper needs no epoch
+// arithmetic; once a later term has written the shard both are refused
+// as stale (exit 4), writing nothing.
+func TestBlobAndCommitTerm(t *testing.T) {
+	addr := fileStore(t)
+	t.Setenv(envStore, addr)
+	t.Setenv(envHolder, "node-a")
+	put := func(data string) result {
+		return wf(t, "blob", "put", "-json", "-term", "3", "-file", writeFile(t, data), "wal", "0")
+	}
+	for n := 1; n <= 2; n++ {
+		var refs []string
+		for i := range 2 {
+			r := put(fmt.Sprintf("segment %d.%d", n, i))
+			require.Equal(t, exitOK, r.code, "%s", r)
+			assert.EqualValues(t, term3+n, jsonOf(t, r)["epoch"], "blob %d of commit %d", i, n)
+			refs = append(refs, jsonOf(t, r)["ref"].(string))
+		}
+		r := wf(t, "commit", "-json", "-term", "3", "-add", refs[0], "-add", refs[1], "-keep-payload", "wal", "0")
+		require.Equal(t, exitOK, r.code, "%s", r)
+		m := jsonOf(t, r)
+		assert.EqualValues(t, term3+n, m["epoch"], "commit %d", n)
+		assert.Equal(t, "node-a", m["writer"])
+		assert.Len(t, m["blobs"], 2*n)
+	}
+
+	// A later term takes the shard: the term's blob put and commit are
+	// refused, and nothing is written.
+	require.Equal(t, exitOK, wf(t, "commit", "-writer", "node-b", "-epoch", itoa(4<<32|1), "-keep-payload", "wal", "0").code)
+	r := put("late")
+	assert.Equal(t, exitStale, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence: blob put refused: term 3 is over")
+	r = wf(t, "commit", "-term", "3", "-keep-payload", "wal", "0")
+	assert.Equal(t, exitStale, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "writefence: commit refused: term 3 is over")
+	r = wf(t, "latest", "-json", "wal", "0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.EqualValues(t, 4<<32|1, jsonOf(t, r)["epoch"])
+
+	for _, args := range [][]string{
+		{"blob", "put", "-term", "3", "-epoch", "5", "-file", writeFile(t, "x")},
+		{"commit", "-term", "3", "-epoch", "5", "-keep-payload"},
+	} {
+		r := wf(t, append(args, "wal", "0")...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r)
+	}
+	t.Setenv(envHolder, "")
+	r = wf(t, "commit", "-term", "3", "-keep-payload", "wal", "0")
+	assert.Equal(t, exitUsage, r.code, "%s", r)
+	assert.Contains(t, r.stderr, envHolder)
 }
