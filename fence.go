@@ -311,9 +311,9 @@ func (i RecordInfo) horizon() int64 {
 	return i.Horizon.UnixNano()
 }
 
-// Inspect is Latest with what an operator looks at before settling: the
-// record's version of exactly the bytes decoded, its identity, references,
-// tenure floor and horizon. On ErrCorrupt it still returns Key and Version
+// Inspect is Latest with the manifest's references (a stream's reader
+// follows them) and what an operator looks at before settling: the
+// version of exactly the bytes decoded, the identity, floor and horizon. On ErrCorrupt it still returns Key and Version
 // (what Settle needs), and Identity, Epoch and Writer when the header
 // decodes, and Blobs when the references do; on ErrWire, the whole record.
 // The epoch it reads counts as seen by the Fence (see Forget).
