@@ -99,11 +99,6 @@ func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 	w.addTermFlag(fs)
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := w.output()
-		if w.term.set {
-			if err := w.termDefaults(fs); err != nil {
-				return o.fail(err)
-			}
-		}
 		if err := w.check(); err != nil {
 			return o.fail(err)
 		}

@@ -101,8 +101,9 @@ type writerFlags struct {
 	*storeFlags
 	writer    string
 	epoch     epochValue
-	hugeEpoch bool      // -allow-huge-epoch
-	term      termValue // -term, on the commands that take it
+	hugeEpoch bool          // -allow-huge-epoch
+	term      termValue     // -term, on the commands that take it
+	flags     *flag.FlagSet // the command's flags, which tell -term's defaults
 }
 
 func addWriterFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration, writerUsage string) *writerFlags {
@@ -116,6 +117,11 @@ func addWriterFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration, wr
 // check refuses missing required flags and an epoch above maxPlainEpoch
 // without -allow-huge-epoch. It runs before the store is opened.
 func (w *writerFlags) check() error {
+	if w.term.set {
+		if err := w.termDefaults(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case w.writer == "":
 		return usagef("writefence: -writer is required")
@@ -193,7 +199,7 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := rf.output()
 		if rf.term.set {
-			return pushAtTerm(ctx, fs, o, rf, *brand, args[0], args[1])
+			return pushAtTerm(ctx, o, rf, *brand, args[0], args[1])
 		}
 		payload, err := rf.payload(defaults.MaxPayloadSize)
 		if err != nil {

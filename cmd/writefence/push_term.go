@@ -74,16 +74,16 @@ const ownRaceAttempts = 8
 // addTermFlag adds -term to a command that writes at an epoch: the
 // epoch is drawn from a term instead of -epoch.
 func (w *writerFlags) addTermFlag(fs *flag.FlagSet) {
+	w.flags = fs
 	fs.Var(&w.term, "term", "draw the epoch from `term` instead of -epoch: above the shard's last epoch of this term by -writer (as under writefence exec)")
 }
 
-// termDefaults checks a command's -term against its other flags (fs
-// tells which were given) before the store is opened: -epoch is refused
-// beside it, and -writer and -prefix default to the environment
-// writefence exec sets.
-func (w *writerFlags) termDefaults(fs *flag.FlagSet) error {
+// termDefaults checks a command's -term against its other flags before
+// the store is opened (check calls it): -epoch is refused beside it, and
+// -writer and -prefix default to the environment writefence exec sets.
+func (w *writerFlags) termDefaults() error {
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	w.flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if given["epoch"] {
 		return usagef("writefence: -epoch and -term: give one; -term draws the epoch")
 	}
@@ -107,8 +107,8 @@ func (w *writerFlags) termDefaults(fs *flag.FlagSet) error {
 // term (above what the shard records for this writer and term, so
 // separate invocations draw strictly rising epochs) and pushes at it, the
 // brand checked as b says.
-func pushAtTerm(ctx context.Context, fs *flag.FlagSet, o *output, rf *recordFlags, b brandValue, plugin, shard string) int {
-	if err := rf.termDefaults(fs); err != nil {
+func pushAtTerm(ctx context.Context, o *output, rf *recordFlags, b brandValue, plugin, shard string) int {
+	if err := rf.check(); err != nil {
 		return o.fail(err)
 	}
 	payload, err := readPayload(rf.file, rf.empty, defaults.MaxPayloadSize)
