@@ -2,7 +2,6 @@ package writefence
 
 import (
 	"hash/maphash"
-	"slices"
 	"sync"
 )
 
@@ -90,8 +89,9 @@ const writeChecked = 1343
 func rememberWrite(version string, p prior, payload []byte, size int64) cachedRecord {
 	c := cachedRecord{version: version, prior: p}
 	if len(payload) <= cachedPayload && size <= writeChecked {
-		// A copy: the payload may be a slice the caller uses again.
-		c.payload, c.whole = slices.Clone(payload), true
+		// A copy: the payload may be a slice the caller uses again. Never
+		// nil, which an update's next gets only when there is no record.
+		c.payload, c.whole = append([]byte{}, payload...), true
 	}
 	return c
 }
