@@ -2,7 +2,6 @@ package writefence
 
 import (
 	"hash/maphash"
-	"slices"
 	"sync"
 )
 
@@ -49,13 +48,16 @@ var cacheSeed = maphash.MakeSeed()
 
 // cachedRecord is what the fence remembers of a record it wrote: its
 // version and what a push over it must carry on, and its payload when
-// that is at most cachedPayload bytes (whole), which an update, a seal or
-// a commit over it computes from. The version lets such a write skip the
-// read; the write is still conditioned on it, so a stale entry costs one
-// conflict, never a wrong admission, and since a version names its
-// bytes, what is remembered with it is what the store holds while the
-// version matches. The epoch is only used to decide whether skipping the
-// read is worth trying; it never refuses a write on its own.
+// that is at most cachedPayload bytes and the record at most
+// writeChecked (whole), which an update, a seal or a commit over it
+// computes from. The version lets such a write skip the read; the write is
+// still conditioned on it, so a stale entry costs one conflict, never a
+// wrong admission, and since a version names its bytes, what is
+// remembered with it is what the store holds while the version matches,
+// but for damage in place, which a write on the version refuses only in
+// the part of the record the store checks on a write. The epoch is only
+// used to decide whether skipping the read is worth trying; it never
+// refuses a write on its own.
 //
 // seen is the highest epoch the Fence wrote or read of the record, by
 // seenWriter: a write that finds the record absent or below it is refused
@@ -75,13 +77,21 @@ type cachedRecord struct {
 // at most 64 MiB.
 const cachedPayload = 512
 
+// writeChecked is the part of a record, from its start, that every store
+// checks for damage in place when it writes (see ConditionalStore): a
+// write decided on a remembered record longer than that could replace
+// damage past it unseen, which only a read of the record finds (promise
+// 7).
+const writeChecked = 1343
+
 // rememberWrite is what the Fence remembers of the record at version
-// that it wrote with payload, and that hands p on.
-func rememberWrite(version string, p prior, payload []byte) cachedRecord {
+// that it wrote with payload, size bytes in all, and that hands p on.
+func rememberWrite(version string, p prior, payload []byte, size int64) cachedRecord {
 	c := cachedRecord{version: version, prior: p}
-	if len(payload) <= cachedPayload {
-		// A copy: the payload may be a slice the caller uses again.
-		c.payload, c.whole = slices.Clone(payload), true
+	if len(payload) <= cachedPayload && size <= writeChecked {
+		// A copy: the payload may be a slice the caller uses again. Never
+		// nil, which an update's next gets only when there is no record.
+		c.payload, c.whole = append([]byte{}, payload...), true
 	}
 	return c
 }

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/writefence/writefence"
 )
 
@@ -64,4 +67,52 @@ func (s *forgetfulStore) Get(context.Context, string) ([]byte, string, error) {
 
 func (s *forgetfulStore) PutIfVersion(context.Context, string, []byte, string) (string, error) {
 	return fmt.Sprintf("%032x", s.n.Add(1)), nil
+}
+
+// TestRememberedEmptyPayload: an update or a commit over a record its
+// Fence remembers hands next the recorded payload as a read does: a record
+// with an empty payload (created by a seal, or pushed with nil) gives an
+// empty payload, never nil, which next gets only when there is no record.
+func TestRememberedEmptyPayload(t *testing.T) {
+	ctx := context.Background()
+	for _, create := range []struct {
+		name  string
+		write func(f *writefence.Fence) error
+	}{
+		{"seal", func(f *writefence.Fence) error { return f.Seal(ctx, "wal", "0", "a", 1) }},
+		{"push nil", func(f *writefence.Fence) error { return f.Push(ctx, "wal", "0", "a", 1, nil) }},
+		{"update to nil", func(f *writefence.Fence) error {
+			return f.Update(ctx, "wal", "0", "a", 1, func([]byte) ([]byte, error) { return nil, nil })
+		}},
+	} {
+		for _, op := range []string{"update", "commit"} {
+			for _, remembered := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%s/remembered=%v", create.name, op, remembered), func(t *testing.T) {
+					mem := &writefence.MemStore{}
+					f := &writefence.Fence{Store: mem}
+					require.NoError(t, create.write(f))
+					if !remembered {
+						f = &writefence.Fence{Store: mem}
+					}
+					var got []byte
+					var err error
+					switch op {
+					case "update":
+						err = f.Update(ctx, "wal", "0", "a", 2, func(p []byte) ([]byte, error) {
+							got = p
+							return []byte("next"), nil
+						})
+					case "commit":
+						err = f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+							got = m.Payload
+							return writefence.Manifest{Payload: []byte("next")}, nil
+						})
+					}
+					require.NoError(t, err)
+					assert.NotNil(t, got, "next got nil, as if there were no record")
+					assert.Empty(t, got)
+				})
+			}
+		}
+	}
 }

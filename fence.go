@@ -113,15 +113,17 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 
 // Update replaces the record of (plugin, shard) with next's result at
 // epoch, on behalf of writer, by Push's rules, reading the whole record
-// unless this Fence wrote it last with a payload of at most 512 bytes,
-// which it remembers; its blob references are kept (promise 22). next gets
-// the recorded payload (nil when none) and runs again after a conflict or
-// a refusal of the remembered one, so it must depend on its argument
-// alone; its error, on a read, is returned, writing nothing. A record at
-// this epoch by this writer that is byte for byte the
-// one this call wrote last (but for a collection horizon Collect raised
-// since), or one next leaves unchanged, is this update, landed: Update
-// returns nil, so a retry returns nil if next is idempotent.
+// unless this Fence wrote it last with a payload of at most 512 bytes in a
+// record of at most 1343 bytes (the part of a record every store checks
+// on a write, see ConditionalStore), which it remembers; its blob
+// references are kept (promise 22). next gets the recorded payload (nil
+// when none) and runs again after a conflict or a refusal of the
+// remembered one, so it must depend on its argument alone; its error, on
+// a read, is returned, writing nothing. A record at this epoch by this
+// writer that is byte for byte the one this call wrote last (but for a
+// collection horizon Collect raised since), or one next leaves unchanged,
+// is this update, landed: Update returns nil, so a retry returns nil if
+// next is idempotent.
 func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current []byte) ([]byte, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")
@@ -188,6 +190,7 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		c.cached = mem.version
 	}
 	var wrote record.Body // what the last decision wrote, or found written
+	var size int64        // its size, encoded
 	c.decide = func(s *snapshot) ([][]byte, bool, error) {
 		if s.cached && mem.epoch < u.sight.epoch {
 			return nil, false, errReadWhole // the floor passed what the Fence wrote: see what the record holds
@@ -210,10 +213,15 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 			case err != nil:
 				return nil, false, err
 			}
-			return u.parts(wrote), false, nil
+			parts := u.parts(wrote)
+			size = partsSize(parts)
+			return parts, false, nil
 		}
 		parts, done, body, err := u.decide(s)
-		wrote = body
+		wrote, size = body, partsSize(parts)
+		if done {
+			size = s.size
+		}
 		return parts, done, err
 	}
 	out, err := e.run(ctx, c)
@@ -221,11 +229,20 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		e.cache.forget(u.key)
 		return err
 	}
-	e.cache.remember(u.key, rememberWrite(out.version, priorOfBody(u.writer, u.epoch, wrote), wrote.Payload))
+	e.cache.remember(u.key, rememberWrite(out.version, priorOfBody(u.writer, u.epoch, wrote), wrote.Payload, size))
 	if u.newTenure && e.KeepFloor {
 		return e.enterFloor(ctx, floorKey, u.writer, u.epoch)
 	}
 	return nil
+}
+
+// partsSize is the size of the concatenation of parts.
+func partsSize(parts [][]byte) int64 {
+	var n int64
+	for _, p := range parts {
+		n += int64(len(p))
+	}
+	return n
 }
 
 // Latest returns the recorded epoch, writer and payload of (plugin, shard).

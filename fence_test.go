@@ -10,6 +10,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -364,6 +365,59 @@ func TestPushOverDamagedPayload(t *testing.T) {
 		require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "b", 2, []byte("over it")))
 		requireLatest(t, &writefence.Fence{Store: store}, 2, "b", "over it")
 	})
+}
+
+// TestWriteOverDamageItsWriteDoesNotSee: an update, a commit or a seal
+// over a record its Fence wrote last never replaces damage in place that
+// the store's read finds and its write does not (promise 7): a store may
+// check a record's first 1343 bytes alone when it writes (see
+// ConditionalStore; Valkey checks its value's first 3900 bytes and its
+// last 100), so a write that decided on what its Fence remembers of a
+// longer record, without reading, would replace such damage unseen. Here
+// the store checks every byte on a read and, on a write, none past the
+// first 1343, past which the record was edited by hand; the remembered
+// payload is short, the header long (a long writer name). The write reads
+// the record, finds the damage, and writes nothing.
+func TestWriteOverDamageItsWriteDoesNotSee(t *testing.T) {
+	ctx := context.Background()
+	writer := strings.Repeat("w", record.MaxWriterLen)
+	payload := bytes.Repeat([]byte("p"), 400)
+	for _, tc := range []struct {
+		op    string
+		write func(f *writefence.Fence) error
+	}{
+		{"update", func(f *writefence.Fence) error {
+			return f.Update(ctx, "wal", "0", writer, 2, func(p []byte) ([]byte, error) { return append(p, '!'), nil })
+		}},
+		{"commit", func(f *writefence.Fence) error {
+			return f.Commit(ctx, "wal", "0", writer, 2, func(m writefence.Manifest) (writefence.Manifest, error) { return m, nil })
+		}},
+		{"seal", func(f *writefence.Fence) error { return f.Seal(ctx, "wal", "0", writer, 2) }},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			mem := &writefence.MemStore{}
+			key := mustKey(t, "wal", "0")
+			var edited atomic.Bool
+			store := fakestore.New(mem, fakestore.Options{Get: func(ctx context.Context, k string) ([]byte, string, error) {
+				if k == key && edited.Load() {
+					return nil, "", &writefence.CorruptError{Key: key, Version: "damaged-1", Check: "a byte past the first 1343 edited"}
+				}
+				return mem.Get(ctx, k)
+			}})
+			f := &writefence.Fence{Store: store}
+			require.NoError(t, f.Push(ctx, "wal", "0", writer, 1, payload))
+			data, version, err := mem.Get(ctx, key)
+			require.NoError(t, err)
+			require.Greater(t, len(data), 1343, "the record runs past what a write must check")
+			edited.Store(true)
+
+			err = tc.write(f)
+			require.ErrorIs(t, err, writefence.ErrCorrupt, "a write over the remembered version replaced damage its write did not see")
+			_, now, err := mem.Get(ctx, key)
+			require.NoError(t, err)
+			assert.Equal(t, version, now, "nothing was written")
+		})
+	}
 }
 
 // snapshot is every key of a MemStore with its bytes and version.
