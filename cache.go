@@ -49,7 +49,7 @@ var cacheSeed = maphash.MakeSeed()
 // cachedRecord is what the fence remembers of a record it wrote: its
 // version and what a push over it must carry on, and its payload when
 // that is at most cachedPayload bytes and the record at most
-// writeChecked (whole), which an update, a seal or a commit over it
+// writeChecked or on a bytesNamed store (whole), which an update, a seal or a commit over it
 // computes from. The version lets such a write skip the read; the write is
 // still conditioned on it, so a stale entry costs one conflict, never a
 // wrong admission, and since a version names its bytes, what is
@@ -85,10 +85,12 @@ const cachedPayload = 512
 const writeChecked = 1343
 
 // rememberWrite is what the Fence remembers of the record at version
-// that it wrote with payload, size bytes in all, and that hands p on.
-func rememberWrite(version string, p prior, payload []byte, size int64) cachedRecord {
+// that it wrote with payload, size bytes in all, and that hands p on;
+// named says the store's versions name the bytes (bytesNamed), so that
+// no damage in place hides behind the version whatever the size.
+func rememberWrite(version string, p prior, payload []byte, size int64, named bool) cachedRecord {
 	c := cachedRecord{version: version, prior: p}
-	if len(payload) <= cachedPayload && size <= writeChecked {
+	if len(payload) <= cachedPayload && (size <= writeChecked || named) {
 		// A copy: the payload may be a slice the caller uses again. Never
 		// nil, which an update's next gets only when there is no record.
 		c.payload, c.whole = append([]byte{}, payload...), true

@@ -112,18 +112,16 @@ func (f *Fence) Push(ctx context.Context, plugin, shard, writer string, epoch ui
 }
 
 // Update replaces the record of (plugin, shard) with next's result at
-// epoch, on behalf of writer, by Push's rules, reading the whole record
-// unless this Fence wrote it last with a payload of at most 512 bytes in a
-// record of at most 1343 bytes (the part of a record every store checks
-// on a write, see ConditionalStore), which it remembers; its blob
-// references are kept (promise 22). next gets the recorded payload (nil
-// when none) and runs again after a conflict or a refusal of the
-// remembered one, so it must depend on its argument alone; its error, on
-// a read, is returned, writing nothing. A record at this epoch by this
-// writer that is byte for byte the one this call wrote last (but for a
-// collection horizon Collect raised since), or one next leaves unchanged,
-// is this update, landed: Update returns nil, so a retry returns nil if
-// next is idempotent.
+// epoch, on behalf of writer, by Push's rules; its blob references are
+// kept (promise 22). It reads the whole record unless this Fence wrote it
+// last and remembers it: a payload of at most 512 bytes in a record of at
+// most 1343 bytes (what any store checks on a write), any on S3 and GCS.
+// next gets the recorded payload (nil when none) and runs again after a
+// conflict or a refusal of the remembered one, so it must depend on its
+// argument alone; its error, on a read, is returned, writing nothing. A
+// record at this epoch by this writer that this call wrote (Collect may
+// have raised its horizon since), or that next leaves unchanged, is this
+// update, landed: a retry returns nil if next is idempotent.
 func (f *Fence) Update(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current []byte) ([]byte, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")
@@ -229,7 +227,8 @@ func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 		e.cache.forget(u.key)
 		return err
 	}
-	e.cache.remember(u.key, rememberWrite(out.version, priorOfBody(u.writer, u.epoch, wrote), wrote.Payload, size))
+	_, named := capability[bytesNamed](e.Store)
+	e.cache.remember(u.key, rememberWrite(out.version, priorOfBody(u.writer, u.epoch, wrote), wrote.Payload, size, named))
 	if u.newTenure && e.KeepFloor {
 		return e.enterFloor(ctx, floorKey, u.writer, u.epoch)
 	}

@@ -125,6 +125,12 @@ func capability[C any](s ConditionalStore) (C, bool) {
 	return impl, ok
 }
 
+// bytesNamed is a store of the package whose version names the object's
+// bytes (S3's ETag, GCS's generation): no damage in place keeps a
+// version, so a write conditioned on one replaces exactly the bytes it
+// names, however long. Found with capability, as a declared capability.
+type bytesNamed interface{ versionNamesBytes() }
+
 // sameStore reports whether a and b are the same store value, without the
 // panic of == on an uncomparable dynamic type.
 func sameStore(a, b ConditionalStore) bool {
@@ -242,8 +248,7 @@ type Deleter interface {
 }
 
 // Lister is an optional capability of a ConditionalStore, found by type
-// assertion: listing keys by prefix, for operators' tools. The fence never
-// lists.
+// assertion: listing keys by prefix, for tools (a Fence lists none).
 type Lister interface {
 	// List calls fn once with each key that starts with prefix (a key
 	// written or deleted meanwhile may be missed); fn's error or ctx's

@@ -60,6 +60,9 @@ var _ Capable = (*gcsStore)(nil)
 // and BlobStore are its own.
 func (s *gcsStore) Capabilities() ConditionalStore { return s }
 
+// versionNamesBytes declares bytesNamed: a version is the bytes' generation.
+func (s *gcsStore) versionNamesBytes() {}
+
 // NewGCSConditionalStore returns a store that keeps its objects in bucket,
 // which must exist, using the caller's client. The server must answer the
 // JSON API's ifGenerationMatch preconditions (0: does not exist) with HTTP

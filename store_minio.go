@@ -115,6 +115,9 @@ var _ Capable = (*minioStore)(nil)
 // and BlobStore are its own.
 func (s *minioStore) Capabilities() ConditionalStore { return s }
 
+// versionNamesBytes declares bytesNamed: a version is the bytes' ETag.
+func (s *minioStore) versionNamesBytes() {}
+
 // NewMinioConditionalStore returns a store that keeps its objects in bucket,
 // which must exist, using the caller's client. The server must honour
 // If-None-Match: * and If-Match: "etag" on a PUT, as AWS S3 and MinIO do;
