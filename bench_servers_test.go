@@ -857,8 +857,9 @@ func (t *benchTransport) requests() int64 {
 // Fence puts n blobs at the commit's epoch (16 uploads at once); the
 // commit replaces the manifest's references with them, as a shipper
 // commits what it just put, over the record its Fence wrote: it lists
-// their epoch and writes once, with no read of the record (asserted in
-// testCommitManyBlobs).
+// their epoch and writes once, with no read of the record on S3 and GCS
+// (asserted in testCommitManyBlobs); the record of 1,000 references is
+// read first elsewhere (see Fence.Update).
 // roundtrips/op counts the commit's requests alone, stats/op its
 // StatBlobs. impl=list is not a commit: one ListBlobs of the n blobs of
 // the epoch put last, what the check costs alone.
