@@ -56,23 +56,30 @@ func TestRaceSameEpoch(t *testing.T) {
 		errs := together(writers, func(w int) error {
 			return f.Push(ctx, "wal", "0", fmt.Sprintf("w%d", w), uint64(round), []byte(fmt.Sprintf("r%d w%d", round, w)))
 		})
-		winner := -1
-		for w, err := range errs {
-			if err == nil {
-				require.Equal(t, -1, winner, "round %d: writers %d and %d both landed", round, winner, w)
-				winner = w
-				continue
-			}
-			require.ErrorIs(t, err, writefence.ErrStaleEpoch, "round %d writer %d", round, w)
-			stale++
-		}
-		require.NotEqual(t, -1, winner, "round %d: nobody landed", round)
-		landed++
+		winner := oneWinner(t, round, errs, writefence.ErrStaleEpoch)
+		landed, stale = landed+1, stale+len(errs)-1
 		requireLatestIn(t, f, "wal", "0", uint64(round), fmt.Sprintf("w%d", winner), fmt.Sprintf("r%d w%d", round, winner))
 	}
 	assert.Equal(t, rounds, landed)
 	assert.Equal(t, rounds*(writers-1), stale)
 	t.Logf("%d rounds of %d writers: %d landed (one per round), %d refused as stale", rounds, writers, landed, stale)
+}
+
+// oneWinner returns the index of the one nil error of a round of racers,
+// failing t unless exactly one is nil and every other matches want.
+func oneWinner(t *testing.T, round int, errs []error, want error) int {
+	t.Helper()
+	winner := -1
+	for w, err := range errs {
+		if err == nil {
+			require.Equal(t, -1, winner, "round %d: writers %d and %d both landed", round, winner, w)
+			winner = w
+			continue
+		}
+		require.ErrorIs(t, err, want, "round %d writer %d", round, w)
+	}
+	require.NotEqual(t, -1, winner, "round %d: nobody landed", round)
+	return winner
 }
 
 func requireLatestIn(t testing.TB, f *writefence.Fence, plugin, shard string, epoch uint64, writer, payload string) {

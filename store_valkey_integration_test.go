@@ -3247,16 +3247,7 @@ func TestValkeyMixedPathsOneWinner(t *testing.T) {
 			versions[w], err = stores[w/2%2].PutIfVersion(ctx, key, datas[w], version)
 			return err
 		})
-		winner := -1
-		for w, err := range errs {
-			if err == nil {
-				require.Equal(t, -1, winner, "round %d: writers %d and %d both landed", round, winner, w)
-				winner = w
-				continue
-			}
-			require.ErrorIs(t, err, writefence.ErrConflict, "round %d writer %d", round, w)
-		}
-		require.NotEqual(t, -1, winner, "round %d: one write lands", round)
+		winner := oneWinner(t, round, errs, writefence.ErrConflict)
 		requireValkeyContent(t, stores[0], key, string(datas[winner]), versions[winner])
 		version = versions[winner]
 	}
