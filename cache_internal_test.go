@@ -12,12 +12,10 @@ import (
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// countedStore counts the reads of a MemStore, and declares bytesNamed
-// when named: a store whose versions name its bytes, as S3's and GCS's.
+// countedStore counts the reads of a MemStore.
 type countedStore struct {
 	*MemStore
-	named bool
-	gets  int
+	gets int
 }
 
 func (s *countedStore) Get(ctx context.Context, key string) ([]byte, string, error) {
@@ -27,6 +25,8 @@ func (s *countedStore) Get(ctx context.Context, key string) ([]byte, string, err
 
 func (s *countedStore) Capabilities() ConditionalStore { return s }
 
+// namedStore is a countedStore that declares bytesNamed: a store whose
+// versions name its bytes, as S3's and GCS's do.
 type namedStore struct{ *countedStore }
 
 func (s namedStore) Capabilities() ConditionalStore { return s }
