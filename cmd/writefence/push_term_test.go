@@ -221,3 +221,30 @@ func TestBlobAndCommitTerm(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code, "%s", r)
 	assert.Contains(t, r.stderr, envHolder)
 }
+
+// TestTermOnlyWhereTaken: a command without -term (seal, settle) that is
+// missing -epoch asks for -epoch alone, never for a -term it refuses;
+// push, blob put and commit name both.
+func TestTermOnlyWhereTaken(t *testing.T) {
+	addr := fileStore(t)
+	p := writeFile(t, "x")
+	for _, c := range []struct {
+		args []string
+		term bool
+	}{
+		{[]string{"seal", "-writer", "a"}, false},
+		{[]string{"settle", "-writer", "a", "-confirm-version", "v", "-file", p}, false},
+		{[]string{"push", "-writer", "a", "-file", p}, true},
+		{[]string{"blob", "put", "-writer", "a", "-file", p}, true},
+		{[]string{"commit", "-writer", "a", "-keep-payload"}, true},
+	} {
+		r := wf(t, append(append(c.args, "-store", addr), "wal", "0")...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", c.args, r)
+		assert.Contains(t, r.stderr, "-epoch", "%v", c.args)
+		if c.term {
+			assert.Contains(t, r.stderr, "-term", "%v", c.args)
+		} else {
+			assert.NotContains(t, r.stderr, "-term", "%v: the command takes no -term", c.args)
+		}
+	}
+}
