@@ -103,7 +103,7 @@ type writerFlags struct {
 	epoch     epochValue
 	hugeEpoch bool          // -allow-huge-epoch
 	term      termValue     // -term, on the commands that take it
-	flags     *flag.FlagSet // the command's flags, which tell -term's defaults
+	flags     *flag.FlagSet // the command's flags, which tell -term's defaults; nil: it takes no -term
 }
 
 func addWriterFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration, writerUsage string) *writerFlags {
@@ -125,8 +125,10 @@ func (w *writerFlags) check() error {
 	switch {
 	case w.writer == "":
 		return usagef("writefence: -writer is required")
-	case w.epoch == 0 && !w.term.set:
+	case w.epoch == 0 && !w.term.set && w.flags != nil:
 		return usagef("writefence: -epoch (or -term) is required, and at least 1")
+	case w.epoch == 0 && !w.term.set:
+		return usagef("writefence: -epoch is required and at least 1") // the command takes no -term
 	case uint64(w.epoch) > maxPlainEpoch && !w.hugeEpoch:
 		return usagef("writefence: -epoch %s is above 2^63-1 (%d): once recorded, only a higher epoch replaces it "+
 			"and no command lowers it, so a mistyped epoch would fence out every writer ever elected; "+
