@@ -110,3 +110,36 @@ func TestCommitUsage(t *testing.T) {
 	}
 	assert.EqualValues(t, 2, jsonOf(t, wf(t, "latest", "-json", "-store", addr, "wal", "s"))["epoch"], "nothing written")
 }
+
+// TestCommitTermAgain: commit -term run again once it landed (as after an
+// unknown outcome, exit 8) reports success: it draws the term's next epoch,
+// and its -add, referenced already, changes nothing.
+func TestCommitTermAgain(t *testing.T) {
+	addr := fileStore(t)
+	t.Setenv(envStore, addr)
+	t.Setenv(envHolder, "node-a")
+	r := wf(t, "blob", "put", "-term", "3", "-file", writeFile(t, "segment"), "wal", "0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	ref := strings.TrimSpace(r.stdout)
+	args := []string{"commit", "-json", "-term", "3", "-add", ref, "-keep-payload", "wal", "0"}
+	for n, added := range []int{1, 0} {
+		r = wf(t, args...)
+		require.Equal(t, exitOK, r.code, "run %d: %s", n+1, r)
+		m := jsonOf(t, r)
+		assert.EqualValues(t, term3+n+1, m["epoch"], "run %d", n+1)
+		assert.Len(t, m["added"], added, "run %d", n+1)
+		assert.Equal(t, []any{ref}, refsOf(m), "run %d", n+1)
+	}
+	m := jsonOf(t, wf(t, "latest", "-json", "wal", "0"))
+	assert.EqualValues(t, term3+2, m["epoch"])
+	assert.Equal(t, []any{ref}, refsOf(m))
+}
+
+// refsOf is the references a -json output's blobs hold.
+func refsOf(m map[string]any) []any {
+	var refs []any
+	for _, b := range m["blobs"].([]any) {
+		refs = append(refs, b.(map[string]any)["ref"])
+	}
+	return refs
+}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -156,6 +158,69 @@ func TestPushTermOwnRace(t *testing.T) {
 			assert.Equal(t, "mine", string(payload))
 		})
 	}
+}
+
+// interloping://N is the interloper a test registered as N.
+var interloping struct {
+	mu     sync.Mutex // guards stores
+	stores map[string]*interloper
+}
+
+func init() {
+	openers["interloping"] = func(_ context.Context, u *url.URL) (*opened, error) {
+		interloping.mu.Lock()
+		defer interloping.mu.Unlock()
+		s, ok := interloping.stores[u.Host]
+		if !ok {
+			return nil, fmt.Errorf("no interloper %q", u.Host)
+		}
+		return &opened{store: s, close: noClose}, nil
+	}
+}
+
+// TestCommitTermOwnRace: a commit -term that loses to a commit of the same
+// term and writer (the program committing from two processes) draws again
+// above it and lands there, on the manifest the other wrote: both blobs
+// referenced, -json naming the epoch it landed at and its own blob alone
+// as added.
+func TestCommitTermOwnRace(t *testing.T) {
+	ctx := t.Context()
+	blobs, mem, _ := sharedMem(t)
+	direct := &writefence.Fence{Store: mem}
+	require.NoError(t, direct.Push(ctx, "wal", "0", "a", term3+1, []byte("seal")))
+	r := wf(t, "blob", "put", "-store", blobs, "-writer", "a", "-term", "3", "-file", writeFile(t, "mine"), "wal", "0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	mine := strings.TrimSpace(r.stdout)
+	other, err := direct.PutBlob(ctx, "wal", "0", "a", term3+2, strings.NewReader("the other"))
+	require.NoError(t, err)
+	s := &interloper{ConditionalStore: mem, key: "writefence/s/wal/0", before: func(ctx context.Context) {
+		require.NoError(t, direct.Commit(ctx, "wal", "0", "a", term3+2, func(m writefence.Manifest) (writefence.Manifest, error) {
+			return writefence.Manifest{Payload: []byte("the other's"), Blobs: append(m.Blobs, other)}, nil
+		}))
+	}}
+	interloping.mu.Lock()
+	if interloping.stores == nil {
+		interloping.stores = map[string]*interloper{}
+	}
+	interloping.stores[t.Name()] = s
+	interloping.mu.Unlock()
+	t.Cleanup(func() {
+		interloping.mu.Lock()
+		delete(interloping.stores, t.Name())
+		interloping.mu.Unlock()
+	})
+
+	r = wf(t, "commit", "-json", "-store", "interloping://"+t.Name(), "-blobs", blobs, "-writer", "a", "-term", "3", "-add", mine, "-keep-payload", "wal", "0")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	require.True(t, s.done.Load(), "the other commit landed first")
+	m := jsonOf(t, r)
+	assert.EqualValues(t, term3+3, m["epoch"])
+	assert.Equal(t, []any{nameOf(mine)}, m["added"])
+	assert.Equal(t, []any{newBlobRef(other).Ref, mine}, refsOf(m))
+	epoch, _, payload, err := direct.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.EqualValues(t, term3+3, epoch)
+	assert.Equal(t, "the other's", string(payload), "-keep-payload kept the other's")
 }
 
 // TestPushTermHelp: push's help says how -term is used under exec.
