@@ -76,6 +76,14 @@ const ownRaceAttempts = 8
 func (w *writerFlags) addTermFlag(fs *flag.FlagSet) {
 	w.flags = fs
 	fs.Var(&w.term, "term", "draw the epoch from `term` instead of -epoch: above the shard's last epoch of this term by -writer (as under writefence exec)")
+	// Beside -term, neither -epoch nor (under writefence exec) -writer is.
+	for name, required := range map[string]string{
+		"epoch":  "(required, unless -term)",
+		"writer": "(required; with -term, " + envHolder + " by default)",
+	} {
+		f := fs.Lookup(name)
+		f.Usage = strings.Replace(f.Usage, "(required)", required, 1)
+	}
 }
 
 // termDefaults checks a command's -term against its other flags before
