@@ -116,11 +116,11 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 //
 // The tenure floor is where the writer's tenure began: a commit by another
 // writer than the recorded one starts a tenure at the recorded epoch + 1,
-// and a Seal or a Settle one at its own epoch (promise 21), so a deposed
-// writer's blobs can never be committed. Writer names must be unique among
-// the processes that write a shard. The manifest, and every later record of
-// the shard, is a stream's record (format version 3 or 4), which older
-// readers refuse.
+// a Seal or a Settle one at its own epoch (promise 21), and a record never
+// committed holds one at its epoch, so no deposed writer's blob is ever
+// committed. Writer names must be unique among the processes that write a
+// shard. The manifest, and every later record, is a stream's record
+// (format version 3 or 4), which older readers refuse.
 func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current Manifest) (Manifest, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")
