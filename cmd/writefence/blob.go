@@ -37,8 +37,8 @@ it, and gc deletes it once it can never be committed, or once it is older
 than gc's -grace without a commit. Only a commit by the same -writer, at an
 epoch not below the blob's and within that writer's tenure, can reference
 it: a writer deposed meanwhile has written a blob nobody will read. Until a
-shard's first commit, its record's epoch starts the tenure: a push landing
-between a blob put and that first commit leaves the blob uncommittable.
+shard's first commit, its record's epoch starts the tenure: a push above
+the blob's epoch that lands before that commit leaves the blob uncommittable.
 
 -term T draws the epoch instead of -epoch, as for push: one above the
 shard's last epoch of term T by -writer, the epoch commit -term T then
