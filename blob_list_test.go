@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/fakeclock"
@@ -43,12 +44,17 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 	f := &writefence.Fence{Store: store, Blobs: blobs, Prefix: testserver.UniqueName(t) + "/"}
 	listing := declares[writefence.ConsistentBlobLister](store)
 	first := committedBlob(t, f, "a", 1, "the first segment")
+	// The blobs go up 16 at a time, as a shipper's uploaders put them.
 	refs := make([]writefence.BlobRef, n)
+	var up errgroup.Group
+	up.SetLimit(16)
 	for i := range refs {
-		ref, err := f.PutBlob(ctx, "wal", "0", "a", 2, strings.NewReader(fmt.Sprintf("segment %d", i)))
-		require.NoError(t, err)
-		refs[i] = ref
+		up.Go(func() (err error) {
+			refs[i], err = f.PutBlob(ctx, "wal", "0", "a", 2, strings.NewReader(fmt.Sprintf("segment %d", i)))
+			return err
+		})
 	}
+	require.NoError(t, up.Wait())
 
 	traced, trace := testserver.Traced(ctx)
 	calls := blobCalls(blobs)
