@@ -48,11 +48,11 @@ var cacheSeed = maphash.MakeSeed()
 
 // cachedRecord is what the fence remembers of a record it wrote: its
 // version and what a push over it must carry on, and its payload when
-// that is at most cachedPayload bytes and the record at most
-// writeChecked or on a bytesNamed store (whole), which an update, a seal or a commit over it
-// computes from. The version lets such a write skip the read; the write is
-// still conditioned on it, so a stale entry costs one conflict, never a
-// wrong admission, and since a version names its bytes, what is
+// that is at most cachedPayload bytes and the record at most writeChecked
+// or on a bytesNamed store (whole), which an update, a seal or a commit
+// over it computes from. The version lets such a write skip the read; the
+// write is still conditioned on it, so a stale entry costs one conflict,
+// never a wrong admission, and since a version names its bytes, what is
 // remembered with it is what the store holds while the version matches,
 // but for damage in place, which a write on the version refuses only in
 // the part of the record the store checks on a write. The epoch is only
