@@ -399,3 +399,58 @@ func TestMalformedVersionTokens(t *testing.T) {
 	assert.Zero(t, tr.Requests())
 	assert.Zero(t, dials.Load(), "no connection may reach the Valkey server")
 }
+
+// testRememberedOverDamage: on S3 and GCS, whose versions name the bytes,
+// a Fence decides an update over the record it wrote on what it
+// remembers whatever the record's size; damage in the middle of a record
+// longer than the part every store checks on a write is still never
+// replaced (promise 7): it gave the record a new version, so the write
+// conditioned on the remembered one is refused, and the read that follows
+// finds the damage. writes counts the requests that wrote.
+func testRememberedOverDamage(t *testing.T, s writefence.ConditionalStore, damage testserver.Damager, writes func() int64) {
+	ctx := t.Context()
+	f := &writefence.Fence{Store: s, Prefix: testserver.UniqueName(t) + "/"}
+	var refs []writefence.BlobRef
+	for i := range 30 {
+		ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader(fmt.Sprint("segment ", i)))
+		require.NoError(t, err)
+		refs = append(refs, ref)
+	}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = refs
+		return m, nil
+	}))
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	data, _, err := s.Get(ctx, info.Key)
+	require.NoError(t, err)
+	require.Greater(t, len(data), 1343, "a record longer than every store checks on a write")
+	require.NoError(t, damage(ctx, info.Key, testserver.Fault{Flip: len(data) / 2}))
+	damaged, _, err := s.Get(ctx, info.Key)
+	require.NoError(t, err)
+
+	before := writes()
+	err = f.Update(ctx, "wal", "0", "a", 2, func([]byte) ([]byte, error) { return []byte("next"), nil })
+	require.ErrorIs(t, err, writefence.ErrCorrupt)
+	assert.Equal(t, int64(1), writes()-before, "one write, decided on the remembered record and refused, before the read")
+	after, _, err := s.Get(ctx, info.Key)
+	require.NoError(t, err)
+	assert.Equal(t, damaged, after, "the damage is as it was")
+}
+
+func TestMinioRememberedOverDamage(t *testing.T) {
+	t.Parallel()
+	wire := testserver.NewTransport(t)
+	c := testserver.S3Server(t).Client(t, wire)
+	bucket := testserver.MinioBucket(t, c)
+	testRememberedOverDamage(t, writefence.NewMinioStore(c, bucket), testserver.DamageS3(c, bucket), wire.Writes)
+}
+
+func TestGCSRememberedOverDamage(t *testing.T) {
+	t.Parallel()
+	wire := testserver.NewTransport(t)
+	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
+	bucket := testserver.GCSBucket(t, c)
+	damage := testserver.DamageGCS(testserver.GCSClient(t, testserver.GCSEndpoint(t), nil), bucket)
+	testRememberedOverDamage(t, writefence.NewGCSStore(c, bucket), damage, wire.Writes)
+}
