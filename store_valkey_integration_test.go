@@ -3185,11 +3185,7 @@ func TestValkeyWatchTornReadSameEpoch(t *testing.T) {
 	require.ErrorAs(t, context.Cause(deposed), &stale, "promise 18: b is deposed")
 	assert.False(t, errors.Is(err, writefence.ErrCorrupt), "the record is intact: %v", err)
 
-	epoch, writer, payload, err := b.Latest(ctx, "p", "s")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(2), epoch)
-	assert.Equal(t, "a", writer)
-	assert.Equal(t, "a payload longer than b's", string(payload))
+	requireLatestIn(t, b, "p", "s", 2, "a", "a payload longer than b's")
 }
 
 // TestValkeyWatchTornBrandRead: the WATCH path reads whether the brand key
