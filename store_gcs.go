@@ -253,7 +253,10 @@ var errNoGeneration = errors.New("the server sent no object generation")
 // gcsError classifies an error from the client. A missing object is
 // ErrNotFound only for a read (a record's or a blob's): for a delete the
 // caller handles it, and a write with a precondition is answered 412,
-// never 404.
+// never 404. A 404 on a write or a listing is a missing bucket, which no
+// retry creates: errors.ErrUnsupported. (A read cannot tell one: the
+// client answers both as storage.ErrObjectNotExist, so a Push over a
+// missing bucket reads no record and ends on its write.)
 //
 // A 401 or a 403 refuses the caller's credentials or their rights: it
 // matches fs.ErrPermission, the request was not carried out, and sending it
@@ -277,6 +280,11 @@ func gcsError(op, key string, err error) error {
 			return storeErr("gcs "+op, key, fs.ErrPermission, err)
 		case http.StatusTooManyRequests:
 			return storeErr("gcs "+op, key, nil, fmt.Errorf("rate limited (http 429), retry after a backoff: %w", err))
+		case http.StatusNotFound:
+			if op == "put" || op == "blob create" || op == "list" || op == "blob list" {
+				return storeErr("gcs "+op, key, errors.ErrUnsupported,
+					fmt.Errorf("the bucket does not exist (create it, as writefence init does): %w", err))
+			}
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

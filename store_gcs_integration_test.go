@@ -5,6 +5,7 @@ package writefence_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -191,4 +192,46 @@ func TestGCSIntegrationBlobTimeWithoutLastModified(t *testing.T) {
 	}))
 	assert.Equal(t, created, listed, "ListBlobs")
 	assert.Positive(t, wire.removed.Load(), "the emulator sent a Last-Modified the transport removed")
+}
+
+// TestGCSNoSuchBucket: over a bucket that does not exist, a push, a blob
+// and a lease end at their first write with errors.ErrUnsupported, which
+// names the cause, and are not retried. The read before each cannot tell
+// a missing bucket from a missing object (the client answers both as
+// storage.ErrObjectNotExist), so it reads no record.
+func TestGCSNoSuchBucket(t *testing.T) {
+	t.Parallel()
+	wire := testserver.NewTransport(t)
+	c := testserver.GCSClient(t, testserver.GCSEndpoint(t), wire)
+	fence := &writefence.Fence{Store: writefence.NewGCSStore(c, "no-such-bucket-"+strconv.FormatInt(time.Now().UnixNano(), 36)),
+		RetryDelay: time.Microsecond}
+	for _, tc := range []struct {
+		name  string
+		call  func() error
+		kinds map[string]int64
+	}{
+		{"push", func() error { return fence.Push(t.Context(), "wal", "0", "a", 1, []byte("x")) },
+			map[string]int64{"GET": 1, "POST": 1}},
+		{"blob", func() error {
+			_, err := fence.PutBlob(t.Context(), "wal", "0", "a", 1, bytes.NewReader([]byte("segment")))
+			return err
+		}, map[string]int64{"POST": 1}},
+		{"lease", func() error {
+			_, err := (&writefence.Lease{Fence: fence, Name: "l", Holder: "h", TTL: time.Minute}).Acquire(t.Context())
+			return err
+		}, map[string]int64{"GET": 1, "POST": 1}},
+	} {
+		before := wire.Kinds()
+		err := tc.call()
+		require.ErrorIs(t, err, errors.ErrUnsupported, tc.name)
+		assert.Contains(t, err.Error(), "the bucket does not exist (create it", tc.name)
+		after := wire.Kinds()
+		for k := range after {
+			after[k] -= before[k]
+			if after[k] == 0 {
+				delete(after, k)
+			}
+		}
+		assert.Equal(t, tc.kinds, after, "%s: the requests, none retried", tc.name)
+	}
 }

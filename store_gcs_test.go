@@ -125,15 +125,16 @@ func TestGCSErrorMapping(t *testing.T) {
 		wantNotFound
 		wantRateLimit
 		wantPermission
+		wantUnsupported
 		wantNil
 	)
 	cases := []struct {
-		op     string // get, put (update), create, delete
+		op     string // get, put (update), create, delete, list
 		status int
 		want   want
 	}{
 		{"put", 412, wantConflict}, {"create", 412, wantConflict}, {"put", 429, wantRateLimit},
-		{"put", 404, wantOther}, {"put", 500, wantOther}, {"put", 503, wantOther},
+		{"put", 404, wantUnsupported}, {"create", 404, wantUnsupported}, {"list", 404, wantUnsupported}, {"put", 500, wantOther}, {"put", 503, wantOther},
 		{"get", 404, wantNotFound}, {"get", 429, wantRateLimit}, {"get", 500, wantOther},
 		{"delete", 404, wantNil}, {"delete", 429, wantRateLimit}, {"delete", 500, wantOther},
 		{"get", 401, wantPermission}, {"get", 403, wantPermission}, {"put", 401, wantPermission},
@@ -160,13 +161,14 @@ func TestGCSErrorMapping(t *testing.T) {
 			assert.Equal(t, tc.want == wantRateLimit, strings.Contains(err.Error(), ": rate limited (http 429), retry after a backoff: "),
 				"rate limit: %v", err)
 			assert.Equal(t, tc.want == wantPermission, errors.Is(err, fs.ErrPermission), "fs.ErrPermission: %v", err)
+			assert.Equal(t, tc.want == wantUnsupported, errors.Is(err, errors.ErrUnsupported), "errors.ErrUnsupported: %v", err)
 			assert.Regexp(t, `^writefence: gcs `, err.Error())
 			// Both our error, with its context, and the client's are
 			// reachable.
 			var se *writefence.StoreError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, "k", se.Key)
-			assert.Equal(t, map[string]string{"get": "gcs get", "put": "gcs put", "create": "gcs put", "delete": "gcs delete"}[tc.op], se.Op)
+			assert.Equal(t, map[string]string{"get": "gcs get", "put": "gcs put", "create": "gcs put", "delete": "gcs delete", "list": "gcs list"}[tc.op], se.Op)
 			if tc.want == wantNotFound {
 				assert.ErrorIs(t, err, storage.ErrObjectNotExist)
 				return
@@ -191,6 +193,8 @@ func gcsUnitOp(t *testing.T, store *writefence.GCSStore, op string) error {
 		_, err = store.PutIfVersion(ctx, "k", []byte("v"), "")
 	case "delete":
 		err = store.Delete(ctx, "k")
+	case "list":
+		err = store.List(ctx, "k", func(string) error { return nil })
 	default:
 		t.Fatalf("unknown op %q", op)
 	}
