@@ -203,9 +203,10 @@ func transientRead(err error) bool {
 }
 
 // final reports whether an error from the store is a refusal that a retry
-// cannot change: damage, another wire identity, an argument or an object
-// the store cannot take, refused credentials, a store the adapter cannot
-// serve, an untrusted store, a stale epoch, a record that went back. A write refused so wrote nothing.
+// cannot change: damage, another wire identity, an argument or an object the
+// store cannot take, refused credentials, a store the adapter cannot serve,
+// an untrusted store, a stale epoch, a record that went back. A write
+// refused so wrote nothing.
 func final(err error) bool {
 	for _, target := range []error{ErrCorrupt, ErrWire, ErrInvalidArgument, ErrTooLarge,
 		ErrUntrustedStore, ErrStaleEpoch, ErrEpochRegressed, fs.ErrPermission, errors.ErrUnsupported} {

@@ -101,9 +101,10 @@ import (
 // delete"; a cancelled context returns ctx.Err() itself. A write, or the
 // lock it takes, that the file system refuses (permissions, a file system
 // mounted read-only, a store opened read-only) returns one matching
-// fs.ErrPermission, and wrote nothing: retrying cannot change it. A failure to make the directory durable after the new file was
-// renamed into place matches ErrOutcomeUnknown instead, never
-// fs.ErrPermission: that write may have landed.
+// fs.ErrPermission, and wrote nothing: retrying cannot change it. A failure
+// to make the directory durable after the new file was renamed into place
+// matches ErrOutcomeUnknown instead, never fs.ErrPermission: that write may
+// have landed.
 //
 // MaxObjectSize is the largest data size a Get returns and a PutIfVersion
 // accepts; zero (or less) means 64 MiB + 4 KiB, the largest default

@@ -37,8 +37,8 @@ import (
 // and ListBlobs; an answer without it is an error, never a zero time.
 //
 // MaxObjectSize is the read limit of Get in bytes; zero (or less) means
-// 64 MiB + 4 KiB, the largest default payload and a record header. The fields are read without locking and must be
-// set before first use.
+// 64 MiB + 4 KiB, the largest default payload and a record header. The
+// fields are read without locking and must be set before first use.
 type gcsStore struct {
 	MaxObjectSize int64
 

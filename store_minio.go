@@ -79,8 +79,8 @@ const (
 // CRC-32C with servers that do not. Records always carry their MD5.
 //
 // MaxObjectSize, when positive, is the read limit of Get (zero means
-// 64 MiB + 4 KiB, the largest default payload and a record header). Set the fields before first use. A
-// minioStore is safe for concurrent use.
+// 64 MiB + 4 KiB, the largest default payload and a record header). Set
+// the fields before first use. A minioStore is safe for concurrent use.
 type minioStore struct {
 	MaxObjectSize int64
 
