@@ -445,11 +445,19 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	err = l.rewrite(ctx, key, opLeaseRelease, term, true)
+	released = l.errorf("term %d: released: %w", term, ErrLeaseLost)
+	// A Hold that began while this call waited for io is in force now, and
+	// ends too; none begins while io is held.
 	l.mu.Lock()
+	later := l.hold
+	l.hold = nil
 	if l.held {
-		l.drop(l.errorf("term %d: released: %w", term, ErrLeaseLost))
+		l.drop(released)
 	}
 	l.mu.Unlock()
+	if later != nil {
+		later.cancel(released)
+	}
 	return err
 }
 

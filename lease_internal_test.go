@@ -1059,6 +1059,57 @@ func TestLeaseHoldOnce(t *testing.T) {
 	})
 }
 
+// TestLeaseReleaseEndsAHoldBegunMeanwhile: a Release that waits for the
+// write of a Hold that began before it (a renewal of the lease the Lease
+// holds) ends that Hold's context once it releases the lease, as it ends a
+// Hold in force when it starts: the context Hold returned is done when the
+// lease is released, whichever call came first.
+func TestLeaseReleaseEndsAHoldBegunMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var hold atomic.Bool // the next write waits at gate
+		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+			if hold.CompareAndSwap(true, false) {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+			return write()
+		}})
+		a := holdLease(&Fence{Store: &MemStore{}}, "a")
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
+
+		hold.Store(true)
+		type holdResult struct {
+			ctx context.Context
+			err error
+		}
+		holds := make(chan holdResult, 1)
+		go func() {
+			h, err := a.Hold(ctx) // renews the lease it holds: its write waits at the gate
+			holds <- holdResult{h, err}
+		}()
+		synctest.Wait()
+		released := make(chan error, 1)
+		go func() { released <- a.Release(ctx) }()
+		synctest.Wait() // Release waits for the Hold's write
+		close(gate)
+
+		h := <-holds
+		require.NoError(t, h.err)
+		require.NoError(t, <-released)
+		_, err = a.Epoch(ctx, "wal", "0")
+		require.ErrorIs(t, err, ErrLeaseLost, "released")
+		assert.ErrorIs(t, context.Cause(h.ctx), ErrLeaseLost, "the Hold's context is done once the lease is released")
+
+		time.Sleep(2 * holdTTL) // every timer of the Hold fires
+		assert.ErrorIs(t, context.Cause(h.ctx), ErrLeaseLost, "the Hold's context is done once the lease is released")
+	})
+}
+
 // TestLeaseHoldTakeoverRace: pipelines push to three shards under one
 // Hold, each under its Deposed context, while the lease renews itself; a
 // contender takes the lease over and seals the shards. Every pipeline
