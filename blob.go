@@ -442,7 +442,7 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		doomed = append(doomed, aged...)
 	} else if len(aged) > 0 {
 		horizon = threshold
-		refs, err := f.raiseHorizon(ctx, key, threshold)
+		refs, err := f.raiseHorizon(ctx, plugin, shard, key, threshold)
 		if err != nil {
 			return report, err
 		}
@@ -461,16 +461,25 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	return report, damage
 }
 
-// raiseHorizon raises the collection horizon of the record at key to at
-// least horizon, through the engine, changing nothing else in it, and
-// returns the references of the record that then carries it: no commit
-// can newly reference a blob created before the horizon from then on.
-func (f *Fence) raiseHorizon(ctx context.Context, key string, horizon int64) ([]BlobRef, error) {
+// raiseHorizon raises the collection horizon of the record at key, of
+// (plugin, shard), to at least horizon, through the engine, changing
+// nothing else in it, and returns the references of the record that then
+// carries it: no commit can newly reference a blob created before the
+// horizon from then on. Under KeepFloor every attempt reads the floor, as
+// every write of the record does: what the Fence remembers may be gone.
+func (f *Fence) raiseHorizon(ctx context.Context, plugin, shard, key string, horizon int64) ([]BlobRef, error) {
 	e := f.engine()
+	var floorKey string
+	if e.KeepFloor {
+		var err error
+		if floorKey, err = e.floorKey(plugin, shard); err != nil {
+			return nil, err
+		}
+	}
 	var refs []BlobRef // of the record the last attempt decided on
 	var seen sight
 	var fl floorState
-	_, err := e.run(ctx, &change{op: opCollect, key: key, branded: true, before: e.sightBefore(key, "", &fl, &seen), decide: func(s *snapshot) ([][]byte, bool, error) {
+	_, err := e.run(ctx, &change{op: opCollect, key: key, branded: true, before: e.sightBefore(key, floorKey, &fl, &seen), decide: func(s *snapshot) ([][]byte, bool, error) {
 		st := decodeSnapshot(key, s)
 		if st.corrupt != nil {
 			return nil, false, st.corrupt

@@ -1028,3 +1028,40 @@ func sortedNames(refs ...writefence.BlobRef) []string {
 	slices.Sort(names)
 	return names
 }
+
+// TestCollectHorizonHeldToTheFloor (promise 31): under KeepFloor, the
+// write of a collection's horizon lands only on a record at or above the
+// shard's floor, however little the collecting Fence remembers of the
+// record by then. Here it forgets (Forget; a Fence past its 131,072
+// remembered shards drops one just as well) between its read of the
+// record and that write, while the record is set back below the floor.
+func TestCollectHorizonHeldToTheFloor(t *testing.T) {
+	ctx := t.Context()
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
+	key := mustKey(t, "wal", "0")
+	w := &writefence.Fence{Store: mem, KeepFloor: true}
+	require.NoError(t, w.Seal(ctx, "wal", "0", "a", 1))
+	require.NoError(t, w.Push(ctx, "wal", "0", "a", 2, []byte("a's")))
+	deposed := bytesAt(t, mem, key)
+	require.NoError(t, w.Seal(ctx, "wal", "0", "b", 3)) // the floor: 3
+	putBlob(t, w, "b", 3, "pending")                    // b's, unreferenced, so aged: the horizon rises over it
+	clock.Advance(2 * time.Hour)
+
+	var gc *writefence.Fence
+	var once sync.Once
+	store := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.ListBlobs {
+			once.Do(func() {
+				assert.NoError(t, gc.Forget("wal", "0"))
+				setBack(t, mem, key, deposed)
+			})
+		}
+		return nil
+	}})
+	gc = &writefence.Fence{Store: store, KeepFloor: true}
+	report, err := gc.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.ErrorIs(t, err, writefence.ErrEpochRegressed)
+	assert.Empty(t, report.Deleted)
+	assert.Equal(t, deposed, bytesAt(t, mem, key), "no write lands on the record set back below the floor")
+}

@@ -116,3 +116,61 @@ func TestRememberedEmptyPayload(t *testing.T) {
 		}
 	}
 }
+
+// TestRememberedVersionBelowTheFloor (promise 31): on a store whose
+// versions are the bytes' hashes (S3's ETags), a record set back to the
+// very bytes its Fence wrote last takes back the version that Fence
+// remembers. Once another Fence's seal or settle has raised the shard's
+// floor above what the Fence wrote, no write of it decides on what it
+// remembers: each reads the record, finds it below the floor and is
+// refused, writing nothing.
+func TestRememberedVersionBelowTheFloor(t *testing.T) {
+	ctx := t.Context()
+	key := mustKey(t, "wal", "0")
+	same := func(cur []byte) ([]byte, error) { return cur, nil }
+	for _, raise := range []struct {
+		name  string
+		by    string
+		floor func(s *contentVersioned, other *writefence.Fence) error
+	}{
+		{"seal", "b", func(_ *contentVersioned, other *writefence.Fence) error {
+			return other.Seal(ctx, "wal", "0", "b", 20)
+		}},
+		{"settle", "op", func(s *contentVersioned, other *writefence.Fence) error {
+			s.mu.Lock()
+			delete(s.data, key)
+			s.mu.Unlock()
+			return other.Settle(ctx, "wal", "0", writefence.Settlement{Lost: true, Writer: "op", Floor: 19, Epoch: 20, Payload: []byte("s")})
+		}},
+	} {
+		t.Run(raise.name, func(t *testing.T) {
+			s := &contentVersioned{}
+			a := &writefence.Fence{Store: s, KeepFloor: true}
+			require.NoError(t, a.Seal(ctx, "wal", "0", "a", 10))
+			require.NoError(t, a.Push(ctx, "wal", "0", "a", 11, []byte("eleven")))
+			remembered, v, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			require.NoError(t, raise.floor(s, &writefence.Fence{Store: s, KeepFloor: true}))
+			s.raw(key, remembered)
+			_, restored, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, v, restored, "the version a remembers is back")
+
+			want := writefence.EpochRegressedError{Key: key, Epoch: 12, Seen: 20, SeenWriter: raise.by, Floor: true, Found: 11, FoundWriter: "a"}
+			for op, call := range map[string]func() error{
+				"push":   func() error { return a.Push(ctx, "wal", "0", "a", 12, []byte("twelve")) },
+				"update": func() error { return a.Update(ctx, "wal", "0", "a", 12, same) },
+				"commit": func() error {
+					return a.Commit(ctx, "wal", "0", "a", 12, func(m writefence.Manifest) (writefence.Manifest, error) { return m, nil })
+				},
+				"seal": func() error { return a.Seal(ctx, "wal", "0", "a", 12) },
+			} {
+				want.Op = op
+				requireRegressed(t, call(), want)
+				got, _, err := s.Get(ctx, key)
+				require.NoError(t, err)
+				assert.Equal(t, remembered, got, "%s wrote nothing", op)
+			}
+		})
+	}
+}
