@@ -108,7 +108,8 @@
 //     horizon write is no write of an epoch).
 //  3. A refused write writes nothing: a stale epoch, another identity,
 //     damage, an invalid argument, an untrusted store, a held lease or
-//     refused credentials leave the store as it was.
+//     refused credentials leave the store as it was (a Seal or a Settle
+//     refused at its floor, 31, says that its record landed).
 //  4. A write that returned nil is what the store holds, until a write at
 //     a higher epoch replaces it; across the store's own failover as far
 //     as the store keeps acknowledged writes (see Durability).
@@ -179,8 +180,8 @@
 //
 // Streams:
 //
-//  19. A blob is written once: no blob key is ever written twice, so no
-//     blob is replaced.
+//  19. A blob is written once: no blob key is written twice, none
+//     replaced.
 //  20. A commit lands only while every blob it newly references exists
 //     with the size referenced, was written by the committing writer
 //     within its tenure, and was created at or after the record's

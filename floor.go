@@ -2,6 +2,7 @@ package writefence
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -127,7 +128,9 @@ func (e *engine) sightBefore(key, floorKey string, fl *floorState, seen *sight) 
 // enterFloor raises the floor at key to epoch, entered by writer: a
 // record of that epoch and writer, with no payload, written through the
 // engine (Op "floor") once the seal or settle of that epoch landed. A
-// floor at or above epoch is left as it is.
+// floor at or above epoch is left as it is. Its error, but for ctx's,
+// says that the record landed: a refusal of the floor's write refuses
+// nothing the call wrote before (promise 3).
 func (e *engine) enterFloor(ctx context.Context, key, writer string, epoch uint64) error {
 	_, err := e.run(ctx, &change{op: opFloor, key: key, writer: writer, epoch: epoch, branded: true, decide: func(s *snapshot) ([][]byte, bool, error) {
 		st := decodeSnapshot(key, s)
@@ -143,5 +146,8 @@ func (e *engine) enterFloor(ctx context.Context, key, writer string, epoch uint6
 		}
 		return [][]byte{record.EncodeHeader(e.wireID(), writer, epoch, 0, record.CRC32C(nil))}, false, nil
 	}})
-	return err
+	if err == nil || isContextErr(err) {
+		return err
+	}
+	return &prefixed{prefix: fmt.Sprintf("writefence: the record landed at epoch %d, but the floor was not raised to it: ", epoch), err: err}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -530,4 +531,50 @@ func TestSettleRegressedOwnRecord(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, v, got, "nothing written")
 	})
+}
+
+// TestKeepFloorRefusalAfterTheRecordLanded (promises 3 and 31): under
+// KeepFloor a Seal or a Settle writes its record, then the floor. When the
+// store refuses the floor's write (here credentials that reach the records
+// but not the reserved space; a floor key damaged or of another identity
+// in between does the same), the call returns the refusal, saying that
+// the record landed, which it did; called again with the floor's write
+// allowed, it enters the floor.
+func TestKeepFloorRefusalAfterTheRecordLanded(t *testing.T) {
+	floorKey, err := keys.Floor("", "wal", "0")
+	require.NoError(t, err)
+	denied := &writefence.StoreError{Op: "mem put", Key: floorKey, Err: fmt.Errorf("%w: access denied", fs.ErrPermission)}
+	settlement := func(f *writefence.Fence) writefence.Settlement {
+		info, err := f.Inspect(t.Context(), "wal", "0")
+		require.NoError(t, err)
+		return writefence.Settlement{Lost: true, Version: info.Version, Writer: "op", Floor: 1, Epoch: 2, Payload: []byte("s")}
+	}
+	for _, tt := range []struct {
+		name string
+		call func(f *writefence.Fence, s writefence.Settlement) error
+	}{
+		{"seal", func(f *writefence.Fence, _ writefence.Settlement) error { return f.Seal(t.Context(), "wal", "0", "b", 2) }},
+		{"settle", func(f *writefence.Fence, s writefence.Settlement) error { return f.Settle(t.Context(), "wal", "0", s) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := &writefence.MemStore{}
+			key := mustKey(t, "wal", "0")
+			require.NoError(t, (&writefence.Fence{Store: mem}).Push(t.Context(), "wal", "0", "a", 1, []byte("a's")))
+			store := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{{Op: fakestore.Put, Key: floorKey, Err: denied}}})
+			s := settlement(&writefence.Fence{Store: mem})
+			err := tt.call(&writefence.Fence{Store: store, KeepFloor: true}, s)
+			require.ErrorIs(t, err, fs.ErrPermission)
+			assert.Contains(t, err.Error(), "writefence: the record landed at epoch 2, but the floor was not raised to it: mem put "+floorKey+": permission denied")
+			info, ierr := (&writefence.Fence{Store: mem}).Inspect(t.Context(), "wal", "0")
+			require.NoError(t, ierr)
+			assert.Equal(t, uint64(2), info.Epoch, "the record landed, as the error says")
+			_, _, ferr := mem.Get(t.Context(), floorKey)
+			require.ErrorIs(t, ferr, writefence.ErrNotFound, "no floor")
+
+			require.NoError(t, tt.call(&writefence.Fence{Store: mem, KeepFloor: true}, s), "called again, it enters the floor")
+			_, _, ferr = mem.Get(t.Context(), floorKey)
+			require.NoError(t, ferr)
+			assert.NotEmpty(t, bytesAt(t, mem, key))
+		})
+	}
 }

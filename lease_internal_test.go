@@ -1432,3 +1432,94 @@ func TestLeaseSameHolderRace(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, leases[winner].Renew(ctx))
 }
+// TestLeaseReleaseWhoseCtxEndsWhileWaiting: Release says the Lease hands
+// out no epoch after it, whatever the outcome. A Release whose ctx ends
+// while it waits for another call's write of the record (a Renew held up
+// by the store) returns ctx's error, and the Lease goes on handing out
+// epochs: before that write ends, and after it lands.
+func TestLeaseReleaseWhoseCtxEndsWhileWaiting(t *testing.T) {
+	gate, arrived := make(chan struct{}), make(chan struct{})
+	var hold atomic.Bool // the next write waits at gate
+	ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+		if hold.CompareAndSwap(true, false) {
+			close(arrived)
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		return write()
+	}})
+	clock := &fakeclock.Clock{}
+	a := newTestLease(&MemStore{}, "a", clock.Now)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+
+	hold.Store(true)
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Renew(ctx) }()
+	<-arrived // the renewal holds the Lease's writes
+	open := sync.OnceFunc(func() { close(gate) })
+	defer open()
+
+	rctx, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, a.Release(rctx), context.Canceled) // its ctx ended while it waited
+	_, err = a.Epoch(ctx, "wal", "0")
+	require.ErrorIs(t, err, ErrLeaseLost, "Release: the Lease hands out no epoch after, whatever the outcome")
+
+	open()
+	require.NoError(t, <-renewed)
+	_, err = a.Epoch(ctx, "wal", "0")
+	require.ErrorIs(t, err, ErrLeaseLost, "Release: the Lease hands out no epoch after, whatever the outcome")
+}
+
+// TestLeaseHoldSealRacesItsOwnEpoch: Hold by a Lease that already holds
+// the lease (it renews, keeping the term) seals with one epoch of the
+// term, drawn once. An epoch of the same term that the Lease hands out
+// meanwhile to a push of the shard (a pipeline that ships under its own
+// ctx) lands first; the seal is then refused as stale by this holder's
+// own epoch, and Hold releases the lease and reports the lease's terms
+// behind the shard's. Promise 15: a takeover releases the lease only on a
+// refusal no retry changes, and a seal at a fresh epoch of the term would
+// land.
+func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		f := &Fence{Store: &MemStore{}}
+		a := holdLease(f, "a")
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
+		e, err := a.Epoch(ctx, "wal", "0")
+		require.NoError(t, err)
+		require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
+
+		shard := mustShardKey(t, "wal", "0")
+		gate := make(chan struct{})
+		var stalled atomic.Bool
+		slow := hook.With(ctx, &hook.Hooks{Write: func(ctx context.Context, key string, write func() (string, error)) (string, error) {
+			if key == shard && stalled.CompareAndSwap(false, true) {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+			return write()
+		}})
+		held := make(chan error, 1)
+		go func() {
+			_, err := a.Hold(slow, Shard{"wal", "0"})
+			held <- err
+		}()
+		synctest.Wait() // the seal's write waits at the gate
+		require.True(t, stalled.Load())
+		_, err = f.PushFrom(ctx, a, "wal", "0", "a", []byte("segment 1"))
+		require.NoError(t, err, "the pipeline's push, at the next epoch of the term")
+		close(gate)
+
+		err = <-held
+		require.NoError(t, err, "the seal is refused by an epoch of this very term and holder: a fresh epoch would seal")
+	})
+}

@@ -79,6 +79,9 @@ func (c *Checker) checkRefusedWrite(idx int, call *Call, fl *flight, ch *Change)
 	}
 	for _, e := range call.Events {
 		if e.Key == ch.Key && e.Err == nil && !e.Retrying {
+			if class == classRecord && (call.Op == Seal || call.Op == Settle) && !strings.Contains(call.Err.Error(), "the record landed at epoch") {
+				c.report(idx, 3, "%s ended refused (%v) after its record landed, and does not say so", who(call), call.Err)
+			}
 			return
 		}
 	}

@@ -169,7 +169,7 @@ type Change struct {
 	InPlace bool
 	// Fault, for Kind "fault": "transient" (a read or write failed and
 	// changed nothing), "lost" (a reply was lost; a put that landed is a
-	// change of its own).
+	// change of its own), "denied" (a write refused, fs.ErrPermission).
 	Fault string
 	At    time.Time
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"slices"
 	"sort"
 	"time"
@@ -174,8 +175,12 @@ func (s *simStore) PutIfVersion(ctx context.Context, key string, data []byte, ex
 	call := callOf(ctx)
 	data = bytes.Clone(data)
 	err = s.w.do(ctx, "put", key, func(f fault) error {
-		if f == transient {
+		switch f {
+		case transient:
 			return s.throttled(call, "put", key)
+		case denied:
+			s.change(call, promise.Change{Kind: "fault", Key: key, Fault: "denied"})
+			return &writefence.StoreError{Op: "sim put", Key: key, Err: fs.ErrPermission}
 		}
 		var err error
 		version, err = s.base.PutIfVersion(context.Background(), key, data, expect)

@@ -58,12 +58,13 @@ const (
 
 // World is one simulated deployment. Run it inside synctest.Test.
 type World struct {
-	cfg   Config
-	rng   *rand.Rand // the scheduler's draws
-	seed  uint64
-	base  baseStore
-	store *simStore
-	key   string // the shard's record key
+	cfg      Config
+	rng      *rand.Rand // the scheduler's draws
+	seed     uint64
+	base     baseStore
+	store    *simStore
+	key      string // the shard's record key
+	floorKey string // the shard's floor key (KeepFloor)
 
 	ctx    context.Context // every process's ancestor; cancelled to shut down
 	cancel context.CancelFunc
@@ -101,6 +102,9 @@ func New(seed uint64, cfg Config) (*World, error) {
 	w.store = &simStore{w: w, base: base}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if w.key, err = keys.Shard("", plugin, shard); err != nil {
+		return nil, err
+	}
+	if w.floorKey, err = keys.Floor("", plugin, shard); err != nil {
 		return nil, err
 	}
 	if cfg.Branded {
@@ -229,6 +233,7 @@ const (
 	transient       // the call fails and changes nothing
 	lostAfter       // a write lands, and its reply is lost
 	stall           // a write the store holds up, its process paused with it
+	denied          // a write the store refuses (fs.ErrPermission): the floor's, after its seal or settle landed
 )
 
 // grant lets r run, with a fault drawn for it.
@@ -270,6 +275,8 @@ func (w *World) drawFault(r *request) fault {
 	switch {
 	case r.kind == "put" && roll < 20 && r.key == w.key && r.proc.kind == "writer":
 		return stall
+	case r.kind == "put" && roll >= 960 && r.key == w.floorKey:
+		return denied
 	case r.kind == "put" && roll < 50:
 		return lostAfter
 	case roll < 90 && r.kind != "create blob" && r.kind != "delete blob" && r.kind != "delete blobs" && r.kind != "list blobs":
