@@ -553,7 +553,9 @@ func TestKeepFloorRefusalAfterTheRecordLanded(t *testing.T) {
 		name string
 		call func(f *writefence.Fence, s writefence.Settlement) error
 	}{
-		{"seal", func(f *writefence.Fence, _ writefence.Settlement) error { return f.Seal(t.Context(), "wal", "0", "b", 2) }},
+		{"seal", func(f *writefence.Fence, _ writefence.Settlement) error {
+			return f.Seal(t.Context(), "wal", "0", "b", 2)
+		}},
 		{"settle", func(f *writefence.Fence, s writefence.Settlement) error { return f.Settle(t.Context(), "wal", "0", s) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

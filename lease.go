@@ -91,6 +91,11 @@ type Lease struct {
 
 	// hold is the Hold in force; nil when none is.
 	hold *holding
+
+	// releasing is set when a Release begins, and cleared when an Acquire
+	// or a Hold begins: while it is set, whatever came of the release, the
+	// Lease hands out no epoch.
+	releasing bool
 }
 
 // holding is one Hold: the context it handed out and its renewer.
@@ -130,6 +135,9 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 		}
 	}
 	start := time.Now()
+	l.mu.Lock()
+	l.releasing = false
+	l.mu.Unlock()
 	if err := l.lockIO(ctx); err != nil {
 		return nil, err
 	}
@@ -177,9 +185,11 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 // (a conflict, a lost reply, a store that holds the write past a TTL), for
 // as long as the lease is held. A takeover never gives the lease up
 // because a seal is slow: the writer it fences may be the one holding the
-// store up. It gives up when the lease is lost or expires, when ctx ends,
-// or on a refusal no retry changes (the shard records an epoch at or above
-// the term's, damage, another identity).
+// store up. A seal refused as stale by an epoch this Lease handed out in
+// the term (a push of the shard that drew a later epoch landed first) is
+// sent again at a new epoch. It gives up when the lease is lost or
+// expires, when ctx ends, or on a refusal no retry changes (the shard
+// records an epoch at or above the term's, damage, another identity).
 func (l *Lease) seal(ctx context.Context, h *holding, term uint64, s Shard, key string) error {
 	epoch, err := l.Epoch(h.ctx, s.Plugin, s.Shard)
 	if err != nil {
@@ -192,6 +202,11 @@ func (l *Lease) seal(ctx context.Context, h *holding, term uint64, s Shard, key 
 		switch {
 		case err == nil:
 			return nil
+		case h.ctx.Err() == nil && l.handedOut(term, err):
+			if epoch, err = l.Epoch(h.ctx, s.Plugin, s.Shard); err != nil {
+				return l.giveUp(ctx, h, term, key, err)
+			}
+			continue
 		case h.ctx.Err() != nil, final(err):
 			return l.giveUp(ctx, h, term, key, err)
 		}
@@ -199,6 +214,18 @@ func (l *Lease) seal(ctx context.Context, h *holding, term uint64, s Shard, key 
 			return l.giveUp(ctx, h, term, key, err)
 		}
 	}
+}
+
+// handedOut reports whether err refuses a write as stale by an epoch of
+// term that this Lease handed out, to its own holder.
+func (l *Lease) handedOut(term uint64, err error) bool {
+	var stale *StaleEpochError
+	if !errors.As(err, &stale) || stale.RecordedWriter != l.Holder {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held && l.term == term && stale.RecordedEpoch>>leaseSeqBits == term && stale.RecordedEpoch <= term<<leaseSeqBits|l.seq
 }
 
 // giveUp ends a takeover whose seal of key failed with err: it ends the
@@ -321,6 +348,9 @@ func (l *Lease) stopHold(h *holding, cause error) {
 // a *CorruptError, never overwritten; one absent or below the highest term
 // this Lease value saw, an *EpochRegressedError (see Settle).
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
+	l.mu.Lock()
+	l.releasing = false
+	l.mu.Unlock()
 	key, err := l.lockKey(ctx)
 	if err != nil {
 		return 0, err
@@ -432,6 +462,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	h, released := l.hold, l.errorf("term %d: released: %w", l.term, ErrLeaseLost)
+	l.releasing = true
 	l.mu.Unlock()
 	if h != nil {
 		l.stopHold(h, released)
@@ -475,6 +506,10 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 		switch {
 		case !l.held:
 			err := l.notHeld(l.gone)
+			l.mu.Unlock()
+			return 0, err
+		case l.releasing:
+			err := l.errorf("term %d: released: %w", l.term, ErrLeaseLost)
 			l.mu.Unlock()
 			return 0, err
 		case !l.now().Before(l.expiry):
@@ -762,8 +797,12 @@ func (l *Lease) now() time.Time {
 }
 
 // lockIO takes the right to write the Lease's record, waiting for a write
-// of another call to end, or for ctx to end.
+// of another call to end, or for ctx to end; a ctx ended already takes
+// nothing.
 func (l *Lease) lockIO(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	if l.ioSem == nil {
 		l.ioSem = make(chan struct{}, 1)

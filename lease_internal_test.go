@@ -1432,6 +1432,7 @@ func TestLeaseSameHolderRace(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, leases[winner].Renew(ctx))
 }
+
 // TestLeaseReleaseWhoseCtxEndsWhileWaiting: Release says the Lease hands
 // out no epoch after it, whatever the outcome. A Release whose ctx ends
 // while it waits for another call's write of the record (a Renew held up
