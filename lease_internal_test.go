@@ -1524,3 +1524,65 @@ func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 		require.NoError(t, err, "the seal is refused by an epoch of this very term and holder: a fresh epoch would seal")
 	})
 }
+
+// TestLeaseEndedHoldKeepsALaterAcquisition: a Release ends a Hold whose
+// seal is under way (its write's reply, a cancellation, comes back
+// late), and returns; an Acquire, or another Hold, then takes the next
+// term. The ended Hold's seal then fails, and the Hold gives up: it
+// releases the lease only in the acquisition it made, never in the one
+// that came after the Release, which keeps handing out epochs, keeps its
+// record, and keeps its Hold's context live.
+func TestLeaseEndedHoldKeepsALaterAcquisition(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		acquire func(ctx context.Context, a *Lease) (context.Context, error)
+	}{
+		{"acquire", func(ctx context.Context, a *Lease) (context.Context, error) {
+			_, err := a.Acquire(ctx)
+			return ctx, err
+		}},
+		{"hold", func(ctx context.Context, a *Lease) (context.Context, error) { return a.Hold(ctx) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				store := &MemStore{}
+				a := holdLease(&Fence{Store: store}, "a")
+				shard := mustShardKey(t, "wal", "0")
+				gate := make(chan struct{})
+				var stalled atomic.Bool
+				slow := hook.With(ctx, &hook.Hooks{Write: func(ctx context.Context, key string, write func() (string, error)) (string, error) {
+					if key == shard && stalled.CompareAndSwap(false, true) {
+						<-gate // the store answers the cancellation late
+						if err := ctx.Err(); err != nil {
+							return "", err
+						}
+					}
+					return write()
+				}})
+				held := make(chan error, 1)
+				go func() {
+					_, err := a.Hold(slow, Shard{"wal", "0"})
+					held <- err
+				}()
+				synctest.Wait() // the seal's write waits at the gate
+				require.True(t, stalled.Load())
+
+				require.NoError(t, a.Release(ctx), "ends the Hold, releases term 1")
+				later, err := tt.acquire(ctx, a)
+				require.NoError(t, err)
+				close(gate)
+				require.ErrorIs(t, <-held, ErrLeaseLost, "the first Hold was released")
+
+				e, err := a.Epoch(ctx, "wal", "0")
+				require.NoError(t, err, "the acquisition after the Release holds the lease")
+				assert.Equal(t, uint64(2), leaseTerm(e))
+				require.NoError(t, later.Err(), "its context is live")
+				rec := leaseRecordOf(t, store)
+				assert.Equal(t, uint64(2), rec.Term)
+				assert.NotZero(t, rec.Expiry, "term 2 is not released")
+				require.NoError(t, a.Release(ctx))
+			})
+		})
+	}
+}
