@@ -96,6 +96,12 @@ type Lease struct {
 	// or a Hold begins: while it is set, whatever came of the release, the
 	// Lease hands out no epoch.
 	releasing bool
+
+	// taken counts the acquisitions that landed, by Acquire or Hold, a
+	// renewal of the lease held included: a Hold that gives up releases
+	// the lease only in its own acquisition, never in one that came after
+	// it (a Release ended the Hold, then an Acquire took the lease again).
+	taken uint64
 }
 
 // holding is one Hold: the context it handed out and its renewer.
@@ -103,6 +109,7 @@ type holding struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when the renewer has returned
+	taken  uint64        // the Lease's taken when the Hold began: its acquisition
 }
 
 var _ EpochSource = (*Lease)(nil)
@@ -164,6 +171,7 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 	h := &holding{done: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	l.mu.Lock()
+	h.taken = l.taken
 	l.hold = h
 	for _, k := range sealed {
 		l.gateKey(k)
@@ -236,15 +244,16 @@ func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string,
 	l.stopHold(h, err)
 
 	// A release bounded by the term: one that lands after it is refused as
-	// lost, which changes nothing.
+	// lost, which changes nothing. Only the acquisition h took is
+	// released: a Release that ended h may have been followed by another.
 	l.mu.Lock()
-	held, expiry := l.held, l.expiry
+	held, expiry := l.held && l.taken == h.taken, l.expiry
 	l.mu.Unlock()
 	released := "lease released"
 	var lost *LeaseLostError
 	if held {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(expiry.Sub(l.now()), l.margin()))
-		rerr := l.Release(rctx)
+		rerr := l.release(rctx, h.taken)
 		switch {
 		case errors.As(rerr, &lost):
 		case rerr != nil:
@@ -370,6 +379,9 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 	if held {
 		err := l.rewrite(ctx, key, opLeaseRenew, heldTerm, false)
 		if err == nil {
+			l.mu.Lock()
+			l.taken++
+			l.mu.Unlock()
 			return heldTerm, nil
 		}
 		if !errors.Is(err, ErrLeaseLost) {
@@ -424,6 +436,7 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 	l.mu.Lock()
 	l.keep(term, res.version, expiry)
 	l.gone = nil
+	l.taken++
 	l.mu.Unlock()
 	return term, nil
 }
@@ -455,12 +468,21 @@ func (l *Lease) Renew(ctx context.Context) error {
 // whatever the outcome (after an error, the record may show the lease held
 // until it expires). A Lease that does not hold the lease returns why
 // (ErrLeaseLost).
-func (l *Lease) Release(ctx context.Context) error {
+func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, 0) }
+
+// release is Release; with taken other than 0, it releases the lease only
+// while the Lease holds it in that acquisition (see Lease.taken), and
+// returns nil, doing nothing, once it does not.
+func (l *Lease) release(ctx context.Context, taken uint64) error {
 	key, err := l.check()
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
+	if taken != 0 && (!l.held || l.taken != taken) {
+		l.mu.Unlock()
+		return nil
+	}
 	h, released := l.hold, l.errorf("term %d: released: %w", l.term, ErrLeaseLost)
 	l.releasing = true
 	l.mu.Unlock()
@@ -474,6 +496,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	term, err := l.heldTerm()
 	if err != nil {
 		return err
+	}
+	l.mu.Lock()
+	other := taken != 0 && l.taken != taken
+	l.mu.Unlock()
+	if other {
+		return nil
 	}
 	err = l.rewrite(ctx, key, opLeaseRelease, term, true)
 	released = l.errorf("term %d: released: %w", term, ErrLeaseLost)
