@@ -1586,3 +1586,41 @@ func TestLeaseEndedHoldKeepsALaterAcquisition(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseReleaseThenFailedAcquisition: after a Release whose ctx ended
+// before it could write (the record still shows the lease held), an
+// Acquire or a Hold that fails takes nothing, and the Lease still hands
+// out no epoch, as Release says; one that lands holds the lease again.
+func TestLeaseReleaseThenFailedAcquisition(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		acquire func(ctx context.Context, a *Lease) error
+	}{
+		{"acquire", func(ctx context.Context, a *Lease) error { _, err := a.Acquire(ctx); return err }},
+		{"hold", func(ctx context.Context, a *Lease) error { _, err := a.Hold(ctx); return err }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				a := holdLease(&Fence{Store: &MemStore{}}, "a")
+				_, err := a.Acquire(ctx)
+				require.NoError(t, err)
+				ended, cancel := context.WithCancel(ctx)
+				cancel()
+				require.ErrorIs(t, a.Release(ended), context.Canceled)
+				_, err = a.Epoch(ctx, "wal", "0")
+				require.ErrorIs(t, err, ErrLeaseLost, "no epoch after a Release, whatever its outcome")
+
+				require.ErrorIs(t, tt.acquire(ended, a), context.Canceled)
+				_, err = a.Epoch(ctx, "wal", "0")
+				require.ErrorIs(t, err, ErrLeaseLost, "an acquisition that failed takes nothing")
+
+				require.NoError(t, tt.acquire(ctx, a))
+				e, err := a.Epoch(ctx, "wal", "0")
+				require.NoError(t, err, "an acquisition that landed holds the lease")
+				assert.Equal(t, uint64(1), leaseTerm(e), "renewed: the Release wrote nothing")
+				require.NoError(t, a.Release(ctx))
+			})
+		})
+	}
+}
