@@ -93,9 +93,12 @@ type Lease struct {
 	hold *holding
 
 	// releasing is set when a Release begins, and cleared when an Acquire
-	// or a Hold begins: while it is set, whatever came of the release, the
-	// Lease hands out no epoch.
+	// or a Hold that began after it lands: while it is set, whatever came
+	// of the release, the Lease hands out no epoch. releases counts the
+	// Releases begun, by which an acquisition tells whether one began
+	// after it did.
 	releasing bool
+	releases  uint64
 
 	// taken counts the acquisitions that landed, by Acquire or Hold, a
 	// renewal of the lease held included: a Hold that gives up releases
@@ -142,9 +145,7 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 		}
 	}
 	start := time.Now()
-	l.mu.Lock()
-	l.releasing = false
-	l.mu.Unlock()
+	since := l.releasesBegun()
 	if err := l.lockIO(ctx); err != nil {
 		return nil, err
 	}
@@ -156,7 +157,7 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 		return nil, l.errorf("Hold called while a Hold of this Lease is in force")
 	}
 	actx, cancel := context.WithTimeout(ctx, l.TTL-l.margin())
-	term, err := l.acquire(actx, key)
+	term, err := l.acquire(actx, key, since)
 	late := ctx.Err() == nil && actx.Err() != nil
 	cancel()
 	if err != nil {
@@ -357,19 +358,35 @@ func (l *Lease) stopHold(h *holding, cause error) {
 // a *CorruptError, never overwritten; one absent or below the highest term
 // this Lease value saw, an *EpochRegressedError (see Settle).
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
-	l.mu.Lock()
-	l.releasing = false
-	l.mu.Unlock()
+	since := l.releasesBegun()
 	key, err := l.lockKey(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer l.unlockIO()
-	return l.acquire(ctx, key)
+	return l.acquire(ctx, key, since)
 }
 
-// acquire is Acquire. The caller holds io.
-func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
+// releasesBegun returns how many Releases began before now: an
+// acquisition that lands after none more began lets the Lease hand out
+// epochs again.
+func (l *Lease) releasesBegun() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.releases
+}
+
+// landed notes an acquisition that landed, begun after since Releases
+// (see releasesBegun). The caller holds mu.
+func (l *Lease) landed(since uint64) {
+	l.taken++
+	if l.releases == since {
+		l.releasing = false
+	}
+}
+
+// acquire is Acquire, begun after since Releases. The caller holds io.
+func (l *Lease) acquire(ctx context.Context, key string, since uint64) (uint64, error) {
 	if err := l.draw(); err != nil {
 		return 0, err
 	}
@@ -380,7 +397,7 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 		err := l.rewrite(ctx, key, opLeaseRenew, heldTerm, false)
 		if err == nil {
 			l.mu.Lock()
-			l.taken++
+			l.landed(since)
 			l.mu.Unlock()
 			return heldTerm, nil
 		}
@@ -436,7 +453,7 @@ func (l *Lease) acquire(ctx context.Context, key string) (uint64, error) {
 	l.mu.Lock()
 	l.keep(term, res.version, expiry)
 	l.gone = nil
-	l.taken++
+	l.landed(since)
 	l.mu.Unlock()
 	return term, nil
 }
@@ -466,8 +483,8 @@ func (l *Lease) Renew(ctx context.Context) error {
 // conditioned on the version this Lease last wrote, so that the next
 // acquisition takes term + 1 at once. The Lease hands out no epoch after,
 // whatever the outcome (after an error, the record may show the lease held
-// until it expires). A Lease that does not hold the lease returns why
-// (ErrLeaseLost).
+// until it expires), until an Acquire or a Hold begun after it lands. A
+// Lease that does not hold the lease returns why (ErrLeaseLost).
 func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, 0) }
 
 // release is Release; with taken other than 0, it releases the lease only
@@ -485,6 +502,7 @@ func (l *Lease) release(ctx context.Context, taken uint64) error {
 	}
 	h, released := l.hold, l.errorf("term %d: released: %w", l.term, ErrLeaseLost)
 	l.releasing = true
+	l.releases++
 	l.mu.Unlock()
 	if h != nil {
 		l.stopHold(h, released)
