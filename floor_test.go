@@ -580,3 +580,25 @@ func TestKeepFloorRefusalAfterTheRecordLanded(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepFloorStoreTimeoutAfterTheRecordLanded: a floor's write that the
+// store times out on its own (a client's deadline, the caller's ctx live)
+// fails the Seal as any failure of the floor's write does, saying that
+// the record landed; only the caller's ctx ending passes as it is.
+func TestKeepFloorStoreTimeoutAfterTheRecordLanded(t *testing.T) {
+	floorKey, err := keys.Floor("", "wal", "0")
+	require.NoError(t, err)
+	timeout := &writefence.StoreError{Op: "mem put", Key: floorKey, Err: context.DeadlineExceeded}
+	ctx := hook.With(t.Context(), &hook.Hooks{Wait: func(context.Context, int, time.Duration) error { return nil }})
+	mem := &writefence.MemStore{}
+	require.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "a", 1, []byte("a's")))
+	store := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{{Op: fakestore.Put, Key: floorKey, Err: timeout}}})
+
+	err = (&writefence.Fence{Store: store, KeepFloor: true, MaxAttempts: 2}).Seal(ctx, "wal", "0", "b", 2)
+	require.NoError(t, ctx.Err())
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the store's error, reachable")
+	assert.Contains(t, err.Error(), "writefence: the record landed at epoch 2, but the floor was not raised to it: ")
+	info, err := (&writefence.Fence{Store: mem}).Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), info.Epoch, "the record landed, as the error says")
+}
