@@ -146,7 +146,7 @@ func (e *engine) enterFloor(ctx context.Context, key, writer string, epoch uint6
 		}
 		return [][]byte{record.EncodeHeader(e.wireID(), writer, epoch, 0, record.CRC32C(nil))}, false, nil
 	}})
-	if err == nil || isContextErr(err) {
+	if err == nil || ctx.Err() != nil && isContextErr(err) {
 		return err
 	}
 	return &prefixed{prefix: fmt.Sprintf("writefence: the record landed at epoch %d, but the floor was not raised to it: ", epoch), err: err}
