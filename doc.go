@@ -109,7 +109,7 @@
 //  3. A refused write writes nothing: a stale epoch, another identity,
 //     damage, an invalid argument, an untrusted store, a held lease or
 //     refused credentials leave the store as it was (a Seal or a Settle
-//     refused at its floor, 31, says that its record landed).
+//     whose floor's write, 31, is refused says that its record landed).
 //  4. A write that returned nil is what the store holds, until a write at
 //     a higher epoch replaces it; across the store's own failover as far
 //     as the store keeps acknowledged writes (see Durability).

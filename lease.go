@@ -501,8 +501,12 @@ func (l *Lease) release(ctx context.Context, taken uint64) error {
 		return nil
 	}
 	h, released := l.hold, l.errorf("term %d: released: %w", l.term, ErrLeaseLost)
-	l.releasing = true
-	l.releases++
+	if taken == 0 {
+		// A Release. A Hold giving up its own acquisition stops no
+		// epochs until its release lands: a later acquisition keeps them.
+		l.releasing = true
+		l.releases++
+	}
 	l.mu.Unlock()
 	if h != nil {
 		l.stopHold(h, released)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"runtime"
 	"sort"
@@ -1623,4 +1624,54 @@ func TestLeaseReleaseThenFailedAcquisition(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLeaseGivenUpHoldBesideARenewal: a Hold whose seal is refused for
+// good gives the lease up, releasing its own acquisition; an Acquire of the
+// same Lease, begun before and landing after that release began (a
+// renewal), is a later acquisition, which the release leaves alone. The
+// Lease then holds the lease and hands out its epochs: a release that
+// released nothing does not stop them.
+func TestLeaseGivenUpHoldBesideARenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		a := holdLease(&Fence{Store: &MemStore{}}, "a")
+		shard := mustShardKey(t, "wal", "0")
+		sealGate, leaseGate := make(chan struct{}), make(chan struct{})
+		var sealStalled, leaseArmed atomic.Bool
+		slow := hook.With(ctx, &hook.Hooks{Write: func(ctx context.Context, key string, write func() (string, error)) (string, error) {
+			switch {
+			case key == shard && sealStalled.CompareAndSwap(false, true):
+				<-sealGate
+				return "", &StoreError{Op: "mem put", Key: key, Err: fs.ErrPermission}
+			case key != shard && leaseArmed.CompareAndSwap(true, false):
+				<-leaseGate
+			}
+			return write()
+		}})
+		held := make(chan error, 1)
+		go func() {
+			_, err := a.Hold(slow, Shard{"wal", "0"})
+			held <- err
+		}()
+		synctest.Wait() // the seal's write waits at its gate
+		require.True(t, sealStalled.Load())
+
+		leaseArmed.Store(true)
+		acquired := make(chan error, 1)
+		go func() {
+			_, err := a.Acquire(slow)
+			acquired <- err
+		}()
+		synctest.Wait() // the renewal's write waits at its gate, holding the record
+		close(sealGate) // the seal is refused; the Hold gives up and waits to release
+		synctest.Wait()
+		close(leaseGate)
+
+		require.NoError(t, <-acquired)
+		require.ErrorIs(t, <-held, fs.ErrPermission)
+		e, err := a.Epoch(ctx, "wal", "0")
+		require.NoError(t, err, "the renewal holds the lease, and no Release was called")
+		assert.Equal(t, uint64(1), leaseTerm(e))
+	})
 }
