@@ -165,8 +165,8 @@
 //     until the seal lands or the lease is lost: it releases the lease
 //     only on a refusal no retry changes.
 //  16. A lease that is lost or expires ends its Hold's context and the
-//     Deposed contexts of every shard it gates, by the time the call that
-//     learns it returns.
+//     Deposed contexts of every shard it gates before the call that learns
+//     it returns.
 //  17. A TermSource hands out strictly rising epochs of its term, continues
 //     above what the store records for its writer and term after a
 //     restart, and none once its term function reports another term.
