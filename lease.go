@@ -300,9 +300,8 @@ func (l *Lease) renewer(h *holding, key string, last time.Time) {
 		}
 		left := l.expiry.Sub(l.now())
 		if left <= 0 {
-			end := l.endLocked(l.expired(failed), false)
+			l.endLocked(l.expired(failed), false)
 			l.mu.Unlock()
-			end()
 			return
 		}
 		l.mu.Unlock()
@@ -345,8 +344,8 @@ func (l *Lease) stopHold(h *holding, cause error) {
 	if l.hold == h {
 		l.hold = nil
 	}
+	h.cancel(cause) // under mu, as in endLocked
 	l.mu.Unlock()
-	h.cancel(cause)
 	<-h.done
 }
 
@@ -530,15 +529,14 @@ func (l *Lease) release(ctx context.Context, taken uint64) error {
 	// A Hold that began while this call waited for io is in force now, and
 	// ends too; none begins while io is held.
 	l.mu.Lock()
-	later := l.hold
-	l.hold = nil
+	if l.hold != nil {
+		l.hold.cancel(released) // under mu, as in endLocked
+		l.hold = nil
+	}
 	if l.held {
 		l.drop(released)
 	}
 	l.mu.Unlock()
-	if later != nil {
-		later.cancel(released)
-	}
 	return err
 }
 
@@ -564,9 +562,8 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 			return 0, err
 		case !l.now().Before(l.expiry):
 			err := l.expired(nil)
-			end := l.endLocked(err, false)
+			l.endLocked(err, false)
 			l.mu.Unlock()
-			end()
 			return 0, err
 		case l.seq < maxLeaseSeq:
 			l.seq++
@@ -649,19 +646,17 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 		out = encodeLease(l.Holder, term, stamp, l.incarnation)
 		return [][]byte{out}, false, nil
 	}})
-	end := func() {}
 	l.mu.Lock()
 	var lost *LeaseLostError
 	switch {
 	case err == nil:
 		l.keep(term, res.version, expiry)
 	case errors.As(err, &lost):
-		end = l.endLocked(lost, true)
+		l.endLocked(lost, true)
 	case errors.Is(err, ErrCorrupt):
-		end = l.endLocked(l.errorf("term %d: dropped, the record does not decode (%s): %w", heldTerm, trim(err), ErrLeaseLost), true)
+		l.endLocked(l.errorf("term %d: dropped, the record does not decode (%s): %w", heldTerm, trim(err), ErrLeaseLost), true)
 	}
 	l.mu.Unlock()
-	end()
 	return l.wrap(op, err)
 }
 
@@ -670,9 +665,10 @@ func (l *Lease) rewrite(ctx context.Context, key, op string, term uint64, releas
 // for every shard the Lease gates. With drop (a loss, damage) it also
 // drops the lease, which only an acquisition takes again; without (an
 // expiry) the lease stays held, as a Renew may still land. The caller
-// holds mu and runs the returned func once it has released mu: a
-// cancellation runs the context's AfterFuncs.
-func (l *Lease) endLocked(cause error, drop bool) func() {
+// holds mu, so that no call of the Lease sees the Hold gone and its
+// context live (a cancellation runs no AfterFunc in the canceller's
+// goroutine, and the Deposed contexts take no lock of the Lease).
+func (l *Lease) endLocked(cause error, drop bool) {
 	h := l.hold
 	l.hold = nil
 	gated := l.gated
@@ -681,13 +677,11 @@ func (l *Lease) endLocked(cause error, drop bool) func() {
 	}
 	// The Deposed contexts first: whoever sees the Hold's context done
 	// finds them cancelled too.
-	return func() {
-		if len(gated) > 0 {
-			l.Fence.deposed.depose(cause, func(key string) bool { _, ok := gated[key]; return ok })
-		}
-		if h != nil {
-			h.cancel(cause)
-		}
+	if len(gated) > 0 {
+		l.Fence.deposed.depose(cause, func(key string) bool { _, ok := gated[key]; return ok })
+	}
+	if h != nil {
+		h.cancel(cause)
 	}
 }
 

@@ -176,8 +176,20 @@ func (p *proc) writer() {
 		p.ship(shipping)
 		stop()
 		if p.ctx.Err() == nil && p.rng.IntN(3) == 0 {
-			_ = p.call(p.ctx, &promise.Call{Op: promise.Release, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder},
+			// Now and then the release's ctx has ended before it begins (a
+			// shutdown's), and a pipeline that outlived it asks the Lease
+			// for one more epoch, which it must refuse (promise 14).
+			rctx := p.ctx
+			if p.rng.IntN(4) == 0 {
+				var cancel context.CancelFunc
+				rctx, cancel = context.WithCancel(p.ctx)
+				cancel()
+			}
+			_ = p.call(rctx, &promise.Call{Op: promise.Release, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder},
 				func(ctx context.Context) error { return p.lease.Release(ctx) })
+			if p.rng.IntN(2) == 0 {
+				_, _ = p.epoch(p.ctx)
+			}
 		}
 	}
 }
