@@ -1510,11 +1510,7 @@ func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 			}
 			return write()
 		}})
-		held := make(chan error, 1)
-		go func() {
-			_, err := a.Hold(slow, Shard{"wal", "0"})
-			held <- err
-		}()
+		held := holdBehind(slow, a, Shard{"wal", "0"})
 		synctest.Wait() // the seal's write waits at the gate
 		require.True(t, stalled.Load())
 		_, err = f.PushFrom(ctx, a, "wal", "0", "a", []byte("segment 1"))
@@ -1561,11 +1557,7 @@ func TestLeaseEndedHoldKeepsALaterAcquisition(t *testing.T) {
 					}
 					return write()
 				}})
-				held := make(chan error, 1)
-				go func() {
-					_, err := a.Hold(slow, Shard{"wal", "0"})
-					held <- err
-				}()
+				held := holdBehind(slow, a, Shard{"wal", "0"})
 				synctest.Wait() // the seal's write waits at the gate
 				require.True(t, stalled.Load())
 
@@ -1649,11 +1641,7 @@ func TestLeaseGivenUpHoldBesideARenewal(t *testing.T) {
 			}
 			return write()
 		}})
-		held := make(chan error, 1)
-		go func() {
-			_, err := a.Hold(slow, Shard{"wal", "0"})
-			held <- err
-		}()
+		held := holdBehind(slow, a, Shard{"wal", "0"})
 		synctest.Wait() // the seal's write waits at its gate
 		require.True(t, sealStalled.Load())
 
@@ -1674,4 +1662,15 @@ func TestLeaseGivenUpHoldBesideARenewal(t *testing.T) {
 		require.NoError(t, err, "the renewal holds the lease, and no Release was called")
 		assert.Equal(t, uint64(1), leaseTerm(e))
 	})
+}
+
+// holdBehind runs a.Hold(ctx, shards...) in a goroutine of its own and
+// hands its error over once it returns.
+func holdBehind(ctx context.Context, a *Lease, shards ...Shard) <-chan error {
+	held := make(chan error, 1)
+	go func() {
+		_, err := a.Hold(ctx, shards...)
+		held <- err
+	}()
+	return held
 }
