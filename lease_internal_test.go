@@ -1437,8 +1437,8 @@ func TestLeaseSameHolderRace(t *testing.T) {
 // TestLeaseReleaseWhoseCtxEndsWhileWaiting: Release says the Lease hands
 // out no epoch after it, whatever the outcome. A Release whose ctx ends
 // while it waits for another call's write of the record (a Renew held up
-// by the store) returns ctx's error, and the Lease goes on handing out
-// epochs: before that write ends, and after it lands.
+// by the store) returns ctx's error, and the Lease hands out no epoch,
+// before that write ends or after it lands.
 func TestLeaseReleaseWhoseCtxEndsWhileWaiting(t *testing.T) {
 	gate, arrived := make(chan struct{}), make(chan struct{})
 	var hold atomic.Bool // the next write waits at gate
@@ -1478,14 +1478,12 @@ func TestLeaseReleaseWhoseCtxEndsWhileWaiting(t *testing.T) {
 }
 
 // TestLeaseHoldSealRacesItsOwnEpoch: Hold by a Lease that already holds
-// the lease (it renews, keeping the term) seals with one epoch of the
-// term, drawn once. An epoch of the same term that the Lease hands out
-// meanwhile to a push of the shard (a pipeline that ships under its own
-// ctx) lands first; the seal is then refused as stale by this holder's
-// own epoch, and Hold releases the lease and reports the lease's terms
-// behind the shard's. Promise 15: a takeover releases the lease only on a
-// refusal no retry changes, and a seal at a fresh epoch of the term would
-// land.
+// the lease (it renews, keeping the term) seals with an epoch of the
+// term. An epoch of the same term that the Lease hands out meanwhile to a
+// push of the shard (a pipeline that ships under its own ctx) lands
+// first, and the seal is refused as stale by this holder's own epoch.
+// Promise 15: a takeover releases the lease only on a refusal no retry
+// changes; the seal is sent again at a new epoch of the term, and lands.
 func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
