@@ -92,13 +92,11 @@ type Lease struct {
 	// hold is the Hold in force; nil when none is.
 	hold *holding
 
-	// releasing is set when a Release begins, and cleared when an Acquire
-	// or a Hold that began after it lands: while it is set, whatever came
-	// of the release, the Lease hands out no epoch. releases counts the
-	// Releases begun, by which an acquisition tells whether one began
-	// after it did.
-	releasing bool
-	releases  uint64
+	// releases counts the Releases begun; resumed is what it was when an
+	// Acquire or a Hold that began after the last of them landed. While
+	// they differ, whatever came of the release, the Lease hands out no
+	// epoch.
+	releases, resumed uint64
 
 	// taken counts the acquisitions that landed, by Acquire or Hold, a
 	// renewal of the lease held included: a Hold that gives up releases
@@ -380,7 +378,7 @@ func (l *Lease) releasesBegun() uint64 {
 func (l *Lease) landed(since uint64) {
 	l.taken++
 	if l.releases == since {
-		l.releasing = false
+		l.resumed = since
 	}
 }
 
@@ -503,7 +501,6 @@ func (l *Lease) release(ctx context.Context, taken uint64) error {
 	if taken == 0 {
 		// A Release. A Hold giving up its own acquisition stops no
 		// epochs until its release lands: a later acquisition keeps them.
-		l.releasing = true
 		l.releases++
 	}
 	l.mu.Unlock()
@@ -556,7 +553,7 @@ func (l *Lease) Epoch(ctx context.Context, plugin, shard string) (uint64, error)
 			err := l.notHeld(l.gone)
 			l.mu.Unlock()
 			return 0, err
-		case l.releasing:
+		case l.releases != l.resumed:
 			err := l.errorf("term %d: released: %w", l.term, ErrLeaseLost)
 			l.mu.Unlock()
 			return 0, err
