@@ -172,12 +172,23 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 	l.mu.Lock()
 	h.taken = l.taken
 	l.hold = h
-	for _, k := range sealed {
-		l.gateKey(k)
+	// A Release begun since this call began ends it: a later one finds it
+	// in force, and an earlier one (ended, or waiting for io) stops every
+	// epoch this acquisition could hand out.
+	released := l.releases != since
+	if !released {
+		for _, k := range sealed {
+			l.gateKey(k)
+		}
 	}
 	l.mu.Unlock()
 	l.unlockIO()
 	go l.renewer(h, key, start)
+	if released {
+		err := l.errorf("term %d: released while Hold took it: %w", term, ErrLeaseLost)
+		l.stopHold(h, err)
+		return nil, l.giveUp(ctx, h, term, key, err)
+	}
 
 	for i, s := range shards {
 		if err := l.seal(ctx, h, term, s, sealed[i]); err != nil {
@@ -477,11 +488,12 @@ func (l *Lease) Renew(ctx context.Context) error {
 // Release gives the lease up: it ends the Hold in force (its context then
 // matches ErrLeaseLost; no Deposed context ends, as releasing deposes
 // nobody) and marks the record expired at its term, with a write
-// conditioned on the version this Lease last wrote, so that the next
+// conditioned on the version it last wrote, so that the next
 // acquisition takes term + 1 at once. The Lease hands out no epoch after,
-// whatever the outcome (after an error, the record may show the lease held
-// until it expires), until an Acquire or a Hold begun after it lands. A
-// Lease that does not hold the lease returns why (ErrLeaseLost).
+// whatever the outcome (the record may then show the lease held until it
+// expires), until an Acquire or a Hold begun after it lands; a Hold begun
+// before, not yet taken, returns ErrLeaseLost. A Lease that does not hold
+// the lease returns why (ErrLeaseLost).
 func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, 0) }
 
 // release is Release; with taken other than 0, it releases the lease only
@@ -511,20 +523,21 @@ func (l *Lease) release(ctx context.Context, taken uint64) error {
 		return err
 	}
 	defer l.unlockIO()
+	l.mu.Lock()
+	other := taken != 0 && (!l.held || l.taken != taken)
+	l.mu.Unlock()
+	if other {
+		return nil // released, or taken again, while this call waited
+	}
 	term, err := l.heldTerm()
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	other := taken != 0 && l.taken != taken
-	l.mu.Unlock()
-	if other {
-		return nil
-	}
 	err = l.rewrite(ctx, key, opLeaseRelease, term, true)
 	released = l.errorf("term %d: released: %w", term, ErrLeaseLost)
-	// A Hold that began while this call waited for io is in force now, and
-	// ends too; none begins while io is held.
+	// A Hold begun after this call began, whose acquisition landed while
+	// it waited for io, is in force now, and ends too; none begins while
+	// io is held.
 	l.mu.Lock()
 	if l.hold != nil {
 		l.hold.cancel(released) // under mu, as in endLocked
@@ -923,8 +936,8 @@ func (l *Lease) check() (string, error) {
 // no Lease can take. For a damaged record, or one deleted or set back, term
 // is the operator's assertion that no higher term was granted (at least the
 // term the refusal saw, and the term of the highest epoch a gated shard
-// records, RecordInfo.Epoch >> 32); for a holder gone for good, the
-// record's own term or above.
+// records, RecordInfo.Epoch >> 32); for a holder gone for good, its
+// term or above.
 //
 // It refuses, writing nothing: ErrNotFound when there is no record and
 // version is not empty, ErrConflict when the record has another version (or

@@ -1060,11 +1060,12 @@ func TestLeaseHoldOnce(t *testing.T) {
 	})
 }
 
-// TestLeaseReleaseEndsAHoldBegunMeanwhile: a Release that waits for the
+// TestLeaseReleaseEndsAHoldBegunMeanwhile: a Release begins while the
 // write of a Hold that began before it (a renewal of the lease the Lease
-// holds) ends that Hold's context once it releases the lease, as it ends a
-// Hold in force when it starts: the context Hold returned is done when the
-// lease is released, whichever call came first.
+// holds) is under way, and waits for it. The Hold's acquisition lands
+// after the Release began, so it can hand out no epoch: Hold gives it up
+// and returns ErrLeaseLost, holding nothing, and the Release releases the
+// lease. No context of a Hold is left live while Epoch refuses.
 func TestLeaseReleaseEndsAHoldBegunMeanwhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gate := make(chan struct{})
@@ -1100,14 +1101,13 @@ func TestLeaseReleaseEndsAHoldBegunMeanwhile(t *testing.T) {
 		close(gate)
 
 		h := <-holds
-		require.NoError(t, h.err)
+		require.ErrorIs(t, h.err, ErrLeaseLost, "the Hold's acquisition landed after the Release began")
+		require.Nil(t, h.ctx)
 		require.NoError(t, <-released)
 		_, err = a.Epoch(ctx, "wal", "0")
 		require.ErrorIs(t, err, ErrLeaseLost, "released")
-		assert.ErrorIs(t, context.Cause(h.ctx), ErrLeaseLost, "the Hold's context is done once the lease is released")
-
-		time.Sleep(2 * holdTTL) // every timer of the Hold fires
-		assert.ErrorIs(t, context.Cause(h.ctx), ErrLeaseLost, "the Hold's context is done once the lease is released")
+		_, err = holdLease(a.Fence, "b").Acquire(ctx)
+		require.NoError(t, err, "released: another Lease takes the lease at once")
 	})
 }
 
@@ -1671,4 +1671,52 @@ func holdBehind(ctx context.Context, a *Lease, shards ...Shard) <-chan error {
 		held <- err
 	}()
 	return held
+}
+
+// TestLeaseHoldBegunBeforeAReleaseThatEnded: a Hold of no shard begins
+// while a Renew holds the Lease's writes; a Release begins after it and
+// ends at once (its ctx is done), before the Hold's acquisition lands.
+// Release: no epoch after it until an acquisition begun after it lands,
+// so this Hold cannot hand one out; promise 16: it is then not in force.
+// It gives its acquisition up and returns why, holding nothing: no
+// context left live and renewing while every Epoch is refused.
+func TestLeaseHoldBegunBeforeAReleaseThatEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var hold atomic.Bool // the next write waits at gate
+		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+			if hold.CompareAndSwap(true, false) {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+			return write()
+		}})
+		store := &MemStore{}
+		a := holdLease(&Fence{Store: store}, "a")
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
+
+		hold.Store(true)
+		renewed := make(chan error, 1)
+		go func() { renewed <- a.Renew(ctx) }()
+		synctest.Wait() // the renewal holds the Lease's writes
+		held := holdBehind(ctx, a)
+		synctest.Wait() // the Hold waits for them
+
+		rctx, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, a.Release(rctx), context.Canceled)
+		close(gate)
+		require.NoError(t, <-renewed)
+
+		require.ErrorIs(t, <-held, ErrLeaseLost, "the Hold began before the Release: it hands out no epoch, so it is not in force")
+		_, err = a.Epoch(ctx, "wal", "0")
+		require.ErrorIs(t, err, ErrLeaseLost)
+		b := holdLease(&Fence{Store: store}, "b")
+		_, err = b.Acquire(ctx)
+		require.NoError(t, err, "the Hold gave its acquisition up: another Lease takes the lease at once")
+	})
 }
