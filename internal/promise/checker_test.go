@@ -883,6 +883,43 @@ func TestPromise24_NoReferencedBlobMissing(t *testing.T) {
 	history(t, nil).requireKept(24) // deleted outside the package
 }
 
+// A commit that creates the record checks its blobs, and its write is
+// on its way while a collector deletes the blob and something outside
+// deletes the record: it lands on the absence it decided on. Promise 24
+// says so; a commit that began after the delete decided after it, and
+// under KeepFloor no commit creates the record (31).
+func TestPromise24_CommitCreatingARecordDeletedMeanwhile(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(1, "w1", blobID(1))
+	history := func(t *testing.T, beganBefore, keepFloor bool) *builder {
+		b := newBuilder(t)
+		b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+		var commit *Call
+		begin := func() {
+			commit = b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, KeepFloor: keepFloor})
+		}
+		if beganBefore {
+			begin()
+		}
+		b.put(nil, key, rec("w2", 2, record.Body{Since: 2, Stream: true}))
+		gc := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+		b.deleteBlob(gc, blobKeyOf(t, "s1", name))
+		b.end(gc, nil)
+		b.del(nil, key)
+		if !beganBefore {
+			begin()
+		}
+		b.put(commit, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
+		b.end(commit, nil)
+		return b
+	}
+	history(t, true, false).requireKept(24)
+	history(t, true, false).requireKept(20)
+	history(t, false, false).requireBroken(24)
+	history(t, false, false).requireBroken(20)
+	history(t, true, true).requireBroken(24)
+}
+
 func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	name := keys.BlobName(1, "w1", blobID(1))

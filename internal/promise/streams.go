@@ -80,8 +80,9 @@ func (c *Checker) checkCollectDelete(idx int, call *Call, fl *flight, key string
 
 // checkCommit judges promise 20 on a Commit's put: every blob it newly
 // references exists with the size referenced, is the committer's, of an
-// epoch within its tenure, and was created at or after the horizon.
-func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value) {
+// epoch within its tenure, and was created at or after the horizon; with
+// lost (see putRecord), only the names are judged.
+func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value, lost bool) {
 	n := nv.record()
 	prevRefs, _ := refsOf(prev)
 	var horizon int64
@@ -101,7 +102,7 @@ func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value) 
 			c.report(idx, 20, "%s newly references blob %s of epoch %d, outside its tenure [%d, %d]", who(call), quote(r.Name), e, n.h.Since, n.h.Epoch)
 		}
 		bk, ok := k.blob(r.Name)
-		if !ok {
+		if !ok || lost {
 			continue
 		}
 		b := c.st.blobs[bk]

@@ -156,12 +156,20 @@ func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.C
 func (p *proc) writer() {
 	w := p.w
 	for p.ctx.Err() == nil {
+		beside := p.releaseBeside()
+		// Now and then a Hold names no shard: the writer's first push
+		// fences the last one, at an epoch of the new term.
+		keys, shards := []string{w.key}, []writefence.Shard{{Plugin: plugin, Shard: shard}}
+		if p.rng.IntN(4) == 0 {
+			keys, shards = nil, nil
+		}
 		var held context.Context
 		err := p.call(p.ctx, &promise.Call{Op: promise.Hold, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder, Writer: p.holder,
-			HoldsShards: []string{w.key}}, func(ctx context.Context) (err error) {
-			held, err = p.lease.Hold(ctx, writefence.Shard{Plugin: plugin, Shard: shard})
+			HoldsShards: keys}, func(ctx context.Context) (err error) {
+			held, err = p.lease.Hold(ctx, shards...)
 			return err
 		})
+		<-beside
 		if err != nil {
 			if hook.Sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL)) != nil {
 				return
@@ -192,6 +200,34 @@ func (p *proc) writer() {
 			}
 		}
 	}
+}
+
+// releaseBeside, now and then, starts a Release of p's lease a moment
+// after the Hold about to begin (a shutdown beside a takeover), its ctx
+// ended before it begins half the time: the Hold must then hold nothing,
+// or be ended by it (promises 14 and 16). The channel is closed once the
+// Release, if any, has ended.
+func (p *proc) releaseBeside() <-chan struct{} {
+	done := make(chan struct{})
+	if p.rng.IntN(8) != 0 {
+		close(done)
+		return done
+	}
+	delay, ended := p.between(0, p.w.cfg.TTL/4), p.rng.IntN(2) == 0
+	go func() {
+		defer close(done)
+		if hook.Sleep(p.ctx, delay) != nil {
+			return
+		}
+		rctx, cancel := context.WithCancel(p.ctx)
+		defer cancel()
+		if ended {
+			cancel()
+		}
+		_ = p.call(rctx, &promise.Call{Op: promise.Release, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder},
+			func(ctx context.Context) error { return p.lease.Release(ctx) })
+	}()
+	return done
 }
 
 // epoch draws an epoch from the lease, recorded.
