@@ -114,7 +114,8 @@
 //     a higher epoch replaces it; across the store's own failover as far
 //     as the store keeps acknowledged writes (see Durability).
 //  5. A call whose reply was lost is resolved by calling it again with the
-//     same arguments: nil if it landed, a refusal if another write did. An
+//     same arguments: nil if it landed, a refusal if another write did (a
+//     Settle logged whose record did not land is refused: see Settle). An
 //     outcome that cannot be learned is an error matching ErrOutcomeUnknown
 //     and the cause that hid it, never also ErrConflict or a refusal.
 //  6. A transient failure (network, throttling, a server error) of a read
@@ -183,9 +184,9 @@
 //  19. A blob is written once: no blob key is written twice, none
 //     replaced.
 //  20. A commit lands only while every blob it newly references exists
-//     with the size referenced, was written by the committing writer
-//     within its tenure, and was created at or after the record's
-//     collection horizon.
+//     with the size referenced (but see 24), was written by the
+//     committing writer within its tenure, and was created at or after
+//     the record's collection horizon.
 //  21. A tenure begins at every seal and settle, at its epoch, and at every
 //     change of writer: no blob written at an epoch below a seal's is ever
 //     newly referenced after it, even by a writer of the same name (a
@@ -198,8 +199,9 @@
 //     checked against the reference.
 //  24. No referenced blob is ever missing: whatever the pauses of writers
 //     and collectors, every blob a recorded manifest references exists,
-//     unless something outside the package deleted it, or set the record
-//     back to bytes it held before on S3 (see the README).
+//     unless something outside the package deleted it, set the record
+//     back to bytes it held before on S3 (see the README), or deleted it
+//     while a commit that creates it was on its way (31 closes that).
 //  25. Collect deletes only what no manifest references or can come to
 //     reference, and deletes nothing when the record is corrupt, of
 //     another identity, or absent (unless told the shard is retired,

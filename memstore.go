@@ -65,8 +65,7 @@ func (m *MemStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 	return data, o.version, nil
 }
 
-// PutIfVersion implements ConditionalStore, comparing and writing under one
-// lock.
+// PutIfVersion implements ConditionalStore, comparing and writing in one lock.
 func (m *MemStore) PutIfVersion(ctx context.Context, key string, data []byte, expectVersion string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
