@@ -278,6 +278,18 @@ func TestKeepFloorDamaged(t *testing.T) {
 	var we *writefence.WireError
 	require.ErrorAs(t, f.Push(ctx, "wal", "0", "a", 2, nil), &we)
 	assert.Equal(t, floorKey, we.Key)
+
+	// The way out the README gives: delete the key by hand, then settle
+	// the record above the highest epoch granted, which keeps the floor.
+	require.NoError(t, s.Delete(ctx, floorKey))
+	info, err := f.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	require.NoError(t, f.Settle(ctx, "wal", "0", writefence.Settlement{Lost: true, Version: info.Version, Writer: "op", Floor: 5, Epoch: 6}))
+	_, _, err = s.Get(ctx, floorKey)
+	require.NoError(t, err, "the settle wrote the floor again")
+	require.NoError(t, s.Delete(ctx, mustKey(t, "wal", "0")))
+	requireRegressed(t, (&writefence.Fence{Store: s, KeepFloor: true}).Seal(ctx, "wal", "0", "b", 5),
+		writefence.EpochRegressedError{Op: "seal", Key: mustKey(t, "wal", "0"), Epoch: 5, Seen: 6, SeenWriter: "op", Floor: true, Absent: true})
 }
 
 // TestKeepFloorCost: a steady push costs one read, of the floor, under
