@@ -1720,3 +1720,148 @@ func TestLeaseHoldBegunBeforeAReleaseThatEnded(t *testing.T) {
 		require.NoError(t, err, "the Hold gave its acquisition up: another Lease takes the lease at once")
 	})
 }
+
+// TestLeaseHoldGivenUpKeepsALaterAcquisition: a Hold begins while a Renew
+// holds the Lease's writes; a Release begins after it and ends at once
+// (its ctx is done), and an acquisition begun after the Release (an
+// Acquire, or another Hold) waits behind the Hold. The first Hold's
+// acquisition lands after the Release began, so it gives it up; the later
+// acquisition lands before that give-up's release can write, and the
+// give-up leaves it alone: it hands out epochs, its record stays held, and
+// a later Hold's context stays live. The given-up Hold was never in force,
+// so a later Hold is never refused as a second one. The later acquisition
+// and the give-up run side by side: each case runs leaseRounds times, to
+// meet their interleavings.
+func TestLeaseHoldGivenUpKeepsALaterAcquisition(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		acquire func(ctx context.Context, a *Lease) (context.Context, error)
+	}{
+		{"acquire", func(ctx context.Context, a *Lease) (context.Context, error) {
+			_, err := a.Acquire(ctx)
+			return ctx, err
+		}},
+		{"hold", func(ctx context.Context, a *Lease) (context.Context, error) { return a.Hold(ctx) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for range leaseRounds {
+				if t.Failed() {
+					return
+				}
+				synctest.Test(t, func(t *testing.T) {
+					gate := make(chan struct{})
+					var hold atomic.Bool // the next write waits at gate
+					ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+						if hold.CompareAndSwap(true, false) {
+							select {
+							case <-gate:
+							case <-ctx.Done():
+								return "", ctx.Err()
+							}
+						}
+						return write()
+					}})
+					store := &MemStore{}
+					a := holdLease(&Fence{Store: store}, "a")
+					_, err := a.Acquire(ctx)
+					require.NoError(t, err)
+
+					hold.Store(true)
+					renewed := make(chan error, 1)
+					go func() { renewed <- a.Renew(ctx) }()
+					synctest.Wait() // the renewal holds the Lease's writes
+					held := holdBehind(ctx, a)
+					synctest.Wait() // the Hold waits for them
+
+					ended, cancel := context.WithCancel(ctx)
+					cancel()
+					require.ErrorIs(t, a.Release(ended), context.Canceled)
+					type result struct {
+						ctx context.Context
+						err error
+					}
+					later := make(chan result, 1)
+					go func() {
+						c, err := tt.acquire(ctx, a)
+						later <- result{c, err}
+					}()
+					synctest.Wait() // the later acquisition waits behind the Hold
+					close(gate)
+					require.NoError(t, <-renewed)
+
+					require.ErrorIs(t, <-held, ErrLeaseLost, "the Hold began before the Release")
+					l := <-later
+					require.NoError(t, l.err, "begun after the Release: the given-up Hold was never in force")
+					e, err := a.Epoch(ctx, "wal", "0")
+					require.NoError(t, err, "the acquisition begun after the Release holds the lease")
+					assert.Equal(t, uint64(1), leaseTerm(e), "renewed: nothing released term 1")
+					require.NoError(t, l.ctx.Err(), "its context is live")
+					rec := leaseRecordOf(t, store)
+					assert.Equal(t, uint64(1), rec.Term)
+					assert.NotZero(t, rec.Expiry, "term 1 is not released")
+					_, err = holdLease(&Fence{Store: store}, "b").Acquire(ctx)
+					var heldErr *LeaseHeldError
+					require.ErrorAs(t, err, &heldErr, "the later acquisition holds the record")
+					require.NoError(t, a.Release(ctx))
+				})
+			}
+		})
+	}
+}
+
+// leaseRounds is how many times a test of calls that run side by side
+// runs its case, to meet their interleavings.
+const leaseRounds = 500
+
+// TestLeaseHoldOfAShardGivenUpSealsNothing: a Hold of a shard begins
+// while a Renew holds the Lease's writes, and a Release begins after it
+// and waits too. The Hold's acquisition lands after the Release began: it
+// seals nothing and returns ErrLeaseLost, and the Release releases the
+// lease, deposing nobody.
+func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var hold atomic.Bool // the next write waits at gate
+		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+			if hold.CompareAndSwap(true, false) {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+			return write()
+		}})
+		store := &MemStore{}
+		f := &Fence{Store: store}
+		a := holdLease(f, "a")
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
+		deposed, stop := f.Deposed(ctx, "wal", "0")
+		defer stop()
+
+		hold.Store(true)
+		renewed := make(chan error, 1)
+		go func() { renewed <- a.Renew(ctx) }()
+		synctest.Wait() // the renewal holds the Lease's writes
+		held := holdBehind(ctx, a, Shard{"wal", "0"})
+		synctest.Wait() // the Hold waits for them
+		released := make(chan error, 1)
+		go func() { released <- a.Release(ctx) }()
+		synctest.Wait() // and the Release too
+		close(gate)
+		require.NoError(t, <-renewed)
+
+		require.ErrorIs(t, <-held, ErrLeaseLost, "the Hold's acquisition landed after the Release began")
+		require.NoError(t, <-released)
+		_, _, err = store.Get(ctx, mustShardKey(t, "wal", "0"))
+		require.ErrorIs(t, err, ErrNotFound, "the given-up Hold sealed nothing")
+		require.NoError(t, deposed.Err(), "releasing deposes nobody")
+		_, err = a.Epoch(ctx, "wal", "0")
+		require.ErrorIs(t, err, ErrLeaseLost)
+		rec := leaseRecordOf(t, store)
+		assert.Zero(t, rec.Expiry, "released")
+		_, err = holdLease(&Fence{Store: store}, "b").Acquire(ctx)
+		require.NoError(t, err, "released: another Lease takes the lease at once")
+	})
+}

@@ -1215,3 +1215,47 @@ func TestRollbackRelanding(t *testing.T) {
 	b.end(sl, nil)
 	b.requireKept(2)
 }
+
+// The excuse of a commit that creates a record deleted meanwhile rests on
+// its blobs having been checked when it decided, after it began: it covers
+// a blob deleted while the commit was on its way, never one that did not
+// exist while the call ran (never written, or collected before the commit
+// began) nor one that exists with another size than the one referenced.
+// Excusing those would hide a commit that created the record without
+// checking its blobs, whenever the record happened to be deleted meanwhile.
+func TestPromise20_CommitCreatingARecordDeletedMeanwhileCheckedItsBlobs(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(1, "w1", blobID(1))
+	blob := blobKeyOf(t, "s1", name)
+	committed := rec("w1", 1, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true})
+	// history: before runs first; the commit begins, the record (put by
+	// w2 at epoch 2) is deleted outside, and the commit creates it.
+	history := func(t *testing.T, before func(b *builder)) *builder {
+		b := newBuilder(t)
+		b.put(nil, key, rec("w2", 2, record.Body{Since: 2, Stream: true}))
+		before(b)
+		commit := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
+		b.del(nil, key)
+		b.put(commit, key, committed)
+		b.end(commit, nil)
+		return b
+	}
+	t.Run("never written", func(t *testing.T) {
+		never := func(*builder) {}
+		history(t, never).requireBroken(20)
+		history(t, never).requireBroken(24)
+	})
+	t.Run("collected before the commit began", func(t *testing.T) {
+		collected := func(b *builder) {
+			b.createBlob(nil, blob, []byte("b"))
+			gc := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.deleteBlob(gc, blob)
+			b.end(gc, nil)
+		}
+		history(t, collected).requireBroken(20)
+		history(t, collected).requireBroken(24)
+	})
+	t.Run("another size", func(t *testing.T) {
+		history(t, func(b *builder) { b.createBlob(nil, blob, []byte("bb")) }).requireBroken(20)
+	})
+}
