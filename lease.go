@@ -171,24 +171,25 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	l.mu.Lock()
 	h.taken = l.taken
-	l.hold = h
 	// A Release begun since this call began ends it: a later one finds it
 	// in force, and an earlier one (ended, or waiting for io) stops every
-	// epoch this acquisition could hand out.
+	// epoch this acquisition could hand out, so it is never in force.
 	released := l.releases != since
 	if !released {
+		l.hold = h
 		for _, k := range sealed {
 			l.gateKey(k)
 		}
 	}
 	l.mu.Unlock()
 	l.unlockIO()
-	go l.renewer(h, key, start)
 	if released {
 		err := l.errorf("term %d: released while Hold took it: %w", term, ErrLeaseLost)
-		l.stopHold(h, err)
+		h.cancel(err)
+		close(h.done) // no renewer
 		return nil, l.giveUp(ctx, h, term, key, err)
 	}
+	go l.renewer(h, key, start)
 
 	for i, s := range shards {
 		if err := l.seal(ctx, h, term, s, sealed[i]); err != nil {
@@ -275,6 +276,8 @@ func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string,
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case ended && released != "lease released":
+		return fmt.Errorf("%w (%s)", cause, released)
 	case ended:
 		return cause // lost, expired or released before the seal failed
 	case lost != nil:
