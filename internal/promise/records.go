@@ -132,15 +132,17 @@ func (c *Checker) putRecord(idx int, call *Call, fl *flight, k shardKey, prev, n
 	c.checkTenure(idx, call, prev, nv)
 	c.checkKeepsRefs(idx, call, prev, nv)
 	// 24: a write that creates the record, decided before something
-	// outside deleted it, may land after: absence is no version. Its
-	// blobs were checked when it decided; KeepFloor closes it (31).
-	lost := prev == nil && !call.KeepFloor && c.st.changedOutsideSince(k.key, fl.begin)
+	// outside deleted it, may land after: absence is no version. It
+	// checked its blobs when it decided, so a blob deleted since it began
+	// is excused (see gone); KeepFloor closes it (31).
+	lostSince := -1
+	if prev == nil && !call.KeepFloor && c.st.changedOutsideSince(k.key, fl.begin) {
+		lostSince = fl.begin
+	}
 	if call.Op == Commit {
-		c.checkCommit(idx, call, k, prev, nv, lost)
+		c.checkCommit(idx, call, k, prev, nv, lostSince)
 	}
-	if !lost {
-		c.checkNewRefs(idx, call, k, prev, nv)
-	}
+	c.checkNewRefs(idx, call, k, prev, nv, lostSince)
 }
 
 // checkSettle judges a settle's put over damaged bytes: promises 8, 9 and

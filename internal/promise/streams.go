@@ -80,9 +80,9 @@ func (c *Checker) checkCollectDelete(idx int, call *Call, fl *flight, key string
 
 // checkCommit judges promise 20 on a Commit's put: every blob it newly
 // references exists with the size referenced, is the committer's, of an
-// epoch within its tenure, and was created at or after the horizon; with
-// lost (see putRecord), only the names are judged.
-func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value, lost bool) {
+// epoch within its tenure, and was created at or after the horizon; a
+// blob gone since lostSince (see putRecord, gone) is excused.
+func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value, lostSince int) {
 	n := nv.record()
 	prevRefs, _ := refsOf(prev)
 	var horizon int64
@@ -102,7 +102,7 @@ func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value, 
 			c.report(idx, 20, "%s newly references blob %s of epoch %d, outside its tenure [%d, %d]", who(call), quote(r.Name), e, n.h.Since, n.h.Epoch)
 		}
 		bk, ok := k.blob(r.Name)
-		if !ok || lost {
+		if !ok || c.gone(bk, r, lostSince) {
 			continue
 		}
 		b := c.st.blobs[bk]
@@ -119,14 +119,23 @@ func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value, 
 	}
 }
 
+// gone reports whether the blob at bk, referenced as r by a write that
+// created a record deleted outside since lostSince (-1: none), existed
+// with r's size and was deleted since: what the write checked when it
+// decided, gone before it landed (promise 24).
+func (c *Checker) gone(bk string, r record.BlobRef, lostSince int) bool {
+	b := c.st.blobs[bk]
+	return lostSince >= 0 && b != nil && !b.exists && c.st.changedSince(bk, lostSince) && int64(len(b.data)) == r.Size
+}
+
 // checkNewRefs judges promises 24 and 25 on what a put newly references:
-// a blob that exists (unless deleted outside), and never one a Collect
-// deleted.
-func (c *Checker) checkNewRefs(idx int, call *Call, k shardKey, prev, nv *value) {
+// a blob that exists (unless deleted outside, or gone, see gone), and
+// never one a Collect deleted.
+func (c *Checker) checkNewRefs(idx int, call *Call, k shardKey, prev, nv *value, lostSince int) {
 	prevRefs, _ := refsOf(prev)
 	for _, r := range added(prevRefs, nv.rec.body.Refs) {
 		bk, ok := k.blob(r.Name)
-		if !ok {
+		if !ok || c.gone(bk, r, lostSince) {
 			continue
 		}
 		b := c.st.blobs[bk]
