@@ -1068,23 +1068,12 @@ func TestLeaseHoldOnce(t *testing.T) {
 // lease. No context of a Hold is left live while Epoch refuses.
 func TestLeaseReleaseEndsAHoldBegunMeanwhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := make(chan struct{})
-		var hold atomic.Bool // the next write waits at gate
-		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
-			if hold.CompareAndSwap(true, false) {
-				select {
-				case <-gate:
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-			}
-			return write()
-		}})
+		ctx, gate := gateWrites(t.Context())
 		a := holdLease(&Fence{Store: &MemStore{}}, "a")
 		_, err := a.Acquire(ctx)
 		require.NoError(t, err)
 
-		hold.Store(true)
+		gate.armed.Store(true)
 		type holdResult struct {
 			ctx context.Context
 			err error
@@ -1098,7 +1087,7 @@ func TestLeaseReleaseEndsAHoldBegunMeanwhile(t *testing.T) {
 		released := make(chan error, 1)
 		go func() { released <- a.Release(ctx) }()
 		synctest.Wait() // Release waits for the Hold's write
-		close(gate)
+		close(gate.open)
 
 		h := <-holds
 		require.ErrorIs(t, h.err, ErrLeaseLost, "the Hold's acquisition landed after the Release began")
@@ -1440,29 +1429,17 @@ func TestLeaseSameHolderRace(t *testing.T) {
 // by the store) returns ctx's error, and the Lease hands out no epoch,
 // before that write ends or after it lands.
 func TestLeaseReleaseWhoseCtxEndsWhileWaiting(t *testing.T) {
-	gate, arrived := make(chan struct{}), make(chan struct{})
-	var hold atomic.Bool // the next write waits at gate
-	ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
-		if hold.CompareAndSwap(true, false) {
-			close(arrived)
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}
-		return write()
-	}})
+	ctx, gate := gateWrites(t.Context())
 	clock := &fakeclock.Clock{}
 	a := newTestLease(&MemStore{}, "a", clock.Now)
 	_, err := a.Acquire(ctx)
 	require.NoError(t, err)
 
-	hold.Store(true)
+	gate.armed.Store(true)
 	renewed := make(chan error, 1)
 	go func() { renewed <- a.Renew(ctx) }()
-	<-arrived // the renewal holds the Lease's writes
-	open := sync.OnceFunc(func() { close(gate) })
+	<-gate.arrived // the renewal holds the Lease's writes
+	open := sync.OnceFunc(func() { close(gate.open) })
 	defer open()
 
 	rctx, cancel := context.WithCancel(ctx)
@@ -1662,6 +1639,29 @@ func TestLeaseGivenUpHoldBesideARenewal(t *testing.T) {
 	})
 }
 
+// writeGate holds the first write made under the context gateWrites
+// returns once armed, until open is closed or the write's context ends;
+// arrived is closed when that write arrives.
+type writeGate struct {
+	armed         atomic.Bool
+	open, arrived chan struct{}
+}
+
+func gateWrites(ctx context.Context) (context.Context, *writeGate) {
+	g := &writeGate{open: make(chan struct{}), arrived: make(chan struct{})}
+	return hook.With(ctx, &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+		if g.armed.CompareAndSwap(true, false) {
+			close(g.arrived)
+			select {
+			case <-g.open:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		return write()
+	}}), g
+}
+
 // holdBehind runs a.Hold(ctx, shards...) in a goroutine of its own and
 // hands its error over once it returns.
 func holdBehind(ctx context.Context, a *Lease, shards ...Shard) <-chan error {
@@ -1682,24 +1682,13 @@ func holdBehind(ctx context.Context, a *Lease, shards ...Shard) <-chan error {
 // context left live and renewing while every Epoch is refused.
 func TestLeaseHoldBegunBeforeAReleaseThatEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := make(chan struct{})
-		var hold atomic.Bool // the next write waits at gate
-		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
-			if hold.CompareAndSwap(true, false) {
-				select {
-				case <-gate:
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-			}
-			return write()
-		}})
+		ctx, gate := gateWrites(t.Context())
 		store := &MemStore{}
 		a := holdLease(&Fence{Store: store}, "a")
 		_, err := a.Acquire(ctx)
 		require.NoError(t, err)
 
-		hold.Store(true)
+		gate.armed.Store(true)
 		renewed := make(chan error, 1)
 		go func() { renewed <- a.Renew(ctx) }()
 		synctest.Wait() // the renewal holds the Lease's writes
@@ -1709,7 +1698,7 @@ func TestLeaseHoldBegunBeforeAReleaseThatEnded(t *testing.T) {
 		rctx, cancel := context.WithCancel(ctx)
 		cancel()
 		require.ErrorIs(t, a.Release(rctx), context.Canceled)
-		close(gate)
+		close(gate.open)
 		require.NoError(t, <-renewed)
 
 		require.ErrorIs(t, <-held, ErrLeaseLost, "the Hold began before the Release: it hands out no epoch, so it is not in force")
@@ -1749,24 +1738,13 @@ func TestLeaseHoldGivenUpKeepsALaterAcquisition(t *testing.T) {
 					return
 				}
 				synctest.Test(t, func(t *testing.T) {
-					gate := make(chan struct{})
-					var hold atomic.Bool // the next write waits at gate
-					ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
-						if hold.CompareAndSwap(true, false) {
-							select {
-							case <-gate:
-							case <-ctx.Done():
-								return "", ctx.Err()
-							}
-						}
-						return write()
-					}})
+					ctx, gate := gateWrites(t.Context())
 					store := &MemStore{}
 					a := holdLease(&Fence{Store: store}, "a")
 					_, err := a.Acquire(ctx)
 					require.NoError(t, err)
 
-					hold.Store(true)
+					gate.armed.Store(true)
 					renewed := make(chan error, 1)
 					go func() { renewed <- a.Renew(ctx) }()
 					synctest.Wait() // the renewal holds the Lease's writes
@@ -1786,7 +1764,7 @@ func TestLeaseHoldGivenUpKeepsALaterAcquisition(t *testing.T) {
 						later <- result{c, err}
 					}()
 					synctest.Wait() // the later acquisition waits behind the Hold
-					close(gate)
+					close(gate.open)
 					require.NoError(t, <-renewed)
 
 					require.ErrorIs(t, <-held, ErrLeaseLost, "the Hold began before the Release")
@@ -1820,18 +1798,7 @@ const leaseRounds = 500
 // lease, deposing nobody.
 func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := make(chan struct{})
-		var hold atomic.Bool // the next write waits at gate
-		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
-			if hold.CompareAndSwap(true, false) {
-				select {
-				case <-gate:
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-			}
-			return write()
-		}})
+		ctx, gate := gateWrites(t.Context())
 		store := &MemStore{}
 		f := &Fence{Store: store}
 		a := holdLease(f, "a")
@@ -1840,7 +1807,7 @@ func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
 		deposed, stop := f.Deposed(ctx, "wal", "0")
 		defer stop()
 
-		hold.Store(true)
+		gate.armed.Store(true)
 		renewed := make(chan error, 1)
 		go func() { renewed <- a.Renew(ctx) }()
 		synctest.Wait() // the renewal holds the Lease's writes
@@ -1849,7 +1816,7 @@ func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
 		released := make(chan error, 1)
 		go func() { released <- a.Release(ctx) }()
 		synctest.Wait() // and the Release too
-		close(gate)
+		close(gate.open)
 		require.NoError(t, <-renewed)
 
 		require.ErrorIs(t, <-held, ErrLeaseLost, "the Hold's acquisition landed after the Release began")
@@ -1863,5 +1830,52 @@ func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
 		assert.Zero(t, rec.Expiry, "released")
 		_, err = holdLease(&Fence{Store: store}, "b").Acquire(ctx)
 		require.NoError(t, err, "released: another Lease takes the lease at once")
+	})
+}
+
+// TestLeaseHoldGivenUpWhoseReleaseFails: a Hold whose acquisition lands
+// after a Release began gives it up, and the give-up's release is
+// refused (credentials that may not write the record): the Hold returns
+// ErrLeaseLost and says the release failed and when the term lapses, as
+// the record shows the lease held until then.
+func TestLeaseHoldGivenUpWhoseReleaseFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var writes atomic.Int32
+		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+			switch writes.Add(1) {
+			case 2: // the Renew's: held until the Release has begun and ended
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			case 4: // the give-up's release
+				return "", fmt.Errorf("denied: %w", fs.ErrPermission)
+			}
+			return write()
+		}})
+		store := &MemStore{}
+		a := holdLease(&Fence{Store: store}, "a")
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
+
+		renewed := make(chan error, 1)
+		go func() { renewed <- a.Renew(ctx) }()
+		synctest.Wait()
+		held := holdBehind(ctx, a)
+		synctest.Wait()
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, a.Release(ended), context.Canceled)
+		close(gate)
+		require.NoError(t, <-renewed)
+
+		err = <-held
+		require.ErrorIs(t, err, ErrLeaseLost)
+		assert.Contains(t, err.Error(), "release failed")
+		assert.Contains(t, err.Error(), "the term lapses at")
+		assert.NotZero(t, leaseRecordOf(t, store).Expiry, "the record shows the lease held")
+		assert.EqualValues(t, 4, writes.Load(), "the release was tried once: a refusal is final")
 	})
 }
