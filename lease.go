@@ -254,24 +254,9 @@ func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string,
 	ended, cause := h.ctx.Err() != nil, context.Cause(h.ctx)
 	l.stopHold(h, err)
 
-	// A release bounded by the term: one that lands after it is refused as
-	// lost, which changes nothing. Only the acquisition h took is
-	// released: a Release that ended h may have been followed by another.
-	l.mu.Lock()
-	held, expiry := l.held && l.taken == h.taken, l.expiry
-	l.mu.Unlock()
-	released := "lease released"
-	var lost *LeaseLostError
-	if held {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(expiry.Sub(l.now()), l.margin()))
-		rerr := l.release(rctx, h.taken)
-		switch {
-		case errors.As(rerr, &lost):
-		case rerr != nil:
-			released = fmt.Sprintf("release failed (%s), the term lapses at %s", trim(rerr), expiry.UTC().Format(time.RFC3339Nano))
-		}
-		cancel()
-	}
+	// Only the acquisition h took is released: a Release that ended h may
+	// have been followed by another.
+	released, lost := l.releaseOwn(ctx, h.taken)
 	var stale *StaleEpochError
 	switch {
 	case ctx.Err() != nil:
@@ -287,6 +272,28 @@ func (l *Lease) giveUp(ctx context.Context, h *holding, term uint64, key string,
 			term, released, esc(key), stale.RecordedEpoch, stale.RecordedEpoch>>leaseSeqBits, esc(stale.RecordedWriter), stale.RecordedEpoch>>leaseSeqBits, err)
 	}
 	return &prefixed{prefix: fmt.Sprintf("writefence: lease %s: takeover at term %d given up, %s: ", esc(l.Name), term, released), err: err}
+}
+
+// releaseOwn releases the lease if the Lease still holds it in
+// acquisition taken (see Lease.taken), with a release bounded by the
+// term (one that lands after it is refused as lost, which changes
+// nothing), and says what came of it: "lease released", or why not and
+// when the term lapses; lost when the lease was taken over meanwhile.
+func (l *Lease) releaseOwn(ctx context.Context, taken uint64) (released string, lost *LeaseLostError) {
+	l.mu.Lock()
+	held, expiry := l.held && l.taken == taken, l.expiry
+	l.mu.Unlock()
+	if !held {
+		return "lease released", nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(expiry.Sub(l.now()), l.margin()))
+	defer cancel()
+	switch err := l.release(rctx, taken); {
+	case errors.As(err, &lost):
+	case err != nil:
+		return fmt.Sprintf("release failed (%s), the term lapses at %s", trim(err), expiry.UTC().Format(time.RFC3339Nano)), nil
+	}
+	return "lease released", lost
 }
 
 // margin is how long before a term's expiry a takeover must be done.
@@ -374,8 +381,18 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.unlockIO()
-	return l.acquire(ctx, key, since)
+	term, err := l.acquire(ctx, key, since)
+	l.mu.Lock()
+	taken, released := l.taken, err == nil && l.releases != since
+	l.mu.Unlock()
+	l.unlockIO()
+	if !released {
+		return term, err
+	}
+	// A Release begun since this call began stops every epoch of this
+	// acquisition: it is given up, as Hold gives up its own.
+	how, _ := l.releaseOwn(ctx, taken)
+	return 0, l.errorf("term %d: released while Acquire took it, %s: %w", term, how, ErrLeaseLost)
 }
 
 // releasesBegun returns how many Releases began before now: an
@@ -494,9 +511,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 // conditioned on the version it last wrote, so that the next
 // acquisition takes term + 1 at once. The Lease hands out no epoch after,
 // whatever the outcome (the record may then show the lease held until it
-// expires), until an Acquire or a Hold begun after it lands; a Hold begun
-// before, not yet taken, returns ErrLeaseLost. A Lease that does not hold
-// the lease returns why (ErrLeaseLost).
+// expires), until an Acquire or a Hold begun after it lands (one begun
+// before, landing after, returns ErrLeaseLost). A Lease that does not
+// hold the lease returns why (ErrLeaseLost).
 func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, 0) }
 
 // release is Release; with taken other than 0, it releases the lease only

@@ -1879,3 +1879,45 @@ func TestLeaseHoldGivenUpWhoseReleaseFails(t *testing.T) {
 		assert.EqualValues(t, 4, writes.Load(), "the release was tried once: a refusal is final")
 	})
 }
+
+// TestLeaseAcquireBegunBeforeAReleaseThatEnded: as
+// TestLeaseHoldBegunBeforeAReleaseThatEnded, for an Acquire. It lands
+// after a Release began and ended, so it could hand out no epoch: it
+// gives the lease up and returns ErrLeaseLost, and another Lease takes
+// the lease at once instead of waiting out a term nobody renews.
+func TestLeaseAcquireBegunBeforeAReleaseThatEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, gate := gateWrites(t.Context())
+		store := &MemStore{}
+		a := holdLease(&Fence{Store: store}, "a")
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
+
+		gate.armed.Store(true)
+		renewed := make(chan error, 1)
+		go func() { renewed <- a.Renew(ctx) }()
+		synctest.Wait() // the renewal holds the Lease's writes
+		acquired := make(chan error, 1)
+		go func() {
+			_, err := a.Acquire(ctx)
+			acquired <- err
+		}()
+		synctest.Wait() // the Acquire waits for them
+
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, a.Release(ended), context.Canceled)
+		close(gate.open)
+		require.NoError(t, <-renewed)
+
+		require.ErrorIs(t, <-acquired, ErrLeaseLost, "the Acquire began before the Release")
+		_, err = a.Epoch(ctx, "wal", "0")
+		require.ErrorIs(t, err, ErrLeaseLost)
+		assert.Zero(t, leaseRecordOf(t, store).Expiry, "released")
+		_, err = holdLease(&Fence{Store: store}, "b").Acquire(ctx)
+		require.NoError(t, err, "another Lease takes the lease at once")
+		_, err = a.Acquire(ctx)
+		var held *LeaseHeldError
+		require.ErrorAs(t, err, &held, "an Acquire begun after the Release takes the lease again, if it is free")
+	})
+}
