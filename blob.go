@@ -303,8 +303,9 @@ type GCOptions struct {
 
 	// RecordGone says that the shard's record was removed on purpose:
 	// Collect then deletes every blob of the shard, and refuses a shard
-	// that has a record (ErrInvalidArgument). Without it, a shard with no
-	// record is refused (ErrNotFound), as its blobs may be all that is left.
+	// that has a record (ErrInvalidArgument), or a floor, or a record the
+	// Fence saw (ErrEpochRegressed: delete the floor, Forget). Without it,
+	// a shard with no record is refused (ErrNotFound).
 	RecordGone bool
 }
 
@@ -312,28 +313,29 @@ type GCOptions struct {
 const defaultGrace = 24 * time.Hour
 
 // Collect deletes the blobs of (plugin, shard) that no manifest can
-// reference, and reports what it found. It never deletes a referenced blob;
-// it deletes at once a blob that can never be committed (written below the
+// reference, and reports what it found. It never deletes a referenced
+// blob. It deletes at once a blob that can never be committed (below the
 // manifest's tenure floor, by another writer at an epoch not above the
-// manifest's, or before the record's collection horizon), so a deposed
-// writer's blobs go as soon as its successor commits or seals; and any other
-// only once it is older than opts.Grace by the blob store's clock, after
-// raising the record's collection horizon to that age in a write that
-// changes nothing else (Op "collect"). No commit newly references a blob
-// created before the horizon (promise 24). On S3 a multipart blob is dated
-// by its upload's start; one with no creation time is older than any
-// grace. The clock is a new blob's time.
+// manifest's, or before the record's collection horizon): a deposed
+// writer's blobs go as soon as its successor commits or seals. Any other
+// goes once older than opts.Grace by the blob store's clock (a new blob's
+// time), after a write that raises the horizon to that age and changes
+// nothing else (Op "collect"); no commit newly references a blob created
+// before it (promise 24). A plain record, which no commit wrote, carries
+// no horizon: over one, such a blob is kept. On S3 a multipart blob is
+// dated by its upload's start; one with no creation time is older than
+// any grace.
 //
 // It deletes nothing on a corrupt record (ErrCorrupt), one of another
 // identity (ErrWire), a shard with no record (see GCOptions.RecordGone), or
-// a record absent or below what the Fence saw (ErrEpochRegressed). Before
-// each batch of deletes (up to 10,000 blobs on a store that declares
-// BlobBatchDeleter, else 100) it reads the record again and stops once the
-// record no longer holds the tenure it judged by (promise 32). Damage its
-// listing reports stops nothing: Collect deletes what it can judge and
-// returns ErrCorrupt with the report (which lists what a failed batch
-// deleted). It passes the probe verdict and the brand, and is safe to run
-// from many processes at once.
+// a record absent or below what the Fence saw or the floor, RecordGone or
+// not (ErrEpochRegressed, promise 29). Before each batch of deletes (up to
+// 10,000 blobs on a store that declares BlobBatchDeleter, else 100) it
+// reads the record again and stops once the record no longer holds the
+// tenure it judged by (promise 32). Damage its listing reports stops
+// nothing: Collect deletes what it can judge and returns ErrCorrupt with
+// the report (which lists what a failed batch deleted). It passes the
+// probe verdict and the brand; many processes may run it at once.
 func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (GCReport, error) {
 	e := f.engine()
 	var report GCReport
@@ -380,10 +382,11 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		return report, err
 	case !gone && opts.RecordGone:
 		return report, invalidArg("record", "GCOptions.RecordGone is set, but %s holds a record (epoch %d by %s)", esc(key), info.Epoch, esc(info.Writer))
-	case !opts.RecordGone:
-		if err := collectRegressed(key, info, gone, seen); err != nil {
-			return report, err
-		}
+	}
+	// A record this Fence saw, or a floor kept, says the record was lost,
+	// not retired (promise 29), RecordGone or not.
+	if err := collectRegressed(key, info, gone, seen); err != nil {
+		return report, err
 	}
 	referenced := map[string]bool{}
 	for _, r := range info.Blobs {
@@ -411,7 +414,9 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 			report.Kept = append(report.Kept, b)
 		case uncommittable(epoch, writer, info), info.horizon() != 0 && b.Modified.UnixNano() < info.horizon():
 			doomed = append(doomed, b)
-		case b.Modified.UnixNano() < threshold:
+		case b.Modified.UnixNano() < threshold && info.Stream:
+			// A horizon is a stream record's: over a plain one, a blob
+			// its writer may yet commit is kept.
 			aged = append(aged, b)
 		default:
 			report.Kept = append(report.Kept, b)
@@ -447,7 +452,9 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 			return report, err
 		}
 		for _, b := range aged {
-			if slices.ContainsFunc(refs, func(r BlobRef) bool { return space+r.Name == b.Key }) {
+			if refs == nil {
+				report.Kept = append(report.Kept, b) // the record is plain again: no horizon
+			} else if slices.ContainsFunc(refs, func(r BlobRef) bool { return space+r.Name == b.Key }) {
 				report.Referenced = append(report.Referenced, b)
 			} else {
 				doomed = append(doomed, b)
@@ -497,6 +504,13 @@ func (f *Fence) raiseHorizon(ctx context.Context, plugin, shard, key string, hor
 			return nil, false, fmt.Errorf("writefence: collect %s: the record is gone: %w", esc(key), ErrNotFound)
 		}
 		refs = st.body.Refs
+		if !st.body.Stream {
+			refs = nil // a plain record carries no horizon: nothing aged is deleted
+			return nil, true, nil
+		}
+		if refs == nil {
+			refs = []BlobRef{}
+		}
 		if st.h.Horizon >= horizon {
 			return nil, true, nil
 		}
@@ -529,9 +543,12 @@ func (f *Fence) blobClock(ctx context.Context, bs BlobStore) (time.Time, error) 
 	key := keys.Clock(f.Prefix, id)
 	info, err := bs.CreateBlob(ctx, key, bytes.NewReader(nil))
 	if err != nil {
+		// A create whose reply was lost may have landed: nothing else
+		// would ever delete it.
+		_ = bs.DeleteBlob(ctx, key)
 		return time.Time{}, &prefixed{prefix: "writefence: the blob store's clock: ", err: err}
 	}
-	if err := bs.DeleteBlob(ctx, key); err != nil {
+	if _, err := retried(ctx, f.engine(), func() (struct{}, error) { return struct{}{}, bs.DeleteBlob(ctx, key) }); err != nil {
 		return time.Time{}, &prefixed{prefix: "writefence: the blob store's clock: ", err: err}
 	}
 	return info.Modified, nil

@@ -15,11 +15,12 @@ import (
 )
 
 // TestCollectKeepsAPlainRecordPlain: Collect's write of a collection
-// horizon changes nothing else in the record (promise 1). Over a plain
-// record (format version 2), which its writer keeps with Push only, a
-// blob of that writer at the record's epoch, never committed and older
-// than the grace, makes Collect raise the horizon; the record must stay
-// what it was: not a stream's record, which older readers refuse.
+// horizon changes nothing else in the record (promise 1), and only a
+// stream's record carries one. Over a plain record (format version 2),
+// which its writer keeps with Push only, a blob of that writer at the
+// record's epoch, never committed and older than the grace, is kept: the
+// writer may yet commit it, and no horizon may say otherwise. Once a seal
+// begins a new tenure it can never be committed, and goes.
 func TestCollectKeepsAPlainRecordPlain(t *testing.T) {
 	ctx := t.Context()
 	clock := &fakeclock.Clock{}
@@ -30,47 +31,59 @@ func TestCollectKeepsAPlainRecordPlain(t *testing.T) {
 	before, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
 	require.False(t, before.Stream, "a plain record")
+	plain := bytesAt(t, mem, mustKey(t, "wal", "0"))
 
 	clock.Advance(2 * time.Hour)
 	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 	require.NoError(t, err)
-	require.Len(t, report.Deleted, 1, "the aged upload is collected")
+	assert.Empty(t, report.Deleted, "a may yet commit it")
+	assert.Len(t, report.Kept, 1)
+	assert.Equal(t, plain, bytesAt(t, mem, mustKey(t, "wal", "0")), "no horizon written over a plain record")
 
+	require.NoError(t, f.Seal(ctx, "wal", "0", "b", 4))
+	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	assert.Len(t, report.Deleted, 1, "below the tenure b's seal began: never committable")
 	after, err := f.Inspect(ctx, "wal", "0")
 	require.NoError(t, err)
-	assert.Equal(t, before.Epoch, after.Epoch)
-	assert.Equal(t, before.Payload, after.Payload)
-	assert.False(t, after.Stream, "Collect's horizon turned a plain record into a stream's (format version 4)")
+	assert.False(t, after.Stream, "still a plain record")
 }
 
 // TestCollectLeavesNoClockBlob: the blob Collect creates to learn the blob
-// store's time is deleted right after; a failure of that delete, which
-// fails the pass, must not leave it behind for good. No Collect, no
-// Settle and no other call ever deletes a blob of the reserved clock
-// space, so every such failure (and every lost reply of the clock's
-// create, which Settle retries under a new name) leaves one more blob
-// that nothing reclaims.
+// store's time is deleted right after. Nothing else deletes a blob of the
+// reserved clock space, so a failure of that delete is retried as any
+// read is, and a create whose reply was lost is deleted before the error
+// is returned: no pass leaves a clock blob behind.
 func TestCollectLeavesNoClockBlob(t *testing.T) {
-	ctx := t.Context()
-	mem := &writefence.MemStore{}
-	s := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{
-		{Op: fakestore.DeleteBlob, Times: 1, Err: errors.New("connection reset")},
-	}})
-	f := &writefence.Fence{Store: s}
-	committedBlob(t, f, "a", 1, "a's segment")
+	for name, fault := range map[string]fakestore.Fault{
+		"delete fails":      {Op: fakestore.DeleteBlob, Times: 1, Err: errors.New("connection reset")},
+		"create reply lost": {Op: fakestore.CreateBlob, Times: 1, Lost: true, Err: errors.New("connection reset")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			mem := &writefence.MemStore{}
+			f := &writefence.Fence{Store: mem}
+			committedBlob(t, f, "a", 1, "a's segment")
+			f = &writefence.Fence{Store: fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{fault}})}
 
-	_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
-	require.Error(t, err, "the clock's delete failed")
-	_, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
-	require.NoError(t, err, "the next pass runs")
+			_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+			if fault.Lost {
+				require.Error(t, err, "the clock's create is not retried: its reply was lost")
+			} else {
+				require.NoError(t, err, "the clock's delete is retried")
+			}
+			_, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+			require.NoError(t, err)
 
-	var clocks []string
-	for k := range listBlobs(t, mem, "") {
-		if strings.Contains(k, "_clock/") {
-			clocks = append(clocks, k)
-		}
+			var clocks []string
+			for k := range listBlobs(t, mem, "") {
+				if strings.Contains(k, "_clock/") {
+					clocks = append(clocks, k)
+				}
+			}
+			assert.Empty(t, clocks, "clock blobs left in the reserved space")
+		})
 	}
-	assert.Empty(t, clocks, "clock blobs left in the reserved space after two passes")
 }
 
 // TestCollectRecordGoneBelowWhatTheFenceSaw: promise 29 names two ways

@@ -357,7 +357,10 @@ func TestCommitListedBeforeACollect(t *testing.T) {
 						_, setBackErr = mem.PutIfVersion(ctx, key, before, v)
 					}
 				})
-				require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, c.payload))
+				// A stream's record, over which Collect raises a horizon.
+				require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
+					return writefence.Manifest{Payload: c.payload}, nil
+				}))
 				before, _, _ = mem.Get(ctx, key)
 				ref := putBlob(t, f, "a", 2, "segment")
 				armed.Store(true)

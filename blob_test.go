@@ -368,8 +368,8 @@ func blobKey(t testing.TB, name string) string {
 	return k
 }
 
-// pausedCommit pushes the shard's record at epoch 1 over mem, puts a
-// blob by "a" at blobEpoch, and starts a commit of it at epoch 2 that
+// pausedCommit commits the shard's record (a stream's, with no blob) at
+// epoch 1 over mem, puts a blob by "a" at blobEpoch, and starts a commit of it at epoch 2 that
 // checks the blob and is held once it has sent its write; it returns the
 // gate whose Open lets the write go, the writer's Fence, the blob's
 // reference and the commit's end.
@@ -378,7 +378,10 @@ func pausedCommit(t *testing.T, mem *writefence.MemStore, blobEpoch uint64) (*fa
 	ctx := t.Context()
 	store := fakestore.New(mem, fakestore.Options{})
 	writer := &writefence.Fence{Store: store}
-	require.NoError(t, writer.Push(ctx, "wal", "0", "a", 1, []byte("manifest")))
+	// A stream's record, on which Collect raises a horizon.
+	require.NoError(t, writer.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
+		return writefence.Manifest{Payload: []byte("manifest")}, nil
+	}))
 	ref := putBlob(t, writer, "a", blobEpoch, "segment")
 
 	gate := &fakestore.Gate{}
@@ -548,6 +551,37 @@ func TestPromise22_PushKeepsTheRecordedReferences(t *testing.T) {
 	assert.Equal(t, []writefence.BlobRef{first}, info.Blobs, "the push keeps the references the store recorded")
 	_, err = readBlob(t, f, info.Blobs[0].Name)
 	assert.NoError(t, err, "every referenced blob exists (promise 24)")
+}
+
+// TestPausedCommitOverAPlainRecord: as TestPausedCommitNeverLandsADeletedBlob,
+// over a record only Push wrote. A plain record carries no horizon, so
+// Collect keeps the blob, however old, and the paused commit lands a
+// reference to a blob that exists (promises 20 and 24).
+func TestPausedCommitOverAPlainRecord(t *testing.T) {
+	ctx := t.Context()
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
+	store := fakestore.New(mem, fakestore.Options{})
+	writer := &writefence.Fence{Store: store}
+	require.NoError(t, writer.Push(ctx, "wal", "0", "a", 1, []byte("state")))
+	plain := bytesAt(t, mem, mustKey(t, "wal", "0"))
+	ref := putBlob(t, writer, "a", 1, "segment")
+	gate := &fakestore.Gate{}
+	store.Inject(fakestore.Fault{Op: fakestore.Put, Key: mustKey(t, "wal", "0"), Times: 1, Gate: gate})
+	done := make(chan error, 1)
+	go func() { done <- writer.Commit(ctx, "wal", "0", "a", 2, appendBlob(ref)) }()
+	<-gate.Arrived()
+
+	clock.Advance(2 * time.Hour)
+	report, err := (&writefence.Fence{Store: mem}).Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	assert.Empty(t, report.Deleted, "its writer may yet commit it")
+	assert.Equal(t, plain, bytesAt(t, mem, mustKey(t, "wal", "0")), "no horizon over a plain record")
+
+	gate.Open()
+	require.NoError(t, <-done)
+	_, err = readBlob(t, writer, ref.Name)
+	assert.NoError(t, err, "every referenced blob exists")
 }
 
 // TestPromise24_CollectOfBlobsWithoutCreationTime: on a blob store that
@@ -1042,7 +1076,10 @@ func TestCollectHorizonHeldToTheFloor(t *testing.T) {
 	key := mustKey(t, "wal", "0")
 	w := &writefence.Fence{Store: mem, KeepFloor: true}
 	require.NoError(t, w.Seal(ctx, "wal", "0", "a", 1))
-	require.NoError(t, w.Push(ctx, "wal", "0", "a", 2, []byte("a's")))
+	// A stream's record: only one carries a collection horizon.
+	require.NoError(t, w.Commit(ctx, "wal", "0", "a", 2, func(writefence.Manifest) (writefence.Manifest, error) {
+		return writefence.Manifest{Payload: []byte("a's")}, nil
+	}))
 	deposed := bytesAt(t, mem, key)
 	require.NoError(t, w.Seal(ctx, "wal", "0", "b", 3)) // the floor: 3
 	putBlob(t, w, "b", 3, "pending")                    // b's, unreferenced, so aged: the horizon rises over it

@@ -738,7 +738,10 @@ func TestLostReplyThenCollectRaisesTheHorizon(t *testing.T) {
 			clock := &fakeclock.Clock{}
 			mem := &writefence.MemStore{Clock: clock.Now}
 			other := &writefence.Fence{Store: mem}
-			require.NoError(t, other.Push(ctx, "wal", "0", "a", 1, []byte("x")))
+			// A stream's record, which a horizon can be raised on.
+			require.NoError(t, other.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
+				return writefence.Manifest{Payload: []byte("x")}, nil
+			}))
 			putBlob(t, other, "a", 2, "stray") // Collect raises the horizon over it
 			clock.Advance(2 * time.Hour)
 

@@ -26,8 +26,10 @@ Runs Fence.Collect over the shard's blobs and prints one line per blob,
 tab-separated: what gc did (deleted, would_delete with -dry-run, or kept),
 the blob's name, its size, and why:
   referenced    kept: the recorded manifest references it
-  grace         kept: unreferenced, but younger than -grace, so a writer of the
-                current tenure, or one racing at an admissible epoch, may yet commit it
+  grace         kept: unreferenced, but younger than -grace (or of any age over
+                a record no commit wrote, which carries no horizon), so a writer of
+                the current tenure, or one racing at an admissible epoch, may yet
+                commit it
   foreign       kept: not a name blob put writes
   unreferenced  deleted: no manifest can reference it any more
 Lines come in name order (by epoch, then id). A summary goes to stderr.

@@ -79,9 +79,7 @@ func TestGC(t *testing.T) {
 // is older than -grace by the store's clock (the test's), then deleted.
 func TestGCGrace(t *testing.T) {
 	addr, _, clock := sharedMem(t)
-	stdin = strings.NewReader("a's record")
-	t.Cleanup(func() { stdin = os.Stdin })
-	r := wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "wal", "s")
+	r := wf(t, "commit", "-store", addr, "-writer", "a", "-epoch", "1", "-payload-file", writeFile(t, "a's record"), "wal", "s")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	ref := put(t, addr, "a", "1", "fresh")
 	row := func(action, reason string) string { return action + "\t" + nameOf(ref) + "\t5\t" + reason + "\n" }
@@ -96,6 +94,17 @@ func TestGCGrace(t *testing.T) {
 	assert.Equal(t, row("would_delete", "unreferenced"), wf(t, "gc", "-dry-run", "-grace", "1h", "-store", addr, "wal", "s").stdout)
 	assert.Equal(t, row("deleted", "unreferenced"), wf(t, "gc", "-grace", "1h", "-store", addr, "wal", "s").stdout)
 	assert.Empty(t, wf(t, "gc", "-grace", "1h", "-store", addr, "wal", "s").stdout)
+
+	// Over a record no commit wrote, an unreferenced blob its writer may
+	// yet commit is kept whatever its age: no horizon can say otherwise.
+	stdin = strings.NewReader("b's record")
+	t.Cleanup(func() { stdin = os.Stdin })
+	require.Equal(t, exitOK, wf(t, "push", "-store", addr, "-writer", "a", "-epoch", "1", "wal", "p").code)
+	r = wf(t, "blob", "put", "-store", addr, "-writer", "a", "-epoch", "1", "-file", writeFile(t, "fresh"), "wal", "p")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	plain := strings.TrimSuffix(r.stdout, "\n")
+	clock.Advance(2 * time.Hour)
+	assert.Equal(t, "kept\t"+nameOf(plain)+"\t5\tgrace\n", wf(t, "gc", "-grace", "1h", "-store", addr, "wal", "p").stdout)
 
 	for _, grace := range []string{"0", "-1h", "1"} {
 		r := wf(t, "gc", "-json", "-grace", grace, "-store", addr, "wal", "s")
