@@ -154,7 +154,7 @@ func (c *Checker) outsideFloor(p string, floorKey string) {
 // blob of its shard: none while the record was absent or below what the
 // Collect's Fence saw of it, throughout the collection so far.
 func (c *Checker) checkCollectRegression(idx int, call *Call, fl *flight, blobKey string) {
-	if fl == nil || call.RecordGone {
+	if fl == nil {
 		return
 	}
 	k, ok := c.callShard(call)
