@@ -15,8 +15,7 @@ import (
 )
 
 // Lease is a named, expiring, exclusive lease kept in a record of a Fence's
-// store, and an EpochSource that hands out epochs only while the lease is
-// held.
+// store, and an EpochSource that hands out epochs only while it is held.
 //
 // Every acquisition, the first and each takeover of an expired or released
 // lease, takes the next term in one conditional write (promise 12). Another
@@ -963,8 +962,8 @@ func (l *Lease) check() (string, error) {
 // version is not empty, ErrConflict when the record has another version (or
 // exists, when version is empty), an *InvalidArgumentError for a term below
 // that of a record that decodes, and an *EpochRegressedError for a term
-// below one this Lease value saw. A retry of a lost reply returns nil once
-// the record is this settle.
+// below one this Lease value saw. A lost reply's retry returns nil once
+// it landed.
 func (l *Lease) Settle(ctx context.Context, version string, term uint64) error {
 	key, err := l.check()
 	switch {

@@ -17,7 +17,7 @@ var ErrUntrustedStore = errors.New("writefence: untrusted store")
 
 // ProbeError is a failed probe's verdict: the store did not do what Check
 // requires. It matches ErrUntrustedStore and, through Err, what the store
-// did instead.
+// did.
 type ProbeError struct {
 	Check string // the check that failed, e.g. "stale update is refused"
 	Key   string // the scratch key the check ran on
