@@ -1229,3 +1229,94 @@ func TestCollectHorizonBoundary(t *testing.T) {
 	err = f.Commit(ctx, "wal", "0", "a", 3, appendBlob(old))
 	require.ErrorIs(t, err, writefence.ErrNotFound, "the collected one is not")
 }
+
+// TestCollectOverARecordMadePlainMeanwhile: Collect reads a stream's
+// record (a's, epoch 1) and judges two blobs by it: x's, at epoch 1,
+// never committable (another writer's, not above the record's epoch),
+// and a's own, at epoch 2, older than the grace. Between that read and
+// the horizon's write the record is deleted from outside and a Fence that
+// never saw it pushes b's plain record at epoch 3: no regression for the
+// collecting Fence (promise 29: the record is above the epoch it saw).
+// The horizon's write finds a plain record, which carries none, so a's
+// blob is kept and nothing relies on a horizon. x's blob is still never
+// committable (b's tenure began at 3), and Collect deletes it (promise
+// 26) and returns nil. It must not refuse with ErrEpochRegressed, as if
+// the record had gone back below a horizon it never wrote.
+func TestCollectOverARecordMadePlainMeanwhile(t *testing.T) {
+	ctx := t.Context()
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
+	key := mustKey(t, "wal", "0")
+	w := &writefence.Fence{Store: mem}
+	committedBlob(t, w, "a", 1, "a's committed segment")
+	deposed := putBlob(t, w, "x", 1, "x's segment, never committable")
+	pending := putBlob(t, w, "a", 2, "a's upload, older than the grace")
+	clock.Advance(2 * time.Hour)
+
+	var once sync.Once
+	store := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.ListBlobs {
+			once.Do(func() {
+				assert.NoError(t, mem.Delete(ctx, key))
+				assert.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "b", 3, []byte("b's state")))
+			})
+		}
+		return nil
+	}})
+	report, err := (&writefence.Fence{Store: store}).Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err, "the record is above what the Fence saw, and no horizon was written")
+	assert.Equal(t, []string{deposed.Name}, blobNames(report.Deleted), "x's blob is never committable")
+	assert.Contains(t, blobNames(report.Kept), pending.Name, "no horizon over a plain record: a's blob is kept")
+	info, err := w.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.False(t, info.Stream, "b's record stays plain")
+}
+
+// TestCollectOverAPlainRecordCommittedMeanwhile: Collect reads a plain
+// record (a's push at epoch 1) and lists a's two uploads at epoch 2, both
+// older than the grace; between that read and the listing, a commits one
+// of them at 2, which makes the record a stream's. Judged by the plain
+// record, neither aged blob goes and no horizon is written: the committed
+// one stays readable (promise 24), and so does the other, which a may
+// still commit. The next pass reads the stream's record, raises its
+// horizon over the uncommitted blob and deletes it; a commit of it is
+// then refused (promise 20).
+func TestCollectOverAPlainRecordCommittedMeanwhile(t *testing.T) {
+	ctx := t.Context()
+	clock := &fakeclock.Clock{}
+	mem := &writefence.MemStore{Clock: clock.Now}
+	w := &writefence.Fence{Store: mem}
+	require.NoError(t, w.Push(ctx, "wal", "0", "a", 1, []byte("a's state")))
+	committed := putBlob(t, w, "a", 2, "a's upload, committed during the pass")
+	pending := putBlob(t, w, "a", 2, "a's upload, never committed")
+	clock.Advance(2 * time.Hour)
+
+	var once sync.Once
+	store := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.ListBlobs {
+			once.Do(func() {
+				assert.NoError(t, w.Commit(ctx, "wal", "0", "a", 2, appendBlob(committed)), "no horizon over the plain record")
+			})
+		}
+		return nil
+	}})
+	collector := &writefence.Fence{Store: store}
+	report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	assert.Empty(t, report.Deleted, "judged by a plain record, no aged blob goes")
+	assert.Equal(t, sortedNames(committed, pending), blobNames(report.Kept))
+	info, err := w.Inspect(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.True(t, info.Stream, "the commit's record")
+	assert.Zero(t, info.Horizon, "no horizon written")
+	got, err := readBlob(t, w, committed.Name)
+	require.NoError(t, err, "every referenced blob exists")
+	assert.Equal(t, "a's upload, committed during the pass", got)
+
+	report, err = collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	assert.Equal(t, []string{pending.Name}, blobNames(report.Deleted), "over the stream's record the aged blob goes")
+	assert.Equal(t, []string{committed.Name}, blobNames(report.Referenced))
+	err = w.Commit(ctx, "wal", "0", "a", 3, appendBlob(pending))
+	require.ErrorIs(t, err, writefence.ErrNotFound, "behind the horizon")
+}

@@ -1921,3 +1921,102 @@ func TestLeaseAcquireBegunBeforeAReleaseThatEnded(t *testing.T) {
 		require.ErrorAs(t, err, &held, "an Acquire begun after the Release takes the lease again, if it is free")
 	})
 }
+
+// TestLeaseAcquireBegunBeforeAReleaseThatWaits: as
+// TestLeaseHoldOfAShardGivenUpSealsNothing, for an Acquire of a Lease that
+// holds the lease (a renewal): it begins while a Renew holds the Lease's
+// writes, and a Release begins after it and waits too. The renewal lands
+// after the Release began, so the Acquire gives it up and returns
+// ErrLeaseLost; the Release, begun while the Lease held the lease,
+// releases it and returns nil. No epoch after, and another Lease takes
+// the lease at once, at the next term.
+func TestLeaseAcquireBegunBeforeAReleaseThatWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, gate := gateWrites(t.Context())
+		store := &MemStore{}
+		a := holdLease(&Fence{Store: store}, "a")
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
+
+		gate.armed.Store(true)
+		renewed := make(chan error, 1)
+		go func() { renewed <- a.Renew(ctx) }()
+		synctest.Wait() // the renewal holds the Lease's writes
+		acquired := make(chan error, 1)
+		go func() {
+			_, err := a.Acquire(ctx)
+			acquired <- err
+		}()
+		synctest.Wait() // the Acquire waits for them
+		released := make(chan error, 1)
+		go func() { released <- a.Release(ctx) }()
+		synctest.Wait() // and the Release too
+		close(gate.open)
+		require.NoError(t, <-renewed)
+
+		require.ErrorIs(t, <-acquired, ErrLeaseLost, "the Acquire's renewal landed after the Release began")
+		require.NoError(t, <-released, "the Release began while the Lease held the lease")
+		_, err = a.Epoch(ctx, "wal", "0")
+		require.ErrorIs(t, err, ErrLeaseLost)
+		rec := leaseRecordOf(t, store)
+		assert.Zero(t, rec.Expiry, "released")
+		assert.Equal(t, uint64(1), rec.Term)
+		term, err := holdLease(&Fence{Store: store}, "b").Acquire(ctx)
+		require.NoError(t, err, "released: another Lease takes the lease at once")
+		assert.Equal(t, uint64(2), term)
+	})
+}
+
+// TestLeaseAcquireGivenUpWhoseReleaseFails: as
+// TestLeaseHoldGivenUpWhoseReleaseFails, for an Acquire: its acquisition
+// lands after a Release began and ended, and the give-up's release is
+// refused. The Acquire returns ErrLeaseLost, says the release failed and
+// when the term lapses, and hands out no epoch; the record shows the lease
+// held until then.
+func TestLeaseAcquireGivenUpWhoseReleaseFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var writes atomic.Int32
+		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+			switch writes.Add(1) {
+			case 2: // the Renew's: held until the Release has begun and ended
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			case 4: // the give-up's release
+				return "", fmt.Errorf("denied: %w", fs.ErrPermission)
+			}
+			return write()
+		}})
+		store := &MemStore{}
+		a := holdLease(&Fence{Store: store}, "a")
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
+
+		renewed := make(chan error, 1)
+		go func() { renewed <- a.Renew(ctx) }()
+		synctest.Wait()
+		acquired := make(chan error, 1)
+		go func() {
+			_, err := a.Acquire(ctx)
+			acquired <- err
+		}()
+		synctest.Wait()
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, a.Release(ended), context.Canceled)
+		close(gate)
+		require.NoError(t, <-renewed)
+
+		err = <-acquired
+		require.ErrorIs(t, err, ErrLeaseLost)
+		assert.Contains(t, err.Error(), "release failed")
+		assert.Contains(t, err.Error(), "the term lapses at")
+		_, err = a.Epoch(ctx, "wal", "0")
+		require.ErrorIs(t, err, ErrLeaseLost, "no epoch of the given-up acquisition")
+		assert.NotZero(t, leaseRecordOf(t, store).Expiry, "the record shows the lease held")
+		assert.EqualValues(t, 4, writes.Load(), "the release was tried once: a refusal is final")
+	})
+}
