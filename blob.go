@@ -294,18 +294,18 @@ func (c *checkedBlob) Close() error { return c.rc.Close() }
 type GCOptions struct {
 	// Grace is how old an unreferenced blob of the current tenure must be,
 	// by the blob store's clock, before Collect deletes it; zero means 24
-	// hours. A commit of it later than that after its upload began is
-	// refused (ErrNotFound).
+	// hours. Over a stream's record, a commit of it later than that after
+	// its upload began is refused (ErrNotFound).
 	Grace time.Duration
 
 	// DryRun reports what Collect would delete, writing only the clock's blob.
 	DryRun bool
 
 	// RecordGone says that the shard's record was removed on purpose:
-	// Collect then deletes every blob of the shard, and refuses a shard
-	// that has a record (ErrInvalidArgument), or a floor, or a record the
-	// Fence saw (ErrEpochRegressed: delete the floor, Forget). Without it,
-	// a shard with no record is refused (ErrNotFound).
+	// Collect then deletes every blob of the shard, and refuses one with a
+	// record (ErrInvalidArgument), a floor (read whatever KeepFloor), or a
+	// record the Fence saw (ErrEpochRegressed: delete the floor, Forget).
+	// Without it, a shard with no record is refused (ErrNotFound).
 	RecordGone bool
 }
 
@@ -371,7 +371,9 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if err != nil {
 		return report, err
 	}
-	seen, err := f.sightNow(ctx, opCollect, plugin, shard, key)
+	// A shard retired on purpose has no floor either: RecordGone reads it
+	// whatever KeepFloor.
+	seen, err := f.sightWith(ctx, opCollect, plugin, shard, key, f.KeepFloor || opts.RecordGone)
 	if err != nil {
 		return report, err
 	}
@@ -450,6 +452,9 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 		refs, err := f.raiseHorizon(ctx, plugin, shard, key, threshold)
 		if err != nil {
 			return report, err
+		}
+		if refs == nil {
+			horizon = info.horizon() // the record is plain now: none raised
 		}
 		for _, b := range aged {
 			if refs == nil {

@@ -1197,6 +1197,22 @@ func TestCollectRecordGoneBelowWhatTheFenceSaw(t *testing.T) {
 	assert.Empty(t, report.Deleted)
 	_, err = mem.StatBlob(ctx, blobKey(t, ref.Name))
 	assert.NoError(t, err, "the blob the lost record referenced is kept")
+
+	// A Fence that never saw the shard, without KeepFloor (an operator's
+	// gc), reads the floor all the same.
+	gc := &writefence.Fence{Store: mem}
+	_, err = gc.Collect(ctx, "wal", "0", writefence.GCOptions{RecordGone: true})
+	require.ErrorIs(t, err, writefence.ErrEpochRegressed, "a floor kept: the record is lost, not retired")
+	_, err = mem.StatBlob(ctx, blobKey(t, ref.Name))
+	require.NoError(t, err)
+
+	// Retired on purpose: the floor deleted too.
+	floorKey, err := keys.Floor("", "wal", "0")
+	require.NoError(t, err)
+	require.NoError(t, mem.Delete(ctx, floorKey))
+	report, err = gc.Collect(ctx, "wal", "0", writefence.GCOptions{RecordGone: true})
+	require.NoError(t, err)
+	assert.Len(t, report.Deleted, 1)
 }
 
 // TestCollectHorizonBoundary: a blob exactly Grace old by the blob

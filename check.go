@@ -41,9 +41,14 @@ func (f *Fence) Check(ctx context.Context, plugin, shard, writer string, epoch u
 // sent by a call of op: what the Fence saw of it, and under KeepFloor the
 // floor, read now with a read's retries.
 func (f *Fence) sightNow(ctx context.Context, op, plugin, shard, key string) (sight, error) {
+	return f.sightWith(ctx, op, plugin, shard, key, f.KeepFloor)
+}
+
+// sightWith is sightNow, reading the floor with floor whatever KeepFloor.
+func (f *Fence) sightWith(ctx context.Context, op, plugin, shard, key string, floor bool) (sight, error) {
 	e := f.engine()
 	var fl floorState
-	if f.KeepFloor {
+	if floor {
 		fk, err := e.floorKey(plugin, shard)
 		if err != nil {
 			return sight{}, err

@@ -58,7 +58,8 @@ blobs but no record (its blobs listed as kept, no_record): nothing says
 which of them matter, and a record lost, or a -prefix or -store that is
 not the writers', must not cost them. -record-gone says the record was
 removed on purpose and no writer writes the shard: gc then deletes every
-blob of it (and refuses a shard that has a record).
+blob of it (and refuses a shard that has a record, or a floor key: delete
+that too, it is <prefix>_floor/<plugin>/<shard>; exit 12).
 
 examples:
   writefence gc -store file:///tmp/wf -dry-run wal shard-0
