@@ -539,21 +539,28 @@ func uncommittable(epoch uint64, writer string, info RecordInfo) bool {
 }
 
 // blobClock returns the blob store's time: the creation time it gives a
-// fresh, empty blob in the reserved space, which is then deleted.
+// fresh, empty blob in the reserved space, which is then deleted. Each is
+// retried as a read is; nothing else deletes a blob of that space, so a
+// create that failed (its reply may have been lost) is deleted too.
 func (f *Fence) blobClock(ctx context.Context, bs BlobStore) (time.Time, error) {
-	id, err := randomHex(16)
+	e := f.engine()
+	var key string
+	info, err := retried(ctx, e, func() (BlobInfo, error) {
+		id, err := randomHex(16)
+		if err != nil {
+			return BlobInfo{}, err
+		}
+		key = keys.Clock(f.Prefix, id)
+		info, err := bs.CreateBlob(ctx, key, bytes.NewReader(nil))
+		if err != nil {
+			_ = bs.DeleteBlob(ctx, key)
+		}
+		return info, err
+	})
 	if err != nil {
-		return time.Time{}, err
-	}
-	key := keys.Clock(f.Prefix, id)
-	info, err := bs.CreateBlob(ctx, key, bytes.NewReader(nil))
-	if err != nil {
-		// A create whose reply was lost may have landed: nothing else
-		// would ever delete it.
-		_ = bs.DeleteBlob(ctx, key)
 		return time.Time{}, &prefixed{prefix: "writefence: the blob store's clock: ", err: err}
 	}
-	if _, err := retried(ctx, f.engine(), func() (struct{}, error) { return struct{}{}, bs.DeleteBlob(ctx, key) }); err != nil {
+	if _, err := retried(ctx, e, func() (struct{}, error) { return struct{}{}, bs.DeleteBlob(ctx, key) }); err != nil {
 		return time.Time{}, &prefixed{prefix: "writefence: the blob store's clock: ", err: err}
 	}
 	return info.Modified, nil

@@ -193,7 +193,7 @@ func (st *settleOp) blobs(ctx context.Context, plugin, shard string) error {
 				return unwrapRead(err)
 			}
 		}
-		now, err := retried(ctx, st.e, func() (time.Time, error) { return st.f.blobClock(ctx, bs) })
+		now, err := st.f.blobClock(ctx, bs)
 		st.horizon = now.UnixNano()
 		return err
 	}

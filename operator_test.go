@@ -2,9 +2,11 @@ package writefence_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -360,4 +362,25 @@ func TestSettleKeepsReferences(t *testing.T) {
 	report, err = f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: 24 * time.Hour})
 	require.NoError(t, err)
 	require.Len(t, report.Deleted, 1, "dropped: garbage behind the settle's horizon, collected at once")
+}
+
+// TestSettleClockDeleteRetriedOnce: Settle with DropBlobs reads the blob
+// store's clock; a delete of the clock's blob that keeps failing is tried
+// MaxAttempts times, once over, not once per attempt of the whole clock,
+// and the settle writes nothing.
+func TestSettleClockDeleteRetriedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		mem := &writefence.MemStore{}
+		s := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{
+			{Op: fakestore.DeleteBlob, Err: errors.New("connection reset")},
+		}})
+		f := &writefence.Fence{Store: s, MaxAttempts: 4}
+		err := f.Settle(ctx, "wal", "0", writefence.Settlement{Lost: true, Writer: "op", Floor: 1, Epoch: 2, DropBlobs: true})
+		require.Error(t, err)
+		assert.EqualValues(t, 4, s.Calls(fakestore.DeleteBlob))
+		assert.EqualValues(t, 1, s.Calls(fakestore.CreateBlob))
+		_, _, err = mem.Get(ctx, mustKey(t, "wal", "0"))
+		require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
+	})
 }
