@@ -376,3 +376,34 @@ func TestPushFrom(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
 	requireLatest(t, f, 4, "a", "x")
 }
+
+// TestTermSourceCancelledCallEndsNothing: a call whose own ctx ended ends
+// nothing, whatever shape the term function gives the failure that ending
+// caused. A control plane's client often reports a cancelled request as
+// an error of its own that does not match context.Canceled (a gRPC
+// status, a message formatted with %v); the source must still hold its
+// term for the next call, whose ctx is live.
+func TestTermSourceCancelledCallEndsNothing(t *testing.T) {
+	ctx := t.Context()
+	f := &writefence.Fence{Store: &writefence.MemStore{}}
+	term := func(ctx context.Context) (uint64, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("rpc error: code = Canceled desc = %v", err)
+		}
+		return 7, nil
+	}
+	src := &writefence.TermSource{Fence: f, Writer: "node-a", Term: term}
+	first, err := src.Epoch(ctx, "wal", "0")
+	require.NoError(t, err)
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	epoch, err := src.Epoch(cctx, "wal", "0")
+	require.Error(t, err)
+	require.Zero(t, epoch)
+	require.NotErrorIs(t, err, writefence.ErrTermEnded, "the call's own ctx ended: it ends nothing")
+
+	epoch, err = src.Epoch(ctx, "wal", "0")
+	require.NoError(t, err, "the source still holds term 7")
+	assert.Equal(t, first+1, epoch)
+}
