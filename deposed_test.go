@@ -257,3 +257,40 @@ func ExampleFence_Deposed() {
 	// segment 3: writefence: stale epoch: push at epoch 3 to writefence/s/wal/0 refused: recorded epoch 100 by node-b
 	// stopped: writefence: stale epoch: push at epoch 3 to writefence/s/wal/0 refused: recorded epoch 100 by node-b
 }
+
+// TestDeposedNotByTheCallersError: an Update's or a Commit's next that
+// fails with an error of its own which wraps a *StaleEpochError (here a
+// Check of a sibling shard that another writer took over) is no refusal
+// of the shard's write: the writer still holds the shard, and its Deposed
+// context must not end, least of all with a cause that names another key
+// (promise 18).
+func TestDeposedNotByTheCallersError(t *testing.T) {
+	for _, tc := range []struct {
+		op    string
+		write func(ctx context.Context, f *writefence.Fence, next func() error) error
+	}{
+		{"update", func(ctx context.Context, f *writefence.Fence, next func() error) error {
+			return f.Update(ctx, "wal", "0", "a", 2, func(cur []byte) ([]byte, error) { return cur, next() })
+		}},
+		{"commit", func(ctx context.Context, f *writefence.Fence, next func() error) error {
+			return f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) { return m, next() })
+		}},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			ctx := t.Context()
+			mem := &writefence.MemStore{}
+			f := &writefence.Fence{Store: mem}
+			require.NoError(t, f.Seal(ctx, "wal", "0", "a", 1))
+			require.NoError(t, f.Seal(ctx, "wal", "1", "a", 1))
+			require.NoError(t, (&writefence.Fence{Store: mem}).Seal(ctx, "wal", "1", "b", 9))
+			dctx, stop := f.Deposed(ctx, "wal", "0")
+			defer stop()
+
+			sibling := func() error { return f.Check(ctx, "wal", "1", "a", 1) }
+			err := tc.write(ctx, f, sibling)
+			require.ErrorIs(t, err, writefence.ErrStaleEpoch, "next's own error is returned")
+			require.NoError(t, f.Check(ctx, "wal", "0", "a", 1), "a still holds wal/0")
+			require.NoError(t, dctx.Err(), "cancelled with cause %v", context.Cause(dctx))
+		})
+	}
+}
