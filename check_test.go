@@ -174,3 +174,75 @@ func TestCollectStopsOnASetBackWithinTheEpoch(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckStaleBelowASetBackRecord: promise 32 has Check return the
+// refusal a write would meet. A writer whose epoch is at or below the
+// record of another writer is deposed: its write is refused as stale
+// (ErrStaleEpoch naming the recorded epoch and writer) even when the
+// record went back below what was known of it, since staleness is the
+// rule's refusal (see TestRecordSetBack). Check must say the same, not
+// ErrEpochRegressed, on which a caller would wait for an operator rather
+// than stand down. Known above the record: by the Fence's sight, or by
+// the floor under KeepFloor.
+func TestCheckStaleBelowASetBackRecord(t *testing.T) {
+	for _, keepFloor := range []bool{false, true} {
+		t.Run(fmt.Sprint("KeepFloor ", keepFloor), func(t *testing.T) {
+			ctx := t.Context()
+			mem := &writefence.MemStore{}
+			key := mustKey(t, "wal", "0")
+			b := &writefence.Fence{Store: mem, KeepFloor: keepFloor}
+			require.NoError(t, b.Seal(ctx, "wal", "0", "b", 15))
+			fifteen := bytesAt(t, mem, key)
+			require.NoError(t, b.Seal(ctx, "wal", "0", "b", 20))
+			setBack(t, mem, key, fifteen)
+
+			f := b
+			if keepFloor {
+				f = &writefence.Fence{Store: mem, KeepFloor: true} // knows 20 from the floor alone
+			}
+			want := writefence.StaleEpochError{Op: "push", Key: key, Epoch: 12, RecordedEpoch: 15, RecordedWriter: "b"}
+			var se *writefence.StaleEpochError
+			require.ErrorAs(t, f.Push(ctx, "wal", "0", "a", 12, []byte("a's")), &se, "the write a would make")
+			assert.Equal(t, want, *se)
+
+			err := f.Check(ctx, "wal", "0", "a", 12)
+			require.ErrorAs(t, err, &se, "Check returns the refusal the write met")
+			want.Op = "check"
+			assert.Equal(t, want, *se)
+			assert.NotErrorIs(t, err, writefence.ErrEpochRegressed)
+		})
+	}
+}
+
+// TestCheckAllEachOwn: CheckAll answers each tenure as Check does, each of
+// its own read: a shard listed twice is read and answered twice (held at
+// one epoch, stale at the other), and a damaged record among sound ones
+// fails its own tenures alone.
+func TestCheckAllEachOwn(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	reads := counted(mem)
+	f := &writefence.Fence{Store: reads}
+	for _, shard := range []string{"0", "1", "2"} {
+		require.NoError(t, f.Seal(ctx, "wal", shard, "a", 5))
+	}
+	setBack(t, mem, mustKey(t, "wal", "1"), []byte("garbage"))
+	before := reads.Calls(fakestore.Get)
+
+	errs := f.CheckAll(ctx, []writefence.Tenure{
+		{Plugin: "wal", Shard: "0", Writer: "a", Epoch: 5},
+		{Plugin: "wal", Shard: "1", Writer: "a", Epoch: 5},
+		{Plugin: "wal", Shard: "0", Writer: "a", Epoch: 4},
+		{Plugin: "wal", Shard: "2", Writer: "a", Epoch: 5},
+		{Plugin: "wal", Shard: "1", Writer: "a", Epoch: 5},
+		{Plugin: "wal", Shard: "0", Writer: "a", Epoch: 5},
+	})
+	require.Len(t, errs, 6)
+	assert.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], writefence.ErrCorrupt)
+	assert.ErrorIs(t, errs[2], writefence.ErrStaleEpoch)
+	assert.NoError(t, errs[3], "a damaged record fails its own tenures alone")
+	assert.ErrorIs(t, errs[4], writefence.ErrCorrupt)
+	assert.NoError(t, errs[5])
+	assert.Equal(t, int64(6), reads.Calls(fakestore.Get)-before, "one read per tenure, a shard listed twice included")
+}
