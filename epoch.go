@@ -103,7 +103,9 @@ func (s *TermSource) Epoch(ctx context.Context, plugin, shard string) (uint64, e
 	}
 	term, err := s.Term(ctx)
 	switch {
-	case err != nil && isContextErr(err) && ctx.Err() != nil:
+	case err != nil && ctx.Err() != nil:
+		// The call's own ctx ended: whatever the term function made of
+		// it (a status of its own, say), it ends nothing.
 		return 0, ctx.Err()
 	case err != nil:
 		return 0, s.endErr(err, "the term function failed")
