@@ -499,6 +499,9 @@ func (e *engine) refused(c *change, err error) {
 	if err == nil || !c.deposes || !errors.As(err, &stale) {
 		return
 	}
+	if stale.Key != c.key || stale.Epoch != c.epoch || stale.Op != c.op {
+		return // a refusal next returned, of another write: not this one's
+	}
 	e.deposed.depose(stale, func(key string) bool { return key == c.key })
 }
 
