@@ -72,17 +72,20 @@ func (f *Fence) held(key, writer string, epoch uint64, st decodedRecord, seen si
 			return err
 		}
 	}
+	above := st.found && st.h.Epoch >= epoch
+	if above && (st.h.Writer != writer || record.TenureFloor(st.h) > epoch) {
+		// Refused as a write at epoch would be: stale, before any
+		// regression (see decide), whatever the record was set back from.
+		return &StaleEpochError{Op: opCheck, Key: key, Epoch: epoch, RecordedEpoch: st.h.Epoch, RecordedWriter: st.h.Writer}
+	}
 	if err := regression(opCheck, key, epoch, st, seen); err != nil {
 		return err
 	}
-	switch {
-	case !st.found || st.h.Epoch < epoch:
+	if !above {
 		return &EpochRegressedError{Op: opCheck, Key: key, Epoch: epoch, Seen: epoch, SeenWriter: writer,
 			Absent: !st.found, Found: st.h.Epoch, FoundWriter: st.h.Writer}
-	case st.h.Writer == writer && record.TenureFloor(st.h) <= epoch:
-		return nil
 	}
-	return &StaleEpochError{Op: opCheck, Key: key, Epoch: epoch, RecordedEpoch: st.h.Epoch, RecordedWriter: st.h.Writer}
+	return nil
 }
 
 // Tenure is one check of CheckAll: a shard, and its expected writer and
