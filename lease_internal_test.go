@@ -1833,51 +1833,62 @@ func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
 	})
 }
 
-// TestLeaseHoldGivenUpWhoseReleaseFails: a Hold whose acquisition lands
-// after a Release began gives it up, and the give-up's release is
-// refused (credentials that may not write the record): the Hold returns
-// ErrLeaseLost and says the release failed and when the term lapses, as
-// the record shows the lease held until then.
-func TestLeaseHoldGivenUpWhoseReleaseFails(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		gate := make(chan struct{})
-		var writes atomic.Int32
-		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
-			switch writes.Add(1) {
-			case 2: // the Renew's: held until the Release has begun and ended
-				select {
-				case <-gate:
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-			case 4: // the give-up's release
-				return "", fmt.Errorf("denied: %w", fs.ErrPermission)
-			}
-			return write()
-		}})
-		store := &MemStore{}
-		a := holdLease(&Fence{Store: store}, "a")
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
+// TestLeaseGivenUpWhoseReleaseFails: a Hold or an Acquire whose
+// acquisition lands after a Release began gives it up, and the give-up's
+// release is refused (credentials that may not write the record): the
+// call returns ErrLeaseLost, says the release failed and when the term
+// lapses, and no epoch is handed out; the record shows the lease held
+// until then.
+func TestLeaseGivenUpWhoseReleaseFails(t *testing.T) {
+	for name, take := range map[string]func(ctx context.Context, a *Lease) error{
+		"hold":    func(ctx context.Context, a *Lease) error { _, err := a.Hold(ctx); return err },
+		"acquire": func(ctx context.Context, a *Lease) error { _, err := a.Acquire(ctx); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				gate := make(chan struct{})
+				var writes atomic.Int32
+				ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
+					switch writes.Add(1) {
+					case 2: // the Renew's: held until the Release has begun and ended
+						select {
+						case <-gate:
+						case <-ctx.Done():
+							return "", ctx.Err()
+						}
+					case 4: // the give-up's release
+						return "", fmt.Errorf("denied: %w", fs.ErrPermission)
+					}
+					return write()
+				}})
+				store := &MemStore{}
+				a := holdLease(&Fence{Store: store}, "a")
+				_, err := a.Acquire(ctx)
+				require.NoError(t, err)
 
-		renewed := make(chan error, 1)
-		go func() { renewed <- a.Renew(ctx) }()
-		synctest.Wait()
-		held := holdBehind(ctx, a)
-		synctest.Wait()
-		ended, cancel := context.WithCancel(ctx)
-		cancel()
-		require.ErrorIs(t, a.Release(ended), context.Canceled)
-		close(gate)
-		require.NoError(t, <-renewed)
+				renewed := make(chan error, 1)
+				go func() { renewed <- a.Renew(ctx) }()
+				synctest.Wait()
+				taken := make(chan error, 1)
+				go func() { taken <- take(ctx, a) }()
+				synctest.Wait()
+				ended, cancel := context.WithCancel(ctx)
+				cancel()
+				require.ErrorIs(t, a.Release(ended), context.Canceled)
+				close(gate)
+				require.NoError(t, <-renewed)
 
-		err = <-held
-		require.ErrorIs(t, err, ErrLeaseLost)
-		assert.Contains(t, err.Error(), "release failed")
-		assert.Contains(t, err.Error(), "the term lapses at")
-		assert.NotZero(t, leaseRecordOf(t, store).Expiry, "the record shows the lease held")
-		assert.EqualValues(t, 4, writes.Load(), "the release was tried once: a refusal is final")
-	})
+				err = <-taken
+				require.ErrorIs(t, err, ErrLeaseLost)
+				assert.Contains(t, err.Error(), "release failed")
+				assert.Contains(t, err.Error(), "the term lapses at")
+				_, err = a.Epoch(ctx, "wal", "0")
+				require.ErrorIs(t, err, ErrLeaseLost, "no epoch of the given-up acquisition")
+				assert.NotZero(t, leaseRecordOf(t, store).Expiry, "the record shows the lease held")
+				assert.EqualValues(t, 4, writes.Load(), "the release was tried once: a refusal is final")
+			})
+		})
+	}
 }
 
 // TestLeaseAcquireBegunBeforeAReleaseThatEnded: as
@@ -1964,59 +1975,5 @@ func TestLeaseAcquireBegunBeforeAReleaseThatWaits(t *testing.T) {
 		term, err := holdLease(&Fence{Store: store}, "b").Acquire(ctx)
 		require.NoError(t, err, "released: another Lease takes the lease at once")
 		assert.Equal(t, uint64(2), term)
-	})
-}
-
-// TestLeaseAcquireGivenUpWhoseReleaseFails: as
-// TestLeaseHoldGivenUpWhoseReleaseFails, for an Acquire: its acquisition
-// lands after a Release began and ended, and the give-up's release is
-// refused. The Acquire returns ErrLeaseLost, says the release failed and
-// when the term lapses, and hands out no epoch; the record shows the lease
-// held until then.
-func TestLeaseAcquireGivenUpWhoseReleaseFails(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		gate := make(chan struct{})
-		var writes atomic.Int32
-		ctx := hook.With(t.Context(), &hook.Hooks{Write: func(ctx context.Context, _ string, write func() (string, error)) (string, error) {
-			switch writes.Add(1) {
-			case 2: // the Renew's: held until the Release has begun and ended
-				select {
-				case <-gate:
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-			case 4: // the give-up's release
-				return "", fmt.Errorf("denied: %w", fs.ErrPermission)
-			}
-			return write()
-		}})
-		store := &MemStore{}
-		a := holdLease(&Fence{Store: store}, "a")
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
-
-		renewed := make(chan error, 1)
-		go func() { renewed <- a.Renew(ctx) }()
-		synctest.Wait()
-		acquired := make(chan error, 1)
-		go func() {
-			_, err := a.Acquire(ctx)
-			acquired <- err
-		}()
-		synctest.Wait()
-		ended, cancel := context.WithCancel(ctx)
-		cancel()
-		require.ErrorIs(t, a.Release(ended), context.Canceled)
-		close(gate)
-		require.NoError(t, <-renewed)
-
-		err = <-acquired
-		require.ErrorIs(t, err, ErrLeaseLost)
-		assert.Contains(t, err.Error(), "release failed")
-		assert.Contains(t, err.Error(), "the term lapses at")
-		_, err = a.Epoch(ctx, "wal", "0")
-		require.ErrorIs(t, err, ErrLeaseLost, "no epoch of the given-up acquisition")
-		assert.NotZero(t, leaseRecordOf(t, store).Expiry, "the record shows the lease held")
-		assert.EqualValues(t, 4, writes.Load(), "the release was tried once: a refusal is final")
 	})
 }
