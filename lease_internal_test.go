@@ -1497,6 +1497,19 @@ func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 	})
 }
 
+// acquisitions are the two ways a Lease takes the lease: an Acquire (the
+// context it was given back) and a Hold (the context it returns).
+var acquisitions = []struct {
+	name    string
+	acquire func(ctx context.Context, a *Lease) (context.Context, error)
+}{
+	{"acquire", func(ctx context.Context, a *Lease) (context.Context, error) {
+		_, err := a.Acquire(ctx)
+		return ctx, err
+	}},
+	{"hold", func(ctx context.Context, a *Lease) (context.Context, error) { return a.Hold(ctx) }},
+}
+
 // TestLeaseEndedHoldKeepsALaterAcquisition: a Release ends a Hold whose
 // seal is under way (its write's reply, a cancellation, comes back
 // late), and returns; an Acquire, or another Hold, then takes the next
@@ -1505,16 +1518,7 @@ func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 // that came after the Release, which keeps handing out epochs, keeps its
 // record, and keeps its Hold's context live.
 func TestLeaseEndedHoldKeepsALaterAcquisition(t *testing.T) {
-	for _, tt := range []struct {
-		name    string
-		acquire func(ctx context.Context, a *Lease) (context.Context, error)
-	}{
-		{"acquire", func(ctx context.Context, a *Lease) (context.Context, error) {
-			_, err := a.Acquire(ctx)
-			return ctx, err
-		}},
-		{"hold", func(ctx context.Context, a *Lease) (context.Context, error) { return a.Hold(ctx) }},
-	} {
+	for _, tt := range acquisitions {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
@@ -1722,16 +1726,7 @@ func TestLeaseHoldBegunBeforeAReleaseThatEnded(t *testing.T) {
 // and the give-up run side by side: each case runs leaseRounds times, to
 // meet their interleavings.
 func TestLeaseHoldGivenUpKeepsALaterAcquisition(t *testing.T) {
-	for _, tt := range []struct {
-		name    string
-		acquire func(ctx context.Context, a *Lease) (context.Context, error)
-	}{
-		{"acquire", func(ctx context.Context, a *Lease) (context.Context, error) {
-			_, err := a.Acquire(ctx)
-			return ctx, err
-		}},
-		{"hold", func(ctx context.Context, a *Lease) (context.Context, error) { return a.Hold(ctx) }},
-	} {
+	for _, tt := range acquisitions {
 		t.Run(tt.name, func(t *testing.T) {
 			for range leaseRounds {
 				if t.Failed() {
