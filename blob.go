@@ -448,17 +448,16 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if len(aged) > 0 && opts.DryRun {
 		doomed = append(doomed, aged...)
 	} else if len(aged) > 0 {
-		horizon = threshold
-		refs, err := f.raiseHorizon(ctx, plugin, shard, key, threshold)
+		refs, raised, err := f.raiseHorizon(ctx, plugin, shard, key, threshold)
 		if err != nil {
 			return report, err
 		}
-		if refs == nil {
-			horizon = info.horizon() // the record is plain now: none raised
+		if raised {
+			horizon = threshold
 		}
 		for _, b := range aged {
-			if refs == nil {
-				report.Kept = append(report.Kept, b) // the record is plain again: no horizon
+			if !raised {
+				report.Kept = append(report.Kept, b) // the record is plain now: no horizon
 			} else if slices.ContainsFunc(refs, func(r BlobRef) bool { return space+r.Name == b.Key }) {
 				report.Referenced = append(report.Referenced, b)
 			} else {
@@ -477,21 +476,21 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 // (plugin, shard), to at least horizon, through the engine, changing
 // nothing else in it, and returns the references of the record that then
 // carries it: no commit can newly reference a blob created before the
-// horizon from then on. Under KeepFloor every attempt reads the floor, as
-// every write of the record does: what the Fence remembers may be gone.
-func (f *Fence) raiseHorizon(ctx context.Context, plugin, shard, key string, horizon int64) ([]BlobRef, error) {
+// horizon from then on. A plain record carries no horizon: raised is false
+// when the record is one (it was made plain since Collect read it). Under
+// KeepFloor every attempt reads the floor, as every write of the record
+// does: what the Fence remembers may be gone.
+func (f *Fence) raiseHorizon(ctx context.Context, plugin, shard, key string, horizon int64) (refs []BlobRef, raised bool, err error) {
 	e := f.engine()
 	var floorKey string
 	if e.KeepFloor {
-		var err error
 		if floorKey, err = e.floorKey(plugin, shard); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	var refs []BlobRef // of the record the last attempt decided on
 	var seen sight
 	var fl floorState
-	_, err := e.run(ctx, &change{op: opCollect, key: key, branded: true, before: e.sightBefore(key, floorKey, &fl, &seen), decide: func(s *snapshot) ([][]byte, bool, error) {
+	_, err = e.run(ctx, &change{op: opCollect, key: key, branded: true, before: e.sightBefore(key, floorKey, &fl, &seen), decide: func(s *snapshot) ([][]byte, bool, error) {
 		st := decodeSnapshot(key, s)
 		if st.corrupt != nil {
 			return nil, false, st.corrupt
@@ -508,15 +507,9 @@ func (f *Fence) raiseHorizon(ctx context.Context, plugin, shard, key string, hor
 		if !st.found {
 			return nil, false, fmt.Errorf("writefence: collect %s: the record is gone: %w", esc(key), ErrNotFound)
 		}
-		refs = st.body.Refs
-		if !st.body.Stream {
-			refs = nil // a plain record carries no horizon: nothing aged is deleted
-			return nil, true, nil
-		}
-		if refs == nil {
-			refs = []BlobRef{}
-		}
-		if st.h.Horizon >= horizon {
+		// Of the record the last attempt decided on.
+		refs, raised = st.body.Refs, st.body.Stream
+		if !raised || st.h.Horizon >= horizon {
 			return nil, true, nil
 		}
 		b := st.body
@@ -524,7 +517,7 @@ func (f *Fence) raiseHorizon(ctx context.Context, plugin, shard, key string, hor
 		return record.Encode(st.h.Identity, st.h.Writer, st.h.Epoch, b, record.CRC32C(b.Payload)), false, nil
 	}})
 	f.cache.forget(key)
-	return refs, err
+	return refs, raised, err
 }
 
 // uncommittable reports whether a blob written at epoch by writer can never
