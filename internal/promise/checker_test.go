@@ -1198,6 +1198,18 @@ func TestPromise32_Check(t *testing.T) {
 			b.put(nil, key, rec("w1", 5, plain("x")))
 			check(b, "w1", 5, errRegressed, "regressed")
 		}},
+		// A write at epoch 5 over another writer's record at 6 is refused
+		// as stale, whatever higher epoch the record was set back from.
+		story{name: "regressed over another writer's record set back", build: func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			b.put(nil, key, rec("w2", 6, plain("y")))
+			check(b, "w1", 5, errRegressed, "regressed")
+		}},
+		story{name: "stale over another writer's record set back", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			b.put(nil, key, rec("w2", 6, plain("y")))
+			check(b, "w1", 5, errStale, "stale")
+		}},
 	)
 }
 

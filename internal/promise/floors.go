@@ -246,7 +246,9 @@ func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
 // record held the writer at the epoch (or in the stream's tenure that
 // reached it) at some moment of the call, a stale refusal only if it held
 // another writer or a later tenure, a regressed one only if it was absent
-// or below the epoch, or below what the Fence can have seen. The other
+// or below the epoch, or held the writer below what the Fence can have
+// seen (a record of another writer at or above the epoch is refused as
+// stale, as a write is, however it was set back). The other
 // half of 32, Collect's read before each batch of deletes, shows in a
 // history only through what Collect deletes, which promises 24, 25 and 29
 // judge.
@@ -265,11 +267,12 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 		case !ok || !v.sound() || h.Identity != identityOf(call):
 			continue
 		}
-		lower = lower || h.Epoch < call.Epoch || h.Epoch < highest
 		switch {
 		case h.Epoch < call.Epoch:
+			lower = true
 		case h.Writer == call.Writer && record.TenureFloor(h) <= call.Epoch:
 			held = true
+			lower = lower || h.Epoch < highest
 		default:
 			later = true
 		}
