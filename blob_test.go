@@ -1086,16 +1086,10 @@ func TestCollectHorizonHeldToTheFloor(t *testing.T) {
 	clock.Advance(2 * time.Hour)
 
 	var gc *writefence.Fence
-	var once sync.Once
-	store := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
-		if c.Op == fakestore.ListBlobs {
-			once.Do(func() {
-				assert.NoError(t, gc.Forget("wal", "0"))
-				setBack(t, mem, key, deposed)
-			})
-		}
-		return nil
-	}})
+	store := onFirstListing(mem, func() {
+		assert.NoError(t, gc.Forget("wal", "0"))
+		setBack(t, mem, key, deposed)
+	})
 	gc = &writefence.Fence{Store: store, KeepFloor: true}
 	report, err := gc.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 	require.ErrorIs(t, err, writefence.ErrEpochRegressed)
@@ -1265,16 +1259,10 @@ func TestCollectOverARecordMadePlainMeanwhile(t *testing.T) {
 	pending := putBlob(t, w, "a", 2, "a's upload, older than the grace")
 	clock.Advance(2 * time.Hour)
 
-	var once sync.Once
-	store := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
-		if c.Op == fakestore.ListBlobs {
-			once.Do(func() {
-				assert.NoError(t, mem.Delete(ctx, key))
-				assert.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "b", 3, []byte("b's state")))
-			})
-		}
-		return nil
-	}})
+	store := onFirstListing(mem, func() {
+		assert.NoError(t, mem.Delete(ctx, key))
+		assert.NoError(t, (&writefence.Fence{Store: mem}).Push(ctx, "wal", "0", "b", 3, []byte("b's state")))
+	})
 	report, err := (&writefence.Fence{Store: store}).Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 	require.NoError(t, err, "the record is above what the Fence saw, and no horizon was written")
 	assert.Equal(t, []string{deposed.Name}, blobNames(report.Deleted), "x's blob is never committable")
@@ -1303,15 +1291,9 @@ func TestCollectOverAPlainRecordCommittedMeanwhile(t *testing.T) {
 	pending := putBlob(t, w, "a", 2, "a's upload, never committed")
 	clock.Advance(2 * time.Hour)
 
-	var once sync.Once
-	store := fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
-		if c.Op == fakestore.ListBlobs {
-			once.Do(func() {
-				assert.NoError(t, w.Commit(ctx, "wal", "0", "a", 2, appendBlob(committed)), "no horizon over the plain record")
-			})
-		}
-		return nil
-	}})
+	store := onFirstListing(mem, func() {
+		assert.NoError(t, w.Commit(ctx, "wal", "0", "a", 2, appendBlob(committed)), "no horizon over the plain record")
+	})
 	collector := &writefence.Fence{Store: store}
 	report, err := collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
 	require.NoError(t, err)
@@ -1331,4 +1313,17 @@ func TestCollectOverAPlainRecordCommittedMeanwhile(t *testing.T) {
 	assert.Equal(t, []string{committed.Name}, blobNames(report.Referenced))
 	err = w.Commit(ctx, "wal", "0", "a", 3, appendBlob(pending))
 	require.ErrorIs(t, err, writefence.ErrNotFound, "behind the horizon")
+}
+
+// onFirstListing returns mem behind a store that runs fn once, right
+// before the first listing of blobs reaches mem: in a Collect, between its
+// read of the record and its listing.
+func onFirstListing(mem writefence.ConditionalStore, fn func()) fakestore.Store {
+	var once sync.Once
+	return fakestore.New(mem, fakestore.Options{Before: func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.ListBlobs {
+			once.Do(fn)
+		}
+		return nil
+	}})
 }

@@ -1666,6 +1666,20 @@ func gateWrites(ctx context.Context) (context.Context, *writeGate) {
 	}}), g
 }
 
+// behindARenewal holds the Lease's writes with a Renew of a under ctx,
+// at gate (armed here), and starts take behind it; it returns once both
+// wait, with the channels their results will come on. The caller runs it
+// in a synctest bubble, and opens the gate.
+func behindARenewal(ctx context.Context, gate *writeGate, a *Lease, take func() error) (renewed, taken <-chan error) {
+	r, tk := make(chan error, 1), make(chan error, 1)
+	gate.armed.Store(true)
+	go func() { r <- a.Renew(ctx) }()
+	synctest.Wait() // the renewal holds the Lease's writes
+	go func() { tk <- take() }()
+	synctest.Wait() // take waits for them
+	return r, tk
+}
+
 // holdBehind runs a.Hold(ctx, shards...) in a goroutine of its own and
 // hands its error over once it returns.
 func holdBehind(ctx context.Context, a *Lease, shards ...Shard) <-chan error {
@@ -1677,41 +1691,41 @@ func holdBehind(ctx context.Context, a *Lease, shards ...Shard) <-chan error {
 	return held
 }
 
-// TestLeaseHoldBegunBeforeAReleaseThatEnded: a Hold of no shard begins
-// while a Renew holds the Lease's writes; a Release begins after it and
-// ends at once (its ctx is done), before the Hold's acquisition lands.
-// Release: no epoch after it until an acquisition begun after it lands,
-// so this Hold cannot hand one out; promise 16: it is then not in force.
-// It gives its acquisition up and returns why, holding nothing: no
-// context left live and renewing while every Epoch is refused.
-func TestLeaseHoldBegunBeforeAReleaseThatEnded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, gate := gateWrites(t.Context())
-		store := &MemStore{}
-		a := holdLease(&Fence{Store: store}, "a")
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
+// TestLeaseTakenBeforeAReleaseThatEnded: a Hold of no shard, or an
+// Acquire, begins while a Renew holds the Lease's writes; a Release begins
+// after it and ends at once (its ctx is done), before the acquisition
+// lands. Release: no epoch after it until an acquisition begun after it
+// lands, so this one cannot hand one out; promise 16: a Hold is then not
+// in force. The call gives its acquisition up and returns ErrLeaseLost,
+// holding nothing: no context left live and renewing while every Epoch is
+// refused, and another Lease takes the lease at once instead of waiting
+// out a term nobody renews.
+func TestLeaseTakenBeforeAReleaseThatEnded(t *testing.T) {
+	for _, tt := range acquisitions {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, gate := gateWrites(t.Context())
+				store := &MemStore{}
+				a := holdLease(&Fence{Store: store}, "a")
+				_, err := a.Acquire(ctx)
+				require.NoError(t, err)
 
-		gate.armed.Store(true)
-		renewed := make(chan error, 1)
-		go func() { renewed <- a.Renew(ctx) }()
-		synctest.Wait() // the renewal holds the Lease's writes
-		held := holdBehind(ctx, a)
-		synctest.Wait() // the Hold waits for them
+				renewed, taken := behindARenewal(ctx, gate, a, func() error { _, err := tt.acquire(ctx, a); return err })
+				ended, cancel := context.WithCancel(ctx)
+				cancel()
+				require.ErrorIs(t, a.Release(ended), context.Canceled)
+				close(gate.open)
+				require.NoError(t, <-renewed)
 
-		rctx, cancel := context.WithCancel(ctx)
-		cancel()
-		require.ErrorIs(t, a.Release(rctx), context.Canceled)
-		close(gate.open)
-		require.NoError(t, <-renewed)
-
-		require.ErrorIs(t, <-held, ErrLeaseLost, "the Hold began before the Release: it hands out no epoch, so it is not in force")
-		_, err = a.Epoch(ctx, "wal", "0")
-		require.ErrorIs(t, err, ErrLeaseLost)
-		b := holdLease(&Fence{Store: store}, "b")
-		_, err = b.Acquire(ctx)
-		require.NoError(t, err, "the Hold gave its acquisition up: another Lease takes the lease at once")
-	})
+				require.ErrorIs(t, <-taken, ErrLeaseLost, "begun before the Release: it hands out no epoch, so it is not in force")
+				_, err = a.Epoch(ctx, "wal", "0")
+				require.ErrorIs(t, err, ErrLeaseLost)
+				assert.Zero(t, leaseRecordOf(t, store).Expiry, "released")
+				_, err = holdLease(&Fence{Store: store}, "b").Acquire(ctx)
+				require.NoError(t, err, "the acquisition was given up: another Lease takes the lease at once")
+			})
+		})
+	}
 }
 
 // TestLeaseHoldGivenUpKeepsALaterAcquisition: a Hold begins while a Renew
@@ -1739,12 +1753,7 @@ func TestLeaseHoldGivenUpKeepsALaterAcquisition(t *testing.T) {
 					_, err := a.Acquire(ctx)
 					require.NoError(t, err)
 
-					gate.armed.Store(true)
-					renewed := make(chan error, 1)
-					go func() { renewed <- a.Renew(ctx) }()
-					synctest.Wait() // the renewal holds the Lease's writes
-					held := holdBehind(ctx, a)
-					synctest.Wait() // the Hold waits for them
+					renewed, held := behindARenewal(ctx, gate, a, func() error { _, err := a.Hold(ctx); return err })
 
 					ended, cancel := context.WithCancel(ctx)
 					cancel()
@@ -1802,12 +1811,7 @@ func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
 		deposed, stop := f.Deposed(ctx, "wal", "0")
 		defer stop()
 
-		gate.armed.Store(true)
-		renewed := make(chan error, 1)
-		go func() { renewed <- a.Renew(ctx) }()
-		synctest.Wait() // the renewal holds the Lease's writes
-		held := holdBehind(ctx, a, Shard{"wal", "0"})
-		synctest.Wait() // the Hold waits for them
+		renewed, held := behindARenewal(ctx, gate, a, func() error { _, err := a.Hold(ctx, Shard{"wal", "0"}); return err })
 		released := make(chan error, 1)
 		go func() { released <- a.Release(ctx) }()
 		synctest.Wait() // and the Release too
@@ -1886,48 +1890,6 @@ func TestLeaseGivenUpWhoseReleaseFails(t *testing.T) {
 	}
 }
 
-// TestLeaseAcquireBegunBeforeAReleaseThatEnded: as
-// TestLeaseHoldBegunBeforeAReleaseThatEnded, for an Acquire. It lands
-// after a Release began and ended, so it could hand out no epoch: it
-// gives the lease up and returns ErrLeaseLost, and another Lease takes
-// the lease at once instead of waiting out a term nobody renews.
-func TestLeaseAcquireBegunBeforeAReleaseThatEnded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, gate := gateWrites(t.Context())
-		store := &MemStore{}
-		a := holdLease(&Fence{Store: store}, "a")
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
-
-		gate.armed.Store(true)
-		renewed := make(chan error, 1)
-		go func() { renewed <- a.Renew(ctx) }()
-		synctest.Wait() // the renewal holds the Lease's writes
-		acquired := make(chan error, 1)
-		go func() {
-			_, err := a.Acquire(ctx)
-			acquired <- err
-		}()
-		synctest.Wait() // the Acquire waits for them
-
-		ended, cancel := context.WithCancel(ctx)
-		cancel()
-		require.ErrorIs(t, a.Release(ended), context.Canceled)
-		close(gate.open)
-		require.NoError(t, <-renewed)
-
-		require.ErrorIs(t, <-acquired, ErrLeaseLost, "the Acquire began before the Release")
-		_, err = a.Epoch(ctx, "wal", "0")
-		require.ErrorIs(t, err, ErrLeaseLost)
-		assert.Zero(t, leaseRecordOf(t, store).Expiry, "released")
-		_, err = holdLease(&Fence{Store: store}, "b").Acquire(ctx)
-		require.NoError(t, err, "another Lease takes the lease at once")
-		_, err = a.Acquire(ctx)
-		var held *LeaseHeldError
-		require.ErrorAs(t, err, &held, "an Acquire begun after the Release takes the lease again, if it is free")
-	})
-}
-
 // TestLeaseAcquireBegunBeforeAReleaseThatWaits: as
 // TestLeaseHoldOfAShardGivenUpSealsNothing, for an Acquire of a Lease that
 // holds the lease (a renewal): it begins while a Renew holds the Lease's
@@ -1944,16 +1906,7 @@ func TestLeaseAcquireBegunBeforeAReleaseThatWaits(t *testing.T) {
 		_, err := a.Acquire(ctx)
 		require.NoError(t, err)
 
-		gate.armed.Store(true)
-		renewed := make(chan error, 1)
-		go func() { renewed <- a.Renew(ctx) }()
-		synctest.Wait() // the renewal holds the Lease's writes
-		acquired := make(chan error, 1)
-		go func() {
-			_, err := a.Acquire(ctx)
-			acquired <- err
-		}()
-		synctest.Wait() // the Acquire waits for them
+		renewed, acquired := behindARenewal(ctx, gate, a, func() error { _, err := a.Acquire(ctx); return err })
 		released := make(chan error, 1)
 		go func() { released <- a.Release(ctx) }()
 		synctest.Wait() // and the Release too
