@@ -360,6 +360,14 @@ func TestPromise1_EpochRises(t *testing.T) {
 		story{name: "bytes that do not decode", build: func(b *builder) {
 			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 4, Payload: []byte("y")}, key, []byte("garbage"))
 		}},
+		story{name: "collect makes a plain record a stream's", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 5, Horizon: 7, Stream: true}))
+		}},
+		story{name: "collect raises the horizon of a stream's record", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Stream: true}))
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, rec("w1", 5, record.Body{Payload: []byte("x"), Since: 1, Horizon: 7, Stream: true}))
+		}},
 	)
 }
 

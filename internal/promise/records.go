@@ -49,14 +49,15 @@ func (c *Checker) recordState(key string) *recordState {
 }
 
 // collectRewrite reports whether nv is prev with only its collection
-// horizon raised, as Collect writes it: the same identity, writer, epoch,
-// payload, references and tenure floor.
+// horizon raised, as Collect writes it: a stream's record, with the same
+// identity, writer, epoch, payload, references and tenure floor (a plain
+// record carries no horizon: making it a stream's changes its format).
 func collectRewrite(prev, nv *value) bool {
 	if !prev.sound() || !nv.sound() {
 		return false
 	}
 	p, n := prev.rec, nv.rec
-	return p.h.Identity == n.h.Identity && p.h.Writer == n.h.Writer && p.h.Epoch == n.h.Epoch &&
+	return p.h.Stream() && p.h.Identity == n.h.Identity && p.h.Writer == n.h.Writer && p.h.Epoch == n.h.Epoch &&
 		bytes.Equal(p.body.Payload, n.body.Payload) && refsEqual(p.body.Refs, n.body.Refs) &&
 		record.TenureFloor(p.h) == record.TenureFloor(n.h) && n.h.Stream() && n.h.Horizon > p.h.Horizon
 }
