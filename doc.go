@@ -124,7 +124,8 @@
 //     read), or of the read of Latest, Inspect or OpenBlob, is retried
 //     after a back-off, and ends the call only after Fence.MaxAttempts
 //     attempts or when ctx ends; PutBlob (its reader cannot be read
-//     twice) and Collect (a caller runs it again) are not retried.
+//     twice) and Collect's listing and deletes (a caller runs it again)
+//     are not retried.
 //
 // Damage and settles:
 //

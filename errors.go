@@ -12,8 +12,7 @@ import (
 
 // Sentinel errors; test for them with errors.Is.
 var (
-	// ErrStaleEpoch reports a write whose epoch was not above the recorded
-	// one.
+	// ErrStaleEpoch reports a write whose epoch was not above the record's.
 	ErrStaleEpoch = errors.New("writefence: stale epoch")
 
 	// ErrWire reports a brand or a record of another wire identity. Final.
