@@ -262,6 +262,12 @@ func TestTermSourceInvalid(t *testing.T) {
 	_, err := newTermSource(f, "a", tf).Epoch(ctx, "", "0")
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
 	assert.Zero(t, tf.calls, "nothing is asked before the arguments pass")
+
+	// A nil *TermSource is an EpochSource that is not nil.
+	_, err = f.PushFrom(ctx, (*writefence.TermSource)(nil), "wal", "0", "a", nil)
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
 }
 
 // Concurrent callers get distinct epochs, each caller's rising, and every
