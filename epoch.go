@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 )
 
@@ -35,7 +36,7 @@ func (s StaticEpochSource) Epoch(context.Context, string, string) (uint64, error
 // nothing and is returned under "writefence: epoch source: ", its detail
 // reachable with errors.As.
 func (f *Fence) PushFrom(ctx context.Context, src EpochSource, plugin, shard, writer string, payload []byte) (uint64, error) {
-	if src == nil {
+	if v := reflect.ValueOf(src); src == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return 0, invalidArg("source", "EpochSource is nil")
 	}
 	epoch, err := src.Epoch(ctx, plugin, shard)
