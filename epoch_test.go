@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -412,4 +413,35 @@ func TestTermSourceCancelledCallEndsNothing(t *testing.T) {
 	epoch, err = src.Epoch(ctx, "wal", "0")
 	require.NoError(t, err, "the source still holds term 7")
 	assert.Equal(t, first+1, epoch)
+}
+
+// TestTermSourceReadRetried: the read of the record a TermSource makes
+// before a shard's first epoch is retried after a transient failure, as
+// every read of the package is (promise 6), and a failure that persists
+// ends nothing.
+func TestTermSourceReadRetried(t *testing.T) {
+	ctx := t.Context()
+	s := countedByKey(&writefence.MemStore{})
+	f := &writefence.Fence{Store: s, MaxAttempts: 3, RetryDelay: time.Microsecond}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 7<<32|4, []byte("x")))
+	key := mustKey(t, "wal", "0")
+
+	errReset := errors.New("connection reset")
+	s.Inject(fakestore.Fault{Op: fakestore.Get, Key: key, Times: 1, Err: errReset})
+	e, err := newTermSource(f, "w", &termFunc{term: 7}).Epoch(ctx, "wal", "0")
+	require.NoError(t, err, "one failed read is retried")
+	assert.Equal(t, uint64(7<<32|5), e, "it continues above the record it read")
+
+	s.Inject(fakestore.Fault{Op: fakestore.Get, Key: key, Err: errReset})
+	gets0, _, _ := callsOf(s, key)
+	src := newTermSource(f, "w", &termFunc{term: 7})
+	_, err = src.Epoch(ctx, "wal", "0")
+	require.ErrorIs(t, err, errReset)
+	assert.NotErrorIs(t, err, writefence.ErrTermEnded)
+	gets, _, _ := callsOf(s, key)
+	assert.Equal(t, 3, gets-gets0, "MaxAttempts reads")
+	s.Clear(fakestore.Get)
+	e, err = src.Epoch(ctx, "wal", "0")
+	require.NoError(t, err, "the failure ended nothing")
+	assert.Equal(t, uint64(7<<32|5), e)
 }
