@@ -121,11 +121,11 @@
 //  6. A transient failure (network, throttling, a server error) of a read
 //     or write that a write of a record or a lease makes (its read, its
 //     conditional write, a commit's checks of its blobs, the brand's
-//     read), or of the read of Latest, Inspect or OpenBlob, is retried
-//     after a back-off, and ends the call only after Fence.MaxAttempts
-//     attempts or when ctx ends; PutBlob (its reader cannot be read
-//     twice) and Collect's listing and deletes (a caller runs it again)
-//     are not retried.
+//     read), or of the read of Latest, Inspect, OpenBlob or a TermSource,
+//     is retried after a back-off, and ends the call only after
+//     Fence.MaxAttempts attempts or when ctx ends; PutBlob (its reader
+//     cannot be read twice) and Collect's listing and deletes (a caller
+//     runs it again) are not retried.
 //
 // Damage and settles:
 //

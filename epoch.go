@@ -134,8 +134,9 @@ func (s *TermSource) Epoch(ctx context.Context, plugin, shard string) (uint64, e
 // recorded epoch's when it is of this term by this writer. The caller
 // holds mu.
 func (s *TermSource) continueAbove(ctx context.Context, key string) error {
-	seen := s.Fence.engine().sightOf(key, floorState{})
-	snap, err := s.Fence.engine().readKey(ctx, key, true)
+	e := s.Fence.engine()
+	seen := e.sightOf(key, floorState{})
+	snap, err := retried(ctx, e, func() (*snapshot, error) { return e.readKey(ctx, key, true) })
 	if err != nil {
 		if isContextErr(err) && ctx.Err() != nil {
 			return ctx.Err()
@@ -144,7 +145,7 @@ func (s *TermSource) continueAbove(ctx context.Context, key string) error {
 	}
 	st := decodeSnapshot(key, snap)
 	if st.corrupt == nil || st.h.Epoch != 0 {
-		s.Fence.engine().sawRecord(key, st)
+		e.sawRecord(key, st)
 		if err := regression(opTermSource, key, 0, st, seen); err != nil {
 			return err // the record went back: no epoch continues from it
 		}
