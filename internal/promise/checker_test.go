@@ -680,6 +680,22 @@ func TestPromise15_Hold(t *testing.T) {
 		story{name: "nil without its seal", build: func(b *builder) {
 			b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 		}},
+		story{name: "sealed at its term by another writer", build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "h2", Epoch: 1<<32 | 1}, key, rec("h2", 1<<32|1, plain("")))
+			b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
+		story{name: "sealed by its holder at an earlier term", build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "h1", Epoch: 1<<32 | 1}, key, rec("h1", 1<<32|1, plain("")))
+			b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 2, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
+		story{name: "sealed at its term before it began", kept: true, build: func(b *builder) {
+			// A Hold of a term its Lease held before (taken again by
+			// the same holder) whose seal found the shard sealed at that
+			// term by its holder, as a source of the same term had
+			// sealed it: the shard is sealed at its term.
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "h1", Epoch: 1<<32 | 2}, key, rec("h1", 1<<32|2, plain("")))
+			b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
 		story{name: "released for slowness", build: func(b *builder) {
 			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
