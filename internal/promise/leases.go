@@ -336,10 +336,15 @@ func (c *Checker) checkHold(idx int, fl *flight) {
 	if call.Term != 0 {
 		terms[call.Term] = true
 	}
+	atTerm := func(v *value) bool {
+		return v.sound() && v.rec.h.Writer == call.Holder && (len(terms) == 0 || terms[v.rec.h.Epoch>>32])
+	}
 	for _, k := range call.HoldsShards {
-		sealed := false
+		// Its own seal, or the shard sealed at its term by its holder
+		// when it returned (a term its Lease held before, taken again).
+		sealed := len(terms) > 0 && atTerm(c.st.values[k])
 		for _, w := range fl.writes {
-			if w.ch.Key == k && w.v.sound() && w.v.rec.h.Writer == call.Holder && (len(terms) == 0 || terms[w.v.rec.h.Epoch>>32]) {
+			if w.ch.Key == k && atTerm(w.v) {
 				sealed = true
 			}
 		}

@@ -36,6 +36,12 @@ type proc struct {
 	lease      *writefence.Lease
 	leaseLabel string
 
+	// A writer's TermSource over its lease's term, when the Hold ships
+	// through one rather than the Lease's Epoch, and its label.
+	source      *writefence.TermSource
+	sourceLabel string
+	sources     int // TermSources made so far, for their labels
+
 	// Guarded by w.mu.
 	seq         int
 	pausedUntil time.Time
@@ -181,7 +187,13 @@ func (p *proc) writer() {
 		if p.rng.IntN(3) == 0 {
 			p.recoverBlobs(shipping)
 		}
+		// A third of the holds ship at a TermSource's epochs, its term
+		// the lease's (promise 17), as a writer behind a control plane.
+		if p.rng.IntN(3) == 0 {
+			p.newSource()
+		}
 		p.ship(shipping)
+		p.source = nil
 		stop()
 		if p.ctx.Err() == nil && p.rng.IntN(3) == 0 {
 			// Now and then the release's ctx has ended before it begins (a
@@ -230,12 +242,33 @@ func (p *proc) releaseBeside() <-chan struct{} {
 	return done
 }
 
-// epoch draws an epoch from the lease, recorded.
+// newSource makes p ship at the epochs of a new TermSource whose term is
+// the one p's lease holds, and which fails once the lease holds none or
+// its expiry passed by the lease's clock.
+func (p *proc) newSource() {
+	p.sources++
+	p.sourceLabel = fmt.Sprintf("%s/term-source#%d", p.name, p.sources)
+	p.source = &writefence.TermSource{Fence: p.fence, Writer: p.holder, Term: func(context.Context) (uint64, error) {
+		term, expiry, ok := p.lease.Held()
+		if !ok || !time.Now().Before(expiry) {
+			return 0, errors.New("sim: the lease holds no term")
+		}
+		return term, nil
+	}}
+}
+
+// epoch draws an epoch from the lease, or from p's TermSource when it
+// ships through one, recorded.
 func (p *proc) epoch(ctx context.Context) (uint64, error) {
 	c := &promise.Call{Op: promise.Epoch, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder}
+	var src writefence.EpochSource = p.lease
+	if p.source != nil {
+		c.Lease, c.LeaseName, c.Holder, c.TermSource, c.Writer = "", "", "", p.sourceLabel, p.holder
+		src = p.source
+	}
 	var e uint64
 	err := p.call(ctx, c, func(ctx context.Context) (err error) {
-		e, err = p.lease.Epoch(ctx, plugin, shard)
+		e, err = src.Epoch(ctx, plugin, shard)
 		c.Got = e
 		return err
 	})
@@ -253,6 +286,11 @@ func (p *proc) epoch(ctx context.Context) (uint64, error) {
 func (p *proc) ship(ctx context.Context) {
 	var blobEpoch uint64 // the epoch of the blobs of the last segment
 	for n := 0; ctx.Err() == nil; n++ {
+		if p.source != nil && p.rng.IntN(8) == 0 {
+			// The pipeline restarts in the same term: a new TermSource
+			// continues above what the store records (promise 17).
+			p.newSource()
+		}
 		epoch, err := p.epoch(ctx)
 		if err != nil {
 			return
