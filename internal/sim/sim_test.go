@@ -97,9 +97,16 @@ func TestSimulation(t *testing.T) {
 		for k, v := range outcomes(h) {
 			total[k] += v
 		}
+		firstOf := map[string]bool{} // the TermSources that handed out an epoch
 		for _, e := range h.Entries {
 			if e.End != nil && e.End.Op == promise.Commit && e.End.Err == nil && w.Reads(e.End.ID) == 0 {
 				total["commit ok, with no read of the record"]++
+			}
+			if c := e.End; c != nil && c.TermSource != "" && c.Err == nil && !firstOf[c.TermSource] {
+				firstOf[c.TermSource] = true
+				if c.Got&(1<<32-1) > 1 {
+					total["term source continued above the record"]++
+				}
 			}
 		}
 		if os.Getenv("WRITEFENCE_SIM_SEED") != "" {
@@ -116,6 +123,11 @@ func TestSimulation(t *testing.T) {
 	// record it wrote, and on a read.
 	if no := total["commit ok, with no read of the record"]; len(seeds(t)) >= 50 && (no == 0 || no == total["commit ok"]) {
 		t.Errorf("of %d commits that landed, %d read nothing: want some of each", total["commit ok"], no)
+	}
+	// A TermSource made in a term its writer already wrote continues
+	// above the record (promise 17).
+	if len(seeds(t)) >= 50 && total["term source continued above the record"] == 0 {
+		t.Errorf("no TermSource continued above the record its term had written")
 	}
 }
 
