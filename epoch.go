@@ -60,14 +60,14 @@ var ErrTermEnded = errors.New("writefence: term ended")
 // (promise 30).
 //
 // Term must return the term the caller holds now, 0 to 2^32-1, or an error
-// when it holds none; hand one term to one leader (where a restart can leave
-// a live zombie, start every process in a new term); and raise terms across
-// leaders. The source ends for good (ErrTermEnded) once Term reports
-// another term or an error, a shard's record shows a newer term or another
-// writer of this one, or the term's epochs run out: a new term needs a new
-// TermSource, which seals first. A call whose own ctx ended ends nothing.
-// A TermSource is safe for concurrent use; set its fields before the first
-// call, and do not copy it after.
+// when it holds none; hand one term to one leader, which draws its epochs
+// from one source at a time (where a restart can leave a live zombie, start
+// every process in a new term); and raise terms across leaders. The source
+// ends for good (ErrTermEnded) once Term reports another term or an error,
+// a shard's record shows a newer term or another writer of this one, or
+// the term's epochs run out: a new term needs a new TermSource, which seals
+// first. A call whose own ctx ended ends nothing. A TermSource is safe for
+// concurrent use; set its fields before the first call, and do not copy it.
 type TermSource struct {
 	// Fence reads the shards' records. Required.
 	Fence *Fence
