@@ -696,6 +696,21 @@ func TestPromise15_Hold(t *testing.T) {
 			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "h1", Epoch: 1<<32 | 2}, key, rec("h1", 1<<32|2, plain("")))
 			b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 		}},
+		story{name: "sealed at its term, then deleted", kept: true, build: func(b *builder) {
+			// Its seal found the shard sealed at its term by its holder,
+			// then the record was deleted from outside before it
+			// returned: it was sealed during the Hold.
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "h1", Epoch: 1<<32 | 2}, key, rec("h1", 1<<32|2, plain("")))
+			hd := b.begin(Call{Op: Hold, Key: key, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.del(nil, key)
+			b.end(hd, nil)
+		}},
+		story{name: "sealed at its term only before it began", build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "h1", Epoch: 1<<32 | 2}, key, rec("h1", 1<<32|2, plain("")))
+			b.del(nil, key)
+			b.wrote(Call{Op: Hold, Key: key, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
 		story{name: "released for slowness", build: func(b *builder) {
 			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
