@@ -2,6 +2,7 @@ package promise
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -341,8 +342,13 @@ func (c *Checker) checkHold(idx int, fl *flight) {
 	}
 	for _, k := range call.HoldsShards {
 		// Its own seal, or the shard sealed at its term by its holder
-		// when it returned (a term its Lease held before, taken again).
-		sealed := len(terms) > 0 && atTerm(c.st.values[k])
+		// during its flight (a term its Lease held before, taken again):
+		// a seal that finds that needs no write.
+		held := []*value{c.st.values[k]}
+		if k == call.Key {
+			held = fl.seen
+		}
+		sealed := len(terms) > 0 && slices.ContainsFunc(held, atTerm)
 		for _, w := range fl.writes {
 			if w.ch.Key == k && atTerm(w.v) {
 				sealed = true
