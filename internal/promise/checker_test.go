@@ -747,6 +747,14 @@ func TestPromise17_TermSource(t *testing.T) {
 		c.Got = got
 		b.end(c, err, is...)
 	}
+	// restarted is the first epoch of the shard a new TermSource of w1,
+	// in another process, hands out.
+	key := shardKeyOf(t, "", "pl", "s1")
+	restarted := func(b *builder, got uint64) {
+		c := b.begin(Call{Op: Epoch, TermSource: "ts2", Proc: "p2", Key: key, Writer: "w1"})
+		c.Got = got
+		b.end(c, nil)
+	}
 	judge(t, 17,
 		story{name: "not rising", build: func(b *builder) {
 			source(b, 7<<32|2, nil)
@@ -760,6 +768,25 @@ func TestPromise17_TermSource(t *testing.T) {
 			source(b, 7<<32|1, nil)
 			source(b, 0, errTermEnded, "term ended")
 			source(b, 7<<32|2, nil)
+		}},
+		story{name: "a restart not above its term's record", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))
+			restarted(b, 7<<32|3)
+		}},
+		story{name: "a restart above its term's record", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))
+			restarted(b, 7<<32|6)
+		}},
+		story{name: "a restart over another writer's record", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w2", 7<<32|5, plain("x")))
+			restarted(b, 7<<32|1)
+		}},
+		story{name: "a restart over a record set back during its read", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))
+			c := b.begin(Call{Op: Epoch, TermSource: "ts2", Proc: "p2", Key: key, Writer: "w1"})
+			b.put(nil, key, rec("w1", 7<<32|2, plain("x")))
+			c.Got = 7<<32 | 3
+			b.end(c, nil)
 		}},
 	)
 }
