@@ -1,6 +1,7 @@
 package promise
 
 import (
+	"math"
 	"strings"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -230,6 +231,9 @@ func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
 	if call.Err == nil {
 		ts.keys[call.Key] = true
 	}
+	if call.Err == nil && first {
+		c.checkTermSourceContinues(idx, fl)
+	}
 	m, ok := c.seenBefore(fl, call.Key)
 	if call.Err != nil || !first || !ok {
 		return
@@ -240,6 +244,25 @@ func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
 		}
 	}
 	c.report(idx, 30, "%s handed out epoch %d from a record absent or below epoch %d its Fence saw", who(call), call.Got, m.epoch)
+}
+
+// checkTermSourceContinues judges promise 17 on the first epoch a
+// TermSource hands out of a shard: above the recorded epoch when, all
+// through the call, the record held the source's writer at the epoch's
+// term, as after a restart of that writer within its term.
+func (c *Checker) checkTermSourceContinues(idx int, fl *flight) {
+	call := fl.call
+	low := uint64(math.MaxUint64)
+	for _, v := range fl.seen {
+		h, ok := v.header()
+		if !ok || h.Writer != call.Writer || h.Epoch>>32 != call.Got>>32 {
+			return
+		}
+		low = min(low, h.Epoch)
+	}
+	if len(fl.seen) > 0 && call.Got <= low {
+		c.report(idx, 17, "%s handed out epoch %d, not above epoch %d of its term by its writer that the record held", who(call), call.Got, low)
+	}
 }
 
 // checkCheck judges promise 32 on the end of a Check: nil only if the
