@@ -62,6 +62,27 @@ func TestStoreAddressRefused(t *testing.T) {
 	assertRefused(t, "ftp://x", "mem://host", "file://relative/path", "file:///tmp/x?sync=1", "::not a url")
 }
 
+// TestStoreAddressAmbiguous: an address that names two things at once is
+// refused before any I/O, never read as one of them: a parameter given
+// twice (wait=0&wait=1 would take wait=0, the first, and a failover could
+// lose an acknowledged push) and a fragment (file:///data/wf#2 would be
+// the directory /data/wf).
+func TestStoreAddressAmbiguous(t *testing.T) {
+	dir := t.TempDir()
+	assertRefusedSaying(t, map[string]string{
+		"file://" + dir + "#2":               "#",
+		"mem://#x":                           "#",
+		"s3://bucket?endpoint=127.0.0.1:1#x": "#",
+		"s3://bucket?endpoint=127.0.0.1:1&secure=false&secure=true":      "secure",
+		"s3://bucket?endpoint=127.0.0.1:1&endpoint=127.0.0.1:2":          "endpoint",
+		"valkey://127.0.0.1:1/0?wait=0&wait=1":                           "wait",
+		"valkey://127.0.0.1:1/0?tls=true&tls=false":                      "tls",
+		"etcd://127.0.0.1:1/p?max-request-bytes=1&max-request-bytes=2":   "max-request-bytes",
+		"dynamodb://table?endpoint=http://127.0.0.1:1&region=a&region=b": "region",
+		"postgres://127.0.0.1:1/db?table=t&table=u":                      "table",
+	})
+}
+
 func TestStoreAddressOpens(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
 	_, err := writefence.NewDirConditionalStore(dir, nil)
