@@ -212,6 +212,21 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 	if _, hasPassword := u.User.Password(); u.User != nil && (hasPassword || !userInAddress[u.Scheme]) {
 		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help stores)")
 	}
+	// An address names one store: a fragment would be dropped (the
+	// directory of file:///data/wf#2 would be /data/wf) and a parameter
+	// given twice read as its first value only.
+	if u.Fragment != "" || strings.HasSuffix(addr, "#") {
+		return nil, usagef("writefence: store address: a fragment (#...) names no store; write a # in a path as %%23")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, usagef("writefence: store address: cannot parse its parameters")
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if len(q[k]) > 1 {
+			return nil, usagef("writefence: store address: parameter %q given %d times: give it once", escape.String(k), len(q[k]))
+		}
+	}
 	open, ok := openers[u.Scheme]
 	if ro, has := readOpeners[u.Scheme]; has && readOnly {
 		open = ro
