@@ -200,6 +200,45 @@ func TestReadsCreateNothing(t *testing.T) {
 	}
 }
 
+// TestUsageCreatesNothing: a name, writer, identity or prefix the library
+// cannot hold is a usage error (exit 2) that reads and writes nothing:
+// not even -create makes the store first.
+func TestUsageCreatesNothing(t *testing.T) {
+	long := strings.Repeat("a", 1100)
+	p := writeFile(t, "x")
+	for _, args := range [][]string{
+		{"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", long},
+		{"push", "-writer", "a", "-epoch", "1", "-file", p, long, "s"},
+		{"push", "-writer", long, "-epoch", "1", "-file", p, "wal", "s"},
+		{"push", "-identity", long, "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
+		{"push", "-prefix", "app/_x", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
+		{"push", "-term", "1", "-writer", long, "-file", p, "wal", "s"},
+		{"commit", "-writer", "a", "-epoch", "1", "-keep-payload", "wal", long},
+		{"commit", "-writer", long, "-epoch", "1", "-keep-payload", "wal", "s"},
+		{"blob", "put", "-writer", "a", "-epoch", "1", "-file", p, "wal", long},
+		{"blob", "put", "-writer", long, "-epoch", "1", "-file", p, "wal", "s"},
+		{"seal", "-writer", "a", "-epoch", "1", "wal", long},
+		{"seal", "-writer", long, "-epoch", "1", "wal", "s"},
+		{"brand", "claim", "-identity", long},
+		{"exec", "-lease", long, "-holder", "h", "wal/0", "--", "true"},
+		{"exec", "-lease", "l", "-holder", long, "wal/0", "--", "true"},
+		{"exec", "-lease", "l", "-holder", "h", "wal/" + long, "--", "true"},
+		{"exec", "-lease", "l", "-holder", "h", "-identity", long, "wal/0", "--", "true"},
+	} {
+		dir := filepath.Join(t.TempDir(), "none")
+		addr := (&url.URL{Scheme: "file", Path: dir}).String()
+		name := strings.ReplaceAll(strings.Join(args, " "), long, "<1100 bytes>")
+		at := slices.Index(args, "--")
+		if at < 0 {
+			at = len(args)
+		}
+		args = slices.Concat(args[:at], []string{"-create", "-store", addr}, args[at:])
+		r := wf(t, args...)
+		assert.Equal(t, exitUsage, r.code, "%s: %s", name, r)
+		assert.NoDirExists(t, dir, "%s created the store", name)
+	}
+}
+
 // TestReadOnlyUser: a user who may read a store's directory but not write
 // it reads the store: latest, ls and brand verify take no lock.
 func TestReadOnlyUser(t *testing.T) {
