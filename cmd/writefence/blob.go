@@ -82,6 +82,9 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 		if err := w.check(); err != nil {
 			return o.fail(err)
 		}
+		if err := w.names("", true, args[0], args[1]).check(); err != nil {
+			return o.fail(err)
+		}
 		r, from := stdin, "stdin"
 		if *file != "-" {
 			f, err := os.Open(*file)
@@ -185,6 +188,9 @@ func defineBlobGet(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: -json needs -out: stdout carries the blob"))
 		}
 		plugin, shard, name := args[0], args[1], args[2]
+		if err := (names{prefix: sf.prefix, identity: *identity, shards: [][2]string{{plugin, shard}}}).check(); err != nil {
+			return o.fail(err)
+		}
 		var want *writefence.BlobRef
 		if strings.Contains(name, ":") {
 			ref, err := parseRef(name)

@@ -58,6 +58,9 @@ func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 		if *force && verb != "install" {
 			return o.fail(usagef("writefence: brand %s: -force is for install only", verb))
 		}
+		if err := (names{prefix: sf.prefix, identity: *identity}).check(); err != nil {
+			return o.fail(err)
+		}
 		// verify never writes, so it never creates a store.
 		return sf.withStore(ctx, o, verb == "verify", func(ctx context.Context, s *opened) int {
 			fence := &writefence.Fence{Store: s.store, Identity: *identity, Prefix: sf.prefix}

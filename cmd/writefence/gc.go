@@ -107,6 +107,9 @@ func defineGC(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: -grace %s: want a positive duration, such as 24h", grace))
 		}
 		plugin, shard := args[0], args[1]
+		if err := (names{prefix: sf.prefix, identity: *identity, shards: [][2]string{{plugin, shard}}}).check(); err != nil {
+			return o.fail(err)
+		}
 		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
 			fence := sf.newFence(s, *identity)
 			report, err := fence.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: *grace, DryRun: *dryRun, RecordGone: *recordGone})

@@ -106,6 +106,9 @@ func defineLeaseShow(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, defaultTimeout)
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
+		if err := (names{prefix: sf.prefix, leases: []string{args[0]}}).check(); err != nil {
+			return o.fail(err)
+		}
 		return sf.withStore(ctx, o, true, func(ctx context.Context, s *opened) int {
 			info, err := sf.newFence(s, "").InspectLease(ctx, args[0])
 			if err != nil {
@@ -147,6 +150,9 @@ func defineLeaseRelease(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: -holder is required: the holder the lease names (writefence lease show %s prints it), so that only that holder's lease is released", shellQuote(args[0])))
 		}
 		name := args[0]
+		if err := (names{prefix: sf.prefix, writers: []string{*holder}, leases: []string{name}}).check(); err != nil {
+			return o.fail(err)
+		}
 		return sf.withWriteFence(ctx, o, "", *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			info, err := fence.InspectLease(ctx, name)
 			if err != nil {

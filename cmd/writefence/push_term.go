@@ -119,6 +119,9 @@ func pushAtTerm(ctx context.Context, o *output, rf *recordFlags, b brandValue, p
 	if err := rf.check(); err != nil {
 		return o.fail(err)
 	}
+	if err := rf.names(rf.identity, false, plugin, shard).check(); err != nil {
+		return o.fail(err)
+	}
 	payload, err := readPayload(rf.file, rf.empty, defaults.MaxPayloadSize)
 	if err != nil {
 		return o.fail(err)

@@ -3,9 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // storeFlags are the flags every command that opens a store shares.
@@ -45,6 +48,65 @@ func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *st
 	fs.Var((*durationValue)(&sf.timeout), "timeout", "give up after this `duration`, such as 30s or 5m (0: never)")
 	fs.BoolVar(&sf.json, "json", false, "print JSON on stdout, one object per line")
 	return sf
+}
+
+// names are what a command hands the library that the library refuses,
+// as an invalid argument, before any I/O. check refuses them before the
+// store is opened, so that a usage error (exit 2) reads and writes
+// nothing, not even the store -create would create.
+type names struct {
+	prefix, identity string
+	writers          []string    // writers and holders
+	shards           [][2]string // plugin and shard
+	leases           []string
+	blobs            bool // the writers write blobs of the shards
+}
+
+func (n names) check() error {
+	if len(n.identity) > record.MaxIdentityLen {
+		return invalidArg("identity", fmt.Sprintf("%d bytes, more than %d", len(n.identity), record.MaxIdentityLen))
+	}
+	if err := keys.CheckPrefix(n.prefix); err != nil {
+		return keyArg(err)
+	}
+	for _, w := range n.writers {
+		if len(w) > record.MaxWriterLen {
+			return invalidArg("writer", fmt.Sprintf("%d bytes, more than %d", len(w), record.MaxWriterLen))
+		}
+	}
+	for _, s := range n.shards {
+		if _, err := keys.Shard(n.prefix, s[0], s[1]); err != nil {
+			return keyArg(err)
+		}
+		for _, w := range n.writers {
+			if !n.blobs {
+				break
+			}
+			// The longest name blob put gives a blob of w must fit a key.
+			if _, err := keys.Blob(n.prefix, s[0], s[1], keys.BlobName(math.MaxUint64, w, strings.Repeat("0", 32))); err != nil {
+				return keyArg(err)
+			}
+		}
+	}
+	for _, l := range n.leases {
+		if _, err := keys.Lease(n.prefix, l); err != nil {
+			return keyArg(err)
+		}
+	}
+	return nil
+}
+
+func invalidArg(arg, reason string) error {
+	return &writefence.InvalidArgumentError{Arg: arg, Reason: reason}
+}
+
+// keyArg is the invalid argument of a *keys.Error.
+func keyArg(err error) error {
+	var ke *keys.Error
+	if errors.As(err, &ke) {
+		return invalidArg(ke.Arg, ke.Reason)
+	}
+	return err
 }
 
 // prefixOf is the key prefix a -prefix value means.
