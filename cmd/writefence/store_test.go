@@ -201,8 +201,8 @@ func TestReadsCreateNothing(t *testing.T) {
 }
 
 // TestUsageCreatesNothing: a name, writer, identity or prefix the library
-// cannot hold is a usage error (exit 2) that reads and writes nothing:
-// not even -create makes the store first.
+// cannot hold, or a malformed -blobs, is a usage error (exit 2) that reads
+// and writes nothing: not even -create makes the store first.
 func TestUsageCreatesNothing(t *testing.T) {
 	long := strings.Repeat("a", 1100)
 	p := writeFile(t, "x")
@@ -215,6 +215,8 @@ func TestUsageCreatesNothing(t *testing.T) {
 		{"push", "-term", "1", "-writer", long, "-file", p, "wal", "s"},
 		{"commit", "-writer", "a", "-epoch", "1", "-keep-payload", "wal", long},
 		{"commit", "-writer", long, "-epoch", "1", "-keep-payload", "wal", "s"},
+		{"commit", "-writer", "a", "-epoch", "1", "-keep-payload", "-blobs", "ftp://x", "wal", "s"},
+		{"blob", "put", "-writer", "a", "-epoch", "1", "-file", p, "-blobs", "mem://x", "wal", "s"},
 		{"blob", "put", "-writer", "a", "-epoch", "1", "-file", p, "wal", long},
 		{"blob", "put", "-writer", long, "-epoch", "1", "-file", p, "wal", "s"},
 		{"seal", "-writer", "a", "-epoch", "1", "wal", long},
