@@ -75,6 +75,7 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 	w.addBlobsFlag(fs)
 	brand := addBrandFlag(fs)
 	file := fs.String("file", "-", "the blob's `file`; - reads stdin")
+	identity := fs.String("identity", "", "wire `identity` the store's brand must hold (default "+defaults.Identity+")")
 	empty := fs.Bool("empty", false, "accept an empty blob (without it 0 bytes are refused)")
 	w.addTermFlag(fs)
 	return func(ctx context.Context, inv *invocation, args []string) int {
@@ -82,7 +83,7 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 		if err := w.check(); err != nil {
 			return o.fail(err)
 		}
-		if err := w.names("", true, args[0], args[1]).check(); err != nil {
+		if err := w.names(*identity, true, args[0], args[1]).check(); err != nil {
 			return o.fail(err)
 		}
 		r, from := stdin, "stdin"
@@ -103,7 +104,7 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(fmt.Errorf("writefence: blob: %w", err))
 		}
 		plugin, shard := args[0], args[1]
-		return w.withWriteFence(ctx, o, "", *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
+		return w.withWriteFence(ctx, o, *identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			epoch := uint64(w.epoch)
 			if w.term.set {
 				var err error
