@@ -62,11 +62,13 @@ func TestStoreAddressRefused(t *testing.T) {
 	assertRefused(t, "ftp://x", "mem://host", "file://relative/path", "file:///tmp/x?sync=1", "::not a url")
 }
 
-// TestStoreAddressAmbiguous: an address that names two things at once is
-// refused before any I/O, never read as one of them: a parameter given
-// twice (wait=0&wait=1 would take wait=0, the first, and a failover could
-// lose an acknowledged push) and a fragment (file:///data/wf#2 would be
-// the directory /data/wf).
+// TestStoreAddressAmbiguous: an address that names two things at once, or
+// a parameter without its value, is refused before any I/O, never read as
+// one of them or as the default: a parameter given twice (wait=0&wait=1
+// would take wait=0, the first, and a failover could lose an acknowledged
+// push), a fragment (file:///data/wf#2 would be the directory /data/wf),
+// an empty value (wait=$REPLICAS with the variable unset would wait for
+// none; endpoint= would be AWS).
 func TestStoreAddressAmbiguous(t *testing.T) {
 	dir := t.TempDir()
 	assertRefusedSaying(t, map[string]string{
@@ -80,6 +82,11 @@ func TestStoreAddressAmbiguous(t *testing.T) {
 		"etcd://127.0.0.1:1/p?max-request-bytes=1&max-request-bytes=2":   "max-request-bytes",
 		"dynamodb://table?endpoint=http://127.0.0.1:1&region=a&region=b": "region",
 		"postgres://127.0.0.1:1/db?table=t&table=u":                      "table",
+		"valkey://127.0.0.1:1/0?wait=":                                   "wait",
+		"valkey://127.0.0.1:1/0?wait":                                    "wait",
+		"s3://bucket?endpoint=":                                          "endpoint",
+		"gs://bucket?endpoint=http://127.0.0.1:1&project=":               "project",
+		"postgres://127.0.0.1:1/db?table=":                               "table",
 	})
 }
 
