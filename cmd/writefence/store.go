@@ -275,8 +275,9 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help stores)")
 	}
 	// An address names one store: a fragment would be dropped (the
-	// directory of file:///data/wf#2 would be /data/wf) and a parameter
-	// given twice read as its first value only.
+	// directory of file:///data/wf#2 would be /data/wf), a parameter
+	// given twice read as its first value only, and one without a value
+	// (wait=$REPLICAS, the variable unset) as if it were left out.
 	if u.Fragment != "" || strings.HasSuffix(addr, "#") {
 		return nil, usagef("writefence: store address: a fragment (#...) names no store; write a # in a path as %%23")
 	}
@@ -285,8 +286,11 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 		return nil, usagef("writefence: store address: cannot parse its parameters")
 	}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
-		if len(q[k]) > 1 {
+		switch {
+		case len(q[k]) > 1:
 			return nil, usagef("writefence: store address: parameter %q given %d times: give it once", escape.String(k), len(q[k]))
+		case q[k][0] == "":
+			return nil, usagef("writefence: store address: parameter %q has no value: give one, or leave the parameter out", escape.String(k))
 		}
 	}
 	open, ok := openers[u.Scheme]
