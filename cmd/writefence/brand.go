@@ -20,7 +20,8 @@ var brandCommand = command{
 	help: `
 The brand key (one reserved key under the prefix) holds the identity of the
 format the store's records are written in.
-  claim    brand an empty store with -identity, or accept one already branded with it
+  claim    brand an unbranded store with -identity, or accept one already branded with it;
+           unlike install it reads no record: records of another identity are locked out
   verify   read only: succeed if the brand holds -identity, exit 5 if it is absent or foreign
   install  administrative: write -identity if the store is unbranded, report whether it wrote;
            a foreign brand is refused (exit 5) and never overwritten, and so is a store
