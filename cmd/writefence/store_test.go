@@ -395,3 +395,27 @@ func FuzzStoreAddress(f *testing.F) {
 		require.NoError(t, s.close())
 	})
 }
+
+// TestPrefixRefused: a -prefix the library refuses (a segment that names
+// another prefix's space, an empty segment) is a usage error of every
+// command that takes one, before it reads or writes anything: probe would
+// write its scratch keys into the reserved space of the prefix before it.
+func TestPrefixRefused(t *testing.T) {
+	addr := emptyStore(t)
+	for _, prefix := range []string{"app/_x", "app/s", "app//x", "/"} {
+		for _, args := range [][]string{
+			{"ls"}, {"latest", "wal", "s"}, {"probe"}, {"race", "-writers", "2", "-rounds", "1"},
+			{"doctor", "-writes=false"}, {"init"}, {"brand", "verify"}, {"lease", "show", "l"},
+			{"exec", "-lease", "l", "-holder", "h", "--", "true"},
+		} {
+			at := slices.Index(args, "--")
+			if at < 0 {
+				at = len(args)
+			}
+			args = slices.Concat(args[:at], []string{"-prefix", prefix, "-store", addr}, args[at:])
+			r := wf(t, args...)
+			assert.Equal(t, exitUsage, r.code, "%v: %s", args, r)
+			assert.Contains(t, r.stderr, "prefix", "%v", args)
+		}
+	}
+}
