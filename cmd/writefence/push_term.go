@@ -104,7 +104,7 @@ func (w *writerFlags) termDefaults() error {
 	if !given["prefix"] {
 		if p := os.Getenv(envPrefix); p != "" {
 			if err := (*prefixValue)(&w.prefix).Set(p); err != nil {
-				return err
+				return usagef("writefence: %s=%s: %v", envPrefix, escape.String(p), err)
 			}
 		}
 	}

@@ -120,7 +120,9 @@ func prefixOf(prefix string) string {
 // prefixValue is -prefix. The prefix names a directory of keys, so one
 // given without a trailing "/" gets one: -prefix myapp writes under
 // myapp/s/..., never under myapps/.... A prefix that ends in "/" is kept
-// as given, and an empty one leaves the default.
+// as given, and an empty one leaves the default. One the library refuses
+// (keys.CheckPrefix: it would reach into another prefix's keys) is
+// refused here, before any command reads or writes under it.
 type prefixValue string
 
 func (p *prefixValue) String() string { return string(*p) }
@@ -128,6 +130,12 @@ func (p *prefixValue) String() string { return string(*p) }
 func (p *prefixValue) Set(s string) error {
 	if s != "" && !strings.HasSuffix(s, "/") {
 		s += "/"
+	}
+	var ke *keys.Error
+	if err := keys.CheckPrefix(s); errors.As(err, &ke) {
+		return errors.New(ke.Reason)
+	} else if err != nil {
+		return err
 	}
 	*p = prefixValue(s)
 	return nil
