@@ -75,11 +75,15 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 	w.addBlobsFlag(fs)
 	brand := addBrandFlag(fs)
 	file := fs.String("file", "-", "the blob's `file`; - reads stdin")
+	identity := fs.String("identity", "", "wire `identity` the store's brand must hold (default "+defaults.Identity+")")
 	empty := fs.Bool("empty", false, "accept an empty blob (without it 0 bytes are refused)")
 	w.addTermFlag(fs)
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := w.output()
 		if err := w.check(); err != nil {
+			return o.fail(err)
+		}
+		if err := w.names(*identity, true, args[0], args[1]).check(); err != nil {
 			return o.fail(err)
 		}
 		r, from := stdin, "stdin"
@@ -100,7 +104,7 @@ func defineBlobPut(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(fmt.Errorf("writefence: blob: %w", err))
 		}
 		plugin, shard := args[0], args[1]
-		return w.withWriteFence(ctx, o, "", *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
+		return w.withWriteFence(ctx, o, *identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			epoch := uint64(w.epoch)
 			if w.term.set {
 				var err error
@@ -185,6 +189,9 @@ func defineBlobGet(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: -json needs -out: stdout carries the blob"))
 		}
 		plugin, shard, name := args[0], args[1], args[2]
+		if err := (names{prefix: sf.prefix, identity: *identity, shards: [][2]string{{plugin, shard}}}).check(); err != nil {
+			return o.fail(err)
+		}
 		var want *writefence.BlobRef
 		if strings.Contains(name, ":") {
 			ref, err := parseRef(name)

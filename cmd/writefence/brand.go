@@ -20,7 +20,8 @@ var brandCommand = command{
 	help: `
 The brand key (one reserved key under the prefix) holds the identity of the
 format the store's records are written in.
-  claim    brand an empty store with -identity, or accept one already branded with it
+  claim    brand an unbranded store with -identity, or accept one already branded with it;
+           unlike install it reads no record: records of another identity are locked out
   verify   read only: succeed if the brand holds -identity, exit 5 if it is absent or foreign
   install  administrative: write -identity if the store is unbranded, report whether it wrote;
            a foreign brand is refused (exit 5) and never overwritten, and so is a store
@@ -57,6 +58,9 @@ func defineBrand(fs *flag.FlagSet, inv *invocation) action {
 		}
 		if *force && verb != "install" {
 			return o.fail(usagef("writefence: brand %s: -force is for install only", verb))
+		}
+		if err := (names{prefix: sf.prefix, identity: *identity}).check(); err != nil {
+			return o.fail(err)
 		}
 		// verify never writes, so it never creates a store.
 		return sf.withStore(ctx, o, verb == "verify", func(ctx context.Context, s *opened) int {

@@ -90,3 +90,29 @@ func TestBrandInstallRefusesForeignRecords(t *testing.T) {
 	assert.Equal(t, exitOK, r.code, "records of the identity itself: %s", r)
 	assert.Equal(t, exitUsage, wf(t, "brand", "claim", "-force", "-store", same).code)
 }
+
+// TestBrandOfAnotherIdentity: on a store branded for another identity,
+// every command that writes takes -identity, which its brand check
+// expects: refused without it (exit 5, saying to check -identity), it
+// passes the check with it.
+func TestBrandOfAnotherIdentity(t *testing.T) {
+	addr := emptyStore(t)
+	require.Equal(t, exitOK, wf(t, "brand", "install", "-store", addr, "-identity", "app/v2").code)
+	p := writeFile(t, "segment")
+	for _, c := range []struct {
+		args []string
+		code int // with -identity app/v2
+	}{
+		{[]string{"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"}, exitOK},
+		{[]string{"blob", "put", "-writer", "a", "-epoch", "2", "-file", p, "wal", "s"}, exitOK},
+		{[]string{"commit", "-writer", "a", "-epoch", "3", "-keep-payload", "wal", "s"}, exitOK},
+		{[]string{"seal", "-writer", "a", "-epoch", "4", "wal", "s"}, exitOK},
+		{[]string{"lease", "release", "-holder", "h", "wal"}, exitNotFound}, // past the brand: no lease of that name
+	} {
+		r := wf(t, append(c.args, "-store", addr)...)
+		assert.Equal(t, exitWire, r.code, "%v: %s", c.args, r)
+		assert.Contains(t, r.stderr, "check -identity", "%v", c.args)
+		r = wf(t, append(c.args, "-store", addr, "-identity", "app/v2")...)
+		assert.Equal(t, c.code, r.code, "%v -identity app/v2: %s", c.args, r)
+	}
+}

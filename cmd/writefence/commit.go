@@ -105,6 +105,9 @@ func defineCommit(fs *flag.FlagSet, inv *invocation) action {
 		if err := checkEdits(adds, drops); err != nil {
 			return o.fail(err)
 		}
+		if err := w.names(*identity, false, args[0], args[1]).check(); err != nil {
+			return o.fail(err)
+		}
 		var payload []byte
 		switch {
 		case *keep && *payloadFile != "":

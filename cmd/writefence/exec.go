@@ -190,6 +190,13 @@ func defineExec(fs *flag.FlagSet, inv *invocation) action {
 		case p.grace < 0 || p.grace > p.margin():
 			return o.fail(usagef("writefence exec: -grace %v: want 0 to -ttl/8 (%v); raise -ttl for a longer grace", p.grace, p.margin()))
 		}
+		n := names{prefix: prefix, identity: *identity, writers: []string{*holder}, leases: []string{*name}}
+		for _, s := range shards {
+			n.shards = append(n.shards, [2]string{s.Plugin, s.Shard})
+		}
+		if err := n.check(); err != nil {
+			return o.fail(err)
+		}
 		path, code, err := lookProgram(argv[0])
 		if err != nil {
 			fmt.Fprintln(inv.stderr, message(err))

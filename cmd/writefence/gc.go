@@ -52,14 +52,16 @@ gc is safe to run from many processes at once.
 
 Refused, deleting nothing: a corrupt manifest (exit 6), one of another wire
 identity (exit 5), a store that holds no blobs (exit 1, with the reason;
--blobs names another store for them). A shard that holds no record and no
+-blobs names another store for them), a record absent or below the
+shard's floor, the epoch of its last settle (exit 12: it was lost or set
+back; see settle -lost). A shard that holds no record and no
 blob, such as a mistyped name, is not found (exit 3); so is a shard with
 blobs but no record (its blobs listed as kept, no_record): nothing says
 which of them matter, and a record lost, or a -prefix or -store that is
 not the writers', must not cost them. -record-gone says the record was
 removed on purpose and no writer writes the shard: gc then deletes every
-blob of it (and refuses a shard that has a record, or a floor key: delete
-that too, it is <prefix>_floor/<plugin>/<shard>; exit 12).
+blob of it (and refuses a shard that has a record, exit 2, or a floor
+key, exit 12: delete that too, it is <prefix>_floor/<plugin>/<shard>).
 
 examples:
   writefence gc -store file:///tmp/wf -dry-run wal shard-0
@@ -107,8 +109,16 @@ func defineGC(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: -grace %s: want a positive duration, such as 24h", grace))
 		}
 		plugin, shard := args[0], args[1]
+		if err := (names{prefix: sf.prefix, identity: *identity, shards: [][2]string{{plugin, shard}}}).check(); err != nil {
+			return o.fail(err)
+		}
 		return sf.withStore(ctx, o, false, func(ctx context.Context, s *opened) int {
 			fence := sf.newFence(s, *identity)
+			// The floor a settle keeps (Fence.KeepFloor) tells a record
+			// set back below it, which a fresh Fence cannot know: deleting
+			// by such a record would delete what the lost manifest
+			// referenced, while the shard waits for an operator.
+			fence.KeepFloor = true
 			report, err := fence.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: *grace, DryRun: *dryRun, RecordGone: *recordGone})
 			noRecord := errors.Is(err, writefence.ErrNotFound)
 			// Collect refuses names the key space cannot hold before it

@@ -112,3 +112,35 @@ func TestGCGrace(t *testing.T) {
 		assert.Equal(t, "usage", jsonOf(t, r)["outcome"])
 	}
 }
+
+// TestGCBelowTheFloor: a record set back below its shard's floor (a
+// restore from backup after a settle) is refused as regressed (exit 12),
+// and gc deletes nothing: the blobs the lost manifest referenced may be
+// all that is left of the shard's newer state, and the settle that mends
+// it may reference them again.
+func TestGCBelowTheFloor(t *testing.T) {
+	addr, s, clock := sharedMem(t)
+	require.Equal(t, exitOK, commit(t, addr, "a", "1", "-payload-file", writeFile(t, "a's record")).code)
+	key, err := keys.Shard("", "wal", "s")
+	require.NoError(t, err)
+	old, version, err := s.Get(t.Context(), key)
+	require.NoError(t, err)
+	r := wf(t, "settle", "-store", addr, "-lost", "-confirm-version", version, "-floor", "9", "-writer", "op", "-epoch", "10", "-file", writeFile(t, "good"), "wal", "s")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	ref := put(t, addr, "op", "11", "op's segment")
+	require.Equal(t, exitOK, commit(t, addr, "op", "11", "-add", ref, "-keep-payload").code)
+
+	// The record is restored to the bytes it held at epoch 1.
+	_, version, err = s.Get(t.Context(), key)
+	require.NoError(t, err)
+	_, err = s.PutIfVersion(t.Context(), key, old, version)
+	require.NoError(t, err)
+	clock.Advance(2 * time.Hour)
+
+	for _, dry := range []string{"-dry-run=true", "-dry-run=false"} {
+		r = wf(t, "gc", dry, "-grace", "1h", "-store", addr, "wal", "s")
+		assert.Equal(t, exitRegressed, r.code, "%s: %s", dry, r)
+		assert.NotContains(t, r.stdout, "delete", dry)
+	}
+	assert.True(t, blobExists(t, blobStore{addr: addr, blobs: s}, nameOf(ref)), "the lost manifest's blob is kept")
+}

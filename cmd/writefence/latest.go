@@ -69,6 +69,9 @@ func defineLatest(fs *flag.FlagSet, inv *invocation) action {
 		if *out == "-" && sf.json {
 			return o.fail(usagef("writefence: -out - and -json both write to stdout"))
 		}
+		if err := (names{prefix: sf.prefix, identity: *identity, shards: [][2]string{{args[0], args[1]}}}).check(); err != nil {
+			return o.fail(err)
+		}
 		return sf.withStore(ctx, o, true, func(ctx context.Context, s *opened) int {
 			plugin, shard := args[0], args[1]
 			info, err := inspect(ctx, s.store, sf.prefix, *identity, plugin, shard)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/escape"
 )
 
@@ -106,6 +107,9 @@ func defineLeaseShow(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, defaultTimeout)
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
+		if err := (names{prefix: sf.prefix, leases: []string{args[0]}}).check(); err != nil {
+			return o.fail(err)
+		}
 		return sf.withStore(ctx, o, true, func(ctx context.Context, s *opened) int {
 			info, err := sf.newFence(s, "").InspectLease(ctx, args[0])
 			if err != nil {
@@ -141,13 +145,17 @@ func defineLeaseRelease(fs *flag.FlagSet, inv *invocation) action {
 	sf := addStoreFlags(fs, inv, defaultTimeout)
 	holder := fs.String("holder", "", "the `holder` the lease's record names, as lease show prints it (required)")
 	brand := addBrandFlag(fs)
+	identity := fs.String("identity", "", "wire `identity` the store's brand must hold (default "+defaults.Identity+")")
 	return func(ctx context.Context, inv *invocation, args []string) int {
 		o := sf.output()
 		if *holder == "" {
 			return o.fail(usagef("writefence: -holder is required: the holder the lease names (writefence lease show %s prints it), so that only that holder's lease is released", shellQuote(args[0])))
 		}
 		name := args[0]
-		return sf.withWriteFence(ctx, o, "", *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
+		if err := (names{prefix: sf.prefix, identity: *identity, writers: []string{*holder}, leases: []string{name}}).check(); err != nil {
+			return o.fail(err)
+		}
+		return sf.withWriteFence(ctx, o, *identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			info, err := fence.InspectLease(ctx, name)
 			if err != nil {
 				return o.fail(leaseError(err))

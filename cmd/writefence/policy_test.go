@@ -95,16 +95,17 @@ func TestPolicyS3Flags(t *testing.T) {
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Contains(t, r.stdout, `"arn:aws:s3:::mirrors/writefence/*"`)
 
-	r = wf(t, "policy", "s3", "-json", "-partition", "aws-cn", "-bucket", "mirrors", "-prefix", "a/b/")
+	r = wf(t, "policy", "s3", "-json", "-partition", "aws-cn", "-bucket", "mirrors", "-prefix", "a/c/")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Equal(t, 1, strings.Count(r.stdout, "\n"), "one line")
-	assert.Contains(t, r.stdout, `"arn:aws-cn:s3:::mirrors/a/b/*"`)
+	assert.Contains(t, r.stdout, `"arn:aws-cn:s3:::mirrors/a/c/*"`)
 
 	for _, args := range [][]string{
 		{},
 		{"-bucket", "Mirrors"},
 		{"-bucket", "ab"},
 		{"-bucket", "mirrors", "-prefix", "wal*"},
+		{"-bucket", "mirrors", "-prefix", "a/b/"}, // no Fence writes under it: its b/ is a/'s blob space
 		{"-bucket", "mirrors", "-prefix", "${aws:username}"},
 		{"-bucket", "mirrors", "-partition", "azure"},
 		{"-bucket", "mirrors", "extra"},

@@ -137,6 +137,12 @@ func (w *writerFlags) check() error {
 	return nil
 }
 
+// names are the names w writes plugin's shard with, under identity (of
+// blobs, when blobs is set).
+func (w *writerFlags) names(identity string, blobs bool, plugin, shard string) names {
+	return names{prefix: w.prefix, identity: identity, writers: []string{w.writer}, shards: [][2]string{{plugin, shard}}, blobs: blobs}
+}
+
 // recordFlags are the flags of a command that writes a record: the
 // writer's flags and the record's.
 type recordFlags struct {
@@ -208,6 +214,9 @@ func definePush(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(err)
 		}
 		plugin, shard := args[0], args[1]
+		if err := rf.names(rf.identity, false, plugin, shard).check(); err != nil {
+			return o.fail(err)
+		}
 		return rf.withWriteFence(ctx, o, rf.identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			if err := fence.Push(ctx, plugin, shard, rf.writer, uint64(rf.epoch), payload); err != nil {
 				return o.fail(err)

@@ -104,7 +104,7 @@ func (w *writerFlags) termDefaults() error {
 	if !given["prefix"] {
 		if p := os.Getenv(envPrefix); p != "" {
 			if err := (*prefixValue)(&w.prefix).Set(p); err != nil {
-				return err
+				return usagef("writefence: %s=%s: %v", envPrefix, escape.String(p), err)
 			}
 		}
 	}
@@ -117,6 +117,9 @@ func (w *writerFlags) termDefaults() error {
 // brand checked as b says.
 func pushAtTerm(ctx context.Context, o *output, rf *recordFlags, b brandValue, plugin, shard string) int {
 	if err := rf.check(); err != nil {
+		return o.fail(err)
+	}
+	if err := rf.names(rf.identity, false, plugin, shard).check(); err != nil {
 		return o.fail(err)
 	}
 	payload, err := readPayload(rf.file, rf.empty, defaults.MaxPayloadSize)

@@ -94,6 +94,12 @@ func TestPushTermUsage(t *testing.T) {
 		r := wf(t, append(append([]string{"push", "-store", addr, "-file", p}, args...), "wal", "s")...)
 		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r)
 	}
+	t.Run("a prefix refused in the environment", func(t *testing.T) {
+		t.Setenv(envPrefix, "app/_x")
+		r := wf(t, "push", "-store", addr, "-file", p, "-writer", "a", "-term", "1", "wal", "s")
+		assert.Equal(t, exitUsage, r.code, "%s", r)
+		assert.Contains(t, r.stderr, envPrefix+"=app/_x")
+	})
 	assert.Equal(t, exitNotFound, wf(t, "latest", "-store", addr, "wal", "s").code, "nothing written")
 	r := wf(t, "push", "-store", addr, "-file", p, "-writer", "a", "-term", "4294967295", "wal", "s")
 	assert.Equal(t, exitOK, r.code, "the last term: %s", r)

@@ -50,6 +50,9 @@ func defineSeal(fs *flag.FlagSet, inv *invocation) action {
 		if err := w.check(); err != nil {
 			return o.fail(err)
 		}
+		if err := w.names(*identity, false, args[0], args[1]).check(); err != nil {
+			return o.fail(err)
+		}
 		plugin, shard := args[0], args[1]
 		return w.withWriteFence(ctx, o, *identity, *brand, func(ctx context.Context, _ *opened, fence *writefence.Fence) int {
 			if err := fence.Seal(ctx, plugin, shard, w.writer, uint64(w.epoch)); err != nil {

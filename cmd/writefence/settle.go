@@ -117,6 +117,9 @@ func defineSettle(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(usagef("writefence: -epoch %s is not above -floor %s: settle at an epoch above every epoch ever granted", rf.epoch.String(), floor.String()))
 		}
 		plugin, shard := args[0], args[1]
+		if err := rf.names(rf.identity, false, plugin, shard).check(); err != nil {
+			return o.fail(err)
+		}
 		return rf.withWriteFence(ctx, o, rf.identity, *brand, func(ctx context.Context, s *opened, fence *writefence.Fence) int {
 			// A settle keeps the shard's floor whether or not the writers
 			// do (Fence.KeepFloor): for writers that keep it, a settle not

@@ -3,9 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/escape"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // storeFlags are the flags every command that opens a store shares.
@@ -47,6 +50,65 @@ func addStoreFlags(fs *flag.FlagSet, inv *invocation, timeout time.Duration) *st
 	return sf
 }
 
+// names are what a command hands the library that the library refuses,
+// as an invalid argument, before any I/O. check refuses them before the
+// store is opened, so that a usage error (exit 2) reads and writes
+// nothing, not even the store -create would create.
+type names struct {
+	prefix, identity string
+	writers          []string    // writers and holders
+	shards           [][2]string // plugin and shard
+	leases           []string
+	blobs            bool // the writers write blobs of the shards
+}
+
+func (n names) check() error {
+	if len(n.identity) > record.MaxIdentityLen {
+		return invalidArg("identity", fmt.Sprintf("%d bytes, more than %d", len(n.identity), record.MaxIdentityLen))
+	}
+	if err := keys.CheckPrefix(n.prefix); err != nil {
+		return keyArg(err)
+	}
+	for _, w := range n.writers {
+		if len(w) > record.MaxWriterLen {
+			return invalidArg("writer", fmt.Sprintf("%d bytes, more than %d", len(w), record.MaxWriterLen))
+		}
+	}
+	for _, s := range n.shards {
+		if _, err := keys.Shard(n.prefix, s[0], s[1]); err != nil {
+			return keyArg(err)
+		}
+		for _, w := range n.writers {
+			if !n.blobs {
+				break
+			}
+			// The longest name blob put gives a blob of w must fit a key.
+			if _, err := keys.Blob(n.prefix, s[0], s[1], keys.BlobName(math.MaxUint64, w, strings.Repeat("0", 32))); err != nil {
+				return keyArg(err)
+			}
+		}
+	}
+	for _, l := range n.leases {
+		if _, err := keys.Lease(n.prefix, l); err != nil {
+			return keyArg(err)
+		}
+	}
+	return nil
+}
+
+func invalidArg(arg, reason string) error {
+	return &writefence.InvalidArgumentError{Arg: arg, Reason: reason}
+}
+
+// keyArg is the invalid argument of a *keys.Error.
+func keyArg(err error) error {
+	var ke *keys.Error
+	if errors.As(err, &ke) {
+		return invalidArg(ke.Arg, ke.Reason)
+	}
+	return err
+}
+
 // prefixOf is the key prefix a -prefix value means.
 func prefixOf(prefix string) string {
 	if prefix == "" {
@@ -58,7 +120,9 @@ func prefixOf(prefix string) string {
 // prefixValue is -prefix. The prefix names a directory of keys, so one
 // given without a trailing "/" gets one: -prefix myapp writes under
 // myapp/s/..., never under myapps/.... A prefix that ends in "/" is kept
-// as given, and an empty one leaves the default.
+// as given, and an empty one leaves the default. One the library refuses
+// (keys.CheckPrefix: it would reach into another prefix's keys) is
+// refused here, before any command reads or writes under it.
 type prefixValue string
 
 func (p *prefixValue) String() string { return string(*p) }
@@ -66,6 +130,12 @@ func (p *prefixValue) String() string { return string(*p) }
 func (p *prefixValue) Set(s string) error {
 	if s != "" && !strings.HasSuffix(s, "/") {
 		s += "/"
+	}
+	var ke *keys.Error
+	if err := keys.CheckPrefix(s); errors.As(err, &ke) {
+		return errors.New(ke.Reason)
+	} else if err != nil {
+		return err
 	}
 	*p = prefixValue(s)
 	return nil
@@ -211,6 +281,25 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 	}
 	if _, hasPassword := u.User.Password(); u.User != nil && (hasPassword || !userInAddress[u.Scheme]) {
 		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help stores)")
+	}
+	// An address names one store: a fragment would be dropped (the
+	// directory of file:///data/wf#2 would be /data/wf), a parameter
+	// given twice read as its first value only, and one without a value
+	// (wait=$REPLICAS, the variable unset) as if it were left out.
+	if u.Fragment != "" || strings.HasSuffix(addr, "#") {
+		return nil, usagef("writefence: store address: a fragment (#...) names no store; write a # in a path as %%23")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, usagef("writefence: store address: cannot parse its parameters")
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case len(q[k]) > 1:
+			return nil, usagef("writefence: store address: parameter %q given %d times: give it once", escape.String(k), len(q[k]))
+		case q[k][0] == "":
+			return nil, usagef("writefence: store address: parameter %q has no value: give one, or leave the parameter out", escape.String(k))
+		}
 	}
 	open, ok := openers[u.Scheme]
 	if ro, has := readOpeners[u.Scheme]; has && readOnly {

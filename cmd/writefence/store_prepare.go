@@ -76,28 +76,32 @@ type fewReplicasError struct{ error }
 
 func (e *fewReplicasError) Unwrap() error { return e.error }
 
-// prepare checks that the opened store answers and exists (opened.ready),
-// creating it with -create on a command that writes, then opens the store
-// of -blobs, if any, the same way, sets s.blobs, and returns it to be
-// closed.
+// prepare opens the store of -blobs, if any, then checks that the opened
+// store answers and exists (opened.ready), creating it with -create on a
+// command that writes, then the store of -blobs the same way, sets
+// s.blobs, and returns it to be closed.
 func (sf *storeFlags) prepare(ctx context.Context, s *opened, readOnly bool) (*opened, error) {
 	// doctor reads a store's settings whatever they lack: too few
 	// replicas, or a table not created yet, are what it reports on.
 	var few *fewReplicasError
 	var missing *missingError
-	if err := ensure(ctx, s, readOnly, sf.create); err != nil && !(sf.audit && (errors.As(err, &few) || errors.As(err, &missing))) {
-		return nil, err
-	}
-	if sf.blobs == "" || sf.blobs == s.addr {
-		return nil, nil
-	}
-	b, err := openStoreMode(ctx, sf.blobs, readOnly)
-	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return nil, usagef("writefence: -blobs: %s", strings.TrimPrefix(ue.msg, "writefence: "))
+	var b *opened
+	if sf.blobs != "" && sf.blobs != s.addr {
+		// Opened first, so that a malformed -blobs creates nothing.
+		var err error
+		if b, err = openStoreMode(ctx, sf.blobs, readOnly); err != nil {
+			var ue *usageError
+			if errors.As(err, &ue) {
+				return nil, usagef("writefence: -blobs: %s", strings.TrimPrefix(ue.msg, "writefence: "))
+			}
+			return nil, fmt.Errorf("writefence: -blobs: %w", err)
 		}
-		return nil, fmt.Errorf("writefence: -blobs: %w", err)
+	}
+	if err := ensure(ctx, s, readOnly, sf.create); err != nil && !(sf.audit && (errors.As(err, &few) || errors.As(err, &missing))) {
+		return b, err
+	}
+	if b == nil {
+		return nil, nil
 	}
 	if err := ensure(ctx, b, readOnly, sf.create); err != nil {
 		return b, err

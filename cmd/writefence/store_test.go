@@ -62,6 +62,34 @@ func TestStoreAddressRefused(t *testing.T) {
 	assertRefused(t, "ftp://x", "mem://host", "file://relative/path", "file:///tmp/x?sync=1", "::not a url")
 }
 
+// TestStoreAddressAmbiguous: an address that names two things at once, or
+// a parameter without its value, is refused before any I/O, never read as
+// one of them or as the default: a parameter given twice (wait=0&wait=1
+// would take wait=0, the first, and a failover could lose an acknowledged
+// push), a fragment (file:///data/wf#2 would be the directory /data/wf),
+// an empty value (wait=$REPLICAS with the variable unset would wait for
+// none; endpoint= would be AWS).
+func TestStoreAddressAmbiguous(t *testing.T) {
+	dir := t.TempDir()
+	assertRefusedSaying(t, map[string]string{
+		"file://" + dir + "#2":               "#",
+		"mem://#x":                           "#",
+		"s3://bucket?endpoint=127.0.0.1:1#x": "#",
+		"s3://bucket?endpoint=127.0.0.1:1&secure=false&secure=true":      "secure",
+		"s3://bucket?endpoint=127.0.0.1:1&endpoint=127.0.0.1:2":          "endpoint",
+		"valkey://127.0.0.1:1/0?wait=0&wait=1":                           "wait",
+		"valkey://127.0.0.1:1/0?tls=true&tls=false":                      "tls",
+		"etcd://127.0.0.1:1/p?max-request-bytes=1&max-request-bytes=2":   "max-request-bytes",
+		"dynamodb://table?endpoint=http://127.0.0.1:1&region=a&region=b": "region",
+		"postgres://127.0.0.1:1/db?table=t&table=u":                      "table",
+		"valkey://127.0.0.1:1/0?wait=":                                   "wait",
+		"valkey://127.0.0.1:1/0?wait":                                    "wait",
+		"s3://bucket?endpoint=":                                          "endpoint",
+		"gs://bucket?endpoint=http://127.0.0.1:1&project=":               "project",
+		"postgres://127.0.0.1:1/db?table=":                               "table",
+	})
+}
+
 func TestStoreAddressOpens(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
 	_, err := writefence.NewDirConditionalStore(dir, nil)
@@ -176,6 +204,47 @@ func TestReadsCreateNothing(t *testing.T) {
 	}
 	if errors.Is(objErr, os.ErrNotExist) {
 		assert.NoDirExists(t, "/objects")
+	}
+}
+
+// TestUsageCreatesNothing: a name, writer, identity or prefix the library
+// cannot hold, or a malformed -blobs, is a usage error (exit 2) that reads
+// and writes nothing: not even -create makes the store first.
+func TestUsageCreatesNothing(t *testing.T) {
+	long := strings.Repeat("a", 1100)
+	p := writeFile(t, "x")
+	for _, args := range [][]string{
+		{"push", "-writer", "a", "-epoch", "1", "-file", p, "wal", long},
+		{"push", "-writer", "a", "-epoch", "1", "-file", p, long, "s"},
+		{"push", "-writer", long, "-epoch", "1", "-file", p, "wal", "s"},
+		{"push", "-identity", long, "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
+		{"push", "-prefix", "app/_x", "-writer", "a", "-epoch", "1", "-file", p, "wal", "s"},
+		{"push", "-term", "1", "-writer", long, "-file", p, "wal", "s"},
+		{"commit", "-writer", "a", "-epoch", "1", "-keep-payload", "wal", long},
+		{"commit", "-writer", long, "-epoch", "1", "-keep-payload", "wal", "s"},
+		{"commit", "-writer", "a", "-epoch", "1", "-keep-payload", "-blobs", "ftp://x", "wal", "s"},
+		{"blob", "put", "-writer", "a", "-epoch", "1", "-file", p, "-blobs", "mem://x", "wal", "s"},
+		{"blob", "put", "-writer", "a", "-epoch", "1", "-file", p, "wal", long},
+		{"blob", "put", "-writer", long, "-epoch", "1", "-file", p, "wal", "s"},
+		{"seal", "-writer", "a", "-epoch", "1", "wal", long},
+		{"seal", "-writer", long, "-epoch", "1", "wal", "s"},
+		{"brand", "claim", "-identity", long},
+		{"exec", "-lease", long, "-holder", "h", "wal/0", "--", "true"},
+		{"exec", "-lease", "l", "-holder", long, "wal/0", "--", "true"},
+		{"exec", "-lease", "l", "-holder", "h", "wal/" + long, "--", "true"},
+		{"exec", "-lease", "l", "-holder", "h", "-identity", long, "wal/0", "--", "true"},
+	} {
+		dir := filepath.Join(t.TempDir(), "none")
+		addr := (&url.URL{Scheme: "file", Path: dir}).String()
+		name := strings.ReplaceAll(strings.Join(args, " "), long, "<1100 bytes>")
+		at := slices.Index(args, "--")
+		if at < 0 {
+			at = len(args)
+		}
+		args = slices.Concat(args[:at], []string{"-create", "-store", addr}, args[at:])
+		r := wf(t, args...)
+		assert.Equal(t, exitUsage, r.code, "%s: %s", name, r)
+		assert.NoDirExists(t, dir, "%s created the store", name)
 	}
 }
 
@@ -325,4 +394,28 @@ func FuzzStoreAddress(f *testing.F) {
 		require.NotNil(t, s.store)
 		require.NoError(t, s.close())
 	})
+}
+
+// TestPrefixRefused: a -prefix the library refuses (a segment that names
+// another prefix's space, an empty segment) is a usage error of every
+// command that takes one, before it reads or writes anything: probe would
+// write its scratch keys into the reserved space of the prefix before it.
+func TestPrefixRefused(t *testing.T) {
+	addr := emptyStore(t)
+	for _, prefix := range []string{"app/_x", "app/s", "app//x", "/"} {
+		for _, args := range [][]string{
+			{"ls"}, {"latest", "wal", "s"}, {"probe"}, {"race", "-writers", "2", "-rounds", "1"},
+			{"doctor", "-writes=false"}, {"init"}, {"brand", "verify"}, {"lease", "show", "l"},
+			{"exec", "-lease", "l", "-holder", "h", "--", "true"},
+		} {
+			at := slices.Index(args, "--")
+			if at < 0 {
+				at = len(args)
+			}
+			args = slices.Concat(args[:at], []string{"-prefix", prefix, "-store", addr}, args[at:])
+			r := wf(t, args...)
+			assert.Equal(t, exitUsage, r.code, "%v: %s", args, r)
+			assert.Contains(t, r.stderr, "prefix", "%v", args)
+		}
+	}
 }
