@@ -540,6 +540,23 @@ func TestPromise8_SettleFloor(t *testing.T) {
 			v = b.put(nil, key, []byte("damaged again"))
 			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v}, key, rec("w1", 6, plain("")))
 		}},
+		// A settle of a record lost (Settlement.Lost) is held to the
+		// floor its operator states and to the settle log as well.
+		story{name: "a lost record's settle not above the floor", build: func(b *builder) {
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Floor: 9, Lost: true, Payload: []byte("s")}, key, rec("op", 5, plain("s")))
+		}},
+		story{name: "a lost record's settle below an earlier settle", build: func(b *builder) {
+			v := b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
+			b.del(nil, key)
+			b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 6, Floor: 5, Lost: true, Payload: []byte("s")}, key, rec("op", 6, plain("s")))
+		}},
+		story{name: "a lost record's settle above both", kept: true, build: func(b *builder) {
+			v := b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
+			b.del(nil, key)
+			b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 9, Floor: 8, Lost: true, Payload: []byte("s")}, key, rec("op", 9, plain("s")))
+		}},
 	)
 }
 
