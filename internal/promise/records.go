@@ -118,6 +118,9 @@ func (c *Checker) putRecord(idx int, call *Call, fl *flight, k shardKey, prev, n
 		rs.acked = nil
 	}
 
+	if call.Op == Settle {
+		c.checkSettleEpoch(idx, call, k, nv)
+	}
 	if call.Op == Settle && prev.damaged() {
 		c.checkSettle(idx, call, fl, k, prev, nv)
 	}
@@ -146,14 +149,11 @@ func (c *Checker) putRecord(idx int, call *Call, fl *flight, k shardKey, prev, n
 	c.checkNewRefs(idx, call, k, prev, nv, lostSince)
 }
 
-// checkSettle judges a settle's put over damaged bytes: promises 8, 9 and
-// 10.
-func (c *Checker) checkSettle(idx int, call *Call, fl *flight, k shardKey, prev, nv *value) {
+// checkSettleEpoch judges promise 8 on every settle's put, over damage
+// or over a record lost or set back (Settlement.Lost): above the floor
+// its operator states, and above every earlier settle of the shard.
+func (c *Checker) checkSettleEpoch(idx int, call *Call, k shardKey, nv *value) {
 	n := nv.record()
-	h, headOK := prev.header()
-	if headOK && n.h.Epoch <= h.Epoch {
-		c.report(idx, 8, "%s landed epoch %d over damage whose header holds epoch %d", who(call), n.h.Epoch, h.Epoch)
-	}
 	if n.h.Epoch <= call.Floor {
 		c.report(idx, 8, "%s landed epoch %d, not above its floor %d", who(call), n.h.Epoch, call.Floor)
 	}
@@ -167,6 +167,16 @@ func (c *Checker) checkSettle(idx int, call *Call, fl *flight, k shardKey, prev,
 		if n.h.Epoch <= s.epoch {
 			c.report(idx, 8, "%s landed epoch %d, not above the earlier settle of %s at epoch %d", who(call), n.h.Epoch, who(s.call), s.epoch)
 		}
+	}
+}
+
+// checkSettle judges a settle's put over damaged bytes: promises 8, 9 and
+// 10.
+func (c *Checker) checkSettle(idx int, call *Call, fl *flight, k shardKey, prev, nv *value) {
+	n := nv.record()
+	h, headOK := prev.header()
+	if headOK && n.h.Epoch <= h.Epoch {
+		c.report(idx, 8, "%s landed epoch %d over damage whose header holds epoch %d", who(call), n.h.Epoch, h.Epoch)
 	}
 
 	if headOK && h.Identity != n.h.Identity {
