@@ -906,6 +906,37 @@ func TestPromise22_RecordOpsKeepRefs(t *testing.T) {
 			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
 			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
 		}},
+		// The collection horizon stays as Collect raised it, whoever
+		// writes the record next (but a settle).
+		story{name: "a push drops the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: 500, Stream: true}))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
+		}},
+		story{name: "an update lowers the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: 500, Stream: true}))
+			b.wrote(Call{Op: Update, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Horizon: 400, Stream: true}))
+		}},
+		story{name: "a commit drops the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: 500, Stream: true}))
+			b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
+		}},
+		story{name: "a seal keeps the horizon", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Payload: []byte("m"), Since: 1, Horizon: 500, Stream: true}))
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2}, key, rec("w2", 2, record.Body{Payload: []byte("m"), Since: 2, Horizon: 500, Stream: true}))
+		}},
+		// Seal keeps the payload byte for byte, and seals a shard never
+		// pushed with an empty one.
+		story{name: "a seal changes the payload", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, plain("state")))
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2}, key, rec("w2", 2, plain("")))
+		}},
+		story{name: "a seal creates a record with a payload", build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2}, key, rec("w2", 2, plain("made up")))
+		}},
+		story{name: "a hold's seal changes the payload", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, plain("state")))
+			b.wrote(Call{Op: Hold, Lease: lv1, Holder: "w2", HoldsShards: []string{key}}, key, rec("w2", 2<<32|1, plain("")))
+		}},
 	)
 }
 
