@@ -551,6 +551,14 @@ func TestPromise8_SettleFloor(t *testing.T) {
 			b.del(nil, key)
 			b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 6, Floor: 5, Lost: true, Payload: []byte("s")}, key, rec("op", 6, plain("s")))
 		}},
+		story{name: "a lost record's settle landed again", kept: true, build: func(b *builder) {
+			st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 6, Floor: 5, Lost: true, Payload: []byte("s")})
+			b.put(st, key, rec("op", 6, plain("s")))
+			b.fault(st, "lost")
+			b.del(nil, key)
+			b.put(st, key, rec("op", 6, plain("s")))
+			b.end(st, nil)
+		}},
 		story{name: "a lost record's settle above both", kept: true, build: func(b *builder) {
 			v := b.put(nil, key, []byte("damaged"))
 			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
