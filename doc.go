@@ -192,8 +192,9 @@
 //     change of writer: no blob written at an epoch below a seal's is ever
 //     newly referenced after it, even by a writer of the same name (a
 //     previous incarnation, an earlier lease term).
-//  22. Push, Update and Seal keep the references of the record they
-//     replace; only Commit changes them, and Settle keeps them as 9 says.
+//  22. Push, Update, Commit and Seal keep the collection horizon, Push,
+//     Update and Seal the references (only Commit changes them; Settle as
+//     9 says), and Seal the payload (empty over no record).
 //  23. A reader sees only admitted bytes: Latest returns a record that
 //     decodes and was recorded during the call, and OpenBlob only the
 //     bytes of a blob the recorded manifest referenced during the call,

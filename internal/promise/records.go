@@ -231,14 +231,28 @@ func (c *Checker) checkTenure(idx int, call *Call, prev, nv *value) {
 }
 
 // checkKeepsRefs judges promise 22: Push, Update and Seal (Hold's seals
-// among them) keep the references and the kind of record they replace.
+// among them) keep the references and the kind of record they replace,
+// and with Commit its collection horizon; a Seal keeps the payload, and
+// seals a shard never pushed with an empty one.
 func (c *Checker) checkKeepsRefs(idx int, call *Call, prev, nv *value) {
+	n := nv.record()
+	if call.Op == Commit && prev.sound() && n.h.Horizon != prev.rec.h.Horizon {
+		c.report(idx, 22, "%s changed the collection horizon from %d to %d", who(call), prev.rec.h.Horizon, n.h.Horizon)
+	}
 	switch call.Op {
 	case Push, Update, Seal, Hold:
 	default:
 		return
 	}
-	n := nv.record()
+	sealing := call.Op == Seal || call.Op == Hold
+	switch {
+	case sealing && prev == nil && len(n.body.Payload) > 0:
+		c.report(idx, 22, "%s sealed a shard never pushed with payload %s", who(call), quote(string(n.body.Payload)))
+	case sealing && prev.sound() && !bytes.Equal(prev.rec.body.Payload, n.body.Payload):
+		c.report(idx, 22, "%s changed the payload from %s to %s", who(call), quote(string(prev.rec.body.Payload)), quote(string(n.body.Payload)))
+	case prev.sound() && n.h.Horizon != prev.rec.h.Horizon:
+		c.report(idx, 22, "%s changed the collection horizon from %d to %d", who(call), prev.rec.h.Horizon, n.h.Horizon)
+	}
 	switch {
 	case prev == nil && (n.body.Stream || len(n.body.Refs) > 0):
 		c.report(idx, 22, "%s created a stream's record with %d references", who(call), len(n.body.Refs))
