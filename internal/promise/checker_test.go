@@ -825,6 +825,18 @@ func TestPromise18_Deposed(t *testing.T) {
 			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting, After: waiting})
 			b.end(p, errStale, "stale")
 		}},
+		// A Check tells no Deposed context, whatever it finds.
+		story{name: "a check refused as stale ends it", build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9, plain("x")))
+			c := b.begin(Call{Op: Check, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting,
+				After: []Context{{ID: 1, Kind: "deposed", Key: key, Done: true, Cause: errStale, Is: Matches{"stale"}}}})
+			b.endBare(c, errStale, "stale")
+		}},
+		story{name: "a check refused as stale leaves it", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9, plain("x")))
+			c := b.begin(Call{Op: Check, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting, After: waiting})
+			b.endBare(c, errStale, "stale")
+		}},
 		story{name: "a landed write ends it", build: func(b *builder) {
 			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), Before: waiting,
 				After: []Context{{ID: 1, Kind: "deposed", Key: key, Done: true, Cause: errStale, Is: Matches{"stale"}}}})
@@ -1331,6 +1343,12 @@ func TestPromise32_Check(t *testing.T) {
 			b.put(nil, key, rec("w2", 8, plain("x")))
 			b.put(nil, key, rec("w2", 6, plain("y")))
 			check(b, "w1", 5, errStale, "stale")
+		}},
+		story{name: "a check writes the record", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			b.put(c, key, rec("w1", 6, plain("x")))
+			b.endBare(c, nil)
 		}},
 	)
 }
