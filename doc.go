@@ -178,7 +178,7 @@
 //  18. A write of a record by a writer (Push, Update, Commit, Seal) refused
 //     as stale cancels the Deposed contexts of that shard on that Fence,
 //     with the *StaleEpochError as the cause; a conflict retried, an
-//     unknown outcome and a refused Settle cancel none.
+//     unknown outcome, a refused Settle and a Check cancel none.
 //
 // Streams:
 //
@@ -243,13 +243,13 @@
 //     creates a record, so deleting the record or setting it back never
 //     lets a write land below the floor, as far as the store keeps the
 //     floor's key.
-//  32. Check returns nil only if, at its read, the record held the writer
-//     at that epoch (of a stream's record, in the tenure that reached
-//     it), and otherwise the refusal a write would meet (ErrStaleEpoch
-//     naming the recorded epoch and writer, ErrEpochRegressed, ErrCorrupt,
-//     ErrWire); Collect makes that read before each batch of deletes and
-//     deletes nothing more once the record no longer holds the tenure it
-//     judged by.
+//  32. Check writes nothing, and returns nil only if, at its read, the
+//     record held the writer at that epoch (of a stream's record, in the
+//     tenure that reached it), and otherwise the refusal a write would
+//     meet (ErrStaleEpoch naming the recorded epoch and writer,
+//     ErrEpochRegressed, ErrCorrupt, ErrWire); Collect makes that read
+//     before each batch of deletes and deletes nothing more once the
+//     record no longer holds the tenure it judged by.
 //
 // # Damage
 //

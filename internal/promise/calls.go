@@ -273,14 +273,15 @@ var endings = []string{"lease lost", "lease expired", "canceled", "deadline"}
 
 // checkDeposed judges promise 18: a stale refusal of a writer's write
 // ends the Deposed contexts of its shard on its Fence, with the refusal as
-// the cause; nothing else of the package ends them but the lease.
+// the cause; nothing else of the package ends them but the lease (a
+// Settle, a Collect and a Check, whatever they return, end none).
 func (c *Checker) checkDeposed(idx int, fl *flight) {
 	call := fl.call
 	if call.Key == "" {
 		return
 	}
 	stale := deposingOp(call.Op) && call.Is.Has("stale") && !call.Is.Has("unknown")
-	quiet := call.Op == Settle || call.Op == Collect || deposingOp(call.Op) && (call.Err == nil || call.Is.Has("unknown"))
+	quiet := call.Op == Settle || call.Op == Collect || call.Op == Check || deposingOp(call.Op) && (call.Err == nil || call.Is.Has("unknown"))
 	for _, p := range pairContexts(call.Before, call.After) {
 		if p.a.Kind != "deposed" || p.a.Key != call.Key || p.b.Done {
 			continue

@@ -213,6 +213,9 @@ func (c *Checker) change(idx int, ch *Change) {
 		c.outside(idx, ch)
 		return
 	}
+	if call.Op == Check {
+		c.report(idx, 32, "%s made a %s of %s; a check writes nothing", who(call), ch.Kind, quote(ch.Key))
+	}
 	c.checkKeys(idx, call, ch)
 	var nv *value
 	if ch.Kind == "put" {
