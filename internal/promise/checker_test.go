@@ -802,9 +802,25 @@ func TestPromise17_TermSource(t *testing.T) {
 			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))
 			restarted(b, 7<<32|6)
 		}},
-		story{name: "a restart over another writer's record", kept: true, build: func(b *builder) {
-			b.put(nil, key, rec("w2", 7<<32|5, plain("x")))
+		story{name: "a restart over another writer's record of an earlier term", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w2", 6<<32|5, plain("x")))
 			restarted(b, 7<<32|1)
+		}},
+		// A record of another writer in its term, or of a later term,
+		// ends the source: it hands out no epoch of that shard.
+		story{name: "over another writer's record of its term", build: func(b *builder) {
+			b.put(nil, key, rec("w2", 7<<32|5, plain("x")))
+			restarted(b, 7<<32|6)
+		}},
+		story{name: "over a record of a later term", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 8<<32|1, plain("x")))
+			restarted(b, 7<<32|1)
+		}},
+		story{name: "over another writer's record of its term written during the read", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: Epoch, TermSource: "ts2", Proc: "p2", Key: key, Writer: "w1"})
+			b.put(nil, key, rec("w2", 7<<32|5, plain("x")))
+			c.Got = 7<<32 | 1
+			b.end(c, nil)
 		}},
 		story{name: "a restart over a record set back during its read", kept: true, build: func(b *builder) {
 			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))
