@@ -233,6 +233,7 @@ func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
 	}
 	if call.Err == nil && first {
 		c.checkTermSourceContinues(idx, fl)
+		c.checkTermSourceAlone(idx, fl)
 	}
 	m, ok := c.seenBefore(fl, call.Key)
 	if call.Err != nil || !first || !ok {
@@ -262,6 +263,27 @@ func (c *Checker) checkTermSourceContinues(idx int, fl *flight) {
 	}
 	if len(fl.seen) > 0 && call.Got <= low {
 		c.report(idx, 17, "%s handed out epoch %d, not above epoch %d of its term by its writer that the record held", who(call), call.Got, low)
+	}
+}
+
+// checkTermSourceAlone judges promise 17 on the first epoch a TermSource
+// hands out of a shard: none when, all through the call, the record showed
+// another writer of the epoch's term or a later term, which ends the
+// source.
+func (c *Checker) checkTermSourceAlone(idx int, fl *flight) {
+	call := fl.call
+	term := call.Got >> 32
+	for _, v := range fl.seen {
+		h, ok := v.header()
+		if !ok || h.Epoch>>32 < term || h.Epoch>>32 == term && h.Writer == call.Writer {
+			return
+		}
+	}
+	if len(fl.seen) == 0 {
+		return
+	}
+	if h, ok := fl.seen[len(fl.seen)-1].header(); ok {
+		c.report(idx, 17, "%s handed out epoch %d of term %d over a record of %s at epoch %d (term %d)", who(call), call.Got, term, quote(h.Writer), h.Epoch, h.Epoch>>32)
 	}
 }
 
