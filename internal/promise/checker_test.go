@@ -521,6 +521,29 @@ func TestPromise7_Damage(t *testing.T) {
 			b.end(la, errNotFound, "not found")
 		}},
 	)
+	// A lease's record that does not decode is overwritten by no Lease
+	// (only Lease.Settle, an operator's, replaces it).
+	lease := leaseKeyOf(t, "L")
+	damagedLease := func(b *builder) {
+		data := record.EncodeLease("h1", 5, b.now.Add(time.Minute).UnixNano(), inc1)
+		b.put(nil, lease, damage(data))
+	}
+	judge(t, 7,
+		story{name: "an acquisition over a damaged lease record", build: func(b *builder) {
+			damagedLease(b)
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"}, lease, record.EncodeLease("h2", 6, b.now.Add(time.Hour).UnixNano(), inc2))
+		}},
+		story{name: "a renewal over a damaged lease record", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, lease, record.EncodeLease("h1", 5, b.now.Add(time.Minute).UnixNano(), inc1))
+			damagedLease(b)
+			b.wrote(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"}, lease, record.EncodeLease("h1", 5, b.now.Add(time.Hour).UnixNano(), inc1))
+		}},
+		story{name: "an acquisition over a lease record replaced outside", kept: true, build: func(b *builder) {
+			damagedLease(b)
+			b.put(nil, lease, record.EncodeLease("op", 5, 0, [16]byte{9}))
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"}, lease, record.EncodeLease("h2", 6, b.now.Add(time.Hour).UnixNano(), inc2))
+		}},
+	)
 }
 
 func TestPromise8_SettleFloor(t *testing.T) {
