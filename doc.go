@@ -130,10 +130,11 @@
 // Damage and settles:
 //
 //  7. A record that does not decode (ErrCorrupt) is never read as absent
-//     or as epoch 0, and never overwritten but by a Settle of exactly the
-//     version found damaged, except that on a store whose versions name
-//     its bytes a Push replaces a record rewritten whole from outside with
-//     a sound head and a payload that fails its checksum (see Damage).
+//     or as epoch 0, and never overwritten but by a Settle (of a lease's,
+//     Lease.Settle) of exactly the version found damaged, except that on a
+//     store whose versions name its bytes a Push replaces a record
+//     rewritten whole from outside with a sound head and a payload that
+//     fails its checksum (see Damage).
 //  8. Settle never lowers the recorded epoch: it lands above the damaged
 //     header's epoch when that decodes, above the floor the operator
 //     states when it does not, and above every earlier settle of the
