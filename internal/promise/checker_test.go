@@ -1124,6 +1124,31 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 			b.requireBroken(25)
 		})
 	}
+	// A dry run writes only its clock's blob: it deletes no blob of the
+	// shard, garbage included, and raises no horizon.
+	deposed := keys.BlobName(1, "w0", blobID(2))
+	judge(t, 25,
+		story{name: "a dry run deletes garbage", build: func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", deposed), []byte("g"))
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1", DryRun: true})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", deposed))
+			b.end(co, nil)
+		}},
+		story{name: "a dry run raises the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1", DryRun: true})
+			b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: 500, Stream: true}))
+			b.end(co, nil)
+		}},
+		story{name: "a collection deletes garbage", kept: true, build: func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", deposed), []byte("g"))
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", deposed))
+			b.end(co, nil)
+		}},
+	)
 }
 
 func TestPromise26_CollectReclaims(t *testing.T) {
