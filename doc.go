@@ -207,8 +207,8 @@
 //     back to bytes it held before on S3 (see the README), or deleted it
 //     while a commit that creates it was on its way (31 closes that).
 //  25. Collect deletes only what no manifest references or can come to
-//     reference, and deletes nothing when the record is corrupt, of
-//     another identity, or absent (unless told the shard is retired,
+//     reference, and nothing on a dry run or when the record is corrupt,
+//     of another identity, or absent (but for a shard retired,
 //     GCOptions.RecordGone).
 //  26. Collect reclaims: after a pass, no unreferenced blob is left that
 //     can never be committed (a deposed writer's, one below the tenure
