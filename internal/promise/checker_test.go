@@ -1351,6 +1351,34 @@ func TestPromise31_KeepFloor(t *testing.T) {
 			b.del(nil, key)
 			b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Payload: []byte("s"), Floor: 4, Lost: true, KeepFloor: true}, key, rec("op", 5, plain("s")))
 		}},
+		// Collect reads the floor under KeepFloor, and with RecordGone
+		// whatever KeepFloor: it deletes nothing of a shard whose record
+		// is absent or below it.
+		story{name: "a collection under the floor deletes", build: func(b *builder) {
+			sealed(b)
+			b.createBlob(nil, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))), []byte("g"))
+			b.del(nil, key)
+			co := b.begin(Call{Op: Collect, Proc: "p2", Plugin: "pl", Shard: "s1", KeepFloor: true})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))))
+			b.end(co, nil)
+		}},
+		story{name: "a retired shard's collection under the floor deletes", build: func(b *builder) {
+			sealed(b)
+			b.createBlob(nil, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))), []byte("g"))
+			b.del(nil, key)
+			co := b.begin(Call{Op: Collect, Proc: "p2", Plugin: "pl", Shard: "s1", RecordGone: true})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))))
+			b.end(co, nil)
+		}},
+		story{name: "a retired shard's collection once the floor is deleted", kept: true, build: func(b *builder) {
+			sealed(b)
+			b.createBlob(nil, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))), []byte("g"))
+			b.del(nil, key)
+			b.del(nil, floorKey)
+			co := b.begin(Call{Op: Collect, Proc: "p2", Plugin: "pl", Shard: "s1", RecordGone: true})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))))
+			b.end(co, nil)
+		}},
 		story{name: "the floor deleted outside", kept: true, build: func(b *builder) {
 			sealed(b)
 			b.del(nil, key)
