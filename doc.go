@@ -241,10 +241,10 @@
 //  31. Under Fence.KeepFloor a shard's floor, the epoch of its last seal
 //     or settle kept in a key of its own, survives the record: a write
 //     whose call begins once the floor is kept lands only on a record at
-//     or above it (a settle only above it), and only a seal or a settle
-//     creates a record, so deleting the record or setting it back never
-//     lets a write land below the floor, as far as the store keeps the
-//     floor's key.
+//     or above it (a settle only above it; and Collect, there or with
+//     RecordGone, deletes nothing below it), and only a seal or a settle
+//     creates a record: deleting or setting back the record lets no write
+//     land below the floor while the store keeps the floor.
 //  32. Check writes nothing, and returns nil only if, at its read, the
 //     record held the writer at that epoch (of a stream's record, in the
 //     tenure that reached it), and otherwise the refusal a write would

@@ -178,6 +178,34 @@ func (c *Checker) checkCollectRegression(idx int, call *Call, fl *flight, blobKe
 	c.report(idx, 29, "%s deleted blob %s while the record was absent or below epoch %d its Fence saw, throughout", who(call), quote(blobKey), m.epoch)
 }
 
+// checkCollectFloor judges promise 31 on a Collect's delete of a blob of
+// its shard: under KeepFloor, or with RecordGone (which reads the floor
+// whatever KeepFloor), none while the record was absent or below the
+// floor kept before the call began, throughout the collection so far.
+func (c *Checker) checkCollectFloor(idx int, call *Call, fl *flight, blobKey string) {
+	if fl == nil || !call.KeepFloor && !call.RecordGone {
+		return
+	}
+	k, ok := c.callShard(call)
+	if !ok {
+		return
+	}
+	space, ok := c.spaceOf(call)
+	if !ok || !strings.HasPrefix(blobKey, space) {
+		return
+	}
+	m, ok := c.floors[k.key]
+	if !ok || m.at >= fl.begin {
+		return
+	}
+	for _, v := range fl.seen {
+		if h, found := v.header(); v != nil && (!found || h.Epoch >= m.epoch) {
+			return // a content the collection may have judged by
+		}
+	}
+	c.report(idx, 31, "%s deleted blob %s while the record was absent or below the floor %d, throughout", who(call), quote(blobKey), m.epoch)
+}
+
 // leaseSeen learns, at the End of a call of a Lease value that returned
 // nil, the highest term it wrote or was handed out of (promise 30).
 func (c *Checker) leaseSeen(idx int, fl *flight, lv *leaseValue) {

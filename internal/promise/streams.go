@@ -38,6 +38,7 @@ func (c *Checker) deleteBlob(idx int, call *Call, fl *flight, ch *Change) {
 	if call.Op == Collect {
 		c.checkCollectDelete(idx, call, fl, ch.Key)
 		c.checkCollectRegression(idx, call, fl, ch.Key)
+		c.checkCollectFloor(idx, call, fl, ch.Key)
 		b.collectedBy = call.ID
 	}
 	b.deletedOutside = false
