@@ -1182,6 +1182,16 @@ func TestPromise27_Observer(t *testing.T) {
 			p.Events = append(p.Events, Event{Op: "pushed", Key: key})
 			b.end(p, nil)
 		}},
+		story{name: "a write seen ending twice", build: func(b *builder) {
+			p := landed(b)
+			p.Events = append(p.Events, Event{Op: "push", Key: key})
+			b.end(p, nil)
+		}},
+		story{name: "a lost race, then the end", kept: true, build: func(b *builder) {
+			p := landed(b)
+			p.Events = append(p.Events, Event{Op: "push", Key: key, Retrying: true, Err: errConflict, Is: Matches{"conflict"}})
+			b.end(p, nil)
+		}},
 	)
 }
 
