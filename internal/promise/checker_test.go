@@ -1033,6 +1033,18 @@ func TestPromise23_Readers(t *testing.T) {
 		}},
 		story{name: "open of another blob's bytes", build: func(b *builder) { open(b, true, "fake") }},
 		story{name: "open of an unreferenced blob", build: func(b *builder) { open(b, false, "real") }},
+		// ErrNotFound says the shard had no record during the call.
+		story{name: "latest finds a record absent", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, plain("a")))
+			la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+			b.end(la, errNotFound, "not found")
+		}},
+		story{name: "latest finds a record deleted during the call absent", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, plain("a")))
+			la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+			b.del(nil, key)
+			b.end(la, errNotFound, "not found")
+		}},
 	)
 }
 
