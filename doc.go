@@ -44,7 +44,7 @@
 // horizon (see Collect); readers also read version 1 and refuse any other,
 // as older readers do. Truncation, trailing bytes, an unknown version,
 // epoch 0, an empty writer or a checksum that disagrees is a *CorruptError
-// naming the check, and only Fence.Settle overwrites a corrupt record.
+// naming the check, overwritten only by Fence.Settle (promise 7).
 //
 // # Stores and errors
 //
@@ -198,9 +198,9 @@
 //     Update and Seal the references (only Commit changes them; Settle as
 //     9 says), and Seal the payload (empty over no record).
 //  23. A reader sees only admitted bytes: Latest returns a record that
-//     decodes and was recorded during the call, and OpenBlob only the
-//     bytes of a blob the recorded manifest referenced during the call,
-//     checked against the reference.
+//     decodes and was recorded during the call (ErrNotFound: none was),
+//     and OpenBlob only the bytes of a blob the recorded manifest
+//     referenced during the call, checked against the reference.
 //  24. No referenced blob is ever missing: whatever the pauses of writers
 //     and collectors, every blob a recorded manifest references exists,
 //     unless something outside the package deleted it, set the record
