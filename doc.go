@@ -44,7 +44,7 @@
 // horizon (see Collect); readers also read version 1 and refuse any other,
 // as older readers do. Truncation, trailing bytes, an unknown version,
 // epoch 0, an empty writer or a checksum that disagrees is a *CorruptError
-// naming the check, and only Fence.Settle overwrites a corrupt record.
+// naming the check, overwritten only by Fence.Settle (promise 7).
 //
 // # Stores and errors
 //
@@ -130,10 +130,11 @@
 // Damage and settles:
 //
 //  7. A record that does not decode (ErrCorrupt) is never read as absent
-//     or as epoch 0, and never overwritten but by a Settle of exactly the
-//     version found damaged, except that on a store whose versions name
-//     its bytes a Push replaces a record rewritten whole from outside with
-//     a sound head and a payload that fails its checksum (see Damage).
+//     or as epoch 0, and never overwritten but by a Settle (of a lease's,
+//     Lease.Settle) of exactly the version found damaged, except that on a
+//     store whose versions name its bytes a Push replaces a record
+//     rewritten whole from outside with a sound head and a payload that
+//     fails its checksum (see Damage).
 //  8. Settle never lowers the recorded epoch: it lands above the damaged
 //     header's epoch when that decodes, above the floor the operator
 //     states when it does not, and above every earlier settle of the
@@ -171,14 +172,15 @@
 //     it returns.
 //  17. A TermSource hands out strictly rising epochs of its term, continues
 //     above what the store records for its writer and term after a
-//     restart, and none once its term function reports another term.
+//     restart, and none once its term function reports another term or
+//     a record it reads another writer of its term or a later term.
 //
 // Deposition:
 //
 //  18. A write of a record by a writer (Push, Update, Commit, Seal) refused
 //     as stale cancels the Deposed contexts of that shard on that Fence,
 //     with the *StaleEpochError as the cause; a conflict retried, an
-//     unknown outcome and a refused Settle cancel none.
+//     unknown outcome, a refused Settle and a Check cancel none.
 //
 // Streams:
 //
@@ -192,20 +194,21 @@
 //     change of writer: no blob written at an epoch below a seal's is ever
 //     newly referenced after it, even by a writer of the same name (a
 //     previous incarnation, an earlier lease term).
-//  22. Push, Update and Seal keep the references of the record they
-//     replace; only Commit changes them, and Settle keeps them as 9 says.
+//  22. Push, Update, Commit and Seal keep the collection horizon, Push,
+//     Update and Seal the references (only Commit changes them; Settle as
+//     9 says), and Seal the payload (empty over no record).
 //  23. A reader sees only admitted bytes: Latest returns a record that
-//     decodes and was recorded during the call, and OpenBlob only the
-//     bytes of a blob the recorded manifest referenced during the call,
-//     checked against the reference.
+//     decodes and was recorded during the call (ErrNotFound: none was),
+//     and OpenBlob only the bytes of a blob the recorded manifest
+//     referenced during the call, checked against the reference.
 //  24. No referenced blob is ever missing: whatever the pauses of writers
 //     and collectors, every blob a recorded manifest references exists,
 //     unless something outside the package deleted it, set the record
 //     back to bytes it held before on S3 (see the README), or deleted it
 //     while a commit that creates it was on its way (31 closes that).
 //  25. Collect deletes only what no manifest references or can come to
-//     reference, and deletes nothing when the record is corrupt, of
-//     another identity, or absent (unless told the shard is retired,
+//     reference, and nothing on a dry run or when the record is corrupt,
+//     of another identity, or absent (but for a shard retired,
 //     GCOptions.RecordGone).
 //  26. Collect reclaims: after a pass, no unreferenced blob is left that
 //     can never be committed (a deposed writer's, one below the tenure
@@ -238,17 +241,17 @@
 //  31. Under Fence.KeepFloor a shard's floor, the epoch of its last seal
 //     or settle kept in a key of its own, survives the record: a write
 //     whose call begins once the floor is kept lands only on a record at
-//     or above it (a settle only above it), and only a seal or a settle
-//     creates a record, so deleting the record or setting it back never
-//     lets a write land below the floor, as far as the store keeps the
-//     floor's key.
-//  32. Check returns nil only if, at its read, the record held the writer
-//     at that epoch (of a stream's record, in the tenure that reached
-//     it), and otherwise the refusal a write would meet (ErrStaleEpoch
-//     naming the recorded epoch and writer, ErrEpochRegressed, ErrCorrupt,
-//     ErrWire); Collect makes that read before each batch of deletes and
-//     deletes nothing more once the record no longer holds the tenure it
-//     judged by.
+//     or above it (a settle only above it; and Collect, there or with
+//     RecordGone, deletes nothing below it), and only a seal or a settle
+//     creates a record: deleting or setting back the record lets no write
+//     land below the floor while the store keeps the floor.
+//  32. Check writes nothing, and returns nil only if, at its read, the
+//     record held the writer at that epoch (of a stream's record, in the
+//     tenure that reached it), and otherwise the refusal a write would
+//     meet (ErrStaleEpoch naming the recorded epoch and writer,
+//     ErrEpochRegressed, ErrCorrupt, ErrWire); Collect makes that read
+//     before each batch of deletes and deletes nothing more once the
+//     record no longer holds the tenure it judged by.
 //
 // # Damage
 //

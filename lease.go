@@ -372,8 +372,8 @@ func (l *Lease) stopHold(h *holding, cause error) {
 // released, or this Lease value's own (a lost reply) is taken over at its
 // term + 1. A record held, unexpired by this Lease's clock, by another
 // holder or Lease value returns a *LeaseHeldError; one that fails to decode,
-// a *CorruptError, never overwritten; one absent or below the highest term
-// this Lease value saw, an *EpochRegressedError (see Settle).
+// a *CorruptError, never overwritten (promise 7); one absent or below the
+// highest term this Lease value saw, an *EpochRegressedError (see Settle).
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	since := l.releasesBegun()
 	key, err := l.lockKey(ctx)

@@ -4,12 +4,11 @@ import "context"
 
 // Seal raises the recorded epoch of (plugin, shard) to epoch, so that
 // every write at epoch or below is refused: a new writer's first act. It
-// is Update with next returning its argument: the new record keeps the
-// payload, references and collection horizon byte for byte and starts a
-// tenure at epoch (promise 21). A shard never pushed is sealed with a
-// plain record of an empty payload, which Latest then returns, since an
-// absent one would let a deposed writer create it. A record already this
-// seal returns nil; one over the payload limit, ErrInvalidArgument.
+// is Update with next returning its argument, keeping the payload,
+// references and horizon (promise 22) and starting a tenure at epoch
+// (21); a shard never pushed gets a plain record of an empty payload, as
+// an absent one would let a deposed writer create it. A record already
+// this seal returns nil; one over the payload limit, ErrInvalidArgument.
 func (f *Fence) Seal(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
 	u, err := f.newUpdate(opSeal, plugin, shard, writer, epoch)
 	if err != nil {

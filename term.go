@@ -14,11 +14,10 @@ var ErrTermEnded = errors.New("writefence: term ended")
 
 // TermSource is an EpochSource over a control plane that hands out one token
 // per leadership term (a Kubernetes Lease's leaderTransitions, Consul's
-// LockIndex): Epoch returns term<<32 | n, n rising from 1 (promise 17). Its
-// first epoch of a shard continues above the recorded epoch when that is of
-// this term by Writer, so a restarted process carries on; a record absent
-// or below what the Fence saw gives an *EpochRegressedError, ending nothing
-// (promise 30).
+// LockIndex): Epoch returns term<<32 | n, n rising from 1, continuing
+// above a shard's record of this term by Writer after a restart (promise
+// 17); a record absent or below what the Fence saw gives an
+// *EpochRegressedError, ending nothing (promise 30).
 //
 // Term must return the term the caller holds now, 0 to 2^32-1, or an error
 // when it holds none; hand one term to one leader, which draws its epochs

@@ -273,14 +273,15 @@ var endings = []string{"lease lost", "lease expired", "canceled", "deadline"}
 
 // checkDeposed judges promise 18: a stale refusal of a writer's write
 // ends the Deposed contexts of its shard on its Fence, with the refusal as
-// the cause; nothing else of the package ends them but the lease.
+// the cause; nothing else of the package ends them but the lease (a
+// Settle, a Collect and a Check, whatever they return, end none).
 func (c *Checker) checkDeposed(idx int, fl *flight) {
 	call := fl.call
 	if call.Key == "" {
 		return
 	}
 	stale := deposingOp(call.Op) && call.Is.Has("stale") && !call.Is.Has("unknown")
-	quiet := call.Op == Settle || call.Op == Collect || deposingOp(call.Op) && (call.Err == nil || call.Is.Has("unknown"))
+	quiet := call.Op == Settle || call.Op == Collect || call.Op == Check || deposingOp(call.Op) && (call.Err == nil || call.Is.Has("unknown"))
 	for _, p := range pairContexts(call.Before, call.After) {
 		if p.a.Kind != "deposed" || p.a.Key != call.Key || p.b.Done {
 			continue
@@ -297,8 +298,8 @@ func (c *Checker) checkDeposed(idx int, fl *flight) {
 }
 
 // checkObserved judges promise 27: every event names an Op WriteEvent
-// names, and a write of a record that ended (nil or refused) was seen
-// ending. A call refused as an invalid argument may be refused before it
+// names, a write of a record that ended (nil or refused) was seen
+// ending, and none was seen ending twice. A call refused as an invalid argument may be refused before it
 // writes, and is not required an event.
 func (c *Checker) checkObserved(idx int, call *Call) {
 	for _, e := range call.Events {
@@ -306,15 +307,21 @@ func (c *Checker) checkObserved(idx int, call *Call) {
 			c.report(idx, 27, "%s: the Observer saw Op %s, which WriteEvent does not name", who(call), quote(e.Op))
 		}
 	}
-	if !recordOp(call.Op) || call.Err != nil && (!refused(call) || call.Is.Has("invalid")) {
+	if !recordOp(call.Op) {
 		return
 	}
+	ends := 0
 	for _, e := range call.Events {
 		if e.Op == string(call.Op) && !e.Retrying {
-			return
+			ends++
 		}
 	}
-	c.report(idx, 27, "%s ended (%v) and the Observer saw no final %s event", who(call), call.Err, call.Op)
+	switch {
+	case ends > 1:
+		c.report(idx, 27, "%s: the Observer saw its %s end %d times", who(call), call.Op, ends)
+	case ends == 0 && (call.Err == nil || refused(call) && !call.Is.Has("invalid")):
+		c.report(idx, 27, "%s ended (%v) and the Observer saw no final %s event", who(call), call.Err, call.Op)
+	}
 }
 
 // checkKeys judges promise 28 on a change made for call: it stays within

@@ -3,6 +3,7 @@ package promise
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -212,6 +213,12 @@ func (c *Checker) change(idx int, ch *Change) {
 	if call == nil {
 		c.outside(idx, ch)
 		return
+	}
+	if call.Op == Check {
+		c.report(idx, 32, "%s made a %s of %s; a check writes nothing", who(call), ch.Kind, quote(ch.Key))
+	}
+	if call.Op == Collect && call.DryRun && !strings.HasPrefix(ch.Key, prefixOf(call)+"_") {
+		c.report(idx, 25, "%s, a dry run, made a %s of %s; it writes only its clock's blob", who(call), ch.Kind, quote(ch.Key))
 	}
 	c.checkKeys(idx, call, ch)
 	var nv *value

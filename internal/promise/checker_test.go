@@ -521,6 +521,29 @@ func TestPromise7_Damage(t *testing.T) {
 			b.end(la, errNotFound, "not found")
 		}},
 	)
+	// A lease's record that does not decode is overwritten by no Lease
+	// (only Lease.Settle, an operator's, replaces it).
+	lease := leaseKeyOf(t, "L")
+	damagedLease := func(b *builder) {
+		data := record.EncodeLease("h1", 5, b.now.Add(time.Minute).UnixNano(), inc1)
+		b.put(nil, lease, damage(data))
+	}
+	judge(t, 7,
+		story{name: "an acquisition over a damaged lease record", build: func(b *builder) {
+			damagedLease(b)
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"}, lease, record.EncodeLease("h2", 6, b.now.Add(time.Hour).UnixNano(), inc2))
+		}},
+		story{name: "a renewal over a damaged lease record", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, lease, record.EncodeLease("h1", 5, b.now.Add(time.Minute).UnixNano(), inc1))
+			damagedLease(b)
+			b.wrote(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"}, lease, record.EncodeLease("h1", 5, b.now.Add(time.Hour).UnixNano(), inc1))
+		}},
+		story{name: "an acquisition over a lease record replaced outside", kept: true, build: func(b *builder) {
+			damagedLease(b)
+			b.put(nil, lease, record.EncodeLease("op", 5, 0, [16]byte{9}))
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"}, lease, record.EncodeLease("h2", 6, b.now.Add(time.Hour).UnixNano(), inc2))
+		}},
+	)
 }
 
 func TestPromise8_SettleFloor(t *testing.T) {
@@ -539,6 +562,31 @@ func TestPromise8_SettleFloor(t *testing.T) {
 			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
 			v = b.put(nil, key, []byte("damaged again"))
 			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Floor: 1, Version: v}, key, rec("w1", 6, plain("")))
+		}},
+		// A settle of a record lost (Settlement.Lost) is held to the
+		// floor its operator states and to the settle log as well.
+		story{name: "a lost record's settle not above the floor", build: func(b *builder) {
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Floor: 9, Lost: true, Payload: []byte("s")}, key, rec("op", 5, plain("s")))
+		}},
+		story{name: "a lost record's settle below an earlier settle", build: func(b *builder) {
+			v := b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
+			b.del(nil, key)
+			b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 6, Floor: 5, Lost: true, Payload: []byte("s")}, key, rec("op", 6, plain("s")))
+		}},
+		story{name: "a lost record's settle landed again", kept: true, build: func(b *builder) {
+			st := b.begin(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 6, Floor: 5, Lost: true, Payload: []byte("s")})
+			b.put(st, key, rec("op", 6, plain("s")))
+			b.fault(st, "lost")
+			b.del(nil, key)
+			b.put(st, key, rec("op", 6, plain("s")))
+			b.end(st, nil)
+		}},
+		story{name: "a lost record's settle above both", kept: true, build: func(b *builder) {
+			v := b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 7, Floor: 1, Version: v}, key, rec("w1", 7, plain("")))
+			b.del(nil, key)
+			b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 9, Floor: 8, Lost: true, Payload: []byte("s")}, key, rec("op", 9, plain("s")))
 		}},
 	)
 }
@@ -777,9 +825,25 @@ func TestPromise17_TermSource(t *testing.T) {
 			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))
 			restarted(b, 7<<32|6)
 		}},
-		story{name: "a restart over another writer's record", kept: true, build: func(b *builder) {
-			b.put(nil, key, rec("w2", 7<<32|5, plain("x")))
+		story{name: "a restart over another writer's record of an earlier term", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w2", 6<<32|5, plain("x")))
 			restarted(b, 7<<32|1)
+		}},
+		// A record of another writer in its term, or of a later term,
+		// ends the source: it hands out no epoch of that shard.
+		story{name: "over another writer's record of its term", build: func(b *builder) {
+			b.put(nil, key, rec("w2", 7<<32|5, plain("x")))
+			restarted(b, 7<<32|6)
+		}},
+		story{name: "over a record of a later term", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 8<<32|1, plain("x")))
+			restarted(b, 7<<32|1)
+		}},
+		story{name: "over another writer's record of its term written during the read", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: Epoch, TermSource: "ts2", Proc: "p2", Key: key, Writer: "w1"})
+			b.put(nil, key, rec("w2", 7<<32|5, plain("x")))
+			c.Got = 7<<32 | 1
+			b.end(c, nil)
 		}},
 		story{name: "a restart over a record set back during its read", kept: true, build: func(b *builder) {
 			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))
@@ -799,6 +863,18 @@ func TestPromise18_Deposed(t *testing.T) {
 			b.put(nil, key, rec("w9", 9, plain("x")))
 			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting, After: waiting})
 			b.end(p, errStale, "stale")
+		}},
+		// A Check tells no Deposed context, whatever it finds.
+		story{name: "a check refused as stale ends it", build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9, plain("x")))
+			c := b.begin(Call{Op: Check, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting,
+				After: []Context{{ID: 1, Kind: "deposed", Key: key, Done: true, Cause: errStale, Is: Matches{"stale"}}}})
+			b.endBare(c, errStale, "stale")
+		}},
+		story{name: "a check refused as stale leaves it", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9, plain("x")))
+			c := b.begin(Call{Op: Check, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Before: waiting, After: waiting})
+			b.endBare(c, errStale, "stale")
 		}},
 		story{name: "a landed write ends it", build: func(b *builder) {
 			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), Before: waiting,
@@ -889,6 +965,37 @@ func TestPromise22_RecordOpsKeepRefs(t *testing.T) {
 			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
 			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
 		}},
+		// The collection horizon stays as Collect raised it, whoever
+		// writes the record next (but a settle).
+		story{name: "a push drops the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: 500, Stream: true}))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
+		}},
+		story{name: "an update lowers the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: 500, Stream: true}))
+			b.wrote(Call{Op: Update, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Horizon: 400, Stream: true}))
+		}},
+		story{name: "a commit drops the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Horizon: 500, Stream: true}))
+			b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Payload: []byte("a"), Since: 1, Stream: true}))
+		}},
+		story{name: "a seal keeps the horizon", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, record.Body{Payload: []byte("m"), Since: 1, Horizon: 500, Stream: true}))
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2}, key, rec("w2", 2, record.Body{Payload: []byte("m"), Since: 2, Horizon: 500, Stream: true}))
+		}},
+		// Seal keeps the payload byte for byte, and seals a shard never
+		// pushed with an empty one.
+		story{name: "a seal changes the payload", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, plain("state")))
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2}, key, rec("w2", 2, plain("")))
+		}},
+		story{name: "a seal creates a record with a payload", build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2}, key, rec("w2", 2, plain("made up")))
+		}},
+		story{name: "a hold's seal changes the payload", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, plain("state")))
+			b.wrote(Call{Op: Hold, Lease: lv1, Holder: "w2", HoldsShards: []string{key}}, key, rec("w2", 2<<32|1, plain("")))
+		}},
 	)
 }
 
@@ -926,6 +1033,18 @@ func TestPromise23_Readers(t *testing.T) {
 		}},
 		story{name: "open of another blob's bytes", build: func(b *builder) { open(b, true, "fake") }},
 		story{name: "open of an unreferenced blob", build: func(b *builder) { open(b, false, "real") }},
+		// ErrNotFound says the shard had no record during the call.
+		story{name: "latest finds a record absent", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, plain("a")))
+			la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+			b.end(la, errNotFound, "not found")
+		}},
+		story{name: "latest finds a record deleted during the call absent", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 1, plain("a")))
+			la := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1"})
+			b.del(nil, key)
+			b.end(la, errNotFound, "not found")
+		}},
 	)
 }
 
@@ -1017,6 +1136,31 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 			b.requireBroken(25)
 		})
 	}
+	// A dry run writes only its clock's blob: it deletes no blob of the
+	// shard, garbage included, and raises no horizon.
+	deposed := keys.BlobName(1, "w0", blobID(2))
+	judge(t, 25,
+		story{name: "a dry run deletes garbage", build: func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", deposed), []byte("g"))
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1", DryRun: true})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", deposed))
+			b.end(co, nil)
+		}},
+		story{name: "a dry run raises the horizon", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1", DryRun: true})
+			b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: 500, Stream: true}))
+			b.end(co, nil)
+		}},
+		story{name: "a collection deletes garbage", kept: true, build: func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", deposed), []byte("g"))
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", deposed))
+			b.end(co, nil)
+		}},
+	)
 }
 
 func TestPromise26_CollectReclaims(t *testing.T) {
@@ -1048,6 +1192,16 @@ func TestPromise27_Observer(t *testing.T) {
 		story{name: "an Op WriteEvent does not name", build: func(b *builder) {
 			p := landed(b)
 			p.Events = append(p.Events, Event{Op: "pushed", Key: key})
+			b.end(p, nil)
+		}},
+		story{name: "a write seen ending twice", build: func(b *builder) {
+			p := landed(b)
+			p.Events = append(p.Events, Event{Op: "push", Key: key})
+			b.end(p, nil)
+		}},
+		story{name: "a lost race, then the end", kept: true, build: func(b *builder) {
+			p := landed(b)
+			p.Events = append(p.Events, Event{Op: "push", Key: key, Retrying: true, Err: errConflict, Is: Matches{"conflict"}})
 			b.end(p, nil)
 		}},
 	)
@@ -1219,6 +1373,34 @@ func TestPromise31_KeepFloor(t *testing.T) {
 			b.del(nil, key)
 			b.wrote(Call{Op: Settle, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Payload: []byte("s"), Floor: 4, Lost: true, KeepFloor: true}, key, rec("op", 5, plain("s")))
 		}},
+		// Collect reads the floor under KeepFloor, and with RecordGone
+		// whatever KeepFloor: it deletes nothing of a shard whose record
+		// is absent or below it.
+		story{name: "a collection under the floor deletes", build: func(b *builder) {
+			sealed(b)
+			b.createBlob(nil, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))), []byte("g"))
+			b.del(nil, key)
+			co := b.begin(Call{Op: Collect, Proc: "p2", Plugin: "pl", Shard: "s1", KeepFloor: true})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))))
+			b.end(co, nil)
+		}},
+		story{name: "a retired shard's collection under the floor deletes", build: func(b *builder) {
+			sealed(b)
+			b.createBlob(nil, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))), []byte("g"))
+			b.del(nil, key)
+			co := b.begin(Call{Op: Collect, Proc: "p2", Plugin: "pl", Shard: "s1", RecordGone: true})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))))
+			b.end(co, nil)
+		}},
+		story{name: "a retired shard's collection once the floor is deleted", kept: true, build: func(b *builder) {
+			sealed(b)
+			b.createBlob(nil, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))), []byte("g"))
+			b.del(nil, key)
+			b.del(nil, floorKey)
+			co := b.begin(Call{Op: Collect, Proc: "p2", Plugin: "pl", Shard: "s1", RecordGone: true})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", keys.BlobName(4, "w0", blobID(1))))
+			b.end(co, nil)
+		}},
 		story{name: "the floor deleted outside", kept: true, build: func(b *builder) {
 			sealed(b)
 			b.del(nil, key)
@@ -1275,6 +1457,12 @@ func TestPromise32_Check(t *testing.T) {
 			b.put(nil, key, rec("w2", 8, plain("x")))
 			b.put(nil, key, rec("w2", 6, plain("y")))
 			check(b, "w1", 5, errStale, "stale")
+		}},
+		story{name: "a check writes the record", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			b.put(c, key, rec("w1", 6, plain("x")))
+			b.endBare(c, nil)
 		}},
 	)
 }

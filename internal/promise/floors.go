@@ -178,6 +178,34 @@ func (c *Checker) checkCollectRegression(idx int, call *Call, fl *flight, blobKe
 	c.report(idx, 29, "%s deleted blob %s while the record was absent or below epoch %d its Fence saw, throughout", who(call), quote(blobKey), m.epoch)
 }
 
+// checkCollectFloor judges promise 31 on a Collect's delete of a blob of
+// its shard: under KeepFloor, or with RecordGone (which reads the floor
+// whatever KeepFloor), none while the record was absent or below the
+// floor kept before the call began, throughout the collection so far.
+func (c *Checker) checkCollectFloor(idx int, call *Call, fl *flight, blobKey string) {
+	if fl == nil || !call.KeepFloor && !call.RecordGone {
+		return
+	}
+	k, ok := c.callShard(call)
+	if !ok {
+		return
+	}
+	space, ok := c.spaceOf(call)
+	if !ok || !strings.HasPrefix(blobKey, space) {
+		return
+	}
+	m, ok := c.floors[k.key]
+	if !ok || m.at >= fl.begin {
+		return
+	}
+	for _, v := range fl.seen {
+		if h, found := v.header(); v != nil && (!found || h.Epoch >= m.epoch) {
+			return // a content the collection may have judged by
+		}
+	}
+	c.report(idx, 31, "%s deleted blob %s while the record was absent or below the floor %d, throughout", who(call), quote(blobKey), m.epoch)
+}
+
 // leaseSeen learns, at the End of a call of a Lease value that returned
 // nil, the highest term it wrote or was handed out of (promise 30).
 func (c *Checker) leaseSeen(idx int, fl *flight, lv *leaseValue) {
@@ -233,6 +261,7 @@ func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
 	}
 	if call.Err == nil && first {
 		c.checkTermSourceContinues(idx, fl)
+		c.checkTermSourceAlone(idx, fl)
 	}
 	m, ok := c.seenBefore(fl, call.Key)
 	if call.Err != nil || !first || !ok {
@@ -262,6 +291,27 @@ func (c *Checker) checkTermSourceContinues(idx int, fl *flight) {
 	}
 	if len(fl.seen) > 0 && call.Got <= low {
 		c.report(idx, 17, "%s handed out epoch %d, not above epoch %d of its term by its writer that the record held", who(call), call.Got, low)
+	}
+}
+
+// checkTermSourceAlone judges promise 17 on the first epoch a TermSource
+// hands out of a shard: none when, all through the call, the record showed
+// another writer of the epoch's term or a later term, which ends the
+// source.
+func (c *Checker) checkTermSourceAlone(idx int, fl *flight) {
+	call := fl.call
+	term := call.Got >> 32
+	for _, v := range fl.seen {
+		h, ok := v.header()
+		if !ok || h.Epoch>>32 < term || h.Epoch>>32 == term && h.Writer == call.Writer {
+			return
+		}
+	}
+	if len(fl.seen) == 0 {
+		return
+	}
+	if h, ok := fl.seen[len(fl.seen)-1].header(); ok {
+		c.report(idx, 17, "%s handed out epoch %d of term %d over a record of %s at epoch %d (term %d)", who(call), call.Got, term, quote(h.Writer), h.Epoch, h.Epoch>>32)
 	}
 }
 

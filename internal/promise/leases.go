@@ -143,6 +143,11 @@ func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv
 	if prev != nil {
 		p, check = record.DecodeLease(prev.data)
 		pok = check == ""
+		// 7: only Lease.Settle, an operator's, replaces a damaged
+		// lease record; no Lease value does.
+		if !pok && call.Lease != "" {
+			c.report(idx, 7, "%s overwrote the lease record at %s, which does not decode (%s)", who(call), quote(ch.Key), check)
+		}
 	}
 	if pok && l.Term < p.Term {
 		c.report(idx, 12, "%s wrote term %d over term %d at %s", who(call), l.Term, p.Term, quote(ch.Key))

@@ -118,6 +118,9 @@ func (c *Checker) putRecord(idx int, call *Call, fl *flight, k shardKey, prev, n
 		rs.acked = nil
 	}
 
+	if call.Op == Settle {
+		c.checkSettleEpoch(idx, call, k, nv)
+	}
 	if call.Op == Settle && prev.damaged() {
 		c.checkSettle(idx, call, fl, k, prev, nv)
 	}
@@ -146,14 +149,11 @@ func (c *Checker) putRecord(idx int, call *Call, fl *flight, k shardKey, prev, n
 	c.checkNewRefs(idx, call, k, prev, nv, lostSince)
 }
 
-// checkSettle judges a settle's put over damaged bytes: promises 8, 9 and
-// 10.
-func (c *Checker) checkSettle(idx int, call *Call, fl *flight, k shardKey, prev, nv *value) {
+// checkSettleEpoch judges promise 8 on every settle's put, over damage
+// or over a record lost or set back (Settlement.Lost): above the floor
+// its operator states, and above every earlier settle of the shard.
+func (c *Checker) checkSettleEpoch(idx int, call *Call, k shardKey, nv *value) {
 	n := nv.record()
-	h, headOK := prev.header()
-	if headOK && n.h.Epoch <= h.Epoch {
-		c.report(idx, 8, "%s landed epoch %d over damage whose header holds epoch %d", who(call), n.h.Epoch, h.Epoch)
-	}
 	if n.h.Epoch <= call.Floor {
 		c.report(idx, 8, "%s landed epoch %d, not above its floor %d", who(call), n.h.Epoch, call.Floor)
 	}
@@ -164,9 +164,24 @@ func (c *Checker) checkSettle(idx int, call *Call, fl *flight, k shardKey, prev,
 		if err == nil && c.st.changedOutsideSince(logKey, s.at) {
 			continue
 		}
+		// A settle whose record something outside took from the store
+		// (a delete after a lost reply) lands it again: one settle.
+		if s.call.ID == call.ID {
+			continue
+		}
 		if n.h.Epoch <= s.epoch {
 			c.report(idx, 8, "%s landed epoch %d, not above the earlier settle of %s at epoch %d", who(call), n.h.Epoch, who(s.call), s.epoch)
 		}
+	}
+}
+
+// checkSettle judges a settle's put over damaged bytes: promises 8, 9 and
+// 10.
+func (c *Checker) checkSettle(idx int, call *Call, fl *flight, k shardKey, prev, nv *value) {
+	n := nv.record()
+	h, headOK := prev.header()
+	if headOK && n.h.Epoch <= h.Epoch {
+		c.report(idx, 8, "%s landed epoch %d over damage whose header holds epoch %d", who(call), n.h.Epoch, h.Epoch)
 	}
 
 	if headOK && h.Identity != n.h.Identity {
@@ -216,14 +231,28 @@ func (c *Checker) checkTenure(idx int, call *Call, prev, nv *value) {
 }
 
 // checkKeepsRefs judges promise 22: Push, Update and Seal (Hold's seals
-// among them) keep the references and the kind of record they replace.
+// among them) keep the references and the kind of record they replace,
+// and with Commit its collection horizon; a Seal keeps the payload, and
+// seals a shard never pushed with an empty one.
 func (c *Checker) checkKeepsRefs(idx int, call *Call, prev, nv *value) {
+	n := nv.record()
+	if call.Op == Commit && prev.sound() && n.h.Horizon != prev.rec.h.Horizon {
+		c.report(idx, 22, "%s changed the collection horizon from %d to %d", who(call), prev.rec.h.Horizon, n.h.Horizon)
+	}
 	switch call.Op {
 	case Push, Update, Seal, Hold:
 	default:
 		return
 	}
-	n := nv.record()
+	sealing := call.Op == Seal || call.Op == Hold
+	switch {
+	case sealing && prev == nil && len(n.body.Payload) > 0:
+		c.report(idx, 22, "%s sealed a shard never pushed with payload %s", who(call), quote(string(n.body.Payload)))
+	case sealing && prev.sound() && !bytes.Equal(prev.rec.body.Payload, n.body.Payload):
+		c.report(idx, 22, "%s changed the payload from %s to %s", who(call), quote(string(prev.rec.body.Payload)), quote(string(n.body.Payload)))
+	case prev.sound() && n.h.Horizon != prev.rec.h.Horizon:
+		c.report(idx, 22, "%s changed the collection horizon from %d to %d", who(call), prev.rec.h.Horizon, n.h.Horizon)
+	}
 	switch {
 	case prev == nil && (n.body.Stream || len(n.body.Refs) > 0):
 		c.report(idx, 22, "%s created a stream's record with %d references", who(call), len(n.body.Refs))

@@ -2,6 +2,7 @@ package promise
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -38,6 +39,7 @@ func (c *Checker) deleteBlob(idx int, call *Call, fl *flight, ch *Change) {
 	if call.Op == Collect {
 		c.checkCollectDelete(idx, call, fl, ch.Key)
 		c.checkCollectRegression(idx, call, fl, ch.Key)
+		c.checkCollectFloor(idx, call, fl, ch.Key)
 		b.collectedBy = call.ID
 	}
 	b.deletedOutside = false
@@ -157,6 +159,8 @@ func (c *Checker) checkReader(idx int, fl *flight) {
 	case Latest:
 		if call.Is.Has("not found") && len(fl.seen) > 0 && allDamaged(fl.seen) {
 			c.report(idx, 7, "%s found no record while the record was damaged throughout", who(call))
+		} else if call.Is.Has("not found") && len(fl.seen) > 0 && !slices.Contains(fl.seen, nil) {
+			c.report(idx, 23, "%s found no record while the record was present throughout", who(call))
 		}
 		if call.Err != nil || call.Read == nil {
 			return
