@@ -90,7 +90,8 @@ func (s *answeringDeleter) DeleteBlobs(ctx context.Context, keys []string) ([]st
 			gone = append(gone, k)
 		}
 	}
-	if _, err := s.MemStore.DeleteBlobs(ctx, gone); err != nil {
+	// Whatever ctx says, as a store that does not look.
+	if _, err := s.MemStore.DeleteBlobs(context.WithoutCancel(ctx), gone); err != nil {
 		return nil, err
 	}
 	return s.answer(gone), nil
@@ -128,6 +129,16 @@ func TestDeleteBlobsAnswersOnlyForKeysDeleted(t *testing.T) {
 			assert.Equal(t, "b/2", se.Key, "the key left")
 		})
 	}
+	t.Run("a key left, ctx done", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		s := &answeringDeleter{MemStore: &writefence.MemStore{}, keep: "b/2", answer: func(a []string) []string { return a }}
+		cancel()
+		deleted, err := writefence.DeleteBlobs(ctx, s, keys)
+		assert.Equal(t, []string{"b/1", "b/3"}, deleted)
+		require.ErrorIs(t, err, context.Canceled)
+		var se *writefence.StoreError
+		assert.False(t, errors.As(err, &se), "ctx's error, untouched: %v", err)
+	})
 }
 
 // TestCollectSaysWhatADeleteLeft: a store whose batch delete leaves a
