@@ -27,7 +27,11 @@ func DeleteBlobs(ctx context.Context, s ConditionalStore, keys []string) ([]stri
 	if bd, ok := capability[BlobBatchDeleter](s); ok {
 		deleted, err := bd.DeleteBlobs(ctx, keys)
 		deleted, left := answered(keys, deleted)
-		if err == nil && left != "" {
+		switch {
+		case err != nil, left == "":
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		default:
 			err = storeErr("blob delete", left, nil, fmt.Errorf("the store answered for %d of %d keys, not this one", len(deleted), len(keys)))
 		}
 		return deleted, err
