@@ -25,7 +25,16 @@ func DeleteBlobs(ctx context.Context, s ConditionalStore, keys []string) ([]stri
 		return nil, nil
 	}
 	if bd, ok := capability[BlobBatchDeleter](s); ok {
-		return bd.DeleteBlobs(ctx, keys)
+		deleted, err := bd.DeleteBlobs(ctx, keys)
+		deleted, left := answered(keys, deleted)
+		switch {
+		case err != nil, left == "":
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		default:
+			err = storeErr("blob delete", left, nil, fmt.Errorf("the store answered for %d of %d keys, not this one", len(deleted), len(keys)))
+		}
+		return deleted, err
 	}
 	bs, ok := capability[BlobStore](s)
 	if !ok {
@@ -39,6 +48,30 @@ func DeleteBlobs(ctx context.Context, s ConditionalStore, keys []string) ([]stri
 		deleted = append(deleted, k)
 	}
 	return deleted, nil
+}
+
+// answered returns the keys of deleted that keys holds, each once, in
+// deleted's order, and the first key of keys it leaves out ("" for none):
+// what a batch delete, or a server's reply to one, accounts for of the
+// keys it was asked, whatever else it names.
+func answered(keys, deleted []string) (kept []string, left string) {
+	asked := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		asked[k] = true
+	}
+	kept = make([]string, 0, len(deleted))
+	for _, k := range deleted {
+		if asked[k] {
+			kept = append(kept, k)
+			delete(asked, k)
+		}
+	}
+	for _, k := range keys {
+		if asked[k] {
+			return kept, k
+		}
+	}
+	return kept, ""
 }
 
 // How many blobs Collect deletes between two reads of the record that

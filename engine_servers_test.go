@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
 )
 
@@ -364,4 +367,120 @@ func (p *faultProxy) dropReplyWhen(match func(req []byte) bool, then func()) {
 	p.mu.Lock()
 	p.dropWhen, p.then = match, then
 	p.mu.Unlock()
+}
+
+// TestStreamLostReplies runs a shard's streams through the fault proxy on
+// each adapter that holds blobs: blobs put, commits of them (two or more
+// of an epoch checked by a listing), seals by new writers, and Collect
+// with a grace of an hour or none, 150 steps drawn from the proxy's seed.
+// After every step, read directly: every blob the record references
+// exists with its size (promise 24), and every blob a Collect reported
+// deleted, whatever it returned, is gone; a commit that returned nil is
+// recorded. Once the faults stop, a Collect deletes every blob that can
+// never be committed (promise 26).
+func TestStreamLostReplies(t *testing.T) {
+	t.Parallel()
+	for _, a := range faultyAdapters {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			fs := a.open(t, lostReplyRates)
+			if _, ok := fs.direct.(writefence.BlobStore); !ok {
+				t.Skip("the store holds no blobs")
+			}
+			runStreamLostReplies(t, fs, 150)
+		})
+	}
+}
+
+func runStreamLostReplies(t *testing.T, fs faultyStore, steps int) {
+	const plugin, shard = "wal", "stream-lost-replies"
+	faulty := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond, MaxAttempts: 3}
+	direct := &writefence.Fence{Store: fs.direct, Prefix: fs.prefix}
+	bs := fs.direct.(writefence.BlobStore)
+	space, err := keys.Blobs(fs.prefix, plugin, shard)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(fs.proxy.seed, 2))
+	gen, epoch := 0, uint64(1)
+	writer := func() string { return fmt.Sprintf("w%d", gen) }
+	require.NoError(t, direct.Seal(context.Background(), plugin, shard, writer(), epoch))
+	var pending []writefence.BlobRef // the current writer's blobs put, not yet in a commit
+	var landed, deleted int
+	for i := range steps {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		switch r := rng.Float64(); {
+		case r < 0.4:
+			ref, err := faulty.PutBlob(ctx, plugin, shard, writer(), epoch, strings.NewReader(strings.Repeat("x", 1+rng.IntN(100))))
+			if err == nil {
+				pending = append(pending, ref)
+			}
+		case r < 0.7 && len(pending) > 0:
+			add := pending[:min(len(pending), 1+rng.IntN(3))]
+			pending = pending[len(add):]
+			dropFirst := rng.IntN(2) == 0
+			epoch++
+			err := faulty.Commit(ctx, plugin, shard, writer(), epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+				refs := m.Blobs
+				if dropFirst && len(refs) > 0 {
+					refs = refs[1:]
+				}
+				for _, b := range add {
+					if !slices.Contains(refs, b) {
+						refs = append(refs, b)
+					}
+				}
+				return writefence.Manifest{Payload: m.Payload, Blobs: refs}, nil
+			})
+			if err == nil {
+				landed++
+				info, err := direct.Inspect(context.Background(), plugin, shard)
+				require.NoError(t, err)
+				for _, b := range add {
+					require.Contains(t, info.Blobs, b, "step %d: the commit returned nil", i)
+				}
+			}
+		case r < 0.75:
+			gen, epoch, pending = gen+1, epoch+1, nil
+			require.NoError(t, direct.Seal(context.Background(), plugin, shard, writer(), epoch))
+		default:
+			grace := []time.Duration{time.Nanosecond, time.Hour}[rng.IntN(2)]
+			report, err := faulty.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: grace})
+			deleted += len(report.Deleted)
+			for _, d := range report.Deleted {
+				_, serr := bs.StatBlob(context.Background(), d.Key)
+				require.ErrorIs(t, serr, writefence.ErrNotFound, "step %d: Collect (returning %v) reported %s deleted", i, err, d.Key)
+			}
+		}
+		cancel()
+		fs.proxy.heal()
+		info, err := direct.Inspect(context.Background(), plugin, shard)
+		require.NoError(t, err)
+		for _, r := range info.Blobs {
+			b, err := bs.StatBlob(context.Background(), space+r.Name)
+			require.NoError(t, err, "step %d: a referenced blob", i)
+			require.Equal(t, r.Size, b.Size, "step %d: the size of %s", i, r.Name)
+		}
+	}
+	fs.proxy.setRates(faultRates{})
+	fs.proxy.heal()
+	_, err = faulty.Collect(context.Background(), plugin, shard, writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err, "a Collect without faults")
+	info, err := direct.Inspect(context.Background(), plugin, shard)
+	require.NoError(t, err)
+	require.NoError(t, bs.ListBlobs(context.Background(), space, func(b writefence.BlobInfo) error {
+		name := strings.TrimPrefix(b.Key, space)
+		e, _, w, ok := keys.ParseBlobName(name)
+		require.True(t, ok, b.Key)
+		floor := info.Since
+		if !info.Stream {
+			floor = info.Epoch // a plain record's, as Commit takes it
+		}
+		committable := w == info.Writer && e >= floor
+		require.True(t, committable || slices.ContainsFunc(info.Blobs, func(r writefence.BlobRef) bool { return r.Name == name }),
+			"%s is left after a Collect without faults, though it can never be committed", name)
+		return nil
+	}))
+	t.Logf("%d steps: %d commits landed, %d blobs deleted; proxy: %s", steps, landed, deleted, fs.proxy.stats())
+	require.Positive(t, fs.proxy.count(faultDropReply), "no reply was dropped: the test proved nothing")
+	require.Positive(t, landed, "no commit landed: the test proved nothing")
+	require.Positive(t, deleted, "no blob was collected: the test proved nothing")
 }

@@ -866,13 +866,15 @@ func (s *minioStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, 
 			failedKey, failed = r.ObjectName, r.Err
 		}
 	}
+	// A reply is trusted only for the keys it was asked, each once.
+	deleted, left := answered(keys, deleted)
 	switch {
 	case failed != nil:
 		return deleted, s.fail(ctx, "blob delete", failedKey, fmt.Errorf("%d of %d keys left: %w", len(keys)-len(deleted), len(keys), failed), nil)
-	case ctx.Err() != nil && len(deleted) < len(keys):
+	case ctx.Err() != nil && left != "":
 		return deleted, ctx.Err()
-	case len(deleted) < len(keys):
-		return deleted, storeErr("s3 blob delete", "", nil, fmt.Errorf("the server answered for %d of %d keys", len(deleted), len(keys)))
+	case left != "":
+		return deleted, storeErr("s3 blob delete", left, nil, fmt.Errorf("the server answered for %d of %d keys, not this one", len(deleted), len(keys)))
 	}
 	return deleted, nil
 }

@@ -594,3 +594,72 @@ func TestMinioBlobCRC32C(t *testing.T) {
 
 // s3CRC32C is the header of a body's CRC-32C.
 const s3CRC32C = "X-Amz-Checksum-Crc32c"
+
+// s3DeleteReply is an http.RoundTripper in front of the S3 server that
+// passes DeleteObjects to the server and rewrites its reply's body with
+// rewrite: a reply that names other keys than the server deleted.
+type s3DeleteReply struct {
+	base    http.RoundTripper
+	rewrite func(body string) string
+}
+
+func (p *s3DeleteReply) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := p.base.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost || !r.URL.Query().Has("delete") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	out := p.rewrite(string(body))
+	resp.Body = io.NopCloser(strings.NewReader(out))
+	resp.ContentLength = int64(len(out))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// TestMinioDeleteBlobsAnswersOnlyForKeysAsked: DeleteBlobs of three
+// blobs on the real server, whose DeleteObjects reply is rewritten to
+// name the first key in place of the second, or a key never asked in its
+// place: DeleteBlobs returns only keys it was given, each once, and a
+// *StoreError naming the second, which no reply accounts for
+// (BlobBatchDeleter's contract), though the server deleted all three.
+func TestMinioDeleteBlobsAnswersOnlyForKeysAsked(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		with func(keys []string) string
+	}{
+		{"the first key twice", func(keys []string) string { return keys[0] }},
+		{"a key never asked", func(keys []string) string { return keys[1] + "-other" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			tap := &s3DeleteReply{base: testserver.HTTPTransport(t)}
+			c := testserver.S3Server(t).Client(t, tap)
+			store := writefence.NewMinioStore(c, testserver.MinioBucket(t, c))
+			prefix := testserver.UniqueName(t) + "/"
+			keys := []string{prefix + "1", prefix + "2", prefix + "3"}
+			for _, k := range keys {
+				_, err := store.CreateBlob(ctx, k, strings.NewReader(k))
+				require.NoError(t, err)
+			}
+			tap.rewrite = func(body string) string {
+				return strings.Replace(body, "<Key>"+keys[1]+"</Key>", "<Key>"+tt.with(keys)+"</Key>", 1)
+			}
+
+			deleted, err := store.DeleteBlobs(ctx, keys)
+			assert.ElementsMatch(t, []string{keys[0], keys[2]}, deleted)
+			var se *writefence.StoreError
+			require.ErrorAs(t, err, &se, "the second key is not accounted for")
+			assert.Equal(t, keys[1], se.Key)
+			for _, k := range keys {
+				_, err := store.StatBlob(ctx, k)
+				require.ErrorIs(t, err, writefence.ErrNotFound, "the server deleted %s", k)
+			}
+		})
+	}
+}

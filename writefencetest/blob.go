@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -507,6 +508,43 @@ func createBlobs(t *testing.T, sc *scope, bs writefence.BlobStore, name string, 
 		k := sc.blobKey(fmt.Sprintf("%s%d", name, i))
 		createBlob(t, bs, k, blobBytes{seed + uint64(i), step * int64(i)})
 		keys = append(keys, k)
+	}
+	return keys
+}
+
+// manyBlobs is how many blobs the checks of a listing and a batch delete
+// at a Fence's scale create: one more than a page of S3's or GCS's
+// listing, and than one DeleteObjects request of S3, hold. A commit lists
+// up to 2,000 blobs, and Collect deletes up to 10,000 in one DeleteBlobs.
+const manyBlobs = 1001
+
+// createManyBlobs creates manyBlobs blobs of one byte at the keys under
+// the subtest's prefix name+"0000" on, 16 at a time, and returns their
+// keys. The cleanup finds them by listing the prefix.
+func createManyBlobs(t *testing.T, sc *scope, bs writefence.BlobStore, name string) []string {
+	t.Helper()
+	keys := make([]string, manyBlobs)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s%s%04d", sc.prefix, name, i)
+	}
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for k := range next {
+				if _, err := bs.CreateBlob(t.Context(), k, bytes.NewReader([]byte{1})); err != nil {
+					t.Errorf("CreateBlob(%q, 1 byte): %v", k, err)
+				}
+			}
+		})
+	}
+	for _, k := range keys {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 	return keys
 }

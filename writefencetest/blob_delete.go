@@ -17,6 +17,9 @@ import (
 // every key, with no error; then none of them is left, by StatBlob and
 // ListBlobs, and a blob beside them, whose key the others' extend, is
 // untouched. With a cancelled context it fails with the context's error.
+// On a store that declares writefence.BlobBatchDeleter it then deletes
+// manyBlobs blobs in one call, as Collect deletes thousands: every key is
+// returned once, and none is left.
 func testDeleteBlobs(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
 	logPaths(t, sc, "DeleteBlobs")
@@ -49,4 +52,26 @@ func testDeleteBlobs(t *testing.T, sc *scope) {
 		}
 	}
 	statBlob(t, bs, beside)
+
+	if own, _ := declared[writefence.BlobBatchDeleter](sc.s); !own {
+		return
+	}
+	many := createManyBlobs(t, sc, bs, "batch-many/")
+	deleted, err = writefence.DeleteBlobs(t.Context(), sc.s, many)
+	call = fmt.Sprintf("writefence.DeleteBlobs of %d keys", len(many))
+	if err != nil {
+		t.Fatalf("%s: %v", call, err)
+	}
+	if got := slices.Sorted(slices.Values(deleted)); !slices.Equal(got, many) {
+		t.Errorf("%s returned %d keys; want each of them once", call, len(got))
+	}
+	left := 0
+	for k := range listedBlobs(t, bs, sc.prefix+"batch-many/") {
+		if _, ok := slices.BinarySearch(many, k); ok {
+			left++
+		}
+	}
+	if left > 0 {
+		t.Errorf("ListBlobs listed %d of the keys after %s, which returned no error", left, call)
+	}
 }

@@ -52,7 +52,8 @@ func consistentListed(t *testing.T, l writefence.ConsistentBlobLister, prefix st
 // until StatBlob says otherwise, and one it shows for there: a listing
 // that shows a deleted blob would let a commit reference it. An error
 // from fn stops the listing; a cancelled context stops it with the
-// context's error.
+// context's error. Of manyBlobs blobs under one prefix, as a commit lists
+// up to 2,000, ListBlobsConsistent and ListBlobs list each once.
 func testBlobListConsistent(t *testing.T, sc *scope) {
 	bs, l := consistentLister(t, sc)
 	base := sc.prefix + "consistent/"
@@ -88,6 +89,19 @@ func testBlobListConsistent(t *testing.T, sc *scope) {
 	}
 	err = l.ListBlobsConsistent(canceledContext(t), base, func(writefence.BlobInfo) error { return nil })
 	wantCanceled(t, err, fmt.Sprintf("ListBlobsConsistent(%q)", base))
+
+	many := createManyBlobs(t, sc, bs, "consistent-many/")
+	prefix := sc.prefix + "consistent-many/"
+	for name, got := range map[string]map[string][]writefence.BlobInfo{
+		"ListBlobsConsistent": consistentListed(t, l, prefix), "ListBlobs": listedBlobs(t, bs, prefix)} {
+		counts := map[string]int{}
+		for k, infos := range got {
+			counts[k] = len(infos)
+		}
+		wantListedOnce(t, fmt.Sprintf("%s(%q) of %d blobs", name, prefix, len(many)), counts, many, "")
+	}
+	// In few requests where the store batches; the cleanup gets the rest.
+	_, _ = writefence.DeleteBlobs(t.Context(), sc.s, many)
 }
 
 // wantConsistent fails the test unless ListBlobsConsistent(prefix) lists

@@ -98,7 +98,8 @@ func init() {
 		"blob-backwards": blobBackwards, "blob-bare-errors": blobBareErrors, "blob-delete-strict": blobDeleteStrict,
 		"blob-delete-noop": blobDeleteNoop, "blob-unescaping": blobUnescaping, "blob-list-misses": blobListMisses, "blob-list-lags": blobListLags,
 		"blob-list-twice": blobListTwice, "blob-list-outside": blobListOutside, "blob-list-undated": blobListUndated,
-		"blob-list-nostop": blobListNoStop, "blob-list-nocancel": blobListNoCancel} {
+		"blob-list-nostop": blobListNoStop, "blob-list-nocancel": blobListNoCancel, "blob-list-one-page": blobListOnePage,
+		"blob-delete-one-batch": blobDeleteCut} {
 		childStores[name] = func() child {
 			return child{newBlobStore(fault), &writefencetest.Options{BlobPartSize: blobDoublePart}}
 		}
@@ -333,6 +334,10 @@ func TestSuiteHasTeeth(t *testing.T) {
 		{"blob-list-nostop", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
 		{"blob-list-nocancel", []string{"Blobs/List", "Blobs/ListConsistent"}, nil, nil},
 		{"blob-list-lags", []string{"Blobs/ListConsistent"}, nil, nil},
+		// A commit lists up to 2,000 blobs, and Collect deletes up to
+		// 10,000 in one DeleteBlobs: more than one request of S3.
+		{"blob-list-one-page", []string{"Blobs/ListConsistent"}, nil, nil},
+		{"blob-delete-one-batch", []string{"Blobs/DeleteBlobs"}, nil, nil},
 		{"blob-write-first-part", []string{"Blobs/Fence", "Blobs/WriteBlob"}, nil, nil},
 	}
 	// The children spend much of their time waiting (on the suite's

@@ -210,7 +210,9 @@
 //     no deleted blob and nothing outside the prefix; fn's error stops it,
 //     a cancelled context stops it with the context's error. A Commit
 //     trusts what it lists: a deleted blob listed would let a commit
-//     reference it.
+//     reference it. Of 1,001 blobs under one prefix (past a page of S3's
+//     and GCS's listings; a commit lists up to 2,000), it and ListBlobs
+//     list each once.
 //   - Blobs/StatBlobs: writefence.StatBlobs, which a Commit checks its new
 //     blobs with, returns exactly the keys that exist, over a prefix that
 //     holds several (listed, on a store that declares
@@ -221,7 +223,8 @@
 //     with (through the store's writefence.BlobBatchDeleter when it
 //     declares one), removes the keys it is given, a missing one
 //     included, returns them, and stops at a cancelled context; the log
-//     says which path it took.
+//     says which path it took. A store that batches deletes 1,001 in one
+//     call (Collect passes up to 10,000): each returned once, none left.
 //   - Blobs/WriteBlob: writefence.WriteBlob, which PutBlob writes through
 //     (through the store's writefence.BlobWriter when it declares one),
 //     reads its reader to the end and returns the size the store holds,

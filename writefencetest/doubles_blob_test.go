@@ -43,7 +43,12 @@ const (
 	blobListNoStop             // fn's error ignored
 	blobListNoCancel           // ctx ignored
 	blobListLags               // ListBlobsConsistent shows what was there at its previous call under the prefix, as a cached listing: ListBlobs is right
+	blobListOnePage            // ListBlobsConsistent ends after the first 1,000 blobs, as a listing that drops its continuation: ListBlobs is right
+	blobDeleteCut              // DeleteBlobs deletes the first 1,000 keys and answers for all, as a client that sends one request of S3's size
 )
+
+// blobPage is how many blobs one request of S3 lists or deletes.
+const blobPage = 1000
 
 // blobDoublePart is the part size of the blob doubles, given to the
 // suite as Options.BlobPartSize so their children stay quick.
@@ -217,12 +222,19 @@ func (s *blobStore) ListBlobs(ctx context.Context, prefix string, fn func(writef
 
 // DeleteBlobs is DeleteBlob of each key, with its faults.
 func (s *blobStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
+	sent := keys
+	if s.fault == blobDeleteCut {
+		sent = keys[:min(len(keys), blobPage)]
+	}
 	var deleted []string
-	for _, k := range keys {
+	for _, k := range sent {
 		if err := s.DeleteBlob(ctx, k); err != nil {
 			return deleted, err
 		}
 		deleted = append(deleted, k)
+	}
+	if s.fault == blobDeleteCut {
+		return slices.Clone(keys), nil
 	}
 	return deleted, nil
 }
@@ -230,7 +242,16 @@ func (s *blobStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, e
 // ListBlobsConsistent is ListBlobs, with its faults; with blobListLags,
 // the listing of the call before.
 func (s *blobStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	if s.fault != blobListLags {
+	switch s.fault {
+	case blobListOnePage:
+		var all []writefence.BlobInfo
+		if err := s.MemStore.ListBlobs(ctx, prefix, func(b writefence.BlobInfo) error { all = append(all, b); return nil }); err != nil {
+			return err
+		}
+		slices.SortFunc(all, func(a, b writefence.BlobInfo) int { return strings.Compare(a.Key, b.Key) })
+		return listing.Each(ctx, all[:min(len(all), blobPage)], fn)
+	case blobListLags:
+	default:
 		return s.ListBlobs(ctx, prefix, fn)
 	}
 	var now []writefence.BlobInfo
