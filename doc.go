@@ -172,8 +172,8 @@
 //     it returns.
 //  17. A TermSource hands out strictly rising epochs of its term, continues
 //     above what the store records for its writer and term after a
-//     restart, and none once its term function reports another term or
-//     a record it reads another writer of its term or a later term.
+//     restart, and none once its term function reports another term,
+//     or a record it reads shows another writer of its term or a later one.
 //
 // Deposition:
 //
