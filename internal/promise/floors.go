@@ -155,25 +155,13 @@ func (c *Checker) outsideFloor(p string, floorKey string) {
 // blob of its shard: none while the record was absent or below what the
 // Collect's Fence saw of it, throughout the collection so far.
 func (c *Checker) checkCollectRegression(idx int, call *Call, fl *flight, blobKey string) {
-	if fl == nil {
-		return
-	}
-	k, ok := c.callShard(call)
+	k, ok := c.collectedShard(call, fl, blobKey)
 	if !ok {
-		return
-	}
-	space, ok := c.spaceOf(call)
-	if !ok || !strings.HasPrefix(blobKey, space) {
 		return
 	}
 	m, ok := c.seenBefore(fl, k.key)
-	if !ok {
+	if !ok || !belowThroughout(fl, m.epoch) {
 		return
-	}
-	for _, v := range fl.seen {
-		if h, found := v.header(); v != nil && (!found || h.Epoch >= m.epoch) {
-			return // a content the collection may have judged by
-		}
 	}
 	c.report(idx, 29, "%s deleted blob %s while the record was absent or below epoch %d its Fence saw, throughout", who(call), quote(blobKey), m.epoch)
 }
@@ -183,27 +171,43 @@ func (c *Checker) checkCollectRegression(idx int, call *Call, fl *flight, blobKe
 // whatever KeepFloor), none while the record was absent or below the
 // floor kept before the call began, throughout the collection so far.
 func (c *Checker) checkCollectFloor(idx int, call *Call, fl *flight, blobKey string) {
-	if fl == nil || !call.KeepFloor && !call.RecordGone {
+	if !call.KeepFloor && !call.RecordGone {
 		return
 	}
-	k, ok := c.callShard(call)
+	k, ok := c.collectedShard(call, fl, blobKey)
 	if !ok {
 		return
 	}
-	space, ok := c.spaceOf(call)
-	if !ok || !strings.HasPrefix(blobKey, space) {
-		return
-	}
 	m, ok := c.floors[k.key]
-	if !ok || m.at >= fl.begin {
+	if !ok || m.at >= fl.begin || !belowThroughout(fl, m.epoch) {
 		return
-	}
-	for _, v := range fl.seen {
-		if h, found := v.header(); v != nil && (!found || h.Epoch >= m.epoch) {
-			return // a content the collection may have judged by
-		}
 	}
 	c.report(idx, 31, "%s deleted blob %s while the record was absent or below the floor %d, throughout", who(call), quote(blobKey), m.epoch)
+}
+
+// collectedShard is the shard of a Collect call whose flight deleted
+// blobKey, when blobKey is of that shard's blob space.
+func (c *Checker) collectedShard(call *Call, fl *flight, blobKey string) (shardKey, bool) {
+	if fl == nil {
+		return shardKey{}, false
+	}
+	k, ok := c.callShard(call)
+	if !ok {
+		return k, false
+	}
+	space, ok := c.spaceOf(call)
+	return k, ok && strings.HasPrefix(blobKey, space)
+}
+
+// belowThroughout reports whether the record was absent or below epoch
+// all through fl: no content it took is one the call may have judged by.
+func belowThroughout(fl *flight, epoch uint64) bool {
+	for _, v := range fl.seen {
+		if h, found := v.header(); v != nil && (!found || h.Epoch >= epoch) {
+			return false
+		}
+	}
+	return true
 }
 
 // leaseSeen learns, at the End of a call of a Lease value that returned
@@ -264,13 +268,8 @@ func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
 		c.checkTermSourceAlone(idx, fl)
 	}
 	m, ok := c.seenBefore(fl, call.Key)
-	if call.Err != nil || !first || !ok {
+	if call.Err != nil || !first || !ok || !belowThroughout(fl, m.epoch) {
 		return
-	}
-	for _, v := range fl.seen {
-		if h, found := v.header(); v != nil && (!found || h.Epoch >= m.epoch) {
-			return
-		}
 	}
 	c.report(idx, 30, "%s handed out epoch %d from a record absent or below epoch %d its Fence saw", who(call), call.Got, m.epoch)
 }
