@@ -147,7 +147,7 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		}
 		for _, i := range sent {
 			if !r.sent[i].unknown {
-				continue
+				continue // a refusal of the write itself, or its reply said it landed
 			}
 			for v, data := range r.reads[key] {
 				if !replied[v] && bytes.Equal(data, r.hist.Entries[i].Change.Data) {
@@ -398,7 +398,11 @@ func (r *Recorder) put(ctx context.Context, key, expect string, parts [][]byte, 
 	switch {
 	case err == nil:
 		r.hist.Entries[at].Change.Version = v
-	case !errors.Is(err, writefence.ErrConflict) && !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, writefence.ErrWire):
+	case !errors.Is(err, writefence.ErrCorrupt) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, writefence.ErrWire):
+		// A conflict too: a client that retries a write on its own after
+		// a lost reply (go-redis does) meets the version its first
+		// attempt made. Only a version that holds its bytes, made by no
+		// reply, says it landed (see Ordered).
 		sp.unknown = true
 	}
 	r.sent[at] = sp

@@ -27,7 +27,7 @@ func TestOrderedConflictThatLanded(t *testing.T) {
 		Faults: []fakestore.Fault{{Op: fakestore.Put, Key: key, Times: 1, Lost: true, Err: writefence.ErrConflict}}})
 	rec, store := NewRecorder(inner, time.Now, promise.Options{})
 	rec.Concurrent()
-	f := &writefence.Fence{Store: store}
+	f := &writefence.Fence{Store: store, Observer: rec.Observe}
 
 	c := &promise.Call{Op: promise.Push, Plugin: "wal", Shard: "0", Key: key, Writer: "w", Epoch: 1, Payload: []byte("x")}
 	rec.Begin(c)
