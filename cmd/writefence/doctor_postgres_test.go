@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func startPostgres(t *testing.T, settings ...string) pgServer {
 		t.Skip("PostgreSQL is not installed")
 	}
 	slices.SortFunc(bins, func(a, b string) int { return len(a) - len(b) }) // "9.6" before "15"
-	s := pgServer{bin: filepath.Dir(bins[len(bins)-1]), port: testserver.FreePort()}
+	s := pgServer{bin: filepath.Dir(bins[len(bins)-1])}
 	dir, err := os.MkdirTemp("", "writefence-doctor-pg-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
@@ -96,20 +97,38 @@ func startPostgres(t *testing.T, settings ...string) pgServer {
 	data := filepath.Join(dir, "data")
 	out, err := command("initdb", "-D", data, "-U", "postgres", "--auth", "trust", "-E", "UTF8", "--locale", "C").CombinedOutput()
 	require.NoError(t, err, "initdb: %s", out)
-	args := []string{"-D", data, "-h", "127.0.0.1", "-p", s.port, "-k", dir}
-	for _, kv := range settings {
-		args = append(args, "-c", kv)
+	// A port free a moment ago may be taken by the time the server binds
+	// it (other tests start servers beside this one): it is drawn right
+	// before the start, and drawn again when another process took it.
+	for try := 1; ; try++ {
+		s.port = testserver.FreePort()
+		args := []string{"-D", data, "-h", "127.0.0.1", "-p", s.port, "-k", dir}
+		for _, kv := range settings {
+			args = append(args, "-c", kv)
+		}
+		log, exited := startServer(t, command("postgres", args...), syscall.SIGQUIT) // SIGQUIT: immediate shutdown
+		if s.ready(t, log, exited) {
+			return s
+		}
+		if try == 5 || !strings.Contains(log.String(), "Address already in use") {
+			t.Fatalf("postgres exited during start-up: %s", log.String())
+		}
 	}
-	log, exited := startServer(t, command("postgres", args...), syscall.SIGQUIT) // SIGQUIT: immediate shutdown
+}
+
+// ready waits for the server started with log to take connections, and
+// reports false when it exited first.
+func (s pgServer) ready(t *testing.T, log *strings.Builder, exited <-chan struct{}) bool {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		select {
 		case <-exited:
-			t.Fatalf("postgres exited during start-up: %s", log.String())
+			return false
 		default:
 		}
 		if conn, err := pgx.Connect(t.Context(), s.url("postgres", "")); err == nil {
 			_ = conn.Close(context.Background())
-			return s
+			return true
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("postgres not ready after 30 s: %s", log.String())
