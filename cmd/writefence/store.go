@@ -276,16 +276,11 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 	if err != nil {
 		return nil, usagef("writefence: store address: cannot parse it as a URL")
 	}
-	if tag, off := omitted[u.Scheme]; off {
-		return nil, usagef("writefence: store address: %s:// is not in this build (built with %s)", u.Scheme, cmp.Or(omittedBy, tag))
-	}
-	if _, hasPassword := u.User.Password(); u.User != nil && (hasPassword || !userInAddress[u.Scheme]) {
-		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help stores)")
-	}
-	// An address names one store: a fragment would be dropped (the
-	// directory of file:///data/wf#2 would be /data/wf), a parameter
-	// given twice read as its first value only, and one without a value
-	// (wait=$REPLICAS, the variable unset) as if it were left out.
+	// An address names one store, whatever this build holds: a fragment
+	// would be dropped (the directory of file:///data/wf#2 would be
+	// /data/wf), a parameter given twice read as its first value only,
+	// and one without a value (wait=$REPLICAS, the variable unset) as if
+	// it were left out.
 	if u.Fragment != "" || strings.HasSuffix(addr, "#") {
 		return nil, usagef("writefence: store address: a fragment (#...) names no store; write a # in a path as %%23")
 	}
@@ -300,6 +295,12 @@ func openStoreMode(ctx context.Context, addr string, readOnly bool) (*opened, er
 		case q[k][0] == "":
 			return nil, usagef("writefence: store address: parameter %q has no value: give one, or leave the parameter out", escape.String(k))
 		}
+	}
+	if tag, off := omitted[u.Scheme]; off {
+		return nil, usagef("writefence: store address: %s:// is not in this build (built with %s)", u.Scheme, cmp.Or(omittedBy, tag))
+	}
+	if _, hasPassword := u.User.Password(); u.User != nil && (hasPassword || !userInAddress[u.Scheme]) {
+		return nil, usagef("writefence: store address: credentials are not accepted in the address; set them in the environment (writefence help stores)")
 	}
 	open, ok := openers[u.Scheme]
 	if ro, has := readOpeners[u.Scheme]; has && readOnly {
