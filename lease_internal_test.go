@@ -509,6 +509,15 @@ func holdLease(f *Fence, holder string) *Lease {
 	return &Lease{Fence: f, Name: "leader", Holder: holder, TTL: holdTTL}
 }
 
+// acquiredHolder is holdLease of holder "a" over f, its lease acquired.
+func acquiredHolder(ctx context.Context, t *testing.T, f *Fence) *Lease {
+	t.Helper()
+	a := holdLease(f, "a")
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	return a
+}
+
 // skewedLease is a contender whose clock runs a minute ahead: it sees any
 // lease of holdTTL expired and takes it over at once, as a contender with
 // a wrong clock may. Safety does not depend on clocks; this is how the
@@ -842,9 +851,7 @@ func TestLeaseHoldKeepsSealing(t *testing.T) {
 				ctx := t.Context()
 				store := &MemStore{}
 				f := &Fence{Store: store}
-				a := holdLease(f, "a")
-				_, err := a.Acquire(ctx)
-				require.NoError(t, err)
+				a := acquiredHolder(ctx, t, f)
 				e, err := a.Epoch(ctx, "wal", "0")
 				require.NoError(t, err)
 				require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
@@ -1069,9 +1076,7 @@ func TestLeaseHoldOnce(t *testing.T) {
 func TestLeaseReleaseEndsAHoldBegunMeanwhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, gate := gateWrites(t.Context())
-		a := holdLease(&Fence{Store: &MemStore{}}, "a")
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
+		a := acquiredHolder(ctx, t, &Fence{Store: &MemStore{}})
 
 		gate.armed.Store(true)
 		type holdResult struct {
@@ -1093,7 +1098,7 @@ func TestLeaseReleaseEndsAHoldBegunMeanwhile(t *testing.T) {
 		require.ErrorIs(t, h.err, ErrLeaseLost, "the Hold's acquisition landed after the Release began")
 		require.Nil(t, h.ctx)
 		require.NoError(t, <-released)
-		_, err = a.Epoch(ctx, "wal", "0")
+		_, err := a.Epoch(ctx, "wal", "0")
 		require.ErrorIs(t, err, ErrLeaseLost, "released")
 		_, err = holdLease(a.Fence, "b").Acquire(ctx)
 		require.NoError(t, err, "released: another Lease takes the lease at once")
@@ -1465,9 +1470,7 @@ func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		f := &Fence{Store: &MemStore{}}
-		a := holdLease(f, "a")
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
+		a := acquiredHolder(ctx, t, f)
 		e, err := a.Epoch(ctx, "wal", "0")
 		require.NoError(t, err)
 		require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
@@ -1574,13 +1577,11 @@ func TestLeaseReleaseThenFailedAcquisition(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
-				a := holdLease(&Fence{Store: &MemStore{}}, "a")
-				_, err := a.Acquire(ctx)
-				require.NoError(t, err)
+				a := acquiredHolder(ctx, t, &Fence{Store: &MemStore{}})
 				ended, cancel := context.WithCancel(ctx)
 				cancel()
 				require.ErrorIs(t, a.Release(ended), context.Canceled)
-				_, err = a.Epoch(ctx, "wal", "0")
+				_, err := a.Epoch(ctx, "wal", "0")
 				require.ErrorIs(t, err, ErrLeaseLost, "no epoch after a Release, whatever its outcome")
 
 				require.ErrorIs(t, tt.acquire(ended, a), context.Canceled)
@@ -1706,9 +1707,7 @@ func TestLeaseTakenBeforeAReleaseThatEnded(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, gate := gateWrites(t.Context())
 				store := &MemStore{}
-				a := holdLease(&Fence{Store: store}, "a")
-				_, err := a.Acquire(ctx)
-				require.NoError(t, err)
+				a := acquiredHolder(ctx, t, &Fence{Store: store})
 
 				renewed, taken := behindARenewal(ctx, gate, a, func() error { _, err := tt.acquire(ctx, a); return err })
 				ended, cancel := context.WithCancel(ctx)
@@ -1718,7 +1717,7 @@ func TestLeaseTakenBeforeAReleaseThatEnded(t *testing.T) {
 				require.NoError(t, <-renewed)
 
 				require.ErrorIs(t, <-taken, ErrLeaseLost, "begun before the Release: it hands out no epoch, so it is not in force")
-				_, err = a.Epoch(ctx, "wal", "0")
+				_, err := a.Epoch(ctx, "wal", "0")
 				require.ErrorIs(t, err, ErrLeaseLost)
 				assert.Zero(t, leaseRecordOf(t, store).Expiry, "released")
 				_, err = holdLease(&Fence{Store: store}, "b").Acquire(ctx)
@@ -1749,9 +1748,7 @@ func TestLeaseHoldGivenUpKeepsALaterAcquisition(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					ctx, gate := gateWrites(t.Context())
 					store := &MemStore{}
-					a := holdLease(&Fence{Store: store}, "a")
-					_, err := a.Acquire(ctx)
-					require.NoError(t, err)
+					a := acquiredHolder(ctx, t, &Fence{Store: store})
 
 					renewed, held := behindARenewal(ctx, gate, a, func() error { _, err := a.Hold(ctx); return err })
 
@@ -1805,9 +1802,7 @@ func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
 		ctx, gate := gateWrites(t.Context())
 		store := &MemStore{}
 		f := &Fence{Store: store}
-		a := holdLease(f, "a")
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
+		a := acquiredHolder(ctx, t, f)
 		deposed, stop := f.Deposed(ctx, "wal", "0")
 		defer stop()
 
@@ -1820,7 +1815,7 @@ func TestLeaseHoldOfAShardGivenUpSealsNothing(t *testing.T) {
 
 		require.ErrorIs(t, <-held, ErrLeaseLost, "the Hold's acquisition landed after the Release began")
 		require.NoError(t, <-released)
-		_, _, err = store.Get(ctx, mustShardKey(t, "wal", "0"))
+		_, _, err := store.Get(ctx, mustShardKey(t, "wal", "0"))
 		require.ErrorIs(t, err, ErrNotFound, "the given-up Hold sealed nothing")
 		require.NoError(t, deposed.Err(), "releasing deposes nobody")
 		_, err = a.Epoch(ctx, "wal", "0")
@@ -1861,9 +1856,7 @@ func TestLeaseGivenUpWhoseReleaseFails(t *testing.T) {
 					return write()
 				}})
 				store := &MemStore{}
-				a := holdLease(&Fence{Store: store}, "a")
-				_, err := a.Acquire(ctx)
-				require.NoError(t, err)
+				a := acquiredHolder(ctx, t, &Fence{Store: store})
 
 				renewed := make(chan error, 1)
 				go func() { renewed <- a.Renew(ctx) }()
@@ -1877,7 +1870,7 @@ func TestLeaseGivenUpWhoseReleaseFails(t *testing.T) {
 				close(gate)
 				require.NoError(t, <-renewed)
 
-				err = <-taken
+				err := <-taken
 				require.ErrorIs(t, err, ErrLeaseLost)
 				assert.Contains(t, err.Error(), "release failed")
 				assert.Contains(t, err.Error(), "the term lapses at")
@@ -1902,9 +1895,7 @@ func TestLeaseAcquireBegunBeforeAReleaseThatWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, gate := gateWrites(t.Context())
 		store := &MemStore{}
-		a := holdLease(&Fence{Store: store}, "a")
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
+		a := acquiredHolder(ctx, t, &Fence{Store: store})
 
 		renewed, acquired := behindARenewal(ctx, gate, a, func() error { _, err := a.Acquire(ctx); return err })
 		released := make(chan error, 1)
@@ -1915,7 +1906,7 @@ func TestLeaseAcquireBegunBeforeAReleaseThatWaits(t *testing.T) {
 
 		require.ErrorIs(t, <-acquired, ErrLeaseLost, "the Acquire's renewal landed after the Release began")
 		require.NoError(t, <-released, "the Release began while the Lease held the lease")
-		_, err = a.Epoch(ctx, "wal", "0")
+		_, err := a.Epoch(ctx, "wal", "0")
 		require.ErrorIs(t, err, ErrLeaseLost)
 		rec := leaseRecordOf(t, store)
 		assert.Zero(t, rec.Expiry, "released")
