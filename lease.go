@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -324,12 +325,8 @@ func (l *Lease) renewer(h *holding, key string, last time.Time) {
 		}
 		l.mu.Unlock()
 		if wait := min(time.Until(last.Add(l.TTL/3)), left); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-h.ctx.Done():
-				t.Stop()
+			if hook.Sleep(h.ctx, wait) != nil {
 				return
-			case <-t.C:
 			}
 			continue // expired, or time to renew
 		}

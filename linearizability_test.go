@@ -269,14 +269,7 @@ func (r *historyRecorder) history() []porcupine.Operation {
 // that a retry reads afresh, and what an unknown outcome allows, are.
 func quickRetries(ctx context.Context) context.Context {
 	return hook.With(ctx, &hook.Hooks{Wait: func(ctx context.Context, _ int, d time.Duration) error {
-		t := time.NewTimer(min(d, time.Millisecond))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
+		return hook.Sleep(ctx, min(d, time.Millisecond))
 	}})
 }
 

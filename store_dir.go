@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/listing"
 	"github.com/writefence/writefence/internal/record"
@@ -774,13 +775,9 @@ func (s *dirStore) lock(ctx context.Context, op, key string) (unlock func(), err
 				<-s.sem
 			}, nil
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if err := hook.Sleep(ctx, wait); err != nil {
 			<-s.sem
-			return nil, ctx.Err()
-		case <-t.C:
+			return nil, err
 		}
 		wait = min(2*wait, dirLockPollMax)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
 )
@@ -610,15 +611,7 @@ func valkeyRedirection(err error) (code, addr string) {
 // valkeyPause waits before attempt+1 after a TRYAGAIN or CLUSTERDOWN: 1 ms,
 // doubling to at most 100 ms.
 func valkeyPause(ctx context.Context, attempt int) error {
-	d := min(time.Millisecond<<min(attempt-1, 10), 100*time.Millisecond)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return hook.Sleep(ctx, min(time.Millisecond<<min(attempt-1, 10), 100*time.Millisecond))
 }
 
 // clusterNode returns the cluster client's client of the node at addr,

@@ -121,6 +121,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/escape"
+	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 )
 
@@ -251,12 +252,8 @@ func (s *Store) CreateTable(ctx context.Context) error {
 		if out.Table.TableStatus == types.TableStatusActive {
 			return nil
 		}
-		t := time.NewTimer(200 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := hook.Sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }

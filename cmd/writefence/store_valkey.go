@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -244,7 +243,7 @@ func valkeyServerReady(ctx context.Context, c *redis.Client, u *url.URL, wait in
 	if err != nil {
 		return ctx.Err()
 	}
-	if enabled, ok := infoField(info, "cluster_enabled"); ok && enabled != "0" {
+	if enabled, ok := infoFields(info)["cluster_enabled"]; ok && enabled != "0" {
 		cluster := "valkey+cluster"
 		if strings.HasSuffix(u.Scheme, "s") {
 			cluster = "valkeys+cluster"
@@ -273,9 +272,7 @@ func replicasEnough(info, node string, u *url.URL, wait int) error {
 		return nil
 	}
 	online := 0
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		k, v, _ := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+	for k, v := range infoFields(info) {
 		if strings.HasPrefix(k, "slave") && strings.Trim(k[len("slave"):], "0123456789") == "" && slices.Contains(strings.Split(v, ","), "state=online") {
 			online++
 		}
@@ -287,16 +284,4 @@ func replicasEnough(info, node string, u *url.URL, wait int) error {
 		"so none was sent (it would end with an unknown outcome, and so would every retry); attach replicas to it "+
 		"(on each: replicaof %s), or give wait= the number of replicas the server has (none: leave wait= out)",
 		escape.String(node), online, wait, strings.Replace(escape.String(node), ":", " ", 1))}
-}
-
-// infoField returns the value of one "name:value" line of INFO output.
-func infoField(info, name string) (string, bool) {
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
 }
