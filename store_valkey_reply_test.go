@@ -63,6 +63,7 @@ const (
 	onStandalone replyWhere = iota
 	onCluster
 	onReplicated // a server of the test's own with a replica, WaitReplicas 1
+	onOwn        // a server of the test's own
 )
 
 // openLossyValkey opens a store on the path script through proxies in
@@ -96,6 +97,12 @@ func openLossyValkey(t *testing.T, where replyWhere, script bool, maxRetries int
 	switch where {
 	case onStandalone:
 		addr := testserver.ValkeyAddr(t)
+		c = redis.NewClient(&redis.Options{Addr: addr, Dialer: dial, MaxRetries: maxRetries,
+			MinRetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+		l.raw = testserver.ValkeyClient(t, addr, "")
+		l.prefix = testserver.ValkeyPrefix(t, addr)
+	case onOwn:
+		addr := testserver.StartValkey(t, "")
 		c = redis.NewClient(&redis.Options{Addr: addr, Dialer: dial, MaxRetries: maxRetries,
 			MinRetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
 		l.raw = testserver.ValkeyClient(t, addr, "")
@@ -880,6 +887,53 @@ func TestValkeyLostReplyWaitingForReplicas(t *testing.T) {
 						requireNoStagedKey(t, l, w)
 					})
 				}
+			}
+		})
+	}
+}
+
+// TestValkeyLostReplyOfTheEvalAfterNoscript: on a server that does not
+// hold the script (NOSCRIPT), the Script path sends it in an EVAL, the
+// staged value still in place; the EVAL lands and its reply is lost. The
+// push, retried within the call, reads its own record and returns nil;
+// go-redis, when it retries, does not send the EVAL again.
+func TestValkeyLostReplyOfTheEvalAfterNoscript(t *testing.T) {
+	t.Parallel()
+	for _, retries := range []int{-1, 3} {
+		t.Run(fmt.Sprintf("retries=%d", retries), func(t *testing.T) {
+			t.Parallel()
+			l := openLossyValkey(t, onOwn, true, retries)
+			ctx := context.Background()
+			const plugin = "wal"
+			f := &writefence.Fence{Store: l.store, Prefix: l.prefix, RetryDelay: time.Millisecond}
+			direct := &writefence.Fence{Store: l.direct, Prefix: l.prefix}
+			for _, size := range []int{100, 64 << 10} {
+				t.Run(fmt.Sprintf("size=%d", size), func(t *testing.T) {
+					shard := fmt.Sprintf("noscript-%d", size)
+					key, err := keys.Shard(l.prefix, plugin, shard)
+					require.NoError(t, err)
+					require.NoError(t, f.Push(ctx, plugin, shard, "w", 1, []byte("one")))
+					require.NoError(t, l.raw.ScriptFlush(ctx).Err())
+					mine := replyPayload("mine", size)
+					isWrite := l.writeOf(key)
+					var evalshas atomic.Int32
+					w := l.lose(key, func(req []byte) int {
+						switch {
+						case isWrite(req) == 0:
+							return 0
+						case bytes.Contains(req, []byte("\r\nevalsha\r\n")):
+							evalshas.Add(1)
+							return 0
+						}
+						return 1 // the EVAL
+					}, nil, false)
+					require.NoError(t, f.Push(ctx, plugin, shard, "w", 2, mine), "the retry finds the push landed")
+					w.dropped(t)
+					requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
+					assert.EqualValues(t, 1, evalshas.Load(), "one EVALSHA, answered NOSCRIPT")
+					assert.EqualValues(t, 1, w.writes.Load(), "one EVAL, landed")
+					requireNoStagedKey(t, l, w)
+				})
 			}
 		})
 	}
