@@ -30,13 +30,14 @@ import (
 // Lost replies of the Valkey store's writes, each at a chosen point,
 // through the fault proxy (faultproxy_test.go): a write reaches the server
 // and runs whole, and its reply is dropped once the server has answered
-// every command of it (or a rival writes first, in between). On both
-// write paths; for a value sent in the script's call (or the
-// transaction) and one staged beside it; with go-redis's retries off and
-// on, on a standalone server and on a cluster. Promise 5: the call that
-// lost the reply, or the same call made again, returns nil if the write
-// landed and a refusal only if another write did; an outcome it cannot
-// learn is ErrOutcomeUnknown, never also ErrConflict or a refusal.
+// every command of it (a rival may write in between); or the write is held
+// back, its client reset, and delivered late. On both write paths; for a
+// value sent in the script's call (or the transaction) and one staged
+// beside it; with go-redis's retries off and on; on a standalone server, a
+// cluster, and a server whose replica the store waits for. Promise 5: the
+// call that lost the reply, or the same call made again, returns nil if
+// the write landed and a refusal only if another write did; an outcome it
+// cannot learn is ErrOutcomeUnknown, never also ErrConflict or a refusal.
 
 // lossyValkey is a Valkey store reached through fault proxies (one per
 // node), and the same keys reached directly.
