@@ -359,16 +359,6 @@ func TestLostReplyThenOverwritten(t *testing.T) {
 	}
 }
 
-// dropReplyWhen makes the proxy drop the reply of every request for which
-// match (given the request's first bytes) reports true, calling then in
-// between: the request has reached the server and been answered, and the
-// client has not yet seen its connection reset.
-func (p *faultProxy) dropReplyWhen(match func(req []byte) bool, then func()) {
-	p.mu.Lock()
-	p.dropWhen, p.then = match, then
-	p.mu.Unlock()
-}
-
 // TestStreamLostReplies runs a shard's streams through the fault proxy on
 // each adapter that holds blobs: blobs put, commits of them (two or more
 // of an epoch checked by a listing), seals by new writers, and Collect

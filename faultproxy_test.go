@@ -1,12 +1,15 @@
 package writefence_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,11 +76,9 @@ type faultProxy struct {
 	counts    [numFaultKinds]int
 	refused   int
 	closed    bool
-	// dropWhen, when set, picks requests whose reply is dropped whatever
-	// the rates say; then runs after the server answered such a request
-	// and before the client learns its reply is lost.
-	dropWhen func(req []byte) bool
-	then     func()
+	// drops, when its match is set, picks requests whose reply is
+	// dropped whatever the rates say (see dropReplies).
+	drops replyDrop
 
 	wg sync.WaitGroup // the accept loop and every connection's pumps
 }
@@ -140,6 +141,59 @@ func (p *faultProxy) setClock(now func() time.Time) {
 	p.mu.Unlock()
 }
 
+// dropReplyWhen makes the proxy drop the reply of every request for which
+// match (given the request's first bytes) reports true, calling then in
+// between: the request has reached the server and been answered, and the
+// client has not yet seen its connection reset.
+func (p *faultProxy) dropReplyWhen(match func(req []byte) bool, then func()) {
+	p.dropReplies(replyDrop{match: match, then: then})
+}
+
+// replyDrop says which replies the proxy drops, and when.
+type replyDrop struct {
+	// match picks, from its bytes, a request whose reply is dropped.
+	match func(req []byte) bool
+	// whole, when set, reports whether the bytes of a request read so
+	// far are enough for match (a pipeline whose command that match
+	// looks for may come after a large value): the proxy holds them back
+	// from the server until then.
+	whole func(req []byte) bool
+	// end, when set, reports whether the bytes of the reply held back so
+	// far are all of it (every command of a pipeline or a transaction
+	// answered, which the server may do in more than one write); when
+	// nil, the reply is dropped at its first byte.
+	end func(reply []byte) bool
+	// then, when set, runs once the reply is held back (whole, as end
+	// says) and before the client learns that it is lost.
+	then func()
+	// hold, when set, makes the proxy hold a request match picks back
+	// from the server instead, and reset its client at once: the client
+	// cannot tell whether it reached the server. hold is handed, before
+	// the reset, the function that sends it later, as a network that
+	// delayed it past the client's giving up would, on the connection it
+	// came on, and returns once the server answered it whole (as end
+	// says; the reply goes nowhere), or an error when it could not.
+	hold func(deliver func() error)
+}
+
+// dropReplies makes the proxy drop replies as d says, from the next
+// request on.
+func (p *faultProxy) dropReplies(d replyDrop) {
+	p.mu.Lock()
+	p.drops = d
+	p.mu.Unlock()
+}
+
+// wholeRequest is the drops' whole, nil when it has none.
+func (p *faultProxy) wholeRequest() func(req []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drops.match == nil {
+		return nil
+	}
+	return p.drops.whole
+}
+
 // unreachable makes the store unreachable for d (until heal when d is
 // zero): every open connection is reset and every new one refused.
 func (p *faultProxy) unreachable(d time.Duration) {
@@ -198,14 +252,14 @@ func (p *faultProxy) count(k faultKind) int {
 }
 
 // draw picks the fault for a request starting with req, and the delay for
-// faultDelay; then is dropWhen's companion when it picked the request.
-func (p *faultProxy) draw(req []byte) (faultKind, time.Duration, func()) {
+// faultDelay; the last is the drops, when their match picked the request.
+func (p *faultProxy) draw(req []byte) (faultKind, time.Duration, replyDrop) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests++
-	if p.dropWhen != nil && p.dropWhen(req) {
+	if p.drops.match != nil && p.drops.match(req) {
 		p.counts[faultDropReply]++
-		return faultDropReply, 0, p.then
+		return faultDropReply, 0, p.drops
 	}
 	r := p.rng.Float64()
 	kind := faultNone
@@ -224,7 +278,7 @@ func (p *faultProxy) draw(req []byte) (faultKind, time.Duration, func()) {
 	if kind == faultDelay && p.rates.MaxDelay > 0 {
 		delay = time.Duration(p.rng.Int64N(int64(p.rates.MaxDelay))) + 1
 	}
-	return kind, delay, nil
+	return kind, delay, replyDrop{}
 }
 
 func (p *faultProxy) accept() {
@@ -258,7 +312,10 @@ func (p *faultProxy) accept() {
 		p.mu.Unlock()
 		p.wg.Add(2)
 		go pc.pump(pc.client, pc.server, pc.request)
-		go pc.pump(pc.server, pc.client, pc.reply)
+		go func() {
+			defer pc.closeServer() // also when it held a request back
+			pc.pump(pc.server, pc.client, pc.reply)
+		}()
 	}
 }
 
@@ -277,6 +334,7 @@ func (p *faultProxy) close() {
 	_ = p.ln.Close()
 	for _, c := range conns {
 		c.kill()
+		c.closeServer()
 	}
 	p.wg.Wait()
 }
@@ -286,27 +344,40 @@ type proxyConn struct {
 	p              *faultProxy
 	client, server *net.TCPConn
 
-	mu       sync.Mutex // guards awaiting, drop and then
+	mu       sync.Mutex // guards awaiting, drop, dropping, held, holding, answered and heldAnswered
 	awaiting bool       // the client's next bytes begin a new request
-	drop     faultKind  // faultDropReply or faultBlackout: reset at the first reply byte
-	then     func()     // called before the reset, if set
+	drop     faultKind  // faultDropReply or faultBlackout: reset at the first reply byte, or at dropping.end
+	dropping replyDrop  // how a reply the proxy's drops picked is dropped
+	held     []byte     // the reply held back until dropping.end reports it whole
 
-	killOnce sync.Once
+	pending []byte // the start of a request held back until the drops' whole reports it enough; the request pump's own
+
+	holding      bool          // a request is held back (dropping.hold), its server connection spared until it is answered
+	answered     chan struct{} // closed once the held request is answered, or its connection closed
+	heldAnswered bool          // the held request was answered
+
+	killOnce, serverOnce sync.Once
 }
 
-// pump copies src to dst, handing each chunk read to onRead first, until
-// either side fails or onRead says to stop; then it kills the connection.
-func (c *proxyConn) pump(src, dst *net.TCPConn, onRead func(p []byte) bool) {
+// pump copies src to dst, handing each chunk read to onRead, which
+// returns what to copy (the chunk, nothing while it holds bytes back, or
+// the bytes it held back and the chunk), until either side fails or
+// onRead says to stop; then it kills the connection.
+func (c *proxyConn) pump(src, dst *net.TCPConn, onRead func(p []byte) (out []byte, more bool)) {
 	defer c.p.wg.Done()
 	defer c.kill()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !onRead(buf[:n]) {
+			out, more := onRead(buf[:n])
+			if !more {
 				return
 			}
-			if _, err := dst.Write(buf[:n]); err != nil {
+			if len(out) == 0 {
+				continue // held back: dst may be gone
+			}
+			if _, err := dst.Write(out); err != nil {
 				return
 			}
 		}
@@ -317,16 +388,24 @@ func (c *proxyConn) pump(src, dst *net.TCPConn, onRead func(p []byte) bool) {
 }
 
 // request sees the client's bytes on their way to the server and decides a
-// fault at the start of each request; false stops the relay.
-func (c *proxyConn) request(p []byte) bool {
+// fault at the start of each request, once the drops' whole says it has
+// enough of it; more false stops the relay.
+func (c *proxyConn) request(p []byte) (out []byte, more bool) {
 	c.mu.Lock()
 	start := c.awaiting
 	c.awaiting = false
 	c.mu.Unlock()
-	if !start {
-		return true
+	if !start && c.pending == nil {
+		return p, true
 	}
-	kind, delay, then := c.p.draw(p)
+	if whole := c.p.wholeRequest(); whole != nil {
+		c.pending = append(c.pending, p...)
+		if !whole(c.pending) {
+			return nil, true
+		}
+		p, c.pending = c.pending, nil
+	}
+	kind, delay, d := c.p.draw(p)
 	switch kind {
 	case faultDelay:
 		t := time.NewTimer(delay)
@@ -334,36 +413,90 @@ func (c *proxyConn) request(p []byte) bool {
 		case <-t.C:
 		case <-c.p.done:
 			t.Stop()
-			return false
+			return nil, false
 		}
 	case faultReset:
-		return false
+		return nil, false
 	case faultDropReply, faultBlackout:
+		hold := kind == faultDropReply && d.hold != nil
+		answered := make(chan struct{})
 		c.mu.Lock()
-		c.drop, c.then = kind, then
+		c.drop, c.dropping = kind, d
+		if hold {
+			c.holding, c.answered = true, answered
+		}
 		c.mu.Unlock()
+		if hold {
+			req := bytes.Clone(p)
+			d.hold(func() error { return c.deliver(req, answered) })
+			return nil, false // the client is reset; the server connection waits
+		}
 	}
-	return true
+	return p, true
 }
 
-// reply sees the server's bytes on their way to the client; false, for a
-// reply chosen to be lost, stops the relay before any of it is forwarded.
-func (c *proxyConn) reply([]byte) bool {
+// deliver sends req, a request held back, to the server and waits until
+// the server answered it (answered is closed).
+func (c *proxyConn) deliver(req []byte, answered <-chan struct{}) error {
+	if _, err := c.server.Write(req); err != nil {
+		c.closeServer()
+		return fmt.Errorf("deliver the held request: %w", err)
+	}
+	select {
+	case <-answered:
+	case <-c.p.done:
+		return errors.New("deliver the held request: the proxy closed")
+	case <-time.After(30 * time.Second):
+		return errors.New("deliver the held request: no reply in 30 s")
+	}
 	c.mu.Lock()
-	drop, then := c.drop, c.then
+	defer c.mu.Unlock()
+	if !c.heldAnswered {
+		return errors.New("deliver the held request: the server connection closed before its reply")
+	}
+	return nil
+}
+
+// reply sees the server's bytes on their way to the client; for a reply
+// chosen to be lost it holds them back, and stops the relay before any of
+// it is forwarded: at its first byte, or once dropping.end reports it
+// whole.
+func (c *proxyConn) reply(p []byte) (out []byte, more bool) {
+	c.mu.Lock()
+	if c.holding {
+		// The reply to the request held back and delivered late.
+		c.held = append(c.held, p...)
+		if c.dropping.end != nil && !c.dropping.end(c.held) {
+			c.mu.Unlock()
+			return nil, true
+		}
+		c.holding, c.heldAnswered = false, true
+		c.mu.Unlock()
+		close(c.answered)
+		c.closeServer()
+		return nil, false
+	}
+	drop, d := c.drop, c.dropping
+	if drop == faultDropReply && d.end != nil {
+		c.held = append(c.held, p...)
+		if !d.end(c.held) {
+			c.mu.Unlock()
+			return nil, true
+		}
+	}
 	c.awaiting = true
 	c.mu.Unlock()
 	switch drop {
 	case faultDropReply:
-		if then != nil {
-			then()
+		if d.then != nil {
+			d.then()
 		}
-		return false
+		return nil, false
 	case faultBlackout:
 		c.p.unreachable(c.p.outage())
-		return false
+		return nil, false
 	}
-	return true
+	return p, true
 }
 
 func (p *faultProxy) outage() time.Duration {
@@ -373,11 +506,29 @@ func (p *faultProxy) outage() time.Duration {
 }
 
 // kill resets the client (so it sees a reset, not an orderly end of the
-// reply) and closes the server side.
+// reply) and closes the server side, unless it holds a request back.
 func (c *proxyConn) kill() {
 	c.killOnce.Do(func() {
 		resetConn(c.client)
+		c.mu.Lock()
+		spare := c.holding
+		c.mu.Unlock()
+		if !spare {
+			c.closeServer()
+		}
+	})
+}
+
+// closeServer closes the server side, and forgets the connection.
+func (c *proxyConn) closeServer() {
+	c.serverOnce.Do(func() {
 		resetConn(c.server)
+		c.mu.Lock()
+		if c.holding {
+			c.holding = false
+			close(c.answered) // never answered
+		}
+		c.mu.Unlock()
 		c.p.mu.Lock()
 		delete(c.p.conns, c)
 		c.p.mu.Unlock()
@@ -446,6 +597,112 @@ func TestFaultProxy(t *testing.T) {
 		require.Error(t, err)
 		assert.NotContains(t, reply, "ok:", "part of the reply was forwarded")
 		assert.True(t, srv.received("lost-reply"), "the request must reach the server before its reply is dropped")
+	})
+	t.Run("drop a reply once whole", func(t *testing.T) {
+		// A server that answers in two writes, the second only once the
+		// proxy has held back the first: then must run after both.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ln.Close() })
+		second := make(chan struct{})
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, 64)
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("first;"))
+			<-second
+			_, _ = c.Write([]byte("second;"))
+			_, _ = c.Read(buf) // until the proxy closes
+		}()
+		p := newFaultProxy(t, ln.Addr().String(), faultRates{})
+		var seen []string // by the proxy, read once thenRan is closed
+		var thenSaw string
+		thenRan := make(chan struct{})
+		p.dropReplies(replyDrop{
+			match: func(req []byte) bool { return string(req) == "two-part" },
+			end: func(reply []byte) bool {
+				seen = append(seen, string(reply))
+				if string(reply) == "first;" {
+					close(second)
+				}
+				return strings.HasSuffix(string(reply), "second;")
+			},
+			then: func() { thenSaw = seen[len(seen)-1]; close(thenRan) },
+		})
+		_, err = roundTrip(t, p, "two-part")
+		require.Error(t, err, "the reply is lost")
+		select {
+		case <-thenRan:
+		case <-time.After(10 * time.Second):
+			t.Fatal("then never ran")
+		}
+		assert.Equal(t, []string{"first;", "first;second;"}, seen, "the reply is held back until whole")
+		assert.Equal(t, "first;second;", thenSaw, "then runs once the reply is whole")
+		assert.Equal(t, 1, p.count(faultDropReply))
+	})
+	t.Run("drop the reply of a request matched whole", func(t *testing.T) {
+		// A request in two writes, the second only once the proxy holds
+		// back the first: match sees both.
+		p := newFaultProxy(t, srv.addr(), faultRates{})
+		held := make(chan struct{})
+		matched := make(chan string, 2)
+		p.dropReplies(replyDrop{
+			whole: func(req []byte) bool {
+				if string(req) == "head;" {
+					close(held)
+				}
+				return strings.HasSuffix(string(req), "tail;")
+			},
+			match: func(req []byte) bool {
+				matched <- string(req)
+				return true
+			},
+		})
+		c, err := net.DialTimeout("tcp", p.addr(), 5*time.Second)
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+		_, err = c.Write([]byte("head;"))
+		require.NoError(t, err)
+		select {
+		case <-held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the proxy never held the request's start back")
+		}
+		_, err = c.Write([]byte("tail;"))
+		require.NoError(t, err)
+		_, err = io.ReadFull(c, make([]byte, 1))
+		require.Error(t, err, "the reply is lost")
+		assert.Equal(t, "head;tail;", <-matched, "match sees the request whole")
+		assert.Empty(t, matched, "once")
+		assert.Equal(t, 1, p.count(faultDropReply))
+	})
+	t.Run("hold a request, deliver it late", func(t *testing.T) {
+		srv := newRecordingServer(t) // of its own, so that ended is this connection's
+		p := newFaultProxy(t, srv.addr(), faultRates{})
+		delivers := make(chan func() error, 1)
+		p.dropReplies(replyDrop{
+			match: func(req []byte) bool { return string(req) == "late" },
+			hold:  func(deliver func() error) { delivers <- deliver },
+		})
+		_, err := roundTrip(t, p, "late")
+		require.Error(t, err, "the client is reset")
+		deliver := <-delivers
+		assert.False(t, srv.received("late"), "held back from the server")
+		require.NoError(t, deliver())
+		assert.True(t, srv.received("late"), "delivered, on the connection it came on")
+		select {
+		case <-srv.ended:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the proxy never closed the held request's connection once answered")
+		}
+		assert.Equal(t, 1, p.count(faultDropReply))
 	})
 	t.Run("blackout until healed", func(t *testing.T) {
 		p := newFaultProxy(t, srv.addr(), faultRates{Blackout: 1})
