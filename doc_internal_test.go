@@ -64,8 +64,11 @@ func TestDocNamesTheFormatVersions(t *testing.T) {
 // TestDocsCiteFilesThatExist: every file of the repository a comment or a
 // Markdown file names (BENCHMARKS.md, .ci/run, cmd/writefence/exit.go...),
 // and every file of the package the README or BENCHMARKS.md names alone
-// (`fence.go`), exists.
+// (`fence.go`), exists. It is parallel: it only reads files, and its
+// regular expression over every file of the repository takes seconds
+// under -race.
 func TestDocsCiteFilesThatExist(t *testing.T) {
+	t.Parallel()
 	cited := regexp.MustCompile(`(?:^|[\s(\x60"])((?:\.ci|cmd|internal|bench|writefencetest|[a-z]+store|otelobserver|etcdepoch|zkepoch)/[A-Za-z0-9_./-]+\.(?:go|sh|md)|\.ci/[a-z-]+|[A-Z]+\.md)\b`)
 	rootFile := regexp.MustCompile("`([a-z][a-z0-9_]*\\.go)`")
 	var checked int

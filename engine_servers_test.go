@@ -113,10 +113,15 @@ func openFaultyValkey(t *testing.T, rates faultRates, script bool, maxRetries in
 		MaxRetries:            maxRetries,
 		ContextTimeoutEnabled: true,
 		DialerRetries:         1, // a refused connection fails the command at once
-		// Short back-offs: the retries happen as by default, but a fault
-		// costs milliseconds rather than up to half a second a retry.
-		MinRetryBackoff: time.Millisecond,
-		MaxRetryBackoff: 10 * time.Millisecond,
+		// No back-off: the retries happen as by default, but at once. A
+		// wait between them proves nothing more (a reply lost is of a
+		// request the server ran, a reset one of a request it never
+		// saw, and a blackout ends when the test heals it or its outage
+		// ends, whatever the client does), and even 1 to 10 ms a retry
+		// was most of a TestLostReplies run on the SDK's retries: the
+		// proxy refuses thousands of connections.
+		MinRetryBackoff: -1,
+		MaxRetryBackoff: -1,
 		// After PoolSize failed dials in all, the pool stops dialing and
 		// fails every call until a probe, once a second, reaches the
 		// server: each outage would cost a second after it ended. The

@@ -2,6 +2,8 @@ package writefence_test
 
 import (
 	"context"
+	"regexp"
+	"strings"
 
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
@@ -25,4 +27,16 @@ func kitOptions(damage testserver.Damager) *writefencetest.Options {
 		ReadLimit:      kitReadLimit,
 		OverwriteReads: testserver.KitOverwriteReads(),
 	}
+}
+
+// kitAllBut returns an Options.Only that runs every check of the kit but
+// those whose name (Group/Check) starts with prefix, so that a test of
+// their own runs them beside the rest (Only: "^" + prefix): Go's regular
+// expressions have no negative lookahead.
+func kitAllBut(prefix string) string {
+	alts := make([]string, len(prefix))
+	for i := range prefix {
+		alts[i] = regexp.QuoteMeta(prefix[:i]) + "[^" + regexp.QuoteMeta(prefix[i:i+1]) + "]"
+	}
+	return "^(?:" + strings.Join(alts, "|") + ")"
 }
