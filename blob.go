@@ -3,6 +3,7 @@ package writefence
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/writefence/writefence/internal/hook"
@@ -25,9 +27,9 @@ import (
 //   - a blob is written once, streamed, at a key of the shard's own blob
 //     space (Prefix + "b/" + plugin + "/" + shard + "/" + name) that no
 //     record key or reserved key reaches, and whose name carries the epoch
-//     and the writer that wrote it and a random id, so no blob key is ever
-//     written twice and a deposed writer's blob never replaces a live
-//     one's;
+//     and the writer that wrote it and an id of the time and 80 random
+//     bits (see blobIDs.next), so no blob key is ever written twice and a
+//     deposed writer's blob never replaces a live one's;
 //   - the manifest is a record (format version 3) that lists the blobs it
 //     references with their size and CRC-32C; Commit writes it at a strict
 //     epoch, through the engine every write takes, and only while every
@@ -56,7 +58,7 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	if _, err := f.blobs(); err != nil {
 		return BlobRef{}, err
 	}
-	id, err := randomHex(16)
+	id, err := f.blobIDs.next(time.Now())
 	if err != nil {
 		return BlobRef{}, err
 	}
@@ -144,15 +146,15 @@ func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch 
 // listAhead starts, beside the commit u's read of its record, the listing
 // its check of new blobs will most likely want: of the blobs of the epoch
 // of the last blob this Fence put for the shard (the usual commit adds the
-// blobs its writer just put), on a store whose listing is consistent. A
-// commit so waits for the slower of the read and the listing, not for
-// both; one that adds no blob of that epoch leaves the listing unused,
-// and does not wait for it. The listing is evidence only for a read that
-// finds the record at the version this Fence wrote last, the one it
-// remembers now (see aheadListing): it lists nothing when it remembers
-// none, when it put no blob for the shard, or when it knows the record to
-// reference more blobs of that epoch than the listing's budget (a long
-// epoch, see statBlobs).
+// blobs its writer just put), after the last of them the record
+// references (blob names sort in the order they were put, so what the
+// writer put since is after it, however long the epoch), on a store whose
+// listing is consistent. A commit so waits for the slower of the read and
+// the listing, not for both; one that adds no blob of that epoch leaves
+// the listing unused, and does not wait for it. The listing is evidence
+// only for a read that finds the record at the version this Fence wrote
+// last, the one it remembers now (see aheadListing): it lists nothing
+// when it remembers none, or when it put no blob for the shard.
 func (f *Fence) listAhead(ctx context.Context, u *recordUpdate, space string) *aheadListing {
 	lister, ok := capability[ConsistentBlobLister](f.blobStore())
 	if !ok {
@@ -163,21 +165,18 @@ func (f *Fence) listAhead(ctx context.Context, u *recordUpdate, space string) *a
 		return nil
 	}
 	// The budget of a listing of up to listBudget new blobs (see
-	// listBlobs), which a long epoch's known blobs alone would pass.
-	known, budget := listBudget, 2*listBudget
+	// listBlobs).
+	budget := 2 * listBudget
 	if b := hook.ListBudget(ctx); b > 0 {
-		known, budget = b, b
+		budget = b
 	}
-	prefix, n := keys.BlobEpochPrefix(epoch), 0
+	prefix, after := space+keys.BlobEpochPrefix(epoch), ""
 	for _, r := range refs {
-		if strings.HasPrefix(r.Name, prefix) {
-			n++
+		if k := space + r.Name; strings.HasPrefix(k, prefix) && k > after {
+			after = k
 		}
 	}
-	if n >= known {
-		return nil
-	}
-	return listAhead(ctx, lister, space+prefix, budget, version)
+	return listAhead(ctx, lister, prefix, after, budget, version)
 }
 
 // OpenBlob opens the blob name of (plugin, shard) if and only if the
@@ -531,6 +530,43 @@ func uncommittable(epoch uint64, writer string, info RecordInfo) bool {
 	return epoch < info.floor() || writer != info.Writer && epoch <= info.Epoch
 }
 
+// blobIDs makes the ids of a Fence's blobs; it holds the last one.
+type blobIDs struct {
+	mu   sync.Mutex
+	ms   uint64
+	rand [10]byte
+}
+
+// next returns a blob's id: the Unix time of now in milliseconds, in 12
+// hexadecimal digits, then 80 random bits in 20, the last id's plus one
+// where its time is not before now's (as a ULID's monotonic mode has it).
+// The blob names of an epoch so sort in the order one Fence put them, and
+// in about that order across Fences, which lets a commit list only its
+// writer's latest blobs (see listAhead); the order is never relied on for
+// anything but the cost of a listing.
+func (b *blobIDs) next(now time.Time) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ms := uint64(now.UnixMilli()) & (1<<48 - 1)
+	if ms > b.ms {
+		if _, err := rand.Read(b.rand[:]); err != nil {
+			return "", fmt.Errorf("writefence: blob id: %w", err)
+		}
+		b.ms = ms
+	} else {
+		i := len(b.rand) - 1
+		for ; i >= 0; i-- {
+			if b.rand[i]++; b.rand[i] != 0 {
+				break
+			}
+		}
+		if i < 0 { // 2^80 ids in one millisecond: the next one's
+			b.ms++
+		}
+	}
+	return fmt.Sprintf("%012x%x", b.ms, b.rand), nil
+}
+
 // blobClock returns the blob store's time: the creation time it gives a
 // fresh, empty blob in the reserved space, which is then deleted. Each is
 // retried as a read is; nothing else deletes a blob of that space, so a
@@ -592,11 +628,9 @@ func (f *Fence) checkBlobs(ctx context.Context, key, space, writer string, epoch
 	if len(refs) == 0 {
 		return nil
 	}
-	others := map[string]int{}
-	for _, r := range current {
-		if e, _, _, ok := keys.ParseBlobName(r.Name); ok {
-			others[space+keys.BlobEpochPrefix(e)]++
-		}
+	others := make([]string, len(current))
+	for i, r := range current {
+		others[i] = space + r.Name
 	}
 	store := f.blobStore()
 	found, err := statBlobs(ctx, store, prefixes, blobKeys, others, ahead)

@@ -1,9 +1,11 @@
 package writefence
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,4 +58,31 @@ func TestOpenBlobChecksBytes(t *testing.T) {
 	got, err := read()
 	require.NoError(t, err, "the bytes are the reference's again")
 	assert.Equal(t, "the segment's bytes", string(got))
+}
+
+// TestBlobIDsSortInTheOrderMade: a Fence's blob ids are 32 hexadecimal
+// digits, the time in milliseconds then random ones, and each sorts after
+// the one before, in the same millisecond, after the clock stepped back,
+// and when the random digits carry over into the time's.
+func TestBlobIDsSortInTheOrderMade(t *testing.T) {
+	var ids blobIDs
+	t0 := time.UnixMilli(1_700_000_000_000)
+	next := func(now time.Time) string {
+		t.Helper()
+		id, err := ids.next(now)
+		require.NoError(t, err)
+		require.Regexp(t, `^[0-9a-f]{32}$`, id)
+		return id
+	}
+	last := ""
+	for i, now := range []time.Time{t0, t0, t0.Add(-time.Second), t0.Add(time.Millisecond), t0.Add(time.Millisecond)} {
+		id := next(now)
+		assert.Greater(t, id, last, "id %d", i)
+		last = id
+	}
+	assert.Equal(t, fmt.Sprintf("%012x", t0.Add(time.Millisecond).UnixMilli()), last[:12], "the time of the last")
+	ids.rand = [10]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	id := next(t0)
+	assert.Greater(t, id, last)
+	assert.Equal(t, fmt.Sprintf("%012x%020x", t0.Add(2*time.Millisecond).UnixMilli(), 0), id, "carried into the time")
 }

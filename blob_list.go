@@ -15,11 +15,11 @@ import (
 // through StatBlobs: a listing a Commit can check its new blobs by, one
 // request a thousand blobs on S3 and GCS.
 type ConsistentBlobLister interface {
-	// ListBlobsConsistent is ListBlobs, that also lists every blob whose
-	// CreateBlob returned before the call began and no blob whose
-	// DeleteBlob did, with StatBlob's Size and Modified. A store whose
-	// listing may lag behind its writes must not declare it.
-	ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error
+	// ListBlobsConsistent is ListBlobs of the keys after after (all when
+	// empty) that also lists every such blob whose CreateBlob returned
+	// before the call began and none whose DeleteBlob did, with StatBlob's
+	// Size and Modified. A store whose listing may lag must not declare it.
+	ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(BlobInfo) error) error
 }
 
 // statListMin is how many of the keys StatBlobs checks must share a
@@ -41,23 +41,25 @@ var errListBudget = errors.New("writefence: listing over its budget")
 // StatBlobs returns, by key, the info StatBlob gives of each blob of keys
 // that exists; every key starts with one of prefixes. On a store that
 // declares ConsistentBlobLister (see Capable), a prefix two or more keys
-// share is listed once, over at most max(1000, 2 × its keys) blobs; the
-// other keys are checked with StatBlob, 16 at a time. The first failure
-// other than ErrNotFound ends the call. Commit checks its new blobs with it.
+// share is listed once, from the least of them, over at most max(1000, 2
+// × its keys) blobs; other keys are checked with StatBlob, 16 at a time.
+// The first failure other than ErrNotFound ends the call. Commit checks
+// its new blobs with it.
 func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string) (map[string]BlobInfo, error) {
 	return statBlobs(ctx, s, prefixes, keys, nil, nil)
 }
 
-// statBlobs is StatBlobs, told of others: how many blobs other than keys
-// are known to be under a prefix (a commit knows the blobs of an epoch its
-// record references already). A prefix whose listing would run over its
-// budget on those alone is not listed: its keys are checked with
-// StatBlob. In a long epoch, where thousands of blobs share the prefix, a
-// commit of a few new ones so costs their StatBlobs, never a listing of
-// a thousand blobs that may not show them. The keys under the prefix of
+// statBlobs is StatBlobs, told of others: keys of other blobs known to
+// exist (a commit knows the blobs its record references already). A
+// prefix whose listing from its least key would run over its budget on
+// those alone is not listed: its keys are checked with StatBlob. Blob
+// names sort in the order they were put (see blobIDs.next), so the new
+// blobs of a long epoch, where thousands of blobs share the prefix, are
+// its last: a commit of a few new ones lists those, and never a thousand
+// blobs that may not show them. The keys under the prefix of
 // ahead, a listing started before (nil for none), are checked by it when it
 // ended within its budget: those it did not show with StatBlob.
-func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string, others map[string]int, ahead *aheadListing) (map[string]BlobInfo, error) {
+func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys, others []string, ahead *aheadListing) (map[string]BlobInfo, error) {
 	bs, ok := capability[BlobStore](s)
 	if !ok {
 		return nil, fmt.Errorf("writefence: the store %T holds no blobs (it declares no BlobStore): %w", s, errors.ErrUnsupported)
@@ -105,10 +107,11 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string,
 	return found, nil
 }
 
-// listBlobs lists each prefix that statListMin of keys share, unless
-// others says its listing would run over its budget, records in found the
-// keys it shows, and returns the keys left to stat.
-func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys []string, others map[string]int, base int, found map[string]BlobInfo) ([]string, error) {
+// listBlobs lists each prefix that statListMin of keys share, from the
+// least of them, unless others says its listing would run over its
+// budget, records in found the keys it shows, and returns the keys left
+// to stat.
+func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys, others []string, base int, found map[string]BlobInfo) ([]string, error) {
 	// base, when above zero, is the budget a simulation sets.
 	byPrefix := map[string][]string{}
 	var rest []string
@@ -122,7 +125,18 @@ func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys 
 		if base > 0 {
 			budget = base
 		}
-		if len(ks) < statListMin || others[p]+len(ks) > budget {
+		if len(ks) < statListMin {
+			rest = append(rest, ks...)
+			continue
+		}
+		least := slices.Min(ks)
+		known := 0
+		for _, k := range others {
+			if strings.HasPrefix(k, p) && k >= least {
+				known++
+			}
+		}
+		if known+len(ks) > budget {
 			rest = append(rest, ks...)
 			continue
 		}
@@ -130,7 +144,9 @@ func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys 
 		for _, k := range ks {
 			want[k] = true
 		}
-		err := lister.ListBlobsConsistent(ctx, p, func(b BlobInfo) error {
+		// A key shorter by its last byte sorts before least, and before
+		// no key that does not.
+		err := lister.ListBlobsConsistent(ctx, p, least[:len(least)-1], func(b BlobInfo) error {
 			if want[b.Key] {
 				found[b.Key] = b
 			}
@@ -207,23 +223,25 @@ func statEach(ctx context.Context, bs BlobStore, keys []string, found map[string
 // leave a record whose read tells nothing of the deletion.
 type aheadListing struct {
 	prefix  string
+	after   string // it lists the keys of prefix that sort after it
 	version string
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the listing ended; found and complete are set then
 	found   map[string]BlobInfo
 	// complete: the listing ended within its budget, without an error,
-	// so a blob of the prefix it did not show did not exist when it ran.
+	// so a blob of the prefix after after it did not show did not exist
+	// when it ran.
 	complete bool
 }
 
-// listAhead starts a listing of prefix over at most budget blobs, while
-// the record is at version.
-func listAhead(ctx context.Context, lister ConsistentBlobLister, prefix string, budget int, version string) *aheadListing {
+// listAhead starts a listing of the keys of prefix after after over at
+// most budget blobs, while the record is at version.
+func listAhead(ctx context.Context, lister ConsistentBlobLister, prefix, after string, budget int, version string) *aheadListing {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &aheadListing{prefix: prefix, version: version, cancel: cancel, done: make(chan struct{}), found: map[string]BlobInfo{}}
+	l := &aheadListing{prefix: prefix, after: after, version: version, cancel: cancel, done: make(chan struct{}), found: map[string]BlobInfo{}}
 	go func() {
 		defer close(l.done)
-		err := lister.ListBlobsConsistent(ctx, prefix, func(b BlobInfo) error {
+		err := lister.ListBlobsConsistent(ctx, prefix, after, func(b BlobInfo) error {
 			l.found[b.Key] = b
 			if budget--; budget <= 0 {
 				return errListBudget

@@ -110,7 +110,7 @@ func TestCommitChecksUnlistedBlobs(t *testing.T) {
 	// A consistent listing that shows none of the blobs that exist: a
 	// listing that fell behind, or lost a page.
 	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{
-		ListBlobsConsistent: func(context.Context, string, func(writefence.BlobInfo) error) error { return nil },
+		ListBlobsConsistent: func(context.Context, string, string, func(writefence.BlobInfo) error) error { return nil },
 	})
 	f := &writefence.Fence{Store: s}
 	var refs []writefence.BlobRef
@@ -419,33 +419,48 @@ func declares[C any](s writefence.ConditionalStore) bool {
 	return ok && has && c.Capabilities() == s
 }
 
-// TestCommitInALongEpoch: once the record references more blobs written
-// at one epoch than a listing's budget, a commit of a few new blobs of that
-// epoch checks them with StatBlob and lists nothing (a listing would run
-// over the old blobs and not show the new ones); below that, it lists.
+// TestCommitInALongEpoch: a commit lists an epoch's blobs only from the
+// least of its new ones (blob names sort in the order they were put), so
+// a commit of a few new blobs in an epoch of a thousand lists those few
+// and stats none: by the listing beside the read when its Fence wrote the
+// record last (after the last blob the record references), and by the
+// listing of its check when not.
 func TestCommitInALongEpoch(t *testing.T) {
-	ctx := t.Context()
-	s := fakestore.New(&writefence.MemStore{}, fakestore.Options{})
-	f := &writefence.Fence{Store: s}
-	epoch := uint64(1)
-	commit := func(n int) {
-		var refs []writefence.BlobRef
-		for i := range n {
-			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		m := &writefence.MemStore{}
+		var listed atomic.Int64
+		s := fakestore.New(m, fakestore.Options{ListBlobsConsistent: func(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
+			return m.ListBlobsConsistent(ctx, prefix, after, func(b writefence.BlobInfo) error { listed.Add(1); return fn(b) })
+		}})
+		epoch := uint64(1)
+		commit := func(f *writefence.Fence, n int) (listings, entries, stats int64) {
+			time.Sleep(time.Millisecond) // the blobs of another millisecond
+			l0, e0, s0 := s.Calls(fakestore.ListBlobsConsistent), listed.Load(), s.Calls(fakestore.StatBlob)
+			var refs []writefence.BlobRef
+			for i := range n {
+				refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+			}
+			epoch++ // the blobs stay those of epoch 1: a term's blobs, committed at rising epochs
+			require.NoError(t, f.Commit(ctx, "wal", "0", "a", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+				m.Blobs = append(m.Blobs, refs...)
+				return m, nil
+			}))
+			return s.Calls(fakestore.ListBlobsConsistent) - l0, listed.Load() - e0, s.Calls(fakestore.StatBlob) - s0
 		}
-		epoch++ // the blobs stay those of epoch 1: a term's blobs, committed at rising epochs
-		require.NoError(t, f.Commit(ctx, "wal", "0", "a", epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
-			m.Blobs = append(m.Blobs, refs...)
-			return m, nil
-		}))
-	}
-	commit(990)
-	require.EqualValues(t, 1, s.Calls(fakestore.ListBlobsConsistent), "a fresh epoch's blobs: one listing")
-	require.Zero(t, s.Calls(fakestore.StatBlob))
-	commit(10)
-	assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "1,000 blobs of the epoch, the budget: listed")
-	assert.Zero(t, s.Calls(fakestore.StatBlob))
-	commit(16)
-	assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "1,016 blobs of the epoch, over the budget: not listed")
-	assert.EqualValues(t, 16, s.Calls(fakestore.StatBlob), "one StatBlob a new blob")
+		f := &writefence.Fence{Store: s}
+		for _, c := range []struct {
+			f    *writefence.Fence
+			n    int
+			what string
+		}{
+			{f, 990, "a fresh epoch's blobs"},
+			{f, 10, "beside the read"},
+			{f, 16, "beside the read, 1,000 blobs of the epoch referenced"},
+			{&writefence.Fence{Store: s}, 16, "a Fence that wrote nothing, 1,016 blobs of the epoch referenced"},
+		} {
+			listings, entries, stats := commit(c.f, c.n)
+			assert.EqualValues(t, []int64{1, int64(c.n), 0}, []int64{listings, entries, stats}, "%s: listings, blobs listed, StatBlobs", c.what)
+		}
+	})
 }

@@ -58,6 +58,7 @@ type fenceState struct {
 	brandOnce verdictOnce // the kept outcome of a once-mode brand check
 	cache     recordCache // what the Fence wrote and saw of each record
 	deposed   deposition  // the contexts Deposed handed out
+	blobIDs   blobIDs     // the last blob id PutBlob made
 }
 
 // A change is one conditional update of one key.

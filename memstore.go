@@ -197,22 +197,23 @@ func (m *MemStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
 
 // ListBlobs implements BlobStore; fn may call the store.
 func (m *MemStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	return m.ListBlobsConsistent(ctx, prefix, "", fn)
+}
+
+var _ ConsistentBlobLister = (*MemStore)(nil)
+
+// ListBlobsConsistent implements ConsistentBlobLister; fn may call the
+// store.
+func (m *MemStore) ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(BlobInfo) error) error {
 	m.blobs.mu.Lock()
 	var infos []BlobInfo
 	for k, b := range m.blobs.blobs {
-		if strings.HasPrefix(k, prefix) {
+		if strings.HasPrefix(k, prefix) && k > after {
 			infos = append(infos, BlobInfo{Key: k, Size: int64(len(b.data)), Modified: b.modified})
 		}
 	}
 	m.blobs.mu.Unlock()
 	return listing.Each(ctx, infos, fn)
-}
-
-var _ ConsistentBlobLister = (*MemStore)(nil)
-
-// ListBlobsConsistent implements ConsistentBlobLister.
-func (m *MemStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
-	return m.ListBlobs(ctx, prefix, fn)
 }
 
 var _ BlobBatchDeleter = (*MemStore)(nil)

@@ -499,7 +499,14 @@ func (s *gcsStore) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
 // prefix, in the server's (lexical) order, asking only for each object's
 // name, size and creation time.
 func (s *gcsStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
+	return s.listBlobs(ctx, prefix, "", fn)
+}
+
+func (s *gcsStore) listBlobs(ctx context.Context, prefix, after string, fn func(BlobInfo) error) error {
 	q := &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL}
+	if after != "" {
+		q.StartOffset = after + "\x00" // the least name after it
+	}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Created"}); err != nil {
 		return storeErr("gcs blob list", prefix, nil, err)
 	}
@@ -514,12 +521,12 @@ func (s *gcsStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInf
 
 var _ ConsistentBlobLister = (*gcsStore)(nil)
 
-// ListBlobsConsistent implements ConsistentBlobLister with ListBlobs:
-// Cloud Storage's object listing is strongly consistent, so it shows
-// every object whose write returned before it began, and none whose
-// delete did.
-func (s *gcsStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
-	return s.ListBlobs(ctx, prefix, fn)
+// ListBlobsConsistent implements ConsistentBlobLister with ListBlobs, from
+// StartOffset: Cloud Storage's object listing is strongly consistent, so
+// it shows every object whose write returned before it began, and none
+// whose delete did.
+func (s *gcsStore) ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(BlobInfo) error) error {
+	return s.listBlobs(ctx, prefix, after, fn)
 }
 
 // DeleteBlob implements BlobStore, as Delete does.

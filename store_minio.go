@@ -550,18 +550,18 @@ var _ Lister = (*minioStore)(nil)
 // It needs the store's client to be minio-go's own (as
 // NewMinioConditionalStore sets it): Core's list calls take no context.
 func (s *minioStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
-	return s.list(ctx, "list", prefix, func(obj minio.ObjectInfo) error { return fn(obj.Key) })
+	return s.list(ctx, "list", prefix, "", func(obj minio.ObjectInfo) error { return fn(obj.Key) })
 }
 
 // list calls fn with each object under prefix, for op. The listing is
 // minio-go's iterator, not its channel, whose goroutine would block for
 // good when fn stops the listing early.
-func (s *minioStore) list(ctx context.Context, op, prefix string, fn func(minio.ObjectInfo) error) error {
+func (s *minioStore) list(ctx context.Context, op, prefix, after string, fn func(minio.ObjectInfo) error) error {
 	c, err := s.sdk(op, prefix)
 	if err != nil {
 		return err
 	}
-	for obj := range c.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	for obj := range c.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, StartAfter: after, Recursive: true}) {
 		if obj.Err != nil {
 			return s.fail(ctx, op, prefix, obj.Err, nil)
 		}
@@ -809,20 +809,24 @@ func (s *minioStore) StatBlob(ctx context.Context, key string) (BlobInfo, error)
 // second that one names, so an age Collect computes is never more than
 // the listing's rounding too large.
 func (s *minioStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
-	return s.list(ctx, "blob list", prefix, func(obj minio.ObjectInfo) error {
+	return s.listBlobs(ctx, prefix, "", fn)
+}
+
+func (s *minioStore) listBlobs(ctx context.Context, prefix, after string, fn func(BlobInfo) error) error {
+	return s.list(ctx, "blob list", prefix, after, func(obj minio.ObjectInfo) error {
 		return fn(BlobInfo{Key: obj.Key, Size: obj.Size, Modified: obj.LastModified})
 	})
 }
 
 var _ ConsistentBlobLister = (*minioStore)(nil)
 
-// ListBlobsConsistent implements ConsistentBlobLister with ListBlobs: AWS
-// S3 (since December 2020) and MinIO list every object whose write
-// returned before the listing began, and none whose delete did. A server
-// whose listing lags behind its writes must be used through a wrapper
-// that does not declare it (see Capable).
-func (s *minioStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(BlobInfo) error) error {
-	return s.ListBlobs(ctx, prefix, fn)
+// ListBlobsConsistent implements ConsistentBlobLister with ListBlobs, from
+// StartAfter: AWS S3 (since December 2020) and MinIO list every object
+// whose write returned before the listing began, and none whose delete
+// did. A server whose listing lags behind its writes must be used through
+// a wrapper that does not declare it (see Capable).
+func (s *minioStore) ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(BlobInfo) error) error {
+	return s.listBlobs(ctx, prefix, after, fn)
 }
 
 // DeleteBlob implements BlobStore, as Delete does.

@@ -36,11 +36,13 @@ func consistentLister(t *testing.T, sc *scope) (writefence.BlobStore, writefence
 	return bs, sc.s.(writefence.ConsistentBlobLister)
 }
 
-// consistentListed returns what ListBlobsConsistent(prefix) called fn
-// with, by key.
-func consistentListed(t *testing.T, l writefence.ConsistentBlobLister, prefix string) map[string][]writefence.BlobInfo {
+// consistentListed returns what ListBlobsConsistent(prefix, after)
+// called fn with, by key.
+func consistentListed(t *testing.T, l writefence.ConsistentBlobLister, prefix, after string) map[string][]writefence.BlobInfo {
 	t.Helper()
-	return listedBy(t, "ListBlobsConsistent", l.ListBlobsConsistent, prefix)
+	return listedBy(t, fmt.Sprintf("ListBlobsConsistent(after %q)", after), func(ctx context.Context, p string, fn func(writefence.BlobInfo) error) error {
+		return l.ListBlobsConsistent(ctx, p, after, fn)
+	}, prefix)
 }
 
 // testBlobListConsistent creates blobs and, right after the creates
@@ -48,12 +50,15 @@ func consistentListed(t *testing.T, l writefence.ConsistentBlobLister, prefix st
 // after the deletes return, lists again, for several rounds: every blob
 // created is listed exactly once, with StatBlob's size and a time that
 // agrees with StatBlob's, and no blob deleted is, nor any key outside the
-// prefix. A Commit takes a blob the listing does not show for missing
+// prefix; each round lists from the start, and after a key (one that
+// exists, and one shorter by its last byte, as a commit asks): only the
+// keys that sort after it. A Commit takes a blob the listing does not show for missing
 // until StatBlob says otherwise, and one it shows for there: a listing
 // that shows a deleted blob would let a commit reference it. An error
 // from fn stops the listing; a cancelled context stops it with the
 // context's error. Of manyBlobs blobs under one prefix, as a commit lists
-// up to 2,000, ListBlobsConsistent and ListBlobs list each once.
+// up to 2,000, ListBlobsConsistent and ListBlobs list each once, and
+// ListBlobsConsistent after the third of them those after it.
 func testBlobListConsistent(t *testing.T, sc *scope) {
 	bs, l := consistentLister(t, sc)
 	base := sc.prefix + "consistent/"
@@ -67,7 +72,7 @@ func testBlobListConsistent(t *testing.T, sc *scope) {
 			createBlob(t, bs, key, blobBytes{uint64(100*round + i), int64(1 + 37*i)})
 			live[key] = writefence.BlobInfo{}
 		}
-		wantConsistent(t, bs, l, base, live, gone, "after the creates returned")
+		wantConsistentFrom(t, bs, l, base, live, gone, "after the creates returned")
 		for i, k := range slices.Sorted(maps.Keys(live)) {
 			if i%3 != round%3 {
 				continue
@@ -78,39 +83,66 @@ func testBlobListConsistent(t *testing.T, sc *scope) {
 			delete(live, k)
 			gone = append(gone, k)
 		}
-		wantConsistent(t, bs, l, base, live, gone, "after the deletes returned")
+		wantConsistentFrom(t, bs, l, base, live, gone, "after the deletes returned")
 	}
 
 	errStop := errors.New("writefencetest: stop listing")
 	calls := 0
-	err := l.ListBlobsConsistent(t.Context(), base, func(writefence.BlobInfo) error { calls++; return errStop })
+	err := l.ListBlobsConsistent(t.Context(), base, "", func(writefence.BlobInfo) error { calls++; return errStop })
 	if !errors.Is(err, errStop) || calls != 1 {
 		t.Errorf("ListBlobsConsistent(%q) with an fn that fails at once: %v after %d calls; want fn's error after one", base, err, calls)
 	}
-	err = l.ListBlobsConsistent(canceledContext(t), base, func(writefence.BlobInfo) error { return nil })
+	err = l.ListBlobsConsistent(canceledContext(t), base, "", func(writefence.BlobInfo) error { return nil })
 	wantCanceled(t, err, fmt.Sprintf("ListBlobsConsistent(%q)", base))
 
 	many := createManyBlobs(t, sc, bs, "consistent-many/")
 	prefix := sc.prefix + "consistent-many/"
 	for name, got := range map[string]map[string][]writefence.BlobInfo{
-		"ListBlobsConsistent": consistentListed(t, l, prefix), "ListBlobs": listedBlobs(t, bs, prefix)} {
+		"ListBlobsConsistent": consistentListed(t, l, prefix, ""), "ListBlobs": listedBlobs(t, bs, prefix)} {
 		counts := map[string]int{}
 		for k, infos := range got {
 			counts[k] = len(infos)
 		}
 		wantListedOnce(t, fmt.Sprintf("%s(%q) of %d blobs", name, prefix, len(many)), counts, many, "")
 	}
+	// From the middle, over the pages after it.
+	sorted := slices.Sorted(slices.Values(many))
+	after := sorted[len(sorted)/3]
+	counts := map[string]int{}
+	for k, infos := range consistentListed(t, l, prefix, after) {
+		counts[k] = len(infos)
+	}
+	wantListedOnce(t, fmt.Sprintf("ListBlobsConsistent(%q, after %q) of %d blobs", prefix, after, len(many)), counts, sorted[len(sorted)/3+1:], "")
 	// In few requests where the store batches; the cleanup gets the rest.
 	_, _ = writefence.DeleteBlobs(t.Context(), sc.s, many)
 }
 
-// wantConsistent fails the test unless ListBlobsConsistent(prefix) lists
-// each key of live once, agreeing with its StatBlob, and nothing else;
-// gone are deleted keys. It fills in live's infos from StatBlob.
-func wantConsistent(t *testing.T, bs writefence.BlobStore, l writefence.ConsistentBlobLister, prefix string, live map[string]writefence.BlobInfo, gone []string, when string) {
+// wantConsistentFrom runs wantConsistent from the start of prefix, after
+// the middle key of live, and after that key shorter by its last byte.
+func wantConsistentFrom(t *testing.T, bs writefence.BlobStore, l writefence.ConsistentBlobLister, prefix string, live map[string]writefence.BlobInfo, gone []string, when string) {
 	t.Helper()
-	got := consistentListed(t, l, prefix)
+	sorted := slices.Sorted(maps.Keys(live))
+	mid := sorted[len(sorted)/2]
+	for _, after := range []string{"", mid, mid[:len(mid)-1]} {
+		wantConsistent(t, bs, l, prefix, after, live, gone, when)
+	}
+}
+
+// wantConsistent fails the test unless ListBlobsConsistent(prefix, after)
+// lists each key of live that sorts after after once, agreeing with its
+// StatBlob, and nothing else; gone are deleted keys. It fills in live's
+// infos from StatBlob.
+func wantConsistent(t *testing.T, bs writefence.BlobStore, l writefence.ConsistentBlobLister, prefix, after string, live map[string]writefence.BlobInfo, gone []string, when string) {
+	t.Helper()
+	got := consistentListed(t, l, prefix, after)
+	when = fmt.Sprintf("%s, after %q", when, after)
 	for _, k := range slices.Sorted(maps.Keys(live)) {
+		if k <= after {
+			if len(got[k]) != 0 {
+				t.Errorf("ListBlobsConsistent(%q) %s listed %q, which does not sort after it", prefix, when, k)
+			}
+			continue
+		}
 		stat := statBlob(t, bs, k)
 		live[k] = stat
 		switch infos := got[k]; {

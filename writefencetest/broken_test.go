@@ -99,6 +99,7 @@ func init() {
 		"blob-delete-noop": blobDeleteNoop, "blob-unescaping": blobUnescaping, "blob-list-misses": blobListMisses, "blob-list-lags": blobListLags,
 		"blob-list-twice": blobListTwice, "blob-list-outside": blobListOutside, "blob-list-undated": blobListUndated,
 		"blob-list-nostop": blobListNoStop, "blob-list-nocancel": blobListNoCancel, "blob-list-one-page": blobListOnePage,
+		"blob-list-from-start": blobListFromStart, "blob-list-from-after": blobListFromAfter,
 		"blob-delete-one-batch": blobDeleteCut} {
 		childStores[name] = func() child {
 			return child{newBlobStore(fault), &writefencetest.Options{BlobPartSize: blobDoublePart}}
@@ -337,6 +338,8 @@ func TestSuiteHasTeeth(t *testing.T) {
 		// A commit lists up to 2,000 blobs, and Collect deletes up to
 		// 10,000 in one DeleteBlobs: more than one request of S3.
 		{"blob-list-one-page", []string{"Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-from-start", []string{"Blobs/ListConsistent"}, nil, nil},
+		{"blob-list-from-after", []string{"Blobs/ListConsistent"}, nil, nil},
 		{"blob-delete-one-batch", []string{"Blobs/DeleteBlobs"}, nil, nil},
 		{"blob-write-first-part", []string{"Blobs/Fence", "Blobs/WriteBlob"}, nil, nil},
 	}

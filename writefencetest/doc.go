@@ -207,12 +207,13 @@
 //     and then some of them deleted, each listing made right after the
 //     calls returned: ListBlobsConsistent lists every blob that exists
 //     exactly once, with the size and a time that agree with StatBlob's,
-//     no deleted blob and nothing outside the prefix; fn's error stops it,
+//     no deleted blob and nothing outside the prefix, and from after a
+//     key only the keys that sort after it; fn's error stops it,
 //     a cancelled context stops it with the context's error. A Commit
 //     trusts what it lists: a deleted blob listed would let a commit
 //     reference it. Of 1,001 blobs under one prefix (past a page of S3's
 //     and GCS's listings; a commit lists up to 2,000), it and ListBlobs
-//     list each once.
+//     list each once, and it lists those after the 334th, across pages.
 //   - Blobs/StatBlobs: writefence.StatBlobs, which a Commit checks its new
 //     blobs with, returns exactly the keys that exist, over a prefix that
 //     holds several (listed, on a store that declares

@@ -23,28 +23,30 @@ import (
 type blobFault int
 
 const (
-	blobCorrect      blobFault = iota
-	blobReplace                // an existing key replaced whole, atomically, as a store that cannot tell on its call does: allowed
-	blobCompare                // the key looked up first, then written unconditionally: a sequential create is refused, racing ones all land
-	blobConflictLies           // an existing key overwritten, and the create refused with ErrConflict all the same
-	blobInPlace                // an existing key's bytes written over in place, its longer tail kept, as a file opened without O_TRUNC
-	blobPartial                // a reader's failure leaves what it yielded, as a multipart upload completed instead of aborted
-	blobLostPart               // bytes after the last whole part lost, as a multipart upload completed without its last part
-	blobUndated                // every time zero
-	blobBackwards              // each blob's time a minute before the last one's
-	blobBareErrors             // a missing key and a refused create as the bare sentinel, not a *writefence.StoreError
-	blobDeleteStrict           // DeleteBlob of a missing key ErrNotFound
-	blobDeleteNoop             // DeleteBlob does nothing and returns nil
-	blobUnescaping             // CreateBlob percent-decodes its key, as a client that unescapes a path once too often; the other methods do not
-	blobListMisses             // the last blob of every listing left out, as a listing that drops its last page
-	blobListTwice              // every blob listed twice, as a listing that restarts a page
-	blobListOutside            // every blob, whatever the prefix
-	blobListUndated            // listed with a zero time, as an adapter that does not copy the listing's LastModified
-	blobListNoStop             // fn's error ignored
-	blobListNoCancel           // ctx ignored
-	blobListLags               // ListBlobsConsistent shows what was there at its previous call under the prefix, as a cached listing: ListBlobs is right
-	blobListOnePage            // ListBlobsConsistent ends after the first 1,000 blobs, as a listing that drops its continuation: ListBlobs is right
-	blobDeleteCut              // DeleteBlobs deletes the first 1,000 keys and answers for all, as a client that sends one request of S3's size
+	blobCorrect       blobFault = iota
+	blobReplace                 // an existing key replaced whole, atomically, as a store that cannot tell on its call does: allowed
+	blobCompare                 // the key looked up first, then written unconditionally: a sequential create is refused, racing ones all land
+	blobConflictLies            // an existing key overwritten, and the create refused with ErrConflict all the same
+	blobInPlace                 // an existing key's bytes written over in place, its longer tail kept, as a file opened without O_TRUNC
+	blobPartial                 // a reader's failure leaves what it yielded, as a multipart upload completed instead of aborted
+	blobLostPart                // bytes after the last whole part lost, as a multipart upload completed without its last part
+	blobUndated                 // every time zero
+	blobBackwards               // each blob's time a minute before the last one's
+	blobBareErrors              // a missing key and a refused create as the bare sentinel, not a *writefence.StoreError
+	blobDeleteStrict            // DeleteBlob of a missing key ErrNotFound
+	blobDeleteNoop              // DeleteBlob does nothing and returns nil
+	blobUnescaping              // CreateBlob percent-decodes its key, as a client that unescapes a path once too often; the other methods do not
+	blobListMisses              // the last blob of every listing left out, as a listing that drops its last page
+	blobListTwice               // every blob listed twice, as a listing that restarts a page
+	blobListOutside             // every blob, whatever the prefix
+	blobListUndated             // listed with a zero time, as an adapter that does not copy the listing's LastModified
+	blobListNoStop              // fn's error ignored
+	blobListNoCancel            // ctx ignored
+	blobListLags                // ListBlobsConsistent shows what was there at its previous call under the prefix, as a cached listing: ListBlobs is right
+	blobListOnePage             // ListBlobsConsistent ends after the first 1,000 blobs, as a listing that drops its continuation: ListBlobs is right
+	blobListFromStart           // ListBlobsConsistent lists from the start of the prefix, whatever after says
+	blobListFromAfter           // ListBlobsConsistent lists from after too, as a start taken for inclusive
+	blobDeleteCut               // DeleteBlobs deletes the first 1,000 keys and answers for all, as a client that sends one request of S3's size
 )
 
 // blobPage is how many blobs one request of S3 lists or deletes.
@@ -241,7 +243,24 @@ func (s *blobStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, e
 
 // ListBlobsConsistent is ListBlobs, with its faults; with blobListLags,
 // the listing of the call before.
-func (s *blobStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+func (s *blobStore) ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
+	switch s.fault {
+	case blobListFromStart:
+		after = ""
+	case blobListFromAfter:
+		if after != "" {
+			after = after[:len(after)-1]
+		}
+	}
+	if after != "" {
+		inner := fn
+		fn = func(b writefence.BlobInfo) error {
+			if b.Key <= after {
+				return nil
+			}
+			return inner(b)
+		}
+	}
 	switch s.fault {
 	case blobListOnePage:
 		var all []writefence.BlobInfo

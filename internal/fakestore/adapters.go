@@ -67,8 +67,8 @@ func (b *blobStore) DeleteBlob(ctx context.Context, key string) error {
 	return (*store)(b).deleteBlob(ctx, key)
 }
 
-func (c *consistentLister) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	return (*store)(c).listBlobsConsistent(ctx, prefix, fn)
+func (c *consistentLister) ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
+	return (*store)(c).listBlobsConsistent(ctx, prefix, after, fn)
 }
 
 func (b *batchDeleter) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {

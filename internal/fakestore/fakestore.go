@@ -159,7 +159,7 @@ type Options struct {
 	GetPrefix           func(ctx context.Context, key string, n int64) ([]byte, int64, string, error)
 	PutIfBranded        func(ctx context.Context, brandKey, identity, key string, parts [][]byte, expect string) (string, error)
 	ListBlobs           func(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error
-	ListBlobsConsistent func(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error
+	ListBlobsConsistent func(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error
 }
 
 // Fault is a failure planned for calls of one Op.
@@ -702,12 +702,12 @@ func (s *store) listBlobs(ctx context.Context, prefix string, fn func(writefence
 	})
 }
 
-func (s *store) listBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+func (s *store) listBlobsConsistent(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
 	return s.run(ctx, Call{Op: ListBlobsConsistent, Key: prefix}, func() error {
 		if s.opts.ListBlobsConsistent != nil {
-			return s.opts.ListBlobsConsistent(ctx, prefix, fn)
+			return s.opts.ListBlobsConsistent(ctx, prefix, after, fn)
 		}
-		return s.inner.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, fn)
+		return s.inner.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, after, fn)
 	})
 }
 

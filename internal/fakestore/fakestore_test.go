@@ -229,7 +229,7 @@ func TestHooks(t *testing.T) {
 			}
 			return err
 		},
-		ListBlobsConsistent: func(context.Context, string, func(writefence.BlobInfo) error) error { return nil },
+		ListBlobsConsistent: func(context.Context, string, string, func(writefence.BlobInfo) error) error { return nil },
 	})
 	if _, err := s.PutIfVersion(ctx, "k", []byte("v"), ""); err != fakestore.ErrLostReply {
 		t.Errorf("a write After loses: %v", err)
@@ -241,7 +241,7 @@ func TestHooks(t *testing.T) {
 		t.Errorf("a read Before refuses: %v", err)
 	}
 	n := 0
-	must(t, s.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, "", func(writefence.BlobInfo) error { n++; return nil }))
+	must(t, s.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, "", "", func(writefence.BlobInfo) error { n++; return nil }))
 	must(t, s.(writefence.BlobStore).ListBlobs(ctx, "", func(writefence.BlobInfo) error { n += 10; return nil }))
 	if n != 10 {
 		t.Errorf("listed %d, want the plain listing's one blob only", n)

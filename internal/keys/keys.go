@@ -20,8 +20,10 @@
 // The first byte after the prefix is 's' for every shard key, 'b' for every
 // blob key and '_' for every reserved key, so the three spaces are disjoint
 // by construction. A blob's name is its epoch as 16 hexadecimal digits, a
-// '-', a random id of 32 hexadecimal digits, a '-' and its writer escaped:
-// it carries the epoch and the writer that wrote it, and never repeats.
+// '-', an id of 32 hexadecimal digits (the time it was put, then random
+// ones), a '-' and its writer escaped: it carries the epoch and the writer
+// that wrote it, sorts among its epoch's in about the order they were
+// put, and never repeats.
 // escape keeps the bytes [A-Za-z0-9_-] and '.' (except at the start of a
 // name, so no name becomes "." or ".."), and writes every other byte as %XX.
 // An escaped name never contains '/', so a shard key splits back into
@@ -149,7 +151,7 @@ func Blob(prefix, plugin, shard, name string) (string, error) {
 const blobNameFixed = 16 + 1 + 32 + 1
 
 // BlobName returns the name of a blob written at epoch by writer, with the
-// random id (32 lower-case hexadecimal digits).
+// id (32 lower-case hexadecimal digits).
 func BlobName(epoch uint64, writer, id string) string {
 	var b strings.Builder
 	b.Grow(blobNameFixed + len(writer))

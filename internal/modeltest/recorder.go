@@ -517,9 +517,9 @@ type listingRecorder struct{ *blobRecorder }
 
 func (r *listingRecorder) Capabilities() writefence.ConditionalStore { return r }
 
-func (r *listingRecorder) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+func (r *listingRecorder) ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
 	r.listings.Add(1)
-	return r.inner.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, fn)
+	return r.inner.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, after, fn)
 }
 
 // prefixListingRecorder is a recorder of a store that holds blobs and

@@ -283,20 +283,20 @@ func (s *simStore) StatBlob(ctx context.Context, key string) (info writefence.Bl
 
 // ListBlobs implements writefence.BlobStore, in the order of the keys.
 func (s *simStore) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	return s.list(ctx, false, prefix, fn)
+	return s.list(ctx, false, prefix, "", fn)
 }
 
 // ListBlobsConsistent implements writefence.ConsistentBlobLister: the
 // base store's listing shows every blob created, and none deleted, before
 // the scheduler runs it. A commit checks its blobs through it, and the
 // scheduler may throttle it, as it throttles a StatBlob.
-func (s *simStore) ListBlobsConsistent(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
-	return s.list(ctx, true, prefix, fn)
+func (s *simStore) ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
+	return s.list(ctx, true, prefix, after, fn)
 }
 
-// list lists the blobs under prefix, in the order of their keys. A
-// commit's listing ("check blobs") may be throttled.
-func (s *simStore) list(ctx context.Context, check bool, prefix string, fn func(writefence.BlobInfo) error) error {
+// list lists the blobs under prefix that sort after after, in the order
+// of their keys. A commit's listing ("check blobs") may be throttled.
+func (s *simStore) list(ctx context.Context, check bool, prefix, after string, fn func(writefence.BlobInfo) error) error {
 	call := callOf(ctx)
 	kind := "list blobs"
 	if check {
@@ -308,7 +308,9 @@ func (s *simStore) list(ctx context.Context, check bool, prefix string, fn func(
 			return s.throttled(call, kind, prefix)
 		}
 		return s.base.ListBlobs(context.Background(), prefix, func(b writefence.BlobInfo) error {
-			infos = append(infos, s.w.withCreated(b))
+			if b.Key > after {
+				infos = append(infos, s.w.withCreated(b))
+			}
 			return nil
 		})
 	})
