@@ -36,7 +36,9 @@ func blobCalls(s fakestore.Store) [5]int64 {
 // StatBlob each, and nothing else of the blob store. traffic, when not
 // nil, returns the requests store sent so far and the writes (PUT and
 // POST) among them: on the wire the commit is then one listing request
-// (a page holds 1,000 blobs on S3 and GCS) and the one write.
+// (a page holds 1,000 blobs on S3 and GCS) and the one write. So is a
+// commit of 16 more blobs of that epoch: its listing starts after the
+// last blob of the epoch the record references.
 func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffic func() (reqs, writes int64)) {
 	const n = 1000
 	ctx := t.Context()
@@ -90,6 +92,32 @@ func testCommitManyBlobs(t *testing.T, store writefence.ConditionalStore, traffi
 	got, err := readBlob(t, f, refs[n-1].Name)
 	require.NoError(t, err)
 	assert.Equal(t, fmt.Sprintf("segment %d", n-1), got)
+
+	// 16 more of epoch 2, which now holds 1,000, committed at 3: the
+	// listing starts after the last the record references.
+	more := make([]writefence.BlobRef, 16)
+	for i := range more {
+		more[i] = putBlob(t, f, "a", 2, fmt.Sprintf("segment %d", n+i))
+	}
+	calls = blobCalls(blobs)
+	if traffic != nil {
+		reqs, _ = traffic()
+	}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 3, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = append(m.Blobs, more...)
+		return m, nil
+	}))
+	after = blobCalls(blobs)
+	delta = [5]int64{after[0] - calls[0], after[1] - calls[1], after[2] - calls[2], after[3] - calls[3], after[4] - calls[4]}
+	if listing {
+		assert.Equal(t, [5]int64{0, 0, 0, 1, 0}, delta, "16 more in an epoch of 1,000: one listing")
+	} else {
+		assert.Equal(t, [5]int64{0, 0, 16, 0, 0}, delta, "16 more in an epoch of 1,000: one StatBlob each")
+	}
+	if traffic != nil {
+		reqsAfter, _ := traffic()
+		assert.Equal(t, int64(1+1), reqsAfter-reqs, "16 more in an epoch of 1,000: one listing, the write")
+	}
 }
 
 // TestCommitManyBlobs: see testCommitManyBlobs, in memory and in a
