@@ -492,3 +492,25 @@ func TestCommitInALongEpoch(t *testing.T) {
 		}
 	})
 }
+
+// TestCommitOfABlobPutBeforeTheLastReferenced: a blob put before the last
+// one the record references sorts before it, where the listing beside the
+// commit's read does not start: the commit stats it, finds it, and lands.
+func TestCommitOfABlobPutBeforeTheLastReferenced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		s := fakestore.New(&writefence.MemStore{}, fakestore.Options{})
+		f := &writefence.Fence{Store: s}
+		early := putBlob(t, f, "a", 1, "put first, committed last")
+		time.Sleep(time.Millisecond)
+		late := committedBlob(t, f, "a", 1, "put last, committed first")
+		require.Less(t, early.Name, late.Name)
+		lists, stats := s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.StatBlob)
+		require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(early)))
+		assert.Equal(t, []int64{1, 1}, []int64{s.Calls(fakestore.ListBlobsConsistent) - lists, s.Calls(fakestore.StatBlob) - stats},
+			"the listing after the last referenced blob, and a StatBlob of the one it did not show")
+		info, err := f.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, []writefence.BlobRef{late, early}, info.Blobs)
+	})
+}
