@@ -3643,6 +3643,21 @@ func replyCases() []replyCase {
 	return cases
 }
 
+// forEachReplyCase runs test, in parallel, on each reply case that keep
+// admits (every case when keep is nil), over a lossyValkey of its own.
+func forEachReplyCase(t *testing.T, keep func(replyCase) bool, test func(t *testing.T, tc replyCase, l *lossyValkey)) {
+	t.Helper()
+	for _, tc := range replyCases() {
+		if keep != nil && !keep(tc) {
+			continue
+		}
+		t.Run(tc.String(), func(t *testing.T) {
+			t.Parallel()
+			test(t, tc, openLossyValkey(t, tc.where, tc.script, tc.maxRetries))
+		})
+	}
+}
+
 // replyPayload is a payload of n bytes, distinct by tag.
 func replyPayload(tag string, n int) []byte {
 	p := benchPayload(n)
@@ -3666,103 +3681,99 @@ func replyPayload(tag string, n int) []byte {
 // moved onto the key. go-redis's retries, when on, send no write twice.
 func TestValkeyLostReplyOfAPush(t *testing.T) {
 	t.Parallel()
-	for _, tc := range replyCases() {
-		t.Run(tc.String(), func(t *testing.T) {
-			t.Parallel()
-			l := openLossyValkey(t, tc.where, tc.script, tc.maxRetries)
-			ctx := context.Background()
-			const plugin = "wal"
-			mine, rival := replyPayload("mine", tc.size), replyPayload("rival", tc.size)
-			fence := func(attempts int, brand writefence.BrandMode) *writefence.Fence {
-				return &writefence.Fence{Store: l.store, Prefix: l.prefix, MaxAttempts: attempts, RetryDelay: time.Millisecond, Brand: brand}
-			}
-			direct := &writefence.Fence{Store: l.direct, Prefix: l.prefix}
-			for _, sc := range []struct {
-				name     string
-				attempts int
-				brand    writefence.BrandMode
-				rival    bool // a rival lands epoch 3 before the retry
-			}{
-				{"retried within the call", 0, 0, false},
-				{"one attempt then the same call again", 1, 0, false},
-				{"overwritten before the retry", 0, 0, true},
-				{"retried within the call under BrandVerifyAlways", 0, writefence.BrandVerifyAlways, false},
-			} {
-				t.Run(sc.name, func(t *testing.T) {
-					shard := strings.ReplaceAll(sc.name, " ", "-")
-					key, err := keys.Shard(l.prefix, plugin, shard)
+	forEachReplyCase(t, nil, func(t *testing.T, tc replyCase, l *lossyValkey) {
+		ctx := context.Background()
+		const plugin = "wal"
+		mine, rival := replyPayload("mine", tc.size), replyPayload("rival", tc.size)
+		fence := func(attempts int, brand writefence.BrandMode) *writefence.Fence {
+			return &writefence.Fence{Store: l.store, Prefix: l.prefix, MaxAttempts: attempts, RetryDelay: time.Millisecond, Brand: brand}
+		}
+		direct := &writefence.Fence{Store: l.direct, Prefix: l.prefix}
+		for _, sc := range []struct {
+			name     string
+			attempts int
+			brand    writefence.BrandMode
+			rival    bool // a rival lands epoch 3 before the retry
+		}{
+			{"retried within the call", 0, 0, false},
+			{"one attempt then the same call again", 1, 0, false},
+			{"overwritten before the retry", 0, 0, true},
+			{"retried within the call under BrandVerifyAlways", 0, writefence.BrandVerifyAlways, false},
+		} {
+			t.Run(sc.name, func(t *testing.T) {
+				shard := strings.ReplaceAll(sc.name, " ", "-")
+				key, err := keys.Shard(l.prefix, plugin, shard)
+				require.NoError(t, err)
+				f := fence(sc.attempts, sc.brand)
+				if sc.brand != 0 {
+					_, err := (&writefence.Fence{Store: l.direct, Prefix: l.prefix}).ClaimBrand(ctx)
 					require.NoError(t, err)
-					f := fence(sc.attempts, sc.brand)
-					if sc.brand != 0 {
-						_, err := (&writefence.Fence{Store: l.direct, Prefix: l.prefix}).ClaimBrand(ctx)
-						require.NoError(t, err)
-					}
-					// Epoch 1 lands unharmed: it loads the script, and the
-					// Fence remembers the version its next push expects.
-					require.NoError(t, f.Push(ctx, plugin, shard, "w", 1, []byte("one")))
-					deposed, stop := f.Deposed(ctx, plugin, shard)
-					defer stop()
+				}
+				// Epoch 1 lands unharmed: it loads the script, and the
+				// Fence remembers the version its next push expects.
+				require.NoError(t, f.Push(ctx, plugin, shard, "w", 1, []byte("one")))
+				deposed, stop := f.Deposed(ctx, plugin, shard)
+				defer stop()
 
-					// What the write left, read before its reply was lost, and
-					// the rival's push; checked once w.ran is closed.
-					var (
-						seenEpoch         uint64
-						seenWriter        string
-						seenPayload       []byte
-						seenErr, rivalErr error
-					)
-					w := l.dropWrite(key, func() {
-						seenEpoch, seenWriter, seenPayload, seenErr = direct.Latest(ctx, plugin, shard)
-						if sc.rival {
-							rivalErr = direct.Push(ctx, plugin, shard, "rival", 3, rival)
-						}
-					})
-					err = f.Push(ctx, plugin, shard, "w", 2, mine)
-					w.dropped(t)
-					require.NoError(t, seenErr)
-					require.Equal(t, uint64(2), seenEpoch, "the write landed, whole, before its reply was lost")
-					require.Equal(t, "w", seenWriter)
-					require.Equal(t, mine, seenPayload)
-					require.NoError(t, rivalErr, "the rival's push")
-					switch {
-					case sc.rival:
-						requireUnknownOnly(t, err, "the push landed, then a rival's: %v", err)
-						assert.NoError(t, deposed.Err(), "an unknown outcome deposes nobody")
-						requireLatestIn(t, direct, plugin, shard, 3, "rival", string(rival))
-						err = f.Push(ctx, plugin, shard, "w", 2, mine)
-						var se *writefence.StaleEpochError
-						require.ErrorAs(t, err, &se, "called again, the push meets the rival's write")
-						assert.Equal(t, uint64(3), se.RecordedEpoch)
-						assert.Equal(t, "rival", se.RecordedWriter)
-						requireLatestIn(t, direct, plugin, shard, 3, "rival", string(rival))
-					case sc.attempts == 1:
-						requireUnknownOnly(t, err, "one attempt, its reply lost: %v", err)
-						requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
-						require.NoError(t, f.Push(ctx, plugin, shard, "w", 2, mine), "called again, the push finds it landed")
-						requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
-					default:
-						require.NoError(t, err, "the retry finds the push landed")
-						requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
-					}
-					assert.EqualValues(t, 1, w.writes.Load(), "the write was sent once, by the client and by the Fence")
-					requireNoStagedKey(t, l, w)
-					if !sc.rival {
-						ttl, err := l.raw.PTTL(ctx, key).Result()
-						require.NoError(t, err)
-						assert.Equal(t, time.Duration(-1), ttl, "the record has no TTL")
+				// What the write left, read before its reply was lost, and
+				// the rival's push; checked once w.ran is closed.
+				var (
+					seenEpoch         uint64
+					seenWriter        string
+					seenPayload       []byte
+					seenErr, rivalErr error
+				)
+				w := l.dropWrite(key, func() {
+					seenEpoch, seenWriter, seenPayload, seenErr = direct.Latest(ctx, plugin, shard)
+					if sc.rival {
+						rivalErr = direct.Push(ctx, plugin, shard, "rival", 3, rival)
 					}
 				})
-			}
-			// Promise 28: under the prefix, the pushes wrote their shards'
-			// records and the brand, and nothing else.
-			require.NoError(t, l.direct.List(ctx, l.prefix, func(key string) error {
-				if _, _, ok := keys.ParseShard(l.prefix, key); !ok {
-					assert.Equal(t, keys.Brand(l.prefix), key, "a key that is no record")
+				err = f.Push(ctx, plugin, shard, "w", 2, mine)
+				w.dropped(t)
+				require.NoError(t, seenErr)
+				require.Equal(t, uint64(2), seenEpoch, "the write landed, whole, before its reply was lost")
+				require.Equal(t, "w", seenWriter)
+				require.Equal(t, mine, seenPayload)
+				require.NoError(t, rivalErr, "the rival's push")
+				switch {
+				case sc.rival:
+					requireUnknownOnly(t, err, "the push landed, then a rival's: %v", err)
+					assert.NoError(t, deposed.Err(), "an unknown outcome deposes nobody")
+					requireLatestIn(t, direct, plugin, shard, 3, "rival", string(rival))
+					err = f.Push(ctx, plugin, shard, "w", 2, mine)
+					var se *writefence.StaleEpochError
+					require.ErrorAs(t, err, &se, "called again, the push meets the rival's write")
+					assert.Equal(t, uint64(3), se.RecordedEpoch)
+					assert.Equal(t, "rival", se.RecordedWriter)
+					requireLatestIn(t, direct, plugin, shard, 3, "rival", string(rival))
+				case sc.attempts == 1:
+					requireUnknownOnly(t, err, "one attempt, its reply lost: %v", err)
+					requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
+					require.NoError(t, f.Push(ctx, plugin, shard, "w", 2, mine), "called again, the push finds it landed")
+					requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
+				default:
+					require.NoError(t, err, "the retry finds the push landed")
+					requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
 				}
-				return nil
-			}))
-		})
-	}
+				assert.EqualValues(t, 1, w.writes.Load(), "the write was sent once, by the client and by the Fence")
+				requireNoStagedKey(t, l, w)
+				if !sc.rival {
+					ttl, err := l.raw.PTTL(ctx, key).Result()
+					require.NoError(t, err)
+					assert.Equal(t, time.Duration(-1), ttl, "the record has no TTL")
+				}
+			})
+		}
+		// Promise 28: under the prefix, the pushes wrote their shards'
+		// records and the brand, and nothing else.
+		require.NoError(t, l.direct.List(ctx, l.prefix, func(key string) error {
+			if _, _, ok := keys.ParseShard(l.prefix, key); !ok {
+				assert.Equal(t, keys.Brand(l.prefix), key, "a key that is no record")
+			}
+			return nil
+		}))
+	})
 }
 
 // TestValkeyLostReplyOfAPut: PutIfVersion, create-only and conditioned on
@@ -3772,46 +3783,42 @@ func TestValkeyLostReplyOfAPush(t *testing.T) {
 // cannot tell its own write from another), and writes nothing.
 func TestValkeyLostReplyOfAPut(t *testing.T) {
 	t.Parallel()
-	for _, tc := range replyCases() {
-		t.Run(tc.String(), func(t *testing.T) {
-			t.Parallel()
-			l := openLossyValkey(t, tc.where, tc.script, tc.maxRetries)
-			ctx := context.Background()
-			for _, create := range []bool{true, false} {
-				t.Run(map[bool]string{true: "create", false: "update"}[create], func(t *testing.T) {
-					key := l.prefix + "put-" + strconv.FormatBool(create)
-					// Through the proxies, in the key's slot: the server
-					// then holds the script.
-					expect, err := l.store.PutIfVersion(ctx, key, []byte("first"), "")
-					require.NoError(t, err)
-					if create {
-						require.NoError(t, l.store.Delete(ctx, key))
-						expect = ""
-					}
-					data := replyPayload("second", tc.size)
-					w := l.dropWrite(key, nil)
-					_, err = l.store.PutIfVersion(ctx, key, data, expect)
-					w.dropped(t)
-					require.Error(t, err)
-					var se *writefence.StoreError
-					require.ErrorAs(t, err, &se)
-					for _, not := range []error{writefence.ErrConflict, writefence.ErrNotFound, writefence.ErrCorrupt,
-						writefence.ErrTooLarge, fs.ErrPermission, errors.ErrUnsupported} {
-						require.NotErrorIs(t, err, not)
-					}
-					got, version, err := l.direct.Get(ctx, key)
-					require.NoError(t, err)
-					require.Equal(t, data, got, "the write landed")
-					require.NotEqual(t, expect, version)
-					requireNoStagedKey(t, l, w)
+	forEachReplyCase(t, nil, func(t *testing.T, tc replyCase, l *lossyValkey) {
+		ctx := context.Background()
+		for _, create := range []bool{true, false} {
+			t.Run(map[bool]string{true: "create", false: "update"}[create], func(t *testing.T) {
+				key := l.prefix + "put-" + strconv.FormatBool(create)
+				// Through the proxies, in the key's slot: the server
+				// then holds the script.
+				expect, err := l.store.PutIfVersion(ctx, key, []byte("first"), "")
+				require.NoError(t, err)
+				if create {
+					require.NoError(t, l.store.Delete(ctx, key))
+					expect = ""
+				}
+				data := replyPayload("second", tc.size)
+				w := l.dropWrite(key, nil)
+				_, err = l.store.PutIfVersion(ctx, key, data, expect)
+				w.dropped(t)
+				require.Error(t, err)
+				var se *writefence.StoreError
+				require.ErrorAs(t, err, &se)
+				for _, not := range []error{writefence.ErrConflict, writefence.ErrNotFound, writefence.ErrCorrupt,
+					writefence.ErrTooLarge, fs.ErrPermission, errors.ErrUnsupported} {
+					require.NotErrorIs(t, err, not)
+				}
+				got, version, err := l.direct.Get(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, data, got, "the write landed")
+				require.NotEqual(t, expect, version)
+				requireNoStagedKey(t, l, w)
 
-					_, err = l.store.PutIfVersion(ctx, key, data, expect)
-					require.ErrorIs(t, err, writefence.ErrConflict, "called again")
-					requireValkeyContent(t, l.direct, key, string(data), version)
-				})
-			}
-		})
-	}
+				_, err = l.store.PutIfVersion(ctx, key, data, expect)
+				require.ErrorIs(t, err, writefence.ErrConflict, "called again")
+				requireValkeyContent(t, l.direct, key, string(data), version)
+			})
+		}
+	})
 }
 
 // TestValkeyLostReplyOfACommitAndASettle: a commit's write, a settle's
@@ -3823,102 +3830,95 @@ func TestValkeyLostReplyOfAPut(t *testing.T) {
 // The store holds what the calls said, written once.
 func TestValkeyLostReplyOfACommitAndASettle(t *testing.T) {
 	t.Parallel()
-	for _, tc := range replyCases() {
-		if tc.maxRetries != -1 {
-			continue
-		}
-		t.Run(tc.String(), func(t *testing.T) {
-			t.Parallel()
-			l := openLossyValkey(t, tc.where, tc.script, tc.maxRetries)
-			ctx := context.Background()
-			const plugin = "wal"
-			blobs := &writefence.MemStore{}
-			direct := &writefence.Fence{Store: l.direct, Blobs: blobs, Prefix: l.prefix}
-			payload := replyPayload("manifest", tc.size)
-			for _, attempts := range []int{0, 1} {
-				f := &writefence.Fence{Store: l.store, Blobs: blobs, Prefix: l.prefix, MaxAttempts: attempts, RetryDelay: time.Millisecond}
-				// again checks what a call whose reply was lost returned,
-				// err, and makes it again when it had one attempt.
-				again := func(t *testing.T, err error, call func() error) {
-					t.Helper()
-					if attempts == 1 {
-						requireUnknownOnly(t, err, "one attempt, its reply lost: %v", err)
-						require.NoError(t, call(), "called again, it finds its write landed")
-						return
-					}
-					require.NoError(t, err, "the retry finds the write landed")
+	forEachReplyCase(t, func(tc replyCase) bool { return tc.maxRetries == -1 }, func(t *testing.T, tc replyCase, l *lossyValkey) {
+		ctx := context.Background()
+		const plugin = "wal"
+		blobs := &writefence.MemStore{}
+		direct := &writefence.Fence{Store: l.direct, Blobs: blobs, Prefix: l.prefix}
+		payload := replyPayload("manifest", tc.size)
+		for _, attempts := range []int{0, 1} {
+			f := &writefence.Fence{Store: l.store, Blobs: blobs, Prefix: l.prefix, MaxAttempts: attempts, RetryDelay: time.Millisecond}
+			// again checks what a call whose reply was lost returned,
+			// err, and makes it again when it had one attempt.
+			again := func(t *testing.T, err error, call func() error) {
+				t.Helper()
+				if attempts == 1 {
+					requireUnknownOnly(t, err, "one attempt, its reply lost: %v", err)
+					require.NoError(t, call(), "called again, it finds its write landed")
+					return
 				}
+				require.NoError(t, err, "the retry finds the write landed")
+			}
 
-				t.Run(fmt.Sprintf("commit/attempts=%d", attempts), func(t *testing.T) {
-					shard := fmt.Sprintf("commit-%d", attempts)
+			t.Run(fmt.Sprintf("commit/attempts=%d", attempts), func(t *testing.T) {
+				shard := fmt.Sprintf("commit-%d", attempts)
+				key, err := keys.Shard(l.prefix, plugin, shard)
+				require.NoError(t, err)
+				add := func(ref writefence.BlobRef) func(writefence.Manifest) (writefence.Manifest, error) {
+					return func(m writefence.Manifest) (writefence.Manifest, error) {
+						if slices.Contains(m.Blobs, ref) {
+							return writefence.Manifest{Payload: payload, Blobs: m.Blobs}, nil
+						}
+						return writefence.Manifest{Payload: payload, Blobs: append(m.Blobs, ref)}, nil
+					}
+				}
+				one, err := f.PutBlob(ctx, plugin, shard, "w", 1, strings.NewReader("one"))
+				require.NoError(t, err)
+				require.NoError(t, f.Commit(ctx, plugin, shard, "w", 1, add(one)))
+				two, err := f.PutBlob(ctx, plugin, shard, "w", 2, strings.NewReader("two"))
+				require.NoError(t, err)
+
+				w := l.dropWrite(key, nil)
+				commit := func() error { return f.Commit(ctx, plugin, shard, "w", 2, add(two)) }
+				again(t, commit(), commit)
+				w.dropped(t)
+				info, err := direct.Inspect(ctx, plugin, shard)
+				require.NoError(t, err)
+				assert.Equal(t, uint64(2), info.Epoch)
+				assert.Equal(t, []writefence.BlobRef{one, two}, info.Blobs)
+				assert.Equal(t, payload, info.Payload)
+				assert.EqualValues(t, 1, w.writes.Load(), "written once")
+				requireNoStagedKey(t, l, w)
+			})
+
+			for _, lost := range []string{"log", "record"} {
+				t.Run(fmt.Sprintf("settle, the reply of its %s lost/attempts=%d", lost, attempts), func(t *testing.T) {
+					shard := fmt.Sprintf("settle-%s-%d", lost, attempts)
 					key, err := keys.Shard(l.prefix, plugin, shard)
 					require.NoError(t, err)
-					add := func(ref writefence.BlobRef) func(writefence.Manifest) (writefence.Manifest, error) {
-						return func(m writefence.Manifest) (writefence.Manifest, error) {
-							if slices.Contains(m.Blobs, ref) {
-								return writefence.Manifest{Payload: payload, Blobs: m.Blobs}, nil
-							}
-							return writefence.Manifest{Payload: payload, Blobs: append(m.Blobs, ref)}, nil
-						}
-					}
-					one, err := f.PutBlob(ctx, plugin, shard, "w", 1, strings.NewReader("one"))
+					logKey, err := keys.SettleLog(l.prefix, plugin, shard)
 					require.NoError(t, err)
-					require.NoError(t, f.Commit(ctx, plugin, shard, "w", 1, add(one)))
-					two, err := f.PutBlob(ctx, plugin, shard, "w", 2, strings.NewReader("two"))
+					require.NoError(t, f.Push(ctx, plugin, shard, "w", 1, []byte("one")))
+					require.NoError(t, testserver.DamageValkey(l.raw)(ctx, key, testserver.Fault{Flip: 0}))
+					_, err = direct.Inspect(ctx, plugin, shard)
+					var ce *writefence.CorruptError
+					require.ErrorAs(t, err, &ce)
+					damaged, err := l.raw.Get(ctx, key).Result()
 					require.NoError(t, err)
 
-					w := l.dropWrite(key, nil)
-					commit := func() error { return f.Commit(ctx, plugin, shard, "w", 2, add(two)) }
-					again(t, commit(), commit)
+					w := l.dropWrite(map[string]string{"log": logKey, "record": key}[lost], nil)
+					settle := func() error {
+						return f.Settle(ctx, plugin, shard, writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 5, Payload: payload, Floor: 1})
+					}
+					err = settle()
 					w.dropped(t)
-					info, err := direct.Inspect(ctx, plugin, shard)
-					require.NoError(t, err)
-					assert.Equal(t, uint64(2), info.Epoch)
-					assert.Equal(t, []writefence.BlobRef{one, two}, info.Blobs)
-					assert.Equal(t, payload, info.Payload)
+					if attempts == 1 && lost == "log" {
+						requireUnknownOnly(t, err, "one attempt, its log's reply lost: %v", err)
+						var se *writefence.StaleEpochError
+						require.ErrorAs(t, settle(), &se, "called again, it finds itself logged and the record still damaged")
+						now, err := l.raw.Get(ctx, key).Result()
+						require.NoError(t, err)
+						assert.Equal(t, damaged, now, "the record is left as it was")
+					} else {
+						again(t, err, settle)
+						requireLatestIn(t, direct, plugin, shard, 5, "op", string(payload))
+					}
 					assert.EqualValues(t, 1, w.writes.Load(), "written once")
 					requireNoStagedKey(t, l, w)
 				})
-
-				for _, lost := range []string{"log", "record"} {
-					t.Run(fmt.Sprintf("settle, the reply of its %s lost/attempts=%d", lost, attempts), func(t *testing.T) {
-						shard := fmt.Sprintf("settle-%s-%d", lost, attempts)
-						key, err := keys.Shard(l.prefix, plugin, shard)
-						require.NoError(t, err)
-						logKey, err := keys.SettleLog(l.prefix, plugin, shard)
-						require.NoError(t, err)
-						require.NoError(t, f.Push(ctx, plugin, shard, "w", 1, []byte("one")))
-						require.NoError(t, testserver.DamageValkey(l.raw)(ctx, key, testserver.Fault{Flip: 0}))
-						_, err = direct.Inspect(ctx, plugin, shard)
-						var ce *writefence.CorruptError
-						require.ErrorAs(t, err, &ce)
-						damaged, err := l.raw.Get(ctx, key).Result()
-						require.NoError(t, err)
-
-						w := l.dropWrite(map[string]string{"log": logKey, "record": key}[lost], nil)
-						settle := func() error {
-							return f.Settle(ctx, plugin, shard, writefence.Settlement{Version: ce.Version, Writer: "op", Epoch: 5, Payload: payload, Floor: 1})
-						}
-						err = settle()
-						w.dropped(t)
-						if attempts == 1 && lost == "log" {
-							requireUnknownOnly(t, err, "one attempt, its log's reply lost: %v", err)
-							var se *writefence.StaleEpochError
-							require.ErrorAs(t, settle(), &se, "called again, it finds itself logged and the record still damaged")
-							now, err := l.raw.Get(ctx, key).Result()
-							require.NoError(t, err)
-							assert.Equal(t, damaged, now, "the record is left as it was")
-						} else {
-							again(t, err, settle)
-							requireLatestIn(t, direct, plugin, shard, 5, "op", string(payload))
-						}
-						assert.EqualValues(t, 1, w.writes.Load(), "written once")
-						requireNoStagedKey(t, l, w)
-					})
-				}
 			}
-		})
-	}
+		}
+	})
 }
 
 // beforeWrite is a go-redis hook that runs fn once, right before the
@@ -3983,95 +3983,88 @@ func (b *beforeWrite) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 //     (promise 4), and no staged value is left.
 func TestValkeyLateWrite(t *testing.T) {
 	t.Parallel()
-	for _, tc := range replyCases() {
-		if tc.where != onStandalone {
-			continue
-		}
-		t.Run(tc.String(), func(t *testing.T) {
-			t.Parallel()
-			l := openLossyValkey(t, tc.where, tc.script, tc.maxRetries)
-			ctx := context.Background()
-			const plugin = "wal"
-			mine, rival := replyPayload("mine", tc.size), replyPayload("rival", tc.size)
-			direct := &writefence.Fence{Store: l.direct, Prefix: l.prefix}
-			for _, sc := range []struct {
-				name     string
-				attempts int
-				when     string // when the held write arrives: "retry" (before the retry's write), "after", "rival"
-			}{
-				{"delivered before the retry writes", 0, "retry"},
-				{"delivered before the retry writes, two attempts", 2, "retry"},
-				{"delivered after the retry landed", 0, "after"},
-				{"delivered after a rival landed", 1, "rival"},
-			} {
-				t.Run(sc.name, func(t *testing.T) {
-					shard := strings.ReplaceAll(sc.name, " ", "-")
-					shard = strings.ReplaceAll(shard, ",", "")
-					key, err := keys.Shard(l.prefix, plugin, shard)
+	forEachReplyCase(t, func(tc replyCase) bool { return tc.where == onStandalone }, func(t *testing.T, tc replyCase, l *lossyValkey) {
+		ctx := context.Background()
+		const plugin = "wal"
+		mine, rival := replyPayload("mine", tc.size), replyPayload("rival", tc.size)
+		direct := &writefence.Fence{Store: l.direct, Prefix: l.prefix}
+		for _, sc := range []struct {
+			name     string
+			attempts int
+			when     string // when the held write arrives: "retry" (before the retry's write), "after", "rival"
+		}{
+			{"delivered before the retry writes", 0, "retry"},
+			{"delivered before the retry writes, two attempts", 2, "retry"},
+			{"delivered after the retry landed", 0, "after"},
+			{"delivered after a rival landed", 1, "rival"},
+		} {
+			t.Run(sc.name, func(t *testing.T) {
+				shard := strings.ReplaceAll(sc.name, " ", "-")
+				shard = strings.ReplaceAll(shard, ",", "")
+				key, err := keys.Shard(l.prefix, plugin, shard)
+				require.NoError(t, err)
+				f := &writefence.Fence{Store: l.store, Prefix: l.prefix, MaxAttempts: sc.attempts, RetryDelay: time.Millisecond}
+				require.NoError(t, f.Push(ctx, plugin, shard, "w", 1, []byte("one")))
+
+				w := l.holdWrite(key)
+				var lateErr error
+				late := make(chan struct{})
+				if sc.when == "retry" {
+					// After the write held back: before the retry's.
+					hook := &beforeWrite{key: key, skip: 1, fn: func() {
+						defer close(late)
+						lateErr = w.deliverLate()
+					}}
+					l.client.(*redis.Client).AddHook(hook)
+				}
+				err = f.Push(ctx, plugin, shard, "w", 2, mine)
+				w.dropped(t)
+
+				switch sc.when {
+				case "retry":
+					select {
+					case <-late:
+					default:
+						t.Fatal("the push never wrote again")
+					}
+					require.NoError(t, lateErr, "the held write, delivered")
+					if sc.attempts == 2 {
+						requireUnknownOnly(t, err, "its retry met its own write: %v", err)
+						requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
+						require.NoError(t, f.Push(ctx, plugin, shard, "w", 2, mine), "called again, the push finds it landed")
+					} else {
+						require.NoError(t, err, "the retry met the held write's version, and read it")
+					}
+					requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
+					assert.EqualValues(t, 2, w.writes.Load(), "the held write and the retry's")
+				case "after":
+					require.NoError(t, err, "the retry landed")
+					_, before, err := l.direct.Get(ctx, key)
 					require.NoError(t, err)
-					f := &writefence.Fence{Store: l.store, Prefix: l.prefix, MaxAttempts: sc.attempts, RetryDelay: time.Millisecond}
-					require.NoError(t, f.Push(ctx, plugin, shard, "w", 1, []byte("one")))
-
-					w := l.holdWrite(key)
-					var lateErr error
-					late := make(chan struct{})
-					if sc.when == "retry" {
-						// After the write held back: before the retry's.
-						hook := &beforeWrite{key: key, skip: 1, fn: func() {
-							defer close(late)
-							lateErr = w.deliverLate()
-						}}
-						l.client.(*redis.Client).AddHook(hook)
-					}
+					require.NoError(t, w.deliverLate())
+					_, now, err := l.direct.Get(ctx, key)
+					require.NoError(t, err)
+					assert.Equal(t, before, now, "the held write, delivered late, wrote nothing")
+					requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
+				case "rival":
+					requireUnknownOnly(t, err, "one attempt, its write held: %v", err)
+					require.NoError(t, direct.Push(ctx, plugin, shard, "rival", 3, rival))
+					_, before, err := l.direct.Get(ctx, key)
+					require.NoError(t, err)
+					require.NoError(t, w.deliverLate())
+					_, now, err := l.direct.Get(ctx, key)
+					require.NoError(t, err)
+					assert.Equal(t, before, now, "the held write, delivered late, wrote nothing")
 					err = f.Push(ctx, plugin, shard, "w", 2, mine)
-					w.dropped(t)
-
-					switch sc.when {
-					case "retry":
-						select {
-						case <-late:
-						default:
-							t.Fatal("the push never wrote again")
-						}
-						require.NoError(t, lateErr, "the held write, delivered")
-						if sc.attempts == 2 {
-							requireUnknownOnly(t, err, "its retry met its own write: %v", err)
-							requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
-							require.NoError(t, f.Push(ctx, plugin, shard, "w", 2, mine), "called again, the push finds it landed")
-						} else {
-							require.NoError(t, err, "the retry met the held write's version, and read it")
-						}
-						requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
-						assert.EqualValues(t, 2, w.writes.Load(), "the held write and the retry's")
-					case "after":
-						require.NoError(t, err, "the retry landed")
-						_, before, err := l.direct.Get(ctx, key)
-						require.NoError(t, err)
-						require.NoError(t, w.deliverLate())
-						_, now, err := l.direct.Get(ctx, key)
-						require.NoError(t, err)
-						assert.Equal(t, before, now, "the held write, delivered late, wrote nothing")
-						requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
-					case "rival":
-						requireUnknownOnly(t, err, "one attempt, its write held: %v", err)
-						require.NoError(t, direct.Push(ctx, plugin, shard, "rival", 3, rival))
-						_, before, err := l.direct.Get(ctx, key)
-						require.NoError(t, err)
-						require.NoError(t, w.deliverLate())
-						_, now, err := l.direct.Get(ctx, key)
-						require.NoError(t, err)
-						assert.Equal(t, before, now, "the held write, delivered late, wrote nothing")
-						err = f.Push(ctx, plugin, shard, "w", 2, mine)
-						var se *writefence.StaleEpochError
-						require.ErrorAs(t, err, &se, "called again, the push meets the rival's write")
-						assert.Equal(t, uint64(3), se.RecordedEpoch)
-						requireLatestIn(t, direct, plugin, shard, 3, "rival", string(rival))
-					}
-					requireNoStagedKey(t, l, w)
-				})
-			}
-		})
-	}
+					var se *writefence.StaleEpochError
+					require.ErrorAs(t, err, &se, "called again, the push meets the rival's write")
+					assert.Equal(t, uint64(3), se.RecordedEpoch)
+					requireLatestIn(t, direct, plugin, shard, 3, "rival", string(rival))
+				}
+				requireNoStagedKey(t, l, w)
+			})
+		}
+	})
 }
 
 // TestValkeyLostReplyWaitingForReplicas: with WaitReplicas, a push's write
