@@ -3480,6 +3480,19 @@ func (w *lostWrite) deliverLate() error {
 	return deliver()
 }
 
+// requireLateWriteWroteNothing delivers w's write, held back, and requires
+// that it changed nothing at key.
+func requireLateWriteWroteNothing(t *testing.T, l *lossyValkey, key string, w *lostWrite) {
+	t.Helper()
+	ctx := context.Background()
+	_, before, err := l.direct.Get(ctx, key)
+	require.NoError(t, err)
+	require.NoError(t, w.deliverLate())
+	_, now, err := l.direct.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, before, now, "the held write, delivered late, wrote nothing")
+}
+
 // stagedKeys returns the staging keys the writes of key named.
 func (w *lostWrite) stagedKeys() []string {
 	w.mu.Lock()
@@ -4039,22 +4052,12 @@ func TestValkeyLateWrite(t *testing.T) {
 					assert.EqualValues(t, 2, w.writes.Load(), "the held write and the retry's")
 				case "after":
 					require.NoError(t, err, "the retry landed")
-					_, before, err := l.direct.Get(ctx, key)
-					require.NoError(t, err)
-					require.NoError(t, w.deliverLate())
-					_, now, err := l.direct.Get(ctx, key)
-					require.NoError(t, err)
-					assert.Equal(t, before, now, "the held write, delivered late, wrote nothing")
+					requireLateWriteWroteNothing(t, l, key, w)
 					requireLatestIn(t, direct, plugin, shard, 2, "w", string(mine))
 				case "rival":
 					requireUnknownOnly(t, err, "one attempt, its write held: %v", err)
 					require.NoError(t, direct.Push(ctx, plugin, shard, "rival", 3, rival))
-					_, before, err := l.direct.Get(ctx, key)
-					require.NoError(t, err)
-					require.NoError(t, w.deliverLate())
-					_, now, err := l.direct.Get(ctx, key)
-					require.NoError(t, err)
-					assert.Equal(t, before, now, "the held write, delivered late, wrote nothing")
+					requireLateWriteWroteNothing(t, l, key, w)
 					err = f.Push(ctx, plugin, shard, "w", 2, mine)
 					var se *writefence.StaleEpochError
 					require.ErrorAs(t, err, &se, "called again, the push meets the rival's write")
