@@ -898,3 +898,32 @@ func eachFloorMode(t *testing.T, test func(t *testing.T, keep bool)) {
 		t.Run(name, func(t *testing.T) { test(t, keep) })
 	}
 }
+
+func TestConflictsRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, k := range []int{1, 3, 10 - 1} {
+		counting := counted(&writefence.MemStore{}, conflicts(k))
+		f := &writefence.Fence{Store: counting}
+		require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")), "k=%d", k)
+		assert.Equal(t, int64(k+1), counting.Calls(fakestore.Put))
+		assert.Equal(t, int64(k+1), counting.Calls(fakestore.Get), "every conflict re-reads")
+		t.Logf("%d injected conflicts: landed after %d writes", k, counting.Calls(fakestore.Put))
+	}
+}
+
+func TestEndlessConflicts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	counting := counted(&writefence.MemStore{}, conflicts(0))
+	f := &writefence.Fence{Store: counting, MaxAttempts: 4}
+	err := f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrConflict)
+	require.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	assert.Equal(t, int64(4), counting.Calls(fakestore.Put), "exactly MaxAttempts writes")
+
+	before := counting.Calls(fakestore.Put)
+	err = (&writefence.Fence{Store: counting}).Push(ctx, "wal", "0", "a", 1, []byte("x"))
+	require.ErrorIs(t, err, writefence.ErrConflict)
+	assert.Equal(t, int64(10), counting.Calls(fakestore.Put)-before)
+}

@@ -13,6 +13,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"log"
 	"mime"
 	"mime/multipart"
 	"net"
@@ -886,4 +887,32 @@ func TestGCSBlobContextPassesThrough(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.ErrorIs(t, store.DeleteBlob(ctx, "k"), context.Canceled)
 	assert.ErrorIs(t, store.ListBlobs(ctx, "", func(writefence.BlobInfo) error { return nil }), context.Canceled)
+}
+
+// ExampleNewGCSConditionalStore fences pushes to a Cloud Storage bucket. It
+// needs credentials and a bucket, so it is compiled but not run.
+func ExampleNewGCSConditionalStore() {
+	ctx := context.Background()
+	client, err := storage.NewClient(ctx) // application default credentials
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	fence := &writefence.Fence{Store: writefence.NewGCSConditionalStore(client, "my-mirror-bucket", nil)}
+
+	// epoch comes from whatever elects this node the shard's writer.
+	var epoch uint64 = 42
+	err = fence.Push(ctx, "wal", "shard-7", "node-a", epoch, []byte("segment bytes"))
+	var gerr *googleapi.Error
+	switch {
+	case err == nil:
+		log.Print("pushed")
+	case errors.Is(err, writefence.ErrStaleEpoch):
+		log.Print("deposed: a writer with this epoch or a later one has pushed; stop writing")
+	case errors.As(err, &gerr) && gerr.Code == http.StatusTooManyRequests:
+		log.Print("throttled: Cloud Storage takes about one update per second per object; retry later")
+	default:
+		log.Fatal(err)
+	}
 }

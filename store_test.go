@@ -4,13 +4,18 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"testing"
 
+	"github.com/stretchr/testify/require"
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/testserver"
 	"github.com/writefence/writefence/writefencetest"
 )
 
 // What the tests of the stores share: the conformance suite's options
-// for the adapters.
+// for the adapters; and the model test on the stores of the unit tier
+// (on the servers' in store_servers_test.go).
 
 // kitReadLimit is the read limit the adapters' conformance runs set on
 // their stores, so the suite checks ErrTooLarge without writing 64 MiB.
@@ -39,4 +44,28 @@ func kitAllBut(prefix string) string {
 		alts[i] = regexp.QuoteMeta(prefix[:i]) + "[^" + regexp.QuoteMeta(prefix[i:i+1]) + "]"
 	}
 	return "^(?:" + strings.Join(alts, "|") + ")"
+}
+
+// TestModel runs the model on the stores of the unit tier: MemStore, and
+// the directory store.
+func TestModel(t *testing.T) {
+	restore, err := modeltest.SetFlags(modeltest.ChecksUnit)
+	require.NoError(t, err)
+	t.Cleanup(restore) // after the subtests, which run in parallel
+	t.Run("mem", func(t *testing.T) {
+		t.Parallel()
+		modeltest.Run(t, func(t *testing.T) modeltest.Target {
+			m := &writefence.MemStore{}
+			return modeltest.Target{Name: "mem", Rewrites: true, Store: m, Damage: testserver.DamageByOverwrite(m)}
+		})
+	})
+	t.Run("dir", func(t *testing.T) {
+		t.Parallel()
+		modeltest.Run(t, func(t *testing.T) modeltest.Target {
+			dir := t.TempDir()
+			s, err := writefence.NewDirStore(dir)
+			require.NoError(t, err)
+			return modeltest.Target{Name: "dir", Store: s, Damage: testserver.DamageDir(dir)}
+		})
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -118,3 +119,15 @@ func valkeyFirstValue(token string, data []byte) string {
 	sum := valkeySHA1(token, string(data))
 	return hex.EncodeToString(sum[:]) + token + string(data)
 }
+
+// ValkeyStore is the Valkey adapter's own type, for the package's
+// external tests.
+type ValkeyStore = valkeyStore
+
+func NewValkeyStore(client redis.UniversalClient) *ValkeyStore {
+	return newValkeyStore(client, nil)
+}
+
+// ValkeyScriptStages reports whether the Script path stages a value of n
+// bytes of data beside the script's call rather than sending it in it.
+func ValkeyScriptStages(n int) bool { return valkeyHeaderLen+n > valkeyInlineMax }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
 	"net"
 	"strconv"
 	"strings"
@@ -477,5 +478,27 @@ func TestValkeyScriptSentOnce(t *testing.T) {
 			assert.Equal(t, 1, f.count("evalsha"), "the script was sent once")
 			assert.Zero(t, f.count("eval"))
 		})
+	}
+}
+
+// A Fence over a standalone Valkey server. The store refuses a
+// cluster-enabled server before touching a key.
+func ExampleNewValkeyConditionalStore() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
+
+	// Script: one round trip per write instead of two.
+	store := writefence.NewValkeyConditionalStore(client, &writefence.StoreOptions{Script: true})
+	fence := &writefence.Fence{Store: store}
+
+	ctx := context.Background()
+	err := fence.Push(ctx, "wal", "shard-7", "node-a", 42, []byte("segment 1138"))
+	switch {
+	case errors.Is(err, writefence.ErrStaleEpoch):
+		log.Print("deposed: a push at epoch 42 or later already landed")
+	case errors.Is(err, errors.ErrUnsupported):
+		log.Fatal(err) // a cluster: configuration, not a race
+	case err != nil:
+		log.Print(err)
 	}
 }

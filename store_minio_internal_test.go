@@ -1345,3 +1345,12 @@ func TestMinioNoSuchBucket(t *testing.T) {
 		assert.Len(t, f.requests()[before:], 1, "%s: one request, no retry", name)
 	}
 }
+
+// MinioStore is the S3 adapter's own type, for the package's external
+// tests, which build a store and then change its settings or call the
+// methods its capabilities name.
+type MinioStore = minioStore
+
+func NewMinioStore(client *minio.Client, bucket string) *MinioStore {
+	return newMinioStore(client, bucket, nil)
+}
