@@ -58,19 +58,15 @@ func newMinioBucket(t *testing.T) (*minio.Client, string) {
 // own (TestMinioUnderOverwrite).
 func TestMinioConformance(t *testing.T) {
 	t.Parallel()
-	minioKit(t, kitAllBut(minioOverwrite))
+	minioKit(t, kitAllBut(kitOverwrite))
 }
 
 // TestMinioUnderOverwrite runs the kit's Get/UnderOverwrite as
 // TestMinioConformance runs the others.
 func TestMinioUnderOverwrite(t *testing.T) {
 	t.Parallel()
-	minioKit(t, "^"+minioOverwrite)
+	minioKit(t, "^"+kitOverwrite)
 }
-
-// minioOverwrite starts the name of the kit's check that
-// TestMinioUnderOverwrite runs apart.
-const minioOverwrite = "Get/U"
 
 // minioKit runs the kit's checks that only matches (Options.Only) as
 // TestMinioConformance says, over a bucket of the test's own.

@@ -34,6 +34,10 @@ func kitOptions(damage testserver.Damager) *writefencetest.Options {
 	}
 }
 
+// kitOverwrite starts the name of the kit's check that the MinIO and GCS
+// tests run apart (TestMinioUnderOverwrite, TestGCSUnderOverwrite).
+const kitOverwrite = "Get/U"
+
 // kitAllBut returns an Options.Only that runs every check of the kit but
 // those whose name (Group/Check) starts with prefix, so that a test of
 // their own runs them beside the rest (Only: "^" + prefix): Go's regular
