@@ -1,0 +1,208 @@
+package writefence_test
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
+	"github.com/writefence/writefence/internal/hook"
+	"github.com/writefence/writefence/internal/keys"
+)
+
+// blobPutAt writes, straight to s, a blob of data by writer at epoch whose
+// id carries the time at (as a Fence whose clock read at puts it), and
+// returns its reference.
+func blobPutAt(t *testing.T, s writefence.ConditionalStore, writer string, epoch uint64, at time.Time, data string) writefence.BlobRef {
+	t.Helper()
+	name := keys.BlobName(epoch, writer, fmt.Sprintf("%012x%020x", at.UnixMilli(), 1))
+	n, err := writefence.WriteBlob(t.Context(), s, blobKey(t, name), strings.NewReader(data))
+	require.NoError(t, err)
+	return writefence.BlobRef{Name: name, Size: n, CRC: crc32.Checksum([]byte(data), crc32.MakeTable(crc32.Castagnoli))}
+}
+
+// committer returns a commit of refs, blobs of epoch 1, at a rising epoch
+// from 2 (a strict epoch each time: the blobs of a term, committed at
+// rising epochs).
+func committer(ctx context.Context) func(f *writefence.Fence, writer string, refs ...writefence.BlobRef) error {
+	epoch := uint64(1)
+	return func(f *writefence.Fence, writer string, refs ...writefence.BlobRef) error {
+		epoch++
+		return f.Commit(ctx, "wal", "0", writer, epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = append(m.Blobs, refs...)
+			return m, nil
+		})
+	}
+}
+
+// TestCommitAfterABlobOfAClockAhead: a blob the writer's previous process
+// put under a clock an hour ahead sorts after every blob the writer puts
+// once restarted with its clock set right, and the listing beside each of
+// its commits starts after it. The blobs it did not show sort before where
+// it started: the commit lists them from the least, one listing, as it
+// would with no listing beside the read, rather than stat each one, and
+// lands; a missing one among them is refused.
+func TestCommitAfterABlobOfAClockAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		mem := &writefence.MemStore{}
+		s := fakestore.New(mem, fakestore.Options{})
+		ahead := blobPutAt(t, mem, "a", 1, time.Now().Add(time.Hour), "put under a clock an hour ahead")
+		commit := committer(ctx)
+		require.NoError(t, commit(&writefence.Fence{Store: s}, "a", ahead))
+		f := &writefence.Fence{Store: s} // the writer, restarted
+		first := putBlob(t, f, "a", 1, "the first segment since the restart")
+		require.NoError(t, commit(f, "a", first))
+		require.Less(t, first.Name, ahead.Name)
+		var refs []writefence.BlobRef
+		for i := range 16 {
+			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+		}
+		lists, stats := s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.StatBlob)
+		require.NoError(t, commit(f, "a", refs...))
+		assert.Equal(t, []int64{2, 0}, []int64{s.Calls(fakestore.ListBlobsConsistent) - lists, s.Calls(fakestore.StatBlob) - stats},
+			"listings (beside the read, and from the least new blob), StatBlobs")
+		info, err := f.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, append([]writefence.BlobRef{ahead, first}, refs...), info.Blobs)
+
+		refs = refs[:0]
+		for i := range 4 {
+			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("more ", i)))
+		}
+		require.NoError(t, mem.DeleteBlob(ctx, blobKey(t, refs[2].Name)))
+		err = commit(f, "a", refs...)
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+		assert.Contains(t, err.Error(), refs[2].Name)
+		info, err = f.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Len(t, info.Blobs, 18, "no reference to the missing blob landed")
+	})
+}
+
+// TestCommitUnderATinyListingBudget: with every listing of a commit's
+// check cut after one blob, in an epoch where other writers' blobs sort
+// among the writer's, each new blob is listed or stat'ed: the commit of
+// blobs that exist lands, and one of a blob deleted after its put, or of
+// one never put, is refused, whichever of the new blobs it is.
+func TestCommitUnderATinyListingBudget(t *testing.T) {
+	for _, budget := range []int{1, 2, 3, 1000} {
+		for missing := range 6 {
+			t.Run(fmt.Sprintf("budget=%d/missing=%d", budget, missing), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					ctx := hook.With(t.Context(), &hook.Hooks{ListBudget: budget})
+					mem := &writefence.MemStore{}
+					s := fakestore.New(mem, fakestore.Options{})
+					f := &writefence.Fence{Store: s}
+					other := &writefence.Fence{Store: s}
+					commit := committer(ctx)
+					require.NoError(t, commit(f, "a", putBlob(t, f, "a", 1, "committed")))
+					var refs []writefence.BlobRef
+					for i := range 5 {
+						refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+						putBlob(t, other, "b", 1, fmt.Sprint("a deposed writer's ", i))
+						time.Sleep(time.Millisecond)
+					}
+					switch {
+					case missing < 5:
+						require.NoError(t, mem.DeleteBlob(ctx, blobKey(t, refs[missing].Name)))
+					default:
+						never := refs[4]
+						never.Name = keys.BlobName(1, "a", fmt.Sprintf("%012x%020x", time.Now().Add(time.Hour).UnixMilli(), 7))
+						refs = append(refs, never)
+					}
+					err := commit(f, "a", refs...)
+					require.ErrorIs(t, err, writefence.ErrNotFound)
+					info, err := f.Inspect(ctx, "wal", "0")
+					require.NoError(t, err)
+					require.Len(t, info.Blobs, 1, "no reference to a missing blob landed")
+
+					if missing < 5 {
+						refs = append(refs[:missing], refs[missing+1:]...)
+					} else {
+						refs = refs[:5]
+					}
+					require.NoError(t, commit(f, "a", refs...), "every blob exists")
+				})
+			})
+		}
+	}
+}
+
+// TestCommitOfTwoFencesInOneMillisecond: two Fences of one writer (a
+// process and its restart) put blobs in the same millisecond, each from
+// its own random id, so their names interleave in no order the listing
+// can rely on; a commit of all of them, by either Fence, lands, and one of
+// all but a deleted one is refused.
+func TestCommitOfTwoFencesInOneMillisecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		mem := &writefence.MemStore{}
+		s := fakestore.New(mem, fakestore.Options{})
+		f, g := &writefence.Fence{Store: s}, &writefence.Fence{Store: s}
+		commit := committer(ctx)
+		require.NoError(t, commit(f, "a", putBlob(t, f, "a", 1, "committed")))
+		require.NoError(t, commit(g, "a", putBlob(t, g, "a", 1, "committed by the restart")))
+		var refs []writefence.BlobRef
+		for i := range 8 {
+			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("f ", i)), putBlob(t, g, "a", 1, fmt.Sprint("g ", i)))
+		}
+		require.NoError(t, mem.DeleteBlob(ctx, blobKey(t, refs[5].Name)))
+		for _, c := range []*writefence.Fence{f, g} {
+			err := commit(c, "a", refs...)
+			require.ErrorIs(t, err, writefence.ErrNotFound)
+		}
+		refs = append(refs[:5], refs[6:]...)
+		for i, c := range []*writefence.Fence{g, f} {
+			require.NoError(t, commit(c, "a", refs[i*7:(i+1)*7+i]...))
+		}
+		info, err := f.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Len(t, info.Blobs, 2+15)
+	})
+}
+
+// TestCommitOverAStoreThatMisreadsAfter: a store whose listing ignores
+// after, or takes it for inclusive, shows more than asked, never less:
+// each commit still lands, and one of a deleted blob is refused.
+func TestCommitOverAStoreThatMisreadsAfter(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		keep func(key, after string) bool
+	}{
+		{"ignored", func(string, string) bool { return true }},
+		{"inclusive", func(key, after string) bool { return key >= after }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				mem := &writefence.MemStore{}
+				s := fakestore.New(mem, fakestore.Options{ListBlobsConsistent: func(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
+					return mem.ListBlobs(ctx, prefix, func(b writefence.BlobInfo) error {
+						if c.keep(b.Key, after) {
+							return fn(b)
+						}
+						return nil
+					})
+				}})
+				f := &writefence.Fence{Store: s}
+				commit := committer(ctx)
+				for i := range 3 {
+					require.NoError(t, commit(f, "a", putBlob(t, f, "a", 1, fmt.Sprint("committed ", i))))
+				}
+				a, b := putBlob(t, f, "a", 1, "a"), putBlob(t, f, "a", 1, "b")
+				require.NoError(t, mem.DeleteBlob(ctx, blobKey(t, b.Name)))
+				require.ErrorIs(t, commit(f, "a", a, b), writefence.ErrNotFound)
+				require.NoError(t, commit(f, "a", a))
+			})
+		})
+	}
+}
