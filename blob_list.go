@@ -58,7 +58,8 @@ func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string)
 // its last: a commit of a few new ones lists those, and never a thousand
 // blobs that may not show them. The keys under the prefix of
 // ahead, a listing started before (nil for none), are checked by it when it
-// ended within its budget: those it did not show with StatBlob.
+// ended within its budget: those it did not show with StatBlob, but those
+// before where it began (a blob of a Fence whose clock was behind).
 func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys, others []string, ahead *aheadListing) (map[string]BlobInfo, error) {
 	bs, ok := capability[BlobStore](s)
 	if !ok {
@@ -72,27 +73,36 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys, others [
 	found := make(map[string]BlobInfo, len(keys))
 	pending := keys
 	if listed, complete, ok := ahead.wait(ctx, prefixes); ok {
-		var rest, unseen []string
+		var rest, unseen, before []string
 		for _, k := range keys {
-			if !strings.HasPrefix(k, ahead.prefix) {
+			_, seen := listed[k]
+			switch {
+			case !strings.HasPrefix(k, ahead.prefix):
 				rest = append(rest, k)
-			} else if _, seen := listed[k]; !seen {
+			case seen:
+			case k <= ahead.after:
+				before = append(before, k)
+			default:
 				unseen = append(unseen, k)
 			}
 		}
 		// Of a listing cut at its budget, the keys it did not show are
-		// left to the listing below, with a budget by their number.
+		// left to the listing below, with a budget by their number; so
+		// are those that sort before where it began (put by a Fence
+		// whose clock was behind another's): it never ran over them.
 		if complete || len(unseen) == 0 {
 			for _, k := range keys {
 				if info, seen := listed[k]; seen && strings.HasPrefix(k, ahead.prefix) {
 					found[k] = info
 				}
 			}
-			prefixes = slices.DeleteFunc(slices.Clone(prefixes), func(p string) bool { return p == ahead.prefix })
+			if len(before) == 0 {
+				prefixes = slices.DeleteFunc(slices.Clone(prefixes), func(p string) bool { return p == ahead.prefix })
+			}
 			if err := statEach(ctx, bs, unseen, found); err != nil {
 				return nil, err
 			}
-			pending = rest
+			pending = append(rest, before...)
 		}
 	}
 	if lister, ok := capability[ConsistentBlobLister](s); ok {
