@@ -13,17 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakeclock"
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 )
 
-// blobPutAt writes, straight to s, a blob of data by writer at epoch whose
-// id carries the time at (as a Fence whose clock read at puts it), and
-// returns its reference.
-func blobPutAt(t *testing.T, s writefence.ConditionalStore, writer string, epoch uint64, at time.Time, data string) writefence.BlobRef {
+// blobPutAs writes, straight to s, a blob of data by writer at epoch with
+// the id id, and returns its reference.
+func blobPutAs(t *testing.T, s writefence.ConditionalStore, writer string, epoch uint64, id, data string) writefence.BlobRef {
 	t.Helper()
-	name := keys.BlobName(epoch, writer, fmt.Sprintf("%012x%020x", at.UnixMilli(), 1))
+	name := keys.BlobName(epoch, writer, id)
 	n, err := writefence.WriteBlob(t.Context(), s, blobKey(t, name), strings.NewReader(data))
 	require.NoError(t, err)
 	return writefence.BlobRef{Name: name, Size: n, CRC: crc32.Checksum([]byte(data), crc32.MakeTable(crc32.Castagnoli))}
@@ -55,7 +55,7 @@ func TestCommitAfterABlobOfAClockAhead(t *testing.T) {
 		ctx := t.Context()
 		mem := &writefence.MemStore{}
 		s := fakestore.New(mem, fakestore.Options{})
-		ahead := blobPutAt(t, mem, "a", 1, time.Now().Add(time.Hour), "put under a clock an hour ahead")
+		ahead := blobPutAs(t, mem, "a", 1, fmt.Sprintf("%012x%020x", time.Now().Add(time.Hour).UnixMilli(), 1), "put under a clock an hour ahead")
 		commit := committer(ctx)
 		require.NoError(t, commit(&writefence.Fence{Store: s}, "a", ahead))
 		f := &writefence.Fence{Store: s} // the writer, restarted
@@ -205,4 +205,71 @@ func TestCommitOverAStoreThatMisreadsAfter(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestCommitAfterBlobsOfRandomIDs: the blobs a writer put before its ids
+// carried the time (32 random hexadecimal digits) sort, most of them,
+// after every blob it puts since; over a record that references some, a
+// commit of new blobs of their epoch lists those from the least and lands,
+// with no StatBlob.
+func TestCommitAfterBlobsOfRandomIDs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		mem := &writefence.MemStore{}
+		s := fakestore.New(mem, fakestore.Options{})
+		f := &writefence.Fence{Store: s}
+		commit := committer(ctx)
+		var old []writefence.BlobRef
+		for i, id := range []string{"7f0c", "c3a9", "f00d"} {
+			old = append(old, blobPutAs(t, mem, "a", 1, id+strings.Repeat("5", 28), fmt.Sprint("an old segment ", i)))
+		}
+		require.NoError(t, commit(f, "a", old...))
+		require.NoError(t, commit(f, "a", putBlob(t, f, "a", 1, "the first with a time")))
+		var refs []writefence.BlobRef
+		for i := range 8 {
+			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
+		}
+		lists, stats := s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.StatBlob)
+		require.NoError(t, commit(f, "a", refs...))
+		assert.Equal(t, []int64{2, 0}, []int64{s.Calls(fakestore.ListBlobsConsistent) - lists, s.Calls(fakestore.StatBlob) - stats},
+			"listings (beside the read, and from the least new blob), StatBlobs")
+	})
+}
+
+// TestCommitOwnListingBeforeACollect: a commit by a Fence that remembers
+// no record (no listing beside its read) lists its new blobs after its
+// read; Collect then raises the horizon and deletes them before the
+// commit's write. The write finds the record changed, the check runs
+// again, and the commit is refused: no reference to a collected blob
+// lands (promise 24).
+func TestCommitOwnListingBeforeACollect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		clock := &fakeclock.Clock{}
+		mem := &writefence.MemStore{Clock: clock.Now}
+		collector := &writefence.Fence{Store: mem}
+		var report writefence.GCReport
+		var collectErr error
+		f, s, armed := listedBefore(t, mem, func() {
+			clock.Advance(2 * time.Hour)
+			report, collectErr = collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+		})
+		require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(writefence.Manifest) (writefence.Manifest, error) {
+			return writefence.Manifest{Payload: []byte("manifest")}, nil
+		}))
+		g := &writefence.Fence{Store: s}
+		refs := []writefence.BlobRef{putBlob(t, g, "a", 2, "a"), putBlob(t, g, "a", 2, "b")}
+		armed.Store(true)
+		err := g.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+			m.Blobs = append(m.Blobs, refs...)
+			return m, nil
+		})
+		require.NoError(t, collectErr)
+		assert.Len(t, report.Deleted, 2, "Collect deleted both blobs after the listing")
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+		assert.EqualValues(t, 2, s.Calls(fakestore.ListBlobsConsistent), "the check's listing, before the Collect and after")
+		info, err := collector.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Empty(t, info.Blobs, "no reference to a collected blob landed")
+	})
 }
