@@ -273,3 +273,27 @@ func TestCommitOwnListingBeforeACollect(t *testing.T) {
 		assert.Empty(t, info.Blobs, "no reference to a collected blob landed")
 	})
 }
+
+// TestStatBlobsOfAnEmptyKey: StatBlobs of two keys under the prefix "",
+// one of them "" itself, on a store whose listing is consistent, answers
+// as StatBlob of each key does, and does not panic on the least key,
+// which has no last byte to drop.
+func TestStatBlobsOfAnEmptyKey(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	_, err := writefence.WriteBlob(ctx, mem, "k", strings.NewReader("bytes"))
+	require.NoError(t, err)
+	want := map[string]writefence.BlobInfo{}
+	for _, k := range []string{"", "k"} {
+		if info, err := mem.StatBlob(ctx, k); err == nil {
+			want[k] = info
+		}
+	}
+	require.Contains(t, want, "k")
+	var found map[string]writefence.BlobInfo
+	require.NotPanics(t, func() {
+		found, err = writefence.StatBlobs(ctx, mem, []string{""}, []string{"", "k"})
+	})
+	require.NoError(t, err)
+	assert.Equal(t, want, found)
+}
