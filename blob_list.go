@@ -155,8 +155,13 @@ func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys,
 			want[k] = true
 		}
 		// A key shorter by its last byte sorts before least, and before
-		// no key that does not.
-		err := lister.ListBlobsConsistent(ctx, p, least[:len(least)-1], func(b BlobInfo) error {
+		// no key that does not; "" has none: the listing starts at the
+		// first key.
+		after := ""
+		if least != "" {
+			after = least[:len(least)-1]
+		}
+		err := lister.ListBlobsConsistent(ctx, p, after, func(b BlobInfo) error {
 			if want[b.Key] {
 				found[b.Key] = b
 			}
