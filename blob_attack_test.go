@@ -17,6 +17,7 @@ import (
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/testserver"
 )
 
 // blobPutAs writes, straight to s, a blob of data by writer at epoch with
@@ -296,4 +297,52 @@ func TestStatBlobsOfAnEmptyKey(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, want, found)
+}
+
+// TestCommitAfterEscapedKeysOnServers: on MinIO and on fake-gcs-server, a
+// writer whose name escapes to '%' and other bytes that travel escaped in
+// a listing's start commits blobs, after blobs of a clock ahead and
+// before them: every commit lands with no StatBlob of a blob its listings
+// could show, and one of a deleted blob is refused.
+func TestCommitAfterEscapedKeysOnServers(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		store func(t *testing.T) writefence.ConditionalStore
+	}{
+		{"minio", func(t *testing.T) writefence.ConditionalStore {
+			mc := testserver.S3Server(t).Client(t, nil)
+			return writefence.NewMinioStore(mc, testserver.MinioBucket(t, mc))
+		}},
+		{"gcs", func(t *testing.T) writefence.ConditionalStore {
+			gc := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
+			return writefence.NewGCSStore(gc, testserver.GCSBucket(t, gc))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			inner := c.store(t)
+			s := fakestore.New(inner, fakestore.Options{})
+			const writer = "a/b c%+é"
+			commit := committer(ctx)
+			aheadRef := blobPutAs(t, inner, writer, 1, fmt.Sprintf("%012x%020x", time.Now().Add(time.Hour).UnixMilli(), 1), "put under a clock an hour ahead")
+			f := &writefence.Fence{Store: s}
+			require.NoError(t, commit(f, writer, aheadRef))
+			for round := range 3 {
+				var refs []writefence.BlobRef
+				for i := range 3 {
+					refs = append(refs, putBlob(t, f, writer, 1, fmt.Sprint("segment ", round, i)))
+				}
+				stats := s.Calls(fakestore.StatBlob)
+				require.NoError(t, commit(f, writer, refs...), "round %d", round)
+				assert.Zero(t, s.Calls(fakestore.StatBlob)-stats, "round %d: StatBlobs", round)
+			}
+			a, b := putBlob(t, f, writer, 1, "a"), putBlob(t, f, writer, 1, "b")
+			require.NoError(t, inner.(writefence.BlobStore).DeleteBlob(ctx, blobKey(t, a.Name)))
+			require.ErrorIs(t, commit(f, writer, a, b), writefence.ErrNotFound)
+			info, err := f.Inspect(ctx, "wal", "0")
+			require.NoError(t, err)
+			assert.Len(t, info.Blobs, 10)
+		})
+	}
 }
