@@ -346,3 +346,46 @@ func TestCommitAfterEscapedKeysOnServers(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitListedAfterAKeyBeforeACollect: the listing beside a commit's
+// read starts after the blob of the epoch the record references and shows
+// the new one; Collect then raises the horizon and deletes the new blob
+// (the referenced one it keeps). The record is no longer at the version
+// the listing began at: the commit checks its blob again and is refused.
+func TestCommitListedAfterAKeyBeforeACollect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		clock := &fakeclock.Clock{}
+		mem := &writefence.MemStore{Clock: clock.Now}
+		collector := &writefence.Fence{Store: mem}
+		var report writefence.GCReport
+		var collectErr error
+		var listedAfter []string
+		f, _, armed := listedBefore(t, mem, func() {
+			clock.Advance(2 * time.Hour)
+			report, collectErr = collector.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+		})
+		inner := f.Store // records where each listing starts
+		f.Store = fakestore.New(inner, fakestore.Options{ListBlobsConsistent: func(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
+			listedAfter = append(listedAfter, after)
+			return inner.(writefence.ConsistentBlobLister).ListBlobsConsistent(ctx, prefix, after, fn)
+		}})
+		commit := committer(ctx)
+		old := putBlob(t, f, "a", 1, "referenced")
+		require.NoError(t, commit(f, "a", old))
+		time.Sleep(time.Millisecond)
+		young := putBlob(t, f, "a", 1, "new")
+		armed.Store(true)
+		listedAfter = nil
+		err := commit(f, "a", young)
+		require.NoError(t, collectErr)
+		require.Len(t, report.Deleted, 1)
+		assert.Equal(t, blobKey(t, young.Name), report.Deleted[0].Key)
+		require.ErrorIs(t, err, writefence.ErrNotFound)
+		require.NotEmpty(t, listedAfter)
+		assert.Equal(t, blobKey(t, old.Name), listedAfter[0], "the listing beside the read started after the referenced blob")
+		info, err := collector.Inspect(ctx, "wal", "0")
+		require.NoError(t, err)
+		assert.Equal(t, []writefence.BlobRef{old}, info.Blobs, "no reference to the collected blob landed")
+	})
+}
