@@ -59,7 +59,8 @@ func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string)
 // blobs that may not show them. The keys under the prefix of
 // ahead, a listing started before (nil for none), are checked by it when it
 // ended within its budget: those it did not show with StatBlob, but those
-// before where it began (a blob of a Fence whose clock was behind).
+// before where it began (after a blob of a clock ahead, or of an id
+// before ids carried the time), which are listed as if there were none.
 func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys, others []string, ahead *aheadListing) (map[string]BlobInfo, error) {
 	bs, ok := capability[BlobStore](s)
 	if !ok {
@@ -88,8 +89,8 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys, others [
 		}
 		// Of a listing cut at its budget, the keys it did not show are
 		// left to the listing below, with a budget by their number; so
-		// are those that sort before where it began (put by a Fence
-		// whose clock was behind another's): it never ran over them.
+		// are those that sort before where it began: it never ran over
+		// them.
 		if complete || len(unseen) == 0 {
 			for _, k := range keys {
 				if info, seen := listed[k]; seen && strings.HasPrefix(k, ahead.prefix) {
