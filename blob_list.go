@@ -58,7 +58,9 @@ func StatBlobs(ctx context.Context, s ConditionalStore, prefixes, keys []string)
 // its last: a commit of a few new ones lists those, and never a thousand
 // blobs that may not show them. The keys under the prefix of
 // ahead, a listing started before (nil for none), are checked by it when it
-// ended within its budget: those it did not show with StatBlob.
+// ended within its budget: those it did not show with StatBlob, but those
+// before where it began (after a blob of a clock ahead, or of an id
+// before ids carried the time), which are listed as if there were none.
 func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys, others []string, ahead *aheadListing) (map[string]BlobInfo, error) {
 	bs, ok := capability[BlobStore](s)
 	if !ok {
@@ -72,27 +74,36 @@ func statBlobs(ctx context.Context, s ConditionalStore, prefixes, keys, others [
 	found := make(map[string]BlobInfo, len(keys))
 	pending := keys
 	if listed, complete, ok := ahead.wait(ctx, prefixes); ok {
-		var rest, unseen []string
+		var rest, unseen, before []string
 		for _, k := range keys {
-			if !strings.HasPrefix(k, ahead.prefix) {
+			_, seen := listed[k]
+			switch {
+			case !strings.HasPrefix(k, ahead.prefix):
 				rest = append(rest, k)
-			} else if _, seen := listed[k]; !seen {
+			case seen:
+			case k <= ahead.after:
+				before = append(before, k)
+			default:
 				unseen = append(unseen, k)
 			}
 		}
 		// Of a listing cut at its budget, the keys it did not show are
-		// left to the listing below, with a budget by their number.
+		// left to the listing below, with a budget by their number; so
+		// are those that sort before where it began: it never ran over
+		// them.
 		if complete || len(unseen) == 0 {
 			for _, k := range keys {
 				if info, seen := listed[k]; seen && strings.HasPrefix(k, ahead.prefix) {
 					found[k] = info
 				}
 			}
-			prefixes = slices.DeleteFunc(slices.Clone(prefixes), func(p string) bool { return p == ahead.prefix })
+			if len(before) == 0 {
+				prefixes = slices.DeleteFunc(slices.Clone(prefixes), func(p string) bool { return p == ahead.prefix })
+			}
 			if err := statEach(ctx, bs, unseen, found); err != nil {
 				return nil, err
 			}
-			pending = rest
+			pending = append(rest, before...)
 		}
 	}
 	if lister, ok := capability[ConsistentBlobLister](s); ok {
@@ -145,8 +156,13 @@ func listBlobs(ctx context.Context, lister ConsistentBlobLister, prefixes, keys,
 			want[k] = true
 		}
 		// A key shorter by its last byte sorts before least, and before
-		// no key that does not.
-		err := lister.ListBlobsConsistent(ctx, p, least[:len(least)-1], func(b BlobInfo) error {
+		// no key that does not; "" has none: the listing starts at the
+		// first key.
+		after := ""
+		if least != "" {
+			after = least[:len(least)-1]
+		}
+		err := lister.ListBlobsConsistent(ctx, p, after, func(b BlobInfo) error {
 			if want[b.Key] {
 				found[b.Key] = b
 			}

@@ -46,6 +46,11 @@ type proc struct {
 	seq         int
 	pausedUntil time.Time
 	tracked     []tracked
+
+	// A blob a writer put and held back from its batch's commit, which
+	// its next commit adds: it sorts before the blobs that commit
+	// referenced, where the listing beside the next commit's read starts.
+	held []writefence.BlobRef
 }
 
 // tracked is a context the process ships under, whose state each call
@@ -328,8 +333,8 @@ func (p *proc) ship(ctx context.Context) {
 
 // segment uploads segments as blobs at epoch, one or a batch of up to
 // six (a batch of four or more is checked by a listing, fewer by
-// StatBlobs), then commits them at a fresh epoch, dropping the oldest
-// references past three.
+// StatBlobs), then commits them, and any blob held back before, at a
+// fresh epoch, dropping the oldest references past three.
 func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	var refs []writefence.BlobRef
 	for i := range 1 + p.rng.IntN(2)*p.rng.IntN(6) {
@@ -346,6 +351,13 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 		}
 		refs = append(refs, ref)
 	}
+	// A batch of three holds its first blob back for the next commit,
+	// which then adds it.
+	var hold []writefence.BlobRef
+	if len(refs) == 3 {
+		hold, refs = refs[:1], refs[1:]
+	}
+	refs, p.held = append(p.held, refs...), hold
 	if p.rng.IntN(4) == 0 {
 		// Now and then the writer pauses between the upload and the
 		// commit, as its scheduler or a slow disk would make it.
