@@ -251,3 +251,10 @@ func TestGCSNoSuchBucket(t *testing.T) {
 		assert.Equal(t, tc.kinds, after, "%s: the requests, none retried", tc.name)
 	}
 }
+
+// TestGCSCommitAfterEscapedKeys: see testCommitAfterEscapedKeys.
+func TestGCSCommitAfterEscapedKeys(t *testing.T) {
+	t.Parallel()
+	gc := testserver.GCSClient(t, testserver.GCSEndpoint(t), nil)
+	testCommitAfterEscapedKeys(t, writefence.NewGCSStore(gc, testserver.GCSBucket(t, gc)))
+}

@@ -702,3 +702,10 @@ func ExampleNewMinioConditionalStore() {
 		log.Fatal(err)
 	}
 }
+
+// TestMinioCommitAfterEscapedKeys: see testCommitAfterEscapedKeys.
+func TestMinioCommitAfterEscapedKeys(t *testing.T) {
+	t.Parallel()
+	mc := testserver.S3Server(t).Client(t, nil)
+	testCommitAfterEscapedKeys(t, writefence.NewMinioStore(mc, testserver.MinioBucket(t, mc)))
+}
