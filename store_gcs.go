@@ -503,14 +503,17 @@ func (s *gcsStore) ListBlobs(ctx context.Context, prefix string, fn func(BlobInf
 }
 
 func (s *gcsStore) listBlobs(ctx context.Context, prefix, after string, fn func(BlobInfo) error) error {
-	q := &storage.Query{Prefix: prefix, Projection: storage.ProjectionNoACL}
-	if after != "" {
-		q.StartOffset = after + "\x00" // the least name after it
-	}
+	// StartOffset is inclusive: the object named after, if any, is
+	// skipped below, rather than asked for from after plus a NUL byte,
+	// which the request carries as %00 and not every server may take.
+	q := &storage.Query{Prefix: prefix, StartOffset: after, Projection: storage.ProjectionNoACL}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Created"}); err != nil {
 		return storeErr("gcs blob list", prefix, nil, err)
 	}
 	return s.eachObject(ctx, "blob list", q, func(attrs *storage.ObjectAttrs) error {
+		if after != "" && attrs.Name <= after {
+			return nil
+		}
 		info, err := gcsBlobInfo("blob list", attrs.Name, attrs)
 		if err != nil {
 			return err
