@@ -1,7 +1,11 @@
 package writefence
 
 import (
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	"github.com/writefence/writefence/internal/keys"
 )
@@ -30,4 +34,41 @@ func keyErr(err error) error {
 // Shard names a shard for Hold to seal.
 type Shard struct {
 	Plugin, Shard string
+}
+
+// blobIDs makes the ids of a Fence's blobs; it holds the last one.
+type blobIDs struct {
+	mu   sync.Mutex
+	ms   uint64
+	rand [10]byte
+}
+
+// next returns a blob's id: the Unix time of now in milliseconds, in 12
+// hexadecimal digits, then 80 random bits in 20, the last id's plus one
+// where its time is not before now's (as a ULID's monotonic mode has it).
+// The blob names of an epoch so sort in the order one Fence put them, and
+// in about that order across Fences, which lets a commit list only its
+// writer's latest blobs (see listAhead); the order is never relied on for
+// anything but the cost of a listing.
+func (b *blobIDs) next(now time.Time) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ms := uint64(now.UnixMilli()) & (1<<48 - 1)
+	if ms > b.ms {
+		if _, err := rand.Read(b.rand[:]); err != nil {
+			return "", fmt.Errorf("writefence: blob id: %w", err)
+		}
+		b.ms = ms
+	} else {
+		i := len(b.rand) - 1
+		for ; i >= 0; i-- {
+			if b.rand[i]++; b.rand[i] != 0 {
+				break
+			}
+		}
+		if i < 0 { // 2^80 ids in one millisecond: the next one's
+			b.ms++
+		}
+	}
+	return fmt.Sprintf("%012x%x", b.ms, b.rand), nil
 }
