@@ -508,9 +508,7 @@ func TestCommitOfABlobPutBeforeTheLastReferenced(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		late := committedBlob(t, f, "a", 1, "put last, committed first")
 		require.Less(t, early.Name, late.Name)
-		lists, stats := s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.StatBlob)
-		require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, appendBlob(early)))
-		assert.Equal(t, []int64{1, 1}, []int64{s.Calls(fakestore.ListBlobsConsistent) - lists, s.Calls(fakestore.StatBlob) - stats},
+		assert.Equal(t, []int64{1, 1}, listsAndStats(t, s, func() error { return f.Commit(ctx, "wal", "0", "a", 2, appendBlob(early)) }),
 			"the listing after the last referenced blob, and a StatBlob of the one it did not show")
 		info, err := f.Inspect(ctx, "wal", "0")
 		require.NoError(t, err)
@@ -595,9 +593,7 @@ func TestCommitAfterABlobOfAClockAhead(t *testing.T) {
 		for i := range 16 {
 			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
 		}
-		lists, stats := s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.StatBlob)
-		require.NoError(t, commit(f, "a", refs...))
-		assert.Equal(t, []int64{2, 0}, []int64{s.Calls(fakestore.ListBlobsConsistent) - lists, s.Calls(fakestore.StatBlob) - stats},
+		assert.Equal(t, []int64{2, 0}, listsAndStats(t, s, func() error { return commit(f, "a", refs...) }),
 			"listings (beside the read, and from the least new blob), StatBlobs")
 		info, err := f.Inspect(ctx, "wal", "0")
 		require.NoError(t, err)
@@ -758,9 +754,7 @@ func TestCommitAfterBlobsOfRandomIDs(t *testing.T) {
 		for i := range 8 {
 			refs = append(refs, putBlob(t, f, "a", 1, fmt.Sprint("segment ", i)))
 		}
-		lists, stats := s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.StatBlob)
-		require.NoError(t, commit(f, "a", refs...))
-		assert.Equal(t, []int64{2, 0}, []int64{s.Calls(fakestore.ListBlobsConsistent) - lists, s.Calls(fakestore.StatBlob) - stats},
+		assert.Equal(t, []int64{2, 0}, listsAndStats(t, s, func() error { return commit(f, "a", refs...) }),
 			"listings (beside the read, and from the least new blob), StatBlobs")
 	})
 }
@@ -868,4 +862,13 @@ func TestCommitListedAfterAKeyBeforeACollect(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []writefence.BlobRef{old}, info.Blobs, "no reference to the collected blob landed")
 	})
+}
+
+// listsAndStats runs commit, which must succeed, and returns the
+// ListBlobsConsistent and StatBlob calls s saw meanwhile.
+func listsAndStats(t *testing.T, s fakestore.Store, commit func() error) []int64 {
+	t.Helper()
+	lists, stats := s.Calls(fakestore.ListBlobsConsistent), s.Calls(fakestore.StatBlob)
+	require.NoError(t, commit())
+	return []int64{s.Calls(fakestore.ListBlobsConsistent) - lists, s.Calls(fakestore.StatBlob) - stats}
 }
