@@ -261,8 +261,7 @@ var (
 	// ErrNotFound reports a key never written, or deleted.
 	ErrNotFound = errors.New("writefence: not found")
 
-	// ErrConflict reports a conditional write whose expected version did
-	// not match.
+	// ErrConflict reports a conditional write whose expected version differed.
 	ErrConflict = errors.New("writefence: version conflict")
 
 	// ErrTooLarge reports an object over the store's read limit; nothing

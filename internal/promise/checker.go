@@ -325,7 +325,7 @@ func (c *Checker) store(idx int, key string, v *value, outside bool) {
 // around the checks of the call itself (checkObserved, checkPrefix).
 var (
 	endsFirst = [...]func(*Checker, int, *flight){
-		(*Checker).checkRefusal, (*Checker).checkUnknown, (*Checker).checkRetried, (*Checker).checkAcked, (*Checker).checkDeposed,
+		(*Checker).checkRefusal, (*Checker).checkRefusedCommit, (*Checker).checkUnknown, (*Checker).checkRetried, (*Checker).checkAcked, (*Checker).checkDeposed,
 	}
 	endsThen = [...]func(*Checker, int, *flight){
 		(*Checker).checkReader, (*Checker).checkClaim, (*Checker).endLease, (*Checker).checkCollected, (*Checker).endSeen, (*Checker).endWriter,

@@ -1525,3 +1525,82 @@ func TestPromise20_CommitCreatingARecordDeletedMeanwhileCheckedItsBlobs(t *testi
 		history(t, func(b *builder) { b.createBlob(nil, blob, []byte("bb")) }).requireBroken(20)
 	})
 }
+
+// TestPromise20_RefusedCommit: a commit refused as not found names a blob
+// it newly references, over the manifest it decided on, that did not
+// exist with its size throughout the call, created at or after the
+// collection horizon.
+func TestPromise20_RefusedCommit(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	old, name := keys.BlobName(1, "w1", blobID(1)), keys.BlobName(1, "w1", blobID(2))
+	held := ref(old, []byte("a"))
+	// refused sets up the blobs and a stream's record referencing old,
+	// whose collection horizon is none (-1) or that many nanoseconds after
+	// the last blob's creation, then a commit of name over it, refused as
+	// not found; during runs between its begin and its end.
+	refused := func(b *builder, blob []byte, after int64, during func(b *builder, c *Call)) {
+		made := b.createBlob(nil, blobKeyOf(b.t, "s1", old), []byte("a"))
+		if blob != nil {
+			made = b.createBlob(nil, blobKeyOf(b.t, "s1", name), blob)
+		}
+		var horizon int64
+		if after >= 0 {
+			horizon = made.UnixNano() + after
+		}
+		b.put(nil, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{held}, Since: 1, Horizon: horizon, Stream: true}))
+		c := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2,
+			Current: []record.BlobRef{held}, Blobs: []record.BlobRef{held, ref(name, []byte("b"))}})
+		if during != nil {
+			during(b, c)
+		}
+		b.end(c, errNotFound, "not found")
+	}
+	judge(t, 20,
+		story{name: "the blob existed throughout", build: func(b *builder) {
+			refused(b, []byte("b"), -1, nil)
+		}},
+		story{name: "the blob existed throughout a lost reply and a retry", build: func(b *builder) {
+			refused(b, []byte("b"), -1, func(b *builder, c *Call) {
+				b.fault(c, "lost")
+				b.fault(c, "transient")
+			})
+		}},
+		story{name: "the blob was created at the horizon", build: func(b *builder) {
+			refused(b, []byte("b"), 0, nil)
+		}},
+		story{name: "the blob was missing", kept: true, build: func(b *builder) {
+			refused(b, nil, -1, nil)
+		}},
+		story{name: "the blob held another size", kept: true, build: func(b *builder) {
+			refused(b, []byte("bb"), -1, nil)
+		}},
+		story{name: "the blob was created before the horizon", kept: true, build: func(b *builder) {
+			refused(b, []byte("b"), 1, nil)
+		}},
+		story{name: "a collection deleted the blob during the call", kept: true, build: func(b *builder) {
+			refused(b, []byte("b"), -1, func(b *builder, _ *Call) {
+				co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1", Proc: "gc"})
+				b.deleteBlob(co, blobKeyOf(b.t, "s1", name))
+				b.end(co, nil)
+			})
+		}},
+		story{name: "a collection raised the horizon past the blob during the call", kept: true, build: func(b *builder) {
+			refused(b, []byte("b"), -1, func(b *builder, _ *Call) {
+				co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1", Proc: "gc"})
+				b.put(co, key, rec("w1", 1, record.Body{Refs: []record.BlobRef{held}, Since: 1, Horizon: b.now.UnixNano(), Stream: true}))
+				b.end(co, nil)
+			})
+		}},
+		story{name: "under KeepFloor, with no record", kept: true, build: func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("b"))
+			c := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, KeepFloor: true,
+				Blobs: []record.BlobRef{ref(name, []byte("b"))}})
+			b.end(c, errNotFound, "not found")
+		}},
+		story{name: "the blob was created during the call", kept: true, build: func(b *builder) {
+			refused(b, nil, -1, func(b *builder, _ *Call) {
+				b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("b"))
+			})
+		}},
+	)
+}

@@ -72,6 +72,12 @@ type Call struct {
 	RecordGone bool
 	DryRun     bool
 
+	// Commit: the references its next was given when the Fence last
+	// called it (those of the record it decided on), and those of the
+	// manifest it returned; the blobs it newly references are those of
+	// Blobs not in Current.
+	Current, Blobs []record.BlobRef
+
 	// Leases: the Lease value the call is of (unique per value in the
 	// history, such as "p1/lease#2"), its Name and Holder, and for Hold the
 	// shards it names (their record keys).

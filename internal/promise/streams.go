@@ -121,6 +121,54 @@ func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value, 
 	}
 }
 
+// checkRefusedCommit judges promise 20 on a commit refused as not found:
+// a blob it newly references, over the record it decided on, did not
+// exist at some moment of the call, held other than the size referenced,
+// or was created before a collection horizon the record held during the
+// call. Under KeepFloor a commit is also refused as not found when there
+// is no record: one that saw none is not judged.
+func (c *Checker) checkRefusedCommit(idx int, fl *flight) {
+	call := fl.call
+	if call.Op != Commit || !call.Is.Has("not found") || call.Is.Has("unknown") || !refused(call) {
+		return
+	}
+	if _, began := c.flights[call.ID]; !began {
+		return
+	}
+	k, ok := c.callShard(call)
+	if !ok {
+		return
+	}
+	var horizon int64
+	for _, v := range fl.seen {
+		h, ok := v.header()
+		switch {
+		case v == nil && call.KeepFloor, v != nil && !ok:
+			return
+		case ok:
+			horizon = max(horizon, h.Horizon)
+		}
+	}
+	refs := added(call.Current, call.Blobs)
+	if len(refs) == 0 {
+		return
+	}
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		bk, ok := k.blob(r.Name)
+		if !ok {
+			return
+		}
+		b, at := c.st.blobs[bk], c.st.lastChange[bk]
+		if b == nil || !b.exists || at > fl.begin || int64(len(b.data)) != r.Size || b.modified.UnixNano() < horizon {
+			return
+		}
+		names[i] = quote(r.Name)
+	}
+	c.report(idx, 20, "%s was refused as not found (%v), but every blob it newly references (%s) existed with its size throughout the call, created at or after the collection horizon %d",
+		who(call), call.Err, strings.Join(names, ", "), horizon)
+}
+
 // gone reports whether the blob at bk, referenced as r by a write that
 // created a record deleted outside since lostSince (-1: none), existed
 // with r's size and was deleted since: what the write checked when it

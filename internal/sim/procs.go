@@ -380,9 +380,13 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 // commit commits a manifest that adds refs at epoch, keeping at most
 // three older references.
 func (p *proc) commit(ctx context.Context, epoch uint64, refs []writefence.BlobRef) error {
-	return p.call(ctx, &promise.Call{Op: promise.Commit, Writer: p.holder, Epoch: epoch}, func(ctx context.Context) error {
+	c := &promise.Call{Op: promise.Commit, Writer: p.holder, Epoch: epoch}
+	return p.call(ctx, c, func(ctx context.Context) error {
 		return p.fence.Commit(ctx, plugin, shard, p.holder, epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
 			blobs := slices.Clone(m.Blobs)
+			// The history records what the manifest referenced and what
+			// it then references, as the Fence last decided.
+			defer func() { c.Current, c.Blobs = slices.Clone(m.Blobs), slices.Clone(blobs) }()
 			for _, r := range refs {
 				if !slices.ContainsFunc(blobs, func(b writefence.BlobRef) bool { return b.Name == r.Name }) {
 					blobs = append(blobs, r)
