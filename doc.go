@@ -189,8 +189,8 @@
 //  20. A commit lands only while every blob it newly references exists
 //     with the size referenced (but see 24), was written by the
 //     committing writer within its tenure, and was created at or after
-//     the record's collection horizon; one refused as not found names a
-//     blob it newly references that did not throughout the call.
+//     the record's collection horizon; one refused as not found has a
+//     new blob that was missing, or under the horizon, during the call.
 //  21. A tenure begins at every seal and settle, at its epoch, and at every
 //     change of writer: no blob written at an epoch below a seal's is ever
 //     newly referenced after it, even by a writer of the same name (a

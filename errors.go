@@ -174,7 +174,7 @@ func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknow
 
 // Lease errors; test for them with errors.Is.
 var (
-	// ErrLeaseHeld reports a lease held, unexpired, by another holder or Lease value.
+	// ErrLeaseHeld reports a lease another holder or Lease value holds.
 	ErrLeaseHeld = errors.New("writefence: lease held by another holder")
 
 	// ErrLeaseLost reports a Lease that does not hold its lease (never
