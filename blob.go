@@ -168,9 +168,14 @@ func (f *Fence) listAhead(ctx context.Context, u *recordUpdate, space string) *a
 	if b := hook.ListBudget(ctx); b > 0 {
 		budget = b
 	}
-	prefix, after := space+keys.BlobEpochPrefix(epoch), ""
+	// A name whose time is ahead of the latest this Fence could have put
+	// (another process's clock ran ahead, or its id is of the random ones
+	// from before ids had a time) is passed over: a start after it would
+	// pass the new blobs, which the check would then list again.
+	prefix, after, latest := space+keys.BlobEpochPrefix(epoch), "", f.blobIDs.latest(time.Now())
 	for _, r := range refs {
-		if k := space + r.Name; strings.HasPrefix(k, prefix) && k > after {
+		k := space + r.Name
+		if _, id, _, ok := keys.ParseBlobName(r.Name); ok && id[:12] <= latest && strings.HasPrefix(k, prefix) && k > after {
 			after = k
 		}
 	}

@@ -81,6 +81,8 @@ func TestBlobIDsSortInTheOrderMade(t *testing.T) {
 		last = id
 	}
 	assert.Equal(t, fmt.Sprintf("%012x", t0.Add(time.Millisecond).UnixMilli()), last[:12], "the time of the last")
+	assert.Equal(t, last[:12], ids.latest(t0), "latest, the clock behind the last id")
+	assert.Equal(t, fmt.Sprintf("%012x", t0.Add(time.Second).UnixMilli()), ids.latest(t0.Add(time.Second)), "latest, the clock ahead")
 	ids.rand = [10]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	id := next(t0)
 	assert.Greater(t, id, last)

@@ -72,3 +72,11 @@ func (b *blobIDs) next(now time.Time) (string, error) {
 	}
 	return fmt.Sprintf("%012x%x", b.ms, b.rand), nil
 }
+
+// latest returns the time part of the greatest id next could have made by
+// now: now's, or the last id's where the clock stepped back.
+func (b *blobIDs) latest(now time.Time) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return fmt.Sprintf("%012x", max(uint64(now.UnixMilli())&(1<<48-1), b.ms))
+}
