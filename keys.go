@@ -53,8 +53,7 @@ type blobIDs struct {
 func (b *blobIDs) next(now time.Time) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ms := uint64(now.UnixMilli()) & (1<<48 - 1)
-	if ms > b.ms {
+	if ms := idMillis(now); ms > b.ms {
 		if _, err := rand.Read(b.rand[:]); err != nil {
 			return "", fmt.Errorf("writefence: blob id: %w", err)
 		}
@@ -78,5 +77,9 @@ func (b *blobIDs) next(now time.Time) (string, error) {
 func (b *blobIDs) latest(now time.Time) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return fmt.Sprintf("%012x", max(uint64(now.UnixMilli())&(1<<48-1), b.ms))
+	return fmt.Sprintf("%012x", max(idMillis(now), b.ms))
 }
+
+// idMillis is the time part of an id made at now: its Unix milliseconds,
+// in the 48 bits of 12 hexadecimal digits.
+func idMillis(now time.Time) uint64 { return uint64(now.UnixMilli()) & (1<<48 - 1) }
