@@ -359,8 +359,8 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	// Collect writes (the clock's blob, the horizon, deletes): under
 	// BrandVerifyAlways the brand is read before the first of them.
 	if e.brandEveryWrite() {
-		if err := e.brandRead(ctx); err != nil {
-			return report, unwrapRead(err)
+		if err := e.brandReadRetried(ctx); err != nil {
+			return report, err
 		}
 	}
 	grace := opts.Grace

@@ -583,7 +583,7 @@ func TestFenceBrandInsideTheWrite(t *testing.T) {
 
 // TestBrandReadRetried: the brand's read before a Fence's first write
 // (BrandVerify) and before a read (Check, Latest, Inspect under
-// BrandVerifyAlways) is a read's: one transient failure is retried after
+// BrandVerifyAlways) or a Collect's first write is a read's: one transient failure is retried after
 // a back-off, not the end of the call (promise 6).
 func TestBrandReadRetried(t *testing.T) {
 	ctx := context.Background()
@@ -604,6 +604,11 @@ func TestBrandReadRetried(t *testing.T) {
 		}},
 		{"always, inspect", writefence.BrandVerifyAlways, func(f *writefence.Fence) error {
 			_, err := f.Inspect(ctx, "wal", "0")
+			return err
+		}},
+		{"always, collect", writefence.BrandVerifyAlways, func(f *writefence.Fence) error {
+			f.Blobs = &writefence.MemStore{} // the store counted declares none
+			_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})
 			return err
 		}},
 	} {

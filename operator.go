@@ -189,8 +189,8 @@ func (st *settleOp) blobs(ctx context.Context, plugin, shard string) error {
 		// The clock is a blob the store creates: under BrandVerifyAlways
 		// the brand is read first, as before any write.
 		if st.e.brandEveryWrite() {
-			if _, err := retried(ctx, st.e, func() (struct{}, error) { return struct{}{}, st.e.brandRead(ctx) }); err != nil {
-				return unwrapRead(err)
+			if err := st.e.brandReadRetried(ctx); err != nil {
+				return err
 			}
 		}
 		now, err := st.f.blobClock(ctx, bs)
