@@ -135,7 +135,7 @@ func (c *Checker) checkUnknown(idx int, fl *flight) {
 // recorded is not judged: the history does not show it was one.
 func (c *Checker) checkRetried(idx int, fl *flight) {
 	call := fl.call
-	if call.Err == nil || hasAny(call.Is, classified...) || fl.transient == 0 {
+	if call.Err == nil || hasAny(call.Is, classified...) || fl.transient == 0 || fl.unretried != "" {
 		return
 	}
 	attempts := fl.transient
@@ -146,6 +146,52 @@ func (c *Checker) checkRetried(idx int, fl *flight) {
 	}
 	if limit := c.maxAttempts(call); attempts < limit {
 		c.report(idx, 6, "%s gave up after %d transient faults and %d attempts in all, fewer than %d: %v", who(call), fl.transient, attempts, limit, call.Err)
+	}
+}
+
+// unretried reports whether ch, a transient fault of a request made for
+// call, failed a request promise 6 says is not retried: PutBlob's create
+// of its blob (its reader cannot be read twice), and Collect's listing
+// of the shard's blobs and its deletes of them. (Collect's clock blob, in
+// the reserved space, is created and deleted as a read is retried.)
+func unretried(call *Call, ch *Change) bool {
+	switch {
+	case call == nil:
+		return false
+	case call.Op == PutBlob:
+		return ch.Request == "create blob"
+	case call.Op == Collect:
+		return ch.Request == "list blobs" || (ch.Request == "delete blob" || ch.Request == "delete blobs") && !reserved(call, ch.Key)
+	}
+	return false
+}
+
+// again reports whether ch, a change made for call, is one more of the
+// requests unretried names: a blob created by a PutBlob, or a blob of the
+// shard deleted by a Collect.
+func again(call *Call, ch *Change) bool {
+	switch call.Op {
+	case PutBlob:
+		return ch.Kind == "create blob"
+	case Collect:
+		return ch.Kind == "delete blob" && !reserved(call, ch.Key)
+	}
+	return false
+}
+
+// reserved reports whether key is in the reserved space of call's
+// Fence's prefix.
+func reserved(call *Call, key string) bool {
+	return strings.HasPrefix(key, prefixOf(call)+"_")
+}
+
+// checkNotRetried judges the second half of promise 6 at a call's end: a
+// PutBlob, or a Collect, whose request that is not retried failed
+// (unretried) returns an error; the changes it made after the failure are
+// judged as they come (again).
+func (c *Checker) checkNotRetried(idx int, fl *flight) {
+	if call := fl.call; fl.unretried != "" && call.Err == nil {
+		c.report(idx, 6, "%s returned nil after its %s failed, which it does not retry", who(call), fl.unretried)
 	}
 }
 

@@ -3,7 +3,6 @@ package promise
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -140,8 +139,11 @@ type flight struct {
 	begin int // the index of its Begin entry
 
 	writes    []write // the changes made for it, faults aside
-	transient int     // its "transient" faults
+	transient int     // its "transient" faults of requests it retries
 	lost      bool    // a "lost" fault was made for it
+	// unretried names the first transient fault of a request promise 6
+	// says the call does not retry ("" for none): see unretried.
+	unretried string
 
 	// seen holds the contents of call.Key from Begin on: what the key held
 	// at Begin, then every content it took (nil when absent).
@@ -201,10 +203,14 @@ func (c *Checker) change(idx int, ch *Change) {
 	fl := c.flights[ch.Call]
 	if ch.Kind == "fault" {
 		if fl != nil {
-			switch ch.Fault {
-			case "transient":
+			switch {
+			case ch.Fault == "transient" && unretried(call, ch):
+				if fl.unretried == "" {
+					fl.unretried = ch.Request
+				}
+			case ch.Fault == "transient":
 				fl.transient++
-			case "lost":
+			case ch.Fault == "lost":
 				fl.lost = true
 			}
 		}
@@ -217,10 +223,13 @@ func (c *Checker) change(idx int, ch *Change) {
 	if call.Op == Check {
 		c.report(idx, 32, "%s made a %s of %s; a check writes nothing", who(call), ch.Kind, quote(ch.Key))
 	}
-	if call.Op == Collect && call.DryRun && !strings.HasPrefix(ch.Key, prefixOf(call)+"_") {
+	if call.Op == Collect && call.DryRun && !reserved(call, ch.Key) {
 		c.report(idx, 25, "%s, a dry run, made a %s of %s; it writes only its clock's blob", who(call), ch.Kind, quote(ch.Key))
 	}
 	c.checkKeys(idx, call, ch)
+	if fl != nil && fl.unretried != "" && again(call, ch) {
+		c.report(idx, 6, "%s made a %s of %s after its %s failed: it is not retried", who(call), ch.Kind, quote(ch.Key), fl.unretried)
+	}
 	var nv *value
 	if ch.Kind == "put" {
 		nv = newValue(idx, ch)
@@ -325,7 +334,7 @@ func (c *Checker) store(idx int, key string, v *value, outside bool) {
 // around the checks of the call itself (checkObserved, checkPrefix).
 var (
 	endsFirst = [...]func(*Checker, int, *flight){
-		(*Checker).checkRefusal, (*Checker).checkRefusedCommit, (*Checker).checkUnknown, (*Checker).checkRetried, (*Checker).checkAcked, (*Checker).checkDeposed,
+		(*Checker).checkRefusal, (*Checker).checkRefusedCommit, (*Checker).checkUnknown, (*Checker).checkRetried, (*Checker).checkNotRetried, (*Checker).checkAcked, (*Checker).checkDeposed,
 	}
 	endsThen = [...]func(*Checker, int, *flight){
 		(*Checker).checkReader, (*Checker).checkClaim, (*Checker).endLease, (*Checker).checkCollected, (*Checker).endSeen, (*Checker).endWriter,

@@ -466,6 +466,70 @@ func TestPromise6_TransientRetried(t *testing.T) {
 	history(t, 10).requireKept(6)
 }
 
+// TestPromise6_NotRetried checks the second half of promise 6: PutBlob
+// does not retry its blob's create, nor Collect its listing or its deletes
+// of the shard's blobs, so a failure of one ends the call with an error;
+// Collect's clock blob is retried as a read is.
+func TestPromise6_NotRetried(t *testing.T) {
+	blob := blobKeyOf(t, "s1", keys.BlobName(1, "w1", blobID(1)))
+	clock := keys.Clock("", blobID(9))
+	failed := func(b *builder, c *Call, request, key string) {
+		b.h.Change(Change{Call: c.ID, Kind: "fault", Key: key, Fault: "transient", Request: request, At: b.tick()})
+	}
+	put := func(b *builder) *Call {
+		return b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
+	}
+	collect := func(b *builder) *Call {
+		c := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+		b.createBlob(c, clock, nil)
+		b.deleteBlob(c, clock)
+		return c
+	}
+	judge(t, 6,
+		story{name: "a PutBlob created its blob again", build: func(b *builder) {
+			c := put(b)
+			failed(b, c, "create blob", blob)
+			b.createBlob(c, blob, []byte("a"))
+			b.end(c, errFailed)
+		}},
+		story{name: "a PutBlob returned nil after its create failed", build: func(b *builder) {
+			c := put(b)
+			failed(b, c, "create blob", blob)
+			b.end(c, nil)
+		}},
+		story{name: "a PutBlob ended on its failed create", kept: true, build: func(b *builder) {
+			c := put(b)
+			failed(b, c, "create blob", blob)
+			b.end(c, errFailed)
+		}},
+		story{name: "a Collect returned nil after its listing failed", build: func(b *builder) {
+			c := collect(b)
+			failed(b, c, "list blobs", "pl/s1/")
+			b.end(c, nil)
+		}},
+		story{name: "a Collect deleted after its deletes failed", build: func(b *builder) {
+			c := collect(b)
+			failed(b, c, "delete blobs", blob)
+			b.deleteBlob(c, blob)
+			b.end(c, errFailed)
+		}},
+		story{name: "a Collect ended on its failed deletes", kept: true, build: func(b *builder) {
+			c := collect(b)
+			failed(b, c, "delete blobs", blob)
+			b.end(c, errFailed)
+		}},
+		story{name: "a Collect retried its clock and deleted", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			failed(b, c, "create blob", clock)
+			b.createBlob(c, clock, nil)
+			failed(b, c, "delete blob", clock)
+			b.deleteBlob(c, clock)
+			b.deleteBlob(c, blob)
+			b.end(c, nil)
+		}},
+	)
+}
+
 func TestPromise7_Damage(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	t.Run("push over damage", func(t *testing.T) {

@@ -177,7 +177,12 @@ type Change struct {
 	// changed nothing), "lost" (a reply was lost; a put that landed is a
 	// change of its own), "denied" (a write refused, fs.ErrPermission).
 	Fault string
-	At    time.Time
+	// Request, for Kind "fault", names the request that failed when the
+	// recorder knows it: "get", "put", "create blob", "list blobs",
+	// "delete blob", "delete blobs" and the like. Promise 6's second half
+	// is judged on the faults that name theirs.
+	Request string
+	At      time.Time
 }
 
 // Entry is one entry of a history: a call's start, a change, or a call's

@@ -124,6 +124,12 @@ func TestSimulation(t *testing.T) {
 	if no := total["commit ok, with no read of the record"]; len(seeds(t)) >= 50 && (no == 0 || no == total["commit ok"]) {
 		t.Errorf("of %d commits that landed, %d read nothing: want some of each", total["commit ok"], no)
 	}
+	// The requests promise 6 says are not retried fail now and then.
+	for _, k := range []string{"put blob create blob", "collect list blobs", "collect delete blobs"} {
+		if len(seeds(t)) >= 50 && total["fault transient, "+k] == 0 {
+			t.Errorf("no transient fault of a %s", k)
+		}
+	}
 	// A TermSource made in a term its writer already wrote continues
 	// above the record (promise 17).
 	if len(seeds(t)) >= 50 && total["term source continued above the record"] == 0 {
@@ -199,8 +205,13 @@ func TestSimulationOnDirectoryStore(t *testing.T) {
 // the blobs Collect deleted: what a run exercised.
 func outcomes(h *promise.History) map[string]int {
 	out := map[string]int{}
+	ops := map[int]promise.Op{}
 	for _, e := range h.Entries {
 		switch {
+		case e.Begin != nil:
+			ops[e.Begin.ID] = e.Begin.Op
+		case e.Change != nil && e.Change.Fault == "transient" && (ops[e.Change.Call] == promise.PutBlob || ops[e.Change.Call] == promise.Collect):
+			out["fault transient, "+string(ops[e.Change.Call])+" "+e.Change.Request]++
 		case e.End != nil && e.End.Err == nil:
 			out[string(e.End.Op)+" ok"]++
 		case e.End != nil && len(e.End.Is) > 0:

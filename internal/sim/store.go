@@ -141,7 +141,7 @@ func (s *simStore) change(call int, ch promise.Change) {
 
 // throttled records an injected transient failure of call and returns it.
 func (s *simStore) throttled(call int, op, key string) error {
-	s.change(call, promise.Change{Kind: "fault", Key: key, Fault: "transient"})
+	s.change(call, promise.Change{Kind: "fault", Key: key, Fault: "transient", Request: op})
 	return &writefence.StoreError{Op: "sim " + op, Key: key, Err: errThrottled}
 }
 
@@ -228,7 +228,10 @@ func (s *simStore) CreateBlob(ctx context.Context, key string, r io.Reader) (inf
 	if err != nil {
 		return info, err
 	}
-	err = s.w.do(ctx, "create blob", key, func(fault) error {
+	err = s.w.do(ctx, "create blob", key, func(f fault) error {
+		if f == transient {
+			return s.throttled(call, "create blob", key)
+		}
 		var err error
 		if info, err = s.base.CreateBlob(context.Background(), key, bytes.NewReader(data)); err != nil {
 			return err
@@ -324,7 +327,10 @@ func (s *simStore) list(ctx context.Context, check bool, prefix, after string, f
 // DeleteBlob implements writefence.BlobStore.
 func (s *simStore) DeleteBlob(ctx context.Context, key string) error {
 	call := callOf(ctx)
-	return s.w.do(ctx, "delete blob", key, func(fault) error {
+	return s.w.do(ctx, "delete blob", key, func(f fault) error {
+		if f == transient {
+			return s.throttled(call, "delete blob", key)
+		}
 		if _, err := s.base.StatBlob(context.Background(), key); errors.Is(err, writefence.ErrNotFound) {
 			return nil
 		}
@@ -341,7 +347,10 @@ func (s *simStore) DeleteBlob(ctx context.Context, key string) error {
 func (s *simStore) DeleteBlobs(ctx context.Context, keys []string) ([]string, error) {
 	call := callOf(ctx)
 	var deleted []string
-	err := s.w.do(ctx, "delete blobs", "", func(fault) error {
+	err := s.w.do(ctx, "delete blobs", keys[0], func(f fault) error {
+		if f == transient {
+			return s.throttled(call, "delete blobs", keys[0])
+		}
 		for _, key := range keys {
 			_, err := s.base.StatBlob(context.Background(), key)
 			if err == nil {

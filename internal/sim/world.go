@@ -268,10 +268,18 @@ func (w *World) grant(r *request, now time.Time) {
 // drawFault draws the fault of request r. The caller holds mu.
 func (w *World) drawFault(r *request) fault {
 	c := w.calls[r.call]
-	if c == nil || !retriedOp(c.Op) {
+	if c == nil || c.Op == promise.Claim {
 		return noFault
 	}
 	roll := w.rng.IntN(1000)
+	if c.Op == promise.PutBlob {
+		// PutBlob retries no failure of its create (promise 6): one in
+		// thirty fails, and the writer abandons its segment.
+		if r.kind == "create blob" && roll < 33 {
+			return transient
+		}
+		return noFault
+	}
 	switch {
 	case r.kind == "put" && roll < 20 && r.key == w.key && r.proc.kind == "writer":
 		return stall
@@ -279,20 +287,13 @@ func (w *World) drawFault(r *request) fault {
 		return denied
 	case r.kind == "put" && roll < 50:
 		return lostAfter
-	case roll < 90 && r.kind != "create blob" && r.kind != "delete blob" && r.kind != "delete blobs" && r.kind != "list blobs":
+	case roll < 90:
+		// Collect's listing and deletes of the shard's blobs are not
+		// retried (promise 6): a failure ends the pass, and the next
+		// pass collects what it left.
 		return transient
 	}
 	return noFault
-}
-
-// retriedOp reports whether the calls of op retry a transient failure
-// (promise 6): faults go where the promise says they are survived.
-func retriedOp(op promise.Op) bool {
-	switch op {
-	case promise.PutBlob, promise.Collect, promise.Claim:
-		return false
-	}
-	return true
 }
 
 // pauseFor draws how long a process stays paused: up to four TTLs, which
