@@ -253,6 +253,9 @@
 //     ErrEpochRegressed, ErrCorrupt, ErrWire); Collect makes that read
 //     before each batch of deletes and deletes nothing more once the
 //     record no longer holds the tenure it judged by.
+//  33. Latest, Inspect, OpenBlob, Forget, VerifyBrand and InspectLease
+//     write nothing; VerifyBrand's answer (nil or a *WireError) and
+//     InspectLease's record are what the key held at a moment of the call.
 //
 // # Damage
 //

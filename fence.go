@@ -283,9 +283,9 @@ func (f *Fence) Deposed(ctx context.Context, plugin, shard string) (deposed cont
 // Forget drops what the Fence remembers of the record of (plugin, shard),
 // its version and the highest epoch it saw, so that its writes admit the
 // record as it is, a lower epoch included: an operator's way out of
-// ErrEpochRegressed for a record set back on purpose. It writes nothing and
-// changes no other Fence or floor (Settlement.Lost does). An invalid name
-// returns an error matching ErrInvalidArgument.
+// ErrEpochRegressed for a record set back on purpose; no other Fence or
+// floor changes. An invalid name returns an error matching
+// ErrInvalidArgument.
 func (f *Fence) Forget(plugin, shard string) error {
 	key, err := f.engine().key(plugin, shard)
 	if err != nil {

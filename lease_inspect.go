@@ -23,9 +23,8 @@ type LeaseInfo struct {
 func (i LeaseInfo) Released() bool { return i.Expiry.IsZero() }
 
 // InspectLease reads the record of the lease named name once, for an
-// operator, writing nothing and checking no brand: an error matching
-// ErrNotFound for a lease never acquired, a *CorruptError with its version
-// for a damaged record.
+// operator, checking no brand (promise 33): ErrNotFound for a lease never
+// acquired, a *CorruptError with its version for a damaged record.
 func (f *Fence) InspectLease(ctx context.Context, name string) (LeaseInfo, error) {
 	e := f.engine()
 	if err := e.checkConfig(); err != nil {

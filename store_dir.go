@@ -183,8 +183,8 @@ const (
 // version, writes and fsyncs a temporary file, renames it into place and
 // fsyncs the directory, so use a local file system, not a network one.
 // Every read checks the file's CRC-32C (ErrCorrupt); every failure is a
-// *StoreError whose Op starts with "dir ", one matching
-// errors.ErrUnsupported where files cannot be locked.
+// *StoreError whose Op starts with "dir " (errors.ErrUnsupported where
+// files cannot be locked).
 func NewDirConditionalStore(dir string, opts *StoreOptions) (ConditionalStore, error) {
 	var o StoreOptions
 	if opts != nil {

@@ -220,8 +220,11 @@ func (c *Checker) change(idx int, ch *Change) {
 		c.outside(idx, ch)
 		return
 	}
-	if call.Op == Check {
+	switch call.Op {
+	case Check:
 		c.report(idx, 32, "%s made a %s of %s; a check writes nothing", who(call), ch.Kind, quote(ch.Key))
+	case Latest, Open, Forget, Verify, Inspect:
+		c.report(idx, 33, "%s made a %s of %s; it writes nothing", who(call), ch.Kind, quote(ch.Key))
 	}
 	if call.Op == Collect && call.DryRun && !reserved(call, ch.Key) {
 		c.report(idx, 25, "%s, a dry run, made a %s of %s; it writes only its clock's blob", who(call), ch.Kind, quote(ch.Key))
@@ -337,7 +340,7 @@ var (
 		(*Checker).checkRefusal, (*Checker).checkRefusedCommit, (*Checker).checkUnknown, (*Checker).checkRetried, (*Checker).checkNotRetried, (*Checker).checkAcked, (*Checker).checkDeposed,
 	}
 	endsThen = [...]func(*Checker, int, *flight){
-		(*Checker).checkReader, (*Checker).checkClaim, (*Checker).endLease, (*Checker).checkCollected, (*Checker).endSeen, (*Checker).endWriter,
+		(*Checker).checkReader, (*Checker).checkClaim, (*Checker).checkOperatorRead, (*Checker).endLease, (*Checker).checkCollected, (*Checker).endSeen, (*Checker).endWriter,
 	}
 )
 

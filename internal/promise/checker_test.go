@@ -1531,6 +1531,67 @@ func TestPromise32_Check(t *testing.T) {
 	)
 }
 
+// TestPromise33_OperatorReads: Latest, OpenBlob, Forget, VerifyBrand and
+// InspectLease write nothing; VerifyBrand and InspectLease return what
+// their key held during the call.
+func TestPromise33_OperatorReads(t *testing.T) {
+	brand, leaseKey := keys.Brand(""), leaseKeyOf(t, "L")
+	held := record.EncodeLease("h1", 1, 1000, [record.LeaseIncSize]byte{7})
+	verify := func(b *builder, err error, is ...string) {
+		b.endBare(b.begin(Call{Op: Verify, Key: brand}), err, is...)
+	}
+	inspect := func(b *builder, got *record.Lease, err error, is ...string) {
+		c := b.begin(Call{Op: Inspect, Key: leaseKey, LeaseName: "L"})
+		c.Leased = got
+		b.endBare(c, err, is...)
+	}
+	judge(t, 33,
+		story{name: "a Latest wrote", build: func(b *builder) {
+			c := b.begin(Call{Op: Latest, Plugin: "pl", Shard: "s1", Key: shardKeyOf(t, "", "pl", "s1")})
+			b.put(c, leaseKey, held)
+			b.endBare(c, errNotFound, "not found")
+		}},
+		story{name: "a Forget wrote", build: func(b *builder) {
+			c := b.begin(Call{Op: Forget, Plugin: "pl", Shard: "s1"})
+			b.del(c, brand)
+			b.endBare(c, nil)
+		}},
+		story{name: "VerifyBrand found the brand", kept: true, build: func(b *builder) {
+			b.put(nil, brand, []byte(defaultIdentity))
+			verify(b, nil)
+		}},
+		story{name: "VerifyBrand passed an absent brand", build: func(b *builder) {
+			verify(b, nil)
+		}},
+		story{name: "VerifyBrand passed another identity", build: func(b *builder) {
+			b.put(nil, brand, []byte("another/v1"))
+			verify(b, nil)
+		}},
+		story{name: "VerifyBrand refused the brand it held", build: func(b *builder) {
+			b.put(nil, brand, []byte(defaultIdentity))
+			verify(b, errWire, "wire")
+		}},
+		story{name: "VerifyBrand refused an absent brand", kept: true, build: func(b *builder) {
+			verify(b, errWire, "wire")
+		}},
+		story{name: "InspectLease returned the record", kept: true, build: func(b *builder) {
+			b.put(nil, leaseKey, held)
+			inspect(b, &record.Lease{Holder: "h1", Term: 1, Expiry: 1000}, nil)
+		}},
+		story{name: "InspectLease returned another term", build: func(b *builder) {
+			b.put(nil, leaseKey, held)
+			inspect(b, &record.Lease{Holder: "h1", Term: 2, Expiry: 1000}, nil)
+		}},
+		story{name: "InspectLease found none while one was held", build: func(b *builder) {
+			b.put(nil, leaseKey, held)
+			inspect(b, nil, errNotFound, "not found")
+		}},
+		story{name: "InspectLease found none", kept: true, build: func(b *builder) {
+			inspect(b, nil, errNotFound, "not found")
+		}},
+	)
+}
+
 // TestRollbackRelanding: a call whose write the store lost to a rollback
 // and that writes again at its epoch, deciding afresh, made one write
 // (promise 2); another call at that epoch did not.

@@ -32,9 +32,11 @@ const (
 	Renew   Op = "lease renew"
 	Release Op = "lease release"
 	Hold    Op = "lease hold"
-	Epoch   Op = "epoch"  // EpochSource.Epoch of a Lease or a TermSource
-	Check   Op = "check"  // Fence.Check of one shard
-	Forget  Op = "forget" // Fence.Forget: the Fence drops what it saw of a shard
+	Epoch   Op = "epoch"         // EpochSource.Epoch of a Lease or a TermSource
+	Check   Op = "check"         // Fence.Check of one shard
+	Forget  Op = "forget"        // Fence.Forget: the Fence drops what it saw of a shard
+	Verify  Op = "brand verify"  // Fence.VerifyBrand; Key is the brand key
+	Inspect Op = "lease inspect" // Fence.InspectLease; Key is the lease's key
 )
 
 // Call is one call a process made: its arguments, and, once it ended,
@@ -100,6 +102,7 @@ type Call struct {
 	Got      uint64         // epoch: the epoch handed out
 	Ref      record.BlobRef // put blob: the reference returned
 	Read     *record.Header // latest: the header of what it returned (nil when it returned an error)
+	Leased   *record.Lease  // lease inspect: the record it returned, its Incarnation zero (nil when it returned an error)
 	ReadBody record.Body    // latest: the body it returned
 	Bytes    []byte         // open blob: every byte read
 	Name     string         // open blob: the blob's name

@@ -254,6 +254,53 @@ func (c *Checker) checkClaim(idx int, fl *flight) {
 	}
 }
 
+// checkOperatorRead judges promise 33 at the end of a VerifyBrand or an
+// InspectLease (Call.Key the key it reads): what it returned, the key held
+// at some moment of the call.
+func (c *Checker) checkOperatorRead(idx int, fl *flight) {
+	call := fl.call
+	switch {
+	case call.Op == Verify:
+		held, other := false, false
+		for _, v := range fl.seen {
+			if v != nil && bytes.Equal(v.data, []byte(identityOf(call))) {
+				held = true
+			} else {
+				other = true
+			}
+		}
+		switch {
+		case call.Err == nil && !held:
+			c.report(idx, 33, "%s returned nil, but the brand never held %s during the call", who(call), quote(identityOf(call)))
+		case call.Is.Has("wire") && !other:
+			c.report(idx, 33, "%s was refused (%v), but the brand held %s throughout the call", who(call), call.Err, quote(identityOf(call)))
+		}
+	case call.Op != Inspect:
+	case call.Err == nil:
+		found := false
+		for _, v := range fl.seen {
+			l, check := decodeLease(v)
+			l.Incarnation = [record.LeaseIncSize]byte{} // InspectLease does not tell it
+			if check == "" && call.Leased != nil && l == *call.Leased {
+				found = true
+			}
+		}
+		if !found {
+			c.report(idx, 33, "%s returned a lease record %+v the key never held during the call", who(call), call.Leased)
+		}
+	case call.Is.Has("not found") && !slices.Contains(fl.seen, nil):
+		c.report(idx, 33, "%s found no lease record, but the key held one throughout the call", who(call))
+	}
+}
+
+// decodeLease decodes a lease record's value; a check failed for none.
+func decodeLease(v *value) (record.Lease, string) {
+	if v == nil {
+		return record.Lease{}, "absent"
+	}
+	return record.DecodeLease(v.data)
+}
+
 // endLease judges the end of a lease's or a term source's call: promises
 // 14 to 17.
 func (c *Checker) endLease(idx int, fl *flight) {

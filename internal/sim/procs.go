@@ -510,6 +510,12 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 // runbook says: above the highest epoch ever granted (settleEpoch).
 func (p *proc) operator() {
 	for hook.Sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
+		if p.rng.IntN(3) == 0 {
+			p.inspectLease()
+			_ = p.call(p.ctx, &promise.Call{Op: promise.Verify, Key: keys.Brand("")}, func(ctx context.Context) error {
+				return p.fence.VerifyBrand(ctx)
+			})
+		}
 		p.w.mu.Lock()
 		regressed := p.w.regressed
 		p.w.mu.Unlock()
@@ -546,6 +552,25 @@ func (p *proc) operator() {
 		}
 		p.w.mu.Unlock()
 	}
+}
+
+// inspectLease reads the writers' lease as an operator does, recorded.
+func (p *proc) inspectLease() {
+	key, err := keys.Lease("", leaseName)
+	if err != nil {
+		panic(err)
+	}
+	c := &promise.Call{Op: promise.Inspect, Key: key, LeaseName: leaseName}
+	_ = p.call(p.ctx, c, func(ctx context.Context) error {
+		info, err := p.fence.InspectLease(ctx, leaseName)
+		if err == nil {
+			c.Leased = &record.Lease{Holder: info.Holder, Term: info.Term}
+			if !info.Expiry.IsZero() {
+				c.Leased.Expiry = info.Expiry.UnixNano()
+			}
+		}
+		return err
+	})
 }
 
 // settleEpoch is the epoch the operator settles at: above the highest

@@ -113,6 +113,14 @@ func New(seed uint64, cfg Config) (*World, error) {
 		if _, err := (&writefence.Fence{Store: base}).ClaimBrand(context.Background()); err != nil {
 			return nil, err
 		}
+		// The history opens with it, as a change made outside, so that
+		// the checker knows what the brand holds (promises 10 and 33).
+		bk := keys.Brand("")
+		data, version, err := base.Get(context.Background(), bk)
+		if err != nil {
+			return nil, err
+		}
+		w.record(promise.Change{Kind: "put", Key: bk, Data: data, Version: version, At: time.Now()})
 	}
 	for i := range cfg.Writers {
 		w.startWriter(fmt.Sprintf("w%d", i+1))
@@ -508,8 +516,10 @@ func (w *World) begin(ctx context.Context, p *proc, c *promise.Call) context.Con
 	defer w.mu.Unlock()
 	w.nextCall++
 	c.ID, c.Proc, c.Start = w.nextCall, p.name, time.Now()
-	c.Key = w.key
-	c.Plugin, c.Shard = plugin, shard
+	if c.Key == "" { // a call on the shard, not on a key of its own
+		c.Key = w.key
+		c.Plugin, c.Shard = plugin, shard
+	}
 	c.KeepFloor = w.cfg.KeepFloor
 	c.Before = p.contexts()
 	w.calls[c.ID] = c
