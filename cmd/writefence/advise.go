@@ -28,10 +28,21 @@ var advisers []func(err error, inv *invocation) error
 // the shell: missing or wrong credentials, a store that does not answer in
 // time, TLS against a plain endpoint or a certificate this host does not
 // trust. Other errors are returned as they are. The SDKs' errors are
-// classified by type, never by their text.
+// classified by type, never by their text. After a signal, an error that
+// would exit 1 is the interrupt's: this decides the exit status and the
+// -json outcome both.
 func advise(err error, inv *invocation) error {
+	if err == nil {
+		return nil
+	}
+	if code, _ := classify(err); code == exitError && inv.signalled() {
+		// The signal's cancellation, which a store client may wrap in an
+		// error of its own that keeps no context.Canceled. A more telling
+		// status (8: the write may have landed) stays.
+		return interrupted(err, inv)
+	}
 	var advised *advisedError
-	if err == nil || errors.As(err, &advised) {
+	if errors.As(err, &advised) {
 		return err
 	}
 	for _, a := range advisers {

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -90,6 +91,12 @@ var testStores = map[string]func(name string) (writefence.ConditionalStore, erro
 	"garbling": func(string) (writefence.ConditionalStore, error) { return &garblingStore{}, nil },
 	// interrupting://N is the interruptingStore a test registered as N.
 	"interrupting": func(name string) (writefence.ConditionalStore, error) { return interruptingStoreNamed(name), nil },
+	// opaque://N fails every request with an error of its own type that
+	// keeps no cause, after calling the function a test registered as N.
+	"opaque": func(name string) (writefence.ConditionalStore, error) {
+		during, _ := opaqueDuring.Load(name)
+		return opaqueStore{during.(func())}, nil
+	},
 }
 
 func init() {
@@ -349,6 +356,66 @@ func TestJSONEverywhere(t *testing.T) {
 	require.Equal(t, exitOK, r.code)
 	r = wf(t, "latest", "-json", "-store", addr, "wal", "s")
 	assert.Equal(t, 1, strings.Count(r.stdout, "\n"), "one object, one line: %s", r.stdout)
+}
+
+// opaqueStore fails every request with an opaqueError, after calling
+// during: a signal that arrives while the request is in flight, and a
+// store client that wraps the cancelled request in its own error.
+type opaqueStore struct{ during func() }
+
+// opaqueDuring holds the function each opaque://N store calls, by N.
+var opaqueDuring sync.Map
+
+// opaqueError is a store client's own error: it matches neither
+// context.Canceled nor any sentinel of the library.
+type opaqueError struct{}
+
+func (opaqueError) Error() string { return "sdk: request failed" }
+
+func (s opaqueStore) Get(context.Context, string) ([]byte, string, error) {
+	s.during()
+	return nil, "", opaqueError{}
+}
+
+func (s opaqueStore) PutIfVersion(context.Context, string, []byte, string) (string, error) {
+	s.during()
+	return "", opaqueError{}
+}
+
+func (s opaqueStore) List(context.Context, string, func(string) error) error {
+	s.during()
+	return opaqueError{}
+}
+
+// TestJSONInterruptedAgreesWithStatus: a command a signal interrupted
+// says so, -json outcome and exit status alike, even when the store's
+// client returned an error of its own that hides the cancellation (the
+// library returns ctx's error once ctx ended; ls lists through the
+// store's client itself); the same error without a signal stays an error.
+func TestJSONInterruptedAgreesWithStatus(t *testing.T) {
+	for _, signalled := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		name := "json-interrupted-" + strconv.FormatBool(signalled)
+		during := func() {}
+		if signalled {
+			during = cancel
+		}
+		opaqueDuring.Store(name, during)
+		r := wfContext(ctx, "ls", "-json", "-store", "opaque://"+name)
+		cancel()
+		opaqueDuring.Delete(name)
+
+		m := jsonOf(t, r)
+		assert.Contains(t, m["error"], "sdk: request failed", "the store's error is kept: %s", r)
+		if !signalled {
+			assert.Equal(t, exitError, r.code, "%s", r)
+			assert.Equal(t, "error", m["outcome"], "%s", r)
+			continue
+		}
+		assert.Equal(t, exitInterrupted, r.code, "%s", r)
+		assert.Equal(t, "interrupted", m["outcome"], "the outcome names the exit status: %s", r)
+		assert.Contains(t, m["error"], "ls interrupted (SIGINT or SIGTERM): ", "%s", r)
+	}
 }
 
 // failingWriter fails every write, as stdout on a full disk does.

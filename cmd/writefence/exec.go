@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/writefence/writefence"
@@ -118,10 +117,6 @@ examples:
   tar -c data | writefence push -term "$WRITEFENCE_TERM" wal 0 || exit`,
 	define: defineExec,
 }
-
-// programStatus is set when the command's status is a program's own, which
-// the signal that ended the program must not turn into "interrupted".
-var programStatus atomic.Bool
 
 // Exec's defaults.
 const (
@@ -254,11 +249,7 @@ func defineExec(fs *flag.FlagSet, inv *invocation) action {
 			},
 			advise: func(err error) error { return advise(err, inv) },
 		}
-		code, own := sup.run(ctx)
-		if own {
-			programStatus.Store(true)
-		}
-		return code
+		return sup.run(ctx)
 	}
 }
 

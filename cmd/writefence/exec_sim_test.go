@@ -184,7 +184,7 @@ func (w *simWorld) supervise(name string, p policy, b simBehaviour) *simSup {
 		pause:  s.wait,
 	}
 	go func() {
-		code, _ := sup.run(context.Background())
+		code := sup.run(context.Background())
 		s.code <- code
 	}()
 	return s

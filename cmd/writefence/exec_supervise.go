@@ -59,11 +59,10 @@ type holdResult struct {
 	err  error
 }
 
-// run supervises until exec ends and returns its exit status, and whether
-// that is the program's own. ctx being done asks it to end as a
-// terminating signal does, without forwarding one: the command's signals
-// come through s.signals.
-func (s *supervisor) run(ctx context.Context) (int, bool) {
+// run supervises until exec ends and returns its exit status. ctx being
+// done asks it to end as a terminating signal does, without forwarding
+// one: the command's signals come through s.signals.
+func (s *supervisor) run(ctx context.Context) int {
 	base := context.WithoutCancel(ctx)
 	m := newMachine(s.p, time.Now())
 	var (
@@ -138,11 +137,15 @@ func (s *supervisor) run(ctx context.Context) (int, bool) {
 			m.released(time.Now())
 		case actExit:
 			if d.err != nil {
-				s.logf("%s", message(s.advise(d.err)))
+				err := s.advise(d.err)
+				s.logf("%s", message(err))
+				if d.code == exitError {
+					d.code, _ = classify(err) // 130 when the advice found a signal behind it
+				}
 			} else if d.why != "" {
 				s.logf("%s", d.why)
 			}
-			return d.code, d.own
+			return d.code
 		case actWait:
 			var wake <-chan time.Time
 			timer := (*time.Timer)(nil)

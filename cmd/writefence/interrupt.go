@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // interruptAdvice says, for each command that writes, what an interrupted
 // run may have left; a command not named here only reads.
@@ -25,5 +28,13 @@ func interrupted(err error, inv *invocation) error {
 	if !writes {
 		advice = "nothing was written"
 	}
-	return &advisedError{fmt.Errorf("writefence: %s interrupted (SIGINT or SIGTERM): %w", inv.name, err), advice}
+	return &advisedError{interruptError{fmt.Errorf("writefence: %s interrupted (SIGINT or SIGTERM): %w", inv.name, err)}, advice}
 }
+
+// interruptError is an error a signal caused: it matches context.Canceled
+// (exit 130, outcome "interrupted") even when the error it wraps lost it.
+type interruptError struct{ error }
+
+func (e interruptError) Unwrap() error { return e.error }
+
+func (interruptError) Is(target error) bool { return target == context.Canceled }

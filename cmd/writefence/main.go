@@ -192,6 +192,18 @@ type invocation struct {
 	timeout time.Duration // -timeout
 
 	dash int // the index of the first positional argument after "--", -1 without "--"
+
+	stopped <-chan struct{} // closed once a signal stopped the command: run's ctx.Done()
+}
+
+// signalled tells whether a signal (SIGINT, SIGTERM) stopped the command.
+func (inv *invocation) signalled() bool {
+	select {
+	case <-inv.stopped:
+		return true
+	default:
+		return false
+	}
 }
 
 var commands []command
@@ -228,11 +240,6 @@ func main() {
 		stop()
 	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if ctx.Err() != nil && code == exitError && !programStatus.Load() {
-		// An error the signal caused but whose cause an SDK did not keep;
-		// a more telling status (8: the write may have landed) stays.
-		code = exitInterrupted
-	}
 	stop()
 	os.Exit(code)
 }
@@ -356,7 +363,7 @@ func runArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return code
 	}
-	inv := &invocation{name: c.name, stdout: stdout, stderr: stderr, store: *storeAddr}
+	inv := &invocation{name: c.name, stdout: stdout, stderr: stderr, store: *storeAddr, stopped: ctx.Done()}
 	fs := flag.NewFlagSet("writefence "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error comes back from Parse
 	fs.Usage = func() {}
