@@ -645,11 +645,12 @@ func oneOf(err, alt error) bool {
 }
 
 // write runs one write of the record by w under faults and checks it
-// against the model; call returns the record it means to write and its
-// error. Without faults, answer is the error the model expects (alt, when
-// set, is also accepted). An unknown outcome is resolved by running call
+// against the model; call makes the call, given the promise.Call that
+// records it, and returns the record it means to write and its error.
+// Without faults, answer is the error the model expects (alt, when set,
+// is also accepted). An unknown outcome is resolved by running call
 // again without faults.
-func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet, answer, alt error, c promise.Call, call func(ctx context.Context) (modelRecord, error)) error {
+func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet, answer, alt error, c promise.Call, call func(ctx context.Context, c *promise.Call) (modelRecord, error)) error {
 	r.counts.add(op)
 	err := r.writeOnce(t, op, w, faults, c, call)
 	if modelAnswers && faults.quiet() && !oneOf(err, alt) {
@@ -667,7 +668,7 @@ func (r *modelRun) write(t *rapid.T, op string, w *modelWriter, faults faultSet,
 	return err
 }
 
-func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults faultSet, c promise.Call, call func(ctx context.Context) (modelRecord, error)) error {
+func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults faultSet, c promise.Call, call func(ctx context.Context, c *promise.Call) (modelRecord, error)) error {
 	before := r.read(t)
 	ctx := r.ctx
 	if w != nil {
@@ -682,7 +683,7 @@ func (r *modelRun) writeOnce(t *rapid.T, op string, w *modelWriter, faults fault
 	}
 	rc := r.callOf(w, c)
 	r.hist.Begin(rc)
-	want, err := call(ctx)
+	want, err := call(ctx, rc)
 	r.hist.End(rc, err)
 	writes, broke, cancelled := r.plan.written(), r.plan.broke(), ctx.Err() != nil
 	r.plan.arm(faultSet{}, nil)
@@ -811,7 +812,7 @@ func (r *modelRun) doPush(t *rapid.T, p *modelPush, faults faultSet) {
 	answer, alt := r.answer(p.w, want)
 	alt = r.headerRefusal(want, alt)
 	answer, alt = r.overHead(p.w, want, answer, alt)
-	r.write(t, "push", p.w, faults, answer, alt, promise.Call{Op: promise.Push, Writer: p.w.name, Epoch: p.epoch, Payload: []byte(p.payload)}, func(ctx context.Context) (modelRecord, error) {
+	r.write(t, "push", p.w, faults, answer, alt, promise.Call{Op: promise.Push, Writer: p.w.name, Epoch: p.epoch, Payload: []byte(p.payload)}, func(ctx context.Context, _ *promise.Call) (modelRecord, error) {
 		return want, p.w.fence.Push(ctx, modelPlugin, modelShard, p.w.name, p.epoch, []byte(p.payload))
 	})
 }
@@ -850,7 +851,7 @@ func (r *modelRun) update(t *rapid.T) {
 	if kind == 0 {
 		op = opAppend
 	}
-	r.write(t, op, w, drawFaults(t), answer, alt, promise.Call{Op: promise.Update, Writer: w.name, Epoch: epoch}, func(ctx context.Context) (modelRecord, error) {
+	r.write(t, op, w, drawFaults(t), answer, alt, promise.Call{Op: promise.Update, Writer: w.name, Epoch: epoch}, func(ctx context.Context, _ *promise.Call) (modelRecord, error) {
 		return want, w.fence.Update(ctx, modelPlugin, modelShard, w.name, epoch, next)
 	})
 }
@@ -861,7 +862,7 @@ func (r *modelRun) seal(t *rapid.T) {
 	want := r.successor(w.name, epoch, r.rec.payload, r.rec.blobs, false, true)
 	answer, alt := r.answer(w, want)
 	alt = r.headerRefusal(want, alt)
-	r.write(t, "seal", w, drawFaults(t), answer, alt, promise.Call{Op: promise.Seal, Writer: w.name, Epoch: epoch}, func(ctx context.Context) (modelRecord, error) {
+	r.write(t, "seal", w, drawFaults(t), answer, alt, promise.Call{Op: promise.Seal, Writer: w.name, Epoch: epoch}, func(ctx context.Context, _ *promise.Call) (modelRecord, error) {
 		return want, w.fence.Seal(ctx, modelPlugin, modelShard, w.name, epoch)
 	})
 }
@@ -995,7 +996,7 @@ func (r *modelRun) doSettle(t *rapid.T, s *writefence.Settlement) {
 		alt = writefence.ErrWire
 	}
 	r.write(t, "settle", w, drawFaults(t), answer, alt, promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
-		Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs, NoBlobStore: !fenceBlobs}, func(ctx context.Context) (modelRecord, error) {
+		Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs, NoBlobStore: !fenceBlobs}, func(ctx context.Context, _ *promise.Call) (modelRecord, error) {
 		return want, w.fence.Settle(ctx, modelPlugin, modelShard, *s)
 	})
 }
@@ -1100,7 +1101,7 @@ func (r *modelRun) foreignPush(t *rapid.T) {
 	// history: it saw nothing before.
 	r.aliens++
 	r.write(t, "foreign push", nil, faultSet{}, answer, r.headerRefusal(want, nil), promise.Call{Op: promise.Push, Proc: fmt.Sprintf("alien#%d", r.aliens), Identity: foreignIdentity,
-		Writer: want.writer, Epoch: want.epoch, Payload: []byte(want.payload)}, func(ctx context.Context) (modelRecord, error) {
+		Writer: want.writer, Epoch: want.epoch, Payload: []byte(want.payload)}, func(ctx context.Context, _ *promise.Call) (modelRecord, error) {
 		return want, f.Push(ctx, modelPlugin, modelShard, want.writer, want.epoch, []byte(want.payload))
 	})
 }
@@ -1593,8 +1594,14 @@ func (r *modelRun) commit(t *rapid.T) {
 		}
 	}
 	listings := r.hist.listings.Load()
-	r.write(t, "commit", w, faults, answer, alt, promise.Call{Op: promise.Commit, Writer: w.name, Epoch: epoch}, func(ctx context.Context) (modelRecord, error) {
-		return want, w.fence.Commit(ctx, modelPlugin, modelShard, w.name, epoch, next)
+	r.write(t, "commit", w, faults, answer, alt, promise.Call{Op: promise.Commit, Writer: w.name, Epoch: epoch}, func(ctx context.Context, c *promise.Call) (modelRecord, error) {
+		return want, w.fence.Commit(ctx, modelPlugin, modelShard, w.name, epoch, func(m writefence.Manifest) (writefence.Manifest, error) {
+			// The history records what the manifest referenced and what
+			// it then references, as the Fence last decided.
+			out, err := next(m)
+			c.Current, c.Blobs = slices.Clone(m.Blobs), slices.Clone(out.Blobs)
+			return out, err
+		})
 	})
 	if r.hist.listings.Load() != listings {
 		r.counts.add("commit: blobs checked by a listing")
