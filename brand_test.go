@@ -611,6 +611,11 @@ func TestBrandReadRetried(t *testing.T) {
 			_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})
 			return err
 		}},
+		{"always, put blob", writefence.BrandVerifyAlways, func(f *writefence.Fence) error {
+			f.Blobs = &writefence.MemStore{} // the store counted declares none
+			_, err := f.PutBlob(ctx, "wal", "0", "w", 1, strings.NewReader("blob"))
+			return err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := countedByKey(&writefence.MemStore{})
