@@ -286,6 +286,10 @@ func (w *World) drawFault(r *request) fault {
 		if r.kind == "create blob" && roll < 33 {
 			return transient
 		}
+		// Its read of the brand (Branded) is retried as a read is.
+		if r.kind == "get" && roll < 90 {
+			return transient
+		}
 		return noFault
 	}
 	switch {
