@@ -410,8 +410,8 @@ func (e *engine) brandRead(ctx context.Context) error {
 }
 
 // brandReadRetried is brandRead with a read's retries, its failure
-// unwrapped: the brand's read before the first write of a Collect or of a
-// Settle's clock, which the engine's loop does not make.
+// unwrapped: the brand's read before the first write of a Collect, a
+// PutBlob or a Settle's clock, which the engine's loop does not make.
 func (e *engine) brandReadRetried(ctx context.Context) error {
 	_, err := retried(ctx, e, func() (struct{}, error) { return struct{}{}, e.brandRead(ctx) })
 	return unwrapRead(err)
