@@ -512,8 +512,13 @@ func (p *proc) operator() {
 	for hook.Sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
 		if p.rng.IntN(3) == 0 {
 			p.inspectLease()
-			_ = p.call(p.ctx, &promise.Call{Op: promise.Verify, Key: keys.Brand("")}, func(ctx context.Context) error {
-				return p.fence.VerifyBrand(ctx)
+			c := &promise.Call{Op: promise.Verify, Key: keys.Brand("")}
+			_ = p.call(p.ctx, c, func(ctx context.Context) error {
+				err := p.fence.VerifyBrand(ctx)
+				if we := (*writefence.WireError)(nil); errors.As(err, &we) && !we.Absent {
+					c.Found = &we.Found
+				}
+				return err
 			})
 		}
 		p.w.mu.Lock()
