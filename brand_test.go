@@ -629,3 +629,37 @@ func TestBrandReadRetried(t *testing.T) {
 		})
 	}
 }
+
+// secondBrandGetFails is a store that fails the second read of the brand
+// key, as a throttled read does, and offers Get and PutIfVersion alone.
+type secondBrandGetFails struct {
+	writefence.ConditionalStore
+	mu    sync.Mutex
+	reads int
+}
+
+func (s *secondBrandGetFails) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if key == brandKey {
+		s.mu.Lock()
+		s.reads++
+		n := s.reads
+		s.mu.Unlock()
+		if n == 2 {
+			return nil, "", errors.New("connection reset")
+		}
+	}
+	return s.ConditionalStore.Get(ctx, key)
+}
+
+// TestBrandClaimConfirmRetried: under BrandClaim, the first Push claims
+// the brand and reads it back; a throttled read back is retried as the
+// brand's read a write makes (promise 6), not the end of the Push.
+func TestBrandClaimConfirmRetried(t *testing.T) {
+	ctx := context.Background()
+	s := &secondBrandGetFails{ConditionalStore: &writefence.MemStore{}}
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandClaim, RetryDelay: time.Microsecond}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("zero")), "one failed read of the brand is retried")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.GreaterOrEqual(t, s.reads, 3, "the claim's read, the failed read back, its retry")
+}
