@@ -631,8 +631,8 @@ func (e *engine) claimBrand(ctx context.Context) (claimed bool, err error) {
 		return false, err
 	}
 	// The confirming read: a store that acknowledged the create must show
-	// it.
-	err = e.verifyBrand(ctx)
+	// it. A read, retried as one.
+	err = e.verifyBrandRetried(ctx)
 	if we := (*WireError)(nil); errors.As(err, &we) && we.Absent {
 		// Written and gone by the time of the read: something deletes the
 		// brand key. Not a refusal: nothing was found to refuse.
