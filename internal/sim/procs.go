@@ -122,6 +122,9 @@ func (w *World) start(p *proc) {
 	if w.cfg.Branded {
 		p.fence.Brand = writefence.BrandVerifyAlways
 	}
+	if w.cfg.SerialDeletes {
+		p.fence.Blobs = serialBlobs{w.store}
+	}
 	if p.kind == "writer" {
 		p.leaseLabel = p.name + "/lease"
 		p.lease = &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: p.holder, TTL: w.cfg.TTL}

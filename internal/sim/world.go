@@ -35,16 +35,17 @@ import (
 
 // Config is the shape of the deployments a World simulates.
 type Config struct {
-	Writers    int           // writer processes at the start, each its own holder name
-	Collectors int           // processes that run Collect
-	Readers    int           // processes that follow the manifest
-	TTL        time.Duration // the lease's
-	Grace      time.Duration // Collect's
-	Steps      int           // scheduler steps
-	Dir        string        // when set, the records and blobs live in a directory store there; else in memory
-	KeepFloor  bool          // every Fence keeps the shard's floor apart from its record (Fence.KeepFloor)
-	Branded    bool          // the store is branded before the start, and every Fence reads the brand before each write (BrandVerifyAlways)
-	ListBudget int           // when above zero, the budget of a commit's listings (max(1000, 2 × the new blobs) by default): a small one reaches the check of a long epoch
+	Writers       int           // writer processes at the start, each its own holder name
+	Collectors    int           // processes that run Collect
+	Readers       int           // processes that follow the manifest
+	TTL           time.Duration // the lease's
+	Grace         time.Duration // Collect's
+	Steps         int           // scheduler steps
+	Dir           string        // when set, the records and blobs live in a directory store there; else in memory
+	KeepFloor     bool          // every Fence keeps the shard's floor apart from its record (Fence.KeepFloor)
+	Branded       bool          // the store is branded before the start, and every Fence reads the brand before each write (BrandVerifyAlways)
+	SerialDeletes bool          // every Fence's blob store declares no BlobBatchDeleter: Collect deletes blob by blob
+	ListBudget    int           // when above zero, the budget of a commit's listings (max(1000, 2 × the new blobs) by default): a small one reaches the check of a long epoch
 }
 
 // DefaultConfig is the deployment CI simulates.
