@@ -73,8 +73,9 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	}
 	if e.brandEveryWrite() {
 		// No blob store checks the brand inside its create: it is read
-		// right before, as for any store that cannot.
-		if err := e.brandRead(ctx); err != nil {
+		// right before, as for any store that cannot, and retried as a
+		// read is: the reader is not read yet.
+		if err := e.brandReadRetried(ctx); err != nil {
 			return BlobRef{}, err
 		}
 	}

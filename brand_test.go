@@ -611,6 +611,11 @@ func TestBrandReadRetried(t *testing.T) {
 			_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})
 			return err
 		}},
+		{"always, put blob", writefence.BrandVerifyAlways, func(f *writefence.Fence) error {
+			f.Blobs = &writefence.MemStore{} // the store counted declares none
+			_, err := f.PutBlob(ctx, "wal", "0", "w", 1, strings.NewReader("blob"))
+			return err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := countedByKey(&writefence.MemStore{})
@@ -623,4 +628,38 @@ func TestBrandReadRetried(t *testing.T) {
 			assert.GreaterOrEqual(t, s.Calls(fakestore.Get, brandKey)-reads, int64(2), "the failed read, then its retry")
 		})
 	}
+}
+
+// secondBrandGetFails is a store that fails the second read of the brand
+// key, as a throttled read does, and offers Get and PutIfVersion alone.
+type secondBrandGetFails struct {
+	writefence.ConditionalStore
+	mu    sync.Mutex
+	reads int
+}
+
+func (s *secondBrandGetFails) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if key == brandKey {
+		s.mu.Lock()
+		s.reads++
+		n := s.reads
+		s.mu.Unlock()
+		if n == 2 {
+			return nil, "", errors.New("connection reset")
+		}
+	}
+	return s.ConditionalStore.Get(ctx, key)
+}
+
+// TestBrandClaimConfirmRetried: under BrandClaim, the first Push claims
+// the brand and reads it back; a throttled read back is retried as the
+// brand's read a write makes (promise 6), not the end of the Push.
+func TestBrandClaimConfirmRetried(t *testing.T) {
+	ctx := context.Background()
+	s := &secondBrandGetFails{ConditionalStore: &writefence.MemStore{}}
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandClaim, RetryDelay: time.Microsecond}
+	require.NoError(t, f.Push(ctx, "wal", "0", "w", 1, []byte("zero")), "one failed read of the brand is retried")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.GreaterOrEqual(t, s.reads, 3, "the claim's read, the failed read back, its retry")
 }

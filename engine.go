@@ -410,8 +410,8 @@ func (e *engine) brandRead(ctx context.Context) error {
 }
 
 // brandReadRetried is brandRead with a read's retries, its failure
-// unwrapped: the brand's read before the first write of a Collect or of a
-// Settle's clock, which the engine's loop does not make.
+// unwrapped: the brand's read before the first write of a Collect, a
+// PutBlob or a Settle's clock, which the engine's loop does not make.
 func (e *engine) brandReadRetried(ctx context.Context) error {
 	_, err := retried(ctx, e, func() (struct{}, error) { return struct{}{}, e.brandRead(ctx) })
 	return unwrapRead(err)
@@ -631,8 +631,8 @@ func (e *engine) claimBrand(ctx context.Context) (claimed bool, err error) {
 		return false, err
 	}
 	// The confirming read: a store that acknowledged the create must show
-	// it.
-	err = e.verifyBrand(ctx)
+	// it. A read, retried as one.
+	err = e.verifyBrandRetried(ctx)
 	if we := (*WireError)(nil); errors.As(err, &we) && we.Absent {
 		// Written and gone by the time of the read: something deletes the
 		// brand key. Not a refusal: nothing was found to refuse.

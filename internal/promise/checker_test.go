@@ -1540,6 +1540,14 @@ func TestPromise33_OperatorReads(t *testing.T) {
 	verify := func(b *builder, err error, is ...string) {
 		b.endBare(b.begin(Call{Op: Verify, Key: brand}), err, is...)
 	}
+	// refused ends a VerifyBrand on a *WireError that names found (nil:
+	// the key absent).
+	refused := func(b *builder, found *string) {
+		c := b.begin(Call{Op: Verify, Key: brand})
+		c.Found = found
+		b.endBare(c, errWire, "wire")
+	}
+	another := "another/v1"
 	inspect := func(b *builder, got *record.Lease, err error, is ...string) {
 		c := b.begin(Call{Op: Inspect, Key: leaseKey, LeaseName: "L"})
 		c.Leased = got
@@ -1573,6 +1581,21 @@ func TestPromise33_OperatorReads(t *testing.T) {
 		}},
 		story{name: "VerifyBrand refused an absent brand", kept: true, build: func(b *builder) {
 			verify(b, errWire, "wire")
+		}},
+		story{name: "VerifyBrand refused another identity, named", kept: true, build: func(b *builder) {
+			b.put(nil, brand, []byte(another))
+			refused(b, &another)
+		}},
+		story{name: "VerifyBrand called another identity absent", build: func(b *builder) {
+			b.put(nil, brand, []byte(another))
+			refused(b, nil)
+		}},
+		story{name: "VerifyBrand named a value an absent brand never held", build: func(b *builder) {
+			refused(b, &another)
+		}},
+		story{name: "VerifyBrand named a value the brand never held", build: func(b *builder) {
+			b.put(nil, brand, []byte("third/v1"))
+			refused(b, &another)
 		}},
 		story{name: "InspectLease returned the record", kept: true, build: func(b *builder) {
 			b.put(nil, leaseKey, held)

@@ -261,19 +261,22 @@ func (c *Checker) checkOperatorRead(idx int, fl *flight) {
 	call := fl.call
 	switch {
 	case call.Op == Verify:
-		held, other := false, false
+		// named: the brand held what the refusal names (Found), which is
+		// not the identity.
+		held, named := false, false
 		for _, v := range fl.seen {
-			if v != nil && bytes.Equal(v.data, []byte(identityOf(call))) {
+			switch {
+			case v != nil && bytes.Equal(v.data, []byte(identityOf(call))):
 				held = true
-			} else {
-				other = true
+			case v == nil && call.Found == nil, v != nil && call.Found != nil && string(v.data) == *call.Found:
+				named = true
 			}
 		}
 		switch {
 		case call.Err == nil && !held:
 			c.report(idx, 33, "%s returned nil, but the brand never held %s during the call", who(call), quote(identityOf(call)))
-		case call.Is.Has("wire") && !other:
-			c.report(idx, 33, "%s was refused (%v), but the brand held %s throughout the call", who(call), call.Err, quote(identityOf(call)))
+		case call.Is.Has("wire") && !named:
+			c.report(idx, 33, "%s was refused (%v), but the brand never held what the refusal names during the call", who(call), call.Err)
 		}
 	case call.Op != Inspect:
 	case call.Err == nil:

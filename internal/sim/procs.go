@@ -122,6 +122,9 @@ func (w *World) start(p *proc) {
 	if w.cfg.Branded {
 		p.fence.Brand = writefence.BrandVerifyAlways
 	}
+	if w.cfg.SerialDeletes {
+		p.fence.Blobs = serialBlobs{w.store}
+	}
 	if p.kind == "writer" {
 		p.leaseLabel = p.name + "/lease"
 		p.lease = &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: p.holder, TTL: w.cfg.TTL}
@@ -512,8 +515,13 @@ func (p *proc) operator() {
 	for hook.Sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
 		if p.rng.IntN(3) == 0 {
 			p.inspectLease()
-			_ = p.call(p.ctx, &promise.Call{Op: promise.Verify, Key: keys.Brand("")}, func(ctx context.Context) error {
-				return p.fence.VerifyBrand(ctx)
+			c := &promise.Call{Op: promise.Verify, Key: keys.Brand("")}
+			_ = p.call(p.ctx, c, func(ctx context.Context) error {
+				err := p.fence.VerifyBrand(ctx)
+				if we := (*writefence.WireError)(nil); errors.As(err, &we) && !we.Absent {
+					c.Found = &we.Found
+				}
+				return err
 			})
 		}
 		p.w.mu.Lock()

@@ -71,11 +71,13 @@ func seeds(t *testing.T) []uint64 {
 
 // configFor is the deployment seed simulates: every third one keeps the
 // shard's floor apart from its record (Fence.KeepFloor), and every fourth
-// (from the second) reads the brand before each write.
+// (from the second) reads the brand before each write, and every seventh
+// (from the fourth) deletes blobs one at a time.
 func configFor(seed uint64) Config {
 	cfg := DefaultConfig
 	cfg.KeepFloor = seed%3 == 0
 	cfg.Branded = seed%4 == 1
+	cfg.SerialDeletes = seed%7 == 4
 	if seed%5 == 2 {
 		cfg.ListBudget = 2 // the record soon references more blobs of an epoch than a listing shows
 	}

@@ -386,3 +386,48 @@ func (w *World) withCreated(b writefence.BlobInfo) writefence.BlobInfo {
 	}
 	return b
 }
+
+// serialBlobs is the simulated store as a Fence's blob store that declares
+// no BlobBatchDeleter: Collect then deletes with DeleteBlob, one blob at a
+// time (Config.SerialDeletes).
+type serialBlobs struct{ s *simStore }
+
+var (
+	_ writefence.Capable              = serialBlobs{}
+	_ writefence.BlobStore            = serialBlobs{}
+	_ writefence.ConsistentBlobLister = serialBlobs{}
+)
+
+func (b serialBlobs) Capabilities() writefence.ConditionalStore { return b }
+
+func (b serialBlobs) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return b.s.Get(ctx, key)
+}
+
+func (b serialBlobs) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
+	return b.s.PutIfVersion(ctx, key, data, expect)
+}
+
+func (b serialBlobs) CreateBlob(ctx context.Context, key string, r io.Reader) (writefence.BlobInfo, error) {
+	return b.s.CreateBlob(ctx, key, r)
+}
+
+func (b serialBlobs) OpenBlob(ctx context.Context, key string) (io.ReadCloser, writefence.BlobInfo, error) {
+	return b.s.OpenBlob(ctx, key)
+}
+
+func (b serialBlobs) StatBlob(ctx context.Context, key string) (writefence.BlobInfo, error) {
+	return b.s.StatBlob(ctx, key)
+}
+
+func (b serialBlobs) ListBlobs(ctx context.Context, prefix string, fn func(writefence.BlobInfo) error) error {
+	return b.s.ListBlobs(ctx, prefix, fn)
+}
+
+func (b serialBlobs) ListBlobsConsistent(ctx context.Context, prefix, after string, fn func(writefence.BlobInfo) error) error {
+	return b.s.ListBlobsConsistent(ctx, prefix, after, fn)
+}
+
+func (b serialBlobs) DeleteBlob(ctx context.Context, key string) error {
+	return b.s.DeleteBlob(ctx, key)
+}

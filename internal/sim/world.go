@@ -35,16 +35,17 @@ import (
 
 // Config is the shape of the deployments a World simulates.
 type Config struct {
-	Writers    int           // writer processes at the start, each its own holder name
-	Collectors int           // processes that run Collect
-	Readers    int           // processes that follow the manifest
-	TTL        time.Duration // the lease's
-	Grace      time.Duration // Collect's
-	Steps      int           // scheduler steps
-	Dir        string        // when set, the records and blobs live in a directory store there; else in memory
-	KeepFloor  bool          // every Fence keeps the shard's floor apart from its record (Fence.KeepFloor)
-	Branded    bool          // the store is branded before the start, and every Fence reads the brand before each write (BrandVerifyAlways)
-	ListBudget int           // when above zero, the budget of a commit's listings (max(1000, 2 × the new blobs) by default): a small one reaches the check of a long epoch
+	Writers       int           // writer processes at the start, each its own holder name
+	Collectors    int           // processes that run Collect
+	Readers       int           // processes that follow the manifest
+	TTL           time.Duration // the lease's
+	Grace         time.Duration // Collect's
+	Steps         int           // scheduler steps
+	Dir           string        // when set, the records and blobs live in a directory store there; else in memory
+	KeepFloor     bool          // every Fence keeps the shard's floor apart from its record (Fence.KeepFloor)
+	Branded       bool          // the store is branded before the start, and every Fence reads the brand before each write (BrandVerifyAlways)
+	SerialDeletes bool          // every Fence's blob store declares no BlobBatchDeleter: Collect deletes blob by blob
+	ListBudget    int           // when above zero, the budget of a commit's listings (max(1000, 2 × the new blobs) by default): a small one reaches the check of a long epoch
 }
 
 // DefaultConfig is the deployment CI simulates.
@@ -284,6 +285,10 @@ func (w *World) drawFault(r *request) fault {
 		// PutBlob retries no failure of its create (promise 6): one in
 		// thirty fails, and the writer abandons its segment.
 		if r.kind == "create blob" && roll < 33 {
+			return transient
+		}
+		// Its read of the brand (Branded) is retried as a read is.
+		if r.kind == "get" && roll < 90 {
 			return transient
 		}
 		return noFault
