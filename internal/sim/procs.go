@@ -119,8 +119,11 @@ func (w *World) start(p *proc) {
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
 	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor}
-	if w.cfg.Branded {
+	switch {
+	case w.cfg.Branded:
 		p.fence.Brand = writefence.BrandVerifyAlways
+	case w.cfg.Claims:
+		p.fence.Brand = writefence.BrandClaim
 	}
 	if w.cfg.SerialDeletes {
 		p.fence.Blobs = serialBlobs{w.store}

@@ -8,6 +8,7 @@ import (
 	"testing/cryptotest"
 	"testing/synctest"
 
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/promise"
 )
 
@@ -71,12 +72,14 @@ func seeds(t *testing.T) []uint64 {
 
 // configFor is the deployment seed simulates: every third one keeps the
 // shard's floor apart from its record (Fence.KeepFloor), and every fourth
-// (from the second) reads the brand before each write, and every seventh
+// (from the second) reads the brand before each write, every fourth from
+// the fourth claims it before its first, and every seventh
 // (from the fourth) deletes blobs one at a time.
 func configFor(seed uint64) Config {
 	cfg := DefaultConfig
 	cfg.KeepFloor = seed%3 == 0
 	cfg.Branded = seed%4 == 1
+	cfg.Claims = seed%4 == 3
 	cfg.SerialDeletes = seed%7 == 4
 	if seed%5 == 2 {
 		cfg.ListBudget = 2 // the record soon references more blobs of an epoch than a listing shows
@@ -125,6 +128,13 @@ func TestSimulation(t *testing.T) {
 	// record it wrote, and on a read.
 	if no := total["commit ok, with no read of the record"]; len(seeds(t)) >= 50 && (no == 0 || no == total["commit ok"]) {
 		t.Errorf("of %d commits that landed, %d read nothing: want some of each", total["commit ok"], no)
+	}
+	// Fences claim the brand (BrandClaim), and a claim's reply is lost or
+	// its read back fails now and then.
+	for _, k := range []string{"put , the brand", "fault lost, the brand", "fault transient, the brand"} {
+		if len(seeds(t)) >= 50 && total[k] == 0 {
+			t.Errorf("no %q in the histories", k)
+		}
 	}
 	// The requests promise 6 says are not retried fail now and then.
 	for _, k := range []string{"put blob create blob", "collect list blobs", "collect delete blobs"} {
@@ -212,6 +222,8 @@ func outcomes(h *promise.History) map[string]int {
 		switch {
 		case e.Begin != nil:
 			ops[e.Begin.ID] = e.Begin.Op
+		case e.Change != nil && e.Change.Call != 0 && e.Change.Key == keys.Brand(""):
+			out[e.Change.Kind+" "+e.Change.Fault+", the brand"]++
 		case e.Change != nil && e.Change.Fault == "transient" && (ops[e.Change.Call] == promise.PutBlob || ops[e.Change.Call] == promise.Collect):
 			out["fault transient, "+string(ops[e.Change.Call])+" "+e.Change.Request]++
 		case e.End != nil && e.End.Err == nil:

@@ -44,6 +44,7 @@ type Config struct {
 	Dir           string        // when set, the records and blobs live in a directory store there; else in memory
 	KeepFloor     bool          // every Fence keeps the shard's floor apart from its record (Fence.KeepFloor)
 	Branded       bool          // the store is branded before the start, and every Fence reads the brand before each write (BrandVerifyAlways)
+	Claims        bool          // the store starts unbranded, and every Fence claims the brand before its first write (BrandClaim)
 	SerialDeletes bool          // every Fence's blob store declares no BlobBatchDeleter: Collect deletes blob by blob
 	ListBudget    int           // when above zero, the budget of a commit's listings (max(1000, 2 × the new blobs) by default): a small one reaches the check of a long epoch
 }
