@@ -119,13 +119,12 @@
 //     outcome that cannot be learned is an error matching ErrOutcomeUnknown
 //     and the cause that hid it, never also ErrConflict or a refusal.
 //  6. A transient failure (network, throttling, a server error) of a read
-//     or write that a write of a record or a lease makes (its read, its
-//     conditional write, a commit's checks of its blobs, the brand's
-//     read), or of the read of Latest, Inspect, OpenBlob or a TermSource,
-//     is retried after a back-off, and ends the call only after
-//     Fence.MaxAttempts attempts or when ctx ends; PutBlob (its reader
-//     cannot be read twice) and Collect's listing and deletes (a caller
-//     runs it again) are not retried.
+//     or write a call makes is retried after a back-off, and ends the call
+//     only after Fence.MaxAttempts attempts or when ctx ends, but for
+//     PutBlob's write of its blob (its reader cannot be read twice) and
+//     Collect's listing and deletes of blobs (a caller runs it again),
+//     never retried, and the one attempt of Probe, VerifyBrand and
+//     InspectLease.
 //
 // Damage and settles:
 //
