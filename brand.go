@@ -52,9 +52,9 @@ func (f *Fence) ClaimBrand(ctx context.Context) (claimed bool, err error) {
 	return f.engine().claimBrand(ctx)
 }
 
-// VerifyBrand reads the brand key once and returns nil if it holds the
-// Fence's identity, else a *WireError (Absent set when there is none); any
-// other failure is returned wrapped, never read as absent (promise 33).
+// VerifyBrand reads the brand key and returns nil if it holds the Fence's
+// identity, else a *WireError (Absent set when there is none); any other
+// failure is returned wrapped, never read as absent (promise 33).
 func (f *Fence) VerifyBrand(ctx context.Context) error {
-	return f.engine().verifyBrand(ctx)
+	return f.engine().verifyBrandRetried(ctx)
 }

@@ -606,6 +606,9 @@ func TestBrandReadRetried(t *testing.T) {
 			_, err := f.Inspect(ctx, "wal", "0")
 			return err
 		}},
+		{"verify brand", 0, func(f *writefence.Fence) error {
+			return f.VerifyBrand(ctx)
+		}},
 		{"always, collect", writefence.BrandVerifyAlways, func(f *writefence.Fence) error {
 			f.Blobs = &writefence.MemStore{} // the store counted declares none
 			_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})

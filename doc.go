@@ -123,8 +123,7 @@
 //     only after Fence.MaxAttempts attempts or when ctx ends, but for
 //     PutBlob's write of its blob (its reader cannot be read twice) and
 //     Collect's listing and deletes of blobs (a caller runs it again),
-//     never retried, and the one attempt of Probe, VerifyBrand and
-//     InspectLease.
+//     never retried, and Probe's one attempt.
 //
 // Damage and settles:
 //

@@ -22,9 +22,9 @@ type LeaseInfo struct {
 // Released reports whether the holder gave the lease up (Lease.Release).
 func (i LeaseInfo) Released() bool { return i.Expiry.IsZero() }
 
-// InspectLease reads the record of the lease named name once, for an
-// operator, checking no brand (promise 33): ErrNotFound for a lease never
-// acquired, a *CorruptError with its version for a damaged record.
+// InspectLease reads the record of the lease named name, for an operator,
+// checking no brand (promise 33): ErrNotFound for a lease never acquired,
+// a *CorruptError with its version for a damaged record.
 func (f *Fence) InspectLease(ctx context.Context, name string) (LeaseInfo, error) {
 	e := f.engine()
 	if err := e.checkConfig(); err != nil {
@@ -35,7 +35,7 @@ func (f *Fence) InspectLease(ctx context.Context, name string) (LeaseInfo, error
 		return LeaseInfo{}, keyErr(err)
 	}
 	info := LeaseInfo{Name: name, Key: key}
-	s, err := e.readKey(ctx, key, false)
+	s, err := retried(ctx, e, func() (*snapshot, error) { return e.readKey(ctx, key, false) })
 	switch {
 	case err != nil:
 		return info, fmt.Errorf("writefence: lease %s: read %s: %w", esc(name), esc(key), err)

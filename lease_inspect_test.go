@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/fakestore"
 )
 
 // TestInspectLease: InspectLease shows the holder, term and expiry a
@@ -50,4 +51,21 @@ func TestInspectLease(t *testing.T) {
 
 	_, err = fence.InspectLease(ctx, "")
 	assert.ErrorIs(t, err, writefence.ErrInvalidArgument)
+}
+
+// TestInspectLeaseRetriesAThrottledRead: InspectLease's read is a read
+// like any other (promise 6): one transient failure is retried after a
+// back-off, not the end of the call.
+func TestInspectLeaseRetriesAThrottledRead(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	l := &writefence.Lease{Fence: &writefence.Fence{Store: mem}, Name: "wal/0", Holder: "node-a", TTL: time.Minute}
+	term, err := l.Acquire(ctx)
+	require.NoError(t, err)
+	s := fakestore.New(mem, fakestore.Options{ByKey: true})
+	s.Inject(throttled(fakestore.Get, 1))
+	info, err := (&writefence.Fence{Store: s, RetryDelay: time.Microsecond}).InspectLease(ctx, "wal/0")
+	require.NoError(t, err, "one 503 is retried")
+	assert.Equal(t, term, info.Term)
+	assert.Equal(t, int64(2), s.Calls(fakestore.Get, info.Key), "the throttled read, then its retry")
 }

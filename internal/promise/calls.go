@@ -132,11 +132,10 @@ func (c *Checker) checkUnknown(idx int, fl *flight) {
 // checkRetried judges promise 6: a call that ended on a plain failure
 // after transient faults made all its attempts (the transient faults and
 // the lost races it retried). A plain failure with no transient fault
-// recorded is not judged: the history does not show it was one. Nor are
-// VerifyBrand and InspectLease, which read once.
+// recorded is not judged: the history does not show it was one.
 func (c *Checker) checkRetried(idx int, fl *flight) {
 	call := fl.call
-	if call.Err == nil || hasAny(call.Is, classified...) || fl.transient == 0 || fl.unretried != "" || call.Op == Verify || call.Op == Inspect {
+	if call.Err == nil || hasAny(call.Is, classified...) || fl.transient == 0 || fl.unretried != "" {
 		return
 	}
 	attempts := fl.transient
