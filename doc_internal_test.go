@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -104,6 +105,68 @@ func TestDocsCiteFilesThatExist(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Greater(t, checked, 10)
+}
+
+// TestEveryPromiseNumberedAndChecked: the package documentation numbers
+// its promises 1 to n, each once and in order; the checker's tests hold a
+// TestPromiseN, a history that breaks it, for each of them and no other;
+// and no comment or Markdown file of the repository cites a promise
+// beyond n (in "promise N" or "promises N to M").
+func TestEveryPromiseNumberedAndChecked(t *testing.T) {
+	t.Parallel()
+	var numbers []int
+	for _, m := range regexp.MustCompile(`(?m)^ ?(\d+)\. `).FindAllStringSubmatch(packageDoc(t), -1) {
+		n, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		numbers = append(numbers, n)
+	}
+	require.NotEmpty(t, numbers)
+	n := len(numbers)
+	for i, got := range numbers {
+		assert.Equal(t, i+1, got, "the promise after %v", numbers[:i])
+	}
+	tests, err := os.ReadFile(filepath.Join("internal", "promise", "checker_test.go"))
+	require.NoError(t, err)
+	tested := map[int]bool{}
+	for _, m := range regexp.MustCompile(`func TestPromise(\d+)[_(]`).FindAllStringSubmatch(string(tests), -1) {
+		k, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		tested[k] = true
+	}
+	for k := 1; k <= n; k++ {
+		assert.True(t, tested[k], "promise %d has no TestPromise%d in internal/promise", k, k)
+	}
+	for k := range tested {
+		assert.LessOrEqual(t, k, n, "TestPromise%d tests no numbered promise", k)
+	}
+	cite := regexp.MustCompile(`[Pp]romises? (\d+)(?:(?:,| to| and|, and) (\d+))*`)
+	num := regexp.MustCompile(`\d+`)
+	var cited int
+	err = filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".md")) {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range cite.FindAllString(string(data), -1) {
+			for _, k := range num.FindAllString(m, -1) {
+				cited++
+				v, _ := strconv.Atoi(k)
+				assert.True(t, v >= 1 && v <= n, "%s cites %q: the promises are 1 to %d", path, m, n)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Greater(t, cited, 50)
 }
 
 // sourceFiles returns the package's files, but its tests, parsed with
