@@ -545,6 +545,14 @@ func (w *World) end(p *proc, c *promise.Call, err error) {
 	}
 	w.hist.Finish(c)
 	w.steps = append(w.steps, w.step)
+	// Calls that one event frees end at one instant (a Hold and the
+	// Release made beside it), in the order the runtime runs their
+	// goroutines: such ends are kept in the order of their calls, so
+	// that a seed is one history.
+	e := w.hist.Entries
+	for i := len(e) - 1; i > 0 && e[i-1].End != nil && e[i-1].End.End.Equal(c.End) && e[i-1].End.ID > c.ID; i-- {
+		e[i-1], e[i] = e[i], e[i-1]
+	}
 }
 
 // observe is every Fence's Observer: the event joins the call it happened
