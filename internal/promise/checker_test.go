@@ -1225,6 +1225,35 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 			b.end(co, nil)
 		}},
 	)
+	// What the record can come to reference: a blob of the recorded
+	// writer within its tenure, or of an epoch above the record's,
+	// created at or after the horizon, unless the record no longer could
+	// at some moment of the collection (its horizon raised, its writer
+	// deposed).
+	own, ahead := keys.BlobName(2, "w1", blobID(3)), keys.BlobName(3, "w2", blobID(4))
+	committable := func(name string, raise, depose bool) func(b *builder) {
+		return func(b *builder) {
+			at := b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("c"))
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			if raise {
+				b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: at.UnixNano() + 1, Stream: true}))
+			}
+			if depose {
+				b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w3", Epoch: 4}, key, rec("w3", 4, record.Body{Since: 4, Stream: true}))
+			}
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", name))
+			b.end(co, nil)
+		}
+	}
+	judge(t, 25,
+		story{name: "the writer's blob of its tenure", build: committable(own, false, false)},
+		story{name: "a blob of an epoch above the record's", build: committable(ahead, false, false)},
+		story{name: "the writer's blob behind the horizon raised", kept: true, build: committable(own, true, false)},
+		story{name: "a blob ahead, behind the horizon raised", kept: true, build: committable(ahead, true, false)},
+		story{name: "the writer's blob, the writer deposed", kept: true, build: committable(own, false, true)},
+		story{name: "a blob ahead, below the tenure that deposed the writer", kept: true, build: committable(ahead, false, true)},
+	)
 }
 
 func TestPromise26_CollectReclaims(t *testing.T) {
