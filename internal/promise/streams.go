@@ -77,7 +77,37 @@ func (c *Checker) checkCollectDelete(idx int, call *Call, fl *flight, key string
 				c.report(idx, 25, "%s deleted blob %s, which the record at epoch %d references", who(call), quote(name), cur.rec.h.Epoch)
 			}
 		}
+		if fl != nil && committableThroughout(call, fl.seen, name, c.st.blobs[key]) {
+			c.report(idx, 25, "%s deleted blob %s, which the record could come to reference throughout the collection (epoch %d by %s, horizon %d)",
+				who(call), quote(name), cur.rec.h.Epoch, quote(cur.rec.h.Writer), cur.rec.h.Horizon)
+		}
 	}
+}
+
+// committableThroughout reports whether a commit could newly reference
+// blob b, named name, over every record vs holds, each sound and of the
+// call's identity: the recorded writer's blob within its tenure, or one of
+// an epoch above the record's, created at or after its horizon (see
+// Fence.Collect). A collection judges by its reads: a blob the record
+// could not come to reference at some moment of it was garbage then.
+func committableThroughout(call *Call, vs []*value, name string, b *blob) bool {
+	e, _, w, ok := keys.ParseBlobName(name)
+	if !ok || b == nil || len(vs) == 0 {
+		return false
+	}
+	for _, v := range vs {
+		if !v.sound() || v.rec.h.Identity != identityOf(call) {
+			return false
+		}
+		h := v.rec.h
+		switch {
+		case e < record.TenureFloor(h), w != h.Writer && e <= h.Epoch:
+			return false
+		case h.Horizon != 0 && b.modified.UnixNano() < h.Horizon:
+			return false
+		}
+	}
+	return true
 }
 
 // checkCommit judges promise 20 on a Commit's put: every blob it newly
