@@ -1097,6 +1097,18 @@ func TestPromise23_Readers(t *testing.T) {
 		}},
 		story{name: "open of another blob's bytes", build: func(b *builder) { open(b, true, "fake") }},
 		story{name: "open of an unreferenced blob", build: func(b *builder) { open(b, false, "real") }},
+		// A blob rewritten from outside during an Open holds the bytes
+		// written: read, they are bytes it held during the call.
+		story{name: "open of a blob rewritten from outside during the call", kept: true, build: func(b *builder) {
+			name := keys.BlobName(1, "w1", blobID(1))
+			at := b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("rea1"))
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true, Refs: []record.BlobRef{ref(name, []byte("real"))}}))
+			op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: name})
+			b.deleteBlob(nil, blobKeyOf(b.t, "s1", name))
+			b.h.Change(Change{Kind: "create blob", Key: blobKeyOf(b.t, "s1", name), Data: []byte("real"), Modified: at, At: b.tick()})
+			op.Bytes = []byte("real")
+			b.end(op, nil)
+		}},
 		// ErrNotFound says the shard had no record during the call.
 		story{name: "latest finds a record absent", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 1, plain("a")))
