@@ -308,7 +308,10 @@ func (c *Checker) outside(idx int, ch *Change) {
 		}
 		c.store(idx, ch.Key, nv, true)
 	case "create blob":
-		c.st.create(idx, ch, true)
+		b := c.st.create(idx, ch, true)
+		for _, fl := range c.blobSeen[ch.Key] {
+			fl.blobData = append(fl.blobData, b.data)
+		}
 	case "delete blob":
 		if b := c.st.blobs[ch.Key]; b != nil && b.exists {
 			b.deletedOutside = true
