@@ -1563,6 +1563,26 @@ func TestPromise32_Check(t *testing.T) {
 			b.put(nil, key, rec("w2", 6, plain("y")))
 			check(b, "w1", 5, errStale, "stale")
 		}},
+		// A refusal as stale names the recorded epoch and writer: those
+		// of a record the key held during the call.
+		story{name: "stale naming what the record held", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			c.Stale = &record.Header{Epoch: 8, Writer: "w2"}
+			b.endBare(c, errStale, "stale")
+		}},
+		story{name: "stale naming the checked epoch", build: func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			c.Stale = &record.Header{Epoch: 5, Writer: "w2"}
+			b.endBare(c, errStale, "stale")
+		}},
+		story{name: "stale naming the checking writer", build: func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			c.Stale = &record.Header{Epoch: 8, Writer: "w1"}
+			b.endBare(c, errStale, "stale")
+		}},
 		story{name: "a check writes the record", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 5, plain("x")))
 			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})

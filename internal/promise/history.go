@@ -108,6 +108,7 @@ type Call struct {
 	Bytes    []byte         // open blob: every byte read
 	Name     string         // open blob: the blob's name
 	Deleted  []string       // collect: the keys the report says it deleted
+	Stale    *record.Header // refused as stale: the epoch and writer its *StaleEpochError names as recorded
 
 	// Events are the Observer's events during the call, in order.
 	Events []Event
