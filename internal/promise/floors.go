@@ -349,6 +349,9 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 			later = true
 		}
 	}
+	if n := call.Stale; call.Is.Has("stale") && n != nil && !heldAs(call, fl.seen, n.Epoch, n.Writer) {
+		c.report(idx, 32, "%s was refused as stale naming epoch %d by %s, which the record did not hold during the call", who(call), n.Epoch, quote(n.Writer))
+	}
 	switch {
 	case call.Err == nil && !held:
 		c.report(idx, 32, "%s returned nil, but the record never held writer %s at epoch %d during the call", who(call), quote(call.Writer), call.Epoch)
@@ -357,4 +360,16 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 	case call.Is.Has("regressed") && !lower:
 		c.report(idx, 32, "%s was refused as regressed (%v), but the record was neither absent nor below during the call", who(call), call.Err)
 	}
+}
+
+// heldAs reports whether any sound content of vs, of call's identity, is
+// at epoch by writer: what a refusal as stale names as recorded, read
+// during the call.
+func heldAs(call *Call, vs []*value, epoch uint64, writer string) bool {
+	for _, v := range vs {
+		if v.sound() && v.rec.h.Identity == identityOf(call) && v.rec.h.Epoch == epoch && v.rec.h.Writer == writer {
+			return true
+		}
+	}
+	return false
 }
