@@ -1565,6 +1565,28 @@ func TestPromise32_Check(t *testing.T) {
 		}},
 		// A refusal as stale names the recorded epoch and writer: those
 		// of a record the key held during the call.
+		// A refusal as corrupt is a damaged record's, read during the
+		// call (or a damaged floor's, or brand's).
+		story{name: "corrupt over a sound record", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			check(b, "w1", 5, errors.New("writefence: corrupt"), "corrupt")
+		}},
+		story{name: "corrupt over no record", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			b.del(nil, key)
+			check(b, "w1", 5, errors.New("writefence: corrupt"), "corrupt")
+		}},
+		story{name: "corrupt over damage", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			b.put(nil, key, []byte("damaged"))
+			b.endBare(c, errors.New("writefence: corrupt"), "corrupt")
+		}},
+		story{name: "corrupt under KeepFloor, the floor unknown", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+			b.endBare(c, errors.New("writefence: corrupt"), "corrupt")
+		}},
 		story{name: "stale naming what the record held", kept: true, build: func(b *builder) {
 			b.put(nil, key, rec("w2", 8, plain("x")))
 			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
