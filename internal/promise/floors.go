@@ -349,6 +349,9 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 			later = true
 		}
 	}
+	if call.Is.Has("corrupt") && !c.damageSeen(fl) {
+		c.report(idx, 32, "%s was refused as corrupt (%v), but the record was never damaged during the call", who(call), call.Err)
+	}
 	if n := call.Stale; call.Is.Has("stale") && n != nil && !heldAs(call, fl.seen, n.Epoch, n.Writer) {
 		c.report(idx, 32, "%s was refused as stale naming epoch %d by %s, which the record did not hold during the call", who(call), n.Epoch, quote(n.Writer))
 	}
@@ -368,6 +371,27 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 func heldAs(call *Call, vs []*value, epoch uint64, writer string) bool {
 	for _, v := range vs {
 		if v.sound() && v.rec.h.Identity == identityOf(call) && v.rec.h.Epoch == epoch && v.rec.h.Writer == writer {
+			return true
+		}
+	}
+	return false
+}
+
+// damageSeen reports whether a refusal as corrupt of fl's call may be
+// of damage: the record held some during the call, or the call read what
+// the checker cannot judge here (the floor, under KeepFloor, or a brand
+// something outside the package wrote).
+func (c *Checker) damageSeen(fl *flight) bool {
+	call := fl.call
+	p := call.Prefix
+	if p == "" {
+		p = keys.DefaultPrefix
+	}
+	if call.KeepFloor || c.st.changedOutsideSince(keys.Brand(p), -1) {
+		return true
+	}
+	for _, v := range fl.seen {
+		if v.damaged() {
 			return true
 		}
 	}
