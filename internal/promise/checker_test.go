@@ -1372,6 +1372,32 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 		pushed(b, "p1", key, 4, "four", false)
 		b.requireBroken(29)
 	})
+	// An OpenBlob and a Collect read the record too: their Fence holds
+	// to the lowest epoch the record held during the call.
+	for _, op := range []Op{Open, Collect} {
+		t.Run("a read by "+string(op)+" counts", func(t *testing.T) {
+			for _, setBack := range []bool{true, false} {
+				b := newBuilder(t)
+				name := keys.BlobName(5, "w0", blobID(1))
+				b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+				b.put(nil, key, rec("w0", 5, record.Body{Since: 5, Stream: true, Refs: []record.BlobRef{ref(name, []byte("b"))}}))
+				r := b.begin(Call{Op: op, Plugin: "pl", Shard: "s1", Name: name})
+				if op == Open {
+					r.Bytes = []byte("b")
+				}
+				b.end(r, nil)
+				if setBack {
+					b.put(nil, key, rec("w0", 3, plain("three")))
+				}
+				pushed(b, "p1", key, 4, "four", false)
+				if setBack {
+					b.requireBroken(29)
+				} else {
+					b.requireKept(29)
+				}
+			}
+		})
+	}
 	t.Run("a settle at what it saw", func(t *testing.T) {
 		for _, e := range []uint64{5, 6} {
 			b := newBuilder(t)
