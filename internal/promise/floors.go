@@ -67,6 +67,12 @@ func (c *Checker) endSeen(idx int, fl *flight) {
 		if call.Read != nil {
 			c.learnSeen(idx, call.Proc, call.Key, call.Read.Epoch)
 		}
+	case Open, Collect:
+		// They read the record (Inspect) but return no epoch: their
+		// Fence saw at least the lowest the record held during the call.
+		if e, ok := lowestSound(fl.seen); ok {
+			c.learnSeen(idx, call.Proc, call.Key, e)
+		}
 	case Hold:
 		for _, w := range fl.writes {
 			if w.v.sound() && w.v.rec.h.Writer == call.Holder {
@@ -396,4 +402,17 @@ func (c *Checker) damageSeen(fl *flight) bool {
 		}
 	}
 	return false
+}
+
+// lowestSound is the lowest epoch of vs, when every content of vs is a
+// sound record.
+func lowestSound(vs []*value) (uint64, bool) {
+	low := uint64(math.MaxUint64)
+	for _, v := range vs {
+		if !v.sound() {
+			return 0, false
+		}
+		low = min(low, v.rec.h.Epoch)
+	}
+	return low, len(vs) > 0
 }
