@@ -1490,6 +1490,29 @@ func TestPromise31_KeepFloor(t *testing.T) {
 			}
 		}
 	})
+	// A seal or a settle that returned nil under KeepFloor kept its
+	// epoch as the floor.
+	judge(t, 31,
+		story{name: "a seal that keeps no floor", build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true}, key, rec("w1", 5, plain("")))
+		}},
+		story{name: "a seal that keeps its floor", kept: true, build: sealed},
+		story{name: "a seal that found its floor kept", kept: true, build: func(b *builder) {
+			sealed(b)
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true}, key, rec("w1", 5, plain("")))
+		}},
+		story{name: "a seal that keeps a floor below it", build: func(b *builder) {
+			sealed(b)
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, KeepFloor: true}, key, rec("w1", 6, plain("")))
+		}},
+		story{name: "a settle that keeps no floor", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 7, Payload: []byte("s"), Floor: 6, Version: "v1", KeepFloor: true}, key, rec("op", 7, plain("s")))
+		}},
+		story{name: "a seal without KeepFloor", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5}, key, rec("w1", 5, plain("")))
+		}},
+	)
 	judge(t, 31,
 		story{name: "a seal over the deleted record", build: func(b *builder) {
 			sealed(b)
