@@ -1559,7 +1559,10 @@ func TestPromise31_KeepFloor(t *testing.T) {
 			sealed(b)
 			b.del(nil, key)
 			b.del(nil, floorKey)
-			b.wrote(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true}, key, rec("w2", 9, plain("")))
+			sl := b.begin(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true})
+			b.put(sl, key, rec("w2", 9, plain("")))
+			b.put(sl, floorKey, bytes.Join(record.Encode(defaultIdentity, "w2", 9, record.Body{}, record.CRC32C(nil)), nil))
+			b.end(sl, nil)
 		}},
 	)
 }

@@ -60,6 +60,7 @@ func (c *Checker) endSeen(idx int, fl *flight) {
 	if call.Err != nil {
 		return
 	}
+	c.checkFloorKept(idx, fl)
 	switch call.Op {
 	case Push, Update, Commit, Seal, Settle, Check:
 		c.learnSeen(idx, call.Proc, call.Key, call.Epoch)
@@ -415,4 +416,31 @@ func lowestSound(vs []*value) (uint64, bool) {
 		low = min(low, v.rec.h.Epoch)
 	}
 	return low, len(vs) > 0
+}
+
+// checkFloorKept judges promise 31 on the end of a Seal, a Settle or a
+// Hold that returned nil under KeepFloor: every record it landed began a
+// tenure, whose epoch the shard's floor now keeps (unless something
+// outside the package changed the floor during the call).
+func (c *Checker) checkFloorKept(idx int, fl *flight) {
+	call := fl.call
+	if !call.KeepFloor || call.Op != Seal && call.Op != Settle && call.Op != Hold {
+		return
+	}
+	for _, w := range fl.writes {
+		if !w.v.sound() {
+			continue
+		}
+		class, p := c.classify(w.ch.Key)
+		if class != classRecord {
+			continue
+		}
+		floorKey := keys.Floors(p) + strings.TrimPrefix(w.ch.Key, keys.Shards(p))
+		if c.st.changedOutsideSince(floorKey, fl.begin) {
+			continue
+		}
+		if m, ok := c.floors[w.ch.Key]; !ok || m.epoch < w.v.rec.h.Epoch {
+			c.report(idx, 31, "%s returned nil under KeepFloor, but the floor of %s does not keep epoch %d its record landed at", who(call), quote(w.ch.Key), w.v.rec.h.Epoch)
+		}
+	}
 }
