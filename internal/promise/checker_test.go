@@ -1501,6 +1501,11 @@ func TestPromise31_KeepFloor(t *testing.T) {
 			sealed(b)
 			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true}, key, rec("w1", 5, plain("")))
 		}},
+		story{name: "a seal that found its record landed and keeps no floor", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("")))
+			sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+			b.end(sl, nil)
+		}},
 		story{name: "a seal that keeps a floor below it", build: func(b *builder) {
 			sealed(b)
 			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, KeepFloor: true}, key, rec("w1", 6, plain("")))
