@@ -420,27 +420,35 @@ func lowestSound(vs []*value) (uint64, bool) {
 
 // checkFloorKept judges promise 31 on the end of a Seal, a Settle or a
 // Hold that returned nil under KeepFloor: every record it landed began a
-// tenure, whose epoch the shard's floor now keeps (unless something
-// outside the package changed the floor during the call).
+// tenure, whose epoch the shard's floor now keeps, and so did a Seal's
+// found landed (unless something outside the package changed the floor
+// during the call).
 func (c *Checker) checkFloorKept(idx int, fl *flight) {
 	call := fl.call
 	if !call.KeepFloor || call.Op != Seal && call.Op != Settle && call.Op != Hold {
 		return
 	}
+	type tenure struct {
+		key   string
+		epoch uint64
+	}
+	var began []tenure
+	if call.Op == Seal {
+		began = append(began, tenure{call.Key, call.Epoch})
+	}
 	for _, w := range fl.writes {
-		if !w.v.sound() {
-			continue
+		if class, _ := c.classify(w.ch.Key); class == classRecord && w.v.sound() {
+			began = append(began, tenure{w.ch.Key, w.v.rec.h.Epoch})
 		}
-		class, p := c.classify(w.ch.Key)
-		if class != classRecord {
-			continue
-		}
-		floorKey := keys.Floors(p) + strings.TrimPrefix(w.ch.Key, keys.Shards(p))
+	}
+	for _, t := range began {
+		_, p := c.classify(t.key)
+		floorKey := keys.Floors(p) + strings.TrimPrefix(t.key, keys.Shards(p))
 		if c.st.changedOutsideSince(floorKey, fl.begin) {
 			continue
 		}
-		if m, ok := c.floors[w.ch.Key]; !ok || m.epoch < w.v.rec.h.Epoch {
-			c.report(idx, 31, "%s returned nil under KeepFloor, but the floor of %s does not keep epoch %d its record landed at", who(call), quote(w.ch.Key), w.v.rec.h.Epoch)
+		if m, ok := c.floors[t.key]; !ok || m.epoch < t.epoch {
+			c.report(idx, 31, "%s returned nil under KeepFloor, but the floor of %s does not keep epoch %d it sealed or settled at", who(call), quote(t.key), t.epoch)
 		}
 	}
 }
