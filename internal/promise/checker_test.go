@@ -1574,6 +1574,47 @@ func TestPromise31_KeepFloor(t *testing.T) {
 
 func TestPromise32_Check(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
+	// Collect reads the record before each batch of deletes, and deletes
+	// nothing once it no longer holds the tenure it judged by. A history
+	// that records a Collect's reads is judged on them.
+	t.Run("collect", func(t *testing.T) {
+		garbage := keys.BlobName(1, "w0", blobID(1))
+		space, err := keys.Blobs("", "pl", "s1")
+		require.NoError(t, err)
+		collect := func(then func(b *builder, co *Call)) func(b *builder) {
+			return func(b *builder) {
+				b.createBlob(nil, blobKeyOf(b.t, "s1", garbage), []byte("g"))
+				b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Horizon: 100, Stream: true}))
+				co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+				b.h.Change(Change{Call: co.ID, Kind: "read", Key: key, At: b.tick()})
+				b.h.Change(Change{Call: co.ID, Kind: "read", Key: space, At: b.tick()})
+				then(b, co)
+				b.deleteBlob(co, blobKeyOf(b.t, "s1", garbage))
+				b.end(co, nil)
+			}
+		}
+		read := func(b *builder, co *Call) { b.h.Change(Change{Call: co.ID, Kind: "read", Key: key, At: b.tick()}) }
+		judge(t, 32,
+			story{name: "a read after the listing", kept: true, build: collect(read)},
+			story{name: "no read after the listing", build: collect(func(*builder, *Call) {})},
+			story{name: "a read after the listing finds no record", build: collect(func(b *builder, co *Call) {
+				b.del(nil, key)
+				read(b, co)
+			})},
+			story{name: "a read after the listing finds a lower horizon", build: collect(func(b *builder, co *Call) {
+				b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Horizon: 50, Stream: true}))
+				read(b, co)
+			})},
+			story{name: "a read after the listing finds a new tenure", kept: true, build: collect(func(b *builder, co *Call) {
+				b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 3}, key, rec("w2", 3, record.Body{Since: 3, Horizon: 100, Stream: true}))
+				read(b, co)
+			})},
+			story{name: "the record deleted after the read", kept: true, build: collect(func(b *builder, co *Call) {
+				read(b, co)
+				b.del(nil, key)
+			})},
+		)
+	})
 	check := func(b *builder, writer string, epoch uint64, err error, is ...string) {
 		c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: writer, Epoch: epoch})
 		b.endBare(c, err, is...)
