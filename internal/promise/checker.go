@@ -154,6 +154,11 @@ type flight struct {
 
 	// Settle and Collect: the blob keys of the shard's blob space at Begin.
 	blobsAtBegin []string
+	// Collect, in a history that records its reads: the record at each
+	// read of it, and whether it listed its blobs, and read the record
+	// since.
+	reads                 []*value
+	listed, readSinceList bool
 	// Epoch: the highest epoch of its Lease or TermSource handed out by a
 	// call that ended before this one began.
 	maxEnded uint64
@@ -201,6 +206,10 @@ func (c *Checker) begin(idx int, call *Call) {
 func (c *Checker) change(idx int, ch *Change) {
 	call := c.calls[ch.Call]
 	fl := c.flights[ch.Call]
+	if ch.Kind == "read" {
+		c.collectRead(fl, ch)
+		return
+	}
 	if ch.Kind == "fault" {
 		if fl != nil {
 			switch {
