@@ -328,9 +328,8 @@ func (c *Checker) checkTermSourceAlone(idx int, fl *flight) {
 // or below the epoch, or held the writer below what the Fence can have
 // seen (a record of another writer at or above the epoch is refused as
 // stale, as a write is, however it was set back). The other
-// half of 32, Collect's read before each batch of deletes, shows in a
-// history only through what Collect deletes, which promises 24, 25 and 29
-// judge.
+// half of 32, Collect's read before each batch of deletes, is judged on
+// each delete (checkCollectHeld) in a history that records its reads.
 func (c *Checker) checkCheck(idx int, fl *flight) {
 	call := fl.call
 	held, later, lower := false, false, false
