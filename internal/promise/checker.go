@@ -154,6 +154,11 @@ type flight struct {
 
 	// Settle and Collect: the blob keys of the shard's blob space at Begin.
 	blobsAtBegin []string
+	// Collect, in a history that records its reads: the record at each
+	// read of it, and whether it listed its blobs, and read the record
+	// since.
+	reads                 []*value
+	listed, readSinceList bool
 	// Epoch: the highest epoch of its Lease or TermSource handed out by a
 	// call that ended before this one began.
 	maxEnded uint64
@@ -201,6 +206,10 @@ func (c *Checker) begin(idx int, call *Call) {
 func (c *Checker) change(idx int, ch *Change) {
 	call := c.calls[ch.Call]
 	fl := c.flights[ch.Call]
+	if ch.Kind == "read" {
+		c.collectRead(fl, ch)
+		return
+	}
 	if ch.Kind == "fault" {
 		if fl != nil {
 			switch {
@@ -308,7 +317,10 @@ func (c *Checker) outside(idx int, ch *Change) {
 		}
 		c.store(idx, ch.Key, nv, true)
 	case "create blob":
-		c.st.create(idx, ch, true)
+		b := c.st.create(idx, ch, true)
+		for _, fl := range c.blobSeen[ch.Key] {
+			fl.blobData = append(fl.blobData, b.data)
+		}
 	case "delete blob":
 		if b := c.st.blobs[ch.Key]; b != nil && b.exists {
 			b.deletedOutside = true

@@ -1097,6 +1097,18 @@ func TestPromise23_Readers(t *testing.T) {
 		}},
 		story{name: "open of another blob's bytes", build: func(b *builder) { open(b, true, "fake") }},
 		story{name: "open of an unreferenced blob", build: func(b *builder) { open(b, false, "real") }},
+		// A blob rewritten from outside during an Open holds the bytes
+		// written: read, they are bytes it held during the call.
+		story{name: "open of a blob rewritten from outside during the call", kept: true, build: func(b *builder) {
+			name := keys.BlobName(1, "w1", blobID(1))
+			at := b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("rea1"))
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true, Refs: []record.BlobRef{ref(name, []byte("real"))}}))
+			op := b.begin(Call{Op: Open, Plugin: "pl", Shard: "s1", Name: name})
+			b.deleteBlob(nil, blobKeyOf(b.t, "s1", name))
+			b.h.Change(Change{Kind: "create blob", Key: blobKeyOf(b.t, "s1", name), Data: []byte("real"), Modified: at, At: b.tick()})
+			op.Bytes = []byte("real")
+			b.end(op, nil)
+		}},
 		// ErrNotFound says the shard had no record during the call.
 		story{name: "latest finds a record absent", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 1, plain("a")))
@@ -1225,6 +1237,35 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 			b.end(co, nil)
 		}},
 	)
+	// What the record can come to reference: a blob of the recorded
+	// writer within its tenure, or of an epoch above the record's,
+	// created at or after the horizon, unless the record no longer could
+	// at some moment of the collection (its horizon raised, its writer
+	// deposed).
+	own, ahead := keys.BlobName(2, "w1", blobID(3)), keys.BlobName(3, "w2", blobID(4))
+	committable := func(name string, raise, depose bool) func(b *builder) {
+		return func(b *builder) {
+			at := b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("c"))
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			if raise {
+				b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: at.UnixNano() + 1, Stream: true}))
+			}
+			if depose {
+				b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w3", Epoch: 4}, key, rec("w3", 4, record.Body{Since: 4, Stream: true}))
+			}
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", name))
+			b.end(co, nil)
+		}
+	}
+	judge(t, 25,
+		story{name: "the writer's blob of its tenure", build: committable(own, false, false)},
+		story{name: "a blob of an epoch above the record's", build: committable(ahead, false, false)},
+		story{name: "the writer's blob behind the horizon raised", kept: true, build: committable(own, true, false)},
+		story{name: "a blob ahead, behind the horizon raised", kept: true, build: committable(ahead, true, false)},
+		story{name: "the writer's blob, the writer deposed", kept: true, build: committable(own, false, true)},
+		story{name: "a blob ahead, below the tenure that deposed the writer", kept: true, build: committable(ahead, false, true)},
+	)
 }
 
 func TestPromise26_CollectReclaims(t *testing.T) {
@@ -1331,6 +1372,32 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 		pushed(b, "p1", key, 4, "four", false)
 		b.requireBroken(29)
 	})
+	// An OpenBlob and a Collect read the record too: their Fence holds
+	// to the lowest epoch the record held during the call.
+	for _, op := range []Op{Open, Collect} {
+		t.Run("a read by "+string(op)+" counts", func(t *testing.T) {
+			for _, setBack := range []bool{true, false} {
+				b := newBuilder(t)
+				name := keys.BlobName(5, "w0", blobID(1))
+				b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+				b.put(nil, key, rec("w0", 5, record.Body{Since: 5, Stream: true, Refs: []record.BlobRef{ref(name, []byte("b"))}}))
+				r := b.begin(Call{Op: op, Plugin: "pl", Shard: "s1", Name: name})
+				if op == Open {
+					r.Bytes = []byte("b")
+				}
+				b.end(r, nil)
+				if setBack {
+					b.put(nil, key, rec("w0", 3, plain("three")))
+				}
+				pushed(b, "p1", key, 4, "four", false)
+				if setBack {
+					b.requireBroken(29)
+				} else {
+					b.requireKept(29)
+				}
+			}
+		})
+	}
 	t.Run("a settle at what it saw", func(t *testing.T) {
 		for _, e := range []uint64{5, 6} {
 			b := newBuilder(t)
@@ -1423,6 +1490,34 @@ func TestPromise31_KeepFloor(t *testing.T) {
 			}
 		}
 	})
+	// A seal or a settle that returned nil under KeepFloor kept its
+	// epoch as the floor.
+	judge(t, 31,
+		story{name: "a seal that keeps no floor", build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true}, key, rec("w1", 5, plain("")))
+		}},
+		story{name: "a seal that keeps its floor", kept: true, build: sealed},
+		story{name: "a seal that found its floor kept", kept: true, build: func(b *builder) {
+			sealed(b)
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true}, key, rec("w1", 5, plain("")))
+		}},
+		story{name: "a seal that found its record landed and keeps no floor", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("")))
+			sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+			b.end(sl, nil)
+		}},
+		story{name: "a seal that keeps a floor below it", build: func(b *builder) {
+			sealed(b)
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, KeepFloor: true}, key, rec("w1", 6, plain("")))
+		}},
+		story{name: "a settle that keeps no floor", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 7, Payload: []byte("s"), Floor: 6, Version: "v1", KeepFloor: true}, key, rec("op", 7, plain("s")))
+		}},
+		story{name: "a seal without KeepFloor", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5}, key, rec("w1", 5, plain("")))
+		}},
+	)
 	judge(t, 31,
 		story{name: "a seal over the deleted record", build: func(b *builder) {
 			sealed(b)
@@ -1469,13 +1564,57 @@ func TestPromise31_KeepFloor(t *testing.T) {
 			sealed(b)
 			b.del(nil, key)
 			b.del(nil, floorKey)
-			b.wrote(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true}, key, rec("w2", 9, plain("")))
+			sl := b.begin(Call{Op: Seal, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, KeepFloor: true})
+			b.put(sl, key, rec("w2", 9, plain("")))
+			b.put(sl, floorKey, bytes.Join(record.Encode(defaultIdentity, "w2", 9, record.Body{}, record.CRC32C(nil)), nil))
+			b.end(sl, nil)
 		}},
 	)
 }
 
 func TestPromise32_Check(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
+	// Collect reads the record before each batch of deletes, and deletes
+	// nothing once it no longer holds the tenure it judged by. A history
+	// that records a Collect's reads is judged on them.
+	t.Run("collect", func(t *testing.T) {
+		garbage := keys.BlobName(1, "w0", blobID(1))
+		space, err := keys.Blobs("", "pl", "s1")
+		require.NoError(t, err)
+		collect := func(then func(b *builder, co *Call)) func(b *builder) {
+			return func(b *builder) {
+				b.createBlob(nil, blobKeyOf(b.t, "s1", garbage), []byte("g"))
+				b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Horizon: 100, Stream: true}))
+				co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+				b.h.Change(Change{Call: co.ID, Kind: "read", Key: key, At: b.tick()})
+				b.h.Change(Change{Call: co.ID, Kind: "read", Key: space, At: b.tick()})
+				then(b, co)
+				b.deleteBlob(co, blobKeyOf(b.t, "s1", garbage))
+				b.end(co, nil)
+			}
+		}
+		read := func(b *builder, co *Call) { b.h.Change(Change{Call: co.ID, Kind: "read", Key: key, At: b.tick()}) }
+		judge(t, 32,
+			story{name: "a read after the listing", kept: true, build: collect(read)},
+			story{name: "no read after the listing", build: collect(func(*builder, *Call) {})},
+			story{name: "a read after the listing finds no record", build: collect(func(b *builder, co *Call) {
+				b.del(nil, key)
+				read(b, co)
+			})},
+			story{name: "a read after the listing finds a lower horizon", build: collect(func(b *builder, co *Call) {
+				b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Horizon: 50, Stream: true}))
+				read(b, co)
+			})},
+			story{name: "a read after the listing finds a new tenure", kept: true, build: collect(func(b *builder, co *Call) {
+				b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 3}, key, rec("w2", 3, record.Body{Since: 3, Horizon: 100, Stream: true}))
+				read(b, co)
+			})},
+			story{name: "the record deleted after the read", kept: true, build: collect(func(b *builder, co *Call) {
+				read(b, co)
+				b.del(nil, key)
+			})},
+		)
+	})
 	check := func(b *builder, writer string, epoch uint64, err error, is ...string) {
 		c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: writer, Epoch: epoch})
 		b.endBare(c, err, is...)
@@ -1521,6 +1660,48 @@ func TestPromise32_Check(t *testing.T) {
 			b.put(nil, key, rec("w2", 8, plain("x")))
 			b.put(nil, key, rec("w2", 6, plain("y")))
 			check(b, "w1", 5, errStale, "stale")
+		}},
+		// A refusal as stale names the recorded epoch and writer: those
+		// of a record the key held during the call.
+		// A refusal as corrupt is a damaged record's, read during the
+		// call (or a damaged floor's, or brand's).
+		story{name: "corrupt over a sound record", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			check(b, "w1", 5, errors.New("writefence: corrupt"), "corrupt")
+		}},
+		story{name: "corrupt over no record", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			b.del(nil, key)
+			check(b, "w1", 5, errors.New("writefence: corrupt"), "corrupt")
+		}},
+		story{name: "corrupt over damage", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			b.put(nil, key, []byte("damaged"))
+			b.endBare(c, errors.New("writefence: corrupt"), "corrupt")
+		}},
+		story{name: "corrupt under KeepFloor, the floor unknown", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w1", 5, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+			b.endBare(c, errors.New("writefence: corrupt"), "corrupt")
+		}},
+		story{name: "stale naming what the record held", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			c.Stale = &record.Header{Epoch: 8, Writer: "w2"}
+			b.endBare(c, errStale, "stale")
+		}},
+		story{name: "stale naming the checked epoch", build: func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			c.Stale = &record.Header{Epoch: 5, Writer: "w2"}
+			b.endBare(c, errStale, "stale")
+		}},
+		story{name: "stale naming the checking writer", build: func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			c.Stale = &record.Header{Epoch: 8, Writer: "w1"}
+			b.endBare(c, errStale, "stale")
 		}},
 		story{name: "a check writes the record", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 5, plain("x")))

@@ -60,12 +60,19 @@ func (c *Checker) endSeen(idx int, fl *flight) {
 	if call.Err != nil {
 		return
 	}
+	c.checkFloorKept(idx, fl)
 	switch call.Op {
 	case Push, Update, Commit, Seal, Settle, Check:
 		c.learnSeen(idx, call.Proc, call.Key, call.Epoch)
 	case Latest:
 		if call.Read != nil {
 			c.learnSeen(idx, call.Proc, call.Key, call.Read.Epoch)
+		}
+	case Open, Collect:
+		// They read the record (Inspect) but return no epoch: their
+		// Fence saw at least the lowest the record held during the call.
+		if e, ok := lowestSound(fl.seen); ok {
+			c.learnSeen(idx, call.Proc, call.Key, e)
 		}
 	case Hold:
 		for _, w := range fl.writes {
@@ -321,9 +328,8 @@ func (c *Checker) checkTermSourceAlone(idx int, fl *flight) {
 // or below the epoch, or held the writer below what the Fence can have
 // seen (a record of another writer at or above the epoch is refused as
 // stale, as a write is, however it was set back). The other
-// half of 32, Collect's read before each batch of deletes, shows in a
-// history only through what Collect deletes, which promises 24, 25 and 29
-// judge.
+// half of 32, Collect's read before each batch of deletes, is judged on
+// each delete (checkCollectHeld) in a history that records its reads.
 func (c *Checker) checkCheck(idx int, fl *flight) {
 	call := fl.call
 	held, later, lower := false, false, false
@@ -349,6 +355,12 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 			later = true
 		}
 	}
+	if call.Is.Has("corrupt") && !c.damageSeen(fl) {
+		c.report(idx, 32, "%s was refused as corrupt (%v), but the record was never damaged during the call", who(call), call.Err)
+	}
+	if n := call.Stale; call.Is.Has("stale") && n != nil && !heldAs(call, fl.seen, n.Epoch, n.Writer) {
+		c.report(idx, 32, "%s was refused as stale naming epoch %d by %s, which the record did not hold during the call", who(call), n.Epoch, quote(n.Writer))
+	}
 	switch {
 	case call.Err == nil && !held:
 		c.report(idx, 32, "%s returned nil, but the record never held writer %s at epoch %d during the call", who(call), quote(call.Writer), call.Epoch)
@@ -356,5 +368,86 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 		c.report(idx, 32, "%s was refused as stale (%v), but no other writer or later tenure held the record during the call", who(call), call.Err)
 	case call.Is.Has("regressed") && !lower:
 		c.report(idx, 32, "%s was refused as regressed (%v), but the record was neither absent nor below during the call", who(call), call.Err)
+	}
+}
+
+// heldAs reports whether any sound content of vs, of call's identity, is
+// at epoch by writer: what a refusal as stale names as recorded, read
+// during the call.
+func heldAs(call *Call, vs []*value, epoch uint64, writer string) bool {
+	for _, v := range vs {
+		if v.sound() && v.rec.h.Identity == identityOf(call) && v.rec.h.Epoch == epoch && v.rec.h.Writer == writer {
+			return true
+		}
+	}
+	return false
+}
+
+// damageSeen reports whether a refusal as corrupt of fl's call may be
+// of damage: the record held some during the call, or the call read what
+// the checker cannot judge here (the floor, under KeepFloor, or a brand
+// something outside the package wrote).
+func (c *Checker) damageSeen(fl *flight) bool {
+	call := fl.call
+	p := call.Prefix
+	if p == "" {
+		p = keys.DefaultPrefix
+	}
+	if call.KeepFloor || c.st.changedOutsideSince(keys.Brand(p), -1) {
+		return true
+	}
+	for _, v := range fl.seen {
+		if v.damaged() {
+			return true
+		}
+	}
+	return false
+}
+
+// lowestSound is the lowest epoch of vs, when every content of vs is a
+// sound record.
+func lowestSound(vs []*value) (uint64, bool) {
+	low := uint64(math.MaxUint64)
+	for _, v := range vs {
+		if !v.sound() {
+			return 0, false
+		}
+		low = min(low, v.rec.h.Epoch)
+	}
+	return low, len(vs) > 0
+}
+
+// checkFloorKept judges promise 31 on the end of a Seal, a Settle or a
+// Hold that returned nil under KeepFloor: every record it landed began a
+// tenure, whose epoch the shard's floor now keeps, and so did a Seal's
+// found landed (unless something outside the package changed the floor
+// during the call).
+func (c *Checker) checkFloorKept(idx int, fl *flight) {
+	call := fl.call
+	if !call.KeepFloor || call.Op != Seal && call.Op != Settle && call.Op != Hold {
+		return
+	}
+	type tenure struct {
+		key   string
+		epoch uint64
+	}
+	var began []tenure
+	if call.Op == Seal {
+		began = append(began, tenure{call.Key, call.Epoch})
+	}
+	for _, w := range fl.writes {
+		if class, _ := c.classify(w.ch.Key); class == classRecord && w.v.sound() {
+			began = append(began, tenure{w.ch.Key, w.v.rec.h.Epoch})
+		}
+	}
+	for _, t := range began {
+		_, p := c.classify(t.key)
+		floorKey := keys.Floors(p) + strings.TrimPrefix(t.key, keys.Shards(p))
+		if c.st.changedOutsideSince(floorKey, fl.begin) {
+			continue
+		}
+		if m, ok := c.floors[t.key]; !ok || m.epoch < t.epoch {
+			c.report(idx, 31, "%s returned nil under KeepFloor, but the floor of %s does not keep epoch %d it sealed or settled at", who(call), quote(t.key), t.epoch)
+		}
 	}
 }

@@ -108,6 +108,7 @@ type Call struct {
 	Bytes    []byte         // open blob: every byte read
 	Name     string         // open blob: the blob's name
 	Deleted  []string       // collect: the keys the report says it deleted
+	Stale    *record.Header // refused as stale: the epoch and writer its *StaleEpochError names as recorded
 
 	// Events are the Observer's events during the call, in order.
 	Events []Event
@@ -169,7 +170,7 @@ func (m Matches) Has(sentinel string) bool {
 // test injected into a call is recorded as a change with Fault set.
 type Change struct {
 	Call     int    // the call it was made for; 0 when made outside the package (damage, a delete, a rebrand)
-	Kind     string // "put", "delete", "create blob", "delete blob", or "fault"
+	Kind     string // "put", "delete", "create blob", "delete blob", "fault", or "read" (see below)
 	Key      string
 	Data     []byte    // put: the bytes stored; create blob: the blob's bytes
 	Version  string    // put: the new version (of the damage, for a damaging put)
@@ -177,6 +178,10 @@ type Change struct {
 	// InPlace marks an outside put that damages the bytes without a new
 	// version (a file edited on disk).
 	InPlace bool
+	// A "read" changes nothing: a history may record a Collect's reads of
+	// its record (Key the record's) and listings of its blobs (Key the
+	// blob space), by which promise 32 is judged.
+	//
 	// Fault, for Kind "fault": "transient" (a read or write failed and
 	// changed nothing), "lost" (a reply was lost; a put that landed is a
 	// change of its own), "denied" (a write refused, fs.ErrPermission).

@@ -2,6 +2,7 @@ package promise
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -37,6 +38,7 @@ func (c *Checker) deleteBlob(idx int, call *Call, fl *flight, ch *Change) {
 		c.report(idx, 24, "%s deleted blob %s, which the record at %s references", who(call), quote(ch.Key), quote(rk))
 	}
 	if call.Op == Collect {
+		c.checkCollectHeld(idx, call, fl, ch.Key)
 		c.checkCollectDelete(idx, call, fl, ch.Key)
 		c.checkCollectRegression(idx, call, fl, ch.Key)
 		c.checkCollectFloor(idx, call, fl, ch.Key)
@@ -77,7 +79,37 @@ func (c *Checker) checkCollectDelete(idx int, call *Call, fl *flight, key string
 				c.report(idx, 25, "%s deleted blob %s, which the record at epoch %d references", who(call), quote(name), cur.rec.h.Epoch)
 			}
 		}
+		if fl != nil && committableThroughout(call, fl.seen, name, c.st.blobs[key]) {
+			c.report(idx, 25, "%s deleted blob %s, which the record could come to reference throughout the collection (epoch %d by %s, horizon %d)",
+				who(call), quote(name), cur.rec.h.Epoch, quote(cur.rec.h.Writer), cur.rec.h.Horizon)
+		}
 	}
+}
+
+// committableThroughout reports whether a commit could newly reference
+// blob b, named name, over every record vs holds, each sound and of the
+// call's identity: the recorded writer's blob within its tenure, or one of
+// an epoch above the record's, created at or after its horizon (see
+// Fence.Collect). A collection judges by its reads: a blob the record
+// could not come to reference at some moment of it was garbage then.
+func committableThroughout(call *Call, vs []*value, name string, b *blob) bool {
+	e, _, w, ok := keys.ParseBlobName(name)
+	if !ok || b == nil || len(vs) == 0 {
+		return false
+	}
+	for _, v := range vs {
+		if !v.sound() || v.rec.h.Identity != identityOf(call) {
+			return false
+		}
+		h := v.rec.h
+		switch {
+		case e < record.TenureFloor(h), w != h.Writer && e <= h.Epoch:
+			return false
+		case h.Horizon != 0 && b.modified.UnixNano() < h.Horizon:
+			return false
+		}
+	}
+	return true
 }
 
 // checkCommit judges promise 20 on a Commit's put: every blob it newly
@@ -337,4 +369,65 @@ func referencedIn(vs []*value, name string) bool {
 		}
 	}
 	return false
+}
+
+// collectRead notes a read made for a Collect: of its record, or a
+// listing of its blobs.
+func (c *Checker) collectRead(fl *flight, ch *Change) {
+	if fl == nil || fl.call.Op != Collect {
+		return
+	}
+	if ch.Key == fl.call.Key {
+		fl.reads = append(fl.reads, c.st.values[ch.Key])
+		fl.readSinceList = true
+		return
+	}
+	fl.listed, fl.readSinceList = true, false
+}
+
+// checkCollectHeld judges promise 32 on a Collect's delete of a blob of
+// its shard, in a history that records its reads: it read the record
+// after its listing, and that read, its last, found the record in the
+// tenure the collection judged by (its first read): absent again under
+// RecordGone, else sound, of its identity, at no lower epoch, tenure
+// floor or collection horizon (the one it raised, if it did).
+func (c *Checker) checkCollectHeld(idx int, call *Call, fl *flight, key string) {
+	if fl == nil || !fl.listed || len(fl.reads) == 0 {
+		return
+	}
+	if space, ok := c.spaceOf(call); !ok || !strings.HasPrefix(key, space) {
+		return
+	}
+	if !fl.readSinceList {
+		c.report(idx, 32, "%s deleted blob %s without reading the record since it listed the blobs", who(call), quote(key))
+		return
+	}
+	r0, v := fl.reads[0], fl.reads[len(fl.reads)-1]
+	var why string
+	switch {
+	case r0 == nil && v != nil:
+		why = "a record again, of a shard retired"
+	case r0 == nil:
+	case !r0.sound():
+		why = "what it judged by a record that does not decode"
+	case v == nil:
+		why = "no record"
+	case !v.sound() || v.rec.h.Identity != r0.rec.h.Identity:
+		why = "damage or another identity"
+	default:
+		horizon := r0.rec.h.Horizon
+		for _, w := range fl.writes {
+			if w.ch.Key == call.Key && w.v.sound() {
+				horizon = max(horizon, w.v.rec.h.Horizon)
+			}
+		}
+		h, j := v.rec.h, r0.rec.h
+		if h.Epoch < j.Epoch || record.TenureFloor(h) < record.TenureFloor(j) || h.Horizon < horizon {
+			why = fmt.Sprintf("epoch %d, tenure floor %d, horizon %d, below epoch %d, tenure floor %d, horizon %d it judged by",
+				h.Epoch, record.TenureFloor(h), h.Horizon, j.Epoch, record.TenureFloor(j), horizon)
+		}
+	}
+	if why != "" {
+		c.report(idx, 32, "%s deleted blob %s after its last read of the record found %s", who(call), quote(key), why)
+	}
 }

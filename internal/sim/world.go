@@ -31,6 +31,7 @@ import (
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/promise"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // Config is the shape of the deployments a World simulates.
@@ -539,6 +540,7 @@ func (w *World) end(p *proc, c *promise.Call, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c.End, c.Err, c.Is = time.Now(), err, Classify(err)
+	c.Stale = StaleNamed(err)
 	c.After = p.contexts()
 	if c.Is.Has("regressed") {
 		w.regressed = true // the alert the operator acts on
@@ -595,6 +597,16 @@ func Classify(err error) promise.Matches {
 		m = append(m, "cause")
 	}
 	return m
+}
+
+// StaleNamed is the recorded epoch and writer err's *StaleEpochError
+// names; nil when err is none.
+func StaleNamed(err error) *record.Header {
+	var stale *writefence.StaleEpochError
+	if !errors.As(err, &stale) {
+		return nil
+	}
+	return &record.Header{Epoch: stale.RecordedEpoch, Writer: stale.RecordedWriter}
 }
 
 // Describe renders the history's entries from first to last, one line
