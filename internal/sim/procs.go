@@ -194,7 +194,21 @@ func (p *proc) writer() {
 			continue
 		}
 		shipping, stop := p.fence.Deposed(held, plugin, shard)
-		p.track(tracked{kind: "hold", lease: p.leaseLabel, ctx: held}, tracked{kind: "deposed", key: w.key, ctx: shipping})
+		ts := []tracked{{kind: "hold", lease: p.leaseLabel, ctx: held}, {kind: "deposed", key: w.key, ctx: shipping}}
+		if p.rng.IntN(3) == 0 {
+			// Now and then a second pipeline of the shard (an uploader)
+			// watches for deposition under the process's context, not
+			// the Hold's: only the Fence ends it, on a stale refusal
+			// (promise 18) or when the lease is lost or expires (16).
+			uploading, stopUpload := p.fence.Deposed(p.ctx, plugin, shard)
+			stopShipping := stop
+			stop = func() { stopUpload(); stopShipping() }
+			ts = append(ts, tracked{kind: "deposed", key: w.key, ctx: uploading})
+			w.mu.Lock()
+			w.note("second Deposed context, of the process's")
+			w.mu.Unlock()
+		}
+		p.track(ts...)
 		if p.rng.IntN(3) == 0 {
 			p.recoverBlobs(shipping)
 		}
