@@ -2,6 +2,7 @@ package promise
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -828,6 +829,21 @@ func TestPromise15_Hold(t *testing.T) {
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
 			b.end(hd, errConflict, "conflict")
+		}},
+		// A seal attempt bounded by its own deadline, its Hold's ctx
+		// live: the seal is slow, and the Hold keeps sealing.
+		story{name: "released when a seal attempt timed out", build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
+			b.end(hd, context.DeadlineExceeded, "deadline")
+		}},
+		story{name: "released when its ctx ended", kept: true, build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
+			hd.CtxEnded = true
+			b.end(hd, context.DeadlineExceeded, "deadline")
 		}},
 	)
 }

@@ -97,6 +97,7 @@ type Call struct {
 	// (see Matches), which is what the checker reasons on.
 	Err      error
 	Is       Matches
+	CtxEnded bool           // the ctx the call was given had ended when it returned (recorded for Hold)
 	Claimed  bool           // brand claim
 	Term     uint64         // lease acquire
 	Got      uint64         // epoch: the epoch handed out

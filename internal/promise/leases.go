@@ -371,16 +371,17 @@ func (c *Checker) checkLeaseEpoch(idx int, fl *flight, lv *leaseValue) {
 }
 
 // giveUpRefusals are the errors on which a Hold may release the lease it
-// took: a refusal no retry changes, the lease lost or expired, or its ctx
-// ended.
+// took: a refusal no retry changes, or the lease lost or expired; and
+// a cancellation or a deadline once the ctx it was given ended, not a
+// seal's attempt timing out.
 var giveUpRefusals = []string{"stale", "regressed", "corrupt", "wire", "invalid", "too large", "untrusted", "permission", "unsupported",
-	"lease lost", "lease expired", "canceled", "deadline"}
+	"lease lost", "lease expired"}
 
 // checkHold judges promise 15 on the end of a Hold.
 func (c *Checker) checkHold(idx int, fl *flight) {
 	call := fl.call
 	if call.Err != nil {
-		if fl.released && !hasAny(call.Is, giveUpRefusals...) {
+		if fl.released && !hasAny(call.Is, giveUpRefusals...) && !(call.CtxEnded && hasAny(call.Is, "canceled", "deadline")) {
 			c.report(idx, 15, "%s released the lease and returned %v, which no refusal explains", who(call), call.Err)
 		}
 		return

@@ -165,6 +165,7 @@ func (p *proc) between(lo, hi time.Duration) time.Duration {
 func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
 	ctx = p.w.begin(ctx, p, c)
 	err := run(ctx)
+	c.CtxEnded = ctx.Err() != nil
 	p.w.end(p, c, err)
 	return err
 }
