@@ -838,6 +838,19 @@ func TestPromise15_Hold(t *testing.T) {
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
 			b.end(hd, context.DeadlineExceeded, "deadline")
 		}},
+		// A seal that keeps failing is sealed again while the lease is
+		// held: a Hold that took the lease ends only on a refusal, a
+		// loss, or its ctx.
+		story{name: "gave up sealing, holding the lease", build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.end(hd, errors.New("store unavailable"))
+		}},
+		story{name: "its acquisition's outcome unknown", kept: true, build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.end(hd, errUnknown, "unknown")
+		}},
 		story{name: "released when its ctx ended", kept: true, build: func(b *builder) {
 			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))

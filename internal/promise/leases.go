@@ -381,8 +381,15 @@ var giveUpRefusals = []string{"stale", "regressed", "corrupt", "wire", "invalid"
 func (c *Checker) checkHold(idx int, fl *flight) {
 	call := fl.call
 	if call.Err != nil {
-		if fl.released && !hasAny(call.Is, giveUpRefusals...) && !(call.CtxEnded && hasAny(call.Is, "canceled", "deadline")) {
+		explained := hasAny(call.Is, giveUpRefusals...) || call.CtxEnded && hasAny(call.Is, "canceled", "deadline")
+		switch {
+		case fl.released && !explained:
 			c.report(idx, 15, "%s released the lease and returned %v, which no refusal explains", who(call), call.Err)
+		case !fl.released && len(fl.leaseTerms) > 0 && !explained && !hasAny(call.Is, "unknown", "takeover timeout"):
+			// It took the lease (or its acquisition's outcome is not
+			// known): it returns only once its seals land, or on a
+			// refusal, a loss or its ctx ended.
+			c.report(idx, 15, "%s took the lease and returned %v without sealing, which no refusal explains", who(call), call.Err)
 		}
 		return
 	}
