@@ -910,6 +910,32 @@ func TestPromise17_TermSource(t *testing.T) {
 			source(b, 0, errTermEnded, "term ended")
 			source(b, 7<<32|2, nil)
 		}},
+		// The term function's report, which the call records: another
+		// term than the source's ends it.
+		story{name: "after its term function reported another term", build: func(b *builder) {
+			c := b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			c.Got = 7<<32 | 1
+			b.end(c, nil)
+			c = b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 8})
+			c.Got = 7<<32 | 2
+			b.end(c, nil)
+		}},
+		story{name: "after its term function reported another term, then its own", build: func(b *builder) {
+			c := b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			b.end(c, errors.New("sim: read failed"))
+			c = b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 8})
+			b.end(c, errors.New("sim: read failed"))
+			c = b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			c.Got = 7<<32 | 1
+			b.end(c, nil)
+		}},
+		story{name: "its term function reporting its term", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			b.end(c, errors.New("sim: read failed"))
+			c = b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			c.Got = 7<<32 | 1
+			b.end(c, nil)
+		}},
 		story{name: "a restart not above its term's record", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))
 			restarted(b, 7<<32|3)

@@ -99,7 +99,7 @@ type Call struct {
 	Is       Matches
 	CtxEnded bool           // the ctx the call was given had ended when it returned (recorded for Hold)
 	Claimed  bool           // brand claim
-	Term     uint64         // lease acquire
+	Term     uint64         // lease acquire; epoch of a TermSource: the term its term function reported during the call, 0 for none
 	Got      uint64         // epoch: the epoch handed out
 	Ref      record.BlobRef // put blob: the reference returned
 	Read     *record.Header // latest: the header of what it returned (nil when it returned an error)

@@ -467,6 +467,19 @@ func lossWord(expired bool) string {
 func (c *Checker) endTermSource(idx int, fl *flight) {
 	call := fl.call
 	ts := c.source(call.TermSource)
+	if call.Term != 0 {
+		// Its term function reported a term during the call: the first
+		// it reports is the source's, and another ends it.
+		switch {
+		case !ts.hasTerm:
+			ts.term, ts.hasTerm = call.Term, true
+		case call.Term != ts.term && call.Err == nil:
+			c.report(idx, 17, "%s handed out epoch %d after its term function reported term %d; the source holds term %d", who(call), call.Got, call.Term, ts.term)
+		}
+		if call.Term != ts.term && ts.endedAt < 0 {
+			ts.endedAt = idx
+		}
+	}
 	if call.Err != nil {
 		if call.Is.Has("term ended") && ts.endedAt < 0 {
 			ts.endedAt = idx

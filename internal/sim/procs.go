@@ -215,11 +215,16 @@ func (p *proc) writer() {
 		}
 		// A third of the holds ship at a TermSource's epochs, its term
 		// the lease's (promise 17), as a writer behind a control plane.
-		if p.rng.IntN(3) == 0 {
+		if p.source == nil && p.rng.IntN(3) == 0 {
 			p.newSource()
 		}
 		p.ship(shipping)
-		p.source = nil
+		if p.rng.IntN(2) == 0 {
+			// Half the time the pipeline keeps its TermSource for the
+			// next hold, whose term its term function then reports:
+			// the source ends (promise 17), and the writer makes another.
+			p.source = nil
+		}
 		stop()
 		if p.ctx.Err() == nil && p.rng.IntN(3) == 0 {
 			// Now and then the release's ctx has ended before it begins (a
@@ -274,11 +279,18 @@ func (p *proc) releaseBeside() <-chan struct{} {
 func (p *proc) newSource() {
 	p.sources++
 	p.sourceLabel = fmt.Sprintf("%s/term-source#%d", p.name, p.sources)
-	p.source = &writefence.TermSource{Fence: p.fence, Writer: p.holder, Term: func(context.Context) (uint64, error) {
+	p.source = &writefence.TermSource{Fence: p.fence, Writer: p.holder, Term: func(ctx context.Context) (uint64, error) {
 		term, expiry, ok := p.lease.Held()
 		if !ok || !time.Now().Before(expiry) {
 			return 0, errors.New("sim: the lease holds no term")
 		}
+		// The call records the term reported, which its source must
+		// not hand out an epoch past once it is another (promise 17).
+		p.w.mu.Lock()
+		if c := p.w.calls[callOf(ctx)]; c != nil && c.TermSource != "" {
+			c.Term = term
+		}
+		p.w.mu.Unlock()
 		return term, nil
 	}}
 }
@@ -318,6 +330,15 @@ func (p *proc) ship(ctx context.Context) {
 			p.newSource()
 		}
 		epoch, err := p.epoch(ctx)
+		if err != nil && p.source != nil && Classify(err).Has("term ended") && ctx.Err() == nil {
+			// A source kept from an earlier hold ended on the new term:
+			// the pipeline starts again in this one with a new source.
+			p.w.mu.Lock()
+			p.w.note("term source of an earlier term ended")
+			p.w.mu.Unlock()
+			p.newSource()
+			epoch, err = p.epoch(ctx)
+		}
 		if err != nil {
 			return
 		}

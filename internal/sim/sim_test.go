@@ -147,6 +147,11 @@ func TestSimulation(t *testing.T) {
 	if len(seeds(t)) >= 50 && total["second Deposed context, of the process's"] == 0 {
 		t.Errorf("no writer watched for deposition under a context of its own")
 	}
+	// A TermSource kept from an earlier hold ends once its term function
+	// reports the new term (promise 17).
+	if len(seeds(t)) >= 50 && total["term source of an earlier term ended"] == 0 {
+		t.Errorf("no TermSource of an earlier term ended")
+	}
 	// A TermSource made in a term its writer already wrote continues
 	// above the record (promise 17).
 	if len(seeds(t)) >= 50 && total["term source continued above the record"] == 0 {
