@@ -882,6 +882,46 @@ func TestPromise16_LossEndsContexts(t *testing.T) {
 	)
 }
 
+// TestPromise16_LearnedByTheRenewer: a loss no call learns (the Hold's
+// renewer did) ends the Deposed contexts the Lease gates no later than
+// its Hold's context.
+func TestPromise16_LearnedByTheRenewer(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	live := []Context{{ID: 1, Kind: "hold", Lease: lv1}, {ID: 2, Kind: "deposed", Key: key}}
+	ended := func(deposedDone bool) []Context {
+		return []Context{{ID: 1, Kind: "hold", Lease: lv1, Done: true, Cause: errLeaseLost, Is: Matches{"lease lost"}},
+			{ID: 2, Kind: "deposed", Key: key, Done: deposedDone, Cause: errLeaseLost, Is: Matches{"lease lost"}}}
+	}
+	gated := func(b *builder) {
+		hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+		b.put(hd, leaseKeyOf(b.t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		b.put(hd, key, rec("h1", 1<<32|1, plain("")))
+		b.end(hd, nil)
+		ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key, Before: live, After: live})
+		ep.Got = 1<<32 | 1
+		b.end(ep, nil)
+	}
+	judge(t, 16,
+		story{name: "the Deposed context left running", build: func(b *builder) {
+			gated(b)
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key, Before: ended(false), After: ended(false)})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+		story{name: "the Deposed context ended", kept: true, build: func(b *builder) {
+			gated(b)
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key, Before: ended(true), After: ended(true)})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+		story{name: "released", kept: true, build: func(b *builder) {
+			gated(b)
+			rl := b.begin(Call{Op: Release, Lease: lv1, LeaseName: "L", Holder: "h1", Before: live, After: ended(false)})
+			b.end(rl, nil)
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key, Before: ended(false), After: ended(false)})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+	)
+}
+
 func TestPromise17_TermSource(t *testing.T) {
 	source := func(b *builder, got uint64, err error, is ...string) {
 		c := b.begin(Call{Op: Epoch, TermSource: "ts1"})

@@ -34,6 +34,8 @@ type leaseValue struct {
 	uncertain    bool
 	acquiredAt   int // the index of the Begin of its last Acquire or Hold; -1 for none
 	acquisitions int // its Acquire and Hold calls in flight
+	releasing    int // its Release calls in flight
+	releasedAt   int // the index of the End of its last Release; -1 for none
 
 	// seenTerm is the highest term it held, known from a call that
 	// returned nil (promise 30).
@@ -85,7 +87,7 @@ func (c *Checker) wrote(lv *leaseValue, term uint64) (bool, int64) {
 func (c *Checker) lease(name string) *leaseValue {
 	lv := c.leases[name]
 	if lv == nil {
-		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1}
+		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1, releasedAt: -1}
 		c.leases[name] = lv
 	}
 	return lv
@@ -128,6 +130,7 @@ func (c *Checker) beginLease(idx int, fl *flight) {
 		lv := c.lease(call.Lease)
 		lv.held = false
 		lv.gated = map[string]bool{}
+		lv.releasing++
 	}
 }
 
@@ -333,6 +336,10 @@ func (c *Checker) endLease(idx int, fl *flight) {
 	if lost || call.Op == Release {
 		lv.stoppedAt, lv.uncertain = idx, lv.acquisitions > 0
 	}
+	if _, began := c.flights[call.ID]; began && call.Op == Release {
+		lv.releasing--
+		lv.releasedAt = idx
+	}
 	if call.Is.Has("corrupt") {
 		// A Lease that finds its record damaged drops the lease and
 		// what it gates, telling no later call.
@@ -453,6 +460,46 @@ func (c *Checker) checkLossEnds(idx int, fl *flight, lv *leaseValue, expired boo
 	if !expired {
 		lv.held = false
 		lv.gated = map[string]bool{}
+	}
+}
+
+// contextsSeen judges promise 16 on the contexts a process shows at a
+// call's Begin (judge) and learns from those at its End: a Hold's context
+// ended by a loss or an expiry that no call learned (its renewer did) left
+// no Deposed context of a shard its Lease gates running, of those seen
+// running beside it, as the Lease ends those first. A Hold's context a
+// Release may have ended, ending none, is not judged. It needs the
+// contexts' IDs.
+func (c *Checker) contextsSeen(idx int, call *Call, snap []Context, judge bool) {
+	beside := c.beside[call.Proc]
+	if beside == nil {
+		beside = map[int]int{}
+		c.beside[call.Proc] = beside
+	}
+	holds := map[int]Context{}
+	for _, h := range snap {
+		if h.ID != 0 && h.Kind == "hold" {
+			holds[h.ID] = h
+		}
+	}
+	for _, d := range snap {
+		if d.ID == 0 || d.Kind != "deposed" || d.Done {
+			continue
+		}
+		for id, h := range holds {
+			if !h.Done {
+				beside[d.ID] = id
+			}
+		}
+		h, ok := holds[beside[d.ID]]
+		if !judge || !ok || !h.Done || h.Lease == "" {
+			continue
+		}
+		lv := c.lease(h.Lease)
+		released := lv.releasing > 0 || lv.releasedAt > lv.acquiredAt
+		if lv.gated[d.Key] && (h.Is.Has("lease expired") || h.Is.Has("lease lost") && lv.held && !released) {
+			c.report(idx, 16, "%s began with the Hold's context of %s ended (%v), but the Deposed context of %s it gates, running beside it, not done", who(call), quote(h.Lease), h.Cause, quote(d.Key))
+		}
 	}
 }
 

@@ -56,6 +56,7 @@ type proc struct {
 // tracked is a context the process ships under, whose state each call
 // records before and after it.
 type tracked struct {
+	id               int // unique in the world, given by track
 	kind, lease, key string
 	ctx              context.Context
 }
@@ -75,7 +76,7 @@ func (p *proc) exited() bool {
 func (p *proc) contexts() []promise.Context {
 	var out []promise.Context
 	for _, t := range p.tracked {
-		c := promise.Context{Kind: t.kind, Lease: t.lease, Key: t.key}
+		c := promise.Context{ID: t.id, Kind: t.kind, Lease: t.lease, Key: t.key}
 		if t.ctx.Err() != nil {
 			c.Done, c.Cause = true, context.Cause(t.ctx)
 			c.Is = Classify(c.Cause)
@@ -89,6 +90,10 @@ func (p *proc) contexts() []promise.Context {
 func (p *proc) track(ts ...tracked) {
 	p.w.mu.Lock()
 	defer p.w.mu.Unlock()
+	for i := range ts {
+		p.w.contexts++
+		ts[i].id = p.w.contexts
+	}
 	p.tracked = ts
 }
 
