@@ -147,10 +147,6 @@ func TestSimulation(t *testing.T) {
 	if len(seeds(t)) >= 50 && total["second Deposed context, of the process's"] == 0 {
 		t.Errorf("no writer watched for deposition under a context of its own")
 	}
-	// Writers renew the lease themselves beside their Hold's renewer.
-	if len(seeds(t)) >= 50 && total["lease renew ok"] == 0 {
-		t.Errorf("no Renew landed")
-	}
 	// A TermSource kept from an earlier hold ends once its term function
 	// reports the new term (promise 17).
 	if len(seeds(t)) >= 50 && total["term source of an earlier term ended"] == 0 {
