@@ -197,7 +197,7 @@ func (c *Checker) begin(idx int, call *Call) {
 		}
 	}
 	c.beginWriter(idx, fl)
-	c.contextsSeen(idx, call, call.Before, true)
+	c.contextsSeen(idx, call, call.Before)
 	c.beginLease(idx, fl)
 }
 
@@ -354,7 +354,7 @@ func (c *Checker) end(idx int, call *Call) {
 		c.calls[call.ID] = call
 		fl = &flight{call: call, begin: idx}
 	}
-	c.contextsSeen(idx, call, call.After, false)
+	c.contextsSeen(idx, call, call.After)
 	for _, check := range endsFirst {
 		check(c, idx, fl)
 	}

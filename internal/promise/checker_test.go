@@ -851,6 +851,12 @@ func TestPromise15_Hold(t *testing.T) {
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 			b.end(hd, errUnknown, "unknown")
 		}},
+		story{name: "its acquisition's reply lost, the lease since taken", kept: true, build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.fault(hd, "lost")
+			b.end(hd, errors.New("writefence: lease held"), "lease held")
+		}},
 		story{name: "released when its ctx ended", kept: true, build: func(b *builder) {
 			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))

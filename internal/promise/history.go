@@ -37,6 +37,7 @@ const (
 	Forget  Op = "forget"        // Fence.Forget: the Fence drops what it saw of a shard
 	Verify  Op = "brand verify"  // Fence.VerifyBrand; Key is the brand key
 	Inspect Op = "lease inspect" // Fence.InspectLease; Key is the lease's key
+	Settled Op = "lease settle"  // Lease.Settle, an operator's; Key is the lease's key, Term the term settled
 )
 
 // Call is one call a process made: its arguments, and, once it ended,

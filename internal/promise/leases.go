@@ -165,7 +165,8 @@ func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv
 	} else if !ok {
 		terms[l.Term] = l.Incarnation
 	}
-	if at, ok := nanos(ch.At); ok && pok && l.Incarnation != p.Incarnation && p.Expiry != 0 && p.Expiry > at {
+	// An operator's settle takes no lease: it writes one released.
+	if at, ok := nanos(ch.At); ok && pok && call.Op != Settled && l.Incarnation != p.Incarnation && p.Expiry != 0 && p.Expiry > at {
 		c.report(idx, 13, "%s took term %d over %s's term %d, which expires at %d, after this write at %d", who(call), l.Term, quote(p.Holder), p.Term, p.Expiry, at)
 	}
 
@@ -392,10 +393,11 @@ func (c *Checker) checkHold(idx int, fl *flight) {
 		switch {
 		case fl.released && !explained:
 			c.report(idx, 15, "%s released the lease and returned %v, which no refusal explains", who(call), call.Err)
-		case !fl.released && len(fl.leaseTerms) > 0 && !explained && !hasAny(call.Is, "unknown", "takeover timeout"):
-			// It took the lease (or its acquisition's outcome is not
-			// known): it returns only once its seals land, or on a
-			// refusal, a loss or its ctx ended.
+		case !fl.released && len(fl.leaseTerms) > 0 && !explained && !hasAny(call.Is, "unknown", "takeover timeout", "lease held"):
+			// It took the lease: it returns only once its seals land,
+			// or on a refusal, a loss or its ctx ended. (An acquisition
+			// whose reply was lost may learn nothing, or find the lease
+			// since taken by another.)
 			c.report(idx, 15, "%s took the lease and returned %v without sealing, which no refusal explains", who(call), call.Err)
 		}
 		return
@@ -464,13 +466,13 @@ func (c *Checker) checkLossEnds(idx int, fl *flight, lv *leaseValue, expired boo
 }
 
 // contextsSeen judges promise 16 on the contexts a process shows at a
-// call's Begin (judge) and learns from those at its End: a Hold's context
+// call's Begin or End: a Hold's context
 // ended by a loss or an expiry that no call learned (its renewer did) left
 // no Deposed context of a shard its Lease gates running, of those seen
 // running beside it, as the Lease ends those first. A Hold's context a
 // Release may have ended, ending none, is not judged. It needs the
 // contexts' IDs.
-func (c *Checker) contextsSeen(idx int, call *Call, snap []Context, judge bool) {
+func (c *Checker) contextsSeen(idx int, call *Call, snap []Context) {
 	beside := c.beside[call.Proc]
 	if beside == nil {
 		beside = map[int]int{}
@@ -492,13 +494,13 @@ func (c *Checker) contextsSeen(idx int, call *Call, snap []Context, judge bool) 
 			}
 		}
 		h, ok := holds[beside[d.ID]]
-		if !judge || !ok || !h.Done || h.Lease == "" {
+		if !ok || !h.Done || h.Lease == "" {
 			continue
 		}
 		lv := c.lease(h.Lease)
 		released := lv.releasing > 0 || lv.releasedAt > lv.acquiredAt
 		if lv.gated[d.Key] && (h.Is.Has("lease expired") || h.Is.Has("lease lost") && lv.held && !released) {
-			c.report(idx, 16, "%s began with the Hold's context of %s ended (%v), but the Deposed context of %s it gates, running beside it, not done", who(call), quote(h.Lease), h.Cause, quote(d.Key))
+			c.report(idx, 16, "%s shows the Hold's context of %s ended (%v), but the Deposed context of %s it gates, seen running beside it, not done", who(call), quote(h.Lease), h.Cause, quote(d.Key))
 		}
 	}
 }

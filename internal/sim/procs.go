@@ -558,7 +558,9 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 func (p *proc) operator() {
 	for hook.Sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
 		if p.rng.IntN(3) == 0 {
-			p.inspectLease()
+			if info, err := p.inspectLease(); err == nil && !info.Released() && p.rng.IntN(4) == 0 {
+				p.settleLease(info)
+			}
 			c := &promise.Call{Op: promise.Verify, Key: keys.Brand("")}
 			_ = p.call(p.ctx, c, func(ctx context.Context) error {
 				err := p.fence.VerifyBrand(ctx)
@@ -606,15 +608,34 @@ func (p *proc) operator() {
 	}
 }
 
+// settleLease settles the writers' lease over its holder, as an operator
+// who takes a paused holder for gone for good would: at the term above
+// the one it found, so that the next acquisition takes the one after.
+// The holder learns the lease lost at its next renewal, which ends its
+// Hold's context and the Deposed contexts its Lease gates (promise 16).
+func (p *proc) settleLease(info writefence.LeaseInfo) {
+	key, err := keys.Lease("", leaseName)
+	if err != nil {
+		panic(err)
+	}
+	settler := &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: "operator", TTL: p.w.cfg.TTL}
+	c := &promise.Call{Op: promise.Settled, Key: key, LeaseName: leaseName, Holder: "operator", Term: info.Term + 1}
+	if p.call(p.ctx, c, func(ctx context.Context) error { return settler.Settle(ctx, info.Version, info.Term+1) }) == nil {
+		p.w.mu.Lock()
+		p.w.note("lease settled over its holder")
+		p.w.mu.Unlock()
+	}
+}
+
 // inspectLease reads the writers' lease as an operator does, recorded.
-func (p *proc) inspectLease() {
+func (p *proc) inspectLease() (info writefence.LeaseInfo, err error) {
 	key, err := keys.Lease("", leaseName)
 	if err != nil {
 		panic(err)
 	}
 	c := &promise.Call{Op: promise.Inspect, Key: key, LeaseName: leaseName}
-	_ = p.call(p.ctx, c, func(ctx context.Context) error {
-		info, err := p.fence.InspectLease(ctx, leaseName)
+	err = p.call(p.ctx, c, func(ctx context.Context) (err error) {
+		info, err = p.fence.InspectLease(ctx, leaseName)
 		if err == nil {
 			c.Leased = &record.Lease{Holder: info.Holder, Term: info.Term}
 			if !info.Expiry.IsZero() {
@@ -623,6 +644,7 @@ func (p *proc) inspectLease() {
 		}
 		return err
 	})
+	return info, err
 }
 
 // settleEpoch is the epoch the operator settles at: above the highest
