@@ -738,6 +738,13 @@ func TestPromise13_OneHolder(t *testing.T) {
 	b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 	b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"}, key, record.EncodeLease("h1", 2, b.now.Add(time.Minute).UnixNano(), inc2))
 	b.requireBroken(13)
+
+	// An operator's settle over a live holder takes no lease: it writes
+	// one released.
+	b = newBuilder(t)
+	b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.wrote(Call{Op: Settled, Key: key, LeaseName: "L", Holder: "operator", Term: 2}, key, record.EncodeLease("operator", 2, 0, [16]byte{}))
+	b.requireKept(13)
 }
 
 // acquired records an acquisition of lv1 at term 1, lasting ttl.
