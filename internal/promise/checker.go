@@ -71,6 +71,7 @@ type Checker struct {
 	sources map[string]*termSource               // per TermSource (Call.TermSource)
 	claims  map[string]int                       // per brand key: creates by calls since the last outside delete
 	writers map[string]*deposers                 // per process and shard key: the calls that may depose
+	beside  map[string]map[int]int               // per process: the ID of each Deposed context seen running beside a Hold's context, to that one's ID
 	seenBy  map[string]mark                      // per process and record key: the highest epoch its Fence saw (promise 29)
 	floors  map[string]mark                      // per record key: the floor its shard keeps (promise 31)
 }
@@ -92,6 +93,7 @@ func NewChecker(opts Options) *Checker {
 		sources:  map[string]*termSource{},
 		claims:   map[string]int{},
 		writers:  map[string]*deposers{},
+		beside:   map[string]map[int]int{},
 		seenBy:   map[string]mark{},
 		floors:   map[string]mark{},
 	}
@@ -200,6 +202,7 @@ func (c *Checker) begin(idx int, call *Call) {
 		}
 	}
 	c.beginWriter(idx, fl)
+	c.contextsSeen(idx, call, call.Before)
 	c.beginLease(idx, fl)
 }
 
@@ -363,6 +366,7 @@ func (c *Checker) end(idx int, call *Call) {
 		c.calls[call.ID] = call
 		fl = &flight{call: call, begin: idx}
 	}
+	c.contextsSeen(idx, call, call.After)
 	for _, check := range endsFirst {
 		check(c, idx, fl)
 	}

@@ -2,6 +2,7 @@ package promise
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -737,6 +738,13 @@ func TestPromise13_OneHolder(t *testing.T) {
 	b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 	b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h1", Proc: "p2"}, key, record.EncodeLease("h1", 2, b.now.Add(time.Minute).UnixNano(), inc2))
 	b.requireBroken(13)
+
+	// An operator's settle over a live holder takes no lease: it writes
+	// one released.
+	b = newBuilder(t)
+	b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.wrote(Call{Op: Settled, Key: key, LeaseName: "L", Holder: "operator", Term: 2}, key, record.EncodeLease("operator", 2, 0, [16]byte{}))
+	b.requireKept(13)
 }
 
 // acquired records an acquisition of lv1 at term 1, lasting ttl.
@@ -829,6 +837,40 @@ func TestPromise15_Hold(t *testing.T) {
 			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
 			b.end(hd, errConflict, "conflict")
 		}},
+		// A seal attempt bounded by its own deadline, its Hold's ctx
+		// live: the seal is slow, and the Hold keeps sealing.
+		story{name: "released when a seal attempt timed out", build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
+			b.end(hd, context.DeadlineExceeded, "deadline")
+		}},
+		// A seal that keeps failing is sealed again while the lease is
+		// held: a Hold that took the lease ends only on a refusal, a
+		// loss, or its ctx.
+		story{name: "gave up sealing, holding the lease", build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.end(hd, errors.New("store unavailable"))
+		}},
+		story{name: "its acquisition's outcome unknown", kept: true, build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.end(hd, errUnknown, "unknown")
+		}},
+		story{name: "its acquisition's reply lost, the lease since taken", kept: true, build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.fault(hd, "lost")
+			b.end(hd, errors.New("writefence: lease held"), "lease held")
+		}},
+		story{name: "released when its ctx ended", kept: true, build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
+			hd.CtxEnded = true
+			b.end(hd, context.DeadlineExceeded, "deadline")
+		}},
 	)
 }
 
@@ -848,6 +890,46 @@ func TestPromise16_LossEndsContexts(t *testing.T) {
 			b.end(ep, nil)
 			dep := []Context{{ID: 1, Kind: "deposed", Key: key}}
 			ep = b.begin(Call{Op: Epoch, Lease: lv1, Before: dep, After: dep})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+	)
+}
+
+// TestPromise16_LearnedByTheRenewer: a loss no call learns (the Hold's
+// renewer did) ends the Deposed contexts the Lease gates no later than
+// its Hold's context.
+func TestPromise16_LearnedByTheRenewer(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	live := []Context{{ID: 1, Kind: "hold", Lease: lv1}, {ID: 2, Kind: "deposed", Key: key}}
+	ended := func(deposedDone bool) []Context {
+		return []Context{{ID: 1, Kind: "hold", Lease: lv1, Done: true, Cause: errLeaseLost, Is: Matches{"lease lost"}},
+			{ID: 2, Kind: "deposed", Key: key, Done: deposedDone, Cause: errLeaseLost, Is: Matches{"lease lost"}}}
+	}
+	gated := func(b *builder) {
+		hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}})
+		b.put(hd, leaseKeyOf(b.t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		b.put(hd, key, rec("h1", 1<<32|1, plain("")))
+		b.end(hd, nil)
+		ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key, Before: live, After: live})
+		ep.Got = 1<<32 | 1
+		b.end(ep, nil)
+	}
+	judge(t, 16,
+		story{name: "the Deposed context left running", build: func(b *builder) {
+			gated(b)
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key, Before: ended(false), After: ended(false)})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+		story{name: "the Deposed context ended", kept: true, build: func(b *builder) {
+			gated(b)
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key, Before: ended(true), After: ended(true)})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+		story{name: "released", kept: true, build: func(b *builder) {
+			gated(b)
+			rl := b.begin(Call{Op: Release, Lease: lv1, LeaseName: "L", Holder: "h1", Before: live, After: ended(false)})
+			b.end(rl, nil)
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, Key: key, Before: ended(false), After: ended(false)})
 			b.end(ep, errLeaseLost, "lease lost")
 		}},
 	)
@@ -880,6 +962,32 @@ func TestPromise17_TermSource(t *testing.T) {
 			source(b, 7<<32|1, nil)
 			source(b, 0, errTermEnded, "term ended")
 			source(b, 7<<32|2, nil)
+		}},
+		// The term function's report, which the call records: another
+		// term than the source's ends it.
+		story{name: "after its term function reported another term", build: func(b *builder) {
+			c := b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			c.Got = 7<<32 | 1
+			b.end(c, nil)
+			c = b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 8})
+			c.Got = 7<<32 | 2
+			b.end(c, nil)
+		}},
+		story{name: "after its term function reported another term, then its own", build: func(b *builder) {
+			c := b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			b.end(c, errors.New("sim: read failed"))
+			c = b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 8})
+			b.end(c, errors.New("sim: read failed"))
+			c = b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			c.Got = 7<<32 | 1
+			b.end(c, nil)
+		}},
+		story{name: "its term function reporting its term", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			b.end(c, errors.New("sim: read failed"))
+			c = b.begin(Call{Op: Epoch, TermSource: "ts1", Term: 7})
+			c.Got = 7<<32 | 1
+			b.end(c, nil)
 		}},
 		story{name: "a restart not above its term's record", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 7<<32|5, plain("x")))

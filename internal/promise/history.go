@@ -37,6 +37,7 @@ const (
 	Forget  Op = "forget"        // Fence.Forget: the Fence drops what it saw of a shard
 	Verify  Op = "brand verify"  // Fence.VerifyBrand; Key is the brand key
 	Inspect Op = "lease inspect" // Fence.InspectLease; Key is the lease's key
+	Settled Op = "lease settle"  // Lease.Settle, an operator's; Key is the lease's key, Term the term settled
 )
 
 // Call is one call a process made: its arguments, and, once it ended,
@@ -97,8 +98,9 @@ type Call struct {
 	// (see Matches), which is what the checker reasons on.
 	Err      error
 	Is       Matches
+	CtxEnded bool           // the ctx the call was given had ended when it returned (recorded for Hold)
 	Claimed  bool           // brand claim
-	Term     uint64         // lease acquire
+	Term     uint64         // lease acquire; epoch of a TermSource: the term its term function reported during the call, 0 for none
 	Got      uint64         // epoch: the epoch handed out
 	Ref      record.BlobRef // put blob: the reference returned
 	Read     *record.Header // latest: the header of what it returned (nil when it returned an error)

@@ -34,6 +34,8 @@ type leaseValue struct {
 	uncertain    bool
 	acquiredAt   int // the index of the Begin of its last Acquire or Hold; -1 for none
 	acquisitions int // its Acquire and Hold calls in flight
+	releasing    int // its Release calls in flight
+	releasedAt   int // the index of the End of its last Release; -1 for none
 
 	// seenTerm is the highest term it held, known from a call that
 	// returned nil (promise 30).
@@ -85,7 +87,7 @@ func (c *Checker) wrote(lv *leaseValue, term uint64) (bool, int64) {
 func (c *Checker) lease(name string) *leaseValue {
 	lv := c.leases[name]
 	if lv == nil {
-		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1}
+		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1, releasedAt: -1}
 		c.leases[name] = lv
 	}
 	return lv
@@ -128,6 +130,7 @@ func (c *Checker) beginLease(idx int, fl *flight) {
 		lv := c.lease(call.Lease)
 		lv.held = false
 		lv.gated = map[string]bool{}
+		lv.releasing++
 	}
 }
 
@@ -162,7 +165,8 @@ func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv
 	} else if !ok {
 		terms[l.Term] = l.Incarnation
 	}
-	if at, ok := nanos(ch.At); ok && pok && l.Incarnation != p.Incarnation && p.Expiry != 0 && p.Expiry > at {
+	// An operator's settle takes no lease: it writes one released.
+	if at, ok := nanos(ch.At); ok && pok && call.Op != Settled && l.Incarnation != p.Incarnation && p.Expiry != 0 && p.Expiry > at {
 		c.report(idx, 13, "%s took term %d over %s's term %d, which expires at %d, after this write at %d", who(call), l.Term, quote(p.Holder), p.Term, p.Expiry, at)
 	}
 
@@ -333,6 +337,10 @@ func (c *Checker) endLease(idx int, fl *flight) {
 	if lost || call.Op == Release {
 		lv.stoppedAt, lv.uncertain = idx, lv.acquisitions > 0
 	}
+	if _, began := c.flights[call.ID]; began && call.Op == Release {
+		lv.releasing--
+		lv.releasedAt = idx
+	}
 	if call.Is.Has("corrupt") {
 		// A Lease that finds its record damaged drops the lease and
 		// what it gates, telling no later call.
@@ -371,17 +379,26 @@ func (c *Checker) checkLeaseEpoch(idx int, fl *flight, lv *leaseValue) {
 }
 
 // giveUpRefusals are the errors on which a Hold may release the lease it
-// took: a refusal no retry changes, the lease lost or expired, or its ctx
-// ended.
+// took: a refusal no retry changes, or the lease lost or expired; and
+// a cancellation or a deadline once the ctx it was given ended, not a
+// seal's attempt timing out.
 var giveUpRefusals = []string{"stale", "regressed", "corrupt", "wire", "invalid", "too large", "untrusted", "permission", "unsupported",
-	"lease lost", "lease expired", "canceled", "deadline"}
+	"lease lost", "lease expired"}
 
 // checkHold judges promise 15 on the end of a Hold.
 func (c *Checker) checkHold(idx int, fl *flight) {
 	call := fl.call
 	if call.Err != nil {
-		if fl.released && !hasAny(call.Is, giveUpRefusals...) {
+		explained := hasAny(call.Is, giveUpRefusals...) || call.CtxEnded && hasAny(call.Is, "canceled", "deadline")
+		switch {
+		case fl.released && !explained:
 			c.report(idx, 15, "%s released the lease and returned %v, which no refusal explains", who(call), call.Err)
+		case !fl.released && len(fl.leaseTerms) > 0 && !explained && !hasAny(call.Is, "unknown", "takeover timeout", "lease held"):
+			// It took the lease: it returns only once its seals land,
+			// or on a refusal, a loss or its ctx ended. (An acquisition
+			// whose reply was lost may learn nothing, or find the lease
+			// since taken by another.)
+			c.report(idx, 15, "%s took the lease and returned %v without sealing, which no refusal explains", who(call), call.Err)
 		}
 		return
 	}
@@ -448,6 +465,46 @@ func (c *Checker) checkLossEnds(idx int, fl *flight, lv *leaseValue, expired boo
 	}
 }
 
+// contextsSeen judges promise 16 on the contexts a process shows at a
+// call's Begin or End: a Hold's context
+// ended by a loss or an expiry that no call learned (its renewer did) left
+// no Deposed context of a shard its Lease gates running, of those seen
+// running beside it, as the Lease ends those first. A Hold's context a
+// Release may have ended, ending none, is not judged. It needs the
+// contexts' IDs.
+func (c *Checker) contextsSeen(idx int, call *Call, snap []Context) {
+	beside := c.beside[call.Proc]
+	if beside == nil {
+		beside = map[int]int{}
+		c.beside[call.Proc] = beside
+	}
+	holds := map[int]Context{}
+	for _, h := range snap {
+		if h.ID != 0 && h.Kind == "hold" {
+			holds[h.ID] = h
+		}
+	}
+	for _, d := range snap {
+		if d.ID == 0 || d.Kind != "deposed" || d.Done {
+			continue
+		}
+		for id, h := range holds {
+			if !h.Done {
+				beside[d.ID] = id
+			}
+		}
+		h, ok := holds[beside[d.ID]]
+		if !ok || !h.Done || h.Lease == "" {
+			continue
+		}
+		lv := c.lease(h.Lease)
+		released := lv.releasing > 0 || lv.releasedAt > lv.acquiredAt
+		if lv.gated[d.Key] && (h.Is.Has("lease expired") || h.Is.Has("lease lost") && lv.held && !released) {
+			c.report(idx, 16, "%s shows the Hold's context of %s ended (%v), but the Deposed context of %s it gates, seen running beside it, not done", who(call), quote(h.Lease), h.Cause, quote(d.Key))
+		}
+	}
+}
+
 func lossWord(expired bool) string {
 	if expired {
 		return "expired"
@@ -459,6 +516,19 @@ func lossWord(expired bool) string {
 func (c *Checker) endTermSource(idx int, fl *flight) {
 	call := fl.call
 	ts := c.source(call.TermSource)
+	if call.Term != 0 {
+		// Its term function reported a term during the call: the first
+		// it reports is the source's, and another ends it.
+		switch {
+		case !ts.hasTerm:
+			ts.term, ts.hasTerm = call.Term, true
+		case call.Term != ts.term && call.Err == nil:
+			c.report(idx, 17, "%s handed out epoch %d after its term function reported term %d; the source holds term %d", who(call), call.Got, call.Term, ts.term)
+		}
+		if call.Term != ts.term && ts.endedAt < 0 {
+			ts.endedAt = idx
+		}
+	}
 	if call.Err != nil {
 		if call.Is.Has("term ended") && ts.endedAt < 0 {
 			ts.endedAt = idx

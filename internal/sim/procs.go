@@ -56,6 +56,7 @@ type proc struct {
 // tracked is a context the process ships under, whose state each call
 // records before and after it.
 type tracked struct {
+	id               int // unique in the world, given by track
 	kind, lease, key string
 	ctx              context.Context
 }
@@ -75,7 +76,7 @@ func (p *proc) exited() bool {
 func (p *proc) contexts() []promise.Context {
 	var out []promise.Context
 	for _, t := range p.tracked {
-		c := promise.Context{Kind: t.kind, Lease: t.lease, Key: t.key}
+		c := promise.Context{ID: t.id, Kind: t.kind, Lease: t.lease, Key: t.key}
 		if t.ctx.Err() != nil {
 			c.Done, c.Cause = true, context.Cause(t.ctx)
 			c.Is = Classify(c.Cause)
@@ -89,6 +90,10 @@ func (p *proc) contexts() []promise.Context {
 func (p *proc) track(ts ...tracked) {
 	p.w.mu.Lock()
 	defer p.w.mu.Unlock()
+	for i := range ts {
+		p.w.contexts++
+		ts[i].id = p.w.contexts
+	}
 	p.tracked = ts
 }
 
@@ -165,6 +170,7 @@ func (p *proc) between(lo, hi time.Duration) time.Duration {
 func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
 	ctx = p.w.begin(ctx, p, c)
 	err := run(ctx)
+	c.CtxEnded = ctx.Err() != nil
 	p.w.end(p, c, err)
 	return err
 }
@@ -194,17 +200,36 @@ func (p *proc) writer() {
 			continue
 		}
 		shipping, stop := p.fence.Deposed(held, plugin, shard)
-		p.track(tracked{kind: "hold", lease: p.leaseLabel, ctx: held}, tracked{kind: "deposed", key: w.key, ctx: shipping})
+		ts := []tracked{{kind: "hold", lease: p.leaseLabel, ctx: held}, {kind: "deposed", key: w.key, ctx: shipping}}
+		if p.rng.IntN(3) == 0 {
+			// Now and then a second pipeline of the shard (an uploader)
+			// watches for deposition under the process's context, not
+			// the Hold's: only the Fence ends it, on a stale refusal
+			// (promise 18) or when the lease is lost or expires (16).
+			uploading, stopUpload := p.fence.Deposed(p.ctx, plugin, shard)
+			stopShipping := stop
+			stop = func() { stopUpload(); stopShipping() }
+			ts = append(ts, tracked{kind: "deposed", key: w.key, ctx: uploading})
+			w.mu.Lock()
+			w.note("second Deposed context, of the process's")
+			w.mu.Unlock()
+		}
+		p.track(ts...)
 		if p.rng.IntN(3) == 0 {
 			p.recoverBlobs(shipping)
 		}
 		// A third of the holds ship at a TermSource's epochs, its term
 		// the lease's (promise 17), as a writer behind a control plane.
-		if p.rng.IntN(3) == 0 {
+		if p.source == nil && p.rng.IntN(3) == 0 {
 			p.newSource()
 		}
 		p.ship(shipping)
-		p.source = nil
+		if p.rng.IntN(2) == 0 {
+			// Half the time the pipeline keeps its TermSource for the
+			// next hold, whose term its term function then reports:
+			// the source ends (promise 17), and the writer makes another.
+			p.source = nil
+		}
 		stop()
 		if p.ctx.Err() == nil && p.rng.IntN(3) == 0 {
 			// Now and then the release's ctx has ended before it begins (a
@@ -259,11 +284,18 @@ func (p *proc) releaseBeside() <-chan struct{} {
 func (p *proc) newSource() {
 	p.sources++
 	p.sourceLabel = fmt.Sprintf("%s/term-source#%d", p.name, p.sources)
-	p.source = &writefence.TermSource{Fence: p.fence, Writer: p.holder, Term: func(context.Context) (uint64, error) {
+	p.source = &writefence.TermSource{Fence: p.fence, Writer: p.holder, Term: func(ctx context.Context) (uint64, error) {
 		term, expiry, ok := p.lease.Held()
 		if !ok || !time.Now().Before(expiry) {
 			return 0, errors.New("sim: the lease holds no term")
 		}
+		// The call records the term reported, which its source must
+		// not hand out an epoch past once it is another (promise 17).
+		p.w.mu.Lock()
+		if c := p.w.calls[callOf(ctx)]; c != nil && c.TermSource != "" {
+			c.Term = term
+		}
+		p.w.mu.Unlock()
 		return term, nil
 	}}
 }
@@ -303,6 +335,15 @@ func (p *proc) ship(ctx context.Context) {
 			p.newSource()
 		}
 		epoch, err := p.epoch(ctx)
+		if err != nil && p.source != nil && Classify(err).Has("term ended") && ctx.Err() == nil {
+			// A source kept from an earlier hold ended on the new term:
+			// the pipeline starts again in this one with a new source.
+			p.w.mu.Lock()
+			p.w.note("term source of an earlier term ended")
+			p.w.mu.Unlock()
+			p.newSource()
+			epoch, err = p.epoch(ctx)
+		}
 		if err != nil {
 			return
 		}
@@ -517,7 +558,9 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 func (p *proc) operator() {
 	for hook.Sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
 		if p.rng.IntN(3) == 0 {
-			p.inspectLease()
+			if info, err := p.inspectLease(); err == nil && !info.Released() && p.rng.IntN(4) == 0 {
+				p.settleLease(info)
+			}
 			c := &promise.Call{Op: promise.Verify, Key: keys.Brand("")}
 			_ = p.call(p.ctx, c, func(ctx context.Context) error {
 				err := p.fence.VerifyBrand(ctx)
@@ -565,15 +608,34 @@ func (p *proc) operator() {
 	}
 }
 
+// settleLease settles the writers' lease over its holder, as an operator
+// who takes a paused holder for gone for good would: at the term above
+// the one it found, so that the next acquisition takes the one after.
+// The holder learns the lease lost at its next renewal, which ends its
+// Hold's context and the Deposed contexts its Lease gates (promise 16).
+func (p *proc) settleLease(info writefence.LeaseInfo) {
+	key, err := keys.Lease("", leaseName)
+	if err != nil {
+		panic(err)
+	}
+	settler := &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: "operator", TTL: p.w.cfg.TTL}
+	c := &promise.Call{Op: promise.Settled, Key: key, LeaseName: leaseName, Holder: "operator", Term: info.Term + 1}
+	if p.call(p.ctx, c, func(ctx context.Context) error { return settler.Settle(ctx, info.Version, info.Term+1) }) == nil {
+		p.w.mu.Lock()
+		p.w.note("lease settled over its holder")
+		p.w.mu.Unlock()
+	}
+}
+
 // inspectLease reads the writers' lease as an operator does, recorded.
-func (p *proc) inspectLease() {
+func (p *proc) inspectLease() (info writefence.LeaseInfo, err error) {
 	key, err := keys.Lease("", leaseName)
 	if err != nil {
 		panic(err)
 	}
 	c := &promise.Call{Op: promise.Inspect, Key: key, LeaseName: leaseName}
-	_ = p.call(p.ctx, c, func(ctx context.Context) error {
-		info, err := p.fence.InspectLease(ctx, leaseName)
+	err = p.call(p.ctx, c, func(ctx context.Context) (err error) {
+		info, err = p.fence.InspectLease(ctx, leaseName)
 		if err == nil {
 			c.Leased = &record.Lease{Holder: info.Holder, Term: info.Term}
 			if !info.Expiry.IsZero() {
@@ -582,6 +644,7 @@ func (p *proc) inspectLease() {
 		}
 		return err
 	})
+	return info, err
 }
 
 // settleEpoch is the epoch the operator settles at: above the highest

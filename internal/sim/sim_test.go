@@ -142,6 +142,20 @@ func TestSimulation(t *testing.T) {
 			t.Errorf("no transient fault of a %s", k)
 		}
 	}
+	// A second Deposed context of the shard, not derived from the Hold's,
+	// which only the Fence ends (promises 16 and 18).
+	if len(seeds(t)) >= 50 && total["second Deposed context, of the process's"] == 0 {
+		t.Errorf("no writer watched for deposition under a context of its own")
+	}
+	// An operator settles the lease over a live holder (promise 16).
+	if len(seeds(t)) >= 50 && total["lease settled over its holder"] == 0 {
+		t.Errorf("no lease settled over its holder")
+	}
+	// A TermSource kept from an earlier hold ends once its term function
+	// reports the new term (promise 17).
+	if len(seeds(t)) >= 50 && total["term source of an earlier term ended"] == 0 {
+		t.Errorf("no TermSource of an earlier term ended")
+	}
 	// A TermSource made in a term its writer already wrote continues
 	// above the record (promise 17).
 	if len(seeds(t)) >= 50 && total["term source continued above the record"] == 0 {

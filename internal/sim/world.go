@@ -86,6 +86,7 @@ type World struct {
 	maxTerm  uint64         // the highest term a lease record took: its epochs are below (maxTerm+1)<<32
 	tally    map[string]int // what happened, for the log
 	reads    map[int]int    // the reads of the record each call made
+	contexts int            // the contexts processes tracked so far, for their IDs
 
 	past      [][]byte // every content the record took, in order: what a rollback restores
 	regressed bool     // a call was refused because the record was lost or set back: the operator settles it
