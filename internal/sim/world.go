@@ -9,7 +9,9 @@
 // restore from backup would). Some deployments keep the shard's floor
 // apart from its record (Config.KeepFloor). Every store call of every process waits for the
 // scheduler, which grants one at a time in an order drawn from a seed, so
-// a seed gives one history, always the same, and the history is checked
+// a seed gives one history (but for the order of what one event frees at
+// one instant in two goroutines, which the runtime picks: about 2 % of
+// seeds replay otherwise, 7 % under the race detector), and it is checked
 // against the package's numbered promises (internal/promise). It runs
 // inside a testing/synctest bubble: time only moves when every process
 // waits. It is not part of the public API.
