@@ -75,7 +75,7 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 		// No blob store checks the brand inside its create: it is read
 		// right before, as for any store that cannot, and retried as a
 		// read is: the reader is not read yet.
-		if err := e.brandReadRetried(ctx); err != nil {
+		if err := e.verifyBrandRetried(ctx); err != nil {
 			return BlobRef{}, err
 		}
 	}
@@ -360,7 +360,7 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	// Collect writes (the clock's blob, the horizon, deletes): under
 	// BrandVerifyAlways the brand is read before the first of them.
 	if e.brandEveryWrite() {
-		if err := e.brandReadRetried(ctx); err != nil {
+		if err := e.verifyBrandRetried(ctx); err != nil {
 			return report, err
 		}
 	}

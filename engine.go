@@ -409,14 +409,6 @@ func (e *engine) brandRead(ctx context.Context) error {
 	return compareBrand(brandKey, e.wireID(), data, true)
 }
 
-// brandReadRetried is brandRead with a read's retries, its failure
-// unwrapped: the brand's read before the first write of a Collect, a
-// PutBlob or a Settle's clock, which the engine's loop does not make.
-func (e *engine) brandReadRetried(ctx context.Context) error {
-	_, err := retried(ctx, e, func() (struct{}, error) { return struct{}{}, e.brandRead(ctx) })
-	return unwrapRead(err)
-}
-
 // write makes the change's one conditional write: through the store's
 // PutIfBranded when brandedWrites, else through PutParts.
 func (e *engine) write(ctx context.Context, c *change, parts [][]byte, version string) (string, error) {

@@ -189,7 +189,7 @@ func (st *settleOp) blobs(ctx context.Context, plugin, shard string) error {
 		// The clock is a blob the store creates: under BrandVerifyAlways
 		// the brand is read first, as before any write.
 		if st.e.brandEveryWrite() {
-			if err := st.e.brandReadRetried(ctx); err != nil {
+			if err := st.e.verifyBrandRetried(ctx); err != nil {
 				return err
 			}
 		}
