@@ -73,20 +73,7 @@ func TestDocsCiteFilesThatExist(t *testing.T) {
 	cited := regexp.MustCompile(`(?:^|[\s(\x60"])((?:\.ci|cmd|internal|bench|writefencetest|[a-z]+store|otelobserver|etcdepoch|zkepoch)/[A-Za-z0-9_./-]+\.(?:go|sh|md)|\.ci/[a-z-]+|[A-Z]+\.md)\b`)
 	rootFile := regexp.MustCompile("`([a-z][a-z0-9_]*\\.go)`")
 	var checked int
-	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." && d.Name() != ".ci" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".md")) {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
+	eachDocFile(t, func(path string, data []byte) {
 		for _, m := range cited.FindAllStringSubmatch(string(data), -1) {
 			name := strings.TrimSuffix(m[1], ".")
 			checked++
@@ -101,9 +88,7 @@ func TestDocsCiteFilesThatExist(t *testing.T) {
 				assert.NoError(t, err, "%s cites %s", path, m[1])
 			}
 		}
-		return nil
 	})
-	require.NoError(t, err)
 	assert.Greater(t, checked, 10)
 }
 
@@ -142,11 +127,28 @@ func TestEveryPromiseNumberedAndChecked(t *testing.T) {
 	cite := regexp.MustCompile(`[Pp]romises? (\d+)(?:(?:,| to| and|, and) (\d+))*`)
 	num := regexp.MustCompile(`\d+`)
 	var cited int
-	err = filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+	eachDocFile(t, func(path string, data []byte) {
+		for _, m := range cite.FindAllString(string(data), -1) {
+			for _, k := range num.FindAllString(m, -1) {
+				cited++
+				v, _ := strconv.Atoi(k)
+				assert.True(t, v >= 1 && v <= n, "%s cites %q: the promises are 1 to %d", path, m, n)
+			}
+		}
+	})
+	assert.Greater(t, cited, 50)
+}
+
+// eachDocFile calls fn with every Go and Markdown file of the repository
+// and its contents, but those under testdata and hidden folders (.ci
+// aside).
+func eachDocFile(t *testing.T, fn func(path string, data []byte)) {
+	t.Helper()
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." || d.Name() == "testdata") {
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." && d.Name() != ".ci" || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".md")) {
@@ -156,17 +158,10 @@ func TestEveryPromiseNumberedAndChecked(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, m := range cite.FindAllString(string(data), -1) {
-			for _, k := range num.FindAllString(m, -1) {
-				cited++
-				v, _ := strconv.Atoi(k)
-				assert.True(t, v >= 1 && v <= n, "%s cites %q: the promises are 1 to %d", path, m, n)
-			}
-		}
+		fn(path, data)
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Greater(t, cited, 50)
 }
 
 // sourceFiles returns the package's files, but its tests, parsed with
