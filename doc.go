@@ -154,7 +154,7 @@
 // Leases and epoch sources:
 //
 //  12. A lease's term only rises, and each term is taken by one Lease
-//     value, once.
+//     value, once, while the store keeps the lease's record (see 30).
 //  13. Two Lease values never both hold a lease: another holder, or
 //     another value of the same Holder, is refused while the record is
 //     neither expired nor released (by the acquirer's clock).
