@@ -326,15 +326,6 @@ func retryList(ctx context.Context, e *engine, stop error, list func() error) er
 	}
 }
 
-// unwrapRead returns the error a readFailure carries, or err.
-func unwrapRead(err error) error {
-	var r readFailure
-	if errors.As(err, &r) {
-		return r.err
-	}
-	return err
-}
-
 // readKey reads key once: all of it, or with head its head (readHead). A
 // missing key and damage the store found are states, not errors.
 func (e *engine) readKey(ctx context.Context, key string, head bool) (*snapshot, error) {
