@@ -389,11 +389,7 @@ func heldAs(call *Call, vs []*value, epoch uint64, writer string) bool {
 // something outside the package wrote).
 func (c *Checker) damageSeen(fl *flight) bool {
 	call := fl.call
-	p := call.Prefix
-	if p == "" {
-		p = keys.DefaultPrefix
-	}
-	if call.KeepFloor || c.st.changedOutsideSince(keys.Brand(p), -1) {
+	if call.KeepFloor || c.st.changedOutsideSince(keys.Brand(prefixOf(call)), -1) {
 		return true
 	}
 	for _, v := range fl.seen {
