@@ -457,6 +457,12 @@ func nanos(t time.Time) (int64, bool) {
 	return t.UnixNano(), true
 }
 
+// byClock is nanos of t read by a clock skew ahead of the history's.
+func byClock(t time.Time, skew time.Duration) (int64, bool) {
+	n, ok := nanos(t)
+	return n + int64(skew), ok
+}
+
 // prefixOf is a call's prefix in its normal form.
 func prefixOf(c *Call) string {
 	if c.Prefix == "" {

@@ -745,6 +745,23 @@ func TestPromise13_OneHolder(t *testing.T) {
 	b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 	b.wrote(Call{Op: Settled, Key: key, LeaseName: "L", Holder: "operator", Term: 2}, key, record.EncodeLease("operator", 2, 0, [16]byte{}))
 	b.requireKept(13)
+
+	// By the acquirer's clock: a term that expires in a second is taken
+	// by a clock two seconds ahead, and a term that expired a second ago
+	// is not by a clock two seconds behind.
+	for _, tt := range []struct {
+		expiry, skew time.Duration
+		kept         bool
+	}{{time.Second, 2 * time.Second, true}, {time.Second, 0, false}, {-time.Second, -2 * time.Second, false}, {-time.Second, 0, true}} {
+		b = newBuilder(t)
+		b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(tt.expiry).UnixNano(), inc1))
+		b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h2", Proc: "p2", Skew: tt.skew}, key, record.EncodeLease("h2", 2, b.now.Add(time.Minute).UnixNano(), inc2))
+		if tt.kept {
+			b.requireKept(13)
+		} else {
+			b.requireBroken(13)
+		}
+	}
 }
 
 // acquired records an acquisition of lv1 at term 1, lasting ttl.
@@ -756,7 +773,13 @@ func acquired(t *testing.T, b *builder, ttl time.Duration) {
 }
 
 func epoch(b *builder, got uint64) {
-	ep := b.begin(Call{Op: Epoch, Lease: lv1})
+	skewedEpoch(b, got, 0)
+}
+
+// skewedEpoch records an Epoch of lv1 that returned got, its clock skew
+// ahead of the history's.
+func skewedEpoch(b *builder, got uint64, skew time.Duration) {
+	ep := b.begin(Call{Op: Epoch, Lease: lv1, Skew: skew})
 	ep.Got = got
 	b.end(ep, nil)
 }
@@ -776,6 +799,15 @@ func TestPromise14_LeaseEpochs(t *testing.T) {
 			acquired(b.t, b, time.Millisecond)
 			b.tick()
 			epoch(b, 1<<32|1)
+		}},
+		story{name: "after the expiry by its clock", build: func(b *builder) {
+			acquired(b.t, b, time.Second)
+			skewedEpoch(b, 1<<32|1, time.Second)
+		}},
+		story{name: "before the expiry by its clock", kept: true, build: func(b *builder) {
+			acquired(b.t, b, time.Millisecond)
+			b.tick()
+			skewedEpoch(b, 1<<32|1, -time.Second)
 		}},
 		story{name: "renewed in the background", kept: true, build: func(b *builder) {
 			acquired(b.t, b, time.Millisecond)
