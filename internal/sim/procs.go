@@ -35,6 +35,7 @@ type proc struct {
 	fence      *writefence.Fence
 	lease      *writefence.Lease
 	leaseLabel string
+	skew       time.Duration // how far the lease's clock runs ahead of the world's
 
 	// A writer's TermSource over its lease's term, when the Hold ships
 	// through one rather than the Lease's Epoch, and its label.
@@ -136,6 +137,13 @@ func (w *World) start(p *proc) {
 	if p.kind == "writer" {
 		p.leaseLabel = p.name + "/lease"
 		p.lease = &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: p.holder, TTL: w.cfg.TTL}
+		if w.cfg.Skew > 0 {
+			// Drawn apart from the process's own draws, so that the
+			// rest of a seed's deployment is the same with or without.
+			d := rand.New(rand.NewPCG(w.seed, h.Sum64()^0x736b6577)).Int64N(2*int64(w.cfg.Skew) + 1)
+			p.skew = time.Duration(d) - w.cfg.Skew
+			p.lease.Clock = func() time.Time { return time.Now().Add(p.skew) }
+		}
 	}
 	w.mu.Lock()
 	w.procs = append(w.procs, p)
@@ -168,6 +176,9 @@ func (p *proc) between(lo, hi time.Duration) time.Duration {
 
 // call runs one call of the package as p, recorded in the history.
 func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
+	if c.Lease != "" && c.Lease == p.leaseLabel {
+		c.Skew = p.skew
+	}
 	ctx = p.w.begin(ctx, p, c)
 	err := run(ctx)
 	c.CtxEnded = ctx.Err() != nil
@@ -286,7 +297,7 @@ func (p *proc) newSource() {
 	p.sourceLabel = fmt.Sprintf("%s/term-source#%d", p.name, p.sources)
 	p.source = &writefence.TermSource{Fence: p.fence, Writer: p.holder, Term: func(ctx context.Context) (uint64, error) {
 		term, expiry, ok := p.lease.Held()
-		if !ok || !time.Now().Before(expiry) {
+		if !ok || !time.Now().Add(p.skew).Before(expiry) {
 			return 0, errors.New("sim: the lease holds no term")
 		}
 		// The call records the term reported, which its source must

@@ -10,6 +10,7 @@ import (
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/promise"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // The simulation's CI run: a fixed list of seeds, each a whole deployment
@@ -73,14 +74,19 @@ func seeds(t *testing.T) []uint64 {
 // configFor is the deployment seed simulates: every third one keeps the
 // shard's floor apart from its record (Fence.KeepFloor), and every fourth
 // (from the second) reads the brand before each write, every fourth from
-// the fourth claims it before its first, and every seventh
-// (from the fourth) deletes blobs one at a time.
+// the fourth claims it before its first, every seventh (from the
+// fourth) deletes blobs one at a time, and in every third (from the
+// second) the writers' lease clocks disagree with the world's by up to
+// half the lease's TTL.
 func configFor(seed uint64) Config {
 	cfg := DefaultConfig
 	cfg.KeepFloor = seed%3 == 0
 	cfg.Branded = seed%4 == 1
 	cfg.Claims = seed%4 == 3
 	cfg.SerialDeletes = seed%7 == 4
+	if seed%3 == 2 {
+		cfg.Skew = cfg.TTL / 2
+	}
 	if seed%5 == 2 {
 		cfg.ListBudget = 2 // the record soon references more blobs of an epoch than a listing shows
 	}
@@ -102,6 +108,7 @@ func TestSimulation(t *testing.T) {
 		for k, v := range outcomes(h) {
 			total[k] += v
 		}
+		total["lease taken before its expiry by the world's clock"] += earlyTakeovers(h)
 		firstOf := map[string]bool{} // the TermSources that handed out an epoch
 		for _, e := range h.Entries {
 			if e.End != nil && e.End.Op == promise.Commit && e.End.Err == nil && w.Reads(e.End.ID) == 0 {
@@ -155,6 +162,12 @@ func TestSimulation(t *testing.T) {
 	// reports the new term (promise 17).
 	if len(seeds(t)) >= 50 && total["term source of an earlier term ended"] == 0 {
 		t.Errorf("no TermSource of an earlier term ended")
+	}
+	// A lease clock ahead of the world's takes the lease before its
+	// holder's expiry by the world's clock (promise 13 by the acquirer's
+	// clock), which the fencing of the writes must withstand.
+	if len(seeds(t)) >= 50 && total["lease taken before its expiry by the world's clock"] == 0 {
+		t.Errorf("no lease taken early by a clock ahead")
 	}
 	// A TermSource made in a term its writer already wrote continues
 	// above the record (promise 17).
@@ -277,4 +290,32 @@ func TestSimulationMessages(t *testing.T) {
 			t.Logf("%5d %s", n, m)
 		}
 	}
+}
+
+// earlyTakeovers counts the lease records of h written by another
+// incarnation over a record whose expiry had not passed by the world's
+// clock: takeovers by a lease clock ahead of it.
+func earlyTakeovers(h *promise.History) int {
+	key, err := keys.Lease("", leaseName)
+	if err != nil {
+		panic(err)
+	}
+	n := 0
+	var last *record.Lease
+	for _, e := range h.Entries {
+		ch := e.Change
+		if ch == nil || ch.Kind != "put" || ch.Key != key {
+			continue
+		}
+		l, check := record.DecodeLease(ch.Data)
+		if check != "" {
+			last = nil
+			continue
+		}
+		if last != nil && l.Incarnation != last.Incarnation && l.Incarnation != ([16]byte{}) && last.Expiry > ch.At.UnixNano() {
+			n++
+		}
+		last = &l
+	}
+	return n
 }
