@@ -519,6 +519,23 @@ func TestPromise6_NotRetried(t *testing.T) {
 			failed(b, c, "delete blobs", blob)
 			b.end(c, errFailed)
 		}},
+		story{name: "a Push ended on its Fence's failed probe", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			failed(b, c, "put", keys.Probe("")+"-{1}")
+			b.end(c, errFailed)
+		}},
+		story{name: "a Push probed again after its Fence's probe failed", build: func(b *builder) {
+			c := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			failed(b, c, "put", keys.Probe("")+"-{1}")
+			b.put(c, keys.Probe("")+"-{2}", []byte("probe"))
+			b.end(c, errFailed)
+		}},
+		story{name: "a Push returned nil after its Fence's probe failed", build: func(b *builder) {
+			c := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			failed(b, c, "put", keys.Probe("")+"-{1}")
+			b.put(c, shardKeyOf(b.t, "", "pl", "s1"), rec("w1", 1, plain("a")))
+			b.end(c, nil)
+		}},
 		story{name: "a Collect retried its clock and deleted", kept: true, build: func(b *builder) {
 			c := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
 			failed(b, c, "create blob", clock)
