@@ -124,7 +124,7 @@ func (w *World) start(p *proc) {
 	}, ListBudget: w.cfg.ListBudget})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
-	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor}
+	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor, Probe: w.cfg.Probe}
 	switch {
 	case w.cfg.Branded:
 		p.fence.Brand = writefence.BrandVerifyAlways

@@ -4,6 +4,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/cryptotest"
 	"testing/synctest"
@@ -77,7 +78,8 @@ func seeds(t *testing.T) []uint64 {
 // the fourth claims it before its first, every seventh (from the
 // fourth) deletes blobs one at a time, and in every third (from the
 // second) the writers' lease clocks disagree with the world's by up to
-// half the lease's TTL.
+// half the lease's TTL; every eleventh (from the fifth) probes the store
+// before the first write of each Fence.
 func configFor(seed uint64) Config {
 	cfg := DefaultConfig
 	cfg.KeepFloor = seed%3 == 0
@@ -87,6 +89,7 @@ func configFor(seed uint64) Config {
 	if seed%3 == 2 {
 		cfg.Skew = cfg.TTL / 2
 	}
+	cfg.Probe = seed%11 == 5
 	if seed%5 == 2 {
 		cfg.ListBudget = 2 // the record soon references more blobs of an epoch than a listing shows
 	}
@@ -139,6 +142,14 @@ func TestSimulation(t *testing.T) {
 	// Fences claim the brand (BrandClaim), and a claim's reply is lost or
 	// its read back fails now and then.
 	for _, k := range []string{"put , the brand", "fault lost, the brand", "fault transient, the brand"} {
+		if len(seeds(t)) >= 50 && total[k] == 0 {
+			t.Errorf("no %q in the histories", k)
+		}
+	}
+	// Fences probe the store before their first write (Fence.Probe),
+	// and a probe's request fails now and then, which fails the call
+	// (promise 6: Probe's one attempt).
+	for _, k := range []string{"put , a probe", "fault transient, a probe"} {
 		if len(seeds(t)) >= 50 && total[k] == 0 {
 			t.Errorf("no %q in the histories", k)
 		}
@@ -253,6 +264,8 @@ func outcomes(h *promise.History) map[string]int {
 			ops[e.Begin.ID] = e.Begin.Op
 		case e.Change != nil && e.Change.Call != 0 && e.Change.Key == keys.Brand(""):
 			out[e.Change.Kind+" "+e.Change.Fault+", the brand"]++
+		case e.Change != nil && e.Change.Call != 0 && strings.HasPrefix(e.Change.Key, keys.Probe("")):
+			out[e.Change.Kind+" "+e.Change.Fault+", a probe"]++
 		case e.Change != nil && e.Change.Fault == "transient" && (ops[e.Change.Call] == promise.PutBlob || ops[e.Change.Call] == promise.Collect):
 			out["fault transient, "+string(ops[e.Change.Call])+" "+e.Change.Request]++
 		case e.End != nil && e.End.Err == nil:

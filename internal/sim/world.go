@@ -51,6 +51,7 @@ type Config struct {
 	Claims        bool          // the store starts unbranded, and every Fence claims the brand before its first write (BrandClaim)
 	SerialDeletes bool          // every Fence's blob store declares no BlobBatchDeleter: Collect deletes blob by blob
 	ListBudget    int           // when above zero, the budget of a commit's listings (max(1000, 2 × the new blobs) by default): a small one reaches the check of a long epoch
+	Probe         bool          // every Fence probes the store before its first write (Fence.Probe)
 	Skew          time.Duration // when above zero, each writer's lease clock (Lease.Clock) runs ahead of the world's or behind it by up to Skew, its own offset
 }
 
