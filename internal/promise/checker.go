@@ -302,8 +302,19 @@ func (c *Checker) outside(idx int, ch *Change) {
 		}
 		if rs := c.records[ch.Key]; rs != nil {
 			rs.acked = nil
-			if nv == nil {
+			switch {
+			case nv == nil:
 				rs.byEpoch = nil
+			case nv.sound():
+				// A record set back: the writes above its epoch are
+				// no longer kept, and promise 2 speaks of those the
+				// store keeps.
+				for e := range rs.byEpoch {
+					if e > nv.record().h.Epoch {
+						delete(rs.byEpoch, e)
+						delete(rs.firstCall, e)
+					}
+				}
 			}
 		}
 		delete(c.terms, ch.Key)

@@ -374,19 +374,23 @@ func TestPromise1_EpochRises(t *testing.T) {
 
 func TestPromise2_OneWritePerEpoch(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	history := func(t *testing.T, outsideDelete bool) *builder {
+	history := func(t *testing.T, outside func(b *builder)) *builder {
 		b := newBuilder(t)
 		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
-		if outsideDelete {
-			b.del(nil, key)
-		} else {
-			b.put(nil, key, rec("w0", 1, plain("old"))) // a rollback
+		if outside != nil {
+			outside(b)
 		}
 		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")}, key, rec("w2", 2, plain("b")))
 		return b
 	}
-	history(t, false).requireBroken(2)
-	history(t, true).requireKept(2) // an outside delete starts the epochs afresh
+	history(t, nil).requireBroken(2)
+	// The promise holds while the store keeps the record: an outside
+	// delete, or a record set back below the epoch, lets it land again.
+	history(t, func(b *builder) { b.del(nil, key) }).requireKept(2)
+	history(t, func(b *builder) { b.put(nil, key, rec("w0", 1, plain("old"))) }).requireKept(2)
+	// A record set back to the epoch, or damaged, still holds it.
+	history(t, func(b *builder) { b.put(nil, key, rec("w1", 2, plain("a"))) }).requireBroken(2)
+	history(t, func(b *builder) { b.put(nil, key, []byte("damaged")) }).requireBroken(2)
 }
 
 func TestPromise3_RefusalWritesNothing(t *testing.T) {
