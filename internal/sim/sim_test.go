@@ -146,6 +146,11 @@ func TestSimulation(t *testing.T) {
 			t.Errorf("no %q in the histories", k)
 		}
 	}
+	// A writer told to accept a record set back forgets the shard
+	// (Fence.Forget) and writes over it (promises 2 and 29).
+	if len(seeds(t)) >= 50 && total["writer forgot the shard after a regression"] == 0 {
+		t.Errorf("no writer forgot the shard")
+	}
 	// Fences probe the store before their first write (Fence.Probe),
 	// and a probe's request fails now and then, which fails the call
 	// (promise 6: Probe's one attempt).
