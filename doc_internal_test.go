@@ -92,6 +92,51 @@ func TestDocsCiteFilesThatExist(t *testing.T) {
 	assert.Greater(t, checked, 10)
 }
 
+// TestDocsCiteTestsThatExist: every test, benchmark, example or fuzz
+// target a Markdown file or a comment names (`go test -run
+// '^ExampleFence_Push$'`, "asserted by TestDirColdPush", `testX` for a
+// helper of the kit) is a function of the repository, unless the text
+// declares it itself (func TestMyStore, in an example). It is parallel,
+// as TestDocsCiteFilesThatExist is.
+func TestDocsCiteTestsThatExist(t *testing.T) {
+	t.Parallel()
+	declared := regexp.MustCompile(`(?m)^func (?:\([^)]*\) )?([A-Za-z0-9_]+)[\[(]`)
+	inText := regexp.MustCompile(`func ([A-Za-z0-9_]+)\(`)
+	cited := regexp.MustCompile("\\b(?:Test|Benchmark|Example|Fuzz)[A-Z_][A-Za-z0-9_]*|`test[A-Z][A-Za-z0-9_]*`")
+	funcs := map[string]bool{}
+	texts := map[string]string{}
+	eachDocFile(t, func(path string, data []byte) {
+		if strings.HasSuffix(path, ".go") {
+			for _, m := range declared.FindAllStringSubmatch(string(data), -1) {
+				funcs[m[1]] = true
+			}
+			var comments []string
+			for line := range strings.Lines(string(data)) {
+				if l := strings.TrimSpace(line); strings.HasPrefix(l, "//") {
+					comments = append(comments, l)
+				}
+			}
+			data = []byte(strings.Join(comments, "\n"))
+		}
+		if path != "doc_internal_test.go" { // its comments name patterns (TestPromiseN)
+			texts[path] = string(data)
+		}
+	})
+	var checked int
+	for path, text := range texts {
+		own := map[string]bool{}
+		for _, m := range inText.FindAllStringSubmatch(text, -1) {
+			own[m[1]] = true
+		}
+		for _, name := range cited.FindAllString(text, -1) {
+			name = strings.Trim(name, "`")
+			checked++
+			assert.True(t, funcs[name] || own[name], "%s cites %s, which no file of the repository declares", path, name)
+		}
+	}
+	assert.Greater(t, checked, 50)
+}
+
 // TestEveryPromiseNumberedAndChecked: the package documentation numbers
 // its promises 1 to n, each once and in order; the checker's tests hold a
 // TestPromiseN, a history that breaks it, for each of them and no other;
