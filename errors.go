@@ -106,7 +106,7 @@ func invalidArg(arg, format string, a ...any) error {
 
 // StaleEpochError is the detail of ErrStaleEpoch.
 type StaleEpochError struct {
-	Op             string // the refused call: "push", "update", "commit", "seal", "settle", "settle log" or "check"; empty prints as "push"
+	Op             string // the refused call: "push", "update", "commit", "seal", "settle" or "check"; empty prints as "push"
 	Key            string // the record's key
 	Epoch          uint64 // the epoch the refused write carried
 	RecordedEpoch  uint64 // the epoch the store records
