@@ -44,7 +44,7 @@ var (
 type EpochRegressedError struct {
 	Op    string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source", "lease acquire" or "lease settle"
 	Key   string // the record's key
-	Epoch uint64 // the epoch the refused write carried (a lease: the term); 0 for Collect and a TermSource
+	Epoch uint64 // the epoch the refused write carried (a lease settle: the term); 0 for Collect, a TermSource and a lease acquisition
 
 	// Seen and SeenWriter are the highest epoch (a lease: term) and its
 	// writer seen of the record, or the shard's floor when Floor is set.
