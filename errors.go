@@ -156,7 +156,7 @@ func (e *WireError) Unwrap() error { return ErrWire }
 type OutcomeUnknownError struct {
 	Op    string // the write, as WriteEvent.Op names it
 	Key   string // the key written
-	Epoch uint64 // the epoch written; 0 for a lease or the brand
+	Epoch uint64 // the epoch written; 0 for a lease, the brand or a collection's horizon
 	Err   error  // the error that hid the outcome
 }
 
