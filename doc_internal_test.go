@@ -62,6 +62,42 @@ func TestDocNamesTheFormatVersions(t *testing.T) {
 	assert.Contains(t, doc, "and 4 for a stream's that carries a collection horizon")
 }
 
+// TestDocNamesTheReservedSpace: the package documentation's list of what
+// the reserved space Prefix + "_" + name holds names every reserved key
+// internal/keys builds.
+func TestDocNamesTheReservedSpace(t *testing.T) {
+	doc := strings.Join(strings.Fields(packageDoc(t)), " ")
+	_, list, ok := strings.Cut(doc, `the reserved space Prefix + "_" + name (`)
+	require.True(t, ok, "the package documentation names the reserved space")
+	list, _, _ = strings.Cut(list, ")")
+	named := map[string]string{"_brand": "brand", "_lease/": "leases", "_probe": "probe", "_settled/": "settle logs", "_floor/": "floors", "_clock/": "blob clock"}
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("internal", "keys", "keys.go"), nil, 0)
+	require.NoError(t, err)
+	var found int
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			for _, v := range s.(*ast.ValueSpec).Values {
+				lit, ok := v.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING || !strings.HasPrefix(lit.Value, `"_`) {
+					continue
+				}
+				name, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				found++
+				word, ok := named[name]
+				if assert.True(t, ok, "internal/keys reserves %q: name it in the package documentation and here", name) {
+					assert.Contains(t, list, word, "the package documentation's reserved space")
+				}
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, found, len(named))
+}
+
 // TestDocsCiteFilesThatExist: every file of the repository a comment or a
 // Markdown file names (BENCHMARKS.md, .ci/run, cmd/writefence/exit.go...),
 // and every file of the package the README or BENCHMARKS.md names alone
