@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -96,6 +97,103 @@ func TestDocNamesTheReservedSpace(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, found, len(named))
+}
+
+// TestKitDocNamesEveryCheck: the list of checks in writefencetest's
+// documentation names exactly the subtests (Group/Check) the suite runs.
+func TestKitDocNamesEveryCheck(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join("writefencetest", "*.go"))
+	require.NoError(t, err)
+	// names returns the check names of a []check literal.
+	names := func(lit *ast.CompositeLit) []string {
+		var out []string
+		for _, el := range lit.Elts {
+			if c, ok := el.(*ast.CompositeLit); ok && len(c.Elts) > 0 {
+				if s, ok := c.Elts[0].(*ast.BasicLit); ok && s.Kind == token.STRING {
+					name, err := strconv.Unquote(s.Value)
+					require.NoError(t, err)
+					out = append(out, name)
+				}
+			}
+		}
+		return out
+	}
+	isChecks := func(e ast.Expr) (*ast.CompositeLit, bool) {
+		lit, ok := e.(*ast.CompositeLit)
+		if !ok {
+			return nil, false
+		}
+		a, ok := lit.Type.(*ast.ArrayType)
+		if !ok {
+			return nil, false
+		}
+		id, ok := a.Elt.(*ast.Ident)
+		return lit, ok && id.Name == "check"
+	}
+	vars := map[string][]string{}  // a []check variable's checks
+	var groups []*ast.CompositeLit // {"Group", checks}: a literal, or a variable
+	var doc string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		if filepath.Base(name) == "doc.go" {
+			doc = f.Doc.Text()
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, v := range n.Values {
+					if lit, ok := isChecks(v); ok {
+						vars[n.Names[i].Name] = names(lit)
+					}
+				}
+			case *ast.CompositeLit:
+				if len(n.Elts) != 2 {
+					break
+				}
+				s, ok := n.Elts[0].(*ast.BasicLit)
+				_, lit := isChecks(n.Elts[1])
+				_, id := n.Elts[1].(*ast.Ident)
+				if ok && s.Kind == token.STRING && (lit || id) {
+					groups = append(groups, n)
+				}
+			}
+			return true
+		})
+	}
+	run := map[string]bool{}
+	for _, n := range groups {
+		g, err := strconv.Unquote(n.Elts[0].(*ast.BasicLit).Value)
+		require.NoError(t, err)
+		checks, ok := vars[fmt.Sprint(n.Elts[1])]
+		if lit, isLit := isChecks(n.Elts[1]); isLit {
+			checks, ok = names(lit), true
+		}
+		if !ok {
+			continue // a check of a group: {"Name", testName}
+		}
+		for _, c := range checks {
+			run[g+"/"+c] = true
+		}
+	}
+	require.Greater(t, len(run), 50)
+	_, list, ok := strings.Cut(doc, "# The checks")
+	require.True(t, ok)
+	list, _, _ = strings.Cut(list, "\n# ")
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\b([A-Z][A-Za-z]+/[A-Z0-9][A-Za-z0-9]+)\b`).FindAllStringSubmatch(list, -1) {
+		named[m[1]] = true
+	}
+	for c := range run {
+		assert.True(t, named[c], "the suite runs %s, which writefencetest's documentation does not name", c)
+	}
+	for c := range named {
+		assert.True(t, run[c], "writefencetest's documentation names %s, which the suite does not run", c)
+	}
 }
 
 // TestDocsCiteFilesThatExist: every file of the repository a comment or a
