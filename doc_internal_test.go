@@ -63,6 +63,27 @@ func TestDocNamesTheFormatVersions(t *testing.T) {
 	assert.Contains(t, doc, "and 4 for a stream's that carries a collection horizon")
 }
 
+// TestDocNamesTheLargestHeader: the documentation's 1343 bytes, the part
+// of a record every store checks on a write (ConditionalStore.PutIfVersion
+// in store.go, Update in fence.go), is the largest header the codec
+// writes: format 4's, of the longest identity and writer, with no
+// reference.
+func TestDocNamesTheLargestHeader(t *testing.T) {
+	longest := record.Encode(strings.Repeat("i", record.MaxIdentityLen), strings.Repeat("w", record.MaxWriterLen), 1,
+		record.Body{Stream: true, Since: 1, Horizon: 1}, record.CRC32C(nil))
+	var n int
+	for _, p := range longest {
+		n += len(p)
+	}
+	assert.Equal(t, writeChecked, n)
+	for _, name := range []string{"store.go", "fence.go"} {
+		data, err := os.ReadFile(name)
+		require.NoError(t, err)
+		text := strings.Join(strings.Fields(strings.ReplaceAll(string(data), "//", "")), " ")
+		assert.Contains(t, text, strconv.Itoa(n)+" bytes", name)
+	}
+}
+
 // TestDocNamesTheReservedSpace: the package documentation's list of what
 // the reserved space Prefix + "_" + name holds names every reserved key
 // internal/keys builds.
