@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
 )
 
@@ -81,6 +83,51 @@ func TestDocNamesTheLargestHeader(t *testing.T) {
 		require.NoError(t, err)
 		text := strings.Join(strings.Fields(strings.ReplaceAll(string(data), "//", "")), " ")
 		assert.Contains(t, text, strconv.Itoa(n)+" bytes", name)
+	}
+}
+
+// TestDocNamesTheDefaults: the defaults and limits the doc comments state
+// (Fence's zero values, the lease's names, the batch sizes) are the
+// constants the code uses.
+func TestDocNamesTheDefaults(t *testing.T) {
+	comma := func(n int) string { // 131072 as 131,072
+		s := strconv.Itoa(n)
+		for i := len(s) - 3; i > 0; i -= 3 {
+			s = s[:i] + "," + s[i:]
+		}
+		return s
+	}
+	for file, phrases := range map[string][]string{
+		"fence.go": {
+			fmt.Sprintf(`at most %d bytes; empty means %q`, record.MaxIdentityLen, defaultIdentity),
+			fmt.Sprintf(`empty means %q`, keys.DefaultPrefix),
+			fmt.Sprintf("MaxPayloadSize bounds a record's payload; zero means %d MiB", defaultMaxPayloadSize>>20),
+			fmt.Sprintf("must exceed it by %d KiB", defaults.MaxHeaderSize>>10),
+			fmt.Sprintf("MaxAttempts bounds the attempts of one write; zero means %d.", defaultMaxAttempts),
+			fmt.Sprintf("zero means %v. The delay before attempt n+1 is uniform in (0, min(RetryDelay<<(n-1), %v)]", defaultRetryDelay, maxRetryDelay),
+			fmt.Sprintf("a payload of at most %d bytes", cachedPayload),
+		},
+		"store.go":    {fmt.Sprintf("zero or less means %d MiB + %d KiB", defaults.MaxPayloadSize>>20, defaults.MaxHeaderSize>>10)},
+		"memstore.go": {fmt.Sprintf("zero means %d MiB + %d KiB", defaults.MaxPayloadSize>>20, defaults.MaxHeaderSize>>10)},
+		"lease.go": {
+			fmt.Sprintf("Name names the lease, 1 to %d bytes", keys.MaxNameLen),
+			fmt.Sprintf("Holder names this contender in the record, 1 to %d bytes", record.MaxWriterLen),
+		},
+		"blob.go": {
+			fmt.Sprintf("zero means %v hours", defaultGrace.Hours()),
+			fmt.Sprintf("up to %s blobs on a store that declares BlobBatchDeleter, else %d", comma(collectBatch), collectSerial),
+		},
+		"blob_list.go": {fmt.Sprintf("max(%d, 2 × its keys) blobs; other keys are checked with StatBlob, %d at a time", listBudget, statWorkers)},
+		"check.go":     {fmt.Sprintf("%d reads at a time", checkAllAtOnce)},
+		"doc.go":       {fmt.Sprintf("memory of up to %s shards", comma(maxCached))},
+		"README.md":    {fmt.Sprintf("(%s shards;", comma(maxCached))},
+	} {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		text := strings.Join(strings.Fields(strings.ReplaceAll(string(data), "//", "")), " ")
+		for _, p := range phrases {
+			assert.Contains(t, text, p, file)
+		}
 	}
 }
 
