@@ -448,3 +448,18 @@ func typeDoc(t *testing.T, name string) string {
 	}
 	return doc
 }
+
+// funcDoc returns the doc comment of the package's function or method
+// name, in whichever of the package's files declares it.
+func funcDoc(t *testing.T, name string) string {
+	t.Helper()
+	var doc string
+	for _, f := range sourceFiles(t) {
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == name && fn.Doc != nil {
+				doc = fn.Doc.Text()
+			}
+		}
+	}
+	return doc
+}
