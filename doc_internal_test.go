@@ -97,6 +97,18 @@ func TestDocNamesTheDefaults(t *testing.T) {
 		}
 		return s
 	}
+	// internal/overwrite imports the package: its constants are read from
+	// its source.
+	src, err := os.ReadFile(filepath.Join("internal", "overwrite", "overwrite.go"))
+	require.NoError(t, err)
+	constant := func(name string) int {
+		m := regexp.MustCompile(`(?m)^\s*` + name + `\s*=\s*(\d+)`).FindSubmatch(src)
+		require.NotNil(t, m, "internal/overwrite's %s", name)
+		n, err := strconv.Atoi(string(m[1]))
+		require.NoError(t, err)
+		return n
+	}
+	readers, reads, writes := constant("Readers"), constant("DefaultReads"), constant("MinWrites")
 	for file, phrases := range map[string][]string{
 		"fence.go": {
 			fmt.Sprintf(`at most %d bytes; empty means %q`, record.MaxIdentityLen, defaultIdentity),
@@ -120,7 +132,16 @@ func TestDocNamesTheDefaults(t *testing.T) {
 		"blob_list.go": {fmt.Sprintf("max(%d, 2 × its keys) blobs; other keys are checked with StatBlob, %d at a time", listBudget, statWorkers)},
 		"check.go":     {fmt.Sprintf("%d reads at a time", checkAllAtOnce)},
 		"doc.go":       {fmt.Sprintf("memory of up to %s shards", comma(maxCached))},
-		"README.md":    {fmt.Sprintf("(%s shards;", comma(maxCached))},
+		"README.md": {
+			fmt.Sprintf("(%s shards;", comma(maxCached)),
+			fmt.Sprintf("while %s readers read it", map[int]string{8: "eight"}[readers]),
+			fmt.Sprintf("the suite's full %s", comma(reads)),
+		},
+		filepath.Join("writefencetest", "doc.go"): {
+			fmt.Sprintf("while %d readers read it", readers),
+			fmt.Sprintf("until the readers have made %s reads that overlap a write", comma(reads)),
+			fmt.Sprintf("and at least %d writes", writes),
+		},
 	} {
 		data, err := os.ReadFile(file)
 		require.NoError(t, err)
