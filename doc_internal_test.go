@@ -82,7 +82,7 @@ func TestDocNamesTheLargestHeader(t *testing.T) {
 		data, err := os.ReadFile(name)
 		require.NoError(t, err)
 		text := strings.Join(strings.Fields(strings.ReplaceAll(string(data), "//", "")), " ")
-		assert.Contains(t, text, strconv.Itoa(n)+" bytes", name)
+		assert.True(t, strings.Contains(text, strconv.Itoa(n)+" bytes"), "%s does not say %d bytes", name, n)
 	}
 }
 
@@ -147,7 +147,7 @@ func TestDocNamesTheDefaults(t *testing.T) {
 		require.NoError(t, err)
 		text := strings.Join(strings.Fields(strings.ReplaceAll(string(data), "//", "")), " ")
 		for _, p := range phrases {
-			assert.Contains(t, text, p, file)
+			assert.True(t, strings.Contains(text, p), "%s does not say %q", file, p)
 		}
 	}
 }
