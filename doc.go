@@ -36,10 +36,10 @@
 //
 // One record per (plugin, shard), at Prefix + "s/" + plugin + "/" + shard,
 // the names escaped so that no two shards, and no shard and the reserved
-// space Prefix + "_" + name (brand, leases, settle logs, floors, probe),
-// share a key. A record is a header (format version, wire identity, epoch,
-// writer, payload length, a CRC-32C of the payload, one of the header) and
-// the payload. Writers write format version 2 for a plain record, 3 for a
+// space Prefix + "_" + name (brand, leases, settle logs, floors, probe,
+// blob clock), share a key. A record is a header (format version, wire
+// identity, epoch, writer, payload length, a CRC-32C of the payload, one of
+// the header) and the payload. Writers write format version 2 for a plain record, 3 for a
 // stream's (see Commit) and 4 for a stream's that carries a collection
 // horizon (see Collect); readers also read version 1 and refuse any other,
 // as older readers do. Truncation, trailing bytes, an unknown version,
