@@ -12,11 +12,10 @@ import (
 // one read of the record's header (not its payload), writing nothing
 // (promise 32): nil only if the record holds writer at exactly epoch, or,
 // of a stream's record, a tenure of writer's with RecordInfo.Since <= epoch
-// <= RecordInfo.Epoch; else the refusal a write would meet
-// (*StaleEpochError, *EpochRegressedError, *CorruptError, *WireError,
-// ErrInvalidArgument) or the failure to read. Check before acting outside
-// the store; the window after the read is the caller's. It tells no
-// Observer or Deposed context.
+// <= RecordInfo.Epoch; else *StaleEpochError, *EpochRegressedError (a
+// record absent, or below epoch or what the Fence saw), *CorruptError,
+// *WireError, ErrInvalidArgument or the failure to read. The window
+// after its read is the caller's; it tells no Observer or Deposed context.
 func (f *Fence) Check(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
 	e := f.engine()
 	u, err := f.newUpdate(opCheck, plugin, shard, writer, epoch)

@@ -247,10 +247,10 @@
 //     land below the floor while the store keeps the floor.
 //  32. Check writes nothing, and returns nil only if, at its read, the
 //     record held the writer at that epoch (of a stream's record, in the
-//     tenure that reached it), and otherwise the refusal a write would
-//     meet (ErrStaleEpoch naming the recorded epoch and writer,
-//     ErrEpochRegressed, ErrCorrupt, ErrWire); Collect makes that read
-//     before each batch of deletes and deletes nothing more once the
+//     tenure that reached it), else ErrStaleEpoch naming the recorded
+//     epoch and writer, ErrEpochRegressed (the record absent, or below
+//     that epoch or one its Fence saw), ErrCorrupt or ErrWire; Collect
+//     reads so before each batch of deletes and deletes no more once the
 //     record no longer holds the tenure it judged by.
 //  33. Latest, Inspect, OpenBlob, Forget, VerifyBrand and InspectLease
 //     write nothing; VerifyBrand's answer (nil or a *WireError) and
