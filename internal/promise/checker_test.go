@@ -2309,3 +2309,26 @@ func TestPromise11_ClaimersLearnTheWinner(t *testing.T) {
 		}},
 	)
 }
+
+// TestPromise7_TermSourceOverDamage: a TermSource reads a record whose
+// header does not decode as no epoch to continue above, never as absent:
+// it hands out none from it.
+func TestPromise7_TermSourceOverDamage(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	first := func(b *builder) {
+		c := b.begin(Call{Op: Epoch, TermSource: "ts1", Key: key, Writer: "w1"})
+		c.Got = 7<<32 | 1
+		b.end(c, nil)
+	}
+	judge(t, 7,
+		story{name: "an epoch from a record whose header does not decode", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			first(b)
+		}},
+		story{name: "an epoch from a damaged record whose header decodes", kept: true, build: func(b *builder) {
+			b.put(nil, key, damage(rec("w1", 7<<32|3, plain("x"))))
+			first(b)
+		}},
+		story{name: "an epoch from no record", kept: true, build: first},
+	)
+}
