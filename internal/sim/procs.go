@@ -47,6 +47,10 @@ type proc struct {
 	pausedUntil time.Time
 	tracked     []tracked
 
+	// The operator's last settle of damage that landed, which it now
+	// and then runs again over new damage.
+	lastSettle *writefence.Settlement
+
 	// A blob a writer put and held back from its batch's commit, which
 	// its next commit adds: it sorts before the blobs that commit
 	// referenced, where the listing beside the next commit's read starts.
@@ -611,6 +615,20 @@ func (p *proc) operator() {
 				p.w.mu.Unlock()
 			}
 		}
+		if prev := p.lastSettle; prev != nil && p.rng.IntN(4) == 0 {
+			// Now and then the operator runs its last settle's command
+			// again over the new damage, from a Fence that forgot the
+			// shard (a tool run afresh): the settle log refuses it, if
+			// nothing else does (promise 8).
+			_ = p.call(p.ctx, &promise.Call{Op: promise.Forget}, func(context.Context) error { return p.fence.Forget(plugin, shard) })
+			old := *prev
+			old.Version = info.Version
+			if settle(old) != nil {
+				p.w.mu.Lock()
+				p.w.note("earlier settle run again over new damage refused")
+				p.w.mu.Unlock()
+			}
+		}
 		err = settle(s)
 		if errors.Is(err, writefence.ErrInvalidArgument) && strings.Contains(err.Error(), "DropBlobs") {
 			// The references cannot be read: the operator decides to
@@ -634,6 +652,7 @@ func (p *proc) operator() {
 		p.w.maxEpoch = max(p.w.maxEpoch, s.Epoch) // tried, so granted
 		if err == nil {
 			p.w.note("settle")
+			p.lastSettle = &s
 		}
 		p.w.mu.Unlock()
 	}

@@ -150,11 +150,12 @@ func TestSimulation(t *testing.T) {
 	}
 	// The steps that try promises 1, 3, 5, 8, 9 and 10: Collect writes a
 	// horizon; the operator settles at too low an epoch, over references
-	// it cannot read, and runs a settle again; the brand is set to
+	// it cannot read, runs a settle again, and its last settle again over
+	// new damage from a Fence that forgot the shard; the brand is set to
 	// another identity or removed while Fences read it before each write,
 	// which are refused.
 	for _, k := range []string{"collect put the horizon", "settle at too low an epoch refused", "settle refused for references it cannot read",
-		"brand set to another identity", "brand removed"} {
+		"earlier settle run again over new damage refused", "brand set to another identity", "brand removed"} {
 		if len(seeds(t)) >= 50 && total[k] == 0 {
 			t.Errorf("no %q in the histories", k)
 		}
