@@ -172,6 +172,7 @@ func (p *proc) between(lo, hi time.Duration) time.Duration {
 
 // call runs one call of the package as p, recorded in the history.
 func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
+	c.BrandAlways = p.fence.Brand == writefence.BrandVerifyAlways
 	ctx = p.w.begin(ctx, p, c)
 	err := run(ctx)
 	c.CtxEnded = ctx.Err() != nil
