@@ -36,10 +36,10 @@
 //
 // One record per (plugin, shard), at Prefix + "s/" + plugin + "/" + shard,
 // the names escaped so that no two shards, and no shard and the reserved
-// space Prefix + "_" + name (brand, leases, settle logs, floors, probe),
-// share a key. A record is a header (format version, wire identity, epoch,
-// writer, payload length, a CRC-32C of the payload, one of the header) and
-// the payload. Writers write format version 2 for a plain record, 3 for a
+// space Prefix + "_" + name (brand, leases, settle logs, floors, probe,
+// blob clock), share a key. A record is a header (format version, wire
+// identity, epoch, writer, payload length, a CRC-32C of the payload, one of
+// the header) and the payload. Writers write format version 2 for a plain record, 3 for a
 // stream's (see Commit) and 4 for a stream's that carries a collection
 // horizon (see Collect); readers also read version 1 and refuse any other,
 // as older readers do. Truncation, trailing bytes, an unknown version,
@@ -103,9 +103,10 @@
 //     keeps the record (29 to 31 say what happens when it does not);
 //     Collect's write of a record's collection horizon changes nothing
 //     else in it, its epoch, writer, payload and references included.
-//  2. At most one write lands per epoch of a shard: of writes handed one
-//     epoch, one lands and every other is refused as stale (Collect's
-//     horizon write is no write of an epoch).
+//  2. At most one write lands per epoch of a shard while the store keeps
+//     the record (a record set back lets an epoch above it land again):
+//     of writes handed one epoch, one lands and every other is refused as
+//     stale (Collect's horizon write is no write of an epoch).
 //  3. A refused write writes nothing: a stale epoch, another identity,
 //     damage, an invalid argument, an untrusted store, a held lease or
 //     refused credentials leave the store as it was (a Seal or a Settle

@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -14,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
 )
 
@@ -62,6 +65,226 @@ func TestDocNamesTheFormatVersions(t *testing.T) {
 	assert.Contains(t, doc, "and 4 for a stream's that carries a collection horizon")
 }
 
+// TestDocNamesTheLargestHeader: the documentation's 1343 bytes, the part
+// of a record every store checks on a write (ConditionalStore.PutIfVersion
+// in store.go, Update in fence.go), is the largest header the codec
+// writes: format 4's, of the longest identity and writer, with no
+// reference.
+func TestDocNamesTheLargestHeader(t *testing.T) {
+	longest := record.Encode(strings.Repeat("i", record.MaxIdentityLen), strings.Repeat("w", record.MaxWriterLen), 1,
+		record.Body{Stream: true, Since: 1, Horizon: 1}, record.CRC32C(nil))
+	var n int
+	for _, p := range longest {
+		n += len(p)
+	}
+	assert.Equal(t, writeChecked, n)
+	for _, name := range []string{"store.go", "fence.go"} {
+		data, err := os.ReadFile(name)
+		require.NoError(t, err)
+		text := strings.Join(strings.Fields(strings.ReplaceAll(string(data), "//", "")), " ")
+		assert.True(t, strings.Contains(text, strconv.Itoa(n)+" bytes"), "%s does not say %d bytes", name, n)
+	}
+}
+
+// TestDocNamesTheDefaults: the defaults and limits the doc comments state
+// (Fence's zero values, the lease's names, the batch sizes) are the
+// constants the code uses.
+func TestDocNamesTheDefaults(t *testing.T) {
+	comma := func(n int) string { // 131072 as 131,072
+		s := strconv.Itoa(n)
+		for i := len(s) - 3; i > 0; i -= 3 {
+			s = s[:i] + "," + s[i:]
+		}
+		return s
+	}
+	// internal/overwrite imports the package: its constants are read from
+	// its source.
+	src, err := os.ReadFile(filepath.Join("internal", "overwrite", "overwrite.go"))
+	require.NoError(t, err)
+	constant := func(name string) int {
+		m := regexp.MustCompile(`(?m)^\s*` + name + `\s*=\s*(\d+)`).FindSubmatch(src)
+		require.NotNil(t, m, "internal/overwrite's %s", name)
+		n, err := strconv.Atoi(string(m[1]))
+		require.NoError(t, err)
+		return n
+	}
+	readers, reads, writes := constant("Readers"), constant("DefaultReads"), constant("MinWrites")
+	for file, phrases := range map[string][]string{
+		"fence.go": {
+			fmt.Sprintf(`at most %d bytes; empty means %q`, record.MaxIdentityLen, defaultIdentity),
+			fmt.Sprintf(`empty means %q`, keys.DefaultPrefix),
+			fmt.Sprintf("MaxPayloadSize bounds a record's payload; zero means %d MiB", defaultMaxPayloadSize>>20),
+			fmt.Sprintf("must exceed it by %d KiB", defaults.MaxHeaderSize>>10),
+			fmt.Sprintf("MaxAttempts bounds the attempts of one write; zero means %d.", defaultMaxAttempts),
+			fmt.Sprintf("zero means %v. The delay before attempt n+1 is uniform in (0, min(RetryDelay<<(n-1), %v)]", defaultRetryDelay, maxRetryDelay),
+			fmt.Sprintf("a payload of at most %d bytes", cachedPayload),
+		},
+		"store.go":    {fmt.Sprintf("zero or less means %d MiB + %d KiB", defaults.MaxPayloadSize>>20, defaults.MaxHeaderSize>>10)},
+		"memstore.go": {fmt.Sprintf("zero means %d MiB + %d KiB", defaults.MaxPayloadSize>>20, defaults.MaxHeaderSize>>10)},
+		"lease.go": {
+			fmt.Sprintf("Name names the lease, 1 to %d bytes", keys.MaxNameLen),
+			fmt.Sprintf("Holder names this contender in the record, 1 to %d bytes", record.MaxWriterLen),
+		},
+		"blob.go": {
+			fmt.Sprintf("zero means %v hours", defaultGrace.Hours()),
+			fmt.Sprintf("up to %s blobs on a store that declares BlobBatchDeleter, else %d", comma(collectBatch), collectSerial),
+		},
+		"blob_list.go": {fmt.Sprintf("max(%d, 2 × its keys) blobs; other keys are checked with StatBlob, %d at a time", listBudget, statWorkers)},
+		"check.go":     {fmt.Sprintf("%d reads at a time", checkAllAtOnce)},
+		"doc.go":       {fmt.Sprintf("memory of up to %s shards", comma(maxCached))},
+		"README.md": {
+			fmt.Sprintf("(%s shards;", comma(maxCached)),
+			fmt.Sprintf("while %s readers read it", map[int]string{8: "eight"}[readers]),
+			fmt.Sprintf("the suite's full %s", comma(reads)),
+		},
+		filepath.Join("writefencetest", "doc.go"): {
+			fmt.Sprintf("while %d readers read it", readers),
+			fmt.Sprintf("until the readers have made %s reads that overlap a write", comma(reads)),
+			fmt.Sprintf("and at least %d writes", writes),
+		},
+	} {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		text := strings.Join(strings.Fields(strings.ReplaceAll(string(data), "//", "")), " ")
+		for _, p := range phrases {
+			assert.True(t, strings.Contains(text, p), "%s does not say %q", file, p)
+		}
+	}
+}
+
+// TestDocNamesTheReservedSpace: the package documentation's list of what
+// the reserved space Prefix + "_" + name holds names every reserved key
+// internal/keys builds.
+func TestDocNamesTheReservedSpace(t *testing.T) {
+	doc := strings.Join(strings.Fields(packageDoc(t)), " ")
+	_, list, ok := strings.Cut(doc, `the reserved space Prefix + "_" + name (`)
+	require.True(t, ok, "the package documentation names the reserved space")
+	list, _, _ = strings.Cut(list, ")")
+	named := map[string]string{"_brand": "brand", "_lease/": "leases", "_probe": "probe", "_settled/": "settle logs", "_floor/": "floors", "_clock/": "blob clock"}
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("internal", "keys", "keys.go"), nil, 0)
+	require.NoError(t, err)
+	var found int
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			for _, v := range s.(*ast.ValueSpec).Values {
+				lit, ok := v.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING || !strings.HasPrefix(lit.Value, `"_`) {
+					continue
+				}
+				name, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				found++
+				word, ok := named[name]
+				if assert.True(t, ok, "internal/keys reserves %q: name it in the package documentation and here", name) {
+					assert.Contains(t, list, word, "the package documentation's reserved space")
+				}
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, found, len(named))
+}
+
+// TestKitDocNamesEveryCheck: the list of checks in writefencetest's
+// documentation names exactly the subtests (Group/Check) the suite runs.
+func TestKitDocNamesEveryCheck(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join("writefencetest", "*.go"))
+	require.NoError(t, err)
+	// names returns the check names of a []check literal.
+	names := func(lit *ast.CompositeLit) []string {
+		var out []string
+		for _, el := range lit.Elts {
+			if c, ok := el.(*ast.CompositeLit); ok && len(c.Elts) > 0 {
+				if s, ok := c.Elts[0].(*ast.BasicLit); ok && s.Kind == token.STRING {
+					name, err := strconv.Unquote(s.Value)
+					require.NoError(t, err)
+					out = append(out, name)
+				}
+			}
+		}
+		return out
+	}
+	isChecks := func(e ast.Expr) (*ast.CompositeLit, bool) {
+		lit, ok := e.(*ast.CompositeLit)
+		if !ok {
+			return nil, false
+		}
+		a, ok := lit.Type.(*ast.ArrayType)
+		if !ok {
+			return nil, false
+		}
+		id, ok := a.Elt.(*ast.Ident)
+		return lit, ok && id.Name == "check"
+	}
+	vars := map[string][]string{}  // a []check variable's checks
+	var groups []*ast.CompositeLit // {"Group", checks}: a literal, or a variable
+	var doc string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		if filepath.Base(name) == "doc.go" {
+			doc = f.Doc.Text()
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, v := range n.Values {
+					if lit, ok := isChecks(v); ok {
+						vars[n.Names[i].Name] = names(lit)
+					}
+				}
+			case *ast.CompositeLit:
+				if len(n.Elts) != 2 {
+					break
+				}
+				s, ok := n.Elts[0].(*ast.BasicLit)
+				_, lit := isChecks(n.Elts[1])
+				_, id := n.Elts[1].(*ast.Ident)
+				if ok && s.Kind == token.STRING && (lit || id) {
+					groups = append(groups, n)
+				}
+			}
+			return true
+		})
+	}
+	run := map[string]bool{}
+	for _, n := range groups {
+		g, err := strconv.Unquote(n.Elts[0].(*ast.BasicLit).Value)
+		require.NoError(t, err)
+		checks, ok := vars[fmt.Sprint(n.Elts[1])]
+		if lit, isLit := isChecks(n.Elts[1]); isLit {
+			checks, ok = names(lit), true
+		}
+		if !ok {
+			continue // a check of a group: {"Name", testName}
+		}
+		for _, c := range checks {
+			run[g+"/"+c] = true
+		}
+	}
+	require.Greater(t, len(run), 50)
+	_, list, ok := strings.Cut(doc, "# The checks")
+	require.True(t, ok)
+	list, _, _ = strings.Cut(list, "\n# ")
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\b([A-Z][A-Za-z]+/[A-Z0-9][A-Za-z0-9]+)\b`).FindAllStringSubmatch(list, -1) {
+		named[m[1]] = true
+	}
+	for c := range run {
+		assert.True(t, named[c], "the suite runs %s, which writefencetest's documentation does not name", c)
+	}
+	for c := range named {
+		assert.True(t, run[c], "writefencetest's documentation names %s, which the suite does not run", c)
+	}
+}
+
 // TestDocsCiteFilesThatExist: every file of the repository a comment or a
 // Markdown file names (BENCHMARKS.md, .ci/run, cmd/writefence/exit.go...),
 // and every file of the package the README or BENCHMARKS.md names alone
@@ -90,6 +313,51 @@ func TestDocsCiteFilesThatExist(t *testing.T) {
 		}
 	})
 	assert.Greater(t, checked, 10)
+}
+
+// TestDocsCiteTestsThatExist: every test, benchmark, example or fuzz
+// target a Markdown file or a comment names (`go test -run
+// '^ExampleFence_Push$'`, "asserted by TestDirColdPush", `testX` for a
+// helper of the kit) is a function of the repository, unless the text
+// declares it itself (func TestMyStore, in an example). It is parallel,
+// as TestDocsCiteFilesThatExist is.
+func TestDocsCiteTestsThatExist(t *testing.T) {
+	t.Parallel()
+	declared := regexp.MustCompile(`(?m)^func (?:\([^)]*\) )?([A-Za-z0-9_]+)[\[(]`)
+	inText := regexp.MustCompile(`func ([A-Za-z0-9_]+)\(`)
+	cited := regexp.MustCompile("\\b(?:Test|Benchmark|Example|Fuzz)[A-Z_][A-Za-z0-9_]*|`test[A-Z][A-Za-z0-9_]*`")
+	funcs := map[string]bool{}
+	texts := map[string]string{}
+	eachDocFile(t, func(path string, data []byte) {
+		if strings.HasSuffix(path, ".go") {
+			for _, m := range declared.FindAllStringSubmatch(string(data), -1) {
+				funcs[m[1]] = true
+			}
+			var comments []string
+			for line := range strings.Lines(string(data)) {
+				if l := strings.TrimSpace(line); strings.HasPrefix(l, "//") {
+					comments = append(comments, l)
+				}
+			}
+			data = []byte(strings.Join(comments, "\n"))
+		}
+		if path != "doc_internal_test.go" { // its comments name patterns (TestPromiseN)
+			texts[path] = string(data)
+		}
+	})
+	var checked int
+	for path, text := range texts {
+		own := map[string]bool{}
+		for _, m := range inText.FindAllStringSubmatch(text, -1) {
+			own[m[1]] = true
+		}
+		for _, name := range cited.FindAllString(text, -1) {
+			name = strings.Trim(name, "`")
+			checked++
+			assert.True(t, funcs[name] || own[name], "%s cites %s, which no file of the repository declares", path, name)
+		}
+	}
+	assert.Greater(t, checked, 50)
 }
 
 // TestEveryPromiseNumberedAndChecked: the package documentation numbers
@@ -196,6 +464,21 @@ func typeDoc(t *testing.T, name string) string {
 						doc = g.Doc.Text()
 					}
 				}
+			}
+		}
+	}
+	return doc
+}
+
+// funcDoc returns the doc comment of the package's function or method
+// name, in whichever of the package's files declares it.
+func funcDoc(t *testing.T, name string) string {
+	t.Helper()
+	var doc string
+	for _, f := range sourceFiles(t) {
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == name && fn.Doc != nil {
+				doc = fn.Doc.Text()
 			}
 		}
 	}

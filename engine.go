@@ -670,7 +670,7 @@ const (
 type WriteEvent struct {
 	Op       string    // what was written; see above
 	Key      string    // the key written
-	Writer   string    // the writer, or the lease's holder; empty for the brand
+	Writer   string    // the writer, or the lease's holder; empty for the brand or a collection's horizon
 	Epoch    uint64    // the epoch the write carried; 0 for a lease, the brand or a collection's horizon
 	Attempt  int       // the attempt (read, decision, conditional write) it happened on, from 1; 0 when refused before the first (brand, probe)
 	Retrying bool      // a lost race the call retries; false on the event that ends the write

@@ -44,7 +44,7 @@ var (
 type EpochRegressedError struct {
 	Op    string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source", "lease acquire" or "lease settle"
 	Key   string // the record's key
-	Epoch uint64 // the epoch the refused write carried (a lease: the term); 0 for Collect and a TermSource
+	Epoch uint64 // the epoch the refused write carried (a lease settle: the term); 0 for Collect, a TermSource and a lease acquisition
 
 	// Seen and SeenWriter are the highest epoch (a lease: term) and its
 	// writer seen of the record, or the shard's floor when Floor is set.
@@ -106,7 +106,7 @@ func invalidArg(arg, format string, a ...any) error {
 
 // StaleEpochError is the detail of ErrStaleEpoch.
 type StaleEpochError struct {
-	Op             string // the refused call: "push", "update", "commit", "seal", "settle", "settle log" or "check"; empty prints as "push"
+	Op             string // the refused call: "push", "update", "commit", "seal", "settle" or "check"; empty prints as "push"
 	Key            string // the record's key
 	Epoch          uint64 // the epoch the refused write carried
 	RecordedEpoch  uint64 // the epoch the store records
@@ -156,7 +156,7 @@ func (e *WireError) Unwrap() error { return ErrWire }
 type OutcomeUnknownError struct {
 	Op    string // the write, as WriteEvent.Op names it
 	Key   string // the key written
-	Epoch uint64 // the epoch written; 0 for a lease or the brand
+	Epoch uint64 // the epoch written; 0 for a lease, the brand or a collection's horizon
 	Err   error  // the error that hid the outcome
 }
 

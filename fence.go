@@ -329,11 +329,11 @@ func (i RecordInfo) horizon() int64 {
 
 // Inspect is Latest with the manifest's references (a stream's reader
 // follows them) and what an operator looks at before settling: the
-// version of exactly the bytes decoded, the identity, floor and horizon.
-// On ErrCorrupt it still returns Key and Version (what Settle needs), and
+// version of exactly the bytes decoded, the identity, tenure floor and horizon.
+// On ErrCorrupt it still returns Key and Version (what Settle needs),
 // Identity, Epoch and Writer when the header decodes, and Blobs when the
 // references do; on ErrWire, the whole record. The epoch it reads counts
-// as seen by the Fence (see Forget).
+// as seen (see Forget).
 func (f *Fence) Inspect(ctx context.Context, plugin, shard string) (RecordInfo, error) {
 	e := f.engine()
 	key, err := e.key(plugin, shard)

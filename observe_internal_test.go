@@ -39,3 +39,34 @@ func TestEveryOpIsDocumented(t *testing.T) {
 		assert.Contains(t, ops, field, "WriteEvent's doc names %q, which is no op", field)
 	}
 }
+
+// TestReadmeNamesEveryOpAndOutcome: the README's attributes of the
+// OpenTelemetry metrics name every op the engine has, and every outcome
+// Outcome names of a write that ended (every one but "conflict-retried").
+func TestReadmeNamesEveryOpAndOutcome(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	listed := func(attr string) []string {
+		_, rest, ok := strings.Cut(text, "`"+attr+"` (")
+		require.True(t, ok, "the README lists %s", attr)
+		rest, _, _ = strings.Cut(rest, ")")
+		var names []string
+		for i, f := range strings.Split(rest, "`") {
+			if i%2 == 1 {
+				names = append(names, f)
+			}
+		}
+		return names
+	}
+	assert.ElementsMatch(t, ops, listed("writefence.op"))
+	var outcomes []string
+	doc := funcDoc(t, "Outcome")
+	require.NotEmpty(t, doc)
+	for i, f := range strings.Split(doc, `"`) {
+		if i%2 == 1 && f != "conflict-retried" {
+			outcomes = append(outcomes, f)
+		}
+	}
+	assert.ElementsMatch(t, outcomes, listed("writefence.outcome"))
+}

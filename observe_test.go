@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -183,4 +185,22 @@ func TestWriteEventOutcome(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, tc.e.Outcome(), "%v", tc.e.Err)
 	}
+}
+
+// TestObserverSeesCollectsHorizon: Collect's write of a record's horizon
+// is seen as Op "collect", with no writer and no epoch, as WriteEvent says.
+func TestObserverSeesCollectsHorizon(t *testing.T) {
+	ctx := t.Context()
+	now := time.Unix(1_000_000, 0)
+	obs := &outcomeCounter{}
+	f := &writefence.Fence{Store: &writefence.MemStore{Clock: func() time.Time { return now }}, Observer: obs.observe}
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 1, func(m writefence.Manifest) (writefence.Manifest, error) { return m, nil }))
+	_, err := f.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader("stray"))
+	require.NoError(t, err)
+	now = now.Add(2 * time.Hour)
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{Grace: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, report.Deleted, 1)
+	e := obs.last()
+	assert.Equal(t, writefence.WriteEvent{Op: "collect", Key: mustKey(t, "wal", "0"), Attempt: 1, Start: e.Start}, e)
 }

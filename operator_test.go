@@ -307,7 +307,10 @@ func TestSettleRerunOverSameDamage(t *testing.T) {
 	require.Equal(t, info.Version, again.Version, "the same damage has the same version on this store")
 
 	err = f.Settle(ctx, "wal", "0", settle)
-	require.ErrorIs(t, err, writefence.ErrStaleEpoch)
+	var stale *writefence.StaleEpochError
+	require.ErrorAs(t, err, &stale)
+	assert.Equal(t, writefence.StaleEpochError{Op: "settle", Key: "writefence/_settled/wal/0", Epoch: 10, RecordedEpoch: 10, RecordedWriter: "op"}, *stale,
+		"the settle log refuses it, under the refused call's name")
 	_, v, err := s.Get(ctx, key)
 	require.NoError(t, err)
 	assert.Equal(t, info.Version, v, "nothing written")

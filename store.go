@@ -214,8 +214,8 @@ type BrandedPutter interface {
 // PutIfBranded is PutParts if and only if brandKey holds exactly identity,
 // checked in the write's atomic step through s's BrandedPutter when s
 // declares it (see Capable), else by a Get of brandKey first, which leaves a
-// gap for a re-brand. A brand absent or of another value is a *WireError,
-// and nothing is written.
+// gap for a re-brand. An absent or other brand is a *WireError; nothing is
+// written.
 func PutIfBranded(ctx context.Context, s ConditionalStore, brandKey, identity, key string, parts [][]byte, expectVersion string) (newVersion string, err error) {
 	if key == brandKey {
 		return "", invalidArg("key", "%s is the brand key", esc(key))

@@ -1925,8 +1925,7 @@ var valkeyKeyCommands = []string{"get", "getrange", "strlen", "exists", "set", "
 
 // TestValkeyRefusesCluster: a standalone client of a cluster-enabled node
 // (no slots assigned) is refused after INFO, before any key is read or
-// written. (Cluster clients and rings are refused without a server:
-// TestValkeyRefusesClusterClients.)
+// written. (A ring is refused without a server: TestValkeyRefusesRing.)
 func TestValkeyRefusesCluster(t *testing.T) {
 	addr := testserver.StartValkey(t, "", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--logfile", "")
 	c := testserver.ValkeyClient(t, addr, "")

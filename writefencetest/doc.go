@@ -305,8 +305,9 @@
 // writefence.BlobStore asks a store to refuse a CreateBlob of an existing
 // key with ErrConflict where it can tell on the call it uses, and lets a
 // store that cannot (an S3 server without If-None-Match) write anyway: no
-// key a Fence creates is ever created twice, because each holds a random
-// id of 128 bits. The suite therefore takes a store at its word:
+// key a Fence creates is ever created twice, because each holds an id of
+// the time it was put and 80 random bits. The suite therefore takes a
+// store at its word:
 //
 //   - a store that refuses a create of an existing key with ErrConflict
 //     says it can tell, and must then leave the blob as it was and refuse

@@ -152,13 +152,17 @@ func (c *Checker) checkRetried(idx int, fl *flight) {
 
 // unretried reports whether ch, a transient fault of a request made for
 // call, failed a request promise 6 says is not retried: PutBlob's create
-// of its blob (its reader cannot be read twice), and Collect's listing
-// of the shard's blobs and its deletes of them. (Collect's clock blob, in
-// the reserved space, is created and deleted as a read is retried.)
+// of its blob (its reader cannot be read twice), Collect's listing of
+// the shard's blobs and its deletes of them, and the one attempt of the
+// probe a Fence with Probe set makes before its first write. (Collect's
+// clock blob, in the reserved space, is created and deleted as a read is
+// retried.)
 func unretried(call *Call, ch *Change) bool {
 	switch {
 	case call == nil:
 		return false
+	case strings.HasPrefix(ch.Key, keys.Probe(call.Prefix)):
+		return true
 	case call.Op == PutBlob:
 		return ch.Request == "create blob"
 	case call.Op == Collect:
@@ -168,9 +172,12 @@ func unretried(call *Call, ch *Change) bool {
 }
 
 // again reports whether ch, a change made for call, is one more of the
-// requests unretried names: a blob created by a PutBlob, or a blob of the
-// shard deleted by a Collect.
+// requests unretried names: a blob created by a PutBlob, a blob of the
+// shard deleted by a Collect, or a probe's put (its cleanup deletes).
 func again(call *Call, ch *Change) bool {
+	if strings.HasPrefix(ch.Key, keys.Probe(call.Prefix)) {
+		return ch.Kind == "put"
+	}
 	switch call.Op {
 	case PutBlob:
 		return ch.Kind == "create blob"

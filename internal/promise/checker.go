@@ -302,8 +302,19 @@ func (c *Checker) outside(idx int, ch *Change) {
 		}
 		if rs := c.records[ch.Key]; rs != nil {
 			rs.acked = nil
-			if nv == nil {
+			switch {
+			case nv == nil:
 				rs.byEpoch = nil
+			case nv.sound():
+				// A record set back: the writes above its epoch are
+				// no longer kept, and promise 2 speaks of those the
+				// store keeps.
+				for e := range rs.byEpoch {
+					if e > nv.record().h.Epoch {
+						delete(rs.byEpoch, e)
+						delete(rs.firstCall, e)
+					}
+				}
 			}
 		}
 		delete(c.terms, ch.Key)
@@ -464,6 +475,12 @@ func nanos(t time.Time) (int64, bool) {
 		return 0, false
 	}
 	return t.UnixNano(), true
+}
+
+// byClock is nanos of t read by a clock skew ahead of the history's.
+func byClock(t time.Time, skew time.Duration) (int64, bool) {
+	n, ok := nanos(t)
+	return n + int64(skew), ok
 }
 
 // prefixOf is a call's prefix in its normal form.

@@ -88,6 +88,10 @@ type Call struct {
 	LeaseName   string
 	Holder      string
 	HoldsShards []string
+	// Skew is how far the clock of the call's Lease value (Lease.Clock)
+	// runs ahead of the history's (behind when negative): promises 13 and
+	// 14 speak of the time by that clock.
+	Skew time.Duration
 	// TermSource: the source's label when the call is its Epoch.
 	TermSource string
 

@@ -11,7 +11,8 @@ import (
 // content.
 type recordState struct {
 	// byEpoch is, per epoch, the first content a call landed at it since
-	// the last outside delete (promise 2).
+	// the last outside delete, or outside put of a record below it
+	// (promise 2).
 	byEpoch map[uint64]*value
 	// acked is the content a write that returned nil left (promise 4),
 	// until a write at a higher epoch or something outside replaces it.

@@ -35,6 +35,7 @@ type proc struct {
 	fence      *writefence.Fence
 	lease      *writefence.Lease
 	leaseLabel string
+	skew       time.Duration // how far the lease's clock runs ahead of the world's
 
 	// A writer's TermSource over its lease's term, when the Hold ships
 	// through one rather than the Lease's Epoch, and its label.
@@ -127,7 +128,7 @@ func (w *World) start(p *proc) {
 	}, ListBudget: w.cfg.ListBudget})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
-	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor}
+	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor, Probe: w.cfg.Probe}
 	switch {
 	case w.cfg.Branded:
 		p.fence.Brand = writefence.BrandVerifyAlways
@@ -140,6 +141,13 @@ func (w *World) start(p *proc) {
 	if p.kind == "writer" {
 		p.leaseLabel = p.name + "/lease"
 		p.lease = &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: p.holder, TTL: w.cfg.TTL}
+		if w.cfg.Skew > 0 {
+			// Drawn apart from the process's own draws, so that the
+			// rest of a seed's deployment is the same with or without.
+			d := rand.New(rand.NewPCG(w.seed, h.Sum64()^0x736b6577)).Int64N(2*int64(w.cfg.Skew) + 1)
+			p.skew = time.Duration(d) - w.cfg.Skew
+			p.lease.Clock = func() time.Time { return time.Now().Add(p.skew) }
+		}
 	}
 	w.mu.Lock()
 	w.procs = append(w.procs, p)
@@ -173,10 +181,21 @@ func (p *proc) between(lo, hi time.Duration) time.Duration {
 // call runs one call of the package as p, recorded in the history.
 func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
 	c.BrandAlways = p.fence.Brand == writefence.BrandVerifyAlways
+	if c.Lease != "" && c.Lease == p.leaseLabel {
+		c.Skew = p.skew
+	}
 	ctx = p.w.begin(ctx, p, c)
 	err := run(ctx)
 	c.CtxEnded = ctx.Err() != nil
 	p.w.end(p, c, err)
+	if p.kind == "writer" && c.Op != promise.Forget && c.Key == p.w.key && Classify(err).Has("regressed") && p.rng.IntN(4) == 0 {
+		// Now and then the operator, told the record was set back on
+		// purpose, has the writer accept it as it is (promise 29).
+		_ = p.call(p.ctx, &promise.Call{Op: promise.Forget}, func(context.Context) error { return p.fence.Forget(plugin, shard) })
+		p.w.mu.Lock()
+		p.w.note("writer forgot the shard after a regression")
+		p.w.mu.Unlock()
+	}
 	return err
 }
 
@@ -291,7 +310,7 @@ func (p *proc) newSource() {
 	p.sourceLabel = fmt.Sprintf("%s/term-source#%d", p.name, p.sources)
 	p.source = &writefence.TermSource{Fence: p.fence, Writer: p.holder, Term: func(ctx context.Context) (uint64, error) {
 		term, expiry, ok := p.lease.Held()
-		if !ok || !time.Now().Before(expiry) {
+		if !ok || !time.Now().Add(p.skew).Before(expiry) {
 			return 0, errors.New("sim: the lease holds no term")
 		}
 		// The call records the term reported, which its source must

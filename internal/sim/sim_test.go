@@ -11,6 +11,7 @@ import (
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/promise"
+	"github.com/writefence/writefence/internal/record"
 )
 
 // The simulation's CI run: a fixed list of seeds, each a whole deployment
@@ -74,14 +75,21 @@ func seeds(t *testing.T) []uint64 {
 // configFor is the deployment seed simulates: every third one keeps the
 // shard's floor apart from its record (Fence.KeepFloor), and every fourth
 // (from the second) reads the brand before each write, every fourth from
-// the fourth claims it before its first, and every seventh
-// (from the fourth) deletes blobs one at a time.
+// the fourth claims it before its first, every seventh (from the
+// fourth) deletes blobs one at a time, and in every third (from the
+// second) the writers' lease clocks disagree with the world's by up to
+// half the lease's TTL; every eleventh (from the fifth) probes the store
+// before the first write of each Fence.
 func configFor(seed uint64) Config {
 	cfg := DefaultConfig
 	cfg.KeepFloor = seed%3 == 0
 	cfg.Branded = seed%4 == 1
 	cfg.Claims = seed%4 == 3
 	cfg.SerialDeletes = seed%7 == 4
+	if seed%3 == 2 {
+		cfg.Skew = cfg.TTL / 2
+	}
+	cfg.Probe = seed%11 == 5
 	if seed%5 == 2 {
 		cfg.ListBudget = 2 // the record soon references more blobs of an epoch than a listing shows
 	}
@@ -103,6 +111,7 @@ func TestSimulation(t *testing.T) {
 		for k, v := range outcomes(h) {
 			total[k] += v
 		}
+		total["lease taken before its expiry by the world's clock"] += earlyTakeovers(h)
 		firstOf := map[string]bool{} // the TermSources that handed out an epoch
 		for _, e := range h.Entries {
 			if e.End != nil && e.End.Op == promise.Commit && e.End.Err == nil && w.Reads(e.End.ID) == 0 {
@@ -133,6 +142,19 @@ func TestSimulation(t *testing.T) {
 	// Fences claim the brand (BrandClaim), and a claim's reply is lost or
 	// its read back fails now and then.
 	for _, k := range []string{"put , the brand", "fault lost, the brand", "fault transient, the brand"} {
+		if len(seeds(t)) >= 50 && total[k] == 0 {
+			t.Errorf("no %q in the histories", k)
+		}
+	}
+	// A writer told to accept a record set back forgets the shard
+	// (Fence.Forget) and writes over it (promises 2 and 29).
+	if len(seeds(t)) >= 50 && total["writer forgot the shard after a regression"] == 0 {
+		t.Errorf("no writer forgot the shard")
+	}
+	// Fences probe the store before their first write (Fence.Probe),
+	// and a probe's request fails now and then, which fails the call
+	// (promise 6: Probe's one attempt).
+	for _, k := range []string{"put , a probe", "fault transient, a probe"} {
 		if len(seeds(t)) >= 50 && total[k] == 0 {
 			t.Errorf("no %q in the histories", k)
 		}
@@ -180,6 +202,12 @@ func TestSimulation(t *testing.T) {
 	// reports the new term (promise 17).
 	if len(seeds(t)) >= 50 && total["term source of an earlier term ended"] == 0 {
 		t.Errorf("no TermSource of an earlier term ended")
+	}
+	// A lease clock ahead of the world's takes the lease before its
+	// holder's expiry by the world's clock (promise 13 by the acquirer's
+	// clock), which the fencing of the writes must withstand.
+	if len(seeds(t)) >= 50 && total["lease taken before its expiry by the world's clock"] == 0 {
+		t.Errorf("no lease taken early by a clock ahead")
 	}
 	// A TermSource made in a term its writer already wrote continues
 	// above the record (promise 17).
@@ -271,6 +299,8 @@ func outcomes(h *promise.History) map[string]int {
 			out[e.Change.Kind+" "+e.Change.Fault+", the brand"]++
 		case e.Change != nil && e.Change.Kind == "put" && ops[e.Change.Call] == promise.Collect && e.Change.Key == shardKey:
 			out["collect put the horizon"]++
+		case e.Change != nil && e.Change.Call != 0 && strings.HasPrefix(e.Change.Key, keys.Probe("")):
+			out[e.Change.Kind+" "+e.Change.Fault+", a probe"]++
 		case e.Change != nil && e.Change.Fault == "transient" && (ops[e.Change.Call] == promise.PutBlob || ops[e.Change.Call] == promise.Collect):
 			out["fault transient, "+string(ops[e.Change.Call])+" "+e.Change.Request]++
 		case e.End != nil && e.End.Err == nil:
@@ -308,4 +338,32 @@ func TestSimulationMessages(t *testing.T) {
 			t.Logf("%5d %s", n, m)
 		}
 	}
+}
+
+// earlyTakeovers counts the lease records of h written by another
+// incarnation over a record whose expiry had not passed by the world's
+// clock: takeovers by a lease clock ahead of it.
+func earlyTakeovers(h *promise.History) int {
+	key, err := keys.Lease("", leaseName)
+	if err != nil {
+		panic(err)
+	}
+	n := 0
+	var last *record.Lease
+	for _, e := range h.Entries {
+		ch := e.Change
+		if ch == nil || ch.Kind != "put" || ch.Key != key {
+			continue
+		}
+		l, check := record.DecodeLease(ch.Data)
+		if check != "" {
+			last = nil
+			continue
+		}
+		if last != nil && l.Incarnation != last.Incarnation && l.Incarnation != ([16]byte{}) && last.Expiry > ch.At.UnixNano() {
+			n++
+		}
+		last = &l
+	}
+	return n
 }

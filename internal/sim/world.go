@@ -7,7 +7,8 @@
 // reads, a write the store holds up while its writer is paused, damage in
 // place, a record deleted, a record set back to an earlier version as a
 // restore from backup would). Some deployments keep the shard's floor
-// apart from its record (Config.KeepFloor). Every store call of every process waits for the
+// apart from its record (Config.KeepFloor); in some the writers' lease
+// clocks disagree with the world's (Config.Skew). Every store call of every process waits for the
 // scheduler, which grants one at a time in an order drawn from a seed, so
 // a seed gives one history (but for the order of what one event frees at
 // one instant in two goroutines, which the runtime picks: about 2 % of
@@ -50,6 +51,8 @@ type Config struct {
 	Claims        bool          // the store starts unbranded, and every Fence claims the brand before its first write (BrandClaim)
 	SerialDeletes bool          // every Fence's blob store declares no BlobBatchDeleter: Collect deletes blob by blob
 	ListBudget    int           // when above zero, the budget of a commit's listings (max(1000, 2 × the new blobs) by default): a small one reaches the check of a long epoch
+	Probe         bool          // every Fence probes the store before its first write (Fence.Probe)
+	Skew          time.Duration // when above zero, each writer's lease clock (Lease.Clock) runs ahead of the world's or behind it by up to Skew, its own offset
 }
 
 // DefaultConfig is the deployment CI simulates.
