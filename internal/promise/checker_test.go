@@ -374,19 +374,23 @@ func TestPromise1_EpochRises(t *testing.T) {
 
 func TestPromise2_OneWritePerEpoch(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
-	history := func(t *testing.T, outsideDelete bool) *builder {
+	history := func(t *testing.T, outside func(b *builder)) *builder {
 		b := newBuilder(t)
 		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, plain("a")))
-		if outsideDelete {
-			b.del(nil, key)
-		} else {
-			b.put(nil, key, rec("w0", 1, plain("old"))) // a rollback
+		if outside != nil {
+			outside(b)
 		}
 		b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 2, Payload: []byte("b")}, key, rec("w2", 2, plain("b")))
 		return b
 	}
-	history(t, false).requireBroken(2)
-	history(t, true).requireKept(2) // an outside delete starts the epochs afresh
+	history(t, nil).requireBroken(2)
+	// The promise holds while the store keeps the record: an outside
+	// delete, or a record set back below the epoch, lets it land again.
+	history(t, func(b *builder) { b.del(nil, key) }).requireKept(2)
+	history(t, func(b *builder) { b.put(nil, key, rec("w0", 1, plain("old"))) }).requireKept(2)
+	// A record set back to the epoch, or damaged, still holds it.
+	history(t, func(b *builder) { b.put(nil, key, rec("w1", 2, plain("a"))) }).requireBroken(2)
+	history(t, func(b *builder) { b.put(nil, key, []byte("damaged")) }).requireBroken(2)
 }
 
 func TestPromise3_RefusalWritesNothing(t *testing.T) {
@@ -518,6 +522,23 @@ func TestPromise6_NotRetried(t *testing.T) {
 			c := collect(b)
 			failed(b, c, "delete blobs", blob)
 			b.end(c, errFailed)
+		}},
+		story{name: "a Push ended on its Fence's failed probe", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			failed(b, c, "put", keys.Probe("")+"-{1}")
+			b.end(c, errFailed)
+		}},
+		story{name: "a Push probed again after its Fence's probe failed", build: func(b *builder) {
+			c := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			failed(b, c, "put", keys.Probe("")+"-{1}")
+			b.put(c, keys.Probe("")+"-{2}", []byte("probe"))
+			b.end(c, errFailed)
+		}},
+		story{name: "a Push returned nil after its Fence's probe failed", build: func(b *builder) {
+			c := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			failed(b, c, "put", keys.Probe("")+"-{1}")
+			b.put(c, shardKeyOf(b.t, "", "pl", "s1"), rec("w1", 1, plain("a")))
+			b.end(c, nil)
 		}},
 		story{name: "a Collect retried its clock and deleted", kept: true, build: func(b *builder) {
 			c := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
@@ -745,6 +766,23 @@ func TestPromise13_OneHolder(t *testing.T) {
 	b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
 	b.wrote(Call{Op: Settled, Key: key, LeaseName: "L", Holder: "operator", Term: 2}, key, record.EncodeLease("operator", 2, 0, [16]byte{}))
 	b.requireKept(13)
+
+	// By the acquirer's clock: a term that expires in a second is taken
+	// by a clock two seconds ahead, and a term that expired a second ago
+	// is not by a clock two seconds behind.
+	for _, tt := range []struct {
+		expiry, skew time.Duration
+		kept         bool
+	}{{time.Second, 2 * time.Second, true}, {time.Second, 0, false}, {-time.Second, -2 * time.Second, false}, {-time.Second, 0, true}} {
+		b = newBuilder(t)
+		b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(tt.expiry).UnixNano(), inc1))
+		b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h2", Proc: "p2", Skew: tt.skew}, key, record.EncodeLease("h2", 2, b.now.Add(time.Minute).UnixNano(), inc2))
+		if tt.kept {
+			b.requireKept(13)
+		} else {
+			b.requireBroken(13)
+		}
+	}
 }
 
 // acquired records an acquisition of lv1 at term 1, lasting ttl.
@@ -756,7 +794,13 @@ func acquired(t *testing.T, b *builder, ttl time.Duration) {
 }
 
 func epoch(b *builder, got uint64) {
-	ep := b.begin(Call{Op: Epoch, Lease: lv1})
+	skewedEpoch(b, got, 0)
+}
+
+// skewedEpoch records an Epoch of lv1 that returned got, its clock skew
+// ahead of the history's.
+func skewedEpoch(b *builder, got uint64, skew time.Duration) {
+	ep := b.begin(Call{Op: Epoch, Lease: lv1, Skew: skew})
 	ep.Got = got
 	b.end(ep, nil)
 }
@@ -776,6 +820,15 @@ func TestPromise14_LeaseEpochs(t *testing.T) {
 			acquired(b.t, b, time.Millisecond)
 			b.tick()
 			epoch(b, 1<<32|1)
+		}},
+		story{name: "after the expiry by its clock", build: func(b *builder) {
+			acquired(b.t, b, time.Second)
+			skewedEpoch(b, 1<<32|1, time.Second)
+		}},
+		story{name: "before the expiry by its clock", kept: true, build: func(b *builder) {
+			acquired(b.t, b, time.Millisecond)
+			b.tick()
+			skewedEpoch(b, 1<<32|1, -time.Second)
 		}},
 		story{name: "renewed in the background", kept: true, build: func(b *builder) {
 			acquired(b.t, b, time.Millisecond)
@@ -2279,6 +2332,11 @@ func TestPromise10_BrandAndDamage(t *testing.T) {
 			b.put(nil, keys.Brand(""), []byte("other/v9"))
 			b.put(p, key, rec("w1", 1, plain("a")))
 			b.end(p, nil)
+		}},
+		story{name: "a probe's scratch key while the brand is absent", kept: true, build: func(b *builder) {
+			p := b.begin(push)
+			b.put(p, keys.Probe("")+"{b40635c1b0b2fff0}", []byte("probe"))
+			b.end(p, errWire, "wire")
 		}},
 		story{name: "a settle over damage of another identity", build: func(b *builder) {
 			v := b.put(nil, key, damage(recOf("other/v9", "w1", 4, plain("x"))))

@@ -3,6 +3,7 @@ package promise
 import (
 	"bytes"
 	"slices"
+	"strings"
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -166,8 +167,10 @@ func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv
 		terms[l.Term] = l.Incarnation
 	}
 	// An operator's settle takes no lease: it writes one released.
-	if at, ok := nanos(ch.At); ok && pok && call.Op != Settled && l.Incarnation != p.Incarnation && p.Expiry != 0 && p.Expiry > at {
-		c.report(idx, 13, "%s took term %d over %s's term %d, which expires at %d, after this write at %d", who(call), l.Term, quote(p.Holder), p.Term, p.Expiry, at)
+	// The acquirer judges the expiry by its own clock, read before its
+	// write landed.
+	if at, ok := byClock(ch.At, call.Skew); ok && pok && call.Op != Settled && l.Incarnation != p.Incarnation && p.Expiry != 0 && p.Expiry > at {
+		c.report(idx, 13, "%s took term %d over %s's term %d, which expires at %d, after this write at %d by its clock", who(call), l.Term, quote(p.Holder), p.Term, p.Expiry, at)
 	}
 
 	c.learnLease(ch.Key, l)
@@ -223,7 +226,10 @@ func (c *Checker) checkBrandAlways(idx int, call *Call, fl *flight, ch *Change) 
 		return
 	}
 	bk := keys.Brand(call.Prefix)
-	if ch.Key == bk || c.st.changedSince(bk, fl.begin) {
+	// The probe's scratch keys are written before the brand is read (the
+	// probe's verdict comes first, see Fence.Probe): no write of the
+	// Fence's data.
+	if ch.Key == bk || strings.HasPrefix(ch.Key, keys.Probe(call.Prefix)) || c.st.changedSince(bk, fl.begin) {
 		return
 	}
 	id := identityOf(call)
@@ -383,9 +389,10 @@ func (c *Checker) checkLeaseEpoch(idx int, fl *flight, lv *leaseValue) {
 		c.report(idx, 14, "%s handed out epoch %d of term %d, which this Lease value never wrote", who(call), call.Got, call.Got>>32)
 	}
 	// The Lease's clock is read after the call began: a call that began at
-	// or after the expiry of every record the value wrote must refuse.
-	if start, ok := nanos(call.Start); ok && expiry != 0 && start >= expiry {
-		c.report(idx, 14, "%s handed out epoch %d at %d, at or after the expiry %d", who(call), call.Got, start, expiry)
+	// or after the expiry of every record the value wrote, by that clock,
+	// must refuse.
+	if start, ok := byClock(call.Start, call.Skew); ok && expiry != 0 && start >= expiry {
+		c.report(idx, 14, "%s handed out epoch %d at %d by its clock, at or after the expiry %d", who(call), call.Got, start, expiry)
 	}
 	if lv.stoppedAt >= 0 && fl.begin > lv.stoppedAt && !lv.uncertain && lv.acquiredAt < lv.stoppedAt {
 		c.report(idx, 14, "%s handed out epoch %d after the Lease value lost or released the lease, with no acquisition since", who(call), call.Got)
