@@ -1115,6 +1115,9 @@ func (r *modelRun) claim(t *rapid.T) {
 	r.hist.Begin(c)
 	claimed, err := f.ClaimBrand(r.ctx)
 	c.Claimed = claimed
+	if we := (*writefence.WireError)(nil); errors.As(err, &we) && !we.Absent {
+		c.Found = &we.Found
+	}
 	r.hist.End(c, err)
 	switch r.brandValue {
 	case "":

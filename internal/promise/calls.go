@@ -92,12 +92,13 @@ func (c *Checker) checkRefusedWrite(idx int, call *Call, fl *flight, ch *Change)
 }
 
 // checkUnknown judges promise 5: an unknown outcome is one error, with
-// its cause, never also a conflict or a refusal; and a call that finds
+// its cause, never also a conflict, a refusal (refusals) or "not found";
+// and a call that finds
 // its own write in the store returns nil, not a refusal.
 func (c *Checker) checkUnknown(idx int, fl *flight) {
 	call := fl.call
 	if call.Is.Has("unknown") {
-		for _, s := range []string{"conflict", "stale", "regressed", "wire", "corrupt", "invalid"} {
+		for _, s := range append([]string{"conflict", "not found"}, refusals...) {
 			if call.Is.Has(s) {
 				c.report(idx, 5, "%s returned an unknown outcome that also matches %s: %v", who(call), s, call.Err)
 			}

@@ -147,7 +147,7 @@ type flight struct {
 	// says the call does not retry ("" for none): see unretried.
 	unretried string
 
-	// seen holds the contents of call.Key from Begin on: what the key held
+	// seen holds the contents of watched(call) from Begin on: what the key held
 	// at Begin, then every content it took (nil when absent).
 	seen []*value
 	// blobData holds the bytes the blob an Open names held during the
@@ -182,9 +182,9 @@ func (c *Checker) begin(idx int, call *Call) {
 	c.calls[call.ID] = call
 	fl := &flight{call: call, begin: idx}
 	c.flights[call.ID] = fl
-	if call.Key != "" {
-		fl.seen = []*value{c.st.values[call.Key]}
-		c.watch[call.Key] = append(c.watch[call.Key], fl)
+	if key := watched(call); key != "" {
+		fl.seen = []*value{c.st.values[key]}
+		c.watch[key] = append(c.watch[key], fl)
 	}
 	switch call.Op {
 	case Open:
@@ -388,10 +388,10 @@ func (c *Checker) end(idx int, call *Call) {
 	}
 
 	delete(c.flights, call.ID)
-	if call.Key != "" {
-		c.watch[call.Key] = without(c.watch[call.Key], fl)
-		if len(c.watch[call.Key]) == 0 {
-			delete(c.watch, call.Key)
+	if key := watched(call); key != "" {
+		c.watch[key] = without(c.watch[key], fl)
+		if len(c.watch[key]) == 0 {
+			delete(c.watch, key)
 		}
 	}
 	if k, ok := c.blobKeyOf(call, call.Name); ok && call.Op == Open {
@@ -400,6 +400,15 @@ func (c *Checker) end(idx int, call *Call) {
 			delete(c.blobSeen, k)
 		}
 	}
+}
+
+// watched is the key whose contents a call's flight follows: its Key,
+// but a Claim's brand key (promise 11).
+func watched(call *Call) string {
+	if call.Op == Claim {
+		return keys.Brand(call.Prefix)
+	}
+	return call.Key
 }
 
 func without(fls []*flight, fl *flight) []*flight {

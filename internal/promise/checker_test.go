@@ -2094,3 +2094,299 @@ func TestPromise20_RefusedCommit(t *testing.T) {
 		}},
 	)
 }
+
+// TestPromise1_CollectWritesOnlyTheHorizon: Collect's write of a record's
+// collection horizon changes nothing else in it, not even to a higher
+// epoch, and writes no record where there is none.
+func TestPromise1_CollectWritesOnlyTheHorizon(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	stream := func(writer string, epoch uint64, payload string, horizon int64) []byte {
+		return rec(writer, epoch, record.Body{Payload: []byte(payload), Since: 1, Horizon: horizon, Stream: true})
+	}
+	judge(t, 1,
+		story{name: "collect raises the epoch with the horizon", build: func(b *builder) {
+			b.put(nil, key, stream("w1", 5, "x", 0))
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, stream("w1", 6, "x", 7))
+		}},
+		story{name: "collect changes the writer", build: func(b *builder) {
+			b.put(nil, key, stream("w1", 5, "x", 0))
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, stream("gc", 5, "x", 7))
+		}},
+		story{name: "collect changes the references", build: func(b *builder) {
+			name := keys.BlobName(1, "w1", blobID(1))
+			b.put(nil, key, rec("w1", 5, record.Body{Payload: []byte("x"), Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, stream("w1", 5, "x", 7))
+		}},
+		story{name: "collect writes a record where there is none", build: func(b *builder) {
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, stream("w1", 5, "x", 7))
+		}},
+		story{name: "collect raises the horizon only", kept: true, build: func(b *builder) {
+			b.put(nil, key, stream("w1", 5, "x", 3))
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, stream("w1", 5, "x", 7))
+		}},
+	)
+}
+
+// TestPromise2_CollectIsNoWriteOfAnEpoch: Collect's horizon write lands at
+// the record's epoch, a second content of none.
+func TestPromise2_CollectIsNoWriteOfAnEpoch(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	stream := func(payload string, horizon int64) []byte {
+		return rec("w1", 5, record.Body{Payload: []byte(payload), Since: 5, Horizon: horizon, Stream: true})
+	}
+	judge(t, 2,
+		story{name: "a horizon written at the record's epoch", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5}, key, stream("", 0))
+			b.wrote(Call{Op: Collect, Plugin: "pl", Shard: "s1"}, key, stream("", 7))
+		}},
+		story{name: "a second content at the epoch", build: func(b *builder) {
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5}, key, stream("", 0))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, Payload: []byte("b")}, key, stream("b", 0))
+		}},
+	)
+}
+
+// TestPromise3_EveryRefusal: each kind of refusal promise 3 lists writes
+// nothing; a Seal or a Settle whose floor's write is refused says that
+// its record landed.
+func TestPromise3_EveryRefusal(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	for _, is := range []string{"stale", "regressed", "wire", "corrupt", "invalid", "untrusted", "permission"} {
+		t.Run("a push refused as "+is+" wrote", func(t *testing.T) {
+			b := newBuilder(t)
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.put(p, key, rec("w1", 1, plain("a")))
+			b.end(p, fmt.Errorf("writefence: refused: %s", is), is)
+			b.requireBroken(3)
+		})
+	}
+	lease := leaseKeyOf(t, "L")
+	t.Run("an acquisition refused as held wrote", func(t *testing.T) {
+		b := newBuilder(t)
+		a := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h2"})
+		b.put(a, lease, record.EncodeLease("h2", 1, b.now.Add(time.Hour).UnixNano(), inc2))
+		b.end(a, errors.New("writefence: lease held"), "lease held")
+		b.requireBroken(3)
+	})
+	floorKey, err := keys.Floor("", "pl", "s1")
+	require.NoError(t, err)
+	// sealed seals at epoch 3, its record landing, and its floor's write
+	// refused (fs.ErrPermission): the call ends with err.
+	sealed := func(t *testing.T, err error) *builder {
+		b := newBuilder(t)
+		s := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, KeepFloor: true})
+		b.put(s, key, rec("w1", 3, plain("")))
+		s.Events = append(s.Events, Event{Op: "seal", Key: key}, Event{Op: "floor", Key: floorKey, Err: err, Is: Matches{"permission"}})
+		b.endBare(s, err, "permission")
+		return b
+	}
+	t.Run("a seal whose floor was refused says its record landed", func(t *testing.T) {
+		sealed(t, errors.New("writefence: the record landed at epoch 3, but the floor was not raised to it: permission denied")).requireKept(3)
+	})
+	t.Run("a seal whose floor was refused does not say its record landed", func(t *testing.T) {
+		sealed(t, errors.New("writefence: floor: permission denied")).requireBroken(3)
+	})
+}
+
+// TestPromise4_AckedUntilHigher: an acknowledged write is replaced only by
+// a higher epoch, never deleted by a call.
+func TestPromise4_AckedUntilHigher(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	judge(t, 4,
+		story{name: "deleted by a call afterwards", build: func(b *builder) {
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")}, key, rec("w1", 3, plain("a")))
+			c := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.del(c, key)
+			b.end(c, nil)
+		}},
+		story{name: "replaced before it returned, at its epoch", build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")})
+			b.put(p, key, rec("w1", 3, plain("a")))
+			b.wrote(Call{Op: Push, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 3, Payload: []byte("b")}, key, rec("w2", 3, plain("b")))
+			b.end(p, nil)
+		}},
+		story{name: "replaced before it returned, from outside", kept: true, build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")})
+			b.put(p, key, rec("w1", 3, plain("a")))
+			b.put(nil, key, rec("w0", 2, plain("z"))) // a restore: the store kept no longer what it acknowledged
+			b.end(p, nil)
+		}},
+		story{name: "replaced by a higher epoch", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3, Payload: []byte("a")}, key, rec("w1", 3, plain("a")))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 4, Payload: []byte("b")}, key, rec("w2", 4, plain("b")))
+		}},
+	)
+}
+
+// TestPromise5_UnknownIsNoRefusal: an unknown outcome matches no refusal
+// of any kind, nor ErrNotFound.
+func TestPromise5_UnknownIsNoRefusal(t *testing.T) {
+	push := Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")}
+	var stories []story
+	for _, is := range append([]string{"conflict", "not found"}, refusals...) {
+		stories = append(stories, story{name: "unknown and " + is, build: func(b *builder) {
+			b.end(b.begin(push), errUnknown, "unknown", is, "cause")
+		}})
+	}
+	stories = append(stories, story{name: "unknown with its cause", kept: true, build: func(b *builder) {
+		b.end(b.begin(push), errUnknown, "unknown", "cause")
+	}})
+	judge(t, 5, stories...)
+}
+
+// TestPromise5_SettleLoggedRunAgain: a Settle whose log entry landed and
+// whose record did not is refused when run again with the same arguments
+// (its reply lost: the damage may be new); a settle above the entry lands.
+func TestPromise5_SettleLoggedRunAgain(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	logKey, err := keys.SettleLog("", "pl", "s1")
+	require.NoError(t, err)
+	// logged: a settle of version v at epoch 3 whose log entry landed and
+	// whose reply was lost before its record's write.
+	logged := func(b *builder) (settle Call) {
+		v := b.put(nil, key, []byte("damaged"))
+		settle = Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 3, Floor: 2, Version: v}
+		st := b.begin(settle)
+		b.put(st, logKey, rec("op", 3, plain(v)))
+		st.Events = append(st.Events, Event{Op: "settle log", Key: logKey})
+		b.fault(st, "lost")
+		b.endBare(st, fmt.Errorf("%w: reset", errUnknown), "unknown", "cause")
+		return settle
+	}
+	judge(t, 5,
+		story{name: "run again, it lands", build: func(b *builder) {
+			settle := logged(b)
+			b.wrote(settle, key, rec("op", 3, plain("")))
+		}},
+		story{name: "run again, it is refused", kept: true, build: func(b *builder) {
+			settle := logged(b)
+			b.end(b.begin(settle), errStale, "stale")
+		}},
+	)
+	judge(t, 8,
+		story{name: "a settle below the logged one lands", build: func(b *builder) {
+			settle := logged(b)
+			settle.Epoch = 2
+			settle.Floor = 1
+			b.wrote(settle, key, rec("op", 2, plain("")))
+		}},
+		story{name: "a settle above the logged one lands", kept: true, build: func(b *builder) {
+			settle := logged(b)
+			settle.Epoch = 4
+			st := b.begin(settle)
+			b.put(st, logKey, rec("op", 4, plain(settle.Version)))
+			b.put(st, key, rec("op", 4, plain("")))
+			b.end(st, nil)
+		}},
+	)
+}
+
+// TestPromise9_SettleRefusesUnreadableBlobs: a settle over damage whose
+// header does not decode keeps no references it cannot read while the
+// shard has blobs, unless told to drop them, or its Fence has no blob
+// store.
+func TestPromise9_SettleRefusesUnreadableBlobs(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	blob := blobKeyOf(t, "s1", keys.BlobName(1, "w1", blobID(1)))
+	settle := func(b *builder, withBlob bool, c Call) {
+		if withBlob {
+			b.createBlob(nil, blob, []byte("b"))
+		}
+		c.Op, c.Plugin, c.Shard, c.Writer, c.Epoch, c.Floor = Settle, "pl", "s1", "op", 9, 8
+		c.Version = b.put(nil, key, []byte("damaged"))
+		b.wrote(c, key, rec("op", 9, plain("")))
+	}
+	judge(t, 9,
+		story{name: "the shard has a blob", build: func(b *builder) { settle(b, true, Call{}) }},
+		story{name: "the shard has a blob, dropped", kept: true, build: func(b *builder) { settle(b, true, Call{DropBlobs: true}) }},
+		story{name: "the shard has a blob its Fence cannot see", kept: true, build: func(b *builder) { settle(b, true, Call{NoBlobStore: true}) }},
+		story{name: "the shard has no blob", kept: true, build: func(b *builder) { settle(b, false, Call{}) }},
+		story{name: "readable references kept", kept: true, build: func(b *builder) {
+			name := keys.BlobName(1, "w1", blobID(1))
+			body := record.Body{Payload: []byte("x"), Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}
+			v := b.put(nil, key, damage(rec("w1", 1, body)))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Version: v}, key,
+				rec("w1", 2, record.Body{Refs: body.Refs, Since: 2, Stream: true}))
+		}},
+	)
+}
+
+// TestPromise10_BrandAndDamage: under BrandVerifyAlways no write lands
+// while the brand is absent; a brand changed during the call, on a store
+// whose brand is read right before the write, is no breach; a settle
+// lands on no damage whose header names another identity.
+func TestPromise10_BrandAndDamage(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	push := Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandAlways: true}
+	judge(t, 10,
+		story{name: "the brand is absent", build: func(b *builder) {
+			b.wrote(push, key, rec("w1", 1, plain("a")))
+		}},
+		story{name: "the brand holds the identity", kept: true, build: func(b *builder) {
+			b.put(nil, keys.Brand(""), []byte(defaultIdentity))
+			b.wrote(push, key, rec("w1", 1, plain("a")))
+		}},
+		story{name: "the brand changed during the call", kept: true, build: func(b *builder) {
+			b.put(nil, keys.Brand(""), []byte(defaultIdentity))
+			p := b.begin(push)
+			b.put(nil, keys.Brand(""), []byte("other/v9"))
+			b.put(p, key, rec("w1", 1, plain("a")))
+			b.end(p, nil)
+		}},
+		story{name: "a probe's scratch key while the brand is absent", kept: true, build: func(b *builder) {
+			p := b.begin(push)
+			b.put(p, keys.Probe("")+"{b40635c1b0b2fff0}", []byte("probe"))
+			b.end(p, errWire, "wire")
+		}},
+		story{name: "a settle over damage of another identity", build: func(b *builder) {
+			v := b.put(nil, key, damage(recOf("other/v9", "w1", 4, plain("x"))))
+			b.wrote(Call{Op: Settle, Plugin: "pl", Shard: "s1", Writer: "op", Epoch: 5, Version: v}, key, rec("op", 5, plain("")))
+		}},
+	)
+}
+
+// TestPromise11_ClaimersLearnTheWinner: a claimer refused as of another
+// identity found the winner's brand, and names it.
+func TestPromise11_ClaimersLearnTheWinner(t *testing.T) {
+	brand := keys.Brand("")
+	named := func(s string) *string { return &s }
+	judge(t, 11,
+		story{name: "refused while the brand held its identity", build: func(b *builder) {
+			b.put(nil, brand, []byte(defaultIdentity))
+			b.end(b.begin(Call{Op: Claim}), errWire, "wire")
+		}},
+		story{name: "refused naming what the brand never held", build: func(b *builder) {
+			b.wrote(Call{Op: Claim, Proc: "p2", Identity: "other/v9", Claimed: true}, brand, []byte("other/v9"))
+			b.end(b.begin(Call{Op: Claim, Found: named("another/v3")}), errWire, "wire")
+		}},
+		story{name: "refused naming the winner", kept: true, build: func(b *builder) {
+			c1 := b.begin(Call{Op: Claim})
+			b.wrote(Call{Op: Claim, Proc: "p2", Identity: "other/v9", Claimed: true}, brand, []byte("other/v9"))
+			c1.Found = named("other/v9")
+			b.end(c1, errWire, "wire")
+		}},
+	)
+}
+
+// TestPromise7_TermSourceOverDamage: a TermSource reads a record whose
+// header does not decode as no epoch to continue above, never as absent:
+// it hands out none from it.
+func TestPromise7_TermSourceOverDamage(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	first := func(b *builder) {
+		c := b.begin(Call{Op: Epoch, TermSource: "ts1", Key: key, Writer: "w1"})
+		c.Got = 7<<32 | 1
+		b.end(c, nil)
+	}
+	judge(t, 7,
+		story{name: "an epoch from a record whose header does not decode", build: func(b *builder) {
+			b.put(nil, key, []byte("damaged"))
+			first(b)
+		}},
+		story{name: "an epoch from a damaged record whose header decodes", kept: true, build: func(b *builder) {
+			b.put(nil, key, damage(rec("w1", 7<<32|3, plain("x"))))
+			first(b)
+		}},
+		story{name: "an epoch from no record", kept: true, build: first},
+	)
+}

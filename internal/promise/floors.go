@@ -273,12 +273,28 @@ func (c *Checker) checkTermSourceRead(idx int, fl *flight) {
 	if call.Err == nil && first {
 		c.checkTermSourceContinues(idx, fl)
 		c.checkTermSourceAlone(idx, fl)
+		c.checkTermSourceDamage(idx, fl)
 	}
 	m, ok := c.seenBefore(fl, call.Key)
 	if call.Err != nil || !first || !ok || !belowThroughout(fl, m.epoch) {
 		return
 	}
 	c.report(idx, 30, "%s handed out epoch %d from a record absent or below epoch %d its Fence saw", who(call), call.Got, m.epoch)
+}
+
+// checkTermSourceDamage judges promise 7 on the first epoch a TermSource
+// hands out of a shard: none from a record whose header did not decode
+// all through the call, which tells no epoch to continue above; handing
+// one out reads it as absent.
+func (c *Checker) checkTermSourceDamage(idx int, fl *flight) {
+	for _, v := range fl.seen {
+		if _, ok := v.header(); ok || v == nil {
+			return
+		}
+	}
+	if len(fl.seen) > 0 {
+		c.report(idx, 7, "%s handed out epoch %d while the record, damaged, told no epoch throughout", who(fl.call), fl.call.Got)
+	}
 }
 
 // checkTermSourceContinues judges promise 17 on the first epoch a

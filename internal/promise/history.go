@@ -109,7 +109,7 @@ type Call struct {
 	Ref      record.BlobRef // put blob: the reference returned
 	Read     *record.Header // latest: the header of what it returned (nil when it returned an error)
 	Leased   *record.Lease  // lease inspect: the record it returned, its Incarnation zero (nil when it returned an error)
-	Found    *string        // brand verify: the value its *WireError names (nil when it names the key absent)
+	Found    *string        // brand verify and claim: the value its *WireError names (nil when it names the key absent, or for no *WireError)
 	ReadBody record.Body    // latest: the body it returned
 	Bytes    []byte         // open blob: every byte read
 	Name     string         // open blob: the blob's name

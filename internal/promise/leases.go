@@ -3,6 +3,7 @@ package promise
 import (
 	"bytes"
 	"slices"
+	"strings"
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -225,7 +226,10 @@ func (c *Checker) checkBrandAlways(idx int, call *Call, fl *flight, ch *Change) 
 		return
 	}
 	bk := keys.Brand(call.Prefix)
-	if ch.Key == bk || c.st.changedSince(bk, fl.begin) {
+	// The probe's scratch keys are written before the brand is read (the
+	// probe's verdict comes first, see Fence.Probe): no write of the
+	// Fence's data.
+	if ch.Key == bk || strings.HasPrefix(ch.Key, keys.Probe(call.Prefix)) || c.st.changedSince(bk, fl.begin) {
 		return
 	}
 	id := identityOf(call)
@@ -237,11 +241,30 @@ func (c *Checker) checkBrandAlways(idx int, call *Call, fl *flight, ch *Change) 
 	}
 }
 
-// checkClaim judges promise 11 on a Claim that ended nil: a claim that
-// says it wrote the brand did, and the brand holds its identity.
+// checkClaim judges promise 11 at a Claim's end: every claimer learns
+// the winner's identity. One that ended nil: a claim that says it wrote
+// the brand did, and the brand holds its identity. One refused as of
+// another identity (ErrWire): the brand held another value during the
+// call, the one the refusal names (Found) when the history records it.
 func (c *Checker) checkClaim(idx int, fl *flight) {
 	call := fl.call
-	if call.Op != Claim || call.Err != nil {
+	if call.Op != Claim {
+		return
+	}
+	if call.Is.Has("wire") {
+		other, named := false, call.Found == nil
+		for _, v := range fl.seen {
+			other = other || v != nil && !bytes.Equal(v.data, []byte(identityOf(call)))
+			named = named || v != nil && call.Found != nil && string(v.data) == *call.Found
+		}
+		switch {
+		case !other:
+			c.report(idx, 11, "%s was refused (%v), but the brand never held another identity during the call", who(call), call.Err)
+		case !named:
+			c.report(idx, 11, "%s was refused naming %s, which the brand never held during the call", who(call), quote(*call.Found))
+		}
+	}
+	if call.Err != nil {
 		return
 	}
 	if call.Claimed && !fl.claimed {

@@ -90,8 +90,12 @@ func (c *Checker) putRecord(idx int, call *Call, fl *flight, k shardKey, prev, n
 			who(call), quote(prev.version), prev.rec.check, n.h.Epoch, quote(call.Version))
 	}
 
-	// 1: the epoch only rises.
-	if h, ok := prev.header(); ok && !rewrite && n.h.Epoch <= h.Epoch {
+	// 1: the epoch only rises, and Collect's write of the horizon
+	// changes nothing else.
+	if call.Op == Collect && !rewrite {
+		c.report(idx, 1, "%s wrote the record over %s with epoch %d by %s: it writes only a higher collection horizon, nothing else changed",
+			who(call), describe(prev), n.h.Epoch, quote(n.h.Writer))
+	} else if h, ok := prev.header(); ok && !rewrite && n.h.Epoch <= h.Epoch {
 		c.report(idx, 1, "%s landed epoch %d by %s over epoch %d by %s", who(call), n.h.Epoch, quote(n.h.Writer), h.Epoch, quote(h.Writer))
 	}
 
@@ -159,6 +163,20 @@ func (c *Checker) checkSettleEpoch(idx int, call *Call, k shardKey, nv *value) {
 		c.report(idx, 8, "%s landed epoch %d, not above its floor %d", who(call), n.h.Epoch, call.Floor)
 	}
 	logKey, err := keys.SettleLog(k.prefix, k.plugin, k.shard)
+	// The settle log holds the entry each settle makes right before its
+	// record: one at or above this epoch made by another call is an
+	// earlier settle, whose record may not have landed. Run again with
+	// the same arguments (its reply lost), it is refused (promise 5);
+	// at another epoch, it lands above it (8).
+	if lv := c.st.values[logKey]; err == nil && lv != nil && lv.call != 0 && lv.call != call.ID {
+		if h, ok := lv.header(); ok && n.h.Epoch <= h.Epoch {
+			promise := 8
+			if h.Epoch == n.h.Epoch && h.Writer == n.h.Writer && lv.sound() && string(lv.rec.body.Payload) == call.Version {
+				promise = 5
+			}
+			c.report(idx, promise, "%s landed epoch %d, not above the settle log's entry at epoch %d by %s", who(call), n.h.Epoch, h.Epoch, who(c.calls[lv.call]))
+		}
+	}
 	for _, s := range c.recordState(k.key).settles {
 		// An operator who removes the settle log loses only that
 		// protection.

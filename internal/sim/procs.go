@@ -48,6 +48,10 @@ type proc struct {
 	pausedUntil time.Time
 	tracked     []tracked
 
+	// The operator's last settle of damage that landed, which it now
+	// and then runs again over new damage.
+	lastSettle *writefence.Settlement
+
 	// A blob a writer put and held back from its batch's commit, which
 	// its next commit adds: it sorts before the blobs that commit
 	// referenced, where the listing beside the next commit's read starts.
@@ -176,6 +180,7 @@ func (p *proc) between(lo, hi time.Duration) time.Duration {
 
 // call runs one call of the package as p, recorded in the history.
 func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
+	c.BrandAlways = p.fence.Brand == writefence.BrandVerifyAlways
 	if c.Lease != "" && c.Lease == p.leaseLabel {
 		c.Skew = p.skew
 	}
@@ -589,6 +594,9 @@ func (p *proc) operator() {
 				return err
 			})
 		}
+		if p.w.cfg.Branded && p.rng.IntN(6) == 0 {
+			p.rebrand()
+		}
 		p.w.mu.Lock()
 		regressed := p.w.regressed
 		p.w.mu.Unlock()
@@ -605,26 +613,100 @@ func (p *proc) operator() {
 		if info.Epoch == 0 {
 			s.Floor = s.Epoch - 1
 		}
-		settle := func() error {
+		settle := func(s writefence.Settlement) error {
 			return p.call(p.ctx, &promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
 				Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs}, func(ctx context.Context) error {
 				return p.fence.Settle(ctx, plugin, shard, s)
 			})
 		}
-		err = settle()
+		if p.rng.IntN(4) == 0 {
+			// Now and then the operator first mistypes the epoch: at the
+			// damaged header's, or at the floor it states when the header
+			// does not decode. Settle refuses it, writing nothing
+			// (promises 3 and 8).
+			low := s
+			low.Epoch = info.Epoch
+			if info.Epoch == 0 {
+				low.Epoch = low.Floor
+			}
+			if settle(low) != nil {
+				p.w.mu.Lock()
+				p.w.note("settle at too low an epoch refused")
+				p.w.mu.Unlock()
+			}
+		}
+		if prev := p.lastSettle; prev != nil && p.rng.IntN(4) == 0 {
+			// Now and then the operator runs its last settle's command
+			// again over the new damage, from a Fence that forgot the
+			// shard (a tool run afresh): the settle log refuses it, if
+			// nothing else does (promise 8).
+			_ = p.call(p.ctx, &promise.Call{Op: promise.Forget}, func(context.Context) error { return p.fence.Forget(plugin, shard) })
+			old := *prev
+			old.Version = info.Version
+			if settle(old) != nil {
+				p.w.mu.Lock()
+				p.w.note("earlier settle run again over new damage refused")
+				p.w.mu.Unlock()
+			}
+		}
+		err = settle(s)
 		if errors.Is(err, writefence.ErrInvalidArgument) && strings.Contains(err.Error(), "DropBlobs") {
 			// The references cannot be read: the operator decides to
 			// settle without them, as the refusal says.
+			p.w.mu.Lock()
+			p.w.note("settle refused for references it cannot read")
+			p.w.mu.Unlock()
 			s.DropBlobs = true
-			err = settle()
+			err = settle(s)
+		}
+		if p.rng.IntN(3) == 0 {
+			// Now and then the operator runs the settle again with the
+			// same arguments, as after a reply it did not see: nil if the
+			// record is this settle, a refusal otherwise (promise 5).
+			again := settle(s)
+			p.w.mu.Lock()
+			p.w.note(fmt.Sprintf("settle run again: %v, then %v", Classify(err), Classify(again)))
+			p.w.mu.Unlock()
 		}
 		p.w.mu.Lock()
 		p.w.maxEpoch = max(p.w.maxEpoch, s.Epoch) // tried, so granted
 		if err == nil {
 			p.w.note("settle")
+			p.lastSettle = &s
 		}
 		p.w.mu.Unlock()
 	}
+}
+
+// rebrand sets the store's brand, from outside the package, to another
+// identity or removes it, as a migration would, and a moment later puts
+// it back: meanwhile no write of a Fence that reads the brand before each
+// write lands, and each is refused writing nothing (promises 3 and 10).
+func (p *proc) rebrand() {
+	bk := keys.Brand("")
+	// A context of no call: the changes are recorded as made outside.
+	ctx := p.ctx
+	data, version, err := p.w.store.Get(ctx, bk)
+	if err != nil {
+		return
+	}
+	what := "brand set to another identity"
+	if p.rng.IntN(3) == 0 {
+		what = "brand removed"
+		if p.w.store.Delete(ctx, bk) != nil {
+			return
+		}
+		version = ""
+	} else if version, err = p.w.store.PutIfVersion(ctx, bk, []byte("other-format/v9"), version); err != nil {
+		return
+	}
+	p.w.mu.Lock()
+	p.w.note(what)
+	p.w.mu.Unlock()
+	if hook.Sleep(ctx, p.between(time.Second, p.w.cfg.TTL)) != nil {
+		return
+	}
+	_, _ = p.w.store.PutIfVersion(ctx, bk, data, version)
 }
 
 // settleLease settles the writers' lease over its holder, as an operator

@@ -170,6 +170,30 @@ func TestSimulation(t *testing.T) {
 	if len(seeds(t)) >= 50 && total["second Deposed context, of the process's"] == 0 {
 		t.Errorf("no writer watched for deposition under a context of its own")
 	}
+	// The steps that try promises 1, 3, 5, 8, 9 and 10: Collect writes a
+	// horizon; the operator settles at too low an epoch, over references
+	// it cannot read, runs a settle again, and its last settle again over
+	// new damage from a Fence that forgot the shard; the brand is set to
+	// another identity or removed while Fences read it before each write,
+	// which are refused.
+	for _, k := range []string{"collect put the horizon", "settle at too low an epoch refused", "settle refused for references it cannot read",
+		"earlier settle run again over new damage refused", "brand set to another identity", "brand removed"} {
+		if len(seeds(t)) >= 50 && total[k] == 0 {
+			t.Errorf("no %q in the histories", k)
+		}
+	}
+	again := 0
+	for k, v := range total {
+		if strings.HasPrefix(k, "settle run again") {
+			again += v
+		}
+	}
+	if len(seeds(t)) >= 50 && (again == 0 || total["settle run again: [], then []"] == 0) {
+		t.Errorf("no settle run again, or none after it landed")
+	}
+	if wire := total["push wire"] + total["commit wire"] + total["seal wire"] + total["update wire"]; len(seeds(t)) >= 50 && wire == 0 {
+		t.Errorf("no write refused by the brand")
+	}
 	// An operator settles the lease over a live holder (promise 16).
 	if len(seeds(t)) >= 50 && total["lease settled over its holder"] == 0 {
 		t.Errorf("no lease settled over its holder")
@@ -263,12 +287,18 @@ func TestSimulationOnDirectoryStore(t *testing.T) {
 func outcomes(h *promise.History) map[string]int {
 	out := map[string]int{}
 	ops := map[int]promise.Op{}
+	shardKey, err := keys.Shard("", plugin, shard)
+	if err != nil {
+		panic(err)
+	}
 	for _, e := range h.Entries {
 		switch {
 		case e.Begin != nil:
 			ops[e.Begin.ID] = e.Begin.Op
 		case e.Change != nil && e.Change.Call != 0 && e.Change.Key == keys.Brand(""):
 			out[e.Change.Kind+" "+e.Change.Fault+", the brand"]++
+		case e.Change != nil && e.Change.Kind == "put" && ops[e.Change.Call] == promise.Collect && e.Change.Key == shardKey:
+			out["collect put the horizon"]++
 		case e.Change != nil && e.Change.Call != 0 && strings.HasPrefix(e.Change.Key, keys.Probe("")):
 			out[e.Change.Kind+" "+e.Change.Fault+", a probe"]++
 		case e.Change != nil && e.Change.Fault == "transient" && (ops[e.Change.Call] == promise.PutBlob || ops[e.Change.Call] == promise.Collect):
