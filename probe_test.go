@@ -188,6 +188,29 @@ func TestFenceProbeRefusesUntrustedStore(t *testing.T) {
 	require.NoError(t, (&writefence.Fence{Store: store}).Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
 }
 
+// TestFenceProbeUnderAnotherBrand: a Fence that verifies the brand before
+// every write writes no probe key while the brand holds another identity
+// (promise 10); once the brand is its own, it probes and writes.
+func TestFenceProbeUnderAnotherBrand(t *testing.T) {
+	store := counted(&writefence.MemStore{})
+	brand := keys.Brand("")
+	_, err := store.PutIfVersion(t.Context(), brand, []byte("other/v9"), "")
+	require.NoError(t, err)
+	f := &writefence.Fence{Store: store, Probe: true, Brand: writefence.BrandVerifyAlways}
+
+	err = f.Push(t.Context(), "wal", "0", "w", 1, []byte("x"))
+	var we *writefence.WireError
+	require.ErrorAs(t, err, &we)
+	assert.Equal(t, int64(1), store.Calls(fakestore.Put), "no write but the brand's")
+
+	_, v, err := store.Get(t.Context(), brand)
+	require.NoError(t, err)
+	_, err = store.PutIfVersion(t.Context(), brand, []byte("writefence/v1"), v)
+	require.NoError(t, err)
+	require.NoError(t, f.Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
+	assert.Greater(t, store.Calls(fakestore.Put), int64(3), "the probe ran, then the push")
+}
+
 // TestFenceProbeOnce: a passing probe runs once, however many pushes start
 // together; a failure to probe is not kept.
 func TestFenceProbeOnce(t *testing.T) {
