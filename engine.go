@@ -497,10 +497,17 @@ func (e *engine) refused(c *change, err error) {
 	e.deposed.depose(stale, func(key string) bool { return key == c.key })
 }
 
-// checkProbe runs the probe of the Store unless a verdict is kept.
+// checkProbe runs the probe of the Store unless a verdict is kept. A
+// Fence that verifies the brand before every write reads it before the
+// probe writes its keys too (promise 10).
 func (e *engine) checkProbe(ctx context.Context) error {
 	key := keys.Probe(e.Prefix)
 	return e.probe.do(ctx, func(ctx context.Context) error {
+		if e.brandEveryWrite() {
+			if err := e.verifyBrandRetried(ctx); err != nil {
+				return err
+			}
+		}
 		return Probe(ctx, e.Store, key)
 	}, func(err error) bool { return errors.Is(err, ErrUntrustedStore) })
 }
