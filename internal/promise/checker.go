@@ -1,6 +1,7 @@
 package promise
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"time"
@@ -223,7 +224,12 @@ func (c *Checker) change(idx int, ch *Change) {
 			case ch.Fault == "transient":
 				fl.transient++
 			case ch.Fault == "lost":
+				// A reply lost of a request that is not retried ends
+				// the call as a failure of it does.
 				fl.lost = true
+				if unretried(call, ch) && fl.unretried == "" {
+					fl.unretried = cmp.Or(ch.Request, "request of "+ch.Key)
+				}
 			}
 		}
 		return

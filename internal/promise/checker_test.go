@@ -528,6 +528,13 @@ func TestPromise6_NotRetried(t *testing.T) {
 			failed(b, c, "put", keys.Probe("")+"-{1}")
 			b.end(c, errFailed)
 		}},
+		story{name: "a Collect ended on its Fence's probe's lost reply, after a throttled read", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			failed(b, c, "get", keys.Brand(""))
+			b.put(c, keys.Probe("")+"-{1}", []byte("probe"))
+			b.h.Change(Change{Call: c.ID, Kind: "fault", Key: keys.Probe("") + "-{1}", Fault: "lost", At: b.tick()})
+			b.end(c, errFailed)
+		}},
 		story{name: "a Push probed again after its Fence's probe failed", build: func(b *builder) {
 			c := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
 			failed(b, c, "put", keys.Probe("")+"-{1}")
@@ -2333,7 +2340,7 @@ func TestPromise10_BrandAndDamage(t *testing.T) {
 			b.put(p, key, rec("w1", 1, plain("a")))
 			b.end(p, nil)
 		}},
-		story{name: "a probe's scratch key while the brand is absent", kept: true, build: func(b *builder) {
+		story{name: "a probe's scratch key while the brand is absent", build: func(b *builder) {
 			p := b.begin(push)
 			b.put(p, keys.Probe("")+"{b40635c1b0b2fff0}", []byte("probe"))
 			b.end(p, errWire, "wire")

@@ -3,7 +3,6 @@ package promise
 import (
 	"bytes"
 	"slices"
-	"strings"
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -226,10 +225,9 @@ func (c *Checker) checkBrandAlways(idx int, call *Call, fl *flight, ch *Change) 
 		return
 	}
 	bk := keys.Brand(call.Prefix)
-	// The probe's scratch keys are written before the brand is read (the
-	// probe's verdict comes first, see Fence.Probe): no write of the
-	// Fence's data.
-	if ch.Key == bk || strings.HasPrefix(ch.Key, keys.Probe(call.Prefix)) || c.st.changedSince(bk, fl.begin) {
+	// The probe's scratch keys are judged as every other write: the
+	// Fence reads the brand before its probe writes them.
+	if ch.Key == bk || c.st.changedSince(bk, fl.begin) {
 		return
 	}
 	id := identityOf(call)
