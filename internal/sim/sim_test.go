@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/cryptotest"
 	"testing/synctest"
@@ -171,15 +173,62 @@ func TestSimulationDeterministic(t *testing.T) {
 	for _, seed := range []uint64{7, 1234, 9} {
 		wa, a, _ := simulate(t, seed, configFor(seed))
 		wb, b, _ := simulate(t, seed, configFor(seed))
-		for i := range min(len(a.Entries), len(b.Entries)) {
-			if !sameEntry(a.Entries[i], b.Entries[i]) {
-				t.Fatalf("seed %d: entry %d differs:\n%s\nthen:\n%s", seed, i, Describe(a, wa, i-12, i+2), Describe(b, wb, i-12, i+2))
-			}
-		}
-		if len(a.Entries) != len(b.Entries) {
-			t.Fatalf("seed %d: %d entries, then %d", seed, len(a.Entries), len(b.Entries))
+		if d := divergence(wa, a, wb, b); d != "" {
+			t.Fatalf("seed %d: %s", seed, d)
 		}
 	}
+}
+
+// TestSimulationReplays runs each seed WRITEFENCE_SIM_REPLAY times and
+// names every seed whose run differs from its first, with where the two
+// first part: the scheduler's first differing step, and the history's
+// first differing entry.
+func TestSimulationReplays(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("WRITEFENCE_SIM_REPLAY"))
+	if n < 2 {
+		t.Skip("WRITEFENCE_SIM_REPLAY=N runs each seed N times and compares the runs")
+	}
+	var differ []uint64
+	for _, seed := range seeds(t) {
+		wa, a, _ := simulate(t, seed, configFor(seed))
+		for range n - 1 {
+			wb, b, _ := simulate(t, seed, configFor(seed))
+			if d := divergence(wa, a, wb, b); d != "" {
+				differ = append(differ, seed)
+				t.Logf("seed %d: %s\ntally: %v", seed, d, wb.Tally())
+				break
+			}
+		}
+	}
+	t.Logf("%d of %d seeds replay in %d runs each; differ: %v", len(seeds(t))-len(differ), len(seeds(t)), n, differ)
+	if len(differ) > 0 {
+		t.Errorf("%d seeds do not replay: %v", len(differ), differ)
+	}
+}
+
+// divergence describes where two runs of one seed first part, or is empty
+// when they do not.
+func divergence(wa *World, a *promise.History, wb *World, b *promise.History) string {
+	var out string
+	ta, tb := wa.Trace(), wb.Trace()
+	for i := range max(len(ta), len(tb)) {
+		if i >= len(ta) || i >= len(tb) || ta[i] != tb[i] {
+			at := func(tr []string) string {
+				return strings.Join(tr[max(i-3, 0):min(i+1, len(tr))], "\n  ")
+			}
+			out = fmt.Sprintf("scheduler step %d differs:\n  %s\nthen:\n  %s\n", i, at(ta), at(tb))
+			break
+		}
+	}
+	for i := range min(len(a.Entries), len(b.Entries)) {
+		if !sameEntry(a.Entries[i], b.Entries[i]) {
+			return out + fmt.Sprintf("entry %d differs:\n%s\nthen:\n%s", i, Describe(a, wa, i-12, i+2), Describe(b, wb, i-12, i+2))
+		}
+	}
+	if len(a.Entries) != len(b.Entries) {
+		return out + fmt.Sprintf("%d entries, then %d", len(a.Entries), len(b.Entries))
+	}
+	return out
 }
 
 // sameEntry compares two entries by what was called and what changed,

@@ -87,6 +87,7 @@ type World struct {
 	maxEpoch uint64         // the highest epoch a settle tried
 	maxTerm  uint64         // the highest term a lease record took: its epochs are below (maxTerm+1)<<32
 	tally    map[string]int // what happened, for the log
+	trace    []string       // the scheduler's view at each step (Trace)
 	reads    map[int]int    // the reads of the record each call made
 	contexts int            // the contexts processes tracked so far, for their IDs
 
@@ -163,6 +164,10 @@ func (w *World) Step(i int) int {
 	return w.steps[i]
 }
 
+// Trace returns what the scheduler saw and drew at each step: the calls
+// it could grant, and its roll. Two runs of one seed give one trace.
+func (w *World) Trace() []string { return w.trace }
+
 // Tally returns what the run did, by kind.
 func (w *World) Tally() map[string]int { return w.tally }
 
@@ -184,6 +189,7 @@ func (w *World) act() {
 	ready := w.ready(now)
 	w.mu.Unlock()
 	roll := w.rng.IntN(1000)
+	w.traceStep(now, ready, roll)
 	switch {
 	case roll < 15:
 		w.pauseOne(now)
@@ -202,6 +208,19 @@ func (w *World) act() {
 	default:
 		w.advance()
 	}
+}
+
+// traceStep records what the scheduler saw and drew at this step.
+func (w *World) traceStep(now time.Time, ready []*request, roll int) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d at %d:", w.step, now.UnixNano())
+	for _, r := range ready {
+		fmt.Fprintf(&b, " %s#%d %s %s;", r.proc.name, r.call, r.kind, r.key)
+	}
+	fmt.Fprintf(&b, " roll %d", roll)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.trace = append(w.trace, b.String())
 }
 
 // advance lets virtual time pass: a little, or up to a lease's TTL.
