@@ -44,6 +44,7 @@ type proc struct {
 
 	// Guarded by w.mu.
 	seq         int
+	calls       map[string]int // store calls by call, kind and key (request.nth)
 	pausedUntil time.Time
 	tracked     []tracked
 
@@ -119,7 +120,20 @@ func (w *World) start(p *proc) {
 	base := context.WithValue(w.ctx, procKey{}, p)
 	// A back-off without jitter: the same seed, the same waits.
 	base = hook.With(base, &hook.Hooks{Wait: func(ctx context.Context, attempt int, _ time.Duration) error {
-		return hook.Sleep(ctx, min(5*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond))
+		// Two goroutines of one call (a Hold's seal and its renewer) may
+		// wait at once: each names the store call that failed, the last
+		// the scheduler ran or withdrew.
+		label := fmt.Sprintf("%s, call %d: retry %d", p.name, callOf(ctx), attempt+1)
+		w.mu.Lock()
+		if r := w.last; r != nil && r.proc == p && r.call == callOf(ctx) {
+			label += " after " + r.label()
+		}
+		w.mu.Unlock()
+		err := hook.Sleep(ctx, min(5*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond))
+		w.turn(label)
+		return err
+	}, Took: func(ctx context.Context) {
+		w.turn(fmt.Sprintf("%s takes its lease's slot for call %d", p.name, callOf(ctx)))
 	}, ListBudget: w.cfg.ListBudget})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
@@ -145,7 +159,7 @@ func (w *World) start(p *proc) {
 	w.mu.Unlock()
 	go func() {
 		defer close(p.ended)
-		if hook.Sleep(p.ctx, stagger) != nil {
+		if p.sleep(p.ctx, stagger, "starts") != nil {
 			return
 		}
 		switch p.kind {
@@ -161,6 +175,15 @@ func (w *World) start(p *proc) {
 	}()
 }
 
+// sleep sleeps d under ctx, then waits for its turn (World.turn), what
+// naming what p's goroutine resumes; it returns ctx's error if ctx ended
+// first.
+func (p *proc) sleep(ctx context.Context, d time.Duration, what string) error {
+	err := hook.Sleep(ctx, d)
+	p.w.turn(p.name + " " + what)
+	return err
+}
+
 // between draws a duration in [lo, hi).
 func (p *proc) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(p.rng.Int64N(int64(hi-lo)))
@@ -168,8 +191,10 @@ func (p *proc) between(lo, hi time.Duration) time.Duration {
 
 // call runs one call of the package as p, recorded in the history.
 func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
+	p.w.turn(p.name + " begins " + string(c.Op))
 	ctx = p.w.begin(ctx, p, c)
 	err := run(ctx)
+	p.w.turn(fmt.Sprintf("%s ends call %d", p.name, c.ID))
 	c.CtxEnded = ctx.Err() != nil
 	p.w.end(p, c, err)
 	return err
@@ -194,7 +219,7 @@ func (p *proc) writer() {
 		})
 		<-beside
 		if err != nil {
-			if hook.Sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL)) != nil {
+			if p.sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL), "holds again") != nil {
 				return
 			}
 			continue
@@ -264,7 +289,7 @@ func (p *proc) releaseBeside() <-chan struct{} {
 	delay, ended := p.between(0, p.w.cfg.TTL/4), p.rng.IntN(2) == 0
 	go func() {
 		defer close(done)
-		if hook.Sleep(p.ctx, delay) != nil {
+		if p.sleep(p.ctx, delay, "releases beside its hold") != nil {
 			return
 		}
 		rctx, cancel := context.WithCancel(p.ctx)
@@ -372,7 +397,7 @@ func (p *proc) ship(ctx context.Context) {
 			_ = p.call(ctx, &promise.Call{Op: promise.Seal, Writer: p.holder, Epoch: epoch},
 				func(ctx context.Context) error { return p.fence.Seal(ctx, plugin, shard, p.holder, epoch) })
 		}
-		if hook.Sleep(ctx, p.between(time.Millisecond, 2*time.Second)) != nil {
+		if p.sleep(ctx, p.between(time.Millisecond, 2*time.Second), "ships again") != nil {
 			return
 		}
 	}
@@ -408,7 +433,7 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	if p.rng.IntN(4) == 0 {
 		// Now and then the writer pauses between the upload and the
 		// commit, as its scheduler or a slow disk would make it.
-		if hook.Sleep(ctx, p.between(time.Millisecond, p.w.cfg.Grace)) != nil {
+		if p.sleep(ctx, p.between(time.Millisecond, p.w.cfg.Grace), "commits after a pause") != nil {
 			return
 		}
 	}
@@ -498,7 +523,7 @@ func (p *proc) recoverBlobs(ctx context.Context) {
 
 // collector collects the shard now and then.
 func (p *proc) collector() {
-	for hook.Sleep(p.ctx, p.between(time.Millisecond, p.w.cfg.Grace)) == nil {
+	for p.sleep(p.ctx, p.between(time.Millisecond, p.w.cfg.Grace), "collects") == nil {
 		dry := p.rng.IntN(10) == 0
 		c := &promise.Call{Op: promise.Collect, DryRun: dry}
 		_ = p.call(p.ctx, c, func(ctx context.Context) error {
@@ -513,7 +538,7 @@ func (p *proc) collector() {
 
 // reader follows the manifest: the record, then every blob it references.
 func (p *proc) reader() {
-	for hook.Sleep(p.ctx, p.between(time.Millisecond, 3*time.Second)) == nil {
+	for p.sleep(p.ctx, p.between(time.Millisecond, 3*time.Second), "reads") == nil {
 		info, err := p.latest()
 		if err != nil {
 			continue
@@ -556,7 +581,7 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 // a process reported it lost or set back (ErrEpochRegressed), as the
 // runbook says: above the highest epoch ever granted (settleEpoch).
 func (p *proc) operator() {
-	for hook.Sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
+	for p.sleep(p.ctx, p.between(2*time.Second, 20*time.Second), "looks") == nil {
 		if p.rng.IntN(3) == 0 {
 			if info, err := p.inspectLease(); err == nil && !info.Released() && p.rng.IntN(4) == 0 {
 				p.settleLease(info)
