@@ -441,6 +441,9 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	if err != nil {
 		return
 	}
+	if p.rng.IntN(12) == 0 {
+		refs = p.confuse(ctx, refs)
+	}
 	if p.commit(ctx, commitEpoch, refs) == nil && p.rng.IntN(2) == 0 {
 		// Before it acknowledges the segment to whoever sent it, the
 		// writer checks it still holds the shard at the commit's epoch.
@@ -470,6 +473,39 @@ func (p *proc) commit(ctx context.Context, epoch uint64, refs []writefence.BlobR
 			return writefence.Manifest{Payload: m.Payload, Blobs: blobs}, nil
 		})
 	})
+}
+
+// confuse makes refs lie, as a confused shipper's would (promise 20): one
+// blob's size off by one, or a blob of the shard that another writer put
+// (one the listing shows) added. The commit must be refused.
+func (p *proc) confuse(ctx context.Context, refs []writefence.BlobRef) []writefence.BlobRef {
+	refs = slices.Clone(refs)
+	if len(refs) > 0 && p.rng.IntN(2) == 0 {
+		refs[len(refs)-1].Size++
+		p.w.mu.Lock()
+		p.w.note("confused commit: a size off by one")
+		p.w.mu.Unlock()
+		return refs
+	}
+	space, err := keys.Blobs("", plugin, shard)
+	if err != nil {
+		panic(err)
+	}
+	var other *writefence.BlobRef
+	_ = writefence.BlobStore(p.w.store).ListBlobs(ctx, space, func(b writefence.BlobInfo) error {
+		name := strings.TrimPrefix(b.Key, space)
+		if _, _, writer, ok := keys.ParseBlobName(name); ok && writer != p.holder {
+			other = &writefence.BlobRef{Name: name, Size: b.Size}
+		}
+		return nil
+	})
+	if other == nil {
+		return refs
+	}
+	p.w.mu.Lock()
+	p.w.note("confused commit: another writer's blob")
+	p.w.mu.Unlock()
+	return append(refs, *other)
 }
 
 // recoverBlobs commits the blobs of the shard that bear the writer's name
