@@ -18,9 +18,11 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"slices"
@@ -213,6 +215,8 @@ func (w *World) act() {
 		w.deleteRecord()
 	case roll < 34:
 		w.rollback()
+	case roll < 36:
+		w.damageBlob()
 	case len(ready) > 0 && roll < 870:
 		w.grant(ready[w.rng.IntN(len(ready))], now)
 	default:
@@ -530,6 +534,50 @@ func (w *World) damage() {
 	}
 	data[at] ^= 1 << w.rng.IntN(8)
 	w.putOutside(data, version, "damage")
+}
+
+// damageBlob flips one bit of a blob of the shard, from outside the
+// package, as bit rot or a rewrite from outside would: its key, size and
+// creation time stay, its bytes no longer match the reference (promise
+// 23).
+func (w *World) damageBlob() {
+	ctx := context.Background()
+	space, err := keys.Blobs("", plugin, shard)
+	if err != nil {
+		panic(err)
+	}
+	var blobs []string
+	if err := w.base.ListBlobs(ctx, space, func(b writefence.BlobInfo) error {
+		blobs = append(blobs, b.Key)
+		return nil
+	}); err != nil || len(blobs) == 0 {
+		return
+	}
+	slices.Sort(blobs) // the base store lists in no set order
+	key := blobs[w.rng.IntN(len(blobs))]
+	rc, _, err := w.base.OpenBlob(ctx, key)
+	if err != nil {
+		return
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || len(data) == 0 {
+		return
+	}
+	data[w.rng.IntN(len(data))] ^= 1 << w.rng.IntN(8)
+	if err := w.base.DeleteBlob(ctx, key); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.record(promise.Change{Kind: "delete blob", Key: key, At: time.Now()})
+	if _, err := w.base.CreateBlob(ctx, key, bytes.NewReader(data)); err != nil {
+		return
+	}
+	// The listing gives the blob the world's creation time (withCreated),
+	// which stays.
+	w.record(promise.Change{Kind: "create blob", Key: key, Data: data, Modified: w.blobTimes[key], At: time.Now()})
+	w.note("blob damaged")
 }
 
 // putOutside writes data over the record at version from outside the
