@@ -446,8 +446,21 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	}
 	if p.commit(ctx, commitEpoch, refs) == nil && p.rng.IntN(2) == 0 {
 		// Before it acknowledges the segment to whoever sent it, the
-		// writer checks it still holds the shard at the commit's epoch.
-		_ = p.call(ctx, &promise.Call{Op: promise.Check, Writer: p.holder, Epoch: commitEpoch},
+		// writer checks it still holds the shard at the commit's epoch;
+		// now and then after a pause of up to three leases, under its own
+		// context, which its shard's end does not cancel: another writer
+		// may hold the shard by then (promise 32).
+		cctx := ctx
+		if p.rng.IntN(4) == 0 {
+			if p.sleep(p.ctx, p.between(time.Millisecond, 3*p.w.cfg.TTL), "checks after a pause") != nil {
+				return
+			}
+			p.w.mu.Lock()
+			p.w.note("check after a pause")
+			p.w.mu.Unlock()
+			cctx = p.ctx
+		}
+		_ = p.call(cctx, &promise.Call{Op: promise.Check, Writer: p.holder, Epoch: commitEpoch},
 			func(ctx context.Context) error { return p.fence.Check(ctx, plugin, shard, p.holder, commitEpoch) })
 	}
 }
