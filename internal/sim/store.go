@@ -182,9 +182,24 @@ func (s *simStore) Get(ctx context.Context, key string) (data []byte, version st
 		var err error
 		data, version, err = s.base.Get(context.Background(), key)
 		data = bytes.Clone(data)
+		if key == s.w.key && (err == nil || errors.Is(err, writefence.ErrNotFound)) {
+			s.readFor(call, key)
+		}
 		return err
 	})
 	return data, version, err
+}
+
+// readFor records a read made for a Collect, of the record or a listing of
+// its blobs, by which the checker judges promise 32: a read of the record
+// before each batch of deletes.
+func (s *simStore) readFor(call int, key string) {
+	s.w.mu.Lock()
+	c := s.w.calls[call]
+	s.w.mu.Unlock()
+	if c != nil && c.Op == promise.Collect {
+		s.change(call, promise.Change{Kind: "read", Key: key})
+	}
 }
 
 // PutIfVersion implements writefence.ConditionalStore.
@@ -327,12 +342,16 @@ func (s *simStore) list(ctx context.Context, check bool, prefix, after string, f
 		if f == transient {
 			return s.throttled(call, kind, prefix)
 		}
-		return s.base.ListBlobs(context.Background(), prefix, func(b writefence.BlobInfo) error {
+		err := s.base.ListBlobs(context.Background(), prefix, func(b writefence.BlobInfo) error {
 			if b.Key > after {
 				infos = append(infos, s.w.withCreated(b))
 			}
 			return nil
 		})
+		if err == nil && !check {
+			s.readFor(call, prefix)
+		}
+		return err
 	})
 	if err != nil {
 		return err
