@@ -359,6 +359,14 @@ func (p *proc) ship(ctx context.Context) {
 			// continues above what the store records (promise 17).
 			p.newSource()
 		}
+		if p.rng.IntN(10) == 0 {
+			// Now and then the writer renews the lease itself, as one
+			// about to start a long upload would: a Renew that learns
+			// the lease lost ends the Hold's context and the Deposed
+			// contexts of what it gates before it returns (promise 16).
+			_ = p.call(ctx, &promise.Call{Op: promise.Renew, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder},
+				func(ctx context.Context) error { return p.lease.Renew(ctx) })
+		}
 		epoch, err := p.epoch(ctx)
 		if err != nil && p.source != nil && Classify(err).Has("term ended") && ctx.Err() == nil {
 			// A source kept from an earlier hold ended on the new term:

@@ -149,6 +149,10 @@ func TestSimulation(t *testing.T) {
 	if len(seeds(t)) >= 50 && total["second Deposed context, of the process's"] == 0 {
 		t.Errorf("no writer watched for deposition under a context of its own")
 	}
+	// Writers renew the lease themselves beside their Hold's renewer.
+	if len(seeds(t)) >= 50 && total["lease renew ok"] == 0 {
+		t.Errorf("no Renew landed")
+	}
 	// An operator settles the lease over a live holder (promise 16).
 	if len(seeds(t)) >= 50 && total["lease settled over its holder"] == 0 {
 		t.Errorf("no lease settled over its holder")
