@@ -1,6 +1,7 @@
 package writefence
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -87,4 +88,18 @@ func TestBlobIDsSortInTheOrderMade(t *testing.T) {
 	id := next(t0)
 	assert.Greater(t, id, last)
 	assert.Equal(t, fmt.Sprintf("%012x%020x", t0.Add(2*time.Millisecond).UnixMilli(), 0), id, "carried into the time")
+}
+
+// TestAheadListingWaitEndedCtx: a commit whose ctx ended before it waits
+// for the listing started beside its read takes no evidence from it, even
+// when the listing ended too, every time: not at the runtime's pick.
+func TestAheadListingWaitEndedCtx(t *testing.T) {
+	l := &aheadListing{prefix: "p/", done: make(chan struct{}), found: map[string]BlobInfo{}, complete: true}
+	close(l.done)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 64 {
+		_, _, ok := l.wait(ctx, []string{"p/"})
+		require.False(t, ok)
+	}
 }

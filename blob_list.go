@@ -277,9 +277,11 @@ func listAhead(ctx context.Context, lister ConsistentBlobLister, prefix, after s
 // wait returns, once the listing ended, what it found and whether it is
 // complete; ok is false when l is nil, the listing failed, or ctx ended
 // first, and, without waiting, when l's prefix is none of prefixes: a
-// check that does not use the listing does not wait for it.
+// check that does not use the listing does not wait for it. A ctx ended
+// before the call is first, whether or not the listing ended: a select
+// would pick between the two at random.
 func (l *aheadListing) wait(ctx context.Context, prefixes []string) (found map[string]BlobInfo, complete, ok bool) {
-	if l == nil || !slices.Contains(prefixes, l.prefix) {
+	if l == nil || !slices.Contains(prefixes, l.prefix) || ctx.Err() != nil {
 		return nil, false, false
 	}
 	select {

@@ -881,6 +881,7 @@ func (l *Lease) lockIO(ctx context.Context) error {
 	l.mu.Unlock()
 	select {
 	case sem <- struct{}{}:
+		hook.Took(ctx)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -26,6 +26,11 @@ type Hooks struct {
 	// before attempt+1. A non-nil error ends the wait as a done ctx would.
 	Wait func(ctx context.Context, attempt int, d time.Duration) error
 
+	// Took runs once a Lease's call took the Lease's I/O slot, which
+	// another call may just have given back: the simulation makes the
+	// taker wait there for its turn, so that the two go on one at a time.
+	Took func(ctx context.Context)
+
 	// ListBudget, when above zero, replaces the budget of the listings of
 	// a commit's check (the blobs a listing may run over before the
 	// check turns to StatBlob, max(1000, 2 × the new blobs)), so that a
@@ -54,6 +59,13 @@ func Write(ctx context.Context, key string, write func() (string, error)) (strin
 		return h.Write(ctx, key, write)
 	}
 	return write()
+}
+
+// Took runs the took hook of ctx, if any.
+func Took(ctx context.Context) {
+	if h, _ := ctx.Value(hooksKey{}).(*Hooks); h != nil && h.Took != nil {
+		h.Took(ctx)
+	}
 }
 
 // ListBudget returns the listing budget of ctx's hooks, or zero.

@@ -45,6 +45,7 @@ type proc struct {
 
 	// Guarded by w.mu.
 	seq         int
+	calls       map[string]int // store calls by call, kind and key (request.nth)
 	pausedUntil time.Time
 	tracked     []tracked
 
@@ -124,7 +125,20 @@ func (w *World) start(p *proc) {
 	base := context.WithValue(w.ctx, procKey{}, p)
 	// A back-off without jitter: the same seed, the same waits.
 	base = hook.With(base, &hook.Hooks{Wait: func(ctx context.Context, attempt int, _ time.Duration) error {
-		return hook.Sleep(ctx, min(5*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond))
+		// Two goroutines of one call (a Hold's seal and its renewer) may
+		// wait at once: each names the store call that failed, the last
+		// the scheduler ran or withdrew.
+		label := fmt.Sprintf("%s, call %d: retry %d", p.name, callOf(ctx), attempt+1)
+		w.mu.Lock()
+		if r := w.last; r != nil && r.proc == p && r.call == callOf(ctx) {
+			label += " after " + r.label()
+		}
+		w.mu.Unlock()
+		err := hook.Sleep(ctx, min(5*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond))
+		w.turn(label)
+		return err
+	}, Took: func(ctx context.Context) {
+		w.turn(fmt.Sprintf("%s takes its lease's slot for call %d", p.name, callOf(ctx)))
 	}, ListBudget: w.cfg.ListBudget})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
@@ -157,7 +171,7 @@ func (w *World) start(p *proc) {
 	w.mu.Unlock()
 	go func() {
 		defer close(p.ended)
-		if hook.Sleep(p.ctx, stagger) != nil {
+		if p.sleep(p.ctx, stagger, "starts") != nil {
 			return
 		}
 		switch p.kind {
@@ -173,6 +187,15 @@ func (w *World) start(p *proc) {
 	}()
 }
 
+// sleep sleeps d under ctx, then waits for its turn (World.turn), what
+// naming what p's goroutine resumes; it returns ctx's error if ctx ended
+// first.
+func (p *proc) sleep(ctx context.Context, d time.Duration, what string) error {
+	err := hook.Sleep(ctx, d)
+	p.w.turn(p.name + " " + what)
+	return err
+}
+
 // between draws a duration in [lo, hi).
 func (p *proc) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(p.rng.Int64N(int64(hi-lo)))
@@ -184,8 +207,10 @@ func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.C
 	if c.Lease != "" && c.Lease == p.leaseLabel {
 		c.Skew = p.skew
 	}
+	p.w.turn(p.name + " begins " + string(c.Op))
 	ctx = p.w.begin(ctx, p, c)
 	err := run(ctx)
+	p.w.turn(fmt.Sprintf("%s ends call %d", p.name, c.ID))
 	c.CtxEnded = ctx.Err() != nil
 	p.w.end(p, c, err)
 	if p.kind == "writer" && c.Op != promise.Forget && c.Key == p.w.key && Classify(err).Has("regressed") && p.rng.IntN(4) == 0 {
@@ -218,7 +243,7 @@ func (p *proc) writer() {
 		})
 		<-beside
 		if err != nil {
-			if hook.Sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL)) != nil {
+			if p.sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL), "holds again") != nil {
 				return
 			}
 			continue
@@ -288,7 +313,7 @@ func (p *proc) releaseBeside() <-chan struct{} {
 	delay, ended := p.between(0, p.w.cfg.TTL/4), p.rng.IntN(2) == 0
 	go func() {
 		defer close(done)
-		if hook.Sleep(p.ctx, delay) != nil {
+		if p.sleep(p.ctx, delay, "releases beside its hold") != nil {
 			return
 		}
 		rctx, cancel := context.WithCancel(p.ctx)
@@ -358,6 +383,14 @@ func (p *proc) ship(ctx context.Context) {
 			// continues above what the store records (promise 17).
 			p.newSource()
 		}
+		if p.rng.IntN(10) == 0 {
+			// Now and then the writer renews the lease itself, as one
+			// about to start a long upload would: a Renew that learns
+			// the lease lost ends the Hold's context and the Deposed
+			// contexts of what it gates before it returns (promise 16).
+			_ = p.call(ctx, &promise.Call{Op: promise.Renew, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder},
+				func(ctx context.Context) error { return p.lease.Renew(ctx) })
+		}
 		epoch, err := p.epoch(ctx)
 		if err != nil && p.source != nil && Classify(err).Has("term ended") && ctx.Err() == nil {
 			// A source kept from an earlier hold ended on the new term:
@@ -396,7 +429,7 @@ func (p *proc) ship(ctx context.Context) {
 			_ = p.call(ctx, &promise.Call{Op: promise.Seal, Writer: p.holder, Epoch: epoch},
 				func(ctx context.Context) error { return p.fence.Seal(ctx, plugin, shard, p.holder, epoch) })
 		}
-		if hook.Sleep(ctx, p.between(time.Millisecond, 2*time.Second)) != nil {
+		if p.sleep(ctx, p.between(time.Millisecond, 2*time.Second), "ships again") != nil {
 			return
 		}
 	}
@@ -432,7 +465,7 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	if p.rng.IntN(4) == 0 {
 		// Now and then the writer pauses between the upload and the
 		// commit, as its scheduler or a slow disk would make it.
-		if hook.Sleep(ctx, p.between(time.Millisecond, p.w.cfg.Grace)) != nil {
+		if p.sleep(ctx, p.between(time.Millisecond, p.w.cfg.Grace), "commits after a pause") != nil {
 			return
 		}
 	}
@@ -440,10 +473,26 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 	if err != nil {
 		return
 	}
+	if p.rng.IntN(12) == 0 {
+		refs = p.confuse(ctx, refs)
+	}
 	if p.commit(ctx, commitEpoch, refs) == nil && p.rng.IntN(2) == 0 {
 		// Before it acknowledges the segment to whoever sent it, the
-		// writer checks it still holds the shard at the commit's epoch.
-		_ = p.call(ctx, &promise.Call{Op: promise.Check, Writer: p.holder, Epoch: commitEpoch},
+		// writer checks it still holds the shard at the commit's epoch;
+		// now and then after a pause of up to three leases, under its own
+		// context, which its shard's end does not cancel: another writer
+		// may hold the shard by then (promise 32).
+		cctx := ctx
+		if p.rng.IntN(4) == 0 {
+			if p.sleep(p.ctx, p.between(time.Millisecond, 3*p.w.cfg.TTL), "checks after a pause") != nil {
+				return
+			}
+			p.w.mu.Lock()
+			p.w.note("check after a pause")
+			p.w.mu.Unlock()
+			cctx = p.ctx
+		}
+		_ = p.call(cctx, &promise.Call{Op: promise.Check, Writer: p.holder, Epoch: commitEpoch},
 			func(ctx context.Context) error { return p.fence.Check(ctx, plugin, shard, p.holder, commitEpoch) })
 	}
 }
@@ -469,6 +518,39 @@ func (p *proc) commit(ctx context.Context, epoch uint64, refs []writefence.BlobR
 			return writefence.Manifest{Payload: m.Payload, Blobs: blobs}, nil
 		})
 	})
+}
+
+// confuse makes refs lie, as a confused shipper's would (promise 20): one
+// blob's size off by one, or a blob of the shard that another writer put
+// (one the listing shows) added. The commit must be refused.
+func (p *proc) confuse(ctx context.Context, refs []writefence.BlobRef) []writefence.BlobRef {
+	refs = slices.Clone(refs)
+	if len(refs) > 0 && p.rng.IntN(2) == 0 {
+		refs[len(refs)-1].Size++
+		p.w.mu.Lock()
+		p.w.note("confused commit: a size off by one")
+		p.w.mu.Unlock()
+		return refs
+	}
+	space, err := keys.Blobs("", plugin, shard)
+	if err != nil {
+		panic(err)
+	}
+	var other *writefence.BlobRef
+	_ = writefence.BlobStore(p.w.store).ListBlobs(ctx, space, func(b writefence.BlobInfo) error {
+		name := strings.TrimPrefix(b.Key, space)
+		if _, _, writer, ok := keys.ParseBlobName(name); ok && writer != p.holder {
+			other = &writefence.BlobRef{Name: name, Size: b.Size}
+		}
+		return nil
+	})
+	if other == nil {
+		return refs
+	}
+	p.w.mu.Lock()
+	p.w.note("confused commit: another writer's blob")
+	p.w.mu.Unlock()
+	return append(refs, *other)
 }
 
 // recoverBlobs commits the blobs of the shard that bear the writer's name
@@ -522,7 +604,7 @@ func (p *proc) recoverBlobs(ctx context.Context) {
 
 // collector collects the shard now and then.
 func (p *proc) collector() {
-	for hook.Sleep(p.ctx, p.between(time.Millisecond, p.w.cfg.Grace)) == nil {
+	for p.sleep(p.ctx, p.between(time.Millisecond, p.w.cfg.Grace), "collects") == nil {
 		dry := p.rng.IntN(10) == 0
 		c := &promise.Call{Op: promise.Collect, DryRun: dry}
 		_ = p.call(p.ctx, c, func(ctx context.Context) error {
@@ -537,7 +619,7 @@ func (p *proc) collector() {
 
 // reader follows the manifest: the record, then every blob it references.
 func (p *proc) reader() {
-	for hook.Sleep(p.ctx, p.between(time.Millisecond, 3*time.Second)) == nil {
+	for p.sleep(p.ctx, p.between(time.Millisecond, 3*time.Second), "reads") == nil {
 		info, err := p.latest()
 		if err != nil {
 			continue
@@ -580,7 +662,7 @@ func (p *proc) latest() (writefence.RecordInfo, error) {
 // a process reported it lost or set back (ErrEpochRegressed), as the
 // runbook says: above the highest epoch ever granted (settleEpoch).
 func (p *proc) operator() {
-	for hook.Sleep(p.ctx, p.between(2*time.Second, 20*time.Second)) == nil {
+	for p.sleep(p.ctx, p.between(2*time.Second, 20*time.Second), "looks") == nil {
 		if p.rng.IntN(3) == 0 {
 			if info, err := p.inspectLease(); err == nil && !info.Released() && p.rng.IntN(4) == 0 {
 				p.settleLease(info)

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
-	"slices"
 	"sort"
 	"time"
 
@@ -39,6 +39,9 @@ func newBase(dir string) (baseStore, error) {
 // server's "slow down", which is neither a refusal nor a conflict.
 var errThrottled = errors.New("sim: 503 slow down")
 
+// errOver fails a store call made once the run is over.
+var errOver = errors.New("sim: the run is over")
+
 // errLostReply replaces the reply of a write that landed.
 var errLostReply = errors.New("sim: connection reset after the request was sent")
 
@@ -49,6 +52,7 @@ type request struct {
 	kind string // "get", "put", "delete", "list", "create blob", "open blob", "stat blob", "list blobs", "check blobs", "delete blob", "delete blobs"
 	key  string
 	seq  int // its process's count of calls, for a stable order
+	nth  int // its process's count of calls of its call, kind and key, for its label
 
 	// run makes the call on the base store, with the fault the scheduler
 	// drew, in the scheduler's goroutine; its results go to variables of
@@ -58,6 +62,9 @@ type request struct {
 
 	taken bool // granted: it runs, or ran
 	sent  bool // its process was paused while it waited: it cannot be withdrawn
+
+	ctx      context.Context // the call's: once it ends, the scheduler withdraws the call unless taken or sent
+	quitting bool            // withdrawn: it waits for its turn to return ctx's error
 }
 
 // less orders waiting calls by process, then key: two goroutines of one
@@ -78,35 +85,45 @@ func (r *request) finish(err error) { r.done <- err }
 // procKey carries the process a context belongs to.
 type procKey struct{}
 
+// label names r, for the order of turns: by its process, call, kind and
+// key, and how many such calls came before it.
+func (r *request) label() string {
+	return fmt.Sprintf("%s, call %d: %s %s #%d", r.proc.name, r.call, r.kind, r.key, r.nth)
+}
+
 // do queues a store call of the process ctx belongs to and waits for the
 // scheduler to run it. A call not yet granted whose ctx ends is
-// withdrawn, as a client that gives up before sending; one granted, or
-// sent while its process was paused, runs to its end.
+// withdrawn by the scheduler in its turn (turns), as a client that gives
+// up before sending; one granted, or sent while its process was paused,
+// runs to its end.
 func (w *World) do(ctx context.Context, kind, key string, run func(fault) error) error {
 	p, ok := ctx.Value(procKey{}).(*proc)
 	if !ok {
 		panic("sim: a store call outside any process")
 	}
 	call, _ := ctx.Value(callKey{}).(int)
-	r := &request{proc: p, call: call, kind: kind, key: key, run: run, done: make(chan error, 1)}
+	r := &request{proc: p, call: call, kind: kind, key: key, ctx: ctx, run: run, done: make(chan error, 1)}
 	w.mu.Lock()
+	if w.over {
+		w.mu.Unlock()
+		return &writefence.StoreError{Op: "sim " + kind, Key: key, Err: errOver}
+	}
 	p.seq++
 	r.seq = p.seq
+	// Calls that differ in kind or key may come at once from two
+	// goroutines of a call (a commit's stats of its blobs), in either
+	// order: their labels do not count them.
+	if p.calls == nil {
+		p.calls = map[string]int{}
+	}
+	what := fmt.Sprint(call, kind, key)
+	p.calls[what]++
+	r.nth = p.calls[what]
 	r.sent = p.paused(time.Now())
 	w.pending = append(w.pending, r)
 	w.mu.Unlock()
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-	}
-	w.mu.Lock()
-	if !r.taken && !r.sent {
-		w.pending = slices.DeleteFunc(w.pending, func(x *request) bool { return x == r })
-		w.mu.Unlock()
-		return ctx.Err()
-	}
-	w.mu.Unlock()
+	// The scheduler learns that ctx ended, wherever it waits.
+	defer context.AfterFunc(ctx, w.signal)()
 	return <-r.done
 }
 
@@ -165,9 +182,24 @@ func (s *simStore) Get(ctx context.Context, key string) (data []byte, version st
 		var err error
 		data, version, err = s.base.Get(context.Background(), key)
 		data = bytes.Clone(data)
+		if key == s.w.key && (err == nil || errors.Is(err, writefence.ErrNotFound)) {
+			s.readFor(call, key)
+		}
 		return err
 	})
 	return data, version, err
+}
+
+// readFor records a read made for a Collect, of the record or a listing of
+// its blobs, by which the checker judges promise 32: a read of the record
+// before each batch of deletes.
+func (s *simStore) readFor(call int, key string) {
+	s.w.mu.Lock()
+	c := s.w.calls[call]
+	s.w.mu.Unlock()
+	if c != nil && c.Op == promise.Collect {
+		s.change(call, promise.Change{Kind: "read", Key: key})
+	}
 }
 
 // PutIfVersion implements writefence.ConditionalStore.
@@ -310,12 +342,16 @@ func (s *simStore) list(ctx context.Context, check bool, prefix, after string, f
 		if f == transient {
 			return s.throttled(call, kind, prefix)
 		}
-		return s.base.ListBlobs(context.Background(), prefix, func(b writefence.BlobInfo) error {
+		err := s.base.ListBlobs(context.Background(), prefix, func(b writefence.BlobInfo) error {
 			if b.Key > after {
 				infos = append(infos, s.w.withCreated(b))
 			}
 			return nil
 		})
+		if err == nil && !check {
+			s.readFor(call, prefix)
+		}
+		return err
 	})
 	if err != nil {
 		return err

@@ -8,20 +8,22 @@
 // place, a record deleted, a record set back to an earlier version as a
 // restore from backup would). Some deployments keep the shard's floor
 // apart from its record (Config.KeepFloor); in some the writers' lease
-// clocks disagree with the world's (Config.Skew). Every store call of every process waits for the
-// scheduler, which grants one at a time in an order drawn from a seed, so
-// a seed gives one history (but for the order of what one event frees at
-// one instant in two goroutines, which the runtime picks: about 2 % of
-// seeds replay otherwise, 7 % under the race detector), and it is checked
-// against the package's numbered promises (internal/promise). It runs
+// clocks disagree with the world's (Config.Skew). Every store call of
+// every process waits for the scheduler, which grants one at a time in an
+// order drawn from a seed, and the goroutines that would run at one
+// instant (woken by the clock, or by one event) take turns in an order
+// drawn from it too (World.turn), so a seed gives one history, which is
+// checked against the package's numbered promises (internal/promise). It runs
 // inside a testing/synctest bubble: time only moves when every process
 // waits. It is not part of the public API.
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"slices"
@@ -68,6 +70,7 @@ const (
 type World struct {
 	cfg      Config
 	rng      *rand.Rand // the scheduler's draws
+	order    *rand.Rand // the draws of the order of turns (turns)
 	seed     uint64
 	base     baseStore
 	store    *simStore
@@ -77,11 +80,16 @@ type World struct {
 	ctx    context.Context // every process's ancestor; cancelled to shut down
 	cancel context.CancelFunc
 
+	// wakeup tells the scheduler, wherever it waits, that a goroutine of
+	// a process waits for its turn (turn).
+	wakeup chan struct{}
+
 	mu       sync.Mutex      // guards everything below
 	hist     promise.History // what happened
 	steps    []int           // the scheduler step of each history entry
 	step     int             // the scheduler's step now
 	pending  []*request      // store calls waiting for the scheduler
+	last     *request        // the store call the scheduler ran or withdrew last
 	stalled  []*request      // granted calls the store holds up, by key, until their process runs again
 	calls    map[int]*promise.Call
 	nextCall int
@@ -90,8 +98,11 @@ type World struct {
 	maxEpoch uint64         // the highest epoch a settle tried
 	maxTerm  uint64         // the highest term a lease record took: its epochs are below (maxTerm+1)<<32
 	tally    map[string]int // what happened, for the log
+	trace    []string       // the scheduler's view at each step (Trace)
 	reads    map[int]int    // the reads of the record each call made
 	contexts int            // the contexts processes tracked so far, for their IDs
+	waiting  []*waiter      // the goroutines of processes that wait for their turn
+	over     bool           // the run is over: every goroutine runs without a turn
 
 	past      [][]byte // every content the record took, in order: what a rollback restores
 	regressed bool     // a call was refused because the record was lost or set back: the operator settles it
@@ -106,7 +117,8 @@ func New(seed uint64, cfg Config) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5157)), base: base,
+	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5157)), order: rand.New(rand.NewPCG(seed, 0x7475726e)),
+		base: base, wakeup: make(chan struct{}, 1),
 		calls: map[int]*promise.Call{}, names: map[string]int{}, tally: map[string]int{}, reads: map[int]int{}}
 	w.store = &simStore{w: w, base: base}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -148,7 +160,7 @@ func New(seed uint64, cfg Config) (*World, error) {
 // process down, and returns the history.
 func (w *World) Run() *promise.History {
 	for step := 0; step < w.cfg.Steps; step++ {
-		synctest.Wait()
+		w.turns()
 		w.mu.Lock()
 		w.step = step
 		w.mu.Unlock()
@@ -165,6 +177,11 @@ func (w *World) Step(i int) int {
 	}
 	return w.steps[i]
 }
+
+// Trace returns what the scheduler saw and drew at each step (the calls
+// it could grant, and its roll) and the turns it handed out between
+// steps. Two runs of one seed give one trace.
+func (w *World) Trace() []string { return w.trace }
 
 // Tally returns what the run did, by kind.
 func (w *World) Tally() map[string]int { return w.tally }
@@ -187,6 +204,7 @@ func (w *World) act() {
 	ready := w.ready(now)
 	w.mu.Unlock()
 	roll := w.rng.IntN(1000)
+	w.traceStep(now, ready, roll)
 	switch {
 	case roll < 15:
 		w.pauseOne(now)
@@ -200,11 +218,26 @@ func (w *World) act() {
 		w.deleteRecord()
 	case roll < 34:
 		w.rollback()
+	case roll < 36:
+		w.damageBlob()
 	case len(ready) > 0 && roll < 870:
 		w.grant(ready[w.rng.IntN(len(ready))], now)
 	default:
 		w.advance()
 	}
+}
+
+// traceStep records what the scheduler saw and drew at this step.
+func (w *World) traceStep(now time.Time, ready []*request, roll int) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d at %d:", w.step, now.UnixNano())
+	for _, r := range ready {
+		fmt.Fprintf(&b, " %s#%d %s %s;", r.proc.name, r.call, r.kind, r.key)
+	}
+	fmt.Fprintf(&b, " roll %d", roll)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.trace = append(w.trace, b.String())
 }
 
 // advance lets virtual time pass: a little, or up to a lease's TTL.
@@ -218,7 +251,103 @@ func (w *World) advance() {
 	default:
 		d = time.Duration(1 + w.rng.Int64N(int64(w.cfg.TTL)))
 	}
-	time.Sleep(d)
+	w.sleep(d)
+}
+
+// sleep lets d of virtual time pass in the scheduler's goroutine, and
+// hands out the turns that processes wait for at each instant on the way.
+func (w *World) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case <-w.wakeup:
+			w.turns()
+		}
+	}
+}
+
+// A waiter is a goroutine of a process that waits for its turn.
+type waiter struct {
+	label string        // who it is and what it resumes: the order of turns
+	turn  chan struct{} // closed when its turn comes
+	quit  *request      // or a store call whose ctx ended, which its turn withdraws
+}
+
+// signal tells the scheduler, wherever it waits, that a goroutine waits
+// for its turn, or that a store call's ctx ended.
+func (w *World) signal() {
+	select {
+	case w.wakeup <- struct{}{}:
+	default: // the scheduler is told already
+	}
+}
+
+// turn waits until the world hands the calling goroutine of a process its
+// turn. The goroutines that run at one instant (woken by the clock, or by
+// one event) would otherwise run at once, in an order the runtime picks:
+// the calls they begin, the random bytes the package draws for them and
+// the Lease's slot they take would come in that order. They wait for
+// their turns instead, and run one at a time, each until it waits again,
+// in an order drawn from the seed (turns). label names the goroutine and
+// what it resumes; two goroutines that wait at once have two labels.
+func (w *World) turn(label string) {
+	t := &waiter{label: label, turn: make(chan struct{})}
+	w.mu.Lock()
+	if w.over {
+		w.mu.Unlock()
+		return
+	}
+	w.waiting = append(w.waiting, t)
+	w.mu.Unlock()
+	w.signal()
+	<-t.turn
+}
+
+// turns hands out the turns that processes wait for, one at a time, each
+// once every other goroutine of the bubble waits, in an order drawn from
+// the seed among their labels, until none waits. A store call whose ctx
+// ended before the scheduler ran it waits so too: its turn withdraws it.
+// It runs in the scheduler's goroutine, the one that calls synctest.Wait.
+func (w *World) turns() {
+	for {
+		synctest.Wait()
+		w.mu.Lock()
+		for _, r := range w.pending {
+			if !r.taken && !r.sent && !r.quitting && r.ctx.Err() != nil {
+				r.quitting = true
+				w.waiting = append(w.waiting, &waiter{label: r.label() + " gives up", quit: r})
+			}
+		}
+		if len(w.waiting) == 0 {
+			w.mu.Unlock()
+			return
+		}
+		slices.SortStableFunc(w.waiting, func(a, b *waiter) int { return strings.Compare(a.label, b.label) })
+		i := 0
+		if len(w.waiting) > 1 {
+			for j := 1; j < len(w.waiting); j++ {
+				if w.waiting[j].label == w.waiting[j-1].label {
+					w.note("two turns of one label: " + w.waiting[j].label)
+				}
+			}
+			i = w.order.IntN(len(w.waiting))
+		}
+		t := w.waiting[i]
+		w.trace = append(w.trace, fmt.Sprintf("  turn of %s, of %d", t.label, len(w.waiting)))
+		w.waiting = slices.Delete(w.waiting, i, i+1)
+		if r := t.quit; r != nil {
+			w.pending = slices.DeleteFunc(w.pending, func(x *request) bool { return x == r })
+			w.last = r
+			w.mu.Unlock()
+			r.finish(r.ctx.Err())
+			continue
+		}
+		w.mu.Unlock()
+		close(t.turn)
+	}
 }
 
 // ready returns the waiting calls the scheduler may grant now, in a stable
@@ -234,7 +363,7 @@ func (w *World) ready(now time.Time) []*request {
 		}
 	}
 	for _, r := range w.pending {
-		if !r.proc.paused(now) && !locked[r.key] {
+		if !r.proc.paused(now) && !locked[r.key] && !r.quitting {
 			out = append(out, r)
 		}
 	}
@@ -260,6 +389,7 @@ func (w *World) grant(r *request, now time.Time) {
 		// A held-up write whose process runs again: it completes.
 		w.stalled = slices.Delete(w.stalled, i, i+1)
 		w.note("held-up write completed")
+		w.last = r
 		w.mu.Unlock()
 		r.finish(r.run(noFault))
 		return
@@ -278,6 +408,7 @@ func (w *World) grant(r *request, now time.Time) {
 		w.mu.Unlock()
 		return
 	}
+	w.last = r
 	w.mu.Unlock()
 	r.finish(r.run(f))
 }
@@ -408,6 +539,50 @@ func (w *World) damage() {
 	w.putOutside(data, version, "damage")
 }
 
+// damageBlob flips one bit of a blob of the shard, from outside the
+// package, as bit rot or a rewrite from outside would: its key, size and
+// creation time stay, its bytes no longer match the reference (promise
+// 23).
+func (w *World) damageBlob() {
+	ctx := context.Background()
+	space, err := keys.Blobs("", plugin, shard)
+	if err != nil {
+		panic(err)
+	}
+	var blobs []string
+	if err := w.base.ListBlobs(ctx, space, func(b writefence.BlobInfo) error {
+		blobs = append(blobs, b.Key)
+		return nil
+	}); err != nil || len(blobs) == 0 {
+		return
+	}
+	slices.Sort(blobs) // the base store lists in no set order
+	key := blobs[w.rng.IntN(len(blobs))]
+	rc, _, err := w.base.OpenBlob(ctx, key)
+	if err != nil {
+		return
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || len(data) == 0 {
+		return
+	}
+	data[w.rng.IntN(len(data))] ^= 1 << w.rng.IntN(8)
+	if err := w.base.DeleteBlob(ctx, key); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.record(promise.Change{Kind: "delete blob", Key: key, At: time.Now()})
+	if _, err := w.base.CreateBlob(ctx, key, bytes.NewReader(data)); err != nil {
+		return
+	}
+	// The listing gives the blob the world's creation time (withCreated),
+	// which stays.
+	w.record(promise.Change{Kind: "create blob", Key: key, Data: data, Modified: w.blobTimes[key], At: time.Now()})
+	w.note("blob damaged")
+}
+
 // putOutside writes data over the record at version from outside the
 // package, and records the change, with note, when it lands.
 func (w *World) putOutside(data []byte, version, note string) {
@@ -464,7 +639,9 @@ func (w *World) deleteRecord() {
 // shutdown ends every process, one after the other so that the history
 // stays the seed's, and lets its calls in flight finish.
 func (w *World) shutdown() {
-	// Every process runs again, and the writes the store holds up land.
+	// What the last step freed runs first, then every process runs
+	// again, and the writes the store holds up land.
+	w.turns()
 	w.mu.Lock()
 	procs := slices.Clone(w.procs)
 	for _, p := range procs {
@@ -474,6 +651,10 @@ func (w *World) shutdown() {
 	w.stalled = nil
 	w.mu.Unlock()
 	for _, r := range stalled {
+		w.turns()
+		w.mu.Lock()
+		w.last = r
+		w.mu.Unlock()
 		r.finish(r.run(noFault))
 	}
 	for _, p := range procs {
@@ -485,7 +666,7 @@ func (w *World) shutdown() {
 			if spins > 100000 {
 				panic(fmt.Sprintf("sim: seed %d: process %s does not end", w.seed, p.name))
 			}
-			synctest.Wait()
+			w.turns()
 			w.mu.Lock()
 			var mine []*request
 			for _, r := range w.ready(time.Now()) {
@@ -498,7 +679,7 @@ func (w *World) shutdown() {
 				break
 			}
 			if len(mine) == 0 {
-				time.Sleep(time.Second)
+				w.sleep(time.Second)
 				continue
 			}
 			r := mine[0]
@@ -509,10 +690,15 @@ func (w *World) shutdown() {
 				w.pending = slices.DeleteFunc(w.pending, func(x *request) bool { return x == r })
 				r.taken = true
 			}
+			w.last = r
 			w.mu.Unlock()
 			r.finish(r.run(noFault))
 		}
 	}
+	w.turns()
+	w.mu.Lock()
+	w.over = true
+	w.mu.Unlock()
 	w.cancel()
 }
 
@@ -553,14 +739,6 @@ func (w *World) end(p *proc, c *promise.Call, err error) {
 	}
 	w.hist.Finish(c)
 	w.steps = append(w.steps, w.step)
-	// Calls that one event frees end at one instant (a Hold and the
-	// Release made beside it), in the order the runtime runs their
-	// goroutines: such ends are kept in the order of their calls, so
-	// that a seed is one history.
-	e := w.hist.Entries
-	for i := len(e) - 1; i > 0 && e[i-1].End != nil && e[i-1].End.End.Equal(c.End) && e[i-1].End.ID > c.ID; i-- {
-		e[i-1], e[i] = e[i], e[i-1]
-	}
 }
 
 // observe is every Fence's Observer: the event joins the call it happened
