@@ -1790,6 +1790,16 @@ func TestPromise32_Check(t *testing.T) {
 	stream := func(since uint64) record.Body {
 		return record.Body{Payload: []byte("m"), Since: since, Stream: true}
 	}
+	// staleNaming: a Check of w1 at 5, the record at epoch 8 by w2,
+	// refused as stale naming epoch and writer as recorded.
+	staleNaming := func(epoch uint64, writer string) func(b *builder) {
+		return func(b *builder) {
+			b.put(nil, key, rec("w2", 8, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
+			c.Stale = &record.Header{Epoch: epoch, Writer: writer}
+			b.endBare(c, errStale, "stale")
+		}
+	}
 	judge(t, 32,
 		story{name: "nil while another writer held it", build: func(b *builder) {
 			b.put(nil, key, rec("w2", 7, plain("x")))
@@ -1853,24 +1863,9 @@ func TestPromise32_Check(t *testing.T) {
 			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
 			b.endBare(c, errors.New("writefence: corrupt"), "corrupt")
 		}},
-		story{name: "stale naming what the record held", kept: true, build: func(b *builder) {
-			b.put(nil, key, rec("w2", 8, plain("x")))
-			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
-			c.Stale = &record.Header{Epoch: 8, Writer: "w2"}
-			b.endBare(c, errStale, "stale")
-		}},
-		story{name: "stale naming the checked epoch", build: func(b *builder) {
-			b.put(nil, key, rec("w2", 8, plain("x")))
-			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
-			c.Stale = &record.Header{Epoch: 5, Writer: "w2"}
-			b.endBare(c, errStale, "stale")
-		}},
-		story{name: "stale naming the checking writer", build: func(b *builder) {
-			b.put(nil, key, rec("w2", 8, plain("x")))
-			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
-			c.Stale = &record.Header{Epoch: 8, Writer: "w1"}
-			b.endBare(c, errStale, "stale")
-		}},
+		story{name: "stale naming what the record held", kept: true, build: staleNaming(8, "w2")},
+		story{name: "stale naming the checked epoch", build: staleNaming(5, "w2")},
+		story{name: "stale naming the checking writer", build: staleNaming(8, "w1")},
 		story{name: "a check writes the record", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 5, plain("x")))
 			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
