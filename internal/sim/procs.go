@@ -563,7 +563,8 @@ func (p *proc) recoverBlobs(ctx context.Context) {
 	if err != nil {
 		panic(err)
 	}
-	info, err := p.fence.Inspect(ctx, plugin, shard)
+	// Recorded: its read is what the Fence then remembers (promise 29).
+	info, err := p.inspect(ctx)
 	if err != nil {
 		return
 	}
@@ -640,10 +641,13 @@ func (p *proc) reader() {
 }
 
 // latest reads the record as Inspect does, recorded.
-func (p *proc) latest() (writefence.RecordInfo, error) {
+func (p *proc) latest() (writefence.RecordInfo, error) { return p.inspect(p.ctx) }
+
+// inspect is latest under ctx.
+func (p *proc) inspect(ctx context.Context) (writefence.RecordInfo, error) {
 	c := &promise.Call{Op: promise.Latest}
 	var info writefence.RecordInfo
-	err := p.call(p.ctx, c, func(ctx context.Context) (err error) {
+	err := p.call(ctx, c, func(ctx context.Context) (err error) {
 		info, err = p.fence.Inspect(ctx, plugin, shard)
 		if err == nil {
 			var horizon int64
