@@ -1528,6 +1528,22 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 	t.Run("its write over the deleted record", func(t *testing.T) { history(t, "p1", false).requireBroken(29) })
 	t.Run("a Fence that never saw it", func(t *testing.T) { history(t, "p2", false).requireKept(29) })
 	t.Run("after Forget", func(t *testing.T) { history(t, "p1", true).requireKept(29) })
+	// A refusal as regressed names what the Fence saw: an epoch the record
+	// held during a call of its process since it last forgot the shard.
+	regressed := func(t *testing.T, forget bool) *builder {
+		b := newBuilder(t)
+		pushed(b, "p1", key, 5, "five", false)
+		b.put(nil, key, rec("w0", 3, plain("three"))) // set back
+		if forget {
+			b.end(b.begin(Call{Op: Forget, Plugin: "pl", Shard: "s1"}), nil)
+		}
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Payload: []byte("six")})
+		p.Regress = &record.Header{Epoch: 5, Writer: "w1"}
+		b.end(p, errors.New("writefence: epoch regressed"), "regressed")
+		return b
+	}
+	t.Run("refused by what it saw", func(t *testing.T) { regressed(t, false).requireKept(29) })
+	t.Run("refused by what it saw before Forget", func(t *testing.T) { regressed(t, true).requireBroken(29) })
 	t.Run("a read counts", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, rec("w0", 3, plain("three")))

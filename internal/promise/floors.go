@@ -46,12 +46,15 @@ func (c *Checker) seenBefore(fl *flight, key string) (mark, bool) {
 // and 30 on a TermSource's epoch.
 func (c *Checker) endSeen(idx int, fl *flight) {
 	call := fl.call
-	switch {
-	case call.Op == Forget:
+	if call.Op == Forget {
 		if call.Err == nil {
 			delete(c.seenBy, seenKey(call.Proc, call.Key))
+			delete(c.heldBy, seenKey(call.Proc, call.Key))
 		}
 		return
+	}
+	c.checkRegressSeen(idx, fl)
+	switch {
 	case call.Op == Check:
 		c.checkCheck(idx, fl)
 	case call.Op == Epoch && call.TermSource != "":
@@ -461,5 +464,22 @@ func (c *Checker) checkFloorKept(idx int, fl *flight) {
 		if m, ok := c.floors[t.key]; !ok || m.epoch < t.epoch {
 			c.report(idx, 31, "%s returned nil under KeepFloor, but the floor of %s does not keep epoch %d it sealed or settled at", who(call), quote(t.key), t.epoch)
 		}
+	}
+}
+
+// checkRegressSeen judges promise 29's memory on a call refused as
+// regressed by what its Fence saw: the epoch the refusal names as seen is
+// one the record held during a call of the process since it last forgot
+// the shard (Forget drops the memory). Under KeepFloor the Fence also
+// remembers the floor it read, which this does not follow.
+func (c *Checker) checkRegressSeen(idx int, fl *flight) {
+	call, k := fl.call, seenKey(fl.call.Proc, fl.call.Key)
+	for _, v := range fl.seen {
+		if h, ok := v.header(); ok {
+			c.heldBy[k] = max(c.heldBy[k], h.Epoch)
+		}
+	}
+	if r := call.Regress; r != nil && !call.KeepFloor && call.Is.Has("regressed") && r.Epoch > c.heldBy[k] {
+		c.report(idx, 29, "%s was refused as regressed naming epoch %d as seen, above any the record held during its process's calls since it last forgot the shard (%d)", who(call), r.Epoch, c.heldBy[k])
 	}
 }

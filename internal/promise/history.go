@@ -115,6 +115,7 @@ type Call struct {
 	Name     string         // open blob: the blob's name
 	Deleted  []string       // collect: the keys the report says it deleted
 	Stale    *record.Header // refused as stale: the epoch and writer its *StaleEpochError names as recorded
+	Regress  *record.Header // refused as regressed by what its Fence saw of the record: the epoch and writer its *EpochRegressedError names as seen
 
 	// Events are the Observer's events during the call, in order.
 	Events []Event
