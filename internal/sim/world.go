@@ -733,6 +733,7 @@ func (w *World) end(p *proc, c *promise.Call, err error) {
 	defer w.mu.Unlock()
 	c.End, c.Err, c.Is = time.Now(), err, Classify(err)
 	c.Stale = StaleNamed(err)
+	c.Regress = regressedSeen(err)
 	c.After = p.contexts()
 	if c.Is.Has("regressed") {
 		w.regressed = true // the alert the operator acts on
@@ -791,6 +792,17 @@ func StaleNamed(err error) *record.Header {
 		return nil
 	}
 	return &record.Header{Epoch: stale.RecordedEpoch, Writer: stale.RecordedWriter}
+}
+
+// regressedSeen is what the *writefence.EpochRegressedError err wraps
+// names as its Fence's memory of a shard's record: none for a floor's
+// refusal or a lease's.
+func regressedSeen(err error) *record.Header {
+	var r *writefence.EpochRegressedError
+	if !errors.As(err, &r) || r.Floor || strings.HasPrefix(r.Op, "lease") {
+		return nil
+	}
+	return &record.Header{Epoch: r.Seen, Writer: r.SeenWriter}
 }
 
 // Describe renders the history's entries from first to last, one line
