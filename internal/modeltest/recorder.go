@@ -253,7 +253,7 @@ func (r *Recorder) End(c *promise.Call, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c.End, c.Err, c.Is = r.clock(), err, sim.Classify(err)
-	c.Stale = sim.StaleNamed(err)
+	c.Stale, c.Regress = sim.StaleNamed(err), sim.RegressedSeen(err)
 	for i := len(r.calls) - 1; i >= 0; i-- {
 		if r.calls[i] == c {
 			r.calls = append(r.calls[:i], r.calls[i+1:]...)

@@ -733,7 +733,7 @@ func (w *World) end(p *proc, c *promise.Call, err error) {
 	defer w.mu.Unlock()
 	c.End, c.Err, c.Is = time.Now(), err, Classify(err)
 	c.Stale = StaleNamed(err)
-	c.Regress = regressedSeen(err)
+	c.Regress = RegressedSeen(err)
 	c.After = p.contexts()
 	if c.Is.Has("regressed") {
 		w.regressed = true // the alert the operator acts on
@@ -794,10 +794,10 @@ func StaleNamed(err error) *record.Header {
 	return &record.Header{Epoch: stale.RecordedEpoch, Writer: stale.RecordedWriter}
 }
 
-// regressedSeen is what the *writefence.EpochRegressedError err wraps
+// RegressedSeen is what the *writefence.EpochRegressedError err wraps
 // names as its Fence's memory of a shard's record: none for a floor's
 // refusal or a lease's.
-func regressedSeen(err error) *record.Header {
+func RegressedSeen(err error) *record.Header {
 	var r *writefence.EpochRegressedError
 	if !errors.As(err, &r) || r.Floor || strings.HasPrefix(r.Op, "lease") {
 		return nil
