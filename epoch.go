@@ -30,8 +30,7 @@ func (s StaticEpochSource) Epoch(context.Context, string, string) (uint64, error
 
 // PushFrom asks src for the epoch of (plugin, shard), pushes payload at it
 // as Push does, and returns the epoch it used. An error from src writes
-// nothing and is returned under "writefence: epoch source: ", its detail
-// reachable with errors.As.
+// nothing and is returned wrapped, "writefence: epoch source: " first.
 func (f *Fence) PushFrom(ctx context.Context, src EpochSource, plugin, shard, writer string, payload []byte) (uint64, error) {
 	if v := reflect.ValueOf(src); src == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return 0, invalidArg("source", "EpochSource is nil")

@@ -39,8 +39,9 @@ var (
 //	writefence: epoch regressed: <op> at epoch <n> to <key> refused: saw epoch <e> by <writer>, found epoch <f> by <writer>
 //
 // with "<op> of <key>" for a call that writes no epoch, "found no record"
-// for an absent record, "the shard's floor holds" for "saw" when Floor is
-// set, and "term" for "epoch" when Op is a lease's.
+// for an absent record, "found a record whose epoch cannot be read" for
+// one that does not decode, "the shard's floor holds" for "saw" when
+// Floor is set, and "term" for "epoch" when Op is a lease's.
 type EpochRegressedError struct {
 	Op    string // the refused call: "push", "update", "commit", "seal", "settle", "collect", "check", "term source", "lease acquire" or "lease settle"
 	Key   string // the record's key
