@@ -31,10 +31,13 @@ func (o *verdictOnce) do(ctx context.Context, check func(context.Context) error,
 			o.mu.Unlock()
 			select {
 			case <-wait:
-				continue
 			case <-ctx.Done():
-				return ctx.Err()
 			}
+			// Both may be ready: an ended ctx wins, whatever select picked.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			continue
 		}
 		running := make(chan struct{})
 		o.running = running
