@@ -192,6 +192,15 @@ func childOf[V any](t *testing.T, env, parent string, m map[string]V) V {
 // inside the test binary.
 func TestHelperBroken(t *testing.T) {
 	c := childOf(t, brokenEnv, "TestSuiteHasTeeth", childStores)()
+	if c.opts == nil {
+		c.opts = &writefencetest.Options{}
+	}
+	// The children whose faults are not in their blobs check those of a
+	// MemStore, which TestMemStore checks at the default part size: here
+	// the small part keeps the blobs of each child small.
+	if c.opts.BlobPartSize == 0 {
+		c.opts.BlobPartSize = blobDoublePart
+	}
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return c.store }, c.opts)
 }
 
