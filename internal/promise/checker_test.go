@@ -1397,6 +1397,13 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 			b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: 500, Stream: true}))
 			b.end(co, nil)
 		}},
+		story{name: "a record of another identity", build: func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", deposed), []byte("g"))
+			b.put(nil, key, recOf("other/v2", "w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", deposed))
+			b.end(co, nil)
+		}},
 		story{name: "a collection deletes garbage", kept: true, build: func(b *builder) {
 			b.createBlob(nil, blobKeyOf(b.t, "s1", deposed), []byte("g"))
 			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
