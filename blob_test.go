@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -1326,4 +1327,22 @@ func onFirstListing(mem writefence.ConditionalStore, fn func()) fakestore.Store 
 		}
 		return nil
 	}})
+}
+
+// TestPutBlobTwoFencesAtOneInstant: two Fences that put a blob of one
+// writer at one epoch at one instant (a zombie and its successor on one
+// clock) write two keys, never one twice (promise 19): a blob's id is not
+// its time alone.
+func TestPutBlobTwoFencesAtOneInstant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := &writefence.MemStore{}
+		var names []string
+		for range 2 {
+			f := &writefence.Fence{Store: mem}
+			ref, err := f.PutBlob(t.Context(), "wal", "0", "w1", 1, strings.NewReader("segment"))
+			require.NoError(t, err)
+			names = append(names, ref.Name)
+		}
+		require.NotEqual(t, names[0], names[1])
+	})
 }

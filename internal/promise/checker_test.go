@@ -1397,6 +1397,13 @@ func TestPromise25_CollectDeletesGarbageOnly(t *testing.T) {
 			b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: 500, Stream: true}))
 			b.end(co, nil)
 		}},
+		story{name: "a record of another identity", build: func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", deposed), []byte("g"))
+			b.put(nil, key, recOf("other/v2", "w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", deposed))
+			b.end(co, nil)
+		}},
 		story{name: "a collection deletes garbage", kept: true, build: func(b *builder) {
 			b.createBlob(nil, blobKeyOf(b.t, "s1", deposed), []byte("g"))
 			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
@@ -2079,7 +2086,9 @@ func TestPromise20_RefusedCommit(t *testing.T) {
 		story{name: "the blob was missing", kept: true, build: func(b *builder) {
 			refused(b, nil, -1, nil)
 		}},
-		story{name: "the blob held another size", kept: true, build: func(b *builder) {
+		// Another size is refused as an invalid argument (see Commit),
+		// not as not found.
+		story{name: "the blob held another size throughout", build: func(b *builder) {
 			refused(b, []byte("bb"), -1, nil)
 		}},
 		story{name: "the blob was created before the horizon", kept: true, build: func(b *builder) {
@@ -2406,5 +2415,123 @@ func TestPromise7_TermSourceOverDamage(t *testing.T) {
 			first(b)
 		}},
 		story{name: "an epoch from no record", kept: true, build: first},
+	)
+}
+
+// TestPromise20_BlobWrittenByTheCommitter: "written by the committing
+// writer within its tenure" speaks of the PutBlob that wrote the blob, not
+// of the name it gave it: a blob another writer's PutBlob wrote under the
+// committer's name, or one put at an epoch below the tenure under a name of
+// an epoch within it, is no blob the committer wrote in its tenure.
+func TestPromise20_BlobWrittenByTheCommitter(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	// committed: a PutBlob by writer at epoch creates a blob named as put
+	// by w1 at epoch 2; a seal of w1 at 2 begins its tenure; w1 commits
+	// it at 3.
+	committed := func(writer string, epoch uint64) func(b *builder) {
+		return func(b *builder) {
+			name := keys.BlobName(2, "w1", blobID(1))
+			pb := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: writer, Epoch: epoch, Proc: writer})
+			b.createBlob(pb, blobKeyOf(b.t, "s1", name), []byte("b"))
+			b.end(pb, nil)
+			b.wrote(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2}, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			b.wrote(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 3}, key,
+				rec("w1", 3, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 2, Stream: true}))
+		}
+	}
+	judge(t, 20,
+		story{name: "put by the committer in its tenure", kept: true, build: committed("w1", 2)},
+		story{name: "put by another writer under the committer's name", build: committed("w2", 2)},
+		story{name: "put below the tenure under a name within it", build: committed("w1", 1)},
+	)
+	// The seal at 2 began a tenure: the blob put at 1 is below it
+	// (promise 21), whatever its name says.
+	judge(t, 21,
+		story{name: "put in the tenure", kept: true, build: committed("w1", 2)},
+		story{name: "put below the seal under a name above it", build: committed("w1", 1)},
+	)
+}
+
+// TestPromise20_CommitOfABlobDeletedOutsideBefore: a blob something
+// outside deleted before a commit began did not exist while the commit
+// decided: the commit that lands referencing it breaks promise 20 (24
+// excuses what outside deleted, 20 does not).
+func TestPromise20_CommitOfABlobDeletedOutsideBefore(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(1, "w1", blobID(1))
+	commit := func(deleteBefore bool) func(b *builder) {
+		return func(b *builder) {
+			b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("b"))
+			b.put(nil, key, rec("w1", 1, record.Body{Since: 1, Stream: true}))
+			if deleteBefore {
+				b.deleteBlob(nil, blobKeyOf(b.t, "s1", name))
+			}
+			c := b.begin(Call{Op: Commit, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2})
+			if !deleteBefore {
+				b.deleteBlob(nil, blobKeyOf(b.t, "s1", name))
+			}
+			b.put(c, key, rec("w1", 2, record.Body{Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Stream: true}))
+			b.end(c, nil)
+		}
+	}
+	judge(t, 20,
+		story{name: "deleted outside before the commit began", build: commit(true)},
+		story{name: "deleted outside while the commit ran", kept: true, build: commit(false)},
+	)
+}
+
+// TestPromise22_HeadPushKeepsRefs: a Push that replaces a record rewritten
+// whole from outside with a sound head (Options.HeadPush, promise 7) keeps
+// the references and the horizon that head carries, as over a sound
+// record.
+func TestPromise22_HeadPushKeepsRefs(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(1, "w1", blobID(1))
+	was := record.Body{Payload: []byte(strings.Repeat("m", 5000)), Refs: []record.BlobRef{ref(name, []byte("b"))}, Since: 1, Horizon: 500, Stream: true} // longer than a head read
+	for _, c := range []struct {
+		name string
+		body record.Body // what the push wrote
+		kept bool
+	}{
+		{"refs and horizon kept", record.Body{Payload: []byte("a"), Refs: was.Refs, Since: 1, Horizon: 500, Stream: true}, true},
+		{"refs dropped", record.Body{Payload: []byte("a"), Since: 1, Horizon: 500, Stream: true}, false},
+		{"horizon dropped", record.Body{Payload: []byte("a"), Refs: was.Refs, Since: 1, Stream: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBuilder(t)
+			b.createBlob(nil, blobKeyOf(t, "s1", name), []byte("b"))
+			b.put(nil, key, damage(rec("w1", 1, was)))
+			b.wrote(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 2, Payload: []byte("a")}, key, rec("w1", 2, c.body))
+			found := map[int]bool{}
+			for _, v := range b.check(Options{HeadPush: true}) {
+				found[v.Promise] = true
+			}
+			require.False(t, found[7], "promise 7")
+			require.Equal(t, !c.kept, found[22], "promise 22")
+		})
+	}
+}
+
+// TestPromise26_BehindTheHorizonItRaised: a collection that raised the
+// horizon past a blob made it one no commit can reference: the pass
+// leaves none behind it.
+func TestPromise26_BehindTheHorizonItRaised(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	name := keys.BlobName(2, "w1", blobID(1))
+	pass := func(deleted bool) func(b *builder) {
+		return func(b *builder) {
+			at := b.createBlob(nil, blobKeyOf(b.t, "s1", name), []byte("b"))
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: at.UnixNano() + 1, Stream: true}))
+			if deleted {
+				b.deleteBlob(co, blobKeyOf(b.t, "s1", name))
+			}
+			b.end(co, nil)
+		}
+	}
+	judge(t, 26,
+		story{name: "deleted", kept: true, build: pass(true)},
+		story{name: "left", build: pass(false)},
 	)
 }

@@ -264,19 +264,23 @@ func (c *Checker) checkKeepsRefs(idx int, call *Call, prev, nv *value) {
 		return
 	}
 	sealing := call.Op == Seal || call.Op == Hold
+	h, ok := prev.header()
 	switch {
 	case sealing && prev == nil && len(n.body.Payload) > 0:
 		c.report(idx, 22, "%s sealed a shard never pushed with payload %s", who(call), quote(string(n.body.Payload)))
 	case sealing && prev.sound() && !bytes.Equal(prev.rec.body.Payload, n.body.Payload):
 		c.report(idx, 22, "%s changed the payload from %s to %s", who(call), quote(string(prev.rec.body.Payload)), quote(string(n.body.Payload)))
-	case prev.sound() && n.h.Horizon != prev.rec.h.Horizon:
-		c.report(idx, 22, "%s changed the collection horizon from %d to %d", who(call), prev.rec.h.Horizon, n.h.Horizon)
+	case ok && n.h.Horizon != h.Horizon:
+		c.report(idx, 22, "%s changed the collection horizon from %d to %d", who(call), h.Horizon, n.h.Horizon)
 	}
+	// Of a record rewritten whole from outside with a sound head, which a
+	// Push may replace (promise 7), what its head holds.
+	refs, refsOK := refsOf(prev)
 	switch {
 	case prev == nil && (n.body.Stream || len(n.body.Refs) > 0):
 		c.report(idx, 22, "%s created a stream's record with %d references", who(call), len(n.body.Refs))
-	case prev.sound() && !refsEqual(prev.rec.body.Refs, n.body.Refs):
-		c.report(idx, 22, "%s changed the references from %d to %d", who(call), len(prev.rec.body.Refs), len(n.body.Refs))
+	case prev != nil && refsOK && !refsEqual(refs, n.body.Refs):
+		c.report(idx, 22, "%s changed the references from %d to %d", who(call), len(refs), len(n.body.Refs))
 	case prev.sound() && prev.rec.body.Stream != n.body.Stream:
 		c.report(idx, 22, "%s turned a record with stream %t into one with stream %t", who(call), prev.rec.body.Stream, n.body.Stream)
 	}

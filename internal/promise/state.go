@@ -69,7 +69,7 @@ func (r *replica) changedSince(key string, idx int) bool {
 
 // create stores a new blob.
 func (r *replica) create(idx int, ch *Change, outside bool) *blob {
-	b := &blob{key: ch.Key, data: bytes.Clone(ch.Data), modified: ch.Modified, exists: true}
+	b := &blob{key: ch.Key, data: bytes.Clone(ch.Data), modified: ch.Modified, exists: true, call: ch.Call}
 	r.blobs[ch.Key] = b
 	space := spaceOfBlob(ch.Key)
 	if r.spaces[space] == nil {
@@ -174,6 +174,7 @@ type blob struct {
 	data     []byte
 	modified time.Time
 	exists   bool
+	call     int // the call that created it; 0 outside
 
 	deletedOutside bool // last deleted by something outside the package
 	collectedBy    int  // the Collect call that deleted it; 0 for none

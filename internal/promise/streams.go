@@ -140,11 +140,18 @@ func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value, 
 			continue
 		}
 		b := c.st.blobs[bk]
+		if pb := c.putBy(b); pb != nil && (pb.Writer != call.Writer || pb.Epoch < n.h.Since || pb.Epoch > n.h.Epoch) {
+			c.report(idx, 20, "%s newly references blob %s, which %s wrote, outside its tenure [%d, %d] by %s",
+				who(call), quote(r.Name), who(pb), n.h.Since, n.h.Epoch, quote(call.Writer))
+		}
 		switch {
 		case b == nil || !b.exists && !b.deletedOutside:
 			c.report(idx, 20, "%s newly references blob %s, which does not exist", who(call), quote(r.Name))
+		case !b.exists && c.deletedBefore(bk, call):
+			c.report(idx, 20, "%s newly references blob %s, which something outside deleted before the call began", who(call), quote(r.Name))
 		case !b.exists:
-			// Deleted outside the package: nothing the commit could see.
+			// Deleted outside the package while the commit ran: after
+			// it checked, perhaps.
 		case int64(len(b.data)) != r.Size:
 			c.report(idx, 20, "%s references blob %s with size %d; it holds %d bytes", who(call), quote(r.Name), r.Size, len(b.data))
 		case horizon != 0 && b.modified.UnixNano() < horizon:
@@ -153,11 +160,32 @@ func (c *Checker) checkCommit(idx int, call *Call, k shardKey, prev, nv *value, 
 	}
 }
 
+// putBy is the PutBlob call that created b, and nil for none (a blob
+// created outside, or by another call): the writer and the epoch it wrote
+// the blob at, whatever its name says (promises 20 and 21).
+func (c *Checker) putBy(b *blob) *Call {
+	if b == nil || b.call == 0 {
+		return nil
+	}
+	if pc := c.calls[b.call]; pc != nil && pc.Op == PutBlob {
+		return pc
+	}
+	return nil
+}
+
+// deletedBefore reports whether the blob at bk was last changed before
+// call began: a blob deleted then did not exist while the call ran.
+func (c *Checker) deletedBefore(bk string, call *Call) bool {
+	fl := c.flights[call.ID]
+	at, ok := c.st.lastChange[bk]
+	return fl != nil && ok && at < fl.begin
+}
+
 // checkRefusedCommit judges promise 20 on a commit refused as not found:
 // a blob it newly references, over the record it decided on, did not
-// exist at some moment of the call, held other than the size referenced,
-// or was created before a collection horizon the record held during the
-// call. Under KeepFloor a commit is also refused as not found when there
+// exist at some moment of the call or was created before a collection
+// horizon the record held during the call (another size than the one
+// referenced is refused as an invalid argument). Under KeepFloor a commit is also refused as not found when there
 // is no record: one that saw none is not judged.
 func (c *Checker) checkRefusedCommit(idx int, fl *flight) {
 	call := fl.call
@@ -192,12 +220,12 @@ func (c *Checker) checkRefusedCommit(idx int, fl *flight) {
 			return
 		}
 		b, at := c.st.blobs[bk], c.st.lastChange[bk]
-		if b == nil || !b.exists || at > fl.begin || int64(len(b.data)) != r.Size || b.modified.UnixNano() < horizon {
+		if b == nil || !b.exists || at > fl.begin || b.modified.UnixNano() < horizon {
 			return
 		}
 		names[i] = quote(r.Name)
 	}
-	c.report(idx, 20, "%s was refused as not found (%v), but every blob it newly references (%s) existed with its size throughout the call, created at or after the collection horizon %d",
+	c.report(idx, 20, "%s was refused as not found (%v), but every blob it newly references (%s) existed throughout the call, created at or after the collection horizon %d",
 		who(call), call.Err, strings.Join(names, ", "), horizon)
 }
 
@@ -221,6 +249,10 @@ func (c *Checker) checkNewRefs(idx int, call *Call, k shardKey, prev, nv *value,
 			continue
 		}
 		b := c.st.blobs[bk]
+		if pb := c.putBy(b); pb != nil && nv.sound() && pb.Epoch < record.TenureFloor(nv.rec.h) {
+			c.report(idx, 21, "%s newly references blob %s, which %s wrote at epoch %d, below the tenure floor %d",
+				who(call), quote(r.Name), who(pb), pb.Epoch, record.TenureFloor(nv.rec.h))
+		}
 		switch {
 		case b != nil && b.exists, b != nil && b.deletedOutside:
 		case b != nil && b.collectedBy != 0:
@@ -315,7 +347,7 @@ func readMatches(call *Call, d *decoded) bool {
 
 // checkCollected judges promise 26 on a Collect that ended nil: no blob
 // that existed throughout, is unreferenced, and can never be committed
-// over the record at its Begin is left.
+// over the record at its Begin, or behind the horizon it raised, is left.
 func (c *Checker) checkCollected(idx int, fl *flight) {
 	call := fl.call
 	if call.Op != Collect || call.Err != nil || call.DryRun || len(fl.seen) == 0 {
@@ -345,6 +377,13 @@ func (c *Checker) checkCollected(idx int, fl *flight) {
 			continue
 		}
 		h := r0.rec.h
+		// The horizon the pass raised, if it did: no commit can reference
+		// a blob behind it from then on.
+		for _, w := range fl.writes {
+			if w.ch.Key == call.Key && w.v.sound() && w.v.rec.h.Horizon > h.Horizon {
+				h.Horizon = w.v.rec.h.Horizon
+			}
+		}
 		switch {
 		case e < record.TenureFloor(h):
 			c.report(idx, 26, "%s left blob %s of epoch %d, below the tenure floor %d", who(call), quote(name), e, record.TenureFloor(h))

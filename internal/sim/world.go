@@ -5,8 +5,9 @@
 // collectors in two processes; an operator who settles what is damaged,
 // lost or set back; and the faults between them (lost replies, throttled
 // reads, a write the store holds up while its writer is paused, damage in
-// place, a record deleted, a record set back to an earlier version as a
-// restore from backup would). Some deployments keep the shard's floor
+// place, a record rewritten by a program of another format, a record
+// deleted, a record set back to an earlier version as a restore from
+// backup would). Some deployments keep the shard's floor
 // apart from its record (Config.KeepFloor); in some the writers' lease
 // clocks disagree with the world's (Config.Skew). Every store call of
 // every process waits for the scheduler, which grants one at a time in an
@@ -71,6 +72,7 @@ type World struct {
 	cfg      Config
 	rng      *rand.Rand // the scheduler's draws
 	order    *rand.Rand // the draws of the order of turns (turns)
+	foreign  *rand.Rand // the draws of which damage is a rewrite in another format instead (damage), apart from the scheduler's
 	seed     uint64
 	base     baseStore
 	store    *simStore
@@ -118,7 +120,8 @@ func New(seed uint64, cfg Config) (*World, error) {
 		return nil, err
 	}
 	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5157)), order: rand.New(rand.NewPCG(seed, 0x7475726e)),
-		base: base, wakeup: make(chan struct{}, 1),
+		foreign: rand.New(rand.NewPCG(seed, 0x666f726e)),
+		base:    base, wakeup: make(chan struct{}, 1),
 		calls: map[int]*promise.Call{}, names: map[string]int{}, tally: map[string]int{}, reads: map[int]int{}}
 	w.store = &simStore{w: w, base: base}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -535,7 +538,16 @@ func (w *World) damage() {
 	if w.rng.IntN(3) > 0 {
 		at = len(data) - 1 - w.rng.IntN(min(len(data), 3))
 	}
-	data[at] ^= 1 << w.rng.IntN(8)
+	bit := w.rng.IntN(8)
+	if h, b, check := record.Decode(data); check == "" && w.foreign.IntN(6) == 0 {
+		// Now and then a program of another format rewrites the record
+		// instead, its references kept: no Fence writes over it, and
+		// no collection deletes under it (promises 10 and 25), until
+		// it is set back or deleted.
+		w.putOutside(bytes.Join(record.Encode("other-format/v9", h.Writer, h.Epoch, b, record.CRC32C(b.Payload)), nil), version, "record rewritten in another format")
+		return
+	}
+	data[at] ^= 1 << bit
 	w.putOutside(data, version, "damage")
 }
 
