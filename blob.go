@@ -304,11 +304,11 @@ type GCOptions struct {
 	// DryRun reports what Collect would delete, writing only the clock's blob.
 	DryRun bool
 
-	// RecordGone says that the shard's record was removed on purpose:
-	// Collect then deletes every blob of the shard, and refuses one with a
-	// record (ErrInvalidArgument), a floor (read whatever KeepFloor), or a
-	// record the Fence saw (ErrEpochRegressed: delete the floor, Forget).
-	// Without it, a shard with no record is refused (ErrNotFound).
+	// RecordGone says that the shard's record was removed on purpose and no
+	// writer writes it again: Collect then deletes every blob of the shard,
+	// refuses one with a record (ErrInvalidArgument), a floor (read whatever
+	// KeepFloor) or a record the Fence saw (ErrEpochRegressed: delete the
+	// floor, Forget). Without it, a shard with no record is ErrNotFound.
 	RecordGone bool
 }
 
