@@ -831,6 +831,30 @@ func TestPromise13_OneHolder(t *testing.T) {
 	}
 }
 
+// TestPromise13_HeldOnlyByItsWrite: an Acquire or a Hold that returned
+// nil took or renewed the lease in a write of its own; one that wrote
+// nothing would hold it beside the holder the record names.
+func TestPromise13_HeldOnlyByItsWrite(t *testing.T) {
+	key := leaseKeyOf(t, "L")
+	judge(t, 13,
+		story{name: "an acquire that wrote nothing", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			ac := b.begin(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h2", Proc: "p2"})
+			ac.Term = 2
+			b.end(ac, nil)
+		}},
+		story{name: "a hold naming no shard that wrote nothing", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			hd := b.begin(Call{Op: Hold, Lease: "p2/lease#1", LeaseName: "L", Holder: "h2", Proc: "p2"})
+			b.end(hd, nil)
+		}},
+		story{name: "an acquire of the lease it holds renews it", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
+	)
+}
+
 // acquired records an acquisition of lv1 at term 1, lasting ttl.
 func acquired(t *testing.T, b *builder, ttl time.Duration) {
 	ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
