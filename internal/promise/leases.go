@@ -209,6 +209,18 @@ func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv
 	}
 }
 
+// holdsRecord reports whether the lease record lv wrote holds lv's
+// incarnation, not released, at term (any term when 0): an acquisition
+// that finds there what it would write, an earlier write of its own at
+// the same expiry, writes nothing.
+func (c *Checker) holdsRecord(lv *leaseValue, term uint64) bool {
+	if !lv.hasInc {
+		return false
+	}
+	l, check := decodeLease(c.st.values[lv.key])
+	return check == "" && l.Incarnation == lv.inc && l.Expiry != 0 && (term == 0 || l.Term == term)
+}
+
 // takenHow says how the record p of a term l took again was left.
 func takenHow(l, p record.Lease) string {
 	if l.Incarnation == p.Incarnation {
@@ -367,6 +379,9 @@ func (c *Checker) endLease(idx int, fl *flight) {
 	}
 	if call.Op == Hold {
 		c.checkHoldDeposed(idx, fl)
+	}
+	if _, began := c.flights[call.ID]; began && (call.Op == Acquire || call.Op == Hold) && call.Err == nil && len(fl.leaseTerms) == 0 && !c.holdsRecord(lv, call.Term) {
+		c.report(idx, 13, "%s returned nil, but no write of its lease record landed during the call, nor does the record hold it: it holds the lease beside the holder the record names", who(call))
 	}
 	if call.Op == Epoch && call.Err == nil {
 		c.checkLeaseEpoch(idx, fl, lv)
