@@ -73,6 +73,7 @@ type Checker struct {
 	claims  map[string]int                       // per brand key: creates by calls since the last outside delete
 	writers map[string]*deposers                 // per process and shard key: the calls that may depose
 	beside  map[string]map[int]int               // per process: the ID of each Deposed context seen running beside a Hold's context, to that one's ID
+	running map[string]map[int]int               // per process: the index at which each context was last seen running, by its ID (promises 14 and 18)
 	seenBy  map[string]mark                      // per process and record key: the highest epoch its Fence saw (promise 29)
 	heldBy  map[string]uint64                    // per process and record key: the highest epoch the record held during its calls since it last forgot it, the most its Fence can have seen (29)
 	floors  map[string]mark                      // per record key: the floor its shard keeps (promise 31)
@@ -96,6 +97,7 @@ func NewChecker(opts Options) *Checker {
 		claims:   map[string]int{},
 		writers:  map[string]*deposers{},
 		beside:   map[string]map[int]int{},
+		running:  map[string]map[int]int{},
 		seenBy:   map[string]mark{},
 		heldBy:   map[string]uint64{},
 		floors:   map[string]mark{},

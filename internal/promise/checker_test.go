@@ -216,15 +216,16 @@ func ref(name string, data []byte) record.BlobRef {
 }
 
 var (
-	errStale     = errors.New("writefence: stale epoch")
-	errInvalid   = errors.New("writefence: invalid argument")
-	errUnknown   = errors.New("writefence: outcome unknown")
-	errNotFound  = errors.New("writefence: not found")
-	errLeaseLost = errors.New("writefence: lease lost")
-	errTermEnded = errors.New("writefence: term ended")
-	errFailed    = errors.New("writefence: 503 slow down")
-	errConflict  = errors.New("writefence: conflict")
-	errWire      = errors.New("writefence: wire")
+	errStale        = errors.New("writefence: stale epoch")
+	errInvalid      = errors.New("writefence: invalid argument")
+	errUnknown      = errors.New("writefence: outcome unknown")
+	errNotFound     = errors.New("writefence: not found")
+	errLeaseLost    = errors.New("writefence: lease lost")
+	errLeaseExpired = errors.New("writefence: lease expired")
+	errTermEnded    = errors.New("writefence: term ended")
+	errFailed       = errors.New("writefence: 503 slow down")
+	errConflict     = errors.New("writefence: conflict")
+	errWire         = errors.New("writefence: wire")
 )
 
 const lv1 = "p1/lease#1"
@@ -760,6 +761,44 @@ func TestPromise12_Terms(t *testing.T) {
 	)
 }
 
+// TestPromise12_TakenOnce: a term is taken once. A Lease value that
+// released its term takes the next one, never the same again (its epochs
+// would start over at 1); a renewal keeps the term it holds, and an
+// operator's settle takes none, whatever term it writes.
+func TestPromise12_TakenOnce(t *testing.T) {
+	key := leaseKeyOf(t, "L")
+	held := func(b *builder, term uint64, is [16]byte) []byte {
+		return record.EncodeLease("h1", term, b.now.Add(time.Minute).UnixNano(), is)
+	}
+	judge(t, 12,
+		story{name: "a term taken again after its release", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, held(b, 1, inc1))
+			b.wrote(Call{Op: Release, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, 0, inc1))
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, held(b, 1, inc1))
+		}},
+		story{name: "a term taken again by a Hold after its release", build: func(b *builder) {
+			b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, held(b, 1, inc1))
+			b.wrote(Call{Op: Release, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, 0, inc1))
+			b.wrote(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, held(b, 1, inc1))
+		}},
+		story{name: "the next term taken after its release", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, held(b, 1, inc1))
+			b.wrote(Call{Op: Release, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, 0, inc1))
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, held(b, 2, inc1))
+		}},
+		story{name: "a renewal past the expiry", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.UnixNano(), inc1))
+			b.tick()
+			b.wrote(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, held(b, 1, inc1))
+		}},
+		story{name: "an operator's settle at the holder's term", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, held(b, 1, inc1))
+			b.wrote(Call{Op: Settled, Key: key, LeaseName: "L", Holder: "operator", Term: 1}, key, record.EncodeLease("operator", 1, 0, [16]byte{}))
+			b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h2", Proc: "p2"}, key, record.EncodeLease("h2", 2, b.now.Add(time.Minute).UnixNano(), inc2))
+		}},
+	)
+}
+
 func TestPromise13_OneHolder(t *testing.T) {
 	key := leaseKeyOf(t, "L")
 	b := newBuilder(t)
@@ -790,6 +829,30 @@ func TestPromise13_OneHolder(t *testing.T) {
 			b.requireBroken(13)
 		}
 	}
+}
+
+// TestPromise13_HeldOnlyByItsWrite: an Acquire or a Hold that returned
+// nil took or renewed the lease in a write of its own; one that wrote
+// nothing would hold it beside the holder the record names.
+func TestPromise13_HeldOnlyByItsWrite(t *testing.T) {
+	key := leaseKeyOf(t, "L")
+	judge(t, 13,
+		story{name: "an acquire that wrote nothing", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			ac := b.begin(Call{Op: Acquire, Lease: "p2/lease#1", LeaseName: "L", Holder: "h2", Proc: "p2"})
+			ac.Term = 2
+			b.end(ac, nil)
+		}},
+		story{name: "a hold naming no shard that wrote nothing", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			hd := b.begin(Call{Op: Hold, Lease: "p2/lease#1", LeaseName: "L", Holder: "h2", Proc: "p2"})
+			b.end(hd, nil)
+		}},
+		story{name: "an acquire of the lease it holds renews it", kept: true, build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, key, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
+	)
 }
 
 // acquired records an acquisition of lv1 at term 1, lasting ttl.
@@ -850,6 +913,51 @@ func TestPromise14_LeaseEpochs(t *testing.T) {
 			rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
 			b.end(rn, errLeaseLost, "lease lost")
 			epoch(b, 1<<32|1)
+		}},
+	)
+}
+
+// TestPromise14_LossLearnedByTheRenewer: a Lease whose Hold's renewer
+// learned the lease lost (its Hold's context done, the lease lost) knows
+// it, and hands out no epoch until an acquisition lands; an expiry is no
+// loss, as a renewal may still land.
+func TestPromise14_LossLearnedByTheRenewer(t *testing.T) {
+	leaseKey := leaseKeyOf(t, "L")
+	live := []Context{{ID: 1, Kind: "hold", Lease: lv1}}
+	ended := func(cause error, is string) []Context {
+		return []Context{{ID: 1, Kind: "hold", Lease: lv1, Done: true, Cause: cause, Is: Matches{is}}}
+	}
+	held := func(b *builder) {
+		hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", After: live})
+		b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		b.end(hd, nil)
+		ep := b.begin(Call{Op: Epoch, Lease: lv1, Before: live, After: live})
+		ep.Got = 1<<32 | 1
+		b.end(ep, nil)
+	}
+	after := func(b *builder, got uint64, ctxs []Context) {
+		ep := b.begin(Call{Op: Epoch, Lease: lv1, Before: ctxs, After: ctxs})
+		ep.Got = got
+		b.end(ep, nil)
+	}
+	judge(t, 14,
+		story{name: "an epoch after the renewer learned the loss", build: func(b *builder) {
+			held(b)
+			b.put(nil, leaseKey, record.EncodeLease("h2", 2, b.now.Add(time.Minute).UnixNano(), inc2))
+			after(b, 1<<32|2, ended(errLeaseLost, "lease lost"))
+		}},
+		story{name: "an epoch after the loss and an acquisition", kept: true, build: func(b *builder) {
+			held(b)
+			b.put(nil, leaseKey, record.EncodeLease("h2", 2, b.now.Add(time.Minute).UnixNano(), inc2))
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1", Before: ended(errLeaseLost, "lease lost"), After: ended(errLeaseLost, "lease lost")},
+				leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
+			after(b, 3<<32|1, ended(errLeaseLost, "lease lost"))
+		}},
+		story{name: "an epoch after an expiry and a renewal", kept: true, build: func(b *builder) {
+			held(b)
+			b.wrote(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1", Before: ended(errLeaseExpired, "lease expired"), After: ended(errLeaseExpired, "lease expired")},
+				leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			after(b, 1<<32|2, ended(errLeaseExpired, "lease expired"))
 		}},
 	)
 }
@@ -1113,6 +1221,47 @@ func TestPromise18_Deposed(t *testing.T) {
 				After: []Context{{ID: 1, Kind: "deposed", Key: key, Done: true, Cause: errStale, Is: Matches{"stale"}}}})
 			b.put(p, key, rec("w1", 1, plain("a")))
 			b.end(p, nil)
+		}},
+	)
+}
+
+// TestPromise18_ThatFenceAlone: a stale refusal cancels the Deposed
+// contexts of its own Fence, and a Hold whose seal is refused as stale is
+// such a refusal.
+func TestPromise18_ThatFenceAlone(t *testing.T) {
+	key, leaseKey := shardKeyOf(t, "", "pl", "s1"), leaseKeyOf(t, "L")
+	waiting := []Context{{ID: 1, Kind: "deposed", Key: key}}
+	deposed := []Context{{ID: 1, Kind: "deposed", Key: key, Done: true, Cause: errStale, Is: Matches{"stale"}}}
+	judge(t, 18,
+		story{name: "another Fence's refusal ends it", build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9, plain("x")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, Before: waiting, After: waiting})
+			b.endBare(c, errStale, "stale")
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1})
+			b.end(p, errStale, "stale")
+			c = b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, Before: deposed, After: deposed})
+			b.endBare(c, errStale, "stale")
+		}},
+		story{name: "its own refusal ends it", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9, plain("x")))
+			p := b.begin(Call{Op: Push, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 1, Before: waiting, After: deposed})
+			b.end(p, errStale, "stale")
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w2", Epoch: 9, Before: deposed, After: deposed})
+			b.endBare(c, errStale, "stale")
+		}},
+		story{name: "a hold's seal refused as stale leaves it running", build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9<<32, plain("x")))
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}, Before: waiting, After: waiting})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
+			b.end(hd, errStale, "stale")
+		}},
+		story{name: "a hold's seal refused as stale ends it", kept: true, build: func(b *builder) {
+			b.put(nil, key, rec("w9", 9<<32, plain("x")))
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", HoldsShards: []string{key}, Before: waiting, After: deposed})
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.put(hd, leaseKey, record.EncodeLease("h1", 1, 0, inc1))
+			b.end(hd, errStale, "stale")
 		}},
 	)
 }

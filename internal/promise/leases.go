@@ -2,6 +2,7 @@ package promise
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -36,6 +37,7 @@ type leaseValue struct {
 	acquisitions int // its Acquire and Hold calls in flight
 	releasing    int // its Release calls in flight
 	releasedAt   int // the index of the End of its last Release; -1 for none
+	acqEndedAt   int // the index of the End of its last Acquire or Hold; -1 for none
 
 	// seenTerm is the highest term it held, known from a call that
 	// returned nil (promise 30).
@@ -87,7 +89,7 @@ func (c *Checker) wrote(lv *leaseValue, term uint64) (bool, int64) {
 func (c *Checker) lease(name string) *leaseValue {
 	lv := c.leases[name]
 	if lv == nil {
-		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1, releasedAt: -1}
+		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1, releasedAt: -1, acqEndedAt: -1}
 		c.leases[name] = lv
 	}
 	return lv
@@ -155,14 +157,22 @@ func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv
 	if pok && l.Term < p.Term {
 		c.report(idx, 12, "%s wrote term %d over term %d at %s", who(call), l.Term, p.Term, quote(ch.Key))
 	}
+	// A term is taken once: a write that holds the lease over a record of
+	// its term is the renewal of that term's holder, never a release's or
+	// another's (an operator's settle takes no term).
+	if pok && call.Op != Settled && l.Expiry != 0 && l.Term == p.Term && (l.Incarnation != p.Incarnation || p.Expiry == 0) {
+		c.report(idx, 12, "%s took term %d again at %s, over a record of it %s", who(call), l.Term, quote(ch.Key), takenHow(l, p))
+	}
 	terms := c.terms[ch.Key]
 	if terms == nil {
 		terms = map[uint64][16]byte{}
 		c.terms[ch.Key] = terms
 	}
-	if inc, ok := terms[l.Term]; ok && inc != l.Incarnation {
+	switch inc, ok := terms[l.Term]; {
+	case call.Op == Settled:
+	case ok && inc != l.Incarnation:
 		c.report(idx, 12, "%s wrote term %d as incarnation %x of %s; incarnation %x wrote it first", who(call), l.Term, l.Incarnation, quote(l.Holder), inc)
-	} else if !ok {
+	case !ok:
 		terms[l.Term] = l.Incarnation
 	}
 	// An operator's settle takes no lease: it writes one released.
@@ -197,6 +207,26 @@ func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv
 		fl.leaseTerms = append(fl.leaseTerms, l.Term)
 		fl.released = fl.released || l.Expiry == 0
 	}
+}
+
+// holdsRecord reports whether the lease record lv wrote holds lv's
+// incarnation, not released, at term (any term when 0): an acquisition
+// that finds there what it would write, an earlier write of its own at
+// the same expiry, writes nothing.
+func (c *Checker) holdsRecord(lv *leaseValue, term uint64) bool {
+	if !lv.hasInc {
+		return false
+	}
+	l, check := decodeLease(c.st.values[lv.key])
+	return check == "" && l.Incarnation == lv.inc && l.Expiry != 0 && (term == 0 || l.Term == term)
+}
+
+// takenHow says how the record p of a term l took again was left.
+func takenHow(l, p record.Lease) string {
+	if l.Incarnation == p.Incarnation {
+		return "its own value released"
+	}
+	return fmt.Sprintf("by %s, incarnation %x", quote(p.Holder), p.Incarnation)
 }
 
 // putBrand judges a put of the brand key made for call (promise 11): a
@@ -345,6 +375,13 @@ func (c *Checker) endLease(idx int, fl *flight) {
 	lv := c.lease(call.Lease)
 	if _, began := c.flights[call.ID]; began && (call.Op == Acquire || call.Op == Hold) {
 		lv.acquisitions--
+		lv.acqEndedAt = idx
+	}
+	if call.Op == Hold {
+		c.checkHoldDeposed(idx, fl)
+	}
+	if _, began := c.flights[call.ID]; began && (call.Op == Acquire || call.Op == Hold) && call.Err == nil && len(fl.leaseTerms) == 0 && !c.holdsRecord(lv, call.Term) {
+		c.report(idx, 13, "%s returned nil, but no write of its lease record landed during the call, nor does the record hold it: it holds the lease beside the holder the record names", who(call))
 	}
 	if call.Op == Epoch && call.Err == nil {
 		c.checkLeaseEpoch(idx, fl, lv)
@@ -394,6 +431,19 @@ func (c *Checker) checkLeaseEpoch(idx int, fl *flight, lv *leaseValue) {
 	}
 	if lv.stoppedAt >= 0 && fl.begin > lv.stoppedAt && !lv.uncertain && lv.acquiredAt < lv.stoppedAt {
 		c.report(idx, 14, "%s handed out epoch %d after the Lease value lost or released the lease, with no acquisition since", who(call), call.Got)
+	}
+	// A loss its Hold's renewer learned: the Hold's context, seen running
+	// at last, was done at Begin, the lease lost (not expired, which a
+	// renewal may overcome), with no Release that may have ended it and no
+	// acquisition in flight or ended since.
+	for _, h := range call.Before {
+		last, seen := c.running[call.Proc][h.ID]
+		if h.ID == 0 || h.Kind != "hold" || h.Lease != call.Lease || !h.Done || !h.Is.Has("lease lost") || h.Is.Has("lease expired") || !seen {
+			continue
+		}
+		if lv.releasing == 0 && lv.releasedAt < last && lv.acquisitions == 0 && lv.acqEndedAt <= last {
+			c.report(idx, 14, "%s handed out epoch %d after its Hold's renewer learned the lease lost (%v), with no acquisition since", who(call), call.Got, h.Cause)
+		}
 	}
 	lv.gots[call.Got] = true
 	lv.maxEnded = max(lv.maxEnded, call.Got)
@@ -502,6 +552,7 @@ func (c *Checker) contextsSeen(idx int, call *Call, snap []Context) {
 		beside = map[int]int{}
 		c.beside[call.Proc] = beside
 	}
+	c.deposedSeen(idx, call, snap)
 	holds := map[int]Context{}
 	for _, h := range snap {
 		if h.ID != 0 && h.Kind == "hold" {
@@ -526,6 +577,69 @@ func (c *Checker) contextsSeen(idx int, call *Call, snap []Context) {
 		if lv.gated[d.Key] && (h.Is.Has("lease expired") || h.Is.Has("lease lost") && lv.held && !released) {
 			c.report(idx, 16, "%s shows the Hold's context of %s ended (%v), but the Deposed context of %s it gates, seen running beside it, not done", who(call), quote(h.Lease), h.Cause, quote(d.Key))
 		}
+	}
+}
+
+// deposedSeen notes the contexts a process shows running, and judges
+// promise 18 on a Deposed context first seen ended as stale: a refusal of
+// a write of that Fence (the process's) ended it, so a call of the process
+// that may depose its shard was in flight since it was last seen running.
+func (c *Checker) deposedSeen(idx int, call *Call, snap []Context) {
+	running := c.running[call.Proc]
+	if running == nil {
+		running = map[int]int{}
+		c.running[call.Proc] = running
+	}
+	fl := c.flights[call.ID]
+	atBegin := fl != nil && fl.begin == idx
+	for _, d := range snap {
+		if d.ID == 0 {
+			continue
+		}
+		if !d.Done {
+			running[d.ID] = idx
+			continue
+		}
+		last, seen := running[d.ID]
+		if d.Kind != "deposed" || !seen || !d.Is.Has("stale") || hasAny(d.Is, endings...) {
+			continue
+		}
+		delete(running, d.ID) // judged once
+		self := 0
+		if atBegin && slices.Contains(deposerKeys(call), d.Key) {
+			self = 1
+		}
+		if w := c.writers[deposerKey(call.Proc, d.Key)]; w == nil || w.inFlight <= self && w.lastEnd <= last {
+			c.report(idx, 18, "%s shows the Deposed context of %s ended as stale (%v), but no write of its Fence of that shard ran since it was seen running", who(call), quote(d.Key), d.Cause)
+		}
+	}
+}
+
+// checkHoldDeposed judges promise 18 on a Hold refused as stale: its
+// seal's refusal cancelled the Deposed contexts of the shard it names,
+// with the refusal as the cause. Of a Hold naming several shards, the
+// refusal is of one, which one the history does not tell.
+func (c *Checker) checkHoldDeposed(idx int, fl *flight) {
+	call := fl.call
+	if !call.Is.Has("stale") || call.Is.Has("unknown") || len(call.HoldsShards) == 0 {
+		return
+	}
+	ended, running := false, []string{}
+	for _, p := range pairContexts(call.Before, call.After) {
+		if p.a.Kind != "deposed" || !slices.Contains(call.HoldsShards, p.a.Key) || p.b.Done {
+			continue
+		}
+		switch {
+		case !p.a.Done:
+			running = append(running, p.a.Key)
+		case p.a.Is.Has("stale") || hasAny(p.a.Is, endings...):
+			ended = true
+		default:
+			c.report(idx, 18, "%s was refused as stale, but the Deposed context of %s ended with %v", who(call), quote(p.a.Key), p.a.Cause)
+		}
+	}
+	if len(running) > 0 && (len(call.HoldsShards) == 1 || !ended) {
+		c.report(idx, 18, "%s was refused as stale, but the Deposed context of %s is not done", who(call), quote(running[0]))
 	}
 }
 

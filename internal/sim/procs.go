@@ -31,6 +31,9 @@ type proc struct {
 	cancel context.CancelFunc
 	ended  chan struct{}
 	rng    *rand.Rand // the process's own draws, in its own order
+	// more draws the steps added since, apart from rng, so that a seed's
+	// deployment is the same but for them.
+	more *rand.Rand
 
 	fence      *writefence.Fence
 	lease      *writefence.Lease
@@ -122,6 +125,7 @@ func (w *World) start(p *proc) {
 	h := fnv.New64a()
 	h.Write([]byte(p.name))
 	p.rng = rand.New(rand.NewPCG(w.seed, h.Sum64()))
+	p.more = rand.New(rand.NewPCG(w.seed, h.Sum64()^0x6d6f7265))
 	base := context.WithValue(w.ctx, procKey{}, p)
 	// A back-off without jitter: the same seed, the same waits.
 	base = hook.With(base, &hook.Hooks{Wait: func(ctx context.Context, attempt int, _ time.Duration) error {
@@ -235,6 +239,18 @@ func (p *proc) writer() {
 		if p.rng.IntN(4) == 0 {
 			keys, shards = nil, nil
 		}
+		// Now and then a pipeline of the shard starts watching for
+		// deposition under the process's context before the Hold: the
+		// Hold's seal refused as stale ends it (promise 18).
+		stopEarly := func() {}
+		if p.more.IntN(4) == 0 {
+			var early context.Context
+			early, stopEarly = p.fence.Deposed(p.ctx, plugin, shard)
+			p.track(tracked{kind: "deposed", key: w.key, ctx: early})
+			w.mu.Lock()
+			w.note("Deposed context made before the Hold")
+			w.mu.Unlock()
+		}
 		var held context.Context
 		err := p.call(p.ctx, &promise.Call{Op: promise.Hold, Lease: p.leaseLabel, LeaseName: leaseName, Holder: p.holder, Writer: p.holder,
 			HoldsShards: keys}, func(ctx context.Context) (err error) {
@@ -242,6 +258,7 @@ func (p *proc) writer() {
 			return err
 		})
 		<-beside
+		stopEarly()
 		if err != nil {
 			if p.sleep(p.ctx, p.between(w.cfg.TTL/8, w.cfg.TTL), "holds again") != nil {
 				return
@@ -806,10 +823,17 @@ func (p *proc) settleLease(info writefence.LeaseInfo) {
 		panic(err)
 	}
 	settler := &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: "operator", TTL: p.w.cfg.TTL}
-	c := &promise.Call{Op: promise.Settled, Key: key, LeaseName: leaseName, Holder: "operator", Term: info.Term + 1}
-	if p.call(p.ctx, c, func(ctx context.Context) error { return settler.Settle(ctx, info.Version, info.Term+1) }) == nil {
+	// Now and then at the holder's own term, which a settle may take: it
+	// takes no term, and the next acquisition takes the one after it
+	// (promise 12).
+	term, what := info.Term+1, "lease settled over its holder"
+	if p.more.IntN(3) == 0 {
+		term, what = info.Term, "lease settled over its holder at its term"
+	}
+	c := &promise.Call{Op: promise.Settled, Key: key, LeaseName: leaseName, Holder: "operator", Term: term}
+	if p.call(p.ctx, c, func(ctx context.Context) error { return settler.Settle(ctx, info.Version, term) }) == nil {
 		p.w.mu.Lock()
-		p.w.note("lease settled over its holder")
+		p.w.note(what)
 		p.w.mu.Unlock()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,6 +129,16 @@ func TestSimulation(t *testing.T) {
 			if e.End != nil && e.End.Op == promise.Commit && e.End.Err == nil && w.Reads(e.End.ID) == 0 {
 				total["commit ok, with no read of the record"]++
 			}
+			if c := e.End; c != nil && c.Lease != "" && c.Op == promise.Epoch && slices.ContainsFunc(c.Before, func(x promise.Context) bool {
+				return x.Kind == "hold" && x.Done && x.Is.Has("lease lost")
+			}) {
+				total["epoch asked once the Hold's context ended, the lease lost"]++
+			}
+			if c := e.End; c != nil && c.Op == promise.Hold && c.Is.Has("stale") && slices.ContainsFunc(c.Before, func(x promise.Context) bool {
+				return x.Kind == "deposed" && !x.Done
+			}) {
+				total["hold refused as stale beside a Deposed context"]++
+			}
 			if c := e.End; c != nil && c.TermSource != "" && c.Err == nil && !firstOf[c.TermSource] {
 				firstOf[c.TermSource] = true
 				if c.Got&(1<<32-1) > 1 {
@@ -212,6 +223,17 @@ func TestSimulation(t *testing.T) {
 	// An operator settles the lease over a live holder (promise 16).
 	if len(seeds(t)) >= 50 && total["lease settled over its holder"] == 0 {
 		t.Errorf("no lease settled over its holder")
+	}
+	// An operator settles the lease at its holder's own term (promise 12),
+	// and a Deposed context made before a Hold runs through it, which the
+	// Hold's seal refused as stale ends (18).
+	// A Lease asked for an epoch once its Hold's renewer learned the lease
+	// lost (promise 14).
+	for _, k := range []string{"lease settled over its holder at its term", "Deposed context made before the Hold",
+		"hold refused as stale beside a Deposed context", "epoch asked once the Hold's context ended, the lease lost"} {
+		if len(seeds(t)) >= 50 && total[k] == 0 {
+			t.Errorf("no %q in the histories", k)
+		}
 	}
 	// A TermSource kept from an earlier hold ends once its term function
 	// reports the new term (promise 17).
