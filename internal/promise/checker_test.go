@@ -1478,6 +1478,53 @@ func TestPromise27_Observer(t *testing.T) {
 			b.end(p, nil)
 		}},
 	)
+	// Every write the Observer names, not only a record's: a blob, a
+	// lease's record, the brand, a collection's horizon, a floor.
+	blob := blobKeyOf(t, "s1", keys.BlobName(1, "w1", blobID(1)))
+	floorKey, err := keys.Floor("", "pl", "s1")
+	require.NoError(t, err)
+	judge(t, 27,
+		story{name: "a blob created, no event", build: func(b *builder) {
+			c := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("b")})
+			b.createBlob(c, blob, []byte("b"))
+			b.endBare(c, nil)
+		}},
+		story{name: "a blob created, seen", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("b")})
+			b.createBlob(c, blob, []byte("b"))
+			b.end(c, nil)
+		}},
+		story{name: "a blob seen ending twice", build: func(b *builder) {
+			c := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("b")})
+			b.createBlob(c, blob, []byte("b"))
+			c.Events = append(c.Events, Event{Op: "blob", Key: c.Key})
+			b.end(c, nil)
+		}},
+		story{name: "a lease acquired, no event", build: func(b *builder) {
+			ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.put(ac, leaseKeyOf(t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			ac.Term = 1
+			b.endBare(ac, nil)
+		}},
+		story{name: "the brand claimed, no event", build: func(b *builder) {
+			cl := b.begin(Call{Op: Claim})
+			b.put(cl, keys.Brand(""), []byte(defaultIdentity))
+			cl.Claimed = true
+			b.endBare(cl, nil)
+		}},
+		story{name: "a horizon written, no event", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: 9, Stream: true}))
+			b.endBare(co, nil)
+		}},
+		story{name: "a seal's floor, no event", build: func(b *builder) {
+			sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+			b.put(sl, key, rec("w1", 5, plain("")))
+			b.put(sl, floorKey, bytes.Join(record.Encode(defaultIdentity, "w1", 5, record.Body{}, record.CRC32C(nil)), nil))
+			b.end(sl, nil)
+		}},
+	)
 }
 
 func TestPromise28_Keys(t *testing.T) {
