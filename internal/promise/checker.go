@@ -389,7 +389,7 @@ func (c *Checker) end(idx int, call *Call) {
 	for _, check := range endsFirst {
 		check(c, idx, fl)
 	}
-	c.checkObserved(idx, call)
+	c.checkObserved(idx, fl)
 	c.checkPrefix(idx, call)
 	for _, check := range endsThen {
 		check(c, idx, fl)
