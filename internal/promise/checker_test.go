@@ -1518,6 +1518,26 @@ func TestPromise27_Observer(t *testing.T) {
 			b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: 9, Stream: true}))
 			b.endBare(co, nil)
 		}},
+		// A race lost (a put refused as a conflict) and retried is seen
+		// before the end; one that ends the write is seen ending it.
+		story{name: "a lost race retried unseen", build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.h.Change(Change{Call: p.ID, Kind: "fault", Key: key, Fault: "conflict", Request: "put", At: b.tick()})
+			b.put(p, key, rec("w1", 1, plain("a")))
+			b.end(p, nil)
+		}},
+		story{name: "a lost race retried, seen", kept: true, build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.h.Change(Change{Call: p.ID, Kind: "fault", Key: key, Fault: "conflict", Request: "put", At: b.tick()})
+			p.Events = append(p.Events, Event{Op: "push", Key: key, Retrying: true, Err: errConflict, Is: Matches{"conflict"}})
+			b.put(p, key, rec("w1", 1, plain("a")))
+			b.end(p, nil)
+		}},
+		story{name: "a lost race that ends the write", kept: true, build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.h.Change(Change{Call: p.ID, Kind: "fault", Key: key, Fault: "conflict", Request: "put", At: b.tick()})
+			b.end(p, context.Canceled, "canceled")
+		}},
 		story{name: "a seal's floor, no event", build: func(b *builder) {
 			sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
 			b.put(sl, key, rec("w1", 5, plain("")))
