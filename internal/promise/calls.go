@@ -353,7 +353,7 @@ func (c *Checker) checkDeposed(idx int, fl *flight) {
 
 // checkObserved judges promise 27: every event names an Op WriteEvent
 // names, a write of a record that ended (nil or refused) was seen
-// ending, every other write that landed (a blob, a lease's record, the
+// ending, each race lost was seen retried or ending its write, every other write that landed (a blob, a lease's record, the
 // brand, a collection's horizon, a floor, a settle's log entry) was seen
 // ending under its Op, and none was seen ending twice. A call refused as
 // an invalid argument may be refused before it writes, and is not
@@ -361,13 +361,25 @@ func (c *Checker) checkDeposed(idx int, fl *flight) {
 func (c *Checker) checkObserved(idx int, fl *flight) {
 	call := fl.call
 	ends := map[string]int{} // per Op and key: the events that end a write
+	retried, failed := 0, 0
 	for _, e := range call.Events {
 		if !observedOps[e.Op] {
 			c.report(idx, 27, "%s: the Observer saw Op %s, which WriteEvent does not name", who(call), quote(e.Op))
 		}
+		switch {
+		case e.Retrying:
+			retried++
+		case e.Err != nil:
+			failed++
+		}
 		if !e.Retrying {
 			ends[e.Op+"\x00"+e.Key]++
 		}
+	}
+	// Each race lost is retried, seen so, or ends its write, which then
+	// failed.
+	if fl.conflicts > retried+failed {
+		c.report(idx, 27, "%s lost %d races, and the Observer saw %d retried and %d writes fail", who(call), fl.conflicts, retried, failed)
 	}
 	if call.Op != Hold && call.Op != Epoch {
 		// A Hold seals and renews again and again, a Lease's Epoch may
