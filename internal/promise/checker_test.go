@@ -1555,6 +1555,28 @@ func TestPromise28_Keys(t *testing.T) {
 		story{name: "a prefix that reaches into another's keys", build: func(b *builder) {
 			b.wrote(Call{Op: Claim, Prefix: "a/_x/"}, "a/_x/_brand", []byte(defaultIdentity))
 		}},
+		// Of the default prefix's reserved space, a call under another
+		// prefix writes only Valkey's own keys (its waits, its staged
+		// values), never the default prefix's brand or floors.
+		story{name: "the default prefix's brand, under another", build: func(b *builder) {
+			b.wrote(Call{Op: Claim, Prefix: "a/"}, keys.Brand(""), []byte(defaultIdentity))
+		}},
+		story{name: "the default prefix's floor, under another", build: func(b *builder) {
+			floorKey, err := keys.Floor("", "pl", "s1")
+			require.NoError(b.t, err)
+			sl := b.begin(Call{Op: Seal, Prefix: "a/", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+			b.put(sl, sl.Key, rec("w1", 5, plain("")))
+			b.put(sl, floorKey, rec("w1", 5, record.Body{}))
+			b.end(sl, nil)
+		}},
+		story{name: "Valkey's staged value, under another", kept: true, build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Prefix: "a/", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.put(p, keys.Staging+"x", []byte("staged"))
+			b.del(p, keys.Staging+"x")
+			b.put(p, keys.Wait, []byte("w"))
+			b.put(p, p.Key, rec("w1", 1, plain("a")))
+			b.end(p, nil)
+		}},
 	)
 }
 
