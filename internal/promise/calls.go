@@ -455,14 +455,16 @@ func seenEnding(call *Call, op string) bool {
 }
 
 // checkKeys judges promise 28 on a change made for call: it stays within
-// the call's shard (its record and blobs), the shards a Hold names, and
-// the reserved spaces.
+// the call's shard (its record and blobs), the shards a Hold names, its
+// prefix's reserved space and Valkey's keys of the default prefix's.
 func (c *Checker) checkKeys(idx int, call *Call, ch *Change) {
 	key := ch.Key
 	switch {
 	case key == call.Key && key != "":
 		return
-	case strings.HasPrefix(key, prefixOf(call)+"_"), strings.HasPrefix(key, keys.DefaultPrefix+"_"):
+	case strings.HasPrefix(key, prefixOf(call)+"_"), key == keys.Wait, strings.HasPrefix(key, keys.Wait+"{"), strings.HasPrefix(key, keys.Staging):
+		// Its prefix's reserved space, and Valkey's own keys in the
+		// default prefix's.
 		return
 	}
 	for _, k := range call.HoldsShards {
