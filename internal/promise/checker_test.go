@@ -1616,6 +1616,24 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 	}
 	t.Run("its write over the deleted record", func(t *testing.T) { history(t, "p1", false).requireBroken(29) })
 	t.Run("a Fence that never saw it", func(t *testing.T) { history(t, "p2", false).requireKept(29) })
+	// Its writes are refused as regressed, not as something else, while
+	// the record is absent or below what it saw throughout the call.
+	for _, op := range []Op{Push, Update, Commit, Seal} {
+		for _, is := range []string{"stale", "not found", "regressed"} {
+			t.Run(string(op)+" refused as "+is+" over the deleted record", func(t *testing.T) {
+				b := newBuilder(t)
+				pushed(b, "p1", key, 5, "five", false)
+				b.del(nil, key)
+				p := b.begin(Call{Op: op, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Payload: []byte("six")})
+				b.end(p, errors.New("writefence: "+is), is)
+				if is == "regressed" {
+					b.requireKept(29)
+				} else {
+					b.requireBroken(29)
+				}
+			})
+		}
+	}
 	t.Run("after Forget", func(t *testing.T) { history(t, "p1", true).requireKept(29) })
 	// A refusal as regressed names what the Fence saw: an epoch the record
 	// held during a call of its process since it last forgot the shard.
