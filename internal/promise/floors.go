@@ -54,6 +54,7 @@ func (c *Checker) endSeen(idx int, fl *flight) {
 		return
 	}
 	c.checkRegressSeen(idx, fl)
+	c.checkRefusedRegressed(idx, fl)
 	switch {
 	case call.Op == Check:
 		c.checkCheck(idx, fl)
@@ -481,5 +482,18 @@ func (c *Checker) checkRegressSeen(idx int, fl *flight) {
 	}
 	if r := call.Regress; r != nil && !call.KeepFloor && call.Is.Has("regressed") && r.Epoch > c.heldBy[k] {
 		c.report(idx, 29, "%s was refused as regressed naming epoch %d as seen, above any the record held during its process's calls since it last forgot the shard (%d)", who(call), r.Epoch, c.heldBy[k])
+	}
+}
+
+// checkRefusedRegressed judges promise 29 on a write of a record refused
+// while the record was absent or below what its Fence saw before the
+// call, throughout: refused as regressed, not as stale or not found.
+func (c *Checker) checkRefusedRegressed(idx int, fl *flight) {
+	call := fl.call
+	if !deposingOp(call.Op) || call.Is.Has("regressed") || !hasAny(call.Is, "stale", "not found") {
+		return
+	}
+	if m, ok := c.seenBefore(fl, call.Key); ok && belowThroughout(fl, m.epoch) {
+		c.report(idx, 29, "%s was refused (%v) while the record was absent or below epoch %d its Fence saw, throughout: not as regressed", who(call), call.Err, m.epoch)
 	}
 }
