@@ -1989,6 +1989,18 @@ func TestPromise32_Check(t *testing.T) {
 		story{name: "stale naming what the record held", kept: true, build: staleNaming(8, "w2")},
 		story{name: "stale naming the checked epoch", build: staleNaming(5, "w2")},
 		story{name: "stale naming the checking writer", build: staleNaming(8, "w1")},
+		// Its Fence saw epoch 6; the record, set back, holds the writer at
+		// 5 throughout: a regression, not nil.
+		story{name: "nil below what its Fence saw", build: func(b *builder) {
+			pushed(b, "p2", key, 5, "five", false)
+			pushed(b, "p2", key, 6, "six", false)
+			b.put(nil, key, rec("w1", 5, plain("five")))
+			check(b, "w1", 5, nil)
+		}},
+		story{name: "nil at what its Fence saw", kept: true, build: func(b *builder) {
+			pushed(b, "p2", key, 5, "five", false)
+			check(b, "w1", 5, nil)
+		}},
 		story{name: "a check writes the record", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 5, plain("x")))
 			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})
