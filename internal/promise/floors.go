@@ -381,9 +381,12 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 	if n := call.Stale; call.Is.Has("stale") && n != nil && !heldAs(call, fl.seen, n.Epoch, n.Writer) {
 		c.report(idx, 32, "%s was refused as stale naming epoch %d by %s, which the record did not hold during the call", who(call), n.Epoch, quote(n.Writer))
 	}
+	m, saw := c.seenBefore(fl, call.Key)
 	switch {
 	case call.Err == nil && !held:
 		c.report(idx, 32, "%s returned nil, but the record never held writer %s at epoch %d during the call", who(call), quote(call.Writer), call.Epoch)
+	case call.Err == nil && saw && belowThroughout(fl, m.epoch):
+		c.report(idx, 32, "%s returned nil, but the record was below epoch %d its Fence saw, throughout", who(call), m.epoch)
 	case call.Is.Has("stale") && !later:
 		c.report(idx, 32, "%s was refused as stale (%v), but no other writer or later tenure held the record during the call", who(call), call.Err)
 	case call.Is.Has("regressed") && !lower:
