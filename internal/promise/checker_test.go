@@ -1616,6 +1616,17 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 	}
 	t.Run("its write over the deleted record", func(t *testing.T) { history(t, "p1", false).requireBroken(29) })
 	t.Run("a Fence that never saw it", func(t *testing.T) { history(t, "p2", false).requireKept(29) })
+	// A write at or below the recorded epoch is stale, however the
+	// record was set back.
+	t.Run("stale over the record set back, at its epoch", func(t *testing.T) {
+		b := newBuilder(t)
+		pushed(b, "p1", key, 5, "five", false)
+		pushed(b, "p1", key, 6, "six", false)
+		b.put(nil, key, rec("w1", 5, plain("five")))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, Payload: []byte("again")})
+		b.end(p, errStale, "stale")
+		b.requireKept(29)
+	})
 	// Its writes are refused as regressed, not as something else, while
 	// the record is absent or below what it saw throughout the call.
 	for _, op := range []Op{Push, Update, Commit, Seal} {

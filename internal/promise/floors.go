@@ -490,10 +490,12 @@ func (c *Checker) checkRegressSeen(idx int, fl *flight) {
 
 // checkRefusedRegressed judges promise 29 on a write of a record refused
 // while the record was absent or below what its Fence saw before the
-// call, throughout: refused as regressed, not as stale or not found.
+// call, throughout: refused as regressed, not as not found, nor as stale
+// but over a record at or above the write's epoch (a write there is
+// stale, however the record was set back: see decide).
 func (c *Checker) checkRefusedRegressed(idx int, fl *flight) {
 	call := fl.call
-	if !deposingOp(call.Op) || call.Is.Has("regressed") || !hasAny(call.Is, "stale", "not found") {
+	if !deposingOp(call.Op) || call.Is.Has("regressed") || !call.Is.Has("not found") && !(call.Is.Has("stale") && belowThroughout(fl, call.Epoch)) {
 		return
 	}
 	if m, ok := c.seenBefore(fl, call.Key); ok && belowThroughout(fl, m.epoch) {
