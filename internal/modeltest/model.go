@@ -1110,7 +1110,7 @@ func (r *modelRun) foreignPush(t *rapid.T) {
 func (r *modelRun) claim(t *rapid.T) {
 	identity := rapid.SampledFrom([]string{defaults.Identity, foreignIdentity}).Draw(t, "identity")
 	r.counts.add("brand claim")
-	f := &writefence.Fence{Store: r.target.Store, Prefix: r.prefix, Identity: identity}
+	f := &writefence.Fence{Store: r.target.Store, Prefix: r.prefix, Identity: identity, Observer: r.hist.Observe}
 	c := r.callOf(nil, promise.Call{Op: promise.Claim, Identity: identity})
 	r.hist.Begin(c)
 	claimed, err := f.ClaimBrand(r.ctx)

@@ -353,40 +353,118 @@ func (c *Checker) checkDeposed(idx int, fl *flight) {
 
 // checkObserved judges promise 27: every event names an Op WriteEvent
 // names, a write of a record that ended (nil or refused) was seen
-// ending, and none was seen ending twice. A call refused as an invalid argument may be refused before it
-// writes, and is not required an event.
-func (c *Checker) checkObserved(idx int, call *Call) {
+// ending, each race lost was seen retried or ending its write, every other write that landed (a blob, a lease's record, the
+// brand, a collection's horizon, a floor, a settle's log entry) was seen
+// ending under its Op, and none was seen ending twice. A call refused as
+// an invalid argument may be refused before it writes, and is not
+// required an event.
+func (c *Checker) checkObserved(idx int, fl *flight) {
+	call := fl.call
+	ends := map[string]int{} // per Op and key: the events that end a write
+	retried, failed := 0, 0
 	for _, e := range call.Events {
 		if !observedOps[e.Op] {
 			c.report(idx, 27, "%s: the Observer saw Op %s, which WriteEvent does not name", who(call), quote(e.Op))
+		}
+		switch {
+		case e.Retrying:
+			retried++
+		case e.Err != nil:
+			failed++
+		}
+		if !e.Retrying {
+			ends[e.Op+"\x00"+e.Key]++
+		}
+	}
+	// Each race lost is retried, seen so, or ends its write, which then
+	// failed.
+	if fl.conflicts > retried+failed {
+		c.report(idx, 27, "%s lost %d races, and the Observer saw %d retried and %d writes fail", who(call), fl.conflicts, retried, failed)
+	}
+	if call.Op != Hold && call.Op != Epoch {
+		// A Hold seals and renews again and again, a Lease's Epoch may
+		// renew: one call, many writes of one key.
+		for k, n := range ends {
+			if op, key, _ := strings.Cut(k, "\x00"); n > 1 {
+				c.report(idx, 27, "%s: the Observer saw its %s of %s end %d times", who(call), op, quote(key), n)
+			}
+		}
+	}
+	for _, w := range fl.writes {
+		if op, ok := c.observedAs(call, w.ch); ok && !seenEnding(call, op) {
+			c.report(idx, 27, "%s made a %s of %s and the Observer saw no final %s event", who(call), w.ch.Kind, quote(w.ch.Key), op)
 		}
 	}
 	if !recordOp(call.Op) {
 		return
 	}
-	ends := 0
+	n := 0
 	for _, e := range call.Events {
 		if e.Op == string(call.Op) && !e.Retrying {
-			ends++
+			n++
 		}
 	}
-	switch {
-	case ends > 1:
-		c.report(idx, 27, "%s: the Observer saw its %s end %d times", who(call), call.Op, ends)
-	case ends == 0 && (call.Err == nil || refused(call) && !call.Is.Has("invalid")):
+	if n == 0 && (call.Err == nil || refused(call) && !call.Is.Has("invalid")) {
 		c.report(idx, 27, "%s ended (%v) and the Observer saw no final %s event", who(call), call.Err, call.Op)
 	}
 }
 
+// observedAs is the Op under which the Observer sees a change made for
+// call that landed, and false for a change it does not see (a delete, a
+// probe's keys, a collection's clock) or that the call's own end speaks
+// of (a Push's record).
+func (c *Checker) observedAs(call *Call, ch *Change) (string, bool) {
+	if ch.Kind == "create blob" {
+		space, ok := c.spaceOf(call)
+		return "blob", ok && strings.HasPrefix(ch.Key, space)
+	}
+	if ch.Kind != "put" {
+		return "", false
+	}
+	switch class, _ := c.classify(ch.Key); class {
+	case classRecord:
+		// A write of a record by its own call is judged on the call's
+		// end (checkObserved).
+		switch {
+		case call.Op == Collect:
+			return "collect", true
+		case call.Op == Hold:
+			return "seal", true
+		}
+	case classLease:
+		return "lease", true
+	case classBrand:
+		return "brand claim", true
+	case classFloor:
+		return "floor", true
+	case classSettleLog:
+		return "settle log", true
+	}
+	return "", false
+}
+
+// seenEnding reports whether the Observer saw a write of op end during
+// call ("lease": of a Lease's record, whatever it did).
+func seenEnding(call *Call, op string) bool {
+	for _, e := range call.Events {
+		if !e.Retrying && (e.Op == op || op == "lease" && strings.HasPrefix(e.Op, "lease ")) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkKeys judges promise 28 on a change made for call: it stays within
-// the call's shard (its record and blobs), the shards a Hold names, and
-// the reserved spaces.
+// the call's shard (its record and blobs), the shards a Hold names, its
+// prefix's reserved space and Valkey's keys of the default prefix's.
 func (c *Checker) checkKeys(idx int, call *Call, ch *Change) {
 	key := ch.Key
 	switch {
 	case key == call.Key && key != "":
 		return
-	case strings.HasPrefix(key, prefixOf(call)+"_"), strings.HasPrefix(key, keys.DefaultPrefix+"_"):
+	case strings.HasPrefix(key, prefixOf(call)+"_"), key == keys.Wait, strings.HasPrefix(key, keys.Wait+"{"), strings.HasPrefix(key, keys.Staging):
+		// Its prefix's reserved space, and Valkey's own keys in the
+		// default prefix's.
 		return
 	}
 	for _, k := range call.HoldsShards {

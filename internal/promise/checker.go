@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -148,6 +149,7 @@ type flight struct {
 	writes    []write // the changes made for it, faults aside
 	transient int     // its "transient" faults of requests it retries
 	lost      bool    // a "lost" fault was made for it
+	conflicts int     // its races lost ("conflict" faults), a probe's aside
 	// unretried names the first transient fault of a request promise 6
 	// says the call does not retry ("" for none): see unretried.
 	unretried string
@@ -227,6 +229,8 @@ func (c *Checker) change(idx int, ch *Change) {
 				}
 			case ch.Fault == "transient":
 				fl.transient++
+			case ch.Fault == "conflict" && !strings.HasPrefix(ch.Key, keys.Probe(call.Prefix)):
+				fl.conflicts++
 			case ch.Fault == "lost":
 				// A reply lost of a request that is not retried ends
 				// the call as a failure of it does.
@@ -391,7 +395,7 @@ func (c *Checker) end(idx int, call *Call) {
 	for _, check := range endsFirst {
 		check(c, idx, fl)
 	}
-	c.checkObserved(idx, call)
+	c.checkObserved(idx, fl)
 	c.checkPrefix(idx, call)
 	for _, check := range endsThen {
 		check(c, idx, fl)

@@ -1634,6 +1634,73 @@ func TestPromise27_Observer(t *testing.T) {
 			b.end(p, nil)
 		}},
 	)
+	// Every write the Observer names, not only a record's: a blob, a
+	// lease's record, the brand, a collection's horizon, a floor.
+	blob := blobKeyOf(t, "s1", keys.BlobName(1, "w1", blobID(1)))
+	floorKey, err := keys.Floor("", "pl", "s1")
+	require.NoError(t, err)
+	judge(t, 27,
+		story{name: "a blob created, no event", build: func(b *builder) {
+			c := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("b")})
+			b.createBlob(c, blob, []byte("b"))
+			b.endBare(c, nil)
+		}},
+		story{name: "a blob created, seen", kept: true, build: func(b *builder) {
+			c := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("b")})
+			b.createBlob(c, blob, []byte("b"))
+			b.end(c, nil)
+		}},
+		story{name: "a blob seen ending twice", build: func(b *builder) {
+			c := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("b")})
+			b.createBlob(c, blob, []byte("b"))
+			c.Events = append(c.Events, Event{Op: "blob", Key: c.Key})
+			b.end(c, nil)
+		}},
+		story{name: "a lease acquired, no event", build: func(b *builder) {
+			ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.put(ac, leaseKeyOf(t, "L"), record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			ac.Term = 1
+			b.endBare(ac, nil)
+		}},
+		story{name: "the brand claimed, no event", build: func(b *builder) {
+			cl := b.begin(Call{Op: Claim})
+			b.put(cl, keys.Brand(""), []byte(defaultIdentity))
+			cl.Claimed = true
+			b.endBare(cl, nil)
+		}},
+		story{name: "a horizon written, no event", build: func(b *builder) {
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
+			b.put(co, key, rec("w1", 2, record.Body{Since: 2, Horizon: 9, Stream: true}))
+			b.endBare(co, nil)
+		}},
+		// A race lost (a put refused as a conflict) and retried is seen
+		// before the end; one that ends the write is seen ending it.
+		story{name: "a lost race retried unseen", build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.h.Change(Change{Call: p.ID, Kind: "fault", Key: key, Fault: "conflict", Request: "put", At: b.tick()})
+			b.put(p, key, rec("w1", 1, plain("a")))
+			b.end(p, nil)
+		}},
+		story{name: "a lost race retried, seen", kept: true, build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.h.Change(Change{Call: p.ID, Kind: "fault", Key: key, Fault: "conflict", Request: "put", At: b.tick()})
+			p.Events = append(p.Events, Event{Op: "push", Key: key, Retrying: true, Err: errConflict, Is: Matches{"conflict"}})
+			b.put(p, key, rec("w1", 1, plain("a")))
+			b.end(p, nil)
+		}},
+		story{name: "a lost race that ends the write", kept: true, build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.h.Change(Change{Call: p.ID, Kind: "fault", Key: key, Fault: "conflict", Request: "put", At: b.tick()})
+			b.end(p, context.Canceled, "canceled")
+		}},
+		story{name: "a seal's floor, no event", build: func(b *builder) {
+			sl := b.begin(Call{Op: Seal, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+			b.put(sl, key, rec("w1", 5, plain("")))
+			b.put(sl, floorKey, bytes.Join(record.Encode(defaultIdentity, "w1", 5, record.Body{}, record.CRC32C(nil)), nil))
+			b.end(sl, nil)
+		}},
+	)
 }
 
 func TestPromise28_Keys(t *testing.T) {
@@ -1643,6 +1710,28 @@ func TestPromise28_Keys(t *testing.T) {
 		}},
 		story{name: "a prefix that reaches into another's keys", build: func(b *builder) {
 			b.wrote(Call{Op: Claim, Prefix: "a/_x/"}, "a/_x/_brand", []byte(defaultIdentity))
+		}},
+		// Of the default prefix's reserved space, a call under another
+		// prefix writes only Valkey's own keys (its waits, its staged
+		// values), never the default prefix's brand or floors.
+		story{name: "the default prefix's brand, under another", build: func(b *builder) {
+			b.wrote(Call{Op: Claim, Prefix: "a/"}, keys.Brand(""), []byte(defaultIdentity))
+		}},
+		story{name: "the default prefix's floor, under another", build: func(b *builder) {
+			floorKey, err := keys.Floor("", "pl", "s1")
+			require.NoError(b.t, err)
+			sl := b.begin(Call{Op: Seal, Prefix: "a/", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, KeepFloor: true})
+			b.put(sl, sl.Key, rec("w1", 5, plain("")))
+			b.put(sl, floorKey, rec("w1", 5, record.Body{}))
+			b.end(sl, nil)
+		}},
+		story{name: "Valkey's staged value, under another", kept: true, build: func(b *builder) {
+			p := b.begin(Call{Op: Push, Prefix: "a/", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+			b.put(p, keys.Staging+"x", []byte("staged"))
+			b.del(p, keys.Staging+"x")
+			b.put(p, keys.Wait, []byte("w"))
+			b.put(p, p.Key, rec("w1", 1, plain("a")))
+			b.end(p, nil)
 		}},
 	)
 }
@@ -1683,6 +1772,35 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 	}
 	t.Run("its write over the deleted record", func(t *testing.T) { history(t, "p1", false).requireBroken(29) })
 	t.Run("a Fence that never saw it", func(t *testing.T) { history(t, "p2", false).requireKept(29) })
+	// A write at or below the recorded epoch is stale, however the
+	// record was set back.
+	t.Run("stale over the record set back, at its epoch", func(t *testing.T) {
+		b := newBuilder(t)
+		pushed(b, "p1", key, 5, "five", false)
+		pushed(b, "p1", key, 6, "six", false)
+		b.put(nil, key, rec("w1", 5, plain("five")))
+		p := b.begin(Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5, Payload: []byte("again")})
+		b.end(p, errStale, "stale")
+		b.requireKept(29)
+	})
+	// Its writes are refused as regressed, not as something else, while
+	// the record is absent or below what it saw throughout the call.
+	for _, op := range []Op{Push, Update, Commit, Seal} {
+		for _, is := range []string{"stale", "not found", "regressed"} {
+			t.Run(string(op)+" refused as "+is+" over the deleted record", func(t *testing.T) {
+				b := newBuilder(t)
+				pushed(b, "p1", key, 5, "five", false)
+				b.del(nil, key)
+				p := b.begin(Call{Op: op, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6, Payload: []byte("six")})
+				b.end(p, errors.New("writefence: "+is), is)
+				if is == "regressed" {
+					b.requireKept(29)
+				} else {
+					b.requireBroken(29)
+				}
+			})
+		}
+	}
 	t.Run("after Forget", func(t *testing.T) { history(t, "p1", true).requireKept(29) })
 	// A refusal as regressed names what the Fence saw: an epoch the record
 	// held during a call of its process since it last forgot the shard.
@@ -2038,6 +2156,18 @@ func TestPromise32_Check(t *testing.T) {
 		story{name: "stale naming what the record held", kept: true, build: staleNaming(8, "w2")},
 		story{name: "stale naming the checked epoch", build: staleNaming(5, "w2")},
 		story{name: "stale naming the checking writer", build: staleNaming(8, "w1")},
+		// Its Fence saw epoch 6; the record, set back, holds the writer at
+		// 5 throughout: a regression, not nil.
+		story{name: "nil below what its Fence saw", build: func(b *builder) {
+			pushed(b, "p2", key, 5, "five", false)
+			pushed(b, "p2", key, 6, "six", false)
+			b.put(nil, key, rec("w1", 5, plain("five")))
+			check(b, "w1", 5, nil)
+		}},
+		story{name: "nil at what its Fence saw", kept: true, build: func(b *builder) {
+			pushed(b, "p2", key, 5, "five", false)
+			check(b, "w1", 5, nil)
+		}},
 		story{name: "a check writes the record", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 5, plain("x")))
 			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 5})

@@ -54,6 +54,7 @@ func (c *Checker) endSeen(idx int, fl *flight) {
 		return
 	}
 	c.checkRegressSeen(idx, fl)
+	c.checkRefusedRegressed(idx, fl)
 	switch {
 	case call.Op == Check:
 		c.checkCheck(idx, fl)
@@ -380,9 +381,12 @@ func (c *Checker) checkCheck(idx int, fl *flight) {
 	if n := call.Stale; call.Is.Has("stale") && n != nil && !heldAs(call, fl.seen, n.Epoch, n.Writer) {
 		c.report(idx, 32, "%s was refused as stale naming epoch %d by %s, which the record did not hold during the call", who(call), n.Epoch, quote(n.Writer))
 	}
+	m, saw := c.seenBefore(fl, call.Key)
 	switch {
 	case call.Err == nil && !held:
 		c.report(idx, 32, "%s returned nil, but the record never held writer %s at epoch %d during the call", who(call), quote(call.Writer), call.Epoch)
+	case call.Err == nil && saw && belowThroughout(fl, m.epoch):
+		c.report(idx, 32, "%s returned nil, but the record was below epoch %d its Fence saw, throughout", who(call), m.epoch)
 	case call.Is.Has("stale") && !later:
 		c.report(idx, 32, "%s was refused as stale (%v), but no other writer or later tenure held the record during the call", who(call), call.Err)
 	case call.Is.Has("regressed") && !lower:
@@ -481,5 +485,20 @@ func (c *Checker) checkRegressSeen(idx int, fl *flight) {
 	}
 	if r := call.Regress; r != nil && !call.KeepFloor && call.Is.Has("regressed") && r.Epoch > c.heldBy[k] {
 		c.report(idx, 29, "%s was refused as regressed naming epoch %d as seen, above any the record held during its process's calls since it last forgot the shard (%d)", who(call), r.Epoch, c.heldBy[k])
+	}
+}
+
+// checkRefusedRegressed judges promise 29 on a write of a record refused
+// while the record was absent or below what its Fence saw before the
+// call, throughout: refused as regressed, not as not found, nor as stale
+// but over a record at or above the write's epoch (a write there is
+// stale, however the record was set back: see decide).
+func (c *Checker) checkRefusedRegressed(idx int, fl *flight) {
+	call := fl.call
+	if !deposingOp(call.Op) || call.Is.Has("regressed") || !call.Is.Has("not found") && !(call.Is.Has("stale") && belowThroughout(fl, call.Epoch)) {
+		return
+	}
+	if m, ok := c.seenBefore(fl, call.Key); ok && belowThroughout(fl, m.epoch) {
+		c.report(idx, 29, "%s was refused (%v) while the record was absent or below epoch %d its Fence saw, throughout: not as regressed", who(call), call.Err, m.epoch)
 	}
 }

@@ -191,7 +191,8 @@ type Change struct {
 	//
 	// Fault, for Kind "fault": "transient" (a read or write failed and
 	// changed nothing), "lost" (a reply was lost; a put that landed is a
-	// change of its own), "denied" (a write refused, fs.ErrPermission).
+	// change of its own), "denied" (a write refused, fs.ErrPermission),
+	// "conflict" (a conditional put refused: a race lost, promise 27).
 	Fault string
 	// Request, for Kind "fault", names the request that failed when the
 	// recorder knows it: "get", "put", "create blob", "list blobs",

@@ -34,6 +34,10 @@ type proc struct {
 	// more draws the steps added since, apart from rng, so that a seed's
 	// deployment is the same but for them.
 	more *rand.Rand
+	// setback draws, apart from rng, when a writer's record is set back
+	// under its check (setBackUnder), so that the rest of a seed's
+	// deployment draws as it did before the step was added.
+	setback *rand.Rand
 
 	fence      *writefence.Fence
 	lease      *writefence.Lease
@@ -126,6 +130,7 @@ func (w *World) start(p *proc) {
 	h.Write([]byte(p.name))
 	p.rng = rand.New(rand.NewPCG(w.seed, h.Sum64()))
 	p.more = rand.New(rand.NewPCG(w.seed, h.Sum64()^0x6d6f7265))
+	p.setback = rand.New(rand.NewPCG(w.seed, h.Sum64()^0x7365746b))
 	base := context.WithValue(w.ctx, procKey{}, p)
 	// A back-off without jitter: the same seed, the same waits.
 	base = hook.With(base, &hook.Hooks{Wait: func(ctx context.Context, attempt int, _ time.Duration) error {
@@ -509,8 +514,37 @@ func (p *proc) segment(ctx context.Context, epoch uint64, n int) {
 			p.w.mu.Unlock()
 			cctx = p.ctx
 		}
+		if p.setback.IntN(8) == 0 {
+			p.setBackUnder(ctx)
+		}
 		_ = p.call(cctx, &promise.Call{Op: promise.Check, Writer: p.holder, Epoch: commitEpoch},
 			func(ctx context.Context) error { return p.fence.Check(ctx, plugin, shard, p.holder, commitEpoch) })
+	}
+}
+
+// setBackUnder sets the record back under the check a writer makes at
+// its commit's epoch: the writer updates the record at a higher epoch,
+// then the record is set back from outside to what it held after the
+// commit, as a restore would. The record then holds the writer at the
+// commit's epoch, below what its Fence saw: the check is refused as
+// regressed (promise 32).
+func (p *proc) setBackUnder(ctx context.Context) {
+	committed, _, err := p.w.base.Get(context.Background(), p.w.key)
+	if err != nil {
+		return
+	}
+	epoch, err := p.epoch(ctx)
+	if err != nil {
+		return
+	}
+	err = p.call(ctx, &promise.Call{Op: promise.Update, Writer: p.holder, Epoch: epoch}, func(ctx context.Context) error {
+		return p.fence.Update(ctx, plugin, shard, p.holder, epoch, func(cur []byte) ([]byte, error) { return cur, nil })
+	})
+	if err != nil {
+		return
+	}
+	if _, version, err := p.w.base.Get(context.Background(), p.w.key); err == nil {
+		p.w.putOutside(committed, version, "record set back under a check")
 	}
 }
 

@@ -216,6 +216,10 @@ func (s *simStore) PutIfVersion(ctx context.Context, key string, data []byte, ex
 		}
 		var err error
 		version, err = s.base.PutIfVersion(context.Background(), key, data, expect)
+		if errors.Is(err, writefence.ErrConflict) {
+			// A race lost: the Observer sees it retried (promise 27).
+			s.change(call, promise.Change{Kind: "fault", Key: key, Fault: "conflict", Request: "put"})
+		}
 		if err != nil {
 			return err
 		}
