@@ -227,12 +227,12 @@
 // The floor survives the record:
 //
 //  29. A Fence that wrote or read a shard's record at an epoch refuses
-//     with ErrEpochRegressed, writing nothing, every write of it (and
-//     Collect's deletes) while it finds the record absent or below that
-//     epoch, until an operator settles it above (Settlement.Lost) or the
-//     Fence forgets the shard (Forget); it rests on the Fence's memory of
-//     up to 131,072 shards, and a Fence that never saw the shard cannot
-//     know (31 closes that).
+//     with ErrEpochRegressed (as stale if the write's epoch is not above
+//     the record's), writing nothing, every write of it (and Collect's
+//     deletes) while it finds the record absent or below that epoch, until
+//     an operator settles it above (Settlement.Lost) or the Fence forgets
+//     the shard (Forget); it rests on the Fence's memory (131,072 shards),
+//     blind to a shard it never saw (see 31).
 //  30. A Lease value that held or read its record at a term never takes
 //     or writes that record while it finds it absent or at a lower term
 //     (ErrEpochRegressed; a renewal reports the lease lost and

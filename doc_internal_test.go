@@ -131,7 +131,7 @@ func TestDocNamesTheDefaults(t *testing.T) {
 		},
 		"blob_list.go": {fmt.Sprintf("max(%d, 2 × its keys) blobs; other keys are checked with StatBlob, %d at a time", listBudget, statWorkers)},
 		"check.go":     {fmt.Sprintf("%d reads at a time", checkAllAtOnce)},
-		"doc.go":       {fmt.Sprintf("memory of up to %s shards", comma(maxCached))},
+		"doc.go":       {fmt.Sprintf("memory (%s shards)", comma(maxCached))},
 		"README.md": {
 			fmt.Sprintf("(%s shards;", comma(maxCached)),
 			fmt.Sprintf("while %s readers read it", map[int]string{8: "eight"}[readers]),
