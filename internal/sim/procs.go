@@ -658,6 +658,16 @@ func (p *proc) recoverBlobs(ctx context.Context) {
 func (p *proc) collector() {
 	for p.sleep(p.ctx, p.between(time.Millisecond, p.w.cfg.Grace), "collects") == nil {
 		dry := p.rng.IntN(10) == 0
+		if p.w.cfg.KeepFloor && p.more.IntN(3) == 0 {
+			// Under KeepFloor, now and then the collector runs as a tool
+			// run afresh, a Fence that never saw the record: what keeps
+			// it from deleting under a record set back is the floor alone
+			// (promise 31).
+			_ = p.call(p.ctx, &promise.Call{Op: promise.Forget}, func(context.Context) error { return p.fence.Forget(plugin, shard) })
+			p.w.mu.Lock()
+			p.w.note("collector forgot the shard")
+			p.w.mu.Unlock()
+		}
 		c := &promise.Call{Op: promise.Collect, DryRun: dry}
 		_ = p.call(p.ctx, c, func(ctx context.Context) error {
 			report, err := p.fence.Collect(ctx, plugin, shard, writefence.GCOptions{Grace: p.w.cfg.Grace, DryRun: dry})

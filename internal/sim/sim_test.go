@@ -256,10 +256,11 @@ func TestSimulation(t *testing.T) {
 	// Writers now and then commit references that lie (promise 20),
 	// blobs are damaged from outside (23), a writer checks the shard
 	// once another holds it, or after the record was set back below what
-	// its Fence saw (32), and a program of another format rewrites the
-	// record, under which no collection deletes (25).
+	// its Fence saw (32), a program of another format rewrites the
+	// record, under which no collection deletes (25), and a collector
+	// that forgot the shard meets a record set back under its floor (31).
 	for _, k := range []string{"confused commit: a size off by one", "confused commit: another writer's blob", "blob damaged", "check after a pause", "check stale",
-		"record set back under a check", "record rewritten in another format"} {
+		"record set back under a check", "record rewritten in another format", "collector forgot the shard"} {
 		if len(seeds(t)) >= 50 && total[k] == 0 {
 			t.Errorf("no %q in the histories", k)
 		}
