@@ -151,7 +151,7 @@ func (w *World) start(p *proc) {
 	}, ListBudget: w.cfg.ListBudget})
 	p.ctx, p.cancel = context.WithCancel(base)
 	p.ended = make(chan struct{})
-	p.fence = &writefence.Fence{Store: w.store, Observer: w.observe, KeepFloor: w.cfg.KeepFloor, Probe: w.cfg.Probe}
+	p.fence = &writefence.Fence{Store: w.store, Prefix: w.cfg.Prefix, Observer: w.observe, KeepFloor: w.cfg.KeepFloor, Probe: w.cfg.Probe}
 	switch {
 	case w.cfg.Branded:
 		p.fence.Brand = writefence.BrandVerifyAlways
@@ -583,7 +583,7 @@ func (p *proc) confuse(ctx context.Context, refs []writefence.BlobRef) []writefe
 		p.w.mu.Unlock()
 		return refs
 	}
-	space, err := keys.Blobs("", plugin, shard)
+	space, err := keys.Blobs(p.w.cfg.Prefix, plugin, shard)
 	if err != nil {
 		panic(err)
 	}
@@ -610,7 +610,7 @@ func (p *proc) confuse(ctx context.Context, refs []writefence.BlobRef) []writefe
 // those of the writer's current tenure.
 func (p *proc) recoverBlobs(ctx context.Context) {
 	bs := writefence.BlobStore(p.w.store)
-	space, err := keys.Blobs("", plugin, shard)
+	space, err := keys.Blobs(p.w.cfg.Prefix, plugin, shard)
 	if err != nil {
 		panic(err)
 	}
@@ -732,7 +732,7 @@ func (p *proc) operator() {
 			if info, err := p.inspectLease(); err == nil && !info.Released() && p.rng.IntN(4) == 0 {
 				p.settleLease(info)
 			}
-			c := &promise.Call{Op: promise.Verify, Key: keys.Brand("")}
+			c := &promise.Call{Op: promise.Verify, Key: keys.Brand(p.w.cfg.Prefix)}
 			_ = p.call(p.ctx, c, func(ctx context.Context) error {
 				err := p.fence.VerifyBrand(ctx)
 				if we := (*writefence.WireError)(nil); errors.As(err, &we) && !we.Absent {
@@ -830,7 +830,7 @@ func (p *proc) operator() {
 // it back: meanwhile no write of a Fence that reads the brand before each
 // write lands, and each is refused writing nothing (promises 3 and 10).
 func (p *proc) rebrand() {
-	bk := keys.Brand("")
+	bk := keys.Brand(p.w.cfg.Prefix)
 	// A context of no call: the changes are recorded as made outside.
 	ctx := p.ctx
 	data, version, err := p.w.store.Get(ctx, bk)
@@ -862,7 +862,7 @@ func (p *proc) rebrand() {
 // The holder learns the lease lost at its next renewal, which ends its
 // Hold's context and the Deposed contexts its Lease gates (promise 16).
 func (p *proc) settleLease(info writefence.LeaseInfo) {
-	key, err := keys.Lease("", leaseName)
+	key, err := keys.Lease(p.w.cfg.Prefix, leaseName)
 	if err != nil {
 		panic(err)
 	}
@@ -884,7 +884,7 @@ func (p *proc) settleLease(info writefence.LeaseInfo) {
 
 // inspectLease reads the writers' lease as an operator does, recorded.
 func (p *proc) inspectLease() (info writefence.LeaseInfo, err error) {
-	key, err := keys.Lease("", leaseName)
+	key, err := keys.Lease(p.w.cfg.Prefix, leaseName)
 	if err != nil {
 		panic(err)
 	}

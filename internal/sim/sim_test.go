@@ -91,7 +91,8 @@ func seeds(t *testing.T) []uint64 {
 // fourth) deletes blobs one at a time, and in every third (from the
 // second) the writers' lease clocks disagree with the world's by up to
 // half the lease's TTL; every eleventh (from the fifth) probes the store
-// before the first write of each Fence.
+// before the first write of each Fence, and every thirteenth (from the
+// sixth) keeps its keys under a prefix other than the default.
 func configFor(seed uint64) Config {
 	cfg := DefaultConfig
 	cfg.KeepFloor = seed%3 == 0
@@ -102,6 +103,9 @@ func configFor(seed uint64) Config {
 		cfg.Skew = cfg.TTL / 2
 	}
 	cfg.Probe = seed%11 == 5
+	if seed%13 == 6 {
+		cfg.Prefix = "tenant/" // every key under a prefix of its own (promise 28)
+	}
 	if seed%5 == 2 {
 		cfg.ListBudget = 2 // the record soon references more blobs of an epoch than a listing shows
 	}
@@ -120,10 +124,10 @@ func TestSimulation(t *testing.T) {
 		for k, v := range w.Tally() {
 			total[k] += v
 		}
-		for k, v := range outcomes(h) {
+		for k, v := range outcomes(h, configFor(seed).Prefix) {
 			total[k] += v
 		}
-		total["lease taken before its expiry by the world's clock"] += earlyTakeovers(h)
+		total["lease taken before its expiry by the world's clock"] += earlyTakeovers(h, configFor(seed).Prefix)
 		firstOf := map[string]bool{} // the TermSources that handed out an epoch
 		for _, e := range h.Entries {
 			if e.End != nil && e.End.Op == promise.Commit && e.End.Err == nil && w.Reads(e.End.ID) == 0 {
@@ -385,11 +389,11 @@ func TestSimulationOnDirectoryStore(t *testing.T) {
 }
 
 // outcomes counts how the history's calls ended, by op and outcome, and
-// the blobs Collect deleted: what a run exercised.
-func outcomes(h *promise.History) map[string]int {
+// the blobs Collect deleted: what a run exercised, its keys under prefix.
+func outcomes(h *promise.History, prefix string) map[string]int {
 	out := map[string]int{}
 	ops := map[int]promise.Op{}
-	shardKey, err := keys.Shard("", plugin, shard)
+	shardKey, err := keys.Shard(prefix, plugin, shard)
 	if err != nil {
 		panic(err)
 	}
@@ -397,11 +401,11 @@ func outcomes(h *promise.History) map[string]int {
 		switch {
 		case e.Begin != nil:
 			ops[e.Begin.ID] = e.Begin.Op
-		case e.Change != nil && e.Change.Call != 0 && e.Change.Key == keys.Brand(""):
+		case e.Change != nil && e.Change.Call != 0 && e.Change.Key == keys.Brand(prefix):
 			out[e.Change.Kind+" "+e.Change.Fault+", the brand"]++
 		case e.Change != nil && e.Change.Kind == "put" && ops[e.Change.Call] == promise.Collect && e.Change.Key == shardKey:
 			out["collect put the horizon"]++
-		case e.Change != nil && e.Change.Call != 0 && strings.HasPrefix(e.Change.Key, keys.Probe("")):
+		case e.Change != nil && e.Change.Call != 0 && strings.HasPrefix(e.Change.Key, keys.Probe(prefix)):
 			out[e.Change.Kind+" "+e.Change.Fault+", a probe"]++
 		case e.Change != nil && e.Change.Fault == "transient" && (ops[e.Change.Call] == promise.PutBlob || ops[e.Change.Call] == promise.Collect):
 			out["fault transient, "+string(ops[e.Change.Call])+" "+e.Change.Request]++
@@ -444,9 +448,10 @@ func TestSimulationMessages(t *testing.T) {
 
 // earlyTakeovers counts the lease records of h written by another
 // incarnation over a record whose expiry had not passed by the world's
-// clock: takeovers by a lease clock ahead of it.
-func earlyTakeovers(h *promise.History) int {
-	key, err := keys.Lease("", leaseName)
+// clock: takeovers by a lease clock ahead of it; its keys are under
+// prefix.
+func earlyTakeovers(h *promise.History, prefix string) int {
+	key, err := keys.Lease(prefix, leaseName)
 	if err != nil {
 		panic(err)
 	}

@@ -56,6 +56,7 @@ type Config struct {
 	ListBudget    int           // when above zero, the budget of a commit's listings (max(1000, 2 × the new blobs) by default): a small one reaches the check of a long epoch
 	Probe         bool          // every Fence probes the store before its first write (Fence.Probe)
 	Skew          time.Duration // when above zero, each writer's lease clock (Lease.Clock) runs ahead of the world's or behind it by up to Skew, its own offset
+	Prefix        string        // every Fence's key prefix (Fence.Prefix); "" the default
 }
 
 // DefaultConfig is the deployment CI simulates.
@@ -125,21 +126,21 @@ func New(seed uint64, cfg Config) (*World, error) {
 		calls: map[int]*promise.Call{}, names: map[string]int{}, tally: map[string]int{}, reads: map[int]int{}}
 	w.store = &simStore{w: w, base: base}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
-	if w.key, err = keys.Shard("", plugin, shard); err != nil {
+	if w.key, err = keys.Shard(cfg.Prefix, plugin, shard); err != nil {
 		return nil, err
 	}
-	if w.floorKey, err = keys.Floor("", plugin, shard); err != nil {
+	if w.floorKey, err = keys.Floor(cfg.Prefix, plugin, shard); err != nil {
 		return nil, err
 	}
 	if cfg.Branded {
 		// On the base store, before the history begins: the brand is
 		// the deployment's, not a call of it.
-		if _, err := (&writefence.Fence{Store: base}).ClaimBrand(context.Background()); err != nil {
+		if _, err := (&writefence.Fence{Store: base, Prefix: cfg.Prefix}).ClaimBrand(context.Background()); err != nil {
 			return nil, err
 		}
 		// The history opens with it, as a change made outside, so that
 		// the checker knows what the brand holds (promises 10 and 33).
-		bk := keys.Brand("")
+		bk := keys.Brand(cfg.Prefix)
 		data, version, err := base.Get(context.Background(), bk)
 		if err != nil {
 			return nil, err
@@ -557,7 +558,7 @@ func (w *World) damage() {
 // 23).
 func (w *World) damageBlob() {
 	ctx := context.Background()
-	space, err := keys.Blobs("", plugin, shard)
+	space, err := keys.Blobs(w.cfg.Prefix, plugin, shard)
 	if err != nil {
 		panic(err)
 	}
@@ -731,7 +732,7 @@ func (w *World) begin(ctx context.Context, p *proc, c *promise.Call) context.Con
 		c.Key = w.key
 		c.Plugin, c.Shard = plugin, shard
 	}
-	c.KeepFloor = w.cfg.KeepFloor
+	c.KeepFloor, c.Prefix = w.cfg.KeepFloor, w.cfg.Prefix
 	c.Before = p.contexts()
 	w.calls[c.ID] = c
 	w.hist.Begin(c)
