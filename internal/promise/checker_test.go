@@ -1818,6 +1818,27 @@ func TestPromise29_FenceSawIt(t *testing.T) {
 	}
 	t.Run("refused by what it saw", func(t *testing.T) { regressed(t, false).requireKept(29) })
 	t.Run("refused by what it saw before Forget", func(t *testing.T) { regressed(t, true).requireBroken(29) })
+	// A Check refused because the record is below the epoch it was asked
+	// about names that epoch and writer as seen: the caller's, not its
+	// Fence's memory, whatever the Fence saw.
+	for _, asked := range []bool{true, false} {
+		name := map[bool]string{true: "a check naming the epoch it was asked about", false: "a check naming another epoch"}[asked]
+		t.Run(name, func(t *testing.T) {
+			b := newBuilder(t)
+			b.put(nil, key, rec("w0", 3, plain("three")))
+			c := b.begin(Call{Op: Check, Proc: "p2", Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 6})
+			c.Regress = &record.Header{Epoch: 6, Writer: "w1"}
+			if !asked {
+				c.Regress = &record.Header{Epoch: 5, Writer: "w1"}
+			}
+			b.end(c, errors.New("writefence: epoch regressed"), "regressed")
+			if asked {
+				b.requireKept(29)
+			} else {
+				b.requireBroken(29)
+			}
+		})
+	}
 	t.Run("a read counts", func(t *testing.T) {
 		b := newBuilder(t)
 		b.put(nil, key, rec("w0", 3, plain("three")))
