@@ -48,7 +48,7 @@ type EpochRegressedError struct {
 	Epoch uint64 // the epoch the refused write carried (a lease settle: the term); 0 for Collect, a TermSource and a lease acquisition
 
 	// Seen and SeenWriter are the highest epoch (a lease: term) and its
-	// writer seen of the record, or the shard's floor when Floor is set.
+	// writer seen of the record (Check: or asked about), or the floor's (Floor).
 	Seen       uint64
 	SeenWriter string
 	Floor      bool

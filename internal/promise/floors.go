@@ -483,7 +483,10 @@ func (c *Checker) checkRegressSeen(idx int, fl *flight) {
 			c.heldBy[k] = max(c.heldBy[k], h.Epoch)
 		}
 	}
-	if r := call.Regress; r != nil && !call.KeepFloor && call.Is.Has("regressed") && r.Epoch > c.heldBy[k] {
+	// A Check below the epoch it was asked about names that epoch and
+	// writer as seen: what its caller wrote, not what its Fence saw.
+	asked := call.Op == Check && call.Regress != nil && call.Regress.Epoch == call.Epoch && call.Regress.Writer == call.Writer
+	if r := call.Regress; r != nil && !asked && !call.KeepFloor && call.Is.Has("regressed") && r.Epoch > c.heldBy[k] {
 		c.report(idx, 29, "%s was refused as regressed naming epoch %d as seen, above any the record held during its process's calls since it last forgot the shard (%d)", who(call), r.Epoch, c.heldBy[k])
 	}
 }
