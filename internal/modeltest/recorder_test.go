@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,75 @@ func TestOrderedConflictThatLanded(t *testing.T) {
 	err = f.Push(WithCall(ctx, c), "wal", "0", "w", 1, []byte("x"))
 	rec.End(c, err)
 	require.NoError(t, err, "the Fence reads its own record back")
+
+	h, err := rec.Ordered(ctx)
+	require.NoError(t, err)
+	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
+
+// TestOrderedWriteLandsAfterAReadOfWhatItReplaced: a write is sent
+// before it lands, and a read between the two sees the version the write
+// replaces. Here a push whose reply was lost (its call ends unknown) is
+// pushed again; the second call reads the first call's record, which
+// holds its write, and returns nil, while another writer's write over
+// that record is on its way. The history must place that write after
+// the reads of what it replaced: placed when it was sent, it took the
+// record from the second call before the call began, and the checker
+// read a push that returned nil whose write the record never held during
+// the call (promise 4).
+func TestOrderedWriteLandsAfterAReadOfWhatItReplaced(t *testing.T) {
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	var (
+		phase   atomic.Int32 // 1: the first push, its reply lost; 2: another writer's write held
+		sent    = make(chan struct{})
+		release = make(chan struct{})
+	)
+	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
+		Before: func(ctx context.Context, c fakestore.Call) error {
+			if phase.Load() == 2 && c.Op == fakestore.Put {
+				close(sent)
+				<-release
+			}
+			return nil
+		},
+		After: func(ctx context.Context, c fakestore.Call, err error) error {
+			if phase.Load() == 1 && err == nil && c.Op == fakestore.Put {
+				phase.Store(-1) // the reply is lost, and so is each read after it
+			}
+			if phase.Load() == -1 {
+				return fakestore.ErrLostReply
+			}
+			return err
+		}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	fa := &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
+	fb := &writefence.Fence{Store: store, Observer: rec.Observe}
+	push := func(f *writefence.Fence, writer string, epoch uint64, payload string) (*promise.Call, error) {
+		c := &promise.Call{Op: promise.Push, Proc: writer, Plugin: "wal", Shard: "0", Key: key, Writer: writer, Epoch: epoch, Payload: []byte(payload)}
+		rec.Begin(c)
+		err := f.Push(WithCall(ctx, c), "wal", "0", writer, epoch, []byte(payload))
+		rec.End(c, err)
+		return c, err
+	}
+
+	phase.Store(1)
+	_, err = push(fa, "a", 2, "x")
+	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	phase.Store(2)
+	done := make(chan error, 1)
+	go func() {
+		_, err := push(fb, "b", 3, "y")
+		done <- err
+	}()
+	<-sent
+	phase.Store(0)
+	_, err = push(fa, "a", 2, "x")
+	require.NoError(t, err, "the record holds the first push's write")
+	close(release)
+	require.NoError(t, <-done)
 
 	h, err := rec.Ordered(ctx)
 	require.NoError(t, err)
