@@ -40,9 +40,11 @@ type Recorder struct {
 	checker *promise.Checker
 
 	// Of a test whose calls run at once: the bytes read of each version
-	// of each key, and each write, recorded when it was sent.
-	reads map[string]map[string][]byte
-	sent  map[int]*sentPut // by history entry
+	// of each key, the calls that read each version of each key, and each
+	// write, recorded when it was sent.
+	reads   map[string]map[string][]byte
+	readers map[string]map[string][]int // by key and version: IDs of the calls that read it
+	sent    map[int]*sentPut            // by history entry
 
 	listings atomic.Int64 // ListBlobsConsistent calls, for the logs
 }
@@ -52,6 +54,7 @@ type sentPut struct {
 	expect  string
 	landed  bool // its reply said it landed
 	unknown bool // its reply was lost: it may have landed
+	reply   int  // the history's length when the reply came
 }
 
 type callKey struct{}
@@ -88,7 +91,7 @@ func NewRecorder(inner writefence.ConditionalStore, clock func() time.Time, opts
 
 // Concurrent readies r for calls that run at once (see Ordered).
 func (r *Recorder) Concurrent() {
-	r.reads, r.sent = map[string]map[string][]byte{}, map[int]*sentPut{}
+	r.reads, r.readers, r.sent = map[string]map[string][]byte{}, map[string]map[string][]int{}, map[int]*sentPut{}
 }
 
 // Ordered returns the history of a test whose calls ran at once, keeping of
@@ -98,9 +101,13 @@ func (r *Recorder) Concurrent() {
 // order they landed in, and each is within its call. A write whose reply
 // was lost landed if a version made by no reply holds what it sent: a
 // version the test read, or that the key holds at the end (final, read
-// from the store once every call ended). A write's place is when it was
-// sent, before it landed: so a read that ran between the two may see
-// what the history replaced before it began, and the reads of this
+// from the store once every call ended). A write landed after it was
+// sent and after every read of the version it replaced, so it is placed
+// when it was sent or, if later, just after the Begin of the last call
+// that read that version (and began before the reply): a call that read
+// the record the write replaced holds that record during the call. A
+// read that returned between a write's landing and its place may still
+// see what the history replaced before it began, and the reads of this
 // history are for porcupine, not for promise 23.
 func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 	r.mu.Lock()
@@ -128,8 +135,14 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		r.reads[key][v] = bytes.Clone(data)
 	}
 	keep := map[int]bool{}
+	begins := map[int]int{}  // by call ID: the index of its Begin
+	after := map[int][]int{} // by index: the writes placed just after it
+	moved := map[int]bool{}  // the writes placed later than sent
 	byKey := map[string][]int{}
 	for i, e := range r.hist.Entries {
+		if e.Begin != nil {
+			begins[e.Begin.ID] = i
+		}
 		if sp := r.sent[i]; sp != nil && e.Change != nil {
 			byKey[e.Change.Key] = append(byKey[e.Change.Key], i)
 		}
@@ -203,15 +216,31 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		if !walk("") {
 			return nil, fmt.Errorf("%s: no chain of versions from the create to %q holds every write whose reply said it landed", key, final)
 		}
+		at := -1
 		for _, i := range chain {
 			keep[i] = true
 			r.hist.Entries[i].Change.Version = made[i]
+			// The latest Begin of a call that read what i replaced, before
+			// i's reply; never before the write before it in the chain.
+			at = max(at, i)
+			for _, id := range r.readers[key][r.sent[i].expect] {
+				if b := begins[id]; b > at && b < r.sent[i].reply {
+					at = b
+				}
+			}
+			if at > i {
+				after[at] = append(after[at], i)
+				moved[i] = true
+			}
 		}
 	}
 	h := &promise.History{}
 	for i, e := range r.hist.Entries {
-		if r.sent[i] == nil || keep[i] {
+		if (r.sent[i] == nil || keep[i]) && !moved[i] {
 			h.Entries = append(h.Entries, e)
+		}
+		for _, j := range after[i] {
+			h.Entries = append(h.Entries, r.hist.Entries[j])
 		}
 	}
 	return h, nil
@@ -328,7 +357,7 @@ func (r *Recorder) Capabilities() writefence.ConditionalStore { return r }
 func (r *Recorder) Get(ctx context.Context, key string) ([]byte, string, error) {
 	data, v, err := r.inner.Get(ctx, key)
 	if err == nil {
-		r.read(key, v, data)
+		r.read(ctx, key, v, data)
 	}
 	return data, v, err
 }
@@ -337,17 +366,31 @@ func (r *Recorder) Get(ctx context.Context, key string) ([]byte, string, error) 
 // a PrefixReader, and remembers a read that holds the whole record.
 func (r *Recorder) getPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	data, size, v, err := writefence.GetPrefix(ctx, r.inner, key, n)
-	if err == nil && int64(len(data)) == size {
-		r.read(key, v, data)
+	if err == nil {
+		whole := data
+		if int64(len(data)) != size {
+			whole = nil
+		}
+		r.read(ctx, key, v, whole)
 	}
 	return data, size, v, err
 }
 
-// read remembers what the test read of version v of key, whole.
-func (r *Recorder) read(key, v string, data []byte) {
+// read remembers that the call ctx names read version v of key, and
+// what it read of it when data, the whole of it, is not nil.
+func (r *Recorder) read(ctx context.Context, key, v string, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.reads == nil {
+		return
+	}
+	if r.readers[key] == nil {
+		r.readers[key] = map[string][]int{}
+	}
+	if id := r.callIn(ctx); id != 0 {
+		r.readers[key][v] = append(r.readers[key][v], id)
+	}
+	if data == nil {
 		return
 	}
 	if r.reads[key] == nil {
@@ -395,7 +438,7 @@ func (r *Recorder) put(ctx context.Context, key, expect string, parts [][]byte, 
 	v, err := write()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sp := &sentPut{expect: expect, landed: err == nil}
+	sp := &sentPut{expect: expect, landed: err == nil, reply: len(r.hist.Entries)}
 	switch {
 	case err == nil:
 		r.hist.Entries[at].Change.Version = v
