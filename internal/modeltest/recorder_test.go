@@ -1,6 +1,7 @@
 package modeltest
 
 import (
+	"bytes"
 	"context"
 	"sync/atomic"
 	"testing"
@@ -104,6 +105,73 @@ func TestOrderedWriteLandsAfterAReadOfWhatItReplaced(t *testing.T) {
 	require.NoError(t, err, "the record holds the first push's write")
 	close(release)
 	require.NoError(t, <-done)
+
+	h, err := rec.Ordered(ctx)
+	require.NoError(t, err)
+	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
+
+// TestOrderedRetriedBytesLandLater: a push sent again after its first
+// attempt was refused sends the same bytes; when neither reply came,
+// both attempts match the version that holds them, and the first, sent
+// before a rival's write that landed, could be read as the one that
+// landed, leaving the rival's write out of the history although a call
+// read it. A version the test read is one the key held: the history must
+// pass through it.
+func TestOrderedRetriedBytesLandLater(t *testing.T) {
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	var (
+		phase   atomic.Int32
+		sent    = make(chan struct{})
+		release = make(chan struct{})
+	)
+	mine := func(c fakestore.Call) bool { return bytes.Contains(c.Data(), []byte("from-a")) }
+	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
+		Before: func(ctx context.Context, c fakestore.Call) error {
+			if phase.Load() == 1 && c.Op == fakestore.Put && mine(c) {
+				close(sent)
+				<-release
+			}
+			return nil
+		},
+		After: func(ctx context.Context, c fakestore.Call, err error) error {
+			switch {
+			case c.Op == fakestore.Put && mine(c):
+				return fakestore.ErrLostReply // landed or refused, no reply says which
+			case phase.Load() == 2 && c.Op == fakestore.Put && err == nil:
+				phase.Store(-2) // the reply is lost, and so is each read after it
+				return fakestore.ErrLostReply
+			case phase.Load() == -2:
+				return fakestore.ErrLostReply
+			}
+			return err
+		}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	push := func(f *writefence.Fence, writer string, epoch uint64, payload string) error {
+		c := &promise.Call{Op: promise.Push, Proc: writer, Plugin: "wal", Shard: "0", Key: key, Writer: writer, Epoch: epoch, Payload: []byte(payload)}
+		rec.Begin(c)
+		err := f.Push(WithCall(ctx, c), "wal", "0", writer, epoch, []byte(payload))
+		rec.End(c, err)
+		return err
+	}
+	fa := &writefence.Fence{Store: store, Observer: rec.Observe, RetryDelay: time.Microsecond}
+	fb := &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
+	fz := &writefence.Fence{Store: store, Observer: rec.Observe}
+	require.NoError(t, push(fz, "z", 1, "first"))
+
+	phase.Store(1)
+	done := make(chan error, 1)
+	go func() { done <- push(fa, "a", 13, "from-a") }()
+	<-sent
+	phase.Store(2)
+	require.ErrorIs(t, push(fb, "b", 12, "from-b"), writefence.ErrOutcomeUnknown)
+	phase.Store(3)
+	require.NoError(t, push(fb, "b", 12, "from-b"), "the record holds b's first push")
+	close(release)
+	require.NoError(t, <-done, "a's second attempt lands over b's record, and a reads it back")
 
 	h, err := rec.Ordered(ctx)
 	require.NoError(t, err)
