@@ -171,10 +171,18 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		// The chain from the create: at each version, the write that
 		// landed on it. A write whose reply said it landed is the one.
 		// Writes whose replies were lost are tried in the order they were
-		// sent, the search going back when a choice leaves a write whose
-		// reply said it landed out of the chain: a write whose reply was
-		// lost may have made its version with another attempt of its call,
-		// conditioned on a later version.
+		// sent, the search going back when a choice leaves out of the
+		// chain a write whose reply said it landed, or a version a write
+		// made that the test read: a write whose reply was lost may have
+		// made its version with another attempt of its call (the same
+		// bytes), conditioned on a later version.
+		// A version the test read is one the key held: a chain that
+		// leaves out one that a write made is not the store's.
+		read := map[string]bool{}
+		for _, v := range made {
+			_, whole := r.reads[key][v]
+			read[v] = whole || len(r.readers[key][v]) > 0
+		}
 		final := finals[key]
 		var chain []int
 		var walk func(version string) bool
@@ -208,6 +216,15 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 			}
 			for _, i := range sent {
 				if r.sent[i].landed && !slices.Contains(chain, i) {
+					return false
+				}
+			}
+			held := map[string]bool{}
+			for _, i := range chain {
+				held[made[i]] = true
+			}
+			for v, was := range read {
+				if was && !held[v] {
 					return false
 				}
 			}
