@@ -177,3 +177,72 @@ func TestOrderedRetriedBytesLandLater(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
 }
+
+// TestOrderedRetriedBytesNotDelivered: a push's first attempt that never
+// reached the store, its connection broken, sends the bytes its retry
+// sends later. When neither reply came, both match the version that
+// holds them; the first, whose reply (an error) came before another call
+// began and read the version both replace, cannot be the one that
+// replaced it.
+func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	const (
+		normal = iota
+		lostAll
+		undelivered // the next write does not reach the store, and every call after it is lost
+		lostAfter   // the next write's reply is lost, and every call after it
+		lostReply   // the next write's reply is lost
+	)
+	var phase atomic.Int32
+	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
+		Before: func(ctx context.Context, c fakestore.Call) error {
+			if phase.Load() == undelivered && c.Op == fakestore.Put {
+				phase.Store(lostAll)
+				return fakestore.ErrLostReply // the connection broke before the write went out
+			}
+			return nil
+		},
+		After: func(ctx context.Context, c fakestore.Call, err error) error {
+			switch p := phase.Load(); {
+			case p == lostAll:
+				return fakestore.ErrLostReply
+			case c.Op == fakestore.Put && err == nil && (p == lostAfter || p == lostReply):
+				next := int32(normal)
+				if p == lostAfter {
+					next = lostAll
+				}
+				phase.Store(next)
+				return fakestore.ErrLostReply
+			}
+			return err
+		}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	push := func(f *writefence.Fence, writer string, epoch uint64, payload string) error {
+		c := &promise.Call{Op: promise.Push, Proc: writer, Plugin: "wal", Shard: "0", Key: key, Writer: writer, Epoch: epoch, Payload: []byte(payload)}
+		rec.Begin(c)
+		err := f.Push(WithCall(ctx, c), "wal", "0", writer, epoch, []byte(payload))
+		rec.End(c, err)
+		return err
+	}
+	fence := func() *writefence.Fence {
+		return &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
+	}
+	fa, fb := fence(), fence()
+	require.NoError(t, push(fence(), "z", 1, "first"))
+
+	phase.Store(lostAfter)
+	require.ErrorIs(t, push(fb, "b", 12, "from-b"), writefence.ErrOutcomeUnknown, "b's write lands, its reply lost")
+	phase.Store(undelivered)
+	require.ErrorIs(t, push(fa, "a", 13, "from-a"), writefence.ErrOutcomeUnknown, "a's write never reaches the store")
+	phase.Store(normal)
+	require.NoError(t, push(fb, "b", 12, "from-b"), "the record holds b's first push")
+	phase.Store(lostReply)
+	require.NoError(t, push(fa, "a", 13, "from-a"), "a's write lands, its reply lost, and a reads it back")
+
+	h, err := rec.Ordered(ctx)
+	require.NoError(t, err)
+	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
