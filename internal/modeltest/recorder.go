@@ -186,10 +186,21 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		final := finals[key]
 		var chain []int
 		var walk func(version string) bool
+		// A write that replaced a version landed after every read of it,
+		// so before its reply: its reply came after the Begin of every
+		// call that read that version.
+		repliedAfterReads := func(i int, version string) bool {
+			for _, id := range r.readers[key][version] {
+				if begins[id] > r.sent[i].reply {
+					return false
+				}
+			}
+			return true
+		}
 		walk = func(version string) bool {
 			var landed, lost []int
 			for _, i := range sent {
-				if _, ok := made[i]; ok && r.sent[i].expect == version && !slices.Contains(chain, i) {
+				if _, ok := made[i]; ok && r.sent[i].expect == version && !slices.Contains(chain, i) && repliedAfterReads(i, version) {
 					if r.sent[i].landed {
 						landed = append(landed, i)
 					} else {
