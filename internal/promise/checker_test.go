@@ -2679,6 +2679,23 @@ func TestPromise3_EveryRefusal(t *testing.T) {
 	})
 }
 
+// TestPromise3_LeaseLostIsNoRefusal: a loss a renewal reports is no
+// refusal of its write, even as regressed (promise 30): a renewal whose
+// reply was lost, its record deleted from outside before it read it
+// again, landed and says the lease is lost.
+func TestPromise3_LeaseLostIsNoRefusal(t *testing.T) {
+	lease := leaseKeyOf(t, "L")
+	b := newBuilder(t)
+	acquired(t, b, time.Minute)
+	rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
+	b.put(rn, lease, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.h.Change(Change{Call: rn.ID, Kind: "fault", Key: lease, Fault: "lost", At: b.tick()})
+	b.del(nil, lease)
+	b.end(rn, errLeaseLost, "lease lost", "regressed")
+	b.requireKept(3)
+	b.requireKept(5)
+}
+
 // TestPromise4_AckedUntilHigher: an acknowledged write is replaced only by
 // a higher epoch, never deleted by a call.
 func TestPromise4_AckedUntilHigher(t *testing.T) {
