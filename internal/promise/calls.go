@@ -13,11 +13,13 @@ import (
 // "conflict" a Settle.
 var refusals = []string{"stale", "regressed", "wire", "corrupt", "invalid", "untrusted", "lease held", "permission"}
 
-// refused reports whether call ended refused.
+// refused reports whether call ended refused. A lease lost, even as
+// regressed (its record gone or set back, promise 30), refuses no write:
+// a renewal that landed may learn it when it reads the record again.
 func refused(call *Call) bool {
 	is := call.Is
 	switch {
-	case call.Err == nil || is.Has("unknown"):
+	case call.Err == nil || is.Has("unknown") || is.Has("lease lost"):
 		return false
 	case hasAny(is, refusals...):
 		return true

@@ -63,6 +63,7 @@ type Checker struct {
 	calls    map[int]*Call         // every call that began, by ID
 	flights  map[int]*flight       // the calls in flight, by ID
 	watch    map[string][]*flight  // the calls in flight that follow a key's contents
+	leaseAt  map[string][]*flight  // the calls of Lease values in flight, by their lease record's key (promise 30)
 	blobSeen map[string][]*flight  // the Open calls in flight, by their blob's key
 
 	st      replica
@@ -88,6 +89,7 @@ func NewChecker(opts Options) *Checker {
 		calls:    map[int]*Call{},
 		flights:  map[int]*flight{},
 		watch:    map[string][]*flight{},
+		leaseAt:  map[string][]*flight{},
 		blobSeen: map[string][]*flight{},
 		st:       newReplica(),
 		records:  map[string]*recordState{},
@@ -176,6 +178,11 @@ type flight struct {
 	// Hold: the terms of its lease records, and whether one was released.
 	leaseTerms []uint64
 	released   bool
+	// A Lease value's call: its puts of the lease record, in order, and
+	// the contents of that record from Begin on (nil when absent), once
+	// the call names the lease (promise 30).
+	leasePuts []leasePut
+	leaseSeen []*value
 }
 
 // write is one change made for a call and the content it stored.
@@ -235,6 +242,9 @@ func (c *Checker) change(idx int, ch *Change) {
 				// A reply lost of a request that is not retried ends
 				// the call as a failure of it does.
 				fl.lost = true
+				if n := len(fl.leasePuts); n > 0 && fl.leasePuts[n-1].key == ch.Key {
+					fl.leasePuts[n-1].lost = true
+				}
 				if unretried(call, ch) && fl.unretried == "" {
 					fl.unretried = cmp.Or(ch.Request, "request of "+ch.Key)
 				}
@@ -295,7 +305,7 @@ func (c *Checker) put(idx int, call *Call, fl *flight, ch *Change, nv *value) {
 			c.checkRegression(idx, call, fl, ch.Key, prev, nv)
 		}
 	case classLease:
-		c.checkLeaseRegression(idx, call, fl, prev)
+		c.checkLeaseRegression(idx, call, fl, ch.Key, prev)
 		c.putLease(idx, call, fl, ch, prev, nv)
 	case classBrand:
 		c.putBrand(idx, call, fl, ch, prev)
@@ -371,6 +381,12 @@ func (c *Checker) store(idx int, key string, v *value, outside bool) {
 	for _, fl := range c.watch[key] {
 		fl.seen = append(fl.seen, v)
 	}
+	for _, fl := range c.leaseAt[key] {
+		fl.leaseSeen = append(fl.leaseSeen, v)
+	}
+	if class, _ := c.classify(key); class == classLease {
+		c.leaseRecordSet(key, v)
+	}
 }
 
 // endsFirst and endsThen judge a call's flight at its end, in this order,
@@ -402,6 +418,7 @@ func (c *Checker) end(idx int, call *Call) {
 	}
 
 	delete(c.flights, call.ID)
+	c.unwatchLease(fl)
 	if key := watched(call); key != "" {
 		c.watch[key] = without(c.watch[key], fl)
 		if len(c.watch[key]) == 0 {

@@ -1944,6 +1944,170 @@ func TestPromise30_LeaseSawIt(t *testing.T) {
 	t.Run("a term source over its record", func(t *testing.T) { termSource(t, false).requireKept(30) })
 }
 
+// TestPromise30_RenewalsSawIt: a renewal is a write of the Lease value
+// too, whoever makes it: the Hold's renewer, during the Hold or after it
+// returned, never writes the record over none or over a lower term.
+func TestPromise30_RenewalsSawIt(t *testing.T) {
+	leaseKey := leaseKeyOf(t, "L")
+	lease := func(b *builder, term uint64) []byte {
+		return record.EncodeLease("h1", term, b.now.Add(time.Minute).UnixNano(), inc1)
+	}
+	held := func(b *builder) *Call {
+		hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1"})
+		b.put(hd, leaseKey, lease(b, 3))
+		b.end(hd, nil)
+		return hd
+	}
+	judge(t, 30,
+		story{name: "the renewer over the deleted record, after the Hold returned", build: func(b *builder) {
+			hd := held(b)
+			b.del(nil, leaseKey)
+			b.put(hd, leaseKey, lease(b, 3))
+		}},
+		story{name: "the renewer over the record set back, after the Hold returned", build: func(b *builder) {
+			hd := held(b)
+			b.put(nil, leaseKey, record.EncodeLease("h1", 2, 0, inc1))
+			b.put(hd, leaseKey, lease(b, 3))
+		}},
+		story{name: "the renewer over its own record", kept: true, build: func(b *builder) {
+			hd := held(b)
+			b.put(hd, leaseKey, lease(b, 3))
+		}},
+		story{name: "the renewer over the deleted record, during the Hold", build: func(b *builder) {
+			hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.put(hd, leaseKey, lease(b, 3))
+			b.del(nil, leaseKey)
+			b.put(hd, leaseKey, lease(b, 3))
+			b.end(hd, nil)
+		}},
+		// The reply of its first write lost, the value never learned it
+		// held term 1: it may create the record again.
+		story{name: "an acquisition whose reply was lost, again over the deleted record", kept: true, build: func(b *builder) {
+			ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.put(ac, leaseKey, lease(b, 1))
+			b.h.Change(Change{Call: ac.ID, Kind: "fault", Key: leaseKey, Fault: "lost", At: b.tick()})
+			b.del(nil, leaseKey)
+			b.put(ac, leaseKey, lease(b, 1))
+			ac.Term = 1
+			b.end(ac, nil)
+		}},
+	)
+}
+
+// TestPromise30_RenewalReportsRegressed: a Lease value whose record went
+// absent or below its term, with no takeover between, reports the lease
+// lost and regressed, from a Renew, an Epoch or its Hold's context.
+func TestPromise30_RenewalReportsRegressed(t *testing.T) {
+	leaseKey := leaseKeyOf(t, "L")
+	taken := func(b *builder) {
+		ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+		b.put(ac, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
+		ac.Term = 3
+		b.end(ac, nil)
+	}
+	renewed := func(b *builder, is ...string) {
+		rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
+		b.end(rn, errLeaseLost, is...)
+	}
+	judge(t, 30,
+		story{name: "a Renew over the deleted record, not regressed", build: func(b *builder) {
+			taken(b)
+			b.del(nil, leaseKey)
+			renewed(b, "lease lost")
+		}},
+		story{name: "a Renew over the deleted record, regressed", kept: true, build: func(b *builder) {
+			taken(b)
+			b.del(nil, leaseKey)
+			renewed(b, "lease lost", "regressed")
+		}},
+		story{name: "a Renew over the record set back, not regressed", build: func(b *builder) {
+			taken(b)
+			b.put(nil, leaseKey, record.EncodeLease("h2", 2, 0, inc2))
+			renewed(b, "lease lost")
+		}},
+		story{name: "a Renew after a takeover, the record then deleted", kept: true, build: func(b *builder) {
+			taken(b)
+			b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", Proc: "p2", LeaseName: "L", Holder: "h2"}, leaseKey,
+				record.EncodeLease("h2", 4, b.now.Add(time.Minute).UnixNano(), inc2))
+			b.del(nil, leaseKey)
+			renewed(b, "lease lost")
+		}},
+		story{name: "an Epoch after the record was deleted, not regressed", build: func(b *builder) {
+			taken(b)
+			b.del(nil, leaseKey)
+			ep := b.begin(Call{Op: Epoch, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.end(ep, errLeaseLost, "lease lost")
+		}},
+		story{name: "the Hold's context ended after the record was deleted, not regressed", build: func(b *builder) {
+			heldContext(b, leaseKey, "lease lost")
+		}},
+		story{name: "the Hold's context ended after the record was deleted, regressed", kept: true, build: func(b *builder) {
+			heldContext(b, leaseKey, "lease lost", "regressed")
+		}},
+	)
+}
+
+// heldContext records a Hold of lv1 that took term 3, its context seen
+// running by a call of its process, the record deleted, and the context
+// seen ended with a loss that matches is.
+func heldContext(b *builder, leaseKey string, is ...string) {
+	hd := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1"})
+	b.put(hd, leaseKey, record.EncodeLease("h1", 3, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.end(hd, nil)
+	running := []Context{{ID: 1, Kind: "hold", Lease: lv1}}
+	fg := b.begin(Call{Op: Forget, Plugin: "pl", Shard: "s1", Before: running, After: running})
+	b.end(fg, nil)
+	b.del(nil, leaseKey)
+	ended := []Context{{ID: 1, Kind: "hold", Lease: lv1, Done: true, Cause: errLeaseLost, Is: is}}
+	fg = b.begin(Call{Op: Forget, Plugin: "pl", Shard: "s1", Before: ended, After: ended})
+	b.end(fg, nil)
+}
+
+// TestPromise30_LeaseReadIt: what a Lease value read of its record binds
+// it as what it held: refused as held at a term, it never takes the
+// record later absent or below that term, and over a record below what it
+// held it is refused as regressed, not as held.
+func TestPromise30_LeaseReadIt(t *testing.T) {
+	leaseKey := leaseKeyOf(t, "L")
+	judge(t, 30,
+		story{name: "an acquisition over the deleted record, after the lease was found held", build: func(b *builder) {
+			b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", Proc: "p2", LeaseName: "L", Holder: "h2"}, leaseKey,
+				record.EncodeLease("h2", 4, b.now.Add(time.Minute).UnixNano(), inc2))
+			ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.end(ac, errors.New("writefence: lease held"), "lease held")
+			b.del(nil, leaseKey)
+			b.wrote(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"}, leaseKey, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+		}},
+		story{name: "an acquisition refused as held over the record set back below its term", build: func(b *builder) {
+			acquiredAt(b, leaseKey, 3)
+			b.put(nil, leaseKey, record.EncodeLease("h2", 2, b.now.Add(time.Hour).UnixNano(), inc2))
+			ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.end(ac, errors.New("writefence: lease held"), "lease held")
+		}},
+		story{name: "an acquisition refused as regressed over the record set back below its term", kept: true, build: func(b *builder) {
+			acquiredAt(b, leaseKey, 3)
+			b.put(nil, leaseKey, record.EncodeLease("h2", 2, b.now.Add(time.Hour).UnixNano(), inc2))
+			ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.end(ac, errors.New("writefence: epoch regressed"), "regressed")
+		}},
+		story{name: "an acquisition refused as held over a record at its term", kept: true, build: func(b *builder) {
+			acquiredAt(b, leaseKey, 3)
+			b.wrote(Call{Op: Acquire, Lease: "p2/lease#1", Proc: "p2", LeaseName: "L", Holder: "h2"}, leaseKey,
+				record.EncodeLease("h2", 4, b.now.Add(time.Hour).UnixNano(), inc2))
+			ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+			b.end(ac, errors.New("writefence: lease held"), "lease held")
+		}},
+	)
+}
+
+// acquiredAt records an Acquire of lv1 that took term at leaseKey.
+func acquiredAt(b *builder, leaseKey string, term uint64) {
+	ac := b.begin(Call{Op: Acquire, Lease: lv1, LeaseName: "L", Holder: "h1"})
+	b.put(ac, leaseKey, record.EncodeLease("h1", term, b.now.Add(time.Millisecond).UnixNano(), inc1))
+	ac.Term = term
+	b.end(ac, nil)
+}
+
 func TestPromise31_KeepFloor(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	floorKey, err := keys.Floor("", "pl", "s1")
@@ -2513,6 +2677,23 @@ func TestPromise3_EveryRefusal(t *testing.T) {
 	t.Run("a seal whose floor was refused does not say its record landed", func(t *testing.T) {
 		sealed(t, errors.New("writefence: floor: permission denied")).requireBroken(3)
 	})
+}
+
+// TestPromise3_LeaseLostIsNoRefusal: a loss a renewal reports is no
+// refusal of its write, even as regressed (promise 30): a renewal whose
+// reply was lost, its record deleted from outside before it read it
+// again, landed and says the lease is lost.
+func TestPromise3_LeaseLostIsNoRefusal(t *testing.T) {
+	lease := leaseKeyOf(t, "L")
+	b := newBuilder(t)
+	acquired(t, b, time.Minute)
+	rn := b.begin(Call{Op: Renew, Lease: lv1, LeaseName: "L", Holder: "h1"})
+	b.put(rn, lease, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+	b.h.Change(Change{Call: rn.ID, Kind: "fault", Key: lease, Fault: "lost", At: b.tick()})
+	b.del(nil, lease)
+	b.end(rn, errLeaseLost, "lease lost", "regressed")
+	b.requireKept(3)
+	b.requireKept(5)
 }
 
 // TestPromise4_AckedUntilHigher: an acknowledged write is replaced only by

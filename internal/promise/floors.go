@@ -2,6 +2,7 @@ package promise
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/writefence/writefence/internal/keys"
@@ -240,25 +241,189 @@ func (c *Checker) leaseSeen(idx int, fl *flight, lv *leaseValue) {
 	}
 }
 
-// checkLeaseRegression judges promise 30 on a put of a lease record made
-// for a call of a Lease value over prev: none over a record absent or
-// below the highest term the value held, known before the call began.
-func (c *Checker) checkLeaseRegression(idx int, call *Call, fl *flight, prev *value) {
-	if fl == nil || call.Lease == "" {
+// leaseFloor is the highest term lv held or read, known before fl began
+// (at any time for a change of a call that ended), and which it was.
+func (c *Checker) leaseFloor(lv *leaseValue, fl *flight) (uint64, string) {
+	var term uint64
+	how := ""
+	for _, m := range [...]struct {
+		mark
+		how string
+	}{{lv.seenTerm, "held"}, {lv.readTerm, "read"}} {
+		if m.epoch > term && (fl == nil || m.at < fl.begin) {
+			term, how = m.epoch, m.how
+		}
+	}
+	return term, how
+}
+
+// checkLeaseRegression judges promise 30 on a put at key of a lease
+// record made for a call of a Lease value over prev: none over a record
+// absent or below the highest term the value held or read, known before
+// the call began, or written by the call before with a reply it got (a
+// Hold's renewals after its acquisition); of a call that ended (its
+// Hold's renewer), the highest known at all.
+func (c *Checker) checkLeaseRegression(idx int, call *Call, fl *flight, key string, prev *value) {
+	if call.Lease == "" {
 		return
 	}
-	lv := c.lease(call.Lease)
-	m := lv.seenTerm
-	if m.epoch == 0 || m.at >= fl.begin {
+	floor, how := c.leaseFloor(c.lease(call.Lease), fl)
+	if fl != nil {
+		for _, p := range fl.leasePuts {
+			if !p.lost && p.key == key && p.term > floor {
+				floor, how = p.term, "wrote in this call"
+			}
+		}
+	}
+	if floor == 0 {
 		return
 	}
 	if prev == nil {
-		c.report(idx, 30, "%s wrote its lease record over no record, after it held term %d", who(call), m.epoch)
+		c.report(idx, 30, "%s wrote its lease record over no record, after it %s term %d", who(call), how, floor)
 		return
 	}
-	if p, check := record.DecodeLease(prev.data); check == "" && p.Term < m.epoch {
-		c.report(idx, 30, "%s wrote its lease record over term %d, after it held term %d", who(call), p.Term, m.epoch)
+	if p, check := record.DecodeLease(prev.data); check == "" && p.Term < floor {
+		c.report(idx, 30, "%s wrote its lease record over term %d, after it %s term %d", who(call), p.Term, how, floor)
 	}
+}
+
+// leaseKeyOf is the key of the lease record call's Lease value keeps:
+// by its LeaseName, else the key it wrote; "" when neither is known.
+func (c *Checker) leaseKeyOf(call *Call) string {
+	if call.LeaseName != "" {
+		if k, err := keys.Lease(call.Prefix, call.LeaseName); err == nil {
+			return k
+		}
+	}
+	if lv := c.lease(call.Lease); lv.hasInc {
+		return lv.key
+	}
+	return ""
+}
+
+// watchLease has fl, of a Lease value's call, follow its lease record's
+// contents (fl.leaseSeen) until it ends.
+func (c *Checker) watchLease(fl *flight) {
+	key := c.leaseKeyOf(fl.call)
+	if key == "" {
+		return
+	}
+	fl.leaseSeen = []*value{c.st.values[key]}
+	c.leaseAt[key] = append(c.leaseAt[key], fl)
+}
+
+// unwatchLease undoes watchLease at fl's end.
+func (c *Checker) unwatchLease(fl *flight) {
+	for key, fls := range c.leaseAt {
+		if slices.Contains(fls, fl) {
+			if c.leaseAt[key] = without(fls, fl); len(c.leaseAt[key]) == 0 {
+				delete(c.leaseAt, key)
+			}
+		}
+	}
+}
+
+// leaseRecordSet follows, for promise 30's renewal, what the lease record
+// at key now holds, v, for each Lease value it is the record of: its
+// own record of the term it took, none or a lower term (fell), or
+// anything else, after which the value's loss may be another's doing.
+func (c *Checker) leaseRecordSet(key string, v *value) {
+	for _, lv := range c.leases {
+		s := &lv.since
+		if !s.ok || lv.key != key {
+			continue
+		}
+		l, check := decodeLease(v)
+		switch {
+		case v == nil, check == "" && l.Term < s.term:
+			s.fell = true
+		case check == "" && l.Term == s.term && l.Incarnation == lv.inc:
+		default:
+			s.ok = false
+		}
+	}
+}
+
+// checkLeaseRefusal judges promise 30 at the end of a call of Lease value
+// lv: an acquisition refused as held while its record was absent or
+// below a term the value held or read, throughout, is refused so and
+// not as regressed; a Renew or an Epoch that reports the lease lost,
+// the record having only gone or gone back since the value took it,
+// reports it regressed. It learns the term a refusal as held read, and
+// what the value took.
+func (c *Checker) checkLeaseRefusal(idx int, fl *flight, lv *leaseValue) {
+	call := fl.call
+	held := call.Is.Has("lease held") && len(fl.leaseSeen) > 0
+	if held && (call.Op == Acquire || call.Op == Hold) && !call.Is.Has("regressed") {
+		if floor, how := c.leaseFloor(lv, fl); floor > 0 && leaseBelowThroughout(fl.leaseSeen, floor) {
+			c.report(idx, 30, "%s was refused as held (%v) while its lease record was absent or below term %d it %s, throughout: not as regressed", who(call), call.Err, floor, how)
+		}
+	}
+	if t, ok := lowestTerm(fl.leaseSeen); held && ok && t > lv.readTerm.epoch {
+		lv.readTerm = mark{epoch: t, at: idx}
+	}
+	if s := lv.since; s.ok && s.fell && (call.Op == Renew || call.Op == Epoch) && call.Is.Has("lease lost") && !call.Is.Has("regressed") {
+		c.report(idx, 30, "%s reported the lease lost (%v), not regressed, though since it took term %d its record only went absent or below it", who(call), call.Err, s.term)
+	}
+	_, began := c.flights[call.ID]
+	if !began || call.Err != nil || call.Op != Acquire && call.Op != Hold || lv.acquisitions > 0 || lv.releasing > 0 || lv.releasedAt > fl.begin {
+		return
+	}
+	term := call.Term
+	for _, t := range fl.leaseTerms {
+		term = max(term, t)
+	}
+	if term > 0 && c.holdsRecord(lv, term) {
+		lv.since = leaseSince{term: term, at: idx, ok: true}
+	}
+}
+
+// checkHoldLoss judges promise 30 on the Hold contexts a process shows:
+// one of a Lease value whose record only went absent or below its term
+// since it took it (see leaseSince), seen running since, ended by a loss,
+// ended as regressed.
+func (c *Checker) checkHoldLoss(idx int, call *Call, snap []Context) {
+	for _, h := range snap {
+		if h.ID == 0 || h.Kind != "hold" || h.Lease == "" || !h.Done || !h.Is.Has("lease lost") || h.Is.Has("regressed") {
+			continue
+		}
+		lv := c.leases[h.Lease]
+		if lv == nil || !lv.since.ok || !lv.since.fell || lv.lossSeen[h.ID] {
+			continue
+		}
+		if last, seen := c.running[call.Proc][h.ID]; !seen || last <= lv.since.at {
+			continue
+		}
+		lv.lossSeen[h.ID] = true
+		c.report(idx, 30, "%s shows the Hold's context of %s ended by a loss (%v), not regressed, though since it took term %d its record only went absent or below it", who(call), quote(h.Lease), h.Cause, lv.since.term)
+	}
+}
+
+// leaseBelowThroughout reports whether every content seen is absent or a
+// lease record below term.
+func leaseBelowThroughout(seen []*value, term uint64) bool {
+	for _, v := range seen {
+		if l, check := decodeLease(v); v != nil && (check != "" || l.Term >= term) {
+			return false
+		}
+	}
+	return true
+}
+
+// lowestTerm is the lowest term of the lease records seen, when every
+// content seen is one.
+func lowestTerm(seen []*value) (uint64, bool) {
+	var low uint64
+	for i, v := range seen {
+		l, check := decodeLease(v)
+		if check != "" {
+			return 0, false
+		}
+		if i == 0 || l.Term < low {
+			low = l.Term
+		}
+	}
+	return low, len(seen) > 0
 }
 
 // checkTermSourceRead judges promise 30 on the first Epoch of a TermSource

@@ -40,8 +40,34 @@ type leaseValue struct {
 	acqEndedAt   int // the index of the End of its last Acquire or Hold; -1 for none
 
 	// seenTerm is the highest term it held, known from a call that
-	// returned nil (promise 30).
-	seenTerm mark
+	// returned nil, and readTerm the highest it read, known from a call
+	// refused as held (promise 30).
+	seenTerm, readTerm mark
+
+	// since is what its record held since its last acquisition that
+	// returned nil (promise 30's renewal): while ok, only its own records
+	// of that term, none, or records of lower terms, so that a loss it
+	// reports is one of the record gone or set back (fell: it was).
+	since leaseSince
+	// lossSeen are the Hold contexts of it judged ended by a loss, by ID.
+	lossSeen map[int]bool
+}
+
+// leaseSince is what one Lease value's record held since its last
+// acquisition, at term, from the entry at index at on.
+type leaseSince struct {
+	term     uint64
+	at       int
+	ok, fell bool
+}
+
+// leasePut is one put of a lease record by a call of a Lease value: its
+// key and term, and whether its reply was lost, so that the value may not
+// know it landed.
+type leasePut struct {
+	key  string
+	term uint64
+	lost bool
 }
 
 // incarnation is what the records bearing one incarnation at one lease
@@ -89,7 +115,8 @@ func (c *Checker) wrote(lv *leaseValue, term uint64) (bool, int64) {
 func (c *Checker) lease(name string) *leaseValue {
 	lv := c.leases[name]
 	if lv == nil {
-		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1, releasedAt: -1, acqEndedAt: -1}
+		lv = &leaseValue{terms: map[uint64]bool{}, gated: map[string]bool{}, gots: map[uint64]bool{}, stoppedAt: -1, acquiredAt: -1, releasedAt: -1, acqEndedAt: -1,
+			lossSeen: map[int]bool{}}
 		c.leases[name] = lv
 	}
 	return lv
@@ -116,6 +143,13 @@ func (c *Checker) source(name string) *termSource {
 
 func (c *Checker) beginLease(idx int, fl *flight) {
 	call := fl.call
+	if call.Lease != "" && call.TermSource == "" {
+		c.watchLease(fl)
+	}
+	if call.Lease != "" && (call.Op == Acquire || call.Op == Hold || call.Op == Release) {
+		// What it holds next is what this call does.
+		c.lease(call.Lease).since.ok = false
+	}
 	switch {
 	case call.Op == Epoch && call.TermSource != "":
 		fl.maxEnded = c.source(call.TermSource).maxEnded
@@ -205,6 +239,7 @@ func (c *Checker) putLease(idx int, call *Call, fl *flight, ch *Change, prev, nv
 	}
 	if fl != nil {
 		fl.leaseTerms = append(fl.leaseTerms, l.Term)
+		fl.leasePuts = append(fl.leasePuts, leasePut{key: ch.Key, term: l.Term})
 		fl.released = fl.released || l.Expiry == 0
 	}
 }
@@ -386,6 +421,7 @@ func (c *Checker) endLease(idx int, fl *flight) {
 	if call.Op == Epoch && call.Err == nil {
 		c.checkLeaseEpoch(idx, fl, lv)
 	}
+	c.checkLeaseRefusal(idx, fl, lv)
 	c.leaseSeen(idx, fl, lv)
 	if call.Op == Hold {
 		c.checkHold(idx, fl)
@@ -553,6 +589,7 @@ func (c *Checker) contextsSeen(idx int, call *Call, snap []Context) {
 		c.beside[call.Proc] = beside
 	}
 	c.deposedSeen(idx, call, snap)
+	c.checkHoldLoss(idx, call, snap)
 	holds := map[int]Context{}
 	for _, h := range snap {
 		if h.ID != 0 && h.Kind == "hold" {

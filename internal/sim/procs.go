@@ -222,7 +222,7 @@ func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.C
 	p.w.turn(fmt.Sprintf("%s ends call %d", p.name, c.ID))
 	c.CtxEnded = ctx.Err() != nil
 	p.w.end(p, c, err)
-	if p.kind == "writer" && c.Op != promise.Forget && c.Key == p.w.key && Classify(err).Has("regressed") && p.rng.IntN(4) == 0 {
+	if p.kind == "writer" && c.Op != promise.Forget && c.Key == p.w.key && Classify(err).Has("regressed") && !LeaseRegressed(err) && p.rng.IntN(4) == 0 {
 		// Now and then the operator, told the record was set back on
 		// purpose, has the writer accept it as it is (promise 29).
 		_ = p.call(p.ctx, &promise.Call{Op: promise.Forget}, func(context.Context) error { return p.fence.Forget(plugin, shard) })
@@ -728,6 +728,12 @@ func (p *proc) inspect(ctx context.Context) (writefence.RecordInfo, error) {
 // runbook says: above the highest epoch ever granted (settleEpoch).
 func (p *proc) operator() {
 	for p.sleep(p.ctx, p.between(2*time.Second, 20*time.Second), "looks") == nil {
+		p.w.mu.Lock()
+		leaseRegressed := p.w.leaseRegressed
+		p.w.mu.Unlock()
+		if leaseRegressed {
+			p.settleLeaseLost()
+		}
 		if p.rng.IntN(3) == 0 {
 			if info, err := p.inspectLease(); err == nil && !info.Released() && p.rng.IntN(4) == 0 {
 				p.settleLease(info)
@@ -878,6 +884,33 @@ func (p *proc) settleLease(info writefence.LeaseInfo) {
 	if p.call(p.ctx, c, func(ctx context.Context) error { return settler.Settle(ctx, info.Version, term) }) == nil {
 		p.w.mu.Lock()
 		p.w.note(what)
+		p.w.mu.Unlock()
+	}
+}
+
+// settleLeaseLost settles the writers' lease, which a Lease reported
+// deleted or set back (ErrEpochRegressed), as Lease.Settle's doc says: at
+// the highest term any of its records took, the operator's assertion that
+// no higher one was granted, so that the next acquisition takes a term
+// above every one a Lease value saw.
+func (p *proc) settleLeaseLost() {
+	key, err := keys.Lease(p.w.cfg.Prefix, leaseName)
+	if err != nil {
+		panic(err)
+	}
+	info, err := p.inspectLease()
+	if err != nil && !Classify(err).Has("not found") {
+		return
+	}
+	p.w.mu.Lock()
+	term := max(p.w.maxTerm, info.Term)
+	p.w.mu.Unlock()
+	settler := &writefence.Lease{Fence: p.fence, Name: leaseName, Holder: "operator", TTL: p.w.cfg.TTL}
+	c := &promise.Call{Op: promise.Settled, Key: key, LeaseName: leaseName, Holder: "operator", Term: term}
+	if p.call(p.ctx, c, func(ctx context.Context) error { return settler.Settle(ctx, info.Version, term) }) == nil {
+		p.w.mu.Lock()
+		p.w.leaseRegressed = false
+		p.w.note("lease settled after its record was deleted or set back")
 		p.w.mu.Unlock()
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"testing/cryptotest"
 	"testing/synctest"
 
+	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/promise"
 	"github.com/writefence/writefence/internal/record"
@@ -129,7 +131,11 @@ func TestSimulation(t *testing.T) {
 		}
 		total["lease taken before its expiry by the world's clock"] += earlyTakeovers(h, configFor(seed).Prefix)
 		firstOf := map[string]bool{} // the TermSources that handed out an epoch
+		holdsRegressed := map[int]bool{}
 		for _, e := range h.Entries {
+			for k, v := range leaseRegressions(e, holdsRegressed) {
+				total[k] += v
+			}
 			if e.End != nil && e.End.Op == promise.Commit && e.End.Err == nil && w.Reads(e.End.ID) == 0 {
 				total["commit ok, with no read of the record"]++
 			}
@@ -269,11 +275,49 @@ func TestSimulation(t *testing.T) {
 			t.Errorf("no %q in the histories", k)
 		}
 	}
+	// The lease's record is deleted or set back from outside while Lease
+	// values that held or read it go on: an acquisition of one of them is
+	// refused as regressed, and a renewal reports the lease lost and
+	// regressed (promise 30); the operator settles the lease.
+	for _, k := range []string{"lease record deleted", "lease record set back", "lease acquisition refused as regressed",
+		"lease reported lost and regressed: lease renew", "Hold's context ended, the lease lost and regressed",
+		"lease settled after its record was deleted or set back"} {
+		if len(seeds(t)) >= 50 && total[k] == 0 {
+			t.Errorf("no %q in the histories", k)
+		}
+	}
 	// A TermSource made in a term its writer already wrote continues
 	// above the record (promise 17).
 	if len(seeds(t)) >= 50 && total["term source continued above the record"] == 0 {
 		t.Errorf("no TermSource continued above the record its term had written")
 	}
+}
+
+// leaseRegressions counts what entry e shows of Lease values meeting
+// their record deleted or set back (promise 30): an acquisition refused as
+// regressed, a Renew, an Epoch or a Release that reports the lease lost
+// and regressed, and a Hold's context ended so, once by its ID (seen).
+func leaseRegressions(e promise.Entry, seen map[int]bool) map[string]int {
+	out := map[string]int{}
+	c := e.End
+	if c == nil {
+		return out
+	}
+	var r *writefence.EpochRegressedError
+	switch {
+	case c.Lease == "":
+	case errors.As(c.Err, &r) && strings.HasPrefix(r.Op, "lease"):
+		out["lease acquisition refused as regressed"]++
+	case LeaseRegressed(c.Err):
+		out["lease reported lost and regressed: "+string(c.Op)]++
+	}
+	for _, x := range append(slices.Clone(c.Before), c.After...) {
+		if x.Kind == "hold" && x.Done && LeaseRegressed(x.Cause) && !seen[x.ID] {
+			seen[x.ID] = true
+			out["Hold's context ended, the lease lost and regressed"]++
+		}
+	}
+	return out
 }
 
 // TestSimulationDeterministic: one seed gives one history, entry for

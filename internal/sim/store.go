@@ -229,6 +229,11 @@ func (s *simStore) PutIfVersion(ctx context.Context, key string, data []byte, ex
 			s.w.past = append(s.w.past, data)
 			s.w.mu.Unlock()
 		}
+		if key == s.w.leaseKey {
+			s.w.mu.Lock()
+			s.w.leasePast = append(s.w.leasePast, data)
+			s.w.mu.Unlock()
+		}
 		if rec, check := record.DecodeLease(data); check == "" {
 			s.w.mu.Lock()
 			s.w.maxTerm = max(s.w.maxTerm, rec.Term)

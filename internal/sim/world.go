@@ -7,9 +7,11 @@
 // reads, a write the store holds up while its writer is paused, damage in
 // place, a record rewritten by a program of another format, a record
 // deleted, a record set back to an earlier version as a restore from
-// backup would). Some deployments keep the shard's floor
-// apart from its record (Config.KeepFloor); in some the writers' lease
-// clocks disagree with the world's (Config.Skew). Every store call of
+// backup would, the lease's record deleted or set back to a lower term
+// under the Lease values that saw it, which the operator then settles).
+// Some deployments keep the shard's floor apart from its record
+// (Config.KeepFloor); in some the writers' lease clocks disagree with the
+// world's (Config.Skew). Every store call of
 // every process waits for the scheduler, which grants one at a time in an
 // order drawn from a seed, and the goroutines that would run at one
 // instant (woken by the clock, or by one event) take turns in an order
@@ -74,11 +76,13 @@ type World struct {
 	rng      *rand.Rand // the scheduler's draws
 	order    *rand.Rand // the draws of the order of turns (turns)
 	foreign  *rand.Rand // the draws of which damage is a rewrite in another format instead (damage), apart from the scheduler's
+	unlease  *rand.Rand // the draws of when and how the lease's record is deleted or set back (unsetLease), apart from the scheduler's
 	seed     uint64
 	base     baseStore
 	store    *simStore
 	key      string // the shard's record key
 	floorKey string // the shard's floor key (KeepFloor)
+	leaseKey string // the writers' lease record's key
 
 	ctx    context.Context // every process's ancestor; cancelled to shut down
 	cancel context.CancelFunc
@@ -110,6 +114,9 @@ type World struct {
 	past      [][]byte // every content the record took, in order: what a rollback restores
 	regressed bool     // a call was refused because the record was lost or set back: the operator settles it
 
+	leasePast      [][]byte // every content the lease record took by a write of the package, in order: what unsetLease restores
+	leaseRegressed bool     // a Lease reported its record lost or set back: the operator settles the lease
+
 	blobTimes map[string]time.Time // each blob's creation time by the world's clock
 }
 
@@ -121,8 +128,8 @@ func New(seed uint64, cfg Config) (*World, error) {
 		return nil, err
 	}
 	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5157)), order: rand.New(rand.NewPCG(seed, 0x7475726e)),
-		foreign: rand.New(rand.NewPCG(seed, 0x666f726e)),
-		base:    base, wakeup: make(chan struct{}, 1),
+		foreign: rand.New(rand.NewPCG(seed, 0x666f726e)), unlease: rand.New(rand.NewPCG(seed, 0x756e6c73)),
+		base: base, wakeup: make(chan struct{}, 1),
 		calls: map[int]*promise.Call{}, names: map[string]int{}, tally: map[string]int{}, reads: map[int]int{}}
 	w.store = &simStore{w: w, base: base}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -130,6 +137,9 @@ func New(seed uint64, cfg Config) (*World, error) {
 		return nil, err
 	}
 	if w.floorKey, err = keys.Floor(cfg.Prefix, plugin, shard); err != nil {
+		return nil, err
+	}
+	if w.leaseKey, err = keys.Lease(cfg.Prefix, leaseName); err != nil {
 		return nil, err
 	}
 	if cfg.Branded {
@@ -207,6 +217,9 @@ func (w *World) act() {
 	w.mu.Lock()
 	ready := w.ready(now)
 	w.mu.Unlock()
+	if w.unlease.IntN(1000) < 2 {
+		w.unsetLease()
+	}
 	roll := w.rng.IntN(1000)
 	w.traceStep(now, ready, roll)
 	switch {
@@ -649,6 +662,49 @@ func (w *World) deleteRecord() {
 	w.note("record deleted")
 }
 
+// unsetLease deletes the writers' lease record from outside the package,
+// or sets it back to an earlier content of a lower term, as a restore
+// from backup would, while the Lease values that held or read it go on:
+// none takes or writes it again until it is back at or above what that
+// value saw (promise 30), and a renewal that meets it reports the lease
+// lost and regressed. Drawn apart from the scheduler's draws.
+func (w *World) unsetLease() {
+	ctx := context.Background()
+	data, version, err := w.base.Get(ctx, w.leaseKey)
+	if err != nil {
+		return
+	}
+	if cur, check := record.DecodeLease(data); check == "" && w.unlease.IntN(2) == 0 {
+		w.mu.Lock()
+		var lower [][]byte
+		for _, d := range w.leasePast {
+			if l, check := record.DecodeLease(d); check == "" && l.Term < cur.Term {
+				lower = append(lower, d)
+			}
+		}
+		w.mu.Unlock()
+		if len(lower) > 0 {
+			back := lower[len(lower)-1-w.unlease.IntN(min(len(lower), 4))]
+			v, err := w.base.PutIfVersion(ctx, w.leaseKey, back, version)
+			if err != nil {
+				return
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.record(promise.Change{Kind: "put", Key: w.leaseKey, Data: back, Version: v, At: time.Now()})
+			w.note("lease record set back")
+			return
+		}
+	}
+	if err := w.base.Delete(ctx, w.leaseKey); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.record(promise.Change{Kind: "delete", Key: w.leaseKey, At: time.Now()})
+	w.note("lease record deleted")
+}
+
 // shutdown ends every process, one after the other so that the history
 // stays the seed's, and lets its calls in flight finish.
 func (w *World) shutdown() {
@@ -748,7 +804,10 @@ func (w *World) end(p *proc, c *promise.Call, err error) {
 	c.Stale = StaleNamed(err)
 	c.Regress = RegressedSeen(err)
 	c.After = p.contexts()
-	if c.Is.Has("regressed") {
+	switch {
+	case LeaseRegressed(err):
+		w.leaseRegressed = true // the lease's alert: the operator settles the lease
+	case c.Is.Has("regressed"):
 		w.regressed = true // the alert the operator acts on
 	}
 	w.hist.Finish(c)
@@ -795,6 +854,18 @@ func Classify(err error) promise.Matches {
 		m = append(m, "cause")
 	}
 	return m
+}
+
+// LeaseRegressed reports whether err says a Lease found its record absent
+// or below a term it held or read: an acquisition refused so, or the
+// lease lost so.
+func LeaseRegressed(err error) bool {
+	var r *writefence.EpochRegressedError
+	if errors.As(err, &r) {
+		return strings.HasPrefix(r.Op, "lease")
+	}
+	var lost *writefence.LeaseLostError
+	return errors.As(err, &lost) && errors.Is(err, writefence.ErrEpochRegressed)
 }
 
 // StaleNamed is the recorded epoch and writer err's *StaleEpochError
