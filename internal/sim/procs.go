@@ -192,6 +192,8 @@ func (w *World) start(p *proc) {
 			p.reader()
 		case "operator":
 			p.operator()
+		case "retirer":
+			p.retirer()
 		}
 	}()
 }

@@ -183,6 +183,8 @@ func TestSimulation(t *testing.T) {
 	if len(seeds(t)) >= 50 && total["writer forgot the shard after a regression"] == 0 {
 		t.Errorf("no writer forgot the shard")
 	}
+	// An operator retires the shard, and collects it with RecordGone.
+	requireRetired(t, total, len(seeds(t)))
 	// Fences probe the store before their first write (Fence.Probe),
 	// and a probe's request fails now and then, which fails the call
 	// (promise 6: Probe's one attempt).

@@ -77,6 +77,8 @@ type World struct {
 	order    *rand.Rand // the draws of the order of turns (turns)
 	foreign  *rand.Rand // the draws of which damage is a rewrite in another format instead (damage), apart from the scheduler's
 	unlease  *rand.Rand // the draws of when and how the lease's record is deleted or set back (unsetLease), apart from the scheduler's
+	retire   *rand.Rand // the draws of whether and when the shard is retired (drawRetirement), apart from the scheduler's
+	retireAt int        // the scheduler step at which the shard is retired; 0: never
 	seed     uint64
 	base     baseStore
 	store    *simStore
@@ -132,6 +134,8 @@ func New(seed uint64, cfg Config) (*World, error) {
 		base: base, wakeup: make(chan struct{}, 1),
 		calls: map[int]*promise.Call{}, names: map[string]int{}, tally: map[string]int{}, reads: map[int]int{}}
 	w.store = &simStore{w: w, base: base}
+	w.retire = rand.New(rand.NewPCG(seed, retireStream))
+	w.drawRetirement()
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if w.key, err = keys.Shard(cfg.Prefix, plugin, shard); err != nil {
 		return nil, err
@@ -217,6 +221,9 @@ func (w *World) act() {
 	w.mu.Lock()
 	ready := w.ready(now)
 	w.mu.Unlock()
+	if w.retireAt > 0 && w.step == w.retireAt {
+		w.retireShard()
+	}
 	if w.unlease.IntN(1000) < 2 {
 		w.unsetLease()
 	}
