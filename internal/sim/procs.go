@@ -729,6 +729,7 @@ func (p *proc) inspect(ctx context.Context) (writefence.RecordInfo, error) {
 // a process reported it lost or set back (ErrEpochRegressed), as the
 // runbook says: above the highest epoch ever granted (settleEpoch).
 func (p *proc) operator() {
+	beside := p.stream(besideSettleStream)
 	for p.sleep(p.ctx, p.between(2*time.Second, 20*time.Second), "looks") == nil {
 		p.w.mu.Lock()
 		leaseRegressed := p.w.leaseRegressed
@@ -768,6 +769,7 @@ func (p *proc) operator() {
 		if info.Epoch == 0 {
 			s.Floor = s.Epoch - 1
 		}
+		stop := p.watchBesideSettle(beside)
 		settle := func(s writefence.Settlement) error {
 			return p.call(p.ctx, &promise.Call{Op: promise.Settle, Writer: s.Writer, Epoch: s.Epoch, Payload: s.Payload,
 				Version: s.Version, Floor: s.Floor, DropBlobs: s.DropBlobs}, func(ctx context.Context) error {
@@ -830,6 +832,7 @@ func (p *proc) operator() {
 			p.lastSettle = &s
 		}
 		p.w.mu.Unlock()
+		stop()
 	}
 }
 

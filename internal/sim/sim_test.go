@@ -185,6 +185,8 @@ func TestSimulation(t *testing.T) {
 	}
 	// An operator retires the shard, and collects it with RecordGone.
 	requireRetired(t, total, len(seeds(t)))
+	// A refused Settle beside a Deposed context of the shard (promise 18).
+	requireBesideSettle(t, total, len(seeds(t)))
 	// Fences probe the store before their first write (Fence.Probe),
 	// and a probe's request fails now and then, which fails the call
 	// (promise 6: Probe's one attempt).
