@@ -3,7 +3,8 @@
 // still hold the shard before they act, restarted under the same holder,
 // paused past their TTL and killed; readers that follow the manifest;
 // collectors in two processes; an operator who settles what is damaged,
-// lost or set back; and the faults between them (lost replies, throttled
+// lost or set back, and late in some runs retires the shard (retire.go);
+// and the faults between them (lost replies, throttled
 // reads, a write the store holds up while its writer is paused, damage in
 // place, a record rewritten by a program of another format, a record
 // deleted, a record set back to an earlier version as a restore from
