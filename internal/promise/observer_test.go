@@ -120,5 +120,25 @@ func TestPromise27_WhenItEnds(t *testing.T) {
 			ac.Term = 1
 			b.endBare(ac, nil)
 		}},
+		// A Lease's renewer runs beside the Hold that took it, under its
+		// ctx: the Observer sees a renewal end when it ends, which may be
+		// once the Hold returned.
+		story{name: "a Hold's renewal, seen after the Hold's end", kept: true, build: func(b *builder) {
+			h := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", Writer: "h1", HoldsShards: []string{key}})
+			b.put(h, lease, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.observe(h, Event{Op: "lease acquire", Key: lease})
+			b.put(h, lease, record.EncodeLease("h1", 1, b.now.Add(2*time.Minute).UnixNano(), inc1))
+			b.put(h, key, rec("h1", 1<<32, plain("")))
+			b.observe(h, Event{Op: "seal", Key: key})
+			b.endBare(h, nil)
+		}},
+		story{name: "a Hold's acquisition seen before it was written", build: func(b *builder) {
+			h := b.begin(Call{Op: Hold, Lease: lv1, LeaseName: "L", Holder: "h1", Writer: "h1", HoldsShards: []string{key}})
+			b.observe(h, Event{Op: "lease acquire", Key: lease})
+			b.put(h, lease, record.EncodeLease("h1", 1, b.now.Add(time.Minute).UnixNano(), inc1))
+			b.put(h, key, rec("h1", 1<<32, plain("")))
+			b.observe(h, Event{Op: "seal", Key: key})
+			b.endBare(h, nil)
+		}},
 	)
 }
