@@ -379,6 +379,14 @@ func (r *Recorder) fault(kind string) {
 	r.change(context.Background(), promise.Change{Kind: "fault", Fault: kind})
 }
 
+// writeFault records a fault injected into a put of key by the call in
+// progress: "transient" (the put never reached the store), "lost" (its
+// reply was lost after it landed), "conflict" (refused, a race lost) or
+// "denied" (refused, fs.ErrPermission).
+func (r *Recorder) writeFault(kind, key string) {
+	r.change(context.Background(), promise.Change{Kind: "fault", Fault: kind, Key: key, Request: "put"})
+}
+
 // check feeds the checker what happened since the last check and returns
 // what it found.
 func (r *Recorder) check() []promise.Violation {
