@@ -190,18 +190,24 @@ func (p *faultPlan) read() error {
 	return nil
 }
 
-func (p *faultPlan) write(do func() (string, error)) (string, error) {
+func (p *faultPlan) write(key string, do func() (string, error)) (string, error) {
 	p.mu.Lock()
 	p.call("write")
 	p.writes++
 	if p.f.denied {
 		p.failed = true
+		if p.rec != nil {
+			p.rec.writeFault("denied", key)
+		}
 		p.mu.Unlock()
 		return "", &writefence.StoreError{Op: "model put", Err: fmt.Errorf("%w: access denied", fs.ErrPermission)}
 	}
 	if p.f.conflicts > 0 {
 		p.f.conflicts--
 		p.failed = true
+		if p.rec != nil {
+			p.rec.writeFault("conflict", key)
+		}
 		p.mu.Unlock()
 		return "", writefence.ErrConflict
 	}
@@ -219,13 +225,13 @@ func (p *faultPlan) write(do func() (string, error)) (string, error) {
 	switch lost {
 	case lostBefore:
 		if p.rec != nil {
-			p.rec.fault("transient")
+			p.rec.writeFault("transient", key)
 		}
 		return "", ErrLostReply
 	case lostAfter:
 		_, err := do()
 		if p.rec != nil && err == nil {
-			p.rec.fault("lost")
+			p.rec.writeFault("lost", key)
 		}
 		return "", ErrLostReply
 	}
@@ -256,7 +262,7 @@ func (p *promoting) Get(ctx context.Context, key string) ([]byte, string, error)
 
 func (p *promoting) PutIfVersion(ctx context.Context, key string, data []byte, expect string) (string, error) {
 	p.puts.Add(1)
-	return p.plan.write(func() (string, error) { return p.inner.PutIfVersion(ctx, key, data, expect) })
+	return p.plan.write(key, func() (string, error) { return p.inner.PutIfVersion(ctx, key, data, expect) })
 }
 
 func (p *promoting) Capabilities() writefence.ConditionalStore {
@@ -480,8 +486,8 @@ func (r *modelRun) ctxFor(w *modelWriter) context.Context {
 	}
 	return hook.With(r.ctx, &hook.Hooks{
 		Read: func(context.Context, string) error { return r.plan.read() },
-		Write: func(_ context.Context, _ string, write func() (string, error)) (string, error) {
-			return r.plan.write(write)
+		Write: func(_ context.Context, key string, write func() (string, error)) (string, error) {
+			return r.plan.write(key, write)
 		},
 		Wait: r.wait,
 	})

@@ -263,6 +263,7 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		}
 	}
 	h := &promise.History{}
+	upTo := make([]int, len(r.hist.Entries)) // by index: the entries of h up to it, and the writes placed after it
 	for i, e := range r.hist.Entries {
 		if (r.sent[i] == nil || keep[i]) && !moved[i] {
 			h.Entries = append(h.Entries, e)
@@ -270,8 +271,46 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		for _, j := range after[i] {
 			h.Entries = append(h.Entries, r.hist.Entries[j])
 		}
+		upTo[i] = len(h.Entries)
 	}
+	placeEvents(h, upTo)
 	return h, nil
+}
+
+// placeEvents gives the calls of h copies of their events placed in h,
+// whose entries up to index i of the history as recorded are upTo[i]: an
+// event came after the entries recorded before it, and after the writes
+// placed after those, which were sent before it (a write is placed after
+// entries recorded before its reply, and the Observer sees it after its
+// reply).
+func placeEvents(h *promise.History, upTo []int) {
+	calls := map[*promise.Call]*promise.Call{}
+	for i, e := range h.Entries {
+		c := e.Begin
+		if c == nil {
+			c = e.End
+		}
+		if c == nil {
+			continue
+		}
+		nc := calls[c]
+		if nc == nil {
+			copied := *c
+			nc = &copied
+			nc.Events = slices.Clone(c.Events)
+			for j, ev := range nc.Events {
+				if ev.Place > 0 {
+					nc.Events[j].Place = upTo[ev.Place-1]
+				}
+			}
+			calls[c] = nc
+		}
+		if e.Begin != nil {
+			h.Entries[i].Begin = nc
+		} else {
+			h.Entries[i].End = nc
+		}
+	}
 }
 
 // keysWritten is the set of keys the history wrote. The caller holds mu.
@@ -321,12 +360,12 @@ func (r *Recorder) End(c *promise.Call, err error) {
 }
 
 // Observe is an Observer that joins each event to the call its ctx
-// names, else to the call in progress.
+// names, else to the call in progress, placed where the history stands.
 func (r *Recorder) Observe(ctx context.Context, e writefence.WriteEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c := r.byID[r.callIn(ctx)]; c != nil && c.End.IsZero() {
-		c.Events = append(c.Events, promise.Event{Op: e.Op, Key: e.Key, Retrying: e.Retrying, Err: e.Err, Is: sim.Classify(e.Err)})
+		c.Events = append(c.Events, promise.Event{Op: e.Op, Key: e.Key, Retrying: e.Retrying, Err: e.Err, Is: sim.Classify(e.Err), Place: len(r.hist.Entries)})
 	}
 }
 
@@ -366,6 +405,14 @@ func (r *Recorder) outside(ch promise.Change) {
 // write landed).
 func (r *Recorder) fault(kind string) {
 	r.change(context.Background(), promise.Change{Kind: "fault", Fault: kind})
+}
+
+// writeFault records a fault injected into a put of key by the call in
+// progress: "transient" (the put never reached the store), "lost" (its
+// reply was lost after it landed), "conflict" (refused, a race lost) or
+// "denied" (refused, fs.ErrPermission).
+func (r *Recorder) writeFault(kind, key string) {
+	r.change(context.Background(), promise.Change{Kind: "fault", Fault: kind, Key: key, Request: "put"})
 }
 
 // check feeds the checker what happened since the last check and returns

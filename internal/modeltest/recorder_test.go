@@ -246,3 +246,36 @@ func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
 }
+
+// TestOrderedPlacesEvents: the Observer's events are placed in the
+// history as recorded; the history Ordered returns leaves out the writes
+// that did not land, and places each event among what it keeps. Here a
+// push's first write is refused as a conflict and left out, and the
+// Observer sees the push end after its second write, before its call's
+// end (promise 27).
+func TestOrderedPlacesEvents(t *testing.T) {
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
+		Faults: []fakestore.Fault{{Op: fakestore.Put, Key: key, Times: 1, Err: writefence.ErrConflict}}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	f := &writefence.Fence{Store: store, Observer: rec.Observe, RetryDelay: time.Microsecond}
+
+	c := &promise.Call{Op: promise.Push, Plugin: "wal", Shard: "0", Key: key, Writer: "w", Epoch: 1, Payload: []byte("x")}
+	rec.Begin(c)
+	err = f.Push(WithCall(ctx, c), "wal", "0", "w", 1, []byte("x"))
+	rec.End(c, err)
+	require.NoError(t, err)
+
+	h, err := rec.Ordered(ctx)
+	require.NoError(t, err)
+	require.Len(t, h.Entries, 3, "the Begin, the write that landed, the End")
+	end := h.Entries[2].End
+	require.NotNil(t, end)
+	require.Len(t, end.Events, 2, "the race lost, retried, and the end")
+	require.Equal(t, 1, end.Events[0].Place, "the retry, after the Begin")
+	require.Equal(t, 2, end.Events[1].Place, "the end, after the write")
+	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}

@@ -359,8 +359,10 @@ func (c *Checker) checkDeposed(idx int, fl *flight) {
 // brand, a collection's horizon, a floor, a settle's log entry) was seen
 // ending under its Op, and none was seen ending twice. A call refused as
 // an invalid argument may be refused before it writes, and is not
-// required an event.
+// required an event. When the events are placed, checkObservedWhen judges
+// when they came.
 func (c *Checker) checkObserved(idx int, fl *flight) {
+	c.checkObservedWhen(idx, fl)
 	call := fl.call
 	ends := map[string]int{} // per Op and key: the events that end a write
 	retried, failed := 0, 0

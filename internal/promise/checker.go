@@ -149,6 +149,7 @@ type flight struct {
 	begin int // the index of its Begin entry
 
 	writes    []write // the changes made for it, faults aside
+	made      []write // every change made for it, faults too, reads aside (promise 27's "when")
 	transient int     // its "transient" faults of requests it retries
 	lost      bool    // a "lost" fault was made for it
 	conflicts int     // its races lost ("conflict" faults), a probe's aside
@@ -189,6 +190,7 @@ type flight struct {
 type write struct {
 	ch *Change
 	v  *value // of a put; nil otherwise
+	at int    // its index in the history (made)
 }
 
 func (c *Checker) begin(idx int, call *Call) {
@@ -226,6 +228,9 @@ func (c *Checker) change(idx int, ch *Change) {
 	if ch.Kind == "read" {
 		c.collectRead(fl, ch)
 		return
+	}
+	if fl != nil {
+		fl.made = append(fl.made, write{ch: ch, at: idx})
 	}
 	if ch.Kind == "fault" {
 		if fl != nil {

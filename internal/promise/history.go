@@ -132,6 +132,12 @@ type Event struct {
 	Retrying bool
 	Err      error
 	Is       Matches
+	// Place is the event's place in the history: the number of entries
+	// recorded before the Observer saw it, so that it came after entry
+	// Place-1 and before entry Place. 0 when the recorder did not place
+	// it (a call's Begin always comes first): promise 27's "when it ends"
+	// is then not judged of it.
+	Place int
 }
 
 // Context is the state of one context a process ships under: a Hold's, or

@@ -398,7 +398,8 @@ func sameEntry(a, b promise.Entry) bool {
 func describeEntry(e promise.Entry) map[string]any {
 	call := func(c *promise.Call) map[string]any {
 		return map[string]any{"id": c.ID, "proc": c.Proc, "op": c.Op, "writer": c.Writer, "epoch": c.Epoch, "got": c.Got,
-			"start": c.Start.UnixNano(), "end": c.End.UnixNano(), "err": errString(c.Err), "ref": c.Ref, "bytes": string(c.Bytes)}
+			"start": c.Start.UnixNano(), "end": c.End.UnixNano(), "err": errString(c.Err), "ref": c.Ref, "bytes": string(c.Bytes),
+			"events": eventStrings(c.Events)}
 	}
 	switch {
 	case e.Begin != nil:
@@ -409,6 +410,16 @@ func describeEntry(e promise.Entry) map[string]any {
 	ch := e.Change
 	return map[string]any{"call": ch.Call, "kind": ch.Kind, "key": ch.Key, "data": string(ch.Data), "version": ch.Version,
 		"fault": ch.Fault, "at": ch.At.UnixNano(), "modified": ch.Modified.UnixNano()}
+}
+
+// eventStrings describes what the Observer saw during a call, and where
+// in the history (promise 27).
+func eventStrings(events []promise.Event) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, fmt.Sprintf("%s %s retrying=%v err=%s at %d", e.Op, e.Key, e.Retrying, errString(e.Err), e.Place))
+	}
+	return out
 }
 
 func errString(err error) string {

@@ -823,13 +823,13 @@ func (w *World) end(p *proc, c *promise.Call, err error) {
 }
 
 // observe is every Fence's Observer: the event joins the call it happened
-// in, while that call runs.
+// in, while that call runs, placed where the history stands.
 func (w *World) observe(ctx context.Context, e writefence.WriteEvent) {
 	id, _ := ctx.Value(callKey{}).(int)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if c := w.calls[id]; c != nil && c.End.IsZero() {
-		c.Events = append(c.Events, promise.Event{Op: e.Op, Key: e.Key, Retrying: e.Retrying, Err: e.Err, Is: Classify(e.Err)})
+		c.Events = append(c.Events, promise.Event{Op: e.Op, Key: e.Key, Retrying: e.Retrying, Err: e.Err, Is: Classify(e.Err), Place: len(w.hist.Entries)})
 	}
 }
 
