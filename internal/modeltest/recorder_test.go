@@ -82,27 +82,16 @@ func TestOrderedWriteLandsAfterAReadOfWhatItReplaced(t *testing.T) {
 	rec.Concurrent()
 	fa := &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
 	fb := &writefence.Fence{Store: store, Observer: rec.Observe}
-	push := func(f *writefence.Fence, writer string, epoch uint64, payload string) (*promise.Call, error) {
-		c := &promise.Call{Op: promise.Push, Proc: writer, Plugin: "wal", Shard: "0", Key: key, Writer: writer, Epoch: epoch, Payload: []byte(payload)}
-		rec.Begin(c)
-		err := f.Push(WithCall(ctx, c), "wal", "0", writer, epoch, []byte(payload))
-		rec.End(c, err)
-		return c, err
-	}
+	push := pusher(rec, key)
 
 	phase.Store(1)
-	_, err = push(fa, "a", 2, "x")
-	require.ErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	require.ErrorIs(t, push(fa, "a", 2, "x"), writefence.ErrOutcomeUnknown)
 	phase.Store(2)
 	done := make(chan error, 1)
-	go func() {
-		_, err := push(fb, "b", 3, "y")
-		done <- err
-	}()
+	go func() { done <- push(fb, "b", 3, "y") }()
 	<-sent
 	phase.Store(0)
-	_, err = push(fa, "a", 2, "x")
-	require.NoError(t, err, "the record holds the first push's write")
+	require.NoError(t, push(fa, "a", 2, "x"), "the record holds the first push's write")
 	close(release)
 	require.NoError(t, <-done)
 
@@ -150,13 +139,7 @@ func TestOrderedRetriedBytesLandLater(t *testing.T) {
 		}})
 	rec, store := NewRecorder(inner, time.Now, promise.Options{})
 	rec.Concurrent()
-	push := func(f *writefence.Fence, writer string, epoch uint64, payload string) error {
-		c := &promise.Call{Op: promise.Push, Proc: writer, Plugin: "wal", Shard: "0", Key: key, Writer: writer, Epoch: epoch, Payload: []byte(payload)}
-		rec.Begin(c)
-		err := f.Push(WithCall(ctx, c), "wal", "0", writer, epoch, []byte(payload))
-		rec.End(c, err)
-		return err
-	}
+	push := pusher(rec, key)
 	fa := &writefence.Fence{Store: store, Observer: rec.Observe, RetryDelay: time.Microsecond}
 	fb := &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
 	fz := &writefence.Fence{Store: store, Observer: rec.Observe}
@@ -220,13 +203,7 @@ func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
 		}})
 	rec, store := NewRecorder(inner, time.Now, promise.Options{})
 	rec.Concurrent()
-	push := func(f *writefence.Fence, writer string, epoch uint64, payload string) error {
-		c := &promise.Call{Op: promise.Push, Proc: writer, Plugin: "wal", Shard: "0", Key: key, Writer: writer, Epoch: epoch, Payload: []byte(payload)}
-		rec.Begin(c)
-		err := f.Push(WithCall(ctx, c), "wal", "0", writer, epoch, []byte(payload))
-		rec.End(c, err)
-		return err
-	}
+	push := pusher(rec, key)
 	fence := func() *writefence.Fence {
 		return &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
 	}
@@ -278,4 +255,16 @@ func TestOrderedPlacesEvents(t *testing.T) {
 	require.Equal(t, 1, end.Events[0].Place, "the retry, after the Begin")
 	require.Equal(t, 2, end.Events[1].Place, "the end, after the write")
 	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
+
+// pusher returns a push through a Fence over rec's store, recorded by
+// rec as a call of its own, of the shard "wal"/"0" whose record is key.
+func pusher(rec *Recorder, key string) func(f *writefence.Fence, writer string, epoch uint64, payload string) error {
+	return func(f *writefence.Fence, writer string, epoch uint64, payload string) error {
+		c := &promise.Call{Op: promise.Push, Proc: writer, Plugin: "wal", Shard: "0", Key: key, Writer: writer, Epoch: epoch, Payload: []byte(payload)}
+		rec.Begin(c)
+		err := f.Push(WithCall(context.Background(), c), "wal", "0", writer, epoch, []byte(payload))
+		rec.End(c, err)
+		return err
+	}
 }
