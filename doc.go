@@ -212,7 +212,8 @@
 //     GCOptions.RecordGone).
 //  26. Collect reclaims: after a pass, no unreferenced blob is left that
 //     can never be committed (a deposed writer's, one below the tenure
-//     floor or behind the collection horizon).
+//     floor or behind the collection horizon, any of a shard retired
+//     with RecordGone).
 //
 // Observation and keys:
 //
