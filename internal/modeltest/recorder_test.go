@@ -3,6 +3,7 @@ package modeltest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,6 +160,98 @@ func TestOrderedRetriedBytesLandLater(t *testing.T) {
 	h, err := rec.Ordered(ctx)
 	require.NoError(t, err)
 	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
+
+// TestOrderedRetriedWritesAfterAWrongTurn: a push whose first write
+// never reached the store, its connection broken, reads the version it
+// expected still there and sends the same write again; when neither reply
+// came, both match the version that holds their bytes, and the search may
+// take either. Here the history starts as TestOrderedRetriedBytesLandLater
+// does, where the search first takes a write that leaves out a version a
+// call read and must go back, and goes on with many such pushes: the
+// search must not try each of the two writes of every push after the
+// wrong turn, which would take it 2^n tries.
+func TestOrderedRetriedWritesAfterAWrongTurn(t *testing.T) {
+	const pushes = 40
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	var (
+		phase      atomic.Int32
+		drop, lose atomic.Bool // drop the next write before it reaches the store, then lose the reply of the write after it
+		sent       = make(chan struct{})
+		release    = make(chan struct{})
+	)
+	mine := func(c fakestore.Call) bool { return bytes.Contains(c.Data(), []byte("from-a")) }
+	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
+		Before: func(ctx context.Context, c fakestore.Call) error {
+			if c.Op != fakestore.Put {
+				return nil
+			}
+			if phase.Load() == 1 && mine(c) {
+				close(sent)
+				<-release
+			}
+			if drop.CompareAndSwap(true, false) {
+				lose.Store(true)
+				return fakestore.ErrLostReply // the connection broke before the write went out
+			}
+			return nil
+		},
+		After: func(ctx context.Context, c fakestore.Call, err error) error {
+			switch {
+			case c.Op == fakestore.Put && mine(c):
+				return fakestore.ErrLostReply // landed or refused, no reply says which
+			case c.Op == fakestore.Put && err == nil && lose.CompareAndSwap(true, false):
+				return fakestore.ErrLostReply
+			case phase.Load() == 2 && c.Op == fakestore.Put && err == nil:
+				phase.Store(-2) // the reply is lost, and so is each read after it
+				return fakestore.ErrLostReply
+			case phase.Load() == -2:
+				return fakestore.ErrLostReply
+			}
+			return err
+		}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	push := pusher(rec, key)
+	fa := &writefence.Fence{Store: store, Observer: rec.Observe, RetryDelay: time.Microsecond}
+	fb := &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
+	fz := &writefence.Fence{Store: store, Observer: rec.Observe, RetryDelay: time.Microsecond}
+	require.NoError(t, push(fz, "z", 1, "first"))
+
+	phase.Store(1)
+	done := make(chan error, 1)
+	go func() { done <- push(fa, "a", 13, "from-a") }()
+	<-sent
+	phase.Store(2)
+	require.ErrorIs(t, push(fb, "b", 12, "from-b"), writefence.ErrOutcomeUnknown)
+	phase.Store(3)
+	require.NoError(t, push(fb, "b", 12, "from-b"), "the record holds b's first push")
+	close(release)
+	require.NoError(t, <-done, "a's second attempt lands over b's record, and a reads it back")
+	phase.Store(0)
+	for i := range pushes {
+		drop.Store(true)
+		require.NoError(t, push(fz, "z", uint64(14+i), fmt.Sprint("next-", i)), "the second write lands, and z reads it back")
+	}
+
+	type result struct {
+		h   *promise.History
+		err error
+	}
+	ordered := make(chan result, 1)
+	go func() {
+		h, err := rec.Ordered(ctx)
+		ordered <- result{h, err}
+	}()
+	select {
+	case r := <-ordered:
+		require.NoError(t, r.err)
+		require.Empty(t, promise.NewChecker(promise.Options{}).Check(r.h))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Ordered still searches after 30s, over %d pushes", pushes)
+	}
 }
 
 // TestOrderedRetriedBytesNotDelivered: a push's first attempt that never
