@@ -215,7 +215,15 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 			case len(landed) == 1:
 				candidates = landed
 			}
+			// Two writes whose replies were lost, both on this version,
+			// that made the same version differ only in where they are
+			// placed: when one leads to no chain, neither does the other.
+			tried := map[string]bool{}
 			for _, i := range candidates {
+				if tried[made[i]] {
+					continue
+				}
+				tried[made[i]] = true
 				chain = append(chain, i)
 				if walk(made[i]) {
 					return true
