@@ -317,6 +317,57 @@ func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
 	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
 }
 
+// TestOrderedReadOfNoCall: a read whose context names no call, made
+// while calls run at once, is no call's: the call begun last may have
+// begun after the version it returned was replaced. Here a read holds the
+// create's version until a push has replaced it and ended, and returns
+// while another call, begun since, is in progress; read as that call's,
+// it says the push's write, whose reply came before that call began,
+// cannot have replaced the version, and Ordered finds no chain.
+func TestOrderedReadOfNoCall(t *testing.T) {
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	var (
+		hold    atomic.Bool
+		read    = make(chan struct{})
+		release = make(chan struct{})
+	)
+	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
+		After: func(ctx context.Context, c fakestore.Call, err error) error {
+			if c.Op == fakestore.Get && hold.CompareAndSwap(true, false) {
+				close(read)
+				<-release
+			}
+			return err
+		}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	push := pusher(rec, key)
+	f := func() *writefence.Fence { return &writefence.Fence{Store: store, Observer: rec.Observe} }
+	require.NoError(t, push(f(), "z", 1, "first"))
+
+	hold.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := store.Get(ctx, key) // a read of no call
+		done <- err
+	}()
+	<-read
+	require.NoError(t, push(f(), "a", 2, "x"), "a's write replaces the version the read holds")
+	m := &promise.Call{Op: promise.Push, Proc: "m", Plugin: "wal", Shard: "0", Key: key, Writer: "m", Epoch: 3, Payload: []byte("y")}
+	rec.Begin(m)
+	close(release)
+	require.NoError(t, <-done)
+	err = f().Push(WithCall(ctx, m), "wal", "0", "m", 3, []byte("y"))
+	rec.End(m, err)
+	require.NoError(t, err)
+
+	h, err := rec.Ordered(ctx)
+	require.NoError(t, err)
+	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
+
 // TestOrderedPlacesEvents: the Observer's events are placed in the
 // history as recorded; the history Ordered returns leaves out the writes
 // that did not land, and places each event among what it keeps. Here a
