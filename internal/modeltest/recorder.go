@@ -368,7 +368,8 @@ func (r *Recorder) End(c *promise.Call, err error) {
 }
 
 // Observe is an Observer that joins each event to the call its ctx
-// names, else to the call in progress, placed where the history stands.
+// names, else to the call in progress (see callIn), placed where the
+// history stands.
 func (r *Recorder) Observe(ctx context.Context, e writefence.WriteEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -378,7 +379,7 @@ func (r *Recorder) Observe(ctx context.Context, e writefence.WriteEvent) {
 }
 
 // change records a change made for the call ctx names, else for the call
-// in progress, or from outside when none is.
+// in progress (see callIn), or from outside when none is.
 func (r *Recorder) change(ctx context.Context, ch promise.Change) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -388,13 +389,14 @@ func (r *Recorder) change(ctx context.Context, ch promise.Change) int {
 	return len(r.hist.Entries) - 1
 }
 
-// callIn is the call ctx names, else the call in progress, else 0. The
-// caller holds mu.
+// callIn is the call ctx names, else the call in progress, else 0. Of a
+// test whose calls run at once it is 0 when ctx names none: the call
+// begun last need not be the one in progress. The caller holds mu.
 func (r *Recorder) callIn(ctx context.Context) int {
 	if id, ok := ctx.Value(callKey{}).(int); ok {
 		return id
 	}
-	if n := len(r.calls); n > 0 {
+	if n := len(r.calls); n > 0 && r.sent == nil {
 		return r.calls[n-1].ID
 	}
 	return 0
