@@ -368,6 +368,91 @@ func TestOrderedReadOfNoCall(t *testing.T) {
 	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
 }
 
+// TestOrderedReadBegunRightAfterAReply: a call that begins right after
+// a write's reply, nothing recorded between them, began after that reply.
+// Here a push's first write never reaches the store, and while the push
+// waits to send it again, another call begins, reads the version both
+// attempts expect, and returns nil: it is a push sent again after its
+// reply was lost, whose write that version holds. The second attempt
+// then lands, its reply lost too. The first attempt, whose reply came
+// before that call began, cannot be the write that replaced the version:
+// placed where it was sent, it took the record from that call before the
+// call began (promise 4).
+func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	const (
+		normal = iota
+		lostAll
+		lostAfter   // the next write's reply is lost, and every call after it
+		undelivered // the next write does not reach the store; the call after it waits
+		pause       // the next call waits for resume
+		lostReply   // the next write's reply is lost
+	)
+	var (
+		phase  atomic.Int32
+		paused = make(chan fakestore.Op)
+		resume = make(chan struct{})
+	)
+	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
+		Before: func(ctx context.Context, c fakestore.Call) error {
+			switch p := phase.Load(); {
+			case p == undelivered && c.Op == fakestore.Put:
+				phase.Store(pause)
+				return fakestore.ErrLostReply // the connection broke before the write went out
+			case p == pause:
+				phase.Store(lostReply)
+				paused <- c.Op
+				<-resume
+			}
+			return nil
+		},
+		After: func(ctx context.Context, c fakestore.Call, err error) error {
+			switch p := phase.Load(); {
+			case p == lostAll:
+				return fakestore.ErrLostReply
+			case c.Op == fakestore.Put && err == nil && (p == lostAfter || p == lostReply):
+				next := int32(normal)
+				if p == lostAfter {
+					next = lostAll
+				}
+				phase.Store(next)
+				return fakestore.ErrLostReply
+			}
+			return err
+		}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	push := pusher(rec, key)
+	fence := func() *writefence.Fence {
+		return &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
+	}
+	require.NoError(t, push(fence(), "z", 1, "first"))
+
+	phase.Store(lostAfter)
+	require.ErrorIs(t, push(fence(), "b", 12, "from-b"), writefence.ErrOutcomeUnknown, "b's write lands, its reply lost")
+	phase.Store(undelivered)
+	done := make(chan error, 1)
+	go func() {
+		fa := fence()
+		fa.MaxAttempts = 3
+		done <- push(fa, "a", 13, "from-a")
+	}()
+	op := <-paused
+	require.Equal(t, fakestore.Get, op, "a reads the record before it sends its write again")
+	// b's retry must see the record as it is: a's next write still waits.
+	phase.Store(normal)
+	require.NoError(t, push(fence(), "b", 12, "from-b"), "the record holds b's first push")
+	phase.Store(lostReply)
+	close(resume)
+	require.NoError(t, <-done, "a's second write lands, its reply lost, and a reads it back")
+
+	h, err := rec.Ordered(ctx)
+	require.NoError(t, err)
+	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
+
 // TestOrderedPlacesEvents: the Observer's events are placed in the
 // history as recorded; the history Ordered returns leaves out the writes
 // that did not land, and places each event among what it keeps. Here a
