@@ -188,10 +188,11 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		var walk func(version string) bool
 		// A write that replaced a version landed after every read of it,
 		// so before its reply: its reply came after the Begin of every
-		// call that read that version.
+		// call that read that version (a Begin at index reply or later
+		// was recorded after the reply).
 		repliedAfterReads := func(i int, version string) bool {
 			for _, id := range r.readers[key][version] {
-				if begins[id] > r.sent[i].reply {
+				if begins[id] >= r.sent[i].reply {
 					return false
 				}
 			}
