@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -447,6 +448,48 @@ func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
 	phase.Store(lostReply)
 	close(resume)
 	require.NoError(t, <-done, "a's second write lands, its reply lost, and a reads it back")
+
+	h, err := rec.Ordered(ctx)
+	require.NoError(t, err)
+	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
+
+// TestOrderedLostWriteReadByPrefix: on a store that reads prefixes, a
+// Fence reads a record's head, not the record: a version whose write's
+// reply was lost, which no call read whole and which the key no longer
+// holds at the end, is known only by its head and size. Here a push's
+// write lands, its reply and every read after it lost, and another push
+// reads the head of its version and writes over it: that version is the
+// lost write's, and the chain passes through it.
+func TestOrderedLostWriteReadByPrefix(t *testing.T) {
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	var lost atomic.Bool // the next write lands, its reply lost, and so is every call after it
+	var lostAll atomic.Bool
+	mem := &writefence.MemStore{}
+	inner := fakestore.New(mem, fakestore.Options{Hide: fakestore.All, GetPrefix: fakestore.GetPrefixOf(mem),
+		After: func(ctx context.Context, c fakestore.Call, err error) error {
+			if c.Op == fakestore.Put && err == nil && lost.CompareAndSwap(true, false) {
+				lostAll.Store(true)
+			}
+			if lostAll.Load() {
+				return fakestore.ErrLostReply
+			}
+			return err
+		}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	push := pusher(rec, key)
+	fence := func() *writefence.Fence {
+		return &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
+	}
+	payload := strings.Repeat("p", 20000) // beyond the head a Fence reads
+	require.NoError(t, push(fence(), "z", 1, payload))
+	lost.Store(true)
+	require.ErrorIs(t, push(fence(), "a", 2, payload), writefence.ErrOutcomeUnknown)
+	lostAll.Store(false)
+	require.NoError(t, push(fence(), "b", 3, payload), "b reads the head of a's record and writes over it")
 
 	h, err := rec.Ordered(ctx)
 	require.NoError(t, err)
