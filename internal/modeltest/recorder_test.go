@@ -496,6 +496,60 @@ func TestOrderedLostWriteReadByPrefix(t *testing.T) {
 	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
 }
 
+// TestOrderedWriteThatLandsAfterItsCallReturned: a call that returns nil
+// before its write lands breaks promise 4, and the history must show it
+// when a call read the version the write replaced after the first call
+// returned. Here a push's write is held on its way to the store while
+// its call is recorded as returning nil; another call then reads the
+// record the write replaces, and the write lands after it.
+func TestOrderedWriteThatLandsAfterItsCallReturned(t *testing.T) {
+	ctx := context.Background()
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	var (
+		hold    atomic.Bool
+		sent    = make(chan struct{})
+		release = make(chan struct{})
+	)
+	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
+		Before: func(ctx context.Context, c fakestore.Call) error {
+			if c.Op == fakestore.Put && hold.CompareAndSwap(true, false) {
+				close(sent)
+				<-release
+			}
+			return nil
+		}})
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	push := pusher(rec, key)
+	f := func() *writefence.Fence { return &writefence.Fence{Store: store, Observer: rec.Observe} }
+	require.NoError(t, push(f(), "z", 1, "first"))
+
+	a := &promise.Call{Op: promise.Push, Proc: "a", Plugin: "wal", Shard: "0", Key: key, Writer: "a", Epoch: 2, Payload: []byte("x")}
+	rec.Begin(a)
+	hold.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- f().Push(WithCall(ctx, a), "wal", "0", "a", 2, []byte("x")) }()
+	<-sent
+	rec.End(a, nil) // the call returns nil with its write still on its way
+
+	r := &promise.Call{Op: promise.Latest, Proc: "r", Plugin: "wal", Shard: "0", Key: key}
+	rec.Begin(r)
+	_, _, err = store.Get(WithCall(ctx, r), key)
+	require.NoError(t, err)
+	close(release)
+	require.NoError(t, <-done)
+	rec.End(r, nil)
+
+	h, err := rec.Ordered(ctx)
+	require.NoError(t, err)
+	var promises []int
+	for _, v := range promise.NewChecker(promise.Options{}).Check(h) {
+		promises = append(promises, v.Promise)
+	}
+	require.Contains(t, promises, 4, "a returned nil before the record held its write")
+}
+
 // TestOrderedPlacesEvents: the Observer's events are placed in the
 // history as recorded; the history Ordered returns leaves out the writes
 // that did not land, and places each event among what it keeps. Here a
