@@ -40,9 +40,11 @@ type Recorder struct {
 	checker *promise.Checker
 
 	// Of a test whose calls run at once: the bytes read of each version
-	// of each key, the calls that read each version of each key, and each
-	// write, recorded when it was sent.
+	// of each key, the heads read of those read only by a prefix, the
+	// calls that read each version of each key, and each write, recorded
+	// when it was sent.
 	reads   map[string]map[string][]byte
+	heads   map[string]map[string]head
 	readers map[string]map[string][]int // by key and version: IDs of the calls that read it
 	sent    map[int]*sentPut            // by history entry
 
@@ -55,6 +57,17 @@ type sentPut struct {
 	landed  bool // its reply said it landed
 	unknown bool // its reply was lost: it may have landed
 	reply   int  // the history's length when the reply came
+}
+
+// head is the first bytes of a version read by a prefix, and its size.
+type head struct {
+	data []byte
+	size int64
+}
+
+// holds reports whether the version whose head is h may hold data.
+func (h head) holds(data []byte) bool {
+	return int64(len(data)) == h.size && bytes.HasPrefix(data, h.data)
 }
 
 type callKey struct{}
@@ -91,7 +104,7 @@ func NewRecorder(inner writefence.ConditionalStore, clock func() time.Time, opts
 
 // Concurrent readies r for calls that run at once (see Ordered).
 func (r *Recorder) Concurrent() {
-	r.reads, r.readers, r.sent = map[string]map[string][]byte{}, map[string]map[string][]int{}, map[int]*sentPut{}
+	r.reads, r.heads, r.readers, r.sent = map[string]map[string][]byte{}, map[string]map[string]head{}, map[string]map[string][]int{}, map[int]*sentPut{}
 }
 
 // Ordered returns the history of a test whose calls ran at once, keeping of
@@ -101,7 +114,8 @@ func (r *Recorder) Concurrent() {
 // order they landed in, and each is within its call. A write whose reply
 // was lost landed if a version made by no reply holds what it sent: a
 // version the test read, or that the key holds at the end (final, read
-// from the store once every call ended). A write landed after it was
+// from the store once every call ended), or whose head and size, read by
+// a prefix, are those of what it sent. A write landed after it was
 // sent and after every read of the version it replaced, so it is placed
 // when it was sent or, if later, just after the Begin of the last call
 // that read that version (and began before the reply): a call that read
@@ -167,6 +181,15 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 					made[i] = v
 				}
 			}
+			// A version read only by its head: a Fence over a store
+			// that reads prefixes reads no more of a record it writes
+			// over. Its head holds the record's epoch, writer and
+			// payload's checksum.
+			for v, h := range r.heads[key] {
+				if _, whole := r.reads[key][v]; !whole && !replied[v] && h.holds(r.hist.Entries[i].Change.Data) {
+					made[i] = v
+				}
+			}
 		}
 		// The chain from the create: at each version, the write that
 		// landed on it. A write whose reply said it landed is the one.
@@ -188,10 +211,11 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 		var walk func(version string) bool
 		// A write that replaced a version landed after every read of it,
 		// so before its reply: its reply came after the Begin of every
-		// call that read that version.
+		// call that read that version (a Begin at index reply or later
+		// was recorded after the reply).
 		repliedAfterReads := func(i int, version string) bool {
 			for _, id := range r.readers[key][version] {
-				if begins[id] > r.sent[i].reply {
+				if begins[id] >= r.sent[i].reply {
 					return false
 				}
 			}
@@ -215,7 +239,15 @@ func (r *Recorder) Ordered(ctx context.Context) (*promise.History, error) {
 			case len(landed) == 1:
 				candidates = landed
 			}
+			// Two writes whose replies were lost, both on this version,
+			// that made the same version differ only in where they are
+			// placed: when one leads to no chain, neither does the other.
+			tried := map[string]bool{}
 			for _, i := range candidates {
+				if tried[made[i]] {
+					continue
+				}
+				tried[made[i]] = true
 				chain = append(chain, i)
 				if walk(made[i]) {
 					return true
@@ -360,7 +392,8 @@ func (r *Recorder) End(c *promise.Call, err error) {
 }
 
 // Observe is an Observer that joins each event to the call its ctx
-// names, else to the call in progress, placed where the history stands.
+// names, else to the call in progress (see callIn), placed where the
+// history stands.
 func (r *Recorder) Observe(ctx context.Context, e writefence.WriteEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -370,7 +403,7 @@ func (r *Recorder) Observe(ctx context.Context, e writefence.WriteEvent) {
 }
 
 // change records a change made for the call ctx names, else for the call
-// in progress, or from outside when none is.
+// in progress (see callIn), or from outside when none is.
 func (r *Recorder) change(ctx context.Context, ch promise.Change) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -380,13 +413,14 @@ func (r *Recorder) change(ctx context.Context, ch promise.Change) int {
 	return len(r.hist.Entries) - 1
 }
 
-// callIn is the call ctx names, else the call in progress, else 0. The
-// caller holds mu.
+// callIn is the call ctx names, else the call in progress, else 0. Of a
+// test whose calls run at once it is 0 when ctx names none: the call
+// begun last need not be the one in progress. The caller holds mu.
 func (r *Recorder) callIn(ctx context.Context) int {
 	if id, ok := ctx.Value(callKey{}).(int); ok {
 		return id
 	}
-	if n := len(r.calls); n > 0 {
+	if n := len(r.calls); n > 0 && r.sent == nil {
 		return r.calls[n-1].ID
 	}
 	return 0
@@ -438,17 +472,32 @@ func (r *Recorder) Get(ctx context.Context, key string) ([]byte, string, error) 
 }
 
 // getPrefix reads the first n bytes of key for the recorders that declare
-// a PrefixReader, and remembers a read that holds the whole record.
+// a PrefixReader, and remembers a read that holds the whole record, else
+// the head it read.
 func (r *Recorder) getPrefix(ctx context.Context, key string, n int64) ([]byte, int64, string, error) {
 	data, size, v, err := writefence.GetPrefix(ctx, r.inner, key, n)
 	if err == nil {
 		whole := data
 		if int64(len(data)) != size {
 			whole = nil
+			r.readHead(key, v, head{bytes.Clone(data), size})
 		}
 		r.read(ctx, key, v, whole)
 	}
 	return data, size, v, err
+}
+
+// readHead remembers the head h read of version v of key.
+func (r *Recorder) readHead(key, v string, h head) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.heads == nil {
+		return
+	}
+	if r.heads[key] == nil {
+		r.heads[key] = map[string]head{}
+	}
+	r.heads[key][v] = h
 }
 
 // read remembers that the call ctx names read version v of key, and
