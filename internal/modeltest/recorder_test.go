@@ -25,23 +25,19 @@ import (
 // the history must keep the write.
 func TestOrderedConflictThatLanded(t *testing.T) {
 	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
 		Faults: []fakestore.Fault{{Op: fakestore.Put, Key: key, Times: 1, Lost: true, Err: writefence.ErrConflict}}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	f := &writefence.Fence{Store: store, Observer: rec.Observe}
 
 	c := &promise.Call{Op: promise.Push, Plugin: "wal", Shard: "0", Key: key, Writer: "w", Epoch: 1, Payload: []byte("x")}
 	rec.Begin(c)
-	err = f.Push(WithCall(ctx, c), "wal", "0", "w", 1, []byte("x"))
+	err := f.Push(WithCall(ctx, c), "wal", "0", "w", 1, []byte("x"))
 	rec.End(c, err)
 	require.NoError(t, err, "the Fence reads its own record back")
 
-	h, err := rec.Ordered(ctx)
-	require.NoError(t, err)
-	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+	requireOrderedClean(t, rec)
 }
 
 // TestOrderedWriteLandsAfterAReadOfWhatItReplaced: a write is sent
@@ -55,9 +51,7 @@ func TestOrderedConflictThatLanded(t *testing.T) {
 // read a push that returned nil whose write the record never held during
 // the call (promise 4).
 func TestOrderedWriteLandsAfterAReadOfWhatItReplaced(t *testing.T) {
-	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	var (
 		phase   atomic.Int32 // 1: the first push, its reply lost; 2: another writer's write held
 		sent    = make(chan struct{})
@@ -80,8 +74,7 @@ func TestOrderedWriteLandsAfterAReadOfWhatItReplaced(t *testing.T) {
 			}
 			return err
 		}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	fa := &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
 	fb := &writefence.Fence{Store: store, Observer: rec.Observe}
 	push := pusher(rec, key)
@@ -97,9 +90,7 @@ func TestOrderedWriteLandsAfterAReadOfWhatItReplaced(t *testing.T) {
 	close(release)
 	require.NoError(t, <-done)
 
-	h, err := rec.Ordered(ctx)
-	require.NoError(t, err)
-	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+	requireOrderedClean(t, rec)
 }
 
 // TestOrderedRetriedBytesLandLater: a push sent again after its first
@@ -110,9 +101,7 @@ func TestOrderedWriteLandsAfterAReadOfWhatItReplaced(t *testing.T) {
 // read it. A version the test read is one the key held: the history must
 // pass through it.
 func TestOrderedRetriedBytesLandLater(t *testing.T) {
-	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	var (
 		phase   atomic.Int32
 		sent    = make(chan struct{})
@@ -139,8 +128,7 @@ func TestOrderedRetriedBytesLandLater(t *testing.T) {
 			}
 			return err
 		}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	fa := &writefence.Fence{Store: store, Observer: rec.Observe, RetryDelay: time.Microsecond}
 	fb := &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
@@ -158,9 +146,7 @@ func TestOrderedRetriedBytesLandLater(t *testing.T) {
 	close(release)
 	require.NoError(t, <-done, "a's second attempt lands over b's record, and a reads it back")
 
-	h, err := rec.Ordered(ctx)
-	require.NoError(t, err)
-	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+	requireOrderedClean(t, rec)
 }
 
 // TestOrderedRetriedWritesAfterAWrongTurn: a push whose first write
@@ -175,8 +161,7 @@ func TestOrderedRetriedBytesLandLater(t *testing.T) {
 func TestOrderedRetriedWritesAfterAWrongTurn(t *testing.T) {
 	const pushes = 40
 	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	var (
 		phase      atomic.Int32
 		drop, lose atomic.Bool // drop the next write before it reaches the store, then lose the reply of the write after it
@@ -213,8 +198,7 @@ func TestOrderedRetriedWritesAfterAWrongTurn(t *testing.T) {
 			}
 			return err
 		}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	fa := &writefence.Fence{Store: store, Observer: rec.Observe, RetryDelay: time.Microsecond}
 	fb := &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
@@ -262,9 +246,7 @@ func TestOrderedRetriedWritesAfterAWrongTurn(t *testing.T) {
 // began and read the version both replace, cannot be the one that
 // replaced it.
 func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
-	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	const (
 		normal = iota
 		lostAll
@@ -295,8 +277,7 @@ func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
 			}
 			return err
 		}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	fence := func() *writefence.Fence {
 		return &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
@@ -313,9 +294,7 @@ func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
 	phase.Store(lostReply)
 	require.NoError(t, push(fa, "a", 13, "from-a"), "a's write lands, its reply lost, and a reads it back")
 
-	h, err := rec.Ordered(ctx)
-	require.NoError(t, err)
-	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+	requireOrderedClean(t, rec)
 }
 
 // TestOrderedReadOfNoCall: a read whose context names no call, made
@@ -327,8 +306,7 @@ func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
 // cannot have replaced the version, and Ordered finds no chain.
 func TestOrderedReadOfNoCall(t *testing.T) {
 	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	var (
 		hold    atomic.Bool
 		read    = make(chan struct{})
@@ -342,8 +320,7 @@ func TestOrderedReadOfNoCall(t *testing.T) {
 			}
 			return err
 		}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	f := func() *writefence.Fence { return &writefence.Fence{Store: store, Observer: rec.Observe} }
 	require.NoError(t, push(f(), "z", 1, "first"))
@@ -360,13 +337,11 @@ func TestOrderedReadOfNoCall(t *testing.T) {
 	rec.Begin(m)
 	close(release)
 	require.NoError(t, <-done)
-	err = f().Push(WithCall(ctx, m), "wal", "0", "m", 3, []byte("y"))
+	err := f().Push(WithCall(ctx, m), "wal", "0", "m", 3, []byte("y"))
 	rec.End(m, err)
 	require.NoError(t, err)
 
-	h, err := rec.Ordered(ctx)
-	require.NoError(t, err)
-	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+	requireOrderedClean(t, rec)
 }
 
 // TestOrderedReadBegunRightAfterAReply: a call that begins right after
@@ -380,9 +355,7 @@ func TestOrderedReadOfNoCall(t *testing.T) {
 // placed where it was sent, it took the record from that call before the
 // call began (promise 4).
 func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
-	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	const (
 		normal = iota
 		lostAll
@@ -423,8 +396,7 @@ func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
 			}
 			return err
 		}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	fence := func() *writefence.Fence {
 		return &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
@@ -449,9 +421,7 @@ func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
 	close(resume)
 	require.NoError(t, <-done, "a's second write lands, its reply lost, and a reads it back")
 
-	h, err := rec.Ordered(ctx)
-	require.NoError(t, err)
-	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+	requireOrderedClean(t, rec)
 }
 
 // TestOrderedLostWriteReadByPrefix: on a store that reads prefixes, a
@@ -462,9 +432,7 @@ func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
 // reads the head of its version and writes over it: that version is the
 // lost write's, and the chain passes through it.
 func TestOrderedLostWriteReadByPrefix(t *testing.T) {
-	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	var lost atomic.Bool // the next write lands, its reply lost, and so is every call after it
 	var lostAll atomic.Bool
 	mem := &writefence.MemStore{}
@@ -478,8 +446,7 @@ func TestOrderedLostWriteReadByPrefix(t *testing.T) {
 			}
 			return err
 		}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	fence := func() *writefence.Fence {
 		return &writefence.Fence{Store: store, Observer: rec.Observe, MaxAttempts: 2, RetryDelay: time.Microsecond}
@@ -491,9 +458,7 @@ func TestOrderedLostWriteReadByPrefix(t *testing.T) {
 	lostAll.Store(false)
 	require.NoError(t, push(fence(), "b", 3, payload), "b reads the head of a's record and writes over it")
 
-	h, err := rec.Ordered(ctx)
-	require.NoError(t, err)
-	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+	requireOrderedClean(t, rec)
 }
 
 // TestOrderedWriteThatLandsAfterItsCallReturned: a call that returns nil
@@ -504,8 +469,7 @@ func TestOrderedLostWriteReadByPrefix(t *testing.T) {
 // record the write replaces, and the write lands after it.
 func TestOrderedWriteThatLandsAfterItsCallReturned(t *testing.T) {
 	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	var (
 		hold    atomic.Bool
 		sent    = make(chan struct{})
@@ -519,8 +483,7 @@ func TestOrderedWriteThatLandsAfterItsCallReturned(t *testing.T) {
 			}
 			return nil
 		}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	f := func() *writefence.Fence { return &writefence.Fence{Store: store, Observer: rec.Observe} }
 	require.NoError(t, push(f(), "z", 1, "first"))
@@ -535,7 +498,7 @@ func TestOrderedWriteThatLandsAfterItsCallReturned(t *testing.T) {
 
 	r := &promise.Call{Op: promise.Latest, Proc: "r", Plugin: "wal", Shard: "0", Key: key}
 	rec.Begin(r)
-	_, _, err = store.Get(WithCall(ctx, r), key)
+	_, _, err := store.Get(WithCall(ctx, r), key)
 	require.NoError(t, err)
 	close(release)
 	require.NoError(t, <-done)
@@ -558,17 +521,15 @@ func TestOrderedWriteThatLandsAfterItsCallReturned(t *testing.T) {
 // end (promise 27).
 func TestOrderedPlacesEvents(t *testing.T) {
 	ctx := context.Background()
-	key, err := keys.Shard("", "wal", "0")
-	require.NoError(t, err)
+	key := walKey(t)
 	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
 		Faults: []fakestore.Fault{{Op: fakestore.Put, Key: key, Times: 1, Err: writefence.ErrConflict}}})
-	rec, store := NewRecorder(inner, time.Now, promise.Options{})
-	rec.Concurrent()
+	rec, store := concurrent(inner)
 	f := &writefence.Fence{Store: store, Observer: rec.Observe, RetryDelay: time.Microsecond}
 
 	c := &promise.Call{Op: promise.Push, Plugin: "wal", Shard: "0", Key: key, Writer: "w", Epoch: 1, Payload: []byte("x")}
 	rec.Begin(c)
-	err = f.Push(WithCall(ctx, c), "wal", "0", "w", 1, []byte("x"))
+	err := f.Push(WithCall(ctx, c), "wal", "0", "w", 1, []byte("x"))
 	rec.End(c, err)
 	require.NoError(t, err)
 
@@ -593,4 +554,28 @@ func pusher(rec *Recorder, key string) func(f *writefence.Fence, writer string, 
 		rec.End(c, err)
 		return err
 	}
+}
+
+// walKey is the record's key of the shard "wal"/"0" in the default prefix.
+func walKey(t *testing.T) string {
+	key, err := keys.Shard("", "wal", "0")
+	require.NoError(t, err)
+	return key
+}
+
+// concurrent returns a Recorder of inner readied for calls that run at
+// once, and the store its Fences use.
+func concurrent(inner writefence.ConditionalStore) (*Recorder, writefence.ConditionalStore) {
+	rec, store := NewRecorder(inner, time.Now, promise.Options{})
+	rec.Concurrent()
+	return rec, store
+}
+
+// requireOrderedClean checks the history in the store's order, as
+// Ordered gives it, against every promise, and finds nothing.
+func requireOrderedClean(t *testing.T, rec *Recorder) {
+	t.Helper()
+	h, err := rec.Ordered(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
 }
