@@ -247,36 +247,16 @@ func TestOrderedRetriedWritesAfterAWrongTurn(t *testing.T) {
 // replaced it.
 func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
 	key := walKey(t)
-	const (
-		normal = iota
-		lostAll
-		undelivered // the next write does not reach the store, and every call after it is lost
-		lostAfter   // the next write's reply is lost, and every call after it
-		lostReply   // the next write's reply is lost
-	)
 	var phase atomic.Int32
 	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
 		Before: func(ctx context.Context, c fakestore.Call) error {
-			if phase.Load() == undelivered && c.Op == fakestore.Put {
-				phase.Store(lostAll)
+			if phase.Load() == phaseUndelivered && c.Op == fakestore.Put {
+				phase.Store(phaseLostAll)
 				return fakestore.ErrLostReply // the connection broke before the write went out
 			}
 			return nil
 		},
-		After: func(ctx context.Context, c fakestore.Call, err error) error {
-			switch p := phase.Load(); {
-			case p == lostAll:
-				return fakestore.ErrLostReply
-			case c.Op == fakestore.Put && err == nil && (p == lostAfter || p == lostReply):
-				next := int32(normal)
-				if p == lostAfter {
-					next = lostAll
-				}
-				phase.Store(next)
-				return fakestore.ErrLostReply
-			}
-			return err
-		}})
+		After: loseReplies(&phase)})
 	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	fence := func() *writefence.Fence {
@@ -285,13 +265,13 @@ func TestOrderedRetriedBytesNotDelivered(t *testing.T) {
 	fa, fb := fence(), fence()
 	require.NoError(t, push(fence(), "z", 1, "first"))
 
-	phase.Store(lostAfter)
+	phase.Store(phaseLostAfter)
 	require.ErrorIs(t, push(fb, "b", 12, "from-b"), writefence.ErrOutcomeUnknown, "b's write lands, its reply lost")
-	phase.Store(undelivered)
+	phase.Store(phaseUndelivered)
 	require.ErrorIs(t, push(fa, "a", 13, "from-a"), writefence.ErrOutcomeUnknown, "a's write never reaches the store")
-	phase.Store(normal)
+	phase.Store(phaseNormal)
 	require.NoError(t, push(fb, "b", 12, "from-b"), "the record holds b's first push")
-	phase.Store(lostReply)
+	phase.Store(phaseLostReply)
 	require.NoError(t, push(fa, "a", 13, "from-a"), "a's write lands, its reply lost, and a reads it back")
 
 	requireOrderedClean(t, rec)
@@ -356,14 +336,6 @@ func TestOrderedReadOfNoCall(t *testing.T) {
 // call began (promise 4).
 func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
 	key := walKey(t)
-	const (
-		normal = iota
-		lostAll
-		lostAfter   // the next write's reply is lost, and every call after it
-		undelivered // the next write does not reach the store; the call after it waits
-		pause       // the next call waits for resume
-		lostReply   // the next write's reply is lost
-	)
 	var (
 		phase  atomic.Int32
 		paused = make(chan fakestore.Op)
@@ -372,30 +344,17 @@ func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
 	inner := fakestore.New(&writefence.MemStore{}, fakestore.Options{Hide: fakestore.All,
 		Before: func(ctx context.Context, c fakestore.Call) error {
 			switch p := phase.Load(); {
-			case p == undelivered && c.Op == fakestore.Put:
-				phase.Store(pause)
+			case p == phaseUndelivered && c.Op == fakestore.Put:
+				phase.Store(phasePause)
 				return fakestore.ErrLostReply // the connection broke before the write went out
-			case p == pause:
-				phase.Store(lostReply)
+			case p == phasePause:
+				phase.Store(phaseLostReply)
 				paused <- c.Op
 				<-resume
 			}
 			return nil
 		},
-		After: func(ctx context.Context, c fakestore.Call, err error) error {
-			switch p := phase.Load(); {
-			case p == lostAll:
-				return fakestore.ErrLostReply
-			case c.Op == fakestore.Put && err == nil && (p == lostAfter || p == lostReply):
-				next := int32(normal)
-				if p == lostAfter {
-					next = lostAll
-				}
-				phase.Store(next)
-				return fakestore.ErrLostReply
-			}
-			return err
-		}})
+		After: loseReplies(&phase)})
 	rec, store := concurrent(inner)
 	push := pusher(rec, key)
 	fence := func() *writefence.Fence {
@@ -403,9 +362,9 @@ func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
 	}
 	require.NoError(t, push(fence(), "z", 1, "first"))
 
-	phase.Store(lostAfter)
+	phase.Store(phaseLostAfter)
 	require.ErrorIs(t, push(fence(), "b", 12, "from-b"), writefence.ErrOutcomeUnknown, "b's write lands, its reply lost")
-	phase.Store(undelivered)
+	phase.Store(phaseUndelivered)
 	done := make(chan error, 1)
 	go func() {
 		fa := fence()
@@ -415,9 +374,9 @@ func TestOrderedReadBegunRightAfterAReply(t *testing.T) {
 	op := <-paused
 	require.Equal(t, fakestore.Get, op, "a reads the record before it sends its write again")
 	// b's retry must see the record as it is: a's next write still waits.
-	phase.Store(normal)
+	phase.Store(phaseNormal)
 	require.NoError(t, push(fence(), "b", 12, "from-b"), "the record holds b's first push")
-	phase.Store(lostReply)
+	phase.Store(phaseLostReply)
 	close(resume)
 	require.NoError(t, <-done, "a's second write lands, its reply lost, and a reads it back")
 
@@ -578,4 +537,33 @@ func requireOrderedClean(t *testing.T, rec *Recorder) {
 	h, err := rec.Ordered(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, promise.NewChecker(promise.Options{}).Check(h))
+}
+
+// The phases of a scenario's fake store: what its next calls meet.
+const (
+	phaseNormal      = iota
+	phaseLostAll     // every call's reply is lost
+	phaseLostAfter   // the next write's reply is lost, and every call's after it
+	phaseLostReply   // the next write's reply is lost
+	phaseUndelivered // the next write does not reach the store (the scenario says what follows)
+	phasePause       // the next call waits (the scenario says for what)
+)
+
+// loseReplies is a fake store's After that loses replies as phase says
+// (phaseLostAll, phaseLostAfter, phaseLostReply) and passes them otherwise.
+func loseReplies(phase *atomic.Int32) func(ctx context.Context, c fakestore.Call, err error) error {
+	return func(ctx context.Context, c fakestore.Call, err error) error {
+		switch p := phase.Load(); {
+		case p == phaseLostAll:
+			return fakestore.ErrLostReply
+		case c.Op == fakestore.Put && err == nil && (p == phaseLostAfter || p == phaseLostReply):
+			next := int32(phaseNormal)
+			if p == phaseLostAfter {
+				next = phaseLostAll
+			}
+			phase.Store(next)
+			return fakestore.ErrLostReply
+		}
+		return err
+	}
 }
