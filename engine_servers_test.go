@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/faultproxy"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/modeltest"
@@ -36,14 +37,14 @@ import (
 )
 
 // The engine's resolution of lost replies (engine.go) on every adapter's
-// real server, through the fault proxy (faultproxy_test.go). The faulty
+// real server, through the fault proxy (internal/faultproxy). The faulty
 // stores serve the linearizability test below too.
 
 // faultyStore is one adapter on a real server reached through a fault
 // proxy, and the same records reached directly, to check what the store
 // really holds.
 type faultyStore struct {
-	proxy  *faultProxy
+	proxy  *faultproxy.Proxy
 	store  writefence.ConditionalStore // through the proxy
 	direct writefence.ConditionalStore // the same bucket or database, not through it
 	prefix string                      // the Fence.Prefix to use with both
@@ -59,22 +60,22 @@ type faultyStore struct {
 // rewound) and the GCS adapter's uploads are not retried either.
 var faultyAdapters = []struct {
 	name string
-	open func(t *testing.T, rates faultRates) faultyStore
+	open func(t *testing.T, rates faultproxy.Rates) faultyStore
 }{
 	{"minio", openFaultyMinio},
 	{"gcs", openFaultyGCS},
-	{"valkey-watch", func(t *testing.T, r faultRates) faultyStore { return openFaultyValkey(t, r, false, -1) }},
-	{"valkey-script", func(t *testing.T, r faultRates) faultyStore { return openFaultyValkey(t, r, true, -1) }},
-	{"valkey-watch-sdk-retries", func(t *testing.T, r faultRates) faultyStore { return openFaultyValkey(t, r, false, 0) }},
-	{"valkey-script-sdk-retries", func(t *testing.T, r faultRates) faultyStore { return openFaultyValkey(t, r, true, 0) }},
+	{"valkey-watch", func(t *testing.T, r faultproxy.Rates) faultyStore { return openFaultyValkey(t, r, false, -1) }},
+	{"valkey-script", func(t *testing.T, r faultproxy.Rates) faultyStore { return openFaultyValkey(t, r, true, -1) }},
+	{"valkey-watch-sdk-retries", func(t *testing.T, r faultproxy.Rates) faultyStore { return openFaultyValkey(t, r, false, 0) }},
+	{"valkey-script-sdk-retries", func(t *testing.T, r faultproxy.Rates) faultyStore { return openFaultyValkey(t, r, true, 0) }},
 }
 
-func openFaultyMinio(t *testing.T, rates faultRates) faultyStore {
+func openFaultyMinio(t *testing.T, rates faultproxy.Rates) faultyStore {
 	s3 := testserver.S3Server(t)
 	direct := s3.Client(t, nil)
 	bucket := testserver.MinioBucket(t, direct)
-	p := newFaultProxy(t, s3.Endpoint, rates)
-	s3.Endpoint, s3.MaxRetries = p.addr(), 1 // one attempt
+	p := faultproxy.New(t, s3.Endpoint, rates)
+	s3.Endpoint, s3.MaxRetries = p.Addr(), 1 // one attempt
 	c := s3.Client(t, testserver.HTTPTransport(t))
 	return faultyStore{
 		proxy:   p,
@@ -84,20 +85,20 @@ func openFaultyMinio(t *testing.T, rates faultRates) faultyStore {
 	}
 }
 
-func openFaultyGCS(t *testing.T, rates faultRates) faultyStore {
+func openFaultyGCS(t *testing.T, rates faultproxy.Rates) faultyStore {
 	endpoint := testserver.GCSEndpoint(t)
 	u, err := url.Parse(endpoint)
 	require.NoError(t, err)
 	direct := testserver.GCSClient(t, endpoint, nil)
 	bucket := testserver.GCSBucket(t, direct)
-	p := newFaultProxy(t, u.Host, rates)
+	p := faultproxy.New(t, u.Host, rates)
 	// The client addresses the server itself and its transport dials the
 	// proxy: the emulator serves the client's XML reads only to requests
 	// whose Host is its -public-host.
 	tr := testserver.HTTPTransport(t)
 	var d net.Dialer
 	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return d.DialContext(ctx, "tcp", p.addr())
+		return d.DialContext(ctx, "tcp", p.Addr())
 	}
 	c := testserver.GCSClient(t, endpoint, tr)
 	c.SetRetry(storage.WithPolicy(storage.RetryNever))
@@ -113,13 +114,13 @@ func openFaultyGCS(t *testing.T, rates faultRates) faultyStore {
 
 // openFaultyValkey: maxRetries is go-redis's MaxRetries (-1 none, 0 the
 // default of three).
-func openFaultyValkey(t *testing.T, rates faultRates, script bool, maxRetries int) faultyStore {
+func openFaultyValkey(t *testing.T, rates faultproxy.Rates, script bool, maxRetries int) faultyStore {
 	addr := testserver.ValkeyAddr(t)
 	direct := testserver.ValkeyClient(t, addr, "")
 	prefix := testserver.ValkeyPrefix(t, addr)
-	p := newFaultProxy(t, addr, rates)
+	p := faultproxy.New(t, addr, rates)
 	c := redis.NewClient(&redis.Options{
-		Addr:                  p.addr(),
+		Addr:                  p.Addr(),
 		MaxRetries:            maxRetries,
 		ContextTimeoutEnabled: true,
 		DialerRetries:         1, // a refused connection fails the command at once
@@ -155,7 +156,7 @@ func openFaultyValkey(t *testing.T, rates faultRates, script bool, maxRetries in
 
 // lostReplyRates: about one push in three meets a fault on one of its
 // requests; a blackout hides a write's outcome until the test heals it.
-var lostReplyRates = faultRates{Delay: 0.10, MaxDelay: 20 * time.Millisecond, Reset: 0.08, DropReply: 0.10, Blackout: 0.03}
+var lostReplyRates = faultproxy.Rates{Delay: 0.10, MaxDelay: 20 * time.Millisecond, Reset: 0.08, DropReply: 0.10, Blackout: 0.03}
 
 // shardRecord is what a shard's record holds, as read directly.
 type shardRecord struct {
@@ -223,7 +224,7 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 	// a second once its pool has seen enough of them).
 	writer := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond, MaxAttempts: 3}
 	direct := &writefence.Fence{Store: fs.direct, Prefix: fs.prefix}
-	rng := rand.New(rand.NewPCG(fs.proxy.seed, 1))
+	rng := rand.New(rand.NewPCG(fs.proxy.Seed(), 1))
 	push := func(c pushCall) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -275,7 +276,7 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 			} else {
 				unknownNot++
 			}
-			if fs.proxy.isDown() {
+			if fs.proxy.IsDown() {
 				// While the store stays unreachable nothing can be learned.
 				unreachableRetries++
 				err := push(c)
@@ -283,8 +284,8 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 				require.NotErrorIs(t, err, writefence.ErrStaleEpoch, "push %d", i)
 				require.Equal(t, after, readRecord(t, direct, plugin, shard), "push %d: a retry against an unreachable store changed the record", i)
 			}
-			rates := fs.proxy.setRates(faultRates{})
-			fs.proxy.heal()
+			rates := fs.proxy.SetRates(faultproxy.Rates{})
+			fs.proxy.Heal()
 			// A client may take a moment to notice the store is back
 			// (go-redis's pool answers with its last dial error for up
 			// to a second): retry until the answer is definite.
@@ -295,7 +296,7 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 				require.Contains(t, []shardRecord{after, mine}, readRecord(t, direct, plugin, shard), "push %d: a failed retry wrote another record", i)
 				time.Sleep(50 * time.Millisecond)
 			}
-			fs.proxy.setRates(rates)
+			fs.proxy.SetRates(rates)
 			resolved := readRecord(t, direct, plugin, shard)
 			switch {
 			case err == nil:
@@ -316,11 +317,11 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 		if current = after; current == mine {
 			lastLanded = &c
 		}
-		fs.proxy.heal()
+		fs.proxy.Heal()
 	}
 	t.Logf("%d pushes in %v: %d nil (%d of them replays), %d stale, %d outcome unknown (%d had landed, %d had not; %d retried while unreachable; all resolved by a healthy retry, %d of them as stale), %d failed without writing; proxy: %s",
-		pushes, time.Since(start).Round(time.Millisecond), nils, replays, stale, unknownLanded+unknownNot, unknownLanded, unknownNot, unreachableRetries, resolvedStale, failed, fs.proxy.stats())
-	require.Positive(t, fs.proxy.count(faultDropReply), "no reply was dropped: the test proved nothing")
+		pushes, time.Since(start).Round(time.Millisecond), nils, replays, stale, unknownLanded+unknownNot, unknownLanded, unknownNot, unreachableRetries, resolvedStale, failed, fs.proxy.Stats())
+	require.Positive(t, fs.proxy.Count(faultproxy.DropReply), "no reply was dropped: the test proved nothing")
 	require.Positive(t, unknownLanded+unknownNot, "no outcome was ever hidden: the test proved nothing")
 }
 
@@ -333,7 +334,7 @@ func runLostReplies(t *testing.T, fs faultyStore, pushes int) {
 func TestLostReplyThenOverwritten(t *testing.T) {
 	for _, a := range faultyAdapters {
 		t.Run(a.name, func(t *testing.T) {
-			fs := a.open(t, faultRates{})
+			fs := a.open(t, faultproxy.Rates{})
 			const plugin, shard = "wal", "overwritten"
 			writer := &writefence.Fence{Store: fs.store, Prefix: fs.prefix, RetryDelay: time.Millisecond}
 			direct := &writefence.Fence{Store: fs.direct, Prefix: fs.prefix}
@@ -348,7 +349,7 @@ func TestLostReplyThenOverwritten(t *testing.T) {
 				rivalErr error
 			)
 			armed.Store(true)
-			fs.proxy.dropReplyWhen(
+			fs.proxy.DropReplyWhen(
 				func(req []byte) bool { return fs.isWrite(req) && armed.CompareAndSwap(true, false) },
 				func() {
 					defer close(done)
@@ -404,7 +405,7 @@ func runStreamLostReplies(t *testing.T, fs faultyStore, steps int) {
 	bs := fs.direct.(writefence.BlobStore)
 	space, err := keys.Blobs(fs.prefix, plugin, shard)
 	require.NoError(t, err)
-	rng := rand.New(rand.NewPCG(fs.proxy.seed, 2))
+	rng := rand.New(rand.NewPCG(fs.proxy.Seed(), 2))
 	gen, epoch := 0, uint64(1)
 	writer := func() string { return fmt.Sprintf("w%d", gen) }
 	require.NoError(t, direct.Seal(context.Background(), plugin, shard, writer(), epoch))
@@ -456,7 +457,7 @@ func runStreamLostReplies(t *testing.T, fs faultyStore, steps int) {
 			}
 		}
 		cancel()
-		fs.proxy.heal()
+		fs.proxy.Heal()
 		info, err := direct.Inspect(context.Background(), plugin, shard)
 		require.NoError(t, err)
 		for _, r := range info.Blobs {
@@ -465,8 +466,8 @@ func runStreamLostReplies(t *testing.T, fs faultyStore, steps int) {
 			require.Equal(t, r.Size, b.Size, "step %d: the size of %s", i, r.Name)
 		}
 	}
-	fs.proxy.setRates(faultRates{})
-	fs.proxy.heal()
+	fs.proxy.SetRates(faultproxy.Rates{})
+	fs.proxy.Heal()
 	_, err = faulty.Collect(context.Background(), plugin, shard, writefence.GCOptions{Grace: time.Hour})
 	require.NoError(t, err, "a Collect without faults")
 	info, err := direct.Inspect(context.Background(), plugin, shard)
@@ -484,8 +485,8 @@ func runStreamLostReplies(t *testing.T, fs faultyStore, steps int) {
 			"%s is left after a Collect without faults, though it can never be committed", name)
 		return nil
 	}))
-	t.Logf("%d steps: %d commits landed, %d blobs deleted; proxy: %s", steps, landed, deleted, fs.proxy.stats())
-	require.Positive(t, fs.proxy.count(faultDropReply), "no reply was dropped: the test proved nothing")
+	t.Logf("%d steps: %d commits landed, %d blobs deleted; proxy: %s", steps, landed, deleted, fs.proxy.Stats())
+	require.Positive(t, fs.proxy.Count(faultproxy.DropReply), "no reply was dropped: the test proved nothing")
 	require.Positive(t, landed, "no commit landed: the test proved nothing")
 	require.Positive(t, deleted, "no blob was collected: the test proved nothing")
 }
@@ -737,7 +738,7 @@ func quickRetries(ctx context.Context) context.Context {
 
 // linearizabilityRates: delays reorder concurrent requests; resets, lost
 // replies and short outages that every client sees hide outcomes.
-var linearizabilityRates = faultRates{
+var linearizabilityRates = faultproxy.Rates{
 	Delay:     0.15,
 	MaxDelay:  10 * time.Millisecond,
 	Reset:     0.05,
@@ -800,7 +801,7 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(fs.proxy.seed, uint64(c)))
+			rng := rand.New(rand.NewPCG(fs.proxy.Seed(), uint64(c)))
 			f := &writefence.Fence{Store: store, Prefix: fs.prefix, RetryDelay: time.Millisecond, Observer: hist.Observe}
 			writer := fmt.Sprintf("c%d", c)
 			var retry *fenceInput
@@ -865,8 +866,8 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	history, pruned := pruneUnobserved(rec.history())
 	took := checkLinearizable(t, history)
 	// The store's last state, read without faults.
-	fs.proxy.setRates(faultRates{})
-	fs.proxy.heal()
+	fs.proxy.SetRates(faultproxy.Rates{})
+	fs.proxy.Heal()
 	ordered, err := hist.Ordered(context.Background())
 	require.NoError(t, err, "the history in the store's order")
 	// Every promise, but the readers' (23): a write's place in this
@@ -889,10 +890,10 @@ func runLinearizability(t *testing.T, fs faultyStore, clients, opsPerClient int,
 	for i := range highest {
 		top = max(top, highest[i].Load())
 	}
-	t.Logf("%s; highest epoch %d; proxy: %s", summary, top, fs.proxy.stats())
+	t.Logf("%s; highest epoch %d; proxy: %s", summary, top, fs.proxy.Stats())
 	assert.Positive(t, counts[outOK].Load(), "no push landed")
 	assert.Positive(t, counts[outStale].Load(), "no push was refused: the clients never contended")
-	assert.Positive(t, fs.proxy.count(faultDropReply)+fs.proxy.count(faultReset), "no fault was injected")
+	assert.Positive(t, fs.proxy.Count(faultproxy.DropReply)+fs.proxy.Count(faultproxy.Reset), "no fault was injected")
 }
 
 // runFenceOp performs one operation and classifies its result.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/writefence/writefence"
 	"github.com/writefence/writefence/internal/defaults"
+	"github.com/writefence/writefence/internal/faultproxy"
 	"github.com/writefence/writefence/internal/hook"
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/testserver"
@@ -3253,7 +3254,7 @@ func TestValkeyMixedPathsOneWinner(t *testing.T) {
 }
 
 // Lost replies of the Valkey store's writes, each at a chosen point,
-// through the fault proxy (faultproxy_test.go): a write reaches the server
+// through the fault proxy (internal/faultproxy): a write reaches the server
 // and runs whole, and its reply is dropped once the server has answered
 // every command of it (a rival may write in between); or the write is held
 // back, its client reset, and delivered late. On both write paths; for a
@@ -3278,8 +3279,8 @@ type lossyValkey struct {
 	script  bool
 
 	mu      sync.Mutex // guards proxies
-	proxies []*faultProxy
-	arm     func(p *faultProxy) // what every proxy, also one made later, drops
+	proxies []*faultproxy.Proxy
+	arm     func(p *faultproxy.Proxy) // what every proxy, also one made later, drops
 }
 
 // replyWhere is where a lossyValkey's server runs.
@@ -3302,14 +3303,14 @@ func openLossyValkey(t *testing.T, where replyWhere, script bool, maxRetries int
 	// Each node's connections go through a proxy of that node's own.
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		l.mu.Lock()
-		var p *faultProxy
+		var p *faultproxy.Proxy
 		for _, q := range l.proxies {
-			if q.target == addr {
+			if q.Target() == addr {
 				p = q
 			}
 		}
 		if p == nil {
-			p = newFaultProxy(t, addr, faultRates{})
+			p = faultproxy.New(t, addr, faultproxy.Rates{})
 			if l.arm != nil {
 				l.arm(p)
 			}
@@ -3317,7 +3318,7 @@ func openLossyValkey(t *testing.T, where replyWhere, script bool, maxRetries int
 		}
 		l.mu.Unlock()
 		var d net.Dialer
-		return d.DialContext(ctx, network, p.addr())
+		return d.DialContext(ctx, network, p.Addr())
 	}
 	var c redis.UniversalClient
 	switch where {
@@ -3411,9 +3412,9 @@ func (l *lossyValkey) lose(key string, isWrite func(req []byte) int, between fun
 	w := &lostWrite{key: key, between: between, ran: make(chan struct{})}
 	w.armed.Store(true)
 	var commands atomic.Int32 // of the request picked: its reply holds as many values
-	d := replyDrop{
-		whole: wholeRequest,
-		match: func(req []byte) bool {
+	d := faultproxy.Drop{
+		Whole: wholeRequest,
+		Match: func(req []byte) bool {
 			n := isWrite(req)
 			if n == 0 {
 				return false
@@ -3430,17 +3431,17 @@ func (l *lossyValkey) lose(key string, isWrite func(req []byte) int, between fun
 			commands.Store(int32(n))
 			return true
 		},
-		end: func(reply []byte) bool { return respValues(reply) >= int(commands.Load()) },
+		End: func(reply []byte) bool { return respValues(reply) >= int(commands.Load()) },
 	}
 	if hold {
-		d.hold = func(deliver func() error) {
+		d.Hold = func(deliver func() error) {
 			w.mu.Lock()
 			w.deliver = deliver
 			w.mu.Unlock()
 			close(w.ran)
 		}
 	} else {
-		d.then = func() {
+		d.Then = func() {
 			defer close(w.ran)
 			if w.between != nil {
 				w.between()
@@ -3448,7 +3449,7 @@ func (l *lossyValkey) lose(key string, isWrite func(req []byte) int, between fun
 		}
 	}
 	l.mu.Lock()
-	l.arm = func(p *faultProxy) { p.dropReplies(d) }
+	l.arm = func(p *faultproxy.Proxy) { p.DropReplies(d) }
 	for _, p := range l.proxies {
 		l.arm(p)
 	}
