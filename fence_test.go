@@ -23,9 +23,16 @@ import (
 	"github.com/writefence/writefence/internal/defaults"
 	"github.com/writefence/writefence/internal/fakestore"
 	"github.com/writefence/writefence/internal/keys"
+	"github.com/writefence/writefence/internal/modeltest"
 	"github.com/writefence/writefence/internal/record"
 	"github.com/writefence/writefence/internal/testserver"
 )
+
+// TestMain fails the package's tests if any goroutine outlives them: a
+// store or a fence that leaked one per call would exhaust a long-running
+// writer. It also sets rapid's flags for the model tests on the servers,
+// once, before any of them runs in parallel (modeltest.Main).
+func TestMain(m *testing.M) { modeltest.Main(m) }
 
 func mustKey(t testing.TB, plugin, shard string) string {
 	t.Helper()
