@@ -872,3 +872,16 @@ func listsAndStats(t *testing.T, s fakestore.Store, commit func() error) []int64
 	require.NoError(t, commit())
 	return []int64{s.Calls(fakestore.ListBlobsConsistent) - lists, s.Calls(fakestore.StatBlob) - stats}
 }
+
+// TestAheadListingWaitEndedCtx: a commit whose ctx ended before it waits
+// for the listing started beside its read takes no evidence from it, even
+// when the listing ended too, every time: not at the runtime's pick.
+func TestAheadListingWaitEndedCtx(t *testing.T) {
+	l := writefence.EndedAheadListing("p/")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 64 {
+		_, _, ok := l.Wait(ctx, []string{"p/"})
+		require.False(t, ok)
+	}
+}

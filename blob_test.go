@@ -1346,3 +1346,43 @@ func TestPutBlobTwoFencesAtOneInstant(t *testing.T) {
 		require.NotEqual(t, names[0], names[1])
 	})
 }
+
+// TestOpenBlobChecksBytes: a blob damaged in the store, or of another size
+// than its reference, is never read as good bytes: the read ends with
+// writefence.ErrCorrupt.
+func TestOpenBlobChecksBytes(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem}
+	ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, strings.NewReader("the segment's bytes"))
+	require.NoError(t, err)
+	require.NoError(t, f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+		m.Blobs = append(m.Blobs, ref)
+		return m, nil
+	}))
+	damage := func(edit func([]byte) []byte) { writefence.DamageMemBlob(mem, ref.Name, edit) }
+	read := func() ([]byte, error) {
+		rc, _, err := f.OpenBlob(ctx, "wal", "0", ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
+
+	damage(func(b []byte) []byte { b[3] ^= 1; return b })
+	_, err = read()
+	require.ErrorIs(t, err, writefence.ErrCorrupt, "a flipped byte")
+	var ce *writefence.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "blob checksum", ce.Check)
+
+	damage(func(b []byte) []byte { b[3] ^= 1; return b[:len(b)-1] })
+	_, err = read()
+	require.ErrorIs(t, err, writefence.ErrCorrupt, "a blob of another size is refused before a byte is read")
+
+	damage(func([]byte) []byte { return []byte("the segment's bytes") })
+	got, err := read()
+	require.NoError(t, err, "the bytes are the reference's again")
+	assert.Equal(t, "the segment's bytes", string(got))
+}

@@ -1,8 +1,10 @@
 package writefence_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,4 +77,33 @@ func TestNestedPrefixRefused(t *testing.T) {
 	}
 	assert.Empty(t, testserver.Keys(t, mem), "nothing written")
 	require.NoError(t, (&writefence.Fence{Store: mem, Prefix: "a/c/"}).Push(t.Context(), "wal", "0", "w", 1, []byte("x")))
+}
+
+// TestBlobIDsSortInTheOrderMade: a Fence's blob ids are 32 hexadecimal
+// digits, the time in milliseconds then random ones, and each sorts after
+// the one before, in the same millisecond, after the clock stepped back,
+// and when the random digits carry over into the time's.
+func TestBlobIDsSortInTheOrderMade(t *testing.T) {
+	var ids writefence.BlobIDs
+	t0 := time.UnixMilli(1_700_000_000_000)
+	next := func(now time.Time) string {
+		t.Helper()
+		id, err := ids.Next(now)
+		require.NoError(t, err)
+		require.Regexp(t, `^[0-9a-f]{32}$`, id)
+		return id
+	}
+	last := ""
+	for i, now := range []time.Time{t0, t0, t0.Add(-time.Second), t0.Add(time.Millisecond), t0.Add(time.Millisecond)} {
+		id := next(now)
+		assert.Greater(t, id, last, "id %d", i)
+		last = id
+	}
+	assert.Equal(t, fmt.Sprintf("%012x", t0.Add(time.Millisecond).UnixMilli()), last[:12], "the time of the last")
+	assert.Equal(t, last[:12], ids.Latest(t0), "latest, the clock behind the last id")
+	assert.Equal(t, fmt.Sprintf("%012x", t0.Add(time.Second).UnixMilli()), ids.Latest(t0.Add(time.Second)), "latest, the clock ahead")
+	ids.SetRandom([10]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	id := next(t0)
+	assert.Greater(t, id, last)
+	assert.Equal(t, fmt.Sprintf("%012x%020x", t0.Add(2*time.Millisecond).UnixMilli(), 0), id, "carried into the time")
 }
