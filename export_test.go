@@ -93,3 +93,13 @@ func EndedAheadListing(prefix string) *AheadListing {
 func (l *aheadListing) Wait(ctx context.Context, prefixes []string) (found map[string]BlobInfo, complete, ok bool) {
 	return l.wait(ctx, prefixes)
 }
+
+// WriteChecked is how many bytes of a record every store checks on a
+// write.
+const WriteChecked = writeChecked
+
+// NamesBytes, embedded in a test's store, declares that the store's
+// versions name its bytes, as S3's and GCS's do.
+type NamesBytes struct{}
+
+func (NamesBytes) versionNamesBytes() {}
