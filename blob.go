@@ -8,6 +8,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,9 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	u, err := f.newUpdate(opBlob, plugin, shard, writer, epoch)
 	if err != nil {
 		return BlobRef{}, err
+	}
+	if nilReader(r) {
+		return BlobRef{}, invalidArg("r", "nil")
 	}
 	if _, err := f.blobs(); err != nil {
 		return BlobRef{}, err
@@ -661,4 +665,18 @@ func (f *Fence) deleteDoomed(ctx context.Context, doomed []BlobInfo, dryRun bool
 		}
 	}
 	return nil
+}
+
+// nilReader reports a reader that cannot be read: nil, or a nil pointer
+// (or map, func, channel), whose Read would panic inside the store's
+// create rather than be refused.
+func nilReader(r io.Reader) bool {
+	if r == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(r); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
