@@ -43,14 +43,15 @@ is refused. In order, exec:
     name cannot hold "/" here; a shard name can), so that every later
     write of the previous holder's program to them is refused;
  3. only then starts the program, with in its environment
-      WRITEFENCE_STORE   the store's address (every command's default -store)
-      WRITEFENCE_PREFIX  the key prefix
-      WRITEFENCE_LEASE   the lease's name
-      WRITEFENCE_HOLDER  -holder, the writer of the seals and of -term
-      WRITEFENCE_TERM    the term: writefence push -term "$WRITEFENCE_TERM"
-                         <plugin> <shard> pushes at epochs of it, strictly
-                         rising across separate runs of push (blob put and
-                         commit take -term too);
+      WRITEFENCE_STORE     the store's address (every command's default -store)
+      WRITEFENCE_PREFIX    the key prefix
+      WRITEFENCE_LEASE     the lease's name
+      WRITEFENCE_HOLDER    -holder, the writer of the seals and of -term
+      WRITEFENCE_IDENTITY  -identity, the wire identity of the seals and of -term
+      WRITEFENCE_TERM      the term: writefence push -term "$WRITEFENCE_TERM"
+                           <plugin> <shard> pushes at epochs of it, strictly
+                           rising across separate runs of push (blob put and
+                           commit take -term too);
  4. stops the program, SIGTERM to its process group then SIGKILL -grace
     later, before its term can end: as soon as the lease is found lost,
     or when this supervisor's clock says -ttl/8 + -grace of the term is
@@ -217,10 +218,11 @@ func defineExec(fs *flag.FlagSet, inv *invocation) action {
 			return o.fail(err)
 		}
 		env := execEnv(os.Environ(), map[string]string{
-			envStore:  address,
-			envPrefix: cmp.Or(prefix, keys.DefaultPrefix),
-			envLease:  *name,
-			envHolder: *holder,
+			envStore:    address,
+			envPrefix:   cmp.Or(prefix, keys.DefaultPrefix),
+			envLease:    *name,
+			envHolder:   *holder,
+			envIdentity: cmp.Or(*identity, defaults.Identity),
 		})
 		in, out, errOut := passThrough(stdin, inv.stdout, inv.stderr)
 

@@ -35,8 +35,8 @@ given: a mistyped -store never becomes a new store where any epoch lands.
 the shard's last epoch of term T by -writer (1 when there is none), so the
 pushes of one term rise across separate runs of the command. A program run
 by "writefence exec" has WRITEFENCE_TERM, WRITEFENCE_HOLDER,
-WRITEFENCE_STORE and WRITEFENCE_PREFIX set, which give -term's -writer,
--store and -prefix their defaults: push -term "$WRITEFENCE_TERM" <plugin>
+WRITEFENCE_STORE, WRITEFENCE_PREFIX and WRITEFENCE_IDENTITY set, which
+give -term's -writer, -store, -prefix and -identity their defaults: push -term "$WRITEFENCE_TERM" <plugin>
 <shard> is all it needs. Once a later term has written the shard (the next
 holder's seal), the push is refused (exit 4): the lease was lost, stop.
 

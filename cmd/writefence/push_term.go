@@ -23,6 +23,9 @@ const (
 	envLease  = "WRITEFENCE_LEASE"
 	envHolder = "WRITEFENCE_HOLDER"
 	envTerm   = "WRITEFENCE_TERM"
+	// envIdentity is exec's -identity: the wire identity of its seals,
+	// which the program's writes must carry too.
+	envIdentity = "WRITEFENCE_IDENTITY"
 )
 
 // maxTerm is the highest term a push can carry: epochs are term<<32 | n.
@@ -88,7 +91,8 @@ func (w *writerFlags) addTermFlag(fs *flag.FlagSet) {
 
 // termDefaults checks a command's -term against its other flags before
 // the store is opened (check calls it): -epoch is refused beside it, and
-// -writer and -prefix default to the environment writefence exec sets.
+// -writer, -prefix and -identity default to the environment writefence
+// exec sets.
 func (w *writerFlags) termDefaults() error {
 	given := map[string]bool{}
 	w.flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -100,6 +104,13 @@ func (w *writerFlags) termDefaults() error {
 	}
 	if w.writer == "" {
 		return usagef("writefence: -term needs -writer (or %s, which writefence exec sets)", envHolder)
+	}
+	if id := os.Getenv(envIdentity); id != "" && !given["identity"] {
+		if f := w.flags.Lookup("identity"); f != nil {
+			if err := f.Value.Set(id); err != nil {
+				return usagef("writefence: %s=%s: %v", envIdentity, escape.String(id), err)
+			}
+		}
 	}
 	if !given["prefix"] {
 		if p := os.Getenv(envPrefix); p != "" {
