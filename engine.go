@@ -265,7 +265,7 @@ func (c *change) exhausted(unsure error, attempts int, err error) error {
 // probe verdict, then the brand as the Fence's mode asks.
 func (e *engine) guard(ctx context.Context, c *change) error {
 	if e.Probe {
-		if err := e.checkProbe(ctx); err != nil {
+		if err := e.checkProbe(ctx, c.branded); err != nil {
 			return err
 		}
 	}
@@ -498,13 +498,23 @@ func (e *engine) refused(c *change, err error) {
 }
 
 // checkProbe runs the probe of the Store unless a verdict is kept. A
-// Fence that verifies the brand before every write reads it before the
-// probe writes its keys too (promise 10).
-func (e *engine) checkProbe(ctx context.Context) error {
+// Fence that checks the brand reads it before the probe writes its keys,
+// for a write the brand guards (branded): a store of another program's
+// brand is refused with nothing written (promises 3 and 10).
+func (e *engine) checkProbe(ctx context.Context, branded bool) error {
 	key := keys.Probe(e.Prefix)
 	return e.probe.do(ctx, func(ctx context.Context) error {
-		if e.brandEveryWrite() {
+		switch {
+		case e.brandEveryWrite():
 			if err := e.verifyBrandRetried(ctx); err != nil {
+				return err
+			}
+		case branded && e.Brand != 0:
+			// The probe's scratch writes land only on a store that holds
+			// no other program's brand (promise 3): a brand still absent
+			// is the mode's to verify or claim, after the probe.
+			var we *WireError
+			if err := e.verifyBrandRetried(ctx); err != nil && !(errors.As(err, &we) && we.Absent) {
 				return err
 			}
 		}
