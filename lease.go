@@ -137,9 +137,18 @@ func (l *Lease) Hold(ctx context.Context, shards ...Shard) (context.Context, err
 		return nil, err
 	}
 	sealed := make([]string, len(shards))
+	e := l.Fence.engine()
 	for i, s := range shards {
-		if sealed[i], err = l.Fence.engine().key(s.Plugin, s.Shard); err != nil {
+		if sealed[i], err = e.key(s.Plugin, s.Shard); err != nil {
 			return nil, err
+		}
+		// Under KeepFloor the seal writes the floor's key too, which is
+		// longer: a shard the seal would refuse is refused before the
+		// lease is taken.
+		if e.KeepFloor {
+			if _, err := e.floorKey(s.Plugin, s.Shard); err != nil {
+				return nil, err
+			}
 		}
 	}
 	start := time.Now()
