@@ -137,10 +137,18 @@ func collectRegressed(key string, info RecordInfo, gone bool, seen sight) error 
 // the record as Inspect read it, with its collection horizon at least
 // horizon. A record at a higher epoch is fine, as the rules only widen
 // (see Collect); a record gone, set back to a lower epoch, floor or
-// horizon, or damaged since, stops the deletes. With gone (a shard
-// retired, GCOptions.RecordGone) the record must still be absent.
+// horizon, or damaged since, stops the deletes, as a brand of another
+// identity does under BrandVerifyAlways. With gone (a shard retired,
+// GCOptions.RecordGone) the record must still be absent.
 func (f *Fence) collectHeld(ctx context.Context, plugin, shard, key string, info RecordInfo, horizon int64, gone bool) error {
 	e := f.engine()
+	// Deletes are writes: a Fence that checks the brand before every
+	// write reads it before every batch too (promise 10).
+	if e.brandEveryWrite() {
+		if err := e.verifyBrandRetried(ctx); err != nil {
+			return err
+		}
+	}
 	seen, err := f.sightNow(ctx, opCollect, plugin, shard, key)
 	if err != nil {
 		return err
