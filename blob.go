@@ -87,6 +87,11 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	sum := &countingCRC{h: crc32.New(record.Castagnoli)}
 	size, err := WriteBlob(ctx, f.blobStore(), key, io.TeeReader(r, sum))
 	if err != nil {
+		if !final(err) && !isContextErr(err) && !errors.Is(err, ErrOutcomeUnknown) {
+			// A failure that is no refusal may hide a create that landed
+			// (a lost reply): the blob may exist, unreferenced (promise 5).
+			return BlobRef{}, &OutcomeUnknownError{Op: opBlob, Key: key, Epoch: epoch, Err: err}
+		}
 		return BlobRef{}, &prefixed{prefix: fmt.Sprintf("writefence: blob %s: ", esc(key)), err: err}
 	}
 	if size != sum.n {
