@@ -43,8 +43,8 @@ type Settlement struct {
 // operator who has looked at it (Inspect). It refuses, writing nothing:
 //
 //   - ErrNotFound when there is no record, ErrConflict when it has another
-//     version now, and an *InvalidArgumentError when it decodes (without
-//     s.Lost) or is damaged (with s.Lost);
+//     version now (changed after the settle log's entry, the entry stays),
+//     an *InvalidArgumentError when it decodes, or with s.Lost is damaged;
 //   - a *WireError for a damaged record whose header decodes to another
 //     identity, and a *StaleEpochError for an Epoch not above that header's
 //     epoch, or not above every epoch in the shard's settle log (Prefix +

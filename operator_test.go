@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -386,4 +387,46 @@ func TestSettleClockDeleteRetriedOnce(t *testing.T) {
 		_, _, err = mem.Get(ctx, mustKey(t, "wal", "0"))
 		require.ErrorIs(t, err, writefence.ErrNotFound, "nothing written")
 	})
+}
+
+// TestSettleConflictAfterItsLogEntry: Settle enters the settle log, then
+// writes the record at the version it read. Damage rewritten in between
+// (here: while the log entry is written) makes it return ErrConflict with
+// the entry in place, as its doc says; a settle of the new damage at that
+// epoch is then refused as stale, and one above it lands.
+func TestSettleConflictAfterItsLogEntry(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	key := mustKey(t, "wal", "0")
+	logKey := "writefence/_settled/wal/0"
+	v1, err := mem.PutIfVersion(ctx, key, []byte("garbage"), "")
+	require.NoError(t, err)
+
+	var once sync.Once
+	s := fakestore.New(mem, fakestore.Options{Before: func(ctx context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.Put && c.Key == logKey {
+			once.Do(func() {
+				_, err := mem.PutIfVersion(ctx, key, []byte("other garbage"), v1)
+				require.NoError(t, err)
+			})
+		}
+		return nil
+	}})
+	f := &writefence.Fence{Store: s}
+	settle := writefence.Settlement{Version: v1, Writer: "op", Epoch: 10, Payload: []byte("ten"), Floor: 5}
+	err = f.Settle(ctx, "wal", "0", settle)
+	require.ErrorIs(t, err, writefence.ErrConflict)
+
+	_, _, err = mem.Get(ctx, logKey)
+	require.NoError(t, err, "the settle log's entry stays")
+
+	_, v2, err := mem.Get(ctx, key)
+	require.NoError(t, err)
+	settle.Version = v2
+	require.ErrorIs(t, f.Settle(ctx, "wal", "0", settle), writefence.ErrStaleEpoch, "the new damage, settled at the logged epoch")
+	settle.Epoch = 11
+	require.NoError(t, f.Settle(ctx, "wal", "0", settle), "the new damage, settled above it")
+	e, w, p, err := f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, []any{uint64(11), "op", "ten"}, []any{e, w, string(p)})
 }
