@@ -310,7 +310,7 @@ type GCOptions struct {
 	// its upload began is refused (ErrNotFound).
 	Grace time.Duration
 
-	// DryRun reports what Collect would delete, writing only the clock's blob.
+	// DryRun reports what Collect would delete, and deletes nothing.
 	DryRun bool
 
 	// RecordGone says that the shard's record was removed on purpose and no
