@@ -130,10 +130,10 @@
 //
 //  7. A record that does not decode (ErrCorrupt) is never read as absent
 //     or as epoch 0, and never overwritten but by a Settle (of a lease's,
-//     Lease.Settle) of exactly the version found damaged, except that on a
-//     store whose versions name its bytes a Push replaces a record
-//     rewritten whole from outside with a sound head and a payload that
-//     fails its checksum (see Damage).
+//     Lease.Settle) of exactly the version found damaged, except that a
+//     Push over a store that reads prefixes replaces a record rewritten
+//     whole through the store's writes with a sound head and a payload
+//     that fails its checksum (see Damage).
 //  8. Settle never lowers the recorded epoch: it lands above the damaged
 //     header's epoch when that decodes, above the floor the operator
 //     states when it does not, and above every earlier settle of the
@@ -264,10 +264,10 @@
 // Azure Blob, etcd) cannot change them in place, so a payload that fails
 // its checksum under a sound header was written whole from outside: every
 // read of the payload refuses it, and a Push replaces it where the store
-// reads prefixes (promise 7). A store that keeps its version beside its
-// bytes checks them on every read and refuses a write over damage, as
-// ConditionalStore requires. The README ("Damage: what each store checks")
-// says how each store does it.
+// reads prefixes (promise 7), as on any store a record so written through
+// its writes. A store that keeps its version beside its bytes checks them
+// on every read and refuses a write over damage, as ConditionalStore
+// requires: the README's "Damage: what each store checks".
 //
 // # Durability
 //

@@ -1,6 +1,7 @@
 package writefence_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -1099,4 +1100,38 @@ func TestDirStoreOptions(t *testing.T) {
 	// A Fence over the read-only store: its push is refused, final.
 	f := &writefence.Fence{Store: r}
 	require.ErrorIs(t, f.Push(ctx, "wal", "0", "a", 1, []byte("x")), fs.ErrPermission)
+}
+
+// TestPromise7_DirRecordRewrittenWhole: a record written whole through the
+// directory store by something outside the package (the store's framing
+// and checksum sound, the record's payload failing the record's own
+// checksum) is refused by Latest as corrupt, and a Push, which reads the
+// head alone there, replaces it: promise 7's exception, on any store that
+// reads prefixes. A byte changed in the file instead is damage the store
+// finds, and a push over it is refused (TestDirDamageInPlace).
+func TestPromise7_DirRecordRewrittenWhole(t *testing.T) {
+	ctx := context.Background()
+	store, err := writefence.NewDirConditionalStore(t.TempDir(), nil)
+	require.NoError(t, err)
+	key := mustKey(t, "wal", "0")
+	// A payload longer than the head a push reads (4 KiB).
+	state := bytes.Repeat([]byte("the shard's state "), 1000)
+	require.NoError(t, (&writefence.Fence{Store: store}).Push(ctx, "wal", "0", "a", 5, state))
+
+	// Something outside the package rewrites the record whole, through
+	// the store: the header as it was, one byte of the payload changed.
+	data, version, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	data[len(data)-1] ^= 0xff
+	_, err = store.PutIfVersion(ctx, key, data, version)
+	require.NoError(t, err)
+
+	f := &writefence.Fence{Store: store}
+	_, _, _, err = f.Latest(ctx, "wal", "0")
+	require.ErrorIs(t, err, writefence.ErrCorrupt, "the record does not decode")
+
+	require.NoError(t, f.Push(ctx, "wal", "0", "b", 6, []byte("new")), "a push over a record rewritten whole")
+	e, w, p, err := f.Latest(ctx, "wal", "0")
+	require.NoError(t, err)
+	assert.Equal(t, []any{uint64(6), "b", "new"}, []any{e, w, string(p)})
 }
