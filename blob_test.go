@@ -1386,3 +1386,93 @@ func TestOpenBlobChecksBytes(t *testing.T) {
 	require.NoError(t, err, "the bytes are the reference's again")
 	assert.Equal(t, "the segment's bytes", string(got))
 }
+
+// TestPromise3_PutBlobNilReader: bad input gets a clear typed error and
+// nothing is written (promise 3: an invalid argument leaves the store as
+// it was), as a nil EpochSource, a nil next or a nil Term does. A nil
+// reader (an untyped nil, or a typed nil pointer) is one: PutBlob must
+// refuse it with ErrInvalidArgument, not panic inside the store's create.
+func TestPromise3_PutBlobNilReader(t *testing.T) {
+	var typedNil *nilReader
+	for name, r := range map[string]io.Reader{"nil": nil, "typed nil": typedNil} {
+		mem := &writefence.MemStore{}
+		f := &writefence.Fence{Store: mem}
+		var err error
+		require.NotPanics(t, func() {
+			_, err = f.PutBlob(context.Background(), "wal", "0", "w", 1, r)
+		}, name)
+		assert.ErrorIs(t, err, writefence.ErrInvalidArgument, name)
+		left := 0
+		require.NoError(t, mem.ListBlobs(context.Background(), "", func(writefence.BlobInfo) error { left++; return nil }))
+		assert.Zero(t, left, "%s: a refused PutBlob wrote a blob", name)
+	}
+}
+
+type nilReader struct{ data []byte }
+
+func (r *nilReader) Read(p []byte) (int, error) { return copy(p, r.data), io.EOF }
+
+// TestPromise5_PutBlobLostReplyIsOutcomeUnknown: an outcome that cannot
+// be learned is an error matching ErrOutcomeUnknown and the cause that hid
+// it (promise 5), as PutBlob itself says when the store holds fewer bytes
+// than it wrote. A blob create whose reply was lost after the store took
+// it leaves the blob written, and PutBlob returns the network error
+// alone: the caller cannot tell a blob that may exist from one that
+// surely does not.
+func TestPromise5_PutBlobLostReplyIsOutcomeUnknown(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	s := fakestore.New(mem, fakestore.Options{Faults: []fakestore.Fault{{Op: fakestore.CreateBlob, Times: 1, Lost: true, Err: fakestore.ErrLostReply}}})
+	f := &writefence.Fence{Store: s}
+	_, err := f.PutBlob(ctx, "wal", "0", "w", 1, strings.NewReader("segment"))
+	require.ErrorIs(t, err, fakestore.ErrLostReply)
+	written := 0
+	require.NoError(t, mem.ListBlobs(ctx, "", func(writefence.BlobInfo) error { written++; return nil }))
+	require.Equal(t, 1, written, "the store took the blob")
+	assert.ErrorIs(t, err, writefence.ErrOutcomeUnknown, "a blob whose create's reply was lost")
+}
+
+// TestPromise10_CollectDeletesNothingOnceRebranded: under
+// BrandVerifyAlways no write lands while the store's brand holds another
+// identity, checked "right before it" on a store that cannot check it
+// inside the write (promise 10), and Collect counts its deletes among
+// its writes. Collect reads the brand once, before its clock's blob, then
+// reads the record and lists the blobs; a brand that changes meanwhile
+// (here: during the listing) is never read again, and every delete
+// lands over a store branded by another program.
+func TestPromise10_CollectDeletesNothingOnceRebranded(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	w := &writefence.Fence{Store: mem}
+	ok, err := w.ClaimBrand(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	// Writer a's blobs, deposed by b's seal: garbage at once.
+	for _, data := range []string{"one", "two", "three"} {
+		putBlob(t, w, "a", 1, data)
+	}
+	require.NoError(t, w.Seal(ctx, "wal", "0", "b", 2))
+
+	var once sync.Once
+	rebranded := false
+	s := fakestore.New(mem, fakestore.Options{Before: func(ctx context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.ListBlobs {
+			once.Do(func() {
+				_, version, err := mem.Get(ctx, brandKey)
+				require.NoError(t, err)
+				_, err = mem.PutIfVersion(ctx, brandKey, []byte("theirs/v3"), version)
+				require.NoError(t, err)
+				rebranded = true
+			})
+		}
+		return nil
+	}})
+	f := &writefence.Fence{Store: s, Brand: writefence.BrandVerifyAlways}
+	report, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})
+	require.True(t, rebranded, "the listing ran")
+	assert.ErrorIs(t, err, writefence.ErrWire, "the store holds another program's brand")
+	assert.Empty(t, report.Deleted, "deleted while the brand held another identity")
+	left := 0
+	require.NoError(t, mem.ListBlobs(ctx, "writefence/b/wal/0/", func(writefence.BlobInfo) error { left++; return nil }))
+	assert.Equal(t, 3, left, "blobs deleted over a store branded by another program")
+}

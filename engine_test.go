@@ -927,3 +927,31 @@ func TestEndlessConflicts(t *testing.T) {
 	require.ErrorIs(t, err, writefence.ErrConflict)
 	assert.Equal(t, int64(10), counting.Calls(fakestore.Put)-before)
 }
+
+// TestPromise3_ProbeWritesNothingOnAStoreOfAnotherBrand: a write refused
+// as of another identity leaves the store as it was (promise 3), and the
+// brand refuses a foreign program "before it touches any record ... so a
+// program that does not speak a store's format never writes to it"
+// (brand.go). A Fence with Probe set and Brand BrandVerify or BrandClaim
+// runs the probe, whose scratch writes land, before it checks the brand:
+// over a store branded by another program, the refused push leaves the
+// probe's keys behind on a store that cannot delete them. Only
+// BrandVerifyAlways reads the brand before the probe.
+func TestPromise3_ProbeWritesNothingOnAStoreOfAnotherBrand(t *testing.T) {
+	for _, mode := range []writefence.BrandMode{writefence.BrandVerify, writefence.BrandClaim} {
+		ctx := context.Background()
+		mem := &writefence.MemStore{}
+		_, err := mem.PutIfVersion(ctx, brandKey, []byte("theirs/v3"), "")
+		require.NoError(t, err)
+		// A store of the core interface alone: Get and PutIfVersion.
+		s := fakestore.New(mem, fakestore.Options{Hide: fakestore.All})
+		f := &writefence.Fence{Store: s, Probe: true, Brand: mode}
+
+		err = f.Push(ctx, "wal", "0", "a", 1, []byte("x"))
+		require.ErrorIs(t, err, writefence.ErrWire, "mode %d", mode)
+
+		var held []string
+		require.NoError(t, mem.List(ctx, "", func(k string) error { held = append(held, k); return nil }))
+		assert.Equal(t, []string{brandKey}, held, "mode %d: the push refused as of another identity wrote %d times", mode, s.OK(fakestore.Put))
+	}
+}

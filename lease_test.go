@@ -314,3 +314,29 @@ func TestLeaseInvalid(t *testing.T) {
 	}
 	assert.Empty(t, testserver.Keys(t, store))
 }
+
+// TestPromise3_HoldRefusesAShardItCannotSealBeforeTakingTheLease: an
+// invalid argument writes nothing (promise 3; bad input gets a clear
+// typed error and nothing is written). Hold checks its shards' record
+// keys before it acquires, but under KeepFloor a seal also needs the
+// shard's floor key, which is 5 bytes longer than the record's: a shard
+// whose record key fits and whose floor key does not passes Hold's check,
+// the lease is taken (a new term, deposing the previous holder), and
+// only then the seal is refused as an invalid argument, and the lease
+// released.
+func TestPromise3_HoldRefusesAShardItCannotSealBeforeTakingTheLease(t *testing.T) {
+	ctx := context.Background()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem, KeepFloor: true}
+	plugin := strings.Repeat("\x01", 256) // 768 bytes escaped
+	shard := strings.Repeat("\x01", 80)   // 240 bytes escaped: the record key is 1022 bytes, the floor key 1027
+	require.NoError(t, f.Seal(ctx, "wal", "0", "w", 1), "the store works")
+	_, err := f.Inspect(ctx, plugin, shard)
+	require.ErrorIs(t, err, writefence.ErrNotFound, "the shard's name is valid")
+
+	l := &writefence.Lease{Fence: f, Name: "l", Holder: "h", TTL: time.Minute}
+	_, err = l.Hold(ctx, writefence.Shard{Plugin: plugin, Shard: shard})
+	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+	_, err = f.InspectLease(ctx, "l")
+	assert.ErrorIs(t, err, writefence.ErrNotFound, "a Hold refused for its arguments took the lease")
+}

@@ -468,3 +468,29 @@ func TestExecStatus(t *testing.T) {
 		assert.Contains(t, stderr.String(), fmt.Sprintf("term %d released", term))
 	}
 }
+
+// TestExecDocPushTermUnderIdentity: exec's and push's help say that a
+// program run by "writefence exec" pushes with `writefence push -term
+// "$WRITEFENCE_TERM" <plugin> <shard>` and nothing more ("is all it
+// needs"). exec takes -identity for the records it seals; the program's
+// push must then write that identity too, or every push of the program
+// is refused as of another wire identity (exit 5) over exec's own seal.
+func TestExecDocPushTermUnderIdentity(t *testing.T) {
+	addr := fileStore(t)
+	dir := t.TempDir()
+	bin, err := os.Executable()
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(bin, filepath.Join(dir, "writefence")))
+	script := `echo x | writefence push -term "$WRITEFENCE_TERM" wal 0`
+	c := wfCommand(t, "", "exec", "-store", addr, "-identity", "app/v1", "-lease", "l", "-holder", "h", "wal/0", "--", "sh", "-c", script)
+	c.Env = append(c.Env, "PATH="+dir+":"+os.Getenv("PATH"))
+	var stdout, stderr strings.Builder
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err = c.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		require.Failf(t, "the program's push -term failed", "exit %d\nstdout:\n%s\nstderr:\n%s", exit.ExitCode(), stdout.String(), stderr.String())
+	}
+	require.NoError(t, err, "%s", stderr.String())
+	assert.Contains(t, stdout.String(), "landed: writefence/s/wal/0")
+}
