@@ -187,6 +187,16 @@ func childOf[V any](t *testing.T, env, parent string, m map[string]V) V {
 	return v
 }
 
+// fullReads are the children whose Get/UnderOverwrite reads the default
+// count: those it must fail, and the correct doubles of both read paths
+// (GetPrefix by Get, and a store's own). TestSuiteHasTeeth checks that
+// every child it wants failing there is one of them.
+var fullReads = map[string]bool{"memstore": true, "prefix-memstore": true,
+	"torn-reads": true, "stale-prefix": true, "prefix-size": true, "prefix-whole": true}
+
+// childReads is the count of Get/UnderOverwrite's reads of the others.
+const childReads = 1000
+
 // TestHelperBroken is not a test on its own: TestSuiteHasTeeth runs it in a
 // child process, because a failing *testing.T cannot be observed from
 // inside the test binary.
@@ -200,6 +210,17 @@ func TestHelperBroken(t *testing.T) {
 	// the small part keeps the blobs of each child small.
 	if c.opts.BlobPartSize == 0 {
 		c.opts.BlobPartSize = blobDoublePart
+	}
+	// A double reads every blob whole: past its parts, a blob adds
+	// nothing to the round trip (TestMemStore's goes past 5 MiB).
+	writefencetest.SetBlobFirstChunk(blobDoublePart)
+	// Get/UnderOverwrite's default count is sized for a mispairing as rare
+	// as the torn double's. The doubles whose reads are MemStore's, or
+	// whose faults are elsewhere, pair every read or none the same way at
+	// any count; those whose reads are the fault, and the correct doubles
+	// of both read paths, read the default count.
+	if !fullReads[os.Getenv(brokenEnv)] {
+		c.opts.OverwriteReads = childReads
 	}
 	writefencetest.TestConditionalStore(t, func(*testing.T) writefence.ConditionalStore { return c.store }, c.opts)
 }
@@ -363,6 +384,9 @@ func TestSuiteHasTeeth(t *testing.T) {
 	done := runChildren(t, "TestHelperBroken", brokenEnv, "5m", stores, 2*runtime.GOMAXPROCS(0))
 	for i, tt := range tests {
 		t.Run(tt.store, func(t *testing.T) {
+			if slices.Contains(tt.wantFail, "Get/UnderOverwrite") {
+				assert.True(t, fullReads[tt.store], "%s fails Get/UnderOverwrite, which must read the default count on it (fullReads)", tt.store)
+			}
 			c := <-done[i]
 			out, err := c.out, c.err
 

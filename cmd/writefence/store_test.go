@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -283,10 +284,8 @@ func TestReadOnlyUser(t *testing.T) {
 	bin := filepath.Join(base, "writefence.test")
 	self, err := os.Executable()
 	require.NoError(t, err)
-	data, err := os.ReadFile(self)
-	require.NoError(t, err)
 	require.NoError(t, os.Chmod(base, 0o755))
-	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	copyFile(t, self, bin, 0o755)
 	require.NoError(t, os.Chmod(base, 0o555))
 	for _, args := range reads {
 		c := wfCommand(t, bin, args...)
@@ -296,6 +295,20 @@ func TestReadOnlyUser(t *testing.T) {
 		assert.NoError(t, err, "%v as nobody: %s", args, out)
 	}
 	assert.NoFileExists(t, filepath.Join(dir, "lock.new"))
+}
+
+// copyFile copies the file from to a new file to with mode perm, in the
+// kernel where it can (io.Copy between files): the test binary it copies
+// is over 100 MB, which a read into memory would take whole.
+func copyFile(t *testing.T, from, to string, perm os.FileMode) {
+	t.Helper()
+	src, err := os.Open(from)
+	require.NoError(t, err)
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	require.NoError(t, err)
+	_, err = io.Copy(dst, src)
+	require.NoError(t, errors.Join(err, dst.Close()))
 }
 
 // TestErrorAdvice: the errors a user fixes from the shell say how.
