@@ -90,7 +90,7 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 		if !final(err) && !isContextErr(err) && !errors.Is(err, ErrOutcomeUnknown) {
 			// A failure that is no refusal may hide a create that landed
 			// (a lost reply): the blob may exist, unreferenced (promise 5).
-			return BlobRef{}, &OutcomeUnknownError{Op: opBlob, Key: key, Epoch: epoch, Err: err}
+			return BlobRef{}, &OutcomeUnknownError{Op: opBlob, Key: key, Epoch: epoch, Err: &prefixed{err: err}}
 		}
 		return BlobRef{}, &prefixed{prefix: fmt.Sprintf("writefence: blob %s: ", esc(key)), err: err}
 	}
