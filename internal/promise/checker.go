@@ -171,6 +171,11 @@ type flight struct {
 	// since.
 	reads                 []*value
 	listed, readSinceList bool
+	// Collect, of a Fence that reads the brand before every write: the
+	// brand at its last read, and whether it read the brand since it
+	// listed its blobs.
+	brand          *value
+	brandSinceList bool
 	// Epoch: the highest epoch of its Lease or TermSource handed out by a
 	// call that ended before this one began.
 	maxEnded uint64

@@ -2215,6 +2215,50 @@ func TestPromise31_KeepFloor(t *testing.T) {
 	)
 }
 
+// TestPromise10_CollectReadsTheBrand: a Collect of a Fence that reads
+// the brand before every write reads it again after its listing, before
+// a batch of deletes, and deletes nothing once it found another identity
+// or none there.
+func TestPromise10_CollectReadsTheBrand(t *testing.T) {
+	key := shardKeyOf(t, "", "pl", "s1")
+	bk := keys.Brand("")
+	garbage := keys.BlobName(1, "w0", blobID(1))
+	space, err := keys.Blobs("", "pl", "s1")
+	require.NoError(t, err)
+	read := func(b *builder, co *Call, k string) { b.h.Change(Change{Call: co.ID, Kind: "read", Key: k, At: b.tick()}) }
+	collect := func(then func(b *builder, co *Call)) func(b *builder) {
+		return func(b *builder) {
+			b.put(nil, bk, []byte(defaultIdentity))
+			b.createBlob(nil, blobKeyOf(b.t, "s1", garbage), []byte("g"))
+			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Horizon: 100, Stream: true}))
+			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1", BrandAlways: true})
+			read(b, co, bk)
+			read(b, co, key)
+			read(b, co, space)
+			then(b, co)
+			read(b, co, key)
+			b.deleteBlob(co, blobKeyOf(b.t, "s1", garbage))
+			b.end(co, nil)
+		}
+	}
+	judge(t, 10,
+		story{name: "the brand read after the listing", kept: true, build: collect(func(b *builder, co *Call) { read(b, co, bk) })},
+		story{name: "no read of the brand after the listing", build: collect(func(*builder, *Call) {})},
+		story{name: "the brand read after the listing holds another identity", build: collect(func(b *builder, co *Call) {
+			b.put(nil, bk, []byte("other/v9"))
+			read(b, co, bk)
+		})},
+		story{name: "the brand read after the listing is gone", build: collect(func(b *builder, co *Call) {
+			b.del(nil, bk)
+			read(b, co, bk)
+		})},
+		story{name: "the brand changed after its last read", kept: true, build: collect(func(b *builder, co *Call) {
+			read(b, co, bk)
+			b.put(nil, bk, []byte("other/v9"))
+		})},
+	)
+}
+
 func TestPromise32_Check(t *testing.T) {
 	key := shardKeyOf(t, "", "pl", "s1")
 	// Collect reads the record before each batch of deletes, and deletes

@@ -39,6 +39,7 @@ func (c *Checker) deleteBlob(idx int, call *Call, fl *flight, ch *Change) {
 	}
 	if call.Op == Collect {
 		c.checkCollectHeld(idx, call, fl, ch.Key)
+		c.checkCollectBrand(idx, call, fl, ch.Key)
 		c.checkCollectDelete(idx, call, fl, ch.Key)
 		c.checkCollectRegression(idx, call, fl, ch.Key)
 		c.checkCollectFloor(idx, call, fl, ch.Key)
@@ -416,12 +417,35 @@ func (c *Checker) collectRead(fl *flight, ch *Change) {
 	if fl == nil || fl.call.Op != Collect {
 		return
 	}
-	if ch.Key == fl.call.Key {
+	switch ch.Key {
+	case fl.call.Key:
 		fl.reads = append(fl.reads, c.st.values[ch.Key])
 		fl.readSinceList = true
 		return
+	case keys.Brand(fl.call.Prefix):
+		fl.brand, fl.brandSinceList = c.st.values[ch.Key], true
+		return
 	}
-	fl.listed, fl.readSinceList = true, false
+	fl.listed, fl.readSinceList, fl.brandSinceList = true, false, false
+}
+
+// checkCollectBrand judges promise 10 on a Collect's delete, of a Fence
+// that reads the brand before every write, in a history that records its
+// reads: it read the brand after its listing, and that read, its last,
+// found the Fence's identity. Deletes are writes; a brand changed during
+// a listing stops the deletes that follow it.
+func (c *Checker) checkCollectBrand(idx int, call *Call, fl *flight, key string) {
+	if !call.BrandAlways || fl == nil || !fl.listed || len(fl.reads) == 0 {
+		return
+	}
+	switch b := fl.brand; {
+	case !fl.brandSinceList:
+		c.report(idx, 10, "%s deleted blob %s without reading the brand since it listed the blobs", who(call), quote(key))
+	case b == nil:
+		c.report(idx, 10, "%s deleted blob %s after its last read of the brand found none", who(call), quote(key))
+	case !bytes.Equal(b.data, []byte(identityOf(call))):
+		c.report(idx, 10, "%s deleted blob %s after its last read of the brand found %s", who(call), quote(key), quote(string(b.data)))
+	}
 }
 
 // checkCollectHeld judges promise 32 on a Collect's delete of a blob of

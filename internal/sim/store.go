@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/writefence/writefence"
+	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/listing"
 	"github.com/writefence/writefence/internal/promise"
 	"github.com/writefence/writefence/internal/record"
@@ -182,7 +183,7 @@ func (s *simStore) Get(ctx context.Context, key string) (data []byte, version st
 		var err error
 		data, version, err = s.base.Get(context.Background(), key)
 		data = bytes.Clone(data)
-		if key == s.w.key && (err == nil || errors.Is(err, writefence.ErrNotFound)) {
+		if (key == s.w.key || key == keys.Brand(s.w.cfg.Prefix)) && (err == nil || errors.Is(err, writefence.ErrNotFound)) {
 			s.readFor(call, key)
 		}
 		return err
@@ -190,9 +191,10 @@ func (s *simStore) Get(ctx context.Context, key string) (data []byte, version st
 	return data, version, err
 }
 
-// readFor records a read made for a Collect, of the record or a listing of
-// its blobs, by which the checker judges promise 32: a read of the record
-// before each batch of deletes.
+// readFor records a read made for a Collect, of the record, the brand or
+// a listing of its blobs, by which the checker judges promises 32 and 10:
+// a read of the record, and of the brand where the Fence reads it before
+// every write, before each batch of deletes.
 func (s *simStore) readFor(call int, key string) {
 	s.w.mu.Lock()
 	c := s.w.calls[call]
