@@ -2225,7 +2225,9 @@ func TestPromise10_CollectReadsTheBrand(t *testing.T) {
 	garbage := keys.BlobName(1, "w0", blobID(1))
 	space, err := keys.Blobs("", "pl", "s1")
 	require.NoError(t, err)
-	read := func(b *builder, co *Call, k string) { b.h.Change(Change{Call: co.ID, Kind: "read", Key: k, At: b.tick()}) }
+	read := func(b *builder, co *Call, k string) {
+		b.h.Change(Change{Call: co.ID, Kind: "read", Key: k, At: b.tick()})
+	}
 	collect := func(then func(b *builder, co *Call)) func(b *builder) {
 		return func(b *builder) {
 			b.put(nil, bk, []byte(defaultIdentity))
