@@ -672,15 +672,15 @@ func (f *Fence) deleteDoomed(ctx context.Context, doomed []BlobInfo, dryRun bool
 	return nil
 }
 
-// nilReader reports a reader that cannot be read: nil, or a nil pointer
-// (or map, func, channel), whose Read would panic inside the store's
+// nilReader reports a reader that cannot be read: nil, or a nil pointer,
+// map, func, channel or slice, whose Read would panic inside the store's
 // create rather than be refused.
 func nilReader(r io.Reader) bool {
 	if r == nil {
 		return true
 	}
 	switch v := reflect.ValueOf(r); v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice:
 		return v.IsNil()
 	}
 	return false
