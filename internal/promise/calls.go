@@ -95,10 +95,14 @@ func (c *Checker) checkRefusedWrite(idx int, call *Call, fl *flight, ch *Change)
 
 // checkUnknown judges promise 5: an unknown outcome is one error, with
 // its cause, never also a conflict, a refusal (refusals) or "not found";
-// and a call that finds
-// its own write in the store returns nil, not a refusal.
+// a PutBlob whose create's reply was lost, which it does not retry
+// (promise 6), returns an unknown outcome unless its ctx ended; and a
+// call that finds its own write in the store returns nil, not a refusal.
 func (c *Checker) checkUnknown(idx int, fl *flight) {
 	call := fl.call
+	if call.Op == PutBlob && fl.lost && call.Err != nil && !hasAny(call.Is, "unknown", "canceled", "deadline") {
+		c.report(idx, 5, "%s returned %v after its create's reply was lost: its blob may exist, and the outcome is unknown", who(call), call.Err)
+	}
 	if call.Is.Has("unknown") {
 		for _, s := range append([]string{"conflict", "not found"}, refusals...) {
 			if call.Is.Has(s) {

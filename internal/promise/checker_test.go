@@ -456,6 +456,26 @@ func TestPromise5_LostReplies(t *testing.T) {
 			b.end(b.begin(push), errStale, "stale")
 		}},
 	)
+	// A PutBlob does not retry its create (promise 6): a reply lost of a
+	// create that landed leaves an outcome it cannot learn.
+	blob := blobKeyOf(t, "s1", keys.BlobName(1, "w1", blobID(1)))
+	lostBlob := func(b *builder) *Call {
+		c := b.begin(Call{Op: PutBlob, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a")})
+		b.createBlob(c, blob, []byte("a"))
+		b.h.Change(Change{Call: c.ID, Kind: "fault", Key: blob, Fault: "lost", Request: "create blob", At: b.tick()})
+		return c
+	}
+	judge(t, 5,
+		story{name: "a PutBlob's lost reply returned as a plain failure", build: func(b *builder) {
+			b.end(lostBlob(b), errFailed)
+		}},
+		story{name: "a PutBlob's lost reply returned as an unknown outcome", kept: true, build: func(b *builder) {
+			b.end(lostBlob(b), fmt.Errorf("%w: reset", errUnknown), "unknown", "cause")
+		}},
+		story{name: "a PutBlob's lost reply and its ctx ended", kept: true, build: func(b *builder) {
+			b.end(lostBlob(b), context.Canceled, "canceled")
+		}},
+	)
 }
 
 func TestPromise6_TransientRetried(t *testing.T) {

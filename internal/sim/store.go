@@ -293,6 +293,11 @@ func (s *simStore) CreateBlob(ctx context.Context, key string, r io.Reader) (inf
 		s.w.created(key, info.Modified)
 		s.w.mu.Unlock()
 		s.change(call, promise.Change{Kind: "create blob", Key: key, Data: data, Modified: info.Modified})
+		if f == lostAfter {
+			s.change(call, promise.Change{Kind: "fault", Key: key, Fault: "lost", Request: "create blob"})
+			info = writefence.BlobInfo{}
+			return &writefence.StoreError{Op: "sim create blob", Key: key, Err: errLostReply}
+		}
 		return nil
 	})
 	return info, err

@@ -447,9 +447,14 @@ func (w *World) drawFault(r *request) fault {
 	roll := w.rng.IntN(1000)
 	if c.Op == promise.PutBlob {
 		// PutBlob retries no failure of its create (promise 6): one in
-		// thirty fails, and the writer abandons its segment.
+		// thirty fails, and the writer abandons its segment; one in
+		// sixty lands and its reply is lost, which PutBlob cannot learn
+		// (promise 5).
 		if r.kind == "create blob" && roll < 33 {
 			return transient
+		}
+		if r.kind == "create blob" && roll < 50 {
+			return lostAfter
 		}
 		// Its read of the brand (Branded) is retried as a read is.
 		if r.kind == "get" && roll < 90 {
