@@ -501,6 +501,7 @@ func (r *modelRun) callOf(w *modelWriter, c promise.Call) *promise.Call {
 	c.Prefix, c.Plugin, c.Shard, c.Key = r.prefix, modelPlugin, modelShard, r.key
 	if w != nil {
 		c.Proc, c.BrandAlways, c.MaxAttempts = w.name, w.always, w.fence.MaxAttempts
+		c.BrandReads = w.fence.Brand != 0
 	}
 	if c.Proc == "" {
 		c.Proc = "admin"

@@ -307,6 +307,7 @@ func (c *Checker) change(idx int, ch *Change) {
 func (c *Checker) put(idx int, call *Call, fl *flight, ch *Change, nv *value) {
 	prev := c.st.values[ch.Key]
 	c.checkBrandAlways(idx, call, fl, ch)
+	c.checkProbeBrand(idx, call, fl, ch)
 	switch class, p := c.classify(ch.Key); class {
 	case classRecord:
 		k, _ := c.shardOf(ch.Key, p)

@@ -2919,6 +2919,43 @@ func TestPromise10_BrandAndDamage(t *testing.T) {
 	)
 }
 
+// TestPromise3_ProbeOnAStoreOfAnotherBrand: a Fence that reads the brand
+// (BrandVerify, BrandClaim) writes no probe key while the brand holds
+// another identity, since before the call began; a brand absent, or
+// changed during the call, or a Fence that reads no brand, is no breach.
+func TestPromise3_ProbeOnAStoreOfAnotherBrand(t *testing.T) {
+	probe := keys.Probe("") + "{b40635c1b0b2fff0}"
+	push := Call{Op: Push, Plugin: "pl", Shard: "s1", Writer: "w1", Epoch: 1, Payload: []byte("a"), BrandReads: true}
+	probed := func(b *builder, c Call) {
+		p := b.begin(c)
+		b.put(p, probe, []byte("probe"))
+		b.end(p, errWire, "wire")
+	}
+	unread := push
+	unread.BrandReads = false
+	judge(t, 3,
+		story{name: "the brand of another identity", build: func(b *builder) {
+			b.put(nil, keys.Brand(""), []byte("other/v9"))
+			probed(b, push)
+		}},
+		story{name: "the brand absent", kept: true, build: func(b *builder) { probed(b, push) }},
+		story{name: "the brand of its identity", kept: true, build: func(b *builder) {
+			b.put(nil, keys.Brand(""), []byte(defaultIdentity))
+			probed(b, push)
+		}},
+		story{name: "the brand changed during the call", kept: true, build: func(b *builder) {
+			p := b.begin(push)
+			b.put(nil, keys.Brand(""), []byte("other/v9"))
+			b.put(p, probe, []byte("probe"))
+			b.end(p, errWire, "wire")
+		}},
+		story{name: "a Fence that reads no brand", kept: true, build: func(b *builder) {
+			b.put(nil, keys.Brand(""), []byte("other/v9"))
+			probed(b, unread)
+		}},
+	)
+}
+
 // TestPromise11_ClaimersLearnTheWinner: a claimer refused as of another
 // identity found the winner's brand, and names it.
 func TestPromise11_ClaimersLearnTheWinner(t *testing.T) {

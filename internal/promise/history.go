@@ -51,6 +51,7 @@ type Call struct {
 	Prefix      string // the Fence's Prefix, "" for the default
 	Identity    string // the Fence's identity, "" for the default
 	BrandAlways bool   // the Fence's Brand is BrandVerifyAlways
+	BrandReads  bool   // the Fence's Brand is not zero: it reads the brand before its writes (BrandAlways too)
 	MaxAttempts int    // the Fence's MaxAttempts, 0 for the default
 	KeepFloor   bool   // the Fence's KeepFloor
 

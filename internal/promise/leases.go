@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/writefence/writefence/internal/keys"
 	"github.com/writefence/writefence/internal/record"
@@ -301,6 +302,25 @@ func (c *Checker) checkBrandAlways(idx int, call *Call, fl *flight, ch *Change) 
 		c.report(idx, 10, "%s wrote %s while the brand is absent", who(call), quote(ch.Key))
 	case !bytes.Equal(b.data, []byte(id)):
 		c.report(idx, 10, "%s wrote %s while the brand holds %s", who(call), quote(ch.Key), quote(string(b.data)))
+	}
+}
+
+// checkProbeBrand judges promise 3 on a probe's scratch writes: a Fence
+// that reads the brand reads it before its probe writes, and refuses a
+// brand of another identity, so no probe of a call of its (but a Claim,
+// which writes the brand itself) writes while the brand has held another
+// identity since before the call began. A brand absent is the mode's to
+// claim or refuse after the probe.
+func (c *Checker) checkProbeBrand(idx int, call *Call, fl *flight, ch *Change) {
+	if !call.BrandReads || call.Op == Claim || fl == nil || !strings.HasPrefix(ch.Key, keys.Probe(call.Prefix)) {
+		return
+	}
+	bk := keys.Brand(call.Prefix)
+	if c.st.changedSince(bk, fl.begin) {
+		return
+	}
+	if b := c.st.values[bk]; b != nil && !bytes.Equal(b.data, []byte(identityOf(call))) {
+		c.report(idx, 3, "%s probed the store, writing %s, while the brand held %s: it is refused as of another identity, and writes nothing", who(call), quote(ch.Key), quote(string(b.data)))
 	}
 }
 

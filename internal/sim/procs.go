@@ -215,6 +215,7 @@ func (p *proc) between(lo, hi time.Duration) time.Duration {
 // call runs one call of the package as p, recorded in the history.
 func (p *proc) call(ctx context.Context, c *promise.Call, run func(ctx context.Context) error) error {
 	c.BrandAlways = p.fence.Brand == writefence.BrandVerifyAlways
+	c.BrandReads = p.fence.Brand != 0
 	if c.Lease != "" && c.Lease == p.leaseLabel {
 		c.Skew = p.skew
 	}
@@ -750,7 +751,7 @@ func (p *proc) operator() {
 				return err
 			})
 		}
-		if p.w.cfg.Branded && p.rng.IntN(6) == 0 {
+		if (p.w.cfg.Branded || p.w.cfg.Claims) && p.rng.IntN(6) == 0 {
 			p.rebrand()
 		}
 		p.w.mu.Lock()
@@ -839,7 +840,10 @@ func (p *proc) operator() {
 // rebrand sets the store's brand, from outside the package, to another
 // identity or removes it, as a migration would, and a moment later puts
 // it back: meanwhile no write of a Fence that reads the brand before each
-// write lands, and each is refused writing nothing (promises 3 and 10).
+// write lands, and each is refused writing nothing (promises 3 and 10);
+// a Fence that reads it before its first write alone (BrandClaim) and
+// writes first meanwhile is refused, and its probe writes nothing
+// (promise 3).
 func (p *proc) rebrand() {
 	bk := keys.Brand(p.w.cfg.Prefix)
 	// A context of no call: the changes are recorded as made outside.

@@ -149,6 +149,9 @@ func TestSimulation(t *testing.T) {
 			}) {
 				total["hold refused as stale beside a Deposed context"]++
 			}
+			if c := e.End; c != nil && configFor(seed).Probe && c.BrandReads && !c.BrandAlways && c.Op != promise.Claim && c.Op != promise.Verify && c.Is.Has("wire") {
+				total["probing Fence refused as of another identity, its brand read before its first write"]++
+			}
 			if c := e.End; c != nil && c.TermSource != "" && c.Err == nil && !firstOf[c.TermSource] {
 				firstOf[c.TermSource] = true
 				if c.Got&(1<<32-1) > 1 {
@@ -200,6 +203,12 @@ func TestSimulation(t *testing.T) {
 		if len(seeds(t)) >= 50 && total["fault transient, "+k] == 0 {
 			t.Errorf("no transient fault of a %s", k)
 		}
+	}
+	// A Fence that probes and reads the brand before its first write
+	// (BrandClaim) begins while the brand holds another identity: it is
+	// refused, its probe writing nothing (promise 3).
+	if k := "probing Fence refused as of another identity, its brand read before its first write"; len(seeds(t)) >= 50 && total[k] == 0 {
+		t.Errorf("no %q in the histories", k)
 	}
 	// A PutBlob's create lands and its reply is lost: it returns an
 	// unknown outcome (promise 5).
