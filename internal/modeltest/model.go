@@ -444,7 +444,7 @@ func newModelRun(t *rapid.T, target Target, counts *modelCounts) *modelRun {
 	leaseKey, err := keys.Lease(prefix, "model")
 	require.NoError(t, err)
 	clock := &fakeclock.Clock{}
-	rec, recorded := NewRecorder(target.Store, clock.Now, promise.Options{HeadPush: target.headPush()})
+	rec, recorded := NewRecorder(target.Store, clock.Now, promise.Options{HeadPush: declares[writefence.PrefixReader](target.Store)})
 	target.Store = recorded
 	r := &modelRun{
 		target: target, prefix: prefix, key: key, logKey: logKey, brand: keys.Brand(prefix), lease: leaseKey,

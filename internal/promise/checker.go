@@ -32,9 +32,10 @@ type Options struct {
 	MaxAttempts int
 
 	// HeadPush says the Fences decide a Push on a record's head: the
-	// store declares a PrefixReader and its versions name its bytes.
-	// A record rewritten whole from outside whose head is sound, its
-	// payload damaged, may then be replaced by a Push (promise 7).
+	// store declares a PrefixReader. A record rewritten whole from
+	// outside through the store's writes (a change not InPlace) whose
+	// head is sound, its payload damaged, may then be replaced by a Push
+	// (promise 7).
 	HeadPush bool
 }
 
