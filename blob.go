@@ -8,6 +8,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"reflect"
 	"slices"
 	"strings"
@@ -85,9 +86,13 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	}
 	attempt = 1
 	sum := &countingCRC{h: crc32.New(record.Castagnoli)}
-	size, err := WriteBlob(ctx, f.blobStore(), key, io.TeeReader(r, sum))
+	src := &sourceReader{r: io.TeeReader(r, sum)}
+	size, err := WriteBlob(ctx, f.blobStore(), key, src)
 	if err != nil {
-		if !final(err) && !isContextErr(err) && !errors.Is(err, ErrOutcomeUnknown) {
+		// A failure of the caller's reader leaves no blob (BlobStore's
+		// contract): its outcome is known.
+		ownReader := src.err != nil && errors.Is(err, src.err)
+		if !ownReader && !final(err) && !isContextErr(err) && !errors.Is(err, ErrOutcomeUnknown) {
 			// A failure that is no refusal may hide a create that landed
 			// (a lost reply): the blob may exist, unreferenced (promise 5).
 			return BlobRef{}, &OutcomeUnknownError{Op: opBlob, Key: key, Epoch: epoch, Err: &prefixed{err: err}}
@@ -102,6 +107,20 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 }
 
 // countingCRC is a CRC-32C and a byte count of what is written to it.
+// sourceReader keeps the error the caller's reader returned, but io.EOF.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
 type countingCRC struct {
 	h hash.Hash32
 	n int64
@@ -119,18 +138,20 @@ func (c *countingCRC) Write(p []byte) (int, error) {
 // leave a manifest that already holds its change as it is. Every blob the
 // new manifest references that the recorded one does not must (promise 20)
 // have been written by writer at an epoch not above the commit's and not
-// below the tenure floor, else an error matching ErrInvalidArgument; and
+// below the tenure floor, else ErrInvalidArgument; and
 // must exist with the size referenced, created at or after the record's
-// collection horizon, when the commit decides (StatBlobs, or a listing of
-// its last PutBlob's epoch), else ErrNotFound (ErrInvalidArgument for size).
+// collection horizon, when the commit decides, else ErrNotFound
+// (ErrInvalidArgument for size). A blob the recorded manifest references
+// keeps its reference, size and checksum (ErrInvalidArgument); a new
+// one's checksum is PutBlob's, which OpenBlob checks.
 //
 // The tenure floor is where the writer's tenure began: a commit by another
 // writer than the recorded one starts a tenure at the recorded epoch + 1,
 // a Seal or a Settle one at its own epoch (promise 21), and a record never
 // committed holds one at its epoch, so no deposed writer's blob is ever
-// committed. Writer names must be unique among the processes that write a
-// shard. The manifest, and every later record, is a stream's record
-// (format version 3 or 4), which older readers refuse.
+// committed. Writer names must be unique among a shard's writers. The
+// manifest, and every later record, is a stream's (format 3 or 4), which
+// older readers refuse.
 func (f *Fence) Commit(ctx context.Context, plugin, shard, writer string, epoch uint64, next func(current Manifest) (Manifest, error)) error {
 	if next == nil {
 		return invalidArg("next", "nil")
@@ -310,7 +331,8 @@ type GCOptions struct {
 	// its upload began is refused (ErrNotFound).
 	Grace time.Duration
 
-	// DryRun reports what Collect would delete, and deletes nothing.
+	// DryRun reports what Collect would delete, and deletes none of it
+	// (on a store that refuses writes, it judges ages by the local clock).
 	DryRun bool
 
 	// RecordGone says that the shard's record was removed on purpose and no
@@ -363,13 +385,17 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if err != nil {
 		return report, err
 	}
-	if err := e.guard(ctx, &change{op: opCollect, key: key, branded: true}); err != nil {
+	// A refusal of the guards or of the brand is seen refused, as a
+	// Push's is (promise 27).
+	guard := &change{op: opCollect, key: key, branded: true}
+	if err := e.guarded(ctx, guard); err != nil {
 		return report, err
 	}
 	// Collect writes (the clock's blob, the horizon, deletes): under
 	// BrandVerifyAlways the brand is read before the first of them.
 	if e.brandEveryWrite() {
 		if err := e.verifyBrandRetried(ctx); err != nil {
+			e.observe(ctx, guard, time.Now(), false, 0, err)
 			return report, err
 		}
 	}
@@ -379,7 +405,12 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	}
 	// The store's time first, then the manifest: the time is then no
 	// later than the read, so the ages it gives are no larger than true.
+	// A dry run over a store that refuses writes (one opened read-only)
+	// takes the local clock's time.
 	now, err := f.blobClock(ctx, bs)
+	if opts.DryRun && errors.Is(err, fs.ErrPermission) {
+		now, err = time.Now(), nil
+	}
 	if err != nil {
 		return report, err
 	}

@@ -20,8 +20,7 @@ import (
 //	CRC  uint32 // the CRC-32C of its bytes
 type BlobRef = record.BlobRef
 
-// Manifest is a record as Commit reads and writes it: the payload and the
-// blobs it references.
+// Manifest is a record as Commit reads and writes it: payload and blobs.
 type Manifest struct {
 	Payload []byte
 	Blobs   []BlobRef

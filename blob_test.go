@@ -1476,3 +1476,122 @@ func TestPromise10_CollectDeletesNothingOnceRebranded(t *testing.T) {
 	require.NoError(t, mem.ListBlobs(ctx, "writefence/b/wal/0/", func(writefence.BlobInfo) error { left++; return nil }))
 	assert.Equal(t, 3, left, "blobs deleted over a store branded by another program")
 }
+
+// failingReader yields some bytes, then fails with err.
+type failingReader struct {
+	sent bool
+	err  error
+}
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if !r.sent {
+		r.sent = true
+		return copy(p, "partial"), nil
+	}
+	return 0, r.err
+}
+
+// TestPromise5_PutBlobOfAFailingReader: a PutBlob whose own reader fails
+// leaves no blob (BlobStore's contract): its outcome is known, and it is
+// no ErrOutcomeUnknown, to the caller or the Observer.
+func TestPromise5_PutBlobOfAFailingReader(t *testing.T) {
+	ctx := t.Context()
+	obs := &outcomeCounter{}
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: mem, Observer: obs.observe}
+	bad := errors.New("the source file went away")
+	_, err := f.PutBlob(ctx, "wal", "0", "a", 1, &failingReader{err: bad})
+	require.ErrorIs(t, err, bad)
+	assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown)
+	var n int
+	require.NoError(t, mem.ListBlobs(ctx, "", func(writefence.BlobInfo) error { n++; return nil }))
+	assert.Zero(t, n, "no blob was left")
+	assert.Equal(t, "failed", eventOutcome(obs.last()))
+}
+
+// TestPromise27_RefusedCollectIsSeen: a Collect refused by the brand
+// before its first write is seen refused once, as a Push or a PutBlob
+// refused so is (WriteEvent: Attempt 0).
+func TestPromise27_RefusedCollectIsSeen(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	committedBlob(t, &writefence.Fence{Store: mem}, "a", 1, "segment")
+	_, err := (&writefence.Fence{Store: mem, Identity: "other/v1"}).ClaimBrand(ctx)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		op   string
+		call func(f *writefence.Fence) error
+	}{
+		{"push", func(f *writefence.Fence) error { return f.Push(ctx, "wal", "0", "a", 2, []byte("x")) }},
+		{"blob", func(f *writefence.Fence) error {
+			_, err := f.PutBlob(ctx, "wal", "0", "a", 2, strings.NewReader("x"))
+			return err
+		}},
+		{"collect", func(f *writefence.Fence) error {
+			_, err := f.Collect(ctx, "wal", "0", writefence.GCOptions{})
+			return err
+		}},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			obs := &outcomeCounter{}
+			f := &writefence.Fence{Store: mem, Brand: writefence.BrandVerifyAlways, Observer: obs.observe}
+			require.ErrorIs(t, tc.call(f), writefence.ErrWire)
+			require.Len(t, obs.events, 1, "the refused %s is seen once", tc.op)
+			assert.Equal(t, tc.op, obs.events[0].Op)
+			if tc.op == "collect" {
+				assert.Zero(t, obs.events[0].Attempt, "refused before its first write")
+			}
+			assert.ErrorIs(t, obs.events[0].Err, writefence.ErrWire)
+		})
+	}
+}
+
+// TestPromise25_DryRunDeletesNothing: a dry run deletes none of the
+// shard's blobs, and reports over a directory store opened read-only,
+// where it cannot write the blob that tells it the store's time.
+func TestPromise25_DryRunDeletesNothing(t *testing.T) {
+	ctx := t.Context()
+	t.Run("a read-only directory store", func(t *testing.T) {
+		dir := t.TempDir()
+		store, err := writefence.NewDirConditionalStore(dir, nil)
+		require.NoError(t, err)
+		w := &writefence.Fence{Store: store}
+		committedBlob(t, w, "a", 1, "segment")
+		zombie := putBlob(t, w, "old", 1, "a deposed writer's segment")
+		require.NoError(t, w.Seal(ctx, "wal", "0", "b", 2))
+		ro, err := writefence.NewDirConditionalStore(dir, &writefence.StoreOptions{ReadOnly: true})
+		require.NoError(t, err)
+		report, err := (&writefence.Fence{Store: ro}).Collect(ctx, "wal", "0", writefence.GCOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Len(t, report.Deleted, 1)
+		assert.Equal(t, blobKey(t, zombie.Name), report.Deleted[0].Key, "it reports what it would delete")
+	})
+}
+
+// TestPromise19_CommitKeepsARecordedReference: a commit that references a
+// blob the record references, with another checksum or size, is refused
+// with ErrInvalidArgument, nothing written: a blob's reference is written
+// once, as the blob is.
+func TestPromise19_CommitKeepsARecordedReference(t *testing.T) {
+	ctx := t.Context()
+	for name, change := range map[string]func(*writefence.BlobRef){
+		"checksum": func(r *writefence.BlobRef) { r.CRC ^= 1 },
+		"size":     func(r *writefence.BlobRef) { r.Size-- },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &writefence.Fence{Store: &writefence.MemStore{}}
+			first := committedBlob(t, f, "a", 1, "segment 1")
+			before, err := f.Inspect(ctx, "wal", "0")
+			require.NoError(t, err)
+			err = f.Commit(ctx, "wal", "0", "a", 2, func(m writefence.Manifest) (writefence.Manifest, error) {
+				change(&m.Blobs[0])
+				return m, nil
+			})
+			require.ErrorIs(t, err, writefence.ErrInvalidArgument)
+			after, err := f.Inspect(ctx, "wal", "0")
+			require.NoError(t, err)
+			assert.Equal(t, before.Version, after.Version, "nothing written")
+			assert.Equal(t, []writefence.BlobRef{first}, after.Blobs)
+		})
+	}
+}

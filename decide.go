@@ -116,6 +116,9 @@ func (w commitWrite) next(u *recordUpdate, current Manifest, p prior) (record.Bo
 	if err := distinctRefs(b.Refs); err != nil {
 		return record.Body{}, err
 	}
+	if err := keptRefs(current.Blobs, b.Refs); err != nil {
+		return record.Body{}, err
+	}
 	if err := w.check(current.Blobs, newRefs(current.Blobs, b.Refs), b.Since, b.Horizon, u.read); err != nil {
 		return record.Body{}, err
 	}
@@ -233,6 +236,22 @@ func ours(s *snapshot, st decodedRecord) bool {
 		bytes.Equal(b.Payload, st.body.Payload) && slices.Equal(b.Refs, st.body.Refs)
 }
 
+// keptRefs refuses a manifest that references a blob the record
+// references with another size or checksum: a blob is written once
+// (promise 19), and so is its reference.
+func keptRefs(current, next []BlobRef) error {
+	had := make(map[string]BlobRef, len(current))
+	for _, r := range current {
+		had[r.Name] = r
+	}
+	for _, r := range next {
+		if h, ok := had[r.Name]; ok && h != r {
+			return invalidArg("manifest", "blob %s is referenced with size %d and checksum %08x, recorded with size %d and checksum %08x", esc(r.Name), r.Size, r.CRC, h.Size, h.CRC)
+		}
+	}
+	return nil
+}
+
 // distinctRefs refuses a manifest that references one blob name twice (the
 // same reference repeated, or one name with two checksums): no record can
 // hold it.
@@ -266,6 +285,9 @@ type recordUpdate struct {
 	// newTenure: the write starts a tenure at its own epoch, whoever
 	// wrote the record before (a seal; see Seal).
 	newTenure bool
+
+	// spares: see change.spares.
+	spares func(stale *StaleEpochError) bool
 }
 
 // since is the tenure floor of a record this update writes over prior p:

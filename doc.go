@@ -50,19 +50,17 @@
 //
 // The package provides MemStore, NewDirConditionalStore,
 // NewMinioConditionalStore (S3), NewGCSConditionalStore and
-// NewValkeyConditionalStore; packages dynamostore, etcdstore, azblobstore
-// and pgstore provide more, and writefencetest checks any
-// ConditionalStore.
+// NewValkeyConditionalStore; dynamostore, etcdstore, azblobstore and
+// pgstore provide more; writefencetest checks any.
 //
 // Test errors with errors.Is against the sentinels: ErrNotFound,
 // ErrConflict, ErrStaleEpoch, ErrEpochRegressed, ErrWire, ErrCorrupt,
 // ErrInvalidArgument, ErrTooLarge, ErrOutcomeUnknown, ErrUntrustedStore,
 // ErrLeaseHeld, ErrLeaseLost, ErrLeaseExpired, ErrTakeoverTimeout,
 // ErrTermEnded, and errors.ErrUnsupported for a store an adapter refuses
-// to serve. Every
-// typed error matches one of them, and carries the detail for errors.As;
-// an adapter's failures are *StoreError. Messages are stable, lower case
-// and prefixed "writefence:", with stored bytes escaped and cut short.
+// to serve. Every typed error matches one, with its detail for errors.As;
+// an adapter's failures are *StoreError. Messages are stable, lower case,
+// prefixed "writefence:", stored bytes escaped and cut short.
 //
 // # Identity, streams, leases and the floor
 //
@@ -70,10 +68,10 @@
 // may the store's brand key, refusing a program of another format before
 // it writes (see BrandMode). A refusal is a *WireError, final.
 //
-// A shard's state can be many immutable blobs under one manifest:
+// A shard's state can be immutable blobs under one manifest:
 // Fence.PutBlob uploads a blob, Fence.Commit writes the manifest,
 // Fence.OpenBlob reads only what it references, and Fence.Collect deletes
-// what no manifest can reference (promises 19 to 26).
+// what no manifest can come to reference (promises 19 to 26).
 //
 // Lease, kept in the Fence's store, and TermSource, over a control plane's
 // terms, are epoch sources; a new holder seals each shard first
@@ -163,9 +161,9 @@
 //     above every one of an earlier term, and none once it knows the lease
 //     lost or its own clock has passed the expiry.
 //  15. Hold returns only once every shard it names is sealed at its term.
-//     A takeover whose seal is slow keeps the lease and keeps sealing
-//     until the seal lands or the lease is lost: it releases the lease
-//     only on a refusal no retry changes.
+//     A takeover whose seal is slow keeps the lease, sealing until the
+//     seal lands or the lease is lost: it releases the lease only on a
+//     refusal no retry changes.
 //  16. A lease that is lost or expires ends its Hold's context and the
 //     Deposed contexts of every shard it gates before the call that learns
 //     it returns.
@@ -179,17 +177,18 @@
 //  18. A write of a record by a writer (Push, Update, Commit, Seal) refused
 //     as stale cancels the Deposed contexts of that shard on that Fence,
 //     with the *StaleEpochError as the cause; a conflict retried, an
-//     unknown outcome, a refused Settle and a Check cancel none.
+//     unknown outcome, a refused Settle, a Check and a Hold's seal passed
+//     by an epoch its own Lease handed out (it seals again) cancel none.
 //
 // Streams:
 //
 //  19. A blob is written once: no blob key is written twice, none
 //     replaced.
 //  20. A commit lands only while every blob it newly references exists
-//     with the size referenced (but see 24), was written by the
-//     committing writer within its tenure, and was created at or after
-//     the record's collection horizon; one refused as not found has a
-//     new blob that was missing, or under the horizon, during the call.
+//     with the size referenced (but see 24), was written by the committer
+//     within its tenure, and was created at or after the collection
+//     horizon; one refused as not found had a new blob missing,
+//     or under the horizon, during the call.
 //  21. A tenure begins at every seal and settle, at its epoch, and at every
 //     change of writer: no blob written at an epoch below a seal's is ever
 //     newly referenced after it, even by a writer of the same name (a
@@ -207,9 +206,9 @@
 //     back to bytes it held before on S3 (see the README), or deleted it
 //     while a commit that creates it was on its way (31 closes that).
 //  25. Collect deletes only what no manifest references or can come to
-//     reference, and nothing on a dry run or when the record is corrupt,
-//     of another identity, or absent (but for a shard retired,
-//     GCOptions.RecordGone).
+//     reference, and nothing (but its clock's blob) on a dry run or when
+//     the record is corrupt, of another identity, or absent (but for a
+//     shard retired, GCOptions.RecordGone).
 //  26. Collect reclaims: after a pass, no unreferenced blob is left that
 //     can never be committed (a deposed writer's, one below the tenure
 //     floor or behind the collection horizon, any of a shard retired
@@ -218,7 +217,8 @@
 // Observation and keys:
 //
 //  27. The Observer sees every write once when it ends, and each lost race
-//     retried before that, under an Op WriteEvent names.
+//     retried before that, under an Op WriteEvent names (but Collect's
+//     deletes and its clock's blob: its GCReport lists the deletes).
 //  28. Keys never overlap: a call on one shard writes only that shard's
 //     record, its blobs and keys of the reserved space of its Fence's
 //     prefix (and, on Valkey, the store's own keys of the default prefix's

@@ -34,7 +34,7 @@ func packageDoc(t *testing.T) string {
 func TestDocNamesEverySentinel(t *testing.T) {
 	doc := packageDoc(t)
 	errors := doc[strings.Index(doc, "Test errors with errors.Is"):]
-	errors = errors[:strings.Index(errors, "Every\ntyped error")]
+	errors = errors[:strings.Index(errors, "typed error")]
 	var found int
 	for _, f := range sourceFiles(t) {
 		for _, d := range f.Decls {

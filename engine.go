@@ -26,11 +26,11 @@ import (
 // policy, the classification of errors, the Observer) live here once.
 //
 // Two kinds of write are no conditional update and do not loop here, but
-// pass the same guards (guard, brandRead) and reach the Observer: a blob's
-// upload (PutBlob), made once because its reader cannot be read twice (a
-// failed upload leaves at most garbage that Collect deletes; the caller
-// puts the blob again under a new name), and Collect's deletes and its
-// clock blob, which the next pass repeats.
+// pass the same guards (guard, brandRead): a blob's upload (PutBlob), made
+// once because its reader cannot be read twice (a failed upload leaves at
+// most garbage that Collect deletes; the caller puts the blob again under
+// a new name), which reaches the Observer, and Collect's deletes and its
+// clock blob, which the next pass repeats and its GCReport lists.
 
 // engine is a Fence as one call sees it: the Fence's settings, copied by
 // Fence.engine when the call starts, and the state the Fence keeps between
@@ -87,6 +87,9 @@ type change struct {
 	// Every writer's write of a record does; an operator's settle and a
 	// collection, which write for nobody's tenure, do not.
 	deposes bool
+	// spares, when set, names the stale refusals that depose nobody: a
+	// Hold's seal passed by an epoch its own Lease handed out.
+	spares func(stale *StaleEpochError) bool
 
 	// before, when set, runs at the start of every attempt, before the
 	// key is read (or its cached version taken): a read the decision also
@@ -181,6 +184,12 @@ func (e *engine) attempt(ctx context.Context, c *change, useCache bool, last *[]
 		return changeResult{version: s.version}, false, nil
 	}
 	if err := e.brandBeforeWrite(ctx, c); err != nil {
+		return changeResult{}, false, err
+	}
+	// A ctx that ended is no write sent: the call's outcome is known
+	// (nothing of this attempt written), which a store that took the
+	// write and failed on ctx could not say.
+	if err := ctx.Err(); err != nil {
 		return changeResult{}, false, err
 	}
 	version, err := e.write(ctx, c, parts, s.version)
@@ -493,6 +502,9 @@ func (e *engine) refused(c *change, err error) {
 	}
 	if stale.Key != c.key || stale.Epoch != c.epoch || stale.Op != c.op {
 		return // a refusal next returned, of another write: not this one's
+	}
+	if c.spares != nil && c.spares(stale) {
+		return
 	}
 	e.deposed.depose(stale, func(key string) bool { return key == c.key })
 }

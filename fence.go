@@ -172,7 +172,7 @@ func checkWriter(arg, w string) error {
 func (f *Fence) runUpdate(ctx context.Context, u *recordUpdate) error {
 	e := &u.f
 	c := &change{op: u.op, key: u.key, writer: u.writer, epoch: u.epoch, branded: true, deposes: true,
-		head: u.w.blind()}
+		spares: u.spares, head: u.w.blind()}
 	var floorKey string
 	if e.KeepFloor {
 		var err error

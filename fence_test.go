@@ -925,3 +925,23 @@ func TestRaceCatchesBrokenStores(t *testing.T) {
 		t.Logf("%s: up to %d writers landed the same epoch in one round", name, worst)
 	}
 }
+
+// TestPromise5_PushUnderAnEndedContext: a push whose ctx ended before it
+// wrote returns ctx's error, with nothing written: its outcome is known,
+// even from a Fence that remembers the record's version and would write
+// without reading (promise 5; Push: "a cancelled ctx, an error matching
+// ctx.Err()").
+func TestPromise5_PushUnderAnEndedContext(t *testing.T) {
+	ctx := t.Context()
+	obs := &outcomeCounter{}
+	f := &writefence.Fence{Store: &writefence.MemStore{}, Observer: obs.observe}
+	require.NoError(t, f.Push(ctx, "wal", "0", "a", 1, []byte("segment 1")))
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+
+	err := f.Push(ended, "wal", "0", "a", 2, []byte("segment 2"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, writefence.ErrOutcomeUnknown, "nothing was sent")
+	assert.Equal(t, "failed", eventOutcome(obs.last()), "the Observer sees a failure, not an unknown outcome")
+	requireLatest(t, f, 1, "a", "segment 1")
+}

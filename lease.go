@@ -225,7 +225,8 @@ func (l *Lease) seal(ctx context.Context, h *holding, term uint64, s Shard, key 
 	}
 	for attempt := 1; ; attempt++ {
 		sctx, cancel := context.WithTimeout(h.ctx, l.TTL)
-		err = l.Fence.Seal(sctx, s.Plugin, s.Shard, l.Holder, epoch)
+		// Passed by its own holder's push, the seal deposes nobody.
+		err = l.Fence.seal(sctx, s.Plugin, s.Shard, l.Holder, epoch, func(stale *StaleEpochError) bool { return l.handedOut(term, stale) })
 		cancel()
 		switch {
 		case err == nil:

@@ -10,11 +10,17 @@ import "context"
 // an absent one would let a deposed writer create it. A record already
 // this seal returns nil; one over the payload limit, ErrInvalidArgument.
 func (f *Fence) Seal(ctx context.Context, plugin, shard, writer string, epoch uint64) error {
+	return f.seal(ctx, plugin, shard, writer, epoch, nil)
+}
+
+// seal is Seal, whose stale refusals that spares names depose nobody (a
+// Hold's seal passed by its own Lease's epoch: promise 18).
+func (f *Fence) seal(ctx context.Context, plugin, shard, writer string, epoch uint64, spares func(*StaleEpochError) bool) error {
 	u, err := f.newUpdate(opSeal, plugin, shard, writer, epoch)
 	if err != nil {
 		return err
 	}
 	u.w = updateWrite{fn: func(current Manifest) (Manifest, error) { return current, nil }}
-	u.newTenure = true
+	u.newTenure, u.spares = true, spares
 	return f.runUpdate(ctx, u)
 }
