@@ -370,9 +370,8 @@ const defaultGrace = 24 * time.Hour
 // nothing: Collect deletes what it can judge and returns ErrCorrupt with
 // the report (which lists what a failed batch deleted). It passes the
 // probe verdict and the brand; many processes may run it at once.
-func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (GCReport, error) {
+func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOptions) (report GCReport, err error) {
 	e := f.engine()
-	var report GCReport
 	key, err := e.key(plugin, shard)
 	if err != nil {
 		return report, err
@@ -385,20 +384,25 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if err != nil {
 		return report, err
 	}
-	// A refusal of the guards or of the brand is seen refused, as a
-	// Push's is (promise 27).
-	guard := &change{op: opCollect, key: key, branded: true}
-	if err := e.guarded(ctx, guard); err != nil {
+	// The Observer sees a pass once (promise 27): its horizon's write,
+	// which the engine tells, or else its end, refusals included.
+	pass, start, attempt, ran := &change{op: opCollect, key: key, branded: true}, time.Now(), 0, false
+	defer func() {
+		if !ran {
+			e.observe(ctx, pass, start, false, attempt, err)
+		}
+	}()
+	if err := e.guard(ctx, pass); err != nil {
 		return report, err
 	}
 	// Collect writes (the clock's blob, the horizon, deletes): under
 	// BrandVerifyAlways the brand is read before the first of them.
 	if e.brandEveryWrite() {
 		if err := e.verifyBrandRetried(ctx); err != nil {
-			e.observe(ctx, guard, time.Now(), false, 0, err)
 			return report, err
 		}
 	}
+	attempt = 1
 	grace := opts.Grace
 	if grace <= 0 {
 		grace = defaultGrace
@@ -491,6 +495,7 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if len(aged) > 0 && opts.DryRun {
 		doomed = append(doomed, aged...)
 	} else if len(aged) > 0 {
+		ran = true
 		refs, raised, err := f.raiseHorizon(ctx, plugin, shard, key, threshold)
 		if err != nil {
 			return report, err

@@ -217,8 +217,8 @@
 // Observation and keys:
 //
 //  27. The Observer sees every write once when it ends, and each lost race
-//     retried before that, under an Op WriteEvent names (but Collect's
-//     deletes and its clock's blob: its GCReport lists the deletes).
+//     retried before that, under an Op WriteEvent names (Collect's
+//     deletes and clock blob under its one "collect").
 //  28. Keys never overlap: a call on one shard writes only that shard's
 //     record, its blobs and keys of the reserved space of its Fence's
 //     prefix (and, on Valkey, the store's own keys of the default prefix's

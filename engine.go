@@ -30,7 +30,8 @@ import (
 // once because its reader cannot be read twice (a failed upload leaves at
 // most garbage that Collect deletes; the caller puts the blob again under
 // a new name), which reaches the Observer, and Collect's deletes and its
-// clock blob, which the next pass repeats and its GCReport lists.
+// clock blob, which the next pass repeats, and which the Observer sees as
+// the pass's one "collect".
 
 // engine is a Fence as one call sees it: the Fence's settings, copied by
 // Fence.engine when the call starts, and the state the Fence keeps between
@@ -683,9 +684,9 @@ const (
 // "push", "update", "commit" and "seal" (Push and PushFrom, Update, Commit,
 // Seal), "settle" and "settle log" (Settle, and its entry in the settle
 // log), "floor" (the KeepFloor floor of a Seal or Settle), "blob" (PutBlob),
-// "collect" (Collect's horizon), "lease acquire", "lease renew",
-// "lease release" and "lease settle" (a Lease's record), "brand claim"
-// (ClaimBrand, and BrandClaim's claim).
+// "collect" (a Collect: its horizon's write, else its end),
+// "lease acquire", "lease renew", "lease release" and "lease settle" (a
+// Lease's record), "brand claim" (ClaimBrand, and BrandClaim's claim).
 //
 // The engine reports each write once, when it ends, and before that each
 // race it lost and retried (Retrying set, Err matching ErrConflict), as

@@ -403,6 +403,11 @@ func (c *Checker) checkObserved(idx int, fl *flight) {
 			c.report(idx, 27, "%s made a %s of %s and the Observer saw no final %s event", who(call), w.ch.Kind, quote(w.ch.Key), op)
 		}
 	}
+	// A Collect pass is seen once: its horizon's write, or its end,
+	// refusals included (but an invalid argument's).
+	if call.Op == Collect && !call.Is.Has("invalid") && !seenEnding(call, "collect") {
+		c.report(idx, 27, "%s ended (%v) and the Observer saw no final collect event", who(call), call.Err)
+	}
 	if !recordOp(call.Op) {
 		return
 	}

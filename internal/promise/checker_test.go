@@ -1688,6 +1688,18 @@ func TestPromise27_Observer(t *testing.T) {
 			cl.Claimed = true
 			b.endBare(cl, nil)
 		}},
+		story{name: "a Collect refused, no event", build: func(b *builder) {
+			b.endBare(b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"}), errWire, "wire")
+		}},
+		story{name: "a Collect that wrote nothing, no event", build: func(b *builder) {
+			b.endBare(b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"}), nil)
+		}},
+		story{name: "a Collect that wrote nothing, seen", kept: true, build: func(b *builder) {
+			b.end(b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"}), nil)
+		}},
+		story{name: "a Collect's invalid argument, no event", kept: true, build: func(b *builder) {
+			b.endBare(b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"}), errInvalid, "invalid")
+		}},
 		story{name: "a horizon written, no event", build: func(b *builder) {
 			b.put(nil, key, rec("w1", 2, record.Body{Since: 2, Stream: true}))
 			co := b.begin(Call{Op: Collect, Plugin: "pl", Shard: "s1"})
