@@ -1466,6 +1466,8 @@ func TestLeaseReleaseWhoseCtxEndsWhileWaiting(t *testing.T) {
 // first, and the seal is refused as stale by this holder's own epoch.
 // Promise 15: a takeover releases the lease only on a refusal no retry
 // changes; the seal is sent again at a new epoch of the term, and lands.
+// Promise 18: nobody was deposed, and the pipeline's Deposed context
+// lives on.
 func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
@@ -1474,6 +1476,8 @@ func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 		e, err := a.Epoch(ctx, "wal", "0")
 		require.NoError(t, err)
 		require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
+		deposed, stop := f.Deposed(ctx, "wal", "0")
+		defer stop()
 
 		shard := mustShardKey(t, "wal", "0")
 		gate := make(chan struct{})
@@ -1491,12 +1495,15 @@ func TestLeaseHoldSealRacesItsOwnEpoch(t *testing.T) {
 		held := holdBehind(slow, a, Shard{"wal", "0"})
 		synctest.Wait() // the seal's write waits at the gate
 		require.True(t, stalled.Load())
-		_, err = f.PushFrom(ctx, a, "wal", "0", "a", []byte("segment 1"))
+		_, err = f.PushFrom(deposed, a, "wal", "0", "a", []byte("segment 1"))
 		require.NoError(t, err, "the pipeline's push, at the next epoch of the term")
 		close(gate)
 
 		err = <-held
 		require.NoError(t, err, "the seal is refused by an epoch of this very term and holder: a fresh epoch would seal")
+		require.NoError(t, context.Cause(deposed), "nobody deposed the holder")
+		_, err = f.PushFrom(deposed, a, "wal", "0", "a", []byte("segment 2"))
+		require.NoError(t, err, "the holder ships on")
 	})
 }
 

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -341,55 +339,4 @@ func TestPromise3_HoldRefusesAShardItCannotSealBeforeTakingTheLease(t *testing.T
 	require.ErrorIs(t, err, writefence.ErrInvalidArgument)
 	_, err = f.InspectLease(ctx, "l")
 	assert.ErrorIs(t, err, writefence.ErrNotFound, "a Hold refused for its arguments took the lease")
-}
-
-// TestPromise18_HoldsOwnSealDeposesNobody: a Hold's seal passed by a push
-// of its own holder at a later epoch of the term (its pipeline, under the
-// shard's Deposed context) is refused as stale and sent again at a fresh
-// epoch: nobody was deposed, and the Deposed context lives on.
-func TestPromise18_HoldsOwnSealDeposesNobody(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := t.Context()
-		f := &writefence.Fence{Store: &writefence.MemStore{}}
-		a := &writefence.Lease{Fence: f, Name: "wal/0", Holder: "a", TTL: time.Minute}
-		_, err := a.Acquire(ctx)
-		require.NoError(t, err)
-		e, err := a.Epoch(ctx, "wal", "0")
-		require.NoError(t, err)
-		require.NoError(t, f.Seal(ctx, "wal", "0", "a", e))
-		defer a.Release(context.WithoutCancel(ctx))
-		deposed, stop := f.Deposed(ctx, "wal", "0")
-		defer stop()
-
-		// The Hold's first seal waits at its write while the pipeline
-		// pushes at the term's next epoch.
-		shard := mustKey(t, "wal", "0")
-		gate := make(chan struct{})
-		var stalled atomic.Bool
-		slow := hook.With(ctx, &hook.Hooks{Write: func(ctx context.Context, key string, write func() (string, error)) (string, error) {
-			if key == shard && stalled.CompareAndSwap(false, true) {
-				select {
-				case <-gate:
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-			}
-			return write()
-		}})
-		held := make(chan error, 1)
-		go func() {
-			_, err := a.Hold(slow, writefence.Shard{Plugin: "wal", Shard: "0"})
-			held <- err
-		}()
-		synctest.Wait()
-		require.True(t, stalled.Load(), "the Hold's seal waits at its write")
-		_, err = f.PushFrom(deposed, a, "wal", "0", "a", []byte("segment 1"))
-		require.NoError(t, err)
-		close(gate)
-		require.NoError(t, <-held, "the Hold seals again at a fresh epoch of its term")
-
-		require.NoError(t, context.Cause(deposed), "nobody deposed the holder")
-		_, err = f.PushFrom(deposed, a, "wal", "0", "a", []byte("segment 2"))
-		require.NoError(t, err, "the holder ships on")
-	})
 }
