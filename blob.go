@@ -99,6 +99,16 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 		}
 		return BlobRef{}, &prefixed{prefix: fmt.Sprintf("writefence: blob %s: ", esc(key)), err: err}
 	}
+	if src.err != nil {
+		// The store took the reader's failure for its end (a store
+		// that breaks BlobStore's contract): the blob it holds is cut
+		// short. It is deleted, or left to Collect; no reference to it
+		// is returned.
+		if bs, err := f.blobs(); err == nil {
+			_ = bs.DeleteBlob(ctx, key)
+		}
+		return BlobRef{}, &prefixed{prefix: fmt.Sprintf("writefence: blob %s: the store kept %d bytes of a reader that failed: ", esc(key), size), err: src.err}
+	}
 	if size != sum.n {
 		return BlobRef{}, fmt.Errorf("writefence: blob %s: the store holds %d bytes of the %d written: %w", esc(key), size, sum.n, ErrOutcomeUnknown)
 	}

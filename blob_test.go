@@ -1595,3 +1595,43 @@ func TestPromise19_CommitKeepsARecordedReference(t *testing.T) {
 		})
 	}
 }
+
+// unexpectedAsEOF passes on r, its io.ErrUnexpectedEOF as io.EOF.
+type unexpectedAsEOF struct{ r io.Reader }
+
+func (u unexpectedAsEOF) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// eofBlobs is a MemStore whose CreateBlob takes its reader's
+// io.ErrUnexpectedEOF for the blob's end, as a caller of io.ReadFull may:
+// a store that breaks BlobStore's contract.
+type eofBlobs struct{ *writefence.MemStore }
+
+func (s eofBlobs) Capabilities() writefence.ConditionalStore { return s }
+
+func (s eofBlobs) CreateBlob(ctx context.Context, key string, r io.Reader) (writefence.BlobInfo, error) {
+	return s.MemStore.CreateBlob(ctx, key, unexpectedAsEOF{r})
+}
+
+// TestPutBlobOfAReaderCutShort: a reader that fails with
+// io.ErrUnexpectedEOF (a truncated gzip stream) fails PutBlob, with an
+// error matching it, even over a store that took the failure for the
+// blob's end: PutBlob returns no reference, and deletes what the store
+// kept.
+func TestPutBlobOfAReaderCutShort(t *testing.T) {
+	ctx := t.Context()
+	mem := &writefence.MemStore{}
+	f := &writefence.Fence{Store: eofBlobs{mem}}
+	cut := io.MultiReader(strings.NewReader("the first half"), &failingReader{sent: true, err: io.ErrUnexpectedEOF})
+	ref, err := f.PutBlob(ctx, "wal", "0", "a", 1, cut)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "PutBlob returned %+v", ref)
+	assert.Zero(t, ref)
+	var n int
+	require.NoError(t, mem.ListBlobs(ctx, "", func(writefence.BlobInfo) error { n++; return nil }))
+	assert.Zero(t, n, "the blob cut short was deleted")
+}

@@ -688,6 +688,10 @@ func (s *minioStore) upload(ctx context.Context, key string, r io.Reader) (minio
 	}
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
 	opts.SetMatchETagExcept("*")
+	// The caller's reader failing with io.ErrUnexpectedEOF (a truncated
+	// gzip stream) is no end of the blob: io.ReadFull, here and in
+	// minio-go's parts, would take it for one.
+	r = sourceFailures{r}
 	head, err := readBlobHead(r)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -710,6 +714,25 @@ func (s *minioStore) upload(ctx context.Context, key string, r io.Reader) (minio
 	}
 	return up, one, nil
 }
+
+// sourceFailures passes on its reader's bytes and io.EOF, and wraps any
+// other error, so that no reader of it takes the error for an end; the
+// error still matches the reader's (errors.Is).
+type sourceFailures struct{ r io.Reader }
+
+func (s sourceFailures) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &sourceError{err: err}
+	}
+	return n, err
+}
+
+// sourceError is an error of the caller's reader.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return "reading the blob: " + e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
 
 // readBlobHead reads r's first s3OnePutBlob bytes, or all of r when it
 // ends before them. Under s3SmallBlob it grows its buffer as io.ReadAll

@@ -1354,3 +1354,39 @@ type MinioStore = minioStore
 func NewMinioStore(client *minio.Client, bucket string) *MinioStore {
 	return newMinioStore(client, bucket, nil)
 }
+
+// failingAfter yields n zero bytes, then fails with err for ever: a
+// source cut short, as a gzip.Reader over a truncated stream is
+// (io.ErrUnexpectedEOF).
+func failingAfter(n int64, err error) io.Reader {
+	return io.MultiReader(io.LimitReader(zeros{}, n), errorReader{err})
+}
+
+type errorReader struct{ err error }
+
+func (r errorReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestMinioBlobReaderCutShort: a reader that fails with
+// io.ErrUnexpectedEOF fails the S3 store's blob create, with an error
+// matching it, past one PUT's size and as a multipart upload, leaving no
+// blob (BlobStore's contract); io.ReadFull, the adapter's and minio-go's,
+// would take it for the end.
+func TestMinioBlobReaderCutShort(t *testing.T) {
+	serverTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		n    int64 // bytes the reader yields before it fails
+	}{
+		{"one PUT", 1<<20 + 100},
+		{"multipart", 6 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newS3Fake(t, s3MultipartFake(serverTime, c.n))
+			s := f.store(t, 1)
+			s.BlobPartSize = 5 << 20
+			s.crc.Store(s3CRCIgnored)
+			_, err := s.WriteBlob(t.Context(), "k", failingAfter(c.n, io.ErrUnexpectedEOF))
+			require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		})
+	}
+}

@@ -434,20 +434,26 @@ func testBlobCreateOnly(t *testing.T, sc *scope) {
 var errReaderBroke = errors.New("writefencetest: the reader broke")
 
 // testBlobFailingReader creates blobs from readers that fail at their
-// first read, midway through a small blob, and after a part and a byte:
-// CreateBlob fails with the reader's error and no blob is left at the key,
-// by StatBlob, OpenBlob and ListBlobs.
+// first read, midway through a small blob, and after a part and a byte,
+// the last also with io.ErrUnexpectedEOF (a truncated gzip stream's),
+// which io.ReadFull's callers may take for an end: CreateBlob fails with
+// the reader's error and no blob is left at the key, by StatBlob,
+// OpenBlob and ListBlobs.
 func testBlobFailingReader(t *testing.T, sc *scope) {
 	bs := blobStore(t, sc)
-	for _, c := range []namedBlob{
-		{"at-start", blobBytes{20, 0}},
-		{"midway", blobBytes{21, 3000}},
-		{"after-a-part", blobBytes{22, sc.blobPart() + 1}},
+	for _, c := range []struct {
+		namedBlob
+		err error
+	}{
+		{namedBlob{"at-start", blobBytes{20, 0}}, errReaderBroke},
+		{namedBlob{"midway", blobBytes{21, 3000}}, errReaderBroke},
+		{namedBlob{"after-a-part", blobBytes{22, sc.blobPart() + 1}}, errReaderBroke},
+		{namedBlob{"cut-short", blobBytes{23, sc.blobPart() + 1}}, io.ErrUnexpectedEOF},
 	} {
 		key := sc.blobKey("failing-" + c.name)
-		_, err := bs.CreateBlob(t.Context(), key, c.b.failing(errReaderBroke))
-		call := fmt.Sprintf("CreateBlob(%q) from a reader that fails after %d bytes", key, c.b.size)
-		wantOnly(t, err, call, "the reader's error", errReaderBroke, writefence.ErrConflict, writefence.ErrNotFound)
+		_, err := bs.CreateBlob(t.Context(), key, c.b.failing(c.err))
+		call := fmt.Sprintf("CreateBlob(%q) from a reader that fails after %d bytes with %v", key, c.b.size, c.err)
+		wantOnly(t, err, call, "the reader's error", c.err, writefence.ErrConflict, writefence.ErrNotFound)
 		wantNoBlob(t, bs, key, "after "+call)
 		listed := 0
 		if err := bs.ListBlobs(t.Context(), sc.prefix, func(b writefence.BlobInfo) error {

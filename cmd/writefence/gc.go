@@ -44,7 +44,8 @@ unreferenced blob only once it is older than -grace by the store's own
 clock: a writer must commit a blob within -grace of writing it, so choose
 it well above the longest a writer may take, pauses included. -grace must
 be positive (exit 2 otherwise). To read the store's clock gc writes one empty blob in the
-reserved space and deletes it, -dry-run too.
+reserved space and deletes it, -dry-run too (a -dry-run on a store that
+refuses the write, one opened read-only, takes this machine's clock).
 
 -dry-run deletes nothing and lists what gc would delete now; a later run
 may delete more (blobs age, tenures advance), never a blob referenced then.
