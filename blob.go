@@ -390,10 +390,6 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 	if err != nil {
 		return report, keyErr(err)
 	}
-	bs, err := f.blobs()
-	if err != nil {
-		return report, err
-	}
 	// The Observer sees a pass once (promise 27): its horizon's write,
 	// which the engine tells, or else its end, refusals included.
 	pass, start, attempt, ran := &change{op: opCollect, key: key, branded: true}, time.Now(), 0, false
@@ -402,6 +398,10 @@ func (f *Fence) Collect(ctx context.Context, plugin, shard string, opts GCOption
 			e.observe(ctx, pass, start, false, attempt, err)
 		}
 	}()
+	bs, err := f.blobs()
+	if err != nil {
+		return report, err
+	}
 	if err := e.guard(ctx, pass); err != nil {
 		return report, err
 	}

@@ -1635,3 +1635,15 @@ func TestPutBlobOfAReaderCutShort(t *testing.T) {
 	require.NoError(t, mem.ListBlobs(ctx, "", func(writefence.BlobInfo) error { n++; return nil }))
 	assert.Zero(t, n, "the blob cut short was deleted")
 }
+
+// TestPromise27_CollectWithoutBlobsIsSeen: a Collect over a store that
+// holds no blobs ends refused (errors.ErrUnsupported), seen once.
+func TestPromise27_CollectWithoutBlobsIsSeen(t *testing.T) {
+	obs := &outcomeCounter{}
+	f := &writefence.Fence{Store: struct{ writefence.ConditionalStore }{&writefence.MemStore{}}, Observer: obs.observe}
+	_, err := f.Collect(t.Context(), "wal", "0", writefence.GCOptions{})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	require.Len(t, obs.events, 1)
+	assert.Equal(t, "collect", obs.events[0].Op)
+	assert.ErrorIs(t, obs.events[0].Err, errors.ErrUnsupported)
+}
