@@ -135,14 +135,15 @@ func waitValkey(what string, cond func() bool) error {
 // valkeyDo sends one command to the Valkey server at addr, on a
 // connection of its own (after AUTH with password, when that is set),
 // and returns its reply: a status, a bulk string or an integer, as text;
-// an error reply is an error.
+// an error reply is an error. On a loaded two-core machine a server just
+// started may take seconds to accept: the dial waits up to 15 s.
 func valkeyDo(addr, password string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	c, err := net.DialTimeout("tcp", addr, 15*time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	r := bufio.NewReader(c)
 	if password != "" {
 		if _, err := respDo(c, r, "AUTH", password); err != nil {
