@@ -116,7 +116,6 @@ func (f *Fence) PutBlob(ctx context.Context, plugin, shard, writer string, epoch
 	return BlobRef{Name: name, Size: sum.n, CRC: sum.h.Sum32()}, nil
 }
 
-// countingCRC is a CRC-32C and a byte count of what is written to it.
 // sourceReader keeps the error the caller's reader returned, but io.EOF.
 type sourceReader struct {
 	r   io.Reader
@@ -131,6 +130,7 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// countingCRC is a CRC-32C and a byte count of what is written to it.
 type countingCRC struct {
 	h hash.Hash32
 	n int64
